@@ -1,0 +1,140 @@
+// Package proc starts a command as the root of a process tree that it owns,
+// and stops, kills and reaps that whole tree: the root, its process group,
+// and every descendant it can find, including those that left the group
+// with setsid or were re-parented after their parent died.
+//
+// It does not read or write the command's standard streams: the caller
+// passes the child's ends of its pipes (or terminal) in Attr and closes its
+// own copies after Start.
+//
+// Lifecycle of a Tree:
+//
+//	t, err := proc.Start(attr) // root runs in its own session and process group
+//	...
+//	t.Signal(proc.Interrupt)   // ladder steps: to the root's process group
+//	<-t.Exited()               // root has exited; it is not reaped yet
+//	t.Kill()                   // SIGKILL group + all descendants, until none is left
+//	st, err := t.Wait()        // reap the root, release resources
+//
+// Kill may be called at any time and more than once; Wait must be called
+// exactly once after Exited is closed (or after Kill), and after it the Tree
+// must not be used. Because the root is reaped only by Wait, its pid (and so
+// its process-group id) cannot be reused while signals are sent to the group.
+package proc
+
+import (
+	"log/slog"
+	"os"
+	"time"
+)
+
+// Signal is a step of the cancellation ladder.
+type Signal int
+
+// The ladder's signals.
+const (
+	// Interrupt is SIGINT on Unix (CTRL_BREAK on Windows).
+	Interrupt Signal = iota + 1
+	// Terminate is SIGTERM on Unix (the job is terminated on Windows).
+	Terminate
+	// Kill is SIGKILL on Unix (the job is terminated on Windows).
+	Kill
+)
+
+func (s Signal) String() string {
+	switch s {
+	case Interrupt:
+		return "SIGINT"
+	case Terminate:
+		return "SIGTERM"
+	case Kill:
+		return "SIGKILL"
+	}
+	return "signal?"
+}
+
+// Attr describes the command to start.
+type Attr struct {
+	// Path is the executable (absolute, or relative to the host's cwd).
+	Path string
+	// Args is argv; Args[0] is the program's name.
+	Args []string
+	// Env is the complete environment of the root process.
+	Env []string
+	// Dir is the working directory.
+	Dir string
+	// Stdin, Stdout and Stderr are the child's standard streams. Nil means
+	// the null device. The caller closes its copies after Start.
+	Stdin, Stdout, Stderr *os.File
+	// TTY, if not nil, is the slave side of a pseudo-terminal that becomes
+	// the root's controlling terminal (Unix only; Start fails elsewhere).
+	// It should also be one of Stdin, Stdout or Stderr.
+	TTY *os.File
+	// Marker is a KEY=VALUE pair that is also in Env. Processes whose
+	// initial environment holds it are treated as part of the tree even
+	// after they left its session and lost their parent (Linux).
+	Marker string
+	// Subreaper makes the host a child subreaper before starting (Linux
+	// PR_SET_CHILD_SUBREAPER; ignored elsewhere). Orphans of the tree then
+	// re-parent to the host, and Kill reaps those it kills, by pid.
+	Subreaper bool
+	// Logger receives debug records of signals and kills; nil discards.
+	Logger *slog.Logger
+}
+
+// State is how the root process ended.
+type State struct {
+	// Code is the exit status, or -1 when a signal ended the process.
+	Code int
+	// Signal names the signal that ended the process ("" if none).
+	Signal string
+}
+
+// A Report says what Kill found and did.
+type Report struct {
+	// Killed are the pids that were sent SIGKILL (root, group members,
+	// descendants and marked processes), in the order they were found.
+	Killed []int
+	// Survivors are the pids still alive when Kill gave up waiting
+	// (only processes that cannot be killed, such as ones stuck in
+	// uninterruptible sleep). Normally empty.
+	Survivors []int
+	// Elapsed is how long Kill took.
+	Elapsed time.Duration
+}
+
+// Tree is a started process tree. Its methods are safe for concurrent use.
+type Tree struct {
+	pid    int
+	exited chan struct{}
+	sys    treeSys // per-OS state
+	log    *slog.Logger
+	start  time.Time
+}
+
+// Start starts the root process in a new session and process group (a Job
+// Object on Windows), with a parent-death signal on Linux so that a host
+// that crashes takes the root down with it.
+func Start(a *Attr) (*Tree, error) { return start(a) }
+
+// Pid returns the root's process id.
+func (t *Tree) Pid() int { return t.pid }
+
+// Exited returns a channel closed once the root process has exited. The
+// root stays unreaped (a zombie) until Wait.
+func (t *Tree) Exited() <-chan struct{} { return t.exited }
+
+// Signal sends s to the root's process group. It returns nil when the group
+// is already gone.
+func (t *Tree) Signal(s Signal) error { return t.signal(s) }
+
+// Kill sends SIGKILL to the root's process group, the root and every
+// descendant found by parent links, session, process group, the Marker and
+// (with Subreaper) re-parenting, repeating until a scan finds none alive,
+// and waits until the killed processes are gone (zombies count as gone).
+// It is bounded: after about 5 s it gives up and lists the survivors.
+func (t *Tree) Kill() Report { return t.kill() }
+
+// Wait waits for the root to exit, reaps it and releases the Tree's
+// resources. Call it once.
+func (t *Tree) Wait() (State, error) { return t.wait() }

@@ -1,0 +1,137 @@
+package invoker
+
+import (
+	"errors"
+	"fmt"
+	"strings"
+)
+
+// Sentinel errors returned by Invoke, wrapped so that errors.Is finds them.
+// Messages name the CLI and, where there is one, the fix.
+var (
+	// ErrNotInstalled is returned when the CLI's binary cannot be found.
+	// The error also matches exec.ErrNotFound when the binary was looked
+	// up on PATH, and its message names the npm package to install.
+	ErrNotInstalled = errors.New("CLI not installed")
+
+	// ErrInvalidRequest is returned, before any process starts, for a
+	// Request that cannot be run: an empty prompt, a relative or missing
+	// workdir, an unknown permission.
+	ErrInvalidRequest = errors.New("invalid request")
+
+	// ErrUnsupported is returned, before any process starts, when a
+	// Request sets a field the backend's CLI cannot honour (for example
+	// Images for Gemini). It also matches ErrInvalidRequest.
+	ErrUnsupported = errors.New("not supported by this CLI")
+
+	// ErrFirstEventTimeout is returned when the CLI printed no event within
+	// the time set by WithFirstEventTimeout.
+	ErrFirstEventTimeout = errors.New("no event before the first-event timeout")
+
+	// ErrIdleTimeout is returned when the CLI printed nothing for the time
+	// set by WithIdleTimeout.
+	ErrIdleTimeout = errors.New("no output before the idle timeout")
+
+	// ErrAuthRequired is returned when the CLI reports that it is not
+	// logged in or its credentials were rejected.
+	ErrAuthRequired = errors.New("authentication required")
+
+	// ErrRateLimited is returned when the CLI reports that the model API
+	// refused the request for rate or quota limits.
+	ErrRateLimited = errors.New("rate limited")
+
+	// ErrNoResult is returned when the CLI exited with status 0 but without
+	// the terminal event that reports success (see CLI-FACTS: several CLIs
+	// exit 0 on signals and on some errors).
+	ErrNoResult = errors.New("CLI exited without a final result")
+)
+
+// An Error wraps any error returned by Invoke with the name of the CLI, so
+// that messages read "codex: ...". errors.Is and errors.As see through it.
+type Error struct {
+	CLI string // "codex", "gemini", "claude"
+	Err error
+}
+
+func (e *Error) Error() string { return e.CLI + ": " + e.Err.Error() }
+
+// Unwrap returns the underlying error.
+func (e *Error) Unwrap() error { return e.Err }
+
+// An ExitError reports that the CLI exited with a non-zero status and no
+// more specific cause was found in its output.
+type ExitError struct {
+	// Code is the exit status, or -1 when the CLI was killed by a signal.
+	Code int
+	// Stderr is the tail of the CLI's standard error.
+	Stderr string
+	// Explanation says what the exit code means for this CLI, when known
+	// (for example Gemini's HTTP status modulo 256).
+	Explanation string
+}
+
+func (e *ExitError) Error() string {
+	var b strings.Builder
+	if e.Code < 0 {
+		b.WriteString("killed by a signal")
+	} else {
+		fmt.Fprintf(&b, "exit status %d", e.Code)
+	}
+	if e.Explanation != "" {
+		b.WriteString(" (" + e.Explanation + ")")
+	}
+	if tail := lastLines(e.Stderr, 3, 512); tail != "" {
+		b.WriteString(": " + tail)
+	}
+	return b.String()
+}
+
+// A StreamError reports a failure the CLI stated in its own output stream:
+// Claude's result with is_error, Codex's turn.failed, Gemini's result with
+// status "error".
+type StreamError struct {
+	// Message is the CLI's error message.
+	Message string
+	// Type is the CLI's error type or subtype, if it gave one
+	// (for example "error_max_turns").
+	Type string
+	// ExitCode is the CLI's exit status.
+	ExitCode int
+	// Err is a sentinel such as ErrAuthRequired or ErrRateLimited when the
+	// message was recognised, else nil.
+	Err error
+}
+
+func (e *StreamError) Error() string {
+	msg := "the CLI reported a failure"
+	if e.Type != "" {
+		msg += " (" + e.Type + ")"
+	}
+	if e.Message != "" {
+		msg += ": " + e.Message
+	}
+	return msg
+}
+
+// Unwrap returns the recognised sentinel, if any.
+func (e *StreamError) Unwrap() error { return e.Err }
+
+// lastLines returns at most n trailing non-empty lines of s, joined by
+// " | " and cut to max bytes.
+func lastLines(s string, n, max int) string {
+	lines := strings.Split(strings.TrimSpace(s), "\n")
+	var kept []string
+	for i := len(lines) - 1; i >= 0 && len(kept) < n; i-- {
+		if l := strings.TrimSpace(lines[i]); l != "" {
+			kept = append(kept, l)
+		}
+	}
+	for i, j := 0, len(kept)-1; i < j; i, j = i+1, j-1 {
+		kept[i], kept[j] = kept[j], kept[i]
+	}
+	out := strings.Join(kept, " | ")
+	if len(out) > max {
+		out = "..." + out[len(out)-max:]
+	}
+	return out
+}

@@ -1,0 +1,142 @@
+package invoker
+
+import (
+	"context"
+	"time"
+)
+
+// An Invoker runs one AI coding-agent CLI. Each backend package (codex,
+// gemini, claude) returns one from its New function.
+//
+// An Invoker is safe for concurrent use; each call to Invoke owns its own
+// process tree and shares no state with other calls.
+type Invoker interface {
+	// Name returns the CLI's short name: "codex", "gemini" or "claude".
+	Name() string
+
+	// Invoke runs one agent turn and returns only after the CLI and every
+	// process it started have exited and been reaped.
+	//
+	// The returned *Result is never nil, even with an error: it holds the
+	// session id, the (partial) text and the stderr tail gathered so far,
+	// so a failed or cancelled turn can be inspected and resumed.
+	// When ctx is cancelled or its deadline passes, the CLI is stopped with
+	// the signal ladder described in the package documentation and the error
+	// satisfies errors.Is(err, ctx.Err()).
+	Invoke(ctx context.Context, req Request) (*Result, error)
+}
+
+// Permission is how much an agent may change on the machine. The zero value
+// means [ReadOnly].
+type Permission string
+
+// The permission levels every backend maps onto its CLI's own flags.
+const (
+	// ReadOnly lets the agent read files and run read-only tools. It is the
+	// default.
+	ReadOnly Permission = "read-only"
+	// WorkspaceWrite lets the agent edit files in the workdir.
+	WorkspaceWrite Permission = "workspace-write"
+	// Unlimited disables the CLI's sandbox and approval checks.
+	Unlimited Permission = "unlimited"
+)
+
+// Permissions lists the valid permission levels, from least to most
+// privileged.
+var Permissions = []Permission{ReadOnly, WorkspaceWrite, Unlimited}
+
+// String returns the permission's name; the zero value reads "read-only".
+func (p Permission) String() string {
+	if p == "" {
+		return string(ReadOnly)
+	}
+	return string(p)
+}
+
+// Valid reports whether p is one of the defined levels or the zero value.
+func (p Permission) Valid() bool {
+	switch p {
+	case "", ReadOnly, WorkspaceWrite, Unlimited:
+		return true
+	}
+	return false
+}
+
+// Rank orders permissions: 0 for read-only, 1 for workspace-write, 2 for
+// unlimited, and -1 for an unknown level.
+func (p Permission) Rank() int {
+	switch p {
+	case "", ReadOnly:
+		return 0
+	case WorkspaceWrite:
+		return 1
+	case Unlimited:
+		return 2
+	}
+	return -1
+}
+
+// A Request describes one agent turn. Only Prompt and Workdir are required.
+type Request struct {
+	// Prompt is the user's message. It must not be empty. Backends deliver
+	// it on the CLI's standard input where the CLI accepts it, so it has no
+	// length limit and does not show in ps.
+	Prompt string
+
+	// Workdir is the CLI's working directory. It must be an absolute path
+	// to an existing directory.
+	Workdir string
+
+	// Permission is the sandbox level; the zero value means ReadOnly.
+	Permission Permission
+
+	// Model overrides the CLI's default model when not empty.
+	Model string
+
+	// SessionID resumes this session (Codex thread) when not empty.
+	SessionID string
+
+	// Images are absolute paths of images to attach, for CLIs that take
+	// them. A backend whose CLI cannot take images returns an error that
+	// matches ErrUnsupported.
+	Images []string
+
+	// SystemPrompt replaces or extends the CLI's system prompt, for CLIs
+	// that support it.
+	SystemPrompt string
+
+	// Env holds KEY=VALUE pairs for this run. They override the host's
+	// value of KEY and any value set with WithEnv.
+	Env []string
+
+	// ExtraArgs are appended to the CLI's command line before the prompt
+	// (if any). They are passed through unchecked; prefer the typed fields.
+	ExtraArgs []string
+
+	// OnEvent, if not nil, is called for every event as it arrives, in
+	// order, from a single goroutine. It should return quickly: reading
+	// the CLI's output waits for it. If it panics, the run is stopped, the
+	// process tree is reaped, and then the panic is re-raised on the
+	// goroutine that called Invoke.
+	OnEvent func(Event)
+}
+
+// A Result is what a turn produced. Invoke returns a non-nil Result even
+// when it also returns an error.
+type Result struct {
+	// SessionID is the session (thread) id the CLI reported, or "" if
+	// none was seen yet. Pass it as Request.SessionID to resume.
+	SessionID string
+	// Text is the final assistant answer, or the partial text gathered
+	// before an error or cancellation.
+	Text string
+	// Usage holds the token counts the CLI reported.
+	Usage Usage
+	// ExitCode is the CLI's exit status, or -1 if it was killed by a
+	// signal or never started.
+	ExitCode int
+	// Stderr is a bounded tail of the CLI's standard error.
+	Stderr string
+	// Duration is the wall time from start to the reaping of the tree.
+	Duration time.Duration
+}

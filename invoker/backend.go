@@ -2,7 +2,6 @@ package invoker
 
 import "fmt"
 
-
 // A Backend adapts one CLI to the shared engine: it builds the command line
 // for a Request and decodes the CLI's output. It holds no process code.
 // Backend packages implement it and pass it to New; users of the library

@@ -138,3 +138,11 @@ func (t *Tree) Kill() Report { return t.kill() }
 // Wait waits for the root to exit, reaps it and releases the Tree's
 // resources. Call it once.
 func (t *Tree) Wait() (State, error) { return t.wait() }
+
+// loggerOf returns l, or a logger that discards everything when l is nil.
+func loggerOf(l *slog.Logger) *slog.Logger {
+	if l == nil {
+		return slog.New(slog.DiscardHandler)
+	}
+	return l
+}

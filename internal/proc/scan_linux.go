@@ -1,0 +1,401 @@
+//go:build linux
+
+package proc
+
+import (
+	"bytes"
+	"cmp"
+	"encoding/binary"
+	"errors"
+	"math"
+	"os"
+	"slices"
+	"strconv"
+	"sync"
+	"unsafe"
+
+	"golang.org/x/sys/unix"
+)
+
+// procInfo is /proc/<pid>/stat reduced to what Kill needs.
+type procInfo struct {
+	pid, ppid, pgrp, sid int32
+	start                uint64 // starttime: clock ticks after boot
+	state                byte
+}
+
+// zombie reports whether the process has exited (it is gone for Kill).
+func (p *procInfo) zombie() bool { return p.state == 'Z' || p.state == 'X' }
+
+var errBadStat = errors.New("proc: malformed /proc/<pid>/stat")
+
+// parseStat parses the fields of /proc/<pid>/stat that Kill needs. The
+// command name (field 2) is in parentheses and may itself hold spaces and
+// parentheses, so the fixed fields are counted from the last ')'.
+func parseStat(pid int32, b []byte) (procInfo, error) {
+	p := procInfo{pid: pid}
+	i := bytes.LastIndexByte(b, ')')
+	if i < 0 || i+3 >= len(b) {
+		return p, errBadStat
+	}
+	f := b[i+2:]
+	p.state = f[0]
+	f = f[1:]
+	// Fields after the state: 1 ppid, 2 pgrp, 3 session, ..., 19 starttime.
+	for k := 1; k <= 19; k++ {
+		if len(f) == 0 || f[0] != ' ' {
+			return p, errBadStat
+		}
+		f = f[1:]
+		j := bytes.IndexByte(f, ' ')
+		if j < 0 {
+			j = len(f)
+		}
+		tok := f[:j]
+		f = f[j:]
+		if k > 3 && k < 19 {
+			continue
+		}
+		v, ok := atou(tok)
+		if !ok {
+			return p, errBadStat
+		}
+		switch k {
+		case 1:
+			p.ppid = int32(v)
+		case 2:
+			p.pgrp = int32(v)
+		case 3:
+			p.sid = int32(v)
+		case 19:
+			p.start = v
+		}
+	}
+	return p, nil
+}
+
+// atou parses a decimal number without allocating.
+func atou(b []byte) (uint64, bool) {
+	if len(b) == 0 {
+		return 0, false
+	}
+	var v uint64
+	for _, c := range b {
+		if c < '0' || c > '9' {
+			return 0, false
+		}
+		v = v*10 + uint64(c-'0')
+	}
+	return v, true
+}
+
+// procReader reads files under /proc/<pid>/ with fixed buffers, so that a
+// scan of every process allocates nothing per process.
+type procReader struct {
+	path [40]byte
+	buf  [1024]byte
+}
+
+// open opens /proc/<pid>/<name> with openat(2) on a NUL-terminated path
+// built in r.path (unix.Openat would allocate the path on each call).
+func (r *procReader) open(pid int32, name string) (int, error) {
+	b := append(r.path[:0], "/proc/"...)
+	b = strconv.AppendInt(b, int64(pid), 10)
+	b = append(b, '/')
+	b = append(b, name...)
+	b = append(b, 0)
+	cwd := unix.AT_FDCWD // a variable: the negative constant does not convert to uintptr
+	fd, _, errno := unix.Syscall6(unix.SYS_OPENAT, uintptr(cwd),
+		uintptr(unsafe.Pointer(&b[0])), unix.O_RDONLY|unix.O_CLOEXEC, 0, 0, 0)
+	if errno != 0 {
+		return -1, errno
+	}
+	return int(fd), nil
+}
+
+// stat reads /proc/<pid>/stat. One read returns the whole line, and the
+// fields Kill needs lie well within the buffer.
+func (r *procReader) stat(pid int32) (procInfo, error) {
+	fd, err := r.open(pid, "stat")
+	if err != nil {
+		return procInfo{}, err
+	}
+	n, err := unix.Read(fd, r.buf[:])
+	unix.Close(fd)
+	if err != nil {
+		return procInfo{}, err
+	}
+	return parseStat(pid, r.buf[:n])
+}
+
+// readStat reads one process's stat outside a scan.
+func readStat(pid int32) (procInfo, error) {
+	var r procReader
+	return r.stat(pid)
+}
+
+// A snapshot is one pass over /proc, shared by every Kill that asked for
+// it. It is never modified after the scan that made it.
+type snapshot struct {
+	procs  []procInfo         // sorted by pid
+	kids   []int32            // indices into procs, sorted by ppid
+	marked map[string][]int32 // marker → pids whose environment holds it
+}
+
+// find returns the index of pid in s.procs.
+func (s *snapshot) find(pid int32) (int, bool) {
+	return slices.BinarySearchFunc(s.procs, pid, func(p procInfo, pid int32) int { return cmp.Compare(p.pid, pid) })
+}
+
+// children returns the indices of the processes whose parent is ppid.
+func (s *snapshot) children(ppid int32) []int32 {
+	lo, _ := slices.BinarySearchFunc(s.kids, ppid, func(i, ppid int32) int { return cmp.Compare(s.procs[i].ppid, ppid) })
+	hi := lo
+	for hi < len(s.kids) && s.procs[s.kids[hi]].ppid == ppid {
+		hi++
+	}
+	return s.kids[lo:hi]
+}
+
+// A scanner runs the scans of /proc for every Tree in the process.
+//
+// A scan reads the stat of every process, so concurrent Kills (a thousand
+// runs cancelled together) would each pay O(all processes) and slow each
+// other down. Instead requests coalesce: a caller joins the next batch, and
+// the first caller to find no scan running runs the batch's scan for all of
+// its members. Every member thus gets a scan that started after it asked,
+// which is all Kill needs to see processes forked before it asked.
+//
+// It is package state, shared on purpose: it owns nothing a caller can
+// configure, only the coordination between Trees and a cache.
+type scanner struct {
+	mu      sync.Mutex
+	cond    sync.Cond
+	running bool
+	next    *scanBatch
+	markers map[string]int // registered markers → Trees using them; copied on write
+	gen     uint64         // incremented when a marker is registered
+
+	// Used only by the goroutine running a scan (running == true).
+	envCache map[procKey]envResult
+	dents    []byte
+	env      []byte
+	r        procReader
+	host     int32
+}
+
+// procKey names a process across pid reuse.
+type procKey struct {
+	pid   int32
+	start uint64
+}
+
+// envResult caches which registered marker a process's environment holds.
+// An empty marker is only trusted for the registry generation it was read
+// under: a marker registered later may be in it.
+type envResult struct {
+	marker string
+	gen    uint64
+}
+
+type scanBatch struct {
+	minStart uint64 // read environments of processes started at or after
+	done     bool
+	snap     *snapshot
+	err      error
+}
+
+var theScanner = sync.OnceValue(func() *scanner {
+	s := &scanner{
+		next:     &scanBatch{minStart: math.MaxUint64},
+		markers:  map[string]int{},
+		envCache: map[procKey]envResult{},
+		dents:    make([]byte, 8192),
+		host:     int32(os.Getpid()),
+	}
+	s.cond.L = &s.mu
+	return s
+})
+
+// register adds a marker that scans look for in environments.
+func (s *scanner) register(marker string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	m := make(map[string]int, len(s.markers)+1)
+	for k, v := range s.markers {
+		m[k] = v
+	}
+	m[marker]++
+	s.markers = m
+	s.gen++
+}
+
+// unregister removes a marker added by register.
+func (s *scanner) unregister(marker string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	m := make(map[string]int, len(s.markers))
+	for k, v := range s.markers {
+		m[k] = v
+	}
+	if m[marker]--; m[marker] <= 0 {
+		delete(m, marker)
+	}
+	s.markers = m
+}
+
+// scan returns a snapshot taken by a scan that started after the call.
+// Environments are read for processes started at or after minStart
+// (math.MaxUint64: none needed by this caller).
+func (s *scanner) scan(minStart uint64) (*snapshot, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	b := s.next
+	b.minStart = min(b.minStart, minStart)
+	for !b.done {
+		if s.running {
+			s.cond.Wait()
+			continue
+		}
+		s.running = true
+		s.next = &scanBatch{minStart: math.MaxUint64}
+		markers, gen := s.markers, s.gen
+		s.mu.Unlock()
+		snap, err := s.run(b.minStart, markers, gen)
+		s.mu.Lock()
+		b.snap, b.err, b.done = snap, err, true
+		s.running = false
+		s.cond.Broadcast()
+	}
+	return b.snap, b.err
+}
+
+// run performs one scan. Only one runs at a time.
+func (s *scanner) run(minStart uint64, markers map[string]int, gen uint64) (*snapshot, error) {
+	pids, err := s.pids()
+	if err != nil {
+		return nil, err
+	}
+	sn := &snapshot{procs: make([]procInfo, 0, len(pids))}
+	for _, pid := range pids {
+		p, err := s.r.stat(pid)
+		if err != nil {
+			continue // exited since the directory was read
+		}
+		sn.procs = append(sn.procs, p)
+	}
+	byPid := func(a, b procInfo) int { return cmp.Compare(a.pid, b.pid) }
+	if !slices.IsSortedFunc(sn.procs, byPid) {
+		slices.SortFunc(sn.procs, byPid)
+	}
+	sn.kids = make([]int32, len(sn.procs))
+	for i := range sn.kids {
+		sn.kids[i] = int32(i)
+	}
+	slices.SortFunc(sn.kids, func(a, b int32) int { return cmp.Compare(sn.procs[a].ppid, sn.procs[b].ppid) })
+
+	if len(markers) == 0 || minStart == math.MaxUint64 {
+		return sn, nil
+	}
+	for i := range sn.procs {
+		p := &sn.procs[i]
+		if p.start < minStart || p.zombie() || p.pid == s.host {
+			continue
+		}
+		key := procKey{p.pid, p.start}
+		res, ok := s.envCache[key]
+		if !ok || (res.marker == "" && res.gen != gen) {
+			res = envResult{s.readMarker(p.pid, markers), gen}
+			s.envCache[key] = res
+		}
+		if res.marker != "" {
+			if sn.marked == nil {
+				sn.marked = map[string][]int32{}
+			}
+			sn.marked[res.marker] = append(sn.marked[res.marker], p.pid)
+		}
+	}
+	for k := range s.envCache {
+		if i, ok := sn.find(k.pid); !ok || sn.procs[i].start != k.start {
+			delete(s.envCache, k)
+		}
+	}
+	return sn, nil
+}
+
+// pids lists the numeric entries of /proc with getdents(2), parsing the
+// names in place.
+func (s *scanner) pids() ([]int32, error) {
+	fd, err := unix.Open("/proc", unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return nil, err
+	}
+	defer unix.Close(fd)
+	pids := make([]int32, 0, 512)
+	for {
+		n, err := unix.Getdents(fd, s.dents)
+		if err == unix.EINTR {
+			continue
+		}
+		if err != nil {
+			return nil, err
+		}
+		if n <= 0 {
+			return pids, nil
+		}
+		// struct linux_dirent64: u64 ino, s64 off, u16 reclen, u8 type, name.
+		for b := s.dents[:n]; len(b) >= 19; {
+			reclen := int(binary.NativeEndian.Uint16(b[16:18]))
+			if reclen < 19 || reclen > len(b) {
+				break
+			}
+			name := b[19:reclen]
+			if j := bytes.IndexByte(name, 0); j >= 0 {
+				name = name[:j]
+			}
+			if v, ok := atou(name); ok && v > 0 && v <= math.MaxInt32 {
+				pids = append(pids, int32(v))
+			}
+			b = b[reclen:]
+		}
+	}
+}
+
+// readMarker returns the registered marker found in /proc/<pid>/environ,
+// or "" (also when the environment cannot be read).
+func (s *scanner) readMarker(pid int32, markers map[string]int) string {
+	fd, err := s.r.open(pid, "environ")
+	if err != nil {
+		return ""
+	}
+	defer unix.Close(fd)
+	if s.env == nil {
+		s.env = make([]byte, 16<<10)
+	}
+	n := 0
+	for {
+		if n == len(s.env) {
+			s.env = slices.Grow(s.env, len(s.env))[:2*len(s.env)]
+		}
+		m, err := unix.Read(fd, s.env[n:])
+		if err == unix.EINTR {
+			continue
+		}
+		if err != nil || m <= 0 {
+			break
+		}
+		n += m
+	}
+	for env := s.env[:n]; len(env) > 0; {
+		e := env
+		if j := bytes.IndexByte(env, 0); j >= 0 {
+			e, env = env[:j], env[j+1:]
+		} else {
+			env = nil
+		}
+		if _, ok := markers[string(e)]; ok {
+			return string(e)
+		}
+	}
+	return ""
+}

@@ -1,0 +1,169 @@
+// Package codex runs the OpenAI Codex CLI (npm package @openai/codex) as an
+// [invoker.Invoker].
+//
+// Each turn runs
+//
+//	codex exec --json --skip-git-repo-check --cd=DIR --sandbox=MODE [--model=M] [--image=PATH]... [--config=developer_instructions="..."] [ExtraArgs...] -- -
+//
+// with the prompt written to standard input and stdin then closed: Codex
+// reads stdin to end of file before it starts ("Reading additional input
+// from stdin..." on stderr is normal), so the prompt has no length limit and
+// never shows in ps or reads as a flag. A turn that resumes a thread runs
+//
+//	codex exec --json --skip-git-repo-check --cd=DIR [--model=M] [--config=developer_instructions="..."] --config=sandbox_mode="MODE" [ExtraArgs...] resume [--image=PATH]... -- THREAD_ID -
+//
+// because exec resume accepts no --sandbox: the permission level is restated
+// as a configuration override, so a resumed turn never runs with more (or
+// less) access than the caller asked for.
+//
+// # Request fields
+//
+// Permission maps to the sandbox: [invoker.ReadOnly] is "read-only",
+// [invoker.WorkspaceWrite] is "workspace-write" and [invoker.Unlimited] is
+// "danger-full-access". Codex in exec mode never asks for approval, so the
+// sandbox is the whole policy. SystemPrompt becomes the developer_instructions
+// setting, added to Codex's own instructions. Images are attached with
+// --image; Codex splits that flag's value at commas, so an image path that
+// contains a comma is rejected with [invoker.ErrInvalidRequest] (copy or link
+// the file to a path without one). Every Request field is supported.
+//
+// # Events and results
+//
+// thread.started reports the session (thread) id; agent_message items are
+// whole messages (Codex does not stream deltas in --json mode) and the last
+// one is the final answer; reasoning items are reasoning; command_execution,
+// file_change, mcp_tool_call, web_search and todo_list items are tool calls
+// (item.started and item.updated) and tool results (item.completed), with the
+// item id as [invoker.Tool].ID; top-level error lines and error items are
+// non-fatal notices ("Reconnecting... 1/5", unknown model metadata) and
+// become warnings. The turn succeeded only when turn.completed arrives;
+// turn.failed carries the failure, reported as an [*invoker.StreamError].
+//
+// The usage Codex reports on turn.completed, and so Result.Usage, is
+// cumulative over the whole thread: after a resumed turn it includes every
+// earlier turn of the thread. Subtract the previous turn's Result.Usage to
+// get one turn's tokens. Codex reports no total; TotalTokens stays zero.
+package codex
+
+import (
+	"fmt"
+	"strconv"
+	"strings"
+	"unicode/utf8"
+
+	"github.com/clinvoke/clinvoke/invoker"
+)
+
+// New returns an Invoker that runs the codex CLI. With no options the
+// binary is found on PATH as "codex".
+func New(opts ...invoker.Option) invoker.Invoker { return invoker.New(backend{}, opts...) }
+
+// backend adapts the Codex CLI to the invoker engine. It has no state.
+type backend struct{}
+
+var _ invoker.Backend = backend{}
+
+func (backend) Name() string        { return "codex" }
+func (backend) Binary() string      { return "codex" }
+func (backend) InstallHint() string { return "npm install -g @openai/codex" }
+
+func (backend) NewDecoder(*invoker.Request) invoker.Decoder { return newDecoder() }
+
+// sandboxMode returns Codex's sandbox policy for a permission level.
+func sandboxMode(p invoker.Permission) (string, error) {
+	switch p {
+	case "", invoker.ReadOnly:
+		return "read-only", nil
+	case invoker.WorkspaceWrite:
+		return "workspace-write", nil
+	case invoker.Unlimited:
+		return "danger-full-access", nil
+	}
+	return "", fmt.Errorf("%w: unknown permission %q", invoker.ErrInvalidRequest, string(p))
+}
+
+func (backend) Command(req *invoker.Request) (*invoker.Command, error) {
+	mode, err := sandboxMode(req.Permission)
+	if err != nil {
+		return nil, err
+	}
+	for _, img := range req.Images {
+		// Both exec and exec resume declare --image with a ',' value
+		// delimiter: the path would arrive in pieces.
+		if strings.Contains(img, ",") {
+			return nil, fmt.Errorf("%w: Request.Images: codex splits --image at commas, so %q cannot be passed; use a path without a comma", invoker.ErrInvalidRequest, img)
+		}
+	}
+
+	args := []string{"exec", "--json", "--skip-git-repo-check"}
+	if req.Workdir != "" {
+		// The engine also starts codex in Workdir; --cd makes it the
+		// agent's working root even if a config file says otherwise.
+		args = append(args, "--cd="+req.Workdir)
+	}
+	resume := req.SessionID != ""
+	if !resume {
+		args = append(args, "--sandbox="+mode)
+	}
+	if req.Model != "" {
+		args = append(args, "--model="+req.Model)
+	}
+	if !resume {
+		for _, img := range req.Images {
+			args = append(args, "--image="+img)
+		}
+	}
+	if req.SystemPrompt != "" {
+		args = append(args, "--config=developer_instructions="+tomlString(req.SystemPrompt))
+	}
+	if resume {
+		// exec resume rejects --sandbox (CLI-FACTS.md); the same policy as
+		// a configuration override keeps the permission on resume.
+		args = append(args, "--config=sandbox_mode="+tomlString(mode))
+	}
+	args = append(args, req.ExtraArgs...)
+	if resume {
+		args = append(args, "resume")
+		for _, img := range req.Images {
+			args = append(args, "--image="+img)
+		}
+		args = append(args, "--", req.SessionID, "-")
+	} else {
+		args = append(args, "--", "-")
+	}
+	return &invoker.Command{Args: args, Stdin: req.Prompt}, nil
+}
+
+// tomlString quotes s as a TOML basic string, the form Codex's --config
+// parses its values in.
+func tomlString(s string) string {
+	var b strings.Builder
+	b.Grow(len(s) + 2)
+	b.WriteByte('"')
+	for i := 0; i < len(s); {
+		r, size := utf8.DecodeRuneInString(s[i:])
+		i += size
+		switch {
+		case r == '"':
+			b.WriteString(`\"`)
+		case r == '\\':
+			b.WriteString(`\\`)
+		case r == '\n':
+			b.WriteString(`\n`)
+		case r == '\t':
+			b.WriteString(`\t`)
+		case r == '\r':
+			b.WriteString(`\r`)
+		case r < 0x20 || r == 0x7f:
+			b.WriteString(`\u00`)
+			b.WriteString(strconv.FormatInt(int64(r)>>4, 16))
+			b.WriteString(strconv.FormatInt(int64(r)&0xf, 16))
+		default:
+			// Invalid UTF-8 decodes as U+FFFD and is written as such:
+			// TOML strings must be valid UTF-8.
+			b.WriteRune(r)
+		}
+	}
+	b.WriteByte('"')
+	return b.String()
+}

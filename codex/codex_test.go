@@ -1,0 +1,208 @@
+package codex
+
+import (
+	"errors"
+	"os"
+	"regexp"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/clinvoke/clinvoke/invoker"
+)
+
+func TestBackendNames(t *testing.T) {
+	b := backend{}
+	if b.Name() != "codex" || b.Binary() != "codex" || b.InstallHint() != "npm install -g @openai/codex" {
+		t.Errorf("Name, Binary, InstallHint = %q, %q, %q", b.Name(), b.Binary(), b.InstallHint())
+	}
+	if New().Name() != "codex" {
+		t.Errorf("New().Name() = %q", New().Name())
+	}
+}
+
+func TestCommand(t *testing.T) {
+	base := invoker.Request{Prompt: "say hi", Workdir: "/work/p"}
+	with := func(f func(r *invoker.Request)) invoker.Request {
+		r := base
+		f(&r)
+		return r
+	}
+	tests := []struct {
+		name string
+		req  invoker.Request
+		want []string
+	}{
+		{
+			name: "defaults are read-only",
+			req:  base,
+			want: []string{"exec", "--json", "--skip-git-repo-check", "--cd=/work/p", "--sandbox=read-only", "--", "-"},
+		},
+		{
+			name: "read-only explicit",
+			req:  with(func(r *invoker.Request) { r.Permission = invoker.ReadOnly }),
+			want: []string{"exec", "--json", "--skip-git-repo-check", "--cd=/work/p", "--sandbox=read-only", "--", "-"},
+		},
+		{
+			name: "workspace-write",
+			req:  with(func(r *invoker.Request) { r.Permission = invoker.WorkspaceWrite }),
+			want: []string{"exec", "--json", "--skip-git-repo-check", "--cd=/work/p", "--sandbox=workspace-write", "--", "-"},
+		},
+		{
+			name: "unlimited",
+			req:  with(func(r *invoker.Request) { r.Permission = invoker.Unlimited }),
+			want: []string{"exec", "--json", "--skip-git-repo-check", "--cd=/work/p", "--sandbox=danger-full-access", "--", "-"},
+		},
+		{
+			name: "model, images, system prompt, extra args",
+			req: with(func(r *invoker.Request) {
+				r.Model = "gpt-5.5"
+				r.Images = []string{"/img/a.png", "/img/-b.png"}
+				r.SystemPrompt = "Be \"terse\".\nNo C:\\paths."
+				r.ExtraArgs = []string{"--ephemeral"}
+			}),
+			want: []string{"exec", "--json", "--skip-git-repo-check", "--cd=/work/p", "--sandbox=read-only",
+				"--model=gpt-5.5", "--image=/img/a.png", "--image=/img/-b.png",
+				`--config=developer_instructions="Be \"terse\".\nNo C:\\paths."`,
+				"--ephemeral", "--", "-"},
+		},
+		{
+			name: "resume restates read-only as a config override",
+			req:  with(func(r *invoker.Request) { r.SessionID = "01a1fc5c-838c-7a43-9661-c8ed22a94191" }),
+			want: []string{"exec", "--json", "--skip-git-repo-check", "--cd=/work/p", `--config=sandbox_mode="read-only"`,
+				"resume", "--", "01a1fc5c-838c-7a43-9661-c8ed22a94191", "-"},
+		},
+		{
+			name: "resume restates workspace-write",
+			req: with(func(r *invoker.Request) {
+				r.SessionID = "T"
+				r.Permission = invoker.WorkspaceWrite
+			}),
+			want: []string{"exec", "--json", "--skip-git-repo-check", "--cd=/work/p", `--config=sandbox_mode="workspace-write"`,
+				"resume", "--", "T", "-"},
+		},
+		{
+			name: "resume restates unlimited, with model, image and system prompt",
+			req: with(func(r *invoker.Request) {
+				r.SessionID = "-T"
+				r.Permission = invoker.Unlimited
+				r.Model = "o3"
+				r.Images = []string{"/i.png"}
+				r.SystemPrompt = "x"
+				r.ExtraArgs = []string{"--ephemeral"}
+			}),
+			want: []string{"exec", "--json", "--skip-git-repo-check", "--cd=/work/p", "--model=o3",
+				`--config=developer_instructions="x"`, `--config=sandbox_mode="danger-full-access"`, "--ephemeral",
+				"resume", "--image=/i.png", "--", "-T", "-"},
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			cmd, err := backend{}.Command(&tt.req)
+			if err != nil {
+				t.Fatalf("Command() error = %v", err)
+			}
+			if !slices.Equal(cmd.Args, tt.want) {
+				t.Errorf("Args =\n  %q\nwant\n  %q", cmd.Args, tt.want)
+			}
+			if cmd.Stdin != tt.req.Prompt {
+				t.Errorf("Stdin = %q, want the prompt", cmd.Stdin)
+			}
+			if slices.Contains(cmd.Args, "--sandbox=read-only") && tt.req.SessionID != "" {
+				t.Errorf("resume must not pass --sandbox")
+			}
+		})
+	}
+}
+
+// TestPromptNeverAFlag checks that prompts that look like flags reach codex
+// on stdin only.
+func TestPromptNeverAFlag(t *testing.T) {
+	for _, p := range []string{"--help", "-p", "-", "--", "resume", "--sandbox=danger-full-access"} {
+		for _, sid := range []string{"", "T"} {
+			req := invoker.Request{Prompt: p, Workdir: "/w", SessionID: sid}
+			cmd, err := backend{}.Command(&req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if cmd.Stdin != p {
+				t.Errorf("Stdin = %q, want %q", cmd.Stdin, p)
+			}
+			i := slices.Index(cmd.Args, "--")
+			if i < 0 || cmd.Args[len(cmd.Args)-1] != "-" {
+				t.Fatalf("Args = %q: want -- and - (read stdin) last", cmd.Args)
+			}
+			neutral := req
+			neutral.Prompt = "hello"
+			ncmd, _ := backend{}.Command(&neutral)
+			if !slices.Equal(cmd.Args, ncmd.Args) {
+				t.Errorf("prompt %q changed argv to %q", p, cmd.Args)
+			}
+		}
+	}
+}
+
+func TestCommandErrors(t *testing.T) {
+	tests := []struct {
+		name string
+		req  invoker.Request
+		want error
+	}{
+		{"unknown permission", invoker.Request{Prompt: "x", Permission: "root"}, invoker.ErrInvalidRequest},
+		{"image path with a comma", invoker.Request{Prompt: "x", Images: []string{"/a,b.png"}}, invoker.ErrInvalidRequest},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			_, err := backend{}.Command(&tt.req)
+			if !errors.Is(err, tt.want) {
+				t.Errorf("Command() error = %v, want %v", err, tt.want)
+			}
+		})
+	}
+}
+
+// TestFlagsExist checks every flag the backend emits against the captured
+// --help of the verified codex version.
+func TestFlagsExist(t *testing.T) {
+	help, err := os.ReadFile("testdata/help.txt")
+	if err != nil {
+		t.Fatal(err)
+	}
+	req := invoker.Request{Prompt: "x", Workdir: "/w", Model: "m", Images: []string{"/i"}, SystemPrompt: "s", SessionID: "T"}
+	var args []string
+	for _, sid := range []string{"", "T"} {
+		req.SessionID = sid
+		cmd, err := backend{}.Command(&req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		args = append(args, cmd.Args...)
+	}
+	flagRE := regexp.MustCompile(`^--[a-z-]+`)
+	for _, a := range args {
+		f := flagRE.FindString(a)
+		if f == "" || f == "--" {
+			continue
+		}
+		if !strings.Contains(string(help), f+" ") && !strings.Contains(string(help), f+"\n") {
+			t.Errorf("flag %s is not in codex --help", f)
+		}
+	}
+}
+
+func TestTOMLString(t *testing.T) {
+	tests := map[string]string{
+		"":             `""`,
+		"plain":        `"plain"`,
+		"a\"b\\c":      `"a\"b\\c"`,
+		"l1\nl2\tx\r":  `"l1\nl2\tx\r"`,
+		"\x00\x1f\x7f": `"\u0000\u001f\u007f"`,
+		"ünïcödé ✓":    `"ünïcödé ✓"`,
+		"bad\xffutf8":  "\"bad\uFFFDutf8\"",
+	}
+	for in, want := range tests {
+		if got := tomlString(in); got != want {
+			t.Errorf("tomlString(%q) = %s, want %s", in, got, want)
+		}
+	}
+}

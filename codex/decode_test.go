@@ -1,0 +1,453 @@
+package codex
+
+import (
+	"bufio"
+	"bytes"
+	"encoding/json"
+	"errors"
+	"flag"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+
+	"github.com/clinvoke/clinvoke/invoker"
+)
+
+var update = flag.Bool("update", false, "rewrite testdata/*.golden from the decoder's output")
+
+// sample is one captured run of the real CLI: its stdout lines, stderr and
+// exit status.
+type sample struct {
+	lines    [][]byte
+	stderr   string
+	exitCode int
+}
+
+// loadSample reads testdata/name: a .stdout capture (with .stderr and .meta
+// beside it when present) or a 2025 .json capture holding the events, the
+// return code and stderr.
+func loadSample(t *testing.T, name string) sample {
+	t.Helper()
+	data, err := os.ReadFile(filepath.Join("testdata", name))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var s sample
+	if strings.HasSuffix(name, ".json") {
+		var rec struct {
+			ReturnCode int               `json:"returncode"`
+			Events     []json.RawMessage `json:"events"`
+			Stderr     string            `json:"stderr"`
+		}
+		if err := json.Unmarshal(data, &rec); err != nil {
+			t.Fatal(err)
+		}
+		for _, ev := range rec.Events {
+			var b bytes.Buffer
+			if err := json.Compact(&b, ev); err != nil {
+				t.Fatal(err)
+			}
+			s.lines = append(s.lines, b.Bytes())
+		}
+		s.stderr, s.exitCode = rec.Stderr, rec.ReturnCode
+		return s
+	}
+	sc := bufio.NewScanner(bytes.NewReader(data))
+	sc.Buffer(nil, 64<<20)
+	for sc.Scan() {
+		if len(bytes.TrimSpace(sc.Bytes())) > 0 {
+			s.lines = append(s.lines, bytes.Clone(sc.Bytes()))
+		}
+	}
+	base := strings.TrimSuffix(name, ".stdout")
+	if b, err := os.ReadFile(filepath.Join("testdata", base+".stderr")); err == nil {
+		s.stderr = string(b)
+	}
+	if b, err := os.ReadFile(filepath.Join("testdata", base+".meta")); err == nil {
+		for _, f := range strings.Fields(string(b)) {
+			if v, ok := strings.CutPrefix(f, "rc="); ok {
+				s.exitCode, _ = strconv.Atoi(v)
+			}
+		}
+	}
+	return s
+}
+
+// summary is what a golden file holds: the events without Raw, and the
+// outcome.
+type summary struct {
+	Events  []invoker.Event `json:"events"`
+	Outcome struct {
+		SessionID string        `json:"session_id"`
+		Text      string        `json:"text"`
+		Usage     invoker.Usage `json:"usage"`
+		Success   bool          `json:"success"`
+		Err       string        `json:"err,omitempty"`
+	} `json:"outcome"`
+}
+
+// run decodes a sample like the engine does and checks the invariants every
+// line must keep: no fatal error, no stderr signature, Raw kept.
+func run(t *testing.T, s sample) (summary, invoker.Outcome) {
+	t.Helper()
+	d := newDecoder()
+	var sum summary
+	for _, l := range s.lines {
+		evs, err := d.Decode(l)
+		if err != nil {
+			t.Errorf("Decode(%.80s) error = %v, want nil", l, err)
+		}
+		if len(evs) == 0 {
+			t.Errorf("Decode(%.80s) returned no events; every line yields at least one", l)
+		}
+		for _, ev := range evs {
+			if json.Valid(l) && !bytes.Equal(ev.Raw, l) {
+				t.Errorf("event %v: Raw = %.80s, want the line", ev.Kind, ev.Raw)
+			}
+			if _, err := json.Marshal(ev); err != nil {
+				t.Errorf("json.Marshal(event) = %v", err)
+			}
+			ev.Raw = nil
+			sum.Events = append(sum.Events, ev)
+		}
+	}
+	for l := range strings.Lines(s.stderr) {
+		if err := d.Stderr([]byte(strings.TrimRight(l, "\n"))); err != nil {
+			t.Errorf("Stderr(%q) = %v, want nil for normal noise", l, err)
+		}
+	}
+	out := d.Outcome(s.exitCode, s.stderr)
+	sum.Outcome.SessionID, sum.Outcome.Text, sum.Outcome.Usage, sum.Outcome.Success = out.SessionID, out.Text, out.Usage, out.Success
+	if out.Err != nil {
+		sum.Outcome.Err = out.Err.Error()
+	}
+	return sum, out
+}
+
+func TestGolden(t *testing.T) {
+	const thread = "01a1fc51-6e29-7c22-b652-9fbf529842b4"
+	usage11 := invoker.Usage{InputTokens: 11, OutputTokens: 5}
+	usage22 := invoker.Usage{InputTokens: 22, OutputTokens: 10}
+	tests := []struct {
+		file       string
+		sessionID  string
+		text       string
+		textPrefix string
+		usage      invoker.Usage
+		success    bool
+		errIs      error // a sentinel Outcome.Err must match
+		streamErr  string
+	}{
+		{file: "basic.stdout", sessionID: thread, text: "hi there", usage: usage11, success: true},
+		{file: "noevent.stdout", sessionID: "01a1fc63-af24-7050-9df3-3124981dbc9d", text: "hi there", usage: usage11, success: true},
+		{file: "model-gpt-5.stdout", sessionID: "01a1fc51-acfb-7a32-8d1a-33322048ff03", text: "hi there", usage: usage11, success: true},
+		{file: "resume1.stdout", sessionID: "01a1fc5c-838c-7a43-9661-c8ed22a94191", text: "first answer", usage: usage11, success: true},
+		// Usage is cumulative over the thread: the resumed turn reports both.
+		{file: "resume2.stdout", sessionID: "01a1fc5c-838c-7a43-9661-c8ed22a94191", text: "second answer", usage: usage22, success: true},
+		{file: "tool.stdout", sessionID: "01a1fc51-e5a0-73f2-8481-da1fadde8e2f", text: "done: Chunk ID: c5ef03\nWall time: 0.0000 seconds\nProcess exited with code 0\nOriginal token count: 16\nOutput:\npyenv: cannot rehash: /home/user/.pyenv/shims isn't writable\nhello", usage: usage22, success: true},
+		{file: "tool-fail.stdout", sessionID: "01a1fc52-dd91-7933-93c5-ba1db4534f14", text: "done: Chunk ID: 617dc7\nWall time: 0.0000 seconds\nProcess exited with code 2\nOriginal token count: 29\nOutput:\npyenv: cannot rehash: /home/user/.pyenv/shims isn't writable\nls: cannot access '/nonexistent': No such", usage: usage22, success: true},
+		{file: "perm-ww.stdout", sessionID: "01a1fc52-b38b-7333-a844-2569892e550c", text: "done: Chunk ID: c7855e\nWall time: 0.0000 seconds\nProcess exited with code 0\nOriginal token count: 14\nOutput:\npyenv: cannot rehash: /home/user/.pyenv/shims isn't writable", usage: usage22, success: true},
+		{file: "rich.stdout", sessionID: "01a1fc62-8199-7bf1-989e-d2ca1d67c63e", text: "done: Exit code: 0\nWall time: 0 seconds\nOutput:\nSuccess. Updated the following files:\nA hello.txt", usage: usage22, success: true},
+		{file: "err401.stdout", sessionID: "01a1fc52-fb1c-7501-bda6-dddd07930e64", errIs: invoker.ErrAuthRequired,
+			streamErr: "unexpected status 401 Unauthorized: fake 401 error, url: http://127.0.0.1:18084/v1/responses"},
+		{file: "err500-noretry.stdout", sessionID: "01a1fc56-7b39-7d20-af52-55d17b8916fe",
+			streamErr: "We’re currently experiencing high demand, which may cause temporary errors."},
+		{file: "2025-simple_greeting_20251216_134103.json", sessionID: "019b25ad-271b-7d93-9738-9bf9e1fc817a",
+			text:  "Hello! I’m GPT-5.2 running in the Codex CLI—an AI coding assistant that can read and edit files in your repo, run terminal commands, and help you debug, implement features, and automate workflows.",
+			usage: invoker.Usage{InputTokens: 8867, OutputTokens: 50}, success: true},
+		{file: "2025-code_analysis_20251216_134157.json", sessionID: "019b25ad-f984-7830-b30d-135a58425c39",
+			usage: invoker.Usage{InputTokens: 40587, OutputTokens: 1238}, success: true,
+			textPrefix: "Current directory contains a single file:\n\n- `collect_samples.py` (Python 3 script, ~6.4KB, permissions `-rw-------`): runs `codex exec` and/or `gemini -o stream-json` against a few predefined prompts (including "},
+	}
+	seen := map[string]bool{}
+	for _, tt := range tests {
+		seen[tt.file] = true
+		t.Run(tt.file, func(t *testing.T) {
+			sum, out := run(t, loadSample(t, tt.file))
+			if out.SessionID != tt.sessionID {
+				t.Errorf("SessionID = %q, want %q", out.SessionID, tt.sessionID)
+			}
+			if tt.text != "" && out.Text != tt.text {
+				t.Errorf("Text = %q, want %q", out.Text, tt.text)
+			}
+			if !strings.HasPrefix(out.Text, tt.textPrefix) {
+				t.Errorf("Text = %.120q, want it to start with %.120q", out.Text, tt.textPrefix)
+			}
+			if tt.usage != (invoker.Usage{}) && out.Usage != tt.usage {
+				t.Errorf("Usage = %+v, want %+v", out.Usage, tt.usage)
+			}
+			if out.Success != tt.success {
+				t.Errorf("Success = %v, want %v", out.Success, tt.success)
+			}
+			if tt.success && out.Err != nil {
+				t.Errorf("Err = %v, want nil on success", out.Err)
+			}
+			if tt.streamErr != "" {
+				var se *invoker.StreamError
+				if !errors.As(out.Err, &se) {
+					t.Fatalf("Err = %v, want a *StreamError", out.Err)
+				}
+				if se.Message != tt.streamErr {
+					t.Errorf("StreamError.Message = %q, want %q", se.Message, tt.streamErr)
+				}
+			}
+			if tt.errIs != nil && !errors.Is(out.Err, tt.errIs) {
+				t.Errorf("Err = %v, want errors.Is %v", out.Err, tt.errIs)
+			}
+			if tt.errIs == nil && (errors.Is(out.Err, invoker.ErrAuthRequired) || errors.Is(out.Err, invoker.ErrRateLimited)) {
+				t.Errorf("Err = %v, want no auth or rate-limit sentinel", out.Err)
+			}
+			checkGolden(t, tt.file, sum)
+		})
+	}
+	// Every captured stdout must be covered by a case.
+	files, _ := filepath.Glob("testdata/*")
+	for _, f := range files {
+		name := filepath.Base(f)
+		if (strings.HasSuffix(name, ".stdout") || strings.HasSuffix(name, ".json")) && !seen[name] {
+			t.Errorf("sample %s has no test case", name)
+		}
+	}
+}
+
+// checkGolden compares sum with testdata/<file>.golden, or rewrites it
+// with -update.
+func checkGolden(t *testing.T, file string, sum summary) {
+	t.Helper()
+	got, err := json.MarshalIndent(sum, "", "  ")
+	if err != nil {
+		t.Fatal(err)
+	}
+	got = append(got, '\n')
+	path := filepath.Join("testdata", file+".golden")
+	if *update {
+		if err := os.WriteFile(path, got, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return
+	}
+	want, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatalf("%v (run go test -update to create it)", err)
+	}
+	if !bytes.Equal(got, want) {
+		t.Errorf("decoded %s differs from %s:\n%s", file, path, got)
+	}
+}
+
+func decodeAll(t *testing.T, d *decoder, lines ...string) []invoker.Event {
+	t.Helper()
+	var all []invoker.Event
+	for _, l := range lines {
+		evs, err := d.Decode([]byte(l))
+		if err != nil {
+			t.Fatalf("Decode(%s) error = %v", l, err)
+		}
+		all = append(all, evs...)
+	}
+	return all
+}
+
+func kinds(evs []invoker.Event) []invoker.EventKind {
+	var ks []invoker.EventKind
+	for _, ev := range evs {
+		ks = append(ks, ev.Kind)
+	}
+	return ks
+}
+
+func TestDecodeItems(t *testing.T) {
+	tests := []struct {
+		name  string
+		lines []string
+		want  []invoker.EventKind
+		check func(t *testing.T, evs []invoker.Event)
+	}{
+		{
+			name: "mcp tool call completed without started",
+			lines: []string{
+				`{"type":"item.completed","item":{"id":"item_3","type":"mcp_tool_call","server":"docs","tool":"search","arguments":{"q":"x"},"result":{"content":[{"type":"text","text":"found"}]},"status":"completed"}}`,
+			},
+			want: []invoker.EventKind{invoker.KindToolCall, invoker.KindToolResult},
+			check: func(t *testing.T, evs []invoker.Event) {
+				res := evs[1].Tool
+				if res.Name != "mcp__docs__search" || res.ID != "item_3" || res.Output != "found" || res.Status != "completed" || string(res.Input) != `{"q":"x"}` {
+					t.Errorf("result = %+v", res)
+				}
+				if evs[0].Tool.Output != "" {
+					t.Errorf("call carries output %q", evs[0].Tool.Output)
+				}
+			},
+		},
+		{
+			name: "mcp tool call error",
+			lines: []string{
+				`{"type":"item.started","item":{"id":"i","type":"mcp_tool_call","server":"s","tool":"t","arguments":{},"status":"in_progress"}}`,
+				`{"type":"item.completed","item":{"id":"i","type":"mcp_tool_call","server":"s","tool":"t","arguments":{},"error":{"message":"boom"},"status":"failed"}}`,
+			},
+			want: []invoker.EventKind{invoker.KindToolCall, invoker.KindToolResult},
+			check: func(t *testing.T, evs []invoker.Event) {
+				if evs[1].Tool.Output != "boom" || evs[1].Tool.Status != "failed" {
+					t.Errorf("result = %+v", evs[1].Tool)
+				}
+			},
+		},
+		{
+			name: "web search",
+			lines: []string{
+				`{"type":"item.completed","item":{"id":"ws","type":"web_search","query":"golang generics"}}`,
+			},
+			want: []invoker.EventKind{invoker.KindToolCall, invoker.KindToolResult},
+			check: func(t *testing.T, evs []invoker.Event) {
+				if string(evs[1].Tool.Input) != `{"query":"golang generics"}` || evs[1].Tool.Name != "web_search" {
+					t.Errorf("result = %+v", evs[1].Tool)
+				}
+			},
+		},
+		{
+			name: "todo list started, updated, completed",
+			lines: []string{
+				`{"type":"item.started","item":{"id":"td","type":"todo_list","items":[{"text":"a","completed":false},{"text":"b","completed":false}]}}`,
+				`{"type":"item.updated","item":{"id":"td","type":"todo_list","items":[{"text":"a","completed":true},{"text":"b","completed":false}]}}`,
+				`{"type":"item.completed","item":{"id":"td","type":"todo_list","items":[{"text":"a","completed":true},{"text":"b","completed":true}]}}`,
+			},
+			want: []invoker.EventKind{invoker.KindToolCall, invoker.KindToolCall, invoker.KindToolResult},
+			check: func(t *testing.T, evs []invoker.Event) {
+				if string(evs[1].Tool.Input) != `{"items":[{"text":"a","completed":true},{"text":"b","completed":false}]}` || evs[1].Tool.Output != "" {
+					t.Errorf("update = %+v", evs[1].Tool)
+				}
+				if evs[2].Tool.Output != "[x] a\n[x] b\n" {
+					t.Errorf("result output = %q", evs[2].Tool.Output)
+				}
+			},
+		},
+		{
+			name: "file change",
+			lines: []string{
+				`{"type":"item.completed","item":{"id":"f","type":"file_change","changes":[{"path":"/p/a.go","kind":"update"}],"status":"completed"}}`,
+			},
+			want: []invoker.EventKind{invoker.KindToolCall, invoker.KindToolResult},
+			check: func(t *testing.T, evs []invoker.Event) {
+				if evs[1].Tool.Output != "update /p/a.go\n" || string(evs[1].Tool.Input) != `{"changes":[{"path":"/p/a.go","kind":"update"}]}` {
+					t.Errorf("result = %+v", evs[1].Tool)
+				}
+			},
+		},
+		{
+			name:  "unknown item and unknown event pass through",
+			lines: []string{`{"type":"item.completed","item":{"id":"x","type":"hologram"}}`, `{"type":"thread.archived"}`},
+			want:  []invoker.EventKind{invoker.KindRaw, invoker.KindRaw},
+		},
+		{
+			name:  "malformed lines are warnings",
+			lines: []string{`not json`, `[1,2]`, `{"type":"item.completed","item":"oops"}`, "\xff\xfe{"},
+			want:  []invoker.EventKind{invoker.KindWarning, invoker.KindWarning, invoker.KindWarning, invoker.KindWarning},
+			check: func(t *testing.T, evs []invoker.Event) {
+				if evs[0].Raw != nil || evs[3].Raw != nil {
+					t.Errorf("invalid JSON kept as Raw")
+				}
+				if string(evs[1].Raw) != `[1,2]` {
+					t.Errorf("valid JSON not kept: %s", evs[1].Raw)
+				}
+			},
+		},
+		{
+			name:  "item event without item",
+			lines: []string{`{"type":"item.started"}`},
+			want:  []invoker.EventKind{invoker.KindWarning},
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			evs := decodeAll(t, newDecoder(), tt.lines...)
+			if got := kinds(evs); !equalKinds(got, tt.want) {
+				t.Fatalf("kinds = %v, want %v", got, tt.want)
+			}
+			if tt.check != nil {
+				tt.check(t, evs)
+			}
+		})
+	}
+}
+
+func equalKinds(a, b []invoker.EventKind) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for i := range a {
+		if a[i] != b[i] {
+			return false
+		}
+	}
+	return true
+}
+
+func TestOutcomeWithoutTerminalEvent(t *testing.T) {
+	started := []string{
+		`{"type":"thread.started","thread_id":"T"}`,
+		`{"type":"turn.started"}`,
+		`{"type":"item.completed","item":{"id":"item_0","type":"agent_message","text":"partial"}}`,
+	}
+	tests := []struct {
+		name     string
+		lines    []string
+		exitCode int
+		stderr   string
+		wantErr  string // substring of Err's message; "" means nil
+		wantIs   error
+	}{
+		{name: "SIGINT exit 1 keeps partial text, error left to the engine", lines: started, exitCode: 1},
+		{name: "killed", lines: started, exitCode: -1},
+		{name: "exit 0 without turn.completed", lines: started, exitCode: 0},
+		{name: "retry notices only", lines: append(started[:2:2], `{"type":"error","message":"Reconnecting... 1/5 (stream disconnected)"}`), exitCode: 1},
+		{name: "error line before any turn", lines: []string{`{"type":"error","message":"invalid value for sandbox_mode"}`}, exitCode: 1, wantErr: "invalid value for sandbox_mode"},
+		{name: "usage error", exitCode: 2, stderr: "error: unexpected argument '--full-auto' found\n", wantErr: "usage error"},
+		{name: "panic", exitCode: 101, wantErr: "panicked"},
+		{name: "empty prompt", exitCode: 1, stderr: "No prompt provided via stdin.\n", wantErr: "empty prompt"},
+		{name: "rate limited turn", lines: []string{`{"type":"turn.failed","error":{"message":"exceeded retry limit, last status: 429 Too Many Requests"}}`}, exitCode: 1, wantErr: "429", wantIs: invoker.ErrRateLimited},
+		{name: "turn.failed without a message uses the last error", lines: []string{`{"type":"error","message":"stream error: unexpected status 401 Unauthorized"}`, `{"type":"turn.failed","error":{}}`}, exitCode: 1, wantErr: "401", wantIs: invoker.ErrAuthRequired},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			d := newDecoder()
+			decodeAll(t, d, tt.lines...)
+			out := d.Outcome(tt.exitCode, tt.stderr)
+			if out.Success {
+				t.Errorf("Success = true, want false")
+			}
+			if len(tt.lines) > 2 && tt.lines[2] == started[2] && out.Text != "partial" {
+				t.Errorf("Text = %q, want the partial text", out.Text)
+			}
+			switch {
+			case tt.wantErr == "" && out.Err != nil:
+				t.Errorf("Err = %v, want nil", out.Err)
+			case tt.wantErr != "" && (out.Err == nil || !strings.Contains(out.Err.Error(), tt.wantErr)):
+				t.Errorf("Err = %v, want it to mention %q", out.Err, tt.wantErr)
+			}
+			if tt.wantIs != nil && !errors.Is(out.Err, tt.wantIs) {
+				t.Errorf("Err = %v, want errors.Is %v", out.Err, tt.wantIs)
+			}
+		})
+	}
+}
+
+func TestClassify(t *testing.T) {
+	tests := []struct {
+		msg  string
+		want error
+	}{
+		{"unexpected status 401 Unauthorized: fake 401 error", invoker.ErrAuthRequired},
+		{"Incorrect API key provided", invoker.ErrAuthRequired},
+		{"exceeded retry limit, last status: 429 Too Many Requests", invoker.ErrRateLimited},
+		{"You've hit your usage limit. Upgrade to Pro", invoker.ErrRateLimited},
+		{"We’re currently experiencing high demand, which may cause temporary errors.", nil},
+		{"read 4010 bytes", nil},
+	}
+	for _, tt := range tests {
+		if got := classify(tt.msg); got != tt.want {
+			t.Errorf("classify(%q) = %v, want %v", tt.msg, got, tt.want)
+		}
+	}
+}

@@ -1,0 +1,315 @@
+package fakeagent
+
+import (
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"time"
+)
+
+// Environment variables read by Main. Script.Env sets them; a test never
+// needs to set them by hand.
+const (
+	// EnvScript holds the Script as JSON. Main runs the fake agent when it
+	// is set (an empty value runs the zero Script).
+	EnvScript = "CLINVOKE_FAKEAGENT"
+	// EnvTag holds Script.Tag. Every process of the fake's tree inherits
+	// it, so Survivors can find them in /proc/<pid>/environ.
+	EnvTag = "CLINVOKE_FAKEAGENT_TAG"
+	// EnvOwner identifies the process that called Script.Env (pid and
+	// start time), so Orphans sees only the fakes of its own test binary.
+	EnvOwner = "CLINVOKE_FAKEAGENT_OWNER"
+
+	// envRole selects a helper role (sleeper, holder, escapee, escaped)
+	// for the processes the fake starts; empty means the agent itself.
+	envRole = "CLINVOKE_FAKEAGENT_ROLE"
+	// envReady names the file descriptor a helper closes once it has
+	// recorded its pid (see spawn.go).
+	envReady = "CLINVOKE_FAKEAGENT_READY"
+)
+
+// Flavours of Script.Flavor.
+const (
+	Codex  = "codex"
+	Gemini = "gemini"
+	Claude = "claude"
+)
+
+// DefaultAnswer is the final answer of a Script without Answer.
+const DefaultAnswer = "Hello from the fake agent."
+
+// DefaultInterval is the pause between paced events when Script.Interval
+// is zero.
+const DefaultInterval = 20 * time.Millisecond
+
+// sleepFor is how long helper processes (grandchildren, escapees, stdout
+// holders) sleep. They never clean themselves up early: killing them is the
+// library's job, which is what the tests prove.
+const sleepFor = 10 * time.Minute
+
+// A Script tells the fake agent what to do. The zero value reads standard
+// input to EOF and answers DefaultAnswer at once in Codex's format, like
+// `codex exec --json` with a prompt on stdin.
+//
+// The fake prints, in this order (each part only when asked for):
+//
+//	Stderr, then standard input is read to EOF (unless SkipStdin),
+//	helper processes are started (Grandchild, Escapee, HoldStdout),
+//	SilentFor passes,
+//	the session events (codex thread.started + turn.started; gemini init +
+//	the user echo; claude system init),
+//	Malformed lines, the Tool call and its result, progress events for
+//	StreamFor, the HugeLine, the answer in Chunks, StallFor passes,
+//	the terminal event (success, or Fail) unless NoTerminal,
+//
+// and exits with ExitCode. Every line is written with one write call.
+type Script struct {
+	// Flavor selects the CLI whose JSONL shapes are printed: Codex
+	// (default), Gemini or Claude. Field names, nesting and order are
+	// copied from captures of the real CLIs (CLI-FACTS.md).
+	Flavor string `json:"flavor,omitempty"`
+
+	// SessionID is the session (thread) id reported. If empty, a resumed
+	// id found in the arguments is reported (codex `resume ID`, gemini
+	// `-r ID`/`--resume ID`, claude `--resume=ID`/`-r ID`), else a fresh
+	// UUID in the CLI's format (v7 for Codex, v4 for the others).
+	SessionID string `json:"session_id,omitempty"`
+
+	// Answer is the final answer (default DefaultAnswer).
+	Answer string `json:"answer,omitempty"`
+
+	// Chunks splits the answer into this many message events (default 1,
+	// at most one per rune), Interval apart, keeping each CLI's rule for
+	// the final answer: Gemini prints assistant deltas whose concatenation
+	// is the answer; Claude prints one text block per assistant event
+	// (sharing message.id) and puts the whole answer in result.result;
+	// Codex prints agent_message items holding growing prefixes of the
+	// answer, the last one (the final answer) holding all of it.
+	Chunks int `json:"chunks,omitempty"`
+
+	// Tool adds a shell tool call and its result ("echo hello" → "hello")
+	// before the answer: codex command_execution item.started and
+	// item.completed; gemini tool_use and tool_result run_shell_command;
+	// claude assistant tool_use Bash and user tool_result.
+	Tool bool `json:"tool,omitempty"`
+
+	// StreamFor keeps printing progress events, one every Interval, for
+	// this long before the answer: codex reasoning items, claude thinking
+	// blocks, gemini tool_use/tool_result pairs (list_directory). Progress
+	// events never change the final answer.
+	StreamFor time.Duration `json:"stream_for,omitempty"`
+
+	// Interval paces progress events, answer chunks and Replay lines
+	// (default DefaultInterval).
+	Interval time.Duration `json:"interval,omitempty"`
+
+	// SilentFor makes the fake print nothing at all on stdout for this long
+	// before its first event (standard input is read before).
+	SilentFor time.Duration `json:"silent_for,omitempty"`
+
+	// StallFor makes the fake print nothing for this long after the answer
+	// and before the terminal event: a model stream that stalls mid-turn.
+	// With a long StallFor a cancelled run has a session id and partial
+	// text but no terminal event.
+	StallFor time.Duration `json:"stall_for,omitempty"`
+
+	// IgnoreSignals makes the fake and its helper processes ignore SIGINT
+	// and SIGTERM: only SIGKILL stops them.
+	//
+	// Without it, SIGINT and SIGTERM end the fake the way they end the
+	// real CLI of its flavour (CLI-FACTS.md, "Success, failure, exit
+	// codes"): Codex exits 1 on SIGINT and 143 on SIGTERM, with no
+	// terminal event; Claude prints result{subtype:"error_during_execution",
+	// is_error:true} and exits 0 on SIGINT, and exits 143 with no result on
+	// SIGTERM; Gemini exits 0 with no result. The status 143 is an exit
+	// status, not a death by signal. In no case does the fake stop the
+	// processes it started: that is the library's job. Helper processes
+	// die of SIGINT and SIGTERM like `sleep` does.
+	IgnoreSignals bool `json:"ignore_signals,omitempty"`
+
+	// Grandchild starts a helper process in the fake's process group that
+	// sleeps for ten minutes, with standard streams on the null device.
+	Grandchild bool `json:"grandchild,omitempty"`
+
+	// Escapee starts a helper that calls setsid (a new session and process
+	// group) and starts a child of its own, then exits, so that the child
+	// is orphaned and re-parented to init (or to a child subreaper). The
+	// orphan sleeps for ten minutes. It inherits the environment, so a
+	// per-run marker variable set by the library finds it. (Unix; on other
+	// systems it is started detached in a new process group.)
+	Escapee bool `json:"escapee,omitempty"`
+
+	// HoldStdout starts a helper that inherits the fake's stdout and stderr
+	// and sleeps for ten minutes; the fake itself exits as usual after the
+	// stream, so its pipes stay open after it exited.
+	HoldStdout bool `json:"hold_stdout,omitempty"`
+
+	// HugeLine, if positive, prints before the answer one valid event line
+	// of exactly HugeLine bytes without its newline (or the smallest such
+	// event, when HugeLine is smaller): a tool result whose output is
+	// ASCII filler (codex command_execution aggregated_output; gemini
+	// tool_result output; claude tool_result content and tool_use_result
+	// stdout sharing the filler), after its tool call.
+	HugeLine int `json:"huge_line,omitempty"`
+
+	// Malformed prints, after the session events, a truncated JSON line, a
+	// line that is not JSON, an empty line, a line of invalid UTF-8 bytes
+	// and a well-formed event of an unknown type.
+	Malformed bool `json:"malformed,omitempty"`
+
+	// ExitCode is the exit status after the stream. If zero and Fail is
+	// set, the flavour's failure status is used: 1 for Codex and Claude,
+	// 0 for Gemini (which exits 0 when its stream ends badly; set ExitCode
+	// to model its HTTP-status exits such as 244).
+	ExitCode int `json:"exit_code,omitempty"`
+
+	// Stderr is written to standard error first, before standard input is
+	// read (like Codex's "Reading additional input from stdin..."), so a
+	// stall signature can be seen while the fake waits.
+	Stderr string `json:"stderr,omitempty"`
+
+	// Fail replaces the answer and the success terminal event by a failure
+	// with this message in the flavour's shape: codex error +
+	// turn.failed{error{message}}; claude a synthetic assistant text and
+	// result{subtype:"success", is_error:true, result:Fail}; gemini
+	// result{status:"error", error{type, message}}.
+	Fail string `json:"fail,omitempty"`
+
+	// NoTerminal leaves out the terminal event (codex turn.completed or
+	// turn.failed, gemini and claude result).
+	NoTerminal bool `json:"no_terminal,omitempty"`
+
+	// SkipStdin makes the fake never read (nor close) standard input.
+	// By default it reads standard input to EOF before anything else,
+	// like the real CLIs do with a piped prompt: a stdin that is never
+	// closed hangs it, as it hangs Codex.
+	SkipStdin bool `json:"skip_stdin,omitempty"`
+
+	// Replay, if set, is the path of a captured .stdout file printed line
+	// by line, Interval apart, instead of the generated events. Flavor
+	// still decides the signal behaviour; Stderr, helpers, SilentFor and
+	// ExitCode still apply. Env makes the path absolute.
+	Replay string `json:"replay,omitempty"`
+
+	// RecordDir, if set, is an existing directory where the fake records
+	// what it saw, for ReadRecord: its arguments, working directory,
+	// environment and standard input, and one line per process of its tree
+	// (the fake and each helper, each appending its own line). Use a fresh
+	// directory per run. Env makes the path absolute.
+	RecordDir string `json:"record_dir,omitempty"`
+
+	// Tag, if set, is placed in the environment (EnvTag) of the fake and
+	// all its descendants, so that Survivors(Tag) finds any that are left.
+	// Use a value unique to the run, such as one from NewTag.
+	Tag string `json:"tag,omitempty"`
+}
+
+// Env returns the KEY=VALUE entries that make a binary calling Main run s.
+// Pass them as invoker.Request.Env, with invoker.WithEnv, or append them
+// to exec.Cmd.Env. They also name the calling process as the owner of the
+// fake (see Orphans), and make RecordDir and Replay absolute.
+func (s Script) Env() []string {
+	if s.RecordDir != "" {
+		if abs, err := filepath.Abs(s.RecordDir); err == nil {
+			s.RecordDir = abs
+		}
+	}
+	if s.Replay != "" {
+		if abs, err := filepath.Abs(s.Replay); err == nil {
+			s.Replay = abs
+		}
+	}
+	b, err := json.Marshal(s)
+	if err != nil {
+		panic("fakeagent: " + err.Error()) // cannot happen: plain fields
+	}
+	env := []string{
+		EnvScript + "=" + string(b),
+		EnvOwner + "=" + ownerID(),
+		envRole + "=", // a fake started by a helper is an agent again
+	}
+	if s.Tag != "" {
+		env = append(env, EnvTag+"="+s.Tag)
+	}
+	return env
+}
+
+// NewTag returns a random tag for Script.Tag, unique across test binaries
+// running at the same time.
+func NewTag() string {
+	var b [8]byte
+	rand.Read(b[:])
+	return "fa-" + hex.EncodeToString(b[:])
+}
+
+// ownerID identifies this process: its pid and, on Linux, its start time,
+// so that a later process reusing the pid is not mistaken for the owner.
+func ownerID() string {
+	pid := os.Getpid()
+	if st, ok := startTime(pid); ok {
+		return strconv.Itoa(pid) + "." + strconv.FormatUint(st, 10)
+	}
+	return strconv.Itoa(pid)
+}
+
+// Main runs the fake agent, or one of the helper processes it starts, and
+// exits the process, when the environment asks for it (EnvScript is set,
+// as by Script.Env); otherwise it returns at once. Call it first in
+// TestMain (or main), before flags are parsed: the fake gets the CLI's
+// arguments, not the test binary's.
+func Main() {
+	if role := os.Getenv(envRole); role != "" {
+		os.Exit(runHelper(role))
+	}
+	v, ok := os.LookupEnv(EnvScript)
+	if !ok {
+		return
+	}
+	s, err := parseScript(v)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "fakeagent:", err)
+		os.Exit(2)
+	}
+	os.Exit(run(s))
+}
+
+func parseScript(v string) (Script, error) {
+	var s Script
+	if v == "" {
+		return s, nil
+	}
+	if err := json.Unmarshal([]byte(v), &s); err != nil {
+		return s, fmt.Errorf("bad %s: %w", EnvScript, err)
+	}
+	switch s.Flavor {
+	case "", Codex, Gemini, Claude:
+	default:
+		return s, fmt.Errorf("unknown flavor %q", s.Flavor)
+	}
+	return s, nil
+}
+
+func (s *Script) flavor() string {
+	if s.Flavor == "" {
+		return Codex
+	}
+	return s.Flavor
+}
+
+func (s *Script) interval() time.Duration {
+	if s.Interval <= 0 {
+		return DefaultInterval
+	}
+	return s.Interval
+}
+
+func (s *Script) answer() string {
+	if s.Answer == "" {
+		return DefaultAnswer
+	}
+	return s.Answer
+}

@@ -1,0 +1,92 @@
+package fakeagent
+
+import (
+	"bytes"
+	"os"
+	"strconv"
+	"strings"
+)
+
+// stat holds the fields of /proc/<pid>/stat that the package uses.
+type stat struct {
+	state   byte
+	ppid    int
+	pgrp    int
+	session int
+	start   uint64 // clock ticks after boot
+}
+
+// readStat parses /proc/<pid>/stat.
+func readStat(pid int) (stat, bool) {
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	if err != nil {
+		return stat{}, false
+	}
+	// The command name is in parentheses and may hold anything,
+	// including ") ": the fields start after the last ')'.
+	i := bytes.LastIndexByte(b, ')')
+	if i < 0 {
+		return stat{}, false
+	}
+	f := strings.Fields(string(b[i+1:]))
+	if len(f) < 20 {
+		return stat{}, false
+	}
+	var st stat
+	st.state = f[0][0]
+	st.ppid, _ = strconv.Atoi(f[1])
+	st.pgrp, _ = strconv.Atoi(f[2])
+	st.session, _ = strconv.Atoi(f[3])
+	st.start, _ = strconv.ParseUint(f[19], 10, 64) // field 22 of proc(5)
+	return st, true
+}
+
+// startTime returns the start time of pid, which with the pid identifies a
+// process for its whole life.
+func startTime(pid int) (uint64, bool) {
+	st, ok := readStat(pid)
+	return st.start, ok
+}
+
+// alive reports whether p is running: same pid and start time, and not a
+// zombie.
+func alive(p Proc) bool {
+	st, ok := readStat(p.Pid)
+	return ok && st.state != 'Z' && st.state != 'X' && st.start == p.StartTime
+}
+
+// withEnv returns the live, non-zombie processes (other than this one)
+// whose initial environment holds the entry KEY=VALUE.
+func withEnv(entry string) []Proc {
+	ents, err := os.ReadDir("/proc")
+	if err != nil {
+		return nil
+	}
+	want := []byte(entry)
+	self := os.Getpid()
+	var found []Proc
+	for _, e := range ents {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil || pid == self {
+			continue
+		}
+		env, err := os.ReadFile("/proc/" + e.Name() + "/environ")
+		if err != nil { // gone, or not ours to read
+			continue
+		}
+		hit := false
+		for kv := range bytes.SplitSeq(env, []byte{0}) {
+			if bytes.Equal(kv, want) {
+				hit = true
+				break
+			}
+		}
+		if !hit {
+			continue
+		}
+		if st, ok := readStat(pid); ok && st.state != 'Z' && st.state != 'X' {
+			found = append(found, Proc{Pid: pid, StartTime: st.start})
+		}
+	}
+	return found
+}

@@ -59,7 +59,8 @@ type Attr struct {
 	Path string
 	// Args is argv; Args[0] is the program's name.
 	Args []string
-	// Env is the complete environment of the root process.
+	// Env is the complete environment of the root process. If Env is nil,
+	// the root gets the host's environment, as with os/exec.
 	Env []string
 	// Dir is the working directory.
 	Dir string
@@ -125,7 +126,10 @@ func (t *Tree) Pid() int { return t.pid }
 func (t *Tree) Exited() <-chan struct{} { return t.exited }
 
 // Signal sends s to the root's process group. It returns nil when the group
-// is already gone.
+// is already gone. On Linux, when Attr.Marker is empty, it first records
+// the tree's members by their parent links, so that Kill still finds
+// processes that s makes their parents orphan. It must not be called after
+// Wait, when the group id may name another group.
 func (t *Tree) Signal(s Signal) error { return t.signal(s) }
 
 // Kill sends SIGKILL to the root's process group, the root and every

@@ -13,6 +13,7 @@ import (
 	"sync/atomic"
 	"syscall"
 	"time"
+	"unsafe"
 
 	"golang.org/x/sys/unix"
 )
@@ -32,8 +33,9 @@ type treeSys struct {
 	hostPgid  int32
 	waited    atomic.Bool
 
-	mu    sync.Mutex       // serialises Kill; guards known
-	known map[int32]uint64 // every live member seen by a Kill: pid → starttime
+	mu      sync.Mutex       // serialises Kill
+	knownMu sync.Mutex       // guards known
+	known   map[int32]uint64 // every live member seen by a scan: pid → starttime
 }
 
 func start(a *Attr) (*Tree, error) {
@@ -124,6 +126,16 @@ func (s *treeSys) run(path string, args []string, attr *os.ProcAttr, exited chan
 }
 
 func (t *Tree) signal(s Signal) error {
+	if t.sys.marker == "" {
+		// A signal may make a CLI exit and orphan tools it started in
+		// other sessions (CLI-FACTS.md, "Cancellation behaviour"). Without
+		// a marker only the parent links, recorded now while they exist,
+		// let Kill find those orphans later. With a marker the scan is
+		// not needed, and the signal goes out without its delay.
+		if sn, err := theScanner().scan(math.MaxUint64); err == nil {
+			t.sys.members(sn)
+		}
+	}
 	t.log.Debug("proc: signal group", "pgid", t.pid, "signal", s.String())
 	return signalGroup(t.pid, s)
 }
@@ -251,7 +263,9 @@ func (t *Tree) kill() Report {
 		pending := s.killAll(t, alive, victims, &rep)
 		awaitGone(pending, deadline)
 	}
-	if s.subreaper && last != nil {
+	if last != nil && (s.subreaper || isSubreaper()) {
+		// Also when another Tree made the host a subreaper: this tree's
+		// orphans re-parent to the host all the same.
 		s.reap(t, last, victims)
 	}
 	rep.Elapsed = time.Since(begin)
@@ -264,6 +278,8 @@ func (t *Tree) kill() Report {
 // gone: the root, its process group and session, the processes carrying
 // the marker, those seen before, and every descendant of any of these.
 func (s *treeSys) members(sn *snapshot) []procInfo {
+	s.knownMu.Lock()
+	defer s.knownMu.Unlock()
 	in := map[int32]bool{}
 	var queue []int32
 	add := func(i int) {
@@ -368,7 +384,10 @@ func (s *treeSys) reap(t *Tree, sn *snapshot, victims map[int32]*victim) {
 			continue
 		}
 		v := victims[p.pid]
-		ours := (v != nil && v.start == p.start) || s.known[p.pid] == p.start ||
+		s.knownMu.Lock()
+		known := s.known[p.pid] == p.start
+		s.knownMu.Unlock()
+		ours := (v != nil && v.start == p.start) || known ||
 			p.pgrp == s.root || p.sid == s.root
 		if !ours {
 			continue
@@ -377,4 +396,11 @@ func (s *treeSys) reap(t *Tree, sn *snapshot, victims map[int32]*victim) {
 		err := unix.Waitid(unix.P_PID, int(p.pid), &info, unix.WEXITED|unix.WNOHANG, nil)
 		t.log.Debug("proc: reaped orphan", "pid", t.pid, "orphan", p.pid, "err", err)
 	}
+}
+
+// isSubreaper reports whether the host is a child subreaper.
+func isSubreaper() bool {
+	var v int32
+	_, _, errno := unix.Syscall6(unix.SYS_PRCTL, unix.PR_GET_CHILD_SUBREAPER, uintptr(unsafe.Pointer(&v)), 0, 0, 0, 0)
+	return errno == 0 && v != 0
 }

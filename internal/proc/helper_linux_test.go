@@ -1,0 +1,238 @@
+//go:build linux
+
+package proc
+
+import (
+	"flag"
+	"fmt"
+	"os"
+	"os/exec"
+	"os/signal"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"go.uber.org/goleak"
+	"golang.org/x/sys/unix"
+)
+
+// The test binary is also every process of the trees under test: with
+// helperEnv set, TestMain runs the named helper instead of the tests.
+// Helpers print "pid PID STARTTIME" on stdout for each process that the
+// test must see die, so the test knows them and can check after it ran
+// that none is left.
+const helperEnv = "PROC_TEST_HELPER"
+
+// helpers are the processes a test can start, by name.
+var helpers = map[string]func(args []string) int{
+	// exit CODE: exit with CODE.
+	"exit": func(args []string) int {
+		n, _ := strconv.Atoi(args[0])
+		return n
+	},
+	// signal NAME: die by the signal NAME.
+	"signal": func(args []string) int {
+		sig := unix.SignalNum(args[0])
+		signal.Reset(sig)
+		unix.Kill(os.Getpid(), sig)
+		hang()
+		return 0
+	},
+	// hang: run until killed.
+	"hang": func([]string) int {
+		report()
+		hang()
+		return 0
+	},
+	// hangignore: run until killed, ignoring SIGINT and SIGTERM.
+	"hangignore": func([]string) int {
+		signal.Ignore(unix.SIGINT, unix.SIGTERM)
+		report()
+		hang()
+		return 0
+	},
+	// spawn MODE THEN HELPER ARGS...: start HELPER in this process's group
+	// (MODE same) or in a new session (MODE setsid), then exit (THEN exit),
+	// wait for it and exit 0 (wait), run until killed (hang, hangignore),
+	// or exit 0 on SIGINT without touching the child (hangint).
+	"spawn": func(args []string) int {
+		mode, then := args[0], args[1]
+		switch then {
+		case "hangignore":
+			signal.Ignore(unix.SIGINT, unix.SIGTERM)
+		case "hangint":
+			c := make(chan os.Signal, 1)
+			signal.Notify(c, unix.SIGINT)
+			go func() { <-c; os.Exit(0) }()
+		}
+		cmd := helperCmd(args[2], args[3:]...)
+		cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: mode == "setsid"}
+		if err := cmd.Start(); err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			return 2
+		}
+		switch then {
+		case "exit":
+			return 0
+		case "wait":
+			cmd.Wait()
+			return 0
+		}
+		report()
+		hang()
+		return 0
+	},
+	// group: start hang in this group, survive SIGINT, and print how the
+	// child ended.
+	"group": func([]string) int {
+		c := make(chan os.Signal, 1)
+		signal.Notify(c, unix.SIGINT)
+		cmd := helperCmd("hang")
+		if err := cmd.Start(); err != nil {
+			return 2
+		}
+		report()
+		err := cmd.Wait()
+		fmt.Printf("child %v\n", err)
+		return 0
+	},
+	// tty: check that /dev/tty opens, then exit 0 on SIGINT.
+	"tty": func([]string) int {
+		c := make(chan os.Signal, 1)
+		signal.Notify(c, unix.SIGINT)
+		f, err := os.Open("/dev/tty")
+		if err != nil {
+			fmt.Printf("tty %v\n", err)
+			return 1
+		}
+		f.Close()
+		fmt.Println("tty ok")
+		report()
+		<-c
+		fmt.Println("got SIGINT")
+		return 0
+	},
+	// host: start hang as a proc.Tree (stdout shared), then run until
+	// killed. For the parent-death signal.
+	"host": func([]string) int {
+		cmd := helperCmd("hang")
+		t, err := Start(&Attr{Path: cmd.Path, Args: cmd.Args, Env: cmd.Env, Stdout: os.Stdout, Stderr: os.Stderr})
+		if err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			return 2
+		}
+		report()
+		<-t.Exited()
+		return 0
+	},
+}
+
+// helperCmd returns a command running the named helper.
+func helperCmd(name string, args ...string) *exec.Cmd {
+	exe, err := os.Executable()
+	if err != nil {
+		panic(err)
+	}
+	cmd := exec.Command(exe, args...)
+	for _, kv := range os.Environ() {
+		if !strings.HasPrefix(kv, helperEnv+"=") {
+			cmd.Env = append(cmd.Env, kv)
+		}
+	}
+	cmd.Env = append(cmd.Env, helperEnv+"="+name)
+	if os.Getenv("GORACE") == "" {
+		// A race-enabled helper otherwise sleeps 1 s when it exits.
+		cmd.Env = append(cmd.Env, "GORACE=atexit_sleep_ms=0")
+	}
+	cmd.Stdout, cmd.Stderr = os.Stdout, os.Stderr
+	return cmd
+}
+
+func hang() {
+	for {
+		time.Sleep(time.Hour)
+	}
+}
+
+// report prints "pid PID STARTTIME".
+func report() {
+	p, err := readStat(int32(os.Getpid()))
+	if err != nil {
+		panic(err)
+	}
+	os.Stdout.WriteString(fmt.Sprintf("pid %d %d\n", p.pid, p.start))
+}
+
+var (
+	usedMu sync.Mutex
+	used   = map[string]bool{}
+)
+
+// markUsed records that a test ran the helpers named in args.
+func markUsed(args ...string) {
+	usedMu.Lock()
+	defer usedMu.Unlock()
+	for _, a := range args {
+		if helpers[a] != nil {
+			used[a] = true
+		}
+	}
+}
+
+func TestMain(m *testing.M) {
+	if name := os.Getenv(helperEnv); name != "" {
+		h := helpers[name]
+		if h == nil {
+			fmt.Fprintf(os.Stderr, "proc test: unknown helper %q\n", name)
+			os.Exit(2)
+		}
+		os.Exit(h(os.Args[1:]))
+	}
+	flag.Parse()
+	code := m.Run()
+	if code == 0 && flag.Lookup("test.run").Value.String() == "" && !testing.Short() {
+		for name := range helpers {
+			if !used[name] {
+				fmt.Fprintf(os.Stderr, "helper %q was not used by any test\n", name)
+				code = 1
+			}
+		}
+	}
+	if code == 0 {
+		if err := goleak.Find(); err != nil {
+			fmt.Fprintf(os.Stderr, "goroutines leaked: %v\n", err)
+			code = 1
+		}
+	}
+	if code == 0 {
+		// Children of the test process left as zombies were not reaped by
+		// Wait or by a subreaper's Kill.
+		if z := zombieChildren(); len(z) > 0 {
+			fmt.Fprintf(os.Stderr, "zombie children of the test process (not reaped): %v\n", z)
+			for _, pid := range z {
+				b, _ := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+				fmt.Fprintf(os.Stderr, "%s\n", b)
+			}
+			code = 1
+		}
+	}
+	os.Exit(code)
+}
+
+// zombieChildren lists the test process's children that are zombies.
+func zombieChildren() []int32 {
+	sn, err := theScanner().scan(1 << 63)
+	if err != nil {
+		return nil
+	}
+	var z []int32
+	for _, p := range sn.procs {
+		if p.ppid == int32(os.Getpid()) && p.zombie() {
+			z = append(z, p.pid)
+		}
+	}
+	return z
+}

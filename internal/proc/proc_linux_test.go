@@ -1,0 +1,534 @@
+//go:build linux
+
+package proc
+
+import (
+	"bufio"
+	"errors"
+	"fmt"
+	"math"
+	"os"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/creack/pty"
+	"golang.org/x/sys/unix"
+)
+
+// stuck bounds every wait for a helper, so that a broken tree fails the
+// test instead of hanging it. It is no timing assertion: nothing should
+// come near it.
+const stuck = 30 * time.Second
+
+// A run is a Tree under test and the processes its helpers reported.
+type run struct {
+	t       *testing.T
+	tree    *Tree
+	lines   chan string
+	readerD chan struct{}
+	pending []string
+	pids    []procKey
+	waited  bool
+}
+
+// startRun starts helper name as the root of a Tree with a, its stdout a
+// pipe read by the run. Cleanup kills and reaps the tree, and checks that
+// no reported process is alive.
+func startRun(t *testing.T, a Attr, name string, args ...string) *run {
+	t.Helper()
+	markUsed(append([]string{name}, args...)...)
+	pr, pw, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd := helperCmd(name, args...)
+	a.Path, a.Args, a.Env = cmd.Path, cmd.Args, cmd.Env
+	if a.Marker != "" {
+		a.Env = append(a.Env, a.Marker)
+	}
+	a.Stdout = pw
+	if a.Stderr == nil {
+		a.Stderr = os.Stderr
+	}
+	tree, err := Start(&a)
+	pw.Close()
+	if err != nil {
+		pr.Close()
+		t.Fatalf("Start() error = %v", err)
+	}
+	r := &run{t: t, tree: tree, lines: make(chan string, 16), readerD: make(chan struct{})}
+	go func() {
+		defer close(r.readerD)
+		defer close(r.lines)
+		defer pr.Close()
+		sc := bufio.NewScanner(pr)
+		for sc.Scan() {
+			r.lines <- sc.Text()
+		}
+	}()
+	t.Cleanup(func() {
+		if !r.waited {
+			r.tree.Kill()
+			r.wait()
+		}
+		// Every writer is gone, so the reader reaches EOF.
+		for range r.lines {
+		}
+		<-r.readerD
+		assertGone(t, r.pids)
+	})
+	return r
+}
+
+// next returns the next line that is not a pid report, recording those.
+func (r *run) next() string {
+	r.t.Helper()
+	if len(r.pending) > 0 {
+		l := r.pending[0]
+		r.pending = r.pending[1:]
+		return l
+	}
+	for {
+		l, ok := r.read()
+		if !ok {
+			r.t.Fatal("helper output ended")
+		}
+		if !r.record(l) {
+			return l
+		}
+	}
+}
+
+func (r *run) read() (string, bool) {
+	r.t.Helper()
+	select {
+	case l, ok := <-r.lines:
+		return l, ok
+	case <-time.After(stuck):
+		r.t.Fatal("no output from helpers")
+		return "", false
+	}
+}
+
+// record records a pid report and says whether l was one.
+func (r *run) record(l string) bool {
+	f := strings.Fields(l)
+	if len(f) != 3 || f[0] != "pid" {
+		return false
+	}
+	pid, _ := strconv.Atoi(f[1])
+	start, _ := strconv.ParseUint(f[2], 10, 64)
+	r.pids = append(r.pids, procKey{int32(pid), start})
+	return true
+}
+
+// awaitPids waits until n processes have reported and returns their pids.
+func (r *run) awaitPids(n int) []int {
+	r.t.Helper()
+	for len(r.pids) < n {
+		l, ok := r.read()
+		if !ok {
+			r.t.Fatalf("helper output ended after %d of %d pids", len(r.pids), n)
+		}
+		if !r.record(l) {
+			r.pending = append(r.pending, l)
+		}
+	}
+	var pids []int
+	for _, p := range r.pids {
+		pids = append(pids, int(p.pid))
+	}
+	return pids
+}
+
+// exited waits for the root to exit.
+func (r *run) exited() {
+	r.t.Helper()
+	select {
+	case <-r.tree.Exited():
+	case <-time.After(stuck):
+		r.t.Fatal("root did not exit")
+	}
+}
+
+func (r *run) wait() State {
+	r.t.Helper()
+	r.waited = true
+	st, err := r.tree.Wait()
+	if err != nil {
+		r.t.Errorf("Wait() error = %v", err)
+	}
+	return st
+}
+
+// alive reports whether the process is still running (a zombie is not).
+func alive(p procKey) bool {
+	cur, err := readStat(p.pid)
+	return err == nil && cur.start == p.start && !cur.zombie()
+}
+
+func assertGone(t *testing.T, pids []procKey) {
+	t.Helper()
+	for _, p := range pids {
+		if alive(p) {
+			t.Errorf("pid %d is still alive", p.pid)
+			unix.Kill(int(p.pid), unix.SIGKILL)
+		}
+	}
+}
+
+func assertKilled(t *testing.T, rep Report, want []int) {
+	t.Helper()
+	for _, pid := range want {
+		if !slices.Contains(rep.Killed, pid) {
+			t.Errorf("Kill().Killed = %v, want it to hold %d", rep.Killed, pid)
+		}
+	}
+	if len(rep.Survivors) > 0 {
+		t.Errorf("Kill().Survivors = %v, want none", rep.Survivors)
+	}
+}
+
+func marker(t *testing.T) string {
+	return fmt.Sprintf("PROC_TEST_MARKER=%s-%d-%d", t.Name(), os.Getpid(), time.Now().UnixNano())
+}
+
+func TestParseStat(t *testing.T) {
+	tests := []struct {
+		name, line string
+		want       procInfo
+		err        bool
+	}{
+		{"plain", "42 (sleep) S 1 42 42 0 -1 4194560 100 0 0 0 0 0 0 0 20 0 1 0 12345 1 2 3\n",
+			procInfo{pid: 42, ppid: 1, pgrp: 42, sid: 42, state: 'S', start: 12345}, false},
+		{"spaces and parens in comm", "7 (a) b (c) d) Z 3 4 5 0 -1 0 0 0 0 0 0 0 0 0 -2 -20 1 0 99 0\n",
+			procInfo{pid: 7, ppid: 3, pgrp: 4, sid: 5, state: 'Z', start: 99}, false},
+		{"truncated", "7 (x) S 1 2 3 0", procInfo{}, true},
+		{"no comm", "7 x S", procInfo{}, true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got, err := parseStat(tt.want.pid, []byte(tt.line))
+			if tt.err {
+				if err == nil {
+					t.Errorf("parseStat(%q) error = nil, want an error", tt.line)
+				}
+				return
+			}
+			if err != nil || got != tt.want {
+				t.Errorf("parseStat(%q) = %+v, %v, want %+v", tt.line, got, err, tt.want)
+			}
+		})
+	}
+}
+
+func TestExitState(t *testing.T) {
+	tests := []struct {
+		args []string
+		want State
+	}{
+		{[]string{"exit", "0"}, State{Code: 0}},
+		{[]string{"exit", "3"}, State{Code: 3}},
+		{[]string{"signal", "SIGTERM"}, State{Code: -1, Signal: "SIGTERM"}},
+		{[]string{"signal", "SIGKILL"}, State{Code: -1, Signal: "SIGKILL"}},
+	}
+	for _, tt := range tests {
+		t.Run(strings.Join(tt.args, " "), func(t *testing.T) {
+			r := startRun(t, Attr{}, tt.args[0], tt.args[1:]...)
+			r.exited()
+			if got := r.wait(); got != tt.want {
+				t.Errorf("Wait() = %+v, want %+v", got, tt.want)
+			}
+		})
+	}
+}
+
+func TestStartError(t *testing.T) {
+	_, err := Start(&Attr{Path: "/nonexistent/agent"})
+	if !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("Start() error = %v, want one wrapping os.ErrNotExist", err)
+	}
+	if _, err := Start(&Attr{}); err == nil {
+		t.Error("Start() with no Path: error = nil, want an error")
+	}
+}
+
+func TestInterruptReachesGroup(t *testing.T) {
+	r := startRun(t, Attr{}, "group")
+	r.awaitPids(2)
+	if err := r.tree.Signal(Interrupt); err != nil {
+		t.Fatalf("Signal(Interrupt) error = %v", err)
+	}
+	if got, want := r.next(), "child signal: interrupt"; got != want {
+		t.Errorf("root reported %q, want %q", got, want)
+	}
+	r.exited()
+	if got := r.wait(); got != (State{}) {
+		t.Errorf("Wait() = %+v, want exit 0", got)
+	}
+}
+
+func TestKillIgnoringSignals(t *testing.T) {
+	r := startRun(t, Attr{Marker: marker(t)}, "spawn", "same", "hangignore", "hangignore")
+	pids := r.awaitPids(2)
+	for _, s := range []Signal{Interrupt, Terminate} {
+		if err := r.tree.Signal(s); err != nil {
+			t.Errorf("Signal(%v) error = %v", s, err)
+		}
+	}
+	rep := r.tree.Kill()
+	assertKilled(t, rep, pids)
+	assertGone(t, r.pids)
+	r.exited()
+	if got, want := r.wait(), (State{Code: -1, Signal: "SIGKILL"}); got != want {
+		t.Errorf("Wait() = %+v, want %+v", got, want)
+	}
+}
+
+func TestKillAfterNormalExit(t *testing.T) {
+	// The root exits 0 and leaves a child in its group behind.
+	r := startRun(t, Attr{}, "spawn", "same", "exit", "hang")
+	pids := r.awaitPids(1)
+	r.exited()
+	rep := r.tree.Kill()
+	assertKilled(t, rep, pids)
+	assertGone(t, r.pids)
+	if got := r.wait(); got != (State{}) {
+		t.Errorf("Wait() = %+v, want exit 0", got)
+	}
+}
+
+func TestKillSetsidEscapee(t *testing.T) {
+	for _, withMarker := range []bool{false, true} {
+		t.Run(fmt.Sprintf("marker=%v", withMarker), func(t *testing.T) {
+			a := Attr{}
+			if withMarker {
+				a.Marker = marker(t)
+			}
+			// The child is in a session of its own; the root still runs.
+			r := startRun(t, a, "spawn", "setsid", "hang", "hang")
+			pids := r.awaitPids(2)
+			rep := r.tree.Kill()
+			assertKilled(t, rep, pids)
+			assertGone(t, r.pids)
+		})
+	}
+}
+
+func TestKillOrphanRecordedBySignal(t *testing.T) {
+	// No marker: the root exits on SIGINT and orphans its child, which is
+	// in another session, so only the snapshot Signal took finds it.
+	r := startRun(t, Attr{}, "spawn", "setsid", "hangint", "hang")
+	r.awaitPids(2)
+	child := int(r.pids[0].pid)
+	if child == r.tree.Pid() {
+		child = int(r.pids[1].pid)
+	}
+	if err := r.tree.Signal(Interrupt); err != nil {
+		t.Fatalf("Signal(Interrupt) error = %v", err)
+	}
+	r.exited()
+	rep := r.tree.Kill()
+	assertKilled(t, rep, []int{child})
+	assertGone(t, r.pids)
+	if got := r.wait(); got != (State{}) {
+		t.Errorf("Wait() = %+v, want exit 0", got)
+	}
+}
+
+func TestKillDoubleForkedOrphan(t *testing.T) {
+	// root → intermediate (exits) → grandchild in a new session: once the
+	// root has exited, only the marker links the grandchild to the tree.
+	r := startRun(t, Attr{Marker: marker(t)}, "spawn", "same", "wait", "spawn", "setsid", "exit", "hang")
+	pids := r.awaitPids(1)
+	r.exited()
+	rep := r.tree.Kill()
+	assertKilled(t, rep, pids)
+	assertGone(t, r.pids)
+	if got := r.wait(); got != (State{}) {
+		t.Errorf("Wait() = %+v, want exit 0", got)
+	}
+}
+
+// TestSubreaper makes the test process a child subreaper, which lasts for
+// the rest of the run; later tests' orphans then re-parent to it.
+func TestSubreaper(t *testing.T) {
+	// An unrelated child of the host, exited and not yet reaped: Kill must
+	// not take its status.
+	other := helperCmd("exit", "7")
+	if err := other.Start(); err != nil {
+		t.Fatal(err)
+	}
+	var info unix.Siginfo
+	if err := unix.Waitid(unix.P_PID, other.Process.Pid, &info, unix.WEXITED|unix.WNOWAIT, nil); err != nil {
+		t.Fatal(err)
+	}
+
+	r := startRun(t, Attr{Marker: marker(t), Subreaper: true}, "spawn", "same", "wait", "spawn", "setsid", "exit", "hang")
+	pids := r.awaitPids(1)
+	r.exited()
+	if p, err := readStat(int32(pids[0])); err != nil || p.ppid != int32(os.Getpid()) {
+		t.Errorf("orphan %d: stat = %+v, %v; want it re-parented to the host", pids[0], p, err)
+	}
+	rep := r.tree.Kill()
+	t.Logf("subreaper: root %d other %d report %+v", r.tree.Pid(), other.Process.Pid, rep)
+	assertKilled(t, rep, pids)
+	if _, err := readStat(int32(pids[0])); !errors.Is(err, unix.ENOENT) {
+		t.Errorf("orphan %d after Kill: stat error = %v, want ENOENT (reaped)", pids[0], err)
+	}
+	if got := r.wait(); got != (State{}) {
+		t.Errorf("Wait() = %+v, want exit 0", got)
+	}
+	if err := other.Wait(); other.ProcessState == nil || other.ProcessState.ExitCode() != 7 {
+		t.Errorf("unrelated child: Wait() = %v, want exit status 7", err)
+	}
+}
+
+func TestKillConcurrentAndRepeated(t *testing.T) {
+	r := startRun(t, Attr{Marker: marker(t)}, "spawn", "setsid", "hang", "hang")
+	pids := r.awaitPids(2)
+	var (
+		wg     sync.WaitGroup
+		mu     sync.Mutex
+		killed []int
+	)
+	for range 4 {
+		wg.Go(func() {
+			rep := r.tree.Kill()
+			mu.Lock()
+			killed = append(killed, rep.Killed...)
+			mu.Unlock()
+		})
+	}
+	wg.Wait()
+	assertKilled(t, Report{Killed: killed}, pids)
+	r.exited()
+	if rep := r.tree.Kill(); len(rep.Killed) != 0 {
+		t.Errorf("Kill() after the tree is gone: Killed = %v, want none", rep.Killed)
+	}
+	r.wait()
+}
+
+func TestKillManyTrees(t *testing.T) {
+	const n = 30
+	runs := make([]*run, n)
+	for i := range runs {
+		runs[i] = startRun(t, Attr{Marker: marker(t) + strconv.Itoa(i)}, "spawn", "setsid", "hang", "hang")
+	}
+	for _, r := range runs {
+		r.awaitPids(2)
+	}
+	begin := time.Now()
+	var wg sync.WaitGroup
+	for _, r := range runs {
+		wg.Go(func() {
+			rep := r.tree.Kill()
+			if len(rep.Killed) != 2 || len(rep.Survivors) > 0 {
+				t.Errorf("Kill() = %+v, want 2 killed, no survivors", rep)
+			}
+		})
+	}
+	wg.Wait()
+	t.Logf("%d trees of 2 killed in %v", n, time.Since(begin))
+	for _, r := range runs {
+		assertGone(t, r.pids)
+	}
+}
+
+func TestParentDeathSignal(t *testing.T) {
+	markUsed("host", "hang")
+	host := helperCmd("host")
+	host.Stdout = nil
+	out, err := host.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := host.Start(); err != nil {
+		t.Fatal(err)
+	}
+	sc := bufio.NewScanner(out)
+	var root procKey
+	for root.pid == 0 && sc.Scan() {
+		f := strings.Fields(sc.Text())
+		pid, _ := strconv.Atoi(f[1])
+		start, _ := strconv.ParseUint(f[2], 10, 64)
+		if pid != host.Process.Pid {
+			root = procKey{int32(pid), start}
+		}
+	}
+	if root.pid == 0 {
+		t.Fatal("host did not report its root")
+	}
+	host.Process.Kill()
+	host.Wait()
+
+	fd, err := unix.PidfdOpen(int(root.pid), 0)
+	if err == nil {
+		fds := []unix.PollFd{{Fd: int32(fd), Events: unix.POLLIN}}
+		for {
+			if _, err := unix.Poll(fds, int(stuck/time.Millisecond)); err != unix.EINTR {
+				break
+			}
+		}
+		unix.Close(fd)
+	}
+	if alive(root) {
+		t.Errorf("root %d survived its host's death", root.pid)
+		unix.Kill(int(root.pid), unix.SIGKILL)
+	}
+	// If the test process is a subreaper by now, the root is its zombie.
+	p, err := readStat(root.pid)
+	t.Logf("root %+v host %d: after death %+v %v", root, host.Process.Pid, p, err)
+	if err == nil && p.start == root.start && p.ppid == int32(os.Getpid()) {
+		var info unix.Siginfo
+		unix.Waitid(unix.P_PID, int(root.pid), &info, unix.WEXITED, nil)
+	}
+}
+
+func TestControllingTerminal(t *testing.T) {
+	ptmx, tty, err := pty.Open()
+	if err != nil {
+		t.Skipf("no pty: %v", err)
+	}
+	defer ptmx.Close()
+	r := startRun(t, Attr{Stdin: tty, TTY: tty}, "tty")
+	tty.Close()
+	if got := r.next(); got != "tty ok" {
+		t.Fatalf("helper reported %q, want %q", got, "tty ok")
+	}
+	r.awaitPids(1)
+	if _, err := ptmx.Write([]byte{0x03}); err != nil {
+		t.Fatal(err)
+	}
+	if got := r.next(); got != "got SIGINT" {
+		t.Errorf("helper reported %q, want %q", got, "got SIGINT")
+	}
+	r.exited()
+	if got := r.wait(); got != (State{}) {
+		t.Errorf("Wait() = %+v, want exit 0", got)
+	}
+}
+
+func BenchmarkScan(b *testing.B) {
+	s := theScanner()
+	for b.Loop() {
+		if _, err := s.scan(math.MaxUint64); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+func BenchmarkScanEnviron(b *testing.B) {
+	s := theScanner()
+	s.register("PROC_BENCH_MARKER=1")
+	defer s.unregister("PROC_BENCH_MARKER=1")
+	for b.Loop() {
+		if _, err := s.scan(0); err != nil {
+			b.Fatal(err)
+		}
+	}
+}

@@ -1,0 +1,336 @@
+package gemini
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"regexp"
+	"strings"
+
+	"github.com/clinvoke/clinvoke/invoker"
+)
+
+// line is one event of `gemini --output-format=stream-json`. Every type's
+// fields are decoded in one pass; absent fields stay zero.
+type line struct {
+	Type      string `json:"type"`
+	SessionID string `json:"session_id"` // init
+
+	Role    string `json:"role"` // message
+	Content string `json:"content"`
+	Delta   bool   `json:"delta"`
+
+	ToolName   string          `json:"tool_name"` // tool_use
+	ToolID     string          `json:"tool_id"`   // tool_use, tool_result
+	Parameters json.RawMessage `json:"parameters"`
+	Status     string          `json:"status"` // tool_result, result
+	Output     string          `json:"output"`
+
+	Severity string    `json:"severity"` // error
+	Message  string    `json:"message"`
+	Error    *errorObj `json:"error"` // tool_result, result
+	Stats    *stats    `json:"stats"` // result
+}
+
+type errorObj struct {
+	Type    string `json:"type"`
+	Message string `json:"message"`
+}
+
+type stats struct {
+	TotalTokens  int64 `json:"total_tokens"`
+	InputTokens  int64 `json:"input_tokens"`
+	OutputTokens int64 `json:"output_tokens"`
+	Cached       int64 `json:"cached"`
+}
+
+type call struct {
+	name  string
+	input json.RawMessage
+}
+
+// decoder holds what one run established. A new one is made per run.
+type decoder struct {
+	sessionID string
+	text      strings.Builder // assistant deltas, concatenated
+	usage     invoker.Usage
+	done      bool // a result line was seen
+	success   bool
+	failure   *errorObj // the failed result's error
+	lastError string    // the last error line's message
+	calls     map[string]call
+}
+
+var _ invoker.Decoder = (*decoder)(nil)
+
+func newDecoder() *decoder { return &decoder{calls: make(map[string]call)} }
+
+func (d *decoder) Decode(b []byte) ([]invoker.Event, error) {
+	var l line
+	if err := json.Unmarshal(b, &l); err != nil {
+		if err := stallSignature(b); err != nil {
+			return nil, err
+		}
+		return []invoker.Event{malformed(b, err)}, nil
+	}
+	raw := json.RawMessage(b)
+	switch l.Type {
+	case "init":
+		if l.SessionID != "" {
+			d.sessionID = l.SessionID
+		}
+		return []invoker.Event{{Kind: invoker.KindSession, SessionID: l.SessionID, Raw: raw}}, nil
+
+	case "message":
+		if l.Role != "assistant" {
+			// The echo of the user's prompt.
+			return []invoker.Event{{Kind: invoker.KindRaw, Raw: raw}}, nil
+		}
+		d.text.WriteString(l.Content)
+		return []invoker.Event{{Kind: invoker.KindMessage, Text: l.Content, Delta: l.Delta, Raw: raw}}, nil
+
+	case "tool_use":
+		input := validOrNil(l.Parameters)
+		d.calls[l.ToolID] = call{name: l.ToolName, input: input}
+		return []invoker.Event{{Kind: invoker.KindToolCall, Tool: &invoker.Tool{Name: l.ToolName, ID: l.ToolID, Input: input}, Raw: raw}}, nil
+
+	case "tool_result":
+		c := d.calls[l.ToolID]
+		delete(d.calls, l.ToolID)
+		out := l.Output
+		if out == "" && l.Error != nil {
+			out = l.Error.Message
+		}
+		return []invoker.Event{{Kind: invoker.KindToolResult, Tool: &invoker.Tool{
+			Name: c.name, ID: l.ToolID, Input: c.input, Output: out, Status: l.Status,
+		}, Raw: raw}}, nil
+
+	case "error":
+		if l.Severity == "warning" || l.Severity == "info" {
+			return []invoker.Event{{Kind: invoker.KindWarning, Text: l.Message, Raw: raw}}, nil
+		}
+		d.lastError = l.Message
+		return []invoker.Event{{Kind: invoker.KindError, Text: l.Message, Raw: raw}}, nil
+
+	case "result":
+		d.done = true
+		d.success = l.Status == "success"
+		var evs []invoker.Event
+		if !d.success {
+			d.failure = &errorObj{Message: d.lastError}
+			if l.Error != nil {
+				d.failure.Type = l.Error.Type
+				if l.Error.Message != "" {
+					d.failure.Message = l.Error.Message
+					evs = append(evs, invoker.Event{Kind: invoker.KindError, Text: l.Error.Message, Raw: raw})
+				}
+			}
+		}
+		if l.Stats != nil {
+			d.usage = invoker.Usage{
+				InputTokens:       l.Stats.InputTokens,
+				CachedInputTokens: l.Stats.Cached,
+				OutputTokens:      l.Stats.OutputTokens,
+				TotalTokens:       l.Stats.TotalTokens,
+			}
+			u := d.usage
+			evs = append(evs, invoker.Event{Kind: invoker.KindUsage, Usage: &u, Raw: raw})
+		}
+		return append(evs, invoker.Event{Kind: invoker.KindDone, Raw: raw}), nil
+	}
+	return []invoker.Event{{Kind: invoker.KindRaw, Raw: raw}}, nil
+}
+
+// Stderr stops the run when Gemini waits for an interactive Google login,
+// which it would otherwise do for up to five minutes (browser flow) or
+// forever (authorization code read from a closed stdin). Everything else on
+// its stderr — colour warnings, "[STARTUP]" lines, stack traces of retried
+// API errors — is noise.
+func (d *decoder) Stderr(b []byte) error { return stallSignature(b) }
+
+// Lines Gemini prints when it starts an interactive OAuth login
+// (packages/core/src/code_assist/oauth2.ts); they go to stdout or stderr
+// depending on the version.
+var loginPrompts = [][]byte{
+	[]byte("Waiting for authentication..."),
+	[]byte("Please visit the following URL to authorize the application"),
+	[]byte("Enter the authorization code"),
+	[]byte("Attempting to open authentication page in your browser"),
+}
+
+func stallSignature(b []byte) error {
+	for _, p := range loginPrompts {
+		if bytes.Contains(b, p) {
+			return fmt.Errorf("%w: gemini is waiting for an interactive Google login; log in once with `gemini` in a terminal, or set GEMINI_API_KEY and security.auth.selectedType \"gemini-api-key\" in settings", invoker.ErrAuthRequired)
+		}
+	}
+	return nil
+}
+
+func (d *decoder) Outcome(exitCode int, stderr string) invoker.Outcome {
+	out := invoker.Outcome{
+		SessionID: d.sessionID,
+		Text:      d.text.String(),
+		Usage:     d.usage,
+		Success:   d.success,
+	}
+	switch {
+	case d.success:
+	case d.done:
+		sentinel := classify(d.failure.Message)
+		if sentinel == nil {
+			sentinel = exitSentinel(exitCode)
+		}
+		out.Err = &invoker.StreamError{
+			Message:  d.failure.Message,
+			Type:     d.failure.Type,
+			ExitCode: exitCode,
+			Err:      sentinel,
+		}
+	case exitCode > 0:
+		expl := explainExit(exitCode)
+		if msg := stderrError(stderr); msg != "" {
+			if expl != "" {
+				expl += ": "
+			}
+			expl += msg
+		}
+		if expl == "" {
+			break
+		}
+		ee := &invoker.ExitError{Code: exitCode, Stderr: stderr, Explanation: expl}
+		if s := exitSentinel(exitCode); s != nil {
+			out.Err = &exitError{ExitError: ee, sentinel: s}
+		} else {
+			out.Err = ee
+		}
+	}
+	return out
+}
+
+// exitError is an *invoker.ExitError that also matches a sentinel such as
+// ErrAuthRequired with errors.Is. invoker.ExitError has no Unwrap.
+type exitError struct {
+	*invoker.ExitError
+	sentinel error
+}
+
+func (e *exitError) Unwrap() []error { return []error{e.ExitError, e.sentinel} }
+
+// explainExit says what a Gemini exit status means.
+func explainExit(code int) string {
+	switch code {
+	case 1:
+		return ""
+	case 41:
+		return "authentication is not configured: set security.auth.selectedType in settings (\"gemini-api-key\" with GEMINI_API_KEY) or log in once interactively"
+	case 42:
+		return "input error: gemini got no prompt or an invalid argument (for example an unknown --resume session)"
+	case 44:
+		return "sandbox error"
+	case 52:
+		return "configuration error in gemini's settings"
+	case 53:
+		return "the session reached its turn limit (model.maxSessionTurns)"
+	case 54:
+		return "a tool failed fatally"
+	case 55:
+		return "the workdir is not a trusted folder: trust it in gemini, pass --skip-trust in Request.ExtraArgs or set GEMINI_CLI_TRUST_WORKSPACE=true"
+	case 130:
+		return "cancelled"
+	}
+	if status, ok := httpStatus(code); ok {
+		return fmt.Sprintf("the model API answered HTTP %d (gemini exits with the status modulo 256)", status)
+	}
+	return ""
+}
+
+// httpStatus maps an exit status back to the HTTP status Gemini exited
+// with, for the statuses its API clients report.
+func httpStatus(code int) (int, bool) {
+	for _, s := range []int{400, 401, 403, 404, 408, 409, 413, 429, 500, 501, 502, 503, 504} {
+		if s%256 == code {
+			return s, true
+		}
+	}
+	return 0, false
+}
+
+func exitSentinel(code int) error {
+	switch code {
+	case 41, 401 % 256, 403 % 256:
+		return invoker.ErrAuthRequired
+	case 429 % 256:
+		return invoker.ErrRateLimited
+	}
+	return nil
+}
+
+// stderrError returns the message of the JSON error object Gemini prints
+// on stderr for fatal errors in JSON output modes, such as
+// {"error":{"type":"FatalTurnLimitedError","message":"...","code":53}}.
+func stderrError(stderr string) string {
+	for l := range strings.Lines(stderr) {
+		l = strings.TrimSpace(l)
+		if !strings.HasPrefix(l, `{"error"`) {
+			continue
+		}
+		var v struct {
+			Error *errorObj `json:"error"`
+		}
+		if json.Unmarshal([]byte(l), &v) == nil && v.Error != nil && v.Error.Message != "" {
+			return v.Error.Message
+		}
+	}
+	return ""
+}
+
+var (
+	authRE = regexp.MustCompile(`(?i)\b401\b|unauthori[sz]ed|unauthenticated|invalid[ _]api[ _]key|api key not valid|permission_denied|not logged in|authentication (failed|required)`)
+	rateRE = regexp.MustCompile(`(?i)\b429\b|rate[ _-]?limit|too many requests|quota|resource_exhausted`)
+)
+
+// classify recognises authentication and rate-limit failures in a message
+// the CLI reported.
+func classify(msg string) error {
+	switch {
+	case authRE.MatchString(msg):
+		return invoker.ErrAuthRequired
+	case rateRE.MatchString(msg):
+		return invoker.ErrRateLimited
+	}
+	return nil
+}
+
+// malformed reports a stdout line that is not a JSON event. Raw keeps the
+// line only when it is valid JSON (a non-object), so that an Event can
+// always be marshalled; the text shows the start of the line.
+func malformed(b []byte, err error) invoker.Event {
+	ev := invoker.Event{Kind: invoker.KindWarning}
+	var syn *json.SyntaxError
+	if !errors.As(err, &syn) && json.Valid(b) {
+		ev.Raw = json.RawMessage(b)
+		ev.Text = "unexpected JSON value on stdout: " + err.Error()
+		return ev
+	}
+	ev.Text = "not a JSON event on stdout: " + preview(b)
+	return ev
+}
+
+// preview returns the start of b as valid UTF-8 for a message.
+func preview(b []byte) string {
+	const max = 200
+	s := strings.ToValidUTF8(string(b[:min(len(b), max)]), "\uFFFD")
+	if len(b) > max {
+		s += "..."
+	}
+	return s
+}
+
+func validOrNil(raw json.RawMessage) json.RawMessage {
+	if len(raw) == 0 || !json.Valid(raw) {
+		return nil
+	}
+	return raw
+}

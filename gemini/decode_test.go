@@ -1,0 +1,220 @@
+package gemini
+
+import (
+	"errors"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/clinvoke/clinvoke/invoker"
+)
+
+func TestGolden(t *testing.T) {
+	usage16 := invoker.Usage{InputTokens: 11, OutputTokens: 5, TotalTokens: 16}
+	tests := []struct {
+		file      string
+		exitCode  int // for captures without a recorded status (CLI-FACTS.md)
+		sessionID string
+		text      string
+		usage     invoker.Usage
+		success   bool
+		errIs     error
+		streamErr string
+	}{
+		{file: "basic.stdout", sessionID: "e6ed8a6d-d976-4d02-882b-99e6aeadc6b8", text: "hi there",
+			usage: invoker.Usage{InputTokens: 22, OutputTokens: 10, TotalTokens: 32}, success: true},
+		{file: "rich.stdout", sessionID: "2465bd43-0609-4213-94f8-b68ffb8673d1", text: "hi there", usage: usage16, success: true},
+		{file: "resume1.stdout", sessionID: "5e59c07d-7065-4197-ac62-4056d87dfa14", text: "first answer", usage: usage16, success: true},
+		{file: "resume2.stdout", sessionID: "5e59c07d-7065-4197-ac62-4056d87dfa14", text: "second answer", usage: usage16, success: true},
+		{file: "tool.stdout", sessionID: "8f1c1029-ec0a-4967-b52d-79fb2326e536",
+			text:  "done: {\"output\": \"<untrusted_context>\\nOutput: hello\\nProcess Group PGID: 12446\\n</untrusted_context>\"}",
+			usage: invoker.Usage{InputTokens: 22, OutputTokens: 10, TotalTokens: 32}, success: true},
+		{file: "toolforce.stdout", sessionID: "0d3680fb-8242-47d4-8d09-1947c47388a3",
+			text:  "done: {\"error\": \"Tool \\\"run_shell_command\\\" not found. Did you mean one of: \\\"update_topic\\\", \\\"grep_search\\\", \\\"invoke_agent\\\"?\"}",
+			usage: invoker.Usage{InputTokens: 22, OutputTokens: 10, TotalTokens: 32}, success: true},
+		// Gemini exits 0 here although the stream failed.
+		{file: "variant-no-finishReason.stdout", sessionID: "a8f515cb-a103-45d0-bafd-18f2b71644df", text: "hi there",
+			streamErr: "Model stream ended without a finish reason."},
+		{file: "err401-noretry.stdout", exitCode: 145, sessionID: "9c99e36c-c3ea-4900-9a2e-986bf8e3f1fa", errIs: invoker.ErrAuthRequired,
+			streamErr: `[API Error: {"error":{"code":401,"message":"fake 401 error","status":"UNAUTHENTICATED"}}]`},
+		{file: "err429-noretry.stdout", exitCode: 173, sessionID: "e0efe640-8f7e-4352-809b-3f744501fd0b", errIs: invoker.ErrRateLimited,
+			streamErr: "[API Error: fake 429 error]\nPlease wait and try again later. To increase your limits, request a quota increase through AI Studio, or switch to another /auth method"},
+		{file: "err500-noretry.stdout", exitCode: 244, sessionID: "6ad46466-2bf7-4578-bf8a-a41755d92ed0",
+			streamErr: `[API Error: {"error":{"code":500,"message":"fake 500 error","status":"INTERNAL"}}]`},
+		// The output of -o json, not stream-json: nothing decodes, nothing succeeds.
+		{file: "json.stdout"},
+		{file: "2025-simple_greeting_20251216_134103.json", sessionID: "d6336abb-88c7-496e-bec4-adca188152b4",
+			text:  "Hello. I am the Gemini CLI agent, a specialized software engineering assistant designed to help you efficiently with your coding tasks. I am ready to assist you.",
+			usage: invoker.Usage{InputTokens: 5846, OutputTokens: 31, TotalTokens: 6195}, success: true},
+		// Exit status 144 = HTTP 400.
+		{file: "2025-code_analysis_20251216_134157.json", sessionID: "e7655b27-a825-4e3d-94e9-2c43a1f676b1",
+			usage:     invoker.Usage{InputTokens: 5852, OutputTokens: 11, TotalTokens: 5972},
+			streamErr: `[API Error: {"error":{"message":"{\"error\":{\"message\":\"Invalid JSON payload received. Unknown name \\\"id\\\" at 'contents[3].parts[0].function_response': Cannot find field.\",\"type\":\"upstream_error\",\"param\":\"\",\"code\":400}}","code":400,"status":"Bad Request"}}]`},
+	}
+	seen := map[string]bool{}
+	for _, tt := range tests {
+		seen[tt.file] = true
+		t.Run(tt.file, func(t *testing.T) {
+			s := loadSample(t, tt.file)
+			if tt.exitCode != 0 {
+				s.exitCode = tt.exitCode
+			}
+			sum, out := run(t, s)
+			if out.SessionID != tt.sessionID {
+				t.Errorf("SessionID = %q, want %q", out.SessionID, tt.sessionID)
+			}
+			if out.Text != tt.text {
+				t.Errorf("Text = %q, want %q", out.Text, tt.text)
+			}
+			if out.Usage != tt.usage {
+				t.Errorf("Usage = %+v, want %+v", out.Usage, tt.usage)
+			}
+			if out.Success != tt.success {
+				t.Errorf("Success = %v, want %v", out.Success, tt.success)
+			}
+			if (tt.success || tt.streamErr == "") && out.Err != nil {
+				t.Errorf("Err = %v, want nil", out.Err)
+			}
+			if tt.streamErr != "" {
+				var se *invoker.StreamError
+				if !errors.As(out.Err, &se) {
+					t.Fatalf("Err = %v, want a *StreamError", out.Err)
+				}
+				if se.Message != tt.streamErr {
+					t.Errorf("StreamError.Message = %q, want %q", se.Message, tt.streamErr)
+				}
+			}
+			if tt.errIs != nil && !errors.Is(out.Err, tt.errIs) {
+				t.Errorf("Err = %v, want errors.Is %v", out.Err, tt.errIs)
+			}
+			if tt.errIs == nil && (errors.Is(out.Err, invoker.ErrAuthRequired) || errors.Is(out.Err, invoker.ErrRateLimited)) {
+				t.Errorf("Err = %v, want no auth or rate-limit sentinel", out.Err)
+			}
+			checkGolden(t, tt.file, sum)
+		})
+	}
+	files, _ := filepath.Glob("testdata/*")
+	for _, f := range files {
+		name := filepath.Base(f)
+		if (strings.HasSuffix(name, ".stdout") || strings.HasSuffix(name, ".json")) && !seen[name] {
+			t.Errorf("sample %s has no test case", name)
+		}
+	}
+}
+
+func TestToolResultCarriesCall(t *testing.T) {
+	d := newDecoder()
+	evs := decodeAll(t, d,
+		`{"type":"tool_use","tool_name":"read_file","tool_id":"r1","parameters":{"path":"a.go"}}`,
+		`{"type":"tool_use","tool_name":"glob","tool_id":"g1","parameters":{"pattern":"*"}}`,
+		`{"type":"tool_result","tool_id":"r1","status":"error","error":{"type":"file_not_found","message":"no such file"}}`,
+		`{"type":"tool_result","tool_id":"g1","status":"success","output":"Found 2 files"}`,
+		`{"type":"tool_result","tool_id":"unknown","status":"success","output":"x"}`,
+	)
+	want := []invoker.EventKind{invoker.KindToolCall, invoker.KindToolCall, invoker.KindToolResult, invoker.KindToolResult, invoker.KindToolResult}
+	if !equalKinds(kinds(evs), want) {
+		t.Fatalf("kinds = %v, want %v", kinds(evs), want)
+	}
+	r := evs[2].Tool
+	if r.Name != "read_file" || r.ID != "r1" || string(r.Input) != `{"path":"a.go"}` || r.Output != "no such file" || r.Status != "error" {
+		t.Errorf("result = %+v", r)
+	}
+	if g := evs[3].Tool; g.Name != "glob" || g.Output != "Found 2 files" || g.Status != "success" {
+		t.Errorf("result = %+v", g)
+	}
+	if u := evs[4].Tool; u.Name != "" || u.ID != "unknown" {
+		t.Errorf("result of an unknown call = %+v", u)
+	}
+}
+
+func TestDecodeMisc(t *testing.T) {
+	tests := []struct {
+		name  string
+		lines []string
+		want  []invoker.EventKind
+	}{
+		{"warning severity", []string{`{"type":"error","severity":"warning","message":"Loop detected"}`}, []invoker.EventKind{invoker.KindWarning}},
+		{"user echo", []string{`{"type":"message","role":"user","content":"hi"}`}, []invoker.EventKind{invoker.KindRaw}},
+		{"unknown type", []string{`{"type":"thought","content":"x"}`}, []invoker.EventKind{invoker.KindRaw}},
+		{"malformed", []string{`{`, `Warning: 256-color support not detected.`, `42`}, []invoker.EventKind{invoker.KindWarning, invoker.KindWarning, invoker.KindWarning}},
+		{"non-delta message", []string{`{"type":"message","role":"assistant","content":"whole"}`}, []invoker.EventKind{invoker.KindMessage}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if got := kinds(decodeAll(t, newDecoder(), tt.lines...)); !equalKinds(got, tt.want) {
+				t.Errorf("kinds = %v, want %v", got, tt.want)
+			}
+		})
+	}
+}
+
+func TestLoginStall(t *testing.T) {
+	for _, l := range []string{
+		"Waiting for authentication...",
+		"Please visit the following URL to authorize the application:",
+		"Enter the authorization code: ",
+		"\x1b[2J\x1b[HAttempting to open authentication page in your browser.",
+	} {
+		if err := newDecoder().Stderr([]byte(l)); !errors.Is(err, invoker.ErrAuthRequired) {
+			t.Errorf("Stderr(%q) = %v, want ErrAuthRequired", l, err)
+		}
+		if _, err := newDecoder().Decode([]byte(l)); !errors.Is(err, invoker.ErrAuthRequired) {
+			t.Errorf("Decode(%q) = %v, want ErrAuthRequired", l, err)
+		}
+	}
+	// Normal noise, including an API error's stack trace, is not fatal.
+	for _, l := range []string{
+		"Warning: 256-color support not detected. Using a terminal with at least 256-color support is recommended for a better visual experience.",
+		"YOLO mode is enabled. All tool calls will be automatically approved.",
+		`Error when talking to Gemini API Full report available at: $TMPDIR/gemini-client-error.json _ApiError: {"error":{"code":401,"message":"fake 401 error","status":"UNAUTHENTICATED"}}`,
+		"Attempt 1 failed: fake 429 error. Max attempts reached",
+	} {
+		if err := newDecoder().Stderr([]byte(l)); err != nil {
+			t.Errorf("Stderr(%q) = %v, want nil", l, err)
+		}
+	}
+}
+
+func TestOutcomeExitCodes(t *testing.T) {
+	tests := []struct {
+		code   int
+		stderr string
+		want   string // in the error message; "" means Err is nil
+		is     error
+	}{
+		{code: 0},
+		{code: -1},
+		{code: 1},
+		{code: 41, stderr: "Please set an Auth method in your settings.json\n", want: "authentication is not configured", is: invoker.ErrAuthRequired},
+		{code: 42, want: "input error"},
+		{code: 53, stderr: `{"error":{"type":"FatalTurnLimitedError","message":"Reached max session turns for this session.","code":53}}` + "\n", want: "turn limit (model.maxSessionTurns): Reached max session turns"},
+		{code: 55, want: "--skip-trust"},
+		{code: 145, want: "HTTP 401", is: invoker.ErrAuthRequired},
+		{code: 173, want: "HTTP 429", is: invoker.ErrRateLimited},
+		{code: 244, want: "HTTP 500"},
+		{code: 144, want: "HTTP 400"},
+	}
+	for _, tt := range tests {
+		d := newDecoder()
+		decodeAll(t, d, `{"type":"init","session_id":"S","model":"m"}`, `{"type":"message","role":"assistant","content":"part","delta":true}`)
+		out := d.Outcome(tt.code, tt.stderr)
+		if out.Success || out.SessionID != "S" || out.Text != "part" {
+			t.Errorf("exit %d: Outcome = %+v", tt.code, out)
+		}
+		switch {
+		case tt.want == "" && out.Err != nil:
+			t.Errorf("exit %d: Err = %v, want nil", tt.code, out.Err)
+		case tt.want != "" && (out.Err == nil || !strings.Contains(out.Err.Error(), tt.want)):
+			t.Errorf("exit %d: Err = %v, want it to mention %q", tt.code, out.Err, tt.want)
+		}
+		if tt.want != "" {
+			var ee *invoker.ExitError
+			if !errors.As(out.Err, &ee) || ee.Code != tt.code {
+				t.Errorf("exit %d: Err = %v, want an *ExitError with the code", tt.code, out.Err)
+			}
+		}
+		if tt.is != nil && !errors.Is(out.Err, tt.is) {
+			t.Errorf("exit %d: Err = %v, want errors.Is %v", tt.code, out.Err, tt.is)
+		}
+	}
+}

@@ -1,0 +1,138 @@
+// Package gemini runs Google's Gemini CLI (npm package @google/gemini-cli)
+// as an [invoker.Invoker].
+//
+// Each turn runs
+//
+//	gemini --output-format=stream-json --approval-mode=MODE [--model=M] [--resume=SESSION_ID] [ExtraArgs...] --prompt=
+//
+// with the prompt written to standard input, then closed. Gemini runs
+// headless whenever its stdin is not a terminal and reads stdin as the
+// prompt; the --prompt option, whose value Gemini appends to stdin, is given
+// as the empty string so that it only states headless mode and no text of
+// the prompt ever sits in argv, where it could read as a flag or show in ps.
+// Gemini reads at most 8 MiB (8,388,608 UTF-16 code units) of stdin and
+// silently drops the rest, so a longer prompt is rejected with
+// [invoker.ErrInvalidRequest] instead of being truncated.
+//
+// # Request fields
+//
+// Permission maps to the approval mode: [invoker.ReadOnly] is "default"
+// (headless Gemini then declares only read-only tools), [invoker.WorkspaceWrite]
+// is "auto_edit" (edit tools approved, no shell) and [invoker.Unlimited] is
+// "yolo" (every tool, shell included). The mode is passed on every turn, so
+// a resumed session keeps it. Gemini has no working-directory flag: the
+// engine starts it in Workdir.
+//
+// Gemini cannot honour two fields, and Command returns an error matching
+// [invoker.ErrUnsupported] for them:
+//   - Images: Gemini has no image flag. Reference the file in the prompt as
+//     @path instead (relative to Workdir; Gemini reads files inside its
+//     workspace only, see --include-directories).
+//   - SystemPrompt: Gemini only reads a system prompt from a file named by
+//     GEMINI_SYSTEM_MD, and that file replaces its whole built-in prompt.
+//     Write the file yourself and pass GEMINI_SYSTEM_MD=/path/file.md in
+//     Request.Env; a backend that wrote temporary files would leave them
+//     behind, since the engine has nothing to clean them up with.
+//
+// Gemini refuses to run in a folder it does not trust (exit status 55). The
+// backend does not pass --skip-trust on its own: trusting a folder lets its
+// settings start hooks and MCP servers. Pass "--skip-trust" in
+// Request.ExtraArgs, or GEMINI_CLI_TRUST_WORKSPACE=true in the environment,
+// for folders you trust.
+//
+// # Events and results
+//
+// init reports the session id; assistant messages are streamed deltas, and
+// the final answer is their concatenation; tool_use and tool_result are tool
+// calls and results, matched by tool_id (the result carries the call's name
+// and input); error lines with severity "warning" are warnings, others
+// errors. The turn succeeded only when the terminal result line has status
+// "success": Gemini exits 0 on signals and on some failures. A result with
+// status "error" is reported as an [*invoker.StreamError]. Without a result
+// line, Gemini's exit status is explained: 41 is missing authentication
+// configuration, 42 an input error, 52 a configuration error, 53 the session
+// turn limit, 55 an untrusted folder, and an API failure exits with its HTTP
+// status modulo 256 (144 = 400, 145 = 401, 173 = 429, 244 = 500, ...).
+// Usage is the result's stats (all models of the turn, including Gemini's
+// routing calls).
+package gemini
+
+import (
+	"fmt"
+	"unicode/utf16"
+
+	"github.com/clinvoke/clinvoke/invoker"
+)
+
+// New returns an Invoker that runs the gemini CLI. With no options the
+// binary is found on PATH as "gemini".
+func New(opts ...invoker.Option) invoker.Invoker { return invoker.New(backend{}, opts...) }
+
+// backend adapts the Gemini CLI to the invoker engine. It has no state.
+type backend struct{}
+
+var _ invoker.Backend = backend{}
+
+func (backend) Name() string        { return "gemini" }
+func (backend) Binary() string      { return "gemini" }
+func (backend) InstallHint() string { return "npm install -g @google/gemini-cli" }
+
+func (backend) NewDecoder(*invoker.Request) invoker.Decoder { return newDecoder() }
+
+// maxStdin is how much of stdin Gemini reads, in UTF-16 code units
+// (readStdin in packages/cli: MAX_STDIN_SIZE, measured on decoded strings).
+const maxStdin = 8 << 20
+
+// approvalMode returns Gemini's approval mode for a permission level.
+func approvalMode(p invoker.Permission) (string, error) {
+	switch p {
+	case "", invoker.ReadOnly:
+		return "default", nil
+	case invoker.WorkspaceWrite:
+		return "auto_edit", nil
+	case invoker.Unlimited:
+		return "yolo", nil
+	}
+	return "", fmt.Errorf("%w: unknown permission %q", invoker.ErrInvalidRequest, string(p))
+}
+
+func (backend) Command(req *invoker.Request) (*invoker.Command, error) {
+	mode, err := approvalMode(req.Permission)
+	if err != nil {
+		return nil, err
+	}
+	if len(req.Images) > 0 {
+		return nil, invoker.Unsupported("Images", "gemini has no image flag; reference each file in the prompt as @path (inside the workdir or a directory added with --include-directories)")
+	}
+	if req.SystemPrompt != "" {
+		return nil, invoker.Unsupported("SystemPrompt", "gemini reads a system prompt only from a file: write it and set GEMINI_SYSTEM_MD=/path/to/file.md in Request.Env (it replaces gemini's built-in prompt)")
+	}
+	if n := utf16Len(req.Prompt); n > maxStdin {
+		return nil, fmt.Errorf("%w: the prompt is %d UTF-16 code units long; gemini reads at most %d from stdin and would silently cut it", invoker.ErrInvalidRequest, n, maxStdin)
+	}
+	args := []string{"--output-format=stream-json", "--approval-mode=" + mode}
+	if req.Model != "" {
+		args = append(args, "--model="+req.Model)
+	}
+	if req.SessionID != "" {
+		args = append(args, "--resume="+req.SessionID)
+	}
+	args = append(args, req.ExtraArgs...)
+	// Last, so that no ExtraArgs option can take it as its value.
+	args = append(args, "--prompt=")
+	return &invoker.Command{Args: args, Stdin: req.Prompt}, nil
+}
+
+// utf16Len returns the length of s in UTF-16 code units, or len(s) when
+// that is already within maxStdin (a string never has more code units than
+// bytes).
+func utf16Len(s string) int {
+	if len(s) <= maxStdin {
+		return len(s)
+	}
+	n := 0
+	for _, r := range s {
+		n += utf16.RuneLen(r)
+	}
+	return n
+}

@@ -23,6 +23,7 @@
 package proc
 
 import (
+	"errors"
 	"log/slog"
 	"os"
 	"time"
@@ -149,4 +150,12 @@ func loggerOf(l *slog.Logger) *slog.Logger {
 		return slog.New(slog.DiscardHandler)
 	}
 	return l
+}
+
+// checkAttr rejects an Attr that Start cannot run.
+func checkAttr(a *Attr) error {
+	if a == nil || a.Path == "" {
+		return errors.New("proc: Attr.Path is empty")
+	}
+	return nil
 }

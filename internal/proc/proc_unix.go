@@ -80,14 +80,6 @@ func childFiles(a *Attr) (files []*os.File, ctty int, release func(), err error)
 	return files, ctty, release, nil
 }
 
-// checkAttr rejects an Attr that Start cannot run.
-func checkAttr(a *Attr) error {
-	if a == nil || a.Path == "" {
-		return errors.New("proc: Attr.Path is empty")
-	}
-	return nil
-}
-
 // stateOf converts the root's wait status.
 func stateOf(ps *os.ProcessState) State {
 	ws, ok := ps.Sys().(syscall.WaitStatus)

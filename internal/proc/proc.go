@@ -34,7 +34,8 @@ type Signal int
 
 // The ladder's signals.
 const (
-	// Interrupt is SIGINT on Unix (CTRL_BREAK on Windows).
+	// Interrupt is SIGINT on Unix (CTRL_BREAK on Windows, which reaches
+	// the root only if it shares the host's console).
 	Interrupt Signal = iota + 1
 	// Terminate is SIGTERM on Unix (the job is terminated on Windows).
 	Terminate
@@ -42,6 +43,7 @@ const (
 	Kill
 )
 
+// String returns the Unix name of the signal, such as "SIGINT".
 func (s Signal) String() string {
 	switch s {
 	case Interrupt:
@@ -138,6 +140,14 @@ func (t *Tree) Signal(s Signal) error { return t.signal(s) }
 // (with Subreaper) re-parenting, repeating until a scan finds none alive,
 // and waits until the killed processes are gone (zombies count as gone).
 // It is bounded: after about 5 s it gives up and lists the survivors.
+//
+// On Linux the tree is found by scanning /proc; scans are shared, so that
+// many Trees killed at once cost about as much as one. Signals go through
+// pidfds opened after checking the process's start time, so a reused pid
+// is never hit. With Subreaper (or whenever the host is a subreaper), the
+// tree's processes re-parented to the host are reaped by pid. On macOS the
+// tree is the group plus descendants by parent links; on Windows it is the
+// Job Object, terminated as a whole.
 func (t *Tree) Kill() Report { return t.kill() }
 
 // Wait waits for the root to exit, reaps it and releases the Tree's

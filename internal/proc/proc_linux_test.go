@@ -532,3 +532,34 @@ func BenchmarkScanEnviron(b *testing.B) {
 		}
 	}
 }
+
+// BenchmarkKill measures Kill on a tree of a root and a setsid escapee,
+// both alive.
+func BenchmarkKill(b *testing.B) {
+	var elapsed time.Duration
+	for b.Loop() {
+		b.StopTimer()
+		pr, pw, _ := os.Pipe()
+		cmd := helperCmd("spawn", "setsid", "hang", "hang")
+		markUsed("spawn", "hang")
+		tree, err := Start(&Attr{Path: cmd.Path, Args: cmd.Args, Env: append(cmd.Env, "PROC_BENCH_MARKER=x"), Marker: "PROC_BENCH_MARKER=x", Stdout: pw})
+		pw.Close()
+		if err != nil {
+			b.Fatal(err)
+		}
+		sc := bufio.NewScanner(pr)
+		for range 2 {
+			sc.Scan()
+		}
+		b.StartTimer()
+		rep := tree.Kill()
+		b.StopTimer()
+		elapsed += rep.Elapsed
+		if len(rep.Killed) != 2 {
+			b.Errorf("Kill() = %+v, want 2 killed", rep)
+		}
+		tree.Wait()
+		pr.Close()
+		b.StartTimer()
+	}
+}

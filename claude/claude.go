@@ -1,0 +1,118 @@
+// Package claude runs Anthropic's Claude Code CLI (npm package
+// @anthropic-ai/claude-code) as an [invoker.Invoker].
+//
+// Each turn runs
+//
+//	claude --print --output-format=stream-json --verbose --permission-mode=MODE [--disallowedTools=Edit,Write,NotebookEdit] [--model=M] [--append-system-prompt=S] [--resume=SESSION_ID] [ExtraArgs...]
+//
+// with the prompt written to standard input, then closed; Claude Code takes
+// no positional prompt here, so a prompt such as "--help" is never read as
+// a flag and does not show in ps. --verbose is required with stream-json.
+//
+// # Request fields
+//
+// Permission maps to the permission mode: [invoker.ReadOnly] is "default"
+// (in print mode every tool use that needs approval is denied) with the
+// editing tools disallowed outright, so that allow rules in the user's
+// settings cannot turn a read-only turn into a writing one;
+// [invoker.WorkspaceWrite] is "acceptEdits" (edits in the working
+// directories are approved, other commands that need approval are denied);
+// [invoker.Unlimited] is "bypassPermissions", with IS_SANDBOX=1 in the
+// environment because Claude Code refuses that mode as root otherwise. The
+// mode is passed on every turn, so a resumed session keeps it.
+//
+// SystemPrompt is appended to Claude Code's own system prompt
+// (--append-system-prompt), which keeps the instructions its tools depend on;
+// to replace the prompt entirely pass --system-prompt=... in
+// Request.ExtraArgs. Sessions are stored per working directory: resume a
+// session with the same Workdir it was started in. Claude Code has no
+// working-directory flag (the engine starts it in Workdir) and no image
+// flag: Images is reported with [invoker.ErrUnsupported]; name the image
+// files in the prompt instead and Claude Code reads them with its Read tool.
+//
+// The environment loses CLAUDECODE, CLAUDE_CODE_ENTRYPOINT and
+// CLAUDE_CODE_SSE_PORT: a host that itself runs under Claude Code has them
+// set, and the first makes a nested claude refuse to start, the others
+// make it pose as an SDK client or attach to the host's IDE.
+//
+// # Events and results
+//
+// system init reports the session id and system api_retry notices are
+// warnings. Each assistant line holds one content block: text is a message,
+// thinking is reasoning and tool_use a tool call; a synthetic assistant
+// message that carries an error (model "<synthetic>") is an error event, not
+// a message. tool_result blocks in user lines are tool results, carrying the
+// call's name and input. With --include-partial-messages in ExtraArgs,
+// stream_event text and thinking deltas become events with Delta set. The
+// turn succeeded only when the result line has is_error false; its result
+// field is the final answer. Claude Code exits 0 on SIGINT and reports API
+// errors as is_error inside a result of subtype "success", so the exit
+// status alone means nothing. Usage is the result's usage, cached input
+// being cache reads, with total_cost_usd as CostUSD.
+package claude
+
+import (
+	"fmt"
+
+	"github.com/clinvoke/clinvoke/invoker"
+)
+
+// New returns an Invoker that runs the claude CLI. With no options the
+// binary is found on PATH as "claude".
+func New(opts ...invoker.Option) invoker.Invoker { return invoker.New(backend{}, opts...) }
+
+// backend adapts Claude Code to the invoker engine. It has no state.
+type backend struct{}
+
+var _ invoker.Backend = backend{}
+
+func (backend) Name() string        { return "claude" }
+func (backend) Binary() string      { return "claude" }
+func (backend) InstallHint() string { return "npm install -g @anthropic-ai/claude-code" }
+
+func (backend) NewDecoder(*invoker.Request) invoker.Decoder { return newDecoder() }
+
+// nestedVars are set by a running Claude Code for the processes it starts;
+// inherited by a nested claude they break it (see the package doc).
+var nestedVars = []string{"CLAUDECODE", "CLAUDE_CODE_ENTRYPOINT", "CLAUDE_CODE_SSE_PORT"}
+
+// readOnlyDenied are the built-in tools that change files.
+const readOnlyDenied = "Edit,Write,NotebookEdit"
+
+func (backend) Command(req *invoker.Request) (*invoker.Command, error) {
+	if len(req.Images) > 0 {
+		return nil, invoker.Unsupported("Images", "claude has no image flag; name the image files (absolute paths) in the prompt and Claude Code reads them with its Read tool")
+	}
+	args := []string{"--print", "--output-format=stream-json", "--verbose"}
+	var env []string
+	switch req.Permission {
+	case "", invoker.ReadOnly:
+		args = append(args, "--permission-mode=default", "--disallowedTools="+readOnlyDenied)
+	case invoker.WorkspaceWrite:
+		args = append(args, "--permission-mode=acceptEdits")
+	case invoker.Unlimited:
+		args = append(args, "--permission-mode=bypassPermissions")
+		// As root, Claude Code refuses bypassPermissions unless it is
+		// told it runs in a sandbox (CLI-FACTS.md).
+		env = append(env, "IS_SANDBOX=1")
+	default:
+		return nil, fmt.Errorf("%w: unknown permission %q", invoker.ErrInvalidRequest, string(req.Permission))
+	}
+	if req.Model != "" {
+		args = append(args, "--model="+req.Model)
+	}
+	if req.SystemPrompt != "" {
+		args = append(args, "--append-system-prompt="+req.SystemPrompt)
+	}
+	if req.SessionID != "" {
+		// --resume takes an optional value: only the = form binds it.
+		args = append(args, "--resume="+req.SessionID)
+	}
+	args = append(args, req.ExtraArgs...)
+	return &invoker.Command{
+		Args:  args,
+		Env:   env,
+		Unset: append([]string(nil), nestedVars...),
+		Stdin: req.Prompt,
+	}, nil
+}

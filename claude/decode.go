@@ -1,0 +1,489 @@
+package claude
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"regexp"
+	"strings"
+
+	"github.com/clinvoke/clinvoke/invoker"
+)
+
+// line is one event of `claude --print --output-format=stream-json
+// --verbose`. Every type's fields are decoded in one pass; absent fields
+// stay zero.
+type line struct {
+	Type      string `json:"type"`
+	Subtype   string `json:"subtype"`
+	SessionID string `json:"session_id"`
+
+	Message         *message `json:"message"` // assistant, user
+	ParentToolUseID *string  `json:"parent_tool_use_id"`
+	// assistant: "authentication_failed", ...; api_retry: the error
+	// (a string or an object, depending on the version).
+	Error json.RawMessage `json:"error"`
+
+	// system api_retry
+	Attempt     int             `json:"attempt"`
+	MaxRetries  int             `json:"max_retries"`
+	ErrorStatus json.RawMessage `json:"error_status"`
+
+	// result
+	IsError        bool            `json:"is_error"`
+	Result         *string         `json:"result"`
+	Errors         []string        `json:"errors"`
+	APIErrorStatus json.RawMessage `json:"api_error_status"`
+	TotalCostUSD   float64         `json:"total_cost_usd"`
+	Usage          *usage          `json:"usage"`
+
+	Event *streamEvent `json:"event"` // stream_event
+}
+
+type message struct {
+	ID      string  `json:"id"`
+	Model   string  `json:"model"`
+	Content content `json:"content"`
+}
+
+// content is a message's content: a list of blocks, or a plain string
+// (user prompts), which is kept as one text block.
+type content []block
+
+func (c *content) UnmarshalJSON(b []byte) error {
+	if len(b) > 0 && b[0] == '"' {
+		var s string
+		if err := json.Unmarshal(b, &s); err != nil {
+			return err
+		}
+		*c = content{{Type: "text", Text: s}}
+		return nil
+	}
+	return json.Unmarshal(b, (*[]block)(c))
+}
+
+type block struct {
+	Type     string          `json:"type"`
+	Text     string          `json:"text"`
+	Thinking string          `json:"thinking"`
+	ID       string          `json:"id"` // tool_use
+	Name     string          `json:"name"`
+	Input    json.RawMessage `json:"input"`
+
+	ToolUseID string          `json:"tool_use_id"` // tool_result
+	Content   json.RawMessage `json:"content"`
+	IsError   bool            `json:"is_error"`
+}
+
+type usage struct {
+	InputTokens          int64 `json:"input_tokens"`
+	CacheReadInputTokens int64 `json:"cache_read_input_tokens"`
+	OutputTokens         int64 `json:"output_tokens"`
+}
+
+type streamEvent struct {
+	Type    string `json:"type"`
+	Message *struct {
+		ID string `json:"id"`
+	} `json:"message"` // message_start
+	Delta *struct {
+		Type     string `json:"type"`
+		Text     string `json:"text"`
+		Thinking string `json:"thinking"`
+	} `json:"delta"` // content_block_delta
+}
+
+type call struct {
+	name  string
+	input json.RawMessage
+}
+
+// decoder holds what one run established. A new one is made per run.
+type decoder struct {
+	sessionID string
+	usage     invoker.Usage
+	done      bool
+	success   bool
+	result    string // the result's text
+	resultErr *invoker.StreamError
+	apiError  string // the error kind of the last synthetic assistant message
+	content   bool   // the main agent produced any content block
+
+	// Partial text: the text blocks of the latest top-level message that
+	// had any (textID), and the deltas streamed since the message streamID
+	// started that no whole block has superseded yet.
+	textID    string
+	msgText   strings.Builder
+	streamID  string
+	deltaText strings.Builder
+
+	calls map[string]call
+}
+
+var _ invoker.Decoder = (*decoder)(nil)
+
+func newDecoder() *decoder { return &decoder{calls: make(map[string]call)} }
+
+func (d *decoder) Decode(b []byte) ([]invoker.Event, error) {
+	var l line
+	if err := json.Unmarshal(b, &l); err != nil {
+		return []invoker.Event{malformed(b, err)}, nil
+	}
+	raw := json.RawMessage(b)
+	if l.SessionID != "" {
+		d.sessionID = l.SessionID
+	}
+	ev := func(k invoker.EventKind) invoker.Event {
+		return invoker.Event{Kind: k, SessionID: l.SessionID, Raw: raw}
+	}
+	top := l.ParentToolUseID == nil || *l.ParentToolUseID == ""
+
+	switch l.Type {
+	case "system":
+		switch l.Subtype {
+		case "init":
+			return []invoker.Event{ev(invoker.KindSession)}, nil
+		case "api_retry":
+			e := ev(invoker.KindWarning)
+			e.Text = retryText(l)
+			return []invoker.Event{e}, nil
+		}
+
+	case "assistant":
+		if l.Message == nil {
+			break
+		}
+		if kind := rawText(l.Error); kind != "" || l.Message.Model == "<synthetic>" {
+			// Claude Code's own notice (an API error) dressed as a
+			// message: not model output.
+			d.apiError = kind
+			var texts []string
+			for _, c := range l.Message.Content {
+				if c.Text != "" {
+					texts = append(texts, c.Text)
+				}
+			}
+			e := ev(invoker.KindError)
+			e.Text = strings.Join(texts, "\n")
+			return []invoker.Event{e}, nil
+		}
+		var evs []invoker.Event
+		for _, c := range l.Message.Content {
+			switch c.Type {
+			case "text":
+				d.addText(top, l.Message.ID, c.Text)
+				e := ev(invoker.KindMessage)
+				e.Text = c.Text
+				evs = append(evs, e)
+			case "thinking":
+				e := ev(invoker.KindReasoning)
+				e.Text = c.Thinking
+				evs = append(evs, e)
+			case "tool_use", "server_tool_use", "mcp_tool_use":
+				input := validOrNil(c.Input)
+				d.calls[c.ID] = call{name: c.Name, input: input}
+				e := ev(invoker.KindToolCall)
+				e.Tool = &invoker.Tool{Name: c.Name, ID: c.ID, Input: input}
+				evs = append(evs, e)
+			default: // redacted_thinking, ...
+				evs = append(evs, ev(invoker.KindRaw))
+			}
+			if top {
+				d.content = true
+			}
+		}
+		if len(evs) > 0 {
+			return evs, nil
+		}
+
+	case "user":
+		if l.Message == nil {
+			break
+		}
+		var evs []invoker.Event
+		for _, c := range l.Message.Content {
+			if c.Type != "tool_result" {
+				continue
+			}
+			cl := d.calls[c.ToolUseID]
+			delete(d.calls, c.ToolUseID)
+			status := "success"
+			if c.IsError {
+				status = "error"
+			}
+			e := ev(invoker.KindToolResult)
+			e.Tool = &invoker.Tool{Name: cl.name, ID: c.ToolUseID, Input: cl.input, Output: resultText(c.Content), Status: status}
+			evs = append(evs, e)
+		}
+		if len(evs) > 0 {
+			return evs, nil
+		}
+
+	case "stream_event":
+		if l.Event == nil || !top {
+			break
+		}
+		switch l.Event.Type {
+		case "message_start":
+			if l.Event.Message != nil {
+				d.startMessage(l.Event.Message.ID)
+			}
+		case "content_block_delta":
+			if l.Event.Delta == nil {
+				break
+			}
+			switch l.Event.Delta.Type {
+			case "text_delta":
+				d.deltaText.WriteString(l.Event.Delta.Text)
+				e := ev(invoker.KindMessage)
+				e.Text, e.Delta = l.Event.Delta.Text, true
+				return []invoker.Event{e}, nil
+			case "thinking_delta":
+				e := ev(invoker.KindReasoning)
+				e.Text, e.Delta = l.Event.Delta.Thinking, true
+				return []invoker.Event{e}, nil
+			}
+		}
+
+	case "result":
+		return d.finish(l, ev), nil
+	}
+	// Other system subtypes (status, thinking_tokens, hooks), user prompt
+	// echoes, structural stream events and unknown types.
+	return []invoker.Event{ev(invoker.KindRaw)}, nil
+}
+
+// startMessage notes that a new top-level message began streaming.
+func (d *decoder) startMessage(id string) {
+	d.streamID = id
+	d.deltaText.Reset()
+}
+
+// addText records a top-level text block as the partial answer. The text
+// of an earlier message is kept until a later one brings text, so that a
+// message holding only a tool call keeps the text before it.
+func (d *decoder) addText(top bool, id, text string) {
+	if !top {
+		return // a subagent's text is not the answer
+	}
+	if id != d.textID {
+		d.textID = id
+		d.msgText.Reset()
+	}
+	d.msgText.WriteString(text)
+	if id == d.streamID {
+		d.deltaText.Reset() // the whole block supersedes its deltas
+	}
+}
+
+func (d *decoder) partial() string {
+	switch {
+	case d.deltaText.Len() == 0:
+		return d.msgText.String()
+	case d.streamID == d.textID:
+		return d.msgText.String() + d.deltaText.String()
+	}
+	return d.deltaText.String()
+}
+
+// finish handles the terminal result line.
+func (d *decoder) finish(l line, ev func(invoker.EventKind) invoker.Event) []invoker.Event {
+	d.done = true
+	if l.Result != nil {
+		d.result = *l.Result
+	}
+	var evs []invoker.Event
+	d.success = !l.IsError && (l.Subtype == "success" || l.Subtype == "")
+	if d.success && d.result == "" && !d.content {
+		// CLI-FACTS: a model stream that ended badly gives exit 0 and an
+		// empty result with nothing produced: not an answer.
+		d.success = false
+		d.resultErr = &invoker.StreamError{Message: "claude reported success with an empty result and no output (the model stream ended early)", Type: "empty_result"}
+	}
+	if !d.success && d.resultErr == nil {
+		msg := strings.Join(l.Errors, "; ")
+		if msg == "" && l.IsError {
+			msg = d.result
+		}
+		if msg == "" && l.Subtype == "error_max_turns" {
+			msg = "reached the maximum number of turns"
+		}
+		typ := d.apiError
+		if typ == "" && l.Subtype != "success" {
+			typ = l.Subtype
+		}
+		se := &invoker.StreamError{Message: msg, Type: typ}
+		switch status := strings.TrimSpace(string(l.APIErrorStatus)); {
+		case status == "401" || status == "403":
+			se.Err = invoker.ErrAuthRequired
+		case status == "429":
+			se.Err = invoker.ErrRateLimited
+		default:
+			se.Err = classify(d.apiError + " " + msg)
+		}
+		d.resultErr = se
+	}
+	if d.resultErr != nil {
+		e := ev(invoker.KindError)
+		e.Text = d.resultErr.Message
+		evs = append(evs, e)
+	}
+	if l.Usage != nil {
+		d.usage = invoker.Usage{
+			InputTokens:       l.Usage.InputTokens,
+			CachedInputTokens: l.Usage.CacheReadInputTokens,
+			OutputTokens:      l.Usage.OutputTokens,
+			CostUSD:           l.TotalCostUSD,
+		}
+		u := d.usage
+		e := ev(invoker.KindUsage)
+		e.Usage = &u
+		evs = append(evs, e)
+	}
+	return append(evs, ev(invoker.KindDone))
+}
+
+// retryText describes an api_retry notice.
+func retryText(l line) string {
+	msg := fmt.Sprintf("API retry %d/%d", l.Attempt, l.MaxRetries)
+	if s := strings.TrimSpace(string(l.ErrorStatus)); s != "" && s != "null" {
+		msg += " (status " + s + ")"
+	}
+	if text := rawText(l.Error); text != "" {
+		msg += ": " + text
+	}
+	return msg
+}
+
+// rawText returns a JSON string's value, or the JSON itself for any other
+// value but null.
+func rawText(raw json.RawMessage) string {
+	var s string
+	if json.Unmarshal(raw, &s) == nil {
+		return s
+	}
+	if t := strings.TrimSpace(string(raw)); t != "null" {
+		return t
+	}
+	return ""
+}
+
+// resultText returns a tool_result's content: a string, or the text of its
+// text blocks.
+func resultText(raw json.RawMessage) string {
+	var s string
+	if json.Unmarshal(raw, &s) == nil {
+		return s
+	}
+	var blocks []struct {
+		Type string `json:"type"`
+		Text string `json:"text"`
+	}
+	if json.Unmarshal(raw, &blocks) != nil {
+		return ""
+	}
+	var parts []string
+	for _, b := range blocks {
+		if b.Type == "text" {
+			parts = append(parts, b.Text)
+		}
+	}
+	return strings.Join(parts, "\n")
+}
+
+// Stderr finds nothing fatal on Claude Code's standard error: in print mode
+// it reports authentication failures ("Not logged in", "Invalid API key")
+// as a result line on stdout and exits, and it does not wait for input once
+// stdin is closed. Refusals to start are explained by Outcome.
+func (d *decoder) Stderr([]byte) error { return nil }
+
+func (d *decoder) Outcome(exitCode int, stderr string) invoker.Outcome {
+	out := invoker.Outcome{
+		SessionID: d.sessionID,
+		Text:      d.partial(),
+		Usage:     d.usage,
+		Success:   d.success,
+	}
+	switch {
+	case d.success:
+		out.Text = d.result
+	case d.resultErr != nil:
+		se := *d.resultErr
+		se.ExitCode = exitCode
+		out.Err = &se
+	case exitCode > 0:
+		if expl := explainExit(exitCode, stderr); expl != "" {
+			out.Err = &invoker.ExitError{Code: exitCode, Stderr: stderr, Explanation: expl}
+		}
+	}
+	return out
+}
+
+// explainExit says what a Claude Code exit status means when no result
+// line did, from the signatures its stderr shows.
+func explainExit(code int, stderr string) string {
+	switch {
+	case strings.Contains(stderr, "requires --verbose"):
+		return "stream-json output needs --verbose (this claude version rejected the command line)"
+	case strings.Contains(stderr, "inside another Claude Code session"):
+		return "claude refused to start nested in another Claude Code session: CLAUDECODE was set again through Request.Env or WithEnv"
+	case strings.Contains(stderr, "No conversation found"):
+		return "no session with that id: claude stores sessions per working directory, so resume in the Workdir the session started in"
+	case strings.Contains(stderr, "root/sudo"):
+		return "claude refuses to bypass permissions as root unless IS_SANDBOX=1 is set"
+	case strings.Contains(stderr, "Input must be provided"):
+		return "claude received an empty prompt on stdin"
+	case code == 143:
+		return "terminated by SIGTERM"
+	}
+	return ""
+}
+
+var (
+	authRE = regexp.MustCompile(`(?i)\b401\b|authentication_failed|failed to authenticate|not logged in|invalid api key|invalid x-api-key|please run /login|oauth token has expired`)
+	rateRE = regexp.MustCompile(`(?i)\b429\b|rate[ _-]?limit|too many requests|usage limit|quota`)
+)
+
+// classify recognises authentication and rate-limit failures in a message
+// the CLI reported.
+func classify(msg string) error {
+	switch {
+	case authRE.MatchString(msg):
+		return invoker.ErrAuthRequired
+	case rateRE.MatchString(msg):
+		return invoker.ErrRateLimited
+	}
+	return nil
+}
+
+// malformed reports a stdout line that is not a JSON event. Raw keeps the
+// line only when it is valid JSON (a non-object), so that an Event can
+// always be marshalled; the text shows the start of the line.
+func malformed(b []byte, err error) invoker.Event {
+	ev := invoker.Event{Kind: invoker.KindWarning}
+	var syn *json.SyntaxError
+	if !errors.As(err, &syn) && json.Valid(b) {
+		ev.Raw = json.RawMessage(b)
+		ev.Text = "unexpected JSON value on stdout: " + err.Error()
+		return ev
+	}
+	ev.Text = "not a JSON event on stdout: " + preview(b)
+	return ev
+}
+
+// preview returns the start of b as valid UTF-8 for a message.
+func preview(b []byte) string {
+	const max = 200
+	s := strings.ToValidUTF8(string(b[:min(len(b), max)]), "\uFFFD")
+	if len(b) > max {
+		s += "..."
+	}
+	return s
+}
+
+func validOrNil(raw json.RawMessage) json.RawMessage {
+	if len(raw) == 0 || !json.Valid(raw) {
+		return nil
+	}
+	return raw
+}

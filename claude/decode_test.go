@@ -1,0 +1,242 @@
+package claude
+
+import (
+	"errors"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/clinvoke/clinvoke/invoker"
+)
+
+func TestGolden(t *testing.T) {
+	u := func(in, out int64, cost float64) invoker.Usage {
+		return invoker.Usage{InputTokens: in, OutputTokens: out, CostUSD: cost}
+	}
+	const touched = "done: touch in '/home/user/project/claude-touched.txt' was blocked. For security, Claude Code may only create or modify files in the allowed working directories for this session: '/home/user/project'."
+	tests := []struct {
+		file      string
+		exitCode  int // for captures without a recorded status (CLI-FACTS.md)
+		sessionID string
+		text      string
+		textStart string
+		usage     invoker.Usage
+		success   bool
+		errIs     error
+		streamErr string
+		errType   string
+		exitErr   string // in an *ExitError's explanation
+	}{
+		{file: "basic.stdout", sessionID: "839655c4-4158-4da3-838d-5c4547fa9f6b", text: "hi there", usage: u(11, 5, 0.00017999999999999998), success: true},
+		{file: "rich.stdout", sessionID: "ac7ba848-6cbb-40b4-a1b2-ee07f14340e6", text: "hi there", usage: u(11, 5, 0.00017999999999999998), success: true},
+		{file: "partial.stdout", sessionID: "20285f31-d4a9-4fad-9e22-4d0c64302571", text: "hi there", usage: u(11, 5, 0.00017999999999999998), success: true},
+		{file: "json.stdout", sessionID: "e816664c-6d1b-4451-b62b-3ddad061f8d9", text: "hi there", usage: u(11, 5, 0.00017999999999999998), success: true},
+		{file: "resume1.stdout", sessionID: "e1874291-bd81-4c92-84cf-6317b67dbd1e", text: "first answer", usage: u(11, 5, 0.00035999999999999997), success: true},
+		{file: "resume2.stdout", sessionID: "e1874291-bd81-4c92-84cf-6317b67dbd1e", text: "second answer", usage: u(11, 5, 0.00017999999999999998), success: true},
+		{file: "tool-default.stdout", sessionID: "4255c568-1706-4247-8e02-2463ccfacb9f", text: "done: hello", usage: u(22, 10, 0.0005399999999999999), success: true},
+		{file: "tool-touch.stdout", sessionID: "80cbad97-5a4e-42bd-b7db-46f85d03b902", text: touched, usage: u(22, 10, 0.0005399999999999999), success: true},
+		{file: "perm-default.stdout", sessionID: "4ae65e09-3ce9-491b-9e93-7149f1beb17f", textStart: "done: touch in '/home/user/project/claude-touched-default.txt' was blocked.", usage: u(22, 10, 0.0005399999999999999), success: true},
+		{file: "maxturns.stdout", exitCode: 1, sessionID: "6dd54ba7-954d-4ea3-aaef-56c7279628ac", usage: u(11, 5, 0.00017999999999999998),
+			streamErr: "Reached maximum number of turns (1)", errType: "error_max_turns"},
+		// API errors: exit 1 and a result of subtype "success" with is_error.
+		{file: "err401-noretry.stdout", sessionID: "c6157886-e725-4315-8f97-73a1cd19d748", errIs: invoker.ErrAuthRequired,
+			streamErr: "Failed to authenticate. API Error: 401 fake 401 error", errType: "authentication_failed"},
+		{file: "err500-noretry.stdout", sessionID: "73e0a11b-ece6-4acd-9580-8c61ea34e585",
+			streamErr: "API Error: 500 fake 500 error. This is a server-side issue, usually temporary — try again in a moment. If it persists, check your inference gateway (127.0.0.1:18081).", errType: "server_error"},
+		{file: "2025-simple_greeting_20251216_141901.json", sessionID: "16cdb7ae-cabd-47ad-ad30-4efd2ce48b01", textStart: "Hello! 👋\n\nI'm Claude, your AI software engineering assistant running in Claude Code.", success: true},
+		{file: "2025-list_files_20251216_141959.json", sessionID: "77d32f05-4a4a-47a4-9797-64292bea680c", textStart: "Here are the files and directories in the current directory", success: true},
+		// Missing --verbose: exit 1, nothing on stdout.
+		{file: "2025-simple_greeting_20251216_141839.json", exitErr: "needs --verbose"},
+	}
+	seen := map[string]bool{}
+	for _, tt := range tests {
+		seen[tt.file] = true
+		t.Run(tt.file, func(t *testing.T) {
+			s := loadSample(t, tt.file)
+			if tt.exitCode != 0 {
+				s.exitCode = tt.exitCode
+			}
+			sum, out := run(t, s)
+			if out.SessionID != tt.sessionID {
+				t.Errorf("SessionID = %q, want %q", out.SessionID, tt.sessionID)
+			}
+			if tt.textStart == "" && out.Text != tt.text {
+				t.Errorf("Text = %q, want %q", out.Text, tt.text)
+			}
+			if !strings.HasPrefix(out.Text, tt.textStart) {
+				t.Errorf("Text = %.100q, want it to start with %q", out.Text, tt.textStart)
+			}
+			if tt.usage != (invoker.Usage{}) && out.Usage != tt.usage {
+				t.Errorf("Usage = %+v, want %+v", out.Usage, tt.usage)
+			}
+			if out.Success != tt.success {
+				t.Errorf("Success = %v, want %v", out.Success, tt.success)
+			}
+			if tt.success && out.Err != nil {
+				t.Errorf("Err = %v, want nil", out.Err)
+			}
+			if tt.streamErr != "" {
+				var se *invoker.StreamError
+				if !errors.As(out.Err, &se) {
+					t.Fatalf("Err = %v, want a *StreamError", out.Err)
+				}
+				if se.Message != tt.streamErr || se.Type != tt.errType {
+					t.Errorf("StreamError = %q (%s), want %q (%s)", se.Message, se.Type, tt.streamErr, tt.errType)
+				}
+				if se.ExitCode != s.exitCode {
+					t.Errorf("StreamError.ExitCode = %d, want %d", se.ExitCode, s.exitCode)
+				}
+			}
+			if tt.exitErr != "" {
+				var ee *invoker.ExitError
+				if !errors.As(out.Err, &ee) || !strings.Contains(ee.Explanation, tt.exitErr) {
+					t.Errorf("Err = %v, want an *ExitError explaining %q", out.Err, tt.exitErr)
+				}
+			}
+			if tt.errIs != nil && !errors.Is(out.Err, tt.errIs) {
+				t.Errorf("Err = %v, want errors.Is %v", out.Err, tt.errIs)
+			}
+			if tt.errIs == nil && (errors.Is(out.Err, invoker.ErrAuthRequired) || errors.Is(out.Err, invoker.ErrRateLimited)) {
+				t.Errorf("Err = %v, want no auth or rate-limit sentinel", out.Err)
+			}
+			checkGolden(t, tt.file, sum)
+		})
+	}
+	files, _ := filepath.Glob("testdata/*")
+	for _, f := range files {
+		name := filepath.Base(f)
+		if (strings.HasSuffix(name, ".stdout") || strings.HasSuffix(name, ".json")) && !seen[name] {
+			t.Errorf("sample %s has no test case", name)
+		}
+	}
+}
+
+const sid = `"session_id":"S"`
+
+func TestPartialText(t *testing.T) {
+	tests := []struct {
+		name  string
+		lines []string
+		want  string
+	}{
+		{"text then a tool call keeps the text", []string{
+			`{"type":"assistant","message":{"id":"m1","content":[{"type":"text","text":"Let me look."}]},"parent_tool_use_id":null,` + sid + `}`,
+			`{"type":"assistant","message":{"id":"m1","content":[{"type":"tool_use","id":"t1","name":"Bash","input":{}}]},"parent_tool_use_id":null,` + sid + `}`,
+		}, "Let me look."},
+		{"a later message replaces it", []string{
+			`{"type":"assistant","message":{"id":"m1","content":[{"type":"text","text":"first"}]},` + sid + `}`,
+			`{"type":"assistant","message":{"id":"m2","content":[{"type":"text","text":"second"}]},` + sid + `}`,
+		}, "second"},
+		{"blocks of one message concatenate", []string{
+			`{"type":"assistant","message":{"id":"m1","content":[{"type":"text","text":"a"}]},` + sid + `}`,
+			`{"type":"assistant","message":{"id":"m1","content":[{"type":"text","text":"b"}]},` + sid + `}`,
+		}, "ab"},
+		{"subagent text is not the answer", []string{
+			`{"type":"assistant","message":{"id":"m1","content":[{"type":"text","text":"main"}]},"parent_tool_use_id":null,` + sid + `}`,
+			`{"type":"assistant","message":{"id":"m2","content":[{"type":"text","text":"sub"}]},"parent_tool_use_id":"toolu_1",` + sid + `}`,
+		}, "main"},
+		{"deltas of a message still streaming", []string{
+			`{"type":"assistant","message":{"id":"m1","content":[{"type":"text","text":"before"}]},` + sid + `}`,
+			`{"type":"stream_event","event":{"type":"message_start","message":{"id":"m2"}},` + sid + `}`,
+			`{"type":"stream_event","event":{"type":"content_block_delta","index":0,"delta":{"type":"text_delta","text":"hal"}},` + sid + `}`,
+			`{"type":"stream_event","event":{"type":"content_block_delta","index":0,"delta":{"type":"text_delta","text":"f"}},` + sid + `}`,
+		}, "half"},
+		{"a whole block supersedes its deltas", []string{
+			`{"type":"stream_event","event":{"type":"message_start","message":{"id":"m2"}},` + sid + `}`,
+			`{"type":"stream_event","event":{"type":"content_block_delta","index":0,"delta":{"type":"text_delta","text":"whole"}},` + sid + `}`,
+			`{"type":"assistant","message":{"id":"m2","content":[{"type":"text","text":"whole"}]},` + sid + `}`,
+		}, "whole"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			d := newDecoder()
+			decodeAll(t, d, tt.lines...)
+			out := d.Outcome(0, "")
+			if out.Success || out.Err != nil {
+				t.Errorf("Outcome without result = %+v, want failure with nil Err", out)
+			}
+			if out.Text != tt.want || out.SessionID != "S" {
+				t.Errorf("Text, SessionID = %q, %q, want %q, S", out.Text, out.SessionID, tt.want)
+			}
+		})
+	}
+}
+
+func TestDecodeEvents(t *testing.T) {
+	d := newDecoder()
+	evs := decodeAll(t, d,
+		`{"type":"system","subtype":"api_retry","attempt":1,"max_retries":10,"retry_delay_ms":500,"error_status":529,"error":"overloaded_error",`+sid+`}`,
+		`{"type":"system","subtype":"api_retry","attempt":2,"max_retries":10,"error_status":null,"error":{"type":"connection"},`+sid+`}`,
+		`{"type":"assistant","message":{"id":"m","content":[{"type":"thinking","thinking":"hmm"},{"type":"tool_use","id":"t1","name":"Read","input":{"file_path":"/a"}}]},`+sid+`}`,
+		`{"type":"user","message":{"role":"user","content":[{"type":"tool_result","tool_use_id":"t1","content":[{"type":"text","text":"line1"},{"type":"image"}],"is_error":false}]},`+sid+`}`,
+		`{"type":"user","message":{"role":"user","content":"a plain prompt"},`+sid+`}`,
+		`{"type":"stream_event","event":{"type":"content_block_delta","delta":{"type":"thinking_delta","thinking":"th"}},`+sid+`}`,
+		`{"type":"stream_event","event":{"type":"content_block_delta","delta":{"type":"input_json_delta","partial_json":"{"}},`+sid+`}`,
+		`{"type":"system","subtype":"status","status":"requesting",`+sid+`}`,
+		`{"type":"rate_limit_event",`+sid+`}`,
+		`Error: something`,
+	)
+	want := []invoker.EventKind{invoker.KindWarning, invoker.KindWarning, invoker.KindReasoning, invoker.KindToolCall,
+		invoker.KindToolResult, invoker.KindRaw, invoker.KindReasoning, invoker.KindRaw, invoker.KindRaw, invoker.KindRaw, invoker.KindWarning}
+	if !equalKinds(kinds(evs), want) {
+		t.Fatalf("kinds = %v, want %v", kinds(evs), want)
+	}
+	if evs[0].Text != "API retry 1/10 (status 529): overloaded_error" || evs[1].Text != `API retry 2/10: {"type":"connection"}` {
+		t.Errorf("retry texts = %q, %q", evs[0].Text, evs[1].Text)
+	}
+	if r := evs[4].Tool; r.Name != "Read" || r.ID != "t1" || string(r.Input) != `{"file_path":"/a"}` || r.Output != "line1" || r.Status != "success" {
+		t.Errorf("tool result = %+v", r)
+	}
+	if !evs[6].Delta || evs[6].Text != "th" {
+		t.Errorf("thinking delta = %+v", evs[6])
+	}
+	for _, ev := range evs[:10] {
+		if ev.SessionID != "S" {
+			t.Errorf("%v event SessionID = %q, want S", ev.Kind, ev.SessionID)
+		}
+	}
+}
+
+func TestOutcomeFailures(t *testing.T) {
+	tests := []struct {
+		name     string
+		lines    []string
+		exitCode int
+		stderr   string
+		want     string
+		is       error
+	}{
+		{name: "not logged in", exitCode: 1, lines: []string{`{"type":"result","subtype":"success","is_error":true,"result":"Not logged in · Please run /login",` + sid + `}`}, want: "Not logged in", is: invoker.ErrAuthRequired},
+		{name: "invalid api key", exitCode: 1, lines: []string{`{"type":"result","subtype":"success","is_error":true,"result":"Invalid API key · Please run /login",` + sid + `}`}, want: "Invalid API key", is: invoker.ErrAuthRequired},
+		{name: "rate limited", exitCode: 1, lines: []string{`{"type":"result","subtype":"success","is_error":true,"api_error_status":429,"result":"API Error: 429 slow down",` + sid + `}`}, want: "429", is: invoker.ErrRateLimited},
+		{name: "interrupted", exitCode: 0, lines: []string{`{"type":"result","subtype":"error_during_execution","is_error":true,` + sid + `}`}, want: "error_during_execution"},
+		{name: "empty result after a broken stream", exitCode: 0, lines: []string{`{"type":"system","subtype":"init",` + sid + `}`, `{"type":"result","subtype":"success","is_error":false,"result":"",` + sid + `}`}, want: "empty result"},
+		{name: "nested session refused", exitCode: 1, stderr: "Error: Claude Code cannot be launched inside another Claude Code session.\n", want: "CLAUDECODE"},
+		{name: "unknown session", exitCode: 1, stderr: "No conversation found with session ID: x\n", want: "resume in the Workdir"},
+		{name: "root bypass", exitCode: 1, stderr: "--dangerously-skip-permissions cannot be used with root/sudo privileges for security reasons\n", want: "IS_SANDBOX=1"},
+		{name: "plain exit 1", exitCode: 1},
+		{name: "SIGTERM", exitCode: 143, want: "SIGTERM"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			d := newDecoder()
+			decodeAll(t, d, tt.lines...)
+			out := d.Outcome(tt.exitCode, tt.stderr)
+			if out.Success {
+				t.Errorf("Success = true")
+			}
+			switch {
+			case tt.want == "" && out.Err != nil:
+				t.Errorf("Err = %v, want nil", out.Err)
+			case tt.want != "" && (out.Err == nil || !strings.Contains(out.Err.Error(), tt.want)):
+				t.Errorf("Err = %v, want it to mention %q", out.Err, tt.want)
+			}
+			if tt.is != nil && !errors.Is(out.Err, tt.is) {
+				t.Errorf("Err = %v, want errors.Is %v", out.Err, tt.is)
+			}
+			if out.Text != "" {
+				t.Errorf("Text = %q: an error message is not the answer", out.Text)
+			}
+		})
+	}
+}

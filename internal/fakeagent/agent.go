@@ -44,6 +44,7 @@ type agent struct {
 	tools   int          // gemini: tool_calls
 	pending string       // gemini: id of the progress tool call awaiting its result
 	msgID   string       // claude: id of the assistant message being printed
+	reqID   string       // claude: its request id
 	turns   atomic.Int32 // claude: num_turns (read by the signal handler)
 }
 

@@ -236,6 +236,7 @@ func (claude) begin(a *agent) {
 // message starts a new assistant message (one model turn).
 func (a *agent) newMessage() {
 	a.msgID = "msg_" + randHex(8)
+	a.reqID = "req_" + randHex(12)
 	a.turns.Add(1)
 }
 
@@ -251,7 +252,7 @@ func (a *agent) assistant(block obj) {
 			{"cache_creation_input_tokens", 0}, {"cache_read_input_tokens", 0}}},
 		{"context_management", nil},
 	}}, {"parent_tool_use_id", nil}, {"session_id", a.sid}, {"uuid", uuid4()},
-		{"request_id", "req_" + randHex(12)}})
+		{"request_id", a.reqID}})
 }
 
 // claudeBash prints a Bash tool call in a message of its own and the
@@ -326,14 +327,19 @@ func claudeResult(a *agent, isError bool, apiStatus any, text, stop string, in, 
 			{"contextWindow", 1000000}, {"maxOutputTokens", 64000},
 		}}}
 	}
-	return obj{
+	res := obj{
 		{"type", "result"}, {"subtype", "success"}, {"is_error", isError},
 		{"api_error_status", apiStatus}, {"duration_ms", ms}, {"duration_api_ms", ms / 2},
+	}
+	if !isError { // timings of the first token, absent when the API failed
+		res = append(res, kv{"ttft_ms", ms * 9 / 10}, kv{"ttft_stream_ms", ms * 9 / 10}, kv{"time_to_request_ms", ms * 8 / 10})
+	}
+	return append(res, obj{
 		{"num_turns", max(1, int(a.turns.Load()))}, {"result", text}, {"stop_reason", stop},
 		{"session_id", a.sid}, {"total_cost_usd", cost}, {"usage", claudeUsage(in, out)},
 		{"modelUsage", modelUsage}, {"permission_denials", []string{}},
 		{"terminal_reason", "completed"}, {"fast_mode_state", "off"}, {"uuid", uuid4()},
-	}
+	}...)
 }
 
 func (claude) done(a *agent) {

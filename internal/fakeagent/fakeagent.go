@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"time"
 )
 
@@ -211,7 +212,9 @@ type Script struct {
 // Env returns the KEY=VALUE entries that make a binary calling Main run s.
 // Pass them as invoker.Request.Env, with invoker.WithEnv, or append them
 // to exec.Cmd.Env. They also name the calling process as the owner of the
-// fake (see Orphans), and make RecordDir and Replay absolute.
+// fake (see Orphans), make RecordDir and Replay absolute, and add
+// atexit_sleep_ms=0 to GORACE so that a fake built with -race exits at
+// once.
 func (s Script) Env() []string {
 	if s.RecordDir != "" {
 		if abs, err := filepath.Abs(s.RecordDir); err == nil {
@@ -234,6 +237,12 @@ func (s Script) Env() []string {
 	}
 	if s.Tag != "" {
 		env = append(env, EnvTag+"="+s.Tag)
+	}
+	// A binary built with -race sleeps 1 s at exit (the race runtime's
+	// atexit_sleep_ms) unless told otherwise: without this, every fake
+	// agent run by a -race test would take a second longer.
+	if gorace := os.Getenv("GORACE"); !strings.Contains(gorace, "atexit_sleep_ms") {
+		env = append(env, strings.TrimSpace("GORACE="+gorace+" atexit_sleep_ms=0"))
 	}
 	return env
 }

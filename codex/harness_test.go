@@ -1,0 +1,184 @@
+package codex
+
+import (
+	"bufio"
+	"bytes"
+	"encoding/json"
+	"flag"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+
+	"github.com/clinvoke/clinvoke/invoker"
+)
+
+var update = flag.Bool("update", false, "rewrite testdata/*.golden from the decoder's output")
+
+// sample is one captured run of the real CLI: its stdout lines, stderr and
+// exit status.
+type sample struct {
+	lines    [][]byte
+	stderr   string
+	exitCode int
+}
+
+// loadSample reads testdata/name: a .stdout capture (with .stderr and .meta
+// beside it when present) or a 2025 .json capture holding the events, the
+// return code and stderr.
+func loadSample(t *testing.T, name string) sample {
+	t.Helper()
+	data, err := os.ReadFile(filepath.Join("testdata", name))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var s sample
+	if strings.HasSuffix(name, ".json") {
+		var rec struct {
+			ReturnCode int               `json:"returncode"`
+			Events     []json.RawMessage `json:"events"`
+			Stderr     string            `json:"stderr"`
+		}
+		if err := json.Unmarshal(data, &rec); err != nil {
+			t.Fatal(err)
+		}
+		for _, ev := range rec.Events {
+			var b bytes.Buffer
+			if err := json.Compact(&b, ev); err != nil {
+				t.Fatal(err)
+			}
+			s.lines = append(s.lines, b.Bytes())
+		}
+		s.stderr, s.exitCode = rec.Stderr, rec.ReturnCode
+		return s
+	}
+	sc := bufio.NewScanner(bytes.NewReader(data))
+	sc.Buffer(nil, 64<<20)
+	for sc.Scan() {
+		if len(bytes.TrimSpace(sc.Bytes())) > 0 {
+			s.lines = append(s.lines, bytes.Clone(sc.Bytes()))
+		}
+	}
+	base := strings.TrimSuffix(name, ".stdout")
+	if b, err := os.ReadFile(filepath.Join("testdata", base+".stderr")); err == nil {
+		s.stderr = string(b)
+	}
+	if b, err := os.ReadFile(filepath.Join("testdata", base+".meta")); err == nil {
+		for _, f := range strings.Fields(string(b)) {
+			if v, ok := strings.CutPrefix(f, "rc="); ok {
+				s.exitCode, _ = strconv.Atoi(v)
+			}
+		}
+	}
+	return s
+}
+
+// summary is what a golden file holds: the events without Raw, and the
+// outcome.
+type summary struct {
+	Events  []invoker.Event `json:"events"`
+	Outcome struct {
+		SessionID string        `json:"session_id"`
+		Text      string        `json:"text"`
+		Usage     invoker.Usage `json:"usage"`
+		Success   bool          `json:"success"`
+		Err       string        `json:"err,omitempty"`
+	} `json:"outcome"`
+}
+
+// run decodes a sample like the engine does and checks the invariants every
+// line must keep: no fatal error, no stderr signature, Raw kept.
+func run(t *testing.T, s sample) (summary, invoker.Outcome) {
+	t.Helper()
+	d := newDecoder()
+	var sum summary
+	for _, l := range s.lines {
+		evs, err := d.Decode(l)
+		if err != nil {
+			t.Errorf("Decode(%.80s) error = %v, want nil", l, err)
+		}
+		if len(evs) == 0 {
+			t.Errorf("Decode(%.80s) returned no events; every line yields at least one", l)
+		}
+		for _, ev := range evs {
+			if json.Valid(l) && !bytes.Equal(ev.Raw, l) {
+				t.Errorf("event %v: Raw = %.80s, want the line", ev.Kind, ev.Raw)
+			}
+			if _, err := json.Marshal(ev); err != nil {
+				t.Errorf("json.Marshal(event) = %v", err)
+			}
+			ev.Raw = nil
+			sum.Events = append(sum.Events, ev)
+		}
+	}
+	for l := range strings.Lines(s.stderr) {
+		if err := d.Stderr([]byte(strings.TrimRight(l, "\n"))); err != nil {
+			t.Errorf("Stderr(%q) = %v, want nil for normal noise", l, err)
+		}
+	}
+	out := d.Outcome(s.exitCode, s.stderr)
+	sum.Outcome.SessionID, sum.Outcome.Text, sum.Outcome.Usage, sum.Outcome.Success = out.SessionID, out.Text, out.Usage, out.Success
+	if out.Err != nil {
+		sum.Outcome.Err = out.Err.Error()
+	}
+	return sum, out
+}
+
+// checkGolden compares sum with testdata/<file>.golden, or rewrites it
+// with -update.
+func checkGolden(t *testing.T, file string, sum summary) {
+	t.Helper()
+	got, err := json.MarshalIndent(sum, "", "  ")
+	if err != nil {
+		t.Fatal(err)
+	}
+	got = append(got, '\n')
+	path := filepath.Join("testdata", file+".golden")
+	if *update {
+		if err := os.WriteFile(path, got, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return
+	}
+	want, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatalf("%v (run go test -update to create it)", err)
+	}
+	if !bytes.Equal(got, want) {
+		t.Errorf("decoded %s differs from %s:\n%s", file, path, got)
+	}
+}
+
+func decodeAll(t *testing.T, d *decoder, lines ...string) []invoker.Event {
+	t.Helper()
+	var all []invoker.Event
+	for _, l := range lines {
+		evs, err := d.Decode([]byte(l))
+		if err != nil {
+			t.Fatalf("Decode(%s) error = %v", l, err)
+		}
+		all = append(all, evs...)
+	}
+	return all
+}
+
+func kinds(evs []invoker.Event) []invoker.EventKind {
+	var ks []invoker.EventKind
+	for _, ev := range evs {
+		ks = append(ks, ev.Kind)
+	}
+	return ks
+}
+
+func equalKinds(a, b []invoker.EventKind) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for i := range a {
+		if a[i] != b[i] {
+			return false
+		}
+	}
+	return true
+}

@@ -1,0 +1,80 @@
+// Package fakeagent is a scripted stand-in for the Codex, Gemini and Claude
+// Code CLIs, for the tests, benchmarks and demo of clinvoke. It prints each
+// CLI's real JSONL event shapes (copied from captures of the real CLIs,
+// field order included) and misbehaves on demand: it streams for a while,
+// stays silent, stalls before its terminal event, ignores SIGINT and
+// SIGTERM, leaves a grandchild or a setsid escapee behind, keeps stdout open
+// from a grandchild after exiting, prints a line of many MiB, prints
+// malformed and non-UTF-8 lines, fails, exits non-zero with stderr, or
+// replays a captured stream.
+//
+// It is not a separate program: a test binary (or the demo binary) runs it
+// by re-executing itself, as os/exec's tests do with helperCommand. Main,
+// called first in TestMain, turns the process into the fake agent when the
+// environment asks for it; a Script says what the fake does, and
+// Script.Env returns the environment that asks for it. The fake and the
+// helper processes it starts are all this binary: no shell and no external
+// program (not even sleep) is needed.
+//
+// # Usage
+//
+// In a package whose tests start agents:
+//
+//	func TestMain(m *testing.M) {
+//		fakeagent.Main() // runs the fake agent and exits, when asked to
+//		goleak.VerifyTestMain(fakeagent.CheckOrphans(m))
+//	}
+//
+//	func TestCancel(t *testing.T) {
+//		s := fakeagent.Script{
+//			Flavor:     fakeagent.Claude,
+//			StreamFor:  time.Hour,
+//			Grandchild: true,
+//			Escapee:    true,
+//			RecordDir:  t.TempDir(),
+//			Tag:        fakeagent.NewTag(),
+//		}
+//		inv := claude.New(invoker.WithBinary(os.Args[0]))
+//		ctx, cancel := context.WithCancel(context.Background())
+//		req := invoker.Request{Prompt: "hi", Workdir: t.TempDir(), Env: s.Env(),
+//			OnEvent: func(invoker.Event) { cancel() }}
+//		_, err := inv.Invoke(ctx, req)
+//		// ... check err, then prove that nothing of the tree survived:
+//		rec, _ := fakeagent.ReadRecord(s.RecordDir)
+//		if alive := rec.Alive(); len(alive) > 0 {
+//			t.Errorf("processes survived Invoke: %v", alive)
+//		}
+//		if left := fakeagent.Survivors(s.Tag); len(left) > 0 {
+//			t.Errorf("tagged processes survived Invoke: %v", left)
+//		}
+//		t.Cleanup(rec.Kill) // leave no sleeper behind if the library failed
+//	}
+//
+// Without goleak, end TestMain with os.Exit(fakeagent.CheckOrphans(m).Run()).
+//
+// # Behaviour
+//
+// By default the fake reads standard input to EOF before anything else,
+// like the real CLIs with a piped prompt (a stdin that is never closed
+// hangs it, as it hangs Codex), then prints its events with one write call
+// per line and exits 0. The Script documentation lists the order of
+// everything it prints. On SIGINT and SIGTERM it ends the way the real CLI
+// of its flavour does (CLI-FACTS.md): Codex exits 1 (143 on SIGTERM)
+// without a terminal event; Claude prints an error_during_execution result
+// and exits 0 on SIGINT, exits 143 without result on SIGTERM; Gemini exits
+// 0 without result. It never stops the processes it started: that is the
+// library's job, and what tests using it prove.
+//
+// Helper processes record themselves before the fake prints its first
+// event, so a test that has read one line can rely on ReadRecord listing
+// the whole tree.
+//
+// # Finding survivors
+//
+// Record.Alive checks recorded processes by pid and start time, counting
+// zombies as dead. Survivors finds the processes whose initial environment
+// carries a Script's Tag, wherever they went (re-parented, in another
+// session); Orphans finds every fake and helper started by this process.
+// These scans use /proc and work on Linux only; elsewhere Alive is best
+// effort (signal 0 on Unix) and Survivors and Orphans find nothing.
+package fakeagent

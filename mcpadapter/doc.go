@@ -1,0 +1,51 @@
+// Package mcpadapter serves agent CLIs as MCP tools on a server of the
+// official Go SDK (github.com/modelcontextprotocol/go-sdk/mcp), with the
+// cancellation semantics of package invoker: cancelling a tool call kills
+// the agent's whole process tree and the server keeps serving.
+//
+// [Register] adds two tools per [invoker.Invoker]: one named after the
+// invoker ("codex") that runs one agent turn, and one with the suffix
+// "_parallel" that runs many independent turns at once. Their inputs,
+// outputs and errors are described by [Input], [Output], [ParallelInput]
+// and [ParallelOutput]; the tools' JSON schemas and descriptions, written
+// for an LLM caller, say the same.
+//
+// It does not let a caller choose the program to run, its arguments or its
+// environment: those are server configuration (the invokers' options). A
+// workdir outside the configured roots, or a permission above the
+// configured ceiling, is refused before anything starts.
+//
+// # Cancellation
+//
+// A call's run is cancelled, and its process tree killed, when:
+//   - the client cancels the call (notifications/cancelled);
+//   - the client's connection ends (for stdio, standard input reaches end of
+//     file);
+//   - Options.Context is done. The SDK's Server.Run and ServerSession.Close
+//     wait for tool handlers to return instead of cancelling them, so a
+//     server that should stop promptly passes its lifetime context here.
+//
+// A cancelled or failed run is answered with an isError result
+// (CallToolResult.IsError) whose structured content still holds the
+// partial text and the session id, and whose text says how to resume.
+// Errors returned to the SDK are kept for protocol failures. A panic in an
+// invoker is recovered and answered the same way: one broken run never
+// takes the server down.
+//
+// # Progress
+//
+// When a call carries a progress token, the run's events become
+// notifications/progress messages ("running: go test ./...", "thinking…",
+// a snippet of the answer being written), at most one per
+// Options.ProgressInterval, and a heartbeat goes out after every
+// Options.HeartbeatInterval of silence so that clients with idle timeouts
+// keep waiting. Without a token nothing is sent. The SDK client may deliver
+// a call's last notifications after its result.
+//
+// # Concurrency
+//
+// The SDK runs the calls of a session concurrently, without limit. The
+// tools of one Register call share a semaphore of Options.MaxConcurrent
+// slots; a call (or a parallel call's task) beyond it waits, until its
+// context is done, and reports that it is queued.
+package mcpadapter

@@ -1,0 +1,224 @@
+package mcpadapter
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"math"
+	"os"
+	"path/filepath"
+	"time"
+
+	"github.com/clinvoke/clinvoke/invoker"
+)
+
+// Defaults of the settings in [Options].
+const (
+	// DefaultMaxConcurrent is how many runs may execute at once across all
+	// calls of the tools registered by one Register call. Each agent CLI
+	// is a heavy process tree (a Node runtime, a model stream, tools), so
+	// the default is small.
+	DefaultMaxConcurrent = 4
+
+	// DefaultMaxTasks is the largest number of tasks one call of a
+	// parallel tool accepts.
+	DefaultMaxTasks = 16
+
+	// DefaultProgressInterval is the shortest time between two progress
+	// notifications of one call.
+	DefaultProgressInterval = 2 * time.Second
+
+	// DefaultHeartbeatInterval is the longest silence, in progress
+	// notifications, of a call whose client asked for progress. Clients
+	// commonly give up on a tool call after 30–60 s without a message;
+	// 15 s keeps them waiting with a margin.
+	DefaultHeartbeatInterval = 15 * time.Second
+)
+
+// Options configures the tools added by [Register]. A nil *Options, and a
+// zero field, mean the documented default.
+type Options struct {
+	// Context, if not nil, is the lifetime of the server: when it is done,
+	// every run in flight is cancelled (its process tree killed, its call
+	// answered with an isError result) and new calls are refused.
+	//
+	// Pass the context whose cancellation stops the server. The go-sdk's
+	// Server.Run and ServerSession.Close wait for in-flight tool handlers
+	// to return instead of cancelling them, so without a Context stopping a
+	// server waits for every agent turn to finish. Clients still cancel
+	// their own calls (notifications/cancelled) and a closed connection
+	// cancels the calls made on it, whatever this field holds.
+	Context context.Context
+
+	// MaxConcurrent bounds how many runs execute at once across all calls
+	// (a parallel call's tasks count one each). A call that would exceed it
+	// waits for a free slot, reporting "queued" progress, until its context
+	// is done. If zero, DefaultMaxConcurrent is used; a negative value means
+	// no limit.
+	MaxConcurrent int
+
+	// MaxTasks bounds the number of tasks in one call of a parallel tool.
+	// If zero, DefaultMaxTasks is used.
+	MaxTasks int
+
+	// Roots are the directories under which a call's workdir (and its image
+	// paths) must lie. Each must be an absolute path to an existing
+	// directory; symbolic links are resolved once, by Register. If Roots is
+	// empty, any existing absolute directory is accepted.
+	//
+	// A workdir is accepted when, after cleaning and resolving symbolic
+	// links, it is a root or lies under one. A refused call starts nothing.
+	Roots []string
+
+	// DefaultPermission is the permission of a call that names none. If
+	// empty, invoker.ReadOnly is used. It must not exceed MaxPermission.
+	DefaultPermission invoker.Permission
+
+	// MaxPermission is the highest permission a call may ask for; the
+	// tools' input schemas list only the levels up to it. If empty,
+	// invoker.WorkspaceWrite is used: invoker.Unlimited (no sandbox, no
+	// approvals) must be allowed explicitly.
+	MaxPermission invoker.Permission
+
+	// ProgressInterval is the shortest time between two progress
+	// notifications of one call; events arriving faster are coalesced, the
+	// latest one winning. If zero, DefaultProgressInterval is used.
+	ProgressInterval time.Duration
+
+	// HeartbeatInterval is the longest time a call that asked for progress
+	// goes without a progress notification: when the agent is silent for
+	// this long, a heartbeat ("still running, 45s") is sent. If zero,
+	// DefaultHeartbeatInterval is used.
+	HeartbeatInterval time.Duration
+
+	// TranscriptPath, if not empty, names a file to which every finished
+	// run appends one JSON line (see [TranscriptEntry]): successes,
+	// failures, cancellations and refusals alike. The file is created with
+	// mode 0600 if needed and opened in append mode for each line, which is
+	// written with one write call under a lock, so concurrent calls (and
+	// several processes sharing the file) never interleave their lines.
+	TranscriptPath string
+
+	// Logger, if not nil, receives a record for each call: start, end,
+	// refusal, recovered panic. A nil Logger discards everything.
+	// Nothing is ever written to standard output, which a stdio server
+	// uses for the protocol.
+	Logger *slog.Logger
+}
+
+// config is Options with the defaults applied and the roots resolved.
+type config struct {
+	ctx           context.Context
+	maxConcurrent int64
+	maxTasks      int
+	roots         []string
+	defaultPerm   invoker.Permission
+	maxPerm       invoker.Permission
+	progressEvery time.Duration
+	heartbeat     time.Duration
+	transcript    string
+	log           *slog.Logger
+}
+
+func newConfig(o *Options) (*config, error) {
+	if o == nil {
+		o = &Options{}
+	}
+	c := &config{
+		ctx:           o.Context,
+		maxConcurrent: int64(o.MaxConcurrent),
+		maxTasks:      o.MaxTasks,
+		defaultPerm:   o.DefaultPermission,
+		maxPerm:       o.MaxPermission,
+		progressEvery: o.ProgressInterval,
+		heartbeat:     o.HeartbeatInterval,
+		transcript:    o.TranscriptPath,
+		log:           o.Logger,
+	}
+	if c.ctx == nil {
+		c.ctx = context.Background()
+	}
+	switch {
+	case c.maxConcurrent == 0:
+		c.maxConcurrent = DefaultMaxConcurrent
+	case c.maxConcurrent < 0:
+		c.maxConcurrent = math.MaxInt64
+	}
+	if c.maxTasks <= 0 {
+		c.maxTasks = DefaultMaxTasks
+	}
+	if c.defaultPerm == "" {
+		c.defaultPerm = invoker.ReadOnly
+	}
+	if c.maxPerm == "" {
+		c.maxPerm = invoker.WorkspaceWrite
+	}
+	if !c.defaultPerm.Valid() {
+		return nil, fmt.Errorf("Options.DefaultPermission: unknown permission %q (want one of %v)", c.defaultPerm, invoker.Permissions)
+	}
+	if !c.maxPerm.Valid() {
+		return nil, fmt.Errorf("Options.MaxPermission: unknown permission %q (want one of %v)", c.maxPerm, invoker.Permissions)
+	}
+	if c.defaultPerm.Rank() > c.maxPerm.Rank() {
+		return nil, fmt.Errorf("Options.DefaultPermission %q exceeds Options.MaxPermission %q", c.defaultPerm, c.maxPerm)
+	}
+	if c.progressEvery <= 0 {
+		c.progressEvery = DefaultProgressInterval
+	}
+	if c.heartbeat <= 0 {
+		c.heartbeat = DefaultHeartbeatInterval
+	}
+	if c.log == nil {
+		c.log = slog.New(slog.DiscardHandler)
+	}
+	if c.transcript != "" && !filepath.IsAbs(c.transcript) {
+		abs, err := filepath.Abs(c.transcript)
+		if err != nil {
+			return nil, fmt.Errorf("Options.TranscriptPath: %w", err)
+		}
+		c.transcript = abs
+	}
+	for _, r := range o.Roots {
+		resolved, err := resolveRoot(r)
+		if err != nil {
+			return nil, fmt.Errorf("Options.Roots: %w", err)
+		}
+		c.roots = append(c.roots, resolved)
+	}
+	return c, nil
+}
+
+func resolveRoot(r string) (string, error) {
+	if !filepath.IsAbs(r) {
+		return "", fmt.Errorf("root %q is not an absolute path", r)
+	}
+	resolved, err := filepath.EvalSymlinks(filepath.Clean(r))
+	if err != nil {
+		return "", fmt.Errorf("root %q: %w", r, err)
+	}
+	fi, err := os.Stat(resolved)
+	if err != nil {
+		return "", fmt.Errorf("root %q: %w", r, err)
+	}
+	if !fi.IsDir() {
+		return "", fmt.Errorf("root %q is not a directory", r)
+	}
+	return resolved, nil
+}
+
+// allowedPermissions returns the levels up to c.maxPerm, least privileged
+// first.
+func (c *config) allowedPermissions() []invoker.Permission {
+	var out []invoker.Permission
+	for _, p := range invoker.Permissions {
+		if p.Rank() <= c.maxPerm.Rank() {
+			out = append(out, p)
+		}
+	}
+	return out
+}
+
+// errServerStopping is the cancellation cause of runs stopped because
+// Options.Context is done.
+var errServerStopping = errors.New("the server is shutting down")

@@ -1,0 +1,216 @@
+package mcpadapter
+
+import (
+	"encoding/json"
+	"fmt"
+	"strings"
+
+	"github.com/google/jsonschema-go/jsonschema"
+
+	"github.com/clinvoke/clinvoke/invoker"
+)
+
+// Input is the argument of a single-run tool (named after the invoker). Its
+// JSON schema is written out in full by Register: struct tags alone cannot
+// express the permission enum, the defaults or the per-CLI fields.
+type Input struct {
+	Prompt       string   `json:"prompt"`
+	Workdir      string   `json:"workdir"`
+	Permission   string   `json:"permission,omitempty"`
+	Model        string   `json:"model,omitempty"`
+	SessionID    string   `json:"session_id,omitempty"`
+	SystemPrompt string   `json:"system_prompt,omitempty"`
+	Images       []string `json:"images,omitempty"`
+}
+
+// Output is the structured content of a single-run tool's result, for
+// success and failure alike.
+type Output struct {
+	// Status is "completed", "failed", "cancelled" or "refused" (nothing
+	// was started).
+	Status string `json:"status" jsonschema:"completed, failed, cancelled, or refused (nothing was started)"`
+	// Text is the agent's final answer, or the partial text gathered
+	// before a failure or cancellation.
+	Text string `json:"text" jsonschema:"the agent's final answer, or the partial text of a failed or cancelled run"`
+	// SessionID resumes the conversation when passed back as session_id;
+	// empty if the CLI reported none.
+	SessionID string `json:"session_id" jsonschema:"pass it back as session_id to continue this conversation; empty if the CLI reported none"`
+	// ExitCode is the CLI's exit status; -1 if it was killed by a signal or
+	// never started.
+	ExitCode int `json:"exit_code" jsonschema:"the CLI's exit status; -1 if it was killed by a signal or never started"`
+	// DurationMS is the run's wall time in milliseconds.
+	DurationMS int64 `json:"duration_ms" jsonschema:"wall time in milliseconds"`
+	// Usage holds the token counts the CLI reported.
+	Usage invoker.Usage `json:"usage" jsonschema:"token counts reported by the CLI"`
+	// Error says what went wrong, for any status but "completed".
+	Error string `json:"error,omitempty" jsonschema:"what went wrong, for any status but completed"`
+	// Resume says how to continue the session after a failure.
+	Resume string `json:"resume,omitempty" jsonschema:"how to continue the session after a failure"`
+}
+
+// ParallelInput is the argument of a parallel tool (named after the invoker
+// with the suffix "_parallel").
+type ParallelInput struct {
+	Tasks        []Input `json:"tasks"`
+	Workdir      string  `json:"workdir,omitempty"`
+	Permission   string  `json:"permission,omitempty"`
+	Model        string  `json:"model,omitempty"`
+	SystemPrompt string  `json:"system_prompt,omitempty"`
+	MaxParallel  int     `json:"max_parallel,omitempty"`
+	FailFast     bool    `json:"fail_fast,omitempty"`
+}
+
+// ParallelOutput is the structured content of a parallel tool's result.
+type ParallelOutput struct {
+	// Results holds one entry per task, in the order of the tasks.
+	Results []TaskOutput `json:"results" jsonschema:"one result per task, in the order of the tasks"`
+	// Completed, Failed and Cancelled count the tasks by status ("refused"
+	// counts as failed).
+	Completed int `json:"completed"`
+	Failed    int `json:"failed"`
+	Cancelled int `json:"cancelled"`
+	// DurationMS is the wall time of the whole call in milliseconds.
+	DurationMS int64 `json:"duration_ms" jsonschema:"wall time in milliseconds"`
+}
+
+// TaskOutput is the result of one task of a parallel call.
+type TaskOutput struct {
+	// Index is the task's position in the call's tasks, from 0.
+	Index int `json:"index" jsonschema:"the task's position in tasks, from 0"`
+	Output
+}
+
+// features says which optional inputs a CLI takes.
+type features struct {
+	images       bool
+	systemPrompt bool
+}
+
+// featuresOf returns the optional inputs of the CLI called name (see
+// CLI-FACTS.md: only Codex takes image files; all three take a system
+// prompt, by flag, config override or file). For a CLI this package does
+// not know, both are offered and the backend refuses what it cannot do,
+// with an error that says so.
+func featuresOf(name string) features {
+	switch name {
+	case "codex":
+		return features{images: true, systemPrompt: true}
+	case "gemini", "claude":
+		return features{systemPrompt: true}
+	}
+	return features{images: true, systemPrompt: true}
+}
+
+// noExtra is the schema that matches nothing, as additionalProperties: it
+// is how jsonschema-go spells false, and what it infers for structs.
+func noExtra() *jsonschema.Schema { return &jsonschema.Schema{Not: &jsonschema.Schema{}} }
+
+// propertyOrder lists the inputs in the order an LLM should read them.
+var propertyOrder = []string{"prompt", "tasks", "workdir", "permission", "model", "session_id", "system_prompt", "images", "max_parallel", "fail_fast"}
+
+func ordered(props map[string]*jsonschema.Schema) []string {
+	var out []string
+	for _, k := range propertyOrder {
+		if _, ok := props[k]; ok {
+			out = append(out, k)
+		}
+	}
+	return out
+}
+
+func str(desc string) *jsonschema.Schema {
+	return &jsonschema.Schema{Type: "string", Description: desc}
+}
+
+func permissionSchema(c *config, def invoker.Permission, desc string) *jsonschema.Schema {
+	s := str(desc)
+	for _, p := range c.allowedPermissions() {
+		s.Enum = append(s.Enum, string(p))
+	}
+	if def != "" {
+		s.Default = json.RawMessage(fmt.Sprintf("%q", def))
+	}
+	return s
+}
+
+const permissionDesc = `Sandbox level for the agent: "read-only" (read files, run read-only commands), ` +
+	`"workspace-write" (also edit files in workdir), "unlimited" (no sandbox, no approvals). ` +
+	`Only the levels listed are allowed by this server.`
+
+// taskProperties returns the properties shared by the single tool's input
+// and a parallel task. In a task, workdir and permission default to the
+// call's values, so they carry no schema default.
+func taskProperties(c *config, f features, name string, inTask bool) map[string]*jsonschema.Schema {
+	workdirDesc := "Absolute path of the directory the agent works in (its current directory)."
+	if len(c.roots) > 0 {
+		workdirDesc += " It must lie under one of: " + strings.Join(c.roots, ", ") + "."
+	}
+	var permDefault invoker.Permission = c.defaultPerm
+	if inTask {
+		workdirDesc += " Defaults to the call's workdir."
+		permDefault = ""
+	}
+	props := map[string]*jsonschema.Schema{
+		"prompt": {Type: "string", MinLength: jsonschema.Ptr(1),
+			Description: "The task for the " + name + " agent, in plain language. It runs as one agent turn " +
+				"and may take minutes; be specific about what to do and what to report back."},
+		"workdir":    str(workdirDesc),
+		"permission": permissionSchema(c, permDefault, permissionDesc),
+		"model":      str("Model to use instead of the CLI's default; leave empty unless asked for a specific model."),
+		"session_id": str("Resume this earlier session (the session_id returned by a previous call, successful or not) " +
+			"instead of starting a new conversation. Use the same workdir as that call."),
+	}
+	if f.systemPrompt {
+		props["system_prompt"] = str("Extra instructions for the agent's system prompt (optional).")
+	}
+	if f.images {
+		props["images"] = &jsonschema.Schema{Type: "array", Items: str("Image file path, absolute or relative to workdir."),
+			Description: "Image files to attach to the prompt (optional)."}
+	}
+	return props
+}
+
+func inputSchema(c *config, f features, name string) *jsonschema.Schema {
+	props := taskProperties(c, f, name, false)
+	return &jsonschema.Schema{
+		Type:                 "object",
+		Properties:           props,
+		PropertyOrder:        ordered(props),
+		Required:             []string{"prompt", "workdir"},
+		AdditionalProperties: noExtra(),
+	}
+}
+
+func parallelInputSchema(c *config, f features, name string) *jsonschema.Schema {
+	taskProps := taskProperties(c, f, name, true)
+	task := &jsonschema.Schema{
+		Type:                 "object",
+		Properties:           taskProps,
+		PropertyOrder:        ordered(taskProps),
+		Required:             []string{"prompt"},
+		AdditionalProperties: noExtra(),
+	}
+	props := map[string]*jsonschema.Schema{
+		"tasks": {Type: "array", Items: task, MinItems: jsonschema.Ptr(1), MaxItems: jsonschema.Ptr(c.maxTasks),
+			Description: "The independent tasks to run, each as its own agent session. " +
+				"Fields left out of a task take the call's values below."},
+		"workdir":    str("Default workdir (absolute path) for tasks that give none."),
+		"permission": permissionSchema(c, c.defaultPerm, "Default permission for tasks that give none. "+permissionDesc),
+		"model":      str("Default model for tasks that give none."),
+		"max_parallel": {Type: "integer", Minimum: jsonschema.Ptr(1.0),
+			Description: "How many tasks may run at once (optional); the server's own limit applies as well."},
+		"fail_fast": {Type: "boolean", Default: json.RawMessage("false"),
+			Description: "If true, the first failed task cancels the tasks still running or waiting. " +
+				"If false (the default), every task runs to its own end."},
+	}
+	if f.systemPrompt {
+		props["system_prompt"] = str("Default system prompt addition for tasks that give none.")
+	}
+	return &jsonschema.Schema{
+		Type:                 "object",
+		Properties:           props,
+		PropertyOrder:        ordered(props),
+		Required:             []string{"tasks"},
+		AdditionalProperties: noExtra(),
+	}
+}

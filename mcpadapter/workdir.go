@@ -1,0 +1,106 @@
+package mcpadapter
+
+import (
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"strings"
+)
+
+// errRefused marks a call refused before anything was started: a bad
+// workdir, a permission above the ceiling, too many tasks.
+var errRefused = errors.New("refused")
+
+func refusef(format string, args ...any) error {
+	return fmt.Errorf("%w: "+format, append([]any{errRefused}, args...)...)
+}
+
+// checkWorkdir returns the resolved form of dir, or an error when dir is
+// not an absolute path to an existing directory under one of the roots.
+//
+// The resolved path (symbolic links evaluated) is what the run gets, so a
+// link inside a root that points outside cannot smuggle a run out. A link
+// swapped after the check is out of reach of any check made here; roots
+// should not be writable by untrusted parties.
+func (c *config) checkWorkdir(dir string) (string, error) {
+	if dir == "" {
+		return "", refusef("workdir is required: give the absolute path of the directory the agent works in")
+	}
+	if !filepath.IsAbs(dir) {
+		return "", refusef("workdir %q is not an absolute path", dir)
+	}
+	resolved, err := filepath.EvalSymlinks(filepath.Clean(dir))
+	if err != nil {
+		if errors.Is(err, fs.ErrNotExist) {
+			return "", refusef("workdir %q does not exist", dir)
+		}
+		return "", refusef("workdir %q: %v", dir, err)
+	}
+	fi, err := os.Stat(resolved)
+	if err != nil {
+		return "", refusef("workdir %q: %v", dir, err)
+	}
+	if !fi.IsDir() {
+		return "", refusef("workdir %q is not a directory", dir)
+	}
+	if !c.underRoots(resolved) {
+		return "", refusef("workdir %q is outside the allowed roots (%s)", dir, strings.Join(c.roots, ", "))
+	}
+	return resolved, nil
+}
+
+// checkImage resolves an image path: absolute, or relative to workdir. It
+// must exist, be a regular file and lie under the roots like the workdir:
+// attaching a file sends its content to the model.
+func (c *config) checkImage(workdir, path string) (string, error) {
+	if path == "" {
+		return "", refusef("empty image path")
+	}
+	if !filepath.IsAbs(path) {
+		path = filepath.Join(workdir, path)
+	}
+	resolved, err := filepath.EvalSymlinks(filepath.Clean(path))
+	if err != nil {
+		if errors.Is(err, fs.ErrNotExist) {
+			return "", refusef("image %q does not exist", path)
+		}
+		return "", refusef("image %q: %v", path, err)
+	}
+	fi, err := os.Stat(resolved)
+	if err != nil {
+		return "", refusef("image %q: %v", path, err)
+	}
+	if !fi.Mode().IsRegular() {
+		return "", refusef("image %q is not a regular file", path)
+	}
+	if !c.underRoots(resolved) {
+		return "", refusef("image %q is outside the allowed roots (%s)", path, strings.Join(c.roots, ", "))
+	}
+	return resolved, nil
+}
+
+// underRoots reports whether the resolved, clean, absolute path p is one
+// of the roots or lies under one. No roots means no restriction.
+func (c *config) underRoots(p string) bool {
+	if len(c.roots) == 0 {
+		return true
+	}
+	for _, r := range c.roots {
+		if within(r, p) {
+			return true
+		}
+	}
+	return false
+}
+
+// within reports whether p is root or lies under it. Both are clean
+// absolute paths. It compares path elements, so /srv/ab is not under /srv/a.
+func within(root, p string) bool {
+	rel, err := filepath.Rel(root, p)
+	if err != nil {
+		return false
+	}
+	return rel == "." || (rel != ".." && !strings.HasPrefix(rel, ".."+string(filepath.Separator)) && !filepath.IsAbs(rel))
+}

@@ -1,14 +1,21 @@
 package invoker
 
-import "context"
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+)
 
 // New returns an Invoker that runs the CLI described by b on the shared
-// engine. Backend packages call it from their own New; opts are the
-// user's options.
+// engine. Backend packages call it from their own New with the user's
+// options; users of the library call the backend's New instead.
 func New(b Backend, opts ...Option) Invoker {
 	return &engine{b: b, cfg: newConfig(opts)}
 }
 
+// engine runs one Backend. It holds only configuration: every call to
+// Invoke keeps its state in its own run value.
 type engine struct {
 	b   Backend
 	cfg config
@@ -17,5 +24,37 @@ type engine struct {
 func (e *engine) Name() string { return e.b.Name() }
 
 func (e *engine) Invoke(ctx context.Context, req Request) (*Result, error) {
-	panic("not implemented yet")
+	start := time.Now()
+	res := &Result{ExitCode: -1}
+	fail := func(err error) (*Result, error) {
+		res.Duration = time.Since(start)
+		return res, &Error{CLI: e.b.Name(), Err: err}
+	}
+	if err := validate(&req); err != nil {
+		return fail(err)
+	}
+	cmd, err := e.b.Command(&req)
+	if err != nil {
+		if !errors.Is(err, ErrInvalidRequest) {
+			err = fmt.Errorf("%w: %w", ErrInvalidRequest, err)
+		}
+		return fail(err)
+	}
+	path, err := e.lookPath()
+	if err != nil {
+		return fail(err)
+	}
+	if err := ctx.Err(); err != nil {
+		return fail(err) // never start a process for a call already cancelled
+	}
+	r := &run{e: e, ctx: ctx, req: &req, cmd: cmd, path: path, start: start, res: res}
+	err = r.execute()
+	res.Duration = time.Since(start)
+	if r.panicked {
+		panic(r.panicVal) // the tree is reaped; hand the caller's panic back
+	}
+	if err != nil {
+		return res, &Error{CLI: e.b.Name(), Err: err}
+	}
+	return res, nil
 }

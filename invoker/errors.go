@@ -68,7 +68,13 @@ type ExitError struct {
 	// Explanation says what the exit code means for this CLI, when known
 	// (for example Gemini's HTTP status modulo 256).
 	Explanation string
+	// Err is a sentinel such as ErrAuthRequired or ErrRateLimited when the
+	// exit code identifies one, else nil.
+	Err error
 }
+
+// Unwrap returns the sentinel the exit code identifies, if any.
+func (e *ExitError) Unwrap() error { return e.Err }
 
 func (e *ExitError) Error() string {
 	var b strings.Builder

@@ -30,7 +30,9 @@ const (
 	KindError
 	// KindDone marks the CLI's terminal event (success or failure).
 	KindDone
-	// KindRaw passes through a line of a type the decoder does not know.
+	// KindRaw passes through a line that carries nothing the other kinds
+	// describe: an event type the decoder does not know, or a structural
+	// one (such as Codex's turn.started), so that no line is lost.
 	KindRaw
 )
 

@@ -1,0 +1,185 @@
+// Command demo shows what clinvoke guarantees, on this machine, with no
+// API key, no network and no agent CLI installed.
+//
+//	go run ./examples/demo
+//	go run ./examples/demo -cli codex -after 3s
+//
+// It runs a scripted fake agent (this same binary, re-executed) through a
+// real backend, exactly as the library would run the real CLI. The fake
+// speaks the chosen CLI's JSONL stream, calls a tool, starts a grandchild
+// and a process that escapes into a session of its own (as the real CLIs
+// do with their tool commands), and keeps talking. After a moment the demo
+// cancels the context, then prints what happened to the process tree: the
+// processes the fake started, the signals sent, and how many survived.
+//
+// Unlike the other examples it imports internal/fakeagent: the fake agent
+// is the point of the demo, and it is not part of the library's API.
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"log/slog"
+	"os"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/clinvoke/clinvoke/claude"
+	"github.com/clinvoke/clinvoke/codex"
+	"github.com/clinvoke/clinvoke/gemini"
+	"github.com/clinvoke/clinvoke/internal/fakeagent"
+	"github.com/clinvoke/clinvoke/invoker"
+)
+
+func main() {
+	fakeagent.Main() // when re-executed as the fake agent, this never returns
+
+	cli := flag.String("cli", "claude", "which CLI's stream the fake agent speaks: codex, gemini or claude")
+	after := flag.Duration("after", 2*time.Second, "cancel the run after this long")
+	stubborn := flag.Bool("stubborn", false, "make the fake agent ignore SIGINT and SIGTERM, so the ladder ends in SIGKILL")
+	flag.Parse()
+	if err := demo(*cli, *after, *stubborn); err != nil {
+		fmt.Fprintln(os.Stderr, "demo:", err)
+		os.Exit(1)
+	}
+}
+
+func demo(cli string, after time.Duration, stubborn bool) error {
+	exe, err := os.Executable()
+	if err != nil {
+		return err
+	}
+	newInvoker := map[string]func(...invoker.Option) invoker.Invoker{
+		"codex": codex.New, "gemini": gemini.New, "claude": claude.New,
+	}[cli]
+	if newInvoker == nil {
+		return fmt.Errorf("unknown -cli %q: use codex, gemini or claude", cli)
+	}
+	record, err := os.MkdirTemp("", "clinvoke-demo-")
+	if err != nil {
+		return err
+	}
+	defer os.RemoveAll(record)
+	script := fakeagent.Script{
+		Flavor:        cli,
+		Tool:          true,
+		StreamFor:     time.Minute,
+		Interval:      150 * time.Millisecond,
+		Grandchild:    true,
+		Escapee:       true,
+		IgnoreSignals: stubborn,
+		RecordDir:     record,
+		Tag:           fmt.Sprintf("demo-%d", os.Getpid()),
+	}
+
+	start := time.Now()
+	stamp := func() string { return fmt.Sprintf("%6.3fs", time.Since(start).Seconds()) }
+	lifecycle := &lifecycleHandler{stamp: stamp}
+	inv := newInvoker(
+		invoker.WithBinary(exe),
+		invoker.WithLogger(slog.New(lifecycle)),
+		invoker.WithInterruptGrace(time.Second),
+		invoker.WithTerminateGrace(time.Second),
+	)
+
+	ctx, cancel := context.WithTimeout(context.Background(), after)
+	defer cancel()
+	wd, _ := os.Getwd()
+	fmt.Printf("Running a fake %s agent through clinvoke; cancelling after %v.\n\n", cli, after)
+	events := 0
+	res, err := inv.Invoke(ctx, invoker.Request{
+		Prompt:     "Refactor the parser and run the tests.",
+		Workdir:    wd,
+		Permission: invoker.WorkspaceWrite,
+		Env:        script.Env(),
+		OnEvent: func(ev invoker.Event) {
+			events++
+			fmt.Printf("%s  event %-11s %s\n", stamp(), ev.Kind, describe(ev))
+		},
+	})
+
+	fmt.Printf("\nInvoke returned after %v with %d events.\n", res.Duration.Round(time.Millisecond), events)
+	fmt.Printf("  error:      %v\n", err)
+	fmt.Printf("  cancelled:  %v (errors.Is(err, context.DeadlineExceeded))\n", errors.Is(err, context.DeadlineExceeded))
+	fmt.Printf("  session id: %s (pass it as Request.SessionID to resume)\n", res.SessionID)
+	fmt.Printf("  text:       %q\n", truncate(res.Text, 70))
+	fmt.Printf("  exit code:  %d\n", res.ExitCode)
+
+	rec, rerr := fakeagent.ReadRecord(record)
+	if rerr != nil {
+		return rerr
+	}
+	fmt.Printf("\nThe process tree:\n")
+	fmt.Printf("  processes started: %d\n", len(rec.Procs))
+	for _, p := range rec.Procs {
+		fmt.Printf("    pid %-7d %s\n", p.Pid, roles[p.Role])
+	}
+	fmt.Printf("  what clinvoke did:\n")
+	for _, line := range lifecycle.lines {
+		fmt.Printf("    %s\n", line)
+	}
+	survivors := append(rec.Alive(), fakeagent.Survivors(script.Tag)...)
+	fmt.Printf("  survivors: %d\n", len(survivors))
+	if len(survivors) > 0 {
+		return fmt.Errorf("processes survived: %v", survivors)
+	}
+	return nil
+}
+
+var roles = map[string]string{
+	"agent":   "the CLI",
+	"sleeper": "a grandchild in the CLI's process group",
+	"escapee": "a helper that left the CLI's session (setsid) and exited",
+	"escaped": "its orphan: another session, re-parented away from the CLI",
+	"holder":  "a grandchild holding the CLI's stdout",
+}
+
+func describe(ev invoker.Event) string {
+	switch {
+	case ev.Tool != nil:
+		return strings.TrimSpace(ev.Tool.Name + " " + truncate(string(ev.Tool.Input), 40) + " " + ev.Tool.Status)
+	case ev.SessionID != "" && ev.Kind == invoker.KindSession:
+		return ev.SessionID
+	default:
+		return truncate(ev.Text, 60)
+	}
+}
+
+func truncate(s string, n int) string {
+	s = strings.Join(strings.Fields(s), " ")
+	if len(s) > n {
+		return s[:n] + "…"
+	}
+	return s
+}
+
+// lifecycleHandler keeps the engine's records about signals and sweeps, to
+// show what was done to the tree.
+type lifecycleHandler struct {
+	stamp func() string
+	mu    sync.Mutex
+	lines []string
+}
+
+func (h *lifecycleHandler) Enabled(context.Context, slog.Level) bool { return true }
+
+func (h *lifecycleHandler) Handle(_ context.Context, r slog.Record) error {
+	var b strings.Builder
+	b.WriteString(h.stamp() + "  " + r.Message)
+	r.Attrs(func(a slog.Attr) bool {
+		if a.Key != "cli" && a.Key != "stack" {
+			fmt.Fprintf(&b, " %s=%v", a.Key, a.Value)
+		}
+		return true
+	})
+	h.mu.Lock()
+	h.lines = append(h.lines, b.String())
+	h.mu.Unlock()
+	return nil
+}
+
+func (h *lifecycleHandler) WithAttrs([]slog.Attr) slog.Handler { return h }
+func (h *lifecycleHandler) WithGroup(string) slog.Handler      { return h }

@@ -1,0 +1,88 @@
+// Package invoker runs AI coding-agent CLIs — OpenAI Codex, Google Gemini
+// CLI, Anthropic Claude Code — as subprocesses under a context.Context, and
+// guarantees that when a call returns, the CLI and every process it started
+// are gone.
+//
+// The backend packages codex, gemini and claude each return an [Invoker];
+// this package holds the contract they share ([Request], [Result], [Event],
+// the errors and the options) and the engine that runs any of them. It
+// never invokes a shell, never gives the CLI the host's standard input, and
+// writes nothing to the host's standard output or error (a nil logger
+// means silence), so it is safe inside an MCP server speaking on stdio.
+//
+//	inv := claude.New()
+//	res, err := inv.Invoke(ctx, invoker.Request{
+//		Prompt:  "Explain what main.go does",
+//		Workdir: "/home/me/project",
+//		OnEvent: func(ev invoker.Event) { fmt.Println(ev.Kind, ev.Text) },
+//	})
+//	// res is never nil: on error it still holds SessionID and partial Text.
+//
+// # Processes
+//
+// Each call starts the CLI in a new session and process group, with a
+// per-run marker variable ([MarkerVar]) in its environment and, on Linux, a
+// parent-death signal so that a host that crashes takes the CLI down with
+// it. The prompt is written to the CLI's standard input concurrently with
+// reading its output, then stdin is closed. The environment is the host's
+// (see [WithInheritEnv]) minus variables known to break nested runs, plus
+// [WithEnv], the backend's own variables and [Request.Env].
+//
+// When the CLI exits — after success as after failure — the rest of its
+// tree is swept: the process group, every descendant found by parent links
+// and every process carrying the run's marker (which catches tool processes
+// the real CLIs start in sessions of their own) are killed with SIGKILL, and
+// Invoke waits until they are gone. A grandchild that still holds stdout
+// open is therefore killed too; if something the sweep cannot find holds a
+// pipe, the wait for end of file is bounded by [WithWaitDelay].
+//
+// # Cancellation
+//
+// Cancelling ctx, its deadline, a timeout ([WithFirstEventTimeout],
+// [WithIdleTimeout]) or a fatal signature recognised by the backend stops
+// the CLI with a ladder of signals to its process group:
+//
+//  1. SIGINT (or Ctrl-C written to the terminal in [WithPTY] mode), then
+//     wait up to the interrupt grace ([DefaultInterruptGrace]);
+//  2. SIGTERM, then wait up to the terminate grace ([DefaultTerminateGrace]);
+//  3. SIGKILL to the group and to every descendant of the run.
+//
+// The CLI exiting at any step ends the ladder and starts the sweep. SIGINT
+// comes first because it is the signal the real CLIs handle best: Claude
+// Code records the turn and stops its own tools on SIGINT, but orphans them
+// on SIGTERM. The error then matches ctx.Err() (errors.Is(err,
+// context.Canceled) or context.DeadlineExceeded), and the Result still
+// holds the session id and partial text.
+//
+// # Events
+//
+// Each line the CLI prints on stdout is decoded into zero or more [Event]
+// values delivered in order to [Request.OnEvent] from one goroutine. The
+// line is kept in Event.Raw. Lines have no fixed length limit: single JSON
+// lines of many MiB are normal for these CLIs. A line over [WithMaxLineSize]
+// (64 MiB by default) is skipped and reported as a [KindWarning] event;
+// streaming goes on. Malformed lines become warnings; unknown event types
+// pass through as [KindRaw].
+//
+// # Errors
+//
+// Invoke always returns a non-nil *Result. Its error wraps, as an [*Error]
+// naming the CLI, one of: the context's error; [ErrInvalidRequest] (and
+// [ErrUnsupported]) for a request rejected before any process starts;
+// [ErrNotInstalled] when the binary is missing; [ErrFirstEventTimeout] or
+// [ErrIdleTimeout]; a [*StreamError] for a failure the CLI reported in its
+// own stream, possibly wrapping [ErrAuthRequired] or [ErrRateLimited]; an
+// [*ExitError] for a non-zero exit with no better explanation; and
+// [ErrNoResult] for an exit status 0 without the CLI's terminal success
+// event (several CLIs exit 0 when interrupted). Success is decided by the
+// CLI's terminal event, never by the exit status alone.
+//
+// # Writing a backend
+//
+// A backend implements [Backend] — the command line, environment and
+// standard input for a [Request] — and a [Decoder] that turns one output
+// line into events and finally reports an [Outcome]. It calls [New] with
+// its Backend and the user's options. It contains no process handling.
+// The package invokertest checks a backend and a fake of its CLI against
+// the contract.
+package invoker

@@ -1,0 +1,67 @@
+package invoker
+
+import (
+	"crypto/rand"
+	"encoding/hex"
+	"os"
+	"slices"
+	"strings"
+)
+
+// MarkerVar is the environment variable that carries each run's unique
+// marker. Every process of a run inherits it unless it clears its
+// environment, which lets the engine find descendants that left the run's
+// session (Linux).
+const MarkerVar = "CLINVOKE_RUN"
+
+// environ builds a run's environment: the host's (filtered by
+// WithInheritEnv, minus cmd.Unset), then WithEnv, the backend's variables,
+// Request.Env and the run marker, later entries overriding earlier ones.
+func (e *engine) environ(cmd *Command, req *Request, marker string) []string {
+	var env envList
+	keep := e.cfg.inheritEnv
+	for _, kv := range os.Environ() {
+		k, _, _ := strings.Cut(kv, "=")
+		if k == "" || slices.Contains(cmd.Unset, k) || k == MarkerVar {
+			continue
+		}
+		if keep != nil && !keep(k) {
+			continue
+		}
+		env.set(kv)
+	}
+	for _, list := range [][]string{e.cfg.env, cmd.Env, req.Env} {
+		for _, kv := range list {
+			env.set(kv)
+		}
+	}
+	env.set(marker)
+	return env.list
+}
+
+// envList is an environment in which setting a key replaces its value in
+// place.
+type envList struct {
+	list  []string
+	index map[string]int
+}
+
+func (l *envList) set(kv string) {
+	k, _, _ := strings.Cut(kv, "=")
+	if l.index == nil {
+		l.index = make(map[string]int, 64)
+	}
+	if i, ok := l.index[k]; ok {
+		l.list[i] = kv
+		return
+	}
+	l.index[k] = len(l.list)
+	l.list = append(l.list, kv)
+}
+
+// newMarker returns a fresh KEY=VALUE marker for one run.
+func newMarker() string {
+	var b [12]byte
+	rand.Read(b[:])
+	return MarkerVar + "=" + hex.EncodeToString(b[:])
+}

@@ -1,0 +1,236 @@
+package invokertest
+
+import (
+	"context"
+	"errors"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/clinvoke/clinvoke/invoker"
+)
+
+// A testCase checks one rule of the contract.
+type testCase struct {
+	name string
+	rule string // the sentence of the contract the case checks
+	run  func(r *report, k *kase)
+}
+
+var cases = []testCase{
+	{
+		name: "Complete",
+		rule: "a turn that ends with the CLI's terminal success event returns a nil error, the session id and the final answer, and events in order from Session to Done",
+		run: func(r *report, k *kase) {
+			f := Fake{SessionID: "conformance-session-1", Answer: "The answer is 42."}
+			var kinds []invoker.EventKind
+			var rawMissing int
+			res, err := k.invoke(r, context.Background(), f, invoker.Request{OnEvent: func(ev invoker.Event) {
+				kinds = append(kinds, ev.Kind)
+				if ev.Kind != invoker.KindWarning && len(ev.Raw) == 0 {
+					rawMissing++
+				}
+			}})
+			if err != nil {
+				r.errorf("Invoke() error = %v, want nil", err)
+			}
+			if res.SessionID != f.SessionID {
+				r.errorf("Result.SessionID = %q, want %q", res.SessionID, f.SessionID)
+			}
+			if strings.TrimSpace(res.Text) != f.Answer {
+				r.errorf("Result.Text = %q, want %q", res.Text, f.Answer)
+			}
+			if res.ExitCode != 0 {
+				r.errorf("Result.ExitCode = %d, want 0", res.ExitCode)
+			}
+			if i, j := slices.Index(kinds, invoker.KindSession), slices.Index(kinds, invoker.KindDone); i < 0 || j < 0 || i > j || j != len(kinds)-1 {
+				r.errorf("event kinds = %v, want a session event before a done event that comes last", kinds)
+			}
+			if slices.Index(kinds, invoker.KindMessage) < 0 {
+				r.errorf("event kinds = %v, want at least one message", kinds)
+			}
+			if rawMissing > 0 {
+				r.errorf("%d events without Raw, want the CLI's line kept on every event", rawMissing)
+			}
+		},
+	},
+	{
+		name: "Resume",
+		rule: "Request.SessionID resumes that session, and the Result reports it",
+		run: func(r *report, k *kase) {
+			const id = "0199a213-81c0-7800-8aa1-bbab2a035a53"
+			res, err := k.invoke(r, context.Background(), Fake{Answer: "resumed"}, invoker.Request{SessionID: id})
+			if err != nil {
+				r.errorf("Invoke() error = %v, want nil", err)
+			}
+			if res.SessionID != id {
+				r.errorf("Result.SessionID = %q, want the resumed %q (was the session id passed to the CLI?)", res.SessionID, id)
+			}
+		},
+	},
+	{
+		name: "CancelReapsTree",
+		rule: "cancelling ctx stops the CLI, returns the context's error with the session id and partial text, and leaves no process of the tree alive, including a grandchild and a process that left the CLI's session",
+		run: func(r *report, k *kase) {
+			f := Fake{SessionID: "conformance-cancel", Stream: true, Grandchild: true, Escapee: true}
+			ctx, cancel := context.WithCancel(context.Background())
+			defer cancel()
+			res, err := k.invoke(r, ctx, f, invoker.Request{OnEvent: func(ev invoker.Event) {
+				if ev.Kind == invoker.KindMessage {
+					cancel()
+				}
+			}})
+			if !errors.Is(err, context.Canceled) {
+				r.errorf("Invoke() error = %v, want context.Canceled", err)
+			}
+			if res.SessionID != f.SessionID {
+				r.errorf("Result.SessionID = %q after cancel, want %q", res.SessionID, f.SessionID)
+			}
+			if res.Text == "" {
+				r.errorf("Result.Text is empty after cancel, want the partial text streamed before it")
+			}
+		},
+	},
+	{
+		name: "DeadlineReapsTree",
+		rule: "the deadline of ctx behaves like a cancel and returns context.DeadlineExceeded",
+		run: func(r *report, k *kase) {
+			ctx, cancel := context.WithTimeout(context.Background(), 500*time.Millisecond)
+			defer cancel()
+			_, err := k.invoke(r, ctx, Fake{Stream: true, Grandchild: true}, invoker.Request{})
+			if !errors.Is(err, context.DeadlineExceeded) {
+				r.errorf("Invoke() error = %v, want context.DeadlineExceeded", err)
+			}
+		},
+	},
+	{
+		name: "StreamFailureKeepsSession",
+		rule: "a failure the CLI reports in its stream is an error carrying the CLI's message, and the Result keeps the session id and the stderr tail",
+		run: func(r *report, k *kase) {
+			f := Fake{SessionID: "conformance-fail", Fail: "the model is overloaded", Stderr: "conformance stderr line\n"}
+			res, err := k.invoke(r, context.Background(), f, invoker.Request{})
+			if err == nil {
+				r.errorf("Invoke() error = nil, want the reported failure")
+			} else if !strings.Contains(err.Error(), f.Fail) {
+				r.errorf("Invoke() error = %q, want it to carry the CLI's message %q", err, f.Fail)
+			}
+			var se *invoker.StreamError
+			if !errors.As(err, &se) {
+				r.errorf("Invoke() error = %v, want an *invoker.StreamError", err)
+			}
+			if res.SessionID != f.SessionID {
+				r.errorf("Result.SessionID = %q, want %q", res.SessionID, f.SessionID)
+			}
+			if !strings.Contains(res.Stderr, "conformance stderr line") {
+				r.errorf("Result.Stderr = %q, want the stderr tail", res.Stderr)
+			}
+		},
+	},
+	{
+		name: "ExitStatus",
+		rule: "a CLI that exits non-zero without its terminal event returns an error and reports the exit code",
+		run: func(r *report, k *kase) {
+			res, err := k.invoke(r, context.Background(), Fake{ExitCode: 3, Stderr: "fatal: something broke\n"}, invoker.Request{})
+			if err == nil {
+				r.errorf("Invoke() error = nil, want an error for exit status 3")
+			}
+			if res.ExitCode != 3 {
+				r.errorf("Result.ExitCode = %d, want 3", res.ExitCode)
+			}
+			if !strings.Contains(res.Stderr, "something broke") {
+				r.errorf("Result.Stderr = %q, want the stderr tail", res.Stderr)
+			}
+		},
+	},
+	{
+		name: "HugeLine",
+		rule: "a single 8 MiB event line is delivered intact and streaming goes on after it",
+		run: func(r *report, k *kase) {
+			const size = 8 << 20
+			longest := 0
+			res, err := k.invoke(r, context.Background(), Fake{Answer: "after the line", HugeLine: size}, invoker.Request{
+				OnEvent: func(ev invoker.Event) { longest = max(longest, len(ev.Raw)) },
+			})
+			if err != nil {
+				r.errorf("Invoke() error = %v, want nil", err)
+			}
+			if longest < size {
+				r.errorf("longest event line = %d bytes, want at least %d", longest, size)
+			}
+			if strings.TrimSpace(res.Text) != "after the line" {
+				r.errorf("Result.Text = %q, want %q", res.Text, "after the line")
+			}
+		},
+	},
+	{
+		name: "BadInput",
+		rule: "an empty prompt, a relative or missing workdir and an unknown permission are ErrInvalidRequest, returned before any process starts",
+		run: func(r *report, k *kase) {
+			wd := k.workdir()
+			for _, req := range []invoker.Request{
+				{Prompt: "   ", Workdir: wd},
+				{Prompt: "hi", Workdir: "relative/dir"},
+				{Prompt: "hi", Workdir: filepath.Join(wd, "missing")},
+				{Prompt: "hi", Workdir: wd, Permission: "everything"},
+			} {
+				inv := k.newInvoker(Fake{})
+				res, err := inv.Invoke(context.Background(), req)
+				if !errors.Is(err, invoker.ErrInvalidRequest) {
+					r.errorf("Invoke(%+v) error = %v, want ErrInvalidRequest", req, err)
+				}
+				if res == nil || res.ExitCode != -1 {
+					r.errorf("Invoke(%+v) Result = %+v, want non-nil with ExitCode -1 (nothing ran)", req, res)
+				}
+			}
+		},
+	},
+	{
+		name: "Images",
+		rule: "Request.Images is passed to a CLI that takes images, and refused with ErrUnsupported by one that does not",
+		run: func(r *report, k *kase) {
+			img := filepath.Join(k.workdir(), "pixel.png")
+			if err := os.WriteFile(img, []byte("\x89PNG\r\n\x1a\n"), 0o644); err != nil {
+				r.errorf("writing the test image: %v", err)
+				return
+			}
+			res, err := k.invoke(r, context.Background(), Fake{Answer: "seen"}, invoker.Request{Images: []string{img}})
+			if k.supports("Images") {
+				if err != nil || strings.TrimSpace(res.Text) != "seen" {
+					r.errorf("Invoke() with an image = %q, %v; want the answer and no error", res.Text, err)
+				}
+				return
+			}
+			if !errors.Is(err, invoker.ErrUnsupported) || !errors.Is(err, invoker.ErrInvalidRequest) {
+				r.errorf("Invoke() with an image error = %v, want ErrUnsupported (and ErrInvalidRequest)", err)
+			}
+		},
+	},
+	{
+		name: "Concurrent",
+		rule: "an Invoker is safe for concurrent use; each call owns its process tree and returns its own session and answer",
+		run: func(r *report, k *kase) {
+			inv := k.newInvoker(Fake{Answer: "concurrent answer"})
+			const n = 4
+			ids := make(chan string, n)
+			for range n {
+				go func() {
+					res, err := k.invokeWith(r, inv, context.Background(), invoker.Request{})
+					if err != nil || strings.TrimSpace(res.Text) != "concurrent answer" {
+						r.errorf("concurrent Invoke() = %q, %v; want %q, nil", res.Text, err, "concurrent answer")
+					}
+					ids <- res.SessionID
+				}()
+			}
+			seen := map[string]bool{}
+			for range n {
+				id := <-ids
+				if id == "" || seen[id] {
+					r.errorf("concurrent calls returned session ids %v and %q, want each call its own", seen, id)
+				}
+				seen[id] = true
+			}
+		},
+	},
+}

@@ -1,0 +1,209 @@
+// Package invokertest checks that an [invoker.Invoker] keeps the contract of
+// package invoker, the way testing/fstest checks a file system and
+// testing/slogtest checks a slog.Handler.
+//
+// The suite runs each case on a fresh Invoker from a factory that the
+// backend's test supplies. The factory receives a [Fake]: a description of
+// what the CLI must do in that case (answer, stream until stopped, fail,
+// print a huge line, start a grandchild...). The backend's test points the
+// Invoker at a fake of its CLI that does exactly that — for the backends of
+// this module, a re-executed test binary running internal/fakeagent — and
+// the suite checks what Invoke returns and that no process survives.
+//
+// Typical usage inside a backend's test:
+//
+//	func TestConformance(t *testing.T) {
+//		invokertest.Run(t, func(t *testing.T, f invokertest.Fake) invoker.Invoker {
+//			return mycli.New(invoker.WithBinary(fakeCLIFor(t, f)))
+//		})
+//	}
+//
+// Survivors are found on Linux by scanning /proc for processes whose
+// environment holds the case's tag ([TagVar]), which the suite passes in
+// Request.Env and every descendant inherits; elsewhere that check is
+// skipped.
+package invokertest
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"runtime"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/clinvoke/clinvoke/invoker"
+)
+
+// TagVar is the environment variable the suite sets in Request.Env to a
+// unique value per case, so that the processes of the case can be found.
+const TagVar = "CLINVOKE_CONFORMANCE_TAG"
+
+// A Fake describes what the CLI run by the Invoker under test must do in
+// one case. The zero value answers at once.
+type Fake struct {
+	// SessionID is the session id the CLI must report. When empty, the
+	// CLI reports the id it was asked to resume (Request.SessionID), or
+	// any id of its own.
+	SessionID string
+	// Answer is the final answer the CLI must give.
+	Answer string
+	// Stream asks the CLI to keep streaming messages until it is stopped.
+	Stream bool
+	// Grandchild asks the CLI to start a long-lived child process, and
+	// Escapee one that leaves the CLI's session (setsid) and is orphaned.
+	Grandchild, Escapee bool
+	// Fail asks the CLI to report a failure with this message in its own
+	// stream, the way the real CLI reports a model error.
+	Fail string
+	// Stderr is written to the CLI's standard error.
+	Stderr string
+	// ExitCode is the CLI's exit status; with a non-zero value the CLI
+	// ends without its terminal event.
+	ExitCode int
+	// HugeLine asks for one event line of about this many bytes before the
+	// answer.
+	HugeLine int
+}
+
+// Run runs every case of the suite as a subtest of t, each on a fresh
+// Invoker from newInvoker. unsupported names the Request fields the CLI
+// cannot honour (for example "Images"); the suite then checks that they are
+// refused with invoker.ErrUnsupported instead of testing them.
+func Run(t *testing.T, newInvoker func(t *testing.T, f Fake) invoker.Invoker, unsupported ...string) {
+	t.Helper()
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			r := &report{}
+			c.run(r, newCase(t, newInvoker, unsupported))
+			for _, msg := range r.errs {
+				t.Errorf("%s\n\tcontract: %s", msg, c.rule)
+			}
+		})
+	}
+}
+
+// Test runs the suite without a *testing.T, for tests of the suite itself,
+// and returns every failure joined, or nil. newInvoker is called once per
+// case; workdir is an existing directory used as Request.Workdir.
+func Test(newInvoker func(f Fake) invoker.Invoker, workdir string, unsupported ...string) error {
+	var errs []error
+	for _, c := range cases {
+		r := &report{}
+		k := &kase{
+			newInvoker:  func(f Fake) invoker.Invoker { return newInvoker(f) },
+			workdir:     func() string { return workdir },
+			unsupported: unsupported,
+		}
+		c.run(r, k)
+		for _, msg := range r.errs {
+			errs = append(errs, fmt.Errorf("%s: %s (contract: %s)", c.name, msg, c.rule))
+		}
+	}
+	if len(errs) > 0 {
+		return fmt.Errorf("invokertest found errors:\n%w", errors.Join(errs...))
+	}
+	return nil
+}
+
+type report struct {
+	mu   sync.Mutex
+	errs []string
+}
+
+func (r *report) errorf(format string, args ...any) {
+	r.mu.Lock()
+	r.errs = append(r.errs, fmt.Sprintf(format, args...))
+	r.mu.Unlock()
+}
+
+// kase is what a case needs: a factory and a workdir.
+type kase struct {
+	newInvoker  func(Fake) invoker.Invoker
+	workdir     func() string
+	unsupported []string
+}
+
+func newCase(t *testing.T, newInvoker func(*testing.T, Fake) invoker.Invoker, unsupported []string) *kase {
+	return &kase{
+		newInvoker:  func(f Fake) invoker.Invoker { return newInvoker(t, f) },
+		workdir:     t.TempDir,
+		unsupported: unsupported,
+	}
+}
+
+func (k *kase) supports(field string) bool { return !slices.Contains(k.unsupported, field) }
+
+// invoke runs one request with a fresh tag and checks afterwards that no
+// process carrying the tag is alive.
+func (k *kase) invoke(r *report, ctx context.Context, f Fake, req invoker.Request) (*invoker.Result, error) {
+	return k.invokeWith(r, k.newInvoker(f), ctx, req)
+}
+
+func (k *kase) invokeWith(r *report, inv invoker.Invoker, ctx context.Context, req invoker.Request) (*invoker.Result, error) {
+	tag := newTag()
+	if req.Workdir == "" {
+		req.Workdir = k.workdir()
+	}
+	if req.Prompt == "" {
+		req.Prompt = "conformance"
+	}
+	req.Env = append(req.Env, TagVar+"="+tag)
+	res, err := inv.Invoke(ctx, req)
+	if res == nil {
+		r.errorf("Invoke() returned a nil *Result (error %v)", err)
+		res = &invoker.Result{}
+	}
+	if alive := survivors(tag); len(alive) > 0 {
+		r.errorf("processes of the run alive after Invoke returned: pids %v", alive)
+	}
+	return res, err
+}
+
+var tagSeq struct {
+	sync.Mutex
+	n int
+}
+
+func newTag() string {
+	tagSeq.Lock()
+	defer tagSeq.Unlock()
+	tagSeq.n++
+	return fmt.Sprintf("%d-%d-%d", os.Getpid(), time.Now().UnixNano(), tagSeq.n)
+}
+
+// survivors lists live processes whose environment holds TagVar=tag.
+func survivors(tag string) []int {
+	if runtime.GOOS != "linux" {
+		return nil
+	}
+	want := []byte(TagVar + "=" + tag + "\x00")
+	ents, err := os.ReadDir("/proc")
+	if err != nil {
+		return nil
+	}
+	var pids []int
+	for _, e := range ents {
+		var pid int
+		if _, err := fmt.Sscanf(e.Name(), "%d", &pid); err != nil || pid == os.Getpid() {
+			continue
+		}
+		env, err := os.ReadFile("/proc/" + e.Name() + "/environ")
+		if err != nil || !strings.Contains(string(env)+"\x00", string(want)) {
+			continue
+		}
+		stat, err := os.ReadFile("/proc/" + e.Name() + "/stat")
+		if err != nil {
+			continue
+		}
+		if i := strings.LastIndexByte(string(stat), ')'); i > 0 && i+2 < len(stat) && stat[i+2] == 'Z' {
+			continue // a zombie is dead; init reaps it
+		}
+		pids = append(pids, pid)
+	}
+	return pids
+}

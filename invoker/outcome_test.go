@@ -1,0 +1,181 @@
+package invoker_test
+
+import (
+	"context"
+	"errors"
+	"os"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/clinvoke/clinvoke/internal/fakeagent"
+	"github.com/clinvoke/clinvoke/invoker"
+)
+
+// How the end of a run becomes Invoke's error: success only with the
+// terminal success event, a typed error otherwise, and always a Result with
+// what was gathered.
+func TestOutcomes(t *testing.T) {
+	tests := []struct {
+		name     string
+		script   fakeagent.Script
+		opts     []invoker.Option
+		check    func(t *testing.T, err error)
+		wantCode int
+		wantText string
+	}{
+		{
+			name:     "failure reported in the stream",
+			script:   fakeagent.Script{Fail: "model overloaded", SessionID: "thread-f"},
+			wantCode: 1,
+			check: func(t *testing.T, err error) {
+				var se *invoker.StreamError
+				if !errors.As(err, &se) || se.Message != "model overloaded" {
+					t.Errorf("Invoke() error = %v, want a *StreamError with the CLI's message", err)
+				}
+			},
+		},
+		{
+			name:     "non-zero exit with stderr",
+			script:   fakeagent.Script{ExitCode: 3, NoTerminal: true, Stderr: "something broke\nbadly"},
+			wantCode: 3,
+			check: func(t *testing.T, err error) {
+				var ee *invoker.ExitError
+				if !errors.As(err, &ee) || ee.Code != 3 || !strings.Contains(ee.Stderr, "something broke") {
+					t.Errorf("Invoke() error = %v, want an *ExitError with code 3 and the stderr tail", err)
+				}
+				if !strings.Contains(err.Error(), "badly") {
+					t.Errorf("error message %q does not show the stderr tail", err)
+				}
+			},
+		},
+		{
+			name:     "exit 0 without the terminal event",
+			script:   fakeagent.Script{NoTerminal: true, Answer: "half an answer"},
+			wantCode: 0,
+			wantText: "half an answer",
+			check: func(t *testing.T, err error) {
+				if !errors.Is(err, invoker.ErrNoResult) {
+					t.Errorf("Invoke() error = %v, want ErrNoResult", err)
+				}
+			},
+		},
+		{
+			name:     "fatal signature on stderr",
+			script:   fakeagent.Script{Stderr: "FATAL: not logged in\n", StreamFor: time.Minute},
+			opts:     fastLadder,
+			wantCode: 1,
+			check: func(t *testing.T, err error) {
+				if !errors.Is(err, invoker.ErrAuthRequired) {
+					t.Errorf("Invoke() error = %v, want ErrAuthRequired", err)
+				}
+			},
+		},
+		{
+			name:     "first-event timeout",
+			script:   fakeagent.Script{SilentFor: time.Minute},
+			opts:     append([]invoker.Option{invoker.WithFirstEventTimeout(200 * time.Millisecond)}, fastLadder...),
+			wantCode: 1,
+			check: func(t *testing.T, err error) {
+				if !errors.Is(err, invoker.ErrFirstEventTimeout) {
+					t.Errorf("Invoke() error = %v, want ErrFirstEventTimeout", err)
+				}
+			},
+		},
+		{
+			name:     "idle timeout",
+			script:   fakeagent.Script{StreamFor: time.Minute, Interval: time.Minute},
+			opts:     append([]invoker.Option{invoker.WithIdleTimeout(300 * time.Millisecond)}, fastLadder...),
+			wantCode: 1,
+			check: func(t *testing.T, err error) {
+				if !errors.Is(err, invoker.ErrIdleTimeout) {
+					t.Errorf("Invoke() error = %v, want ErrIdleTimeout", err)
+				}
+			},
+		},
+		{
+			name:     "malformed and non-UTF-8 lines",
+			script:   fakeagent.Script{Malformed: true, Answer: "still fine"},
+			wantCode: 0,
+			wantText: "still fine",
+			check: func(t *testing.T, err error) {
+				if err != nil {
+					t.Errorf("Invoke() error = %v, want nil", err)
+				}
+			},
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			f := newFixture(t, tt.script, tt.opts...)
+			res, err := f.inv.Invoke(context.Background(), f.req)
+			tt.check(t, err)
+			if res == nil {
+				t.Fatal("Invoke() returned a nil Result")
+			}
+			if tt.wantCode != 1 && res.ExitCode != tt.wantCode {
+				t.Errorf("Result.ExitCode = %d, want %d", res.ExitCode, tt.wantCode)
+			}
+			if tt.wantText != "" && res.Text != tt.wantText {
+				t.Errorf("Result.Text = %q, want %q", res.Text, tt.wantText)
+			}
+			if tt.script.SessionID != "" && res.SessionID != tt.script.SessionID {
+				t.Errorf("Result.SessionID = %q, want %q", res.SessionID, tt.script.SessionID)
+			}
+			f.assertReaped(1)
+		})
+	}
+}
+
+// The environment: the host's, minus what the backend unsets, plus WithEnv,
+// the backend's variables and Request.Env, in that order of precedence, and
+// the run marker.
+func TestEnvironment(t *testing.T) {
+	t.Setenv("CLINVOKE_TEST_HOST", "host")
+	t.Setenv("CLINVOKE_TEST_UNSET", "should be gone")
+	t.Setenv("CLINVOKE_TEST_OVERRIDE", "host")
+	s := fakeagent.Script{RecordDir: t.TempDir()}
+	inv := invoker.New(testBackend{unset: []string{"CLINVOKE_TEST_UNSET"}},
+		invoker.WithBinary(os.Args[0]), invoker.WithEnv("CLINVOKE_TEST_OVERRIDE=option", "CLINVOKE_TEST_OPTION=option"))
+	req := invoker.Request{Prompt: "env", Workdir: t.TempDir(), Env: append(s.Env(), "CLINVOKE_TEST_OVERRIDE=request")}
+	if _, err := inv.Invoke(context.Background(), req); err != nil {
+		t.Fatalf("Invoke() error = %v", err)
+	}
+	rec, err := fakeagent.ReadRecord(s.RecordDir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := map[string]string{
+		"CLINVOKE_TEST_HOST":     "host",
+		"CLINVOKE_TEST_UNSET":    "",
+		"CLINVOKE_TEST_OVERRIDE": "request",
+		"CLINVOKE_TEST_OPTION":   "option",
+		"FAKE_BACKEND_VAR":       "backend",
+	}
+	for k, v := range want {
+		if got, _ := rec.Getenv(k); got != v {
+			t.Errorf("CLI saw %s=%q, want %q", k, got, v)
+		}
+	}
+	if v, _ := rec.Getenv(invoker.MarkerVar); v == "" {
+		t.Errorf("CLI environment lacks the run marker %s", invoker.MarkerVar)
+	}
+}
+
+func TestInheritEnvFilter(t *testing.T) {
+	t.Setenv("CLINVOKE_TEST_SECRET", "secret")
+	s := fakeagent.Script{RecordDir: t.TempDir()}
+	inv := invoker.New(testBackend{}, invoker.WithBinary(os.Args[0]),
+		invoker.WithInheritEnv(func(k string) bool { return k != "CLINVOKE_TEST_SECRET" }))
+	req := invoker.Request{Prompt: "env", Workdir: t.TempDir(), Env: s.Env()}
+	if _, err := inv.Invoke(context.Background(), req); err != nil {
+		t.Fatalf("Invoke() error = %v", err)
+	}
+	rec, err := fakeagent.ReadRecord(s.RecordDir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if v, ok := rec.Getenv("CLINVOKE_TEST_SECRET"); ok {
+		t.Errorf("filtered variable reached the CLI: %q", v)
+	}
+}

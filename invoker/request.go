@@ -1,0 +1,79 @@
+package invoker
+
+import (
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+)
+
+// validate checks the fields of req that mean the same for every CLI. It
+// runs before any process starts.
+func validate(req *Request) error {
+	if strings.TrimSpace(req.Prompt) == "" {
+		return invalid("empty prompt: set Request.Prompt")
+	}
+	if req.Workdir == "" {
+		return invalid("no workdir: set Request.Workdir to an absolute directory path")
+	}
+	if !filepath.IsAbs(req.Workdir) {
+		return invalid("workdir %q is relative: Request.Workdir must be an absolute path", req.Workdir)
+	}
+	switch fi, err := os.Stat(req.Workdir); {
+	case errors.Is(err, fs.ErrNotExist):
+		return invalid("workdir %q does not exist: create it or pass an existing directory", req.Workdir)
+	case err != nil:
+		return invalid("workdir %q: %v", req.Workdir, err)
+	case !fi.IsDir():
+		return invalid("workdir %q is not a directory", req.Workdir)
+	}
+	if !req.Permission.Valid() {
+		return invalid("unknown permission %q: use %q, %q or %q", string(req.Permission), ReadOnly, WorkspaceWrite, Unlimited)
+	}
+	for _, img := range req.Images {
+		if !filepath.IsAbs(img) {
+			return invalid("image %q is relative: Request.Images must hold absolute paths", img)
+		}
+		if fi, err := os.Stat(img); err != nil || fi.IsDir() {
+			return invalid("image %q is not a readable file", img)
+		}
+	}
+	for _, kv := range req.Env {
+		if k, _, ok := strings.Cut(kv, "="); !ok || k == "" {
+			return invalid("Request.Env entry %q is not KEY=VALUE", kv)
+		}
+	}
+	return nil
+}
+
+func invalid(format string, args ...any) error {
+	return fmt.Errorf("%w: "+format, append([]any{ErrInvalidRequest}, args...)...)
+}
+
+// lookPath resolves the CLI's executable. A missing binary is an error that
+// matches ErrNotInstalled (and exec.ErrNotFound when looked up on PATH).
+func (e *engine) lookPath() (string, error) {
+	bin := e.cfg.binary
+	if bin == "" {
+		bin = e.b.Binary()
+	}
+	hint := e.b.InstallHint()
+	if !strings.ContainsRune(bin, filepath.Separator) && !strings.ContainsRune(bin, '/') {
+		p, err := exec.LookPath(bin)
+		if err != nil {
+			return "", fmt.Errorf("%w: %q is not on PATH; install it with `%s` or set its path with invoker.WithBinary (%w)", ErrNotInstalled, bin, hint, err)
+		}
+		return p, nil
+	}
+	fi, err := os.Stat(bin)
+	if err != nil {
+		return "", fmt.Errorf("%w: %s; install it with `%s` or fix the path given to invoker.WithBinary (%w)", ErrNotInstalled, bin, hint, err)
+	}
+	if fi.IsDir() {
+		return "", fmt.Errorf("%w: %s is a directory, not the CLI's executable", ErrNotInstalled, bin)
+	}
+	return bin, nil
+}

@@ -1,0 +1,258 @@
+// Command invoke runs one turn of an agent CLI (Codex, Gemini or Claude
+// Code) through clinvoke and shows it live: tool calls, reasoning and the
+// answer as it streams go to standard error, the final answer to standard
+// output.
+//
+//	go run ./examples/invoke -cli claude -C ~/src/project "explain the build"
+//	go run ./examples/invoke -cli codex -permission workspace-write "fix the failing test"
+//	echo "a long prompt" | go run ./examples/invoke -cli gemini -
+//	go run ./examples/invoke -cli claude -resume SESSION_ID "and now the tests"
+//
+// Ctrl-C (or -timeout) cancels the context: clinvoke stops the CLI and every
+// process it started, and invoke prints the partial answer and the session
+// id with the command that resumes it. A second Ctrl-C exits at once.
+//
+// Exit status: 0 on success, 1 when the run failed, 2 for a usage error,
+// 124 when -timeout passed, 130 when interrupted.
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/clinvoke/clinvoke/claude"
+	"github.com/clinvoke/clinvoke/codex"
+	"github.com/clinvoke/clinvoke/gemini"
+	"github.com/clinvoke/clinvoke/invoker"
+)
+
+var backends = map[string]func(...invoker.Option) invoker.Invoker{
+	"codex":  codex.New,
+	"gemini": gemini.New,
+	"claude": claude.New,
+}
+
+func main() { os.Exit(run()) }
+
+func run() int {
+	var (
+		cli     = flag.String("cli", "claude", "the CLI to run: codex, gemini or claude")
+		dir     = flag.String("C", ".", "working directory of the agent")
+		resume  = flag.String("resume", "", "resume this session id")
+		timeout = flag.Duration("timeout", 0, "cancel the run after this long (0: no limit)")
+		perm    = flag.String("permission", "read-only", "read-only, workspace-write or unlimited")
+		model   = flag.String("model", "", "model to use instead of the CLI's default")
+		system  = flag.String("system", "", "extra system prompt instructions")
+		bin     = flag.String("bin", "", "path of the CLI's binary (default: its usual name on PATH)")
+		idle    = flag.Duration("idle-timeout", 0, "stop the run when the CLI prints nothing for this long")
+		quiet   = flag.Bool("q", false, "print only the final answer")
+		images  []string
+	)
+	flag.Func("image", "attach an image file (repeatable; Codex only)", func(s string) error {
+		images = append(images, s)
+		return nil
+	})
+	flag.Usage = func() {
+		fmt.Fprintf(flag.CommandLine.Output(), "usage: invoke [flags] PROMPT...   (PROMPT - reads standard input)\n\n")
+		flag.PrintDefaults()
+	}
+	flag.Parse()
+
+	newInvoker, ok := backends[*cli]
+	if !ok {
+		fmt.Fprintf(os.Stderr, "invoke: unknown -cli %q (want codex, gemini or claude)\n", *cli)
+		return 2
+	}
+	prompt, err := readPrompt(flag.Args())
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "invoke:", err)
+		flag.Usage()
+		return 2
+	}
+	workdir, err := filepath.Abs(*dir)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "invoke:", err)
+		return 2
+	}
+
+	var opts []invoker.Option
+	if *bin != "" {
+		opts = append(opts, invoker.WithBinary(*bin))
+	}
+	if *idle > 0 {
+		opts = append(opts, invoker.WithIdleTimeout(*idle))
+	}
+	inv := newInvoker(opts...)
+
+	// The first Ctrl-C cancels the run; stop() then restores the default
+	// handling, so that a second one ends invoke at once.
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	go func() {
+		<-ctx.Done()
+		stop()
+	}()
+	if *timeout > 0 {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, *timeout)
+		defer cancel()
+	}
+
+	live := &printer{w: os.Stderr, quiet: *quiet}
+	res, err := inv.Invoke(ctx, invoker.Request{
+		Prompt:       prompt,
+		Workdir:      workdir,
+		Permission:   invoker.Permission(*perm),
+		Model:        *model,
+		SessionID:    *resume,
+		SystemPrompt: *system,
+		Images:       images,
+		OnEvent:      live.event,
+	})
+	live.endLine()
+
+	if err == nil {
+		fmt.Println(res.Text)
+		if !*quiet {
+			fmt.Fprintf(os.Stderr, "\n✓ done in %s, session %s (%s)\n", res.Duration.Round(time.Millisecond), res.SessionID, usage(res.Usage))
+		}
+		return 0
+	}
+
+	// Failed or cancelled: show what there is and how to go on.
+	status := 1
+	switch {
+	case errors.Is(err, context.DeadlineExceeded):
+		fmt.Fprintf(os.Stderr, "\n✗ timed out after %s; the agent and its processes were stopped\n", *timeout)
+		status = 124
+	case errors.Is(err, context.Canceled):
+		fmt.Fprintf(os.Stderr, "\n✗ interrupted; the agent and its processes were stopped\n")
+		status = 130
+	default:
+		fmt.Fprintf(os.Stderr, "\n✗ %v\n", err)
+	}
+	if res != nil {
+		if res.Text != "" {
+			fmt.Fprintf(os.Stderr, "partial answer:\n")
+			fmt.Println(res.Text)
+		}
+		if res.SessionID != "" {
+			fmt.Fprintf(os.Stderr, "session %s; to resume:\n  invoke -cli %s -C %s -resume %s %q\n",
+				res.SessionID, *cli, shellQuote(workdir), res.SessionID, "continue")
+		}
+	}
+	return status
+}
+
+// readPrompt joins the arguments, or reads standard input for "-" or none.
+func readPrompt(args []string) (string, error) {
+	if len(args) == 0 || (len(args) == 1 && args[0] == "-") {
+		if fi, err := os.Stdin.Stat(); err == nil && fi.Mode()&os.ModeCharDevice != 0 && len(args) == 0 {
+			return "", errors.New("no prompt: give it as arguments, or pipe it with -")
+		}
+		b, err := io.ReadAll(os.Stdin)
+		if err != nil {
+			return "", err
+		}
+		if strings.TrimSpace(string(b)) == "" {
+			return "", errors.New("empty prompt on standard input")
+		}
+		return string(b), nil
+	}
+	return strings.Join(args, " "), nil
+}
+
+// printer writes a readable live view of the events. It is called from one
+// goroutine (Request.OnEvent's contract), so it needs no lock.
+type printer struct {
+	w         io.Writer
+	quiet     bool
+	streaming bool // in the middle of a streamed message line
+}
+
+func (p *printer) event(ev invoker.Event) {
+	if p.quiet {
+		return
+	}
+	switch ev.Kind {
+	case invoker.KindSession:
+		p.line("· session %s", ev.SessionID)
+	case invoker.KindMessage:
+		if ev.Delta {
+			p.streaming = true
+			fmt.Fprint(p.w, ev.Text)
+			return
+		}
+		p.line("» %s", ev.Text)
+	case invoker.KindReasoning:
+		p.line("… %s", oneLine(ev.Text, 200))
+	case invoker.KindToolCall:
+		var input string
+		if ev.Tool != nil {
+			input = oneLine(string(ev.Tool.Input), 200)
+		}
+		p.line("$ %s %s", toolName(ev.Tool), input)
+	case invoker.KindToolResult:
+		if ev.Tool != nil && ev.Tool.Output != "" {
+			p.line("  %s", oneLine(ev.Tool.Output, 200))
+		}
+	case invoker.KindWarning:
+		p.line("! %s", ev.Text)
+	case invoker.KindError:
+		p.line("✗ %s", ev.Text)
+	}
+}
+
+func (p *printer) line(format string, args ...any) {
+	p.endLine()
+	fmt.Fprintf(p.w, format+"\n", args...)
+}
+
+func (p *printer) endLine() {
+	if p.streaming {
+		fmt.Fprintln(p.w)
+		p.streaming = false
+	}
+}
+
+func toolName(t *invoker.Tool) string {
+	if t == nil || t.Name == "" {
+		return "tool"
+	}
+	return t.Name
+}
+
+func oneLine(s string, n int) string {
+	s = strings.Join(strings.Fields(s), " ")
+	if r := []rune(s); len(r) > n {
+		return string(r[:n-1]) + "…"
+	}
+	return s
+}
+
+func usage(u invoker.Usage) string {
+	s := fmt.Sprintf("%d tokens in, %d out", u.InputTokens, u.OutputTokens)
+	if u.CostUSD > 0 {
+		s += fmt.Sprintf(", $%.4f", u.CostUSD)
+	}
+	return s
+}
+
+// shellQuote quotes s for a POSIX shell when it needs it.
+func shellQuote(s string) string {
+	if s != "" && strings.IndexFunc(s, func(r rune) bool {
+		return !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || strings.ContainsRune("/._-+=:,@", r))
+	}) < 0 {
+		return s
+	}
+	return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
+}

@@ -1,0 +1,23 @@
+package codex_test
+
+import (
+	"testing"
+
+	"go.uber.org/goleak"
+
+	"github.com/clinvoke/clinvoke/codex"
+	"github.com/clinvoke/clinvoke/internal/fakeagent"
+	"github.com/clinvoke/clinvoke/internal/fakeagent/agenttest"
+	"github.com/clinvoke/clinvoke/invoker/invokertest"
+)
+
+func TestMain(m *testing.M) {
+	fakeagent.Main() // the test binary doubles as a fake codex CLI
+	goleak.VerifyTestMain(fakeagent.CheckOrphans(m))
+}
+
+// TestConformance runs the invoker contract on the codex backend, with the fake
+// agent speaking codex's real stream format in place of the CLI.
+func TestConformance(t *testing.T) {
+	invokertest.Run(t, agenttest.Factory(fakeagent.Codex, codex.New))
+}

@@ -1,0 +1,23 @@
+package gemini_test
+
+import (
+	"testing"
+
+	"go.uber.org/goleak"
+
+	"github.com/clinvoke/clinvoke/gemini"
+	"github.com/clinvoke/clinvoke/internal/fakeagent"
+	"github.com/clinvoke/clinvoke/internal/fakeagent/agenttest"
+	"github.com/clinvoke/clinvoke/invoker/invokertest"
+)
+
+func TestMain(m *testing.M) {
+	fakeagent.Main() // the test binary doubles as a fake gemini CLI
+	goleak.VerifyTestMain(fakeagent.CheckOrphans(m))
+}
+
+// TestConformance runs the invoker contract on the gemini backend, with the fake
+// agent speaking gemini's real stream format in place of the CLI.
+func TestConformance(t *testing.T) {
+	invokertest.Run(t, agenttest.Factory(fakeagent.Gemini, gemini.New), "Images")
+}

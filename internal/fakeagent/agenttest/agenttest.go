@@ -1,0 +1,65 @@
+// Package agenttest runs the conformance suite of invoker/invokertest on a
+// backend of this module, with the fake agent (internal/fakeagent) playing
+// the backend's CLI.
+//
+// The test binary doubles as the CLI, so the backend's TestMain must hand
+// over to the fake first:
+//
+//	func TestMain(m *testing.M) {
+//		fakeagent.Main()
+//		goleak.VerifyTestMain(fakeagent.CheckOrphans(m))
+//	}
+//
+//	func TestConformance(t *testing.T) {
+//		invokertest.Run(t, agenttest.Factory(fakeagent.Codex, codex.New))
+//	}
+package agenttest
+
+import (
+	"os"
+	"testing"
+	"time"
+
+	"github.com/clinvoke/clinvoke/internal/fakeagent"
+	"github.com/clinvoke/clinvoke/invoker"
+	"github.com/clinvoke/clinvoke/invoker/invokertest"
+)
+
+// Factory returns a factory for invokertest.Run: each case gets an Invoker
+// from newInvoker that runs the test binary as a fake agent of flavor
+// scripted after the case's Fake, with a short cancellation ladder.
+func Factory(flavor string, newInvoker func(...invoker.Option) invoker.Invoker) func(*testing.T, invokertest.Fake) invoker.Invoker {
+	return func(t *testing.T, f invokertest.Fake) invoker.Invoker {
+		s := Script(flavor, f)
+		s.RecordDir = t.TempDir()
+		return newInvoker(
+			invoker.WithBinary(os.Args[0]),
+			invoker.WithEnv(s.Env()...),
+			invoker.WithInterruptGrace(500*time.Millisecond),
+			invoker.WithTerminateGrace(500*time.Millisecond),
+		)
+	}
+}
+
+// Script translates a conformance Fake into a fake agent Script.
+func Script(flavor string, f invokertest.Fake) fakeagent.Script {
+	s := fakeagent.Script{
+		Flavor:     flavor,
+		SessionID:  f.SessionID,
+		Answer:     f.Answer,
+		Grandchild: f.Grandchild,
+		Escapee:    f.Escapee,
+		Fail:       f.Fail,
+		Stderr:     f.Stderr,
+		ExitCode:   f.ExitCode,
+		NoTerminal: f.ExitCode != 0,
+		HugeLine:   f.HugeLine,
+		Tag:        fakeagent.NewTag(),
+	}
+	if f.Stream {
+		// Part of the answer, then a model that never finishes the turn.
+		s.Chunks = 3
+		s.StallFor = 10 * time.Minute
+	}
+	return s
+}

@@ -1,0 +1,110 @@
+package invokertest_test
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync/atomic"
+	"testing"
+
+	"github.com/clinvoke/clinvoke/invoker"
+	"github.com/clinvoke/clinvoke/invoker/invokertest"
+)
+
+// memInvoker keeps the contract without any process: it plays the Fake
+// itself. The suite must accept it.
+type memInvoker struct {
+	f   invokertest.Fake
+	seq *atomic.Int64
+}
+
+func (memInvoker) Name() string { return "mem" }
+
+func (m memInvoker) Invoke(ctx context.Context, req invoker.Request) (*invoker.Result, error) {
+	res := &invoker.Result{ExitCode: -1}
+	fail := func(err error) (*invoker.Result, error) { return res, &invoker.Error{CLI: "mem", Err: err} }
+	if strings.TrimSpace(req.Prompt) == "" || !filepath.IsAbs(req.Workdir) || !req.Permission.Valid() {
+		return fail(invoker.ErrInvalidRequest)
+	}
+	if _, err := os.Stat(req.Workdir); err != nil {
+		return fail(fmt.Errorf("%w: %v", invoker.ErrInvalidRequest, err))
+	}
+	emit := func(ev invoker.Event) {
+		if ev.Raw == nil {
+			ev.Raw, _ = json.Marshal(ev.Kind.String())
+		}
+		if req.OnEvent != nil {
+			req.OnEvent(ev)
+		}
+	}
+	res.SessionID = m.f.SessionID
+	if res.SessionID == "" {
+		res.SessionID = req.SessionID
+	}
+	if res.SessionID == "" {
+		res.SessionID = fmt.Sprintf("mem-%d", m.seq.Add(1))
+	}
+	emit(invoker.Event{Kind: invoker.KindSession, SessionID: res.SessionID})
+	res.Stderr = m.f.Stderr
+	if m.f.HugeLine > 0 {
+		raw, _ := json.Marshal(strings.Repeat("x", m.f.HugeLine))
+		emit(invoker.Event{Kind: invoker.KindToolResult, Raw: raw})
+	}
+	switch {
+	case m.f.Stream:
+		res.Text = "partial"
+		emit(invoker.Event{Kind: invoker.KindMessage, Text: res.Text})
+		<-ctx.Done()
+		return fail(ctx.Err())
+	case m.f.Fail != "":
+		res.ExitCode = 1
+		return fail(&invoker.StreamError{Message: m.f.Fail})
+	case m.f.ExitCode != 0:
+		res.ExitCode = m.f.ExitCode
+		return fail(&invoker.ExitError{Code: m.f.ExitCode, Stderr: m.f.Stderr})
+	}
+	res.Text, res.ExitCode = m.f.Answer, 0
+	emit(invoker.Event{Kind: invoker.KindMessage, Text: res.Text})
+	emit(invoker.Event{Kind: invoker.KindDone})
+	return res, nil
+}
+
+func TestSuiteAcceptsACorrectInvoker(t *testing.T) {
+	var seq atomic.Int64
+	invokertest.Run(t, func(t *testing.T, f invokertest.Fake) invoker.Invoker {
+		return memInvoker{f: f, seq: &seq}
+	})
+}
+
+// brokenInvoker ignores its context, forgets the session id and accepts any
+// request.
+type brokenInvoker struct{ f invokertest.Fake }
+
+func (brokenInvoker) Name() string { return "broken" }
+
+func (b brokenInvoker) Invoke(ctx context.Context, req invoker.Request) (*invoker.Result, error) {
+	if req.OnEvent != nil {
+		req.OnEvent(invoker.Event{Kind: invoker.KindMessage, Text: b.f.Answer})
+	}
+	return &invoker.Result{Text: b.f.Answer}, nil
+}
+
+func TestSuiteRejectsABrokenInvoker(t *testing.T) {
+	err := invokertest.Test(func(f invokertest.Fake) invoker.Invoker { return brokenInvoker{f} }, t.TempDir())
+	if err == nil {
+		t.Fatal("Test() = nil, want errors for a broken invoker")
+	}
+	for _, c := range []string{"Complete", "Resume", "CancelReapsTree", "DeadlineReapsTree", "StreamFailureKeepsSession", "ExitStatus", "BadInput"} {
+		if !strings.Contains(err.Error(), c+": ") {
+			t.Errorf("Test() error does not report case %s:\n%v", c, err)
+		}
+	}
+	var joined interface{ Unwrap() []error }
+	if !errors.As(err, &joined) || len(joined.Unwrap()) < 7 {
+		t.Errorf("Test() error does not unwrap to the list of failures: %v", err)
+	}
+}

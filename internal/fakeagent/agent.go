@@ -232,17 +232,38 @@ func promptOf(flavor string, args []string, stdin string) string {
 func resumeID(flavor string, args []string) string {
 	switch flavor {
 	case Codex:
+		// codex exec [OPTIONS] resume [OPTIONS] [--] SESSION_ID [PROMPT]
 		for i, a := range args {
 			if a == "--" {
 				break
 			}
-			if a == "resume" && i+1 < len(args) && !strings.HasPrefix(args[i+1], "-") {
-				return args[i+1]
+			if a == "resume" {
+				return firstPositional(args[i+1:])
 			}
 		}
 	case Gemini, Claude:
 		if v, ok := flagValue(args, "-r", "--resume"); ok && v != "latest" {
 			return v
+		}
+	}
+	return ""
+}
+
+// firstPositional returns the first argument of a Codex subcommand that is
+// not an option (nor an option's separate value), or "".
+func firstPositional(args []string) string {
+	for i := 0; i < len(args); i++ {
+		switch a := args[i]; {
+		case a == "--":
+			if i+1 < len(args) {
+				return args[i+1]
+			}
+			return ""
+		case a == "-i" || a == "--image" || a == "-c" || a == "--config" || a == "-m" || a == "--model":
+			i++ // the option's value
+		case strings.HasPrefix(a, "-"):
+		default:
+			return a
 		}
 	}
 	return ""

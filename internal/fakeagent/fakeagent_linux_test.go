@@ -734,6 +734,8 @@ func TestSessionIDs(t *testing.T) {
 		{"gemini new", Gemini, []string{"-o", "stream-json"}, "", uuid4RE},
 		{"claude new", Claude, []string{"-p", "--verbose"}, "", uuid4RE},
 		{"codex resume", Codex, []string{"exec", "--json", "resume", "thread-1", "-"}, "thread-1", nil},
+		{"codex resume after --", Codex, []string{"exec", "--json", "--config=sandbox_mode=\"read-only\"", "resume", "--image=/a.png", "--", "thread-2", "-"}, "thread-2", nil},
+		{"codex prompt without resume", Codex, []string{"exec", "--json", "--", "-"}, "", uuid7RE},
 		{"gemini resume", Gemini, []string{"-o", "stream-json", "-r", "g-1"}, "g-1", nil},
 		{"claude resume", Claude, []string{"-p", "--resume=c-1"}, "c-1", nil},
 	}

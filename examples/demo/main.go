@@ -66,7 +66,10 @@ func demo(cli string, after time.Duration, stubborn bool) error {
 	script := fakeagent.Script{
 		Flavor:        cli,
 		Tool:          true,
-		StreamFor:     time.Minute,
+		StreamFor:     time.Second,
+		Answer:        "The parser now builds its tree in one pass; running the tests next.",
+		Chunks:        4,
+		StallFor:      time.Minute, // then it waits on a model that never answers
 		Interval:      150 * time.Millisecond,
 		Grandchild:    true,
 		Escapee:       true,

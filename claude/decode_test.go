@@ -3,9 +3,11 @@ package claude
 import (
 	"errors"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
+	"github.com/clinvoke/clinvoke/internal/golden"
 	"github.com/clinvoke/clinvoke/invoker"
 )
 
@@ -52,11 +54,11 @@ func TestGolden(t *testing.T) {
 	for _, tt := range tests {
 		seen[tt.file] = true
 		t.Run(tt.file, func(t *testing.T) {
-			s := loadSample(t, tt.file)
+			s := golden.Load(t, tt.file)
 			if tt.exitCode != 0 {
-				s.exitCode = tt.exitCode
+				s.ExitCode = tt.exitCode
 			}
-			sum, out := run(t, s)
+			sum, out := golden.Run(t, newDecoder(), s)
 			if out.SessionID != tt.sessionID {
 				t.Errorf("SessionID = %q, want %q", out.SessionID, tt.sessionID)
 			}
@@ -83,8 +85,8 @@ func TestGolden(t *testing.T) {
 				if se.Message != tt.streamErr || se.Type != tt.errType {
 					t.Errorf("StreamError = %q (%s), want %q (%s)", se.Message, se.Type, tt.streamErr, tt.errType)
 				}
-				if se.ExitCode != s.exitCode {
-					t.Errorf("StreamError.ExitCode = %d, want %d", se.ExitCode, s.exitCode)
+				if se.ExitCode != s.ExitCode {
+					t.Errorf("StreamError.ExitCode = %d, want %d", se.ExitCode, s.ExitCode)
 				}
 			}
 			if tt.exitErr != "" {
@@ -99,7 +101,7 @@ func TestGolden(t *testing.T) {
 			if tt.errIs == nil && (errors.Is(out.Err, invoker.ErrAuthRequired) || errors.Is(out.Err, invoker.ErrRateLimited)) {
 				t.Errorf("Err = %v, want no auth or rate-limit sentinel", out.Err)
 			}
-			checkGolden(t, tt.file, sum)
+			golden.Check(t, tt.file, sum)
 		})
 	}
 	files, _ := filepath.Glob("testdata/*")
@@ -150,7 +152,7 @@ func TestPartialText(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			d := newDecoder()
-			decodeAll(t, d, tt.lines...)
+			golden.DecodeAll(t, d, tt.lines...)
 			out := d.Outcome(0, "")
 			if out.Success || out.Err != nil {
 				t.Errorf("Outcome without result = %+v, want failure with nil Err", out)
@@ -164,7 +166,7 @@ func TestPartialText(t *testing.T) {
 
 func TestDecodeEvents(t *testing.T) {
 	d := newDecoder()
-	evs := decodeAll(t, d,
+	evs := golden.DecodeAll(t, d,
 		`{"type":"system","subtype":"api_retry","attempt":1,"max_retries":10,"retry_delay_ms":500,"error_status":529,"error":"overloaded_error",`+sid+`}`,
 		`{"type":"system","subtype":"api_retry","attempt":2,"max_retries":10,"error_status":null,"error":{"type":"connection"},`+sid+`}`,
 		`{"type":"assistant","message":{"id":"m","content":[{"type":"thinking","thinking":"hmm"},{"type":"tool_use","id":"t1","name":"Read","input":{"file_path":"/a"}}]},`+sid+`}`,
@@ -178,8 +180,8 @@ func TestDecodeEvents(t *testing.T) {
 	)
 	want := []invoker.EventKind{invoker.KindWarning, invoker.KindWarning, invoker.KindReasoning, invoker.KindToolCall,
 		invoker.KindToolResult, invoker.KindRaw, invoker.KindReasoning, invoker.KindRaw, invoker.KindRaw, invoker.KindRaw, invoker.KindWarning}
-	if !equalKinds(kinds(evs), want) {
-		t.Fatalf("kinds = %v, want %v", kinds(evs), want)
+	if !slices.Equal(golden.Kinds(evs), want) {
+		t.Fatalf("kinds = %v, want %v", golden.Kinds(evs), want)
 	}
 	if evs[0].Text != "API retry 1/10 (status 529): overloaded_error" || evs[1].Text != `API retry 2/10: {"type":"connection"}` {
 		t.Errorf("retry texts = %q, %q", evs[0].Text, evs[1].Text)
@@ -220,7 +222,7 @@ func TestOutcomeFailures(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			d := newDecoder()
-			decodeAll(t, d, tt.lines...)
+			golden.DecodeAll(t, d, tt.lines...)
 			out := d.Outcome(tt.exitCode, tt.stderr)
 			if out.Success {
 				t.Errorf("Success = true")

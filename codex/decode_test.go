@@ -3,9 +3,11 @@ package codex
 import (
 	"errors"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
+	"github.com/clinvoke/clinvoke/internal/golden"
 	"github.com/clinvoke/clinvoke/invoker"
 )
 
@@ -48,7 +50,7 @@ func TestGolden(t *testing.T) {
 	for _, tt := range tests {
 		seen[tt.file] = true
 		t.Run(tt.file, func(t *testing.T) {
-			sum, out := run(t, loadSample(t, tt.file))
+			sum, out := golden.Run(t, newDecoder(), golden.Load(t, tt.file))
 			if out.SessionID != tt.sessionID {
 				t.Errorf("SessionID = %q, want %q", out.SessionID, tt.sessionID)
 			}
@@ -82,7 +84,7 @@ func TestGolden(t *testing.T) {
 			if tt.errIs == nil && (errors.Is(out.Err, invoker.ErrAuthRequired) || errors.Is(out.Err, invoker.ErrRateLimited)) {
 				t.Errorf("Err = %v, want no auth or rate-limit sentinel", out.Err)
 			}
-			checkGolden(t, tt.file, sum)
+			golden.Check(t, tt.file, sum)
 		})
 	}
 	// Every captured stdout must be covered by a case.
@@ -198,8 +200,8 @@ func TestDecodeItems(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			evs := decodeAll(t, newDecoder(), tt.lines...)
-			if got := kinds(evs); !equalKinds(got, tt.want) {
+			evs := golden.DecodeAll(t, newDecoder(), tt.lines...)
+			if got := golden.Kinds(evs); !slices.Equal(got, tt.want) {
 				t.Fatalf("kinds = %v, want %v", got, tt.want)
 			}
 			if tt.check != nil {
@@ -237,7 +239,7 @@ func TestOutcomeWithoutTerminalEvent(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			d := newDecoder()
-			decodeAll(t, d, tt.lines...)
+			golden.DecodeAll(t, d, tt.lines...)
 			out := d.Outcome(tt.exitCode, tt.stderr)
 			if out.Success {
 				t.Errorf("Success = true, want false")

@@ -3,9 +3,11 @@ package gemini
 import (
 	"errors"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
+	"github.com/clinvoke/clinvoke/internal/golden"
 	"github.com/clinvoke/clinvoke/invoker"
 )
 
@@ -55,11 +57,11 @@ func TestGolden(t *testing.T) {
 	for _, tt := range tests {
 		seen[tt.file] = true
 		t.Run(tt.file, func(t *testing.T) {
-			s := loadSample(t, tt.file)
+			s := golden.Load(t, tt.file)
 			if tt.exitCode != 0 {
-				s.exitCode = tt.exitCode
+				s.ExitCode = tt.exitCode
 			}
-			sum, out := run(t, s)
+			sum, out := golden.Run(t, newDecoder(), s)
 			if out.SessionID != tt.sessionID {
 				t.Errorf("SessionID = %q, want %q", out.SessionID, tt.sessionID)
 			}
@@ -90,7 +92,7 @@ func TestGolden(t *testing.T) {
 			if tt.errIs == nil && (errors.Is(out.Err, invoker.ErrAuthRequired) || errors.Is(out.Err, invoker.ErrRateLimited)) {
 				t.Errorf("Err = %v, want no auth or rate-limit sentinel", out.Err)
 			}
-			checkGolden(t, tt.file, sum)
+			golden.Check(t, tt.file, sum)
 		})
 	}
 	files, _ := filepath.Glob("testdata/*")
@@ -104,7 +106,7 @@ func TestGolden(t *testing.T) {
 
 func TestToolResultCarriesCall(t *testing.T) {
 	d := newDecoder()
-	evs := decodeAll(t, d,
+	evs := golden.DecodeAll(t, d,
 		`{"type":"tool_use","tool_name":"read_file","tool_id":"r1","parameters":{"path":"a.go"}}`,
 		`{"type":"tool_use","tool_name":"glob","tool_id":"g1","parameters":{"pattern":"*"}}`,
 		`{"type":"tool_result","tool_id":"r1","status":"error","error":{"type":"file_not_found","message":"no such file"}}`,
@@ -112,8 +114,8 @@ func TestToolResultCarriesCall(t *testing.T) {
 		`{"type":"tool_result","tool_id":"unknown","status":"success","output":"x"}`,
 	)
 	want := []invoker.EventKind{invoker.KindToolCall, invoker.KindToolCall, invoker.KindToolResult, invoker.KindToolResult, invoker.KindToolResult}
-	if !equalKinds(kinds(evs), want) {
-		t.Fatalf("kinds = %v, want %v", kinds(evs), want)
+	if !slices.Equal(golden.Kinds(evs), want) {
+		t.Fatalf("kinds = %v, want %v", golden.Kinds(evs), want)
 	}
 	r := evs[2].Tool
 	if r.Name != "read_file" || r.ID != "r1" || string(r.Input) != `{"path":"a.go"}` || r.Output != "no such file" || r.Status != "error" {
@@ -141,7 +143,7 @@ func TestDecodeMisc(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			if got := kinds(decodeAll(t, newDecoder(), tt.lines...)); !equalKinds(got, tt.want) {
+			if got := golden.Kinds(golden.DecodeAll(t, newDecoder(), tt.lines...)); !slices.Equal(got, tt.want) {
 				t.Errorf("kinds = %v, want %v", got, tt.want)
 			}
 		})
@@ -196,7 +198,7 @@ func TestOutcomeExitCodes(t *testing.T) {
 	}
 	for _, tt := range tests {
 		d := newDecoder()
-		decodeAll(t, d, `{"type":"init","session_id":"S","model":"m"}`, `{"type":"message","role":"assistant","content":"part","delta":true}`)
+		golden.DecodeAll(t, d, `{"type":"init","session_id":"S","model":"m"}`, `{"type":"message","role":"assistant","content":"part","delta":true}`)
 		out := d.Outcome(tt.code, tt.stderr)
 		if out.Success || out.SessionID != "S" || out.Text != "part" {
 			t.Errorf("exit %d: Outcome = %+v", tt.code, out)

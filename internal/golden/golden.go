@@ -1,4 +1,7 @@
-package codex
+// Package golden runs the backends' decoders over captures of the real
+// CLIs (testdata/*.stdout, *.stderr, *.meta and the older *.json) and
+// compares what they decode with golden summaries, rewritten with -update.
+package golden
 
 import (
 	"bufio"
@@ -16,24 +19,24 @@ import (
 
 var update = flag.Bool("update", false, "rewrite testdata/*.golden from the decoder's output")
 
-// sample is one captured run of the real CLI: its stdout lines, stderr and
-// exit status.
-type sample struct {
-	lines    [][]byte
-	stderr   string
-	exitCode int
+// A Sample is one captured run of the real CLI: its stdout lines, stderr
+// and exit status.
+type Sample struct {
+	Lines    [][]byte
+	Stderr   string
+	ExitCode int
 }
 
-// loadSample reads testdata/name: a .stdout capture (with .stderr and .meta
+// Load reads testdata/name: a .stdout capture (with .stderr and .meta
 // beside it when present) or a 2025 .json capture holding the events, the
 // return code and stderr.
-func loadSample(t *testing.T, name string) sample {
+func Load(t testing.TB, name string) Sample {
 	t.Helper()
 	data, err := os.ReadFile(filepath.Join("testdata", name))
 	if err != nil {
 		t.Fatal(err)
 	}
-	var s sample
+	var s Sample
 	if strings.HasSuffix(name, ".json") {
 		var rec struct {
 			ReturnCode int               `json:"returncode"`
@@ -48,35 +51,35 @@ func loadSample(t *testing.T, name string) sample {
 			if err := json.Compact(&b, ev); err != nil {
 				t.Fatal(err)
 			}
-			s.lines = append(s.lines, b.Bytes())
+			s.Lines = append(s.Lines, b.Bytes())
 		}
-		s.stderr, s.exitCode = rec.Stderr, rec.ReturnCode
+		s.Stderr, s.ExitCode = rec.Stderr, rec.ReturnCode
 		return s
 	}
 	sc := bufio.NewScanner(bytes.NewReader(data))
 	sc.Buffer(nil, 64<<20)
 	for sc.Scan() {
 		if len(bytes.TrimSpace(sc.Bytes())) > 0 {
-			s.lines = append(s.lines, bytes.Clone(sc.Bytes()))
+			s.Lines = append(s.Lines, bytes.Clone(sc.Bytes()))
 		}
 	}
 	base := strings.TrimSuffix(name, ".stdout")
 	if b, err := os.ReadFile(filepath.Join("testdata", base+".stderr")); err == nil {
-		s.stderr = string(b)
+		s.Stderr = string(b)
 	}
 	if b, err := os.ReadFile(filepath.Join("testdata", base+".meta")); err == nil {
 		for _, f := range strings.Fields(string(b)) {
 			if v, ok := strings.CutPrefix(f, "rc="); ok {
-				s.exitCode, _ = strconv.Atoi(v)
+				s.ExitCode, _ = strconv.Atoi(v)
 			}
 		}
 	}
 	return s
 }
 
-// summary is what a golden file holds: the events without Raw, and the
+// A Summary is what a golden file holds: the events without Raw, and the
 // outcome.
-type summary struct {
+type Summary struct {
 	Events  []invoker.Event `json:"events"`
 	Outcome struct {
 		SessionID string        `json:"session_id"`
@@ -87,13 +90,13 @@ type summary struct {
 	} `json:"outcome"`
 }
 
-// run decodes a sample like the engine does and checks the invariants every
-// line must keep: no fatal error, no stderr signature, Raw kept.
-func run(t *testing.T, s sample) (summary, invoker.Outcome) {
+// Run decodes a sample with d like the engine does and checks the
+// invariants every line must keep: no fatal error, at least one event, Raw
+// kept, events that marshal, and no fatal signature in normal stderr.
+func Run(t testing.TB, d invoker.Decoder, s Sample) (Summary, invoker.Outcome) {
 	t.Helper()
-	d := newDecoder()
-	var sum summary
-	for _, l := range s.lines {
+	var sum Summary
+	for _, l := range s.Lines {
 		evs, err := d.Decode(l)
 		if err != nil {
 			t.Errorf("Decode(%.80s) error = %v, want nil", l, err)
@@ -112,12 +115,12 @@ func run(t *testing.T, s sample) (summary, invoker.Outcome) {
 			sum.Events = append(sum.Events, ev)
 		}
 	}
-	for l := range strings.Lines(s.stderr) {
+	for l := range strings.Lines(s.Stderr) {
 		if err := d.Stderr([]byte(strings.TrimRight(l, "\n"))); err != nil {
 			t.Errorf("Stderr(%q) = %v, want nil for normal noise", l, err)
 		}
 	}
-	out := d.Outcome(s.exitCode, s.stderr)
+	out := d.Outcome(s.ExitCode, s.Stderr)
 	sum.Outcome.SessionID, sum.Outcome.Text, sum.Outcome.Usage, sum.Outcome.Success = out.SessionID, out.Text, out.Usage, out.Success
 	if out.Err != nil {
 		sum.Outcome.Err = out.Err.Error()
@@ -125,9 +128,9 @@ func run(t *testing.T, s sample) (summary, invoker.Outcome) {
 	return sum, out
 }
 
-// checkGolden compares sum with testdata/<file>.golden, or rewrites it
-// with -update.
-func checkGolden(t *testing.T, file string, sum summary) {
+// Check compares sum with testdata/<file>.golden, or rewrites it with
+// -update.
+func Check(t testing.TB, file string, sum Summary) {
 	t.Helper()
 	got, err := json.MarshalIndent(sum, "", "  ")
 	if err != nil {
@@ -150,7 +153,9 @@ func checkGolden(t *testing.T, file string, sum summary) {
 	}
 }
 
-func decodeAll(t *testing.T, d *decoder, lines ...string) []invoker.Event {
+// DecodeAll decodes lines with d and returns all their events; a fatal
+// error fails the test.
+func DecodeAll(t testing.TB, d invoker.Decoder, lines ...string) []invoker.Event {
 	t.Helper()
 	var all []invoker.Event
 	for _, l := range lines {
@@ -163,22 +168,11 @@ func decodeAll(t *testing.T, d *decoder, lines ...string) []invoker.Event {
 	return all
 }
 
-func kinds(evs []invoker.Event) []invoker.EventKind {
+// Kinds returns the kinds of evs, in order.
+func Kinds(evs []invoker.Event) []invoker.EventKind {
 	var ks []invoker.EventKind
 	for _, ev := range evs {
 		ks = append(ks, ev.Kind)
 	}
 	return ks
-}
-
-func equalKinds(a, b []invoker.EventKind) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for i := range a {
-		if a[i] != b[i] {
-			return false
-		}
-	}
-	return true
 }

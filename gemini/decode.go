@@ -199,24 +199,10 @@ func (d *decoder) Outcome(exitCode int, stderr string) invoker.Outcome {
 		if expl == "" {
 			break
 		}
-		ee := &invoker.ExitError{Code: exitCode, Stderr: stderr, Explanation: expl}
-		if s := exitSentinel(exitCode); s != nil {
-			out.Err = &exitError{ExitError: ee, sentinel: s}
-		} else {
-			out.Err = ee
-		}
+		out.Err = &invoker.ExitError{Code: exitCode, Stderr: stderr, Explanation: expl, Err: exitSentinel(exitCode)}
 	}
 	return out
 }
-
-// exitError is an *invoker.ExitError that also matches a sentinel such as
-// ErrAuthRequired with errors.Is. invoker.ExitError has no Unwrap.
-type exitError struct {
-	*invoker.ExitError
-	sentinel error
-}
-
-func (e *exitError) Unwrap() []error { return []error{e.ExitError, e.sentinel} }
 
 // explainExit says what a Gemini exit status means.
 func explainExit(code int) string {

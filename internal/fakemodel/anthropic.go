@@ -1,0 +1,211 @@
+package fakemodel
+
+import (
+	"encoding/json"
+	"net/http"
+	"strings"
+)
+
+// anthropicRequest is the part of a Messages request the fake looks at.
+type anthropicRequest struct {
+	Model    string            `json:"model"`
+	Stream   bool              `json:"stream"`
+	Tools    []json.RawMessage `json:"tools"`
+	Messages []struct {
+		Content json.RawMessage `json:"content"` // a string or blocks
+	} `json:"messages"`
+}
+
+func (s *Server) anthropic(w http.ResponseWriter, r *http.Request, req Request) {
+	if r.Method != http.MethodPost {
+		s.record(req)
+		anthropicError(w, http.StatusMethodNotAllowed, "fakemodel: use POST")
+		return
+	}
+	if strings.HasSuffix(req.Path, "/count_tokens") {
+		s.record(req)
+		writeJSON(w, http.StatusOK, obj{"input_tokens": inputTokens})
+		return
+	}
+	var body anthropicRequest
+	if err := json.Unmarshal(req.Body, &body); err != nil {
+		s.record(req)
+		anthropicError(w, http.StatusBadRequest, "fakemodel: "+err.Error())
+		return
+	}
+	// Claude Code's side requests (session title, quota check) carry no
+	// tools; a model turn of the agent always offers some.
+	if len(body.Tools) == 0 {
+		s.record(req)
+		s.anthropicAnswer(w, r, body, Answer("fakemodel"))
+		return
+	}
+	req.Scripted = true
+	s.record(req)
+	t, ok := s.next()
+	if !ok {
+		anthropicError(w, http.StatusInternalServerError, noTurnLeft)
+		return
+	}
+	s.anthropicAnswer(w, r, body, t)
+}
+
+const noTurnLeft = "fakemodel: no scripted turn left"
+
+func (s *Server) anthropicAnswer(w http.ResponseWriter, r *http.Request, body anthropicRequest, t Turn) {
+	if t.Status >= 400 {
+		anthropicError(w, t.Status, t.Message)
+		return
+	}
+	text := t.Text
+	if t.EchoToolResult {
+		text += anthropicToolResult(body)
+	}
+	msgID := s.id("msg")
+	var toolID string
+	if t.Shell != "" {
+		toolID = s.id("toolu")
+	}
+	stop := "end_turn"
+	if t.Shell != "" {
+		stop = "tool_use"
+	}
+	usage := obj{"input_tokens": inputTokens, "output_tokens": outputTokens}
+	model := body.Model
+	if model == "" {
+		model = "claude-fake"
+	}
+
+	if !body.Stream {
+		if t.Stall {
+			w.Header().Set("Content-Type", "application/json")
+			w.WriteHeader(http.StatusOK)
+			_ = http.NewResponseController(w).Flush()
+			s.stall(r)
+			return
+		}
+		var content []obj
+		if text != "" || t.Shell == "" {
+			content = append(content, obj{"type": "text", "text": text})
+		}
+		if t.Shell != "" {
+			content = append(content, obj{"type": "tool_use", "id": toolID, "name": "Bash", "input": bashInput(t.Shell)})
+		}
+		writeJSON(w, http.StatusOK, obj{
+			"id": msgID, "type": "message", "role": "assistant", "model": model,
+			"content": content, "stop_reason": stop, "stop_sequence": nil, "usage": usage,
+		})
+		return
+	}
+
+	e := startSSE(w)
+	e.event("message_start", obj{"type": "message_start", "message": obj{
+		"id": msgID, "type": "message", "role": "assistant", "model": model,
+		"content": []obj{}, "stop_reason": nil, "stop_sequence": nil,
+		"usage": obj{"input_tokens": inputTokens, "output_tokens": 1},
+	}})
+	if t.Stall && text == "" {
+		s.stall(r)
+		return
+	}
+	index := 0
+	if text != "" || t.Shell == "" {
+		e.event("content_block_start", obj{"type": "content_block_start", "index": index,
+			"content_block": obj{"type": "text", "text": ""}})
+		for _, d := range deltas(text) {
+			e.event("content_block_delta", obj{"type": "content_block_delta", "index": index,
+				"delta": obj{"type": "text_delta", "text": d}})
+		}
+		if t.Stall {
+			s.stall(r)
+			return
+		}
+		e.event("content_block_stop", obj{"type": "content_block_stop", "index": index})
+		index++
+	}
+	if t.Shell != "" {
+		input, _ := json.Marshal(bashInput(t.Shell))
+		half := len(input) / 2 // the input arrives in two pieces, as from a real model
+		e.event("content_block_start", obj{"type": "content_block_start", "index": index,
+			"content_block": obj{"type": "tool_use", "id": toolID, "name": "Bash", "input": obj{}}})
+		for _, part := range []string{string(input[:half]), string(input[half:])} {
+			e.event("content_block_delta", obj{"type": "content_block_delta", "index": index,
+				"delta": obj{"type": "input_json_delta", "partial_json": part}})
+		}
+		e.event("content_block_stop", obj{"type": "content_block_stop", "index": index})
+	}
+	e.event("message_delta", obj{"type": "message_delta",
+		"delta": obj{"stop_reason": stop, "stop_sequence": nil},
+		"usage": obj{"output_tokens": outputTokens}})
+	e.event("message_stop", obj{"type": "message_stop"})
+}
+
+func bashInput(command string) obj {
+	return obj{"command": command, "description": "Run a shell command"}
+}
+
+// anthropicError answers with the Messages API's error JSON. The
+// x-should-retry header tells the Anthropic SDK not to retry even when the
+// CLI's retries were left on.
+func anthropicError(w http.ResponseWriter, status int, message string) {
+	typ := "api_error"
+	switch status {
+	case http.StatusBadRequest:
+		typ = "invalid_request_error"
+	case http.StatusUnauthorized:
+		typ = "authentication_error"
+	case http.StatusForbidden:
+		typ = "permission_error"
+	case http.StatusNotFound:
+		typ = "not_found_error"
+	case http.StatusRequestEntityTooLarge:
+		typ = "request_too_large"
+	case http.StatusTooManyRequests:
+		typ = "rate_limit_error"
+	case 529:
+		typ = "overloaded_error"
+	}
+	w.Header().Set("x-should-retry", "false")
+	w.Header().Set("request-id", "req_fakemodel")
+	writeJSON(w, status, obj{"type": "error", "error": obj{"type": typ, "message": message}})
+}
+
+// anthropicToolResult returns the text of the last tool_result block in the
+// request, or "".
+func anthropicToolResult(body anthropicRequest) string {
+	for i := len(body.Messages) - 1; i >= 0; i-- {
+		var blocks []struct {
+			Type    string          `json:"type"`
+			Content json.RawMessage `json:"content"`
+		}
+		if json.Unmarshal(body.Messages[i].Content, &blocks) != nil {
+			continue // a plain string
+		}
+		for j := len(blocks) - 1; j >= 0; j-- {
+			if blocks[j].Type == "tool_result" {
+				return textOf(blocks[j].Content)
+			}
+		}
+	}
+	return ""
+}
+
+// textOf returns a JSON string's value, or the concatenated "text" fields of
+// an array of content parts, or the raw JSON.
+func textOf(raw json.RawMessage) string {
+	var s string
+	if json.Unmarshal(raw, &s) == nil {
+		return s
+	}
+	var parts []struct {
+		Text string `json:"text"`
+	}
+	if json.Unmarshal(raw, &parts) == nil {
+		var b strings.Builder
+		for _, p := range parts {
+			b.WriteString(p.Text)
+		}
+		return b.String()
+	}
+	return string(raw)
+}

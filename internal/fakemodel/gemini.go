@@ -1,0 +1,163 @@
+package fakemodel
+
+import (
+	"encoding/json"
+	"net/http"
+	"strings"
+)
+
+// geminiRequest is the part of a generateContent request the fake looks at.
+type geminiRequest struct {
+	Contents []struct {
+		Parts []struct {
+			FunctionResponse *struct {
+				Response json.RawMessage `json:"response"`
+			} `json:"functionResponse"`
+		} `json:"parts"`
+	} `json:"contents"`
+}
+
+// geminiRouting answers Gemini CLI's non-streaming side calls. With model
+// "auto" it first asks a classifier for
+// {complexity_reasoning, complexity_score 1..100}; other JSON side calls
+// (such as a next-speaker check) get the keys they look for. Unknown keys
+// are ignored by the CLI's schema checks.
+const geminiRouting = `{"complexity_reasoning":"fakemodel","complexity_score":10,"reasoning":"fakemodel","next_speaker":"user"}`
+
+func (s *Server) gemini(w http.ResponseWriter, r *http.Request, req Request) {
+	// The path is /v1beta/models/{model}:{method}.
+	rest := req.Path[strings.Index(req.Path, "/models/")+len("/models/"):]
+	model, method, _ := strings.Cut(rest, ":")
+	if r.Method != http.MethodPost {
+		s.record(req)
+		geminiError(w, http.StatusMethodNotAllowed, "fakemodel: use POST")
+		return
+	}
+	var body geminiRequest
+	if err := json.Unmarshal(req.Body, &body); err != nil {
+		s.record(req)
+		geminiError(w, http.StatusBadRequest, "fakemodel: "+err.Error())
+		return
+	}
+	switch method {
+	case "countTokens":
+		s.record(req)
+		writeJSON(w, http.StatusOK, obj{"totalTokens": inputTokens})
+		return
+	case "generateContent":
+		s.record(req)
+		writeJSON(w, http.StatusOK, obj{
+			"candidates":    []obj{geminiCandidate([]obj{{"text": geminiRouting}}, true)},
+			"usageMetadata": geminiUsage(),
+			"modelVersion":  model,
+		})
+		return
+	case "streamGenerateContent":
+	default:
+		s.record(req)
+		geminiError(w, http.StatusNotFound, "fakemodel: unknown method "+method)
+		return
+	}
+
+	req.Scripted = true
+	s.record(req)
+	t, ok := s.next()
+	if !ok {
+		geminiError(w, http.StatusInternalServerError, noTurnLeft)
+		return
+	}
+	if t.Status >= 400 {
+		geminiError(w, t.Status, t.Message)
+		return
+	}
+	text := t.Text
+	if t.EchoToolResult {
+		text += geminiToolResult(body)
+	}
+
+	e := startSSE(w)
+	chunk := func(parts []obj, last bool) {
+		c := obj{"candidates": []obj{geminiCandidate(parts, last)}, "modelVersion": model}
+		if last {
+			c["usageMetadata"] = geminiUsage()
+		}
+		e.event("", c) // Gemini's SSE is data-only
+	}
+	ds := deltas(text)
+	if t.Stall {
+		for _, d := range ds {
+			chunk([]obj{{"text": d}}, false)
+		}
+		s.stall(r)
+		return
+	}
+	if len(ds) == 0 && t.Shell == "" {
+		ds = []string{""}
+	}
+	for i, d := range ds {
+		chunk([]obj{{"text": d}}, t.Shell == "" && i == len(ds)-1)
+	}
+	if t.Shell != "" {
+		chunk([]obj{{"functionCall": obj{"name": "run_shell_command",
+			"args": obj{"command": t.Shell, "description": "Run a shell command"}}}}, true)
+	}
+}
+
+// geminiCandidate returns a candidate holding parts; the last one of a
+// stream carries finishReason, without which the CLI reports an error.
+func geminiCandidate(parts []obj, last bool) obj {
+	c := obj{"content": obj{"role": "model", "parts": parts}, "index": 0}
+	if last {
+		c["finishReason"] = "STOP"
+	}
+	return c
+}
+
+func geminiUsage() obj {
+	return obj{"promptTokenCount": inputTokens, "candidatesTokenCount": outputTokens,
+		"totalTokenCount": inputTokens + outputTokens}
+}
+
+// geminiError answers with the Google API error JSON.
+func geminiError(w http.ResponseWriter, status int, message string) {
+	name := "UNKNOWN"
+	switch status {
+	case http.StatusBadRequest:
+		name = "INVALID_ARGUMENT"
+	case http.StatusUnauthorized:
+		name = "UNAUTHENTICATED"
+	case http.StatusForbidden:
+		name = "PERMISSION_DENIED"
+	case http.StatusNotFound:
+		name = "NOT_FOUND"
+	case http.StatusTooManyRequests:
+		name = "RESOURCE_EXHAUSTED"
+	case http.StatusInternalServerError:
+		name = "INTERNAL"
+	case http.StatusServiceUnavailable:
+		name = "UNAVAILABLE"
+	}
+	writeJSON(w, status, obj{"error": obj{"code": status, "message": message, "status": name}})
+}
+
+// geminiToolResult returns the output of the last functionResponse in the
+// request: its "output" field when it is a string, else its JSON.
+func geminiToolResult(body geminiRequest) string {
+	for i := len(body.Contents) - 1; i >= 0; i-- {
+		parts := body.Contents[i].Parts
+		for j := len(parts) - 1; j >= 0; j-- {
+			fr := parts[j].FunctionResponse
+			if fr == nil {
+				continue
+			}
+			var out struct {
+				Output *string `json:"output"`
+			}
+			if json.Unmarshal(fr.Response, &out) == nil && out.Output != nil {
+				return *out.Output
+			}
+			return string(fr.Response)
+		}
+	}
+	return ""
+}

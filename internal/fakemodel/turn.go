@@ -1,0 +1,127 @@
+package fakemodel
+
+import (
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"strings"
+)
+
+// A Turn is one scripted model response. The fields combine: Text is
+// streamed first, then the tool call of Shell; Stall stops after the start
+// of the response; Status replaces everything with an HTTP error. The zero
+// Turn is an empty answer.
+type Turn struct {
+	// Text is the answer, streamed in several deltas (one per word).
+	Text string
+
+	// EchoToolResult appends to Text the output of the last tool result
+	// found in the request (Anthropic tool_result, OpenAI
+	// function_call_output, Gemini functionResponse), so a test can see
+	// that the tool really ran.
+	EchoToolResult bool
+
+	// Shell, when not empty, ends the turn with a call of the CLI's shell
+	// tool running this command: Anthropic tool_use Bash {"command"},
+	// OpenAI function_call exec_command {"cmd"}, Gemini functionCall
+	// run_shell_command {"command"}. The CLI sends the tool's output with
+	// its next request, which takes the next Turn.
+	Shell string
+
+	// Stall sends the response headers, the opening event and the deltas
+	// of Text, then nothing more until the client goes away or the Server
+	// closes.
+	Stall bool
+
+	// Status, when 400 or more, answers with this HTTP status and the API's
+	// error JSON carrying Message.
+	Status  int
+	Message string
+}
+
+// Answer returns a Turn that answers text.
+func Answer(text string) Turn { return Turn{Text: text} }
+
+// Shell returns a Turn that asks the CLI to run command with its shell tool.
+func Shell(command string) Turn { return Turn{Shell: command} }
+
+// EchoToolResult returns a Turn that answers prefix followed by the output
+// of the tool result the CLI sent.
+func EchoToolResult(prefix string) Turn { return Turn{Text: prefix, EchoToolResult: true} }
+
+// Stall returns a Turn that starts a response, streams partial (which may be
+// empty) and then hangs until the client goes away.
+func Stall(partial string) Turn { return Turn{Text: partial, Stall: true} }
+
+// Fail returns a Turn that answers with the HTTP status and the API's error
+// JSON. With an empty message, the status text is used.
+func Fail(status int, message string) Turn {
+	if message == "" {
+		message = http.StatusText(status)
+	}
+	return Turn{Status: status, Message: message}
+}
+
+// deltas splits text into the pieces streamed one by one: words with their
+// trailing space.
+func deltas(text string) []string {
+	if text == "" {
+		return nil
+	}
+	return strings.SplitAfter(text, " ")
+}
+
+// Token usage reported in every answer.
+const (
+	inputTokens  = 11
+	outputTokens = 5
+)
+
+// sse writes server-sent events and flushes each one.
+type sse struct {
+	w  http.ResponseWriter
+	rc *http.ResponseController
+}
+
+func startSSE(w http.ResponseWriter) *sse {
+	w.Header().Set("Content-Type", "text/event-stream")
+	w.Header().Set("Cache-Control", "no-cache")
+	w.WriteHeader(http.StatusOK)
+	e := &sse{w: w, rc: http.NewResponseController(w)}
+	e.flush()
+	return e
+}
+
+// event writes "event: name" and the JSON of v as data. An empty name
+// writes a data-only event.
+func (e *sse) event(name string, v any) {
+	b, err := json.Marshal(v)
+	if err != nil {
+		panic("fakemodel: " + err.Error()) // only our own maps are marshalled
+	}
+	if name != "" {
+		fmt.Fprintf(e.w, "event: %s\n", name)
+	}
+	fmt.Fprintf(e.w, "data: %s\n\n", b)
+	e.flush()
+}
+
+func (e *sse) flush() { _ = e.rc.Flush() }
+
+// stall blocks until the client goes away or the server closes.
+func (s *Server) stall(r *http.Request) {
+	select {
+	case <-r.Context().Done():
+	case <-s.closing:
+	}
+}
+
+// writeJSON answers v as JSON with the given status.
+func writeJSON(w http.ResponseWriter, status int, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	_ = json.NewEncoder(w).Encode(v)
+}
+
+// obj is shorthand for the JSON objects the handlers build.
+type obj = map[string]any

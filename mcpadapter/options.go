@@ -2,7 +2,6 @@ package mcpadapter
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"log/slog"
 	"math"
@@ -220,5 +219,12 @@ func (c *config) allowedPermissions() []invoker.Permission {
 }
 
 // errServerStopping is the cancellation cause of runs stopped because
-// Options.Context is done.
-var errServerStopping = errors.New("the server is shutting down")
+// Options.Context is done. It matches context.Canceled, so that a run's
+// error reads as a cancellation whether the invoker returns ctx.Err() or
+// context.Cause(ctx).
+var errServerStopping error = cancelCause("the server is shutting down")
+
+type cancelCause string
+
+func (e cancelCause) Error() string      { return string(e) }
+func (cancelCause) Is(target error) bool { return target == context.Canceled }

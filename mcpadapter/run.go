@@ -345,7 +345,7 @@ func (t *tool) output(ctx context.Context, res *invoker.Result, err error) Outpu
 		// The invoker checks requests before starting anything too.
 		out.Status = StatusRefused
 		out.Error = strings.TrimPrefix(err.Error(), errRefused.Error()+": ")
-	case ctx.Err() != nil && (errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded)):
+	case ctx.Err() != nil && (errors.Is(err, ctx.Err()) || errors.Is(err, context.Cause(ctx))):
 		out.Status = StatusCancelled
 		out.Error = cancelReason(ctx, err)
 	default:
@@ -389,6 +389,9 @@ type siblingFailed struct {
 func (e *siblingFailed) Error() string {
 	return fmt.Sprintf("task %d %s and fail_fast is set", e.index, e.status)
 }
+
+// Is makes the cause match context.Canceled, like errServerStopping.
+func (e *siblingFailed) Is(target error) bool { return target == context.Canceled }
 
 // record writes the transcript line and the log record of a finished run.
 func (t *tool) record(toolName string, index *int, req *invoker.Request, res *invoker.Result, out Output, start time.Time) {

@@ -2,11 +2,11 @@ package claude
 
 import (
 	"encoding/json"
-	"errors"
 	"fmt"
 	"regexp"
 	"strings"
 
+	"github.com/clinvoke/clinvoke/internal/streamjson"
 	"github.com/clinvoke/clinvoke/invoker"
 )
 
@@ -127,7 +127,7 @@ func newDecoder() *decoder { return &decoder{calls: make(map[string]call)} }
 func (d *decoder) Decode(b []byte) ([]invoker.Event, error) {
 	var l line
 	if err := json.Unmarshal(b, &l); err != nil {
-		return []invoker.Event{malformed(b, err)}, nil
+		return []invoker.Event{streamjson.Malformed(b, err)}, nil
 	}
 	raw := json.RawMessage(b)
 	if l.SessionID != "" {
@@ -180,7 +180,7 @@ func (d *decoder) Decode(b []byte) ([]invoker.Event, error) {
 				e.Text = c.Thinking
 				evs = append(evs, e)
 			case "tool_use", "server_tool_use", "mcp_tool_use":
-				input := validOrNil(c.Input)
+				input := streamjson.ValidOrNil(c.Input)
 				d.calls[c.ID] = call{name: c.Name, input: input}
 				e := ev(invoker.KindToolCall)
 				e.Tool = &invoker.Tool{Name: c.Name, ID: c.ID, Input: input}
@@ -454,36 +454,4 @@ func classify(msg string) error {
 		return invoker.ErrRateLimited
 	}
 	return nil
-}
-
-// malformed reports a stdout line that is not a JSON event. Raw keeps the
-// line only when it is valid JSON (a non-object), so that an Event can
-// always be marshalled; the text shows the start of the line.
-func malformed(b []byte, err error) invoker.Event {
-	ev := invoker.Event{Kind: invoker.KindWarning}
-	var syn *json.SyntaxError
-	if !errors.As(err, &syn) && json.Valid(b) {
-		ev.Raw = json.RawMessage(b)
-		ev.Text = "unexpected JSON value on stdout: " + err.Error()
-		return ev
-	}
-	ev.Text = "not a JSON event on stdout: " + preview(b)
-	return ev
-}
-
-// preview returns the start of b as valid UTF-8 for a message.
-func preview(b []byte) string {
-	const max = 200
-	s := strings.ToValidUTF8(string(b[:min(len(b), max)]), "\uFFFD")
-	if len(b) > max {
-		s += "..."
-	}
-	return s
-}
-
-func validOrNil(raw json.RawMessage) json.RawMessage {
-	if len(raw) == 0 || !json.Valid(raw) {
-		return nil
-	}
-	return raw
 }

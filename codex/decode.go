@@ -2,11 +2,11 @@ package codex
 
 import (
 	"encoding/json"
-	"errors"
 	"fmt"
 	"regexp"
 	"strings"
 
+	"github.com/clinvoke/clinvoke/internal/streamjson"
 	"github.com/clinvoke/clinvoke/invoker"
 )
 
@@ -86,7 +86,7 @@ func newDecoder() *decoder { return &decoder{called: make(map[string]bool)} }
 func (d *decoder) Decode(b []byte) ([]invoker.Event, error) {
 	var l line
 	if err := json.Unmarshal(b, &l); err != nil {
-		return []invoker.Event{malformed(b, err)}, nil
+		return []invoker.Event{streamjson.Malformed(b, err)}, nil
 	}
 	raw := json.RawMessage(b)
 	switch l.Type {
@@ -202,7 +202,7 @@ func toolOf(it *item) (*invoker.Tool, bool) {
 		// Named like Claude Code names MCP tools, so names compare across
 		// backends.
 		t.Name = "mcp__" + it.Server + "__" + it.Tool
-		t.Input = validOrNil(it.Arguments)
+		t.Input = streamjson.ValidOrNil(it.Arguments)
 		switch {
 		case it.Error != nil && it.Error.Message != "":
 			t.Output = it.Error.Message
@@ -337,31 +337,6 @@ func classify(msg string) error {
 	return nil
 }
 
-// malformed reports a stdout line that is not a JSON event. Raw keeps the
-// line only when it is valid JSON (a non-object), so that an Event can
-// always be marshalled; the text shows the start of the line.
-func malformed(b []byte, err error) invoker.Event {
-	ev := invoker.Event{Kind: invoker.KindWarning}
-	var syn *json.SyntaxError
-	if !errors.As(err, &syn) && json.Valid(b) {
-		ev.Raw = json.RawMessage(b)
-		ev.Text = "unexpected JSON value on stdout: " + err.Error()
-		return ev
-	}
-	ev.Text = "not a JSON event on stdout: " + preview(b)
-	return ev
-}
-
-// preview returns the start of b as valid UTF-8 for a message.
-func preview(b []byte) string {
-	const max = 200
-	s := strings.ToValidUTF8(string(b[:min(len(b), max)]), "\uFFFD")
-	if len(b) > max {
-		s += "..."
-	}
-	return s
-}
-
 func mustJSON(v any) json.RawMessage {
 	b, err := json.Marshal(v)
 	if err != nil {
@@ -376,11 +351,4 @@ func objectWith(key string, raw json.RawMessage) json.RawMessage {
 		return nil
 	}
 	return mustJSON(map[string]json.RawMessage{key: raw})
-}
-
-func validOrNil(raw json.RawMessage) json.RawMessage {
-	if len(raw) == 0 || !json.Valid(raw) {
-		return nil
-	}
-	return raw
 }

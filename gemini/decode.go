@@ -3,11 +3,11 @@ package gemini
 import (
 	"bytes"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"regexp"
 	"strings"
 
+	"github.com/clinvoke/clinvoke/internal/streamjson"
 	"github.com/clinvoke/clinvoke/invoker"
 )
 
@@ -72,7 +72,7 @@ func (d *decoder) Decode(b []byte) ([]invoker.Event, error) {
 		if err := stallSignature(b); err != nil {
 			return nil, err
 		}
-		return []invoker.Event{malformed(b, err)}, nil
+		return []invoker.Event{streamjson.Malformed(b, err)}, nil
 	}
 	raw := json.RawMessage(b)
 	switch l.Type {
@@ -91,7 +91,7 @@ func (d *decoder) Decode(b []byte) ([]invoker.Event, error) {
 		return []invoker.Event{{Kind: invoker.KindMessage, Text: l.Content, Delta: l.Delta, Raw: raw}}, nil
 
 	case "tool_use":
-		input := validOrNil(l.Parameters)
+		input := streamjson.ValidOrNil(l.Parameters)
 		d.calls[l.ToolID] = call{name: l.ToolName, input: input}
 		return []invoker.Event{{Kind: invoker.KindToolCall, Tool: &invoker.Tool{Name: l.ToolName, ID: l.ToolID, Input: input}, Raw: raw}}, nil
 
@@ -287,36 +287,4 @@ func classify(msg string) error {
 		return invoker.ErrRateLimited
 	}
 	return nil
-}
-
-// malformed reports a stdout line that is not a JSON event. Raw keeps the
-// line only when it is valid JSON (a non-object), so that an Event can
-// always be marshalled; the text shows the start of the line.
-func malformed(b []byte, err error) invoker.Event {
-	ev := invoker.Event{Kind: invoker.KindWarning}
-	var syn *json.SyntaxError
-	if !errors.As(err, &syn) && json.Valid(b) {
-		ev.Raw = json.RawMessage(b)
-		ev.Text = "unexpected JSON value on stdout: " + err.Error()
-		return ev
-	}
-	ev.Text = "not a JSON event on stdout: " + preview(b)
-	return ev
-}
-
-// preview returns the start of b as valid UTF-8 for a message.
-func preview(b []byte) string {
-	const max = 200
-	s := strings.ToValidUTF8(string(b[:min(len(b), max)]), "\uFFFD")
-	if len(b) > max {
-		s += "..."
-	}
-	return s
-}
-
-func validOrNil(raw json.RawMessage) json.RawMessage {
-	if len(raw) == 0 || !json.Valid(raw) {
-		return nil
-	}
-	return raw
 }

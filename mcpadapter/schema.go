@@ -13,14 +13,27 @@ import (
 // Input is the argument of a single-run tool (named after the invoker). Its
 // JSON schema is written out in full by Register: struct tags alone cannot
 // express the permission enum, the defaults or the per-CLI fields.
+//
+// In a task of a parallel call, Workdir, Permission, Model and SystemPrompt
+// default to the call's values.
 type Input struct {
-	Prompt       string   `json:"prompt"`
-	Workdir      string   `json:"workdir"`
-	Permission   string   `json:"permission,omitempty"`
-	Model        string   `json:"model,omitempty"`
-	SessionID    string   `json:"session_id,omitempty"`
-	SystemPrompt string   `json:"system_prompt,omitempty"`
-	Images       []string `json:"images,omitempty"`
+	// Prompt is the task; it must not be blank.
+	Prompt string `json:"prompt"`
+	// Workdir is the agent's working directory: absolute, existing, and
+	// under one of Options.Roots when roots are set.
+	Workdir string `json:"workdir"`
+	// Permission is "read-only", "workspace-write" or "unlimited", at most
+	// Options.MaxPermission; empty means Options.DefaultPermission.
+	Permission string `json:"permission,omitempty"`
+	// Model overrides the CLI's default model.
+	Model string `json:"model,omitempty"`
+	// SessionID resumes an earlier session.
+	SessionID string `json:"session_id,omitempty"`
+	// SystemPrompt adds instructions to the agent's system prompt.
+	SystemPrompt string `json:"system_prompt,omitempty"`
+	// Images are image files to attach (Codex), absolute or relative to
+	// Workdir, under the roots like Workdir.
+	Images []string `json:"images,omitempty"`
 }
 
 // Output is the structured content of a single-run tool's result, for
@@ -51,13 +64,21 @@ type Output struct {
 // ParallelInput is the argument of a parallel tool (named after the invoker
 // with the suffix "_parallel").
 type ParallelInput struct {
-	Tasks        []Input `json:"tasks"`
-	Workdir      string  `json:"workdir,omitempty"`
-	Permission   string  `json:"permission,omitempty"`
-	Model        string  `json:"model,omitempty"`
-	SystemPrompt string  `json:"system_prompt,omitempty"`
-	MaxParallel  int     `json:"max_parallel,omitempty"`
-	FailFast     bool    `json:"fail_fast,omitempty"`
+	// Tasks are the independent turns to run: 1 to Options.MaxTasks.
+	Tasks []Input `json:"tasks"`
+	// Workdir, Permission, Model and SystemPrompt are the defaults of the
+	// tasks that leave them empty.
+	Workdir      string `json:"workdir,omitempty"`
+	Permission   string `json:"permission,omitempty"`
+	Model        string `json:"model,omitempty"`
+	SystemPrompt string `json:"system_prompt,omitempty"`
+	// MaxParallel bounds how many tasks of this call run at once; zero
+	// means all (Options.MaxConcurrent still applies).
+	MaxParallel int `json:"max_parallel,omitempty"`
+	// FailFast makes the first task that does not complete cancel the
+	// tasks still running or waiting. Without it, a failure cancels
+	// nothing.
+	FailFast bool `json:"fail_fast,omitempty"`
 }
 
 // ParallelOutput is the structured content of a parallel tool's result.

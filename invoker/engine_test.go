@@ -427,3 +427,22 @@ func (w tlogWriter) Write(p []byte) (int, error) {
 	w.t.Log(strings.TrimSpace(string(p)))
 	return len(p), nil
 }
+
+// A cause given with context.WithCancelCause is kept, and the error still
+// matches context.Canceled.
+func TestCancelCause(t *testing.T) {
+	f := newFixture(t, fakeagent.Script{Chunks: 2, StallFor: time.Minute}, fastLadder...)
+	cause := errors.New("the user pressed stop")
+	ctx, cancel := context.WithCancelCause(context.Background())
+	defer cancel(nil)
+	f.req.OnEvent = func(ev invoker.Event) {
+		if ev.Kind == invoker.KindMessage {
+			cancel(cause)
+		}
+	}
+	_, err := f.inv.Invoke(ctx, f.req)
+	if !errors.Is(err, context.Canceled) || !errors.Is(err, cause) {
+		t.Errorf("Invoke() error = %v, want it to match context.Canceled and the cause", err)
+	}
+	f.assertReaped(1)
+}

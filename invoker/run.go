@@ -122,6 +122,16 @@ func (r *run) execute() error {
 	}
 }
 
+// ctxError returns ctx's error, which callers match with errors.Is, with the
+// cancellation cause attached when the caller gave one.
+func ctxError(ctx context.Context) error {
+	err := ctx.Err()
+	if cause := context.Cause(ctx); cause != nil && cause != err {
+		return fmt.Errorf("%w: %w", err, cause)
+	}
+	return err
+}
+
 func isTimeout(err error) bool {
 	return errors.Is(err, ErrFirstEventTimeout) || errors.Is(err, ErrIdleTimeout)
 }
@@ -275,7 +285,7 @@ func (r *run) supervise() error {
 			return stopErr
 		case <-ctxDone:
 			ctxDone = nil
-			stop(context.Cause(r.ctx))
+			stop(ctxError(r.ctx))
 		case err := <-fatal:
 			fatal = nil
 			if r.panicked {

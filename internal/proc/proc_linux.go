@@ -132,7 +132,7 @@ func (t *Tree) signal(s Signal) error {
 		// a marker only the parent links, recorded now while they exist,
 		// let Kill find those orphans later. With a marker the scan is
 		// not needed, and the signal goes out without its delay.
-		if sn, err := theScanner().scan(math.MaxUint64); err == nil {
+		if sn, err := theScanner().scanSince(math.MaxUint64, t.sys.rootStart); err == nil {
 			t.sys.members(sn)
 		}
 	}
@@ -240,7 +240,7 @@ func (t *Tree) kill() Report {
 	}
 	var last *snapshot
 	for scans := 1; ; scans++ {
-		sn, err := theScanner().scan(minStart)
+		sn, err := theScanner().scanSince(minStart, s.rootStart)
 		if err != nil {
 			// Without /proc only the group can be reached.
 			t.log.Debug("proc: scan failed", "pid", t.pid, "err", err)
@@ -277,6 +277,9 @@ func (t *Tree) kill() Report {
 // known, so that later scans still find them after their parent links are
 // gone: the root, its process group and session, the processes carrying
 // the marker, those seen before, and every descendant of any of these.
+// Only processes started at or after the root count: every process of the
+// tree did, and the snapshot may or may not hold older ones (see scanner),
+// so ignoring them all keeps the answer independent of that.
 func (s *treeSys) members(sn *snapshot) []procInfo {
 	s.knownMu.Lock()
 	defer s.knownMu.Unlock()
@@ -284,7 +287,7 @@ func (s *treeSys) members(sn *snapshot) []procInfo {
 	var queue []int32
 	add := func(i int) {
 		p := &sn.procs[i]
-		if p.pid == s.host || p.pid <= 1 || in[p.pid] {
+		if p.pid == s.host || p.pid <= 1 || in[p.pid] || p.start < s.rootStart {
 			return
 		}
 		in[p.pid] = true
@@ -380,7 +383,7 @@ func awaitGone(pending []*victim, deadline time.Time) {
 // left to Wait.
 func (s *treeSys) reap(t *Tree, sn *snapshot, victims map[int32]*victim) {
 	for _, p := range sn.procs {
-		if !p.zombie() || p.ppid != s.host || p.pid == s.root {
+		if !p.zombie() || p.ppid != s.host || p.pid == s.root || p.start < s.rootStart {
 			continue
 		}
 		v := victims[p.pid]

@@ -136,6 +136,11 @@ func readStat(pid int32) (procInfo, error) {
 
 // A snapshot is one pass over /proc, shared by every Kill that asked for
 // it. It is never modified after the scan that made it.
+//
+// It holds every process started at or after the batch's freshFrom, read
+// during the scan; older processes may be left out (see scanner.old),
+// which is why a Tree looks in it only for processes started at or after
+// its root: every process of a tree is.
 type snapshot struct {
 	procs  []procInfo         // sorted by pid
 	kids   []int32            // indices into procs, sorted by ppid
@@ -166,6 +171,15 @@ func (s *snapshot) children(ppid int32) []int32 {
 // its members. Every member thus gets a scan that started after it asked,
 // which is all Kill needs to see processes forked before it asked.
 //
+// Reading a process's stat costs three system calls, and a host usually
+// has far more processes than its trees. So a scan skips the processes it
+// has seen before that started before every tree in the batch: getdents
+// returns each /proc/<pid> entry's inode number, and procfs gives a new
+// process a new inode (the old one's dentries are flushed when it is
+// reaped), so an unchanged (pid, inode) pair is the same process, whose
+// start time has not changed. Such a process can be no tree's member, and
+// a scan that finds nothing new costs a few getdents calls.
+//
 // It is package state, shared on purpose: it owns nothing a caller can
 // configure, only the coordination between Trees and a cache.
 type scanner struct {
@@ -178,6 +192,7 @@ type scanner struct {
 
 	// Used only by the goroutine running a scan (running == true).
 	envCache map[procKey]envResult
+	old      []oldProc // processes seen by the last scan, sorted by pid
 	dents    []byte
 	env      []byte
 	r        procReader
@@ -198,16 +213,30 @@ type envResult struct {
 	gen    uint64
 }
 
+// oldProc is what a scan remembers of a process for the next one.
+type oldProc struct {
+	pid   int32
+	ino   uint64 // inode number of /proc/<pid>; 0 if unknown
+	start uint64
+}
+
+// A dirent is a numeric entry of /proc.
+type dirent struct {
+	pid int32
+	ino uint64
+}
+
 type scanBatch struct {
-	minStart uint64 // read environments of processes started at or after
-	done     bool
+	minStart  uint64 // read environments of processes started at or after
+	freshFrom uint64 // read the stat of every process started at or after
+	done      bool
 	snap     *snapshot
 	err      error
 }
 
 var theScanner = sync.OnceValue(func() *scanner {
 	s := &scanner{
-		next:     &scanBatch{minStart: math.MaxUint64},
+		next:     newBatch(),
 		markers:  map[string]int{},
 		envCache: map[procKey]envResult{},
 		dents:    make([]byte, 8192),
@@ -216,6 +245,10 @@ var theScanner = sync.OnceValue(func() *scanner {
 	s.cond.L = &s.mu
 	return s
 })
+
+func newBatch() *scanBatch {
+	return &scanBatch{minStart: math.MaxUint64, freshFrom: math.MaxUint64}
+}
 
 // register adds a marker that scans look for in environments.
 func (s *scanner) register(marker string) {
@@ -244,24 +277,32 @@ func (s *scanner) unregister(marker string) {
 	s.markers = m
 }
 
-// scan returns a snapshot taken by a scan that started after the call.
-// Environments are read for processes started at or after minStart
-// (math.MaxUint64: none needed by this caller).
+// scan returns a snapshot of every process, taken by a scan that started
+// after the call. Environments are read for processes started at or after
+// minStart (math.MaxUint64: none needed by this caller).
 func (s *scanner) scan(minStart uint64) (*snapshot, error) {
+	return s.scanSince(minStart, 0)
+}
+
+// scanSince is scan for a Tree whose root started at freshFrom (clock
+// ticks after boot): the snapshot holds at least the processes started at
+// or after freshFrom, and may leave older ones out.
+func (s *scanner) scanSince(minStart, freshFrom uint64) (*snapshot, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	b := s.next
 	b.minStart = min(b.minStart, minStart)
+	b.freshFrom = min(b.freshFrom, freshFrom)
 	for !b.done {
 		if s.running {
 			s.cond.Wait()
 			continue
 		}
 		s.running = true
-		s.next = &scanBatch{minStart: math.MaxUint64}
+		s.next = newBatch()
 		markers, gen := s.markers, s.gen
 		s.mu.Unlock()
-		snap, err := s.run(b.minStart, markers, gen)
+		snap, err := s.run(b.minStart, b.freshFrom, markers, gen)
 		s.mu.Lock()
 		b.snap, b.err, b.done = snap, err, true
 		s.running = false
@@ -271,20 +312,34 @@ func (s *scanner) scan(minStart uint64) (*snapshot, error) {
 }
 
 // run performs one scan. Only one runs at a time.
-func (s *scanner) run(minStart uint64, markers map[string]int, gen uint64) (*snapshot, error) {
-	pids, err := s.pids()
+func (s *scanner) run(minStart, freshFrom uint64, markers map[string]int, gen uint64) (*snapshot, error) {
+	ents, err := s.pids()
 	if err != nil {
 		return nil, err
 	}
-	sn := &snapshot{procs: make([]procInfo, 0, len(pids))}
-	for _, pid := range pids {
-		p, err := s.r.stat(pid)
+	byPid := func(a, b procInfo) int { return cmp.Compare(a.pid, b.pid) }
+	sn := &snapshot{}
+	old := make([]oldProc, 0, len(ents))
+	for _, e := range ents {
+		if e.ino != 0 {
+			if i, ok := slices.BinarySearchFunc(s.old, e.pid, func(o oldProc, pid int32) int { return cmp.Compare(o.pid, pid) }); ok {
+				if o := s.old[i]; o.ino == e.ino && o.start < freshFrom {
+					old = append(old, o) // the same process as before, older than every tree asking
+					continue
+				}
+			}
+		}
+		p, err := s.r.stat(e.pid)
 		if err != nil {
 			continue // exited since the directory was read
 		}
+		old = append(old, oldProc{pid: e.pid, ino: e.ino, start: p.start})
 		sn.procs = append(sn.procs, p)
 	}
-	byPid := func(a, b procInfo) int { return cmp.Compare(a.pid, b.pid) }
+	if !slices.IsSortedFunc(old, func(a, b oldProc) int { return cmp.Compare(a.pid, b.pid) }) {
+		slices.SortFunc(old, func(a, b oldProc) int { return cmp.Compare(a.pid, b.pid) })
+	}
+	s.old = old
 	if !slices.IsSortedFunc(sn.procs, byPid) {
 		slices.SortFunc(sn.procs, byPid)
 	}
@@ -323,15 +378,15 @@ func (s *scanner) run(minStart uint64, markers map[string]int, gen uint64) (*sna
 	return sn, nil
 }
 
-// pids lists the numeric entries of /proc with getdents(2), parsing the
-// names in place.
-func (s *scanner) pids() ([]int32, error) {
+// pids lists the numeric entries of /proc, with their inode numbers, with
+// getdents(2), parsing the names in place.
+func (s *scanner) pids() ([]dirent, error) {
 	fd, err := unix.Open("/proc", unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
 	if err != nil {
 		return nil, err
 	}
 	defer unix.Close(fd)
-	pids := make([]int32, 0, 512)
+	pids := make([]dirent, 0, 512)
 	for {
 		n, err := unix.Getdents(fd, s.dents)
 		if err == unix.EINTR {
@@ -354,7 +409,7 @@ func (s *scanner) pids() ([]int32, error) {
 				name = name[:j]
 			}
 			if v, ok := atou(name); ok && v > 0 && v <= math.MaxInt32 {
-				pids = append(pids, int32(v))
+				pids = append(pids, dirent{pid: int32(v), ino: binary.NativeEndian.Uint64(b[0:8])})
 			}
 			b = b[reclen:]
 		}

@@ -6,6 +6,7 @@ import (
 	"compress/gzip"
 	"context"
 	"encoding/json"
+	"errors"
 	"io"
 	"net/http"
 	"strings"
@@ -497,7 +498,8 @@ func TestStall(t *testing.T) {
 			go func() {
 				var seen strings.Builder
 				buf := make([]byte, 4096)
-				for !strings.Contains(seen.String(), "partial ") {
+				// Read to the end of the event that carries the partial text.
+				for s := ""; !strings.Contains(s, "partial ") || !strings.HasSuffix(s, "\n\n"); s = seen.String() {
 					n, err := resp.Body.Read(buf)
 					seen.Write(buf[:n])
 					if err != nil {
@@ -514,15 +516,25 @@ func TestStall(t *testing.T) {
 			case <-time.After(5 * time.Second):
 				t.Fatal("no first bytes from a stalled answer")
 			}
-			// Nothing more arrives.
+			// Nothing more arrives. (A chunked body may return 0, nil at a
+			// chunk boundary: only bytes or an error count.)
 			more := make(chan error, 1)
 			go func() {
-				_, err := resp.Body.Read(make([]byte, 1))
-				more <- err
+				b := make([]byte, 64)
+				for {
+					n, err := resp.Body.Read(b)
+					if n > 0 && err == nil {
+						err = errors.New("more bytes: " + string(b[:n]))
+					}
+					if err != nil {
+						more <- err
+						return
+					}
+				}
 			}()
 			select {
 			case err := <-more:
-				t.Fatalf("stalled stream went on (read error %v)", err)
+				t.Fatalf("stalled stream went on: %v", err)
 			case <-time.After(200 * time.Millisecond):
 			}
 			cancel()

@@ -65,10 +65,13 @@ func Fail(status int, message string) Turn {
 // deltas splits text into the pieces streamed one by one: words with their
 // trailing space.
 func deltas(text string) []string {
-	if text == "" {
-		return nil
+	var out []string
+	for _, w := range strings.SplitAfter(text, " ") {
+		if w != "" { // SplitAfter ends with "" when text ends with a space
+			out = append(out, w)
+		}
 	}
-	return strings.SplitAfter(text, " ")
+	return out
 }
 
 // Token usage reported in every answer.

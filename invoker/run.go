@@ -490,7 +490,9 @@ func (r *run) deliver(events []Event) {
 // readStderr keeps the tail of stderr and shows each line to the decoder,
 // which may recognise a fatal signature in it.
 func (r *run) readStderr() {
-	buf := make([]byte, 32<<10)
+	// Small: a run holds it for its whole life, CLIs write little to
+	// stderr, and the tail keeps its own copy.
+	buf := make([]byte, 4<<10)
 	var partial []byte
 	const maxLine = 16 << 10
 	check := func(line []byte) {

@@ -10,8 +10,11 @@ import (
 const (
 	// defaultBufSize is the size of the read buffer every line passes
 	// through. Lines shorter than it (nearly all of them) cost one read
-	// buffer slot and one exact-size allocation.
-	defaultBufSize = 64 << 10
+	// buffer slot and one exact-size allocation. Each Reader holds it for
+	// its whole life, one per run in flight, so it is no bigger than the
+	// lines that are common (CLI events of a few KiB; long tool outputs
+	// take the chunked path).
+	defaultBufSize = 32 << 10
 
 	// maxChunkSize bounds the chunks a long line is gathered in. Chunks grow
 	// by doubling from the buffer size up to this size, so the unused tail of

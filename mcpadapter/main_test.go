@@ -8,10 +8,7 @@ import (
 	"github.com/clinvoke/clinvoke/internal/fakeagent"
 )
 
-// TestMain runs the fake agent when the backend re-executes this binary as
-// one, and fails the run if a fake's process or a goroutine outlives the
-// tests.
 func TestMain(m *testing.M) {
-	fakeagent.Main()
+	fakeagent.Main() // the benchmarks run the test binary as the fake agent
 	goleak.VerifyTestMain(fakeagent.CheckOrphans(m))
 }

@@ -125,7 +125,7 @@ func TestFlagsExist(t *testing.T) {
 		t.Fatal(err)
 	}
 	var args []string
-	for _, p := range invoker.Permissions {
+	for _, p := range invoker.Permissions() {
 		req := invoker.Request{Prompt: "x", Workdir: "/w", Model: "m", SessionID: "S", SystemPrompt: "s", Permission: p}
 		cmd, err := backend{}.Command(&req)
 		if err != nil {

@@ -41,9 +41,9 @@ const (
 	Unlimited Permission = "unlimited"
 )
 
-// Permissions lists the valid permission levels, from least to most
-// privileged.
-var Permissions = []Permission{ReadOnly, WorkspaceWrite, Unlimited}
+// Permissions returns the valid permission levels, from least to most
+// privileged, in a new slice.
+func Permissions() []Permission { return []Permission{ReadOnly, WorkspaceWrite, Unlimited} }
 
 // String returns the permission's name; the zero value reads "read-only".
 func (p Permission) String() string {

@@ -154,10 +154,10 @@ func newConfig(o *Options) (*config, error) {
 		c.maxPerm = invoker.WorkspaceWrite
 	}
 	if !c.defaultPerm.Valid() {
-		return nil, fmt.Errorf("Options.DefaultPermission: unknown permission %q (want one of %v)", c.defaultPerm, invoker.Permissions)
+		return nil, fmt.Errorf("Options.DefaultPermission: unknown permission %q (want one of %v)", c.defaultPerm, invoker.Permissions())
 	}
 	if !c.maxPerm.Valid() {
-		return nil, fmt.Errorf("Options.MaxPermission: unknown permission %q (want one of %v)", c.maxPerm, invoker.Permissions)
+		return nil, fmt.Errorf("Options.MaxPermission: unknown permission %q (want one of %v)", c.maxPerm, invoker.Permissions())
 	}
 	if c.defaultPerm.Rank() > c.maxPerm.Rank() {
 		return nil, fmt.Errorf("Options.DefaultPermission %q exceeds Options.MaxPermission %q", c.defaultPerm, c.maxPerm)
@@ -210,7 +210,7 @@ func resolveRoot(r string) (string, error) {
 // first.
 func (c *config) allowedPermissions() []invoker.Permission {
 	var out []invoker.Permission
-	for _, p := range invoker.Permissions {
+	for _, p := range invoker.Permissions() {
 		if p.Rank() <= c.maxPerm.Rank() {
 			out = append(out, p)
 		}

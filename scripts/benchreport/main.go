@@ -1,0 +1,365 @@
+// Command benchreport turns the output of clinvoke's benchmarks (`go test
+// -bench`, usually several rounds of it, as scripts/bench runs them) into
+// BENCHMARKS.md: a table of each figure with its target and whether it is
+// met, the median across rounds, and the machine it ran on.
+//
+// Usage:
+//
+//	benchreport [-o BENCHMARKS.md] [-notes notes.md] bench-output.txt...
+//
+// The notes file, if given, is copied under a "Notes" heading: what the
+// figures cannot say by themselves, such as why a target is missed.
+//
+// A ratio is computed for each pair of runs (the target and its baseline
+// back to back, paired in the order they were printed) and the median of
+// those ratios is reported.
+package main
+
+import (
+	"bufio"
+	"flag"
+	"fmt"
+	"io"
+	"log"
+	"math"
+	"os"
+	"regexp"
+	"runtime"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// samples maps benchmark name (without the -GOMAXPROCS suffix) → unit →
+// one value per run, in the order they were printed.
+type samples map[string]map[string][]float64
+
+var suffix = regexp.MustCompile(`-\d+$`)
+
+// parse reads `go test -bench` output, keeping benchmark result lines and
+// the cpu: header.
+func parse(r io.Reader, s samples, cpu *string) error {
+	sc := bufio.NewScanner(r)
+	sc.Buffer(make([]byte, 64<<10), 1<<20)
+	for sc.Scan() {
+		line := sc.Text()
+		if v, ok := strings.CutPrefix(line, "cpu: "); ok {
+			*cpu = strings.TrimSpace(v)
+			continue
+		}
+		f := strings.Fields(line)
+		if len(f) < 4 || !strings.HasPrefix(f[0], "Benchmark") {
+			continue
+		}
+		if _, err := strconv.Atoi(f[1]); err != nil {
+			continue // not a result line (e.g. a log line)
+		}
+		name := suffix.ReplaceAllString(f[0], "")
+		if s[name] == nil {
+			s[name] = map[string][]float64{}
+		}
+		for i := 2; i+1 < len(f); i += 2 {
+			v, err := strconv.ParseFloat(f[i], 64)
+			if err != nil {
+				break
+			}
+			s[name][f[i+1]] = append(s[name][f[i+1]], v)
+		}
+	}
+	return sc.Err()
+}
+
+func median(v []float64) float64 {
+	if len(v) == 0 {
+		return math.NaN()
+	}
+	v = slices.Clone(v)
+	slices.Sort(v)
+	if n := len(v); n%2 == 0 {
+		return (v[n/2-1] + v[n/2]) / 2
+	}
+	return v[len(v)/2]
+}
+
+// A row is one line of the table.
+type row struct {
+	figure string  // what is measured
+	value  float64 // NaN when the benchmark did not run
+	unit   string
+	target string // "" when there is none
+	ok     func(float64) bool
+	n      int // number of rounds the value is the median of
+}
+
+func (s samples) get(name, unit string) ([]float64, bool) {
+	v, ok := s[name][unit]
+	return v, ok && len(v) > 0
+}
+
+func (s samples) med(name, unit string) (float64, int) {
+	v, ok := s.get(name, unit)
+	if !ok {
+		return math.NaN(), 0
+	}
+	return median(v), len(v)
+}
+
+// ratio is the median of per-round ratios of name over base in unit
+// (rounds paired in order), or the ratio of the medians when the counts
+// differ.
+func (s samples) ratio(name, base, unit string) (float64, int) {
+	a, ok1 := s.get(name, unit)
+	b, ok2 := s.get(base, unit)
+	if !ok1 || !ok2 {
+		return math.NaN(), 0
+	}
+	if len(a) != len(b) {
+		return median(a) / median(b), min(len(a), len(b))
+	}
+	r := make([]float64, len(a))
+	for i := range a {
+		r[i] = a[i] / b[i]
+	}
+	return median(r), len(r)
+}
+
+func atMost(t float64) func(float64) bool   { return func(v float64) bool { return v <= t } }
+func lessThan(t float64) func(float64) bool { return func(v float64) bool { return v < t } }
+
+func rows(s samples) []row {
+	var out []row
+	add := func(figure string, v float64, n int, unit, target string, ok func(float64) bool) {
+		out = append(out, row{figure: figure, value: v, unit: unit, target: target, ok: ok, n: n})
+	}
+	info := func(figure, name, unit, shown string) {
+		v, n := s.med(name, unit)
+		add(figure, v, n, shown, "", nil)
+	}
+
+	v, n := s.ratio("BenchmarkInvokeQuick", "BenchmarkRawExecQuick", "ns/op")
+	add("Invoke ÷ raw os/exec, quick answer (`InvokeQuick` / `RawExecQuick`)", v, n, "×", "≤ 1.10×", atMost(1.10))
+	info("  `InvokeQuick` time per run", "BenchmarkInvokeQuick", "ns/op", "ns")
+	info("  `RawExecQuick` time per run", "BenchmarkRawExecQuick", "ns/op", "ns")
+
+	v, n = s.med("BenchmarkCancelCooperative", "p50-ms")
+	add("Cooperative cancel → return, median (`CancelCooperative` p50-ms)", v, n, "ms", "≤ 1 ms", atMost(1))
+	v, n = s.med("BenchmarkCancelCooperative", "p99-ms")
+	add("Cooperative cancel → return, p99 (`CancelCooperative` p99-ms)", v, n, "ms", "≤ 5 ms", atMost(5))
+	info("  `CancelCooperative` mean (cancel-ms)", "BenchmarkCancelCooperative", "cancel-ms", "ms")
+
+	v, n = s.med("BenchmarkCancelStubborn", "overshoot-ms")
+	add("Stubborn child: return after the ladder, mean overshoot (`CancelStubborn` overshoot-ms)", v, n, "ms", "≤ 10 ms", atMost(10))
+	info("  `CancelStubborn` overshoot p99", "BenchmarkCancelStubborn", "p99-ms", "ms")
+
+	v, n = s.med("BenchmarkPipeHolder", "return-ms")
+	add("Grandchild holds stdout: return after the CLI's exit (`PipeHolder` return-ms)", v, n, "ms", "≤ 50 ms", atMost(50))
+	info("  `PipeHolder` return p99", "BenchmarkPipeHolder", "p99-ms", "ms")
+
+	v, n = s.med("BenchmarkConcurrentCancel1000", "all-reaped-ms")
+	add("1000 runs cancelled at once, all reaped (`ConcurrentCancel1000` all-reaped-ms)", v, n, "ms", "< 2000 ms", lessThan(2000))
+	v, n = s.med("BenchmarkConcurrentCancel1000", "heap-KiB-per-run")
+	add("Live heap per in-flight run (`ConcurrentCancel1000` heap-KiB-per-run)", v, n, "KiB", "≤ 64 KiB", atMost(64))
+
+	v, n = s.med("BenchmarkHugeLine64MiB", "peak-extra-MiB")
+	add("64 MiB line through Invoke, peak extra memory (`HugeLine64MiB` peak-extra-MiB)", v, n, "MiB", "≤ 192 MiB (3× the line)", atMost(192))
+	info("  `HugeLine64MiB` throughput", "BenchmarkHugeLine64MiB", "MB/s", "MB/s")
+
+	v, n = s.ratio("BenchmarkMCPCall", "BenchmarkDirectInvoke", "ns/op")
+	add("MCP round trip ÷ direct Invoke (`MCPCall` / `DirectInvoke`)", v, n, "×", "≤ 1.3×", atMost(1.3))
+	info("  `MCPCall` time per call", "BenchmarkMCPCall", "ns/op", "ns")
+	info("  `DirectInvoke` time per run", "BenchmarkDirectInvoke", "ns/op", "ns")
+
+	for _, cli := range []string{"codex", "gemini", "claude"} {
+		info(fmt.Sprintf("Decoding the captured %s streams (`Decode/%s`)", cli, cli), "BenchmarkDecode/"+cli, "MB/s", "MB/s")
+	}
+
+	// Survivors: the largest count any run of any benchmark reported.
+	worst, runs := math.NaN(), 0
+	for _, units := range s {
+		for _, v := range units["survivors"] {
+			if math.IsNaN(worst) || v > worst {
+				worst = v
+			}
+			runs++
+		}
+	}
+	add("Processes alive after Invoke returned, worst run of any benchmark (`survivors`)", worst, runs, "", "0", atMost(0))
+	return out
+}
+
+func format(v float64, unit string) string {
+	if math.IsNaN(v) {
+		return "not run"
+	}
+	var s string
+	switch {
+	case unit == "ns":
+		return fmt.Sprintf("%.2f ms", v/1e6)
+	case unit == "×":
+		return fmt.Sprintf("%.2f×", v)
+	case v == math.Trunc(v) && math.Abs(v) < 1e6:
+		s = strconv.FormatFloat(v, 'f', 0, 64)
+	case math.Abs(v) >= 100:
+		s = strconv.FormatFloat(v, 'f', 0, 64)
+	case math.Abs(v) >= 10:
+		s = strconv.FormatFloat(v, 'f', 1, 64)
+	default:
+		s = strconv.FormatFloat(v, 'f', 2, 64)
+	}
+	if unit != "" {
+		s += " " + unit
+	}
+	return s
+}
+
+func kernel() string {
+	b, err := os.ReadFile("/proc/sys/kernel/osrelease")
+	if err != nil {
+		return runtime.GOOS
+	}
+	return runtime.GOOS + " " + strings.TrimSpace(string(b))
+}
+
+func loadavg() string {
+	b, err := os.ReadFile("/proc/loadavg")
+	if err != nil {
+		return ""
+	}
+	f := strings.Fields(string(b))
+	if len(f) < 3 {
+		return ""
+	}
+	return strings.Join(f[:3], " ")
+}
+
+func write(w io.Writer, s samples, cpu string, raw []string, notes string) {
+	rs := rows(s)
+	fmt.Fprintf(w, "# Benchmarks\n\n")
+	fmt.Fprintf(w, "Generated by `scripts/bench` (parsed by `scripts/benchreport`) on %s.\n\n", time.Now().UTC().Format("2006-01-02 15:04 MST"))
+	fmt.Fprintf(w, "| Machine | |\n|---|---|\n")
+	fmt.Fprintf(w, "| CPU | %s |\n", orDash(cpu))
+	fmt.Fprintf(w, "| Cores | %d |\n", runtime.NumCPU())
+	fmt.Fprintf(w, "| Go | %s %s/%s |\n", runtime.Version(), runtime.GOOS, runtime.GOARCH)
+	fmt.Fprintf(w, "| Kernel | %s |\n", kernel())
+	if l := loadavg(); l != "" {
+		fmt.Fprintf(w, "| Load average after the run | %s |\n", l)
+	}
+	fmt.Fprintf(w, "\nEvery process-starting benchmark runs the test binary as the fake agent\n"+
+		"(internal/fakeagent). Each figure is the median over the runs counted in\n"+
+		"the last column; a ratio is the median of the ratios of paired runs, the\n"+
+		"target and its baseline run back to back (alternating which goes first).\n"+
+		"Indented rows are context without a target.\n\n")
+	fmt.Fprintf(w, "| Figure | Value | Target | Met | Runs |\n|---|---:|---|:---:|---:|\n")
+	for _, r := range rs {
+		met := ""
+		switch {
+		case r.ok == nil:
+		case math.IsNaN(r.value):
+			met = "?"
+		case r.ok(r.value):
+			met = "yes"
+		default:
+			met = "**no**"
+		}
+		fig := r.figure
+		if strings.HasPrefix(fig, "  ") {
+			fig = "&nbsp;&nbsp;" + strings.TrimSpace(fig)
+		}
+		fmt.Fprintf(w, "| %s | %s | %s | %s | %d |\n", fig, format(r.value, r.unit), orDash(r.target), met, r.n)
+	}
+	if notes != "" {
+		fmt.Fprintf(w, "\n## Notes\n\n%s\n", strings.TrimSpace(notes))
+	}
+	fmt.Fprintf(w, "\n## How each figure is measured\n\n%s", methods)
+	if len(raw) > 0 {
+		fmt.Fprintf(w, "\n## Raw output\n\n<details><summary>go test -bench output, all rounds</summary>\n\n```\n")
+		for _, l := range raw {
+			fmt.Fprintln(w, l)
+		}
+		fmt.Fprintf(w, "```\n\n</details>\n")
+	}
+}
+
+const methods = `- **InvokeQuick / RawExecQuick** (invoker/bench_test.go): a fake Codex that
+  answers at once, through Invoke (with the post-exit sweep of the tree) and
+  through bare os/exec reading stdout to EOF.
+- **CancelCooperative**: the fake stalls after its answer; cancel() is called
+  once the first event arrived, and the time until Invoke returns (the tree
+  reaped) is taken. The fake exits on SIGINT, the ladder's first step.
+- **CancelStubborn**: the fake ignores SIGINT and SIGTERM; grace periods of
+  25 ms + 25 ms; the overshoot is the return time minus those 50 ms.
+- **PipeHolder**: the fake leaves a grandchild holding its stdout and stderr
+  and exits; measured from its terminal event (printed just before it
+  exits) to Invoke's return.
+- **ConcurrentCancel1000**: 1000 runs on one Invoker; once each has printed
+  its first event, one cancel() stops them all. The heap figure is the live
+  heap (after a GC) while they are in flight, over the heap before, per run.
+- **HugeLine64MiB**: a fake printing one 64 MiB event line; the host's peak
+  resident memory during Invoke (VmHWM, reset through /proc/self/clear_refs)
+  over its resident memory before. The engine's test decoder keeps no copy
+  of the line beyond the event's Raw.
+- **MCPCall / DirectInvoke** (mcpadapter/bench_test.go): the codex backend
+  on a fake Codex, called as an MCP tool over in-memory transports (one
+  client session) and through Invoke.
+- **Decode/{codex,gemini,claude}** (each backend's decode_bench_test.go):
+  every captured stream in testdata/*.stdout, a fresh decoder per stream.
+- **survivors**: processes carrying the benchmark's tag still alive after
+  the last Invoke returned (a /proc scan of environments).
+`
+
+func orDash(s string) string {
+	if s == "" {
+		return "—"
+	}
+	return s
+}
+
+func main() {
+	log.SetFlags(0)
+	log.SetPrefix("benchreport: ")
+	out := flag.String("o", "BENCHMARKS.md", "output file (- for stdout)")
+	notesFile := flag.String("notes", "", "Markdown file copied under a Notes heading")
+	flag.Parse()
+	var notes string
+	if *notesFile != "" {
+		b, err := os.ReadFile(*notesFile)
+		if err != nil {
+			log.Fatal(err)
+		}
+		notes = string(b)
+	}
+	if flag.NArg() == 0 {
+		log.Fatal("usage: benchreport [-o file] bench-output.txt...")
+	}
+	s := samples{}
+	var cpu string
+	var raw []string
+	for _, name := range flag.Args() {
+		b, err := os.ReadFile(name)
+		if err != nil {
+			log.Fatal(err)
+		}
+		if err := parse(strings.NewReader(string(b)), s, &cpu); err != nil {
+			log.Fatal(err)
+		}
+		for l := range strings.Lines(string(b)) {
+			if strings.HasPrefix(l, "Benchmark") {
+				raw = append(raw, strings.TrimRight(l, "\n"))
+			}
+		}
+	}
+	if len(s) == 0 {
+		log.Fatal("no benchmark results in the input")
+	}
+	w := io.Writer(os.Stdout)
+	if *out != "-" {
+		f, err := os.Create(*out)
+		if err != nil {
+			log.Fatal(err)
+		}
+		defer f.Close()
+		w = f
+	}
+	write(w, s, cpu, raw, notes)
+}

@@ -34,6 +34,7 @@ type line struct {
 	Result         *string         `json:"result"`
 	Errors         []string        `json:"errors"`
 	APIErrorStatus json.RawMessage `json:"api_error_status"`
+	StopReason     *string         `json:"stop_reason"`
 	TotalCostUSD   float64         `json:"total_cost_usd"`
 	Usage          *usage          `json:"usage"`
 
@@ -107,7 +108,6 @@ type decoder struct {
 	result    string // the result's text
 	resultErr *invoker.StreamError
 	apiError  string // the error kind of the last synthetic assistant message
-	content   bool   // the main agent produced any content block
 
 	// Partial text: the text blocks of the latest top-level message that
 	// had any (textID), and the deltas streamed since the message streamID
@@ -187,9 +187,6 @@ func (d *decoder) Decode(b []byte) ([]invoker.Event, error) {
 				evs = append(evs, e)
 			default: // redacted_thinking, ...
 				evs = append(evs, ev(invoker.KindRaw))
-			}
-			if top {
-				d.content = true
 			}
 		}
 		if len(evs) > 0 {
@@ -294,11 +291,14 @@ func (d *decoder) finish(l line, ev func(invoker.EventKind) invoker.Event) []inv
 	}
 	var evs []invoker.Event
 	d.success = !l.IsError && (l.Subtype == "success" || l.Subtype == "")
-	if d.success && d.result == "" && !d.content {
+	if d.success && d.result == "" && (l.StopReason == nil || *l.StopReason != "end_turn") {
 		// CLI-FACTS: a model stream that ended badly gives exit 0 and an
-		// empty result with nothing produced: not an answer.
+		// empty result. A turn the model really ended has stop_reason
+		// end_turn (every success in the captures does), even when its
+		// last message holds no text; anything else is not an answer,
+		// whatever tool calls or thinking came before.
 		d.success = false
-		d.resultErr = &invoker.StreamError{Message: "claude reported success with an empty result and no output (the model stream ended early)", Type: "empty_result"}
+		d.resultErr = &invoker.StreamError{Message: "claude reported success with an empty result, but the model did not end its turn (the model stream ended early)", Type: "empty_result"}
 	}
 	if !d.success && d.resultErr == nil {
 		msg := strings.Join(l.Errors, "; ")

@@ -242,3 +242,37 @@ func TestOutcomeFailures(t *testing.T) {
 		})
 	}
 }
+
+// CLI-FACTS "stream ended badly": exit 0 with an empty result. After a tool
+// call the turn is not over, so that is a failure keeping the partial text;
+// a turn the model ended (stop_reason end_turn) with no text is a success.
+func TestEmptyResult(t *testing.T) {
+	const sid = `"session_id":"S"`
+	lines := []string{
+		`{"type":"assistant","message":{"id":"m1","content":[{"type":"text","text":"Running the tests."}]},"parent_tool_use_id":null,` + sid + `}`,
+		`{"type":"assistant","message":{"id":"m1","content":[{"type":"tool_use","id":"t1","name":"Bash","input":{"command":"go test"}}]},"parent_tool_use_id":null,` + sid + `}`,
+	}
+	tests := []struct {
+		name        string
+		result      string
+		wantSuccess bool
+		wantText    string
+	}{
+		{"stream broke after a tool call", `{"type":"result","subtype":"success","is_error":false,"result":"","stop_reason":null,` + sid + `}`, false, "Running the tests."},
+		{"model ended the turn without text", `{"type":"result","subtype":"success","is_error":false,"result":"","stop_reason":"end_turn",` + sid + `}`, true, ""},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			d := newDecoder()
+			golden.DecodeAll(t, d, append(lines, tt.result)...)
+			out := d.Outcome(0, "")
+			if out.Success != tt.wantSuccess || out.Text != tt.wantText {
+				t.Errorf("Outcome = {Success:%v Text:%q Err:%v}, want {Success:%v Text:%q}", out.Success, out.Text, out.Err, tt.wantSuccess, tt.wantText)
+			}
+			var se *invoker.StreamError
+			if !tt.wantSuccess && (!errors.As(out.Err, &se) || se.Type != "empty_result") {
+				t.Errorf("Outcome.Err = %v, want an empty_result *StreamError", out.Err)
+			}
+		})
+	}
+}

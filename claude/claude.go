@@ -3,7 +3,7 @@
 //
 // Each turn runs
 //
-//	claude --print --output-format=stream-json --verbose --permission-mode=MODE [--disallowedTools=Edit,Write,NotebookEdit] [--model=M] [--append-system-prompt=S] [--resume=SESSION_ID] [ExtraArgs...]
+//	claude --print --output-format=stream-json --verbose --permission-mode=MODE [--disallowedTools=Edit,Write,NotebookEdit --setting-sources=] [--model=M] [--append-system-prompt=S] [--resume=SESSION_ID] [ExtraArgs...]
 //
 // with the prompt written to standard input, then closed; Claude Code takes
 // no positional prompt here, so a prompt such as "--help" is never read as
@@ -13,8 +13,16 @@
 //
 // Permission maps to the permission mode: [invoker.ReadOnly] is "default"
 // (in print mode every tool use that needs approval is denied) with the
-// editing tools disallowed outright, so that allow rules in the user's
-// settings cannot turn a read-only turn into a writing one;
+// editing tools disallowed outright and no settings files loaded
+// (--setting-sources= with no source). Claude Code applies the allow rules
+// of the user's and the project's settings in every permission mode, plan
+// mode included: an allow rule such as Bash(touch:*) lets a turn in
+// "default" or "plan" mode create files (measured with 2.1.197). Loading no
+// settings keeps a read-only turn read-only; Bash still runs the commands
+// Claude Code itself deems read-only (ls, cat, echo, grep, ...). To run a
+// read-only turn with the user's settings after all, pass
+// --setting-sources=user,project,local in Request.ExtraArgs, which come
+// later on the command line and win.
 // [invoker.WorkspaceWrite] is "acceptEdits" (edits in the working
 // directories are approved, other commands that need approval are denied);
 // [invoker.Unlimited] is "bypassPermissions", with IS_SANDBOX=1 in the
@@ -87,7 +95,7 @@ func (backend) Command(req *invoker.Request) (*invoker.Command, error) {
 	var env []string
 	switch req.Permission {
 	case "", invoker.ReadOnly:
-		args = append(args, "--permission-mode=default", "--disallowedTools="+readOnlyDenied)
+		args = append(args, "--permission-mode=default", "--disallowedTools="+readOnlyDenied, "--setting-sources=")
 	case invoker.WorkspaceWrite:
 		args = append(args, "--permission-mode=acceptEdits")
 	case invoker.Unlimited:

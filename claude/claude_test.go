@@ -28,7 +28,7 @@ func TestCommand(t *testing.T) {
 		return r
 	}
 	head := []string{"--print", "--output-format=stream-json", "--verbose"}
-	ro := []string{"--permission-mode=default", "--disallowedTools=Edit,Write,NotebookEdit"}
+	ro := []string{"--permission-mode=default", "--disallowedTools=Edit,Write,NotebookEdit", "--setting-sources="}
 	cat := func(parts ...[]string) []string { return slices.Concat(parts...) }
 	tests := []struct {
 		name    string

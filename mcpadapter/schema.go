@@ -29,7 +29,8 @@ type Input struct {
 	Model string `json:"model,omitempty"`
 	// SessionID resumes an earlier session.
 	SessionID string `json:"session_id,omitempty"`
-	// SystemPrompt adds instructions to the agent's system prompt.
+	// SystemPrompt adds instructions to the agent's system prompt (Codex,
+	// Claude Code; the gemini tools do not offer it).
 	SystemPrompt string `json:"system_prompt,omitempty"`
 	// Images are image files to attach (Codex), absolute or relative to
 	// Workdir, under the roots like Workdir.
@@ -107,17 +108,25 @@ type features struct {
 	systemPrompt bool
 }
 
-// featuresOf returns the optional inputs of the CLI called name (see
-// CLI-FACTS.md: only Codex takes image files; all three take a system
-// prompt, by flag, config override or file). For a CLI this package does
-// not know, both are offered and the backend refuses what it cannot do,
-// with an error that says so.
+// featuresOf returns the optional inputs of the CLI called name, as its
+// backend takes them (see CLI-FACTS.md): only Codex takes image files;
+// Codex and Claude Code take a system prompt (a config override, a flag),
+// while Gemini reads one only from a file named in its environment, so the
+// gemini backend refuses Request.SystemPrompt and its tools do not offer
+// it. For a CLI this package does not know, both are offered and the
+// backend refuses what it cannot do, with an error that says so.
+//
+// The invoker API has no way to ask a backend what it supports, so this
+// table must follow the backends; TestSchemaFieldsAcceptedByBackends checks
+// that every field the tools offer is accepted by the real backend.
 func featuresOf(name string) features {
 	switch name {
 	case "codex":
 		return features{images: true, systemPrompt: true}
-	case "gemini", "claude":
-		return features{systemPrompt: true}
+	case "claude":
+		return features{}
+	case "gemini":
+		return features{}
 	}
 	return features{images: true, systemPrompt: true}
 }

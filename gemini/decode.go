@@ -60,6 +60,7 @@ type decoder struct {
 	failure   *errorObj // the failed result's error
 	lastError string    // the last error line's message
 	calls     map[string]call
+	afterTool bool // a tool call came after the last assistant text
 }
 
 var _ invoker.Decoder = (*decoder)(nil)
@@ -87,10 +88,19 @@ func (d *decoder) Decode(b []byte) ([]invoker.Event, error) {
 			// The echo of the user's prompt.
 			return []invoker.Event{{Kind: invoker.KindRaw, Raw: raw}}, nil
 		}
+		if d.afterTool && d.text.Len() > 0 && l.Content != "" {
+			// A new assistant message after a tool call: keep the
+			// messages apart instead of gluing "...tests.All pass.".
+			d.text.WriteString("\n\n")
+		}
+		if l.Content != "" {
+			d.afterTool = false
+		}
 		d.text.WriteString(l.Content)
 		return []invoker.Event{{Kind: invoker.KindMessage, Text: l.Content, Delta: l.Delta, Raw: raw}}, nil
 
 	case "tool_use":
+		d.afterTool = true
 		input := streamjson.ValidOrNil(l.Parameters)
 		d.calls[l.ToolID] = call{name: l.ToolName, input: input}
 		return []invoker.Event{{Kind: invoker.KindToolCall, Tool: &invoker.Tool{Name: l.ToolName, ID: l.ToolID, Input: input}, Raw: raw}}, nil
@@ -159,13 +169,33 @@ var loginPrompts = [][]byte{
 	[]byte("Attempting to open authentication page in your browser"),
 }
 
+// stallSignature matches a login prompt only at the start of a line, so a
+// tool's output that Gemini copies to stderr ("Error executing tool ...")
+// cannot mention one and kill a healthy run.
 func stallSignature(b []byte) error {
+	b = trimLeadingANSI(bytes.TrimSpace(b))
 	for _, p := range loginPrompts {
-		if bytes.Contains(b, p) {
+		if bytes.HasPrefix(b, p) {
 			return fmt.Errorf("%w: gemini is waiting for an interactive Google login; log in once with `gemini` in a terminal, or set GEMINI_API_KEY and security.auth.selectedType \"gemini-api-key\" in settings", invoker.ErrAuthRequired)
 		}
 	}
 	return nil
+}
+
+// trimLeadingANSI drops the terminal control sequences (ESC [ ... final
+// byte) a line starts with, such as the screen clear before a login prompt.
+func trimLeadingANSI(b []byte) []byte {
+	for len(b) >= 2 && b[0] == 0x1b && b[1] == '[' {
+		i := 2
+		for i < len(b) && (b[i] < 0x40 || b[i] > 0x7e) {
+			i++
+		}
+		if i == len(b) {
+			return nil
+		}
+		b = b[i+1:]
+	}
+	return b
 }
 
 func (d *decoder) Outcome(exitCode int, stderr string) invoker.Outcome {

@@ -170,6 +170,8 @@ func TestLoginStall(t *testing.T) {
 		"YOLO mode is enabled. All tool calls will be automatically approved.",
 		`Error when talking to Gemini API Full report available at: $TMPDIR/gemini-client-error.json _ApiError: {"error":{"code":401,"message":"fake 401 error","status":"UNAUTHENTICATED"}}`,
 		"Attempt 1 failed: fake 429 error. Max attempts reached",
+		// A tool's output that mentions a prompt, copied to stderr.
+		"Error executing tool run_shell_command: grep found: Waiting for authentication...",
 	} {
 		if err := newDecoder().Stderr([]byte(l)); err != nil {
 			t.Errorf("Stderr(%q) = %v, want nil", l, err)
@@ -218,5 +220,24 @@ func TestOutcomeExitCodes(t *testing.T) {
 		if tt.is != nil && !errors.Is(out.Err, tt.is) {
 			t.Errorf("exit %d: Err = %v, want errors.Is %v", tt.code, out.Err, tt.is)
 		}
+	}
+}
+
+// Assistant messages separated by a tool call are kept apart in the final
+// text; the deltas of one message are concatenated.
+func TestTextAcrossToolCalls(t *testing.T) {
+	d := newDecoder()
+	golden.DecodeAll(t, d,
+		`{"type":"init","session_id":"S","model":"m"}`,
+		`{"type":"message","role":"assistant","content":"I'll run ","delta":true}`,
+		`{"type":"message","role":"assistant","content":"the tests.","delta":true}`,
+		`{"type":"tool_use","tool_name":"run_shell_command","tool_id":"t1","parameters":{"command":"go test"}}`,
+		`{"type":"tool_result","tool_id":"t1","status":"success","output":"ok"}`,
+		`{"type":"message","role":"assistant","content":"All ","delta":true}`,
+		`{"type":"message","role":"assistant","content":"pass.","delta":true}`,
+		`{"type":"result","status":"success","stats":{}}`,
+	)
+	if got, want := d.Outcome(0, "").Text, "I'll run the tests.\n\nAll pass."; got != want {
+		t.Errorf("Text = %q, want %q", got, want)
 	}
 }

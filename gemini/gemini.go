@@ -43,7 +43,8 @@
 // # Events and results
 //
 // init reports the session id; assistant messages are streamed deltas, and
-// the final answer is their concatenation; tool_use and tool_result are tool
+// the final answer is their concatenation (messages that a tool call
+// separates are joined by a blank line); tool_use and tool_result are tool
 // calls and results, matched by tool_id (the result carries the call's name
 // and input); error lines with severity "warning" are warnings, others
 // errors. The turn succeeded only when the terminal result line has status

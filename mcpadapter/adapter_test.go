@@ -134,7 +134,7 @@ func TestCallReturnsStructuredOutput(t *testing.T) {
 	h := newHarness(t, nil, inv)
 	dir := t.TempDir()
 	var out mcpadapter.Output
-	res := h.call(context.Background(), t, "codex", args("hello", dir, "model", "m1", "session_id", "old"), &out)
+	res := h.call(context.Background(), t, "codex", args("hello", dir, "model", "m1", "session_id", testSessionID), &out)
 	if res.IsError {
 		t.Fatalf("IsError = true, content %v", res.Content)
 	}
@@ -145,8 +145,46 @@ func TestCallReturnsStructuredOutput(t *testing.T) {
 	}
 	req := inv.lastRequest(t)
 	realDir, _ := filepath.EvalSymlinks(dir)
-	if req.Prompt != "hello" || req.Workdir != realDir || req.Permission != invoker.ReadOnly || req.Model != "m1" || req.SessionID != "old" {
+	if req.Prompt != "hello" || req.Workdir != realDir || req.Permission != invoker.ReadOnly || req.Model != "m1" || req.SessionID != testSessionID {
 		t.Errorf("request = %+v", req)
+	}
+}
+
+// testSessionID has the shape of the session ids the CLIs emit.
+const testSessionID = "0199a213-81c0-7800-8aa1-bbab2a035a53"
+
+// TestSessionIDMustBeUUID checks that only session ids of the shape the
+// CLIs emit are passed on: their resume flags also take "latest", indexes,
+// names and search terms, which would reach other clients' sessions.
+func TestSessionIDMustBeUUID(t *testing.T) {
+	inv := answer("gemini")
+	h := newHarness(t, nil, inv)
+	dir := t.TempDir()
+	for _, id := range []string{
+		"latest", "1", "-1", "my-thread", "fix the tests",
+		"0199a213-81c0-7800-8aa1-bbab2a035a5",    // one digit short
+		"0199a213-81c0-7800-8aa1-bbab2a035a53\n", // trailing newline
+		"0199a21381c078008aa1bbab2a035a53",       // no dashes
+		"--help",
+	} {
+		n := inv.calls.Load()
+		res := h.call(context.Background(), t, "gemini", args("hi", dir, "session_id", id), nil)
+		if !res.IsError || inv.calls.Load() != n {
+			t.Errorf("session_id %q: IsError %v, invoker called %v; want refused without starting", id, res.IsError, inv.calls.Load() != n)
+		}
+		res = h.call(context.Background(), t, "gemini_parallel", map[string]any{"workdir": dir,
+			"tasks": []map[string]any{{"prompt": "a"}, {"prompt": "b", "session_id": id}}}, nil)
+		if !res.IsError || inv.calls.Load() != n {
+			t.Errorf("parallel task with session_id %q: IsError %v, invoker called %v; want refused without starting", id, res.IsError, inv.calls.Load() != n)
+		}
+	}
+	for _, id := range []string{testSessionID, "C0FFEE00-1234-4ABC-8DEF-0123456789AB"} {
+		res := h.call(context.Background(), t, "gemini", args("hi", dir, "session_id", id), nil)
+		if res.IsError {
+			t.Errorf("session_id %q: IsError, content %v; want accepted", id, res.Content)
+		} else if got := inv.lastRequest(t).SessionID; got != id {
+			t.Errorf("session_id %q: Request.SessionID = %q", id, got)
+		}
 	}
 }
 

@@ -13,7 +13,11 @@
 // It does not let a caller choose the program to run, its arguments or its
 // environment: those are server configuration (the invokers' options). A
 // workdir outside the configured roots, or a permission above the
-// configured ceiling, is refused before anything starts.
+// configured ceiling, is refused before anything starts. So is a
+// session_id that is not a UUID, the form of the session ids the CLIs
+// emit: their resume flags also take "latest", indexes, names or search
+// terms, which on a server shared by several clients would resume another
+// client's session.
 //
 // # Cancellation
 //

@@ -297,6 +297,9 @@ func (t *tool) request(in Input) (invoker.Request, error) {
 	if perm.Rank() > t.cfg.maxPerm.Rank() {
 		return invoker.Request{}, refusef("permission %q is above this server's limit %q", perm, t.cfg.maxPerm)
 	}
+	if err := checkSessionID(in.SessionID); err != nil {
+		return invoker.Request{}, err
+	}
 	wd, err := t.cfg.checkWorkdir(in.Workdir)
 	if err != nil {
 		return invoker.Request{}, err

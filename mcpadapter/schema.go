@@ -27,7 +27,11 @@ type Input struct {
 	Permission string `json:"permission,omitempty"`
 	// Model overrides the CLI's default model.
 	Model string `json:"model,omitempty"`
-	// SessionID resumes an earlier session.
+	// SessionID resumes an earlier session: it must be the session id of
+	// an earlier result, which is a UUID. Anything else, such as the
+	// "latest", index, name or search term the CLIs' resume flags also
+	// take, is refused before anything starts: on a shared server it could
+	// resume another client's session.
 	SessionID string `json:"session_id,omitempty"`
 	// SystemPrompt adds instructions to the agent's system prompt (Codex,
 	// Claude Code; the gemini tools do not offer it).
@@ -187,8 +191,10 @@ func taskProperties(c *config, f features, name string, inTask bool) map[string]
 		"workdir":    str(workdirDesc),
 		"permission": permissionSchema(c, permDefault, permissionDesc),
 		"model":      str("Model to use instead of the CLI's default; leave empty unless asked for a specific model."),
-		"session_id": str("Resume this earlier session (the session_id returned by a previous call, successful or not) " +
-			"instead of starting a new conversation. Use the same workdir as that call."),
+		"session_id": {Type: "string", Pattern: sessionIDPattern,
+			Description: "Resume this earlier session (the session_id returned by a previous call, successful or not, " +
+				"a UUID) instead of starting a new conversation. Use the same workdir as that call. " +
+				`Only such ids are accepted: "latest", indexes and session names are refused.`},
 	}
 	if f.systemPrompt {
 		props["system_prompt"] = str("Extra instructions for the agent's system prompt (optional).")

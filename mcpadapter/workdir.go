@@ -104,3 +104,46 @@ func within(root, p string) bool {
 	}
 	return rel == "." || (rel != ".." && !strings.HasPrefix(rel, ".."+string(filepath.Separator)) && !filepath.IsAbs(rel))
 }
+
+// sessionIDPattern is the shape of the session ids the three CLIs emit, a
+// UUID (Codex's thread ids are version 7, Gemini's and Claude Code's
+// version 4), as a JSON Schema pattern.
+const sessionIDPattern = `^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}$`
+
+// checkSessionID refuses a session_id that is not a UUID.
+//
+// The CLIs' resume flags take more than the ids they emit: Gemini's
+// --resume takes "latest" and an index into the session list, Codex's exec
+// resume a thread name, Claude Code's --resume a search term. On a server
+// shared by several clients, {"session_id":"latest"} would continue the
+// most recent session of whoever ran last. Only an id a previous result
+// returned, which is a UUID, is passed on.
+func checkSessionID(id string) error {
+	if id == "" || isUUID(id) {
+		return nil
+	}
+	return refusef("session_id %.80q is not a session id: pass back the session_id of an earlier result, "+
+		"a UUID such as 0199a213-81c0-7800-8aa1-bbab2a035a53 (names, indexes and \"latest\" are not accepted)", id)
+}
+
+// isUUID reports whether s has the textual form of a UUID, 8-4-4-4-12 hex
+// digits in either case, as sessionIDPattern does.
+func isUUID(s string) bool {
+	if len(s) != 36 {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		switch i {
+		case 8, 13, 18, 23:
+			if c != '-' {
+				return false
+			}
+		default:
+			if !('0' <= c && c <= '9' || 'a' <= c && c <= 'f' || 'A' <= c && c <= 'F') {
+				return false
+			}
+		}
+	}
+	return true
+}

@@ -77,9 +77,10 @@ type block struct {
 }
 
 type usage struct {
-	InputTokens          int64 `json:"input_tokens"`
-	CacheReadInputTokens int64 `json:"cache_read_input_tokens"`
-	OutputTokens         int64 `json:"output_tokens"`
+	InputTokens              int64 `json:"input_tokens"`
+	CacheReadInputTokens     int64 `json:"cache_read_input_tokens"`
+	CacheCreationInputTokens int64 `json:"cache_creation_input_tokens"`
+	OutputTokens             int64 `json:"output_tokens"`
 }
 
 type streamEvent struct {
@@ -330,7 +331,9 @@ func (d *decoder) finish(l line, ev func(invoker.EventKind) invoker.Event) []inv
 	}
 	if l.Usage != nil {
 		d.usage = invoker.Usage{
-			InputTokens:       l.Usage.InputTokens,
+			// Anthropic counts cache reads and writes apart from
+			// input_tokens; invoker.Usage counts every input token.
+			InputTokens:       l.Usage.InputTokens + l.Usage.CacheReadInputTokens + l.Usage.CacheCreationInputTokens,
 			CachedInputTokens: l.Usage.CacheReadInputTokens,
 			OutputTokens:      l.Usage.OutputTokens,
 			CostUSD:           l.TotalCostUSD,

@@ -96,14 +96,23 @@ type Tool struct {
 	Status string `json:"status,omitempty"`
 }
 
-// Usage holds token counts as the CLI reports them. Fields the CLI does not
-// report are zero.
+// Usage holds token counts as the CLI reports them, in the same terms for
+// every backend. Fields the CLI does not report are zero. Codex reports the
+// usage of the whole thread, not of one turn (see package codex).
 type Usage struct {
-	InputTokens       int64 `json:"input_tokens,omitempty"`
+	// InputTokens counts every input token, cached ones included.
+	InputTokens int64 `json:"input_tokens,omitempty"`
+	// CachedInputTokens is the part of InputTokens read from the model
+	// provider's prompt cache.
 	CachedInputTokens int64 `json:"cached_input_tokens,omitempty"`
-	OutputTokens      int64 `json:"output_tokens,omitempty"`
-	ReasoningTokens   int64 `json:"reasoning_tokens,omitempty"`
-	TotalTokens       int64 `json:"total_tokens,omitempty"`
+	// OutputTokens counts the generated tokens, reasoning included.
+	OutputTokens int64 `json:"output_tokens,omitempty"`
+	// ReasoningTokens is the part of OutputTokens spent on reasoning, for
+	// CLIs that report it (Codex).
+	ReasoningTokens int64 `json:"reasoning_tokens,omitempty"`
+	// TotalTokens is the total the CLI reported, if it reports one
+	// (Gemini); it is not computed.
+	TotalTokens int64 `json:"total_tokens,omitempty"`
 	// CostUSD is the cost the CLI reported, if any (Claude).
 	CostUSD float64 `json:"cost_usd,omitempty"`
 }

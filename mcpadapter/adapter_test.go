@@ -432,10 +432,30 @@ func TestServerStopCancelsRuns(t *testing.T) {
 
 	// Calls after the shutdown are refused without starting anything.
 	n := b.calls.Load()
+	out = mcpadapter.Output{}
 	res = h.call(context.Background(), t, "codex", args("late", t.TempDir()), &out)
-	if !res.IsError || b.calls.Load() != n {
-		t.Errorf("call after shutdown: IsError %v, invoker calls %d → %d; want refused", res.IsError, n, b.calls.Load())
+	if !res.IsError || b.calls.Load() != n || out.Status != "refused" || out.Error != "the server is shutting down" {
+		t.Errorf("call after shutdown: IsError %v, invoker calls %d → %d, output %+v; want refused, the server is shutting down",
+			res.IsError, n, b.calls.Load(), out)
 	}
+	var pout mcpadapter.ParallelOutput
+	res = h.call(context.Background(), t, "codex_parallel", map[string]any{"workdir": t.TempDir(),
+		"tasks": []map[string]any{{"prompt": "late"}, {"prompt": "later"}}}, &pout)
+	if !res.IsError || b.calls.Load() != n || len(pout.Results) != 0 || !strings.Contains(errorText(res), "refused, nothing was started: the server is shutting down") {
+		t.Errorf("parallel call after shutdown: IsError %v, invoker calls %d → %d, output %+v, content %q; want refused, no results",
+			res.IsError, n, b.calls.Load(), pout, errorText(res))
+	}
+}
+
+// errorText returns the text of a result's first content.
+func errorText(res *mcp.CallToolResult) string {
+	if len(res.Content) == 0 {
+		return ""
+	}
+	if tc, ok := res.Content[0].(*mcp.TextContent); ok {
+		return tc.Text
+	}
+	return ""
 }
 
 // TestServerRunStops checks the documented way to stop a server: the same

@@ -40,7 +40,9 @@ const (
 type Options struct {
 	// Context, if not nil, is the lifetime of the server: when it is done,
 	// every run in flight is cancelled (its process tree killed, its call
-	// answered with an isError result) and new calls are refused.
+	// answered with an isError result of status "cancelled"), and calls
+	// arriving afterwards are refused (status "refused", nothing started,
+	// "the server is shutting down").
 	//
 	// Pass the context whose cancellation stops the server. The go-sdk's
 	// Server.Run and ServerSession.Close wait for in-flight tool handlers
@@ -93,7 +95,10 @@ type Options struct {
 
 	// TranscriptPath, if not empty, names a file to which every finished
 	// run appends one JSON line (see [TranscriptEntry]): successes,
-	// failures, cancellations and refusals alike. The file is created with
+	// failures, cancellations and refusals alike; a parallel call refused
+	// as a whole is one line. Calls the SDK rejects because their
+	// arguments do not match the input schema never reach the tools and
+	// are not recorded. The file is created with
 	// mode 0600 if needed and opened in append mode for each line, which is
 	// written with one write call under a lock, so concurrent calls (and
 	// several processes sharing the file) never interleave their lines.

@@ -78,6 +78,10 @@ func (t *tool) handle(ctx context.Context, req *mcp.CallToolRequest, in Input) (
 			res, err = errorResult(t.name, out), nil
 		}
 	}()
+	if t.cfg.ctx.Err() != nil {
+		out = t.refuse(t.name, nil, in, errShutdownRefusal)
+		return errorResult(t.name, out), out, nil
+	}
 	ctx, cancel := t.cfg.bind(ctx)
 	defer cancel()
 	rep := t.reporter(ctx, req)
@@ -147,15 +151,20 @@ func (t *tool) handleParallel(ctx context.Context, req *mcp.CallToolRequest, in 
 		}
 	}()
 	start := time.Now()
+	// The input schema bounds the number of tasks too; this check is for
+	// calls that bypass it.
+	if len(in.Tasks) == 0 || len(in.Tasks) > t.cfg.maxTasks {
+		res, out = t.refuseParallel(toolName, in, start, refusef("give 1 to %d tasks (got %d)", t.cfg.maxTasks, len(in.Tasks)))
+		return res, out, nil
+	}
+	if t.cfg.ctx.Err() != nil {
+		res, out = t.refuseParallel(toolName, in, start, errShutdownRefusal)
+		return res, out, nil
+	}
 	ctx, cancel := t.cfg.bind(ctx)
 	defer cancel()
 
 	out.Results = make([]TaskOutput, len(in.Tasks))
-	if len(in.Tasks) == 0 || len(in.Tasks) > t.cfg.maxTasks {
-		res = &mcp.CallToolResult{}
-		res.SetError(fmt.Errorf("%s call refused, nothing was started: give 1 to %d tasks (got %d)", toolName, t.cfg.maxTasks, len(in.Tasks)))
-		return res, out, nil
-	}
 
 	rep := t.reporter(ctx, req)
 	defer rep.stop()
@@ -220,6 +229,38 @@ func (t *tool) handleParallel(ctx context.Context, req *mcp.CallToolRequest, in 
 	return &mcp.CallToolResult{}, out, nil
 }
 
+// errShutdownRefusal refuses the calls that arrive once Options.Context is
+// done. Runs in flight at that moment are cancelled instead.
+var errShutdownRefusal = refusef("the server is shutting down")
+
+// refuse answers a call refused before anything started and records it.
+func (t *tool) refuse(toolName string, index *int, in Input, err error) Output {
+	req := requestOf(in)
+	out := Output{Status: StatusRefused, ExitCode: -1, Error: strings.TrimPrefix(err.Error(), errRefused.Error()+": ")}
+	t.record(toolName, index, &req, nil, out, time.Now())
+	return out
+}
+
+// refuseParallel answers a parallel call refused as a whole before any
+// task started: an isError result with an empty results list. It records
+// one transcript entry, with the call's defaults as the request.
+func (t *tool) refuseParallel(toolName string, in ParallelInput, start time.Time, err error) (*mcp.CallToolResult, ParallelOutput) {
+	msg := strings.TrimPrefix(err.Error(), errRefused.Error()+": ")
+	req := invoker.Request{Workdir: in.Workdir, Permission: invoker.Permission(in.Permission), Model: in.Model, SystemPrompt: in.SystemPrompt}
+	t.record(toolName, nil, &req, nil, Output{Status: StatusRefused, ExitCode: -1, Error: msg}, start)
+	out := ParallelOutput{Results: []TaskOutput{}, DurationMS: time.Since(start).Milliseconds()}
+	res := &mcp.CallToolResult{}
+	res.SetError(fmt.Errorf("%s call refused, nothing was started: %s", toolName, msg))
+	return res, out
+}
+
+// requestOf returns the Request in asks for, unchecked: what a refused
+// call's transcript entry records.
+func requestOf(in Input) invoker.Request {
+	return invoker.Request{Prompt: in.Prompt, Workdir: in.Workdir, Permission: invoker.Permission(in.Permission),
+		Model: in.Model, SessionID: in.SessionID, SystemPrompt: in.SystemPrompt, Images: in.Images}
+}
+
 // runTask runs one agent turn for in and reports it: validation, a slot of
 // the semaphore, the run itself, the transcript line and the log record.
 // It never panics and always returns a filled Output.
@@ -241,9 +282,7 @@ func (t *tool) runTask(ctx context.Context, rep *reporter, toolName, prefix stri
 
 	req, err = t.request(in)
 	if err != nil {
-		// Record what was asked for.
-		req = invoker.Request{Prompt: in.Prompt, Workdir: in.Workdir, Permission: invoker.Permission(in.Permission),
-			Model: in.Model, SessionID: in.SessionID, SystemPrompt: in.SystemPrompt, Images: in.Images}
+		req = requestOf(in) // record what was asked for
 		return t.output(ctx, nil, err)
 	}
 	if err := ctx.Err(); err != nil {

@@ -1,0 +1,87 @@
+package mcpadapter
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"golang.org/x/sync/semaphore"
+
+	"github.com/clinvoke/clinvoke/invoker"
+)
+
+// counter is an Invoker that counts its calls and answers at once.
+type counter struct{ calls int }
+
+func (c *counter) Name() string { return "codex" }
+
+func (c *counter) Invoke(ctx context.Context, req invoker.Request) (*invoker.Result, error) {
+	c.calls++
+	return &invoker.Result{Text: "done"}, nil
+}
+
+// newTool returns the tool of inv as Register would make it, without a
+// server: its handlers are called directly, bypassing the SDK's schema
+// validation.
+func newTool(t *testing.T, opts *Options, inv invoker.Invoker) *tool {
+	t.Helper()
+	cfg, err := newConfig(opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sh := &shared{cfg: cfg, sem: semaphore.NewWeighted(cfg.maxConcurrent), tr: &transcript{path: cfg.transcript}}
+	return &tool{shared: sh, inv: inv, name: inv.Name(), f: featuresOf(inv.Name())}
+}
+
+// TestParallelTaskCountRefused checks the handler's own bound on the tasks
+// of a call: an empty result list, nothing started, one transcript line.
+func TestParallelTaskCountRefused(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "transcript.jsonl")
+	inv := &counter{}
+	tl := newTool(t, &Options{MaxTasks: 2, TranscriptPath: path}, inv)
+	dir := t.TempDir()
+	for _, n := range []int{0, 3} {
+		in := ParallelInput{Workdir: dir, Tasks: make([]Input, n)}
+		for i := range in.Tasks {
+			in.Tasks[i].Prompt = "p"
+		}
+		res, out, err := tl.handleParallel(context.Background(), nil, in)
+		if err != nil || res == nil || !res.IsError {
+			t.Fatalf("%d tasks: handleParallel() = %v, %v; want an isError result", n, res, err)
+		}
+		if out.Results == nil || len(out.Results) != 0 || out.Completed+out.Failed+out.Cancelled != 0 {
+			t.Errorf("%d tasks: output %+v, want an empty results list", n, out)
+		}
+		if msg := res.GetError().Error(); !strings.Contains(msg, "refused, nothing was started: give 1 to 2 tasks") {
+			t.Errorf("%d tasks: error %q", n, msg)
+		}
+	}
+	if inv.calls != 0 {
+		t.Errorf("the invoker ran %d times, want 0", inv.calls)
+	}
+	f, err := os.Open(path)
+	if err != nil {
+		t.Fatalf("no transcript: %v", err)
+	}
+	defer f.Close()
+	var entries []TranscriptEntry
+	for sc := bufio.NewScanner(f); sc.Scan(); {
+		var e TranscriptEntry
+		if err := json.Unmarshal(sc.Bytes(), &e); err != nil {
+			t.Fatal(err)
+		}
+		entries = append(entries, e)
+	}
+	if len(entries) != 2 {
+		t.Fatalf("transcript has %d entries, want 2", len(entries))
+	}
+	for _, e := range entries {
+		if e.Tool != "codex_parallel" || e.Status != StatusRefused || e.Workdir != dir || !strings.Contains(e.Error, "give 1 to 2 tasks") {
+			t.Errorf("transcript entry %+v, want the refusal", e)
+		}
+	}
+}

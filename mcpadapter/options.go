@@ -89,8 +89,9 @@ type Options struct {
 
 	// HeartbeatInterval is the longest time a call that asked for progress
 	// goes without a progress notification: when the agent is silent for
-	// this long, a heartbeat ("still running, 45s") is sent. If zero,
-	// DefaultHeartbeatInterval is used.
+	// this long, a heartbeat ("still running, 45s") is sent. Heartbeats
+	// keep ProgressInterval too, so a HeartbeatInterval shorter than it
+	// acts as ProgressInterval. If zero, DefaultHeartbeatInterval is used.
 	HeartbeatInterval time.Duration
 
 	// TranscriptPath, if not empty, names a file to which every finished

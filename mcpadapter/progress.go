@@ -19,7 +19,9 @@ type notifyFunc func(ctx context.Context, msg string, progress float64) error
 
 // A reporter turns the messages of one call into progress notifications:
 // at most one per interval (the latest message wins, the ones in between
-// are dropped) and a heartbeat after every silence of heartbeat.
+// are dropped) and a heartbeat after every silence of heartbeat. The
+// interval holds for heartbeats too, so a heartbeat shorter than the
+// interval acts as the interval.
 //
 // post never blocks, so Request.OnEvent, which holds up the reading of the
 // CLI's output, stays fast even when the client reads slowly; one goroutine
@@ -138,6 +140,19 @@ func (r *reporter) loop(ctx context.Context) {
 				send(msg)
 			}
 		case <-hb.C:
+			// A heartbeat is a notification too: it keeps the interval
+			// after the previous one, and gives way to a gated message,
+			// whose sending restarts the heartbeat. Without this, a
+			// heartbeat not longer than the interval went out next to
+			// the gated message.
+			if gate != nil {
+				hb.Reset(r.heartbeat)
+				continue
+			}
+			if wait := r.every - time.Since(lastSent); wait > 0 {
+				hb.Reset(wait)
+				continue
+			}
 			r.mu.Lock()
 			last := r.last
 			r.mu.Unlock()

@@ -83,6 +83,52 @@ func TestReporterRateLimitAndHeartbeat(t *testing.T) {
 	})
 }
 
+// TestReporterHeartbeatKeepsInterval checks that no two notifications,
+// heartbeats included, go out less than the interval apart, also when the
+// heartbeat is not longer than the interval.
+func TestReporterHeartbeatKeepsInterval(t *testing.T) {
+	for _, tc := range []struct {
+		every, heartbeat time.Duration
+	}{
+		{20 * time.Second, 15 * time.Second}, // a heartbeat shorter than the interval
+		{2 * time.Second, 2 * time.Second},   // both timers fire at once
+		{2 * time.Second, 15 * time.Second},  // the defaults
+	} {
+		synctest.Test(t, func(t *testing.T) {
+			rec := &recorder{start: time.Now()}
+			r := startReporter(t.Context(), rec.notify, tc.every, tc.heartbeat, nil)
+			defer r.stop()
+			// A message, then one gated by the interval, then silence;
+			// then a burst of messages at every second.
+			r.post("a")
+			time.Sleep(time.Second)
+			r.post("b")
+			time.Sleep(time.Minute)
+			for i := range 30 {
+				r.post(string(rune('c' + i%20)))
+				time.Sleep(time.Second)
+			}
+			time.Sleep(time.Minute)
+			synctest.Wait()
+			got := rec.take()
+			if len(got) < 3 || got[1].msg != "b" || got[1].at != tc.every {
+				t.Errorf("every %v, heartbeat %v: sent %v; want a, then b after the interval", tc.every, tc.heartbeat, got)
+			}
+			for i := 1; i < len(got); i++ {
+				if gap := got[i].at - got[i-1].at; gap < tc.every {
+					t.Errorf("every %v, heartbeat %v: %q at %v only %v after %q; sent %v",
+						tc.every, tc.heartbeat, got[i].msg, got[i].at, gap, got[i-1].msg, got)
+				}
+			}
+			for i := range got {
+				if strings.HasPrefix(got[i].msg, "still running") && i > 0 && got[i].at-got[i-1].at < max(tc.every, tc.heartbeat) {
+					t.Errorf("every %v, heartbeat %v: heartbeat at %v after a notification at %v", tc.every, tc.heartbeat, got[i].at, got[i-1].at)
+				}
+			}
+		})
+	}
+}
+
 func TestReporterStopEndsSending(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		rec := &recorder{start: time.Now()}

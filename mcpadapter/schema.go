@@ -71,11 +71,16 @@ type Output struct {
 type ParallelInput struct {
 	// Tasks are the independent turns to run: 1 to Options.MaxTasks.
 	Tasks []Input `json:"tasks"`
-	// Workdir, Permission, Model and SystemPrompt are the defaults of the
-	// tasks that leave them empty.
-	Workdir      string `json:"workdir,omitempty"`
-	Permission   string `json:"permission,omitempty"`
-	Model        string `json:"model,omitempty"`
+	// Workdir is the workdir of the tasks that give none.
+	Workdir string `json:"workdir,omitempty"`
+	// Permission is the permission of the tasks that give none; empty
+	// means Options.DefaultPermission.
+	Permission string `json:"permission,omitempty"`
+	// Model is the model of the tasks that give none; empty means each
+	// CLI's default.
+	Model string `json:"model,omitempty"`
+	// SystemPrompt is the system prompt addition of the tasks that give
+	// none (Codex, Claude Code).
 	SystemPrompt string `json:"system_prompt,omitempty"`
 	// MaxParallel bounds how many tasks of this call run at once; zero
 	// means all (Options.MaxConcurrent still applies).
@@ -90,10 +95,12 @@ type ParallelInput struct {
 type ParallelOutput struct {
 	// Results holds one entry per task, in the order of the tasks.
 	Results []TaskOutput `json:"results" jsonschema:"one result per task, in the order of the tasks"`
-	// Completed, Failed and Cancelled count the tasks by status ("refused"
-	// counts as failed).
+	// Completed counts the tasks of status "completed".
 	Completed int `json:"completed"`
-	Failed    int `json:"failed"`
+	// Failed counts the tasks of status "failed" or "refused".
+	Failed int `json:"failed"`
+	// Cancelled counts the tasks of status "cancelled": stopped by the
+	// client, the server's shutdown or fail_fast, running or not started.
 	Cancelled int `json:"cancelled"`
 	// DurationMS is the wall time of the whole call in milliseconds.
 	DurationMS int64 `json:"duration_ms" jsonschema:"wall time in milliseconds"`

@@ -19,25 +19,50 @@ type TranscriptEntry struct {
 	Tool string `json:"tool"`
 	// CLI is the invoker's name.
 	CLI string `json:"cli"`
-	// Task is the task's index in a parallel call, nil for a single call.
+	// Task is the task's index in a parallel call; nil for a single call,
+	// and for a parallel call refused as a whole, whose one entry has no
+	// prompt and the call's defaults as its request fields.
 	Task *int `json:"task,omitempty"`
-	// Request fields, as the run received them (after defaults).
-	Prompt       string             `json:"prompt"`
-	Workdir      string             `json:"workdir"`
-	Permission   invoker.Permission `json:"permission"`
-	Model        string             `json:"model,omitempty"`
-	Resume       string             `json:"resume_session_id,omitempty"`
-	SystemPrompt string             `json:"system_prompt,omitempty"`
-	Images       []string           `json:"images,omitempty"`
-	// Result fields, as in Output.
-	Status     string        `json:"status"`
-	Text       string        `json:"text"`
-	SessionID  string        `json:"session_id,omitempty"`
-	ExitCode   int           `json:"exit_code"`
-	DurationMS int64         `json:"duration_ms"`
-	Usage      invoker.Usage `json:"usage"`
-	Error      string        `json:"error,omitempty"`
-	Stderr     string        `json:"stderr,omitempty"`
+	// Prompt is the task's prompt.
+	Prompt string `json:"prompt"`
+	// Workdir is the agent's working directory: resolved (symbolic links
+	// evaluated) for a run, as given for a refused call.
+	Workdir string `json:"workdir"`
+	// Permission is the run's permission, after the default is applied;
+	// as given for a refused call.
+	Permission invoker.Permission `json:"permission"`
+	// Model is the model asked for; empty means the CLI's default.
+	Model string `json:"model,omitempty"`
+	// Resume is the session_id the call resumed; empty for a new session.
+	Resume string `json:"resume_session_id,omitempty"`
+	// SystemPrompt is the system prompt addition asked for.
+	SystemPrompt string `json:"system_prompt,omitempty"`
+	// Images are the attached image files, absolute for a run, as given
+	// for a refused call.
+	Images []string `json:"images,omitempty"`
+
+	// Status is Output.Status: "completed", "failed", "cancelled" or
+	// "refused".
+	Status string `json:"status"`
+	// Text is Output.Text: the final answer, or the partial text.
+	Text string `json:"text"`
+	// SessionID is Output.SessionID: the session the run reported, which
+	// resumes it.
+	SessionID string `json:"session_id,omitempty"`
+	// ExitCode is Output.ExitCode: the CLI's exit status, -1 if it was
+	// killed by a signal or never started.
+	ExitCode int `json:"exit_code"`
+	// DurationMS is Output.DurationMS: the run's wall time in
+	// milliseconds.
+	DurationMS int64 `json:"duration_ms"`
+	// Usage is Output.Usage: the token counts the CLI reported.
+	Usage invoker.Usage `json:"usage"`
+	// Error is Output.Error: what went wrong, for any status but
+	// "completed".
+	Error string `json:"error,omitempty"`
+	// Stderr is the tail of the CLI's standard error (Result.Stderr),
+	// for diagnosis; it is not sent to the client.
+	Stderr string `json:"stderr,omitempty"`
 }
 
 // A transcript appends entries to a file. Each line is written with one

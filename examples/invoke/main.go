@@ -41,41 +41,49 @@ var backends = map[string]func(...invoker.Option) invoker.Invoker{
 	"claude": claude.New,
 }
 
-func main() { os.Exit(run()) }
+func main() { os.Exit(run(os.Args[1:])) }
 
-func run() int {
+// run runs invoke with the command-line arguments args and returns its
+// exit status.
+func run(args []string) int {
+	fs := flag.NewFlagSet("invoke", flag.ContinueOnError)
 	var (
-		cli     = flag.String("cli", "claude", "the CLI to run: codex, gemini or claude")
-		dir     = flag.String("C", ".", "working directory of the agent")
-		resume  = flag.String("resume", "", "resume this session id")
-		timeout = flag.Duration("timeout", 0, "cancel the run after this long (0: no limit)")
-		perm    = flag.String("permission", "read-only", "read-only, workspace-write or unlimited")
-		model   = flag.String("model", "", "model to use instead of the CLI's default")
-		system  = flag.String("system", "", "extra system prompt instructions")
-		bin     = flag.String("bin", "", "path of the CLI's binary (default: its usual name on PATH)")
-		idle    = flag.Duration("idle-timeout", 0, "stop the run when the CLI prints nothing for this long")
-		quiet   = flag.Bool("q", false, "print only the final answer")
+		cli     = fs.String("cli", "claude", "the CLI to run: codex, gemini or claude")
+		dir     = fs.String("C", ".", "working directory of the agent")
+		resume  = fs.String("resume", "", "resume this session id")
+		timeout = fs.Duration("timeout", 0, "cancel the run after this long (0: no limit)")
+		perm    = fs.String("permission", "read-only", "read-only, workspace-write or unlimited")
+		model   = fs.String("model", "", "model to use instead of the CLI's default")
+		system  = fs.String("system", "", "extra system prompt instructions")
+		bin     = fs.String("bin", "", "path of the CLI's binary (default: its usual name on PATH)")
+		idle    = fs.Duration("idle-timeout", 0, "stop the run when the CLI prints nothing for this long")
+		quiet   = fs.Bool("q", false, "print only the final answer")
 		images  []string
 	)
-	flag.Func("image", "attach an image file (repeatable; Codex only)", func(s string) error {
+	fs.Func("image", "attach an image file (repeatable; Codex only)", func(s string) error {
 		images = append(images, s)
 		return nil
 	})
-	flag.Usage = func() {
-		fmt.Fprintf(flag.CommandLine.Output(), "usage: invoke [flags] PROMPT...   (PROMPT - reads standard input)\n\n")
-		flag.PrintDefaults()
+	fs.Usage = func() {
+		fmt.Fprintf(fs.Output(), "usage: invoke [flags] PROMPT...   (PROMPT - reads standard input)\n\n")
+		fs.PrintDefaults()
 	}
-	flag.Parse()
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return 0
+		}
+		return 2
+	}
 
 	newInvoker, ok := backends[*cli]
 	if !ok {
 		fmt.Fprintf(os.Stderr, "invoke: unknown -cli %q (want codex, gemini or claude)\n", *cli)
 		return 2
 	}
-	prompt, err := readPrompt(flag.Args())
+	prompt, err := readPrompt(fs.Args())
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "invoke:", err)
-		flag.Usage()
+		fs.Usage()
 		return 2
 	}
 	workdir, err := filepath.Abs(*dir)
@@ -94,13 +102,15 @@ func run() int {
 	inv := newInvoker(opts...)
 
 	// The first Ctrl-C cancels the run; stop() then restores the default
-	// handling, so that a second one ends invoke at once.
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	// handling, so that a second one ends invoke at once. The goroutine
+	// has a variable of its own: ctx is reassigned below.
+	sigCtx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	go func() {
-		<-ctx.Done()
+		<-sigCtx.Done()
 		stop()
 	}()
+	ctx := sigCtx
 	if *timeout > 0 {
 		var cancel context.CancelFunc
 		ctx, cancel = context.WithTimeout(ctx, *timeout)
@@ -146,11 +156,30 @@ func run() int {
 			fmt.Println(res.Text)
 		}
 		if res.SessionID != "" {
-			fmt.Fprintf(os.Stderr, "session %s; to resume:\n  invoke -cli %s -C %s -resume %s %q\n",
-				res.SessionID, *cli, shellQuote(workdir), res.SessionID, "continue")
+			fmt.Fprintf(os.Stderr, "session %s; to resume:\n  %s\n", res.SessionID,
+				resumeCommand(*cli, workdir, res.SessionID, *perm, *model, *system, *bin))
 		}
 	}
 	return status
+}
+
+// resumeCommand returns the invoke command line that continues session sid
+// with the same settings: a resumed run takes its permission, model and
+// system prompt from the flags again (without -permission it would come
+// back read-only).
+func resumeCommand(cli, workdir, sid, perm, model, system, bin string) string {
+	args := []string{"invoke", "-cli", cli, "-C", shellQuote(workdir), "-permission", shellQuote(perm)}
+	if model != "" {
+		args = append(args, "-model", shellQuote(model))
+	}
+	if system != "" {
+		args = append(args, "-system", shellQuote(system))
+	}
+	if bin != "" {
+		args = append(args, "-bin", shellQuote(bin))
+	}
+	args = append(args, "-resume", shellQuote(sid), "continue")
+	return strings.Join(args, " ")
 }
 
 // readPrompt joins the arguments, or reads standard input for "-" or none.

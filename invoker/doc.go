@@ -52,7 +52,9 @@
 // Code records the turn and stops its own tools on SIGINT, but orphans them
 // on SIGTERM. The error then matches ctx.Err() (errors.Is(err,
 // context.Canceled) or context.DeadlineExceeded), and the Result still
-// holds the session id and partial text.
+// holds the session id and partial text. If the CLI had already reported
+// success before the stop took effect, the turn is complete: Invoke returns
+// its Result with a nil error.
 //
 // # Events
 //

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"runtime"
 	"time"
 )
 
@@ -50,8 +51,13 @@ func (e *engine) Invoke(ctx context.Context, req Request) (*Result, error) {
 	r := &run{e: e, ctx: ctx, req: &req, cmd: cmd, path: path, start: start, res: res}
 	err = r.execute()
 	res.Duration = time.Since(start)
-	if r.panicked {
-		panic(r.panicVal) // the tree is reaped; hand the caller's panic back
+	if r.panicked.Load() {
+		// The tree is reaped; hand the caller's panic (or Goexit, as from
+		// t.FailNow in OnEvent) back to the goroutine that called Invoke.
+		if r.goexit {
+			runtime.Goexit()
+		}
+		panic(r.panicVal)
 	}
 	if err != nil {
 		return res, &Error{CLI: e.b.Name(), Err: err}

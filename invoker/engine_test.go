@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"os"
 	"os/exec"
+	"runtime"
 	"strings"
 	"sync"
 	"testing"
@@ -444,5 +445,48 @@ func TestCancelCause(t *testing.T) {
 	if !errors.Is(err, context.Canceled) || !errors.Is(err, cause) {
 		t.Errorf("Invoke() error = %v, want it to match context.Canceled and the cause", err)
 	}
+	f.assertReaped(1)
+}
+
+// runtime.Goexit in OnEvent (t.FailNow, say) is handed back to the caller
+// of Invoke after the tree is reaped, like a panic.
+func TestGoexitInOnEvent(t *testing.T) {
+	f := newFixture(t, fakeagent.Script{Chunks: 2, StallFor: time.Minute, Grandchild: true, IgnoreSignals: true})
+	f.req.OnEvent = func(ev invoker.Event) {
+		if ev.Kind == invoker.KindMessage {
+			runtime.Goexit()
+		}
+	}
+	returned := make(chan bool)
+	go func() {
+		normal := false
+		defer func() { returned <- normal }()
+		f.inv.Invoke(context.Background(), f.req)
+		normal = true
+	}()
+	if <-returned {
+		t.Error("Invoke returned normally, want runtime.Goexit handed back to its caller")
+	}
+	f.assertReaped(2)
+}
+
+// A panic in OnEvent after a fatal condition was already reported still
+// kills the run at once and is re-raised.
+func TestPanicAfterFatal(t *testing.T) {
+	f := newFixture(t, fakeagent.Script{Stderr: fatalSignature + "\n", Chunks: 2, StallFor: time.Minute, IgnoreSignals: true},
+		invoker.WithInterruptGrace(time.Hour))
+	f.req.OnEvent = func(ev invoker.Event) {
+		if ev.Kind == invoker.KindMessage {
+			panic("late panic")
+		}
+	}
+	func() {
+		defer func() {
+			if p := recover(); p != "late panic" {
+				t.Errorf("recover() = %v, want the OnEvent panic", p)
+			}
+		}()
+		f.inv.Invoke(context.Background(), f.req)
+	}()
 	f.assertReaped(1)
 }

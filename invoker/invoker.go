@@ -115,9 +115,12 @@ type Request struct {
 
 	// OnEvent, if not nil, is called for every event as it arrives, in
 	// order, from a single goroutine. It should return quickly: reading
-	// the CLI's output waits for it. If it panics, the run is stopped, the
-	// process tree is reaped, and then the panic is re-raised on the
-	// goroutine that called Invoke.
+	// the CLI's output waits for it (time spent in it does not count
+	// towards the idle timeout), and Invoke waits for it to return. If it
+	// panics or calls runtime.Goexit (as t.FailNow does), no further event
+	// is delivered, the process tree is killed at once and reaped, and
+	// then the panic is re-raised (or Goexit called) on the goroutine that
+	// called Invoke.
 	OnEvent func(Event)
 }
 

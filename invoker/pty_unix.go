@@ -27,12 +27,35 @@ func openPTY() (master, tty *os.File, err error) {
 		t.Lflag |= unix.ISIG
 		err = unix.IoctlSetTermios(int(tty.Fd()), ioctlSetTermios, t)
 	}
+	if err == nil {
+		master, err = pollable(master)
+	}
 	if err != nil {
 		master.Close()
 		tty.Close()
 		return nil, nil, err
 	}
 	return master, tty, nil
+}
+
+// pollable returns f's descriptor in non-blocking mode as a new *os.File,
+// and closes f. pty.Open leaves the master in blocking mode (it uses Fd),
+// so a Read on it could not be interrupted by Close, and a process that
+// escaped the sweep while holding the terminal would hang Invoke. A
+// non-blocking descriptor is served by the runtime's poller, where Close
+// ends a pending Read.
+func pollable(f *os.File) (*os.File, error) {
+	fd, err := unix.FcntlInt(f.Fd(), unix.F_DUPFD_CLOEXEC, 0)
+	if err != nil {
+		return f, err
+	}
+	name := f.Name()
+	f.Close()
+	if err := unix.SetNonblock(fd, true); err != nil {
+		unix.Close(fd)
+		return nil, err
+	}
+	return os.NewFile(uintptr(fd), name), nil
 }
 
 // isPTYEnd reports whether err is how a PTY master reports that no process

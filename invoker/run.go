@@ -47,8 +47,13 @@ type run struct {
 	firstOnce  sync.Once
 	lastActive atomic.Int64 // nanoseconds since start of the last output
 
-	panicked bool // OnEvent panicked; set by the stdout reader
-	panicVal any
+	// OnEvent panicked or called runtime.Goexit: panicked is set and
+	// panicCh closed once, after panicVal and goexit are written.
+	panicked  atomic.Bool
+	panicCh   chan struct{}
+	panicOnce sync.Once
+	panicVal  any
+	goexit    bool
 }
 
 // execute starts the CLI, streams its output, stops it when asked, sweeps
@@ -60,6 +65,7 @@ func (r *run) execute() error {
 	r.tail = jsonl.NewTail(cfg.stderrTail)
 	r.fatal = make(chan error, 1)
 	r.firstEvent = make(chan struct{})
+	r.panicCh = make(chan struct{})
 
 	if err := r.startTree(); err != nil {
 		return err
@@ -89,6 +95,8 @@ func (r *run) execute() error {
 	if r.stdin != nil {
 		r.stdin.Close() // unblocks a prompt the CLI never read
 	}
+	r.stdoutW.swept.Store(true)
+	r.stderrW.swept.Store(true)
 	r.awaitReaders(stdoutDone, stderrDone)
 	wg.Wait()
 	r.stdout.Close()
@@ -97,6 +105,7 @@ func (r *run) execute() error {
 	st, werr := r.tree.Wait()
 	if werr != nil {
 		r.log.Warn("reaping the CLI failed", "err", werr)
+		st = proc.State{Code: -1}
 	}
 	r.res.ExitCode = st.Code
 	r.res.Stderr = r.tail.String()
@@ -105,9 +114,9 @@ func (r *run) execute() error {
 	out := r.outcome(st.Code)
 	r.res.SessionID, r.res.Text, r.res.Usage = out.SessionID, out.Text, out.Usage
 	switch {
-	case r.panicked:
-		return nil // Invoke re-panics
-	case out.Success && !isTimeout(stopErr):
+	case r.panicked.Load():
+		return nil // Invoke re-raises the panic
+	case out.Success:
 		// The CLI reported success before any stop took effect: the turn
 		// is complete, and nothing of it is lost.
 		return nil
@@ -115,6 +124,8 @@ func (r *run) execute() error {
 		return stopErr
 	case out.Err != nil:
 		return out.Err
+	case werr != nil:
+		return fmt.Errorf("reaping the CLI: %w", werr)
 	case st.Code != 0:
 		return &ExitError{Code: st.Code, Stderr: r.res.Stderr}
 	default:
@@ -130,10 +141,6 @@ func ctxError(ctx context.Context) error {
 		return fmt.Errorf("%w: %w", err, cause)
 	}
 	return err
-}
-
-func isTimeout(err error) bool {
-	return errors.Is(err, ErrFirstEventTimeout) || errors.Is(err, ErrIdleTimeout)
 }
 
 // startTree creates the run's streams and starts the root process.
@@ -199,7 +206,7 @@ func (r *run) startTree() (err error) {
 		return fmt.Errorf("starting %s: %w", r.path, err)
 	}
 	r.tree = t
-	r.stdoutW = &watchedFile{f: r.stdout, r: r}
+	r.stdoutW = &watchedFile{f: r.stdout, r: r, pty: r.pty != nil}
 	r.stderrW = &watchedFile{f: r.stderr, r: r}
 	r.log.Debug("started", "pid", t.Pid(), "path", r.path, "args", len(attr.Args)-1, "pty", cfg.pty)
 	return nil
@@ -214,6 +221,7 @@ func (r *run) supervise() error {
 	var stopErr error
 	ctxDone := r.ctx.Done()
 	fatal := r.fatal
+	panicCh := r.panicCh
 
 	var firstTimer, idleTimer <-chan time.Time
 	if cfg.firstEventTimeout > 0 {
@@ -288,22 +296,28 @@ func (r *run) supervise() error {
 			stop(ctxError(r.ctx))
 		case err := <-fatal:
 			fatal = nil
-			if r.panicked {
-				// A panic in OnEvent is a bug of the caller's: do not
-				// wait for a polite exit.
-				stopErr = err
-				step = 3
-				r.tree.Kill()
-				continue
-			}
 			stop(err)
+		case <-panicCh:
+			// A panic in OnEvent is a bug of the caller's: do not wait
+			// for a polite exit.
+			panicCh = nil
+			if stopErr == nil {
+				stopErr = errors.New("OnEvent panicked")
+			}
+			step = 3
+			r.log.Debug("signal", "pid", r.tree.Pid(), "signal", proc.Kill.String(), "reason", "OnEvent panicked")
+			r.tree.Kill()
 		case <-firstEvent:
 			firstEvent, firstTimer = nil, nil
 		case <-firstTimer:
 			firstTimer = nil
-			stop(fmt.Errorf("%w (%v)", ErrFirstEventTimeout, cfg.firstEventTimeout))
+			select {
+			case <-firstEvent: // it came in time after all
+			default:
+				stop(fmt.Errorf("%w (%v)", ErrFirstEventTimeout, cfg.firstEventTimeout))
+			}
 		case <-idleTimer:
-			quiet := time.Since(r.start) - time.Duration(r.lastActive.Load())
+			quiet := r.quiet()
 			if quiet >= cfg.idleTimeout {
 				idleTimer = nil
 				stop(fmt.Errorf("%w (%v)", ErrIdleTimeout, cfg.idleTimeout))
@@ -337,47 +351,44 @@ func (r *run) interrupt() {
 // the CLI wrote. Only if a reader then sits blocked for the whole wait delay
 // with nothing arriving — something the sweep could not find holds the pipe
 // — is our end closed, which ends the read. A reader still busy with a big
-// line or a slow OnEvent is never cut off.
+// line or a slow OnEvent is never cut off. (A writer the sweep missed that
+// keeps writing is cut off by watchedFile.Read.)
 func (r *run) awaitReaders(stdoutDone, stderrDone <-chan struct{}) {
 	delay := r.e.cfg.waitDelay
 	t := time.NewTimer(delay)
 	defer t.Stop()
-	streams := []struct {
+	type stream struct {
 		done <-chan struct{}
 		w    *watchedFile
-	}{{stdoutDone, r.stdoutW}, {stderrDone, r.stderrW}}
+	}
+	streams := []*stream{{stdoutDone, r.stdoutW}, {stderrDone, r.stderrW}}
 	for {
-		pending := false
-		for _, s := range streams {
-			select {
-			case <-s.done:
-			default:
-				pending = true
+		pending := streams[:0:0]
+		for _, st := range streams {
+			if st.done != nil {
+				pending = append(pending, st)
 			}
 		}
-		if !pending {
+		if len(pending) == 0 {
 			return
 		}
 		select {
-		case <-stdoutDone:
-		case <-stderrDone:
+		case <-streams[0].done:
+			streams[0].done = nil
+		case <-streams[1].done:
+			streams[1].done = nil
 		case <-t.C:
 			next := delay
-			for _, s := range streams {
-				select {
-				case <-s.done:
-					continue
-				default:
-				}
-				switch blocked := s.w.blockedFor(); {
-				case blocked >= delay:
+			for _, st := range pending {
+				switch blocked := st.w.blockedFor(); {
+				case blocked > 0 && blocked >= delay:
 					r.log.Warn("output still open after the tree was killed; closing it", "wait_delay", delay)
-					s.w.f.Close()
+					st.w.f.Close()
 				case blocked > 0:
 					next = min(next, delay-blocked)
 				}
 			}
-			t.Reset(next)
+			t.Reset(max(next, time.Millisecond))
 		}
 	}
 }
@@ -389,8 +400,16 @@ func (r *run) awaitReaders(stdoutDone, stderrDone <-chan struct{}) {
 type watchedFile struct {
 	f            *os.File
 	r            *run
+	pty          bool         // f is a PTY master
 	blockedSince atomic.Int64 // nanoseconds since run start; 0 when not in Read
+	swept        atomic.Bool  // the tree has been killed
+	afterSweep   atomic.Int64 // bytes read since then
 }
+
+// maxLeftover bounds what dead writers can have left in a stream when the
+// sweep ends: a pipe holds at most fs.pipe-max-size (1 MiB by default), a
+// terminal far less. More than that means a live writer the sweep missed.
+const maxLeftover = 1<<20 + 64<<10
 
 func (w *watchedFile) Read(p []byte) (int, error) {
 	w.blockedSince.Store(int64(time.Since(w.r.start)) | 1)
@@ -398,6 +417,14 @@ func (w *watchedFile) Read(p []byte) (int, error) {
 	w.blockedSince.Store(0)
 	if n > 0 {
 		w.r.touch()
+		if w.swept.Load() && w.afterSweep.Add(int64(n)) > maxLeftover {
+			w.r.log.Warn("a process the sweep could not find still writes to the CLI's output; closing it")
+			w.f.Close()
+			return n, io.EOF
+		}
+	}
+	if w.pty && isPTYEnd(err) {
+		err = io.EOF // how a terminal reports that no process holds it
 	}
 	return n, err
 }
@@ -420,6 +447,17 @@ func (r *run) fail(err error) {
 }
 
 func (r *run) touch() { r.lastActive.Store(int64(time.Since(r.start))) }
+
+// quiet returns how long the CLI has been silent: the time since its last
+// output, but only while the stdout reader waits for more. A reader busy
+// decoding or in a slow OnEvent is not waiting on the CLI.
+func (r *run) quiet() time.Duration {
+	blocked := r.stdoutW.blockedFor()
+	if blocked == 0 {
+		return 0
+	}
+	return min(blocked, time.Since(r.start)-time.Duration(r.lastActive.Load()))
+}
 
 // readStdout decodes stdout line by line and delivers the events.
 func (r *run) readStdout() {
@@ -465,26 +503,43 @@ func (r *run) decode(line []byte) (events []Event, err error) {
 	return r.dec.Decode(line)
 }
 
-// deliver hands events to OnEvent. After OnEvent panicked, events are no
-// longer delivered and the run is killed.
+// deliver hands events to OnEvent. If OnEvent panics or calls
+// runtime.Goexit, the run is killed at once, no further event is
+// delivered, and Invoke re-raises the panic (or calls Goexit) after the
+// tree is reaped.
 func (r *run) deliver(events []Event) {
 	for _, ev := range events {
 		if ev.Kind != KindWarning {
 			r.firstOnce.Do(func() { close(r.firstEvent) })
 		}
-		if r.req.OnEvent == nil || r.panicked {
+		if r.req.OnEvent == nil || r.panicked.Load() {
 			continue
 		}
-		func() {
-			defer func() {
-				if p := recover(); p != nil {
-					r.panicked, r.panicVal = true, p
-					r.fail(fmt.Errorf("OnEvent panicked: %v", p))
-				}
-			}()
-			r.req.OnEvent(ev)
-		}()
+		r.callOnEvent(ev)
 	}
+}
+
+func (r *run) callOnEvent(ev Event) {
+	returned := false
+	defer func() {
+		if returned {
+			return
+		}
+		p := recover() // nil when OnEvent called runtime.Goexit
+		r.panicOnce.Do(func() {
+			r.panicVal, r.goexit = p, p == nil
+			if p != nil {
+				r.log.Error("OnEvent panicked", "panic", p, "stack", string(debug.Stack()))
+			}
+			r.panicked.Store(true)
+			close(r.panicCh)
+		})
+		// After a panic this goroutine goes on draining the output
+		// without delivering; after Goexit it ends here and the kill
+		// stops the CLI.
+	}()
+	r.req.OnEvent(ev)
+	returned = true
 }
 
 // readStderr keeps the tail of stderr and shows each line to the decoder,
@@ -494,6 +549,7 @@ func (r *run) readStderr() {
 	// stderr, and the tail keeps its own copy.
 	buf := make([]byte, 4<<10)
 	var partial []byte
+	overlong := false // partial is the start of a line longer than maxLine
 	const maxLine = 16 << 10
 	check := func(line []byte) {
 		if len(bytes.TrimSpace(line)) == 0 {
@@ -521,17 +577,24 @@ func (r *run) readStderr() {
 			for {
 				i := bytes.IndexByte(chunk, '\n')
 				if i < 0 {
-					if len(partial)+len(chunk) <= maxLine {
+					if overlong || len(partial)+len(chunk) > maxLine {
+						// Only the start of an over-long line is
+						// checked; never splice its later pieces.
+						overlong = true
+					} else {
 						partial = append(partial, chunk...)
 					}
 					break
 				}
-				if len(partial) > 0 {
+				switch {
+				case overlong:
+					check(partial)
+				case len(partial) > 0:
 					check(append(partial, chunk[:i]...))
-					partial = partial[:0]
-				} else {
+				default:
 					check(chunk[:i])
 				}
+				partial, overlong = partial[:0], false
 				chunk = chunk[i+1:]
 			}
 		}

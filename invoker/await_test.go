@@ -1,0 +1,204 @@
+package invoker
+
+import (
+	"bytes"
+	"io"
+	"log/slog"
+	"os"
+	"runtime"
+	"testing"
+	"time"
+
+	"github.com/clinvoke/clinvoke/internal/jsonl"
+)
+
+// newTestRun returns a run with just what awaitReaders and watchedFile
+// need, and the given wait delay.
+func newTestRun(delay time.Duration) *run {
+	e := &engine{cfg: newConfig([]Option{WithWaitDelay(delay)})}
+	return &run{e: e, start: time.Now(), log: slog.New(slog.DiscardHandler)}
+}
+
+// drain reads w to its end, as the engine's readers do, and reports the
+// bytes read on the returned channel.
+func drain(w *watchedFile, sink io.Writer) <-chan int64 {
+	done := make(chan int64, 1)
+	go func() {
+		n, _ := io.Copy(sink, w)
+		done <- n
+	}()
+	return done
+}
+
+// A stream held open by a process the sweep could not find: after the wait
+// delay our end is closed and the wait ends, for a pipe and for a PTY
+// master alike (a blocking master could not be interrupted by Close).
+func TestAwaitReadersHeldOpen(t *testing.T) {
+	tests := []struct {
+		name string
+		open func(t *testing.T) (ours, theirs *os.File)
+		pty  bool
+	}{
+		{"pipe", func(t *testing.T) (*os.File, *os.File) {
+			r, w, err := os.Pipe()
+			if err != nil {
+				t.Fatal(err)
+			}
+			return r, w
+		}, false},
+		{"pty", func(t *testing.T) (*os.File, *os.File) {
+			if runtime.GOOS != "linux" && runtime.GOOS != "darwin" {
+				t.Skip("PTY mode needs a Unix terminal")
+			}
+			master, tty, err := openPTY()
+			if err != nil {
+				t.Fatal(err)
+			}
+			return master, tty
+		}, true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			ours, theirs := tt.open(t)
+			defer theirs.Close() // the holder outlives the wait
+			r := newTestRun(50 * time.Millisecond)
+			r.stdoutW = &watchedFile{f: ours, r: r, pty: tt.pty}
+			er, ew, _ := os.Pipe()
+			ew.Close()
+			r.stderrW = &watchedFile{f: er, r: r}
+			theirs.Write([]byte("left in the buffer\n"))
+			var got bytes.Buffer
+			outDone, errDone := drain(r.stdoutW, &got), drain(r.stderrW, io.Discard)
+			outC, errC := make(chan struct{}), make(chan struct{})
+			go func() { <-outDone; close(outC) }()
+			go func() { <-errDone; close(errC) }()
+			r.awaitReaders(outC, errC) // returns only once both readers ended
+			if !bytes.Contains(got.Bytes(), []byte("left in the buffer")) {
+				t.Errorf("read %q, want the bytes written before the wait", got.String())
+			}
+			er.Close()
+		})
+	}
+}
+
+// A writer the sweep missed that keeps writing is cut off once more bytes
+// arrive after the sweep than dead writers could have left.
+func TestLiveWriterAfterSweepIsCutOff(t *testing.T) {
+	pr, pw, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pw.Close()
+	r := newTestRun(time.Hour)
+	w := &watchedFile{f: pr, r: r}
+	w.swept.Store(true)
+	stop := make(chan struct{})
+	writerDone := make(chan struct{})
+	go func() {
+		defer close(writerDone)
+		line := bytes.Repeat([]byte("tick\n"), 1000)
+		for {
+			select {
+			case <-stop:
+				return
+			default:
+			}
+			if _, err := pw.Write(line); err != nil {
+				return // our end was closed
+			}
+		}
+	}()
+	n := <-drain(w, io.Discard)
+	close(stop)
+	<-writerDone
+	if n < maxLeftover || n > maxLeftover+1<<20 {
+		t.Errorf("read %d bytes before cutting the writer off, want just over %d", n, maxLeftover)
+	}
+}
+
+// With a zero wait delay, a reader busy with what the CLI left is not cut
+// off: only one blocked in Read is.
+func TestZeroWaitDelayKeepsBufferedOutput(t *testing.T) {
+	pr, pw, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := newTestRun(0)
+	r.stdoutW = &watchedFile{f: pr, r: r}
+	er, ew, _ := os.Pipe()
+	ew.Close()
+	r.stderrW = &watchedFile{f: er, r: r}
+	const lines = 300
+	go func() {
+		for range lines {
+			pw.Write([]byte(`{"type":"line"}` + "\n"))
+		}
+		pw.Close()
+	}()
+	got := 0
+	outC, errC := make(chan struct{}), make(chan struct{})
+	go func() {
+		defer close(outC)
+		rd := jsonl.NewReader(r.stdoutW, 1<<20)
+		for {
+			if _, err := rd.ReadLine(); err != nil {
+				return
+			}
+			got++
+			time.Sleep(100 * time.Microsecond) // a slow consumer
+		}
+	}()
+	go func() { io.Copy(io.Discard, r.stderrW); close(errC) }()
+	r.awaitReaders(outC, errC)
+	if got != lines {
+		t.Errorf("read %d lines, want all %d", got, lines)
+	}
+	pr.Close()
+	er.Close()
+}
+
+// A terminal reports its end as EIO; the last line without a newline must
+// still be read.
+func TestPTYLastLineWithoutNewline(t *testing.T) {
+	if runtime.GOOS != "linux" {
+		t.Skip("EIO at the end of a PTY is Linux behaviour")
+	}
+	master, tty, err := openPTY()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer master.Close()
+	tty.Write([]byte("a\nDONE"))
+	tty.Close()
+	r := newTestRun(time.Second)
+	rd := jsonl.NewReader(&watchedFile{f: master, r: r, pty: true}, 1<<20)
+	var lines []string
+	for {
+		l, err := rd.ReadLine()
+		if err != nil {
+			if err != io.EOF {
+				t.Errorf("ReadLine() error = %v, want io.EOF", err)
+			}
+			break
+		}
+		lines = append(lines, string(l))
+	}
+	if len(lines) != 2 || lines[1] != "DONE" {
+		t.Errorf("lines = %q, want [a DONE]", lines)
+	}
+}
+
+// The idle clock runs only while the reader waits on the CLI, not while it
+// is busy in OnEvent.
+func TestQuietOnlyWhileWaiting(t *testing.T) {
+	r := newTestRun(time.Second)
+	r.stdoutW = &watchedFile{r: r}
+	r.start = time.Now().Add(-time.Minute) // last output long ago
+	if q := r.quiet(); q != 0 {
+		t.Errorf("quiet() = %v while the reader is busy, want 0", q)
+	}
+	r.stdoutW.blockedSince.Store(int64(time.Since(r.start)-10*time.Second) | 1)
+	if q := r.quiet(); q < 10*time.Second || q > 11*time.Second {
+		t.Errorf("quiet() = %v, want about 10s (blocked in Read that long)", q)
+	}
+}

@@ -490,3 +490,30 @@ func TestPanicAfterFatal(t *testing.T) {
 	}()
 	f.assertReaped(1)
 }
+
+// A binary that exists but cannot be executed, or whose interpreter line
+// is bad, is not a working install.
+func TestBrokenBinaryIsNotInstalled(t *testing.T) {
+	dir := t.TempDir()
+	tests := []struct{ name, content string }{
+		{"no exec bit", "#!/bin/sh\n"},
+		{"missing interpreter", "#!/nonexistent/interpreter\n"},
+	}
+	for i, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			path := fmt.Sprintf("%s/cli%d", dir, i)
+			mode := os.FileMode(0o755)
+			if i == 0 {
+				mode = 0o644
+			}
+			if err := os.WriteFile(path, []byte(tt.content), mode); err != nil {
+				t.Fatal(err)
+			}
+			inv := invoker.New(testBackend{}, invoker.WithBinary(path))
+			_, err := inv.Invoke(context.Background(), invoker.Request{Prompt: "hi", Workdir: dir})
+			if !errors.Is(err, invoker.ErrNotInstalled) {
+				t.Errorf("Invoke() error = %v, want ErrNotInstalled", err)
+			}
+		})
+	}
+}

@@ -75,5 +75,8 @@ func (e *engine) lookPath() (string, error) {
 	if fi.IsDir() {
 		return "", fmt.Errorf("%w: %s is a directory, not the CLI's executable", ErrNotInstalled, bin)
 	}
+	if _, err := exec.LookPath(bin); err != nil {
+		return "", fmt.Errorf("%w: %s is not executable (%w)", ErrNotInstalled, bin, err)
+	}
 	return bin, nil
 }

@@ -7,11 +7,13 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"log/slog"
 	"os"
 	"runtime/debug"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"time"
 
 	"github.com/clinvoke/clinvoke/internal/jsonl"
@@ -203,6 +205,11 @@ func (r *run) startTree() (err error) {
 
 	t, err := proc.Start(attr)
 	if err != nil {
+		if errors.Is(err, fs.ErrNotExist) || errors.Is(err, fs.ErrPermission) || errors.Is(err, syscall.ENOEXEC) {
+			// Removed since the lookup, not executable, or a bad
+			// interpreter line: the CLI is not installed properly.
+			return fmt.Errorf("%w: starting %s: %w", ErrNotInstalled, r.path, err)
+		}
 		return fmt.Errorf("starting %s: %w", r.path, err)
 	}
 	r.tree = t

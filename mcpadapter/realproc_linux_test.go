@@ -400,3 +400,48 @@ func TestExampleServerCancelAndSignal(t *testing.T) {
 		t.Errorf("server exit after SIGINT: %v, want success", cmd.ProcessState)
 	}
 }
+
+// TestExampleServerSecondSignal checks that a second signal does not end
+// the server before the run's tree is killed: its CLI would die with the
+// server, but not the processes its tools moved to a session of their own.
+func TestExampleServerSecondSignal(t *testing.T) {
+	bin := buildServer(t)
+	root := t.TempDir()
+	// IgnoreSignals: the run stops only at the SIGKILL of its ladder,
+	// seconds after the signals.
+	s := fakeagent.Script{Flavor: fakeagent.Codex, Tool: true, StreamFor: time.Hour, Grandchild: true, Escapee: true,
+		IgnoreSignals: true, Tag: fakeagent.NewTag()}
+	cs, cmd, progress := startServer(t, bin, s, root, filepath.Join(t.TempDir(), "transcript.jsonl"))
+
+	errc := make(chan error, 1)
+	go func() {
+		params := &mcp.CallToolParams{Name: "codex", Arguments: args("stream", root)}
+		params.SetProgressToken("tok")
+		_, err := cs.CallTool(context.Background(), params)
+		errc <- err
+	}()
+	for p := range progress { // the fake's whole tree is started
+		if strings.Contains(p.Message, "running: ") || strings.Contains(p.Message, "thinking") {
+			break
+		}
+	}
+	if err := cmd.Process.Signal(syscall.SIGINT); err != nil {
+		t.Fatal(err)
+	}
+	// Apart, so that the two are not merged into one pending signal;
+	// well within the run's stop ladder.
+	time.Sleep(100 * time.Millisecond)
+	if err := cmd.Process.Signal(syscall.SIGINT); err != nil {
+		t.Fatal(err)
+	}
+	<-errc // the server exited: the connection is closed
+	noSurvivors(t, s.Tag, cmd.Process.Pid)
+	// Closing the session reaps the server, reporting its status 130.
+	var exitErr *exec.ExitError
+	if err := cs.Close(); err != nil && !errors.As(err, &exitErr) && !errors.Is(err, os.ErrClosed) && !errors.Is(err, syscall.EPIPE) {
+		t.Errorf("ClientSession.Close() error = %v", err)
+	}
+	if cmd.ProcessState == nil || cmd.ProcessState.ExitCode() != 130 {
+		t.Errorf("server exit after two signals: %v, want exit status 130", cmd.ProcessState)
+	}
+}

@@ -22,10 +22,21 @@
 // their calls say how to install them). A binary elsewhere is named with
 // -codex-bin, -gemini-bin or -claude-bin.
 //
+// Without -root, the current directory is the one root. MCP clients often
+// start stdio servers in / or the home directory, so the server refuses to
+// start when the current directory is / and no -root is given (pass -root /
+// to allow every directory explicitly), and warns on standard error when a
+// root is / or the home directory.
+//
 // In stdio mode standard output carries only the protocol; logs go to
 // standard error. The first Ctrl-C (or SIGTERM) cancels the runs in flight,
-// answers their calls and exits once they are reaped; a second one exits
-// at once.
+// answers their calls and exits once they are reaped. A second one stops
+// waiting for the calls to be answered: the server exits (status 130) as
+// soon as the runs' process trees are killed, or after exitBound if that
+// takes longer. A third one exits at once. Exiting while a run is being
+// stopped is a last resort: on Linux the CLIs die with the server (parent
+// death signal), but processes their tools moved to a session of their own
+// survive, which only the run's own sweep kills.
 package main
 
 import (
@@ -38,8 +49,10 @@ import (
 	"os"
 	"os/exec"
 	"os/signal"
+	"path/filepath"
 	"slices"
 	"strings"
+	"sync"
 	"syscall"
 	"time"
 
@@ -84,7 +97,7 @@ func run() error {
 		roots      []string
 		binaries   = map[string]*string{}
 	)
-	flag.Func("root", "directory under which workdirs must lie (repeatable; default: the current directory)", func(s string) error {
+	flag.Func("root", "directory under which workdirs must lie (repeatable; default: the current directory, unless it is /)", func(s string) error {
 		roots = append(roots, s)
 		return nil
 	})
@@ -108,7 +121,8 @@ func run() error {
 	}
 	logger := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level}))
 
-	if len(roots) == 0 {
+	explicit := len(roots) > 0
+	if !explicit {
 		wd, err := os.Getwd()
 		if err != nil {
 			return err
@@ -118,12 +132,23 @@ func run() error {
 	for i, r := range roots {
 		roots[i] = expandHome(r)
 	}
+	home, _ := os.UserHomeDir()
+	warnings, err := checkRoots(roots, explicit, home)
+	if err != nil {
+		return err
+	}
+	for _, w := range warnings {
+		logger.Warn(w)
+	}
 
 	names, err := selectCLIs(*clis, binaries, logger)
 	if err != nil {
 		return err
 	}
-	var invokers []invoker.Invoker
+	var (
+		invokers []invoker.Invoker
+		runs     = new(inflight)
+	)
 	for _, name := range names {
 		opts := []invoker.Option{invoker.WithLogger(logger.With("cli", name))}
 		if *binaries[name] != "" {
@@ -132,7 +157,7 @@ func run() error {
 		if *idle > 0 {
 			opts = append(opts, invoker.WithIdleTimeout(*idle))
 		}
-		invokers = append(invokers, backends[name](opts...))
+		invokers = append(invokers, runs.track(backends[name](opts...)))
 	}
 
 	// The server's lifetime: the first signal cancels it, which cancels
@@ -144,10 +169,20 @@ func run() error {
 	defer signal.Stop(signals)
 	go func() {
 		sig := <-signals
-		logger.Info("stopping: cancelling runs in flight; signal again to exit at once", "signal", sig)
+		logger.Info("stopping: cancelling runs in flight; signal again to exit without answering their calls", "signal", sig)
 		stop()
 		sig = <-signals
-		logger.Warn("exiting at once", "signal", sig)
+		// The runs are already being stopped; exiting now would leave
+		// their trees half killed. Wait for them, not for their calls.
+		logger.Warn("exiting once the runs' process trees are killed; signal again to exit at once",
+			"signal", sig, "at_most", exitBound)
+		select {
+		case <-runs.idle():
+		case <-time.After(exitBound):
+			logger.Warn("runs still stopping; exiting")
+		case sig = <-signals:
+			logger.Warn("exiting at once", "signal", sig)
+		}
 		os.Exit(130)
 	}()
 
@@ -184,6 +219,95 @@ func run() error {
 		return nil // stopped by a signal, runs drained
 	}
 	return err
+}
+
+// exitBound is how long a second signal waits for the runs in flight to
+// end: their stop ladder (invoker.DefaultInterruptGrace, then
+// DefaultTerminateGrace, then DefaultWaitDelay) and the sweep of their
+// trees, with a margin.
+const exitBound = 5 * time.Second
+
+// checkRoots returns warnings for roots that allow a great deal (/ or the
+// home directory), and an error when / is the root only because it is the
+// current directory: MCP clients start stdio servers there, and a server
+// that silently accepts every workdir is not what -root's default means.
+func checkRoots(roots []string, explicit bool, home string) (warnings []string, err error) {
+	canon := func(p string) string {
+		p = filepath.Clean(p)
+		if r, err := filepath.EvalSymlinks(p); err == nil {
+			return r
+		}
+		return p
+	}
+	if home != "" {
+		home = canon(home)
+	}
+	for _, r := range roots {
+		switch c := canon(r); {
+		case c == "/" && !explicit:
+			return nil, errors.New("the current directory is /, the default root, which would allow a workdir anywhere: " +
+				"restrict workdirs with -root DIR (repeatable), or pass -root / to allow every directory")
+		case c == "/":
+			warnings = append(warnings, "root / allows a workdir anywhere on this machine; restrict workdirs with -root DIR")
+		case c == home:
+			how := "restrict workdirs with -root DIR"
+			if !explicit {
+				how = "it is the current directory, the default root; " + how
+			}
+			warnings = append(warnings, fmt.Sprintf("root %s is the home directory: it allows a workdir anywhere in it, "+
+				"dotfiles and credentials included; %s", r, how))
+		}
+	}
+	return warnings, nil
+}
+
+// inflight counts the runs in progress, so that a second signal can wait
+// for their process trees to be killed.
+type inflight struct {
+	mu      sync.Mutex
+	n       int
+	waiters []chan struct{}
+}
+
+// track returns inv with its runs counted.
+func (f *inflight) track(inv invoker.Invoker) invoker.Invoker { return &tracked{inv, f} }
+
+// idle returns a channel closed once no run is in progress.
+func (f *inflight) idle() <-chan struct{} {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	c := make(chan struct{})
+	if f.n == 0 {
+		close(c)
+	} else {
+		f.waiters = append(f.waiters, c)
+	}
+	return c
+}
+
+func (f *inflight) add(d int) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.n += d
+	if f.n == 0 {
+		for _, c := range f.waiters {
+			close(c)
+		}
+		f.waiters = nil
+	}
+}
+
+// tracked is an Invoker whose runs an inflight counts. A run returns only
+// after its whole process tree is reaped.
+type tracked struct {
+	invoker.Invoker
+	runs *inflight
+}
+
+func (t *tracked) Invoke(ctx context.Context, req invoker.Request) (*invoker.Result, error) {
+	t.runs.add(1)
+	defer t.runs.add(-1)
+	return t.Invoker.Invoke(ctx, req)
 }
 
 // selectCLIs returns the CLIs to serve: those named by list, or else those

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"math"
 	"os"
+	"os/exec"
 	"slices"
 	"strconv"
 	"strings"
@@ -561,5 +562,52 @@ func BenchmarkKill(b *testing.B) {
 		tree.Wait()
 		pr.Close()
 		b.StartTimer()
+	}
+}
+
+// TestEnvironCacheSkipsEmptyReads checks that a process whose environment
+// reads as empty (as one in the middle of execve does) is not cached as
+// unmarked: the next scan must read it again.
+func TestEnvironCacheSkipsEmptyReads(t *testing.T) {
+	sleep, err := exec.LookPath("sleep")
+	if err != nil {
+		t.Skip("no sleep(1)")
+	}
+	s := theScanner()
+	m := marker(t)
+	s.register(m)
+	defer s.unregister(m)
+	empty := exec.Command(sleep, "100")
+	empty.Env = []string{}
+	full := exec.Command(sleep, "100")
+	full.Env = []string{"A=1"}
+	for _, c := range []*exec.Cmd{empty, full} {
+		if err := c.Start(); err != nil {
+			t.Fatal(err)
+		}
+		defer c.Wait()
+		defer c.Process.Kill()
+	}
+	if _, err := s.scan(0); err != nil {
+		t.Fatal(err)
+	}
+	cached := func(pid int) bool {
+		p, err := readStat(int32(pid))
+		if err != nil {
+			t.Fatal(err)
+		}
+		s.mu.Lock() // no scan runs while s.running is false
+		defer s.mu.Unlock()
+		for s.running {
+			s.cond.Wait()
+		}
+		_, ok := s.envCache[procKey{p.pid, p.start}]
+		return ok
+	}
+	if cached(empty.Process.Pid) {
+		t.Errorf("empty environment of %d cached, want it read again", empty.Process.Pid)
+	}
+	if !cached(full.Process.Pid) {
+		t.Errorf("environment of %d not cached, want it cached", full.Process.Pid)
 	}
 }

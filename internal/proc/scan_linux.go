@@ -22,10 +22,14 @@ type procInfo struct {
 	pid, ppid, pgrp, sid int32
 	start                uint64 // starttime: clock ticks after boot
 	state                byte
+	kthread              bool // a kernel thread: no environment, never a member
 }
 
 // zombie reports whether the process has exited (it is gone for Kill).
 func (p *procInfo) zombie() bool { return p.state == 'Z' || p.state == 'X' }
+
+// pfKthread is PF_KTHREAD in the flags field of /proc/<pid>/stat.
+const pfKthread = 0x00200000
 
 var errBadStat = errors.New("proc: malformed /proc/<pid>/stat")
 
@@ -41,7 +45,8 @@ func parseStat(pid int32, b []byte) (procInfo, error) {
 	f := b[i+2:]
 	p.state = f[0]
 	f = f[1:]
-	// Fields after the state: 1 ppid, 2 pgrp, 3 session, ..., 19 starttime.
+	// Fields after the state: 1 ppid, 2 pgrp, 3 session, 4 tty_nr,
+	// 5 tpgid, 6 flags, ..., 19 starttime.
 	for k := 1; k <= 19; k++ {
 		if len(f) == 0 || f[0] != ' ' {
 			return p, errBadStat
@@ -53,7 +58,7 @@ func parseStat(pid int32, b []byte) (procInfo, error) {
 		}
 		tok := f[:j]
 		f = f[j:]
-		if k > 3 && k < 19 {
+		if k > 3 && k < 19 && k != 6 {
 			continue
 		}
 		v, ok := atou(tok)
@@ -67,6 +72,8 @@ func parseStat(pid int32, b []byte) (procInfo, error) {
 			p.pgrp = int32(v)
 		case 3:
 			p.sid = int32(v)
+		case 6:
+			p.kthread = v&pfKthread != 0
 		case 19:
 			p.start = v
 		}
@@ -230,8 +237,8 @@ type scanBatch struct {
 	minStart  uint64 // read environments of processes started at or after
 	freshFrom uint64 // read the stat of every process started at or after
 	done      bool
-	snap     *snapshot
-	err      error
+	snap      *snapshot
+	err       error
 }
 
 var theScanner = sync.OnceValue(func() *scanner {
@@ -354,14 +361,17 @@ func (s *scanner) run(minStart, freshFrom uint64, markers map[string]int, gen ui
 	}
 	for i := range sn.procs {
 		p := &sn.procs[i]
-		if p.start < minStart || p.zombie() || p.pid == s.host {
+		if p.start < minStart || p.zombie() || p.kthread || p.pid == s.host {
 			continue
 		}
 		key := procKey{p.pid, p.start}
 		res, ok := s.envCache[key]
 		if !ok || (res.marker == "" && res.gen != gen) {
-			res = envResult{s.readMarker(p.pid, markers), gen}
-			s.envCache[key] = res
+			m, sure := s.readMarker(p.pid, markers)
+			res = envResult{m, gen}
+			if sure {
+				s.envCache[key] = res
+			}
 		}
 		if res.marker != "" {
 			if sn.marked == nil {
@@ -417,17 +427,23 @@ func (s *scanner) pids() ([]dirent, error) {
 }
 
 // readMarker returns the registered marker found in /proc/<pid>/environ,
-// or "" (also when the environment cannot be read).
-func (s *scanner) readMarker(pid int32, markers map[string]int) string {
+// or "", and whether the answer may be cached for the process. An empty
+// read or an error is no answer: a process in the middle of execve has no
+// environment yet (the kernel returns 0 bytes until the new one is set up),
+// and one whose environ cannot be opened now may be readable later, so
+// caching "no marker" for its (pid, starttime) would hide it from every
+// later scan.
+func (s *scanner) readMarker(pid int32, markers map[string]int) (marker string, sure bool) {
 	fd, err := s.r.open(pid, "environ")
 	if err != nil {
-		return ""
+		return "", false
 	}
 	defer unix.Close(fd)
 	if s.env == nil {
 		s.env = make([]byte, 16<<10)
 	}
 	n := 0
+	sure = true
 	for {
 		if n == len(s.env) {
 			s.env = slices.Grow(s.env, len(s.env))[:2*len(s.env)]
@@ -436,10 +452,16 @@ func (s *scanner) readMarker(pid int32, markers map[string]int) string {
 		if err == unix.EINTR {
 			continue
 		}
+		if err != nil {
+			sure = false
+		}
 		if err != nil || m <= 0 {
 			break
 		}
 		n += m
+	}
+	if n == 0 {
+		sure = false
 	}
 	for env := s.env[:n]; len(env) > 0; {
 		e := env
@@ -449,8 +471,8 @@ func (s *scanner) readMarker(pid int32, markers map[string]int) string {
 			env = nil
 		}
 		if _, ok := markers[string(e)]; ok {
-			return string(e)
+			return string(e), true
 		}
 	}
-	return ""
+	return "", sure
 }

@@ -4,6 +4,7 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"os"
+	"runtime"
 	"slices"
 	"strings"
 )
@@ -22,7 +23,7 @@ func (e *engine) environ(cmd *Command, req *Request, marker string) []string {
 	keep := e.cfg.inheritEnv
 	for _, kv := range os.Environ() {
 		k, _, _ := strings.Cut(kv, "=")
-		if k == "" || slices.Contains(cmd.Unset, k) || k == MarkerVar {
+		if k == "" || slices.ContainsFunc(cmd.Unset, func(u string) bool { return envKey(u) == envKey(k) }) || envKey(k) == envKey(MarkerVar) {
 			continue
 		}
 		if keep != nil && !keep(k) {
@@ -48,6 +49,7 @@ type envList struct {
 
 func (l *envList) set(kv string) {
 	k, _, _ := strings.Cut(kv, "=")
+	k = envKey(k)
 	if l.index == nil {
 		l.index = make(map[string]int, 64)
 	}
@@ -57,6 +59,16 @@ func (l *envList) set(kv string) {
 	}
 	l.index[k] = len(l.list)
 	l.list = append(l.list, kv)
+}
+
+// envKey returns the form of an environment variable's name under which
+// two names are the same variable: the name itself, or on Windows, where
+// Path and PATH are one variable, its upper case.
+func envKey(k string) string {
+	if runtime.GOOS == "windows" {
+		return strings.ToUpper(k)
+	}
+	return k
 }
 
 // newMarker returns a fresh KEY=VALUE marker for one run.

@@ -54,8 +54,41 @@ var helpers = map[string]func(args []string) int{
 		hang()
 		return 0
 	},
+	// hangusr1: run until SIGUSR1, then exit 0.
+	"hangusr1": func([]string) int {
+		c := make(chan os.Signal, 1)
+		signal.Notify(c, unix.SIGUSR1)
+		report()
+		<-c
+		return 0
+	},
+	// forker TOKEN: report, then start hang TOKEN over and over, each in
+	// a new session with an environment holding nothing but what the
+	// helper needs (no marker), its output discarded; print "forking"
+	// after the first. It stops at 50 children and waits to be killed.
+	"forker": func(args []string) int {
+		for i := range 50 {
+			cmd := helperCmd("hang", args[0])
+			cmd.Env = clearedEnv("hang")
+			cmd.Stdout, cmd.Stderr = nil, nil
+			cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
+			if err := cmd.Start(); err != nil {
+				fmt.Fprintln(os.Stderr, err)
+				return 2
+			}
+			go cmd.Wait()
+			if i == 0 {
+				report()
+				fmt.Println("forking")
+			}
+		}
+		hang()
+		return 0
+	},
 	// spawn MODE THEN HELPER ARGS...: start HELPER in this process's group
-	// (MODE same) or in a new session (MODE setsid), then exit (THEN exit),
+	// (MODE same), in a new session (MODE setsid) or in a new session with
+	// an environment holding nothing but what the helper needs, as after
+	// env -i (MODE setsid-envi), then exit (THEN exit),
 	// wait for it and exit 0 (wait), run until killed (hang, hangignore),
 	// or exit 0 on SIGINT without touching the child (hangint).
 	"spawn": func(args []string) int {
@@ -69,7 +102,10 @@ var helpers = map[string]func(args []string) int{
 			go func() { <-c; os.Exit(0) }()
 		}
 		cmd := helperCmd(args[2], args[3:]...)
-		cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: mode == "setsid"}
+		cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: mode != "same"}
+		if mode == "setsid-envi" {
+			cmd.Env = clearedEnv(args[2])
+		}
 		if err := cmd.Start(); err != nil {
 			fmt.Fprintln(os.Stderr, err)
 			return 2
@@ -149,6 +185,16 @@ func helperCmd(name string, args ...string) *exec.Cmd {
 	}
 	cmd.Stdout, cmd.Stderr = os.Stdout, os.Stderr
 	return cmd
+}
+
+// clearedEnv returns the environment of a helper that cleared its own:
+// only what it needs to run as the named helper.
+func clearedEnv(name string) []string {
+	env := []string{helperEnv + "=" + name}
+	if os.Getenv("GORACE") == "" {
+		env = append(env, "GORACE=atexit_sleep_ms=0")
+	}
+	return env
 }
 
 func hang() {

@@ -18,8 +18,25 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// killTimeout bounds Kill.
-const killTimeout = 5 * time.Second
+// Tunables; variables so that tests can shorten them.
+var (
+	// killTimeout bounds Kill.
+	killTimeout = 5 * time.Second
+	// lastGrace is how long Kill waits, past its deadline, for the
+	// processes it has just sent SIGKILL before it calls them survivors.
+	lastGrace = 100 * time.Millisecond
+	// signalScanTimeout bounds the snapshot Signal takes before signalling.
+	signalScanTimeout = 250 * time.Millisecond
+	// trackEvery is how often a Tree records its members while the root
+	// runs (see treeSys.track).
+	trackEvery = 300 * time.Millisecond
+	// reapWait bounds how long reap waits for a zombie to become
+	// waitable.
+	reapWait = 100 * time.Millisecond
+	// maxPidfds bounds the pidfds one Kill holds open at once; victims
+	// beyond it are signalled by pid after a starttime check.
+	maxPidfds = 256
+)
 
 // treeSys is the Linux state of a Tree.
 type treeSys struct {
@@ -32,10 +49,18 @@ type treeSys struct {
 	host      int32
 	hostPgid  int32
 	waited    atomic.Bool
+	trackDone chan struct{} // closed when track has returned
+	// reapLate says that a Kill ended without a scan after its last
+	// SIGKILL, so it could not reap what it killed; Wait tries again.
+	reapLate atomic.Bool
 
-	mu      sync.Mutex       // serialises Kill
-	knownMu sync.Mutex       // guards known
-	known   map[int32]uint64 // every live member seen by a scan: pid → starttime
+	mu      sync.Mutex // serialises Kill
+	knownMu sync.Mutex // guards known
+	// known holds every member seen alive by a scan (pid → starttime), so
+	// that later scans still find it after its parent links are gone.
+	// Entries of processes that are gone (not even zombies) are dropped,
+	// unless a process still bears their pid as session or group id.
+	known map[int32]uint64
 }
 
 func start(a *Attr) (*Tree, error) {
@@ -92,6 +117,8 @@ func start(a *Attr) (*Tree, error) {
 	if p, err := readStat(s.root); err == nil {
 		s.rootStart = p.start
 	}
+	s.trackDone = make(chan struct{})
+	go s.track(t.exited)
 	t.log.Debug("proc: started", "pid", t.pid, "path", a.Path)
 	return t, nil
 }
@@ -125,17 +152,70 @@ func (s *treeSys) run(path string, args []string, attr *os.ProcAttr, exited chan
 	close(exited)
 }
 
-func (t *Tree) signal(s Signal) error {
-	if t.sys.marker == "" {
-		// A signal may make a CLI exit and orphan tools it started in
-		// other sessions (CLI-FACTS.md, "Cancellation behaviour"). Without
-		// a marker only the parent links, recorded now while they exist,
-		// let Kill find those orphans later. With a marker the scan is
-		// not needed, and the signal goes out without its delay.
-		if sn, err := theScanner().scanSince(math.MaxUint64, t.sys.rootStart); err == nil {
-			t.sys.members(sn)
+// track records the tree's members into known every trackEvery while the
+// root runs, through the shared scanner (parent links only, no
+// environments, and only processes started after the root: cheap).
+//
+// A descendant that leaves the session with setsid and clears its
+// environment (env -i, or a CLI's tool environment policy) can be found
+// only by its parent links, which vanish when its parent exits; without
+// these snapshots Kill, after a normal exit, would never have seen it. A
+// process that does all that and outlives its parent within one period is
+// still missed unless the host is its subreaper (see Kill).
+func (s *treeSys) track(exited <-chan struct{}) {
+	defer close(s.trackDone)
+	tick := time.NewTicker(trackEvery)
+	defer tick.Stop()
+	for {
+		select {
+		case <-exited:
+			return
+		case <-tick.C:
 		}
+		sn, err, ok := scanUntil(math.MaxUint64, s.rootStart, exited, nil)
+		if !ok || err != nil {
+			return
+		}
+		s.members(sn)
 	}
+}
+
+// scanUntil runs a scan in a goroutine of its own and waits for it until
+// stop is closed or expired fires (either may be nil); ok is false when it
+// stopped waiting. Reading /proc/<pid>/environ takes the target's mmap
+// lock and can block (a process stuck on a hung FUSE or NFS mount), and
+// the scanner is shared: a caller with a deadline must not wait on it for
+// ever. The goroutine ends when the scan does.
+func scanUntil(minStart, freshFrom uint64, stop <-chan struct{}, expired <-chan time.Time) (sn *snapshot, err error, ok bool) {
+	type result struct {
+		sn  *snapshot
+		err error
+	}
+	c := make(chan result, 1)
+	go func() {
+		sn, err := theScanner().scanSince(minStart, freshFrom)
+		c <- result{sn, err}
+	}()
+	select {
+	case r := <-c:
+		return r.sn, r.err, true
+	case <-stop:
+	case <-expired:
+	}
+	return nil, nil, false
+}
+
+func (t *Tree) signal(s Signal) error {
+	// A signal may make a CLI exit and orphan tools it started in other
+	// sessions (CLI-FACTS.md, "Cancellation behaviour"), some of which may
+	// have cleared their environment of the marker. The parent links,
+	// recorded now while they exist, let Kill find those orphans later.
+	// The tracker records them too, but only every trackEvery.
+	timer := time.NewTimer(signalScanTimeout)
+	if sn, err, ok := scanUntil(math.MaxUint64, t.sys.rootStart, nil, timer.C); ok && err == nil {
+		t.sys.members(sn)
+	}
+	timer.Stop()
 	t.log.Debug("proc: signal group", "pgid", t.pid, "signal", s.String())
 	return signalGroup(t.pid, s)
 }
@@ -146,6 +226,15 @@ func (t *Tree) wait() (State, error) {
 		return State{}, errors.New("proc: Wait called twice")
 	}
 	<-t.exited
+	<-s.trackDone
+	if s.reapLate.Load() {
+		// Before the root is reaped: its group and session ids stay valid.
+		timer := time.NewTimer(signalScanTimeout)
+		if sn, err, ok := scanUntil(math.MaxUint64, s.rootStart, nil, timer.C); ok && err == nil {
+			s.reap(t, sn, nil)
+		}
+		timer.Stop()
+	}
 	ps, err := s.proc.Wait()
 	<-s.done
 	if s.marker != "" {
@@ -159,25 +248,31 @@ func (t *Tree) wait() (State, error) {
 	return st, nil
 }
 
-// A victim is a process Kill has sent SIGKILL, held by a pidfd where the
-// kernel has them.
+// A victim is a process Kill signals, held by a pidfd where the kernel has
+// them (and maxPidfds allows).
 type victim struct {
-	pid   int32
-	start uint64
-	fd    int // pidfd, or -1
+	pid    int32
+	start  uint64
+	fd     int  // pidfd, or -1
+	killed bool // sent SIGKILL
+	gone   bool // seen exited (its pidfd is closed)
 }
 
-// openVictim opens a pidfd for p and checks, after opening it, that the
-// pid still names the process of the snapshot (same starttime): the pidfd
-// then refers to that process whatever happens to the pid later. It
-// returns nil when p has already exited.
-func openVictim(p procInfo) *victim {
-	fd, err := unix.PidfdOpen(int(p.pid), 0)
-	if err == unix.ESRCH {
-		return nil
-	}
-	if err != nil {
-		fd = -1 // no pidfds: signal checks the starttime again instead
+// openVictim returns a victim for p, with a pidfd if withFd, and checks,
+// after opening it, that the pid still names the process of the snapshot
+// (same starttime): the pidfd then refers to that process whatever happens
+// to the pid later. It returns nil when p has already exited.
+func openVictim(p procInfo, withFd bool) *victim {
+	fd := -1
+	if withFd {
+		var err error
+		fd, err = unix.PidfdOpen(int(p.pid), 0)
+		if err == unix.ESRCH {
+			return nil
+		}
+		if err != nil {
+			fd = -1 // no pidfds: signal checks the starttime again instead
+		}
 	}
 	v := &victim{pid: p.pid, start: p.start, fd: fd}
 	if !v.same() {
@@ -193,18 +288,22 @@ func (v *victim) same() bool {
 	return err == nil && cur.start == v.start && !cur.zombie()
 }
 
-func (v *victim) kill() error {
+// signal sends sig to v. Without a pidfd there is a gap between the
+// starttime check and kill(2); the pid could be reused in it only if the
+// process exited and was reaped meanwhile, which a stopped process does
+// not do on its own.
+func (v *victim) signal(sig unix.Signal) error {
 	if v.fd >= 0 {
-		return unix.PidfdSendSignal(v.fd, unix.SIGKILL, nil, 0)
+		return unix.PidfdSendSignal(v.fd, sig, nil, 0)
 	}
 	if !v.same() {
-		return nil
+		return unix.ESRCH
 	}
-	return unix.Kill(int(v.pid), unix.SIGKILL)
+	return unix.Kill(int(v.pid), sig)
 }
 
-// gone reports whether v has exited (a zombie counts as gone).
-func (v *victim) gone() bool {
+// exited reports whether v has exited (a zombie counts as gone).
+func (v *victim) exited() bool {
 	if v.fd >= 0 {
 		// A pidfd polls readable once its process has exited.
 		fds := []unix.PollFd{{Fd: int32(v.fd), Events: unix.POLLIN}}
@@ -221,62 +320,311 @@ func (v *victim) close() {
 	}
 }
 
+// A killer is the state of one Kill.
+type killer struct {
+	t        *Tree
+	s        *treeSys
+	deadline time.Time
+	expired  <-chan time.Time // fires at deadline
+	minStart uint64           // for scans: environments of processes started since
+	victims  map[int32]*victim
+	fds      int              // pidfds open
+	denied   map[procKey]bool // members that refused a signal (EPERM)
+	last     *snapshot        // the last scan
+	rep      Report
+}
+
 func (t *Tree) kill() Report {
 	s := &t.sys
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	begin := time.Now()
-	deadline := begin.Add(killTimeout)
-	var rep Report
-	victims := map[int32]*victim{}
+	timer := time.NewTimer(killTimeout)
+	defer timer.Stop()
+	k := &killer{
+		t: t, s: s,
+		deadline: begin.Add(killTimeout),
+		expired:  timer.C,
+		minStart: math.MaxUint64,
+		victims:  map[int32]*victim{},
+		denied:   map[procKey]bool{},
+	}
+	if s.marker != "" {
+		k.minStart = s.rootStart
+	}
 	defer func() {
-		for _, v := range victims {
+		for _, v := range k.victims {
 			v.close()
 		}
 	}()
-	minStart := uint64(math.MaxUint64)
-	if s.marker != "" {
-		minStart = s.rootStart
-	}
-	var last *snapshot
+	clean := false // the loop ended with a scan that found the tree gone
 	for scans := 1; ; scans++ {
-		sn, err := theScanner().scanSince(minStart, s.rootStart)
-		if err != nil {
-			// Without /proc only the group can be reached.
-			t.log.Debug("proc: scan failed", "pid", t.pid, "err", err)
-			signalGroup(t.pid, Kill)
+		sn, ok := k.scan()
+		if !ok {
+			k.fallback(nil)
 			break
 		}
-		last = sn
-		alive := s.members(sn)
+		alive := k.alive(sn)
 		if len(alive) == 0 {
 			t.log.Debug("proc: tree gone", "pid", t.pid, "scans", scans)
+			clean = true
 			break
 		}
-		if !time.Now().Before(deadline) {
-			for _, p := range alive {
-				rep.Survivors = append(rep.Survivors, int(p.pid))
-			}
-			t.log.Debug("proc: kill gave up", "pid", t.pid, "survivors", rep.Survivors)
+		if alive, ok = k.freeze(alive); !ok {
+			k.fallback(alive)
 			break
 		}
-		pending := s.killAll(t, alive, victims, &rep)
-		awaitGone(pending, deadline)
+		pending := k.killAll(alive)
+		if !time.Now().Before(k.deadline) {
+			// Out of time: whatever was found has had its SIGKILL,
+			// even if the scan that found it ended past the deadline.
+			k.giveUp(pending)
+			break
+		}
+		if left := k.awaitGone(pending, k.deadline); len(left) > 0 {
+			k.survive(left)
+			break
+		}
 	}
-	if last != nil && (s.subreaper || isSubreaper()) {
+	if s.subreaper || isSubreaper() {
 		// Also when another Tree made the host a subreaper: this tree's
 		// orphans re-parent to the host all the same.
-		s.reap(t, last, victims)
+		if k.last != nil {
+			s.reap(t, k.last, k.victims)
+		}
+		s.reapLate.Store(!clean)
 	}
-	rep.Elapsed = time.Since(begin)
-	t.log.Debug("proc: killed", "pid", t.pid, "killed", len(rep.Killed), "elapsed", rep.Elapsed)
-	return rep
+	k.rep.Elapsed = time.Since(begin)
+	t.log.Debug("proc: killed", "pid", t.pid, "killed", len(k.rep.Killed), "survivors", k.rep.Survivors, "elapsed", k.rep.Elapsed)
+	return k.rep
+}
+
+// scan takes a snapshot, waiting for it no later than the deadline; ok is
+// false when there is none (the scan failed, or is still running).
+func (k *killer) scan() (*snapshot, bool) {
+	sn, err, ok := scanUntil(k.minStart, k.s.rootStart, nil, k.expired)
+	if ok && err == nil {
+		k.last = sn
+		return sn, true
+	}
+	k.t.log.Debug("proc: no scan", "pid", k.t.pid, "err", err, "timeout", !ok)
+	return nil, false
+}
+
+// fallback kills, without a scan, what can be reached without one: the
+// root's process group, the root, the known members, the victims stopped
+// by a freeze and alive (found by an earlier scan); then it waits briefly
+// and gives up.
+func (k *killer) fallback(alive []procInfo) {
+	seen := map[int32]bool{}
+	var all []procInfo
+	add := func(p procInfo) {
+		if !seen[p.pid] && !k.denied[procKey{p.pid, p.start}] {
+			seen[p.pid] = true
+			all = append(all, p)
+		}
+	}
+	add(procInfo{pid: k.s.root, start: k.s.rootStart})
+	for _, p := range alive {
+		add(p)
+	}
+	for _, v := range k.victims {
+		if !v.gone {
+			add(procInfo{pid: v.pid, start: v.start})
+		}
+	}
+	k.s.knownMu.Lock()
+	for pid, start := range k.s.known {
+		add(procInfo{pid: pid, start: start})
+	}
+	k.s.knownMu.Unlock()
+	pending := k.killAll(all)
+	// After the victims: a group kill first would leave nothing to open.
+	signalGroup(k.t.pid, Kill)
+	k.giveUp(pending)
+}
+
+// alive returns the live members in sn, less those that refused a signal.
+func (k *killer) alive(sn *snapshot) []procInfo {
+	return slices.DeleteFunc(k.s.members(sn), func(p procInfo) bool { return k.denied[procKey{p.pid, p.start}] })
+}
+
+// freeze stops every member with SIGSTOP and scans again, until a scan
+// finds no member that is not stopped yet, and returns the members. A
+// stopped process cannot fork, and it keeps its parent links: a child
+// forked between a scan and the SIGSTOP is found by its parent in the next
+// scan, even if it left the session and cleared its environment; killing
+// the parent first would have orphaned it with no link left. SIGKILL ends
+// stopped processes all the same. ok is false when a scan was missing
+// (then the members already found are returned, to be killed).
+//
+// It runs whenever a member is alive, the root alone too: the root can
+// fork such a child between a scan and its SIGKILL as well. This costs
+// one scan more; Kill after a normal exit with nothing left does not get
+// here.
+func (k *killer) freeze(alive []procInfo) ([]procInfo, bool) {
+	stopped := map[procKey]bool{}
+	for {
+		fresh := false
+		for _, p := range alive {
+			key := procKey{p.pid, p.start}
+			if stopped[key] {
+				continue
+			}
+			stopped[key] = true
+			if v := k.victim(p); v != nil {
+				err := v.signal(unix.SIGSTOP)
+				if err == unix.EPERM {
+					k.deny(v)
+					continue
+				}
+				fresh = true
+			}
+		}
+		if !fresh || !time.Now().Before(k.deadline) {
+			return alive, true
+		}
+		sn, ok := k.scan()
+		if !ok {
+			return alive, false
+		}
+		// Members that were stopped but are missing from the new scan
+		// have exited; the new scan has every live one.
+		alive = k.alive(sn)
+	}
+}
+
+// victim returns the victim for p, opening one if needed (nil if p is
+// gone).
+func (k *killer) victim(p procInfo) *victim {
+	v := k.victims[p.pid]
+	if v != nil && v.start != p.start {
+		k.closeVictim(v)
+		delete(k.victims, p.pid)
+		v = nil
+	}
+	if v == nil {
+		if v = openVictim(p, k.fds < maxPidfds); v == nil {
+			return nil
+		}
+		if v.fd >= 0 {
+			k.fds++
+		}
+		k.victims[p.pid] = v
+	}
+	return v
+}
+
+func (k *killer) closeVictim(v *victim) {
+	if v.fd >= 0 {
+		k.fds--
+	}
+	v.close()
+}
+
+// deny records that v refused a signal (EPERM: a setuid program, say):
+// it is a survivor at once, and Kill does not wait for it.
+func (k *killer) deny(v *victim) {
+	k.t.log.Debug("proc: not permitted", "pid", k.t.pid, "member", v.pid)
+	k.denied[procKey{v.pid, v.start}] = true
+	k.rep.Survivors = append(k.rep.Survivors, int(v.pid))
+	k.closeVictim(v)
+	v.gone = true
+}
+
+// killAll sends SIGKILL to each live member and to each process group they
+// are in (except the host's), and returns the victims to wait for.
+func (k *killer) killAll(alive []procInfo) []*victim {
+	var pending []*victim
+	var groups []int32
+	for _, p := range alive {
+		v := k.victim(p)
+		if v == nil {
+			continue
+		}
+		err := v.signal(unix.SIGKILL)
+		k.t.log.Debug("proc: kill", "pid", k.t.pid, "member", v.pid, "pidfd", v.fd >= 0, "err", err)
+		if err == unix.EPERM {
+			k.deny(v)
+			continue
+		}
+		if !v.killed {
+			v.killed = true
+			k.rep.Killed = append(k.rep.Killed, int(p.pid))
+		}
+		pending = append(pending, v)
+		if p.pgrp > 1 && p.pgrp != k.s.hostPgid && !slices.Contains(groups, p.pgrp) {
+			groups = append(groups, p.pgrp)
+		}
+	}
+	// The group ids come from the scan. The root's group cannot have been
+	// reused: the root is not reaped before Wait. Another group's id could
+	// name a different group by now only if, since the scan, every process
+	// of the group had exited and been reaped and its id had been handed
+	// to a new process that made itself a group leader; the freeze above
+	// keeps the members found stopped, so they do not exit on their own,
+	// but something else could still kill them. This is a gap of
+	// microseconds that needs a pid wrap-around inside it.
+	for _, g := range groups {
+		err := unix.Kill(-int(g), unix.SIGKILL)
+		k.t.log.Debug("proc: kill group", "pid", k.t.pid, "pgid", g, "err", err)
+	}
+	return pending
+}
+
+// awaitGone polls until every victim in pending has exited or until, and
+// returns those that have not. It closes each victim's pidfd as soon as
+// the victim is gone. It backs off from 200µs to 10ms: a killed process
+// usually takes microseconds to go, one stuck in the kernel may take much
+// longer.
+func (k *killer) awaitGone(pending []*victim, until time.Time) []*victim {
+	backoff := 200 * time.Microsecond
+	for {
+		pending = slices.DeleteFunc(pending, func(v *victim) bool {
+			if v.gone || v.exited() {
+				v.gone = true
+				k.closeVictim(v)
+				return true
+			}
+			return false
+		})
+		if len(pending) == 0 || !time.Now().Before(until) {
+			return pending
+		}
+		time.Sleep(backoff)
+		backoff = min(2*backoff, 10*time.Millisecond)
+	}
+}
+
+// giveUp waits lastGrace at most for pending, which has just been sent
+// SIGKILL, and lists what is left as survivors.
+func (k *killer) giveUp(pending []*victim) {
+	k.survive(k.awaitGone(pending, time.Now().Add(lastGrace)))
+}
+
+func (k *killer) survive(left []*victim) {
+	for _, v := range left {
+		k.rep.Survivors = append(k.rep.Survivors, int(v.pid))
+	}
+	if len(left) > 0 {
+		k.t.log.Debug("proc: kill gave up", "pid", k.t.pid, "survivors", k.rep.Survivors)
+	}
 }
 
 // members returns the live processes of the tree in sn and records them as
-// known, so that later scans still find them after their parent links are
-// gone: the root, its process group and session, the processes carrying
-// the marker, those seen before, and every descendant of any of these.
+// known. Members are: the root, its process group and session, the
+// processes carrying the marker, those seen before (known, same
+// starttime), the processes in a session or group whose id is the pid of a
+// known member still present in sn (that pid cannot have been reused, so
+// the session or group is the member's), and every descendant of any of
+// these.
+//
+// A process re-parented to the host (a subreaper) is a member only by one
+// of these rules: its ppid says nothing, since other runs' orphans
+// re-parent to the host too. So one that was never seen while its parent
+// links existed, left the session and cleared its environment is not
+// found.
+//
 // Only processes started at or after the root count: every process of the
 // tree did, and the snapshot may or may not hold older ones (see scanner),
 // so ignoring them all keeps the answer independent of that.
@@ -293,15 +641,28 @@ func (s *treeSys) members(sn *snapshot) []procInfo {
 		in[p.pid] = true
 		queue = append(queue, int32(i))
 	}
+	// knownLeader reports whether id is the pid of a known member that is
+	// still in sn (alive or a zombie).
+	knownLeader := func(id int32) bool {
+		start, ok := s.known[id]
+		if !ok {
+			return false
+		}
+		i, ok := sn.find(id)
+		return ok && sn.procs[i].start == start
+	}
 	for i := range sn.procs {
 		p := &sn.procs[i]
-		if p.pid == s.root || p.pgrp == s.root || p.sid == s.root {
+		if p.start < s.rootStart {
+			continue
+		}
+		if p.pid == s.root || p.pgrp == s.root || p.sid == s.root || knownLeader(p.sid) || knownLeader(p.pgrp) {
 			add(i)
 		}
 	}
 	if s.marker != "" {
 		for _, pid := range sn.marked[s.marker] {
-			if i, ok := sn.find(pid); ok && sn.procs[i].start >= s.rootStart {
+			if i, ok := sn.find(pid); ok {
 				add(i)
 			}
 		}
@@ -322,58 +683,31 @@ func (s *treeSys) members(sn *snapshot) []procInfo {
 			s.known[p.pid] = p.start
 		}
 	}
+	s.forget(sn)
 	return alive
 }
 
-// killAll sends SIGKILL to each live member and to each process group they
-// are in (except the host's), and returns the victims to wait for.
-func (s *treeSys) killAll(t *Tree, alive []procInfo, victims map[int32]*victim, rep *Report) []*victim {
-	var pending []*victim
-	var groups []int32
-	for _, p := range alive {
-		v := victims[p.pid]
-		if v != nil && v.start != p.start {
-			v.close()
-			v = nil
+// forget drops from known the processes that are gone from sn, unless a
+// process in sn still has their pid as its session or group id (reap
+// needs those). Without it a long run that starts many short tools would
+// grow known without bound. s.knownMu is held.
+func (s *treeSys) forget(sn *snapshot) {
+	var ids map[int32]bool
+	for pid, start := range s.known {
+		if i, ok := sn.find(pid); ok && sn.procs[i].start == start {
+			continue
 		}
-		if v == nil {
-			if v = openVictim(p); v == nil {
-				continue
+		if ids == nil {
+			ids = map[int32]bool{}
+			for i := range sn.procs {
+				if p := &sn.procs[i]; p.start >= s.rootStart {
+					ids[p.sid], ids[p.pgrp] = true, true
+				}
 			}
-			victims[p.pid] = v
-			rep.Killed = append(rep.Killed, int(p.pid))
 		}
-		pending = append(pending, v)
-		if p.pgrp > 1 && p.pgrp != s.hostPgid && !slices.Contains(groups, p.pgrp) {
-			groups = append(groups, p.pgrp)
+		if !ids[pid] {
+			delete(s.known, pid)
 		}
-	}
-	// A member of each group was alive when its victim was opened, so the
-	// group id still names that group: group ids are pids, and a pid is
-	// not reused while a process still belongs to the group.
-	for _, g := range groups {
-		err := unix.Kill(-int(g), unix.SIGKILL)
-		t.log.Debug("proc: kill group", "pid", t.pid, "pgid", g, "err", err)
-	}
-	for _, v := range pending {
-		err := v.kill()
-		t.log.Debug("proc: kill", "pid", t.pid, "member", v.pid, "pidfd", v.fd >= 0, "err", err)
-	}
-	return pending
-}
-
-// awaitGone polls until every victim has exited or the deadline passes,
-// backing off from 200µs to 10ms: a killed process usually takes
-// microseconds to go, one stuck in the kernel may take much longer.
-func awaitGone(pending []*victim, deadline time.Time) {
-	backoff := 200 * time.Microsecond
-	for {
-		pending = slices.DeleteFunc(pending, (*victim).gone)
-		if len(pending) == 0 || !time.Now().Before(deadline) {
-			return
-		}
-		time.Sleep(backoff)
-		backoff = min(2*backoff, 10*time.Millisecond)
 	}
 }
 
@@ -381,23 +715,62 @@ func awaitGone(pending []*victim, deadline time.Time) {
 // (a child subreaper). It never waits for any child: the host's other
 // children, including other Trees' roots, keep their statuses. The root is
 // left to Wait.
+//
+// A zombie's environment cannot be read, so a zombie is the tree's if it
+// was killed by this Kill, was seen alive as a member (known), or is in
+// the root's session or group or in a session or group whose id is a known
+// member's pid. An orphan that left the session, cleared its environment
+// and exited, all between two of the tracker's snapshots, is none of these:
+// it stays a zombie child of the host until the host exits (it holds no
+// resources but its pid and exit status).
 func (s *treeSys) reap(t *Tree, sn *snapshot, victims map[int32]*victim) {
+	var zombies []int32
+	s.knownMu.Lock()
+	defer s.knownMu.Unlock()
 	for _, p := range sn.procs {
-		if !p.zombie() || p.ppid != s.host || p.pid == s.root || p.start < s.rootStart {
+		if !p.zombie() || p.pid == s.root || p.start < s.rootStart {
 			continue
+		}
+		if p.ppid != s.host {
+			// A zombie whose parent has exited too re-parents to the
+			// host as soon as the parent's last thread is gone.
+			if i, ok := sn.find(p.ppid); ok && !sn.procs[i].zombie() {
+				continue
+			}
 		}
 		v := victims[p.pid]
-		s.knownMu.Lock()
-		known := s.known[p.pid] == p.start
-		s.knownMu.Unlock()
-		ours := (v != nil && v.start == p.start) || known ||
-			p.pgrp == s.root || p.sid == s.root
-		if !ours {
-			continue
+		// A session or group led by the zombie itself counts only by
+		// the starttime check just above.
+		_, sidKnown := s.known[p.sid]
+		_, pgrpKnown := s.known[p.pgrp]
+		sidKnown = sidKnown && p.sid != p.pid
+		pgrpKnown = pgrpKnown && p.pgrp != p.pid
+		ours := (v != nil && v.start == p.start) || s.known[p.pid] == p.start ||
+			p.pgrp == s.root || p.sid == s.root || sidKnown || pgrpKnown
+		if ours {
+			zombies = append(zombies, p.pid)
 		}
-		var info unix.Siginfo
-		err := unix.Waitid(unix.P_PID, int(p.pid), &info, unix.WEXITED|unix.WNOHANG, nil)
-		t.log.Debug("proc: reaped orphan", "pid", t.pid, "orphan", p.pid, "err", err)
+	}
+	// A thread-group leader shows as a zombie while its other threads are
+	// still exiting, and cannot be reaped until they are gone; and a
+	// zombie re-parents to the host only once its parent's threads are
+	// all gone: try again for a little while.
+	backoff := 100 * time.Microsecond
+	for end := time.Now().Add(reapWait); ; {
+		zombies = slices.DeleteFunc(zombies, func(pid int32) bool {
+			var ws unix.WaitStatus
+			got, err := unix.Wait4(int(pid), &ws, unix.WNOHANG, nil)
+			if (got == 0 && err == nil) || err == unix.ECHILD {
+				return false // not waitable yet, or not the host's child yet
+			}
+			t.log.Debug("proc: reaped orphan", "pid", t.pid, "orphan", pid, "err", err)
+			return true
+		})
+		if len(zombies) == 0 || time.Now().After(end) {
+			return
+		}
+		time.Sleep(backoff)
+		backoff = min(2*backoff, 5*time.Millisecond)
 	}
 }
 

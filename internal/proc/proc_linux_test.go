@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/creack/pty"
+	"go.uber.org/goleak"
 	"golang.org/x/sys/unix"
 )
 
@@ -610,4 +611,252 @@ func TestEnvironCacheSkipsEmptyReads(t *testing.T) {
 	if !cached(full.Process.Pid) {
 		t.Errorf("environment of %d not cached, want it cached", full.Process.Pid)
 	}
+}
+
+// noLeaks registers a check, run after every other cleanup of the test
+// (the trees are reaped by then), that no goroutine is left behind.
+func noLeaks(t *testing.T) {
+	t.Cleanup(func() { goleak.VerifyNone(t) })
+}
+
+// otherPid returns the reported pid that is not the root's.
+func (r *run) otherPid() int {
+	for _, p := range r.pids {
+		if int(p.pid) != r.tree.Pid() {
+			return int(p.pid)
+		}
+	}
+	r.t.Fatal("no pid but the root's")
+	return 0
+}
+
+// awaitKnown waits until the tree's tracker has recorded pid.
+func (r *run) awaitKnown(pid int) {
+	r.t.Helper()
+	for end := time.Now().Add(stuck); time.Now().Before(end); time.Sleep(10 * time.Millisecond) {
+		s := &r.tree.sys
+		s.knownMu.Lock()
+		_, ok := s.known[int32(pid)]
+		s.knownMu.Unlock()
+		if ok {
+			return
+		}
+	}
+	r.t.Fatalf("tracker did not record %d", pid)
+}
+
+// until polls cond until it holds, failing the test after stuck.
+func until(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	for end := time.Now().Add(stuck); !cond(); time.Sleep(time.Millisecond) {
+		if time.Now().After(end) {
+			t.Fatalf("timed out waiting until %s", what)
+		}
+	}
+}
+
+// TestKillEnvClearedOrphanAfterNormalExit: the root's child leaves the
+// session and clears its environment (so it has no marker); then the root
+// exits normally, without Signal. Only the tracker's snapshots, taken while
+// the root ran, link the orphan to the tree; with Subreaper it is then
+// also the host's child, and must be reaped.
+func TestKillEnvClearedOrphanAfterNormalExit(t *testing.T) {
+	noLeaks(t)
+	for _, tt := range []struct {
+		name      string
+		marker    bool
+		subreaper bool
+	}{
+		{"plain", false, false},
+		{"marker", true, false},
+		{"subreaper", false, true},
+		{"marker+subreaper", true, true},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			a := Attr{Subreaper: tt.subreaper}
+			if tt.marker {
+				a.Marker = marker(t)
+			}
+			r := startRun(t, a, "spawn", "setsid-envi", "hangint", "hang")
+			r.awaitPids(2)
+			child := r.otherPid()
+			r.awaitKnown(child)
+			// Not r.tree.Signal: that would take a snapshot of its own.
+			unix.Kill(r.tree.Pid(), unix.SIGINT)
+			r.exited()
+			rep := r.tree.Kill()
+			assertKilled(t, rep, []int{child})
+			assertGone(t, r.pids)
+			if tt.subreaper {
+				if p, err := readStat(int32(child)); err == nil && p.ppid == int32(os.Getpid()) {
+					t.Errorf("orphan %d is still the host's zombie: %+v", child, p)
+				}
+			}
+			if got := r.wait(); got != (State{}) {
+				t.Errorf("Wait() = %+v, want exit 0", got)
+			}
+		})
+	}
+}
+
+// TestSubreaperReapsExitedOrphan: an orphan in its own session, its
+// environment cleared, re-parented to the host, exits before the sweep.
+// Its environment can no longer be read; Kill must still reap it.
+func TestSubreaperReapsExitedOrphan(t *testing.T) {
+	noLeaks(t)
+	r := startRun(t, Attr{Marker: marker(t), Subreaper: true}, "spawn", "setsid-envi", "hangint", "hangusr1")
+	r.awaitPids(2)
+	child := r.otherPid()
+	r.awaitKnown(child)
+	unix.Kill(r.tree.Pid(), unix.SIGINT)
+	r.exited()
+	until(t, "the orphan is the host's child", func() bool {
+		p, err := readStat(int32(child))
+		return err == nil && p.ppid == int32(os.Getpid())
+	})
+	unix.Kill(child, unix.SIGUSR1)
+	until(t, "the orphan is a zombie", func() bool {
+		p, err := readStat(int32(child))
+		return err == nil && p.zombie()
+	})
+	r.tree.Kill()
+	if p, err := readStat(int32(child)); !errors.Is(err, unix.ENOENT) {
+		t.Errorf("orphan %d after Kill: stat = %+v, %v; want ENOENT (reaped)", child, p, err)
+	}
+	r.wait()
+}
+
+// TestKillForkRace: a member keeps starting children that leave the
+// session and clear their environment at once. Each child forked between
+// a scan and the member's SIGKILL would be orphaned with no link left;
+// the freeze (SIGSTOP, scan again, then SIGKILL) must catch them all.
+func TestKillForkRace(t *testing.T) {
+	noLeaks(t)
+	for i := range 5 {
+		t.Run(strconv.Itoa(i), func(t *testing.T) {
+			token := fmt.Sprintf("proc-test-fork-race-%d-%d-%d", os.Getpid(), i, time.Now().UnixNano())
+			t.Cleanup(func() {
+				for _, pid := range withArg(token) {
+					t.Errorf("child %d escaped Kill", pid)
+					unix.Kill(pid, unix.SIGKILL)
+					var info unix.Siginfo
+					unix.Waitid(unix.P_PID, pid, &info, unix.WEXITED|unix.WNOHANG, nil)
+				}
+			})
+			r := startRun(t, Attr{}, "spawn", "same", "hang", "forker", token)
+			if got := r.next(); got != "forking" {
+				t.Fatalf("helper reported %q, want forking", got)
+			}
+			if rep := r.tree.Kill(); len(rep.Survivors) > 0 {
+				t.Errorf("Kill().Survivors = %v, want none", rep.Survivors)
+			}
+			r.exited()
+			r.wait()
+			// Escapees are alive, in a session of their own; give any
+			// still in exec time to show their argv.
+			time.Sleep(50 * time.Millisecond)
+		})
+	}
+}
+
+// withArg returns the live processes whose argv holds arg.
+func withArg(arg string) []int {
+	ents, _ := os.ReadDir("/proc")
+	var pids []int
+	for _, e := range ents {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		b, err := os.ReadFile("/proc/" + e.Name() + "/cmdline")
+		if err != nil || !slices.Contains(strings.Split(string(b), "\x00"), arg) {
+			continue
+		}
+		if p, err := readStat(int32(pid)); err == nil && !p.zombie() {
+			pids = append(pids, pid)
+		}
+	}
+	return pids
+}
+
+// TestKillSlowScan: scans that end after Kill's deadline, or never, must
+// not keep Kill from sending SIGKILL, nor make it wait past its deadline.
+func TestKillSlowScan(t *testing.T) {
+	noLeaks(t)
+	for _, tt := range []struct {
+		name string
+		hung bool
+	}{{"slow", false}, {"hung", true}} {
+		t.Run(tt.name, func(t *testing.T) {
+			timeout := killTimeout
+			killTimeout = 400 * time.Millisecond
+			t.Cleanup(func() { killTimeout = timeout })
+			r := startRun(t, Attr{Marker: marker(t)}, "spawn", "same", "hang", "hang")
+			r.awaitPids(2)
+			release := make(chan struct{})
+			delay := killTimeout * 6 / 10
+			hook := func() {
+				if tt.hung {
+					<-release
+				} else {
+					time.Sleep(delay)
+				}
+			}
+			scanHook.Store(&hook)
+			begin := time.Now()
+			rep := r.tree.Kill()
+			elapsed := time.Since(begin)
+			scanHook.Store(nil)
+			close(release)
+			if max := killTimeout + lastGrace + 200*time.Millisecond; elapsed > max {
+				t.Errorf("Kill() took %v, want at most %v", elapsed, max)
+			}
+			if len(rep.Survivors) > 0 {
+				t.Errorf("Kill().Survivors = %v, want none", rep.Survivors)
+			}
+			if !slices.Contains(rep.Killed, r.tree.Pid()) {
+				t.Errorf("Kill().Killed = %v, want the root %d", rep.Killed, r.tree.Pid())
+			}
+			for _, p := range r.pids {
+				until(t, fmt.Sprintf("%d is gone", p.pid), func() bool { return !alive(p) })
+			}
+			r.exited()
+			r.wait()
+		})
+	}
+}
+
+// TestKillBoundsPidfds: Kill holds at most maxPidfds pidfds at once and
+// still kills every member; none is left open after it.
+func TestKillBoundsPidfds(t *testing.T) {
+	noLeaks(t)
+	saved := maxPidfds
+	maxPidfds = 1
+	t.Cleanup(func() { maxPidfds = saved })
+	r := startRun(t, Attr{}, "spawn", "same", "hang", "spawn", "setsid", "hang", "hang")
+	pids := r.awaitPids(3)
+	before := openPidfds(t)
+	rep := r.tree.Kill()
+	assertKilled(t, rep, pids)
+	assertGone(t, r.pids)
+	if after := openPidfds(t); after != before {
+		t.Errorf("open pidfds: %d before Kill, %d after", before, after)
+	}
+	r.exited()
+	r.wait()
+}
+
+// openPidfds counts the test process's open pidfds.
+func openPidfds(t *testing.T) int {
+	ents, err := os.ReadDir("/proc/self/fd")
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := 0
+	for _, e := range ents {
+		if l, _ := os.Readlink("/proc/self/fd/" + e.Name()); l == "anon_inode:[pidfd]" {
+			n++
+		}
+	}
+	return n
 }

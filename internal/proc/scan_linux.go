@@ -12,6 +12,7 @@ import (
 	"slices"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"unsafe"
 
 	"golang.org/x/sys/unix"
@@ -318,8 +319,15 @@ func (s *scanner) scanSince(minStart, freshFrom uint64) (*snapshot, error) {
 	return b.snap, b.err
 }
 
+// scanHook, if set, is called at the start of every scan (tests use it
+// to make scans slow or hang, as a blocked read of /proc would).
+var scanHook atomic.Pointer[func()]
+
 // run performs one scan. Only one runs at a time.
 func (s *scanner) run(minStart, freshFrom uint64, markers map[string]int, gen uint64) (*snapshot, error) {
+	if h := scanHook.Load(); h != nil {
+		(*h)()
+	}
 	ents, err := s.pids()
 	if err != nil {
 		return nil, err

@@ -80,7 +80,8 @@ type Attr struct {
 	Marker string
 	// Subreaper makes the host a child subreaper before starting (Linux
 	// PR_SET_CHILD_SUBREAPER; ignored elsewhere). Orphans of the tree then
-	// re-parent to the host, and Kill reaps those it kills, by pid.
+	// re-parent to the host, and Kill reaps the tree's, by pid (see Kill
+	// for which orphans it can tell are the tree's).
 	Subreaper bool
 	// Logger receives debug records of signals and kills; nil discards.
 	Logger *slog.Logger
@@ -119,6 +120,14 @@ type Tree struct {
 // Start starts the root process in a new session and process group (a Job
 // Object on Windows), with a parent-death signal on Linux so that a host
 // that crashes takes the root down with it.
+//
+// On Linux the parent-death signal is tied to the thread that forked, so
+// each live Tree holds one locked OS thread, blocked in waitid, until its
+// root exits; Go stops the program when it needs more than its maximum
+// number of threads (10000 by default, see runtime/debug.SetMaxThreads),
+// which bounds the number of Trees running at once. Each live Tree also
+// runs a goroutine that records its members every few hundred
+// milliseconds (see Kill); Wait ends it.
 func Start(a *Attr) (*Tree, error) { return start(a) }
 
 // Pid returns the root's process id.
@@ -129,10 +138,10 @@ func (t *Tree) Pid() int { return t.pid }
 func (t *Tree) Exited() <-chan struct{} { return t.exited }
 
 // Signal sends s to the root's process group. It returns nil when the group
-// is already gone. On Linux, when Attr.Marker is empty, it first records
-// the tree's members by their parent links, so that Kill still finds
-// processes that s makes their parents orphan. It must not be called after
-// Wait, when the group id may name another group.
+// is already gone. On Linux it first records the tree's members by their
+// parent links (waiting at most 250 ms for the scan), so that Kill still
+// finds processes that s makes orphans, even ones without the Marker. It
+// must not be called after Wait, when the group id may name another group.
 func (t *Tree) Signal(s Signal) error { return t.signal(s) }
 
 // Kill sends SIGKILL to the root's process group, the root and every
@@ -142,12 +151,32 @@ func (t *Tree) Signal(s Signal) error { return t.signal(s) }
 // It is bounded: after about 5 s it gives up and lists the survivors.
 //
 // On Linux the tree is found by scanning /proc; scans are shared, so that
-// many Trees killed at once cost about as much as one. Signals go through
-// pidfds opened after checking the process's start time, so a reused pid
-// is never hit. With Subreaper (or whenever the host is a subreaper), the
-// tree's processes re-parented to the host are reaped by pid. On macOS the
-// tree is the group plus descendants by parent links; on Windows it is the
-// Job Object, terminated as a whole.
+// many Trees killed at once cost about as much as one. While the root
+// runs, the Tree also records its members by parent links every 300 ms,
+// so that a descendant that left the session and cleared its environment
+// (env -i: no Marker) is still found after its parent has exited. The
+// members found are first stopped (SIGSTOP) and the tree scanned again
+// until no new member appears, so that a child forked during the sweep is
+// found by its stopped parent; then all get SIGKILL. Signals go through
+// pidfds (at most 256 open at once) opened after checking the process's
+// start time, so a reused pid is never hit. A member that refuses the
+// signal (EPERM) is a survivor at once. Kill waits for a scan no longer
+// than its deadline (reading a process's environment can block): without
+// one it kills the group and the members recorded so far.
+//
+// With Subreaper (or whenever the host is a subreaper), the tree's
+// processes re-parented to the host are reaped by pid, and ones that are
+// still alive are killed. Such a process is the tree's only if it was
+// recorded as a member while its parent links existed, carries the Marker,
+// or is in the root's session or group or in one led by a recorded member:
+// other runs' orphans re-parent to the host too, so Kill does not guess.
+// An orphan that left the session and cleared its environment within one
+// recording period of its start, before its parent exited, is therefore
+// neither killed nor, if it exits, reaped (its zombie stays the host's
+// child until the host exits).
+//
+// On macOS the tree is the group plus descendants by parent links; on
+// Windows it is the Job Object, terminated as a whole.
 func (t *Tree) Kill() Report { return t.kill() }
 
 // Wait waits for the root to exit, reaps it and releases the Tree's

@@ -145,7 +145,7 @@ func (t *Tree) signal(s Signal) error {
 		}
 		return nil
 	case Terminate, Kill:
-		if err := windows.TerminateJobObject(t.sys.job, 1); err != nil {
+		if err := windows.TerminateJobObject(t.sys.job, killedExitCode); err != nil {
 			return fmt.Errorf("proc: terminate job: %w", err)
 		}
 		return nil
@@ -176,7 +176,7 @@ func (t *Tree) kill() Report {
 	var rep Report
 	pids, _ := t.jobPids()
 	rep.Killed = pids
-	if err := windows.TerminateJobObject(t.sys.job, 1); err != nil {
+	if err := windows.TerminateJobObject(t.sys.job, killedExitCode); err != nil {
 		t.log.Debug("proc: terminate job", "pid", t.pid, "err", err)
 	}
 	backoff := 200 * time.Microsecond
@@ -209,5 +209,14 @@ func (t *Tree) wait() (State, error) {
 	if err != nil {
 		return State{}, fmt.Errorf("proc: wait: %w", err)
 	}
-	return State{Code: ps.ExitCode()}, nil
+	if code := ps.ExitCode(); uint32(code) != killedExitCode {
+		return State{Code: code}, nil
+	}
+	return State{Code: -1, Signal: "killed"}, nil
 }
+
+// killedExitCode is the exit status TerminateJobObject gives the processes
+// it ends. Windows has no death by signal; a status no CLI uses stands for
+// one, so a killed run reports -1 as on Unix rather than a plausible exit
+// status such as 1. (The value spells KILL in ASCII.)
+const killedExitCode = 0x4B494C4C

@@ -41,6 +41,9 @@ func (e *engine) Invoke(ctx context.Context, req Request) (*Result, error) {
 		}
 		return fail(err)
 	}
+	if err := validateImages(&req); err != nil {
+		return fail(err)
+	}
 	path, err := e.lookPath()
 	if err != nil {
 		return fail(err)

@@ -278,6 +278,7 @@ func TestBadInputStartsNothing(t *testing.T) {
 		{"relative image", testBackend{}, "", func(r *invoker.Request) { r.Images = []string{"a.png"} }, invoker.ErrInvalidRequest, "relative"},
 		{"bad env", testBackend{}, "", func(r *invoker.Request) { r.Env = append(r.Env, "NOEQUALS") }, invoker.ErrInvalidRequest, "KEY=VALUE"},
 		{"unsupported field", testBackend{cmdErr: invoker.Unsupported("Images", "use @path")}, "", func(*invoker.Request) {}, invoker.ErrUnsupported, "use @path"},
+		{"unsupported images before their paths", testBackend{cmdErr: invoker.Unsupported("Images", "use @path")}, "", func(r *invoker.Request) { r.Images = []string{dir + "/missing.png"} }, invoker.ErrUnsupported, "use @path"},
 		{"binary not on PATH", testBackend{binary: "clinvoke-no-such-cli"}, "default", func(*invoker.Request) {}, exec.ErrNotFound, "npm install -g fake-agent"},
 		{"binary path missing", testBackend{}, dir + "/no-such-cli", func(*invoker.Request) {}, invoker.ErrNotInstalled, "WithBinary"},
 	}

@@ -15,15 +15,20 @@ import (
 // session (Linux).
 const MarkerVar = "CLINVOKE_RUN"
 
+// nestedBreakers are host variables that make a nested agent CLI fail: a
+// host running under Claude Code has CLAUDECODE set, and a claude started
+// by any agent's tool then refuses to start. They are never inherited.
+var nestedBreakers = []string{"CLAUDECODE"}
+
 // environ builds a run's environment: the host's (filtered by
-// WithInheritEnv, minus cmd.Unset), then WithEnv, the backend's variables,
+// WithInheritEnv, minus nestedBreakers and cmd.Unset), then WithEnv, the backend's variables,
 // Request.Env and the run marker, later entries overriding earlier ones.
 func (e *engine) environ(cmd *Command, req *Request, marker string) []string {
 	var env envList
 	keep := e.cfg.inheritEnv
 	for _, kv := range os.Environ() {
 		k, _, _ := strings.Cut(kv, "=")
-		if k == "" || slices.ContainsFunc(cmd.Unset, func(u string) bool { return envKey(u) == envKey(k) }) || envKey(k) == envKey(MarkerVar) {
+		if k == "" || envKey(k) == envKey(MarkerVar) || hasKey(nestedBreakers, k) || hasKey(cmd.Unset, k) {
 			continue
 		}
 		if keep != nil && !keep(k) {
@@ -59,6 +64,11 @@ func (l *envList) set(kv string) {
 	}
 	l.index[k] = len(l.list)
 	l.list = append(l.list, kv)
+}
+
+// hasKey reports whether names holds the variable name k.
+func hasKey(names []string, k string) bool {
+	return slices.ContainsFunc(names, func(n string) bool { return envKey(n) == envKey(k) })
 }
 
 // envKey returns the form of an environment variable's name under which

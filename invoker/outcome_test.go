@@ -134,6 +134,7 @@ func TestEnvironment(t *testing.T) {
 	t.Setenv("CLINVOKE_TEST_HOST", "host")
 	t.Setenv("CLINVOKE_TEST_UNSET", "should be gone")
 	t.Setenv("CLINVOKE_TEST_OVERRIDE", "host")
+	t.Setenv("CLAUDECODE", "1") // set by a host running under Claude Code
 	s := fakeagent.Script{RecordDir: t.TempDir()}
 	inv := invoker.New(testBackend{unset: []string{"CLINVOKE_TEST_UNSET"}},
 		invoker.WithBinary(os.Args[0]), invoker.WithEnv("CLINVOKE_TEST_OVERRIDE=option", "CLINVOKE_TEST_OPTION=option"))
@@ -148,6 +149,7 @@ func TestEnvironment(t *testing.T) {
 	want := map[string]string{
 		"CLINVOKE_TEST_HOST":     "host",
 		"CLINVOKE_TEST_UNSET":    "",
+		"CLAUDECODE":             "",
 		"CLINVOKE_TEST_OVERRIDE": "request",
 		"CLINVOKE_TEST_OPTION":   "option",
 		"FAKE_BACKEND_VAR":       "backend",

@@ -33,17 +33,24 @@ func validate(req *Request) error {
 	if !req.Permission.Valid() {
 		return invalid("unknown permission %q: use %q, %q or %q", string(req.Permission), ReadOnly, WorkspaceWrite, Unlimited)
 	}
+	for _, kv := range req.Env {
+		if k, _, ok := strings.Cut(kv, "="); !ok || k == "" {
+			return invalid("Request.Env entry %q is not KEY=VALUE", kv)
+		}
+	}
+	return nil
+}
+
+// validateImages checks Request.Images. It runs after the backend's
+// Command, so that a CLI that takes no images reports ErrUnsupported
+// rather than a complaint about the paths.
+func validateImages(req *Request) error {
 	for _, img := range req.Images {
 		if !filepath.IsAbs(img) {
 			return invalid("image %q is relative: Request.Images must hold absolute paths", img)
 		}
 		if fi, err := os.Stat(img); err != nil || fi.IsDir() {
 			return invalid("image %q is not a readable file", img)
-		}
-	}
-	for _, kv := range req.Env {
-		if k, _, ok := strings.Cut(kv, "="); !ok || k == "" {
-			return invalid("Request.Env entry %q is not KEY=VALUE", kv)
 		}
 	}
 	return nil

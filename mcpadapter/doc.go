@@ -29,9 +29,13 @@
 //     wait for tool handlers to return instead of cancelling them, so a
 //     server that should stop promptly passes its lifetime context here.
 //
-// A cancelled or failed run is answered with an isError result
-// (CallToolResult.IsError) whose structured content still holds the
-// partial text and the session id, and whose text says how to resume.
+// A failed run, or one cancelled by the server (shutdown, timeouts), is
+// answered with an isError result (CallToolResult.IsError) whose structured
+// content still holds the partial text and the session id, and whose text
+// says how to resume. A client that cancels a call itself gets no answer
+// to it, as the MCP specification has it (the SDK's CallTool returns the
+// context's error); its partial text and session id are then in the
+// transcript (Options.TranscriptPath) and in the server's log.
 // Errors returned to the SDK are kept for protocol failures. A panic in an
 // invoker is recovered and answered the same way: one broken run never
 // takes the server down.

@@ -170,6 +170,10 @@ type lifecycleHandler struct {
 func (h *lifecycleHandler) Enabled(context.Context, slog.Level) bool { return true }
 
 func (h *lifecycleHandler) Handle(_ context.Context, r slog.Record) error {
+	switch r.Message {
+	case "proc: started", "proc: reaped", "proc: killed":
+		return nil // the engine's own records say the same
+	}
 	var b strings.Builder
 	b.WriteString(h.stamp() + "  " + r.Message)
 	r.Attrs(func(a slog.Attr) bool {

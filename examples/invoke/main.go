@@ -65,7 +65,7 @@ func run(args []string) int {
 		return nil
 	})
 	fs.Usage = func() {
-		fmt.Fprintf(fs.Output(), "usage: invoke [flags] PROMPT...   (PROMPT - reads standard input)\n\n")
+		fmt.Fprintf(fs.Output(), "usage: invoke [flags] PROMPT...   (PROMPT \"-\" or none: read the prompt from standard input)\n\n")
 		fs.PrintDefaults()
 	}
 	if err := fs.Parse(args); err != nil {
@@ -152,7 +152,7 @@ func run(args []string) int {
 	}
 	if res != nil {
 		if res.Text != "" {
-			fmt.Fprintf(os.Stderr, "partial answer:\n")
+			fmt.Fprintf(os.Stderr, "partial answer (on standard output):\n")
 			fmt.Println(res.Text)
 		}
 		if res.SessionID != "" {

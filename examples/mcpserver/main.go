@@ -323,6 +323,13 @@ func selectCLIs(list string, binaries map[string]*string, logger *slog.Logger) (
 			if !slices.Contains(names, n) {
 				names = append(names, n)
 			}
+			bin := n
+			if *binaries[n] != "" {
+				bin = *binaries[n]
+			}
+			if _, err := exec.LookPath(bin); err != nil {
+				logger.Warn("CLI named with -cli is not installed; its calls will fail and say how to install it", "cli", n, "binary", bin)
+			}
 		}
 		return names, nil
 	}

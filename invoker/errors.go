@@ -49,10 +49,13 @@ var (
 // An Error wraps any error returned by Invoke with the name of the CLI, so
 // that messages read "codex: ...". errors.Is and errors.As see through it.
 type Error struct {
-	CLI string // "codex", "gemini", "claude"
+	// CLI is the short name of the CLI: "codex", "gemini", "claude".
+	CLI string
+	// Err is what went wrong.
 	Err error
 }
 
+// Error returns the message, prefixed with the CLI's name.
 func (e *Error) Error() string { return e.CLI + ": " + e.Err.Error() }
 
 // Unwrap returns the underlying error.
@@ -76,6 +79,7 @@ type ExitError struct {
 // Unwrap returns the sentinel the exit code identifies, if any.
 func (e *ExitError) Unwrap() error { return e.Err }
 
+// Error describes the exit status, its meaning and the last stderr lines.
 func (e *ExitError) Error() string {
 	var b strings.Builder
 	if e.Code < 0 {
@@ -108,6 +112,7 @@ type StreamError struct {
 	Err error
 }
 
+// Error returns the CLI's message with its error type.
 func (e *StreamError) Error() string {
 	msg := "the CLI reported a failure"
 	if e.Type != "" {

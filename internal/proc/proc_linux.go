@@ -30,6 +30,9 @@ var (
 	// trackEvery is how often a Tree records its members while the root
 	// runs (see treeSys.track).
 	trackEvery = 300 * time.Millisecond
+	// rootExitWait bounds how long Kill waits for the root to be seen
+	// exited once a scan found no live member.
+	rootExitWait = 100 * time.Millisecond
 	// reapWait bounds how long reap waits for a zombie to become
 	// waitable.
 	reapWait = 100 * time.Millisecond
@@ -254,55 +257,88 @@ type victim struct {
 	pid    int32
 	start  uint64
 	fd     int  // pidfd, or -1
+	pinned bool // the root: its pid cannot be reused before Wait reaps it
 	killed bool // sent SIGKILL
 	gone   bool // seen exited (its pidfd is closed)
+}
+
+// gone reports whether err, from reading /proc/<pid>/... or opening a
+// pidfd, says that the process does not exist. Any other error (EMFILE,
+// ENOMEM, EACCES...) says nothing about the process.
+func gone(err error) bool {
+	return errors.Is(err, unix.ESRCH) || errors.Is(err, unix.ENOENT)
 }
 
 // openVictim returns a victim for p, with a pidfd if withFd, and checks,
 // after opening it, that the pid still names the process of the snapshot
 // (same starttime): the pidfd then refers to that process whatever happens
-// to the pid later. It returns nil when p has already exited.
-func openVictim(p procInfo, withFd bool) *victim {
+// to the pid later. It returns nil, nil when p has already exited, and an
+// error when it cannot tell (the stat cannot be read: descriptors
+// exhausted, say); the caller must then not count p as gone.
+func openVictim(p procInfo, withFd bool, root int32, rootStart uint64) (*victim, error) {
 	fd := -1
 	if withFd {
 		var err error
 		fd, err = unix.PidfdOpen(int(p.pid), 0)
-		if err == unix.ESRCH {
-			return nil
+		if gone(err) {
+			return nil, nil
 		}
 		if err != nil {
-			fd = -1 // no pidfds: signal checks the starttime again instead
+			fd = -1 // no pidfd: signal checks the starttime again instead
 		}
 	}
 	v := &victim{pid: p.pid, start: p.start, fd: fd}
-	if !v.same() {
-		v.close()
-		return nil
+	// The root is not reaped before Wait: its pid names it.
+	v.pinned = p.pid == root && rootStart != 0 && p.start == rootStart
+	if v.pinned {
+		return v, nil
 	}
-	return v
+	if err := v.check(); err != nil {
+		v.close()
+		if gone(err) {
+			return nil, nil
+		}
+		return nil, err
+	}
+	return v, nil
 }
 
-// same reports whether v's pid still names v's process, alive.
-func (v *victim) same() bool {
+// check returns nil when v's pid still names v's process, alive; ESRCH
+// when that process is gone (exited, a zombie, or the pid reused); any
+// other error when it cannot tell.
+func (v *victim) check() error {
 	cur, err := readStat(v.pid)
-	return err == nil && cur.start == v.start && !cur.zombie()
+	if err != nil {
+		if gone(err) {
+			return unix.ESRCH
+		}
+		return err
+	}
+	if cur.start != v.start || cur.zombie() {
+		return unix.ESRCH
+	}
+	return nil
 }
 
 // signal sends sig to v. Without a pidfd there is a gap between the
 // starttime check and kill(2); the pid could be reused in it only if the
 // process exited and was reaped meanwhile, which a stopped process does
-// not do on its own.
+// not do on its own. An error other than ESRCH or EPERM means that v was
+// not signalled and may be alive.
 func (v *victim) signal(sig unix.Signal) error {
 	if v.fd >= 0 {
 		return unix.PidfdSendSignal(v.fd, sig, nil, 0)
 	}
-	if !v.same() {
-		return unix.ESRCH
+	if !v.pinned {
+		if err := v.check(); err != nil {
+			return err
+		}
 	}
 	return unix.Kill(int(v.pid), sig)
 }
 
-// exited reports whether v has exited (a zombie counts as gone).
+// exited reports whether v has exited (a zombie counts as gone). A
+// process whose state cannot be read has not.
 func (v *victim) exited() bool {
 	if v.fd >= 0 {
 		// A pidfd polls readable once its process has exited.
@@ -310,7 +346,7 @@ func (v *victim) exited() bool {
 		n, err := unix.Poll(fds, 0)
 		return err == nil && n > 0
 	}
-	return !v.same()
+	return v.check() == unix.ESRCH
 }
 
 func (v *victim) close() {
@@ -330,6 +366,8 @@ type killer struct {
 	victims  map[int32]*victim
 	fds      int              // pidfds open
 	denied   map[procKey]bool // members that refused a signal (EPERM)
+	unsureOf map[procKey]bool // members listed as survivors by unsure
+	fellBack bool             // in fallback: no more scans
 	last     *snapshot        // the last scan
 	rep      Report
 }
@@ -348,6 +386,7 @@ func (t *Tree) kill() Report {
 		minStart: math.MaxUint64,
 		victims:  map[int32]*victim{},
 		denied:   map[procKey]bool{},
+		unsureOf: map[procKey]bool{},
 	}
 	if s.marker != "" {
 		k.minStart = s.rootStart
@@ -366,6 +405,13 @@ func (t *Tree) kill() Report {
 		}
 		alive := k.alive(sn)
 		if len(alive) == 0 {
+			if !k.rootExited() {
+				// The scan found no live member, yet the root has not
+				// exited: something is wrong with what the scan saw.
+				t.log.Debug("proc: root missing from scan", "pid", t.pid)
+				k.fallback(nil)
+				break
+			}
 			t.log.Debug("proc: tree gone", "pid", t.pid, "scans", scans)
 			clean = true
 			break
@@ -374,7 +420,14 @@ func (t *Tree) kill() Report {
 			k.fallback(alive)
 			break
 		}
-		pending := k.killAll(alive)
+		pending, ok := k.killAll(alive)
+		if !ok {
+			// A member could not be signalled (its state unreadable):
+			// scanning again would find it again; kill what can be
+			// reached and report the rest.
+			k.fallback(alive)
+			break
+		}
 		if !time.Now().Before(k.deadline) {
 			// Out of time: whatever was found has had its SIGKILL,
 			// even if the scan that found it ended past the deadline.
@@ -411,10 +464,29 @@ func (k *killer) scan() (*snapshot, bool) {
 	return nil, false
 }
 
+// rootExited waits briefly for the root to be seen exited: a scan that
+// shows it as a zombie may end before run's waitid returns.
+func (k *killer) rootExited() bool {
+	select {
+	case <-k.t.exited:
+		return true
+	default:
+	}
+	timer := time.NewTimer(min(rootExitWait, max(time.Until(k.deadline), 0)))
+	defer timer.Stop()
+	select {
+	case <-k.t.exited:
+		return true
+	case <-timer.C:
+		return false
+	}
+}
+
 // fallback kills, without a scan, what can be reached without one: the
 // root's process group, the root, the known members, the victims stopped
 // by a freeze and alive (found by an earlier scan); then it waits briefly
-// and gives up.
+// and gives up. Members it cannot signal (their state unreadable) are
+// survivors.
 func (k *killer) fallback(alive []procInfo) {
 	seen := map[int32]bool{}
 	var all []procInfo
@@ -438,9 +510,8 @@ func (k *killer) fallback(alive []procInfo) {
 		add(procInfo{pid: pid, start: start})
 	}
 	k.s.knownMu.Unlock()
-	pending := k.killAll(all)
-	// After the victims: a group kill first would leave nothing to open.
-	signalGroup(k.t.pid, Kill)
+	k.fellBack = true
+	pending, _ := k.killAll(all)
 	k.giveUp(pending)
 }
 
@@ -472,14 +543,22 @@ func (k *killer) freeze(alive []procInfo) ([]procInfo, bool) {
 				continue
 			}
 			stopped[key] = true
-			if v := k.victim(p); v != nil {
-				err := v.signal(unix.SIGSTOP)
-				if err == unix.EPERM {
-					k.deny(v)
-					continue
-				}
-				fresh = true
+			v, err := k.victim(p)
+			if err != nil {
+				return alive, false
 			}
+			if v == nil {
+				continue
+			}
+			switch err := v.signal(unix.SIGSTOP); {
+			case err == unix.EPERM:
+				k.deny(v)
+				continue
+			case err != nil && err != unix.ESRCH:
+				k.t.log.Debug("proc: stop failed", "pid", k.t.pid, "member", v.pid, "err", err)
+				return alive, false
+			}
+			fresh = true
 		}
 		if !fresh || !time.Now().Before(k.deadline) {
 			return alive, true
@@ -494,9 +573,9 @@ func (k *killer) freeze(alive []procInfo) ([]procInfo, bool) {
 	}
 }
 
-// victim returns the victim for p, opening one if needed (nil if p is
-// gone).
-func (k *killer) victim(p procInfo) *victim {
+// victim returns the victim for p, opening one if needed: nil, nil if p is
+// gone, an error if that cannot be told.
+func (k *killer) victim(p procInfo) (*victim, error) {
 	v := k.victims[p.pid]
 	if v != nil && v.start != p.start {
 		k.closeVictim(v)
@@ -504,15 +583,19 @@ func (k *killer) victim(p procInfo) *victim {
 		v = nil
 	}
 	if v == nil {
-		if v = openVictim(p, k.fds < maxPidfds); v == nil {
-			return nil
+		var err error
+		if v, err = openVictim(p, k.fds < maxPidfds, k.s.root, k.s.rootStart); v == nil {
+			if err != nil {
+				k.t.log.Debug("proc: cannot check member", "pid", k.t.pid, "member", p.pid, "err", err)
+			}
+			return nil, err
 		}
 		if v.fd >= 0 {
 			k.fds++
 		}
 		k.victims[p.pid] = v
 	}
-	return v
+	return v, nil
 }
 
 func (k *killer) closeVictim(v *victim) {
@@ -533,19 +616,28 @@ func (k *killer) deny(v *victim) {
 }
 
 // killAll sends SIGKILL to each live member and to each process group they
-// are in (except the host's), and returns the victims to wait for.
-func (k *killer) killAll(alive []procInfo) []*victim {
-	var pending []*victim
+// are in (except the host's), and returns the victims to wait for. ok is
+// false when a member could not be signalled and may be alive; it is then
+// listed as a survivor.
+func (k *killer) killAll(alive []procInfo) (pending []*victim, ok bool) {
+	ok = true
 	var groups []int32
 	for _, p := range alive {
-		v := k.victim(p)
-		if v == nil {
-			continue
+		v, err := k.victim(p)
+		if err == nil && v != nil {
+			err = v.signal(unix.SIGKILL)
+			k.t.log.Debug("proc: kill", "pid", k.t.pid, "member", v.pid, "pidfd", v.fd >= 0, "err", err)
 		}
-		err := v.signal(unix.SIGKILL)
-		k.t.log.Debug("proc: kill", "pid", k.t.pid, "member", v.pid, "pidfd", v.fd >= 0, "err", err)
 		if err == unix.EPERM {
 			k.deny(v)
+			continue
+		}
+		if err != nil && err != unix.ESRCH {
+			k.unsure(p, err)
+			ok = false
+			continue
+		}
+		if v == nil {
 			continue
 		}
 		if !v.killed {
@@ -556,6 +648,9 @@ func (k *killer) killAll(alive []procInfo) []*victim {
 		if p.pgrp > 1 && p.pgrp != k.s.hostPgid && !slices.Contains(groups, p.pgrp) {
 			groups = append(groups, p.pgrp)
 		}
+	}
+	if k.fellBack && !slices.Contains(groups, k.s.root) {
+		groups = append(groups, k.s.root)
 	}
 	// The group ids come from the scan. The root's group cannot have been
 	// reused: the root is not reaped before Wait. Another group's id could
@@ -569,7 +664,18 @@ func (k *killer) killAll(alive []procInfo) []*victim {
 		err := unix.Kill(-int(g), unix.SIGKILL)
 		k.t.log.Debug("proc: kill group", "pid", k.t.pid, "pgid", g, "err", err)
 	}
-	return pending
+	return pending, ok
+}
+
+// unsure records that p could not be signalled and may be alive: it is a
+// survivor unless a group kill reaches it.
+func (k *killer) unsure(p procInfo, err error) {
+	k.t.log.Debug("proc: cannot signal member", "pid", k.t.pid, "member", p.pid, "err", err)
+	key := procKey{p.pid, p.start}
+	if k.fellBack && !k.unsureOf[key] {
+		k.unsureOf[key] = true
+		k.rep.Survivors = append(k.rep.Survivors, int(p.pid))
+	}
 }
 
 // awaitGone polls until every victim in pending has exited or until, and

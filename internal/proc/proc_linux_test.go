@@ -860,3 +860,73 @@ func openPidfds(t *testing.T) int {
 	}
 	return n
 }
+
+// TestKillOutOfDescriptors: with almost no descriptor left, Kill cannot
+// read /proc or open pidfds. It must not take a failed read for a process
+// that has exited: the root must be killed (Wait would hang otherwise),
+// and any member left alive must be listed as a survivor, never reported
+// killed-and-gone.
+func TestKillOutOfDescriptors(t *testing.T) {
+	noLeaks(t)
+	timeout := killTimeout
+	killTimeout = time.Second
+	t.Cleanup(func() { killTimeout = timeout })
+	for _, mode := range []string{"same", "setsid"} {
+		for free := 1; free <= 5; free++ {
+			t.Run(fmt.Sprint(mode, free), func(t *testing.T) {
+				r := startRun(t, Attr{}, "spawn", mode, "hang", "hang")
+				r.awaitPids(2)
+				rep := withFewDescriptors(t, free, r.tree.Kill)
+				select {
+				case <-r.tree.Exited():
+				case <-time.After(2 * time.Second):
+					t.Errorf("root did not exit after Kill (report %+v)", rep)
+				}
+				for _, p := range r.pids {
+					if alive(p) && !slices.Contains(rep.Survivors, int(p.pid)) {
+						t.Errorf("pid %d is alive after Kill but not a survivor (report %+v)", p.pid, rep)
+					}
+					if alive(p) {
+						unix.Kill(int(p.pid), unix.SIGKILL) // the test's own helper
+						until(t, fmt.Sprintf("%d is gone", p.pid), func() bool { return !alive(p) })
+					}
+				}
+				r.exited()
+				r.wait()
+			})
+		}
+	}
+}
+
+// withFewDescriptors runs f with only free descriptors left below a
+// lowered limit, and restores both before it returns.
+func withFewDescriptors[T any](t *testing.T, free int, f func() T) T {
+	var lim unix.Rlimit
+	if err := unix.Getrlimit(unix.RLIMIT_NOFILE, &lim); err != nil {
+		t.Fatal(err)
+	}
+	saved := lim
+	lim.Cur = min(lim.Cur, 512)
+	if err := unix.Setrlimit(unix.RLIMIT_NOFILE, &lim); err != nil {
+		t.Fatal(err)
+	}
+	var fds []int
+	for {
+		fd, err := unix.Dup(0)
+		if err != nil {
+			break
+		}
+		fds = append(fds, fd)
+	}
+	for _, fd := range fds[len(fds)-free:] {
+		unix.Close(fd)
+	}
+	fds = fds[:len(fds)-free]
+	defer func() {
+		for _, fd := range fds {
+			unix.Close(fd)
+		}
+		unix.Setrlimit(unix.RLIMIT_NOFILE, &saved)
+	}()
+	return f()
+}

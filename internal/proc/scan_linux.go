@@ -7,6 +7,7 @@ import (
 	"cmp"
 	"encoding/binary"
 	"errors"
+	"fmt"
 	"math"
 	"os"
 	"slices"
@@ -345,8 +346,13 @@ func (s *scanner) run(minStart, freshFrom uint64, markers map[string]int, gen ui
 			}
 		}
 		p, err := s.r.stat(e.pid)
-		if err != nil {
+		if gone(err) {
 			continue // exited since the directory was read
+		}
+		if err != nil {
+			// Not a sign that the process is gone (EMFILE, say): a
+			// snapshot without it would make Kill think it is.
+			return nil, fmt.Errorf("proc: read /proc/%d/stat: %w", e.pid, err)
 		}
 		old = append(old, oldProc{pid: e.pid, ino: e.ino, start: p.start})
 		sn.procs = append(sn.procs, p)

@@ -64,6 +64,9 @@ type treeSys struct {
 	// Entries of processes that are gone (not even zombies) are dropped,
 	// unless a process still bears their pid as session or group id.
 	known map[int32]uint64
+	// applied is the sequence number of the newest snapshot applied to
+	// known (see members).
+	applied uint64
 }
 
 func start(a *Attr) (*Tree, error) {
@@ -254,12 +257,13 @@ func (t *Tree) wait() (State, error) {
 // A victim is a process Kill signals, held by a pidfd where the kernel has
 // them (and maxPidfds allows).
 type victim struct {
-	pid    int32
-	start  uint64
-	fd     int  // pidfd, or -1
-	pinned bool // the root: its pid cannot be reused before Wait reaps it
-	killed bool // sent SIGKILL
-	gone   bool // seen exited (its pidfd is closed)
+	pid     int32
+	start   uint64
+	fd      int  // pidfd, or -1
+	pinned  bool // the root: its pid cannot be reused before Wait reaps it
+	killed  bool // sent SIGKILL
+	stopped bool // sent SIGSTOP
+	gone    bool // seen exited (its pidfd is closed)
 }
 
 // gone reports whether err, from reading /proc/<pid>/... or opening a
@@ -558,6 +562,7 @@ func (k *killer) freeze(alive []procInfo) ([]procInfo, bool) {
 				k.t.log.Debug("proc: stop failed", "pid", k.t.pid, "member", v.pid, "err", err)
 				return alive, false
 			}
+			v.stopped = true
 			fresh = true
 		}
 		if !fresh || !time.Now().Before(k.deadline) {
@@ -622,6 +627,19 @@ func (k *killer) deny(v *victim) {
 func (k *killer) killAll(alive []procInfo) (pending []*victim, ok bool) {
 	ok = true
 	var groups []int32
+	// Every victim that a freeze stopped gets SIGKILL too, whatever the
+	// latest scan says: a stopped process never resumes on its own, and
+	// its pidfd (or starttime) pins its identity. A scan can miss it
+	// (its links gone, known forgotten); it must not stay stopped.
+	in := make(map[int32]bool, len(alive))
+	for _, p := range alive {
+		in[p.pid] = true
+	}
+	for _, v := range k.victims {
+		if v.stopped && !v.gone && !in[v.pid] {
+			alive = append(alive, procInfo{pid: v.pid, start: v.start})
+		}
+	}
 	for _, p := range alive {
 		v, err := k.victim(p)
 		if err == nil && v != nil {
@@ -737,6 +755,12 @@ func (k *killer) survive(left []*victim) {
 func (s *treeSys) members(sn *snapshot) []procInfo {
 	s.knownMu.Lock()
 	defer s.knownMu.Unlock()
+	// The tracker or Signal may apply a snapshot after Kill applied a
+	// newer one; an older snapshot must neither record nor forget.
+	apply := sn.seq >= s.applied
+	if apply {
+		s.applied = sn.seq
+	}
 	in := map[int32]bool{}
 	var queue []int32
 	add := func(i int) {
@@ -786,10 +810,14 @@ func (s *treeSys) members(sn *snapshot) []procInfo {
 		}
 		if !p.zombie() {
 			alive = append(alive, p)
-			s.known[p.pid] = p.start
+			if apply {
+				s.known[p.pid] = p.start
+			}
 		}
 	}
-	s.forget(sn)
+	if apply {
+		s.forget(sn)
+	}
 	return alive
 }
 

@@ -13,6 +13,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -929,4 +930,72 @@ func withFewDescriptors[T any](t *testing.T, free int, f func() T) T {
 		unix.Setrlimit(unix.RLIMIT_NOFILE, &saved)
 	}()
 	return f()
+}
+
+// TestKillStaleSnapshot: the tracker (or Signal) applies a snapshot taken
+// before Kill's newest one while Kill is freezing the tree. The stale
+// snapshot must not make Kill forget an orphan it has stopped: a stopped
+// member that is never sent SIGKILL stays stopped for ever.
+func TestKillStaleSnapshot(t *testing.T) {
+	noLeaks(t)
+	stale, err := theScanner().scan(math.MaxUint64) // taken before the tree exists
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := startRun(t, Attr{}, "spawn", "same", "hang", "spawn", "setsid-envi", "hangint", "hang")
+	pids := r.awaitPids(3)
+	var mid, orphan int
+	for _, p := range pids {
+		if p == r.tree.Pid() {
+			continue
+		}
+		if st, _ := readStat(int32(p)); st.sid == int32(r.tree.Pid()) {
+			mid = p
+		} else {
+			orphan = p
+		}
+	}
+	r.awaitKnown(orphan)
+	unix.Kill(mid, unix.SIGINT) // the orphan's parent exits: no link left
+	until(t, "the orphan's parent is gone", func() bool { st, err := readStat(int32(mid)); return err != nil || st.zombie() })
+	var scans atomic.Int32
+	hook := func() {
+		if scans.Add(1) >= 2 { // from Kill's scan after the freeze on
+			r.tree.sys.members(stale)
+		}
+	}
+	scanHook.Store(&hook)
+	rep := r.tree.Kill()
+	scanHook.Store(nil)
+	assertKilled(t, rep, []int{r.tree.Pid(), orphan})
+	assertGone(t, r.pids)
+	r.exited()
+	r.wait()
+}
+
+// TestMembersIgnoresOlderSnapshot: members never records from, nor
+// forgets by, a snapshot older than the newest one it applied.
+func TestMembersIgnoresOlderSnapshot(t *testing.T) {
+	noLeaks(t)
+	stale, err := theScanner().scan(math.MaxUint64)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := startRun(t, Attr{}, "spawn", "setsid", "hang", "hang")
+	r.awaitPids(2)
+	child := r.otherPid()
+	r.awaitKnown(child)
+	fresh, err := theScanner().scan(math.MaxUint64)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := &r.tree.sys
+	s.members(fresh)
+	s.members(stale)
+	s.knownMu.Lock()
+	_, ok := s.known[int32(child)]
+	s.knownMu.Unlock()
+	if !ok {
+		t.Errorf("member %d forgotten by a snapshot older than the last applied", child)
+	}
 }

@@ -151,6 +151,7 @@ func readStat(pid int32) (procInfo, error) {
 // which is why a Tree looks in it only for processes started at or after
 // its root: every process of a tree is.
 type snapshot struct {
+	seq    uint64             // scans are numbered in the order they started
 	procs  []procInfo         // sorted by pid
 	kids   []int32            // indices into procs, sorted by ppid
 	marked map[string][]int32 // marker → pids whose environment holds it
@@ -206,6 +207,7 @@ type scanner struct {
 	env      []byte
 	r        procReader
 	host     int32
+	seq      uint64 // the last scan's sequence number
 }
 
 // procKey names a process across pid reuse.
@@ -334,7 +336,8 @@ func (s *scanner) run(minStart, freshFrom uint64, markers map[string]int, gen ui
 		return nil, err
 	}
 	byPid := func(a, b procInfo) int { return cmp.Compare(a.pid, b.pid) }
-	sn := &snapshot{}
+	s.seq++
+	sn := &snapshot{seq: s.seq}
 	old := make([]oldProc, 0, len(ents))
 	for _, e := range ents {
 		if e.ino != 0 {

@@ -151,6 +151,31 @@ var helpers = map[string]func(args []string) int{
 		fmt.Println("got SIGINT")
 		return 0
 	},
+	// daemon FILE: a server started before the run; on SIGUSR1 it starts
+	// hang, in its own (the daemon's) process group, with the environment
+	// line in FILE added (a client's environment handed over IPC, as
+	// build daemons do), then runs until killed.
+	"daemon": func(args []string) int {
+		c := make(chan os.Signal, 1)
+		signal.Notify(c, unix.SIGUSR1)
+		report()
+		<-c
+		b, err := os.ReadFile(args[0])
+		if err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			return 2
+		}
+		cmd := helperCmd("hang")
+		cmd.Env = append(cmd.Env, string(b))
+		cmd.Stdout = nil
+		if err := cmd.Start(); err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			return 2
+		}
+		fmt.Printf("worker %d\n", cmd.Process.Pid)
+		hang()
+		return 0
+	},
 	// host: start hang as a proc.Tree (stdout shared), then run until
 	// killed. For the parent-death signal.
 	"host": func([]string) int {

@@ -373,6 +373,7 @@ type killer struct {
 	unsureOf map[procKey]bool // members listed as survivors by unsure
 	fellBack bool             // in fallback: no more scans
 	last     *snapshot        // the last scan
+	ids      map[int32]bool   // the pids of the members (zombies too) in the last scan
 	rep      Report
 }
 
@@ -521,7 +522,9 @@ func (k *killer) fallback(alive []procInfo) {
 
 // alive returns the live members in sn, less those that refused a signal.
 func (k *killer) alive(sn *snapshot) []procInfo {
-	return slices.DeleteFunc(k.s.members(sn), func(p procInfo) bool { return k.denied[procKey{p.pid, p.start}] })
+	alive, ids := k.s.memberSet(sn)
+	k.ids = ids
+	return slices.DeleteFunc(alive, func(p procInfo) bool { return k.denied[procKey{p.pid, p.start}] })
 }
 
 // freeze stops every member with SIGSTOP and scans again, until a scan
@@ -620,13 +623,19 @@ func (k *killer) deny(v *victim) {
 	v.gone = true
 }
 
-// killAll sends SIGKILL to each live member and to each process group they
-// are in (except the host's), and returns the victims to wait for. ok is
-// false when a member could not be signalled and may be alive; it is then
+// killAll sends SIGKILL to each live member and to the tree's process
+// groups they are in, and returns the victims to wait for. ok is false
+// when a member could not be signalled and may be alive; it is then
 // listed as a survivor.
+//
+// A group is the tree's only if its id is the root's pid or the pid of a
+// member present in the last scan (alive or a zombie, so the id names
+// the same group): a member found by its marker or known may sit in an
+// older, unrelated group (a daemon's that started a worker for it), and
+// killing that group would kill the daemon. Members in other groups are
+// killed one by one.
 func (k *killer) killAll(alive []procInfo) (pending []*victim, ok bool) {
 	ok = true
-	var groups []int32
 	// Every victim that a freeze stopped gets SIGKILL too, whatever the
 	// latest scan says: a stopped process never resumes on its own, and
 	// its pidfd (or starttime) pins its identity. A scan can miss it
@@ -640,17 +649,17 @@ func (k *killer) killAll(alive []procInfo) (pending []*victim, ok bool) {
 			alive = append(alive, procInfo{pid: v.pid, start: v.start})
 		}
 	}
+	// Open every victim first, while each process still exists: a
+	// pidfd cannot be opened, nor a starttime checked, once the group
+	// kill has made it a zombie.
+	var groups []int32
+	if k.fellBack {
+		groups = append(groups, k.s.root)
+	}
+	var victims []*victim
 	for _, p := range alive {
 		v, err := k.victim(p)
-		if err == nil && v != nil {
-			err = v.signal(unix.SIGKILL)
-			k.t.log.Debug("proc: kill", "pid", k.t.pid, "member", v.pid, "pidfd", v.fd >= 0, "err", err)
-		}
-		if err == unix.EPERM {
-			k.deny(v)
-			continue
-		}
-		if err != nil && err != unix.ESRCH {
+		if err != nil {
 			k.unsure(p, err)
 			ok = false
 			continue
@@ -658,29 +667,42 @@ func (k *killer) killAll(alive []procInfo) (pending []*victim, ok bool) {
 		if v == nil {
 			continue
 		}
-		if !v.killed {
-			v.killed = true
-			k.rep.Killed = append(k.rep.Killed, int(p.pid))
-		}
-		pending = append(pending, v)
-		if p.pgrp > 1 && p.pgrp != k.s.hostPgid && !slices.Contains(groups, p.pgrp) {
-			groups = append(groups, p.pgrp)
+		victims = append(victims, v)
+		if g := p.pgrp; g > 1 && g != k.s.hostPgid && (g == k.s.root || k.ids[g]) && !slices.Contains(groups, g) {
+			groups = append(groups, g)
 		}
 	}
-	if k.fellBack && !slices.Contains(groups, k.s.root) {
-		groups = append(groups, k.s.root)
-	}
-	// The group ids come from the scan. The root's group cannot have been
-	// reused: the root is not reaped before Wait. Another group's id could
-	// name a different group by now only if, since the scan, every process
-	// of the group had exited and been reaped and its id had been handed
-	// to a new process that made itself a group leader; the freeze above
-	// keeps the members found stopped, so they do not exit on their own,
-	// but something else could still kill them. This is a gap of
-	// microseconds that needs a pid wrap-around inside it.
+	// Groups first: a group kill reaches every process of the group at
+	// once, including one forked into it since the scan. The root's
+	// group id cannot have been reused: the root is not reaped before
+	// Wait. Another group's id is the pid of a member that the scan
+	// found present; it could name a different group by now only if,
+	// since the scan, that member and every process of its group had
+	// exited and been reaped and the id had been handed to a new group
+	// leader: the freeze keeps the members found stopped, so they do not
+	// exit on their own. This is a gap of microseconds that needs a pid
+	// wrap-around inside it.
 	for _, g := range groups {
 		err := unix.Kill(-int(g), unix.SIGKILL)
 		k.t.log.Debug("proc: kill group", "pid", k.t.pid, "pgid", g, "err", err)
+	}
+	for _, v := range victims {
+		err := v.signal(unix.SIGKILL)
+		k.t.log.Debug("proc: kill", "pid", k.t.pid, "member", v.pid, "pidfd", v.fd >= 0, "err", err)
+		if err == unix.EPERM {
+			k.deny(v)
+			continue
+		}
+		if err != nil && err != unix.ESRCH {
+			k.unsure(procInfo{pid: v.pid, start: v.start}, err)
+			ok = false
+			continue
+		}
+		if !v.killed {
+			v.killed = true
+			k.rep.Killed = append(k.rep.Killed, int(v.pid))
+		}
+		pending = append(pending, v)
 	}
 	return pending, ok
 }
@@ -753,6 +775,13 @@ func (k *killer) survive(left []*victim) {
 // tree did, and the snapshot may or may not hold older ones (see scanner),
 // so ignoring them all keeps the answer independent of that.
 func (s *treeSys) members(sn *snapshot) []procInfo {
+	alive, _ := s.memberSet(sn)
+	return alive
+}
+
+// memberSet is members, and also returns the pids of every member in sn,
+// zombies included.
+func (s *treeSys) memberSet(sn *snapshot) ([]procInfo, map[int32]bool) {
 	s.knownMu.Lock()
 	defer s.knownMu.Unlock()
 	// The tracker or Signal may apply a snapshot after Kill applied a
@@ -803,22 +832,36 @@ func (s *treeSys) members(sn *snapshot) []procInfo {
 		}
 	}
 	var alive []procInfo
-	for k := 0; k < len(queue); k++ {
-		p := sn.procs[queue[k]]
-		for _, c := range sn.children(p.pid) {
-			add(int(c))
-		}
-		if !p.zombie() {
-			alive = append(alive, p)
-			if apply {
-				s.known[p.pid] = p.start
+	for k := 0; ; {
+		for ; k < len(queue); k++ {
+			p := sn.procs[queue[k]]
+			for _, c := range sn.children(p.pid) {
+				add(int(c))
 			}
+			if !p.zombie() {
+				alive = append(alive, p)
+				if apply {
+					s.known[p.pid] = p.start
+				}
+			}
+		}
+		// A session or group whose id is the pid of a member in sn
+		// (alive or a zombie: the id cannot have been reused) is the
+		// tree's: this finds a double-forked child whose intermediate
+		// parent is a zombie under a stopped parent, say.
+		for i := range sn.procs {
+			if p := &sn.procs[i]; !in[p.pid] && (in[p.sid] || in[p.pgrp]) {
+				add(i)
+			}
+		}
+		if k == len(queue) {
+			break
 		}
 	}
 	if apply {
 		s.forget(sn)
 	}
-	return alive
+	return alive, in
 }
 
 // forget drops from known the processes that are gone from sn, unless a

@@ -9,6 +9,7 @@ import (
 	"math"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
@@ -998,4 +999,80 @@ func TestMembersIgnoresOlderSnapshot(t *testing.T) {
 	if !ok {
 		t.Errorf("member %d forgotten by a snapshot older than the last applied", child)
 	}
+}
+
+// TestKillSparesForeignGroup: a daemon started before the run (in a
+// session and group of its own) starts a worker for the run's tool, with
+// the run's environment, so with its marker. The worker is a member, but
+// its group is the daemon's: Kill must kill the worker alone, not the
+// daemon's group.
+func TestKillSparesForeignGroup(t *testing.T) {
+	noLeaks(t)
+	markUsed("daemon")
+	file := filepath.Join(t.TempDir(), "env")
+	d := helperCmd("daemon", file)
+	d.Stdout = nil
+	out, err := d.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	d.SysProcAttr = &unix.SysProcAttr{Setsid: true}
+	if err := d.Start(); err != nil {
+		t.Fatal(err)
+	}
+	lines := bufio.NewScanner(out)
+	var worker int
+	t.Cleanup(func() {
+		d.Process.Kill()
+		for lines.Scan() {
+		}
+		d.Wait()
+		if worker == 0 {
+			return
+		}
+		// The worker's zombie re-parents to the test process if it is a
+		// subreaper (TestSubreaper); reap it then.
+		until(t, "the worker is reaped", func() bool {
+			p, err := readStat(int32(worker))
+			if err != nil || p.ppid != int32(os.Getpid()) {
+				return err != nil || !p.zombie()
+			}
+			var ws unix.WaitStatus
+			unix.Wait4(worker, &ws, unix.WNOHANG, nil)
+			return false
+		})
+	})
+	if !lines.Scan() || !strings.HasPrefix(lines.Text(), "pid ") {
+		t.Fatalf("daemon did not report: %q", lines.Text())
+	}
+	daemon := procKey{pid: int32(d.Process.Pid)}
+	if p, err := readStat(daemon.pid); err == nil {
+		daemon.start = p.start
+	}
+	time.Sleep(20 * time.Millisecond) // the daemon is older than the root (clock ticks)
+	m := marker(t)
+	r := startRun(t, Attr{Marker: m}, "hang")
+	r.awaitPids(1)
+	if err := os.WriteFile(file, []byte(m), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	d.Process.Signal(unix.SIGUSR1) // the run's tool asks the daemon for a worker
+	if !lines.Scan() {
+		t.Fatal("daemon did not start a worker")
+	}
+	fmt.Sscanf(lines.Text(), "worker %d", &worker)
+	until(t, "the worker has its environment", func() bool {
+		b, _ := os.ReadFile(fmt.Sprintf("/proc/%d/environ", worker))
+		return slices.Contains(strings.Split(string(b), "\x00"), m)
+	})
+	rep := r.tree.Kill()
+	if !alive(daemon) {
+		t.Errorf("Kill() killed the daemon %d, which is not the run's (report %+v)", daemon.pid, rep)
+	}
+	if p, err := readStat(int32(worker)); err == nil && !p.zombie() {
+		t.Errorf("worker %d alive after Kill (report %+v)", worker, rep)
+	}
+	assertKilled(t, rep, []int{r.tree.Pid(), worker})
+	r.exited()
+	r.wait()
 }

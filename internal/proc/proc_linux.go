@@ -30,6 +30,9 @@ var (
 	// trackEvery is how often a Tree records its members while the root
 	// runs (see treeSys.track).
 	trackEvery = 300 * time.Millisecond
+	// wedgedWait bounds how long a caller waits for a scan when the
+	// scanner is wedged (see scanUntil).
+	wedgedWait = 100 * time.Millisecond
 	// rootExitWait bounds how long Kill waits for the root to be seen
 	// exited once a scan found no live member.
 	rootExitWait = 100 * time.Millisecond
@@ -186,27 +189,28 @@ func (s *treeSys) track(exited <-chan struct{}) {
 	}
 }
 
-// scanUntil runs a scan in a goroutine of its own and waits for it until
-// stop is closed or expired fires (either may be nil); ok is false when it
-// stopped waiting. Reading /proc/<pid>/environ takes the target's mmap
-// lock and can block (a process stuck on a hung FUSE or NFS mount), and
-// the scanner is shared: a caller with a deadline must not wait on it for
-// ever. The goroutine ends when the scan does.
+// scanUntil waits for a scan until stop is closed or expired fires
+// (either may be nil); ok is false when it stopped waiting. When the
+// shared scanner is wedged (its running scan has outlasted a whole Kill: a
+// read of /proc blocked in the kernel), it waits wedgedWait at most, so
+// that each Kill does not wait its full deadline again. The scanner is
+// shared, so a caller with a deadline must not wait on it for ever;
+// waiting costs no goroutine (see scanner.join), so callers that give up
+// leave nothing behind.
 func scanUntil(minStart, freshFrom uint64, stop <-chan struct{}, expired <-chan time.Time) (sn *snapshot, err error, ok bool) {
-	type result struct {
-		sn  *snapshot
-		err error
+	b, wedged := theScanner().join(minStart, freshFrom)
+	var short <-chan time.Time
+	if wedged {
+		timer := time.NewTimer(wedgedWait)
+		defer timer.Stop()
+		short = timer.C
 	}
-	c := make(chan result, 1)
-	go func() {
-		sn, err := theScanner().scanSince(minStart, freshFrom)
-		c <- result{sn, err}
-	}()
 	select {
-	case r := <-c:
-		return r.sn, r.err, true
+	case <-b.done:
+		return b.snap, b.err, true
 	case <-stop:
 	case <-expired:
+	case <-short:
 	}
 	return nil, nil, false
 }

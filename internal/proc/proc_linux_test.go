@@ -10,6 +10,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
 	"slices"
 	"strconv"
 	"strings"
@@ -1073,6 +1074,124 @@ func TestKillSparesForeignGroup(t *testing.T) {
 		t.Errorf("worker %d alive after Kill (report %+v)", worker, rep)
 	}
 	assertKilled(t, rep, []int{r.tree.Pid(), worker})
+	r.exited()
+	r.wait()
+}
+
+// TestKillWedgedScanner: one scan never returns (a read of /proc blocked
+// on a hung mount). The first Kill waits for it until its deadline; later
+// Kills must not wait again, and no Kill or Signal may leave a goroutine
+// behind while the scan is stuck.
+func TestKillWedgedScanner(t *testing.T) {
+	noLeaks(t)
+	timeout := killTimeout
+	killTimeout = 300 * time.Millisecond
+	t.Cleanup(func() { killTimeout = timeout })
+	release := make(chan struct{})
+	hook := func() { <-release }
+	scanHook.Store(&hook)
+	released := false
+	t.Cleanup(func() {
+		scanHook.Store(nil)
+		if !released {
+			close(release)
+		}
+	})
+	var grew []int
+	var orphans []procKey
+	base := 0
+	for i := range 4 {
+		r := startRun(t, Attr{Marker: marker(t)}, "spawn", "same", "hang", "hang")
+		r.awaitPids(2)
+		begin := time.Now()
+		rep := r.tree.Kill()
+		elapsed := time.Since(begin)
+		r.tree.Signal(Interrupt) // legal before Wait
+		assertKilled(t, rep, []int{r.tree.Pid()})
+		r.exited()
+		r.wait()
+		for range r.lines {
+		}
+		<-r.readerD
+		for _, p := range r.pids {
+			until(t, fmt.Sprintf("%d is gone", p.pid), func() bool { return !alive(p) })
+		}
+		for _, p := range r.pids {
+			if int(p.pid) != r.tree.Pid() {
+				orphans = append(orphans, p)
+			}
+		}
+		if i > 0 && elapsed > wedgedWait+lastGrace+100*time.Millisecond {
+			t.Errorf("Kill %d took %v with the scanner wedged, want it not to wait for it", i, elapsed)
+		}
+		time.Sleep(10 * time.Millisecond) // let exiting goroutines go
+		if i == 0 {
+			base = runtime.NumGoroutine()
+		} else {
+			grew = append(grew, runtime.NumGoroutine()-base)
+		}
+	}
+	if slices.Max(grew) > 1 {
+		t.Errorf("goroutines grew by %v after each Kill with the scanner wedged, want no growth", grew)
+	}
+	scanHook.Store(nil)
+	close(release)
+	released = true
+	// Without a scan, Kill could not tell which orphans re-parented to a
+	// subreaper host (TestSubreaper) are the tree's, so it did not reap
+	// them: the test reaps its own.
+	for _, p := range orphans {
+		until(t, fmt.Sprintf("%d is reaped", p.pid), func() bool {
+			cur, err := readStat(p.pid)
+			if err != nil || cur.start != p.start {
+				return true
+			}
+			if cur.ppid == int32(os.Getpid()) && cur.zombie() {
+				var ws unix.WaitStatus
+				unix.Wait4(int(p.pid), &ws, unix.WNOHANG, nil)
+			}
+			return cur.ppid != int32(os.Getpid()) && cur.zombie()
+		})
+	}
+}
+
+// TestKillHungEnvironRead: reading a member's environment blocks (a hung
+// mount). Kill must not wait for the read beyond envReadTimeout, must
+// still kill the tree, and the next scans must skip the blocked read
+// rather than wait for it again.
+func TestKillHungEnvironRead(t *testing.T) {
+	noLeaks(t)
+	release := make(chan struct{})
+	var hung atomic.Int32
+	var blocked atomic.Bool
+	hook := func(pid int32) {
+		if pid == hung.Load() {
+			blocked.Store(true)
+			<-release
+		}
+	}
+	envHook.Store(&hook)
+	t.Cleanup(func() { envHook.Store(nil); close(release) })
+	r := startRun(t, Attr{Marker: marker(t)}, "spawn", "same", "hang", "spawn", "setsid", "hang", "hang")
+	r.awaitPids(3)
+	mid := 0
+	for _, p := range r.pids {
+		if st, _ := readStat(p.pid); int(p.pid) != r.tree.Pid() && st.sid == int32(r.tree.Pid()) {
+			mid = int(p.pid)
+		}
+	}
+	hung.Store(int32(mid)) // no scan has read its environment yet: the tracker does not
+	begin := time.Now()
+	rep := r.tree.Kill()
+	elapsed := time.Since(begin)
+	if max := 4*envReadTimeout + 500*time.Millisecond; elapsed > max {
+		t.Errorf("Kill() took %v with an environ read blocked, want at most %v", elapsed, max)
+	}
+	if !blocked.Load() {
+		t.Error("the environ read of the middle process was not blocked")
+	}
+	assertKilled(t, rep, r.awaitPids(3))
+	assertGone(t, r.pids)
 	r.exited()
 	r.wait()
 }

@@ -14,6 +14,7 @@ import (
 	"strconv"
 	"sync"
 	"sync/atomic"
+	"time"
 	"unsafe"
 
 	"golang.org/x/sys/unix"
@@ -194,17 +195,19 @@ func (s *snapshot) children(ppid int32) []int32 {
 // configure, only the coordination between Trees and a cache.
 type scanner struct {
 	mu      sync.Mutex
-	cond    sync.Cond
+	cond    sync.Cond // broadcast when a scan ends
 	running bool
+	since   time.Time // when the running scan started
 	next    *scanBatch
 	markers map[string]int // registered markers → Trees using them; copied on write
 	gen     uint64         // incremented when a marker is registered
 
 	// Used only by the goroutine running a scan (running == true).
 	envCache map[procKey]envResult
+	envReads map[procKey]*envRead // environ reads that outlasted envReadTimeout
+	envTimer *time.Timer
 	old      []oldProc // processes seen by the last scan, sorted by pid
 	dents    []byte
-	env      []byte
 	r        procReader
 	host     int32
 	seq      uint64 // the last scan's sequence number
@@ -238,9 +241,10 @@ type dirent struct {
 }
 
 type scanBatch struct {
-	minStart  uint64 // read environments of processes started at or after
-	freshFrom uint64 // read the stat of every process started at or after
-	done      bool
+	minStart  uint64        // read environments of processes started at or after
+	freshFrom uint64        // read the stat of every process started at or after
+	asked     bool          // someone joined the batch
+	done      chan struct{} // closed when snap and err are set
 	snap      *snapshot
 	err       error
 }
@@ -250,6 +254,7 @@ var theScanner = sync.OnceValue(func() *scanner {
 		next:     newBatch(),
 		markers:  map[string]int{},
 		envCache: map[procKey]envResult{},
+		envReads: map[procKey]*envRead{},
 		dents:    make([]byte, 8192),
 		host:     int32(os.Getpid()),
 	}
@@ -258,7 +263,7 @@ var theScanner = sync.OnceValue(func() *scanner {
 })
 
 func newBatch() *scanBatch {
-	return &scanBatch{minStart: math.MaxUint64, freshFrom: math.MaxUint64}
+	return &scanBatch{minStart: math.MaxUint64, freshFrom: math.MaxUint64, done: make(chan struct{})}
 }
 
 // register adds a marker that scans look for in environments.
@@ -299,27 +304,50 @@ func (s *scanner) scan(minStart uint64) (*snapshot, error) {
 // ticks after boot): the snapshot holds at least the processes started at
 // or after freshFrom, and may leave older ones out.
 func (s *scanner) scanSince(minStart, freshFrom uint64) (*snapshot, error) {
+	b, _ := s.join(minStart, freshFrom)
+	<-b.done
+	return b.snap, b.err
+}
+
+// join adds a request to the next batch and returns it; its done channel
+// is closed when its scan has ended. If no scan is running, it starts the
+// batch's scan in a goroutine of its own, so a caller that stops waiting
+// leaves nothing behind but that scan, whoever else joins. wedged says
+// that the running scan has been running longer than killTimeout (an
+// environ or stat read blocked in the kernel): the batch will not be
+// scanned before it ends.
+func (s *scanner) join(minStart, freshFrom uint64) (b *scanBatch, wedged bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	b := s.next
+	b = s.next
 	b.minStart = min(b.minStart, minStart)
 	b.freshFrom = min(b.freshFrom, freshFrom)
-	for !b.done {
-		if s.running {
-			s.cond.Wait()
-			continue
-		}
-		s.running = true
-		s.next = newBatch()
-		markers, gen := s.markers, s.gen
-		s.mu.Unlock()
+	b.asked = true
+	if !s.running {
+		s.startLocked()
+	}
+	return b, s.running && s.next == b && time.Since(s.since) > killTimeout
+}
+
+// startLocked starts the next batch's scan. s.mu is held.
+func (s *scanner) startLocked() {
+	b := s.next
+	s.next = newBatch()
+	s.running = true
+	s.since = time.Now()
+	markers, gen := s.markers, s.gen
+	go func() {
 		snap, err := s.run(b.minStart, b.freshFrom, markers, gen)
 		s.mu.Lock()
-		b.snap, b.err, b.done = snap, err, true
+		defer s.mu.Unlock()
+		b.snap, b.err = snap, err
+		close(b.done)
 		s.running = false
 		s.cond.Broadcast()
-	}
-	return b.snap, b.err
+		if s.next.asked {
+			s.startLocked()
+		}
+	}()
 }
 
 // scanHook, if set, is called at the start of every scan (tests use it
@@ -384,9 +412,12 @@ func (s *scanner) run(minStart, freshFrom uint64, markers map[string]int, gen ui
 		key := procKey{p.pid, p.start}
 		res, ok := s.envCache[key]
 		if !ok || (res.marker == "" && res.gen != gen) {
-			m, sure := s.readMarker(p.pid, markers)
-			res = envResult{m, gen}
-			if sure {
+			r := s.readMarker(key, markers, gen)
+			if r == nil {
+				continue // its read is blocked: unreadable for now
+			}
+			res = envResult{r.marker, r.gen}
+			if r.sure {
 				s.envCache[key] = res
 			}
 		}
@@ -400,6 +431,11 @@ func (s *scanner) run(minStart, freshFrom uint64, markers map[string]int, gen ui
 	for k := range s.envCache {
 		if i, ok := sn.find(k.pid); !ok || sn.procs[i].start != k.start {
 			delete(s.envCache, k)
+		}
+	}
+	for k := range s.envReads {
+		if i, ok := sn.find(k.pid); !ok || sn.procs[i].start != k.start {
+			delete(s.envReads, k) // its goroutine ends with its read
 		}
 	}
 	return sn, nil
@@ -443,6 +479,76 @@ func (s *scanner) pids() ([]dirent, error) {
 	}
 }
 
+// envReadTimeout bounds how long a scan waits for one process's
+// environment; a variable so that tests can shorten it.
+var envReadTimeout = 100 * time.Millisecond
+
+// envHook, if set, is called before each environ read, in the read's
+// goroutine (tests use it to make reads hang, as on a hung mount).
+var envHook atomic.Pointer[func(pid int32)]
+
+// An envRead is one read of a process's environment, in a goroutine of
+// its own.
+type envRead struct {
+	done   chan struct{} // closed when the fields below are set
+	marker string
+	sure   bool
+	gen    uint64 // the registry generation it was read under
+}
+
+// envReaders holds the buffers of environ reads: a read that a scan stopped
+// waiting for still owns its buffer until the read ends.
+var envReaders = sync.Pool{New: func() any { return new(envReader) }}
+
+type envReader struct {
+	r   procReader
+	buf []byte
+}
+
+// readMarker returns the read of key's environment, or nil if it has not
+// ended within envReadTimeout. Reading /proc/<pid>/environ takes the
+// target's mmap lock and can block for as long as the process is stuck (on
+// a hung FUSE or NFS mount, say), so the read runs in a goroutine of its
+// own and the scan goes on without it: the process counts as unmarked
+// until a later scan finds the read ended. That costs one goroutine per
+// blocked process, which ends when the read does; no scan waits for it
+// again.
+func (s *scanner) readMarker(key procKey, markers map[string]int, gen uint64) *envRead {
+	r := s.envReads[key]
+	if r == nil {
+		r = &envRead{done: make(chan struct{}), gen: gen}
+		go func() {
+			if h := envHook.Load(); h != nil {
+				(*h)(key.pid)
+			}
+			e := envReaders.Get().(*envReader)
+			r.marker, r.sure = e.readMarker(key.pid, markers)
+			envReaders.Put(e)
+			close(r.done)
+		}()
+		if s.envTimer == nil {
+			s.envTimer = time.NewTimer(envReadTimeout)
+		} else {
+			s.envTimer.Reset(envReadTimeout)
+		}
+		select {
+		case <-r.done:
+			s.envTimer.Stop()
+			return r
+		case <-s.envTimer.C:
+			s.envReads[key] = r
+			return nil
+		}
+	}
+	select {
+	case <-r.done:
+		delete(s.envReads, key)
+		return r
+	default:
+		return nil
+	}
+}
+
 // readMarker returns the registered marker found in /proc/<pid>/environ,
 // or "", and whether the answer may be cached for the process. An empty
 // read or an error is no answer: a process in the middle of execve has no
@@ -450,22 +556,22 @@ func (s *scanner) pids() ([]dirent, error) {
 // and one whose environ cannot be opened now may be readable later, so
 // caching "no marker" for its (pid, starttime) would hide it from every
 // later scan.
-func (s *scanner) readMarker(pid int32, markers map[string]int) (marker string, sure bool) {
+func (s *envReader) readMarker(pid int32, markers map[string]int) (marker string, sure bool) {
 	fd, err := s.r.open(pid, "environ")
 	if err != nil {
 		return "", false
 	}
 	defer unix.Close(fd)
-	if s.env == nil {
-		s.env = make([]byte, 16<<10)
+	if s.buf == nil {
+		s.buf = make([]byte, 16<<10)
 	}
 	n := 0
 	sure = true
 	for {
-		if n == len(s.env) {
-			s.env = slices.Grow(s.env, len(s.env))[:2*len(s.env)]
+		if n == len(s.buf) {
+			s.buf = slices.Grow(s.buf, len(s.buf))[:2*len(s.buf)]
 		}
-		m, err := unix.Read(fd, s.env[n:])
+		m, err := unix.Read(fd, s.buf[n:])
 		if err == unix.EINTR {
 			continue
 		}
@@ -480,7 +586,7 @@ func (s *scanner) readMarker(pid int32, markers map[string]int) (marker string, 
 	if n == 0 {
 		sure = false
 	}
-	for env := s.env[:n]; len(env) > 0; {
+	for env := s.buf[:n]; len(env) > 0; {
 		e := env
 		if j := bytes.IndexByte(env, 0); j >= 0 {
 			e, env = env[:j], env[j+1:]

@@ -176,6 +176,40 @@ var helpers = map[string]func(args []string) int{
 		hang()
 		return 0
 	},
+	// init: as PID 1 of a new PID and mount namespace, mount /proc, run
+	// spawn same exit hang as a Tree (its child re-parents to this
+	// process at once), Kill and Wait it, then print "zombies N": how
+	// many zombie children this process is left with. It prints "skip
+	// REASON" if it cannot set up.
+	"init": func([]string) int {
+		if os.Getpid() != 1 {
+			fmt.Println("skip not PID 1")
+			return 0
+		}
+		if err := unix.Mount("", "/", "", unix.MS_REC|unix.MS_PRIVATE, ""); err != nil {
+			fmt.Println("skip", err)
+			return 0
+		}
+		if err := unix.Mount("proc", "/proc", "proc", 0, ""); err != nil {
+			fmt.Println("skip", err)
+			return 0
+		}
+		cmd := helperCmd("spawn", "same", "exit", "hang")
+		t, err := Start(&Attr{Path: cmd.Path, Args: cmd.Args, Env: cmd.Env})
+		if err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			return 2
+		}
+		<-t.Exited()
+		time.Sleep(50 * time.Millisecond) // the orphan runs
+		t.Kill()
+		if _, err := t.Wait(); err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			return 2
+		}
+		fmt.Printf("zombies %d\n", len(zombieChildren()))
+		return 0
+	},
 	// host: start hang as a proc.Tree (stdout shared), then run until
 	// killed. For the parent-death signal.
 	"host": func([]string) int {

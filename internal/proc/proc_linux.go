@@ -67,6 +67,8 @@ type treeSys struct {
 	// Entries of processes that are gone (not even zombies) are dropped,
 	// unless a process still bears their pid as session or group id.
 	known map[int32]uint64
+	// late holds the zombies Kill could not reap yet (see reap).
+	late []procKey
 	// applied is the sequence number of the newest snapshot applied to
 	// known (see members).
 	applied uint64
@@ -240,10 +242,15 @@ func (t *Tree) wait() (State, error) {
 	if s.reapLate.Load() {
 		// Before the root is reaped: its group and session ids stay valid.
 		timer := time.NewTimer(signalScanTimeout)
-		if sn, err, ok := scanUntil(math.MaxUint64, s.rootStart, nil, timer.C); ok && err == nil {
-			s.reap(t, sn, nil)
-		}
+		sn, err, ok := scanUntil(math.MaxUint64, s.rootStart, nil, timer.C)
 		timer.Stop()
+		if !ok || err != nil {
+			sn = nil
+		}
+		s.knownMu.Lock()
+		late := s.late
+		s.knownMu.Unlock()
+		s.reap(t, sn, late)
 	}
 	ps, err := s.proc.Wait()
 	<-s.done
@@ -448,13 +455,18 @@ func (t *Tree) kill() Report {
 			break
 		}
 	}
-	if s.subreaper || isSubreaper() {
-		// Also when another Tree made the host a subreaper: this tree's
-		// orphans re-parent to the host all the same.
-		if k.last != nil {
-			s.reap(t, k.last, k.victims)
+	if s.reaps() {
+		var killed []procKey
+		for _, v := range k.victims {
+			if v.killed && !v.pinned {
+				killed = append(killed, procKey{v.pid, v.start})
+			}
 		}
-		s.reapLate.Store(!clean)
+		late := s.reap(t, k.last, killed)
+		s.knownMu.Lock()
+		s.late = late
+		s.knownMu.Unlock()
+		s.reapLate.Store(!clean || len(late) > 0)
 	}
 	k.rep.Elapsed = time.Since(begin)
 	t.log.Debug("proc: killed", "pid", t.pid, "killed", len(k.rep.Killed), "survivors", k.rep.Survivors, "elapsed", k.rep.Elapsed)
@@ -892,44 +904,27 @@ func (s *treeSys) forget(sn *snapshot) {
 	}
 }
 
-// reap reaps, by pid, the tree's zombies that were re-parented to the host
-// (a child subreaper). It never waits for any child: the host's other
-// children, including other Trees' roots, keep their statuses. The root is
-// left to Wait.
+// reap reaps the tree's zombies that were re-parented to the host (a
+// child subreaper, or PID 1): those in sn that are the tree's, and extra
+// (processes this Kill sent SIGKILL). It never waits for any other child:
+// the host's other children, including other Trees' roots, keep their
+// statuses. The root is left to Wait. It returns the zombies it could not
+// reap yet (their parent still exiting, say), for Wait to try again.
 //
 // A zombie's environment cannot be read, so a zombie is the tree's if it
-// was killed by this Kill, was seen alive as a member (known), or is in
-// the root's session or group or in a session or group whose id is a known
-// member's pid. An orphan that left the session, cleared its environment
-// and exited, all between two of the tracker's snapshots, is none of these:
-// it stays a zombie child of the host until the host exits (it holds no
-// resources but its pid and exit status).
-func (s *treeSys) reap(t *Tree, sn *snapshot, victims map[int32]*victim) {
-	var zombies []int32
-	s.knownMu.Lock()
-	defer s.knownMu.Unlock()
-	for _, p := range sn.procs {
-		if !p.zombie() || p.pid == s.root || p.start < s.rootStart {
-			continue
-		}
-		if p.ppid != s.host {
-			// A zombie whose parent has exited too re-parents to the
-			// host as soon as the parent's last thread is gone.
-			if i, ok := sn.find(p.ppid); ok && !sn.procs[i].zombie() {
-				continue
-			}
-		}
-		v := victims[p.pid]
-		// A session or group led by the zombie itself counts only by
-		// the starttime check just above.
-		_, sidKnown := s.known[p.sid]
-		_, pgrpKnown := s.known[p.pgrp]
-		sidKnown = sidKnown && p.sid != p.pid
-		pgrpKnown = pgrpKnown && p.pgrp != p.pid
-		ours := (v != nil && v.start == p.start) || s.known[p.pid] == p.start ||
-			p.pgrp == s.root || p.sid == s.root || sidKnown || pgrpKnown
-		if ours {
-			zombies = append(zombies, p.pid)
+// was killed by this Kill, was seen alive as a member (known, same
+// starttime), is a member of sn by the rules of members, or is in a
+// session or group whose id is a known member's pid (a member that is
+// gone: its session or group outlives it). An orphan that left the
+// session, cleared its environment and exited, all between two of the
+// tracker's snapshots, is none of these: it stays a zombie child of the
+// host until the host exits (it holds no resources but its pid and exit
+// status).
+func (s *treeSys) reap(t *Tree, sn *snapshot, extra []procKey) []procKey {
+	zombies := slices.Clone(extra)
+	for _, z := range s.zombies(sn) {
+		if !slices.Contains(zombies, z) {
+			zombies = append(zombies, z)
 		}
 	}
 	// A thread-group leader shows as a zombie while its other threads are
@@ -938,21 +933,106 @@ func (s *treeSys) reap(t *Tree, sn *snapshot, victims map[int32]*victim) {
 	// all gone: try again for a little while.
 	backoff := 100 * time.Microsecond
 	for end := time.Now().Add(reapWait); ; {
-		zombies = slices.DeleteFunc(zombies, func(pid int32) bool {
-			var ws unix.WaitStatus
-			got, err := unix.Wait4(int(pid), &ws, unix.WNOHANG, nil)
-			if (got == 0 && err == nil) || err == unix.ECHILD {
-				return false // not waitable yet, or not the host's child yet
+		zombies = slices.DeleteFunc(zombies, func(z procKey) bool {
+			done, err := s.reapOne(z)
+			if done && err == nil {
+				t.log.Debug("proc: reaped orphan", "pid", t.pid, "orphan", z.pid)
 			}
-			t.log.Debug("proc: reaped orphan", "pid", t.pid, "orphan", pid, "err", err)
-			return true
+			return done
 		})
 		if len(zombies) == 0 || time.Now().After(end) {
-			return
+			return zombies
 		}
 		time.Sleep(backoff)
 		backoff = min(2*backoff, 5*time.Millisecond)
 	}
+}
+
+// zombies returns the tree's zombies in sn (nil: none), but the root.
+func (s *treeSys) zombies(sn *snapshot) []procKey {
+	if sn == nil {
+		return nil
+	}
+	_, ids := s.memberSet(sn)
+	var zombies []procKey
+	s.knownMu.Lock()
+	// leader reports whether id is the pid of a known member that is
+	// either still in sn with its starttime or gone from sn (then the
+	// session or group that still bears its id is the member's).
+	leader := func(id int32) bool {
+		start, ok := s.known[id]
+		if !ok {
+			return false
+		}
+		i, ok := sn.find(id)
+		return !ok || sn.procs[i].start == start
+	}
+	for _, p := range sn.procs {
+		if !p.zombie() || p.pid == s.root || p.start < s.rootStart {
+			continue
+		}
+		// A session or group led by the zombie itself counts only by
+		// its own starttime.
+		if ids[p.pid] || s.known[p.pid] == p.start ||
+			(p.sid != p.pid && leader(p.sid)) || (p.pgrp != p.pid && leader(p.pgrp)) {
+			zombies = append(zombies, procKey{p.pid, p.start})
+		}
+	}
+	s.knownMu.Unlock()
+	return zombies
+}
+
+// errNotOurs says that reapOne left a process alone: gone, reused, or the
+// child of a live parent other than the host (which reaps it).
+var errNotOurs = errors.New("proc: not the host's to reap")
+
+// reapOne reaps z if it is a zombie child of the host, through a pidfd
+// opened and checked to name z (same starttime): waiting by pid could take
+// the status of another child that was given z's pid after z was reaped.
+// done is false when z may become reapable later (not waitable yet, or
+// its parent still exiting).
+func (s *treeSys) reapOne(z procKey) (done bool, err error) {
+	if z.pid == s.root {
+		return true, errNotOurs // Wait's
+	}
+	fd, err := unix.PidfdOpen(int(z.pid), 0)
+	if err != nil {
+		return gone(err), err
+	}
+	defer unix.Close(fd)
+	cur, err := readStat(z.pid)
+	if err != nil {
+		return gone(err), err
+	}
+	if cur.start != z.start {
+		return true, errNotOurs
+	}
+	if cur.ppid != s.host {
+		// It re-parents to the host once its parent's last thread is
+		// gone; a live parent reaps it itself.
+		if par, err := readStat(cur.ppid); err == nil && !par.zombie() {
+			return true, errNotOurs
+		}
+		return false, errNotOurs
+	}
+	var info unix.Siginfo
+	err = unix.Waitid(unix.P_PIDFD, fd, &info, unix.WEXITED|unix.WNOHANG, nil)
+	switch {
+	case err == unix.ECHILD:
+		return false, err // not the host's child yet
+	case err != nil:
+		return true, err // EINVAL: no P_PIDFD (Linux < 5.4); never by pid
+	case info.Signo == 0:
+		return false, unix.EAGAIN // alive, or its threads still exiting
+	}
+	return true, nil
+}
+
+// reaps reports whether the host must reap the tree's orphans: it is a
+// child subreaper (by Attr.Subreaper or otherwise: another Tree's, say),
+// or PID 1, to which orphans re-parent too (a container's entrypoint).
+func (s *treeSys) reaps() bool {
+	return s.subreaper || s.host == 1 || isSubreaper()
 }
 
 // isSubreaper reports whether the host is a child subreaper.

@@ -1195,3 +1195,71 @@ func TestKillHungEnvironRead(t *testing.T) {
 	r.exited()
 	r.wait()
 }
+
+// TestReapAsPID1: a host that is PID 1 (a container's entrypoint) is not a
+// subreaper, yet every orphan re-parents to it: Kill must reap the tree's
+// zombies there too.
+func TestReapAsPID1(t *testing.T) {
+	noLeaks(t)
+	markUsed("init", "spawn", "exit", "hang")
+	cmd := helperCmd("init")
+	cmd.Stdout = nil
+	cmd.SysProcAttr = &unix.SysProcAttr{Cloneflags: unix.CLONE_NEWPID | unix.CLONE_NEWNS}
+	out, err := cmd.Output()
+	if err != nil && len(out) == 0 {
+		t.Skipf("cannot start a PID namespace: %v", err)
+	}
+	got := strings.TrimSpace(string(out))
+	if strings.HasPrefix(got, "skip") {
+		t.Skip(got)
+	}
+	if err != nil || got != "zombies 0" {
+		t.Errorf("PID 1 host after Kill and Wait: %q (%v), want zombies 0", got, err)
+	}
+}
+
+// testSnapshot builds a snapshot of procs (sorted by pid), newer than any
+// applied so far.
+func testSnapshot(procs ...procInfo) *snapshot {
+	sn := &snapshot{seq: math.MaxUint64, procs: procs}
+	for i := range procs {
+		sn.kids = append(sn.kids, int32(i))
+	}
+	slices.SortFunc(sn.kids, func(a, b int32) int { return int(procs[a].ppid - procs[b].ppid) })
+	return sn
+}
+
+// TestReapLeaderStartTime: a zombie whose session or group id is the pid
+// of a known member is the tree's only if that pid still names the member
+// (same starttime) or names no process; not when the pid now names
+// another process, which leads the zombie's session.
+func TestReapLeaderStartTime(t *testing.T) {
+	const host, root, member, other = 100, 200, 300, 400
+	s := &treeSys{host: host, root: root, rootStart: 10, known: map[int32]uint64{member: 20}}
+	zombie := func(pid, sid int32) procInfo {
+		return procInfo{pid: pid, ppid: host, pgrp: pid, sid: sid, start: 30, state: 'Z'}
+	}
+	for _, tt := range []struct {
+		name   string
+		leader *procInfo // the process now bearing the member's pid
+		want   bool
+	}{
+		{"member alive", &procInfo{pid: member, ppid: 1, pgrp: member, sid: member, start: 20, state: 'S'}, true},
+		{"member gone", nil, true},
+		{"pid reused", &procInfo{pid: member, ppid: 1, pgrp: member, sid: member, start: 25, state: 'S'}, false},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			s.known = map[int32]uint64{member: 20}
+			s.applied = 0
+			procs := []procInfo{{pid: root, ppid: host, pgrp: root, sid: root, start: 10, state: 'S'}}
+			if tt.leader != nil {
+				procs = append(procs, *tt.leader)
+			}
+			procs = append(procs, zombie(other, member))
+			got := slices.Contains(s.zombies(testSnapshot(procs...)), procKey{other, 30})
+			if got != tt.want {
+				t.Errorf("zombie in session %d is the tree's: %v, want %v", member, got, tt.want)
+			}
+		})
+	}
+}

@@ -335,21 +335,48 @@ func (v *victim) check() error {
 	return nil
 }
 
-// signal sends sig to v. Without a pidfd there is a gap between the
-// starttime check and kill(2); the pid could be reused in it only if the
-// process exited and was reaped meanwhile, which a stopped process does
-// not do on its own. An error other than ESRCH or EPERM means that v was
-// not signalled and may be alive.
+// errNoFreeze says that a victim could not be sent SIGSTOP safely.
+var errNoFreeze = errors.New("proc: no pidfd to stop the process through")
+
+// killPid is kill(2); tests replace it to see which signals go by pid.
+var killPid = unix.Kill
+
+// signal sends sig to v, through its pidfd or, without one held (past
+// maxPidfds), through a pidfd opened for this signal and checked to name v
+// (same starttime), then closed: a pid alone could have been reused. Only
+// when no pidfd can be opened at all (descriptors exhausted, or a kernel
+// without pidfds) does it fall back to kill(2) after a starttime check,
+// with a gap between the two in which the pid could be reused only if the
+// process exited and was reaped meanwhile; never for SIGSTOP, which would
+// leave a process that is not the tree's stopped for ever (errNoFreeze:
+// the caller sends SIGKILL instead). The root is signalled by pid: it is
+// not reaped before Wait. An error other than ESRCH or EPERM means that v
+// was not signalled and may be alive.
 func (v *victim) signal(sig unix.Signal) error {
 	if v.fd >= 0 {
 		return unix.PidfdSendSignal(v.fd, sig, nil, 0)
 	}
-	if !v.pinned {
+	if v.pinned {
+		return killPid(int(v.pid), sig)
+	}
+	fd, err := unix.PidfdOpen(int(v.pid), 0)
+	if err == nil {
+		defer unix.Close(fd)
 		if err := v.check(); err != nil {
 			return err
 		}
+		return unix.PidfdSendSignal(fd, sig, nil, 0)
 	}
-	return unix.Kill(int(v.pid), sig)
+	if gone(err) {
+		return unix.ESRCH
+	}
+	if sig == unix.SIGSTOP {
+		return errNoFreeze
+	}
+	if err := v.check(); err != nil {
+		return err
+	}
+	return killPid(int(v.pid), sig)
 }
 
 // exited reports whether v has exited (a zombie counts as gone). A
@@ -573,7 +600,18 @@ func (k *killer) freeze(alive []procInfo) ([]procInfo, bool) {
 			if v == nil {
 				continue
 			}
-			switch err := v.signal(unix.SIGSTOP); {
+			err = v.signal(unix.SIGSTOP)
+			if err == errNoFreeze {
+				// It cannot be stopped safely: kill it now.
+				err = v.signal(unix.SIGKILL)
+				k.t.log.Debug("proc: kill unfrozen", "pid", k.t.pid, "member", v.pid, "err", err)
+				if err == nil || err == unix.ESRCH {
+					k.killed(v)
+					fresh = true
+					continue
+				}
+			}
+			switch {
 			case err == unix.EPERM:
 				k.deny(v)
 				continue
@@ -714,13 +752,18 @@ func (k *killer) killAll(alive []procInfo) (pending []*victim, ok bool) {
 			ok = false
 			continue
 		}
-		if !v.killed {
-			v.killed = true
-			k.rep.Killed = append(k.rep.Killed, int(v.pid))
-		}
+		k.killed(v)
 		pending = append(pending, v)
 	}
 	return pending, ok
+}
+
+// killed records that v was sent SIGKILL.
+func (k *killer) killed(v *victim) {
+	if !v.killed {
+		v.killed = true
+		k.rep.Killed = append(k.rep.Killed, int(v.pid))
+	}
 }
 
 // unsure records that p could not be signalled and may be alive: it is a

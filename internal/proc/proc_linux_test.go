@@ -1263,3 +1263,40 @@ func TestReapLeaderStartTime(t *testing.T) {
 		})
 	}
 }
+
+// TestKillPastPidfdCapSignalsThroughPidfds: past maxPidfds held open,
+// Kill still never signals a member but the root by bare pid (which
+// could have been reused): each signal goes through a pidfd opened,
+// checked and closed for it.
+func TestKillPastPidfdCapSignalsThroughPidfds(t *testing.T) {
+	noLeaks(t)
+	saved, savedKill := maxPidfds, killPid
+	var mu sync.Mutex
+	var byPid []int
+	maxPidfds = 0
+	killPid = func(pid int, sig unix.Signal) error {
+		mu.Lock()
+		byPid = append(byPid, pid)
+		mu.Unlock()
+		return unix.Kill(pid, sig)
+	}
+	t.Cleanup(func() { maxPidfds, killPid = saved, savedKill })
+	r := startRun(t, Attr{}, "spawn", "same", "hang", "spawn", "setsid", "hang", "hang")
+	pids := r.awaitPids(3)
+	before := openPidfds(t)
+	rep := r.tree.Kill()
+	assertKilled(t, rep, pids)
+	assertGone(t, r.pids)
+	if after := openPidfds(t); after != before {
+		t.Errorf("open pidfds: %d before Kill, %d after", before, after)
+	}
+	mu.Lock()
+	for _, pid := range byPid {
+		if pid != r.tree.Pid() {
+			t.Errorf("member %d signalled by pid (all by pid: %v, root %d)", pid, byPid, r.tree.Pid())
+		}
+	}
+	mu.Unlock()
+	r.exited()
+	r.wait()
+}

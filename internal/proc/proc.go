@@ -17,9 +17,12 @@
 //	st, err := t.Wait()        // reap the root, release resources
 //
 // Kill may be called at any time and more than once; Wait must be called
-// exactly once after Exited is closed (or after Kill), and after it the Tree
-// must not be used. Because the root is reaped only by Wait, its pid (and so
-// its process-group id) cannot be reused while signals are sent to the group.
+// exactly once, and after it the Tree must not be used. Wait blocks until
+// the root has exited: after Kill that is at once, unless Kill lists the
+// root among its Survivors (it could not be killed), when Wait blocks
+// until the root exits. Because the root is reaped only by Wait, its pid
+// (and so its process-group id) cannot be reused while signals are sent to
+// the group.
 package proc
 
 import (
@@ -80,8 +83,8 @@ type Attr struct {
 	Marker string
 	// Subreaper makes the host a child subreaper before starting (Linux
 	// PR_SET_CHILD_SUBREAPER; ignored elsewhere). Orphans of the tree then
-	// re-parent to the host, and Kill reaps the tree's, by pid (see Kill
-	// for which orphans it can tell are the tree's).
+	// re-parent to the host, and Kill reaps the tree's (see Kill for which
+	// orphans it can tell are the tree's).
 	Subreaper bool
 	// Logger receives debug records of signals and kills; nil discards.
 	Logger *slog.Logger
@@ -100,9 +103,12 @@ type Report struct {
 	// Killed are the pids that were sent SIGKILL (root, group members,
 	// descendants and marked processes), in the order they were found.
 	Killed []int
-	// Survivors are the pids still alive when Kill gave up waiting
-	// (only processes that cannot be killed, such as ones stuck in
-	// uninterruptible sleep). Normally empty.
+	// Survivors are the pids that may still be alive when Kill returned:
+	// processes still alive when it gave up waiting (stuck in
+	// uninterruptible sleep, say), members that refused the signal
+	// (EPERM: a setuid program), and members it could not signal
+	// safely because their state could not be read (descriptors
+	// exhausted). Normally empty.
 	Survivors []int
 	// Elapsed is how long Kill took.
 	Elapsed time.Duration
@@ -126,8 +132,8 @@ type Tree struct {
 // root exits; Go stops the program when it needs more than its maximum
 // number of threads (10000 by default, see runtime/debug.SetMaxThreads),
 // which bounds the number of Trees running at once. Each live Tree also
-// runs a goroutine that records its members every few hundred
-// milliseconds (see Kill); Wait ends it.
+// runs a goroutine that records its members every 300 ms while the root
+// runs (see Kill); it ends when the root exits, and Wait waits for it.
 func Start(a *Attr) (*Tree, error) { return start(a) }
 
 // Pid returns the root's process id.
@@ -146,9 +152,10 @@ func (t *Tree) Signal(s Signal) error { return t.signal(s) }
 
 // Kill sends SIGKILL to the root's process group, the root and every
 // descendant found by parent links, session, process group, the Marker and
-// (with Subreaper) re-parenting, repeating until a scan finds none alive,
-// and waits until the killed processes are gone (zombies count as gone).
-// It is bounded: after about 5 s it gives up and lists the survivors.
+// (with Subreaper) re-parenting, repeating until a scan finds none alive
+// and the root has exited, and waits until the killed processes are gone
+// (zombies count as gone). It is bounded: after about 5 s it gives up and
+// lists the survivors.
 //
 // On Linux the tree is found by scanning /proc; scans are shared, so that
 // many Trees killed at once cost about as much as one. While the root
@@ -157,23 +164,34 @@ func (t *Tree) Signal(s Signal) error { return t.signal(s) }
 // (env -i: no Marker) is still found after its parent has exited. The
 // members found are first stopped (SIGSTOP) and the tree scanned again
 // until no new member appears, so that a child forked during the sweep is
-// found by its stopped parent; then all get SIGKILL. Signals go through
-// pidfds (at most 256 open at once) opened after checking the process's
-// start time, so a reused pid is never hit. A member that refuses the
-// signal (EPERM) is a survivor at once. Kill waits for a scan no longer
-// than its deadline (reading a process's environment can block): without
-// one it kills the group and the members recorded so far.
+// found by its stopped parent; then every member found, and every member
+// stopped, gets SIGKILL. The order of a round: a pidfd is opened for each
+// member and checked against the process's start time (so a reused pid is
+// never hit; past 256 held open, a pidfd is opened for each signal and
+// closed), then the tree's process groups are killed (the root's, and
+// those whose id is a present member's pid; a member in another group,
+// such as a daemon's, is killed alone), then each member. A member that
+// refuses the signal (EPERM) is a survivor at once. A process whose state
+// cannot be read (descriptors exhausted) is never taken for exited, nor
+// signalled by a pid that cannot be checked; Kill then kills the root's
+// group, the root and the members recorded so far, and lists the rest as
+// survivors. Kill waits for a scan no longer than its deadline; a scan
+// waits at most 100 ms for one process's environment (the read can block
+// on a hung mount; that process then counts as unmarked until its read
+// ends). If a scan blocks for longer than a whole Kill, later Kills wait
+// 100 ms for it, then do without a scan as above.
 //
-// With Subreaper (or whenever the host is a subreaper), the tree's
-// processes re-parented to the host are reaped by pid, and ones that are
-// still alive are killed. Such a process is the tree's only if it was
-// recorded as a member while its parent links existed, carries the Marker,
-// or is in the root's session or group or in one led by a recorded member:
-// other runs' orphans re-parent to the host too, so Kill does not guess.
-// An orphan that left the session and cleared its environment within one
+// With Subreaper (or whenever the host is a subreaper, or is PID 1), the
+// tree's processes re-parented to the host are reaped, through pidfds
+// checked against their start time, and ones that are still alive are
+// killed. Such a process is the tree's only if it was recorded as a member
+// while its parent links existed, carries the Marker, was killed by Kill,
+// or is in the root's session or group or in one led by a member: other
+// runs' orphans re-parent to the host too, so Kill does not guess. An
+// orphan that left the session and cleared its environment within one
 // recording period of its start, before its parent exited, is therefore
 // neither killed nor, if it exits, reaped (its zombie stays the host's
-// child until the host exits).
+// child until the host exits); so is one Kill could not scan for.
 //
 // On macOS the tree is the group plus descendants by parent links; on
 // Windows it is the Job Object, terminated as a whole.

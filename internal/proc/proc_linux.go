@@ -5,6 +5,7 @@ package proc
 import (
 	"errors"
 	"fmt"
+	"log/slog"
 	"math"
 	"os"
 	"runtime"
@@ -40,7 +41,7 @@ var (
 	// waitable.
 	reapWait = 100 * time.Millisecond
 	// maxPidfds bounds the pidfds one Kill holds open at once; victims
-	// beyond it are signalled by pid after a starttime check.
+	// beyond it are signalled through a pidfd opened for each signal.
 	maxPidfds = 256
 )
 
@@ -129,7 +130,7 @@ func start(a *Attr) (*Tree, error) {
 		s.rootStart = p.start
 	}
 	s.trackDone = make(chan struct{})
-	go s.track(t.exited)
+	go s.track(t.exited, t.log)
 	t.log.Debug("proc: started", "pid", t.pid, "path", a.Path)
 	return t, nil
 }
@@ -173,7 +174,11 @@ func (s *treeSys) run(path string, args []string, attr *os.ProcAttr, exited chan
 // these snapshots Kill, after a normal exit, would never have seen it. A
 // process that does all that and outlives its parent within one period is
 // still missed unless the host is its subreaper (see Kill).
-func (s *treeSys) track(exited <-chan struct{}) {
+//
+// A scan that fails (descriptors exhausted for a moment, say) is logged
+// and the next period tries again: stopping would leave every later
+// descendant unrecorded for the rest of the run.
+func (s *treeSys) track(exited <-chan struct{}, log *slog.Logger) {
 	defer close(s.trackDone)
 	tick := time.NewTicker(trackEvery)
 	defer tick.Stop()
@@ -184,8 +189,12 @@ func (s *treeSys) track(exited <-chan struct{}) {
 		case <-tick.C:
 		}
 		sn, err, ok := scanUntil(math.MaxUint64, s.rootStart, exited, nil)
-		if !ok || err != nil {
-			return
+		if !ok {
+			return // exited
+		}
+		if err != nil {
+			log.Debug("proc: tracker scan failed", "pid", s.root, "err", err)
+			continue
 		}
 		s.members(sn)
 	}
@@ -820,9 +829,11 @@ func (k *killer) survive(left []*victim) {
 // known. Members are: the root, its process group and session, the
 // processes carrying the marker, those seen before (known, same
 // starttime), the processes in a session or group whose id is the pid of a
-// known member still present in sn (that pid cannot have been reused, so
-// the session or group is the member's), and every descendant of any of
-// these.
+// known member still present in sn or of any member found in sn, alive or
+// a zombie (that pid cannot have been reused, so the session or group is
+// the member's), and every descendant of any of these. A snapshot older
+// than the newest one applied is not applied: it neither records nor
+// forgets.
 //
 // A process re-parented to the host (a subreaper) is a member only by one
 // of these rules: its ppid says nothing, since other runs' orphans

@@ -1300,3 +1300,36 @@ func TestKillPastPidfdCapSignalsThroughPidfds(t *testing.T) {
 	r.exited()
 	r.wait()
 }
+
+// TestTrackerSurvivesScanErrors: a scan that fails (descriptors exhausted
+// for a moment) must not stop the tracker: it records the members in a
+// later period.
+func TestTrackerSurvivesScanErrors(t *testing.T) {
+	noLeaks(t)
+	var fail atomic.Bool
+	fail.Store(true)
+	hook := func() error {
+		if fail.Load() {
+			return unix.EMFILE
+		}
+		return nil
+	}
+	scanErrHook.Store(&hook)
+	t.Cleanup(func() { scanErrHook.Store(nil) })
+	r := startRun(t, Attr{}, "spawn", "setsid-envi", "hang", "hang")
+	r.awaitPids(2)
+	child := r.otherPid()
+	time.Sleep(2 * trackEvery) // the tracker's scans fail
+	fail.Store(false)
+	s := &r.tree.sys
+	until(t, "the tracker records the child", func() bool {
+		s.knownMu.Lock()
+		defer s.knownMu.Unlock()
+		_, ok := s.known[int32(child)]
+		return ok
+	})
+	scanErrHook.Store(nil)
+	assertKilled(t, r.tree.Kill(), []int{child})
+	r.exited()
+	r.wait()
+}

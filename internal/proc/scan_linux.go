@@ -354,10 +354,19 @@ func (s *scanner) startLocked() {
 // to make scans slow or hang, as a blocked read of /proc would).
 var scanHook atomic.Pointer[func()]
 
+// scanErrHook, if set, is called at the start of every scan; a scan fails
+// with the error it returns (tests use it to make scans fail).
+var scanErrHook atomic.Pointer[func() error]
+
 // run performs one scan. Only one runs at a time.
 func (s *scanner) run(minStart, freshFrom uint64, markers map[string]int, gen uint64) (*snapshot, error) {
 	if h := scanHook.Load(); h != nil {
 		(*h)()
+	}
+	if h := scanErrHook.Load(); h != nil {
+		if err := (*h)(); err != nil {
+			return nil, err
+		}
 	}
 	ents, err := s.pids()
 	if err != nil {

@@ -344,6 +344,7 @@ func (r *run) supervise() error {
 // and kills its own tools only on SIGINT (CLI-FACTS.md).
 func (r *run) interrupt() {
 	if r.pty != nil {
+		r.tree.Snapshot() // Signal would take it; Ctrl-C bypasses Signal
 		r.log.Debug("signal", "pid", r.tree.Pid(), "signal", "Ctrl-C (PTY)")
 		if _, err := r.pty.Write([]byte{0x03}); err == nil {
 			return

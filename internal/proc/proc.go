@@ -143,6 +143,12 @@ func (t *Tree) Pid() int { return t.pid }
 // root stays unreaped (a zombie) until Wait.
 func (t *Tree) Exited() <-chan struct{} { return t.exited }
 
+// Snapshot records the tree's current members by their parent links, so
+// that a later Kill finds them even after they have left the tree's session
+// and lost their parent. Signal does this itself; call Snapshot before
+// stopping the tree by other means, such as Ctrl-C through its terminal.
+func (t *Tree) Snapshot() { t.snapshot() }
+
 // Signal sends s to the root's process group. It returns nil when the group
 // is already gone. On Linux it first records the tree's members by their
 // parent links (waiting at most 250 ms for the scan), so that Kill still

@@ -122,6 +122,8 @@ func (s *treeSys) watch(exited chan struct{}) {
 	}
 }
 
+func (t *Tree) snapshot() { t.sys.snapshot() }
+
 func (t *Tree) signal(s Signal) error {
 	t.sys.snapshot()
 	t.log.Debug("proc: signal group", "pgid", t.pid, "signal", s.String())

@@ -227,18 +227,23 @@ func scanUntil(minStart, freshFrom uint64, stop <-chan struct{}, expired <-chan 
 }
 
 func (t *Tree) signal(s Signal) error {
-	// A signal may make a CLI exit and orphan tools it started in other
-	// sessions (CLI-FACTS.md, "Cancellation behaviour"), some of which may
-	// have cleared their environment of the marker. The parent links,
-	// recorded now while they exist, let Kill find those orphans later.
-	// The tracker records them too, but only every trackEvery.
+	t.snapshot()
+	t.log.Debug("proc: signal group", "pgid", t.pid, "signal", s.String())
+	return signalGroup(t.pid, s)
+}
+
+// snapshot records the tree's members by their parent links. A signal may
+// make a CLI exit and orphan tools it started in other sessions
+// (CLI-FACTS.md, "Cancellation behaviour"), some of which may have cleared
+// their environment of the marker. The parent links, recorded while they
+// exist, let Kill find those orphans later. The tracker records them too,
+// but only every trackEvery.
+func (t *Tree) snapshot() {
 	timer := time.NewTimer(signalScanTimeout)
 	if sn, err, ok := scanUntil(math.MaxUint64, t.sys.rootStart, nil, timer.C); ok && err == nil {
 		t.sys.members(sn)
 	}
 	timer.Stop()
-	t.log.Debug("proc: signal group", "pgid", t.pid, "signal", s.String())
-	return signalGroup(t.pid, s)
 }
 
 func (t *Tree) wait() (State, error) {

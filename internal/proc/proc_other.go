@@ -18,6 +18,8 @@ func start(*Attr) (*Tree, error) { return nil, errUnsupported }
 
 func (t *Tree) signal(Signal) error { return errUnsupported }
 
+func (t *Tree) snapshot() {}
+
 func (t *Tree) kill() Report { return Report{} }
 
 func (t *Tree) wait() (State, error) { return State{}, errUnsupported }

@@ -130,6 +130,9 @@ func resumeProcess(pid uint32) error {
 	return nil
 }
 
+// snapshot has nothing to record: the Job Object holds the whole tree.
+func (t *Tree) snapshot() {}
+
 func (t *Tree) signal(s Signal) error {
 	t.log.Debug("proc: signal", "pid", t.pid, "signal", s.String())
 	switch s {

@@ -1,53 +1,18 @@
 package gemini
 
 import (
-	"bufio"
-	"bytes"
-	"encoding/json"
-	"os"
-	"path/filepath"
 	"testing"
+
+	"github.com/clinvoke/clinvoke/internal/golden"
+	"github.com/clinvoke/clinvoke/invoker"
 )
 
 // FuzzDecode feeds arbitrary lines to a decoder: it must never panic, must
 // return at least one event per line, and its events must always marshal.
 func FuzzDecode(f *testing.F) {
-	files, _ := filepath.Glob("testdata/*.stdout")
-	for _, name := range files {
-		data, err := os.ReadFile(name)
-		if err != nil {
-			f.Fatal(err)
-		}
-		sc := bufio.NewScanner(bytes.NewReader(data))
-		sc.Buffer(nil, 64<<20)
-		for sc.Scan() {
-			f.Add(bytes.Clone(sc.Bytes()))
-		}
-	}
-	f.Add([]byte(`{"type":"tool_result","tool_id":"x","status":"error","error":null}`))
-	f.Add([]byte(`{"type":"result","status":"error","error":null,"stats":null}`))
-	f.Add([]byte(`Waiting for authentication...`))
-	f.Fuzz(func(t *testing.T, line []byte) {
-		d := newDecoder()
-		for range 2 { // twice: state from the first call must not break the second
-			evs, err := d.Decode(bytes.Clone(line))
-			if err != nil {
-				// Only the login-stall signatures are fatal.
-				if stallSignature(line) == nil {
-					t.Fatalf("Decode error = %v", err)
-				}
-				return
-			}
-			if len(evs) == 0 && len(bytes.TrimSpace(line)) > 0 {
-				t.Fatalf("no event for %q", line)
-			}
-			for _, ev := range evs {
-				if _, err := json.Marshal(ev); err != nil {
-					t.Fatalf("json.Marshal(%+v) = %v", ev, err)
-				}
-			}
-		}
-		_ = d.Stderr(line)
-		_ = d.Outcome(1, string(line))
-	})
+	golden.Fuzz(f, func() invoker.Decoder { return newDecoder() }, func(line []byte) bool { return stallSignature(line) != nil },
+		`{"type":"tool_result","tool_id":"x","status":"error","error":null}`,
+		`{"type":"result","status":"error","error":null,"stats":null}`,
+		`Waiting for authentication...`,
+	)
 }

@@ -176,3 +176,87 @@ func Kinds(evs []invoker.Event) []invoker.EventKind {
 	}
 	return ks
 }
+
+// Fuzz fuzzes fresh decoders from newDecoder with single lines, seeded with
+// every line of testdata/*.stdout and with extra. A decoder must never
+// panic, must return at least one event for a line that is not blank, and
+// its events must always marshal; it may return a fatal error only for a
+// line fatalOK accepts (nil accepts none).
+func Fuzz(f *testing.F, newDecoder func() invoker.Decoder, fatalOK func(line []byte) bool, extra ...string) {
+	files, _ := filepath.Glob("testdata/*.stdout")
+	for _, name := range files {
+		data, err := os.ReadFile(name)
+		if err != nil {
+			f.Fatal(err)
+		}
+		sc := bufio.NewScanner(bytes.NewReader(data))
+		sc.Buffer(nil, 64<<20)
+		for sc.Scan() {
+			f.Add(bytes.Clone(sc.Bytes()))
+		}
+	}
+	for _, s := range extra {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, line []byte) {
+		d := newDecoder()
+		for range 2 { // twice: state from the first call must not break the second
+			evs, err := d.Decode(bytes.Clone(line))
+			if err != nil {
+				if fatalOK == nil || !fatalOK(line) {
+					t.Fatalf("Decode error = %v", err)
+				}
+				return
+			}
+			if len(evs) == 0 && len(bytes.TrimSpace(line)) > 0 {
+				t.Fatalf("no event for %q", line)
+			}
+			for _, ev := range evs {
+				if _, err := json.Marshal(ev); err != nil {
+					t.Fatalf("json.Marshal(%+v) = %v", ev, err)
+				}
+			}
+		}
+		_ = d.Stderr(line)
+		_ = d.Outcome(1, string(line))
+	})
+}
+
+// BenchmarkDecode decodes every captured stream in testdata/*.stdout, each
+// with a fresh decoder from newDecoder, and reports the throughput in MB/s.
+func BenchmarkDecode(b *testing.B, newDecoder func() invoker.Decoder) {
+	files, err := filepath.Glob(filepath.Join("testdata", "*.stdout"))
+	if err != nil || len(files) == 0 {
+		b.Fatalf("no captured streams: %v", err)
+	}
+	var streams [][][]byte
+	var size int64
+	for _, f := range files {
+		data, err := os.ReadFile(f)
+		if err != nil {
+			b.Fatal(err)
+		}
+		size += int64(len(data))
+		var lines [][]byte
+		for line := range bytes.Lines(data) {
+			if line = bytes.TrimRight(line, "\r\n"); len(bytes.TrimSpace(line)) > 0 {
+				lines = append(lines, line)
+			}
+		}
+		streams = append(streams, lines)
+	}
+	b.SetBytes(size)
+	b.ReportAllocs()
+	for b.Loop() {
+		for _, lines := range streams {
+			d := newDecoder()
+			for _, line := range lines {
+				// The decoder may keep line as Raw but never writes to
+				// it, so the lines serve every iteration. An error (a
+				// fatal signature) is part of some samples.
+				d.Decode(line)
+			}
+			d.Outcome(0, "")
+		}
+	}
+}

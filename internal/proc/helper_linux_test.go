@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"os/signal"
+	"runtime"
 	"strconv"
 	"strings"
 	"sync"
@@ -39,6 +40,19 @@ var helpers = map[string]func(args []string) int{
 		signal.Reset(sig)
 		unix.Kill(os.Getpid(), sig)
 		hang()
+		return 0
+	},
+	// zl: report, then end the main thread alone (not the process) while
+	// another thread runs on: /proc shows state Z, yet the process lives
+	// until killed (see mainThread).
+	"zl": func([]string) int {
+		report()
+		go hang()
+		if unix.Gettid() != os.Getpid() {
+			fmt.Fprintln(os.Stderr, "zl: not on the main thread")
+			return 2
+		}
+		unix.RawSyscall(unix.SYS_EXIT, 0, 0, 0) // this thread only
 		return 0
 	},
 	// hang: run until killed.
@@ -284,6 +298,14 @@ func markUsed(args ...string) {
 		if helpers[a] != nil {
 			used[a] = true
 		}
+	}
+}
+
+// mainThread keeps the helper zl on the process's main thread: init runs
+// there, and locking it there makes TestMain, and so the helper, run on it.
+func init() {
+	if os.Getenv(helperEnv) == "zl" {
+		runtime.LockOSThread()
 	}
 }
 

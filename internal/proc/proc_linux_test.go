@@ -209,9 +209,11 @@ func TestParseStat(t *testing.T) {
 		err        bool
 	}{
 		{"plain", "42 (sleep) S 1 42 42 0 -1 4194560 100 0 0 0 0 0 0 0 20 0 1 0 12345 1 2 3\n",
-			procInfo{pid: 42, ppid: 1, pgrp: 42, sid: 42, state: 'S', start: 12345}, false},
+			procInfo{pid: 42, ppid: 1, pgrp: 42, sid: 42, state: 'S', start: 12345, threads: 1}, false},
 		{"spaces and parens in comm", "7 (a) b (c) d) Z 3 4 5 0 -1 0 0 0 0 0 0 0 0 0 -2 -20 1 0 99 0\n",
-			procInfo{pid: 7, ppid: 3, pgrp: 4, sid: 5, state: 'Z', start: 99}, false},
+			procInfo{pid: 7, ppid: 3, pgrp: 4, sid: 5, state: 'Z', start: 99, threads: 1}, false},
+		{"main thread exited, others run", "9 (zl) Z 1 9 9 0 -1 0 0 0 0 0 0 0 0 0 20 0 3 0 77 0\n",
+			procInfo{pid: 9, ppid: 1, pgrp: 9, sid: 9, state: 'Z', start: 77, threads: 3}, false},
 		{"truncated", "7 (x) S 1 2 3 0", procInfo{}, true},
 		{"no comm", "7 x S", procInfo{}, true},
 	}
@@ -226,6 +228,9 @@ func TestParseStat(t *testing.T) {
 			}
 			if err != nil || got != tt.want {
 				t.Errorf("parseStat(%q) = %+v, %v, want %+v", tt.line, got, err, tt.want)
+			}
+			if wantZombie := tt.want.state == 'Z' && tt.want.threads <= 1; got.zombie() != wantZombie {
+				t.Errorf("zombie() = %v, want %v: a Z process with running threads is alive", got.zombie(), wantZombie)
 			}
 		})
 	}
@@ -305,6 +310,18 @@ func TestKillAfterNormalExit(t *testing.T) {
 	if got := r.wait(); got != (State{}) {
 		t.Errorf("Wait() = %+v, want exit 0", got)
 	}
+}
+
+// A member whose main thread has ended while another thread runs shows
+// state Z in /proc but is alive: Kill must kill it, not skip it as exited.
+func TestKillLiveProcessWithExitedMainThread(t *testing.T) {
+	r := startRun(t, Attr{}, "spawn", "same", "exit", "zl")
+	pids := r.awaitPids(1)
+	r.exited()
+	rep := r.tree.Kill()
+	assertKilled(t, rep, pids)
+	assertGone(t, r.pids)
+	r.wait()
 }
 
 func TestKillSetsidEscapee(t *testing.T) {

@@ -25,11 +25,14 @@ type procInfo struct {
 	pid, ppid, pgrp, sid int32
 	start                uint64 // starttime: clock ticks after boot
 	state                byte
+	threads              int32
 	kthread              bool // a kernel thread: no environment, never a member
 }
 
-// zombie reports whether the process has exited (it is gone for Kill).
-func (p *procInfo) zombie() bool { return p.state == 'Z' || p.state == 'X' }
+// zombie reports whether the process has exited (it is gone for Kill). A
+// process whose main thread exited while other threads run also shows state
+// Z (ps shows "Zl"), but it is alive: a true zombie has one thread left.
+func (p *procInfo) zombie() bool { return (p.state == 'Z' || p.state == 'X') && p.threads <= 1 }
 
 // pfKthread is PF_KTHREAD in the flags field of /proc/<pid>/stat.
 const pfKthread = 0x00200000
@@ -49,7 +52,7 @@ func parseStat(pid int32, b []byte) (procInfo, error) {
 	p.state = f[0]
 	f = f[1:]
 	// Fields after the state: 1 ppid, 2 pgrp, 3 session, 4 tty_nr,
-	// 5 tpgid, 6 flags, ..., 19 starttime.
+	// 5 tpgid, 6 flags, ..., 17 num_threads, 19 starttime.
 	for k := 1; k <= 19; k++ {
 		if len(f) == 0 || f[0] != ' ' {
 			return p, errBadStat
@@ -61,7 +64,7 @@ func parseStat(pid int32, b []byte) (procInfo, error) {
 		}
 		tok := f[:j]
 		f = f[j:]
-		if k > 3 && k < 19 && k != 6 {
+		if k > 3 && k < 19 && k != 6 && k != 17 {
 			continue
 		}
 		v, ok := atou(tok)
@@ -77,6 +80,8 @@ func parseStat(pid int32, b []byte) (procInfo, error) {
 			p.sid = int32(v)
 		case 6:
 			p.kthread = v&pfKthread != 0
+		case 17:
+			p.threads = int32(v)
 		case 19:
 			p.start = v
 		}

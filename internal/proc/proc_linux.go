@@ -361,9 +361,9 @@ var killPid = unix.Kill
 // when no pidfd can be opened at all (descriptors exhausted, or a kernel
 // without pidfds) does it fall back to kill(2) after a starttime check,
 // with a gap between the two in which the pid could be reused only if the
-// process exited and was reaped meanwhile; never for SIGSTOP, which would
-// leave a process that is not the tree's stopped for ever (errNoFreeze:
-// the caller sends SIGKILL instead). The root is signalled by pid: it is
+// process exited and was reaped meanwhile. SIGSTOP goes only through a held
+// pidfd (errNoFreeze otherwise: the caller sends SIGKILL instead), so that
+// nothing is left stopped that the later SIGKILL might not reach. The root is signalled by pid: it is
 // not reaped before Wait. An error other than ESRCH or EPERM means that v
 // was not signalled and may be alive.
 func (v *victim) signal(sig unix.Signal) error {
@@ -372,6 +372,12 @@ func (v *victim) signal(sig unix.Signal) error {
 	}
 	if v.pinned {
 		return killPid(int(v.pid), sig)
+	}
+	if sig == unix.SIGSTOP {
+		// Stop only what a held pidfd pins: a process stopped through a
+		// one-off pidfd could not be reached again for its SIGKILL if
+		// descriptors run out meanwhile, and would stay stopped.
+		return errNoFreeze
 	}
 	fd, err := unix.PidfdOpen(int(v.pid), 0)
 	if err == nil {
@@ -383,9 +389,6 @@ func (v *victim) signal(sig unix.Signal) error {
 	}
 	if gone(err) {
 		return unix.ESRCH
-	}
-	if sig == unix.SIGSTOP {
-		return errNoFreeze
 	}
 	if err := v.check(); err != nil {
 		return err

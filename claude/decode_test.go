@@ -2,7 +2,6 @@ package claude
 
 import (
 	"errors"
-	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -16,101 +15,29 @@ func TestGolden(t *testing.T) {
 		return invoker.Usage{InputTokens: in, OutputTokens: out, CostUSD: cost}
 	}
 	const touched = "done: touch in '/home/user/project/claude-touched.txt' was blocked. For security, Claude Code may only create or modify files in the allowed working directories for this session: '/home/user/project'."
-	tests := []struct {
-		file      string
-		exitCode  int // for captures without a recorded status (CLI-FACTS.md)
-		sessionID string
-		text      string
-		textStart string
-		usage     invoker.Usage
-		success   bool
-		errIs     error
-		streamErr string
-		errType   string
-		exitErr   string // in an *ExitError's explanation
-	}{
-		{file: "basic.stdout", sessionID: "839655c4-4158-4da3-838d-5c4547fa9f6b", text: "hi there", usage: u(11, 5, 0.00017999999999999998), success: true},
-		{file: "rich.stdout", sessionID: "ac7ba848-6cbb-40b4-a1b2-ee07f14340e6", text: "hi there", usage: u(11, 5, 0.00017999999999999998), success: true},
-		{file: "partial.stdout", sessionID: "20285f31-d4a9-4fad-9e22-4d0c64302571", text: "hi there", usage: u(11, 5, 0.00017999999999999998), success: true},
-		{file: "json.stdout", sessionID: "e816664c-6d1b-4451-b62b-3ddad061f8d9", text: "hi there", usage: u(11, 5, 0.00017999999999999998), success: true},
-		{file: "resume1.stdout", sessionID: "e1874291-bd81-4c92-84cf-6317b67dbd1e", text: "first answer", usage: u(11, 5, 0.00035999999999999997), success: true},
-		{file: "resume2.stdout", sessionID: "e1874291-bd81-4c92-84cf-6317b67dbd1e", text: "second answer", usage: u(11, 5, 0.00017999999999999998), success: true},
-		{file: "tool-default.stdout", sessionID: "4255c568-1706-4247-8e02-2463ccfacb9f", text: "done: hello", usage: u(22, 10, 0.0005399999999999999), success: true},
-		{file: "tool-touch.stdout", sessionID: "80cbad97-5a4e-42bd-b7db-46f85d03b902", text: touched, usage: u(22, 10, 0.0005399999999999999), success: true},
-		{file: "perm-default.stdout", sessionID: "4ae65e09-3ce9-491b-9e93-7149f1beb17f", textStart: "done: touch in '/home/user/project/claude-touched-default.txt' was blocked.", usage: u(22, 10, 0.0005399999999999999), success: true},
-		{file: "maxturns.stdout", exitCode: 1, sessionID: "6dd54ba7-954d-4ea3-aaef-56c7279628ac", usage: u(11, 5, 0.00017999999999999998),
-			streamErr: "Reached maximum number of turns (1)", errType: "error_max_turns"},
+	tests := []golden.Want{
+		{File: "basic.stdout", SessionID: "839655c4-4158-4da3-838d-5c4547fa9f6b", Text: "hi there", Usage: u(11, 5, 0.00017999999999999998), Success: true},
+		{File: "rich.stdout", SessionID: "ac7ba848-6cbb-40b4-a1b2-ee07f14340e6", Text: "hi there", Usage: u(11, 5, 0.00017999999999999998), Success: true},
+		{File: "partial.stdout", SessionID: "20285f31-d4a9-4fad-9e22-4d0c64302571", Text: "hi there", Usage: u(11, 5, 0.00017999999999999998), Success: true},
+		{File: "json.stdout", SessionID: "e816664c-6d1b-4451-b62b-3ddad061f8d9", Text: "hi there", Usage: u(11, 5, 0.00017999999999999998), Success: true},
+		{File: "resume1.stdout", SessionID: "e1874291-bd81-4c92-84cf-6317b67dbd1e", Text: "first answer", Usage: u(11, 5, 0.00035999999999999997), Success: true},
+		{File: "resume2.stdout", SessionID: "e1874291-bd81-4c92-84cf-6317b67dbd1e", Text: "second answer", Usage: u(11, 5, 0.00017999999999999998), Success: true},
+		{File: "tool-default.stdout", SessionID: "4255c568-1706-4247-8e02-2463ccfacb9f", Text: "done: hello", Usage: u(22, 10, 0.0005399999999999999), Success: true},
+		{File: "tool-touch.stdout", SessionID: "80cbad97-5a4e-42bd-b7db-46f85d03b902", Text: touched, Usage: u(22, 10, 0.0005399999999999999), Success: true},
+		{File: "perm-default.stdout", SessionID: "4ae65e09-3ce9-491b-9e93-7149f1beb17f", TextPrefix: "done: touch in '/home/user/project/claude-touched-default.txt' was blocked.", Usage: u(22, 10, 0.0005399999999999999), Success: true},
+		{File: "maxturns.stdout", ExitCode: 1, SessionID: "6dd54ba7-954d-4ea3-aaef-56c7279628ac", Usage: u(11, 5, 0.00017999999999999998),
+			StreamErr: "Reached maximum number of turns (1)", ErrType: "error_max_turns"},
 		// API errors: exit 1 and a result of subtype "success" with is_error.
-		{file: "err401-noretry.stdout", sessionID: "c6157886-e725-4315-8f97-73a1cd19d748", errIs: invoker.ErrAuthRequired,
-			streamErr: "Failed to authenticate. API Error: 401 fake 401 error", errType: "authentication_failed"},
-		{file: "err500-noretry.stdout", sessionID: "73e0a11b-ece6-4acd-9580-8c61ea34e585",
-			streamErr: "API Error: 500 fake 500 error. This is a server-side issue, usually temporary — try again in a moment. If it persists, check your inference gateway (127.0.0.1:18081).", errType: "server_error"},
-		{file: "2025-simple_greeting_20251216_141901.json", sessionID: "16cdb7ae-cabd-47ad-ad30-4efd2ce48b01", textStart: "Hello! 👋\n\nI'm Claude, your AI software engineering assistant running in Claude Code.", success: true},
-		{file: "2025-list_files_20251216_141959.json", sessionID: "77d32f05-4a4a-47a4-9797-64292bea680c", textStart: "Here are the files and directories in the current directory", success: true},
+		{File: "err401-noretry.stdout", SessionID: "c6157886-e725-4315-8f97-73a1cd19d748", ErrIs: invoker.ErrAuthRequired,
+			StreamErr: "Failed to authenticate. API Error: 401 fake 401 error", ErrType: "authentication_failed"},
+		{File: "err500-noretry.stdout", SessionID: "73e0a11b-ece6-4acd-9580-8c61ea34e585",
+			StreamErr: "API Error: 500 fake 500 error. This is a server-side issue, usually temporary — try again in a moment. If it persists, check your inference gateway (127.0.0.1:18081).", ErrType: "server_error"},
+		{File: "2025-simple_greeting_20251216_141901.json", SessionID: "16cdb7ae-cabd-47ad-ad30-4efd2ce48b01", TextPrefix: "Hello! 👋\n\nI'm Claude, your AI software engineering assistant running in Claude Code.", Success: true},
+		{File: "2025-list_files_20251216_141959.json", SessionID: "77d32f05-4a4a-47a4-9797-64292bea680c", TextPrefix: "Here are the files and directories in the current directory", Success: true},
 		// Missing --verbose: exit 1, nothing on stdout.
-		{file: "2025-simple_greeting_20251216_141839.json", exitErr: "needs --verbose"},
+		{File: "2025-simple_greeting_20251216_141839.json", ExitErr: "needs --verbose"},
 	}
-	seen := map[string]bool{}
-	for _, tt := range tests {
-		seen[tt.file] = true
-		t.Run(tt.file, func(t *testing.T) {
-			s := golden.Load(t, tt.file)
-			if tt.exitCode != 0 {
-				s.ExitCode = tt.exitCode
-			}
-			sum, out := golden.Run(t, newDecoder(), s)
-			if out.SessionID != tt.sessionID {
-				t.Errorf("SessionID = %q, want %q", out.SessionID, tt.sessionID)
-			}
-			if tt.textStart == "" && out.Text != tt.text {
-				t.Errorf("Text = %q, want %q", out.Text, tt.text)
-			}
-			if !strings.HasPrefix(out.Text, tt.textStart) {
-				t.Errorf("Text = %.100q, want it to start with %q", out.Text, tt.textStart)
-			}
-			if tt.usage != (invoker.Usage{}) && out.Usage != tt.usage {
-				t.Errorf("Usage = %+v, want %+v", out.Usage, tt.usage)
-			}
-			if out.Success != tt.success {
-				t.Errorf("Success = %v, want %v", out.Success, tt.success)
-			}
-			if tt.success && out.Err != nil {
-				t.Errorf("Err = %v, want nil", out.Err)
-			}
-			if tt.streamErr != "" {
-				var se *invoker.StreamError
-				if !errors.As(out.Err, &se) {
-					t.Fatalf("Err = %v, want a *StreamError", out.Err)
-				}
-				if se.Message != tt.streamErr || se.Type != tt.errType {
-					t.Errorf("StreamError = %q (%s), want %q (%s)", se.Message, se.Type, tt.streamErr, tt.errType)
-				}
-				if se.ExitCode != s.ExitCode {
-					t.Errorf("StreamError.ExitCode = %d, want %d", se.ExitCode, s.ExitCode)
-				}
-			}
-			if tt.exitErr != "" {
-				var ee *invoker.ExitError
-				if !errors.As(out.Err, &ee) || !strings.Contains(ee.Explanation, tt.exitErr) {
-					t.Errorf("Err = %v, want an *ExitError explaining %q", out.Err, tt.exitErr)
-				}
-			}
-			if tt.errIs != nil && !errors.Is(out.Err, tt.errIs) {
-				t.Errorf("Err = %v, want errors.Is %v", out.Err, tt.errIs)
-			}
-			if tt.errIs == nil && (errors.Is(out.Err, invoker.ErrAuthRequired) || errors.Is(out.Err, invoker.ErrRateLimited)) {
-				t.Errorf("Err = %v, want no auth or rate-limit sentinel", out.Err)
-			}
-			golden.Check(t, tt.file, sum)
-		})
-	}
-	files, _ := filepath.Glob("testdata/*")
-	for _, f := range files {
-		name := filepath.Base(f)
-		if (strings.HasSuffix(name, ".stdout") || strings.HasSuffix(name, ".json")) && !seen[name] {
-			t.Errorf("sample %s has no test case", name)
-		}
-	}
+	golden.Samples(t, func() invoker.Decoder { return newDecoder() }, tests)
 }
 
 const sid = `"session_id":"S"`

@@ -2,7 +2,6 @@ package codex
 
 import (
 	"errors"
-	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -15,86 +14,29 @@ func TestGolden(t *testing.T) {
 	const thread = "01a1fc51-6e29-7c22-b652-9fbf529842b4"
 	usage11 := invoker.Usage{InputTokens: 11, OutputTokens: 5}
 	usage22 := invoker.Usage{InputTokens: 22, OutputTokens: 10}
-	tests := []struct {
-		file       string
-		sessionID  string
-		text       string
-		textPrefix string
-		usage      invoker.Usage
-		success    bool
-		errIs      error // a sentinel Outcome.Err must match
-		streamErr  string
-	}{
-		{file: "basic.stdout", sessionID: thread, text: "hi there", usage: usage11, success: true},
-		{file: "noevent.stdout", sessionID: "01a1fc63-af24-7050-9df3-3124981dbc9d", text: "hi there", usage: usage11, success: true},
-		{file: "model-gpt-5.stdout", sessionID: "01a1fc51-acfb-7a32-8d1a-33322048ff03", text: "hi there", usage: usage11, success: true},
-		{file: "resume1.stdout", sessionID: "01a1fc5c-838c-7a43-9661-c8ed22a94191", text: "first answer", usage: usage11, success: true},
+	tests := []golden.Want{
+		{File: "basic.stdout", SessionID: thread, Text: "hi there", Usage: usage11, Success: true},
+		{File: "noevent.stdout", SessionID: "01a1fc63-af24-7050-9df3-3124981dbc9d", Text: "hi there", Usage: usage11, Success: true},
+		{File: "model-gpt-5.stdout", SessionID: "01a1fc51-acfb-7a32-8d1a-33322048ff03", Text: "hi there", Usage: usage11, Success: true},
+		{File: "resume1.stdout", SessionID: "01a1fc5c-838c-7a43-9661-c8ed22a94191", Text: "first answer", Usage: usage11, Success: true},
 		// Usage is cumulative over the thread: the resumed turn reports both.
-		{file: "resume2.stdout", sessionID: "01a1fc5c-838c-7a43-9661-c8ed22a94191", text: "second answer", usage: usage22, success: true},
-		{file: "tool.stdout", sessionID: "01a1fc51-e5a0-73f2-8481-da1fadde8e2f", text: "done: Chunk ID: c5ef03\nWall time: 0.0000 seconds\nProcess exited with code 0\nOriginal token count: 16\nOutput:\npyenv: cannot rehash: /home/user/.pyenv/shims isn't writable\nhello", usage: usage22, success: true},
-		{file: "tool-fail.stdout", sessionID: "01a1fc52-dd91-7933-93c5-ba1db4534f14", text: "done: Chunk ID: 617dc7\nWall time: 0.0000 seconds\nProcess exited with code 2\nOriginal token count: 29\nOutput:\npyenv: cannot rehash: /home/user/.pyenv/shims isn't writable\nls: cannot access '/nonexistent': No such", usage: usage22, success: true},
-		{file: "perm-ww.stdout", sessionID: "01a1fc52-b38b-7333-a844-2569892e550c", text: "done: Chunk ID: c7855e\nWall time: 0.0000 seconds\nProcess exited with code 0\nOriginal token count: 14\nOutput:\npyenv: cannot rehash: /home/user/.pyenv/shims isn't writable", usage: usage22, success: true},
-		{file: "rich.stdout", sessionID: "01a1fc62-8199-7bf1-989e-d2ca1d67c63e", text: "done: Exit code: 0\nWall time: 0 seconds\nOutput:\nSuccess. Updated the following files:\nA hello.txt", usage: usage22, success: true},
-		{file: "err401.stdout", sessionID: "01a1fc52-fb1c-7501-bda6-dddd07930e64", errIs: invoker.ErrAuthRequired,
-			streamErr: "unexpected status 401 Unauthorized: fake 401 error, url: http://127.0.0.1:18084/v1/responses"},
-		{file: "err500-noretry.stdout", sessionID: "01a1fc56-7b39-7d20-af52-55d17b8916fe",
-			streamErr: "We’re currently experiencing high demand, which may cause temporary errors."},
-		{file: "2025-simple_greeting_20251216_134103.json", sessionID: "019b25ad-271b-7d93-9738-9bf9e1fc817a",
-			text:  "Hello! I’m GPT-5.2 running in the Codex CLI—an AI coding assistant that can read and edit files in your repo, run terminal commands, and help you debug, implement features, and automate workflows.",
-			usage: invoker.Usage{InputTokens: 8867, OutputTokens: 50}, success: true},
-		{file: "2025-code_analysis_20251216_134157.json", sessionID: "019b25ad-f984-7830-b30d-135a58425c39",
-			usage: invoker.Usage{InputTokens: 40587, OutputTokens: 1238}, success: true,
-			textPrefix: "Current directory contains a single file:\n\n- `collect_samples.py` (Python 3 script, ~6.4KB, permissions `-rw-------`): runs `codex exec` and/or `gemini -o stream-json` against a few predefined prompts (including "},
+		{File: "resume2.stdout", SessionID: "01a1fc5c-838c-7a43-9661-c8ed22a94191", Text: "second answer", Usage: usage22, Success: true},
+		{File: "tool.stdout", SessionID: "01a1fc51-e5a0-73f2-8481-da1fadde8e2f", Text: "done: Chunk ID: c5ef03\nWall time: 0.0000 seconds\nProcess exited with code 0\nOriginal token count: 16\nOutput:\npyenv: cannot rehash: /home/user/.pyenv/shims isn't writable\nhello", Usage: usage22, Success: true},
+		{File: "tool-fail.stdout", SessionID: "01a1fc52-dd91-7933-93c5-ba1db4534f14", Text: "done: Chunk ID: 617dc7\nWall time: 0.0000 seconds\nProcess exited with code 2\nOriginal token count: 29\nOutput:\npyenv: cannot rehash: /home/user/.pyenv/shims isn't writable\nls: cannot access '/nonexistent': No such", Usage: usage22, Success: true},
+		{File: "perm-ww.stdout", SessionID: "01a1fc52-b38b-7333-a844-2569892e550c", Text: "done: Chunk ID: c7855e\nWall time: 0.0000 seconds\nProcess exited with code 0\nOriginal token count: 14\nOutput:\npyenv: cannot rehash: /home/user/.pyenv/shims isn't writable", Usage: usage22, Success: true},
+		{File: "rich.stdout", SessionID: "01a1fc62-8199-7bf1-989e-d2ca1d67c63e", Text: "done: Exit code: 0\nWall time: 0 seconds\nOutput:\nSuccess. Updated the following files:\nA hello.txt", Usage: usage22, Success: true},
+		{File: "err401.stdout", SessionID: "01a1fc52-fb1c-7501-bda6-dddd07930e64", ErrIs: invoker.ErrAuthRequired,
+			StreamErr: "unexpected status 401 Unauthorized: fake 401 error, url: http://127.0.0.1:18084/v1/responses", ErrType: "turn.failed"},
+		{File: "err500-noretry.stdout", SessionID: "01a1fc56-7b39-7d20-af52-55d17b8916fe",
+			StreamErr: "We’re currently experiencing high demand, which may cause temporary errors.", ErrType: "turn.failed"},
+		{File: "2025-simple_greeting_20251216_134103.json", SessionID: "019b25ad-271b-7d93-9738-9bf9e1fc817a",
+			Text:  "Hello! I’m GPT-5.2 running in the Codex CLI—an AI coding assistant that can read and edit files in your repo, run terminal commands, and help you debug, implement features, and automate workflows.",
+			Usage: invoker.Usage{InputTokens: 8867, OutputTokens: 50}, Success: true},
+		{File: "2025-code_analysis_20251216_134157.json", SessionID: "019b25ad-f984-7830-b30d-135a58425c39",
+			Usage: invoker.Usage{InputTokens: 40587, OutputTokens: 1238}, Success: true,
+			TextPrefix: "Current directory contains a single file:\n\n- `collect_samples.py` (Python 3 script, ~6.4KB, permissions `-rw-------`): runs `codex exec` and/or `gemini -o stream-json` against a few predefined prompts (including "},
 	}
-	seen := map[string]bool{}
-	for _, tt := range tests {
-		seen[tt.file] = true
-		t.Run(tt.file, func(t *testing.T) {
-			sum, out := golden.Run(t, newDecoder(), golden.Load(t, tt.file))
-			if out.SessionID != tt.sessionID {
-				t.Errorf("SessionID = %q, want %q", out.SessionID, tt.sessionID)
-			}
-			if tt.text != "" && out.Text != tt.text {
-				t.Errorf("Text = %q, want %q", out.Text, tt.text)
-			}
-			if !strings.HasPrefix(out.Text, tt.textPrefix) {
-				t.Errorf("Text = %.120q, want it to start with %.120q", out.Text, tt.textPrefix)
-			}
-			if tt.usage != (invoker.Usage{}) && out.Usage != tt.usage {
-				t.Errorf("Usage = %+v, want %+v", out.Usage, tt.usage)
-			}
-			if out.Success != tt.success {
-				t.Errorf("Success = %v, want %v", out.Success, tt.success)
-			}
-			if tt.success && out.Err != nil {
-				t.Errorf("Err = %v, want nil on success", out.Err)
-			}
-			if tt.streamErr != "" {
-				var se *invoker.StreamError
-				if !errors.As(out.Err, &se) {
-					t.Fatalf("Err = %v, want a *StreamError", out.Err)
-				}
-				if se.Message != tt.streamErr {
-					t.Errorf("StreamError.Message = %q, want %q", se.Message, tt.streamErr)
-				}
-			}
-			if tt.errIs != nil && !errors.Is(out.Err, tt.errIs) {
-				t.Errorf("Err = %v, want errors.Is %v", out.Err, tt.errIs)
-			}
-			if tt.errIs == nil && (errors.Is(out.Err, invoker.ErrAuthRequired) || errors.Is(out.Err, invoker.ErrRateLimited)) {
-				t.Errorf("Err = %v, want no auth or rate-limit sentinel", out.Err)
-			}
-			golden.Check(t, tt.file, sum)
-		})
-	}
-	// Every captured stdout must be covered by a case.
-	files, _ := filepath.Glob("testdata/*")
-	for _, f := range files {
-		name := filepath.Base(f)
-		if (strings.HasSuffix(name, ".stdout") || strings.HasSuffix(name, ".json")) && !seen[name] {
-			t.Errorf("sample %s has no test case", name)
-		}
-	}
+	golden.Samples(t, func() invoker.Decoder { return newDecoder() }, tests)
 }
 
 func TestDecodeItems(t *testing.T) {

@@ -2,7 +2,6 @@ package gemini
 
 import (
 	"errors"
-	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -13,95 +12,38 @@ import (
 
 func TestGolden(t *testing.T) {
 	usage16 := invoker.Usage{InputTokens: 11, OutputTokens: 5, TotalTokens: 16}
-	tests := []struct {
-		file      string
-		exitCode  int // for captures without a recorded status (CLI-FACTS.md)
-		sessionID string
-		text      string
-		usage     invoker.Usage
-		success   bool
-		errIs     error
-		streamErr string
-	}{
-		{file: "basic.stdout", sessionID: "e6ed8a6d-d976-4d02-882b-99e6aeadc6b8", text: "hi there",
-			usage: invoker.Usage{InputTokens: 22, OutputTokens: 10, TotalTokens: 32}, success: true},
-		{file: "rich.stdout", sessionID: "2465bd43-0609-4213-94f8-b68ffb8673d1", text: "hi there", usage: usage16, success: true},
-		{file: "resume1.stdout", sessionID: "5e59c07d-7065-4197-ac62-4056d87dfa14", text: "first answer", usage: usage16, success: true},
-		{file: "resume2.stdout", sessionID: "5e59c07d-7065-4197-ac62-4056d87dfa14", text: "second answer", usage: usage16, success: true},
-		{file: "tool.stdout", sessionID: "8f1c1029-ec0a-4967-b52d-79fb2326e536",
-			text:  "done: {\"output\": \"<untrusted_context>\\nOutput: hello\\nProcess Group PGID: 12446\\n</untrusted_context>\"}",
-			usage: invoker.Usage{InputTokens: 22, OutputTokens: 10, TotalTokens: 32}, success: true},
-		{file: "toolforce.stdout", sessionID: "0d3680fb-8242-47d4-8d09-1947c47388a3",
-			text:  "done: {\"error\": \"Tool \\\"run_shell_command\\\" not found. Did you mean one of: \\\"update_topic\\\", \\\"grep_search\\\", \\\"invoke_agent\\\"?\"}",
-			usage: invoker.Usage{InputTokens: 22, OutputTokens: 10, TotalTokens: 32}, success: true},
+	tests := []golden.Want{
+		{File: "basic.stdout", SessionID: "e6ed8a6d-d976-4d02-882b-99e6aeadc6b8", Text: "hi there",
+			Usage: invoker.Usage{InputTokens: 22, OutputTokens: 10, TotalTokens: 32}, Success: true},
+		{File: "rich.stdout", SessionID: "2465bd43-0609-4213-94f8-b68ffb8673d1", Text: "hi there", Usage: usage16, Success: true},
+		{File: "resume1.stdout", SessionID: "5e59c07d-7065-4197-ac62-4056d87dfa14", Text: "first answer", Usage: usage16, Success: true},
+		{File: "resume2.stdout", SessionID: "5e59c07d-7065-4197-ac62-4056d87dfa14", Text: "second answer", Usage: usage16, Success: true},
+		{File: "tool.stdout", SessionID: "8f1c1029-ec0a-4967-b52d-79fb2326e536",
+			Text:  "done: {\"output\": \"<untrusted_context>\\nOutput: hello\\nProcess Group PGID: 12446\\n</untrusted_context>\"}",
+			Usage: invoker.Usage{InputTokens: 22, OutputTokens: 10, TotalTokens: 32}, Success: true},
+		{File: "toolforce.stdout", SessionID: "0d3680fb-8242-47d4-8d09-1947c47388a3",
+			Text:  "done: {\"error\": \"Tool \\\"run_shell_command\\\" not found. Did you mean one of: \\\"update_topic\\\", \\\"grep_search\\\", \\\"invoke_agent\\\"?\"}",
+			Usage: invoker.Usage{InputTokens: 22, OutputTokens: 10, TotalTokens: 32}, Success: true},
 		// Gemini exits 0 here although the stream failed.
-		{file: "variant-no-finishReason.stdout", sessionID: "a8f515cb-a103-45d0-bafd-18f2b71644df", text: "hi there",
-			streamErr: "Model stream ended without a finish reason."},
-		{file: "err401-noretry.stdout", exitCode: 145, sessionID: "9c99e36c-c3ea-4900-9a2e-986bf8e3f1fa", errIs: invoker.ErrAuthRequired,
-			streamErr: `[API Error: {"error":{"code":401,"message":"fake 401 error","status":"UNAUTHENTICATED"}}]`},
-		{file: "err429-noretry.stdout", exitCode: 173, sessionID: "e0efe640-8f7e-4352-809b-3f744501fd0b", errIs: invoker.ErrRateLimited,
-			streamErr: "[API Error: fake 429 error]\nPlease wait and try again later. To increase your limits, request a quota increase through AI Studio, or switch to another /auth method"},
-		{file: "err500-noretry.stdout", exitCode: 244, sessionID: "6ad46466-2bf7-4578-bf8a-a41755d92ed0",
-			streamErr: `[API Error: {"error":{"code":500,"message":"fake 500 error","status":"INTERNAL"}}]`},
+		{File: "variant-no-finishReason.stdout", SessionID: "a8f515cb-a103-45d0-bafd-18f2b71644df", Text: "hi there",
+			StreamErr: "Model stream ended without a finish reason."},
+		{File: "err401-noretry.stdout", ExitCode: 145, SessionID: "9c99e36c-c3ea-4900-9a2e-986bf8e3f1fa", ErrIs: invoker.ErrAuthRequired,
+			StreamErr: `[API Error: {"error":{"code":401,"message":"fake 401 error","status":"UNAUTHENTICATED"}}]`, ErrType: "unknown"},
+		{File: "err429-noretry.stdout", ExitCode: 173, SessionID: "e0efe640-8f7e-4352-809b-3f744501fd0b", ErrIs: invoker.ErrRateLimited,
+			StreamErr: "[API Error: fake 429 error]\nPlease wait and try again later. To increase your limits, request a quota increase through AI Studio, or switch to another /auth method", ErrType: "unknown"},
+		{File: "err500-noretry.stdout", ExitCode: 244, SessionID: "6ad46466-2bf7-4578-bf8a-a41755d92ed0",
+			StreamErr: `[API Error: {"error":{"code":500,"message":"fake 500 error","status":"INTERNAL"}}]`, ErrType: "unknown"},
 		// The output of -o json, not stream-json: nothing decodes, nothing succeeds.
-		{file: "json.stdout"},
-		{file: "2025-simple_greeting_20251216_134103.json", sessionID: "d6336abb-88c7-496e-bec4-adca188152b4",
-			text:  "Hello. I am the Gemini CLI agent, a specialized software engineering assistant designed to help you efficiently with your coding tasks. I am ready to assist you.",
-			usage: invoker.Usage{InputTokens: 5846, OutputTokens: 31, TotalTokens: 6195}, success: true},
+		{File: "json.stdout"},
+		{File: "2025-simple_greeting_20251216_134103.json", SessionID: "d6336abb-88c7-496e-bec4-adca188152b4",
+			Text:  "Hello. I am the Gemini CLI agent, a specialized software engineering assistant designed to help you efficiently with your coding tasks. I am ready to assist you.",
+			Usage: invoker.Usage{InputTokens: 5846, OutputTokens: 31, TotalTokens: 6195}, Success: true},
 		// Exit status 144 = HTTP 400.
-		{file: "2025-code_analysis_20251216_134157.json", sessionID: "e7655b27-a825-4e3d-94e9-2c43a1f676b1",
-			usage:     invoker.Usage{InputTokens: 5852, OutputTokens: 11, TotalTokens: 5972},
-			streamErr: `[API Error: {"error":{"message":"{\"error\":{\"message\":\"Invalid JSON payload received. Unknown name \\\"id\\\" at 'contents[3].parts[0].function_response': Cannot find field.\",\"type\":\"upstream_error\",\"param\":\"\",\"code\":400}}","code":400,"status":"Bad Request"}}]`},
+		{File: "2025-code_analysis_20251216_134157.json", SessionID: "e7655b27-a825-4e3d-94e9-2c43a1f676b1",
+			Usage:     invoker.Usage{InputTokens: 5852, OutputTokens: 11, TotalTokens: 5972},
+			StreamErr: `[API Error: {"error":{"message":"{\"error\":{\"message\":\"Invalid JSON payload received. Unknown name \\\"id\\\" at 'contents[3].parts[0].function_response': Cannot find field.\",\"type\":\"upstream_error\",\"param\":\"\",\"code\":400}}","code":400,"status":"Bad Request"}}]`, ErrType: "Error"},
 	}
-	seen := map[string]bool{}
-	for _, tt := range tests {
-		seen[tt.file] = true
-		t.Run(tt.file, func(t *testing.T) {
-			s := golden.Load(t, tt.file)
-			if tt.exitCode != 0 {
-				s.ExitCode = tt.exitCode
-			}
-			sum, out := golden.Run(t, newDecoder(), s)
-			if out.SessionID != tt.sessionID {
-				t.Errorf("SessionID = %q, want %q", out.SessionID, tt.sessionID)
-			}
-			if out.Text != tt.text {
-				t.Errorf("Text = %q, want %q", out.Text, tt.text)
-			}
-			if out.Usage != tt.usage {
-				t.Errorf("Usage = %+v, want %+v", out.Usage, tt.usage)
-			}
-			if out.Success != tt.success {
-				t.Errorf("Success = %v, want %v", out.Success, tt.success)
-			}
-			if (tt.success || tt.streamErr == "") && out.Err != nil {
-				t.Errorf("Err = %v, want nil", out.Err)
-			}
-			if tt.streamErr != "" {
-				var se *invoker.StreamError
-				if !errors.As(out.Err, &se) {
-					t.Fatalf("Err = %v, want a *StreamError", out.Err)
-				}
-				if se.Message != tt.streamErr {
-					t.Errorf("StreamError.Message = %q, want %q", se.Message, tt.streamErr)
-				}
-			}
-			if tt.errIs != nil && !errors.Is(out.Err, tt.errIs) {
-				t.Errorf("Err = %v, want errors.Is %v", out.Err, tt.errIs)
-			}
-			if tt.errIs == nil && (errors.Is(out.Err, invoker.ErrAuthRequired) || errors.Is(out.Err, invoker.ErrRateLimited)) {
-				t.Errorf("Err = %v, want no auth or rate-limit sentinel", out.Err)
-			}
-			golden.Check(t, tt.file, sum)
-		})
-	}
-	files, _ := filepath.Glob("testdata/*")
-	for _, f := range files {
-		name := filepath.Base(f)
-		if (strings.HasSuffix(name, ".stdout") || strings.HasSuffix(name, ".json")) && !seen[name] {
-			t.Errorf("sample %s has no test case", name)
-		}
-	}
+	golden.Samples(t, func() invoker.Decoder { return newDecoder() }, tests)
 }
 
 func TestToolResultCarriesCall(t *testing.T) {

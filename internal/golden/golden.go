@@ -7,6 +7,7 @@ import (
 	"bufio"
 	"bytes"
 	"encoding/json"
+	"errors"
 	"flag"
 	"os"
 	"path/filepath"
@@ -258,5 +259,104 @@ func BenchmarkDecode(b *testing.B, newDecoder func() invoker.Decoder) {
 			}
 			d.Outcome(0, "")
 		}
+	}
+}
+
+// A Want is what one capture in testdata must decode to.
+type Want struct {
+	// File is the capture's name in testdata.
+	File string
+	// ExitCode, when not zero, replaces the capture's exit status (for
+	// captures that did not record one).
+	ExitCode int
+	// SessionID and Text are the Outcome's; Text is checked whole unless
+	// TextPrefix is set, in which case the text must start with it.
+	SessionID, Text, TextPrefix string
+	// Usage is checked when not zero.
+	Usage invoker.Usage
+	// Success is the Outcome's.
+	Success bool
+	// ErrIs is a sentinel the Outcome's error must match; with ErrIs nil
+	// the error must match neither ErrAuthRequired nor ErrRateLimited.
+	ErrIs error
+	// StreamErr, when set, is the message of the *invoker.StreamError the
+	// Outcome must carry, of type ErrType and with the capture's exit
+	// status.
+	StreamErr, ErrType string
+	// ExitErr, when set, must be in the explanation of the
+	// *invoker.ExitError the Outcome carries.
+	ExitErr string
+}
+
+// Samples decodes each capture of wants with a fresh decoder from
+// newDecoder, checks the outcome and the golden summary, and fails for any
+// capture in testdata that no Want covers.
+func Samples(t *testing.T, newDecoder func() invoker.Decoder, wants []Want) {
+	t.Helper()
+	seen := map[string]bool{}
+	for _, w := range wants {
+		seen[w.File] = true
+		t.Run(w.File, func(t *testing.T) {
+			s := Load(t, w.File)
+			if w.ExitCode != 0 {
+				s.ExitCode = w.ExitCode
+			}
+			sum, out := Run(t, newDecoder(), s)
+			checkOutcome(t, w, s, out)
+			Check(t, w.File, sum)
+		})
+	}
+	files, _ := filepath.Glob("testdata/*")
+	for _, f := range files {
+		name := filepath.Base(f)
+		if (strings.HasSuffix(name, ".stdout") || strings.HasSuffix(name, ".json")) && !seen[name] {
+			t.Errorf("sample %s has no test case", name)
+		}
+	}
+}
+
+func checkOutcome(t *testing.T, w Want, s Sample, out invoker.Outcome) {
+	t.Helper()
+	if out.SessionID != w.SessionID {
+		t.Errorf("SessionID = %q, want %q", out.SessionID, w.SessionID)
+	}
+	if w.TextPrefix == "" && out.Text != w.Text {
+		t.Errorf("Text = %q, want %q", out.Text, w.Text)
+	}
+	if !strings.HasPrefix(out.Text, w.TextPrefix) {
+		t.Errorf("Text = %.120q, want it to start with %.120q", out.Text, w.TextPrefix)
+	}
+	if w.Usage != (invoker.Usage{}) && out.Usage != w.Usage {
+		t.Errorf("Usage = %+v, want %+v", out.Usage, w.Usage)
+	}
+	if out.Success != w.Success {
+		t.Errorf("Success = %v, want %v", out.Success, w.Success)
+	}
+	if w.Success && out.Err != nil {
+		t.Errorf("Err = %v, want nil on success", out.Err)
+	}
+	if w.StreamErr != "" {
+		var se *invoker.StreamError
+		if !errors.As(out.Err, &se) {
+			t.Fatalf("Err = %v, want a *StreamError", out.Err)
+		}
+		if se.Message != w.StreamErr || se.Type != w.ErrType {
+			t.Errorf("StreamError = %q (%s), want %q (%s)", se.Message, se.Type, w.StreamErr, w.ErrType)
+		}
+		if se.ExitCode != s.ExitCode {
+			t.Errorf("StreamError.ExitCode = %d, want %d", se.ExitCode, s.ExitCode)
+		}
+	}
+	if w.ExitErr != "" {
+		var ee *invoker.ExitError
+		if !errors.As(out.Err, &ee) || !strings.Contains(ee.Explanation, w.ExitErr) {
+			t.Errorf("Err = %v, want an *ExitError explaining %q", out.Err, w.ExitErr)
+		}
+	}
+	if w.ErrIs != nil && !errors.Is(out.Err, w.ErrIs) {
+		t.Errorf("Err = %v, want errors.Is %v", out.Err, w.ErrIs)
+	}
+	if w.ErrIs == nil && (errors.Is(out.Err, invoker.ErrAuthRequired) || errors.Is(out.Err, invoker.ErrRateLimited)) {
+		t.Errorf("Err = %v, want no auth or rate-limit sentinel", out.Err)
 	}
 }

@@ -1,0 +1,566 @@
+//go:build linux
+
+package proc
+
+import (
+	"errors"
+	"math"
+	"slices"
+	"time"
+
+	"golang.org/x/sys/unix"
+)
+
+// A victim is a process Kill signals, held by a pidfd where the kernel has
+// them (and maxPidfds allows).
+type victim struct {
+	pid     int32
+	start   uint64
+	fd      int  // pidfd, or -1
+	pinned  bool // the root: its pid cannot be reused before Wait reaps it
+	killed  bool // sent SIGKILL
+	stopped bool // sent SIGSTOP
+	gone    bool // seen exited (its pidfd is closed)
+}
+
+// gone reports whether err, from reading /proc/<pid>/... or opening a
+// pidfd, says that the process does not exist. Any other error (EMFILE,
+// ENOMEM, EACCES...) says nothing about the process.
+func gone(err error) bool {
+	return errors.Is(err, unix.ESRCH) || errors.Is(err, unix.ENOENT)
+}
+
+// openVictim returns a victim for p, with a pidfd if withFd, and checks,
+// after opening it, that the pid still names the process of the snapshot
+// (same starttime): the pidfd then refers to that process whatever happens
+// to the pid later. It returns nil, nil when p has already exited, and an
+// error when it cannot tell (the stat cannot be read: descriptors
+// exhausted, say); the caller must then not count p as gone.
+func openVictim(p procInfo, withFd bool, root int32, rootStart uint64) (*victim, error) {
+	fd := -1
+	if withFd {
+		var err error
+		fd, err = unix.PidfdOpen(int(p.pid), 0)
+		if gone(err) {
+			return nil, nil
+		}
+		if err != nil {
+			fd = -1 // no pidfd: signal checks the starttime again instead
+		}
+	}
+	v := &victim{pid: p.pid, start: p.start, fd: fd}
+	// The root is not reaped before Wait: its pid names it.
+	v.pinned = p.pid == root && rootStart != 0 && p.start == rootStart
+	if v.pinned {
+		return v, nil
+	}
+	if err := v.check(); err != nil {
+		v.close()
+		if gone(err) {
+			return nil, nil
+		}
+		return nil, err
+	}
+	return v, nil
+}
+
+// check returns nil when v's pid still names v's process, alive; ESRCH
+// when that process is gone (exited, a zombie, or the pid reused); any
+// other error when it cannot tell.
+func (v *victim) check() error {
+	cur, err := readStat(v.pid)
+	if err != nil {
+		if gone(err) {
+			return unix.ESRCH
+		}
+		return err
+	}
+	if cur.start != v.start || cur.zombie() {
+		return unix.ESRCH
+	}
+	return nil
+}
+
+// errNoFreeze says that a victim could not be sent SIGSTOP safely.
+var errNoFreeze = errors.New("proc: no pidfd to stop the process through")
+
+// killPid is kill(2); tests replace it to see which signals go by pid.
+var killPid = unix.Kill
+
+// signal sends sig to v, through its pidfd or, without one held (past
+// maxPidfds), through a pidfd opened for this signal and checked to name v
+// (same starttime), then closed: a pid alone could have been reused. Only
+// when no pidfd can be opened at all (descriptors exhausted, or a kernel
+// without pidfds) does it fall back to kill(2) after a starttime check,
+// with a gap between the two in which the pid could be reused only if the
+// process exited and was reaped meanwhile. SIGSTOP goes only through a held
+// pidfd (errNoFreeze otherwise: the caller sends SIGKILL instead), so that
+// nothing is left stopped that the later SIGKILL might not reach. The root is signalled by pid: it is
+// not reaped before Wait. An error other than ESRCH or EPERM means that v
+// was not signalled and may be alive.
+func (v *victim) signal(sig unix.Signal) error {
+	if v.fd >= 0 {
+		return unix.PidfdSendSignal(v.fd, sig, nil, 0)
+	}
+	if v.pinned {
+		return killPid(int(v.pid), sig)
+	}
+	if sig == unix.SIGSTOP {
+		// Stop only what a held pidfd pins: a process stopped through a
+		// one-off pidfd could not be reached again for its SIGKILL if
+		// descriptors run out meanwhile, and would stay stopped.
+		return errNoFreeze
+	}
+	fd, err := unix.PidfdOpen(int(v.pid), 0)
+	if err == nil {
+		defer unix.Close(fd)
+		if err := v.check(); err != nil {
+			return err
+		}
+		return unix.PidfdSendSignal(fd, sig, nil, 0)
+	}
+	if gone(err) {
+		return unix.ESRCH
+	}
+	if err := v.check(); err != nil {
+		return err
+	}
+	return killPid(int(v.pid), sig)
+}
+
+// exited reports whether v has exited (a zombie counts as gone). A
+// process whose state cannot be read has not.
+func (v *victim) exited() bool {
+	if v.fd >= 0 {
+		// A pidfd polls readable once its process has exited.
+		fds := []unix.PollFd{{Fd: int32(v.fd), Events: unix.POLLIN}}
+		n, err := unix.Poll(fds, 0)
+		return err == nil && n > 0
+	}
+	return v.check() == unix.ESRCH
+}
+
+func (v *victim) close() {
+	if v.fd >= 0 {
+		unix.Close(v.fd)
+		v.fd = -1
+	}
+}
+
+// A killer is the state of one Kill.
+type killer struct {
+	t        *Tree
+	s        *treeSys
+	deadline time.Time
+	expired  <-chan time.Time // fires at deadline
+	minStart uint64           // for scans: environments of processes started since
+	victims  map[int32]*victim
+	fds      int              // pidfds open
+	denied   map[procKey]bool // members that refused a signal (EPERM)
+	unsureOf map[procKey]bool // members listed as survivors by unsure
+	fellBack bool             // in fallback: no more scans
+	last     *snapshot        // the last scan
+	ids      map[int32]bool   // the pids of the members (zombies too) in the last scan
+	rep      Report
+}
+
+func (t *Tree) kill() Report {
+	s := &t.sys
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	begin := time.Now()
+	timer := time.NewTimer(killTimeout)
+	defer timer.Stop()
+	k := &killer{
+		t: t, s: s,
+		deadline: begin.Add(killTimeout),
+		expired:  timer.C,
+		minStart: math.MaxUint64,
+		victims:  map[int32]*victim{},
+		denied:   map[procKey]bool{},
+		unsureOf: map[procKey]bool{},
+	}
+	if s.marker != "" {
+		k.minStart = s.rootStart
+	}
+	defer func() {
+		for _, v := range k.victims {
+			v.close()
+		}
+	}()
+	clean := false // the loop ended with a scan that found the tree gone
+	for scans := 1; ; scans++ {
+		sn, ok := k.scan()
+		if !ok {
+			k.fallback(nil)
+			break
+		}
+		alive := k.alive(sn)
+		if len(alive) == 0 {
+			if !k.rootExited() {
+				// The scan found no live member, yet the root has not
+				// exited: something is wrong with what the scan saw.
+				t.log.Debug("proc: root missing from scan", "pid", t.pid)
+				k.fallback(nil)
+				break
+			}
+			t.log.Debug("proc: tree gone", "pid", t.pid, "scans", scans)
+			clean = true
+			break
+		}
+		if alive, ok = k.freeze(alive); !ok {
+			k.fallback(alive)
+			break
+		}
+		pending, ok := k.killAll(alive)
+		if !ok {
+			// A member could not be signalled (its state unreadable):
+			// scanning again would find it again; kill what can be
+			// reached and report the rest.
+			k.fallback(alive)
+			break
+		}
+		if !time.Now().Before(k.deadline) {
+			// Out of time: whatever was found has had its SIGKILL,
+			// even if the scan that found it ended past the deadline.
+			k.giveUp(pending)
+			break
+		}
+		if left := k.awaitGone(pending, k.deadline); len(left) > 0 {
+			k.survive(left)
+			break
+		}
+	}
+	if s.reaps() {
+		var killed []procKey
+		for _, v := range k.victims {
+			if v.killed && !v.pinned {
+				killed = append(killed, procKey{v.pid, v.start})
+			}
+		}
+		late := s.reap(t, k.last, killed)
+		s.knownMu.Lock()
+		s.late = late
+		s.knownMu.Unlock()
+		s.reapLate.Store(!clean || len(late) > 0)
+	}
+	k.rep.Elapsed = time.Since(begin)
+	t.log.Debug("proc: killed", "pid", t.pid, "killed", len(k.rep.Killed), "survivors", k.rep.Survivors, "elapsed", k.rep.Elapsed)
+	return k.rep
+}
+
+// scan takes a snapshot, waiting for it no later than the deadline; ok is
+// false when there is none (the scan failed, or is still running).
+func (k *killer) scan() (*snapshot, bool) {
+	sn, err, ok := scanUntil(k.minStart, k.s.rootStart, nil, k.expired)
+	if ok && err == nil {
+		k.last = sn
+		return sn, true
+	}
+	k.t.log.Debug("proc: no scan", "pid", k.t.pid, "err", err, "timeout", !ok)
+	return nil, false
+}
+
+// rootExited waits briefly for the root to be seen exited: a scan that
+// shows it as a zombie may end before run's waitid returns.
+func (k *killer) rootExited() bool {
+	select {
+	case <-k.t.exited:
+		return true
+	default:
+	}
+	timer := time.NewTimer(min(rootExitWait, max(time.Until(k.deadline), 0)))
+	defer timer.Stop()
+	select {
+	case <-k.t.exited:
+		return true
+	case <-timer.C:
+		return false
+	}
+}
+
+// fallback kills, without a scan, what can be reached without one: the
+// root's process group, the root, the known members, the victims stopped
+// by a freeze and alive (found by an earlier scan); then it waits briefly
+// and gives up. Members it cannot signal (their state unreadable) are
+// survivors.
+func (k *killer) fallback(alive []procInfo) {
+	seen := map[int32]bool{}
+	var all []procInfo
+	add := func(p procInfo) {
+		if !seen[p.pid] && !k.denied[procKey{p.pid, p.start}] {
+			seen[p.pid] = true
+			all = append(all, p)
+		}
+	}
+	add(procInfo{pid: k.s.root, start: k.s.rootStart})
+	for _, p := range alive {
+		add(p)
+	}
+	for _, v := range k.victims {
+		if !v.gone {
+			add(procInfo{pid: v.pid, start: v.start})
+		}
+	}
+	k.s.knownMu.Lock()
+	for pid, start := range k.s.known {
+		add(procInfo{pid: pid, start: start})
+	}
+	k.s.knownMu.Unlock()
+	k.fellBack = true
+	pending, _ := k.killAll(all)
+	k.giveUp(pending)
+}
+
+// alive returns the live members in sn, less those that refused a signal.
+func (k *killer) alive(sn *snapshot) []procInfo {
+	alive, ids := k.s.memberSet(sn)
+	k.ids = ids
+	return slices.DeleteFunc(alive, func(p procInfo) bool { return k.denied[procKey{p.pid, p.start}] })
+}
+
+// freeze stops every member with SIGSTOP and scans again, until a scan
+// finds no member that is not stopped yet, and returns the members. A
+// stopped process cannot fork, and it keeps its parent links: a child
+// forked between a scan and the SIGSTOP is found by its parent in the next
+// scan, even if it left the session and cleared its environment; killing
+// the parent first would have orphaned it with no link left. SIGKILL ends
+// stopped processes all the same. ok is false when a scan was missing
+// (then the members already found are returned, to be killed).
+//
+// It runs whenever a member is alive, the root alone too: the root can
+// fork such a child between a scan and its SIGKILL as well. This costs
+// one scan more; Kill after a normal exit with nothing left does not get
+// here.
+func (k *killer) freeze(alive []procInfo) ([]procInfo, bool) {
+	stopped := map[procKey]bool{}
+	for {
+		fresh := false
+		for _, p := range alive {
+			key := procKey{p.pid, p.start}
+			if stopped[key] {
+				continue
+			}
+			stopped[key] = true
+			v, err := k.victim(p)
+			if err != nil {
+				return alive, false
+			}
+			if v == nil {
+				continue
+			}
+			err = v.signal(unix.SIGSTOP)
+			if err == errNoFreeze {
+				// It cannot be stopped safely: kill it now.
+				err = v.signal(unix.SIGKILL)
+				k.t.log.Debug("proc: kill unfrozen", "pid", k.t.pid, "member", v.pid, "err", err)
+				if err == nil || err == unix.ESRCH {
+					k.killed(v)
+					fresh = true
+					continue
+				}
+			}
+			switch {
+			case err == unix.EPERM:
+				k.deny(v)
+				continue
+			case err != nil && err != unix.ESRCH:
+				k.t.log.Debug("proc: stop failed", "pid", k.t.pid, "member", v.pid, "err", err)
+				return alive, false
+			}
+			v.stopped = true
+			fresh = true
+		}
+		if !fresh || !time.Now().Before(k.deadline) {
+			return alive, true
+		}
+		sn, ok := k.scan()
+		if !ok {
+			return alive, false
+		}
+		// Members that were stopped but are missing from the new scan
+		// have exited; the new scan has every live one.
+		alive = k.alive(sn)
+	}
+}
+
+// victim returns the victim for p, opening one if needed: nil, nil if p is
+// gone, an error if that cannot be told.
+func (k *killer) victim(p procInfo) (*victim, error) {
+	v := k.victims[p.pid]
+	if v != nil && v.start != p.start {
+		k.closeVictim(v)
+		delete(k.victims, p.pid)
+		v = nil
+	}
+	if v == nil {
+		var err error
+		if v, err = openVictim(p, k.fds < maxPidfds, k.s.root, k.s.rootStart); v == nil {
+			if err != nil {
+				k.t.log.Debug("proc: cannot check member", "pid", k.t.pid, "member", p.pid, "err", err)
+			}
+			return nil, err
+		}
+		if v.fd >= 0 {
+			k.fds++
+		}
+		k.victims[p.pid] = v
+	}
+	return v, nil
+}
+
+func (k *killer) closeVictim(v *victim) {
+	if v.fd >= 0 {
+		k.fds--
+	}
+	v.close()
+}
+
+// deny records that v refused a signal (EPERM: a setuid program, say):
+// it is a survivor at once, and Kill does not wait for it.
+func (k *killer) deny(v *victim) {
+	k.t.log.Debug("proc: not permitted", "pid", k.t.pid, "member", v.pid)
+	k.denied[procKey{v.pid, v.start}] = true
+	k.rep.Survivors = append(k.rep.Survivors, int(v.pid))
+	k.closeVictim(v)
+	v.gone = true
+}
+
+// killAll sends SIGKILL to each live member and to the tree's process
+// groups they are in, and returns the victims to wait for. ok is false
+// when a member could not be signalled and may be alive; it is then
+// listed as a survivor.
+//
+// A group is the tree's only if its id is the root's pid or the pid of a
+// member present in the last scan (alive or a zombie, so the id names
+// the same group): a member found by its marker or known may sit in an
+// older, unrelated group (a daemon's that started a worker for it), and
+// killing that group would kill the daemon. Members in other groups are
+// killed one by one.
+func (k *killer) killAll(alive []procInfo) (pending []*victim, ok bool) {
+	ok = true
+	// Every victim that a freeze stopped gets SIGKILL too, whatever the
+	// latest scan says: a stopped process never resumes on its own, and
+	// its pidfd (or starttime) pins its identity. A scan can miss it
+	// (its links gone, known forgotten); it must not stay stopped.
+	in := make(map[int32]bool, len(alive))
+	for _, p := range alive {
+		in[p.pid] = true
+	}
+	for _, v := range k.victims {
+		if v.stopped && !v.gone && !in[v.pid] {
+			alive = append(alive, procInfo{pid: v.pid, start: v.start})
+		}
+	}
+	// Open every victim first, while each process still exists: a
+	// pidfd cannot be opened, nor a starttime checked, once the group
+	// kill has made it a zombie.
+	var groups []int32
+	if k.fellBack {
+		groups = append(groups, k.s.root)
+	}
+	var victims []*victim
+	for _, p := range alive {
+		v, err := k.victim(p)
+		if err != nil {
+			k.unsure(p, err)
+			ok = false
+			continue
+		}
+		if v == nil {
+			continue
+		}
+		victims = append(victims, v)
+		if g := p.pgrp; g > 1 && g != k.s.hostPgid && (g == k.s.root || k.ids[g]) && !slices.Contains(groups, g) {
+			groups = append(groups, g)
+		}
+	}
+	// Groups first: a group kill reaches every process of the group at
+	// once, including one forked into it since the scan. The root's
+	// group id cannot have been reused: the root is not reaped before
+	// Wait. Another group's id is the pid of a member that the scan
+	// found present; it could name a different group by now only if,
+	// since the scan, that member and every process of its group had
+	// exited and been reaped and the id had been handed to a new group
+	// leader: the freeze keeps the members found stopped, so they do not
+	// exit on their own. This is a gap of microseconds that needs a pid
+	// wrap-around inside it.
+	for _, g := range groups {
+		err := unix.Kill(-int(g), unix.SIGKILL)
+		k.t.log.Debug("proc: kill group", "pid", k.t.pid, "pgid", g, "err", err)
+	}
+	for _, v := range victims {
+		err := v.signal(unix.SIGKILL)
+		k.t.log.Debug("proc: kill", "pid", k.t.pid, "member", v.pid, "pidfd", v.fd >= 0, "err", err)
+		if err == unix.EPERM {
+			k.deny(v)
+			continue
+		}
+		if err != nil && err != unix.ESRCH {
+			k.unsure(procInfo{pid: v.pid, start: v.start}, err)
+			ok = false
+			continue
+		}
+		k.killed(v)
+		pending = append(pending, v)
+	}
+	return pending, ok
+}
+
+// killed records that v was sent SIGKILL.
+func (k *killer) killed(v *victim) {
+	if !v.killed {
+		v.killed = true
+		k.rep.Killed = append(k.rep.Killed, int(v.pid))
+	}
+}
+
+// unsure records that p could not be signalled and may be alive: it is a
+// survivor unless a group kill reaches it.
+func (k *killer) unsure(p procInfo, err error) {
+	k.t.log.Debug("proc: cannot signal member", "pid", k.t.pid, "member", p.pid, "err", err)
+	key := procKey{p.pid, p.start}
+	if k.fellBack && !k.unsureOf[key] {
+		k.unsureOf[key] = true
+		k.rep.Survivors = append(k.rep.Survivors, int(p.pid))
+	}
+}
+
+// awaitGone polls until every victim in pending has exited or until, and
+// returns those that have not. It closes each victim's pidfd as soon as
+// the victim is gone. It backs off from 200µs to 10ms: a killed process
+// usually takes microseconds to go, one stuck in the kernel may take much
+// longer.
+func (k *killer) awaitGone(pending []*victim, until time.Time) []*victim {
+	backoff := 200 * time.Microsecond
+	for {
+		pending = slices.DeleteFunc(pending, func(v *victim) bool {
+			if v.gone || v.exited() {
+				v.gone = true
+				k.closeVictim(v)
+				return true
+			}
+			return false
+		})
+		if len(pending) == 0 || !time.Now().Before(until) {
+			return pending
+		}
+		time.Sleep(backoff)
+		backoff = min(2*backoff, 10*time.Millisecond)
+	}
+}
+
+// giveUp waits lastGrace at most for pending, which has just been sent
+// SIGKILL, and lists what is left as survivors.
+func (k *killer) giveUp(pending []*victim) {
+	k.survive(k.awaitGone(pending, time.Now().Add(lastGrace)))
+}
+
+func (k *killer) survive(left []*victim) {
+	for _, v := range left {
+		k.rep.Survivors = append(k.rep.Survivors, int(v.pid))
+	}
+	if len(left) > 0 {
+		k.t.log.Debug("proc: kill gave up", "pid", k.t.pid, "survivors", k.rep.Survivors)
+	}
+}

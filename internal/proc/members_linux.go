@@ -1,0 +1,224 @@
+//go:build linux
+
+package proc
+
+import (
+	"log/slog"
+	"math"
+	"time"
+)
+
+// track records the tree's members into known every trackEvery while the
+// root runs, through the shared scanner (parent links only, no
+// environments, and only processes started after the root: cheap).
+//
+// A descendant that leaves the session with setsid and clears its
+// environment (env -i, or a CLI's tool environment policy) can be found
+// only by its parent links, which vanish when its parent exits; without
+// these snapshots Kill, after a normal exit, would never have seen it. A
+// process that does all that and outlives its parent within one period is
+// still missed unless the host is its subreaper (see Kill).
+//
+// A scan that fails (descriptors exhausted for a moment, say) is logged
+// and the next period tries again: stopping would leave every later
+// descendant unrecorded for the rest of the run.
+func (s *treeSys) track(exited <-chan struct{}, log *slog.Logger) {
+	defer close(s.trackDone)
+	tick := time.NewTicker(trackEvery)
+	defer tick.Stop()
+	for {
+		select {
+		case <-exited:
+			return
+		case <-tick.C:
+		}
+		sn, err, ok := scanUntil(math.MaxUint64, s.rootStart, exited, nil)
+		if !ok {
+			return // exited
+		}
+		if err != nil {
+			log.Debug("proc: tracker scan failed", "pid", s.root, "err", err)
+			continue
+		}
+		s.members(sn)
+	}
+}
+
+// scanUntil waits for a scan until stop is closed or expired fires
+// (either may be nil); ok is false when it stopped waiting. When the
+// shared scanner is wedged (its running scan has outlasted a whole Kill: a
+// read of /proc blocked in the kernel), it waits wedgedWait at most, so
+// that each Kill does not wait its full deadline again. The scanner is
+// shared, so a caller with a deadline must not wait on it for ever;
+// waiting costs no goroutine (see scanner.join), so callers that give up
+// leave nothing behind.
+func scanUntil(minStart, freshFrom uint64, stop <-chan struct{}, expired <-chan time.Time) (sn *snapshot, err error, ok bool) {
+	b, wedged := theScanner().join(minStart, freshFrom)
+	var short <-chan time.Time
+	if wedged {
+		timer := time.NewTimer(wedgedWait)
+		defer timer.Stop()
+		short = timer.C
+	}
+	select {
+	case <-b.done:
+		return b.snap, b.err, true
+	case <-stop:
+	case <-expired:
+	case <-short:
+	}
+	return nil, nil, false
+}
+
+func (t *Tree) signal(s Signal) error {
+	t.snapshot()
+	t.log.Debug("proc: signal group", "pgid", t.pid, "signal", s.String())
+	return signalGroup(t.pid, s)
+}
+
+// snapshot records the tree's members by their parent links. A signal may
+// make a CLI exit and orphan tools it started in other sessions
+// (CLI-FACTS.md, "Cancellation behaviour"), some of which may have cleared
+// their environment of the marker. The parent links, recorded while they
+// exist, let Kill find those orphans later. The tracker records them too,
+// but only every trackEvery.
+func (t *Tree) snapshot() {
+	timer := time.NewTimer(signalScanTimeout)
+	if sn, err, ok := scanUntil(math.MaxUint64, t.sys.rootStart, nil, timer.C); ok && err == nil {
+		t.sys.members(sn)
+	}
+	timer.Stop()
+}
+
+// members returns the live processes of the tree in sn and records them as
+// known. Members are: the root, its process group and session, the
+// processes carrying the marker, those seen before (known, same
+// starttime), the processes in a session or group whose id is the pid of a
+// known member still present in sn or of any member found in sn, alive or
+// a zombie (that pid cannot have been reused, so the session or group is
+// the member's), and every descendant of any of these. A snapshot older
+// than the newest one applied is not applied: it neither records nor
+// forgets.
+//
+// A process re-parented to the host (a subreaper) is a member only by one
+// of these rules: its ppid says nothing, since other runs' orphans
+// re-parent to the host too. So one that was never seen while its parent
+// links existed, left the session and cleared its environment is not
+// found.
+//
+// Only processes started at or after the root count: every process of the
+// tree did, and the snapshot may or may not hold older ones (see scanner),
+// so ignoring them all keeps the answer independent of that.
+func (s *treeSys) members(sn *snapshot) []procInfo {
+	alive, _ := s.memberSet(sn)
+	return alive
+}
+
+// memberSet is members, and also returns the pids of every member in sn,
+// zombies included.
+func (s *treeSys) memberSet(sn *snapshot) ([]procInfo, map[int32]bool) {
+	s.knownMu.Lock()
+	defer s.knownMu.Unlock()
+	// The tracker or Signal may apply a snapshot after Kill applied a
+	// newer one; an older snapshot must neither record nor forget.
+	apply := sn.seq >= s.applied
+	if apply {
+		s.applied = sn.seq
+	}
+	in := map[int32]bool{}
+	var queue []int32
+	add := func(i int) {
+		p := &sn.procs[i]
+		if p.pid == s.host || p.pid <= 1 || in[p.pid] || p.start < s.rootStart {
+			return
+		}
+		in[p.pid] = true
+		queue = append(queue, int32(i))
+	}
+	// knownLeader reports whether id is the pid of a known member that is
+	// still in sn (alive or a zombie).
+	knownLeader := func(id int32) bool {
+		start, ok := s.known[id]
+		if !ok {
+			return false
+		}
+		i, ok := sn.find(id)
+		return ok && sn.procs[i].start == start
+	}
+	for i := range sn.procs {
+		p := &sn.procs[i]
+		if p.start < s.rootStart {
+			continue
+		}
+		if p.pid == s.root || p.pgrp == s.root || p.sid == s.root || knownLeader(p.sid) || knownLeader(p.pgrp) {
+			add(i)
+		}
+	}
+	if s.marker != "" {
+		for _, pid := range sn.marked[s.marker] {
+			if i, ok := sn.find(pid); ok {
+				add(i)
+			}
+		}
+	}
+	for pid, start := range s.known {
+		if i, ok := sn.find(pid); ok && sn.procs[i].start == start {
+			add(i)
+		}
+	}
+	var alive []procInfo
+	for k := 0; ; {
+		for ; k < len(queue); k++ {
+			p := sn.procs[queue[k]]
+			for _, c := range sn.children(p.pid) {
+				add(int(c))
+			}
+			if !p.zombie() {
+				alive = append(alive, p)
+				if apply {
+					s.known[p.pid] = p.start
+				}
+			}
+		}
+		// A session or group whose id is the pid of a member in sn
+		// (alive or a zombie: the id cannot have been reused) is the
+		// tree's: this finds a double-forked child whose intermediate
+		// parent is a zombie under a stopped parent, say.
+		for i := range sn.procs {
+			if p := &sn.procs[i]; !in[p.pid] && (in[p.sid] || in[p.pgrp]) {
+				add(i)
+			}
+		}
+		if k == len(queue) {
+			break
+		}
+	}
+	if apply {
+		s.forget(sn)
+	}
+	return alive, in
+}
+
+// forget drops from known the processes that are gone from sn, unless a
+// process in sn still has their pid as its session or group id (reap
+// needs those). Without it a long run that starts many short tools would
+// grow known without bound. s.knownMu is held.
+func (s *treeSys) forget(sn *snapshot) {
+	var ids map[int32]bool
+	for pid, start := range s.known {
+		if i, ok := sn.find(pid); ok && sn.procs[i].start == start {
+			continue
+		}
+		if ids == nil {
+			ids = map[int32]bool{}
+			for i := range sn.procs {
+				if p := &sn.procs[i]; p.start >= s.rootStart {
+					ids[p.sid], ids[p.pgrp] = true, true
+				}
+			}
+		}
+		if !ids[pid] {
+			delete(s.known, pid)
+		}
+	}
+}

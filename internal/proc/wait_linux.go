@@ -1,0 +1,43 @@
+//go:build linux
+
+package proc
+
+import (
+	"errors"
+	"fmt"
+	"math"
+	"time"
+)
+
+func (t *Tree) wait() (State, error) {
+	s := &t.sys
+	if s.waited.Swap(true) {
+		return State{}, errors.New("proc: Wait called twice")
+	}
+	<-t.exited
+	<-s.trackDone
+	if s.reapLate.Load() {
+		// Before the root is reaped: its group and session ids stay valid.
+		timer := time.NewTimer(signalScanTimeout)
+		sn, err, ok := scanUntil(math.MaxUint64, s.rootStart, nil, timer.C)
+		timer.Stop()
+		if !ok || err != nil {
+			sn = nil
+		}
+		s.knownMu.Lock()
+		late := s.late
+		s.knownMu.Unlock()
+		s.reap(t, sn, late)
+	}
+	ps, err := s.proc.Wait()
+	<-s.done
+	if s.marker != "" {
+		theScanner().unregister(s.marker)
+	}
+	if err != nil {
+		return State{}, fmt.Errorf("proc: wait: %w", err)
+	}
+	st := stateOf(ps)
+	t.log.Debug("proc: reaped", "pid", t.pid, "code", st.Code, "signal", st.Signal)
+	return st, nil
+}

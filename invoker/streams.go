@@ -1,0 +1,169 @@
+package invoker
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"runtime/debug"
+
+	"github.com/clinvoke/clinvoke/internal/jsonl"
+)
+
+// readStdout decodes stdout line by line and delivers the events.
+func (r *run) readStdout() {
+	rd := jsonl.NewReader(r.stdoutW, r.e.cfg.maxLineSize)
+	for {
+		line, err := rd.ReadLine()
+		if err != nil {
+			var tooLong *jsonl.LineTooLongError
+			if errors.As(err, &tooLong) {
+				r.deliver([]Event{{
+					Kind: KindWarning,
+					Text: fmt.Sprintf("skipped a stdout line of %d bytes: it exceeds the line limit of %d bytes (see WithMaxLineSize)", tooLong.Size, tooLong.Max),
+				}})
+				continue
+			}
+			if err != io.EOF && !errors.Is(err, os.ErrClosed) && !isPTYEnd(err) {
+				r.log.Debug("reading stdout", "err", err)
+			}
+			return
+		}
+		if len(bytes.TrimSpace(line)) == 0 {
+			continue
+		}
+		events, ferr := r.decode(line)
+		r.deliver(events)
+		if ferr != nil {
+			r.fail(ferr)
+		}
+	}
+}
+
+// decode runs the decoder on one line; a panic in it becomes a warning.
+func (r *run) decode(line []byte) (events []Event, err error) {
+	r.decMu.Lock()
+	defer r.decMu.Unlock()
+	defer func() {
+		if p := recover(); p != nil {
+			r.log.Error("decoder panicked", "panic", p, "stack", string(debug.Stack()))
+			events = []Event{{Kind: KindWarning, Text: fmt.Sprintf("decoder failed on a line: %v", p), Raw: safeRaw(line)}}
+			err = nil
+		}
+	}()
+	return r.dec.Decode(line)
+}
+
+// deliver hands events to OnEvent. If OnEvent panics or calls
+// runtime.Goexit, the run is killed at once, no further event is
+// delivered, and Invoke re-raises the panic (or calls Goexit) after the
+// tree is reaped.
+func (r *run) deliver(events []Event) {
+	for _, ev := range events {
+		if ev.Kind != KindWarning {
+			r.firstOnce.Do(func() { close(r.firstEvent) })
+		}
+		if r.req.OnEvent == nil || r.panicked.Load() {
+			continue
+		}
+		r.callOnEvent(ev)
+	}
+}
+
+func (r *run) callOnEvent(ev Event) {
+	returned := false
+	defer func() {
+		if returned {
+			return
+		}
+		p := recover() // nil when OnEvent called runtime.Goexit
+		r.panicOnce.Do(func() {
+			r.panicVal, r.goexit = p, p == nil
+			if p != nil {
+				r.log.Error("OnEvent panicked", "panic", p, "stack", string(debug.Stack()))
+			}
+			r.panicked.Store(true)
+			close(r.panicCh)
+		})
+		// After a panic this goroutine goes on draining the output
+		// without delivering; after Goexit it ends here and the kill
+		// stops the CLI.
+	}()
+	r.req.OnEvent(ev)
+	returned = true
+}
+
+// readStderr keeps the tail of stderr and shows each line to the decoder,
+// which may recognise a fatal signature in it.
+func (r *run) readStderr() {
+	// Small: a run holds it for its whole life, CLIs write little to
+	// stderr, and the tail keeps its own copy.
+	buf := make([]byte, 4<<10)
+	var partial []byte
+	overlong := false // partial is the start of a line longer than maxLine
+	const maxLine = 16 << 10
+	check := func(line []byte) {
+		if len(bytes.TrimSpace(line)) == 0 {
+			return
+		}
+		r.decMu.Lock()
+		err := func() (err error) {
+			defer func() {
+				if p := recover(); p != nil {
+					err = nil
+				}
+			}()
+			return r.dec.Stderr(line)
+		}()
+		r.decMu.Unlock()
+		if err != nil {
+			r.fail(err)
+		}
+	}
+	for {
+		n, err := r.stderrW.Read(buf)
+		if n > 0 {
+			chunk := buf[:n]
+			r.tail.Write(chunk)
+			for {
+				i := bytes.IndexByte(chunk, '\n')
+				if i < 0 {
+					if overlong || len(partial)+len(chunk) > maxLine {
+						// Only the start of an over-long line is
+						// checked; never splice its later pieces.
+						overlong = true
+					} else {
+						partial = append(partial, chunk...)
+					}
+					break
+				}
+				switch {
+				case overlong:
+					check(partial)
+				case len(partial) > 0:
+					check(append(partial, chunk[:i]...))
+				default:
+					check(chunk[:i])
+				}
+				partial, overlong = partial[:0], false
+				chunk = chunk[i+1:]
+			}
+		}
+		if err != nil {
+			check(partial)
+			return
+		}
+	}
+}
+
+// writeStdin writes the prompt and closes stdin, so that CLIs that read
+// their prompt to end of file start working. It runs concurrently with the
+// readers, so a prompt larger than the pipe's buffer cannot deadlock.
+func (r *run) writeStdin() {
+	_, err := io.WriteString(r.stdin, r.cmd.Stdin)
+	if err != nil && !errors.Is(err, os.ErrClosed) {
+		r.log.Debug("writing the prompt", "err", err)
+	}
+	r.stdin.Close()
+}

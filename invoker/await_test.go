@@ -2,6 +2,7 @@ package invoker
 
 import (
 	"bytes"
+	"fmt"
 	"io"
 	"log/slog"
 	"os"
@@ -81,39 +82,125 @@ func TestAwaitReadersHeldOpen(t *testing.T) {
 	}
 }
 
-// A writer the sweep missed that keeps writing is cut off once more bytes
-// arrive after the sweep than dead writers could have left.
-func TestLiveWriterAfterSweepIsCutOff(t *testing.T) {
+// A writer outside the tree that keeps writing cannot hold Invoke: the
+// wait delay is counted once from the sweep, not restarted by each write
+// (an escapee printing a line every few milliseconds kept the old wait
+// going for hours). What the pipe held at the delay is still delivered.
+func TestLiveWriterCutOffAtWaitDelay(t *testing.T) {
+	for _, tt := range []struct {
+		name  string
+		pause time.Duration
+	}{
+		{"flood", 0},
+		{"a line every 10ms", 10 * time.Millisecond},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			pr, pw, err := os.Pipe()
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer pw.Close()
+			r := newTestRun(50 * time.Millisecond)
+			r.stdoutW = &watchedFile{f: pr, r: r}
+			er, ew, _ := os.Pipe()
+			ew.Close()
+			r.stderrW = &watchedFile{f: er, r: r}
+			pw.Write([]byte("before the sweep\n"))
+			stop := make(chan struct{})
+			writerDone := make(chan struct{})
+			go func() {
+				defer close(writerDone)
+				for {
+					select {
+					case <-stop:
+						return
+					case <-time.After(tt.pause):
+					}
+					if _, err := pw.Write([]byte("tick\n")); err != nil {
+						return // our end was closed
+					}
+				}
+			}()
+			var got bytes.Buffer
+			outDone, errDone := drain(r.stdoutW, &got), drain(r.stderrW, io.Discard)
+			outC, errC := make(chan struct{}), make(chan struct{})
+			go func() { <-outDone; close(outC) }()
+			go func() { <-errDone; close(errC) }()
+			returned := make(chan bool, 1)
+			go func() { returned <- r.awaitReaders(outC, errC) }()
+			select {
+			case cut := <-returned:
+				if !cut {
+					t.Error("awaitReaders() = false, want true: a stream was closed at the wait delay")
+				}
+			case <-time.After(time.Minute):
+				t.Fatal("awaitReaders did not return a minute after the sweep while a writer kept writing")
+			}
+			close(stop)
+			<-writerDone
+			if !bytes.HasPrefix(got.Bytes(), []byte("before the sweep\n")) {
+				t.Errorf("read %.40q..., want what was written before the sweep first", got.String())
+			}
+			er.Close()
+		})
+	}
+}
+
+// A CLI may enlarge its stdout pipe (F_SETPIPE_SZ) and leave far more than
+// the default 64 KiB or 1 MiB in it when it dies: all of it is delivered,
+// however slowly the reader consumes it, since no writer is left.
+func TestLargePipeKeepsAllOutput(t *testing.T) {
+	if runtime.GOOS != "linux" {
+		t.Skip("F_SETPIPE_SZ is Linux")
+	}
 	pr, pw, err := os.Pipe()
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer pw.Close()
-	r := newTestRun(time.Hour)
-	w := &watchedFile{f: pr, r: r}
-	w.swept.Store(true)
-	stop := make(chan struct{})
-	writerDone := make(chan struct{})
+	// As large as an unprivileged process may make it (fs.pipe-max-size).
+	want := 1 << 20
+	if b, err := os.ReadFile("/proc/sys/fs/pipe-max-size"); err == nil {
+		fmt.Sscan(string(b), &want)
+	}
+	size, err := setPipeSize(pw, min(want, 32<<20))
+	if err != nil {
+		t.Fatalf("F_SETPIPE_SZ %d: %v", want, err)
+	}
+	line := bytes.Repeat([]byte("x"), 1023)
+	line = append(line, '\n')
+	lines := size / len(line)
+	for range lines {
+		pw.Write(line)
+	}
+	pw.Close() // the CLI is dead; everything is in the pipe
+	r := newTestRun(time.Millisecond)
+	r.stdoutW = &watchedFile{f: pr, r: r}
+	er, ew, _ := os.Pipe()
+	ew.Close()
+	r.stderrW = &watchedFile{f: er, r: r}
+	got := 0
+	outC, errC := make(chan struct{}), make(chan struct{})
 	go func() {
-		defer close(writerDone)
-		line := bytes.Repeat([]byte("tick\n"), 1000)
+		defer close(outC)
+		rd := jsonl.NewReader(r.stdoutW, 1<<20)
 		for {
-			select {
-			case <-stop:
+			if _, err := rd.ReadLine(); err != nil {
 				return
-			default:
 			}
-			if _, err := pw.Write(line); err != nil {
-				return // our end was closed
+			if got++; got%1000 == 0 {
+				time.Sleep(5 * time.Millisecond) // a slow consumer, far past the wait delay
 			}
 		}
 	}()
-	n := <-drain(w, io.Discard)
-	close(stop)
-	<-writerDone
-	if n < maxLeftover || n > maxLeftover+1<<20 {
-		t.Errorf("read %d bytes before cutting the writer off, want just over %d", n, maxLeftover)
+	go func() { io.Copy(io.Discard, r.stderrW); close(errC) }()
+	if r.awaitReaders(outC, errC) {
+		t.Error("awaitReaders() = true, want false: no stream was held open")
 	}
+	if got != lines {
+		t.Errorf("read %d lines, want all %d (%d bytes in the pipe)", got, lines, size)
+	}
+	pr.Close()
+	er.Close()
 }
 
 // With a zero wait delay, a reader busy with what the CLI left is not cut
@@ -200,5 +287,12 @@ func TestQuietOnlyWhileWaiting(t *testing.T) {
 	r.stdoutW.blockedSince.Store(int64(time.Since(r.start)-10*time.Second) | 1)
 	if q := r.quiet(); q < 10*time.Second || q > 11*time.Second {
 		t.Errorf("quiet() = %v, want about 10s (blocked in Read that long)", q)
+	}
+	// A CLI that closed its stdout and runs on is silent since its last
+	// output, although no Read waits on it.
+	r.stdoutW.blockedSince.Store(0)
+	r.stdoutW.eof.Store(true)
+	if q := r.quiet(); q < time.Minute {
+		t.Errorf("quiet() = %v after stdout ended, want the time since the last output (a minute)", q)
 	}
 }

@@ -7,70 +7,84 @@ import (
 	"time"
 )
 
-// awaitReaders waits for stdout and stderr to reach end of file. The tree
-// is dead by now, so that happens as soon as the readers have consumed what
-// the CLI wrote. Only if a reader then sits blocked for the whole wait delay
-// with nothing arriving — something the sweep could not find holds the pipe
-// — is our end closed, which ends the read. A reader still busy with a big
-// line or a slow OnEvent is never cut off. (A writer the sweep missed that
-// keeps writing is cut off by watchedFile.Read.)
-func (r *run) awaitReaders(stdoutDone, stderrDone <-chan struct{}) {
+// awaitReaders waits for stdout and stderr to reach end of file, once the
+// tree has been killed. Every writer the containment knows is dead by now
+// (at the cgroup level, every writer there is), so end of file comes as
+// soon as the readers have consumed what is buffered, however much that is
+// (a CLI may enlarge its pipe): a reader busy with a big line or a slow
+// OnEvent is never cut off while it consumes what the tree wrote.
+//
+// Something outside the tree may still hold a stream open (an escapee the
+// tracking level missed, or a descriptor handed to another process), and
+// may keep writing. The wait delay bounds that, counted once from the
+// sweep: at the delay, each open stream may still deliver what its pipe
+// held at that moment, and is closed as soon as it has, or as soon as its
+// reader waits on an empty pipe, whatever arrives later. It reports
+// whether it had to close a stream.
+func (r *run) awaitReaders(stdoutDone, stderrDone <-chan struct{}) (cut bool) {
 	delay := r.e.cfg.waitDelay
-	t := time.NewTimer(delay)
-	defer t.Stop()
-	type stream struct {
+	timer := time.NewTimer(delay)
+	defer timer.Stop()
+	streams := []struct {
 		done <-chan struct{}
 		w    *watchedFile
-	}
-	streams := []*stream{{stdoutDone, r.stdoutW}, {stderrDone, r.stderrW}}
+	}{{stdoutDone, r.stdoutW}, {stderrDone, r.stderrW}}
+	var tick <-chan time.Time
 	for {
-		pending := streams[:0:0]
-		for _, st := range streams {
-			if st.done != nil {
-				pending = append(pending, st)
+		open := 0
+		for i := range streams {
+			if streams[i].done != nil {
+				open++
 			}
 		}
-		if len(pending) == 0 {
-			return
+		if open == 0 {
+			return cut
 		}
 		select {
 		case <-streams[0].done:
 			streams[0].done = nil
+			continue
 		case <-streams[1].done:
 			streams[1].done = nil
-		case <-t.C:
-			next := delay
-			for _, st := range pending {
-				switch blocked := st.w.blockedFor(); {
-				case blocked > 0 && blocked >= delay:
-					r.log.Warn("output still open after the tree was killed; closing it", "wait_delay", delay)
-					st.w.f.Close()
-				case blocked > 0:
-					next = min(next, delay-blocked)
+			continue
+		case <-timer.C:
+			for _, st := range streams {
+				if st.done != nil {
+					st.w.cutOff()
 				}
 			}
-			t.Reset(max(next, time.Millisecond))
+			// Past the delay, look now and then for a reader left
+			// waiting on an empty pipe by a writer that keeps it open.
+			t := time.NewTicker(max(delay/10, time.Millisecond))
+			defer t.Stop()
+			tick = t.C
+		case <-tick:
+		}
+		for _, st := range streams {
+			if st.done != nil && st.w.closeIfDrained() {
+				r.log.Warn("output still open after the tree was killed; closed it at the wait delay", "wait_delay", delay)
+				cut = true
+			}
 		}
 	}
 }
 
 // watchedFile is our end of an output stream. It records since when a Read
-// has been blocked, so awaitReaders can tell a stream nobody writes to any
-// more from one whose reader is busy, and it marks the run active on every
-// read that returns data (for the idle timeout).
+// has been blocked (for the idle timeout and for awaitReaders), marks the
+// run active on every read that returns data, and, once cut off at the
+// wait delay, ends the stream after what was buffered then.
 type watchedFile struct {
 	f            *os.File
 	r            *run
 	pty          bool         // f is a PTY master
 	blockedSince atomic.Int64 // nanoseconds since run start; 0 when not in Read
-	swept        atomic.Bool  // the tree has been killed
-	afterSweep   atomic.Int64 // bytes read since then
+	eof          atomic.Bool  // a Read returned an error: nothing more comes
+	total        atomic.Int64 // bytes read so far
+	// cut is set by cutOff: the stream ends once total reaches cutAt.
+	cut    atomic.Bool
+	cutAt  atomic.Int64
+	closed atomic.Bool
 }
-
-// maxLeftover bounds what dead writers can have left in a stream when the
-// sweep ends: a pipe holds at most fs.pipe-max-size (1 MiB by default), a
-// terminal far less. More than that means a live writer the sweep missed.
-const maxLeftover = 1<<20 + 64<<10
 
 func (w *watchedFile) Read(p []byte) (int, error) {
 	w.blockedSince.Store(int64(time.Since(w.r.start)) | 1)
@@ -78,16 +92,54 @@ func (w *watchedFile) Read(p []byte) (int, error) {
 	w.blockedSince.Store(0)
 	if n > 0 {
 		w.r.touch()
-		if w.swept.Load() && w.afterSweep.Add(int64(n)) > maxLeftover {
-			w.r.log.Warn("a process the sweep could not find still writes to the CLI's output; closing it")
-			w.f.Close()
+		if total := w.total.Add(int64(n)); w.cut.Load() && total >= w.cutAt.Load() {
+			w.close()
 			return n, io.EOF
 		}
 	}
 	if w.pty && isPTYEnd(err) {
 		err = io.EOF // how a terminal reports that no process holds it
 	}
+	if err != nil {
+		w.eof.Store(true)
+	}
 	return n, err
+}
+
+// cutOff marks the stream to end after what its pipe holds now. The pipe's
+// count is taken before the bytes read so far, so that a read racing with
+// it can only make the stream deliver more, never less, than was buffered.
+func (w *watchedFile) cutOff() {
+	buffered, ok := bufferedBytes(w.f)
+	if !ok {
+		buffered = 0 // unknown: end when the reader waits on an empty pipe
+	}
+	w.cutAt.Store(w.total.Load() + int64(buffered))
+	w.cut.Store(true)
+}
+
+// closeIfDrained closes a cut-off stream whose reader waits on an empty
+// pipe, or has read what was buffered at the cut, and reports whether it
+// did.
+func (w *watchedFile) closeIfDrained() bool {
+	if w.closed.Load() {
+		return false
+	}
+	if w.total.Load() >= w.cutAt.Load() && w.blockedSince.Load() != 0 {
+		w.close()
+		return true
+	}
+	if n, ok := bufferedBytes(w.f); ok && n == 0 && w.blockedSince.Load() != 0 {
+		w.close()
+		return true
+	}
+	return false
+}
+
+func (w *watchedFile) close() {
+	if !w.closed.Swap(true) {
+		w.f.Close()
+	}
 }
 
 // blockedFor returns how long the current Read has been blocked, or 0.

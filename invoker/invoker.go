@@ -142,4 +142,7 @@ type Result struct {
 	Stderr string
 	// Duration is the wall time from start to the reaping of the tree.
 	Duration time.Duration
+	// Containment is the level that held the run's processes (see
+	// Containment); ContainAuto when no process was started.
+	Containment Containment
 }

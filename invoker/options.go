@@ -33,6 +33,8 @@ type config struct {
 	subreaper         bool
 	env               []string
 	inheritEnv        func(key string) bool
+	containment       Containment
+	cgroupParent      string
 }
 
 func newConfig(opts []Option) config {
@@ -124,8 +126,10 @@ func WithPTY(on bool) Option { return func(c *config) { c.pty = on } }
 
 // WithSubreaper makes the host process a child subreaper (Linux
 // PR_SET_CHILD_SUBREAPER) for the lifetime of the process, so that
-// processes a CLI double-forks re-parent to the host instead of init and
-// cannot escape the sweep. It changes the whole host process; re-parented
+// processes a CLI double-forks re-parent to the host instead of init. It
+// matters at the tracking level (see ContainTracking), where it keeps
+// such orphans findable; at the cgroup level nothing escapes anyway, and
+// the host then reaps the orphans it adopts. It changes the whole host process; re-parented
 // processes of a run are reaped by pid, never by waiting for any child.
 // It has no effect on other systems. Off by default.
 func WithSubreaper(on bool) Option { return func(c *config) { c.subreaper = on } }
@@ -143,3 +147,17 @@ func WithEnv(kv ...string) Option {
 func WithInheritEnv(keep func(key string) bool) Option {
 	return func(c *config) { c.inheritEnv = keep }
 }
+
+// WithContainment asks for a containment level (see Containment). The
+// default, ContainAuto, takes the best the host allows; ContainCgroup
+// makes Invoke fail with ErrContainment, before anything starts, where no
+// cgroup can be had; ContainTracking forces the fallback.
+func WithContainment(c Containment) Option { return func(cfg *config) { cfg.containment = c } }
+
+// WithCgroupParent names the cgroup v2 directory under which runs get
+// their cgroups, such as a delegated subtree of a service
+// (/sys/fs/cgroup/system.slice/app.service/runs). The default is the
+// host's own cgroup. The host makes one cgroup of its own there and one
+// per run below it, and removes them; a keeper process removes them if
+// the host dies.
+func WithCgroupParent(dir string) Option { return func(cfg *config) { cfg.cgroupParent = dir } }

@@ -42,6 +42,9 @@ type run struct {
 	firstEvent chan struct{} // closed at the first event that is not a warning
 	firstOnce  sync.Once
 	lastActive atomic.Int64 // nanoseconds since start of the last output
+	// waitDelayed says that an output stream was still held open at the
+	// wait delay after the tree was killed, and was closed.
+	waitDelayed bool
 
 	// OnEvent panicked or called runtime.Goexit: panicked is set and
 	// panicCh closed once, after panicVal and goexit are written.
@@ -91,9 +94,7 @@ func (r *run) execute() error {
 	if r.stdin != nil {
 		r.stdin.Close() // unblocks a prompt the CLI never read
 	}
-	r.stdoutW.swept.Store(true)
-	r.stderrW.swept.Store(true)
-	r.awaitReaders(stdoutDone, stderrDone)
+	r.waitDelayed = r.awaitReaders(stdoutDone, stderrDone)
 	wg.Wait()
 	r.stdout.Close()
 	r.stderr.Close()
@@ -150,14 +151,19 @@ func (r *run) fail(err error) {
 func (r *run) touch() { r.lastActive.Store(int64(time.Since(r.start))) }
 
 // quiet returns how long the CLI has been silent: the time since its last
-// output, but only while the stdout reader waits for more. A reader busy
-// decoding or in a slow OnEvent is not waiting on the CLI.
+// output, while the stdout reader waits for more or after stdout has
+// ended (a CLI that closed its stdout and runs on is silent too). A reader
+// busy decoding or in a slow OnEvent is not waiting on the CLI.
 func (r *run) quiet() time.Duration {
+	since := time.Since(r.start) - time.Duration(r.lastActive.Load())
+	if r.stdoutW.eof.Load() {
+		return since
+	}
 	blocked := r.stdoutW.blockedFor()
 	if blocked == 0 {
 		return 0
 	}
-	return min(blocked, time.Since(r.start)-time.Duration(r.lastActive.Load()))
+	return min(blocked, since)
 }
 
 // outcome asks the decoder what the run established.

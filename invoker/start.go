@@ -22,6 +22,9 @@ func (r *run) startTree() (err error) {
 		Marker:    marker,
 		Subreaper: cfg.subreaper,
 		Logger:    r.log,
+
+		Containment:  toProc[cfg.containment],
+		CgroupParent: cfg.cgroupParent,
 	}
 	var closeAfterStart []*os.File
 	defer func() {
@@ -69,6 +72,9 @@ func (r *run) startTree() (err error) {
 	} // else the child's stdin is the null device: never the host's
 
 	t, err := proc.Start(attr)
+	if errors.Is(err, proc.ErrUnavailable) {
+		return containmentError(err)
+	}
 	if err != nil {
 		if errors.Is(err, fs.ErrNotExist) || errors.Is(err, fs.ErrPermission) || errors.Is(err, syscall.ENOEXEC) {
 			// Removed since the lookup, not executable, or a bad
@@ -78,8 +84,9 @@ func (r *run) startTree() (err error) {
 		return fmt.Errorf("starting %s: %w", r.path, err)
 	}
 	r.tree = t
+	r.res.Containment = fromProc(t.Containment())
 	r.stdoutW = &watchedFile{f: r.stdout, r: r, pty: r.pty != nil}
 	r.stderrW = &watchedFile{f: r.stderr, r: r}
-	r.log.Debug("started", "pid", t.Pid(), "path", r.path, "args", len(attr.Args)-1, "pty", cfg.pty)
+	r.log.Debug("started", "pid", t.Pid(), "path", r.path, "args", len(attr.Args)-1, "pty", cfg.pty, "containment", r.res.Containment.String())
 	return nil
 }

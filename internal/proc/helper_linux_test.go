@@ -99,6 +99,17 @@ var helpers = map[string]func(args []string) int{
 		hang()
 		return 0
 	},
+	// perl NAME: exec the adversarial Perl script NAME (see perlScripts).
+	"perl": func(args []string) int {
+		perl, err := exec.LookPath("perl")
+		if err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			return 2
+		}
+		err = unix.Exec(perl, []string{"perl", "-e", perlPrelude + perlScripts[args[0]]}, os.Environ())
+		fmt.Fprintln(os.Stderr, err)
+		return 2
+	},
 	// spawn MODE THEN HELPER ARGS...: start HELPER in this process's group
 	// (MODE same), in a new session (MODE setsid) or in a new session with
 	// an environment holding nothing but what the helper needs, as after
@@ -224,11 +235,13 @@ var helpers = map[string]func(args []string) int{
 		fmt.Printf("zombies %d\n", len(zombieChildren()))
 		return 0
 	},
-	// host: start hang as a proc.Tree (stdout shared), then run until
-	// killed. For the parent-death signal.
-	"host": func([]string) int {
-		cmd := helperCmd("hang")
-		t, err := Start(&Attr{Path: cmd.Path, Args: cmd.Args, Env: cmd.Env, Stdout: os.Stdout, Stderr: os.Stderr})
+	// host LEVEL HELPER ARGS...: start HELPER as a proc.Tree at LEVEL
+	// (auto, cgroup, tracking; stdout shared), report, then run until
+	// killed. For a host that dies.
+	"host": func(args []string) int {
+		level := map[string]Containment{"auto": Auto, "cgroup": Cgroup, "tracking": Tracking}[args[0]]
+		cmd := helperCmd(args[1], args[2:]...)
+		t, err := Start(&Attr{Path: cmd.Path, Args: cmd.Args, Env: cmd.Env, Stdout: os.Stdout, Stderr: os.Stderr, Containment: level})
 		if err != nil {
 			fmt.Fprintln(os.Stderr, err)
 			return 2
@@ -237,6 +250,32 @@ var helpers = map[string]func(args []string) int{
 		<-t.Exited()
 		return 0
 	},
+}
+
+// perlPrelude defines report(PID): print "pid PID STARTTIME", as report
+// does.
+const perlPrelude = `use POSIX (); $| = 1;
+sub report { my $p = shift; open(my $f, "<", "/proc/$p/stat") or die "$!"; my $s = <$f>; $s =~ s/^.*\) //; my @f = split / /, $s; print "pid $p $f[19]\n"; }
+`
+
+// perlScripts are processes that hide from tracking, each a root that
+// reports itself and what it starts, then exits 0, leaving something
+// behind. Perl forks without a runtime's threads, so each trick is done
+// exactly as a C daemon does it.
+var perlScripts = map[string]string{
+	// envi: a daemon started with setsid and a cleared environment, as
+	// "setsid -f env -i sleep 7777" does.
+	"envi": `report($$); my $c = fork(); if ($c == 0) { POSIX::setsid(); %ENV = (); report($$); exec("sleep", "7777") or die; } waitpid(-1, POSIX::WNOHANG); exit 0;`,
+	// fastenvi: double fork, setsid and an empty environment, done
+	// within milliseconds of the start: the middle process exits at once.
+	"fastenvi": `report($$); my $c = fork(); if ($c == 0) { POSIX::setsid(); if (fork() == 0) { %ENV = (); report($$); exec("sleep", "7777") or die; } POSIX::_exit(0); } waitpid($c, 0); exit 0;`,
+	// retitle: a daemon that keeps its environment but sets a long
+	// process title, which overwrites what /proc/PID/environ shows (as
+	// nginx, redis-server --daemonize and gunicorn do).
+	"retitle": `report($$); my $c = fork(); if ($c == 0) { POSIX::setsid(); $0 = "x" x 16384; report($$); sleep(7777); exit 0; } exit 0;`,
+	// cloneparent: a sibling made with clone(CLONE_PARENT): its parent is
+	// the host, never the root.
+	"cloneparent": `report($$); my $c = syscall(56, 0x8000 | 17, 0, 0, 0, 0); if ($c == 0) { report($$); exec("sleep", "7777") or die; } exit 0;`,
 }
 
 // helperCmd returns a command running the named helper.

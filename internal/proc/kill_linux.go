@@ -166,6 +166,9 @@ type killer struct {
 
 func (t *Tree) kill() Report {
 	s := &t.sys
+	if s.cg != nil {
+		return t.killCgroup()
+	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	begin := time.Now()

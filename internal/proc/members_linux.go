@@ -83,6 +83,9 @@ func (t *Tree) signal(s Signal) error {
 // exist, let Kill find those orphans later. The tracker records them too,
 // but only every trackEvery.
 func (t *Tree) snapshot() {
+	if t.sys.cg != nil {
+		return // the cgroup keeps every member
+	}
 	timer := time.NewTimer(signalScanTimeout)
 	if sn, err, ok := scanUntil(math.MaxUint64, t.sys.rootStart, nil, timer.C); ok && err == nil {
 		t.sys.members(sn)

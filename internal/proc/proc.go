@@ -88,6 +88,16 @@ type Attr struct {
 	Subreaper bool
 	// Logger receives debug records of signals and kills; nil discards.
 	Logger *slog.Logger
+	// Containment is the level asked for; the zero value, Auto, takes the
+	// best the host allows. Asking for Cgroup where it cannot be had
+	// makes Start fail with ErrUnavailable; asking for Tracking on Linux
+	// forces the fallback.
+	Containment Containment
+	// CgroupParent, if not empty, is the cgroup v2 directory (a path
+	// under the cgroup2 mount, such as
+	// /sys/fs/cgroup/system.slice/app.service/runs) in which the trees'
+	// cgroups are made. The default is the host's own cgroup.
+	CgroupParent string
 }
 
 // State is how the root process ended.
@@ -121,6 +131,7 @@ type Tree struct {
 	sys    treeSys // per-OS state
 	log    *slog.Logger
 	start  time.Time
+	level  Containment
 }
 
 // Start starts the root process in a new session and process group (a Job
@@ -135,6 +146,9 @@ type Tree struct {
 // runs a goroutine that records its members every 300 ms while the root
 // runs (see Kill); it ends when the root exits, and Wait waits for it.
 func Start(a *Attr) (*Tree, error) { return start(a) }
+
+// Containment returns the level that holds the tree: never Auto.
+func (t *Tree) Containment() Containment { return t.level }
 
 // Pid returns the root's process id.
 func (t *Tree) Pid() int { return t.pid }

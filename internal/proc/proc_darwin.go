@@ -73,6 +73,9 @@ func start(a *Attr) (*Tree, error) {
 	if err := checkAttr(a); err != nil {
 		return nil, err
 	}
+	if a.Containment != Auto && a.Containment != Group {
+		return nil, levelError(a.Containment)
+	}
 	files, ctty, release, err := childFiles(a)
 	defer release()
 	if err != nil {
@@ -91,7 +94,7 @@ func start(a *Attr) (*Tree, error) {
 	if err != nil {
 		return nil, err
 	}
-	t := &Tree{pid: p.Pid, exited: make(chan struct{}), log: loggerOf(a.Logger), start: time.Now()}
+	t := &Tree{pid: p.Pid, exited: make(chan struct{}), log: loggerOf(a.Logger), start: time.Now(), level: Group}
 	s := &t.sys
 	s.proc, s.done, s.root = p, make(chan struct{}), int32(p.Pid)
 	s.host, s.hostPg = int32(os.Getpid()), int32(unix.Getpgrp())
@@ -232,4 +235,12 @@ func (t *Tree) kill() Report {
 	}
 	rep.Elapsed = time.Since(begin)
 	return rep
+}
+
+// probe is Probe here: the only level is Group.
+func probe(want Containment, _ string) (Containment, error) {
+	if want != Auto && want != Group {
+		return Group, levelError(want)
+	}
+	return Group, nil
 }

@@ -29,6 +29,18 @@ import (
 // come near it.
 const stuck = 30 * time.Second
 
+// testContainment is the level of the tests that do not ask for one:
+// PROC_TEST_CONTAINMENT=tracking runs them all at the fallback level.
+var testContainment = func() Containment {
+	switch os.Getenv("PROC_TEST_CONTAINMENT") {
+	case "tracking":
+		return Tracking
+	case "cgroup":
+		return Cgroup
+	}
+	return Auto
+}()
+
 // A run is a Tree under test and the processes its helpers reported.
 type run struct {
 	t       *testing.T
@@ -52,6 +64,9 @@ func startRun(t *testing.T, a Attr, name string, args ...string) *run {
 	}
 	cmd := helperCmd(name, args...)
 	a.Path, a.Args, a.Env = cmd.Path, cmd.Args, cmd.Env
+	if a.Containment == Auto {
+		a.Containment = testContainment
+	}
 	if a.Marker != "" {
 		a.Env = append(a.Env, a.Marker)
 	}
@@ -461,56 +476,6 @@ func TestKillManyTrees(t *testing.T) {
 	}
 }
 
-func TestParentDeathSignal(t *testing.T) {
-	markUsed("host", "hang")
-	host := helperCmd("host")
-	host.Stdout = nil
-	out, err := host.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := host.Start(); err != nil {
-		t.Fatal(err)
-	}
-	sc := bufio.NewScanner(out)
-	var root procKey
-	for root.pid == 0 && sc.Scan() {
-		f := strings.Fields(sc.Text())
-		pid, _ := strconv.Atoi(f[1])
-		start, _ := strconv.ParseUint(f[2], 10, 64)
-		if pid != host.Process.Pid {
-			root = procKey{int32(pid), start}
-		}
-	}
-	if root.pid == 0 {
-		t.Fatal("host did not report its root")
-	}
-	host.Process.Kill()
-	host.Wait()
-
-	fd, err := unix.PidfdOpen(int(root.pid), 0)
-	if err == nil {
-		fds := []unix.PollFd{{Fd: int32(fd), Events: unix.POLLIN}}
-		for {
-			if _, err := unix.Poll(fds, int(stuck/time.Millisecond)); err != unix.EINTR {
-				break
-			}
-		}
-		unix.Close(fd)
-	}
-	if alive(root) {
-		t.Errorf("root %d survived its host's death", root.pid)
-		unix.Kill(int(root.pid), unix.SIGKILL)
-	}
-	// If the test process is a subreaper by now, the root is its zombie.
-	p, err := readStat(root.pid)
-	t.Logf("root %+v host %d: after death %+v %v", root, host.Process.Pid, p, err)
-	if err == nil && p.start == root.start && p.ppid == int32(os.Getpid()) {
-		var info unix.Siginfo
-		unix.Waitid(unix.P_PID, int(root.pid), &info, unix.WEXITED, nil)
-	}
-}
-
 func TestControllingTerminal(t *testing.T) {
 	ptmx, tty, err := pty.Open()
 	if err != nil {
@@ -693,7 +658,7 @@ func TestKillEnvClearedOrphanAfterNormalExit(t *testing.T) {
 		{"marker+subreaper", true, true},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
-			a := Attr{Subreaper: tt.subreaper}
+			a := Attr{Containment: Tracking, Subreaper: tt.subreaper}
 			if tt.marker {
 				a.Marker = marker(t)
 			}
@@ -724,7 +689,7 @@ func TestKillEnvClearedOrphanAfterNormalExit(t *testing.T) {
 // Its environment can no longer be read; Kill must still reap it.
 func TestSubreaperReapsExitedOrphan(t *testing.T) {
 	noLeaks(t)
-	r := startRun(t, Attr{Marker: marker(t), Subreaper: true}, "spawn", "setsid-envi", "hangint", "hangusr1")
+	r := startRun(t, Attr{Containment: Tracking, Marker: marker(t), Subreaper: true}, "spawn", "setsid-envi", "hangint", "hangusr1")
 	r.awaitPids(2)
 	child := r.otherPid()
 	r.awaitKnown(child)
@@ -811,7 +776,7 @@ func TestKillSlowScan(t *testing.T) {
 			timeout := killTimeout
 			killTimeout = 400 * time.Millisecond
 			t.Cleanup(func() { killTimeout = timeout })
-			r := startRun(t, Attr{Marker: marker(t)}, "spawn", "same", "hang", "hang")
+			r := startRun(t, Attr{Containment: Tracking, Marker: marker(t)}, "spawn", "same", "hang", "hang")
 			r.awaitPids(2)
 			release := make(chan struct{})
 			delay := killTimeout * 6 / 10
@@ -853,7 +818,7 @@ func TestKillBoundsPidfds(t *testing.T) {
 	saved := maxPidfds
 	maxPidfds = 1
 	t.Cleanup(func() { maxPidfds = saved })
-	r := startRun(t, Attr{}, "spawn", "same", "hang", "spawn", "setsid", "hang", "hang")
+	r := startRun(t, Attr{Containment: Tracking}, "spawn", "same", "hang", "spawn", "setsid", "hang", "hang")
 	pids := r.awaitPids(3)
 	before := openPidfds(t)
 	rep := r.tree.Kill()
@@ -961,7 +926,7 @@ func TestKillStaleSnapshot(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	r := startRun(t, Attr{}, "spawn", "same", "hang", "spawn", "setsid-envi", "hangint", "hang")
+	r := startRun(t, Attr{Containment: Tracking}, "spawn", "same", "hang", "spawn", "setsid-envi", "hangint", "hang")
 	pids := r.awaitPids(3)
 	var mid, orphan int
 	for _, p := range pids {
@@ -1000,7 +965,7 @@ func TestMembersIgnoresOlderSnapshot(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	r := startRun(t, Attr{}, "spawn", "setsid", "hang", "hang")
+	r := startRun(t, Attr{Containment: Tracking}, "spawn", "setsid", "hang", "hang")
 	r.awaitPids(2)
 	child := r.otherPid()
 	r.awaitKnown(child)
@@ -1069,7 +1034,7 @@ func TestKillSparesForeignGroup(t *testing.T) {
 	}
 	time.Sleep(20 * time.Millisecond) // the daemon is older than the root (clock ticks)
 	m := marker(t)
-	r := startRun(t, Attr{Marker: m}, "hang")
+	r := startRun(t, Attr{Containment: Tracking, Marker: m}, "hang")
 	r.awaitPids(1)
 	if err := os.WriteFile(file, []byte(m), 0o600); err != nil {
 		t.Fatal(err)
@@ -1118,7 +1083,7 @@ func TestKillWedgedScanner(t *testing.T) {
 	var orphans []procKey
 	base := 0
 	for i := range 4 {
-		r := startRun(t, Attr{Marker: marker(t)}, "spawn", "same", "hang", "hang")
+		r := startRun(t, Attr{Containment: Tracking, Marker: marker(t)}, "spawn", "same", "hang", "hang")
 		r.awaitPids(2)
 		begin := time.Now()
 		rep := r.tree.Kill()
@@ -1189,7 +1154,7 @@ func TestKillHungEnvironRead(t *testing.T) {
 	}
 	envHook.Store(&hook)
 	t.Cleanup(func() { envHook.Store(nil); close(release) })
-	r := startRun(t, Attr{Marker: marker(t)}, "spawn", "same", "hang", "spawn", "setsid", "hang", "hang")
+	r := startRun(t, Attr{Containment: Tracking, Marker: marker(t)}, "spawn", "same", "hang", "spawn", "setsid", "hang", "hang")
 	r.awaitPids(3)
 	mid := 0
 	for _, p := range r.pids {
@@ -1298,7 +1263,7 @@ func TestKillPastPidfdCapSignalsThroughPidfds(t *testing.T) {
 		return unix.Kill(pid, sig)
 	}
 	t.Cleanup(func() { maxPidfds, killPid = saved, savedKill })
-	r := startRun(t, Attr{}, "spawn", "same", "hang", "spawn", "setsid", "hang", "hang")
+	r := startRun(t, Attr{Containment: Tracking}, "spawn", "same", "hang", "spawn", "setsid", "hang", "hang")
 	pids := r.awaitPids(3)
 	before := openPidfds(t)
 	rep := r.tree.Kill()
@@ -1333,7 +1298,7 @@ func TestTrackerSurvivesScanErrors(t *testing.T) {
 	}
 	scanErrHook.Store(&hook)
 	t.Cleanup(func() { scanErrHook.Store(nil) })
-	r := startRun(t, Attr{}, "spawn", "setsid-envi", "hang", "hang")
+	r := startRun(t, Attr{Containment: Tracking}, "spawn", "setsid-envi", "hang", "hang")
 	r.awaitPids(2)
 	child := r.otherPid()
 	time.Sleep(2 * trackEvery) // the tracker's scans fail

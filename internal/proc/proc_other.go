@@ -23,3 +23,5 @@ func (t *Tree) snapshot() {}
 func (t *Tree) kill() Report { return Report{} }
 
 func (t *Tree) wait() (State, error) { return State{}, errUnsupported }
+
+func probe(want Containment, _ string) (Containment, error) { return Auto, errUnsupported }

@@ -33,6 +33,9 @@ func start(a *Attr) (*Tree, error) {
 	if err := checkAttr(a); err != nil {
 		return nil, err
 	}
+	if a.Containment != Auto && a.Containment != Job {
+		return nil, levelError(a.Containment)
+	}
 	if a.TTY != nil {
 		return nil, errors.New("proc: Attr.TTY is not supported on Windows")
 	}
@@ -90,7 +93,7 @@ func start(a *Attr) (*Tree, error) {
 		windows.CloseHandle(job)
 		return nil, fmt.Errorf("proc: put the root in its job: %w", err)
 	}
-	t := &Tree{pid: p.Pid, exited: make(chan struct{}), log: loggerOf(a.Logger), start: time.Now()}
+	t := &Tree{pid: p.Pid, exited: make(chan struct{}), log: loggerOf(a.Logger), start: time.Now(), level: Job}
 	t.sys = treeSys{proc: p, handle: h, job: job, done: make(chan struct{})}
 	go func() {
 		defer close(t.sys.done)
@@ -223,3 +226,11 @@ func (t *Tree) wait() (State, error) {
 // one, so a killed run reports -1 as on Unix rather than a plausible exit
 // status such as 1. (The value spells KILL in ASCII.)
 const killedExitCode = 0x4B494C4C
+
+// probe is Probe here: the only level is Job.
+func probe(want Containment, _ string) (Containment, error) {
+	if want != Auto && want != Job {
+		return Job, levelError(want)
+	}
+	return Job, nil
+}

@@ -3,6 +3,7 @@
 package proc
 
 import (
+	"errors"
 	"fmt"
 	"os"
 	"runtime"
@@ -42,41 +43,83 @@ type treeSys struct {
 	// applied is the sequence number of the newest snapshot applied to
 	// known (see members).
 	applied uint64
+
+	// cg is the tree's cgroup at the Cgroup level, else nil; nothing of
+	// the tracking state above is used then.
+	cg *runCgroup
 }
 
 func start(a *Attr) (*Tree, error) {
 	if err := checkAttr(a); err != nil {
 		return nil, err
 	}
-	files, ctty, release, err := childFiles(a)
-	defer release()
+	log := loggerOf(a.Logger)
+	cg, err := containment(a, log)
 	if err != nil {
 		return nil, err
 	}
-	if a.Subreaper {
-		// Idempotent: setting it again changes nothing.
-		if err := unix.Prctl(unix.PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0); err != nil {
-			return nil, fmt.Errorf("proc: set child subreaper: %w", err)
+	files, ctty, release, err := childFiles(a)
+	defer release()
+	if err != nil {
+		if cg != nil {
+			cg.removeAll()
 		}
+		return nil, err
 	}
 	args := a.Args
 	if len(args) == 0 {
 		args = []string{a.Path}
 	}
-	sys := &syscall.SysProcAttr{Setsid: true, Pdeathsig: syscall.SIGKILL}
+	sys := &syscall.SysProcAttr{Setsid: true}
 	if a.TTY != nil {
 		sys.Setctty = true
 		sys.Ctty = ctty
 	}
 	attr := &os.ProcAttr{Dir: a.Dir, Env: a.Env, Files: files, Sys: sys}
-
-	t := &Tree{exited: make(chan struct{}), log: loggerOf(a.Logger), start: time.Now()}
+	t := &Tree{exited: make(chan struct{}), log: log, start: time.Now()}
 	s := &t.sys
 	s.done = make(chan struct{})
-	s.marker = a.Marker
-	s.subreaper = a.Subreaper
 	s.host = int32(os.Getpid())
 	s.hostPgid = int32(unix.Getpgrp())
+	if a.Subreaper {
+		// Idempotent: setting it again changes nothing.
+		if err := unix.Prctl(unix.PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0); err != nil {
+			if cg != nil {
+				cg.removeAll()
+			}
+			return nil, fmt.Errorf("proc: set child subreaper: %w", err)
+		}
+	}
+	s.subreaper = a.Subreaper
+	if cg != nil {
+		sys.UseCgroupFD, sys.CgroupFD = true, cg.fd
+		p, err := os.StartProcess(a.Path, args, attr)
+		if err != nil && a.Containment == Auto && cloneRefused(err) {
+			log.Debug("proc: the kernel refused to start the root in its cgroup; tracking instead", "cgroup", cg.dir, "err", err)
+			cg.removeAll()
+			cg = nil
+			sys.UseCgroupFD, sys.CgroupFD = false, 0
+		} else if err != nil {
+			cg.removeAll()
+			if cloneRefused(err) {
+				return nil, fmt.Errorf("%w: starting in %s: %w", ErrUnavailable, cg.dir, err)
+			}
+			return nil, err
+		} else {
+			t.level, s.cg, s.proc = Cgroup, cg, p
+			t.pid, s.root = p.Pid, int32(p.Pid)
+			s.trackDone = make(chan struct{})
+			close(s.trackDone)
+			go watchExit(p.Pid, t.exited, s.done)
+			log.Debug("proc: started", "pid", t.pid, "path", a.Path, "containment", t.level.String(), "cgroup", cg.dir)
+			return t, nil
+		}
+	}
+
+	// Tracking: no kernel-kept membership.
+	t.level = Tracking
+	sys.Pdeathsig = syscall.SIGKILL
+	s.marker = a.Marker
 	s.known = map[int32]uint64{}
 	if s.marker != "" {
 		// Before the fork, so that no scan can read a marked environment
@@ -100,8 +143,70 @@ func start(a *Attr) (*Tree, error) {
 	}
 	s.trackDone = make(chan struct{})
 	go s.track(t.exited, t.log)
-	t.log.Debug("proc: started", "pid", t.pid, "path", a.Path)
+	log.Debug("proc: started", "pid", t.pid, "path", a.Path, "containment", t.level.String())
 	return t, nil
+}
+
+// containment returns the cgroup for a new tree, or nil for tracking, as
+// a.Containment asks.
+func containment(a *Attr, log interface {
+	Debug(msg string, args ...any)
+}) (*runCgroup, error) {
+	switch a.Containment {
+	case Tracking:
+		return nil, nil
+	case Auto, Cgroup:
+	default:
+		return nil, levelError(a.Containment)
+	}
+	home, err := homeFor(a.CgroupParent)
+	var cg *runCgroup
+	if err == nil {
+		cg, err = home.newRun()
+	}
+	if err != nil {
+		if a.Containment == Cgroup {
+			return nil, fmt.Errorf("%w: %w", ErrUnavailable, err)
+		}
+		log.Debug("proc: no cgroup; tracking instead", "err", err)
+		return nil, nil
+	}
+	return cg, nil
+}
+
+// cloneRefused reports whether a failed start was clone3 refusing the
+// cgroup (an old kernel, or a cgroup that cannot take processes) rather
+// than the program failing to execute.
+func cloneRefused(err error) bool {
+	return errors.Is(err, unix.ENOSYS) || errors.Is(err, unix.EBUSY) ||
+		errors.Is(err, unix.EOPNOTSUPP) || errors.Is(err, unix.E2BIG)
+}
+
+// watchExit closes exited when the root (pid, not reaped before Wait) has
+// exited, then done. It waits through a pidfd on the runtime's poller, so
+// a waiting tree blocks no thread.
+func watchExit(pid int, exited, done chan struct{}) {
+	defer close(done)
+	defer close(exited)
+	if fd, err := unix.PidfdOpen(pid, unix.PIDFD_NONBLOCK); err == nil {
+		f := os.NewFile(uintptr(fd), "pidfd")
+		defer f.Close()
+		if rc, err := f.SyscallConn(); err == nil {
+			var info unix.Siginfo
+			werr := rc.Read(func(fd uintptr) bool {
+				info = unix.Siginfo{}
+				err := unix.Waitid(unix.P_PIDFD, int(fd), &info, unix.WEXITED|unix.WNOWAIT|unix.WNOHANG, nil)
+				return err != nil && err != unix.EAGAIN && err != unix.EINTR || info.Signo != 0
+			})
+			if werr == nil {
+				return
+			}
+		}
+	}
+	// No pollable pidfd: block a thread instead.
+	var info unix.Siginfo
+	for unix.Waitid(unix.P_PID, pid, &info, unix.WEXITED|unix.WNOWAIT, nil) == unix.EINTR {
+	}
 }
 
 // run forks the root and waits for it to exit without reaping it.

@@ -16,6 +16,9 @@ func (t *Tree) wait() (State, error) {
 	}
 	<-t.exited
 	<-s.trackDone
+	if s.cg != nil {
+		return t.waitCgroup()
+	}
 	if s.reapLate.Load() {
 		// Before the root is reaped: its group and session ids stay valid.
 		timer := time.NewTimer(signalScanTimeout)

@@ -1,0 +1,389 @@
+//go:build linux
+
+package proc
+
+import (
+	"bufio"
+	"bytes"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"golang.org/x/sys/unix"
+)
+
+// Cgroup containment. Each host process that starts trees gets one cgroup
+// of its own, its home, named clinvoke-PID-STARTTIME, under the parent
+// (Attr.CgroupParent, or the host's own cgroup); each tree gets a child of
+// the home, rN, and its root is started directly inside it. The home holds
+// no process, so the "no internal processes" rule never applies to it, and
+// no controller is enabled anywhere: cgroup.kill, cgroup.events and
+// cgroup.freeze are core files, present without any. A keeper process
+// (keeper_linux.go) kills the home's trees when the host dies. A home whose
+// host is gone (crashed before its keeper could clean up, or its keeper
+// killed too) is killed and removed when another host opens its own home in
+// the same parent.
+
+// homes caches the home of each parent ("" is the default parent).
+var homes struct {
+	mu sync.Mutex
+	m  map[string]*homeResult
+}
+
+type homeResult struct {
+	home *cgroupHome
+	err  error
+}
+
+// cgroupHome is the host's cgroup under one parent.
+type cgroupHome struct {
+	dir    string
+	seq    atomic.Uint64
+	keeper *keeper
+}
+
+// homeFor returns the home under parent ("" for the default), making it
+// and its keeper on first use. A failure that will not go away (no cgroup
+// v2, no permission) is remembered; others are tried again next time.
+func homeFor(parent string) (*cgroupHome, error) {
+	homes.mu.Lock()
+	defer homes.mu.Unlock()
+	if r, ok := homes.m[parent]; ok {
+		if r.err != nil {
+			return nil, r.err
+		}
+		if err := r.home.keeper.ensure(); err != nil {
+			return nil, err
+		}
+		return r.home, nil
+	}
+	h, err := openHome(parent)
+	if err != nil && !lasting(err) {
+		return nil, err
+	}
+	if homes.m == nil {
+		homes.m = map[string]*homeResult{}
+	}
+	homes.m[parent] = &homeResult{h, err}
+	return h, err
+}
+
+// lasting reports whether err will be the same on the next try.
+func lasting(err error) bool {
+	return errors.Is(err, fs.ErrPermission) || errors.Is(err, fs.ErrNotExist) ||
+		errors.Is(err, unix.EROFS) || errors.Is(err, unix.ENOTSUP) ||
+		errors.Is(err, errNotCgroup2) || errors.Is(err, errNoKill)
+}
+
+var (
+	errNotCgroup2 = errors.New("not a cgroup v2 directory")
+	errNoKill     = errors.New("the kernel has no cgroup.kill (Linux 5.14 or newer is needed)")
+)
+
+// openHome makes the host's home under parent, removes the homes of dead
+// hosts there and starts the keeper.
+func openHome(parent string) (*cgroupHome, error) {
+	if parent == "" {
+		p, err := ownCgroup()
+		if err != nil {
+			return nil, err
+		}
+		parent = p
+	}
+	var st unix.Statfs_t
+	if err := unix.Statfs(parent, &st); err != nil {
+		return nil, fmt.Errorf("cgroup parent %s: %w", parent, err)
+	}
+	if st.Type != unix.CGROUP2_SUPER_MAGIC {
+		return nil, fmt.Errorf("cgroup parent %s: %w", parent, errNotCgroup2)
+	}
+	host, err := readStat(int32(os.Getpid()))
+	if err != nil {
+		return nil, fmt.Errorf("reading the host's start time: %w", err)
+	}
+	dir := filepath.Join(parent, fmt.Sprintf("clinvoke-%d-%d", host.pid, host.start))
+	if err := os.Mkdir(dir, 0o755); err != nil && !errors.Is(err, fs.ErrExist) {
+		return nil, fmt.Errorf("making a cgroup in %s: %w", parent, err)
+	}
+	if _, err := os.Stat(filepath.Join(dir, "cgroup.kill")); err != nil {
+		os.Remove(dir)
+		return nil, fmt.Errorf("cgroup %s: %w", dir, errNoKill)
+	}
+	removeDeadHomes(parent, dir)
+	h := &cgroupHome{dir: dir, keeper: &keeper{home: dir}}
+	if err := h.keeper.ensure(); err != nil {
+		os.Remove(dir)
+		return nil, err
+	}
+	return h, nil
+}
+
+// ownCgroup returns the directory of the host's own cgroup v2.
+func ownCgroup() (string, error) {
+	mount, root, err := cgroup2Mount()
+	if err != nil {
+		return "", err
+	}
+	b, err := os.ReadFile("/proc/self/cgroup")
+	if err != nil {
+		return "", err
+	}
+	for line := range strings.SplitSeq(string(b), "\n") {
+		if path, ok := strings.CutPrefix(line, "0::"); ok {
+			rel, ok := strings.CutPrefix(path, root)
+			if !ok || strings.HasSuffix(path, " (deleted)") {
+				return "", fmt.Errorf("the host's cgroup %s is not under the cgroup2 mount's root %s: %w", path, root, fs.ErrNotExist)
+			}
+			return filepath.Join(mount, rel), nil
+		}
+	}
+	return "", fmt.Errorf("no cgroup v2 line in /proc/self/cgroup: %w", fs.ErrNotExist)
+}
+
+// cgroup2Mount returns where the cgroup2 file system is mounted, and the
+// cgroup path at that mount point (not "/" when a subtree is mounted).
+func cgroup2Mount() (mount, root string, err error) {
+	f, err := os.Open("/proc/self/mountinfo")
+	if err != nil {
+		return "", "", err
+	}
+	defer f.Close()
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		// 36 35 0:30 / /sys/fs/cgroup rw,... shared:9 - cgroup2 cgroup2 rw
+		pre, post, ok := strings.Cut(sc.Text(), " - ")
+		if !ok || !strings.HasPrefix(post, "cgroup2 ") {
+			continue
+		}
+		f := strings.Fields(pre)
+		if len(f) < 5 {
+			continue
+		}
+		return unescapeMount(f[4]), unescapeMount(f[3]), nil
+	}
+	return "", "", fmt.Errorf("no cgroup2 file system is mounted: %w", fs.ErrNotExist)
+}
+
+// unescapeMount undoes mountinfo's octal escapes (\040 for a space).
+func unescapeMount(s string) string {
+	if !strings.Contains(s, `\`) {
+		return s
+	}
+	var b strings.Builder
+	for i := 0; i < len(s); i++ {
+		if s[i] == '\\' && i+3 < len(s) {
+			if n, err := strconv.ParseUint(s[i+1:i+4], 8, 8); err == nil {
+				b.WriteByte(byte(n))
+				i += 3
+				continue
+			}
+		}
+		b.WriteByte(s[i])
+	}
+	return b.String()
+}
+
+// removeDeadHomes kills and removes the homes in parent whose host is no
+// longer running. A home that cannot be emptied within a second is left
+// for the next host.
+func removeDeadHomes(parent, own string) {
+	entries, err := os.ReadDir(parent)
+	if err != nil {
+		return
+	}
+	for _, e := range entries {
+		var pid int32
+		var start uint64
+		if !e.IsDir() || filepath.Join(parent, e.Name()) == own {
+			continue
+		}
+		if n, _ := fmt.Sscanf(e.Name(), "clinvoke-%d-%d", &pid, &start); n != 2 {
+			continue
+		}
+		if p, err := readStat(pid); err == nil && p.start == start {
+			continue // its host lives
+		} else if err != nil && !gone(err) {
+			continue // cannot tell
+		}
+		c := &runCgroup{dir: filepath.Join(parent, e.Name())}
+		c.kill()
+		c.awaitEmpty(time.Now().Add(time.Second))
+		c.removeAll()
+	}
+}
+
+// newRun makes the cgroup of one tree.
+func (h *cgroupHome) newRun() (*runCgroup, error) {
+	dir := filepath.Join(h.dir, "r"+strconv.FormatUint(h.seq.Add(1), 10))
+	if err := os.Mkdir(dir, 0o755); err != nil {
+		return nil, fmt.Errorf("making the tree's cgroup: %w", err)
+	}
+	fd, err := unix.Open(dir, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		os.Remove(dir)
+		return nil, fmt.Errorf("opening the tree's cgroup: %w", err)
+	}
+	return &runCgroup{dir: dir, fd: fd}, nil
+}
+
+// runCgroup is the cgroup of one tree.
+type runCgroup struct {
+	dir string
+	fd  int // the directory, for CLONE_INTO_CGROUP; 0 when not open
+}
+
+// base returns the cgroup's path below the parent: home/rN.
+func (c *runCgroup) base() string {
+	return filepath.Join(filepath.Base(filepath.Dir(c.dir)), filepath.Base(c.dir))
+}
+
+// populated reads the populated flag of cgroup.events: whether any
+// process is left in the cgroup or below it. It says yes when it cannot
+// tell.
+func (c *runCgroup) populated() bool {
+	b, err := os.ReadFile(filepath.Join(c.dir, "cgroup.events"))
+	if err != nil {
+		return !errors.Is(err, fs.ErrNotExist)
+	}
+	for line := range bytes.SplitSeq(b, []byte("\n")) {
+		if v, ok := bytes.CutPrefix(line, []byte("populated ")); ok {
+			return string(v) != "0"
+		}
+	}
+	return true
+}
+
+// kill sends SIGKILL to every process in the cgroup and below it. The
+// kernel also kills what is forked while it does so.
+func (c *runCgroup) kill() error {
+	return os.WriteFile(filepath.Join(c.dir, "cgroup.kill"), []byte("1"), 0)
+}
+
+// killMember sends SIGKILL to pid through a pidfd, if pid is still in the
+// cgroup (or below it) once the pidfd is open.
+func (c *runCgroup) killMember(pid int32) {
+	fd, err := unix.PidfdOpen(int(pid), 0)
+	if err != nil {
+		return
+	}
+	defer unix.Close(fd)
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(int(pid)) + "/cgroup")
+	if err != nil {
+		return
+	}
+	want := "/" + c.base()
+	for line := range strings.SplitSeq(string(b), "\n") {
+		if path, ok := strings.CutPrefix(line, "0::"); ok && (strings.HasSuffix(path, want) || strings.Contains(path, want+"/")) {
+			unix.PidfdSendSignal(fd, unix.SIGKILL, nil, 0)
+		}
+	}
+}
+
+// pids returns the processes in the cgroup and below it, read from
+// cgroup.procs.
+func (c *runCgroup) pids() []int32 {
+	var pids []int32
+	add := func(dir string) {
+		b, err := os.ReadFile(filepath.Join(dir, "cgroup.procs"))
+		if err != nil {
+			return
+		}
+		for f := range bytes.FieldsSeq(b) {
+			if n, err := strconv.ParseInt(string(f), 10, 32); err == nil {
+				pids = append(pids, int32(n))
+			}
+		}
+	}
+	for _, dir := range c.tree() {
+		add(dir)
+	}
+	return pids
+}
+
+// tree returns the cgroup's directory and those of the cgroups below it,
+// parents first. It lists directories only when cgroup.stat says there are
+// descendants.
+func (c *runCgroup) tree() []string {
+	dirs := []string{c.dir}
+	if b, err := os.ReadFile(filepath.Join(c.dir, "cgroup.stat")); err == nil && bytes.Contains(b, []byte("nr_descendants 0\n")) {
+		return dirs
+	}
+	filepath.WalkDir(c.dir, func(path string, d fs.DirEntry, err error) error {
+		if err == nil && d.IsDir() && path != c.dir {
+			dirs = append(dirs, path)
+		}
+		return nil
+	})
+	return dirs
+}
+
+// awaitEmpty waits until the cgroup is not populated or until deadline,
+// watching cgroup.events, and reports whether it is empty.
+func (c *runCgroup) awaitEmpty(deadline time.Time) bool {
+	w, err := watchEvents(filepath.Join(c.dir, "cgroup.events"))
+	if err != nil {
+		// No inotify (instances exhausted, say): look again now and then.
+		for !time.Now().After(deadline) {
+			if !c.populated() {
+				return true
+			}
+			time.Sleep(time.Millisecond)
+		}
+		return !c.populated()
+	}
+	defer w.close()
+	timer := time.NewTimer(time.Until(deadline))
+	defer timer.Stop()
+	for {
+		if !c.populated() {
+			return true
+		}
+		select {
+		case <-w.c:
+		case <-timer.C:
+			return !c.populated()
+		}
+	}
+}
+
+// removeAll removes the cgroup and any cgroups made below it, deepest
+// first. A cgroup that still holds a process cannot be removed (EBUSY).
+func (c *runCgroup) removeAll() error {
+	if c.fd > 0 {
+		unix.Close(c.fd)
+		c.fd = 0
+	}
+	err := unix.Rmdir(c.dir)
+	if err == nil || err == unix.ENOENT {
+		return nil
+	}
+	if err != unix.EBUSY && err != unix.ENOTEMPTY {
+		return &fs.PathError{Op: "rmdir", Path: c.dir, Err: err}
+	}
+	dirs := c.tree() // EBUSY: descendants, or processes
+	var first error
+	for i := len(dirs) - 1; i >= 0; i-- {
+		if err := unix.Rmdir(dirs[i]); err != nil && err != unix.ENOENT && first == nil {
+			first = &fs.PathError{Op: "rmdir", Path: dirs[i], Err: err}
+		}
+	}
+	return first
+}
+
+// probe is Probe on Linux.
+func probe(want Containment, parent string) (Containment, error) {
+	if want == Tracking {
+		return Tracking, nil
+	}
+	if _, err := homeFor(parent); err != nil {
+		return Tracking, fmt.Errorf("%w: %w", ErrUnavailable, err)
+	}
+	return Cgroup, nil
+}

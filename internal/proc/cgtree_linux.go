@@ -1,0 +1,133 @@
+//go:build linux
+
+package proc
+
+import (
+	"bytes"
+	"fmt"
+	"os"
+	"strconv"
+	"time"
+)
+
+// The Tree methods at the Cgroup level: membership is the kernel's, so
+// Kill is one write and a wait for the populated flag to drop.
+
+// killCgroup is Kill at the Cgroup level.
+func (t *Tree) killCgroup() Report {
+	s := &t.sys
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	begin := time.Now()
+	var rep Report
+	c := s.cg
+	if !c.populated() {
+		rep.Elapsed = time.Since(begin)
+		return rep
+	}
+	pids := c.pids()
+	reaps := s.reaps()
+	var keys []procKey
+	for _, pid := range pids {
+		rep.Killed = append(rep.Killed, int(pid))
+		if reaps {
+			if p, err := readStat(pid); err == nil {
+				keys = append(keys, procKey{p.pid, p.start})
+			}
+		}
+	}
+	if err := c.kill(); err != nil {
+		t.log.Debug("proc: cgroup.kill failed", "cgroup", c.dir, "err", err)
+	}
+	// cgroup.kill passes over a process whose main thread has exited while
+	// its other threads run: kill what is still listed, each through a
+	// pidfd checked to name a member (a listed pid may exit and be reused
+	// meanwhile).
+	for _, pid := range c.pids() {
+		c.killMember(pid)
+	}
+	if !c.awaitEmpty(begin.Add(killTimeout)) {
+		// Stuck in uninterruptible sleep, most likely: SIGKILL is
+		// pending and takes effect when the sleep ends.
+		for _, pid := range c.pids() {
+			rep.Survivors = append(rep.Survivors, int(pid))
+		}
+	}
+	// The host reaps what became its child: orphans re-parented to a
+	// subreaper or PID 1 host (those killed now, and those that exited
+	// before), and CLONE_PARENT siblings of the root.
+	if keys = append(keys, s.zombiesIn(c)...); len(keys) > 0 {
+		late := s.reap(t, nil, keys)
+		s.knownMu.Lock()
+		s.late = late
+		s.knownMu.Unlock()
+		s.reapLate.Store(len(late) > 0)
+	}
+	rep.Elapsed = time.Since(begin)
+	t.log.Debug("proc: killed cgroup", "pid", t.pid, "cgroup", c.dir, "killed", len(rep.Killed), "survivors", rep.Survivors, "elapsed", rep.Elapsed)
+	return rep
+}
+
+// zombiesIn returns the host's zombie children that were members of c (a
+// zombie keeps its cgroup in /proc/PID/cgroup): orphans re-parented to a
+// subreaper or PID 1 host, and siblings of the root made with
+// clone(CLONE_PARENT), whose parent is the host from the start.
+func (s *treeSys) zombiesIn(c *runCgroup) []procKey {
+	tasks, err := os.ReadDir("/proc/self/task")
+	if err != nil {
+		return nil
+	}
+	suffix := []byte("/" + c.base())
+	var out []procKey
+	for _, task := range tasks {
+		b, err := os.ReadFile("/proc/self/task/" + task.Name() + "/children")
+		if err != nil {
+			continue
+		}
+		for f := range bytes.FieldsSeq(b) {
+			pid, err := strconv.ParseInt(string(f), 10, 32)
+			if err != nil || int32(pid) == s.root {
+				continue
+			}
+			p, err := readStat(int32(pid))
+			if err != nil || !p.zombie() {
+				continue
+			}
+			cg, err := os.ReadFile(fmt.Sprintf("/proc/%d/cgroup", pid))
+			if err != nil {
+				continue
+			}
+			for line := range bytes.SplitSeq(cg, []byte("\n")) {
+				if bytes.HasPrefix(line, []byte("0::")) && (bytes.HasSuffix(line, suffix) || bytes.Contains(line, append(suffix, '/'))) {
+					out = append(out, procKey{p.pid, p.start})
+				}
+			}
+		}
+	}
+	return out
+}
+
+// waitCgroup is Wait at the Cgroup level, after the root has exited.
+func (t *Tree) waitCgroup() (State, error) {
+	s := &t.sys
+	if s.cg.populated() {
+		t.kill() // Wait without Kill: the guarantee holds all the same
+	}
+	if s.reapLate.Load() {
+		s.knownMu.Lock()
+		late := s.late
+		s.knownMu.Unlock()
+		s.reap(t, nil, late)
+	}
+	ps, err := s.proc.Wait()
+	<-s.done
+	if rerr := s.cg.removeAll(); rerr != nil {
+		t.log.Warn("proc: removing the tree's cgroup", "cgroup", s.cg.dir, "err", rerr)
+	}
+	if err != nil {
+		return State{}, fmt.Errorf("proc: wait: %w", err)
+	}
+	st := stateOf(ps)
+	t.log.Debug("proc: reaped", "pid", t.pid, "code", st.Code, "signal", st.Signal)
+	return st, nil
+}

@@ -1,0 +1,183 @@
+//go:build linux
+
+package proc
+
+import (
+	"bufio"
+	"errors"
+	"os"
+	"runtime"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"golang.org/x/sys/unix"
+)
+
+// levels are the containment levels this machine gives, each forced.
+func levels(t *testing.T) []Containment {
+	t.Helper()
+	if lvl, err := Probe(Cgroup, ""); lvl != Cgroup {
+		if os.Getenv("CI") == "true" && os.Geteuid() == 0 {
+			t.Fatalf("Probe(Cgroup) = %v, %v: CI runs as root, where cgroups must work", lvl, err)
+		}
+		t.Logf("cgroup level not available here (%v): testing tracking only", err)
+		return []Containment{Tracking}
+	}
+	return []Containment{Cgroup, Tracking}
+}
+
+// TestHidingProcesses runs each process that hides from tracking at each
+// level, lets the root exit by itself, and checks that Kill leaves none of
+// them alive. The tracking level cannot find the ones marked
+// trackingMisses (documented on Tracking): for those the test checks only
+// the cgroup level, and kills what tracking missed by pid.
+func TestHidingProcesses(t *testing.T) {
+	noLeaks(t)
+	markUsed("perl")
+	for _, tt := range []struct {
+		script         string
+		trackingMisses bool
+	}{
+		{"envi", true},
+		{"fastenvi", true},
+		{"retitle", true},
+		{"cloneparent", true},
+	} {
+		for _, level := range levels(t) {
+			t.Run(tt.script+"/"+level.String(), func(t *testing.T) {
+				if tt.script == "cloneparent" && runtime.GOARCH != "amd64" {
+					t.Skip("the script calls clone by its amd64 number")
+				}
+				r := startRun(t, Attr{Containment: level, Marker: marker(t)}, "perl", tt.script)
+				if got := r.tree.Containment(); got != level {
+					t.Fatalf("Containment() = %v, want %v", got, level)
+				}
+				pids := r.awaitPids(2)
+				r.exited()
+				if tt.script == "retitle" {
+					until(t, "the daemon's title overwrote its environment", func() bool {
+						b, err := os.ReadFile("/proc/" + strconv.Itoa(pids[1]) + "/environ")
+						return err == nil && !strings.Contains(string(b), "PROC_TEST_MARKER")
+					})
+				}
+				rep := r.tree.Kill()
+				hidden := r.pids[1]
+				if level == Tracking && tt.trackingMisses {
+					if alive(hidden) {
+						t.Logf("tracking missed %d, as documented; killing it by pid", hidden.pid)
+						unix.Kill(int(hidden.pid), unix.SIGKILL)
+						until(t, "the hidden process is gone", func() bool { return !alive(hidden) })
+					}
+				} else if alive(hidden) {
+					t.Errorf("%d survived Kill (report %+v)", hidden.pid, rep)
+					unix.Kill(int(hidden.pid), unix.SIGKILL)
+				}
+				r.wait()
+			})
+		}
+	}
+}
+
+// TestHostKilled: a host that starts a tree (a root, a child in its group
+// and a daemon in a session of its own with a cleared environment) is
+// killed with SIGKILL. At the cgroup level the keeper kills the whole
+// tree; at the tracking level the parent-death signal takes down the root
+// alone (documented on Tracking).
+func TestHostKilled(t *testing.T) {
+	markUsed("host", "spawn", "hang")
+	for _, level := range levels(t) {
+		t.Run(level.String(), func(t *testing.T) {
+			host := helperCmd("host", level.String(), "spawn", "same", "hang", "spawn", "setsid-envi", "hang", "hang")
+			host.Stdout = nil
+			out, err := host.StdoutPipe()
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := host.Start(); err != nil {
+				t.Fatal(err)
+			}
+			sc := bufio.NewScanner(out)
+			var tree []procKey
+			for len(tree) < 3 && sc.Scan() {
+				f := strings.Fields(sc.Text())
+				pid, _ := strconv.Atoi(f[1])
+				start, _ := strconv.ParseUint(f[2], 10, 64)
+				if pid != host.Process.Pid {
+					tree = append(tree, procKey{int32(pid), start})
+				}
+			}
+			if len(tree) < 3 {
+				host.Process.Kill()
+				host.Wait()
+				t.Fatalf("host reported %d processes of its tree, want 3", len(tree))
+			}
+			killed := time.Now()
+			host.Process.Kill()
+			host.Wait()
+			expect := tree
+			if level == Tracking {
+				expect = nil
+				for _, p := range tree {
+					if p.start == tree[0].start && p.pid == tree[0].pid {
+						expect = append(expect, p) // the root
+					}
+				}
+			}
+			for _, p := range expect {
+				awaitExit(t, p)
+			}
+			t.Logf("%d processes gone %v after the host's SIGKILL", len(expect), time.Since(killed))
+			for _, p := range tree {
+				if alive(p) {
+					if level != Tracking {
+						t.Errorf("pid %d survived its host's death", p.pid)
+					}
+					unix.Kill(int(p.pid), unix.SIGKILL)
+					awaitExit(t, p)
+				}
+			}
+			reapOrphansOf(t, host.Process.Pid)
+		})
+	}
+}
+
+// awaitExit waits until p has exited (a zombie counts), through a pidfd.
+func awaitExit(t *testing.T, p procKey) {
+	t.Helper()
+	fd, err := unix.PidfdOpen(int(p.pid), 0)
+	if err != nil {
+		return // gone
+	}
+	defer unix.Close(fd)
+	if !alive(p) {
+		return
+	}
+	fds := []unix.PollFd{{Fd: int32(fd), Events: unix.POLLIN}}
+	for {
+		n, err := unix.Poll(fds, int(stuck/time.Millisecond))
+		if err == unix.EINTR {
+			continue
+		}
+		if n == 0 {
+			t.Fatalf("pid %d still alive after %v", p.pid, stuck)
+		}
+		return
+	}
+}
+
+// reapOrphansOf reaps the test process's zombie children that a dead
+// helper host left behind: when the test process is a subreaper (an
+// earlier test made it one), the host's tree and keeper re-parent to it.
+func reapOrphansOf(t *testing.T, host int) {
+	t.Helper()
+	hostStat, _ := readStat(int32(os.Getpid()))
+	_ = hostStat
+	for _, pid := range zombieChildren() {
+		var info unix.Siginfo
+		if err := unix.Waitid(unix.P_PID, int(pid), &info, unix.WEXITED|unix.WNOHANG, nil); err != nil && !errors.Is(err, unix.ECHILD) {
+			t.Logf("reaping %d: %v", pid, err)
+		}
+	}
+}

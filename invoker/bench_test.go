@@ -14,6 +14,7 @@ import (
 	"errors"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"runtime"
 	"runtime/debug"
 	"slices"
@@ -167,6 +168,43 @@ func BenchmarkCancelCooperative(b *testing.B) {
 	reportSurvivors(b, s.Tag)
 }
 
+// BenchmarkRawSignalCooperative is the baseline of BenchmarkCancelCooperative:
+// the same fake started with bare os/exec, stopped with
+// cmd.Process.Signal(os.Interrupt) and cmd.Wait() once its first line is
+// read. It is all a wrapper without a tree guarantee does: nothing of the
+// fake's tree is looked for (the fake starts none here). cancel-ms, p50-ms
+// and p99-ms are from the signal to Wait's return.
+func BenchmarkRawSignalCooperative(b *testing.B) {
+	s := fakeagent.Script{StallFor: time.Hour}
+	req := benchRequest(b, &s)
+	env := append(os.Environ(), req.Env...)
+	var samples []time.Duration
+	for b.Loop() {
+		cmd := exec.Command(os.Args[0], "exec", "--json", "-")
+		cmd.Env, cmd.Dir = env, req.Workdir
+		cmd.Stdin = strings.NewReader(req.Prompt)
+		out, err := cmd.StdoutPipe()
+		if err != nil {
+			b.Fatal(err)
+		}
+		if err := cmd.Start(); err != nil {
+			b.Fatal(err)
+		}
+		sc := bufio.NewScanner(out)
+		if !sc.Scan() {
+			b.Fatal("raw exec: no first line")
+		}
+		t0 := time.Now()
+		cmd.Process.Signal(os.Interrupt)
+		for sc.Scan() {
+		}
+		cmd.Wait()
+		samples = append(samples, time.Since(t0))
+	}
+	reportQuantiles(b, samples, "cancel-ms")
+	reportSurvivors(b, s.Tag)
+}
+
 // BenchmarkCancelStubborn cancels a CLI that ignores SIGINT and SIGTERM,
 // so the whole ladder runs up to SIGKILL. overshoot-ms is the time from
 // cancel() to Invoke's return minus the two grace periods (mean; p50-ms
@@ -275,6 +313,15 @@ func BenchmarkConcurrentCancel1000(b *testing.B) {
 	b.ReportMetric(median(reaped), "all-reaped-ms")
 	b.ReportMetric(median(heap), "heap-KiB-per-run")
 	reportSurvivors(b, s.Tag)
+	// Empty run cgroups are removed just after their runs return.
+	left := runCgroups(b)
+	for deadline := time.Now().Add(10 * time.Second); len(left) > 0 && time.Now().Before(deadline); left = runCgroups(b) {
+		time.Sleep(10 * time.Millisecond)
+	}
+	b.ReportMetric(float64(len(left)), "cgroups-left")
+	if len(left) > 0 {
+		b.Errorf("%d run cgroups left 10 s after the runs returned, such as %s", len(left), left[0])
+	}
 }
 
 func median(v []float64) float64 {
@@ -330,4 +377,31 @@ func residentKiB(field string) (int64, bool) {
 		}
 	}
 	return 0, false
+}
+
+// runCgroups lists the run cgroups of this process that still exist (none
+// when runs are not in cgroups).
+func runCgroups(b *testing.B) []string {
+	b.Helper()
+	mounts, err := os.ReadFile("/proc/self/mountinfo")
+	if err != nil {
+		return nil
+	}
+	var mount string
+	for line := range strings.SplitSeq(string(mounts), "\n") {
+		if pre, post, ok := strings.Cut(line, " - "); ok && strings.HasPrefix(post, "cgroup2 ") {
+			if f := strings.Fields(pre); len(f) > 4 {
+				mount = f[4]
+				break
+			}
+		}
+	}
+	own, _ := os.ReadFile("/proc/self/cgroup")
+	for line := range strings.SplitSeq(string(own), "\n") {
+		if path, ok := strings.CutPrefix(line, "0::"); ok && mount != "" {
+			left, _ := filepath.Glob(filepath.Join(mount, path, "clinvoke-"+strconv.Itoa(os.Getpid())+"-*", "r*"))
+			return left
+		}
+	}
+	return nil
 }

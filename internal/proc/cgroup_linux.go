@@ -235,8 +235,9 @@ func (h *cgroupHome) newRun() (*runCgroup, error) {
 
 // runCgroup is the cgroup of one tree.
 type runCgroup struct {
-	dir string
-	fd  int // the directory, for CLONE_INTO_CGROUP; 0 when not open
+	dir    string
+	fd     int // the directory, for CLONE_INTO_CGROUP; 0 when not open
+	events int // cgroup.events, opened on first use; 0 when not open
 }
 
 // base returns the cgroup's path below the parent: home/rN.
@@ -248,10 +249,19 @@ func (c *runCgroup) base() string {
 // process is left in the cgroup or below it. It says yes when it cannot
 // tell.
 func (c *runCgroup) populated() bool {
-	b, err := os.ReadFile(filepath.Join(c.dir, "cgroup.events"))
-	if err != nil {
-		return !errors.Is(err, fs.ErrNotExist)
+	if c.events <= 0 {
+		fd, err := unix.Open(filepath.Join(c.dir, "cgroup.events"), unix.O_RDONLY|unix.O_CLOEXEC, 0)
+		if err != nil {
+			return err != unix.ENOENT
+		}
+		c.events = fd
 	}
+	var buf [128]byte
+	n, err := unix.Pread(c.events, buf[:], 0)
+	if err != nil {
+		return true
+	}
+	b := buf[:n]
 	for line := range bytes.SplitSeq(b, []byte("\n")) {
 		if v, ok := bytes.CutPrefix(line, []byte("populated ")); ok {
 			return string(v) != "0"
@@ -356,9 +366,11 @@ func (c *runCgroup) awaitEmpty(deadline time.Time) bool {
 // removeAll removes the cgroup and any cgroups made below it, deepest
 // first. A cgroup that still holds a process cannot be removed (EBUSY).
 func (c *runCgroup) removeAll() error {
-	if c.fd > 0 {
-		unix.Close(c.fd)
-		c.fd = 0
+	for _, fd := range []*int{&c.fd, &c.events} {
+		if *fd > 0 {
+			unix.Close(*fd)
+			*fd = 0
+		}
 	}
 	err := unix.Rmdir(c.dir)
 	if err == nil || err == unix.ENOENT {

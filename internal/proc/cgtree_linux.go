@@ -5,8 +5,10 @@ package proc
 import (
 	"bytes"
 	"fmt"
+	"log/slog"
 	"os"
 	"strconv"
+	"sync"
 	"time"
 )
 
@@ -21,7 +23,9 @@ func (t *Tree) killCgroup() Report {
 	begin := time.Now()
 	var rep Report
 	c := s.cg
-	if !c.populated() {
+	if s.cgEmpty || !c.populated() {
+		// Once the root has exited, an empty cgroup stays empty.
+		s.cgEmpty = isClosed(t.exited)
 		rep.Elapsed = time.Since(begin)
 		return rep
 	}
@@ -46,7 +50,9 @@ func (t *Tree) killCgroup() Report {
 	for _, pid := range c.pids() {
 		c.killMember(pid)
 	}
-	if !c.awaitEmpty(begin.Add(killTimeout)) {
+	if c.awaitEmpty(begin.Add(killTimeout)) {
+		s.cgEmpty = isClosed(t.exited)
+	} else {
 		// Stuck in uninterruptible sleep, most likely: SIGKILL is
 		// pending and takes effect when the sleep ends.
 		for _, pid := range c.pids() {
@@ -110,8 +116,11 @@ func (s *treeSys) zombiesIn(c *runCgroup) []procKey {
 // waitCgroup is Wait at the Cgroup level, after the root has exited.
 func (t *Tree) waitCgroup() (State, error) {
 	s := &t.sys
-	if s.cg.populated() {
-		t.kill() // Wait without Kill: the guarantee holds all the same
+	s.mu.Lock()
+	empty := s.cgEmpty
+	s.mu.Unlock()
+	if !empty {
+		t.kill() // Wait without Kill, or Kill before the root exited
 	}
 	if s.reapLate.Load() {
 		s.knownMu.Lock()
@@ -121,13 +130,60 @@ func (t *Tree) waitCgroup() (State, error) {
 	}
 	ps, err := s.proc.Wait()
 	<-s.done
-	if rerr := s.cg.removeAll(); rerr != nil {
-		t.log.Warn("proc: removing the tree's cgroup", "cgroup", s.cg.dir, "err", rerr)
-	}
+	removeLater(s.cg, t.log)
 	if err != nil {
 		return State{}, fmt.Errorf("proc: wait: %w", err)
 	}
 	st := stateOf(ps)
 	t.log.Debug("proc: reaped", "pid", t.pid, "code", st.Code, "signal", st.Signal)
 	return st, nil
+}
+
+// isClosed reports whether c is closed.
+func isClosed(c <-chan struct{}) bool {
+	select {
+	case <-c:
+		return true
+	default:
+		return false
+	}
+}
+
+// The empty cgroups of reaped trees are removed by one goroutine, which
+// runs while there are any to remove: an rmdir costs tens of microseconds
+// that Wait need not spend. If the host exits first, its keeper removes
+// them.
+var removals struct {
+	mu      sync.Mutex
+	queue   []*runCgroup
+	running bool
+}
+
+// removeLater queues c for removal.
+func removeLater(c *runCgroup, log *slog.Logger) {
+	removals.mu.Lock()
+	defer removals.mu.Unlock()
+	removals.queue = append(removals.queue, c)
+	if !removals.running {
+		removals.running = true
+		go removeQueued(log)
+	}
+}
+
+func removeQueued(log *slog.Logger) {
+	for {
+		removals.mu.Lock()
+		if len(removals.queue) == 0 {
+			removals.running = false
+			removals.mu.Unlock()
+			return
+		}
+		c := removals.queue[0]
+		removals.queue[0] = nil
+		removals.queue = removals.queue[1:]
+		removals.mu.Unlock()
+		if err := c.removeAll(); err != nil {
+			log.Warn("proc: removing a tree's cgroup", "cgroup", c.dir, "err", err)
+		}
+	}
 }

@@ -47,6 +47,9 @@ type treeSys struct {
 	// cg is the tree's cgroup at the Cgroup level, else nil; nothing of
 	// the tracking state above is used then.
 	cg *runCgroup
+	// cgEmpty says that Kill found the cgroup empty after the root had
+	// exited: nothing can enter it any more. Guarded by mu.
+	cgEmpty bool
 }
 
 func start(a *Attr) (*Tree, error) {

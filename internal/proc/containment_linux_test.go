@@ -6,9 +6,11 @@ import (
 	"bufio"
 	"errors"
 	"os"
+	"path/filepath"
 	"runtime"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -179,5 +181,48 @@ func reapOrphansOf(t *testing.T, host int) {
 		if err := unix.Waitid(unix.P_PID, int(pid), &info, unix.WEXITED|unix.WNOHANG, nil); err != nil && !errors.Is(err, unix.ECHILD) {
 			t.Logf("reaping %d: %v", pid, err)
 		}
+	}
+}
+
+// TestUnprivilegedFallsBack runs Probe and a tree as an unprivileged user
+// (nobody), as most users run: with no cgroup it may write, the level is
+// tracking, Probe says why, and the tree works.
+func TestUnprivilegedFallsBack(t *testing.T) {
+	markUsed("probe", "hang")
+	if os.Geteuid() != 0 {
+		t.Skip("needs root to switch to an unprivileged user; as that user, the other tests cover this level")
+	}
+	exe, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir, err := os.MkdirTemp("", "proc-nobody-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer os.RemoveAll(dir)
+	os.Chmod(dir, 0o755)
+	bin := filepath.Join(dir, "proc.test")
+	b, err := os.ReadFile(exe)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(bin, b, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	cmd := helperCmd("probe")
+	cmd.Path, cmd.Args[0], cmd.Dir = bin, bin, dir
+	cmd.Stdout = nil
+	cmd.SysProcAttr = &unix.SysProcAttr{Credential: &syscall.Credential{Uid: 65534, Gid: 65534}}
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("probe as nobody: %v\n%s", err, out)
+	}
+	got := string(out)
+	if !strings.Contains(got, "level tracking err proc: containment level unavailable") {
+		t.Errorf("probe as nobody printed %q, want level tracking and ErrUnavailable", got)
+	}
+	if !strings.Contains(got, "tree tracking") {
+		t.Errorf("probe as nobody printed %q, want a tree at the tracking level", got)
 	}
 }

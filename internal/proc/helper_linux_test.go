@@ -99,6 +99,22 @@ var helpers = map[string]func(args []string) int{
 		hang()
 		return 0
 	},
+	// probe: print what Probe(Auto) says here, then start hang as a Tree
+	// and print its level: "level L err E" and "tree L".
+	"probe": func([]string) int {
+		lvl, err := Probe(Auto, "")
+		fmt.Printf("level %v err %v\n", lvl, err)
+		cmd := helperCmd("hang")
+		t, err := Start(&Attr{Path: cmd.Path, Args: cmd.Args, Env: cmd.Env})
+		if err != nil {
+			fmt.Println("start", err)
+			return 2
+		}
+		fmt.Printf("tree %v\n", t.Containment())
+		t.Kill()
+		t.Wait()
+		return 0
+	},
 	// perl NAME: exec the adversarial Perl script NAME (see perlScripts).
 	"perl": func(args []string) int {
 		perl, err := exec.LookPath("perl")

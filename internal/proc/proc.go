@@ -1,7 +1,18 @@
 // Package proc starts a command as the root of a process tree that it owns,
 // and stops, kills and reaps that whole tree: the root, its process group,
-// and every descendant it can find, including those that left the group
-// with setsid or were re-parented after their parent died.
+// and every descendant, including those that left the group with setsid or
+// were re-parented after their parent died.
+//
+// How the tree's members are known is its containment level (see
+// Containment), chosen at Start: on Linux with a writable cgroup v2, the
+// kernel keeps the membership (a cgroup per tree, killed with cgroup.kill,
+// and a keeper process that kills the trees of a host that dies); else
+// members are tracked by process group, session, parent links and a
+// marker variable, which a process that hides can escape. Files: start and
+// wait per OS, cgroup_linux.go (cgroups and where they live),
+// cgtree_linux.go (a tree at the cgroup level), cgwatch_linux.go (waiting
+// for a cgroup to empty), keeper_linux.go, and for tracking
+// members_linux.go, kill_linux.go, reap_linux.go and scan_linux.go (/proc).
 //
 // It does not read or write the command's standard streams: the caller
 // passes the child's ends of its pipes (or terminal) in Attr and closes its
@@ -135,10 +146,13 @@ type Tree struct {
 }
 
 // Start starts the root process in a new session and process group (a Job
-// Object on Windows), with a parent-death signal on Linux so that a host
-// that crashes takes the root down with it.
+// Object on Windows). At the Cgroup level the root is born in the tree's
+// cgroup (clone3 CLONE_INTO_CGROUP), no goroutine records anything, and the
+// root's exit is awaited through a pidfd on the runtime's poller.
 //
-// On Linux the parent-death signal is tied to the thread that forked, so
+// At the Tracking level the root gets a parent-death signal, so that a
+// host that crashes takes the root (only) down with it. That signal is
+// tied to the thread that forked, so
 // each live Tree holds one locked OS thread, blocked in waitid, until its
 // root exits; Go stops the program when it needs more than its maximum
 // number of threads (10000 by default, see runtime/debug.SetMaxThreads),
@@ -170,12 +184,22 @@ func (t *Tree) Snapshot() { t.snapshot() }
 // must not be called after Wait, when the group id may name another group.
 func (t *Tree) Signal(s Signal) error { return t.signal(s) }
 
-// Kill sends SIGKILL to the root's process group, the root and every
-// descendant found by parent links, session, process group, the Marker and
-// (with Subreaper) re-parenting, repeating until a scan finds none alive
-// and the root has exited, and waits until the killed processes are gone
-// (zombies count as gone). It is bounded: after about 5 s it gives up and
-// lists the survivors.
+// Kill sends SIGKILL to every process of the tree and waits until they are
+// gone (zombies count as gone). It is bounded: after about 5 s it gives up
+// and lists the survivors.
+//
+// At the Cgroup level that is one write to the tree's cgroup.kill (and a
+// SIGKILL through a checked pidfd to any process the write passes over,
+// such as one whose main thread has exited), then a wait until
+// cgroup.events says the cgroup is no longer populated. The host's zombie
+// children that were members (orphans adopted by a subreaper or PID 1
+// host, siblings made with CLONE_PARENT) are reaped. The rest of this
+// comment is about the Tracking level.
+//
+// At the Tracking level Kill sends SIGKILL to the root's process group,
+// the root and every descendant found by parent links, session, process
+// group, the Marker and (with Subreaper) re-parenting, repeating until a
+// scan finds none alive and the root has exited.
 //
 // On Linux the tree is found by scanning /proc; scans are shared, so that
 // many Trees killed at once cost about as much as one. While the root

@@ -193,9 +193,7 @@ func TestLargePipeKeepsAllOutput(t *testing.T) {
 		}
 	}()
 	go func() { io.Copy(io.Discard, r.stderrW); close(errC) }()
-	if r.awaitReaders(outC, errC) {
-		t.Error("awaitReaders() = true, want false: no stream was held open")
-	}
+	r.awaitReaders(outC, errC)
 	if got != lines {
 		t.Errorf("read %d lines, want all %d (%d bytes in the pipe)", got, lines, size)
 	}
@@ -203,25 +201,25 @@ func TestLargePipeKeepsAllOutput(t *testing.T) {
 	er.Close()
 }
 
-// With a zero wait delay, a reader busy with what the CLI left is not cut
-// off: only one blocked in Read is.
+// With a zero wait delay, what dead writers left in the pipe is still all
+// delivered to a slow reader: only a reader waiting on an empty pipe held
+// open by an outsider is cut off.
 func TestZeroWaitDelayKeepsBufferedOutput(t *testing.T) {
 	pr, pw, err := os.Pipe()
 	if err != nil {
 		t.Fatal(err)
 	}
+	const lines = 300
+	for range lines {
+		pw.Write([]byte(`{"type":"line"}` + "\n"))
+	}
+	holder := pw // an outsider keeps the pipe open: no end of file
+	defer holder.Close()
 	r := newTestRun(0)
 	r.stdoutW = &watchedFile{f: pr, r: r}
 	er, ew, _ := os.Pipe()
 	ew.Close()
 	r.stderrW = &watchedFile{f: er, r: r}
-	const lines = 300
-	go func() {
-		for range lines {
-			pw.Write([]byte(`{"type":"line"}` + "\n"))
-		}
-		pw.Close()
-	}()
 	got := 0
 	outC, errC := make(chan struct{}), make(chan struct{})
 	go func() {
@@ -236,7 +234,9 @@ func TestZeroWaitDelayKeepsBufferedOutput(t *testing.T) {
 		}
 	}()
 	go func() { io.Copy(io.Discard, r.stderrW); close(errC) }()
-	r.awaitReaders(outC, errC)
+	if !r.awaitReaders(outC, errC) {
+		t.Error("awaitReaders() = false, want true: the held stream was closed")
+	}
 	if got != lines {
 		t.Errorf("read %d lines, want all %d", got, lines)
 	}

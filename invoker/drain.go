@@ -30,6 +30,7 @@ func (r *run) awaitReaders(stdoutDone, stderrDone <-chan struct{}) (cut bool) {
 		w    *watchedFile
 	}{{stdoutDone, r.stdoutW}, {stderrDone, r.stderrW}}
 	var tick <-chan time.Time
+	every := max(delay/10, time.Millisecond)
 	for {
 		open := 0
 		for i := range streams {
@@ -38,7 +39,9 @@ func (r *run) awaitReaders(stdoutDone, stderrDone <-chan struct{}) (cut bool) {
 			}
 		}
 		if open == 0 {
-			return cut
+			// A stream may also have been closed by its reader, after
+			// reading what was buffered at the cut.
+			return cut || r.stdoutW.closed.Load() || r.stderrW.closed.Load()
 		}
 		select {
 		case <-streams[0].done:
@@ -55,13 +58,13 @@ func (r *run) awaitReaders(stdoutDone, stderrDone <-chan struct{}) (cut bool) {
 			}
 			// Past the delay, look now and then for a reader left
 			// waiting on an empty pipe by a writer that keeps it open.
-			t := time.NewTicker(max(delay/10, time.Millisecond))
+			t := time.NewTicker(every)
 			defer t.Stop()
 			tick = t.C
 		case <-tick:
 		}
 		for _, st := range streams {
-			if st.done != nil && st.w.closeIfDrained() {
+			if st.done != nil && st.w.closeIfDrained(every) {
 				r.log.Warn("output still open after the tree was killed; closed it at the wait delay", "wait_delay", delay)
 				cut = true
 			}
@@ -80,6 +83,7 @@ type watchedFile struct {
 	blockedSince atomic.Int64 // nanoseconds since run start; 0 when not in Read
 	eof          atomic.Bool  // a Read returned an error: nothing more comes
 	total        atomic.Int64 // bytes read so far
+	maxRead      atomic.Int64 // the largest size a Read has asked for
 	// cut is set by cutOff: the stream ends once total reaches cutAt.
 	cut    atomic.Bool
 	cutAt  atomic.Int64
@@ -87,6 +91,9 @@ type watchedFile struct {
 }
 
 func (w *watchedFile) Read(p []byte) (int, error) {
+	if int64(len(p)) > w.maxRead.Load() {
+		w.maxRead.Store(int64(len(p))) // only the reader writes it
+	}
 	w.blockedSince.Store(int64(time.Since(w.r.start)) | 1)
 	n, err := w.f.Read(p)
 	w.blockedSince.Store(0)
@@ -106,30 +113,32 @@ func (w *watchedFile) Read(p []byte) (int, error) {
 	return n, err
 }
 
-// cutOff marks the stream to end after what its pipe holds now. The pipe's
-// count is taken before the bytes read so far, so that a read racing with
-// it can only make the stream deliver more, never less, than was buffered.
+// cutOff marks the stream to end after what its pipe holds now. The count
+// of bytes read is taken after the pipe's: what left the pipe before is
+// then counted, except by at most one read still returning (the reader
+// reads one at a time), so adding the largest read makes the stream
+// deliver up to one read more than was buffered, never less.
 func (w *watchedFile) cutOff() {
 	buffered, ok := bufferedBytes(w.f)
 	if !ok {
 		buffered = 0 // unknown: end when the reader waits on an empty pipe
 	}
-	w.cutAt.Store(w.total.Load() + int64(buffered))
+	w.cutAt.Store(w.total.Load() + w.maxRead.Load() + int64(buffered))
 	w.cut.Store(true)
 }
 
-// closeIfDrained closes a cut-off stream whose reader waits on an empty
-// pipe, or has read what was buffered at the cut, and reports whether it
-// did.
-func (w *watchedFile) closeIfDrained() bool {
-	if w.closed.Load() {
+// closeIfDrained closes a cut-off stream whose reader has waited for at
+// least wait on an empty pipe, or has read what was buffered at the cut,
+// and reports whether it did. (A reader at end of file does not wait.)
+func (w *watchedFile) closeIfDrained(wait time.Duration) bool {
+	if w.closed.Load() || w.blockedFor() < wait {
 		return false
 	}
-	if w.total.Load() >= w.cutAt.Load() && w.blockedSince.Load() != 0 {
+	if w.total.Load() >= w.cutAt.Load() {
 		w.close()
 		return true
 	}
-	if n, ok := bufferedBytes(w.f); ok && n == 0 && w.blockedSince.Load() != 0 {
+	if n, ok := bufferedBytes(w.f); ok && n == 0 {
 		w.close()
 		return true
 	}

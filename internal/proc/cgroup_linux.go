@@ -225,19 +225,30 @@ func (h *cgroupHome) newRun() (*runCgroup, error) {
 	if err := os.Mkdir(dir, 0o755); err != nil {
 		return nil, fmt.Errorf("making the tree's cgroup: %w", err)
 	}
-	fd, err := unix.Open(dir, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
-	if err != nil {
-		os.Remove(dir)
-		return nil, fmt.Errorf("opening the tree's cgroup: %w", err)
+	c := &runCgroup{dir: dir}
+	// Everything Kill needs is opened now, so that Kill works with the
+	// host's descriptors exhausted.
+	for _, f := range []struct {
+		fd   *int
+		name string
+		flag int
+	}{{&c.fd, "", unix.O_RDONLY | unix.O_DIRECTORY}, {&c.events, "cgroup.events", unix.O_RDONLY}, {&c.killFd, "cgroup.kill", unix.O_WRONLY}} {
+		fd, err := unix.Open(filepath.Join(dir, f.name), f.flag|unix.O_CLOEXEC, 0)
+		if err != nil {
+			c.removeAll()
+			return nil, fmt.Errorf("opening the tree's cgroup: %w", err)
+		}
+		*f.fd = fd
 	}
-	return &runCgroup{dir: dir, fd: fd}, nil
+	return c, nil
 }
 
 // runCgroup is the cgroup of one tree.
 type runCgroup struct {
 	dir    string
 	fd     int // the directory, for CLONE_INTO_CGROUP; 0 when not open
-	events int // cgroup.events, opened on first use; 0 when not open
+	events int // cgroup.events; 0 when not open
+	killFd int // cgroup.kill; 0 when not open
 }
 
 // base returns the cgroup's path below the parent: home/rN.
@@ -273,6 +284,10 @@ func (c *runCgroup) populated() bool {
 // kill sends SIGKILL to every process in the cgroup and below it. The
 // kernel also kills what is forked while it does so.
 func (c *runCgroup) kill() error {
+	if c.killFd > 0 {
+		_, err := unix.Write(c.killFd, []byte("1"))
+		return err
+	}
 	return os.WriteFile(filepath.Join(c.dir, "cgroup.kill"), []byte("1"), 0)
 }
 
@@ -366,7 +381,7 @@ func (c *runCgroup) awaitEmpty(deadline time.Time) bool {
 // removeAll removes the cgroup and any cgroups made below it, deepest
 // first. A cgroup that still holds a process cannot be removed (EBUSY).
 func (c *runCgroup) removeAll() error {
-	for _, fd := range []*int{&c.fd, &c.events} {
+	for _, fd := range []*int{&c.fd, &c.events, &c.killFd} {
 		if *fd > 0 {
 			unix.Close(*fd)
 			*fd = 0

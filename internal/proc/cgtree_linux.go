@@ -50,13 +50,18 @@ func (t *Tree) killCgroup() Report {
 	for _, pid := range c.pids() {
 		c.killMember(pid)
 	}
-	if c.awaitEmpty(begin.Add(killTimeout)) {
+	if c.awaitEmpty(begin.Add(s.tune.killTimeout)) {
 		s.cgEmpty = isClosed(t.exited)
 	} else {
 		// Stuck in uninterruptible sleep, most likely: SIGKILL is
 		// pending and takes effect when the sleep ends.
 		for _, pid := range c.pids() {
 			rep.Survivors = append(rep.Survivors, int(pid))
+		}
+		if len(rep.Survivors) == 0 {
+			// cgroup.procs unreadable (descriptors exhausted): the
+			// members are unknown, the tree is not empty.
+			rep.Survivors = append(rep.Survivors, t.pid)
 		}
 	}
 	// The host reaps what became its child: orphans re-parented to a

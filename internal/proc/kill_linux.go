@@ -172,11 +172,11 @@ func (t *Tree) kill() Report {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	begin := time.Now()
-	timer := time.NewTimer(killTimeout)
+	timer := time.NewTimer(s.tune.killTimeout)
 	defer timer.Stop()
 	k := &killer{
 		t: t, s: s,
-		deadline: begin.Add(killTimeout),
+		deadline: begin.Add(s.tune.killTimeout),
 		expired:  timer.C,
 		minStart: math.MaxUint64,
 		victims:  map[int32]*victim{},
@@ -255,7 +255,7 @@ func (t *Tree) kill() Report {
 // scan takes a snapshot, waiting for it no later than the deadline; ok is
 // false when there is none (the scan failed, or is still running).
 func (k *killer) scan() (*snapshot, bool) {
-	sn, err, ok := scanUntil(k.minStart, k.s.rootStart, nil, k.expired)
+	sn, err, ok := scanUntil(&k.s.tune, k.minStart, k.s.rootStart, nil, k.expired)
 	if ok && err == nil {
 		k.last = sn
 		return sn, true
@@ -272,7 +272,7 @@ func (k *killer) rootExited() bool {
 		return true
 	default:
 	}
-	timer := time.NewTimer(min(rootExitWait, max(time.Until(k.deadline), 0)))
+	timer := time.NewTimer(min(k.s.tune.rootExitWait, max(time.Until(k.deadline), 0)))
 	defer timer.Stop()
 	select {
 	case <-k.t.exited:
@@ -398,7 +398,7 @@ func (k *killer) victim(p procInfo) (*victim, error) {
 	}
 	if v == nil {
 		var err error
-		if v, err = openVictim(p, k.fds < maxPidfds, k.s.root, k.s.rootStart); v == nil {
+		if v, err = openVictim(p, k.fds < k.s.tune.maxPidfds, k.s.root, k.s.rootStart); v == nil {
 			if err != nil {
 				k.t.log.Debug("proc: cannot check member", "pid", k.t.pid, "member", p.pid, "err", err)
 			}
@@ -553,10 +553,10 @@ func (k *killer) awaitGone(pending []*victim, until time.Time) []*victim {
 	}
 }
 
-// giveUp waits lastGrace at most for pending, which has just been sent
+// giveUp waits tune.lastGrace at most for pending, which has just been sent
 // SIGKILL, and lists what is left as survivors.
 func (k *killer) giveUp(pending []*victim) {
-	k.survive(k.awaitGone(pending, time.Now().Add(lastGrace)))
+	k.survive(k.awaitGone(pending, time.Now().Add(k.s.tune.lastGrace)))
 }
 
 func (k *killer) survive(left []*victim) {

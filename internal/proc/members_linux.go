@@ -24,7 +24,7 @@ import (
 // descendant unrecorded for the rest of the run.
 func (s *treeSys) track(exited <-chan struct{}, log *slog.Logger) {
 	defer close(s.trackDone)
-	tick := time.NewTicker(trackEvery)
+	tick := time.NewTicker(s.tune.trackEvery)
 	defer tick.Stop()
 	for {
 		select {
@@ -32,7 +32,7 @@ func (s *treeSys) track(exited <-chan struct{}, log *slog.Logger) {
 			return
 		case <-tick.C:
 		}
-		sn, err, ok := scanUntil(math.MaxUint64, s.rootStart, exited, nil)
+		sn, err, ok := scanUntil(&s.tune, math.MaxUint64, s.rootStart, exited, nil)
 		if !ok {
 			return // exited
 		}
@@ -52,11 +52,11 @@ func (s *treeSys) track(exited <-chan struct{}, log *slog.Logger) {
 // shared, so a caller with a deadline must not wait on it for ever;
 // waiting costs no goroutine (see scanner.join), so callers that give up
 // leave nothing behind.
-func scanUntil(minStart, freshFrom uint64, stop <-chan struct{}, expired <-chan time.Time) (sn *snapshot, err error, ok bool) {
-	b, wedged := theScanner().join(minStart, freshFrom)
+func scanUntil(tune *tuning, minStart, freshFrom uint64, stop <-chan struct{}, expired <-chan time.Time) (sn *snapshot, err error, ok bool) {
+	b, wedged := theScanner().join(minStart, freshFrom, tune.killTimeout)
 	var short <-chan time.Time
 	if wedged {
-		timer := time.NewTimer(wedgedWait)
+		timer := time.NewTimer(tune.wedgedWait)
 		defer timer.Stop()
 		short = timer.C
 	}
@@ -86,8 +86,8 @@ func (t *Tree) snapshot() {
 	if t.sys.cg != nil {
 		return // the cgroup keeps every member
 	}
-	timer := time.NewTimer(signalScanTimeout)
-	if sn, err, ok := scanUntil(math.MaxUint64, t.sys.rootStart, nil, timer.C); ok && err == nil {
+	timer := time.NewTimer(t.sys.tune.signalScanTimeout)
+	if sn, err, ok := scanUntil(&t.sys.tune, math.MaxUint64, t.sys.rootStart, nil, timer.C); ok && err == nil {
 		t.sys.members(sn)
 	}
 	timer.Stop()

@@ -109,6 +109,10 @@ type Attr struct {
 	// /sys/fs/cgroup/system.slice/app.service/runs) in which the trees'
 	// cgroups are made. The default is the host's own cgroup.
 	CgroupParent string
+
+	// tune, if not nil, replaces the bounds Kill and the tracker work
+	// with (Linux; for tests).
+	tune *tuning
 }
 
 // State is how the root process ended.

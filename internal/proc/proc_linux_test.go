@@ -29,6 +29,13 @@ import (
 // come near it.
 const stuck = 30 * time.Second
 
+// tuned returns the default tuning changed by f.
+func tuned(f func(*tuning)) *tuning {
+	tu := defaultTuning
+	f(&tu)
+	return &tu
+}
+
 // testContainment is the level of the tests that do not ask for one:
 // PROC_TEST_CONTAINMENT=tracking runs them all at the fallback level.
 var testContainment = func() Containment {
@@ -773,13 +780,11 @@ func TestKillSlowScan(t *testing.T) {
 		hung bool
 	}{{"slow", false}, {"hung", true}} {
 		t.Run(tt.name, func(t *testing.T) {
-			timeout := killTimeout
-			killTimeout = 400 * time.Millisecond
-			t.Cleanup(func() { killTimeout = timeout })
-			r := startRun(t, Attr{Containment: Tracking, Marker: marker(t)}, "spawn", "same", "hang", "hang")
+			tune := tuned(func(tu *tuning) { tu.killTimeout = 400 * time.Millisecond })
+			r := startRun(t, Attr{Containment: Tracking, Marker: marker(t), tune: tune}, "spawn", "same", "hang", "hang")
 			r.awaitPids(2)
 			release := make(chan struct{})
-			delay := killTimeout * 6 / 10
+			delay := tune.killTimeout * 6 / 10
 			hook := func() {
 				if tt.hung {
 					<-release
@@ -793,7 +798,7 @@ func TestKillSlowScan(t *testing.T) {
 			elapsed := time.Since(begin)
 			scanHook.Store(nil)
 			close(release)
-			if max := killTimeout + lastGrace + 200*time.Millisecond; elapsed > max {
+			if max := tune.killTimeout + tune.lastGrace + 200*time.Millisecond; elapsed > max {
 				t.Errorf("Kill() took %v, want at most %v", elapsed, max)
 			}
 			if len(rep.Survivors) > 0 {
@@ -815,10 +820,8 @@ func TestKillSlowScan(t *testing.T) {
 // still kills every member; none is left open after it.
 func TestKillBoundsPidfds(t *testing.T) {
 	noLeaks(t)
-	saved := maxPidfds
-	maxPidfds = 1
-	t.Cleanup(func() { maxPidfds = saved })
-	r := startRun(t, Attr{Containment: Tracking}, "spawn", "same", "hang", "spawn", "setsid", "hang", "hang")
+	tune := tuned(func(tu *tuning) { tu.maxPidfds = 1 })
+	r := startRun(t, Attr{Containment: Tracking, tune: tune}, "spawn", "same", "hang", "spawn", "setsid", "hang", "hang")
 	pids := r.awaitPids(3)
 	before := openPidfds(t)
 	rep := r.tree.Kill()
@@ -853,13 +856,11 @@ func openPidfds(t *testing.T) int {
 // killed-and-gone.
 func TestKillOutOfDescriptors(t *testing.T) {
 	noLeaks(t)
-	timeout := killTimeout
-	killTimeout = time.Second
-	t.Cleanup(func() { killTimeout = timeout })
+	tune := tuned(func(tu *tuning) { tu.killTimeout = time.Second })
 	for _, mode := range []string{"same", "setsid"} {
 		for free := 1; free <= 5; free++ {
 			t.Run(fmt.Sprint(mode, free), func(t *testing.T) {
-				r := startRun(t, Attr{}, "spawn", mode, "hang", "hang")
+				r := startRun(t, Attr{tune: tune}, "spawn", mode, "hang", "hang")
 				r.awaitPids(2)
 				rep := withFewDescriptors(t, free, r.tree.Kill)
 				select {
@@ -1066,9 +1067,7 @@ func TestKillSparesForeignGroup(t *testing.T) {
 // behind while the scan is stuck.
 func TestKillWedgedScanner(t *testing.T) {
 	noLeaks(t)
-	timeout := killTimeout
-	killTimeout = 300 * time.Millisecond
-	t.Cleanup(func() { killTimeout = timeout })
+	tune := tuned(func(tu *tuning) { tu.killTimeout = 300 * time.Millisecond })
 	release := make(chan struct{})
 	hook := func() { <-release }
 	scanHook.Store(&hook)
@@ -1083,7 +1082,7 @@ func TestKillWedgedScanner(t *testing.T) {
 	var orphans []procKey
 	base := 0
 	for i := range 4 {
-		r := startRun(t, Attr{Containment: Tracking, Marker: marker(t)}, "spawn", "same", "hang", "hang")
+		r := startRun(t, Attr{Containment: Tracking, Marker: marker(t), tune: tune}, "spawn", "same", "hang", "hang")
 		r.awaitPids(2)
 		begin := time.Now()
 		rep := r.tree.Kill()
@@ -1103,7 +1102,7 @@ func TestKillWedgedScanner(t *testing.T) {
 				orphans = append(orphans, p)
 			}
 		}
-		if i > 0 && elapsed > wedgedWait+lastGrace+100*time.Millisecond {
+		if i > 0 && elapsed > tune.wedgedWait+tune.lastGrace+100*time.Millisecond {
 			t.Errorf("Kill %d took %v with the scanner wedged, want it not to wait for it", i, elapsed)
 		}
 		time.Sleep(10 * time.Millisecond) // let exiting goroutines go
@@ -1138,7 +1137,7 @@ func TestKillWedgedScanner(t *testing.T) {
 }
 
 // TestKillHungEnvironRead: reading a member's environment blocks (a hung
-// mount). Kill must not wait for the read beyond envReadTimeout, must
+// mount). Kill must not wait for the read beyond the scanner's envTimeout, must
 // still kill the tree, and the next scans must skip the blocked read
 // rather than wait for it again.
 func TestKillHungEnvironRead(t *testing.T) {
@@ -1166,7 +1165,7 @@ func TestKillHungEnvironRead(t *testing.T) {
 	begin := time.Now()
 	rep := r.tree.Kill()
 	elapsed := time.Since(begin)
-	if max := 4*envReadTimeout + 500*time.Millisecond; elapsed > max {
+	if max := 4*theScanner().envTimeout + 500*time.Millisecond; elapsed > max {
 		t.Errorf("Kill() took %v with an environ read blocked, want at most %v", elapsed, max)
 	}
 	if !blocked.Load() {
@@ -1252,18 +1251,17 @@ func TestReapLeaderStartTime(t *testing.T) {
 // checked and closed for it.
 func TestKillPastPidfdCapSignalsThroughPidfds(t *testing.T) {
 	noLeaks(t)
-	saved, savedKill := maxPidfds, killPid
+	savedKill := killPid
 	var mu sync.Mutex
 	var byPid []int
-	maxPidfds = 0
 	killPid = func(pid int, sig unix.Signal) error {
 		mu.Lock()
 		byPid = append(byPid, pid)
 		mu.Unlock()
 		return unix.Kill(pid, sig)
 	}
-	t.Cleanup(func() { maxPidfds, killPid = saved, savedKill })
-	r := startRun(t, Attr{Containment: Tracking}, "spawn", "same", "hang", "spawn", "setsid", "hang", "hang")
+	t.Cleanup(func() { killPid = savedKill })
+	r := startRun(t, Attr{Containment: Tracking, tune: tuned(func(tu *tuning) { tu.maxPidfds = 0 })}, "spawn", "same", "hang", "spawn", "setsid", "hang", "hang")
 	pids := r.awaitPids(3)
 	before := openPidfds(t)
 	rep := r.tree.Kill()
@@ -1301,7 +1299,7 @@ func TestTrackerSurvivesScanErrors(t *testing.T) {
 	r := startRun(t, Attr{Containment: Tracking}, "spawn", "setsid-envi", "hang", "hang")
 	r.awaitPids(2)
 	child := r.otherPid()
-	time.Sleep(2 * trackEvery) // the tracker's scans fail
+	time.Sleep(2 * defaultTuning.trackEvery) // the tracker's scans fail
 	fail.Store(false)
 	s := &r.tree.sys
 	until(t, "the tracker records the child", func() bool {

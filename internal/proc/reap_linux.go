@@ -39,7 +39,7 @@ func (s *treeSys) reap(t *Tree, sn *snapshot, extra []procKey) []procKey {
 	// zombie re-parents to the host only once its parent's threads are
 	// all gone: try again for a little while.
 	backoff := 100 * time.Microsecond
-	for end := time.Now().Add(reapWait); ; {
+	for end := time.Now().Add(s.tune.reapWait); ; {
 		zombies = slices.DeleteFunc(zombies, func(z procKey) bool {
 			done, err := s.reapOne(z)
 			if done && err == nil {

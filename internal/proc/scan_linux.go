@@ -209,13 +209,16 @@ type scanner struct {
 
 	// Used only by the goroutine running a scan (running == true).
 	envCache map[procKey]envResult
-	envReads map[procKey]*envRead // environ reads that outlasted envReadTimeout
-	envTimer *time.Timer
-	old      []oldProc // processes seen by the last scan, sorted by pid
-	dents    []byte
-	r        procReader
-	host     int32
-	seq      uint64 // the last scan's sequence number
+	envReads map[procKey]*envRead // environ reads that outlasted envTimeout
+	// envTimeout bounds how long a scan waits for one process's
+	// environment: the read can block on a hung mount (see readMarker).
+	envTimeout time.Duration
+	envTimer   *time.Timer
+	old        []oldProc // processes seen by the last scan, sorted by pid
+	dents      []byte
+	r          procReader
+	host       int32
+	seq        uint64 // the last scan's sequence number
 }
 
 // procKey names a process across pid reuse.
@@ -262,6 +265,8 @@ var theScanner = sync.OnceValue(func() *scanner {
 		envReads: map[procKey]*envRead{},
 		dents:    make([]byte, 8192),
 		host:     int32(os.Getpid()),
+
+		envTimeout: 100 * time.Millisecond,
 	}
 	s.cond.L = &s.mu
 	return s
@@ -309,7 +314,7 @@ func (s *scanner) scan(minStart uint64) (*snapshot, error) {
 // ticks after boot): the snapshot holds at least the processes started at
 // or after freshFrom, and may leave older ones out.
 func (s *scanner) scanSince(minStart, freshFrom uint64) (*snapshot, error) {
-	b, _ := s.join(minStart, freshFrom)
+	b, _ := s.join(minStart, freshFrom, defaultTuning.killTimeout)
 	<-b.done
 	return b.snap, b.err
 }
@@ -318,10 +323,10 @@ func (s *scanner) scanSince(minStart, freshFrom uint64) (*snapshot, error) {
 // is closed when its scan has ended. If no scan is running, it starts the
 // batch's scan in a goroutine of its own, so a caller that stops waiting
 // leaves nothing behind but that scan, whoever else joins. wedged says
-// that the running scan has been running longer than killTimeout (an
-// environ or stat read blocked in the kernel): the batch will not be
-// scanned before it ends.
-func (s *scanner) join(minStart, freshFrom uint64) (b *scanBatch, wedged bool) {
+// that the running scan has been running longer than wedgeAfter (the
+// caller's Kill bound: an environ or stat read blocked in the kernel): the
+// batch will not be scanned before it ends.
+func (s *scanner) join(minStart, freshFrom uint64, wedgeAfter time.Duration) (b *scanBatch, wedged bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	b = s.next
@@ -331,7 +336,7 @@ func (s *scanner) join(minStart, freshFrom uint64) (b *scanBatch, wedged bool) {
 	if !s.running {
 		s.startLocked()
 	}
-	return b, s.running && s.next == b && time.Since(s.since) > killTimeout
+	return b, s.running && s.next == b && time.Since(s.since) > wedgeAfter
 }
 
 // startLocked starts the next batch's scan. s.mu is held.
@@ -493,10 +498,6 @@ func (s *scanner) pids() ([]dirent, error) {
 	}
 }
 
-// envReadTimeout bounds how long a scan waits for one process's
-// environment; a variable so that tests can shorten it.
-var envReadTimeout = 100 * time.Millisecond
-
 // envHook, if set, is called before each environ read, in the read's
 // goroutine (tests use it to make reads hang, as on a hung mount).
 var envHook atomic.Pointer[func(pid int32)]
@@ -520,7 +521,7 @@ type envReader struct {
 }
 
 // readMarker returns the read of key's environment, or nil if it has not
-// ended within envReadTimeout. Reading /proc/<pid>/environ takes the
+// ended within envTimeout. Reading /proc/<pid>/environ takes the
 // target's mmap lock and can block for as long as the process is stuck (on
 // a hung FUSE or NFS mount, say), so the read runs in a goroutine of its
 // own and the scan goes on without it: the process counts as unmarked
@@ -541,9 +542,9 @@ func (s *scanner) readMarker(key procKey, markers map[string]int, gen uint64) *e
 			close(r.done)
 		}()
 		if s.envTimer == nil {
-			s.envTimer = time.NewTimer(envReadTimeout)
+			s.envTimer = time.NewTimer(s.envTimeout)
 		} else {
-			s.envTimer.Reset(envReadTimeout)
+			s.envTimer.Reset(s.envTimeout)
 		}
 		select {
 		case <-r.done:

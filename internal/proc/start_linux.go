@@ -50,6 +50,8 @@ type treeSys struct {
 	// cgEmpty says that Kill found the cgroup empty after the root had
 	// exited: nothing can enter it any more. Guarded by mu.
 	cgEmpty bool
+	// tune holds the bounds Kill and the tracker work with.
+	tune tuning
 }
 
 func start(a *Attr) (*Tree, error) {
@@ -82,6 +84,10 @@ func start(a *Attr) (*Tree, error) {
 	t := &Tree{exited: make(chan struct{}), log: log, start: time.Now()}
 	s := &t.sys
 	s.done = make(chan struct{})
+	s.tune = defaultTuning
+	if a.tune != nil {
+		s.tune = *a.tune
+	}
 	s.host = int32(os.Getpid())
 	s.hostPgid = int32(unix.Getpgrp())
 	if a.Subreaper {

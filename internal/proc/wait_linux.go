@@ -21,8 +21,8 @@ func (t *Tree) wait() (State, error) {
 	}
 	if s.reapLate.Load() {
 		// Before the root is reaped: its group and session ids stay valid.
-		timer := time.NewTimer(signalScanTimeout)
-		sn, err, ok := scanUntil(math.MaxUint64, s.rootStart, nil, timer.C)
+		timer := time.NewTimer(s.tune.signalScanTimeout)
+		sn, err, ok := scanUntil(&s.tune, math.MaxUint64, s.rootStart, nil, timer.C)
 		timer.Stop()
 		if !ok || err != nil {
 			sn = nil

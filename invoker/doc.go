@@ -20,21 +20,44 @@
 //
 // # Processes
 //
-// Each call starts the CLI in a new session and process group, with a
-// per-run marker variable ([MarkerVar]) in its environment and, on Linux, a
-// parent-death signal so that a host that crashes takes the CLI down with
-// it. The prompt is written to the CLI's standard input concurrently with
-// reading its output, then stdin is closed. The environment is the host's
-// (see [WithInheritEnv]) minus variables known to break nested runs, plus
+// Each call starts the CLI in a new session and process group. The prompt
+// is written to the CLI's standard input concurrently with reading its
+// output, then stdin is closed. The environment is the host's (see
+// [WithInheritEnv]) minus variables known to break nested runs, plus
 // [WithEnv], the backend's own variables and [Request.Env].
 //
 // When the CLI exits — after success as after failure — the rest of its
-// tree is swept: the process group, every descendant found by parent links
-// and every process carrying the run's marker (which catches tool processes
-// the real CLIs start in sessions of their own) are killed with SIGKILL, and
-// Invoke waits until they are gone. A grandchild that still holds stdout
-// open is therefore killed too; if something the sweep cannot find holds a
-// pipe, the wait for end of file is bounded by [WithWaitDelay].
+// tree is killed, and Invoke waits until it is gone. A grandchild that
+// still holds stdout open is therefore killed too. Output the tree wrote is
+// read to its end, however large the pipe; if a process outside the tree
+// holds a pipe open, [WithWaitDelay] bounds the wait, counted once from the
+// sweep whatever that process writes.
+//
+// # Containment
+//
+// What the tree is depends on the containment level, chosen at each start
+// (see [Containment]; [Result.Containment] says which one held a run, and
+// [ProbeContainment] which one runs get on this host, and why not better):
+//
+//   - [ContainCgroup] (Linux with a writable cgroup v2: root, a delegated
+//     cgroup such as systemd-run --user -p Delegate=yes --scope, or
+//     [WithCgroupParent]): the CLI starts inside a cgroup of its own, so
+//     every process it starts is born there and none can leave, whatever it
+//     does to its session, environment or process title. The sweep is one
+//     write to cgroup.kill; "gone" is the kernel's word. A keeper process
+//     kills every run of a host that dies without cleaning up (SIGKILL,
+//     OOM kill).
+//   - [ContainTracking] (Linux otherwise): the process group, descendants
+//     by parent links recorded every 300 ms, and every process carrying the
+//     run's marker variable ([MarkerVar]) in its environment, plus a
+//     parent-death signal for the CLI. It misses a process that leaves the
+//     session, clears or overwrites its environment and loses its parent
+//     between two recordings, and a clone(CLONE_PARENT) sibling; a host
+//     killed outright takes down the CLI only.
+//   - [ContainJob] (Windows) and [ContainGroup] (macOS, BSD).
+//
+// [WithContainment] forces a level: asking for ContainCgroup where it
+// cannot be had fails with [ErrContainment] before anything starts.
 //
 // # Cancellation
 //

@@ -141,10 +141,39 @@ func TestCancelMidStreamKillsWholeTree(t *testing.T) {
 	f.assertReaped(3) // CLI, grandchild, escapee
 }
 
+// expiring is a context whose deadline passes when expire is called: a
+// deadline that a test can make pass after an event, whatever the
+// machine's speed.
+type expiring struct {
+	context.Context
+	done chan struct{}
+	once sync.Once
+}
+
+func newExpiring() *expiring {
+	return &expiring{Context: context.Background(), done: make(chan struct{})}
+}
+
+func (c *expiring) expire()                     { c.once.Do(func() { close(c.done) }) }
+func (c *expiring) Done() <-chan struct{}       { return c.done }
+func (c *expiring) Deadline() (time.Time, bool) { return time.Now().Add(time.Hour), true }
+func (c *expiring) Err() error {
+	select {
+	case <-c.done:
+		return context.DeadlineExceeded
+	default:
+		return nil
+	}
+}
+
 func TestDeadlineActsLikeCancel(t *testing.T) {
 	f := newFixture(t, fakeagent.Script{StreamFor: time.Minute, Grandchild: true}, fastLadder...)
-	ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
-	defer cancel()
+	ctx := newExpiring()
+	f.req.OnEvent = func(ev invoker.Event) {
+		if ev.Kind == invoker.KindSession {
+			ctx.expire() // the deadline passes once the session is known
+		}
+	}
 	res, err := f.inv.Invoke(ctx, f.req)
 	if !errors.Is(err, context.DeadlineExceeded) {
 		t.Fatalf("Invoke() error = %v, want context.DeadlineExceeded", err)

@@ -72,9 +72,11 @@ func TestOutcomes(t *testing.T) {
 			},
 		},
 		{
-			name:     "first-event timeout",
-			script:   fakeagent.Script{SilentFor: time.Minute},
-			opts:     append([]invoker.Option{invoker.WithFirstEventTimeout(200 * time.Millisecond)}, fastLadder...),
+			name:   "first-event timeout",
+			script: fakeagent.Script{SilentFor: time.Minute},
+			// Long enough for the fake to start and record itself on a
+			// busy machine, far shorter than its silence.
+			opts:     append([]invoker.Option{invoker.WithFirstEventTimeout(3 * time.Second)}, fastLadder...),
 			wantCode: 1,
 			check: func(t *testing.T, err error) {
 				if !errors.Is(err, invoker.ErrFirstEventTimeout) {

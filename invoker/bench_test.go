@@ -169,37 +169,50 @@ func BenchmarkCancelCooperative(b *testing.B) {
 }
 
 // BenchmarkRawSignalCooperative is the baseline of BenchmarkCancelCooperative:
-// the same fake started with bare os/exec, stopped with
-// cmd.Process.Signal(os.Interrupt) and cmd.Wait() once its first line is
-// read. It is all a wrapper without a tree guarantee does: nothing of the
-// fake's tree is looked for (the fake starts none here). cancel-ms, p50-ms
-// and p99-ms are from the signal to Wait's return.
+// the same fake run the way a wrapper without a tree guarantee runs it,
+// with bare os/exec under a context whose cancellation is
+// cmd.Process.Signal(os.Interrupt) (exec.CommandContext's Cancel hook),
+// stdout read to its end and cmd.Wait() in the calling goroutine. As in
+// CancelCooperative, the run happens in a goroutine of its own and
+// cancel() is called once the first line arrived; cancel-ms, p50-ms and
+// p99-ms are from cancel() to Wait's return. Nothing of the fake's tree is
+// looked for.
 func BenchmarkRawSignalCooperative(b *testing.B) {
 	s := fakeagent.Script{StallFor: time.Hour}
 	req := benchRequest(b, &s)
 	env := append(os.Environ(), req.Env...)
 	var samples []time.Duration
 	for b.Loop() {
-		cmd := exec.Command(os.Args[0], "exec", "--json", "-")
+		ctx, cancel := context.WithCancel(context.Background())
+		cmd := exec.CommandContext(ctx, os.Args[0], "exec", "--json", "-")
+		cmd.Cancel = func() error { return cmd.Process.Signal(os.Interrupt) }
 		cmd.Env, cmd.Dir = env, req.Workdir
 		cmd.Stdin = strings.NewReader(req.Prompt)
 		out, err := cmd.StdoutPipe()
 		if err != nil {
 			b.Fatal(err)
 		}
-		if err := cmd.Start(); err != nil {
-			b.Fatal(err)
-		}
-		sc := bufio.NewScanner(out)
-		if !sc.Scan() {
-			b.Fatal("raw exec: no first line")
-		}
+		started := make(chan struct{})
+		done := make(chan time.Time, 1)
+		go func() {
+			if err := cmd.Start(); err != nil {
+				close(started)
+				done <- time.Now()
+				return
+			}
+			sc := bufio.NewScanner(out)
+			for first := true; sc.Scan(); first = false {
+				if first {
+					close(started)
+				}
+			}
+			cmd.Wait()
+			done <- time.Now()
+		}()
+		<-started
 		t0 := time.Now()
-		cmd.Process.Signal(os.Interrupt)
-		for sc.Scan() {
-		}
-		cmd.Wait()
-		samples = append(samples, time.Since(t0))
+		cancel()
+		samples = append(samples, (<-done).Sub(t0))
 	}
 	reportQuantiles(b, samples, "cancel-ms")
 	reportSurvivors(b, s.Tag)

@@ -154,39 +154,40 @@ func isClosed(c <-chan struct{}) bool {
 	}
 }
 
-// The empty cgroups of reaped trees are removed by one goroutine, which
-// runs while there are any to remove: an rmdir costs tens of microseconds
-// that Wait need not spend. If the host exits first, its keeper removes
-// them.
+// The empty cgroups of reaped trees are removed in batches, shortly after
+// the first of a batch is reaped: an rmdir costs tens of microseconds of
+// CPU that should not compete with the return from Wait, nor with the
+// next run's start on a small machine. If the host exits first, its keeper
+// removes them.
 var removals struct {
 	mu      sync.Mutex
 	queue   []*runCgroup
-	running bool
+	pending bool // a flush is scheduled
+	log     *slog.Logger
 }
+
+// removeDelay is how long a reaped tree's cgroup waits for its batch.
+const removeDelay = 20 * time.Millisecond
 
 // removeLater queues c for removal.
 func removeLater(c *runCgroup, log *slog.Logger) {
 	removals.mu.Lock()
 	defer removals.mu.Unlock()
 	removals.queue = append(removals.queue, c)
-	if !removals.running {
-		removals.running = true
-		go removeQueued(log)
+	removals.log = log
+	if !removals.pending {
+		removals.pending = true
+		time.AfterFunc(removeDelay, removeQueued)
 	}
 }
 
-func removeQueued(log *slog.Logger) {
-	for {
-		removals.mu.Lock()
-		if len(removals.queue) == 0 {
-			removals.running = false
-			removals.mu.Unlock()
-			return
-		}
-		c := removals.queue[0]
-		removals.queue[0] = nil
-		removals.queue = removals.queue[1:]
-		removals.mu.Unlock()
+// removeQueued removes every queued cgroup.
+func removeQueued() {
+	removals.mu.Lock()
+	queue, log := removals.queue, removals.log
+	removals.queue, removals.pending = nil, false
+	removals.mu.Unlock()
+	for _, c := range queue {
 		if err := c.removeAll(); err != nil {
 			log.Warn("proc: removing a tree's cgroup", "cgroup", c.dir, "err", err)
 		}

@@ -82,12 +82,15 @@ func BenchmarkInvokeQuick(b *testing.B) {
 	s := fakeagent.Script{Answer: "quick"}
 	req := benchRequest(b, &s)
 	inv := benchInvoker()
+	var level invoker.Containment
 	for b.Loop() {
 		res, err := inv.Invoke(context.Background(), req)
 		if err != nil || res.Text != "quick" {
 			b.Fatalf("Invoke() = %+v, %v; want the answer", res, err)
 		}
+		level = res.Containment
 	}
+	b.ReportMetric(float64(level), "containment") // 1 cgroup, 2 tracking
 	reportSurvivors(b, s.Tag)
 }
 

@@ -137,13 +137,18 @@ func rows(s samples) []row {
 		add(figure, v, n, shown, "", nil)
 	}
 
-	v, n := s.ratio("BenchmarkInvokeQuick", "BenchmarkRawExecQuick", "ns/op")
+	v, n := s.med("BenchmarkInvokeQuick", "containment")
+	add("Containment level of the benchmarked runs (`InvokeQuick` containment)", v, n, "level", "", nil)
+	v, n = s.ratio("BenchmarkInvokeQuick", "BenchmarkRawExecQuick", "ns/op")
 	add("Invoke ÷ raw os/exec, quick answer (`InvokeQuick` / `RawExecQuick`)", v, n, "×", "≤ 1.10×", atMost(1.10))
 	info("  `InvokeQuick` time per run", "BenchmarkInvokeQuick", "ns/op", "ns")
 	info("  `RawExecQuick` time per run", "BenchmarkRawExecQuick", "ns/op", "ns")
 
+	v, n = s.ratio("BenchmarkCancelCooperative", "BenchmarkRawSignalCooperative", "p50-ms")
+	add("Cooperative cancel → tree gone ÷ bare signal and wait, median (`CancelCooperative` / `RawSignalCooperative` p50-ms)", v, n, "×", "≤ 1.10×", atMost(1.10))
 	v, n = s.med("BenchmarkCancelCooperative", "p50-ms")
 	add("Cooperative cancel → return, median (`CancelCooperative` p50-ms)", v, n, "ms", "≤ 1 ms", atMost(1))
+	info("  `RawSignalCooperative` median (p50-ms)", "BenchmarkRawSignalCooperative", "p50-ms", "ms")
 	v, n = s.med("BenchmarkCancelCooperative", "p99-ms")
 	add("Cooperative cancel → return, p99 (`CancelCooperative` p99-ms)", v, n, "ms", "≤ 5 ms", atMost(5))
 	info("  `CancelCooperative` mean (cancel-ms)", "BenchmarkCancelCooperative", "cancel-ms", "ms")
@@ -158,6 +163,8 @@ func rows(s samples) []row {
 
 	v, n = s.med("BenchmarkConcurrentCancel1000", "all-reaped-ms")
 	add("1000 runs cancelled at once, all reaped (`ConcurrentCancel1000` all-reaped-ms)", v, n, "ms", "< 2000 ms", lessThan(2000))
+	v, n = s.med("BenchmarkConcurrentCancel1000", "cgroups-left")
+	add("1000 runs cancelled at once, run cgroups left after them (`ConcurrentCancel1000` cgroups-left)", v, n, "", "0", atMost(0))
 	v, n = s.med("BenchmarkConcurrentCancel1000", "heap-KiB-per-run")
 	add("Live heap per in-flight run (`ConcurrentCancel1000` heap-KiB-per-run)", v, n, "KiB", "≤ 64 KiB", atMost(64))
 
@@ -198,6 +205,8 @@ func format(v float64, unit string) string {
 		return fmt.Sprintf("%.2f ms", v/1e6)
 	case unit == "×":
 		return fmt.Sprintf("%.2f×", v)
+	case unit == "level":
+		return map[float64]string{1: "cgroup", 2: "tracking", 3: "job", 4: "group"}[v]
 	case v == math.Trunc(v) && math.Abs(v) < 1e6:
 		s = strconv.FormatFloat(v, 'f', 0, 64)
 	case math.Abs(v) >= 100:
@@ -287,13 +296,19 @@ const methods = `- **InvokeQuick / RawExecQuick** (invoker/bench_test.go): a fak
 - **CancelCooperative**: the fake stalls after its answer; cancel() is called
   once the first event arrived, and the time until Invoke returns (the tree
   reaped) is taken. The fake exits on SIGINT, the ladder's first step.
+- **RawSignalCooperative**: the baseline of CancelCooperative: the same
+  fake under bare os/exec (exec.CommandContext whose Cancel sends SIGINT,
+  then Wait), run in a goroutine and cancelled the same way; all a wrapper
+  without a tree guarantee does.
 - **CancelStubborn**: the fake ignores SIGINT and SIGTERM; grace periods of
   25 ms + 25 ms; the overshoot is the return time minus those 50 ms.
 - **PipeHolder**: the fake leaves a grandchild holding its stdout and stderr
   and exits; measured from its terminal event (printed just before it
   exits) to Invoke's return.
 - **ConcurrentCancel1000**: 1000 runs on one Invoker; once each has printed
-  its first event, one cancel() stops them all. The heap figure is the live
+  its first event, one cancel() stops them all. cgroups-left counts the
+  runs' cgroups still present 10 s later (they are removed in batches just
+  after their runs; 0 where runs are not in cgroups). The heap figure is the live
   heap (after a GC) while they are in flight, over the heap before, per run.
 - **HugeLine64MiB**: a fake printing one 64 MiB event line; the host's peak
   resident memory during Invoke (VmHWM, reset through /proc/self/clear_refs)

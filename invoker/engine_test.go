@@ -306,6 +306,13 @@ func TestBadInputStartsNothing(t *testing.T) {
 		{"unknown permission", testBackend{}, "", func(r *invoker.Request) { r.Permission = "root" }, invoker.ErrInvalidRequest, "unknown permission"},
 		{"relative image", testBackend{}, "", func(r *invoker.Request) { r.Images = []string{"a.png"} }, invoker.ErrInvalidRequest, "relative"},
 		{"bad env", testBackend{}, "", func(r *invoker.Request) { r.Env = append(r.Env, "NOEQUALS") }, invoker.ErrInvalidRequest, "KEY=VALUE"},
+		// A NUL byte cannot reach the kernel: before, each gave
+		// "fork/exec ...: invalid argument", matching no typed error.
+		{"NUL in env", testBackend{}, "", func(r *invoker.Request) { r.Env = append(r.Env, "K=a\x00b") }, invoker.ErrInvalidRequest, "holds a NUL byte at offset 3"},
+		{"NUL in model", testBackend{}, "", func(r *invoker.Request) { r.Model = "gpt\x00" }, invoker.ErrInvalidRequest, "Request.Model holds a NUL byte"},
+		{"NUL in session id", testBackend{}, "", func(r *invoker.Request) { r.SessionID = "\x00" }, invoker.ErrInvalidRequest, "Request.SessionID holds a NUL byte"},
+		{"NUL in system prompt", testBackend{}, "", func(r *invoker.Request) { r.SystemPrompt = "be\x00brief" }, invoker.ErrInvalidRequest, "Request.SystemPrompt holds a NUL byte"},
+		{"NUL in extra args", testBackend{}, "", func(r *invoker.Request) { r.ExtraArgs = []string{"--x=\x00"} }, invoker.ErrInvalidRequest, "Request.ExtraArgs[0] holds a NUL byte"},
 		{"unsupported field", testBackend{cmdErr: invoker.Unsupported("Images", "use @path")}, "", func(*invoker.Request) {}, invoker.ErrUnsupported, "use @path"},
 		{"unsupported images before their paths", testBackend{cmdErr: invoker.Unsupported("Images", "use @path")}, "", func(r *invoker.Request) { r.Images = []string{dir + "/missing.png"} }, invoker.ErrUnsupported, "use @path"},
 		{"binary not on PATH", testBackend{binary: "clinvoke-no-such-cli"}, "default", func(*invoker.Request) {}, exec.ErrNotFound, "npm install -g fake-agent"},

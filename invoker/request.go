@@ -13,6 +13,9 @@ import (
 // validate checks the fields of req that mean the same for every CLI. It
 // runs before any process starts.
 func validate(req *Request) error {
+	if err := noNUL(req); err != nil {
+		return err
+	}
 	if strings.TrimSpace(req.Prompt) == "" {
 		return invalid("empty prompt: set Request.Prompt")
 	}
@@ -36,6 +39,53 @@ func validate(req *Request) error {
 	for _, kv := range req.Env {
 		if k, _, ok := strings.Cut(kv, "="); !ok || k == "" {
 			return invalid("Request.Env entry %q is not KEY=VALUE", kv)
+		}
+	}
+	return nil
+}
+
+// noNUL rejects a NUL byte in any field that reaches the CLI's argument
+// list, environment or working directory: the kernel cannot pass one, and
+// the start would fail with a bare "invalid argument". (The prompt goes on
+// standard input, where any byte is fine.)
+func noNUL(req *Request) error {
+	fields := []struct {
+		name  string
+		value string
+	}{
+		{"Workdir", req.Workdir}, {"Model", req.Model}, {"SessionID", req.SessionID},
+		{"SystemPrompt", req.SystemPrompt}, {"Permission", string(req.Permission)},
+	}
+	for _, f := range fields {
+		if i := strings.IndexByte(f.value, 0); i >= 0 {
+			return invalid("Request.%s holds a NUL byte at offset %d: a process argument cannot carry one; remove it", f.name, i)
+		}
+	}
+	for _, list := range []struct {
+		name   string
+		values []string
+	}{{"Images", req.Images}, {"Env", req.Env}, {"ExtraArgs", req.ExtraArgs}} {
+		for n, v := range list.values {
+			if i := strings.IndexByte(v, 0); i >= 0 {
+				return invalid("Request.%s[%d] holds a NUL byte at offset %d: a process argument or environment entry cannot carry one; remove it", list.name, n, i)
+			}
+		}
+	}
+	return nil
+}
+
+// commandNoNUL is the last check of what reaches the kernel: the
+// backend's arguments and environment and the options' environment.
+func commandNoNUL(cmd *Command, env []string) error {
+	for n, a := range cmd.Args {
+		if strings.IndexByte(a, 0) >= 0 {
+			return invalid("argument %d of the CLI's command line holds a NUL byte", n+1)
+		}
+	}
+	for _, kv := range env {
+		if strings.IndexByte(kv, 0) >= 0 {
+			k, _, _ := strings.Cut(kv, "=")
+			return invalid("environment variable %q holds a NUL byte (from WithEnv or the backend)", strings.ReplaceAll(k, "\x00", ""))
 		}
 	}
 	return nil

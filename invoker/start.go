@@ -26,6 +26,9 @@ func (r *run) startTree() (err error) {
 		Containment:  toProc[cfg.containment],
 		CgroupParent: cfg.cgroupParent,
 	}
+	if err := commandNoNUL(r.cmd, attr.Env); err != nil {
+		return err
+	}
 	var closeAfterStart []*os.File
 	defer func() {
 		for _, f := range closeAfterStart {

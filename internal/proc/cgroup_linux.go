@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -47,6 +48,11 @@ type cgroupHome struct {
 	dir    string
 	seq    atomic.Uint64
 	keeper *keeper
+
+	poolMu    sync.Mutex
+	pool      []*runCgroup // empty cgroups kept for reuse (see release)
+	poolTimer *time.Timer
+	poolLog   *slog.Logger
 }
 
 // homeFor returns the home under parent ("" for the default), making it
@@ -221,11 +227,14 @@ func removeDeadHomes(parent, own string) {
 
 // newRun makes the cgroup of one tree.
 func (h *cgroupHome) newRun() (*runCgroup, error) {
+	if c := h.reuse(); c != nil {
+		return c, nil
+	}
 	dir := filepath.Join(h.dir, "r"+strconv.FormatUint(h.seq.Add(1), 10))
 	if err := os.Mkdir(dir, 0o755); err != nil {
 		return nil, fmt.Errorf("making the tree's cgroup: %w", err)
 	}
-	c := &runCgroup{dir: dir}
+	c := &runCgroup{home: h, dir: dir}
 	// Everything Kill needs is opened now, so that Kill works with the
 	// host's descriptors exhausted.
 	for _, f := range []struct {
@@ -245,10 +254,15 @@ func (h *cgroupHome) newRun() (*runCgroup, error) {
 
 // runCgroup is the cgroup of one tree.
 type runCgroup struct {
+	home   *cgroupHome // nil for another host's
 	dir    string
 	fd     int // the directory, for CLONE_INTO_CGROUP; 0 when not open
 	events int // cgroup.events; 0 when not open
 	killFd int // cgroup.kill; 0 when not open
+	// killed says that cgroup.kill was written: the kernel (seen on
+	// Linux 6.18) then kills every process later started into the cgroup
+	// with CLONE_INTO_CGROUP, so such a cgroup is never reused.
+	killed bool
 }
 
 // base returns the cgroup's path below the parent: home/rN.
@@ -284,6 +298,7 @@ func (c *runCgroup) populated() bool {
 // kill sends SIGKILL to every process in the cgroup and below it. The
 // kernel also kills what is forked while it does so.
 func (c *runCgroup) kill() error {
+	c.killed = true
 	if c.killFd > 0 {
 		_, err := unix.Write(c.killFd, []byte("1"))
 		return err
@@ -292,23 +307,25 @@ func (c *runCgroup) kill() error {
 }
 
 // killMember sends SIGKILL to pid through a pidfd, if pid is still in the
-// cgroup (or below it) once the pidfd is open.
-func (c *runCgroup) killMember(pid int32) {
+// cgroup (or below it) once the pidfd is open, and returns the pidfd, or
+// -1 when pid is no member (or its state cannot be read).
+func (c *runCgroup) killMember(pid int32) int {
 	fd, err := unix.PidfdOpen(int(pid), 0)
 	if err != nil {
-		return
+		return -1
 	}
-	defer unix.Close(fd)
 	b, err := os.ReadFile("/proc/" + strconv.Itoa(int(pid)) + "/cgroup")
-	if err != nil {
-		return
-	}
-	want := "/" + c.base()
-	for line := range strings.SplitSeq(string(b), "\n") {
-		if path, ok := strings.CutPrefix(line, "0::"); ok && (strings.HasSuffix(path, want) || strings.Contains(path, want+"/")) {
-			unix.PidfdSendSignal(fd, unix.SIGKILL, nil, 0)
+	if err == nil {
+		want := "/" + c.base()
+		for line := range strings.SplitSeq(string(b), "\n") {
+			if path, ok := strings.CutPrefix(line, "0::"); ok && (strings.HasSuffix(path, want) || strings.Contains(path, want+"/")) {
+				unix.PidfdSendSignal(fd, unix.SIGKILL, nil, 0)
+				return fd
+			}
 		}
 	}
+	unix.Close(fd)
+	return -1
 }
 
 // pids returns the processes in the cgroup and below it, read from
@@ -352,6 +369,9 @@ func (c *runCgroup) tree() []string {
 // awaitEmpty waits until the cgroup is not populated or until deadline,
 // watching cgroup.events, and reports whether it is empty.
 func (c *runCgroup) awaitEmpty(deadline time.Time) bool {
+	if !c.populated() {
+		return true // the usual case: no watch to set up
+	}
 	w, err := watchEvents(filepath.Join(c.dir, "cgroup.events"))
 	if err != nil {
 		// No inotify (instances exhausted, say): look again now and then.

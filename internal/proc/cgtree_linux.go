@@ -10,6 +10,8 @@ import (
 	"strconv"
 	"sync"
 	"time"
+
+	"golang.org/x/sys/unix"
 )
 
 // The Tree methods at the Cgroup level: membership is the kernel's, so
@@ -46,10 +48,17 @@ func (t *Tree) killCgroup() Report {
 	// cgroup.kill passes over a process whose main thread has exited while
 	// its other threads run: kill what is still listed, each through a
 	// pidfd checked to name a member (a listed pid may exit and be reused
-	// meanwhile).
+	// meanwhile). Then wait for those pidfds: they poll readable the moment
+	// their process exits, while the kernel sends at most one
+	// cgroup.events notification per 10 ms. The populated flag has the
+	// last word.
+	var held []int
 	for _, pid := range c.pids() {
-		c.killMember(pid)
+		if fd := c.killMember(pid); fd >= 0 {
+			held = append(held, fd)
+		}
 	}
+	awaitPidfds(held, begin.Add(s.tune.killTimeout))
 	if c.awaitEmpty(begin.Add(s.tune.killTimeout)) {
 		s.cgEmpty = isClosed(t.exited)
 	} else {
@@ -135,7 +144,10 @@ func (t *Tree) waitCgroup() (State, error) {
 	}
 	ps, err := s.proc.Wait()
 	<-s.done
-	removeLater(s.cg, t.log)
+	s.mu.Lock()
+	empty = s.cgEmpty
+	s.mu.Unlock()
+	s.cg.home.release(s.cg, empty, t.log)
 	if err != nil {
 		return State{}, fmt.Errorf("proc: wait: %w", err)
 	}
@@ -153,6 +165,62 @@ func isClosed(c <-chan struct{}) bool {
 		return false
 	}
 }
+
+// release hands back the cgroup of a reaped tree. An empty one that was
+// never killed is kept for the next tree (with its descriptors: no mkdir, no open, no rmdir on
+// a busy host's path), up to poolSize of them; the others, and all of
+// them once no tree has started or ended for poolIdle, are removed.
+func (h *cgroupHome) release(c *runCgroup, empty bool, log *slog.Logger) {
+	h.poolMu.Lock()
+	defer h.poolMu.Unlock()
+	if !empty || c.killed || len(h.pool) >= poolSize {
+		removeLater(c, log)
+		return
+	}
+	h.pool = append(h.pool, c)
+	h.poolLog = log
+	if h.poolTimer == nil {
+		h.poolTimer = time.AfterFunc(poolIdle, h.drain)
+	} else {
+		h.poolTimer.Reset(poolIdle)
+	}
+}
+
+// reuse returns a kept empty cgroup, or nil.
+func (h *cgroupHome) reuse() *runCgroup {
+	h.poolMu.Lock()
+	defer h.poolMu.Unlock()
+	if len(h.pool) == 0 {
+		return nil
+	}
+	c := h.pool[len(h.pool)-1]
+	h.pool = h.pool[:len(h.pool)-1]
+	if h.poolTimer != nil {
+		h.poolTimer.Reset(poolIdle)
+	}
+	return c
+}
+
+// drain removes the kept cgroups.
+func (h *cgroupHome) drain() {
+	h.poolMu.Lock()
+	pool, log := h.pool, h.poolLog
+	h.pool = nil
+	h.poolMu.Unlock()
+	for _, c := range pool {
+		if err := c.removeAll(); err != nil {
+			log.Warn("proc: removing a tree's cgroup", "cgroup", c.dir, "err", err)
+		}
+	}
+}
+
+const (
+	// poolSize bounds the empty cgroups kept for reuse.
+	poolSize = 16
+	// poolIdle is how long kept cgroups outlive the last tree's start or
+	// end.
+	poolIdle = time.Second
+)
 
 // The empty cgroups of reaped trees are removed in batches, shortly after
 // the first of a batch is reaped: an rmdir costs tens of microseconds of
@@ -191,5 +259,39 @@ func removeQueued() {
 		if err := c.removeAll(); err != nil {
 			log.Warn("proc: removing a tree's cgroup", "cgroup", c.dir, "err", err)
 		}
+	}
+}
+
+// awaitPidfds waits until every process of fds has exited, or until
+// deadline, and closes fds.
+func awaitPidfds(fds []int, deadline time.Time) {
+	defer func() {
+		for _, fd := range fds {
+			unix.Close(fd)
+		}
+	}()
+	poll := make([]unix.PollFd, len(fds))
+	for i, fd := range fds {
+		poll[i] = unix.PollFd{Fd: int32(fd), Events: unix.POLLIN}
+	}
+	for len(poll) > 0 {
+		wait := time.Until(deadline)
+		if wait <= 0 {
+			return
+		}
+		n, err := unix.Poll(poll, int(wait/time.Millisecond)+1)
+		if err == unix.EINTR {
+			continue
+		}
+		if err != nil || n == 0 {
+			return
+		}
+		left := poll[:0]
+		for _, p := range poll {
+			if p.Revents == 0 {
+				left = append(left, p)
+			}
+		}
+		poll = left
 	}
 }

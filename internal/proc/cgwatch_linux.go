@@ -82,7 +82,9 @@ func (ew *eventsWatch) close() {
 // returns.
 func (w *watcher) closeIfIdleLocked() {
 	if len(w.waiters) == 0 && w.f != nil {
-		w.f.Close()
+		// Close waits for the reader's Read to return; the waiter that
+		// closes need not.
+		go w.f.Close()
 		w.f, w.fd, w.waiters = nil, -1, nil
 	}
 }

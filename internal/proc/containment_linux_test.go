@@ -226,3 +226,37 @@ func TestUnprivilegedFallsBack(t *testing.T) {
 		t.Errorf("probe as nobody printed %q, want a tree at the tracking level", got)
 	}
 }
+
+// TestCgroupsRemoved: an exited tree's empty cgroup is reused by the next
+// tree, a killed tree's never is (the kernel would kill whatever starts in
+// it), and all are removed once no tree has started or ended for a while.
+func TestCgroupsRemoved(t *testing.T) {
+	if lvl, _ := Probe(Cgroup, ""); lvl != Cgroup {
+		t.Skip("no cgroup level here: nothing to remove")
+	}
+	markUsed("exit", "hang")
+	home, err := homeFor("")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for range 3 {
+		r := startRun(t, Attr{Containment: Cgroup}, "exit", "0")
+		r.exited()
+		r.tree.Kill()
+		r.wait()
+	}
+	killed := startRun(t, Attr{Containment: Cgroup}, "hang")
+	killed.awaitPids(1)
+	killed.tree.Kill()
+	killed.wait()
+	// The next tree must not start in the killed tree's cgroup.
+	r := startRun(t, Attr{Containment: Cgroup}, "exit", "3")
+	r.exited()
+	if st := r.wait(); st.Code != 3 {
+		t.Fatalf("a tree after a killed one ended %+v, want exit 3", st)
+	}
+	until(t, "every run cgroup is removed", func() bool {
+		left, _ := filepath.Glob(filepath.Join(home.dir, "r*"))
+		return len(left) == 0
+	})
+}

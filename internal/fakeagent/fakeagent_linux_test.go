@@ -21,11 +21,13 @@ import (
 	"testing"
 	"time"
 	"unicode/utf8"
+
+	"github.com/clinvoke/clinvoke/internal/testenv"
 )
 
 // lineTimeout bounds every wait for the fake's output, so a broken fake
 // fails the test instead of hanging it.
-const lineTimeout = 20 * time.Second
+var lineTimeout = testenv.Timeout(testenv.Hang)
 
 // agentRun is one fake agent started by a test from the test binary, in
 // its own process group as the library starts CLIs.

@@ -13,6 +13,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/clinvoke/clinvoke/internal/testenv"
+
 	"go.uber.org/goleak"
 
 	"github.com/clinvoke/clinvoke/internal/fakemodel"
@@ -513,7 +515,7 @@ func TestStall(t *testing.T) {
 				if !strings.Contains(s, "partial ") {
 					t.Fatalf("stalled stream = %q, want the partial text first", s)
 				}
-			case <-time.After(5 * time.Second):
+			case <-time.After(testenv.Timeout(testenv.Hang)):
 				t.Fatal("no first bytes from a stalled answer")
 			}
 			// Nothing more arrives. (A chunked body may return 0, nil at a
@@ -558,7 +560,7 @@ func TestCloseEndsStalledAnswers(t *testing.T) {
 	go func() { srv.Close(); close(closed) }()
 	select {
 	case <-closed:
-	case <-time.After(5 * time.Second):
+	case <-time.After(testenv.Timeout(testenv.Hang)):
 		t.Fatal("Close hangs while a client waits on a stalled answer")
 	}
 	if _, err := io.ReadAll(resp.Body); err == nil {

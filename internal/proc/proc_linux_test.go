@@ -19,6 +19,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/clinvoke/clinvoke/internal/testenv"
+
 	"github.com/creack/pty"
 	"go.uber.org/goleak"
 	"golang.org/x/sys/unix"
@@ -27,7 +29,7 @@ import (
 // stuck bounds every wait for a helper, so that a broken tree fails the
 // test instead of hanging it. It is no timing assertion: nothing should
 // come near it.
-const stuck = 30 * time.Second
+var stuck = testenv.Timeout(testenv.Hang)
 
 // tuned returns the default tuning changed by f.
 func tuned(f func(*tuning)) *tuning {

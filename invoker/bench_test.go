@@ -415,7 +415,7 @@ func runCgroups(b *testing.B) []string {
 	own, _ := os.ReadFile("/proc/self/cgroup")
 	for line := range strings.SplitSeq(string(own), "\n") {
 		if path, ok := strings.CutPrefix(line, "0::"); ok && mount != "" {
-			left, _ := filepath.Glob(filepath.Join(mount, path, "clinvoke-"+strconv.Itoa(os.Getpid())+"-*", "r*"))
+			left, _ := filepath.Glob(filepath.Join(mount, path, "clinvoke-*-"+strconv.Itoa(os.Getpid())+"-*", "r*"))
 			return left
 		}
 	}

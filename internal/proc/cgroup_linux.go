@@ -21,7 +21,7 @@ import (
 )
 
 // Cgroup containment. Each host process that starts trees gets one cgroup
-// of its own, its home, named clinvoke-PID-STARTTIME, under the parent
+// of its own, its home, named clinvoke-PIDNS-PID-STARTTIME, under the parent
 // (Attr.CgroupParent, or the host's own cgroup); each tree gets a child of
 // the home, rN, and its root is started directly inside it. The home holds
 // no process, so the "no internal processes" rule never applies to it, and
@@ -114,7 +114,7 @@ func openHome(parent string) (*cgroupHome, error) {
 	if err != nil {
 		return nil, fmt.Errorf("reading the host's start time: %w", err)
 	}
-	dir := filepath.Join(parent, fmt.Sprintf("clinvoke-%d-%d", host.pid, host.start))
+	dir := filepath.Join(parent, fmt.Sprintf("clinvoke-%d-%d-%d", pidNamespace(), host.pid, host.start))
 	if err := os.Mkdir(dir, 0o755); err != nil && !errors.Is(err, fs.ErrExist) {
 		return nil, fmt.Errorf("making a cgroup in %s: %w", parent, err)
 	}
@@ -205,12 +205,14 @@ func removeDeadHomes(parent, own string) {
 		return
 	}
 	for _, e := range entries {
+		var ns, start uint64
 		var pid int32
-		var start uint64
 		if !e.IsDir() || filepath.Join(parent, e.Name()) == own {
 			continue
 		}
-		if n, _ := fmt.Sscanf(e.Name(), "clinvoke-%d-%d", &pid, &start); n != 2 {
+		if n, _ := fmt.Sscanf(e.Name(), "clinvoke-%d-%d-%d", &ns, &pid, &start); n != 3 || ns != pidNamespace() {
+			// Not a home, or the home of a host in another PID
+			// namespace, whose pid means nothing here.
 			continue
 		}
 		if p, err := readStat(pid); err == nil && p.start == start {
@@ -224,6 +226,18 @@ func removeDeadHomes(parent, own string) {
 		c.removeAll()
 	}
 }
+
+// pidNamespace returns the inode number of the host's PID namespace (0 if
+// unknown). A home's name carries it: a pid identifies a host only within
+// its namespace, and hosts in several namespaces (containers sharing a
+// cgroup tree) may use the same parent.
+var pidNamespace = sync.OnceValue(func() uint64 {
+	var st unix.Stat_t
+	if err := unix.Stat("/proc/self/ns/pid", &st); err != nil {
+		return 0
+	}
+	return st.Ino
+})
 
 // newRun makes the cgroup of one tree.
 func (h *cgroupHome) newRun() (*runCgroup, error) {

@@ -5,6 +5,7 @@ package proc
 import (
 	"bufio"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"runtime"
@@ -259,4 +260,36 @@ func TestCgroupsRemoved(t *testing.T) {
 		left, _ := filepath.Glob(filepath.Join(home.dir, "r*"))
 		return len(left) == 0
 	})
+}
+
+// TestDeadHomesOfThisNamespaceOnly: a host removes the cgroups of dead
+// hosts, but judges only hosts of its own PID namespace: a pid from another
+// namespace means nothing here (a host running as PID 1 of a container
+// removed the live homes of the hosts outside it).
+func TestDeadHomesOfThisNamespaceOnly(t *testing.T) {
+	home, err := homeFor("")
+	if err != nil {
+		t.Skip("no cgroup level here")
+	}
+	parent := filepath.Join(home.dir, "dead-homes-test") // a cgroup no tree uses
+	if err := os.Mkdir(parent, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	defer os.Remove(parent)
+	dead := int32(1 << 22) // above pid_max's default: no such process
+	other := filepath.Join(parent, fmt.Sprintf("clinvoke-%d-%d-1", pidNamespace()+1, dead))
+	mine := filepath.Join(parent, fmt.Sprintf("clinvoke-%d-%d-1", pidNamespace(), dead))
+	for _, d := range []string{other, mine} {
+		if err := os.Mkdir(d, 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	defer os.Remove(other)
+	removeDeadHomes(parent, "")
+	if _, err := os.Stat(mine); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("the dead home of this namespace is still there (%v)", err)
+	}
+	if _, err := os.Stat(other); err != nil {
+		t.Errorf("the home of another namespace's host was removed: %v", err)
+	}
 }

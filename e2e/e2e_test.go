@@ -5,6 +5,8 @@ package e2e
 import (
 	"context"
 	"errors"
+	"os"
+	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
@@ -151,14 +153,23 @@ func TestCancelWhileModelStalls(t *testing.T) {
 	})
 }
 
+// longTool is a tool command that runs until killed and that every CLI
+// runs in its read-only mode: Claude Code 2.1.330 and newer refuse a
+// standalone `sleep` (and even `sleep 300 && echo`) as a way to wait, and
+// let `tail` read only files in the working directory.
+const longTool = "tail -f follow.log"
+
 func TestCancelWhileToolRuns(t *testing.T) {
 	forEachCLI(t, func(t *testing.T, r *rig) {
-		r.srv.Enqueue(fakemodel.Shell("sleep 300"), fakemodel.Answer("unused"))
-		req := r.request("sleep")
+		if err := os.WriteFile(filepath.Join(r.workdir, "follow.log"), nil, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		r.srv.Enqueue(fakemodel.Shell(longTool), fakemodel.Answer("unused"))
+		req := r.request("follow")
 		req.Permission = r.cli.shell
-		// All three CLIs start tools in sessions of their own: the sleep
+		// All three CLIs start tools in sessions of their own: the tool
 		// must be found and killed all the same.
-		cancelWhen(t, r, req, "a tool runs sleep 300", func() bool { return r.toolRunning("sleep 300") })
+		cancelWhen(t, r, req, "a tool runs "+longTool, func() bool { return r.toolRunning(longTool) })
 	})
 }
 

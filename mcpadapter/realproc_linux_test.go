@@ -23,6 +23,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/clinvoke/clinvoke/internal/testenv"
+
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/clinvoke/clinvoke/codex"
@@ -277,7 +279,8 @@ func startServer(t *testing.T, bin string, s fakeagent.Script, root, transcript 
 // run's tree was reaped, is the one sign of a finished run it gives.
 func transcriptEntries(t *testing.T, path string, n int) []mcpadapter.TranscriptEntry {
 	t.Helper()
-	deadline := time.Now().Add(30 * time.Second)
+	bound := testenv.Timeout(testenv.Hang)
+	deadline := time.Now().Add(bound)
 	for {
 		var entries []mcpadapter.TranscriptEntry
 		if f, err := os.Open(path); err == nil {
@@ -295,7 +298,7 @@ func transcriptEntries(t *testing.T, path string, n int) []mcpadapter.Transcript
 			return entries
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("transcript has %d entries after 30s, want %d", len(entries), n)
+			t.Fatalf("transcript has %d entries after %v, want %d", len(entries), bound, n)
 		}
 		time.Sleep(20 * time.Millisecond)
 	}

@@ -21,11 +21,15 @@ import (
 	"testing"
 	"time"
 	"unicode/utf8"
+
+	"github.com/clinvoke/clinvoke/internal/testenv"
 )
 
 // lineTimeout bounds every wait for the fake's output, so a broken fake
-// fails the test instead of hanging it.
-const lineTimeout = 20 * time.Second
+// fails the test instead of hanging it. It is a guard, not a budget: two
+// minutes (scaled by CLINVOKE_TEST_TIMEOUT_SCALE) covers a 64 MiB line under
+// the race detector on a busy two-core machine.
+var lineTimeout = testenv.Timeout(2 * time.Minute)
 
 // agentRun is one fake agent started by a test from the test binary, in
 // its own process group as the library starts CLIs.

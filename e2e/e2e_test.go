@@ -11,13 +11,21 @@ import (
 	"time"
 
 	"github.com/clinvoke/clinvoke/internal/fakemodel"
+	"github.com/clinvoke/clinvoke/internal/testenv"
 	"github.com/clinvoke/clinvoke/invoker"
 )
 
 // quick is how long a CLI may take to report a model error or to stop
 // after cancellation: with retries off they all answer within seconds
 // (Gemini, the slowest to start, needs about 2.5 s on a free machine).
-const quick = 20 * time.Second
+// It grows with CLINVOKE_TEST_TIMEOUT_SCALE on slow or busy machines.
+var quick = time.Duration(float64(20*time.Second) * testenv.Scale())
+
+// longTool is the shell command the fake model asks for when a test needs a
+// tool that runs until it is killed. Every CLI runs it: newest Claude Code
+// refuses a standalone `sleep 300` (and `sleep 300 && echo …`) with
+// "Blocked: standalone sleep", but not a tail of an endless file.
+const longTool = "tail -f /dev/null"
 
 func TestAnswer(t *testing.T) {
 	forEachCLI(t, func(t *testing.T, r *rig) {
@@ -108,7 +116,7 @@ func cancelWhen(t *testing.T, r *rig, req invoker.Request, what string, ready fu
 	defer cancel()
 	fired := make(chan time.Time, 1)
 	go func() {
-		deadline := time.Now().Add(quick)
+		deadline := time.Now().Add(testenv.Timeout(time.Minute))
 		for !ready() {
 			if time.Now().After(deadline) || ctx.Err() != nil {
 				return
@@ -153,12 +161,12 @@ func TestCancelWhileModelStalls(t *testing.T) {
 
 func TestCancelWhileToolRuns(t *testing.T) {
 	forEachCLI(t, func(t *testing.T, r *rig) {
-		r.srv.Enqueue(fakemodel.Shell("sleep 300"), fakemodel.Answer("unused"))
-		req := r.request("sleep")
+		r.srv.Enqueue(fakemodel.Shell(longTool), fakemodel.Answer("unused"))
+		req := r.request("wait")
 		req.Permission = r.cli.shell
-		// All three CLIs start tools in sessions of their own: the sleep
+		// All three CLIs start tools in sessions of their own: the tool
 		// must be found and killed all the same.
-		cancelWhen(t, r, req, "a tool runs sleep 300", func() bool { return r.toolRunning("sleep 300") })
+		cancelWhen(t, r, req, "a tool runs "+longTool, func() bool { return r.toolRunning(longTool) })
 	})
 }
 

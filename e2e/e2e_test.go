@@ -5,6 +5,8 @@ package e2e
 import (
 	"context"
 	"errors"
+	"os"
+	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
@@ -24,8 +26,13 @@ var quick = time.Duration(float64(20*time.Second) * testenv.Scale())
 // longTool is the shell command the fake model asks for when a test needs a
 // tool that runs until it is killed. Every CLI runs it: newest Claude Code
 // refuses a standalone `sleep 300` (and `sleep 300 && echo …`) with
-// "Blocked: standalone sleep", but not a tail of an endless file.
-const longTool = "tail -f /dev/null"
+// "Blocked: standalone sleep", and `tail -f /dev/null` because /dev/null is
+// outside the workdir, but it follows a file in the workdir (longToolFile,
+// which the test creates) like the read-only command it is.
+const (
+	longToolFile = "clinvoke-wait.log"
+	longTool     = "tail -f " + longToolFile
+)
 
 func TestAnswer(t *testing.T) {
 	forEachCLI(t, func(t *testing.T, r *rig) {
@@ -164,6 +171,9 @@ func TestCancelWhileToolRuns(t *testing.T) {
 		r.srv.Enqueue(fakemodel.Shell(longTool), fakemodel.Answer("unused"))
 		req := r.request("wait")
 		req.Permission = r.cli.shell
+		if err := os.WriteFile(filepath.Join(r.workdir, longToolFile), nil, 0o644); err != nil {
+			t.Fatal(err)
+		}
 		// All three CLIs start tools in sessions of their own: the tool
 		// must be found and killed all the same.
 		cancelWhen(t, r, req, "a tool runs "+longTool, func() bool { return r.toolRunning(longTool) })

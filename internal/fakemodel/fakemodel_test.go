@@ -29,7 +29,7 @@ func newServer(t *testing.T) (*fakemodel.Server, *http.Client) {
 	srv := fakemodel.New(t)
 	tr := &http.Transport{}
 	t.Cleanup(tr.CloseIdleConnections)
-	return srv, &http.Client{Transport: tr, Timeout: 10 * time.Second}
+	return srv, &http.Client{Transport: tr, Timeout: testenv.Timeout(time.Minute)}
 }
 
 func post(t *testing.T, c *http.Client, url string, body any) *http.Response {

@@ -22,12 +22,17 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
 	"github.com/clinvoke/clinvoke/internal/testenv"
 )
 
 // lineTimeout bounds every wait for the fake's output, so a broken fake
-// fails the test instead of hanging it.
-var lineTimeout = testenv.Timeout(testenv.Hang)
+// fails the test instead of hanging it. It is a guard, not a budget: two
+// minutes (scaled by CLINVOKE_TEST_TIMEOUT_SCALE) covers a 64 MiB line under
+// the race detector on a busy two-core machine.
+var lineTimeout = testenv.Timeout(2 * time.Minute)
 
 // agentRun is one fake agent started by a test from the test binary, in
 // its own process group as the library starts CLIs.
@@ -164,6 +169,13 @@ func (r *agentRun) finish() ([][]byte, int) {
 	r.t.Helper()
 	ls := r.rest()
 	return ls, r.wait()
+}
+
+// stderrNow returns what the fake has written to stderr so far.
+func (r *agentRun) stderrNow() string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.stderr.String()
 }
 
 func (r *agentRun) stderrText() string {
@@ -547,17 +559,8 @@ func TestStderrBeforeStdin(t *testing.T) {
 	pr, pw := io.Pipe()
 	r := start(t, Script{Stderr: "Reading additional input from stdin...\n"}, pr)
 	want := "Reading additional input from stdin...\n"
-	for deadline := time.Now().Add(lineTimeout); ; time.Sleep(5 * time.Millisecond) {
-		r.mu.Lock()
-		got := r.stderr.String()
-		r.mu.Unlock()
-		if got == want {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("stderr = %q while stdin is open, want %q", got, want)
-		}
-	}
+	require.Eventually(t, func() bool { return r.stderrNow() == want }, lineTimeout, 5*time.Millisecond,
+		"stderr = %q while stdin is open, want %q", r.stderrNow(), want)
 	select {
 	case l := <-r.lines:
 		t.Fatalf("event %s before stdin was closed", l)
@@ -862,11 +865,9 @@ func procOf(t *testing.T, pid int) stat {
 // awaitGone waits until none of the record's processes is alive.
 func awaitGone(t *testing.T, rec *Record) {
 	t.Helper()
-	for deadline := time.Now().Add(lineTimeout); len(rec.Alive()) > 0; time.Sleep(5 * time.Millisecond) {
-		if time.Now().After(deadline) {
-			t.Fatalf("still alive: %v", rec.Alive())
-		}
-	}
+	require.EventuallyWithT(t, func(c *assert.CollectT) {
+		assert.Empty(c, rec.Alive(), "processes of the fake still alive")
+	}, lineTimeout, 5*time.Millisecond)
 }
 
 // TestGrandchild checks that the grandchild is recorded, runs in the fake's
@@ -985,17 +986,8 @@ func TestSignalWhileReadingStdin(t *testing.T) {
 	pr, pw := io.Pipe()
 	defer pw.Close()
 	r := start(t, Script{Flavor: Claude, Stderr: "waiting\n"}, pr)
-	for deadline := time.Now().Add(lineTimeout); ; time.Sleep(5 * time.Millisecond) {
-		r.mu.Lock()
-		got := r.stderr.String()
-		r.mu.Unlock()
-		if got != "" {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatal("no stderr from the fake")
-		}
-	}
+	require.Eventually(t, func() bool { return r.stderrNow() != "" }, lineTimeout, 5*time.Millisecond,
+		"no stderr from the fake")
 	r.cmd.Process.Signal(syscall.SIGINT)
 	lines := r.rest()
 	pw.Close()

@@ -1,33 +1,56 @@
-// Package testenv holds what clinvoke's tests share about the machine they
-// run on: how long a wait may last before a test calls it a hang.
+// Package testenv holds what the tests of this module share about the machine
+// they run on: how long a guard against a hang may wait.
 //
-// A test never waits for time to pass as a way to let something happen: it
-// waits for an event. It uses a Timeout only to fail, instead of hanging,
-// when the event never comes. Those bounds are generous, so that a busy or
-// slow machine (a laptop on battery, a shared CI runner, go test -count=10
-// beside other work) never meets them by accident, and they scale with
-// CLINVOKE_TEST_TIMEOUT_SCALE (a factor, such as 3 or 0.5) for machines
-// slower still, or to find hangs faster.
+// A test waits for events, not for time. Where a wait must be bounded so that a
+// broken program fails the test instead of hanging it, the bound comes from
+// Timeout, which is generous by default and grows with the environment variable
+// CLINVOKE_TEST_TIMEOUT_SCALE on slow or busy machines.
 package testenv
 
 import (
+	"fmt"
+	"math"
 	"os"
 	"strconv"
 	"time"
 )
 
-// ScaleVar is the environment variable that scales every Timeout.
-const ScaleVar = "CLINVOKE_TEST_TIMEOUT_SCALE"
+// ScaleEnv names the environment variable that multiplies every Timeout: a
+// positive number such as 2 or 0.5. Unset or empty means 1.
+const ScaleEnv = "CLINVOKE_TEST_TIMEOUT_SCALE"
 
-// Hang is the bound of a wait for something that takes well under a second
-// on an idle machine: a process starting and printing, a tree being killed.
-const Hang = 2 * time.Minute
+// MinTimeout is the least Timeout returns before scaling: a guard against a
+// hang waits at least a minute, so that a busy machine does not trip it.
+const MinTimeout = time.Minute
 
-// Timeout returns d scaled by CLINVOKE_TEST_TIMEOUT_SCALE (1 when unset or
-// not a positive number).
+// Timeout returns the bound for a guard against a hang whose expected wait is
+// d: max(d, MinTimeout) multiplied by Scale. It is meant for "fail instead of
+// hanging forever" guards, never for behaviour defined by a timer.
 func Timeout(d time.Duration) time.Duration {
-	if f, err := strconv.ParseFloat(os.Getenv(ScaleVar), 64); err == nil && f > 0 {
-		return time.Duration(float64(d) * f)
+	d = max(d, MinTimeout)
+	s := Scale()
+	if f := float64(d) * s; f < math.MaxInt64 {
+		return time.Duration(f)
 	}
-	return d
+	return time.Duration(math.MaxInt64)
 }
+
+// Scale returns the factor read from CLINVOKE_TEST_TIMEOUT_SCALE. It panics
+// with a message naming the variable when the value is not a positive number,
+// so that a typo does not silently shorten every guard.
+func Scale() float64 {
+	v := os.Getenv(ScaleEnv)
+	if v == "" {
+		return 1
+	}
+	s, err := strconv.ParseFloat(v, 64)
+	if err != nil || s <= 0 || math.IsInf(s, 0) || math.IsNaN(s) {
+		panic(fmt.Sprintf("testenv: %s=%q is not a positive number; set it to a factor such as 2, or unset it", ScaleEnv, v))
+	}
+	return s
+}
+
+// Hang is the bound, before scaling, of a wait for something that takes
+// well under a second on an idle machine: a process starting and printing,
+// a tree being killed. Use it as Timeout(Hang).
+const Hang = 2 * time.Minute

@@ -137,10 +137,7 @@ func (t *Tree) waitCgroup() (State, error) {
 		t.kill() // Wait without Kill, or Kill before the root exited
 	}
 	if s.reapLate.Load() {
-		s.knownMu.Lock()
-		late := s.late
-		s.knownMu.Unlock()
-		s.reap(t, nil, late)
+		s.reapLater(t, nil)
 	}
 	ps, err := s.proc.Wait()
 	<-s.done

@@ -9,7 +9,6 @@ import (
 	"slices"
 	"sync"
 	"sync/atomic"
-	"syscall"
 	"time"
 
 	"golang.org/x/sys/unix"
@@ -81,15 +80,7 @@ func start(a *Attr) (*Tree, error) {
 	if err != nil {
 		return nil, err
 	}
-	args := a.Args
-	if len(args) == 0 {
-		args = []string{a.Path}
-	}
-	sys := &syscall.SysProcAttr{Setsid: true}
-	if a.TTY != nil {
-		sys.Setctty = true
-		sys.Ctty = ctty
-	}
+	args, sys := rootArgs(a), sessionAttr(a, ctty)
 	p, err := os.StartProcess(a.Path, args, &os.ProcAttr{Dir: a.Dir, Env: a.Env, Files: files, Sys: sys})
 	if err != nil {
 		return nil, err

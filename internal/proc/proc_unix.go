@@ -91,3 +91,23 @@ func stateOf(ps *os.ProcessState) State {
 	}
 	return State{Code: ws.ExitStatus()}
 }
+
+// rootArgs returns the root's argv: Attr.Args, or the path alone.
+func rootArgs(a *Attr) []string {
+	if len(a.Args) == 0 {
+		return []string{a.Path}
+	}
+	return a.Args
+}
+
+// sessionAttr returns what every root gets on Unix: a new session (and so
+// a new process group), and Attr.TTY, descriptor ctty in the child, as its
+// controlling terminal.
+func sessionAttr(a *Attr, ctty int) *syscall.SysProcAttr {
+	sys := &syscall.SysProcAttr{Setsid: true}
+	if a.TTY != nil {
+		sys.Setctty = true
+		sys.Ctty = ctty
+	}
+	return sys
+}

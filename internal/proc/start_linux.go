@@ -71,15 +71,7 @@ func start(a *Attr) (*Tree, error) {
 		}
 		return nil, err
 	}
-	args := a.Args
-	if len(args) == 0 {
-		args = []string{a.Path}
-	}
-	sys := &syscall.SysProcAttr{Setsid: true}
-	if a.TTY != nil {
-		sys.Setctty = true
-		sys.Ctty = ctty
-	}
+	args, sys := rootArgs(a), sessionAttr(a, ctty)
 	attr := &os.ProcAttr{Dir: a.Dir, Env: a.Env, Files: files, Sys: sys}
 	t := &Tree{exited: make(chan struct{}), log: log, start: time.Now()}
 	s := &t.sys

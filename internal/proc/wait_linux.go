@@ -27,10 +27,7 @@ func (t *Tree) wait() (State, error) {
 		if !ok || err != nil {
 			sn = nil
 		}
-		s.knownMu.Lock()
-		late := s.late
-		s.knownMu.Unlock()
-		s.reap(t, sn, late)
+		s.reapLater(t, sn)
 	}
 	ps, err := s.proc.Wait()
 	<-s.done
@@ -43,4 +40,12 @@ func (t *Tree) wait() (State, error) {
 	st := stateOf(ps)
 	t.log.Debug("proc: reaped", "pid", t.pid, "code", st.Code, "signal", st.Signal)
 	return st, nil
+}
+
+// reapLater reaps the zombies an earlier Kill could not reap yet.
+func (s *treeSys) reapLater(t *Tree, sn *snapshot) {
+	s.knownMu.Lock()
+	late := s.late
+	s.knownMu.Unlock()
+	s.reap(t, sn, late)
 }

@@ -20,6 +20,22 @@ func newTestRun(delay time.Duration) *run {
 	return &run{e: e, start: time.Now(), log: slog.New(slog.DiscardHandler)}
 }
 
+// newDrainRun returns a test run reading stdout, with a stderr that has
+// reached its end.
+func newDrainRun(t *testing.T, delay time.Duration, stdout *os.File) *run {
+	t.Helper()
+	r := newTestRun(delay)
+	r.stdoutW = &watchedFile{f: stdout, r: r}
+	er, ew, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	ew.Close()
+	r.stderrW = &watchedFile{f: er, r: r}
+	t.Cleanup(func() { er.Close() })
+	return r
+}
+
 // drain reads w to its end, as the engine's readers do, and reports the
 // bytes read on the returned channel.
 func drain(w *watchedFile, sink io.Writer) <-chan int64 {
@@ -173,11 +189,7 @@ func TestLargePipeKeepsAllOutput(t *testing.T) {
 		pw.Write(line)
 	}
 	pw.Close() // the CLI is dead; everything is in the pipe
-	r := newTestRun(time.Millisecond)
-	r.stdoutW = &watchedFile{f: pr, r: r}
-	er, ew, _ := os.Pipe()
-	ew.Close()
-	r.stderrW = &watchedFile{f: er, r: r}
+	r := newDrainRun(t, time.Millisecond, pr)
 	got := 0
 	outC, errC := make(chan struct{}), make(chan struct{})
 	go func() {
@@ -198,7 +210,6 @@ func TestLargePipeKeepsAllOutput(t *testing.T) {
 		t.Errorf("read %d lines, want all %d (%d bytes in the pipe)", got, lines, size)
 	}
 	pr.Close()
-	er.Close()
 }
 
 // With a zero wait delay, what dead writers left in the pipe is still all
@@ -215,11 +226,7 @@ func TestZeroWaitDelayKeepsBufferedOutput(t *testing.T) {
 	}
 	holder := pw // an outsider keeps the pipe open: no end of file
 	defer holder.Close()
-	r := newTestRun(0)
-	r.stdoutW = &watchedFile{f: pr, r: r}
-	er, ew, _ := os.Pipe()
-	ew.Close()
-	r.stderrW = &watchedFile{f: er, r: r}
+	r := newDrainRun(t, 0, pr)
 	got := 0
 	outC, errC := make(chan struct{}), make(chan struct{})
 	go func() {
@@ -241,7 +248,6 @@ func TestZeroWaitDelayKeepsBufferedOutput(t *testing.T) {
 		t.Errorf("read %d lines, want all %d", got, lines)
 	}
 	pr.Close()
-	er.Close()
 }
 
 // A terminal reports its end as EIO; the last line without a newline must

@@ -351,19 +351,23 @@ func TestExampleServerCancelAndSignal(t *testing.T) {
 
 	// startRun calls codex with a progress token and returns once the
 	// fake streams, with the call's context's cancel and its outcome.
+	calls := 0
 	startRun := func() (context.CancelFunc, chan error) {
 		ctx, cancel := context.WithCancel(context.Background())
 		errc := make(chan error, 1)
+		calls++
+		token := fmt.Sprintf("tok%d", calls)
 		go func() {
 			params := &mcp.CallToolParams{Name: "codex", Arguments: args("stream", root)}
-			params.SetProgressToken("tok")
+			params.SetProgressToken(token)
 			_, err := cs.CallTool(ctx, params)
 			errc <- err
 		}()
-		// A progress message means the fake printed events, which it does
-		// once its whole tree is started.
+		// A progress message of this call means the fake printed events,
+		// which it does once its whole tree is started. (Messages of an
+		// earlier call may still be queued: they do not count.)
 		for p := range progress {
-			if strings.Contains(p.Message, "running: ") || strings.Contains(p.Message, "thinking") {
+			if p.ProgressToken == token && (strings.Contains(p.Message, "running: ") || strings.Contains(p.Message, "thinking")) {
 				break
 			}
 		}

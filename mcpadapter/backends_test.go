@@ -116,6 +116,20 @@ func TestSchemaFieldsAcceptedByBackends(t *testing.T) {
 				}
 			}
 
+			// The other way: a field the backend accepts must be offered.
+			for field, set := range map[string]func(*invoker.Request){
+				"system_prompt": func(r *invoker.Request) { r.SystemPrompt = "Answer briefly." },
+				"images":        func(r *invoker.Request) { r.Images = []string{filepath.Join(dir, "shot.png")} },
+			} {
+				req := invoker.Request{Prompt: "hi", Workdir: dir}
+				set(&req)
+				_, err := inv.Invoker.Invoke(context.Background(), req)
+				_, offered := single.Properties[field]
+				if accepted := !errors.Is(err, invoker.ErrUnsupported); accepted != offered {
+					t.Errorf("%s: backend accepts %s = %v (Invoke() error = %v), schema offers it = %v", name, field, accepted, err, offered)
+				}
+			}
+
 			parallel := schemas[name+mcpadapter.ParallelSuffix]
 			if parallel == nil {
 				t.Fatalf("no tool %q", name+mcpadapter.ParallelSuffix)

@@ -135,7 +135,7 @@ func featuresOf(name string) features {
 	case "codex":
 		return features{images: true, systemPrompt: true}
 	case "claude":
-		return features{}
+		return features{systemPrompt: true}
 	case "gemini":
 		return features{}
 	}

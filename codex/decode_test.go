@@ -25,6 +25,14 @@ func TestGolden(t *testing.T) {
 		{File: "tool-fail.stdout", SessionID: "01a1fc52-dd91-7933-93c5-ba1db4534f14", Text: "done: Chunk ID: 617dc7\nWall time: 0.0000 seconds\nProcess exited with code 2\nOriginal token count: 29\nOutput:\npyenv: cannot rehash: /home/user/.pyenv/shims isn't writable\nls: cannot access '/nonexistent': No such", Usage: usage22, Success: true},
 		{File: "perm-ww.stdout", SessionID: "01a1fc52-b38b-7333-a844-2569892e550c", Text: "done: Chunk ID: c7855e\nWall time: 0.0000 seconds\nProcess exited with code 0\nOriginal token count: 14\nOutput:\npyenv: cannot rehash: /home/user/.pyenv/shims isn't writable", Usage: usage22, Success: true},
 		{File: "rich.stdout", SessionID: "01a1fc62-8199-7bf1-989e-d2ca1d67c63e", Text: "done: Exit code: 0\nWall time: 0 seconds\nOutput:\nSuccess. Updated the following files:\nA hello.txt", Usage: usage22, Success: true},
+		// --output-schema: the answer is the agent_message text; codex does
+		// not check it against the schema, and a schema file that is not
+		// JSON fails before any event.
+		{File: "output-schema.stdout", SessionID: "01a20ea8-64c5-7023-8599-1dd2a3d7979f", Text: `{"name":"Ada"}`, Usage: usage11, Success: true},
+		{File: "output-schema-mismatch.stdout", SessionID: "01a20ea8-daeb-7072-b773-3c3adbc6972e", Text: "not json at all", Usage: usage11, Success: true},
+		// The invalid-schema run (exit 1, nothing on stdout) decodes to no
+		// success; its stderr says "Output schema file X is not valid JSON".
+		{File: "output-schema-invalid.stdout"},
 		{File: "err401.stdout", SessionID: "01a1fc52-fb1c-7501-bda6-dddd07930e64", ErrIs: invoker.ErrAuthRequired,
 			StreamErr: "unexpected status 401 Unauthorized: fake 401 error, url: http://127.0.0.1:18084/v1/responses", ErrType: "turn.failed"},
 		{File: "err500-noretry.stdout", SessionID: "01a1fc56-7b39-7d20-af52-55d17b8916fe",

@@ -33,6 +33,10 @@ func TestGolden(t *testing.T) {
 			StreamErr: "[API Error: fake 429 error]\nPlease wait and try again later. To increase your limits, request a quota increase through AI Studio, or switch to another /auth method", ErrType: "unknown"},
 		{File: "err500-noretry.stdout", ExitCode: 244, SessionID: "6ad46466-2bf7-4578-bf8a-a41755d92ed0",
 			StreamErr: `[API Error: {"error":{"code":500,"message":"fake 500 error","status":"INTERNAL"}}]`, ErrType: "unknown"},
+		// settings model.maxSessionTurns 1 with a tool call: exit 53 and a
+		// result of status "error".
+		{File: "max-session-turns-1.stdout", SessionID: "954b732b-3c17-4c34-a0c8-696529cd0e53",
+			StreamErr: "Reached max session turns for this session. Increase the number of turns by specifying maxSessionTurns in settings.json.", ErrType: "FatalTurnLimitedError"},
 		// The output of -o json, not stream-json: nothing decodes, nothing succeeds.
 		{File: "json.stdout"},
 		{File: "2025-simple_greeting_20251216_134103.json", SessionID: "d6336abb-88c7-496e-bec4-adca188152b4",

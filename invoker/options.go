@@ -78,9 +78,12 @@ func WithTerminateGrace(d time.Duration) Option {
 
 // WithWaitDelay bounds how long Invoke waits for the CLI's stdout and stderr
 // to reach end of file once the process tree has been killed, for instance
-// when a process that could not be found still holds them open. After the
-// delay the pipes are closed and Invoke returns. The default is
-// DefaultWaitDelay.
+// when a process outside the tree still holds them open. The delay is
+// counted once, from the sweep; no write restarts it. At the delay each
+// stream still open delivers what its pipe held at that moment and is then
+// closed, whatever a writer does, and Invoke returns. Output the tree wrote
+// is never cut short: with every writer dead, the streams are read to their
+// end however long a slow OnEvent takes. The default is DefaultWaitDelay.
 func WithWaitDelay(d time.Duration) Option {
 	return func(c *config) { c.waitDelay = max(d, 0) }
 }

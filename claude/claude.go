@@ -80,6 +80,19 @@ func (backend) InstallHint() string { return "npm install -g @anthropic-ai/claud
 
 func (backend) NewDecoder(*invoker.Request) invoker.Decoder { return newDecoder() }
 
+// Capabilities: Claude Code has no image flag.
+func (backend) Capabilities() invoker.Capabilities {
+	return invoker.Capabilities{Model: true, Resume: true, SystemPrompt: true}
+}
+
+// UnsupportedHint says what to do instead of the fields claude lacks.
+func (backend) UnsupportedHint(field string) string {
+	if field == "Images" {
+		return "claude has no image flag; name the image files (absolute paths) in the prompt and Claude Code reads them with its Read tool"
+	}
+	return ""
+}
+
 // nestedVars are set by a running Claude Code for the processes it starts;
 // inherited by a nested claude they break it (see the package doc).
 var nestedVars = []string{"CLAUDECODE", "CLAUDE_CODE_ENTRYPOINT", "CLAUDE_CODE_SSE_PORT"}
@@ -88,9 +101,6 @@ var nestedVars = []string{"CLAUDECODE", "CLAUDE_CODE_ENTRYPOINT", "CLAUDE_CODE_S
 const readOnlyDenied = "Edit,Write,NotebookEdit"
 
 func (backend) Command(req *invoker.Request) (*invoker.Command, error) {
-	if len(req.Images) > 0 {
-		return nil, invoker.Unsupported("Images", "claude has no image flag; name the image files (absolute paths) in the prompt and Claude Code reads them with its Read tool")
-	}
 	args := []string{"--print", "--output-format=stream-json", "--verbose"}
 	var env []string
 	switch req.Permission {

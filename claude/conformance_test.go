@@ -19,5 +19,5 @@ func TestMain(m *testing.M) {
 // TestConformance runs the invoker contract on the claude backend, with the fake
 // agent speaking claude's real stream format in place of the CLI.
 func TestConformance(t *testing.T) {
-	invokertest.Run(t, agenttest.Factory(fakeagent.Claude, claude.New), "Images")
+	invokertest.Run(t, agenttest.Factory(fakeagent.Claude, claude.New))
 }

@@ -69,6 +69,11 @@ func (backend) InstallHint() string { return "npm install -g @openai/codex" }
 
 func (backend) NewDecoder(*invoker.Request) invoker.Decoder { return newDecoder() }
 
+// Capabilities: codex takes every optional field.
+func (backend) Capabilities() invoker.Capabilities {
+	return invoker.Capabilities{Model: true, Resume: true, Images: true, SystemPrompt: true}
+}
+
 // sandboxMode returns Codex's sandbox policy for a permission level.
 func sandboxMode(p invoker.Permission) (string, error) {
 	switch p {

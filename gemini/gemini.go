@@ -80,6 +80,23 @@ func (backend) InstallHint() string { return "npm install -g @google/gemini-cli"
 
 func (backend) NewDecoder(*invoker.Request) invoker.Decoder { return newDecoder() }
 
+// Capabilities: gemini has no image flag, and reads a system prompt only
+// from a file named in its environment.
+func (backend) Capabilities() invoker.Capabilities {
+	return invoker.Capabilities{Model: true, Resume: true}
+}
+
+// UnsupportedHint says what to do instead of the fields gemini lacks.
+func (backend) UnsupportedHint(field string) string {
+	switch field {
+	case "Images":
+		return "gemini has no image flag; reference each file in the prompt as @path (inside the workdir or a directory added with --include-directories)"
+	case "SystemPrompt":
+		return "gemini reads a system prompt only from a file: write it and set GEMINI_SYSTEM_MD=/path/to/file.md in Request.Env (it replaces gemini's built-in prompt)"
+	}
+	return ""
+}
+
 // maxStdin is how much of stdin Gemini reads, in UTF-16 code units
 // (readStdin in packages/cli: MAX_STDIN_SIZE, measured on decoded strings).
 const maxStdin = 8 << 20
@@ -101,12 +118,6 @@ func (backend) Command(req *invoker.Request) (*invoker.Command, error) {
 	mode, err := approvalMode(req.Permission)
 	if err != nil {
 		return nil, err
-	}
-	if len(req.Images) > 0 {
-		return nil, invoker.Unsupported("Images", "gemini has no image flag; reference each file in the prompt as @path (inside the workdir or a directory added with --include-directories)")
-	}
-	if req.SystemPrompt != "" {
-		return nil, invoker.Unsupported("SystemPrompt", "gemini reads a system prompt only from a file: write it and set GEMINI_SYSTEM_MD=/path/to/file.md in Request.Env (it replaces gemini's built-in prompt)")
 	}
 	if n := utf16Len(req.Prompt); n > maxStdin {
 		return nil, fmt.Errorf("%w: the prompt is %d UTF-16 code units long; gemini reads at most %d from stdin and would silently cut it", invoker.ErrInvalidRequest, n, maxStdin)

@@ -20,10 +20,16 @@ type Backend interface {
 	// ErrNotInstalled message, such as "npm install -g @openai/codex".
 	InstallHint() string
 
+	// Capabilities declares which optional Request fields the CLI
+	// honours. The engine refuses a Request that sets any other before it
+	// calls Command (a Backend that also implements Hinter says what to do
+	// instead), and Invokers report it (see CapabilitiesOf).
+	Capabilities() Capabilities
+
 	// Command returns the arguments, environment and standard input for
 	// req. The engine has already checked the fields it knows (prompt,
-	// workdir, permission, image paths). An error should wrap
-	// ErrInvalidRequest or ErrUnsupported (see Unsupported).
+	// workdir, permission, capabilities). An error should wrap
+	// ErrInvalidRequest (see also Unsupported).
 	Command(req *Request) (*Command, error)
 
 	// NewDecoder returns a Decoder for one run of req.

@@ -29,6 +29,10 @@ func (b testBackend) Binary() string {
 
 func (testBackend) InstallHint() string { return "npm install -g fake-agent" }
 
+func (testBackend) Capabilities() invoker.Capabilities {
+	return invoker.Capabilities{Model: true, Resume: true, Images: true, SystemPrompt: true}
+}
+
 func (b testBackend) Command(req *invoker.Request) (*invoker.Command, error) {
 	if b.cmdErr != nil {
 		return nil, b.cmdErr

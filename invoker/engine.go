@@ -24,6 +24,10 @@ type engine struct {
 
 func (e *engine) Name() string { return e.b.Name() }
 
+// Capabilities returns what the backend declares; it makes every engine a
+// CapabilityReporter.
+func (e *engine) Capabilities() Capabilities { return e.b.Capabilities() }
+
 func (e *engine) Invoke(ctx context.Context, req Request) (*Result, error) {
 	start := time.Now()
 	res := &Result{ExitCode: -1}
@@ -32,6 +36,9 @@ func (e *engine) Invoke(ctx context.Context, req Request) (*Result, error) {
 		return res, &Error{CLI: e.b.Name(), Err: err}
 	}
 	if err := validate(&req); err != nil {
+		return fail(err)
+	}
+	if err := checkCapabilities(e.b, &req); err != nil {
 		return fail(err)
 	}
 	cmd, err := e.b.Command(&req)

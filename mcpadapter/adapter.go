@@ -56,7 +56,7 @@ func Register(s *mcp.Server, opts *Options, invokers ...invoker.Invoker) error {
 			return fmt.Errorf("mcpadapter: Register: two invokers named %q", name)
 		}
 		seen[name] = true
-		t := &tool{shared: sh, inv: inv, name: name, f: featuresOf(name)}
+		t := &tool{shared: sh, inv: inv, name: name, f: featuresOf(inv)}
 		t.single = &mcp.Tool{
 			Name:        name,
 			Title:       titleOf(name),

@@ -18,13 +18,23 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/clinvoke/clinvoke/claude"
 	"github.com/clinvoke/clinvoke/invoker"
 	"github.com/clinvoke/clinvoke/mcpadapter"
 )
 
+// capStub is a stub that declares the capabilities of a real backend.
+type capStub struct {
+	*stub
+	caps invoker.Capabilities
+}
+
+func (s capStub) Capabilities() invoker.Capabilities { return s.caps }
+
 func TestListTools(t *testing.T) {
+	claudeCaps, _ := invoker.CapabilitiesOf(claude.New())
 	h := newHarness(t, &mcpadapter.Options{DefaultPermission: invoker.WorkspaceWrite, MaxPermission: invoker.Unlimited},
-		answer("codex"), answer("claude"))
+		answer("codex"), capStub{answer("claude"), claudeCaps})
 	res, err := h.cs.ListTools(context.Background(), nil)
 	if err != nil {
 		t.Fatalf("ListTools() error = %v", err)
@@ -72,6 +82,9 @@ func TestListTools(t *testing.T) {
 	remarshal(t, tools["claude"].InputSchema, &claudeIn)
 	if _, ok := claudeIn.Properties["images"]; ok {
 		t.Errorf("claude input schema offers images, which Claude Code cannot take")
+	}
+	if _, ok := claudeIn.Properties["system_prompt"]; !ok {
+		t.Errorf("claude input schema lacks system_prompt, which Claude Code takes")
 	}
 	for _, p := range []string{"text", "session_id", "exit_code", "duration_ms", "usage", "status"} {
 		if _, ok := out.Properties[p]; !ok {

@@ -23,15 +23,21 @@ type errRecorder struct {
 	errs chan error
 }
 
+// Capabilities forwards the backend's, so that the tools get its schema.
+func (r *errRecorder) Capabilities() invoker.Capabilities {
+	c, _ := invoker.CapabilitiesOf(r.Invoker)
+	return c
+}
+
 func (r *errRecorder) Invoke(ctx context.Context, req invoker.Request) (*invoker.Result, error) {
 	res, err := r.Invoker.Invoke(ctx, req)
 	r.errs <- err
 	return res, err
 }
 
-// TestSchemaFieldsAcceptedByBackends checks the table of featuresOf against
-// the real backends: every field a tool's input schema offers must be
-// accepted by the backend. The backend's binary is missing, so a request
+// TestSchemaFieldsAcceptedByBackends checks the tools' schemas against the
+// real backends, both ways: every field a tool's input schema offers must
+// be accepted by the backend, and every field it accepts must be offered. The backend's binary is missing, so a request
 // the backend accepts fails with invoker.ErrNotInstalled (Invoke checks the
 // request and builds the command before it looks for the binary), while a
 // field it cannot take fails with invoker.ErrUnsupported.
@@ -118,6 +124,8 @@ func TestSchemaFieldsAcceptedByBackends(t *testing.T) {
 
 			// The other way: a field the backend accepts must be offered.
 			for field, set := range map[string]func(*invoker.Request){
+				"model":         func(r *invoker.Request) { r.Model = "some-model" },
+				"session_id":    func(r *invoker.Request) { r.SessionID = sessionID },
 				"system_prompt": func(r *invoker.Request) { r.SystemPrompt = "Answer briefly." },
 				"images":        func(r *invoker.Request) { r.Images = []string{filepath.Join(dir, "shot.png")} },
 			} {

@@ -34,7 +34,7 @@ func newTool(t *testing.T, opts *Options, inv invoker.Invoker) *tool {
 		t.Fatal(err)
 	}
 	sh := &shared{cfg: cfg, sem: semaphore.NewWeighted(cfg.maxConcurrent), tr: &transcript{path: cfg.transcript}}
-	return &tool{shared: sh, inv: inv, name: inv.Name(), f: featuresOf(inv.Name())}
+	return &tool{shared: sh, inv: inv, name: inv.Name(), f: featuresOf(inv)}
 }
 
 // TestParallelTaskCountRefused checks the handler's own bound on the tasks

@@ -115,31 +115,24 @@ type TaskOutput struct {
 
 // features says which optional inputs a CLI takes.
 type features struct {
+	model        bool
+	resume       bool
 	images       bool
 	systemPrompt bool
 }
 
-// featuresOf returns the optional inputs of the CLI called name, as its
-// backend takes them (see CLI-FACTS.md): only Codex takes image files;
-// Codex and Claude Code take a system prompt (a config override, a flag),
-// while Gemini reads one only from a file named in its environment, so the
-// gemini backend refuses Request.SystemPrompt and its tools do not offer
-// it. For a CLI this package does not know, both are offered and the
-// backend refuses what it cannot do, with an error that says so.
-//
-// The invoker API has no way to ask a backend what it supports, so this
-// table must follow the backends; TestSchemaFieldsAcceptedByBackends checks
-// that every field the tools offer is accepted by the real backend.
-func featuresOf(name string) features {
-	switch name {
-	case "codex":
-		return features{images: true, systemPrompt: true}
-	case "claude":
-		return features{systemPrompt: true}
-	case "gemini":
-		return features{}
+// featuresOf returns the optional inputs of inv's tools: exactly the
+// optional Request fields its backend declares (invoker.CapabilitiesOf). An
+// Invoker that declares nothing, such as a wrapper that embeds only the
+// invoker.Invoker interface, is offered every input, and refuses what its
+// CLI cannot do with an error that says so; a wrapper that forwards
+// Capabilities gets the exact schema.
+func featuresOf(inv invoker.Invoker) features {
+	c, ok := invoker.CapabilitiesOf(inv)
+	if !ok {
+		return features{model: true, resume: true, images: true, systemPrompt: true}
 	}
-	return features{images: true, systemPrompt: true}
+	return features{model: c.Model, resume: c.Resume, images: c.Images, systemPrompt: c.SystemPrompt}
 }
 
 // noExtra is the schema that matches nothing, as additionalProperties: it
@@ -197,11 +190,15 @@ func taskProperties(c *config, f features, name string, inTask bool) map[string]
 				"and may take minutes; be specific about what to do and what to report back."},
 		"workdir":    str(workdirDesc),
 		"permission": permissionSchema(c, permDefault, permissionDesc),
-		"model":      str("Model to use instead of the CLI's default; leave empty unless asked for a specific model."),
-		"session_id": {Type: "string", Pattern: sessionIDPattern,
+	}
+	if f.model {
+		props["model"] = str("Model to use instead of the CLI's default; leave empty unless asked for a specific model.")
+	}
+	if f.resume {
+		props["session_id"] = &jsonschema.Schema{Type: "string", Pattern: sessionIDPattern,
 			Description: "Resume this earlier session (the session_id returned by a previous call, successful or not, " +
 				"a UUID) instead of starting a new conversation. Use the same workdir as that call. " +
-				`Only such ids are accepted: "latest", indexes and session names are refused.`},
+				`Only such ids are accepted: "latest", indexes and session names are refused.`}
 	}
 	if f.systemPrompt {
 		props["system_prompt"] = str("Extra instructions for the agent's system prompt (optional).")
@@ -239,12 +236,14 @@ func parallelInputSchema(c *config, f features, name string) *jsonschema.Schema 
 				"Fields left out of a task take the call's values below."},
 		"workdir":    str("Default workdir (absolute path) for tasks that give none."),
 		"permission": permissionSchema(c, c.defaultPerm, "Default permission for tasks that give none. "+permissionDesc),
-		"model":      str("Default model for tasks that give none."),
 		"max_parallel": {Type: "integer", Minimum: jsonschema.Ptr(1.0),
 			Description: "How many tasks may run at once (optional); the server's own limit applies as well."},
 		"fail_fast": {Type: "boolean", Default: json.RawMessage("false"),
 			Description: "If true, the first failed task cancels the tasks still running or waiting. " +
 				"If false (the default), every task runs to its own end."},
+	}
+	if f.model {
+		props["model"] = str("Default model for tasks that give none.")
 	}
 	if f.systemPrompt {
 		props["system_prompt"] = str("Default system prompt addition for tasks that give none.")

@@ -187,23 +187,46 @@ var cases = []testCase{
 		},
 	},
 	{
-		name: "Images",
-		rule: "Request.Images is passed to a CLI that takes images, and refused with ErrUnsupported by one that does not",
+		name: "Capabilities",
+		rule: "an Invoker reports its capabilities; each optional Request field it declares is honoured, and each other one is refused with ErrUnsupported, naming the field, before anything starts",
 		run: func(r *report, k *kase) {
+			caps, ok := invoker.CapabilitiesOf(k.newInvoker(Fake{}))
+			if !ok {
+				r.errorf("the Invoker does not implement invoker.CapabilityReporter: callers cannot ask what it supports")
+			}
 			img := filepath.Join(k.workdir(), "pixel.png")
 			if err := os.WriteFile(img, []byte("\x89PNG\r\n\x1a\n"), 0o644); err != nil {
 				r.errorf("writing the test image: %v", err)
 				return
 			}
-			res, err := k.invoke(r, context.Background(), Fake{Answer: "seen"}, invoker.Request{Images: []string{img}})
-			if k.supports("Images") {
-				if err != nil || strings.TrimSpace(res.Text) != "seen" {
-					r.errorf("Invoke() with an image = %q, %v; want the answer and no error", res.Text, err)
+			for _, f := range []struct {
+				field string
+				set   func(*invoker.Request)
+			}{
+				{"Model", func(q *invoker.Request) { q.Model = "conformance-model" }},
+				{"SessionID", func(q *invoker.Request) { q.SessionID = "conformance-session-0" }},
+				{"Images", func(q *invoker.Request) { q.Images = []string{img} }},
+				{"SystemPrompt", func(q *invoker.Request) { q.SystemPrompt = "Answer briefly." }},
+			} {
+				var req invoker.Request
+				f.set(&req)
+				res, err := k.invoke(r, context.Background(), Fake{Answer: "seen"}, req)
+				if caps.Supports(f.field) {
+					if err != nil || strings.TrimSpace(res.Text) != "seen" {
+						r.errorf("Invoke() with Request.%s set (declared supported) = %q, %v; want the answer and no error", f.field, res.Text, err)
+					}
+					continue
 				}
-				return
-			}
-			if !errors.Is(err, invoker.ErrUnsupported) || !errors.Is(err, invoker.ErrInvalidRequest) {
-				r.errorf("Invoke() with an image error = %v, want ErrUnsupported (and ErrInvalidRequest)", err)
+				if !errors.Is(err, invoker.ErrUnsupported) || !errors.Is(err, invoker.ErrInvalidRequest) {
+					r.errorf("Invoke() with Request.%s set (declared unsupported) error = %v, want ErrUnsupported (and ErrInvalidRequest)", f.field, err)
+					continue
+				}
+				if !strings.Contains(err.Error(), "Request."+f.field) {
+					r.errorf("Invoke() with Request.%s set: error %q does not name the field", f.field, err)
+				}
+				if res.ExitCode != -1 {
+					r.errorf("Invoke() with Request.%s set: Result.ExitCode = %d, want -1 (nothing started)", f.field, res.ExitCode)
+				}
 			}
 		},
 	},

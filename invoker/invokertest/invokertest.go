@@ -30,7 +30,6 @@ import (
 	"fmt"
 	"os"
 	"runtime"
-	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -71,15 +70,16 @@ type Fake struct {
 }
 
 // Run runs every case of the suite as a subtest of t, each on a fresh
-// Invoker from newInvoker. unsupported names the Request fields the CLI
-// cannot honour (for example "Images"); the suite then checks that they are
-// refused with invoker.ErrUnsupported instead of testing them.
-func Run(t *testing.T, newInvoker func(t *testing.T, f Fake) invoker.Invoker, unsupported ...string) {
+// Invoker from newInvoker. The suite reads what the Invoker supports from
+// its Capabilities (see invoker.CapabilitiesOf): it checks that every
+// optional field declared supported is honoured and that every other one
+// is refused with invoker.ErrUnsupported before anything starts.
+func Run(t *testing.T, newInvoker func(t *testing.T, f Fake) invoker.Invoker) {
 	t.Helper()
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			r := &report{}
-			c.run(r, newCase(t, newInvoker, unsupported))
+			c.run(r, newCase(t, newInvoker))
 			for _, msg := range r.errs {
 				t.Errorf("%s\n\tcontract: %s", msg, c.rule)
 			}
@@ -90,14 +90,13 @@ func Run(t *testing.T, newInvoker func(t *testing.T, f Fake) invoker.Invoker, un
 // Test runs the suite without a *testing.T, for tests of the suite itself,
 // and returns every failure joined, or nil. newInvoker is called once per
 // case; workdir is an existing directory used as Request.Workdir.
-func Test(newInvoker func(f Fake) invoker.Invoker, workdir string, unsupported ...string) error {
+func Test(newInvoker func(f Fake) invoker.Invoker, workdir string) error {
 	var errs []error
 	for _, c := range cases {
 		r := &report{}
 		k := &kase{
-			newInvoker:  func(f Fake) invoker.Invoker { return newInvoker(f) },
-			workdir:     func() string { return workdir },
-			unsupported: unsupported,
+			newInvoker: func(f Fake) invoker.Invoker { return newInvoker(f) },
+			workdir:    func() string { return workdir },
 		}
 		c.run(r, k)
 		for _, msg := range r.errs {
@@ -123,20 +122,23 @@ func (r *report) errorf(format string, args ...any) {
 
 // kase is what a case needs: a factory and a workdir.
 type kase struct {
-	newInvoker  func(Fake) invoker.Invoker
-	workdir     func() string
-	unsupported []string
+	newInvoker func(Fake) invoker.Invoker
+	workdir    func() string
 }
 
-func newCase(t *testing.T, newInvoker func(*testing.T, Fake) invoker.Invoker, unsupported []string) *kase {
+func newCase(t *testing.T, newInvoker func(*testing.T, Fake) invoker.Invoker) *kase {
 	return &kase{
-		newInvoker:  func(f Fake) invoker.Invoker { return newInvoker(t, f) },
-		workdir:     t.TempDir,
-		unsupported: unsupported,
+		newInvoker: func(f Fake) invoker.Invoker { return newInvoker(t, f) },
+		workdir:    t.TempDir,
 	}
 }
 
-func (k *kase) supports(field string) bool { return !slices.Contains(k.unsupported, field) }
+// capabilities returns what the factory's Invokers declare; an Invoker
+// that declares nothing is held to supporting nothing optional.
+func (k *kase) capabilities() invoker.Capabilities {
+	c, _ := invoker.CapabilitiesOf(k.newInvoker(Fake{}))
+	return c
+}
 
 // invoke runs one request with a fresh tag and checks afterwards that no
 // process carrying the tag is alive.

@@ -24,6 +24,10 @@ type memInvoker struct {
 
 func (memInvoker) Name() string { return "mem" }
 
+func (memInvoker) Capabilities() invoker.Capabilities {
+	return invoker.Capabilities{Model: true, Resume: true, Images: true, SystemPrompt: true}
+}
+
 func (m memInvoker) Invoke(ctx context.Context, req invoker.Request) (*invoker.Result, error) {
 	res := &invoker.Result{ExitCode: -1}
 	fail := func(err error) (*invoker.Result, error) { return res, &invoker.Error{CLI: "mem", Err: err} }
@@ -98,7 +102,7 @@ func TestSuiteRejectsABrokenInvoker(t *testing.T) {
 	if err == nil {
 		t.Fatal("Test() = nil, want errors for a broken invoker")
 	}
-	for _, c := range []string{"Complete", "Resume", "CancelReapsTree", "DeadlineReapsTree", "StreamFailureKeepsSession", "ExitStatus", "BadInput"} {
+	for _, c := range []string{"Complete", "Resume", "CancelReapsTree", "DeadlineReapsTree", "StreamFailureKeepsSession", "ExitStatus", "BadInput", "Capabilities"} {
 		if !strings.Contains(err.Error(), c+": ") {
 			t.Errorf("Test() error does not report case %s:\n%v", c, err)
 		}

@@ -73,8 +73,9 @@
 // errors as is_error inside a result of subtype "success", so the exit
 // status alone means nothing. Usage is the result's usage, cached input
 // being cache reads, with total_cost_usd as CostUSD (reported on success
-// and on both limit errors); Result.Turns is the result's num_turns, which
-// counts the model requests of the turn.
+// and on both limit errors); Result.Turns is the result's num_turns (1 for
+// a plain answer, 2 for a tool call and the answer, and 2 for an answer
+// given through StructuredOutput: Claude Code counts the tool's round).
 package claude
 
 import (

@@ -236,3 +236,27 @@ func TestGeminiRefusesSchemaAndLimits(t *testing.T) {
 		t.Errorf("the model got %d requests, want none", n)
 	}
 }
+
+// exec resume takes --output-schema too (after "resume", where the codex
+// backend puts it): a resumed turn answers in the shape.
+func TestStructuredAnswerOnResume(t *testing.T) {
+	r := rigFor(t, "codex")
+	r.srv.Enqueue(fakemodel.Answer("first answer"), fakemodel.Answer(`{"name":"Ada"}`))
+	first, err := r.invoke(context.Background(), r.request("say hi"))
+	if err != nil {
+		t.Fatalf("first Invoke() error = %v; stderr tail:\n%s", err, first.Stderr)
+	}
+	req := r.request("Name a famous programmer.")
+	req.SessionID = first.SessionID
+	req.OutputSchema = json.RawMessage(nameSchema)
+	res, err := r.invoke(context.Background(), req)
+	if err != nil {
+		t.Fatalf("resumed Invoke() error = %v; stderr tail:\n%s", err, res.Stderr)
+	}
+	if string(res.Structured) != `{"name":"Ada"}` || res.SessionID != first.SessionID {
+		t.Errorf("resumed Result = %s, want the structured answer in session %s", jsonString(res), first.SessionID)
+	}
+	if s := r.srv.Scripted(); len(s) != 2 || s[0].Contains("codex_output_schema") || !s[1].Contains("codex_output_schema") {
+		t.Errorf("want the schema sent with the resumed turn only (%d model requests)", len(s))
+	}
+}

@@ -134,9 +134,9 @@ type Request struct {
 	// behind the CLIs want an object at the root ("type": "object").
 	OutputSchema json.RawMessage
 
-	// MaxTurns, when positive, is the most agentic turns (model requests
-	// and the tool calls between them) the CLI may take before it stops
-	// with a *LimitError, for CLIs that support it
+	// MaxTurns, when positive, is the most agentic turns (model responses
+	// and the tool rounds between them, as the CLI counts them) the CLI
+	// may take before it stops with a *LimitError, for CLIs that support it
 	// (Capabilities.MaxTurns). Zero means the CLI's default; negative is
 	// ErrInvalidRequest.
 	MaxTurns int
@@ -178,8 +178,8 @@ type Result struct {
 	// keeps the answer as the CLI printed it.
 	Structured json.RawMessage
 	// Turns is the number of turns the CLI reported (Claude Code's
-	// num_turns, which counts each model request), or 0 for CLIs that
-	// report none (Codex, Gemini). The cost of the turn, where the CLI
+	// num_turns: a one-answer turn is 1, a tool call and the answer 2), or
+	// 0 for CLIs that report none (Codex, Gemini). The cost of the turn, where the CLI
 	// reports one (Claude Code), is Usage.CostUSD.
 	Turns int
 }

@@ -25,7 +25,7 @@ func limitProperties(c *config, f features, props map[string]*jsonschema.Schema)
 	}
 	if f.maxTurns {
 		s := &jsonschema.Schema{Type: "integer", Minimum: jsonschema.Ptr(1.0),
-			Description: "The most agent turns (model requests) the run may take (optional); reaching it fails the call, keeping the session_id to resume."}
+			Description: "The most agent turns (model responses and tool rounds) the run may take (optional); reaching it fails the call, keeping the session_id to resume."}
 		if c.maxTurns > 0 {
 			s.Maximum = jsonschema.Ptr(float64(c.maxTurns))
 			s.Description += " At most " + strconv.Itoa(c.maxTurns) + " on this server, which is also the limit when none is given."

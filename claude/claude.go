@@ -3,7 +3,7 @@
 //
 // Each turn runs
 //
-//	claude --print --output-format=stream-json --verbose --permission-mode=MODE [--disallowedTools=Edit,Write,NotebookEdit --setting-sources=] [--model=M] [--append-system-prompt=S] [--resume=SESSION_ID] [ExtraArgs...]
+//	claude --print --output-format=stream-json --verbose --permission-mode=MODE [--disallowedTools=Edit,Write,NotebookEdit --setting-sources=] [--model=M] [--append-system-prompt=S] [--resume=SESSION_ID] [--json-schema=SCHEMA] [--max-turns=N] [--max-budget-usd=AMOUNT] [ExtraArgs...]
 //
 // with the prompt written to standard input, then closed; Claude Code takes
 // no positional prompt here, so a prompt such as "--help" is never read as
@@ -38,6 +38,22 @@
 // flag: Images is reported with [invoker.ErrUnsupported]; name the image
 // files in the prompt instead and Claude Code reads them with its Read tool.
 //
+// OutputSchema is passed, compacted, as --json-schema (at most 128 KiB, the
+// longest argument Linux takes). Claude Code then offers the model a
+// StructuredOutput tool whose input is the answer, checks the input
+// against the schema itself (a mismatch goes back to the model as a tool
+// error) and reports it as the result's structured_output, which becomes
+// Result.Structured; Result.Text holds the same JSON as text. When the
+// model answers in plain text twice, Claude Code gives up and reports
+// success without structured_output: the engine then checks the text
+// against the schema (captured with 2.1.197: json-schema.stdout and
+// json-schema-text.stdout in testdata). MaxTurns is --max-turns and
+// MaxBudgetUSD is --max-budget-usd; reaching either ends the turn with a
+// result of subtype error_max_turns or error_max_budget_usd and exit 1,
+// reported as an [*invoker.LimitError] with the session id. The budget is
+// checked after each model response, so the response that crosses it has
+// been paid for.
+//
 // The environment loses CLAUDECODE, CLAUDE_CODE_ENTRYPOINT and
 // CLAUDE_CODE_SSE_PORT: a host that itself runs under Claude Code has them
 // set, and the first makes a nested claude refuse to start, the others
@@ -56,11 +72,17 @@
 // field is the final answer. Claude Code exits 0 on SIGINT and reports API
 // errors as is_error inside a result of subtype "success", so the exit
 // status alone means nothing. Usage is the result's usage, cached input
-// being cache reads, with total_cost_usd as CostUSD.
+// being cache reads, with total_cost_usd as CostUSD (reported on success
+// and on both limit errors); Result.Turns is the result's num_turns (1 for
+// a plain answer, 2 for a tool call and the answer, and 2 for an answer
+// given through StructuredOutput: Claude Code counts the tool's round).
 package claude
 
 import (
+	"bytes"
+	"encoding/json"
 	"fmt"
+	"strconv"
 
 	"github.com/clinvoke/clinvoke/invoker"
 )
@@ -82,7 +104,8 @@ func (backend) NewDecoder(*invoker.Request) invoker.Decoder { return newDecoder(
 
 // Capabilities: Claude Code has no image flag.
 func (backend) Capabilities() invoker.Capabilities {
-	return invoker.Capabilities{Model: true, Resume: true, SystemPrompt: true}
+	return invoker.Capabilities{Model: true, Resume: true, SystemPrompt: true,
+		OutputSchema: true, MaxTurns: true, MaxBudget: true}
 }
 
 // UnsupportedHint says what to do instead of the fields claude lacks.
@@ -96,6 +119,10 @@ func (backend) UnsupportedHint(field string) string {
 // nestedVars are set by a running Claude Code for the processes it starts;
 // inherited by a nested claude they break it (see the package doc).
 var nestedVars = []string{"CLAUDECODE", "CLAUDE_CODE_ENTRYPOINT", "CLAUDE_CODE_SSE_PORT"}
+
+// maxSchemaArg bounds the --json-schema argument: Linux refuses a single
+// argument longer than 32 pages (MAX_ARG_STRLEN, 128 KiB) with E2BIG.
+const maxSchemaArg = 128<<10 - len("--json-schema=") - 1
 
 // readOnlyDenied are the built-in tools that change files.
 const readOnlyDenied = "Edit,Write,NotebookEdit"
@@ -125,6 +152,22 @@ func (backend) Command(req *invoker.Request) (*invoker.Command, error) {
 	if req.SessionID != "" {
 		// --resume takes an optional value: only the = form binds it.
 		args = append(args, "--resume="+req.SessionID)
+	}
+	if len(req.OutputSchema) > 0 {
+		var b bytes.Buffer
+		if err := json.Compact(&b, req.OutputSchema); err != nil {
+			return nil, fmt.Errorf("%w: Request.OutputSchema: %v", invoker.ErrInvalidRequest, err)
+		}
+		if b.Len() > maxSchemaArg {
+			return nil, fmt.Errorf("%w: Request.OutputSchema is %d bytes once compacted; claude takes the schema as a command-line argument, which Linux limits to %d bytes", invoker.ErrInvalidRequest, b.Len(), maxSchemaArg)
+		}
+		args = append(args, "--json-schema="+b.String())
+	}
+	if req.MaxTurns > 0 {
+		args = append(args, "--max-turns="+strconv.Itoa(req.MaxTurns))
+	}
+	if req.MaxBudgetUSD > 0 {
+		args = append(args, "--max-budget-usd="+strconv.FormatFloat(req.MaxBudgetUSD, 'f', -1, 64))
 	}
 	args = append(args, req.ExtraArgs...)
 	return &invoker.Command{

@@ -2,6 +2,7 @@ package claude
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"os"
 	"path/filepath"
@@ -60,6 +61,13 @@ func TestCommand(t *testing.T) {
 			r.SessionID = "-S"
 			r.Permission = invoker.Unlimited
 		}), cat(head, []string{"--permission-mode=bypassPermissions", "--resume=-S"}), []string{"IS_SANDBOX=1"}},
+		{"schema compacted, turn and budget limits", with(func(r *invoker.Request) {
+			r.OutputSchema = json.RawMessage("{\n  \"type\": \"object\",\n  \"properties\": {\"name\": {\"type\": \"string\"}}\n}")
+			r.MaxTurns = 3
+			r.MaxBudgetUSD = 0.000001
+			r.ExtraArgs = []string{"--verbose"}
+		}), cat(head, ro, []string{`--json-schema={"type":"object","properties":{"name":{"type":"string"}}}`,
+			"--max-turns=3", "--max-budget-usd=0.000001", "--verbose"}), nil},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -128,7 +136,8 @@ func TestFlagsExist(t *testing.T) {
 	}
 	var args []string
 	for _, p := range invoker.Permissions() {
-		req := invoker.Request{Prompt: "x", Workdir: "/w", Model: "m", SessionID: "S", SystemPrompt: "s", Permission: p}
+		req := invoker.Request{Prompt: "x", Workdir: "/w", Model: "m", SessionID: "S", SystemPrompt: "s", Permission: p,
+			OutputSchema: json.RawMessage(`{"type":"object"}`), MaxBudgetUSD: 0.5}
 		cmd, err := backend{}.Command(&req)
 		if err != nil {
 			t.Fatal(err)

@@ -37,6 +37,10 @@ type line struct {
 	StopReason     *string         `json:"stop_reason"`
 	TotalCostUSD   float64         `json:"total_cost_usd"`
 	Usage          *usage          `json:"usage"`
+	NumTurns       int             `json:"num_turns"`
+	// StructuredOutput is the StructuredOutput tool's input under
+	// --json-schema (absent when the model never called the tool).
+	StructuredOutput json.RawMessage `json:"structured_output"`
 
 	Event *streamEvent `json:"event"` // stream_event
 }
@@ -109,6 +113,11 @@ type decoder struct {
 	result    string // the result's text
 	resultErr *invoker.StreamError
 	apiError  string // the error kind of the last synthetic assistant message
+	// limit is the Request field of the limit the result reports reached
+	// ("MaxTurns", "MaxBudgetUSD"), or "".
+	limit      string
+	turns      int
+	structured json.RawMessage
 
 	// Partial text: the text blocks of the latest top-level message that
 	// had any (textID), and the deltas streamed since the message streamID
@@ -290,6 +299,16 @@ func (d *decoder) finish(l line, ev func(invoker.EventKind) invoker.Event) []inv
 	if l.Result != nil {
 		d.result = *l.Result
 	}
+	d.turns = l.NumTurns
+	if s := streamjson.ValidOrNil(l.StructuredOutput); len(s) > 0 && string(s) != "null" {
+		d.structured = s
+	}
+	switch l.Subtype {
+	case "error_max_turns":
+		d.limit = "MaxTurns"
+	case "error_max_budget_usd":
+		d.limit = "MaxBudgetUSD"
+	}
 	var evs []invoker.Event
 	d.success = !l.IsError && (l.Subtype == "success" || l.Subtype == "")
 	if d.success && d.result == "" && (l.StopReason == nil || *l.StopReason != "end_turn") {
@@ -406,14 +425,19 @@ func (d *decoder) Outcome(exitCode int, stderr string) invoker.Outcome {
 		Text:      d.partial(),
 		Usage:     d.usage,
 		Success:   d.success,
+		Turns:     d.turns,
 	}
 	switch {
 	case d.success:
 		out.Text = d.result
+		out.Structured = d.structured
 	case d.resultErr != nil:
 		se := *d.resultErr
 		se.ExitCode = exitCode
 		out.Err = &se
+		if d.limit != "" {
+			out.Err = &invoker.LimitError{Limit: d.limit, SessionID: d.sessionID, Err: &se}
+		}
 	case exitCode > 0:
 		if expl := explainExit(exitCode, stderr); expl != "" {
 			out.Err = &invoker.ExitError{Code: exitCode, Stderr: stderr, Explanation: expl}

@@ -26,14 +26,18 @@ func TestGolden(t *testing.T) {
 		{File: "tool-touch.stdout", SessionID: "80cbad97-5a4e-42bd-b7db-46f85d03b902", Text: touched, Usage: u(22, 10, 0.0005399999999999999), Success: true},
 		{File: "perm-default.stdout", SessionID: "4ae65e09-3ce9-491b-9e93-7149f1beb17f", TextPrefix: "done: touch in '/home/user/project/claude-touched-default.txt' was blocked.", Usage: u(22, 10, 0.0005399999999999999), Success: true},
 		{File: "maxturns.stdout", ExitCode: 1, SessionID: "6dd54ba7-954d-4ea3-aaef-56c7279628ac", Usage: u(11, 5, 0.00017999999999999998),
-			StreamErr: "Reached maximum number of turns (1)", ErrType: "error_max_turns"},
+			StreamErr: "Reached maximum number of turns (1)", ErrType: "error_max_turns", Limit: "MaxTurns", Turns: 2},
 		// --json-schema answered in plain text twice: claude gives up and
 		// reports success without a structured answer.
-		{File: "json-schema-text.stdout", SessionID: "94c6bbed-32a3-447b-8539-a906df184863", Text: `{"name":"Ada"}`, Usage: u(22, 10, 0.00035999999999999997), Success: true},
+		{File: "json-schema-text.stdout", SessionID: "94c6bbed-32a3-447b-8539-a906df184863", Text: `{"name":"Ada"}`, Usage: u(22, 10, 0.00035999999999999997), Success: true, Turns: 2},
+		// --json-schema answered through the StructuredOutput tool: the
+		// result carries structured_output, and result holds it as text.
+		{File: "json-schema.stdout", SessionID: "9866273b-2f92-4901-8afa-b5394c744dd8", Text: `{"name":"Ada"}`, Usage: u(11, 5, 0.00017999999999999998), Success: true,
+			Turns: 2, Structured: `{"name":"Ada"}`},
 		{File: "max-turns-1.stdout", SessionID: "557f1bee-86d7-4f4f-a2ef-c2eb1935f590", Usage: u(11, 5, 0.00017999999999999998),
-			StreamErr: "Reached maximum number of turns (1)", ErrType: "error_max_turns"},
+			StreamErr: "Reached maximum number of turns (1)", ErrType: "error_max_turns", Limit: "MaxTurns", Turns: 2},
 		{File: "max-budget.stdout", SessionID: "99dca95a-2f65-4336-af38-3f9ff20b83c4",
-			StreamErr: "Reached maximum budget ($0.000001)", ErrType: "error_max_budget_usd"},
+			StreamErr: "Reached maximum budget ($0.000001)", ErrType: "error_max_budget_usd", Limit: "MaxBudgetUSD", Turns: 1},
 		// API errors: exit 1 and a result of subtype "success" with is_error.
 		{File: "err401-noretry.stdout", SessionID: "c6157886-e725-4315-8f97-73a1cd19d748", ErrIs: invoker.ErrAuthRequired,
 			StreamErr: "Failed to authenticate. API Error: 401 fake 401 error", ErrType: "authentication_failed"},

@@ -3,14 +3,14 @@
 //
 // Each turn runs
 //
-//	codex exec --json --skip-git-repo-check --cd=DIR --sandbox=MODE [--model=M] [--image=PATH]... [--config=developer_instructions="..."] [ExtraArgs...] -- -
+//	codex exec --json --skip-git-repo-check --cd=DIR --sandbox=MODE [--model=M] [--image=PATH]... [--output-schema=FILE] [--config=developer_instructions="..."] [ExtraArgs...] -- -
 //
 // with the prompt written to standard input and stdin then closed: Codex
 // reads stdin to end of file before it starts ("Reading additional input
 // from stdin..." on stderr is normal), so the prompt has no length limit and
 // never shows in ps or reads as a flag. A turn that resumes a thread runs
 //
-//	codex exec --json --skip-git-repo-check --cd=DIR [--model=M] [--config=developer_instructions="..."] --config=sandbox_mode="MODE" [ExtraArgs...] resume [--image=PATH]... -- THREAD_ID -
+//	codex exec --json --skip-git-repo-check --cd=DIR [--model=M] [--config=developer_instructions="..."] --config=sandbox_mode="MODE" [ExtraArgs...] resume [--image=PATH]... [--output-schema=FILE] -- THREAD_ID -
 //
 // because exec resume accepts no --sandbox: the permission level is restated
 // as a configuration override, so a resumed turn never runs with more (or
@@ -25,7 +25,18 @@
 // setting, added to Codex's own instructions. Images are attached with
 // --image; Codex splits that flag's value at commas, so an image path that
 // contains a comma is rejected with [invoker.ErrInvalidRequest] (copy or link
-// the file to a path without one). Every Request field is supported.
+// the file to a path without one).
+//
+// OutputSchema is written to a temporary file, readable by its owner only,
+// passed as --output-schema and removed when the run is over. Codex sends
+// the schema to the model as a strict JSON-schema response format but does
+// not check the answer itself (measured with 0.169.0: a non-JSON answer
+// ends in turn.completed and exit 0), so the engine checks the final
+// agent_message against the schema: Result.Structured holds it, or Invoke
+// returns an [*invoker.SchemaError] with the text. Codex exec has no turn
+// or budget limit and reports no cost: MaxTurns and MaxBudgetUSD are
+// refused with [invoker.ErrUnsupported], and Result.Turns and
+// Usage.CostUSD stay zero.
 //
 // # Events and results
 //
@@ -47,6 +58,7 @@ package codex
 
 import (
 	"fmt"
+	"os"
 	"strconv"
 	"strings"
 	"unicode/utf8"
@@ -69,9 +81,19 @@ func (backend) InstallHint() string { return "npm install -g @openai/codex" }
 
 func (backend) NewDecoder(*invoker.Request) invoker.Decoder { return newDecoder() }
 
-// Capabilities: codex takes every optional field.
+// Capabilities: codex takes every optional field but the limits: codex
+// exec has no turn or budget flag.
 func (backend) Capabilities() invoker.Capabilities {
-	return invoker.Capabilities{Model: true, Resume: true, Images: true, SystemPrompt: true}
+	return invoker.Capabilities{Model: true, Resume: true, Images: true, SystemPrompt: true, OutputSchema: true}
+}
+
+// UnsupportedHint says what to do instead of the fields codex lacks.
+func (backend) UnsupportedHint(field string) string {
+	switch field {
+	case "MaxTurns", "MaxBudgetUSD":
+		return "codex exec has no turn or budget limit and reports no cost; bound the run with a deadline on the context instead"
+	}
+	return ""
 }
 
 // sandboxMode returns Codex's sandbox policy for a permission level.
@@ -118,6 +140,20 @@ func (backend) Command(req *invoker.Request) (*invoker.Command, error) {
 			args = append(args, "--image="+img)
 		}
 	}
+	// The schema file is written last, once nothing can fail, so that an
+	// error never leaves it behind; Cleanup removes it after the run.
+	var schemaFile string
+	var cleanup func()
+	if len(req.OutputSchema) > 0 {
+		var err error
+		if schemaFile, err = writeSchema(req.OutputSchema); err != nil {
+			return nil, err
+		}
+		cleanup = func() { os.Remove(schemaFile) }
+	}
+	if schemaFile != "" && !resume {
+		args = append(args, "--output-schema="+schemaFile)
+	}
 	if req.SystemPrompt != "" {
 		args = append(args, "--config=developer_instructions="+tomlString(req.SystemPrompt))
 	}
@@ -132,11 +168,33 @@ func (backend) Command(req *invoker.Request) (*invoker.Command, error) {
 		for _, img := range req.Images {
 			args = append(args, "--image="+img)
 		}
+		if schemaFile != "" {
+			args = append(args, "--output-schema="+schemaFile)
+		}
 		args = append(args, "--", req.SessionID, "-")
 	} else {
 		args = append(args, "--", "-")
 	}
-	return &invoker.Command{Args: args, Stdin: req.Prompt}, nil
+	return &invoker.Command{Args: args, Stdin: req.Prompt, Cleanup: cleanup}, nil
+}
+
+// writeSchema writes an output schema to a new file, readable by its owner
+// only, for --output-schema, and returns its path. The engine has checked
+// that the schema is a JSON Schema object.
+func writeSchema(schema []byte) (string, error) {
+	f, err := os.CreateTemp("", "clinvoke-codex-schema-*.json")
+	if err != nil {
+		return "", fmt.Errorf("Request.OutputSchema: writing the schema file for codex --output-schema: %w", err)
+	}
+	_, err = f.Write(schema)
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		os.Remove(f.Name())
+		return "", fmt.Errorf("Request.OutputSchema: writing the schema file for codex --output-schema: %w", err)
+	}
+	return f.Name(), nil
 }
 
 // tomlString quotes s as a TOML basic string, the form Codex's --config

@@ -1,6 +1,7 @@
 package codex
 
 import (
+	"encoding/json"
 	"errors"
 	"os"
 	"regexp"
@@ -168,7 +169,8 @@ func TestFlagsExist(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	req := invoker.Request{Prompt: "x", Workdir: "/w", Model: "m", Images: []string{"/i"}, SystemPrompt: "s", SessionID: "T"}
+	req := invoker.Request{Prompt: "x", Workdir: "/w", Model: "m", Images: []string{"/i"}, SystemPrompt: "s", SessionID: "T",
+		OutputSchema: json.RawMessage(`{"type":"object"}`)}
 	var args []string
 	for _, sid := range []string{"", "T"} {
 		req.SessionID = sid
@@ -176,6 +178,7 @@ func TestFlagsExist(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
+		cmd.Cleanup()
 		args = append(args, cmd.Args...)
 	}
 	flagRE := regexp.MustCompile(`^--[a-z-]+`)

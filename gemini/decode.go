@@ -218,6 +218,11 @@ func (d *decoder) Outcome(exitCode int, stderr string) invoker.Outcome {
 			ExitCode: exitCode,
 			Err:      sentinel,
 		}
+		if d.failure.Type == "FatalTurnLimitedError" {
+			// model.maxSessionTurns of the user's settings (exit 53): the
+			// same condition as a turn limit set by Request.MaxTurns.
+			out.Err = &invoker.LimitError{Limit: "MaxTurns", SessionID: d.sessionID, Err: out.Err}
+		}
 	case exitCode > 0:
 		expl := explainExit(exitCode)
 		if msg := stderrError(stderr); msg != "" {

@@ -36,7 +36,7 @@ func TestGolden(t *testing.T) {
 		// settings model.maxSessionTurns 1 with a tool call: exit 53 and a
 		// result of status "error".
 		{File: "max-session-turns-1.stdout", SessionID: "954b732b-3c17-4c34-a0c8-696529cd0e53",
-			StreamErr: "Reached max session turns for this session. Increase the number of turns by specifying maxSessionTurns in settings.json.", ErrType: "FatalTurnLimitedError"},
+			StreamErr: "Reached max session turns for this session. Increase the number of turns by specifying maxSessionTurns in settings.json.", ErrType: "FatalTurnLimitedError", Limit: "MaxTurns"},
 		// The output of -o json, not stream-json: nothing decodes, nothing succeeds.
 		{File: "json.stdout"},
 		{File: "2025-simple_greeting_20251216_134103.json", SessionID: "d6336abb-88c7-496e-bec4-adca188152b4",

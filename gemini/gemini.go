@@ -23,16 +23,21 @@
 // a resumed session keeps it. Gemini has no working-directory flag: the
 // engine starts it in Workdir.
 //
-// Gemini cannot honour two fields, and Command returns an error matching
-// [invoker.ErrUnsupported] for them:
+// Gemini cannot honour five fields, and Invoke returns an error matching
+// [invoker.ErrUnsupported] for them before anything starts:
 //   - Images: Gemini has no image flag. Reference the file in the prompt as
 //     @path instead (relative to Workdir; Gemini reads files inside its
 //     workspace only, see --include-directories).
 //   - SystemPrompt: Gemini only reads a system prompt from a file named by
 //     GEMINI_SYSTEM_MD, and that file replaces its whole built-in prompt.
 //     Write the file yourself and pass GEMINI_SYSTEM_MD=/path/file.md in
-//     Request.Env; a backend that wrote temporary files would leave them
-//     behind, since the engine has nothing to clean them up with.
+//     Request.Env.
+//   - OutputSchema, MaxTurns, MaxBudgetUSD: gemini 0.61.0 has no flag for an
+//     answer schema, a turn limit or a budget (docs/structured-output.md).
+//     Its settings key model.maxSessionTurns does limit turns; a turn it
+//     stops (result error FatalTurnLimitedError, exit 53) is reported as an
+//     [*invoker.LimitError] with Limit "MaxTurns" and the session id. Gemini
+//     reports no cost: Usage.CostUSD and Result.Turns stay zero.
 //
 // Gemini refuses to run in a folder it does not trust (exit status 55). The
 // backend does not pass --skip-trust on its own: trusting a folder lets its
@@ -93,6 +98,12 @@ func (backend) UnsupportedHint(field string) string {
 		return "gemini has no image flag; reference each file in the prompt as @path (inside the workdir or a directory added with --include-directories)"
 	case "SystemPrompt":
 		return "gemini reads a system prompt only from a file: write it and set GEMINI_SYSTEM_MD=/path/to/file.md in Request.Env (it replaces gemini's built-in prompt)"
+	case "OutputSchema":
+		return "gemini has no output-schema flag; describe the JSON shape in the prompt and check the answer yourself"
+	case "MaxTurns":
+		return "gemini takes a turn limit only from its settings file (model.maxSessionTurns in settings.json under GEMINI_CLI_HOME); a turn stopped by it is reported as an *invoker.LimitError"
+	case "MaxBudgetUSD":
+		return "gemini has no budget limit and reports no cost; bound the run with a deadline on the context instead"
 	}
 	return ""
 }

@@ -2,6 +2,7 @@ package gemini
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"os"
 	"path/filepath"
@@ -164,6 +165,10 @@ func TestUnsupportedFields(t *testing.T) {
 	}{
 		{"Images", func(r *invoker.Request) { r.Images = []string{img} }, "@path"},
 		{"SystemPrompt", func(r *invoker.Request) { r.SystemPrompt = "be brief" }, "GEMINI_SYSTEM_MD"},
+		// gemini 0.61.0 has no flag for these (docs/structured-output.md).
+		{"OutputSchema", func(r *invoker.Request) { r.OutputSchema = json.RawMessage(`{"type":"object"}`) }, "no output-schema flag"},
+		{"MaxTurns", func(r *invoker.Request) { r.MaxTurns = 3 }, "model.maxSessionTurns"},
+		{"MaxBudgetUSD", func(r *invoker.Request) { r.MaxBudgetUSD = 1 }, "no budget limit"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.field, func(t *testing.T) {

@@ -1,6 +1,9 @@
 package invoker
 
-import "fmt"
+import (
+	"encoding/json"
+	"fmt"
+)
 
 // A Backend adapts one CLI to the shared engine: it builds the command line
 // for a Request and decodes the CLI's output. It holds no process code.
@@ -49,6 +52,13 @@ type Command struct {
 	// Stdin is written to the CLI's standard input, which is then closed.
 	// Empty means the CLI gets an empty, closed standard input.
 	Stdin string
+	// Cleanup, if not nil, is called once when the run is over: after the
+	// process tree is gone, or when the run does not start after Command
+	// returned (the binary is missing, ctx is already done). A backend
+	// removes with it the files it wrote for the run, such as Codex's
+	// output-schema file. A Command that returns an error must clean up
+	// itself.
+	Cleanup func()
 }
 
 // A Decoder turns the lines of one run's output into events and keeps what
@@ -84,9 +94,19 @@ type Outcome struct {
 	Usage Usage
 	// Success is true when the CLI's terminal success event was seen.
 	Success bool
-	// Err is the failure the CLI reported (usually a *StreamError), or an
-	// explained *ExitError; nil when Success or when nothing is known.
+	// Err is the failure the CLI reported (usually a *StreamError, a
+	// *LimitError for a limit the Request set), or an explained
+	// *ExitError; nil when Success or when nothing is known.
 	Err error
+
+	// Structured is the structured answer the CLI reported apart from its
+	// text (Claude Code's structured_output), if any. When the Request set
+	// OutputSchema and Structured is empty, the engine takes Text as the
+	// answer (Codex prints the JSON as its message), and checks either
+	// against the schema.
+	Structured json.RawMessage
+	// Turns is the number of turns the CLI reported, or 0.
+	Turns int
 }
 
 // Unsupported returns the error a Backend's Command returns for a Request

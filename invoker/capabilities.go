@@ -17,6 +17,13 @@ type Capabilities struct {
 	Images bool
 	// SystemPrompt: Request.SystemPrompt adds to the CLI's system prompt.
 	SystemPrompt bool
+	// OutputSchema: Request.OutputSchema constrains the final answer to a
+	// JSON Schema.
+	OutputSchema bool
+	// MaxTurns: Request.MaxTurns bounds the number of agentic turns.
+	MaxTurns bool
+	// MaxBudget: Request.MaxBudgetUSD bounds what the turn may spend.
+	MaxBudget bool
 }
 
 // A CapabilityReporter is an Invoker that says what it supports. Every
@@ -84,6 +91,9 @@ func (c Capabilities) fields() []capability {
 		{"SessionID", c.Resume, func(r *Request) bool { return r.SessionID != "" }},
 		{"Images", c.Images, func(r *Request) bool { return len(r.Images) > 0 }},
 		{"SystemPrompt", c.SystemPrompt, func(r *Request) bool { return r.SystemPrompt != "" }},
+		{"OutputSchema", c.OutputSchema, func(r *Request) bool { return len(r.OutputSchema) > 0 }},
+		{"MaxTurns", c.MaxTurns, func(r *Request) bool { return r.MaxTurns != 0 }},
+		{"MaxBudgetUSD", c.MaxBudget, func(r *Request) bool { return r.MaxBudgetUSD != 0 }},
 	}
 }
 

@@ -16,12 +16,13 @@ func TestCapabilities(t *testing.T) {
 		{"Prompt", true}, {"Workdir", true}, {"Permission", true}, {"Env", true},
 		{"Model", true}, {"SystemPrompt", true},
 		{"SessionID", false}, {"Images", false}, {"NoSuchField", false},
+		{"OutputSchema", false}, {"MaxTurns", false}, {"MaxBudgetUSD", false}, {"MaxBudget", false},
 	} {
 		if got := c.Supports(tt.field); got != tt.want {
 			t.Errorf("Supports(%q) = %v, want %v", tt.field, got, tt.want)
 		}
 	}
-	if got, want := c.Unsupported(), []string{"SessionID", "Images"}; !slices.Equal(got, want) {
+	if got, want := c.Unsupported(), []string{"SessionID", "Images", "OutputSchema", "MaxTurns", "MaxBudgetUSD"}; !slices.Equal(got, want) {
 		t.Errorf("Unsupported() = %q, want %q", got, want)
 	}
 	if got, want := c.String(), "Capabilities{Model SystemPrompt}"; got != want {

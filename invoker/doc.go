@@ -100,7 +100,11 @@
 // [*ExitError] for a non-zero exit with no better explanation; and
 // [ErrNoResult] for an exit status 0 without the CLI's terminal success
 // event (several CLIs exit 0 when interrupted). Success is decided by the
-// CLI's terminal event, never by the exit status alone.
+// CLI's terminal event, never by the exit status alone. A turn the CLI
+// stopped at Request.MaxTurns or MaxBudgetUSD is a [*LimitError]
+// ([ErrMaxTurns], [ErrMaxBudget]) wrapping its *StreamError; a completed
+// turn whose answer does not satisfy Request.OutputSchema is a
+// [*SchemaError] keeping the answer's text.
 //
 // # Writing a backend
 //

@@ -38,6 +38,10 @@ func (e *engine) Invoke(ctx context.Context, req Request) (*Result, error) {
 	if err := validate(&req); err != nil {
 		return fail(err)
 	}
+	schema, err := compileSchema(&req)
+	if err != nil {
+		return fail(err)
+	}
 	if err := checkCapabilities(e.b, &req); err != nil {
 		return fail(err)
 	}
@@ -47,6 +51,9 @@ func (e *engine) Invoke(ctx context.Context, req Request) (*Result, error) {
 			err = fmt.Errorf("%w: %w", ErrInvalidRequest, err)
 		}
 		return fail(err)
+	}
+	if cmd.Cleanup != nil {
+		defer cmd.Cleanup() // after the tree is reaped, or when nothing starts
 	}
 	if err := validateImages(&req); err != nil {
 		return fail(err)
@@ -58,7 +65,7 @@ func (e *engine) Invoke(ctx context.Context, req Request) (*Result, error) {
 	if err := ctx.Err(); err != nil {
 		return fail(err) // never start a process for a call already cancelled
 	}
-	r := &run{e: e, ctx: ctx, req: &req, cmd: cmd, path: path, start: start, res: res}
+	r := &run{e: e, ctx: ctx, req: &req, cmd: cmd, path: path, start: start, res: res, schema: schema}
 	err = r.execute()
 	res.Duration = time.Since(start)
 	if r.panicked.Load() {

@@ -2,6 +2,7 @@ package invoker
 
 import (
 	"context"
+	"encoding/json"
 	"time"
 )
 
@@ -122,6 +123,31 @@ type Request struct {
 	// then the panic is re-raised (or Goexit called) on the goroutine that
 	// called Invoke.
 	OnEvent func(Event)
+
+	// OutputSchema, when not empty, is a JSON Schema (a JSON object, draft
+	// 2020-12 or draft-07) that the final answer must satisfy, for CLIs
+	// that support it (Capabilities.OutputSchema). The CLI is asked for an
+	// answer in that shape; Result.Structured holds the answer once it is
+	// checked against the schema, and an answer that does not satisfy it
+	// is a *SchemaError. A schema that is not valid JSON Schema is
+	// ErrInvalidRequest, returned before anything starts. The model APIs
+	// behind the CLIs want an object at the root ("type": "object").
+	OutputSchema json.RawMessage
+
+	// MaxTurns, when positive, is the most agentic turns (model responses
+	// and the tool rounds between them, as the CLI counts them) the CLI
+	// may take before it stops with a *LimitError, for CLIs that support it
+	// (Capabilities.MaxTurns). Zero means the CLI's default; negative is
+	// ErrInvalidRequest.
+	MaxTurns int
+
+	// MaxBudgetUSD, when positive, is the most the turn may spend, in US
+	// dollars as the CLI computes it, before the CLI stops it with a
+	// *LimitError, for CLIs that support it (Capabilities.MaxBudget). The
+	// CLI checks it after each model response, so the response that
+	// crosses it has already been paid for. Zero means no limit; a
+	// negative, infinite or NaN value is ErrInvalidRequest.
+	MaxBudgetUSD float64
 }
 
 // A Result is what a turn produced. Invoke returns a non-nil Result even
@@ -145,4 +171,15 @@ type Result struct {
 	// Containment is the level that held the run's processes (see
 	// Containment); ContainAuto when no process was started.
 	Containment Containment
+
+	// Structured is the final answer as JSON when Request.OutputSchema was
+	// set and the turn succeeded with an answer that satisfies the schema
+	// (checked by Invoke whatever the CLI guarantees); nil otherwise. Text
+	// keeps the answer as the CLI printed it.
+	Structured json.RawMessage
+	// Turns is the number of turns the CLI reported (Claude Code's
+	// num_turns: a one-answer turn is 1, a tool call and the answer 2), or
+	// 0 for CLIs that report none (Codex, Gemini). The cost of the turn, where the CLI
+	// reports one (Claude Code), is Usage.CostUSD.
+	Turns int
 }

@@ -10,6 +10,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/google/jsonschema-go/jsonschema"
+
 	"github.com/clinvoke/clinvoke/internal/jsonl"
 	"github.com/clinvoke/clinvoke/internal/proc"
 )
@@ -25,6 +27,8 @@ type run struct {
 	start time.Time
 	res   *Result
 	log   *slog.Logger
+	// schema is Request.OutputSchema, resolved; nil when not set.
+	schema *jsonschema.Resolved
 
 	tree   *proc.Tree
 	stdout *os.File // our end: a pipe, or the PTY's master
@@ -110,13 +114,17 @@ func (r *run) execute() error {
 
 	out := r.outcome(st.Code)
 	r.res.SessionID, r.res.Text, r.res.Usage = out.SessionID, out.Text, out.Usage
+	r.res.Turns = out.Turns
 	switch {
 	case r.panicked.Load():
 		return nil // Invoke re-raises the panic
 	case out.Success:
 		// The CLI reported success before any stop took effect: the turn
-		// is complete, and nothing of it is lost.
-		return nil
+		// is complete, and nothing of it is lost. Its answer must still
+		// satisfy Request.OutputSchema, if set.
+		var err error
+		r.res.Structured, err = structured(r.schema, &out)
+		return err
 	case stopErr != nil:
 		return stopErr
 	case out.Err != nil:

@@ -50,11 +50,14 @@ func TestSchemaFieldsAcceptedByBackends(t *testing.T) {
 	// values gives the test values of an optional property; a property
 	// missing here fails the test, so that a new one gets checked too.
 	values := map[string][]any{
-		"permission":    {"read-only", "workspace-write", "unlimited"},
-		"model":         {"some-model"},
-		"session_id":    {sessionID},
-		"system_prompt": {"Answer briefly."},
-		"images":        {[]string{"shot.png"}},
+		"permission":     {"read-only", "workspace-write", "unlimited"},
+		"model":          {"some-model"},
+		"session_id":     {sessionID},
+		"system_prompt":  {"Answer briefly."},
+		"images":         {[]string{"shot.png"}},
+		"output_schema":  {map[string]any{"type": "object", "properties": map[string]any{"name": map[string]any{"type": "string"}}}},
+		"max_turns":      {3},
+		"max_budget_usd": {0.25},
 	}
 	parallelValues := map[string]any{
 		"workdir":       dir,
@@ -124,10 +127,13 @@ func TestSchemaFieldsAcceptedByBackends(t *testing.T) {
 
 			// The other way: a field the backend accepts must be offered.
 			for field, set := range map[string]func(*invoker.Request){
-				"model":         func(r *invoker.Request) { r.Model = "some-model" },
-				"session_id":    func(r *invoker.Request) { r.SessionID = sessionID },
-				"system_prompt": func(r *invoker.Request) { r.SystemPrompt = "Answer briefly." },
-				"images":        func(r *invoker.Request) { r.Images = []string{filepath.Join(dir, "shot.png")} },
+				"model":          func(r *invoker.Request) { r.Model = "some-model" },
+				"session_id":     func(r *invoker.Request) { r.SessionID = sessionID },
+				"system_prompt":  func(r *invoker.Request) { r.SystemPrompt = "Answer briefly." },
+				"images":         func(r *invoker.Request) { r.Images = []string{filepath.Join(dir, "shot.png")} },
+				"output_schema":  func(r *invoker.Request) { r.OutputSchema = json.RawMessage(`{"type":"object"}`) },
+				"max_turns":      func(r *invoker.Request) { r.MaxTurns = 3 },
+				"max_budget_usd": func(r *invoker.Request) { r.MaxBudgetUSD = 0.25 },
 			} {
 				req := invoker.Request{Prompt: "hi", Workdir: dir}
 				set(&req)

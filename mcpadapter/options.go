@@ -82,6 +82,23 @@ type Options struct {
 	// approvals) must be allowed explicitly.
 	MaxPermission invoker.Permission
 
+	// MaxBudgetUSD, if positive, is the most one run may spend, in US
+	// dollars as the CLI computes it: a call asking for a larger
+	// max_budget_usd is refused, and a call giving none runs with this
+	// budget. It bounds the CLIs that support a budget (those whose
+	// invoker declares Capabilities.MaxBudget: Claude Code); the others
+	// report no cost and cannot be bounded, and their tools offer no
+	// max_budget_usd. Each task of a parallel call is one run. If zero, a
+	// run is bounded only by the max_budget_usd it gives.
+	MaxBudgetUSD float64
+
+	// MaxTurns, if positive, is the most agent turns one run may take: a
+	// call asking for a larger max_turns is refused, and a call giving
+	// none runs with this limit. Like MaxBudgetUSD, it bounds only the
+	// CLIs that support a turn limit (Capabilities.MaxTurns: Claude
+	// Code). If zero, a run is bounded only by the max_turns it gives.
+	MaxTurns int
+
 	// ProgressInterval is the shortest time between two progress
 	// notifications of one call; events arriving faster are coalesced, the
 	// latest one winning. If zero, DefaultProgressInterval is used.
@@ -124,6 +141,8 @@ type config struct {
 	heartbeat     time.Duration
 	transcript    string
 	log           *slog.Logger
+	maxBudget     float64
+	maxTurns      int
 }
 
 func newConfig(o *Options) (*config, error) {
@@ -140,6 +159,8 @@ func newConfig(o *Options) (*config, error) {
 		heartbeat:     o.HeartbeatInterval,
 		transcript:    o.TranscriptPath,
 		log:           o.Logger,
+		maxBudget:     o.MaxBudgetUSD,
+		maxTurns:      o.MaxTurns,
 	}
 	if c.ctx == nil {
 		c.ctx = context.Background()
@@ -167,6 +188,12 @@ func newConfig(o *Options) (*config, error) {
 	}
 	if c.defaultPerm.Rank() > c.maxPerm.Rank() {
 		return nil, fmt.Errorf("Options.DefaultPermission %q exceeds Options.MaxPermission %q", c.defaultPerm, c.maxPerm)
+	}
+	if b := c.maxBudget; b < 0 || math.IsNaN(b) || math.IsInf(b, 0) {
+		return nil, fmt.Errorf("Options.MaxBudgetUSD is %v: give a positive amount in US dollars, or 0 for no server limit", b)
+	}
+	if c.maxTurns < 0 {
+		return nil, fmt.Errorf("Options.MaxTurns is %d: give a positive number of turns, or 0 for no server limit", c.maxTurns)
 	}
 	if c.progressEvery <= 0 {
 		c.progressEvery = DefaultProgressInterval

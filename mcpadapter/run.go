@@ -258,7 +258,8 @@ func (t *tool) refuseParallel(toolName string, in ParallelInput, start time.Time
 // call's transcript entry records.
 func requestOf(in Input) invoker.Request {
 	return invoker.Request{Prompt: in.Prompt, Workdir: in.Workdir, Permission: invoker.Permission(in.Permission),
-		Model: in.Model, SessionID: in.SessionID, SystemPrompt: in.SystemPrompt, Images: in.Images}
+		Model: in.Model, SessionID: in.SessionID, SystemPrompt: in.SystemPrompt, Images: in.Images,
+		OutputSchema: in.OutputSchema, MaxTurns: in.MaxTurns, MaxBudgetUSD: in.MaxBudgetUSD}
 }
 
 // runTask runs one agent turn for in and reports it: validation, a slot of
@@ -357,6 +358,10 @@ func (t *tool) request(in Input) (invoker.Request, error) {
 		}
 		images = append(images, img)
 	}
+	lim, err := t.limits(in)
+	if err != nil {
+		return invoker.Request{}, err
+	}
 	return invoker.Request{
 		Prompt:       in.Prompt,
 		Workdir:      wd,
@@ -365,6 +370,9 @@ func (t *tool) request(in Input) (invoker.Request, error) {
 		SessionID:    in.SessionID,
 		SystemPrompt: in.SystemPrompt,
 		Images:       images,
+		OutputSchema: lim.schema,
+		MaxTurns:     lim.turns,
+		MaxBudgetUSD: lim.budget,
 	}, nil
 }
 
@@ -378,6 +386,7 @@ func (t *tool) output(ctx context.Context, res *invoker.Result, err error) Outpu
 		out.ExitCode = res.ExitCode
 		out.DurationMS = res.Duration.Milliseconds()
 		out.Usage = res.Usage
+		setStructured(&out, res)
 	}
 	if err == nil {
 		return out

@@ -85,3 +85,45 @@ func TestParallelTaskCountRefused(t *testing.T) {
 		}
 	}
 }
+
+// capCounter is a counter that declares capabilities.
+type capCounter struct {
+	counter
+	caps invoker.Capabilities
+}
+
+func (c *capCounter) Capabilities() invoker.Capabilities { return c.caps }
+
+// TestLimitsRefusedByHandler checks the handler's own checks of the
+// structured-answer and limit inputs, for calls that bypass the schema:
+// nothing starts.
+func TestLimitsRefusedByHandler(t *testing.T) {
+	dir := t.TempDir()
+	none := &capCounter{}
+	all := &capCounter{caps: invoker.Capabilities{OutputSchema: true, MaxTurns: true, MaxBudget: true}}
+	for _, tt := range []struct {
+		inv  *capCounter
+		opts *Options
+		in   Input
+		want string
+	}{
+		{none, nil, Input{OutputSchema: json.RawMessage(`{"type":"object"}`)}, "takes no output_schema"},
+		{none, nil, Input{MaxTurns: 2}, "takes no max_turns"},
+		{none, nil, Input{MaxBudgetUSD: 1}, "takes no max_budget_usd"},
+		{all, nil, Input{MaxTurns: -1}, "max_turns -1"},
+		{all, nil, Input{MaxBudgetUSD: -1}, "max_budget_usd -1"},
+		{all, &Options{MaxTurns: 3}, Input{MaxTurns: 4}, "above this server's limit 3"},
+		{all, &Options{MaxBudgetUSD: 0.25}, Input{MaxBudgetUSD: 0.5}, "above this server's limit $0.25"},
+		// The invoker checks the schema: its ErrInvalidRequest is a refusal.
+	} {
+		tt.in.Prompt, tt.in.Workdir = "hi", dir
+		tl := newTool(t, tt.opts, tt.inv)
+		_, out, err := tl.handle(context.Background(), nil, tt.in)
+		if err != nil || out.Status != StatusRefused || !strings.Contains(out.Error, tt.want) {
+			t.Errorf("handle(%+v) = %+v, %v; want refused with %q", tt.in, out, err, tt.want)
+		}
+	}
+	if none.calls+all.calls != 0 {
+		t.Errorf("the invoker ran %d times, want 0", none.calls+all.calls)
+	}
+}

@@ -39,6 +39,16 @@ type Input struct {
 	// Images are image files to attach (Codex), absolute or relative to
 	// Workdir, under the roots like Workdir.
 	Images []string `json:"images,omitempty"`
+	// OutputSchema is a JSON Schema (an object) the final answer must
+	// satisfy; the answer is returned as Output.Structured (Codex, Claude
+	// Code).
+	OutputSchema json.RawMessage `json:"output_schema,omitempty"`
+	// MaxTurns bounds the agent's turns, at most Options.MaxTurns (Claude
+	// Code).
+	MaxTurns int `json:"max_turns,omitempty"`
+	// MaxBudgetUSD bounds what the run may spend, in US dollars, at most
+	// Options.MaxBudgetUSD (Claude Code).
+	MaxBudgetUSD float64 `json:"max_budget_usd,omitempty"`
 }
 
 // Output is the structured content of a single-run tool's result, for
@@ -64,6 +74,12 @@ type Output struct {
 	Error string `json:"error,omitempty" jsonschema:"what went wrong, for any status but completed"`
 	// Resume says how to continue the session after a failure.
 	Resume string `json:"resume,omitempty" jsonschema:"how to continue the session after a failure"`
+	// Structured is the final answer as JSON when the call gave an
+	// output_schema and the answer satisfies it (invoker.Result.Structured);
+	// absent otherwise. It holds a json.RawMessage.
+	Structured any `json:"structured_output,omitempty" jsonschema:"the answer as JSON, when output_schema was given and the answer satisfies it"`
+	// Turns is the number of turns the CLI reported (Claude Code), or 0.
+	Turns int `json:"turns,omitempty" jsonschema:"the number of agent turns, where the CLI reports it"`
 }
 
 // ParallelInput is the argument of a parallel tool (named after the invoker
@@ -119,6 +135,9 @@ type features struct {
 	resume       bool
 	images       bool
 	systemPrompt bool
+	outputSchema bool
+	maxTurns     bool
+	maxBudget    bool
 }
 
 // featuresOf returns the optional inputs of inv's tools: exactly the
@@ -130,9 +149,11 @@ type features struct {
 func featuresOf(inv invoker.Invoker) features {
 	c, ok := invoker.CapabilitiesOf(inv)
 	if !ok {
-		return features{model: true, resume: true, images: true, systemPrompt: true}
+		return features{model: true, resume: true, images: true, systemPrompt: true,
+			outputSchema: true, maxTurns: true, maxBudget: true}
 	}
-	return features{model: c.Model, resume: c.Resume, images: c.Images, systemPrompt: c.SystemPrompt}
+	return features{model: c.Model, resume: c.Resume, images: c.Images, systemPrompt: c.SystemPrompt,
+		outputSchema: c.OutputSchema, maxTurns: c.MaxTurns, maxBudget: c.MaxBudget}
 }
 
 // noExtra is the schema that matches nothing, as additionalProperties: it
@@ -140,7 +161,8 @@ func featuresOf(inv invoker.Invoker) features {
 func noExtra() *jsonschema.Schema { return &jsonschema.Schema{Not: &jsonschema.Schema{}} }
 
 // propertyOrder lists the inputs in the order an LLM should read them.
-var propertyOrder = []string{"prompt", "tasks", "workdir", "permission", "model", "session_id", "system_prompt", "images", "max_parallel", "fail_fast"}
+var propertyOrder = []string{"prompt", "tasks", "workdir", "permission", "model", "session_id", "system_prompt", "images",
+	"output_schema", "max_turns", "max_budget_usd", "max_parallel", "fail_fast"}
 
 func ordered(props map[string]*jsonschema.Schema) []string {
 	var out []string
@@ -207,6 +229,7 @@ func taskProperties(c *config, f features, name string, inTask bool) map[string]
 		props["images"] = &jsonschema.Schema{Type: "array", Items: str("Image file path, absolute or relative to workdir."),
 			Description: "Image files to attach to the prompt (optional)."}
 	}
+	limitProperties(c, f, props)
 	return props
 }
 

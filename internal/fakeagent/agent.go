@@ -46,6 +46,8 @@ type agent struct {
 	msgID   string       // claude: id of the assistant message being printed
 	reqID   string       // claude: its request id
 	turns   atomic.Int32 // claude: num_turns (read by the signal handler)
+	limits  limits       // flags of structured answers and limits (structured.go)
+	stopped bool         // a limit ended the turn: exit status 1
 }
 
 // run runs the fake agent and returns its exit status.
@@ -86,6 +88,10 @@ func run(s Script) int {
 	} else {
 		a.prompt = promptOf(s.flavor(), a.args, "")
 	}
+	a.limits = limitsOf(s.flavor(), a.args)
+	if !checkOutputSchema(s.flavor(), a.args) {
+		return 1
+	}
 
 	if err := startHelpers(&s); err != nil {
 		fmt.Fprintln(os.Stderr, "fakeagent:", err)
@@ -101,6 +107,9 @@ func run(s Script) int {
 		return s.ExitCode
 	}
 	a.stream()
+	if a.stopped && s.ExitCode == 0 {
+		return 1
+	}
 	if s.ExitCode == 0 && s.Fail != "" && s.flavor() != Gemini {
 		return 1
 	}
@@ -117,6 +126,9 @@ func (a *agent) stream() {
 	}
 	if s.Tool {
 		f.tool(a)
+		if a.stopped {
+			return // a limit ended the turn, with its own terminal event
+		}
 	}
 	if s.StreamFor > 0 {
 		end := time.Now().Add(s.StreamFor)

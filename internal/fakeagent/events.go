@@ -263,6 +263,9 @@ func claudeBash(a *agent, command, output string, huge int) {
 	a.assistant(obj{{"type", "tool_use"}, {"id", id}, {"name", "Bash"},
 		{"input", obj{{"command", command}, {"description", "Run " + command}}}})
 	a.msgID = ""
+	if huge == 0 && claudeBudgetHit(a) {
+		return // Claude Code checks the budget before running the tool
+	}
 	ev := obj{{"type", "user"}, {"message", obj{{"role", "user"}, {"content", []obj{{
 		{"tool_use_id", id}, {"type", "tool_result"}, {"content", output}, {"is_error", false},
 	}}}}}, {"parent_tool_use_id", nil}, {"session_id", a.sid}, {"uuid", uuid4()},
@@ -276,7 +279,12 @@ func claudeBash(a *agent, command, output string, huge int) {
 	a.emit(ev)
 }
 
-func (claude) tool(a *agent) { claudeBash(a, toolCommand, toolOutput, 0) }
+func (claude) tool(a *agent) {
+	claudeBash(a, toolCommand, toolOutput, 0)
+	if !a.stopped {
+		claudeTurnsHit(a)
+	}
+}
 
 func (claude) huge(a *agent, size int) { claudeBash(a, hugeCommand, fillerMark, size) }
 
@@ -288,6 +296,12 @@ func (claude) progress(a *agent, k int) {
 // chunk prints one text block per event; blocks of one message share its
 // id, and result.result carries the whole answer.
 func (claude) chunk(a *agent, pieces []string, i int) {
+	if a.limits.schema != "" {
+		if i == 0 {
+			claudeStructured(a) // the whole answer, once
+		}
+		return
+	}
 	a.assistant(obj{{"type", "text"}, {"text", pieces[i]}})
 }
 
@@ -343,7 +357,23 @@ func claudeResult(a *agent, isError bool, apiStatus any, text, stop string, in, 
 }
 
 func (claude) done(a *agent) {
-	a.emit(claudeResult(a, false, nil, a.s.answer(), "end_turn", tokens(a.prompt), tokens(a.s.answer())))
+	s := structuredAnswer(a)
+	stop := "end_turn"
+	if s != nil {
+		stop = "tool_use" // the turn ended with the StructuredOutput call
+	}
+	res := claudeResult(a, false, nil, a.s.answer(), stop, tokens(a.prompt), tokens(a.s.answer()))
+	if s != nil {
+		// Captured (json-schema): structured_output follows
+		// permission_denials.
+		for i, f := range res {
+			if f.k == "permission_denials" {
+				res = append(res[:i+1], append(obj{{"structured_output", s}}, res[i+1:]...)...)
+				break
+			}
+		}
+	}
+	a.emit(res)
 }
 
 func (claude) fail(a *agent) {

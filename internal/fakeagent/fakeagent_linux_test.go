@@ -442,6 +442,22 @@ func TestShapesMatchSamples(t *testing.T) {
 				ls, _ := start(t, s, strings.NewReader("say hi")).finish()
 				lines = append(lines, ls...)
 			}
+			if fl == Claude {
+				// The structured-answer and limit flags (structured.go).
+				for _, run := range []struct {
+					s    Script
+					args []string
+				}{
+					{Script{Answer: `{"name":"Ada"}`}, []string{"--json-schema=" + nameSchema}},
+					{Script{Answer: "not json"}, []string{"--json-schema=" + nameSchema}},
+					{Script{Tool: true}, []string{"--max-turns=1"}},
+					{Script{Tool: true}, []string{"--max-budget-usd=0.000001"}},
+				} {
+					run.s.Flavor = fl
+					ls, _ := start(t, run.s, strings.NewReader("say hi"), run.args...).finish()
+					lines = append(lines, ls...)
+				}
+			}
 			matched := map[string]bool{}
 			for _, l := range lines {
 				var ev map[string]any

@@ -62,12 +62,13 @@ func (s *Server) anthropicAnswer(w http.ResponseWriter, r *http.Request, body an
 		text += anthropicToolResult(body)
 	}
 	msgID := s.id("msg")
+	toolName, toolInput, hasTool := t.toolCall("Bash", bashInput(t.Shell))
 	var toolID string
-	if t.Shell != "" {
+	if hasTool {
 		toolID = s.id("toolu")
 	}
 	stop := "end_turn"
-	if t.Shell != "" {
+	if hasTool {
 		stop = "tool_use"
 	}
 	usage := obj{"input_tokens": inputTokens, "output_tokens": outputTokens}
@@ -85,11 +86,11 @@ func (s *Server) anthropicAnswer(w http.ResponseWriter, r *http.Request, body an
 			return
 		}
 		var content []obj
-		if text != "" || t.Shell == "" {
+		if text != "" || !hasTool {
 			content = append(content, obj{"type": "text", "text": text})
 		}
-		if t.Shell != "" {
-			content = append(content, obj{"type": "tool_use", "id": toolID, "name": "Bash", "input": bashInput(t.Shell)})
+		if hasTool {
+			content = append(content, obj{"type": "tool_use", "id": toolID, "name": toolName, "input": toolInput})
 		}
 		writeJSON(w, http.StatusOK, obj{
 			"id": msgID, "type": "message", "role": "assistant", "model": model,
@@ -109,7 +110,7 @@ func (s *Server) anthropicAnswer(w http.ResponseWriter, r *http.Request, body an
 		return
 	}
 	index := 0
-	if text != "" || t.Shell == "" {
+	if text != "" || !hasTool {
 		e.event("content_block_start", obj{"type": "content_block_start", "index": index,
 			"content_block": obj{"type": "text", "text": ""}})
 		for _, d := range deltas(text) {
@@ -123,12 +124,11 @@ func (s *Server) anthropicAnswer(w http.ResponseWriter, r *http.Request, body an
 		e.event("content_block_stop", obj{"type": "content_block_stop", "index": index})
 		index++
 	}
-	if t.Shell != "" {
-		input, _ := json.Marshal(bashInput(t.Shell))
-		half := len(input) / 2 // the input arrives in two pieces, as from a real model
+	if hasTool {
+		half := len(toolInput) / 2 // the input arrives in two pieces, as from a real model
 		e.event("content_block_start", obj{"type": "content_block_start", "index": index,
-			"content_block": obj{"type": "tool_use", "id": toolID, "name": "Bash", "input": obj{}}})
-		for _, part := range []string{string(input[:half]), string(input[half:])} {
+			"content_block": obj{"type": "tool_use", "id": toolID, "name": toolName, "input": obj{}}})
+		for _, part := range []string{string(toolInput[:half]), string(toolInput[half:])} {
 			e.event("content_block_delta", obj{"type": "content_block_delta", "index": index,
 				"delta": obj{"type": "input_json_delta", "partial_json": part}})
 		}

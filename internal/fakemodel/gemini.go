@@ -91,15 +91,15 @@ func (s *Server) gemini(w http.ResponseWriter, r *http.Request, req Request) {
 		s.stall(r)
 		return
 	}
-	if len(ds) == 0 && t.Shell == "" {
+	toolName, toolInput, hasTool := t.toolCall("run_shell_command", obj{"command": t.Shell, "description": "Run a shell command"})
+	if len(ds) == 0 && !hasTool {
 		ds = []string{""}
 	}
 	for i, d := range ds {
-		chunk([]obj{{"text": d}}, t.Shell == "" && i == len(ds)-1)
+		chunk([]obj{{"text": d}}, !hasTool && i == len(ds)-1)
 	}
-	if t.Shell != "" {
-		chunk([]obj{{"functionCall": obj{"name": "run_shell_command",
-			"args": obj{"command": t.Shell, "description": "Run a shell command"}}}}, true)
+	if hasTool {
+		chunk([]obj{{"functionCall": obj{"name": toolName, "args": toolInput}}}, true)
 	}
 }
 

@@ -57,15 +57,15 @@ func (s *Server) openai(w http.ResponseWriter, r *http.Request, req Request) {
 	respID := s.id("resp")
 	var output []obj
 	var msgID string
-	if text != "" || t.Shell == "" {
+	toolName, toolInput, hasTool := t.toolCall("exec_command", obj{"cmd": t.Shell})
+	if text != "" || !hasTool {
 		msgID = s.id("msg")
 		output = append(output, obj{"type": "message", "id": msgID, "role": "assistant", "status": "completed",
 			"content": []obj{{"type": "output_text", "text": text, "annotations": []obj{}}}})
 	}
-	if t.Shell != "" {
-		args, _ := json.Marshal(obj{"cmd": t.Shell})
+	if hasTool {
 		output = append(output, obj{"type": "function_call", "id": s.id("fc"), "call_id": s.id("call"),
-			"name": "exec_command", "arguments": string(args), "status": "completed"})
+			"name": toolName, "arguments": string(toolInput), "status": "completed"})
 	}
 	response := obj{"id": respID, "object": "response", "model": model, "status": "completed", "output": output,
 		"usage": obj{"input_tokens": inputTokens, "input_tokens_details": obj{"cached_tokens": 0},

@@ -37,6 +37,37 @@ type Turn struct {
 	// error JSON carrying Message.
 	Status  int
 	Message string
+
+	// Call, when not empty and Shell is empty, ends the turn with a call
+	// of the tool of this name, with CallInput (a JSON object; {} when
+	// empty) as its arguments: Anthropic tool_use, OpenAI function_call,
+	// Gemini functionCall. It scripts the tools the CLIs add themselves,
+	// such as Claude Code's StructuredOutput under --json-schema.
+	Call      string
+	CallInput json.RawMessage
+}
+
+// CallTool returns a Turn that calls the tool name with input (a JSON
+// object) as its arguments.
+func CallTool(name string, input json.RawMessage) Turn { return Turn{Call: name, CallInput: input} }
+
+// toolCall returns the tool call that ends t, if any: the shell tool of the
+// API (shellName with shellInput as arguments) for Shell, else Call.
+func (t Turn) toolCall(shellName string, shellInput obj) (name string, input json.RawMessage, ok bool) {
+	switch {
+	case t.Shell != "":
+		b, err := json.Marshal(shellInput)
+		if err != nil {
+			panic("fakemodel: " + err.Error()) // only our own maps are marshalled
+		}
+		return shellName, b, true
+	case t.Call != "":
+		if len(t.CallInput) == 0 {
+			return t.Call, json.RawMessage("{}"), true
+		}
+		return t.Call, t.CallInput, true
+	}
+	return "", nil, false
 }
 
 // Answer returns a Turn that answers text.

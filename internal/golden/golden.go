@@ -88,6 +88,11 @@ type Summary struct {
 		Usage     invoker.Usage `json:"usage"`
 		Success   bool          `json:"success"`
 		Err       string        `json:"err,omitempty"`
+		// Turns and Structured are left out when zero, so that the
+		// summaries of CLIs that report neither did not change when
+		// they were added.
+		Turns      int             `json:"turns,omitempty"`
+		Structured json.RawMessage `json:"structured,omitempty"`
 	} `json:"outcome"`
 }
 
@@ -126,6 +131,7 @@ func Run(t testing.TB, d invoker.Decoder, s Sample) (Summary, invoker.Outcome) {
 	if out.Err != nil {
 		sum.Outcome.Err = out.Err.Error()
 	}
+	sum.Outcome.Turns, sum.Outcome.Structured = out.Turns, out.Structured
 	return sum, out
 }
 
@@ -286,6 +292,14 @@ type Want struct {
 	// ExitErr, when set, must be in the explanation of the
 	// *invoker.ExitError the Outcome carries.
 	ExitErr string
+	// Limit, when set, is the Limit of the *invoker.LimitError the
+	// Outcome's error must be, with the Outcome's session id.
+	Limit string
+	// Turns, when not zero, is the Outcome's Turns (the golden summary
+	// holds it in any case).
+	Turns int
+	// Structured is the Outcome's Structured, as text.
+	Structured string
 }
 
 // Samples decodes each capture of wants with a fresh decoder from
@@ -352,6 +366,21 @@ func checkOutcome(t *testing.T, w Want, s Sample, out invoker.Outcome) {
 		if !errors.As(out.Err, &ee) || !strings.Contains(ee.Explanation, w.ExitErr) {
 			t.Errorf("Err = %v, want an *ExitError explaining %q", out.Err, w.ExitErr)
 		}
+	}
+	var le *invoker.LimitError
+	switch isLimit := errors.As(out.Err, &le); {
+	case w.Limit == "" && isLimit:
+		t.Errorf("Err = %v, want no *LimitError", out.Err)
+	case w.Limit != "" && !isLimit:
+		t.Errorf("Err = %v, want a *LimitError", out.Err)
+	case w.Limit != "" && (le.Limit != w.Limit || le.SessionID != out.SessionID):
+		t.Errorf("LimitError = {Limit %q, SessionID %q}, want {%q, %q}", le.Limit, le.SessionID, w.Limit, out.SessionID)
+	}
+	if w.Turns != 0 && out.Turns != w.Turns {
+		t.Errorf("Turns = %d, want %d", out.Turns, w.Turns)
+	}
+	if string(out.Structured) != w.Structured {
+		t.Errorf("Structured = %s, want %s", out.Structured, w.Structured)
 	}
 	if w.ErrIs != nil && !errors.Is(out.Err, w.ErrIs) {
 		t.Errorf("Err = %v, want errors.Is %v", out.Err, w.ErrIs)

@@ -2,14 +2,22 @@ package invokertest
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"os"
 	"path/filepath"
+	"reflect"
 	"slices"
 	"strings"
 	"time"
 
 	"github.com/clinvoke/clinvoke/invoker"
+)
+
+// Schemas of the structured-answer cases.
+const (
+	seenSchema   = `{"type":"object","properties":{"answer":{"type":"string"}},"required":["answer"]}`
+	personSchema = `{"type":"object","properties":{"name":{"type":"string"},"languages":{"type":"array","items":{"type":"string"}}},"required":["name"]}`
 )
 
 // A testCase checks one rule of the contract.
@@ -200,20 +208,28 @@ var cases = []testCase{
 				return
 			}
 			for _, f := range []struct {
-				field string
-				set   func(*invoker.Request)
+				field  string
+				set    func(*invoker.Request)
+				answer string // "" means "seen"
 			}{
-				{"Model", func(q *invoker.Request) { q.Model = "conformance-model" }},
-				{"SessionID", func(q *invoker.Request) { q.SessionID = "conformance-session-0" }},
-				{"Images", func(q *invoker.Request) { q.Images = []string{img} }},
-				{"SystemPrompt", func(q *invoker.Request) { q.SystemPrompt = "Answer briefly." }},
+				{"Model", func(q *invoker.Request) { q.Model = "conformance-model" }, ""},
+				{"SessionID", func(q *invoker.Request) { q.SessionID = "conformance-session-0" }, ""},
+				{"Images", func(q *invoker.Request) { q.Images = []string{img} }, ""},
+				{"SystemPrompt", func(q *invoker.Request) { q.SystemPrompt = "Answer briefly." }, ""},
+				{"OutputSchema", func(q *invoker.Request) { q.OutputSchema = json.RawMessage(seenSchema) }, `{"answer":"seen"}`},
+				{"MaxTurns", func(q *invoker.Request) { q.MaxTurns = 5 }, ""},
+				{"MaxBudgetUSD", func(q *invoker.Request) { q.MaxBudgetUSD = 5 }, ""},
 			} {
 				var req invoker.Request
 				f.set(&req)
-				res, err := k.invoke(r, context.Background(), Fake{Answer: "seen"}, req)
+				answer := f.answer
+				if answer == "" {
+					answer = "seen"
+				}
+				res, err := k.invoke(r, context.Background(), Fake{Answer: answer}, req)
 				if caps.Supports(f.field) {
-					if err != nil || strings.TrimSpace(res.Text) != "seen" {
-						r.errorf("Invoke() with Request.%s set (declared supported) = %q, %v; want the answer and no error", f.field, res.Text, err)
+					if err != nil || strings.TrimSpace(res.Text) != answer {
+						r.errorf("Invoke() with Request.%s set (declared supported) = %q, %v; want the answer %q and no error", f.field, res.Text, err, answer)
 					}
 					continue
 				}
@@ -227,6 +243,59 @@ var cases = []testCase{
 				if res.ExitCode != -1 {
 					r.errorf("Invoke() with Request.%s set: Result.ExitCode = %d, want -1 (nothing started)", f.field, res.ExitCode)
 				}
+			}
+		},
+	},
+	{
+		name: "StructuredAnswer",
+		rule: "with Request.OutputSchema (where declared), a turn whose answer satisfies the schema returns it as valid JSON in Result.Structured, and one whose answer does not is a *SchemaError keeping the answer's text",
+		run: func(r *report, k *kase) {
+			if !k.capabilities().OutputSchema {
+				return // refusal is checked by Capabilities
+			}
+			const answer = `{"name":"Ada","languages":["Go"]}`
+			req := invoker.Request{OutputSchema: json.RawMessage(personSchema)}
+			res, err := k.invoke(r, context.Background(), Fake{Answer: answer}, req)
+			if err != nil {
+				r.errorf("Invoke() with a matching answer: error = %v, want nil", err)
+			}
+			var got, want any
+			if !json.Valid(res.Structured) || json.Unmarshal(res.Structured, &got) != nil {
+				r.errorf("Result.Structured = %q, want valid JSON", res.Structured)
+			} else if json.Unmarshal([]byte(answer), &want); !reflect.DeepEqual(got, want) {
+				r.errorf("Result.Structured = %s, want %s", res.Structured, answer)
+			}
+
+			const text = "Ada, who wrote Go"
+			res, err = k.invoke(r, context.Background(), Fake{Answer: text}, req)
+			var se *invoker.SchemaError
+			if !errors.As(err, &se) {
+				r.errorf("Invoke() with an answer that is not JSON: error = %v, want a *SchemaError", err)
+			} else if strings.TrimSpace(se.Text) != text {
+				r.errorf("SchemaError.Text = %q, want the answer %q", se.Text, text)
+			}
+			if res.Structured != nil {
+				r.errorf("Result.Structured = %s for an answer that is not JSON, want nil", res.Structured)
+			}
+		},
+	},
+	{
+		name: "MaxTurnsReached",
+		rule: "with Request.MaxTurns (where declared), a CLI that reaches the limit returns a *LimitError matching ErrMaxTurns, and the session id is kept to resume",
+		run: func(r *report, k *kase) {
+			if !k.capabilities().MaxTurns {
+				return // refusal is checked by Capabilities
+			}
+			f := Fake{SessionID: "conformance-limit", Tool: true, Answer: "never reached"}
+			res, err := k.invoke(r, context.Background(), f, invoker.Request{MaxTurns: 1})
+			var le *invoker.LimitError
+			if !errors.Is(err, invoker.ErrMaxTurns) || !errors.As(err, &le) {
+				r.errorf("Invoke() error = %v, want a *LimitError matching ErrMaxTurns", err)
+			} else if le.Limit != "MaxTurns" || le.SessionID != f.SessionID {
+				r.errorf("LimitError = {Limit %q, SessionID %q}, want {MaxTurns, %q}", le.Limit, le.SessionID, f.SessionID)
+			}
+			if res.SessionID != f.SessionID {
+				r.errorf("Result.SessionID = %q, want %q", res.SessionID, f.SessionID)
 			}
 		},
 	},

@@ -67,6 +67,10 @@ type Fake struct {
 	// HugeLine asks for one event line of about this many bytes before the
 	// answer.
 	HugeLine int
+	// Tool asks the CLI to call a shell tool before it answers, which
+	// takes one turn of its own: with Request.MaxTurns 1 the CLI reaches
+	// its turn limit after the tool's result, as the real CLIs do.
+	Tool bool
 }
 
 // Run runs every case of the suite as a subtest of t, each on a fresh

@@ -25,7 +25,7 @@ type memInvoker struct {
 func (memInvoker) Name() string { return "mem" }
 
 func (memInvoker) Capabilities() invoker.Capabilities {
-	return invoker.Capabilities{Model: true, Resume: true, Images: true, SystemPrompt: true}
+	return invoker.Capabilities{Model: true, Resume: true, Images: true, SystemPrompt: true, OutputSchema: true, MaxTurns: true}
 }
 
 func (m memInvoker) Invoke(ctx context.Context, req invoker.Request) (*invoker.Result, error) {
@@ -36,6 +36,9 @@ func (m memInvoker) Invoke(ctx context.Context, req invoker.Request) (*invoker.R
 	}
 	if _, err := os.Stat(req.Workdir); err != nil {
 		return fail(fmt.Errorf("%w: %v", invoker.ErrInvalidRequest, err))
+	}
+	if req.MaxBudgetUSD != 0 {
+		return fail(invoker.Unsupported("MaxBudgetUSD", ""))
 	}
 	emit := func(ev invoker.Event) {
 		if ev.Raw == nil {
@@ -71,7 +74,18 @@ func (m memInvoker) Invoke(ctx context.Context, req invoker.Request) (*invoker.R
 		res.ExitCode = m.f.ExitCode
 		return fail(&invoker.ExitError{Code: m.f.ExitCode, Stderr: m.f.Stderr})
 	}
+	if m.f.Tool && req.MaxTurns == 1 {
+		res.ExitCode = 1
+		return fail(&invoker.LimitError{Limit: "MaxTurns", SessionID: res.SessionID})
+	}
 	res.Text, res.ExitCode = m.f.Answer, 0
+	if len(req.OutputSchema) > 0 {
+		// Checks only that the answer is JSON: enough for the suite.
+		if !json.Valid([]byte(res.Text)) {
+			return fail(&invoker.SchemaError{Text: res.Text, Err: errors.New("not JSON")})
+		}
+		res.Structured = json.RawMessage(res.Text)
+	}
 	emit(invoker.Event{Kind: invoker.KindMessage, Text: res.Text})
 	emit(invoker.Event{Kind: invoker.KindDone})
 	return res, nil
@@ -110,5 +124,25 @@ func TestSuiteRejectsABrokenInvoker(t *testing.T) {
 	var joined interface{ Unwrap() []error }
 	if !errors.As(err, &joined) || len(joined.Unwrap()) < 7 {
 		t.Errorf("Test() error does not unwrap to the list of failures: %v", err)
+	}
+}
+
+// ignoringInvoker declares OutputSchema and MaxTurns but drops both.
+type ignoringInvoker struct{ memInvoker }
+
+func (i ignoringInvoker) Invoke(ctx context.Context, req invoker.Request) (*invoker.Result, error) {
+	req.OutputSchema, req.MaxTurns = nil, 0
+	return i.memInvoker.Invoke(ctx, req)
+}
+
+func TestSuiteRejectsIgnoredSchemaAndLimit(t *testing.T) {
+	var seq atomic.Int64
+	err := invokertest.Test(func(f invokertest.Fake) invoker.Invoker {
+		return ignoringInvoker{memInvoker{f: f, seq: &seq}}
+	}, t.TempDir())
+	for _, c := range []string{"StructuredAnswer", "MaxTurnsReached"} {
+		if err == nil || !strings.Contains(err.Error(), c+": ") {
+			t.Errorf("Test() error does not report case %s:\n%v", c, err)
+		}
 	}
 }

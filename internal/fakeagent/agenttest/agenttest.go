@@ -54,6 +54,7 @@ func Script(flavor string, f invokertest.Fake) fakeagent.Script {
 		ExitCode:   f.ExitCode,
 		NoTerminal: f.ExitCode != 0,
 		HugeLine:   f.HugeLine,
+		Tool:       f.Tool,
 		Tag:        fakeagent.NewTag(),
 	}
 	if f.Stream {

@@ -11,9 +11,11 @@
 //	echo:PREFIX   PREFIX + the tool result the CLI sent back
 //	stall:PARTIAL stream PARTIAL, then hang
 //	fail:STATUS   an HTTP error with the API's error JSON
+//	call:NAME:JSON  a call of the tool NAME with the JSON object as arguments
 package main
 
 import (
+	"encoding/json"
 	"flag"
 	"fmt"
 	"net/http"
@@ -40,6 +42,9 @@ func main() {
 			turns = append(turns, fakemodel.Shell(val))
 		case "echo":
 			turns = append(turns, fakemodel.EchoToolResult(val))
+		case "call":
+			name, input, _ := strings.Cut(val, ":")
+			turns = append(turns, fakemodel.CallTool(name, json.RawMessage(input)))
 		case "stall":
 			turns = append(turns, fakemodel.Stall(val))
 		case "fail":

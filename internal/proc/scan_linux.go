@@ -157,10 +157,23 @@ func readStat(pid int32) (procInfo, error) {
 // which is why a Tree looks in it only for processes started at or after
 // its root: every process of a tree is.
 type snapshot struct {
-	seq    uint64             // scans are numbered in the order they started
+	seq    uint64             // snapshots are numbered in the order they started (snapSeq)
 	procs  []procInfo         // sorted by pid
 	kids   []int32            // indices into procs, sorted by ppid
 	marked map[string][]int32 // marker → pids whose environment holds it
+}
+
+// sortSnapshot sorts s.procs by pid and builds s.kids.
+func sortSnapshot(s *snapshot) {
+	byPid := func(a, b procInfo) int { return cmp.Compare(a.pid, b.pid) }
+	if !slices.IsSortedFunc(s.procs, byPid) {
+		slices.SortFunc(s.procs, byPid)
+	}
+	s.kids = make([]int32, len(s.procs))
+	for i := range s.kids {
+		s.kids[i] = int32(i)
+	}
+	slices.SortFunc(s.kids, func(a, b int32) int { return cmp.Compare(s.procs[a].ppid, s.procs[b].ppid) })
 }
 
 // find returns the index of pid in s.procs.
@@ -218,8 +231,11 @@ type scanner struct {
 	dents      []byte
 	r          procReader
 	host       int32
-	seq        uint64 // the last scan's sequence number
 }
+
+// snapSeq numbers snapshots, scans and walks alike, in the order they
+// started (see treeSys.memberSet).
+var snapSeq atomic.Uint64
 
 // procKey names a process across pid reuse.
 type procKey struct {
@@ -378,13 +394,12 @@ func (s *scanner) run(minStart, freshFrom uint64, markers map[string]int, gen ui
 			return nil, err
 		}
 	}
+	seq := snapSeq.Add(1) // before the listing: what it sees is at least this new
 	ents, err := s.pids()
 	if err != nil {
 		return nil, err
 	}
-	byPid := func(a, b procInfo) int { return cmp.Compare(a.pid, b.pid) }
-	s.seq++
-	sn := &snapshot{seq: s.seq}
+	sn := &snapshot{seq: seq}
 	old := make([]oldProc, 0, len(ents))
 	for _, e := range ents {
 		if e.ino != 0 {
@@ -411,14 +426,7 @@ func (s *scanner) run(minStart, freshFrom uint64, markers map[string]int, gen ui
 		slices.SortFunc(old, func(a, b oldProc) int { return cmp.Compare(a.pid, b.pid) })
 	}
 	s.old = old
-	if !slices.IsSortedFunc(sn.procs, byPid) {
-		slices.SortFunc(sn.procs, byPid)
-	}
-	sn.kids = make([]int32, len(sn.procs))
-	for i := range sn.kids {
-		sn.kids[i] = int32(i)
-	}
-	slices.SortFunc(sn.kids, func(a, b int32) int { return cmp.Compare(sn.procs[a].ppid, sn.procs[b].ppid) })
+	sortSnapshot(sn)
 
 	if len(markers) == 0 || minStart == math.MaxUint64 {
 		return sn, nil

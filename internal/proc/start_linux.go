@@ -26,7 +26,6 @@ type treeSys struct {
 	host      int32
 	hostPgid  int32
 	waited    atomic.Bool
-	trackDone chan struct{} // closed when track has returned
 	// reapLate says that a Kill ended without a scan after its last
 	// SIGKILL, so it could not reap what it killed; Wait tries again.
 	reapLate atomic.Bool
@@ -109,8 +108,6 @@ func start(a *Attr) (*Tree, error) {
 		} else {
 			t.level, s.cg, s.proc = Cgroup, cg, p
 			t.pid, s.root = p.Pid, int32(p.Pid)
-			s.trackDone = make(chan struct{})
-			close(s.trackDone)
 			go watchExit(p.Pid, t.exited, s.done)
 			log.Debug("proc: started", "pid", t.pid, "path", a.Path, "containment", t.level.String(), "cgroup", cg.dir)
 			return t, nil
@@ -142,8 +139,7 @@ func start(a *Attr) (*Tree, error) {
 	if p, err := readStat(s.root); err == nil {
 		s.rootStart = p.start
 	}
-	s.trackDone = make(chan struct{})
-	go s.track(t.exited, t.log)
+	s.startTracking(t.exited, t.log)
 	log.Debug("proc: started", "pid", t.pid, "path", a.Path, "containment", t.level.String())
 	return t, nil
 }

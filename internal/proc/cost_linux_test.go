@@ -1,0 +1,114 @@
+//go:build linux
+
+package proc
+
+import (
+	"sync/atomic"
+	"testing"
+	"time"
+)
+
+// countScans counts the scans of /proc that start until the test ends.
+// The proc tests do not run in parallel, so every scan counted is one of
+// the test's.
+func countScans(t *testing.T) *atomic.Int64 {
+	t.Helper()
+	var n atomic.Int64
+	hook := func() { n.Add(1) }
+	scanHook.Store(&hook)
+	t.Cleanup(func() { scanHook.Store(nil) })
+	return &n
+}
+
+// TestCgroupRunScansNothing: at the cgroup level the kernel keeps the
+// membership, so nothing a run does lists or reads all of /proc: not
+// Start, Snapshot, Signal, a Kill that finds live members (a setsid
+// escapee among them), nor Wait. Its cost is then independent of what else
+// the machine runs.
+func TestCgroupRunScansNothing(t *testing.T) {
+	noLeaks(t)
+	if lvl, err := Probe(Cgroup, ""); lvl != Cgroup {
+		t.Skipf("cgroup level not available here: %v", err)
+	}
+	scans := countScans(t)
+	r := startRun(t, Attr{Containment: Cgroup, Marker: marker(t)}, "spawn", "setsid", "hangint", "hang")
+	if got := r.tree.Containment(); got != Cgroup {
+		t.Fatalf("Containment() = %v, want cgroup", got)
+	}
+	pids := r.awaitPids(2)
+	r.tree.Snapshot()
+	if err := r.tree.Signal(Interrupt); err != nil {
+		t.Fatalf("Signal(Interrupt) error = %v", err)
+	}
+	r.exited()
+	rep := r.tree.Kill()
+	assertKilled(t, rep, []int{r.otherPid()})
+	assertGone(t, r.pids)
+	r.wait()
+	if n := scans.Load(); n != 0 {
+		t.Errorf("a cgroup-level run of %v scanned /proc %d times, want none", pids, n)
+	}
+}
+
+// TestSignalRecordsWithoutScan: at the tracking level Signal records the
+// tree's members by walking their parent links, not by a scan of every
+// process: an orphan the signal makes (in a session of its own, without the
+// marker) is still found by Kill, and neither Signal nor Snapshot scanned.
+func TestSignalRecordsWithoutScan(t *testing.T) {
+	noLeaks(t)
+	// No tracker scan during the test: the only tracked tree records
+	// once an hour.
+	tune := tuned(func(tu *tuning) { tu.trackEvery = time.Hour })
+	r := startRun(t, Attr{Containment: Tracking, tune: tune}, "spawn", "setsid", "hangint", "hang")
+	r.awaitPids(2)
+	child := r.otherPid()
+	scans := countScans(t)
+	r.tree.Snapshot()
+	if err := r.tree.Signal(Interrupt); err != nil {
+		t.Fatalf("Signal(Interrupt) error = %v", err)
+	}
+	if n := scans.Load(); n != 0 {
+		t.Errorf("Snapshot and Signal scanned /proc %d times, want none", n)
+	}
+	s := &r.tree.sys
+	s.knownMu.Lock()
+	_, ok := s.known[int32(child)]
+	s.knownMu.Unlock()
+	if !ok {
+		t.Errorf("Signal did not record the child %d", child)
+	}
+	r.exited()
+	assertKilled(t, r.tree.Kill(), []int{child})
+	assertGone(t, r.pids)
+	r.wait()
+}
+
+// TestTrackerSharesScans: the trees at the tracking level are recorded
+// from one scan per period, whatever their number, not one scan per tree:
+// each scan lists all of /proc.
+func TestTrackerSharesScans(t *testing.T) {
+	noLeaks(t)
+	const trees, every = 6, 50 * time.Millisecond
+	tune := tuned(func(tu *tuning) { tu.trackEvery = every })
+	var runs []*run
+	for range trees {
+		r := startRun(t, Attr{Containment: Tracking, tune: tune}, "spawn", "setsid-envi", "hang", "hang")
+		r.awaitPids(2)
+		runs = append(runs, r)
+	}
+	scans := countScans(t)
+	begin := time.Now()
+	for _, r := range runs {
+		r.awaitKnown(r.otherPid()) // recorded by the tracker
+	}
+	until(t, "ten scans", func() bool { return scans.Load() >= 10 })
+	n, periods := scans.Load(), int64(time.Since(begin)/every)
+	if n > periods+2 {
+		t.Errorf("%d trees tracked for %d periods took %d scans, want at most one per period", trees, periods, n)
+	}
+	t.Logf("%d scans in %d periods", n, periods)
+	for _, r := range runs {
+		assertKilled(t, r.tree.Kill(), []int{r.tree.Pid(), r.otherPid()})
+		r.wait()
+	}
+}

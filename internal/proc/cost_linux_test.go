@@ -112,3 +112,29 @@ func TestTrackerSharesScans(t *testing.T) {
 		r.wait()
 	}
 }
+
+// TestKillAfterTreeGoneScansNothing: once a Kill at the tracking level has
+// found the tree gone after the root exited, nothing can join the tree any
+// more: a second Kill (the ladder's, then the sweep after the exit) returns
+// at once, without listing /proc.
+func TestKillAfterTreeGoneScansNothing(t *testing.T) {
+	noLeaks(t)
+	// No marker: the scans read no environment, so none is unsure (on a
+	// busy machine some other process may be in the middle of execve).
+	r := startRun(t, Attr{Containment: Tracking}, "spawn", "same", "hang", "hang")
+	pids := r.awaitPids(2)
+	assertKilled(t, r.tree.Kill(), pids)
+	r.exited()
+	if rep := r.tree.Kill(); len(rep.Killed) != 0 || len(rep.Survivors) != 0 {
+		t.Fatalf("Kill() after the tree was killed = %+v, want nothing", rep)
+	}
+	scans := countScans(t)
+	if rep := r.tree.Kill(); len(rep.Killed) != 0 || len(rep.Survivors) != 0 {
+		t.Errorf("third Kill() = %+v, want nothing", rep)
+	}
+	if n := scans.Load(); n != 0 {
+		t.Errorf("Kill() of a tree known gone scanned /proc %d times, want none", n)
+	}
+	assertGone(t, r.pids)
+	r.wait()
+}

@@ -172,6 +172,10 @@ func (t *Tree) kill() Report {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	begin := time.Now()
+	if s.gone {
+		// Membership is known complete: nothing to scan for.
+		return Report{Elapsed: time.Since(begin)}
+	}
 	timer := time.NewTimer(s.tune.killTimeout)
 	defer timer.Stop()
 	k := &killer{
@@ -209,6 +213,7 @@ func (t *Tree) kill() Report {
 			}
 			t.log.Debug("proc: tree gone", "pid", t.pid, "scans", scans)
 			clean = true
+			s.gone = !sn.unsure
 			break
 		}
 		if alive, ok = k.freeze(alive); !ok {

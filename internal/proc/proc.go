@@ -208,7 +208,9 @@ func (t *Tree) Signal(s Signal) error { return t.signal(s) }
 // At the Tracking level Kill sends SIGKILL to the root's process group,
 // the root and every descendant found by parent links, session, process
 // group, the Marker and (with Subreaper) re-parenting, repeating until a
-// scan finds none alive and the root has exited.
+// scan finds none alive and the root has exited. Membership is then known
+// complete (no member is left to start another), so later Kills return at
+// once without a scan, unless that scan could not read some environment.
 //
 // On Linux the tree is found by scanning /proc; scans are shared, so that
 // many Trees killed at once cost about as much as one. While the root

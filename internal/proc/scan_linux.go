@@ -161,6 +161,10 @@ type snapshot struct {
 	procs  []procInfo         // sorted by pid
 	kids   []int32            // indices into procs, sorted by ppid
 	marked map[string][]int32 // marker → pids whose environment holds it
+	// unsure says that some environment could not be read (its read
+	// blocked, failed or came back empty): a later scan may find a
+	// marker this one did not.
+	unsure bool
 }
 
 // sortSnapshot sorts s.procs by pid and builds s.kids.
@@ -441,11 +445,14 @@ func (s *scanner) run(minStart, freshFrom uint64, markers map[string]int, gen ui
 		if !ok || (res.marker == "" && res.gen != gen) {
 			r := s.readMarker(key, markers, gen)
 			if r == nil {
+				sn.unsure = true
 				continue // its read is blocked: unreadable for now
 			}
 			res = envResult{r.marker, r.gen}
 			if r.sure {
 				s.envCache[key] = res
+			} else if r.marker == "" {
+				sn.unsure = true
 			}
 		}
 		if res.marker != "" {

@@ -49,6 +49,11 @@ type treeSys struct {
 	// cgEmpty says that Kill found the cgroup empty after the root had
 	// exited: nothing can enter it any more. Guarded by mu.
 	cgEmpty bool
+	// gone says that, at the tracking level, Kill found no member left
+	// after the root had exited, by a scan that read every environment it
+	// had to: no member is left to start another, so a later Kill has
+	// nothing to look for. Guarded by mu.
+	gone bool
 	// tune holds the bounds Kill and the tracker work with.
 	tune tuning
 }

@@ -97,17 +97,16 @@ func (s *treeSys) walk() (*snapshot, error) {
 // the same starttime: then the pids read were its children, not those of
 // a process that reused its pid.
 func children(r *procReader, p procInfo) ([]int32, error) {
+	// Every thread, whatever p.threads said: a thread started since
+	// may have forked.
+	ents, err := os.ReadDir("/proc/" + strconv.Itoa(int(p.pid)) + "/task")
+	if err != nil {
+		return nil, err
+	}
 	tids := []int32{p.pid}
-	if p.threads > 1 {
-		ents, err := os.ReadDir("/proc/" + strconv.Itoa(int(p.pid)) + "/task")
-		if err != nil {
-			return nil, err
-		}
-		tids = tids[:0]
-		for _, e := range ents {
-			if v, ok := atou([]byte(e.Name())); ok {
-				tids = append(tids, int32(v))
-			}
+	for _, e := range ents {
+		if v, ok := atou([]byte(e.Name())); ok && int32(v) != p.pid {
+			tids = append(tids, int32(v))
 		}
 	}
 	var kids []int32

@@ -3,6 +3,7 @@
 package proc
 
 import (
+	"math"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -137,4 +138,39 @@ func TestKillAfterTreeGoneScansNothing(t *testing.T) {
 	}
 	assertGone(t, r.pids)
 	r.wait()
+}
+
+// TestScansCoalesce: requests for a scan made while one runs are all
+// served by the next scan, one for all of them, however many they are.
+func TestScansCoalesce(t *testing.T) {
+	const callers = 50
+	var scans atomic.Int64
+	running, release := make(chan struct{}), make(chan struct{})
+	hook := func() {
+		if scans.Add(1) == 1 {
+			close(running)
+			<-release
+		}
+	}
+	scanHook.Store(&hook)
+	t.Cleanup(func() { scanHook.Store(nil) })
+	s := theScanner()
+	first, _ := s.join(math.MaxUint64, 0, defaultTuning.killTimeout)
+	<-running
+	var next []*scanBatch
+	for range callers {
+		b, _ := s.join(math.MaxUint64, 0, defaultTuning.killTimeout)
+		next = append(next, b)
+	}
+	close(release)
+	<-first.done
+	for _, b := range next {
+		<-b.done
+		if b != next[0] || b.err != nil {
+			t.Fatalf("callers got different batches, or an error: %v", b.err)
+		}
+	}
+	if n := scans.Load(); n != 2 {
+		t.Errorf("1 + %d requests took %d scans, want 2", callers, n)
+	}
 }

@@ -174,3 +174,51 @@ func TestScansCoalesce(t *testing.T) {
 		t.Errorf("1 + %d requests took %d scans, want 2", callers, n)
 	}
 }
+
+// TestKillAfterExitJoinsRunningScan: a Kill called after the root exited
+// needs a scan that started after the exit, not after the call: one
+// already running serves it, rather than a scan of its own after that one.
+func TestKillAfterExitJoinsRunningScan(t *testing.T) {
+	noLeaks(t)
+	tune := tuned(func(tu *tuning) { tu.trackEvery = time.Hour }) // no tracker scan
+	r := startRun(t, Attr{Containment: Tracking, tune: tune}, "exit", "0")
+	r.exited()
+	var scans atomic.Int64
+	running, release := make(chan struct{}), make(chan struct{})
+	hook := func() {
+		if scans.Add(1) == 1 {
+			close(running)
+			<-release
+		}
+	}
+	scanHook.Store(&hook)
+	t.Cleanup(func() { scanHook.Store(nil) })
+	joined := make(chan struct{})
+	jh := func() { close(joined) }
+	joinHook.Store(&jh)
+	t.Cleanup(func() { joinHook.Store(nil) })
+	// A scan started after the exit (another Kill's, say) is running.
+	other, _ := theScanner().join(math.MaxUint64, 0, defaultTuning.killTimeout)
+	<-running
+	done := make(chan Report)
+	go func() { done <- r.tree.Kill() }()
+	select {
+	case <-joined:
+	case rep := <-done:
+		close(release)
+		t.Fatalf("Kill() = %+v returned before the running scan ended", rep)
+	case <-time.After(stuck):
+		close(release)
+		<-done
+		t.Fatal("Kill() did not wait on the running scan")
+	}
+	close(release)
+	<-other.done
+	if rep := <-done; len(rep.Killed) != 0 || len(rep.Survivors) != 0 {
+		t.Errorf("Kill() = %+v, want nothing", rep)
+	}
+	if n := scans.Load(); n != 1 {
+		t.Errorf("Kill() after the exit took %d scans with one already running, want that one only", n)
+	}
+	r.wait()
+}

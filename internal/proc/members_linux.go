@@ -136,7 +136,13 @@ func track(quit chan struct{}) {
 // waiting costs no goroutine (see scanner.join), so callers that give up
 // leave nothing behind.
 func scanUntil(tune *tuning, minStart, freshFrom uint64, stop <-chan struct{}, expired <-chan time.Time) (sn *snapshot, err error, ok bool) {
-	b, wedged := theScanner().join(minStart, freshFrom, tune.killTimeout)
+	return scanAfter(tune, time.Time{}, minStart, freshFrom, stop, expired)
+}
+
+// scanAfter is scanUntil for a caller that needs only a scan started at or
+// after after (see scanner.joinAfter): one already running may serve it.
+func scanAfter(tune *tuning, after time.Time, minStart, freshFrom uint64, stop <-chan struct{}, expired <-chan time.Time) (sn *snapshot, err error, ok bool) {
+	b, wedged := theScanner().joinAfter(after, minStart, freshFrom, tune.killTimeout)
 	var short <-chan time.Time
 	if wedged {
 		timer := time.NewTimer(tune.wedgedWait)

@@ -219,7 +219,8 @@ type scanner struct {
 	mu      sync.Mutex
 	cond    sync.Cond // broadcast when a scan ends
 	running bool
-	since   time.Time // when the running scan started
+	since   time.Time  // when the running scan started
+	cur     *scanBatch // the running scan's batch
 	next    *scanBatch
 	markers map[string]int // registered markers → Trees using them; copied on write
 	gen     uint64         // incremented when a marker is registered
@@ -359,12 +360,36 @@ func (s *scanner) join(minStart, freshFrom uint64, wedgeAfter time.Duration) (b 
 	return b, s.running && s.next == b && time.Since(s.since) > wedgeAfter
 }
 
+// joinAfter is join for a caller that needs only a scan started at or
+// after after: the running scan serves it if it started then and reads at
+// least what the caller needs (the stat of every process started at or
+// after freshFrom, environments from minStart on: its markers are those
+// registered when it started, so the caller's marker must have been
+// registered before after). A zero after is join.
+func (s *scanner) joinAfter(after time.Time, minStart, freshFrom uint64, wedgeAfter time.Duration) (b *scanBatch, wedged bool) {
+	if !after.IsZero() {
+		s.mu.Lock()
+		c := s.cur
+		ok := c != nil && !s.since.Before(after) && time.Since(s.since) <= wedgeAfter &&
+			c.freshFrom <= freshFrom && c.minStart <= minStart
+		s.mu.Unlock()
+		if ok {
+			if h := joinHook.Load(); h != nil {
+				(*h)()
+			}
+			return c, false
+		}
+	}
+	return s.join(minStart, freshFrom, wedgeAfter)
+}
+
 // startLocked starts the next batch's scan. s.mu is held.
 func (s *scanner) startLocked() {
 	b := s.next
 	s.next = newBatch()
 	s.running = true
 	s.since = time.Now()
+	s.cur = b
 	markers, gen := s.markers, s.gen
 	go func() {
 		snap, err := s.run(b.minStart, b.freshFrom, markers, gen)
@@ -373,6 +398,7 @@ func (s *scanner) startLocked() {
 		b.snap, b.err = snap, err
 		close(b.done)
 		s.running = false
+		s.cur = nil
 		s.cond.Broadcast()
 		if s.next.asked {
 			s.startLocked()
@@ -383,6 +409,10 @@ func (s *scanner) startLocked() {
 // scanHook, if set, is called at the start of every scan (tests use it
 // to make scans slow or hang, as a blocked read of /proc would).
 var scanHook atomic.Pointer[func()]
+
+// joinHook, if set, is called when joinAfter hands out the running scan
+// (tests use it to know that a caller waits on it).
+var joinHook atomic.Pointer[func()]
 
 // scanErrHook, if set, is called at the start of every scan; a scan fails
 // with the error it returns (tests use it to make scans fail).

@@ -54,6 +54,9 @@ type treeSys struct {
 	// had to: no member is left to start another, so a later Kill has
 	// nothing to look for. Guarded by mu.
 	gone bool
+	// exitedAt is when run saw the root exit (tracking); set before
+	// exited is closed.
+	exitedAt time.Time
 	// tune holds the bounds Kill and the tracker work with.
 	tune tuning
 }
@@ -237,5 +240,6 @@ func (s *treeSys) run(path string, args []string, attr *os.ProcAttr, exited chan
 			break
 		}
 	}
+	s.exitedAt = time.Now()
 	close(exited)
 }

@@ -2,6 +2,7 @@ package invoker_test
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"errors"
 	"os"
@@ -144,6 +145,8 @@ func startIdle(b *testing.B, n int) {
 	tag := fakeagent.NewTag()
 	cmd := exec.Command("/bin/sh", "-c", idleScript, "idle", strconv.Itoa(n))
 	cmd.Env = append(os.Environ(), fakeagent.EnvTag+"="+tag)
+	var stderr bytes.Buffer // fork failures: a process limit reached
+	cmd.Stderr = &stderr
 	stdin, err := cmd.StdinPipe()
 	if err != nil {
 		b.Fatal(err)
@@ -189,6 +192,6 @@ func startIdle(b *testing.B, n int) {
 		pids = append(pids, pid)
 	}
 	if len(pids) != n {
-		b.Fatalf("started %d idle processes, want %d", len(pids), n)
+		b.Fatalf("started %d idle processes, want %d (a process limit? ulimit -u, the cgroup's pids.max): %s", len(pids), n, bytes.TrimSpace(stderr.Bytes()))
 	}
 }

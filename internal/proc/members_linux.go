@@ -80,7 +80,7 @@ func track(quit chan struct{}) {
 		tracker.mu.Lock()
 		every, tune := defaultTuning.trackEvery, defaultTuning
 		for s := range tracker.trees {
-			if s.tune.trackEvery < every {
+			if s.tune.trackEvery > 0 && s.tune.trackEvery < every {
 				every, tune = s.tune.trackEvery, s.tune
 			}
 		}

@@ -102,26 +102,32 @@ func BenchmarkRawExecQuick(b *testing.B) {
 	req := benchRequest(b, &s)
 	env := append(os.Environ(), req.Env...)
 	for b.Loop() {
-		cmd := exec.Command(os.Args[0], "exec", "--json", "-")
-		cmd.Env, cmd.Dir = env, req.Workdir
-		cmd.Stdin = strings.NewReader(req.Prompt)
-		out, err := cmd.StdoutPipe()
-		if err != nil {
-			b.Fatal(err)
-		}
-		if err := cmd.Start(); err != nil {
-			b.Fatal(err)
-		}
-		sc := bufio.NewScanner(out)
-		lines := 0
-		for sc.Scan() {
-			lines++
-		}
-		if err := cmd.Wait(); err != nil || lines == 0 {
-			b.Fatalf("raw exec: %d lines, %v", lines, err)
-		}
+		rawExecQuick(b, req, env)
 	}
 	reportSurvivors(b, s.Tag)
+}
+
+// rawExecQuick is one run of BenchmarkRawExecQuick, with env the fake's
+// whole environment.
+func rawExecQuick(b *testing.B, req invoker.Request, env []string) {
+	cmd := exec.Command(os.Args[0], "exec", "--json", "-")
+	cmd.Env, cmd.Dir = env, req.Workdir
+	cmd.Stdin = strings.NewReader(req.Prompt)
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		b.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		b.Fatal(err)
+	}
+	sc := bufio.NewScanner(out)
+	lines := 0
+	for sc.Scan() {
+		lines++
+	}
+	if err := cmd.Wait(); err != nil || lines == 0 {
+		b.Fatalf("raw exec: %d lines, %v", lines, err)
+	}
 }
 
 // cancelRun starts Invoke of req, waits for its first event, cancels it and

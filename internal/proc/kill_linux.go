@@ -159,9 +159,12 @@ type killer struct {
 	denied   map[procKey]bool // members that refused a signal (EPERM)
 	unsureOf map[procKey]bool // members listed as survivors by unsure
 	fellBack bool             // in fallback: no more scans
-	last     *snapshot        // the last scan
-	ids      map[int32]bool   // the pids of the members (zombies too) in the last scan
-	rep      Report
+	// after, if not zero, is when the root was seen exited, before this
+	// Kill: its first scan may be one that started since (see scan).
+	after time.Time
+	last  *snapshot      // the last scan
+	ids   map[int32]bool // the pids of the members (zombies too) in the last scan
+	rep   Report
 }
 
 func (t *Tree) kill() Report {
@@ -172,6 +175,10 @@ func (t *Tree) kill() Report {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	begin := time.Now()
+	if s.gone {
+		// Membership is known complete: nothing to scan for.
+		return Report{Elapsed: time.Since(begin)}
+	}
 	timer := time.NewTimer(s.tune.killTimeout)
 	defer timer.Stop()
 	k := &killer{
@@ -185,6 +192,9 @@ func (t *Tree) kill() Report {
 	}
 	if s.marker != "" {
 		k.minStart = s.rootStart
+	}
+	if isClosed(t.exited) {
+		k.after = s.exitedAt
 	}
 	defer func() {
 		for _, v := range k.victims {
@@ -209,6 +219,7 @@ func (t *Tree) kill() Report {
 			}
 			t.log.Debug("proc: tree gone", "pid", t.pid, "scans", scans)
 			clean = true
+			s.gone = !sn.unsure
 			break
 		}
 		if alive, ok = k.freeze(alive); !ok {
@@ -254,8 +265,16 @@ func (t *Tree) kill() Report {
 
 // scan takes a snapshot, waiting for it no later than the deadline; ok is
 // false when there is none (the scan failed, or is still running).
+//
+// The first scan of a Kill called after the root exited may be one that
+// is already running, if it started after the exit: it sees every member
+// left then, the orphans the root's exit made included, as one started
+// now would (a member that forks since is alive in it, and the freeze
+// that follows scans again). Later scans start after the call.
 func (k *killer) scan() (*snapshot, bool) {
-	sn, err, ok := scanUntil(&k.s.tune, k.minStart, k.s.rootStart, nil, k.expired)
+	after := k.after
+	k.after = time.Time{}
+	sn, err, ok := scanAfter(&k.s.tune, after, k.minStart, k.s.rootStart, nil, k.expired)
 	if ok && err == nil {
 		k.last = sn
 		return sn, true

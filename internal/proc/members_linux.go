@@ -3,14 +3,17 @@
 package proc
 
 import (
+	"errors"
 	"log/slog"
 	"math"
+	"sync"
 	"time"
 )
 
-// track records the tree's members into known every trackEvery while the
-// root runs, through the shared scanner (parent links only, no
-// environments, and only processes started after the root: cheap).
+// The tracker records the members of every Tree at the tracking level into
+// its known set every trackEvery while its root runs, by parent links only
+// (no environments; only processes started after the root are read: a scan
+// that finds nothing new costs a few getdents calls).
 //
 // A descendant that leaves the session with setsid and clears its
 // environment (env -i, or a CLI's tool environment policy) can be found
@@ -19,28 +22,108 @@ import (
 // process that does all that and outlives its parent within one period is
 // still missed unless the host is its subreaper (see Kill).
 //
-// A scan that fails (descriptors exhausted for a moment, say) is logged
-// and the next period tries again: stopping would leave every later
-// descendant unrecorded for the rest of the run.
-func (s *treeSys) track(exited <-chan struct{}, log *slog.Logger) {
-	defer close(s.trackDone)
-	tick := time.NewTicker(s.tune.trackEvery)
-	defer tick.Stop()
+// One goroutine tracks every Tree of the host, from one scan per period
+// shared by all of them: a scan lists all of /proc, so a scan per Tree
+// would make each run's cost grow with everything else the machine runs,
+// times the runs. It runs while some Tree is tracked. A scan that fails
+// (descriptors exhausted for a moment, say) is logged and the next period
+// tries again: stopping would leave every later descendant unrecorded for
+// the rest of the run.
+var tracker struct {
+	mu    sync.Mutex
+	trees map[*treeSys]trackedTree
+	quit  chan struct{} // closed when trees becomes empty
+}
+
+type trackedTree struct {
+	exited <-chan struct{}
+	log    *slog.Logger
+}
+
+// startTracking adds s to the trees the tracker records, starting the
+// tracker if it is not running.
+func (s *treeSys) startTracking(exited <-chan struct{}, log *slog.Logger) {
+	tracker.mu.Lock()
+	defer tracker.mu.Unlock()
+	if tracker.trees == nil {
+		tracker.trees = map[*treeSys]trackedTree{}
+	}
+	tracker.trees[s] = trackedTree{exited, log}
+	if tracker.quit == nil {
+		tracker.quit = make(chan struct{})
+		go track(tracker.quit)
+	}
+}
+
+// stopTracking removes s from the tracked trees: once it returns, the
+// tracker no longer records into s.
+func (s *treeSys) stopTracking() {
+	tracker.mu.Lock()
+	defer tracker.mu.Unlock()
+	if _, ok := tracker.trees[s]; !ok {
+		return
+	}
+	delete(tracker.trees, s)
+	if len(tracker.trees) == 0 {
+		close(tracker.quit)
+		tracker.quit = nil
+	}
+}
+
+// track is the tracker's loop; it returns when quit is closed. Its periods
+// start at multiples of trackEvery (the shortest of the trees'), whoever
+// started it.
+func track(quit chan struct{}) {
+	timer := time.NewTimer(time.Hour)
+	defer timer.Stop()
 	for {
+		tracker.mu.Lock()
+		every, tune := defaultTuning.trackEvery, defaultTuning
+		for s := range tracker.trees {
+			if s.tune.trackEvery > 0 && s.tune.trackEvery < every {
+				every, tune = s.tune.trackEvery, s.tune
+			}
+		}
+		tracker.mu.Unlock()
+		now := time.Now()
+		timer.Reset(now.Truncate(every).Add(every).Sub(now))
 		select {
-		case <-exited:
+		case <-quit:
 			return
-		case <-tick.C:
+		case <-timer.C:
 		}
-		sn, err, ok := scanUntil(&s.tune, math.MaxUint64, s.rootStart, exited, nil)
-		if !ok {
-			return // exited
+		// Every running tree's members started at or after its root:
+		// the scan must read the stat of every process started since
+		// the oldest root.
+		fresh, any := uint64(math.MaxUint64), false
+		tracker.mu.Lock()
+		for s, tt := range tracker.trees {
+			if !isClosed(tt.exited) {
+				fresh, any = min(fresh, s.rootStart), true
+			}
 		}
-		if err != nil {
-			log.Debug("proc: tracker scan failed", "pid", s.root, "err", err)
+		tracker.mu.Unlock()
+		if !any {
 			continue
 		}
-		s.members(sn)
+		sn, err, ok := scanUntil(&tune, math.MaxUint64, fresh, quit, nil)
+		if !ok {
+			continue // quit, or the scanner is wedged: try next period
+		}
+		tracker.mu.Lock()
+		for s, tt := range tracker.trees {
+			switch {
+			case isClosed(tt.exited) || s.rootStart < fresh:
+				// Exited, or started after the scan was asked for
+				// with a root older than its fresh bound (a clock
+				// step): next period.
+			case err != nil:
+				tt.log.Debug("proc: tracker scan failed", "pid", s.root, "err", err)
+			default:
+				s.members(sn)
+			}
+		}
+		tracker.mu.Unlock()
 	}
 }
 
@@ -53,7 +136,13 @@ func (s *treeSys) track(exited <-chan struct{}, log *slog.Logger) {
 // waiting costs no goroutine (see scanner.join), so callers that give up
 // leave nothing behind.
 func scanUntil(tune *tuning, minStart, freshFrom uint64, stop <-chan struct{}, expired <-chan time.Time) (sn *snapshot, err error, ok bool) {
-	b, wedged := theScanner().join(minStart, freshFrom, tune.killTimeout)
+	return scanAfter(tune, time.Time{}, minStart, freshFrom, stop, expired)
+}
+
+// scanAfter is scanUntil for a caller that needs only a scan started at or
+// after after (see scanner.joinAfter): one already running may serve it.
+func scanAfter(tune *tuning, after time.Time, minStart, freshFrom uint64, stop <-chan struct{}, expired <-chan time.Time) (sn *snapshot, err error, ok bool) {
+	b, wedged := theScanner().joinAfter(after, minStart, freshFrom, tune.killTimeout)
 	var short <-chan time.Time
 	if wedged {
 		timer := time.NewTimer(tune.wedgedWait)
@@ -82,9 +171,21 @@ func (t *Tree) signal(s Signal) error {
 // their environment of the marker. The parent links, recorded while they
 // exist, let Kill find those orphans later. The tracker records them too,
 // but only every trackEvery.
+//
+// It walks the tree's parent links from the root and the known members
+// (see walk), which reads the tree's processes only; where the kernel
+// cannot list a process's children, it waits for a scan instead.
 func (t *Tree) snapshot() {
 	if t.sys.cg != nil {
 		return // the cgroup keeps every member
+	}
+	sn, err := t.sys.walk()
+	if err == nil {
+		t.sys.record(sn)
+		return
+	}
+	if !errors.Is(err, errNoChildren) {
+		t.log.Debug("proc: walk failed; scanning", "pid", t.pid, "err", err)
 	}
 	timer := time.NewTimer(t.sys.tune.signalScanTimeout)
 	if sn, err, ok := scanUntil(&t.sys.tune, math.MaxUint64, t.sys.rootStart, nil, timer.C); ok && err == nil {

@@ -160,9 +160,11 @@ type Tree struct {
 // each live Tree holds one locked OS thread, blocked in waitid, until its
 // root exits; Go stops the program when it needs more than its maximum
 // number of threads (10000 by default, see runtime/debug.SetMaxThreads),
-// which bounds the number of Trees running at once. Each live Tree also
-// runs a goroutine that records its members every 300 ms while the root
-// runs (see Kill); it ends when the root exits, and Wait waits for it.
+// which bounds the number of Trees running at once. The members of each
+// live Tree are also recorded every 300 ms while its root runs (see Kill),
+// by one goroutine and one scan of /proc per period shared by all Trees;
+// the goroutine runs while some Tree is tracked, and Wait stops tracking
+// its Tree.
 func Start(a *Attr) (*Tree, error) { return start(a) }
 
 // Containment returns the level that holds the tree: never Auto.
@@ -182,10 +184,13 @@ func (t *Tree) Exited() <-chan struct{} { return t.exited }
 func (t *Tree) Snapshot() { t.snapshot() }
 
 // Signal sends s to the root's process group. It returns nil when the group
-// is already gone. On Linux it first records the tree's members by their
-// parent links (waiting at most 250 ms for the scan), so that Kill still
-// finds processes that s makes orphans, even ones without the Marker. It
-// must not be called after Wait, when the group id may name another group.
+// is already gone. On Linux at the Tracking level it first records the
+// tree's members by their parent links, walking them from the root and the
+// members already recorded (reading only the tree's processes; where the
+// kernel cannot list a process's children, it waits at most 250 ms for a
+// scan of /proc instead), so that Kill still finds processes that s makes
+// orphans, even ones without the Marker. It must not be called after Wait,
+// when the group id may name another group.
 func (t *Tree) Signal(s Signal) error { return t.signal(s) }
 
 // Kill sends SIGKILL to every process of the tree and waits until they are
@@ -203,7 +208,9 @@ func (t *Tree) Signal(s Signal) error { return t.signal(s) }
 // At the Tracking level Kill sends SIGKILL to the root's process group,
 // the root and every descendant found by parent links, session, process
 // group, the Marker and (with Subreaper) re-parenting, repeating until a
-// scan finds none alive and the root has exited.
+// scan finds none alive and the root has exited. Membership is then known
+// complete (no member is left to start another), so later Kills return at
+// once without a scan, unless that scan could not read some environment.
 //
 // On Linux the tree is found by scanning /proc; scans are shared, so that
 // many Trees killed at once cost about as much as one. While the root

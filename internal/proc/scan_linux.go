@@ -157,10 +157,27 @@ func readStat(pid int32) (procInfo, error) {
 // which is why a Tree looks in it only for processes started at or after
 // its root: every process of a tree is.
 type snapshot struct {
-	seq    uint64             // scans are numbered in the order they started
+	seq    uint64             // snapshots are numbered in the order they started (snapSeq)
 	procs  []procInfo         // sorted by pid
 	kids   []int32            // indices into procs, sorted by ppid
 	marked map[string][]int32 // marker → pids whose environment holds it
+	// unsure says that some environment could not be read (its read
+	// blocked, failed or came back empty): a later scan may find a
+	// marker this one did not.
+	unsure bool
+}
+
+// sortSnapshot sorts s.procs by pid and builds s.kids.
+func sortSnapshot(s *snapshot) {
+	byPid := func(a, b procInfo) int { return cmp.Compare(a.pid, b.pid) }
+	if !slices.IsSortedFunc(s.procs, byPid) {
+		slices.SortFunc(s.procs, byPid)
+	}
+	s.kids = make([]int32, len(s.procs))
+	for i := range s.kids {
+		s.kids[i] = int32(i)
+	}
+	slices.SortFunc(s.kids, func(a, b int32) int { return cmp.Compare(s.procs[a].ppid, s.procs[b].ppid) })
 }
 
 // find returns the index of pid in s.procs.
@@ -202,7 +219,8 @@ type scanner struct {
 	mu      sync.Mutex
 	cond    sync.Cond // broadcast when a scan ends
 	running bool
-	since   time.Time // when the running scan started
+	since   time.Time  // when the running scan started
+	cur     *scanBatch // the running scan's batch
 	next    *scanBatch
 	markers map[string]int // registered markers → Trees using them; copied on write
 	gen     uint64         // incremented when a marker is registered
@@ -218,8 +236,11 @@ type scanner struct {
 	dents      []byte
 	r          procReader
 	host       int32
-	seq        uint64 // the last scan's sequence number
 }
+
+// snapSeq numbers snapshots, scans and walks alike, in the order they
+// started (see treeSys.memberSet).
+var snapSeq atomic.Uint64
 
 // procKey names a process across pid reuse.
 type procKey struct {
@@ -339,12 +360,36 @@ func (s *scanner) join(minStart, freshFrom uint64, wedgeAfter time.Duration) (b 
 	return b, s.running && s.next == b && time.Since(s.since) > wedgeAfter
 }
 
+// joinAfter is join for a caller that needs only a scan started at or
+// after after: the running scan serves it if it started then and reads at
+// least what the caller needs (the stat of every process started at or
+// after freshFrom, environments from minStart on: its markers are those
+// registered when it started, so the caller's marker must have been
+// registered before after). A zero after is join.
+func (s *scanner) joinAfter(after time.Time, minStart, freshFrom uint64, wedgeAfter time.Duration) (b *scanBatch, wedged bool) {
+	if !after.IsZero() {
+		s.mu.Lock()
+		c := s.cur
+		ok := c != nil && !s.since.Before(after) && time.Since(s.since) <= wedgeAfter &&
+			c.freshFrom <= freshFrom && c.minStart <= minStart
+		s.mu.Unlock()
+		if ok {
+			if h := joinHook.Load(); h != nil {
+				(*h)()
+			}
+			return c, false
+		}
+	}
+	return s.join(minStart, freshFrom, wedgeAfter)
+}
+
 // startLocked starts the next batch's scan. s.mu is held.
 func (s *scanner) startLocked() {
 	b := s.next
 	s.next = newBatch()
 	s.running = true
 	s.since = time.Now()
+	s.cur = b
 	markers, gen := s.markers, s.gen
 	go func() {
 		snap, err := s.run(b.minStart, b.freshFrom, markers, gen)
@@ -353,6 +398,7 @@ func (s *scanner) startLocked() {
 		b.snap, b.err = snap, err
 		close(b.done)
 		s.running = false
+		s.cur = nil
 		s.cond.Broadcast()
 		if s.next.asked {
 			s.startLocked()
@@ -363,6 +409,10 @@ func (s *scanner) startLocked() {
 // scanHook, if set, is called at the start of every scan (tests use it
 // to make scans slow or hang, as a blocked read of /proc would).
 var scanHook atomic.Pointer[func()]
+
+// joinHook, if set, is called when joinAfter hands out the running scan
+// (tests use it to know that a caller waits on it).
+var joinHook atomic.Pointer[func()]
 
 // scanErrHook, if set, is called at the start of every scan; a scan fails
 // with the error it returns (tests use it to make scans fail).
@@ -378,13 +428,12 @@ func (s *scanner) run(minStart, freshFrom uint64, markers map[string]int, gen ui
 			return nil, err
 		}
 	}
+	seq := snapSeq.Add(1) // before the listing: what it sees is at least this new
 	ents, err := s.pids()
 	if err != nil {
 		return nil, err
 	}
-	byPid := func(a, b procInfo) int { return cmp.Compare(a.pid, b.pid) }
-	s.seq++
-	sn := &snapshot{seq: s.seq}
+	sn := &snapshot{seq: seq}
 	old := make([]oldProc, 0, len(ents))
 	for _, e := range ents {
 		if e.ino != 0 {
@@ -411,14 +460,7 @@ func (s *scanner) run(minStart, freshFrom uint64, markers map[string]int, gen ui
 		slices.SortFunc(old, func(a, b oldProc) int { return cmp.Compare(a.pid, b.pid) })
 	}
 	s.old = old
-	if !slices.IsSortedFunc(sn.procs, byPid) {
-		slices.SortFunc(sn.procs, byPid)
-	}
-	sn.kids = make([]int32, len(sn.procs))
-	for i := range sn.kids {
-		sn.kids[i] = int32(i)
-	}
-	slices.SortFunc(sn.kids, func(a, b int32) int { return cmp.Compare(sn.procs[a].ppid, sn.procs[b].ppid) })
+	sortSnapshot(sn)
 
 	if len(markers) == 0 || minStart == math.MaxUint64 {
 		return sn, nil
@@ -433,11 +475,14 @@ func (s *scanner) run(minStart, freshFrom uint64, markers map[string]int, gen ui
 		if !ok || (res.marker == "" && res.gen != gen) {
 			r := s.readMarker(key, markers, gen)
 			if r == nil {
+				sn.unsure = true
 				continue // its read is blocked: unreadable for now
 			}
 			res = envResult{r.marker, r.gen}
 			if r.sure {
 				s.envCache[key] = res
+			} else if r.marker == "" {
+				sn.unsure = true
 			}
 		}
 		if res.marker != "" {

@@ -26,7 +26,6 @@ type treeSys struct {
 	host      int32
 	hostPgid  int32
 	waited    atomic.Bool
-	trackDone chan struct{} // closed when track has returned
 	// reapLate says that a Kill ended without a scan after its last
 	// SIGKILL, so it could not reap what it killed; Wait tries again.
 	reapLate atomic.Bool
@@ -50,6 +49,14 @@ type treeSys struct {
 	// cgEmpty says that Kill found the cgroup empty after the root had
 	// exited: nothing can enter it any more. Guarded by mu.
 	cgEmpty bool
+	// gone says that, at the tracking level, Kill found no member left
+	// after the root had exited, by a scan that read every environment it
+	// had to: no member is left to start another, so a later Kill has
+	// nothing to look for. Guarded by mu.
+	gone bool
+	// exitedAt is when run saw the root exit (tracking); set before
+	// exited is closed.
+	exitedAt time.Time
 	// tune holds the bounds Kill and the tracker work with.
 	tune tuning
 }
@@ -109,8 +116,6 @@ func start(a *Attr) (*Tree, error) {
 		} else {
 			t.level, s.cg, s.proc = Cgroup, cg, p
 			t.pid, s.root = p.Pid, int32(p.Pid)
-			s.trackDone = make(chan struct{})
-			close(s.trackDone)
 			go watchExit(p.Pid, t.exited, s.done)
 			log.Debug("proc: started", "pid", t.pid, "path", a.Path, "containment", t.level.String(), "cgroup", cg.dir)
 			return t, nil
@@ -142,8 +147,7 @@ func start(a *Attr) (*Tree, error) {
 	if p, err := readStat(s.root); err == nil {
 		s.rootStart = p.start
 	}
-	s.trackDone = make(chan struct{})
-	go s.track(t.exited, t.log)
+	s.startTracking(t.exited, t.log)
 	log.Debug("proc: started", "pid", t.pid, "path", a.Path, "containment", t.level.String())
 	return t, nil
 }
@@ -236,5 +240,6 @@ func (s *treeSys) run(path string, args []string, attr *os.ProcAttr, exited chan
 			break
 		}
 	}
+	s.exitedAt = time.Now()
 	close(exited)
 }

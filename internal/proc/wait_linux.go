@@ -15,10 +15,10 @@ func (t *Tree) wait() (State, error) {
 		return State{}, errors.New("proc: Wait called twice")
 	}
 	<-t.exited
-	<-s.trackDone
 	if s.cg != nil {
 		return t.waitCgroup()
 	}
+	s.stopTracking()
 	if s.reapLate.Load() {
 		// Before the root is reaped: its group and session ids stay valid.
 		timer := time.NewTimer(s.tune.signalScanTimeout)

@@ -1,0 +1,224 @@
+//go:build linux
+
+package proc
+
+import (
+	"math"
+	"sync/atomic"
+	"testing"
+	"time"
+)
+
+// countScans counts the scans of /proc that start until the test ends.
+// The proc tests do not run in parallel, so every scan counted is one of
+// the test's.
+func countScans(t *testing.T) *atomic.Int64 {
+	t.Helper()
+	var n atomic.Int64
+	hook := func() { n.Add(1) }
+	scanHook.Store(&hook)
+	t.Cleanup(func() { scanHook.Store(nil) })
+	return &n
+}
+
+// TestCgroupRunScansNothing: at the cgroup level the kernel keeps the
+// membership, so nothing a run does lists or reads all of /proc: not
+// Start, Snapshot, Signal, a Kill that finds live members (a setsid
+// escapee among them), nor Wait. Its cost is then independent of what else
+// the machine runs.
+func TestCgroupRunScansNothing(t *testing.T) {
+	noLeaks(t)
+	if lvl, err := Probe(Cgroup, ""); lvl != Cgroup {
+		t.Skipf("cgroup level not available here: %v", err)
+	}
+	scans := countScans(t)
+	r := startRun(t, Attr{Containment: Cgroup, Marker: marker(t)}, "spawn", "setsid", "hangint", "hang")
+	if got := r.tree.Containment(); got != Cgroup {
+		t.Fatalf("Containment() = %v, want cgroup", got)
+	}
+	pids := r.awaitPids(2)
+	r.tree.Snapshot()
+	if err := r.tree.Signal(Interrupt); err != nil {
+		t.Fatalf("Signal(Interrupt) error = %v", err)
+	}
+	r.exited()
+	rep := r.tree.Kill()
+	assertKilled(t, rep, []int{r.otherPid()})
+	assertGone(t, r.pids)
+	r.wait()
+	if n := scans.Load(); n != 0 {
+		t.Errorf("a cgroup-level run of %v scanned /proc %d times, want none", pids, n)
+	}
+}
+
+// TestSignalRecordsWithoutScan: at the tracking level Signal records the
+// tree's members by walking their parent links, not by a scan of every
+// process: an orphan the signal makes (in a session of its own, without the
+// marker) is still found by Kill, and neither Signal nor Snapshot scanned.
+func TestSignalRecordsWithoutScan(t *testing.T) {
+	noLeaks(t)
+	// No tracker scan during the test: the only tracked tree records
+	// once an hour.
+	tune := tuned(func(tu *tuning) { tu.trackEvery = time.Hour })
+	r := startRun(t, Attr{Containment: Tracking, tune: tune}, "spawn", "setsid", "hangint", "hang")
+	r.awaitPids(2)
+	child := r.otherPid()
+	scans := countScans(t)
+	r.tree.Snapshot()
+	if err := r.tree.Signal(Interrupt); err != nil {
+		t.Fatalf("Signal(Interrupt) error = %v", err)
+	}
+	if n := scans.Load(); n != 0 {
+		t.Errorf("Snapshot and Signal scanned /proc %d times, want none", n)
+	}
+	s := &r.tree.sys
+	s.knownMu.Lock()
+	_, ok := s.known[int32(child)]
+	s.knownMu.Unlock()
+	if !ok {
+		t.Errorf("Signal did not record the child %d", child)
+	}
+	r.exited()
+	assertKilled(t, r.tree.Kill(), []int{child})
+	assertGone(t, r.pids)
+	r.wait()
+}
+
+// TestTrackerSharesScans: the trees at the tracking level are recorded
+// from one scan per period, whatever their number, not one scan per tree:
+// each scan lists all of /proc.
+func TestTrackerSharesScans(t *testing.T) {
+	noLeaks(t)
+	const trees, every = 6, 50 * time.Millisecond
+	tune := tuned(func(tu *tuning) { tu.trackEvery = every })
+	var runs []*run
+	for range trees {
+		r := startRun(t, Attr{Containment: Tracking, tune: tune}, "spawn", "setsid-envi", "hang", "hang")
+		r.awaitPids(2)
+		runs = append(runs, r)
+	}
+	scans := countScans(t)
+	begin := time.Now()
+	for _, r := range runs {
+		r.awaitKnown(r.otherPid()) // recorded by the tracker
+	}
+	until(t, "ten scans", func() bool { return scans.Load() >= 10 })
+	n, periods := scans.Load(), int64(time.Since(begin)/every)
+	if n > periods+2 {
+		t.Errorf("%d trees tracked for %d periods took %d scans, want at most one per period", trees, periods, n)
+	}
+	t.Logf("%d scans in %d periods", n, periods)
+	for _, r := range runs {
+		assertKilled(t, r.tree.Kill(), []int{r.tree.Pid(), r.otherPid()})
+		r.wait()
+	}
+}
+
+// TestKillAfterTreeGoneScansNothing: once a Kill at the tracking level has
+// found the tree gone after the root exited, nothing can join the tree any
+// more: a second Kill (the ladder's, then the sweep after the exit) returns
+// at once, without listing /proc.
+func TestKillAfterTreeGoneScansNothing(t *testing.T) {
+	noLeaks(t)
+	// No marker: the scans read no environment, so none is unsure (on a
+	// busy machine some other process may be in the middle of execve).
+	r := startRun(t, Attr{Containment: Tracking}, "spawn", "same", "hang", "hang")
+	pids := r.awaitPids(2)
+	assertKilled(t, r.tree.Kill(), pids)
+	r.exited()
+	if rep := r.tree.Kill(); len(rep.Killed) != 0 || len(rep.Survivors) != 0 {
+		t.Fatalf("Kill() after the tree was killed = %+v, want nothing", rep)
+	}
+	scans := countScans(t)
+	if rep := r.tree.Kill(); len(rep.Killed) != 0 || len(rep.Survivors) != 0 {
+		t.Errorf("third Kill() = %+v, want nothing", rep)
+	}
+	if n := scans.Load(); n != 0 {
+		t.Errorf("Kill() of a tree known gone scanned /proc %d times, want none", n)
+	}
+	assertGone(t, r.pids)
+	r.wait()
+}
+
+// TestScansCoalesce: requests for a scan made while one runs are all
+// served by the next scan, one for all of them, however many they are.
+func TestScansCoalesce(t *testing.T) {
+	const callers = 50
+	var scans atomic.Int64
+	running, release := make(chan struct{}), make(chan struct{})
+	hook := func() {
+		if scans.Add(1) == 1 {
+			close(running)
+			<-release
+		}
+	}
+	scanHook.Store(&hook)
+	t.Cleanup(func() { scanHook.Store(nil) })
+	s := theScanner()
+	first, _ := s.join(math.MaxUint64, 0, defaultTuning.killTimeout)
+	<-running
+	var next []*scanBatch
+	for range callers {
+		b, _ := s.join(math.MaxUint64, 0, defaultTuning.killTimeout)
+		next = append(next, b)
+	}
+	close(release)
+	<-first.done
+	for _, b := range next {
+		<-b.done
+		if b != next[0] || b.err != nil {
+			t.Fatalf("callers got different batches, or an error: %v", b.err)
+		}
+	}
+	if n := scans.Load(); n != 2 {
+		t.Errorf("1 + %d requests took %d scans, want 2", callers, n)
+	}
+}
+
+// TestKillAfterExitJoinsRunningScan: a Kill called after the root exited
+// needs a scan that started after the exit, not after the call: one
+// already running serves it, rather than a scan of its own after that one.
+func TestKillAfterExitJoinsRunningScan(t *testing.T) {
+	noLeaks(t)
+	tune := tuned(func(tu *tuning) { tu.trackEvery = time.Hour }) // no tracker scan
+	r := startRun(t, Attr{Containment: Tracking, tune: tune}, "exit", "0")
+	r.exited()
+	var scans atomic.Int64
+	running, release := make(chan struct{}), make(chan struct{})
+	hook := func() {
+		if scans.Add(1) == 1 {
+			close(running)
+			<-release
+		}
+	}
+	scanHook.Store(&hook)
+	t.Cleanup(func() { scanHook.Store(nil) })
+	joined := make(chan struct{})
+	jh := func() { close(joined) }
+	joinHook.Store(&jh)
+	t.Cleanup(func() { joinHook.Store(nil) })
+	// A scan started after the exit (another Kill's, say) is running.
+	other, _ := theScanner().join(math.MaxUint64, 0, defaultTuning.killTimeout)
+	<-running
+	done := make(chan Report)
+	go func() { done <- r.tree.Kill() }()
+	select {
+	case <-joined:
+	case rep := <-done:
+		close(release)
+		t.Fatalf("Kill() = %+v returned before the running scan ended", rep)
+	case <-time.After(stuck):
+		close(release)
+		<-done
+		t.Fatal("Kill() did not wait on the running scan")
+	}
+	close(release)
+	<-other.done
+	if rep := <-done; len(rep.Killed) != 0 || len(rep.Survivors) != 0 {
+		t.Errorf("Kill() = %+v, want nothing", rep)
+	}
+	if n := scans.Load(); n != 1 {
+		t.Errorf("Kill() after the exit took %d scans with one already running, want that one only", n)
+	}
+	r.wait()
+}

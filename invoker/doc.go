@@ -77,7 +77,15 @@
 // context.Canceled) or context.DeadlineExceeded), and the Result still
 // holds the session id and partial text. If the CLI had already reported
 // success before the stop took effect, the turn is complete: Invoke returns
-// its Result with a nil error.
+// its Result with a nil error. A context already done when Invoke is called
+// starts nothing and gives the same error.
+//
+// A cause given with context.WithCancelCause (or a deadline's cause) is
+// named in the error's message, but errors.Is and errors.As do not find
+// it: it is why the caller stopped the run, not what the run did. Ask
+// context.Cause(ctx) for it. So in an errgroup.WithContext fan-out, the
+// runs stopped because a sibling failed return context.Canceled, and never
+// match the sibling's *ExitError.
 //
 // # Events
 //

@@ -130,15 +130,32 @@ func (r *run) execute() error {
 	}
 }
 
-// ctxError returns ctx's error, which callers match with errors.Is, with the
-// cancellation cause attached when the caller gave one.
+// ctxError returns the error of a run that ctx stopped, or kept from
+// starting: ctx.Err(), which callers match with errors.Is. A cause given
+// with context.WithCancelCause (or WithDeadlineCause, WithTimeoutCause) is
+// named in the message but not wrapped: it is why the caller stopped the
+// run, not something the run did, so errors.Is and errors.As must not find
+// it. Otherwise an errgroup sibling stopped because another run failed
+// would match that run's *ExitError, and a run cancelled with the cause
+// ErrRateLimited would look rate limited. context.Cause(ctx) returns it.
 func ctxError(ctx context.Context) error {
 	err := ctx.Err()
 	if cause := context.Cause(ctx); cause != nil && cause != err {
-		return fmt.Errorf("%w: %w", err, cause)
+		return &ctxStopError{err: err, cause: cause.Error()}
 	}
 	return err
 }
+
+// ctxStopError is ctx.Err() with the text of the cancellation's cause.
+type ctxStopError struct {
+	err   error // context.Canceled or context.DeadlineExceeded
+	cause string
+}
+
+func (e *ctxStopError) Error() string { return e.err.Error() + " (cause: " + e.cause + ")" }
+
+// Unwrap returns ctx.Err() only: the cause is text, never a match.
+func (e *ctxStopError) Unwrap() error { return e.err }
 
 // fail reports a fatal condition to supervise; the first one wins.
 func (r *run) fail(err error) {

@@ -94,8 +94,10 @@
 // line is kept in Event.Raw. Lines have no fixed length limit: single JSON
 // lines of many MiB are normal for these CLIs. A line over [WithMaxLineSize]
 // (64 MiB by default) is skipped and reported as a [KindWarning] event;
-// streaming goes on. Malformed lines become warnings; unknown event types
-// pass through as [KindRaw].
+// streaming goes on, but the run fails with [ErrLineTooLong]: the skipped
+// line may have held the answer, and lost output is never reported as
+// success. Malformed lines become warnings; unknown event types pass
+// through as [KindRaw].
 //
 // # Errors
 //

@@ -247,7 +247,12 @@ func TestHugeLines(t *testing.T) {
 				}
 			}
 			res, err := f.inv.Invoke(context.Background(), f.req)
-			if err != nil {
+			switch {
+			case tt.wantWarn && !errors.Is(err, invoker.ErrLineTooLong):
+				// The line skipped may have held the answer: never a
+				// success.
+				t.Errorf("Invoke() error = %v, want ErrLineTooLong", err)
+			case !tt.wantWarn && err != nil:
 				t.Fatalf("Invoke() error = %v, want nil", err)
 			}
 			if res.Text != "after the big line" {
@@ -262,6 +267,24 @@ func TestHugeLines(t *testing.T) {
 			f.assertReaped(1)
 		})
 	}
+}
+
+// An answer in a line over the line limit is lost: the run is an error
+// that says so and how to raise the limit, even though the CLI reported
+// success after it, and the Result keeps the session.
+func TestDroppedAnswerIsAnError(t *testing.T) {
+	f := newFixture(t, fakeagent.Script{SessionID: "thread-big", AnswerSize: 256 << 10}, invoker.WithMaxLineSize(64<<10))
+	res, err := f.inv.Invoke(context.Background(), f.req)
+	if !errors.Is(err, invoker.ErrLineTooLong) {
+		t.Errorf("Invoke() error = %v, want ErrLineTooLong", err)
+	}
+	if err != nil && !strings.Contains(err.Error(), "WithMaxLineSize") {
+		t.Errorf("Invoke() error = %q, want it to say how to raise the limit", err)
+	}
+	if res.SessionID != "thread-big" {
+		t.Errorf("Result.SessionID = %q, want thread-big", res.SessionID)
+	}
+	f.assertReaped(1)
 }
 
 // A prompt much larger than a pipe's buffer is written while the output is

@@ -41,9 +41,30 @@ var (
 	ErrRateLimited = errors.New("rate limited")
 
 	// ErrNoResult is returned when the CLI exited with status 0 but without
-	// the terminal event that reports success (see CLI-FACTS: several CLIs
-	// exit 0 on signals and on some errors).
+	// the terminal event that reports success: several CLIs exit 0 when
+	// interrupted or on some errors, and a program that is not the CLI
+	// (a wrapper script, the wrong binary) prints no events at all. The
+	// message says what the CLI printed instead; the error also matches
+	// ErrLineTooLong or ErrWaitDelay when the terminal event may have been
+	// lost that way.
 	ErrNoResult = errors.New("CLI exited without a final result")
+
+	// ErrLineTooLong is returned when a stdout line longer than the limit
+	// set by WithMaxLineSize was skipped. The engine cannot decode a
+	// skipped line, so it cannot tell whether it held the final answer or
+	// the terminal event: a run that skipped one is never a success, even
+	// if the CLI reported success after it. (The Result holds what was
+	// decoded.) The message gives the line's size; raise the limit with
+	// WithMaxLineSize.
+	ErrLineTooLong = errors.New("stdout line over the line limit skipped")
+
+	// ErrWaitDelay is matched by ErrNoResult's error when the CLI's output
+	// streams were held open by a process outside the run's tree and were
+	// closed at the wait delay (see WithWaitDelay), so the stream may be
+	// truncated, like os/exec's ErrWaitDelay. After the CLI's terminal
+	// success event the turn is complete: Invoke returns no error, and
+	// Result.OutputCut reports the cut.
+	ErrWaitDelay = errors.New("output streams closed at the wait delay")
 )
 
 // An Error wraps any error returned by Invoke with the name of the CLI, so

@@ -145,4 +145,10 @@ type Result struct {
 	// Containment is the level that held the run's processes (see
 	// Containment); ContainAuto when no process was started.
 	Containment Containment
+	// OutputCut reports that the CLI's stdout or stderr was still held
+	// open by a process outside the run's tree at the wait delay, and was
+	// closed then (see WithWaitDelay): what that process wrote later is
+	// lost. Without the CLI's terminal success event, the error then also
+	// matches ErrWaitDelay.
+	OutputCut bool
 }

@@ -45,6 +45,11 @@ type run struct {
 	// waitDelayed says that an output stream was still held open at the
 	// wait delay after the tree was killed, and was closed.
 	waitDelayed bool
+	// skipped counts the stdout lines skipped over the line limit, the
+	// longest of them skippedMax bytes. Only the stdout reader writes
+	// them, before execute reads them.
+	skipped    int
+	skippedMax int64
 
 	// OnEvent panicked or called runtime.Goexit: panicked is set and
 	// panicCh closed once, after panicVal and goexit are written.
@@ -110,25 +115,79 @@ func (r *run) execute() error {
 
 	out := r.outcome(st.Code)
 	r.res.SessionID, r.res.Text, r.res.Usage = out.SessionID, out.Text, out.Usage
-	switch {
-	case r.panicked.Load():
+	r.res.OutputCut = r.waitDelayed
+	if r.panicked.Load() {
 		return nil // Invoke re-raises the panic
-	case out.Success:
+	}
+	return r.verdict(out, stopErr, st, werr)
+}
+
+// verdict decides the run's error from what the decoder established, why
+// the run was stopped, how the CLI ended and what was lost on the way.
+// Success needs the CLI's terminal success event and nothing skipped.
+func (r *run) verdict(out Outcome, stopErr error, st proc.State, werr error) error {
+	skipped := r.skippedError()
+	switch {
+	case out.Success && skipped == nil:
 		// The CLI reported success before any stop took effect: the turn
-		// is complete, and nothing of it is lost.
+		// is complete, and nothing of it is lost. Output cut at the wait
+		// delay came after the terminal event (Result.OutputCut says so).
 		return nil
 	case stopErr != nil:
 		return stopErr
 	case out.Err != nil:
 		return out.Err
+	case out.Success:
+		// The terminal event came, but a line before it was skipped: it
+		// may have held (part of) the answer, which is then lost.
+		return fmt.Errorf("the CLI reported success, but %w", skipped)
 	case werr != nil:
 		return fmt.Errorf("reaping the CLI: %w", werr)
 	case st.Code != 0:
 		return &ExitError{Code: st.Code, Stderr: r.res.Stderr}
-	default:
+	}
+	// Exit status 0 without the terminal event: say what may have
+	// swallowed it.
+	var lost []error
+	if skipped != nil {
+		lost = append(lost, skipped)
+	}
+	if r.waitDelayed {
+		lost = append(lost, fmt.Errorf("%w (%v) while a process outside the run held them open: the terminal event may have come after", ErrWaitDelay, r.e.cfg.waitDelay))
+	}
+	if len(lost) == 0 {
 		return ErrNoResult
 	}
+	return &noResultError{lost: lost}
 }
+
+// skippedError describes the stdout lines skipped over the line limit, or
+// returns nil if none was. It matches ErrLineTooLong.
+func (r *run) skippedError() error {
+	if r.skipped == 0 {
+		return nil
+	}
+	what := fmt.Sprintf("a stdout line of %d bytes was", r.skippedMax)
+	if r.skipped > 1 {
+		what = fmt.Sprintf("%d stdout lines (the longest %d bytes) were", r.skipped, r.skippedMax)
+	}
+	return fmt.Errorf("%w: %s skipped, over the limit of %d bytes, and the final answer or the terminal event may have been in it; raise the limit with WithMaxLineSize",
+		ErrLineTooLong, what, r.e.cfg.maxLineSize)
+}
+
+// noResultError is ErrNoResult with what may have swallowed the terminal
+// event.
+type noResultError struct{ lost []error }
+
+func (e *noResultError) Error() string {
+	msg := ErrNoResult.Error()
+	for _, l := range e.lost {
+		msg += "; " + l.Error()
+	}
+	return msg
+}
+
+func (e *noResultError) Unwrap() []error { return append([]error{ErrNoResult}, e.lost...) }
 
 // ctxError returns the error of a run that ctx stopped, or kept from
 // starting: ctx.Err(), which callers match with errors.Is. A cause given

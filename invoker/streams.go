@@ -19,9 +19,11 @@ func (r *run) readStdout() {
 		if err != nil {
 			var tooLong *jsonl.LineTooLongError
 			if errors.As(err, &tooLong) {
+				r.skipped++
+				r.skippedMax = max(r.skippedMax, tooLong.Size)
 				r.deliver([]Event{{
 					Kind: KindWarning,
-					Text: fmt.Sprintf("skipped a stdout line of %d bytes: it exceeds the line limit of %d bytes (see WithMaxLineSize)", tooLong.Size, tooLong.Max),
+					Text: fmt.Sprintf("skipped a stdout line of %d bytes: it exceeds the line limit of %d bytes (see WithMaxLineSize); the run will fail with ErrLineTooLong", tooLong.Size, tooLong.Max),
 				}})
 				continue
 			}

@@ -165,6 +165,22 @@ var cases = []testCase{
 		},
 	},
 	{
+		name: "DroppedAnswer",
+		rule: "a run whose answer was in a line skipped over the line limit is an error matching ErrLineTooLong that says how to raise the limit, never a success",
+		run: func(r *report, k *kase) {
+			f := Fake{SessionID: "conformance-dropped", Answer: "lost", AnswerOverLimit: true}
+			res, err := k.invoke(r, context.Background(), f, invoker.Request{})
+			if !errors.Is(err, invoker.ErrLineTooLong) {
+				r.errorf("Invoke() error = %v, want ErrLineTooLong", err)
+			} else if !strings.Contains(err.Error(), "WithMaxLineSize") {
+				r.errorf("Invoke() error = %q, want it to say how to raise the limit (WithMaxLineSize)", err)
+			}
+			if res.SessionID != f.SessionID {
+				r.errorf("Result.SessionID = %q, want %q", res.SessionID, f.SessionID)
+			}
+		},
+	},
+	{
 		name: "BadInput",
 		rule: "an empty prompt, a relative or missing workdir and an unknown permission are ErrInvalidRequest, returned before any process starts",
 		run: func(r *report, k *kase) {

@@ -67,6 +67,11 @@ type Fake struct {
 	// HugeLine asks for one event line of about this many bytes before the
 	// answer.
 	HugeLine int
+	// AnswerOverLimit asks for a final answer longer than the Invoker's
+	// line limit (invoker.WithMaxLineSize), so that the lines that carry
+	// it are skipped. The factory may lower the limit for the case rather
+	// than have the CLI print more than 64 MiB.
+	AnswerOverLimit bool
 }
 
 // Run runs every case of the suite as a subtest of t, each on a fresh

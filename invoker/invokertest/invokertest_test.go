@@ -64,6 +64,8 @@ func (m memInvoker) Invoke(ctx context.Context, req invoker.Request) (*invoker.R
 		emit(invoker.Event{Kind: invoker.KindMessage, Text: res.Text})
 		<-ctx.Done()
 		return fail(ctx.Err())
+	case m.f.AnswerOverLimit:
+		return fail(fmt.Errorf("%w: the answer's line was skipped; raise the limit with WithMaxLineSize", invoker.ErrLineTooLong))
 	case m.f.Fail != "":
 		res.ExitCode = 1
 		return fail(&invoker.StreamError{Message: m.f.Fail})
@@ -102,7 +104,7 @@ func TestSuiteRejectsABrokenInvoker(t *testing.T) {
 	if err == nil {
 		t.Fatal("Test() = nil, want errors for a broken invoker")
 	}
-	for _, c := range []string{"Complete", "Resume", "CancelReapsTree", "DeadlineReapsTree", "StreamFailureKeepsSession", "ExitStatus", "BadInput", "Capabilities"} {
+	for _, c := range []string{"Complete", "Resume", "CancelReapsTree", "DeadlineReapsTree", "StreamFailureKeepsSession", "ExitStatus", "DroppedAnswer", "BadInput", "Capabilities"} {
 		if !strings.Contains(err.Error(), c+": ") {
 			t.Errorf("Test() error does not report case %s:\n%v", c, err)
 		}

@@ -61,6 +61,31 @@ func TestOutcomes(t *testing.T) {
 			},
 		},
 		{
+			name:     "a program printing text, not events",
+			script:   fakeagent.Script{Replay: "testdata/not-a-cli.stdout", Stderr: "agent-wrapper: giving up\n"},
+			wantCode: 0,
+			check: func(t *testing.T, err error) {
+				if !errors.Is(err, invoker.ErrNoResult) {
+					t.Errorf("Invoke() error = %v, want ErrNoResult", err)
+				}
+				for _, want := range []string{`"Usage: agent-wrapper [options] PROMPT"`, "is the binary the CLI", "stderr: agent-wrapper: giving up"} {
+					if err == nil || !strings.Contains(err.Error(), want) {
+						t.Errorf("Invoke() error = %v, want it to show %s", err, want)
+					}
+				}
+			},
+		},
+		{
+			name:     "a program printing nothing",
+			script:   fakeagent.Script{Replay: "testdata/empty.stdout"},
+			wantCode: 0,
+			check: func(t *testing.T, err error) {
+				if !errors.Is(err, invoker.ErrNoResult) || !strings.Contains(err.Error(), "printed nothing on stdout") {
+					t.Errorf("Invoke() error = %v, want ErrNoResult saying stdout was empty", err)
+				}
+			},
+		},
+		{
 			name:     "fatal signature on stderr",
 			script:   fakeagent.Script{Stderr: "FATAL: not logged in\n", StreamFor: time.Minute},
 			opts:     fastLadder,

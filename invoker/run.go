@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
+	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -50,6 +51,11 @@ type run struct {
 	// them, before execute reads them.
 	skipped    int
 	skippedMax int64
+	// lines counts the stdout lines that were not blank, and junk holds
+	// the start of the first one that was not a JSON object, for
+	// ErrNoResult's message. Only the stdout reader writes them.
+	lines int
+	junk  []byte
 
 	// OnEvent panicked or called runtime.Goexit: panicked is set and
 	// panicCh closed once, after panicVal and goexit are written.
@@ -146,19 +152,39 @@ func (r *run) verdict(out Outcome, stopErr error, st proc.State, werr error) err
 	case st.Code != 0:
 		return &ExitError{Code: st.Code, Stderr: r.res.Stderr}
 	}
-	// Exit status 0 without the terminal event: say what may have
-	// swallowed it.
-	var lost []error
+	// Exit status 0 without the terminal event: say what the CLI printed
+	// instead, and what may have swallowed the event.
+	e := &noResultError{printed: r.printed(), stderr: lastLines(r.res.Stderr, 3, 512)}
 	if skipped != nil {
-		lost = append(lost, skipped)
+		e.lost = append(e.lost, skipped)
 	}
 	if r.waitDelayed {
-		lost = append(lost, fmt.Errorf("%w (%v) while a process outside the run held them open: the terminal event may have come after", ErrWaitDelay, r.e.cfg.waitDelay))
+		e.lost = append(e.lost, fmt.Errorf("%w (%v) while a process outside the run held them open: the terminal event may have come after", ErrWaitDelay, r.e.cfg.waitDelay))
 	}
-	if len(lost) == 0 {
-		return ErrNoResult
+	return e
+}
+
+// printed describes what the CLI printed on stdout, for a run that ended
+// without its terminal event.
+func (r *run) printed() string {
+	switch {
+	case r.junk != nil:
+		return fmt.Sprintf("stdout held text that is not an event, starting %s (is the binary the CLI, in a version that prints JSON events?)", quoteStart(r.junk))
+	case r.lines == 0 && r.skipped == 0:
+		return "the CLI printed nothing on stdout"
+	default:
+		return fmt.Sprintf("the CLI printed %d events on stdout, none of them its terminal event", r.lines)
 	}
-	return &noResultError{lost: lost}
+}
+
+// quoteStart quotes b, marking it as cut when it is as long as the part
+// of a line that is kept.
+func quoteStart(b []byte) string {
+	q := strconv.Quote(string(b))
+	if len(b) >= junkMax {
+		q += "..."
+	}
+	return q
 }
 
 // skippedError describes the stdout lines skipped over the line limit, or
@@ -175,14 +201,21 @@ func (r *run) skippedError() error {
 		ErrLineTooLong, what, r.e.cfg.maxLineSize)
 }
 
-// noResultError is ErrNoResult with what may have swallowed the terminal
-// event.
-type noResultError struct{ lost []error }
+// noResultError is ErrNoResult with what the CLI printed instead and what
+// may have swallowed the terminal event.
+type noResultError struct {
+	printed string  // what stdout held
+	stderr  string  // the last lines of stderr, or ""
+	lost    []error // ErrLineTooLong, ErrWaitDelay
+}
 
 func (e *noResultError) Error() string {
-	msg := ErrNoResult.Error()
+	msg := ErrNoResult.Error() + ": " + e.printed
 	for _, l := range e.lost {
 		msg += "; " + l.Error()
+	}
+	if e.stderr != "" {
+		msg += "; stderr: " + e.stderr
 	}
 	return msg
 }

@@ -11,6 +11,10 @@ import (
 	"github.com/clinvoke/clinvoke/internal/jsonl"
 )
 
+// junkMax bounds how much of a line that is not an event is kept for
+// ErrNoResult's message.
+const junkMax = 200
+
 // readStdout decodes stdout line by line and delivers the events.
 func (r *run) readStdout() {
 	rd := jsonl.NewReader(r.stdoutW, r.e.cfg.maxLineSize)
@@ -32,8 +36,14 @@ func (r *run) readStdout() {
 			}
 			return
 		}
-		if len(bytes.TrimSpace(line)) == 0 {
+		trimmed := bytes.TrimSpace(line)
+		if len(trimmed) == 0 {
 			continue
+		}
+		r.lines++
+		if r.junk == nil && trimmed[0] != '{' {
+			// Not an event: keep its start for ErrNoResult's message.
+			r.junk = bytes.Clone(trimmed[:min(len(trimmed), junkMax)])
 		}
 		events, ferr := r.decode(line)
 		r.deliver(events)

@@ -91,7 +91,10 @@
 //
 // Each line the CLI prints on stdout is decoded into zero or more [Event]
 // values delivered in order to [Request.OnEvent] from one goroutine. The
-// line is kept in Event.Raw. Lines have no fixed length limit: single JSON
+// line is kept in Event.Raw; a line that carries nothing gives no event.
+// Once the CLI reported its session ([KindSession]), every event carries
+// its id in Event.SessionID. Events encode to JSON and decode back, the
+// kind as its name ("kind":"tool_call"; see [EventKind.MarshalText]). Lines have no fixed length limit: single JSON
 // lines of many MiB are normal for these CLIs. A line over [WithMaxLineSize]
 // (64 MiB by default) is skipped and reported as a [KindWarning] event;
 // streaming goes on, but the run fails with [ErrLineTooLong]: the skipped

@@ -130,8 +130,11 @@ type Result struct {
 	// SessionID is the session (thread) id the CLI reported, or "" if
 	// none was seen yet. Pass it as Request.SessionID to resume.
 	SessionID string
-	// Text is the final assistant answer, or the partial text gathered
-	// before an error or cancellation.
+	// Text is the final assistant answer. After an error or a cancel it
+	// is the partial answer the stream showed: the assistant's message
+	// text as far as it came, whole messages and streamed increments
+	// alike (each backend's package says how its CLI's messages add up).
+	// Reasoning, tool calls and tool output never count as the answer.
 	Text string
 	// Usage holds the token counts the CLI reported.
 	Usage Usage

@@ -56,6 +56,9 @@ type run struct {
 	// ErrNoResult's message. Only the stdout reader writes them.
 	lines int
 	junk  []byte
+	// sessionID is the latest session id an event reported; deliver sets
+	// it on the events after. Only the stdout reader uses it.
+	sessionID string
 
 	// OnEvent panicked or called runtime.Goexit: panicked is set and
 	// panicCh closed once, after panicVal and goexit are written.

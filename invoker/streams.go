@@ -73,6 +73,13 @@ func (r *run) decode(line []byte) (events []Event, err error) {
 // tree is reaped.
 func (r *run) deliver(events []Event) {
 	for _, ev := range events {
+		// Every event carries the session id once the CLI reported it,
+		// whichever backend decoded it.
+		if ev.SessionID != "" {
+			r.sessionID = ev.SessionID
+		} else {
+			ev.SessionID = r.sessionID
+		}
 		if ev.Kind != KindWarning {
 			r.firstOnce.Do(func() { close(r.firstEvent) })
 		}

@@ -316,7 +316,7 @@ func (d *decoder) Outcome(exitCode int, stderr string) invoker.Outcome {
 		out.Err = &invoker.StreamError{Message: d.lastError, Type: "error", ExitCode: exitCode, Err: classify(d.lastError)}
 	case exitCode > 0:
 		if expl := explainExit(exitCode, stderr); expl != "" {
-			out.Err = &invoker.ExitError{Code: exitCode, Stderr: stderr, Explanation: expl}
+			out.Err = &invoker.ExitError{ExitCode: exitCode, Stderr: stderr, Explanation: expl}
 		}
 	}
 	return out

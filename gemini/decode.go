@@ -230,7 +230,7 @@ func (d *decoder) Outcome(exitCode int, stderr string) invoker.Outcome {
 		if expl == "" {
 			break
 		}
-		out.Err = &invoker.ExitError{Code: exitCode, Stderr: stderr, Explanation: expl, Err: exitSentinel(exitCode)}
+		out.Err = &invoker.ExitError{ExitCode: exitCode, Stderr: stderr, Explanation: expl, Err: exitSentinel(exitCode)}
 	}
 	return out
 }

@@ -159,7 +159,7 @@ func TestOutcomeExitCodes(t *testing.T) {
 		}
 		if tt.want != "" {
 			var ee *invoker.ExitError
-			if !errors.As(out.Err, &ee) || ee.Code != tt.code {
+			if !errors.As(out.Err, &ee) || ee.ExitCode != tt.code {
 				t.Errorf("exit %d: Err = %v, want an *ExitError with the code", tt.code, out.Err)
 			}
 		}

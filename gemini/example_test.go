@@ -29,7 +29,7 @@ func Example() {
 	case errors.Is(err, invoker.ErrAuthRequired):
 		log.Fatal("configure gemini authentication (GEMINI_API_KEY) first")
 	case errors.As(err, &ee):
-		log.Fatalf("gemini exited %d: %s", ee.Code, ee.Explanation)
+		log.Fatalf("gemini exited %d: %s", ee.ExitCode, ee.Explanation)
 	case err != nil:
 		log.Fatal(err)
 	}

@@ -90,8 +90,8 @@ type Outcome struct {
 }
 
 // Unsupported returns the error a Backend's Command returns for a Request
-// field its CLI cannot honour. It matches ErrUnsupported and
-// ErrInvalidRequest; hint says what to do instead.
+// field its CLI cannot honour. It matches ErrUnsupported (and so
+// errors.ErrUnsupported) and ErrInvalidRequest; hint says what to do instead.
 func Unsupported(field, hint string) error {
 	return &unsupportedError{field: field, hint: hint}
 }
@@ -109,3 +109,7 @@ func (e *unsupportedError) Error() string {
 func (e *unsupportedError) Is(target error) bool {
 	return target == ErrUnsupported || target == ErrInvalidRequest
 }
+
+// Unwrap returns ErrUnsupported, through which errors.ErrUnsupported
+// matches too.
+func (e *unsupportedError) Unwrap() error { return ErrUnsupported }

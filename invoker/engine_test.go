@@ -559,7 +559,7 @@ func TestErrgroupSiblingIsNotTheFailure(t *testing.T) {
 	})
 	groupErr := g.Wait()
 	var ee *invoker.ExitError
-	if !errors.As(groupErr, &ee) || ee.Code != 3 {
+	if !errors.As(groupErr, &ee) || ee.ExitCode != 3 {
 		t.Errorf("errgroup error = %v, want the failing run's *ExitError", groupErr)
 	}
 	if !errors.Is(stuckErr, context.Canceled) {

@@ -41,7 +41,7 @@ func TestOutcomes(t *testing.T) {
 			wantCode: 3,
 			check: func(t *testing.T, err error) {
 				var ee *invoker.ExitError
-				if !errors.As(err, &ee) || ee.Code != 3 || !strings.Contains(ee.Stderr, "something broke") {
+				if !errors.As(err, &ee) || ee.ExitCode != 3 || !strings.Contains(ee.Stderr, "something broke") {
 					t.Errorf("Invoke() error = %v, want an *ExitError with code 3 and the stderr tail", err)
 				}
 				if !strings.Contains(err.Error(), "badly") {

@@ -3,6 +3,7 @@ package invoker
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"log/slog"
 	"os"
@@ -145,6 +146,10 @@ func (r *run) verdict(out Outcome, stopErr error, st proc.State, werr error) err
 	case stopErr != nil:
 		return stopErr
 	case out.Err != nil:
+		var ee *ExitError
+		if errors.As(out.Err, &ee) && ee.ExitCode < 0 && ee.Signal == "" {
+			ee.Signal = st.Signal // the decoder cannot know it
+		}
 		return out.Err
 	case out.Success:
 		// The terminal event came, but a line before it was skipped: it
@@ -153,7 +158,7 @@ func (r *run) verdict(out Outcome, stopErr error, st proc.State, werr error) err
 	case werr != nil:
 		return fmt.Errorf("reaping the CLI: %w", werr)
 	case st.Code != 0:
-		return &ExitError{Code: st.Code, Stderr: r.res.Stderr}
+		return &ExitError{ExitCode: st.Code, Signal: st.Signal, Stderr: r.res.Stderr}
 	}
 	// Exit status 0 without the terminal event: say what the CLI printed
 	// instead, and what may have swallowed the event.

@@ -152,7 +152,7 @@ var cases = []testCase{
 		run: func(r *report, k *kase) {
 			// The cause is an error the run could have had itself: a
 			// sibling's exit status, wrapping a sentinel.
-			cause := &invoker.ExitError{Code: 7, Err: invoker.ErrRateLimited}
+			cause := &invoker.ExitError{ExitCode: 7, Err: invoker.ErrRateLimited}
 			for _, before := range []bool{true, false} {
 				ctx, cancel := context.WithCancelCause(context.Background())
 				req := invoker.Request{OnEvent: func(ev invoker.Event) {

@@ -75,7 +75,7 @@ func (m memInvoker) Invoke(ctx context.Context, req invoker.Request) (*invoker.R
 		return fail(&invoker.StreamError{Message: m.f.Fail})
 	case m.f.ExitCode != 0:
 		res.ExitCode = m.f.ExitCode
-		return fail(&invoker.ExitError{Code: m.f.ExitCode, Stderr: m.f.Stderr})
+		return fail(&invoker.ExitError{ExitCode: m.f.ExitCode, Stderr: m.f.Stderr})
 	}
 	res.Text, res.ExitCode = m.f.Answer, 0
 	emit(invoker.Event{Kind: invoker.KindMessage, Text: res.Text})

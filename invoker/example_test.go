@@ -230,3 +230,28 @@ func ExampleEventKind() {
 	// {"kind":"tool_call","session_id":"thread-1","tool":{"name":"Bash","id":"t1"}}
 	// true Bash
 }
+
+// A Stream yields the events of a turn to a range loop. Breaking out of the
+// loop cancels the run, and the CLI and its processes are gone when the
+// range statement ends; the Result then reports the cancelled run.
+func ExampleStream() {
+	inv := fakeCodex(fakeagent.Script{SessionID: "thread-4", Answer: "One. Two. Three.", Chunks: 3, StallFor: time.Hour})
+
+	s := invoker.NewStream(context.Background(), inv, invoker.Request{Prompt: "Count to three.", Workdir: workdir})
+	for ev, err := range s.Events() {
+		if err != nil {
+			fmt.Println("run failed:", err)
+			break
+		}
+		fmt.Printf("%s %q\n", ev.Kind, ev.Text)
+		if ev.Kind == invoker.KindMessage {
+			break // one message is enough: the run is cancelled and reaped here
+		}
+	}
+	res, err := s.Result()
+	fmt.Printf("%q, session %s, cancelled: %v\n", res.Text, res.SessionID, errors.Is(err, context.Canceled))
+	// Output:
+	// session ""
+	// message "One. "
+	// "One. ", session thread-4, cancelled: true
+}

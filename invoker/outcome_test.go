@@ -76,6 +76,17 @@ func TestOutcomes(t *testing.T) {
 			},
 		},
 		{
+			name:     "a stream truncated in its terminal event",
+			script:   fakeagent.Script{Replay: "testdata/truncated.stdout", SessionID: "thread-t"},
+			wantCode: 0,
+			wantText: "cut short",
+			check: func(t *testing.T, err error) {
+				if !errors.Is(err, invoker.ErrNoResult) || !strings.Contains(err.Error(), "none of them its terminal event") {
+					t.Errorf("Invoke() error = %v, want ErrNoResult saying no terminal event came", err)
+				}
+			},
+		},
+		{
 			name:     "a program printing nothing",
 			script:   fakeagent.Script{Replay: "testdata/empty.stdout"},
 			wantCode: 0,

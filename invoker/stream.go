@@ -36,9 +36,9 @@ type Stream struct {
 	err  error
 }
 
-// ErrStreamBreak is the cause (see context.Cause) with which a Stream
-// cancels its run when the loop over Events ends before the run does.
-var ErrStreamBreak = errors.New("invoker: the loop over Stream.Events ended before the run")
+// errStreamBreak is the cause with which a Stream cancels its run when the
+// loop over Events ends before the run does; the run's error names it.
+var errStreamBreak = errors.New("the loop over Stream.Events ended before the run")
 
 // NewStream returns a Stream of one turn of inv for req, run under ctx.
 // Nothing starts until the Stream's Events are ranged over. req.OnEvent
@@ -54,10 +54,10 @@ func NewStream(ctx context.Context, inv Invoker, req Request) *Stream {
 // method returns too); after a success, the last event is the CLI's
 // terminal event (KindDone) and no error follows.
 //
-// Ending the loop early cancels the run, with ErrStreamBreak as the
-// cause, and waits until Invoke has returned: when the range statement
-// ends, the CLI and every process it started are gone, and Result reports
-// the cancelled run (an error matching context.Canceled).
+// Ending the loop early cancels the run and waits until Invoke has
+// returned: when the range statement ends, the CLI and every process it
+// started are gone, and Result reports the cancelled run (an error
+// matching context.Canceled, whose message says the loop ended).
 //
 // The turn runs once: ranging over Events again yields only an error.
 func (s *Stream) Events() iter.Seq2[Event, error] {
@@ -99,7 +99,7 @@ func (s *Stream) Events() iter.Seq2[Event, error] {
 				return
 			}
 			close(gone)
-			cancel(ErrStreamBreak)
+			cancel(errStreamBreak)
 			<-finished
 			s.done = true
 		}()

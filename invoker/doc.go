@@ -119,9 +119,7 @@
 //		if err != nil {
 //			return err // the run failed
 //		}
-//		if ev.Kind == invoker.KindMessage {
-//			fmt.Print(ev.Text)
-//		}
+//		fmt.Println(ev.Kind, ev.Text)
 //	}
 //	res, err := s.Result()
 //

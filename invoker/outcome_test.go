@@ -81,7 +81,7 @@ func TestOutcomes(t *testing.T) {
 			wantCode: 0,
 			wantText: "cut short",
 			check: func(t *testing.T, err error) {
-				if !errors.Is(err, invoker.ErrNoResult) || !strings.Contains(err.Error(), "none of them its terminal event") {
+				if !errors.Is(err, invoker.ErrNoResult) || !strings.Contains(err.Error(), "was its terminal event") {
 					t.Errorf("Invoke() error = %v, want ErrNoResult saying no terminal event came", err)
 				}
 			},

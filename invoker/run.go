@@ -154,7 +154,8 @@ func (r *run) verdict(out Outcome, stopErr error, st proc.State, werr error) err
 	case out.Success:
 		// The terminal event came, but a line before it was skipped: it
 		// may have held (part of) the answer, which is then lost.
-		return fmt.Errorf("the CLI reported success, but %w", skipped)
+		skipped.success = true
+		return skipped
 	case werr != nil:
 		return fmt.Errorf("reaping the CLI: %w", werr)
 	case st.Code != 0:
@@ -181,7 +182,7 @@ func (r *run) printed() string {
 	case r.lines == 0 && r.skipped == 0:
 		return "the CLI printed nothing on stdout"
 	default:
-		return fmt.Sprintf("the CLI printed %d events on stdout, none of them its terminal event", r.lines)
+		return fmt.Sprintf("none of the %d lines the CLI printed on stdout was its terminal event", r.lines+r.skipped)
 	}
 }
 
@@ -197,17 +198,34 @@ func quoteStart(b []byte) string {
 
 // skippedError describes the stdout lines skipped over the line limit, or
 // returns nil if none was. It matches ErrLineTooLong.
-func (r *run) skippedError() error {
+func (r *run) skippedError() *lineTooLongError {
 	if r.skipped == 0 {
 		return nil
 	}
-	what := fmt.Sprintf("a stdout line of %d bytes was", r.skippedMax)
-	if r.skipped > 1 {
-		what = fmt.Sprintf("%d stdout lines (the longest %d bytes) were", r.skipped, r.skippedMax)
-	}
-	return fmt.Errorf("%w: %s skipped, over the limit of %d bytes, and the final answer or the terminal event may have been in it; raise the limit with WithMaxLineSize",
-		ErrLineTooLong, what, r.e.cfg.maxLineSize)
+	return &lineTooLongError{n: r.skipped, longest: r.skippedMax, max: r.e.cfg.maxLineSize}
 }
+
+// lineTooLongError is ErrLineTooLong with the size of what was skipped.
+type lineTooLongError struct {
+	n       int   // lines skipped
+	longest int64 // bytes in the longest of them
+	max     int   // the line limit
+	success bool  // the CLI reported success after them
+}
+
+func (e *lineTooLongError) Error() string {
+	msg := fmt.Sprintf("a stdout line of %d bytes was skipped, over the line limit of %d bytes; it", e.longest, e.max)
+	if e.n > 1 {
+		msg = fmt.Sprintf("%d stdout lines were skipped, over the line limit of %d bytes (the longest %d bytes); they", e.n, e.max, e.longest)
+	}
+	msg += " may have held the final answer or the terminal event: raise the limit with WithMaxLineSize"
+	if e.success {
+		msg = "the CLI reported success, but " + msg
+	}
+	return msg
+}
+
+func (e *lineTooLongError) Is(target error) bool { return target == ErrLineTooLong }
 
 // noResultError is ErrNoResult with what the CLI printed instead and what
 // may have swallowed the terminal event.

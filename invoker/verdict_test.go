@@ -31,7 +31,7 @@ func TestVerdictNamesWhatWasLost(t *testing.T) {
 			out:  Outcome{Success: true}, skipped: 1,
 			want:    []error{ErrLineTooLong},
 			notWant: []error{ErrNoResult},
-			wantMsg: []string{"reported success", "3000000 bytes", "WithMaxLineSize"},
+			wantMsg: []string{"reported success", "104857600 bytes", "WithMaxLineSize"},
 		},
 		{
 			name: "no terminal event after a skipped line", skipped: 2,
@@ -55,7 +55,7 @@ func TestVerdictNamesWhatWasLost(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			r := newTestRun(time.Second)
 			r.res = &Result{}
-			r.skipped, r.skippedMax, r.waitDelayed = tt.skipped, 3000000, tt.waitDelayed
+			r.skipped, r.skippedMax, r.waitDelayed = tt.skipped, 100<<20, tt.waitDelayed
 			err := r.verdict(tt.out, nil, proc.State{}, nil)
 			if tt.want == nil {
 				if err != nil {

@@ -74,19 +74,18 @@ func Example() {
 // deadline), and the Result keeps the session id and the partial answer,
 // so the turn can be resumed.
 func Example_cancel() {
-	inv := fakeCodex(fakeagent.Script{SessionID: "thread-2", Answer: "One. Two. Three.", Chunks: 3, StallFor: time.Hour})
+	// The fake says "One. Two." and then waits on a model that never
+	// finishes the turn.
+	inv := fakeCodex(fakeagent.Script{SessionID: "thread-2", Answer: "One. Two.", StallFor: time.Hour})
 
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	messages := 0
 	res, err := inv.Invoke(ctx, invoker.Request{
 		Prompt:  "Count to three, slowly.",
 		Workdir: workdir,
 		OnEvent: func(ev invoker.Event) {
 			if ev.Kind == invoker.KindMessage {
-				if messages++; messages == 2 {
-					cancel() // enough
-				}
+				cancel() // enough
 			}
 		},
 	})
@@ -101,7 +100,7 @@ func Example_cancel() {
 	}
 	// Output:
 	// stopped: codex: context canceled
-	// partial answer "One. Two. ", resume with session thread-2
+	// partial answer "One. Two.", resume with session thread-2
 }
 
 // A cancel's cause tells the caller why it stopped the run; it is named in
@@ -235,7 +234,9 @@ func ExampleEventKind() {
 // loop cancels the run, and the CLI and its processes are gone when the
 // range statement ends; the Result then reports the cancelled run.
 func ExampleStream() {
-	inv := fakeCodex(fakeagent.Script{SessionID: "thread-4", Answer: "One. Two. Three.", Chunks: 3, StallFor: time.Hour})
+	// The fake says "One." and then waits on a model that never finishes
+	// the turn.
+	inv := fakeCodex(fakeagent.Script{SessionID: "thread-4", Answer: "One.", StallFor: time.Hour})
 
 	s := invoker.NewStream(context.Background(), inv, invoker.Request{Prompt: "Count to three.", Workdir: workdir})
 	for ev, err := range s.Events() {
@@ -252,6 +253,6 @@ func ExampleStream() {
 	fmt.Printf("%q, session %s, cancelled: %v\n", res.Text, res.SessionID, errors.Is(err, context.Canceled))
 	// Output:
 	// session ""
-	// message "One. "
-	// "One. ", session thread-4, cancelled: true
+	// message "One."
+	// "One.", session thread-4, cancelled: true
 }

@@ -69,7 +69,9 @@
 // call's name and input. With --include-partial-messages in ExtraArgs,
 // stream_event text and thinking deltas become events with Delta set. The
 // turn succeeded only when the result line has is_error false; its result
-// field is the final answer. Claude Code exits 0 on SIGINT and reports API
+// field is the final answer. A turn stopped before its result returns as
+// partial text the text blocks of the latest assistant message that had
+// any, with the deltas streamed since. Claude Code exits 0 on SIGINT and reports API
 // errors as is_error inside a result of subtype "success", so the exit
 // status alone means nothing. Usage is the result's usage, cached input
 // being cache reads, with total_cost_usd as CostUSD (reported on success

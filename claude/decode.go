@@ -440,7 +440,7 @@ func (d *decoder) Outcome(exitCode int, stderr string) invoker.Outcome {
 		}
 	case exitCode > 0:
 		if expl := explainExit(exitCode, stderr); expl != "" {
-			out.Err = &invoker.ExitError{Code: exitCode, Stderr: stderr, Explanation: expl}
+			out.Err = &invoker.ExitError{ExitCode: exitCode, Stderr: stderr, Explanation: expl}
 		}
 	}
 	return out

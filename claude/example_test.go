@@ -5,8 +5,10 @@ import (
 	"errors"
 	"fmt"
 	"log"
+	"os"
 
 	"github.com/clinvoke/clinvoke/claude"
+	"github.com/clinvoke/clinvoke/internal/fakeagent"
 	"github.com/clinvoke/clinvoke/invoker"
 )
 
@@ -47,4 +49,48 @@ func Example() {
 	if _, err := inv.Invoke(ctx, req); err != nil {
 		log.Fatal(err)
 	}
+}
+
+// fakeClaude returns what claude.New() returns in a program, but running this
+// test binary as a scripted stand-in for the claude CLI (its TestMain hands
+// over to the fake agent), so that the example runs without the CLI and
+// its output is checked.
+func fakeClaude(s fakeagent.Script) invoker.Invoker {
+	s.Flavor = fakeagent.Claude
+	return claude.New(invoker.WithBinary(os.Args[0]), invoker.WithEnv(s.Env()...))
+}
+
+// How the events of one turn arrive: Claude Code prints one text block
+// per assistant event, and its result carries the whole final answer;
+// every event carries the session id once it is known.
+func Example_events() {
+	inv := fakeClaude(fakeagent.Script{SessionID: "s-1", Tool: true, Answer: "It prints hello.", Chunks: 2})
+	res, err := inv.Invoke(context.Background(), invoker.Request{
+		Prompt:  "What does `echo hello` print?",
+		Workdir: os.TempDir(),
+		OnEvent: func(ev invoker.Event) {
+			switch {
+			case ev.Tool != nil:
+				fmt.Println(ev.SessionID, ev.Kind, ev.Tool.Name)
+			case ev.Text != "":
+				fmt.Printf("%s %s %q delta=%v\n", ev.SessionID, ev.Kind, ev.Text, ev.Delta)
+			default:
+				fmt.Println(ev.SessionID, ev.Kind)
+			}
+		},
+	})
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	fmt.Printf("answer %q\n", res.Text)
+	// Output:
+	// s-1 session
+	// s-1 tool_call Bash
+	// s-1 tool_result Bash
+	// s-1 message "It print" delta=false
+	// s-1 message "s hello." delta=false
+	// s-1 usage
+	// s-1 done
+	// answer "It prints hello."
 }

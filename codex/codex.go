@@ -40,9 +40,11 @@
 //
 // # Events and results
 //
-// thread.started reports the session (thread) id; agent_message items are
-// whole messages (Codex does not stream deltas in --json mode) and the last
-// one is the final answer; reasoning items are reasoning; command_execution,
+// thread.started reports the session (thread) id; turn.started gives no
+// event; agent_message items are whole messages (Codex does not stream
+// deltas in --json mode) and the last one is the final answer (a turn
+// stopped before turn.completed returns the latest message text the stream
+// showed, completed or still in progress; reasoning never counts); reasoning items are reasoning; command_execution,
 // file_change, mcp_tool_call, web_search and todo_list items are tool calls
 // (item.started and item.updated) and tool results (item.completed), with the
 // item id as [invoker.Tool].ID; top-level error lines and error items are

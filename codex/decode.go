@@ -70,7 +70,8 @@ type mcpResult struct {
 // decoder holds what one run established. A new one is made per run.
 type decoder struct {
 	sessionID string
-	text      string // the last agent_message
+	text      string // the last completed agent_message
+	partial   string // the text of an agent_message not completed yet
 	usage     invoker.Usage
 	done      bool // turn.completed or turn.failed seen
 	success   bool
@@ -139,8 +140,11 @@ func (d *decoder) Decode(b []byte) ([]invoker.Event, error) {
 			d.lastError = l.Message
 		}
 		return []invoker.Event{{Kind: invoker.KindWarning, Text: l.Message, Raw: raw}}, nil
+
+	case "turn.started":
+		return nil, nil // carries nothing
 	}
-	// turn.started and types this decoder does not know.
+	// Types this decoder does not know.
 	return []invoker.Event{{Kind: invoker.KindRaw, Raw: raw}}, nil
 }
 
@@ -150,12 +154,22 @@ func (d *decoder) item(typ string, it *item, raw json.RawMessage) []invoker.Even
 	switch it.Type {
 	case "agent_message":
 		if !completed {
+			// A message in progress (Codex prints agent messages whole
+			// today): keep its text as the partial answer, and report it
+			// whole when it completes.
+			if it.Text == "" {
+				return nil
+			}
+			d.partial = it.Text
 			return []invoker.Event{{Kind: invoker.KindRaw, Raw: raw}}
 		}
-		d.text = it.Text
+		d.text, d.partial = it.Text, ""
 		return []invoker.Event{{Kind: invoker.KindMessage, Text: it.Text, Raw: raw}}
 	case "reasoning":
 		if !completed {
+			if it.Text == "" {
+				return nil
+			}
 			return []invoker.Event{{Kind: invoker.KindRaw, Raw: raw}}
 		}
 		return []invoker.Event{{Kind: invoker.KindReasoning, Text: it.Text, Raw: raw}}
@@ -282,6 +296,11 @@ func (d *decoder) Outcome(exitCode int, stderr string) invoker.Outcome {
 		Usage:     d.usage,
 		Success:   d.success,
 	}
+	if !d.done && d.partial != "" {
+		// Stopped while a message was in progress: it is the latest
+		// text the stream showed.
+		out.Text = d.partial
+	}
 	switch {
 	case d.success:
 	case d.done:
@@ -297,7 +316,7 @@ func (d *decoder) Outcome(exitCode int, stderr string) invoker.Outcome {
 		out.Err = &invoker.StreamError{Message: d.lastError, Type: "error", ExitCode: exitCode, Err: classify(d.lastError)}
 	case exitCode > 0:
 		if expl := explainExit(exitCode, stderr); expl != "" {
-			out.Err = &invoker.ExitError{Code: exitCode, Stderr: stderr, Explanation: expl}
+			out.Err = &invoker.ExitError{ExitCode: exitCode, Stderr: stderr, Explanation: expl}
 		}
 	}
 	return out

@@ -143,6 +143,11 @@ func TestDecodeItems(t *testing.T) {
 			},
 		},
 		{
+			name:  "lines that carry nothing give no event",
+			lines: []string{`{"type":"turn.started"}`, `{"type":"item.started","item":{"id":"m","type":"agent_message","text":""}}`, `{"type":"item.started","item":{"id":"r","type":"reasoning","text":""}}`},
+			want:  nil,
+		},
+		{
 			name:  "item event without item",
 			lines: []string{`{"type":"item.started"}`},
 			want:  []invoker.EventKind{invoker.KindWarning},
@@ -205,6 +210,43 @@ func TestOutcomeWithoutTerminalEvent(t *testing.T) {
 			}
 			if tt.wantIs != nil && !errors.Is(out.Err, tt.wantIs) {
 				t.Errorf("Err = %v, want errors.Is %v", out.Err, tt.wantIs)
+			}
+		})
+	}
+}
+
+// A turn stopped while a message was in progress returns the text the
+// stream showed, not "": the message in progress is the latest text, and
+// reasoning is never the answer.
+func TestPartialTextOfAMessageInProgress(t *testing.T) {
+	tests := []struct {
+		name  string
+		lines []string
+		want  string
+	}{
+		{"message in progress", []string{
+			`{"type":"thread.started","thread_id":"T"}`,
+			`{"type":"item.completed","item":{"id":"r0","type":"reasoning","text":"**Thinking**"}}`,
+			`{"type":"item.updated","item":{"id":"m0","type":"agent_message","text":"The answer is"}}`,
+		}, "The answer is"},
+		{"a completed message, then one in progress", []string{
+			`{"type":"item.completed","item":{"id":"m0","type":"agent_message","text":"Looking."}}`,
+			`{"type":"item.started","item":{"id":"m1","type":"agent_message","text":"Found it"}}`,
+		}, "Found it"},
+		{"a message in progress, then completed", []string{
+			`{"type":"item.updated","item":{"id":"m0","type":"agent_message","text":"Fou"}}`,
+			`{"type":"item.completed","item":{"id":"m0","type":"agent_message","text":"Found it."}}`,
+		}, "Found it."},
+		{"reasoning only", []string{
+			`{"type":"item.completed","item":{"id":"r0","type":"reasoning","text":"**Thinking**"}}`,
+		}, ""},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			d := newDecoder()
+			golden.DecodeAll(t, d, tt.lines...)
+			if out := d.Outcome(1, ""); out.Text != tt.want {
+				t.Errorf("Outcome(1).Text = %q, want %q", out.Text, tt.want)
 			}
 		})
 	}

@@ -5,9 +5,11 @@ import (
 	"errors"
 	"fmt"
 	"log"
+	"os"
 	"time"
 
 	"github.com/clinvoke/clinvoke/codex"
+	"github.com/clinvoke/clinvoke/internal/fakeagent"
 	"github.com/clinvoke/clinvoke/invoker"
 )
 
@@ -49,4 +51,48 @@ func Example() {
 	}
 	// Codex reports usage cumulatively over the thread.
 	fmt.Println(res.Text, res.Usage.InputTokens)
+}
+
+// fakeCodex returns what codex.New() returns in a program, but running this
+// test binary as a scripted stand-in for the codex CLI (its TestMain hands
+// over to the fake agent), so that the example runs without the CLI and
+// its output is checked.
+func fakeCodex(s fakeagent.Script) invoker.Invoker {
+	s.Flavor = fakeagent.Codex
+	return codex.New(invoker.WithBinary(os.Args[0]), invoker.WithEnv(s.Env()...))
+}
+
+// How the events of one turn arrive: Codex prints each agent message
+// whole (here two, the last being the final answer), and every event
+// carries the thread id once it is known.
+func Example_events() {
+	inv := fakeCodex(fakeagent.Script{SessionID: "s-1", Tool: true, Answer: "It prints hello.", Chunks: 2})
+	res, err := inv.Invoke(context.Background(), invoker.Request{
+		Prompt:  "What does `echo hello` print?",
+		Workdir: os.TempDir(),
+		OnEvent: func(ev invoker.Event) {
+			switch {
+			case ev.Tool != nil:
+				fmt.Println(ev.SessionID, ev.Kind, ev.Tool.Name)
+			case ev.Text != "":
+				fmt.Printf("%s %s %q delta=%v\n", ev.SessionID, ev.Kind, ev.Text, ev.Delta)
+			default:
+				fmt.Println(ev.SessionID, ev.Kind)
+			}
+		},
+	})
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	fmt.Printf("answer %q\n", res.Text)
+	// Output:
+	// s-1 session
+	// s-1 tool_call command_execution
+	// s-1 tool_result command_execution
+	// s-1 message "It print" delta=false
+	// s-1 message "It prints hello." delta=false
+	// s-1 usage
+	// s-1 done
+	// answer "It prints hello."
 }

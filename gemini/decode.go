@@ -85,8 +85,9 @@ func (d *decoder) Decode(b []byte) ([]invoker.Event, error) {
 
 	case "message":
 		if l.Role != "assistant" {
-			// The echo of the user's prompt.
-			return []invoker.Event{{Kind: invoker.KindRaw, Raw: raw}}, nil
+			// The echo of the user's prompt: nothing the caller did not
+			// send.
+			return nil, nil
 		}
 		if d.afterTool && d.text.Len() > 0 && l.Content != "" {
 			// A new assistant message after a tool call: keep the
@@ -234,7 +235,7 @@ func (d *decoder) Outcome(exitCode int, stderr string) invoker.Outcome {
 		if expl == "" {
 			break
 		}
-		out.Err = &invoker.ExitError{Code: exitCode, Stderr: stderr, Explanation: expl, Err: exitSentinel(exitCode)}
+		out.Err = &invoker.ExitError{ExitCode: exitCode, Stderr: stderr, Explanation: expl, Err: exitSentinel(exitCode)}
 	}
 	return out
 }

@@ -82,7 +82,7 @@ func TestDecodeMisc(t *testing.T) {
 		want  []invoker.EventKind
 	}{
 		{"warning severity", []string{`{"type":"error","severity":"warning","message":"Loop detected"}`}, []invoker.EventKind{invoker.KindWarning}},
-		{"user echo", []string{`{"type":"message","role":"user","content":"hi"}`}, []invoker.EventKind{invoker.KindRaw}},
+		{"user echo carries nothing", []string{`{"type":"message","role":"user","content":"hi"}`}, nil},
 		{"unknown type", []string{`{"type":"thought","content":"x"}`}, []invoker.EventKind{invoker.KindRaw}},
 		{"malformed", []string{`{`, `Warning: 256-color support not detected.`, `42`}, []invoker.EventKind{invoker.KindWarning, invoker.KindWarning, invoker.KindWarning}},
 		{"non-delta message", []string{`{"type":"message","role":"assistant","content":"whole"}`}, []invoker.EventKind{invoker.KindMessage}},
@@ -159,7 +159,7 @@ func TestOutcomeExitCodes(t *testing.T) {
 		}
 		if tt.want != "" {
 			var ee *invoker.ExitError
-			if !errors.As(out.Err, &ee) || ee.Code != tt.code {
+			if !errors.As(out.Err, &ee) || ee.ExitCode != tt.code {
 				t.Errorf("exit %d: Err = %v, want an *ExitError with the code", tt.code, out.Err)
 			}
 		}

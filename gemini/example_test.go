@@ -5,8 +5,10 @@ import (
 	"errors"
 	"fmt"
 	"log"
+	"os"
 
 	"github.com/clinvoke/clinvoke/gemini"
+	"github.com/clinvoke/clinvoke/internal/fakeagent"
 	"github.com/clinvoke/clinvoke/invoker"
 )
 
@@ -29,7 +31,7 @@ func Example() {
 	case errors.Is(err, invoker.ErrAuthRequired):
 		log.Fatal("configure gemini authentication (GEMINI_API_KEY) first")
 	case errors.As(err, &ee):
-		log.Fatalf("gemini exited %d: %s", ee.Code, ee.Explanation)
+		log.Fatalf("gemini exited %d: %s", ee.ExitCode, ee.Explanation)
 	case err != nil:
 		log.Fatal(err)
 	}
@@ -41,7 +43,7 @@ func Example() {
 func Example_systemPrompt() {
 	_, err := gemini.New().Invoke(context.Background(), invoker.Request{
 		Prompt:       "hi",
-		Workdir:      "/home/me/project",
+		Workdir:      os.TempDir(),
 		SystemPrompt: "Answer in French.",
 	})
 	if errors.Is(err, invoker.ErrUnsupported) {
@@ -49,4 +51,50 @@ func Example_systemPrompt() {
 		// Env: []string{"GEMINI_SYSTEM_MD=/path/system.md"} instead.
 		fmt.Println(err)
 	}
+	// Output:
+	// gemini: Request.SystemPrompt is not supported by this CLI: gemini reads a system prompt only from a file: write it and set GEMINI_SYSTEM_MD=/path/to/file.md in Request.Env (it replaces gemini's built-in prompt)
+}
+
+// fakeGemini returns what gemini.New() returns in a program, but running this
+// test binary as a scripted stand-in for the gemini CLI (its TestMain hands
+// over to the fake agent), so that the example runs without the CLI and
+// its output is checked.
+func fakeGemini(s fakeagent.Script) invoker.Invoker {
+	s.Flavor = fakeagent.Gemini
+	return gemini.New(invoker.WithBinary(os.Args[0]), invoker.WithEnv(s.Env()...))
+}
+
+// How the events of one turn arrive: Gemini streams the answer as deltas,
+// whose concatenation is the final answer, and every event carries the
+// session id once it is known.
+func Example_events() {
+	inv := fakeGemini(fakeagent.Script{SessionID: "s-1", Tool: true, Answer: "It prints hello.", Chunks: 2})
+	res, err := inv.Invoke(context.Background(), invoker.Request{
+		Prompt:  "What does `echo hello` print?",
+		Workdir: os.TempDir(),
+		OnEvent: func(ev invoker.Event) {
+			switch {
+			case ev.Tool != nil:
+				fmt.Println(ev.SessionID, ev.Kind, ev.Tool.Name)
+			case ev.Text != "":
+				fmt.Printf("%s %s %q delta=%v\n", ev.SessionID, ev.Kind, ev.Text, ev.Delta)
+			default:
+				fmt.Println(ev.SessionID, ev.Kind)
+			}
+		},
+	})
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	fmt.Printf("answer %q\n", res.Text)
+	// Output:
+	// s-1 session
+	// s-1 tool_call run_shell_command
+	// s-1 tool_result run_shell_command
+	// s-1 message "It print" delta=true
+	// s-1 message "s hello." delta=true
+	// s-1 usage
+	// s-1 done
+	// answer "It prints hello."
 }

@@ -47,9 +47,10 @@
 //
 // # Events and results
 //
-// init reports the session id; assistant messages are streamed deltas, and
-// the final answer is their concatenation (messages that a tool call
-// separates are joined by a blank line); tool_use and tool_result are tool
+// init reports the session id; the echo of the prompt gives no event;
+// assistant messages are streamed deltas, and the final answer is their
+// concatenation (messages that a tool call separates are joined by a blank
+// line), as is the partial text of a turn stopped before its result; tool_use and tool_result are tool
 // calls and results, matched by tool_id (the result carries the call's name
 // and input); error lines with severity "warning" are warnings, others
 // errors. The turn succeeded only when the terminal result line has status

@@ -69,9 +69,13 @@ type Command struct {
 type Decoder interface {
 	// Decode turns one stdout line (without its newline) into zero or more
 	// events. The decoder owns line: events may keep it as Raw without
-	// copying, and the engine never reuses it. A non-nil error is fatal: the engine stops the run and
-	// returns it (use it for stall signatures such as a CLI waiting on
-	// stdin, or an authentication failure that would otherwise hang).
+	// copying, and the engine never reuses it. A line that carries nothing
+	// may give no event; a line that cannot be decoded should give a
+	// KindWarning. The engine sets SessionID on the events that leave it
+	// empty, once an event reported one. A non-nil error is fatal: the
+	// engine stops the run and returns it (use it for stall signatures
+	// such as a CLI waiting on stdin, or an authentication failure that
+	// would otherwise hang).
 	Decode(line []byte) ([]Event, error)
 
 	// Stderr inspects one line of standard error. A non-nil error is fatal
@@ -110,8 +114,8 @@ type Outcome struct {
 }
 
 // Unsupported returns the error a Backend's Command returns for a Request
-// field its CLI cannot honour. It matches ErrUnsupported and
-// ErrInvalidRequest; hint says what to do instead.
+// field its CLI cannot honour. It matches ErrUnsupported (and so
+// errors.ErrUnsupported) and ErrInvalidRequest; hint says what to do instead.
 func Unsupported(field, hint string) error {
 	return &unsupportedError{field: field, hint: hint}
 }
@@ -129,3 +133,7 @@ func (e *unsupportedError) Error() string {
 func (e *unsupportedError) Is(target error) bool {
 	return target == ErrUnsupported || target == ErrInvalidRequest
 }
+
+// Unwrap returns ErrUnsupported, through which errors.ErrUnsupported
+// matches too.
+func (e *unsupportedError) Unwrap() error { return ErrUnsupported }

@@ -123,8 +123,8 @@ func checkCapabilities(b Backend, req *Request) error {
 	return nil
 }
 
-// String lists the supported optional fields, as in
-// "Capabilities{Model Resume SystemPrompt}".
+// String lists the supported optional fields by their Request field
+// names, as in "Capabilities{Model SessionID SystemPrompt}".
 func (c Capabilities) String() string {
 	s := "Capabilities{"
 	sep := ""

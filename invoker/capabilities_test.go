@@ -1,7 +1,10 @@
 package invoker_test
 
 import (
+	"context"
+	"errors"
 	"slices"
+	"strings"
 	"testing"
 
 	"github.com/clinvoke/clinvoke/invoker"
@@ -43,3 +46,27 @@ func TestCapabilitiesOf(t *testing.T) {
 		t.Errorf("CapabilitiesOf(wrapper) = %v, %v; want the zero value and false", c, ok)
 	}
 }
+
+// A field the CLI cannot honour is refused with an error that matches
+// invoker.ErrUnsupported, errors.ErrUnsupported and ErrInvalidRequest.
+func TestUnsupportedMatchesTheStandardSentinel(t *testing.T) {
+	if !errors.Is(invoker.ErrUnsupported, errors.ErrUnsupported) {
+		t.Errorf("errors.Is(invoker.ErrUnsupported, errors.ErrUnsupported) = false, want true")
+	}
+	err := invoker.Unsupported("Images", "reference the file in the prompt")
+	for _, target := range []error{invoker.ErrUnsupported, errors.ErrUnsupported, invoker.ErrInvalidRequest} {
+		if !errors.Is(err, target) {
+			t.Errorf("errors.Is(Unsupported(...), %v) = false, want true", target)
+		}
+	}
+	inv := invoker.New(noImages{testBackend{}}, invoker.WithBinary("/nonexistent/never-started"))
+	_, err = inv.Invoke(context.Background(), invoker.Request{Prompt: "hi", Workdir: t.TempDir(), Images: []string{"/x.png"}})
+	if !errors.Is(err, errors.ErrUnsupported) || !strings.Contains(err.Error(), "Request.Images") {
+		t.Errorf("Invoke() with Images error = %v, want errors.ErrUnsupported naming Request.Images", err)
+	}
+}
+
+// noImages is a backend whose CLI takes no images.
+type noImages struct{ testBackend }
+
+func (noImages) Capabilities() invoker.Capabilities { return invoker.Capabilities{Model: true} }

@@ -77,34 +77,96 @@
 // context.Canceled) or context.DeadlineExceeded), and the Result still
 // holds the session id and partial text. If the CLI had already reported
 // success before the stop took effect, the turn is complete: Invoke returns
-// its Result with a nil error.
+// its Result with a nil error. A context already done when Invoke is called
+// starts nothing and gives the same error.
+//
+// A cause given with context.WithCancelCause (or a deadline's cause) is
+// named in the error's message, but errors.Is and errors.As do not find
+// it: it is why the caller stopped the run, not what the run did. Ask
+// context.Cause(ctx) for it. So in an errgroup.WithContext fan-out, the
+// runs stopped because a sibling failed return context.Canceled, and never
+// match the sibling's *ExitError.
 //
 // # Events
 //
 // Each line the CLI prints on stdout is decoded into zero or more [Event]
-// values delivered in order to [Request.OnEvent] from one goroutine. The
-// line is kept in Event.Raw. Lines have no fixed length limit: single JSON
-// lines of many MiB are normal for these CLIs. A line over [WithMaxLineSize]
-// (64 MiB by default) is skipped and reported as a [KindWarning] event;
-// streaming goes on. Malformed lines become warnings; unknown event types
-// pass through as [KindRaw].
+// values delivered in order to [Request.OnEvent] from one goroutine (see
+// the package example). The line is kept in Event.Raw; a line that
+// carries nothing gives no event. Once the CLI reported its session
+// ([KindSession]), every event carries its id in Event.SessionID. Events
+// encode to JSON and decode back, the kind as its name ("kind":"tool_call";
+// see [EventKind.UnmarshalText]).
+//
+// Lines have no fixed length limit: single JSON lines of many MiB are
+// normal for these CLIs. A line over [WithMaxLineSize] (64 MiB by default)
+// is skipped and reported as a [KindWarning] event; streaming goes on, but
+// the run fails with [ErrLineTooLong]: the skipped line may have held the
+// answer, and lost output is never reported as success. Malformed lines
+// become warnings; unknown event types pass through as [KindRaw].
+//
+// After an error or a cancel, [Result.Text] holds the partial answer the
+// stream showed: the assistant's message text as far as it came (each
+// backend's package says how its CLI's messages add up); reasoning and
+// tool output never count.
+//
+// # Streaming
+//
+// A [Stream] gives the same events to a range loop instead of a callback,
+// over the same engine and with the same guarantees (see [Stream.Events]):
+//
+//	s := invoker.NewStream(ctx, inv, req)
+//	for ev, err := range s.Events() {
+//		if err != nil {
+//			return err // the run failed
+//		}
+//		fmt.Println(ev.Kind, ev.Text)
+//	}
+//	res, err := s.Result()
+//
+// Leaving the loop early (break, return, panic) cancels the run, and the
+// CLI and every process it started are gone when the range statement ends.
 //
 // # Errors
 //
 // Invoke always returns a non-nil *Result. Its error wraps, as an [*Error]
-// naming the CLI, one of: the context's error; [ErrInvalidRequest] (and
-// [ErrUnsupported]) for a request rejected before any process starts;
-// [ErrNotInstalled] when the binary is missing; [ErrFirstEventTimeout] or
-// [ErrIdleTimeout]; a [*StreamError] for a failure the CLI reported in its
-// own stream, possibly wrapping [ErrAuthRequired] or [ErrRateLimited]; an
-// [*ExitError] for a non-zero exit with no better explanation; and
-// [ErrNoResult] for an exit status 0 without the CLI's terminal success
-// event (several CLIs exit 0 when interrupted). Success is decided by the
-// CLI's terminal event, never by the exit status alone. A turn the CLI
-// stopped at Request.MaxTurns or MaxBudgetUSD is a [*LimitError]
-// ([ErrMaxTurns], [ErrMaxBudget]) wrapping its *StreamError; a completed
-// turn whose answer does not satisfy Request.OutputSchema is a
-// [*SchemaError] keeping the answer's text.
+// naming the CLI ("codex: ..."), one of:
+//
+//   - the context's error (context.Canceled or context.DeadlineExceeded),
+//     and nothing else: a cancel's cause is named but not matched (see
+//     Cancellation);
+//   - [ErrInvalidRequest] for a request rejected before any process
+//     starts, and [ErrUnsupported] (which also matches
+//     errors.ErrUnsupported) for a field the CLI cannot honour;
+//   - [ErrNotInstalled] when the binary is missing (also exec.ErrNotFound
+//     when looked up on PATH);
+//   - [ErrFirstEventTimeout] or [ErrIdleTimeout];
+//   - a [*StreamError] for a failure the CLI reported in its own stream,
+//     possibly wrapping [ErrAuthRequired] or [ErrRateLimited];
+//   - an [*ExitError] for a non-zero exit, or a death by a signal the run
+//     did not send, with no better explanation: exit code, signal and
+//     stderr tail, as in os/exec;
+//   - [ErrLineTooLong] when a line over the line limit was skipped;
+//   - a [*LimitError] ([ErrMaxTurns], [ErrMaxBudget]) wrapping the CLI's
+//     *StreamError, for a turn the CLI stopped at Request.MaxTurns or
+//     MaxBudgetUSD; a [*SchemaError], keeping the answer's text, for a
+//     completed turn whose answer does not satisfy Request.OutputSchema;
+//   - [ErrNoResult] for an exit status 0 without the CLI's terminal
+//     success event (several CLIs exit 0 when interrupted), quoting what
+//     the CLI printed instead, and also matching [ErrLineTooLong] or
+//     [ErrWaitDelay] when the event may have been lost that way.
+//
+// Success is decided by the CLI's terminal event, never by the exit status
+// alone. The exit code has one name everywhere: [Result.ExitCode],
+// [ExitError.ExitCode], [StreamError.ExitCode]. See the errors example.
+//
+// # Capabilities
+//
+// Not every CLI honours every [Request] field (Gemini takes no images and
+// no system prompt). Each backend declares its [Capabilities] once;
+// [CapabilitiesOf] reports them for an Invoker, and Invoke refuses a field
+// the CLI cannot honour with [ErrUnsupported], naming the field and what to
+// do instead, before anything starts. The MCP adapter builds its tool
+// schemas from the same declaration.
 //
 // # Writing a backend
 //

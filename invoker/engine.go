@@ -62,8 +62,10 @@ func (e *engine) Invoke(ctx context.Context, req Request) (*Result, error) {
 	if err != nil {
 		return fail(err)
 	}
-	if err := ctx.Err(); err != nil {
-		return fail(err) // never start a process for a call already cancelled
+	if ctx.Err() != nil {
+		// Never start a process for a call already cancelled; report it
+		// as a cancel during the call is reported.
+		return fail(ctxError(ctx))
 	}
 	r := &run{e: e, ctx: ctx, req: &req, cmd: cmd, path: path, start: start, res: res, schema: schema}
 	err = r.execute()

@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"go.uber.org/goleak"
+	"golang.org/x/sync/errgroup"
 
 	"github.com/clinvoke/clinvoke/internal/fakeagent"
 	"github.com/clinvoke/clinvoke/invoker"
@@ -246,7 +247,12 @@ func TestHugeLines(t *testing.T) {
 				}
 			}
 			res, err := f.inv.Invoke(context.Background(), f.req)
-			if err != nil {
+			switch {
+			case tt.wantWarn && !errors.Is(err, invoker.ErrLineTooLong):
+				// The line skipped may have held the answer: never a
+				// success.
+				t.Errorf("Invoke() error = %v, want ErrLineTooLong", err)
+			case !tt.wantWarn && err != nil:
 				t.Fatalf("Invoke() error = %v, want nil", err)
 			}
 			if res.Text != "after the big line" {
@@ -261,6 +267,24 @@ func TestHugeLines(t *testing.T) {
 			f.assertReaped(1)
 		})
 	}
+}
+
+// An answer in a line over the line limit is lost: the run is an error
+// that says so and how to raise the limit, even though the CLI reported
+// success after it, and the Result keeps the session.
+func TestDroppedAnswerIsAnError(t *testing.T) {
+	f := newFixture(t, fakeagent.Script{SessionID: "thread-big", AnswerSize: 256 << 10}, invoker.WithMaxLineSize(64<<10))
+	res, err := f.inv.Invoke(context.Background(), f.req)
+	if !errors.Is(err, invoker.ErrLineTooLong) {
+		t.Errorf("Invoke() error = %v, want ErrLineTooLong", err)
+	}
+	if err != nil && !strings.Contains(err.Error(), "WithMaxLineSize") {
+		t.Errorf("Invoke() error = %q, want it to say how to raise the limit", err)
+	}
+	if res.SessionID != "thread-big" {
+		t.Errorf("Result.SessionID = %q, want thread-big", res.SessionID)
+	}
+	f.assertReaped(1)
 }
 
 // A prompt much larger than a pipe's buffer is written while the output is
@@ -466,23 +490,86 @@ func (w tlogWriter) Write(p []byte) (int, error) {
 	return len(p), nil
 }
 
-// A cause given with context.WithCancelCause is kept, and the error still
-// matches context.Canceled.
+// A cause given with context.WithCancelCause is named in the message and
+// available from context.Cause, but errors.Is does not find it: the run
+// did not fail with the caller's reason. The same holds for a context
+// cancelled before the call.
 func TestCancelCause(t *testing.T) {
-	f := newFixture(t, fakeagent.Script{Chunks: 2, StallFor: time.Minute}, fastLadder...)
-	cause := errors.New("the user pressed stop")
-	ctx, cancel := context.WithCancelCause(context.Background())
-	defer cancel(nil)
-	f.req.OnEvent = func(ev invoker.Event) {
-		if ev.Kind == invoker.KindMessage {
-			cancel(cause)
+	for _, before := range []bool{false, true} {
+		t.Run(fmt.Sprintf("before=%v", before), func(t *testing.T) {
+			f := newFixture(t, fakeagent.Script{Chunks: 2, StallFor: time.Minute}, fastLadder...)
+			ctx, cancel := context.WithCancelCause(context.Background())
+			defer cancel(nil)
+			// A cause that is one of the run's own sentinels: a cancelled
+			// run must not look rate limited.
+			cause := fmt.Errorf("the scheduler gave up: %w", invoker.ErrRateLimited)
+			if before {
+				cancel(cause)
+			} else {
+				f.req.OnEvent = func(ev invoker.Event) {
+					if ev.Kind == invoker.KindMessage {
+						cancel(cause)
+					}
+				}
+			}
+			_, err := f.inv.Invoke(ctx, f.req)
+			if !errors.Is(err, context.Canceled) {
+				t.Errorf("Invoke() error = %v, want it to match context.Canceled", err)
+			}
+			if errors.Is(err, cause) || errors.Is(err, invoker.ErrRateLimited) {
+				t.Errorf("Invoke() error = %v matches the cancel cause; want the cause only in context.Cause", err)
+			}
+			if err != nil && !strings.Contains(err.Error(), cause.Error()) {
+				t.Errorf("Invoke() error = %q, want the cause named in the message", err)
+			}
+			if got := context.Cause(ctx); got != cause {
+				t.Errorf("context.Cause(ctx) = %v, want %v", got, cause)
+			}
+			if !before {
+				f.assertReaped(1)
+			} else if entries, _ := os.ReadDir(f.script.RecordDir); len(entries) > 0 {
+				t.Errorf("a process started for a cancelled context")
+			}
+		})
+	}
+}
+
+// In an errgroup, the runs cancelled because a sibling failed report
+// context.Canceled, never the sibling's *ExitError.
+func TestErrgroupSiblingIsNotTheFailure(t *testing.T) {
+	stuck := newFixture(t, fakeagent.Script{Chunks: 2, StallFor: time.Minute}, fastLadder...)
+	failing := newFixture(t, fakeagent.Script{ExitCode: 3, NoTerminal: true, Stderr: "boom"}, fastLadder...)
+	g, ctx := errgroup.WithContext(context.Background())
+	started := make(chan struct{})
+	var stuckErr error
+	g.Go(func() error {
+		var once sync.Once
+		stuck.req.OnEvent = func(ev invoker.Event) {
+			if ev.Kind == invoker.KindMessage {
+				once.Do(func() { close(started) })
+			}
 		}
+		_, stuckErr = stuck.inv.Invoke(ctx, stuck.req)
+		return stuckErr
+	})
+	g.Go(func() error {
+		<-started // fail only once the sibling is mid-stream
+		_, err := failing.inv.Invoke(ctx, failing.req)
+		return err
+	})
+	groupErr := g.Wait()
+	var ee *invoker.ExitError
+	if !errors.As(groupErr, &ee) || ee.ExitCode != 3 {
+		t.Errorf("errgroup error = %v, want the failing run's *ExitError", groupErr)
 	}
-	_, err := f.inv.Invoke(ctx, f.req)
-	if !errors.Is(err, context.Canceled) || !errors.Is(err, cause) {
-		t.Errorf("Invoke() error = %v, want it to match context.Canceled and the cause", err)
+	if !errors.Is(stuckErr, context.Canceled) {
+		t.Errorf("sibling's Invoke() error = %v, want context.Canceled", stuckErr)
 	}
-	f.assertReaped(1)
+	if errors.As(stuckErr, &ee) {
+		t.Errorf("sibling's Invoke() error = %v matches *ExitError, want only context.Canceled", stuckErr)
+	}
+	stuck.assertReaped(1)
+	failing.assertReaped(1)
 }
 
 // runtime.Goexit in OnEvent (t.FailNow, say) is handed back to the caller

@@ -21,8 +21,10 @@ var (
 
 	// ErrUnsupported is returned, before any process starts, when a
 	// Request sets a field the backend's CLI cannot honour (for example
-	// Images for Gemini). It also matches ErrInvalidRequest.
-	ErrUnsupported = errors.New("not supported by this CLI")
+	// Images for Gemini; see Capabilities). The error also matches
+	// ErrInvalidRequest, and errors.ErrUnsupported of the standard
+	// library, as does ErrUnsupported itself.
+	ErrUnsupported error = &alsoError{msg: "not supported by this CLI", also: errors.ErrUnsupported}
 
 	// ErrFirstEventTimeout is returned when the CLI printed no event within
 	// the time set by WithFirstEventTimeout.
@@ -41,10 +43,40 @@ var (
 	ErrRateLimited = errors.New("rate limited")
 
 	// ErrNoResult is returned when the CLI exited with status 0 but without
-	// the terminal event that reports success (see CLI-FACTS: several CLIs
-	// exit 0 on signals and on some errors).
+	// the terminal event that reports success: several CLIs exit 0 when
+	// interrupted or on some errors, and a program that is not the CLI
+	// (a wrapper script, the wrong binary) prints no events at all. The
+	// message says what the CLI printed instead; the error also matches
+	// ErrLineTooLong or ErrWaitDelay when the terminal event may have been
+	// lost that way.
 	ErrNoResult = errors.New("CLI exited without a final result")
+
+	// ErrLineTooLong is returned when a stdout line longer than the limit
+	// set by WithMaxLineSize was skipped. The engine cannot decode a
+	// skipped line, so it cannot tell whether it held the final answer or
+	// the terminal event: a run that skipped one is never a success, even
+	// if the CLI reported success after it. (The Result holds what was
+	// decoded.) The message gives the line's size; raise the limit with
+	// WithMaxLineSize.
+	ErrLineTooLong = errors.New("stdout line over the line limit skipped")
+
+	// ErrWaitDelay is matched by ErrNoResult's error when the CLI's output
+	// streams were held open by a process outside the run's tree and were
+	// closed at the wait delay (see WithWaitDelay), so the stream may be
+	// truncated, like os/exec's ErrWaitDelay. After the CLI's terminal
+	// success event the turn is complete: Invoke returns no error, and
+	// Result.OutputCut reports the cut.
+	ErrWaitDelay = errors.New("output streams closed at the wait delay")
 )
+
+// alsoError is a sentinel that also matches a more general one.
+type alsoError struct {
+	msg  string
+	also error
+}
+
+func (e *alsoError) Error() string { return e.msg }
+func (e *alsoError) Unwrap() error { return e.also }
 
 // An Error wraps any error returned by Invoke with the name of the CLI, so
 // that messages read "codex: ...". errors.Is and errors.As see through it.
@@ -61,11 +93,21 @@ func (e *Error) Error() string { return e.CLI + ": " + e.Err.Error() }
 // Unwrap returns the underlying error.
 func (e *Error) Unwrap() error { return e.Err }
 
-// An ExitError reports that the CLI exited with a non-zero status and no
-// more specific cause was found in its output.
+// An ExitError reports that the CLI exited with a non-zero status, or was
+// killed by a signal it was not sent by the run's own cancellation, and no
+// more specific cause was found in its output. Like os/exec's ExitError,
+// it keeps the facts of the exit and a bounded tail of stderr for the
+// message.
 type ExitError struct {
-	// Code is the exit status, or -1 when the CLI was killed by a signal.
-	Code int
+	// ExitCode is the exit status, or -1 when the CLI was killed by a
+	// signal. It is the same number as Result.ExitCode and
+	// StreamError.ExitCode.
+	ExitCode int
+	// Signal names the signal that killed the CLI, such as "SIGKILL" (an
+	// OOM kill, say), when ExitCode is -1; "" otherwise. An exit status
+	// such as 143 (128+SIGTERM) is an exit, not a death by signal: the
+	// CLI caught the signal and exited.
+	Signal string
 	// Stderr is the tail of the CLI's standard error.
 	Stderr string
 	// Explanation says what the exit code means for this CLI, when known
@@ -82,10 +124,13 @@ func (e *ExitError) Unwrap() error { return e.Err }
 // Error describes the exit status, its meaning and the last stderr lines.
 func (e *ExitError) Error() string {
 	var b strings.Builder
-	if e.Code < 0 {
+	switch {
+	case e.ExitCode >= 0:
+		fmt.Fprintf(&b, "exit status %d", e.ExitCode)
+	case e.Signal != "":
+		b.WriteString("killed by signal " + e.Signal)
+	default:
 		b.WriteString("killed by a signal")
-	} else {
-		fmt.Fprintf(&b, "exit status %d", e.Code)
 	}
 	if e.Explanation != "" {
 		b.WriteString(" (" + e.Explanation + ")")
@@ -105,7 +150,8 @@ type StreamError struct {
 	// Type is the CLI's error type or subtype, if it gave one
 	// (for example "error_max_turns").
 	Type string
-	// ExitCode is the CLI's exit status.
+	// ExitCode is the CLI's exit status, or -1 when it was killed by a
+	// signal, as in Result.ExitCode.
 	ExitCode int
 	// Err is a sentinel such as ErrAuthRequired or ErrRateLimited when the
 	// message was recognised, else nil.

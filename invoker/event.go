@@ -2,7 +2,9 @@ package invoker
 
 import (
 	"encoding/json"
+	"fmt"
 	"strconv"
+	"strings"
 )
 
 // EventKind says what an Event reports.
@@ -30,9 +32,11 @@ const (
 	KindError
 	// KindDone marks the CLI's terminal event (success or failure).
 	KindDone
-	// KindRaw passes through a line that carries nothing the other kinds
-	// describe: an event type the decoder does not know, or a structural
-	// one (such as Codex's turn.started), so that no line is lost.
+	// KindRaw passes through a line that carries something the other
+	// kinds do not describe, such as an event type the decoder does not
+	// know, so that nothing the CLI said is lost; Raw holds the line. A
+	// line that carries nothing (Codex's turn.started, Gemini's echo of
+	// the prompt) gives no event at all.
 	KindRaw
 )
 
@@ -57,15 +61,40 @@ func (k EventKind) String() string {
 	return "EventKind(" + strconv.Itoa(int(k)) + ")"
 }
 
-// MarshalText encodes the kind as its name.
+// MarshalText encodes the kind as its name, as String does; in JSON an
+// Event's kind reads "kind":"tool_call".
 func (k EventKind) MarshalText() ([]byte, error) { return []byte(k.String()), nil }
+
+// UnmarshalText decodes what MarshalText encodes: a kind's name, or the
+// "EventKind(N)" form String gives a value without one. Any other text is
+// an error, and k is left unchanged.
+func (k *EventKind) UnmarshalText(text []byte) error {
+	s := string(text)
+	for i, name := range kindNames {
+		if name != "" && name == s {
+			*k = EventKind(i)
+			return nil
+		}
+	}
+	if n, ok := strings.CutPrefix(s, "EventKind("); ok {
+		if n, ok := strings.CutSuffix(n, ")"); ok {
+			if v, err := strconv.Atoi(n); err == nil {
+				*k = EventKind(v)
+				return nil
+			}
+		}
+	}
+	return fmt.Errorf("invoker: unknown event kind %q: want one of %s", s, strings.Join(kindNames[1:], ", "))
+}
 
 // An Event is one decoded item of a CLI's output stream.
 type Event struct {
 	// Kind says what the event reports.
 	Kind EventKind `json:"kind"`
-	// SessionID is set on KindSession events, and on any event whose line
-	// carried the session id.
+	// SessionID is the session (thread) id. KindSession events report
+	// it; from then on the engine sets it on every event of the run, for
+	// every backend, so that events of concurrent runs can be told apart.
+	// It is "" only on events before the CLI reported its session.
 	SessionID string `json:"session_id,omitempty"`
 	// Text is the message, reasoning, warning or error text.
 	Text string `json:"text,omitempty"`

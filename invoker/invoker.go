@@ -156,8 +156,11 @@ type Result struct {
 	// SessionID is the session (thread) id the CLI reported, or "" if
 	// none was seen yet. Pass it as Request.SessionID to resume.
 	SessionID string
-	// Text is the final assistant answer, or the partial text gathered
-	// before an error or cancellation.
+	// Text is the final assistant answer. After an error or a cancel it
+	// is the partial answer the stream showed: the assistant's message
+	// text as far as it came, whole messages and streamed increments
+	// alike (each backend's package says how its CLI's messages add up).
+	// Reasoning, tool calls and tool output never count as the answer.
 	Text string
 	// Usage holds the token counts the CLI reported.
 	Usage Usage
@@ -171,6 +174,12 @@ type Result struct {
 	// Containment is the level that held the run's processes (see
 	// Containment); ContainAuto when no process was started.
 	Containment Containment
+	// OutputCut reports that the CLI's stdout or stderr was still held
+	// open by a process outside the run's tree at the wait delay, and was
+	// closed then (see WithWaitDelay): what that process wrote later is
+	// lost. Without the CLI's terminal success event, the error then also
+	// matches ErrWaitDelay.
+	OutputCut bool
 
 	// Structured is the final answer as JSON when Request.OutputSchema was
 	// set and the turn succeeded with an answer that satisfies the schema

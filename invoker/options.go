@@ -103,9 +103,12 @@ func WithIdleTimeout(d time.Duration) Option {
 }
 
 // WithMaxLineSize sets the longest stdout line that is decoded. A longer
-// line is skipped, reported as a KindWarning event, and streaming goes on.
-// The default is DefaultMaxLineSize (64 MiB); values below 64 KiB are
-// raised to 64 KiB.
+// line is skipped without being buffered, reported as a KindWarning event,
+// and streaming goes on; since the line may have held the final answer or
+// the terminal event, the run then fails with an error that matches
+// ErrLineTooLong (and ErrNoResult when no terminal event came). The
+// default is DefaultMaxLineSize (64 MiB); values below 64 KiB are raised
+// to 64 KiB.
 func WithMaxLineSize(n int) Option {
 	return func(c *config) { c.maxLineSize = max(n, 64<<10) }
 }

@@ -41,7 +41,7 @@ func TestOutcomes(t *testing.T) {
 			wantCode: 3,
 			check: func(t *testing.T, err error) {
 				var ee *invoker.ExitError
-				if !errors.As(err, &ee) || ee.Code != 3 || !strings.Contains(ee.Stderr, "something broke") {
+				if !errors.As(err, &ee) || ee.ExitCode != 3 || !strings.Contains(ee.Stderr, "something broke") {
 					t.Errorf("Invoke() error = %v, want an *ExitError with code 3 and the stderr tail", err)
 				}
 				if !strings.Contains(err.Error(), "badly") {
@@ -57,6 +57,42 @@ func TestOutcomes(t *testing.T) {
 			check: func(t *testing.T, err error) {
 				if !errors.Is(err, invoker.ErrNoResult) {
 					t.Errorf("Invoke() error = %v, want ErrNoResult", err)
+				}
+			},
+		},
+		{
+			name:     "a program printing text, not events",
+			script:   fakeagent.Script{Replay: "testdata/not-a-cli.stdout", Stderr: "agent-wrapper: giving up\n"},
+			wantCode: 0,
+			check: func(t *testing.T, err error) {
+				if !errors.Is(err, invoker.ErrNoResult) {
+					t.Errorf("Invoke() error = %v, want ErrNoResult", err)
+				}
+				for _, want := range []string{`"Usage: agent-wrapper [options] PROMPT"`, "is the binary the CLI", "stderr: agent-wrapper: giving up"} {
+					if err == nil || !strings.Contains(err.Error(), want) {
+						t.Errorf("Invoke() error = %v, want it to show %s", err, want)
+					}
+				}
+			},
+		},
+		{
+			name:     "a stream truncated in its terminal event",
+			script:   fakeagent.Script{Replay: "testdata/truncated.stdout", SessionID: "thread-t"},
+			wantCode: 0,
+			wantText: "cut short",
+			check: func(t *testing.T, err error) {
+				if !errors.Is(err, invoker.ErrNoResult) || !strings.Contains(err.Error(), "was its terminal event") {
+					t.Errorf("Invoke() error = %v, want ErrNoResult saying no terminal event came", err)
+				}
+			},
+		},
+		{
+			name:     "a program printing nothing",
+			script:   fakeagent.Script{Replay: "testdata/empty.stdout"},
+			wantCode: 0,
+			check: func(t *testing.T, err error) {
+				if !errors.Is(err, invoker.ErrNoResult) || !strings.Contains(err.Error(), "printed nothing on stdout") {
+					t.Errorf("Invoke() error = %v, want ErrNoResult saying stdout was empty", err)
 				}
 			},
 		},

@@ -3,9 +3,11 @@ package invoker
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"log/slog"
 	"os"
+	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -49,6 +51,19 @@ type run struct {
 	// waitDelayed says that an output stream was still held open at the
 	// wait delay after the tree was killed, and was closed.
 	waitDelayed bool
+	// skipped counts the stdout lines skipped over the line limit, the
+	// longest of them skippedMax bytes. Only the stdout reader writes
+	// them, before execute reads them.
+	skipped    int
+	skippedMax int64
+	// lines counts the stdout lines that were not blank, and junk holds
+	// the start of the first one that was not a JSON object, for
+	// ErrNoResult's message. Only the stdout reader writes them.
+	lines int
+	junk  []byte
+	// sessionID is the latest session id an event reported; deliver sets
+	// it on the events after. Only the stdout reader uses it.
+	sessionID string
 
 	// OnEvent panicked or called runtime.Goexit: panicked is set and
 	// panicCh closed once, after panicVal and goexit are written.
@@ -115,38 +130,158 @@ func (r *run) execute() error {
 	out := r.outcome(st.Code)
 	r.res.SessionID, r.res.Text, r.res.Usage = out.SessionID, out.Text, out.Usage
 	r.res.Turns = out.Turns
-	switch {
-	case r.panicked.Load():
+	r.res.OutputCut = r.waitDelayed
+	if r.panicked.Load() {
 		return nil // Invoke re-raises the panic
-	case out.Success:
+	}
+	return r.verdict(out, stopErr, st, werr)
+}
+
+// verdict decides the run's error from what the decoder established, why
+// the run was stopped, how the CLI ended and what was lost on the way.
+// Success needs the CLI's terminal success event and nothing skipped.
+func (r *run) verdict(out Outcome, stopErr error, st proc.State, werr error) error {
+	skipped := r.skippedError()
+	switch {
+	case out.Success && skipped == nil:
 		// The CLI reported success before any stop took effect: the turn
-		// is complete, and nothing of it is lost. Its answer must still
-		// satisfy Request.OutputSchema, if set.
+		// is complete, and nothing of it is lost. Output cut at the wait
+		// delay came after the terminal event (Result.OutputCut says so).
+		// Its answer must still satisfy Request.OutputSchema, if set.
 		var err error
 		r.res.Structured, err = structured(r.schema, &out)
 		return err
 	case stopErr != nil:
 		return stopErr
 	case out.Err != nil:
+		var ee *ExitError
+		if errors.As(out.Err, &ee) && ee.ExitCode < 0 && ee.Signal == "" {
+			ee.Signal = st.Signal // the decoder cannot know it
+		}
 		return out.Err
+	case out.Success:
+		// The terminal event came, but a line before it was skipped: it
+		// may have held (part of) the answer, which is then lost.
+		skipped.success = true
+		return skipped
 	case werr != nil:
 		return fmt.Errorf("reaping the CLI: %w", werr)
 	case st.Code != 0:
-		return &ExitError{Code: st.Code, Stderr: r.res.Stderr}
+		return &ExitError{ExitCode: st.Code, Signal: st.Signal, Stderr: r.res.Stderr}
+	}
+	// Exit status 0 without the terminal event: say what the CLI printed
+	// instead, and what may have swallowed the event.
+	e := &noResultError{printed: r.printed(), stderr: lastLines(r.res.Stderr, 3, 512)}
+	if skipped != nil {
+		e.lost = append(e.lost, skipped)
+	}
+	if r.waitDelayed {
+		e.lost = append(e.lost, fmt.Errorf("%w (%v) while a process outside the run held them open: the terminal event may have come after", ErrWaitDelay, r.e.cfg.waitDelay))
+	}
+	return e
+}
+
+// printed describes what the CLI printed on stdout, for a run that ended
+// without its terminal event.
+func (r *run) printed() string {
+	switch {
+	case r.junk != nil:
+		return fmt.Sprintf("stdout held text that is not an event, starting %s (is the binary the CLI, in a version that prints JSON events?)", quoteStart(r.junk))
+	case r.lines == 0 && r.skipped == 0:
+		return "the CLI printed nothing on stdout"
 	default:
-		return ErrNoResult
+		return fmt.Sprintf("none of the %d lines the CLI printed on stdout was its terminal event", r.lines+r.skipped)
 	}
 }
 
-// ctxError returns ctx's error, which callers match with errors.Is, with the
-// cancellation cause attached when the caller gave one.
+// quoteStart quotes b, marking it as cut when it is as long as the part
+// of a line that is kept.
+func quoteStart(b []byte) string {
+	q := strconv.Quote(string(b))
+	if len(b) >= junkMax {
+		q += "..."
+	}
+	return q
+}
+
+// skippedError describes the stdout lines skipped over the line limit, or
+// returns nil if none was. It matches ErrLineTooLong.
+func (r *run) skippedError() *lineTooLongError {
+	if r.skipped == 0 {
+		return nil
+	}
+	return &lineTooLongError{n: r.skipped, longest: r.skippedMax, max: r.e.cfg.maxLineSize}
+}
+
+// lineTooLongError is ErrLineTooLong with the size of what was skipped.
+type lineTooLongError struct {
+	n       int   // lines skipped
+	longest int64 // bytes in the longest of them
+	max     int   // the line limit
+	success bool  // the CLI reported success after them
+}
+
+func (e *lineTooLongError) Error() string {
+	msg := fmt.Sprintf("a stdout line of %d bytes was skipped, over the line limit of %d bytes; it", e.longest, e.max)
+	if e.n > 1 {
+		msg = fmt.Sprintf("%d stdout lines were skipped, over the line limit of %d bytes (the longest %d bytes); they", e.n, e.max, e.longest)
+	}
+	msg += " may have held the final answer or the terminal event: raise the limit with WithMaxLineSize"
+	if e.success {
+		msg = "the CLI reported success, but " + msg
+	}
+	return msg
+}
+
+func (e *lineTooLongError) Is(target error) bool { return target == ErrLineTooLong }
+
+// noResultError is ErrNoResult with what the CLI printed instead and what
+// may have swallowed the terminal event.
+type noResultError struct {
+	printed string  // what stdout held
+	stderr  string  // the last lines of stderr, or ""
+	lost    []error // ErrLineTooLong, ErrWaitDelay
+}
+
+func (e *noResultError) Error() string {
+	msg := ErrNoResult.Error() + ": " + e.printed
+	for _, l := range e.lost {
+		msg += "; " + l.Error()
+	}
+	if e.stderr != "" {
+		msg += "; stderr: " + e.stderr
+	}
+	return msg
+}
+
+func (e *noResultError) Unwrap() []error { return append([]error{ErrNoResult}, e.lost...) }
+
+// ctxError returns the error of a run that ctx stopped, or kept from
+// starting: ctx.Err(), which callers match with errors.Is. A cause given
+// with context.WithCancelCause (or WithDeadlineCause, WithTimeoutCause) is
+// named in the message but not wrapped: it is why the caller stopped the
+// run, not something the run did, so errors.Is and errors.As must not find
+// it. Otherwise an errgroup sibling stopped because another run failed
+// would match that run's *ExitError, and a run cancelled with the cause
+// ErrRateLimited would look rate limited. context.Cause(ctx) returns it.
 func ctxError(ctx context.Context) error {
 	err := ctx.Err()
 	if cause := context.Cause(ctx); cause != nil && cause != err {
-		return fmt.Errorf("%w: %w", err, cause)
+		return &ctxStopError{err: err, cause: cause.Error()}
 	}
 	return err
 }
+
+// ctxStopError is ctx.Err() with the text of the cancellation's cause.
+type ctxStopError struct {
+	err   error // context.Canceled or context.DeadlineExceeded
+	cause string
+}
+
+func (e *ctxStopError) Error() string { return e.err.Error() + " (cause: " + e.cause + ")" }
+
+// Unwrap returns ctx.Err() only: the cause is text, never a match.
+func (e *ctxStopError) Unwrap() error { return e.err }
 
 // fail reports a fatal condition to supervise; the first one wins.
 func (r *run) fail(err error) {

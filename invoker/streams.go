@@ -11,6 +11,10 @@ import (
 	"github.com/clinvoke/clinvoke/internal/jsonl"
 )
 
+// junkMax bounds how much of a line that is not an event is kept for
+// ErrNoResult's message.
+const junkMax = 200
+
 // readStdout decodes stdout line by line and delivers the events.
 func (r *run) readStdout() {
 	rd := jsonl.NewReader(r.stdoutW, r.e.cfg.maxLineSize)
@@ -19,9 +23,11 @@ func (r *run) readStdout() {
 		if err != nil {
 			var tooLong *jsonl.LineTooLongError
 			if errors.As(err, &tooLong) {
+				r.skipped++
+				r.skippedMax = max(r.skippedMax, tooLong.Size)
 				r.deliver([]Event{{
 					Kind: KindWarning,
-					Text: fmt.Sprintf("skipped a stdout line of %d bytes: it exceeds the line limit of %d bytes (see WithMaxLineSize)", tooLong.Size, tooLong.Max),
+					Text: fmt.Sprintf("skipped a stdout line of %d bytes: it exceeds the line limit of %d bytes (see WithMaxLineSize); the run will fail with ErrLineTooLong", tooLong.Size, tooLong.Max),
 				}})
 				continue
 			}
@@ -30,8 +36,14 @@ func (r *run) readStdout() {
 			}
 			return
 		}
-		if len(bytes.TrimSpace(line)) == 0 {
+		trimmed := bytes.TrimSpace(line)
+		if len(trimmed) == 0 {
 			continue
+		}
+		r.lines++
+		if r.junk == nil && trimmed[0] != '{' {
+			// Not an event: keep its start for ErrNoResult's message.
+			r.junk = bytes.Clone(trimmed[:min(len(trimmed), junkMax)])
 		}
 		events, ferr := r.decode(line)
 		r.deliver(events)
@@ -61,6 +73,13 @@ func (r *run) decode(line []byte) (events []Event, err error) {
 // tree is reaped.
 func (r *run) deliver(events []Event) {
 	for _, ev := range events {
+		// Every event carries the session id once the CLI reported it,
+		// whichever backend decoded it.
+		if ev.SessionID != "" {
+			r.sessionID = ev.SessionID
+		} else {
+			ev.SessionID = r.sessionID
+		}
 		if ev.Kind != KindWarning {
 			r.firstOnce.Do(func() { close(r.firstEvent) })
 		}

@@ -202,7 +202,7 @@ func TestSessionIDMustBeUUID(t *testing.T) {
 }
 
 func TestFailedRunIsErrorWithPartialResult(t *testing.T) {
-	exitErr := &invoker.ExitError{Code: 1, Stderr: "boom"}
+	exitErr := &invoker.ExitError{ExitCode: 1, Stderr: "boom"}
 	inv := &stub{name: "claude", fn: func(ctx context.Context, req invoker.Request) (*invoker.Result, error) {
 		return &invoker.Result{SessionID: "s-42", Text: "half an answer", ExitCode: 1, Duration: 1500 * time.Millisecond},
 			&invoker.Error{CLI: "claude", Err: exitErr}
@@ -761,7 +761,7 @@ func TestTranscriptConcurrent(t *testing.T) {
 func TestParallel(t *testing.T) {
 	inv := &stub{name: "codex", fn: func(ctx context.Context, req invoker.Request) (*invoker.Result, error) {
 		if req.Prompt == "fail" {
-			return &invoker.Result{SessionID: "s-fail", Text: "oops", ExitCode: 2}, &invoker.ExitError{Code: 2}
+			return &invoker.Result{SessionID: "s-fail", Text: "oops", ExitCode: 2}, &invoker.ExitError{ExitCode: 2}
 		}
 		return &invoker.Result{SessionID: "s-" + req.Prompt, Text: "did " + req.Prompt + " in " + filepath.Base(req.Workdir) + " as " + string(req.Permission)}, nil
 	}}
@@ -804,7 +804,7 @@ func TestParallelFailFast(t *testing.T) {
 			// Fail only once the sibling runs, so that fail_fast has
 			// something to cancel.
 			<-slowStarted
-			return &invoker.Result{ExitCode: 1}, &invoker.ExitError{Code: 1}
+			return &invoker.Result{ExitCode: 1}, &invoker.ExitError{ExitCode: 1}
 		case "slow":
 			close(slowStarted)
 		}

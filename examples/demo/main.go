@@ -106,7 +106,7 @@ func demo(cli string, after time.Duration, stubborn bool) error {
 
 	fmt.Printf("\nInvoke returned after %v with %d events.\n", res.Duration.Round(time.Millisecond), events)
 	fmt.Printf("  error:      %v\n", err)
-	fmt.Printf("  cancelled:  %v (errors.Is(err, context.DeadlineExceeded))\n", errors.Is(err, context.DeadlineExceeded))
+	fmt.Printf("  cancelled:  %v (the -after deadline passed: the error matches context.DeadlineExceeded)\n", errors.Is(err, context.DeadlineExceeded))
 	fmt.Printf("  session id: %s (pass it as Request.SessionID to resume)\n", res.SessionID)
 	fmt.Printf("  text:       %q\n", truncate(res.Text, 70))
 	fmt.Printf("  exit code:  %d\n", res.ExitCode)

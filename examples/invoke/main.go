@@ -57,6 +57,7 @@ func run(args []string) int {
 		system  = fs.String("system", "", "extra system prompt instructions")
 		bin     = fs.String("bin", "", "path of the CLI's binary (default: its usual name on PATH)")
 		idle    = fs.Duration("idle-timeout", 0, "stop the run when the CLI prints nothing for this long")
+		maxLine = fs.Int("max-line", 0, "longest line of the CLI's output read, in bytes (0: 64 MiB)")
 		quiet   = fs.Bool("q", false, "print only the final answer")
 		images  []string
 	)
@@ -87,9 +88,25 @@ func run(args []string) int {
 		return 2
 	}
 	workdir, err := filepath.Abs(*dir)
+	if err == nil {
+		var fi os.FileInfo
+		if fi, err = os.Stat(workdir); err == nil && !fi.IsDir() {
+			err = errors.New("not a directory")
+		}
+	}
 	if err != nil {
-		fmt.Fprintln(os.Stderr, "invoke:", err)
+		fmt.Fprintf(os.Stderr, "invoke: -C %s: %v\n", *dir, err)
 		return 2
+	}
+	if !invoker.Permission(*perm).Valid() {
+		fmt.Fprintf(os.Stderr, "invoke: unknown -permission %q (want read-only, workspace-write or unlimited)\n", *perm)
+		return 2
+	}
+	for i, img := range images {
+		if images[i], err = filepath.Abs(img); err != nil {
+			fmt.Fprintf(os.Stderr, "invoke: -image %s: %v\n", img, err)
+			return 2
+		}
 	}
 
 	var opts []invoker.Option
@@ -99,7 +116,29 @@ func run(args []string) int {
 	if *idle > 0 {
 		opts = append(opts, invoker.WithIdleTimeout(*idle))
 	}
+	if *maxLine > 0 {
+		opts = append(opts, invoker.WithMaxLineSize(*maxLine))
+	}
 	inv := newInvoker(opts...)
+
+	// Refuse, in terms of invoke's flags, what this CLI cannot do: the
+	// library would refuse it too, naming the Request field.
+	caps, _ := invoker.CapabilitiesOf(inv)
+	for _, f := range []struct {
+		flag string
+		set  bool
+		ok   bool
+	}{
+		{"-model", *model != "", caps.Model},
+		{"-resume", *resume != "", caps.Resume},
+		{"-image", len(images) > 0, caps.Images},
+		{"-system", *system != "", caps.SystemPrompt},
+	} {
+		if f.set && !f.ok {
+			fmt.Fprintf(os.Stderr, "invoke: %s is not supported by %s\n", f.flag, *cli)
+			return 2
+		}
+	}
 
 	// The first Ctrl-C cancels the run; stop() then restores the default
 	// handling, so that a second one ends invoke at once. The goroutine
@@ -148,7 +187,7 @@ func run(args []string) int {
 		fmt.Fprintf(os.Stderr, "\n✗ interrupted; the agent and its processes were stopped\n")
 		status = 130
 	default:
-		fmt.Fprintf(os.Stderr, "\n✗ %v\n", err)
+		fmt.Fprintf(os.Stderr, "\n✗ %s\n", explain(err, *cli, *bin))
 	}
 	if res != nil {
 		if res.Text != "" {
@@ -161,6 +200,30 @@ func run(args []string) int {
 		}
 	}
 	return status
+}
+
+// installHints says how to install each CLI.
+var installHints = map[string]string{
+	"codex":  "npm install -g @openai/codex",
+	"gemini": "npm install -g @google/gemini-cli",
+	"claude": "npm install -g @anthropic-ai/claude-code",
+}
+
+// explain words the errors whose fix is one of invoke's flags in terms of
+// that flag (the library's messages name its Go API); others it leaves as
+// they are.
+func explain(err error, cli, bin string) string {
+	switch {
+	case errors.Is(err, invoker.ErrNotInstalled) && bin == "":
+		return fmt.Sprintf("%s is not on PATH: install it with `%s`, or give its path with -bin", cli, installHints[cli])
+	case errors.Is(err, invoker.ErrNotInstalled):
+		return fmt.Sprintf("-bin %s is not %s's executable: fix the path, or install %s with `%s` and drop -bin", bin, cli, cli, installHints[cli])
+	case errors.Is(err, invoker.ErrLineTooLong):
+		return "a line of the CLI's output was longer than invoke reads, so the answer may be lost: raise -max-line"
+	case errors.Is(err, invoker.ErrIdleTimeout):
+		return "the CLI printed nothing for the -idle-timeout; it was stopped"
+	}
+	return err.Error()
 }
 
 // resumeCommand returns the invoke command line that continues session sid

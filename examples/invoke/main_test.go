@@ -1,7 +1,10 @@
 package main
 
 import (
+	"io"
+	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 )
 
@@ -27,6 +30,55 @@ func TestResumeCommand(t *testing.T) {
 	} {
 		if got := resumeCommand("codex", "/src/my project", sid, tc.perm, tc.model, tc.system, tc.bin); got != tc.want {
 			t.Errorf("resumeCommand(%q, %q, %q, %q) =\n  %s\nwant\n  %s", tc.perm, tc.model, tc.system, tc.bin, got, tc.want)
+		}
+	}
+}
+
+// captureStderr runs f with os.Stderr going to a pipe and returns what f
+// wrote there.
+func captureStderr(t *testing.T, f func()) string {
+	t.Helper()
+	r, w, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	saved := os.Stderr
+	os.Stderr = w
+	out := make(chan string, 1)
+	go func() {
+		b, _ := io.ReadAll(r)
+		out <- string(b)
+	}()
+	defer func() { os.Stderr = saved }()
+	f()
+	w.Close()
+	return <-out
+}
+
+// invoke's errors name its own flags, never the library's Go identifiers.
+func TestErrorsSpeakInFlags(t *testing.T) {
+	dir := t.TempDir()
+	missing := filepath.Join(dir, "missing")
+	for _, tc := range []struct {
+		args       []string
+		wantStatus int
+		want       string
+	}{
+		{[]string{"-cli", "gemini", "-image", "pic.png", "-C", dir, "hi"}, 2, "-image is not supported by gemini"},
+		{[]string{"-cli", "gemini", "-system", "be brief", "-C", dir, "hi"}, 2, "-system is not supported by gemini"},
+		{[]string{"-cli", "codex", "-permission", "root", "-C", dir, "hi"}, 2, `unknown -permission "root"`},
+		{[]string{"-cli", "codex", "-C", filepath.Join(dir, "nope"), "hi"}, 2, "-C " + filepath.Join(dir, "nope")},
+		{[]string{"-cli", "codex", "-bin", missing, "-C", dir, "hi"}, 1, "-bin " + missing + " is not codex's executable"},
+	} {
+		var status int
+		got := captureStderr(t, func() { status = run(tc.args) })
+		if status != tc.wantStatus || !strings.Contains(got, tc.want) {
+			t.Errorf("invoke %q = %d, stderr %q; want %d and %q", tc.args, status, got, tc.wantStatus, tc.want)
+		}
+		for _, ident := range []string{"invoker.", "Request.", "With"} {
+			if strings.Contains(got, ident) {
+				t.Errorf("invoke %q: stderr %q names the Go API (%q), want invoke's flags", tc.args, got, ident)
+			}
 		}
 	}
 }

@@ -83,6 +83,11 @@ type Script struct {
 	// Answer is the final answer (default DefaultAnswer).
 	Answer string `json:"answer,omitempty"`
 
+	// AnswerSize, if larger than the answer, pads the answer at its end
+	// with ASCII filler to this many bytes: an answer whose lines exceed a
+	// line limit (set with invoker.WithMaxLineSize).
+	AnswerSize int `json:"answer_size,omitempty"`
+
 	// Chunks splits the answer into this many message events (default 1,
 	// at most one per rune), Interval apart, keeping each CLI's rule for
 	// the final answer: Gemini prints assistant deltas whose concatenation
@@ -317,8 +322,12 @@ func (s *Script) interval() time.Duration {
 }
 
 func (s *Script) answer() string {
-	if s.Answer == "" {
-		return DefaultAnswer
+	a := s.Answer
+	if a == "" {
+		a = DefaultAnswer
 	}
-	return s.Answer
+	if pad := s.AnswerSize - len(a); pad > 0 {
+		a += strings.Repeat(".", pad)
+	}
+	return a
 }

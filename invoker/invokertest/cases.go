@@ -1,6 +1,7 @@
 package invokertest
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -65,6 +66,57 @@ var cases = []testCase{
 		},
 	},
 	{
+		name: "EventsCarrySession",
+		rule: "once the CLI reported its session, every event carries the session id",
+		run: func(r *report, k *kase) {
+			f := Fake{SessionID: "conformance-events", Answer: "events"}
+			var events []invoker.Event
+			_, err := k.invoke(r, context.Background(), f, invoker.Request{OnEvent: func(ev invoker.Event) { events = append(events, ev) }})
+			if err != nil {
+				r.errorf("Invoke() error = %v, want nil", err)
+			}
+			seen := false
+			for i, ev := range events {
+				seen = seen || ev.SessionID != ""
+				if seen && ev.SessionID != f.SessionID {
+					r.errorf("event %d (%v) has SessionID %q, want %q", i, ev.Kind, ev.SessionID, f.SessionID)
+				}
+			}
+			if !seen {
+				r.errorf("no event carries the session id %q", f.SessionID)
+			}
+		},
+	},
+	{
+		name: "EventJSONRoundTrip",
+		rule: "every event survives encoding/json: decoding what it encodes and encoding again gives the same bytes, kind included",
+		run: func(r *report, k *kase) {
+			var events []invoker.Event
+			_, err := k.invoke(r, context.Background(), Fake{Answer: "round trip"}, invoker.Request{OnEvent: func(ev invoker.Event) { events = append(events, ev) }})
+			if err != nil {
+				r.errorf("Invoke() error = %v, want nil", err)
+			}
+			for i, ev := range events {
+				b, err := json.Marshal(ev)
+				if err != nil {
+					r.errorf("json.Marshal(event %d, %v) error = %v", i, ev.Kind, err)
+					continue
+				}
+				var back invoker.Event
+				if err := json.Unmarshal(b, &back); err != nil {
+					r.errorf("json.Unmarshal(event %d) error = %v; the JSON was %.200s", i, err, b)
+					continue
+				}
+				if back.Kind != ev.Kind {
+					r.errorf("event %d: kind %v came back as %v", i, ev.Kind, back.Kind)
+				}
+				if again, _ := json.Marshal(back); !bytes.Equal(again, b) {
+					r.errorf("event %d (%v) changed in a JSON round trip: %.200s became %.200s", i, ev.Kind, b, again)
+				}
+			}
+		},
+	},
+	{
 		name: "Resume",
 		rule: "Request.SessionID resumes that session, and the Result reports it",
 		run: func(r *report, k *kase) {
@@ -98,6 +150,41 @@ var cases = []testCase{
 			}
 			if res.Text == "" {
 				r.errorf("Result.Text is empty after cancel, want the partial text streamed before it")
+			}
+		},
+	},
+	{
+		name: "CancelCause",
+		rule: "a cancel's cause (context.WithCancelCause) is named in the error but never matched by errors.Is or errors.As, before the call as during it: the error matches only context.Canceled",
+		run: func(r *report, k *kase) {
+			// The cause is an error the run could have had itself: a
+			// sibling's exit status, wrapping a sentinel.
+			cause := &invoker.ExitError{ExitCode: 7, Err: invoker.ErrRateLimited}
+			for _, before := range []bool{true, false} {
+				ctx, cancel := context.WithCancelCause(context.Background())
+				req := invoker.Request{OnEvent: func(ev invoker.Event) {
+					if ev.Kind == invoker.KindMessage {
+						cancel(cause)
+					}
+				}}
+				if before {
+					cancel(cause)
+				}
+				_, err := k.invoke(r, ctx, Fake{Stream: true}, req)
+				cancel(nil)
+				when := "during the call"
+				if before {
+					when = "before the call"
+				}
+				var ee *invoker.ExitError
+				switch {
+				case !errors.Is(err, context.Canceled):
+					r.errorf("cancelled %s: Invoke() error = %v, want context.Canceled", when, err)
+				case errors.Is(err, invoker.ErrRateLimited) || errors.As(err, &ee):
+					r.errorf("cancelled %s: Invoke() error = %v matches the cancel's cause, want only context.Canceled", when, err)
+				case !strings.Contains(err.Error(), cause.Error()):
+					r.errorf("cancelled %s: Invoke() error = %q does not name the cause %q", when, err, cause)
+				}
 			}
 		},
 	},
@@ -169,6 +256,22 @@ var cases = []testCase{
 			}
 			if strings.TrimSpace(res.Text) != "after the line" {
 				r.errorf("Result.Text = %q, want %q", res.Text, "after the line")
+			}
+		},
+	},
+	{
+		name: "DroppedAnswer",
+		rule: "a run whose answer was in a line skipped over the line limit is an error matching ErrLineTooLong that says how to raise the limit, never a success",
+		run: func(r *report, k *kase) {
+			f := Fake{SessionID: "conformance-dropped", Answer: "lost", AnswerOverLimit: true}
+			res, err := k.invoke(r, context.Background(), f, invoker.Request{})
+			if !errors.Is(err, invoker.ErrLineTooLong) {
+				r.errorf("Invoke() error = %v, want ErrLineTooLong", err)
+			} else if !strings.Contains(err.Error(), "WithMaxLineSize") {
+				r.errorf("Invoke() error = %q, want it to say how to raise the limit (WithMaxLineSize)", err)
+			}
+			if res.SessionID != f.SessionID {
+				r.errorf("Result.SessionID = %q, want %q", res.SessionID, f.SessionID)
 			}
 		},
 	},

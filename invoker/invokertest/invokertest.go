@@ -71,6 +71,11 @@ type Fake struct {
 	// takes one turn of its own: with Request.MaxTurns 1 the CLI reaches
 	// its turn limit after the tool's result, as the real CLIs do.
 	Tool bool
+	// AnswerOverLimit asks for a final answer longer than the Invoker's
+	// line limit (invoker.WithMaxLineSize), so that the lines that carry
+	// it are skipped. The factory may lower the limit for the case rather
+	// than have the CLI print more than 64 MiB.
+	AnswerOverLimit bool
 }
 
 // Run runs every case of the suite as a subtest of t, each on a fresh

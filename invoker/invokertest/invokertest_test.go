@@ -40,7 +40,11 @@ func (m memInvoker) Invoke(ctx context.Context, req invoker.Request) (*invoker.R
 	if req.MaxBudgetUSD != 0 {
 		return fail(invoker.Unsupported("MaxBudgetUSD", ""))
 	}
+	if err := ctx.Err(); err != nil {
+		return fail(cancelError(ctx))
+	}
 	emit := func(ev invoker.Event) {
+		ev.SessionID = res.SessionID
 		if ev.Raw == nil {
 			ev.Raw, _ = json.Marshal(ev.Kind.String())
 		}
@@ -66,13 +70,15 @@ func (m memInvoker) Invoke(ctx context.Context, req invoker.Request) (*invoker.R
 		res.Text = "partial"
 		emit(invoker.Event{Kind: invoker.KindMessage, Text: res.Text})
 		<-ctx.Done()
-		return fail(ctx.Err())
+		return fail(cancelError(ctx))
+	case m.f.AnswerOverLimit:
+		return fail(fmt.Errorf("%w: the answer's line was skipped; raise the limit with WithMaxLineSize", invoker.ErrLineTooLong))
 	case m.f.Fail != "":
 		res.ExitCode = 1
 		return fail(&invoker.StreamError{Message: m.f.Fail})
 	case m.f.ExitCode != 0:
 		res.ExitCode = m.f.ExitCode
-		return fail(&invoker.ExitError{Code: m.f.ExitCode, Stderr: m.f.Stderr})
+		return fail(&invoker.ExitError{ExitCode: m.f.ExitCode, Stderr: m.f.Stderr})
 	}
 	if m.f.Tool && req.MaxTurns == 1 {
 		res.ExitCode = 1
@@ -89,6 +95,14 @@ func (m memInvoker) Invoke(ctx context.Context, req invoker.Request) (*invoker.R
 	emit(invoker.Event{Kind: invoker.KindMessage, Text: res.Text})
 	emit(invoker.Event{Kind: invoker.KindDone})
 	return res, nil
+}
+
+// cancelError is ctx.Err() naming the cause without wrapping it.
+func cancelError(ctx context.Context) error {
+	if c := context.Cause(ctx); c != nil && c != ctx.Err() {
+		return fmt.Errorf("%w (cause: %v)", ctx.Err(), c)
+	}
+	return ctx.Err()
 }
 
 func TestSuiteAcceptsACorrectInvoker(t *testing.T) {
@@ -116,7 +130,7 @@ func TestSuiteRejectsABrokenInvoker(t *testing.T) {
 	if err == nil {
 		t.Fatal("Test() = nil, want errors for a broken invoker")
 	}
-	for _, c := range []string{"Complete", "Resume", "CancelReapsTree", "DeadlineReapsTree", "StreamFailureKeepsSession", "ExitStatus", "BadInput", "Capabilities"} {
+	for _, c := range []string{"Complete", "EventsCarrySession", "Resume", "CancelCause", "CancelReapsTree", "DeadlineReapsTree", "StreamFailureKeepsSession", "ExitStatus", "DroppedAnswer", "BadInput", "Capabilities"} {
 		if !strings.Contains(err.Error(), c+": ") {
 			t.Errorf("Test() error does not report case %s:\n%v", c, err)
 		}

@@ -32,14 +32,22 @@ func Factory(flavor string, newInvoker func(...invoker.Option) invoker.Invoker) 
 	return func(t *testing.T, f invokertest.Fake) invoker.Invoker {
 		s := Script(flavor, f)
 		s.RecordDir = t.TempDir()
-		return newInvoker(
+		opts := []invoker.Option{
 			invoker.WithBinary(os.Args[0]),
 			invoker.WithEnv(s.Env()...),
-			invoker.WithInterruptGrace(500*time.Millisecond),
-			invoker.WithTerminateGrace(500*time.Millisecond),
-		)
+			invoker.WithInterruptGrace(500 * time.Millisecond),
+			invoker.WithTerminateGrace(500 * time.Millisecond),
+		}
+		if f.AnswerOverLimit {
+			opts = append(opts, invoker.WithMaxLineSize(lineLimit))
+		}
+		return newInvoker(opts...)
 	}
 }
+
+// lineLimit is the line limit of a case whose answer must exceed it: the
+// smallest WithMaxLineSize allows, so the fake prints little.
+const lineLimit = 64 << 10
 
 // Script translates a conformance Fake into a fake agent Script.
 func Script(flavor string, f invokertest.Fake) fakeagent.Script {
@@ -56,6 +64,9 @@ func Script(flavor string, f invokertest.Fake) fakeagent.Script {
 		HugeLine:   f.HugeLine,
 		Tool:       f.Tool,
 		Tag:        fakeagent.NewTag(),
+	}
+	if f.AnswerOverLimit {
+		s.AnswerSize = 2 * lineLimit
 	}
 	if f.Stream {
 		// Part of the answer, then a model that never finishes the turn.

@@ -1,0 +1,258 @@
+package invoker_test
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"time"
+
+	"github.com/clinvoke/clinvoke/codex"
+	"github.com/clinvoke/clinvoke/gemini"
+	"github.com/clinvoke/clinvoke/internal/fakeagent"
+	"github.com/clinvoke/clinvoke/invoker"
+)
+
+// fakeCodex returns what codex.New() returns in a program, but running
+// this test binary as a scripted stand-in for the codex CLI (its TestMain
+// hands over to the fake agent), so that the examples run without the CLI
+// and their output is checked.
+func fakeCodex(s fakeagent.Script) invoker.Invoker {
+	return codex.New(
+		invoker.WithBinary(os.Args[0]),
+		invoker.WithEnv(s.Env()...),
+		invoker.WithInterruptGrace(200*time.Millisecond),
+		invoker.WithTerminateGrace(200*time.Millisecond),
+	)
+}
+
+// workdir is the examples' working directory: any existing absolute path.
+var workdir = os.TempDir()
+
+// Events arrive in order, from one goroutine, while the CLI runs; the
+// Result holds the final answer once Invoke returns, with the CLI and
+// every process it started gone.
+func Example() {
+	inv := fakeCodex(fakeagent.Script{SessionID: "thread-1", Tool: true, Answer: "It prints hello."}) // codex.New()
+
+	res, err := inv.Invoke(context.Background(), invoker.Request{
+		Prompt:  "What does `echo hello` print?",
+		Workdir: workdir,
+		OnEvent: func(ev invoker.Event) {
+			switch ev.Kind {
+			case invoker.KindToolCall:
+				fmt.Printf("%s %s %s\n", ev.Kind, ev.Tool.Name, ev.Tool.Input)
+			case invoker.KindToolResult:
+				fmt.Printf("%s %s %q\n", ev.Kind, ev.Tool.Status, ev.Tool.Output)
+			case invoker.KindMessage:
+				fmt.Printf("%s %q\n", ev.Kind, ev.Text)
+			case invoker.KindUsage:
+				fmt.Println(ev.Kind, ev.Usage.OutputTokens, "output tokens")
+			default:
+				fmt.Println(ev.Kind, ev.SessionID)
+			}
+		},
+	})
+	if err != nil {
+		fmt.Println("error:", err)
+		return
+	}
+	fmt.Printf("answer: %s (session %s, exit status %d)\n", res.Text, res.SessionID, res.ExitCode)
+	// Output:
+	// session thread-1
+	// tool_call command_execution {"command":"/bin/bash -lc 'echo hello'"}
+	// tool_result completed "hello\n"
+	// message "It prints hello."
+	// usage 5 output tokens
+	// done thread-1
+	// answer: It prints hello. (session thread-1, exit status 0)
+}
+
+// Cancelling the context stops the CLI with the signal ladder and reaps its
+// tree. The error matches context.Canceled (context.DeadlineExceeded for a
+// deadline), and the Result keeps the session id and the partial answer,
+// so the turn can be resumed.
+func Example_cancel() {
+	// The fake says "One. Two." and then waits on a model that never
+	// finishes the turn.
+	inv := fakeCodex(fakeagent.Script{SessionID: "thread-2", Answer: "One. Two.", StallFor: time.Hour})
+
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	res, err := inv.Invoke(ctx, invoker.Request{
+		Prompt:  "Count to three, slowly.",
+		Workdir: workdir,
+		OnEvent: func(ev invoker.Event) {
+			if ev.Kind == invoker.KindMessage {
+				cancel() // enough
+			}
+		},
+	})
+	switch {
+	case errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
+		fmt.Println("stopped:", err)
+		fmt.Printf("partial answer %q, resume with session %s\n", res.Text, res.SessionID)
+	case err != nil:
+		fmt.Println("failed:", err)
+	default:
+		fmt.Println(res.Text)
+	}
+	// Output:
+	// stopped: codex: context canceled
+	// partial answer "One. Two.", resume with session thread-2
+}
+
+// A cancel's cause tells the caller why it stopped the run; it is named in
+// the error, but errors.Is and errors.As do not find it there: the run did
+// not fail with it. Ask context.Cause for it. In an errgroup, this is why
+// the runs stopped because a sibling failed do not report the sibling's
+// error as their own.
+func Example_cancelCause() {
+	inv := fakeCodex(fakeagent.Script{Answer: "Working on it.", StallFor: time.Hour})
+
+	ctx, cancel := context.WithCancelCause(context.Background())
+	defer cancel(nil)
+	stopped := errors.New("the user pressed stop")
+	_, err := inv.Invoke(ctx, invoker.Request{
+		Prompt:  "Refactor the parser.",
+		Workdir: workdir,
+		OnEvent: func(ev invoker.Event) {
+			if ev.Kind == invoker.KindMessage {
+				cancel(stopped)
+			}
+		},
+	})
+	fmt.Println(err)
+	fmt.Println("cancelled:", errors.Is(err, context.Canceled))
+	fmt.Println("matches the cause:", errors.Is(err, stopped))
+	fmt.Println("cause:", context.Cause(ctx))
+	// Output:
+	// codex: context canceled (cause: the user pressed stop)
+	// cancelled: true
+	// matches the cause: false
+	// cause: the user pressed stop
+}
+
+// A turn that returned a session id can be resumed: pass it as
+// Request.SessionID. The permission is the new request's, whatever the
+// first turn had.
+func Example_resume() {
+	first := fakeCodex(fakeagent.Script{SessionID: "thread-3", Answer: "main.go starts a server."})
+	res, err := first.Invoke(context.Background(), invoker.Request{Prompt: "What does main.go do?", Workdir: workdir})
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	fmt.Println(res.SessionID, res.Text)
+
+	// The fake reports the session it was asked to resume, as the CLI does.
+	next := fakeCodex(fakeagent.Script{Answer: "Added a -port flag."})
+	res, err = next.Invoke(context.Background(), invoker.Request{
+		Prompt:     "Make its port configurable.",
+		Workdir:    workdir,
+		SessionID:  res.SessionID,
+		Permission: invoker.WorkspaceWrite,
+	})
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	fmt.Println(res.SessionID, res.Text)
+	// Output:
+	// thread-3 main.go starts a server.
+	// thread-3 Added a -port flag.
+}
+
+// Errors name the CLI and match sentinels and types with errors.Is and
+// errors.As: a failure the CLI reported in its stream is a *StreamError, a
+// non-zero exit with nothing better to say an *ExitError, and an exit
+// without the CLI's terminal event ErrNoResult. Success needs that event:
+// exit status 0 is not enough.
+func Example_errors() {
+	scripts := []fakeagent.Script{
+		{Fail: "You exceeded your current quota (429)"},
+		{ExitCode: 3, NoTerminal: true, Stderr: "fatal: config.toml: bad key\n"},
+		{NoTerminal: true},
+	}
+	for _, s := range scripts {
+		_, err := fakeCodex(s).Invoke(context.Background(), invoker.Request{Prompt: "hi", Workdir: workdir})
+		var se *invoker.StreamError
+		var ee *invoker.ExitError
+		switch {
+		case errors.Is(err, invoker.ErrRateLimited):
+			fmt.Println("rate limited; retry later:", errors.As(err, &se), se.Message)
+		case errors.As(err, &ee):
+			fmt.Printf("exit status %d, stderr %q\n", ee.ExitCode, ee.Stderr)
+		case errors.Is(err, invoker.ErrNoResult):
+			fmt.Println("no result")
+		}
+	}
+	// Output:
+	// rate limited; retry later: true You exceeded your current quota (429)
+	// exit status 3, stderr "fatal: config.toml: bad key\n"
+	// no result
+}
+
+// An Invoker says which optional Request fields its CLI honours; a field
+// it does not is refused before anything starts, with an error matching
+// ErrUnsupported (and errors.ErrUnsupported).
+func ExampleCapabilitiesOf() {
+	for _, inv := range []invoker.Invoker{codex.New(), gemini.New()} {
+		caps, _ := invoker.CapabilitiesOf(inv)
+		fmt.Println(inv.Name(), caps, "images:", caps.Supports("Images"))
+	}
+
+	_, err := gemini.New().Invoke(context.Background(), invoker.Request{
+		Prompt:  "Describe this picture.",
+		Workdir: workdir,
+		Images:  []string{"/tmp/picture.png"},
+	})
+	fmt.Println(errors.Is(err, invoker.ErrUnsupported), errors.Is(err, errors.ErrUnsupported))
+	// Output:
+	// codex Capabilities{Model SessionID Images SystemPrompt OutputSchema} images: true
+	// gemini Capabilities{Model SessionID} images: false
+	// true true
+}
+
+// Events encode to JSON and decode back; the kind reads as its name.
+func ExampleEventKind() {
+	b, _ := json.Marshal(invoker.Event{Kind: invoker.KindToolCall, SessionID: "thread-1", Tool: &invoker.Tool{Name: "Bash", ID: "t1"}})
+	fmt.Println(string(b))
+
+	var ev invoker.Event
+	if err := json.Unmarshal(b, &ev); err != nil {
+		fmt.Println(err)
+	}
+	fmt.Println(ev.Kind == invoker.KindToolCall, ev.Tool.Name)
+	// Output:
+	// {"kind":"tool_call","session_id":"thread-1","tool":{"name":"Bash","id":"t1"}}
+	// true Bash
+}
+
+// A Stream yields the events of a turn to a range loop. Breaking out of the
+// loop cancels the run, and the CLI and its processes are gone when the
+// range statement ends; the Result then reports the cancelled run.
+func ExampleStream() {
+	// The fake says "One." and then waits on a model that never finishes
+	// the turn.
+	inv := fakeCodex(fakeagent.Script{SessionID: "thread-4", Answer: "One.", StallFor: time.Hour})
+
+	s := invoker.NewStream(context.Background(), inv, invoker.Request{Prompt: "Count to three.", Workdir: workdir})
+	for ev, err := range s.Events() {
+		if err != nil {
+			fmt.Println("run failed:", err)
+			break
+		}
+		fmt.Printf("%s %q\n", ev.Kind, ev.Text)
+		if ev.Kind == invoker.KindMessage {
+			break // one message is enough: the run is cancelled and reaped here
+		}
+	}
+	res, err := s.Result()
+	fmt.Printf("%q, session %s, cancelled: %v\n", res.Text, res.SessionID, errors.Is(err, context.Canceled))
+	// Output:
+	// session ""
+	// message "One."
+	// "One.", session thread-4, cancelled: true
+}

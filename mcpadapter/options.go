@@ -39,17 +39,27 @@ const (
 // zero field, mean the documented default.
 type Options struct {
 	// Context, if not nil, is the lifetime of the server: when it is done,
-	// every run in flight is cancelled (its process tree killed, its call
-	// answered with an isError result of status "cancelled"), and calls
-	// arriving afterwards are refused (status "refused", nothing started,
-	// "the server is shutting down").
+	// every run in flight is cancelled with ErrShuttingDown as the cause
+	// (its process tree killed, its call answered with an isError result of
+	// status "cancelled"), and calls arriving afterwards are refused (status
+	// "refused", nothing started, "the server is shutting down"). A server
+	// that stops then waits for the calls with Tracker.Wait before it
+	// exits.
+	//
+	// How fast a cancelled run is reaped is the invoker's stop ladder
+	// (invoker.WithInterruptGrace, WithTerminateGrace): a CLI that obeys
+	// SIGINT is gone in tens of milliseconds; one that ignores it waits for
+	// both graces. An MCP host that stops its server sends SIGKILL soon
+	// after its first signal (Claude Code: 500 ms), so a server should give
+	// its invokers graces that fit; see examples/mcpserver.
 	//
 	// Pass the context whose cancellation stops the server. The go-sdk's
 	// Server.Run and ServerSession.Close wait for in-flight tool handlers
 	// to return instead of cancelling them, so without a Context stopping a
 	// server waits for every agent turn to finish. Clients still cancel
-	// their own calls (notifications/cancelled) and a closed connection
-	// cancels the calls made on it, whatever this field holds.
+	// their own calls (notifications/cancelled), and a stdio connection
+	// that ends (standard input at end of file) cancels the calls made on
+	// it, whatever this field holds; over HTTP that takes Tracker.Handler.
 	Context context.Context
 
 	// MaxConcurrent bounds how many runs execute at once across all calls
@@ -105,6 +115,12 @@ type Options struct {
 	// several processes sharing the file) never interleave their lines.
 	TranscriptPath string
 
+	// Tracker, if not nil, follows the calls in progress, so that the
+	// server can wait for them at shutdown and, over HTTP, cancel the calls
+	// whose client went away (see [Tracker]). If nil, the tools track
+	// their calls privately.
+	Tracker *Tracker
+
 	// Logger, if not nil, receives a record for each call: start, end,
 	// refusal, recovered panic. A nil Logger discards everything.
 	// Nothing is ever written to standard output, which a stdio server
@@ -123,6 +139,7 @@ type config struct {
 	progressEvery time.Duration
 	heartbeat     time.Duration
 	transcript    string
+	tracker       *Tracker
 	log           *slog.Logger
 }
 
@@ -139,7 +156,11 @@ func newConfig(o *Options) (*config, error) {
 		progressEvery: o.ProgressInterval,
 		heartbeat:     o.HeartbeatInterval,
 		transcript:    o.TranscriptPath,
+		tracker:       o.Tracker,
 		log:           o.Logger,
+	}
+	if c.tracker == nil {
+		c.tracker = new(Tracker)
 	}
 	if c.ctx == nil {
 		c.ctx = context.Background()
@@ -223,14 +244,3 @@ func (c *config) allowedPermissions() []invoker.Permission {
 	}
 	return out
 }
-
-// errServerStopping is the cancellation cause of runs stopped because
-// Options.Context is done. It matches context.Canceled, so that a run's
-// error reads as a cancellation whether the invoker returns ctx.Err() or
-// context.Cause(ctx).
-var errServerStopping error = cancelCause("the server is shutting down")
-
-type cancelCause string
-
-func (e cancelCause) Error() string      { return string(e) }
-func (cancelCause) Is(target error) bool { return target == context.Canceled }

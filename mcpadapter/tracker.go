@@ -16,6 +16,10 @@ import (
 // value a client sends, so a client cannot name another's request.
 const callKeyHeader = "Clinvoke-Call-Key"
 
+// sessionIDHeader is the header of the streamable HTTP transport that
+// names a session.
+const sessionIDHeader = "Mcp-Session-Id"
+
 // A Tracker follows the calls in progress of the tools registered with it
 // (Options.Tracker). A server uses it for two things the SDK does not do:
 //
@@ -80,11 +84,17 @@ func (tr *Tracker) Wait(ctx context.Context) error {
 // for the calls in flight instead of cancelling them.
 func (tr *Tracker) Handler(h http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		key := rand.Text()
+		if sid := r.Header.Get(sessionIDHeader); r.Method == http.MethodDelete && sid != "" {
+			// The SDK's DELETE closes the session, which waits for the
+			// calls in flight, whose requests end only once the session
+			// is closed: cancel them first.
+			tr.cancelKey("session " + sid)
+		}
+		key := "request " + rand.Text()
 		r.Header.Set(callKeyHeader, key)
 		// A dropped client ends r's context while h still runs (in
 		// stateless mode h waits for the call to end before it returns);
-		// a closed session makes h return first.
+		// a session closed for being idle makes h return first.
 		stop := context.AfterFunc(r.Context(), func() { tr.cancelKey(key) })
 		h.ServeHTTP(w, r)
 		stop()
@@ -98,16 +108,23 @@ func (tr *Tracker) Handler(h http.Handler) http.Handler {
 func (tr *Tracker) begin(ctx context.Context, req *mcp.CallToolRequest) (context.Context, func()) {
 	ctx, cancel := context.WithCancelCause(ctx)
 	c := &trackedCall{cancel: cancel}
-	var key string
+	// The keys under which Handler finds the call: its HTTP request, and
+	// its session (for a DELETE).
+	var keys []string
 	if req != nil && req.Extra != nil && req.Extra.Header != nil {
-		key = req.Extra.Header.Get(callKeyHeader)
+		if k := req.Extra.Header.Get(callKeyHeader); k != "" {
+			keys = append(keys, k)
+			if req.Session != nil && req.Session.ID() != "" {
+				keys = append(keys, "session "+req.Session.ID())
+			}
+		}
 	}
 	tr.mu.Lock()
 	tr.n++
 	if tr.idle == nil {
 		tr.idle = make(chan struct{})
 	}
-	if key != "" {
+	for _, key := range keys {
 		if tr.byKey == nil {
 			tr.byKey = map[string]map[*trackedCall]struct{}{}
 		}
@@ -119,7 +136,7 @@ func (tr *Tracker) begin(ctx context.Context, req *mcp.CallToolRequest) (context
 	tr.mu.Unlock()
 	return ctx, func() {
 		tr.mu.Lock()
-		if key != "" {
+		for _, key := range keys {
 			delete(tr.byKey[key], c)
 			if len(tr.byKey[key]) == 0 {
 				delete(tr.byKey, key)
@@ -135,7 +152,8 @@ func (tr *Tracker) begin(ctx context.Context, req *mcp.CallToolRequest) (context
 	}
 }
 
-// cancelKey cancels the calls carried by the HTTP request of key.
+// cancelKey cancels the calls registered under key: those of an HTTP
+// request, or of a session.
 func (tr *Tracker) cancelKey(key string) {
 	tr.mu.Lock()
 	calls := tr.byKey[key]

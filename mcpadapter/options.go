@@ -104,10 +104,11 @@ type Options struct {
 	// acts as ProgressInterval. If zero, DefaultHeartbeatInterval is used.
 	HeartbeatInterval time.Duration
 
-	// TranscriptPath, if not empty, names a file to which every finished
-	// run appends one JSON line (see [TranscriptEntry]): successes,
-	// failures, cancellations and refusals alike; a parallel call refused
-	// as a whole is one line. Calls the SDK rejects because their
+	// TranscriptPath, if not empty, names a file to which every run
+	// appends JSON lines (see [TranscriptEntry]): one of status "running"
+	// as soon as its session id is known, and one when it ends, for
+	// successes, failures and cancellations alike; a refused call, or a
+	// parallel call refused as a whole, is one line. Calls the SDK rejects because their
 	// arguments do not match the input schema never reach the tools and
 	// are not recorded. The file is created with
 	// mode 0600 if needed and opened in append mode for each line, which is

@@ -51,7 +51,7 @@
 //     and the session id. The server waits answerGrace for the answers to
 //     be written (HTTP: for the connections to finish), then exits 0.
 //
-// Signals after the first only shorten the waits of step 3: the host
+// Signals after the first only shorten the wait of step 3 (to 100 ms): the host
 // repeating itself (Claude Code sends SIGINT, SIGINT at +22 ms, SIGTERM at
 // +100 ms) never cuts a run's sweep or its record short. A run's transcript
 // gets a first line as soon as its session id is known, so even a run cut
@@ -146,6 +146,10 @@ const (
 	// answerGrace bounds step 3, the wait for the calls' answers to be
 	// written; a later signal cuts it short.
 	answerGrace = 2 * time.Second
+
+	// hurriedGrace is what a signal during the shutdown leaves of
+	// answerGrace.
+	hurriedGrace = 100 * time.Millisecond
 )
 
 func main() {
@@ -347,13 +351,22 @@ func (s *shutdown) drain(tracker *mcpadapter.Tracker) {
 	s.log.Info("every run reaped and recorded")
 }
 
-// answerContext returns the context of step 3: done after answerGrace or
-// at a signal after the first.
+// answerContext returns the context of step 3: done after answerGrace, or
+// hurriedGrace after a signal after the first (or from now, if one came
+// already). The answers are ready by then, their handlers have returned:
+// writing them takes microseconds, which even a hurried host can wait.
 func (s *shutdown) answerContext() (context.Context, context.CancelFunc) {
 	ctx, cancel := context.WithTimeout(context.Background(), answerGrace)
 	go func() {
 		select {
 		case <-s.hurried:
+		case <-ctx.Done():
+			return
+		}
+		t := time.NewTimer(hurriedGrace)
+		defer t.Stop()
+		select {
+		case <-t.C:
 			cancel()
 		case <-ctx.Done():
 		}

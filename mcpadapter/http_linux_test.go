@@ -193,14 +193,20 @@ func TestExampleServerHTTPDisconnectAndShutdown(t *testing.T) {
 	// The server is gone: the client's DELETE at Close goes out on a
 	// connection the server closed as it exited, or is refused; the one
 	// error tolerated.
-	if err := cs2.Close(); err != nil && !errors.Is(err, io.EOF) && !errors.Is(err, syscall.ECONNREFUSED) {
+	if err := cs2.Close(); err != nil && !serverGone(err) {
 		t.Errorf("ClientSession.Close() error = %v", err)
 	}
 	// The dropped client's DELETE goes out on a connection killed under
 	// it, or finds the server gone.
-	if err := cs.Close(); err != nil && !errors.Is(err, io.EOF) && !errors.Is(err, syscall.ECONNREFUSED) {
+	if err := cs.Close(); err != nil && !serverGone(err) {
 		t.Errorf("ClientSession.Close() error = %v", err)
 	}
+}
+
+// serverGone reports whether err is the failure of a request to a server
+// that exited: the connection it closed as it exited, or no listener.
+func serverGone(err error) bool {
+	return errors.Is(err, io.EOF) || errors.Is(err, syscall.ECONNRESET) || errors.Is(err, syscall.ECONNREFUSED)
 }
 
 // killableClient is an HTTP client whose connections can all be closed

@@ -100,8 +100,10 @@ func startHTTPServer(t *testing.T, bin string, s fakeagent.Script, root, transcr
 }
 
 // connectHTTP connects a go-sdk client to url, with progress
-// notifications sent to the returned channel.
-func connectHTTP(t *testing.T, url string, hc *http.Client) (*mcp.ClientSession, chan *mcp.ProgressNotificationParams) {
+// notifications sent to the returned channel. maxRetries is the
+// transport's: a negative number makes a broken stream end the session at
+// once.
+func connectHTTP(t *testing.T, url string, hc *http.Client, maxRetries int) (*mcp.ClientSession, chan *mcp.ProgressNotificationParams) {
 	t.Helper()
 	progress := make(chan *mcp.ProgressNotificationParams, 1000)
 	client := mcp.NewClient(&mcp.Implementation{Name: "test-client", Version: "v0.0.1"}, &mcp.ClientOptions{
@@ -112,7 +114,7 @@ func connectHTTP(t *testing.T, url string, hc *http.Client) (*mcp.ClientSession,
 			}
 		},
 	})
-	cs, err := client.Connect(context.Background(), &mcp.StreamableClientTransport{Endpoint: url, HTTPClient: hc, MaxRetries: -1}, nil)
+	cs, err := client.Connect(context.Background(), &mcp.StreamableClientTransport{Endpoint: url, HTTPClient: hc, MaxRetries: maxRetries}, nil)
 	if err != nil {
 		t.Fatalf("connecting to %s: %v", url, err)
 	}
@@ -138,7 +140,7 @@ func TestExampleServerHTTPDisconnectAndShutdown(t *testing.T) {
 
 	// A client whose connection drops mid-call: its run is killed.
 	dropped := newKillableClient()
-	cs, progress := connectHTTP(t, srv.url, dropped.Client)
+	cs, progress := connectHTTP(t, srv.url, dropped.Client, -1) // a dead client does not come back
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	errc := make(chan error, 1)
@@ -161,7 +163,11 @@ func TestExampleServerHTTPDisconnectAndShutdown(t *testing.T) {
 
 	// SIGINT while a run is active: the server exits only once the run
 	// is reaped and recorded, and answers the call first.
-	cs2, progress2 := connectHTTP(t, srv.url, nil)
+	// The server closes the session's standalone stream as it exits,
+	// maybe before the client has read the answer on the call's stream;
+	// with no retry left, the go-sdk client would end the session, and
+	// fail the call, on whichever it notices first.
+	cs2, progress2 := connectHTTP(t, srv.url, nil, 0)
 	resc := make(chan callOutcome, 1)
 	go func() {
 		params := &mcp.CallToolParams{Name: "codex", Arguments: args("stream", root)}

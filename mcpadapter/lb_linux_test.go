@@ -184,7 +184,7 @@ func TestStatelessReplicasBehindLoadBalancer(t *testing.T) {
 			defer func() { <-slots }()
 			drop := i%(calls/dropped) == 0
 			hc := newKillableClient()
-			cs, progress := connectHTTP(t, lb, hc.Client)
+			cs, progress := connectHTTP(t, lb, hc.Client, -1)
 			token := fmt.Sprint("call", i)
 			resc := make(chan callOutcome, 1)
 			go func() {

@@ -148,8 +148,8 @@ func TestStructuredAnswerOverMCP(t *testing.T) {
 			}
 			b, _ := json.Marshal(res.StructuredContent)
 			var out struct {
-				Status     string          `json:"status"`
-				Structured json.RawMessage `json:"structured_output"`
+				Status     mcpadapter.Status `json:"status"`
+				Structured json.RawMessage   `json:"structured_output"`
 			}
 			if err := json.Unmarshal(b, &out); err != nil || res.IsError || out.Status != mcpadapter.StatusCompleted {
 				t.Fatalf("CallTool() = IsError %v, structured content %s (%v); want a completed run", res.IsError, b, err)

@@ -783,7 +783,10 @@ func TestParallel(t *testing.T) {
 	if out.Completed != 2 || out.Failed != 1 || len(out.Results) != 3 {
 		t.Fatalf("output = %+v", out)
 	}
-	want := []struct{ status, sid, text string }{
+	want := []struct {
+		status    mcpadapter.Status
+		sid, text string
+	}{
 		{"completed", "s-a", "did a in " + filepath.Base(dir) + " as workspace-write"},
 		{"failed", "s-fail", "oops"},
 		{"completed", "s-b", "did b in " + filepath.Base(other) + " as read-only"},

@@ -23,11 +23,15 @@
 //
 // A call's run is cancelled, and its process tree killed, when:
 //   - the client cancels the call (notifications/cancelled);
-//   - the client's connection ends (for stdio, standard input reaches end of
-//     file);
+//   - the client's connection ends: for stdio, standard input reaches end
+//     of file; over streamable HTTP, the call's request ends unanswered
+//     (the client disconnected, deleted its session, or the session timed
+//     out), which takes wrapping the SDK's handler with [Tracker.Handler];
 //   - Options.Context is done. The SDK's Server.Run and ServerSession.Close
 //     wait for tool handlers to return instead of cancelling them, so a
-//     server that should stop promptly passes its lifetime context here.
+//     server that should stop promptly passes its lifetime context here,
+//     and waits with [Tracker.Wait] until every call is recorded before it
+//     exits.
 //
 // A failed run, or one cancelled by the server (shutdown, timeouts), is
 // answered with an isError result (CallToolResult.IsError) whose structured

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log"
 	"os"
+	"path/filepath"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
@@ -157,4 +158,71 @@ func ExampleOptions_context() {
 	// cancelled: the server is shutting down
 	// partial text "half an ans", session session-2
 	// To continue this session, call echo again with session_id "session-2" and the same workdir.
+}
+
+// A server that stops cancels the runs in flight (Options.Context), then
+// waits until every call has been recorded before it exits.
+func ExampleTracker() {
+	ctx := context.Background()
+	dir, err := os.MkdirTemp("", "example")
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer os.RemoveAll(dir)
+	transcript := filepath.Join(dir, "transcript.jsonl")
+
+	lifetime, stop := context.WithCancel(ctx)
+	defer stop()
+	agent := echoAgent{started: make(chan struct{})}
+	tracker := new(mcpadapter.Tracker)
+	server := mcp.NewServer(&mcp.Implementation{Name: "agents", Version: "v1.0.0"}, nil)
+	err = mcpadapter.Register(server, &mcpadapter.Options{Context: lifetime, Tracker: tracker, TranscriptPath: transcript}, agent)
+	if err != nil {
+		log.Fatal(err)
+	}
+	t1, t2 := mcp.NewInMemoryTransports()
+	ss, err := server.Connect(ctx, t1, nil)
+	if err != nil {
+		log.Fatal(err)
+	}
+	cs, err := mcp.NewClient(&mcp.Implementation{Name: "client", Version: "v1.0.0"}, nil).Connect(ctx, t2, nil)
+	if err != nil {
+		log.Fatal(err)
+	}
+	answered := make(chan error)
+	go func() {
+		_, err := cs.CallTool(ctx, &mcp.CallToolParams{
+			Name:      "echo",
+			Arguments: map[string]any{"prompt": "wait", "workdir": os.TempDir()},
+		})
+		answered <- err
+	}()
+	<-agent.started
+
+	stop() // the first signal
+	if err := tracker.Wait(ctx); err != nil {
+		log.Fatal(err)
+	}
+	// Every run is reaped and recorded: the process could exit now.
+	data, err := os.ReadFile(transcript)
+	if err != nil {
+		log.Fatal(err)
+	}
+	var e mcpadapter.TranscriptEntry
+	if err := json.Unmarshal(data, &e); err != nil {
+		log.Fatal(err)
+	}
+	fmt.Printf("%s: %s (session %s)\n", e.Status, e.Error, e.SessionID)
+
+	if err := <-answered; err != nil {
+		log.Fatal(err)
+	}
+	if err := cs.Close(); err != nil {
+		log.Fatal(err)
+	}
+	if err := ss.Wait(); err != nil {
+		log.Fatal(err)
+	}
+	// Output:
+	// cancelled: the server is shutting down (session session-2)
 }

@@ -39,17 +39,27 @@ const (
 // zero field, mean the documented default.
 type Options struct {
 	// Context, if not nil, is the lifetime of the server: when it is done,
-	// every run in flight is cancelled (its process tree killed, its call
-	// answered with an isError result of status "cancelled"), and calls
-	// arriving afterwards are refused (status "refused", nothing started,
-	// "the server is shutting down").
+	// every run in flight is cancelled with ErrShuttingDown as the cause
+	// (its process tree killed, its call answered with an isError result of
+	// status "cancelled"), and calls arriving afterwards are refused (status
+	// "refused", nothing started, "the server is shutting down"). A server
+	// that stops then waits for the calls with Tracker.Wait before it
+	// exits.
+	//
+	// How fast a cancelled run is reaped is the invoker's stop ladder
+	// (invoker.WithInterruptGrace, WithTerminateGrace): a CLI that obeys
+	// SIGINT is gone in tens of milliseconds; one that ignores it waits for
+	// both graces. An MCP host that stops its server sends SIGKILL soon
+	// after its first signal (Claude Code: 500 ms), so a server should give
+	// its invokers graces that fit; see examples/mcpserver.
 	//
 	// Pass the context whose cancellation stops the server. The go-sdk's
 	// Server.Run and ServerSession.Close wait for in-flight tool handlers
 	// to return instead of cancelling them, so without a Context stopping a
 	// server waits for every agent turn to finish. Clients still cancel
-	// their own calls (notifications/cancelled) and a closed connection
-	// cancels the calls made on it, whatever this field holds.
+	// their own calls (notifications/cancelled), and a stdio connection
+	// that ends (standard input at end of file) cancels the calls made on
+	// it, whatever this field holds; over HTTP that takes Tracker.Handler.
 	Context context.Context
 
 	// MaxConcurrent bounds how many runs execute at once across all calls
@@ -111,16 +121,23 @@ type Options struct {
 	// acts as ProgressInterval. If zero, DefaultHeartbeatInterval is used.
 	HeartbeatInterval time.Duration
 
-	// TranscriptPath, if not empty, names a file to which every finished
-	// run appends one JSON line (see [TranscriptEntry]): successes,
-	// failures, cancellations and refusals alike; a parallel call refused
-	// as a whole is one line. Calls the SDK rejects because their
+	// TranscriptPath, if not empty, names a file to which every run
+	// appends JSON lines (see [TranscriptEntry]): one of status "running"
+	// as soon as its session id is known, and one when it ends, for
+	// successes, failures and cancellations alike; a refused call, or a
+	// parallel call refused as a whole, is one line. Calls the SDK rejects because their
 	// arguments do not match the input schema never reach the tools and
 	// are not recorded. The file is created with
 	// mode 0600 if needed and opened in append mode for each line, which is
 	// written with one write call under a lock, so concurrent calls (and
 	// several processes sharing the file) never interleave their lines.
 	TranscriptPath string
+
+	// Tracker, if not nil, follows the calls in progress, so that the
+	// server can wait for them at shutdown and, over HTTP, cancel the calls
+	// whose client went away (see [Tracker]). If nil, the tools track
+	// their calls privately.
+	Tracker *Tracker
 
 	// Logger, if not nil, receives a record for each call: start, end,
 	// refusal, recovered panic. A nil Logger discards everything.
@@ -140,6 +157,7 @@ type config struct {
 	progressEvery time.Duration
 	heartbeat     time.Duration
 	transcript    string
+	tracker       *Tracker
 	log           *slog.Logger
 	maxBudget     float64
 	maxTurns      int
@@ -158,9 +176,13 @@ func newConfig(o *Options) (*config, error) {
 		progressEvery: o.ProgressInterval,
 		heartbeat:     o.HeartbeatInterval,
 		transcript:    o.TranscriptPath,
+		tracker:       o.Tracker,
 		log:           o.Logger,
 		maxBudget:     o.MaxBudgetUSD,
 		maxTurns:      o.MaxTurns,
+	}
+	if c.tracker == nil {
+		c.tracker = new(Tracker)
 	}
 	if c.ctx == nil {
 		c.ctx = context.Background()
@@ -250,14 +272,3 @@ func (c *config) allowedPermissions() []invoker.Permission {
 	}
 	return out
 }
-
-// errServerStopping is the cancellation cause of runs stopped because
-// Options.Context is done. It matches context.Canceled, so that a run's
-// error reads as a cancellation whether the invoker returns ctx.Err() or
-// context.Cause(ctx).
-var errServerStopping error = cancelCause("the server is shutting down")
-
-type cancelCause string
-
-func (e cancelCause) Error() string      { return string(e) }
-func (cancelCause) Is(target error) bool { return target == context.Canceled }

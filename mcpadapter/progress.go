@@ -189,6 +189,9 @@ func snippet(s string, n int, fromEnd bool) string {
 type observer struct {
 	prefix string // "[3] " for a task of a parallel call
 	rep    *reporter
+	// onSession, if not nil, is called once, with the first session id
+	// an event carries.
+	onSession func(sessionID string)
 
 	mu        sync.Mutex
 	sessionID string
@@ -198,6 +201,7 @@ type observer struct {
 
 func (o *observer) onEvent(ev invoker.Event) {
 	o.mu.Lock()
+	first := ev.SessionID != "" && o.sessionID == ""
 	if ev.SessionID != "" {
 		o.sessionID = ev.SessionID
 	}
@@ -213,6 +217,9 @@ func (o *observer) onEvent(ev invoker.Event) {
 		streamed = o.text.String()
 	}
 	o.mu.Unlock()
+	if first && o.onSession != nil {
+		o.onSession(ev.SessionID)
+	}
 	if o.rep == nil {
 		return
 	}

@@ -246,10 +246,10 @@ func buildServer(t *testing.T) string {
 
 // startServer starts the example server over stdio, serving the codex
 // backend with this test binary as its binary, running s.
-func startServer(t *testing.T, bin string, s fakeagent.Script, root, transcript string) (*mcp.ClientSession, *exec.Cmd, chan *mcp.ProgressNotificationParams) {
+func startServer(t *testing.T, bin string, s fakeagent.Script, root, transcript string, flags ...string) (*mcp.ClientSession, *exec.Cmd, chan *mcp.ProgressNotificationParams) {
 	t.Helper()
-	cmd := exec.Command(bin, "-cli", "codex", "-codex-bin", os.Args[0], "-root", root,
-		"-transcript", transcript, "-progress", "1ms")
+	cmd := exec.Command(bin, append([]string{"-cli", "codex", "-codex-bin", os.Args[0], "-root", root,
+		"-transcript", transcript, "-progress", "1ms"}, flags...)...)
 	cmd.Env = append(os.Environ(), s.Env()...)
 	var stderr strings.Builder
 	cmd.Stderr = &stderr
@@ -274,31 +274,51 @@ func startServer(t *testing.T, bin string, s fakeagent.Script, root, transcript 
 	return cs, cmd, progress
 }
 
-// transcriptEntries waits until path holds n entries and returns them.
-// The server is another process: its transcript line, written after the
-// run's tree was reaped, is the one sign of a finished run it gives.
+// readTranscript returns the lines of the transcript at path; none if the
+// file does not exist yet.
+func readTranscript(t *testing.T, path string) []mcpadapter.TranscriptEntry {
+	t.Helper()
+	var entries []mcpadapter.TranscriptEntry
+	f, err := os.Open(path)
+	if errors.Is(err, os.ErrNotExist) {
+		return nil
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		var e mcpadapter.TranscriptEntry
+		if err := json.Unmarshal(sc.Bytes(), &e); err != nil {
+			t.Fatalf("transcript line %q: %v", sc.Text(), err)
+		}
+		entries = append(entries, e)
+	}
+	return entries
+}
+
+// transcriptEntries waits until path holds n final entries (those of
+// ended or refused runs, not the "running" lines written when a session id
+// becomes known) and returns them. The server is another process: its
+// transcript line, written after the run's tree was reaped, is the one
+// sign of a finished run it gives.
 func transcriptEntries(t *testing.T, path string, n int) []mcpadapter.TranscriptEntry {
 	t.Helper()
 	bound := testenv.Timeout(testenv.Hang)
 	deadline := time.Now().Add(bound)
 	for {
-		var entries []mcpadapter.TranscriptEntry
-		if f, err := os.Open(path); err == nil {
-			sc := bufio.NewScanner(f)
-			for sc.Scan() {
-				var e mcpadapter.TranscriptEntry
-				if err := json.Unmarshal(sc.Bytes(), &e); err != nil {
-					t.Fatalf("transcript line %q: %v", sc.Text(), err)
-				}
-				entries = append(entries, e)
+		var final []mcpadapter.TranscriptEntry
+		for _, e := range readTranscript(t, path) {
+			if e.Status != mcpadapter.StatusRunning {
+				final = append(final, e)
 			}
-			f.Close()
 		}
-		if len(entries) >= n {
-			return entries
+		if len(final) >= n {
+			return final
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("transcript has %d entries after %v, want %d", len(entries), bound, n)
+			t.Fatalf("transcript has %d final entries after %v, want %d", len(final), bound, n)
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
@@ -352,16 +372,16 @@ func TestExampleServerCancelAndSignal(t *testing.T) {
 	// startRun calls codex with a progress token and returns once the
 	// fake streams, with the call's context's cancel and its outcome.
 	calls := 0
-	startRun := func() (context.CancelFunc, chan error) {
+	startRun := func() (context.CancelFunc, chan callOutcome) {
 		ctx, cancel := context.WithCancel(context.Background())
-		errc := make(chan error, 1)
+		errc := make(chan callOutcome, 1)
 		calls++
 		token := fmt.Sprintf("tok%d", calls)
 		go func() {
 			params := &mcp.CallToolParams{Name: "codex", Arguments: args("stream", root)}
 			params.SetProgressToken(token)
-			_, err := cs.CallTool(ctx, params)
-			errc <- err
+			res, err := cs.CallTool(ctx, params)
+			errc <- callOutcome{res, err}
 		}()
 		// A progress message of this call means the fake printed events,
 		// which it does once its whole tree is started. (Messages of an
@@ -376,9 +396,9 @@ func TestExampleServerCancelAndSignal(t *testing.T) {
 
 	// A client cancel kills the run's tree; the server answers the next
 	// call.
-	cancel, errc := startRun()
+	cancel, resc := startRun()
 	cancel()
-	if err := <-errc; !errors.Is(err, context.Canceled) {
+	if err := (<-resc).err; !errors.Is(err, context.Canceled) {
 		t.Errorf("CallTool() error = %v, want context.Canceled", err)
 	}
 	if e := transcriptEntries(t, transcript, 1); e[0].Status != "cancelled" {
@@ -386,14 +406,15 @@ func TestExampleServerCancelAndSignal(t *testing.T) {
 	}
 	noSurvivors(t, s.Tag, cmd.Process.Pid)
 
-	// SIGINT to the server cancels the run in flight and the server exits
-	// once its tree is reaped.
-	cancel, errc = startRun()
+	// SIGINT to the server cancels the run in flight, answers its call and
+	// the server exits once its tree is reaped.
+	cancel, resc = startRun()
 	defer cancel()
 	if err := cmd.Process.Signal(syscall.SIGINT); err != nil {
 		t.Fatal(err)
 	}
-	<-errc // the call ends either with its isError result or with the connection
+	r := <-resc
+	checkShutdownAnswer(t, r.res, r.err)
 	if e := transcriptEntries(t, transcript, 2); e[1].Status != "cancelled" || !strings.Contains(e[1].Error, "shutting down") {
 		t.Errorf("transcript entry %+v, want cancelled by the shutdown", e[1])
 	}
@@ -405,50 +426,5 @@ func TestExampleServerCancelAndSignal(t *testing.T) {
 	}
 	if cmd.ProcessState == nil || !cmd.ProcessState.Success() {
 		t.Errorf("server exit after SIGINT: %v, want success", cmd.ProcessState)
-	}
-}
-
-// TestExampleServerSecondSignal checks that a second signal does not end
-// the server before the run's tree is killed: its CLI would die with the
-// server, but not the processes its tools moved to a session of their own.
-func TestExampleServerSecondSignal(t *testing.T) {
-	bin := buildServer(t)
-	root := t.TempDir()
-	// IgnoreSignals: the run stops only at the SIGKILL of its ladder,
-	// seconds after the signals.
-	s := fakeagent.Script{Flavor: fakeagent.Codex, Tool: true, StreamFor: time.Hour, Grandchild: true, Escapee: true,
-		IgnoreSignals: true, Tag: fakeagent.NewTag()}
-	cs, cmd, progress := startServer(t, bin, s, root, filepath.Join(t.TempDir(), "transcript.jsonl"))
-
-	errc := make(chan error, 1)
-	go func() {
-		params := &mcp.CallToolParams{Name: "codex", Arguments: args("stream", root)}
-		params.SetProgressToken("tok")
-		_, err := cs.CallTool(context.Background(), params)
-		errc <- err
-	}()
-	for p := range progress { // the fake's whole tree is started
-		if strings.Contains(p.Message, "running: ") || strings.Contains(p.Message, "thinking") {
-			break
-		}
-	}
-	if err := cmd.Process.Signal(syscall.SIGINT); err != nil {
-		t.Fatal(err)
-	}
-	// Apart, so that the two are not merged into one pending signal;
-	// well within the run's stop ladder.
-	time.Sleep(100 * time.Millisecond)
-	if err := cmd.Process.Signal(syscall.SIGINT); err != nil {
-		t.Fatal(err)
-	}
-	<-errc // the server exited: the connection is closed
-	noSurvivors(t, s.Tag, cmd.Process.Pid)
-	// Closing the session reaps the server, reporting its status 130.
-	var exitErr *exec.ExitError
-	if err := cs.Close(); err != nil && !errors.As(err, &exitErr) && !errors.Is(err, os.ErrClosed) && !errors.Is(err, syscall.EPIPE) {
-		t.Errorf("ClientSession.Close() error = %v", err)
-	}
-	if cmd.ProcessState == nil || cmd.ProcessState.ExitCode() != 130 {
-		t.Errorf("server exit after two signals: %v, want exit status 130", cmd.ProcessState)
 	}
 }

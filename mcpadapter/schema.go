@@ -56,7 +56,7 @@ type Input struct {
 type Output struct {
 	// Status is "completed", "failed", "cancelled" or "refused" (nothing
 	// was started).
-	Status string `json:"status" jsonschema:"completed, failed, cancelled, or refused (nothing was started)"`
+	Status Status `json:"status" jsonschema:"completed, failed, cancelled, or refused (nothing was started)"`
 	// Text is the agent's final answer, or the partial text gathered
 	// before a failure or cancellation.
 	Text string `json:"text" jsonschema:"the agent's final answer, or the partial text of a failed or cancelled run"`

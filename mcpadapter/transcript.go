@@ -11,10 +11,17 @@ import (
 )
 
 // A TranscriptEntry is one line of the file named by
-// Options.TranscriptPath, written when a run ends (or is refused).
+// Options.TranscriptPath. A run writes two: one of status "running" as soon
+// as its session id is known (so that a run cut off with its server can
+// still be resumed), and one when it ends, with the same Run. A refused
+// call writes one line.
 type TranscriptEntry struct {
-	// Time is when the run ended.
+	// Time is when the line was written: when the run ended, or, for a
+	// "running" line, when its session id became known.
 	Time time.Time `json:"time"`
+	// Run pairs the lines of one run; empty for a call refused before any
+	// run (a refused parallel call).
+	Run string `json:"run,omitempty"`
 	// Tool is the MCP tool called, such as "codex" or "codex_parallel".
 	Tool string `json:"tool"`
 	// CLI is the invoker's name.
@@ -42,8 +49,9 @@ type TranscriptEntry struct {
 	Images []string `json:"images,omitempty"`
 
 	// Status is Output.Status: "completed", "failed", "cancelled" or
-	// "refused".
-	Status string `json:"status"`
+	// "refused"; StatusRunning for the line written when the run's session
+	// id became known.
+	Status Status `json:"status"`
 	// Text is Output.Text: the final answer, or the partial text.
 	Text string `json:"text"`
 	// SessionID is Output.SessionID: the session the run reported, which

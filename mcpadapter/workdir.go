@@ -2,20 +2,11 @@ package mcpadapter
 
 import (
 	"errors"
-	"fmt"
 	"io/fs"
 	"os"
 	"path/filepath"
 	"strings"
 )
-
-// errRefused marks a call refused before anything was started: a bad
-// workdir, a permission above the ceiling, too many tasks.
-var errRefused = errors.New("refused")
-
-func refusef(format string, args ...any) error {
-	return fmt.Errorf("%w: "+format, append([]any{errRefused}, args...)...)
-}
 
 // checkWorkdir returns the resolved form of dir, or an error when dir is
 // not an absolute path to an existing directory under one of the roots.

@@ -29,14 +29,55 @@
 // root is / or the home directory.
 //
 // In stdio mode standard output carries only the protocol; logs go to
-// standard error. The first Ctrl-C (or SIGTERM) cancels the runs in flight,
-// answers their calls and exits once they are reaped. A second one stops
-// waiting for the calls to be answered: the server exits (status 130) as
-// soon as the runs' process trees are killed, or after exitBound if that
-// takes longer. A third one exits at once. Exiting while a run is being
-// stopped is a last resort: on Linux the CLIs die with the server (parent
-// death signal), but processes their tools moved to a session of their own
-// survive, which only the run's own sweep kills.
+// standard error.
+//
+// # Shutdown
+//
+// The first signal (SIGINT or SIGTERM), standard input reaching end of file
+// (stdio), or an error of the HTTP listener starts one orderly shutdown:
+//
+//  1. New calls are refused and every run in flight is cancelled: its CLI
+//     gets SIGINT, then SIGTERM after -interrupt-grace, then SIGKILL after
+//     -terminate-grace, and its whole process tree is swept. The defaults
+//     (200 ms, 100 ms) reap a run well within 400 ms, even a CLI that
+//     ignores both signals: an MCP host that stops its server sends SIGKILL
+//     500 ms after its first signal (Claude Code does), and whatever is still
+//     ours by then dies without its record.
+//  2. The server waits until every run is reaped and recorded: its
+//     transcript line (-transcript) and log record are written. Nothing
+//     shortens this wait; it is bounded by recordBound in case a run never
+//     ends.
+//  3. The calls are answered: an isError result holding the partial text
+//     and the session id. The server waits answerGrace for the answers to
+//     be written (HTTP: for the connections to finish), then exits 0.
+//
+// Signals after the first only shorten the wait of step 3 (to 100 ms): the host
+// repeating itself (Claude Code sends SIGINT, SIGINT at +22 ms, SIGTERM at
+// +100 ms) never cuts a run's sweep or its record short. A run's transcript
+// gets a first line as soon as its session id is known, so even a run cut
+// off by SIGKILL can be resumed.
+//
+// # HTTP
+//
+// With -http the server speaks streamable HTTP. A call is cancelled (its
+// run's tree killed, the call recorded as cancelled) when its client goes
+// away: the connection drops, the client deletes its session, or the
+// session is idle for -session-timeout.
+//
+// -max-request bounds a request, whose prompt is part of it: 16 MiB by
+// default. Over HTTP a larger body gets HTTP 413 with a message saying so;
+// over stdio the SDK's transport ends the session on a longer line (the
+// client sees its connection close), so keep the limit above what clients
+// send.
+//
+// With -stateless, each request is served on its own: no Mcp-Session-Id,
+// no state kept between requests, a call lives exactly as long as its POST.
+// Any number of replicas can then sit behind any HTTP load balancer
+// (README: "Scaling out"). Progress notifications still reach the client,
+// on the call's own response stream; requests from the server to the
+// client (sampling, elicitation) are not possible in this mode. A stateful
+// server behind a load balancer needs sticky routing by the Mcp-Session-Id
+// header instead.
 package main
 
 import (
@@ -44,7 +85,9 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"io"
 	"log/slog"
+	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -74,6 +117,41 @@ var backends = map[string]func(...invoker.Option) invoker.Invoker{
 
 var order = []string{"codex", "gemini", "claude"}
 
+// The server's defaults.
+const (
+	// defaultInterruptGrace and defaultTerminateGrace are the stop ladder
+	// of a run: SIGINT, SIGTERM after the first, SIGKILL and the sweep
+	// after the second. The real CLIs exit on SIGINT within 0.03-0.16 s
+	// (CLI-FACTS.md); the sum stays well under the 500 ms after which a
+	// host kills its server.
+	defaultInterruptGrace = 200 * time.Millisecond
+	defaultTerminateGrace = 100 * time.Millisecond
+
+	// defaultMaxRequest is the largest request: the default of the SDK's
+	// stdio transport (mcp.DefaultMaxLineLength), also applied to HTTP
+	// bodies (where the SDK's default is 4 MiB), so that a prompt one
+	// transport takes the other takes too.
+	defaultMaxRequest = mcp.DefaultMaxLineLength
+
+	// defaultSessionTimeout closes an HTTP session that has made no
+	// request for this long, cancelling its calls. A call in flight keeps
+	// its session open (the SDK pauses the timer during a POST).
+	defaultSessionTimeout = 10 * time.Minute
+
+	// recordBound bounds step 2 of a shutdown, the wait for the runs to be
+	// reaped and recorded, in case a run never ends (a bug): far above any
+	// stop ladder.
+	recordBound = 30 * time.Second
+
+	// answerGrace bounds step 3, the wait for the calls' answers to be
+	// written; a later signal cuts it short.
+	answerGrace = 2 * time.Second
+
+	// hurriedGrace is what a signal during the shutdown leaves of
+	// answerGrace.
+	hurriedGrace = 100 * time.Millisecond
+)
+
 func main() {
 	if err := run(); err != nil {
 		fmt.Fprintln(os.Stderr, "mcpserver:", err)
@@ -83,19 +161,24 @@ func main() {
 
 func run() error {
 	var (
-		clis       = flag.String("cli", "", "comma-separated CLIs to serve: codex,gemini,claude (default: those on PATH)")
-		httpAddr   = flag.String("http", "", "serve streamable HTTP on this address instead of stdio")
-		maxRuns    = flag.Int("max", 0, fmt.Sprintf("runs executing at once across all calls; 0 means %d, -1 no limit", mcpadapter.DefaultMaxConcurrent))
-		maxTasks   = flag.Int("max-tasks", 0, fmt.Sprintf("tasks per parallel call; 0 means %d", mcpadapter.DefaultMaxTasks))
-		perm       = flag.String("permission", "read-only", "default permission: read-only, workspace-write or unlimited")
-		maxPerm    = flag.String("max-permission", "workspace-write", "highest permission a call may ask for")
-		transcript = flag.String("transcript", "", "append one JSON line per finished run to this file")
-		idle       = flag.Duration("idle-timeout", 0, "stop a run whose CLI prints nothing for this long (0: no limit)")
-		progress   = flag.Duration("progress", 0, "shortest time between progress notifications (0: default)")
-		heartbeat  = flag.Duration("heartbeat", 0, "heartbeat after this much silence (0: default)")
-		verbose    = flag.Bool("v", false, "log debug details, including the SDK's")
-		roots      []string
-		binaries   = map[string]*string{}
+		clis           = flag.String("cli", "", "comma-separated CLIs to serve: codex,gemini,claude (default: those on PATH)")
+		httpAddr       = flag.String("http", "", "serve streamable HTTP on this address instead of stdio")
+		stateless      = flag.Bool("stateless", false, "with -http: serve every request on its own, without sessions, so that replicas can sit behind any load balancer")
+		maxRequest     = flag.Int64("max-request", defaultMaxRequest, "largest JSON-RPC request in bytes, a prompt included: an HTTP body, or a line on stdin; -1 means no limit")
+		sessionTimeout = flag.Duration("session-timeout", defaultSessionTimeout, "with -http: close a session idle for this long, cancelling its calls (0: never)")
+		maxRuns        = flag.Int("max", 0, fmt.Sprintf("runs executing at once across all calls; 0 means %d, -1 no limit", mcpadapter.DefaultMaxConcurrent))
+		maxTasks       = flag.Int("max-tasks", 0, fmt.Sprintf("tasks per parallel call; 0 means %d", mcpadapter.DefaultMaxTasks))
+		perm           = flag.String("permission", "read-only", "default permission: read-only, workspace-write or unlimited")
+		maxPerm        = flag.String("max-permission", "workspace-write", "highest permission a call may ask for")
+		transcript     = flag.String("transcript", "", "append JSON lines about every run to this file: one when its session id is known, one when it ends")
+		idle           = flag.Duration("idle-timeout", 0, "stop a run whose CLI prints nothing for this long (0: no limit)")
+		interruptGrace = flag.Duration("interrupt-grace", defaultInterruptGrace, "how long a stopped run's CLI has to exit after SIGINT before SIGTERM")
+		terminateGrace = flag.Duration("terminate-grace", defaultTerminateGrace, "how long it has after SIGTERM before SIGKILL and the sweep of its tree")
+		progress       = flag.Duration("progress", 0, "shortest time between progress notifications (0: default)")
+		heartbeat      = flag.Duration("heartbeat", 0, "heartbeat after this much silence (0: default)")
+		verbose        = flag.Bool("v", false, "log debug details, including the SDK's")
+		roots          []string
+		binaries       = map[string]*string{}
 	)
 	flag.Func("root", "directory under which workdirs must lie (repeatable; default: the current directory, unless it is /)", func(s string) error {
 		roots = append(roots, s)
@@ -112,6 +195,9 @@ func run() error {
 	if flag.NArg() > 0 {
 		flag.Usage()
 		return fmt.Errorf("unexpected arguments: %q", flag.Args())
+	}
+	if *httpAddr == "" && *stateless {
+		return errors.New("-stateless applies to HTTP: add -http ADDR")
 	}
 
 	// Logs go to stderr: in stdio mode stdout is the protocol channel.
@@ -145,45 +231,30 @@ func run() error {
 	if err != nil {
 		return err
 	}
-	var (
-		invokers []invoker.Invoker
-		runs     = new(inflight)
-	)
+	var invokers []invoker.Invoker
 	for _, name := range names {
-		opts := []invoker.Option{invoker.WithLogger(logger.With("cli", name))}
+		opts := []invoker.Option{
+			invoker.WithLogger(logger.With("cli", name)),
+			invoker.WithInterruptGrace(*interruptGrace),
+			invoker.WithTerminateGrace(*terminateGrace),
+		}
 		if *binaries[name] != "" {
 			opts = append(opts, invoker.WithBinary(*binaries[name]))
 		}
 		if *idle > 0 {
 			opts = append(opts, invoker.WithIdleTimeout(*idle))
 		}
-		invokers = append(invokers, runs.track(backends[name](opts...)))
+		invokers = append(invokers, backends[name](opts...))
 	}
 
-	// The server's lifetime: the first signal cancels it, which cancels
-	// every run in flight (the SDK alone would wait for them to finish).
-	ctx, stop := context.WithCancel(context.Background())
-	defer stop()
-	signals := make(chan os.Signal, 2)
+	sd := newShutdown(logger)
+	signals := make(chan os.Signal, 4)
 	signal.Notify(signals, os.Interrupt, syscall.SIGTERM)
 	defer signal.Stop(signals)
 	go func() {
-		sig := <-signals
-		logger.Info("stopping: cancelling runs in flight; signal again to exit without answering their calls", "signal", sig)
-		stop()
-		sig = <-signals
-		// The runs are already being stopped; exiting now would leave
-		// their trees half killed. Wait for them, not for their calls.
-		logger.Warn("exiting once the runs' process trees are killed; signal again to exit at once",
-			"signal", sig, "at_most", exitBound)
-		select {
-		case <-runs.idle():
-		case <-time.After(exitBound):
-			logger.Warn("runs still stopping; exiting")
-		case sig = <-signals:
-			logger.Warn("exiting at once", "signal", sig)
+		for sig := range signals {
+			sd.signal(sig)
 		}
-		os.Exit(130)
 	}()
 
 	serverOpts := &mcp.ServerOptions{
@@ -194,8 +265,10 @@ func run() error {
 		serverOpts.Logger = logger.With("component", "mcp")
 	}
 	server := mcp.NewServer(&mcp.Implementation{Name: "clinvoke", Title: "clinvoke agent CLIs", Version: "v0.1.0"}, serverOpts)
+	tracker := new(mcpadapter.Tracker)
 	err = mcpadapter.Register(server, &mcpadapter.Options{
-		Context:           ctx,
+		Context:           sd.ctx,
+		Tracker:           tracker,
 		MaxConcurrent:     *maxRuns,
 		MaxTasks:          *maxTasks,
 		Roots:             roots,
@@ -209,23 +282,217 @@ func run() error {
 	if err != nil {
 		return err
 	}
-	logger.Info("serving", "clis", names, "roots", roots, "transport", transportName(*httpAddr))
 
 	if *httpAddr != "" {
-		return serveHTTP(ctx, server, *httpAddr, logger)
+		return serveHTTP(sd, server, tracker, httpConfig{
+			addr:           *httpAddr,
+			stateless:      *stateless,
+			maxBody:        *maxRequest,
+			sessionTimeout: *sessionTimeout,
+		}, names, roots, logger)
 	}
-	err = server.Run(ctx, &mcp.StdioTransport{})
-	if errors.Is(err, context.Canceled) && ctx.Err() != nil {
-		return nil // stopped by a signal, runs drained
-	}
-	return err
+	logger.Info("serving", "clis", names, "roots", roots, "transport", "stdio")
+	return serveStdio(sd, server, tracker, int(*maxRequest))
 }
 
-// exitBound is how long a second signal waits for the runs in flight to
-// end: their stop ladder (invoker.DefaultInterruptGrace, then
-// DefaultTerminateGrace, then DefaultWaitDelay) and the sweep of their
-// trees, with a margin.
-const exitBound = 5 * time.Second
+// A shutdown is the one orderly stop of the server (see the package
+// documentation): the first signal, the end of standard input or a
+// listener's error starts it, later signals hurry its last step.
+type shutdown struct {
+	ctx   context.Context // done once the shutdown started: Options.Context
+	begin context.CancelCauseFunc
+	log   *slog.Logger
+
+	mu        sync.Mutex
+	hurried   chan struct{} // closed by a signal after the first
+	hurryOnce sync.Once
+}
+
+func newShutdown(log *slog.Logger) *shutdown {
+	ctx, begin := context.WithCancelCause(context.Background())
+	return &shutdown{ctx: ctx, begin: begin, log: log, hurried: make(chan struct{})}
+}
+
+// start starts the shutdown, if it has not started yet.
+func (s *shutdown) start(reason string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.ctx.Err() != nil {
+		return
+	}
+	s.log.Info("stopping: cancelling the runs in flight, then recording and answering their calls", "reason", reason)
+	s.begin(errors.New(reason))
+}
+
+// signal starts the shutdown, or hurries it when it has started.
+func (s *shutdown) signal(sig os.Signal) {
+	s.mu.Lock()
+	started := s.ctx.Err() != nil
+	s.mu.Unlock()
+	if !started {
+		s.start("signal " + sig.String())
+		return
+	}
+	s.hurryOnce.Do(func() {
+		s.log.Info("signal during the shutdown: not waiting for answers once the runs are recorded", "signal", sig)
+		close(s.hurried)
+	})
+}
+
+// drain is step 2: it waits until every call has been recorded, its run
+// reaped. Signals do not shorten it.
+func (s *shutdown) drain(tracker *mcpadapter.Tracker) {
+	ctx, cancel := context.WithTimeout(context.Background(), recordBound)
+	defer cancel()
+	if err := tracker.Wait(ctx); err != nil {
+		s.log.Error("runs still not ended; exiting without their records", "calls", tracker.Active(), "after", recordBound)
+		return
+	}
+	s.log.Info("every run reaped and recorded")
+}
+
+// answerContext returns the context of step 3: done after answerGrace, or
+// hurriedGrace after a signal after the first (or from now, if one came
+// already). The answers are ready by then, their handlers have returned:
+// writing them takes microseconds, which even a hurried host can wait.
+func (s *shutdown) answerContext() (context.Context, context.CancelFunc) {
+	ctx, cancel := context.WithTimeout(context.Background(), answerGrace)
+	go func() {
+		select {
+		case <-s.hurried:
+		case <-ctx.Done():
+			return
+		}
+		t := time.NewTimer(hurriedGrace)
+		defer t.Stop()
+		select {
+		case <-t.C:
+			cancel()
+		case <-ctx.Done():
+		}
+	}()
+	return ctx, cancel
+}
+
+// serveStdio serves the protocol on standard input and output until the
+// shutdown.
+func serveStdio(sd *shutdown, server *mcp.Server, tracker *mcpadapter.Tracker, maxLine int) error {
+	// Not sd.ctx: the session must outlive the start of the shutdown, so
+	// that the calls it cancels are answered (Server.Run with a cancelled
+	// context would close the session before they are).
+	var answers pending
+	ss, err := server.Connect(context.Background(), answers.transport(&mcp.StdioTransport{MaxLineLength: maxLine}), nil)
+	if err != nil {
+		return err
+	}
+	ended := make(chan error, 1)
+	go func() { ended <- ss.Wait() }()
+	select {
+	case err := <-ended:
+		// The client closed standard input. The SDK has cancelled the
+		// calls of the session; nobody is left to answer.
+		sd.start("standard input closed")
+		sd.drain(tracker)
+		if errors.Is(err, io.EOF) {
+			err = nil
+		}
+		return err
+	case <-sd.ctx.Done():
+	}
+	sd.drain(tracker)
+	ctx, cancel := sd.answerContext()
+	defer cancel()
+	if err := answers.wait(ctx); err != nil {
+		sd.log.Warn("exiting before every call was answered")
+		return nil
+	}
+	closed := make(chan error, 1)
+	go func() { closed <- ss.Close() }()
+	select {
+	case <-closed:
+	case <-ctx.Done():
+	}
+	return nil
+}
+
+// httpConfig holds the flags of HTTP mode.
+type httpConfig struct {
+	addr           string
+	stateless      bool
+	maxBody        int64
+	sessionTimeout time.Duration
+}
+
+func serveHTTP(sd *shutdown, server *mcp.Server, tracker *mcpadapter.Tracker, hc httpConfig, names, roots []string, logger *slog.Logger) error {
+	opts := &mcp.StreamableHTTPOptions{
+		Stateless:           hc.stateless,
+		MaxRequestBodyBytes: hc.maxBody,
+	}
+	if !hc.stateless {
+		opts.SessionTimeout = hc.sessionTimeout
+	}
+	handler := mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return server }, opts)
+	var posts pending
+	srv := &http.Server{
+		// The tracker cancels a call whose request ended before its
+		// answer, which the SDK does not do.
+		Handler:           posts.handler(tracker.Handler(limitBody(handler, hc.maxBody))),
+		ReadHeaderTimeout: 10 * time.Second,
+	}
+	ln, err := net.Listen("tcp", hc.addr)
+	if err != nil {
+		return err
+	}
+	logger.Info("serving", "clis", names, "roots", roots, "transport", "http://"+ln.Addr().String(), "stateless", hc.stateless)
+	errc := make(chan error, 1)
+	go func() { errc <- srv.Serve(ln) }()
+	var serveErr error
+	select {
+	case serveErr = <-errc:
+		sd.start("the listener failed: " + serveErr.Error())
+	case <-sd.ctx.Done():
+	}
+	// New calls are refused from now on; the runs in flight are being
+	// stopped. Record them all before anything else.
+	sd.drain(tracker)
+	ctx, cancel := sd.answerContext()
+	defer cancel()
+	if err := posts.wait(ctx); err != nil {
+		logger.Warn("exiting before every call was answered")
+	}
+	// Closing the sessions ends their open GET streams, which would
+	// otherwise hold Shutdown until the grace ends.
+	for ss := range server.Sessions() {
+		go ss.Close()
+	}
+	if err := srv.Shutdown(ctx); err != nil {
+		logger.Warn("closing the connections left", "error", err)
+		srv.Close()
+	}
+	if errors.Is(serveErr, http.ErrServerClosed) {
+		serveErr = nil
+	}
+	return serveErr
+}
+
+// limitBody answers a request whose declared body is over max with HTTP
+// 413 and a message that says what to do, before the SDK reads it. (The
+// SDK enforces the same limit while it reads a body of unknown length, and
+// then answers "request body exceeds N bytes".)
+func limitBody(h http.Handler, max int64) http.Handler {
+	if max < 0 {
+		return h
+	}
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.ContentLength > max {
+			http.Error(w, fmt.Sprintf("request body of %d bytes is over this server's limit of %d bytes (mcpserver -max-request): "+
+				"send a shorter prompt, or write long input to a file under the workdir and name it in the prompt", r.ContentLength, max),
+				http.StatusRequestEntityTooLarge)
+			return
+		}
+		h.ServeHTTP(w, r)
+	})
+}
 
 // checkRoots returns warnings for roots that allow a great deal (/ or the
 // home directory), and an error when / is the root only because it is the
@@ -259,55 +526,6 @@ func checkRoots(roots []string, explicit bool, home string) (warnings []string, 
 		}
 	}
 	return warnings, nil
-}
-
-// inflight counts the runs in progress, so that a second signal can wait
-// for their process trees to be killed.
-type inflight struct {
-	mu      sync.Mutex
-	n       int
-	waiters []chan struct{}
-}
-
-// track returns inv with its runs counted.
-func (f *inflight) track(inv invoker.Invoker) invoker.Invoker { return &tracked{inv, f} }
-
-// idle returns a channel closed once no run is in progress.
-func (f *inflight) idle() <-chan struct{} {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	c := make(chan struct{})
-	if f.n == 0 {
-		close(c)
-	} else {
-		f.waiters = append(f.waiters, c)
-	}
-	return c
-}
-
-func (f *inflight) add(d int) {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	f.n += d
-	if f.n == 0 {
-		for _, c := range f.waiters {
-			close(c)
-		}
-		f.waiters = nil
-	}
-}
-
-// tracked is an Invoker whose runs an inflight counts. A run returns only
-// after its whole process tree is reaped.
-type tracked struct {
-	invoker.Invoker
-	runs *inflight
-}
-
-func (t *tracked) Invoke(ctx context.Context, req invoker.Request) (*invoker.Result, error) {
-	t.runs.add(1)
-	defer t.runs.add(-1)
-	return t.Invoker.Invoke(ctx, req)
 }
 
 // selectCLIs returns the CLIs to serve: those named by list, or else those
@@ -350,35 +568,6 @@ func selectCLIs(list string, binaries map[string]*string, logger *slog.Logger) (
 		return order, nil
 	}
 	return found, nil
-}
-
-func serveHTTP(ctx context.Context, server *mcp.Server, addr string, logger *slog.Logger) error {
-	handler := mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return server }, nil)
-	srv := &http.Server{Addr: addr, Handler: handler, ReadHeaderTimeout: 10 * time.Second}
-	errc := make(chan error, 1)
-	go func() { errc <- srv.ListenAndServe() }()
-	select {
-	case err := <-errc:
-		return err
-	case <-ctx.Done():
-	}
-	// The runs in flight are already cancelled (Options.Context); give
-	// their calls a moment to be answered, then close what is left, such
-	// as clients' open event streams.
-	shutdownCtx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-	defer cancel()
-	if err := srv.Shutdown(shutdownCtx); err != nil {
-		logger.Info("closing remaining connections", "error", err)
-		return srv.Close()
-	}
-	return nil
-}
-
-func transportName(httpAddr string) string {
-	if httpAddr != "" {
-		return "http://" + httpAddr
-	}
-	return "stdio"
 }
 
 // expandHome replaces a leading "~/" by the home directory, for paths

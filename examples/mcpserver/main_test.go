@@ -1,14 +1,10 @@
 package main
 
 import (
-	"context"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
-	"time"
-
-	"github.com/clinvoke/clinvoke/invoker"
 )
 
 func TestCheckRoots(t *testing.T) {
@@ -50,46 +46,4 @@ func TestCheckRoots(t *testing.T) {
 			t.Errorf("%s: warnings %q, want one saying %q and how to restrict it", tc.name, warnings, tc.warn)
 		}
 	}
-}
-
-// blocking is an Invoker whose runs last until their context is done.
-type blocking struct{ started chan struct{} }
-
-func (blocking) Name() string { return "codex" }
-
-func (b blocking) Invoke(ctx context.Context, req invoker.Request) (*invoker.Result, error) {
-	b.started <- struct{}{}
-	<-ctx.Done()
-	time.Sleep(10 * time.Millisecond) // the tree being killed
-	return &invoker.Result{ExitCode: -1}, ctx.Err()
-}
-
-func TestInflightIdle(t *testing.T) {
-	runs := new(inflight)
-	select {
-	case <-runs.idle():
-	default:
-		t.Fatal("idle() not closed with no run")
-	}
-	inv := runs.track(blocking{started: make(chan struct{}, 2)})
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan struct{})
-	for range 2 {
-		go func() {
-			inv.Invoke(ctx, invoker.Request{})
-			done <- struct{}{}
-		}()
-	}
-	<-inv.(*tracked).Invoker.(blocking).started
-	<-inv.(*tracked).Invoker.(blocking).started
-	idle := runs.idle()
-	select {
-	case <-idle:
-		t.Fatal("idle() closed with two runs in progress")
-	default:
-	}
-	cancel()
-	<-idle
-	<-done
-	<-done
 }

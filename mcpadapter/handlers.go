@@ -1,0 +1,158 @@
+package mcpadapter
+
+import (
+	"context"
+	"fmt"
+	"runtime/debug"
+	"sync/atomic"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+	"golang.org/x/sync/errgroup"
+)
+
+// handle serves the single-run tool.
+func (t *tool) handle(ctx context.Context, req *mcp.CallToolRequest, in Input) (res *mcp.CallToolResult, out Output, err error) {
+	// The call counts until everything below, its record included, is
+	// done: deferred first, end runs last.
+	ctx, end := t.cfg.tracker.begin(ctx, req)
+	defer end()
+	defer func() {
+		// A panic here is a bug of this package (the invoker's own panics
+		// are recovered in invoke); the server must survive it all the same.
+		if v := recover(); v != nil {
+			t.cfg.log.Error("tool handler panicked", "tool", t.name, "panic", v, "stack", string(debug.Stack()))
+			out = Output{Status: StatusFailed, ExitCode: -1, Error: fmt.Sprintf("internal error in the %s tool: %v", t.name, v)}
+			res, err = errorResult(t.name, out), nil
+		}
+	}()
+	if t.cfg.ctx.Err() != nil {
+		out = t.refuse(t.name, nil, in, errShutdownRefusal)
+		return errorResult(t.name, out), out, nil
+	}
+	ctx, cancel := t.cfg.bind(ctx)
+	defer cancel()
+	rep := t.reporter(ctx, req)
+	defer rep.stop()
+
+	out = t.runTask(ctx, rep, t.name, "", nil, in)
+	if out.Status != StatusCompleted {
+		return errorResult(t.name, out), out, nil
+	}
+	return &mcp.CallToolResult{}, out, nil
+}
+
+// handleParallel serves the parallel tool.
+func (t *tool) handleParallel(ctx context.Context, req *mcp.CallToolRequest, in ParallelInput) (res *mcp.CallToolResult, out ParallelOutput, err error) {
+	toolName := t.name + ParallelSuffix
+	ctx, end := t.cfg.tracker.begin(ctx, req)
+	defer end()
+	defer func() {
+		if v := recover(); v != nil {
+			t.cfg.log.Error("tool handler panicked", "tool", toolName, "panic", v, "stack", string(debug.Stack()))
+			res = &mcp.CallToolResult{}
+			res.SetError(fmt.Errorf("internal error in the %s tool: %v", toolName, v))
+			out, err = ParallelOutput{Results: []TaskOutput{}}, nil
+		}
+	}()
+	start := time.Now()
+	// The input schema bounds the number of tasks too; this check is for
+	// calls that bypass it.
+	if len(in.Tasks) == 0 || len(in.Tasks) > t.cfg.maxTasks {
+		res, out = t.refuseParallel(toolName, in, start, refusef("give 1 to %d tasks (got %d)", t.cfg.maxTasks, len(in.Tasks)))
+		return res, out, nil
+	}
+	if t.cfg.ctx.Err() != nil {
+		res, out = t.refuseParallel(toolName, in, start, errShutdownRefusal)
+		return res, out, nil
+	}
+	ctx, cancel := t.cfg.bind(ctx)
+	defer cancel()
+
+	out.Results = make([]TaskOutput, len(in.Tasks))
+
+	rep := t.reporter(ctx, req)
+	defer rep.stop()
+
+	limit := len(in.Tasks)
+	if in.MaxParallel > 0 {
+		limit = min(limit, in.MaxParallel)
+	}
+	limit = int(min(int64(limit), t.cfg.maxConcurrent))
+	var (
+		g    *errgroup.Group
+		gctx = ctx
+	)
+	if in.FailFast {
+		// The first failed task's error cancels gctx: the tasks running
+		// are stopped (their trees killed) and those not started yet
+		// end as cancelled without starting.
+		g, gctx = errgroup.WithContext(ctx)
+	} else {
+		g = new(errgroup.Group) // a failure cancels nothing
+	}
+	g.SetLimit(limit)
+	var finished atomic.Int64
+	for i, task := range in.Tasks {
+		if task.Workdir == "" {
+			task.Workdir = in.Workdir
+		}
+		if task.Permission == "" {
+			task.Permission = in.Permission
+		}
+		if task.Model == "" {
+			task.Model = in.Model
+		}
+		if task.SystemPrompt == "" {
+			task.SystemPrompt = in.SystemPrompt
+		}
+		g.Go(func() error {
+			o := t.runTask(gctx, rep, toolName, fmt.Sprintf("[%d] ", i), &i, task)
+			out.Results[i] = TaskOutput{Index: i, Output: o}
+			rep.post(fmt.Sprintf("[%d] %s (%d/%d tasks done)", i, o.Status, finished.Add(1), len(in.Tasks)))
+			if in.FailFast && o.Status != StatusCompleted {
+				return &siblingFailed{index: i, status: o.Status}
+			}
+			return nil
+		})
+	}
+	_ = g.Wait() // each task's error is in its result
+	for _, r := range out.Results {
+		switch r.Status {
+		case StatusCompleted:
+			out.Completed++
+		case StatusCancelled:
+			out.Cancelled++
+		default:
+			out.Failed++
+		}
+	}
+	out.DurationMS = time.Since(start).Milliseconds()
+	if out.Completed == 0 {
+		return errorResult(toolName, out), out, nil
+	}
+	return &mcp.CallToolResult{}, out, nil
+}
+
+// reporter starts the progress reporter of a call, or returns nil when the
+// client gave no progress token.
+func (t *tool) reporter(ctx context.Context, req *mcp.CallToolRequest) *reporter {
+	if req == nil || req.Params == nil || req.Session == nil {
+		return nil
+	}
+	token := req.Params.GetProgressToken()
+	if token == nil {
+		return nil
+	}
+	ss := req.Session
+	notify := func(ctx context.Context, msg string, progress float64) error {
+		return ss.NotifyProgress(ctx, &mcp.ProgressNotificationParams{
+			ProgressToken: token,
+			Message:       msg,
+			Progress:      progress,
+		})
+	}
+	return startReporter(ctx, notify, t.cfg.progressEvery, t.cfg.heartbeat, func(err error) {
+		t.cfg.log.Debug("progress notification failed", "tool", req.Params.Name, "error", err)
+	})
+}

@@ -34,7 +34,10 @@ func (r *run) supervise() error {
 	firstEvent := r.firstEvent
 
 	// The ladder: interrupt, then terminate, then kill, each step after the
-	// previous one's grace period. Steps with a zero grace are skipped.
+	// previous one's grace period. Steps with a zero grace are skipped. A
+	// stop for the caller's context may bring graces of its own (see
+	// WithStopGraces).
+	graces := Graces{Interrupt: cfg.interruptGrace, Terminate: cfg.terminateGrace}
 	var ladder *time.Timer
 	var ladderC <-chan time.Time
 	step := 0
@@ -44,12 +47,12 @@ func (r *run) supervise() error {
 			var grace time.Duration
 			switch step {
 			case 1:
-				if grace = cfg.interruptGrace; grace == 0 {
+				if grace = graces.Interrupt; grace == 0 {
 					continue
 				}
 				r.interrupt()
 			case 2:
-				if grace = cfg.terminateGrace; grace == 0 {
+				if grace = graces.Terminate; grace == 0 {
 					continue
 				}
 				r.log.Debug("signal", "pid", r.tree.Pid(), "signal", proc.Terminate.String())
@@ -89,6 +92,9 @@ func (r *run) supervise() error {
 			return stopErr
 		case <-ctxDone:
 			ctxDone = nil
+			if stopErr == nil {
+				graces = cfg.graces(r.ctx)
+			}
 			stop(ctxError(r.ctx))
 		case err := <-fatal:
 			fatal = nil

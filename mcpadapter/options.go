@@ -35,6 +35,15 @@ const (
 	DefaultHeartbeatInterval = 15 * time.Second
 )
 
+// DefaultShutdownGraces are the stop ladder of the runs a shutdown
+// cancels (see Options.ShutdownGraces): SIGINT, SIGTERM 200 ms later,
+// SIGKILL and the sweep of the tree 100 ms after that. The real CLIs exit
+// on SIGINT within tens of milliseconds, and even a CLI that ignores both
+// signals is reaped within about 300 ms, before an MCP host that stops its
+// server kills it (Claude Code sends SIGKILL 500 ms after its first
+// signal).
+var DefaultShutdownGraces = invoker.Graces{Interrupt: 200 * time.Millisecond, Terminate: 100 * time.Millisecond}
+
 // Options configures the tools added by [Register]. A nil *Options, and a
 // zero field, mean the documented default.
 type Options struct {
@@ -46,12 +55,9 @@ type Options struct {
 	// that stops then waits for the calls with Tracker.Wait before it
 	// exits.
 	//
-	// How fast a cancelled run is reaped is the invoker's stop ladder
-	// (invoker.WithInterruptGrace, WithTerminateGrace): a CLI that obeys
-	// SIGINT is gone in tens of milliseconds; one that ignores it waits for
-	// both graces. An MCP host that stops its server sends SIGKILL soon
-	// after its first signal (Claude Code: 500 ms), so a server should give
-	// its invokers graces that fit; see examples/mcpserver.
+	// The runs a shutdown cancels walk the stop ladder of
+	// ShutdownGraces, not the invoker's own, so that they are reaped
+	// before the host kills the server.
 	//
 	// Pass the context whose cancellation stops the server. The go-sdk's
 	// Server.Run and ServerSession.Close wait for in-flight tool handlers
@@ -61,6 +67,16 @@ type Options struct {
 	// that ends (standard input at end of file) cancels the calls made on
 	// it, whatever this field holds; over HTTP that takes Tracker.Handler.
 	Context context.Context
+
+	// ShutdownGraces are the grace periods of the stop ladder of the runs
+	// cancelled because Context is done (see invoker.WithStopGraces): an
+	// MCP host that stops its server sends SIGKILL soon after its first
+	// signal (Claude Code: 500 ms), and whatever is still running then dies
+	// unrecorded. A client's cancel keeps the invoker's own graces
+	// (invoker.WithInterruptGrace, WithTerminateGrace), which give a CLI
+	// time to record its turn. If zero, DefaultShutdownGraces is used; a
+	// negative period skips its step.
+	ShutdownGraces invoker.Graces
 
 	// MaxConcurrent bounds how many runs execute at once across all calls
 	// (a parallel call's tasks count one each). A call that would exceed it
@@ -161,6 +177,7 @@ type config struct {
 	log           *slog.Logger
 	maxBudget     float64
 	maxTurns      int
+	shutdown      invoker.Graces
 }
 
 func newConfig(o *Options) (*config, error) {
@@ -180,6 +197,10 @@ func newConfig(o *Options) (*config, error) {
 		log:           o.Logger,
 		maxBudget:     o.MaxBudgetUSD,
 		maxTurns:      o.MaxTurns,
+		shutdown:      o.ShutdownGraces,
+	}
+	if c.shutdown == (invoker.Graces{}) {
+		c.shutdown = DefaultShutdownGraces
 	}
 	if c.tracker == nil {
 		c.tracker = new(Tracker)

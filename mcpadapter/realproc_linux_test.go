@@ -428,3 +428,77 @@ func TestExampleServerCancelAndSignal(t *testing.T) {
 		t.Errorf("server exit after SIGINT: %v, want success", cmd.ProcessState)
 	}
 }
+
+// The runs a shutdown cancels walk Options.ShutdownGraces, not the
+// invoker's own ladder: here the invoker would give a CLI that ignores
+// SIGINT and SIGTERM an hour, and the shutdown none.
+func TestShutdownUsesShutdownGraces(t *testing.T) {
+	s := fakeagent.Script{
+		Flavor:        fakeagent.Codex,
+		StreamFor:     time.Hour,
+		IgnoreSignals: true,
+		Grandchild:    true,
+		RecordDir:     t.TempDir(),
+		Tag:           fakeagent.NewTag(),
+	}
+	inv := track(codex.New(
+		invoker.WithBinary(os.Args[0]),
+		invoker.WithEnv(s.Env()...),
+		invoker.WithInterruptGrace(time.Hour),
+		invoker.WithTerminateGrace(time.Hour),
+	))
+	srv, stop := context.WithCancel(context.Background())
+	defer stop()
+	h := newHarness(t, &mcpadapter.Options{
+		Context:          srv,
+		ProgressInterval: time.Nanosecond,
+		ShutdownGraces:   invoker.Graces{Interrupt: -1, Terminate: -1},
+	}, inv)
+	t.Cleanup(func() {
+		if rec, err := fakeagent.ReadRecord(s.RecordDir); err == nil {
+			rec.Kill() // leave no process behind if the library failed
+		}
+	})
+
+	outc := make(chan mcpadapter.Output, 1)
+	go func() {
+		params := &mcp.CallToolParams{Name: "codex", Arguments: args("stream", t.TempDir())}
+		params.SetProgressToken("tok")
+		res, err := h.cs.CallTool(context.Background(), params)
+		var out mcpadapter.Output
+		if err == nil {
+			remarshal(t, res.StructuredContent, &out)
+		}
+		outc <- out
+	}()
+	// A progress message means the fake printed events, so its tree is
+	// complete and recorded.
+	for p := range h.progress {
+		if strings.Contains(p.Message, "thinking") || strings.Contains(p.Message, "running: ") {
+			break
+		}
+	}
+	stop()
+	select {
+	case err := <-inv.ended:
+		if !errors.Is(err, context.Canceled) {
+			t.Errorf("Invoke() error = %v, want context.Canceled", err)
+		}
+	case <-time.After(testenv.Timeout(time.Minute)):
+		t.Fatal("the run was not stopped: the shutdown walked the invoker's hour-long ladder")
+	}
+	if out := <-outc; out.Status != mcpadapter.StatusCancelled {
+		t.Errorf("call answered with status %q, want %q", out.Status, mcpadapter.StatusCancelled)
+	}
+	rec, err := fakeagent.ReadRecord(s.RecordDir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(rec.Procs) < 2 {
+		t.Errorf("the fake recorded %d processes, want the agent and its grandchild", len(rec.Procs))
+	}
+	if alive := rec.Alive(); len(alive) > 0 {
+		t.Errorf("processes of the run survived: %v", alive)
+	}
+	noSurvivors(t, s.Tag)
+}

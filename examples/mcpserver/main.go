@@ -37,12 +37,14 @@
 // (stdio), or an error of the HTTP listener starts one orderly shutdown:
 //
 //  1. New calls are refused and every run in flight is cancelled: its CLI
-//     gets SIGINT, then SIGTERM after -interrupt-grace, then SIGKILL after
-//     -terminate-grace, and its whole process tree is swept. The defaults
-//     (200 ms, 100 ms) reap a run well within 400 ms, even a CLI that
-//     ignores both signals: an MCP host that stops its server sends SIGKILL
-//     500 ms after its first signal (Claude Code does), and whatever is still
-//     ours by then dies without its record.
+//     gets SIGINT, then SIGTERM after -shutdown-grace, then SIGKILL 100 ms
+//     later, and its whole process tree is swept. The default (200 ms)
+//     reaps a run well within 400 ms, even a CLI that ignores both signals:
+//     an MCP host that stops its server sends SIGKILL 500 ms after its
+//     first signal (Claude Code does), and whatever is still ours by then
+//     dies without its record. A client's cancel of one call walks the
+//     longer ladder of -interrupt-grace and -terminate-grace, which gives
+//     the CLI time to record its turn.
 //  2. The server waits until every run is reaped and recorded: its
 //     transcript line (-transcript) and log record are written. Nothing
 //     shortens this wait; it is bounded by recordBound in case a run never
@@ -119,13 +121,6 @@ var order = []string{"codex", "gemini", "claude"}
 
 // The server's defaults.
 const (
-	// defaultInterruptGrace and defaultTerminateGrace are the stop ladder
-	// of a run: SIGINT, SIGTERM after the first, SIGKILL and the sweep
-	// after the second. The real CLIs exit on SIGINT within 0.03-0.16 s
-	// (CLI-FACTS.md); the sum stays well under the 500 ms after which a
-	// host kills its server.
-	defaultInterruptGrace = 200 * time.Millisecond
-	defaultTerminateGrace = 100 * time.Millisecond
 
 	// defaultMaxRequest is the largest request: the default of the SDK's
 	// stdio transport (mcp.DefaultMaxLineLength), also applied to HTTP
@@ -172,8 +167,9 @@ func run() error {
 		maxPerm        = flag.String("max-permission", "workspace-write", "highest permission a call may ask for")
 		transcript     = flag.String("transcript", "", "append JSON lines about every run to this file: one when its session id is known, one when it ends")
 		idle           = flag.Duration("idle-timeout", 0, "stop a run whose CLI prints nothing for this long (0: no limit)")
-		interruptGrace = flag.Duration("interrupt-grace", defaultInterruptGrace, "how long a stopped run's CLI has to exit after SIGINT before SIGTERM")
-		terminateGrace = flag.Duration("terminate-grace", defaultTerminateGrace, "how long it has after SIGTERM before SIGKILL and the sweep of its tree")
+		interruptGrace = flag.Duration("interrupt-grace", invoker.DefaultInterruptGrace, "how long the CLI of a call its client cancelled has to exit after SIGINT before SIGTERM")
+		terminateGrace = flag.Duration("terminate-grace", invoker.DefaultTerminateGrace, "how long it has after SIGTERM before SIGKILL and the sweep of its tree")
+		shutdownGrace  = flag.Duration("shutdown-grace", mcpadapter.DefaultShutdownGraces.Interrupt, "during a shutdown: how long a run's CLI has to exit after SIGINT before SIGTERM (then 100 ms before SIGKILL)")
 		progress       = flag.Duration("progress", 0, "shortest time between progress notifications (0: default)")
 		heartbeat      = flag.Duration("heartbeat", 0, "heartbeat after this much silence (0: default)")
 		verbose        = flag.Bool("v", false, "log debug details, including the SDK's")
@@ -268,6 +264,7 @@ func run() error {
 	tracker := new(mcpadapter.Tracker)
 	err = mcpadapter.Register(server, &mcpadapter.Options{
 		Context:           sd.ctx,
+		ShutdownGraces:    invoker.Graces{Interrupt: *shutdownGrace, Terminate: mcpadapter.DefaultShutdownGraces.Terminate},
 		Tracker:           tracker,
 		MaxConcurrent:     *maxRuns,
 		MaxTasks:          *maxTasks,

@@ -62,12 +62,11 @@ func (s *Server) anthropicAnswer(w http.ResponseWriter, r *http.Request, body an
 		text += anthropicToolResult(body)
 	}
 	msgID := s.id("msg")
+	call, isCall := t.toolCall(Anthropic)
 	var toolID string
-	if t.Shell != "" {
-		toolID = s.id("toolu")
-	}
 	stop := "end_turn"
-	if t.Shell != "" {
+	if isCall {
+		toolID = s.id("toolu")
 		stop = "tool_use"
 	}
 	usage := obj{"input_tokens": inputTokens, "output_tokens": outputTokens}
@@ -85,11 +84,11 @@ func (s *Server) anthropicAnswer(w http.ResponseWriter, r *http.Request, body an
 			return
 		}
 		var content []obj
-		if text != "" || t.Shell == "" {
+		if text != "" || !isCall {
 			content = append(content, obj{"type": "text", "text": text})
 		}
-		if t.Shell != "" {
-			content = append(content, obj{"type": "tool_use", "id": toolID, "name": "Bash", "input": bashInput(t.Shell)})
+		if isCall {
+			content = append(content, obj{"type": "tool_use", "id": toolID, "name": call.Name, "input": call.Input})
 		}
 		writeJSON(w, http.StatusOK, obj{
 			"id": msgID, "type": "message", "role": "assistant", "model": model,
@@ -109,7 +108,7 @@ func (s *Server) anthropicAnswer(w http.ResponseWriter, r *http.Request, body an
 		return
 	}
 	index := 0
-	if text != "" || t.Shell == "" {
+	if text != "" || !isCall {
 		e.event("content_block_start", obj{"type": "content_block_start", "index": index,
 			"content_block": obj{"type": "text", "text": ""}})
 		for _, d := range deltas(text) {
@@ -123,11 +122,11 @@ func (s *Server) anthropicAnswer(w http.ResponseWriter, r *http.Request, body an
 		e.event("content_block_stop", obj{"type": "content_block_stop", "index": index})
 		index++
 	}
-	if t.Shell != "" {
-		input, _ := json.Marshal(bashInput(t.Shell))
+	if isCall {
+		input, _ := json.Marshal(call.Input)
 		half := len(input) / 2 // the input arrives in two pieces, as from a real model
 		e.event("content_block_start", obj{"type": "content_block_start", "index": index,
-			"content_block": obj{"type": "tool_use", "id": toolID, "name": "Bash", "input": obj{}}})
+			"content_block": obj{"type": "tool_use", "id": toolID, "name": call.Name, "input": obj{}}})
 		for _, part := range []string{string(input[:half]), string(input[half:])} {
 			e.event("content_block_delta", obj{"type": "content_block_delta", "index": index,
 				"delta": obj{"type": "input_json_delta", "partial_json": part}})
@@ -138,10 +137,6 @@ func (s *Server) anthropicAnswer(w http.ResponseWriter, r *http.Request, body an
 		"delta": obj{"stop_reason": stop, "stop_sequence": nil},
 		"usage": obj{"output_tokens": outputTokens}})
 	e.event("message_stop", obj{"type": "message_stop"})
-}
-
-func bashInput(command string) obj {
-	return obj{"command": command, "description": "Run a shell command"}
 }
 
 // anthropicError answers with the Messages API's error JSON. The

@@ -91,15 +91,15 @@ func (s *Server) gemini(w http.ResponseWriter, r *http.Request, req Request) {
 		s.stall(r)
 		return
 	}
-	if len(ds) == 0 && t.Shell == "" {
+	call, isCall := t.toolCall(Gemini)
+	if len(ds) == 0 && !isCall {
 		ds = []string{""}
 	}
 	for i, d := range ds {
-		chunk([]obj{{"text": d}}, t.Shell == "" && i == len(ds)-1)
+		chunk([]obj{{"text": d}}, !isCall && i == len(ds)-1)
 	}
-	if t.Shell != "" {
-		chunk([]obj{{"functionCall": obj{"name": "run_shell_command",
-			"args": obj{"command": t.Shell, "description": "Run a shell command"}}}}, true)
+	if isCall {
+		chunk([]obj{{"functionCall": obj{"name": call.Name, "args": call.Input}}}, true)
 	}
 }
 

@@ -11,9 +11,14 @@
 //	echo:PREFIX   PREFIX + the tool result the CLI sent back
 //	stall:PARTIAL stream PARTIAL, then hang
 //	fail:STATUS   an HTTP error with the API's error JSON
+//	call:[NAMESPACE/]NAME:JSON  a call of the tool NAME (in the OpenAI
+//	              namespace tool NAMESPACE) with the arguments JSON, such as
+//	              'call:mcp__clinvoke/claude:{"prompt":"hi","workdir":"/tmp"}'
+
 package main
 
 import (
+	"encoding/json"
 	"flag"
 	"fmt"
 	"net/http"
@@ -42,6 +47,19 @@ func main() {
 			turns = append(turns, fakemodel.EchoToolResult(val))
 		case "stall":
 			turns = append(turns, fakemodel.Stall(val))
+		case "call":
+			name, args, _ := strings.Cut(val, ":")
+			c := fakemodel.Call{Name: name}
+			if ns, n, ok := strings.Cut(name, "/"); ok {
+				c.Namespace, c.Name = ns, n
+			}
+			if args != "" {
+				if err := json.Unmarshal([]byte(args), &c.Input); err != nil {
+					fmt.Fprintln(os.Stderr, "fakemodel: bad arguments in", a+":", err)
+					os.Exit(2)
+				}
+			}
+			turns = append(turns, fakemodel.Turn{Call: &c})
 		case "fail":
 			code, err := strconv.Atoi(val)
 			if err != nil {

@@ -8,7 +8,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -18,8 +17,6 @@ import (
 	"syscall"
 	"testing"
 	"time"
-
-	"github.com/creack/pty"
 
 	"github.com/clinvoke/clinvoke/internal/fakeagent"
 	"github.com/clinvoke/clinvoke/internal/fakemodel"
@@ -225,10 +222,11 @@ func (r *hostRig) command() *exec.Cmd {
 
 // A hostRun is a running host.
 type hostRun struct {
-	cmd  *exec.Cmd
+	cmd  *exec.Cmd // the host, or the shell whose job it is (on a terminal)
+	pid  int       // the host's pid, which is also its process group's id
 	out  *lockedBuffer
 	done chan struct{} // closed when the host exited and was reaped
-	err  error         // cmd.Wait's error, once done
+	err  error         // how the host exited, once done
 	ptmx *os.File      // the terminal's master side, for a host on a terminal
 }
 
@@ -243,31 +241,8 @@ func (r *hostRig) start() *hostRun {
 	if err := cmd.Start(); err != nil {
 		r.t.Fatal(err)
 	}
+	run.pid = cmd.Process.Pid
 	go func() { run.err = cmd.Wait(); close(run.done) }()
-	r.t.Cleanup(run.kill)
-	return run
-}
-
-// startOnTerminal runs the host as a user does in a terminal: in a new
-// session whose controlling terminal is a pseudo-terminal, its process
-// group in the foreground, so that Ctrl-C typed on it signals that group.
-func (r *hostRig) startOnTerminal() *hostRun {
-	r.t.Helper()
-	cmd := r.command()
-	run := &hostRun{cmd: cmd, out: new(lockedBuffer), done: make(chan struct{})}
-	ptmx, err := pty.StartWithSize(cmd, &pty.Winsize{Rows: 40, Cols: 120})
-	if err != nil {
-		r.t.Fatal(err)
-	}
-	run.ptmx = ptmx
-	copied := make(chan struct{})
-	go func() { io.Copy(run.out, ptmx); close(copied) }() // ends with EIO once every holder of the terminal is gone
-	go func() {
-		run.err = cmd.Wait()
-		ptmx.Close()
-		<-copied
-		close(run.done)
-	}()
 	r.t.Cleanup(run.kill)
 	return run
 }
@@ -279,7 +254,7 @@ func (run *hostRun) kill() {
 		return
 	default:
 	}
-	_ = syscall.Kill(-run.cmd.Process.Pid, syscall.SIGKILL)
+	_ = syscall.Kill(-run.pid, syscall.SIGKILL)
 	<-run.done
 }
 
@@ -291,7 +266,7 @@ func (run *hostRun) wait(t *testing.T, what string) error {
 	case <-run.done:
 		return run.err
 	case <-time.After(testenv.Timeout(time.Minute)):
-		t.Fatalf("%s did not exit %s; output:\n%s", filepath.Base(run.cmd.Path), what, run.out)
+		t.Fatalf("the host (pid %d) did not exit %s; output:\n%s", run.pid, what, run.out)
 		return nil
 	}
 }
@@ -302,7 +277,7 @@ func (run *hostRun) wait(t *testing.T, what string) error {
 // signal to the launcher alone does nothing (CLI-FACTS.md).
 func (r *hostRig) realPid(run *hostRun) int {
 	r.t.Helper()
-	pid := run.cmd.Process.Pid
+	pid := run.pid
 	if r.host.Name == "claude" {
 		return pid
 	}

@@ -70,13 +70,16 @@ const hostSession = "019a0c16-0000-7000-8000-000000000016"
 
 // TestHostInterrupt interrupts each host while the server's tool runs a
 // fake agent that streams until stopped and has started a grandchild and a
-// setsid escapee: with SIGINT to the real host process, and with Ctrl-C
-// typed on the host's terminal (the whole foreground process group gets
-// SIGINT). Afterwards nothing of the run may be alive, and the transcript
+// setsid escapee: with SIGINT to the real host process; with SIGINT to the
+// host's process group, as a terminal in its usual (cooked) mode sends on
+// Ctrl-C and as job control does; and with Ctrl-C typed on the terminal
+// where the host runs as a shell's foreground job, whatever mode the host
+// put the terminal in (gemini -p reads it raw, so there Ctrl-C is a key
+// press). Afterwards nothing of the run may be alive, and the transcript
 // must hold the cancelled run with its session id.
 func TestHostInterrupt(t *testing.T) {
 	for _, h := range hostconfig.Hosts {
-		for _, how := range []string{"SIGINT", "Ctrl-C"} {
+		for _, how := range []string{"SIGINT", "group-SIGINT", "Ctrl-C"} {
 			t.Run(h.Name+"/"+how, func(t *testing.T) {
 				rec := t.TempDir()
 				r := newHostRig(t, h, fakeagent.Script{
@@ -89,18 +92,23 @@ func TestHostInterrupt(t *testing.T) {
 				r.model.Enqueue(r.callTurn("review main.go", nil), fakemodel.Answer("the host went on after the interrupt"))
 
 				var run *hostRun
-				if how == "SIGINT" {
-					run = r.start()
-				} else {
+				if how == "Ctrl-C" {
 					run = r.startOnTerminal()
+				} else {
+					run = r.start()
 				}
 				ar := r.waitAgentStreaming(rec)
 				t.Cleanup(ar.Kill)
-				if how == "SIGINT" {
-					if err := syscall.Kill(r.realPid(run), syscall.SIGINT); err != nil {
-						t.Fatal(err)
-					}
-				} else if _, err := run.ptmx.Write([]byte{3}); err != nil { // ^C
+				var err error
+				switch how {
+				case "SIGINT":
+					err = syscall.Kill(r.realPid(run), syscall.SIGINT)
+				case "group-SIGINT":
+					err = syscall.Kill(-run.pid, syscall.SIGINT)
+				case "Ctrl-C":
+					_, err = run.ptmx.Write([]byte{3}) // ^C
+				}
+				if err != nil {
 					t.Fatal(err)
 				}
 				// Each host has its own exit status after an interrupt
@@ -143,7 +151,7 @@ func TestHostRealCodexInterrupted(t *testing.T) {
 	run := r.start()
 	tool := &rig{tag: r.tag}
 	r.waitUntil("codex running its tool "+longTool, func() bool { return tool.toolRunning(longTool) })
-	if err := syscall.Kill(run.cmd.Process.Pid, syscall.SIGINT); err != nil {
+	if err := syscall.Kill(run.pid, syscall.SIGINT); err != nil {
 		t.Fatal(err)
 	}
 	_ = run.wait(t, "after SIGINT")

@@ -17,9 +17,13 @@ import (
 
 // TestMain lets the test binary serve as the fake agent CLI that the host
 // tests put under the MCP server (fakeagent.Main exits when the
-// environment asks for the fake), and fails the run if a fake it started
+// environment asks for the fake) and as the shell of their terminal
+// (jobShell), and fails the run if a fake it started
 // is still alive at the end, or a goroutine leaked.
 func TestMain(m *testing.M) {
+	if os.Getenv(envJobShell) != "" {
+		os.Exit(jobShell())
+	}
 	fakeagent.Main()
 	code := fakeagent.CheckOrphans(m).Run()
 	if code == 0 {

@@ -28,10 +28,11 @@ import (
 // A hostRig is one test's setup for a real MCP host (codex, gemini or
 // claude) configured as the README shows (package hostconfig) to start
 // examples/mcpserver, with the host's own model a fakemodel.Server on
-// 127.0.0.1. Unless real is set, the agent CLIs the server runs are the
-// fake agent: a directory placed first on the host's PATH holds, under
-// each CLI's name, a wrapper that runs this test binary as the fake with
-// the rig's Script.
+// 127.0.0.1. Unless the rig is made for the real CLIs, the agent CLIs the
+// server runs are the fake agent: a directory placed first on the host's
+// PATH holds, under each CLI's name, a wrapper that runs this test binary
+// as the fake with the rig's Script. (Codex passes its MCP servers only a
+// few variables, PATH among them, so the wrappers carry the Script.)
 type hostRig struct {
 	t     *testing.T
 	host  hostconfig.Host
@@ -431,4 +432,48 @@ func (l *lockedBuffer) String() string {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	return l.b.String()
+}
+
+// TestHostSurvivorScan checks the scan the host tests rely on: a process
+// is found by the rig's tag, by the fake agent's tag, and by the server's
+// transcript argument, each in a session of its own; and none once they
+// are gone.
+func TestHostSurvivorScan(t *testing.T) {
+	r := &hostRig{
+		t:          t,
+		tag:        fmt.Sprintf("%d-hostscan", os.Getpid()),
+		agent:      fakeagent.Script{Tag: fakeagent.NewTag()},
+		transcript: filepath.Join(t.TempDir(), "transcript.jsonl"),
+	}
+	var cmds []*exec.Cmd
+	for _, c := range []struct {
+		env  string
+		args []string
+	}{
+		{tagVar + "=" + r.tag, []string{"sleep", "30"}},
+		{fakeagent.EnvTag + "=" + r.agent.Tag, []string{"sleep", "30"}},
+		{"", []string{"sh", "-c", "sleep 30", "mcpserver", "-transcript", r.transcript}},
+	} {
+		cmd := exec.Command(c.args[0], c.args[1:]...)
+		cmd.Env = os.Environ()
+		if c.env != "" {
+			cmd.Env = append(cmd.Env, c.env)
+		}
+		cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		defer cmd.Process.Kill() // if the scan failed to kill it
+		cmds = append(cmds, cmd)
+	}
+	if got := r.survivors(); len(got) != len(cmds) {
+		t.Errorf("survivors() = %q, want the %d processes started", got, len(cmds))
+	}
+	r.killSurvivors()
+	for _, cmd := range cmds {
+		_ = cmd.Wait() // reap, so the scan below cannot see a zombie
+	}
+	if got := r.survivors(); len(got) != 0 {
+		t.Errorf("survivors() after killSurvivors = %q, want none", got)
+	}
 }

@@ -43,6 +43,18 @@ func TestHostAnswer(t *testing.T) {
 			if len(reqs) != 2 || !reqs[1].Contains(answer) {
 				t.Errorf("the host asked its model %d times, want 2, the second carrying the tool's result %q", len(reqs), answer)
 			}
+			// The model is offered the server's tools under the names
+			// the README gives.
+			for _, cli := range h.CLIs {
+				for _, tool := range []string{cli, cli + "_parallel"} {
+					name, ns := h.ToolName(tool)
+					for _, n := range []string{name, ns} {
+						if n != "" && len(reqs) > 0 && !reqs[0].Contains(`"`+n+`"`) {
+							t.Errorf("the host's first model request offers no tool named %q", n)
+						}
+					}
+				}
+			}
 			r.waitNoSurvivors("after the host exited")
 
 			entries := r.transcriptEntries()

@@ -38,15 +38,13 @@ type Values struct {
 	Transcript string
 }
 
-// Example are the values the README shows.
+// Example holds the values the README shows.
 var Example = Values{Command: "mcpserver", Root: "~/src", Transcript: "~/clinvoke.jsonl"}
 
 // A Host is one MCP host and how it is set up to call the server.
 type Host struct {
 	// Name is the host's executable and the id of its snippets.
 	Name string
-	// Title is the host's name in prose.
-	Title string
 	// CLIs are the agent CLIs the server serves to this host (its -cli):
 	// the other two, so that one agent delegates to another.
 	CLIs []string
@@ -60,7 +58,8 @@ type Host struct {
 	// executed with a [configData].
 	config string
 	// Command is the headless command that uses the configuration, as
-	// argv: the host's executable, then its arguments.
+	// argv: the host's executable, then its arguments, where an empty
+	// one stands for Prompt (see Argv).
 	Command []string
 }
 
@@ -69,19 +68,19 @@ func (h Host) Prompt() string {
 	return fmt.Sprintf("Ask %s, through the %s tools, to review main.go", h.Tool, ServerName)
 }
 
-// ToolName is the name under which the host's model sees the tool of
-// cli: Claude Code calls it mcp__clinvoke__codex, Gemini CLI
-// mcp_clinvoke_claude; Codex puts the server's tools as plain functions
-// (claude, gemini) into one namespace tool, mcp__clinvoke, returned as
-// namespace.
-func (h Host) ToolName(cli string) (name, namespace string) {
+// ToolName is the name under which the host's model sees the server's
+// tool (such as codex or codex_parallel): Claude Code calls it
+// mcp__clinvoke__codex, Gemini CLI mcp_clinvoke_codex; Codex puts the
+// server's tools, under their own names, into one namespace tool,
+// mcp__clinvoke, returned as namespace.
+func (h Host) ToolName(tool string) (name, namespace string) {
 	switch h.Name {
 	case "codex":
-		return cli, "mcp__" + ServerName
+		return tool, "mcp__" + ServerName
 	case "gemini":
-		return "mcp_" + ServerName + "_" + cli, ""
+		return "mcp_" + ServerName + "_" + tool, ""
 	default:
-		return "mcp__" + ServerName + "__" + cli, ""
+		return "mcp__" + ServerName + "__" + tool, ""
 	}
 }
 
@@ -93,7 +92,7 @@ func (h Host) Args(v Values) []string {
 // Hosts are the three hosts, in the README's order.
 var Hosts = []Host{
 	{
-		Name: "claude", Title: "Claude Code",
+		Name: "claude",
 		CLIs: []string{"codex", "gemini"}, Tool: "codex",
 		ConfigFile: "clinvoke.mcp.json", ConfigLang: "json",
 		config: `{
@@ -110,7 +109,7 @@ var Hosts = []Host{
 		Command: []string{"claude", "-p", "", "--mcp-config", "clinvoke.mcp.json", "--allowedTools", "mcp__clinvoke__codex"},
 	},
 	{
-		Name: "codex", Title: "Codex CLI",
+		Name: "codex",
 		CLIs: []string{"claude", "gemini"}, Tool: "claude",
 		ConfigFile: "~/.codex/config.toml", ConfigLang: "toml",
 		config: `[mcp_servers.{{.Table}}]
@@ -123,7 +122,7 @@ default_tools_approval_mode = "approve"
 		Command: []string{"codex", "exec", ""},
 	},
 	{
-		Name: "gemini", Title: "Gemini CLI",
+		Name: "gemini",
 		CLIs: []string{"codex", "claude"}, Tool: "claude",
 		ConfigFile: "~/.gemini/settings.json", ConfigLang: "json",
 		config: `{

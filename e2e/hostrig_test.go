@@ -42,6 +42,7 @@ type hostRig struct {
 	root       string // the server's -root
 	project    string // the workdir the model asks for, under root
 	transcript string // the server's -transcript
+	config     string // the file holding the README's configuration
 	tag        string // tagVar's value in the host's environment
 	agent      fakeagent.Script
 	env        []string // the host's environment, on top of os.Environ
@@ -117,6 +118,7 @@ func newHostRig(t *testing.T, host hostconfig.Host, agent fakeagent.Script, real
 			t.Fatal(err)
 		}
 		writeFile(t, cfg, fmt.Sprintf("model = %q\n%s\n%s", hostModels["codex"], base, host.Config(v)))
+		r.config = cfg
 	case "gemini":
 		// settings.json is one JSON object: the README's mcpServers joins
 		// the test's settings.
@@ -132,9 +134,11 @@ func newHostRig(t *testing.T, host hostconfig.Host, agent fakeagent.Script, real
 		settings["model"] = map[string]any{"name": hostModels["gemini"]}
 		b, _ := json.MarshalIndent(settings, "", "  ")
 		writeFile(t, cfg, string(b))
+		r.config = cfg
 	case "claude":
 		// The README's command names the file in the current directory.
-		writeFile(t, filepath.Join(r.project, host.ConfigFile), host.Config(v))
+		r.config = filepath.Join(r.project, host.ConfigFile)
+		writeFile(t, r.config, host.Config(v))
 	}
 	t.Cleanup(r.killSurvivors)
 	return r
@@ -153,6 +157,20 @@ func lookPathCI(t *testing.T, c *cli) string {
 		t.Skip(msg)
 	}
 	return bin
+}
+
+// editConfig replaces old by new in the file holding the README's
+// configuration, failing the test if old is not there.
+func (r *hostRig) editConfig(old, new string) {
+	r.t.Helper()
+	b, err := os.ReadFile(r.config)
+	if err != nil {
+		r.t.Fatal(err)
+	}
+	if !bytes.Contains(b, []byte(old)) {
+		r.t.Fatalf("%s does not hold %q:\n%s", r.config, old, b)
+	}
+	writeFile(r.t, r.config, strings.Replace(string(b), old, new, 1))
 }
 
 // cliNamed returns the env_test.go description of a CLI.

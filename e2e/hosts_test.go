@@ -84,6 +84,45 @@ func TestHostAnswer(t *testing.T) {
 	}
 }
 
+// TestHostUnapproved checks what the README says of the approval settings:
+// without default_tools_approval_mode = "approve", codex exec fails every
+// call of the server's tools; without "trust": true, gemini -p does not
+// offer them. Either way no agent runs.
+func TestHostUnapproved(t *testing.T) {
+	for _, tc := range []struct {
+		host     string
+		old, new string
+		want     string // in the tool result the host sends its model
+	}{
+		{"codex", `default_tools_approval_mode = "approve"`, "", "MCP tool call requires approval, but approval policy is never"},
+		{"gemini", `"trust": true`, `"trust": false`, "not found"},
+	} {
+		t.Run(tc.host, func(t *testing.T) {
+			var h hostconfig.Host
+			for _, h = range hostconfig.Hosts {
+				if h.Name == tc.host {
+					break
+				}
+			}
+			r := newHostRig(t, h, fakeagent.Script{}, false)
+			r.editConfig(tc.old, tc.new)
+			r.model.Enqueue(r.callTurn("review main.go", nil), fakemodel.EchoToolResult("the tool said: "))
+			run := r.start()
+			_ = run.wait(t, "after the refused call") // codex exec exits 0, having answered
+			reqs := r.model.Scripted()
+			name, _ := h.ToolName(h.Tool)
+			if len(reqs) != 2 || !reqs[1].Contains(tc.want) || !reqs[1].Contains(name) {
+				t.Errorf("the host asked its model %d times, want 2, the second carrying a tool result for %s saying %q; output:\n%s",
+					len(reqs), name, tc.want, run.out)
+			}
+			r.waitNoSurvivors("after the host exited")
+			if e := r.transcriptEntries(); len(e) != 0 {
+				t.Errorf("the server ran %s", jsonString(e))
+			}
+		})
+	}
+}
+
 // hostSession is the session id the fake agent reports in the interrupt
 // tests: the transcript must carry it, so the run can be resumed.
 const hostSession = "019a0c16-0000-7000-8000-000000000016"

@@ -129,16 +129,17 @@ const hostSession = "019a0c16-0000-7000-8000-000000000016"
 
 // TestHostInterrupt interrupts each host while the server's tool runs a
 // fake agent that streams until stopped and has started a grandchild and a
-// setsid escapee: with SIGINT to the real host process; with SIGINT to the
-// host's process group, as a terminal in its usual (cooked) mode sends on
-// Ctrl-C and as job control does; and with Ctrl-C typed on the terminal
-// where the host runs as a shell's foreground job, whatever mode the host
-// put the terminal in (gemini -p reads it raw, so there Ctrl-C is a key
-// press). Afterwards nothing of the run may be alive, and the transcript
-// must hold the cancelled run with its session id.
+// setsid escapee, in each of the ways the README's table lists: SIGINT,
+// SIGTERM and SIGKILL to the real host process; SIGINT to the host's
+// process group, as a terminal in its usual (cooked) mode sends on Ctrl-C
+// and as job control does; and Ctrl-C typed on the terminal where the host
+// runs as a shell's foreground job, whatever mode the host put the
+// terminal in (gemini -p reads it raw, so there Ctrl-C is a key press).
+// Afterwards nothing of the run may be alive, and the transcript must hold
+// the cancelled run with its session id.
 func TestHostInterrupt(t *testing.T) {
 	for _, h := range hostconfig.Hosts {
-		for _, how := range []string{"SIGINT", "group-SIGINT", "Ctrl-C"} {
+		for _, how := range []string{"SIGINT", "SIGTERM", "SIGKILL", "group-SIGINT", "Ctrl-C"} {
 			t.Run(h.Name+"/"+how, func(t *testing.T) {
 				rec := t.TempDir()
 				r := newHostRig(t, h, fakeagent.Script{
@@ -162,6 +163,10 @@ func TestHostInterrupt(t *testing.T) {
 				switch how {
 				case "SIGINT":
 					err = syscall.Kill(r.realPid(run), syscall.SIGINT)
+				case "SIGTERM":
+					err = syscall.Kill(r.realPid(run), syscall.SIGTERM)
+				case "SIGKILL":
+					err = syscall.Kill(r.realPid(run), syscall.SIGKILL)
 				case "group-SIGINT":
 					err = syscall.Kill(-run.pid, syscall.SIGINT)
 				case "Ctrl-C":

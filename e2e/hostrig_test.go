@@ -470,7 +470,7 @@ func TestHostSurvivorScan(t *testing.T) {
 	}{
 		{tagVar + "=" + r.tag, []string{"sleep", "30"}},
 		{fakeagent.EnvTag + "=" + r.agent.Tag, []string{"sleep", "30"}},
-		{"", []string{"sh", "-c", "sleep 30", "mcpserver", "-transcript", r.transcript}},
+		{"", []string{"perl", "-e", "sleep 30", "--", "-transcript", r.transcript}}, // perl forks nothing, unlike a shell
 	} {
 		cmd := exec.Command(c.args[0], c.args[1:]...)
 		cmd.Env = os.Environ()

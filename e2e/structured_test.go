@@ -41,7 +41,7 @@ func rigFor(t *testing.T, name string) *rig {
 // for a call of its StructuredOutput tool.
 func shapeTurn(cli string) fakemodel.Turn {
 	if cli == "claude" {
-		return fakemodel.CallTool("StructuredOutput", json.RawMessage(`{"name":"Ada"}`))
+		return fakemodel.CallTool("StructuredOutput", map[string]any{"name": "Ada"})
 	}
 	return fakemodel.Answer(`{"name":"Ada"}`)
 }

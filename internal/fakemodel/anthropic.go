@@ -62,13 +62,11 @@ func (s *Server) anthropicAnswer(w http.ResponseWriter, r *http.Request, body an
 		text += anthropicToolResult(body)
 	}
 	msgID := s.id("msg")
-	toolName, toolInput, hasTool := t.toolCall("Bash", bashInput(t.Shell))
+	call, isCall := t.toolCall(Anthropic)
 	var toolID string
-	if hasTool {
-		toolID = s.id("toolu")
-	}
 	stop := "end_turn"
-	if hasTool {
+	if isCall {
+		toolID = s.id("toolu")
 		stop = "tool_use"
 	}
 	usage := obj{"input_tokens": inputTokens, "output_tokens": outputTokens}
@@ -86,11 +84,11 @@ func (s *Server) anthropicAnswer(w http.ResponseWriter, r *http.Request, body an
 			return
 		}
 		var content []obj
-		if text != "" || !hasTool {
+		if text != "" || !isCall {
 			content = append(content, obj{"type": "text", "text": text})
 		}
-		if hasTool {
-			content = append(content, obj{"type": "tool_use", "id": toolID, "name": toolName, "input": toolInput})
+		if isCall {
+			content = append(content, obj{"type": "tool_use", "id": toolID, "name": call.Name, "input": call.Input})
 		}
 		writeJSON(w, http.StatusOK, obj{
 			"id": msgID, "type": "message", "role": "assistant", "model": model,
@@ -110,7 +108,7 @@ func (s *Server) anthropicAnswer(w http.ResponseWriter, r *http.Request, body an
 		return
 	}
 	index := 0
-	if text != "" || !hasTool {
+	if text != "" || !isCall {
 		e.event("content_block_start", obj{"type": "content_block_start", "index": index,
 			"content_block": obj{"type": "text", "text": ""}})
 		for _, d := range deltas(text) {
@@ -124,11 +122,12 @@ func (s *Server) anthropicAnswer(w http.ResponseWriter, r *http.Request, body an
 		e.event("content_block_stop", obj{"type": "content_block_stop", "index": index})
 		index++
 	}
-	if hasTool {
-		half := len(toolInput) / 2 // the input arrives in two pieces, as from a real model
+	if isCall {
+		input, _ := json.Marshal(call.Input)
+		half := len(input) / 2 // the input arrives in two pieces, as from a real model
 		e.event("content_block_start", obj{"type": "content_block_start", "index": index,
-			"content_block": obj{"type": "tool_use", "id": toolID, "name": toolName, "input": obj{}}})
-		for _, part := range []string{string(toolInput[:half]), string(toolInput[half:])} {
+			"content_block": obj{"type": "tool_use", "id": toolID, "name": call.Name, "input": obj{}}})
+		for _, part := range []string{string(input[:half]), string(input[half:])} {
 			e.event("content_block_delta", obj{"type": "content_block_delta", "index": index,
 				"delta": obj{"type": "input_json_delta", "partial_json": part}})
 		}
@@ -138,10 +137,6 @@ func (s *Server) anthropicAnswer(w http.ResponseWriter, r *http.Request, body an
 		"delta": obj{"stop_reason": stop, "stop_sequence": nil},
 		"usage": obj{"output_tokens": outputTokens}})
 	e.event("message_stop", obj{"type": "message_stop"})
-}
-
-func bashInput(command string) obj {
-	return obj{"command": command, "description": "Run a shell command"}
 }
 
 // anthropicError answers with the Messages API's error JSON. The

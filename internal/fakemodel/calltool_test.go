@@ -10,26 +10,27 @@ import (
 // CallTool calls the named tool with the given arguments in each API's
 // shape, as Claude Code's StructuredOutput tool is called under
 // --json-schema.
-func TestCallTool(t *testing.T) {
-	input := json.RawMessage(`{"name":"Ada"}`)
+func TestCallToolArguments(t *testing.T) {
+	input := map[string]any{"name": "Ada"}
+	const args = `{"name":"Ada"}` // input as JSON
 	srv, c := newServer(t)
 	srv.Enqueue(fakemodel.CallTool("StructuredOutput", input), fakemodel.CallTool("StructuredOutput", input),
 		fakemodel.CallTool("report", input), fakemodel.CallTool("report", nil))
 
 	t.Run("anthropic stream", func(t *testing.T) {
-		var name, args, stop string
+		var name, argsJSON, stop string
 		for _, e := range readSSE(t, post(t, c, srv.AnthropicBaseURL()+"/v1/messages", anthropicReq(true))) {
 			switch e.name {
 			case "content_block_start":
 				name = str(e.data, "content_block", "name")
 			case "content_block_delta":
-				args += str(e.data, "delta", "partial_json")
+				argsJSON += str(e.data, "delta", "partial_json")
 			case "message_delta":
 				stop = str(e.data, "delta", "stop_reason")
 			}
 		}
-		if name != "StructuredOutput" || args != string(input) || stop != "tool_use" {
-			t.Errorf("tool_use %s(%s), stop %s; want StructuredOutput(%s), tool_use", name, args, stop, input)
+		if name != "StructuredOutput" || argsJSON != args || stop != "tool_use" {
+			t.Errorf("tool_use %s(%s), stop %s; want StructuredOutput(%s), tool_use", name, argsJSON, stop, args)
 		}
 	})
 	t.Run("anthropic JSON", func(t *testing.T) {
@@ -44,7 +45,7 @@ func TestCallTool(t *testing.T) {
 	t.Run("openai", func(t *testing.T) {
 		evs := readSSE(t, post(t, c, srv.OpenAIBaseURL()+"/responses", openaiReq()))
 		item := get(evs[len(evs)-1].data, "response", "output", 0)
-		if str(item, "type") != "function_call" || str(item, "name") != "report" || str(item, "arguments") != string(input) {
+		if str(item, "type") != "function_call" || str(item, "name") != "report" || str(item, "arguments") != args {
 			t.Errorf("output = %v, want function_call report with the arguments", item)
 		}
 	})

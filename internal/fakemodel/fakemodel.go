@@ -26,8 +26,9 @@
 //
 // The script is one queue of [Turn] values shared by the three APIs (a test
 // drives one CLI per Server). Each model request takes the next Turn: an
-// answer streamed in several deltas, a shell tool call, a stall, or an HTTP
-// error with the API's own error JSON. A request that finds the queue empty
+// answer streamed in several deltas, a shell tool call, a call of a named
+// tool (an MCP tool the CLI offers, say), a stall, or an HTTP error with the
+// API's own error JSON. A request that finds the queue empty
 // gets HTTP 500 with the message "fakemodel: no scripted turn left", so a
 // CLI that asks for more than the test expected fails visibly.
 //

@@ -610,3 +610,82 @@ func TestRecordsRequests(t *testing.T) {
 		t.Errorf("Pending() = %d, want 0", srv.Pending())
 	}
 }
+
+// TestCallTool checks that a Call reaches each API as a call of the named
+// tool with the given input, streamed and not, and that Codex's namespace
+// travels with the OpenAI function_call.
+func TestCallTool(t *testing.T) {
+	input := map[string]any{"prompt": "review main.go", "workdir": "/src/p"}
+	wantInput := func(t *testing.T, raw any) {
+		t.Helper()
+		var got map[string]any
+		switch v := raw.(type) {
+		case string:
+			if err := json.Unmarshal([]byte(v), &got); err != nil {
+				t.Fatalf("input %q: %v", v, err)
+			}
+		case map[string]any:
+			got = v
+		}
+		if got["prompt"] != "review main.go" || got["workdir"] != "/src/p" {
+			t.Errorf("tool input = %v, want %v", got, input)
+		}
+	}
+
+	t.Run("anthropic", func(t *testing.T) {
+		srv, c := newServer(t)
+		srv.Enqueue(fakemodel.CallTool("mcp__clinvoke__codex", input), fakemodel.CallTool("mcp__clinvoke__codex", input))
+		url := srv.AnthropicBaseURL() + "/v1/messages"
+		var name, partial, stop string
+		for _, e := range readSSE(t, post(t, c, url, anthropicReq(true))) {
+			switch e.name {
+			case "content_block_start":
+				name = str(e.data, "content_block", "type") + " " + str(e.data, "content_block", "name")
+			case "content_block_delta":
+				partial += str(e.data, "delta", "partial_json")
+			case "message_delta":
+				stop = str(e.data, "delta", "stop_reason")
+			}
+		}
+		if name != "tool_use mcp__clinvoke__codex" || stop != "tool_use" {
+			t.Errorf("streamed block %q, stop_reason %q; want tool_use mcp__clinvoke__codex, tool_use", name, stop)
+		}
+		wantInput(t, partial)
+
+		var msg map[string]any
+		if err := json.NewDecoder(post(t, c, url, anthropicReq(false)).Body).Decode(&msg); err != nil {
+			t.Fatal(err)
+		}
+		if str(msg, "content", 0, "name") != "mcp__clinvoke__codex" {
+			t.Errorf("message = %v, want one tool_use mcp__clinvoke__codex block", msg)
+		}
+		wantInput(t, get(msg, "content", 0, "input"))
+	})
+
+	t.Run("openai", func(t *testing.T) {
+		srv, c := newServer(t)
+		srv.Enqueue(fakemodel.Turn{Call: &fakemodel.Call{Name: "claude", Namespace: "mcp__clinvoke", Input: input}})
+		var call map[string]any
+		for _, e := range readSSE(t, post(t, c, srv.OpenAIBaseURL()+"/responses", openaiReq())) {
+			if e.name == "response.output_item.done" {
+				call, _ = e.data["item"].(map[string]any)
+			}
+		}
+		if str(call, "type") != "function_call" || str(call, "name") != "claude" || str(call, "namespace") != "mcp__clinvoke" {
+			t.Fatalf("item = %v, want function_call claude in namespace mcp__clinvoke", call)
+		}
+		wantInput(t, str(call, "arguments"))
+	})
+
+	t.Run("gemini", func(t *testing.T) {
+		srv, c := newServer(t)
+		srv.Enqueue(fakemodel.CallTool("mcp_clinvoke_claude", input))
+		evs := readSSE(t, post(t, c, geminiStream(srv), geminiReq()))
+		last := evs[len(evs)-1].data
+		call := get(last, "candidates", 0, "content", "parts", 0, "functionCall")
+		if str(call, "name") != "mcp_clinvoke_claude" || str(last, "candidates", 0, "finishReason") != "STOP" {
+			t.Fatalf("last chunk = %v, want functionCall mcp_clinvoke_claude with finishReason", last)
+		}
+		wantInput(t, get(call, "args"))
+	})
+}

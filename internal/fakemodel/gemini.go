@@ -91,15 +91,15 @@ func (s *Server) gemini(w http.ResponseWriter, r *http.Request, req Request) {
 		s.stall(r)
 		return
 	}
-	toolName, toolInput, hasTool := t.toolCall("run_shell_command", obj{"command": t.Shell, "description": "Run a shell command"})
-	if len(ds) == 0 && !hasTool {
+	call, isCall := t.toolCall(Gemini)
+	if len(ds) == 0 && !isCall {
 		ds = []string{""}
 	}
 	for i, d := range ds {
-		chunk([]obj{{"text": d}}, !hasTool && i == len(ds)-1)
+		chunk([]obj{{"text": d}}, !isCall && i == len(ds)-1)
 	}
-	if hasTool {
-		chunk([]obj{{"functionCall": obj{"name": toolName, "args": toolInput}}}, true)
+	if isCall {
+		chunk([]obj{{"functionCall": obj{"name": call.Name, "args": call.Input}}}, true)
 	}
 }
 

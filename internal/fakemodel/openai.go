@@ -57,15 +57,20 @@ func (s *Server) openai(w http.ResponseWriter, r *http.Request, req Request) {
 	respID := s.id("resp")
 	var output []obj
 	var msgID string
-	toolName, toolInput, hasTool := t.toolCall("exec_command", obj{"cmd": t.Shell})
-	if text != "" || !hasTool {
+	call, isCall := t.toolCall(OpenAI)
+	if text != "" || !isCall {
 		msgID = s.id("msg")
 		output = append(output, obj{"type": "message", "id": msgID, "role": "assistant", "status": "completed",
 			"content": []obj{{"type": "output_text", "text": text, "annotations": []obj{}}}})
 	}
-	if hasTool {
-		output = append(output, obj{"type": "function_call", "id": s.id("fc"), "call_id": s.id("call"),
-			"name": toolName, "arguments": string(toolInput), "status": "completed"})
+	if isCall {
+		args, _ := json.Marshal(call.Input)
+		item := obj{"type": "function_call", "id": s.id("fc"), "call_id": s.id("call"),
+			"name": call.Name, "arguments": string(args), "status": "completed"}
+		if call.Namespace != "" {
+			item["namespace"] = call.Namespace
+		}
+		output = append(output, item)
 	}
 	response := obj{"id": respID, "object": "response", "model": model, "status": "completed", "output": output,
 		"usage": obj{"input_tokens": inputTokens, "input_tokens_details": obj{"cached_tokens": 0},

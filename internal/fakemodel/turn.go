@@ -8,9 +8,9 @@ import (
 )
 
 // A Turn is one scripted model response. The fields combine: Text is
-// streamed first, then the tool call of Shell; Stall stops after the start
-// of the response; Status replaces everything with an HTTP error. The zero
-// Turn is an empty answer.
+// streamed first, then the tool call of Shell or Call; Stall stops after the
+// start of the response; Status replaces everything with an HTTP error. The
+// zero Turn is an empty answer.
 type Turn struct {
 	// Text is the answer, streamed in several deltas (one per word).
 	Text string
@@ -28,6 +28,13 @@ type Turn struct {
 	// its next request, which takes the next Turn.
 	Shell string
 
+	// Call, when not nil, ends the turn with a call of the tool it names
+	// (an MCP tool the CLI offers, say), in the API's own shape: Anthropic
+	// tool_use, OpenAI function_call, Gemini functionCall. The CLI sends
+	// the tool's result with its next request, which takes the next Turn.
+	// Shell, when set, wins.
+	Call *Call
+
 	// Stall sends the response headers, the opening event and the deltas
 	// of Text, then nothing more until the client goes away or the Server
 	// closes.
@@ -37,37 +44,53 @@ type Turn struct {
 	// error JSON carrying Message.
 	Status  int
 	Message string
-
-	// Call, when not empty and Shell is empty, ends the turn with a call
-	// of the tool of this name, with CallInput (a JSON object; {} when
-	// empty) as its arguments: Anthropic tool_use, OpenAI function_call,
-	// Gemini functionCall. It scripts the tools the CLIs add themselves,
-	// such as Claude Code's StructuredOutput under --json-schema.
-	Call      string
-	CallInput json.RawMessage
 }
 
-// CallTool returns a Turn that calls the tool name with input (a JSON
-// object) as its arguments.
-func CallTool(name string, input json.RawMessage) Turn { return Turn{Call: name, CallInput: input} }
+// A Call is a tool call made by the fake model, for tools other than the
+// CLI's shell: the tools of an MCP server, for one.
+type Call struct {
+	// Name is the tool's name as the CLI declares it to the model, such as
+	// "mcp__clinvoke__codex" (Claude Code) or "mcp_clinvoke_claude"
+	// (Gemini CLI). For a tool inside an OpenAI namespace tool it is the
+	// name within the namespace ("claude").
+	Name string
+	// Namespace is the OpenAI namespace tool that holds Name, such as
+	// "mcp__clinvoke", where Codex declares an MCP server's tools; the
+	// function_call carries it in its "namespace" field. Empty for a plain
+	// function, and ignored by the other APIs.
+	Namespace string
+	// Input is the tool's arguments; nil sends an empty object.
+	Input map[string]any
+}
 
-// toolCall returns the tool call that ends t, if any: the shell tool of the
-// API (shellName with shellInput as arguments) for Shell, else Call.
-func (t Turn) toolCall(shellName string, shellInput obj) (name string, input json.RawMessage, ok bool) {
+// CallTool returns a Turn that asks the CLI to call the tool named name
+// with input (see [Call]).
+func CallTool(name string, input map[string]any) Turn {
+	return Turn{Call: &Call{Name: name, Input: input}}
+}
+
+// toolCall returns the tool call that ends t, in the terms of api: the
+// shell tool of the CLI speaking api, or t.Call. It reports false when t
+// calls no tool.
+func (t Turn) toolCall(api API) (c Call, ok bool) {
 	switch {
 	case t.Shell != "":
-		b, err := json.Marshal(shellInput)
-		if err != nil {
-			panic("fakemodel: " + err.Error()) // only our own maps are marshalled
+		switch api {
+		case Anthropic:
+			return Call{Name: "Bash", Input: obj{"command": t.Shell, "description": "Run a shell command"}}, true
+		case OpenAI:
+			return Call{Name: "exec_command", Input: obj{"cmd": t.Shell}}, true
+		default:
+			return Call{Name: "run_shell_command", Input: obj{"command": t.Shell, "description": "Run a shell command"}}, true
 		}
-		return shellName, b, true
-	case t.Call != "":
-		if len(t.CallInput) == 0 {
-			return t.Call, json.RawMessage("{}"), true
+	case t.Call != nil:
+		c = *t.Call
+		if c.Input == nil {
+			c.Input = obj{}
 		}
-		return t.Call, t.CallInput, true
+		return c, true
 	}
-	return "", nil, false
+	return Call{}, false
 }
 
 // Answer returns a Turn that answers text.

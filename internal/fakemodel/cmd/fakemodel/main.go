@@ -11,7 +11,10 @@
 //	echo:PREFIX   PREFIX + the tool result the CLI sent back
 //	stall:PARTIAL stream PARTIAL, then hang
 //	fail:STATUS   an HTTP error with the API's error JSON
-//	call:NAME:JSON  a call of the tool NAME with the JSON object as arguments
+//	call:[NAMESPACE/]NAME:JSON  a call of the tool NAME (in the OpenAI
+//	              namespace tool NAMESPACE) with the arguments JSON, such as
+//	              'call:mcp__clinvoke/claude:{"prompt":"hi","workdir":"/tmp"}'
+
 package main
 
 import (
@@ -42,11 +45,21 @@ func main() {
 			turns = append(turns, fakemodel.Shell(val))
 		case "echo":
 			turns = append(turns, fakemodel.EchoToolResult(val))
-		case "call":
-			name, input, _ := strings.Cut(val, ":")
-			turns = append(turns, fakemodel.CallTool(name, json.RawMessage(input)))
 		case "stall":
 			turns = append(turns, fakemodel.Stall(val))
+		case "call":
+			name, args, _ := strings.Cut(val, ":")
+			c := fakemodel.Call{Name: name}
+			if ns, n, ok := strings.Cut(name, "/"); ok {
+				c.Namespace, c.Name = ns, n
+			}
+			if args != "" {
+				if err := json.Unmarshal([]byte(args), &c.Input); err != nil {
+					fmt.Fprintln(os.Stderr, "fakemodel: bad arguments in", a+":", err)
+					os.Exit(2)
+				}
+			}
+			turns = append(turns, fakemodel.Turn{Call: &c})
 		case "fail":
 			code, err := strconv.Atoi(val)
 			if err != nil {

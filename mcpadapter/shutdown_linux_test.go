@@ -50,7 +50,9 @@ func checkShutdownAnswer(t *testing.T, res *mcp.CallToolResult, err error) {
 // A serverProc is the example server started by startServerPipes.
 type serverProc struct {
 	cmd    *exec.Cmd
-	stdin  *os.File      // the server's standard input, to close it as a host killed by SIGKILL does
+	stdin  *os.File // the server's standard input, to close it as a host killed by SIGKILL does
+	stdout *os.File // the read ends of its standard output and error, to close them as a host that went away does
+	stderr *os.File
 	exited chan struct{} // closed once the server is reaped; cmd.ProcessState is then set
 }
 
@@ -61,8 +63,19 @@ func startServerPipes(t *testing.T, bin string, s fakeagent.Script, root, transc
 	t.Helper()
 	cmd := exec.Command(bin, "-cli", "codex", "-codex-bin", os.Args[0], "-root", root, "-transcript", transcript, "-progress", "1ms")
 	cmd.Env = append(os.Environ(), s.Env()...)
+	// Standard error on a pipe of our own too, so that a test can close it
+	// as a host that went away does.
 	var stderr strings.Builder
-	cmd.Stderr = &stderr
+	errR, errW, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd.Stderr = errW
+	copied := make(chan struct{})
+	go func() {
+		io.Copy(&stderr, errR)
+		close(copied)
+	}()
 	inR, inW, err := os.Pipe()
 	if err != nil {
 		t.Fatal(err)
@@ -77,7 +90,8 @@ func startServerPipes(t *testing.T, bin string, s fakeagent.Script, root, transc
 	}
 	inR.Close()
 	outW.Close()
-	srv := &serverProc{cmd: cmd, stdin: inW, exited: make(chan struct{})}
+	errW.Close()
+	srv := &serverProc{cmd: cmd, stdin: inW, stdout: outR, stderr: errR, exited: make(chan struct{})}
 	go func() {
 		cmd.Wait()
 		close(srv.exited)
@@ -87,6 +101,8 @@ func startServerPipes(t *testing.T, bin string, s fakeagent.Script, root, transc
 		cmd.Process.Kill() // no-op when it exited, as it should have
 		<-srv.exited
 		outR.Close()
+		errR.Close()
+		<-copied
 		if t.Failed() {
 			t.Logf("server stderr:\n%s", stderr.String())
 		}
@@ -139,6 +155,7 @@ func TestExampleServerShutdown(t *testing.T) {
 		name       string
 		steps      []hostStep
 		closeStdin bool
+		hostGone   bool // the host closes both pipes: the server's writes fail with EPIPE
 		ignore     bool // the fake ignores SIGINT and SIGTERM: the ladder ends in SIGKILL
 		answered   bool // the call gets its isError answer
 	}{
@@ -152,7 +169,12 @@ func TestExampleServerShutdown(t *testing.T) {
 		// a run reaped after it still goes out.
 		{name: "two SIGINTs, CLI ignores signals", steps: []hostStep{{signal: syscall.SIGINT}, {at: 22 * time.Millisecond, signal: syscall.SIGINT}},
 			ignore: true, answered: true},
+		{name: "SIGHUP", steps: []hostStep{{signal: syscall.SIGHUP}}, answered: true},
 		{name: "stdin closed", closeStdin: true},
+		// A host that exits without a word closes the server's pipes:
+		// answering, and logging, then write to broken pipes, which must
+		// not kill the server (SIGPIPE) before the run is recorded.
+		{name: "host gone, pipes closed", closeStdin: true, hostGone: true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			root := t.TempDir()
@@ -201,6 +223,10 @@ func TestExampleServerShutdown(t *testing.T) {
 					// zombie or a reaped process is no failure.
 					_ = cmd.Process.Signal(st.signal)
 				}
+			}
+			if tc.hostGone {
+				srv.stdout.Close()
+				srv.stderr.Close()
 			}
 			if tc.closeStdin {
 				t0 = time.Now()

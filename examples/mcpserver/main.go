@@ -33,7 +33,7 @@
 //
 // # Shutdown
 //
-// The first signal (SIGINT or SIGTERM), standard input reaching end of file
+// The first signal (SIGINT, SIGTERM or SIGHUP), standard input reaching end of file
 // (stdio), or an error of the HTTP listener starts one orderly shutdown:
 //
 //  1. New calls are refused and every run in flight is cancelled: its CLI
@@ -244,14 +244,24 @@ func run() error {
 	}
 
 	sd := newShutdown(logger)
+	// SIGHUP too: a terminal's hang-up reaches the host's whole process
+	// group, which holds this server under Claude Code and Gemini CLI.
 	signals := make(chan os.Signal, 4)
-	signal.Notify(signals, os.Interrupt, syscall.SIGTERM)
+	signal.Notify(signals, os.Interrupt, syscall.SIGTERM, syscall.SIGHUP)
 	defer signal.Stop(signals)
 	go func() {
 		for sig := range signals {
 			sd.signal(sig)
 		}
 	}()
+	// A host that goes away closes our stdout and stderr: without a
+	// handler, the next write to them (an answer, a log line) would kill
+	// the server with SIGPIPE before its runs are recorded. Handled, the
+	// write fails with EPIPE instead. (signal.Ignore would be inherited by
+	// the CLIs the server starts; a handled signal is reset for them.)
+	pipes := make(chan os.Signal, 1)
+	signal.Notify(pipes, syscall.SIGPIPE)
+	defer signal.Stop(pipes)
 
 	serverOpts := &mcp.ServerOptions{
 		Instructions: "Tools that delegate coding tasks to agent CLIs (" + strings.Join(names, ", ") + ") working in directories of this machine. " +

@@ -65,11 +65,24 @@ func TestHostAnswer(t *testing.T) {
 			}
 			r.waitNoSurvivors("after the host exited")
 
+			// One run: its final line, and the line written when its
+			// session id became known (status running, same run id).
 			entries := r.transcriptEntries()
-			if len(entries) != 1 {
-				t.Fatalf("transcript holds %d runs, want 1: %s", len(entries), jsonString(entries))
+			var finals []mcpadapter.TranscriptEntry
+			for _, e := range entries {
+				if e.Status != mcpadapter.StatusRunning {
+					finals = append(finals, e)
+				}
 			}
-			e := entries[0]
+			if len(finals) != 1 {
+				t.Fatalf("transcript holds %d final records, want 1: %s", len(finals), jsonString(entries))
+			}
+			e := finals[0]
+			for _, x := range entries {
+				if x.Run != e.Run || x.SessionID != e.SessionID {
+					t.Errorf("transcript line %s is not of the one run %s (session %s)", jsonString(x), e.Run, e.SessionID)
+				}
+			}
 			if e.Tool != h.Tool || e.Status != mcpadapter.StatusCompleted || e.Text != answer || e.Prompt != "review main.go" {
 				t.Errorf("transcript entry = %s, want tool %s completed with text %q for prompt %q", jsonString(e), h.Tool, answer, "review main.go")
 			}

@@ -223,6 +223,9 @@ func run() error {
 		logger.Warn(w)
 	}
 
+	if err := checkPermissions(*perm, *maxPerm); err != nil {
+		return err
+	}
 	names, err := selectCLIs(*clis, binaries, logger)
 	if err != nil {
 		return err
@@ -240,7 +243,7 @@ func run() error {
 		if *idle > 0 {
 			opts = append(opts, invoker.WithIdleTimeout(*idle))
 		}
-		invokers = append(invokers, backends[name](opts...))
+		invokers = append(invokers, flagWorded{Invoker: backends[name](opts...), bin: *binaries[name]})
 	}
 
 	sd := newShutdown(logger)

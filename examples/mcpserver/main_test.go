@@ -1,10 +1,15 @@
 package main
 
 import (
+	"context"
+	"errors"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/clinvoke/clinvoke/codex"
+	"github.com/clinvoke/clinvoke/invoker"
 )
 
 func TestCheckRoots(t *testing.T) {
@@ -44,6 +49,57 @@ func TestCheckRoots(t *testing.T) {
 			t.Errorf("%s: warnings %q, want none", tc.name, warnings)
 		case tc.warn != "" && (len(warnings) != 1 || !strings.Contains(warnings[0], tc.warn) || !strings.Contains(warnings[0], "-root DIR")):
 			t.Errorf("%s: warnings %q, want one saying %q and how to restrict it", tc.name, warnings, tc.warn)
+		}
+	}
+}
+
+func TestCheckPermissions(t *testing.T) {
+	for _, tc := range []struct {
+		perm, max string
+		err       string // a substring of the error, "" for none
+	}{
+		{"read-only", "workspace-write", ""},
+		{"unlimited", "unlimited", ""},
+		{"admin", "unlimited", `-permission "admin"`},
+		{"read-only", "root", `-max-permission "root"`},
+		{"unlimited", "read-only", "-permission unlimited is above -max-permission read-only"},
+	} {
+		err := checkPermissions(tc.perm, tc.max)
+		switch {
+		case tc.err == "" && err != nil:
+			t.Errorf("checkPermissions(%q, %q) error = %v", tc.perm, tc.max, err)
+		case tc.err != "" && (err == nil || !strings.Contains(err.Error(), tc.err)):
+			t.Errorf("checkPermissions(%q, %q) error = %v, want one saying %q", tc.perm, tc.max, err, tc.err)
+		}
+	}
+}
+
+// A missing CLI is explained in the server's flags, not the library's Go
+// options; the error still matches invoker.ErrNotInstalled, and the
+// wrapper keeps the CLI's capabilities.
+func TestMissingCLISpeaksInFlags(t *testing.T) {
+	dir := t.TempDir()
+	missing := filepath.Join(dir, "no-such-codex")
+	for _, tc := range []struct {
+		bin  string
+		want string
+	}{
+		{"", "-codex-bin PATH"},
+		{missing, "fix the server's -codex-bin flag"},
+	} {
+		opts := []invoker.Option{}
+		if tc.bin != "" {
+			opts = append(opts, invoker.WithBinary(tc.bin))
+		} else {
+			t.Setenv("PATH", dir) // no codex there
+		}
+		inv := flagWorded{Invoker: codex.New(opts...), bin: tc.bin}
+		_, err := inv.Invoke(context.Background(), invoker.Request{Prompt: "hi", Workdir: dir})
+		if !errors.Is(err, invoker.ErrNotInstalled) || !strings.Contains(err.Error(), tc.want) || strings.Contains(err.Error(), "WithBinary") {
+			t.Errorf("bin %q: Invoke() error = %v, want ErrNotInstalled saying %q and not naming Go options", tc.bin, err, tc.want)
+		}
+		if c, ok := invoker.CapabilitiesOf(inv); !ok || !c.Images {
+			t.Errorf("CapabilitiesOf(flagWorded) = %v, %v; want codex's", c, ok)
 		}
 	}
 }

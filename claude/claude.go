@@ -140,7 +140,7 @@ func (backend) Command(req *invoker.Request) (*invoker.Command, error) {
 	case invoker.Unlimited:
 		args = append(args, "--permission-mode=bypassPermissions")
 		// As root, Claude Code refuses bypassPermissions unless it is
-		// told it runs in a sandbox (CLI-FACTS.md).
+		// told it runs in a sandbox (docs/cli-facts.md).
 		env = append(env, "IS_SANDBOX=1")
 	default:
 		return nil, fmt.Errorf("%w: unknown permission %q", invoker.ErrInvalidRequest, string(req.Permission))

@@ -312,7 +312,7 @@ func (d *decoder) finish(l line, ev func(invoker.EventKind) invoker.Event) []inv
 	var evs []invoker.Event
 	d.success = !l.IsError && (l.Subtype == "success" || l.Subtype == "")
 	if d.success && d.result == "" && (l.StopReason == nil || *l.StopReason != "end_turn") {
-		// CLI-FACTS: a model stream that ended badly gives exit 0 and an
+		// docs/cli-facts.md: a model stream that ended badly gives exit 0 and an
 		// empty result. A turn the model really ended has stop_reason
 		// end_turn (every success in the captures does), even when its
 		// last message holds no text; anything else is not an answer,

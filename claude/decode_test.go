@@ -181,7 +181,7 @@ func TestOutcomeFailures(t *testing.T) {
 	}
 }
 
-// CLI-FACTS "stream ended badly": exit 0 with an empty result. After a tool
+// docs/cli-facts.md, "stream ended badly": exit 0 with an empty result. After a tool
 // call the turn is not over, so that is a failure keeping the partial text;
 // a turn the model ended (stop_reason end_turn) with no text is a success.
 func TestEmptyResult(t *testing.T) {

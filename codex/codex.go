@@ -160,7 +160,7 @@ func (backend) Command(req *invoker.Request) (*invoker.Command, error) {
 		args = append(args, "--config=developer_instructions="+tomlString(req.SystemPrompt))
 	}
 	if resume {
-		// exec resume rejects --sandbox (CLI-FACTS.md); the same policy as
+		// exec resume rejects --sandbox (docs/cli-facts.md); the same policy as
 		// a configuration override keeps the permission on resume.
 		args = append(args, "--config=sandbox_mode="+tomlString(mode))
 	}

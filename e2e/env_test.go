@@ -25,7 +25,7 @@ import (
 )
 
 // A cli describes one real CLI and how to run it in isolation against a
-// fake model server, as measured in shared/CLI-FACTS.md.
+// fake model server, as measured in docs/cli-facts.md.
 type cli struct {
 	name string // the backend's Name and the executable on PATH
 	pkg  string // npm package, for messages

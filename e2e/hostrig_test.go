@@ -293,7 +293,7 @@ func (run *hostRun) wait(t *testing.T, what string) error {
 // realPid returns the pid of the process that is the host itself: Claude
 // Code is one native binary; Codex's codex.js launches the native codex,
 // and Gemini's launcher relaunches gemini as a child node process, and a
-// signal to the launcher alone does nothing (CLI-FACTS.md).
+// signal to the launcher alone does nothing (docs/cli-facts.md).
 func (r *hostRig) realPid(run *hostRun) int {
 	r.t.Helper()
 	pid := run.pid

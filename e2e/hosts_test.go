@@ -189,7 +189,7 @@ func TestHostInterrupt(t *testing.T) {
 					t.Fatal(err)
 				}
 				// Each host has its own exit status after an interrupt
-				// (CLI-FACTS.md); what matters is that it exits.
+				// (docs/cli-facts.md); what matters is that it exits.
 				_ = run.wait(t, "after "+how)
 				r.waitNoSurvivors("after " + h.Name + " was interrupted by " + how)
 				if alive := ar.Alive(); len(alive) > 0 {

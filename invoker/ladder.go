@@ -136,7 +136,7 @@ func (r *run) supervise() error {
 // interrupt is the ladder's first step: Ctrl-C through the terminal in PTY
 // mode, else SIGINT to the root's process group. SIGINT comes first because
 // it is the signal the real CLIs handle best: Claude Code records the turn
-// and kills its own tools only on SIGINT (CLI-FACTS.md).
+// and kills its own tools only on SIGINT (docs/cli-facts.md).
 func (r *run) interrupt() {
 	if r.pty != nil {
 		r.tree.Snapshot() // Signal would take it; Ctrl-C bypasses Signal

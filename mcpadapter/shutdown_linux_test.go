@@ -2,7 +2,7 @@ package mcpadapter_test
 
 // The example server's shutdown, driven the way MCP hosts drive it: the
 // signal bursts Claude Code sends its stdio servers when it is
-// interrupted (CLI-FACTS.md, "Claude Code 2.1.197 as an MCP host"), a
+// interrupted (docs/cli-facts.md, "Claude Code 2.1.197 as an MCP host"), a
 // single signal, and standard input closed, each while a run with a tool
 // tree (a grandchild and a setsid daemon) is active.
 

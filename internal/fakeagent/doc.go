@@ -59,7 +59,7 @@
 // hangs it, as it hangs Codex), then prints its events with one write call
 // per line and exits 0. The Script documentation lists the order of
 // everything it prints. On SIGINT and SIGTERM it ends the way the real CLI
-// of its flavour does (CLI-FACTS.md): Codex exits 1 (143 on SIGTERM)
+// of its flavour does (docs/cli-facts.md): Codex exits 1 (143 on SIGTERM)
 // without a terminal event; Claude prints an error_during_execution result
 // and exits 0 on SIGINT, exits 143 without result on SIGTERM; Gemini exits
 // 0 without result. It never stops the processes it started: that is the

@@ -71,7 +71,7 @@ const sleepFor = 10 * time.Minute
 type Script struct {
 	// Flavor selects the CLI whose JSONL shapes are printed: Codex
 	// (default), Gemini or Claude. Field names, nesting and order are
-	// copied from captures of the real CLIs (CLI-FACTS.md).
+	// copied from captures of the real CLIs (docs/cli-facts.md).
 	Flavor string `json:"flavor,omitempty"`
 
 	// SessionID is the session (thread) id reported. If empty, a resumed
@@ -127,7 +127,7 @@ type Script struct {
 	// and SIGTERM: only SIGKILL stops them.
 	//
 	// Without it, SIGINT and SIGTERM end the fake the way they end the
-	// real CLI of its flavour (CLI-FACTS.md, "Success, failure, exit
+	// real CLI of its flavour (docs/cli-facts.md, "Success, failure, exit
 	// codes"): Codex exits 1 on SIGINT and 143 on SIGTERM, with no
 	// terminal event; Claude prints result{subtype:"error_during_execution",
 	// is_error:true} and exits 0 on SIGINT, and exits 143 with no result on

@@ -194,7 +194,7 @@ func (r *agentRun) record() *Record {
 	return rec
 }
 
-// outcome is what a decoder following CLI-FACTS.md makes of a stream.
+// outcome is what a decoder following docs/cli-facts.md makes of a stream.
 type outcome struct {
 	session   string
 	answer    string
@@ -205,7 +205,7 @@ type outcome struct {
 }
 
 // decode is a reference decoder: the rules for the final answer and the
-// terminal event that the real CLIs follow (CLI-FACTS.md, "stdout events").
+// terminal event that the real CLIs follow (docs/cli-facts.md, "stdout events").
 func decode(t *testing.T, flavor string, lines [][]byte) outcome {
 	t.Helper()
 	var o outcome
@@ -805,7 +805,7 @@ func TestReplay(t *testing.T) {
 }
 
 // TestSignals sends SIGINT or SIGTERM once the first event is read and
-// checks that each flavour ends like its real CLI (CLI-FACTS.md).
+// checks that each flavour ends like its real CLI (docs/cli-facts.md).
 func TestSignals(t *testing.T) {
 	cases := []struct {
 		flavor   string

@@ -40,7 +40,7 @@
 // WebSocket upgrade.
 //
 // The wire formats follow what made each real CLI complete a turn, as
-// measured in shared/CLI-FACTS.md ("Fake model server protocol"): Anthropic
+// measured in docs/cli-facts.md ("Fake model server protocol"): Anthropic
 // events carry "event:" lines and a content_block_stop per block; OpenAI
 // events repeat their name in "type" and end with response.completed; the
 // last Gemini chunk carries finishReason.

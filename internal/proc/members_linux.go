@@ -167,7 +167,7 @@ func (t *Tree) signal(s Signal) error {
 
 // snapshot records the tree's members by their parent links. A signal may
 // make a CLI exit and orphan tools it started in other sessions
-// (CLI-FACTS.md, "Cancellation behaviour"), some of which may have cleared
+// (docs/cli-facts.md, "Cancellation behaviour"), some of which may have cleared
 // their environment of the marker. The parent links, recorded while they
 // exist, let Kill find those orphans later. The tracker records them too,
 // but only every trackEvery.

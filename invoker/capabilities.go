@@ -17,6 +17,10 @@ type Capabilities struct {
 	Images bool
 	// SystemPrompt: Request.SystemPrompt adds to the CLI's system prompt.
 	SystemPrompt bool
+	// Sessions: the CLI has a reliable long-lived mode, and OpenSession
+	// holds a conversation in one warm process (see Session). It is not a
+	// Request field: Supports and Unsupported do not list it.
+	Sessions bool
 }
 
 // A CapabilityReporter is an Invoker that says what it supports. Every

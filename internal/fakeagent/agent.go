@@ -76,6 +76,9 @@ func run(s Script) int {
 	if s.Stderr != "" {
 		os.Stderr.WriteString(s.Stderr)
 	}
+	if isClaudeSession(s.flavor(), a.args) {
+		return a.claudeSession(rec)
+	}
 	if !s.SkipStdin {
 		in, err := io.ReadAll(os.Stdin)
 		if err != nil {

@@ -69,6 +69,22 @@
 // event, so a test that has read one line can rely on ReadRecord listing
 // the whole tree.
 //
+// # Sessions
+//
+// With the Claude flavour and --input-format stream-json among its
+// arguments, the fake runs Claude Code's long-lived mode instead: it reads
+// one JSON line at a time, and answers each user message with one turn
+// (system init, the Tool call, progress for StreamFor, the answer in
+// Chunks, StallFor, and a result; the default answer is "Turn N: " and
+// DefaultAnswer). A control_request of subtype interrupt during a turn is
+// acknowledged with a control_response and ends the turn the way Claude
+// Code does (a user line "[Request interrupted by user]" and a result of
+// subtype error_during_execution); the fake then waits for the next
+// message. End of input between turns exits 0. Misbehaviour: IgnoreInterrupt
+// ignores interrupt requests; a prompt holding PromptStall stalls before its
+// result until interrupted; one holding PromptDie exits 3 mid-turn.
+// Standard input is recorded as it arrives.
+//
 // # Finding survivors
 //
 // Record.Alive checks recorded processes by pid and start time, counting

@@ -448,15 +448,19 @@ func (s *Session) Close() error {
 			s.stop(errors.New("session closed with a turn in flight"))
 		} else {
 			s.signal()
+			exited := false
 			if g := s.cfg.turnGrace; g > 0 {
 				t := time.NewTimer(g)
 				select {
 				case <-s.done:
+					exited = true
 				case <-t.C:
 				}
 				t.Stop()
 			}
-			s.stop(fmt.Errorf("the CLI did not exit within %v of the end of its input", s.cfg.turnGrace))
+			if !exited {
+				s.stop(fmt.Errorf("the CLI did not exit within %v of the end of its input", s.cfg.turnGrace))
+			}
 		}
 		<-s.done
 	})
@@ -574,30 +578,38 @@ func (s *Session) Turn(ctx context.Context, t TurnRequest) (*Result, error) {
 		}
 	}()
 	interrupted, ignored := false, false
+	ended := func() (*Result, error) {
+		out := ts.out
+		res.ExitCode = 0
+		res.SessionID, res.Text, res.Usage = out.SessionID, out.Text, out.Usage
+		if res.SessionID == "" {
+			res.SessionID = s.ID()
+		}
+		res.Stderr = r.tail.String()
+		res.Duration = time.Since(start)
+		switch {
+		case out.Success:
+			// Finished before the interrupt took effect: nothing
+			// of the turn is lost.
+			return res, nil
+		case interrupted:
+			return res, &Error{CLI: s.cli, Err: ctxError(ctx)}
+		case out.Err != nil:
+			return res, &Error{CLI: s.cli, Err: out.Err}
+		}
+		return res, &Error{CLI: s.cli, Err: ErrNoResult}
+	}
 	for {
 		select {
 		case <-ts.ended:
-			out := ts.out
-			res.ExitCode = 0
-			res.SessionID, res.Text, res.Usage = out.SessionID, out.Text, out.Usage
-			if res.SessionID == "" {
-				res.SessionID = s.ID()
-			}
-			res.Stderr = r.tail.String()
-			res.Duration = time.Since(start)
-			switch {
-			case out.Success:
-				// Finished before the interrupt took effect: nothing
-				// of the turn is lost.
-				return res, nil
-			case interrupted:
-				return res, &Error{CLI: s.cli, Err: ctxError(ctx)}
-			case out.Err != nil:
-				return res, &Error{CLI: s.cli, Err: out.Err}
-			}
-			return res, &Error{CLI: s.cli, Err: ErrNoResult}
+			return ended()
 
 		case <-s.done:
+			select {
+			case <-ts.ended:
+				return ended() // the turn was complete before the CLI exited
+			default:
+			}
 			if r.panicked.Load() {
 				if r.goexit {
 					runtime.Goexit()

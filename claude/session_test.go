@@ -233,9 +233,21 @@ func TestSessionInterruptIgnored(t *testing.T) {
 	}
 }
 
-// Close with a turn in flight ends the whole tree, and the turn returns.
+// Close with a turn in flight ends the whole tree, and the turn returns
+// an error that says the session was closed, whether the CLI ends the turn
+// on the ladder's SIGINT (as Claude Code does) or dies without a word.
 func TestSessionCloseWithTurnInFlight(t *testing.T) {
-	g := newSessionRig(t, fakeagent.Script{Grandchild: true, Escapee: true, IgnoreSignals: true})
+	for _, stubborn := range []bool{false, true} {
+		name := "obeys SIGINT"
+		if stubborn {
+			name = "ignores signals"
+		}
+		t.Run(name, func(t *testing.T) { testCloseWithTurnInFlight(t, stubborn) })
+	}
+}
+
+func testCloseWithTurnInFlight(t *testing.T, stubborn bool) {
+	g := newSessionRig(t, fakeagent.Script{Grandchild: true, Escapee: true, IgnoreSignals: stubborn})
 	ctx := guard(t)
 	s := g.open(ctx)
 	streaming := make(chan struct{})

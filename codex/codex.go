@@ -71,7 +71,7 @@ func (backend) NewDecoder(*invoker.Request) invoker.Decoder { return newDecoder(
 
 // Capabilities: codex takes every optional field.
 func (backend) Capabilities() invoker.Capabilities {
-	return invoker.Capabilities{Model: true, Resume: true, Images: true, SystemPrompt: true}
+	return invoker.Capabilities{Model: true, Resume: true, Images: true, SystemPrompt: true, Sessions: true}
 }
 
 // sandboxMode returns Codex's sandbox policy for a permission level.

@@ -282,6 +282,13 @@ func (d *sessionDecoder) Decode(line []byte) ([]Event, error) {
 	s := d.s
 	st, err := s.proto.Decode(line)
 	s.write(st.Write...)
+	for _, ev := range st.Events {
+		if ev.SessionID != "" {
+			s.mu.Lock()
+			s.id = ev.SessionID
+			s.mu.Unlock()
+		}
+	}
 	if st.Ready {
 		s.markReady()
 	}
@@ -318,9 +325,6 @@ func (d *sessionDecoder) Outcome(exitCode int, stderr string) Outcome {
 func (s *Session) dispatch(ev Event) {
 	s.mu.Lock()
 	t := s.cur
-	if ev.SessionID != "" {
-		s.id = ev.SessionID
-	}
 	s.mu.Unlock()
 	if t == nil {
 		return
@@ -578,8 +582,42 @@ func (s *Session) Turn(ctx context.Context, t TurnRequest) (*Result, error) {
 		}
 	}()
 	interrupted, ignored := false, false
+	// gone returns once the session has ended, after its tree is reaped,
+	// with the turn's partial result. err is what the CLI said about the
+	// turn, if it ended it.
+	gone := func(err error) (*Result, error) {
+		<-s.done
+		if r.panicked.Load() {
+			if r.goexit {
+				runtime.Goexit()
+			}
+			panic(r.panicVal)
+		}
+		res.ExitCode = r.res.ExitCode
+		res.Stderr = r.res.Stderr
+		if out := s.turnOutcome(ts); out.Text != "" {
+			res.Text = out.Text
+		}
+		closed := s.closedError()
+		switch {
+		case ignored:
+			closed = fmt.Errorf("%w (%v): %w: %w", ErrInterruptIgnored, s.cfg.turnGrace, ErrSessionClosed, ctxError(ctx))
+		case interrupted:
+			closed = fmt.Errorf("%w: %w", closed, ctxError(ctx))
+		}
+		if err != nil {
+			closed = fmt.Errorf("%w; the turn ended with: %w", closed, err)
+		}
+		return fail(closed)
+	}
 	ended := func() (*Result, error) {
 		out := ts.out
+		if !out.Success && r.ctx.Err() != nil {
+			// The CLI ended the turn because the session is being
+			// stopped (Close, the session's context, the ladder after
+			// an ignored interrupt): say so, once the tree is gone.
+			return gone(out.Err)
+		}
 		res.ExitCode = 0
 		res.SessionID, res.Text, res.Usage = out.SessionID, out.Text, out.Usage
 		if res.SessionID == "" {
@@ -610,32 +648,7 @@ func (s *Session) Turn(ctx context.Context, t TurnRequest) (*Result, error) {
 				return ended() // the turn was complete before the CLI exited
 			default:
 			}
-			if r.panicked.Load() {
-				if r.goexit {
-					runtime.Goexit()
-				}
-				panic(r.panicVal)
-			}
-			res.ExitCode = r.res.ExitCode
-			res.Stderr = r.res.Stderr
-			if out := s.turnOutcome(ts); out.Text != "" || out.SessionID != "" {
-				res.Text = out.Text
-				if out.SessionID != "" {
-					s.mu.Lock()
-					s.id = out.SessionID
-					s.mu.Unlock()
-				}
-			}
-			var err error
-			switch {
-			case ignored:
-				err = fmt.Errorf("%w (%v): %w: %w", ErrInterruptIgnored, s.cfg.turnGrace, ErrSessionClosed, ctxError(ctx))
-			case interrupted:
-				err = fmt.Errorf("%w: %w", s.closedError(), ctxError(ctx))
-			default:
-				err = s.closedError()
-			}
-			return fail(err)
+			return gone(nil)
 
 		case <-ctxDone:
 			ctxDone = nil

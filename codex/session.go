@@ -268,7 +268,8 @@ func (p *protocol) Decode(line []byte) (invoker.Step, error) {
 		if p.turn == "" {
 			p.turn = r.Turn.ID
 		}
-		st := invoker.Step{Events: rawEv}
+		// The turn's first event, as thread.started is a run's.
+		st := invoker.Step{Events: []invoker.Event{{Kind: invoker.KindSession, SessionID: p.thread, Raw: raw}}}
 		if p.wantInterrupt && !p.ended {
 			p.wantInterrupt = false
 			st.Write = [][]byte{p.interruptLine()}
@@ -337,9 +338,13 @@ func (p *protocol) notification(m *rpc, raw json.RawMessage) invoker.Step {
 	if params.ThreadID != "" && p.thread != "" && params.ThreadID != p.thread {
 		return one(invoker.Event{Kind: invoker.KindRaw}) // a sub-agent's thread
 	}
+	if !p.inTurn || p.turn == "" {
+		// Between turns (thread/started after the handshake, status
+		// changes): nothing of a turn, and printed before turn/start
+		// was answered, so not to be mistaken for the next turn's.
+		return invoker.Step{}
+	}
 	switch m.Method {
-	case "turn/started":
-		return one(invoker.Event{Kind: invoker.KindSession, SessionID: p.thread})
 	case "item/agentMessage/delta":
 		p.partial.WriteString(params.Delta)
 		return one(invoker.Event{Kind: invoker.KindMessage, Text: params.Delta, Delta: true})

@@ -79,6 +79,9 @@ func run(s Script) int {
 	if isClaudeSession(s.flavor(), a.args) {
 		return a.claudeSession(rec)
 	}
+	if isCodexAppServer(s.flavor(), a.args) {
+		return a.codexAppServer(rec)
+	}
 	if !s.SkipStdin {
 		in, err := io.ReadAll(os.Stdin)
 		if err != nil {

@@ -85,6 +85,15 @@
 // result until interrupted; one holding PromptDie exits 3 mid-turn.
 // Standard input is recorded as it arrives.
 //
+// With the Codex flavour and app-server as its first argument, the fake
+// speaks Codex's app-server JSON-RPC the same way: initialize,
+// thread/start or thread/resume, and per turn/start the turn's item
+// notifications (a commandExecution for Tool, reasoning for StreamFor, the
+// answer as agentMessage deltas and item) and turn/completed; turn/interrupt
+// ends the turn with status interrupted (IgnoreInterrupt: no answer at
+// all), thread/backgroundTerminals/clean answers {}, and end of input exits
+// 0 even with a turn in flight, as the real app-server does.
+//
 // # Finding survivors
 //
 // Record.Alive checks recorded processes by pid and start time, counting

@@ -141,9 +141,14 @@ func TestSessionInterruptWhileModelStreams(t *testing.T) {
 		if err != nil || res.Text != "after interrupt" {
 			t.Fatalf("Turn() after the interrupt = %s, %v; want %q", jsonString(res), err, "after interrupt")
 		}
+		// The turn before the interrupt is part of the conversation; whether
+		// the interrupted prompt is, is the CLI's choice (Claude Code and
+		// Codex keep it, Gemini drops it).
 		reqs := r.srv.Scripted()
-		if len(reqs) != 3 || !reqs[2].Contains("first prompt") || !reqs[2].Contains("second prompt") {
+		if len(reqs) != 3 || !reqs[2].Contains("first prompt") || !reqs[2].Contains("one done") || !reqs[2].Contains("third prompt") {
 			t.Errorf("the turn after the interrupt does not carry the conversation (%d model requests)", len(reqs))
+		} else {
+			t.Logf("the interrupted prompt is kept in the conversation: %v", reqs[2].Contains("second prompt"))
 		}
 	})
 }

@@ -82,6 +82,9 @@ func run(s Script) int {
 	if isCodexAppServer(s.flavor(), a.args) {
 		return a.codexAppServer(rec)
 	}
+	if isGeminiACP(s.flavor(), a.args) {
+		return a.geminiACP(rec)
+	}
 	if !s.SkipStdin {
 		in, err := io.ReadAll(os.Stdin)
 		if err != nil {

@@ -94,6 +94,14 @@
 // all), thread/backgroundTerminals/clean answers {}, and end of input exits
 // 0 even with a turn in flight, as the real app-server does.
 //
+// With the Gemini flavour and --acp, the fake is an Agent Client Protocol
+// agent: initialize, session/new or session/load, session/set_mode, and per
+// session/prompt the turn's session/update notifications (tool_call and
+// tool_call_update for Tool, agent_thought_chunk for StreamFor,
+// agent_message_chunk for the answer), then the prompt's response with stop
+// reason end_turn; session/cancel ends the turn with stop reason cancelled
+// (IgnoreInterrupt: not at all).
+//
 // # Finding survivors
 //
 // Record.Alive checks recorded processes by pid and start time, counting

@@ -91,7 +91,7 @@ func TestInteractiveCtrlC(t *testing.T) {
 	go func() { codec <- interactive(inv, req, pr, &out, watch, sigs, false) }()
 	io.WriteString(pw, fakeagent.PromptStall+"\n")
 	<-streaming
-	sigs <- os.Interrupt // interrupts the turn
+	sigs <- os.Interrupt          // interrupts the turn
 	io.WriteString(pw, "again\n") // read once the interrupted turn has ended
 	<-answered
 	sigs <- os.Interrupt // at the prompt: exit

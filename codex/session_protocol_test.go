@@ -2,6 +2,7 @@ package codex
 
 import (
 	"encoding/json"
+	"errors"
 	"strings"
 	"testing"
 
@@ -67,3 +68,15 @@ func TestAppServerTurnEndsAfterClean(t *testing.T) {
 }
 
 func jsonInt(n int64) string { b, _ := json.Marshal(n); return string(b) }
+
+// A thread Codex cannot resume fails the session's opening with the reason.
+func TestAppServerResumeRefused(t *testing.T) {
+	p := backend{}.NewSessionProtocol(&invoker.Request{Workdir: "/w", SessionID: "T9"})
+	p.Open()
+	appDecode(t, p, `{"id":1,"result":{}}`)
+	_, err := p.Decode([]byte(`{"id":2,"error":{"code":-32600,"message":"no rollout found for thread id T9"}}`))
+	var se *invoker.StreamError
+	if !errors.As(err, &se) || !strings.Contains(se.Message, "resume thread T9") || !strings.Contains(se.Message, "no rollout found") {
+		t.Errorf("Decode(error) = %v, want a StreamError naming the thread and Codex's reason", err)
+	}
+}

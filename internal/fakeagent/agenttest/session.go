@@ -39,6 +39,7 @@ func RunSessions(t *testing.T, flavor string, newInvoker func(...invoker.Option)
 		{"ContextEndsTree", su.contextEndsTree},
 		{"OnEventPanic", su.onEventPanic},
 		{"RequestErrors", su.requestErrors},
+		{"Resume", su.resume},
 	} {
 		t.Run(c.name, c.f)
 	}
@@ -402,5 +403,21 @@ func (su *sessionSuite) requestErrors(t *testing.T) {
 				t.Errorf("OpenSession() = %v, %v; want nil and ErrInvalidRequest", s, err)
 			}
 		})
+	}
+}
+
+// A session opened with Request.SessionID continues that session: its
+// turns report the id.
+func (su *sessionSuite) resume(t *testing.T) {
+	g := su.newSessionRig(t, fakeagent.Script{})
+	g.req.SessionID = "0199a213-81c0-7800-8aa1-bbab2a035a53"
+	ctx := guard(t)
+	s := g.open(ctx)
+	res, err := s.Turn(ctx, invoker.TurnRequest{Prompt: "where were we"})
+	if err != nil || res.SessionID != g.req.SessionID {
+		t.Errorf("Turn() = {SessionID:%q}, %v; want the resumed id %s", res.SessionID, err, g.req.SessionID)
+	}
+	if s.ID() != g.req.SessionID {
+		t.Errorf("ID() = %q, want %s", s.ID(), g.req.SessionID)
 	}
 }

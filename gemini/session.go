@@ -16,9 +16,11 @@ import (
 // which speaks the Agent Client Protocol (JSON-RPC 2.0, one message per
 // line) on standard input and output (measured with 0.61.0 in
 // docs/session-protocols.md). The session sends initialize (no file system
-// or terminal offered to the agent), then session/new in Workdir, or
-// session/load when Request.SessionID is set, then, for WorkspaceWrite and
-// Unlimited, session/set_mode "autoEdit" or "yolo". Each turn is a
+// or terminal offered to the agent), then session/new in Workdir, then, for
+// WorkspaceWrite and Unlimited, session/set_mode "autoEdit" or "yolo". A
+// session cannot resume one (Request.SessionID): session/load of 0.61.0
+// finds no saved session at all; resume with Invoke, whose --resume works,
+// also for the id of a session opened here. Each turn is a
 // session/prompt, whose response ends the turn with its stop reason; the
 // turn's events are the session/update notifications (agent message and
 // thought chunks, tool calls and their updates). A cancelled turn is
@@ -39,6 +41,12 @@ func (backend) SessionCommand(req *invoker.Request) (*invoker.Command, error) {
 	if _, err := approvalMode(req.Permission); err != nil {
 		return nil, err
 	}
+	if req.SessionID != "" {
+		// Measured: session/load answers "No previous sessions found for
+		// this project." for every id, even one its own ACP mode saved
+		// in the same home and workdir a moment before.
+		return nil, invoker.Unsupported("SessionID", "gemini 0.61.0's ACP mode cannot load a saved session; resume it with Invoke (Request.SessionID), one process per turn")
+	}
 	args := []string{"--acp"}
 	if req.Model != "" {
 		args = append(args, "--model="+req.Model)
@@ -48,7 +56,7 @@ func (backend) SessionCommand(req *invoker.Request) (*invoker.Command, error) {
 
 // NewSessionProtocol returns the ACP driver of one session.
 func (backend) NewSessionProtocol(req *invoker.Request) invoker.SessionProtocol {
-	return &acp{workdir: req.Workdir, resume: req.SessionID, perm: req.Permission, next: modeID, calls: make(map[string]call)}
+	return &acp{workdir: req.Workdir, perm: req.Permission, next: modeID, calls: make(map[string]call)}
 }
 
 // Request ids of the session's own calls.
@@ -62,10 +70,10 @@ const (
 var acpModes = map[invoker.Permission]string{invoker.WorkspaceWrite: "autoEdit", invoker.Unlimited: "yolo"}
 
 type acp struct {
-	workdir, resume string
-	perm            invoker.Permission
-	next            int64
-	session         string
+	workdir string
+	perm    invoker.Permission
+	next    int64
+	session string
 
 	// The turn in flight.
 	inTurn    bool
@@ -84,10 +92,24 @@ type acpMessage struct {
 	Method string          `json:"method"`
 	Params json.RawMessage `json:"params"`
 	Result json.RawMessage `json:"result"`
-	Error  *struct {
-		Code    int    `json:"code"`
-		Message string `json:"message"`
-	} `json:"error"`
+	Error  *acpError       `json:"error"`
+}
+
+// acpError is a JSON-RPC error; Gemini puts the reason in data.details
+// and only "Internal error" in the message.
+type acpError struct {
+	Code    int    `json:"code"`
+	Message string `json:"message"`
+	Data    struct {
+		Details string `json:"details"`
+	} `json:"data"`
+}
+
+func (e *acpError) text() string {
+	if e.Data.Details != "" {
+		return e.Message + ": " + e.Data.Details
+	}
+	return e.Message
 }
 
 func rpcCall(id int64, method string, params any) []byte {
@@ -156,30 +178,19 @@ func (p *acp) Decode(line []byte) (invoker.Step, error) {
 	switch {
 	case id == initID:
 		if m.Error != nil {
-			return invoker.Step{}, fmt.Errorf("gemini refused initialize: %s", m.Error.Message)
-		}
-		if p.resume != "" {
-			return invoker.Step{Write: [][]byte{rpcCall(openID, "session/load", map[string]any{
-				"sessionId": p.resume, "cwd": p.workdir, "mcpServers": []any{},
-			})}}, nil
+			return invoker.Step{}, fmt.Errorf("gemini refused initialize: %s", m.Error.text())
 		}
 		return invoker.Step{Write: [][]byte{rpcCall(openID, "session/new", map[string]any{"cwd": p.workdir, "mcpServers": []any{}})}}, nil
 	case id == openID:
 		if m.Error != nil {
-			what := "open a session"
-			if p.resume != "" {
-				what = "load session " + p.resume
-			}
-			return invoker.Step{}, &invoker.StreamError{Message: fmt.Sprintf("gemini could not %s: %s", what, m.Error.Message), Type: "session/new", Err: classify(m.Error.Message)}
+			msg := m.Error.text()
+			return invoker.Step{}, &invoker.StreamError{Message: "gemini could not open a session: " + msg, Type: "session/new", Err: classify(msg)}
 		}
 		var r struct {
 			SessionID string `json:"sessionId"`
 		}
 		json.Unmarshal(m.Result, &r)
 		p.session = r.SessionID
-		if p.session == "" {
-			p.session = p.resume // session/load answers without the id
-		}
 		ev := invoker.Event{Kind: invoker.KindSession, SessionID: p.session, Raw: raw}
 		if mode := acpModes[p.perm]; mode != "" {
 			return invoker.Step{Events: []invoker.Event{ev}, Write: [][]byte{rpcCall(modeID, "session/set_mode", map[string]string{"sessionId": p.session, "modeId": mode})}}, nil
@@ -187,7 +198,7 @@ func (p *acp) Decode(line []byte) (invoker.Step, error) {
 		return invoker.Step{Events: []invoker.Event{ev}, Ready: true}, nil
 	case id == modeID:
 		if m.Error != nil {
-			return invoker.Step{}, fmt.Errorf("gemini refused the mode %q for permission %s: %s", acpModes[p.perm], p.perm, m.Error.Message)
+			return invoker.Step{}, fmt.Errorf("gemini refused the mode %q for permission %s: %s", acpModes[p.perm], p.perm, m.Error.text())
 		}
 		return invoker.Step{Ready: true}, nil
 	case p.inTurn && id == p.promptID:
@@ -311,8 +322,9 @@ func (p *acp) finish(m *acpMessage, raw json.RawMessage) invoker.Step {
 	p.inTurn = false
 	var evs []invoker.Event
 	if m.Error != nil {
-		p.failure = &invoker.StreamError{Message: m.Error.Message, Type: "session/prompt", Err: classify(m.Error.Message)}
-		evs = append(evs, invoker.Event{Kind: invoker.KindError, Text: m.Error.Message, Raw: raw})
+		msg := m.Error.text()
+		p.failure = &invoker.StreamError{Message: msg, Type: "session/prompt", Err: classify(msg)}
+		evs = append(evs, invoker.Event{Kind: invoker.KindError, Text: msg, Raw: raw})
 	} else {
 		var r struct {
 			StopReason string `json:"stopReason"`

@@ -312,13 +312,15 @@ func (d *sessionDecoder) Decode(line []byte) ([]Event, error) {
 
 func (d *sessionDecoder) Stderr(line []byte) error { return d.s.proto.Stderr(line) }
 
-// Outcome of the whole process: a CLI that exits 0 at the end of its input,
-// with no turn in flight and nothing stopping it, ended well.
+// Outcome of the whole process: a CLI that exits 0 at the end of its input
+// (Close), with no turn in flight and nothing stopping it, ended well. An
+// exit 0 at any other time is not (Gemini exits 0 on the SIGINT that a
+// fatal error of the protocol brings).
 func (d *sessionDecoder) Outcome(exitCode int, stderr string) Outcome {
 	s := d.s
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return Outcome{SessionID: s.id, Success: exitCode == 0 && s.cur == nil && s.r.ctx.Err() == nil}
+	return Outcome{SessionID: s.id, Success: exitCode == 0 && s.eof && s.cur == nil && s.r.ctx.Err() == nil}
 }
 
 // dispatch is the run's OnEvent: it hands the events to the turn in

@@ -93,6 +93,13 @@ func (g *acpAgent) handle(m *acpRPC) {
 		g.reply(m.ID, obj{{"protocolVersion", 1}, {"authMethods", []obj{}},
 			{"agentCapabilities", obj{{"loadSession", true}}}})
 	case "session/new", "session/load":
+		if g.a.s.Fail != "" {
+			// As Gemini answers when it cannot set a session up (a bad
+			// API key, a session it cannot find).
+			g.a.emit(obj{{"jsonrpc", "2.0"}, {"id", m.ID}, {"error", obj{{"code", -32603}, {"message", "Internal error"},
+				{"data", obj{{"details", g.a.s.Fail}}}}}})
+			return
+		}
 		if m.Params.SessionID != "" {
 			g.a.sid = m.Params.SessionID
 			g.reply(m.ID, nil)

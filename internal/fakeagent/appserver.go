@@ -88,6 +88,11 @@ func (s *appServer) handle(m *appRPC) {
 			{"platformFamily", "unix"}, {"platformOs", "linux"}})
 	case "initialized":
 	case "thread/start", "thread/resume":
+		if strings.Contains(m.Params.ThreadID, "missing") {
+			// As Codex answers for a thread it has no rollout of.
+			s.a.emit(obj{{"id", m.ID}, {"error", obj{{"code", -32600}, {"message", "no rollout found for thread id " + m.Params.ThreadID}}}})
+			return
+		}
 		if m.Params.ThreadID != "" {
 			s.thread = m.Params.ThreadID
 		}

@@ -91,7 +91,8 @@
 // notifications (a commandExecution for Tool, reasoning for StreamFor, the
 // answer as agentMessage deltas and item) and turn/completed; turn/interrupt
 // ends the turn with status interrupted (IgnoreInterrupt: no answer at
-// all), thread/backgroundTerminals/clean answers {}, and end of input exits
+// all), thread/resume of an id holding "missing" fails as for an unknown
+// thread, thread/backgroundTerminals/clean answers {}, and end of input exits
 // 0 even with a turn in flight, as the real app-server does.
 //
 // With the Gemini flavour and --acp, the fake is an Agent Client Protocol
@@ -100,7 +101,8 @@
 // tool_call_update for Tool, agent_thought_chunk for StreamFor,
 // agent_message_chunk for the answer), then the prompt's response with stop
 // reason end_turn; session/cancel ends the turn with stop reason cancelled
-// (IgnoreInterrupt: not at all).
+// (IgnoreInterrupt: not at all). With Fail, session/new and session/load
+// fail with an Internal error whose details are Fail, as Gemini's do.
 //
 // # Finding survivors
 //

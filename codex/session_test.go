@@ -34,3 +34,18 @@ func TestSessionResumeUnknownThread(t *testing.T) {
 		t.Errorf("processes survived the refused session: %v", left)
 	}
 }
+
+// The first-event timeout bounds the opening handshake of a server that
+// does not answer.
+func TestSessionHandshakeTimeout(t *testing.T) {
+	s := fakeagent.Script{Flavor: fakeagent.Codex, SilentFor: time.Hour, Tag: fakeagent.NewTag()}
+	inv := codex.New(invoker.WithBinary(os.Args[0]), invoker.WithFirstEventTimeout(200*time.Millisecond),
+		invoker.WithInterruptGrace(200*time.Millisecond), invoker.WithTerminateGrace(200*time.Millisecond))
+	sess, err := invoker.OpenSession(context.Background(), inv, invoker.Request{Workdir: t.TempDir(), Env: s.Env()})
+	if sess != nil || !errors.Is(err, invoker.ErrFirstEventTimeout) {
+		t.Errorf("OpenSession() = %v, %v; want ErrFirstEventTimeout", sess, err)
+	}
+	if left := fakeagent.Survivors(s.Tag); len(left) > 0 {
+		t.Errorf("processes survived the timed-out opening: %v", left)
+	}
+}

@@ -65,6 +65,7 @@ type Sessioner interface {
 	// fixes the session's Workdir, Permission, Model, SessionID (resume),
 	// SystemPrompt, Env and ExtraArgs; its Prompt, Images and OnEvent
 	// must be empty (they belong to each turn, see TurnRequest).
+	// WithFirstEventTimeout, when set, also bounds the handshake.
 	//
 	// ctx bounds the whole session, not only the opening: when it is
 	// cancelled, the CLI's tree is stopped with the signal ladder as
@@ -135,9 +136,11 @@ type Session struct {
 
 // turnState is one turn's link between the reader and Turn.
 type turnState struct {
-	req   *TurnRequest
-	ended chan struct{} // closed after the turn's last event was delivered
-	out   Outcome       // set by the reader before ended is closed
+	req       *TurnRequest
+	first     chan struct{} // closed at the turn's first event that is not a warning
+	firstOnce sync.Once
+	ended     chan struct{} // closed after the turn's last event was delivered
+	out       Outcome       // set by the reader before ended is closed
 	// last is set by the reader when the protocol reported the end of the
 	// turn: the next KindDone event delivered is the turn's last.
 	last bool
@@ -201,11 +204,12 @@ func (e *engine) OpenSession(ctx context.Context, req Request) (*Session, error)
 	// The run is the engine's, with its start, streams, ladder and sweep;
 	// the session supplies the decoder (the protocol), the writer of
 	// standard input and the delivery of events to the turn in flight.
-	// First-event and idle timeouts do not apply to a process that waits
-	// for its next turn.
+	// First-event and idle timeouts apply to each turn (see Turn), not to
+	// the process, which waits for its next turn in silence.
+	scfg := e.cfg
+	s.cfg = &scfg
 	cfg := e.cfg
 	cfg.firstEventTimeout, cfg.idleTimeout = 0, 0
-	s.cfg = &cfg
 	req.OnEvent = s.dispatch
 	runCtx, stop := context.WithCancelCause(ctx)
 	s.stop = stop
@@ -237,6 +241,13 @@ func (e *engine) OpenSession(ctx context.Context, req Request) (*Session, error)
 	case <-s.started:
 	case <-s.done:
 	}
+	// The first-event timeout bounds the handshake.
+	var timeout <-chan time.Time
+	if d := e.cfg.firstEventTimeout; d > 0 {
+		t := time.NewTimer(d)
+		defer t.Stop()
+		timeout = t.C
+	}
 	select {
 	case <-s.ready:
 		select {
@@ -248,14 +259,17 @@ func (e *engine) OpenSession(ctx context.Context, req Request) (*Session, error)
 	case <-ctx.Done():
 		<-s.done // the run's context is ctx's child: the ladder is on its way
 		return fail(ctxError(ctx))
+	case <-timeout:
+		err := fmt.Errorf("%w (%v): the CLI did not complete the session's handshake", ErrFirstEventTimeout, e.cfg.firstEventTimeout)
+		stop(err)
+		<-s.done
+		return fail(err)
 	}
-	{
-		if s.err != nil {
-			return fail(s.err)
-		}
-		return fail(fmt.Errorf("%w: the CLI exited before the session was ready (exit status %d): %s",
-			ErrSessionClosed, r.res.ExitCode, lastLines(r.res.Stderr, 3, 512)))
+	if s.err != nil {
+		return fail(s.err)
 	}
+	return fail(fmt.Errorf("%w: the CLI exited before the session was ready (exit status %d): %s",
+		ErrSessionClosed, r.res.ExitCode, lastLines(r.res.Stderr, 3, 512)))
 }
 
 // sessionsUnsupported is the error for a CLI without a long-lived mode.
@@ -332,6 +346,9 @@ func (s *Session) dispatch(ev Event) {
 	s.mu.Unlock()
 	if t == nil {
 		return
+	}
+	if ev.Kind != KindWarning {
+		t.firstOnce.Do(func() { close(t.first) })
 	}
 	if t.req.OnEvent != nil {
 		t.req.OnEvent(ev)
@@ -505,10 +522,15 @@ func (s *Session) closedError() error {
 // ErrInterruptIgnored and ErrSessionClosed. A zero turn interrupt grace
 // skips the request and goes to the ladder at once.
 //
+// WithFirstEventTimeout and WithIdleTimeout apply to each turn, counted
+// from its start: when one fires, the turn is interrupted as for a
+// cancelled ctx, and the error matches ErrFirstEventTimeout or
+// ErrIdleTimeout instead of ctx.Err(). Between turns the CLI may be
+// silent for any time.
+//
 // Result.ExitCode is 0 for a turn that ended while the CLI runs on, else
 // the CLI's exit status (-1 when killed by a signal). Result.Stderr is the
 // tail of the session's standard error; Result.Duration is the turn's.
-// WithFirstEventTimeout and WithIdleTimeout do not apply to sessions.
 func (s *Session) Turn(ctx context.Context, t TurnRequest) (*Result, error) {
 	start := time.Now()
 	res := &Result{ExitCode: -1, Containment: s.r.res.Containment}
@@ -545,7 +567,7 @@ func (s *Session) Turn(ctx context.Context, t TurnRequest) (*Result, error) {
 		return fail(err)
 	}
 
-	ts := &turnState{req: &t, ended: make(chan struct{})}
+	ts := &turnState{req: &t, first: make(chan struct{}), ended: make(chan struct{})}
 	r := s.r
 	r.decMu.Lock()
 	lines, err := func() (lines [][]byte, err error) {
@@ -577,7 +599,22 @@ func (s *Session) Turn(ctx context.Context, t TurnRequest) (*Result, error) {
 	}()
 	s.write(lines...)
 
+	return s.await(ctx, ts, res, start)
+}
+
+// await waits for the end of the turn ts, interrupting it when ctx is done
+// or a timeout fires, and fills res.
+func (s *Session) await(ctx context.Context, ts *turnState, res *Result, start time.Time) (*Result, error) {
+	r := s.r
+	fail := func(err error) (*Result, error) {
+		res.Duration = time.Since(start)
+		res.SessionID = s.ID()
+		return res, &Error{CLI: s.cli, Err: err}
+	}
 	ctxDone := ctx.Done()
+	timers := newTurnTimers(s.cfg, r)
+	defer timers.stop()
+	first := ts.first
 	var grace *time.Timer
 	var graceC <-chan time.Time
 	defer func() {
@@ -585,7 +622,11 @@ func (s *Session) Turn(ctx context.Context, t TurnRequest) (*Result, error) {
 			grace.Stop()
 		}
 	}()
-	interrupted, ignored := false, false
+	// cause is why the turn is being interrupted (the context's error or
+	// a timeout), nil while it is not; ignored is set when the CLI let
+	// the grace pass.
+	var cause error
+	ignored := false
 	// gone returns once the session has ended, after its tree is reaped,
 	// with the turn's partial result. err is what the CLI said about the
 	// turn, if it ended it.
@@ -599,15 +640,15 @@ func (s *Session) Turn(ctx context.Context, t TurnRequest) (*Result, error) {
 		}
 		res.ExitCode = r.res.ExitCode
 		res.Stderr = r.res.Stderr
-		if out := s.turnOutcome(ts); out.Text != "" {
+		if out := s.turnOutcome(); out.Text != "" {
 			res.Text = out.Text
 		}
 		closed := s.closedError()
 		switch {
 		case ignored:
-			closed = fmt.Errorf("%w (%v): %w: %w", ErrInterruptIgnored, s.cfg.turnGrace, ErrSessionClosed, ctxError(ctx))
-		case interrupted:
-			closed = fmt.Errorf("%w: %w", closed, ctxError(ctx))
+			closed = fmt.Errorf("%w (%v): %w: %w", ErrInterruptIgnored, s.cfg.turnGrace, ErrSessionClosed, cause)
+		case cause != nil:
+			closed = fmt.Errorf("%w: %w", closed, cause)
 		}
 		if err != nil {
 			closed = fmt.Errorf("%w; the turn ended with: %w", closed, err)
@@ -634,12 +675,36 @@ func (s *Session) Turn(ctx context.Context, t TurnRequest) (*Result, error) {
 			// Finished before the interrupt took effect: nothing
 			// of the turn is lost.
 			return res, nil
-		case interrupted:
-			return res, &Error{CLI: s.cli, Err: ctxError(ctx)}
+		case cause != nil:
+			return res, &Error{CLI: s.cli, Err: cause}
 		case out.Err != nil:
 			return res, &Error{CLI: s.cli, Err: out.Err}
 		}
 		return res, &Error{CLI: s.cli, Err: ErrNoResult}
+	}
+	// interrupt asks the CLI to end the turn, once, for why.
+	interrupt := func(why error) {
+		if cause != nil {
+			return
+		}
+		cause = why
+		timers.stop()
+		g := s.cfg.turnGrace
+		if g == 0 {
+			ignored = true
+			s.stop(ErrInterruptIgnored)
+			return
+		}
+		r.decMu.Lock()
+		lines := func() (lines [][]byte) {
+			defer func() { recover() }()
+			return s.proto.Interrupt()
+		}()
+		r.decMu.Unlock()
+		r.log.Debug("interrupting the turn in the CLI's protocol", "reason", why, "grace", g)
+		s.write(lines...)
+		grace = time.NewTimer(g)
+		graceC = grace.C
 	}
 	for {
 		select {
@@ -656,23 +721,24 @@ func (s *Session) Turn(ctx context.Context, t TurnRequest) (*Result, error) {
 
 		case <-ctxDone:
 			ctxDone = nil
-			interrupted = true
-			g := s.cfg.turnGrace
-			if g == 0 {
-				ignored = true
-				s.stop(ErrInterruptIgnored)
-				continue
+			interrupt(ctxError(ctx))
+
+		case <-first:
+			first = nil
+			timers.firstEvent()
+
+		case <-timers.firstC:
+			timers.firstC = nil
+			select {
+			case <-ts.first: // it came in time after all
+			default:
+				interrupt(fmt.Errorf("%w (%v)", ErrFirstEventTimeout, s.cfg.firstEventTimeout))
 			}
-			r.decMu.Lock()
-			lines := func() (lines [][]byte) {
-				defer func() { recover() }()
-				return s.proto.Interrupt()
-			}()
-			r.decMu.Unlock()
-			r.log.Debug("interrupting the turn in the CLI's protocol", "grace", g)
-			s.write(lines...)
-			grace = time.NewTimer(g)
-			graceC = grace.C
+
+		case <-timers.idleC:
+			if timers.idleDue() {
+				interrupt(fmt.Errorf("%w (%v)", ErrIdleTimeout, s.cfg.idleTimeout))
+			}
 
 		case <-graceC:
 			graceC = nil
@@ -683,9 +749,59 @@ func (s *Session) Turn(ctx context.Context, t TurnRequest) (*Result, error) {
 	}
 }
 
+// turnTimers are a turn's first-event and idle timeouts.
+type turnTimers struct {
+	r             *run
+	idle          time.Duration
+	first, idleT  *time.Timer
+	firstC, idleC <-chan time.Time
+}
+
+func newTurnTimers(cfg *config, r *run) *turnTimers {
+	t := &turnTimers{r: r, idle: cfg.idleTimeout}
+	if d := cfg.firstEventTimeout; d > 0 {
+		t.first = time.NewTimer(d)
+		t.firstC = t.first.C
+	}
+	if t.idle > 0 {
+		t.idleT = time.NewTimer(t.idle)
+		t.idleC = t.idleT.C
+	}
+	return t
+}
+
+// firstEvent stops the first-event timeout: the turn's first event came.
+func (t *turnTimers) firstEvent() {
+	if t.first != nil {
+		t.first.Stop()
+		t.firstC = nil
+	}
+}
+
+// idleDue reports whether the CLI has been silent for the idle timeout,
+// and if not, sets the timer for the rest of it.
+func (t *turnTimers) idleDue() bool {
+	quiet := t.r.quiet()
+	if quiet >= t.idle {
+		t.idleC = nil
+		return true
+	}
+	t.idleT.Reset(t.idle - quiet)
+	return false
+}
+
+func (t *turnTimers) stop() {
+	for _, tm := range []*time.Timer{t.first, t.idleT} {
+		if tm != nil {
+			tm.Stop()
+		}
+	}
+	t.firstC, t.idleC = nil, nil
+}
+
 // turnOutcome asks the protocol what a turn cut short by the end of the
 // session established (partial text, session id).
-func (s *Session) turnOutcome(ts *turnState) (out Outcome) {
+func (s *Session) turnOutcome() (out Outcome) {
 	s.r.decMu.Lock()
 	defer s.r.decMu.Unlock()
 	defer func() {

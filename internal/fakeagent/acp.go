@@ -56,6 +56,7 @@ func (a *agent) geminiACP(rec recorder) int {
 		return 2
 	}
 	g := &acpAgent{a: a}
+	time.Sleep(a.s.SilentFor) // an agent slow to start: nothing is answered meanwhile
 	in := bufio.NewReader(os.Stdin)
 	var all []byte
 	for {

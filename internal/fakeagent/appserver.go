@@ -50,6 +50,7 @@ func (a *agent) codexAppServer(rec recorder) int {
 		return 2
 	}
 	srv := &appServer{a: a, thread: a.sid}
+	time.Sleep(a.s.SilentFor) // a server slow to start: nothing is answered meanwhile
 	in := bufio.NewReader(os.Stdin)
 	var all []byte
 	for {

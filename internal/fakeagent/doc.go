@@ -92,7 +92,7 @@
 // answer as agentMessage deltas and item) and turn/completed; turn/interrupt
 // ends the turn with status interrupted (IgnoreInterrupt: no answer at
 // all), thread/resume of an id holding "missing" fails as for an unknown
-// thread, thread/backgroundTerminals/clean answers {}, and end of input exits
+// thread, SilentFor delays every answer (a slow start), thread/backgroundTerminals/clean answers {}, and end of input exits
 // 0 even with a turn in flight, as the real app-server does.
 //
 // With the Gemini flavour and --acp, the fake is an Agent Client Protocol

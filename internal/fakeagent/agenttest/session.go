@@ -40,6 +40,7 @@ func RunSessions(t *testing.T, flavor string, newInvoker func(...invoker.Option)
 		{"OnEventPanic", su.onEventPanic},
 		{"RequestErrors", su.requestErrors},
 		{"Resume", su.resume},
+		{"IdleTimeout", su.idleTimeout},
 	} {
 		t.Run(c.name, c.f)
 	}
@@ -431,5 +432,22 @@ func (su *sessionSuite) resume(t *testing.T) {
 	}
 	if s.ID() != g.req.SessionID {
 		t.Errorf("ID() = %q, want %s", s.ID(), g.req.SessionID)
+	}
+}
+
+// The idle timeout applies to a turn: a stalled turn is interrupted in the
+// protocol and the session lives on.
+func (su *sessionSuite) idleTimeout(t *testing.T) {
+	g := su.newSessionRig(t, fakeagent.Script{}, invoker.WithIdleTimeout(300*time.Millisecond))
+	ctx := guard(t)
+	s := g.open(ctx)
+	_, err := s.Turn(ctx, invoker.TurnRequest{Prompt: fakeagent.PromptStall})
+	if !errors.Is(err, invoker.ErrIdleTimeout) || errors.Is(err, invoker.ErrSessionClosed) {
+		t.Fatalf("stalled Turn() error = %v, want ErrIdleTimeout with the session kept", err)
+	}
+	select {
+	case <-s.Done():
+		t.Fatalf("the session ended after an idle timeout the CLI obeyed: %v", s.Err())
+	default:
 	}
 }

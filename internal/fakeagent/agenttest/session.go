@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"os"
+	"runtime"
 	"strings"
 	"sync"
 	"testing"
@@ -41,6 +42,7 @@ func RunSessions(t *testing.T, flavor string, newInvoker func(...invoker.Option)
 		{"RequestErrors", su.requestErrors},
 		{"Resume", su.resume},
 		{"IdleTimeout", su.idleTimeout},
+		{"PTY", su.pty},
 	} {
 		t.Run(c.name, c.f)
 	}
@@ -449,5 +451,29 @@ func (su *sessionSuite) idleTimeout(t *testing.T) {
 	case <-s.Done():
 		t.Fatalf("the session ended after an idle timeout the CLI obeyed: %v", s.Err())
 	default:
+	}
+}
+
+// In PTY mode the protocol's output comes through the terminal: turns and
+// interrupts work the same.
+func (su *sessionSuite) pty(t *testing.T) {
+	if runtime.GOOS == "windows" {
+		t.Skip("no PTY mode on Windows")
+	}
+	g := su.newSessionRig(t, fakeagent.Script{}, invoker.WithPTY(true))
+	ctx := guard(t)
+	s := g.open(ctx)
+	if res, err := s.Turn(ctx, invoker.TurnRequest{Prompt: "hi"}); err != nil || res.Text != "Turn 1: "+fakeagent.DefaultAnswer {
+		t.Fatalf("Turn() = %q, %v; want turn 1's answer", res.Text, err)
+	}
+	tctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	_, err := s.Turn(tctx, invoker.TurnRequest{Prompt: fakeagent.PromptStall, OnEvent: func(ev invoker.Event) {
+		if ev.Kind == invoker.KindMessage {
+			cancel()
+		}
+	}})
+	if !errors.Is(err, context.Canceled) || errors.Is(err, invoker.ErrSessionClosed) {
+		t.Errorf("interrupted Turn() error = %v, want context.Canceled with the session kept", err)
 	}
 }

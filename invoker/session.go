@@ -69,7 +69,8 @@ type Sessioner interface {
 	//
 	// ctx bounds the whole session, not only the opening: when it is
 	// cancelled, the CLI's tree is stopped with the signal ladder as
-	// Invoke's would be, and the session ends.
+	// Invoke's would be, and the session ends. Otherwise the CLI runs
+	// until Close, which the caller must call.
 	OpenSession(ctx context.Context, req Request) (*Session, error)
 }
 
@@ -108,12 +109,13 @@ type TurnRequest struct {
 // exits or crashes, the CLI and every process it started are gone (see
 // Containment).
 type Session struct {
-	cli   string
-	cfg   *config
-	caps  Capabilities
-	proto SessionProtocol
-	r     *run
-	stop  context.CancelCauseFunc // starts the signal ladder, with the cause
+	cli        string
+	cfg        *config
+	caps       Capabilities
+	imagesHint string // what to do instead of TurnRequest.Images, for CLIs without
+	proto      SessionProtocol
+	r          *run
+	stop       context.CancelCauseFunc // starts the signal ladder, with the cause
 
 	busy atomic.Bool // a Turn is running
 
@@ -193,13 +195,17 @@ func (e *engine) OpenSession(ctx context.Context, req Request) (*Session, error)
 	}
 
 	s := &Session{
-		cli:     e.b.Name(),
-		caps:    e.b.Capabilities(),
-		proto:   sb.NewSessionProtocol(&req),
-		wake:    make(chan struct{}, 1),
-		started: make(chan struct{}),
-		ready:   make(chan struct{}),
-		done:    make(chan struct{}),
+		cli:        e.b.Name(),
+		caps:       e.b.Capabilities(),
+		imagesHint: "this CLI takes no images",
+		proto:      sb.NewSessionProtocol(&req),
+		wake:       make(chan struct{}, 1),
+		started:    make(chan struct{}),
+		ready:      make(chan struct{}),
+		done:       make(chan struct{}),
+	}
+	if h, ok := e.b.(Hinter); ok && h.UnsupportedHint("Images") != "" {
+		s.imagesHint = h.UnsupportedHint("Images")
 	}
 	// The run is the engine's, with its start, streams, ladder and sweep;
 	// the session supplies the decoder (the protocol), the writer of
@@ -453,7 +459,9 @@ func (s *Session) Err() error {
 // returns an error matching ErrSessionClosed. Close returns nil when the
 // tree ended that way; when the session had already ended for another
 // reason, it returns that reason (as Err). Close may be called more than
-// once, from any goroutine.
+// once, from any goroutine but one: not from a TurnRequest.OnEvent
+// callback, which would wait for the tree while the tree's output waits
+// for the callback (cancel the turn's context there instead).
 func (s *Session) Close() error {
 	s.closeOnce.Do(func() {
 		s.mu.Lock()
@@ -547,7 +555,7 @@ func (s *Session) Turn(ctx context.Context, t TurnRequest) (*Result, error) {
 		return fail(invalid("empty prompt: set TurnRequest.Prompt"))
 	}
 	if len(t.Images) > 0 && !s.caps.Images {
-		return fail(&unsupportedError{field: "Images", hint: "this CLI takes no images"})
+		return fail(fmt.Errorf("%w: %w: TurnRequest.Images: %s", ErrInvalidRequest, ErrUnsupported, s.imagesHint))
 	}
 	if err := validateImages(&Request{Images: t.Images}); err != nil {
 		return fail(err)

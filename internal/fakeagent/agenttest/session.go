@@ -43,6 +43,7 @@ func RunSessions(t *testing.T, flavor string, newInvoker func(...invoker.Option)
 		{"Resume", su.resume},
 		{"IdleTimeout", su.idleTimeout},
 		{"PTY", su.pty},
+		{"TurnRequestErrors", su.turnRequestErrors},
 	} {
 		t.Run(c.name, c.f)
 	}
@@ -475,5 +476,27 @@ func (su *sessionSuite) pty(t *testing.T) {
 	}})
 	if !errors.Is(err, context.Canceled) || errors.Is(err, invoker.ErrSessionClosed) {
 		t.Errorf("interrupted Turn() error = %v, want context.Canceled with the session kept", err)
+	}
+}
+
+// A bad turn is refused before anything is sent, with a typed error; the
+// session takes the next turn.
+func (su *sessionSuite) turnRequestErrors(t *testing.T) {
+	g := su.newSessionRig(t, fakeagent.Script{})
+	ctx := guard(t)
+	s := g.open(ctx)
+	if _, err := s.Turn(ctx, invoker.TurnRequest{Prompt: "  "}); !errors.Is(err, invoker.ErrInvalidRequest) {
+		t.Errorf("Turn(empty prompt) error = %v, want ErrInvalidRequest", err)
+	}
+	caps, _ := invoker.CapabilitiesOf(g.inv)
+	_, err := s.Turn(ctx, invoker.TurnRequest{Prompt: "look", Images: []string{"relative.png"}})
+	switch {
+	case !caps.Images && (!errors.Is(err, invoker.ErrUnsupported) || !strings.Contains(err.Error(), "TurnRequest.Images")):
+		t.Errorf("Turn(Images) error = %v, want ErrUnsupported naming TurnRequest.Images", err)
+	case caps.Images && !errors.Is(err, invoker.ErrInvalidRequest):
+		t.Errorf("Turn(relative image) error = %v, want ErrInvalidRequest", err)
+	}
+	if res, err := s.Turn(ctx, invoker.TurnRequest{Prompt: "fine"}); err != nil || res.Text != "Turn 1: "+fakeagent.DefaultAnswer {
+		t.Errorf("Turn() after the refusals = %q, %v; want the first turn's answer", res.Text, err)
 	}
 }

@@ -107,7 +107,7 @@ func (backend) NewDecoder(*invoker.Request) invoker.Decoder { return newDecoder(
 // Capabilities: Claude Code has no image flag.
 func (backend) Capabilities() invoker.Capabilities {
 	return invoker.Capabilities{Model: true, Resume: true, SystemPrompt: true,
-		OutputSchema: true, MaxTurns: true, MaxBudget: true}
+		OutputSchema: true, MaxTurns: true, MaxBudget: true, Sessions: true}
 }
 
 // UnsupportedHint says what to do instead of the fields claude lacks.

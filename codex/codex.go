@@ -86,7 +86,7 @@ func (backend) NewDecoder(*invoker.Request) invoker.Decoder { return newDecoder(
 // Capabilities: codex takes every optional field but the limits: codex
 // exec has no turn or budget flag.
 func (backend) Capabilities() invoker.Capabilities {
-	return invoker.Capabilities{Model: true, Resume: true, Images: true, SystemPrompt: true, OutputSchema: true}
+	return invoker.Capabilities{Model: true, Resume: true, Images: true, SystemPrompt: true, OutputSchema: true, Sessions: true}
 }
 
 // UnsupportedHint says what to do instead of the fields codex lacks.

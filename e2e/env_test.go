@@ -37,7 +37,7 @@ type cli struct {
 	shell invoker.Permission
 	// setup writes the CLI's configuration under home and returns the
 	// environment that points the CLI at srv and keeps it off the network.
-	setup func(t *testing.T, srv *fakemodel.Server, home string) []string
+	setup func(t testing.TB, srv *fakemodel.Server, home string) []string
 }
 
 var clis = []cli{
@@ -47,7 +47,7 @@ var clis = []cli{
 		// uses the classic exec_command function the fake scripts.
 		model: "gpt-5.5",
 		shell: invoker.ReadOnly, // echo and sleep run in the read-only sandbox
-		setup: func(t *testing.T, srv *fakemodel.Server, home string) []string {
+		setup: func(t testing.TB, srv *fakemodel.Server, home string) []string {
 			dir := filepath.Join(home, ".codex")
 			// OPENAI_BASE_URL is ignored; a custom provider is not. No
 			// retries, so errors come back in seconds; no analytics or
@@ -76,7 +76,7 @@ plugins = false
 		// A fixed model skips the routing call of "auto".
 		model: "gemini-2.5-pro",
 		shell: invoker.Unlimited, // only --approval-mode yolo declares the shell tool
-		setup: func(t *testing.T, srv *fakemodel.Server, home string) []string {
+		setup: func(t testing.TB, srv *fakemodel.Server, home string) []string {
 			writeFile(t, filepath.Join(home, ".gemini", "settings.json"), `{
   "security": {"auth": {"selectedType": "gemini-api-key"}},
   "general": {"maxAttempts": 1},
@@ -94,7 +94,7 @@ plugins = false
 	{
 		name: "claude", pkg: "@anthropic-ai/claude-code", new: claude.New,
 		shell: invoker.ReadOnly, // Bash runs echo and sleep in the default mode
-		setup: func(t *testing.T, srv *fakemodel.Server, home string) []string {
+		setup: func(t testing.TB, srv *fakemodel.Server, home string) []string {
 			return []string{
 				"CLAUDE_CONFIG_DIR=" + filepath.Join(home, ".claude"),
 				"ANTHROPIC_BASE_URL=" + srv.AnthropicBaseURL(),
@@ -263,7 +263,7 @@ func hasVar(environ []byte, kv string) bool {
 	return false
 }
 
-func writeFile(t *testing.T, path, content string) {
+func writeFile(t testing.TB, path, content string) {
 	t.Helper()
 	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
 		t.Fatal(err)

@@ -89,7 +89,7 @@ func (backend) NewDecoder(*invoker.Request) invoker.Decoder { return newDecoder(
 // Capabilities: gemini has no image flag, and reads a system prompt only
 // from a file named in its environment.
 func (backend) Capabilities() invoker.Capabilities {
-	return invoker.Capabilities{Model: true, Resume: true}
+	return invoker.Capabilities{Model: true, Resume: true, Sessions: true}
 }
 
 // UnsupportedHint says what to do instead of the fields gemini lacks.

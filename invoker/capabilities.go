@@ -24,6 +24,10 @@ type Capabilities struct {
 	MaxTurns bool
 	// MaxBudget: Request.MaxBudgetUSD bounds what the turn may spend.
 	MaxBudget bool
+	// Sessions: the CLI has a reliable long-lived mode, and OpenSession
+	// holds a conversation in one warm process (see Session). It is not a
+	// Request field: Supports and Unsupported do not list it.
+	Sessions bool
 }
 
 // A CapabilityReporter is an Invoker that says what it supports. Every

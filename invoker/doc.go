@@ -168,12 +168,29 @@
 // do instead, before anything starts. The MCP adapter builds its tool
 // schemas from the same declaration.
 //
+// # Sessions
+//
+// [OpenSession] holds a conversation in one warm CLI process (Claude Code's
+// stream-json input, Codex's app-server, Gemini CLI's Agent Client
+// Protocol), where Capabilities.Sessions says the CLI has a reliable
+// long-lived mode. [Session.Turn] returns the same Result and events as
+// Invoke, without the CLI's start-up (1–6 s for the real CLIs). Cancelling
+// a turn's context first asks the CLI to end the turn in its own protocol
+// and waits [WithTurnInterruptGrace]; the session then goes on. A CLI that
+// does not end the turn in time gets the ladder above, the session is
+// closed and the error matches [ErrInterruptIgnored]. The session's tree
+// is held as a run's: [Session.Close], the session's context, the host's
+// exit or crash end it, and Close returns once it is gone. One turn runs
+// at a time; another gets [ErrTurnInProgress] at once.
+//
 // # Writing a backend
 //
 // A backend implements [Backend] — the command line, environment and
 // standard input for a [Request] — and a [Decoder] that turns one output
 // line into events and finally reports an [Outcome]. It calls [New] with
-// its Backend and the user's options. It contains no process handling.
+// its Backend and the user's options. It contains no process handling. A
+// backend whose CLI has a long-lived mode also implements [SessionBackend]
+// and its [SessionProtocol].
 // The package invokertest checks a backend and a fake of its CLI against
 // the contract.
 package invoker

@@ -35,6 +35,7 @@ type config struct {
 	inheritEnv        func(key string) bool
 	containment       Containment
 	cgroupParent      string
+	turnGrace         time.Duration // sessions: see WithTurnInterruptGrace
 }
 
 func newConfig(opts []Option) config {
@@ -44,6 +45,7 @@ func newConfig(opts []Option) config {
 		waitDelay:      DefaultWaitDelay,
 		maxLineSize:    DefaultMaxLineSize,
 		stderrTail:     DefaultStderrTail,
+		turnGrace:      DefaultTurnInterruptGrace,
 	}
 	for _, o := range opts {
 		if o != nil {

@@ -39,6 +39,9 @@ type run struct {
 	stdoutW, stderrW *watchedFile
 	stdin            *os.File // our end of the prompt pipe; nil when there is no prompt
 	pty              *os.File // the PTY's master in PTY mode, else nil
+	// feed, when set (a session), writes standard input in place of the
+	// prompt, for as long as the session lasts.
+	feed func()
 
 	decMu sync.Mutex
 	dec   Decoder
@@ -95,7 +98,10 @@ func (r *run) execute() error {
 	wg.Add(2)
 	go func() { defer wg.Done(); defer close(stdoutDone); r.readStdout() }()
 	go func() { defer wg.Done(); defer close(stderrDone); r.readStderr() }()
-	if r.stdin != nil {
+	if r.feed != nil {
+		wg.Add(1)
+		go func() { defer wg.Done(); r.feed() }()
+	} else if r.stdin != nil {
 		wg.Add(1)
 		go func() { defer wg.Done(); r.writeStdin() }()
 	}

@@ -65,7 +65,7 @@ func (r *run) startTree() (err error) {
 	}
 	r.stderr, attr.Stderr = pr, pw
 	closeAfterStart = append(closeAfterStart, pw)
-	if r.cmd.Stdin != "" {
+	if r.cmd.Stdin != "" || r.feed != nil {
 		pr, pw, err := os.Pipe()
 		if err != nil {
 			return err

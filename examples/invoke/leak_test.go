@@ -4,6 +4,11 @@ import (
 	"testing"
 
 	"go.uber.org/goleak"
+
+	"github.com/clinvoke/clinvoke/internal/fakeagent"
 )
 
-func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+func TestMain(m *testing.M) {
+	fakeagent.Main() // the interactive tests run the test binary as the CLI
+	goleak.VerifyTestMain(fakeagent.CheckOrphans(m))
+}

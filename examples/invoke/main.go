@@ -7,10 +7,17 @@
 //	go run ./examples/invoke -cli codex -permission workspace-write "fix the failing test"
 //	echo "a long prompt" | go run ./examples/invoke -cli gemini -
 //	go run ./examples/invoke -cli claude -resume SESSION_ID "and now the tests"
+//	go run ./examples/invoke -cli claude -i     # a conversation with one warm CLI
 //
 // Ctrl-C (or -timeout) cancels the context: clinvoke stops the CLI and every
 // process it started, and invoke prints the partial answer and the session
 // id with the command that resumes it. A second Ctrl-C exits at once.
+//
+// With -i, invoke holds a conversation instead: it opens one session of the
+// CLI (one warm process) and reads prompts line by line from standard
+// input, each a turn. Ctrl-C during a turn interrupts it in the CLI's own
+// protocol and the conversation goes on; a second Ctrl-C, or one at the
+// prompt, ends the session and invoke.
 //
 // Exit status: 0 on success, 1 when the run failed, 2 for a usage error,
 // 124 when -timeout passed, 130 when interrupted.
@@ -59,6 +66,7 @@ func run(args []string) int {
 		idle    = fs.Duration("idle-timeout", 0, "stop the run when the CLI prints nothing for this long")
 		maxLine = fs.Int("max-line", 0, "longest line of the CLI's output read, in bytes (0: 64 MiB)")
 		quiet   = fs.Bool("q", false, "print only the final answer")
+		inter   = fs.Bool("i", false, "interactive: a prompt loop over one session of the CLI (see interactive.go)")
 		images  []string
 	)
 	fs.Func("image", "attach an image file (repeatable; Codex only)", func(s string) error {
@@ -80,6 +88,10 @@ func run(args []string) int {
 	if !ok {
 		fmt.Fprintf(os.Stderr, "invoke: unknown -cli %q (want codex, gemini or claude)\n", *cli)
 		return 2
+	}
+	if *inter {
+		return runInteractive(newInvoker, interactiveFlags{dir: *dir, bin: *bin, perm: *perm, model: *model,
+			resume: *resume, system: *system, idle: *idle, quiet: *quiet})
 	}
 	prompt, err := readPrompt(fs.Args())
 	if err != nil {

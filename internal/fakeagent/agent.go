@@ -78,6 +78,15 @@ func run(s Script) int {
 	if s.Stderr != "" {
 		os.Stderr.WriteString(s.Stderr)
 	}
+	if isClaudeSession(s.flavor(), a.args) {
+		return a.claudeSession(rec)
+	}
+	if isCodexAppServer(s.flavor(), a.args) {
+		return a.codexAppServer(rec)
+	}
+	if isGeminiACP(s.flavor(), a.args) {
+		return a.geminiACP(rec)
+	}
 	if !s.SkipStdin {
 		in, err := io.ReadAll(os.Stdin)
 		if err != nil {

@@ -69,6 +69,41 @@
 // event, so a test that has read one line can rely on ReadRecord listing
 // the whole tree.
 //
+// # Sessions
+//
+// With the Claude flavour and --input-format stream-json among its
+// arguments, the fake runs Claude Code's long-lived mode instead: it reads
+// one JSON line at a time, and answers each user message with one turn
+// (system init, the Tool call, progress for StreamFor, the answer in
+// Chunks, StallFor, and a result; the default answer is "Turn N: " and
+// DefaultAnswer). A control_request of subtype interrupt during a turn is
+// acknowledged with a control_response and ends the turn the way Claude
+// Code does (a user line "[Request interrupted by user]" and a result of
+// subtype error_during_execution); the fake then waits for the next
+// message. End of input between turns exits 0. Misbehaviour: IgnoreInterrupt
+// ignores interrupt requests; a prompt holding PromptStall stalls before its
+// result until interrupted; one holding PromptDie exits 3 mid-turn.
+// Standard input is recorded as it arrives.
+//
+// With the Codex flavour and app-server as its first argument, the fake
+// speaks Codex's app-server JSON-RPC the same way: initialize,
+// thread/start or thread/resume, and per turn/start the turn's item
+// notifications (a commandExecution for Tool, reasoning for StreamFor, the
+// answer as agentMessage deltas and item) and turn/completed; turn/interrupt
+// ends the turn with status interrupted (IgnoreInterrupt: no answer at
+// all), thread/resume of an id holding "missing" fails as for an unknown
+// thread, SilentFor delays every answer (a slow start), thread/backgroundTerminals/clean answers {}, and end of input exits
+// 0 even with a turn in flight, as the real app-server does.
+//
+// With the Gemini flavour and --acp, the fake is an Agent Client Protocol
+// agent: initialize, session/new or session/load, session/set_mode, and per
+// session/prompt the turn's session/update notifications (tool_call and
+// tool_call_update for Tool, agent_thought_chunk for StreamFor,
+// agent_message_chunk for the answer), then the prompt's response with stop
+// reason end_turn; session/cancel ends the turn with stop reason cancelled
+// (IgnoreInterrupt: not at all). With Fail, session/new and session/load
+// fail with an Internal error whose details are Fail, as Gemini's do.
+//
 // # Finding survivors
 //
 // Record.Alive checks recorded processes by pid and start time, counting

@@ -208,6 +208,11 @@ type Script struct {
 	// directory per run. Env makes the path absolute.
 	RecordDir string `json:"record_dir,omitempty"`
 
+	// IgnoreInterrupt makes the fake, in a session (see "Sessions" in the
+	// package documentation), neither answer nor obey an interrupt
+	// request: the turn runs on as scripted.
+	IgnoreInterrupt bool `json:"ignore_interrupt,omitempty"`
+
 	// Tag, if set, is placed in the environment (EnvTag) of the fake and
 	// all its descendants, so that Survivors(Tag) finds any that are left.
 	// Use a value unique to the run, such as one from NewTag.

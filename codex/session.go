@@ -1,0 +1,463 @@
+package codex
+
+import (
+	"encoding/json"
+	"fmt"
+	"strings"
+
+	"github.com/clinvoke/clinvoke/invoker"
+)
+
+// Sessions (invoker.OpenSession) run
+//
+//	codex app-server [ExtraArgs...]
+//
+// which speaks JSON-RPC 2.0, one message per line, on standard input and
+// output ([experimental] at 0.169.0; measured in
+// docs/session-protocols.md). The session sends initialize (asking for the
+// experimental API), initialized, then thread/start, or thread/resume when
+// Request.SessionID is set, with the workdir, the model, the sandbox of
+// Request.Permission (as for Invoke), developerInstructions from
+// SystemPrompt and the approval policy "never": Codex asks no questions,
+// and any request it sends all the same is declined, so that no turn waits
+// on an answer. ExtraArgs go to app-server itself, which takes only
+// configuration overrides (-c key=value, --enable, --disable).
+//
+// Each turn is a turn/start with the prompt (and Images as local images);
+// its events are the item notifications (agent message deltas and whole
+// messages, reasoning, command executions, file changes, MCP tool calls,
+// web searches), and turn/completed ends it with status completed,
+// interrupted or failed. A cancelled turn is stopped with turn/interrupt.
+// Codex keeps a tool's process running after an interrupt (a "background
+// terminal" of the thread), so after every turn the session asks for
+// thread/backgroundTerminals/clean and ends the turn when Codex has
+// answered: when Turn returns, the turn's tools are gone. The partial
+// answer of an interrupted turn is not kept in the thread. Usage is the
+// thread's total, as with Invoke.
+
+var _ invoker.SessionBackend = backend{}
+
+// SessionCommand starts the app-server; everything else of the request
+// goes in the protocol.
+func (backend) SessionCommand(req *invoker.Request) (*invoker.Command, error) {
+	if _, err := sandboxMode(req.Permission); err != nil {
+		return nil, err
+	}
+	return &invoker.Command{Args: append([]string{"app-server"}, req.ExtraArgs...)}, nil
+}
+
+// NewSessionProtocol returns the JSON-RPC driver of one app-server session.
+func (backend) NewSessionProtocol(req *invoker.Request) invoker.SessionProtocol {
+	mode, _ := sandboxMode(req.Permission)
+	return &protocol{
+		workdir: req.Workdir, model: req.Model, mode: mode,
+		instructions: req.SystemPrompt, resume: req.SessionID,
+		next: 1, called: make(map[string]bool),
+	}
+}
+
+// Request ids of the session's own calls.
+const (
+	initID = 1
+	openID = 2
+)
+
+type protocol struct {
+	workdir, model, mode, instructions, resume string
+
+	next   int64 // the last request id used
+	thread string
+
+	// The turn in flight.
+	inTurn        bool
+	turnReq       int64  // id of its turn/start
+	turn          string // its id, once turn/start answered
+	wantInterrupt bool   // interrupt as soon as the turn id is known
+	cleanReq      int64  // id of the clean request that ends it
+	ending        []invoker.Event
+	text          string
+	partial       strings.Builder
+	usage         invoker.Usage
+	ended         bool
+	success       bool
+	failure       *invoker.StreamError
+	called        map[string]bool
+}
+
+// rpc is any JSON-RPC message: a request (id and method), a notification
+// (method) or a response (id and result or error).
+type rpc struct {
+	ID     json.RawMessage `json:"id"`
+	Method string          `json:"method"`
+	Params json.RawMessage `json:"params"`
+	Result json.RawMessage `json:"result"`
+	Error  *struct {
+		Code    int    `json:"code"`
+		Message string `json:"message"`
+	} `json:"error"`
+}
+
+// appItem is an app-server thread item (camelCase, unlike exec --json).
+type appItem struct {
+	ID               string          `json:"id"`
+	Type             string          `json:"type"`
+	Status           string          `json:"status"`
+	Text             string          `json:"text"`
+	Summary          []string        `json:"summary"`
+	Content          json.RawMessage `json:"content"`
+	Command          string          `json:"command"`
+	AggregatedOutput *string         `json:"aggregatedOutput"`
+	ExitCode         *int            `json:"exitCode"`
+	Changes          json.RawMessage `json:"changes"`
+	Server           string          `json:"server"`
+	Tool             string          `json:"tool"`
+	Arguments        json.RawMessage `json:"arguments"`
+	Result           *mcpResult      `json:"result"`
+	Error            *errorObj       `json:"error"`
+	Query            string          `json:"query"`
+	Action           json.RawMessage `json:"action"`
+}
+
+// execTypes names the app-server's tool items as exec --json does, so
+// that a tool's name is the same in sessions and runs.
+var execTypes = map[string]string{
+	"commandExecution": "command_execution",
+	"fileChange":       "file_change",
+	"mcpToolCall":      "mcp_tool_call",
+	"webSearch":        "web_search",
+}
+
+// execStatus spells the app-server's statuses as exec --json does.
+var execStatus = map[string]string{"inProgress": "in_progress"}
+
+func (it *appItem) exec() *item {
+	out := &item{
+		ID: it.ID, Type: execTypes[it.Type], Status: it.Status, Command: it.Command,
+		ExitCode: it.ExitCode, Changes: it.Changes, Server: it.Server, Tool: it.Tool,
+		Arguments: it.Arguments, Result: it.Result, Error: it.Error, Query: it.Query, Action: it.Action,
+	}
+	if s, ok := execStatus[it.Status]; ok {
+		out.Status = s
+	}
+	if it.AggregatedOutput != nil {
+		out.AggregatedOutput = *it.AggregatedOutput
+	}
+	return out
+}
+
+func (p *protocol) call(method string, params any) ([]byte, int64) {
+	p.next++
+	b, _ := json.Marshal(map[string]any{"jsonrpc": "2.0", "id": p.next, "method": method, "params": params})
+	return b, p.next
+}
+
+func notification(method string) []byte {
+	b, _ := json.Marshal(map[string]any{"jsonrpc": "2.0", "method": method})
+	return b
+}
+
+func (p *protocol) Open() ([][]byte, bool) {
+	b, _ := json.Marshal(map[string]any{"jsonrpc": "2.0", "id": initID, "method": "initialize", "params": map[string]any{
+		"clientInfo": map[string]any{"name": "clinvoke", "title": nil, "version": "0"},
+		// backgroundTerminals/clean is part of the experimental API.
+		"capabilities": map[string]any{"experimentalApi": true},
+	}})
+	p.next = openID
+	return [][]byte{b}, false
+}
+
+// open returns the thread/start (or thread/resume) call.
+func (p *protocol) open() []byte {
+	params := map[string]any{"cwd": p.workdir, "approvalPolicy": "never", "sandbox": p.mode}
+	if p.model != "" {
+		params["model"] = p.model
+	}
+	if p.instructions != "" {
+		params["developerInstructions"] = p.instructions
+	}
+	method := "thread/start"
+	if p.resume != "" {
+		method = "thread/resume"
+		params["threadId"] = p.resume
+	}
+	b, _ := json.Marshal(map[string]any{"jsonrpc": "2.0", "id": openID, "method": method, "params": params})
+	return b
+}
+
+func (p *protocol) StartTurn(t *invoker.TurnRequest) ([][]byte, error) {
+	input := []map[string]any{{"type": "text", "text": t.Prompt, "text_elements": []any{}}}
+	for _, img := range t.Images {
+		input = append(input, map[string]any{"type": "localImage", "path": img})
+	}
+	p.inTurn, p.turn, p.wantInterrupt, p.cleanReq, p.ending = true, "", false, 0, nil
+	p.text, p.usage, p.ended, p.success, p.failure = "", invoker.Usage{}, false, false, nil
+	p.partial.Reset()
+	clear(p.called)
+	b, id := p.call("turn/start", map[string]any{"threadId": p.thread, "input": input})
+	p.turnReq = id
+	return [][]byte{b}, nil
+}
+
+func (p *protocol) interruptLine() []byte {
+	b, _ := p.call("turn/interrupt", map[string]any{"threadId": p.thread, "turnId": p.turn})
+	return b
+}
+
+func (p *protocol) Interrupt() [][]byte {
+	if !p.inTurn || p.ended {
+		return nil
+	}
+	if p.turn == "" {
+		p.wantInterrupt = true // sent when turn/start answers
+		return nil
+	}
+	return [][]byte{p.interruptLine()}
+}
+
+func (p *protocol) Decode(line []byte) (invoker.Step, error) {
+	raw := json.RawMessage(line)
+	var m rpc
+	if err := json.Unmarshal(line, &m); err != nil {
+		return invoker.Step{Events: []invoker.Event{{Kind: invoker.KindWarning, Text: "codex app-server printed a line that is not JSON: " + err.Error()}}}, nil
+	}
+	rawEv := []invoker.Event{{Kind: invoker.KindRaw, Raw: raw}}
+	switch {
+	case m.Method != "" && len(m.ID) > 0:
+		return p.serverRequest(&m, raw), nil
+	case m.Method != "":
+		return p.notification(&m, raw), nil
+	}
+	var id int64
+	if json.Unmarshal(m.ID, &id) != nil {
+		return invoker.Step{Events: rawEv}, nil
+	}
+	switch {
+	case id == initID:
+		if m.Error != nil {
+			return invoker.Step{}, fmt.Errorf("codex app-server refused initialize: %s", m.Error.Message)
+		}
+		return invoker.Step{Write: [][]byte{notification("initialized"), p.open()}}, nil
+	case id == openID:
+		if m.Error != nil {
+			what := "start a thread"
+			if p.resume != "" {
+				what = "resume thread " + p.resume
+			}
+			return invoker.Step{}, &invoker.StreamError{Message: fmt.Sprintf("codex app-server could not %s: %s", what, m.Error.Message), Type: "thread/start", Err: classify(m.Error.Message)}
+		}
+		var r struct {
+			Thread struct {
+				ID string `json:"id"`
+			} `json:"thread"`
+		}
+		json.Unmarshal(m.Result, &r)
+		p.thread = r.Thread.ID
+		return invoker.Step{Ready: true, Events: []invoker.Event{{Kind: invoker.KindSession, SessionID: p.thread, Raw: raw}}}, nil
+	case p.inTurn && id == p.turnReq:
+		if m.Error != nil {
+			p.failure = &invoker.StreamError{Message: m.Error.Message, Type: "turn/start", Err: classify(m.Error.Message)}
+			p.ended = true
+			return invoker.Step{Events: []invoker.Event{{Kind: invoker.KindError, Text: m.Error.Message, Raw: raw}, {Kind: invoker.KindDone, Raw: raw}}, TurnEnded: true}, nil
+		}
+		var r struct {
+			Turn struct {
+				ID string `json:"id"`
+			} `json:"turn"`
+		}
+		json.Unmarshal(m.Result, &r)
+		if p.turn == "" {
+			p.turn = r.Turn.ID
+		}
+		// The turn's first event, as thread.started is a run's.
+		st := invoker.Step{Events: []invoker.Event{{Kind: invoker.KindSession, SessionID: p.thread, Raw: raw}}}
+		if p.wantInterrupt && !p.ended {
+			p.wantInterrupt = false
+			st.Write = [][]byte{p.interruptLine()}
+		}
+		return st, nil
+	case p.inTurn && id == p.cleanReq && p.cleanReq != 0:
+		evs := p.ending
+		if m.Error != nil {
+			evs = append([]invoker.Event{{Kind: invoker.KindWarning, Raw: raw,
+				Text: "codex did not clean the thread's background terminals: " + m.Error.Message}}, evs...)
+		}
+		p.inTurn, p.cleanReq, p.ending = false, 0, nil
+		return invoker.Step{Events: evs, TurnEnded: true}, nil
+	case m.Error != nil:
+		return invoker.Step{Events: []invoker.Event{{Kind: invoker.KindWarning, Raw: raw, Text: "codex app-server: " + m.Error.Message}}}, nil
+	}
+	return invoker.Step{Events: rawEv}, nil
+}
+
+// serverRequest answers a request of Codex's: approvals are declined (the
+// session's policy is "never", so they should not come), anything else is
+// refused as unknown, so that no turn waits on us.
+func (p *protocol) serverRequest(m *rpc, raw json.RawMessage) invoker.Step {
+	var result any
+	switch m.Method {
+	case "item/commandExecution/requestApproval", "item/fileChange/requestApproval":
+		result = map[string]string{"decision": "decline"}
+	case "execCommandApproval", "applyPatchApproval":
+		result = map[string]string{"decision": "denied"}
+	}
+	reply := map[string]any{"jsonrpc": "2.0", "id": m.ID}
+	if result != nil {
+		reply["result"] = result
+	} else {
+		reply["error"] = map[string]any{"code": -32601, "message": "not supported by clinvoke: " + m.Method}
+	}
+	b, _ := json.Marshal(reply)
+	return invoker.Step{Write: [][]byte{b}, Events: []invoker.Event{{Kind: invoker.KindWarning, Raw: raw,
+		Text: "codex asked " + m.Method + "; clinvoke declined (sessions run with the approval policy never)"}}}
+}
+
+func (p *protocol) notification(m *rpc, raw json.RawMessage) invoker.Step {
+	one := func(ev invoker.Event) invoker.Step {
+		ev.Raw = raw
+		return invoker.Step{Events: []invoker.Event{ev}}
+	}
+	var params struct {
+		ThreadID string          `json:"threadId"`
+		Delta    string          `json:"delta"`
+		Item     *appItem        `json:"item"`
+		Turn     json.RawMessage `json:"turn"`
+		Error    *struct {
+			Message string `json:"message"`
+		} `json:"error"`
+		WillRetry  bool `json:"willRetry"`
+		TokenUsage *struct {
+			Total struct {
+				InputTokens           int64 `json:"inputTokens"`
+				CachedInputTokens     int64 `json:"cachedInputTokens"`
+				OutputTokens          int64 `json:"outputTokens"`
+				ReasoningOutputTokens int64 `json:"reasoningOutputTokens"`
+			} `json:"total"`
+		} `json:"tokenUsage"`
+	}
+	json.Unmarshal(m.Params, &params)
+	if params.ThreadID != "" && p.thread != "" && params.ThreadID != p.thread {
+		return one(invoker.Event{Kind: invoker.KindRaw}) // a sub-agent's thread
+	}
+	if !p.inTurn || p.turn == "" {
+		// Between turns (thread/started after the handshake, status
+		// changes): nothing of a turn, and printed before turn/start
+		// was answered, so not to be mistaken for the next turn's.
+		return invoker.Step{}
+	}
+	switch m.Method {
+	case "item/agentMessage/delta":
+		p.partial.WriteString(params.Delta)
+		return one(invoker.Event{Kind: invoker.KindMessage, Text: params.Delta, Delta: true})
+	case "item/reasoning/summaryTextDelta", "item/reasoning/textDelta":
+		return one(invoker.Event{Kind: invoker.KindReasoning, Text: params.Delta, Delta: true})
+	case "item/started", "item/completed":
+		if params.Item == nil {
+			break
+		}
+		return invoker.Step{Events: p.item(m.Method == "item/completed", params.Item, raw)}
+	case "thread/tokenUsage/updated":
+		if params.TokenUsage != nil {
+			t := params.TokenUsage.Total
+			p.usage = invoker.Usage{InputTokens: t.InputTokens, CachedInputTokens: t.CachedInputTokens,
+				OutputTokens: t.OutputTokens, ReasoningTokens: t.ReasoningOutputTokens}
+		}
+	case "error":
+		if params.Error != nil {
+			return one(invoker.Event{Kind: invoker.KindWarning, Text: params.Error.Message})
+		}
+	case "turn/completed":
+		return p.completed(params.Turn, raw)
+	}
+	return one(invoker.Event{Kind: invoker.KindRaw})
+}
+
+// item maps an item notification as the exec decoder maps its items.
+func (p *protocol) item(completed bool, it *appItem, raw json.RawMessage) []invoker.Event {
+	ev := func(k invoker.EventKind, text string) []invoker.Event {
+		return []invoker.Event{{Kind: k, Text: text, Raw: raw}}
+	}
+	switch it.Type {
+	case "agentMessage":
+		if !completed {
+			break
+		}
+		p.text = it.Text
+		p.partial.Reset()
+		return ev(invoker.KindMessage, it.Text)
+	case "reasoning":
+		if !completed {
+			break
+		}
+		return ev(invoker.KindReasoning, strings.Join(it.Summary, "\n"))
+	}
+	if execTypes[it.Type] == "" {
+		return ev(invoker.KindRaw, "")
+	}
+	tool, _ := toolOf(it.exec())
+	if !completed {
+		p.called[it.ID] = true
+		tool.Output = ""
+		return []invoker.Event{{Kind: invoker.KindToolCall, Tool: tool, Raw: raw}}
+	}
+	var evs []invoker.Event
+	if !p.called[it.ID] {
+		call := *tool
+		call.Output = ""
+		evs = append(evs, invoker.Event{Kind: invoker.KindToolCall, Tool: &call, Raw: raw})
+	}
+	delete(p.called, it.ID)
+	return append(evs, invoker.Event{Kind: invoker.KindToolResult, Tool: tool, Raw: raw})
+}
+
+// completed handles turn/completed: the turn's outcome is known, and its
+// end waits for the cleaning of the thread's background terminals.
+func (p *protocol) completed(rawTurn json.RawMessage, raw json.RawMessage) invoker.Step {
+	var t struct {
+		ID     string `json:"id"`
+		Status string `json:"status"`
+		Error  *struct {
+			Message string `json:"message"`
+		} `json:"error"`
+	}
+	json.Unmarshal(rawTurn, &t)
+	if !p.inTurn || p.ended || (p.turn != "" && t.ID != p.turn) {
+		return invoker.Step{Events: []invoker.Event{{Kind: invoker.KindRaw, Raw: raw}}}
+	}
+	p.ended = true
+	var evs []invoker.Event
+	switch t.Status {
+	case "completed":
+		p.success = true
+	case "interrupted":
+		p.failure = &invoker.StreamError{Message: "the turn was interrupted", Type: "interrupted"}
+	default:
+		msg := "the turn failed"
+		if t.Error != nil && t.Error.Message != "" {
+			msg = t.Error.Message
+		}
+		p.failure = &invoker.StreamError{Message: msg, Type: "turn.failed", Err: classify(msg)}
+		evs = append(evs, invoker.Event{Kind: invoker.KindError, Text: msg, Raw: raw})
+	}
+	u := p.usage
+	evs = append(evs, invoker.Event{Kind: invoker.KindUsage, Usage: &u, Raw: raw}, invoker.Event{Kind: invoker.KindDone, Raw: raw})
+	p.ending = evs
+	b, id := p.call("thread/backgroundTerminals/clean", map[string]any{"threadId": p.thread})
+	p.cleanReq = id
+	return invoker.Step{Write: [][]byte{b}, Events: []invoker.Event{{Kind: invoker.KindRaw, Raw: raw}}}
+}
+
+func (p *protocol) Stderr([]byte) error { return nil }
+
+func (p *protocol) Outcome(string) invoker.Outcome {
+	out := invoker.Outcome{SessionID: p.thread, Text: p.text, Usage: p.usage, Success: p.success}
+	if !p.success {
+		if p.partial.Len() > 0 {
+			out.Text = p.partial.String()
+		}
+		if p.failure != nil {
+			se := *p.failure
+			out.Err = &se
+		}
+	}
+	return out
+}

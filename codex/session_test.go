@@ -1,0 +1,51 @@
+package codex_test
+
+import (
+	"context"
+	"errors"
+	"os"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/clinvoke/clinvoke/codex"
+	"github.com/clinvoke/clinvoke/internal/fakeagent"
+	"github.com/clinvoke/clinvoke/internal/fakeagent/agenttest"
+	"github.com/clinvoke/clinvoke/invoker"
+)
+
+// TestSessions runs the session cases on the codex backend, with the fake
+// agent speaking Codex's app-server JSON-RPC.
+func TestSessions(t *testing.T) {
+	agenttest.RunSessions(t, fakeagent.Codex, codex.New)
+}
+
+// A thread Codex cannot resume fails OpenSession with Codex's reason, and
+// the app-server it started is gone.
+func TestSessionResumeUnknownThread(t *testing.T) {
+	s := fakeagent.Script{Flavor: fakeagent.Codex, RecordDir: t.TempDir(), Tag: fakeagent.NewTag()}
+	inv := codex.New(invoker.WithBinary(os.Args[0]), invoker.WithInterruptGrace(200*time.Millisecond), invoker.WithTerminateGrace(200*time.Millisecond))
+	sess, err := invoker.OpenSession(context.Background(), inv, invoker.Request{Workdir: t.TempDir(), Env: s.Env(), SessionID: "missing-thread"})
+	var se *invoker.StreamError
+	if sess != nil || !errors.As(err, &se) || !strings.Contains(err.Error(), "no rollout found") {
+		t.Errorf("OpenSession() = %v, %v; want Codex's refusal as a *StreamError", sess, err)
+	}
+	if left := fakeagent.Survivors(s.Tag); len(left) > 0 {
+		t.Errorf("processes survived the refused session: %v", left)
+	}
+}
+
+// The first-event timeout bounds the opening handshake of a server that
+// does not answer.
+func TestSessionHandshakeTimeout(t *testing.T) {
+	s := fakeagent.Script{Flavor: fakeagent.Codex, SilentFor: time.Hour, Tag: fakeagent.NewTag()}
+	inv := codex.New(invoker.WithBinary(os.Args[0]), invoker.WithFirstEventTimeout(200*time.Millisecond),
+		invoker.WithInterruptGrace(200*time.Millisecond), invoker.WithTerminateGrace(200*time.Millisecond))
+	sess, err := invoker.OpenSession(context.Background(), inv, invoker.Request{Workdir: t.TempDir(), Env: s.Env()})
+	if sess != nil || !errors.Is(err, invoker.ErrFirstEventTimeout) {
+		t.Errorf("OpenSession() = %v, %v; want ErrFirstEventTimeout", sess, err)
+	}
+	if left := fakeagent.Survivors(s.Tag); len(left) > 0 {
+		t.Errorf("processes survived the timed-out opening: %v", left)
+	}
+}

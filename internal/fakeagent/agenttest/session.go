@@ -1,0 +1,502 @@
+package agenttest
+
+import (
+	"context"
+	"errors"
+	"os"
+	"runtime"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/clinvoke/clinvoke/internal/fakeagent"
+	"github.com/clinvoke/clinvoke/internal/testenv"
+	"github.com/clinvoke/clinvoke/invoker"
+)
+
+// RunSessions runs the session cases on the backend that newInvoker
+// returns, with the fake agent of flavor speaking the CLI's long-lived
+// protocol: two turns in one process, an interrupt the CLI obeys (the
+// session lives on), one it ignores (the ladder, the session closed),
+// Close and the session's context with a turn in flight, a concurrent
+// turn, a CLI that dies mid-turn, a panic in OnEvent, and requests a
+// session refuses. Every case checks that nothing of the tree survives.
+// The backend's TestMain must hand over to the fake (see the package
+// documentation).
+func RunSessions(t *testing.T, flavor string, newInvoker func(...invoker.Option) invoker.Invoker) {
+	su := &sessionSuite{flavor: flavor, newInvoker: newInvoker}
+	for _, c := range []struct {
+		name string
+		f    func(*testing.T)
+	}{
+		{"Capability", su.capability},
+		{"TwoTurns", su.twoTurns},
+		{"InterruptKeepsSession", su.interruptKeepsSession},
+		{"InterruptIgnored", su.interruptIgnored},
+		{"CloseWithTurnInFlight", su.closeWithTurnInFlightCases},
+		{"ConcurrentTurn", su.concurrentTurn},
+		{"CLIDiesMidTurn", su.cliDiesMidTurn},
+		{"ContextEndsTree", su.contextEndsTree},
+		{"OnEventPanic", su.onEventPanic},
+		{"RequestErrors", su.requestErrors},
+		{"Resume", su.resume},
+		{"IdleTimeout", su.idleTimeout},
+		{"PTY", su.pty},
+		{"TurnRequestErrors", su.turnRequestErrors},
+	} {
+		t.Run(c.name, c.f)
+	}
+}
+
+// sessionRig is one session of the fake claude in stream-json mode.
+type sessionRig struct {
+	t      *testing.T
+	script fakeagent.Script
+	inv    invoker.Invoker
+	req    invoker.Request
+}
+
+// sessionSuite is one flavour's backend under the session cases.
+type sessionSuite struct {
+	flavor     string
+	newInvoker func(...invoker.Option) invoker.Invoker
+}
+
+func (su *sessionSuite) newSessionRig(t *testing.T, s fakeagent.Script, opts ...invoker.Option) *sessionRig {
+	t.Helper()
+	s.Flavor = su.flavor
+	if s.RecordDir == "" {
+		s.RecordDir = t.TempDir()
+	}
+	if s.Tag == "" {
+		s.Tag = fakeagent.NewTag()
+	}
+	opts = append([]invoker.Option{
+		invoker.WithBinary(os.Args[0]),
+		invoker.WithTurnInterruptGrace(testenv.Timeout(testenv.Hang)), // a well-behaved fake never needs it
+		invoker.WithInterruptGrace(200 * time.Millisecond),
+		invoker.WithTerminateGrace(200 * time.Millisecond),
+	}, opts...)
+	return &sessionRig{
+		t:      t,
+		script: s,
+		inv:    su.newInvoker(opts...),
+		req:    invoker.Request{Workdir: t.TempDir(), Env: s.Env()},
+	}
+}
+
+// open opens a session, registering a Close and the survivor check.
+func (g *sessionRig) open(ctx context.Context) *invoker.Session {
+	g.t.Helper()
+	s, err := invoker.OpenSession(ctx, g.inv, g.req)
+	if err != nil {
+		g.t.Fatalf("OpenSession() error = %v", err)
+	}
+	g.t.Cleanup(func() {
+		s.Close()
+		g.assertGone(1)
+	})
+	return s
+}
+
+// assertGone checks that no process of the session is alive: no recorded
+// pid, nothing carrying the tag. wantProcs is the least number of
+// processes the fake must have recorded.
+func (g *sessionRig) assertGone(wantProcs int) {
+	g.t.Helper()
+	rec, err := fakeagent.ReadRecord(g.script.RecordDir)
+	if err != nil {
+		g.t.Fatalf("ReadRecord: %v", err)
+	}
+	g.t.Cleanup(rec.Kill)
+	if len(rec.Procs) < wantProcs {
+		g.t.Errorf("fake recorded %d processes, want at least %d", len(rec.Procs), wantProcs)
+	}
+	if alive := rec.Alive(); len(alive) > 0 {
+		g.t.Errorf("processes of the session alive after it ended: %v", alive)
+	}
+	if alive := fakeagent.Survivors(g.script.Tag); len(alive) > 0 {
+		g.t.Errorf("processes carrying the session's tag alive after it ended: %v", alive)
+	}
+}
+
+// agents returns how many fake agent processes the session started.
+func (g *sessionRig) agents() int {
+	g.t.Helper()
+	rec, err := fakeagent.ReadRecord(g.script.RecordDir)
+	if err != nil {
+		g.t.Fatalf("ReadRecord: %v", err)
+	}
+	n := 0
+	for _, p := range rec.Procs {
+		if p.Role == "agent" {
+			n++
+		}
+	}
+	return n
+}
+
+// guard bounds a test that could hang on a broken session.
+func guard(t *testing.T) context.Context {
+	ctx, cancel := context.WithTimeout(context.Background(), testenv.Timeout(testenv.Hang))
+	t.Cleanup(cancel)
+	return ctx
+}
+
+func (su *sessionSuite) capability(t *testing.T) {
+	caps, ok := invoker.CapabilitiesOf(su.newInvoker())
+	if !ok || !caps.Sessions {
+		t.Errorf("capabilities = %v (reported %v), want Sessions", caps, ok)
+	}
+}
+
+// Two turns run in one process, each returning what Invoke would.
+func (su *sessionSuite) twoTurns(t *testing.T) {
+	g := su.newSessionRig(t, fakeagent.Script{SessionID: "sess-two", Chunks: 2})
+	ctx := guard(t)
+	s := g.open(ctx)
+	for n, prompt := range []string{"first", "second"} {
+		var kinds []invoker.EventKind
+		res, err := s.Turn(ctx, invoker.TurnRequest{Prompt: prompt, OnEvent: func(ev invoker.Event) { kinds = append(kinds, ev.Kind) }})
+		if err != nil {
+			t.Fatalf("turn %d: Turn() error = %v", n+1, err)
+		}
+		want := "Turn " + string(rune('1'+n)) + ": " + fakeagent.DefaultAnswer
+		if res.Text != want || res.SessionID != "sess-two" || res.ExitCode != 0 {
+			t.Errorf("turn %d: Result = {Text:%q SessionID:%q ExitCode:%d}, want %q, sess-two, 0", n+1, res.Text, res.SessionID, res.ExitCode, want)
+		}
+		if len(kinds) == 0 || kinds[0] != invoker.KindSession || kinds[len(kinds)-1] != invoker.KindDone {
+			t.Errorf("turn %d: event kinds = %v, want session first and done last", n+1, kinds)
+		}
+	}
+	if s.ID() != "sess-two" {
+		t.Errorf("ID() = %q, want sess-two", s.ID())
+	}
+	if n := g.agents(); n != 1 {
+		t.Errorf("the session started %d CLI processes, want 1", n)
+	}
+	if err := s.Close(); err != nil {
+		t.Errorf("Close() = %v, want nil after end of input", err)
+	}
+	if err := s.Err(); err != nil {
+		t.Errorf("Err() = %v after a clean close, want nil", err)
+	}
+	g.assertGone(1)
+	stdin, err := mustRecord(t, g).Stdin()
+	if err != nil || !strings.Contains(string(stdin), `"second"`) {
+		t.Errorf("the CLI's stdin = %q (%v), want both user messages", stdin, err)
+	}
+	if _, err := s.Turn(ctx, invoker.TurnRequest{Prompt: "third"}); !errors.Is(err, invoker.ErrSessionClosed) {
+		t.Errorf("Turn() after Close error = %v, want ErrSessionClosed", err)
+	}
+}
+
+func mustRecord(t *testing.T, g *sessionRig) *fakeagent.Record {
+	t.Helper()
+	rec, err := fakeagent.ReadRecord(g.script.RecordDir)
+	if err != nil {
+		t.Fatalf("ReadRecord: %v", err)
+	}
+	return rec
+}
+
+// A cancelled turn is interrupted in the protocol: the CLI ends the turn
+// itself, the error is the context's, and the same process answers the
+// next turn.
+func (su *sessionSuite) interruptKeepsSession(t *testing.T) {
+	g := su.newSessionRig(t, fakeagent.Script{SessionID: "sess-int", Grandchild: true})
+	ctx := guard(t)
+	s := g.open(ctx)
+	tctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	var kinds []invoker.EventKind
+	res, err := s.Turn(tctx, invoker.TurnRequest{Prompt: "wait " + fakeagent.PromptStall, OnEvent: func(ev invoker.Event) {
+		kinds = append(kinds, ev.Kind)
+		if ev.Kind == invoker.KindMessage {
+			cancel()
+		}
+	}})
+	if !errors.Is(err, context.Canceled) {
+		t.Fatalf("interrupted Turn() error = %v, want context.Canceled", err)
+	}
+	if errors.Is(err, invoker.ErrSessionClosed) || errors.Is(err, invoker.ErrInterruptIgnored) {
+		t.Errorf("interrupted Turn() error = %v, want the session kept", err)
+	}
+	if res.Text != "Turn 1: "+fakeagent.DefaultAnswer || res.SessionID != "sess-int" {
+		t.Errorf("interrupted Result = {Text:%q SessionID:%q}, want the partial answer and the session id", res.Text, res.SessionID)
+	}
+	if kinds[len(kinds)-1] != invoker.KindDone {
+		t.Errorf("interrupted turn's events = %v, want the CLI's own end of turn (done) last", kinds)
+	}
+	select {
+	case <-s.Done():
+		t.Fatalf("the session ended after an interrupt the CLI obeyed: %v", s.Err())
+	default:
+	}
+	res, err = s.Turn(ctx, invoker.TurnRequest{Prompt: "again"})
+	if err != nil || res.Text != "Turn 2: "+fakeagent.DefaultAnswer {
+		t.Fatalf("Turn() after the interrupt = %q, %v; want turn 2's answer", res.Text, err)
+	}
+	if n := g.agents(); n != 1 {
+		t.Errorf("the session started %d CLI processes, want 1", n)
+	}
+}
+
+// A CLI that ignores the interrupt gets the ladder: the session is closed,
+// the error says so, and nothing of the tree survives.
+func (su *sessionSuite) interruptIgnored(t *testing.T) {
+	g := su.newSessionRig(t, fakeagent.Script{IgnoreInterrupt: true, IgnoreSignals: true, Grandchild: true, Escapee: true},
+		invoker.WithTurnInterruptGrace(100*time.Millisecond))
+	ctx := guard(t)
+	s := g.open(ctx)
+	tctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	_, err := s.Turn(tctx, invoker.TurnRequest{Prompt: fakeagent.PromptStall, OnEvent: func(ev invoker.Event) {
+		if ev.Kind == invoker.KindMessage {
+			cancel()
+		}
+	}})
+	for _, want := range []error{invoker.ErrInterruptIgnored, invoker.ErrSessionClosed, context.Canceled} {
+		if !errors.Is(err, want) {
+			t.Errorf("Turn() error = %v, want one matching %v", err, want)
+		}
+	}
+	select {
+	case <-s.Done():
+	default:
+		t.Fatal("Turn() returned before the session's tree was gone")
+	}
+	g.assertGone(3)
+	if _, err := s.Turn(ctx, invoker.TurnRequest{Prompt: "more"}); !errors.Is(err, invoker.ErrSessionClosed) {
+		t.Errorf("Turn() after the ladder error = %v, want ErrSessionClosed", err)
+	}
+}
+
+// Close with a turn in flight ends the whole tree, and the turn returns
+// an error that says the session was closed, whether the CLI ends the turn
+// on the ladder's SIGINT (as Claude Code does) or dies without a word.
+func (su *sessionSuite) closeWithTurnInFlightCases(t *testing.T) {
+	for _, stubborn := range []bool{false, true} {
+		name := "obeys SIGINT"
+		if stubborn {
+			name = "ignores signals"
+		}
+		t.Run(name, func(t *testing.T) { su.closeWithTurnInFlight(t, stubborn) })
+	}
+}
+
+func (su *sessionSuite) closeWithTurnInFlight(t *testing.T, stubborn bool) {
+	g := su.newSessionRig(t, fakeagent.Script{Grandchild: true, Escapee: true, IgnoreSignals: stubborn})
+	ctx := guard(t)
+	s := g.open(ctx)
+	streaming := make(chan struct{})
+	var once sync.Once
+	errc := make(chan error, 1)
+	go func() {
+		_, err := s.Turn(ctx, invoker.TurnRequest{Prompt: fakeagent.PromptStall, OnEvent: func(ev invoker.Event) {
+			if ev.Kind == invoker.KindMessage {
+				once.Do(func() { close(streaming) })
+			}
+		}})
+		errc <- err
+	}()
+	<-streaming
+	if err := s.Close(); err != nil {
+		t.Errorf("Close() = %v, want nil", err)
+	}
+	g.assertGone(3)
+	if err := <-errc; !errors.Is(err, invoker.ErrSessionClosed) {
+		t.Errorf("Turn() in flight at Close error = %v, want ErrSessionClosed", err)
+	}
+}
+
+// A second turn while one runs is refused at once; the first is unharmed.
+func (su *sessionSuite) concurrentTurn(t *testing.T) {
+	g := su.newSessionRig(t, fakeagent.Script{})
+	ctx := guard(t)
+	s := g.open(ctx)
+	tctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	streaming := make(chan struct{})
+	var once sync.Once
+	errc := make(chan error, 1)
+	go func() {
+		_, err := s.Turn(tctx, invoker.TurnRequest{Prompt: fakeagent.PromptStall, OnEvent: func(ev invoker.Event) {
+			if ev.Kind == invoker.KindMessage {
+				once.Do(func() { close(streaming) })
+			}
+		}})
+		errc <- err
+	}()
+	<-streaming
+	if _, err := s.Turn(ctx, invoker.TurnRequest{Prompt: "me too"}); !errors.Is(err, invoker.ErrTurnInProgress) {
+		t.Errorf("concurrent Turn() error = %v, want ErrTurnInProgress", err)
+	}
+	cancel()
+	if err := <-errc; !errors.Is(err, context.Canceled) || errors.Is(err, invoker.ErrSessionClosed) {
+		t.Errorf("first Turn() error = %v, want context.Canceled with the session kept", err)
+	}
+	if _, err := s.Turn(ctx, invoker.TurnRequest{Prompt: "now"}); err != nil {
+		t.Errorf("Turn() after the first ended error = %v", err)
+	}
+}
+
+// A CLI that dies mid-turn ends the session; the turn says why.
+func (su *sessionSuite) cliDiesMidTurn(t *testing.T) {
+	g := su.newSessionRig(t, fakeagent.Script{Grandchild: true})
+	ctx := guard(t)
+	s := g.open(ctx)
+	res, err := s.Turn(ctx, invoker.TurnRequest{Prompt: fakeagent.PromptDie})
+	var ee *invoker.ExitError
+	if !errors.Is(err, invoker.ErrSessionClosed) || !errors.As(err, &ee) || ee.ExitCode != 3 {
+		t.Errorf("Turn() error = %v, want ErrSessionClosed with exit status 3", err)
+	}
+	if res.ExitCode != 3 || res.Text == "" {
+		t.Errorf("Result = {ExitCode:%d Text:%q}, want 3 and the partial answer", res.ExitCode, res.Text)
+	}
+	g.assertGone(2)
+}
+
+// The context given to OpenSession bounds the whole session.
+func (su *sessionSuite) contextEndsTree(t *testing.T) {
+	g := su.newSessionRig(t, fakeagent.Script{Grandchild: true, Escapee: true})
+	octx, cancel := context.WithCancel(guard(t))
+	s := g.open(octx)
+	if _, err := s.Turn(octx, invoker.TurnRequest{Prompt: "one"}); err != nil {
+		t.Fatalf("Turn() error = %v", err)
+	}
+	cancel()
+	<-s.Done()
+	if err := s.Err(); !errors.Is(err, context.Canceled) {
+		t.Errorf("Err() = %v, want context.Canceled", err)
+	}
+	g.assertGone(3)
+}
+
+// A panic in a turn's OnEvent kills the tree and reaches the caller.
+func (su *sessionSuite) onEventPanic(t *testing.T) {
+	g := su.newSessionRig(t, fakeagent.Script{Grandchild: true})
+	ctx := guard(t)
+	s := g.open(ctx)
+	defer func() {
+		if p := recover(); p != "boom" {
+			t.Errorf("recovered %v, want the OnEvent panic", p)
+		}
+		g.assertGone(2)
+	}()
+	s.Turn(ctx, invoker.TurnRequest{Prompt: "x", OnEvent: func(invoker.Event) { panic("boom") }})
+	t.Error("Turn() returned after OnEvent panicked")
+}
+
+func (su *sessionSuite) requestErrors(t *testing.T) {
+	inv := su.newInvoker(invoker.WithBinary(os.Args[0]))
+	dir := t.TempDir()
+	for _, tc := range []struct {
+		name string
+		req  invoker.Request
+	}{
+		{"prompt", invoker.Request{Workdir: dir, Prompt: "hi"}},
+		{"on event", invoker.Request{Workdir: dir, OnEvent: func(invoker.Event) {}}},
+		{"relative workdir", invoker.Request{Workdir: "rel"}},
+		{"images", invoker.Request{Workdir: dir, Images: []string{"/x.png"}}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			s, err := invoker.OpenSession(context.Background(), inv, tc.req)
+			if !errors.Is(err, invoker.ErrInvalidRequest) || s != nil {
+				t.Errorf("OpenSession() = %v, %v; want nil and ErrInvalidRequest", s, err)
+			}
+		})
+	}
+}
+
+// A session opened with Request.SessionID continues that session: its
+// turns report the id.
+func (su *sessionSuite) resume(t *testing.T) {
+	g := su.newSessionRig(t, fakeagent.Script{})
+	g.req.SessionID = "0199a213-81c0-7800-8aa1-bbab2a035a53"
+	ctx := guard(t)
+	s, err := invoker.OpenSession(ctx, g.inv, g.req)
+	if errors.Is(err, invoker.ErrUnsupported) {
+		// Refused before anything started (Gemini's ACP cannot load a
+		// session); the backend's own tests pin the refusal.
+		t.Skipf("the backend does not resume in a session: %v", err)
+	}
+	if err != nil {
+		t.Fatalf("OpenSession() error = %v", err)
+	}
+	t.Cleanup(func() {
+		s.Close()
+		g.assertGone(1)
+	})
+	res, err := s.Turn(ctx, invoker.TurnRequest{Prompt: "where were we"})
+	if err != nil || res.SessionID != g.req.SessionID {
+		t.Errorf("Turn() = {SessionID:%q}, %v; want the resumed id %s", res.SessionID, err, g.req.SessionID)
+	}
+	if s.ID() != g.req.SessionID {
+		t.Errorf("ID() = %q, want %s", s.ID(), g.req.SessionID)
+	}
+}
+
+// The idle timeout applies to a turn: a stalled turn is interrupted in the
+// protocol and the session lives on.
+func (su *sessionSuite) idleTimeout(t *testing.T) {
+	g := su.newSessionRig(t, fakeagent.Script{}, invoker.WithIdleTimeout(300*time.Millisecond))
+	ctx := guard(t)
+	s := g.open(ctx)
+	_, err := s.Turn(ctx, invoker.TurnRequest{Prompt: fakeagent.PromptStall})
+	if !errors.Is(err, invoker.ErrIdleTimeout) || errors.Is(err, invoker.ErrSessionClosed) {
+		t.Fatalf("stalled Turn() error = %v, want ErrIdleTimeout with the session kept", err)
+	}
+	select {
+	case <-s.Done():
+		t.Fatalf("the session ended after an idle timeout the CLI obeyed: %v", s.Err())
+	default:
+	}
+}
+
+// In PTY mode the protocol's output comes through the terminal: turns and
+// interrupts work the same.
+func (su *sessionSuite) pty(t *testing.T) {
+	if runtime.GOOS == "windows" {
+		t.Skip("no PTY mode on Windows")
+	}
+	g := su.newSessionRig(t, fakeagent.Script{}, invoker.WithPTY(true))
+	ctx := guard(t)
+	s := g.open(ctx)
+	if res, err := s.Turn(ctx, invoker.TurnRequest{Prompt: "hi"}); err != nil || res.Text != "Turn 1: "+fakeagent.DefaultAnswer {
+		t.Fatalf("Turn() = %q, %v; want turn 1's answer", res.Text, err)
+	}
+	tctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	_, err := s.Turn(tctx, invoker.TurnRequest{Prompt: fakeagent.PromptStall, OnEvent: func(ev invoker.Event) {
+		if ev.Kind == invoker.KindMessage {
+			cancel()
+		}
+	}})
+	if !errors.Is(err, context.Canceled) || errors.Is(err, invoker.ErrSessionClosed) {
+		t.Errorf("interrupted Turn() error = %v, want context.Canceled with the session kept", err)
+	}
+}
+
+// A bad turn is refused before anything is sent, with a typed error; the
+// session takes the next turn.
+func (su *sessionSuite) turnRequestErrors(t *testing.T) {
+	g := su.newSessionRig(t, fakeagent.Script{})
+	ctx := guard(t)
+	s := g.open(ctx)
+	if _, err := s.Turn(ctx, invoker.TurnRequest{Prompt: "  "}); !errors.Is(err, invoker.ErrInvalidRequest) {
+		t.Errorf("Turn(empty prompt) error = %v, want ErrInvalidRequest", err)
+	}
+	caps, _ := invoker.CapabilitiesOf(g.inv)
+	_, err := s.Turn(ctx, invoker.TurnRequest{Prompt: "look", Images: []string{"relative.png"}})
+	switch {
+	case !caps.Images && (!errors.Is(err, invoker.ErrUnsupported) || !strings.Contains(err.Error(), "TurnRequest.Images")):
+		t.Errorf("Turn(Images) error = %v, want ErrUnsupported naming TurnRequest.Images", err)
+	case caps.Images && !errors.Is(err, invoker.ErrInvalidRequest):
+		t.Errorf("Turn(relative image) error = %v, want ErrInvalidRequest", err)
+	}
+	if res, err := s.Turn(ctx, invoker.TurnRequest{Prompt: "fine"}); err != nil || res.Text != "Turn 1: "+fakeagent.DefaultAnswer {
+		t.Errorf("Turn() after the refusals = %q, %v; want the first turn's answer", res.Text, err)
+	}
+}

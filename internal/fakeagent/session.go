@@ -1,0 +1,224 @@
+package fakeagent
+
+import (
+	"bufio"
+	"encoding/json"
+	"fmt"
+	"io"
+	"os"
+	"strings"
+	"time"
+)
+
+// Prompts that change what one turn of a session does (see "Sessions" in
+// the package documentation). They are matched anywhere in the prompt.
+const (
+	// PromptStall makes the turn stall after its answer, before its
+	// result, until it is interrupted (for ten minutes otherwise): a model
+	// stream that stalls mid-turn.
+	PromptStall = "fakeagent:stall"
+	// PromptDie makes the fake exit with status 3 after the first piece of
+	// the turn's answer, without a result: a CLI that dies mid-turn.
+	PromptDie = "fakeagent:die"
+)
+
+// isClaudeSession reports whether args ask Claude Code for stream-json
+// input: the long-lived mode that reads one user message per line.
+func isClaudeSession(flavor string, args []string) bool {
+	if flavor != Claude {
+		return false
+	}
+	v, ok := flagValue(args, "--input-format")
+	return ok && v == "stream-json"
+}
+
+// sessionLine is one line a session client writes: a user message or a
+// control request.
+type sessionLine struct {
+	Type      string `json:"type"`
+	RequestID string `json:"request_id"`
+	Request   *struct {
+		Subtype string `json:"subtype"`
+	} `json:"request"`
+	Message *struct {
+		Content json.RawMessage `json:"content"`
+	} `json:"message"`
+}
+
+// text returns a user message's text: a string, or its text blocks.
+func (l *sessionLine) text() string {
+	if l.Message == nil {
+		return ""
+	}
+	var s string
+	if json.Unmarshal(l.Message.Content, &s) == nil {
+		return s
+	}
+	var blocks []struct {
+		Type string `json:"type"`
+		Text string `json:"text"`
+	}
+	json.Unmarshal(l.Message.Content, &blocks)
+	var parts []string
+	for _, b := range blocks {
+		if b.Type == "text" {
+			parts = append(parts, b.Text)
+		}
+	}
+	return strings.Join(parts, "\n")
+}
+
+// claudeSession runs Claude Code's stream-json input mode: one turn per user
+// message, interrupts by control request, exit 0 at the end of input
+// between turns. It returns the exit status.
+func (a *agent) claudeSession(rec recorder) int {
+	if err := startHelpers(&a.s); err != nil {
+		fmt.Fprintln(os.Stderr, "fakeagent:", err)
+		return 2
+	}
+	users := make(chan string, 64)
+	intr := make(chan string, 64)
+	eof := make(chan struct{})
+	go a.readSession(rec, users, intr, eof)
+	for n := 1; ; n++ {
+		var prompt string
+	wait:
+		for {
+			select {
+			case prompt = <-users:
+				break wait
+			case id := <-intr:
+				if !a.s.IgnoreInterrupt {
+					a.controlOK(id) // nothing to stop between turns
+				}
+			case <-eof:
+				select {
+				case prompt = <-users:
+					break wait
+				default:
+					return 0
+				}
+			}
+		}
+		if code, exit := a.sessionTurn(n, prompt, intr); exit {
+			return code
+		}
+	}
+}
+
+// readSession reads the client's lines until end of input. Interrupts go to
+// intr at once, even during a turn; prompts queue in users.
+func (a *agent) readSession(rec recorder, users, intr chan<- string, eof chan<- struct{}) {
+	defer close(eof)
+	in := bufio.NewReader(os.Stdin)
+	var all []byte
+	for {
+		b, err := in.ReadBytes('\n')
+		if len(strings.TrimSpace(string(b))) > 0 {
+			all = append(all, b...)
+			rec.writeRun(a.args, all)
+			var l sessionLine
+			if jerr := json.Unmarshal(b, &l); jerr != nil {
+				fmt.Fprintln(os.Stderr, "fakeagent: bad input line:", jerr)
+			} else {
+				switch {
+				case l.Type == "user":
+					users <- l.text()
+				case l.Type == "control_request" && l.Request != nil && l.Request.Subtype == "interrupt":
+					intr <- l.RequestID
+				case l.Type == "control_request":
+					a.emit(obj{{"type", "control_response"}, {"response", obj{
+						{"subtype", "error"}, {"request_id", l.RequestID},
+						{"error", "fakeagent: unsupported control request"},
+					}}})
+				}
+			}
+		}
+		if err != nil {
+			if err != io.EOF {
+				fmt.Fprintln(os.Stderr, "fakeagent: reading stdin:", err)
+			}
+			return
+		}
+	}
+}
+
+// controlOK acknowledges a control request.
+func (a *agent) controlOK(id string) {
+	a.emit(obj{{"type", "control_response"}, {"response", obj{{"subtype", "success"}, {"request_id", id}}}})
+}
+
+// sessionTurn prints turn n, answering prompt, and reports whether the
+// fake must exit (and with which status) instead of waiting for the next.
+func (a *agent) sessionTurn(n int, prompt string, intr <-chan string) (code int, exit bool) {
+	s := &a.s
+	c := claude{}
+	a.prompt = prompt
+	a.msgID = ""
+	a.turns.Store(0)
+	c.begin(a)
+
+	// pause waits d, and reports false when the turn was interrupted
+	// meanwhile (unless the script ignores interrupts).
+	pause := func(d time.Duration) bool {
+		if d <= 0 {
+			return true
+		}
+		t := time.NewTimer(d)
+		defer t.Stop()
+		for {
+			select {
+			case <-t.C:
+				return true
+			case id := <-intr:
+				if s.IgnoreInterrupt {
+					continue
+				}
+				a.controlOK(id)
+				return false
+			}
+		}
+	}
+	interrupted := func() (int, bool) {
+		a.emit(obj{{"type", "user"}, {"message", obj{{"role", "user"}, {"content", []obj{{
+			{"type", "text"}, {"text", "[Request interrupted by user]"},
+		}}}}}, {"parent_tool_use_id", nil}, {"session_id", a.sid}, {"uuid", uuid4()}})
+		a.out.line(claudeInterrupted(a))
+		return 0, false
+	}
+
+	if s.Tool {
+		c.tool(a)
+	}
+	if s.StreamFor > 0 {
+		end := time.Now().Add(s.StreamFor)
+		for k := 0; time.Now().Before(end); k++ {
+			c.progress(a, k)
+			if !pause(s.interval()) {
+				return interrupted()
+			}
+		}
+	}
+	answer := s.Answer
+	if answer == "" {
+		answer = fmt.Sprintf("Turn %d: %s", n, DefaultAnswer)
+	}
+	pieces := split(answer, s.Chunks)
+	for i := range pieces {
+		if i > 0 && !pause(s.interval()) {
+			return interrupted()
+		}
+		c.chunk(a, pieces, i)
+		if strings.Contains(prompt, PromptDie) {
+			return 3, true
+		}
+	}
+	if strings.Contains(prompt, PromptStall) && !pause(sleepFor) {
+		return interrupted()
+	}
+	if !pause(s.StallFor) {
+		return interrupted()
+	}
+	a.emit(claudeResult(a, false, nil, answer, "end_turn", tokens(prompt), tokens(answer)))
+	return 0, false
+}

@@ -277,6 +277,10 @@ func format(v float64, unit string) string {
 	switch {
 	case unit == "ns":
 		return fmt.Sprintf("%.2f ms", v/1e6)
+	case unit == "×" && math.Abs(v) < 0.1:
+		// Two significant digits, so that a warm turn against a CLI's
+		// seconds of start-up does not read as 0.00×.
+		return strconv.FormatFloat(v, 'g', 2, 64) + "×"
 	case unit == "×":
 		return fmt.Sprintf("%.2f×", v)
 	case unit == "level":

@@ -77,3 +77,11 @@ func TestNoE2ERowsWithoutE2E(t *testing.T) {
 		}
 	}
 }
+
+func TestFormatSmallRatio(t *testing.T) {
+	for v, want := range map[float64]string{0.002957: "0.003×", 0.0678: "0.068×", 0.1723: "0.17×", 1.05: "1.05×"} {
+		if got := format(v, "×"); got != want {
+			t.Errorf("format(%v, ×) = %q, want %q", v, got, want)
+		}
+	}
+}

@@ -4,6 +4,7 @@ package e2e
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"os/exec"
@@ -132,13 +133,18 @@ func forEachSessionBench(b *testing.B, f func(*testing.B, *fakemodel.Server, inv
 			if err != nil {
 				b.Fatalf("OpenSession() error = %v", err)
 			}
-			defer func() {
+			// closeAll closes the session and counts the processes of the
+			// CLIs (the session's and every cold Invoke's) left after it.
+			closeAll := func() int {
 				s.Close()
 				r := &rig{tag: tag}
-				if ps := r.survivors(); len(ps) > 0 {
+				ps := r.survivors()
+				if len(ps) > 0 {
 					b.Errorf("processes survived the benchmark: %v", ps)
 				}
-			}()
+				return len(ps)
+			}
+			b.Cleanup(func() { closeAll() })
 			// A first turn, so that every measured turn is warm.
 			srv.Enqueue(fakemodel.Answer("warm"))
 			if _, err := s.Turn(context.Background(), invoker.TurnRequest{Prompt: "warm up"}); err != nil {
@@ -146,6 +152,8 @@ func forEachSessionBench(b *testing.B, f func(*testing.B, *fakemodel.Server, inv
 			}
 			b.ResetTimer()
 			f(b, srv, inv, req, s)
+			b.StopTimer()
+			b.ReportMetric(float64(closeAll()), "survivors")
 		})
 	}
 }
@@ -173,7 +181,7 @@ func invokeWith(inv invoker.Invoker, req invoker.Request, on func(invoker.Event)
 
 // cancelAfterModelCall starts a turn whose model stalls, cancels it once
 // the model was called, and returns the time from the cancel to the
-// turn's return.
+// turn's return, which must come with the context's error.
 func cancelAfterModelCall(b *testing.B, srv *fakemodel.Server, run func(context.Context) error) time.Duration {
 	srv.Enqueue(fakemodel.Stall("partial words "))
 	before := len(srv.Scripted())
@@ -191,8 +199,12 @@ func cancelAfterModelCall(b *testing.B, srv *fakemodel.Server, run func(context.
 	time.Sleep(100 * time.Millisecond) // the partial answer is on its way
 	at := time.Now()
 	cancel()
-	<-errc
-	return time.Since(at)
+	err := <-errc
+	took := time.Since(at)
+	if !errors.Is(err, context.Canceled) {
+		b.Fatalf("cancelled turn error = %v, want one matching context.Canceled", err)
+	}
+	return took
 }
 
 func medMs(d []time.Duration) float64 {

@@ -97,6 +97,16 @@ func (s samples) get(name, unit string) ([]float64, bool) {
 	return v, ok && len(v) > 0
 }
 
+// has reports whether any benchmark whose name starts with prefix ran.
+func (s samples) has(prefix string) bool {
+	for name := range s {
+		if strings.HasPrefix(name, prefix) {
+			return true
+		}
+	}
+	return false
+}
+
 func (s samples) med(name, unit string) (float64, int) {
 	v, ok := s.get(name, unit)
 	if !ok {
@@ -202,6 +212,49 @@ func rows(s samples) []row {
 		info(fmt.Sprintf("Decoding the captured %s streams (`Decode/%s`)", cli, cli), "BenchmarkDecode/"+cli, "MB/s", "MB/s")
 	}
 
+	// Sessions on the fake agent: a warm turn against a cold Invoke of the
+	// same prompt, and a turn's interrupt against a cancelled Invoke. The
+	// ratios are medians of pairs run back to back inside each benchmark.
+	for _, cli := range []string{"codex", "gemini", "claude"} {
+		turn := "BenchmarkSession/" + cli + "/TurnVsInvoke"
+		intr := "BenchmarkSession/" + cli + "/Interrupt"
+		short := "`Session/" + cli + "/TurnVsInvoke`"
+		v, n = s.med(turn, "warm/cold-first")
+		add(fmt.Sprintf("Session, %s: warm turn ÷ cold Invoke of the same prompt, time to the first event (%s warm/cold-first)", cli, short), v, n, "×", "≤ 0.20×", atMost(0.20))
+		info(fmt.Sprintf("  warm turn, first event (%s warm-first-ms)", short), turn, "warm-first-ms", "ms")
+		info(fmt.Sprintf("  cold Invoke, first event (%s cold-first-ms)", short), turn, "cold-first-ms", "ms")
+		v, n = s.med(turn, "warm/cold-result")
+		add(fmt.Sprintf("Session, %s: warm turn ÷ cold Invoke of the same prompt, time to the result (%s warm/cold-result)", cli, short), v, n, "×", "≤ 0.20×", atMost(0.20))
+		info(fmt.Sprintf("  warm turn, result (%s warm-result-ms)", short), turn, "warm-result-ms", "ms")
+		info(fmt.Sprintf("  cold Invoke, result (%s cold-result-ms)", short), turn, "cold-result-ms", "ms")
+		short = "`Session/" + cli + "/Interrupt`"
+		v, n = s.med(intr, "interrupt/invoke-cancel")
+		add(fmt.Sprintf("Session, %s: cancel → interrupted turn ended ÷ cancel → cancelled Invoke returned (%s interrupt/invoke-cancel)", cli, short), v, n, "×", "≤ 1.00×", atMost(1))
+		info(fmt.Sprintf("  interrupt → turn ended (%s interrupt-ms)", short), intr, "interrupt-ms", "ms")
+		info(fmt.Sprintf("  cancel → Invoke returned (%s invoke-cancel-ms)", short), intr, "invoke-cancel-ms", "ms")
+	}
+
+	// The same with the real CLIs (e2e, BENCH_E2E=1), only when they ran.
+	if s.has("BenchmarkSessionTurnVsInvoke/") || s.has("BenchmarkSessionInterrupt/") {
+		for _, cli := range []string{"codex", "gemini", "claude"} {
+			turn := "BenchmarkSessionTurnVsInvoke/" + cli
+			intr := "BenchmarkSessionInterrupt/" + cli
+			short := "`e2e SessionTurnVsInvoke/" + cli + "`"
+			v, n = s.med(turn, "warm/cold-first")
+			add(fmt.Sprintf("Real CLI (e2e), %s: warm turn ÷ cold Invoke, time to the first event (%s warm/cold-first)", cli, short), v, n, "×", "≤ 0.20×", atMost(0.20))
+			info(fmt.Sprintf("  warm turn, first event (%s warm-first-ms)", short), turn, "warm-first-ms", "ms")
+			info(fmt.Sprintf("  cold Invoke, first event (%s cold-first-ms)", short), turn, "cold-first-ms", "ms")
+			v, n = s.med(turn, "warm/cold-result")
+			add(fmt.Sprintf("Real CLI (e2e), %s: warm turn ÷ cold Invoke, time to the result (%s warm/cold-result)", cli, short), v, n, "×", "≤ 0.20×", atMost(0.20))
+			info(fmt.Sprintf("  warm turn, result (%s warm-result-ms)", short), turn, "warm-result-ms", "ms")
+			info(fmt.Sprintf("  cold Invoke, result (%s cold-result-ms)", short), turn, "cold-result-ms", "ms")
+			short = "`e2e SessionInterrupt/" + cli + "`"
+			info(fmt.Sprintf("Real CLI (e2e), %s: cancel → interrupted turn ended ÷ cancel → cancelled Invoke returned (%s interrupt/invoke-cancel)", cli, short), intr, "interrupt/invoke-cancel", "×")
+			info(fmt.Sprintf("  interrupt → turn ended (%s interrupt-ms)", short), intr, "interrupt-ms", "ms")
+			info(fmt.Sprintf("  cancel → Invoke returned (%s invoke-cancel-ms)", short), intr, "invoke-cancel-ms", "ms")
+		}
+	}
+
 	// Survivors: the largest count any run of any benchmark reported.
 	worst, runs := math.NaN(), 0
 	for _, units := range s {
@@ -212,7 +265,7 @@ func rows(s samples) []row {
 			runs++
 		}
 	}
-	add("Processes alive after Invoke returned, worst run of any benchmark (`survivors`)", worst, runs, "", "0", atMost(0))
+	add("Processes alive after Invoke returned or a session closed, worst run of any benchmark (`survivors`)", worst, runs, "", "0", atMost(0))
 	return out
 }
 
@@ -224,6 +277,10 @@ func format(v float64, unit string) string {
 	switch {
 	case unit == "ns":
 		return fmt.Sprintf("%.2f ms", v/1e6)
+	case unit == "×" && math.Abs(v) < 0.1:
+		// Two significant digits, so that a warm turn against a CLI's
+		// seconds of start-up does not read as 0.00×.
+		return strconv.FormatFloat(v, 'g', 2, 64) + "×"
 	case unit == "×":
 		return fmt.Sprintf("%.2f×", v)
 	case unit == "level":
@@ -350,6 +407,27 @@ const methods = `- **InvokeQuick / RawExecQuick** (invoker/bench_test.go): a fak
   client session) and through Invoke.
 - **Decode/{codex,gemini,claude}** (each backend's decode_bench_test.go):
   every captured stream in testdata/*.stdout, a fresh decoder per stream.
+- **Session/{codex,gemini,claude}/TurnVsInvoke** (each backend's
+  session_bench_test.go, through internal/fakeagent/agenttest's
+  BenchSessions): one session is opened on the fake agent and given a
+  first turn; then in every iteration the same prompt runs as a turn of
+  that session and as a cold Invoke (the fake started for it), back to
+  back, alternating which goes first. The fake answers at once in one
+  message, so neither pays model time. Taken from the call: the time to
+  the first event (OnEvent) and to the return; the warm/cold figures are
+  the medians of the per-iteration ratios.
+- **Session/{codex,gemini,claude}/Interrupt**: the same session and a
+  cold Invoke of a turn that stalls after its first message
+  (fakeagent.PromptStall); the context is cancelled from OnEvent on that
+  message, and the time from the cancel to the return is taken: for the
+  session, the CLI's own interrupt until the turn ended (the session must
+  stay open); for Invoke, SIGINT until the tree is gone. Both must end
+  with the context's error. Back to back, alternating which goes first.
+- **e2e SessionTurnVsInvoke/CLI, SessionInterrupt/CLI**
+  (e2e/sessions_bench_test.go, only with BENCH_E2E=1): the same pairs
+  with the real pinned CLIs (installed by e2e/run) against the loopback
+  fake model; the interrupt is taken 100 ms after the model was called,
+  while its answer stalls.
 - **survivors**: processes carrying the benchmark's tag still alive after
   the last Invoke returned (a /proc scan of environments).
 `

@@ -2,6 +2,7 @@ package agenttest
 
 import (
 	"context"
+	"errors"
 	"os"
 	"sort"
 	"testing"
@@ -12,15 +13,20 @@ import (
 )
 
 // BenchSessions benchmarks the backend that newInvoker returns, with the
-// fake agent of flavor, as two sub-benchmarks: TurnVsInvoke, a warm turn
-// of one session against a cold Invoke of the same prompt (time to the
-// first event and to the result, and their warm ÷ cold ratios), and
-// Interrupt, the time from a turn's cancel to Turn's return against the
-// same cancel of a cold Invoke. The backend's TestMain must hand over to
-// the fake (see the package documentation).
+// fake agent of flavor, as two sub-benchmarks under the flavor's name
+// (BenchmarkSession/codex/TurnVsInvoke, as scripts/benchreport reads
+// them): TurnVsInvoke, a warm turn of one session against a cold Invoke of
+// the same prompt (time to the first event and to the result, and their
+// warm ÷ cold ratios), and Interrupt, the time from a turn's cancel to
+// Turn's return against the same cancel of a cold Invoke. Each also
+// reports the processes of the fake left after the session was closed
+// (survivors). The backend's TestMain must hand over to the fake (see the
+// package documentation).
 func BenchSessions(b *testing.B, flavor string, newInvoker func(...invoker.Option) invoker.Invoker) {
-	b.Run("TurnVsInvoke", func(b *testing.B) { benchTurnVsInvoke(b, flavor, newInvoker) })
-	b.Run("Interrupt", func(b *testing.B) { benchInterrupt(b, flavor, newInvoker) })
+	b.Run(flavor, func(b *testing.B) {
+		b.Run("TurnVsInvoke", func(b *testing.B) { benchTurnVsInvoke(b, flavor, newInvoker) })
+		b.Run("Interrupt", func(b *testing.B) { benchInterrupt(b, flavor, newInvoker) })
+	})
 }
 
 // benchRig is a fake agent both as a one-shot CLI (Invoke) and as a
@@ -30,6 +36,7 @@ type benchRig struct {
 	inv invoker.Invoker
 	req invoker.Request
 	s   *invoker.Session
+	tag string
 }
 
 func newBenchRig(b *testing.B, flavor string, newInvoker func(...invoker.Option) invoker.Invoker, script fakeagent.Script) *benchRig {
@@ -43,13 +50,20 @@ func newBenchRig(b *testing.B, flavor string, newInvoker func(...invoker.Option)
 	if err != nil {
 		b.Fatalf("OpenSession() error = %v", err)
 	}
-	b.Cleanup(func() {
-		s.Close()
-		if left := fakeagent.Survivors(script.Tag); len(left) > 0 {
-			b.Errorf("processes survived the benchmark: %v", left)
-		}
-	})
-	return &benchRig{inv: inv, req: req, s: s}
+	g := &benchRig{inv: inv, req: req, s: s, tag: script.Tag}
+	b.Cleanup(func() { g.close(b) })
+	return g
+}
+
+// close closes the session and returns how many processes of the fake
+// (the session's and every cold Invoke's) are left, failing b if any is.
+func (g *benchRig) close(b *testing.B) int {
+	g.s.Close()
+	left := fakeagent.Survivors(g.tag)
+	if len(left) > 0 {
+		b.Errorf("processes survived the benchmark: %v", left)
+	}
+	return len(left)
 }
 
 // timing is when a turn's first event came and when it returned, after its
@@ -101,11 +115,17 @@ func medianMs(d []time.Duration) float64 {
 // benchTurnVsInvoke runs the same prompt as a warm turn of one
 // session and as a cold Invoke, back to back (alternating which goes
 // first), and reports the medians and the warm ÷ cold ratios of the time to
-// the first event and to the result. The fake agent starts in a few
-// milliseconds; the real CLIs take 1–4 s (docs/session-protocols.md), so
-// the ratios with them are far lower.
+// the first event and to the result. The fake answers at once, in one
+// message: both times are the CLI's start-up (for the cold Invoke) and
+// the library's work, with no model time, which both would pay alike. The
+// fake agent starts in a few milliseconds; the real CLIs take 1–4 s
+// (docs/session-protocols.md), so the ratios with them are far lower.
 func benchTurnVsInvoke(b *testing.B, flavor string, newInvoker func(...invoker.Option) invoker.Invoker) {
-	g := newBenchRig(b, flavor, newInvoker, fakeagent.Script{Chunks: 3, Interval: time.Millisecond})
+	g := newBenchRig(b, flavor, newInvoker, fakeagent.Script{Chunks: 1})
+	// A first turn, so that every measured turn is warm.
+	if _, err := g.s.Turn(context.Background(), invoker.TurnRequest{Prompt: "warm up"}); err != nil {
+		b.Fatalf("first Turn() error = %v", err)
+	}
 	ctx := context.Background()
 	var coldFirst, coldResult, warmFirst, warmResult []time.Duration
 	var ratioFirst, ratioResult []float64
@@ -137,42 +157,49 @@ func benchTurnVsInvoke(b *testing.B, flavor string, newInvoker func(...invoker.O
 	b.ReportMetric(medianMs(warmResult), "warm-result-ms")
 	b.ReportMetric(medianRatio(ratioFirst), "warm/cold-first")
 	b.ReportMetric(medianRatio(ratioResult), "warm/cold-result")
+	b.ReportMetric(float64(g.close(b)), "survivors")
 }
 
 // benchInterrupt measures, from the cancel of a turn that is
 // streaming to the return of Turn, the in-protocol interrupt of a warm
 // session (the session lives on), against the signal ladder's first step
 // on a cold Invoke of the same script (SIGINT; the fake ends as the real
-// CLI of its flavour does on SIGINT), back to back.
+// CLI of its flavour does on SIGINT; Invoke returns once the tree is
+// gone), back to back, alternating which goes first. Both must end with
+// the context's error, and the session must stay open.
 func benchInterrupt(b *testing.B, flavor string, newInvoker func(...invoker.Option) invoker.Invoker) {
 	g := newBenchRig(b, flavor, newInvoker, fakeagent.Script{Chunks: 2, StallFor: time.Hour})
 	ctx := context.Background()
 	var warm, cold []time.Duration
 	var ratio []float64
-	measure := func(f func(context.Context, string, func(invoker.Event)) (timing, error)) time.Duration {
+	measure := func(what string, f func(context.Context, string, func(invoker.Event)) (timing, error)) time.Duration {
 		tctx, cancel := context.WithCancel(ctx)
 		defer cancel()
 		var at time.Time
-		f(tctx, fakeagent.PromptStall, func(ev invoker.Event) {
+		_, err := f(tctx, fakeagent.PromptStall, func(ev invoker.Event) {
 			if ev.Kind == invoker.KindMessage && at.IsZero() {
 				at = time.Now()
 				cancel()
 			}
 		})
-		if at.IsZero() {
-			b.Fatal("the turn ended without streaming")
+		took := time.Since(at)
+		switch {
+		case at.IsZero():
+			b.Fatalf("%s ended without streaming: %v", what, err)
+		case !errors.Is(err, context.Canceled) || errors.Is(err, invoker.ErrSessionClosed):
+			b.Fatalf("cancelled %s error = %v, want one matching context.Canceled only", what, err)
 		}
-		return time.Since(at)
+		return took
 	}
 	b.ResetTimer()
 	for i := 0; i < b.N; i++ {
 		var w, c time.Duration
 		run := []func(){
 			func() {
-				w = measure(func(c context.Context, p string, on func(invoker.Event)) (timing, error) { return g.warm(c, p, on) })
+				w = measure("Turn", func(c context.Context, p string, on func(invoker.Event)) (timing, error) { return g.warm(c, p, on) })
 			},
 			func() {
-				c = measure(func(c context.Context, p string, on func(invoker.Event)) (timing, error) { return g.cold(c, p, on) })
+				c = measure("Invoke", func(c context.Context, p string, on func(invoker.Event)) (timing, error) { return g.cold(c, p, on) })
 			},
 		}
 		if i%2 == 1 {
@@ -191,8 +218,9 @@ func benchInterrupt(b *testing.B, flavor string, newInvoker func(...invoker.Opti
 	}
 	b.StopTimer()
 	b.ReportMetric(medianMs(warm), "interrupt-ms")
-	b.ReportMetric(medianMs(cold), "sigint-ms")
-	b.ReportMetric(medianRatio(ratio), "interrupt/sigint")
+	b.ReportMetric(medianMs(cold), "invoke-cancel-ms")
+	b.ReportMetric(medianRatio(ratio), "interrupt/invoke-cancel")
+	b.ReportMetric(float64(g.close(b)), "survivors")
 }
 
 func medianRatio(r []float64) float64 {

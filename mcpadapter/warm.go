@@ -150,9 +150,13 @@ func errWarmBusy(id string) error {
 	return refusef("session %s is answering another call of this server, and a session answers one call at a time: wait for that call to return (or cancel it), then call again", id)
 }
 
-// warmable reports whether a call of req may run in a warm session.
+// warmable reports whether a call of req may run in a warm session: the
+// invoker opens sessions (a wrapper that forwards only Invoke does not).
 func (t *tool) warmable(req *invoker.Request) bool {
 	caps, _ := invoker.CapabilitiesOf(t.inv)
+	if _, ok := t.inv.(invoker.Sessioner); !ok {
+		return false
+	}
 	return caps.Sessions && len(req.OutputSchema) == 0 && req.MaxTurns == 0 && req.MaxBudgetUSD == 0
 }
 

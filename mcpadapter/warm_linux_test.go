@@ -42,8 +42,8 @@ type warmRig struct {
 type logSink struct{ r *warmRig }
 
 func (s logSink) Enabled(context.Context, slog.Level) bool { return true }
-func (s logSink) WithAttrs([]slog.Attr) slog.Handler      { return s }
-func (s logSink) WithGroup(string) slog.Handler           { return s }
+func (s logSink) WithAttrs([]slog.Attr) slog.Handler       { return s }
+func (s logSink) WithGroup(string) slog.Handler            { return s }
 func (s logSink) Handle(_ context.Context, rec slog.Record) error {
 	attr := func(key string) string {
 		v := ""

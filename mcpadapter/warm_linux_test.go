@@ -10,6 +10,7 @@ import (
 	"context"
 	"log/slog"
 	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -455,4 +456,45 @@ func TestWarmResumeUnsupportedRunsCold(t *testing.T) {
 	if !slices.ContainsFunc(ps, func(p fakeagent.Proc) bool { return len(r.alive(p)) == 1 }) {
 		t.Error("the warm session's process is gone")
 	}
+}
+
+// The example server's -warm flag keeps a conversation's CLI between its
+// calls, and its shutdown (standard input closed) leaves nothing behind.
+func TestExampleServerWarm(t *testing.T) {
+	bin := buildServer(t)
+	root := t.TempDir()
+	s := fakeagent.Script{Flavor: fakeagent.Codex, RecordDir: t.TempDir(), Tag: fakeagent.NewTag()}
+	t.Cleanup(func() {
+		if rec, err := fakeagent.ReadRecord(s.RecordDir); err == nil {
+			rec.Kill()
+		}
+	})
+	cs, cmd, _ := startServer(t, bin, s, root, filepath.Join(t.TempDir(), "transcript.jsonl"), "-warm", "2", "-warm-idle", "1h")
+	var first, second mcpadapter.Output
+	res, err := cs.CallTool(context.Background(), &mcp.CallToolParams{Name: "codex", Arguments: args("first", root)})
+	if err != nil {
+		t.Fatalf("CallTool() error = %v", err)
+	}
+	decode(t, res, &first)
+	wantText(t, "first call", first, turnText(1))
+	res, err = cs.CallTool(context.Background(), &mcp.CallToolParams{Name: "codex", Arguments: args("second", root, "session_id", first.SessionID)})
+	if err != nil {
+		t.Fatalf("CallTool() error = %v", err)
+	}
+	decode(t, res, &second)
+	wantText(t, "second call", second, turnText(2))
+	if err := cs.Close(); err != nil {
+		t.Errorf("ClientSession.Close() error = %v", err)
+	}
+	if cmd.ProcessState == nil || !cmd.ProcessState.Success() {
+		t.Errorf("server exit: %v, want success", cmd.ProcessState)
+	}
+	rec, err := fakeagent.ReadRecord(s.RecordDir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := len(rec.Procs); n != 1 {
+		t.Errorf("the fake recorded %d processes, want one for both calls", n)
+	}
+	noSurvivors(t, s.Tag)
 }

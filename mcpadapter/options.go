@@ -79,7 +79,8 @@ type Options struct {
 	ShutdownGraces invoker.Graces
 
 	// MaxConcurrent bounds how many runs execute at once across all calls
-	// (a parallel call's tasks count one each). A call that would exceed it
+	// (a parallel call's tasks count one each; a turn of a warm session
+	// counts as a run, an idle warm session does not). A call that would exceed it
 	// waits for a free slot, reporting "queued" progress, until its context
 	// is done. If zero, DefaultMaxConcurrent is used; a negative value means
 	// no limit.

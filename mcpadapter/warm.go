@@ -174,8 +174,7 @@ func (t *tool) call(ctx context.Context, req invoker.Request, single bool) (*inv
 			return nil, err
 		}
 		if w != nil {
-			res, err, ok := t.turn(ctx, w, req)
-			if ok {
+			if res, ran, err := t.turn(ctx, w, req); ran {
 				return res, err
 			}
 		}
@@ -185,16 +184,16 @@ func (t *tool) call(ctx context.Context, req invoker.Request, single bool) (*inv
 	return t.invoke(ctx, req)
 }
 
-// turn runs req as a turn of w, opening its session first if needed. ok
+// turn runs req as a turn of w, opening its session first if needed. ran
 // is false when the session could not be opened for a reason other than
 // the call's context: the call then runs cold.
-func (t *tool) turn(ctx context.Context, w *warmSession, req invoker.Request) (res *invoker.Result, err error, ok bool) {
+func (t *tool) turn(ctx context.Context, w *warmSession, req invoker.Request) (res *invoker.Result, ran bool, err error) {
 	p := t.warm
 	defer func() {
 		if v := recover(); v != nil { // a bug of this package, or of the invoker
 			t.cfg.log.Error("warm session panicked", "cli", t.name, "panic", v, "stack", string(debug.Stack()))
 			p.put(w, "internal error")
-			res, err, ok = nil, fmt.Errorf("internal error: the %s session panicked: %v", t.name, v), true
+			res, ran, err = nil, true, fmt.Errorf("internal error: the %s session panicked: %v", t.name, v)
 		}
 	}()
 	if w.s == nil {
@@ -207,10 +206,10 @@ func (t *tool) turn(ctx context.Context, w *warmSession, req invoker.Request) (r
 				p.mu.Unlock()
 			}
 			if ctx.Err() != nil {
-				return nil, fmt.Errorf("not started: %w", err), true
+				return nil, true, fmt.Errorf("not started: %w", err)
 			}
 			t.cfg.log.Warn("warm session not opened, running cold", "cli", t.name, "resume", req.SessionID, "error", err)
-			return nil, nil, false
+			return nil, false, nil
 		}
 		w.s, w.cancel = s, cancel
 		t.cfg.log.Info("warm session opened", "cli", t.name, "resume", req.SessionID)
@@ -225,7 +224,7 @@ func (t *tool) turn(ctx context.Context, w *warmSession, req invoker.Request) (r
 		}
 	}})
 	p.put(w, "")
-	return res, err, true
+	return res, true, err
 }
 
 // open opens a session for req. Its context is the server's lifetime, not

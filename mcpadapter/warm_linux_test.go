@@ -238,7 +238,17 @@ func TestWarmSameSessionReusesProcess(t *testing.T) {
 // A client's cancel of a call is the CLI's own interrupt: the process
 // lives on and answers the next call of the conversation.
 func TestWarmCancelInterruptsInProtocol(t *testing.T) {
-	r := newWarmRig(t, fakeagent.Codex, mcpadapter.WarmSessions{MaxSessions: 1}, fakeagent.Script{})
+	for _, tc := range []struct{ cli, interrupt string }{
+		{fakeagent.Codex, `"turn/interrupt"`},
+		{fakeagent.Claude, `"subtype":"interrupt"`},
+		{fakeagent.Gemini, `"session/cancel"`},
+	} {
+		t.Run(tc.cli, func(t *testing.T) { testWarmCancel(t, tc.cli, tc.interrupt) })
+	}
+}
+
+func testWarmCancel(t *testing.T, cli, interrupt string) {
+	r := newWarmRig(t, cli, mcpadapter.WarmSessions{MaxSessions: 1}, fakeagent.Script{})
 	r.abandon()
 	first := r.ask("first", "")
 	wantText(t, "first call", first, turnText(1))
@@ -278,8 +288,8 @@ func TestWarmCancelInterruptsInProtocol(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if stdin, err := rec.Stdin(); err != nil || !strings.Contains(string(stdin), "turn/interrupt") {
-		t.Errorf("the CLI's standard input = %q (%v), want a turn/interrupt request", stdin, err)
+	if stdin, err := rec.Stdin(); err != nil || !strings.Contains(string(stdin), interrupt) {
+		t.Errorf("the CLI's standard input = %q (%v), want an interrupt request (%s)", stdin, err, interrupt)
 	}
 }
 

@@ -54,8 +54,10 @@ const DefaultWarmIdleTimeout = 5 * time.Minute
 //   - A session answers one call at a time: a call whose session is
 //     answering another is refused at once (nothing is queued). A cold
 //     run (the parallel tool, or a call that does not run warm) of a
-//     warm session's conversation closes the session first, so that one
-//     conversation never has two processes.
+//     warm session's conversation closes the session first, and while it
+//     runs no call opens a warm session of that conversation (such a call
+//     is refused as busy), so that one conversation never has two
+//     processes, one of them warm.
 //   - A warm session whose CLI died is dropped; the call runs in a new
 //     one. A turn whose CLI dies mid-turn fails, as a run would, and the
 //     session is dropped.
@@ -102,6 +104,8 @@ type warmPool struct {
 	// session (Gemini CLI): their calls resuming one that is not warm run
 	// cold without trying, and without evicting a warm session first.
 	noResume map[string]bool
+	// cold counts the cold runs in flight of each conversation.
+	cold map[warmKey]int
 }
 
 // warmKey names a conversation: a CLI and its session id.
@@ -139,7 +143,7 @@ func newWarmPool(cfg *config) *warmPool {
 	if cfg.warm.MaxSessions <= 0 {
 		return nil
 	}
-	p := &warmPool{cfg: cfg, byKey: map[warmKey]*warmSession{}, noResume: map[string]bool{}}
+	p := &warmPool{cfg: cfg, byKey: map[warmKey]*warmSession{}, noResume: map[string]bool{}, cold: map[warmKey]int{}}
 	// AfterFunc starts no goroutine until the server's context is done.
 	context.AfterFunc(cfg.ctx, p.shutdown)
 	return p
@@ -178,9 +182,12 @@ func (t *tool) call(ctx context.Context, req invoker.Request, single bool) (*inv
 				return res, err
 			}
 		}
-	} else if err := p.drop(t.name, req.SessionID); err != nil {
+	}
+	end, err := p.coldRun(t.name, req.SessionID)
+	if err != nil {
 		return nil, err
 	}
+	defer end()
 	return t.invoke(ctx, req)
 }
 
@@ -270,6 +277,9 @@ func (p *warmPool) acquire(cli string, req *invoker.Request) (*warmSession, erro
 	if p.closed {
 		return nil, nil
 	}
+	if p.cold[key] > 0 && key.id != "" {
+		return nil, errWarmBusy(key.id)
+	}
 	if w := p.byKey[key]; key.id != "" && w != nil {
 		switch {
 		case w.busy:
@@ -313,26 +323,36 @@ func (p *warmPool) acquire(cli string, req *invoker.Request) (*warmSession, erro
 	return w, nil
 }
 
-// drop closes the idle warm session of cli's conversation id before a cold
-// run of it. Its error refuses a call whose session is answering another.
-func (p *warmPool) drop(cli, id string) error {
+// coldRun prepares a cold run (Invoke) of cli's conversation id: it closes
+// the conversation's idle warm session first, and counts the run until
+// end is called, so that no call opens a warm session of the conversation
+// meanwhile. Its error refuses a call whose session is answering another.
+func (p *warmPool) coldRun(cli, id string) (end func(), err error) {
 	if id == "" {
-		return nil
+		return func() {}, nil
 	}
+	key := warmKey{cli, id}
 	p.mu.Lock()
-	w := p.byKey[warmKey{cli, id}]
-	if w == nil {
+	w := p.byKey[key]
+	if w != nil && w.busy {
 		p.mu.Unlock()
-		return nil
+		return nil, errWarmBusy(id)
 	}
-	if w.busy {
-		p.mu.Unlock()
-		return errWarmBusy(id)
+	if w != nil {
+		p.removeLocked(w, "a cold run of its conversation")
 	}
-	p.removeLocked(w, "a cold run of its conversation")
+	p.cold[key]++
 	p.mu.Unlock()
-	p.close(w)
-	return nil
+	if w != nil {
+		p.close(w)
+	}
+	return func() {
+		p.mu.Lock()
+		if p.cold[key]--; p.cold[key] == 0 {
+			delete(p.cold, key)
+		}
+		p.mu.Unlock()
+	}, nil
 }
 
 // name keys w under the session id its CLI reported, as soon as it is

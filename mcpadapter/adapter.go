@@ -80,6 +80,7 @@ func Register(s *mcp.Server, opts *Options, invokers ...invoker.Invoker) error {
 		}
 		tools = append(tools, t)
 	}
+	sh.warm = newWarmPool(cfg)
 	for _, t := range tools {
 		mcp.AddTool(s, t.single, t.handle)
 		mcp.AddTool(s, t.parallel, t.handleParallel)
@@ -89,9 +90,10 @@ func Register(s *mcp.Server, opts *Options, invokers ...invoker.Invoker) error {
 
 // shared is what the tools of one Register call have in common.
 type shared struct {
-	cfg *config
-	sem *semaphore.Weighted
-	tr  *transcript
+	cfg  *config
+	sem  *semaphore.Weighted
+	tr   *transcript
+	warm *warmPool // nil when Options.WarmSessions keeps none
 }
 
 // A tool serves the two MCP tools of one invoker.

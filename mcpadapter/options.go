@@ -79,7 +79,8 @@ type Options struct {
 	ShutdownGraces invoker.Graces
 
 	// MaxConcurrent bounds how many runs execute at once across all calls
-	// (a parallel call's tasks count one each). A call that would exceed it
+	// (a parallel call's tasks count one each; a turn of a warm session
+	// counts as a run, an idle warm session does not). A call that would exceed it
 	// waits for a free slot, reporting "queued" progress, until its context
 	// is done. If zero, DefaultMaxConcurrent is used; a negative value means
 	// no limit.
@@ -155,6 +156,16 @@ type Options struct {
 	// their calls privately.
 	Tracker *Tracker
 
+	// WarmSessions, if its MaxSessions is positive, keeps the CLI of a
+	// conversation running between the calls that continue it, for the
+	// CLIs that have a long-lived mode (invoker.Capabilities.Sessions):
+	// such a call skips the CLI's start-up, and a client's cancel of it
+	// becomes the CLI's own interrupt, which keeps the conversation's
+	// process. Each warm session holds its process tree (150–400 MiB of
+	// memory for the real CLIs) until it is idle for IdleTimeout. See
+	// [WarmSessions]. The zero value keeps none: every call starts its CLI.
+	WarmSessions WarmSessions
+
 	// Logger, if not nil, receives a record for each call: start, end,
 	// refusal, recovered panic. A nil Logger discards everything.
 	// Nothing is ever written to standard output, which a stdio server
@@ -178,6 +189,7 @@ type config struct {
 	maxBudget     float64
 	maxTurns      int
 	shutdown      invoker.Graces
+	warm          WarmSessions
 }
 
 func newConfig(o *Options) (*config, error) {
@@ -198,6 +210,7 @@ func newConfig(o *Options) (*config, error) {
 		maxBudget:     o.MaxBudgetUSD,
 		maxTurns:      o.MaxTurns,
 		shutdown:      o.ShutdownGraces,
+		warm:          o.WarmSessions,
 	}
 	if c.shutdown == (invoker.Graces{}) {
 		c.shutdown = DefaultShutdownGraces
@@ -237,6 +250,9 @@ func newConfig(o *Options) (*config, error) {
 	}
 	if c.maxTurns < 0 {
 		return nil, fmt.Errorf("Options.MaxTurns is %d: give a positive number of turns, or 0 for no server limit", c.maxTurns)
+	}
+	if err := c.warm.check(); err != nil {
+		return nil, fmt.Errorf("Options.WarmSessions: %w", err)
 	}
 	if c.progressEvery <= 0 {
 		c.progressEvery = DefaultProgressInterval

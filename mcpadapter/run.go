@@ -51,7 +51,7 @@ func (t *tool) runTask(ctx context.Context, rep *reporter, toolName, prefix stri
 	req.OnEvent = obs.onEvent
 	rep.post(prefix + "starting " + t.name)
 	t.cfg.log.Info("run starting", "tool", toolName, "workdir", req.Workdir, "permission", req.Permission, "resume", req.SessionID)
-	res, err = t.invoke(ctx, req)
+	res, err = t.call(ctx, req, index == nil)
 	if res == nil { // the invoker panicked or broke its contract
 		sid, text := obs.partial()
 		res = &invoker.Result{SessionID: sid, Text: text, ExitCode: -1, Duration: time.Since(start)}

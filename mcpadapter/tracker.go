@@ -26,7 +26,8 @@ const sessionIDHeader = "Mcp-Session-Id"
 //   - Wait, at shutdown, until every call has ended: its run's process tree
 //     reaped and its transcript line and log record written. A call stops
 //     counting only then, so a server that exits once Wait returns loses no
-//     record.
+//     record. Wait also waits until every warm session
+//     (Options.WarmSessions) is closed and its process tree reaped.
 //   - Over streamable HTTP, cancel a call whose client went away: wrap the
 //     SDK's handler with Handler.
 //
@@ -34,8 +35,9 @@ const sessionIDHeader = "Mcp-Session-Id"
 // it may serve the tools of one Register call only.
 type Tracker struct {
 	mu    sync.Mutex
-	n     int
-	idle  chan struct{} // closed when n drops to 0; nil while n is 0
+	n     int           // calls in progress
+	held  int           // warm sessions alive
+	idle  chan struct{} // closed when n+held drops to 0; nil while it is 0
 	byKey map[string]map[*trackedCall]struct{}
 }
 
@@ -50,14 +52,15 @@ func (tr *Tracker) Active() int {
 	return tr.n
 }
 
-// Wait returns nil once no call is in progress, or ctx's error if ctx is
-// done first. Calls that start while Wait waits count too: to wait for
-// the last call, first make calls stop arriving (Options.Context refuses
-// them once done).
+// Wait returns nil once no call is in progress and no warm session is
+// alive, or ctx's error if ctx is done first. Calls that start while Wait
+// waits count too: to wait for the last call, first make calls stop
+// arriving (Options.Context refuses them once done, and closes the warm
+// sessions).
 func (tr *Tracker) Wait(ctx context.Context) error {
 	for {
 		tr.mu.Lock()
-		if tr.n == 0 {
+		if tr.n+tr.held == 0 {
 			tr.mu.Unlock()
 			return nil
 		}
@@ -120,10 +123,7 @@ func (tr *Tracker) begin(ctx context.Context, req *mcp.CallToolRequest) (context
 		}
 	}
 	tr.mu.Lock()
-	tr.n++
-	if tr.idle == nil {
-		tr.idle = make(chan struct{})
-	}
+	tr.addLocked(&tr.n, 1)
 	for _, key := range keys {
 		if tr.byKey == nil {
 			tr.byKey = map[string]map[*trackedCall]struct{}{}
@@ -142,13 +142,38 @@ func (tr *Tracker) begin(ctx context.Context, req *mcp.CallToolRequest) (context
 				delete(tr.byKey, key)
 			}
 		}
-		tr.n--
-		if tr.n == 0 {
-			close(tr.idle)
-			tr.idle = nil
-		}
+		tr.addLocked(&tr.n, -1)
 		tr.mu.Unlock()
 		cancel(context.Canceled)
+	}
+}
+
+// hold counts a warm session until the returned function is called, once
+// its process tree is reaped.
+func (tr *Tracker) hold() func() {
+	tr.mu.Lock()
+	tr.addLocked(&tr.held, 1)
+	tr.mu.Unlock()
+	var once sync.Once
+	return func() {
+		once.Do(func() {
+			tr.mu.Lock()
+			tr.addLocked(&tr.held, -1)
+			tr.mu.Unlock()
+		})
+	}
+}
+
+// addLocked adds delta to the counter c (tr.n or tr.held) and opens or
+// closes the idle channel. tr.mu must be held.
+func (tr *Tracker) addLocked(c *int, delta int) {
+	*c += delta
+	switch {
+	case tr.n+tr.held == 0 && tr.idle != nil:
+		close(tr.idle)
+		tr.idle = nil
+	case tr.n+tr.held > 0 && tr.idle == nil:
+		tr.idle = make(chan struct{})
 	}
 }
 

@@ -51,8 +51,20 @@ func (w flagWorded) Capabilities() invoker.Capabilities {
 // Invoke runs the turn and rewords ErrNotInstalled.
 func (w flagWorded) Invoke(ctx context.Context, req invoker.Request) (*invoker.Result, error) {
 	res, err := w.Invoker.Invoke(ctx, req)
+	return res, w.reword(err)
+}
+
+// OpenSession opens a session of the wrapped Invoker (invoker.Sessioner),
+// so that -warm keeps conversations warm, and rewords ErrNotInstalled.
+func (w flagWorded) OpenSession(ctx context.Context, req invoker.Request) (*invoker.Session, error) {
+	s, err := invoker.OpenSession(ctx, w.Invoker, req)
+	return s, w.reword(err)
+}
+
+// reword explains ErrNotInstalled in the server's flags.
+func (w flagWorded) reword(err error) error {
 	if err == nil || !errors.Is(err, invoker.ErrNotInstalled) {
-		return res, err
+		return err
 	}
 	name := w.Name()
 	var why string
@@ -61,5 +73,5 @@ func (w flagWorded) Invoke(ctx context.Context, req invoker.Request) (*invoker.R
 	} else {
 		why = fmt.Sprintf("-%s-bin %s is not %s's executable: fix the server's -%s-bin flag, or install %s with `%s` and drop the flag", name, w.bin, name, name, name, installHints[name])
 	}
-	return res, &invoker.Error{CLI: name, Err: fmt.Errorf("%w: %s", invoker.ErrNotInstalled, why)}
+	return &invoker.Error{CLI: name, Err: fmt.Errorf("%w: %s", invoker.ErrNotInstalled, why)}
 }

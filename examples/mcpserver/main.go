@@ -172,6 +172,8 @@ func run() error {
 		shutdownGrace  = flag.Duration("shutdown-grace", mcpadapter.DefaultShutdownGraces.Interrupt, "during a shutdown: how long a run's CLI has to exit after SIGINT before SIGTERM (then 100 ms before SIGKILL)")
 		progress       = flag.Duration("progress", 0, "shortest time between progress notifications (0: default)")
 		heartbeat      = flag.Duration("heartbeat", 0, "heartbeat after this much silence (0: default)")
+		warm           = flag.Int("warm", 0, "keep up to this many conversations' CLIs running between the calls that continue them (each holds 150-400 MiB); 0: none")
+		warmIdle       = flag.Duration("warm-idle", mcpadapter.DefaultWarmIdleTimeout, "with -warm: close a warm conversation's CLI after this long without a call")
 		verbose        = flag.Bool("v", false, "log debug details, including the SDK's")
 		roots          []string
 		binaries       = map[string]*string{}
@@ -287,6 +289,7 @@ func run() error {
 		ProgressInterval:  *progress,
 		HeartbeatInterval: *heartbeat,
 		TranscriptPath:    expandHome(*transcript),
+		WarmSessions:      mcpadapter.WarmSessions{MaxSessions: *warm, IdleTimeout: *warmIdle},
 		Logger:            logger,
 	}, invokers...)
 	if err != nil {

@@ -878,9 +878,11 @@ func TestKillOutOfDescriptors(t *testing.T) {
 				r := startRun(t, Attr{tune: tune}, "spawn", mode, "hang", "hang")
 				r.awaitPids(2)
 				rep := withFewDescriptors(t, free, r.tree.Kill)
+				// The root runs until killed: if Kill did not kill it, it
+				// never exits.
 				select {
 				case <-r.tree.Exited():
-				case <-time.After(2 * time.Second):
+				case <-time.After(stuck):
 					t.Errorf("root did not exit after Kill (report %+v)", rep)
 				}
 				for _, p := range r.pids {

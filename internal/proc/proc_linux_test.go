@@ -779,9 +779,12 @@ func withArg(arg string) []int {
 // Each slow scan takes 0.6 of the deadline, so the second ends past it; a
 // Kill that ignored its deadline would wait for that one and start more,
 // taking at least 3 scans (1.8 deadlines), and a hung scan for ever. One
-// that keeps its deadline returns after about one deadline and lastGrace:
-// the bound, deadline plus one slow scan, leaves a busy machine most of a
-// deadline to run the kill itself.
+// that keeps its deadline returns after about one deadline and the time
+// its SIGKILLs take: the bound, deadline plus one slow scan, leaves a busy
+// machine most of a deadline to run the kill itself. Past its deadline
+// Kill waits lastGrace for its SIGKILLs to take effect; a busy machine may
+// take longer to run the killed processes' exits, so lastGrace here waits
+// as long as that takes, and a survivor is a process Kill did not kill.
 func TestKillSlowScan(t *testing.T) {
 	noLeaks(t)
 	for _, tt := range []struct {
@@ -789,7 +792,10 @@ func TestKillSlowScan(t *testing.T) {
 		hung bool
 	}{{"slow", false}, {"hung", true}} {
 		t.Run(tt.name, func(t *testing.T) {
-			tune := tuned(func(tu *tuning) { tu.killTimeout = 2 * time.Second })
+			tune := tuned(func(tu *tuning) {
+				tu.killTimeout = 2 * time.Second
+				tu.lastGrace = stuck
+			})
 			r := startRun(t, Attr{Containment: Tracking, Marker: marker(t), tune: tune}, "spawn", "same", "hang", "hang")
 			r.awaitPids(2)
 			release := make(chan struct{})
@@ -1089,7 +1095,15 @@ func TestKillSparesForeignGroup(t *testing.T) {
 // slowing the kill cannot make the second look like the first.
 func TestKillWedgedScanner(t *testing.T) {
 	noLeaks(t)
-	tune := tuned(func(tu *tuning) { tu.killTimeout = 20 * tu.wedgedWait })
+	// The first Kill spends its whole deadline on the scan and then gives
+	// its SIGKILLs only lastGrace to take effect: a busy machine may not
+	// run the killed processes' exits that soon, and Kill rightly lists
+	// them as survivors. The test is about the wait for the scan, so
+	// lastGrace waits as long as SIGKILL takes.
+	tune := tuned(func(tu *tuning) {
+		tu.killTimeout = 20 * tu.wedgedWait
+		tu.lastGrace = stuck
+	})
 	release := make(chan struct{})
 	hook := func() { <-release }
 	scanHook.Store(&hook)

@@ -1343,9 +1343,11 @@ func TestKillPastPidfdCapSignalsThroughPidfds(t *testing.T) {
 func TestTrackerSurvivesScanErrors(t *testing.T) {
 	noLeaks(t)
 	var fail atomic.Bool
+	var failed atomic.Int32
 	fail.Store(true)
 	hook := func() error {
 		if fail.Load() {
+			failed.Add(1)
 			return unix.EMFILE
 		}
 		return nil
@@ -1355,7 +1357,7 @@ func TestTrackerSurvivesScanErrors(t *testing.T) {
 	r := startRun(t, Attr{Containment: Tracking}, "spawn", "setsid-envi", "hang", "hang")
 	r.awaitPids(2)
 	child := r.otherPid()
-	time.Sleep(2 * defaultTuning.trackEvery) // the tracker's scans fail
+	until(t, "two scans fail", func() bool { return failed.Load() >= 2 })
 	fail.Store(false)
 	s := &r.tree.sys
 	until(t, "the tracker records the child", func() bool {

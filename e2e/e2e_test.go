@@ -13,13 +13,20 @@ import (
 	"time"
 
 	"github.com/clinvoke/clinvoke/internal/fakemodel"
+	"github.com/clinvoke/clinvoke/internal/testenv"
 	"github.com/clinvoke/clinvoke/invoker"
 )
 
 // quick is how long a CLI may take to report a model error or to stop
 // after cancellation: with retries off they all answer within seconds
-// (Gemini, the slowest to start, needs about 2.5 s on a free machine).
-const quick = 20 * time.Second
+// (Gemini, the slowest to start, needs about 2.5 s on a free machine and
+// 7 s beside 2 × nproc CPU hogs). It grows with testenv.Scale on slower
+// machines.
+var quick = time.Duration(float64(20*time.Second) * testenv.Scale())
+
+// ready bounds the wait for a scenario's moment to cancel (a model request
+// arrived, a tool runs): a guard against a run that never gets there.
+var ready = testenv.Timeout(testenv.Hang)
 
 func TestAnswer(t *testing.T) {
 	forEachCLI(t, func(t *testing.T, r *rig) {
@@ -102,16 +109,16 @@ func TestResume(t *testing.T) {
 	})
 }
 
-// cancelWhen runs req, cancels it once ready reports true, and checks that
-// Invoke returns the context's error within quick, with the session id, and
-// (through r.invoke) that no process of the run survives.
-func cancelWhen(t *testing.T, r *rig, req invoker.Request, what string, ready func() bool) {
+// cancelWhen runs req, cancels it once isReady reports true, and checks
+// that Invoke returns the context's error within quick, with the session
+// id, and (through r.invoke) that no process of the run survives.
+func cancelWhen(t *testing.T, r *rig, req invoker.Request, what string, isReady func() bool) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	fired := make(chan time.Time, 1)
 	go func() {
-		deadline := time.Now().Add(quick)
-		for !ready() {
+		deadline := time.Now().Add(ready)
+		for !isReady() {
 			if time.Now().After(deadline) || ctx.Err() != nil {
 				return
 			}

@@ -21,6 +21,7 @@ import (
 	"github.com/clinvoke/clinvoke/codex"
 	"github.com/clinvoke/clinvoke/gemini"
 	"github.com/clinvoke/clinvoke/internal/fakemodel"
+	"github.com/clinvoke/clinvoke/internal/testenv"
 	"github.com/clinvoke/clinvoke/invoker"
 )
 
@@ -174,7 +175,7 @@ func (r *rig) request(prompt string) invoker.Request {
 // alive.
 func (r *rig) invoke(ctx context.Context, req invoker.Request) (*invoker.Result, error) {
 	r.t.Helper()
-	ctx, cancel := context.WithTimeout(ctx, 90*time.Second)
+	ctx, cancel := context.WithTimeout(ctx, testenv.Timeout(90*time.Second))
 	defer cancel()
 	res, err := r.inv.Invoke(ctx, req)
 	if res == nil {

@@ -38,7 +38,7 @@ func main() {
 	fakeagent.Main() // when re-executed as the fake agent, this never returns
 
 	cli := flag.String("cli", "claude", "which CLI's stream the fake agent speaks: codex, gemini or claude")
-	after := flag.Duration("after", 2*time.Second, "cancel the run after this long")
+	after := flag.Duration("after", 2*time.Second, "cancel the run this long after the agent's first event")
 	stubborn := flag.Bool("stubborn", false, "make the fake agent ignore SIGINT and SIGTERM, so the ladder ends in SIGKILL")
 	flag.Parse()
 	if err := demo(*cli, *after, *stubborn); err != nil {
@@ -88,25 +88,35 @@ func demo(cli string, after time.Duration, stubborn bool) error {
 		invoker.WithTerminateGrace(time.Second),
 	)
 
-	ctx, cancel := context.WithTimeout(context.Background(), after)
+	// The countdown starts at the first event, not at Invoke: by then the
+	// fake has started its whole tree (and recorded it), however long a
+	// busy machine took to start it.
+	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	wd, _ := os.Getwd()
-	fmt.Printf("Running a fake %s agent through clinvoke; cancelling after %v.\n\n", cli, after)
+	fmt.Printf("Running a fake %s agent through clinvoke; cancelling %v after its first event.\n\n", cli, after)
 	events := 0
+	var countdown *time.Timer
 	res, err := inv.Invoke(ctx, invoker.Request{
 		Prompt:     "Refactor the parser and run the tests.",
 		Workdir:    wd,
 		Permission: invoker.WorkspaceWrite,
 		Env:        script.Env(),
 		OnEvent: func(ev invoker.Event) {
+			if events == 0 {
+				countdown = time.AfterFunc(after, cancel)
+			}
 			events++
 			fmt.Printf("%s  event %-11s %s\n", stamp(), ev.Kind, describe(ev))
 		},
 	})
 
+	if countdown != nil {
+		countdown.Stop()
+	}
 	fmt.Printf("\nInvoke returned after %v with %d events.\n", res.Duration.Round(time.Millisecond), events)
 	fmt.Printf("  error:      %v\n", err)
-	fmt.Printf("  cancelled:  %v (the -after deadline passed: the error matches context.DeadlineExceeded)\n", errors.Is(err, context.DeadlineExceeded))
+	fmt.Printf("  cancelled:  %v (cancelled -after the first event: the error matches context.Canceled)\n", errors.Is(err, context.Canceled))
 	fmt.Printf("  session id: %s (pass it as Request.SessionID to resume)\n", res.SessionID)
 	fmt.Printf("  text:       %q\n", truncate(res.Text, 70))
 	fmt.Printf("  exit code:  %d\n", res.ExitCode)

@@ -6,6 +6,7 @@ import (
 	"bufio"
 	"errors"
 	"fmt"
+	"math"
 	"os"
 	"path/filepath"
 	"runtime"
@@ -116,6 +117,10 @@ func TestHostKilled(t *testing.T) {
 				host.Wait()
 				t.Fatalf("host reported %d processes of its tree, want 3", len(tree))
 			}
+			keepers := keepersOf(t, host.Process.Pid)
+			if level == Cgroup && len(keepers) == 0 {
+				t.Errorf("host %d started no keeper at the cgroup level", host.Process.Pid)
+			}
 			killed := time.Now()
 			host.Process.Kill()
 			host.Wait()
@@ -141,9 +146,35 @@ func TestHostKilled(t *testing.T) {
 					awaitExit(t, p)
 				}
 			}
+			// The keeper ends once it has removed the dead host's cgroups,
+			// after the tree is gone: wait for it, so that it is not left
+			// as an unreaped zombie of a subreaper test process.
+			for _, k := range keepers {
+				awaitExit(t, k)
+			}
 			reapOrphansOf(t, host.Process.Pid)
 		})
 	}
+}
+
+// keepersOf returns the cgroup keepers (keeper_linux.go) that host started.
+func keepersOf(t *testing.T, host int) []procKey {
+	t.Helper()
+	sn, err := theScanner().scan(math.MaxUint64)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var ks []procKey
+	for _, p := range sn.procs {
+		if p.ppid != int32(host) {
+			continue
+		}
+		b, err := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", p.pid))
+		if err == nil && strings.HasPrefix(string(b), "clinvoke-keeper\x00") {
+			ks = append(ks, procKey{p.pid, p.start})
+		}
+	}
+	return ks
 }
 
 // awaitExit waits until p has exited (a zombie counts), through a pidfd.

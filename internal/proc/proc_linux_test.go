@@ -775,6 +775,16 @@ func withArg(arg string) []int {
 
 // TestKillSlowScan: scans that end after Kill's deadline, or never, must
 // not keep Kill from sending SIGKILL, nor make it wait past its deadline.
+//
+// Each slow scan takes 0.6 of the deadline, so the second ends past it; a
+// Kill that ignored its deadline would wait for that one and start more,
+// taking at least 3 scans (1.8 deadlines), and a hung scan for ever. One
+// that keeps its deadline returns after about one deadline and the time
+// its SIGKILLs take: the bound, deadline plus one slow scan, leaves a busy
+// machine most of a deadline to run the kill itself. Past its deadline
+// Kill waits lastGrace for its SIGKILLs to take effect; a busy machine may
+// take longer to run the killed processes' exits, so lastGrace here waits
+// as long as that takes, and a survivor is a process Kill did not kill.
 func TestKillSlowScan(t *testing.T) {
 	noLeaks(t)
 	for _, tt := range []struct {
@@ -782,12 +792,18 @@ func TestKillSlowScan(t *testing.T) {
 		hung bool
 	}{{"slow", false}, {"hung", true}} {
 		t.Run(tt.name, func(t *testing.T) {
-			tune := tuned(func(tu *tuning) { tu.killTimeout = 400 * time.Millisecond })
+			tune := tuned(func(tu *tuning) {
+				tu.killTimeout = 2 * time.Second
+				tu.lastGrace = stuck
+			})
 			r := startRun(t, Attr{Containment: Tracking, Marker: marker(t), tune: tune}, "spawn", "same", "hang", "hang")
 			r.awaitPids(2)
 			release := make(chan struct{})
 			delay := tune.killTimeout * 6 / 10
+			var inHook atomic.Int32
 			hook := func() {
+				inHook.Add(1)
+				defer inHook.Add(-1)
 				if tt.hung {
 					<-release
 				} else {
@@ -800,8 +816,11 @@ func TestKillSlowScan(t *testing.T) {
 			elapsed := time.Since(begin)
 			scanHook.Store(nil)
 			close(release)
-			if max := tune.killTimeout + tune.lastGrace + 200*time.Millisecond; elapsed > max {
-				t.Errorf("Kill() took %v, want at most %v", elapsed, max)
+			// The slow scan Kill gave up on ends on its own: wait for it, so
+			// that its goroutine is not taken for a leak.
+			until(t, "the slow scans end", func() bool { return inHook.Load() == 0 })
+			if max := tune.killTimeout + delay; elapsed >= max {
+				t.Errorf("Kill() took %v, want less than %v (deadline %v)", elapsed, max, tune.killTimeout)
 			}
 			if len(rep.Survivors) > 0 {
 				t.Errorf("Kill().Survivors = %v, want none", rep.Survivors)
@@ -865,9 +884,11 @@ func TestKillOutOfDescriptors(t *testing.T) {
 				r := startRun(t, Attr{tune: tune}, "spawn", mode, "hang", "hang")
 				r.awaitPids(2)
 				rep := withFewDescriptors(t, free, r.tree.Kill)
+				// The root runs until killed: if Kill did not kill it, it
+				// never exits.
 				select {
 				case <-r.tree.Exited():
-				case <-time.After(2 * time.Second):
+				case <-time.After(stuck):
 					t.Errorf("root did not exit after Kill (report %+v)", rep)
 				}
 				for _, p := range r.pids {
@@ -1067,9 +1088,22 @@ func TestKillSparesForeignGroup(t *testing.T) {
 // on a hung mount). The first Kill waits for it until its deadline; later
 // Kills must not wait again, and no Kill or Signal may leave a goroutine
 // behind while the scan is stuck.
+//
+// A Kill that waits for the scan takes its whole killTimeout, by its own
+// timer; one that does not takes wedgedWait and the time to kill two
+// processes. The deadline is long beside wedgedWait so that a busy machine
+// slowing the kill cannot make the second look like the first.
 func TestKillWedgedScanner(t *testing.T) {
 	noLeaks(t)
-	tune := tuned(func(tu *tuning) { tu.killTimeout = 300 * time.Millisecond })
+	// The first Kill spends its whole deadline on the scan and then gives
+	// its SIGKILLs only lastGrace to take effect: a busy machine may not
+	// run the killed processes' exits that soon, and Kill rightly lists
+	// them as survivors. The test is about the wait for the scan, so
+	// lastGrace waits as long as SIGKILL takes.
+	tune := tuned(func(tu *tuning) {
+		tu.killTimeout = 20 * tu.wedgedWait
+		tu.lastGrace = stuck
+	})
 	release := make(chan struct{})
 	hook := func() { <-release }
 	scanHook.Store(&hook)
@@ -1082,7 +1116,7 @@ func TestKillWedgedScanner(t *testing.T) {
 	})
 	var grew []int
 	var orphans []procKey
-	base := 0
+	pre, base := runtime.NumGoroutine(), 0
 	for i := range 4 {
 		r := startRun(t, Attr{Containment: Tracking, Marker: marker(t), tune: tune}, "spawn", "same", "hang", "hang")
 		r.awaitPids(2)
@@ -1104,14 +1138,16 @@ func TestKillWedgedScanner(t *testing.T) {
 				orphans = append(orphans, p)
 			}
 		}
-		if i > 0 && elapsed > tune.wedgedWait+tune.lastGrace+100*time.Millisecond {
-			t.Errorf("Kill %d took %v with the scanner wedged, want it not to wait for it", i, elapsed)
+		if i > 0 && elapsed >= tune.killTimeout {
+			t.Errorf("Kill %d took %v with the scanner wedged (deadline %v), want it not to wait for the scan", i, elapsed, tune.killTimeout)
 		}
-		time.Sleep(10 * time.Millisecond) // let exiting goroutines go
 		if i == 0 {
-			base = runtime.NumGoroutine()
+			// The first run's goroutines (its tracker, its wait) end
+			// after Wait returned: the base is what is left once they
+			// have, with the wedged scan.
+			base = goroutinesSettle(t, pre+1)
 		} else {
-			grew = append(grew, runtime.NumGoroutine()-base)
+			grew = append(grew, goroutinesSettle(t, base+1)-base)
 		}
 	}
 	if slices.Max(grew) > 1 {
@@ -1138,6 +1174,19 @@ func TestKillWedgedScanner(t *testing.T) {
 	}
 }
 
+// goroutinesSettle waits until at most want goroutines run, and returns
+// how many run then: goroutines that have finished their work may take a
+// while to exit on a busy machine. If the count never falls to want within
+// stuck, it returns the count it saw last, for the caller to report.
+func goroutinesSettle(t *testing.T, want int) int {
+	t.Helper()
+	n := runtime.NumGoroutine()
+	for end := time.Now().Add(stuck); n > want && time.Now().Before(end); n = runtime.NumGoroutine() {
+		time.Sleep(time.Millisecond)
+	}
+	return n
+}
+
 // TestKillHungEnvironRead: reading a member's environment blocks (a hung
 // mount). Kill must not wait for the read beyond the scanner's envTimeout, must
 // still kill the tree, and the next scans must skip the blocked read
@@ -1145,11 +1194,10 @@ func TestKillWedgedScanner(t *testing.T) {
 func TestKillHungEnvironRead(t *testing.T) {
 	noLeaks(t)
 	release := make(chan struct{})
-	var hung atomic.Int32
-	var blocked atomic.Bool
+	var hung, reads atomic.Int32
 	hook := func(pid int32) {
 		if pid == hung.Load() {
-			blocked.Store(true)
+			reads.Add(1)
 			<-release
 		}
 	}
@@ -1167,11 +1215,17 @@ func TestKillHungEnvironRead(t *testing.T) {
 	begin := time.Now()
 	rep := r.tree.Kill()
 	elapsed := time.Since(begin)
-	if max := 4*theScanner().envTimeout + 500*time.Millisecond; elapsed > max {
-		t.Errorf("Kill() took %v with an environ read blocked, want at most %v", elapsed, max)
+	// A Kill that waited for the read would take its whole deadline (the
+	// read ends only at cleanup); one that does not, envTimeout and the
+	// kill. Whether a later scan waits again shows in the reads started.
+	if max := defaultTuning.killTimeout; elapsed >= max {
+		t.Errorf("Kill() took %v with an environ read blocked, want less than its deadline %v", elapsed, max)
 	}
-	if !blocked.Load() {
+	switch n := reads.Load(); {
+	case n == 0:
 		t.Error("the environ read of the middle process was not blocked")
+	case n > 1:
+		t.Errorf("the blocked environ read was started %d times, want once (later scans skip it)", n)
 	}
 	assertKilled(t, rep, r.awaitPids(3))
 	assertGone(t, r.pids)
@@ -1289,9 +1343,11 @@ func TestKillPastPidfdCapSignalsThroughPidfds(t *testing.T) {
 func TestTrackerSurvivesScanErrors(t *testing.T) {
 	noLeaks(t)
 	var fail atomic.Bool
+	var failed atomic.Int32
 	fail.Store(true)
 	hook := func() error {
 		if fail.Load() {
+			failed.Add(1)
 			return unix.EMFILE
 		}
 		return nil
@@ -1301,7 +1357,7 @@ func TestTrackerSurvivesScanErrors(t *testing.T) {
 	r := startRun(t, Attr{Containment: Tracking}, "spawn", "setsid-envi", "hang", "hang")
 	r.awaitPids(2)
 	child := r.otherPid()
-	time.Sleep(2 * defaultTuning.trackEvery) // the tracker's scans fail
+	until(t, "two scans fail", func() bool { return failed.Load() >= 2 })
 	fail.Store(false)
 	s := &r.tree.sys
 	until(t, "the tracker records the child", func() bool {

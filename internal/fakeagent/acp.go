@@ -1,10 +1,8 @@
 package fakeagent
 
 import (
-	"bufio"
 	"encoding/json"
 	"fmt"
-	"io"
 	"os"
 	"strings"
 	"sync"
@@ -57,27 +55,8 @@ func (a *agent) geminiACP(rec recorder) int {
 	}
 	g := &acpAgent{a: a}
 	time.Sleep(a.s.SilentFor) // an agent slow to start: nothing is answered meanwhile
-	in := bufio.NewReader(os.Stdin)
-	var all []byte
-	for {
-		b, err := in.ReadBytes('\n')
-		if len(strings.TrimSpace(string(b))) > 0 {
-			all = append(all, b...)
-			rec.writeRun(a.args, all)
-			var m acpRPC
-			if jerr := json.Unmarshal(b, &m); jerr != nil {
-				fmt.Fprintln(os.Stderr, "fakeagent: bad input line:", jerr)
-			} else {
-				g.handle(&m)
-			}
-		}
-		if err != nil {
-			if err != io.EOF {
-				fmt.Fprintln(os.Stderr, "fakeagent: reading stdin:", err)
-			}
-			return 0
-		}
-	}
+	readInput(a, rec, func(m *acpRPC) { g.handle(m) })
+	return 0
 }
 
 func (g *acpAgent) reply(id json.RawMessage, result any) {

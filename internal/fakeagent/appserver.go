@@ -1,10 +1,8 @@
 package fakeagent
 
 import (
-	"bufio"
 	"encoding/json"
 	"fmt"
-	"io"
 	"os"
 	"strings"
 	"sync"
@@ -51,27 +49,8 @@ func (a *agent) codexAppServer(rec recorder) int {
 	}
 	srv := &appServer{a: a, thread: a.sid}
 	time.Sleep(a.s.SilentFor) // a server slow to start: nothing is answered meanwhile
-	in := bufio.NewReader(os.Stdin)
-	var all []byte
-	for {
-		b, err := in.ReadBytes('\n')
-		if len(strings.TrimSpace(string(b))) > 0 {
-			all = append(all, b...)
-			rec.writeRun(a.args, all)
-			var m appRPC
-			if jerr := json.Unmarshal(b, &m); jerr != nil {
-				fmt.Fprintln(os.Stderr, "fakeagent: bad input line:", jerr)
-			} else {
-				srv.handle(&m)
-			}
-		}
-		if err != nil {
-			if err != io.EOF {
-				fmt.Fprintln(os.Stderr, "fakeagent: reading stdin:", err)
-			}
-			return 0 // like the real app-server, even with a turn in flight
-		}
-	}
+	readInput(a, rec, func(m *appRPC) { srv.handle(m) })
+	return 0 // like the real app-server, even with a turn in flight
 }
 
 func (s *appServer) reply(id json.RawMessage, result any) {

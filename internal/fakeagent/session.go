@@ -106,10 +106,10 @@ func (a *agent) claudeSession(rec recorder) int {
 	}
 }
 
-// readSession reads the client's lines until end of input. Interrupts go to
-// intr at once, even during a turn; prompts queue in users.
-func (a *agent) readSession(rec recorder, users, intr chan<- string, eof chan<- struct{}) {
-	defer close(eof)
+// readInput reads the client's lines from standard input until its end,
+// records all of them so far after each one, and hands each line that
+// holds JSON to handle, decoded into a new value of the protocol's type.
+func readInput[M any](a *agent, rec recorder, handle func(*M)) {
 	in := bufio.NewReader(os.Stdin)
 	var all []byte
 	for {
@@ -117,21 +117,11 @@ func (a *agent) readSession(rec recorder, users, intr chan<- string, eof chan<- 
 		if len(strings.TrimSpace(string(b))) > 0 {
 			all = append(all, b...)
 			rec.writeRun(a.args, all)
-			var l sessionLine
-			if jerr := json.Unmarshal(b, &l); jerr != nil {
+			m := new(M)
+			if jerr := json.Unmarshal(b, m); jerr != nil {
 				fmt.Fprintln(os.Stderr, "fakeagent: bad input line:", jerr)
 			} else {
-				switch {
-				case l.Type == "user":
-					users <- l.text()
-				case l.Type == "control_request" && l.Request != nil && l.Request.Subtype == "interrupt":
-					intr <- l.RequestID
-				case l.Type == "control_request":
-					a.emit(obj{{"type", "control_response"}, {"response", obj{
-						{"subtype", "error"}, {"request_id", l.RequestID},
-						{"error", "fakeagent: unsupported control request"},
-					}}})
-				}
+				handle(m)
 			}
 		}
 		if err != nil {
@@ -141,6 +131,25 @@ func (a *agent) readSession(rec recorder, users, intr chan<- string, eof chan<- 
 			return
 		}
 	}
+}
+
+// readSession reads the client's lines until end of input. Interrupts go to
+// intr at once, even during a turn; prompts queue in users.
+func (a *agent) readSession(rec recorder, users, intr chan<- string, eof chan<- struct{}) {
+	defer close(eof)
+	readInput(a, rec, func(l *sessionLine) {
+		switch {
+		case l.Type == "user":
+			users <- l.text()
+		case l.Type == "control_request" && l.Request != nil && l.Request.Subtype == "interrupt":
+			intr <- l.RequestID
+		case l.Type == "control_request":
+			a.emit(obj{{"type", "control_response"}, {"response", obj{
+				{"subtype", "error"}, {"request_id", l.RequestID},
+				{"error", "fakeagent: unsupported control request"},
+			}}})
+		}
+	})
 }
 
 // controlOK acknowledges a control request.

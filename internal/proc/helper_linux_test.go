@@ -220,7 +220,8 @@ var helpers = map[string]func(args []string) int{
 	// init: as PID 1 of a new PID and mount namespace, mount /proc, run
 	// spawn same exit hang as a Tree (its child re-parents to this
 	// process at once), Kill and Wait it, then print "zombies N": how
-	// many zombie children this process is left with. It prints "skip
+	// many zombie children this process is left with, and, at the cgroup
+	// level, "home DIR" once it removed its cgroup home. It prints "skip
 	// REASON" if it cannot set up.
 	"init": func([]string) int {
 		if os.Getpid() != 1 {
@@ -249,6 +250,19 @@ var helpers = map[string]func(args []string) int{
 			return 2
 		}
 		fmt.Printf("zombies %d\n", len(zombieChildren()))
+		// Its keeper dies with the namespace when this process exits,
+		// before it could remove the home: remove it here, and say
+		// where it was, so that the test can check nothing is left.
+		homes.mu.Lock()
+		r := homes.m[""]
+		homes.mu.Unlock()
+		if r != nil && r.home != nil {
+			r.home.drain()
+			if err := (&runCgroup{dir: r.home.dir}).removeAll(); err != nil {
+				fmt.Fprintln(os.Stderr, err)
+			}
+			fmt.Printf("home %s\n", r.home.dir)
+		}
 		return 0
 	},
 	// host LEVEL HELPER ARGS...: start HELPER as a proc.Tree at LEVEL

@@ -130,19 +130,7 @@ func (g *acpAgent) prompt(id json.RawMessage, n int, prompt string, intr <-chan 
 	a := g.a
 	sc := &a.s
 	a.prompt = prompt
-	pause := func(d time.Duration) bool {
-		if d <= 0 {
-			return true
-		}
-		t := time.NewTimer(d)
-		defer t.Stop()
-		select {
-		case <-t.C:
-			return true
-		case <-intr:
-			return false
-		}
-	}
+	pause := func(d time.Duration) bool { return pauseUnless(d, intr) }
 	finish := func(stop string, in, out int) {
 		g.mu.Lock()
 		g.busy = false

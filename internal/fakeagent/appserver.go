@@ -136,19 +136,7 @@ func (s *appServer) runTurn(n int, turn, prompt string, intr <-chan struct{}) {
 	tp := func(extra ...kv) obj {
 		return append(obj{{"threadId", s.thread}, {"turnId", turn}}, extra...)
 	}
-	pause := func(d time.Duration) bool {
-		if d <= 0 {
-			return true
-		}
-		t := time.NewTimer(d)
-		defer t.Stop()
-		select {
-		case <-t.C:
-			return true
-		case <-intr:
-			return false
-		}
-	}
+	pause := func(d time.Duration) bool { return pauseUnless(d, intr) }
 	end := func(status string) {
 		s.mu.Lock()
 		s.turn = ""

@@ -106,6 +106,22 @@ func (a *agent) claudeSession(rec recorder) int {
 	}
 }
 
+// pauseUnless waits d, or less if intr fires first; it reports whether the
+// whole of d passed.
+func pauseUnless(d time.Duration, intr <-chan struct{}) bool {
+	if d <= 0 {
+		return true
+	}
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return true
+	case <-intr:
+		return false
+	}
+}
+
 // readInput reads the client's lines from standard input until its end,
 // records all of them so far after each one, and hands each line that
 // holds JSON to handle, decoded into a new value of the protocol's type.

@@ -1,16 +1,14 @@
 package gemini
 
 import (
-	"context"
-	"encoding/json"
 	"errors"
 	"os"
-	"path/filepath"
 	"regexp"
 	"slices"
 	"strings"
 	"testing"
 
+	"github.com/clinvoke/clinvoke/internal/fakeagent/agenttest"
 	"github.com/clinvoke/clinvoke/invoker"
 )
 
@@ -144,51 +142,14 @@ func TestFlagsExist(t *testing.T) {
 }
 
 // TestUnsupportedFields checks that the fields the CLI lacks are refused by
-// Invoke before anything starts (the binary is missing, so a request that
-// got further would fail with ErrNotInstalled), naming the field and what to
-// do instead.
+// Invoke before anything starts, naming the field and what to do instead.
 func TestUnsupportedFields(t *testing.T) {
-	dir := t.TempDir()
-	img := filepath.Join(dir, "a.png")
-	if err := os.WriteFile(img, []byte("\x89PNG\r\n\x1a\n"), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	inv := New(invoker.WithBinary(filepath.Join(dir, "missing")))
-	caps, ok := invoker.CapabilitiesOf(inv)
-	if !ok {
-		t.Fatal("CapabilitiesOf() ok = false, want the backend to report its capabilities")
-	}
-	tests := []struct {
-		field string
-		set   func(*invoker.Request)
-		hint  string
-	}{
-		{"Images", func(r *invoker.Request) { r.Images = []string{img} }, "@path"},
-		{"SystemPrompt", func(r *invoker.Request) { r.SystemPrompt = "be brief" }, "GEMINI_SYSTEM_MD"},
+	agenttest.CheckUnsupported(t, New, map[string]string{
+		"Images":       "@path",
+		"SystemPrompt": "GEMINI_SYSTEM_MD",
 		// gemini 0.61.0 has no flag for these (docs/structured-output.md).
-		{"OutputSchema", func(r *invoker.Request) { r.OutputSchema = json.RawMessage(`{"type":"object"}`) }, "no output-schema flag"},
-		{"MaxTurns", func(r *invoker.Request) { r.MaxTurns = 3 }, "model.maxSessionTurns"},
-		{"MaxBudgetUSD", func(r *invoker.Request) { r.MaxBudgetUSD = 1 }, "no budget limit"},
-	}
-	for _, tt := range tests {
-		t.Run(tt.field, func(t *testing.T) {
-			if caps.Supports(tt.field) {
-				t.Fatalf("Capabilities().Supports(%q) = true, want false", tt.field)
-			}
-			req := invoker.Request{Prompt: "x", Workdir: dir}
-			tt.set(&req)
-			res, err := inv.Invoke(context.Background(), req)
-			if !errors.Is(err, invoker.ErrUnsupported) || !errors.Is(err, invoker.ErrInvalidRequest) {
-				t.Fatalf("Invoke() error = %v, want ErrUnsupported and ErrInvalidRequest", err)
-			}
-			for _, want := range []string{"Request." + tt.field, tt.hint} {
-				if !strings.Contains(err.Error(), want) {
-					t.Errorf("Invoke() error = %q, want it to mention %q", err, want)
-				}
-			}
-			if res == nil || res.ExitCode != -1 {
-				t.Errorf("Invoke() Result = %+v, want ExitCode -1 (nothing started)", res)
-			}
-		})
-	}
+		"OutputSchema": "no output-schema flag",
+		"MaxTurns":     "model.maxSessionTurns",
+		"MaxBudgetUSD": "no budget limit",
+	})
 }

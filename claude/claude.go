@@ -87,22 +87,23 @@ import (
 	"strconv"
 
 	"github.com/clinvoke/clinvoke/invoker"
+	"github.com/clinvoke/clinvoke/invoker/driver"
 )
 
 // New returns an Invoker that runs the claude CLI. With no options the
 // binary is found on PATH as "claude".
-func New(opts ...invoker.Option) invoker.Invoker { return invoker.New(backend{}, opts...) }
+func New(opts ...invoker.Options) invoker.Invoker { return driver.New(backend{}, opts...) }
 
 // backend adapts Claude Code to the invoker engine. It has no state.
 type backend struct{}
 
-var _ invoker.Backend = backend{}
+var _ driver.Backend = backend{}
 
 func (backend) Name() string        { return "claude" }
 func (backend) Binary() string      { return "claude" }
 func (backend) InstallHint() string { return "npm install -g @anthropic-ai/claude-code" }
 
-func (backend) NewDecoder(*invoker.Request) invoker.Decoder { return newDecoder() }
+func (backend) NewDecoder(*invoker.Request) driver.Decoder { return newDecoder() }
 
 // Capabilities: Claude Code has no image flag.
 func (backend) Capabilities() invoker.Capabilities {
@@ -110,8 +111,8 @@ func (backend) Capabilities() invoker.Capabilities {
 		OutputSchema: true, MaxTurns: true, MaxBudget: true, Sessions: true}
 }
 
-// UnsupportedHint says what to do instead of the fields claude lacks.
-func (backend) UnsupportedHint(field string) string {
+// Hint says what to do instead of the fields claude lacks.
+func (backend) Hint(field string) string {
 	if field == "Images" {
 		return "claude has no image flag; name the image files (absolute paths) in the prompt and Claude Code reads them with its Read tool"
 	}
@@ -129,7 +130,7 @@ const maxSchemaArg = 128<<10 - len("--json-schema=") - 1
 // readOnlyDenied are the built-in tools that change files.
 const readOnlyDenied = "Edit,Write,NotebookEdit"
 
-func (backend) Command(req *invoker.Request) (*invoker.Command, error) {
+func (backend) Command(req *invoker.Request) (*driver.Command, error) {
 	args := []string{"--print", "--output-format=stream-json", "--verbose"}
 	var env []string
 	switch req.Permission {
@@ -172,7 +173,7 @@ func (backend) Command(req *invoker.Request) (*invoker.Command, error) {
 		args = append(args, "--max-budget-usd="+strconv.FormatFloat(req.MaxBudgetUSD, 'f', -1, 64))
 	}
 	args = append(args, req.ExtraArgs...)
-	return &invoker.Command{
+	return &driver.Command{
 		Args:  args,
 		Env:   env,
 		Unset: append([]string(nil), nestedVars...),

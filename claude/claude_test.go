@@ -133,7 +133,7 @@ func TestFlagsExist(t *testing.T) {
 		t.Fatal(err)
 	}
 	var args []string
-	for _, p := range invoker.Permissions() {
+	for _, p := range []invoker.Permission{invoker.ReadOnly, invoker.WorkspaceWrite, invoker.Unlimited} {
 		req := invoker.Request{Prompt: "x", Workdir: "/w", Model: "m", SessionID: "S", SystemPrompt: "s", Permission: p,
 			OutputSchema: json.RawMessage(`{"type":"object"}`), MaxBudgetUSD: 0.5}
 		cmd, err := backend{}.Command(&req)

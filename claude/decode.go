@@ -8,6 +8,7 @@ import (
 
 	"github.com/clinvoke/clinvoke/internal/streamjson"
 	"github.com/clinvoke/clinvoke/invoker"
+	"github.com/clinvoke/clinvoke/invoker/driver"
 )
 
 // line is one event of `claude --print --output-format=stream-json
@@ -113,9 +114,9 @@ type decoder struct {
 	result    string // the result's text
 	resultErr *invoker.StreamError
 	apiError  string // the error kind of the last synthetic assistant message
-	// limit is the Request field of the limit the result reports reached
+	// limit is the sentinel of the limit the result reports reached
 	// ("MaxTurns", "MaxBudgetUSD"), or "".
-	limit      string
+	limit      error
 	turns      int
 	structured json.RawMessage
 
@@ -130,7 +131,7 @@ type decoder struct {
 	calls map[string]call
 }
 
-var _ invoker.Decoder = (*decoder)(nil)
+var _ driver.Decoder = (*decoder)(nil)
 
 func newDecoder() *decoder { return &decoder{calls: make(map[string]call)} }
 
@@ -305,9 +306,9 @@ func (d *decoder) finish(l line, ev func(invoker.EventKind) invoker.Event) []inv
 	}
 	switch l.Subtype {
 	case "error_max_turns":
-		d.limit = "MaxTurns"
+		d.limit = invoker.ErrMaxTurns
 	case "error_max_budget_usd":
-		d.limit = "MaxBudgetUSD"
+		d.limit = invoker.ErrMaxBudget
 	}
 	var evs []invoker.Event
 	d.success = !l.IsError && (l.Subtype == "success" || l.Subtype == "")
@@ -419,8 +420,8 @@ func resultText(raw json.RawMessage) string {
 // stdin is closed. Refusals to start are explained by Outcome.
 func (d *decoder) Stderr([]byte) error { return nil }
 
-func (d *decoder) Outcome(exitCode int, stderr string) invoker.Outcome {
-	out := invoker.Outcome{
+func (d *decoder) Outcome(exitCode int, stderr string) driver.Outcome {
+	out := driver.Outcome{
 		SessionID: d.sessionID,
 		Text:      d.partial(),
 		Usage:     d.usage,
@@ -433,9 +434,8 @@ func (d *decoder) Outcome(exitCode int, stderr string) invoker.Outcome {
 		out.Structured = d.structured
 	case d.resultErr != nil:
 		se := *d.resultErr
-		se.ExitCode = exitCode
 		out.Err = &se
-		if d.limit != "" {
+		if d.limit != nil {
 			out.Err = &invoker.LimitError{Limit: d.limit, SessionID: d.sessionID, Err: &se}
 		}
 	case exitCode > 0:
@@ -453,7 +453,7 @@ func explainExit(code int, stderr string) string {
 	case strings.Contains(stderr, "requires --verbose"):
 		return "stream-json output needs --verbose (this claude version rejected the command line)"
 	case strings.Contains(stderr, "inside another Claude Code session"):
-		return "claude refused to start nested in another Claude Code session: CLAUDECODE was set again through Request.Env or WithEnv"
+		return "claude refused to start nested in another Claude Code session: CLAUDECODE was set again through Request.Env or invoker.Options.Env"
 	case strings.Contains(stderr, "No conversation found"):
 		return "no session with that id: claude stores sessions per working directory, so resume in the Workdir the session started in"
 	case strings.Contains(stderr, "root/sudo"):

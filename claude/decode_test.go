@@ -8,6 +8,7 @@ import (
 
 	"github.com/clinvoke/clinvoke/internal/golden"
 	"github.com/clinvoke/clinvoke/invoker"
+	"github.com/clinvoke/clinvoke/invoker/driver"
 )
 
 func TestGolden(t *testing.T) {
@@ -48,7 +49,7 @@ func TestGolden(t *testing.T) {
 		// Missing --verbose: exit 1, nothing on stdout.
 		{File: "2025-simple_greeting_20251216_141839.json", ExitErr: "needs --verbose"},
 	}
-	golden.Samples(t, func() invoker.Decoder { return newDecoder() }, tests)
+	golden.Samples(t, func() driver.Decoder { return newDecoder() }, tests)
 }
 
 const sid = `"session_id":"S"`

@@ -57,7 +57,7 @@ func Example() {
 // its output is checked.
 func fakeClaude(s fakeagent.Script) invoker.Invoker {
 	s.Flavor = fakeagent.Claude
-	return claude.New(invoker.WithBinary(os.Args[0]), invoker.WithEnv(s.Env()...))
+	return claude.New(invoker.Options{Binary: os.Args[0], Env: s.Env()})
 }
 
 // How the events of one turn arrive: Claude Code prints one text block

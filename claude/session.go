@@ -6,9 +6,10 @@ import (
 
 	"github.com/clinvoke/clinvoke/internal/streamjson"
 	"github.com/clinvoke/clinvoke/invoker"
+	"github.com/clinvoke/clinvoke/invoker/driver"
 )
 
-// Sessions (invoker.OpenSession) run
+// Sessions (Invoker.OpenSession) run
 //
 //	claude --print --output-format=stream-json --verbose --input-format=stream-json [the flags of Command]
 //
@@ -26,11 +27,12 @@ import (
 // interrupted turn. End of input ends the process (measured with 2.1.197,
 // docs/session-protocols.md).
 
-var _ invoker.SessionBackend = backend{}
+var _ driver.SessionBackend = backend{}
 
 // SessionCommand is Command with stream-json input and no prompt.
-func (b backend) SessionCommand(req *invoker.Request) (*invoker.Command, error) {
-	cmd, err := b.Command(req)
+func (b backend) SessionCommand(req *invoker.SessionRequest) (*driver.Command, error) {
+	full := req.Request(invoker.TurnRequest{})
+	cmd, err := b.Command(&full)
 	if err != nil {
 		return nil, err
 	}
@@ -44,7 +46,7 @@ func (b backend) SessionCommand(req *invoker.Request) (*invoker.Command, error) 
 }
 
 // NewSessionProtocol returns the driver of one stream-json session.
-func (backend) NewSessionProtocol(*invoker.Request) invoker.SessionProtocol {
+func (backend) NewSessionProtocol(*invoker.SessionRequest) driver.SessionProtocol {
 	return &protocol{dec: newDecoder()}
 }
 
@@ -105,7 +107,7 @@ func (p *protocol) Interrupt() [][]byte {
 	return [][]byte{b}
 }
 
-func (p *protocol) Decode(line []byte) (invoker.Step, error) {
+func (p *protocol) Decode(line []byte) (driver.Step, error) {
 	var c controlLine
 	if json.Unmarshal(line, &c) == nil {
 		switch c.Type {
@@ -114,7 +116,7 @@ func (p *protocol) Decode(line []byte) (invoker.Step, error) {
 			if c.Response != nil && c.Response.Subtype == "error" {
 				ev.Kind, ev.Text = invoker.KindWarning, "claude refused a control request: "+c.Response.Error
 			}
-			return invoker.Step{Events: []invoker.Event{ev}}, nil
+			return driver.Step{Events: []invoker.Event{ev}}, nil
 		case "control_request":
 			// A request of the CLI's own (can_use_tool comes only with
 			// --permission-prompt-tool stdio, which sessions do not
@@ -128,14 +130,14 @@ func (p *protocol) Decode(line []byte) (invoker.Step, error) {
 			})
 			ev := invoker.Event{Kind: invoker.KindWarning, Raw: streamjson.ValidOrNil(line),
 				Text: "claude sent a control request clinvoke does not answer; refused it"}
-			return invoker.Step{Events: []invoker.Event{ev}, Write: [][]byte{reply}}, nil
+			return driver.Step{Events: []invoker.Event{ev}, Write: [][]byte{reply}}, nil
 		}
 	}
 	ended := p.dec.done
 	evs, err := p.dec.Decode(line)
-	return invoker.Step{Events: evs, TurnEnded: !ended && p.dec.done}, err
+	return driver.Step{Events: evs, TurnEnded: !ended && p.dec.done}, err
 }
 
 func (p *protocol) Stderr(line []byte) error { return p.dec.Stderr(line) }
 
-func (p *protocol) Outcome(stderr string) invoker.Outcome { return p.dec.Outcome(0, stderr) }
+func (p *protocol) Outcome(stderr string) driver.Outcome { return p.dec.Outcome(0, stderr) }

@@ -30,7 +30,7 @@ func invokeFake(t *testing.T, s fakeagent.Script, req invoker.Request) (*invoker
 	t.Helper()
 	s.Flavor, s.Tag = fakeagent.Claude, fakeagent.NewTag()
 	req.Prompt, req.Workdir, req.Env = "name someone", t.TempDir(), s.Env()
-	res, err := New(invoker.WithBinary(os.Args[0])).Invoke(context.Background(), req)
+	res, err := New(invoker.Options{Binary: os.Args[0]}).Invoke(context.Background(), req)
 	if alive := fakeagent.Survivors(s.Tag); len(alive) > 0 {
 		t.Errorf("processes alive after Invoke returned: %v", alive)
 	}
@@ -67,20 +67,20 @@ func TestInvokeLimits(t *testing.T) {
 		name     string
 		req      invoker.Request
 		sentinel error
-		limit    string
+		limit    error
 		turns    int
 	}{
-		{"max turns", invoker.Request{MaxTurns: 1}, invoker.ErrMaxTurns, "MaxTurns", 2},
-		{"max budget", invoker.Request{MaxBudgetUSD: 0.000001}, invoker.ErrMaxBudget, "MaxBudgetUSD", 1},
+		{"max turns", invoker.Request{MaxTurns: 1}, invoker.ErrMaxTurns, invoker.ErrMaxTurns, 2},
+		{"max budget", invoker.Request{MaxBudgetUSD: 0.000001}, invoker.ErrMaxBudget, invoker.ErrMaxBudget, 1},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			res, err := invokeFake(t, fakeagent.Script{Tool: true, SessionID: "s-limit"}, tt.req)
 			var le *invoker.LimitError
 			if !errors.Is(err, tt.sentinel) || !errors.As(err, &le) || le.Limit != tt.limit || le.SessionID != "s-limit" {
-				t.Fatalf("Invoke() error = %v, want a *LimitError %s for session s-limit", err, tt.limit)
+				t.Fatalf("Invoke() error = %v, want a *LimitError %v for session s-limit", err, tt.limit)
 			}
 			var se *invoker.StreamError
-			if !errors.As(err, &se) || se.ExitCode != 1 {
+			if !errors.As(err, &se) || res.ExitCode != 1 {
 				t.Errorf("LimitError does not unwrap to the CLI's *StreamError with exit status 1: %v", err)
 			}
 			if res.SessionID != "s-limit" || res.ExitCode != 1 || res.Turns != tt.turns || res.Usage.CostUSD <= 0 {

@@ -66,22 +66,23 @@ import (
 	"unicode/utf8"
 
 	"github.com/clinvoke/clinvoke/invoker"
+	"github.com/clinvoke/clinvoke/invoker/driver"
 )
 
 // New returns an Invoker that runs the codex CLI. With no options the
 // binary is found on PATH as "codex".
-func New(opts ...invoker.Option) invoker.Invoker { return invoker.New(backend{}, opts...) }
+func New(opts ...invoker.Options) invoker.Invoker { return driver.New(backend{}, opts...) }
 
 // backend adapts the Codex CLI to the invoker engine. It has no state.
 type backend struct{}
 
-var _ invoker.Backend = backend{}
+var _ driver.Backend = backend{}
 
 func (backend) Name() string        { return "codex" }
 func (backend) Binary() string      { return "codex" }
 func (backend) InstallHint() string { return "npm install -g @openai/codex" }
 
-func (backend) NewDecoder(*invoker.Request) invoker.Decoder { return newDecoder() }
+func (backend) NewDecoder(*invoker.Request) driver.Decoder { return newDecoder() }
 
 // Capabilities: codex takes every optional field but the limits: codex
 // exec has no turn or budget flag.
@@ -89,8 +90,8 @@ func (backend) Capabilities() invoker.Capabilities {
 	return invoker.Capabilities{Model: true, Resume: true, Images: true, SystemPrompt: true, OutputSchema: true, Sessions: true}
 }
 
-// UnsupportedHint says what to do instead of the fields codex lacks.
-func (backend) UnsupportedHint(field string) string {
+// Hint says what to do instead of the fields codex lacks.
+func (backend) Hint(field string) string {
 	switch field {
 	case "MaxTurns", "MaxBudgetUSD":
 		return "codex exec has no turn or budget limit and reports no cost; bound the run with a deadline on the context instead"
@@ -111,7 +112,7 @@ func sandboxMode(p invoker.Permission) (string, error) {
 	return "", fmt.Errorf("%w: unknown permission %q", invoker.ErrInvalidRequest, string(p))
 }
 
-func (backend) Command(req *invoker.Request) (*invoker.Command, error) {
+func (backend) Command(req *invoker.Request) (*driver.Command, error) {
 	mode, err := sandboxMode(req.Permission)
 	if err != nil {
 		return nil, err
@@ -177,7 +178,7 @@ func (backend) Command(req *invoker.Request) (*invoker.Command, error) {
 	} else {
 		args = append(args, "--", "-")
 	}
-	return &invoker.Command{Args: args, Stdin: req.Prompt, Cleanup: cleanup}, nil
+	return &driver.Command{Args: args, Stdin: req.Prompt, Cleanup: cleanup}, nil
 }
 
 // writeSchema writes an output schema to a new file, readable by its owner

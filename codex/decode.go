@@ -8,6 +8,7 @@ import (
 
 	"github.com/clinvoke/clinvoke/internal/streamjson"
 	"github.com/clinvoke/clinvoke/invoker"
+	"github.com/clinvoke/clinvoke/invoker/driver"
 )
 
 // line is one event of `codex exec --json`. Every type's fields are
@@ -80,7 +81,7 @@ type decoder struct {
 	called    map[string]bool
 }
 
-var _ invoker.Decoder = (*decoder)(nil)
+var _ driver.Decoder = (*decoder)(nil)
 
 func newDecoder() *decoder { return &decoder{called: make(map[string]bool)} }
 
@@ -289,8 +290,8 @@ func describeTodos(raw json.RawMessage) string {
 // stdout within seconds, so they need no early stop.
 func (d *decoder) Stderr([]byte) error { return nil }
 
-func (d *decoder) Outcome(exitCode int, stderr string) invoker.Outcome {
-	out := invoker.Outcome{
+func (d *decoder) Outcome(exitCode int, stderr string) driver.Outcome {
+	out := driver.Outcome{
 		SessionID: d.sessionID,
 		Text:      d.text,
 		Usage:     d.usage,
@@ -305,15 +306,14 @@ func (d *decoder) Outcome(exitCode int, stderr string) invoker.Outcome {
 	case d.success:
 	case d.done:
 		out.Err = &invoker.StreamError{
-			Message:  d.failure,
-			Type:     "turn.failed",
-			ExitCode: exitCode,
-			Err:      classify(d.failure),
+			Message: d.failure,
+			Type:    "turn.failed",
+			Err:     classify(d.failure),
 		}
 	case exitCode > 0 && d.lastError != "":
 		// An error line and no turn at all: for example a configuration
 		// Codex rejected before the turn started.
-		out.Err = &invoker.StreamError{Message: d.lastError, Type: "error", ExitCode: exitCode, Err: classify(d.lastError)}
+		out.Err = &invoker.StreamError{Message: d.lastError, Type: "error", Err: classify(d.lastError)}
 	case exitCode > 0:
 		if expl := explainExit(exitCode, stderr); expl != "" {
 			out.Err = &invoker.ExitError{ExitCode: exitCode, Stderr: stderr, Explanation: expl}

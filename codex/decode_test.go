@@ -8,6 +8,7 @@ import (
 
 	"github.com/clinvoke/clinvoke/internal/golden"
 	"github.com/clinvoke/clinvoke/invoker"
+	"github.com/clinvoke/clinvoke/invoker/driver"
 )
 
 func TestGolden(t *testing.T) {
@@ -44,7 +45,7 @@ func TestGolden(t *testing.T) {
 			Usage: invoker.Usage{InputTokens: 40587, OutputTokens: 1238}, Success: true,
 			TextPrefix: "Current directory contains a single file:\n\n- `collect_samples.py` (Python 3 script, ~6.4KB, permissions `-rw-------`): runs `codex exec` and/or `gemini -o stream-json` against a few predefined prompts (including "},
 	}
-	golden.Samples(t, func() invoker.Decoder { return newDecoder() }, tests)
+	golden.Samples(t, func() driver.Decoder { return newDecoder() }, tests)
 }
 
 func TestDecodeItems(t *testing.T) {

@@ -16,7 +16,7 @@ import (
 // This example runs one read-only turn and then resumes the thread with
 // write access. It needs the codex CLI, so it has no checked output.
 func Example() {
-	inv := codex.New(invoker.WithIdleTimeout(5 * time.Minute))
+	inv := codex.New(invoker.Options{IdleTimeout: 5 * time.Minute})
 	ctx := context.Background()
 
 	res, err := inv.Invoke(ctx, invoker.Request{
@@ -59,7 +59,7 @@ func Example() {
 // its output is checked.
 func fakeCodex(s fakeagent.Script) invoker.Invoker {
 	s.Flavor = fakeagent.Codex
-	return codex.New(invoker.WithBinary(os.Args[0]), invoker.WithEnv(s.Env()...))
+	return codex.New(invoker.Options{Binary: os.Args[0], Env: s.Env()})
 }
 
 // How the events of one turn arrive: Codex prints each agent message

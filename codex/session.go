@@ -6,9 +6,10 @@ import (
 	"strings"
 
 	"github.com/clinvoke/clinvoke/invoker"
+	"github.com/clinvoke/clinvoke/invoker/driver"
 )
 
-// Sessions (invoker.OpenSession) run
+// Sessions (Invoker.OpenSession) run
 //
 //	codex app-server [ExtraArgs...]
 //
@@ -35,19 +36,19 @@ import (
 // answer of an interrupted turn is not kept in the thread. Usage is the
 // thread's total, as with Invoke.
 
-var _ invoker.SessionBackend = backend{}
+var _ driver.SessionBackend = backend{}
 
 // SessionCommand starts the app-server; everything else of the request
 // goes in the protocol.
-func (backend) SessionCommand(req *invoker.Request) (*invoker.Command, error) {
+func (backend) SessionCommand(req *invoker.SessionRequest) (*driver.Command, error) {
 	if _, err := sandboxMode(req.Permission); err != nil {
 		return nil, err
 	}
-	return &invoker.Command{Args: append([]string{"app-server"}, req.ExtraArgs...)}, nil
+	return &driver.Command{Args: append([]string{"app-server"}, req.ExtraArgs...)}, nil
 }
 
 // NewSessionProtocol returns the JSON-RPC driver of one app-server session.
-func (backend) NewSessionProtocol(req *invoker.Request) invoker.SessionProtocol {
+func (backend) NewSessionProtocol(req *invoker.SessionRequest) driver.SessionProtocol {
 	mode, _ := sandboxMode(req.Permission)
 	return &protocol{
 		workdir: req.Workdir, model: req.Model, mode: mode,
@@ -214,11 +215,11 @@ func (p *protocol) Interrupt() [][]byte {
 	return [][]byte{p.interruptLine()}
 }
 
-func (p *protocol) Decode(line []byte) (invoker.Step, error) {
+func (p *protocol) Decode(line []byte) (driver.Step, error) {
 	raw := json.RawMessage(line)
 	var m rpc
 	if err := json.Unmarshal(line, &m); err != nil {
-		return invoker.Step{Events: []invoker.Event{{Kind: invoker.KindWarning, Text: "codex app-server printed a line that is not JSON: " + err.Error()}}}, nil
+		return driver.Step{Events: []invoker.Event{{Kind: invoker.KindWarning, Text: "codex app-server printed a line that is not JSON: " + err.Error()}}}, nil
 	}
 	rawEv := []invoker.Event{{Kind: invoker.KindRaw, Raw: raw}}
 	switch {
@@ -229,21 +230,21 @@ func (p *protocol) Decode(line []byte) (invoker.Step, error) {
 	}
 	var id int64
 	if json.Unmarshal(m.ID, &id) != nil {
-		return invoker.Step{Events: rawEv}, nil
+		return driver.Step{Events: rawEv}, nil
 	}
 	switch {
 	case id == initID:
 		if m.Error != nil {
-			return invoker.Step{}, fmt.Errorf("codex app-server refused initialize: %s", m.Error.Message)
+			return driver.Step{}, fmt.Errorf("codex app-server refused initialize: %s", m.Error.Message)
 		}
-		return invoker.Step{Write: [][]byte{notification("initialized"), p.open()}}, nil
+		return driver.Step{Write: [][]byte{notification("initialized"), p.open()}}, nil
 	case id == openID:
 		if m.Error != nil {
 			what := "start a thread"
 			if p.resume != "" {
 				what = "resume thread " + p.resume
 			}
-			return invoker.Step{}, &invoker.StreamError{Message: fmt.Sprintf("codex app-server could not %s: %s", what, m.Error.Message), Type: "thread/start", Err: classify(m.Error.Message)}
+			return driver.Step{}, &invoker.StreamError{Message: fmt.Sprintf("codex app-server could not %s: %s", what, m.Error.Message), Type: "thread/start", Err: classify(m.Error.Message)}
 		}
 		var r struct {
 			Thread struct {
@@ -252,12 +253,12 @@ func (p *protocol) Decode(line []byte) (invoker.Step, error) {
 		}
 		json.Unmarshal(m.Result, &r)
 		p.thread = r.Thread.ID
-		return invoker.Step{Ready: true, Events: []invoker.Event{{Kind: invoker.KindSession, SessionID: p.thread, Raw: raw}}}, nil
+		return driver.Step{Ready: true, Events: []invoker.Event{{Kind: invoker.KindSession, SessionID: p.thread, Raw: raw}}}, nil
 	case p.inTurn && id == p.turnReq:
 		if m.Error != nil {
 			p.failure = &invoker.StreamError{Message: m.Error.Message, Type: "turn/start", Err: classify(m.Error.Message)}
 			p.ended = true
-			return invoker.Step{Events: []invoker.Event{{Kind: invoker.KindError, Text: m.Error.Message, Raw: raw}, {Kind: invoker.KindDone, Raw: raw}}, TurnEnded: true}, nil
+			return driver.Step{Events: []invoker.Event{{Kind: invoker.KindError, Text: m.Error.Message, Raw: raw}, {Kind: invoker.KindDone, Raw: raw}}, TurnEnded: true}, nil
 		}
 		var r struct {
 			Turn struct {
@@ -269,7 +270,7 @@ func (p *protocol) Decode(line []byte) (invoker.Step, error) {
 			p.turn = r.Turn.ID
 		}
 		// The turn's first event, as thread.started is a run's.
-		st := invoker.Step{Events: []invoker.Event{{Kind: invoker.KindSession, SessionID: p.thread, Raw: raw}}}
+		st := driver.Step{Events: []invoker.Event{{Kind: invoker.KindSession, SessionID: p.thread, Raw: raw}}}
 		if p.wantInterrupt && !p.ended {
 			p.wantInterrupt = false
 			st.Write = [][]byte{p.interruptLine()}
@@ -282,17 +283,17 @@ func (p *protocol) Decode(line []byte) (invoker.Step, error) {
 				Text: "codex did not clean the thread's background terminals: " + m.Error.Message}}, evs...)
 		}
 		p.inTurn, p.cleanReq, p.ending = false, 0, nil
-		return invoker.Step{Events: evs, TurnEnded: true}, nil
+		return driver.Step{Events: evs, TurnEnded: true}, nil
 	case m.Error != nil:
-		return invoker.Step{Events: []invoker.Event{{Kind: invoker.KindWarning, Raw: raw, Text: "codex app-server: " + m.Error.Message}}}, nil
+		return driver.Step{Events: []invoker.Event{{Kind: invoker.KindWarning, Raw: raw, Text: "codex app-server: " + m.Error.Message}}}, nil
 	}
-	return invoker.Step{Events: rawEv}, nil
+	return driver.Step{Events: rawEv}, nil
 }
 
 // serverRequest answers a request of Codex's: approvals are declined (the
 // session's policy is "never", so they should not come), anything else is
 // refused as unknown, so that no turn waits on us.
-func (p *protocol) serverRequest(m *rpc, raw json.RawMessage) invoker.Step {
+func (p *protocol) serverRequest(m *rpc, raw json.RawMessage) driver.Step {
 	var result any
 	switch m.Method {
 	case "item/commandExecution/requestApproval", "item/fileChange/requestApproval":
@@ -307,14 +308,14 @@ func (p *protocol) serverRequest(m *rpc, raw json.RawMessage) invoker.Step {
 		reply["error"] = map[string]any{"code": -32601, "message": "not supported by clinvoke: " + m.Method}
 	}
 	b, _ := json.Marshal(reply)
-	return invoker.Step{Write: [][]byte{b}, Events: []invoker.Event{{Kind: invoker.KindWarning, Raw: raw,
+	return driver.Step{Write: [][]byte{b}, Events: []invoker.Event{{Kind: invoker.KindWarning, Raw: raw,
 		Text: "codex asked " + m.Method + "; clinvoke declined (sessions run with the approval policy never)"}}}
 }
 
-func (p *protocol) notification(m *rpc, raw json.RawMessage) invoker.Step {
-	one := func(ev invoker.Event) invoker.Step {
+func (p *protocol) notification(m *rpc, raw json.RawMessage) driver.Step {
+	one := func(ev invoker.Event) driver.Step {
 		ev.Raw = raw
-		return invoker.Step{Events: []invoker.Event{ev}}
+		return driver.Step{Events: []invoker.Event{ev}}
 	}
 	var params struct {
 		ThreadID string          `json:"threadId"`
@@ -342,7 +343,7 @@ func (p *protocol) notification(m *rpc, raw json.RawMessage) invoker.Step {
 		// Between turns (thread/started after the handshake, status
 		// changes): nothing of a turn, and printed before turn/start
 		// was answered, so not to be mistaken for the next turn's.
-		return invoker.Step{}
+		return driver.Step{}
 	}
 	switch m.Method {
 	case "item/agentMessage/delta":
@@ -354,7 +355,7 @@ func (p *protocol) notification(m *rpc, raw json.RawMessage) invoker.Step {
 		if params.Item == nil {
 			break
 		}
-		return invoker.Step{Events: p.item(m.Method == "item/completed", params.Item, raw)}
+		return driver.Step{Events: p.item(m.Method == "item/completed", params.Item, raw)}
 	case "thread/tokenUsage/updated":
 		if params.TokenUsage != nil {
 			t := params.TokenUsage.Total
@@ -411,7 +412,7 @@ func (p *protocol) item(completed bool, it *appItem, raw json.RawMessage) []invo
 
 // completed handles turn/completed: the turn's outcome is known, and its
 // end waits for the cleaning of the thread's background terminals.
-func (p *protocol) completed(rawTurn json.RawMessage, raw json.RawMessage) invoker.Step {
+func (p *protocol) completed(rawTurn json.RawMessage, raw json.RawMessage) driver.Step {
 	var t struct {
 		ID     string `json:"id"`
 		Status string `json:"status"`
@@ -421,7 +422,7 @@ func (p *protocol) completed(rawTurn json.RawMessage, raw json.RawMessage) invok
 	}
 	json.Unmarshal(rawTurn, &t)
 	if !p.inTurn || p.ended || (p.turn != "" && t.ID != p.turn) {
-		return invoker.Step{Events: []invoker.Event{{Kind: invoker.KindRaw, Raw: raw}}}
+		return driver.Step{Events: []invoker.Event{{Kind: invoker.KindRaw, Raw: raw}}}
 	}
 	p.ended = true
 	var evs []invoker.Event
@@ -443,13 +444,13 @@ func (p *protocol) completed(rawTurn json.RawMessage, raw json.RawMessage) invok
 	p.ending = evs
 	b, id := p.call("thread/backgroundTerminals/clean", map[string]any{"threadId": p.thread})
 	p.cleanReq = id
-	return invoker.Step{Write: [][]byte{b}, Events: []invoker.Event{{Kind: invoker.KindRaw, Raw: raw}}}
+	return driver.Step{Write: [][]byte{b}, Events: []invoker.Event{{Kind: invoker.KindRaw, Raw: raw}}}
 }
 
 func (p *protocol) Stderr([]byte) error { return nil }
 
-func (p *protocol) Outcome(string) invoker.Outcome {
-	out := invoker.Outcome{SessionID: p.thread, Text: p.text, Usage: p.usage, Success: p.success}
+func (p *protocol) Outcome(string) driver.Outcome {
+	out := driver.Outcome{SessionID: p.thread, Text: p.text, Usage: p.usage, Success: p.success}
 	if !p.success {
 		if p.partial.Len() > 0 {
 			out.Text = p.partial.String()

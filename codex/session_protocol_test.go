@@ -7,9 +7,10 @@ import (
 	"testing"
 
 	"github.com/clinvoke/clinvoke/invoker"
+	"github.com/clinvoke/clinvoke/invoker/driver"
 )
 
-func appDecode(t *testing.T, p invoker.SessionProtocol, line string) invoker.Step {
+func appDecode(t *testing.T, p driver.SessionProtocol, line string) driver.Step {
 	t.Helper()
 	st, err := p.Decode([]byte(line))
 	if err != nil {
@@ -32,7 +33,7 @@ func idOf(t *testing.T, line []byte) int64 {
 // The turn ends only once Codex has cleaned the thread's background
 // terminals, where an interrupted tool lives on; approvals are declined.
 func TestAppServerTurnEndsAfterClean(t *testing.T) {
-	p := backend{}.NewSessionProtocol(&invoker.Request{Workdir: "/w", SessionID: "T0"})
+	p := backend{}.NewSessionProtocol(&invoker.SessionRequest{Workdir: "/w", SessionID: "T0"})
 	p.Open()
 	st := appDecode(t, p, `{"id":1,"result":{}}`)
 	if len(st.Write) != 2 || !strings.Contains(string(st.Write[1]), `"thread/resume"`) || !strings.Contains(string(st.Write[1]), `"sandbox":"read-only"`) {
@@ -71,7 +72,7 @@ func jsonInt(n int64) string { b, _ := json.Marshal(n); return string(b) }
 
 // A thread Codex cannot resume fails the session's opening with the reason.
 func TestAppServerResumeRefused(t *testing.T) {
-	p := backend{}.NewSessionProtocol(&invoker.Request{Workdir: "/w", SessionID: "T9"})
+	p := backend{}.NewSessionProtocol(&invoker.SessionRequest{Workdir: "/w", SessionID: "T9"})
 	p.Open()
 	appDecode(t, p, `{"id":1,"result":{}}`)
 	_, err := p.Decode([]byte(`{"id":2,"error":{"code":-32600,"message":"no rollout found for thread id T9"}}`))

@@ -24,8 +24,8 @@ func TestSessions(t *testing.T) {
 // the app-server it started is gone.
 func TestSessionResumeUnknownThread(t *testing.T) {
 	s := fakeagent.Script{Flavor: fakeagent.Codex, RecordDir: t.TempDir(), Tag: fakeagent.NewTag()}
-	inv := codex.New(invoker.WithBinary(os.Args[0]), invoker.WithInterruptGrace(200*time.Millisecond), invoker.WithTerminateGrace(200*time.Millisecond))
-	sess, err := invoker.OpenSession(context.Background(), inv, invoker.Request{Workdir: t.TempDir(), Env: s.Env(), SessionID: "missing-thread"})
+	inv := codex.New(invoker.Options{Binary: os.Args[0], InterruptGrace: 200 * time.Millisecond, TerminateGrace: 200 * time.Millisecond})
+	sess, err := inv.OpenSession(context.Background(), invoker.SessionRequest{Workdir: t.TempDir(), Env: s.Env(), SessionID: "missing-thread"})
 	var se *invoker.StreamError
 	if sess != nil || !errors.As(err, &se) || !strings.Contains(err.Error(), "no rollout found") {
 		t.Errorf("OpenSession() = %v, %v; want Codex's refusal as a *StreamError", sess, err)
@@ -39,9 +39,8 @@ func TestSessionResumeUnknownThread(t *testing.T) {
 // does not answer.
 func TestSessionHandshakeTimeout(t *testing.T) {
 	s := fakeagent.Script{Flavor: fakeagent.Codex, SilentFor: time.Hour, Tag: fakeagent.NewTag()}
-	inv := codex.New(invoker.WithBinary(os.Args[0]), invoker.WithFirstEventTimeout(200*time.Millisecond),
-		invoker.WithInterruptGrace(200*time.Millisecond), invoker.WithTerminateGrace(200*time.Millisecond))
-	sess, err := invoker.OpenSession(context.Background(), inv, invoker.Request{Workdir: t.TempDir(), Env: s.Env()})
+	inv := codex.New(invoker.Options{Binary: os.Args[0], FirstEventTimeout: 200 * time.Millisecond, InterruptGrace: 200 * time.Millisecond, TerminateGrace: 200 * time.Millisecond})
+	sess, err := inv.OpenSession(context.Background(), invoker.SessionRequest{Workdir: t.TempDir(), Env: s.Env()})
 	if sess != nil || !errors.Is(err, invoker.ErrFirstEventTimeout) {
 		t.Errorf("OpenSession() = %v, %v; want ErrFirstEventTimeout", sess, err)
 	}

@@ -89,7 +89,7 @@ func TestInvokeOutputSchema(t *testing.T) {
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			s := fakeagent.Script{Flavor: fakeagent.Codex, Answer: tt.answer, RecordDir: t.TempDir(), Tag: fakeagent.NewTag()}
-			inv := New(invoker.WithBinary(os.Args[0]))
+			inv := New(invoker.Options{Binary: os.Args[0]})
 			res, err := inv.Invoke(context.Background(), invoker.Request{
 				Prompt: "name someone", Workdir: t.TempDir(), Env: s.Env(), OutputSchema: json.RawMessage(nameSchema),
 			})
@@ -120,7 +120,7 @@ func TestInvokeOutputSchema(t *testing.T) {
 
 func TestUnsupportedLimits(t *testing.T) {
 	dir := t.TempDir()
-	inv := New(invoker.WithBinary(filepath.Join(dir, "missing")))
+	inv := New(invoker.Options{Binary: filepath.Join(dir, "missing")})
 	for field, set := range map[string]func(*invoker.Request){
 		"MaxTurns":     func(r *invoker.Request) { r.MaxTurns = 2 },
 		"MaxBudgetUSD": func(r *invoker.Request) { r.MaxBudgetUSD = 1 },

@@ -30,7 +30,7 @@ import (
 type cli struct {
 	name string // the backend's Name and the executable on PATH
 	pkg  string // npm package, for messages
-	new  func(...invoker.Option) invoker.Invoker
+	new  func(...invoker.Options) invoker.Invoker
 	// model is passed as Request.Model ("" keeps the CLI's default).
 	model string
 	// shell is the least permission under which the CLI's shell tool runs
@@ -159,7 +159,7 @@ func newRig(t *testing.T, c *cli) *rig {
 		"HOME="+r.home, // nothing of the real home is read or written
 		tagVar+"="+r.tag,
 	)
-	r.inv = c.new(invoker.WithBinary(bin), invoker.WithEnv(env...))
+	r.inv = c.new(invoker.Options{Binary: bin, Env: env})
 	t.Cleanup(r.killSurvivors)
 	return r
 }

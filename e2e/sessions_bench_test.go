@@ -25,7 +25,7 @@ import (
 //
 //	e2e/run -run '^$' -bench SessionTurnVsInvoke -benchtime 5x
 func BenchmarkSessionTurnVsInvoke(b *testing.B) {
-	forEachSessionBench(b, func(b *testing.B, srv *fakemodel.Server, inv invoker.Invoker, req invoker.Request, s *invoker.Session) {
+	forEachSessionBench(b, func(b *testing.B, srv *fakemodel.Server, inv invoker.Invoker, req invoker.Request, s invoker.Session) {
 		var cf, cr, wf, wr []time.Duration
 		var rf, rr []float64
 		for i := 0; i < b.N; i++ {
@@ -66,7 +66,7 @@ func BenchmarkSessionTurnVsInvoke(b *testing.B) {
 //
 //	e2e/run -run '^$' -bench SessionInterrupt -benchtime 5x
 func BenchmarkSessionInterrupt(b *testing.B) {
-	forEachSessionBench(b, func(b *testing.B, srv *fakemodel.Server, inv invoker.Invoker, req invoker.Request, s *invoker.Session) {
+	forEachSessionBench(b, func(b *testing.B, srv *fakemodel.Server, inv invoker.Invoker, req invoker.Request, s invoker.Session) {
 		var warm, cold []time.Duration
 		var ratio []float64
 		for i := 0; i < b.N; i++ {
@@ -109,7 +109,7 @@ func BenchmarkSessionInterrupt(b *testing.B) {
 
 // forEachSessionBench runs f per CLI with sessions, each with a fake model
 // server, an isolated home, an Invoker and an open session.
-func forEachSessionBench(b *testing.B, f func(*testing.B, *fakemodel.Server, invoker.Invoker, invoker.Request, *invoker.Session)) {
+func forEachSessionBench(b *testing.B, f func(*testing.B, *fakemodel.Server, invoker.Invoker, invoker.Request, invoker.Session)) {
 	for i := range clis {
 		c := &clis[i]
 		b.Run(c.name, func(b *testing.B) {
@@ -124,12 +124,12 @@ func forEachSessionBench(b *testing.B, f func(*testing.B, *fakemodel.Server, inv
 			home := b.TempDir()
 			tag := fmt.Sprintf("%d-bench-%s", os.Getpid(), c.name)
 			env := append(c.setup(b, srv, home), "HOME="+home, tagVar+"="+tag)
-			inv := c.new(invoker.WithBinary(bin), invoker.WithEnv(env...))
-			if caps, _ := invoker.CapabilitiesOf(inv); !caps.Sessions {
+			inv := c.new(invoker.Options{Binary: bin, Env: env})
+			if caps := inv.Capabilities(); !caps.Sessions {
 				b.Skipf("%s declares no sessions", c.name)
 			}
 			req := invoker.Request{Workdir: b.TempDir(), Model: c.model}
-			s, err := invoker.OpenSession(context.Background(), inv, req)
+			s, err := inv.OpenSession(context.Background(), req.Session())
 			if err != nil {
 				b.Fatalf("OpenSession() error = %v", err)
 			}

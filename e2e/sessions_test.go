@@ -19,12 +19,12 @@ import (
 // with a session opened on a fresh rig. A CLI without sessions at the
 // pinned version is skipped, naming the reason; a missing CLI fails under
 // CI=true as everywhere in this package.
-func forEachSessionCLI(t *testing.T, f func(t *testing.T, r *rig, s *invoker.Session)) {
+func forEachSessionCLI(t *testing.T, f func(t *testing.T, r *rig, s invoker.Session)) {
 	for i := range clis {
 		c := &clis[i]
 		t.Run(c.name, func(t *testing.T) {
 			r := newRig(t, c)
-			if caps, _ := invoker.CapabilitiesOf(r.inv); !caps.Sessions {
+			if caps := r.inv.Capabilities(); !caps.Sessions {
 				t.Skipf("%s declares no sessions at the pinned version (docs/session-protocols.md)", c.name)
 			}
 			req := invoker.Request{Workdir: r.workdir, Model: c.model, Permission: c.shell}
@@ -34,7 +34,7 @@ func forEachSessionCLI(t *testing.T, f func(t *testing.T, r *rig, s *invoker.Ses
 			ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 			defer cancel()
 			start := time.Now()
-			s, err := invoker.OpenSession(ctx, r.inv, req)
+			s, err := r.inv.OpenSession(ctx, req.Session())
 			if err != nil {
 				t.Fatalf("OpenSession() error = %v", err)
 			}
@@ -60,7 +60,7 @@ func turnCtx(t *testing.T) context.Context {
 }
 
 func TestSessionTwoTurns(t *testing.T) {
-	forEachSessionCLI(t, func(t *testing.T, r *rig, s *invoker.Session) {
+	forEachSessionCLI(t, func(t *testing.T, r *rig, s invoker.Session) {
 		r.srv.Enqueue(fakemodel.Answer("one done"), fakemodel.Answer("two done"))
 		ctx := turnCtx(t)
 		for i, want := range []string{"one done", "two done"} {
@@ -90,7 +90,7 @@ func TestSessionTwoTurns(t *testing.T) {
 // interruptWhen runs a turn of prompt, cancels it once ready reports true,
 // and checks that the turn ends in the CLI's protocol: the context's error,
 // the session still open.
-func interruptWhen(t *testing.T, s *invoker.Session, prompt, what string, ready func() bool) {
+func interruptWhen(t *testing.T, s invoker.Session, prompt, what string, ready func() bool) {
 	ctx, cancel := context.WithCancel(turnCtx(t))
 	defer cancel()
 	fired := make(chan time.Time, 1)
@@ -124,7 +124,7 @@ func interruptWhen(t *testing.T, s *invoker.Session, prompt, what string, ready 
 }
 
 func TestSessionInterruptWhileModelStreams(t *testing.T) {
-	forEachSessionCLI(t, func(t *testing.T, r *rig, s *invoker.Session) {
+	forEachSessionCLI(t, func(t *testing.T, r *rig, s invoker.Session) {
 		r.srv.Enqueue(fakemodel.Answer("one done"), fakemodel.Stall("partial words "), fakemodel.Answer("after interrupt"))
 		ctx := turnCtx(t)
 		if _, err := s.Turn(ctx, invoker.TurnRequest{Prompt: "first prompt"}); err != nil {
@@ -154,7 +154,7 @@ func TestSessionInterruptWhileModelStreams(t *testing.T) {
 }
 
 func TestSessionInterruptWhileToolRuns(t *testing.T) {
-	forEachSessionCLI(t, func(t *testing.T, r *rig, s *invoker.Session) {
+	forEachSessionCLI(t, func(t *testing.T, r *rig, s invoker.Session) {
 		r.srv.Enqueue(fakemodel.Shell(longTool), fakemodel.Answer("after tool"))
 		interruptWhen(t, s, "follow", "a tool runs "+longTool, func() bool { return r.toolRunning(longTool) })
 		// The CLI ends the tool itself as part of the interrupt; give it
@@ -168,7 +168,7 @@ func TestSessionInterruptWhileToolRuns(t *testing.T) {
 }
 
 func TestSessionCloseWithTurnInFlight(t *testing.T) {
-	forEachSessionCLI(t, func(t *testing.T, r *rig, s *invoker.Session) {
+	forEachSessionCLI(t, func(t *testing.T, r *rig, s invoker.Session) {
 		r.srv.Enqueue(fakemodel.Stall("partial words "))
 		errc := make(chan error, 1)
 		go func() {
@@ -198,7 +198,7 @@ func TestSessionResumesInvoke(t *testing.T) {
 		c := &clis[i]
 		t.Run(c.name, func(t *testing.T) {
 			r := newRig(t, c)
-			if caps, _ := invoker.CapabilitiesOf(r.inv); !caps.Sessions {
+			if caps := r.inv.Capabilities(); !caps.Sessions {
 				t.Skipf("%s declares no sessions at the pinned version", c.name)
 			}
 			r.srv.Enqueue(fakemodel.Answer("first answer"), fakemodel.Answer("second answer"))
@@ -207,7 +207,7 @@ func TestSessionResumesInvoke(t *testing.T) {
 				t.Fatalf("Invoke() = %s, %v; want a session id", jsonString(first), err)
 			}
 			ctx := turnCtx(t)
-			s, err := invoker.OpenSession(ctx, r.inv, invoker.Request{Workdir: r.workdir, Model: c.model, SessionID: first.SessionID})
+			s, err := r.inv.OpenSession(ctx, invoker.SessionRequest{Workdir: r.workdir, Model: c.model, SessionID: first.SessionID})
 			if errors.Is(err, invoker.ErrUnsupported) {
 				// Gemini 0.61.0: session/load finds no saved session.
 				t.Skipf("%s does not resume in a session: %v", c.name, err)
@@ -236,7 +236,7 @@ func TestSessionResumesInvoke(t *testing.T) {
 // Invoke resumes a conversation held in a session, after Close: the id a
 // session reports is a session id like any other.
 func TestInvokeResumesSession(t *testing.T) {
-	forEachSessionCLI(t, func(t *testing.T, r *rig, s *invoker.Session) {
+	forEachSessionCLI(t, func(t *testing.T, r *rig, s invoker.Session) {
 		r.srv.Enqueue(fakemodel.Answer("first answer"), fakemodel.Answer("second answer"))
 		res, err := s.Turn(turnCtx(t), invoker.TurnRequest{Prompt: "first prompt"})
 		if err != nil || res.SessionID == "" || s.ID() != res.SessionID {

@@ -9,6 +9,7 @@ import (
 
 	"github.com/clinvoke/clinvoke/internal/streamjson"
 	"github.com/clinvoke/clinvoke/invoker"
+	"github.com/clinvoke/clinvoke/invoker/driver"
 )
 
 // line is one event of `gemini --output-format=stream-json`. Every type's
@@ -63,7 +64,7 @@ type decoder struct {
 	afterTool bool // a tool call came after the last assistant text
 }
 
-var _ invoker.Decoder = (*decoder)(nil)
+var _ driver.Decoder = (*decoder)(nil)
 
 func newDecoder() *decoder { return &decoder{calls: make(map[string]call)} }
 
@@ -199,8 +200,8 @@ func trimLeadingANSI(b []byte) []byte {
 	return b
 }
 
-func (d *decoder) Outcome(exitCode int, stderr string) invoker.Outcome {
-	out := invoker.Outcome{
+func (d *decoder) Outcome(exitCode int, stderr string) driver.Outcome {
+	out := driver.Outcome{
 		SessionID: d.sessionID,
 		Text:      d.text.String(),
 		Usage:     d.usage,
@@ -214,15 +215,14 @@ func (d *decoder) Outcome(exitCode int, stderr string) invoker.Outcome {
 			sentinel = exitSentinel(exitCode)
 		}
 		out.Err = &invoker.StreamError{
-			Message:  d.failure.Message,
-			Type:     d.failure.Type,
-			ExitCode: exitCode,
-			Err:      sentinel,
+			Message: d.failure.Message,
+			Type:    d.failure.Type,
+			Err:     sentinel,
 		}
 		if d.failure.Type == "FatalTurnLimitedError" {
 			// model.maxSessionTurns of the user's settings (exit 53): the
 			// same condition as a turn limit set by Request.MaxTurns.
-			out.Err = &invoker.LimitError{Limit: "MaxTurns", SessionID: d.sessionID, Err: out.Err}
+			out.Err = &invoker.LimitError{Limit: invoker.ErrMaxTurns, SessionID: d.sessionID, Err: out.Err}
 		}
 	case exitCode > 0:
 		expl := explainExit(exitCode)

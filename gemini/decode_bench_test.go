@@ -4,13 +4,13 @@ import (
 	"testing"
 
 	"github.com/clinvoke/clinvoke/internal/golden"
-	"github.com/clinvoke/clinvoke/invoker"
+	"github.com/clinvoke/clinvoke/invoker/driver"
 )
 
 // BenchmarkDecode reports the decoder's throughput over the captured
 // streams in testdata/*.stdout.
 func BenchmarkDecode(b *testing.B) {
 	b.Run("gemini", func(b *testing.B) {
-		golden.BenchmarkDecode(b, func() invoker.Decoder { return newDecoder() })
+		golden.BenchmarkDecode(b, func() driver.Decoder { return newDecoder() })
 	})
 }

@@ -8,6 +8,7 @@ import (
 
 	"github.com/clinvoke/clinvoke/internal/golden"
 	"github.com/clinvoke/clinvoke/invoker"
+	"github.com/clinvoke/clinvoke/invoker/driver"
 )
 
 func TestGolden(t *testing.T) {
@@ -47,7 +48,7 @@ func TestGolden(t *testing.T) {
 			Usage:     invoker.Usage{InputTokens: 5852, OutputTokens: 11, TotalTokens: 5972},
 			StreamErr: `[API Error: {"error":{"message":"{\"error\":{\"message\":\"Invalid JSON payload received. Unknown name \\\"id\\\" at 'contents[3].parts[0].function_response': Cannot find field.\",\"type\":\"upstream_error\",\"param\":\"\",\"code\":400}}","code":400,"status":"Bad Request"}}]`, ErrType: "Error"},
 	}
-	golden.Samples(t, func() invoker.Decoder { return newDecoder() }, tests)
+	golden.Samples(t, func() driver.Decoder { return newDecoder() }, tests)
 }
 
 func TestToolResultCarriesCall(t *testing.T) {

@@ -61,7 +61,7 @@ func Example_systemPrompt() {
 // its output is checked.
 func fakeGemini(s fakeagent.Script) invoker.Invoker {
 	s.Flavor = fakeagent.Gemini
-	return gemini.New(invoker.WithBinary(os.Args[0]), invoker.WithEnv(s.Env()...))
+	return gemini.New(invoker.Options{Binary: os.Args[0], Env: s.Env()})
 }
 
 // How the events of one turn arrive: Gemini streams the answer as deltas,

@@ -69,22 +69,23 @@ import (
 	"unicode/utf16"
 
 	"github.com/clinvoke/clinvoke/invoker"
+	"github.com/clinvoke/clinvoke/invoker/driver"
 )
 
 // New returns an Invoker that runs the gemini CLI. With no options the
 // binary is found on PATH as "gemini".
-func New(opts ...invoker.Option) invoker.Invoker { return invoker.New(backend{}, opts...) }
+func New(opts ...invoker.Options) invoker.Invoker { return driver.New(backend{}, opts...) }
 
 // backend adapts the Gemini CLI to the invoker engine. It has no state.
 type backend struct{}
 
-var _ invoker.Backend = backend{}
+var _ driver.Backend = backend{}
 
 func (backend) Name() string        { return "gemini" }
 func (backend) Binary() string      { return "gemini" }
 func (backend) InstallHint() string { return "npm install -g @google/gemini-cli" }
 
-func (backend) NewDecoder(*invoker.Request) invoker.Decoder { return newDecoder() }
+func (backend) NewDecoder(*invoker.Request) driver.Decoder { return newDecoder() }
 
 // Capabilities: gemini has no image flag, and reads a system prompt only
 // from a file named in its environment.
@@ -92,8 +93,8 @@ func (backend) Capabilities() invoker.Capabilities {
 	return invoker.Capabilities{Model: true, Resume: true, Sessions: true}
 }
 
-// UnsupportedHint says what to do instead of the fields gemini lacks.
-func (backend) UnsupportedHint(field string) string {
+// Hint says what to do instead of the fields gemini lacks.
+func (backend) Hint(field string) string {
 	switch field {
 	case "Images":
 		return "gemini has no image flag; reference each file in the prompt as @path (inside the workdir or a directory added with --include-directories)"
@@ -126,7 +127,7 @@ func approvalMode(p invoker.Permission) (string, error) {
 	return "", fmt.Errorf("%w: unknown permission %q", invoker.ErrInvalidRequest, string(p))
 }
 
-func (backend) Command(req *invoker.Request) (*invoker.Command, error) {
+func (backend) Command(req *invoker.Request) (*driver.Command, error) {
 	mode, err := approvalMode(req.Permission)
 	if err != nil {
 		return nil, err
@@ -144,7 +145,7 @@ func (backend) Command(req *invoker.Request) (*invoker.Command, error) {
 	args = append(args, req.ExtraArgs...)
 	// Last, so that no ExtraArgs option can take it as its value.
 	args = append(args, "--prompt=")
-	return &invoker.Command{Args: args, Stdin: req.Prompt}, nil
+	return &driver.Command{Args: args, Stdin: req.Prompt}, nil
 }
 
 // utf16Len returns the length of s in UTF-16 code units, or len(s) when

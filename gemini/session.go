@@ -7,9 +7,10 @@ import (
 
 	"github.com/clinvoke/clinvoke/internal/streamjson"
 	"github.com/clinvoke/clinvoke/invoker"
+	"github.com/clinvoke/clinvoke/invoker/driver"
 )
 
-// Sessions (invoker.OpenSession) run
+// Sessions (Invoker.OpenSession) run
 //
 //	gemini --acp [--model=M] [ExtraArgs...]
 //
@@ -34,10 +35,10 @@ import (
 // is slow (initialize answered after 3.4–3.9 s on an idle machine), which a
 // session pays once.
 
-var _ invoker.SessionBackend = backend{}
+var _ driver.SessionBackend = backend{}
 
 // SessionCommand starts Gemini's ACP mode.
-func (backend) SessionCommand(req *invoker.Request) (*invoker.Command, error) {
+func (backend) SessionCommand(req *invoker.SessionRequest) (*driver.Command, error) {
 	if _, err := approvalMode(req.Permission); err != nil {
 		return nil, err
 	}
@@ -45,17 +46,17 @@ func (backend) SessionCommand(req *invoker.Request) (*invoker.Command, error) {
 		// Measured: session/load answers "No previous sessions found for
 		// this project." for every id, even one its own ACP mode saved
 		// in the same home and workdir a moment before.
-		return nil, invoker.Unsupported("SessionID", "gemini 0.61.0's ACP mode cannot load a saved session; resume it with Invoke (Request.SessionID), one process per turn")
+		return nil, driver.Unsupported("SessionID", "gemini 0.61.0's ACP mode cannot load a saved session; resume it with Invoke (Request.SessionID), one process per turn")
 	}
 	args := []string{"--acp"}
 	if req.Model != "" {
 		args = append(args, "--model="+req.Model)
 	}
-	return &invoker.Command{Args: append(args, req.ExtraArgs...)}, nil
+	return &driver.Command{Args: append(args, req.ExtraArgs...)}, nil
 }
 
 // NewSessionProtocol returns the ACP driver of one session.
-func (backend) NewSessionProtocol(req *invoker.Request) invoker.SessionProtocol {
+func (backend) NewSessionProtocol(req *invoker.SessionRequest) driver.SessionProtocol {
 	return &acp{workdir: req.Workdir, perm: req.Permission, next: modeID, calls: make(map[string]call)}
 }
 
@@ -152,7 +153,7 @@ func (p *acp) Interrupt() [][]byte {
 	return [][]byte{b}
 }
 
-func (p *acp) Decode(line []byte) (invoker.Step, error) {
+func (p *acp) Decode(line []byte) (driver.Step, error) {
 	raw := json.RawMessage(line)
 	var m acpMessage
 	if err := json.Unmarshal(line, &m); err != nil {
@@ -165,9 +166,9 @@ func (p *acp) Decode(line []byte) (invoker.Step, error) {
 		return p.request(&m, raw), nil
 	case m.Method == "session/update":
 		if !p.inTurn {
-			return invoker.Step{}, nil // history replayed by session/load, mode notices
+			return driver.Step{}, nil // history replayed by session/load, mode notices
 		}
-		return invoker.Step{Events: p.announce(p.update(m.Params, raw))}, nil
+		return driver.Step{Events: p.announce(p.update(m.Params, raw))}, nil
 	case m.Method != "":
 		return p.turnStep(invoker.Event{Kind: invoker.KindRaw, Raw: raw}), nil
 	}
@@ -178,13 +179,13 @@ func (p *acp) Decode(line []byte) (invoker.Step, error) {
 	switch {
 	case id == initID:
 		if m.Error != nil {
-			return invoker.Step{}, fmt.Errorf("gemini refused initialize: %s", m.Error.text())
+			return driver.Step{}, fmt.Errorf("gemini refused initialize: %s", m.Error.text())
 		}
-		return invoker.Step{Write: [][]byte{rpcCall(openID, "session/new", map[string]any{"cwd": p.workdir, "mcpServers": []any{}})}}, nil
+		return driver.Step{Write: [][]byte{rpcCall(openID, "session/new", map[string]any{"cwd": p.workdir, "mcpServers": []any{}})}}, nil
 	case id == openID:
 		if m.Error != nil {
 			msg := m.Error.text()
-			return invoker.Step{}, &invoker.StreamError{Message: "gemini could not open a session: " + msg, Type: "session/new", Err: classify(msg)}
+			return driver.Step{}, &invoker.StreamError{Message: "gemini could not open a session: " + msg, Type: "session/new", Err: classify(msg)}
 		}
 		var r struct {
 			SessionID string `json:"sessionId"`
@@ -193,14 +194,14 @@ func (p *acp) Decode(line []byte) (invoker.Step, error) {
 		p.session = r.SessionID
 		ev := invoker.Event{Kind: invoker.KindSession, SessionID: p.session, Raw: raw}
 		if mode := acpModes[p.perm]; mode != "" {
-			return invoker.Step{Events: []invoker.Event{ev}, Write: [][]byte{rpcCall(modeID, "session/set_mode", map[string]string{"sessionId": p.session, "modeId": mode})}}, nil
+			return driver.Step{Events: []invoker.Event{ev}, Write: [][]byte{rpcCall(modeID, "session/set_mode", map[string]string{"sessionId": p.session, "modeId": mode})}}, nil
 		}
-		return invoker.Step{Events: []invoker.Event{ev}, Ready: true}, nil
+		return driver.Step{Events: []invoker.Event{ev}, Ready: true}, nil
 	case id == modeID:
 		if m.Error != nil {
-			return invoker.Step{}, fmt.Errorf("gemini refused the mode %q for permission %s: %s", acpModes[p.perm], p.perm, m.Error.text())
+			return driver.Step{}, fmt.Errorf("gemini refused the mode %q for permission %s: %s", acpModes[p.perm], p.perm, m.Error.text())
 		}
-		return invoker.Step{Ready: true}, nil
+		return driver.Step{Ready: true}, nil
 	case p.inTurn && id == p.promptID:
 		return p.finish(&m, raw), nil
 	}
@@ -209,11 +210,11 @@ func (p *acp) Decode(line []byte) (invoker.Step, error) {
 
 // turnStep returns ev as a step of the turn in flight, or nothing between
 // turns.
-func (p *acp) turnStep(ev invoker.Event) invoker.Step {
+func (p *acp) turnStep(ev invoker.Event) driver.Step {
 	if !p.inTurn {
-		return invoker.Step{}
+		return driver.Step{}
 	}
-	return invoker.Step{Events: p.announce([]invoker.Event{ev})}
+	return driver.Step{Events: p.announce([]invoker.Event{ev})}
 }
 
 // announce puts the session event first in a turn, as init is a run's.
@@ -318,7 +319,7 @@ func toolContent(raw json.RawMessage) string {
 }
 
 // finish handles the response to session/prompt: the end of the turn.
-func (p *acp) finish(m *acpMessage, raw json.RawMessage) invoker.Step {
+func (p *acp) finish(m *acpMessage, raw json.RawMessage) driver.Step {
 	p.inTurn = false
 	var evs []invoker.Event
 	if m.Error != nil {
@@ -353,13 +354,13 @@ func (p *acp) finish(m *acpMessage, raw json.RawMessage) invoker.Step {
 		evs = append(evs, invoker.Event{Kind: invoker.KindUsage, Usage: &u, Raw: raw})
 	}
 	evs = append(evs, invoker.Event{Kind: invoker.KindDone, Raw: raw})
-	return invoker.Step{Events: p.announce(evs), TurnEnded: true}
+	return driver.Step{Events: p.announce(evs), TurnEnded: true}
 }
 
 // request answers a request of Gemini's: permissions as the session's
 // Permission allows, anything else (the session offers no file system or
 // terminal) refused.
-func (p *acp) request(m *acpMessage, raw json.RawMessage) invoker.Step {
+func (p *acp) request(m *acpMessage, raw json.RawMessage) driver.Step {
 	reply := map[string]any{"jsonrpc": "2.0", "id": m.ID}
 	var note string
 	if m.Method == "session/request_permission" {
@@ -394,7 +395,7 @@ func (p *acp) request(m *acpMessage, raw json.RawMessage) invoker.Step {
 		note = "gemini asked " + m.Method + "; clinvoke does not offer it"
 	}
 	b, _ := json.Marshal(reply)
-	st := invoker.Step{Write: [][]byte{b}}
+	st := driver.Step{Write: [][]byte{b}}
 	if note != "" {
 		st.Events = p.turnStep(invoker.Event{Kind: invoker.KindWarning, Text: note, Raw: raw}).Events
 	}
@@ -414,8 +415,8 @@ func allowed(perm invoker.Permission, kind string) bool {
 
 func (p *acp) Stderr(b []byte) error { return stallSignature(b) }
 
-func (p *acp) Outcome(string) invoker.Outcome {
-	out := invoker.Outcome{SessionID: p.session, Text: p.text.String(), Usage: p.usage, Success: p.success}
+func (p *acp) Outcome(string) driver.Outcome {
+	out := driver.Outcome{SessionID: p.session, Text: p.text.String(), Usage: p.usage, Success: p.success}
 	if !p.success && p.failure != nil {
 		se := *p.failure
 		out.Err = &se

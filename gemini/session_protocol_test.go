@@ -7,10 +7,11 @@ import (
 	"testing"
 
 	"github.com/clinvoke/clinvoke/invoker"
+	"github.com/clinvoke/clinvoke/invoker/driver"
 )
 
 // acpDecode feeds one line to p and fails the test on a fatal error.
-func acpDecode(t *testing.T, p invoker.SessionProtocol, line string) invoker.Step {
+func acpDecode(t *testing.T, p driver.SessionProtocol, line string) driver.Step {
 	t.Helper()
 	st, err := p.Decode([]byte(line))
 	if err != nil {
@@ -21,9 +22,9 @@ func acpDecode(t *testing.T, p invoker.SessionProtocol, line string) invoker.Ste
 
 // openACP runs the handshake of a session with permission perm and
 // returns the protocol, ready for a turn.
-func openACP(t *testing.T, perm invoker.Permission) invoker.SessionProtocol {
+func openACP(t *testing.T, perm invoker.Permission) driver.SessionProtocol {
 	t.Helper()
-	p := backend{}.NewSessionProtocol(&invoker.Request{Workdir: "/w", Permission: perm})
+	p := backend{}.NewSessionProtocol(&invoker.SessionRequest{Workdir: "/w", Permission: perm})
 	lines, ready := p.Open()
 	if ready || len(lines) != 1 || !strings.Contains(string(lines[0]), `"initialize"`) {
 		t.Fatalf("Open() = %q, %v; want initialize and not ready", lines, ready)

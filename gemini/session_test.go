@@ -25,8 +25,8 @@ func TestSessions(t *testing.T) {
 // gone.
 func TestSessionSetupRefused(t *testing.T) {
 	s := fakeagent.Script{Flavor: fakeagent.Gemini, Fail: "API key not valid. Please pass a valid API key.", Tag: fakeagent.NewTag()}
-	inv := gemini.New(invoker.WithBinary(os.Args[0]), invoker.WithInterruptGrace(200*time.Millisecond), invoker.WithTerminateGrace(200*time.Millisecond))
-	sess, err := invoker.OpenSession(context.Background(), inv, invoker.Request{Workdir: t.TempDir(), Env: s.Env()})
+	inv := gemini.New(invoker.Options{Binary: os.Args[0], InterruptGrace: 200 * time.Millisecond, TerminateGrace: 200 * time.Millisecond})
+	sess, err := inv.OpenSession(context.Background(), invoker.SessionRequest{Workdir: t.TempDir(), Env: s.Env()})
 	if sess != nil || !errors.Is(err, invoker.ErrAuthRequired) || !strings.Contains(err.Error(), "API key not valid") {
 		t.Errorf("OpenSession() = %v, %v; want Gemini's refusal, matching ErrAuthRequired", sess, err)
 	}
@@ -38,8 +38,8 @@ func TestSessionSetupRefused(t *testing.T) {
 // Gemini 0.61.0's session/load finds no session, not even one its ACP mode
 // saved: a session cannot resume one, and says so before anything starts.
 func TestSessionResumeUnsupported(t *testing.T) {
-	_, err := invoker.OpenSession(context.Background(), gemini.New(invoker.WithBinary(os.Args[0])),
-		invoker.Request{Workdir: t.TempDir(), SessionID: "e05ea907-9109-4d6b-abcd-457256231577"})
+	_, err := gemini.New(invoker.Options{Binary: os.Args[0]}).OpenSession(context.Background(),
+		invoker.SessionRequest{Workdir: t.TempDir(), SessionID: "e05ea907-9109-4d6b-abcd-457256231577"})
 	if !errors.Is(err, invoker.ErrUnsupported) || !strings.Contains(err.Error(), "Invoke") {
 		t.Errorf("OpenSession(SessionID) error = %v, want ErrUnsupported pointing to Invoke", err)
 	}

@@ -1,10 +1,12 @@
 package invoker
 
-// Capabilities says which optional Request fields a CLI honours. Each
-// backend declares its Capabilities once; the engine refuses a Request that
+// Capabilities says which optional Request fields a CLI honours, whether it
+// can hold a Session, and how this machine contains its runs. Each backend
+// declares the fields once; Invoke and OpenSession refuse a request that
 // sets a field its CLI cannot honour with an error that matches
 // ErrUnsupported, before anything starts, and everything else (the MCP
-// adapter's tool schemas, the conformance suite) reads the same value.
+// adapter's tool schemas, the conformance suite) reads the same value from
+// Invoker.Capabilities.
 //
 // Prompt, Workdir, Permission, Env and OnEvent mean the same for every CLI
 // and are always supported. ExtraArgs is passed through unchecked.
@@ -28,27 +30,16 @@ type Capabilities struct {
 	// holds a conversation in one warm process (see Session). It is not a
 	// Request field: Supports and Unsupported do not list it.
 	Sessions bool
-}
 
-// A CapabilityReporter is an Invoker that says what it supports. Every
-// Invoker returned by this module's backends is one; see CapabilitiesOf.
-type CapabilityReporter interface {
-	Invoker
-	// Capabilities returns what the Invoker's CLI supports. It is the same
-	// on every call.
-	Capabilities() Capabilities
-}
-
-// CapabilitiesOf returns what inv supports. ok is false when inv does not
-// report its capabilities (it is not a CapabilityReporter, for example a
-// wrapper that embeds only the Invoker interface); the zero Capabilities is
-// then returned, and the caller should treat every optional field as
-// possibly unsupported, to be refused by Invoke with ErrUnsupported.
-func CapabilitiesOf(inv Invoker) (c Capabilities, ok bool) {
-	if r, ok := inv.(CapabilityReporter); ok {
-		return r.Capabilities(), true
-	}
-	return Capabilities{}, false
+	// Containment is the level the Invoker's runs get on this machine
+	// with its Options: "cgroup", "tracking", "job" or "group" (see the
+	// package documentation), or "" when the level Options.Containment
+	// forces cannot be had (runs then fail with ErrContainment).
+	Containment string
+	// ContainmentNote says why runs get less than the best level of
+	// their system ("cgroup" on Linux), and how to get it; "" when they
+	// get it.
+	ContainmentNote string
 }
 
 // Supports reports whether the Request field named field (its Go name, as
@@ -79,52 +70,25 @@ func (c Capabilities) Unsupported() []string {
 	return out
 }
 
-// capability is one optional Request field: its Go name, whether it is
-// supported, and whether a Request sets it.
+// capability is one optional Request field: its Go name, and whether it is
+// supported.
 type capability struct {
 	name string
 	ok   bool
-	set  func(*Request) bool
 }
 
 // fields lists the optional Request fields in the order of the Request's
 // fields. It is the one place that ties a capability to its field.
 func (c Capabilities) fields() []capability {
 	return []capability{
-		{"Model", c.Model, func(r *Request) bool { return r.Model != "" }},
-		{"SessionID", c.Resume, func(r *Request) bool { return r.SessionID != "" }},
-		{"Images", c.Images, func(r *Request) bool { return len(r.Images) > 0 }},
-		{"SystemPrompt", c.SystemPrompt, func(r *Request) bool { return r.SystemPrompt != "" }},
-		{"OutputSchema", c.OutputSchema, func(r *Request) bool { return len(r.OutputSchema) > 0 }},
-		{"MaxTurns", c.MaxTurns, func(r *Request) bool { return r.MaxTurns != 0 }},
-		{"MaxBudgetUSD", c.MaxBudget, func(r *Request) bool { return r.MaxBudgetUSD != 0 }},
+		{"Model", c.Model},
+		{"SessionID", c.Resume},
+		{"Images", c.Images},
+		{"SystemPrompt", c.SystemPrompt},
+		{"OutputSchema", c.OutputSchema},
+		{"MaxTurns", c.MaxTurns},
+		{"MaxBudgetUSD", c.MaxBudget},
 	}
-}
-
-// A Hinter is a Backend that explains, for a Request field its CLI does
-// not support, what to do instead. The engine adds the hint to the
-// ErrUnsupported error it returns.
-type Hinter interface {
-	// UnsupportedHint returns the advice for field (a Request field's Go
-	// name), or "" for none.
-	UnsupportedHint(field string) string
-}
-
-// checkCapabilities refuses a Request that sets a field the backend does
-// not support, naming the field and, where the backend gives one, what to
-// do instead.
-func checkCapabilities(b Backend, req *Request) error {
-	for _, f := range b.Capabilities().fields() {
-		if f.ok || !f.set(req) {
-			continue
-		}
-		hint := ""
-		if h, ok := b.(Hinter); ok {
-			hint = h.UnsupportedHint(f.name)
-		}
-		return &unsupportedError{field: f.name, hint: hint}
-	}
-	return nil
 }
 
 // String lists the supported optional fields by their Request field

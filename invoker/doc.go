@@ -4,11 +4,17 @@
 // are gone.
 //
 // The backend packages codex, gemini and claude each return an [Invoker];
-// this package holds the contract they share ([Request], [Result], [Event],
-// the errors and the options) and the engine that runs any of them. It
-// never invokes a shell, never gives the CLI the host's standard input, and
-// writes nothing to the host's standard output or error (a nil logger
-// means silence), so it is safe inside an MCP server speaking on stdio.
+// this package holds everything a program that uses them touches: the
+// requests ([Request], and for conversations [SessionRequest] and
+// [TurnRequest]), [Result], [Event], [Session], [Options], [Capabilities]
+// and the errors. The engine that runs any backend lives with the contract
+// backends implement, in package invoker/driver, as database/sql's pool
+// lives apart from database/sql/driver's interfaces; package
+// invoker/invokertest scripts a stand-in agent for tests without keys, as
+// net/http/httptest does for HTTP. The engine never invokes a shell, never
+// gives the CLI the host's standard input, and writes nothing to the host's
+// standard output or error (a nil logger means silence), so it is safe
+// inside an MCP server speaking on stdio.
 //
 //	inv := claude.New()
 //	res, err := inv.Invoke(ctx, invoker.Request{
@@ -23,51 +29,53 @@
 // Each call starts the CLI in a new session and process group. The prompt
 // is written to the CLI's standard input concurrently with reading its
 // output, then stdin is closed. The environment is the host's (see
-// [WithInheritEnv]) minus variables known to break nested runs, plus
-// [WithEnv], the backend's own variables and [Request.Env].
+// Options.InheritEnv) minus variables known to break nested runs, plus
+// Options.Env, the backend's own variables and [Request.Env].
 //
 // When the CLI exits — after success as after failure — the rest of its
 // tree is killed, and Invoke waits until it is gone. A grandchild that
 // still holds stdout open is therefore killed too. Output the tree wrote is
 // read to its end, however large the pipe; if a process outside the tree
-// holds a pipe open, [WithWaitDelay] bounds the wait, counted once from the
-// sweep whatever that process writes.
+// holds a pipe open, Options.WaitDelay bounds the wait, counted once from
+// the sweep whatever that process writes.
 //
 // # Containment
 //
 // What the tree is depends on the containment level, chosen at each start
-// (see [Containment]; [Result.Containment] says which one held a run, and
-// [ProbeContainment] which one runs get on this host, and why not better):
+// ([Result.Containment] says which one held a run, and
+// [Capabilities].Containment which one runs get on this machine, and why
+// not better):
 //
-//   - [ContainCgroup] (Linux with a writable cgroup v2: root, a delegated
-//     cgroup such as systemd-run --user -p Delegate=yes --scope, or
-//     [WithCgroupParent]): the CLI starts inside a cgroup of its own, so
+//   - "cgroup" (Linux with a writable cgroup v2: root, a delegated cgroup
+//     such as systemd-run --user -p Delegate=yes --scope, or
+//     Options.CgroupParent): the CLI starts inside a cgroup of its own, so
 //     every process it starts is born there and none can leave, whatever it
 //     does to its session, environment or process title. The sweep is one
 //     write to cgroup.kill; "gone" is the kernel's word. A keeper process
 //     kills every run of a host that dies without cleaning up (SIGKILL,
 //     OOM kill).
-//   - [ContainTracking] (Linux otherwise): the process group, descendants
-//     by parent links recorded every 300 ms, and every process carrying the
-//     run's marker variable ([MarkerVar]) in its environment, plus a
+//   - "tracking" (Linux otherwise): the process group, descendants by
+//     parent links recorded every 300 ms, and every process carrying the
+//     run's marker variable (CLINVOKE_RUN) in its environment, plus a
 //     parent-death signal for the CLI. It misses a process that leaves the
 //     session, clears or overwrites its environment and loses its parent
 //     between two recordings, and a clone(CLONE_PARENT) sibling; a host
 //     killed outright takes down the CLI only.
-//   - [ContainJob] (Windows) and [ContainGroup] (macOS, BSD).
+//   - "job" (Windows, a Job Object) and "group" (macOS, BSD: the process
+//     group and the descendants found by parent links).
 //
-// [WithContainment] forces a level: asking for ContainCgroup where it
-// cannot be had fails with [ErrContainment] before anything starts.
+// Options.Containment forces a level: asking for "cgroup" where it cannot
+// be had fails with [ErrContainment] before anything starts.
 //
 // # Cancellation
 //
-// Cancelling ctx, its deadline, a timeout ([WithFirstEventTimeout],
-// [WithIdleTimeout]) or a fatal signature recognised by the backend stops
+// Cancelling ctx, its deadline, a timeout (Options.FirstEventTimeout,
+// Options.IdleTimeout) or a fatal signature recognised by the backend stops
 // the CLI with a ladder of signals to its process group:
 //
-//  1. SIGINT (or Ctrl-C written to the terminal in [WithPTY] mode), then
-//     wait up to the interrupt grace ([DefaultInterruptGrace]);
-//  2. SIGTERM, then wait up to the terminate grace ([DefaultTerminateGrace]);
+//  1. SIGINT (or Ctrl-C written to the terminal in Options.PTY mode), then
+//     wait up to Options.InterruptGrace (1 s by default);
+//  2. SIGTERM, then wait up to Options.TerminateGrace (2 s by default);
 //  3. SIGKILL to the group and to every descendant of the run.
 //
 // The CLI exiting at any step ends the ladder and starts the sweep. SIGINT
@@ -98,7 +106,7 @@
 // see [EventKind.UnmarshalText]).
 //
 // Lines have no fixed length limit: single JSON lines of many MiB are
-// normal for these CLIs. A line over [WithMaxLineSize] (64 MiB by default)
+// normal for these CLIs. A line over Options.MaxLineSize (64 MiB by default)
 // is skipped and reported as a [KindWarning] event; streaming goes on, but
 // the run fails with [ErrLineTooLong]: the skipped line may have held the
 // answer, and lost output is never reported as success. Malformed lines
@@ -109,27 +117,10 @@
 // backend's package says how its CLI's messages add up); reasoning and
 // tool output never count.
 //
-// # Streaming
-//
-// A [Stream] gives the same events to a range loop instead of a callback,
-// over the same engine and with the same guarantees (see [Stream.Events]):
-//
-//	s := invoker.NewStream(ctx, inv, req)
-//	for ev, err := range s.Events() {
-//		if err != nil {
-//			return err // the run failed
-//		}
-//		fmt.Println(ev.Kind, ev.Text)
-//	}
-//	res, err := s.Result()
-//
-// Leaving the loop early (break, return, panic) cancels the run, and the
-// CLI and every process it started are gone when the range statement ends.
-//
 // # Errors
 //
-// Invoke always returns a non-nil *Result. Its error wraps, as an [*Error]
-// naming the CLI ("codex: ..."), one of:
+// Invoke always returns a non-nil *Result. Its message starts with the
+// CLI's name ("codex: ..."), and it wraps one of the errors of errors.go:
 //
 //   - the context's error (context.Canceled or context.DeadlineExceeded),
 //     and nothing else: a cancel's cause is named but not matched (see
@@ -152,45 +143,47 @@
 //     completed turn whose answer does not satisfy Request.OutputSchema;
 //   - [ErrNoResult] for an exit status 0 without the CLI's terminal
 //     success event (several CLIs exit 0 when interrupted), quoting what
-//     the CLI printed instead, and also matching [ErrLineTooLong] or
-//     [ErrWaitDelay] when the event may have been lost that way.
+//     the CLI printed instead, and also matching [ErrLineTooLong] when a
+//     skipped line may have held it (output cut at the wait delay is named
+//     in the message and reported by Result.OutputCut).
 //
 // Success is decided by the CLI's terminal event, never by the exit status
-// alone. The exit code has one name everywhere: [Result.ExitCode],
-// [ExitError.ExitCode], [StreamError.ExitCode]. See the errors example.
+// alone. The exit code has one name everywhere: [Result.ExitCode], and
+// [ExitError.ExitCode] for the exit that is the error. See the errors
+// example.
 //
 // # Capabilities
 //
 // Not every CLI honours every [Request] field (Gemini takes no images and
 // no system prompt). Each backend declares its [Capabilities] once;
-// [CapabilitiesOf] reports them for an Invoker, and Invoke refuses a field
-// the CLI cannot honour with [ErrUnsupported], naming the field and what to
-// do instead, before anything starts. The MCP adapter builds its tool
-// schemas from the same declaration.
+// Invoker.Capabilities reports them (a wrapper that embeds the Invoker
+// keeps them), and Invoke refuses a field the CLI cannot honour with
+// [ErrUnsupported], naming the field and what to do instead, before
+// anything starts. The MCP adapter builds its tool schemas from the same
+// declaration.
 //
 // # Sessions
 //
-// [OpenSession] holds a conversation in one warm CLI process (Claude Code's
-// stream-json input, Codex's app-server, Gemini CLI's Agent Client
+// Invoker.OpenSession holds a conversation in one warm CLI process (Claude
+// Code's stream-json input, Codex's app-server, Gemini CLI's Agent Client
 // Protocol), where Capabilities.Sessions says the CLI has a reliable
-// long-lived mode. [Session.Turn] returns the same Result and events as
-// Invoke, without the CLI's start-up (1–6 s for the real CLIs). Cancelling
-// a turn's context first asks the CLI to end the turn in its own protocol
-// and waits [WithTurnInterruptGrace]; the session then goes on. A CLI that
-// does not end the turn in time gets the ladder above, the session is
-// closed and the error matches [ErrInterruptIgnored]. The session's tree
-// is held as a run's: [Session.Close], the session's context, the host's
-// exit or crash end it, and Close returns once it is gone. One turn runs
-// at a time; another gets [ErrTurnInProgress] at once.
+// long-lived mode. A conversation's settings are a [SessionRequest] and
+// each turn a [TurnRequest]; a Request is the two in one, and Invoke is a
+// session of one turn: [Session].Turn returns the same Result and errors as
+// Invoke for the same output of the CLI, without the CLI's start-up.
+// Cancelling a turn's context first asks the CLI to end the turn in its own
+// protocol and waits Options.TurnInterruptGrace; the session then goes on.
+// A CLI that does not end the turn in time gets the ladder above, the
+// session is closed and the error matches [ErrInterruptIgnored]. The
+// session's tree is held as a run's: Session.Close, the session's context,
+// the host's exit or crash end it, and Close returns once it is gone. One
+// turn runs at a time; another gets [ErrTurnInProgress] at once.
 //
-// # Writing a backend
+// # Testing
 //
-// A backend implements [Backend] — the command line, environment and
-// standard input for a [Request] — and a [Decoder] that turns one output
-// line into events and finally reports an [Outcome]. It calls [New] with
-// its Backend and the user's options. It contains no process handling. A
-// backend whose CLI has a long-lived mode also implements [SessionBackend]
-// and its [SessionProtocol].
-// The package invokertest checks a backend and a fake of its CLI against
-// the contract.
+// Package invoker/invokertest scripts a stand-in for each CLI (answers,
+// streamed text, tool calls, a stall, a failure, a session of several
+// turns) that the real backends run as they run the CLI, with no CLI
+// installed and no network: see its Agent. Its Run checks a backend of
+// your own against the contract.
 package invoker

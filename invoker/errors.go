@@ -6,8 +6,9 @@ import (
 	"strings"
 )
 
-// Sentinel errors returned by Invoke, wrapped so that errors.Is finds them.
-// Messages name the CLI and, where there is one, the fix.
+// The errors of this package, in one place. Invoke, OpenSession and
+// Session.Turn wrap them so that errors.Is finds them; messages start with
+// the CLI's name ("codex: ...") and name the fix where there is one.
 var (
 	// ErrNotInstalled is returned when the CLI's binary cannot be found.
 	// The error also matches exec.ErrNotFound when the binary was looked
@@ -21,17 +22,19 @@ var (
 
 	// ErrUnsupported is returned, before any process starts, when a
 	// Request sets a field the backend's CLI cannot honour (for example
-	// Images for Gemini; see Capabilities). The error also matches
+	// Images for Gemini; see Capabilities), a session asked of a CLI
+	// without a long-lived mode, or containment a machine cannot give
+	// (see ErrContainment). The error also matches
 	// ErrInvalidRequest, and errors.ErrUnsupported of the standard
 	// library, as does ErrUnsupported itself.
 	ErrUnsupported error = &alsoError{msg: "not supported by this CLI", also: errors.ErrUnsupported}
 
 	// ErrFirstEventTimeout is returned when the CLI printed no event within
-	// the time set by WithFirstEventTimeout.
+	// Options.FirstEventTimeout.
 	ErrFirstEventTimeout = errors.New("no event before the first-event timeout")
 
-	// ErrIdleTimeout is returned when the CLI printed nothing for the time
-	// set by WithIdleTimeout.
+	// ErrIdleTimeout is returned when the CLI printed nothing for
+	// Options.IdleTimeout.
 	ErrIdleTimeout = errors.New("no output before the idle timeout")
 
 	// ErrAuthRequired is returned when the CLI reports that it is not
@@ -46,27 +49,54 @@ var (
 	// the terminal event that reports success: several CLIs exit 0 when
 	// interrupted or on some errors, and a program that is not the CLI
 	// (a wrapper script, the wrong binary) prints no events at all. The
-	// message says what the CLI printed instead; the error also matches
-	// ErrLineTooLong or ErrWaitDelay when the terminal event may have been
-	// lost that way.
+	// message says what the CLI printed instead, and what may have
+	// swallowed the terminal event: a skipped line (the error then also
+	// matches ErrLineTooLong) or output cut at the wait delay
+	// (Result.OutputCut).
 	ErrNoResult = errors.New("CLI exited without a final result")
 
 	// ErrLineTooLong is returned when a stdout line longer than the limit
-	// set by WithMaxLineSize was skipped. The engine cannot decode a
+	// set by Options.MaxLineSize was skipped. The engine cannot decode a
 	// skipped line, so it cannot tell whether it held the final answer or
 	// the terminal event: a run that skipped one is never a success, even
 	// if the CLI reported success after it. (The Result holds what was
 	// decoded.) The message gives the line's size; raise the limit with
-	// WithMaxLineSize.
+	// Options.MaxLineSize.
 	ErrLineTooLong = errors.New("stdout line over the line limit skipped")
 
-	// ErrWaitDelay is matched by ErrNoResult's error when the CLI's output
-	// streams were held open by a process outside the run's tree and were
-	// closed at the wait delay (see WithWaitDelay), so the stream may be
-	// truncated, like os/exec's ErrWaitDelay. After the CLI's terminal
-	// success event the turn is complete: Invoke returns no error, and
-	// Result.OutputCut reports the cut.
-	ErrWaitDelay = errors.New("output streams closed at the wait delay")
+	// ErrContainment is returned, before anything starts, when
+	// Options.Containment asks for a level this machine cannot give (such
+	// as "cgroup" without a writable cgroup v2); the message says why and
+	// how to get it. Capabilities.Containment reports the level runs get.
+	ErrContainment = errors.New("containment unavailable")
+
+	// ErrMaxTurns is matched by a *LimitError for a turn the CLI stopped
+	// at Request.MaxTurns.
+	ErrMaxTurns = errors.New("turn limit reached")
+
+	// ErrMaxBudget is matched by a *LimitError for a turn the CLI stopped
+	// at Request.MaxBudgetUSD.
+	ErrMaxBudget = errors.New("budget limit reached")
+
+	// ErrTurnInProgress is returned at once by Session.Turn when another
+	// turn of the same session is running: a session runs one turn at a
+	// time, and does not queue them.
+	ErrTurnInProgress = errors.New("a turn is already running in this session: wait for it to return, or open another session")
+
+	// ErrSessionClosed is returned by Session.Turn when the session has
+	// ended (Close, its context, the CLI's exit, or the ladder after an
+	// ignored interrupt), and by a turn that was running when it ended.
+	// The error also says why the session ended.
+	ErrSessionClosed = errors.New("session closed")
+
+	// ErrInterruptIgnored is returned by a cancelled or timed-out
+	// Session.Turn when the CLI did not end the turn within
+	// Options.TurnInterruptGrace after it was asked to in its own
+	// protocol. The CLI was then stopped with the signal ladder and the
+	// session is closed: the error also matches ErrSessionClosed and what
+	// stopped the turn (the context's error or the timeout), and so do
+	// Session.Err and Session.Close.
+	ErrInterruptIgnored = errors.New("the CLI did not end the turn within the interrupt grace after its own interrupt request; it was stopped with the signal ladder")
 )
 
 // alsoError is a sentinel that also matches a more general one.
@@ -78,21 +108,6 @@ type alsoError struct {
 func (e *alsoError) Error() string { return e.msg }
 func (e *alsoError) Unwrap() error { return e.also }
 
-// An Error wraps any error returned by Invoke with the name of the CLI, so
-// that messages read "codex: ...". errors.Is and errors.As see through it.
-type Error struct {
-	// CLI is the short name of the CLI: "codex", "gemini", "claude".
-	CLI string
-	// Err is what went wrong.
-	Err error
-}
-
-// Error returns the message, prefixed with the CLI's name.
-func (e *Error) Error() string { return e.CLI + ": " + e.Err.Error() }
-
-// Unwrap returns the underlying error.
-func (e *Error) Unwrap() error { return e.Err }
-
 // An ExitError reports that the CLI exited with a non-zero status, or was
 // killed by a signal it was not sent by the run's own cancellation, and no
 // more specific cause was found in its output. Like os/exec's ExitError,
@@ -100,8 +115,7 @@ func (e *Error) Unwrap() error { return e.Err }
 // message.
 type ExitError struct {
 	// ExitCode is the exit status, or -1 when the CLI was killed by a
-	// signal. It is the same number as Result.ExitCode and
-	// StreamError.ExitCode.
+	// signal. It is the same number as Result.ExitCode.
 	ExitCode int
 	// Signal names the signal that killed the CLI, such as "SIGKILL" (an
 	// OOM kill, say), when ExitCode is -1; "" otherwise. An exit status
@@ -150,11 +164,9 @@ type StreamError struct {
 	// Type is the CLI's error type or subtype, if it gave one
 	// (for example "error_max_turns").
 	Type string
-	// ExitCode is the CLI's exit status, or -1 when it was killed by a
-	// signal, as in Result.ExitCode.
-	ExitCode int
 	// Err is a sentinel such as ErrAuthRequired or ErrRateLimited when the
-	// message was recognised, else nil.
+	// message was recognised, else nil. (The exit status is
+	// Result.ExitCode.)
 	Err error
 }
 
@@ -192,3 +204,58 @@ func lastLines(s string, n, max int) string {
 	}
 	return out
 }
+
+// A LimitError reports a turn that the CLI stopped at a limit the Request
+// set: Request.MaxTurns or Request.MaxBudgetUSD. The conversation is
+// intact: resume it with the session id to go on.
+type LimitError struct {
+	// Limit is the sentinel of the limit reached: ErrMaxTurns or
+	// ErrMaxBudget. errors.Is matches it.
+	Limit error
+	// SessionID is the session to resume, if the CLI reported one.
+	SessionID string
+	// Err is what the CLI reported, usually a *StreamError; may be nil.
+	Err error
+}
+
+// Error says which limit was reached and how to go on.
+func (e *LimitError) Error() string {
+	what := "the turn limit (Request.MaxTurns) was reached"
+	if e.Limit == ErrMaxBudget {
+		what = "the budget (Request.MaxBudgetUSD) was reached"
+	}
+	if e.SessionID != "" {
+		what += "; resume session " + e.SessionID + " to continue"
+	}
+	if e.Err != nil {
+		what += ": " + e.Err.Error()
+	}
+	return what
+}
+
+// Unwrap returns the limit's sentinel and what the CLI reported.
+func (e *LimitError) Unwrap() []error {
+	errs := []error{e.Limit}
+	if e.Err != nil {
+		errs = append(errs, e.Err)
+	}
+	return errs
+}
+
+// A SchemaError reports a completed turn whose answer does not satisfy
+// Request.OutputSchema: not JSON, or JSON of another shape. The turn itself
+// succeeded; Result.Text (and Text here) keeps the answer as printed.
+type SchemaError struct {
+	// Text is the answer as the CLI printed it.
+	Text string
+	// Err says how the answer fails the schema.
+	Err error
+}
+
+// Error says how the answer fails the schema.
+func (e *SchemaError) Error() string {
+	return "the answer does not satisfy Request.OutputSchema: " + e.Err.Error()
+}
+
+// Unwrap returns the validation error.
+func (e *SchemaError) Unwrap() error { return e.Err }

@@ -20,10 +20,7 @@ import (
 // and their output is checked.
 func fakeCodex(s fakeagent.Script) invoker.Invoker {
 	return codex.New(
-		invoker.WithBinary(os.Args[0]),
-		invoker.WithEnv(s.Env()...),
-		invoker.WithInterruptGrace(200*time.Millisecond),
-		invoker.WithTerminateGrace(200*time.Millisecond),
+		invoker.Options{Binary: os.Args[0], Env: s.Env(), InterruptGrace: 200 * time.Millisecond, TerminateGrace: 200 * time.Millisecond},
 	)
 }
 
@@ -197,9 +194,9 @@ func Example_errors() {
 // An Invoker says which optional Request fields its CLI honours; a field
 // it does not is refused before anything starts, with an error matching
 // ErrUnsupported (and errors.ErrUnsupported).
-func ExampleCapabilitiesOf() {
+func ExampleCapabilities() {
 	for _, inv := range []invoker.Invoker{codex.New(), gemini.New()} {
-		caps, _ := invoker.CapabilitiesOf(inv)
+		caps := inv.Capabilities()
 		fmt.Println(inv.Name(), caps, "images:", caps.Supports("Images"))
 	}
 
@@ -228,31 +225,4 @@ func ExampleEventKind() {
 	// Output:
 	// {"kind":"tool_call","session_id":"thread-1","tool":{"name":"Bash","id":"t1"}}
 	// true Bash
-}
-
-// A Stream yields the events of a turn to a range loop. Breaking out of the
-// loop cancels the run, and the CLI and its processes are gone when the
-// range statement ends; the Result then reports the cancelled run.
-func ExampleStream() {
-	// The fake says "One." and then waits on a model that never finishes
-	// the turn.
-	inv := fakeCodex(fakeagent.Script{SessionID: "thread-4", Answer: "One.", StallFor: time.Hour})
-
-	s := invoker.NewStream(context.Background(), inv, invoker.Request{Prompt: "Count to three.", Workdir: workdir})
-	for ev, err := range s.Events() {
-		if err != nil {
-			fmt.Println("run failed:", err)
-			break
-		}
-		fmt.Printf("%s %q\n", ev.Kind, ev.Text)
-		if ev.Kind == invoker.KindMessage {
-			break // one message is enough: the run is cancelled and reaped here
-		}
-	}
-	res, err := s.Result()
-	fmt.Printf("%q, session %s, cancelled: %v\n", res.Text, res.SessionID, errors.Is(err, context.Canceled))
-	// Output:
-	// session ""
-	// message "One."
-	// "One.", session thread-4, cancelled: true
 }

@@ -9,11 +9,20 @@ import (
 // An Invoker runs one AI coding-agent CLI. Each backend package (codex,
 // gemini, claude) returns one from its New function.
 //
-// An Invoker is safe for concurrent use; each call to Invoke owns its own
-// process tree and shares no state with other calls.
+// An Invoker is safe for concurrent use; each call to Invoke or OpenSession
+// owns its own process tree and shares no state with other calls.
+//
+// A type that embeds an Invoker to add behaviour (logging, a semaphore)
+// keeps every method of the one it wraps: sessions and capabilities are
+// part of the interface, not optional extras a wrapper could hide.
 type Invoker interface {
 	// Name returns the CLI's short name: "codex", "gemini" or "claude".
 	Name() string
+
+	// Capabilities reports which optional Request fields the CLI honours,
+	// whether it can hold a Session, and the containment level its runs
+	// get on this machine.
+	Capabilities() Capabilities
 
 	// Invoke runs one agent turn and returns only after the CLI and every
 	// process it started have exited and been reaped.
@@ -24,7 +33,25 @@ type Invoker interface {
 	// When ctx is cancelled or its deadline passes, the CLI is stopped with
 	// the signal ladder described in the package documentation and the error
 	// satisfies errors.Is(err, ctx.Err()).
+	//
+	// A call to Invoke is a session of one turn: req.Session() are its
+	// settings, req.Turn() its turn, and the result and errors are those
+	// Session.Turn gives for the same output of the CLI.
 	Invoke(ctx context.Context, req Request) (*Result, error)
+
+	// OpenSession starts the CLI in its long-lived mode (Claude Code's
+	// stream-json input, Codex's app-server, Gemini CLI's Agent Client
+	// Protocol), under the same containment as Invoke, and completes the
+	// protocol's handshake. Options.FirstEventTimeout, when set, also
+	// bounds the handshake. A CLI without a reliable long-lived mode
+	// (Capabilities.Sessions is false) gives an error matching
+	// ErrUnsupported.
+	//
+	// ctx bounds the whole session, not only the opening: when it is
+	// cancelled, the CLI's tree is stopped with the signal ladder as
+	// Invoke's would be, and the session ends. Otherwise the CLI runs
+	// until Session.Close, which the caller must call.
+	OpenSession(ctx context.Context, req SessionRequest) (Session, error)
 }
 
 // Permission is how much an agent may change on the machine. The zero value
@@ -41,10 +68,6 @@ const (
 	// Unlimited disables the CLI's sandbox and approval checks.
 	Unlimited Permission = "unlimited"
 )
-
-// Permissions returns the valid permission levels, from least to most
-// privileged, in a new slice.
-func Permissions() []Permission { return []Permission{ReadOnly, WorkspaceWrite, Unlimited} }
 
 // String returns the permission's name; the zero value reads "read-only".
 func (p Permission) String() string {
@@ -107,7 +130,7 @@ type Request struct {
 	SystemPrompt string
 
 	// Env holds KEY=VALUE pairs for this run. They override the host's
-	// value of KEY and any value set with WithEnv.
+	// value of KEY and any value set in Options.Env.
 	Env []string
 
 	// ExtraArgs are appended to the CLI's command line before the prompt
@@ -150,6 +173,81 @@ type Request struct {
 	MaxBudgetUSD float64
 }
 
+// Session returns the conversation settings of r: everything but Prompt,
+// Images and OnEvent.
+func (r Request) Session() SessionRequest {
+	return SessionRequest{
+		Workdir: r.Workdir, Permission: r.Permission, Model: r.Model, SessionID: r.SessionID,
+		SystemPrompt: r.SystemPrompt, Env: r.Env, ExtraArgs: r.ExtraArgs,
+		OutputSchema: r.OutputSchema, MaxTurns: r.MaxTurns, MaxBudgetUSD: r.MaxBudgetUSD,
+	}
+}
+
+// Turn returns the turn of r: its Prompt, Images and OnEvent.
+func (r Request) Turn() TurnRequest {
+	return TurnRequest{Prompt: r.Prompt, Images: r.Images, OnEvent: r.OnEvent}
+}
+
+// A SessionRequest holds the settings of a conversation, fixed when the CLI
+// starts: for a Session, given to OpenSession; for a one-turn run, the
+// fields of the Request other than its turn's. Only Workdir is required.
+// Each field means what the Request field of the same name means.
+type SessionRequest struct {
+	// Workdir is the CLI's working directory: an absolute path to an
+	// existing directory.
+	Workdir string
+	// Permission is the sandbox level; the zero value means ReadOnly.
+	Permission Permission
+	// Model overrides the CLI's default model when not empty.
+	Model string
+	// SessionID resumes this session (Codex thread) when not empty.
+	SessionID string
+	// SystemPrompt replaces or extends the CLI's system prompt, for CLIs
+	// that support it.
+	SystemPrompt string
+	// Env holds KEY=VALUE pairs; they override the host's value of KEY
+	// and Options.Env.
+	Env []string
+	// ExtraArgs are appended to the CLI's command line, unchecked.
+	ExtraArgs []string
+	// OutputSchema is the JSON Schema every answer must satisfy (see
+	// Request.OutputSchema).
+	OutputSchema json.RawMessage
+	// MaxTurns bounds the agentic turns of each prompt (see
+	// Request.MaxTurns).
+	MaxTurns int
+	// MaxBudgetUSD bounds what each prompt may spend (see
+	// Request.MaxBudgetUSD).
+	MaxBudgetUSD float64
+}
+
+// Request returns the Request of turn t in the conversation r: the
+// inverse of Request.Session and Request.Turn.
+func (r SessionRequest) Request(t TurnRequest) Request {
+	return Request{
+		Prompt: t.Prompt, Images: t.Images, OnEvent: t.OnEvent,
+		Workdir: r.Workdir, Permission: r.Permission, Model: r.Model, SessionID: r.SessionID,
+		SystemPrompt: r.SystemPrompt, Env: r.Env, ExtraArgs: r.ExtraArgs,
+		OutputSchema: r.OutputSchema, MaxTurns: r.MaxTurns, MaxBudgetUSD: r.MaxBudgetUSD,
+	}
+}
+
+// A TurnRequest is one turn of a conversation: for a Session, given to
+// Session.Turn; for a one-turn run, the Prompt, Images and OnEvent of the
+// Request. Only Prompt is required.
+type TurnRequest struct {
+	// Prompt is the user's message. It must not be empty.
+	Prompt string
+	// Images are absolute paths of images to attach, for CLIs that take
+	// them (see Request.Images).
+	Images []string
+	// OnEvent, if not nil, is called for every event of the turn, in
+	// order, from one goroutine (see Request.OnEvent). A panic in it (or
+	// runtime.Goexit) kills the CLI's tree at once, and is re-raised on the
+	// goroutine that called Invoke or Turn once the tree is reaped.
+	OnEvent func(Event)
+}
+
 // A Result is what a turn produced. Invoke returns a non-nil Result even
 // when it also returns an error.
 type Result struct {
@@ -171,14 +269,15 @@ type Result struct {
 	Stderr string
 	// Duration is the wall time from start to the reaping of the tree.
 	Duration time.Duration
-	// Containment is the level that held the run's processes (see
-	// Containment); ContainAuto when no process was started.
-	Containment Containment
+	// Containment is the level that held the run's processes: "cgroup",
+	// "tracking" (Linux), "job" (Windows) or "group" (macOS, BSD); see the
+	// package documentation. It is "" when no process was started.
+	Containment string
 	// OutputCut reports that the CLI's stdout or stderr was still held
 	// open by a process outside the run's tree at the wait delay, and was
-	// closed then (see WithWaitDelay): what that process wrote later is
-	// lost. Without the CLI's terminal success event, the error then also
-	// matches ErrWaitDelay.
+	// closed then (see Options.WaitDelay): what that process wrote later
+	// is lost. Without the CLI's terminal success event the error is
+	// ErrNoResult, whose message names the cut.
 	OutputCut bool
 
 	// Structured is the final answer as JSON when Request.OutputSchema was

@@ -5,167 +5,114 @@ import (
 	"time"
 )
 
-// An Option configures an Invoker. Options are shared by all backends; each
-// sets one documented setting, absence means the documented default, and
-// their order does not matter.
-type Option func(*config)
+// Options configure an Invoker: how its CLI is found and started, how long
+// each step of a stop may take, and what the runs' output may cost. A
+// backend's New takes them:
+//
+//	inv := claude.New(invoker.Options{IdleTimeout: 5 * time.Minute})
+//
+// The zero value of every field means its default, as in the standard
+// library's configuration structs. A duration field that can also mean
+// "none" (a grace, the wait delay) takes a negative value for that.
+//
+// New takes the Options as a variadic argument so that New() alone works;
+// when several are given, each non-zero field of a later one replaces the
+// same field of an earlier one (Env is appended).
+type Options struct {
+	// Binary is the CLI's executable: a name looked up on PATH, or a path.
+	// The default is the CLI's usual name ("codex", "gemini", "claude").
+	Binary string
 
-// Defaults of the settings that options change.
-const (
-	DefaultInterruptGrace = 1 * time.Second
-	DefaultTerminateGrace = 2 * time.Second
-	DefaultWaitDelay      = 250 * time.Millisecond
-	DefaultMaxLineSize    = 64 << 20
-	DefaultStderrTail     = 64 << 10
-)
+	// Env holds KEY=VALUE pairs added to the environment of every run;
+	// the backend's own variables and Request.Env override them.
+	Env []string
 
-type config struct {
-	binary            string
-	interruptGrace    time.Duration
-	terminateGrace    time.Duration
-	waitDelay         time.Duration
-	firstEventTimeout time.Duration
-	idleTimeout       time.Duration
-	maxLineSize       int
-	stderrTail        int
-	logger            *slog.Logger
-	pty               bool
-	subreaper         bool
-	env               []string
-	inheritEnv        func(key string) bool
-	containment       Containment
-	cgroupParent      string
-	turnGrace         time.Duration // sessions: see WithTurnInterruptGrace
+	// InheritEnv, if not nil, decides which of the host's environment
+	// variables a run inherits (by name); nil inherits them all, as
+	// os/exec does, less the variables known to break nested runs (such
+	// as CLAUDECODE). Return false for every key for a clean environment.
+	InheritEnv func(key string) bool
+
+	// FirstEventTimeout, when positive, bounds the time from a turn's
+	// start to the CLI's first event (for a session, also the handshake):
+	// a CLI that prints nothing useful by then is stopped with
+	// ErrFirstEventTimeout. Zero means no limit.
+	FirstEventTimeout time.Duration
+
+	// IdleTimeout, when positive, stops a turn whose CLI printed nothing
+	// for that long, with ErrIdleTimeout. Time spent in OnEvent does not
+	// count. Zero means no limit.
+	IdleTimeout time.Duration
+
+	// InterruptGrace is how long the CLI has to exit after SIGINT (or
+	// Ctrl-C in PTY mode), the ladder's first step, before SIGTERM. The
+	// default is 1 s; negative skips the step.
+	InterruptGrace time.Duration
+
+	// TerminateGrace is how long the CLI has to exit after SIGTERM before
+	// SIGKILL. The default is 2 s; negative skips the step.
+	TerminateGrace time.Duration
+
+	// StopGraces, if not nil, is asked for the ladder's graces of a run
+	// or session stopped by its context, with the cancel's cause
+	// (context.Cause); when ok, interrupt and terminate replace
+	// InterruptGrace and TerminateGrace for that stop (negative skips the
+	// step). A server uses it to stop runs faster when it shuts down than
+	// when a client cancels one (see mcpadapter.ErrShutdown).
+	StopGraces func(cause error) (interrupt, terminate time.Duration, ok bool)
+
+	// TurnInterruptGrace is how long a cancelled or timed-out session
+	// turn waits, after the CLI was asked to end the turn in its own
+	// protocol, for the turn to end; a CLI that has not ended it by then is
+	// stopped with the signal ladder and the session is closed. It is also
+	// how long Session.Close waits for the CLI to exit at the end of its
+	// input. The default is 5 s (the pinned CLIs end an interrupted turn
+	// within 0.3 s on an idle machine, but Gemini took 2.5 s to end one
+	// whose shell tool it was killing on a loaded one); negative skips the
+	// request: the session is then closed with the ladder at once. Invoke
+	// does not use it.
+	TurnInterruptGrace time.Duration
+
+	// WaitDelay bounds the wait for the CLI's stdout and stderr to reach
+	// end of file once its tree is gone, counted once from the sweep, for
+	// pipes held open by a process outside the run's tree (see
+	// Result.OutputCut). The default is 250 ms; negative closes them at
+	// once.
+	WaitDelay time.Duration
+
+	// MaxLineSize is the longest stdout line decoded, in bytes; a longer
+	// line is skipped with a KindWarning event, and the turn fails with
+	// ErrLineTooLong. The default is 64 MiB; values below 64 KiB are
+	// raised to 64 KiB.
+	MaxLineSize int
+
+	// StderrTail is how much of the end of the CLI's standard error is
+	// kept for Result.Stderr and error messages, in bytes. The default is
+	// 64 KiB; values below 1 KiB are raised to 1 KiB.
+	StderrTail int
+
+	// Logger receives the engine's debug log (starts, signals, sweeps)
+	// and its warnings. Nil means silence.
+	Logger *slog.Logger
+
+	// PTY runs the CLI with a pseudo-terminal as its standard output, for
+	// CLIs that behave differently without one; the interrupt is then
+	// Ctrl-C written to the terminal. Unix only.
+	PTY bool
+
+	// Subreaper makes the host a child subreaper (PR_SET_CHILD_SUBREAPER,
+	// Linux) so that orphans of the tracking level re-parent to it and
+	// stay findable. It changes the host process, so it is opt-in.
+	Subreaper bool
+
+	// Containment forces a containment level: "cgroup" (Linux, fails with
+	// ErrContainment before anything starts where no writable cgroup v2
+	// can be had) or "tracking" (the Linux fallback). "" chooses the best
+	// level this machine gives; Capabilities.Containment reports it.
+	Containment string
+
+	// CgroupParent names a writable cgroup v2 directory under which runs
+	// get their cgroups, for a host that is not root and not started in a
+	// delegated cgroup. The default is the host's own cgroup.
+	CgroupParent string
 }
-
-func newConfig(opts []Option) config {
-	c := config{
-		interruptGrace: DefaultInterruptGrace,
-		terminateGrace: DefaultTerminateGrace,
-		waitDelay:      DefaultWaitDelay,
-		maxLineSize:    DefaultMaxLineSize,
-		stderrTail:     DefaultStderrTail,
-		turnGrace:      DefaultTurnInterruptGrace,
-	}
-	for _, o := range opts {
-		if o != nil {
-			o(&c)
-		}
-	}
-	if c.logger == nil {
-		c.logger = slog.New(slog.DiscardHandler)
-	}
-	return c
-}
-
-// WithBinary sets the CLI's executable. A name without a slash is looked up
-// on PATH when Invoke runs; a path is used as given. The default is the
-// CLI's usual name ("codex", "gemini", "claude").
-func WithBinary(path string) Option { return func(c *config) { c.binary = path } }
-
-// WithInterruptGrace sets how long Invoke waits, after interrupting the CLI
-// (SIGINT to its process group, or Ctrl-C through the PTY), before it sends
-// SIGTERM. The default is DefaultInterruptGrace. Zero skips the interrupt
-// step.
-func WithInterruptGrace(d time.Duration) Option {
-	return func(c *config) { c.interruptGrace = max(d, 0) }
-}
-
-// WithTerminateGrace sets how long Invoke waits after SIGTERM before it
-// sends SIGKILL to the group and every descendant. The default is
-// DefaultTerminateGrace. Zero skips the SIGTERM step.
-func WithTerminateGrace(d time.Duration) Option {
-	return func(c *config) { c.terminateGrace = max(d, 0) }
-}
-
-// WithWaitDelay bounds how long Invoke waits for the CLI's stdout and stderr
-// to reach end of file once the process tree has been killed, for instance
-// when a process outside the tree still holds them open. The delay is
-// counted once, from the sweep; no write restarts it. At the delay each
-// stream still open delivers what its pipe held at that moment and is then
-// closed, whatever a writer does, and Invoke returns. Output the tree wrote
-// is never cut short: with every writer dead, the streams are read to their
-// end however long a slow OnEvent takes. The default is DefaultWaitDelay.
-func WithWaitDelay(d time.Duration) Option {
-	return func(c *config) { c.waitDelay = max(d, 0) }
-}
-
-// WithFirstEventTimeout stops the run with ErrFirstEventTimeout when the CLI
-// has printed no event this long after it started. Zero (the default)
-// means no limit.
-func WithFirstEventTimeout(d time.Duration) Option {
-	return func(c *config) { c.firstEventTimeout = max(d, 0) }
-}
-
-// WithIdleTimeout stops the run with ErrIdleTimeout when the CLI has
-// printed nothing on stdout or stderr for this long. Zero (the default)
-// means no limit.
-func WithIdleTimeout(d time.Duration) Option {
-	return func(c *config) { c.idleTimeout = max(d, 0) }
-}
-
-// WithMaxLineSize sets the longest stdout line that is decoded. A longer
-// line is skipped without being buffered, reported as a KindWarning event,
-// and streaming goes on; since the line may have held the final answer or
-// the terminal event, the run then fails with an error that matches
-// ErrLineTooLong (and ErrNoResult when no terminal event came). The
-// default is DefaultMaxLineSize (64 MiB); values below 64 KiB are raised
-// to 64 KiB.
-func WithMaxLineSize(n int) Option {
-	return func(c *config) { c.maxLineSize = max(n, 64<<10) }
-}
-
-// WithStderrTail sets how many trailing bytes of stderr are kept for
-// Result.Stderr and error messages. The default is DefaultStderrTail.
-func WithStderrTail(n int) Option {
-	return func(c *config) { c.stderrTail = max(n, 1024) }
-}
-
-// WithLogger sets a logger for the lifecycle of runs: start, signals sent,
-// processes swept. A nil logger (the default) discards everything.
-func WithLogger(l *slog.Logger) Option { return func(c *config) { c.logger = l } }
-
-// WithPTY runs the CLI with a pseudo-terminal as its controlling terminal
-// and standard output. Cancellation then begins by writing Ctrl-C (0x03)
-// to the terminal instead of sending SIGINT. The prompt is still written
-// to a pipe on standard input: a terminal cannot carry a prompt of any size
-// followed by end of file. PTY mode is not available on Windows.
-func WithPTY(on bool) Option { return func(c *config) { c.pty = on } }
-
-// WithSubreaper makes the host process a child subreaper (Linux
-// PR_SET_CHILD_SUBREAPER) for the lifetime of the process, so that
-// processes a CLI double-forks re-parent to the host instead of init. It
-// matters at the tracking level (see ContainTracking), where it keeps
-// such orphans findable; at the cgroup level nothing escapes anyway, and
-// the host then reaps the orphans it adopts. It changes the whole host process; re-parented
-// processes of a run are reaped by pid, never by waiting for any child.
-// It has no effect on other systems. Off by default.
-func WithSubreaper(on bool) Option { return func(c *config) { c.subreaper = on } }
-
-// WithEnv adds KEY=VALUE pairs to the environment of every run. They
-// override the host's values; Request.Env overrides them.
-func WithEnv(kv ...string) Option {
-	return func(c *config) { c.env = append(c.env, kv...) }
-}
-
-// WithInheritEnv sets which of the host's environment variables a run
-// inherits: those for which keep returns true. The default (nil) inherits
-// all but the variables known to break nested runs, which backends strip in
-// any case.
-func WithInheritEnv(keep func(key string) bool) Option {
-	return func(c *config) { c.inheritEnv = keep }
-}
-
-// WithContainment asks for a containment level (see Containment). The
-// default, ContainAuto, takes the best the host allows; ContainCgroup
-// makes Invoke fail with ErrContainment, before anything starts, where no
-// cgroup can be had; ContainTracking forces the fallback.
-func WithContainment(c Containment) Option { return func(cfg *config) { cfg.containment = c } }
-
-// WithCgroupParent names the cgroup v2 directory under which runs get
-// their cgroups, such as a delegated subtree of a service
-// (/sys/fs/cgroup/system.slice/app.service/runs). The default is the
-// host's own cgroup. The host makes one cgroup of its own there and one
-// per run below it, and removes them; a keeper process removes them if
-// the host dies.
-func WithCgroupParent(dir string) Option { return func(cfg *config) { cfg.cgroupParent = dir } }

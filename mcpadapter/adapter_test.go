@@ -32,7 +32,7 @@ type capStub struct {
 func (s capStub) Capabilities() invoker.Capabilities { return s.caps }
 
 func TestListTools(t *testing.T) {
-	claudeCaps, _ := invoker.CapabilitiesOf(claude.New())
+	claudeCaps := claude.New().Capabilities()
 	h := newHarness(t, &mcpadapter.Options{DefaultPermission: invoker.WorkspaceWrite, MaxPermission: invoker.Unlimited},
 		answer("codex"), capStub{answer("claude"), claudeCaps})
 	res, err := h.cs.ListTools(context.Background(), nil)
@@ -205,7 +205,7 @@ func TestFailedRunIsErrorWithPartialResult(t *testing.T) {
 	exitErr := &invoker.ExitError{ExitCode: 1, Stderr: "boom"}
 	inv := &stub{name: "claude", fn: func(ctx context.Context, req invoker.Request) (*invoker.Result, error) {
 		return &invoker.Result{SessionID: "s-42", Text: "half an answer", ExitCode: 1, Duration: 1500 * time.Millisecond},
-			&invoker.Error{CLI: "claude", Err: exitErr}
+			fmt.Errorf("claude: %w", exitErr)
 	}}
 	h := newHarness(t, nil, inv)
 	var out mcpadapter.Output

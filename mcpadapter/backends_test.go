@@ -25,7 +25,7 @@ type errRecorder struct {
 
 // Capabilities forwards the backend's, so that the tools get its schema.
 func (r *errRecorder) Capabilities() invoker.Capabilities {
-	c, _ := invoker.CapabilitiesOf(r.Invoker)
+	c := r.Invoker.Capabilities()
 	return c
 }
 
@@ -68,9 +68,9 @@ func TestSchemaFieldsAcceptedByBackends(t *testing.T) {
 		"fail_fast":     false,
 	}
 
-	for _, newInvoker := range []func(...invoker.Option) invoker.Invoker{codex.New, gemini.New, claude.New} {
+	for _, newInvoker := range []func(...invoker.Options) invoker.Invoker{codex.New, gemini.New, claude.New} {
 		inv := &errRecorder{
-			Invoker: newInvoker(invoker.WithBinary(filepath.Join(t.TempDir(), "missing"))),
+			Invoker: newInvoker(invoker.Options{Binary: filepath.Join(t.TempDir(), "missing")}),
 			errs:    make(chan error, 100),
 		}
 		name := inv.Name()

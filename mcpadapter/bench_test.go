@@ -17,7 +17,7 @@ import (
 // Codex that answers at once, and the fake's tag.
 func benchCodex() (invoker.Invoker, string) {
 	s := fakeagent.Script{Flavor: fakeagent.Codex, Answer: "quick", Tag: fakeagent.NewTag()}
-	return codex.New(invoker.WithBinary(os.Args[0]), invoker.WithEnv(s.Env()...)), s.Tag
+	return codex.New(invoker.Options{Binary: os.Args[0], Env: s.Env()}), s.Tag
 }
 
 func reportSurvivors(b *testing.B, tag string) {

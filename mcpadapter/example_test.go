@@ -21,6 +21,14 @@ type echoAgent struct{ started chan struct{} }
 
 func (echoAgent) Name() string { return "echo" }
 
+// Capabilities declares no optional Request field and no sessions.
+func (echoAgent) Capabilities() invoker.Capabilities { return invoker.Capabilities{} }
+
+// OpenSession refuses: echoAgent has no long-lived mode.
+func (echoAgent) OpenSession(context.Context, invoker.SessionRequest) (invoker.Session, error) {
+	return nil, invoker.ErrUnsupported
+}
+
 func (a echoAgent) Invoke(ctx context.Context, req invoker.Request) (*invoker.Result, error) {
 	if req.Prompt == "wait" {
 		a.started <- struct{}{}

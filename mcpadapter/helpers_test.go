@@ -19,6 +19,7 @@ import (
 // stub is an invoker.Invoker whose Invoke runs fn. It counts calls and
 // records every Request it receives.
 type stub struct {
+	invokeOnly
 	name  string
 	fn    func(ctx context.Context, req invoker.Request) (*invoker.Result, error)
 	calls atomic.Int64
@@ -195,4 +196,17 @@ func args(prompt, workdir string, kv ...any) map[string]any {
 		m[kv[i].(string)] = kv[i+1]
 	}
 	return m
+}
+
+// invokeOnly gives a test's Invoker the methods its tests do not use:
+// every optional Request field declared, and no session mode.
+type invokeOnly struct{}
+
+func (invokeOnly) Capabilities() invoker.Capabilities {
+	return invoker.Capabilities{Model: true, Resume: true, Images: true, SystemPrompt: true,
+		OutputSchema: true, MaxTurns: true, MaxBudget: true}
+}
+
+func (invokeOnly) OpenSession(context.Context, invoker.SessionRequest) (invoker.Session, error) {
+	return nil, invoker.ErrUnsupported
 }

@@ -3,6 +3,7 @@ package mcpadapter_test
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"testing"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
@@ -128,8 +129,8 @@ func TestLimitCeilings(t *testing.T) {
 func TestLimitReachedResult(t *testing.T) {
 	inv := capStub{&stub{name: "claude", fn: func(ctx context.Context, req invoker.Request) (*invoker.Result, error) {
 		return &invoker.Result{SessionID: "s-lim", ExitCode: 1, Turns: 2, Usage: invoker.Usage{CostUSD: 0.0002}},
-			&invoker.Error{CLI: "claude", Err: &invoker.LimitError{Limit: "MaxTurns", SessionID: "s-lim",
-				Err: &invoker.StreamError{Message: "Reached maximum number of turns (1)", Type: "error_max_turns", ExitCode: 1}}}
+			fmt.Errorf("claude: %w", &invoker.LimitError{Limit: invoker.ErrMaxTurns, SessionID: "s-lim",
+				Err: &invoker.StreamError{Message: "Reached maximum number of turns (1)", Type: "error_max_turns"}})
 	}}, limitCaps}
 	h := newHarness(t, nil, inv)
 	var out mcpadapter.Output

@@ -35,15 +35,6 @@ const (
 	DefaultHeartbeatInterval = 15 * time.Second
 )
 
-// DefaultShutdownGraces are the stop ladder of the runs a shutdown
-// cancels (see Options.ShutdownGraces): SIGINT, SIGTERM 200 ms later,
-// SIGKILL and the sweep of the tree 100 ms after that. The real CLIs exit
-// on SIGINT within tens of milliseconds, and even a CLI that ignores both
-// signals is reaped within about 300 ms, before an MCP host that stops its
-// server kills it (Claude Code sends SIGKILL 500 ms after its first
-// signal).
-var DefaultShutdownGraces = invoker.Graces{Interrupt: 200 * time.Millisecond, Terminate: 100 * time.Millisecond}
-
 // Options configures the tools added by [Register]. A nil *Options, and a
 // zero field, mean the documented default.
 type Options struct {
@@ -55,9 +46,12 @@ type Options struct {
 	// that stops then waits for the calls with Tracker.Wait before it
 	// exits.
 	//
-	// The runs a shutdown cancels walk the stop ladder of
-	// ShutdownGraces, not the invoker's own, so that they are reaped
-	// before the host kills the server.
+	// The cause of those cancels is ErrShuttingDown: an invoker whose
+	// invoker.Options.StopGraces recognises it walks a shorter ladder for
+	// them than for a client's cancel, so that its runs are reaped before
+	// the host kills the server (an MCP host that stops its server sends
+	// SIGKILL soon after its first signal; Claude Code: 500 ms), while a
+	// client's cancel keeps the time a CLI needs to record its turn.
 	//
 	// Pass the context whose cancellation stops the server. The go-sdk's
 	// Server.Run and ServerSession.Close wait for in-flight tool handlers
@@ -67,16 +61,6 @@ type Options struct {
 	// that ends (standard input at end of file) cancels the calls made on
 	// it, whatever this field holds; over HTTP that takes Tracker.Handler.
 	Context context.Context
-
-	// ShutdownGraces are the grace periods of the stop ladder of the runs
-	// cancelled because Context is done (see invoker.WithStopGraces): an
-	// MCP host that stops its server sends SIGKILL soon after its first
-	// signal (Claude Code: 500 ms), and whatever is still running then dies
-	// unrecorded. A client's cancel keeps the invoker's own graces
-	// (invoker.WithInterruptGrace, WithTerminateGrace), which give a CLI
-	// time to record its turn. If zero, DefaultShutdownGraces is used; a
-	// negative period skips its step.
-	ShutdownGraces invoker.Graces
 
 	// MaxConcurrent bounds how many runs execute at once across all calls
 	// (a parallel call's tasks count one each; a turn of a warm session
@@ -188,7 +172,6 @@ type config struct {
 	log           *slog.Logger
 	maxBudget     float64
 	maxTurns      int
-	shutdown      invoker.Graces
 	warm          WarmSessions
 }
 
@@ -209,11 +192,7 @@ func newConfig(o *Options) (*config, error) {
 		log:           o.Logger,
 		maxBudget:     o.MaxBudgetUSD,
 		maxTurns:      o.MaxTurns,
-		shutdown:      o.ShutdownGraces,
 		warm:          o.WarmSessions,
-	}
-	if c.shutdown == (invoker.Graces{}) {
-		c.shutdown = DefaultShutdownGraces
 	}
 	if c.tracker == nil {
 		c.tracker = new(Tracker)
@@ -237,10 +216,10 @@ func newConfig(o *Options) (*config, error) {
 		c.maxPerm = invoker.WorkspaceWrite
 	}
 	if !c.defaultPerm.Valid() {
-		return nil, fmt.Errorf("Options.DefaultPermission: unknown permission %q (want one of %v)", c.defaultPerm, invoker.Permissions())
+		return nil, fmt.Errorf("Options.DefaultPermission: unknown permission %q (want one of %v)", c.defaultPerm, permissions)
 	}
 	if !c.maxPerm.Valid() {
-		return nil, fmt.Errorf("Options.MaxPermission: unknown permission %q (want one of %v)", c.maxPerm, invoker.Permissions())
+		return nil, fmt.Errorf("Options.MaxPermission: unknown permission %q (want one of %v)", c.maxPerm, permissions)
 	}
 	if c.defaultPerm.Rank() > c.maxPerm.Rank() {
 		return nil, fmt.Errorf("Options.DefaultPermission %q exceeds Options.MaxPermission %q", c.defaultPerm, c.maxPerm)
@@ -302,10 +281,13 @@ func resolveRoot(r string) (string, error) {
 // first.
 func (c *config) allowedPermissions() []invoker.Permission {
 	var out []invoker.Permission
-	for _, p := range invoker.Permissions() {
+	for _, p := range permissions {
 		if p.Rank() <= c.maxPerm.Rank() {
 			out = append(out, p)
 		}
 	}
 	return out
 }
+
+// permissions are the permission levels, least privileged first.
+var permissions = []invoker.Permission{invoker.ReadOnly, invoker.WorkspaceWrite, invoker.Unlimited}

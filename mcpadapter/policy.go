@@ -20,20 +20,10 @@ func (c *config) bind(ctx context.Context) (context.Context, context.CancelFunc)
 		cancel(ErrShuttingDown)
 	}
 	stop := context.AfterFunc(c.ctx, func() { cancel(ErrShuttingDown) })
-	ctx = invoker.WithStopGraces(ctx, c.stopGraces)
 	return ctx, func() {
 		stop()
 		cancel(context.Canceled)
 	}
-}
-
-// stopGraces gives the runs stopped by the server's shutdown its own
-// ladder (Options.ShutdownGraces); a client's cancel keeps the invoker's.
-func (c *config) stopGraces(cause error) (invoker.Graces, bool) {
-	if cause != ErrShuttingDown {
-		return invoker.Graces{}, false
-	}
-	return c.shutdown, true
 }
 
 // request checks in against the configuration and returns the Request to

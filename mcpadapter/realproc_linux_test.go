@@ -77,10 +77,7 @@ func (t *tracked) waitIdle() {
 // fakeCodex returns the codex backend running s in this test binary.
 func fakeCodex(s fakeagent.Script) invoker.Invoker {
 	return codex.New(
-		invoker.WithBinary(os.Args[0]),
-		invoker.WithEnv(s.Env()...),
-		invoker.WithInterruptGrace(500*time.Millisecond),
-		invoker.WithTerminateGrace(500*time.Millisecond),
+		invoker.Options{Binary: os.Args[0], Env: s.Env(), InterruptGrace: 500 * time.Millisecond, TerminateGrace: 500 * time.Millisecond},
 	)
 }
 
@@ -442,17 +439,17 @@ func TestShutdownUsesShutdownGraces(t *testing.T) {
 		Tag:           fakeagent.NewTag(),
 	}
 	inv := track(codex.New(
-		invoker.WithBinary(os.Args[0]),
-		invoker.WithEnv(s.Env()...),
-		invoker.WithInterruptGrace(time.Hour),
-		invoker.WithTerminateGrace(time.Hour),
+		invoker.Options{Binary: os.Args[0], Env: s.Env(), InterruptGrace: time.Hour, TerminateGrace: time.Hour,
+			// The server's shutdown, and it alone, goes straight to SIGKILL.
+			StopGraces: func(cause error) (time.Duration, time.Duration, bool) {
+				return -1, -1, errors.Is(cause, mcpadapter.ErrShuttingDown)
+			}},
 	))
 	srv, stop := context.WithCancel(context.Background())
 	defer stop()
 	h := newHarness(t, &mcpadapter.Options{
 		Context:          srv,
 		ProgressInterval: time.Nanosecond,
-		ShutdownGraces:   invoker.Graces{Interrupt: -1, Terminate: -1},
 	}, inv)
 	t.Cleanup(func() {
 		if rec, err := fakeagent.ReadRecord(s.RecordDir); err == nil {

@@ -15,7 +15,10 @@ import (
 )
 
 // counter is an Invoker that counts its calls and answers at once.
-type counter struct{ calls int }
+type counter struct {
+	invokeOnly
+	calls int
+}
 
 func (c *counter) Name() string { return "codex" }
 
@@ -126,4 +129,17 @@ func TestLimitsRefusedByHandler(t *testing.T) {
 	if none.calls+all.calls != 0 {
 		t.Errorf("the invoker ran %d times, want 0", none.calls+all.calls)
 	}
+}
+
+// invokeOnly gives a test's Invoker the methods its tests do not use:
+// every optional Request field declared, and no session mode.
+type invokeOnly struct{}
+
+func (invokeOnly) Capabilities() invoker.Capabilities {
+	return invoker.Capabilities{Model: true, Resume: true, Images: true, SystemPrompt: true,
+		OutputSchema: true, MaxTurns: true, MaxBudget: true}
+}
+
+func (invokeOnly) OpenSession(context.Context, invoker.SessionRequest) (invoker.Session, error) {
+	return nil, invoker.ErrUnsupported
 }

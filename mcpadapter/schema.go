@@ -141,17 +141,9 @@ type features struct {
 }
 
 // featuresOf returns the optional inputs of inv's tools: exactly the
-// optional Request fields its backend declares (invoker.CapabilitiesOf). An
-// Invoker that declares nothing, such as a wrapper that embeds only the
-// invoker.Invoker interface, is offered every input, and refuses what its
-// CLI cannot do with an error that says so; a wrapper that forwards
-// Capabilities gets the exact schema.
+// optional Request fields its backend declares (Invoker.Capabilities).
 func featuresOf(inv invoker.Invoker) features {
-	c, ok := invoker.CapabilitiesOf(inv)
-	if !ok {
-		return features{model: true, resume: true, images: true, systemPrompt: true,
-			outputSchema: true, maxTurns: true, maxBudget: true}
-	}
+	c := inv.Capabilities()
 	return features{model: c.Model, resume: c.Resume, images: c.Images, systemPrompt: c.SystemPrompt,
 		outputSchema: c.OutputSchema, maxTurns: c.MaxTurns, maxBudget: c.MaxBudget}
 }

@@ -128,9 +128,9 @@ func paramsOf(req *invoker.Request) warmParams {
 type warmSession struct {
 	key     warmKey // id "" until the CLI reported it
 	params  warmParams
-	s       *invoker.Session // nil while the session opens
-	busy    bool             // a call has it
-	gone    bool             // removed from the pool; whoever removed it closes it
+	s       invoker.Session // nil while the session opens
+	busy    bool            // a call has it
+	gone    bool            // removed from the pool; whoever removed it closes it
 	elem    *list.Element
 	reaper  *time.Timer // while idle
 	idleGen uint64      // counts the releases, so that a stale reaper does nothing
@@ -155,12 +155,9 @@ func errWarmBusy(id string) error {
 }
 
 // warmable reports whether a call of req may run in a warm session: the
-// invoker opens sessions (a wrapper that forwards only Invoke does not).
+// invoker's CLI can hold sessions, and the call sets no per-call limit.
 func (t *tool) warmable(req *invoker.Request) bool {
-	caps, _ := invoker.CapabilitiesOf(t.inv)
-	if _, ok := t.inv.(invoker.Sessioner); !ok {
-		return false
-	}
+	caps := t.inv.Capabilities()
 	return caps.Sessions && len(req.OutputSchema) == 0 && req.MaxTurns == 0 && req.MaxBudgetUSD == 0
 }
 
@@ -236,11 +233,10 @@ func (t *tool) turn(ctx context.Context, w *warmSession, req invoker.Request) (r
 
 // open opens a session for req. Its context is the server's lifetime, not
 // the call's, which may end first only while the session opens.
-func (t *tool) open(ctx context.Context, req invoker.Request) (*invoker.Session, context.CancelFunc, error) {
+func (t *tool) open(ctx context.Context, req invoker.Request) (invoker.Session, context.CancelFunc, error) {
 	sctx, cancel := t.cfg.bind(context.Background())
 	stop := context.AfterFunc(ctx, cancel)
-	req.Prompt, req.Images, req.OnEvent = "", nil, nil
-	s, err := invoker.OpenSession(sctx, t.inv, req)
+	s, err := t.inv.OpenSession(sctx, req.Session())
 	if !stop() { // the call's context ended: the session is being stopped
 		if s != nil {
 			s.Close()
@@ -489,7 +485,7 @@ func (p *warmPool) close(w *warmSession) {
 	w.release()
 }
 
-func isDone(s *invoker.Session) bool {
+func isDone(s invoker.Session) bool {
 	select {
 	case <-s.Done():
 		return true

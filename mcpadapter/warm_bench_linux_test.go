@@ -28,7 +28,7 @@ func BenchmarkWarmCall(b *testing.B) {
 		for _, mode := range []string{"cold", "warm"} {
 			b.Run(cli+"/"+mode, func(b *testing.B) {
 				s := fakeagent.Script{Flavor: cli, Tag: fakeagent.NewTag()}
-				opts := []invoker.Option{invoker.WithBinary(os.Args[0]), invoker.WithEnv(s.Env()...)}
+				opts := []invoker.Options{invoker.Options{Binary: os.Args[0], Env: s.Env()}}
 				var inv invoker.Invoker
 				switch cli {
 				case fakeagent.Codex:

@@ -74,12 +74,8 @@ func newWarmRig(t *testing.T, flavor string, warm mcpadapter.WarmSessions, s fak
 	s.Flavor = flavor
 	s.RecordDir = t.TempDir()
 	s.Tag = fakeagent.NewTag()
-	opts := []invoker.Option{
-		invoker.WithBinary(os.Args[0]),
-		invoker.WithEnv(s.Env()...),
-		invoker.WithTurnInterruptGrace(testenv.Timeout(testenv.Hang)), // the fake obeys interrupts
-		invoker.WithInterruptGrace(200 * time.Millisecond),
-		invoker.WithTerminateGrace(200 * time.Millisecond),
+	opts := []invoker.Options{
+		invoker.Options{Binary: os.Args[0], Env: s.Env(), TurnInterruptGrace: testenv.Timeout(testenv.Hang), InterruptGrace: 200 * time.Millisecond, TerminateGrace: 200 * time.Millisecond},
 	}
 	var inv invoker.Invoker
 	switch flavor {

@@ -52,7 +52,7 @@ func demo(cli string, after time.Duration, stubborn bool) error {
 	if err != nil {
 		return err
 	}
-	newInvoker := map[string]func(...invoker.Option) invoker.Invoker{
+	newInvoker := map[string]func(...invoker.Options) invoker.Invoker{
 		"codex": codex.New, "gemini": gemini.New, "claude": claude.New,
 	}[cli]
 	if newInvoker == nil {
@@ -82,10 +82,7 @@ func demo(cli string, after time.Duration, stubborn bool) error {
 	stamp := func() string { return fmt.Sprintf("%6.3fs", time.Since(start).Seconds()) }
 	lifecycle := &lifecycleHandler{stamp: stamp}
 	inv := newInvoker(
-		invoker.WithBinary(exe),
-		invoker.WithLogger(slog.New(lifecycle)),
-		invoker.WithInterruptGrace(time.Second),
-		invoker.WithTerminateGrace(time.Second),
+		invoker.Options{Binary: exe, Logger: slog.New(lifecycle), InterruptGrace: time.Second, TerminateGrace: time.Second},
 	)
 
 	// The countdown starts at the first event, not at Invoke: by then the

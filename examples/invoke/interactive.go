@@ -25,18 +25,18 @@ type interactiveFlags struct {
 
 // runInteractive opens invoke -i's session on the process's own standard
 // streams and signals.
-func runInteractive(newInvoker func(...invoker.Option) invoker.Invoker, f interactiveFlags) int {
+func runInteractive(newInvoker func(...invoker.Options) invoker.Invoker, f interactiveFlags) int {
 	workdir, err := filepath.Abs(f.dir)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "invoke:", err)
 		return 2
 	}
-	var opts []invoker.Option
+	var opts []invoker.Options
 	if f.bin != "" {
-		opts = append(opts, invoker.WithBinary(f.bin))
+		opts = append(opts, invoker.Options{Binary: f.bin})
 	}
 	if f.idle > 0 {
-		opts = append(opts, invoker.WithIdleTimeout(f.idle))
+		opts = append(opts, invoker.Options{IdleTimeout: f.idle})
 	}
 	sigs := make(chan os.Signal, 2)
 	signal.Notify(sigs, os.Interrupt, syscall.SIGTERM)
@@ -54,7 +54,7 @@ func runInteractive(newInvoker func(...invoker.Option) invoker.Invoker, f intera
 // the turn ends, or one at the prompt, ends the session and invoke. End of
 // input ends them too. It returns invoke's exit status.
 func interactive(inv invoker.Invoker, req invoker.Request, in io.Reader, out, errw io.Writer, sigs <-chan os.Signal, quiet bool) int {
-	sess, err := invoker.OpenSession(context.Background(), inv, req)
+	sess, err := inv.OpenSession(context.Background(), req.Session())
 	if err != nil {
 		fmt.Fprintf(errw, "✗ %v\n", err)
 		if errors.Is(err, invoker.ErrUnsupported) {

@@ -33,7 +33,7 @@ func (s *syncBuffer) String() string {
 
 func fakeClaude(t *testing.T, s fakeagent.Script) (invoker.Invoker, invoker.Request, fakeagent.Script) {
 	s.Flavor, s.RecordDir, s.Tag = fakeagent.Claude, t.TempDir(), fakeagent.NewTag()
-	inv := claude.New(invoker.WithBinary(os.Args[0]))
+	inv := claude.New(invoker.Options{Binary: os.Args[0]})
 	return inv, invoker.Request{Workdir: t.TempDir(), Env: s.Env()}, s
 }
 

@@ -42,7 +42,7 @@ import (
 	"github.com/clinvoke/clinvoke/invoker"
 )
 
-var backends = map[string]func(...invoker.Option) invoker.Invoker{
+var backends = map[string]func(...invoker.Options) invoker.Invoker{
 	"codex":  codex.New,
 	"gemini": gemini.New,
 	"claude": claude.New,
@@ -121,21 +121,21 @@ func run(args []string) int {
 		}
 	}
 
-	var opts []invoker.Option
+	var opts []invoker.Options
 	if *bin != "" {
-		opts = append(opts, invoker.WithBinary(*bin))
+		opts = append(opts, invoker.Options{Binary: *bin})
 	}
 	if *idle > 0 {
-		opts = append(opts, invoker.WithIdleTimeout(*idle))
+		opts = append(opts, invoker.Options{IdleTimeout: *idle})
 	}
 	if *maxLine > 0 {
-		opts = append(opts, invoker.WithMaxLineSize(*maxLine))
+		opts = append(opts, invoker.Options{MaxLineSize: *maxLine})
 	}
 	inv := newInvoker(opts...)
 
 	// Refuse, in terms of invoke's flags, what this CLI cannot do: the
 	// library would refuse it too, naming the Request field.
-	caps, _ := invoker.CapabilitiesOf(inv)
+	caps := inv.Capabilities()
 	for _, f := range []struct {
 		flag string
 		set  bool

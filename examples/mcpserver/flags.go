@@ -35,17 +35,11 @@ func checkPermissions(perm, maxPerm string) error {
 
 // flagWorded wraps a CLI's Invoker so that a missing binary is explained
 // in the server's own flags (the library's message names its Go option,
-// invoker.WithBinary). Everything else passes through, capabilities
-// included, so that the tools' schemas stay exact.
+// invoker.Options.Binary). Everything else passes through: the embedded
+// Invoker's Capabilities keep the tools' schemas exact.
 type flagWorded struct {
 	invoker.Invoker
 	bin string // the -<cli>-bin value, "" for the CLI on PATH
-}
-
-// Capabilities forwards the wrapped Invoker's.
-func (w flagWorded) Capabilities() invoker.Capabilities {
-	c, _ := invoker.CapabilitiesOf(w.Invoker)
-	return c
 }
 
 // Invoke runs the turn and rewords ErrNotInstalled.
@@ -54,10 +48,10 @@ func (w flagWorded) Invoke(ctx context.Context, req invoker.Request) (*invoker.R
 	return res, w.reword(err)
 }
 
-// OpenSession opens a session of the wrapped Invoker (invoker.Sessioner),
-// so that -warm keeps conversations warm, and rewords ErrNotInstalled.
-func (w flagWorded) OpenSession(ctx context.Context, req invoker.Request) (*invoker.Session, error) {
-	s, err := invoker.OpenSession(ctx, w.Invoker, req)
+// OpenSession opens a session of the wrapped Invoker, so that -warm keeps
+// conversations warm, and rewords ErrNotInstalled.
+func (w flagWorded) OpenSession(ctx context.Context, req invoker.SessionRequest) (invoker.Session, error) {
+	s, err := w.Invoker.OpenSession(ctx, req)
 	return s, w.reword(err)
 }
 
@@ -73,5 +67,5 @@ func (w flagWorded) reword(err error) error {
 	} else {
 		why = fmt.Sprintf("-%s-bin %s is not %s's executable: fix the server's -%s-bin flag, or install %s with `%s` and drop the flag", name, w.bin, name, name, name, installHints[name])
 	}
-	return &invoker.Error{CLI: name, Err: fmt.Errorf("%w: %s", invoker.ErrNotInstalled, why)}
+	return fmt.Errorf("%s: %w: %s", name, invoker.ErrNotInstalled, why)
 }

@@ -111,7 +111,7 @@ import (
 )
 
 // backends maps a CLI's name to its constructor.
-var backends = map[string]func(...invoker.Option) invoker.Invoker{
+var backends = map[string]func(...invoker.Options) invoker.Invoker{
 	"codex":  codex.New,
 	"gemini": gemini.New,
 	"claude": claude.New,
@@ -167,9 +167,9 @@ func run() error {
 		maxPerm        = flag.String("max-permission", "workspace-write", "highest permission a call may ask for")
 		transcript     = flag.String("transcript", "", "append JSON lines about every run to this file: one when its session id is known, one when it ends")
 		idle           = flag.Duration("idle-timeout", 0, "stop a run whose CLI prints nothing for this long (0: no limit)")
-		interruptGrace = flag.Duration("interrupt-grace", invoker.DefaultInterruptGrace, "how long the CLI of a call its client cancelled has to exit after SIGINT before SIGTERM")
-		terminateGrace = flag.Duration("terminate-grace", invoker.DefaultTerminateGrace, "how long it has after SIGTERM before SIGKILL and the sweep of its tree")
-		shutdownGrace  = flag.Duration("shutdown-grace", mcpadapter.DefaultShutdownGraces.Interrupt, "during a shutdown: how long a run's CLI has to exit after SIGINT before SIGTERM (then 100 ms before SIGKILL)")
+		interruptGrace = flag.Duration("interrupt-grace", time.Second, "how long the CLI of a call its client cancelled has to exit after SIGINT before SIGTERM (0: no SIGINT)")
+		terminateGrace = flag.Duration("terminate-grace", 2*time.Second, "how long it has after SIGTERM before SIGKILL and the sweep of its tree (0: no SIGTERM)")
+		shutdownGrace  = flag.Duration("shutdown-grace", 200*time.Millisecond, "during a shutdown: how long a run's CLI has to exit after SIGINT before SIGTERM (then 100 ms before SIGKILL)")
 		progress       = flag.Duration("progress", 0, "shortest time between progress notifications (0: default)")
 		heartbeat      = flag.Duration("heartbeat", 0, "heartbeat after this much silence (0: default)")
 		warm           = flag.Int("warm", 0, "keep up to this many conversations' CLIs running between the calls that continue them (each holds 150-400 MiB); 0: none")
@@ -234,18 +234,20 @@ func run() error {
 	}
 	var invokers []invoker.Invoker
 	for _, name := range names {
-		opts := []invoker.Option{
-			invoker.WithLogger(logger.With("cli", name)),
-			invoker.WithInterruptGrace(*interruptGrace),
-			invoker.WithTerminateGrace(*terminateGrace),
+		opts := invoker.Options{
+			Binary:         *binaries[name],
+			Logger:         logger.With("cli", name),
+			IdleTimeout:    *idle,
+			InterruptGrace: grace(*interruptGrace),
+			TerminateGrace: grace(*terminateGrace),
+			// The runs a shutdown stops walk a short ladder, so that they
+			// are reaped before the host kills the server; a client's
+			// cancel keeps the time a CLI needs to record its turn.
+			StopGraces: func(cause error) (time.Duration, time.Duration, bool) {
+				return grace(*shutdownGrace), 100 * time.Millisecond, errors.Is(cause, mcpadapter.ErrShuttingDown)
+			},
 		}
-		if *binaries[name] != "" {
-			opts = append(opts, invoker.WithBinary(*binaries[name]))
-		}
-		if *idle > 0 {
-			opts = append(opts, invoker.WithIdleTimeout(*idle))
-		}
-		invokers = append(invokers, flagWorded{Invoker: backends[name](opts...), bin: *binaries[name]})
+		invokers = append(invokers, flagWorded{Invoker: backends[name](opts), bin: *binaries[name]})
 	}
 
 	sd := newShutdown(logger)
@@ -279,7 +281,6 @@ func run() error {
 	tracker := new(mcpadapter.Tracker)
 	err = mcpadapter.Register(server, &mcpadapter.Options{
 		Context:           sd.ctx,
-		ShutdownGraces:    invoker.Graces{Interrupt: *shutdownGrace, Terminate: mcpadapter.DefaultShutdownGraces.Terminate},
 		Tracker:           tracker,
 		MaxConcurrent:     *maxRuns,
 		MaxTasks:          *maxTasks,
@@ -592,4 +593,13 @@ func expandHome(p string) string {
 		}
 	}
 	return p
+}
+
+// grace turns a grace flag into an invoker.Options grace: 0 on the command
+// line skips the step, where 0 in Options means the default.
+func grace(d time.Duration) time.Duration {
+	if d == 0 {
+		return -1
+	}
+	return d
 }

@@ -87,19 +87,19 @@ func TestMissingCLISpeaksInFlags(t *testing.T) {
 		{"", "-codex-bin PATH"},
 		{missing, "fix the server's -codex-bin flag"},
 	} {
-		opts := []invoker.Option{}
+		opts := []invoker.Options{}
 		if tc.bin != "" {
-			opts = append(opts, invoker.WithBinary(tc.bin))
+			opts = append(opts, invoker.Options{Binary: tc.bin})
 		} else {
 			t.Setenv("PATH", dir) // no codex there
 		}
 		inv := flagWorded{Invoker: codex.New(opts...), bin: tc.bin}
 		_, err := inv.Invoke(context.Background(), invoker.Request{Prompt: "hi", Workdir: dir})
-		if !errors.Is(err, invoker.ErrNotInstalled) || !strings.Contains(err.Error(), tc.want) || strings.Contains(err.Error(), "WithBinary") {
+		if !errors.Is(err, invoker.ErrNotInstalled) || !strings.Contains(err.Error(), tc.want) || strings.Contains(err.Error(), "invoker.Options.Binary") {
 			t.Errorf("bin %q: Invoke() error = %v, want ErrNotInstalled saying %q and not naming Go options", tc.bin, err, tc.want)
 		}
-		if c, ok := invoker.CapabilitiesOf(inv); !ok || !c.Images {
-			t.Errorf("CapabilitiesOf(flagWorded) = %v, %v; want codex's", c, ok)
+		if c := inv.Capabilities(); !c.Images {
+			t.Errorf("flagWorded.Capabilities() = %v, want codex's", c)
 		}
 	}
 }

@@ -85,7 +85,7 @@ type Script struct {
 
 	// AnswerSize, if larger than the answer, pads the answer at its end
 	// with ASCII filler to this many bytes: an answer whose lines exceed a
-	// line limit (set with invoker.WithMaxLineSize).
+	// line limit (set with invoker.Options.MaxLineSize).
 	AnswerSize int `json:"answer_size,omitempty"`
 
 	// Chunks splits the answer into this many message events (default 1,
@@ -220,7 +220,7 @@ type Script struct {
 }
 
 // Env returns the KEY=VALUE entries that make a binary calling Main run s.
-// Pass them as invoker.Request.Env, with invoker.WithEnv, or append them
+// Pass them as invoker.Request.Env, with invoker.Options.Env, or append them
 // to exec.Cmd.Env. They also name the calling process as the owner of the
 // fake (see Orphans), make RecordDir and Replay absolute, and add
 // atexit_sleep_ms=0 to GORACE so that a fake built with -race exits at

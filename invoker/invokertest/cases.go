@@ -267,8 +267,8 @@ var cases = []testCase{
 			res, err := k.invoke(r, context.Background(), f, invoker.Request{})
 			if !errors.Is(err, invoker.ErrLineTooLong) {
 				r.errorf("Invoke() error = %v, want ErrLineTooLong", err)
-			} else if !strings.Contains(err.Error(), "WithMaxLineSize") {
-				r.errorf("Invoke() error = %q, want it to say how to raise the limit (WithMaxLineSize)", err)
+			} else if !strings.Contains(err.Error(), "invoker.Options.MaxLineSize") {
+				r.errorf("Invoke() error = %q, want it to say how to raise the limit (invoker.Options.MaxLineSize)", err)
 			}
 			if res.SessionID != f.SessionID {
 				r.errorf("Result.SessionID = %q, want %q", res.SessionID, f.SessionID)
@@ -301,10 +301,7 @@ var cases = []testCase{
 		name: "Capabilities",
 		rule: "an Invoker reports its capabilities; each optional Request field it declares is honoured, and each other one is refused with ErrUnsupported, naming the field, before anything starts",
 		run: func(r *report, k *kase) {
-			caps, ok := invoker.CapabilitiesOf(k.newInvoker(Fake{}))
-			if !ok {
-				r.errorf("the Invoker does not implement invoker.CapabilityReporter: callers cannot ask what it supports")
-			}
+			caps := k.newInvoker(Fake{}).Capabilities()
 			img := filepath.Join(k.workdir(), "pixel.png")
 			if err := os.WriteFile(img, []byte("\x89PNG\r\n\x1a\n"), 0o644); err != nil {
 				r.errorf("writing the test image: %v", err)
@@ -394,8 +391,8 @@ var cases = []testCase{
 			var le *invoker.LimitError
 			if !errors.Is(err, invoker.ErrMaxTurns) || !errors.As(err, &le) {
 				r.errorf("Invoke() error = %v, want a *LimitError matching ErrMaxTurns", err)
-			} else if le.Limit != "MaxTurns" || le.SessionID != f.SessionID {
-				r.errorf("LimitError = {Limit %q, SessionID %q}, want {MaxTurns, %q}", le.Limit, le.SessionID, f.SessionID)
+			} else if le.Limit != invoker.ErrMaxTurns || le.SessionID != f.SessionID {
+				r.errorf("LimitError = {Limit %v, SessionID %q}, want {ErrMaxTurns, %q}", le.Limit, le.SessionID, f.SessionID)
 			}
 			if res.SessionID != f.SessionID {
 				r.errorf("Result.SessionID = %q, want %q", res.SessionID, f.SessionID)

@@ -72,7 +72,7 @@ type Fake struct {
 	// its turn limit after the tool's result, as the real CLIs do.
 	Tool bool
 	// AnswerOverLimit asks for a final answer longer than the Invoker's
-	// line limit (invoker.WithMaxLineSize), so that the lines that carry
+	// line limit (invoker.Options.MaxLineSize), so that the lines that carry
 	// it are skipped. The factory may lower the limit for the case rather
 	// than have the CLI print more than 64 MiB.
 	AnswerOverLimit bool
@@ -142,11 +142,9 @@ func newCase(t *testing.T, newInvoker func(*testing.T, Fake) invoker.Invoker) *k
 	}
 }
 
-// capabilities returns what the factory's Invokers declare; an Invoker
-// that declares nothing is held to supporting nothing optional.
+// capabilities returns what the factory's Invokers declare.
 func (k *kase) capabilities() invoker.Capabilities {
-	c, _ := invoker.CapabilitiesOf(k.newInvoker(Fake{}))
-	return c
+	return k.newInvoker(Fake{}).Capabilities()
 }
 
 // invoke runs one request with a fresh tag and checks afterwards that no

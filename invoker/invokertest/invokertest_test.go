@@ -12,6 +12,7 @@ import (
 	"testing"
 
 	"github.com/clinvoke/clinvoke/invoker"
+	"github.com/clinvoke/clinvoke/invoker/driver"
 	"github.com/clinvoke/clinvoke/invoker/invokertest"
 )
 
@@ -28,9 +29,13 @@ func (memInvoker) Capabilities() invoker.Capabilities {
 	return invoker.Capabilities{Model: true, Resume: true, Images: true, SystemPrompt: true, OutputSchema: true, MaxTurns: true}
 }
 
+func (memInvoker) OpenSession(context.Context, invoker.SessionRequest) (invoker.Session, error) {
+	return nil, invoker.ErrUnsupported
+}
+
 func (m memInvoker) Invoke(ctx context.Context, req invoker.Request) (*invoker.Result, error) {
 	res := &invoker.Result{ExitCode: -1}
-	fail := func(err error) (*invoker.Result, error) { return res, &invoker.Error{CLI: "mem", Err: err} }
+	fail := func(err error) (*invoker.Result, error) { return res, fmt.Errorf("mem: %w", err) }
 	if strings.TrimSpace(req.Prompt) == "" || !filepath.IsAbs(req.Workdir) || !req.Permission.Valid() {
 		return fail(invoker.ErrInvalidRequest)
 	}
@@ -38,7 +43,7 @@ func (m memInvoker) Invoke(ctx context.Context, req invoker.Request) (*invoker.R
 		return fail(fmt.Errorf("%w: %v", invoker.ErrInvalidRequest, err))
 	}
 	if req.MaxBudgetUSD != 0 {
-		return fail(invoker.Unsupported("MaxBudgetUSD", ""))
+		return fail(driver.Unsupported("MaxBudgetUSD", ""))
 	}
 	if err := ctx.Err(); err != nil {
 		return fail(cancelError(ctx))
@@ -72,7 +77,7 @@ func (m memInvoker) Invoke(ctx context.Context, req invoker.Request) (*invoker.R
 		<-ctx.Done()
 		return fail(cancelError(ctx))
 	case m.f.AnswerOverLimit:
-		return fail(fmt.Errorf("%w: the answer's line was skipped; raise the limit with WithMaxLineSize", invoker.ErrLineTooLong))
+		return fail(fmt.Errorf("%w: the answer's line was skipped; raise the limit with invoker.Options.MaxLineSize", invoker.ErrLineTooLong))
 	case m.f.Fail != "":
 		res.ExitCode = 1
 		return fail(&invoker.StreamError{Message: m.f.Fail})
@@ -82,7 +87,7 @@ func (m memInvoker) Invoke(ctx context.Context, req invoker.Request) (*invoker.R
 	}
 	if m.f.Tool && req.MaxTurns == 1 {
 		res.ExitCode = 1
-		return fail(&invoker.LimitError{Limit: "MaxTurns", SessionID: res.SessionID})
+		return fail(&invoker.LimitError{Limit: invoker.ErrMaxTurns, SessionID: res.SessionID})
 	}
 	res.Text, res.ExitCode = m.f.Answer, 0
 	if len(req.OutputSchema) > 0 {
@@ -117,6 +122,12 @@ func TestSuiteAcceptsACorrectInvoker(t *testing.T) {
 type brokenInvoker struct{ f invokertest.Fake }
 
 func (brokenInvoker) Name() string { return "broken" }
+
+func (brokenInvoker) Capabilities() invoker.Capabilities { return invoker.Capabilities{} }
+
+func (brokenInvoker) OpenSession(context.Context, invoker.SessionRequest) (invoker.Session, error) {
+	return nil, invoker.ErrUnsupported
+}
 
 func (b brokenInvoker) Invoke(ctx context.Context, req invoker.Request) (*invoker.Result, error) {
 	if req.OnEvent != nil {

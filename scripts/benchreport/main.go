@@ -395,7 +395,7 @@ const methods = `- **InvokeQuick / RawExecQuick** (invoker/bench_test.go): a fak
 - **BusyHost/bg=N/LEVEL/{quick,cancel}** (invoker/bench_linux_test.go):
   N idle processes (0 or 3000: forked shells blocked on a read, children of
   one holder shell, not of the benchmark) are started once per N, then at
-  the cgroup and at the tracking level (WithContainment) the quick fake
+  the cgroup and at the tracking level (invoker.Options.Containment) the quick fake
   runs through bare os/exec and through Invoke back to back in every
   iteration (overhead-x is the ratio of their medians), and the stalling
   fake is cancelled as in CancelCooperative. Afterwards every idle process

@@ -28,25 +28,22 @@ import (
 // Factory returns a factory for invokertest.Run: each case gets an Invoker
 // from newInvoker that runs the test binary as a fake agent of flavor
 // scripted after the case's Fake, with a short cancellation ladder.
-func Factory(flavor string, newInvoker func(...invoker.Option) invoker.Invoker) func(*testing.T, invokertest.Fake) invoker.Invoker {
+func Factory(flavor string, newInvoker func(...invoker.Options) invoker.Invoker) func(*testing.T, invokertest.Fake) invoker.Invoker {
 	return func(t *testing.T, f invokertest.Fake) invoker.Invoker {
 		s := Script(flavor, f)
 		s.RecordDir = t.TempDir()
-		opts := []invoker.Option{
-			invoker.WithBinary(os.Args[0]),
-			invoker.WithEnv(s.Env()...),
-			invoker.WithInterruptGrace(500 * time.Millisecond),
-			invoker.WithTerminateGrace(500 * time.Millisecond),
+		opts := []invoker.Options{
+			invoker.Options{Binary: os.Args[0], Env: s.Env(), InterruptGrace: 500 * time.Millisecond, TerminateGrace: 500 * time.Millisecond},
 		}
 		if f.AnswerOverLimit {
-			opts = append(opts, invoker.WithMaxLineSize(lineLimit))
+			opts = append(opts, invoker.Options{MaxLineSize: lineLimit})
 		}
 		return newInvoker(opts...)
 	}
 }
 
 // lineLimit is the line limit of a case whose answer must exceed it: the
-// smallest WithMaxLineSize allows, so the fake prints little.
+// smallest invoker.Options.MaxLineSize allows, so the fake prints little.
 const lineLimit = 64 << 10
 
 // Script translates a conformance Fake into a fake agent Script.

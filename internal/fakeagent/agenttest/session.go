@@ -24,7 +24,7 @@ import (
 // session refuses. Every case checks that nothing of the tree survives.
 // The backend's TestMain must hand over to the fake (see the package
 // documentation).
-func RunSessions(t *testing.T, flavor string, newInvoker func(...invoker.Option) invoker.Invoker) {
+func RunSessions(t *testing.T, flavor string, newInvoker func(...invoker.Options) invoker.Invoker) {
 	su := &sessionSuite{flavor: flavor, newInvoker: newInvoker}
 	for _, c := range []struct {
 		name string
@@ -60,10 +60,10 @@ type sessionRig struct {
 // sessionSuite is one flavour's backend under the session cases.
 type sessionSuite struct {
 	flavor     string
-	newInvoker func(...invoker.Option) invoker.Invoker
+	newInvoker func(...invoker.Options) invoker.Invoker
 }
 
-func (su *sessionSuite) newSessionRig(t *testing.T, s fakeagent.Script, opts ...invoker.Option) *sessionRig {
+func (su *sessionSuite) newSessionRig(t *testing.T, s fakeagent.Script, opts ...invoker.Options) *sessionRig {
 	t.Helper()
 	s.Flavor = su.flavor
 	if s.RecordDir == "" {
@@ -72,11 +72,8 @@ func (su *sessionSuite) newSessionRig(t *testing.T, s fakeagent.Script, opts ...
 	if s.Tag == "" {
 		s.Tag = fakeagent.NewTag()
 	}
-	opts = append([]invoker.Option{
-		invoker.WithBinary(os.Args[0]),
-		invoker.WithTurnInterruptGrace(testenv.Timeout(testenv.Hang)), // a well-behaved fake never needs it
-		invoker.WithInterruptGrace(200 * time.Millisecond),
-		invoker.WithTerminateGrace(200 * time.Millisecond),
+	opts = append([]invoker.Options{
+		invoker.Options{Binary: os.Args[0], TurnInterruptGrace: testenv.Timeout(testenv.Hang), InterruptGrace: 200 * time.Millisecond, TerminateGrace: 200 * time.Millisecond},
 	}, opts...)
 	return &sessionRig{
 		t:      t,
@@ -87,9 +84,9 @@ func (su *sessionSuite) newSessionRig(t *testing.T, s fakeagent.Script, opts ...
 }
 
 // open opens a session, registering a Close and the survivor check.
-func (g *sessionRig) open(ctx context.Context) *invoker.Session {
+func (g *sessionRig) open(ctx context.Context) invoker.Session {
 	g.t.Helper()
-	s, err := invoker.OpenSession(ctx, g.inv, g.req)
+	s, err := g.inv.OpenSession(ctx, g.req.Session())
 	if err != nil {
 		g.t.Fatalf("OpenSession() error = %v", err)
 	}
@@ -145,9 +142,9 @@ func guard(t *testing.T) context.Context {
 }
 
 func (su *sessionSuite) capability(t *testing.T) {
-	caps, ok := invoker.CapabilitiesOf(su.newInvoker())
-	if !ok || !caps.Sessions {
-		t.Errorf("capabilities = %v (reported %v), want Sessions", caps, ok)
+	caps := su.newInvoker().Capabilities()
+	if !caps.Sessions {
+		t.Errorf("capabilities = %v, want Sessions", caps)
 	}
 }
 
@@ -247,7 +244,7 @@ func (su *sessionSuite) interruptKeepsSession(t *testing.T) {
 // the error says so, and nothing of the tree survives.
 func (su *sessionSuite) interruptIgnored(t *testing.T) {
 	g := su.newSessionRig(t, fakeagent.Script{IgnoreInterrupt: true, IgnoreSignals: true, Grandchild: true, Escapee: true},
-		invoker.WithTurnInterruptGrace(100*time.Millisecond))
+		invoker.Options{TurnInterruptGrace: 100 * time.Millisecond})
 	ctx := guard(t)
 	s := g.open(ctx)
 	tctx, cancel := context.WithCancel(ctx)
@@ -390,7 +387,7 @@ func (su *sessionSuite) onEventPanic(t *testing.T) {
 }
 
 func (su *sessionSuite) requestErrors(t *testing.T) {
-	inv := su.newInvoker(invoker.WithBinary(os.Args[0]))
+	inv := su.newInvoker(invoker.Options{Binary: os.Args[0]})
 	dir := t.TempDir()
 	for _, tc := range []struct {
 		name string
@@ -402,7 +399,7 @@ func (su *sessionSuite) requestErrors(t *testing.T) {
 		{"images", invoker.Request{Workdir: dir, Images: []string{"/x.png"}}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			s, err := invoker.OpenSession(context.Background(), inv, tc.req)
+			s, err := inv.OpenSession(context.Background(), tc.req.Session())
 			if !errors.Is(err, invoker.ErrInvalidRequest) || s != nil {
 				t.Errorf("OpenSession() = %v, %v; want nil and ErrInvalidRequest", s, err)
 			}
@@ -416,7 +413,7 @@ func (su *sessionSuite) resume(t *testing.T) {
 	g := su.newSessionRig(t, fakeagent.Script{})
 	g.req.SessionID = "0199a213-81c0-7800-8aa1-bbab2a035a53"
 	ctx := guard(t)
-	s, err := invoker.OpenSession(ctx, g.inv, g.req)
+	s, err := g.inv.OpenSession(ctx, g.req.Session())
 	if errors.Is(err, invoker.ErrUnsupported) {
 		// Refused before anything started (Gemini's ACP cannot load a
 		// session); the backend's own tests pin the refusal.
@@ -441,7 +438,7 @@ func (su *sessionSuite) resume(t *testing.T) {
 // The idle timeout applies to a turn: a stalled turn is interrupted in the
 // protocol and the session lives on.
 func (su *sessionSuite) idleTimeout(t *testing.T) {
-	g := su.newSessionRig(t, fakeagent.Script{}, invoker.WithIdleTimeout(300*time.Millisecond))
+	g := su.newSessionRig(t, fakeagent.Script{}, invoker.Options{IdleTimeout: 300 * time.Millisecond})
 	ctx := guard(t)
 	s := g.open(ctx)
 	_, err := s.Turn(ctx, invoker.TurnRequest{Prompt: fakeagent.PromptStall})
@@ -461,7 +458,7 @@ func (su *sessionSuite) pty(t *testing.T) {
 	if runtime.GOOS == "windows" {
 		t.Skip("no PTY mode on Windows")
 	}
-	g := su.newSessionRig(t, fakeagent.Script{}, invoker.WithPTY(true))
+	g := su.newSessionRig(t, fakeagent.Script{}, invoker.Options{PTY: true})
 	ctx := guard(t)
 	s := g.open(ctx)
 	if res, err := s.Turn(ctx, invoker.TurnRequest{Prompt: "hi"}); err != nil || res.Text != "Turn 1: "+fakeagent.DefaultAnswer {
@@ -488,7 +485,7 @@ func (su *sessionSuite) turnRequestErrors(t *testing.T) {
 	if _, err := s.Turn(ctx, invoker.TurnRequest{Prompt: "  "}); !errors.Is(err, invoker.ErrInvalidRequest) {
 		t.Errorf("Turn(empty prompt) error = %v, want ErrInvalidRequest", err)
 	}
-	caps, _ := invoker.CapabilitiesOf(g.inv)
+	caps := g.inv.Capabilities()
 	_, err := s.Turn(ctx, invoker.TurnRequest{Prompt: "look", Images: []string{"relative.png"}})
 	switch {
 	case !caps.Images && (!errors.Is(err, invoker.ErrUnsupported) || !strings.Contains(err.Error(), "TurnRequest.Images")):

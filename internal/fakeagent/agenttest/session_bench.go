@@ -22,7 +22,7 @@ import (
 // reports the processes of the fake left after the session was closed
 // (survivors). The backend's TestMain must hand over to the fake (see the
 // package documentation).
-func BenchSessions(b *testing.B, flavor string, newInvoker func(...invoker.Option) invoker.Invoker) {
+func BenchSessions(b *testing.B, flavor string, newInvoker func(...invoker.Options) invoker.Invoker) {
 	b.Run(flavor, func(b *testing.B) {
 		b.Run("TurnVsInvoke", func(b *testing.B) { benchTurnVsInvoke(b, flavor, newInvoker) })
 		b.Run("Interrupt", func(b *testing.B) { benchInterrupt(b, flavor, newInvoker) })
@@ -35,18 +35,17 @@ func BenchSessions(b *testing.B, flavor string, newInvoker func(...invoker.Optio
 type benchRig struct {
 	inv invoker.Invoker
 	req invoker.Request
-	s   *invoker.Session
+	s   invoker.Session
 	tag string
 }
 
-func newBenchRig(b *testing.B, flavor string, newInvoker func(...invoker.Option) invoker.Invoker, script fakeagent.Script) *benchRig {
+func newBenchRig(b *testing.B, flavor string, newInvoker func(...invoker.Options) invoker.Invoker, script fakeagent.Script) *benchRig {
 	b.Helper()
 	script.Flavor = flavor
 	script.Tag = fakeagent.NewTag()
-	inv := newInvoker(invoker.WithBinary(os.Args[0]),
-		invoker.WithInterruptGrace(500*time.Millisecond), invoker.WithTerminateGrace(500*time.Millisecond))
+	inv := newInvoker(invoker.Options{Binary: os.Args[0], InterruptGrace: 500 * time.Millisecond, TerminateGrace: 500 * time.Millisecond})
 	req := invoker.Request{Workdir: b.TempDir(), Env: script.Env()}
-	s, err := invoker.OpenSession(context.Background(), inv, req)
+	s, err := inv.OpenSession(context.Background(), req.Session())
 	if err != nil {
 		b.Fatalf("OpenSession() error = %v", err)
 	}
@@ -120,7 +119,7 @@ func medianMs(d []time.Duration) float64 {
 // the library's work, with no model time, which both would pay alike. The
 // fake agent starts in a few milliseconds; the real CLIs take 1–4 s
 // (docs/session-protocols.md), so the ratios with them are far lower.
-func benchTurnVsInvoke(b *testing.B, flavor string, newInvoker func(...invoker.Option) invoker.Invoker) {
+func benchTurnVsInvoke(b *testing.B, flavor string, newInvoker func(...invoker.Options) invoker.Invoker) {
 	g := newBenchRig(b, flavor, newInvoker, fakeagent.Script{Chunks: 1})
 	// A first turn, so that every measured turn is warm.
 	if _, err := g.s.Turn(context.Background(), invoker.TurnRequest{Prompt: "warm up"}); err != nil {
@@ -167,7 +166,7 @@ func benchTurnVsInvoke(b *testing.B, flavor string, newInvoker func(...invoker.O
 // CLI of its flavour does on SIGINT; Invoke returns once the tree is
 // gone), back to back, alternating which goes first. Both must end with
 // the context's error, and the session must stay open.
-func benchInterrupt(b *testing.B, flavor string, newInvoker func(...invoker.Option) invoker.Invoker) {
+func benchInterrupt(b *testing.B, flavor string, newInvoker func(...invoker.Options) invoker.Invoker) {
 	g := newBenchRig(b, flavor, newInvoker, fakeagent.Script{Chunks: 2, StallFor: time.Hour})
 	ctx := context.Background()
 	var warm, cold []time.Duration

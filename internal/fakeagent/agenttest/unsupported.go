@@ -17,7 +17,7 @@ import (
 // starts, naming the field and giving the hint (a part of the advice of the
 // backend's Hinter). The binary is missing, so a request that got further
 // would fail with ErrNotInstalled instead.
-func CheckUnsupported(t *testing.T, newInvoker func(...invoker.Option) invoker.Invoker, hints map[string]string) {
+func CheckUnsupported(t *testing.T, newInvoker func(...invoker.Options) invoker.Invoker, hints map[string]string) {
 	t.Helper()
 	dir := t.TempDir()
 	img := filepath.Join(dir, "a.png")
@@ -33,11 +33,8 @@ func CheckUnsupported(t *testing.T, newInvoker func(...invoker.Option) invoker.I
 		"MaxTurns":     func(r *invoker.Request) { r.MaxTurns = 3 },
 		"MaxBudgetUSD": func(r *invoker.Request) { r.MaxBudgetUSD = 1 },
 	}
-	inv := newInvoker(invoker.WithBinary(filepath.Join(dir, "missing")))
-	caps, ok := invoker.CapabilitiesOf(inv)
-	if !ok {
-		t.Fatal("CapabilitiesOf() ok = false, want the backend to report its capabilities")
-	}
+	inv := newInvoker(invoker.Options{Binary: filepath.Join(dir, "missing")})
+	caps := inv.Capabilities()
 	for field, hint := range hints {
 		t.Run(field, func(t *testing.T) {
 			if set[field] == nil {

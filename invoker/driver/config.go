@@ -1,0 +1,125 @@
+package driver
+
+import (
+	"log/slog"
+	"time"
+
+	"github.com/clinvoke/clinvoke/invoker"
+)
+
+// The defaults of invoker.Options, as its documentation states them.
+const (
+	defaultInterruptGrace     = 1 * time.Second
+	defaultTerminateGrace     = 2 * time.Second
+	defaultTurnInterruptGrace = 5 * time.Second
+	defaultWaitDelay          = 250 * time.Millisecond
+	defaultMaxLineSize        = 64 << 20
+	defaultStderrTail         = 64 << 10
+)
+
+// config is the engine's reading of the user's invoker.Options, with every
+// default applied. Durations are never negative: zero means "none".
+type config struct {
+	binary            string
+	interruptGrace    time.Duration
+	terminateGrace    time.Duration
+	choose            func(cause error) (interrupt, terminate time.Duration, ok bool)
+	turnGrace         time.Duration
+	waitDelay         time.Duration
+	firstEventTimeout time.Duration
+	idleTimeout       time.Duration
+	maxLineSize       int
+	stderrTail        int
+	logger            *slog.Logger
+	pty               bool
+	subreaper         bool
+	env               []string
+	inheritEnv        func(key string) bool
+	containment       string
+	cgroupParent      string
+}
+
+// merge returns opts folded into one: each non-zero field of a later
+// Options replaces the field of an earlier one, and Env is appended.
+func merge(opts []invoker.Options) invoker.Options {
+	var o invoker.Options
+	for _, n := range opts {
+		env := append(o.Env[:len(o.Env):len(o.Env)], n.Env...)
+		set(&o.Binary, n.Binary)
+		if n.InheritEnv != nil {
+			o.InheritEnv = n.InheritEnv
+		}
+		set(&o.FirstEventTimeout, n.FirstEventTimeout)
+		set(&o.IdleTimeout, n.IdleTimeout)
+		set(&o.InterruptGrace, n.InterruptGrace)
+		set(&o.TerminateGrace, n.TerminateGrace)
+		if n.StopGraces != nil {
+			o.StopGraces = n.StopGraces
+		}
+		set(&o.TurnInterruptGrace, n.TurnInterruptGrace)
+		set(&o.WaitDelay, n.WaitDelay)
+		set(&o.MaxLineSize, n.MaxLineSize)
+		set(&o.StderrTail, n.StderrTail)
+		if n.Logger != nil {
+			o.Logger = n.Logger
+		}
+		o.PTY = o.PTY || n.PTY
+		o.Subreaper = o.Subreaper || n.Subreaper
+		set(&o.Containment, n.Containment)
+		set(&o.CgroupParent, n.CgroupParent)
+		o.Env = env
+	}
+	return o
+}
+
+func set[T comparable](dst *T, v T) {
+	var zero T
+	if v != zero {
+		*dst = v
+	}
+}
+
+// newConfig applies the defaults to opts.
+func newConfig(opts []invoker.Options) config {
+	o := merge(opts)
+	c := config{
+		binary:            o.Binary,
+		interruptGrace:    duration(o.InterruptGrace, defaultInterruptGrace),
+		terminateGrace:    duration(o.TerminateGrace, defaultTerminateGrace),
+		choose:            o.StopGraces,
+		turnGrace:         duration(o.TurnInterruptGrace, defaultTurnInterruptGrace),
+		waitDelay:         duration(o.WaitDelay, defaultWaitDelay),
+		firstEventTimeout: max(o.FirstEventTimeout, 0),
+		idleTimeout:       max(o.IdleTimeout, 0),
+		maxLineSize:       defaultMaxLineSize,
+		stderrTail:        defaultStderrTail,
+		logger:            o.Logger,
+		pty:               o.PTY,
+		subreaper:         o.Subreaper,
+		env:               o.Env,
+		inheritEnv:        o.InheritEnv,
+		containment:       o.Containment,
+		cgroupParent:      o.CgroupParent,
+	}
+	if o.MaxLineSize != 0 {
+		c.maxLineSize = max(o.MaxLineSize, 64<<10)
+	}
+	if o.StderrTail != 0 {
+		c.stderrTail = max(o.StderrTail, 1024)
+	}
+	if c.logger == nil {
+		c.logger = slog.New(slog.DiscardHandler)
+	}
+	return c
+}
+
+// duration reads an Options duration: zero is the default, negative none.
+func duration(d, def time.Duration) time.Duration {
+	switch {
+	case d == 0:
+		return def
+	case d < 0:
+		return 0
+	}
+	return d
+}

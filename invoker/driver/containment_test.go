@@ -1,0 +1,223 @@
+//go:build linux
+
+package driver_test
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/clinvoke/clinvoke/internal/testenv"
+	"github.com/clinvoke/clinvoke/invoker/driver"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/clinvoke/clinvoke/internal/fakeagent"
+	"github.com/clinvoke/clinvoke/invoker"
+)
+
+// perlCLI is the start of every hostile fake CLI below: a Perl program
+// (Perl forks without a runtime's threads, so each trick is done as a C
+// daemon does it) that records each process it makes in $PIDFILE and
+// speaks the test backend's (Codex's) events.
+const perlCLI = `#!/usr/bin/perl
+use POSIX (); $| = 1;
+sub record { my $p = shift; open(my $s, "<", "/proc/$p/stat") or die "$!"; my $l = <$s>; $l =~ s/^.*\) //; my @f = split / /, $l;
+  open(my $o, ">>", $ENV{PIDFILE}) or die "$!"; print $o "$p $f[19]\n"; close($o); }
+sub answer { print qq({"type":"thread.started","thread_id":"hostile-1"}\n{"type":"item.completed","item":{"type":"agent_message","text":"done"}}\n{"type":"turn.completed","usage":{"input_tokens":1,"output_tokens":1}}\n); }
+record($$);
+# recorded(): in a child, after record: tells the root; await(): in the
+# root, waits until the child has recorded itself.
+pipe(my $rd, my $wr) or die "$!";
+sub recorded { syswrite($wr, "x"); close($wr); close($rd); }
+sub await { close($wr); sysread($rd, my $b, 1); close($rd); }
+`
+
+// hostile lists fake CLIs that hide processes from tracking. Each leaves
+// something running after it exits. trackingMisses marks the ones the
+// tracking level cannot find (documented on ContainTracking).
+var hostile = []struct {
+	name           string
+	script         string
+	trackingMisses bool
+	opts           []invoker.Options
+}{
+	// A tool that daemonizes with a cleared environment, as
+	// "setsid -f env -i sleep 7777" does (and as every daemonizing tool
+	// does under Codex's shell_environment_policy inherit = "none").
+	{name: "setsid env -i", trackingMisses: true, script: `
+if (fork() == 0) { POSIX::setsid(); if (fork() == 0) { record($$); recorded(); %ENV = (); exec("sleep", "7777"); } POSIX::_exit(0); }
+await(); answer(); exit 0;`},
+	// A daemon that keeps its environment but sets a long process title,
+	// which overwrites /proc/PID/environ (nginx, redis, gunicorn).
+	{name: "setproctitle", trackingMisses: true, script: `
+if (fork() == 0) { POSIX::setsid(); if (fork() == 0) { record($$); recorded(); $0 = "x" x 16384; sleep(7777); exit 0; } POSIX::_exit(0); }
+await(); answer(); exit 0;`},
+	// A sibling made with clone(CLONE_PARENT): its parent is the host.
+	{name: "clone parent", trackingMisses: true, script: `
+my $c = syscall(56, 0x8000 | 17, 0, 0, 0, 0); if ($c == 0) { record($$); recorded(); exec("sleep", "7777"); }
+await(); answer(); exit 0;`},
+	// The same daemon with the host a child subreaper: it is adopted by
+	// the host, and must be killed and reaped, not left running.
+	{name: "subreaper adopts", trackingMisses: true, opts: []invoker.Options{invoker.Options{Subreaper: true}}, script: `
+if (fork() == 0) { POSIX::setsid(); if (fork() == 0) { record($$); recorded(); %ENV = (); exec("sleep", "7777"); } POSIX::_exit(0); }
+await(); answer(); exit 0;`},
+	// An escapee that writes a line to the inherited stdout every 100 ms:
+	// Invoke must still return, within the wait delay of the sweep.
+	{name: "escapee writes stdout", trackingMisses: true, script: `
+if (fork() == 0) { POSIX::setsid(); if (fork() == 0) { record($$); recorded(); %ENV = (); while (1) { print "{}\n"; select(undef, undef, undef, 0.1); } } POSIX::_exit(0); }
+await(); answer(); exit 0;`},
+}
+
+// levelsHere returns the containment levels this machine gives, each
+// forced by invoker.Options.Containment. Under CI, which runs as root, the cgroup
+// level must be among them.
+func levelsHere(t *testing.T) []string {
+	t.Helper()
+	lvl, err := probe("cgroup")
+	if lvl == "cgroup" {
+		return []string{"cgroup", "tracking"}
+	}
+	if os.Getenv("CI") == "true" && os.Geteuid() == 0 {
+		t.Fatalf("probe(cgroup) = %q, %q: CI runs as root, where cgroups must work", lvl, err)
+	}
+	t.Logf("no cgroup containment here (%v): testing the tracking level only", err)
+	return []string{"tracking"}
+}
+
+// TestHostileCLIs runs each hostile CLI at each containment level and
+// checks, by the pids the CLI recorded, that Invoke left nothing running
+// where the level promises it, and that Invoke returned at all.
+func TestHostileCLIs(t *testing.T) {
+	if _, err := exec.LookPath("perl"); err != nil {
+		t.Fatalf("perl is needed for the hostile fake CLIs: %v", err)
+	}
+	if runtime.GOARCH != "amd64" {
+		t.Skip("the scripts call clone by its amd64 number")
+	}
+	for _, tt := range hostile {
+		for _, level := range levelsHere(t) {
+			t.Run(tt.name+"/"+level, func(t *testing.T) {
+				dir := t.TempDir()
+				cli := filepath.Join(dir, "cli")
+				require.NoError(t, os.WriteFile(cli, []byte(perlCLI+tt.script), 0o755))
+				pidfile := filepath.Join(dir, "pids")
+				opts := append([]invoker.Options{
+					invoker.Options{Binary: cli, Logger: testLogger(t), Containment: level, WaitDelay: 100 * time.Millisecond},
+				}, tt.opts...)
+				inv := driver.New(testBackend{}, opts...)
+				// A guard against a hang only: Invoke must return, whatever
+				// the escapee does.
+				ctx, cancel := context.WithTimeout(context.Background(), testenv.Timeout(testenv.Hang))
+				defer cancel()
+				res, err := inv.Invoke(ctx, invoker.Request{Prompt: "go", Workdir: dir, Env: []string{"PIDFILE=" + pidfile}})
+				require.NotErrorIs(t, err, context.DeadlineExceeded, "Invoke did not return")
+				assert.NoError(t, err)
+				assert.Equal(t, "done", res.Text)
+				assert.Equal(t, level, res.Containment, "Result.Containment")
+				procs := readPidfile(t, pidfile)
+				require.GreaterOrEqual(t, len(procs), 2, "processes the CLI recorded")
+				for _, p := range procs[1:] {
+					if !p.alive() {
+						continue
+					}
+					if level == "tracking" && tt.trackingMisses {
+						t.Logf("tracking missed %d, as documented; killing it by pid", p.pid)
+					} else {
+						t.Errorf("pid %d survived Invoke", p.pid)
+					}
+					p.kill(t)
+				}
+			})
+		}
+	}
+}
+
+// TestIdleTimeoutAfterStdoutClosed: a CLI that closes its stdout and runs
+// on is idle; the idle timeout fires.
+func TestIdleTimeoutAfterStdoutClosed(t *testing.T) {
+	dir := t.TempDir()
+	cli := filepath.Join(dir, "cli")
+	script := `print qq({"type":"thread.started","thread_id":"quiet-1"}\n); close(STDOUT); sleep(600);`
+	require.NoError(t, os.WriteFile(cli, []byte(perlCLI+script), 0o755))
+	inv := driver.New(testBackend{}, invoker.Options{Binary: cli, Logger: testLogger(t), IdleTimeout: 300 * time.Millisecond})
+	ctx, cancel := context.WithTimeout(context.Background(), testenv.Timeout(testenv.Hang))
+	defer cancel()
+	res, err := inv.Invoke(ctx, invoker.Request{Prompt: "go", Workdir: dir, Env: []string{"PIDFILE=" + filepath.Join(dir, "pids")}})
+	require.ErrorIs(t, err, invoker.ErrIdleTimeout)
+	assert.Equal(t, "quiet-1", res.SessionID)
+	for _, p := range readPidfile(t, filepath.Join(dir, "pids")) {
+		if p.alive() {
+			t.Errorf("pid %d survived", p.pid)
+			p.kill(t)
+		}
+	}
+}
+
+// TestContainmentUnavailable: asking for the cgroup level where it cannot
+// be had fails before anything starts, with a typed error that says how to
+// get it.
+func TestContainmentUnavailable(t *testing.T) {
+	f := newFixture(t, fakeagent.Script{}, invoker.Options{Containment: "cgroup", CgroupParent: filepath.Join(t.TempDir(), "not-a-cgroup")})
+	res, err := f.inv.Invoke(context.Background(), f.req)
+	require.ErrorIs(t, err, invoker.ErrContainment)
+	assert.Contains(t, err.Error(), "Delegate=yes", "the error says how to get a cgroup")
+	assert.Equal(t, -1, res.ExitCode)
+	assert.Equal(t, "", res.Containment, "nothing started")
+	assert.NoFileExists(t, filepath.Join(f.script.RecordDir, "run.json"), "the fake agent ran")
+}
+
+type pidRecord struct {
+	pid   int
+	start string
+}
+
+func readPidfile(t *testing.T, path string) []pidRecord {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatalf("reading the recorded pids: %v", err)
+	}
+	var out []pidRecord
+	for _, line := range strings.Split(strings.TrimSpace(string(b)), "\n") {
+		var p pidRecord
+		if _, err := fmt.Sscan(line, &p.pid, &p.start); err == nil {
+			out = append(out, p)
+		}
+	}
+	return out
+}
+
+// alive reports whether the recorded process still runs (same start time,
+// not a zombie).
+func (p pidRecord) alive() bool {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", p.pid))
+	if err != nil {
+		return false
+	}
+	s := string(b)
+	f := strings.Fields(s[strings.LastIndexByte(s, ')')+2:])
+	return len(f) > 19 && f[19] == p.start && f[0] != "Z"
+}
+
+func (p pidRecord) kill(t *testing.T) {
+	syscall.Kill(p.pid, syscall.SIGKILL)
+	deadline := time.Now().Add(testenv.Timeout(testenv.Hang))
+	for p.alive() && time.Now().Before(deadline) {
+		time.Sleep(time.Millisecond)
+	}
+}
+
+// probe reports the level an Invoker forced to lvl gets here, and why not
+// the best one (Capabilities.Containment and ContainmentNote).
+func probe(lvl string) (string, string) {
+	c := driver.New(testBackend{}, invoker.Options{Containment: lvl}).Capabilities()
+	return c.Containment, c.ContainmentNote
+}

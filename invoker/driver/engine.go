@@ -1,0 +1,103 @@
+package driver
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"runtime"
+	"time"
+
+	"github.com/clinvoke/clinvoke/invoker"
+)
+
+// New returns an Invoker that runs the CLI described by b on the shared
+// engine, configured by opts (see invoker.Options). Backend packages call
+// it from their own New with the user's options; users of the library call
+// the backend's New instead.
+func New(b Backend, opts ...invoker.Options) invoker.Invoker {
+	return &engine{b: b, cfg: newConfig(opts)}
+}
+
+// engine runs one Backend. It holds only configuration: every call to
+// Invoke or OpenSession keeps its state in its own run value.
+type engine struct {
+	b     Backend
+	cfg   config
+	probe probe
+}
+
+func (e *engine) Name() string { return e.b.Name() }
+
+// Capabilities returns what the backend declares, with the containment
+// level this engine's runs get on this machine.
+func (e *engine) Capabilities() invoker.Capabilities {
+	c := e.b.Capabilities()
+	c.Containment, c.ContainmentNote = e.probe.get(&e.cfg)
+	return c
+}
+
+func (e *engine) Invoke(ctx context.Context, req invoker.Request) (*invoker.Result, error) {
+	start := time.Now()
+	res := &invoker.Result{ExitCode: -1}
+	fail := func(err error) (*invoker.Result, error) {
+		res.Duration = time.Since(start)
+		return res, &cliError{CLI: e.b.Name(), Err: err}
+	}
+	// A run is a session of one turn: its settings and its turn are
+	// checked as OpenSession and Session.Turn check theirs.
+	sreq, turn := req.Session(), req.Turn()
+	schema, err := e.checkSession(&sreq)
+	if err != nil {
+		return fail(err)
+	}
+	if err := checkTurn(&turn); err != nil {
+		return fail(err)
+	}
+	if err := e.checkSupported(&req); err != nil {
+		return fail(err)
+	}
+	cmd, err := e.b.Command(&req)
+	if err != nil {
+		if !errors.Is(err, invoker.ErrInvalidRequest) {
+			err = fmt.Errorf("%w: %w", invoker.ErrInvalidRequest, err)
+		}
+		return fail(err)
+	}
+	if cmd.Cleanup != nil {
+		defer cmd.Cleanup() // after the tree is reaped, or when nothing starts
+	}
+	if err := validateImages(turn.Images); err != nil {
+		return fail(err)
+	}
+	path, err := e.lookPath()
+	if err != nil {
+		return fail(err)
+	}
+	if ctx.Err() != nil {
+		// Never start a process for a call already cancelled; report it
+		// as a cancel during the call is reported.
+		return fail(ctxError(ctx))
+	}
+	r := &run{
+		e: e, ctx: ctx, workdir: req.Workdir, env: req.Env, cmd: cmd, path: path,
+		start: start, res: res, schema: schema,
+		dec: e.b.NewDecoder(&req), onEvent: req.OnEvent,
+	}
+	if cmd.Stdin != "" {
+		r.input = r.writePrompt
+	}
+	err = r.execute()
+	res.Duration = time.Since(start)
+	if r.panicked.Load() {
+		// The tree is reaped; hand the caller's panic (or Goexit, as from
+		// t.FailNow in OnEvent) back to the goroutine that called Invoke.
+		if r.goexit {
+			runtime.Goexit()
+		}
+		panic(r.panicVal)
+	}
+	if err != nil {
+		return res, &cliError{CLI: e.b.Name(), Err: err}
+	}
+	return res, nil
+}

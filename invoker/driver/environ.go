@@ -1,0 +1,89 @@
+package driver
+
+import (
+	"crypto/rand"
+	"encoding/hex"
+	"os"
+	"runtime"
+	"slices"
+	"strings"
+)
+
+// MarkerVar is the environment variable that carries each run's unique
+// marker. Every process of a run inherits it unless it clears its
+// environment, which lets the engine find descendants that left the run's
+// session (Linux).
+const MarkerVar = "CLINVOKE_RUN"
+
+// nestedBreakers are host variables that make a nested agent CLI fail: a
+// host running under Claude Code has CLAUDECODE set, and a claude started
+// by any agent's tool then refuses to start. They are never inherited.
+var nestedBreakers = []string{"CLAUDECODE"}
+
+// environ builds a run's environment: the host's (filtered by
+// invoker.Options.InheritEnv, minus nestedBreakers and cmd.Unset), then invoker.Options.Env, the backend's variables,
+// Request.Env and the run marker, later entries overriding earlier ones.
+func (e *engine) environ(cmd *Command, reqEnv []string, marker string) []string {
+	var env envList
+	keep := e.cfg.inheritEnv
+	for _, kv := range os.Environ() {
+		k, _, _ := strings.Cut(kv, "=")
+		if k == "" || envKey(k) == envKey(MarkerVar) || hasKey(nestedBreakers, k) || hasKey(cmd.Unset, k) {
+			continue
+		}
+		if keep != nil && !keep(k) {
+			continue
+		}
+		env.set(kv)
+	}
+	for _, list := range [][]string{e.cfg.env, cmd.Env, reqEnv} {
+		for _, kv := range list {
+			env.set(kv)
+		}
+	}
+	env.set(marker)
+	return env.list
+}
+
+// envList is an environment in which setting a key replaces its value in
+// place.
+type envList struct {
+	list  []string
+	index map[string]int
+}
+
+func (l *envList) set(kv string) {
+	k, _, _ := strings.Cut(kv, "=")
+	k = envKey(k)
+	if l.index == nil {
+		l.index = make(map[string]int, 64)
+	}
+	if i, ok := l.index[k]; ok {
+		l.list[i] = kv
+		return
+	}
+	l.index[k] = len(l.list)
+	l.list = append(l.list, kv)
+}
+
+// hasKey reports whether names holds the variable name k.
+func hasKey(names []string, k string) bool {
+	return slices.ContainsFunc(names, func(n string) bool { return envKey(n) == envKey(k) })
+}
+
+// envKey returns the form of an environment variable's name under which
+// two names are the same variable: the name itself, or on Windows, where
+// Path and PATH are one variable, its upper case.
+func envKey(k string) string {
+	if runtime.GOOS == "windows" {
+		return strings.ToUpper(k)
+	}
+	return k
+}
+
+// newMarker returns a fresh KEY=VALUE marker for one run.
+func newMarker() string {
+	var b [12]byte
+	rand.Read(b[:])
+	return MarkerVar + "=" + hex.EncodeToString(b[:])
+}

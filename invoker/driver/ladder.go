@@ -1,0 +1,151 @@
+package driver
+
+import (
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/clinvoke/clinvoke/internal/proc"
+	"github.com/clinvoke/clinvoke/invoker"
+)
+
+// supervise waits until the root process exits. Meanwhile it watches the
+// caller's context, the timeouts and fatal conditions, and walks the
+// cancellation ladder when one of them fires. It returns why the run was
+// stopped, or nil if the CLI exited by itself.
+func (r *run) supervise() error {
+	cfg := &r.e.cfg
+	var stopErr error
+	ctxDone := r.ctx.Done()
+	fatal := r.fatal
+	panicCh := r.panicCh
+
+	var firstTimer, idleTimer <-chan time.Time
+	if cfg.firstEventTimeout > 0 {
+		t := time.NewTimer(cfg.firstEventTimeout)
+		defer t.Stop()
+		firstTimer = t.C
+	}
+	var idle *time.Timer
+	if cfg.idleTimeout > 0 {
+		idle = time.NewTimer(cfg.idleTimeout)
+		defer idle.Stop()
+		idleTimer = idle.C
+	}
+	firstEvent := r.firstEvent
+
+	// The ladder: interrupt, then terminate, then kill, each step after the
+	// previous one's grace period. Steps with a zero grace are skipped. A
+	// stop for the caller's context may bring graces of its own (see
+	// Options.StopGraces).
+	g := graces{interrupt: cfg.interruptGrace, terminate: cfg.terminateGrace}
+	var ladder *time.Timer
+	var ladderC <-chan time.Time
+	step := 0
+	next := func() {
+		for step < 3 {
+			step++
+			var grace time.Duration
+			switch step {
+			case 1:
+				if grace = g.interrupt; grace == 0 {
+					continue
+				}
+				r.interrupt()
+			case 2:
+				if grace = g.terminate; grace == 0 {
+					continue
+				}
+				r.log.Debug("signal", "pid", r.tree.Pid(), "signal", proc.Terminate.String())
+				r.tree.Signal(proc.Terminate)
+			case 3:
+				r.log.Debug("signal", "pid", r.tree.Pid(), "signal", proc.Kill.String())
+				rep := r.tree.Kill()
+				r.log.Debug("killed process tree", "killed", rep.Killed, "elapsed", rep.Elapsed)
+				return
+			}
+			if ladder == nil {
+				ladder = time.NewTimer(grace)
+			} else {
+				ladder.Reset(grace)
+			}
+			ladderC = ladder.C
+			return
+		}
+	}
+	defer func() {
+		if ladder != nil {
+			ladder.Stop()
+		}
+	}()
+	stop := func(err error) {
+		if stopErr != nil {
+			return
+		}
+		stopErr = err
+		r.log.Debug("stopping", "pid", r.tree.Pid(), "reason", err)
+		next()
+	}
+
+	for {
+		select {
+		case <-r.tree.Exited():
+			return stopErr
+		case <-ctxDone:
+			ctxDone = nil
+			if stopErr == nil {
+				g = cfg.stopGraces(r.ctx)
+			}
+			stop(ctxError(r.ctx))
+		case err := <-fatal:
+			fatal = nil
+			stop(err)
+		case <-panicCh:
+			// A panic in OnEvent is a bug of the caller's: do not wait
+			// for a polite exit.
+			panicCh = nil
+			if stopErr == nil {
+				stopErr = errors.New("OnEvent panicked")
+			}
+			step = 3
+			r.log.Debug("signal", "pid", r.tree.Pid(), "signal", proc.Kill.String(), "reason", "OnEvent panicked")
+			r.tree.Kill()
+		case <-firstEvent:
+			firstEvent, firstTimer = nil, nil
+		case <-firstTimer:
+			firstTimer = nil
+			select {
+			case <-firstEvent: // it came in time after all
+			default:
+				stop(fmt.Errorf("%w (%v)", invoker.ErrFirstEventTimeout, cfg.firstEventTimeout))
+			}
+		case <-idleTimer:
+			quiet := r.quiet()
+			if quiet >= cfg.idleTimeout {
+				idleTimer = nil
+				stop(fmt.Errorf("%w (%v)", invoker.ErrIdleTimeout, cfg.idleTimeout))
+			} else {
+				idle.Reset(cfg.idleTimeout - quiet)
+			}
+		case <-ladderC:
+			ladderC = nil
+			next()
+		}
+	}
+}
+
+// interrupt is the ladder's first step: Ctrl-C through the terminal in PTY
+// mode, else SIGINT to the root's process group. SIGINT comes first because
+// it is the signal the real CLIs handle best: Claude Code records the turn
+// and kills its own tools only on SIGINT (docs/cli-facts.md).
+func (r *run) interrupt() {
+	if r.pty != nil {
+		r.tree.Snapshot() // Signal would take it; Ctrl-C bypasses Signal
+		r.log.Debug("signal", "pid", r.tree.Pid(), "signal", "Ctrl-C (PTY)")
+		if _, err := r.pty.Write([]byte{0x03}); err == nil {
+			return
+		}
+	}
+	r.log.Debug("signal", "pid", r.tree.Pid(), "signal", proc.Interrupt.String())
+	r.tree.Signal(proc.Interrupt)
+}

@@ -1,0 +1,181 @@
+package driver
+
+import (
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+
+	"github.com/clinvoke/clinvoke/invoker"
+	"github.com/google/jsonschema-go/jsonschema"
+)
+
+// checkSession checks the settings of a conversation (of a session, or of
+// a one-turn run) that mean the same for every CLI, and returns the
+// resolved OutputSchema (nil when none is set). It runs before any process
+// starts; its errors match ErrInvalidRequest.
+func (e *engine) checkSession(req *invoker.SessionRequest) (*jsonschema.Resolved, error) {
+	if err := noNUL(req); err != nil {
+		return nil, err
+	}
+	if req.Workdir == "" {
+		return nil, invalid("no workdir: set Request.Workdir to an absolute directory path")
+	}
+	if !filepath.IsAbs(req.Workdir) {
+		return nil, invalid("workdir %q is relative: Request.Workdir must be an absolute path", req.Workdir)
+	}
+	switch fi, err := os.Stat(req.Workdir); {
+	case errors.Is(err, fs.ErrNotExist):
+		return nil, invalid("workdir %q does not exist: create it or pass an existing directory", req.Workdir)
+	case err != nil:
+		return nil, invalid("workdir %q: %v", req.Workdir, err)
+	case !fi.IsDir():
+		return nil, invalid("workdir %q is not a directory", req.Workdir)
+	}
+	if !req.Permission.Valid() {
+		return nil, invalid("unknown permission %q: use %q, %q or %q", string(req.Permission), invoker.ReadOnly, invoker.WorkspaceWrite, invoker.Unlimited)
+	}
+	for _, kv := range req.Env {
+		if k, _, ok := strings.Cut(kv, "="); !ok || k == "" {
+			return nil, invalid("Request.Env entry %q is not KEY=VALUE", kv)
+		}
+	}
+	if _, err := e.cfg.want(); err != nil {
+		return nil, err
+	}
+	return compileSchema(req)
+}
+
+// checkTurn checks one turn: a prompt that is not blank, and no NUL byte
+// in an image path. (The prompt goes on standard input, where any byte is
+// fine.)
+func checkTurn(t *invoker.TurnRequest) error {
+	for n, v := range t.Images {
+		if i := strings.IndexByte(v, 0); i >= 0 {
+			return invalid("Request.Images[%d] holds a NUL byte at offset %d: a process argument cannot carry one; remove it", n, i)
+		}
+	}
+	if strings.TrimSpace(t.Prompt) == "" {
+		return invalid("empty prompt: set Request.Prompt")
+	}
+	return nil
+}
+
+// fieldSet says, for each optional field of a Request, whether req sets
+// it. Its keys are the names Capabilities.Unsupported returns.
+var fieldSet = map[string]func(req *invoker.Request) bool{
+	"Model":        func(r *invoker.Request) bool { return r.Model != "" },
+	"SessionID":    func(r *invoker.Request) bool { return r.SessionID != "" },
+	"Images":       func(r *invoker.Request) bool { return len(r.Images) > 0 },
+	"SystemPrompt": func(r *invoker.Request) bool { return r.SystemPrompt != "" },
+	"OutputSchema": func(r *invoker.Request) bool { return len(r.OutputSchema) > 0 },
+	"MaxTurns":     func(r *invoker.Request) bool { return r.MaxTurns != 0 },
+	"MaxBudgetUSD": func(r *invoker.Request) bool { return r.MaxBudgetUSD != 0 },
+}
+
+// checkSupported refuses a request that sets a field the backend does not
+// support, naming the field and what to do instead.
+func (e *engine) checkSupported(req *invoker.Request) error {
+	for _, f := range e.b.Capabilities().Unsupported() {
+		if set := fieldSet[f]; set != nil && set(req) {
+			return &unsupportedError{field: f, hint: e.b.Hint(f)}
+		}
+	}
+	return nil
+}
+
+// noNUL rejects a NUL byte in any field that reaches the CLI's argument
+// list, environment or working directory: the kernel cannot pass one, and
+// the start would fail with a bare "invalid argument".
+func noNUL(req *invoker.SessionRequest) error {
+	fields := []struct {
+		name  string
+		value string
+	}{
+		{"Workdir", req.Workdir}, {"Model", req.Model}, {"SessionID", req.SessionID},
+		{"SystemPrompt", req.SystemPrompt}, {"Permission", string(req.Permission)},
+	}
+	for _, f := range fields {
+		if i := strings.IndexByte(f.value, 0); i >= 0 {
+			return invalid("Request.%s holds a NUL byte at offset %d: a process argument cannot carry one; remove it", f.name, i)
+		}
+	}
+	for _, list := range []struct {
+		name   string
+		values []string
+	}{{"Env", req.Env}, {"ExtraArgs", req.ExtraArgs}} {
+		for n, v := range list.values {
+			if i := strings.IndexByte(v, 0); i >= 0 {
+				return invalid("Request.%s[%d] holds a NUL byte at offset %d: a process argument or environment entry cannot carry one; remove it", list.name, n, i)
+			}
+		}
+	}
+	return nil
+}
+
+// commandNoNUL is the last check of what reaches the kernel: the
+// backend's arguments and environment and the options' environment.
+func commandNoNUL(cmd *Command, env []string) error {
+	for n, a := range cmd.Args {
+		if strings.IndexByte(a, 0) >= 0 {
+			return invalid("argument %d of the CLI's command line holds a NUL byte", n+1)
+		}
+	}
+	for _, kv := range env {
+		if strings.IndexByte(kv, 0) >= 0 {
+			k, _, _ := strings.Cut(kv, "=")
+			return invalid("environment variable %q holds a NUL byte (from Options.Env or the backend)", strings.ReplaceAll(k, "\x00", ""))
+		}
+	}
+	return nil
+}
+
+// validateImages checks Request.Images. It runs after the backend's
+// Command, so that a CLI that takes no images reports ErrUnsupported
+// rather than a complaint about the paths.
+func validateImages(images []string) error {
+	for _, img := range images {
+		if !filepath.IsAbs(img) {
+			return invalid("image %q is relative: Request.Images must hold absolute paths", img)
+		}
+		if fi, err := os.Stat(img); err != nil || fi.IsDir() {
+			return invalid("image %q is not a readable file", img)
+		}
+	}
+	return nil
+}
+
+func invalid(format string, args ...any) error {
+	return fmt.Errorf("%w: "+format, append([]any{invoker.ErrInvalidRequest}, args...)...)
+}
+
+// lookPath resolves the CLI's executable. A missing binary is an error that
+// matches ErrNotInstalled (and exec.ErrNotFound when looked up on PATH).
+func (e *engine) lookPath() (string, error) {
+	bin := e.cfg.binary
+	if bin == "" {
+		bin = e.b.Binary()
+	}
+	hint := e.b.InstallHint()
+	if !strings.ContainsRune(bin, filepath.Separator) && !strings.ContainsRune(bin, '/') {
+		p, err := exec.LookPath(bin)
+		if err != nil {
+			return "", fmt.Errorf("%w: %q is not on PATH; install it with `%s` or set its path with invoker.Options.Binary (%w)", invoker.ErrNotInstalled, bin, hint, err)
+		}
+		return p, nil
+	}
+	fi, err := os.Stat(bin)
+	if err != nil {
+		return "", fmt.Errorf("%w: %s; install it with `%s` or fix the path given in invoker.Options.Binary (%w)", invoker.ErrNotInstalled, bin, hint, err)
+	}
+	if fi.IsDir() {
+		return "", fmt.Errorf("%w: %s is a directory, not the CLI's executable", invoker.ErrNotInstalled, bin)
+	}
+	if _, err := exec.LookPath(bin); err != nil {
+		return "", fmt.Errorf("%w: %s is not executable (%w)", invoker.ErrNotInstalled, bin, err)
+	}
+	return bin, nil
+}

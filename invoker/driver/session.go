@@ -1,0 +1,741 @@
+package driver
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"runtime"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/clinvoke/clinvoke/invoker"
+	"github.com/google/jsonschema-go/jsonschema"
+)
+
+// session is the second driver of the engine's run: one warm CLI process
+// holding a conversation, whose turns are spoken in the CLI's protocol
+// (SessionProtocol). It implements invoker.Session.
+type session struct {
+	cli    string
+	cfg    *config
+	e      *engine
+	sreq   invoker.SessionRequest
+	schema *jsonschema.Resolved // SessionRequest.OutputSchema, resolved
+	proto  SessionProtocol
+	r      *run
+	ctx    context.Context         // the context given to OpenSession
+	stop   context.CancelCauseFunc // starts the signal ladder, with the cause
+	// stopCause is why the session stopped itself (an ignored interrupt,
+	// Close with a turn in flight), if it did: Err reports it rather than
+	// the context.Canceled of the ladder it started.
+	stopCause atomic.Pointer[error]
+
+	busy atomic.Bool // a Turn is running
+
+	mu      sync.Mutex
+	cur     *turnState // the turn whose events are being delivered
+	id      string     // the latest session id seen
+	queue   []byte     // bytes waiting to be written to standard input
+	eof     bool       // close standard input once queue is written
+	closing bool       // Close was called
+
+	wake      chan struct{} // something was queued, or eof set
+	started   chan struct{} // the tree has started (closed by feed)
+	ready     chan struct{} // the handshake is complete
+	readyOnce sync.Once
+	done      chan struct{} // the tree is gone and reaped
+	err       error         // why the session ended, without the CLI's name; set before done is closed
+	closeOnce sync.Once
+	closeErr  error
+}
+
+// turnState is one turn's link between the reader and Turn.
+type turnState struct {
+	req       *invoker.TurnRequest
+	first     chan struct{} // closed at the turn's first event that is not a warning
+	firstOnce sync.Once
+	ended     chan struct{} // closed after the turn's last event was delivered
+	out       Outcome       // set by the reader before ended is closed
+	// last is set by the reader when the protocol reported the end of the
+	// turn: the next KindDone event delivered is the turn's last.
+	last bool
+	// skipped counts the stdout lines skipped over the line limit during
+	// the turn, the longest of them skippedMax bytes (guarded by the
+	// session's mu).
+	skipped    int
+	skippedMax int64
+}
+
+// skippedLine is the run's onSkip: a line skipped during a turn makes the
+// turn fail with ErrLineTooLong, as it makes a one-turn run fail.
+func (s *session) skippedLine(size int64) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if t := s.cur; t != nil {
+		t.skipped++
+		t.skippedMax = max(t.skippedMax, size)
+	}
+}
+
+// skippedError describes the lines skipped during the turn t, or returns
+// nil if none was.
+func (s *session) skippedError(t *turnState) *lineTooLongError {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if t.skipped == 0 {
+		return nil
+	}
+	return &lineTooLongError{n: t.skipped, longest: t.skippedMax, max: s.r.e.cfg.maxLineSize}
+}
+
+// OpenSession implements invoker.Invoker for every backend; backends
+// without a long-lived mode refuse with ErrUnsupported.
+func (e *engine) OpenSession(ctx context.Context, req invoker.SessionRequest) (invoker.Session, error) {
+	fail := func(err error) (invoker.Session, error) { return nil, &cliError{CLI: e.b.Name(), Err: err} }
+	sb, ok := e.b.(SessionBackend)
+	if !ok || !e.b.Capabilities().Sessions {
+		return fail(sessionsUnsupported(e.b.Hint("Sessions")))
+	}
+	schema, err := e.checkSession(&req)
+	if err != nil {
+		return fail(err)
+	}
+	full := req.Request(invoker.TurnRequest{})
+	if err := e.checkSupported(&full); err != nil {
+		return fail(err)
+	}
+	cmd, err := sb.SessionCommand(&req)
+	if err != nil {
+		if !errors.Is(err, invoker.ErrInvalidRequest) {
+			err = fmt.Errorf("%w: %w", invoker.ErrInvalidRequest, err)
+		}
+		return fail(err)
+	}
+	cmd.Stdin = ""
+	path, err := e.lookPath()
+	if err != nil {
+		if cmd.Cleanup != nil {
+			cmd.Cleanup()
+		}
+		return fail(err)
+	}
+	if err := ctx.Err(); err != nil {
+		if cmd.Cleanup != nil {
+			cmd.Cleanup()
+		}
+		return fail(err)
+	}
+
+	s := &session{
+		cli:     e.b.Name(),
+		cfg:     &e.cfg,
+		e:       e,
+		sreq:    req,
+		schema:  schema,
+		proto:   sb.NewSessionProtocol(&req),
+		ctx:     ctx,
+		wake:    make(chan struct{}, 1),
+		started: make(chan struct{}),
+		ready:   make(chan struct{}),
+		done:    make(chan struct{}),
+	}
+	// The run is the engine's, with its start, streams, ladder and sweep;
+	// the session supplies the decoder (the protocol), the writer of
+	// standard input and the receiver of events. First-event and idle
+	// timeouts apply to each turn (see Turn), not to the process, which
+	// waits for its next turn in silence: the run itself has none.
+	runCtx, stop := context.WithCancelCause(ctx)
+	s.stop = stop
+	rcfg := e.cfg
+	rcfg.firstEventTimeout, rcfg.idleTimeout = 0, 0
+	r := &run{
+		e:       &engine{b: e.b, cfg: rcfg},
+		ctx:     runCtx,
+		workdir: req.Workdir,
+		env:     req.Env,
+		cmd:     cmd,
+		path:    path,
+		start:   time.Now(),
+		res:     &invoker.Result{ExitCode: -1},
+		dec:     &sessionDecoder{s: s},
+		onEvent: s.dispatch,
+		input:   s.feed,
+		onSkip:  s.skippedLine,
+	}
+	s.r = r
+	lines, ready := s.proto.Open()
+	s.write(lines...)
+	if ready {
+		s.markReady()
+	}
+	go func() {
+		err := r.execute()
+		if cmd.Cleanup != nil {
+			cmd.Cleanup()
+		}
+		if p := s.stopCause.Load(); p != nil && ctx.Err() == nil && errors.Is(err, context.Canceled) {
+			// The session stopped itself: say why, not that its ladder
+			// was started by a cancel.
+			err = *p
+		}
+		s.err = err
+		stop(nil)
+		close(s.done)
+	}()
+
+	// The tree must have started before the session is handed out (Turn
+	// reads what the start established), and the handshake be complete.
+	select {
+	case <-s.started:
+	case <-s.done:
+	}
+	// The first-event timeout bounds the handshake.
+	var timeout <-chan time.Time
+	if d := e.cfg.firstEventTimeout; d > 0 {
+		t := time.NewTimer(d)
+		defer t.Stop()
+		timeout = t.C
+	}
+	select {
+	case <-s.ready:
+		select {
+		case <-s.done:
+		default:
+			return s, nil
+		}
+	case <-s.done:
+	case <-ctx.Done():
+		<-s.done // the run's context is ctx's child: the ladder is on its way
+		return fail(ctxError(ctx))
+	case <-timeout:
+		err := fmt.Errorf("%w (%v): the CLI did not complete the session's handshake", invoker.ErrFirstEventTimeout, e.cfg.firstEventTimeout)
+		s.halt(err)
+		<-s.done
+		return fail(err)
+	}
+	if s.err != nil {
+		return fail(s.err)
+	}
+	return fail(fmt.Errorf("%w: the CLI exited before the session was ready (exit status %d): %s",
+		invoker.ErrSessionClosed, r.res.ExitCode, lastLines(r.res.Stderr, 3, 512)))
+}
+
+// halt stops the session's tree with the signal ladder, for why; Err then
+// reports why (unless the session's context was done first).
+func (s *session) halt(why error) {
+	s.stopCause.CompareAndSwap(nil, &why)
+	s.stop(why)
+}
+
+// sessionsUnsupported is the error for a CLI without a long-lived mode.
+func sessionsUnsupported(hint string) error {
+	if hint == "" {
+		hint = "use Invoke, one process per turn, and resume with Request.SessionID"
+	}
+	return fmt.Errorf("%w: this CLI has no session mode (Capabilities.Sessions is false): %s", invoker.ErrUnsupported, hint)
+}
+
+// sessionDecoder is the run's Decoder for a session: it feeds the lines to
+// the protocol, writes the protocol's replies, and marks the end of turns.
+// The run calls it under its decoder lock, which also guards every other
+// call into the protocol.
+type sessionDecoder struct{ s *session }
+
+func (d *sessionDecoder) Decode(line []byte) ([]invoker.Event, error) {
+	s := d.s
+	st, err := s.proto.Decode(line)
+	s.write(st.Write...)
+	for _, ev := range st.Events {
+		if ev.SessionID != "" {
+			s.mu.Lock()
+			s.id = ev.SessionID
+			s.mu.Unlock()
+		}
+	}
+	if st.Ready {
+		s.markReady()
+	}
+	evs := st.Events
+	if st.TurnEnded {
+		s.mu.Lock()
+		t := s.cur
+		s.mu.Unlock()
+		if t != nil && !t.last {
+			t.out = s.proto.Outcome(s.r.tail.String())
+			t.last = true
+			if len(evs) == 0 || evs[len(evs)-1].Kind != invoker.KindDone {
+				evs = append(evs, invoker.Event{Kind: invoker.KindDone, Raw: safeRaw(line)})
+			}
+		}
+	}
+	return evs, err
+}
+
+func (d *sessionDecoder) Stderr(line []byte) error { return d.s.proto.Stderr(line) }
+
+// Outcome of the whole process: a CLI that exits 0 at the end of its input
+// (Close), with no turn in flight and nothing stopping it, ended well. An
+// exit 0 at any other time is not (Gemini exits 0 on the SIGINT that a
+// fatal error of the protocol brings).
+func (d *sessionDecoder) Outcome(exitCode int, stderr string) Outcome {
+	s := d.s
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return Outcome{SessionID: s.id, Success: exitCode == 0 && s.eof && s.cur == nil && s.r.ctx.Err() == nil}
+}
+
+// dispatch is the run's OnEvent: it hands the events to the turn in
+// flight, and ends the turn after its last event. Lines printed between
+// turns have no one to go to.
+func (s *session) dispatch(ev invoker.Event) {
+	s.mu.Lock()
+	t := s.cur
+	s.mu.Unlock()
+	if t == nil {
+		return
+	}
+	if ev.Kind != invoker.KindWarning {
+		t.firstOnce.Do(func() { close(t.first) })
+	}
+	if t.req.OnEvent != nil {
+		t.req.OnEvent(ev)
+	}
+	if ev.Kind == invoker.KindDone && t.last {
+		s.mu.Lock()
+		s.cur = nil
+		s.mu.Unlock()
+		close(t.ended)
+	}
+}
+
+func (s *session) markReady() { s.readyOnce.Do(func() { close(s.ready) }) }
+
+// write queues lines, each with a newline, for standard input.
+func (s *session) write(lines ...[]byte) {
+	if len(lines) == 0 {
+		return
+	}
+	s.mu.Lock()
+	for _, l := range lines {
+		s.queue = append(s.queue, l...)
+		s.queue = append(s.queue, '\n')
+	}
+	s.mu.Unlock()
+	s.signal()
+}
+
+func (s *session) signal() {
+	select {
+	case s.wake <- struct{}{}:
+	default:
+	}
+}
+
+// feed is the run's writer of standard input: it writes what the session
+// queues until the session asks for end of file or the CLI exits (the run
+// then closes standard input, which ends a blocked write).
+func (s *session) feed() {
+	r := s.r
+	close(s.started)
+	for {
+		s.mu.Lock()
+		buf, eof := s.queue, s.eof
+		s.queue = nil
+		s.mu.Unlock()
+		if len(buf) > 0 {
+			if _, err := r.stdin.Write(buf); err != nil {
+				r.log.Debug("writing to the session's stdin", "err", err)
+			}
+			continue
+		}
+		if eof {
+			r.stdin.Close()
+			return
+		}
+		select {
+		case <-s.wake:
+		case <-r.tree.Exited():
+			return
+		}
+	}
+}
+
+// ID returns the session (thread) id the CLI reported, or "" before it
+// reported one (Claude Code reports it in the first turn). Pass it as
+// Request.SessionID to resume the conversation with Invoke or in another
+// session.
+func (s *session) ID() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.id
+}
+
+// Done returns a channel that is closed when the session has ended and its
+// process tree is gone and reaped: after Close, the cancellation of the
+// context given to OpenSession, the ladder after an ignored interrupt, or
+// the CLI's own exit.
+func (s *session) Done() <-chan struct{} { return s.done }
+
+// Err returns why the session ended, once Done is closed: nil when it was
+// closed and the CLI exited by itself at the end of its input, else the
+// cause (the context's error, the CLI's exit status, ...). Before Done is
+// closed it returns nil.
+func (s *session) Err() error {
+	select {
+	case <-s.done:
+		if s.err == nil {
+			return nil
+		}
+		return &cliError{CLI: s.cli, Err: s.err}
+	default:
+		return nil
+	}
+}
+
+// Close ends the session and returns once the CLI and every process it
+// started are gone. Between turns it closes the CLI's standard input, the
+// end of the conversation for every CLI, and waits the interrupt grace
+// (invoker.Options.TurnInterruptGrace) for it to exit; a turn in flight, or a CLI that
+// does not exit in time, gets the signal ladder at once, and the turn
+// returns an error matching ErrSessionClosed. Close returns nil when the
+// tree ended that way; when the session had already ended for another
+// reason, it returns that reason (as Err). Close may be called more than
+// once, from any goroutine but one: not from a TurnRequest.OnEvent
+// callback, which would wait for the tree while the tree's output waits
+// for the callback (cancel the turn's context there instead).
+func (s *session) Close() error {
+	s.closeOnce.Do(func() {
+		s.mu.Lock()
+		s.closing = true
+		busy := s.cur != nil || s.busy.Load()
+		if !busy {
+			s.eof = true
+		}
+		s.mu.Unlock()
+		select {
+		case <-s.done:
+			s.closeErr = s.Err() // ended before: say why
+			return
+		default:
+		}
+		if busy {
+			s.halt(fmt.Errorf("%w by Close with a turn in flight", invoker.ErrSessionClosed))
+		} else {
+			s.signal()
+			exited := false
+			if g := s.cfg.turnGrace; g > 0 {
+				t := time.NewTimer(g)
+				select {
+				case <-s.done:
+					exited = true
+				case <-t.C:
+				}
+				t.Stop()
+			}
+			if !exited {
+				s.halt(fmt.Errorf("the CLI did not exit within %v of the end of its input", s.cfg.turnGrace))
+			}
+		}
+		<-s.done
+	})
+	<-s.done
+	return s.closeErr
+}
+
+// closedError says why a session can take no more turns.
+func (s *session) closedError() error {
+	s.mu.Lock()
+	closing := s.closing
+	s.mu.Unlock()
+	switch {
+	case closing:
+		return fmt.Errorf("%w by Close", invoker.ErrSessionClosed)
+	case s.err != nil:
+		return fmt.Errorf("%w: %w", invoker.ErrSessionClosed, s.err)
+	}
+	return fmt.Errorf("%w: the CLI exited (status %d)", invoker.ErrSessionClosed, s.r.res.ExitCode)
+}
+
+// Turn implements invoker.Session. Its checks are those of the turn of a
+// one-turn run, and its verdict is the same function's (decide).
+func (s *session) Turn(ctx context.Context, t invoker.TurnRequest) (*invoker.Result, error) {
+	start := time.Now()
+	res := &invoker.Result{ExitCode: -1, Containment: s.r.res.Containment}
+	fail := func(err error) (*invoker.Result, error) {
+		res.Duration = time.Since(start)
+		res.SessionID = s.ID()
+		return res, &cliError{CLI: s.cli, Err: err}
+	}
+	if !s.busy.CompareAndSwap(false, true) {
+		return fail(invoker.ErrTurnInProgress)
+	}
+	defer s.busy.Store(false)
+	if err := checkTurn(&t); err != nil {
+		return fail(err)
+	}
+	full := s.sreq.Request(t)
+	if err := s.e.checkSupported(&full); err != nil {
+		return fail(err)
+	}
+	if err := validateImages(t.Images); err != nil {
+		return fail(err)
+	}
+	s.mu.Lock()
+	closing := s.closing
+	s.mu.Unlock()
+	select {
+	case <-s.done:
+		return fail(s.closedError())
+	default:
+		if closing {
+			return fail(s.closedError())
+		}
+	}
+	if err := ctx.Err(); err != nil {
+		return fail(err)
+	}
+
+	ts := &turnState{req: &t, first: make(chan struct{}), ended: make(chan struct{})}
+	r := s.r
+	r.decMu.Lock()
+	lines, err := func() (lines [][]byte, err error) {
+		defer func() {
+			if p := recover(); p != nil {
+				err = fmt.Errorf("the session protocol failed to start a turn: %v", p)
+			}
+		}()
+		return s.proto.StartTurn(&t)
+	}()
+	if err == nil {
+		s.mu.Lock()
+		s.cur = ts
+		s.mu.Unlock()
+	}
+	r.decMu.Unlock()
+	if err != nil {
+		if !errors.Is(err, invoker.ErrInvalidRequest) {
+			err = fmt.Errorf("%w: %w", invoker.ErrInvalidRequest, err)
+		}
+		return fail(err)
+	}
+	defer func() {
+		s.mu.Lock()
+		if s.cur == ts {
+			s.cur = nil
+		}
+		s.mu.Unlock()
+	}()
+	s.write(lines...)
+
+	return s.await(ctx, ts, res, start)
+}
+
+// await waits for the end of the turn ts, interrupting it when ctx is done
+// or a timeout fires, and fills res.
+func (s *session) await(ctx context.Context, ts *turnState, res *invoker.Result, start time.Time) (*invoker.Result, error) {
+	r := s.r
+	fail := func(err error) (*invoker.Result, error) {
+		res.Duration = time.Since(start)
+		res.SessionID = s.ID()
+		return res, &cliError{CLI: s.cli, Err: err}
+	}
+	ctxDone := ctx.Done()
+	timers := newTurnTimers(s.cfg, r)
+	defer timers.stop()
+	first := ts.first
+	var grace *time.Timer
+	var graceC <-chan time.Time
+	defer func() {
+		if grace != nil {
+			grace.Stop()
+		}
+	}()
+	// cause is why the turn is being interrupted (the context's error or
+	// a timeout), nil while it is not; ignored is set when the CLI let
+	// the grace pass.
+	var cause error
+	ignored := false
+	// gone returns once the session has ended, after its tree is reaped,
+	// with the turn's partial result. err is what the CLI said about the
+	// turn, if it ended it.
+	gone := func(err error) (*invoker.Result, error) {
+		<-s.done
+		if r.panicked.Load() {
+			if r.goexit {
+				runtime.Goexit()
+			}
+			panic(r.panicVal)
+		}
+		res.ExitCode = r.res.ExitCode
+		res.Stderr = r.res.Stderr
+		if out := s.turnOutcome(); out.Text != "" {
+			res.Text = out.Text
+		}
+		closed := s.closedError()
+		switch {
+		case ignored:
+			closed = fmt.Errorf("%w (%v): %w: %w", invoker.ErrInterruptIgnored, s.cfg.turnGrace, invoker.ErrSessionClosed, cause)
+		case cause != nil:
+			closed = fmt.Errorf("%w: %w", closed, cause)
+		}
+		if err != nil {
+			closed = fmt.Errorf("%w; the turn ended with: %w", closed, err)
+		}
+		return fail(closed)
+	}
+	ended := func() (*invoker.Result, error) {
+		out := ts.out
+		if !out.Success && r.ctx.Err() != nil {
+			// The CLI ended the turn because the session is being
+			// stopped (Close, the session's context, the ladder after
+			// an ignored interrupt): say so, once the tree is gone.
+			return gone(out.Err)
+		}
+		res.ExitCode = 0
+		res.SessionID, res.Text, res.Usage, res.Turns = out.SessionID, out.Text, out.Usage, out.Turns
+		if res.SessionID == "" {
+			res.SessionID = s.ID()
+		}
+		res.Stderr = r.tail.String()
+		res.Duration = time.Since(start)
+		err, done := decide(&out, cause, s.skippedError(ts), s.schema, res)
+		if !done {
+			// The CLI ended the turn neither with success nor with a
+			// failure of its own.
+			err = &noResultError{printed: "the CLI ended the turn without its terminal success event", stderr: lastLines(res.Stderr, 3, 512)}
+		}
+		if err != nil {
+			return res, &cliError{CLI: s.cli, Err: err}
+		}
+		return res, nil
+	}
+	// interrupt asks the CLI to end the turn, once, for why.
+	interrupt := func(why error) {
+		if cause != nil {
+			return
+		}
+		cause = why
+		timers.stop()
+		g := s.cfg.turnGrace
+		if g == 0 {
+			ignored = true
+			s.halt(fmt.Errorf("%w (no turn interrupt grace) after %w", invoker.ErrInterruptIgnored, why))
+			return
+		}
+		r.decMu.Lock()
+		lines := func() (lines [][]byte) {
+			defer func() { recover() }()
+			return s.proto.Interrupt()
+		}()
+		r.decMu.Unlock()
+		r.log.Debug("interrupting the turn in the CLI's protocol", "reason", why, "grace", g)
+		s.write(lines...)
+		grace = time.NewTimer(g)
+		graceC = grace.C
+	}
+	for {
+		select {
+		case <-ts.ended:
+			return ended()
+
+		case <-s.done:
+			select {
+			case <-ts.ended:
+				return ended() // the turn was complete before the CLI exited
+			default:
+			}
+			return gone(nil)
+
+		case <-ctxDone:
+			ctxDone = nil
+			interrupt(ctxError(ctx))
+
+		case <-first:
+			first = nil
+			timers.firstEvent()
+
+		case <-timers.firstC:
+			timers.firstC = nil
+			select {
+			case <-ts.first: // it came in time after all
+			default:
+				interrupt(fmt.Errorf("%w (%v)", invoker.ErrFirstEventTimeout, s.cfg.firstEventTimeout))
+			}
+
+		case <-timers.idleC:
+			if timers.idleDue() {
+				interrupt(fmt.Errorf("%w (%v)", invoker.ErrIdleTimeout, s.cfg.idleTimeout))
+			}
+
+		case <-graceC:
+			graceC = nil
+			ignored = true
+			r.log.Debug("the CLI ignored the interrupt; stopping the session", "grace", s.cfg.turnGrace)
+			s.halt(fmt.Errorf("%w (%v) after %w", invoker.ErrInterruptIgnored, s.cfg.turnGrace, cause))
+		}
+	}
+}
+
+// turnTimers are a turn's first-event and idle timeouts.
+type turnTimers struct {
+	r             *run
+	idle          time.Duration
+	first, idleT  *time.Timer
+	firstC, idleC <-chan time.Time
+}
+
+func newTurnTimers(cfg *config, r *run) *turnTimers {
+	t := &turnTimers{r: r, idle: cfg.idleTimeout}
+	if d := cfg.firstEventTimeout; d > 0 {
+		t.first = time.NewTimer(d)
+		t.firstC = t.first.C
+	}
+	if t.idle > 0 {
+		t.idleT = time.NewTimer(t.idle)
+		t.idleC = t.idleT.C
+	}
+	return t
+}
+
+// firstEvent stops the first-event timeout: the turn's first event came.
+func (t *turnTimers) firstEvent() {
+	if t.first != nil {
+		t.first.Stop()
+		t.firstC = nil
+	}
+}
+
+// idleDue reports whether the CLI has been silent for the idle timeout,
+// and if not, sets the timer for the rest of it.
+func (t *turnTimers) idleDue() bool {
+	quiet := t.r.quiet()
+	if quiet >= t.idle {
+		t.idleC = nil
+		return true
+	}
+	t.idleT.Reset(t.idle - quiet)
+	return false
+}
+
+func (t *turnTimers) stop() {
+	for _, tm := range []*time.Timer{t.first, t.idleT} {
+		if tm != nil {
+			tm.Stop()
+		}
+	}
+	t.firstC, t.idleC = nil, nil
+}
+
+// turnOutcome asks the protocol what a turn cut short by the end of the
+// session established (partial text, session id).
+func (s *session) turnOutcome() (out Outcome) {
+	s.r.decMu.Lock()
+	defer s.r.decMu.Unlock()
+	defer func() {
+		if p := recover(); p != nil {
+			out = Outcome{}
+		}
+	}()
+	return s.proto.Outcome(s.r.tail.String())
+}

@@ -1,8 +1,0 @@
-package invoker
-
-import "golang.org/x/sys/unix"
-
-const (
-	ioctlGetTermios = unix.TCGETS
-	ioctlSetTermios = unix.TCSETS
-)

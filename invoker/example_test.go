@@ -6,23 +6,22 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"testing"
 	"time"
 
+	"github.com/clinvoke/clinvoke/claude"
 	"github.com/clinvoke/clinvoke/codex"
 	"github.com/clinvoke/clinvoke/gemini"
-	"github.com/clinvoke/clinvoke/internal/fakeagent"
 	"github.com/clinvoke/clinvoke/invoker"
+	"github.com/clinvoke/clinvoke/invoker/invokertest"
 )
 
-// fakeCodex returns what codex.New() returns in a program, but running
-// this test binary as a scripted stand-in for the codex CLI (its TestMain
-// hands over to the fake agent), so that the examples run without the CLI
-// and their output is checked.
-func fakeCodex(s fakeagent.Script) invoker.Invoker {
-	return codex.New(
-		invoker.Options{Binary: os.Args[0], Env: s.Env(), InterruptGrace: 200 * time.Millisecond, TerminateGrace: 200 * time.Millisecond},
-	)
-}
+// Each example runs the real codex backend against a scripted stand-in for
+// the codex CLI (invokertest.Agent: this test binary, whose TestMain hands
+// over to it), so that its output is checked. In a program, codex.New()
+// takes the place of codex.New(agent.Options()).
+
+func TestMain(m *testing.M) { invokertest.Main(m) }
 
 // workdir is the examples' working directory: any existing absolute path.
 var workdir = os.TempDir()
@@ -31,7 +30,7 @@ var workdir = os.TempDir()
 // Result holds the final answer once Invoke returns, with the CLI and
 // every process it started gone.
 func Example() {
-	inv := fakeCodex(fakeagent.Script{SessionID: "thread-1", Tool: true, Answer: "It prints hello."}) // codex.New()
+	inv := codex.New(invokertest.Agent{SessionID: "thread-1", Tool: true, Answer: "It prints hello."}.Options())
 
 	res, err := inv.Invoke(context.Background(), invoker.Request{
 		Prompt:  "What does `echo hello` print?",
@@ -73,7 +72,7 @@ func Example() {
 func Example_cancel() {
 	// The fake says "One. Two." and then waits on a model that never
 	// finishes the turn.
-	inv := fakeCodex(fakeagent.Script{SessionID: "thread-2", Answer: "One. Two.", StallFor: time.Hour})
+	inv := codex.New(invokertest.Agent{SessionID: "thread-2", Answer: "One. Two.", Stall: time.Hour}.Options())
 
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
@@ -106,7 +105,7 @@ func Example_cancel() {
 // the runs stopped because a sibling failed do not report the sibling's
 // error as their own.
 func Example_cancelCause() {
-	inv := fakeCodex(fakeagent.Script{Answer: "Working on it.", StallFor: time.Hour})
+	inv := codex.New(invokertest.Agent{Answer: "Working on it.", Stall: time.Hour}.Options())
 
 	ctx, cancel := context.WithCancelCause(context.Background())
 	defer cancel(nil)
@@ -135,7 +134,7 @@ func Example_cancelCause() {
 // Request.SessionID. The permission is the new request's, whatever the
 // first turn had.
 func Example_resume() {
-	first := fakeCodex(fakeagent.Script{SessionID: "thread-3", Answer: "main.go starts a server."})
+	first := codex.New(invokertest.Agent{SessionID: "thread-3", Answer: "main.go starts a server."}.Options())
 	res, err := first.Invoke(context.Background(), invoker.Request{Prompt: "What does main.go do?", Workdir: workdir})
 	if err != nil {
 		fmt.Println(err)
@@ -144,7 +143,7 @@ func Example_resume() {
 	fmt.Println(res.SessionID, res.Text)
 
 	// The fake reports the session it was asked to resume, as the CLI does.
-	next := fakeCodex(fakeagent.Script{Answer: "Added a -port flag."})
+	next := codex.New(invokertest.Agent{Answer: "Added a -port flag."}.Options())
 	res, err = next.Invoke(context.Background(), invoker.Request{
 		Prompt:     "Make its port configurable.",
 		Workdir:    workdir,
@@ -167,13 +166,13 @@ func Example_resume() {
 // without the CLI's terminal event ErrNoResult. Success needs that event:
 // exit status 0 is not enough.
 func Example_errors() {
-	scripts := []fakeagent.Script{
+	agents := []invokertest.Agent{
 		{Fail: "You exceeded your current quota (429)"},
-		{ExitCode: 3, NoTerminal: true, Stderr: "fatal: config.toml: bad key\n"},
-		{NoTerminal: true},
+		{ExitCode: 3, NoResult: true, Stderr: "fatal: config.toml: bad key\n"},
+		{NoResult: true},
 	}
-	for _, s := range scripts {
-		_, err := fakeCodex(s).Invoke(context.Background(), invoker.Request{Prompt: "hi", Workdir: workdir})
+	for _, a := range agents {
+		_, err := codex.New(a.Options()).Invoke(context.Background(), invoker.Request{Prompt: "hi", Workdir: workdir})
 		var se *invoker.StreamError
 		var ee *invoker.ExitError
 		switch {
@@ -225,4 +224,32 @@ func ExampleEventKind() {
 	// Output:
 	// {"kind":"tool_call","session_id":"thread-1","tool":{"name":"Bash","id":"t1"}}
 	// true Bash
+}
+
+// A session holds a conversation in one warm CLI process: each Turn skips
+// the CLI's start-up, and Close returns once the CLI and every process it
+// started are gone. (In a program: claude.New().)
+func ExampleSession() {
+	inv := claude.New(invokertest.Agent{CLI: "claude", SessionID: "4f8e0c5e-5b5a-4d8e-9e3c-1c2b3a4d5e6f",
+		Answers: []string{"main.go starts a server.", "Added a -port flag."}}.Options())
+
+	s, err := inv.OpenSession(context.Background(), invoker.SessionRequest{Workdir: workdir})
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	defer s.Close()
+	for _, prompt := range []string{"What does main.go do?", "Add a -port flag."} {
+		res, err := s.Turn(context.Background(), invoker.TurnRequest{Prompt: prompt})
+		if err != nil {
+			fmt.Println(err)
+			return
+		}
+		fmt.Println(res.Text)
+	}
+	fmt.Println("session", s.ID())
+	// Output:
+	// main.go starts a server.
+	// Added a -port flag.
+	// session 4f8e0c5e-5b5a-4d8e-9e3c-1c2b3a4d5e6f
 }

@@ -159,10 +159,7 @@ func (g *acpAgent) prompt(id json.RawMessage, n int, prompt string, intr <-chan 
 			}
 		}
 	}
-	answer := sc.Answer
-	if answer == "" {
-		answer = fmt.Sprintf("Turn %d: %s", n, DefaultAnswer)
-	}
+	answer := sc.turnAnswer(n)
 	for i, piece := range split(answer, sc.Chunks) {
 		if i > 0 && !pause(sc.interval()) {
 			finish("cancelled", 0, 0)

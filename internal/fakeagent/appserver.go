@@ -164,10 +164,7 @@ func (s *appServer) runTurn(n int, turn, prompt string, intr <-chan struct{}) {
 			}
 		}
 	}
-	answer := sc.Answer
-	if answer == "" {
-		answer = fmt.Sprintf("Turn %d: %s", n, DefaultAnswer)
-	}
+	answer := sc.turnAnswer(n)
 	msg := "msg_" + randHex(6)
 	s.notify("item/started", tp(kv{"item", obj{{"type", "agentMessage"}, {"id", msg}, {"text", ""}}}))
 	for i, piece := range split(answer, sc.Chunks) {

@@ -83,6 +83,10 @@ type Script struct {
 	// Answer is the final answer (default DefaultAnswer).
 	Answer string `json:"answer,omitempty"`
 
+	// Answers are, in a session, the answers of its turns in order; a
+	// turn past their end answers Answer, or "Turn N: " and DefaultAnswer.
+	Answers []string `json:"answers,omitempty"`
+
 	// AnswerSize, if larger than the answer, pads the answer at its end
 	// with ASCII filler to this many bytes: an answer whose lines exceed a
 	// line limit (set with invoker.Options.MaxLineSize).
@@ -286,6 +290,13 @@ func Main() {
 	}
 	v, ok := os.LookupEnv(EnvScript)
 	if !ok {
+		if startedAsCLI() {
+			// A test started this binary as an agent CLI but gave it
+			// no script: running the tests here would start the same
+			// sessions again, and again.
+			fmt.Fprintf(os.Stderr, "fakeagent: started as an agent CLI (%q) without %s in the environment\n", os.Args[1], EnvScript)
+			os.Exit(2)
+		}
 		return
 	}
 	s, err := parseScript(v)
@@ -319,6 +330,18 @@ func (s *Script) flavor() string {
 	return s.Flavor
 }
 
+// turnAnswer is the answer of the nth turn of a session (from 1), padded
+// to AnswerSize.
+func (s *Script) turnAnswer(n int) string {
+	switch {
+	case n <= len(s.Answers):
+		return s.Answers[n-1]
+	case s.Answer != "":
+		return s.answer()
+	}
+	return fmt.Sprintf("Turn %d: %s", n, DefaultAnswer)
+}
+
 func (s *Script) interval() time.Duration {
 	if s.Interval <= 0 {
 		return DefaultInterval
@@ -335,4 +358,16 @@ func (s *Script) answer() string {
 		a += strings.Repeat(".", pad)
 	}
 	return a
+}
+
+// startedAsCLI reports whether the arguments are an agent CLI's rather
+// than a test binary's: a subcommand (codex exec, codex app-server) or a
+// long flag (claude --print, gemini --output-format, gemini --acp). Test
+// binaries get -test.* flags and the tests' own single-dash flags.
+func startedAsCLI() bool {
+	if len(os.Args) < 2 {
+		return false
+	}
+	a := os.Args[1]
+	return a == "exec" || a == "app-server" || (strings.HasPrefix(a, "--") && !strings.HasPrefix(a, "--test."))
 }

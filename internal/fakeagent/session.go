@@ -72,6 +72,7 @@ func (l *sessionLine) text() string {
 // message, interrupts by control request, exit 0 at the end of input
 // between turns. It returns the exit status.
 func (a *agent) claudeSession(rec recorder) int {
+	a.limits = limitsOf(Claude, a.args)
 	if err := startHelpers(&a.s); err != nil {
 		fmt.Fprintln(os.Stderr, "fakeagent:", err)
 		return 2
@@ -212,8 +213,15 @@ func (a *agent) sessionTurn(n int, prompt string, intr <-chan string) (code int,
 		return 0, false
 	}
 
+	if !pause(s.SilentFor) {
+		return interrupted()
+	}
 	if s.Tool {
 		c.tool(a)
+		if a.stopped {
+			a.stopped = false
+			return 0, false // a limit ended the turn, with its own result
+		}
 	}
 	if s.StreamFor > 0 {
 		end := time.Now().Add(s.StreamFor)
@@ -224,10 +232,18 @@ func (a *agent) sessionTurn(n int, prompt string, intr <-chan string) (code int,
 			}
 		}
 	}
-	answer := s.Answer
-	if answer == "" {
-		answer = fmt.Sprintf("Turn %d: %s", n, DefaultAnswer)
+	if s.HugeLine > 0 {
+		c.huge(a, s.HugeLine)
 	}
+	if s.Fail != "" {
+		c.failAnswer(a)
+		if !pause(s.StallFor) {
+			return interrupted()
+		}
+		c.fail(a)
+		return 0, false
+	}
+	answer := s.turnAnswer(n)
 	pieces := split(answer, s.Chunks)
 	for i := range pieces {
 		if i > 0 && !pause(s.interval()) {
@@ -243,6 +259,10 @@ func (a *agent) sessionTurn(n int, prompt string, intr <-chan string) (code int,
 	}
 	if !pause(s.StallFor) {
 		return interrupted()
+	}
+	if a.limits.schema != "" {
+		c.done(a) // the structured answer, as a run gives it
+		return 0, false
 	}
 	a.emit(claudeResult(a, false, nil, answer, "end_turn", tokens(prompt), tokens(answer)))
 	return 0, false

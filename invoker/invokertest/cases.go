@@ -267,8 +267,8 @@ var cases = []testCase{
 			res, err := k.invoke(r, context.Background(), f, invoker.Request{})
 			if !errors.Is(err, invoker.ErrLineTooLong) {
 				r.errorf("Invoke() error = %v, want ErrLineTooLong", err)
-			} else if !strings.Contains(err.Error(), "invoker.Options.MaxLineSize") {
-				r.errorf("Invoke() error = %q, want it to say how to raise the limit (invoker.Options.MaxLineSize)", err)
+			} else if !strings.Contains(err.Error(), "Options.MaxLineSize") {
+				r.errorf("Invoke() error = %q, want it to say how to raise the limit (Options.MaxLineSize)", err)
 			}
 			if res.SessionID != f.SessionID {
 				r.errorf("Result.SessionID = %q, want %q", res.SessionID, f.SessionID)

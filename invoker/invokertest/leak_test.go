@@ -4,6 +4,11 @@ import (
 	"testing"
 
 	"go.uber.org/goleak"
+
+	"github.com/clinvoke/clinvoke/internal/fakeagent"
 )
 
-func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+func TestMain(m *testing.M) {
+	fakeagent.Main() // the Agents of the examples and tests are this binary
+	goleak.VerifyTestMain(fakeagent.CheckOrphans(m))
+}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"os"
+	"path/filepath"
 	"runtime"
 	"strings"
 	"sync"
@@ -393,10 +394,10 @@ func (su *sessionSuite) requestErrors(t *testing.T) {
 		name string
 		req  invoker.Request
 	}{
-		{"prompt", invoker.Request{Workdir: dir, Prompt: "hi"}},
-		{"on event", invoker.Request{Workdir: dir, OnEvent: func(invoker.Event) {}}},
+		{"no workdir", invoker.Request{}},
 		{"relative workdir", invoker.Request{Workdir: "rel"}},
-		{"images", invoker.Request{Workdir: dir, Images: []string{"/x.png"}}},
+		{"missing workdir", invoker.Request{Workdir: filepath.Join(dir, "missing")}},
+		{"NUL in env", invoker.Request{Workdir: dir, Env: []string{"A=\x00"}}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			s, err := inv.OpenSession(context.Background(), tc.req.Session())
@@ -488,8 +489,8 @@ func (su *sessionSuite) turnRequestErrors(t *testing.T) {
 	caps := g.inv.Capabilities()
 	_, err := s.Turn(ctx, invoker.TurnRequest{Prompt: "look", Images: []string{"relative.png"}})
 	switch {
-	case !caps.Images && (!errors.Is(err, invoker.ErrUnsupported) || !strings.Contains(err.Error(), "TurnRequest.Images")):
-		t.Errorf("Turn(Images) error = %v, want ErrUnsupported naming TurnRequest.Images", err)
+	case !caps.Images && (!errors.Is(err, invoker.ErrUnsupported) || !strings.Contains(err.Error(), "Request.Images")):
+		t.Errorf("Turn(Images) error = %v, want ErrUnsupported naming Request.Images", err)
 	case caps.Images && !errors.Is(err, invoker.ErrInvalidRequest):
 		t.Errorf("Turn(relative image) error = %v, want ErrInvalidRequest", err)
 	}

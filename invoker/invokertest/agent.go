@@ -1,0 +1,143 @@
+package invokertest
+
+import (
+	"os"
+	"testing"
+	"time"
+
+	"github.com/clinvoke/clinvoke/internal/fakeagent"
+	"github.com/clinvoke/clinvoke/invoker"
+)
+
+// An Agent is a scripted stand-in for one of the agent CLIs — Codex, Gemini
+// CLI or Claude Code — for tests of code that runs them, as
+// net/http/httptest's Server stands in for a web server. The real backends
+// run it exactly as they run the CLI: its output is the CLI's own event
+// stream (copied from captures of the real CLIs), it answers sessions in
+// the CLI's protocol, and it misbehaves on demand. Nothing needs to be
+// installed, and nothing reaches the network.
+//
+// The agent is the test binary itself, started again: the package's tests
+// must call Main from TestMain. Pass an Agent's Options to the backend's
+// New:
+//
+//	func TestMain(m *testing.M) { invokertest.Main(m) }
+//
+//	func TestSummary(t *testing.T) {
+//		inv := claude.New(invokertest.Agent{CLI: "claude", Answer: "All good."}.Options())
+//		res, err := inv.Invoke(ctx, invoker.Request{Prompt: "Summarize", Workdir: t.TempDir()})
+//		...
+//	}
+//
+// In order, a turn of the agent prints: after Silence, its session (with
+// SessionID), the Tool call and its result, progress for Progress, the
+// Answer in Chunks, and after Stall the CLI's terminal event (or the
+// failure Fail), then exits with ExitCode. The zero Agent speaks Codex and
+// answers at once.
+type Agent struct {
+	// CLI is the CLI whose output the agent prints: "codex" (the
+	// default), "gemini" or "claude". Use it with that CLI's backend.
+	CLI string
+
+	// SessionID is the session (thread) id the agent reports; empty means
+	// the id it was asked to resume, or a fresh one.
+	SessionID string
+
+	// Answer is the final answer; empty means a fixed sentence.
+	Answer string
+
+	// Answers are the answers of a session's turns, in order; a turn past
+	// their end answers Answer (or "Turn N: ..." when Answer is empty).
+	Answers []string
+
+	// Chunks streams the answer as this many message events, 10 ms
+	// apart: deltas for CLIs that stream text, growing messages for
+	// Codex, the answer's text blocks for Claude Code.
+	Chunks int
+
+	// Tool makes the agent call a shell tool (echo hello) and report its
+	// result before it answers.
+	Tool bool
+
+	// Progress makes the agent print progress (reasoning, thinking,
+	// directory listings) every 10 ms for this long before the answer.
+	Progress time.Duration
+
+	// Silence makes the agent print nothing for this long before its first
+	// event: a CLI that starts slowly, or hangs.
+	Silence time.Duration
+
+	// Stall makes the agent print nothing for this long after the answer
+	// and before its terminal event: a model stream that stalls mid-turn.
+	Stall time.Duration
+
+	// Fail makes the turn fail with this message, the way the CLI reports
+	// a model error (Invoke then returns a *invoker.StreamError).
+	Fail string
+
+	// NoResult leaves out the CLI's terminal event, as a CLI that crashes
+	// mid-stream (or a program that is not the CLI) does: Invoke then
+	// reports ErrNoResult, or an *invoker.ExitError with ExitCode.
+	NoResult bool
+
+	// ExitCode is the agent's exit status (with Fail, the CLI's own
+	// status for a failed turn when zero).
+	ExitCode int
+
+	// Stderr is written to the agent's standard error.
+	Stderr string
+
+	// IgnoreSignals makes the agent ignore SIGINT and SIGTERM, as a CLI
+	// that hangs does: only the end of the ladder, SIGKILL, stops it.
+	IgnoreSignals bool
+
+	// LeaveBehind makes the agent start a process in its group and a
+	// daemon that leaves its session (setsid), as a tool that spawns
+	// background work does; the library must kill both.
+	LeaveBehind bool
+}
+
+// Options returns the invoker.Options that make a backend run a as its
+// CLI: the test binary as Binary, and a's script in Env. Add options of
+// your own to New after them.
+func (a Agent) Options() invoker.Options {
+	s := fakeagent.Script{
+		Flavor:        a.CLI,
+		SessionID:     a.SessionID,
+		Answer:        a.Answer,
+		Answers:       a.Answers,
+		Chunks:        a.Chunks,
+		Interval:      10 * time.Millisecond,
+		Tool:          a.Tool,
+		StreamFor:     a.Progress,
+		SilentFor:     a.Silence,
+		StallFor:      a.Stall,
+		Fail:          a.Fail,
+		NoTerminal:    a.NoResult,
+		ExitCode:      a.ExitCode,
+		Stderr:        a.Stderr,
+		IgnoreSignals: a.IgnoreSignals,
+		Grandchild:    a.LeaveBehind,
+		Escapee:       a.LeaveBehind,
+	}
+	if s.Flavor == "" {
+		s.Flavor = fakeagent.Codex
+	}
+	return invoker.Options{Binary: os.Args[0], Env: s.Env()}
+}
+
+// Main runs the agent when the test binary was started as one, and
+// otherwise runs the tests, then fails the test binary if any process an
+// Agent started is still alive (Linux). Call it from TestMain:
+//
+//	func TestMain(m *testing.M) { invokertest.Main(m) }
+func Main(m *testing.M) {
+	fakeagent.Main() // returns only when this process is not an agent
+	os.Exit(fakeagent.CheckOrphans(m).Run())
+}
+
+// Survivors returns the pids of the processes that Agents of this test
+// binary started (the agents and everything they started) and that are
+// still alive (Linux; nil elsewhere). Once Invoke or Session.Close has
+// returned, none of the processes of that run or session is among them.
+func Survivors() []int { return fakeagent.Orphans() }

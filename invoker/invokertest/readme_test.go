@@ -1,0 +1,91 @@
+package invokertest_test
+
+import (
+	"bytes"
+	"context"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"strings"
+	"testing"
+
+	"github.com/clinvoke/clinvoke/internal/testenv"
+)
+
+// The README's "Testing your code" snippet, copied as it stands into a
+// fresh module that has only a replace directive to this repository,
+// passes go test on a machine with no agent CLI on PATH: that is how a
+// user's first test of their own code runs.
+func TestReadmeTestingSnippet(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds a module of its own: not part of the quick subset")
+	}
+	root, err := filepath.Abs(filepath.Join("..", ".."))
+	if err != nil {
+		t.Fatal(err)
+	}
+	snippet := readmeSnippet(t, filepath.Join(root, "README.md"), "<!-- testing-snippet")
+
+	dir := t.TempDir()
+	gomod := "module example.com/summary\n\ngo 1.25\n\nrequire github.com/clinvoke/clinvoke v0.0.0\n\nreplace github.com/clinvoke/clinvoke => " + root + "\n"
+	write(t, filepath.Join(dir, "go.mod"), gomod)
+	write(t, filepath.Join(dir, "summary_test.go"), snippet)
+	sum, err := os.ReadFile(filepath.Join(root, "go.sum"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	write(t, filepath.Join(dir, "go.sum"), string(sum))
+
+	gobin := filepath.Join(runtime.GOROOT(), "bin")
+	// Only Go on PATH: no agent CLI, and no module download (the
+	// repository's own dependencies are in the module cache).
+	env := append(os.Environ(), "PATH="+gobin, "GOPROXY=off", "GOFLAGS=-mod=mod", "GOWORK=off", "CGO_ENABLED=0")
+	ctx, cancel := context.WithTimeout(context.Background(), testenv.Timeout(testenv.Hang))
+	defer cancel()
+	for _, args := range [][]string{{"test", "-count=1", "./..."}} {
+		cmd := exec.CommandContext(ctx, filepath.Join(gobin, "go"), args...)
+		cmd.Dir, cmd.Env = dir, env
+		out, err := cmd.CombinedOutput()
+		if err != nil {
+			t.Fatalf("go %s in a fresh module: %v\n%s", strings.Join(args, " "), err, out)
+		}
+		t.Logf("go %s:\n%s", strings.Join(args, " "), out)
+		if args[0] == "test" && !bytes.Contains(out, []byte("ok")) {
+			t.Fatalf("go test in a fresh module printed no ok:\n%s", out)
+		}
+	}
+}
+
+// readmeSnippet returns the Go code block that follows the line starting
+// with marker in the Markdown file path.
+func readmeSnippet(t *testing.T, path, marker string) string {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := string(b)
+	i := strings.Index(s, "\n"+marker)
+	if i < 0 {
+		t.Fatalf("%s has no line starting %q", path, marker)
+	}
+	s = s[i+1:]
+	start := strings.Index(s, "```go\n")
+	if start < 0 {
+		t.Fatalf("%s: no Go block after %q", path, marker)
+	}
+	s = s[start+len("```go\n"):]
+	end := strings.Index(s, "\n```")
+	if end < 0 {
+		t.Fatalf("%s: the Go block after %q does not end", path, marker)
+	}
+	return s[:end+1]
+}
+
+func write(t *testing.T, path, content string) {
+	t.Helper()
+	if err := os.WriteFile(path, []byte(content), 0o644); err != nil {
+		t.Fatal(err)
+	}
+}

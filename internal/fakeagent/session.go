@@ -182,7 +182,6 @@ func (a *agent) sessionTurn(n int, prompt string, intr <-chan string) (code int,
 	a.prompt = prompt
 	a.msgID = ""
 	a.turns.Store(0)
-	c.begin(a)
 
 	// pause waits d, and reports false when the turn was interrupted
 	// meanwhile (unless the script ignores interrupts).
@@ -213,9 +212,12 @@ func (a *agent) sessionTurn(n int, prompt string, intr <-chan string) (code int,
 		return 0, false
 	}
 
+	// A silent turn prints nothing, not even its system init, as a run
+	// that is silent from its start.
 	if !pause(s.SilentFor) {
 		return interrupted()
 	}
+	c.begin(a)
 	if s.Tool {
 		c.tool(a)
 		if a.stopped {

@@ -1,0 +1,190 @@
+package driver_test
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"os"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/clinvoke/clinvoke/claude"
+	"github.com/clinvoke/clinvoke/internal/fakeagent"
+	"github.com/clinvoke/clinvoke/internal/testenv"
+	"github.com/clinvoke/clinvoke/invoker"
+)
+
+// A run is a session of one turn: the same output of the CLI gives the
+// same outcome through Invoke and through Session.Turn. Each case scripts
+// Claude Code's fake once, and runs it both ways: a run prints the turn
+// and exits, a session prints it in answer to a user message and waits for
+// the next. What differs between the two is stated in the case (a session
+// that had to be stopped is closed; a run's CLI exits).
+func TestOutcomesRunAndTurn(t *testing.T) {
+	type want struct {
+		is   []error // the error matches each, through both paths
+		not  []error // and none of these
+		as   any     // a pointer to a typed error errors.As must find, or nil
+		text string  // Result.Text, when not empty
+	}
+	tests := []struct {
+		name   string
+		script fakeagent.Script
+		req    invoker.Request
+		opts   invoker.Options
+		// deadline, when positive, is the turn's context's timeout.
+		deadline time.Duration
+		want     want
+		// sessionIs are errors a session's turn matches besides want.is,
+		// and sessionErr those Session.Err matches once it is closed
+		// (nil: the session lives on after the turn).
+		sessionIs, sessionErr []error
+	}{
+		{
+			name:   "answer",
+			script: fakeagent.Script{Tool: true, Chunks: 2, Answer: "It prints hello."},
+			want:   want{text: "It prints hello."},
+		},
+		{
+			// The bug of the old session layer: a turn reported success
+			// although a line of it was skipped.
+			name:   "a line over the cap mid-turn",
+			script: fakeagent.Script{HugeLine: 256 << 10, Answer: "done"},
+			opts:   invoker.Options{MaxLineSize: 64 << 10},
+			want:   want{is: []error{invoker.ErrLineTooLong}, not: []error{invoker.ErrNoResult}, text: "done"},
+		},
+		{
+			name:   "a failure reported in the stream",
+			script: fakeagent.Script{Fail: "API Error: 529 overloaded"},
+			want:   want{as: new(*invoker.StreamError)},
+		},
+		{
+			name:   "the turn limit",
+			script: fakeagent.Script{Tool: true, Answer: "never reached"},
+			req:    invoker.Request{MaxTurns: 1},
+			want:   want{is: []error{invoker.ErrMaxTurns}, as: new(*invoker.LimitError)},
+		},
+		{
+			name:   "an answer that does not satisfy the schema",
+			script: fakeagent.Script{Answer: `{"y":1}`},
+			req:    invoker.Request{OutputSchema: json.RawMessage(`{"type":"object","required":["x"],"properties":{"x":{"type":"integer"}}}`)},
+			want:   want{as: new(*invoker.SchemaError), text: `{"y":1}`},
+		},
+		{
+			name:   "no first event in time",
+			script: fakeagent.Script{SilentFor: time.Hour},
+			opts:   invoker.Options{FirstEventTimeout: time.Second},
+			want:   want{is: []error{invoker.ErrFirstEventTimeout}, not: []error{context.Canceled, context.DeadlineExceeded}},
+		},
+		{
+			name:   "silence mid-turn",
+			script: fakeagent.Script{Answer: "half", StallFor: time.Hour},
+			opts:   invoker.Options{IdleTimeout: time.Second},
+			want:   want{is: []error{invoker.ErrIdleTimeout}, not: []error{context.Canceled, context.DeadlineExceeded}},
+		},
+		{
+			// The other bug: the session reported context.Canceled,
+			// which nobody had called, instead of why it ended.
+			name:       "a deadline the CLI ignores",
+			script:     fakeagent.Script{Answer: "half", StallFor: time.Hour, IgnoreInterrupt: true, IgnoreSignals: true},
+			opts:       invoker.Options{TurnInterruptGrace: 300 * time.Millisecond},
+			deadline:   time.Second,
+			want:       want{is: []error{context.DeadlineExceeded}, not: []error{context.Canceled}},
+			sessionIs:  []error{invoker.ErrInterruptIgnored, invoker.ErrSessionClosed},
+			sessionErr: []error{invoker.ErrInterruptIgnored, context.DeadlineExceeded},
+		},
+	}
+	check := func(t *testing.T, how string, res *invoker.Result, err error, w want, extra []error) {
+		t.Helper()
+		if res == nil {
+			t.Fatalf("%s: Result = nil", how)
+		}
+		if len(w.is) == 0 && w.as == nil && err != nil {
+			t.Errorf("%s: error = %v, want nil", how, err)
+		}
+		for _, target := range append(append([]error{}, w.is...), extra...) {
+			if !errors.Is(err, target) {
+				t.Errorf("%s: error = %v, want it to match %v", how, err, target)
+			}
+		}
+		for _, target := range w.not {
+			if errors.Is(err, target) {
+				t.Errorf("%s: error = %v, want it not to match %v", how, err, target)
+			}
+		}
+		if w.as != nil && !errors.As(err, w.as) {
+			t.Errorf("%s: error = %v, want a %T", how, err, w.as)
+		}
+		if err != nil && !strings.HasPrefix(err.Error(), "claude: ") {
+			t.Errorf("%s: error = %q, want it to name the CLI", how, err)
+		}
+		if w.text != "" && res.Text != w.text {
+			t.Errorf("%s: Result.Text = %q, want %q", how, res.Text, w.text)
+		}
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			s := tt.script
+			s.Flavor, s.Tag = fakeagent.Claude, fakeagent.NewTag()
+			opts := []invoker.Options{
+				{Binary: os.Args[0], InterruptGrace: 200 * time.Millisecond, TerminateGrace: 200 * time.Millisecond},
+				tt.opts,
+			}
+			inv := claude.New(opts...)
+			req := tt.req
+			req.Prompt, req.Workdir, req.Env = "What does `echo hello` print?", t.TempDir(), s.Env()
+			turnCtx := func() (context.Context, context.CancelFunc) {
+				if tt.deadline > 0 {
+					return context.WithTimeout(context.Background(), tt.deadline)
+				}
+				return context.WithTimeout(context.Background(), testenv.Timeout(testenv.Hang))
+			}
+
+			ctx, cancel := turnCtx()
+			res, err := inv.Invoke(ctx, req)
+			cancel()
+			check(t, "Invoke", res, err, tt.want, nil)
+			if left := fakeagent.Survivors(s.Tag); len(left) > 0 {
+				t.Errorf("Invoke: processes survived: %v", left)
+			}
+
+			sess, err := inv.OpenSession(context.Background(), req.Session())
+			if err != nil {
+				t.Fatalf("OpenSession() error = %v", err)
+			}
+			ctx, cancel = turnCtx()
+			res, err = sess.Turn(ctx, req.Turn())
+			cancel()
+			check(t, "Session.Turn", res, err, tt.want, tt.sessionIs)
+			if tt.sessionErr == nil {
+				select {
+				case <-sess.Done():
+					t.Errorf("the session ended after the turn: %v", sess.Err())
+				default:
+				}
+				if cerr := sess.Close(); cerr != nil {
+					t.Errorf("Close() = %v, want nil", cerr)
+				}
+			} else {
+				<-sess.Done()
+				for _, e := range []struct {
+					name string
+					err  error
+				}{{"Err", sess.Err()}, {"Close", sess.Close()}} {
+					for _, target := range tt.sessionErr {
+						if !errors.Is(e.err, target) {
+							t.Errorf("Session.%s() = %v, want it to match %v", e.name, e.err, target)
+						}
+					}
+					if errors.Is(e.err, context.Canceled) {
+						t.Errorf("Session.%s() = %v: nobody cancelled the session", e.name, e.err)
+					}
+				}
+			}
+			if left := fakeagent.Survivors(s.Tag); len(left) > 0 {
+				t.Errorf("Session: processes survived Close: %v", left)
+			}
+		})
+	}
+}

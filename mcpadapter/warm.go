@@ -137,7 +137,7 @@ type warmSession struct {
 	reaper  *time.Timer // while idle
 	idleGen uint64      // counts the releases, so that a stale reaper does nothing
 	cancel  context.CancelFunc
-	release func() // ends the tracker's hold
+	release func() // ends the session's count in Tools.Wait
 }
 
 // newWarmPool returns the pool of sh, or nil when warm sessions are off.

@@ -66,8 +66,8 @@ const DefaultWarmIdleTimeout = 5 * time.Minute
 // session does not (MaxSessions bounds those). Each turn writes the same
 // transcript lines as a run. [Tools.Shutdown] closes every warm session
 // (its CLI stopped with the ladder the invoker's StopGraces gives
-// ErrShuttingDown, as a run's would be) and waits until they are reaped;
-// so does [Tools.Wait]. Without a Shutdown, warm sessions end only when
+// ErrShuttingDown, as a run's would be) and, like [Tools.Wait], waits
+// until they are reaped. Without a Shutdown, warm sessions end only when
 // idle for IdleTimeout, or with the host (the containment of a run holds
 // for them).
 type WarmSessions struct {

@@ -110,12 +110,20 @@ func TestStructuredAnswerOverMCP(t *testing.T) {
 			r := rigFor(t, name)
 			r.srv.Enqueue(shapeTurn(name))
 			server := mcp.NewServer(&mcp.Implementation{Name: "e2e", Version: "v0"}, nil)
-			if err := mcpadapter.Register(server, nil, r.inv); err != nil {
+			tools, err := mcpadapter.Register(server, nil, r.inv)
+			if err != nil {
 				t.Fatal(err)
 			}
 			ct, st := mcp.NewInMemoryTransports()
 			ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
 			defer cancel()
+			t.Cleanup(func() { // last: the call's run must have ended
+				ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+				defer cancel()
+				if err := tools.Shutdown(ctx); err != nil {
+					t.Errorf("Shutdown() error = %v", err)
+				}
+			})
 			ss, err := server.Connect(ctx, st, nil)
 			if err != nil {
 				t.Fatal(err)

@@ -58,7 +58,8 @@ type Options struct {
 	// (context.Cause); when ok, interrupt and terminate replace
 	// InterruptGrace and TerminateGrace for that stop (negative skips the
 	// step). A server uses it to stop runs faster when it shuts down than
-	// when a client cancels one (see mcpadapter.ErrShutdown).
+	// when a client cancels one (see mcpadapter.ErrShuttingDown, the cause
+	// of the cancels of mcpadapter.Tools.Shutdown).
 	StopGraces func(cause error) (interrupt, terminate time.Duration, ok bool)
 
 	// TurnInterruptGrace is how long a cancelled or timed-out session

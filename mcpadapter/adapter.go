@@ -7,7 +7,6 @@ import (
 
 	"github.com/google/jsonschema-go/jsonschema"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
-	"golang.org/x/sync/semaphore"
 
 	"github.com/clinvoke/clinvoke/invoker"
 )
@@ -21,39 +20,40 @@ const ParallelSuffix = "_parallel"
 // runs many independent turns at once. opts may be nil.
 //
 // The invokers share one concurrency limit, one set of allowed roots and
-// one transcript: call Register once with all of them. Register returns an
-// error, and adds nothing, when s is nil, no invoker is given, two
-// invokers have the same name, a name is not a valid tool name, or opts is
-// invalid (an unknown permission, a root that is not an existing absolute
-// directory). A tool already on s with the same name is replaced.
-func Register(s *mcp.Server, opts *Options, invokers ...invoker.Invoker) error {
+// one transcript: call Register once with all of them. The returned
+// [Tools] owns the lifetime of the calls: a server that stops calls
+// [Tools.Shutdown], and one that serves streamable HTTP wraps the SDK's
+// handler with [Tools.Handler].
+//
+// Register returns an error, and adds nothing, when s is nil, no invoker
+// is given, two invokers have the same name, a name is not a valid tool
+// name, or opts is invalid (an unknown permission, a root that is not an
+// existing absolute directory). A tool already on s with the same name is
+// replaced.
+func Register(s *mcp.Server, opts *Options, invokers ...invoker.Invoker) (*Tools, error) {
 	if s == nil {
-		return errors.New("mcpadapter: Register: nil *mcp.Server")
+		return nil, errors.New("mcpadapter: Register: nil *mcp.Server")
 	}
 	if len(invokers) == 0 {
-		return errors.New("mcpadapter: Register: no invokers")
+		return nil, errors.New("mcpadapter: Register: no invokers")
 	}
 	cfg, err := newConfig(opts)
 	if err != nil {
-		return fmt.Errorf("mcpadapter: Register: %w", err)
+		return nil, fmt.Errorf("mcpadapter: Register: %w", err)
 	}
-	sh := &shared{
-		cfg: cfg,
-		sem: semaphore.NewWeighted(cfg.maxConcurrent),
-		tr:  &transcript{path: cfg.transcript},
-	}
+	sh := newShared(cfg)
 	var tools []*tool
 	seen := map[string]bool{}
 	for _, inv := range invokers {
 		if inv == nil {
-			return errors.New("mcpadapter: Register: nil invoker")
+			return nil, errors.New("mcpadapter: Register: nil invoker")
 		}
 		name := inv.Name()
 		if err := checkToolName(name + ParallelSuffix); err != nil {
-			return fmt.Errorf("mcpadapter: Register: invoker name %q: %w", name, err)
+			return nil, fmt.Errorf("mcpadapter: Register: invoker name %q: %w", name, err)
 		}
 		if seen[name] {
-			return fmt.Errorf("mcpadapter: Register: two invokers named %q", name)
+			return nil, fmt.Errorf("mcpadapter: Register: two invokers named %q", name)
 		}
 		seen[name] = true
 		t := &tool{shared: sh, inv: inv, name: name, f: featuresOf(inv)}
@@ -75,25 +75,17 @@ func Register(s *mcp.Server, opts *Options, invokers ...invoker.Invoker) error {
 		// so that Register fails whole instead of halfway.
 		for _, mt := range []*mcp.Tool{t.single, t.parallel} {
 			if _, err := mt.InputSchema.(*jsonschema.Schema).Resolve(&jsonschema.ResolveOptions{ValidateDefaults: true}); err != nil {
-				return fmt.Errorf("mcpadapter: Register: tool %q: input schema: %w", mt.Name, err)
+				return nil, fmt.Errorf("mcpadapter: Register: tool %q: input schema: %w", mt.Name, err)
 			}
 		}
 		tools = append(tools, t)
 	}
-	sh.warm = newWarmPool(cfg)
+	sh.warm = newWarmPool(sh)
 	for _, t := range tools {
 		mcp.AddTool(s, t.single, t.handle)
 		mcp.AddTool(s, t.parallel, t.handleParallel)
 	}
-	return nil
-}
-
-// shared is what the tools of one Register call have in common.
-type shared struct {
-	cfg  *config
-	sem  *semaphore.Weighted
-	tr   *transcript
-	warm *warmPool // nil when Options.WarmSessions keeps none
+	return &Tools{sh: sh}, nil
 }
 
 // A tool serves the two MCP tools of one invoker.

@@ -19,6 +19,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/clinvoke/clinvoke/claude"
+	"github.com/clinvoke/clinvoke/internal/testenv"
 	"github.com/clinvoke/clinvoke/invoker"
 	"github.com/clinvoke/clinvoke/mcpadapter"
 )
@@ -378,7 +379,7 @@ func (c *cutTransport) Connect(ctx context.Context) (mcp.Connection, error) {
 func TestConnectionEndCancelsRun(t *testing.T) {
 	b := newBlocker("codex")
 	server := mcp.NewServer(&mcp.Implementation{Name: "clinvoke-test", Version: "v0.0.1"}, nil)
-	if err := mcpadapter.Register(server, nil, b); err != nil {
+	if _, err := mcpadapter.Register(server, nil, b); err != nil {
 		t.Fatal(err)
 	}
 	ct, st := mcp.NewInMemoryTransports()
@@ -419,9 +420,7 @@ func TestConnectionEndCancelsRun(t *testing.T) {
 
 func TestServerStopCancelsRuns(t *testing.T) {
 	b := newBlocker("codex")
-	lifetime, stop := context.WithCancel(context.Background())
-	defer stop()
-	h := newHarness(t, &mcpadapter.Options{Context: lifetime}, b)
+	h := newHarness(t, nil, b)
 
 	done := make(chan *mcp.CallToolResult)
 	go func() {
@@ -432,9 +431,13 @@ func TestServerStopCancelsRuns(t *testing.T) {
 		done <- res
 	}()
 	<-b.started
-	stop()
-	if cause := <-b.cancelled; cause == nil || !strings.Contains(cause.Error(), "shutting down") {
-		t.Errorf("the run's context ended with %v, want the server's shutdown", cause)
+	ctx, cancel := context.WithTimeout(context.Background(), testenv.Timeout(testenv.Hang))
+	defer cancel()
+	if err := h.tools.Shutdown(ctx); err != nil {
+		t.Errorf("Shutdown() error = %v", err)
+	}
+	if cause := <-b.cancelled; !errors.Is(cause, mcpadapter.ErrShuttingDown) {
+		t.Errorf("the run's context ended with %v, want ErrShuttingDown", cause)
 	}
 	res := <-done
 	var out mcpadapter.Output
@@ -471,17 +474,24 @@ func errorText(res *mcp.CallToolResult) string {
 	return ""
 }
 
-// TestServerRunStops checks the documented way to stop a server: the same
-// context for Server.Run and Options.Context. Run returns only after the
-// run in flight was cancelled.
+// TestServerRunStops checks the way to stop a server that the package
+// documentation shows: Shutdown starts when Server.Run's context is done.
+// Run returns only after the run in flight was cancelled, and Shutdown
+// once it is recorded.
 func TestServerRunStops(t *testing.T) {
 	b := newBlocker("codex")
 	ctx, stop := context.WithCancel(context.Background())
 	defer stop()
 	server := mcp.NewServer(&mcp.Implementation{Name: "clinvoke-test", Version: "v0.0.1"}, nil)
-	if err := mcpadapter.Register(server, &mcpadapter.Options{Context: ctx}, b); err != nil {
+	tools, err := mcpadapter.Register(server, nil, b)
+	if err != nil {
 		t.Fatal(err)
 	}
+	stopped := make(chan error, 1)
+	go func() {
+		<-ctx.Done()
+		stopped <- tools.Shutdown(context.Background())
+	}()
 	ct, st := mcp.NewInMemoryTransports()
 	runErr := make(chan error)
 	go func() { runErr <- server.Run(ctx, st) }()
@@ -499,6 +509,12 @@ func TestServerRunStops(t *testing.T) {
 	<-b.cancelled
 	if err := <-runErr; !errors.Is(err, context.Canceled) {
 		t.Errorf("Server.Run() error = %v, want context.Canceled", err)
+	}
+	if err := <-stopped; err != nil {
+		t.Errorf("Shutdown() error = %v", err)
+	}
+	if n := tools.Active(); n != 0 {
+		t.Errorf("Active() = %d after Shutdown, want 0", n)
 	}
 	// The server closed the connection, possibly before the result was
 	// written; either outcome is fine for the call.

@@ -35,7 +35,7 @@ func reportSurvivors(b *testing.B, tag string) {
 func BenchmarkMCPCall(b *testing.B) {
 	inv, tag := benchCodex()
 	server := mcp.NewServer(&mcp.Implementation{Name: "clinvoke-bench", Version: "v0.0.1"}, nil)
-	if err := mcpadapter.Register(server, nil, inv); err != nil {
+	if _, err := mcpadapter.Register(server, nil, inv); err != nil {
 		b.Fatalf("Register() error = %v", err)
 	}
 	ct, st := mcp.NewInMemoryTransports()

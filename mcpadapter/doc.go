@@ -19,6 +19,31 @@
 // terms, which on a server shared by several clients would resume another
 // client's session.
 //
+// # Lifetime
+//
+// Register returns a [Tools], which owns the lifetime of the calls the way
+// an *http.Server owns its connections'. A server that stops calls
+// [Tools.Shutdown]: new calls are refused, the runs in flight are
+// cancelled (their trees stopped by the invoker's ladder, which
+// invoker.Options.StopGraces may shorten for ErrShuttingDown), the warm
+// sessions are closed, and Shutdown returns once every run is reaped and
+// recorded, or when its context is done. The SDK's Server.Run and
+// ServerSession.Close wait for the tool handlers in flight instead of
+// cancelling them, so Shutdown starts first:
+//
+//	tools, err := mcpadapter.Register(server, opts, codex.New())
+//	...
+//	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
+//	defer stop()
+//	stopped := make(chan error, 1)
+//	go func() {
+//		<-ctx.Done()
+//		stopped <- tools.Shutdown(context.Background()) // cancels the runs, waits for their records
+//	}()
+//	err = server.Run(ctx, &mcp.StdioTransport{}) // returns once the handlers have returned
+//	...
+//	<-stopped
+//
 // # Cancellation
 //
 // A call's run is cancelled, and its process tree killed, when:
@@ -26,12 +51,8 @@
 //   - the client's connection ends: for stdio, standard input reaches end
 //     of file; over streamable HTTP, the call's request ends unanswered
 //     (the client disconnected, deleted its session, or the session timed
-//     out), which takes wrapping the SDK's handler with [Tracker.Handler];
-//   - Options.Context is done. The SDK's Server.Run and ServerSession.Close
-//     wait for tool handlers to return instead of cancelling them, so a
-//     server that should stop promptly passes its lifetime context here,
-//     and waits with [Tracker.Wait] until every call is recorded before it
-//     exits.
+//     out), which takes wrapping the SDK's handler with [Tools.Handler];
+//   - the server stops: [Tools.Shutdown].
 //
 // A failed run, or one cancelled by the server (shutdown, timeouts), is
 // answered with an isError result (CallToolResult.IsError) whose structured

@@ -34,8 +34,8 @@ const (
 )
 
 // ErrShuttingDown is the cancellation cause (context.Cause) of the runs
-// stopped because Options.Context is done, and the reason of the calls
-// refused afterwards. It matches context.Canceled, so a run's error reads
+// stopped by [Tools.Shutdown], and the reason of the calls refused
+// afterwards. It matches context.Canceled, so a run's error reads
 // as a cancellation whether the invoker returns ctx.Err() or
 // context.Cause(ctx).
 var ErrShuttingDown error = &cancelCause{"the server is shutting down"}
@@ -43,7 +43,7 @@ var ErrShuttingDown error = &cancelCause{"the server is shutting down"}
 // ErrClientGone is the cancellation cause of a call served over HTTP
 // whose request ended before the call was answered: the client
 // disconnected, or its session was deleted or timed out (see
-// [Tracker.Handler]). It matches context.Canceled.
+// [Tools.Handler]). It matches context.Canceled.
 var ErrClientGone error = &cancelCause{"the client went away before the answer (its HTTP request ended)"}
 
 // A cancelCause is a cancellation cause that says who cancelled, and
@@ -79,8 +79,8 @@ func refusef(format string, args ...any) error {
 	return &refusal{reason: fmt.Sprintf(format, args...)}
 }
 
-// errShutdownRefusal refuses the calls that arrive once Options.Context is
-// done. Runs in flight at that moment are cancelled instead, with
+// errShutdownRefusal refuses the calls that arrive once Tools.Shutdown is
+// called. Runs in flight at that moment are cancelled instead, with
 // ErrShuttingDown as the cause.
 var errShutdownRefusal error = &refusal{reason: ErrShuttingDown.Error(), cause: ErrShuttingDown}
 

@@ -5,6 +5,8 @@ import (
 	"encoding/json"
 	"fmt"
 	"log"
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
 
@@ -41,14 +43,11 @@ func (a echoAgent) Invoke(ctx context.Context, req invoker.Request) (*invoker.Re
 func Example() {
 	ctx := context.Background()
 
-	// The server: the invokers' tools, with runs tied to the server's
-	// lifetime and working directories confined to one root.
-	lifetime, stop := context.WithCancel(ctx)
-	defer stop()
+	// The server: the invokers' tools, with working directories confined
+	// to one root.
 	server := mcp.NewServer(&mcp.Implementation{Name: "agents", Version: "v1.0.0"}, nil)
-	err := mcpadapter.Register(server, &mcpadapter.Options{
-		Context: lifetime,
-		Roots:   []string{os.TempDir()},
+	tools, err := mcpadapter.Register(server, &mcpadapter.Options{
+		Roots: []string{os.TempDir()},
 	}, echoAgent{})
 	if err != nil {
 		log.Fatal(err)
@@ -66,11 +65,11 @@ func Example() {
 		log.Fatal(err)
 	}
 
-	tools, err := cs.ListTools(ctx, nil)
+	list, err := cs.ListTools(ctx, nil)
 	if err != nil {
 		log.Fatal(err)
 	}
-	for _, tl := range tools.Tools {
+	for _, tl := range list.Tools {
 		fmt.Println("tool:", tl.Name)
 	}
 
@@ -98,12 +97,15 @@ func Example() {
 	}
 	fmt.Println("refused:", res.IsError)
 
-	// Structured teardown: the client closes its session, then the server
-	// session ends.
+	// Structured teardown: the client closes its session, the server
+	// session ends, and the tools are shut down (nothing is left running).
 	if err := cs.Close(); err != nil {
 		log.Fatal(err)
 	}
 	if err := ss.Wait(); err != nil {
+		log.Fatal(err)
+	}
+	if err := tools.Shutdown(ctx); err != nil {
 		log.Fatal(err)
 	}
 	// Output:
@@ -113,15 +115,23 @@ func Example() {
 	// refused: true
 }
 
-// Stopping the server cancels the runs in flight: the call is answered with
-// an isError result that keeps the partial text and the session id.
-func ExampleOptions_context() {
+// Shutdown cancels the runs in flight and returns once each is recorded:
+// a server could exit then and lose nothing. The call is answered with an
+// isError result that keeps the partial text and the session id, and
+// calls arriving afterwards are refused.
+func ExampleTools_Shutdown() {
 	ctx := context.Background()
-	lifetime, stop := context.WithCancel(ctx)
-	defer stop()
+	dir, err := os.MkdirTemp("", "example")
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer os.RemoveAll(dir)
+	transcript := filepath.Join(dir, "transcript.jsonl")
+
 	agent := echoAgent{started: make(chan struct{})}
 	server := mcp.NewServer(&mcp.Implementation{Name: "agents", Version: "v1.0.0"}, nil)
-	if err := mcpadapter.Register(server, &mcpadapter.Options{Context: lifetime}, agent); err != nil {
+	tools, err := mcpadapter.Register(server, &mcpadapter.Options{TranscriptPath: transcript}, agent)
+	if err != nil {
 		log.Fatal(err)
 	}
 	t1, t2 := mcp.NewInMemoryTransports()
@@ -133,14 +143,89 @@ func ExampleOptions_context() {
 	if err != nil {
 		log.Fatal(err)
 	}
+	call := func(prompt string) *mcp.CallToolResult {
+		res, err := cs.CallTool(ctx, &mcp.CallToolParams{
+			Name:      "echo",
+			Arguments: map[string]any{"prompt": prompt, "workdir": os.TempDir()},
+		})
+		if err != nil {
+			log.Fatal(err)
+		}
+		return res
+	}
+	answered := make(chan *mcp.CallToolResult)
+	go func() { answered <- call("wait") }()
+	<-agent.started
 
-	go func() {
-		<-agent.started
-		stop() // as on Ctrl-C
-	}()
+	// As on the first signal; a host gives its server little time, so a
+	// real server bounds ctx.
+	if err := tools.Shutdown(ctx); err != nil {
+		log.Fatal(err)
+	}
+	data, err := os.ReadFile(transcript)
+	if err != nil {
+		log.Fatal(err)
+	}
+	var e mcpadapter.TranscriptEntry
+	if err := json.Unmarshal(data, &e); err != nil {
+		log.Fatal(err)
+	}
+	fmt.Printf("recorded: %s: %s (session %s)\n", e.Status, e.Error, e.SessionID)
+
+	res := <-answered
+	var out mcpadapter.Output
+	b, _ := json.Marshal(res.StructuredContent)
+	if err := json.Unmarshal(b, &out); err != nil {
+		log.Fatal(err)
+	}
+	fmt.Println("isError:", res.IsError)
+	fmt.Printf("partial text %q\n", out.Text)
+	fmt.Println(out.Resume)
+
+	res = call("hello")
+	b, _ = json.Marshal(res.StructuredContent)
+	if err := json.Unmarshal(b, &out); err != nil {
+		log.Fatal(err)
+	}
+	fmt.Printf("later call %s: %s\n", out.Status, out.Error)
+
+	if err := cs.Close(); err != nil {
+		log.Fatal(err)
+	}
+	if err := ss.Wait(); err != nil {
+		log.Fatal(err)
+	}
+	// Output:
+	// recorded: cancelled: the server is shutting down (session session-2)
+	// isError: true
+	// partial text "half an ans"
+	// To continue this session, call echo again with session_id "session-2" and the same workdir.
+	// later call refused: the server is shutting down
+}
+
+// Over streamable HTTP, the tools' Handler wraps the SDK's, so that a
+// call whose HTTP request ends unanswered (the client went away, its
+// session was deleted or timed out) is cancelled and its process tree
+// killed. The SDK alone lets such a run go on to its end.
+func ExampleTools_Handler() {
+	ctx := context.Background()
+	server := mcp.NewServer(&mcp.Implementation{Name: "agents", Version: "v1.0.0"}, nil)
+	tools, err := mcpadapter.Register(server, nil, echoAgent{})
+	if err != nil {
+		log.Fatal(err)
+	}
+	sdk := mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return server }, nil)
+	ts := httptest.NewServer(tools.Handler(sdk)) // in a real server: http.Server{Handler: tools.Handler(sdk)}
+	defer ts.Close()
+
+	client := mcp.NewClient(&mcp.Implementation{Name: "client", Version: "v1.0.0"}, nil)
+	cs, err := client.Connect(ctx, &mcp.StreamableClientTransport{Endpoint: ts.URL}, nil)
+	if err != nil {
+		log.Fatal(err)
+	}
 	res, err := cs.CallTool(ctx, &mcp.CallToolParams{
 		Name:      "echo",
-		Arguments: map[string]any{"prompt": "wait", "workdir": os.TempDir()},
+		Arguments: map[string]any{"prompt": "hello over HTTP", "workdir": os.TempDir()},
 	})
 	if err != nil {
 		log.Fatal(err)
@@ -150,87 +235,14 @@ func ExampleOptions_context() {
 	if err := json.Unmarshal(b, &out); err != nil {
 		log.Fatal(err)
 	}
-	fmt.Println("isError:", res.IsError)
-	fmt.Println(out.Status+":", out.Error)
-	fmt.Printf("partial text %q, session %s\n", out.Text, out.SessionID)
-	fmt.Println(out.Resume)
+	fmt.Printf("%s: %q\n", out.Status, out.Text)
 
-	if err := cs.Close(); err != nil {
+	if err := cs.Close(); err != nil { // deletes the session
 		log.Fatal(err)
 	}
-	if err := ss.Wait(); err != nil {
+	if err := tools.Shutdown(ctx); err != nil {
 		log.Fatal(err)
 	}
 	// Output:
-	// isError: true
-	// cancelled: the server is shutting down
-	// partial text "half an ans", session session-2
-	// To continue this session, call echo again with session_id "session-2" and the same workdir.
-}
-
-// A server that stops cancels the runs in flight (Options.Context), then
-// waits until every call has been recorded before it exits.
-func ExampleTracker() {
-	ctx := context.Background()
-	dir, err := os.MkdirTemp("", "example")
-	if err != nil {
-		log.Fatal(err)
-	}
-	defer os.RemoveAll(dir)
-	transcript := filepath.Join(dir, "transcript.jsonl")
-
-	lifetime, stop := context.WithCancel(ctx)
-	defer stop()
-	agent := echoAgent{started: make(chan struct{})}
-	tracker := new(mcpadapter.Tracker)
-	server := mcp.NewServer(&mcp.Implementation{Name: "agents", Version: "v1.0.0"}, nil)
-	err = mcpadapter.Register(server, &mcpadapter.Options{Context: lifetime, Tracker: tracker, TranscriptPath: transcript}, agent)
-	if err != nil {
-		log.Fatal(err)
-	}
-	t1, t2 := mcp.NewInMemoryTransports()
-	ss, err := server.Connect(ctx, t1, nil)
-	if err != nil {
-		log.Fatal(err)
-	}
-	cs, err := mcp.NewClient(&mcp.Implementation{Name: "client", Version: "v1.0.0"}, nil).Connect(ctx, t2, nil)
-	if err != nil {
-		log.Fatal(err)
-	}
-	answered := make(chan error)
-	go func() {
-		_, err := cs.CallTool(ctx, &mcp.CallToolParams{
-			Name:      "echo",
-			Arguments: map[string]any{"prompt": "wait", "workdir": os.TempDir()},
-		})
-		answered <- err
-	}()
-	<-agent.started
-
-	stop() // the first signal
-	if err := tracker.Wait(ctx); err != nil {
-		log.Fatal(err)
-	}
-	// Every run is reaped and recorded: the process could exit now.
-	data, err := os.ReadFile(transcript)
-	if err != nil {
-		log.Fatal(err)
-	}
-	var e mcpadapter.TranscriptEntry
-	if err := json.Unmarshal(data, &e); err != nil {
-		log.Fatal(err)
-	}
-	fmt.Printf("%s: %s (session %s)\n", e.Status, e.Error, e.SessionID)
-
-	if err := <-answered; err != nil {
-		log.Fatal(err)
-	}
-	if err := cs.Close(); err != nil {
-		log.Fatal(err)
-	}
-	if err := ss.Wait(); err != nil {
-		log.Fatal(err)
-	}
-	// Output:
-	// cancelled: the server is shutting down (session session-2)
+	// completed: "you said: hello over HTTP"
 }

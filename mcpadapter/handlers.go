@@ -15,7 +15,7 @@ import (
 func (t *tool) handle(ctx context.Context, req *mcp.CallToolRequest, in Input) (res *mcp.CallToolResult, out Output, err error) {
 	// The call counts until everything below, its record included, is
 	// done: deferred first, end runs last.
-	ctx, end := t.cfg.tracker.begin(ctx, req)
+	ctx, end := t.calls.begin(ctx, req)
 	defer end()
 	defer func() {
 		// A panic here is a bug of this package (the invoker's own panics
@@ -26,11 +26,11 @@ func (t *tool) handle(ctx context.Context, req *mcp.CallToolRequest, in Input) (
 			res, err = errorResult(t.name, out), nil
 		}
 	}()
-	if t.cfg.ctx.Err() != nil {
+	if t.shuttingDown() {
 		out = t.refuse(t.name, nil, in, errShutdownRefusal)
 		return errorResult(t.name, out), out, nil
 	}
-	ctx, cancel := t.cfg.bind(ctx)
+	ctx, cancel := t.bind(ctx)
 	defer cancel()
 	rep := t.reporter(ctx, req)
 	defer rep.stop()
@@ -45,7 +45,7 @@ func (t *tool) handle(ctx context.Context, req *mcp.CallToolRequest, in Input) (
 // handleParallel serves the parallel tool.
 func (t *tool) handleParallel(ctx context.Context, req *mcp.CallToolRequest, in ParallelInput) (res *mcp.CallToolResult, out ParallelOutput, err error) {
 	toolName := t.name + ParallelSuffix
-	ctx, end := t.cfg.tracker.begin(ctx, req)
+	ctx, end := t.calls.begin(ctx, req)
 	defer end()
 	defer func() {
 		if v := recover(); v != nil {
@@ -62,11 +62,11 @@ func (t *tool) handleParallel(ctx context.Context, req *mcp.CallToolRequest, in 
 		res, out = t.refuseParallel(toolName, in, start, refusef("give 1 to %d tasks (got %d)", t.cfg.maxTasks, len(in.Tasks)))
 		return res, out, nil
 	}
-	if t.cfg.ctx.Err() != nil {
+	if t.shuttingDown() {
 		res, out = t.refuseParallel(toolName, in, start, errShutdownRefusal)
 		return res, out, nil
 	}
-	ctx, cancel := t.cfg.bind(ctx)
+	ctx, cancel := t.bind(ctx)
 	defer cancel()
 
 	out.Results = make([]TaskOutput, len(in.Tasks))

@@ -12,6 +12,7 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/clinvoke/clinvoke/internal/testenv"
 	"github.com/clinvoke/clinvoke/invoker"
 	"github.com/clinvoke/clinvoke/mcpadapter"
 )
@@ -92,6 +93,7 @@ func newBlocker(name string) *blocker {
 // connected over in-memory transports.
 type harness struct {
 	server   *mcp.Server
+	tools    *mcpadapter.Tools
 	ss       *mcp.ServerSession
 	cs       *mcp.ClientSession
 	progress chan *mcp.ProgressNotificationParams // every notification the client receives
@@ -110,14 +112,24 @@ func (h *harness) abandon() { h.abandons.Store(true) }
 // newHarness registers invokers with opts on a new server and connects a
 // client. Teardown is structured: the cleanups run in reverse order of
 // opening, so the client session is closed before the server session is
-// awaited; each checks its error.
+// awaited, and the tools are shut down last, which checks that every call
+// and warm session ended; each checks its error.
 func newHarness(t *testing.T, opts *mcpadapter.Options, invokers ...invoker.Invoker) *harness {
 	t.Helper()
 	h := &harness{progress: make(chan *mcp.ProgressNotificationParams, 1000)}
 	h.server = mcp.NewServer(&mcp.Implementation{Name: "clinvoke-test", Version: "v0.0.1"}, nil)
-	if err := mcpadapter.Register(h.server, opts, invokers...); err != nil {
+	tools, err := mcpadapter.Register(h.server, opts, invokers...)
+	if err != nil {
 		t.Fatalf("Register() error = %v", err)
 	}
+	h.tools = tools
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), testenv.Timeout(testenv.Hang))
+		defer cancel()
+		if err := tools.Shutdown(ctx); err != nil {
+			t.Errorf("Shutdown() error = %v with %d calls in progress", err, tools.Active())
+		}
+	})
 	h.server.AddSendingMiddleware(func(next mcp.MethodHandler) mcp.MethodHandler {
 		return func(ctx context.Context, method string, req mcp.Request) (mcp.Result, error) {
 			if method == "notifications/progress" {

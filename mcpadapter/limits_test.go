@@ -143,7 +143,7 @@ func TestLimitReachedResult(t *testing.T) {
 func TestRegisterRefusesBadCeilings(t *testing.T) {
 	for _, o := range []*mcpadapter.Options{{MaxBudgetUSD: -1}, {MaxTurns: -2}} {
 		s := mcp.NewServer(&mcp.Implementation{Name: "t", Version: "v0"}, nil)
-		if err := mcpadapter.Register(s, o, answer("codex")); err == nil {
+		if _, err := mcpadapter.Register(s, o, answer("codex")); err == nil {
 			t.Errorf("Register(%+v) = nil, want an error", o)
 		}
 	}

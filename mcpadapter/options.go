@@ -1,7 +1,6 @@
 package mcpadapter
 
 import (
-	"context"
 	"fmt"
 	"log/slog"
 	"math"
@@ -38,30 +37,6 @@ const (
 // Options configures the tools added by [Register]. A nil *Options, and a
 // zero field, mean the documented default.
 type Options struct {
-	// Context, if not nil, is the lifetime of the server: when it is done,
-	// every run in flight is cancelled with ErrShuttingDown as the cause
-	// (its process tree killed, its call answered with an isError result of
-	// status "cancelled"), and calls arriving afterwards are refused (status
-	// "refused", nothing started, "the server is shutting down"). A server
-	// that stops then waits for the calls with Tracker.Wait before it
-	// exits.
-	//
-	// The cause of those cancels is ErrShuttingDown: an invoker whose
-	// invoker.Options.StopGraces recognises it walks a shorter ladder for
-	// them than for a client's cancel, so that its runs are reaped before
-	// the host kills the server (an MCP host that stops its server sends
-	// SIGKILL soon after its first signal; Claude Code: 500 ms), while a
-	// client's cancel keeps the time a CLI needs to record its turn.
-	//
-	// Pass the context whose cancellation stops the server. The go-sdk's
-	// Server.Run and ServerSession.Close wait for in-flight tool handlers
-	// to return instead of cancelling them, so without a Context stopping a
-	// server waits for every agent turn to finish. Clients still cancel
-	// their own calls (notifications/cancelled), and a stdio connection
-	// that ends (standard input at end of file) cancels the calls made on
-	// it, whatever this field holds; over HTTP that takes Tracker.Handler.
-	Context context.Context
-
 	// MaxConcurrent bounds how many runs execute at once across all calls
 	// (a parallel call's tasks count one each; a turn of a warm session
 	// counts as a run, an idle warm session does not). A call that would exceed it
@@ -134,12 +109,6 @@ type Options struct {
 	// several processes sharing the file) never interleave their lines.
 	TranscriptPath string
 
-	// Tracker, if not nil, follows the calls in progress, so that the
-	// server can wait for them at shutdown and, over HTTP, cancel the calls
-	// whose client went away (see [Tracker]). If nil, the tools track
-	// their calls privately.
-	Tracker *Tracker
-
 	// WarmSessions, if its MaxSessions is positive, keeps the CLI of a
 	// conversation running between the calls that continue it, for the
 	// CLIs that have a long-lived mode (invoker.Capabilities.Sessions):
@@ -159,7 +128,6 @@ type Options struct {
 
 // config is Options with the defaults applied and the roots resolved.
 type config struct {
-	ctx           context.Context
 	maxConcurrent int64
 	maxTasks      int
 	roots         []string
@@ -168,7 +136,6 @@ type config struct {
 	progressEvery time.Duration
 	heartbeat     time.Duration
 	transcript    string
-	tracker       *Tracker
 	log           *slog.Logger
 	maxBudget     float64
 	maxTurns      int
@@ -180,7 +147,6 @@ func newConfig(o *Options) (*config, error) {
 		o = &Options{}
 	}
 	c := &config{
-		ctx:           o.Context,
 		maxConcurrent: int64(o.MaxConcurrent),
 		maxTasks:      o.MaxTasks,
 		defaultPerm:   o.DefaultPermission,
@@ -188,17 +154,10 @@ func newConfig(o *Options) (*config, error) {
 		progressEvery: o.ProgressInterval,
 		heartbeat:     o.HeartbeatInterval,
 		transcript:    o.TranscriptPath,
-		tracker:       o.Tracker,
 		log:           o.Logger,
 		maxBudget:     o.MaxBudgetUSD,
 		maxTurns:      o.MaxTurns,
 		warm:          o.WarmSessions,
-	}
-	if c.tracker == nil {
-		c.tracker = new(Tracker)
-	}
-	if c.ctx == nil {
-		c.ctx = context.Background()
 	}
 	switch {
 	case c.maxConcurrent == 0:

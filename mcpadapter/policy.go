@@ -1,30 +1,11 @@
 package mcpadapter
 
 import (
-	"context"
 	"strings"
 	"time"
 
 	"github.com/clinvoke/clinvoke/invoker"
 )
-
-// bind returns the context of one call: done when the call's own context
-// is done (the client cancelled, the connection closed) or when the
-// server's lifetime (Options.Context) ends, with ErrShuttingDown as the
-// cause.
-func (c *config) bind(ctx context.Context) (context.Context, context.CancelFunc) {
-	ctx, cancel := context.WithCancelCause(ctx)
-	if c.ctx.Err() != nil {
-		// AfterFunc would run its function in a goroutine of its own: a
-		// call arriving after the shutdown must see it at once.
-		cancel(ErrShuttingDown)
-	}
-	stop := context.AfterFunc(c.ctx, func() { cancel(ErrShuttingDown) })
-	return ctx, func() {
-		stop()
-		cancel(context.Canceled)
-	}
-}
 
 // request checks in against the configuration and returns the Request to
 // run. Its errors are refusals (they match errRefused).

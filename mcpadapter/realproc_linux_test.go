@@ -426,10 +426,11 @@ func TestExampleServerCancelAndSignal(t *testing.T) {
 	}
 }
 
-// The runs a shutdown cancels walk Options.ShutdownGraces, not the
-// invoker's own ladder: here the invoker would give a CLI that ignores
-// SIGINT and SIGTERM an hour, and the shutdown none.
-func TestShutdownUsesShutdownGraces(t *testing.T) {
+// The runs Tools.Shutdown cancels walk the ladder the invoker's
+// StopGraces gives ErrShuttingDown, not its own: here the invoker would
+// give a CLI that ignores SIGINT and SIGTERM an hour, and the shutdown
+// none.
+func TestShutdownWalksStopGraces(t *testing.T) {
 	s := fakeagent.Script{
 		Flavor:        fakeagent.Codex,
 		StreamFor:     time.Hour,
@@ -445,12 +446,7 @@ func TestShutdownUsesShutdownGraces(t *testing.T) {
 				return -1, -1, errors.Is(cause, mcpadapter.ErrShuttingDown)
 			}},
 	))
-	srv, stop := context.WithCancel(context.Background())
-	defer stop()
-	h := newHarness(t, &mcpadapter.Options{
-		Context:          srv,
-		ProgressInterval: time.Nanosecond,
-	}, inv)
+	h := newHarness(t, &mcpadapter.Options{ProgressInterval: time.Nanosecond}, inv)
 	t.Cleanup(func() {
 		if rec, err := fakeagent.ReadRecord(s.RecordDir); err == nil {
 			rec.Kill() // leave no process behind if the library failed
@@ -475,7 +471,8 @@ func TestShutdownUsesShutdownGraces(t *testing.T) {
 			break
 		}
 	}
-	stop()
+	stopped := make(chan error, 1)
+	go func() { stopped <- h.tools.Shutdown(context.Background()) }()
 	select {
 	case err := <-inv.ended:
 		if !errors.Is(err, context.Canceled) {
@@ -483,6 +480,9 @@ func TestShutdownUsesShutdownGraces(t *testing.T) {
 		}
 	case <-time.After(testenv.Timeout(time.Minute)):
 		t.Fatal("the run was not stopped: the shutdown walked the invoker's hour-long ladder")
+	}
+	if err := <-stopped; err != nil {
+		t.Errorf("Shutdown() error = %v", err)
 	}
 	if out := <-outc; out.Status != mcpadapter.StatusCancelled {
 		t.Errorf("call answered with status %q, want %q", out.Status, mcpadapter.StatusCancelled)

@@ -13,18 +13,18 @@ func newRunID() string { return rand.Text()[:16] }
 // entry returns the transcript entry of a run of req.
 func (t *tool) entry(toolName string, index *int, runID string, req *invoker.Request) *TranscriptEntry {
 	return &TranscriptEntry{
-		Time:         time.Now(),
-		Run:          runID,
-		Tool:         toolName,
-		CLI:          t.name,
-		Task:         index,
-		Prompt:       req.Prompt,
-		Workdir:      req.Workdir,
-		Permission:   req.Permission,
-		Model:        req.Model,
-		Resume:       req.SessionID,
-		SystemPrompt: req.SystemPrompt,
-		Images:       req.Images,
+		Time:            time.Now(),
+		Run:             runID,
+		Tool:            toolName,
+		CLI:             t.name,
+		Task:            index,
+		Prompt:          req.Prompt,
+		Workdir:         req.Workdir,
+		Permission:      req.Permission,
+		Model:           req.Model,
+		ResumeSessionID: req.SessionID,
+		SystemPrompt:    req.SystemPrompt,
+		Images:          req.Images,
 	}
 }
 
@@ -33,10 +33,7 @@ func (t *tool) entry(toolName string, index *int, runID string, req *invoker.Req
 // killed before the run ends.
 func (t *tool) recordStart(toolName string, index *int, runID string, req *invoker.Request, sessionID string, start time.Time) {
 	e := t.entry(toolName, index, runID, req)
-	e.Status = StatusRunning
-	e.SessionID = sessionID
-	e.ExitCode = -1
-	e.DurationMS = time.Since(start).Milliseconds()
+	e.Output = Output{Status: StatusRunning, SessionID: sessionID, ExitCode: -1, DurationMS: time.Since(start).Milliseconds()}
 	if err := t.tr.append(e); err != nil {
 		t.cfg.log.Error("transcript write failed", "tool", toolName, "error", err)
 	}
@@ -51,13 +48,7 @@ func (t *tool) recordStart(toolName string, index *int, runID string, req *invok
 // refused) run. runID is empty for a call refused before any run.
 func (t *tool) record(toolName string, index *int, runID string, req *invoker.Request, res *invoker.Result, out Output, start time.Time) {
 	e := t.entry(toolName, index, runID, req)
-	e.Status = out.Status
-	e.Text = out.Text
-	e.SessionID = out.SessionID
-	e.ExitCode = out.ExitCode
-	e.DurationMS = out.DurationMS
-	e.Usage = out.Usage
-	e.Error = out.Error
+	e.Output = out
 	if res != nil {
 		e.Stderr = res.Stderr
 	}

@@ -9,8 +9,6 @@ import (
 	"strings"
 	"testing"
 
-	"golang.org/x/sync/semaphore"
-
 	"github.com/clinvoke/clinvoke/invoker"
 )
 
@@ -36,8 +34,7 @@ func newTool(t *testing.T, opts *Options, inv invoker.Invoker) *tool {
 	if err != nil {
 		t.Fatal(err)
 	}
-	sh := &shared{cfg: cfg, sem: semaphore.NewWeighted(cfg.maxConcurrent), tr: &transcript{path: cfg.transcript}}
-	return &tool{shared: sh, inv: inv, name: inv.Name(), f: featuresOf(inv)}
+	return &tool{shared: newShared(cfg), inv: inv, name: inv.Name(), f: featuresOf(inv)}
 }
 
 // TestParallelTaskCountRefused checks the handler's own bound on the tasks

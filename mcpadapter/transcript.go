@@ -1,6 +1,7 @@
 package mcpadapter
 
 import (
+	"bytes"
 	"encoding/json"
 	"fmt"
 	"os"
@@ -11,10 +12,11 @@ import (
 )
 
 // A TranscriptEntry is one line of the file named by
-// Options.TranscriptPath. A run writes two: one of status "running" as soon
-// as its session id is known (so that a run cut off with its server can
-// still be resumed), and one when it ends, with the same Run. A refused
-// call writes one line.
+// Options.TranscriptPath: what a call asked for, and the [Output] it was
+// answered with. A run writes two: one of status "running" as soon as its
+// session id is known (so that a run cut off with its server can still be
+// resumed), and one when it ends, with the same Run. A refused call writes
+// one line.
 type TranscriptEntry struct {
 	// Time is when the line was written: when the run ended, or, for a
 	// "running" line, when its session id became known.
@@ -40,37 +42,44 @@ type TranscriptEntry struct {
 	Permission invoker.Permission `json:"permission"`
 	// Model is the model asked for; empty means the CLI's default.
 	Model string `json:"model,omitempty"`
-	// Resume is the session_id the call resumed; empty for a new session.
-	Resume string `json:"resume_session_id,omitempty"`
+	// ResumeSessionID is the session_id the call resumed; empty for a new
+	// session. (Output.SessionID is the session the run reported.)
+	ResumeSessionID string `json:"resume_session_id,omitempty"`
 	// SystemPrompt is the system prompt addition asked for.
 	SystemPrompt string `json:"system_prompt,omitempty"`
 	// Images are the attached image files, absolute for a run, as given
 	// for a refused call.
 	Images []string `json:"images,omitempty"`
 
-	// Status is Output.Status: "completed", "failed", "cancelled" or
-	// "refused"; StatusRunning for the line written when the run's session
-	// id became known.
-	Status Status `json:"status"`
-	// Text is Output.Text: the final answer, or the partial text.
-	Text string `json:"text"`
-	// SessionID is Output.SessionID: the session the run reported, which
-	// resumes it.
-	SessionID string `json:"session_id,omitempty"`
-	// ExitCode is Output.ExitCode: the CLI's exit status, -1 if it was
-	// killed by a signal or never started.
-	ExitCode int `json:"exit_code"`
-	// DurationMS is Output.DurationMS: the run's wall time in
-	// milliseconds.
-	DurationMS int64 `json:"duration_ms"`
-	// Usage is Output.Usage: the token counts the CLI reported.
-	Usage invoker.Usage `json:"usage"`
-	// Error is Output.Error: what went wrong, for any status but
-	// "completed".
-	Error string `json:"error,omitempty"`
+	// Output is what the call was answered with, its fields inline in
+	// the line (status, text, session_id, exit_code, duration_ms, usage,
+	// error). Its Status is StatusRunning on the line written when the
+	// run's session id became known, whose ExitCode is -1 and DurationMS
+	// the time until then. Output.Resume, Output.Structured and
+	// Output.Turns are not recorded (see MarshalJSON): they are empty in
+	// every entry read back.
+	Output
 	// Stderr is the tail of the CLI's standard error (Result.Stderr),
 	// for diagnosis; it is not sent to the client.
 	Stderr string `json:"stderr,omitempty"`
+}
+
+// MarshalJSON writes e as a transcript line: Output's fields inline, but
+// for those the transcript does not record (Resume, the sentence for the
+// client; Structured and Turns), and with no session_id when it is empty,
+// as the lines have always been written. (Output.SessionID cannot omit
+// itself: the tools' output schema requires it.)
+func (e TranscriptEntry) MarshalJSON() ([]byte, error) {
+	type line TranscriptEntry // without this method
+	l := line(e)
+	l.Resume, l.Structured, l.Turns = "", nil, 0
+	b, err := json.Marshal(l)
+	if err != nil || e.SessionID != "" {
+		return b, err
+	}
+	// Every quote inside a JSON string is escaped, so this can only be
+	// the key itself, which is never first nor last.
+	return bytes.Replace(b, []byte(`,"session_id":"",`), []byte(`,`), 1), nil
 }
 
 // A transcript appends entries to a file. Each line is written with one

@@ -64,11 +64,12 @@ const DefaultWarmIdleTimeout = 5 * time.Minute
 //
 // A turn counts towards Options.MaxConcurrent as a run does; an idle warm
 // session does not (MaxSessions bounds those). Each turn writes the same
-// transcript lines as a run. When Options.Context is done, every warm
-// session is closed (the CLI stopped with Options.ShutdownGraces, as a
-// run's would be) and Tracker.Wait waits until they are reaped. Without
-// Options.Context, warm sessions end only when idle for IdleTimeout, or
-// with the host (the containment of a run holds for them).
+// transcript lines as a run. [Tools.Shutdown] closes every warm session
+// (its CLI stopped with the ladder the invoker's StopGraces gives
+// ErrShuttingDown, as a run's would be) and, like [Tools.Wait], waits
+// until they are reaped. Without a Shutdown, warm sessions end only when
+// idle for IdleTimeout, or with the host (the containment of a run holds
+// for them).
 type WarmSessions struct {
 	// MaxSessions is the most sessions held warm at once, across the
 	// CLIs of one Register call, busy or idle. Zero (the default) keeps
@@ -94,7 +95,8 @@ func (w *WarmSessions) check() error {
 
 // A warmPool holds the warm sessions of one Register call.
 type warmPool struct {
-	cfg *config
+	cfg   *config
+	calls *callSet // counts the sessions alive, for Tools.Wait
 
 	mu     sync.Mutex
 	byKey  map[warmKey]*warmSession // the sessions whose id is known
@@ -135,17 +137,17 @@ type warmSession struct {
 	reaper  *time.Timer // while idle
 	idleGen uint64      // counts the releases, so that a stale reaper does nothing
 	cancel  context.CancelFunc
-	release func() // ends the tracker's hold
+	release func() // ends the session's count in Tools.Wait
 }
 
-// newWarmPool returns the pool of cfg, or nil when warm sessions are off.
-func newWarmPool(cfg *config) *warmPool {
-	if cfg.warm.MaxSessions <= 0 {
+// newWarmPool returns the pool of sh, or nil when warm sessions are off.
+func newWarmPool(sh *shared) *warmPool {
+	if sh.cfg.warm.MaxSessions <= 0 {
 		return nil
 	}
-	p := &warmPool{cfg: cfg, byKey: map[warmKey]*warmSession{}, noResume: map[string]bool{}, cold: map[warmKey]int{}}
-	// AfterFunc starts no goroutine until the server's context is done.
-	context.AfterFunc(cfg.ctx, p.shutdown)
+	p := &warmPool{cfg: sh.cfg, calls: sh.calls, byKey: map[warmKey]*warmSession{}, noResume: map[string]bool{}, cold: map[warmKey]int{}}
+	// AfterFunc starts no goroutine until Shutdown is called.
+	context.AfterFunc(sh.life, p.shutdown)
 	return p
 }
 
@@ -231,10 +233,10 @@ func (t *tool) turn(ctx context.Context, w *warmSession, req invoker.Request) (r
 	return res, true, err
 }
 
-// open opens a session for req. Its context is the server's lifetime, not
-// the call's, which may end first only while the session opens.
+// open opens a session for req. Its context lasts until Tools.Shutdown,
+// not the call's, which may end first only while the session opens.
 func (t *tool) open(ctx context.Context, req invoker.Request) (invoker.Session, context.CancelFunc, error) {
-	sctx, cancel := t.cfg.bind(context.Background())
+	sctx, cancel := t.bind(context.Background())
 	stop := context.AfterFunc(ctx, cancel)
 	s, err := t.inv.OpenSession(sctx, req.Session())
 	if !stop() { // the call's context ended: the session is being stopped
@@ -308,7 +310,7 @@ func (p *warmPool) acquire(cli string, req *invoker.Request) (*warmSession, erro
 		p.removeLocked(victim, "evicted: MaxSessions reached")
 		stale = append(stale, victim)
 	}
-	w := &warmSession{params: params, busy: true, release: p.cfg.tracker.hold()}
+	w := &warmSession{params: params, busy: true, release: p.calls.hold()}
 	w.elem = p.lru.PushBack(w)
 	if key.id != "" {
 		w.key = key // reserved: a concurrent call resuming it is refused
@@ -424,9 +426,9 @@ func (p *warmPool) reap(w *warmSession, gen uint64) {
 	p.close(w)
 }
 
-// shutdown closes the idle sessions when the server's context is done;
-// the busy ones are closed when their calls end (their turns are
-// cancelled with the server's context).
+// shutdown closes the idle sessions when Tools.Shutdown is called; the
+// busy ones are closed when their calls end (their turns are cancelled
+// with ErrShuttingDown).
 func (p *warmPool) shutdown() {
 	p.mu.Lock()
 	p.closed = true

@@ -38,22 +38,20 @@ func BenchmarkWarmCall(b *testing.B) {
 				default:
 					inv = gemini.New(opts...)
 				}
-				ctx, stop := context.WithCancel(context.Background())
-				tracker := new(mcpadapter.Tracker)
-				o := &mcpadapter.Options{Context: ctx, Tracker: tracker}
+				o := &mcpadapter.Options{}
 				if mode == "warm" {
 					o.WarmSessions.MaxSessions = 1
 				}
 				server := mcp.NewServer(&mcp.Implementation{Name: "clinvoke-bench", Version: "v0.0.1"}, nil)
-				if err := mcpadapter.Register(server, o, inv); err != nil {
+				tools, err := mcpadapter.Register(server, o, inv)
+				if err != nil {
 					b.Fatalf("Register() error = %v", err)
 				}
 				b.Cleanup(func() {
-					stop()
 					wctx, cancel := context.WithTimeout(context.Background(), testenv.Timeout(testenv.Hang))
 					defer cancel()
-					if err := tracker.Wait(wctx); err != nil {
-						b.Errorf("Tracker.Wait() = %v", err)
+					if err := tools.Shutdown(wctx); err != nil {
+						b.Errorf("Shutdown() = %v", err)
 					}
 					reportSurvivors(b, s.Tag)
 				})

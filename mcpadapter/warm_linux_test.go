@@ -33,10 +33,8 @@ type warmRig struct {
 	t        *testing.T
 	cli      string
 	script   fakeagent.Script
-	tracker  *mcpadapter.Tracker
-	stop     context.CancelFunc // ends the server's lifetime (Options.Context)
-	finished chan string        // the status of each call, when its record is written
-	closing  chan string        // why, for each warm session the server closes
+	finished chan string // the status of each call, when its record is written
+	closing  chan string // why, for each warm session the server closes
 }
 
 // logSink passes the adapter's log records the tests wait for.
@@ -86,18 +84,13 @@ func newWarmRig(t *testing.T, flavor string, warm mcpadapter.WarmSessions, s fak
 	case fakeagent.Gemini:
 		inv = gemini.New(opts...)
 	}
-	r := &warmRig{t: t, cli: flavor, script: s, tracker: new(mcpadapter.Tracker),
+	r := &warmRig{t: t, cli: flavor, script: s,
 		finished: make(chan string, 100), closing: make(chan string, 100)}
-	ctx, stop := context.WithCancel(context.Background())
-	r.stop = stop
 	// Registered before the harness: runs after the client and server
-	// sessions are closed.
+	// sessions are closed and the tools shut down.
 	t.Cleanup(func() {
-		stop()
-		wctx, cancel := context.WithTimeout(context.Background(), testenv.Timeout(testenv.Hang))
-		defer cancel()
-		if err := r.tracker.Wait(wctx); err != nil {
-			t.Errorf("Tracker.Wait() after the shutdown = %v, want the calls and warm sessions ended", err)
+		if r.harness != nil {
+			r.shutdown()
 		}
 		noSurvivors(t, s.Tag)
 		if rec, err := fakeagent.ReadRecord(s.RecordDir); err == nil {
@@ -105,14 +98,23 @@ func newWarmRig(t *testing.T, flavor string, warm mcpadapter.WarmSessions, s fak
 		}
 	})
 	r.harness = newHarness(t, &mcpadapter.Options{
-		Context:          ctx,
-		Tracker:          r.tracker,
 		WarmSessions:     warm,
 		ProgressInterval: time.Nanosecond,
 		MaxPermission:    invoker.Unlimited,
 		Logger:           slog.New(logSink{r}),
 	}, inv)
 	return r
+}
+
+// shutdown shuts the tools down and checks that every call and warm
+// session ended.
+func (r *warmRig) shutdown() {
+	r.t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), testenv.Timeout(testenv.Hang))
+	defer cancel()
+	if err := r.tools.Shutdown(ctx); err != nil {
+		r.t.Errorf("Shutdown() = %v, want the calls and warm sessions ended", err)
+	}
 }
 
 // ask calls the CLI's tool with prompt (and session id, when not empty)
@@ -274,12 +276,7 @@ func testWarmCancel(t *testing.T, cli, interrupt string) {
 	}
 
 	// The interrupt went to the CLI in its protocol.
-	r.stop()
-	wctx, wcancel := context.WithTimeout(context.Background(), testenv.Timeout(testenv.Hang))
-	defer wcancel()
-	if err := r.tracker.Wait(wctx); err != nil {
-		t.Fatalf("Tracker.Wait() = %v", err)
-	}
+	r.shutdown()
 	rec, err := fakeagent.ReadRecord(r.script.RecordDir)
 	if err != nil {
 		t.Fatal(err)
@@ -357,15 +354,15 @@ func TestWarmIdleReaped(t *testing.T) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), testenv.Timeout(testenv.Hang))
 	defer cancel()
-	if err := r.tracker.Wait(ctx); err != nil {
-		t.Fatalf("Tracker.Wait() = %v, want the reaped session to end", err)
+	if err := r.tools.Wait(ctx); err != nil {
+		t.Fatalf("Wait() = %v, want the reaped session to end", err)
 	}
 	noSurvivors(t, r.script.Tag)
 	wantText(t, "call after the reaping", r.ask("hello again", ""), turnText(1))
 }
 
 // The server's shutdown closes every warm session, idle or answering a
-// call, and Tracker.Wait waits until they are reaped.
+// call, and Shutdown waits until they are reaped.
 func TestWarmShutdownClosesSessions(t *testing.T) {
 	r := newWarmRig(t, fakeagent.Codex, mcpadapter.WarmSessions{MaxSessions: 4}, fakeagent.Script{})
 	idle := r.ask("idle", "")
@@ -380,16 +377,15 @@ func TestWarmShutdownClosesSessions(t *testing.T) {
 		errc <- err
 	}()
 	r.awaitProgress("Turn 1")
-	r.stop()
+	ctx, cancel := context.WithTimeout(context.Background(), testenv.Timeout(testenv.Hang))
+	defer cancel()
+	if err := r.tools.Shutdown(ctx); err != nil {
+		t.Fatalf("Shutdown() = %v, want every warm session closed", err)
+	}
 	if err := <-errc; err != nil {
 		t.Fatalf("CallTool() of the call in flight = %v, want an answer", err)
 	}
 	checkShutdownAnswer(t, busy, nil)
-	ctx, cancel := context.WithTimeout(context.Background(), testenv.Timeout(testenv.Hang))
-	defer cancel()
-	if err := r.tracker.Wait(ctx); err != nil {
-		t.Fatalf("Tracker.Wait() = %v, want every warm session closed", err)
-	}
 	if ps := r.agents(); len(ps) != 2 || len(r.alive(ps...)) > 0 {
 		t.Errorf("agents %v, alive %v after the shutdown; want 2 processes, none alive", ps, r.alive(ps...))
 	}

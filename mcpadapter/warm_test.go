@@ -20,7 +20,7 @@ func TestWarmSessionsOptionsErrors(t *testing.T) {
 		{mcpadapter.WarmSessions{MaxSessions: 2, IdleTimeout: -time.Second}, "Options.WarmSessions: IdleTimeout is -1s"},
 	} {
 		s := mcp.NewServer(&mcp.Implementation{Name: "t", Version: "v0"}, nil)
-		err := mcpadapter.Register(s, &mcpadapter.Options{WarmSessions: tc.warm}, answer("codex"))
+		_, err := mcpadapter.Register(s, &mcpadapter.Options{WarmSessions: tc.warm}, answer("codex"))
 		if err == nil || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("Register(%+v) error = %v, want one saying %q", tc.warm, err, tc.want)
 		}

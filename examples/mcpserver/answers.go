@@ -17,7 +17,7 @@ import (
 // ServerSession.Close refuses to write the answers of handlers that end
 // after it started, and Server.Run with a cancelled context closes the
 // session at once. The tool handlers have returned by the time the
-// shutdown gets here (mcpadapter.Tracker.Wait); this covers the moment
+// shutdown gets here (mcpadapter.Tools.Shutdown); this covers the moment
 // between a handler's return and its answer on the wire.
 type pending struct {
 	mu   sync.Mutex

@@ -4,8 +4,9 @@
 // agent and every process it started, and the server keeps serving.
 //
 // It shows how little a Go MCP server needs: one mcpadapter.Register call
-// with the backends, and a server-lifetime context so that stopping the
-// server cancels the runs in flight.
+// with the backends, and a call of the returned Tools' Shutdown when the
+// server stops, which cancels the runs in flight and waits for their
+// records.
 //
 // Run it over stdio (the default; how MCP clients start local servers):
 //
@@ -36,19 +37,23 @@
 // The first signal (SIGINT, SIGTERM or SIGHUP), standard input reaching end of file
 // (stdio), or an error of the HTTP listener starts one orderly shutdown:
 //
-//  1. New calls are refused and every run in flight is cancelled: its CLI
-//     gets SIGINT, then SIGTERM after -shutdown-grace, then SIGKILL 100 ms
-//     later, and its whole process tree is swept. The default (200 ms)
-//     reaps a run well within 400 ms, even a CLI that ignores both signals:
-//     an MCP host that stops its server sends SIGKILL 500 ms after its
-//     first signal (Claude Code does), and whatever is still ours by then
-//     dies without its record. A client's cancel of one call walks the
-//     longer ladder of -interrupt-grace and -terminate-grace, which gives
-//     the CLI time to record its turn.
-//  2. The server waits until every run is reaped and recorded: its
-//     transcript line (-transcript) and log record are written. Nothing
-//     shortens this wait; it is bounded by recordBound in case a run never
-//     ends.
+//  1. The server stops accepting: over HTTP it closes its listener, so
+//     that a load balancer sends new requests to another replica.
+//  2. It shuts the tools down (mcpadapter.Tools.Shutdown): calls still
+//     arriving on open connections are refused, and every run in flight
+//     is cancelled: its CLI gets SIGINT, then SIGTERM after
+//     -shutdown-grace, then SIGKILL 100 ms later, and its whole process
+//     tree is swept. The default (200 ms) reaps a run well within 400 ms,
+//     even a CLI that ignores both signals: an MCP host that stops its
+//     server sends SIGKILL 500 ms after its first signal (Claude Code
+//     does), and whatever is still ours by then dies without its record.
+//     A client's cancel of one call walks the longer ladder of
+//     -interrupt-grace and -terminate-grace, which gives the CLI time to
+//     record its turn. Shutdown returns once every run is reaped and
+//     recorded: its transcript line (-transcript) and log record are
+//     written, and the warm sessions (-warm) are closed. Signals do not
+//     shorten this wait, which the host's SIGKILL ends anyway; it is
+//     bounded by recordBound in case a run never ends.
 //  3. The calls are answered: an isError result holding the partial text
 //     and the session id. The server waits answerGrace for the answers to
 //     be written (HTTP: for the connections to finish), then exits 0.
@@ -278,10 +283,7 @@ func run() error {
 		serverOpts.Logger = logger.With("component", "mcp")
 	}
 	server := mcp.NewServer(&mcp.Implementation{Name: "clinvoke", Title: "clinvoke agent CLIs", Version: "v0.1.0"}, serverOpts)
-	tracker := new(mcpadapter.Tracker)
-	err = mcpadapter.Register(server, &mcpadapter.Options{
-		Context:           sd.ctx,
-		Tracker:           tracker,
+	tools, err := mcpadapter.Register(server, &mcpadapter.Options{
 		MaxConcurrent:     *maxRuns,
 		MaxTasks:          *maxTasks,
 		Roots:             roots,
@@ -298,7 +300,7 @@ func run() error {
 	}
 
 	if *httpAddr != "" {
-		return serveHTTP(sd, server, tracker, httpConfig{
+		return serveHTTP(sd, server, tools, httpConfig{
 			addr:           *httpAddr,
 			stateless:      *stateless,
 			maxBody:        *maxRequest,
@@ -306,14 +308,14 @@ func run() error {
 		}, names, roots, logger)
 	}
 	logger.Info("serving", "clis", names, "roots", roots, "transport", "stdio")
-	return serveStdio(sd, server, tracker, int(*maxRequest))
+	return serveStdio(sd, server, tools, int(*maxRequest))
 }
 
 // A shutdown is the one orderly stop of the server (see the package
 // documentation): the first signal, the end of standard input or a
 // listener's error starts it, later signals hurry its last step.
 type shutdown struct {
-	ctx   context.Context // done once the shutdown started: Options.Context
+	ctx   context.Context // done once the shutdown started
 	begin context.CancelCauseFunc
 	log   *slog.Logger
 
@@ -353,13 +355,14 @@ func (s *shutdown) signal(sig os.Signal) {
 	})
 }
 
-// drain is step 2: it waits until every call has been recorded, its run
-// reaped. Signals do not shorten it.
-func (s *shutdown) drain(tracker *mcpadapter.Tracker) {
+// drain is step 2: it shuts the tools down, which cancels the runs in
+// flight, and waits until every call has been recorded, its run reaped.
+// Signals do not shorten it.
+func (s *shutdown) drain(tools *mcpadapter.Tools) {
 	ctx, cancel := context.WithTimeout(context.Background(), recordBound)
 	defer cancel()
-	if err := tracker.Wait(ctx); err != nil {
-		s.log.Error("runs still not ended; exiting without their records", "calls", tracker.Active(), "after", recordBound)
+	if err := tools.Shutdown(ctx); err != nil {
+		s.log.Error("runs still not ended; exiting without their records", "calls", tools.Active(), "after", recordBound)
 		return
 	}
 	s.log.Info("every run reaped and recorded")
@@ -390,7 +393,7 @@ func (s *shutdown) answerContext() (context.Context, context.CancelFunc) {
 
 // serveStdio serves the protocol on standard input and output until the
 // shutdown.
-func serveStdio(sd *shutdown, server *mcp.Server, tracker *mcpadapter.Tracker, maxLine int) error {
+func serveStdio(sd *shutdown, server *mcp.Server, tools *mcpadapter.Tools, maxLine int) error {
 	// Not sd.ctx: the session must outlive the start of the shutdown, so
 	// that the calls it cancels are answered (Server.Run with a cancelled
 	// context would close the session before they are).
@@ -406,14 +409,15 @@ func serveStdio(sd *shutdown, server *mcp.Server, tracker *mcpadapter.Tracker, m
 		// The client closed standard input. The SDK has cancelled the
 		// calls of the session; nobody is left to answer.
 		sd.start("standard input closed")
-		sd.drain(tracker)
+		sd.drain(tools)
 		if errors.Is(err, io.EOF) {
 			err = nil
 		}
 		return err
 	case <-sd.ctx.Done():
 	}
-	sd.drain(tracker)
+	// Nothing to stop accepting: the one client's calls are refused.
+	sd.drain(tools)
 	ctx, cancel := sd.answerContext()
 	defer cancel()
 	if err := answers.wait(ctx); err != nil {
@@ -437,7 +441,7 @@ type httpConfig struct {
 	sessionTimeout time.Duration
 }
 
-func serveHTTP(sd *shutdown, server *mcp.Server, tracker *mcpadapter.Tracker, hc httpConfig, names, roots []string, logger *slog.Logger) error {
+func serveHTTP(sd *shutdown, server *mcp.Server, tools *mcpadapter.Tools, hc httpConfig, names, roots []string, logger *slog.Logger) error {
 	opts := &mcp.StreamableHTTPOptions{
 		Stateless:           hc.stateless,
 		MaxRequestBodyBytes: hc.maxBody,
@@ -448,9 +452,9 @@ func serveHTTP(sd *shutdown, server *mcp.Server, tracker *mcpadapter.Tracker, hc
 	handler := mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return server }, opts)
 	var posts pending
 	srv := &http.Server{
-		// The tracker cancels a call whose request ended before its
-		// answer, which the SDK does not do.
-		Handler:           posts.handler(tracker.Handler(limitBody(handler, hc.maxBody))),
+		// The tools' handler cancels a call whose request ended before
+		// its answer, which the SDK does not do.
+		Handler:           posts.handler(tools.Handler(limitBody(handler, hc.maxBody))),
 		ReadHeaderTimeout: 10 * time.Second,
 	}
 	ln, err := net.Listen("tcp", hc.addr)
@@ -466,9 +470,15 @@ func serveHTTP(sd *shutdown, server *mcp.Server, tracker *mcpadapter.Tracker, hc
 		sd.start("the listener failed: " + serveErr.Error())
 	case <-sd.ctx.Done():
 	}
-	// New calls are refused from now on; the runs in flight are being
-	// stopped. Record them all before anything else.
-	sd.drain(tracker)
+	// Stop accepting connections: new clients, and a load balancer's
+	// requests, go elsewhere. The connections open stay open, to be
+	// answered; srv.Shutdown closes them below.
+	if err := ln.Close(); err != nil && !errors.Is(err, net.ErrClosed) {
+		logger.Warn("closing the listener", "error", err)
+	}
+	// Calls still arriving are refused from now on, and the runs in
+	// flight stopped. Record them all before anything else.
+	sd.drain(tools)
 	ctx, cancel := sd.answerContext()
 	defer cancel()
 	if err := posts.wait(ctx); err != nil {
@@ -479,7 +489,8 @@ func serveHTTP(sd *shutdown, server *mcp.Server, tracker *mcpadapter.Tracker, hc
 	for ss := range server.Sessions() {
 		go ss.Close()
 	}
-	if err := srv.Shutdown(ctx); err != nil {
+	// The listener is closed already: its second close is no failure.
+	if err := srv.Shutdown(ctx); err != nil && !errors.Is(err, net.ErrClosed) {
 		logger.Warn("closing the connections left", "error", err)
 		srv.Close()
 	}

@@ -19,16 +19,14 @@ import (
 	"github.com/clinvoke/clinvoke/mcpadapter"
 )
 
-// TestTrackerWaitsForTheRecord checks that a call stops counting only
+// TestShutdownWaitsForTheRecord checks that a call stops counting only
 // once its transcript line is written: a server that exits as soon as
-// Wait returns loses no record.
-func TestTrackerWaitsForTheRecord(t *testing.T) {
+// Shutdown returns loses no record.
+func TestShutdownWaitsForTheRecord(t *testing.T) {
 	b := newBlocker("codex")
-	lifetime, stop := context.WithCancel(context.Background())
-	defer stop()
 	path := filepath.Join(t.TempDir(), "transcript.jsonl")
-	tracker := new(mcpadapter.Tracker)
-	h := newHarness(t, &mcpadapter.Options{Context: lifetime, Tracker: tracker, TranscriptPath: path}, b)
+	h := newHarness(t, &mcpadapter.Options{TranscriptPath: path}, b)
+	tools := h.tools
 
 	done := make(chan struct{})
 	go func() {
@@ -38,16 +36,18 @@ func TestTrackerWaitsForTheRecord(t *testing.T) {
 		}
 	}()
 	<-b.started
-	if n := tracker.Active(); n != 1 {
+	if n := tools.Active(); n != 1 {
 		t.Errorf("Active() = %d with one call running, want 1", n)
 	}
-	stop()
 	ctx, cancel := context.WithTimeout(context.Background(), testenv.Timeout(testenv.Hang))
 	defer cancel()
-	if err := tracker.Wait(ctx); err != nil {
-		t.Fatalf("Wait() error = %v", err)
+	if err := tools.Shutdown(ctx); err != nil {
+		t.Fatalf("Shutdown() error = %v", err)
 	}
-	// No waiting here: the record must be on disk when Wait returns.
+	if n := tools.Active(); n != 0 {
+		t.Errorf("Active() = %d after Shutdown, want 0", n)
+	}
+	// No waiting here: the record must be on disk when Shutdown returns.
 	data, err := os.ReadFile(path)
 	if err != nil {
 		t.Fatal(err)
@@ -62,20 +62,27 @@ func TestTrackerWaitsForTheRecord(t *testing.T) {
 	}
 	if len(lines) != 2 || first.Status != mcpadapter.StatusRunning || first.SessionID != "sess-blocked" ||
 		last.Status != mcpadapter.StatusCancelled || last.Run != first.Run || last.Run == "" {
-		t.Errorf("transcript when Wait returned:\n%s\nwant a running line with the session id, then the run's cancelled line", data)
+		t.Errorf("transcript when Shutdown returned:\n%s\nwant a running line with the session id, then the run's cancelled line", data)
 	}
 	<-done
 }
 
 // httpHarness serves the adapter's tools over streamable HTTP, with the
-// tracker's handler around the SDK's.
-func httpHarness(t *testing.T, stateless bool, b *blocker) (*httptest.Server, *mcpadapter.Tracker) {
+// tools' handler around the SDK's.
+func httpHarness(t *testing.T, stateless bool, b *blocker) (*httptest.Server, *mcpadapter.Tools) {
 	t.Helper()
-	tracker := new(mcpadapter.Tracker)
 	server := mcp.NewServer(&mcp.Implementation{Name: "clinvoke-test", Version: "v0.0.1"}, nil)
-	if err := mcpadapter.Register(server, &mcpadapter.Options{Tracker: tracker}, b); err != nil {
+	tools, err := mcpadapter.Register(server, nil, b)
+	if err != nil {
 		t.Fatal(err)
 	}
+	t.Cleanup(func() { // last: every call must have ended
+		ctx, cancel := context.WithTimeout(context.Background(), testenv.Timeout(testenv.Hang))
+		defer cancel()
+		if err := tools.Shutdown(ctx); err != nil {
+			t.Errorf("Shutdown() error = %v", err)
+		}
+	})
 	h := mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return server }, &mcp.StreamableHTTPOptions{Stateless: stateless})
 	t.Cleanup(func() {
 		// A session whose client vanished stays open on the server.
@@ -85,20 +92,20 @@ func httpHarness(t *testing.T, stateless bool, b *blocker) (*httptest.Server, *m
 			}
 		}
 	})
-	ts := httptest.NewServer(tracker.Handler(h))
+	ts := httptest.NewServer(tools.Handler(h))
 	t.Cleanup(ts.Close)
-	return ts, tracker
+	return ts, tools
 }
 
 // checkClientGone waits for the blocked run's end and checks its cause.
-func checkClientGone(t *testing.T, b *blocker, tracker *mcpadapter.Tracker) {
+func checkClientGone(t *testing.T, b *blocker, tools *mcpadapter.Tools) {
 	t.Helper()
 	if cause := <-b.cancelled; !errors.Is(cause, mcpadapter.ErrClientGone) {
 		t.Errorf("the run's context ended with %v, want ErrClientGone", cause)
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), testenv.Timeout(testenv.Hang))
 	defer cancel()
-	if err := tracker.Wait(ctx); err != nil {
+	if err := tools.Wait(ctx); err != nil {
 		t.Errorf("Wait() error = %v", err)
 	}
 }
@@ -109,7 +116,7 @@ func checkClientGone(t *testing.T, b *blocker, tracker *mcpadapter.Tracker) {
 func TestHTTPDisconnectCancels(t *testing.T) {
 	t.Run("stateless, request dropped", func(t *testing.T) {
 		b := newBlocker("codex")
-		ts, tracker := httpHarness(t, true, b)
+		ts, tools := httpHarness(t, true, b)
 		ctx, cancel := context.WithCancel(context.Background())
 		defer cancel()
 		body := `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"codex","arguments":{"prompt":"hi","workdir":` +
@@ -131,7 +138,7 @@ func TestHTTPDisconnectCancels(t *testing.T) {
 		}()
 		<-b.started
 		cancel() // the client drops the request
-		checkClientGone(t, b, tracker)
+		checkClientGone(t, b, tools)
 		if err := <-errc; !errors.Is(err, context.Canceled) {
 			t.Errorf("request error = %v, want context.Canceled", err)
 		}
@@ -140,7 +147,7 @@ func TestHTTPDisconnectCancels(t *testing.T) {
 	for _, path := range []string{"connection dropped", "session deleted"} {
 		t.Run("stateful, "+path, func(t *testing.T) {
 			b := newBlocker("codex")
-			ts, tracker := httpHarness(t, false, b)
+			ts, tools := httpHarness(t, false, b)
 			client := mcp.NewClient(&mcp.Implementation{Name: "test-client", Version: "v0.0.1"}, nil)
 			cs, err := client.Connect(context.Background(), &mcp.StreamableClientTransport{Endpoint: ts.URL, HTTPClient: ts.Client(), MaxRetries: -1}, nil)
 			if err != nil {
@@ -171,7 +178,7 @@ func TestHTTPDisconnectCancels(t *testing.T) {
 					t.Errorf("DELETE: %s, want 204", resp.Status)
 				}
 			}
-			checkClientGone(t, b, tracker)
+			checkClientGone(t, b, tools)
 			if err := <-callErr; err == nil {
 				t.Errorf("CallTool() returned no error, want the connection's end")
 			}

@@ -6,7 +6,6 @@ import (
 	"regexp"
 	"strings"
 
-	"github.com/clinvoke/clinvoke/internal/streamjson"
 	"github.com/clinvoke/clinvoke/invoker"
 	"github.com/clinvoke/clinvoke/invoker/driver"
 )
@@ -138,7 +137,7 @@ func newDecoder() *decoder { return &decoder{calls: make(map[string]call)} }
 func (d *decoder) Decode(b []byte) ([]invoker.Event, error) {
 	var l line
 	if err := json.Unmarshal(b, &l); err != nil {
-		return []invoker.Event{streamjson.Malformed(b, err)}, nil
+		return []invoker.Event{driver.Malformed(b, err)}, nil
 	}
 	raw := json.RawMessage(b)
 	if l.SessionID != "" {
@@ -191,7 +190,7 @@ func (d *decoder) Decode(b []byte) ([]invoker.Event, error) {
 				e.Text = c.Thinking
 				evs = append(evs, e)
 			case "tool_use", "server_tool_use", "mcp_tool_use":
-				input := streamjson.ValidOrNil(c.Input)
+				input := driver.ValidJSON(c.Input)
 				d.calls[c.ID] = call{name: c.Name, input: input}
 				e := ev(invoker.KindToolCall)
 				e.Tool = &invoker.Tool{Name: c.Name, ID: c.ID, Input: input}
@@ -301,7 +300,7 @@ func (d *decoder) finish(l line, ev func(invoker.EventKind) invoker.Event) []inv
 		d.result = *l.Result
 	}
 	d.turns = l.NumTurns
-	if s := streamjson.ValidOrNil(l.StructuredOutput); len(s) > 0 && string(s) != "null" {
+	if s := driver.ValidJSON(l.StructuredOutput); len(s) > 0 && string(s) != "null" {
 		d.structured = s
 	}
 	switch l.Subtype {

@@ -4,7 +4,6 @@ import (
 	"encoding/json"
 	"strconv"
 
-	"github.com/clinvoke/clinvoke/internal/streamjson"
 	"github.com/clinvoke/clinvoke/invoker"
 	"github.com/clinvoke/clinvoke/invoker/driver"
 )
@@ -128,7 +127,7 @@ func (p *protocol) Decode(line []byte) (driver.Step, error) {
 					"error": "not supported by clinvoke",
 				},
 			})
-			ev := invoker.Event{Kind: invoker.KindWarning, Raw: streamjson.ValidOrNil(line),
+			ev := invoker.Event{Kind: invoker.KindWarning, Raw: driver.ValidJSON(line),
 				Text: "claude sent a control request clinvoke does not answer; refused it"}
 			return driver.Step{Events: []invoker.Event{ev}, Write: [][]byte{reply}}, nil
 		}

@@ -6,7 +6,6 @@ import (
 	"regexp"
 	"strings"
 
-	"github.com/clinvoke/clinvoke/internal/streamjson"
 	"github.com/clinvoke/clinvoke/invoker"
 	"github.com/clinvoke/clinvoke/invoker/driver"
 )
@@ -88,7 +87,7 @@ func newDecoder() *decoder { return &decoder{called: make(map[string]bool)} }
 func (d *decoder) Decode(b []byte) ([]invoker.Event, error) {
 	var l line
 	if err := json.Unmarshal(b, &l); err != nil {
-		return []invoker.Event{streamjson.Malformed(b, err)}, nil
+		return []invoker.Event{driver.Malformed(b, err)}, nil
 	}
 	raw := json.RawMessage(b)
 	switch l.Type {
@@ -217,7 +216,7 @@ func toolOf(it *item) (*invoker.Tool, bool) {
 		// Named like Claude Code names MCP tools, so names compare across
 		// backends.
 		t.Name = "mcp__" + it.Server + "__" + it.Tool
-		t.Input = streamjson.ValidOrNil(it.Arguments)
+		t.Input = driver.ValidJSON(it.Arguments)
 		switch {
 		case it.Error != nil && it.Error.Message != "":
 			t.Output = it.Error.Message

@@ -7,7 +7,6 @@ import (
 	"regexp"
 	"strings"
 
-	"github.com/clinvoke/clinvoke/internal/streamjson"
 	"github.com/clinvoke/clinvoke/invoker"
 	"github.com/clinvoke/clinvoke/invoker/driver"
 )
@@ -74,7 +73,7 @@ func (d *decoder) Decode(b []byte) ([]invoker.Event, error) {
 		if err := stallSignature(b); err != nil {
 			return nil, err
 		}
-		return []invoker.Event{streamjson.Malformed(b, err)}, nil
+		return []invoker.Event{driver.Malformed(b, err)}, nil
 	}
 	raw := json.RawMessage(b)
 	switch l.Type {
@@ -103,7 +102,7 @@ func (d *decoder) Decode(b []byte) ([]invoker.Event, error) {
 
 	case "tool_use":
 		d.afterTool = true
-		input := streamjson.ValidOrNil(l.Parameters)
+		input := driver.ValidJSON(l.Parameters)
 		d.calls[l.ToolID] = call{name: l.ToolName, input: input}
 		return []invoker.Event{{Kind: invoker.KindToolCall, Tool: &invoker.Tool{Name: l.ToolName, ID: l.ToolID, Input: input}, Raw: raw}}, nil
 

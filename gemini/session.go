@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"strings"
 
-	"github.com/clinvoke/clinvoke/internal/streamjson"
 	"github.com/clinvoke/clinvoke/invoker"
 	"github.com/clinvoke/clinvoke/invoker/driver"
 )
@@ -259,7 +258,7 @@ func (p *acp) update(params json.RawMessage, raw json.RawMessage) []invoker.Even
 		c, seen := p.calls[up.ToolCallID]
 		if !seen {
 			p.afterTool = true
-			input := streamjson.ValidOrNil(up.RawInput)
+			input := driver.ValidJSON(up.RawInput)
 			if input == nil && up.Title != "" {
 				input, _ = json.Marshal(map[string]string{"title": up.Title})
 			}

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/clinvoke/clinvoke/internal/jsonl"
+	"github.com/clinvoke/clinvoke/internal/pipe"
 	"github.com/clinvoke/clinvoke/invoker"
 )
 
@@ -68,7 +69,7 @@ func TestAwaitReadersHeldOpen(t *testing.T) {
 			if runtime.GOOS != "linux" && runtime.GOOS != "darwin" {
 				t.Skip("PTY mode needs a Unix terminal")
 			}
-			master, tty, err := openPTY()
+			master, tty, err := pipe.OpenPTY()
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -179,7 +180,7 @@ func TestLargePipeKeepsAllOutput(t *testing.T) {
 	if b, err := os.ReadFile("/proc/sys/fs/pipe-max-size"); err == nil {
 		fmt.Sscan(string(b), &want)
 	}
-	size, err := setPipeSize(pw, min(want, 32<<20))
+	size, err := pipe.SetSize(pw, min(want, 32<<20))
 	if err != nil {
 		t.Fatalf("F_SETPIPE_SZ %d: %v", want, err)
 	}
@@ -257,7 +258,7 @@ func TestPTYLastLineWithoutNewline(t *testing.T) {
 	if runtime.GOOS != "linux" {
 		t.Skip("EIO at the end of a PTY is Linux behaviour")
 	}
-	master, tty, err := openPTY()
+	master, tty, err := pipe.OpenPTY()
 	if err != nil {
 		t.Fatal(err)
 	}

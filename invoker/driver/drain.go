@@ -5,6 +5,8 @@ import (
 	"os"
 	"sync/atomic"
 	"time"
+
+	"github.com/clinvoke/clinvoke/internal/pipe"
 )
 
 // awaitReaders waits for stdout and stderr to reach end of file, once the
@@ -104,7 +106,7 @@ func (w *watchedFile) Read(p []byte) (int, error) {
 			return n, io.EOF
 		}
 	}
-	if w.pty && isPTYEnd(err) {
+	if w.pty && pipe.IsPTYEnd(err) {
 		err = io.EOF // how a terminal reports that no process holds it
 	}
 	if err != nil {
@@ -119,7 +121,7 @@ func (w *watchedFile) Read(p []byte) (int, error) {
 // reads one at a time), so adding the largest read makes the stream
 // deliver up to one read more than was buffered, never less.
 func (w *watchedFile) cutOff() {
-	buffered, ok := bufferedBytes(w.f)
+	buffered, ok := pipe.Buffered(w.f)
 	if !ok {
 		buffered = 0 // unknown: end when the reader waits on an empty pipe
 	}
@@ -138,7 +140,7 @@ func (w *watchedFile) closeIfDrained(wait time.Duration) bool {
 		w.close()
 		return true
 	}
-	if n, ok := bufferedBytes(w.f); ok && n == 0 {
+	if n, ok := pipe.Buffered(w.f); ok && n == 0 {
 		w.close()
 		return true
 	}

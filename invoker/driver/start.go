@@ -7,6 +7,7 @@ import (
 	"os"
 	"syscall"
 
+	"github.com/clinvoke/clinvoke/internal/pipe"
 	"github.com/clinvoke/clinvoke/internal/proc"
 	"github.com/clinvoke/clinvoke/invoker"
 )
@@ -49,7 +50,7 @@ func (r *run) startTree() (err error) {
 	}()
 
 	if cfg.pty {
-		master, tty, err := openPTY()
+		master, tty, err := pipe.OpenPTY()
 		if err != nil {
 			return fmt.Errorf("PTY mode: %w", err)
 		}

@@ -9,6 +9,7 @@ import (
 	"runtime/debug"
 
 	"github.com/clinvoke/clinvoke/internal/jsonl"
+	"github.com/clinvoke/clinvoke/internal/pipe"
 	"github.com/clinvoke/clinvoke/invoker"
 )
 
@@ -35,7 +36,7 @@ func (r *run) readStdout() {
 				}})
 				continue
 			}
-			if err != io.EOF && !errors.Is(err, os.ErrClosed) && !isPTYEnd(err) {
+			if err != io.EOF && !errors.Is(err, os.ErrClosed) && !pipe.IsPTYEnd(err) {
 				r.log.Debug("reading stdout", "err", err)
 			}
 			return

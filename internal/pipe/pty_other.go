@@ -1,6 +1,6 @@
 //go:build !(linux || darwin || freebsd || netbsd || openbsd || dragonfly)
 
-package driver
+package pipe
 
 import (
 	"errors"
@@ -8,8 +8,8 @@ import (
 	"runtime"
 )
 
-func openPTY() (master, tty *os.File, err error) {
+func OpenPTY() (master, tty *os.File, err error) {
 	return nil, nil, errors.New("not available on " + runtime.GOOS)
 }
 
-func isPTYEnd(error) bool { return false }
+func IsPTYEnd(error) bool { return false }

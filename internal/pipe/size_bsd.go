@@ -1,6 +1,6 @@
 //go:build unix && !linux
 
-package driver
+package pipe
 
 import (
 	"errors"
@@ -9,5 +9,5 @@ import (
 
 const fionread = 0x4004667f // FIONREAD: _IOR('f', 127, int) on the BSDs and macOS
 
-// setPipeSize is Linux only.
-func setPipeSize(f *os.File, size int) (int, error) { return 0, errors.ErrUnsupported }
+// SetSize is Linux only.
+func SetSize(f *os.File, size int) (int, error) { return 0, errors.ErrUnsupported }

@@ -1,6 +1,6 @@
 //go:build linux || darwin || freebsd || netbsd || openbsd || dragonfly
 
-package driver
+package pipe
 
 import (
 	"errors"
@@ -11,11 +11,11 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// openPTY opens a pseudo-terminal for PTY mode. The terminal passes output
+// OpenPTY opens a pseudo-terminal for PTY mode. The terminal passes output
 // through unchanged (no "\n" to "\r\n") and does not echo, so stdout stays
 // byte-exact JSONL, while ISIG stays on so that a Ctrl-C written to the
 // master becomes SIGINT for the CLI's process group.
-func openPTY() (master, tty *os.File, err error) {
+func OpenPTY() (master, tty *os.File, err error) {
 	master, tty, err = pty.Open()
 	if err != nil {
 		return nil, nil, err
@@ -58,6 +58,6 @@ func pollable(f *os.File) (*os.File, error) {
 	return os.NewFile(uintptr(fd), name), nil
 }
 
-// isPTYEnd reports whether err is how a PTY master reports that no process
+// IsPTYEnd reports whether err is how a PTY master reports that no process
 // holds the terminal any more (EIO on Linux).
-func isPTYEnd(err error) bool { return errors.Is(err, syscall.EIO) }
+func IsPTYEnd(err error) bool { return errors.Is(err, syscall.EIO) }

@@ -1,6 +1,6 @@
 //go:build linux
 
-package driver
+package pipe
 
 import (
 	"os"
@@ -11,8 +11,8 @@ import (
 // fionread is FIONREAD, which Linux names TIOCINQ.
 const fionread = unix.TIOCINQ
 
-// setPipeSize sets the capacity of pipe f (F_SETPIPE_SZ) and returns the
+// SetSize sets the capacity of pipe f (F_SETPIPE_SZ) and returns the
 // capacity the kernel gave it; tests use it.
-func setPipeSize(f *os.File, size int) (int, error) {
+func SetSize(f *os.File, size int) (int, error) {
 	return unix.FcntlInt(f.Fd(), unix.F_SETPIPE_SZ, size)
 }

@@ -1,4 +1,4 @@
-package driver
+package pipe
 
 import "golang.org/x/sys/unix"
 

@@ -1,6 +1,6 @@
 //go:build darwin || freebsd || netbsd || openbsd || dragonfly
 
-package driver
+package pipe
 
 import "golang.org/x/sys/unix"
 

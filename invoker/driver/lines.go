@@ -1,8 +1,9 @@
-// Package streamjson holds what the backends' decoders share for the lines
-// of a CLI's JSONL stream that are not the events they expect: a warning for
-// a malformed line, a readable preview of it, and raw JSON that is kept only
-// when valid, so that an invoker.Event can always be marshalled.
-package streamjson
+package driver
+
+// What the backends' decoders share for the lines of a CLI's JSONL stream
+// that are not the events they expect: a warning for a malformed line, a
+// readable preview of it, and raw JSON that is kept only when valid, so
+// that an invoker.Event can always be marshalled.
 
 import (
 	"encoding/json"
@@ -24,12 +25,12 @@ func Malformed(line []byte, err error) invoker.Event {
 		ev.Text = "unexpected JSON value on stdout: " + err.Error()
 		return ev
 	}
-	ev.Text = "not a JSON event on stdout: " + Preview(line)
+	ev.Text = "not a JSON event on stdout: " + preview(line)
 	return ev
 }
 
-// Preview returns the first 200 bytes of b as valid UTF-8, for a message.
-func Preview(b []byte) string {
+// preview returns the first 200 bytes of b as valid UTF-8, for a message.
+func preview(b []byte) string {
 	const max = 200
 	s := strings.ToValidUTF8(string(b[:min(len(b), max)]), "\uFFFD")
 	if len(b) > max {
@@ -38,8 +39,9 @@ func Preview(b []byte) string {
 	return s
 }
 
-// ValidOrNil returns raw if it is valid JSON, else nil.
-func ValidOrNil(raw json.RawMessage) json.RawMessage {
+// ValidJSON returns raw if it is valid JSON, else nil: what a decoder
+// keeps in Event.Raw or Tool.Input.
+func ValidJSON(raw json.RawMessage) json.RawMessage {
 	if len(raw) == 0 || !json.Valid(raw) {
 		return nil
 	}

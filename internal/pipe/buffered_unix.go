@@ -1,6 +1,6 @@
 //go:build unix
 
-package driver
+package pipe
 
 import (
 	"os"
@@ -8,9 +8,9 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// bufferedBytes returns how many bytes wait to be read in the pipe or
+// Buffered returns how many bytes wait to be read in the pipe or
 // terminal f (FIONREAD), without reading them.
-func bufferedBytes(f *os.File) (int, bool) {
+func Buffered(f *os.File) (int, bool) {
 	rc, err := f.SyscallConn()
 	if err != nil {
 		return 0, false

@@ -67,6 +67,14 @@ type Agent struct {
 	// event: a CLI that starts slowly, or hangs.
 	Silence time.Duration
 
+	// AnswerSize, when larger than the answer, pads the answer with ASCII
+	// filler to this many bytes: an answer on a line over a line limit.
+	AnswerSize int
+
+	// HugeLine prints, before the answer, a tool's result on one line of
+	// about this many bytes.
+	HugeLine int
+
 	// Stall makes the agent print nothing for this long after the answer
 	// and before its terminal event: a model stream that stalls mid-turn.
 	Stall time.Duration
@@ -107,6 +115,8 @@ func (a Agent) Options() invoker.Options {
 		Answer:        a.Answer,
 		Answers:       a.Answers,
 		Chunks:        a.Chunks,
+		AnswerSize:    a.AnswerSize,
+		HugeLine:      a.HugeLine,
 		Interval:      10 * time.Millisecond,
 		Tool:          a.Tool,
 		StreamFor:     a.Progress,
@@ -141,3 +151,38 @@ func Main(m *testing.M) {
 // still alive (Linux; nil elsewhere). Once Invoke or Session.Close has
 // returned, none of the processes of that run or session is among them.
 func Survivors() []int { return fakeagent.Orphans() }
+
+// Agent returns an Agent of cli ("codex", "gemini" or "claude") that does
+// what f asks, and the invoker.Options the case needs besides the Agent's
+// (a line limit below the answer for AnswerOverLimit). With it, Run checks
+// an Invoker built on one of this module's backends — a wrapper of your
+// own, say — with no CLI installed:
+//
+//	invokertest.Run(t, func(t *testing.T, f invokertest.Fake) invoker.Invoker {
+//		a, opts := f.Agent("claude")
+//		return mywrapper.New(claude.New(a.Options(), opts))
+//	})
+func (f Fake) Agent(cli string) (Agent, invoker.Options) {
+	a := Agent{
+		CLI:         cli,
+		SessionID:   f.SessionID,
+		Answer:      f.Answer,
+		Fail:        f.Fail,
+		Stderr:      f.Stderr,
+		ExitCode:    f.ExitCode,
+		NoResult:    f.ExitCode != 0,
+		HugeLine:    f.HugeLine,
+		Tool:        f.Tool,
+		LeaveBehind: f.Grandchild || f.Escapee,
+	}
+	var opts invoker.Options
+	if f.AnswerOverLimit {
+		opts.MaxLineSize = 64 << 10 // the smallest limit: the agent prints little
+		a.AnswerSize = 2 * opts.MaxLineSize
+	}
+	if f.Stream {
+		// Part of the answer, then a model that never finishes the turn.
+		a.Chunks, a.Stall = 3, time.Hour
+	}
+	return a, opts
+}

@@ -1,26 +1,37 @@
-// Package invokertest checks that an [invoker.Invoker] keeps the contract of
-// package invoker, the way testing/fstest checks a file system and
-// testing/slogtest checks a slog.Handler.
+// Package invokertest is for testing code that runs agents, as
+// net/http/httptest is for HTTP and testing/fstest for file systems. It has
+// two parts:
+//
+//   - [Agent], a scripted stand-in for the Codex, Gemini and Claude Code
+//     CLIs that the real backends run with no CLI installed and no network
+//     (the test binary plays it: call [Main] from TestMain). It answers,
+//     streams, calls a tool, stalls, fails, ignores signals, leaves
+//     processes behind, and holds sessions of several turns.
+//   - [Run], a conformance suite that checks that an [invoker.Invoker]
+//     keeps the contract of package invoker, runs and sessions alike, the
+//     way testing/fstest.TestFS checks a file system and
+//     testing/slogtest checks a slog.Handler.
 //
 // The suite runs each case on a fresh Invoker from a factory that the
-// backend's test supplies. The factory receives a [Fake]: a description of
-// what the CLI must do in that case (answer, stream until stopped, fail,
-// print a huge line, start a grandchild...). The backend's test points the
-// Invoker at a fake of its CLI that does exactly that — for the backends of
-// this module, a re-executed test binary running internal/fakeagent — and
-// the suite checks what Invoke returns and that no process survives.
-//
-// Typical usage inside a backend's test:
+// test supplies. The factory receives a [Fake]: a description of what the
+// CLI must do in that case (answer, stream until stopped, fail, print a
+// huge line, start a grandchild...). For an Invoker built on one of this
+// module's backends (a wrapper of your own, say), [Fake.Agent] gives the
+// Agent that does it:
 //
 //	func TestConformance(t *testing.T) {
 //		invokertest.Run(t, func(t *testing.T, f invokertest.Fake) invoker.Invoker {
-//			return mycli.New(invoker.WithBinary(fakeCLIFor(t, f)))
+//			a, opts := f.Agent("claude")
+//			return mywrapper.New(claude.New(a.Options(), opts))
 //		})
 //	}
 //
+// A backend for another CLI points its Invoker at a fake of that CLI that
+// does what the Fake asks.
+//
 // Survivors are found on Linux by scanning /proc for processes whose
 // environment holds the case's tag ([TagVar]), which the suite passes in
-// Request.Env and every descendant inherits; elsewhere that check is
+// the request's Env and every descendant inherits; elsewhere that check is
 // skipped.
 package invokertest
 
@@ -80,12 +91,14 @@ type Fake struct {
 
 // Run runs every case of the suite as a subtest of t, each on a fresh
 // Invoker from newInvoker. The suite reads what the Invoker supports from
-// its Capabilities (see invoker.CapabilitiesOf): it checks that every
-// optional field declared supported is honoured and that every other one
-// is refused with invoker.ErrUnsupported before anything starts.
+// its Capabilities: it checks that every optional field declared supported
+// is honoured and that every other one is refused with
+// invoker.ErrUnsupported before anything starts, and runs the session
+// cases when Capabilities.Sessions is true (else it checks that
+// OpenSession refuses with ErrUnsupported).
 func Run(t *testing.T, newInvoker func(t *testing.T, f Fake) invoker.Invoker) {
 	t.Helper()
-	for _, c := range cases {
+	for _, c := range append(cases[:len(cases):len(cases)], sessionCases...) {
 		t.Run(c.name, func(t *testing.T) {
 			r := &report{}
 			c.run(r, newCase(t, newInvoker))
@@ -101,7 +114,7 @@ func Run(t *testing.T, newInvoker func(t *testing.T, f Fake) invoker.Invoker) {
 // case; workdir is an existing directory used as Request.Workdir.
 func Test(newInvoker func(f Fake) invoker.Invoker, workdir string) error {
 	var errs []error
-	for _, c := range cases {
+	for _, c := range append(cases[:len(cases):len(cases)], sessionCases...) {
 		r := &report{}
 		k := &kase{
 			newInvoker: func(f Fake) invoker.Invoker { return newInvoker(f) },

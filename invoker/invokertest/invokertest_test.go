@@ -10,7 +10,9 @@ import (
 	"strings"
 	"sync/atomic"
 	"testing"
+	"time"
 
+	"github.com/clinvoke/clinvoke/claude"
 	"github.com/clinvoke/clinvoke/invoker"
 	"github.com/clinvoke/clinvoke/invoker/driver"
 	"github.com/clinvoke/clinvoke/invoker/invokertest"
@@ -171,3 +173,16 @@ func TestSuiteRejectsIgnoredSchemaAndLimit(t *testing.T) {
 		}
 	}
 }
+
+// The suite runs, through the public Agent, on an Invoker built on one of
+// the module's backends and wrapped the way a user's middleware wraps one:
+// the path a third party takes, with no CLI installed.
+func TestRunWithAgent(t *testing.T) {
+	invokertest.Run(t, func(t *testing.T, f invokertest.Fake) invoker.Invoker {
+		a, opts := f.Agent("claude")
+		return wrapped{claude.New(a.Options(), opts, invoker.Options{InterruptGrace: 500 * time.Millisecond})}
+	})
+}
+
+// wrapped is a user's middleware: it embeds the Invoker it wraps.
+type wrapped struct{ invoker.Invoker }

@@ -8,8 +8,8 @@ import (
 	"os"
 
 	"github.com/clinvoke/clinvoke/claude"
-	"github.com/clinvoke/clinvoke/internal/fakeagent"
 	"github.com/clinvoke/clinvoke/invoker"
+	"github.com/clinvoke/clinvoke/invoker/invokertest"
 )
 
 // This example asks Claude Code a question and resumes the session with
@@ -51,20 +51,13 @@ func Example() {
 	}
 }
 
-// fakeClaude returns what claude.New() returns in a program, but running this
-// test binary as a scripted stand-in for the claude CLI (its TestMain hands
-// over to the fake agent), so that the example runs without the CLI and
-// its output is checked.
-func fakeClaude(s fakeagent.Script) invoker.Invoker {
-	s.Flavor = fakeagent.Claude
-	return claude.New(invoker.Options{Binary: os.Args[0], Env: s.Env()})
-}
-
 // How the events of one turn arrive: Claude Code prints one text block
 // per assistant event, and its result carries the whole final answer;
 // every event carries the session id once it is known.
+// A scripted stand-in for the CLI answers here (invokertest.Agent); in a
+// program, claude.New() takes the place of claude.New(agent.Options()).
 func Example_events() {
-	inv := fakeClaude(fakeagent.Script{SessionID: "s-1", Tool: true, Answer: "It prints hello.", Chunks: 2})
+	inv := claude.New(invokertest.Agent{CLI: "claude", SessionID: "s-1", Tool: true, Answer: "It prints hello.", Chunks: 2}.Options())
 	res, err := inv.Invoke(context.Background(), invoker.Request{
 		Prompt:  "What does `echo hello` print?",
 		Workdir: os.TempDir(),

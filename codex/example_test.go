@@ -9,8 +9,8 @@ import (
 	"time"
 
 	"github.com/clinvoke/clinvoke/codex"
-	"github.com/clinvoke/clinvoke/internal/fakeagent"
 	"github.com/clinvoke/clinvoke/invoker"
+	"github.com/clinvoke/clinvoke/invoker/invokertest"
 )
 
 // This example runs one read-only turn and then resumes the thread with
@@ -53,20 +53,13 @@ func Example() {
 	fmt.Println(res.Text, res.Usage.InputTokens)
 }
 
-// fakeCodex returns what codex.New() returns in a program, but running this
-// test binary as a scripted stand-in for the codex CLI (its TestMain hands
-// over to the fake agent), so that the example runs without the CLI and
-// its output is checked.
-func fakeCodex(s fakeagent.Script) invoker.Invoker {
-	s.Flavor = fakeagent.Codex
-	return codex.New(invoker.Options{Binary: os.Args[0], Env: s.Env()})
-}
-
 // How the events of one turn arrive: Codex prints each agent message
 // whole (here two, the last being the final answer), and every event
 // carries the thread id once it is known.
+// A scripted stand-in for the CLI answers here (invokertest.Agent); in a
+// program, codex.New() takes the place of codex.New(agent.Options()).
 func Example_events() {
-	inv := fakeCodex(fakeagent.Script{SessionID: "s-1", Tool: true, Answer: "It prints hello.", Chunks: 2})
+	inv := codex.New(invokertest.Agent{CLI: "codex", SessionID: "s-1", Tool: true, Answer: "It prints hello.", Chunks: 2}.Options())
 	res, err := inv.Invoke(context.Background(), invoker.Request{
 		Prompt:  "What does `echo hello` print?",
 		Workdir: os.TempDir(),

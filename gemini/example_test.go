@@ -8,8 +8,8 @@ import (
 	"os"
 
 	"github.com/clinvoke/clinvoke/gemini"
-	"github.com/clinvoke/clinvoke/internal/fakeagent"
 	"github.com/clinvoke/clinvoke/invoker"
+	"github.com/clinvoke/clinvoke/invoker/invokertest"
 )
 
 // This example streams Gemini's answer as it arrives. It needs the gemini
@@ -55,20 +55,13 @@ func Example_systemPrompt() {
 	// gemini: Request.SystemPrompt is not supported by this CLI: gemini reads a system prompt only from a file: write it and set GEMINI_SYSTEM_MD=/path/to/file.md in Request.Env (it replaces gemini's built-in prompt)
 }
 
-// fakeGemini returns what gemini.New() returns in a program, but running this
-// test binary as a scripted stand-in for the gemini CLI (its TestMain hands
-// over to the fake agent), so that the example runs without the CLI and
-// its output is checked.
-func fakeGemini(s fakeagent.Script) invoker.Invoker {
-	s.Flavor = fakeagent.Gemini
-	return gemini.New(invoker.Options{Binary: os.Args[0], Env: s.Env()})
-}
-
 // How the events of one turn arrive: Gemini streams the answer as deltas,
 // whose concatenation is the final answer, and every event carries the
 // session id once it is known.
+// A scripted stand-in for the CLI answers here (invokertest.Agent); in a
+// program, gemini.New() takes the place of gemini.New(agent.Options()).
 func Example_events() {
-	inv := fakeGemini(fakeagent.Script{SessionID: "s-1", Tool: true, Answer: "It prints hello.", Chunks: 2})
+	inv := gemini.New(invokertest.Agent{CLI: "gemini", SessionID: "s-1", Tool: true, Answer: "It prints hello.", Chunks: 2}.Options())
 	res, err := inv.Invoke(context.Background(), invoker.Request{
 		Prompt:  "What does `echo hello` print?",
 		Workdir: os.TempDir(),

@@ -34,7 +34,7 @@
 //			RecordDir:  t.TempDir(),
 //			Tag:        fakeagent.NewTag(),
 //		}
-//		inv := claude.New(invoker.WithBinary(os.Args[0]))
+//		inv := claude.New(invoker.Options{Binary: os.Args[0]})
 //		ctx, cancel := context.WithCancel(context.Background())
 //		req := invoker.Request{Prompt: "hi", Workdir: t.TempDir(), Env: s.Env(),
 //			OnEvent: func(invoker.Event) { cancel() }}

@@ -240,7 +240,7 @@ func (e *lineTooLongError) Is(target error) bool { return target == invoker.ErrL
 type noResultError struct {
 	printed string  // what stdout held
 	stderr  string  // the last lines of stderr, or ""
-	lost    []error // ErrLineTooLong, ErrWaitDelay
+	lost    []error // the skipped lines (ErrLineTooLong), the cut at the wait delay
 }
 
 func (e *noResultError) Error() string {

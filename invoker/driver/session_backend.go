@@ -12,8 +12,9 @@ type SessionBackend interface {
 	Backend
 
 	// SessionCommand returns the arguments and environment of the CLI's
-	// long-lived mode for req, whose Prompt, Images and OnEvent are empty.
-	// Command.Stdin is ignored: standard input carries the protocol. An
+	// long-lived mode for the conversation req (req.Request of an empty
+	// TurnRequest gives the Request that Command takes, for a CLI whose
+	// long-lived mode shares its flags). Command.Stdin is ignored: standard input carries the protocol. An
 	// error should wrap ErrInvalidRequest.
 	SessionCommand(req *invoker.SessionRequest) (*Command, error)
 

@@ -15,7 +15,7 @@ import (
 // CheckUnsupported checks that the backend of newInvoker declares each
 // field of hints unsupported and that Invoke refuses it before anything
 // starts, naming the field and giving the hint (a part of the advice of the
-// backend's Hinter). The binary is missing, so a request that got further
+// backend's Hint). The binary is missing, so a request that got further
 // would fail with ErrNotInstalled instead.
 func CheckUnsupported(t *testing.T, newInvoker func(...invoker.Options) invoker.Invoker, hints map[string]string) {
 	t.Helper()

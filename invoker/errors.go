@@ -4,6 +4,8 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+
+	"github.com/clinvoke/clinvoke/internal/jsonl"
 )
 
 // The errors of this package, in one place. Invoke, OpenSession and
@@ -149,7 +151,7 @@ func (e *ExitError) Error() string {
 	if e.Explanation != "" {
 		b.WriteString(" (" + e.Explanation + ")")
 	}
-	if tail := lastLines(e.Stderr, 3, 512); tail != "" {
+	if tail := jsonl.LastLines(e.Stderr, 3, 512); tail != "" {
 		b.WriteString(": " + tail)
 	}
 	return b.String()
@@ -184,26 +186,6 @@ func (e *StreamError) Error() string {
 
 // Unwrap returns the recognised sentinel, if any.
 func (e *StreamError) Unwrap() error { return e.Err }
-
-// lastLines returns at most n trailing non-empty lines of s, joined by
-// " | " and cut to max bytes.
-func lastLines(s string, n, max int) string {
-	lines := strings.Split(strings.TrimSpace(s), "\n")
-	var kept []string
-	for i := len(lines) - 1; i >= 0 && len(kept) < n; i-- {
-		if l := strings.TrimSpace(lines[i]); l != "" {
-			kept = append(kept, l)
-		}
-	}
-	for i, j := 0, len(kept)-1; i < j; i, j = i+1, j-1 {
-		kept[i], kept[j] = kept[j], kept[i]
-	}
-	out := strings.Join(kept, " | ")
-	if len(out) > max {
-		out = "..." + out[len(out)-max:]
-	}
-	return out
-}
 
 // A LimitError reports a turn that the CLI stopped at a limit the Request
 // set: Request.MaxTurns or Request.MaxBudgetUSD. The conversation is

@@ -3,6 +3,7 @@ package jsonl
 import (
 	"bytes"
 	"io"
+	"slices"
 	"strings"
 	"sync"
 	"unicode/utf8"
@@ -125,4 +126,22 @@ func (t *Tail) Len() int64 {
 
 func valid(b []byte) string {
 	return strings.ToValidUTF8(string(b), "\uFFFD")
+}
+
+// LastLines returns at most n trailing non-empty lines of s, joined by
+// " | " and cut to max bytes from their end, for a one-line error message.
+func LastLines(s string, n, max int) string {
+	lines := strings.Split(strings.TrimSpace(s), "\n")
+	var kept []string
+	for i := len(lines) - 1; i >= 0 && len(kept) < n; i-- {
+		if l := strings.TrimSpace(lines[i]); l != "" {
+			kept = append(kept, l)
+		}
+	}
+	slices.Reverse(kept)
+	out := strings.Join(kept, " | ")
+	if len(out) > max {
+		out = "..." + out[len(out)-max:]
+	}
+	return out
 }

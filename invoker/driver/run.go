@@ -171,7 +171,7 @@ func (r *run) verdict(out Outcome, stopErr error, st proc.State, werr error) err
 	}
 	// Exit status 0 without the terminal event: say what the CLI printed
 	// instead, and what may have swallowed the event.
-	e := &noResultError{printed: r.printed(), stderr: lastLines(r.res.Stderr, 3, 512)}
+	e := &noResultError{printed: r.printed(), stderr: jsonl.LastLines(r.res.Stderr, 3, 512)}
 	if skipped != nil {
 		e.lost = append(e.lost, skipped)
 	}

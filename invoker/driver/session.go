@@ -9,6 +9,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/clinvoke/clinvoke/internal/jsonl"
 	"github.com/clinvoke/clinvoke/invoker"
 	"github.com/google/jsonschema-go/jsonschema"
 )
@@ -218,7 +219,7 @@ func (e *engine) OpenSession(ctx context.Context, req invoker.SessionRequest) (i
 		return fail(s.err)
 	}
 	return fail(fmt.Errorf("%w: the CLI exited before the session was ready (exit status %d): %s",
-		invoker.ErrSessionClosed, r.res.ExitCode, lastLines(r.res.Stderr, 3, 512)))
+		invoker.ErrSessionClosed, r.res.ExitCode, jsonl.LastLines(r.res.Stderr, 3, 512)))
 }
 
 // halt stops the session's tree with the signal ladder, for why; Err then
@@ -603,7 +604,7 @@ func (s *session) await(ctx context.Context, ts *turnState, res *invoker.Result,
 		if !done {
 			// The CLI ended the turn neither with success nor with a
 			// failure of its own.
-			err = &noResultError{printed: "the CLI ended the turn without its terminal success event", stderr: lastLines(res.Stderr, 3, 512)}
+			err = &noResultError{printed: "the CLI ended the turn without its terminal success event", stderr: jsonl.LastLines(res.Stderr, 3, 512)}
 		}
 		if err != nil {
 			return res, &cliError{CLI: s.cli, Err: err}

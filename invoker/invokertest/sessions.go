@@ -87,19 +87,7 @@ var sessionCases = []testCase{
 			if !ok {
 				return
 			}
-			started := make(chan struct{})
-			turn := make(chan error, 1)
-			go func() {
-				var once bool
-				_, err := s.Turn(context.Background(), invoker.TurnRequest{Prompt: "conformance",
-					OnEvent: func(invoker.Event) {
-						if !once {
-							once = true
-							close(started)
-						}
-					}})
-				turn <- err
-			}()
+			started, turn := startTurn(context.Background(), s)
 			select {
 			case <-started:
 			case err := <-turn:
@@ -127,18 +115,7 @@ var sessionCases = []testCase{
 				r.errorf("Turn(empty prompt) error = %v, want ErrInvalidRequest", err)
 			}
 			ctx, cancel := context.WithCancel(context.Background())
-			started := make(chan struct{})
-			turn := make(chan error, 1)
-			go func() {
-				var once bool
-				_, err := s.Turn(ctx, invoker.TurnRequest{Prompt: "conformance", OnEvent: func(invoker.Event) {
-					if !once {
-						once = true
-						close(started)
-					}
-				}})
-				turn <- err
-			}()
+			started, turn := startTurn(ctx, s)
 			select {
 			case <-started:
 				if _, err := s.Turn(context.Background(), invoker.TurnRequest{Prompt: "second"}); !errors.Is(err, invoker.ErrTurnInProgress) {
@@ -146,10 +123,12 @@ var sessionCases = []testCase{
 				}
 			case err := <-turn:
 				r.errorf("Turn() returned before its first event: %v", err)
-				turn <- err
+				turn = nil
 			}
 			cancel()
-			<-turn
+			if turn != nil {
+				<-turn
+			}
 			if err := s.Close(); err != nil {
 				r.errorf("Close() = %v, want nil", err)
 			}
@@ -159,6 +138,24 @@ var sessionCases = []testCase{
 			}
 		},
 	},
+}
+
+// startTurn runs a turn of s under ctx in a goroutine of its own. started
+// is closed at the turn's first event; turn receives its error.
+func startTurn(ctx context.Context, s invoker.Session) (started <-chan struct{}, turn <-chan error) {
+	first := make(chan struct{})
+	done := make(chan error, 1)
+	go func() {
+		var once bool
+		_, err := s.Turn(ctx, invoker.TurnRequest{Prompt: "conformance", OnEvent: func(invoker.Event) {
+			if !once {
+				once = true
+				close(first)
+			}
+		}})
+		done <- err
+	}()
+	return first, done
 }
 
 // openSession opens a session of an Invoker for f, with a fresh tag. When

@@ -53,6 +53,11 @@ func (a *agent) geminiACP(rec recorder) int {
 		fmt.Fprintln(os.Stderr, "fakeagent:", err)
 		return 2
 	}
+	var err error
+	if a.helper, err = startSessionHelper(&a.s); err != nil {
+		fmt.Fprintln(os.Stderr, "fakeagent: session helper:", err)
+		return 2
+	}
 	g := &acpAgent{a: a}
 	time.Sleep(a.s.SilentFor) // an agent slow to start: nothing is answered meanwhile
 	readInput(a, rec, func(m *acpRPC) { g.handle(m) })
@@ -131,6 +136,7 @@ func (g *acpAgent) prompt(id json.RawMessage, n int, prompt string, intr <-chan 
 	sc := &a.s
 	a.prompt = prompt
 	pause := func(d time.Duration) bool { return pauseUnless(d, intr) }
+	a.beginTurn(n)
 	finish := func(stop string, in, out int) {
 		g.mu.Lock()
 		g.busy = false

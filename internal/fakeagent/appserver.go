@@ -47,6 +47,11 @@ func (a *agent) codexAppServer(rec recorder) int {
 		fmt.Fprintln(os.Stderr, "fakeagent:", err)
 		return 2
 	}
+	var err error
+	if a.helper, err = startSessionHelper(&a.s); err != nil {
+		fmt.Fprintln(os.Stderr, "fakeagent: session helper:", err)
+		return 2
+	}
 	srv := &appServer{a: a, thread: a.sid}
 	time.Sleep(a.s.SilentFor) // a server slow to start: nothing is answered meanwhile
 	readInput(a, rec, func(m *appRPC) { srv.handle(m) })
@@ -144,6 +149,7 @@ func (s *appServer) runTurn(n int, turn, prompt string, intr <-chan struct{}) {
 		s.notify("turn/completed", obj{{"threadId", s.thread}, {"turn", obj{{"id", turn}, {"items", []obj{}},
 			{"status", status}, {"error", nil}}}})
 	}
+	a.beginTurn(n)
 	s.notify("turn/started", obj{{"threadId", s.thread}, {"turn", obj{{"id", turn}, {"status", "inProgress"}}}})
 	if sc.Tool {
 		id := "call_" + randHex(6)

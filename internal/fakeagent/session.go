@@ -76,6 +76,11 @@ func (a *agent) claudeSession(rec recorder) int {
 		fmt.Fprintln(os.Stderr, "fakeagent:", err)
 		return 2
 	}
+	var err error
+	if a.helper, err = startSessionHelper(&a.s); err != nil {
+		fmt.Fprintln(os.Stderr, "fakeagent: session helper:", err)
+		return 2
+	}
 	users := make(chan string, 64)
 	intr := make(chan string, 64)
 	eof := make(chan struct{})
@@ -181,6 +186,7 @@ func (a *agent) sessionTurn(n int, prompt string, intr <-chan string) (code int,
 	a.prompt = prompt
 	a.msgID = ""
 	a.turns.Store(0)
+	a.beginTurn(n)
 	c.begin(a)
 
 	// pause waits d, and reports false when the turn was interrupted

@@ -17,23 +17,9 @@ import (
 // Baseline and SweepSince on Linux. A session keeps one CLI running across
 // turns; a cancelled turn's tools must go while the CLI and the helpers it
 // keeps stay. The members present when the CLI was idle are the baseline;
-// what is new at the turn's end is killed, each process alone.
-//
-// Why not a child cgroup per turn. Processes are born in their parent's
-// cgroup, so the tools the CLI starts during a turn land in the CLI's
-// cgroup, beside the CLI: a turn's cgroup holds them only if the CLI
-// itself is moved into it (a write of its pid to the turn cgroup's
-// cgroup.procs) for the turn, and moved out again before the turn
-// cgroup is killed. The processes the CLI keeps across turns (an MCP
-// server, say) start tools of their own during a turn, in their own
-// cgroup, so they would have to move in and out too; and a process
-// forked by any of them while it is being moved out lands on either side.
-// Each move is a cgroup migration, which takes the global
-// cgroup_threadgroup_rwsem for writing and so waits for every fork and
-// exit on the machine; BenchmarkSweep measures it ("turn-cgroup") beside
-// this sweep. The sweep below needs no move and no write: a listing of
-// cgroup.procs, one pidfd per process, and, for a turn that left
-// nothing, no kill at all.
+// what is new at the turn's end is killed, each process alone. Why not a
+// child cgroup per turn is explained on SweepSince; BenchmarkSweep
+// measures both.
 
 // userHZ is the unit of start times in /proc/PID/stat: clock ticks per
 // second. The kernel reports them in USER_HZ, which is 100 on every

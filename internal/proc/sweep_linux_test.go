@@ -326,7 +326,8 @@ func TestSweepReusedPid(t *testing.T) {
 // SweepSince alone, and of a sweep after a turn that started nothing
 // (idle-sweep-µs). At the cgroup level it also measures the alternative,
 // a child cgroup per turn into which the root and its helper are moved
-// for the turn and out of which they are moved before it is killed:
+// for the turn and out of which they are moved before it is killed,
+// each turn 20 ms after the last as in a session (see turnGap):
 // turncg-moves-µs (its mkdir and the four moves) and turncg-kill-µs (its
 // cgroup.kill, the wait for it to empty, through pidfds as Kill waits, and
 // its removal).
@@ -385,6 +386,13 @@ func BenchmarkSweep(b *testing.B) {
 	}
 }
 
+// turnGap is the pause before each turn in a child cgroup, untimed. A
+// cgroup migration takes a machine-wide lock (cgroup_threadgroup_rwsem)
+// for writing, which by default waits for an RCU grace period unless
+// another writer took it just before: back to back, moves cost a tenth of
+// what they cost between turns that are a moment apart.
+const turnGap = 20 * time.Millisecond
+
 func median(ds []time.Duration) time.Duration {
 	ds = slices.Clone(ds)
 	slices.Sort(ds)
@@ -427,6 +435,9 @@ func turnCgroup(b testing.TB, s *sessionRun) (moves, kill time.Duration) {
 			}
 		}
 	}
+	// Turns are seconds apart, not back to back: let the kernel's
+	// cgroup locks settle as they would between turns.
+	time.Sleep(turnGap)
 	begin := time.Now()
 	if err := os.Mkdir(dir, 0o755); err != nil {
 		b.Fatal(err)

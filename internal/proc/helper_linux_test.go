@@ -171,7 +171,8 @@ var helpers = map[string]func(args []string) int{
 	// daemon). With MODE children the daemons are this process's children;
 	// with MODE orphans each is started by an intermediate spawn that
 	// exits at once, as `setsid -f` does; once those have exited, it
-	// prints "turn started". Its children are reaped as they exit; at the
+	// prints "turn started". A line "turn forker TOKEN" starts forker
+	// TOKEN alone instead, and prints "turn started". Its children are reaped as they exit; at the
 	// end of stdin it runs until killed.
 	"session": func([]string) int {
 		start := func(cmd *exec.Cmd) bool {
@@ -189,6 +190,13 @@ var helpers = map[string]func(args []string) int{
 		sc := bufio.NewScanner(os.Stdin)
 		for sc.Scan() {
 			f := strings.Fields(sc.Text())
+			if len(f) == 3 && f[0] == "turn" && f[1] == "forker" {
+				if !start(helperCmd("forker", f[2])) {
+					return 2
+				}
+				fmt.Println("turn started")
+				continue
+			}
 			if len(f) != 2 || f[0] != "turn" {
 				fmt.Fprintf(os.Stderr, "session: bad line %q\n", sc.Text())
 				continue

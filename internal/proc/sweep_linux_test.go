@@ -186,6 +186,56 @@ func killMissed(t *testing.T, p procKey) {
 	}
 }
 
+// TestSweepForkingTurn: a turn's process keeps forking children into
+// sessions of their own with cleared environments while the sweep runs.
+// The sweep kills it and every child it made (at the cgroup level by
+// listing again after each round of kills, at the tracking level by
+// stopping the members before killing them), and leaves the root and the
+// helper running.
+func TestSweepForkingTurn(t *testing.T) {
+	noLeaks(t)
+	markUsed("forker")
+	for _, level := range levels(t) {
+		t.Run(level.String(), func(t *testing.T) {
+			token := fmt.Sprintf("proc-test-sweep-fork-%d-%d", os.Getpid(), time.Now().UnixNano())
+			t.Cleanup(func() {
+				for _, pid := range withArg(token) {
+					t.Errorf("child %d escaped SweepSince and Kill", pid)
+					unix.Kill(pid, unix.SIGKILL)
+					var info unix.Siginfo
+					unix.Waitid(unix.P_PID, pid, &info, unix.WEXITED|unix.WNOHANG, nil)
+				}
+			})
+			s := startSession(t, level)
+			b := s.tree.Baseline()
+			if _, err := fmt.Fprintf(s.w, "turn forker %s\n", token); err != nil {
+				t.Fatal(err)
+			}
+			got := []string{s.next(), s.next()}
+			slices.Sort(got)
+			if !slices.Equal(got, []string{"forking", "turn started"}) {
+				t.Fatalf("lines %q, want forking and turn started", got)
+			}
+			rep := s.tree.SweepSince(b)
+			if len(rep.Survivors) > 0 {
+				t.Errorf("SweepSince().Survivors = %v, want none", rep.Survivors)
+			}
+			forker := s.pids[len(s.pids)-1]
+			if !slices.Contains(rep.Killed, int(forker.pid)) {
+				t.Errorf("SweepSince().Killed = %v, want it to hold the forker %d", rep.Killed, forker.pid)
+			}
+			// A child still in exec shows its argv a moment later.
+			time.Sleep(50 * time.Millisecond)
+			if left := withArg(token); len(left) > 0 {
+				t.Errorf("children %v of the forker survived SweepSince (report %+v)", left, rep)
+			}
+			if !alive(s.root) || !alive(s.helper) {
+				t.Error("the root or its helper is gone")
+			}
+		})
+	}
+}
+
 // splitEnv splits an environ file into its entries.
 func splitEnv(b []byte) []string {
 	var env []string
@@ -284,6 +334,9 @@ func TestSweepReusedPid(t *testing.T) {
 				_, err := readStat(s.helper.pid)
 				return gone(err)
 			})
+			// It is gone: a thread or process that gets its pid within
+			// its clock tick must not be taken for it at cleanup.
+			s.pids = slices.DeleteFunc(s.pids, func(p procKey) bool { return p == s.helper })
 			var turn []procKey
 			reused := false
 			for try := 0; try < 20 && !reused; try++ {

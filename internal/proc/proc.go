@@ -127,10 +127,11 @@ type State struct {
 	Signal string
 }
 
-// A Report says what Kill found and did.
+// A Report says what Kill or SweepSince found and did.
 type Report struct {
 	// Killed are the pids that were sent SIGKILL (root, group members,
-	// descendants and marked processes), in the order they were found.
+	// descendants and marked processes; for SweepSince, the members
+	// it did not spare), in the order they were found.
 	Killed []int
 	// Survivors are the pids that may still be alive when Kill returned:
 	// processes still alive when it gave up waiting (stuck in
@@ -139,7 +140,7 @@ type Report struct {
 	// safely because their state could not be read (descriptors
 	// exhausted). Normally empty.
 	Survivors []int
-	// Elapsed is how long Kill took.
+	// Elapsed is how long Kill (or SweepSince) took.
 	Elapsed time.Duration
 }
 

@@ -18,8 +18,9 @@ import (
 type sessionProto struct {
 	flavor string
 	args   []string
-	open   []string           // lines written before the first turn
-	turn   func(n int) string // the line that starts turn n
+	open   []string            // lines written before the first turn
+	turn   func(n int) string  // the line that starts turn n
+	first  func(l []byte) bool // whether l is the turn's first event
 	ends   func(l []byte) bool
 }
 
@@ -29,7 +30,8 @@ var sessionProtos = []sessionProto{{
 	turn: func(n int) string {
 		return fmt.Sprintf(`{"type":"user","message":{"role":"user","content":"turn %d"}}`, n)
 	},
-	ends: func(l []byte) bool { return bytes.Contains(l, []byte(`"type":"result"`)) },
+	first: func(l []byte) bool { return bytes.Contains(l, []byte(`"type":"system"`)) },
+	ends:  func(l []byte) bool { return bytes.Contains(l, []byte(`"type":"result"`)) },
 }, {
 	flavor: Codex,
 	args:   []string{"app-server"},
@@ -41,7 +43,8 @@ var sessionProtos = []sessionProto{{
 	turn: func(n int) string {
 		return fmt.Sprintf(`{"id":%d,"method":"turn/start","params":{"threadId":"t","input":[{"type":"text","text":"turn %d"}]}}`, 10+n, n)
 	},
-	ends: func(l []byte) bool { return bytes.Contains(l, []byte(`"method":"turn/completed"`)) },
+	first: func(l []byte) bool { return bytes.Contains(l, []byte(`"method":"turn/started"`)) },
+	ends:  func(l []byte) bool { return bytes.Contains(l, []byte(`"method":"turn/completed"`)) },
 }, {
 	flavor: Gemini,
 	args:   []string{"--acp"},
@@ -52,7 +55,8 @@ var sessionProtos = []sessionProto{{
 	turn: func(n int) string {
 		return fmt.Sprintf(`{"jsonrpc":"2.0","id":%d,"method":"session/prompt","params":{"sessionId":"s","prompt":[{"type":"text","text":"turn %d"}]}}`, 10+n, n)
 	},
-	ends: func(l []byte) bool { return bytes.Contains(l, []byte(`"stopReason"`)) },
+	first: func(l []byte) bool { return bytes.Contains(l, []byte(`"method":"session/update"`)) },
+	ends:  func(l []byte) bool { return bytes.Contains(l, []byte(`"stopReason"`)) },
 }}
 
 // roles returns the roles of ps.
@@ -92,17 +96,25 @@ func TestSessionTurnSpawns(t *testing.T) {
 			for _, l := range sp.open {
 				write(l)
 			}
-			turn := func(n int) {
+			// turn runs turn n and returns what the record held at the
+			// turn's first event.
+			turn := func(n int) []Proc {
 				t.Helper()
 				write(sp.turn(n))
+				for !sp.first(r.next()) {
+				}
+				procs := r.record().Turn(n)
 				for !sp.ends(r.next()) {
 				}
+				return procs
 			}
 			agentStat := func() stat { return procOf(t, r.cmd.Process.Pid) }
 			wantRoles := []string{roleTurnDaemon, roleTurnDaemonStart, roleTurnEnviStart, roleTurnEnvi, roleTurnGrandchild}
 			slices.Sort(wantRoles)
 			for n := 1; n <= 2; n++ {
-				turn(n)
+				if early := turn(n); len(early) != len(wantRoles) {
+					t.Errorf("turn %d: at its first event the record held %+v, want its %d processes", n, early, len(wantRoles))
+				}
 				rec := r.record()
 				var helpers []Proc
 				for _, p := range rec.Procs {

@@ -231,6 +231,16 @@ func (t *Tree) sweepCgroup(b *Baseline) Report {
 		if pending = awaitSwept(pending, deadline); len(pending) > 0 {
 			break // out of time
 		}
+		if !time.Now().Before(deadline) {
+			// Out of time with every process killed so far gone: what
+			// is listed now and not spared is left.
+			for _, pid := range c.pids() {
+				if p, err := readStat(pid); pid != s.root && err == nil && !p.zombie() && !spared(b, pid, p.start, -1) {
+					unsure = append(unsure, int(pid))
+				}
+			}
+			break
+		}
 	}
 	for _, p := range pending {
 		rep.Survivors = append(rep.Survivors, int(p.key.pid))

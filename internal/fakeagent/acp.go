@@ -49,13 +49,8 @@ type acpAgent struct {
 // geminiACP runs the fake ACP agent until end of input and returns the
 // exit status (see "Sessions" in the package documentation).
 func (a *agent) geminiACP(rec recorder) int {
-	if err := startHelpers(&a.s); err != nil {
+	if err := a.startSession(); err != nil {
 		fmt.Fprintln(os.Stderr, "fakeagent:", err)
-		return 2
-	}
-	var err error
-	if a.helper, err = startSessionHelper(&a.s); err != nil {
-		fmt.Fprintln(os.Stderr, "fakeagent: session helper:", err)
 		return 2
 	}
 	g := &acpAgent{a: a}

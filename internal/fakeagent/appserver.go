@@ -43,13 +43,8 @@ type appServer struct {
 // codexAppServer runs the fake app-server until end of input, and returns
 // the exit status (see "Sessions" in the package documentation).
 func (a *agent) codexAppServer(rec recorder) int {
-	if err := startHelpers(&a.s); err != nil {
+	if err := a.startSession(); err != nil {
 		fmt.Fprintln(os.Stderr, "fakeagent:", err)
-		return 2
-	}
-	var err error
-	if a.helper, err = startSessionHelper(&a.s); err != nil {
-		fmt.Fprintln(os.Stderr, "fakeagent: session helper:", err)
 		return 2
 	}
 	srv := &appServer{a: a, thread: a.sid}

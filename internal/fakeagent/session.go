@@ -72,13 +72,8 @@ func (l *sessionLine) text() string {
 // message, interrupts by control request, exit 0 at the end of input
 // between turns. It returns the exit status.
 func (a *agent) claudeSession(rec recorder) int {
-	if err := startHelpers(&a.s); err != nil {
+	if err := a.startSession(); err != nil {
 		fmt.Fprintln(os.Stderr, "fakeagent:", err)
-		return 2
-	}
-	var err error
-	if a.helper, err = startSessionHelper(&a.s); err != nil {
-		fmt.Fprintln(os.Stderr, "fakeagent: session helper:", err)
 		return 2
 	}
 	users := make(chan string, 64)

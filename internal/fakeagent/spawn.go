@@ -102,6 +102,20 @@ func startHelpers(s *Script) error {
 	return nil
 }
 
+// startSession starts what a session starts before its first turn: the
+// helpers of Grandchild, Escapee and HoldStdout, and the session helper.
+func (a *agent) startSession() error {
+	if err := startHelpers(&a.s); err != nil {
+		return err
+	}
+	h, err := startSessionHelper(&a.s)
+	if err != nil {
+		return fmt.Errorf("session helper: %w", err)
+	}
+	a.helper = h
+	return nil
+}
+
 // A sessionHelper is the helper a session keeps across turns
 // (Script.SessionHelper): a child of the fake that answers each line the
 // fake writes, as an MCP server answers a CLI.

@@ -49,7 +49,7 @@ type acpAgent struct {
 // geminiACP runs the fake ACP agent until end of input and returns the
 // exit status (see "Sessions" in the package documentation).
 func (a *agent) geminiACP(rec recorder) int {
-	if err := startHelpers(&a.s); err != nil {
+	if err := a.startSession(); err != nil {
 		fmt.Fprintln(os.Stderr, "fakeagent:", err)
 		return 2
 	}
@@ -131,6 +131,7 @@ func (g *acpAgent) prompt(id json.RawMessage, n int, prompt string, intr <-chan 
 	sc := &a.s
 	a.prompt = prompt
 	pause := func(d time.Duration) bool { return pauseUnless(d, intr) }
+	a.beginTurn(n)
 	finish := func(stop string, in, out int) {
 		g.mu.Lock()
 		g.busy = false

@@ -8,6 +8,7 @@ import (
 	"io"
 	"os"
 	"os/signal"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -40,14 +41,15 @@ type agent struct {
 	prompt  string
 	args    []string
 	start   time.Time
-	ids     int          // next codex item / gemini tool number
-	tools   int          // gemini: tool_calls
-	pending string       // gemini: id of the progress tool call awaiting its result
-	msgID   string       // claude: id of the assistant message being printed
-	reqID   string       // claude: its request id
-	turns   atomic.Int32 // claude: num_turns (read by the signal handler)
-	limits  limits       // flags of structured answers and limits (structured.go)
-	stopped bool         // a limit ended the turn: exit status 1
+	ids     int            // next codex item / gemini tool number
+	tools   int            // gemini: tool_calls
+	pending string         // gemini: id of the progress tool call awaiting its result
+	msgID   string         // claude: id of the assistant message being printed
+	reqID   string         // claude: its request id
+	turns   atomic.Int32   // claude: num_turns (read by the signal handler)
+	limits  limits         // flags of structured answers and limits (structured.go)
+	helper  *sessionHelper // Script.SessionHelper, in a session
+	stopped bool           // a limit ended the turn: exit status 1
 }
 
 // run runs the fake agent and returns its exit status.
@@ -363,8 +365,9 @@ func (r recorder) writeRun(args []string, stdin []byte) {
 	}
 }
 
-// addProc appends "pid starttime role" for this process to RecordDir/pids
-// with one O_APPEND write, so lines of concurrent processes never mix.
+// addProc appends "pid starttime role" for this process to RecordDir/pids,
+// followed by the turn that started it if one did, with one O_APPEND
+// write, so lines of concurrent processes never mix.
 func (r recorder) addProc(role string) {
 	if r.dir == "" {
 		return
@@ -377,7 +380,11 @@ func (r recorder) addProc(role string) {
 		return
 	}
 	defer f.Close()
-	fmt.Fprintf(f, "%d %d %s\n", pid, st, role)
+	line := fmt.Sprintf("%d %d %s", pid, st, role)
+	if n, err := strconv.Atoi(os.Getenv(envTurn)); err == nil && n > 0 {
+		line += " " + strconv.Itoa(n)
+	}
+	f.WriteString(line + "\n")
 }
 
 func writeAtomic(dir, name string, b []byte) error {

@@ -43,7 +43,7 @@ type appServer struct {
 // codexAppServer runs the fake app-server until end of input, and returns
 // the exit status (see "Sessions" in the package documentation).
 func (a *agent) codexAppServer(rec recorder) int {
-	if err := startHelpers(&a.s); err != nil {
+	if err := a.startSession(); err != nil {
 		fmt.Fprintln(os.Stderr, "fakeagent:", err)
 		return 2
 	}
@@ -144,6 +144,7 @@ func (s *appServer) runTurn(n int, turn, prompt string, intr <-chan struct{}) {
 		s.notify("turn/completed", obj{{"threadId", s.thread}, {"turn", obj{{"id", turn}, {"items", []obj{}},
 			{"status", status}, {"error", nil}}}})
 	}
+	a.beginTurn(n)
 	s.notify("turn/started", obj{{"threadId", s.thread}, {"turn", obj{{"id", turn}, {"status", "inProgress"}}}})
 	if sc.Tool {
 		id := "call_" + randHex(6)

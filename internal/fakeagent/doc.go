@@ -104,12 +104,23 @@
 // (IgnoreInterrupt: not at all). With Fail, session/new and session/load
 // fail with an Internal error whose details are Fail, as Gemini's do.
 //
+// In each of the three protocols, SessionHelper starts a helper before the
+// first turn that the fake keeps and uses on every turn, as a CLI keeps an
+// MCP server (a turn whose helper is gone ends the fake with status 4), and
+// TurnSpawns makes every turn, before its first event, start the processes
+// a cancelled turn's tools leave behind: a grandchild in the fake's group, a
+// setsid daemon and an env -i daemon, each recorded with the turn's number
+// (Record.Turn), so that a test can check from outside that a library
+// killed them and left the fake and its helper running.
+//
 // # Finding survivors
 //
 // Record.Alive checks recorded processes by pid and start time, counting
 // zombies as dead. Survivors finds the processes whose initial environment
 // carries a Script's Tag, wherever they went (re-parented, in another
-// session); Orphans finds every fake and helper started by this process.
+// session); Orphans finds every fake and helper started by this process,
+// except the env -i daemons of TurnSpawns, whose environment holds neither:
+// only their record finds them, and a test should end with Record.Kill.
 // These scans use /proc and work on Linux only; elsewhere Alive is best
 // effort (signal 0 on Unix) and Survivors and Orphans find nothing.
 package fakeagent

@@ -31,6 +31,9 @@ const (
 	// envReady names the file descriptor a helper closes once it has
 	// recorded its pid (see spawn.go).
 	envReady = "CLINVOKE_FAKEAGENT_READY"
+	// envTurn holds the number of the session turn that started a helper
+	// (TurnSpawns), for its record.
+	envTurn = "CLINVOKE_FAKEAGENT_TURN"
 )
 
 // Flavours of Script.Flavor.
@@ -217,6 +220,33 @@ type Script struct {
 	// request: the turn runs on as scripted.
 	IgnoreInterrupt bool `json:"ignore_interrupt,omitempty"`
 
+	// SessionHelper makes a session (see "Sessions" in the package
+	// documentation) start, before its first turn, a helper process that
+	// it keeps and uses on every turn, as a CLI keeps an MCP server: a
+	// child in the fake's process group (Proc.Role "session-helper") to
+	// which each turn, before its first event, writes a line on its stdin
+	// and whose answer it reads. If the helper does not answer (it was
+	// killed), the fake writes "fakeagent: the session helper is gone" to
+	// standard error and exits with status 4, so that a session whose
+	// helper a library killed fails its next turn. The helper sleeps for
+	// ten minutes once its stdin ends.
+	SessionHelper bool `json:"session_helper,omitempty"`
+
+	// TurnSpawns makes every turn of a session start, before the turn's
+	// first event, three processes that sleep for ten minutes, as a
+	// turn's tools that outlive it: a grandchild in the fake's process
+	// group ("turn-grandchild"), a daemon in a session of its own, orphaned
+	// by the process that started it and exited at once, as `setsid -f
+	// CMD` leaves it ("turn-daemon", started by "turn-daemon-start"), and
+	// the same with an environment cleared of everything but what the
+	// helper needs to run and record itself, as `setsid -f env -i CMD`
+	// leaves it ("turn-envi-daemon", started by "turn-envi-start"): no
+	// Tag, no EnvOwner and no variable a library set, so that neither
+	// Survivors nor Orphans nor a marker finds it; only the record does.
+	// Each is recorded with the turn's number (Proc.Turn) before the turn's
+	// first event.
+	TurnSpawns bool `json:"turn_spawns,omitempty"`
+
 	// Tag, if set, is placed in the environment (EnvTag) of the fake and
 	// all its descendants, so that Survivors(Tag) finds any that are left.
 	// Use a value unique to the run, such as one from NewTag.
@@ -248,6 +278,7 @@ func (s Script) Env() []string {
 		EnvScript + "=" + string(b),
 		EnvOwner + "=" + ownerID(),
 		envRole + "=", // a fake started by a helper is an agent again
+		envTurn + "=",
 	}
 	if s.Tag != "" {
 		env = append(env, EnvTag+"="+s.Tag)

@@ -21,8 +21,17 @@ type Proc struct {
 	StartTime uint64
 	// Role is "agent" for the fake itself; "sleeper" (Grandchild),
 	// "holder" (HoldStdout), "escapee" (the setsid helper, which exits at
-	// once) or "escaped" (its orphaned child) for helpers.
+	// once) or "escaped" (its orphaned child) for helpers;
+	// "session-helper" (SessionHelper) for the helper a session keeps;
+	// and, for the processes a session's turn starts (TurnSpawns),
+	// "turn-grandchild", "turn-daemon" (the setsid daemon),
+	// "turn-envi-daemon" (the env -i daemon), and "turn-daemon-start" and
+	// "turn-envi-start" for the processes that started the daemons and
+	// exited at once.
 	Role string
+	// Turn is the number of the session turn that started the process
+	// (1 for the first turn), or 0 for a process started by no turn.
+	Turn int
 }
 
 // A Record is what a fake agent with Script.RecordDir saw.
@@ -70,13 +79,18 @@ func ReadRecord(dir string) (*Record, error) {
 	sc := bufio.NewScanner(f)
 	for sc.Scan() {
 		fs := strings.Fields(sc.Text())
-		if len(fs) != 3 {
+		if len(fs) != 3 && len(fs) != 4 {
 			continue
 		}
 		pid, err1 := strconv.Atoi(fs[0])
 		st, err2 := strconv.ParseUint(fs[1], 10, 64)
-		if err1 == nil && err2 == nil {
-			r.Procs = append(r.Procs, Proc{Pid: pid, StartTime: st, Role: fs[2]})
+		p := Proc{Pid: pid, StartTime: st, Role: fs[2]}
+		var err3 error
+		if len(fs) == 4 {
+			p.Turn, err3 = strconv.Atoi(fs[3])
+		}
+		if err1 == nil && err2 == nil && err3 == nil {
+			r.Procs = append(r.Procs, p)
 		}
 	}
 	return r, sc.Err()
@@ -108,6 +122,18 @@ func (r *Record) Pid(role string) int {
 		}
 	}
 	return 0
+}
+
+// Turn returns the recorded processes that turn n of a session started
+// (TurnSpawns), in the order they recorded themselves.
+func (r *Record) Turn(n int) []Proc {
+	var ps []Proc
+	for _, p := range r.Procs {
+		if p.Turn == n && n > 0 {
+			ps = append(ps, p)
+		}
+	}
+	return ps
 }
 
 // Alive returns the pids of recorded processes still running: same pid

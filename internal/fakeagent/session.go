@@ -73,7 +73,7 @@ func (l *sessionLine) text() string {
 // between turns. It returns the exit status.
 func (a *agent) claudeSession(rec recorder) int {
 	a.limits = limitsOf(Claude, a.args)
-	if err := startHelpers(&a.s); err != nil {
+	if err := a.startSession(); err != nil {
 		fmt.Fprintln(os.Stderr, "fakeagent:", err)
 		return 2
 	}
@@ -182,6 +182,7 @@ func (a *agent) sessionTurn(n int, prompt string, intr <-chan string) (code int,
 	a.prompt = prompt
 	a.msgID = ""
 	a.turns.Store(0)
+	a.beginTurn(n)
 
 	// pause waits d, and reports false when the turn was interrupted
 	// meanwhile (unless the script ignores interrupts).

@@ -1,36 +1,72 @@
 package fakeagent
 
 import (
+	"bufio"
+	"encoding/json"
 	"fmt"
 	"io"
 	"os"
 	"os/exec"
 	"os/signal"
 	"strconv"
+	"strings"
 	"syscall"
 	"time"
 )
 
 // Helper roles, each run by Main in a re-executed copy of the binary (no
-// shell, no external programs).
+// shell, no external programs). Proc.Role documents them.
 const (
 	roleSleeper = "sleeper" // Grandchild: same process group, null stdio
 	roleHolder  = "holder"  // HoldStdout: inherits stdout and stderr
 	roleEscapee = "escapee" // Escapee: setsid, starts roleEscaped, exits
 	roleEscaped = "escaped" // the escapee's orphaned child
+
+	roleSessionHelper = "session-helper" // SessionHelper: kept and used across turns
+
+	// TurnSpawns, started on every turn of a session.
+	roleTurnGrandchild  = "turn-grandchild"   // same process group, null stdio
+	roleTurnDaemonStart = "turn-daemon-start" // starts roleTurnDaemon, exits
+	roleTurnDaemon      = "turn-daemon"       // setsid, orphaned
+	roleTurnEnviStart   = "turn-envi-start"   // starts roleTurnEnvi, exits
+	roleTurnEnvi        = "turn-envi-daemon"  // setsid, cleared environment, orphaned
 )
 
 // readyTimeout bounds how long the fake waits for its helpers to record
 // themselves.
 const readyTimeout = 30 * time.Second
 
+// startReady starts the commands mk makes, each given w, the write end of a
+// readiness pipe, and waits until every process holding w has closed it:
+// every helper inherits it (as fd 3, passed on by a helper to the child it
+// starts) and closes it once it has recorded itself, so EOF on the read end
+// means all have. It returns the commands it started.
+func startReady(mk func(w *os.File) []*exec.Cmd) ([]*exec.Cmd, error) {
+	r, w, err := os.Pipe()
+	if err != nil {
+		return nil, err
+	}
+	defer r.Close()
+	var started []*exec.Cmd
+	for _, cmd := range mk(w) {
+		if err = cmd.Start(); err != nil {
+			err = fmt.Errorf("starting %s: %w", cmd.Args[0], err)
+			break
+		}
+		started = append(started, cmd)
+	}
+	w.Close()
+	if err != nil {
+		return started, err
+	}
+	r.SetReadDeadline(time.Now().Add(readyTimeout))
+	io.Copy(io.Discard, r)
+	return started, nil
+}
+
 // startHelpers starts the helper processes the script asks for and waits
 // until each has recorded its pid, so that once the fake prints its first
 // event, every process of its tree exists and is in the record.
-//
-// Readiness travels through a pipe: every helper inherits the write end
-// (as fd 3, passed on by the escapee to its child) and closes it once it
-// has recorded itself; EOF on the read end means all have.
 func startHelpers(s *Script) error {
 	if !s.Grandchild && !s.Escapee && !s.HoldStdout {
 		return nil
@@ -39,44 +75,151 @@ func startHelpers(s *Script) error {
 	if err != nil {
 		return err
 	}
-	r, w, err := os.Pipe()
-	if err != nil {
-		return err
-	}
-	defer r.Close()
 	var escapee *exec.Cmd
-	start := func(role string) (*exec.Cmd, error) {
-		cmd := helperCommand(exe, role, w)
-		if role == roleHolder {
+	_, err = startReady(func(w *os.File) []*exec.Cmd {
+		var cmds []*exec.Cmd
+		if s.Grandchild {
+			cmds = append(cmds, helperCommand(exe, roleSleeper, w))
+		}
+		if s.HoldStdout {
+			cmd := helperCommand(exe, roleHolder, w)
 			cmd.Stdout, cmd.Stderr = os.Stdout, os.Stderr
+			cmds = append(cmds, cmd)
 		}
-		if role == roleEscapee {
-			cmd.SysProcAttr = newSession()
+		if s.Escapee {
+			escapee = helperCommand(exe, roleEscapee, w)
+			escapee.SysProcAttr = newSession()
+			cmds = append(cmds, escapee)
 		}
-		if err := cmd.Start(); err != nil {
-			return nil, fmt.Errorf("starting %s: %w", role, err)
-		}
-		return cmd, nil
-	}
-	if s.Grandchild {
-		_, err = start(roleSleeper)
-	}
-	if err == nil && s.HoldStdout {
-		_, err = start(roleHolder)
-	}
-	if err == nil && s.Escapee {
-		escapee, err = start(roleEscapee)
-	}
-	w.Close()
+		return cmds
+	})
 	if err != nil {
 		return err
 	}
-	r.SetReadDeadline(time.Now().Add(readyTimeout))
-	io.Copy(io.Discard, r)
 	if escapee != nil {
 		escapee.Wait() // it exits at once, leaving its child orphaned
 	}
 	return nil
+}
+
+// startSession starts what a session starts before its first turn: the
+// helpers of Grandchild, Escapee and HoldStdout, and the session helper.
+func (a *agent) startSession() error {
+	if err := startHelpers(&a.s); err != nil {
+		return err
+	}
+	h, err := startSessionHelper(&a.s)
+	if err != nil {
+		return fmt.Errorf("session helper: %w", err)
+	}
+	a.helper = h
+	return nil
+}
+
+// A sessionHelper is the helper a session keeps across turns
+// (Script.SessionHelper): a child of the fake that answers each line the
+// fake writes, as an MCP server answers a CLI.
+type sessionHelper struct {
+	in  io.WriteCloser
+	out *bufio.Reader
+}
+
+// startSessionHelper starts the session helper if the script asks for one
+// (nil otherwise), once it has recorded itself.
+func startSessionHelper(s *Script) (*sessionHelper, error) {
+	if !s.SessionHelper {
+		return nil, nil
+	}
+	exe, err := os.Executable()
+	if err != nil {
+		return nil, err
+	}
+	var h sessionHelper
+	var perr error
+	_, err = startReady(func(w *os.File) []*exec.Cmd {
+		cmd := helperCommand(exe, roleSessionHelper, w)
+		var out io.Reader
+		if h.in, perr = cmd.StdinPipe(); perr == nil {
+			out, perr = cmd.StdoutPipe()
+		}
+		if perr != nil {
+			return nil
+		}
+		h.out = bufio.NewReader(out)
+		return []*exec.Cmd{cmd}
+	})
+	if err == nil {
+		err = perr
+	}
+	if err != nil {
+		return nil, err
+	}
+	return &h, nil
+}
+
+// use asks the helper to answer for turn n, and returns an error when it
+// does not (it is gone). A nil helper has nothing to do.
+func (h *sessionHelper) use(n int) error {
+	if h == nil {
+		return nil
+	}
+	ask := "turn " + strconv.Itoa(n)
+	if _, err := io.WriteString(h.in, ask+"\n"); err != nil {
+		return err
+	}
+	l, err := h.out.ReadString('\n')
+	if err != nil {
+		return err
+	}
+	if got := strings.TrimSuffix(l, "\n"); got != "ok "+ask {
+		return fmt.Errorf("answered %q to %q", got, ask)
+	}
+	return nil
+}
+
+// beginTurn does what the script asks at the start of turn n of a session,
+// before the turn's first event: it uses the session helper and starts the
+// turn's processes (TurnSpawns), which have all recorded themselves when it
+// returns. A failure ends the fake (see Script.SessionHelper).
+func (a *agent) beginTurn(n int) {
+	if err := a.helper.use(n); err != nil {
+		fmt.Fprintln(os.Stderr, "fakeagent: the session helper is gone:", err)
+		os.Exit(4)
+	}
+	if !a.s.TurnSpawns {
+		return
+	}
+	if err := spawnTurn(n); err != nil {
+		fmt.Fprintln(os.Stderr, "fakeagent: turn processes:", err)
+		os.Exit(2)
+	}
+}
+
+// spawnTurn starts turn n's processes: a grandchild in the fake's group
+// and two daemons, each started by a process that exits at once (as
+// `setsid -f CMD` does), one of them with a cleared environment (as
+// `setsid -f env -i CMD` does).
+func spawnTurn(n int) error {
+	exe, err := os.Executable()
+	if err != nil {
+		return err
+	}
+	turn := envTurn + "=" + strconv.Itoa(n)
+	started, err := startReady(func(w *os.File) []*exec.Cmd {
+		var cmds []*exec.Cmd
+		for _, role := range []string{roleTurnGrandchild, roleTurnDaemonStart, roleTurnEnviStart} {
+			cmd := helperCommand(exe, role, w)
+			cmd.Env = append(cmd.Env, turn)
+			cmds = append(cmds, cmd)
+		}
+		return cmds
+	})
+	for _, cmd := range started {
+		// The grandchild is reaped when it is killed, as a CLI reaps its
+		// tools; the other two exit at once.
+		go cmd.Wait()
+	}
+	return err
 }
 
 // helperCommand returns the command that runs role, handing it ready (the
@@ -84,6 +227,21 @@ func startHelpers(s *Script) error {
 func helperCommand(exe, role string, ready *os.File) *exec.Cmd {
 	cmd := exec.Command(exe, "fakeagent-"+role) // the argument shows in ps
 	cmd.Env = append(os.Environ(), envRole+"="+role)
+	passReady(cmd, ready)
+	return cmd
+}
+
+// clearedCommand is helperCommand for a process whose environment was
+// cleared (env -i): it holds only what the helper needs to run and to
+// record itself (the record directory and the signal behaviour of s), not
+// EnvTag, EnvOwner or anything the library set.
+func clearedCommand(exe, role string, s *Script, ready *os.File) *exec.Cmd {
+	cmd := exec.Command(exe, "fakeagent-"+role)
+	b, _ := json.Marshal(Script{RecordDir: s.RecordDir, IgnoreSignals: s.IgnoreSignals})
+	cmd.Env = []string{EnvScript + "=" + string(b), envRole + "=" + role, envTurn + "=" + os.Getenv(envTurn)}
+	if v, ok := os.LookupEnv("GORACE"); ok {
+		cmd.Env = append(cmd.Env, "GORACE="+v)
+	}
 	passReady(cmd, ready)
 	return cmd
 }
@@ -101,18 +259,43 @@ func runHelper(role string) int {
 	if fd, err := strconv.Atoi(os.Getenv(envReady)); err == nil {
 		ready = os.NewFile(uintptr(fd), "ready")
 	}
-	switch role {
-	case roleEscapee:
-		exe, err := os.Executable()
-		if err == nil {
-			err = helperCommand(exe, roleEscaped, ready).Start()
-		}
-		if err != nil {
-			fmt.Fprintln(os.Stderr, "fakeagent: escapee:", err)
+	// starter starts the child of a helper that then exits, orphaning it.
+	starter := func(child *exec.Cmd) int {
+		if err := child.Start(); err != nil {
+			fmt.Fprintf(os.Stderr, "fakeagent: %s: %v\n", role, err)
 			return 1
 		}
-		return 0 // orphaning the child
-	case roleSleeper, roleHolder, roleEscaped:
+		return 0
+	}
+	exe, err := os.Executable()
+	if err != nil && (role == roleEscapee || role == roleTurnDaemonStart || role == roleTurnEnviStart) {
+		fmt.Fprintf(os.Stderr, "fakeagent: %s: %v\n", role, err)
+		return 1
+	}
+	switch role {
+	case roleEscapee:
+		return starter(helperCommand(exe, roleEscaped, ready))
+	case roleTurnDaemonStart:
+		cmd := helperCommand(exe, roleTurnDaemon, ready)
+		cmd.SysProcAttr = newSession()
+		return starter(cmd)
+	case roleTurnEnviStart:
+		cmd := clearedCommand(exe, roleTurnEnvi, &s, ready)
+		cmd.SysProcAttr = newSession()
+		return starter(cmd)
+	case roleSessionHelper:
+		if ready != nil {
+			ready.Close()
+		}
+		// Answer each line until the fake is gone, then sleep on:
+		// killing it is the library's job.
+		sc := bufio.NewScanner(os.Stdin)
+		for sc.Scan() {
+			fmt.Println("ok " + sc.Text())
+		}
+		time.Sleep(sleepFor)
+		return 0
+	case roleSleeper, roleHolder, roleEscaped, roleTurnGrandchild, roleTurnDaemon, roleTurnEnvi:
 		if ready != nil {
 			ready.Close()
 		}

@@ -328,15 +328,9 @@ func (c *runCgroup) killMember(pid int32) int {
 	if err != nil {
 		return -1
 	}
-	b, err := os.ReadFile("/proc/" + strconv.Itoa(int(pid)) + "/cgroup")
-	if err == nil {
-		want := "/" + c.base()
-		for line := range strings.SplitSeq(string(b), "\n") {
-			if path, ok := strings.CutPrefix(line, "0::"); ok && (strings.HasSuffix(path, want) || strings.Contains(path, want+"/")) {
-				unix.PidfdSendSignal(fd, unix.SIGKILL, nil, 0)
-				return fd
-			}
-		}
+	if in, _ := c.member(pid); in {
+		unix.PidfdSendSignal(fd, unix.SIGKILL, nil, 0)
+		return fd
 	}
 	unix.Close(fd)
 	return -1

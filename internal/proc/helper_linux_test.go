@@ -3,6 +3,7 @@
 package proc
 
 import (
+	"bufio"
 	"flag"
 	"fmt"
 	"os"
@@ -159,6 +160,69 @@ var helpers = map[string]func(args []string) int{
 			return 0
 		}
 		report()
+		hang()
+		return 0
+	},
+	// session: a CLI kept across turns. Start hang in this group (a
+	// helper kept across turns), report, then for each line "turn MODE"
+	// on stdin start three processes, each hang: one in this group, one in
+	// a new session (a setsid daemon) and one in a new session with an
+	// environment holding nothing but what the helper needs (an env -i
+	// daemon). With MODE children the daemons are this process's children;
+	// with MODE orphans each is started by an intermediate spawn that
+	// exits at once, as `setsid -f` does; once those have exited, it
+	// prints "turn started". A line "turn forker TOKEN" starts forker
+	// TOKEN alone instead, and prints "turn started". Its children are reaped as they exit; at the
+	// end of stdin it runs until killed.
+	"session": func([]string) int {
+		start := func(cmd *exec.Cmd) bool {
+			if err := cmd.Start(); err != nil {
+				fmt.Fprintln(os.Stderr, err)
+				return false
+			}
+			go cmd.Wait()
+			return true
+		}
+		if !start(helperCmd("hang")) {
+			return 2
+		}
+		report()
+		sc := bufio.NewScanner(os.Stdin)
+		for sc.Scan() {
+			f := strings.Fields(sc.Text())
+			if len(f) == 3 && f[0] == "turn" && f[1] == "forker" {
+				if !start(helperCmd("forker", f[2])) {
+					return 2
+				}
+				fmt.Println("turn started")
+				continue
+			}
+			if len(f) != 2 || f[0] != "turn" {
+				fmt.Fprintf(os.Stderr, "session: bad line %q\n", sc.Text())
+				continue
+			}
+			if !start(helperCmd("hang")) {
+				return 2
+			}
+			switch f[1] {
+			case "children":
+				daemon, envi := helperCmd("hang"), helperCmd("hang")
+				daemon.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
+				envi.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
+				envi.Env = clearedEnv("hang")
+				if !start(daemon) || !start(envi) {
+					return 2
+				}
+			case "orphans":
+				for _, mode := range []string{"setsid", "setsid-envi"} {
+					if err := helperCmd("spawn", mode, "exit", "hang").Run(); err != nil {
+						fmt.Fprintln(os.Stderr, err)
+						return 2
+					}
+				}
+			}
+			fmt.Println("turn started")
+		}
 		hang()
 		return 0
 	},

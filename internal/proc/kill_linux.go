@@ -165,6 +165,10 @@ type killer struct {
 	last  *snapshot      // the last scan
 	ids   map[int32]bool // the pids of the members (zombies too) in the last scan
 	rep   Report
+	// spare, if not nil, makes this a sweep (SweepSince): the root and
+	// the members spare spares are left alone, and no process group is
+	// killed (the root's holds spared members).
+	spare *Baseline
 }
 
 func (t *Tree) kill() Report {
@@ -334,11 +338,17 @@ func (k *killer) fallback(alive []procInfo) {
 	k.giveUp(pending)
 }
 
-// alive returns the live members in sn, less those that refused a signal.
+// alive returns the live members in sn, less those that refused a signal
+// and, in a sweep, those it spares.
 func (k *killer) alive(sn *snapshot) []procInfo {
 	alive, ids := k.s.memberSet(sn)
 	k.ids = ids
-	return slices.DeleteFunc(alive, func(p procInfo) bool { return k.denied[procKey{p.pid, p.start}] })
+	return slices.DeleteFunc(alive, func(p procInfo) bool {
+		if k.spare != nil && (p.pid == k.s.root || spared(k.spare, p.pid, p.start, -1)) {
+			return true
+		}
+		return k.denied[procKey{p.pid, p.start}]
+	})
 }
 
 // freeze stops every member with SIGSTOP and scans again, until a scan
@@ -478,7 +488,7 @@ func (k *killer) killAll(alive []procInfo) (pending []*victim, ok bool) {
 	// pidfd cannot be opened, nor a starttime checked, once the group
 	// kill has made it a zombie.
 	var groups []int32
-	if k.fellBack {
+	if k.fellBack && k.spare == nil {
 		groups = append(groups, k.s.root)
 	}
 	var victims []*victim
@@ -493,7 +503,7 @@ func (k *killer) killAll(alive []procInfo) (pending []*victim, ok bool) {
 			continue
 		}
 		victims = append(victims, v)
-		if g := p.pgrp; g > 1 && g != k.s.hostPgid && (g == k.s.root || k.ids[g]) && !slices.Contains(groups, g) {
+		if g := p.pgrp; k.spare == nil && g > 1 && g != k.s.hostPgid && (g == k.s.root || k.ids[g]) && !slices.Contains(groups, g) {
 			groups = append(groups, g)
 		}
 	}

@@ -52,7 +52,7 @@ var testContainment = func() Containment {
 
 // A run is a Tree under test and the processes its helpers reported.
 type run struct {
-	t       *testing.T
+	t       testing.TB
 	tree    *Tree
 	lines   chan string
 	readerD chan struct{}
@@ -64,7 +64,7 @@ type run struct {
 // startRun starts helper name as the root of a Tree with a, its stdout a
 // pipe read by the run. Cleanup kills and reaps the tree, and checks that
 // no reported process is alive.
-func startRun(t *testing.T, a Attr, name string, args ...string) *run {
+func startRun(t testing.TB, a Attr, name string, args ...string) *run {
 	t.Helper()
 	markUsed(append([]string{name}, args...)...)
 	pr, pw, err := os.Pipe()
@@ -200,7 +200,7 @@ func alive(p procKey) bool {
 	return err == nil && cur.start == p.start && !cur.zombie()
 }
 
-func assertGone(t *testing.T, pids []procKey) {
+func assertGone(t testing.TB, pids []procKey) {
 	t.Helper()
 	for _, p := range pids {
 		if alive(p) {
@@ -222,7 +222,7 @@ func assertKilled(t *testing.T, rep Report, want []int) {
 	}
 }
 
-func marker(t *testing.T) string {
+func marker(t testing.TB) string {
 	return fmt.Sprintf("PROC_TEST_MARKER=%s-%d-%d", t.Name(), os.Getpid(), time.Now().UnixNano())
 }
 

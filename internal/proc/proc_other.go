@@ -25,3 +25,7 @@ func (t *Tree) kill() Report { return Report{} }
 func (t *Tree) wait() (State, error) { return State{}, errUnsupported }
 
 func probe(want Containment, _ string) (Containment, error) { return Auto, errUnsupported }
+
+func (t *Tree) baseline(*Baseline) {}
+
+func (t *Tree) sweepSince(Baseline) Report { return Report{} }

@@ -1,0 +1,450 @@
+//go:build linux
+
+package proc
+
+import (
+	"math"
+	"os"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"golang.org/x/sys/unix"
+)
+
+// Baseline and SweepSince on Linux. A session keeps one CLI running across
+// turns; a cancelled turn's tools must go while the CLI and the helpers it
+// keeps stay. The members present when the CLI was idle are the baseline;
+// what is new at the turn's end is killed, each process alone. Why not a
+// child cgroup per turn is explained on SweepSince; BenchmarkSweep
+// measures both.
+
+// userHZ is the unit of start times in /proc/PID/stat: clock ticks per
+// second. The kernel reports them in USER_HZ, which is 100 on every
+// architecture Go supports.
+const userHZ = 100
+
+// bootTicks returns the current time on the clock of the start times in
+// /proc/PID/stat (CLOCK_BOOTTIME in clock ticks, as the kernel computes
+// them), or 0 if it cannot be read.
+func bootTicks() uint64 {
+	var ts unix.Timespec
+	if err := unix.ClockGettime(unix.CLOCK_BOOTTIME, &ts); err != nil {
+		return 0
+	}
+	return uint64(ts.Nano()) / (1e9 / userHZ)
+}
+
+// pidfsMagic is PID_FS_MAGIC, the file system of pidfds since Linux 6.9,
+// where the inode number of a pidfd identifies its process for the whole
+// boot: every pidfd of a process has it, and no other process ever gets
+// it (unlike a pid, or a start time in 10 ms ticks).
+const pidfsMagic = 0x50494446
+
+// onPidfs reports whether pidfds live on pidfs here.
+var onPidfs = sync.OnceValue(func() bool {
+	fd, err := unix.PidfdOpen(os.Getpid(), 0)
+	if err != nil {
+		return false
+	}
+	defer unix.Close(fd)
+	var fs unix.Statfs_t
+	return unix.Fstatfs(fd, &fs) == nil && fs.Type == pidfsMagic
+})
+
+// pidfdID returns the inode number of the pidfd fd on pidfs, or 0 where
+// pidfds are not on pidfs (or fstat fails).
+func pidfdID(fd int) uint64 {
+	if !onPidfs() {
+		return 0
+	}
+	var st unix.Stat_t
+	if unix.Fstat(fd, &st) != nil {
+		return 0
+	}
+	return st.Ino
+}
+
+// identify returns the member for the live process pid that started at
+// start (0 for start: any), with its pidfd's id when it has one; ok is
+// false when pid names no such process.
+func identify(pid int32, start uint64) (m member, ok bool) {
+	fd, err := unix.PidfdOpen(int(pid), 0)
+	if err != nil {
+		if !gone(err) && start != 0 {
+			return member{pid: int(pid), start: start}, true // no id: start time only
+		}
+		return member{}, false
+	}
+	defer unix.Close(fd)
+	// Read after the pidfd is open: if pid is still this process, the
+	// pidfd is its.
+	p, err := readStat(pid)
+	if err != nil || p.zombie() || (start != 0 && p.start != start) {
+		return member{}, false
+	}
+	return member{pid: int(pid), start: p.start, id: pidfdID(fd)}, true
+}
+
+// spared reports whether b spares the live process pid that started at
+// start: by pid and start time (see Baseline.spares), and, where b's member
+// has an id, by the id of fd, a pidfd for the process (-1: one is opened),
+// so that a process that reused a member's pid within the same clock tick
+// is not spared. Where the id cannot be read, pid and start time decide.
+func spared(b *Baseline, pid int32, start uint64, fd int) bool {
+	m, ok := b.find(int(pid), start)
+	if !ok {
+		return start < b.since
+	}
+	if m.id == 0 {
+		return true
+	}
+	if fd < 0 {
+		var err error
+		if fd, err = unix.PidfdOpen(int(pid), 0); err != nil {
+			return true
+		}
+		defer unix.Close(fd)
+	}
+	id := pidfdID(fd)
+	return id == 0 || id == m.id
+}
+
+func (t *Tree) baseline(b *Baseline) {
+	s := &t.sys
+	// Before the listing: a process that starts after the listing has a
+	// start time at or after since, one listed is in the set.
+	b.since = bootTicks()
+	if s.cg != nil {
+		for _, pid := range s.cg.pids() {
+			if m, ok := identify(pid, 0); ok {
+				b.members = append(b.members, m)
+			}
+		}
+		return
+	}
+	minStart := uint64(math.MaxUint64)
+	if s.marker != "" {
+		minStart = s.rootStart
+	}
+	timer := time.NewTimer(s.tune.signalScanTimeout)
+	sn, err, ok := scanUntil(&s.tune, minStart, s.rootStart, nil, timer.C)
+	timer.Stop()
+	if ok && err == nil {
+		for _, p := range s.members(sn) {
+			if m, ok := identify(p.pid, p.start); ok {
+				b.members = append(b.members, m)
+			}
+		}
+		return
+	}
+	t.log.Debug("proc: no scan for a baseline; walking", "pid", t.pid, "err", err, "timeout", !ok)
+	if sn, err := s.walk(); err == nil {
+		s.record(sn)
+	}
+	s.knownMu.Lock()
+	keys := []procKey{{s.root, s.rootStart}}
+	for pid, start := range s.known {
+		if pid != s.root {
+			keys = append(keys, procKey{pid, start})
+		}
+	}
+	s.knownMu.Unlock()
+	for _, k := range keys {
+		if m, ok := identify(k.pid, k.start); ok {
+			b.members = append(b.members, m)
+		}
+	}
+}
+
+func (t *Tree) sweepSince(b Baseline) Report {
+	if t.sys.cg != nil {
+		return t.sweepCgroup(&b)
+	}
+	return t.sweepTracking(&b)
+}
+
+// swept is a process a sweep sent SIGKILL, held by its pidfd.
+type swept struct {
+	fd  int
+	key procKey
+}
+
+// sweepCgroup is SweepSince at the Cgroup level.
+func (t *Tree) sweepCgroup(b *Baseline) Report {
+	s := &t.sys
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	begin := time.Now()
+	deadline := begin.Add(s.tune.killTimeout)
+	c := s.cg
+	var rep Report
+	if s.cgEmpty || !c.populated() {
+		rep.Elapsed = time.Since(begin)
+		return rep
+	}
+	var (
+		pending []swept
+		killed  []procKey
+		seen    = map[procKey]bool{}
+		unsure  []int
+	)
+	defer func() {
+		for _, p := range pending {
+			unix.Close(p.fd)
+		}
+	}()
+	for {
+		fresh := false
+		for _, pid := range c.pids() {
+			if pid == s.root {
+				continue
+			}
+			fd, key, err := c.sweepOne(pid, b)
+			if err != nil {
+				t.log.Debug("proc: cannot sweep member", "pid", t.pid, "member", pid, "err", err)
+				if !slices.Contains(unsure, int(pid)) {
+					unsure = append(unsure, int(pid))
+				}
+				continue
+			}
+			if fd < 0 {
+				continue
+			}
+			if seen[key] {
+				unix.Close(fd) // killed before, not gone yet
+				continue
+			}
+			seen[key] = true
+			fresh = true
+			rep.Killed = append(rep.Killed, int(pid))
+			killed = append(killed, key)
+			pending = append(pending, swept{fd, key})
+		}
+		if !fresh {
+			break
+		}
+		// Wait for the killed: a process forked by one of them before
+		// its SIGKILL is listed by the next round.
+		if pending = awaitSwept(pending, deadline); len(pending) > 0 {
+			break // out of time
+		}
+		if !time.Now().Before(deadline) {
+			// Out of time with every process killed so far gone: what
+			// is listed now and not spared is left.
+			for _, pid := range c.pids() {
+				if p, err := readStat(pid); pid != s.root && err == nil && !p.zombie() && !spared(b, pid, p.start, -1) {
+					unsure = append(unsure, int(pid))
+				}
+			}
+			break
+		}
+	}
+	for _, p := range pending {
+		rep.Survivors = append(rep.Survivors, int(p.key.pid))
+	}
+	for _, pid := range unsure {
+		if !slices.Contains(rep.Survivors, pid) {
+			rep.Survivors = append(rep.Survivors, pid)
+		}
+	}
+	if len(killed) > 0 && s.reaps() {
+		s.addLate(s.reap(t, nil, killed))
+	}
+	rep.Elapsed = time.Since(begin)
+	t.log.Debug("proc: swept cgroup", "pid", t.pid, "cgroup", c.dir, "killed", rep.Killed, "survivors", rep.Survivors, "elapsed", rep.Elapsed)
+	return rep
+}
+
+// sweepOne sends SIGKILL to pid if, once a pidfd is open for it, it is a
+// live member of the cgroup that b does not spare: the checks read the
+// process's state after the pidfd is open, so if the pid was reused
+// meanwhile, the pidfd names a process that has exited and the signal
+// reaches no one. It returns the pidfd (-1 when it sent nothing) and the
+// process's key, or an error when it cannot tell (the state cannot be
+// read: descriptors exhausted, say) or the signal was refused (EPERM).
+func (c *runCgroup) sweepOne(pid int32, b *Baseline) (int, procKey, error) {
+	fd, err := unix.PidfdOpen(int(pid), 0)
+	if err != nil {
+		if gone(err) {
+			return -1, procKey{}, nil
+		}
+		return -1, procKey{}, err
+	}
+	skip := func(err error) (int, procKey, error) {
+		unix.Close(fd)
+		if err != nil && gone(err) {
+			err = nil
+		}
+		return -1, procKey{}, err
+	}
+	p, err := readStat(pid)
+	if err != nil {
+		return skip(err)
+	}
+	if p.zombie() || spared(b, pid, p.start, fd) {
+		return skip(nil)
+	}
+	if in, err := c.member(pid); err != nil || !in {
+		return skip(err)
+	}
+	if err := unix.PidfdSendSignal(fd, unix.SIGKILL, nil, 0); err != nil && err != unix.ESRCH {
+		return skip(err)
+	}
+	return fd, procKey{pid, p.start}, nil
+}
+
+// member reports whether pid is in the cgroup or below it, as
+// /proc/PID/cgroup says; the error says it cannot tell.
+func (c *runCgroup) member(pid int32) (bool, error) {
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(int(pid)) + "/cgroup")
+	if err != nil {
+		return false, err
+	}
+	want := "/" + c.base()
+	for line := range strings.SplitSeq(string(b), "\n") {
+		if path, ok := strings.CutPrefix(line, "0::"); ok && (strings.HasSuffix(path, want) || strings.Contains(path, want+"/")) {
+			return true, nil
+		}
+	}
+	return false, nil
+}
+
+// awaitSwept polls the pidfds of ps until every process has exited or
+// until deadline, closes the pidfds of those that have, and returns the
+// others.
+func awaitSwept(ps []swept, deadline time.Time) []swept {
+	poll := make([]unix.PollFd, 0, len(ps))
+	for len(ps) > 0 {
+		poll = poll[:0]
+		for _, p := range ps {
+			poll = append(poll, unix.PollFd{Fd: int32(p.fd), Events: unix.POLLIN})
+		}
+		wait := time.Until(deadline)
+		if wait < 0 {
+			wait = 0
+		}
+		n, err := unix.Poll(poll, int(wait/time.Millisecond)+1)
+		if err == unix.EINTR {
+			continue
+		}
+		if err != nil {
+			return ps
+		}
+		left := ps[:0]
+		for i, p := range ps {
+			if poll[i].Revents != 0 {
+				unix.Close(p.fd)
+			} else {
+				left = append(left, p)
+			}
+		}
+		ps = left
+		if n == 0 && !time.Now().Before(deadline) {
+			return ps
+		}
+	}
+	return ps
+}
+
+// addLate adds zombies a sweep could not reap yet to those Wait reaps.
+func (s *treeSys) addLate(late []procKey) {
+	if len(late) == 0 {
+		return
+	}
+	s.knownMu.Lock()
+	for _, z := range late {
+		if !slices.Contains(s.late, z) {
+			s.late = append(s.late, z)
+		}
+	}
+	s.knownMu.Unlock()
+	s.reapLate.Store(true)
+}
+
+// sweepTracking is SweepSince at the Tracking level: Kill's rounds (scan,
+// freeze, kill, wait) over the members b does not spare, without group
+// kills.
+func (t *Tree) sweepTracking(b *Baseline) Report {
+	s := &t.sys
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	begin := time.Now()
+	if s.gone {
+		return Report{Elapsed: time.Since(begin)}
+	}
+	timer := time.NewTimer(s.tune.killTimeout)
+	defer timer.Stop()
+	k := &killer{
+		t: t, s: s,
+		deadline: begin.Add(s.tune.killTimeout),
+		expired:  timer.C,
+		minStart: math.MaxUint64,
+		victims:  map[int32]*victim{},
+		denied:   map[procKey]bool{},
+		unsureOf: map[procKey]bool{},
+		spare:    b,
+	}
+	if s.marker != "" {
+		k.minStart = s.rootStart
+	}
+	defer func() {
+		for _, v := range k.victims {
+			v.close()
+		}
+	}()
+	for {
+		sn, ok := k.scan()
+		if !ok {
+			k.sweepFallback(nil)
+			break
+		}
+		alive := k.alive(sn)
+		if len(alive) == 0 {
+			break
+		}
+		if alive, ok = k.freeze(alive); !ok {
+			k.sweepFallback(alive)
+			break
+		}
+		pending, ok := k.killAll(alive)
+		if !ok {
+			k.sweepFallback(alive)
+			break
+		}
+		if !time.Now().Before(k.deadline) {
+			k.giveUp(pending)
+			break
+		}
+		if left := k.awaitGone(pending, k.deadline); len(left) > 0 {
+			k.survive(left)
+			break
+		}
+	}
+	if s.reaps() {
+		var killed []procKey
+		for _, v := range k.victims {
+			if v.killed {
+				killed = append(killed, procKey{v.pid, v.start})
+			}
+		}
+		if len(killed) > 0 {
+			s.addLate(s.reap(t, nil, killed))
+		}
+	}
+	k.rep.Elapsed = time.Since(begin)
+	t.log.Debug("proc: swept", "pid", t.pid, "killed", k.rep.Killed, "survivors", k.rep.Survivors, "elapsed", k.rep.Elapsed)
+	return k.rep
+}
+
+// sweepFallback kills, without another scan, the members to kill found so
+// far (alive, and every victim a freeze stopped: nothing may stay
+// stopped), then waits briefly and gives up; what it cannot signal is a
+// survivor.
+func (k *killer) sweepFallback(alive []procInfo) {
+	k.fellBack = true
+	pending, _ := k.killAll(alive)
+	k.giveUp(pending)
+}

@@ -81,9 +81,24 @@ type controlLine struct {
 	} `json:"response"`
 }
 
-// Open has nothing to send: Claude Code prints nothing before the first
-// user message.
-func (p *protocol) Open() ([][]byte, bool) { return nil, true }
+// initID is the request id of the session's initialize request.
+const initID = "clinvoke-init"
+
+// Open sends the initialize control request the Claude Agent SDK sends
+// first: Claude Code prints nothing else before the first user message,
+// and its answer says the CLI is up and reading its input (measured with
+// 2.1.197: a control_response of subtype success carrying its commands).
+// The session is ready then, so its start-up is paid by OpenSession, not by
+// the first turn, and what the CLI started by then is its own, spared by a
+// cancelled turn's sweep.
+func (p *protocol) Open() ([][]byte, bool) {
+	b, _ := json.Marshal(map[string]any{
+		"type":       "control_request",
+		"request_id": initID,
+		"request":    map[string]any{"subtype": "initialize", "hooks": nil},
+	})
+	return [][]byte{b}, false
+}
 
 func (p *protocol) StartTurn(t *invoker.TurnRequest) ([][]byte, error) {
 	p.dec = newDecoder()
@@ -115,7 +130,10 @@ func (p *protocol) Decode(line []byte) (driver.Step, error) {
 			if c.Response != nil && c.Response.Subtype == "error" {
 				ev.Kind, ev.Text = invoker.KindWarning, "claude refused a control request: "+c.Response.Error
 			}
-			return driver.Step{Events: []invoker.Event{ev}}, nil
+			// The answer to initialize, success or not, says the CLI
+			// reads its input: the session is ready.
+			ready := c.Response != nil && c.Response.RequestID == initID
+			return driver.Step{Events: []invoker.Event{ev}, Ready: ready}, nil
 		case "control_request":
 			// A request of the CLI's own (can_use_tool comes only with
 			// --permission-prompt-tool stdio, which sessions do not

@@ -112,6 +112,19 @@ type Options struct {
 	// level this machine gives; Capabilities.Containment reports it.
 	Containment string
 
+	// SweepEveryTurn makes a session kill, when any turn ends, every
+	// process the turn started that still runs, as it does after a turn
+	// that was cancelled or timed out: "Turn returned" then means "the
+	// turn's tools are gone". It is off by default because the CLIs keep
+	// some of a turn's processes on purpose: Codex's background terminals
+	// (read again in later turns until thread/backgroundTerminals/clean),
+	// Claude Code's background shells, and MCP servers a CLI starts on
+	// their first use, which a sweep after that turn would take away. What
+	// ran before the turn, the CLI and what it keeps across turns, is
+	// never swept. See the package documentation for what the tracking
+	// level can miss.
+	SweepEveryTurn bool
+
 	// CgroupParent names a writable cgroup v2 directory under which runs
 	// get their cgroups, for a host that is not root and not started in a
 	// delegated cgroup. The default is the host's own cgroup.

@@ -160,6 +160,13 @@ func (a *agent) readSession(rec recorder, users, intr chan<- string, eof chan<- 
 			users <- l.text()
 		case l.Type == "control_request" && l.Request != nil && l.Request.Subtype == "interrupt":
 			intr <- l.RequestID
+		case l.Type == "control_request" && l.Request != nil && l.Request.Subtype == "initialize":
+			// Claude Code answers with its commands, output style and
+			// models; the fake has none.
+			a.emit(obj{{"type", "control_response"}, {"response", obj{
+				{"subtype", "success"}, {"request_id", l.RequestID},
+				{"response", obj{{"commands", []obj{}}, {"output_style", "default"}}},
+			}}})
 		case l.Type == "control_request":
 			a.emit(obj{{"type", "control_response"}, {"response", obj{
 				{"subtype", "error"}, {"request_id", l.RequestID},

@@ -37,6 +37,7 @@ type config struct {
 	inheritEnv        func(key string) bool
 	containment       string
 	cgroupParent      string
+	sweepTurns        bool
 }
 
 // merge returns opts folded into one: each non-zero field of a later
@@ -67,6 +68,7 @@ func merge(opts []invoker.Options) invoker.Options {
 		o.Subreaper = o.Subreaper || n.Subreaper
 		set(&o.Containment, n.Containment)
 		set(&o.CgroupParent, n.CgroupParent)
+		o.SweepEveryTurn = o.SweepEveryTurn || n.SweepEveryTurn
 		o.Env = env
 	}
 	return o
@@ -100,6 +102,7 @@ func newConfig(opts []invoker.Options) config {
 		inheritEnv:        o.InheritEnv,
 		containment:       o.Containment,
 		cgroupParent:      o.CgroupParent,
+		sweepTurns:        o.SweepEveryTurn,
 	}
 	if o.MaxLineSize != 0 {
 		c.maxLineSize = max(o.MaxLineSize, 64<<10)

@@ -55,6 +55,12 @@ type run struct {
 	stdin            *os.File // our end of the input pipe; nil when there is no input
 	pty              *os.File // the PTY's master in PTY mode, else nil
 
+	// waitMu orders the tree's Wait after a session's sweeps of a turn
+	// (proc: no Baseline or SweepSince after Wait); waited is set once the
+	// tree is reaped.
+	waitMu sync.Mutex
+	waited bool
+
 	decMu sync.Mutex
 	dec   Decoder
 	tail  *jsonl.Tail
@@ -132,7 +138,10 @@ func (r *run) execute() error {
 	r.stdout.Close()
 	r.stderr.Close()
 
+	r.waitMu.Lock()
 	st, werr := r.tree.Wait()
+	r.waited = true
+	r.waitMu.Unlock()
 	if werr != nil {
 		r.log.Warn("reaping the CLI failed", "err", werr)
 		st = proc.State{Code: -1}
@@ -329,4 +338,26 @@ func safeRaw(line []byte) []byte {
 		return line
 	}
 	return nil
+}
+
+// baseline takes the tree's current members, for a sweep of what comes
+// after; ok is false once the tree is reaped.
+func (r *run) baseline() (b proc.Baseline, ok bool) {
+	r.waitMu.Lock()
+	defer r.waitMu.Unlock()
+	if r.waited {
+		return b, false
+	}
+	return r.tree.Baseline(), true
+}
+
+// sweepSince kills what the tree started since b, unless the tree is
+// already reaped (its end killed it all).
+func (r *run) sweepSince(b proc.Baseline) proc.Report {
+	r.waitMu.Lock()
+	defer r.waitMu.Unlock()
+	if r.waited {
+		return proc.Report{}
+	}
+	return r.tree.SweepSince(b)
 }

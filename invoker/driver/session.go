@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/clinvoke/clinvoke/internal/jsonl"
+	"github.com/clinvoke/clinvoke/internal/proc"
 	"github.com/clinvoke/clinvoke/invoker"
 	"github.com/google/jsonschema-go/jsonschema"
 )
@@ -61,6 +62,10 @@ type turnState struct {
 	// last is set by the reader when the protocol reported the end of the
 	// turn: the next KindDone event delivered is the turn's last.
 	last bool
+	// base is the tree's members before the turn (baseOK false when the
+	// tree was already reaped): a sweep kills what the turn added.
+	base   proc.Baseline
+	baseOK bool
 	// skipped counts the stdout lines skipped over the line limit during
 	// the turn, the longest of them skippedMax bytes (guarded by the
 	// session's mu).
@@ -499,6 +504,9 @@ func (s *session) Turn(ctx context.Context, t invoker.TurnRequest) (*invoker.Res
 
 	ts := &turnState{req: &t, first: make(chan struct{}), ended: make(chan struct{})}
 	r := s.r
+	// What runs now, with the CLI idle between turns, is what it keeps
+	// across turns; what the turn adds is swept when it is cancelled.
+	ts.base, ts.baseOK = r.baseline()
 	r.decMu.Lock()
 	lines, err := func() (lines [][]byte, err error) {
 		defer func() {
@@ -597,6 +605,9 @@ func (s *session) await(ctx context.Context, ts *turnState, res *invoker.Result,
 		res.SessionID, res.Text, res.Usage, res.Turns = out.SessionID, out.Text, out.Usage, out.Turns
 		if res.SessionID == "" {
 			res.SessionID = s.ID()
+		}
+		if cause != nil || s.cfg.sweepTurns {
+			s.sweepTurn(ts, cause)
 		}
 		res.Stderr = r.tail.String()
 		res.Duration = time.Since(start)
@@ -739,4 +750,23 @@ func (s *session) turnOutcome() (out Outcome) {
 		}
 	}()
 	return s.proto.Outcome(s.r.tail.String())
+}
+
+// sweepTurn kills every process the turn ts added to the tree and that is
+// still running: after a turn that was cancelled or timed out (why is not
+// nil), whose tools the caller abandoned, or after every turn with
+// Options.SweepEveryTurn. What the CLI kept running from before the turn
+// (its MCP servers, helpers) is spared, and so is the CLI.
+func (s *session) sweepTurn(ts *turnState, why error) {
+	if !ts.baseOK {
+		return
+	}
+	r := s.r
+	rep := r.sweepSince(ts.base)
+	if len(rep.Killed) > 0 || len(rep.Survivors) > 0 {
+		r.log.Debug("swept the turn's processes", "reason", why, "killed", rep.Killed, "survivors", rep.Survivors, "elapsed", rep.Elapsed)
+	}
+	if len(rep.Survivors) > 0 {
+		r.log.Warn("processes of a turn survived its sweep", "pids", rep.Survivors)
+	}
 }

@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -34,6 +35,9 @@ func RunSessions(t *testing.T, flavor string, newInvoker func(...invoker.Options
 		{"Capability", su.capability},
 		{"TwoTurns", su.twoTurns},
 		{"InterruptKeepsSession", su.interruptKeepsSession},
+		{"CancelledTurnSwept", func(t *testing.T) { su.cancelledTurnSwept(t, "") }},
+		{"CancelledTurnSweptTracking", func(t *testing.T) { su.cancelledTurnSwept(t, "tracking") }},
+		{"SweepEveryTurn", su.sweepEveryTurn},
 		{"InterruptIgnored", su.interruptIgnored},
 		{"CloseWithTurnInFlight", su.closeWithTurnInFlightCases},
 		{"ConcurrentTurn", su.concurrentTurn},
@@ -497,4 +501,118 @@ func (su *sessionSuite) turnRequestErrors(t *testing.T) {
 	if res, err := s.Turn(ctx, invoker.TurnRequest{Prompt: "fine"}); err != nil || res.Text != "Turn 1: "+fakeagent.DefaultAnswer {
 		t.Errorf("Turn() after the refusals = %q, %v; want the first turn's answer", res.Text, err)
 	}
+}
+
+// A cancelled turn leaves nothing it started: when Turn returns, the
+// turn's grandchild, its setsid daemon and its env -i daemon are gone
+// (checked by pid and start time from outside), while the CLI and the
+// helper it keeps across turns run on, and the next turn answers (the fake
+// fails a turn whose helper is gone). A turn that ends normally keeps its
+// processes by default (Options.SweepEveryTurn is off).
+//
+// At the tracking level (containment "tracking") the same holds, best
+// effort: the sweep finds the turn's processes by its scans of /proc.
+func (su *sessionSuite) cancelledTurnSwept(t *testing.T, containment string) {
+	g := su.newSessionRig(t, fakeagent.Script{TurnSpawns: true, SessionHelper: true}, invoker.Options{Containment: containment})
+	// The tracking level cannot find the env -i daemon once its parent
+	// has exited: it left the session, holds no marker and was never seen
+	// in a recording of parent links (see the README's containment
+	// table). It is the one process of a turn a sweep may leave there;
+	// kill it by its recorded pid after Close, before the session's own
+	// checks.
+	var missable []string
+	if containment == "tracking" {
+		missable = []string{"turn-envi-daemon"}
+	}
+	ctx := guard(t)
+	s := g.open(ctx)
+	tctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	_, err := s.Turn(tctx, invoker.TurnRequest{Prompt: "wait " + fakeagent.PromptStall, OnEvent: func(ev invoker.Event) {
+		if ev.Kind == invoker.KindMessage {
+			cancel()
+		}
+	}})
+	if !errors.Is(err, context.Canceled) || errors.Is(err, invoker.ErrSessionClosed) {
+		t.Fatalf("cancelled Turn() error = %v, want context.Canceled with the session kept", err)
+	}
+	rec := mustRecord(t, g)
+	assertTurnProcs(t, rec, 1, false, missable...)
+	for _, role := range []string{"agent", "session-helper"} {
+		if p := proc(rec, role); p == nil || len((&fakeagent.Record{Procs: []fakeagent.Proc{*p}}).Alive()) == 0 {
+			t.Errorf("the %s is gone after the cancelled turn's sweep, want it running", role)
+		}
+	}
+	res, err := s.Turn(ctx, invoker.TurnRequest{Prompt: "again"})
+	if err != nil || res.Text != "Turn 2: "+fakeagent.DefaultAnswer {
+		t.Fatalf("Turn() after the swept turn = %q, %v; want turn 2's answer", res.Text, err)
+	}
+	assertTurnProcs(t, mustRecord(t, g), 2, true)
+	if len(missable) > 0 {
+		s.Close()
+		killRoles(mustRecord(t, g), missable...)
+	}
+}
+
+// With Options.SweepEveryTurn, a turn that ends normally leaves nothing it
+// started either, and the helper the CLI keeps survives.
+func (su *sessionSuite) sweepEveryTurn(t *testing.T) {
+	g := su.newSessionRig(t, fakeagent.Script{TurnSpawns: true, SessionHelper: true}, invoker.Options{SweepEveryTurn: true})
+	ctx := guard(t)
+	s := g.open(ctx)
+	for n := 1; n <= 2; n++ {
+		if _, err := s.Turn(ctx, invoker.TurnRequest{Prompt: "work"}); err != nil {
+			t.Fatalf("turn %d: Turn() error = %v", n, err)
+		}
+		assertTurnProcs(t, mustRecord(t, g), n, false)
+	}
+}
+
+// assertTurnProcs checks that turn n recorded its three processes that
+// outlive it, and that they are alive (or gone, but for the roles in
+// missable, which may be either).
+func assertTurnProcs(t *testing.T, rec *fakeagent.Record, n int, alive bool, missable ...string) {
+	t.Helper()
+	var kept, checked []fakeagent.Proc
+	for _, p := range rec.Turn(n) {
+		switch p.Role {
+		case "turn-grandchild", "turn-daemon", "turn-envi-daemon":
+			kept = append(kept, p)
+			if !slices.Contains(missable, p.Role) {
+				checked = append(checked, p)
+			}
+		}
+	}
+	if len(kept) != 3 {
+		t.Fatalf("turn %d recorded %d of its 3 lasting processes: %+v", n, len(kept), rec.Turn(n))
+	}
+	kept = checked
+	live := (&fakeagent.Record{Procs: kept}).Alive()
+	switch {
+	case alive && len(live) != len(kept):
+		t.Errorf("turn %d: %d of its %d processes alive, want all (no sweep after a turn that ended normally)", n, len(live), len(kept))
+	case !alive && len(live) > 0:
+		t.Errorf("turn %d: its processes %v alive when Turn returned, want them swept", n, live)
+	}
+}
+
+// proc returns the first recorded process with role, or nil.
+func proc(rec *fakeagent.Record, role string) *fakeagent.Proc {
+	for i := range rec.Procs {
+		if rec.Procs[i].Role == role {
+			return &rec.Procs[i]
+		}
+	}
+	return nil
+}
+
+// killRoles kills the recorded processes with the given roles.
+func killRoles(rec *fakeagent.Record, roles ...string) {
+	var ps []fakeagent.Proc
+	for _, p := range rec.Procs {
+		if slices.Contains(roles, p.Role) {
+			ps = append(ps, p)
+		}
+	}
+	(&fakeagent.Record{Procs: ps}).Kill()
 }

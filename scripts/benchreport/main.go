@@ -208,6 +208,11 @@ func rows(s samples) []row {
 		info(fmt.Sprintf("  `BusyHost/bg=3000/%s/cancel` median (p50-ms)", lvl), cancel("3000"), "p50-ms", "ms")
 	}
 
+	v, n = s.med("BenchmarkCancelledTurnSweep", "sweep-x")
+	add("Session: cancel → cancelled turn returned, with its sweep (3 processes) ÷ without (`CancelledTurnSweep` sweep-x)", v, n, "×", "", nil)
+	info("  with the sweep (`CancelledTurnSweep` sweep-ms)", "BenchmarkCancelledTurnSweep", "sweep-ms", "ms")
+	info("  without it (`CancelledTurnSweep` nosweep-ms)", "BenchmarkCancelledTurnSweep", "nosweep-ms", "ms")
+
 	for _, cli := range []string{"codex", "gemini", "claude"} {
 		info(fmt.Sprintf("Decoding the captured %s streams (`Decode/%s`)", cli, cli), "BenchmarkDecode/"+cli, "MB/s", "MB/s")
 	}

@@ -101,7 +101,12 @@ type Agent struct {
 
 	// LeaveBehind makes the agent start a process in its group and a
 	// daemon that leaves its session (setsid), as a tool that spawns
-	// background work does; the library must kill both.
+	// background work does; the library must kill both. In a session,
+	// every turn starts them (and a daemon with an empty environment, as
+	// `setsid -f env -i CMD` leaves it): a cancelled turn's are gone when
+	// Turn returns, the others when the session closes. (At the tracking
+	// level, where the host has no writable cgroup, that last daemon
+	// cannot be found, and sleeps out its ten minutes.)
 	LeaveBehind bool
 }
 
@@ -129,6 +134,7 @@ func (a Agent) Options() invoker.Options {
 		IgnoreSignals: a.IgnoreSignals,
 		Grandchild:    a.LeaveBehind,
 		Escapee:       a.LeaveBehind,
+		TurnSpawns:    a.LeaveBehind,
 	}
 	if s.Flavor == "" {
 		s.Flavor = fakeagent.Codex

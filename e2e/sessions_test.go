@@ -258,3 +258,21 @@ func TestInvokeResumesSession(t *testing.T) {
 		}
 	})
 }
+
+// A turn whose tool leaves a daemon behind (setsid tail -f FILE, which the
+// CLI's own interrupt does not reach: it left the CLI's session) and is
+// then cancelled leaves nothing: the daemon is gone when Turn returns, and
+// the session answers the next turn.
+func TestSessionCancelSweepsDaemon(t *testing.T) {
+	forEachSessionCLI(t, func(t *testing.T, r *rig, s invoker.Session) {
+		r.srv.Enqueue(fakemodel.Shell("setsid "+longTool), fakemodel.Stall("waiting "), fakemodel.Answer("after the sweep"))
+		interruptWhen(t, s, "follow", "the daemon runs "+longTool, func() bool { return r.toolRunning(longTool) })
+		if r.toolRunning(longTool) {
+			t.Errorf("%q alive when the cancelled Turn returned, want it swept", longTool)
+		}
+		res, err := s.Turn(turnCtx(t), invoker.TurnRequest{Prompt: "and now"})
+		if err != nil || res.Text != "after the sweep" {
+			t.Fatalf("Turn() after the swept turn = %s, %v; want %q", jsonString(res), err, "after the sweep")
+		}
+	})
+}

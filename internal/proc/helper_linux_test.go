@@ -171,8 +171,11 @@ var helpers = map[string]func(args []string) int{
 	// daemon). With MODE children the daemons are this process's children;
 	// with MODE orphans each is started by an intermediate spawn that
 	// exits at once, as `setsid -f` does; once those have exited, it
-	// prints "turn started". A line "turn forker TOKEN" starts forker
-	// TOKEN alone instead, and prints "turn started". Its children are reaped as they exit; at the
+	// prints "turn started". With MODE held each daemon is started by an
+	// intermediate spawn that reports itself and exits on SIGINT, leaving
+	// the daemon orphaned then (as a CLI's tool runner interrupted). A
+	// line "turn forker TOKEN" starts forker TOKEN alone instead, and
+	// prints "turn started". Its children are reaped as they exit; at the
 	// end of stdin it runs until killed.
 	"session": func([]string) int {
 		start := func(cmd *exec.Cmd) bool {
@@ -211,6 +214,10 @@ var helpers = map[string]func(args []string) int{
 				envi.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
 				envi.Env = clearedEnv("hang")
 				if !start(daemon) || !start(envi) {
+					return 2
+				}
+			case "held":
+				if !start(helperCmd("spawn", "setsid", "hangint", "hang")) || !start(helperCmd("spawn", "setsid-envi", "hangint", "hang")) {
 					return 2
 				}
 			case "orphans":

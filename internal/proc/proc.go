@@ -377,7 +377,10 @@ func (t *Tree) Baseline() Baseline {
 // setproctitle) and lost its parent before a recording of parent links
 // saw it (one started by a tool that exited within 300 ms, as `setsid -f
 // env -i CMD` does), and a sibling made with clone(CLONE_PARENT). What a
-// sweep misses stays running until Kill, which misses it too.
+// sweep misses stays running until Kill, which misses it too. A session
+// that calls Snapshot when a cancel begins, before it interrupts the
+// turn, records the parent links of the turn's processes while they
+// exist, so that the ones the interrupt orphans are still found.
 //
 // Why not a child cgroup per turn, killed at its end: processes are born
 // in their parent's cgroup, so the tools the CLI starts during a turn

@@ -52,7 +52,7 @@ func startSession(t testing.TB, level Containment) *sessionRun {
 
 // turn starts a turn's three processes and returns them, in the order
 // they reported, once the processes that started the daemons have
-// exited.
+// exited (MODE held: the five processes, intermediates included).
 func (s *sessionRun) turn(mode string) []procKey {
 	s.t.Helper()
 	n := len(s.pids)
@@ -62,7 +62,11 @@ func (s *sessionRun) turn(mode string) []procKey {
 	if l := s.next(); l != "turn started" {
 		s.t.Fatalf("session helper said %q, want \"turn started\"", l)
 	}
-	s.awaitPids(n + 3)
+	want := 3
+	if mode == "held" {
+		want = 5
+	}
+	s.awaitPids(n + want)
 	return slices.Clone(s.pids[n:])
 }
 
@@ -236,7 +240,60 @@ func TestSweepForkingTurn(t *testing.T) {
 	}
 }
 
-// splitEnv splits an environ file into its entries.
+// TestSweepAfterSnapshot: a turn's daemons are started by intermediates
+// that live until the turn is interrupted, then exit, orphaning them; one
+// daemon has a cleared environment. A session that calls Snapshot when
+// the cancel begins, before the interrupt, has their parent links
+// recorded, so the sweep finds even the env -i orphan at the tracking
+// level (the cgroup level needs no Snapshot: it is a no-op there).
+func TestSweepAfterSnapshot(t *testing.T) {
+	noLeaks(t)
+	for _, level := range levels(t) {
+		t.Run(level.String(), func(t *testing.T) {
+			s := startSession(t, level)
+			b := s.tree.Baseline()
+			turn := s.turn("held")
+			// The cancel begins: record, then interrupt the tool runners.
+			s.tree.Snapshot()
+			var left, runners []procKey // the grandchild and daemons; the intermediates
+			for _, p := range turn {
+				argv, err := os.ReadFile("/proc/" + strconv.Itoa(int(p.pid)) + "/cmdline")
+				if err != nil {
+					t.Fatal(err)
+				}
+				if slices.Contains(splitEnv(argv), "hangint") {
+					runners = append(runners, p)
+				} else {
+					left = append(left, p)
+				}
+			}
+			if len(runners) != 2 || len(left) != 3 {
+				t.Fatalf("the turn %v: intermediates %v, want 2 of 5", turn, runners)
+			}
+			for _, p := range runners {
+				unix.Kill(int(p.pid), unix.SIGINT)
+				awaitExit(t, p)
+			}
+			for _, p := range left {
+				until(t, "the daemons are orphaned", func() bool {
+					st, err := readStat(p.pid)
+					return err == nil && !slices.ContainsFunc(runners, func(r procKey) bool { return r.pid == st.ppid })
+				})
+			}
+			rep := s.tree.SweepSince(b)
+			for _, d := range left {
+				if !slices.Contains(rep.Killed, int(d.pid)) || alive(d) {
+					t.Errorf("the turn's %d: killed %v, alive %v after SweepSince (report %+v)", d.pid, slices.Contains(rep.Killed, int(d.pid)), alive(d), rep)
+				}
+			}
+			if !alive(s.root) || !alive(s.helper) {
+				t.Error("the root or its helper is gone")
+			}
+		})
+	}
+}
+
+// splitEnv splits an environ (or cmdline) file into its entries.
 func splitEnv(b []byte) []string {
 	var env []string
 	for len(b) > 0 {

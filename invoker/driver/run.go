@@ -361,3 +361,12 @@ func (r *run) sweepSince(b proc.Baseline) proc.Report {
 	}
 	return r.tree.SweepSince(b)
 }
+
+// snapshot records the tree's parent links, unless it is reaped.
+func (r *run) snapshot() {
+	r.waitMu.Lock()
+	defer r.waitMu.Unlock()
+	if !r.waited {
+		r.tree.Snapshot()
+	}
+}

@@ -635,6 +635,10 @@ func (s *session) await(ctx context.Context, ts *turnState, res *invoker.Result,
 			s.halt(fmt.Errorf("%w (no turn interrupt grace) after %w", invoker.ErrInterruptIgnored, why))
 			return
 		}
+		// Record the tree's parent links before the interrupt breaks
+		// them (the tracking level finds the turn's orphans by them; at
+		// the cgroup level it does nothing).
+		r.snapshot()
 		r.decMu.Lock()
 		lines := func() (lines [][]byte) {
 			defer func() { recover() }()

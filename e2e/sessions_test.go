@@ -20,6 +20,12 @@ import (
 // pinned version is skipped, naming the reason; a missing CLI fails under
 // CI=true as everywhere in this package.
 func forEachSessionCLI(t *testing.T, f func(t *testing.T, r *rig, s invoker.Session)) {
+	forEachSessionCLIAt(t, "", f)
+}
+
+// forEachSessionCLIAt is forEachSessionCLI with the sessions opened at
+// permission perm ("" for the least under which each CLI's shell runs).
+func forEachSessionCLIAt(t *testing.T, perm invoker.Permission, f func(t *testing.T, r *rig, s invoker.Session)) {
 	for i := range clis {
 		c := &clis[i]
 		t.Run(c.name, func(t *testing.T) {
@@ -28,6 +34,9 @@ func forEachSessionCLI(t *testing.T, f func(t *testing.T, r *rig, s invoker.Sess
 				t.Skipf("%s declares no sessions at the pinned version (docs/session-protocols.md)", c.name)
 			}
 			req := invoker.Request{Workdir: r.workdir, Model: c.model, Permission: c.shell}
+			if perm != "" {
+				req.Permission = perm
+			}
 			if err := os.WriteFile(filepath.Join(r.workdir, "follow.log"), nil, 0o644); err != nil {
 				t.Fatal(err)
 			}
@@ -259,13 +268,15 @@ func TestInvokeResumesSession(t *testing.T) {
 	})
 }
 
-// A turn whose tool leaves a daemon behind (setsid tail -f FILE, which the
-// CLI's own interrupt does not reach: it left the CLI's session) and is
-// then cancelled leaves nothing: the daemon is gone when Turn returns, and
-// the session answers the next turn.
+// A turn whose tool starts a daemon (setsid tail -f FILE: a new session,
+// which the CLI's own interrupt does not reach) and is then cancelled
+// leaves nothing: the daemon is gone when Turn returns, and the session
+// answers the next turn. The sessions run unlimited: Claude Code 2.1.197
+// refuses setsid in its default mode ("runs its argument as a command —
+// cannot be statically analyzed").
 func TestSessionCancelSweepsDaemon(t *testing.T) {
-	forEachSessionCLI(t, func(t *testing.T, r *rig, s invoker.Session) {
-		r.srv.Enqueue(fakemodel.Shell("setsid "+longTool), fakemodel.Stall("waiting "), fakemodel.Answer("after the sweep"))
+	forEachSessionCLIAt(t, invoker.Unlimited, func(t *testing.T, r *rig, s invoker.Session) {
+		r.srv.Enqueue(fakemodel.Shell("setsid "+longTool), fakemodel.Answer("after the sweep"))
 		interruptWhen(t, s, "follow", "the daemon runs "+longTool, func() bool { return r.toolRunning(longTool) })
 		if r.toolRunning(longTool) {
 			t.Errorf("%q alive when the cancelled Turn returned, want it swept", longTool)

@@ -246,7 +246,9 @@ func TestWarmCancelInterruptsInProtocol(t *testing.T) {
 }
 
 func testWarmCancel(t *testing.T, cli, interrupt string) {
-	r := newWarmRig(t, cli, mcpadapter.WarmSessions{MaxSessions: 1}, fakeagent.Script{})
+	// Each turn leaves a grandchild, a setsid daemon and an env -i daemon:
+	// the cancelled call's are swept when the call returns.
+	r := newWarmRig(t, cli, mcpadapter.WarmSessions{MaxSessions: 1}, fakeagent.Script{TurnSpawns: true})
 	r.abandon()
 	first := r.ask("first", "")
 	wantText(t, "first call", first, turnText(1))
@@ -268,6 +270,7 @@ func testWarmCancel(t *testing.T, cli, interrupt string) {
 	if st := r.awaitFinished(); st != string(mcpadapter.StatusCancelled) {
 		t.Errorf("cancelled call: status %q, want cancelled", st)
 	}
+	assertTurnSwept(t, r.script.RecordDir, 2)
 	third := r.ask("third", first.SessionID)
 	wantText(t, "call after the cancel", third, turnText(3))
 	ps := r.agents()
@@ -499,4 +502,33 @@ func TestExampleServerWarm(t *testing.T) {
 		t.Errorf("the fake recorded %d processes, want one for both calls", n)
 	}
 	noSurvivors(t, s.Tag)
+}
+
+// assertTurnSwept checks that the processes turn n of a session left
+// (TurnSpawns) are gone. The env -i daemon is checked only where the runs
+// get cgroup containment: the tracking level cannot find it (README).
+func assertTurnSwept(t *testing.T, recordDir string, n int) {
+	t.Helper()
+	rec, err := fakeagent.ReadRecord(recordDir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cgroup := codex.New().Capabilities().Containment == "cgroup"
+	var left []fakeagent.Proc
+	for _, p := range rec.Turn(n) {
+		switch p.Role {
+		case "turn-grandchild", "turn-daemon":
+			left = append(left, p)
+		case "turn-envi-daemon":
+			if cgroup {
+				left = append(left, p)
+			}
+		}
+	}
+	if len(left) < 2 {
+		t.Fatalf("turn %d recorded %d of its lasting processes: %+v", n, len(left), rec.Turn(n))
+	}
+	if alive := (&fakeagent.Record{Procs: left}).Alive(); len(alive) > 0 {
+		t.Errorf("the processes of the cancelled call's turn %v are alive after the call returned", alive)
+	}
 }

@@ -8,7 +8,7 @@ import (
 	"slices"
 	"testing"
 
-	"github.com/clinvoke/clinvoke/internal/fakeagent/agenttest"
+	"github.com/clinvoke/clinvoke/internal/testkit/fakeagent/agenttest"
 	"github.com/clinvoke/clinvoke/invoker"
 )
 

@@ -6,7 +6,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/clinvoke/clinvoke/internal/golden"
+	"github.com/clinvoke/clinvoke/internal/testkit/golden"
 	"github.com/clinvoke/clinvoke/invoker"
 	"github.com/clinvoke/clinvoke/invoker/driver"
 )

@@ -3,7 +3,7 @@ package codex
 import (
 	"testing"
 
-	"github.com/clinvoke/clinvoke/internal/golden"
+	"github.com/clinvoke/clinvoke/internal/testkit/golden"
 	"github.com/clinvoke/clinvoke/invoker/driver"
 )
 

@@ -4,8 +4,8 @@ import (
 	"testing"
 
 	"github.com/clinvoke/clinvoke/codex"
-	"github.com/clinvoke/clinvoke/internal/fakeagent"
-	"github.com/clinvoke/clinvoke/internal/fakeagent/agenttest"
+	"github.com/clinvoke/clinvoke/internal/testkit/fakeagent"
+	"github.com/clinvoke/clinvoke/internal/testkit/fakeagent/agenttest"
 )
 
 // BenchmarkSession compares a warm session turn with a cold Invoke, and

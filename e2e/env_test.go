@@ -20,8 +20,8 @@ import (
 	"github.com/clinvoke/clinvoke/claude"
 	"github.com/clinvoke/clinvoke/codex"
 	"github.com/clinvoke/clinvoke/gemini"
-	"github.com/clinvoke/clinvoke/internal/fakemodel"
-	"github.com/clinvoke/clinvoke/internal/testenv"
+	"github.com/clinvoke/clinvoke/internal/testkit/fakemodel"
+	"github.com/clinvoke/clinvoke/internal/testkit/testenv"
 	"github.com/clinvoke/clinvoke/invoker"
 )
 

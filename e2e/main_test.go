@@ -12,7 +12,7 @@ import (
 
 	"go.uber.org/goleak"
 
-	"github.com/clinvoke/clinvoke/internal/fakeagent"
+	"github.com/clinvoke/clinvoke/internal/testkit/fakeagent"
 )
 
 // TestMain lets the test binary serve as the fake agent CLI that the host

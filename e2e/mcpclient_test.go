@@ -5,7 +5,7 @@ package e2e
 // examples/mcpserver driven by an MCP client that is not ours: the
 // official TypeScript SDK (@modelcontextprotocol/sdk, pinned in
 // package.json), run by mcpclient.mjs over stdio, streamable HTTP and
-// stateless HTTP. The agent underneath is the fake (internal/fakeagent,
+// stateless HTTP. The agent underneath is the fake (internal/testkit/fakeagent,
 // run by the examples/demo binary), with a tool tree of a grandchild and
 // a setsid daemon; after every step the test proves that no process of
 // the finished runs survived.
@@ -25,8 +25,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/clinvoke/clinvoke/internal/fakeagent"
-	"github.com/clinvoke/clinvoke/internal/testenv"
+	"github.com/clinvoke/clinvoke/internal/testkit/fakeagent"
+	"github.com/clinvoke/clinvoke/internal/testkit/testenv"
 	"github.com/clinvoke/clinvoke/mcpadapter"
 )
 

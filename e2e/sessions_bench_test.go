@@ -12,7 +12,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/clinvoke/clinvoke/internal/fakemodel"
+	"github.com/clinvoke/clinvoke/internal/testkit/fakemodel"
 	"github.com/clinvoke/clinvoke/invoker"
 )
 

@@ -11,7 +11,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/clinvoke/clinvoke/internal/fakemodel"
+	"github.com/clinvoke/clinvoke/internal/testkit/fakemodel"
 	"github.com/clinvoke/clinvoke/invoker"
 )
 

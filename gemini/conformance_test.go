@@ -6,8 +6,8 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/clinvoke/clinvoke/gemini"
-	"github.com/clinvoke/clinvoke/internal/fakeagent"
-	"github.com/clinvoke/clinvoke/internal/fakeagent/agenttest"
+	"github.com/clinvoke/clinvoke/internal/testkit/fakeagent"
+	"github.com/clinvoke/clinvoke/internal/testkit/fakeagent/agenttest"
 	"github.com/clinvoke/clinvoke/invoker/invokertest"
 )
 

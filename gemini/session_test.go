@@ -9,8 +9,8 @@ import (
 	"time"
 
 	"github.com/clinvoke/clinvoke/gemini"
-	"github.com/clinvoke/clinvoke/internal/fakeagent"
-	"github.com/clinvoke/clinvoke/internal/fakeagent/agenttest"
+	"github.com/clinvoke/clinvoke/internal/testkit/fakeagent"
+	"github.com/clinvoke/clinvoke/internal/testkit/fakeagent/agenttest"
 	"github.com/clinvoke/clinvoke/invoker"
 )
 

@@ -23,12 +23,12 @@ import (
 	"testing"
 	"time"
 
-	"github.com/clinvoke/clinvoke/internal/testenv"
+	"github.com/clinvoke/clinvoke/internal/testkit/testenv"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/clinvoke/clinvoke/codex"
-	"github.com/clinvoke/clinvoke/internal/fakeagent"
+	"github.com/clinvoke/clinvoke/internal/testkit/fakeagent"
 	"github.com/clinvoke/clinvoke/invoker"
 	"github.com/clinvoke/clinvoke/mcpadapter"
 )

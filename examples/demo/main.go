@@ -12,7 +12,7 @@
 // cancels the context, then prints what happened to the process tree: the
 // processes the fake started, the signals sent, and how many survived.
 //
-// Unlike the other examples it imports internal/fakeagent: the fake agent
+// Unlike the other examples it imports internal/testkit/fakeagent: the fake agent
 // is the point of the demo, and it is not part of the library's API.
 package main
 
@@ -30,7 +30,7 @@ import (
 	"github.com/clinvoke/clinvoke/claude"
 	"github.com/clinvoke/clinvoke/codex"
 	"github.com/clinvoke/clinvoke/gemini"
-	"github.com/clinvoke/clinvoke/internal/fakeagent"
+	"github.com/clinvoke/clinvoke/internal/testkit/fakeagent"
 	"github.com/clinvoke/clinvoke/invoker"
 )
 

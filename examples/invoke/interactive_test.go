@@ -9,7 +9,7 @@ import (
 	"testing"
 
 	"github.com/clinvoke/clinvoke/claude"
-	"github.com/clinvoke/clinvoke/internal/fakeagent"
+	"github.com/clinvoke/clinvoke/internal/testkit/fakeagent"
 	"github.com/clinvoke/clinvoke/invoker"
 )
 

@@ -19,7 +19,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/clinvoke/clinvoke/internal/testenv"
+	"github.com/clinvoke/clinvoke/internal/testkit/testenv"
 
 	"github.com/creack/pty"
 	"go.uber.org/goleak"

@@ -13,8 +13,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/clinvoke/clinvoke/internal/fakeagent"
-	"github.com/clinvoke/clinvoke/internal/testenv"
+	"github.com/clinvoke/clinvoke/internal/testkit/fakeagent"
+	"github.com/clinvoke/clinvoke/internal/testkit/testenv"
 	"github.com/clinvoke/clinvoke/invoker"
 )
 

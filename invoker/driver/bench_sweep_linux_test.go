@@ -3,11 +3,11 @@ package driver_test
 import (
 	"context"
 	"os"
-		"testing"
+	"testing"
 	"time"
 
 	"github.com/clinvoke/clinvoke/claude"
-	"github.com/clinvoke/clinvoke/internal/fakeagent"
+	"github.com/clinvoke/clinvoke/internal/testkit/fakeagent"
 	"github.com/clinvoke/clinvoke/invoker"
 	"github.com/clinvoke/clinvoke/invoker/driver"
 )

@@ -10,8 +10,8 @@ import (
 	"time"
 
 	"github.com/clinvoke/clinvoke/claude"
-	"github.com/clinvoke/clinvoke/internal/fakeagent"
-	"github.com/clinvoke/clinvoke/internal/testenv"
+	"github.com/clinvoke/clinvoke/internal/testkit/fakeagent"
+	"github.com/clinvoke/clinvoke/internal/testkit/testenv"
 	"github.com/clinvoke/clinvoke/invoker"
 )
 

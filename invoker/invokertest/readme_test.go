@@ -10,7 +10,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/clinvoke/clinvoke/internal/testenv"
+	"github.com/clinvoke/clinvoke/internal/testkit/testenv"
 )
 
 // The README's "Testing your code" snippet, copied as it stands into a

@@ -338,7 +338,7 @@ func write(w io.Writer, s samples, cpu string, raw []string, notes string) {
 		fmt.Fprintf(w, "| Load average after the run | %s |\n", l)
 	}
 	fmt.Fprintf(w, "\nEvery process-starting benchmark runs the test binary as the fake agent\n"+
-		"(internal/fakeagent). Each figure is the median over the runs counted in\n"+
+		"(internal/testkit/fakeagent). Each figure is the median over the runs counted in\n"+
 		"the last column; a ratio is the median of the ratios of paired runs, the\n"+
 		"target and its baseline run back to back (alternating which goes first).\n"+
 		"Indented rows are context without a target.\n\n")
@@ -413,7 +413,7 @@ const methods = `- **InvokeQuick / RawExecQuick** (invoker/bench_test.go): a fak
 - **Decode/{codex,gemini,claude}** (each backend's decode_bench_test.go):
   every captured stream in testdata/*.stdout, a fresh decoder per stream.
 - **Session/{codex,gemini,claude}/TurnVsInvoke** (each backend's
-  session_bench_test.go, through internal/fakeagent/agenttest's
+  session_bench_test.go, through internal/testkit/fakeagent/agenttest's
   BenchSessions): one session is opened on the fake agent and given a
   first turn; then in every iteration the same prompt runs as a turn of
   that session and as a cold Invoke (the fake started for it), back to

@@ -1,7 +1,7 @@
-// Command fakemodel serves a scripted internal/fakemodel.Server on 127.0.0.1
+// Command fakemodel serves a scripted internal/testkit/fakemodel.Server on 127.0.0.1
 // until interrupted, for probing a real agent CLI by hand:
 //
-//	go run ./internal/fakemodel/cmd/fakemodel -dump /tmp/reqs 'shell:echo hello' 'echo:done: '
+//	go run ./internal/testkit/fakemodel/cmd/fakemodel -dump /tmp/reqs 'shell:echo hello' 'echo:done: '
 //
 // It prints the base URLs, then one line per request received; with -dump
 // it also writes each request (headers and body) to a numbered file in that
@@ -29,7 +29,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/clinvoke/clinvoke/internal/fakemodel"
+	"github.com/clinvoke/clinvoke/internal/testkit/fakemodel"
 )
 
 func main() {

@@ -13,7 +13,7 @@ import (
 
 var update = flag.Bool("update", false, "rewrite the README's host snippets from Snippets(Example)")
 
-const readme = "../../README.md"
+const readme = "../../../README.md"
 
 // region matches one marked block of the README: its id and its content.
 var region = regexp.MustCompile("(?s)<!-- hostconfig:([a-z-]+) -->\n(.*?)<!-- /hostconfig -->")

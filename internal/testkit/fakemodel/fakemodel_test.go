@@ -15,8 +15,8 @@ import (
 
 	"go.uber.org/goleak"
 
-	"github.com/clinvoke/clinvoke/internal/fakemodel"
-	"github.com/clinvoke/clinvoke/internal/testenv"
+	"github.com/clinvoke/clinvoke/internal/testkit/fakemodel"
+	"github.com/clinvoke/clinvoke/internal/testkit/testenv"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }

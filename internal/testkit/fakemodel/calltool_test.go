@@ -4,7 +4,7 @@ import (
 	"encoding/json"
 	"testing"
 
-	"github.com/clinvoke/clinvoke/internal/fakemodel"
+	"github.com/clinvoke/clinvoke/internal/testkit/fakemodel"
 )
 
 // CallTool calls the named tool with the given arguments in each API's

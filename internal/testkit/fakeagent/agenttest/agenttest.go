@@ -1,5 +1,5 @@
 // Package agenttest runs the conformance suite of invoker/invokertest on a
-// backend of this module, with the fake agent (internal/fakeagent) playing
+// backend of this module, with the fake agent (internal/testkit/fakeagent) playing
 // the backend's CLI.
 //
 // The test binary doubles as the CLI, so the backend's TestMain must hand
@@ -20,7 +20,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/clinvoke/clinvoke/internal/fakeagent"
+	"github.com/clinvoke/clinvoke/internal/testkit/fakeagent"
 	"github.com/clinvoke/clinvoke/invoker"
 	"github.com/clinvoke/clinvoke/invoker/invokertest"
 )

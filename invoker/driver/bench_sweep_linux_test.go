@@ -18,18 +18,24 @@ import (
 // daemon and an env -i daemon and then stalls, cancelled at its first
 // message, with the sweep (the engine's behaviour) and without it, back
 // to back in every iteration (alternating which goes first). It reports
-// the medians (sweep-ms, nosweep-ms) and their ratio (sweep-x). The
-// processes the unswept turns leave are killed by pid between iterations,
-// outside the timed part.
+// the medians (sweep-ms, nosweep-ms) and their ratio (sweep-x). The two
+// sessions run on one Invoker, the second without the sweep; the
+// processes its turns leave are killed by pid between iterations, outside
+// the timed part.
 func BenchmarkCancelledTurnSweep(b *testing.B) {
 	s := fakeagent.Script{Flavor: fakeagent.Claude, TurnSpawns: true, RecordDir: b.TempDir(), Tag: fakeagent.NewTag()}
 	inv := claude.New(invoker.Options{Binary: os.Args[0], InterruptGrace: 500 * time.Millisecond, TerminateGrace: 500 * time.Millisecond})
-	sess, err := inv.OpenSession(context.Background(), invoker.SessionRequest{Workdir: b.TempDir(), Env: s.Env()})
-	if err != nil {
-		b.Fatalf("OpenSession() error = %v", err)
+	open := func(inv invoker.Invoker) invoker.Session {
+		sess, err := inv.OpenSession(context.Background(), invoker.SessionRequest{Workdir: b.TempDir(), Env: s.Env()})
+		if err != nil {
+			b.Fatalf("OpenSession() error = %v", err)
+		}
+		return sess
 	}
+	swept, kept := open(inv), open(driver.WithoutCancelledSweep(inv))
 	defer func() {
-		sess.Close()
+		swept.Close()
+		kept.Close()
 		if rec, err := fakeagent.ReadRecord(s.RecordDir); err == nil {
 			rec.Kill()
 		}
@@ -38,7 +44,10 @@ func BenchmarkCancelledTurnSweep(b *testing.B) {
 		}
 	}()
 	turn := func(sweep bool) time.Duration {
-		defer driver.SetSweepCancelled(sweep)()
+		sess := kept
+		if sweep {
+			sess = swept
+		}
 		ctx, cancel := context.WithCancel(context.Background())
 		defer cancel()
 		var at time.Time

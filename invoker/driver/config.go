@@ -38,6 +38,9 @@ type config struct {
 	containment       string
 	cgroupParent      string
 	sweepTurns        bool
+	// keepCancelled skips the sweep of cancelled turns; only the
+	// benchmark of the sweep's cost sets it (export_test.go).
+	keepCancelled bool
 }
 
 // merge returns opts folded into one: each non-zero field of a later

@@ -1,9 +1,13 @@
 package driver
 
-// SetSweepCancelled turns the sweep of cancelled turns on or off, for the
-// benchmark of its cost, and returns a function that restores it.
-func SetSweepCancelled(on bool) (restore func()) {
-	old := sweepCancelled
-	sweepCancelled = on
-	return func() { sweepCancelled = old }
+import "github.com/clinvoke/clinvoke/invoker"
+
+// WithoutCancelledSweep returns an Invoker like inv, an Invoker of this
+// package, whose sessions do not sweep cancelled turns: the baseline of
+// the benchmark that measures what the sweep costs.
+func WithoutCancelledSweep(inv invoker.Invoker) invoker.Invoker {
+	e := inv.(*engine)
+	n := &engine{b: e.b, cfg: e.cfg}
+	n.cfg.keepCancelled = true
+	return n
 }

@@ -606,7 +606,7 @@ func (s *session) await(ctx context.Context, ts *turnState, res *invoker.Result,
 		if res.SessionID == "" {
 			res.SessionID = s.ID()
 		}
-		if (cause != nil && sweepCancelled) || s.cfg.sweepTurns {
+		if (cause != nil && !s.cfg.keepCancelled) || s.cfg.sweepTurns {
 			s.sweepTurn(ts, cause)
 		}
 		res.Stderr = r.tail.String()
@@ -755,10 +755,6 @@ func (s *session) turnOutcome() (out Outcome) {
 	}()
 	return s.proto.Outcome(s.r.tail.String())
 }
-
-// sweepCancelled is whether a cancelled turn is swept: always, but for the
-// benchmark that measures what the sweep costs (export_test.go).
-var sweepCancelled = true
 
 // sweepTurn kills every process the turn ts added to the tree and that is
 // still running: after a turn that was cancelled or timed out (why is not

@@ -346,6 +346,12 @@ func (d *decoder) finish(l line, ev func(invoker.EventKind) invoker.Event) []inv
 	if d.resultErr != nil {
 		e := ev(invoker.KindError)
 		e.Text = d.resultErr.Message
+		if l.Subtype == "error_during_execution" && strings.HasPrefix(e.Text, "[ede_diagnostic]") {
+			// Claude Code's diagnostic of a turn it aborted (2.1.197
+			// prints it for every interrupted turn): what ended the turn
+			// is the interrupt, not a failure to show.
+			e.Kind = invoker.KindWarning
+		}
 		evs = append(evs, e)
 	}
 	if l.Usage != nil {

@@ -215,3 +215,22 @@ func TestEmptyResult(t *testing.T) {
 		})
 	}
 }
+
+// The diagnostic Claude Code prints in the result of every turn it aborted
+// is a warning, not an error event: the interrupt ended the turn. Any
+// other failure of an aborted turn stays an error.
+func TestInterruptDiagnosticIsAWarning(t *testing.T) {
+	for _, tt := range []struct {
+		msg  string
+		want invoker.EventKind
+	}{
+		{"[ede_diagnostic] result_type=user last_content_type=n/a stop_reason=tool_use", invoker.KindWarning},
+		{"Request was aborted.", invoker.KindError},
+	} {
+		evs := golden.DecodeAll(t, newDecoder(),
+			`{"type":"result","subtype":"error_during_execution","is_error":true,"num_turns":3,"errors":["`+tt.msg+`"],`+sid+`}`)
+		if kinds := golden.Kinds(evs); !slices.Contains(kinds, tt.want) || (tt.want == invoker.KindWarning && slices.Contains(kinds, invoker.KindError)) {
+			t.Errorf("%q: kinds = %v, want a %v event", tt.msg, kinds, tt.want)
+		}
+	}
+}

@@ -216,7 +216,9 @@ func quoteStart(b []byte) string {
 // skippedError describes the stdout lines skipped over the line limit, or
 // returns nil if none was. It matches ErrLineTooLong.
 func (r *run) skippedError() *lineTooLongError {
-	if r.skipped == 0 {
+	if r.skipped == 0 || r.onSkip != nil {
+		// A driver that learns of skipped lines (a session) reports them
+		// with the turn they belong to.
 		return nil
 	}
 	return &lineTooLongError{n: r.skipped, longest: r.skippedMax, max: r.e.cfg.maxLineSize}

@@ -182,8 +182,12 @@ func (e *engine) OpenSession(ctx context.Context, req invoker.SessionRequest) (i
 		}
 		if p := s.stopCause.Load(); p != nil && ctx.Err() == nil && errors.Is(err, context.Canceled) {
 			// The session stopped itself: say why, not that its ladder
-			// was started by a cancel.
+			// was started by a cancel; Close's stop of a turn in flight
+			// is what the caller asked for.
 			err = *p
+			if err == errClosedInFlight {
+				err = nil
+			}
 		}
 		s.err = err
 		stop(nil)
@@ -280,16 +284,21 @@ func (d *sessionDecoder) Decode(line []byte) ([]invoker.Event, error) {
 
 func (d *sessionDecoder) Stderr(line []byte) error { return d.s.proto.Stderr(line) }
 
-// Outcome of the whole process: a CLI that exits 0 at the end of its input
-// (Close), with no turn in flight and nothing stopping it, ended well. An
-// exit 0 at any other time is not (Gemini exits 0 on the SIGINT that a
-// fatal error of the protocol brings).
+// Outcome of the whole process: a CLI that exits at the end of its input
+// (Close), with no turn in flight and nothing stopping it, ended well,
+// whatever its status (Claude Code exits 1 there after an interrupted
+// turn). An exit at any other time is not, status 0 included (Gemini exits
+// 0 on the SIGINT that a fatal error of the protocol brings).
 func (d *sessionDecoder) Outcome(exitCode int, stderr string) Outcome {
 	s := d.s
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return Outcome{SessionID: s.id, Success: exitCode == 0 && s.eof && s.cur == nil && s.r.ctx.Err() == nil}
+	return Outcome{SessionID: s.id, Success: s.eof && s.cur == nil && s.r.ctx.Err() == nil}
 }
+
+// errClosedInFlight is why Close stops a session with a turn in flight:
+// the caller's own doing, so Err and Close report no error for it.
+var errClosedInFlight = fmt.Errorf("%w by Close with a turn in flight", invoker.ErrSessionClosed)
 
 // dispatch is the run's OnEvent: it hands the events to the turn in
 // flight, and ends the turn after its last event. Lines printed between
@@ -404,9 +413,11 @@ func (s *session) Err() error {
 // end of the conversation for every CLI, and waits the interrupt grace
 // (invoker.Options.TurnInterruptGrace) for it to exit; a turn in flight, or a CLI that
 // does not exit in time, gets the signal ladder at once, and the turn
-// returns an error matching ErrSessionClosed. Close returns nil when the
-// tree ended that way; when the session had already ended for another
-// reason, it returns that reason (as Err). Close may be called more than
+// returns an error matching ErrSessionClosed. Close returns what Err
+// returns then: nil when the tree ended that way (whatever the CLI's exit
+// status at the end of its input), the reason when the CLI had to be
+// stopped with the ladder between turns, or when the session had already
+// ended for another reason. Close may be called more than
 // once, from any goroutine but one: not from a TurnRequest.OnEvent
 // callback, which would wait for the tree while the tree's output waits
 // for the callback (cancel the turn's context there instead).
@@ -426,7 +437,7 @@ func (s *session) Close() error {
 		default:
 		}
 		if busy {
-			s.halt(fmt.Errorf("%w by Close with a turn in flight", invoker.ErrSessionClosed))
+			s.halt(errClosedInFlight)
 		} else {
 			s.signal()
 			exited := false
@@ -444,6 +455,7 @@ func (s *session) Close() error {
 			}
 		}
 		<-s.done
+		s.closeErr = s.Err() // Close and Err agree
 	})
 	<-s.done
 	return s.closeErr

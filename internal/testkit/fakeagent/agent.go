@@ -50,6 +50,7 @@ type agent struct {
 	limits  limits         // flags of structured answers and limits (structured.go)
 	helper  *sessionHelper // Script.SessionHelper, in a session
 	stopped bool           // a limit ended the turn: exit status 1
+	aborted bool           // the session turn in progress was interrupted
 }
 
 // run runs the fake agent and returns its exit status.

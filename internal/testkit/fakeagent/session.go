@@ -81,6 +81,7 @@ func (a *agent) claudeSession(rec recorder) int {
 	intr := make(chan string, 64)
 	eof := make(chan struct{})
 	go a.readSession(rec, users, intr, eof)
+	interrupted := false // a turn was aborted: the exit status at the end of input is 1
 	for n := 1; ; n++ {
 		var prompt string
 	wait:
@@ -97,13 +98,20 @@ func (a *agent) claudeSession(rec recorder) int {
 				case prompt = <-users:
 					break wait
 				default:
+					// Claude Code 2.1.197 exits 1 at the end of its
+					// input after a turn it aborted.
+					if interrupted {
+						return 1
+					}
 					return 0
 				}
 			}
 		}
-		if code, exit := a.sessionTurn(n, prompt, intr); exit {
+		code, exit := a.sessionTurn(n, prompt, intr)
+		if exit {
 			return code
 		}
+		interrupted = interrupted || a.aborted
 	}
 }
 
@@ -212,7 +220,9 @@ func (a *agent) sessionTurn(n int, prompt string, intr <-chan string) (code int,
 			}
 		}
 	}
+	a.aborted = false
 	interrupted := func() (int, bool) {
+		a.aborted = true
 		a.emit(obj{{"type", "user"}, {"message", obj{{"role", "user"}, {"content", []obj{{
 			{"type", "text"}, {"text", "[Request interrupted by user]"},
 		}}}}}, {"parent_tool_use_id", nil}, {"session_id", a.sid}, {"uuid", uuid4()}})

@@ -243,6 +243,14 @@ func (su *sessionSuite) interruptKeepsSession(t *testing.T) {
 	if n := g.agents(); n != 1 {
 		t.Errorf("the session started %d CLI processes, want 1", n)
 	}
+	// Claude Code exits 1 at the end of its input after an aborted turn:
+	// the session still ended as asked, and Close and Err agree.
+	if err := s.Close(); err != nil {
+		t.Errorf("Close() after an interrupted turn = %v, want nil", err)
+	}
+	if err := s.Err(); err != nil {
+		t.Errorf("Err() after Close = %v, want nil as Close said", err)
+	}
 }
 
 // A CLI that ignores the interrupt gets the ladder: the session is closed,

@@ -1,5 +1,7 @@
 package invoker
 
+import "strings"
+
 // Capabilities says which optional Request fields a CLI honours, whether it
 // can hold a Session, and how this machine contains its runs. Each backend
 // declares the fields once; Invoke and OpenSession refuse a request that
@@ -91,16 +93,22 @@ func (c Capabilities) fields() []capability {
 	}
 }
 
-// String lists the supported optional fields by their Request field
-// names, as in "Capabilities{Model SessionID SystemPrompt}".
+// String lists what the CLI supports by the names of c's fields, as in
+// "Capabilities{Model Resume SystemPrompt Sessions}": the supported
+// optional fields and Sessions. (The containment level, a fact of the
+// machine, is in the Containment field.)
 func (c Capabilities) String() string {
-	s := "Capabilities{"
-	sep := ""
-	for _, f := range c.fields() {
+	var parts []string
+	for _, f := range []struct {
+		name string
+		ok   bool
+	}{
+		{"Model", c.Model}, {"Resume", c.Resume}, {"Images", c.Images}, {"SystemPrompt", c.SystemPrompt},
+		{"OutputSchema", c.OutputSchema}, {"MaxTurns", c.MaxTurns}, {"MaxBudget", c.MaxBudget}, {"Sessions", c.Sessions},
+	} {
 		if f.ok {
-			s += sep + f.name
-			sep = " "
+			parts = append(parts, f.name)
 		}
 	}
-	return s + "}"
+	return "Capabilities{" + strings.Join(parts, " ") + "}"
 }

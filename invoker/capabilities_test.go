@@ -28,4 +28,8 @@ func TestCapabilities(t *testing.T) {
 	if got, want := c.String(), "Capabilities{Model SystemPrompt}"; got != want {
 		t.Errorf("String() = %q, want %q", got, want)
 	}
+	c.Resume, c.Sessions, c.Containment = true, true, "cgroup"
+	if got, want := c.String(), "Capabilities{Model Resume SystemPrompt Sessions}"; got != want {
+		t.Errorf("String() = %q, want %q: Resume and Sessions by their names", got, want)
+	}
 }

@@ -206,8 +206,8 @@ func ExampleCapabilities() {
 	})
 	fmt.Println(errors.Is(err, invoker.ErrUnsupported), errors.Is(err, errors.ErrUnsupported))
 	// Output:
-	// codex Capabilities{Model SessionID Images SystemPrompt OutputSchema} images: true
-	// gemini Capabilities{Model SessionID} images: false
+	// codex Capabilities{Model Resume Images SystemPrompt OutputSchema Sessions} images: true
+	// gemini Capabilities{Model Resume Sessions} images: false
 	// true true
 }
 

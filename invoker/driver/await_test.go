@@ -18,8 +18,8 @@ import (
 // newTestRun returns a run with just what awaitReaders and watchedFile
 // need, and the given wait delay.
 func newTestRun(delay time.Duration) *run {
-	e := &engine{cfg: newConfig([]invoker.Options{{WaitDelay: delay}})}
-	return &run{e: e, start: time.Now(), log: slog.New(slog.DiscardHandler)}
+	cfg := newConfig([]invoker.Options{{WaitDelay: delay}})
+	return &run{cfg: &cfg, start: time.Now(), log: slog.New(slog.DiscardHandler)}
 }
 
 // newDrainRun returns a test run reading stdout, with a stderr that has

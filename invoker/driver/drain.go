@@ -24,7 +24,7 @@ import (
 // reader waits on an empty pipe, whatever arrives later. It reports
 // whether it had to close a stream.
 func (r *run) awaitReaders(stdoutDone, stderrDone <-chan struct{}) (cut bool) {
-	delay := r.e.cfg.waitDelay
+	delay := r.cfg.waitDelay
 	timer := time.NewTimer(delay)
 	defer timer.Stop()
 	streams := []struct {

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"runtime"
 	"time"
 
 	"github.com/clinvoke/clinvoke/invoker"
@@ -79,7 +78,7 @@ func (e *engine) Invoke(ctx context.Context, req invoker.Request) (*invoker.Resu
 		return fail(ctxError(ctx))
 	}
 	r := &run{
-		e: e, ctx: ctx, workdir: req.Workdir, env: req.Env, cmd: cmd, path: path,
+		cli: e.b.Name(), cfg: &e.cfg, ctx: ctx, workdir: req.Workdir, env: req.Env, cmd: cmd, path: path,
 		start: start, res: res, schema: schema,
 		dec: e.b.NewDecoder(&req), onEvent: req.OnEvent,
 	}
@@ -88,14 +87,7 @@ func (e *engine) Invoke(ctx context.Context, req invoker.Request) (*invoker.Resu
 	}
 	err = r.execute()
 	res.Duration = time.Since(start)
-	if r.panicked.Load() {
-		// The tree is reaped; hand the caller's panic (or Goexit, as from
-		// t.FailNow in OnEvent) back to the goroutine that called Invoke.
-		if r.goexit {
-			runtime.Goexit()
-		}
-		panic(r.panicVal)
-	}
+	r.reraise()
 	if err != nil {
 		return res, &cliError{CLI: e.b.Name(), Err: err}
 	}

@@ -23,9 +23,9 @@ var nestedBreakers = []string{"CLAUDECODE"}
 // environ builds a run's environment: the host's (filtered by
 // invoker.Options.InheritEnv, minus nestedBreakers and cmd.Unset), then invoker.Options.Env, the backend's variables,
 // Request.Env and the run marker, later entries overriding earlier ones.
-func (e *engine) environ(cmd *Command, reqEnv []string, marker string) []string {
+func environ(cfg *config, cmd *Command, reqEnv []string, marker string) []string {
 	var env envList
-	keep := e.cfg.inheritEnv
+	keep := cfg.inheritEnv
 	for _, kv := range os.Environ() {
 		k, _, _ := strings.Cut(kv, "=")
 		if k == "" || envKey(k) == envKey(MarkerVar) || hasKey(nestedBreakers, k) || hasKey(cmd.Unset, k) {
@@ -36,7 +36,7 @@ func (e *engine) environ(cmd *Command, reqEnv []string, marker string) []string 
 		}
 		env.set(kv)
 	}
-	for _, list := range [][]string{e.cfg.env, cmd.Env, reqEnv} {
+	for _, list := range [][]string{cfg.env, cmd.Env, reqEnv} {
 		for _, kv := range list {
 			env.set(kv)
 		}

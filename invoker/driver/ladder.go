@@ -2,11 +2,9 @@ package driver
 
 import (
 	"errors"
-	"fmt"
 	"time"
 
 	"github.com/clinvoke/clinvoke/internal/proc"
-	"github.com/clinvoke/clinvoke/invoker"
 )
 
 // supervise waits until the root process exits. Meanwhile it watches the
@@ -14,24 +12,15 @@ import (
 // cancellation ladder when one of them fires. It returns why the run was
 // stopped, or nil if the CLI exited by itself.
 func (r *run) supervise() error {
-	cfg := &r.e.cfg
+	cfg := r.cfg
 	var stopErr error
 	ctxDone := r.ctx.Done()
 	fatal := r.fatal
 	panicCh := r.panicCh
 
-	var firstTimer, idleTimer <-chan time.Time
-	if cfg.firstEventTimeout > 0 {
-		t := time.NewTimer(cfg.firstEventTimeout)
-		defer t.Stop()
-		firstTimer = t.C
-	}
-	var idle *time.Timer
-	if cfg.idleTimeout > 0 {
-		idle = time.NewTimer(cfg.idleTimeout)
-		defer idle.Stop()
-		idleTimer = idle.C
-	}
+	// The run's one turn has the turn timeouts a session's turns have.
+	timers := newTurnTimers(cfg, r)
+	defer timers.stop()
 	firstEvent := r.firstEvent
 
 	// The ladder: interrupt, then terminate, then kill, each step after the
@@ -111,21 +100,15 @@ func (r *run) supervise() error {
 			r.log.Debug("signal", "pid", r.tree.Pid(), "signal", proc.Kill.String(), "reason", "OnEvent panicked")
 			r.tree.Kill()
 		case <-firstEvent:
-			firstEvent, firstTimer = nil, nil
-		case <-firstTimer:
-			firstTimer = nil
-			select {
-			case <-firstEvent: // it came in time after all
-			default:
-				stop(fmt.Errorf("%w (%v)", invoker.ErrFirstEventTimeout, cfg.firstEventTimeout))
+			firstEvent = nil
+			timers.firstEvent()
+		case <-timers.firstC:
+			if err := timers.firstDue(r.firstEvent); err != nil {
+				stop(err)
 			}
-		case <-idleTimer:
-			quiet := r.quiet()
-			if quiet >= cfg.idleTimeout {
-				idleTimer = nil
-				stop(fmt.Errorf("%w (%v)", invoker.ErrIdleTimeout, cfg.idleTimeout))
-			} else {
-				idle.Reset(cfg.idleTimeout - quiet)
+		case <-timers.idleC:
+			if err := timers.idleDue(); err != nil {
+				stop(err)
 			}
 		case <-ladderC:
 			ladderC = nil

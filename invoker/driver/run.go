@@ -28,7 +28,8 @@ import (
 // writer of standard input and the receiver of events. Nothing in a run is
 // shared with other calls.
 type run struct {
-	e       *engine
+	cli     string  // the CLI's name, for the log
+	cfg     *config // the driver's: a session's has no turn timeouts
 	ctx     context.Context
 	workdir string
 	env     []string // Request.Env
@@ -98,8 +99,8 @@ type run struct {
 // execute starts the CLI, streams its output, stops it when asked, sweeps
 // its tree and fills r.res. It returns the run's error, if any.
 func (r *run) execute() error {
-	cfg := &r.e.cfg
-	r.log = cfg.logger.With("cli", r.e.b.Name())
+	cfg := r.cfg
+	r.log = cfg.logger.With("cli", r.cli)
 	r.tail = jsonl.NewTail(cfg.stderrTail)
 	r.fatal = make(chan error, 1)
 	r.firstEvent = make(chan struct{})
@@ -185,7 +186,7 @@ func (r *run) verdict(out Outcome, stopErr error, st proc.State, werr error) err
 		e.lost = append(e.lost, skipped)
 	}
 	if r.waitDelayed {
-		e.lost = append(e.lost, fmt.Errorf("output streams closed at the wait delay (%v) while a process outside the run held them open: the terminal event may have come after (Result.OutputCut)", r.e.cfg.waitDelay))
+		e.lost = append(e.lost, fmt.Errorf("output streams closed at the wait delay (%v) while a process outside the run held them open: the terminal event may have come after (Result.OutputCut)", r.cfg.waitDelay))
 	}
 	return e
 }
@@ -221,7 +222,7 @@ func (r *run) skippedError() *lineTooLongError {
 		// with the turn they belong to.
 		return nil
 	}
-	return &lineTooLongError{n: r.skipped, longest: r.skippedMax, max: r.e.cfg.maxLineSize}
+	return &lineTooLongError{n: r.skipped, longest: r.skippedMax, max: r.cfg.maxLineSize}
 }
 
 // lineTooLongError is ErrLineTooLong with the size of what was skipped.

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"runtime"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -92,7 +91,7 @@ func (s *session) skippedError(t *turnState) *lineTooLongError {
 	if t.skipped == 0 {
 		return nil
 	}
-	return &lineTooLongError{n: t.skipped, longest: t.skippedMax, max: s.r.e.cfg.maxLineSize}
+	return &lineTooLongError{n: t.skipped, longest: t.skippedMax, max: s.r.cfg.maxLineSize}
 }
 
 // OpenSession implements invoker.Invoker for every backend; backends
@@ -156,7 +155,8 @@ func (e *engine) OpenSession(ctx context.Context, req invoker.SessionRequest) (i
 	rcfg := e.cfg
 	rcfg.firstEventTimeout, rcfg.idleTimeout = 0, 0
 	r := &run{
-		e:       &engine{b: e.b, cfg: rcfg},
+		cli:     e.b.Name(),
+		cfg:     &rcfg,
 		ctx:     runCtx,
 		workdir: req.Workdir,
 		env:     req.Env,
@@ -582,12 +582,7 @@ func (s *session) await(ctx context.Context, ts *turnState, res *invoker.Result,
 	// turn, if it ended it.
 	gone := func(err error) (*invoker.Result, error) {
 		<-s.done
-		if r.panicked.Load() {
-			if r.goexit {
-				runtime.Goexit()
-			}
-			panic(r.panicVal)
-		}
+		r.reraise()
 		res.ExitCode = r.res.ExitCode
 		res.Stderr = r.res.Stderr
 		if out := s.turnOutcome(); out.Text != "" {
@@ -684,16 +679,13 @@ func (s *session) await(ctx context.Context, ts *turnState, res *invoker.Result,
 			timers.firstEvent()
 
 		case <-timers.firstC:
-			timers.firstC = nil
-			select {
-			case <-ts.first: // it came in time after all
-			default:
-				interrupt(fmt.Errorf("%w (%v)", invoker.ErrFirstEventTimeout, s.cfg.firstEventTimeout))
+			if err := timers.firstDue(ts.first); err != nil {
+				interrupt(err)
 			}
 
 		case <-timers.idleC:
-			if timers.idleDue() {
-				interrupt(fmt.Errorf("%w (%v)", invoker.ErrIdleTimeout, s.cfg.idleTimeout))
+			if err := timers.idleDue(); err != nil {
+				interrupt(err)
 			}
 
 		case <-graceC:
@@ -703,56 +695,6 @@ func (s *session) await(ctx context.Context, ts *turnState, res *invoker.Result,
 			s.halt(fmt.Errorf("%w (%v) after %w", invoker.ErrInterruptIgnored, s.cfg.turnGrace, cause))
 		}
 	}
-}
-
-// turnTimers are a turn's first-event and idle timeouts.
-type turnTimers struct {
-	r             *run
-	idle          time.Duration
-	first, idleT  *time.Timer
-	firstC, idleC <-chan time.Time
-}
-
-func newTurnTimers(cfg *config, r *run) *turnTimers {
-	t := &turnTimers{r: r, idle: cfg.idleTimeout}
-	if d := cfg.firstEventTimeout; d > 0 {
-		t.first = time.NewTimer(d)
-		t.firstC = t.first.C
-	}
-	if t.idle > 0 {
-		t.idleT = time.NewTimer(t.idle)
-		t.idleC = t.idleT.C
-	}
-	return t
-}
-
-// firstEvent stops the first-event timeout: the turn's first event came.
-func (t *turnTimers) firstEvent() {
-	if t.first != nil {
-		t.first.Stop()
-		t.firstC = nil
-	}
-}
-
-// idleDue reports whether the CLI has been silent for the idle timeout,
-// and if not, sets the timer for the rest of it.
-func (t *turnTimers) idleDue() bool {
-	quiet := t.r.quiet()
-	if quiet >= t.idle {
-		t.idleC = nil
-		return true
-	}
-	t.idleT.Reset(t.idle - quiet)
-	return false
-}
-
-func (t *turnTimers) stop() {
-	for _, tm := range []*time.Timer{t.first, t.idleT} {
-		if tm != nil {
-			tm.Stop()
-		}
-	}
-	t.firstC, t.idleC = nil, nil
 }
 
 // turnOutcome asks the protocol what a turn cut short by the end of the

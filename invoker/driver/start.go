@@ -14,7 +14,7 @@ import (
 
 // startTree creates the run's streams and starts the root process.
 func (r *run) startTree() (err error) {
-	cfg := &r.e.cfg
+	cfg := r.cfg
 	want, err := cfg.want()
 	if err != nil {
 		return err
@@ -23,7 +23,7 @@ func (r *run) startTree() (err error) {
 	attr := &proc.Attr{
 		Path:      r.path,
 		Args:      append([]string{r.path}, r.cmd.Args...),
-		Env:       r.e.environ(r.cmd, r.env, marker),
+		Env:       environ(r.cfg, r.cmd, r.env, marker),
 		Dir:       r.workdir,
 		Marker:    marker,
 		Subreaper: cfg.subreaper,

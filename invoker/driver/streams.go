@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"runtime"
 	"runtime/debug"
 
 	"github.com/clinvoke/clinvoke/internal/jsonl"
@@ -19,7 +20,7 @@ const junkMax = 200
 
 // readStdout decodes stdout line by line and delivers the events.
 func (r *run) readStdout() {
-	rd := jsonl.NewReader(r.stdoutW, r.e.cfg.maxLineSize)
+	rd := jsonl.NewReader(r.stdoutW, r.cfg.maxLineSize)
 	for {
 		line, err := rd.ReadLine()
 		if err != nil {
@@ -190,4 +191,17 @@ func (r *run) writePrompt() {
 		r.log.Debug("writing the prompt", "err", err)
 	}
 	r.stdin.Close()
+}
+
+// reraise hands a panic (or runtime.Goexit, as from t.FailNow) of OnEvent
+// back to the goroutine that called Invoke or Turn, once the tree is
+// reaped; it returns when OnEvent did neither.
+func (r *run) reraise() {
+	if !r.panicked.Load() {
+		return
+	}
+	if r.goexit {
+		runtime.Goexit()
+	}
+	panic(r.panicVal)
 }

@@ -1,0 +1,315 @@
+package driver
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/clinvoke/clinvoke/internal/jsonl"
+	"github.com/clinvoke/clinvoke/internal/proc"
+	"github.com/clinvoke/clinvoke/invoker"
+)
+
+// A session's turns: Turn checks the turn as a one-turn run is checked,
+// sends it in the protocol, waits for its end (interrupting it when its
+// context is done or a timeout fires), sweeps what a cancelled turn left,
+// and gives its verdict with decide, as a run does.
+
+// turnState is one turn's link between the reader and Turn.
+type turnState struct {
+	req       *invoker.TurnRequest
+	first     chan struct{} // closed at the turn's first event that is not a warning
+	firstOnce sync.Once
+	ended     chan struct{} // closed after the turn's last event was delivered
+	out       Outcome       // set by the reader before ended is closed
+	// last is set by the reader when the protocol reported the end of the
+	// turn: the next KindDone event delivered is the turn's last.
+	last bool
+	// base is the tree's members before the turn (baseOK false when the
+	// tree was already reaped): a sweep kills what the turn added.
+	base   proc.Baseline
+	baseOK bool
+	// skipped counts the stdout lines skipped over the line limit during
+	// the turn, the longest of them skippedMax bytes (guarded by the
+	// session's mu).
+	skipped    int
+	skippedMax int64
+}
+
+// skippedLine is the run's onSkip: a line skipped during a turn makes the
+// turn fail with ErrLineTooLong, as it makes a one-turn run fail.
+func (s *session) skippedLine(size int64) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if t := s.cur; t != nil {
+		t.skipped++
+		t.skippedMax = max(t.skippedMax, size)
+	}
+}
+
+// skippedError describes the lines skipped during the turn t, or returns
+// nil if none was.
+func (s *session) skippedError(t *turnState) *lineTooLongError {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if t.skipped == 0 {
+		return nil
+	}
+	return &lineTooLongError{n: t.skipped, longest: t.skippedMax, max: s.r.cfg.maxLineSize}
+}
+
+// Turn implements invoker.Session. Its checks are those of the turn of a
+// one-turn run, and its verdict is the same function's (decide).
+func (s *session) Turn(ctx context.Context, t invoker.TurnRequest) (*invoker.Result, error) {
+	start := time.Now()
+	res := &invoker.Result{ExitCode: -1, Containment: s.r.res.Containment}
+	fail := func(err error) (*invoker.Result, error) {
+		res.Duration = time.Since(start)
+		res.SessionID = s.ID()
+		return res, &cliError{CLI: s.cli, Err: err}
+	}
+	if !s.busy.CompareAndSwap(false, true) {
+		return fail(invoker.ErrTurnInProgress)
+	}
+	defer s.busy.Store(false)
+	if err := checkTurn(&t); err != nil {
+		return fail(err)
+	}
+	full := s.sreq.Request(t)
+	if err := s.e.checkSupported(&full); err != nil {
+		return fail(err)
+	}
+	if err := validateImages(t.Images); err != nil {
+		return fail(err)
+	}
+	s.mu.Lock()
+	closing := s.closing
+	s.mu.Unlock()
+	select {
+	case <-s.done:
+		return fail(s.closedError())
+	default:
+		if closing {
+			return fail(s.closedError())
+		}
+	}
+	if err := ctx.Err(); err != nil {
+		return fail(err)
+	}
+
+	ts := &turnState{req: &t, first: make(chan struct{}), ended: make(chan struct{})}
+	r := s.r
+	// What runs now, with the CLI idle between turns, is what it keeps
+	// across turns; what the turn adds is swept when it is cancelled.
+	ts.base, ts.baseOK = r.baseline()
+	r.decMu.Lock()
+	lines, err := func() (lines [][]byte, err error) {
+		defer func() {
+			if p := recover(); p != nil {
+				err = fmt.Errorf("the session protocol failed to start a turn: %v", p)
+			}
+		}()
+		return s.proto.StartTurn(&t)
+	}()
+	if err == nil {
+		s.mu.Lock()
+		s.cur = ts
+		s.mu.Unlock()
+	}
+	r.decMu.Unlock()
+	if err != nil {
+		if !errors.Is(err, invoker.ErrInvalidRequest) {
+			err = fmt.Errorf("%w: %w", invoker.ErrInvalidRequest, err)
+		}
+		return fail(err)
+	}
+	defer func() {
+		s.mu.Lock()
+		if s.cur == ts {
+			s.cur = nil
+		}
+		s.mu.Unlock()
+	}()
+	s.write(lines...)
+
+	return s.await(ctx, ts, res, start)
+}
+
+// await waits for the end of the turn ts, interrupting it when ctx is done
+// or a timeout fires, and fills res.
+func (s *session) await(ctx context.Context, ts *turnState, res *invoker.Result, start time.Time) (*invoker.Result, error) {
+	r := s.r
+	fail := func(err error) (*invoker.Result, error) {
+		res.Duration = time.Since(start)
+		res.SessionID = s.ID()
+		return res, &cliError{CLI: s.cli, Err: err}
+	}
+	ctxDone := ctx.Done()
+	timers := newTurnTimers(s.cfg, r)
+	defer timers.stop()
+	first := ts.first
+	var grace *time.Timer
+	var graceC <-chan time.Time
+	defer func() {
+		if grace != nil {
+			grace.Stop()
+		}
+	}()
+	// cause is why the turn is being interrupted (the context's error or
+	// a timeout), nil while it is not; ignored is set when the CLI let
+	// the grace pass.
+	var cause error
+	ignored := false
+	// gone returns once the session has ended, after its tree is reaped,
+	// with the turn's partial result. err is what the CLI said about the
+	// turn, if it ended it.
+	gone := func(err error) (*invoker.Result, error) {
+		<-s.done
+		r.reraise()
+		res.ExitCode = r.res.ExitCode
+		res.Stderr = r.res.Stderr
+		if out := s.turnOutcome(); out.Text != "" {
+			res.Text = out.Text
+		}
+		closed := s.closedError()
+		switch {
+		case ignored:
+			closed = fmt.Errorf("%w (%v): %w: %w", invoker.ErrInterruptIgnored, s.cfg.turnGrace, invoker.ErrSessionClosed, cause)
+		case cause != nil:
+			closed = fmt.Errorf("%w: %w", closed, cause)
+		}
+		if err != nil {
+			closed = fmt.Errorf("%w; the turn ended with: %w", closed, err)
+		}
+		return fail(closed)
+	}
+	ended := func() (*invoker.Result, error) {
+		out := ts.out
+		if !out.Success && r.ctx.Err() != nil {
+			// The CLI ended the turn because the session is being
+			// stopped (Close, the session's context, the ladder after
+			// an ignored interrupt): say so, once the tree is gone.
+			return gone(out.Err)
+		}
+		res.ExitCode = 0
+		res.SessionID, res.Text, res.Usage, res.Turns = out.SessionID, out.Text, out.Usage, out.Turns
+		if res.SessionID == "" {
+			res.SessionID = s.ID()
+		}
+		if (cause != nil && !s.cfg.keepCancelled) || s.cfg.sweepTurns {
+			s.sweepTurn(ts, cause)
+		}
+		res.Stderr = r.tail.String()
+		res.Duration = time.Since(start)
+		err, done := decide(&out, cause, s.skippedError(ts), s.schema, res)
+		if !done {
+			// The CLI ended the turn neither with success nor with a
+			// failure of its own.
+			err = &noResultError{printed: "the CLI ended the turn without its terminal success event", stderr: jsonl.LastLines(res.Stderr, 3, 512)}
+		}
+		if err != nil {
+			return res, &cliError{CLI: s.cli, Err: err}
+		}
+		return res, nil
+	}
+	// interrupt asks the CLI to end the turn, once, for why.
+	interrupt := func(why error) {
+		if cause != nil {
+			return
+		}
+		cause = why
+		timers.stop()
+		g := s.cfg.turnGrace
+		if g == 0 {
+			ignored = true
+			s.halt(fmt.Errorf("%w (no turn interrupt grace) after %w", invoker.ErrInterruptIgnored, why))
+			return
+		}
+		// Record the tree's parent links before the interrupt breaks
+		// them (the tracking level finds the turn's orphans by them; at
+		// the cgroup level it does nothing).
+		r.snapshot()
+		r.decMu.Lock()
+		lines := func() (lines [][]byte) {
+			defer func() { recover() }()
+			return s.proto.Interrupt()
+		}()
+		r.decMu.Unlock()
+		r.log.Debug("interrupting the turn in the CLI's protocol", "reason", why, "grace", g)
+		s.write(lines...)
+		grace = time.NewTimer(g)
+		graceC = grace.C
+	}
+	for {
+		select {
+		case <-ts.ended:
+			return ended()
+
+		case <-s.done:
+			select {
+			case <-ts.ended:
+				return ended() // the turn was complete before the CLI exited
+			default:
+			}
+			return gone(nil)
+
+		case <-ctxDone:
+			ctxDone = nil
+			interrupt(ctxError(ctx))
+
+		case <-first:
+			first = nil
+			timers.firstEvent()
+
+		case <-timers.firstC:
+			if err := timers.firstDue(ts.first); err != nil {
+				interrupt(err)
+			}
+
+		case <-timers.idleC:
+			if err := timers.idleDue(); err != nil {
+				interrupt(err)
+			}
+
+		case <-graceC:
+			graceC = nil
+			ignored = true
+			r.log.Debug("the CLI ignored the interrupt; stopping the session", "grace", s.cfg.turnGrace)
+			s.halt(fmt.Errorf("%w (%v) after %w", invoker.ErrInterruptIgnored, s.cfg.turnGrace, cause))
+		}
+	}
+}
+
+// turnOutcome asks the protocol what a turn cut short by the end of the
+// session established (partial text, session id).
+func (s *session) turnOutcome() (out Outcome) {
+	s.r.decMu.Lock()
+	defer s.r.decMu.Unlock()
+	defer func() {
+		if p := recover(); p != nil {
+			out = Outcome{}
+		}
+	}()
+	return s.proto.Outcome(s.r.tail.String())
+}
+
+// sweepTurn kills every process the turn ts added to the tree and that is
+// still running: after a turn that was cancelled or timed out (why is not
+// nil), whose tools the caller abandoned, or after every turn with
+// Options.SweepEveryTurn. What the CLI kept running from before the turn
+// (its MCP servers, helpers) is spared, and so is the CLI.
+func (s *session) sweepTurn(ts *turnState, why error) {
+	if !ts.baseOK {
+		return
+	}
+	r := s.r
+	rep := r.sweepSince(ts.base)
+	if len(rep.Killed) > 0 || len(rep.Survivors) > 0 {
+		r.log.Debug("swept the turn's processes", "reason", why, "killed", rep.Killed, "survivors", rep.Survivors, "elapsed", rep.Elapsed)
+	}
+	if len(rep.Survivors) > 0 {
+		r.log.Warn("processes of a turn survived its sweep", "pids", rep.Survivors)
+	}
+}

@@ -59,6 +59,11 @@ const (
 	StateSkipped   = "skipped" // never started: fail-fast or cancelled first
 )
 
+// ErrorTypeTurnFailed is the type of the error of a fail-fast FanOut that
+// stopped at a failed turn; the turn's error is its cause, and the status
+// query (StatusQuery) still gives every turn's result.
+const ErrorTypeTurnFailed = "TurnFailed"
+
 // TurnResult is the outcome of one turn of a FanOut.
 type TurnResult struct {
 	Index int
@@ -160,7 +165,8 @@ func FanOut(ctx workflow.Context, in FanOutInput) (*FanOutOutput, error) {
 				}
 				describe(r, err)
 				if r.State == StateFailed && in.FailFast && firstErr == nil {
-					firstErr = fmt.Errorf("turn %d: %w", i, err)
+					firstErr = temporal.NewNonRetryableApplicationError(
+						fmt.Sprintf("turn %d failed: %v", i, err), ErrorTypeTurnFailed, err)
 					cancelAll()
 				}
 			})
@@ -171,10 +177,10 @@ func FanOut(ctx workflow.Context, in FanOutInput) (*FanOutOutput, error) {
 		sel.Select(ctx)
 	}
 	if firstErr != nil {
-		return out, firstErr
+		return nil, firstErr
 	}
 	if err := ctx.Err(); err != nil {
-		return out, err // the workflow was cancelled
+		return nil, err // the workflow was cancelled; StatusQuery has the results
 	}
 	return out, nil
 }

@@ -177,7 +177,6 @@ func procsWithEnv(entry string) []int {
 	return pids
 }
 
-
 // cgroupsOf returns the clinvoke cgroups (homes and their runs) of the host
 // processes pids, anywhere under the cgroup v2 mount.
 func cgroupsOf(pids ...int) []string {

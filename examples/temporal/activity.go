@@ -212,6 +212,16 @@ func (a *Activities) RunTurn(ctx context.Context, in TurnInput) (*TurnOutput, er
 		}, nil
 	}
 	last := p.snapshot()
+	if resumed && res.SessionID == "" {
+		// The CLI did not take the session up: it may keep its sessions
+		// in the user's home, and this worker's home has not got it. The
+		// next attempt starts over rather than fail the same way.
+		last.SessionID = ""
+	}
+	// The last heartbeat is what the next attempt resumes from: record the
+	// final state (the SDK sends a buffered heartbeat of an activity that
+	// did not succeed).
+	activity.RecordHeartbeat(ctx, last)
 	if ctx.Err() != nil && errors.Is(err, ctx.Err()) {
 		// Cancelled by the workflow (through a heartbeat), or the
 		// activity's deadline. The tree is gone; say so in the details.

@@ -235,3 +235,57 @@ func suite() *testsuite.WorkflowTestSuite {
 	s.SetLogger(tlog.NewStructuredLogger(slog.New(slog.DiscardHandler)))
 	return &s
 }
+
+// TestResumeNotTakenUpStartsOver: an attempt that resumed a session the CLI
+// did not take up (it reported none: the session is unknown on this worker,
+// say) leaves no session id in its last heartbeat, so that the next attempt
+// starts over instead of failing the same way.
+func TestResumeNotTakenUpStartsOver(t *testing.T) {
+	noLeaks(t)
+	seq := &sequence{invs: []invoker.Invoker{
+		claude.New(invokertest.Agent{CLI: "claude", SessionID: "sess-lost", Progress: 200 * time.Millisecond, Fail: "cut"}.Options()),
+		// Exits at once without a word, as a CLI that cannot find the session might.
+		claude.New(invoker.Options{Binary: "/bin/false"}),
+		claude.New(invokertest.Agent{CLI: "claude", Answer: "from scratch"}.Options()),
+	}}
+	env := suite().NewTestWorkflowEnvironment()
+	env.SetTestTimeout(time.Minute)
+	agentflow.Register(env, &agentflow.Activities{
+		Invokers: map[string]invoker.Invoker{"claude": seq}, HeartbeatEvery: 20 * time.Millisecond,
+	})
+	env.ExecuteWorkflow(agentflow.FanOutWorkflow, agentflow.FanOutInput{
+		HeartbeatTimeout: testHeartbeatTimeout,
+		Turns:            []agentflow.TurnInput{{CLI: "claude", Prompt: "p", Workdir: t.TempDir()}},
+	})
+	var out agentflow.FanOutOutput
+	require.NoError(t, env.GetWorkflowResult(&out))
+	require.Equal(t, agentflow.StateDone, out.Results[0].State, "%+v", out.Results[0])
+	assert.Equal(t, int32(3), out.Results[0].Output.Attempt)
+	assert.False(t, out.Results[0].Output.Resumed)
+	seq.mu.Lock()
+	defer seq.mu.Unlock()
+	require.Len(t, seq.requests, 3)
+	assert.Equal(t, []string{"", "sess-lost", ""},
+		[]string{seq.requests[0].SessionID, seq.requests[1].SessionID, seq.requests[2].SessionID})
+}
+
+// sequence runs its nth call with invs[n] (the last one past the end).
+type sequence struct {
+	invs     []invoker.Invoker
+	mu       sync.Mutex
+	requests []invoker.Request
+}
+
+func (s *sequence) Name() string                       { return s.invs[0].Name() }
+func (s *sequence) Capabilities() invoker.Capabilities { return s.invs[0].Capabilities() }
+func (s *sequence) OpenSession(ctx context.Context, r invoker.SessionRequest) (invoker.Session, error) {
+	return s.invs[0].OpenSession(ctx, r)
+}
+
+func (s *sequence) Invoke(ctx context.Context, req invoker.Request) (*invoker.Result, error) {
+	s.mu.Lock()
+	s.requests = append(s.requests, req)
+	inv := s.invs[min(len(s.requests), len(s.invs))-1]
+	s.mu.Unlock()
+	return inv.Invoke(ctx, req)
+}

@@ -14,11 +14,13 @@ import (
 	"context"
 	"flag"
 	"fmt"
+	"log/slog"
 	"os"
 	"os/signal"
 	"syscall"
 
 	"go.temporal.io/sdk/client"
+	"go.temporal.io/sdk/log"
 
 	"github.com/clinvoke/clinvoke/claude"
 	"github.com/clinvoke/clinvoke/codex"
@@ -35,7 +37,9 @@ func main() {
 	identity := flag.String("identity", fmt.Sprintf("%d@%s", os.Getpid(), host), "worker `name` in heartbeats and results")
 	flag.Parse()
 
-	c, err := client.Dial(client.Options{HostPort: *address, Namespace: *namespace, Identity: *identity})
+	logger := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelInfo}))
+	c, err := client.Dial(client.Options{HostPort: *address, Namespace: *namespace, Identity: *identity,
+		Logger: log.NewStructuredLogger(logger)})
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "worker:", err)
 		os.Exit(1)

@@ -19,9 +19,11 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	enumspb "go.temporal.io/api/enums/v1"
 	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/converter"
 	tlog "go.temporal.io/sdk/log"
+	"go.temporal.io/sdk/temporal"
 
 	"github.com/clinvoke/clinvoke/claude"
 	"github.com/clinvoke/clinvoke/codex"
@@ -367,6 +369,61 @@ func TestTemporalEndToEnd(t *testing.T) {
 		assert.Empty(t, procsWithEnv(allTag))
 	})
 
+	t.Run("workflow cancelled", func(t *testing.T) {
+		tag := run + "-wfcancel"
+		in := agentflow.FanOutInput{Concurrency: 4, HeartbeatTimeout: 10 * time.Second}
+		for i, cli := range []string{"claude", "codex", "gemini", "claude", "codex", "gemini"} {
+			a := invokertest.Agent{CLI: cli, Answer: fmt.Sprintf("partial %d", i), Chunks: 3, Stall: time.Hour, LeaveBehind: true}
+			in.Turns = append(in.Turns, agentflow.TurnInput{CLI: cli, Prompt: "p", Workdir: t.TempDir(), Env: turnScript(a, tag)})
+		}
+		ctx, stop := context.WithTimeout(context.Background(), 2*time.Minute)
+		defer stop()
+		wf, err := c.ExecuteWorkflow(ctx, client.StartWorkflowOptions{ID: tag, TaskQueue: agentflow.TaskQueue}, agentflow.FanOutWorkflow, in)
+		require.NoError(t, err)
+		// Wait until the first four stream (the other two wait for a slot).
+		for {
+			require.NoError(t, ctx.Err(), "the turns never all streamed")
+			desc, err := c.DescribeWorkflowExecution(ctx, wf.GetID(), wf.GetRunID())
+			require.NoError(t, err)
+			streaming := 0
+			for _, pa := range desc.GetPendingActivities() {
+				var p agentflow.Progress
+				if pa.GetHeartbeatDetails() != nil && converter.GetDefaultDataConverter().FromPayloads(pa.GetHeartbeatDetails(), &p) == nil && p.Partial != "" {
+					streaming++
+				}
+			}
+			if streaming == 4 {
+				break
+			}
+			time.Sleep(50 * time.Millisecond)
+		}
+		cancelled := time.Now()
+		require.NoError(t, c.CancelWorkflow(ctx, wf.GetID(), wf.GetRunID()))
+		var out agentflow.FanOutOutput
+		err = wf.Get(ctx, &out)
+		took := time.Since(cancelled)
+		var ce *temporal.CanceledError
+		require.ErrorAs(t, err, &ce, "the workflow ends cancelled")
+		assert.Empty(t, procsWithEnv(envTurn+"="+tag), "no process of any turn once the workflow is cancelled")
+		t.Logf("workflow cancelled with 4 turns streaming: all trees gone and the workflow closed %v after the cancel", took.Round(time.Millisecond))
+
+		v, err := c.QueryWorkflow(ctx, wf.GetID(), wf.GetRunID(), agentflow.StatusQuery)
+		require.NoError(t, err)
+		var status []agentflow.TurnResult
+		require.NoError(t, v.Get(&status))
+		for i, r := range status {
+			if i < 4 {
+				require.Equal(t, agentflow.StateCancelled, r.State, "turn %d: %+v", i, r)
+				require.NotNil(t, r.Progress, "turn %d", i)
+				assert.NotEmpty(t, r.Progress.SessionID, "turn %d", i)
+				assert.Contains(t, fmt.Sprintf("partial %d", i), r.Progress.Partial, "turn %d", i)
+				assert.False(t, r.Progress.GoneAt.Before(cancelled), "turn %d", i)
+			} else {
+				assert.Equal(t, agentflow.StateSkipped, r.State, "turn %d never started", i)
+			}
+		}
+	})
+
 	t.Run("worker killed mid-turn", func(t *testing.T) {
 		if level := claude.New().Capabilities().Containment; level != "cgroup" {
 			// At the tracking level a host killed outright takes down
@@ -424,13 +481,39 @@ func TestTemporalEndToEnd(t *testing.T) {
 		assert.Empty(t, cgroupsOf(victimPid), "the dead worker's cgroups")
 		assert.Empty(t, keepersOf(victimPid), "the dead worker's keeper")
 
+		// Watch the retry: when the server times the attempt out and
+		// schedules the next, when a worker starts it, and when it ends.
+		var scheduled, started, ended time.Duration
+		for ended == 0 && time.Since(killed) < time.Minute {
+			desc, err := c.DescribeWorkflowExecution(ctx, wf.GetID(), wf.GetRunID())
+			require.NoError(t, err)
+			pas := desc.GetPendingActivities()
+			switch {
+			case len(pas) == 0:
+				ended = time.Since(killed)
+			case pas[0].GetAttempt() >= 2:
+				if scheduled == 0 {
+					scheduled = time.Since(killed)
+				}
+				if started == 0 && pas[0].GetState() == enumspb.PENDING_ACTIVITY_STATE_STARTED {
+					started = time.Since(killed)
+				}
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+		t.Logf("after the kill: attempt 2 scheduled (heartbeat timed out) at %v, started at %v, completed at %v",
+			scheduled.Round(time.Millisecond), started.Round(time.Millisecond), ended.Round(time.Millisecond))
+
 		var out agentflow.FanOutOutput
 		require.NoError(t, wf.Get(ctx, &out))
 		completed := time.Since(killed)
 		r := out.Results[0]
 		require.Equal(t, agentflow.StateDone, r.State, "%+v", r)
-		t.Logf("the turn completed on %s, attempt %d, resumed=%v, %v after the kill (its retry started %v after the kill; heartbeat timeout 3 s)",
-			r.Output.Worker, r.Output.Attempt, r.Output.Resumed, completed.Round(time.Millisecond), (completed - r.Output.Duration).Round(time.Millisecond))
+		// The workflow closes about 5 s after the turn ends: its next task
+		// goes first to the sticky queue of the worker that ran it last, the
+		// dead one, until worker.Options.StickyScheduleToStartTimeout (5 s).
+		t.Logf("the turn completed on %s, attempt %d, resumed=%v; the workflow closed %v after the kill",
+			r.Output.Worker, r.Output.Attempt, r.Output.Resumed, completed.Round(time.Millisecond))
 		assert.Equal(t, other.identity, r.Output.Worker)
 		assert.Equal(t, int32(2), r.Output.Attempt)
 		assert.True(t, r.Output.Resumed, "the retry resumed the session")

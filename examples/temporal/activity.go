@@ -27,6 +27,7 @@ import (
 	"sync"
 	"time"
 
+	"go.temporal.io/api/serviceerror"
 	"go.temporal.io/sdk/activity"
 	"go.temporal.io/sdk/temporal"
 
@@ -223,14 +224,33 @@ func (a *Activities) RunTurn(ctx context.Context, in TurnInput) (*TurnOutput, er
 	// did not succeed).
 	activity.RecordHeartbeat(ctx, last)
 	if ctx.Err() != nil && errors.Is(err, ctx.Err()) {
-		// Cancelled by the workflow (through a heartbeat), or the
-		// activity's deadline. The tree is gone; say so in the details.
+		// Stopped by the activity's context. The tree is gone; say when.
 		last.GoneAt = time.Now()
-		if errors.Is(err, context.Canceled) {
+		if cancelledByServer(ctx) {
 			return nil, temporal.NewCanceledError(last)
+		}
+		if errors.Is(err, context.Canceled) {
+			// The worker is stopping (past WorkerStopTimeout), or the
+			// activity was paused: not a cancel of the turn. Another
+			// attempt resumes the session from the last heartbeat.
+			return nil, temporal.NewApplicationErrorWithOptions(err.Error(), ErrorTypeWorkerStopped,
+				temporal.ApplicationErrorOptions{Details: []any{last}})
 		}
 	}
 	return nil, Classify(err, last)
+}
+
+// cancelledByServer reports whether ctx was cancelled because the turn was:
+// the SDK cancels it with a *temporal.CanceledError as its cause when a
+// heartbeat's response says so, and with serviceerror.NotFound when the
+// server no longer knows the activity (its workflow ended, say; the SDK's
+// test environment cancels this way too). A worker that stops cancels it
+// with another cause.
+func cancelledByServer(ctx context.Context) bool {
+	cause := context.Cause(ctx)
+	var ce *temporal.CanceledError
+	var nf *serviceerror.NotFound
+	return errors.As(cause, &ce) || errors.As(cause, &nf)
 }
 
 // progress is the Progress of a running turn, written by the OnEvent

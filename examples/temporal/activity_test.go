@@ -15,6 +15,7 @@ import (
 	tlog "go.temporal.io/sdk/log"
 	"go.temporal.io/sdk/temporal"
 	"go.temporal.io/sdk/testsuite"
+	"go.temporal.io/sdk/worker"
 	"go.temporal.io/sdk/workflow"
 	"go.uber.org/goleak"
 
@@ -288,4 +289,29 @@ func (s *sequence) Invoke(ctx context.Context, req invoker.Request) (*invoker.Re
 	inv := s.invs[min(len(s.requests), len(s.invs))-1]
 	s.mu.Unlock()
 	return inv.Invoke(ctx, req)
+}
+
+// TestWorkerStopRetries: a worker that stops while a turn runs cancels the
+// turn's context with no cancel from the server: RunTurn then reports a
+// retryable WorkerStopped error, not a cancelled turn, so that the turn is
+// retried (and resumed) on another worker.
+func TestWorkerStopRetries(t *testing.T) {
+	noLeaks(t)
+	root, stopWorker := context.WithCancel(context.Background())
+	defer stopWorker()
+	env := suite().NewTestActivityEnvironment()
+	env.SetWorkerOptions(worker.Options{BackgroundActivityContext: root})
+	a := activities(invokertest.Agent{CLI: "claude", SessionID: "sess-stop", Answer: "never finished", Chunks: 3, Stall: time.Hour})
+	env.RegisterActivityWithOptions(a.RunTurn, activity.RegisterOptions{Name: agentflow.RunTurnActivity})
+	time.AfterFunc(500*time.Millisecond, stopWorker)
+	_, err := env.ExecuteActivity(agentflow.RunTurnActivity, agentflow.TurnInput{CLI: "claude", Prompt: "p", Workdir: t.TempDir()})
+	assert.Empty(t, invokertest.Survivors(), "the tree is gone when RunTurn returns")
+	var ae *temporal.ApplicationError
+	require.ErrorAs(t, err, &ae)
+	assert.Equal(t, agentflow.ErrorTypeWorkerStopped, ae.Type())
+	assert.False(t, ae.NonRetryable())
+	var p agentflow.Progress
+	require.NoError(t, ae.Details(&p))
+	assert.Equal(t, "sess-stop", p.SessionID)
+	assert.Equal(t, "never finished", p.Partial)
 }

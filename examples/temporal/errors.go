@@ -22,6 +22,9 @@ const (
 	// Retryable: anything else that went wrong in the run (the CLI failed,
 	// exited, printed no result, stalled past a timeout, lost its session).
 	ErrorTypeAgentFailed = "AgentFailed"
+	// Retryable: the worker stopped (past worker.Options.WorkerStopTimeout)
+	// while the turn ran; the next attempt resumes its session.
+	ErrorTypeWorkerStopped = "WorkerStopped"
 
 	// Not retryable: the same input fails the same way on every attempt.
 	ErrorTypeInvalidRequest = "InvalidRequest" // also ErrUnsupported, ErrContainment

@@ -22,8 +22,8 @@ func Register(r worker.Registry, a *Activities) {
 // WorkerOptions are the worker.Options the example's workers use: a
 // heartbeat reaches the server at least every second (so a cancel reaches a
 // turn within about a second, whatever its HeartbeatTimeout), and a stopping
-// worker gives its turns 5 s to finish before it cancels them (their trees
-// are gone before Stop returns).
+// worker gives its turns 5 s to finish before it stops them (their trees
+// are gone before Stop returns; the turns are retried elsewhere).
 func WorkerOptions(identity string) worker.Options {
 	return worker.Options{
 		Identity:                     identity,

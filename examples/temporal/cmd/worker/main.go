@@ -5,7 +5,8 @@
 //	go run ./cmd/worker -address 127.0.0.1:7233 -identity worker-1
 //
 // SIGINT or SIGTERM stops it: running turns get 5 s to finish, then are
-// cancelled, and it exits once their trees are gone. A worker killed outright
+// stopped (their trees gone before it exits) and fail with a retryable
+// WorkerStopped error, so that another worker resumes them. A worker killed outright
 // takes its agents' trees with it (cgroup containment's keeper), and the
 // server retries its turns on another worker once their heartbeats time out.
 package main

@@ -29,6 +29,7 @@ import (
 	"github.com/clinvoke/clinvoke/codex"
 	agentflow "github.com/clinvoke/clinvoke/examples/temporal"
 	"github.com/clinvoke/clinvoke/gemini"
+	"github.com/clinvoke/clinvoke/internal/testenv"
 	"github.com/clinvoke/clinvoke/invoker"
 	"github.com/clinvoke/clinvoke/invoker/invokertest"
 )
@@ -128,8 +129,8 @@ func stopProcess(tb testing.TB, cmd *exec.Cmd, what string) {
 		go func() { done <- cmd.Wait() }()
 		select {
 		case <-done:
-		case <-time.After(20 * time.Second):
-			tb.Errorf("%s (pid %d) did not stop on SIGTERM within 20 s: killed", what, cmd.Process.Pid)
+		case <-time.After(testenv.Timeout(20 * time.Second)):
+			tb.Errorf("%s (pid %d) did not stop on SIGTERM: killed", what, cmd.Process.Pid)
 			cmd.Process.Kill()
 			<-done
 		}
@@ -299,7 +300,7 @@ func TestTemporalEndToEnd(t *testing.T) {
 				Env: append(turnScript(a, run), envTurn+"_"+fmt.Sprint(i)+"="+run),
 			})
 		}
-		ctx, stop := context.WithTimeout(context.Background(), 3*time.Minute)
+		ctx, stop := context.WithTimeout(context.Background(), testenv.Timeout(3*time.Minute))
 		defer stop()
 		wf, err := c.ExecuteWorkflow(ctx, client.StartWorkflowOptions{ID: run + "-fanout", TaskQueue: agentflow.TaskQueue}, agentflow.FanOutWorkflow, in)
 		require.NoError(t, err)
@@ -376,7 +377,7 @@ func TestTemporalEndToEnd(t *testing.T) {
 			a := invokertest.Agent{CLI: cli, Answer: fmt.Sprintf("partial %d", i), Chunks: 3, Stall: time.Hour, LeaveBehind: true}
 			in.Turns = append(in.Turns, agentflow.TurnInput{CLI: cli, Prompt: "p", Workdir: t.TempDir(), Env: turnScript(a, tag)})
 		}
-		ctx, stop := context.WithTimeout(context.Background(), 2*time.Minute)
+		ctx, stop := context.WithTimeout(context.Background(), testenv.Timeout(2*time.Minute))
 		defer stop()
 		wf, err := c.ExecuteWorkflow(ctx, client.StartWorkflowOptions{ID: tag, TaskQueue: agentflow.TaskQueue}, agentflow.FanOutWorkflow, in)
 		require.NoError(t, err)
@@ -436,7 +437,7 @@ func TestTemporalEndToEnd(t *testing.T) {
 		}
 		tag := run + "-crash"
 		a := invokertest.Agent{CLI: "claude", Answer: "done after the crash", Progress: 4 * time.Second, LeaveBehind: true}
-		ctx, stop := context.WithTimeout(context.Background(), 2*time.Minute)
+		ctx, stop := context.WithTimeout(context.Background(), testenv.Timeout(2*time.Minute))
 		defer stop()
 		wf, err := c.ExecuteWorkflow(ctx, client.StartWorkflowOptions{ID: run + "-crash", TaskQueue: agentflow.TaskQueue}, agentflow.FanOutWorkflow,
 			agentflow.FanOutInput{
@@ -484,7 +485,7 @@ func TestTemporalEndToEnd(t *testing.T) {
 		// Watch the retry: when the server times the attempt out and
 		// schedules the next, when a worker starts it, and when it ends.
 		var scheduled, started, ended time.Duration
-		for ended == 0 && time.Since(killed) < time.Minute {
+		for ended == 0 && time.Since(killed) < testenv.Timeout(time.Minute) {
 			desc, err := c.DescribeWorkflowExecution(ctx, wf.GetID(), wf.GetRunID())
 			require.NoError(t, err)
 			pas := desc.GetPendingActivities()

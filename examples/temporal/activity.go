@@ -22,6 +22,7 @@ package agentflow
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"sync"
@@ -48,7 +49,7 @@ type TurnInput struct {
 	SessionID    string             `json:",omitempty"`
 	SystemPrompt string             `json:",omitempty"`
 	Env          []string           `json:",omitempty"`
-	OutputSchema []byte             `json:",omitempty"`
+	OutputSchema json.RawMessage    `json:",omitempty"`
 	MaxTurns     int                `json:",omitempty"`
 	MaxBudgetUSD float64            `json:",omitempty"`
 
@@ -64,7 +65,7 @@ type TurnInput struct {
 type TurnOutput struct {
 	SessionID   string
 	Text        string
-	Structured  []byte `json:",omitempty"`
+	Structured  json.RawMessage `json:",omitempty"`
 	Usage       invoker.Usage
 	Turns       int           `json:",omitempty"`
 	Duration    time.Duration // the turn's run, start to the reaping of its tree

@@ -29,7 +29,7 @@ import (
 	"github.com/clinvoke/clinvoke/codex"
 	agentflow "github.com/clinvoke/clinvoke/examples/temporal"
 	"github.com/clinvoke/clinvoke/gemini"
-	"github.com/clinvoke/clinvoke/internal/testenv"
+	"github.com/clinvoke/clinvoke/internal/testkit/testenv"
 	"github.com/clinvoke/clinvoke/invoker"
 	"github.com/clinvoke/clinvoke/invoker/invokertest"
 )

@@ -37,6 +37,9 @@ type config struct {
 	inheritEnv        func(key string) bool
 	containment       string
 	cgroupParent      string
+	// tel records the runs' spans and metrics; nil records nothing (a
+	// baseline for benchmarks).
+	tel *telemetry
 }
 
 // merge returns opts folded into one: each non-zero field of a later
@@ -67,6 +70,12 @@ func merge(opts []invoker.Options) invoker.Options {
 		o.Subreaper = o.Subreaper || n.Subreaper
 		set(&o.Containment, n.Containment)
 		set(&o.CgroupParent, n.CgroupParent)
+		if n.TracerProvider != nil {
+			o.TracerProvider = n.TracerProvider
+		}
+		if n.MeterProvider != nil {
+			o.MeterProvider = n.MeterProvider
+		}
 		o.Env = env
 	}
 	return o
@@ -110,6 +119,7 @@ func newConfig(opts []invoker.Options) config {
 	if c.logger == nil {
 		c.logger = slog.New(slog.DiscardHandler)
 	}
+	c.tel = newTelemetry(o.TracerProvider, o.MeterProvider)
 	return c
 }
 

@@ -163,6 +163,7 @@ func (e *engine) OpenSession(ctx context.Context, req invoker.SessionRequest) (i
 		onEvent: s.dispatch,
 		input:   s.feed,
 		onSkip:  s.skippedLine,
+		tel:     e.cfg.tel.session(ctx, e.b.Name(), &req),
 	}
 	s.r = r
 	lines, ready := s.proto.Open()
@@ -181,6 +182,7 @@ func (e *engine) OpenSession(ctx context.Context, req invoker.SessionRequest) (i
 			err = *p
 		}
 		s.err = err
+		r.tel.end(r.res, err, r.panicked.Load())
 		stop(nil)
 		close(s.done)
 	}()
@@ -458,9 +460,9 @@ func (s *session) closedError() error {
 	return fmt.Errorf("%w: the CLI exited (status %d)", invoker.ErrSessionClosed, s.r.res.ExitCode)
 }
 
-// Turn implements invoker.Session. Its checks are those of the turn of a
+// turn implements invoker.Session's Turn. Its checks are those of the turn of a
 // one-turn run, and its verdict is the same function's (decide).
-func (s *session) Turn(ctx context.Context, t invoker.TurnRequest) (*invoker.Result, error) {
+func (s *session) turn(ctx context.Context, t invoker.TurnRequest) (*invoker.Result, error) {
 	start := time.Now()
 	res := &invoker.Result{ExitCode: -1, Containment: s.r.res.Containment}
 	fail := func(err error) (*invoker.Result, error) {

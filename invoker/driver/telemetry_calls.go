@@ -1,0 +1,37 @@
+package driver
+
+import (
+	"context"
+
+	"github.com/clinvoke/clinvoke/invoker"
+)
+
+// Invoke runs one turn (see invoke) inside its span: the span starts
+// before the request is checked, so that a rejected request is counted
+// too, and ends when the tree is reaped, also when OnEvent panicked.
+func (e *engine) Invoke(ctx context.Context, req invoker.Request) (res *invoker.Result, err error) {
+	sreq := req.Session()
+	ctx, sp := e.cfg.tel.begin(ctx, modeInvoke, e.b.Name(), &sreq)
+	req.OnEvent = sp.observe(req.OnEvent)
+	returned := false
+	defer func() { sp.end(res, err, !returned) }()
+	res, err = e.invoke(ctx, req, sp)
+	returned = true
+	return res, err
+}
+
+// Turn runs one turn of the session (see turn) inside its span: a child
+// of the span in ctx (the caller's, for an MCP call the client's), linked
+// to the session's span, which holds the process's start, ladder and
+// sweep.
+func (s *session) Turn(ctx context.Context, t invoker.TurnRequest) (res *invoker.Result, err error) {
+	sreq := s.sreq
+	sreq.SessionID = s.ID()
+	ctx, sp := s.cfg.tel.begin(ctx, modeTurn, s.cli, &sreq, s.r.tel.link())
+	t.OnEvent = sp.observe(t.OnEvent)
+	returned := false
+	defer func() { sp.end(res, err, !returned) }()
+	res, err = s.turn(ctx, t)
+	returned = true
+	return res, err
+}

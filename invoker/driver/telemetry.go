@@ -205,7 +205,7 @@ func newTelemetry(tp trace.TracerProvider, mp metric.MeterProvider) *telemetry {
 	t.tokens, _ = m.Int64Histogram("gen_ai.client.token.usage", metric.WithUnit("{token}"),
 		metric.WithDescription("Tokens used by a run or turn, by gen_ai.token.type, as the CLI reported them."),
 		metric.WithExplicitBucketBoundaries(tokenBuckets...))
-	t.cost, _ = m.Float64Counter("clinvoke.cost", metric.WithUnit("USD"),
+	t.cost, _ = m.Float64Counter("clinvoke.cost", metric.WithUnit("{USD}"),
 		metric.WithDescription("Cost the CLI reported for its runs and turns (Claude Code), in US dollars."))
 	t.startOpts = []trace.SpanStartOption{trace.WithSpanKind(trace.SpanKindClient)}
 	return t

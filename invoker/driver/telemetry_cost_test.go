@@ -38,6 +38,14 @@ func TestTelemetryNoopAllocs(t *testing.T) {
 		sp.end(res, nil, false)
 	})
 	t.Logf("telemetry of one run without an SDK: %.0f allocations", allocs)
+
+	// The per-event path, after the first event, allocates nothing.
+	_, sp := tel.begin(context.Background(), modeInvoke, "codex", sreq)
+	sp.saw(msg)
+	if n := testing.AllocsPerRun(1000, func() { sp.saw(msg); sp.saw(tool) }); n != 0 {
+		t.Errorf("telemetry of an event without an SDK = %.1f allocations, want 0", n)
+	}
+	sp.end(res, nil, false)
 	if allocs > 6 {
 		t.Errorf("telemetry of one run without an SDK = %.0f allocations, want at most 6", allocs)
 	}

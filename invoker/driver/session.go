@@ -633,6 +633,7 @@ func (s *session) await(ctx context.Context, ts *turnState, res *invoker.Result,
 		}()
 		r.decMu.Unlock()
 		r.log.Debug("interrupting the turn in the CLI's protocol", "reason", why, "grace", g)
+		s.cfg.tel.turnInterrupted(ctx, why)
 		s.write(lines...)
 		grace = time.NewTimer(g)
 		graceC = grace.C

@@ -3,6 +3,9 @@ package driver
 import (
 	"context"
 
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/trace"
+
 	"github.com/clinvoke/clinvoke/invoker"
 )
 
@@ -18,6 +21,18 @@ func (e *engine) Invoke(ctx context.Context, req invoker.Request) (res *invoker.
 	res, err = e.invoke(ctx, req, sp)
 	returned = true
 	return res, err
+}
+
+// turnInterrupted records, on the turn's span (the span in the turn's
+// context, which Turn made), that the turn was asked to end in the CLI's
+// protocol, and why.
+func (t *telemetry) turnInterrupted(ctx context.Context, why error) {
+	if t == nil {
+		return
+	}
+	if sp := trace.SpanFromContext(ctx); sp.IsRecording() {
+		sp.AddEvent(stepInterrupt, trace.WithAttributes(keyReason.String(outcome(why, false)), attribute.String("clinvoke.interrupt.via", "protocol")))
+	}
 }
 
 // Turn runs one turn of the session (see turn) inside its span: a child

@@ -500,6 +500,17 @@ func TestTelemetrySessionTurns(t *testing.T) {
 		t.Errorf("Turn() error = %v, want nil", err)
 	}
 	parent.End()
+	// A cancelled turn ends in the CLI's protocol; the session goes on.
+	tctx, cancel := context.WithCancel(context.Background())
+	_, err = sess.Turn(tctx, invoker.TurnRequest{Prompt: "wait " + fakeagent.PromptStall, OnEvent: func(ev invoker.Event) {
+		if ev.Kind == invoker.KindMessage {
+			cancel()
+		}
+	}})
+	cancel()
+	if !errors.Is(err, context.Canceled) || errors.Is(err, invoker.ErrSessionClosed) {
+		t.Errorf("cancelled Turn() error = %v, want context.Canceled with the session open", err)
+	}
 	if err := sess.Close(); err != nil {
 		t.Errorf("Close() = %v, want nil", err)
 	}
@@ -514,7 +525,23 @@ func TestTelemetrySessionTurns(t *testing.T) {
 		}
 	}
 	checkTraceparent(t, s, proc)
-	turn := rig.span("invoke_agent codex")
+	var turn, cancelled sdktrace.ReadOnlySpan
+	for _, s := range rig.spans.Ended() {
+		if s.Name() != "invoke_agent codex" {
+			continue
+		}
+		if attrs(s)["clinvoke.outcome"].AsString() == "cancelled" {
+			cancelled = s
+		} else {
+			turn = s
+		}
+	}
+	if turn == nil || cancelled == nil {
+		t.Fatalf("ended spans %v, want an answered and a cancelled turn", spanNames(rig.spans.Ended()))
+	}
+	if !hasEvent(cancelled, "clinvoke.interrupt") || hasEvent(proc, "clinvoke.interrupt") {
+		t.Errorf("cancelled turn's events %v, session's %v: want the protocol interrupt on the turn, no ladder on the session", events(cancelled), events(proc))
+	}
 	if turn.Parent().SpanID() != parent.SpanContext().SpanID() {
 		t.Errorf("turn span's parent = %v, want the caller's span", turn.Parent().SpanID())
 	}
@@ -526,7 +553,15 @@ func TestTelemetrySessionTurns(t *testing.T) {
 		t.Errorf("turn span events = %v, want clinvoke.first_event", events(turn))
 	}
 	rm := rig.collect()
-	checkRunMetrics(t, rm, "codex", "turn", "answered")
+	if v, _ := sum(rm, "clinvoke.runs.ended", attribute.String("clinvoke.mode", "turn"), attribute.String("clinvoke.outcome", "cancelled")); v != 1 {
+		t.Errorf("clinvoke.runs.ended{turn, cancelled} = %v, want 1", v)
+	}
+	if v, _ := sum(rm, "clinvoke.runs.ended", attribute.String("clinvoke.mode", "turn"), attribute.String("clinvoke.outcome", "answered")); v != 1 {
+		t.Errorf("clinvoke.runs.ended{turn, answered} = %v, want 1", v)
+	}
+	if v, ok := sum(rm, "clinvoke.runs.active"); !ok || v != 0 {
+		t.Errorf("clinvoke.runs.active = %v, want 0", v)
+	}
 	if v, ok := sum(rm, "clinvoke.sessions.active"); !ok || v != 0 {
 		t.Errorf("clinvoke.sessions.active = %v (present %v), want 0 after Close", v, ok)
 	}

@@ -155,6 +155,7 @@ type telemetry struct {
 	endOpt               map[string]map[string]mopts // by mode, outcome
 	stopOpt              map[string]mopts            // by stop reason
 	usageOpts            sync.Map                    // model → *usageOpts
+	models               atomic.Int32                // entries in usageOpts
 
 	started   metric.Int64Counter
 	ended     metric.Int64Counter
@@ -257,11 +258,23 @@ func (t *telemetry) bind(cli string) {
 // one model.
 type usageOpts struct{ input, output, cost mopts }
 
+// maxModels bounds the models that get series of their own: the model is
+// a tool argument an MCP client chooses. Others are counted as "_OTHER",
+// the semantic conventions' word for an overflow.
+const (
+	maxModels  = 64
+	otherModel = "_OTHER"
+)
+
 // usage returns the attribute sets of model's tokens and cost, made once
 // per model.
 func (t *telemetry) usage(model string) *usageOpts {
 	if u, ok := t.usageOpts.Load(model); ok {
 		return u.(*usageOpts)
+	}
+	if model != otherModel && t.models.Add(1) > maxModels {
+		t.models.Add(-1)
+		return t.usage(otherModel)
 	}
 	kv := []attribute.KeyValue{keyOperation.String("invoke_agent"), keyProvider.String(provider(t.cli)), keyCLI.String(t.cli)}
 	if model != "" {

@@ -50,3 +50,20 @@ func TestTelemetryNoopAllocs(t *testing.T) {
 		t.Errorf("telemetry of one run without an SDK = %.0f allocations, want at most 6", allocs)
 	}
 }
+
+// TestTelemetryModelBound: past maxModels distinct models, tokens are
+// counted under "_OTHER", so that a client choosing models cannot grow the
+// series without bound.
+func TestTelemetryModelBound(t *testing.T) {
+	tel := newTelemetry(nil, nil)
+	tel.bind("codex")
+	for i := range maxModels + 10 {
+		tel.usage(string(rune('a'+i%26)) + string(rune('0'+i/26)))
+	}
+	if n := tel.models.Load(); n != maxModels {
+		t.Errorf("models with series of their own = %d, want %d", n, maxModels)
+	}
+	if _, ok := tel.usageOpts.Load(otherModel); !ok {
+		t.Errorf("no %s series after %d models", otherModel, maxModels+10)
+	}
+}

@@ -26,9 +26,9 @@ func tracer(tp trace.TracerProvider) trace.Tracer {
 // w3c reads the W3C Trace Context fields traceparent and tracestate.
 var w3c propagation.TraceContext
 
-// metaCarrier reads trace context from an MCP request's _meta, where MCP
-// clients put it (the Claude Agent SDK and OpenTelemetry's MCP
-// conventions use the keys "traceparent" and "tracestate").
+// metaCarrier reads trace context from an MCP request's _meta, where
+// OpenTelemetry's MCP conventions put it, under the keys "traceparent"
+// and "tracestate".
 type metaCarrier mcp.Meta
 
 func (m metaCarrier) Get(key string) string {

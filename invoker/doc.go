@@ -222,9 +222,10 @@
 //
 // The CLI receives the span's context in the W3C Trace Context variables
 // TRACEPARENT and TRACESTATE (replacing any the host inherited; Options.Env
-// and Request.Env may set their own), so that a CLI configured to export
-// OpenTelemetry joins the caller's trace. The engine's log records carry
-// trace_id and span_id.
+// and Request.Env may set their own), and its tools inherit them. A CLI
+// that reads them and exports OpenTelemetry (Codex and Claude Code, once
+// their telemetry is on; see docs/cli-facts.md) continues the caller's
+// trace. The engine's log records carry trace_id and span_id.
 //
 // # Testing
 //

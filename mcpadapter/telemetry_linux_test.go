@@ -162,3 +162,29 @@ func TestTelemetryMCPCancel(t *testing.T) {
 		t.Errorf("clinvoke.runs.ended{cancelled} = %d, clinvoke.stop.duration{cancelled} count = %d, clinvoke.sweep.survivors = %d; want 1, 1, 0", ended, stops, survivors)
 	}
 }
+
+// TestTelemetryTraceReachesCLI: with no OpenTelemetry SDK installed at
+// all, the client's trace context in _meta still reaches the CLI in
+// TRACEPARENT, since the no-op spans carry their parent's context: a CLI
+// that exports its own traces joins the client's trace.
+func TestTelemetryTraceReachesCLI(t *testing.T) {
+	s := fakeagent.Script{Flavor: fakeagent.Codex, Answer: "ok", RecordDir: t.TempDir(), Tag: fakeagent.NewTag()}
+	h := newHarness(t, nil, fakeCodex(s))
+	const tp = "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01"
+	params := &mcp.CallToolParams{Name: "codex", Arguments: args("hi", t.TempDir()), Meta: mcp.Meta{"traceparent": tp, "tracestate": "vendor=1"}}
+	res, err := h.cs.CallTool(context.Background(), params)
+	if err != nil || res.IsError {
+		t.Fatalf("CallTool() = %+v, %v; want an answer", res, err)
+	}
+	rec, err := fakeagent.ReadRecord(s.RecordDir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, _ := rec.Getenv("TRACEPARENT"); got != tp {
+		t.Errorf("the CLI's TRACEPARENT = %q, want the client's %q", got, tp)
+	}
+	if got, _ := rec.Getenv("TRACESTATE"); got != "vendor=1" {
+		t.Errorf("the CLI's TRACESTATE = %q, want the client's vendor=1", got)
+	}
+	noSurvivors(t, s.Tag)
+}

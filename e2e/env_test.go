@@ -133,6 +133,9 @@ type rig struct {
 	home    string
 	workdir string
 	tag     string
+	// opts are the Options inv was made with, for a test that needs an
+	// Invoker with more.
+	opts invoker.Options
 }
 
 // newRig finds the CLI on PATH (failing under CI=true, skipping otherwise),
@@ -159,7 +162,8 @@ func newRig(t *testing.T, c *cli) *rig {
 		"HOME="+r.home, // nothing of the real home is read or written
 		tagVar+"="+r.tag,
 	)
-	r.inv = c.new(invoker.Options{Binary: bin, Env: env})
+	r.opts = invoker.Options{Binary: bin, Env: env}
+	r.inv = c.new(r.opts)
 	t.Cleanup(r.killSurvivors)
 	return r
 }

@@ -179,6 +179,54 @@
 // the host's exit or crash end it, and Close returns once it is gone. One
 // turn runs at a time; another gets [ErrTurnInProgress] at once.
 //
+// # Telemetry
+//
+// Runs record through the OpenTelemetry API only: Options.TracerProvider and
+// Options.MeterProvider, or otel's global providers when they are nil. A
+// program that installs no OpenTelemetry SDK records nothing, at the cost of
+// a few small allocations per run; no SDK or exporter is imported here.
+//
+// Each Invoke is a span named "invoke_agent <cli>", a child of the span in
+// its context; a session is a span "session <cli>" for its process, and each
+// Session.Turn a span "invoke_agent <cli>" in the turn's context, linked to
+// the session's. Their attributes follow the GenAI semantic conventions where
+// they have a name (gen_ai.operation.name "invoke_agent",
+// gen_ai.provider.name, gen_ai.agent.name, gen_ai.request.model,
+// gen_ai.conversation.id for the session id, gen_ai.usage.input_tokens and
+// output_tokens, error.type, process.exit.code) and are under clinvoke.*
+// otherwise: clinvoke.cli, clinvoke.mode ("invoke", "turn", "session"),
+// clinvoke.permission, clinvoke.containment, clinvoke.outcome,
+// clinvoke.exit.signal, clinvoke.sweep.killed and clinvoke.sweep.survivors.
+// Events mark the start (process.pid), the first event, each tool call
+// (gen_ai.tool.name), the decision to stop (clinvoke.stop with its reason),
+// each step of the ladder (clinvoke.interrupt, clinvoke.terminate,
+// clinvoke.kill) and the sweep.
+//
+// clinvoke.outcome says how a run or turn ended: "answered" (nil error),
+// "cancelled" and "deadline" (the caller's context), "timeout" (first-event
+// or idle timeout), "rate_limited", "auth_required", "limit" (MaxTurns,
+// MaxBudgetUSD), "rejected" (nothing started: invalid request, not
+// installed, containment unavailable, a turn already running), "panic"
+// (OnEvent panicked) and "failed" (anything else: the CLI's own failure, an
+// exit status, no result); a session's process span ends "closed".
+//
+// The metrics: clinvoke.runs.started, clinvoke.runs.ended (by
+// clinvoke.outcome) and clinvoke.runs.active, by clinvoke.cli and
+// clinvoke.mode; clinvoke.sessions.active; the histograms clinvoke.run.duration,
+// clinvoke.run.first_event and clinvoke.stop.duration (from the decision to
+// stop to the whole tree gone, by clinvoke.stop.reason), in seconds; the
+// counters clinvoke.sweep.processes (killed by the sweep) and
+// clinvoke.sweep.survivors (alive after SIGKILL: it must stay 0);
+// gen_ai.client.token.usage by gen_ai.token.type, and clinvoke.cost in US
+// dollars where the CLI reports one.
+//
+// The CLI receives the span's context in the W3C Trace Context variables
+// TRACEPARENT and TRACESTATE (replacing any the host inherited; Options.Env
+// and Request.Env may set their own), and its tools inherit them. A CLI
+// that reads them and exports OpenTelemetry (Codex and Claude Code, once
+// their telemetry is on; see docs/cli-facts.md) continues the caller's
+// trace. The engine's log records carry trace_id and span_id.
+//
 // # Testing
 //
 // Package invoker/invokertest scripts a stand-in for each CLI (answers,

@@ -3,6 +3,9 @@ package invoker
 import (
 	"log/slog"
 	"time"
+
+	"go.opentelemetry.io/otel/metric"
+	"go.opentelemetry.io/otel/trace"
 )
 
 // Options configure an Invoker: how its CLI is found and started, how long
@@ -129,4 +132,17 @@ type Options struct {
 	// get their cgroups, for a host that is not root and not started in a
 	// delegated cgroup. The default is the host's own cgroup.
 	CgroupParent string
+
+	// TracerProvider receives a span for each run and each session turn,
+	// with events for the start, the first event, each tool call, each
+	// step of the ladder and the sweep (see # Telemetry in the package
+	// documentation). Nil means otel.GetTracerProvider(): a program that
+	// installs no OpenTelemetry SDK records nothing.
+	TracerProvider trace.TracerProvider
+
+	// MeterProvider receives the runs' metrics: runs started, ended (by
+	// outcome) and in flight, durations, time to first event, how long a
+	// stop takes to leave nothing behind, processes swept, survivors,
+	// tokens and cost. Nil means otel.GetMeterProvider().
+	MeterProvider metric.MeterProvider
 }

@@ -81,4 +81,17 @@
 // tools of one Register call share a semaphore of Options.MaxConcurrent
 // slots; a call (or a parallel call's task) beyond it waits, until its
 // context is done, and reports that it is queued.
+//
+// # Tracing
+//
+// Each tool call is a server span "tools/call <tool>" of
+// Options.TracerProvider (otel's global provider when nil), with the
+// attributes of OpenTelemetry's MCP conventions (mcp.method.name,
+// gen_ai.tool.name, mcp.session.id) and clinvoke.status. It continues the
+// client's trace: from the request's _meta ("traceparent", "tracestate"),
+// or else from the HTTP request's headers unless the call's context already
+// holds a span (a host's HTTP middleware made one). The runs of the call are
+// its children, and each CLI gets its run's span in TRACEPARENT (see the
+// Telemetry section of package invoker). The call's log records take its
+// context, so that a handler can add its trace and span ids.
 package mcpadapter

@@ -17,6 +17,8 @@ func (t *tool) handle(ctx context.Context, req *mcp.CallToolRequest, in Input) (
 	// done: deferred first, end runs last.
 	ctx, end := t.calls.begin(ctx, req)
 	defer end()
+	ctx, endSpan := t.startCall(ctx, req, t.name)
+	defer func() { endSpan(out.Status, out.Error) }()
 	defer func() {
 		// A panic here is a bug of this package (the invoker's own panics
 		// are recovered in invoke); the server must survive it all the same.
@@ -27,7 +29,7 @@ func (t *tool) handle(ctx context.Context, req *mcp.CallToolRequest, in Input) (
 		}
 	}()
 	if t.shuttingDown() {
-		out = t.refuse(t.name, nil, in, errShutdownRefusal)
+		out = t.refuse(ctx, t.name, nil, in, errShutdownRefusal)
 		return errorResult(t.name, out), out, nil
 	}
 	ctx, cancel := t.bind(ctx)
@@ -47,6 +49,14 @@ func (t *tool) handleParallel(ctx context.Context, req *mcp.CallToolRequest, in 
 	toolName := t.name + ParallelSuffix
 	ctx, end := t.calls.begin(ctx, req)
 	defer end()
+	ctx, endSpan := t.startCall(ctx, req, toolName)
+	defer func() {
+		if res == nil || res.IsError {
+			endSpan(StatusFailed, fmt.Sprintf("%d of %d tasks completed", out.Completed, len(in.Tasks)))
+			return
+		}
+		endSpan(StatusCompleted, "")
+	}()
 	defer func() {
 		if v := recover(); v != nil {
 			t.cfg.log.Error("tool handler panicked", "tool", toolName, "panic", v, "stack", string(debug.Stack()))
@@ -59,11 +69,11 @@ func (t *tool) handleParallel(ctx context.Context, req *mcp.CallToolRequest, in 
 	// The input schema bounds the number of tasks too; this check is for
 	// calls that bypass it.
 	if len(in.Tasks) == 0 || len(in.Tasks) > t.cfg.maxTasks {
-		res, out = t.refuseParallel(toolName, in, start, refusef("give 1 to %d tasks (got %d)", t.cfg.maxTasks, len(in.Tasks)))
+		res, out = t.refuseParallel(ctx, toolName, in, start, refusef("give 1 to %d tasks (got %d)", t.cfg.maxTasks, len(in.Tasks)))
 		return res, out, nil
 	}
 	if t.shuttingDown() {
-		res, out = t.refuseParallel(toolName, in, start, errShutdownRefusal)
+		res, out = t.refuseParallel(ctx, toolName, in, start, errShutdownRefusal)
 		return res, out, nil
 	}
 	ctx, cancel := t.bind(ctx)

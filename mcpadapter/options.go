@@ -2,6 +2,7 @@ package mcpadapter
 
 import (
 	"fmt"
+	"go.opentelemetry.io/otel/trace"
 	"log/slog"
 	"math"
 	"os"
@@ -124,6 +125,14 @@ type Options struct {
 	// Nothing is ever written to standard output, which a stdio server
 	// uses for the protocol.
 	Logger *slog.Logger
+
+	// TracerProvider receives a span for each tool call ("tools/call
+	// <tool>", a server span), a child of the client's trace when the
+	// request carries one: in its _meta ("traceparent", "tracestate"), or
+	// else in the HTTP request's headers. The invokers' spans of the call's
+	// runs are its children. Nil means otel.GetTracerProvider(), which
+	// records nothing until the host installs an OpenTelemetry SDK.
+	TracerProvider trace.TracerProvider
 }
 
 // config is Options with the defaults applied and the roots resolved.
@@ -140,6 +149,7 @@ type config struct {
 	maxBudget     float64
 	maxTurns      int
 	warm          WarmSessions
+	tracer        trace.Tracer
 }
 
 func newConfig(o *Options) (*config, error) {
@@ -158,6 +168,7 @@ func newConfig(o *Options) (*config, error) {
 		maxBudget:     o.MaxBudgetUSD,
 		maxTurns:      o.MaxTurns,
 		warm:          o.WarmSessions,
+		tracer:        tracer(o.TracerProvider),
 	}
 	switch {
 	case c.maxConcurrent == 0:

@@ -1,6 +1,7 @@
 package mcpadapter
 
 import (
+	"context"
 	"strings"
 	"time"
 
@@ -71,9 +72,9 @@ func requestOf(in Input) invoker.Request {
 }
 
 // refuse answers a call refused before anything started and records it.
-func (t *tool) refuse(toolName string, index *int, in Input, err error) Output {
+func (t *tool) refuse(ctx context.Context, toolName string, index *int, in Input, err error) Output {
 	req := requestOf(in)
 	out := Output{Status: StatusRefused, ExitCode: -1, Error: reasonOf(err)}
-	t.record(toolName, index, "", &req, nil, out, time.Now())
+	t.record(ctx, toolName, index, "", &req, nil, out, time.Now())
 	return out
 }

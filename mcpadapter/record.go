@@ -1,6 +1,7 @@
 package mcpadapter
 
 import (
+	"context"
 	"crypto/rand"
 	"time"
 
@@ -31,29 +32,29 @@ func (t *tool) entry(toolName string, index *int, runID string, req *invoker.Req
 // recordStart writes the transcript line of a run whose session id just
 // became known, so that the session can be resumed even if the server is
 // killed before the run ends.
-func (t *tool) recordStart(toolName string, index *int, runID string, req *invoker.Request, sessionID string, start time.Time) {
+func (t *tool) recordStart(ctx context.Context, toolName string, index *int, runID string, req *invoker.Request, sessionID string, start time.Time) {
 	e := t.entry(toolName, index, runID, req)
 	e.Output = Output{Status: StatusRunning, SessionID: sessionID, ExitCode: -1, DurationMS: time.Since(start).Milliseconds()}
 	if err := t.tr.append(e); err != nil {
-		t.cfg.log.Error("transcript write failed", "tool", toolName, "error", err)
+		t.cfg.log.ErrorContext(ctx, "transcript write failed", "tool", toolName, "error", err)
 	}
 	attrs := []any{"tool", toolName, "session_id", sessionID}
 	if index != nil {
 		attrs = append(attrs, "task", *index)
 	}
-	t.cfg.log.Info("run has a session", attrs...)
+	t.cfg.log.InfoContext(ctx, "run has a session", attrs...)
 }
 
 // record writes the transcript line and the log record of a finished (or
 // refused) run. runID is empty for a call refused before any run.
-func (t *tool) record(toolName string, index *int, runID string, req *invoker.Request, res *invoker.Result, out Output, start time.Time) {
+func (t *tool) record(ctx context.Context, toolName string, index *int, runID string, req *invoker.Request, res *invoker.Result, out Output, start time.Time) {
 	e := t.entry(toolName, index, runID, req)
 	e.Output = out
 	if res != nil {
 		e.Stderr = res.Stderr
 	}
 	if err := t.tr.append(e); err != nil {
-		t.cfg.log.Error("transcript write failed", "tool", toolName, "error", err)
+		t.cfg.log.ErrorContext(ctx, "transcript write failed", "tool", toolName, "error", err)
 	}
 	attrs := []any{"tool", toolName, "status", out.Status, "session_id", out.SessionID,
 		"exit_code", out.ExitCode, "duration", time.Since(start).Round(time.Millisecond)}
@@ -63,5 +64,5 @@ func (t *tool) record(toolName string, index *int, runID string, req *invoker.Re
 	if out.Error != "" {
 		attrs = append(attrs, "error", out.Error)
 	}
-	t.cfg.log.Info("run finished", attrs...)
+	t.cfg.log.InfoContext(ctx, "run finished", attrs...)
 }

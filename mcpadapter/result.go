@@ -120,10 +120,10 @@ func errorSentence(name string, o Output) string {
 // refuseParallel answers a parallel call refused as a whole before any
 // task started: an isError result with an empty results list. It records
 // one transcript entry, with the call's defaults as the request.
-func (t *tool) refuseParallel(toolName string, in ParallelInput, start time.Time, err error) (*mcp.CallToolResult, ParallelOutput) {
+func (t *tool) refuseParallel(ctx context.Context, toolName string, in ParallelInput, start time.Time, err error) (*mcp.CallToolResult, ParallelOutput) {
 	msg := reasonOf(err)
 	req := invoker.Request{Workdir: in.Workdir, Permission: invoker.Permission(in.Permission), Model: in.Model, SystemPrompt: in.SystemPrompt}
-	t.record(toolName, nil, "", &req, nil, Output{Status: StatusRefused, ExitCode: -1, Error: msg}, start)
+	t.record(ctx, toolName, nil, "", &req, nil, Output{Status: StatusRefused, ExitCode: -1, Error: msg}, start)
 	out := ParallelOutput{Results: []TaskOutput{}, DurationMS: time.Since(start).Milliseconds()}
 	res := &mcp.CallToolResult{}
 	res.SetError(fmt.Errorf("%s call refused, nothing was started: %s", toolName, msg))

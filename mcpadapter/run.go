@@ -26,7 +26,7 @@ func (t *tool) runTask(ctx context.Context, rep *reporter, toolName, prefix stri
 			err = fmt.Errorf("internal error: %v", v)
 			out = t.output(ctx, res, err)
 		}
-		t.record(toolName, index, runID, &req, res, out, start)
+		t.record(ctx, toolName, index, runID, &req, res, out, start)
 	}()
 
 	req, err = t.request(in)
@@ -46,11 +46,11 @@ func (t *tool) runTask(ctx context.Context, rep *reporter, toolName, prefix stri
 	defer t.sem.Release(1)
 
 	obs := &observer{prefix: prefix, rep: rep, onSession: func(sid string) {
-		t.recordStart(toolName, index, runID, &req, sid, start)
+		t.recordStart(ctx, toolName, index, runID, &req, sid, start)
 	}}
 	req.OnEvent = obs.onEvent
 	rep.post(prefix + "starting " + t.name)
-	t.cfg.log.Info("run starting", "tool", toolName, "workdir", req.Workdir, "permission", req.Permission, "resume", req.SessionID)
+	t.cfg.log.InfoContext(ctx, "run starting", "tool", toolName, "workdir", req.Workdir, "permission", req.Permission, "resume", req.SessionID)
 	res, err = t.call(ctx, req, index == nil)
 	if res == nil { // the invoker panicked or broke its contract
 		sid, text := obs.partial()

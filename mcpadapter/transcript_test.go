@@ -1,6 +1,7 @@
 package mcpadapter
 
 import (
+	"context"
 	"encoding/json"
 	"os"
 	"path/filepath"
@@ -71,8 +72,8 @@ func TestTranscriptRecordsOutput(t *testing.T) {
 	req := invoker.Request{Prompt: "p", Workdir: "/w", Permission: invoker.ReadOnly, SessionID: "s0"}
 	out := Output{Status: StatusFailed, Text: "t", SessionID: "s1", ExitCode: 2, DurationMS: 7, Error: "e",
 		Resume: "call again", Structured: json.RawMessage(`{}`), Turns: 4}
-	tl.recordStart("codex", nil, "R", &req, "s1", time.Now())
-	tl.record("codex", nil, "R", &req, &invoker.Result{Stderr: "tail"}, out, time.Now())
+	tl.recordStart(context.Background(), "codex", nil, "R", &req, "s1", time.Now())
+	tl.record(context.Background(), "codex", nil, "R", &req, &invoker.Result{Stderr: "tail"}, out, time.Now())
 	data, err := os.ReadFile(path)
 	if err != nil {
 		t.Fatal(err)

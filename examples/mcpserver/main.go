@@ -64,6 +64,22 @@
 // gets a first line as soon as its session id is known, so even a run cut
 // off by SIGKILL can be resumed.
 //
+// # Telemetry
+//
+// The server installs the OpenTelemetry SDK the flags ask for and hands it
+// to the library in invoker.Options and mcpadapter.Options:
+//
+//	go run ./examples/mcpserver -http 127.0.0.1:8700 -metrics 127.0.0.1:9464 -otlp http://127.0.0.1:4318/v1/traces
+//
+// -metrics ADDR serves the runs' metrics in Prometheus text on /metrics and
+// "ok" on /healthz; -otlp URL, or the standard OTEL_EXPORTER_OTLP_ENDPOINT
+// and OTEL_EXPORTER_OTLP_TRACES_ENDPOINT variables, exports the traces over
+// OTLP/HTTP. A tool call continues the client's trace (from the request's
+// _meta or its HTTP headers) and each CLI gets its run's span in
+// TRACEPARENT. Log records carry trace_id and span_id. Without these flags
+// nothing is recorded. README: "Observability" lists the metrics and what
+// to alert on.
+//
 // # HTTP
 //
 // With -http the server speaks streamable HTTP. A call is cancelled (its
@@ -180,6 +196,8 @@ func run() error {
 		warm           = flag.Int("warm", 0, "keep up to this many conversations' CLIs running between the calls that continue them (each holds 150-400 MiB); 0: none")
 		warmIdle       = flag.Duration("warm-idle", mcpadapter.DefaultWarmIdleTimeout, "with -warm: close a warm conversation's CLI after this long without a call")
 		verbose        = flag.Bool("v", false, "log debug details, including the SDK's")
+		metricsAddr    = flag.String("metrics", "", "serve Prometheus metrics on http://ADDR/metrics and a liveness probe on /healthz (such as 127.0.0.1:9464)")
+		otlpURL        = flag.String("otlp", "", "export traces over OTLP/HTTP to this URL (such as http://127.0.0.1:4318/v1/traces); the OTEL_EXPORTER_OTLP_* variables work too")
 		roots          []string
 		binaries       = map[string]*string{}
 	)
@@ -208,7 +226,21 @@ func run() error {
 	if *verbose {
 		level = slog.LevelDebug
 	}
-	logger := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level}))
+	logger := slog.New(traceHandler{slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level})})
+
+	tel, err := startTelemetry(*metricsAddr, *otlpURL, logger)
+	if err != nil {
+		return fmt.Errorf("telemetry: %w", err)
+	}
+	defer func() {
+		// Flush the last spans and stop the metrics endpoint once the
+		// runs are reaped and recorded.
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+		defer cancel()
+		if err := tel.close(ctx); err != nil {
+			logger.Warn("telemetry shutdown", "err", err)
+		}
+	}()
 
 	explicit := len(roots) > 0
 	if !explicit {
@@ -242,6 +274,8 @@ func run() error {
 		opts := invoker.Options{
 			Binary:         *binaries[name],
 			Logger:         logger.With("cli", name),
+			TracerProvider: tel.tp,
+			MeterProvider:  tel.mp,
 			IdleTimeout:    *idle,
 			InterruptGrace: grace(*interruptGrace),
 			TerminateGrace: grace(*terminateGrace),
@@ -294,6 +328,7 @@ func run() error {
 		TranscriptPath:    expandHome(*transcript),
 		WarmSessions:      mcpadapter.WarmSessions{MaxSessions: *warm, IdleTimeout: *warmIdle},
 		Logger:            logger,
+		TracerProvider:    tel.tp,
 	}, invokers...)
 	if err != nil {
 		return err

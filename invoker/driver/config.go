@@ -41,6 +41,9 @@ type config struct {
 	// keepCancelled skips the sweep of cancelled turns; only the
 	// benchmark of the sweep's cost sets it (export_test.go).
 	keepCancelled bool
+	// tel records the runs' spans and metrics; nil records nothing (a
+	// baseline for benchmarks).
+	tel *telemetry
 }
 
 // merge returns opts folded into one: each non-zero field of a later
@@ -72,6 +75,12 @@ func merge(opts []invoker.Options) invoker.Options {
 		set(&o.Containment, n.Containment)
 		set(&o.CgroupParent, n.CgroupParent)
 		o.SweepEveryTurn = o.SweepEveryTurn || n.SweepEveryTurn
+		if n.TracerProvider != nil {
+			o.TracerProvider = n.TracerProvider
+		}
+		if n.MeterProvider != nil {
+			o.MeterProvider = n.MeterProvider
+		}
 		o.Env = env
 	}
 	return o
@@ -116,6 +125,7 @@ func newConfig(opts []invoker.Options) config {
 	if c.logger == nil {
 		c.logger = slog.New(slog.DiscardHandler)
 	}
+	c.tel = newTelemetry(o.TracerProvider, o.MeterProvider)
 	return c
 }
 

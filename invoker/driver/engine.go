@@ -14,7 +14,9 @@ import (
 // it from their own New with the user's options; users of the library call
 // the backend's New instead.
 func New(b Backend, opts ...invoker.Options) invoker.Invoker {
-	return &engine{b: b, cfg: newConfig(opts)}
+	e := &engine{b: b, cfg: newConfig(opts)}
+	e.cfg.tel.bind(b.Name())
+	return e
 }
 
 // engine runs one Backend. It holds only configuration: every call to
@@ -35,7 +37,8 @@ func (e *engine) Capabilities() invoker.Capabilities {
 	return c
 }
 
-func (e *engine) Invoke(ctx context.Context, req invoker.Request) (*invoker.Result, error) {
+// invoke runs one turn for Invoke, recording in sp.
+func (e *engine) invoke(ctx context.Context, req invoker.Request, sp *span) (*invoker.Result, error) {
 	start := time.Now()
 	res := &invoker.Result{ExitCode: -1}
 	fail := func(err error) (*invoker.Result, error) {
@@ -80,7 +83,7 @@ func (e *engine) Invoke(ctx context.Context, req invoker.Request) (*invoker.Resu
 	r := &run{
 		cli: e.b.Name(), cfg: &e.cfg, ctx: ctx, workdir: req.Workdir, env: req.Env, cmd: cmd, path: path,
 		start: start, res: res, schema: schema,
-		dec: e.b.NewDecoder(&req), onEvent: req.OnEvent,
+		dec: e.b.NewDecoder(&req), onEvent: req.OnEvent, tel: sp,
 	}
 	if cmd.Stdin != "" {
 		r.input = r.writePrompt

@@ -21,9 +21,12 @@ const MarkerVar = "CLINVOKE_RUN"
 var nestedBreakers = []string{"CLAUDECODE"}
 
 // environ builds a run's environment: the host's (filtered by
-// invoker.Options.InheritEnv, minus nestedBreakers and cmd.Unset), then invoker.Options.Env, the backend's variables,
-// Request.Env and the run marker, later entries overriding earlier ones.
-func environ(cfg *config, cmd *Command, reqEnv []string, marker string) []string {
+// invoker.Options.InheritEnv, minus nestedBreakers and cmd.Unset), then
+// the run's trace context (TRACEPARENT, TRACESTATE), invoker.Options.Env,
+// the backend's variables, Request.Env and the run marker, later entries
+// overriding earlier ones: a trace context the host inherited is replaced
+// by the run's, and one the caller sets explicitly wins.
+func environ(cfg *config, cmd *Command, reqEnv []string, marker string, trace []string) []string {
 	var env envList
 	keep := cfg.inheritEnv
 	for _, kv := range os.Environ() {
@@ -36,7 +39,7 @@ func environ(cfg *config, cmd *Command, reqEnv []string, marker string) []string
 		}
 		env.set(kv)
 	}
-	for _, list := range [][]string{cfg.env, cmd.Env, reqEnv} {
+	for _, list := range [][]string{trace, cfg.env, cmd.Env, reqEnv} {
 		for _, kv := range list {
 			env.set(kv)
 		}

@@ -2,6 +2,14 @@ package driver
 
 import "github.com/clinvoke/clinvoke/invoker"
 
+// NewWithoutTelemetry is New with the engine's telemetry removed, not
+// merely no-op: the baseline of BenchmarkTelemetryOverhead.
+func NewWithoutTelemetry(b Backend, opts ...invoker.Options) invoker.Invoker {
+	e := New(b, opts...).(*engine)
+	e.cfg.tel = nil
+	return e
+}
+
 // WithoutCancelledSweep returns an Invoker like inv, an Invoker of this
 // package, whose sessions do not sweep cancelled turns: the baseline of
 // the benchmark that measures what the sweep costs.

@@ -46,9 +46,11 @@ func (r *run) supervise() error {
 					continue
 				}
 				r.log.Debug("signal", "pid", r.tree.Pid(), "signal", proc.Terminate.String())
+				r.tel.ladder(stepTerminate)
 				r.tree.Signal(proc.Terminate)
 			case 3:
 				r.log.Debug("signal", "pid", r.tree.Pid(), "signal", proc.Kill.String())
+				r.tel.ladder(stepKill)
 				rep := r.tree.Kill()
 				r.log.Debug("killed process tree", "killed", rep.Killed, "elapsed", rep.Elapsed)
 				return
@@ -72,6 +74,7 @@ func (r *run) supervise() error {
 			return
 		}
 		stopErr = err
+		r.tel.stopping(err)
 		r.log.Debug("stopping", "pid", r.tree.Pid(), "reason", err)
 		next()
 	}
@@ -95,8 +98,10 @@ func (r *run) supervise() error {
 			panicCh = nil
 			if stopErr == nil {
 				stopErr = errors.New("OnEvent panicked")
+				r.tel.stopping(stopErr)
 			}
 			step = 3
+			r.tel.ladder(stepKill)
 			r.log.Debug("signal", "pid", r.tree.Pid(), "signal", proc.Kill.String(), "reason", "OnEvent panicked")
 			r.tree.Kill()
 		case <-firstEvent:
@@ -122,6 +127,7 @@ func (r *run) supervise() error {
 // it is the signal the real CLIs handle best: Claude Code records the turn
 // and kills its own tools only on SIGINT (docs/cli-facts.md).
 func (r *run) interrupt() {
+	r.tel.ladder(stepInterrupt)
 	if r.pty != nil {
 		r.tree.Snapshot() // Signal would take it; Ctrl-C bypasses Signal
 		r.log.Debug("signal", "pid", r.tree.Pid(), "signal", "Ctrl-C (PTY)")

@@ -94,13 +94,15 @@ type run struct {
 	panicOnce sync.Once
 	panicVal  any
 	goexit    bool
+
+	tel *span // the run's telemetry (telemetry.go); nil records nothing
 }
 
 // execute starts the CLI, streams its output, stops it when asked, sweeps
 // its tree and fills r.res. It returns the run's error, if any.
 func (r *run) execute() error {
 	cfg := r.cfg
-	r.log = cfg.logger.With("cli", r.cli)
+	r.log = r.tel.logger(cfg.logger).With("cli", r.cli)
 	r.tail = jsonl.NewTail(cfg.stderrTail)
 	r.fatal = make(chan error, 1)
 	r.firstEvent = make(chan struct{})
@@ -127,6 +129,7 @@ func (r *run) execute() error {
 	// after a clean exit too: a grandchild left behind would otherwise live
 	// on, and one holding stdout open would keep the readers waiting.
 	rep := r.tree.Kill()
+	r.tel.swept(rep)
 	r.log.Debug("swept process tree", "killed", rep.Killed, "survivors", rep.Survivors, "elapsed", rep.Elapsed)
 	if len(rep.Survivors) > 0 {
 		r.log.Warn("processes survived SIGKILL", "pids", rep.Survivors)
@@ -148,6 +151,7 @@ func (r *run) execute() error {
 		st = proc.State{Code: -1}
 	}
 	r.res.ExitCode = st.Code
+	r.tel.exited(st)
 	r.res.Stderr = r.tail.String()
 	r.log.Debug("run ended", "pid", r.tree.Pid(), "exit", st.Code, "signal", st.Signal, "elapsed", time.Since(r.start))
 

@@ -124,6 +124,7 @@ func (e *engine) OpenSession(ctx context.Context, req invoker.SessionRequest) (i
 		onEvent: s.dispatch,
 		input:   s.feed,
 		onSkip:  s.skippedLine,
+		tel:     e.cfg.tel.session(ctx, e.b.Name(), &req),
 	}
 	s.r = r
 	lines, ready := s.proto.Open()
@@ -146,6 +147,7 @@ func (e *engine) OpenSession(ctx context.Context, req invoker.SessionRequest) (i
 			}
 		}
 		s.err = err
+		r.tel.end(r.res, err, r.panicked.Load())
 		stop(nil)
 		close(s.done)
 	}()

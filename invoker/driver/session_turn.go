@@ -60,9 +60,10 @@ func (s *session) skippedError(t *turnState) *lineTooLongError {
 	return &lineTooLongError{n: t.skipped, longest: t.skippedMax, max: s.r.cfg.maxLineSize}
 }
 
-// Turn implements invoker.Session. Its checks are those of the turn of a
-// one-turn run, and its verdict is the same function's (decide).
-func (s *session) Turn(ctx context.Context, t invoker.TurnRequest) (*invoker.Result, error) {
+// turn implements invoker.Session's Turn (see telemetry_calls.go). Its
+// checks are those of the turn of a one-turn run, and its verdict is the
+// same function's (decide).
+func (s *session) turn(ctx context.Context, t invoker.TurnRequest) (*invoker.Result, error) {
 	start := time.Now()
 	res := &invoker.Result{ExitCode: -1, Containment: s.r.res.Containment}
 	fail := func(err error) (*invoker.Result, error) {
@@ -238,6 +239,7 @@ func (s *session) await(ctx context.Context, ts *turnState, res *invoker.Result,
 		}()
 		r.decMu.Unlock()
 		r.log.Debug("interrupting the turn in the CLI's protocol", "reason", why, "grace", g)
+		s.cfg.tel.turnInterrupted(ctx, why)
 		s.write(lines...)
 		grace = time.NewTimer(g)
 		graceC = grace.C
@@ -306,6 +308,7 @@ func (s *session) sweepTurn(ts *turnState, why error) {
 	}
 	r := s.r
 	rep := r.sweepSince(ts.base)
+	r.tel.swept(rep)
 	if len(rep.Killed) > 0 || len(rep.Survivors) > 0 {
 		r.log.Debug("swept the turn's processes", "reason", why, "killed", rep.Killed, "survivors", rep.Survivors, "elapsed", rep.Elapsed)
 	}

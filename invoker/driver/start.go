@@ -23,7 +23,7 @@ func (r *run) startTree() (err error) {
 	attr := &proc.Attr{
 		Path:      r.path,
 		Args:      append([]string{r.path}, r.cmd.Args...),
-		Env:       environ(r.cfg, r.cmd, r.env, marker),
+		Env:       environ(r.cfg, r.cmd, r.env, marker, r.tel.environ()),
 		Dir:       r.workdir,
 		Marker:    marker,
 		Subreaper: cfg.subreaper,
@@ -94,6 +94,7 @@ func (r *run) startTree() (err error) {
 	}
 	r.tree = t
 	r.res.Containment = level(t.Containment())
+	r.tel.started(t.Pid(), r.res.Containment)
 	r.stdoutW = &watchedFile{f: r.stdout, r: r, pty: r.pty != nil}
 	r.stderrW = &watchedFile{f: r.stderr, r: r}
 	r.log.Debug("started", "pid", t.Pid(), "path", r.path, "args", len(attr.Args)-1, "pty", cfg.pty, "containment", r.res.Containment)

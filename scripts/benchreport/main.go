@@ -248,6 +248,7 @@ func rows(s samples) []row {
 			add(fmt.Sprintf("Real CLI (e2e), %s: warm turn ÷ cold Invoke, time to the result (%s warm/cold-result)", cli, short), v, n, "×", "≤ 0.20×", atMost(0.20))
 			info(fmt.Sprintf("  warm turn, result (%s warm-result-ms)", short), turn, "warm-result-ms", "ms")
 			info(fmt.Sprintf("  cold Invoke, result (%s cold-result-ms)", short), turn, "cold-result-ms", "ms")
+			info(fmt.Sprintf("Real CLI (e2e), %s: resident memory of a warm session's tree, idle after its turns (%s warm-rss-MiB)", cli, short), turn, "warm-rss-MiB", "MiB")
 			short = "`e2e SessionInterrupt/" + cli + "`"
 			info(fmt.Sprintf("Real CLI (e2e), %s: cancel → interrupted turn ended ÷ cancel → cancelled Invoke returned (%s interrupt/invoke-cancel)", cli, short), intr, "interrupt/invoke-cancel", "×")
 			info(fmt.Sprintf("  interrupt → turn ended (%s interrupt-ms)", short), intr, "interrupt-ms", "ms")
@@ -427,7 +428,10 @@ const methods = `- **InvokeQuick / RawExecQuick** (invoker/bench_test.go): a fak
   (e2e/sessions_bench_test.go, only with BENCH_E2E=1): the same pairs
   with the real pinned CLIs (installed by e2e/run) against the loopback
   fake model; the interrupt is taken 100 ms after the model was called,
-  while its answer stalls.
+  while its answer stalls. warm-rss-MiB is the resident memory (VmRSS,
+  summed over the processes, as ps shows them) of the session's CLI and
+  everything it started, idle after the benchmark's turns, once every
+  cold Invoke's tree is gone.
 - **survivors**: processes carrying the benchmark's tag still alive after
   the last Invoke returned (a /proc scan of environments).
 `

@@ -148,7 +148,7 @@ func TestIdleTimeoutAfterStdoutClosed(t *testing.T) {
 	script := `print qq({"type":"thread.started","thread_id":"quiet-1"}\n); close(STDOUT); sleep(600);`
 	require.NoError(t, os.WriteFile(cli, []byte(perlCLI+script), 0o755))
 	inv := invoker.New(testBackend{}, invoker.WithBinary(cli), invoker.WithLogger(testLogger(t)),
-		invoker.WithIdleTimeout(300*time.Millisecond))
+		invoker.WithIdleTimeout(3*time.Second)) // room for perl to start and print on a busy machine
 	ctx, cancel := context.WithTimeout(context.Background(), testenv.Timeout(testenv.Hang))
 	defer cancel()
 	res, err := inv.Invoke(ctx, invoker.Request{Prompt: "go", Workdir: dir, Env: []string{"PIDFILE=" + filepath.Join(dir, "pids")}})

@@ -206,7 +206,11 @@ func (rep *report) values(prefixes ...string) ([]string, error) {
 		if err != nil {
 			return nil, err
 		}
-		out = append(out, format(r.value, r.unit))
+		v := r.shown()
+		if r.target != "" {
+			v += " (target " + r.target + ")"
+		}
+		out = append(out, v)
 	}
 	return out, nil
 }
@@ -232,16 +236,24 @@ func (rep *report) perCLI(figure func(cli string) string) (string, error) {
 // spread renders the smallest and largest value of the rows of the three
 // CLIs that figure names, as "a–b×".
 func (rep *report) spread(figure func(cli string) string) (string, error) {
-	lo, hi := math.Inf(1), math.Inf(-1)
-	var unit string
-	for _, c := range clis {
+	var lo, hi row
+	for i, c := range clis {
 		r, err := rep.find(figure(c.name))
 		if err != nil {
 			return "", err
 		}
-		lo, hi, unit = min(lo, r.value), max(hi, r.value), r.unit
+		if i == 0 || r.value < lo.value {
+			lo = r
+		}
+		if i == 0 || r.value > hi.value {
+			hi = r
+		}
 	}
-	return strings.TrimSuffix(format(lo, unit), unit) + "–" + format(hi, unit), nil
+	text := strings.TrimSuffix(lo.shown(), lo.unit) + "–" + hi.shown()
+	if hi.target != "" {
+		text += " (target " + hi.target + ")"
+	}
+	return text, nil
 }
 
 func e2eTurn(cli, what string) string {
@@ -313,11 +325,11 @@ var renderers = map[string]func(*report) (string, error){
 			return "", err
 		}
 		met, total, missed := rep.misses()
-		return fmt.Sprintf("In short, from its latest run (%s, %s cores): a quick run costs %s raw `os/exec`, "+
-			"and %s beside 3000 unrelated processes; a cooperative cancel returns with the tree reaped in %s (median); "+
-			"1000 runs cancelled at once are all reaped in %s with %s of heap each; an MCP tool call costs %s a direct `Invoke`; "+
-			"with the real CLIs (`BENCH_E2E=1`) a warm session's turn reaches its first event in %s the time of a cold `Invoke`, "+
-			"and its result in %s. Targets met: %d of %d. Missed: %s.",
+		return fmt.Sprintf("In short, from its latest run (%s, %s cores): Invoke ÷ raw `os/exec` for a quick run %s, "+
+			"and %s beside 3000 unrelated processes; a cooperative cancel until the tree is reaped, median %s; "+
+			"1000 runs cancelled at once, all reaped in %s, with a live heap of %s per run; an MCP tool call ÷ a direct `Invoke` %s; "+
+			"with the real CLIs (`BENCH_E2E=1`), a warm session's turn ÷ a cold `Invoke`, to the first event %s, "+
+			"to the result %s. Targets met: %d of %d. Missed: %s.",
 			rep.date, rep.cores, v[0], v[1], v[2], v[3], v[4], v[5], first, result, met, total, missed), nil
 	},
 	// The real CLIs' start-up, which a warm turn skips: the cold Invoke's

@@ -24,6 +24,9 @@ func TestMain(m *testing.M) {
 	if os.Getenv(envJobShell) != "" {
 		os.Exit(jobShell())
 	}
+	if os.Getenv(captureEnv) == "proxy" {
+		os.Exit(captureProxy())
+	}
 	fakeagent.Main()
 	code := fakeagent.CheckOrphans(m).Run()
 	if code == 0 {

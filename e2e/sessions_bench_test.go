@@ -8,7 +8,10 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"sort"
+	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -55,7 +58,46 @@ func BenchmarkSessionTurnVsInvoke(b *testing.B) {
 		b.ReportMetric(medMs(wr), "warm-result-ms")
 		b.ReportMetric(med(rf), "warm/cold-first")
 		b.ReportMetric(med(rr), "warm/cold-result")
+		// What a warm session holds between turns: its CLI's tree, idle
+		// after b.N+1 turns (every cold Invoke's tree is gone by now).
+		b.ReportMetric(treeRSSMiB(b, s), "warm-rss-MiB")
 	})
+}
+
+// treeRSSMiB sums the resident memory (VmRSS) of the processes carrying the
+// session's tag, which are then the session's CLI and what it started, in
+// MiB. Pages shared between them count once per process, as ps shows them.
+func treeRSSMiB(b *testing.B, s invoker.Session) float64 {
+	select {
+	case <-s.Done():
+		b.Fatalf("the session ended: %v", s.Err())
+	default:
+	}
+	var kib float64
+	for _, p := range (&rig{tag: benchTag(b)}).survivors() {
+		pid := strings.Fields(p)[0]
+		status, err := os.ReadFile(filepath.Join("/proc", pid, "status"))
+		if err != nil {
+			continue // gone meanwhile
+		}
+		for l := range strings.Lines(string(status)) {
+			if v, ok := strings.CutPrefix(l, "VmRSS:"); ok {
+				n, _ := strconv.ParseFloat(strings.TrimSuffix(strings.TrimSpace(v), " kB"), 64)
+				kib += n
+			}
+		}
+	}
+	if kib == 0 {
+		b.Fatal("no process of the session found to measure")
+	}
+	return kib / 1024
+}
+
+// benchTag is the tag of the CLIs of the benchmark b, a sub-benchmark of
+// forEachSessionBench named after its CLI.
+func benchTag(b *testing.B) string {
+	name := b.Name()
+	return fmt.Sprintf("%d-bench-%s", os.Getpid(), name[strings.LastIndex(name, "/")+1:])
 }
 
 // BenchmarkSessionInterrupt measures, for each real CLI with sessions, the
@@ -122,7 +164,7 @@ func forEachSessionBench(b *testing.B, f func(*testing.B, *fakemodel.Server, inv
 			}
 			srv := fakemodel.New(b)
 			home := b.TempDir()
-			tag := fmt.Sprintf("%d-bench-%s", os.Getpid(), c.name)
+			tag := benchTag(b)
 			env := append(c.setup(b, srv, home), "HOME="+home, tagVar+"="+tag)
 			inv := c.new(invoker.Options{Binary: bin, Env: env})
 			if caps := inv.Capabilities(); !caps.Sessions {

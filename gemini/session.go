@@ -19,7 +19,8 @@ import (
 // or terminal offered to the agent), then session/new in Workdir, then, for
 // WorkspaceWrite and Unlimited, session/set_mode "autoEdit" or "yolo". A
 // session cannot resume one (Request.SessionID): session/load of 0.61.0
-// finds no saved session at all; resume with Invoke, whose --resume works,
+// does not load a saved conversation reliably (e2e's
+// TestGeminiSessionLoadProbe); resume with Invoke, whose --resume works,
 // also for the id of a session opened here. Each turn is a
 // session/prompt, whose response ends the turn with its stop reason; the
 // turn's events are the session/update notifications (agent message and
@@ -42,10 +43,11 @@ func (backend) SessionCommand(req *invoker.SessionRequest) (*driver.Command, err
 		return nil, err
 	}
 	if req.SessionID != "" {
-		// Measured: session/load answers "No previous sessions found for
-		// this project." for every id, even one its own ACP mode saved
-		// in the same home and workdir a moment before.
-		return nil, driver.Unsupported("SessionID", "gemini 0.61.0's ACP mode cannot load a saved session; resume it with Invoke (Request.SessionID), one process per turn")
+		// session/load of a conversation saved in the same home and
+		// workdir answers "No previous sessions found for this
+		// project." in most tries and loads it in others (e2e's
+		// TestGeminiSessionLoadProbe).
+		return nil, driver.Unsupported("SessionID", "gemini 0.61.0's ACP mode does not reliably load a saved session; resume it with Invoke (Request.SessionID), one process per turn")
 	}
 	args := []string{"--acp"}
 	if req.Model != "" {

@@ -35,8 +35,9 @@ func TestSessionSetupRefused(t *testing.T) {
 	}
 }
 
-// Gemini 0.61.0's session/load finds no session, not even one its ACP mode
-// saved: a session cannot resume one, and says so before anything starts.
+// Gemini 0.61.0's session/load does not load a saved conversation
+// reliably (e2e's TestGeminiSessionLoadProbe): a session cannot resume
+// one, and says so before anything starts.
 func TestSessionResumeUnsupported(t *testing.T) {
 	_, err := gemini.New(invoker.Options{Binary: os.Args[0]}).OpenSession(context.Background(),
 		invoker.SessionRequest{Workdir: t.TempDir(), SessionID: "e05ea907-9109-4d6b-abcd-457256231577"})

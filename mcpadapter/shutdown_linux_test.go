@@ -59,9 +59,9 @@ type serverProc struct {
 // startServerPipes starts the example server over stdio like startServer,
 // on pipes of its own rather than mcp.CommandTransport, whose Close waits
 // for the calls in flight before it closes the server's standard input.
-func startServerPipes(t *testing.T, bin string, s fakeagent.Script, root, transcript string) (*mcp.ClientSession, *serverProc, chan *mcp.ProgressNotificationParams) {
+func startServerPipes(t *testing.T, bin, fake string, s fakeagent.Script, root, transcript string) (*mcp.ClientSession, *serverProc, chan *mcp.ProgressNotificationParams) {
 	t.Helper()
-	cmd := exec.Command(bin, "-cli", "codex", "-codex-bin", os.Args[0], "-root", root, "-transcript", transcript, "-progress", "1ms")
+	cmd := exec.Command(bin, "-cli", "codex", "-codex-bin", fake, "-root", root, "-transcript", transcript, "-progress", "1ms")
 	cmd.Env = append(os.Environ(), s.Env()...)
 	// Standard error on a pipe of our own too, so that a test can close it
 	// as a host that went away does.
@@ -131,8 +131,31 @@ type hostStep struct {
 	cancel bool           // notifications/cancelled for the call
 }
 
+// buildFakeAgent builds examples/demo, which runs as the fake agent when
+// re-executed with a fake's environment (fakeagent.Main), into a temporary
+// directory: a fake built without the race detector, as the real CLIs are.
+// A race-built test binary takes far longer to die of SIGKILL on a loaded
+// machine (the kernel unmaps its shadow memory), time a real CLI does not
+// take, and which would eat into the margin TestExampleServerShutdown
+// holds the shutdown ladder to.
+func buildFakeAgent(t *testing.T) string {
+	t.Helper()
+	goTool, err := exec.LookPath("go")
+	if err != nil {
+		t.Skip("no go command to build examples/demo")
+	}
+	bin := filepath.Join(t.TempDir(), "fakeagent")
+	cmd := exec.Command(goTool, "build", "-o", bin, "github.com/clinvoke/clinvoke/examples/demo")
+	cmd.Dir = ".."
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("go build examples/demo: %v\n%s", err, out)
+	}
+	return bin
+}
+
 func TestExampleServerShutdown(t *testing.T) {
 	bin := buildServer(t)
+	fake := buildFakeAgent(t)
 	// Claude Code interrupted by SIGINT: SIGINT to the server, then
 	// notifications/cancelled and a second SIGINT at +22 ms, SIGTERM at
 	// +100 ms and SIGKILL at +500 ms.
@@ -181,7 +204,7 @@ func TestExampleServerShutdown(t *testing.T) {
 			transcript := filepath.Join(t.TempDir(), "transcript.jsonl")
 			s := fakeagent.Script{Flavor: fakeagent.Codex, Tool: true, StreamFor: time.Hour, Grandchild: true, Escapee: true,
 				IgnoreSignals: tc.ignore, RecordDir: t.TempDir(), Tag: fakeagent.NewTag()}
-			cs, srv, progress := startServerPipes(t, bin, s, root, transcript)
+			cs, srv, progress := startServerPipes(t, bin, fake, s, root, transcript)
 			cmd := srv.cmd
 			t.Cleanup(func() {
 				if rec, err := fakeagent.ReadRecord(s.RecordDir); err == nil {
@@ -271,9 +294,13 @@ func TestExampleServerShutdown(t *testing.T) {
 			}
 			// A server that exited by itself wrote the run's final record
 			// first.
+			// A host's SIGKILL comes 500 ms after its first signal; the
+			// shutdown ladder (200 ms + 100 ms) reaps even a CLI that
+			// ignores every signal well before it, so the final record
+			// must be there in every case, killed or not.
 			switch {
 			case ended == nil && killed:
-				t.Logf("the server was killed before the run's final record; its session %s is in the transcript", started.SessionID)
+				t.Errorf("the server was killed by the host's SIGKILL before the run's final record (only its session %s is in the transcript); the shutdown ladder must record the run first", started.SessionID)
 			case ended == nil:
 				t.Errorf("the server exited (%v) without the run's final record; transcript %+v", st, entries)
 			case ended.Run != started.Run || ended.SessionID != started.SessionID || ended.Status != mcpadapter.StatusCancelled:

@@ -20,15 +20,15 @@ const DefaultWarmIdleTimeout = 5 * time.Minute
 // the CLI of a call of the single-run tool stays running after the call,
 // held as an [invoker.Session], and the next call that passes its
 // session_id is a turn of that session instead of a new process resuming
-// the conversation. Such a call skips the CLI's start-up (0.4–6 s for the
-// real CLIs, see docs/sessions.md), and a client's cancel of it is sent to
+// the conversation. Such a call skips the CLI's start-up (the real CLIs'
+// cold first event in BENCHMARKS.md), and a client's cancel of it is sent to
 // the CLI in its own protocol (an interrupt request), which ends the turn
 // the way the CLI's own clients do and keeps the session for the next
 // call; only a CLI that ignores the request gets the signal ladder.
 //
 // The price is memory: a warm session holds its CLI's whole process tree
-// while it waits, measured at 191 MiB for Claude Code, 183 MiB for Codex
-// and 364 MiB for Gemini CLI after one turn. MaxSessions bounds how many
+// while it waits (hundreds of MiB for the real CLIs: warm-rss-MiB in
+// BENCHMARKS.md, rendered into docs/sessions.md). MaxSessions bounds how many
 // are held (the least recently used idle one is closed to make room), and
 // IdleTimeout how long one waits for its next call.
 //

@@ -147,7 +147,8 @@ func TestIdleTimeoutAfterStdoutClosed(t *testing.T) {
 	cli := filepath.Join(dir, "cli")
 	script := `print qq({"type":"thread.started","thread_id":"quiet-1"}\n); close(STDOUT); sleep(600);`
 	require.NoError(t, os.WriteFile(cli, []byte(perlCLI+script), 0o755))
-	inv := driver.New(testBackend{}, invoker.Options{Binary: cli, Logger: testLogger(t), IdleTimeout: 300 * time.Millisecond})
+	// 3 s: room for perl to start and print on a busy machine.
+	inv := driver.New(testBackend{}, invoker.Options{Binary: cli, Logger: testLogger(t), IdleTimeout: 3 * time.Second})
 	ctx, cancel := context.WithTimeout(context.Background(), testenv.Timeout(testenv.Hang))
 	defer cancel()
 	res, err := inv.Invoke(ctx, invoker.Request{Prompt: "go", Workdir: dir, Env: []string{"PIDFILE=" + filepath.Join(dir, "pids")}})

@@ -122,9 +122,12 @@ func TestOutcomes(t *testing.T) {
 			},
 		},
 		{
-			name:     "idle timeout",
-			script:   fakeagent.Script{StreamFor: time.Minute, Interval: time.Minute},
-			opts:     append([]invoker.Options{invoker.Options{IdleTimeout: 300 * time.Millisecond}}, fastLadder...),
+			name:   "idle timeout",
+			script: fakeagent.Script{StreamFor: time.Minute, Interval: time.Minute},
+			// The same margin as the first-event case: long enough for the
+			// race-built fake to start, print and record itself on a busy
+			// machine, far shorter than the minute between its events.
+			opts:     append([]invoker.Options{{IdleTimeout: 3 * time.Second}}, fastLadder...),
 			wantCode: 1,
 			check: func(t *testing.T, err error) {
 				if !errors.Is(err, invoker.ErrIdleTimeout) {

@@ -6,6 +6,13 @@
 // Usage:
 //
 //	benchreport [-o BENCHMARKS.md] [-notes notes.md] bench-output.txt...
+//	benchreport -docs [-o BENCHMARKS.md] [file.md...]
+//
+// With -docs it rewrites the figures that README.md and docs/*.md (or the
+// files named) quote from the raw output stored in BENCHMARKS.md: each
+// sits in a region "<!-- figures: NAME -->...<!-- /figures -->" (see
+// docs.go). The package's test fails when a region or the table of
+// BENCHMARKS.md is not what the stored raw output renders.
 //
 // The notes file, if given, is copied under a "Notes" heading: what the
 // figures cannot say by themselves, such as why a target is missed.
@@ -90,6 +97,9 @@ type row struct {
 	target string // "" when there is none
 	ok     func(float64) bool
 	n      int // number of rounds the value is the median of
+	// rounds holds the value of each round (for a ratio, of each pair),
+	// when the row has them.
+	rounds []float64
 }
 
 func (s samples) get(name, unit string) ([]float64, bool) {
@@ -139,50 +149,67 @@ func lessThan(t float64) func(float64) bool { return func(v float64) bool { retu
 
 func rows(s samples) []row {
 	var out []row
+	var last []float64 // the rounds of the value last looked up
+	med := func(name, unit string) (float64, int) {
+		last, _ = s.get(name, unit)
+		return s.med(name, unit)
+	}
+	ratio := func(name, base, unit string) (float64, int) {
+		a, _ := s.get(name, unit)
+		b, _ := s.get(base, unit)
+		last = nil
+		if len(a) == len(b) {
+			for i := range a {
+				last = append(last, a[i]/b[i])
+			}
+		}
+		return s.ratio(name, base, unit)
+	}
 	add := func(figure string, v float64, n int, unit, target string, ok func(float64) bool) {
-		out = append(out, row{figure: figure, value: v, unit: unit, target: target, ok: ok, n: n})
+		out = append(out, row{figure: figure, value: v, unit: unit, target: target, ok: ok, n: n, rounds: last})
+		last = nil
 	}
 	info := func(figure, name, unit, shown string) {
-		v, n := s.med(name, unit)
+		v, n := med(name, unit)
 		add(figure, v, n, shown, "", nil)
 	}
 
-	v, n := s.med("BenchmarkInvokeQuick", "containment")
+	v, n := med("BenchmarkInvokeQuick", "containment")
 	add("Containment level of the benchmarked runs (`InvokeQuick` containment)", v, n, "level", "", nil)
-	v, n = s.ratio("BenchmarkInvokeQuick", "BenchmarkRawExecQuick", "ns/op")
+	v, n = ratio("BenchmarkInvokeQuick", "BenchmarkRawExecQuick", "ns/op")
 	add("Invoke ÷ raw os/exec, quick answer (`InvokeQuick` / `RawExecQuick`)", v, n, "×", "≤ 1.10×", atMost(1.10))
 	info("  `InvokeQuick` time per run", "BenchmarkInvokeQuick", "ns/op", "ns")
 	info("  `RawExecQuick` time per run", "BenchmarkRawExecQuick", "ns/op", "ns")
 
-	v, n = s.ratio("BenchmarkCancelCooperative", "BenchmarkRawSignalCooperative", "p50-ms")
+	v, n = ratio("BenchmarkCancelCooperative", "BenchmarkRawSignalCooperative", "p50-ms")
 	add("Cooperative cancel → tree gone ÷ bare signal and wait, median (`CancelCooperative` / `RawSignalCooperative` p50-ms)", v, n, "×", "≤ 1.10×", atMost(1.10))
-	v, n = s.med("BenchmarkCancelCooperative", "p50-ms")
+	v, n = med("BenchmarkCancelCooperative", "p50-ms")
 	add("Cooperative cancel → return, median (`CancelCooperative` p50-ms)", v, n, "ms", "≤ 1 ms", atMost(1))
 	info("  `RawSignalCooperative` median (p50-ms)", "BenchmarkRawSignalCooperative", "p50-ms", "ms")
-	v, n = s.med("BenchmarkCancelCooperative", "p99-ms")
+	v, n = med("BenchmarkCancelCooperative", "p99-ms")
 	add("Cooperative cancel → return, p99 (`CancelCooperative` p99-ms)", v, n, "ms", "≤ 5 ms", atMost(5))
 	info("  `CancelCooperative` mean (cancel-ms)", "BenchmarkCancelCooperative", "cancel-ms", "ms")
 
-	v, n = s.med("BenchmarkCancelStubborn", "overshoot-ms")
+	v, n = med("BenchmarkCancelStubborn", "overshoot-ms")
 	add("Stubborn child: return after the ladder, mean overshoot (`CancelStubborn` overshoot-ms)", v, n, "ms", "≤ 10 ms", atMost(10))
 	info("  `CancelStubborn` overshoot p99", "BenchmarkCancelStubborn", "p99-ms", "ms")
 
-	v, n = s.med("BenchmarkPipeHolder", "return-ms")
+	v, n = med("BenchmarkPipeHolder", "return-ms")
 	add("Grandchild holds stdout: return after the CLI's exit (`PipeHolder` return-ms)", v, n, "ms", "≤ 50 ms", atMost(50))
 	info("  `PipeHolder` return p99", "BenchmarkPipeHolder", "p99-ms", "ms")
 
-	v, n = s.med("BenchmarkConcurrentCancel1000", "all-reaped-ms")
+	v, n = med("BenchmarkConcurrentCancel1000", "all-reaped-ms")
 	add("1000 runs cancelled at once, all reaped (`ConcurrentCancel1000` all-reaped-ms)", v, n, "ms", "< 2000 ms", lessThan(2000))
-	v, n = s.med("BenchmarkConcurrentCancel1000", "cgroups-left")
+	v, n = med("BenchmarkConcurrentCancel1000", "cgroups-left")
 	add("1000 runs cancelled at once, run cgroups left after them (`ConcurrentCancel1000` cgroups-left)", v, n, "", "0", atMost(0))
-	v, n = s.med("BenchmarkConcurrentCancel1000", "heap-KiB-per-run")
+	v, n = med("BenchmarkConcurrentCancel1000", "heap-KiB-per-run")
 	add("Live heap per in-flight run (`ConcurrentCancel1000` heap-KiB-per-run)", v, n, "KiB", "≤ 64 KiB", atMost(64))
 
-	v, n = s.med("BenchmarkHugeLine64MiB", "peak-extra-MiB")
+	v, n = med("BenchmarkHugeLine64MiB", "peak-extra-MiB")
 	add("64 MiB line through Invoke, peak extra memory (`HugeLine64MiB` peak-extra-MiB)", v, n, "MiB", "≤ 192 MiB (3× the line)", atMost(192))
 	info("  `HugeLine64MiB` throughput", "BenchmarkHugeLine64MiB", "MB/s", "MB/s")
 
-	v, n = s.ratio("BenchmarkMCPCall", "BenchmarkDirectInvoke", "ns/op")
+	v, n = ratio("BenchmarkMCPCall", "BenchmarkDirectInvoke", "ns/op")
 	add("MCP round trip ÷ direct Invoke (`MCPCall` / `DirectInvoke`)", v, n, "×", "≤ 1.3×", atMost(1.3))
 	info("  `MCPCall` time per call", "BenchmarkMCPCall", "ns/op", "ns")
 	info("  `DirectInvoke` time per run", "BenchmarkDirectInvoke", "ns/op", "ns")
@@ -199,10 +226,10 @@ func rows(s samples) []row {
 			// to a target.
 			target, ratioTarget, okQ, okC = "", "", nil, nil
 		}
-		v, n = s.med(quick("3000"), "overhead-x")
+		v, n = med(quick("3000"), "overhead-x")
 		add(fmt.Sprintf("Busy host, %s level: Invoke ÷ raw os/exec beside 3000 idle processes (`BusyHost/bg=3000/%s/quick` overhead-x)", lvl, lvl), v, n, "×", target, okQ)
 		info(fmt.Sprintf("  the same with no idle process (`BusyHost/bg=0/%s/quick` overhead-x)", lvl), quick("0"), "overhead-x", "×")
-		v, n = s.ratio(cancel("3000"), cancel("0"), "p50-ms")
+		v, n = ratio(cancel("3000"), cancel("0"), "p50-ms")
 		add(fmt.Sprintf("Busy host, %s level: cooperative cancel median, 3000 idle processes ÷ none (`BusyHost/bg=3000/%s/cancel` / `bg=0` p50-ms)", lvl, lvl), v, n, "×", ratioTarget, okC)
 		info(fmt.Sprintf("  `BusyHost/bg=0/%s/cancel` median (p50-ms)", lvl), cancel("0"), "p50-ms", "ms")
 		info(fmt.Sprintf("  `BusyHost/bg=3000/%s/cancel` median (p50-ms)", lvl), cancel("3000"), "p50-ms", "ms")
@@ -224,16 +251,16 @@ func rows(s samples) []row {
 		turn := "BenchmarkSession/" + cli + "/TurnVsInvoke"
 		intr := "BenchmarkSession/" + cli + "/Interrupt"
 		short := "`Session/" + cli + "/TurnVsInvoke`"
-		v, n = s.med(turn, "warm/cold-first")
+		v, n = med(turn, "warm/cold-first")
 		add(fmt.Sprintf("Session, %s: warm turn ÷ cold Invoke of the same prompt, time to the first event (%s warm/cold-first)", cli, short), v, n, "×", "≤ 0.20×", atMost(0.20))
 		info(fmt.Sprintf("  warm turn, first event (%s warm-first-ms)", short), turn, "warm-first-ms", "ms")
 		info(fmt.Sprintf("  cold Invoke, first event (%s cold-first-ms)", short), turn, "cold-first-ms", "ms")
-		v, n = s.med(turn, "warm/cold-result")
+		v, n = med(turn, "warm/cold-result")
 		add(fmt.Sprintf("Session, %s: warm turn ÷ cold Invoke of the same prompt, time to the result (%s warm/cold-result)", cli, short), v, n, "×", "≤ 0.20×", atMost(0.20))
 		info(fmt.Sprintf("  warm turn, result (%s warm-result-ms)", short), turn, "warm-result-ms", "ms")
 		info(fmt.Sprintf("  cold Invoke, result (%s cold-result-ms)", short), turn, "cold-result-ms", "ms")
 		short = "`Session/" + cli + "/Interrupt`"
-		v, n = s.med(intr, "interrupt/invoke-cancel")
+		v, n = med(intr, "interrupt/invoke-cancel")
 		add(fmt.Sprintf("Session, %s: cancel → interrupted turn ended ÷ cancel → cancelled Invoke returned (%s interrupt/invoke-cancel)", cli, short), v, n, "×", "≤ 1.00×", atMost(1))
 		info(fmt.Sprintf("  interrupt → turn ended (%s interrupt-ms)", short), intr, "interrupt-ms", "ms")
 		info(fmt.Sprintf("  cancel → Invoke returned (%s invoke-cancel-ms)", short), intr, "invoke-cancel-ms", "ms")
@@ -245,14 +272,15 @@ func rows(s samples) []row {
 			turn := "BenchmarkSessionTurnVsInvoke/" + cli
 			intr := "BenchmarkSessionInterrupt/" + cli
 			short := "`e2e SessionTurnVsInvoke/" + cli + "`"
-			v, n = s.med(turn, "warm/cold-first")
+			v, n = med(turn, "warm/cold-first")
 			add(fmt.Sprintf("Real CLI (e2e), %s: warm turn ÷ cold Invoke, time to the first event (%s warm/cold-first)", cli, short), v, n, "×", "≤ 0.20×", atMost(0.20))
 			info(fmt.Sprintf("  warm turn, first event (%s warm-first-ms)", short), turn, "warm-first-ms", "ms")
 			info(fmt.Sprintf("  cold Invoke, first event (%s cold-first-ms)", short), turn, "cold-first-ms", "ms")
-			v, n = s.med(turn, "warm/cold-result")
+			v, n = med(turn, "warm/cold-result")
 			add(fmt.Sprintf("Real CLI (e2e), %s: warm turn ÷ cold Invoke, time to the result (%s warm/cold-result)", cli, short), v, n, "×", "≤ 0.20×", atMost(0.20))
 			info(fmt.Sprintf("  warm turn, result (%s warm-result-ms)", short), turn, "warm-result-ms", "ms")
 			info(fmt.Sprintf("  cold Invoke, result (%s cold-result-ms)", short), turn, "cold-result-ms", "ms")
+			info(fmt.Sprintf("Real CLI (e2e), %s: resident memory of a warm session's tree, idle after its turns (%s warm-rss-MiB)", cli, short), turn, "warm-rss-MiB", "MiB")
 			short = "`e2e SessionInterrupt/" + cli + "`"
 			info(fmt.Sprintf("Real CLI (e2e), %s: cancel → interrupted turn ended ÷ cancel → cancelled Invoke returned (%s interrupt/invoke-cancel)", cli, short), intr, "interrupt/invoke-cancel", "×")
 			info(fmt.Sprintf("  interrupt → turn ended (%s interrupt-ms)", short), intr, "interrupt-ms", "ms")
@@ -325,6 +353,45 @@ func loadavg() string {
 	return strings.Join(f[:3], " ")
 }
 
+// tableHeader opens the table of figures in BENCHMARKS.md.
+const tableHeader = "| Figure | Value | Target | Met | Runs |"
+
+// tableLines renders the table of figures: its header, its separator and
+// one line per row.
+func tableLines(rs []row) []string {
+	out := []string{tableHeader, "|---|---:|---|:---:|---:|"}
+	for _, r := range rs {
+		fig := r.figure
+		if strings.HasPrefix(fig, "  ") {
+			fig = "&nbsp;&nbsp;" + strings.TrimSpace(fig)
+		}
+		out = append(out, fmt.Sprintf("| %s | %s | %s | %s | %d |", fig, r.shown(), orDash(r.target), r.met(), r.n))
+	}
+	return out
+}
+
+// shown formats the row's value; a ratio that misses its target gets three
+// significant digits, so that 0.204× does not read as the 0.20× it misses.
+func (r row) shown() string {
+	if r.unit == "×" && r.ok != nil && !math.IsNaN(r.value) && !r.ok(r.value) {
+		return strconv.FormatFloat(r.value, 'g', 3, 64) + "×"
+	}
+	return format(r.value, r.unit)
+}
+
+// met is the table's Met column: empty without a target.
+func (r row) met() string {
+	switch {
+	case r.ok == nil:
+		return ""
+	case math.IsNaN(r.value):
+		return "?"
+	case r.ok(r.value):
+		return "yes"
+	}
+	return "**no**"
+}
+
 func write(w io.Writer, s samples, cpu string, raw []string, notes string) {
 	rs := rows(s)
 	fmt.Fprintf(w, "# Benchmarks\n\n")
@@ -342,23 +409,8 @@ func write(w io.Writer, s samples, cpu string, raw []string, notes string) {
 		"the last column; a ratio is the median of the ratios of paired runs, the\n"+
 		"target and its baseline run back to back (alternating which goes first).\n"+
 		"Indented rows are context without a target.\n\n")
-	fmt.Fprintf(w, "| Figure | Value | Target | Met | Runs |\n|---|---:|---|:---:|---:|\n")
-	for _, r := range rs {
-		met := ""
-		switch {
-		case r.ok == nil:
-		case math.IsNaN(r.value):
-			met = "?"
-		case r.ok(r.value):
-			met = "yes"
-		default:
-			met = "**no**"
-		}
-		fig := r.figure
-		if strings.HasPrefix(fig, "  ") {
-			fig = "&nbsp;&nbsp;" + strings.TrimSpace(fig)
-		}
-		fmt.Fprintf(w, "| %s | %s | %s | %s | %d |\n", fig, format(r.value, r.unit), orDash(r.target), met, r.n)
+	for _, l := range tableLines(rs) {
+		fmt.Fprintln(w, l)
 	}
 	if notes != "" {
 		fmt.Fprintf(w, "\n## Notes\n\n%s\n", strings.TrimSpace(notes))
@@ -432,7 +484,10 @@ const methods = `- **InvokeQuick / RawExecQuick** (invoker/bench_test.go): a fak
   (e2e/sessions_bench_test.go, only with BENCH_E2E=1): the same pairs
   with the real pinned CLIs (installed by e2e/run) against the loopback
   fake model; the interrupt is taken 100 ms after the model was called,
-  while its answer stalls.
+  while its answer stalls. warm-rss-MiB is the resident memory (VmRSS,
+  summed over the processes, as ps shows them) of the session's CLI and
+  everything it started, idle after the benchmark's turns, once every
+  cold Invoke's tree is gone.
 - **survivors**: processes carrying the benchmark's tag still alive after
   the last Invoke returned (a /proc scan of environments).
 `
@@ -449,7 +504,14 @@ func main() {
 	log.SetPrefix("benchreport: ")
 	out := flag.String("o", "BENCHMARKS.md", "output file (- for stdout)")
 	notesFile := flag.String("notes", "", "Markdown file copied under a Notes heading")
+	docs := flag.Bool("docs", false, "rewrite the figures regions of the Markdown files named as arguments (default README.md docs/*.md) from the raw output stored in the -o file")
 	flag.Parse()
+	if *docs {
+		if err := rewriteDocs(*out, flag.Args()); err != nil {
+			log.Fatal(err)
+		}
+		return
+	}
 	var notes string
 	if *notesFile != "" {
 		b, err := os.ReadFile(*notesFile)

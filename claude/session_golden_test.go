@@ -6,7 +6,8 @@ import (
 	"github.com/clinvoke/clinvoke/internal/testkit/golden"
 )
 
-// The stream-json sessions of the real Claude Code 2.1.197, recorded by
+// The stream-json sessions of the real Claude Code 2.1.197 (opened with
+// the initialize control request), recorded by
 // e2e's TestCaptureSessions (testdata/session), replayed through the
 // session protocol: the lines it writes must be those the CLI was sent,
 // and each turn must end where the CLI ended it, with its outcome.
@@ -18,11 +19,11 @@ func TestSessionCaptures(t *testing.T) {
 		return golden.TurnWant{SessionTurn: golden.SessionTurn{Prompt: prompt, Interrupted: true}, Text: text}
 	}
 	golden.SessionCaptures(t, backend{}.NewSessionProtocol, []golden.SessionWant{
-		{File: "turn.jsonl", SessionID: "3a15fe28-a9d3-4cd0-bca2-e1722c5398a8",
+		{File: "turn.jsonl", SessionID: "99562526-cf07-4d0a-bc5a-7d3d7dc3c378",
 			Turns: []golden.TurnWant{turn("say hi", "hi there friend", true)}},
-		{File: "interrupt-stream.jsonl", SessionID: "21ae1d77-4e13-4b55-b396-991ee09b4546",
+		{File: "interrupt-stream.jsonl", SessionID: "296ed9e3-b5a0-45d1-bf4e-ede6a56eebf9",
 			Turns: []golden.TurnWant{interrupted("stall", "partial words "), turn("and now", "after interrupt", true)}},
-		{File: "interrupt-tool.jsonl", SessionID: "4b303a38-8f5a-4a67-93dd-a1872af8d347",
+		{File: "interrupt-tool.jsonl", SessionID: "ae955ba7-4f72-4ba5-ab2d-e0fd47075a48",
 			Turns: []golden.TurnWant{interrupted("follow", ""), turn("and now", "after tool", true)}},
 	})
 }

@@ -211,6 +211,18 @@ type TurnWant struct {
 	Success bool
 }
 
+// Turn is the want of a turn that ended by itself, with text, and
+// successfully when ok.
+func Turn(prompt, text string, ok bool) TurnWant {
+	return TurnWant{SessionTurn: SessionTurn{Prompt: prompt}, Text: text, Success: ok}
+}
+
+// Interrupted is the want of a turn that was interrupted, with the
+// partial text.
+func Interrupted(prompt, text string) TurnWant {
+	return TurnWant{SessionTurn: SessionTurn{Prompt: prompt, Interrupted: true}, Text: text}
+}
+
 // A SessionWant is what one capture in testdata/session must replay to.
 type SessionWant struct {
 	// File is the capture's name in testdata/session.

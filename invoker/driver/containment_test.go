@@ -42,7 +42,7 @@ sub await { close($wr); sysread($rd, my $b, 1); close($rd); }
 
 // hostile lists fake CLIs that hide processes from tracking. Each leaves
 // something running after it exits. trackingMisses marks the ones the
-// tracking level cannot find (documented on ContainTracking).
+// tracking level cannot find (documented in the package doc, # Containment).
 var hostile = []struct {
 	name           string
 	script         string

@@ -226,26 +226,7 @@ func (t *Tree) kill() Report {
 			s.gone = !sn.unsure
 			break
 		}
-		if alive, ok = k.freeze(alive); !ok {
-			k.fallback(alive)
-			break
-		}
-		pending, ok := k.killAll(alive)
-		if !ok {
-			// A member could not be signalled (its state unreadable):
-			// scanning again would find it again; kill what can be
-			// reached and report the rest.
-			k.fallback(alive)
-			break
-		}
-		if !time.Now().Before(k.deadline) {
-			// Out of time: whatever was found has had its SIGKILL,
-			// even if the scan that found it ended past the deadline.
-			k.giveUp(pending)
-			break
-		}
-		if left := k.awaitGone(pending, k.deadline); len(left) > 0 {
-			k.survive(left)
+		if !k.round(alive, k.fallback) {
 			break
 		}
 	}
@@ -310,6 +291,38 @@ func (k *killer) rootExited() bool {
 // by a freeze and alive (found by an earlier scan); then it waits briefly
 // and gives up. Members it cannot signal (their state unreadable) are
 // survivors.
+// round stops, kills and awaits the processes a scan found alive: one
+// round of Kill and of SweepSince. It reports whether the caller should
+// scan again; when it does not, what happened is recorded in k (through
+// fallback when a member could not be stopped or signalled, giveUp when
+// the deadline passed, survive when the killed did not all exit).
+func (k *killer) round(alive []procInfo, fallback func([]procInfo)) bool {
+	alive, ok := k.freeze(alive)
+	if !ok {
+		fallback(alive)
+		return false
+	}
+	pending, ok := k.killAll(alive)
+	if !ok {
+		// A member could not be signalled (its state unreadable):
+		// scanning again would find it again; kill what can be
+		// reached and report the rest.
+		fallback(alive)
+		return false
+	}
+	if !time.Now().Before(k.deadline) {
+		// Out of time: whatever was found has had its SIGKILL, even if
+		// the scan that found it ended past the deadline.
+		k.giveUp(pending)
+		return false
+	}
+	if left := k.awaitGone(pending, k.deadline); len(left) > 0 {
+		k.survive(left)
+		return false
+	}
+	return true
+}
+
 func (k *killer) fallback(alive []procInfo) {
 	seen := map[int32]bool{}
 	var all []procInfo

@@ -405,21 +405,7 @@ func (t *Tree) sweepTracking(b *Baseline) Report {
 		if len(alive) == 0 {
 			break
 		}
-		if alive, ok = k.freeze(alive); !ok {
-			k.sweepFallback(alive)
-			break
-		}
-		pending, ok := k.killAll(alive)
-		if !ok {
-			k.sweepFallback(alive)
-			break
-		}
-		if !time.Now().Before(k.deadline) {
-			k.giveUp(pending)
-			break
-		}
-		if left := k.awaitGone(pending, k.deadline); len(left) > 0 {
-			k.survive(left)
+		if !k.round(alive, k.sweepFallback) {
 			break
 		}
 	}

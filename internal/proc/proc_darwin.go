@@ -215,14 +215,7 @@ func (t *Tree) kill() Report {
 				t.log.Debug("proc: kill", "pid", t.pid, "member", p.pid)
 			}
 		}
-		backoff := 200 * time.Microsecond
-		for time.Now().Before(deadline) && slices.ContainsFunc(alive, func(p darwinProc) bool {
-			st, ok := startOf(p.pid)
-			return ok && st == p.start
-		}) {
-			time.Sleep(backoff)
-			backoff = min(2*backoff, 10*time.Millisecond)
-		}
+		awaitExit(alive, deadline)
 	}
 	rep.Elapsed = time.Since(begin)
 	return rep
@@ -234,4 +227,17 @@ func probe(want Containment, _ string) (Containment, error) {
 		return Group, levelError(want)
 	}
 	return Group, nil
+}
+
+// awaitExit waits until none of procs (by pid and start time) is alive, or
+// until deadline, polling with a growing backoff: macOS has no pidfd.
+func awaitExit(procs []darwinProc, deadline time.Time) {
+	backoff := 200 * time.Microsecond
+	for time.Now().Before(deadline) && slices.ContainsFunc(procs, func(p darwinProc) bool {
+		st, ok := startOf(p.pid)
+		return ok && st == p.start
+	}) {
+		time.Sleep(backoff)
+		backoff = min(2*backoff, 10*time.Millisecond)
+	}
 }

@@ -61,14 +61,7 @@ func (t *Tree) sweepSince(b Baseline) Report {
 				}
 			}
 		}
-		backoff := 200 * time.Microsecond
-		for time.Now().Before(deadline) && slices.ContainsFunc(alive, func(p darwinProc) bool {
-			st, ok := startOf(p.pid)
-			return ok && st == p.start
-		}) {
-			time.Sleep(backoff)
-			backoff = min(2*backoff, 10*time.Millisecond)
-		}
+		awaitExit(alive, deadline)
 	}
 	rep.Elapsed = time.Since(begin)
 	return rep

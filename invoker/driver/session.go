@@ -48,6 +48,9 @@ type session struct {
 	err       error         // why the session ended, without the CLI's name; set before done is closed
 	closeOnce sync.Once
 	closeErr  error
+	// lineTurn is the turn in flight when the line being delivered was
+	// decoded (nil between turns); only the stdout reader uses it.
+	lineTurn *turnState
 }
 
 // OpenSession implements invoker.Invoker for every backend; backends
@@ -212,6 +215,14 @@ type sessionDecoder struct{ s *session }
 
 func (d *sessionDecoder) Decode(line []byte) ([]invoker.Event, error) {
 	s := d.s
+	// The line belongs to the turn in flight now, if any: its events go
+	// to that turn only, however late they are delivered (a handshake's
+	// answer must not count as the first event of a turn that started
+	// meanwhile).
+	s.mu.Lock()
+	t := s.cur
+	s.mu.Unlock()
+	s.lineTurn = t
 	st, err := s.proto.Decode(line)
 	s.write(st.Write...)
 	for _, ev := range st.Events {
@@ -226,9 +237,6 @@ func (d *sessionDecoder) Decode(line []byte) ([]invoker.Event, error) {
 	}
 	evs := st.Events
 	if st.TurnEnded {
-		s.mu.Lock()
-		t := s.cur
-		s.mu.Unlock()
 		if t != nil && !t.last {
 			t.out = s.proto.Outcome(s.r.tail.String())
 			t.last = true
@@ -262,11 +270,12 @@ var errClosedInFlight = fmt.Errorf("%w by Close with a turn in flight", invoker.
 // flight, and ends the turn after its last event. Lines printed between
 // turns have no one to go to.
 func (s *session) dispatch(ev invoker.Event) {
+	t := s.lineTurn
 	s.mu.Lock()
-	t := s.cur
+	cur := s.cur
 	s.mu.Unlock()
-	if t == nil {
-		return
+	if t == nil || t != cur {
+		return // decoded between turns, or for a turn that has ended
 	}
 	if ev.Kind != invoker.KindWarning {
 		t.firstOnce.Do(func() { close(t.first) })

@@ -43,6 +43,7 @@ type turnState struct {
 func (s *session) skippedLine(size int64) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	s.lineTurn = s.cur // the warning that follows is the turn's
 	if t := s.cur; t != nil {
 		t.skipped++
 		t.skippedMax = max(t.skippedMax, size)

@@ -242,12 +242,12 @@ func (d *decoder) Decode(b []byte) ([]invoker.Event, error) {
 			switch l.Event.Delta.Type {
 			case "text_delta":
 				d.deltaText.WriteString(l.Event.Delta.Text)
-				e := ev(invoker.KindMessage)
-				e.Text, e.Delta = l.Event.Delta.Text, true
+				e := ev(invoker.KindDelta)
+				e.Text, e.Delta = l.Event.Delta.Text, invoker.KindMessage
 				return []invoker.Event{e}, nil
 			case "thinking_delta":
-				e := ev(invoker.KindReasoning)
-				e.Text, e.Delta = l.Event.Delta.Thinking, true
+				e := ev(invoker.KindDelta)
+				e.Text, e.Delta = l.Event.Delta.Thinking, invoker.KindReasoning
 				return []invoker.Event{e}, nil
 			}
 		}

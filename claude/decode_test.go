@@ -128,7 +128,7 @@ func TestDecodeEvents(t *testing.T) {
 	if r := evs[4].Tool; r.Name != "Read" || r.ID != "t1" || string(r.Input) != `{"file_path":"/a"}` || r.Output != "line1" || r.Status != "success" {
 		t.Errorf("tool result = %+v", r)
 	}
-	if !evs[6].Delta || evs[6].Text != "th" {
+	if evs[6].Kind != invoker.KindDelta || evs[6].Delta != invoker.KindReasoning || evs[6].Text != "th" {
 		t.Errorf("thinking delta = %+v", evs[6])
 	}
 	for _, ev := range evs[:10] {

@@ -348,9 +348,9 @@ func (p *protocol) notification(m *rpc, raw json.RawMessage) driver.Step {
 	switch m.Method {
 	case "item/agentMessage/delta":
 		p.partial.WriteString(params.Delta)
-		return one(invoker.Event{Kind: invoker.KindMessage, Text: params.Delta, Delta: true})
+		return one(invoker.Event{Kind: invoker.KindDelta, Text: params.Delta, Delta: invoker.KindMessage})
 	case "item/reasoning/summaryTextDelta", "item/reasoning/textDelta":
-		return one(invoker.Event{Kind: invoker.KindReasoning, Text: params.Delta, Delta: true})
+		return one(invoker.Event{Kind: invoker.KindDelta, Text: params.Delta, Delta: invoker.KindReasoning})
 	case "item/started", "item/completed":
 		if params.Item == nil {
 			break

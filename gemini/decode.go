@@ -98,7 +98,7 @@ func (d *decoder) Decode(b []byte) ([]invoker.Event, error) {
 			d.afterTool = false
 		}
 		d.text.WriteString(l.Content)
-		return []invoker.Event{{Kind: invoker.KindMessage, Text: l.Content, Delta: l.Delta, Raw: raw}}, nil
+		return []invoker.Event{{Kind: invoker.KindMessage, Text: l.Content, Raw: raw}}, nil
 
 	case "tool_use":
 		d.afterTool = true

@@ -252,9 +252,9 @@ func (p *acp) update(params json.RawMessage, raw json.RawMessage) []invoker.Even
 			p.afterTool = false
 		}
 		p.text.WriteString(text)
-		return []invoker.Event{{Kind: invoker.KindMessage, Text: text, Delta: true, Raw: raw}}
+		return []invoker.Event{{Kind: invoker.KindMessage, Text: text, Raw: raw}}
 	case "agent_thought_chunk":
-		return []invoker.Event{{Kind: invoker.KindReasoning, Text: chunkText(up.Content), Delta: true, Raw: raw}}
+		return []invoker.Event{{Kind: invoker.KindReasoning, Text: chunkText(up.Content), Raw: raw}}
 	case "tool_call", "tool_call_update":
 		var evs []invoker.Event
 		c, seen := p.calls[up.ToolCallID]

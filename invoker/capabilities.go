@@ -28,11 +28,24 @@ type Capabilities struct {
 	MaxTurns bool
 	// MaxBudget: Request.MaxBudgetUSD bounds what the turn may spend.
 	MaxBudget bool
+	// Fork: Request.Fork starts a new conversation from a copy of an
+	// earlier one.
+	Fork bool
+	// Deltas: Request.Deltas streams the model's text as it is written.
+	Deltas bool
 	// Sessions: the CLI has a reliable long-lived mode, and OpenSession
 	// holds a conversation in one warm process (see Session). It is not a
 	// Request field: Supports and Unsupported do not list it.
 	Sessions bool
 
+	// Steer: Session.Steer adds a message to a turn in progress.
+	Steer bool
+	// SwitchModel: TurnRequest.Model changes a session's model between
+	// turns.
+	SwitchModel bool
+	// SwitchPermission: TurnRequest.Permission changes a session's
+	// permission level between turns.
+	SwitchPermission bool
 	// Containment is the level the Invoker's runs get on this machine
 	// with its Options: "cgroup", "tracking", "job" or "group" (see the
 	// package documentation), or "" when the level Options.Containment
@@ -85,6 +98,8 @@ func (c Capabilities) fields() []capability {
 	return []capability{
 		{"Model", c.Model},
 		{"SessionID", c.Resume},
+		{"Fork", c.Fork},
+		{"Deltas", c.Deltas},
 		{"Images", c.Images},
 		{"SystemPrompt", c.SystemPrompt},
 		{"OutputSchema", c.OutputSchema},
@@ -104,7 +119,8 @@ func (c Capabilities) String() string {
 		ok   bool
 	}{
 		{"Model", c.Model}, {"Resume", c.Resume}, {"Images", c.Images}, {"SystemPrompt", c.SystemPrompt},
-		{"OutputSchema", c.OutputSchema}, {"MaxTurns", c.MaxTurns}, {"MaxBudget", c.MaxBudget}, {"Sessions", c.Sessions},
+		{"OutputSchema", c.OutputSchema}, {"MaxTurns", c.MaxTurns}, {"MaxBudget", c.MaxBudget}, {"Fork", c.Fork}, {"Deltas", c.Deltas},
+		{"Sessions", c.Sessions}, {"Steer", c.Steer}, {"SwitchModel", c.SwitchModel}, {"SwitchPermission", c.SwitchPermission},
 	} {
 		if f.ok {
 			parts = append(parts, f.name)

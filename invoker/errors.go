@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"time"
 
 	"github.com/clinvoke/clinvoke/internal/jsonl"
 )
@@ -187,15 +188,21 @@ func (e *StreamError) Error() string {
 // Unwrap returns the recognised sentinel, if any.
 func (e *StreamError) Unwrap() error { return e.Err }
 
-// A LimitError reports a turn that the CLI stopped at a limit the Request
-// set: Request.MaxTurns or Request.MaxBudgetUSD. The conversation is
-// intact: resume it with the session id to go on.
+// A LimitError reports a turn that the CLI stopped at a limit: one the
+// Request set (Request.MaxTurns, Request.MaxBudgetUSD), or a rate limit of
+// the model provider that the CLI's retries did not outlast. The
+// conversation is intact: resume it with the session id to go on (after
+// ResetsAt, for a rate limit).
 type LimitError struct {
-	// Limit is the sentinel of the limit reached: ErrMaxTurns or
-	// ErrMaxBudget. errors.Is matches it.
+	// Limit is the sentinel of the limit reached: ErrMaxTurns,
+	// ErrMaxBudget or ErrRateLimited. errors.Is matches it.
 	Limit error
 	// SessionID is the session to resume, if the CLI reported one.
 	SessionID string
+	// ResetsAt is when a rate limit resets, when the CLI said (in the
+	// error, or in a KindRateLimit or retry event of the turn); zero
+	// otherwise.
+	ResetsAt time.Time
 	// Err is what the CLI reported, usually a *StreamError; may be nil.
 	Err error
 }
@@ -203,8 +210,14 @@ type LimitError struct {
 // Error says which limit was reached and how to go on.
 func (e *LimitError) Error() string {
 	what := "the turn limit (Request.MaxTurns) was reached"
-	if e.Limit == ErrMaxBudget {
+	switch e.Limit {
+	case ErrMaxBudget:
 		what = "the budget (Request.MaxBudgetUSD) was reached"
+	case ErrRateLimited:
+		what = "the model provider's rate limit was reached"
+		if !e.ResetsAt.IsZero() {
+			what += " (it resets at " + e.ResetsAt.UTC().Format(time.RFC3339) + ")"
+		}
 	}
 	if e.SessionID != "" {
 		what += "; resume session " + e.SessionID + " to continue"

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
+	"time"
 )
 
 // EventKind says what an Event reports.
@@ -14,10 +15,12 @@ type EventKind int
 const (
 	// KindSession reports the session (thread) id; Event.SessionID is set.
 	KindSession EventKind = iota + 1
-	// KindMessage carries assistant text; Event.Delta tells whether Text
-	// is an increment of a streaming message or a whole message.
+	// KindMessage carries a whole assistant message. A message that was
+	// streamed (Request.Deltas) comes whole after its KindDelta events, so
+	// a consumer that reads only KindMessage sees the same text either way.
 	KindMessage
-	// KindReasoning carries the model's reasoning or thinking text.
+	// KindReasoning carries the model's reasoning or thinking text, whole,
+	// as KindMessage does.
 	KindReasoning
 	// KindToolCall reports a tool invocation; Event.Tool is set.
 	KindToolCall
@@ -25,8 +28,9 @@ const (
 	KindToolResult
 	// KindUsage reports token usage; Event.Usage is set.
 	KindUsage
-	// KindWarning reports a non-fatal notice: a retry, an unknown model,
-	// a line that could not be decoded or exceeded the line limit.
+	// KindWarning reports a non-fatal notice: a retry of a model request
+	// (Event.Retry is set), an unknown model, a line that could not be
+	// decoded or exceeded the line limit.
 	KindWarning
 	// KindError reports an error the CLI printed in its stream.
 	KindError
@@ -38,6 +42,15 @@ const (
 	// line that carries nothing (Codex's turn.started, Gemini's echo of
 	// the prompt) gives no event at all.
 	KindRaw
+	// KindDelta carries text as the model writes it, for a run or session
+	// that asked for it (Request.Deltas, Capabilities.Deltas): Text is an
+	// increment of the message (Event.Delta is KindMessage) or reasoning
+	// (KindReasoning) being written. The whole message follows as its own
+	// event once it is complete.
+	KindDelta
+	// KindRateLimit reports the state of a rate limit of the model
+	// provider, as the CLI relays it; Event.RateLimit is set.
+	KindRateLimit
 )
 
 var kindNames = [...]string{
@@ -51,6 +64,8 @@ var kindNames = [...]string{
 	KindError:      "error",
 	KindDone:       "done",
 	KindRaw:        "raw",
+	KindDelta:      "delta",
+	KindRateLimit:  "rate_limit",
 }
 
 // String returns the kind's lower-case name, such as "tool_call".
@@ -98,15 +113,55 @@ type Event struct {
 	SessionID string `json:"session_id,omitempty"`
 	// Text is the message, reasoning, warning or error text.
 	Text string `json:"text,omitempty"`
-	// Delta is true when Text is an increment of a streaming message.
-	Delta bool `json:"delta,omitempty"`
+	// Delta, on a KindDelta event, is the kind of the text being
+	// written: KindMessage or KindReasoning. It is zero on other events.
+	Delta EventKind `json:"delta,omitempty"`
 	// Tool describes the tool for KindToolCall and KindToolResult.
 	Tool *Tool `json:"tool,omitempty"`
 	// Usage is set on KindUsage events.
 	Usage *Usage `json:"usage,omitempty"`
+	// RateLimit is set on KindRateLimit events.
+	RateLimit *RateLimit `json:"rate_limit,omitempty"`
+	// Retry is set on a KindWarning event that reports a retry of a model
+	// request.
+	Retry *Retry `json:"retry,omitempty"`
 	// Raw is the CLI's original line. It is always kept; events decoded
 	// from one line share it.
 	Raw json.RawMessage `json:"raw,omitempty"`
+}
+
+// A RateLimit is the state of one rate limit of the model provider, as the
+// CLI reports it (Claude Code's rate_limit_event, Codex's
+// account/rateLimits/updated). Fields the CLI does not report are zero.
+type RateLimit struct {
+	// Limit names the limit as the CLI does: "five_hour", "seven_day"
+	// (Claude Code), "primary", "secondary" (Codex), ...
+	Limit string `json:"limit,omitempty"`
+	// Status is the CLI's word for the limit's state: "allowed",
+	// "allowed_warning", "rejected" (Claude Code).
+	Status string `json:"status,omitempty"`
+	// UsedPercent is how much of the limit is used, from 0 to 100.
+	UsedPercent float64 `json:"used_percent,omitempty"`
+	// ResetsAt is when the limit resets.
+	ResetsAt time.Time `json:"resets_at,omitzero"`
+}
+
+// A Retry describes a model request that failed and that the CLI retries.
+// Fields the CLI does not report are zero.
+type Retry struct {
+	// Attempt is the number of the attempt about to be made, counting the
+	// first retry as 1.
+	Attempt int `json:"attempt,omitempty"`
+	// MaxAttempts is how many retries the CLI makes at most.
+	MaxAttempts int `json:"max_attempts,omitempty"`
+	// Delay is how long the CLI waits before the attempt.
+	Delay time.Duration `json:"delay,omitempty"`
+	// HTTPStatus is the status of the failed request (429 when rate
+	// limited, 529 when overloaded, ...).
+	HTTPStatus int `json:"http_status,omitempty"`
+	// ResetsAt is when the limit that refused the request resets, when
+	// the CLI says.
+	ResetsAt time.Time `json:"resets_at,omitzero"`
 }
 
 // A Tool describes a tool call or its result.

@@ -120,6 +120,19 @@ type Request struct {
 	// SessionID resumes this session (Codex thread) when not empty.
 	SessionID string
 
+	// Fork, with SessionID, starts a new conversation from a copy of
+	// SessionID's history, leaving the original as it was; the run reports
+	// the new session's id. For CLIs that support it (Capabilities.Fork);
+	// Fork without SessionID is ErrInvalidRequest.
+	Fork bool
+
+	// Deltas asks for the model's text as it is written: KindDelta events
+	// before each whole KindMessage (and KindReasoning). For CLIs that can
+	// stream it (Capabilities.Deltas); a backend whose one-shot mode cannot
+	// stream runs the turn in its long-lived mode (see the backend's
+	// package). Without it no KindDelta event is delivered.
+	Deltas bool
+
 	// Images are absolute paths of images to attach, for CLIs that take
 	// them. A backend whose CLI cannot take images returns an error that
 	// matches ErrUnsupported.
@@ -178,12 +191,15 @@ type Request struct {
 func (r Request) Session() SessionRequest {
 	return SessionRequest{
 		Workdir: r.Workdir, Permission: r.Permission, Model: r.Model, SessionID: r.SessionID,
+		Fork: r.Fork, Deltas: r.Deltas,
 		SystemPrompt: r.SystemPrompt, Env: r.Env, ExtraArgs: r.ExtraArgs,
 		OutputSchema: r.OutputSchema, MaxTurns: r.MaxTurns, MaxBudgetUSD: r.MaxBudgetUSD,
 	}
 }
 
-// Turn returns the turn of r: its Prompt, Images and OnEvent.
+// Turn returns the turn of r: its Prompt, Images and OnEvent. (Its Model
+// and Permission are the session's, so the TurnRequest leaves them
+// empty.)
 func (r Request) Turn() TurnRequest {
 	return TurnRequest{Prompt: r.Prompt, Images: r.Images, OnEvent: r.OnEvent}
 }
@@ -202,6 +218,13 @@ type SessionRequest struct {
 	Model string
 	// SessionID resumes this session (Codex thread) when not empty.
 	SessionID string
+	// Fork, with SessionID, opens a new conversation from a copy of
+	// SessionID's history, leaving the original as it was (see
+	// Request.Fork).
+	Fork bool
+	// Deltas asks for KindDelta events in every turn (see
+	// Request.Deltas).
+	Deltas bool
 	// SystemPrompt replaces or extends the CLI's system prompt, for CLIs
 	// that support it.
 	SystemPrompt string
@@ -222,11 +245,19 @@ type SessionRequest struct {
 }
 
 // Request returns the Request of turn t in the conversation r: the
-// inverse of Request.Session and Request.Turn.
+// inverse of Request.Session and Request.Turn. The turn's Model and
+// Permission, when set, replace the conversation's.
 func (r SessionRequest) Request(t TurnRequest) Request {
+	if t.Model != "" {
+		r.Model = t.Model
+	}
+	if t.Permission != "" {
+		r.Permission = t.Permission
+	}
 	return Request{
 		Prompt: t.Prompt, Images: t.Images, OnEvent: t.OnEvent,
 		Workdir: r.Workdir, Permission: r.Permission, Model: r.Model, SessionID: r.SessionID,
+		Fork: r.Fork, Deltas: r.Deltas,
 		SystemPrompt: r.SystemPrompt, Env: r.Env, ExtraArgs: r.ExtraArgs,
 		OutputSchema: r.OutputSchema, MaxTurns: r.MaxTurns, MaxBudgetUSD: r.MaxBudgetUSD,
 	}
@@ -246,6 +277,14 @@ type TurnRequest struct {
 	// runtime.Goexit) kills the CLI's tree at once, and is re-raised on the
 	// goroutine that called Invoke or Turn once the tree is reaped.
 	OnEvent func(Event)
+	// Model, when not empty, switches the session's model from this turn
+	// on, through the CLI's own request (Capabilities.SwitchModel).
+	Model string
+	// Permission, when not empty, switches the session's permission level
+	// from this turn on (Capabilities.SwitchPermission). It may not be
+	// above the level the session was opened with, which stays the
+	// ceiling: a higher one is ErrInvalidRequest.
+	Permission Permission
 }
 
 // A Result is what a turn produced. Invoke returns a non-nil Result even

@@ -42,9 +42,14 @@ type Options struct {
 	// ErrFirstEventTimeout. Zero means no limit.
 	FirstEventTimeout time.Duration
 
-	// IdleTimeout, when positive, stops a turn whose CLI printed nothing
-	// for that long, with ErrIdleTimeout. Time spent in OnEvent does not
-	// count. Zero means no limit.
+	// IdleTimeout stops a turn whose CLI printed nothing for that long,
+	// with ErrIdleTimeout. Time spent in OnEvent does not count. The
+	// default is 15 minutes, longer than the longest silence of a CLI at
+	// work (Claude Code runs a shell command for up to 10 minutes without
+	// a word; Codex and Gemini CLI print nothing while a command runs), so
+	// that a stalled CLI cannot hang a program for good; negative means no
+	// limit. A program that streams text (Request.Deltas) sees every
+	// token, and can use a much shorter one.
 	IdleTimeout time.Duration
 
 	// InterruptGrace is how long the CLI has to exit after SIGINT (or

@@ -36,6 +36,15 @@ type Session interface {
 	// Result.Stderr is the tail of the session's standard error;
 	// Result.Duration is the turn's.
 	Turn(ctx context.Context, t TurnRequest) (*Result, error)
+	// Steer adds prompt to the turn in progress: the CLI gives it to the
+	// model with the turn's next request, and the turn goes on (Codex's
+	// turn/steer, Claude Code's input queued during a turn). It returns
+	// once the CLI has been sent the message (ctx bounds the wait for a
+	// CLI that acknowledges it); its text and the turn's answer come as
+	// events of the running Turn. Without a turn in progress the error
+	// matches ErrInvalidRequest; for a CLI that cannot be steered
+	// (Capabilities.Steer), ErrUnsupported.
+	Steer(ctx context.Context, prompt string) error
 
 	// ID returns the session (thread) id the CLI reported, or "" before
 	// it reported one (Claude Code reports it in the first turn). Pass it

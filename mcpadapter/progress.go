@@ -205,15 +205,16 @@ func (o *observer) onEvent(ev invoker.Event) {
 	if ev.SessionID != "" {
 		o.sessionID = ev.SessionID
 	}
-	if ev.Kind == invoker.KindMessage {
-		if !ev.Delta || !o.delta {
+	streaming := ev.Kind == invoker.KindDelta && ev.Delta == invoker.KindMessage
+	if ev.Kind == invoker.KindMessage || streaming {
+		if !streaming || !o.delta {
 			o.text.Reset()
 		}
 		o.text.WriteString(ev.Text)
-		o.delta = ev.Delta
+		o.delta = streaming
 	}
 	var streamed string
-	if ev.Kind == invoker.KindMessage && ev.Delta {
+	if streaming {
 		streamed = o.text.String()
 	}
 	o.mu.Unlock()
@@ -242,10 +243,12 @@ func describe(ev invoker.Event, streamed string) string {
 	switch ev.Kind {
 	case invoker.KindSession:
 		return "session " + ev.SessionID
-	case invoker.KindMessage:
-		if ev.Delta {
+	case invoker.KindDelta:
+		if ev.Delta == invoker.KindMessage {
 			return "writing: " + snippet(streamed, maxSnippet, true)
 		}
+		return "thinking…"
+	case invoker.KindMessage:
 		return "message: " + snippet(ev.Text, maxSnippet, false)
 	case invoker.KindReasoning:
 		if s := snippet(ev.Text, maxSnippet, false); s != "" {

@@ -170,7 +170,7 @@ func TestDescribe(t *testing.T) {
 		{tool("web_search", `"not an object"`), "", "web_search"},
 		{invoker.Event{Kind: invoker.KindReasoning, Text: "  Let me\nlook  "}, "", "thinking… Let me look"},
 		{invoker.Event{Kind: invoker.KindMessage, Text: "Done."}, "", "message: Done."},
-		{invoker.Event{Kind: invoker.KindMessage, Text: "lo", Delta: true}, "hello", "writing: hello"},
+		{invoker.Event{Kind: invoker.KindDelta, Text: "lo", Delta: invoker.KindMessage}, "hello", "writing: hello"},
 		{invoker.Event{Kind: invoker.KindSession, SessionID: "s1"}, "", "session s1"},
 		{invoker.Event{Kind: invoker.KindUsage}, "", ""},
 		{invoker.Event{Kind: invoker.KindRaw}, "", ""},
@@ -189,8 +189,8 @@ func TestObserverPartial(t *testing.T) {
 	o := &observer{}
 	o.onEvent(invoker.Event{Kind: invoker.KindSession, SessionID: "s1"})
 	o.onEvent(invoker.Event{Kind: invoker.KindMessage, Text: "first whole message"})
-	o.onEvent(invoker.Event{Kind: invoker.KindMessage, Text: "Hel", Delta: true})
-	o.onEvent(invoker.Event{Kind: invoker.KindMessage, Text: "lo", Delta: true})
+	o.onEvent(invoker.Event{Kind: invoker.KindDelta, Text: "Hel", Delta: invoker.KindMessage})
+	o.onEvent(invoker.Event{Kind: invoker.KindDelta, Text: "lo", Delta: invoker.KindMessage})
 	if sid, text := o.partial(); sid != "s1" || text != "Hello" {
 		t.Errorf("partial() = %q, %q; want s1, Hello", sid, text)
 	}

@@ -290,10 +290,17 @@ func (p *printer) event(ev invoker.Event) {
 	switch ev.Kind {
 	case invoker.KindSession:
 		p.line("· session %s", ev.SessionID)
-	case invoker.KindMessage:
-		if ev.Delta {
+	case invoker.KindDelta:
+		if ev.Delta == invoker.KindMessage {
 			p.streaming = true
 			fmt.Fprint(p.w, ev.Text)
+		}
+		return
+	case invoker.KindMessage:
+		if p.streaming {
+			// The message was printed as it was written.
+			p.streaming = false
+			fmt.Fprintln(p.w)
 			return
 		}
 		p.line("» %s", ev.Text)

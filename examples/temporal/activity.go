@@ -268,12 +268,11 @@ func (p *progress) update(ev invoker.Event) bool {
 	p.Events++
 	p.Kind = ev.Kind.String()
 	p.Text = truncate(ev.Text, 256)
-	if ev.Kind == invoker.KindMessage {
-		if ev.Delta {
-			p.Partial = truncate(p.Partial+ev.Text, MaxPartial)
-		} else if ev.Text != "" {
-			p.Partial = truncate(ev.Text, MaxPartial)
-		}
+	switch {
+	case ev.Kind == invoker.KindDelta && ev.Delta == invoker.KindMessage:
+		p.Partial = truncate(p.Partial+ev.Text, MaxPartial)
+	case ev.Kind == invoker.KindMessage && ev.Text != "":
+		p.Partial = truncate(ev.Text, MaxPartial)
 	}
 	if ev.SessionID != "" && ev.SessionID != p.SessionID {
 		p.SessionID = ev.SessionID

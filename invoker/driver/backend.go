@@ -3,6 +3,7 @@ package driver
 import (
 	"encoding/json"
 	"fmt"
+	"time"
 
 	"github.com/clinvoke/clinvoke/invoker"
 )
@@ -120,6 +121,10 @@ type Outcome struct {
 	Structured json.RawMessage
 	// Turns is the number of turns the CLI reported, or 0.
 	Turns int
+	// ResetsAt is when the rate limit that failed the turn resets, if
+	// the CLI said. When Err matches ErrRateLimited, the engine reports it
+	// as a *LimitError carrying ResetsAt.
+	ResetsAt time.Time
 }
 
 // Unsupported returns the error a Backend's Command returns for a Request
@@ -129,10 +134,20 @@ func Unsupported(field, hint string) error {
 	return &unsupportedError{field: field, hint: hint}
 }
 
-type unsupportedError struct{ field, hint string }
+type unsupportedError struct {
+	field, hint string
+	turn        bool // field is a TurnRequest's
+	method      bool // field is a Session method
+}
 
 func (e *unsupportedError) Error() string {
 	msg := fmt.Sprintf("Request.%s is not supported by this CLI", e.field)
+	switch {
+	case e.turn:
+		msg = fmt.Sprintf("TurnRequest.%s (a switch between turns) is not supported by this CLI", e.field)
+	case e.method:
+		msg = fmt.Sprintf("Session.%s is not supported by this CLI", e.field)
+	}
 	if e.hint != "" {
 		msg += ": " + e.hint
 	}

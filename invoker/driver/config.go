@@ -15,6 +15,10 @@ const (
 	defaultWaitDelay          = 250 * time.Millisecond
 	defaultMaxLineSize        = 64 << 20
 	defaultStderrTail         = 64 << 10
+	// defaultIdleTimeout outlasts the longest silence a working CLI
+	// keeps by design: a shell tool at Claude Code's largest timeout (10
+	// minutes) prints nothing until it ends.
+	defaultIdleTimeout = 15 * time.Minute
 )
 
 // config is the engine's reading of the user's invoker.Options, with every
@@ -104,7 +108,7 @@ func newConfig(opts []invoker.Options) config {
 		turnGrace:         duration(o.TurnInterruptGrace, defaultTurnInterruptGrace),
 		waitDelay:         duration(o.WaitDelay, defaultWaitDelay),
 		firstEventTimeout: max(o.FirstEventTimeout, 0),
-		idleTimeout:       max(o.IdleTimeout, 0),
+		idleTimeout:       duration(o.IdleTimeout, defaultIdleTimeout),
 		maxLineSize:       defaultMaxLineSize,
 		stderrTail:        defaultStderrTail,
 		logger:            o.Logger,

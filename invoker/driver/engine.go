@@ -58,6 +58,9 @@ func (e *engine) invoke(ctx context.Context, req invoker.Request, sp *span) (*in
 	if err := e.checkSupported(&req); err != nil {
 		return fail(err)
 	}
+	if sr, ok := e.b.(SessionRouter); ok && e.b.Capabilities().Sessions && sr.InSession(&req) {
+		return e.invokeInSession(ctx, req, start)
+	}
 	cmd, err := e.b.Command(&req)
 	if err != nil {
 		if !errors.Is(err, invoker.ErrInvalidRequest) {
@@ -83,7 +86,7 @@ func (e *engine) invoke(ctx context.Context, req invoker.Request, sp *span) (*in
 	r := &run{
 		cli: e.b.Name(), cfg: &e.cfg, ctx: ctx, workdir: req.Workdir, env: req.Env, cmd: cmd, path: path,
 		start: start, res: res, schema: schema,
-		dec: e.b.NewDecoder(&req), onEvent: req.OnEvent, tel: sp,
+		dec: e.b.NewDecoder(&req), onEvent: req.OnEvent, deltas: req.Deltas, tel: sp,
 	}
 	if cmd.Stdin != "" {
 		r.input = r.writePrompt
@@ -95,4 +98,25 @@ func (e *engine) invoke(ctx context.Context, req invoker.Request, sp *span) (*in
 		return res, &cliError{CLI: e.b.Name(), Err: err}
 	}
 	return res, nil
+}
+
+// invokeInSession runs req as a session of one turn, for a request the
+// backend's one-shot mode cannot honour (SessionRouter). Close is deferred
+// so that the tree is gone before Invoke returns or re-raises a panic of
+// OnEvent.
+func (e *engine) invokeInSession(ctx context.Context, req invoker.Request, start time.Time) (res *invoker.Result, err error) {
+	s, err := e.OpenSession(ctx, req.Session())
+	if err != nil {
+		return &invoker.Result{ExitCode: -1, Duration: time.Since(start)}, err
+	}
+	defer func() {
+		cerr := s.Close()
+		if err == nil && cerr != nil {
+			err = cerr
+		}
+		if res != nil {
+			res.Duration = time.Since(start)
+		}
+	}()
+	return s.(*session).turn(ctx, req.Turn())
 }

@@ -38,6 +38,9 @@ func (e *engine) checkSession(req *invoker.SessionRequest) (*jsonschema.Resolved
 	if !req.Permission.Valid() {
 		return nil, invalid("unknown permission %q: use %q, %q or %q", string(req.Permission), invoker.ReadOnly, invoker.WorkspaceWrite, invoker.Unlimited)
 	}
+	if req.Fork && req.SessionID == "" {
+		return nil, invalid("Request.Fork without Request.SessionID: set SessionID to the conversation to fork")
+	}
 	for _, kv := range req.Env {
 		if k, _, ok := strings.Cut(kv, "="); !ok || k == "" {
 			return nil, invalid("Request.Env entry %q is not KEY=VALUE", kv)
@@ -53,6 +56,9 @@ func (e *engine) checkSession(req *invoker.SessionRequest) (*jsonschema.Resolved
 // in an image path. (The prompt goes on standard input, where any byte is
 // fine.)
 func checkTurn(t *invoker.TurnRequest) error {
+	if i := strings.IndexByte(t.Model, 0); i >= 0 {
+		return invalid("TurnRequest.Model holds a NUL byte at offset %d: remove it", i)
+	}
 	for n, v := range t.Images {
 		if i := strings.IndexByte(v, 0); i >= 0 {
 			return invalid("Request.Images[%d] holds a NUL byte at offset %d: a process argument cannot carry one; remove it", n, i)
@@ -69,6 +75,8 @@ func checkTurn(t *invoker.TurnRequest) error {
 var fieldSet = map[string]func(req *invoker.Request) bool{
 	"Model":        func(r *invoker.Request) bool { return r.Model != "" },
 	"SessionID":    func(r *invoker.Request) bool { return r.SessionID != "" },
+	"Fork":         func(r *invoker.Request) bool { return r.Fork },
+	"Deltas":       func(r *invoker.Request) bool { return r.Deltas },
 	"Images":       func(r *invoker.Request) bool { return len(r.Images) > 0 },
 	"SystemPrompt": func(r *invoker.Request) bool { return r.SystemPrompt != "" },
 	"OutputSchema": func(r *invoker.Request) bool { return len(r.OutputSchema) > 0 },

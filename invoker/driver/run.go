@@ -42,6 +42,9 @@ type run struct {
 	schema *jsonschema.Resolved
 	// onEvent receives the decoded events, in order, from one goroutine.
 	onEvent func(invoker.Event)
+	// deltas keeps KindDelta events (Request.Deltas); without it they
+	// count as activity but are not delivered.
+	deltas bool
 	// input writes the CLI's standard input and closes it; nil gives the
 	// CLI the null device.
 	input func()

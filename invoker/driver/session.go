@@ -125,6 +125,7 @@ func (e *engine) OpenSession(ctx context.Context, req invoker.SessionRequest) (i
 		res:     &invoker.Result{ExitCode: -1},
 		dec:     &sessionDecoder{s: s},
 		onEvent: s.dispatch,
+		deltas:  req.Deltas,
 		input:   s.feed,
 		onSkip:  s.skippedLine,
 		tel:     e.cfg.tel.session(ctx, e.b.Name(), &req),

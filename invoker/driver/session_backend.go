@@ -70,3 +70,23 @@ type Step struct {
 	// last.
 	TurnEnded bool
 }
+
+// A Steerer is a SessionProtocol whose CLI takes a message during a turn
+// (Capabilities.Steer): Session.Steer calls it, from the goroutine that
+// calls the protocol's other methods, while a turn is in progress.
+type Steerer interface {
+	// Steer returns the lines that add prompt to the turn in progress. An
+	// error should wrap ErrInvalidRequest or ErrUnsupported.
+	Steer(prompt string) ([][]byte, error)
+}
+
+// A SessionRouter is a SessionBackend whose one-shot mode cannot honour
+// every Request its long-lived mode can (Codex's exec mode streams no
+// text as it is written, for one). Invoke asks it about each request, once
+// the request is checked, and runs the ones it names as a session of one
+// turn: OpenSession, Turn and Close, with the same guarantees, and one
+// Result.
+type SessionRouter interface {
+	// InSession reports whether Invoke runs req in the long-lived mode.
+	InSession(req *invoker.Request) bool
+}

@@ -79,6 +79,9 @@ func (s *session) turn(ctx context.Context, t invoker.TurnRequest) (*invoker.Res
 	if err := checkTurn(&t); err != nil {
 		return fail(err)
 	}
+	if err := s.checkSwitch(&t); err != nil {
+		return fail(err)
+	}
 	full := s.sreq.Request(t)
 	if err := s.e.checkSupported(&full); err != nil {
 		return fail(err)

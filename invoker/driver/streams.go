@@ -89,6 +89,9 @@ func (r *run) deliver(events []invoker.Event) {
 		if ev.Kind != invoker.KindWarning {
 			r.firstOnce.Do(func() { close(r.firstEvent) })
 		}
+		if ev.Kind == invoker.KindDelta && !r.deltas {
+			continue
+		}
 		if r.onEvent == nil || r.panicked.Load() {
 			continue
 		}

@@ -1,6 +1,7 @@
 package driver
 
 import (
+	"errors"
 	"fmt"
 	"time"
 
@@ -30,7 +31,7 @@ func decide(out *Outcome, stopErr error, skipped *lineTooLongError, schema *json
 	case stopErr != nil:
 		return stopErr, true
 	case out.Err != nil:
-		return out.Err, true
+		return rateLimited(out, res), true
 	case out.Success:
 		// The terminal event came, but a line before it was skipped: it
 		// may have held (part of) the answer, which is then lost.
@@ -102,4 +103,19 @@ func (t *turnTimers) stop() {
 		}
 	}
 	t.firstC, t.idleC = nil, nil
+}
+
+// rateLimited returns out.Err, as a *LimitError for ErrRateLimited when it
+// matches that sentinel and is not one already: a rate limit is a limit
+// the turn reached, with the session to resume and when it resets.
+func rateLimited(out *Outcome, res *invoker.Result) error {
+	var le *invoker.LimitError
+	if !errors.Is(out.Err, invoker.ErrRateLimited) || errors.As(out.Err, &le) {
+		return out.Err
+	}
+	id := res.SessionID
+	if id == "" {
+		id = out.SessionID
+	}
+	return &invoker.LimitError{Limit: invoker.ErrRateLimited, SessionID: id, ResetsAt: out.ResetsAt, Err: out.Err}
 }

@@ -53,6 +53,7 @@ func (s *Server) anthropic(w http.ResponseWriter, r *http.Request, req Request) 
 const noTurnLeft = "fakemodel: no scripted turn left"
 
 func (s *Server) anthropicAnswer(w http.ResponseWriter, r *http.Request, body anthropicRequest, t Turn) {
+	t.begin(w)
 	if t.Status >= 400 {
 		anthropicError(w, t.Status, t.Message)
 		return
@@ -111,7 +112,10 @@ func (s *Server) anthropicAnswer(w http.ResponseWriter, r *http.Request, body an
 	if text != "" || !isCall {
 		e.event("content_block_start", obj{"type": "content_block_start", "index": index,
 			"content_block": obj{"type": "text", "text": ""}})
-		for _, d := range deltas(text) {
+		for i, d := range deltas(text) {
+			if !s.pace(r, t, i) {
+				return
+			}
 			e.event("content_block_delta", obj{"type": "content_block_delta", "index": index,
 				"delta": obj{"type": "text_delta", "text": d}})
 		}

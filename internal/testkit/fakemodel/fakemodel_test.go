@@ -689,3 +689,41 @@ func TestCallTool(t *testing.T) {
 		wantInput(t, get(call, "args"))
 	})
 }
+
+// TestPaceAndHeader checks that a paced answer spreads its deltas over
+// time for every API (the first arrives before the last is sent), and that
+// a turn's headers reach the client, an error's included.
+func TestPaceAndHeader(t *testing.T) {
+	for _, tc := range []struct {
+		api  string
+		url  func(*fakemodel.Server) string
+		body any
+	}{
+		{"anthropic", func(s *fakemodel.Server) string { return s.AnthropicBaseURL() + "/v1/messages" }, anthropicReq(true)},
+		{"openai", func(s *fakemodel.Server) string { return s.OpenAIBaseURL() + "/responses" }, openaiReq()},
+		{"gemini", geminiStream, geminiReq()},
+	} {
+		t.Run(tc.api, func(t *testing.T) {
+			srv, c := newServer(t)
+			const pace = 40 * time.Millisecond
+			srv.Enqueue(fakemodel.Turn{Text: "one two three four", Pace: pace, Header: http.Header{"X-Test": {"paced"}}},
+				fakemodel.Turn{Status: http.StatusTooManyRequests, Header: http.Header{"Retry-After": {"7"}}})
+			start := time.Now()
+			resp := post(t, c, tc.url(srv), tc.body)
+			if got := resp.Header.Get("X-Test"); got != "paced" {
+				t.Errorf("X-Test header = %q, want paced", got)
+			}
+			readSSE(t, resp)
+			// Three pauses between four deltas: a lower bound, which a
+			// busy machine cannot break.
+			if took := time.Since(start); took < 3*pace {
+				t.Errorf("a paced answer of 4 deltas took %v, want at least %v", took, 3*pace)
+			}
+			resp = post(t, c, tc.url(srv), tc.body)
+			resp.Body.Close()
+			if resp.StatusCode != http.StatusTooManyRequests || resp.Header.Get("Retry-After") != "7" {
+				t.Errorf("error answer: status %d, Retry-After %q; want 429 and 7", resp.StatusCode, resp.Header.Get("Retry-After"))
+			}
+		})
+	}
+}

@@ -66,6 +66,7 @@ func (s *Server) gemini(w http.ResponseWriter, r *http.Request, req Request) {
 		geminiError(w, http.StatusInternalServerError, noTurnLeft)
 		return
 	}
+	t.begin(w)
 	if t.Status >= 400 {
 		geminiError(w, t.Status, t.Message)
 		return
@@ -85,7 +86,10 @@ func (s *Server) gemini(w http.ResponseWriter, r *http.Request, req Request) {
 	}
 	ds := deltas(text)
 	if t.Stall {
-		for _, d := range ds {
+		for i, d := range ds {
+			if !s.pace(r, t, i) {
+				return
+			}
 			chunk([]obj{{"text": d}}, false)
 		}
 		s.stall(r)
@@ -96,6 +100,9 @@ func (s *Server) gemini(w http.ResponseWriter, r *http.Request, req Request) {
 		ds = []string{""}
 	}
 	for i, d := range ds {
+		if !s.pace(r, t, i) {
+			return
+		}
 		chunk([]obj{{"text": d}}, !isCall && i == len(ds)-1)
 	}
 	if isCall {

@@ -42,6 +42,7 @@ func (s *Server) openai(w http.ResponseWriter, r *http.Request, req Request) {
 		openaiError(w, http.StatusInternalServerError, noTurnLeft)
 		return
 	}
+	t.begin(w)
 	if t.Status >= 400 {
 		openaiError(w, t.Status, t.Message)
 		return
@@ -109,7 +110,10 @@ func (s *Server) openai(w http.ResponseWriter, r *http.Request, req Request) {
 				"role": "assistant", "status": "in_progress", "content": []obj{}}})
 			ev("response.content_part.added", obj{"item_id": msgID, "output_index": i, "content_index": 0,
 				"part": obj{"type": "output_text", "text": "", "annotations": []obj{}}})
-			for _, d := range deltas(text) {
+			for i, d := range deltas(text) {
+				if !s.pace(r, t, i) {
+					return
+				}
 				ev("response.output_text.delta", obj{"item_id": msgID, "output_index": i, "content_index": 0, "delta": d})
 			}
 			if t.Stall {

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net/http"
 	"strings"
+	"time"
 )
 
 // A Turn is one scripted model response. The fields combine: Text is
@@ -44,6 +45,40 @@ type Turn struct {
 	// error JSON carrying Message.
 	Status  int
 	Message string
+	// Pace, when positive, is the pause before each delta of Text after
+	// the first, so that a long answer streams over time (a test of text
+	// as it is written sees the first delta well before the last).
+	Pace time.Duration
+	// Header is added to the response's headers, an error's included
+	// (retry-after, a provider's rate-limit headers, ...).
+	Header http.Header
+}
+
+// begin applies t's headers to w; every API's handler calls it once it has
+// taken t.
+func (t Turn) begin(w http.ResponseWriter) {
+	for k, vs := range t.Header {
+		for _, v := range vs {
+			w.Header().Add(k, v)
+		}
+	}
+}
+
+// pace waits t.Pace before delta i (none before the first), and reports
+// false when the client went away or the server closes meanwhile.
+func (s *Server) pace(r *http.Request, t Turn, i int) bool {
+	if t.Pace <= 0 || i == 0 {
+		return true
+	}
+	timer := time.NewTimer(t.Pace)
+	defer timer.Stop()
+	select {
+	case <-timer.C:
+		return true
+	case <-r.Context().Done():
+	case <-s.closing:
+	}
+	return false
 }
 
 // A Call is a tool call made by the fake model, for tools other than the

@@ -215,7 +215,7 @@ func args(prompt, workdir string, kv ...any) map[string]any {
 type invokeOnly struct{}
 
 func (invokeOnly) Capabilities() invoker.Capabilities {
-	return invoker.Capabilities{Model: true, Resume: true, Images: true, SystemPrompt: true,
+	return invoker.Capabilities{Model: true, Resume: true, Fork: true, Images: true, SystemPrompt: true,
 		OutputSchema: true, MaxTurns: true, MaxBudget: true}
 }
 

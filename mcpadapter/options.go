@@ -91,6 +91,13 @@ type Options struct {
 	// latest one winning. If zero, DefaultProgressInterval is used.
 	ProgressInterval time.Duration
 
+	// Deltas asks every CLI that can stream its answer as it is written
+	// (invoker.Capabilities.Deltas) for it, so that progress notifications
+	// show the answer growing ("writing: ...") rather than each message
+	// once it is whole. A Codex call then runs on Codex's app-server (see
+	// package codex), which starts more slowly than its exec mode.
+	Deltas bool
+
 	// HeartbeatInterval is the longest time a call that asked for progress
 	// goes without a progress notification: when the agent is silent for
 	// this long, a heartbeat ("still running, 45s") is sent. Heartbeats
@@ -144,6 +151,7 @@ type config struct {
 	maxPerm       invoker.Permission
 	progressEvery time.Duration
 	heartbeat     time.Duration
+	deltas        bool
 	transcript    string
 	log           *slog.Logger
 	maxBudget     float64
@@ -163,6 +171,7 @@ func newConfig(o *Options) (*config, error) {
 		maxPerm:       o.MaxPermission,
 		progressEvery: o.ProgressInterval,
 		heartbeat:     o.HeartbeatInterval,
+		deltas:        o.Deltas,
 		transcript:    o.TranscriptPath,
 		log:           o.Logger,
 		maxBudget:     o.MaxBudgetUSD,

@@ -27,6 +27,12 @@ func (t *tool) request(in Input) (invoker.Request, error) {
 	if err := checkSessionID(in.SessionID); err != nil {
 		return invoker.Request{}, err
 	}
+	if in.Fork && !t.f.fork {
+		return invoker.Request{}, refusef("%s cannot fork a session", t.name)
+	}
+	if in.Fork && in.SessionID == "" {
+		return invoker.Request{}, refusef("fork needs the session_id of the conversation to copy")
+	}
 	wd, err := t.cfg.checkWorkdir(in.Workdir)
 	if err != nil {
 		return invoker.Request{}, err
@@ -55,6 +61,8 @@ func (t *tool) request(in Input) (invoker.Request, error) {
 		Permission:   perm,
 		Model:        in.Model,
 		SessionID:    in.SessionID,
+		Fork:         in.Fork,
+		Deltas:       t.cfg.deltas && t.inv.Capabilities().Deltas,
 		SystemPrompt: in.SystemPrompt,
 		Images:       images,
 		OutputSchema: lim.schema,
@@ -67,7 +75,7 @@ func (t *tool) request(in Input) (invoker.Request, error) {
 // call's transcript entry records.
 func requestOf(in Input) invoker.Request {
 	return invoker.Request{Prompt: in.Prompt, Workdir: in.Workdir, Permission: invoker.Permission(in.Permission),
-		Model: in.Model, SessionID: in.SessionID, SystemPrompt: in.SystemPrompt, Images: in.Images,
+		Model: in.Model, SessionID: in.SessionID, Fork: in.Fork, SystemPrompt: in.SystemPrompt, Images: in.Images,
 		OutputSchema: in.OutputSchema, MaxTurns: in.MaxTurns, MaxBudgetUSD: in.MaxBudgetUSD}
 }
 

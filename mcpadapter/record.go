@@ -24,6 +24,7 @@ func (t *tool) entry(toolName string, index *int, runID string, req *invoker.Req
 		Permission:      req.Permission,
 		Model:           req.Model,
 		ResumeSessionID: req.SessionID,
+		Fork:            req.Fork,
 		SystemPrompt:    req.SystemPrompt,
 		Images:          req.Images,
 	}

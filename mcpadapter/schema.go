@@ -33,6 +33,10 @@ type Input struct {
 	// take, is refused before anything starts: on a shared server it could
 	// resume another client's session.
 	SessionID string `json:"session_id,omitempty"`
+	// Fork, with SessionID, starts a new conversation from a copy of that
+	// session's history and leaves the session as it was (Codex, Claude
+	// Code); the result's session id is the new conversation's.
+	Fork bool `json:"fork,omitempty"`
 	// SystemPrompt adds instructions to the agent's system prompt (Codex,
 	// Claude Code; the gemini tools do not offer it).
 	SystemPrompt string `json:"system_prompt,omitempty"`
@@ -133,6 +137,7 @@ type TaskOutput struct {
 type features struct {
 	model        bool
 	resume       bool
+	fork         bool
 	images       bool
 	systemPrompt bool
 	outputSchema bool
@@ -144,7 +149,7 @@ type features struct {
 // optional Request fields its backend declares (Invoker.Capabilities).
 func featuresOf(inv invoker.Invoker) features {
 	c := inv.Capabilities()
-	return features{model: c.Model, resume: c.Resume, images: c.Images, systemPrompt: c.SystemPrompt,
+	return features{model: c.Model, resume: c.Resume, fork: c.Fork && c.Resume, images: c.Images, systemPrompt: c.SystemPrompt,
 		outputSchema: c.OutputSchema, maxTurns: c.MaxTurns, maxBudget: c.MaxBudget}
 }
 
@@ -153,7 +158,7 @@ func featuresOf(inv invoker.Invoker) features {
 func noExtra() *jsonschema.Schema { return &jsonschema.Schema{Not: &jsonschema.Schema{}} }
 
 // propertyOrder lists the inputs in the order an LLM should read them.
-var propertyOrder = []string{"prompt", "tasks", "workdir", "permission", "model", "session_id", "system_prompt", "images",
+var propertyOrder = []string{"prompt", "tasks", "workdir", "permission", "model", "session_id", "fork", "system_prompt", "images",
 	"output_schema", "max_turns", "max_budget_usd", "max_parallel", "fail_fast"}
 
 func ordered(props map[string]*jsonschema.Schema) []string {
@@ -213,6 +218,12 @@ func taskProperties(c *config, f features, name string, inTask bool) map[string]
 			Description: "Resume this earlier session (the session_id returned by a previous call, successful or not, " +
 				"a UUID) instead of starting a new conversation. Use the same workdir as that call. " +
 				`Only such ids are accepted: "latest", indexes and session names are refused.`}
+	}
+	if f.fork {
+		props["fork"] = &jsonschema.Schema{Type: "boolean", Default: json.RawMessage("false"),
+			Description: "With session_id: start a new conversation from a copy of that session's history, " +
+				"leaving that session as it was (to try another direction from the same point). " +
+				"The result's session_id is the new conversation's."}
 	}
 	if f.systemPrompt {
 		props["system_prompt"] = str("Extra instructions for the agent's system prompt (optional).")

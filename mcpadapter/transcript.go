@@ -45,6 +45,9 @@ type TranscriptEntry struct {
 	// ResumeSessionID is the session_id the call resumed; empty for a new
 	// session. (Output.SessionID is the session the run reported.)
 	ResumeSessionID string `json:"resume_session_id,omitempty"`
+	// Fork reports that the call forked ResumeSessionID rather than
+	// resuming it.
+	Fork bool `json:"fork,omitempty"`
 	// SystemPrompt is the system prompt addition asked for.
 	SystemPrompt string `json:"system_prompt,omitempty"`
 	// Images are the attached image files, absolute for a run, as given

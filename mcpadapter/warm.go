@@ -157,10 +157,12 @@ func errWarmBusy(id string) error {
 }
 
 // warmable reports whether a call of req may run in a warm session: the
-// invoker's CLI can hold sessions, and the call sets no per-call limit.
+// invoker's CLI can hold sessions, and the call sets no per-call limit
+// and forks nothing (a fork is a new conversation from a copy: the warm
+// session of the original would go on with the original instead).
 func (t *tool) warmable(req *invoker.Request) bool {
 	caps := t.inv.Capabilities()
-	return caps.Sessions && len(req.OutputSchema) == 0 && req.MaxTurns == 0 && req.MaxBudgetUSD == 0
+	return caps.Sessions && len(req.OutputSchema) == 0 && req.MaxTurns == 0 && req.MaxBudgetUSD == 0 && !req.Fork
 }
 
 // call runs req: a turn of a warm session when the call may run warm,

@@ -22,7 +22,7 @@ func TestCapabilities(t *testing.T) {
 			t.Errorf("Supports(%q) = %v, want %v", tt.field, got, tt.want)
 		}
 	}
-	if got, want := c.Unsupported(), []string{"SessionID", "Images", "OutputSchema", "MaxTurns", "MaxBudgetUSD"}; !slices.Equal(got, want) {
+	if got, want := c.Unsupported(), []string{"SessionID", "Fork", "Deltas", "Images", "OutputSchema", "MaxTurns", "MaxBudgetUSD"}; !slices.Equal(got, want) {
 		t.Errorf("Unsupported() = %q, want %q", got, want)
 	}
 	if got, want := c.String(), "Capabilities{Model SystemPrompt}"; got != want {
@@ -31,5 +31,12 @@ func TestCapabilities(t *testing.T) {
 	c.Resume, c.Sessions, c.Containment = true, true, "cgroup"
 	if got, want := c.String(), "Capabilities{Model Resume SystemPrompt Sessions}"; got != want {
 		t.Errorf("String() = %q, want %q: Resume and Sessions by their names", got, want)
+	}
+	c.Deltas, c.Steer, c.SwitchModel = true, true, true
+	if got, want := c.String(), "Capabilities{Model Resume SystemPrompt Deltas Sessions Steer SwitchModel}"; got != want {
+		t.Errorf("String() = %q, want %q", got, want)
+	}
+	if !c.Supports("Deltas") || c.Supports("Fork") || c.Supports("Steer") {
+		t.Errorf("Supports: Deltas %v, Fork %v, Steer %v; want true, false, false (Steer is no Request field)", c.Supports("Deltas"), c.Supports("Fork"), c.Supports("Steer"))
 	}
 }

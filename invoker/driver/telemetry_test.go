@@ -491,7 +491,7 @@ func TestTelemetrySessionTurns(t *testing.T) {
 	rig := newTelRig(t)
 	s := codexScript(t, fakeagent.Script{SessionID: "thread-s", Answers: []string{"one", "two"}})
 	inv := codex.New(rig.options()...)
-	sess, err := inv.OpenSession(context.Background(), invoker.SessionRequest{Workdir: t.TempDir(), Env: s.Env(), Model: "gpt-s"})
+	sess, err := inv.OpenSession(context.Background(), invoker.SessionRequest{Workdir: t.TempDir(), Env: s.Env(), Model: "gpt-s", Deltas: true})
 	if err != nil {
 		t.Fatalf("OpenSession() error = %v", err)
 	}
@@ -503,7 +503,7 @@ func TestTelemetrySessionTurns(t *testing.T) {
 	// A cancelled turn ends in the CLI's protocol; the session goes on.
 	tctx, cancel := context.WithCancel(context.Background())
 	_, err = sess.Turn(tctx, invoker.TurnRequest{Prompt: "wait " + fakeagent.PromptStall, OnEvent: func(ev invoker.Event) {
-		if ev.Kind == invoker.KindMessage {
+		if ev.Kind == invoker.KindDelta { // the answer stalls after its first delta
 			cancel()
 		}
 	}})

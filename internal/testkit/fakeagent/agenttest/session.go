@@ -80,11 +80,14 @@ func (su *sessionSuite) newSessionRig(t *testing.T, s fakeagent.Script, opts ...
 	opts = append([]invoker.Options{
 		invoker.Options{Binary: os.Args[0], TurnInterruptGrace: testenv.Timeout(testenv.Hang), InterruptGrace: 200 * time.Millisecond, TerminateGrace: 200 * time.Millisecond},
 	}, opts...)
+	inv := su.newInvoker(opts...)
 	return &sessionRig{
 		t:      t,
 		script: s,
-		inv:    su.newInvoker(opts...),
-		req:    invoker.Request{Workdir: t.TempDir(), Env: s.Env()},
+		inv:    inv,
+		// Deltas where the CLI streams them: the fakes stall after the
+		// first pieces of an answer, which only deltas show.
+		req: invoker.Request{Workdir: t.TempDir(), Env: s.Env(), Deltas: inv.Capabilities().Deltas},
 	}
 }
 
@@ -215,7 +218,7 @@ func (su *sessionSuite) interruptKeepsSession(t *testing.T) {
 	var kinds []invoker.EventKind
 	res, err := s.Turn(tctx, invoker.TurnRequest{Prompt: "wait " + fakeagent.PromptStall, OnEvent: func(ev invoker.Event) {
 		kinds = append(kinds, ev.Kind)
-		if ev.Kind == invoker.KindMessage {
+		if writing(ev) {
 			cancel()
 		}
 	}})
@@ -263,7 +266,7 @@ func (su *sessionSuite) interruptIgnored(t *testing.T) {
 	tctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	_, err := s.Turn(tctx, invoker.TurnRequest{Prompt: fakeagent.PromptStall, OnEvent: func(ev invoker.Event) {
-		if ev.Kind == invoker.KindMessage {
+		if writing(ev) {
 			cancel()
 		}
 	}})
@@ -305,7 +308,7 @@ func (su *sessionSuite) closeWithTurnInFlight(t *testing.T, stubborn bool) {
 	errc := make(chan error, 1)
 	go func() {
 		_, err := s.Turn(ctx, invoker.TurnRequest{Prompt: fakeagent.PromptStall, OnEvent: func(ev invoker.Event) {
-			if ev.Kind == invoker.KindMessage {
+			if writing(ev) {
 				once.Do(func() { close(streaming) })
 			}
 		}})
@@ -333,7 +336,7 @@ func (su *sessionSuite) concurrentTurn(t *testing.T) {
 	errc := make(chan error, 1)
 	go func() {
 		_, err := s.Turn(tctx, invoker.TurnRequest{Prompt: fakeagent.PromptStall, OnEvent: func(ev invoker.Event) {
-			if ev.Kind == invoker.KindMessage {
+			if writing(ev) {
 				once.Do(func() { close(streaming) })
 			}
 		}})
@@ -480,7 +483,7 @@ func (su *sessionSuite) pty(t *testing.T) {
 	tctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	_, err := s.Turn(tctx, invoker.TurnRequest{Prompt: fakeagent.PromptStall, OnEvent: func(ev invoker.Event) {
-		if ev.Kind == invoker.KindMessage {
+		if writing(ev) {
 			cancel()
 		}
 	}})
@@ -537,7 +540,7 @@ func (su *sessionSuite) cancelledTurnSwept(t *testing.T, containment string) {
 	tctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	_, err := s.Turn(tctx, invoker.TurnRequest{Prompt: "wait " + fakeagent.PromptStall, OnEvent: func(ev invoker.Event) {
-		if ev.Kind == invoker.KindMessage {
+		if writing(ev) {
 			cancel()
 		}
 	}})
@@ -623,4 +626,10 @@ func killRoles(rec *fakeagent.Record, roles ...string) {
 		}
 	}
 	(&fakeagent.Record{Procs: ps}).Kill()
+}
+
+// writing reports whether ev carries text of the answer: a whole message,
+// or a delta of one.
+func writing(ev invoker.Event) bool {
+	return ev.Kind == invoker.KindMessage || ev.Kind == invoker.KindDelta && ev.Delta == invoker.KindMessage
 }

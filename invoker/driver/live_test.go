@@ -1,0 +1,391 @@
+package driver_test
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/clinvoke/clinvoke/invoker"
+	"github.com/clinvoke/clinvoke/invoker/driver"
+)
+
+// echoBackend is a session backend whose "CLI" is cat: every line the
+// protocol writes comes back, and its decoder reads the echo as what the
+// CLI said. The engine's handling of live turns (deltas, steering,
+// switches, rate limits, a run routed to a session) is then tested line by
+// line, with the real process machinery and no scripted agent.
+type echoBackend struct {
+	caps invoker.Capabilities
+}
+
+var (
+	_ driver.SessionBackend = echoBackend{}
+	_ driver.SessionRouter  = echoBackend{}
+)
+
+func (echoBackend) Name() string                         { return "echo" }
+func (echoBackend) Binary() string                       { return "cat" }
+func (echoBackend) InstallHint() string                  { return "apt-get install coreutils" }
+func (b echoBackend) Capabilities() invoker.Capabilities { return b.caps }
+func (echoBackend) Hint(field string) string             { return "the echo CLI has no " + field }
+
+// Command is the one-shot mode: it can only answer whole messages.
+func (echoBackend) Command(req *invoker.Request) (*driver.Command, error) {
+	return &driver.Command{Stdin: echoLine("msg", req.Prompt) + echoLine("end", "")}, nil
+}
+
+func (echoBackend) NewDecoder(*invoker.Request) driver.Decoder { return &echoDecoder{} }
+
+func (echoBackend) SessionCommand(*invoker.SessionRequest) (*driver.Command, error) {
+	return &driver.Command{}, nil
+}
+
+func (echoBackend) NewSessionProtocol(req *invoker.SessionRequest) driver.SessionProtocol {
+	return &echoProtocol{model: req.Model, perm: req.Permission}
+}
+
+// InSession routes the requests the one-shot mode cannot honour.
+func (echoBackend) InSession(req *invoker.Request) bool { return req.Deltas || req.Fork }
+
+// echoLine is one line of the echo protocol.
+func echoLine(typ, text string) string {
+	b, _ := json.Marshal(map[string]string{"t": typ, "text": text})
+	return string(b) + "\n"
+}
+
+// echoDecoder decodes echoed lines into events: "delta" a KindDelta, "msg"
+// a whole message, "steer" and "switch" KindRaw, "429" a rate-limited
+// failure, "end" the turn's end.
+type echoDecoder struct {
+	text, session string
+	done          bool
+	err           error
+	resets        time.Time
+}
+
+func (d *echoDecoder) Decode(line []byte) ([]invoker.Event, error) {
+	var l struct{ T, Text string }
+	if err := json.Unmarshal(line, &l); err != nil {
+		return []invoker.Event{driver.Malformed(line, err)}, nil
+	}
+	ev := invoker.Event{Raw: line, Text: l.Text}
+	switch l.T {
+	case "session":
+		d.session = l.Text
+		ev.Kind, ev.SessionID, ev.Text = invoker.KindSession, l.Text, ""
+	case "delta":
+		ev.Kind, ev.Delta = invoker.KindDelta, invoker.KindMessage
+	case "msg":
+		d.text = l.Text
+		ev.Kind = invoker.KindMessage
+	case "429":
+		at, _ := time.Parse(time.RFC3339, l.Text)
+		d.resets = at
+		d.err = &invoker.StreamError{Message: "429 Too Many Requests", Err: invoker.ErrRateLimited}
+		ev.Kind, ev.RateLimit = invoker.KindRateLimit, &invoker.RateLimit{Limit: "requests", Status: "rejected", ResetsAt: at}
+	case "end":
+		d.done = d.err == nil
+		ev.Kind = invoker.KindDone
+	default:
+		ev.Kind = invoker.KindRaw
+	}
+	return []invoker.Event{ev}, nil
+}
+
+func (d *echoDecoder) Stderr([]byte) error { return nil }
+
+func (d *echoDecoder) Outcome(exitCode int, stderr string) driver.Outcome {
+	return driver.Outcome{SessionID: d.session, Text: d.text, Success: d.done && exitCode == 0, Err: d.err, ResetsAt: d.resets}
+}
+
+// echoProtocol speaks the echo protocol for a session: a turn's prompt
+// "stream A B C" streams its words as deltas, then the whole message;
+// "wait" streams one delta and nothing more until steered; "429 TIME"
+// fails rate limited.
+type echoProtocol struct {
+	echoDecoder
+	model   string
+	perm    invoker.Permission
+	waiting bool
+}
+
+func (p *echoProtocol) Open() ([][]byte, bool) {
+	return [][]byte{[]byte(strings.TrimSpace(echoLine("session", "echo-1")))}, true
+}
+
+func (p *echoProtocol) StartTurn(t *invoker.TurnRequest) ([][]byte, error) {
+	p.echoDecoder = echoDecoder{session: p.session}
+	var out []string
+	if t.Model != "" && t.Model != p.model {
+		p.model = t.Model
+		out = append(out, echoLine("switch", "model="+t.Model))
+	}
+	if t.Permission != "" && t.Permission != p.perm {
+		p.perm = t.Permission
+		out = append(out, echoLine("switch", "permission="+string(t.Permission)))
+	}
+	words := strings.Fields(t.Prompt)
+	switch {
+	case len(words) > 0 && words[0] == "stream":
+		for _, w := range words[1:] {
+			out = append(out, echoLine("delta", w+" "))
+		}
+		out = append(out, echoLine("msg", strings.Join(words[1:], " ")), echoLine("end", ""))
+	case len(words) == 2 && words[0] == "429":
+		out = append(out, echoLine("429", words[1]), echoLine("end", ""))
+	case t.Prompt == "wait":
+		p.waiting = true
+		out = append(out, echoLine("delta", "waiting "))
+	default:
+		out = append(out, echoLine("msg", t.Prompt), echoLine("end", ""))
+	}
+	return lines(out), nil
+}
+
+// Steer answers a waiting turn with the steering text.
+func (p *echoProtocol) Steer(prompt string) ([][]byte, error) {
+	out := []string{echoLine("steer", prompt)}
+	if p.waiting {
+		p.waiting = false
+		out = append(out, echoLine("msg", "steered: "+prompt), echoLine("end", ""))
+	}
+	return lines(out), nil
+}
+
+func (p *echoProtocol) Interrupt() [][]byte {
+	return lines([]string{echoLine("msg", "interrupted"), echoLine("end", "")})
+}
+
+func (p *echoProtocol) Decode(line []byte) (driver.Step, error) {
+	evs, err := p.echoDecoder.Decode(line)
+	st := driver.Step{Events: evs}
+	for _, ev := range evs {
+		switch ev.Kind {
+		case invoker.KindSession:
+			st.Ready = true
+		case invoker.KindDone:
+			st.TurnEnded = true
+		}
+	}
+	return st, err
+}
+
+func (p *echoProtocol) Outcome(stderr string) driver.Outcome { return p.echoDecoder.Outcome(0, stderr) }
+
+func lines(ss []string) [][]byte {
+	out := make([][]byte, len(ss))
+	for i, s := range ss {
+		out[i] = []byte(strings.TrimSuffix(s, "\n"))
+	}
+	return out
+}
+
+// allLive is every capability of live turns.
+var allLive = invoker.Capabilities{Model: true, Sessions: true, Deltas: true, Fork: true, Resume: true, Steer: true, SwitchModel: true, SwitchPermission: true}
+
+// kinds records the events of a turn.
+type kinds struct {
+	mu  sync.Mutex
+	evs []invoker.Event
+}
+
+func (k *kinds) on(ev invoker.Event) {
+	k.mu.Lock()
+	k.evs = append(k.evs, ev)
+	k.mu.Unlock()
+}
+
+func (k *kinds) String() string {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	var b strings.Builder
+	for _, ev := range k.evs {
+		if ev.Kind == invoker.KindSession || ev.Kind == invoker.KindDone {
+			continue
+		}
+		fmt.Fprintf(&b, "%s:%s|", ev.Kind, strings.TrimSpace(ev.Text))
+	}
+	return b.String()
+}
+
+func openEcho(t *testing.T, caps invoker.Capabilities, req invoker.SessionRequest) invoker.Session {
+	t.Helper()
+	inv := driver.New(echoBackend{caps: caps}, invoker.Options{Binary: "cat"})
+	if req.Workdir == "" {
+		req.Workdir = t.TempDir()
+	}
+	s, err := inv.OpenSession(context.Background(), req)
+	if err != nil {
+		t.Fatalf("OpenSession() error = %v", err)
+	}
+	t.Cleanup(func() {
+		if err := s.Close(); err != nil {
+			t.Errorf("Close() = %v", err)
+		}
+	})
+	return s
+}
+
+// TestDeltasDeliveredOnlyWhenAsked: KindDelta events reach OnEvent only in
+// a session or run that asked for them; the whole message comes either
+// way, and Result.Text is the same.
+func TestDeltasDeliveredOnlyWhenAsked(t *testing.T) {
+	for _, deltas := range []bool{false, true} {
+		t.Run(fmt.Sprint("deltas=", deltas), func(t *testing.T) {
+			s := openEcho(t, allLive, invoker.SessionRequest{Deltas: deltas})
+			var k kinds
+			res, err := s.Turn(context.Background(), invoker.TurnRequest{Prompt: "stream one two", OnEvent: k.on})
+			if err != nil || res.Text != "one two" {
+				t.Fatalf("Turn() = %q, %v; want one two", res.Text, err)
+			}
+			want := "message:one two|"
+			if deltas {
+				want = "delta:one|delta:two|" + want
+			}
+			if got := k.String(); got != want {
+				t.Errorf("events = %s, want %s", got, want)
+			}
+		})
+	}
+}
+
+// TestInvokeRoutedToSession: a request the one-shot mode cannot honour
+// runs as a session of one turn, with its deltas, its session id and
+// nothing left; others run one-shot.
+func TestInvokeRoutedToSession(t *testing.T) {
+	inv := driver.New(echoBackend{caps: allLive}, invoker.Options{Binary: "cat"})
+	for _, tc := range []struct {
+		deltas      bool
+		want, wantS string
+	}{
+		{false, "message:stream one|", ""},
+		{true, "delta:one|message:one|", "echo-1"},
+	} {
+		var k kinds
+		res, err := inv.Invoke(context.Background(), invoker.Request{Prompt: "stream one", Workdir: t.TempDir(), Deltas: tc.deltas, OnEvent: k.on})
+		if err != nil {
+			t.Fatalf("Invoke(Deltas: %v) error = %v", tc.deltas, err)
+		}
+		if got := k.String(); got != tc.want || res.SessionID != tc.wantS {
+			t.Errorf("Invoke(Deltas: %v): events %s, session %q; want %s, %q", tc.deltas, got, res.SessionID, tc.want, tc.wantS)
+		}
+		if res.Containment == "" || res.Duration <= 0 {
+			t.Errorf("Invoke(Deltas: %v): Result %+v, want its containment and duration", tc.deltas, res)
+		}
+	}
+}
+
+// TestSwitchesBetweenTurns: a turn's Model and Permission reach the
+// protocol; a permission above the session's is refused before anything
+// is sent, and a CLI without the capability refuses with ErrUnsupported.
+func TestSwitchesBetweenTurns(t *testing.T) {
+	s := openEcho(t, allLive, invoker.SessionRequest{Permission: invoker.WorkspaceWrite, Model: "m1"})
+	var k kinds
+	if _, err := s.Turn(context.Background(), invoker.TurnRequest{Prompt: "a", Model: "m2", Permission: invoker.ReadOnly, OnEvent: k.on}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Turn(context.Background(), invoker.TurnRequest{Prompt: "b", Permission: invoker.WorkspaceWrite, OnEvent: k.on}); err != nil {
+		t.Fatal(err)
+	}
+	if got, want := k.String(), "raw:model=m2|raw:permission=read-only|message:a|raw:permission=workspace-write|message:b|"; got != want {
+		t.Errorf("events = %s, want %s", got, want)
+	}
+	_, err := s.Turn(context.Background(), invoker.TurnRequest{Prompt: "c", Permission: invoker.Unlimited})
+	if !errors.Is(err, invoker.ErrInvalidRequest) || !strings.Contains(err.Error(), "ceiling") {
+		t.Errorf("a turn above the ceiling: error = %v, want ErrInvalidRequest naming the ceiling", err)
+	}
+	if _, err := s.Turn(context.Background(), invoker.TurnRequest{Prompt: "c", Permission: "root"}); !errors.Is(err, invoker.ErrInvalidRequest) {
+		t.Errorf("an unknown permission: error = %v, want ErrInvalidRequest", err)
+	}
+
+	plain := openEcho(t, invoker.Capabilities{Sessions: true}, invoker.SessionRequest{Permission: invoker.Unlimited})
+	for _, tr := range []invoker.TurnRequest{{Prompt: "x", Model: "m"}, {Prompt: "x", Permission: invoker.ReadOnly}} {
+		if _, err := plain.Turn(context.Background(), tr); !errors.Is(err, invoker.ErrUnsupported) || !strings.Contains(err.Error(), "TurnRequest.") {
+			t.Errorf("Turn(%+v) without the capability: error = %v, want ErrUnsupported naming the TurnRequest field", tr, err)
+		}
+	}
+	if err := plain.Steer(context.Background(), "x"); !errors.Is(err, invoker.ErrUnsupported) {
+		t.Errorf("Steer() without the capability: error = %v, want ErrUnsupported", err)
+	}
+}
+
+// TestSteer: a steer reaches the running turn, which goes on to end with
+// it; without a turn in progress Steer is an invalid request.
+func TestSteer(t *testing.T) {
+	s := openEcho(t, allLive, invoker.SessionRequest{Deltas: true})
+	if err := s.Steer(context.Background(), "now"); !errors.Is(err, invoker.ErrInvalidRequest) {
+		t.Errorf("Steer() between turns: error = %v, want ErrInvalidRequest", err)
+	}
+	if err := s.Steer(context.Background(), ""); !errors.Is(err, invoker.ErrInvalidRequest) {
+		t.Errorf("Steer(\"\"): error = %v, want ErrInvalidRequest", err)
+	}
+	started := make(chan struct{})
+	var once sync.Once
+	var k kinds
+	done := make(chan error, 1)
+	go func() {
+		res, err := s.Turn(context.Background(), invoker.TurnRequest{Prompt: "wait", OnEvent: func(ev invoker.Event) {
+			k.on(ev)
+			if ev.Kind == invoker.KindDelta {
+				once.Do(func() { close(started) })
+			}
+		}})
+		if err == nil && res.Text != "steered: this way" {
+			err = fmt.Errorf("answer %q, want the steered one", res.Text)
+		}
+		done <- err
+	}()
+	<-started
+	if err := s.Steer(context.Background(), "this way"); err != nil {
+		t.Fatalf("Steer() during the turn = %v", err)
+	}
+	if err := <-done; err != nil {
+		t.Fatalf("steered Turn() = %v", err)
+	}
+	if got, want := k.String(), "delta:waiting|raw:this way|message:steered: this way|"; got != want {
+		t.Errorf("events = %s, want %s", got, want)
+	}
+}
+
+// TestRateLimitedTurn: a turn the CLI failed rate limited is a
+// *LimitError matching ErrRateLimited, with the session and when the limit
+// resets, and still the CLI's own error.
+func TestRateLimitedTurn(t *testing.T) {
+	s := openEcho(t, allLive, invoker.SessionRequest{})
+	reset := time.Date(2026, 11, 27, 3, 0, 0, 0, time.UTC)
+	var k kinds
+	_, err := s.Turn(context.Background(), invoker.TurnRequest{Prompt: "429 " + reset.Format(time.RFC3339), OnEvent: k.on})
+	var le *invoker.LimitError
+	var se *invoker.StreamError
+	if !errors.As(err, &le) || !errors.Is(err, invoker.ErrRateLimited) || !errors.As(err, &se) {
+		t.Fatalf("error = %v, want a *LimitError matching ErrRateLimited wrapping the *StreamError", err)
+	}
+	if !le.ResetsAt.Equal(reset) || le.SessionID != "echo-1" || !strings.Contains(err.Error(), "resets at 2026-11-27T03:00:00Z") {
+		t.Errorf("LimitError = %+v (%v), want ResetsAt %v and session echo-1 in it", le, err, reset)
+	}
+	if !strings.HasPrefix(k.String(), "rate_limit:") {
+		t.Errorf("events = %s, want the rate-limit event first", k.String())
+	}
+	if _, err := s.Turn(context.Background(), invoker.TurnRequest{Prompt: "after"}); err != nil {
+		t.Errorf("the session after a rate-limited turn: %v, want it usable", err)
+	}
+}
+
+// TestForkNeedsSessionID: Fork names the conversation it copies.
+func TestForkNeedsSessionID(t *testing.T) {
+	inv := driver.New(echoBackend{caps: allLive}, invoker.Options{Binary: "cat"})
+	_, err := inv.Invoke(context.Background(), invoker.Request{Prompt: "x", Workdir: t.TempDir(), Fork: true})
+	if !errors.Is(err, invoker.ErrInvalidRequest) || !strings.Contains(err.Error(), "SessionID") {
+		t.Errorf("Invoke(Fork without SessionID) error = %v, want ErrInvalidRequest naming SessionID", err)
+	}
+	_, err = driver.New(echoBackend{caps: invoker.Capabilities{Sessions: true, Resume: true}}, invoker.Options{Binary: "cat"}).
+		Invoke(context.Background(), invoker.Request{Prompt: "x", Workdir: t.TempDir(), Fork: true, SessionID: "s"})
+	if !errors.Is(err, invoker.ErrUnsupported) {
+		t.Errorf("Invoke(Fork) on a CLI without forks: error = %v, want ErrUnsupported", err)
+	}
+}

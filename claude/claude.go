@@ -3,7 +3,7 @@
 //
 // Each turn runs
 //
-//	claude --print --output-format=stream-json --verbose --permission-mode=MODE [--disallowedTools=Edit,Write,NotebookEdit --setting-sources=] [--model=M] [--append-system-prompt=S] [--resume=SESSION_ID] [--json-schema=SCHEMA] [--max-turns=N] [--max-budget-usd=AMOUNT] [ExtraArgs...]
+//	claude --print --output-format=stream-json --verbose --permission-mode=MODE [--disallowedTools=Edit,Write,NotebookEdit --setting-sources=] [--model=M] [--append-system-prompt=S] [--resume=SESSION_ID [--fork-session]] [--json-schema=SCHEMA] [--max-turns=N] [--max-budget-usd=AMOUNT] [--include-partial-messages] [ExtraArgs...]
 //
 // with the prompt written to standard input, then closed; Claude Code takes
 // no positional prompt here, so a prompt such as "--help" is never read as
@@ -59,15 +59,38 @@
 // set, and the first makes a nested claude refuse to start, the others
 // make it pose as an SDK client or attach to the host's IDE.
 //
+// Fork, with SessionID, adds --fork-session to --resume: Claude Code copies
+// the conversation into a new session, reports the new id in its system
+// init line and leaves the original as it was. Deltas adds
+// --include-partial-messages (see Events and results).
+//
 // # Events and results
 //
-// system init reports the session id and system api_retry notices are
-// warnings. Each assistant line holds one content block: text is a message,
+// system init reports the session id. system api_retry notices are
+// warnings with Event.Retry set (attempt, max_retries, retry_delay_ms,
+// error_status), as in
+//
+//	{"type":"system","subtype":"api_retry","attempt":1,"max_retries":1,"retry_delay_ms":1000,"error_status":429,"error":"rate_limit",...}
+//
+// where the delay is the server's retry-after when it sent one. A
+// rate_limit_event is a [invoker.KindRateLimit] event,
+//
+//	{"type":"rate_limit_event","rate_limit_info":{"status":"rejected","resetsAt":1795750800,"rateLimitType":"five_hour",...},...}
+//
+// (resetsAt in Unix seconds, utilization a fraction of 1 when present);
+// Claude Code 2.1.197 reads the anthropic-ratelimit-unified-* headers and
+// prints these only for a claude.ai login, not for an API key. A turn that
+// fails rate limited (the result's api_error_status 429) matches
+// [invoker.ErrRateLimited] and is reported as an [*invoker.LimitError]
+// whose ResetsAt is the resetsAt of a rejected rate_limit_event of the
+// turn, when there was one (the retry delay is not a reset time). Each assistant line holds one content block: text is a message,
 // thinking is reasoning and tool_use a tool call; a synthetic assistant
 // message that carries an error (model "<synthetic>") is an error event, not
 // a message. tool_result blocks in user lines are tool results, carrying the
-// call's name and input. With --include-partial-messages in ExtraArgs,
-// stream_event text and thinking deltas become events with Delta set. The
+// call's name and input. With Request.Deltas (--include-partial-messages),
+// stream_event text and thinking deltas become [invoker.KindDelta] events;
+// Claude Code prints the whole assistant block after its deltas, so the
+// KindMessage and KindReasoning events are the same with or without them. The
 // turn succeeded only when the result line has is_error false; its result
 // field is the final answer. A turn stopped before its result returns as
 // partial text the text blocks of the latest assistant message that had
@@ -105,10 +128,12 @@ func (backend) InstallHint() string { return "npm install -g @anthropic-ai/claud
 
 func (backend) NewDecoder(*invoker.Request) driver.Decoder { return newDecoder() }
 
-// Capabilities: Claude Code has no image flag.
+// Capabilities: Claude Code has no image flag; everything else was
+// measured with 2.1.197 (see the package doc).
 func (backend) Capabilities() invoker.Capabilities {
 	return invoker.Capabilities{Model: true, Resume: true, SystemPrompt: true,
-		OutputSchema: true, MaxTurns: true, MaxBudget: true, Sessions: true}
+		OutputSchema: true, MaxTurns: true, MaxBudget: true, Sessions: true,
+		Fork: true, Deltas: true, Steer: true, SwitchModel: true, SwitchPermission: true}
 }
 
 // Hint says what to do instead of the fields claude lacks.
@@ -133,18 +158,18 @@ const readOnlyDenied = "Edit,Write,NotebookEdit"
 func (backend) Command(req *invoker.Request) (*driver.Command, error) {
 	args := []string{"--print", "--output-format=stream-json", "--verbose"}
 	var env []string
-	switch req.Permission {
-	case "", invoker.ReadOnly:
-		args = append(args, "--permission-mode=default", "--disallowedTools="+readOnlyDenied, "--setting-sources=")
-	case invoker.WorkspaceWrite:
-		args = append(args, "--permission-mode=acceptEdits")
-	case invoker.Unlimited:
-		args = append(args, "--permission-mode=bypassPermissions")
+	mode, ok := permissionMode(req.Permission)
+	if !ok {
+		return nil, fmt.Errorf("%w: unknown permission %q", invoker.ErrInvalidRequest, string(req.Permission))
+	}
+	args = append(args, "--permission-mode="+mode)
+	switch mode {
+	case "default":
+		args = append(args, "--disallowedTools="+readOnlyDenied, "--setting-sources=")
+	case "bypassPermissions":
 		// As root, Claude Code refuses bypassPermissions unless it is
 		// told it runs in a sandbox (docs/cli-facts.md).
 		env = append(env, "IS_SANDBOX=1")
-	default:
-		return nil, fmt.Errorf("%w: unknown permission %q", invoker.ErrInvalidRequest, string(req.Permission))
 	}
 	if req.Model != "" {
 		args = append(args, "--model="+req.Model)
@@ -155,6 +180,11 @@ func (backend) Command(req *invoker.Request) (*driver.Command, error) {
 	if req.SessionID != "" {
 		// --resume takes an optional value: only the = form binds it.
 		args = append(args, "--resume="+req.SessionID)
+		if req.Fork {
+			args = append(args, "--fork-session")
+		}
+	} else if req.Fork {
+		return nil, fmt.Errorf("%w: Request.Fork without Request.SessionID: set SessionID to the conversation to fork", invoker.ErrInvalidRequest)
 	}
 	if len(req.OutputSchema) > 0 {
 		var b bytes.Buffer
@@ -172,6 +202,9 @@ func (backend) Command(req *invoker.Request) (*driver.Command, error) {
 	if req.MaxBudgetUSD > 0 {
 		args = append(args, "--max-budget-usd="+strconv.FormatFloat(req.MaxBudgetUSD, 'f', -1, 64))
 	}
+	if req.Deltas {
+		args = append(args, "--include-partial-messages")
+	}
 	args = append(args, req.ExtraArgs...)
 	return &driver.Command{
 		Args:  args,
@@ -179,4 +212,19 @@ func (backend) Command(req *invoker.Request) (*driver.Command, error) {
 		Unset: append([]string(nil), nestedVars...),
 		Stdin: req.Prompt,
 	}, nil
+}
+
+// permissionMode returns Claude Code's permission mode for p, the same on
+// the command line and in a session's set_permission_mode request, and
+// false for an unknown level.
+func permissionMode(p invoker.Permission) (string, bool) {
+	switch p {
+	case "", invoker.ReadOnly:
+		return "default", true
+	case invoker.WorkspaceWrite:
+		return "acceptEdits", true
+	case invoker.Unlimited:
+		return "bypassPermissions", true
+	}
+	return "", false
 }

@@ -66,6 +66,13 @@ func TestCommand(t *testing.T) {
 			r.ExtraArgs = []string{"--verbose"}
 		}), cat(head, ro, []string{`--json-schema={"type":"object","properties":{"name":{"type":"string"}}}`,
 			"--max-turns=3", "--max-budget-usd=0.000001", "--verbose"}), nil},
+		{"deltas stream partial messages", with(func(r *invoker.Request) { r.Deltas = true }),
+			cat(head, ro, []string{"--include-partial-messages"}), nil},
+		{"fork resumes into a new session", with(func(r *invoker.Request) {
+			r.SessionID = "S"
+			r.Fork = true
+			r.ExtraArgs = []string{"--debug"}
+		}), cat(head, ro, []string{"--resume=S", "--fork-session", "--debug"}), nil},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -117,6 +124,7 @@ func TestCommandErrors(t *testing.T) {
 		want error
 	}{
 		{"unknown permission", invoker.Request{Prompt: "x", Permission: "all"}, invoker.ErrInvalidRequest},
+		{"fork without a session", invoker.Request{Prompt: "x", Fork: true}, invoker.ErrInvalidRequest},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -135,12 +143,18 @@ func TestFlagsExist(t *testing.T) {
 	var args []string
 	for _, p := range []invoker.Permission{invoker.ReadOnly, invoker.WorkspaceWrite, invoker.Unlimited} {
 		req := invoker.Request{Prompt: "x", Workdir: "/w", Model: "m", SessionID: "S", SystemPrompt: "s", Permission: p,
-			OutputSchema: json.RawMessage(`{"type":"object"}`), MaxBudgetUSD: 0.5}
+			OutputSchema: json.RawMessage(`{"type":"object"}`), MaxBudgetUSD: 0.5, Fork: true, Deltas: true}
 		cmd, err := backend{}.Command(&req)
 		if err != nil {
 			t.Fatal(err)
 		}
 		args = append(args, cmd.Args...)
+		sreq := req.Session()
+		scmd, err := backend{}.SessionCommand(&sreq)
+		if err != nil {
+			t.Fatal(err)
+		}
+		args = append(args, scmd.Args...)
 	}
 	flagRE := regexp.MustCompile(`^(--[A-Za-z-]+)(=(.*))?$`)
 	for _, a := range args {

@@ -2,9 +2,12 @@ package claude
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
+	"math"
 	"regexp"
 	"strings"
+	"time"
 
 	"github.com/clinvoke/clinvoke/invoker"
 	"github.com/clinvoke/clinvoke/invoker/driver"
@@ -25,9 +28,18 @@ type line struct {
 	Error json.RawMessage `json:"error"`
 
 	// system api_retry
-	Attempt     int             `json:"attempt"`
-	MaxRetries  int             `json:"max_retries"`
-	ErrorStatus json.RawMessage `json:"error_status"`
+	Attempt      int             `json:"attempt"`
+	MaxRetries   int             `json:"max_retries"`
+	RetryDelayMS float64         `json:"retry_delay_ms"`
+	ErrorStatus  json.RawMessage `json:"error_status"`
+
+	// rate_limit_event
+	RateLimitInfo *rateLimitInfo `json:"rate_limit_info"`
+
+	// user: a message of ours echoed back (--replay-user-messages), with
+	// the uuid it was sent with.
+	IsReplay bool   `json:"isReplay"`
+	UUID     string `json:"uuid"`
 
 	// result
 	IsError        bool            `json:"is_error"`
@@ -43,6 +55,16 @@ type line struct {
 	StructuredOutput json.RawMessage `json:"structured_output"`
 
 	Event *streamEvent `json:"event"` // stream_event
+}
+
+// rateLimitInfo is a rate_limit_event's state of one limit, as the Claude
+// Agent SDK types it (SDKRateLimitEvent): resetsAt in Unix seconds,
+// utilization a fraction of 1.
+type rateLimitInfo struct {
+	Status        string   `json:"status"`
+	ResetsAt      float64  `json:"resetsAt"`
+	RateLimitType string   `json:"rateLimitType"`
+	Utilization   *float64 `json:"utilization"`
 }
 
 type message struct {
@@ -118,6 +140,15 @@ type decoder struct {
 	limit      error
 	turns      int
 	structured json.RawMessage
+	// resetsAt is when the limit a rate_limit_event reported rejected
+	// resets.
+	resetsAt time.Time
+	// prior is what earlier results of the same turn reported: a session
+	// turn that was steered can span several of the CLI's turns (see
+	// session.go).
+	prior invoker.Usage
+	// priorTurns is the num_turns of those earlier results.
+	priorTurns int
 
 	// Partial text: the text blocks of the latest top-level message that
 	// had any (textID), and the deltas streamed since the message streamID
@@ -156,8 +187,26 @@ func (d *decoder) Decode(b []byte) ([]invoker.Event, error) {
 		case "api_retry":
 			e := ev(invoker.KindWarning)
 			e.Text = retryText(l)
+			e.Retry = &invoker.Retry{Attempt: l.Attempt, MaxAttempts: l.MaxRetries,
+				Delay: time.Duration(l.RetryDelayMS * float64(time.Millisecond)), HTTPStatus: httpStatus(l.ErrorStatus)}
 			return []invoker.Event{e}, nil
 		}
+
+	case "rate_limit_event":
+		if l.RateLimitInfo == nil {
+			break
+		}
+		info := l.RateLimitInfo
+		rl := &invoker.RateLimit{Limit: info.RateLimitType, Status: info.Status, ResetsAt: unixTime(info.ResetsAt)}
+		if info.Utilization != nil {
+			rl.UsedPercent = *info.Utilization * 100
+		}
+		if info.Status == "rejected" && !rl.ResetsAt.IsZero() {
+			d.resetsAt = rl.ResetsAt
+		}
+		e := ev(invoker.KindRateLimit)
+		e.RateLimit = rl
+		return []invoker.Event{e}, nil
 
 	case "assistant":
 		if l.Message == nil {
@@ -383,6 +432,26 @@ func retryText(l line) string {
 	return msg
 }
 
+// httpStatus returns an api_retry's error_status, or 0 when it is not a
+// number (null before a response came).
+func httpStatus(raw json.RawMessage) int {
+	var n int
+	if json.Unmarshal(raw, &n) != nil {
+		return 0
+	}
+	return n
+}
+
+// unixTime returns the time of a Unix timestamp in seconds, or the zero
+// time for 0 or a value no clock reaches.
+func unixTime(sec float64) time.Time {
+	if sec <= 0 || sec > math.MaxInt32*4 {
+		return time.Time{}
+	}
+	whole, frac := math.Modf(sec)
+	return time.Unix(int64(whole), int64(frac*1e9))
+}
+
 // rawText returns a JSON string's value, or the JSON itself for any other
 // value but null.
 func rawText(raw json.RawMessage) string {
@@ -429,9 +498,9 @@ func (d *decoder) Outcome(exitCode int, stderr string) driver.Outcome {
 	out := driver.Outcome{
 		SessionID: d.sessionID,
 		Text:      d.partial(),
-		Usage:     d.usage,
+		Usage:     addUsage(d.prior, d.usage),
 		Success:   d.success,
-		Turns:     d.turns,
+		Turns:     d.priorTurns + d.turns,
 	}
 	switch {
 	case d.success:
@@ -442,6 +511,10 @@ func (d *decoder) Outcome(exitCode int, stderr string) driver.Outcome {
 		out.Err = &se
 		if d.limit != nil {
 			out.Err = &invoker.LimitError{Limit: d.limit, SessionID: d.sessionID, Err: &se}
+		}
+		if errors.Is(&se, invoker.ErrRateLimited) {
+			// The engine reports it as a *LimitError carrying ResetsAt.
+			out.ResetsAt = d.resetsAt
 		}
 	case exitCode > 0:
 		if expl := explainExit(exitCode, stderr); expl != "" {
@@ -486,4 +559,26 @@ func classify(msg string) error {
 		return invoker.ErrRateLimited
 	}
 	return nil
+}
+
+// addUsage returns the sum of two turns' usage.
+func addUsage(a, b invoker.Usage) invoker.Usage {
+	return invoker.Usage{
+		InputTokens:       a.InputTokens + b.InputTokens,
+		CachedInputTokens: a.CachedInputTokens + b.CachedInputTokens,
+		OutputTokens:      a.OutputTokens + b.OutputTokens,
+		CostUSD:           a.CostUSD + b.CostUSD,
+	}
+}
+
+// next returns the decoder of the CLI's next turn within the same turn of
+// ours (a steer the CLI answered with a turn of its own): the session id
+// and what this one counted carry over.
+func (d *decoder) next() *decoder {
+	n := newDecoder()
+	n.sessionID = d.sessionID
+	n.prior = addUsage(d.prior, d.usage)
+	n.priorTurns = d.priorTurns + d.turns
+	n.resetsAt = d.resetsAt
+	return n
 }

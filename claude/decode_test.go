@@ -118,7 +118,7 @@ func TestDecodeEvents(t *testing.T) {
 		`Error: something`,
 	)
 	want := []invoker.EventKind{invoker.KindWarning, invoker.KindWarning, invoker.KindReasoning, invoker.KindToolCall,
-		invoker.KindToolResult, invoker.KindRaw, invoker.KindReasoning, invoker.KindRaw, invoker.KindRaw, invoker.KindRaw, invoker.KindWarning}
+		invoker.KindToolResult, invoker.KindRaw, invoker.KindDelta, invoker.KindRaw, invoker.KindRaw, invoker.KindRaw, invoker.KindWarning}
 	if !slices.Equal(golden.Kinds(evs), want) {
 		t.Fatalf("kinds = %v, want %v", golden.Kinds(evs), want)
 	}

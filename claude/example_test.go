@@ -66,7 +66,7 @@ func Example_events() {
 			case ev.Tool != nil:
 				fmt.Println(ev.SessionID, ev.Kind, ev.Tool.Name)
 			case ev.Text != "":
-				fmt.Printf("%s %s %q delta=%v\n", ev.SessionID, ev.Kind, ev.Text, ev.Delta)
+				fmt.Printf("%s %s %q\n", ev.SessionID, ev.Kind, ev.Text)
 			default:
 				fmt.Println(ev.SessionID, ev.Kind)
 			}
@@ -81,8 +81,8 @@ func Example_events() {
 	// s-1 session
 	// s-1 tool_call Bash
 	// s-1 tool_result Bash
-	// s-1 message "It print" delta=false
-	// s-1 message "s hello." delta=false
+	// s-1 message "It print"
+	// s-1 message "s hello."
 	// s-1 usage
 	// s-1 done
 	// answer "It prints hello."

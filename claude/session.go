@@ -1,7 +1,10 @@
 package claude
 
 import (
+	"crypto/rand"
 	"encoding/json"
+	"fmt"
+	"slices"
 	"strconv"
 
 	"github.com/clinvoke/clinvoke/invoker"
@@ -10,7 +13,7 @@ import (
 
 // Sessions (Invoker.OpenSession) run
 //
-//	claude --print --output-format=stream-json --verbose --input-format=stream-json [the flags of Command]
+//	claude --print --output-format=stream-json --verbose --input-format=stream-json --replay-user-messages [the flags of Command]
 //
 // with standard input kept open. Each turn is one user message written as a
 // JSON line; Claude Code answers it with the events of a turn (system init
@@ -25,6 +28,27 @@ import (
 // result of subtype error_during_execution; the conversation keeps the
 // interrupted turn. End of input ends the process (measured with 2.1.197,
 // docs/session-protocols.md).
+//
+// A turn's TurnRequest.Model and TurnRequest.Permission are switched with
+// the control requests the Claude Agent SDK sends, before the prompt and
+// only when they change:
+//
+//	{"type":"control_request","request_id":ID,"request":{"subtype":"set_model","model":M}}
+//	{"type":"control_request","request_id":ID,"request":{"mode":MODE,"subtype":"set_permission_mode"}}
+//
+// with MODE mapped from the permission as on the command line. A session
+// opened above ReadOnly and switched down to it runs in mode "default"
+// with the flags it was started with: Edit and Write are refused (print
+// mode approves nothing), but they are not disallowed outright and the
+// allow rules of the settings the session loaded still apply, as they do
+// not for a read-only Invoke. A session opened read-only cannot rise above
+// it (the engine's ceiling).
+//
+// Session.Steer writes a user message while the turn runs (see
+// protocol.Steer for what Claude Code does with it); --replay-user-messages
+// makes Claude Code echo each user message it takes, which is how the
+// session knows which result answers everything it was sent. Those echoes,
+// and the switches' answers, are KindRaw events.
 
 var _ driver.SessionBackend = backend{}
 
@@ -36,24 +60,48 @@ func (b backend) SessionCommand(req *invoker.SessionRequest) (*driver.Command, e
 		return nil, err
 	}
 	// After the output flags, before the permission flags and ExtraArgs.
-	args := make([]string, 0, len(cmd.Args)+1)
+	// The replayed user messages say when Claude Code took a steer (see
+	// protocol.Steer).
+	args := make([]string, 0, len(cmd.Args)+2)
 	args = append(args, cmd.Args[:3]...)
-	args = append(args, "--input-format=stream-json")
+	args = append(args, "--input-format=stream-json", "--replay-user-messages")
 	cmd.Args = append(args, cmd.Args[3:]...)
 	cmd.Stdin = ""
 	return cmd, nil
 }
 
 // NewSessionProtocol returns the driver of one stream-json session.
-func (backend) NewSessionProtocol(*invoker.SessionRequest) driver.SessionProtocol {
-	return &protocol{dec: newDecoder()}
+func (backend) NewSessionProtocol(req *invoker.SessionRequest) driver.SessionProtocol {
+	mode, _ := permissionMode(req.Permission)
+	return &protocol{dec: newDecoder(), model: req.Model, mode: mode, steers: map[string]bool{}, newID: newUUID}
 }
 
-// protocol drives one session: a decoder per turn, and the control
-// requests it sent.
+var _ driver.Steerer = (*protocol)(nil)
+
+// protocol drives one session: a decoder per turn, the control requests it
+// sent, the model and permission mode in force, and the steers of the turn
+// in progress.
 type protocol struct {
 	dec      *decoder // the current (or last) turn's
 	requests int      // control requests sent
+
+	model string // "" for Claude Code's default
+	mode  string // the permission mode
+
+	// steers holds the uuids of the turn's steering messages that Claude
+	// Code has not taken yet (not replayed). A result while one is
+	// pending is not the end of the turn: the message starts a turn of the
+	// CLI's own, whose result answers it.
+	steers map[string]bool
+	// interrupted: the turn was interrupted. A result of an interrupted
+	// turn with steers pending is followed by a turn of the CLI's that
+	// takes them all (queued messages are joined); owed says that turn is
+	// still to come or running, and it is interrupted as it starts.
+	interrupted, owed bool
+	cut               bool // the owed turn was interrupted
+	// newID returns the uuid of a steering message (newUUID; a test sets
+	// its own).
+	newID func() string
 }
 
 // userMessage is the line that carries one turn's prompt.
@@ -65,6 +113,8 @@ type userMessage struct {
 	} `json:"message"`
 	ParentToolUseID *string `json:"parent_tool_use_id"`
 	SessionID       string  `json:"session_id"`
+	// UUID marks a steering message, so that its replay can be told.
+	UUID string `json:"uuid,omitempty"`
 }
 
 // controlLine is a control_request or control_response, either way.
@@ -100,25 +150,97 @@ func (p *protocol) Open() ([][]byte, bool) {
 	return [][]byte{b}, false
 }
 
+// StartTurn sends the turn's switches, then its prompt. A model or
+// permission that differs from the one in force is switched with the
+// control request the Claude Agent SDK sends (set_model,
+// set_permission_mode); Claude Code applies them in the order they come,
+// before it takes the user message written after them (measured with
+// 2.1.197: the very next model request carries the new model), so
+// nothing waits for their answers.
 func (p *protocol) StartTurn(t *invoker.TurnRequest) ([][]byte, error) {
-	p.dec = newDecoder()
-	m := userMessage{Type: "user"}
-	m.Message.Role, m.Message.Content = "user", t.Prompt
-	b, err := json.Marshal(m)
+	var lines [][]byte
+	if t.Model != "" && t.Model != p.model {
+		lines = append(lines, p.control(map[string]any{"subtype": "set_model", "model": t.Model}))
+		p.model = t.Model
+	}
+	if t.Permission != "" {
+		mode, ok := permissionMode(t.Permission)
+		if !ok {
+			return nil, fmt.Errorf("%w: unknown permission %q", invoker.ErrInvalidRequest, string(t.Permission))
+		}
+		if mode != p.mode {
+			lines = append(lines, p.control(map[string]any{"subtype": "set_permission_mode", "mode": mode}))
+			p.mode = mode
+		}
+	}
+	b, err := userLine(t.Prompt, "")
 	if err != nil {
 		return nil, err
 	}
+	p.dec = newDecoder()
+	clear(p.steers)
+	p.interrupted, p.owed, p.cut = false, false, false
+	return append(lines, b), nil
+}
+
+// Steer writes prompt as a user message during the turn, carrying a uuid
+// of ours. Claude Code queues it: if a tool is running, it hands the
+// message to the model with the tool's result, in the same turn of its
+// own; if the model is writing its answer, the turn ends with its result
+// and the message starts a turn of the CLI's own, ending with a second
+// result. Queued messages taken together are joined into one (measured
+// with 2.1.197). Either way the CLI replays the message with our uuid
+// (--replay-user-messages) before the answer to it, and the turn ends at
+// the first result after every steer has been replayed. An interrupted
+// turn ends at the result of the CLI's turn that takes its pending
+// steers, which is interrupted as it starts (its system init): the steers
+// of a cancelled turn are cancelled with it, and no result of theirs is
+// left to end the next turn early.
+func (p *protocol) Steer(prompt string) ([][]byte, error) {
+	id := p.newID()
+	b, err := userLine(prompt, id)
+	if err != nil {
+		return nil, err
+	}
+	p.steers[id] = true
 	return [][]byte{b}, nil
 }
 
 func (p *protocol) Interrupt() [][]byte {
+	p.interrupted = true
+	return [][]byte{p.interrupt()}
+}
+
+func (p *protocol) interrupt() []byte {
+	return p.control(map[string]any{"subtype": "interrupt"})
+}
+
+// control returns a control request with a new request id.
+func (p *protocol) control(req map[string]any) []byte {
 	p.requests++
 	b, _ := json.Marshal(map[string]any{
 		"type":       "control_request",
 		"request_id": "clinvoke-" + strconv.Itoa(p.requests),
-		"request":    map[string]string{"subtype": "interrupt"},
+		"request":    req,
 	})
-	return [][]byte{b}
+	return b
+}
+
+// userLine returns the user message carrying prompt; id, when not empty,
+// is its uuid.
+func userLine(prompt, id string) ([]byte, error) {
+	m := userMessage{Type: "user", UUID: id}
+	m.Message.Role, m.Message.Content = "user", prompt
+	return json.Marshal(m)
+}
+
+// newUUID returns a random (version 4) UUID.
+func newUUID() string {
+	var b [16]byte
+	_, _ = rand.Read(b[:])
+	b[6] = b[6]&0x0f | 0x40
+	b[8] = b[8]&0x3f | 0x80
+	return fmt.Sprintf("%x-%x-%x-%x-%x", b[0:4], b[4:6], b[6:8], b[8:10], b[10:])
 }
 
 func (p *protocol) Decode(line []byte) (driver.Step, error) {
@@ -150,9 +272,46 @@ func (p *protocol) Decode(line []byte) (driver.Step, error) {
 			return driver.Step{Events: []invoker.Event{ev}, Write: [][]byte{reply}}, nil
 		}
 	}
+	var step driver.Step
+	if len(p.steers) > 0 || p.owed {
+		var u struct {
+			Type     string `json:"type"`
+			Subtype  string `json:"subtype"`
+			IsReplay bool   `json:"isReplay"`
+			UUID     string `json:"uuid"`
+		}
+		if json.Unmarshal(line, &u) == nil {
+			switch {
+			case u.Type == "user" && u.IsReplay:
+				delete(p.steers, u.UUID)
+			case u.Type == "system" && u.Subtype == "init" && p.owed && !p.cut:
+				// The CLI's turn that takes the cancelled turn's steers
+				// starts: cancel it too.
+				step.Write = [][]byte{p.interrupt()}
+				p.cut = true
+			}
+		}
+	}
 	ended := p.dec.done
 	evs, err := p.dec.Decode(line)
-	return driver.Step{Events: evs, TurnEnded: !ended && p.dec.done}, err
+	step.Events = evs
+	if !ended && p.dec.done {
+		switch {
+		case len(p.steers) == 0 || p.owed:
+			step.TurnEnded = true
+		default:
+			// A steer is still queued in the CLI: this result answers
+			// what came before it, and the turn goes on in the CLI's next
+			// turn, which takes the steer.
+			step.Events = slices.DeleteFunc(evs, func(e invoker.Event) bool { return e.Kind == invoker.KindDone })
+			p.dec = p.dec.next()
+			if p.interrupted {
+				p.owed = true
+				clear(p.steers)
+			}
+		}
+	}
+	return step, err
 }
 
 func (p *protocol) Stderr(line []byte) error { return p.dec.Stderr(line) }

@@ -145,7 +145,8 @@ func (s *Server) anthropicAnswer(w http.ResponseWriter, r *http.Request, body an
 
 // anthropicError answers with the Messages API's error JSON. The
 // x-should-retry header tells the Anthropic SDK not to retry even when the
-// CLI's retries were left on.
+// CLI's retries were left on, unless the turn's Header set it (a test of
+// the CLI's retries sets it to "true").
 func anthropicError(w http.ResponseWriter, status int, message string) {
 	typ := "api_error"
 	switch status {
@@ -164,7 +165,9 @@ func anthropicError(w http.ResponseWriter, status int, message string) {
 	case 529:
 		typ = "overloaded_error"
 	}
-	w.Header().Set("x-should-retry", "false")
+	if w.Header().Get("x-should-retry") == "" {
+		w.Header().Set("x-should-retry", "false")
+	}
 	w.Header().Set("request-id", "req_fakemodel")
 	writeJSON(w, status, obj{"type": "error", "error": obj{"type": typ, "message": message}})
 }

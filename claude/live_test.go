@@ -1,0 +1,440 @@
+package claude
+
+import (
+	"bufio"
+	"bytes"
+	"encoding/json"
+	"errors"
+	"os"
+	"path/filepath"
+	"reflect"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/clinvoke/clinvoke/invoker"
+)
+
+// The captures in testdata/live were recorded from Claude Code 2.1.197
+// against internal/testkit/fakemodel: "> " lines were written to its
+// standard input, "< " lines are its standard output.
+
+// loadLive reads a capture of testdata/live.
+func loadLive(t *testing.T, name string) (in, out [][]byte, order []byte) {
+	t.Helper()
+	data, err := os.ReadFile(filepath.Join("testdata", "live", name))
+	if err != nil {
+		t.Fatal(err)
+	}
+	sc := bufio.NewScanner(bytes.NewReader(data))
+	sc.Buffer(nil, 16<<20)
+	for sc.Scan() {
+		l := sc.Bytes()
+		switch {
+		case bytes.HasPrefix(l, []byte("> ")):
+			in = append(in, bytes.Clone(l[2:]))
+			order = append(order, '>')
+		case bytes.HasPrefix(l, []byte("< ")):
+			out = append(out, bytes.Clone(l[2:]))
+			order = append(order, '<')
+		}
+	}
+	return in, out, order
+}
+
+// A liveCall is what a session does at a stdin line of a capture that the
+// protocol has not produced on its own: start a turn, steer it or
+// interrupt it.
+type liveCall struct {
+	turn      *invoker.TurnRequest
+	steer     string
+	interrupt bool
+}
+
+// A liveTurn is what one replayed turn received.
+type liveTurn struct {
+	events  []invoker.Event
+	endedAt int // stdout line, from 1
+	out     struct {
+		text    string
+		success bool
+		err     error
+		usage   invoker.Usage
+		turns   int
+	}
+}
+
+// replayLive drives a session protocol through a capture, as the engine
+// drives it: each stdin line must be one the protocol returned (as JSON:
+// the capture's hand-written lines order their keys differently), in
+// order; calls are made when the capture shows a line the protocol did
+// not produce.
+func replayLive(t *testing.T, name string, req invoker.SessionRequest, calls []liveCall) []liveTurn {
+	t.Helper()
+	in, out, order := loadLive(t, name)
+	p := backend{}.NewSessionProtocol(&req).(*protocol)
+	ids := 0
+	p.newID = func() string {
+		ids++
+		return "00000000-0000-4000-8000-00000000000" + string(rune('0'+ids))
+	}
+	pending, _ := p.Open()
+	var turns []liveTurn
+	inTurn := false
+	ni, no := 0, 0
+	for _, dir := range order {
+		if dir == '>' {
+			for len(pending) == 0 && len(calls) > 0 {
+				c := calls[0]
+				calls = calls[1:]
+				switch {
+				case c.turn != nil:
+					lines, err := p.StartTurn(c.turn)
+					if err != nil {
+						t.Fatalf("StartTurn(%q) error = %v", c.turn.Prompt, err)
+					}
+					pending = append(pending, lines...)
+					turns = append(turns, liveTurn{})
+					inTurn = true
+				case c.steer != "":
+					lines, err := p.Steer(c.steer)
+					if err != nil {
+						t.Fatalf("Steer(%q) error = %v", c.steer, err)
+					}
+					pending = append(pending, lines...)
+				case c.interrupt:
+					pending = append(pending, p.Interrupt()...)
+				}
+			}
+			if len(pending) == 0 {
+				t.Fatalf("stdin line %d: the session wrote %.200s, which the protocol did not produce", ni+1, in[ni])
+			}
+			if !jsonEqual(pending[0], in[ni]) {
+				t.Errorf("stdin line %d: the protocol writes\n\t%s\nwhere the CLI was sent\n\t%s", ni+1, pending[0], in[ni])
+			}
+			pending = pending[1:]
+			ni++
+			continue
+		}
+		st, err := p.Decode(out[no])
+		no++
+		if err != nil {
+			t.Fatalf("Decode(stdout line %d) error = %v", no, err)
+		}
+		pending = append(pending, st.Write...)
+		if inTurn {
+			cur := &turns[len(turns)-1]
+			cur.events = append(cur.events, st.Events...)
+		}
+		if st.TurnEnded {
+			if !inTurn {
+				t.Errorf("stdout line %d (%.80s) ended a turn while none was running", no, out[no-1])
+				continue
+			}
+			cur := &turns[len(turns)-1]
+			cur.endedAt = no
+			o := p.Outcome("")
+			cur.out.text, cur.out.success, cur.out.err, cur.out.usage, cur.out.turns = o.Text, o.Success, o.Err, o.Usage, o.Turns
+			inTurn = false
+		}
+	}
+	if len(calls) > 0 || len(pending) > 0 {
+		t.Errorf("left over: %d calls never made, lines never written %q", len(calls), pending)
+	}
+	for i, tr := range turns {
+		if tr.endedAt == 0 {
+			t.Errorf("turn %d never ended", i+1)
+		}
+	}
+	return turns
+}
+
+func jsonEqual(a, b []byte) bool {
+	var x, y any
+	if json.Unmarshal(a, &x) != nil || json.Unmarshal(b, &y) != nil {
+		return false
+	}
+	return reflect.DeepEqual(x, y)
+}
+
+// resultLines returns the numbers (from 1) of the capture's result lines.
+func resultLines(t *testing.T, name string) []int {
+	_, out, _ := loadLive(t, name)
+	var n []int
+	for i, l := range out {
+		if bytes.HasPrefix(l, []byte(`{"type":"result"`)) {
+			n = append(n, i+1)
+		}
+	}
+	return n
+}
+
+func kinds(evs []invoker.Event, k invoker.EventKind) int {
+	n := 0
+	for _, e := range evs {
+		if e.Kind == k {
+			n++
+		}
+	}
+	return n
+}
+
+func TestLiveSessions(t *testing.T) {
+	turn := func(prompt string) liveCall { return liveCall{turn: &invoker.TurnRequest{Prompt: prompt}} }
+	tests := []struct {
+		file  string
+		req   invoker.SessionRequest
+		calls []liveCall
+		// check looks at the turns; results are the capture's result lines.
+		check func(t *testing.T, turns []liveTurn, results []int)
+	}{
+		{
+			// Deltas before the whole message; then a turn that switches
+			// the model and lowers the permission: set_model and
+			// set_permission_mode go before its prompt.
+			file: "deltas-switch.jsonl",
+			req:  invoker.SessionRequest{Permission: invoker.WorkspaceWrite, Deltas: true},
+			calls: []liveCall{turn("first"),
+				{turn: &invoker.TurnRequest{Prompt: "second", Model: "claude-haiku-4-5", Permission: invoker.ReadOnly}}},
+			check: func(t *testing.T, turns []liveTurn, results []int) {
+				if len(turns) != 2 {
+					t.Fatalf("%d turns, want 2", len(turns))
+				}
+				var joined strings.Builder
+				whole := -1
+				for i, e := range turns[0].events {
+					switch {
+					case e.Kind == invoker.KindDelta:
+						if e.Delta != invoker.KindMessage {
+							t.Errorf("delta of %v, want of a message", e.Delta)
+						}
+						if whole >= 0 {
+							t.Errorf("delta %q after the whole message", e.Text)
+						}
+						joined.WriteString(e.Text)
+					case e.Kind == invoker.KindMessage:
+						whole = i
+						if e.Text != "one two three four" {
+							t.Errorf("whole message %q", e.Text)
+						}
+					}
+				}
+				if joined.String() != "one two three four" || whole < 0 {
+					t.Errorf("deltas joined %q, whole message at %d; want the answer in deltas, then whole", joined.String(), whole)
+				}
+				for i, tr := range turns {
+					if tr.endedAt != results[i] || !tr.out.success {
+						t.Errorf("turn %d ended at line %d (success %v), want at result line %d", i+1, tr.endedAt, tr.out.success, results[i])
+					}
+				}
+				if turns[1].out.text != "switched" {
+					t.Errorf("turn 2 text %q", turns[1].out.text)
+				}
+			},
+		},
+		{
+			// A steer while the model writes: Claude Code ends the turn,
+			// then answers the steer in a turn of its own; ours ends at
+			// the second result, with one done event.
+			file:  "steer-stream.jsonl",
+			req:   invoker.SessionRequest{Permission: invoker.WorkspaceWrite, Deltas: true},
+			calls: []liveCall{turn("first"), {steer: "steer me"}},
+			check: func(t *testing.T, turns []liveTurn, results []int) {
+				if len(results) != 2 || len(turns) != 1 {
+					t.Fatalf("%d results, %d turns; want 2 results in 1 turn", len(results), len(turns))
+				}
+				tr := turns[0]
+				if tr.endedAt != results[1] || !tr.out.success || tr.out.text != "steered answer" {
+					t.Errorf("turn ended at %d with %q (success %v), want at the second result %d with the steer's answer", tr.endedAt, tr.out.text, tr.out.success, results[1])
+				}
+				if n := kinds(tr.events, invoker.KindDone); n != 1 {
+					t.Errorf("%d done events, want 1", n)
+				}
+				if n := kinds(tr.events, invoker.KindUsage); n != 2 || tr.out.turns != 2 || tr.out.usage.OutputTokens != 10 {
+					t.Errorf("usage events %d, turns %d, usage %+v; want both results' counted", n, tr.out.turns, tr.out.usage)
+				}
+			},
+		},
+		{
+			// A steer while a tool runs: Claude Code hands it to the model
+			// with the tool's result, in the same turn: one result.
+			file:  "steer-tool.jsonl",
+			req:   invoker.SessionRequest{Permission: invoker.ReadOnly},
+			calls: []liveCall{turn("first"), {steer: "steer me"}},
+			check: func(t *testing.T, turns []liveTurn, results []int) {
+				if len(results) != 1 || len(turns) != 1 || turns[0].endedAt != results[0] || turns[0].out.text != "after tool" {
+					t.Errorf("results %v, turns %+v; want the turn to end at the only result", results, turns)
+				}
+			},
+		},
+		{
+			// A steer, then a cancel while the model stalls: the steer's
+			// own turn is interrupted as it starts, and the turn ends at
+			// its result, so no result is left for the next turn.
+			file:  "steer-interrupt.jsonl",
+			req:   invoker.SessionRequest{Permission: invoker.WorkspaceWrite, Deltas: true},
+			calls: []liveCall{turn("first"), {steer: "steer me"}, {interrupt: true}},
+			check: func(t *testing.T, turns []liveTurn, results []int) {
+				if len(results) != 2 || len(turns) != 1 {
+					t.Fatalf("%d results, %d turns", len(results), len(turns))
+				}
+				if tr := turns[0]; tr.endedAt != results[1] || tr.out.success {
+					t.Errorf("turn ended at %d (success %v), want at the second result %d, failed", tr.endedAt, tr.out.success, results[1])
+				}
+			},
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.file, func(t *testing.T) {
+			tt.check(t, replayLive(t, tt.file, tt.req, tt.calls), resultLines(t, tt.file))
+		})
+	}
+}
+
+// TestSwitchLines checks the control requests a turn's switches write: only
+// for a value that changes, the permission mapped as on the command line.
+func TestSwitchLines(t *testing.T) {
+	tests := []struct {
+		name  string
+		open  invoker.SessionRequest
+		turns []invoker.TurnRequest
+		want  [][]string // per turn, the subtypes and values written before the prompt
+	}{
+		{"nothing set", invoker.SessionRequest{Model: "m"}, []invoker.TurnRequest{{Prompt: "x"}}, [][]string{nil}},
+		{"same values", invoker.SessionRequest{Model: "m", Permission: invoker.WorkspaceWrite},
+			[]invoker.TurnRequest{{Prompt: "x", Model: "m", Permission: invoker.WorkspaceWrite}}, [][]string{nil}},
+		{"read-only is the default", invoker.SessionRequest{}, []invoker.TurnRequest{{Prompt: "x", Permission: invoker.ReadOnly}}, [][]string{nil}},
+		{"model then permission, once", invoker.SessionRequest{Permission: invoker.Unlimited},
+			[]invoker.TurnRequest{
+				{Prompt: "a", Model: "haiku", Permission: invoker.ReadOnly},
+				{Prompt: "b", Model: "haiku", Permission: invoker.ReadOnly},
+				{Prompt: "c", Permission: invoker.WorkspaceWrite},
+				{Prompt: "d", Permission: invoker.Unlimited},
+			},
+			[][]string{{"set_model haiku", "set_permission_mode default"}, nil,
+				{"set_permission_mode acceptEdits"}, {"set_permission_mode bypassPermissions"}}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			p := backend{}.NewSessionProtocol(&tt.open)
+			for i, tr := range tt.turns {
+				lines, err := p.StartTurn(&tr)
+				if err != nil {
+					t.Fatal(err)
+				}
+				var got []string
+				for _, l := range lines[:len(lines)-1] {
+					var c struct {
+						Type    string `json:"type"`
+						Request struct{ Subtype, Model, Mode string }
+					}
+					if err := json.Unmarshal(l, &c); err != nil || c.Type != "control_request" {
+						t.Fatalf("line %s is not a control request", l)
+					}
+					got = append(got, strings.TrimSpace(c.Request.Subtype+" "+c.Request.Model+c.Request.Mode))
+				}
+				if !slices.Equal(got, tt.want[i]) {
+					t.Errorf("turn %d writes %q before its prompt, want %q", i+1, got, tt.want[i])
+				}
+				if last := lines[len(lines)-1]; !bytes.Contains(last, []byte(`"type":"user"`)) || bytes.Contains(last, []byte(`"uuid"`)) {
+					t.Errorf("turn %d's last line %s, want its user message (with no uuid)", i+1, last)
+				}
+			}
+		})
+	}
+}
+
+// TestSteerLine checks the line a steer writes: a user message with a
+// fresh uuid each time.
+func TestSteerLine(t *testing.T) {
+	p := backend{}.NewSessionProtocol(&invoker.SessionRequest{}).(*protocol)
+	if _, err := p.StartTurn(&invoker.TurnRequest{Prompt: "x"}); err != nil {
+		t.Fatal(err)
+	}
+	var ids []string
+	for range 2 {
+		lines, err := p.Steer("look at b.go too")
+		if err != nil || len(lines) != 1 {
+			t.Fatalf("Steer() = %q, %v", lines, err)
+		}
+		var m struct {
+			Type    string `json:"type"`
+			UUID    string `json:"uuid"`
+			Message struct{ Role, Content string }
+		}
+		if err := json.Unmarshal(lines[0], &m); err != nil || m.Type != "user" || m.Message.Role != "user" || m.Message.Content != "look at b.go too" || len(m.UUID) != 36 {
+			t.Errorf("steer line %s, want a user message with a uuid", lines[0])
+		}
+		ids = append(ids, m.UUID)
+	}
+	if ids[0] == ids[1] {
+		t.Errorf("two steers share uuid %s", ids[0])
+	}
+}
+
+// TestLiveDecode decodes one-shot captures: a rate limit Claude Code
+// reports (rate_limit_event, for a claude.ai login), a retried 429
+// (api_retry, for an API key), and a fork.
+func TestLiveDecode(t *testing.T) {
+	tests := []struct {
+		file  string
+		check func(t *testing.T, evs []invoker.Event, d *decoder)
+	}{
+		{"rate-limit-rejected.jsonl", func(t *testing.T, evs []invoker.Event, d *decoder) {
+			var rl *invoker.RateLimit
+			for _, e := range evs {
+				if e.Kind == invoker.KindRateLimit {
+					rl = e.RateLimit
+				}
+			}
+			resets := time.Unix(1795750800, 0)
+			if rl == nil || rl.Limit != "five_hour" || rl.Status != "rejected" || !rl.ResetsAt.Equal(resets) {
+				t.Errorf("rate limit event %+v, want five_hour rejected, resetting at %v", rl, resets)
+			}
+			out := d.Outcome(1, "")
+			if !errors.Is(out.Err, invoker.ErrRateLimited) || !out.ResetsAt.Equal(resets) {
+				t.Errorf("outcome error %v, resets at %v; want ErrRateLimited resetting at %v", out.Err, out.ResetsAt, resets)
+			}
+		}},
+		{"rate-limit-retry.jsonl", func(t *testing.T, evs []invoker.Event, d *decoder) {
+			var r *invoker.Retry
+			for _, e := range evs {
+				if e.Kind == invoker.KindWarning && e.Retry != nil {
+					r = e.Retry
+					if e.Text != "API retry 1/1 (status 429): rate_limit" {
+						t.Errorf("retry warning text %q", e.Text)
+					}
+				}
+			}
+			if r == nil || *r != (invoker.Retry{Attempt: 1, MaxAttempts: 1, Delay: time.Second, HTTPStatus: 429}) {
+				t.Errorf("retry %+v, want attempt 1 of 1 after 1s, status 429 (retry-after: 1)", r)
+			}
+			out := d.Outcome(1, "")
+			if !errors.Is(out.Err, invoker.ErrRateLimited) || !out.ResetsAt.IsZero() {
+				t.Errorf("outcome error %v, resets at %v; want ErrRateLimited with no reset time", out.Err, out.ResetsAt)
+			}
+		}},
+		{"fork.jsonl", func(t *testing.T, evs []invoker.Event, d *decoder) {
+			out := d.Outcome(0, "")
+			if !out.Success || out.SessionID != "2289480d-4d49-4cca-9b0b-670f22cbc589" || out.Text != "forked answer" {
+				t.Errorf("outcome %+v, want the fork's new session id and its answer", out)
+			}
+		}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.file, func(t *testing.T) {
+			_, out, _ := loadLive(t, tt.file)
+			d := newDecoder()
+			var evs []invoker.Event
+			for _, l := range out {
+				e, err := d.Decode(l)
+				if err != nil {
+					t.Fatal(err)
+				}
+				evs = append(evs, e...)
+			}
+			tt.check(t, evs, d)
+		})
+	}
+}

@@ -89,6 +89,10 @@ func (s *Server) chat(w http.ResponseWriter, r *http.Request, req Request) {
 	s.record(req)
 	t, ok := s.next()
 	if !ok {
+		// opencode retries a 500 five times with backoff (2 s, doubling)
+		// unless the answer names its own delay: the script's end fails in
+		// milliseconds instead of a minute.
+		w.Header().Set("retry-after-ms", "1")
 		openaiError(w, http.StatusInternalServerError, noTurnLeft)
 		return
 	}

@@ -277,6 +277,9 @@ func TestChatErrors(t *testing.T) {
 		if resp.StatusCode != http.StatusInternalServerError || !strings.Contains(string(b), "no scripted turn left") {
 			t.Errorf("got %d %s, want 500 naming the empty script", resp.StatusCode, b)
 		}
+		if got := resp.Header.Get("retry-after-ms"); got != "1" {
+			t.Errorf("retry-after-ms = %q, want 1 (a retrying client fails fast)", got)
+		}
 	})
 	t.Run("GET", func(t *testing.T) {
 		srv, c := newServer(t)

@@ -320,6 +320,9 @@ func (p *Protocol) StartTurn(t *invoker.TurnRequest) ([][]byte, error) {
 	if err != nil {
 		return nil, err
 	}
+	// The level applies to the turn's requests for permission; a switch
+	// the agent refuses leaves the session at the level it had.
+	prev := p.perm
 	p.perm = perm
 	p.turn.reset()
 	p.turn.inTurn = true
@@ -342,6 +345,7 @@ func (p *Protocol) StartTurn(t *invoker.TurnRequest) ([][]byte, error) {
 		}
 		return driver.Step{Write: [][]byte{prompt()}}, nil
 	}, func(c rpcCall, e *rpcError, raw json.RawMessage) (driver.Step, error) {
+		p.perm = prev
 		msg := fmt.Sprintf("%s refused %s: %s", p.cfg.name(), c.what, e.text())
 		p.turn.failure = &invoker.StreamError{Message: msg, Type: c.method, Err: p.cfg.classify(e.text())}
 		return p.endTurn([]invoker.Event{{Kind: invoker.KindError, Text: msg, Raw: raw}}, raw), nil

@@ -12,11 +12,12 @@ import (
 	"github.com/clinvoke/clinvoke/invoker/acp"
 )
 
-// TestMain runs the fake ACP agent when the test binary is started as one,
-// and fails the run if a process of a fake or a goroutine outlives the
-// tests.
+// TestMain runs the fake ACP agent (or, for the examples, invokertest's
+// agent) when the test binary is started as one, and fails the run if a
+// process of a fake or a goroutine outlives the tests.
 func TestMain(m *testing.M) {
 	fakeacp.Main()
+	fakeagent.Main()
 	goleak.VerifyTestMain(fakeagent.CheckOrphans(m))
 }
 

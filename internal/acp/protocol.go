@@ -39,6 +39,11 @@ var (
 	_ driver.SessionProtocol = (*Protocol)(nil)
 )
 
+// firstTurnID is the lowest id of a turn's request: the ids below are the
+// handshake's (initialize, session/new, session/set_mode), so that a
+// session's turns have the same ids with and without a mode to set.
+const firstTurnID = 4
+
 // replyFunc handles the response to one of the client's requests.
 type replyFunc func(m *message, raw json.RawMessage) (driver.Step, error)
 
@@ -86,7 +91,6 @@ func (p *Protocol) Open() ([][]byte, bool) {
 			"fs":       map[string]bool{"readTextFile": false, "writeTextFile": false},
 			"terminal": false,
 		},
-		"clientInfo": map[string]string{"name": "clinvoke", "version": "1"},
 	}, p.initialized)}, false
 }
 
@@ -326,6 +330,9 @@ func (p *Protocol) StartTurn(t *invoker.TurnRequest) ([][]byte, error) {
 	p.perm = perm
 	p.turn.reset()
 	p.turn.inTurn = true
+	// Turns are numbered from firstTurnID at the earliest, whatever the
+	// handshake sent, as in the recorded sessions of Gemini CLI.
+	p.next = max(p.next, firstTurnID-1)
 	prompt := func() []byte {
 		p.turn.promptSent = true
 		return p.call("session/prompt", map[string]any{

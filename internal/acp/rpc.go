@@ -54,44 +54,32 @@ func (e *rpcError) text() string {
 	return msg
 }
 
+// The encoders below use maps, whose keys encoding/json sorts: every line
+// the client writes has its keys in one order ({"id":1,"jsonrpc":"2.0",
+// "method":...,"params":...}), the order of the recorded sessions
+// (gemini/testdata/session) that the client's output is checked against.
+
 // request encodes a request of the client.
 func request(id int64, method string, params any) []byte {
-	b, _ := json.Marshal(struct {
-		JSONRPC string `json:"jsonrpc"`
-		ID      int64  `json:"id"`
-		Method  string `json:"method"`
-		Params  any    `json:"params"`
-	}{"2.0", id, method, params})
+	b, _ := json.Marshal(map[string]any{"jsonrpc": "2.0", "id": id, "method": method, "params": params})
 	return b
 }
 
 // notification encodes a notification of the client.
 func notification(method string, params any) []byte {
-	b, _ := json.Marshal(struct {
-		JSONRPC string `json:"jsonrpc"`
-		Method  string `json:"method"`
-		Params  any    `json:"params"`
-	}{"2.0", method, params})
+	b, _ := json.Marshal(map[string]any{"jsonrpc": "2.0", "method": method, "params": params})
 	return b
 }
 
 // result encodes the client's answer to the agent's request id.
 func result(id json.RawMessage, res any) []byte {
-	b, _ := json.Marshal(struct {
-		JSONRPC string          `json:"jsonrpc"`
-		ID      json.RawMessage `json:"id"`
-		Result  any             `json:"result"`
-	}{"2.0", id, res})
+	b, _ := json.Marshal(map[string]any{"jsonrpc": "2.0", "id": id, "result": res})
 	return b
 }
 
 // errorReply encodes the client's error answer to the agent's request id.
 func errorReply(id json.RawMessage, code int, msg string) []byte {
-	b, _ := json.Marshal(struct {
-		JSONRPC string          `json:"jsonrpc"`
-		ID      json.RawMessage `json:"id"`
-		Error   rpcError        `json:"error"`
-	}{"2.0", id, rpcError{Code: code, Message: msg}})
+	b, _ := json.Marshal(map[string]any{"jsonrpc": "2.0", "id": id, "error": map[string]any{"code": code, "message": msg}})
 	return b
 }
 

@@ -235,6 +235,9 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 	case strings.HasPrefix(p, "/v1/messages"):
 		req.API = Anthropic
 		s.anthropic(w, r, req)
+	case strings.HasSuffix(p, "/chat/completions"):
+		req.API = Chat
+		s.chat(w, r, req)
 	case strings.HasSuffix(p, "/responses"):
 		req.API = OpenAI
 		s.openai(w, r, req)

@@ -1,0 +1,112 @@
+package acp
+
+import (
+	"encoding/json"
+
+	"github.com/clinvoke/clinvoke/invoker"
+)
+
+// A Config is what one agent's sessions need to know beyond the protocol:
+// everything in which the agents that speak ACP differ. The zero value
+// (but for Name) serves an agent with no modes and no authentication. A
+// Config is read, never written, by the protocols made from it, and may be
+// shared by them.
+type Config struct {
+	// Name is the agent's short name, used in messages ("gemini").
+	Name string
+
+	// Modes maps permission levels to the agent's session mode ids, set
+	// with session/set_mode when a session opens and when a turn switches
+	// level. A level without a mode keeps (or returns to) the mode the
+	// session opened in.
+	Modes map[invoker.Permission]string
+
+	// AuthMethod is the id of the authentication method to use when the
+	// agent lists it in its initialize response. When empty, the first
+	// method of type env_var whose required variables are all set
+	// (LookupEnv) is used, and none when there is none such.
+	AuthMethod string
+
+	// LookupEnv looks a variable up in the agent's environment, to tell
+	// which env_var authentication methods can be satisfied. Nil means
+	// none can.
+	LookupEnv func(key string) (string, bool)
+
+	// ToolName names a tool call from its ACP id, kind and title, for
+	// invoker.Tool.Name. Nil names it by its kind ("execute", "read", ...),
+	// or "tool" when it has none.
+	ToolName func(id, kind, title string) string
+
+	// Classify recognises a sentinel (invoker.ErrAuthRequired,
+	// invoker.ErrRateLimited) in an error message of the agent, or returns
+	// nil. Nil recognises none.
+	Classify func(msg string) error
+
+	// Stderr inspects one line of the agent's standard error; a non-nil
+	// error ends the session (see driver.SessionProtocol.Stderr). Nil
+	// ignores standard error.
+	Stderr func(line []byte) error
+
+	// CheckTurn, if not nil, checks a turn before its prompt is sent; an
+	// error (wrapping invoker.ErrInvalidRequest) refuses it.
+	CheckTurn func(t *invoker.TurnRequest) error
+
+	// Approve, if not nil, decides the agent's requests for permission in
+	// place of the permission level's rule (Allowed): it reports whether
+	// call may run under perm, the level in force. It is called from the
+	// goroutine that reads the agent's output, which waits for it.
+	Approve func(perm invoker.Permission, call ToolCall) bool
+}
+
+// A ToolCall is the tool call an agent asks permission for.
+type ToolCall struct {
+	// ID is the agent's id of the call.
+	ID string
+	// Kind is ACP's kind of tool: "read", "edit", "delete", "move",
+	// "search", "execute", "think", "fetch", "switch_mode" or "other".
+	Kind string
+	// Title is the agent's human-readable description of the call.
+	Title string
+	// Input is the call's raw input, when the agent gave it.
+	Input json.RawMessage
+}
+
+// Allowed is the rule of the permission levels for the agent's requests
+// for permission: ReadOnly allows the kinds that change nothing (read,
+// search, fetch, think), WorkspaceWrite also edit, delete and move, and
+// Unlimited everything, execute and unknown kinds included.
+func Allowed(perm invoker.Permission, kind string) bool {
+	switch kind {
+	case "read", "search", "fetch", "think":
+		return true
+	case "edit", "delete", "move":
+		return perm.Rank() >= 1
+	}
+	return perm == invoker.Unlimited
+}
+
+func (c *Config) toolName(id, kind, title string) string {
+	if c.ToolName != nil {
+		if n := c.ToolName(id, kind, title); n != "" {
+			return n
+		}
+	}
+	if kind != "" {
+		return kind
+	}
+	return "tool"
+}
+
+func (c *Config) classify(msg string) error {
+	if c.Classify == nil {
+		return nil
+	}
+	return c.Classify(msg)
+}
+
+func (c *Config) name() string {
+	if c.Name == "" {
+		return "the agent"
+	}
+	return c.Name
+}

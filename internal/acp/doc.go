@@ -1,0 +1,29 @@
+// Package acp is clinvoke's one client of the Agent Client Protocol
+// (https://agentclientprotocol.com): JSON-RPC 2.0, one message per line, on
+// the agent's standard input and output. It is a driver.SessionProtocol:
+// the engine owns the process and its lines, and calls the protocol from
+// one goroutine at a time with each line it reads; the protocol returns the
+// lines to write and the events of the turn in flight. It starts no
+// goroutine, holds no reader and writes nothing itself.
+//
+// A session opens with initialize (protocol version 1, no file system and
+// no terminal offered to the agent), authenticate when an authentication
+// method is chosen (Config.AuthMethod, or an env_var method whose
+// variables are all set), session/new in the workdir (or session/load to
+// resume, when the agent advertises loadSession), then session/set_mode
+// for the permission level (Config.Modes) and the model (session/set_model,
+// or session/set_config_option for a config option of category "model").
+// Each turn switches mode and model first when the TurnRequest asks for
+// it, and sends session/prompt only once the agent has answered; the
+// prompt's response ends the turn, and its stop reason decides how.
+// session/cancel is the turn's interrupt.
+//
+// Every request of the agent is answered: session/request_permission from
+// the permission level (or Config.Approve), anything else (fs/*,
+// terminal/*, unknown methods) with the JSON-RPC error -32601, and the turn
+// goes on.
+//
+// Each backend that speaks ACP (package invoker/acp for any agent, Gemini
+// CLI's --acp mode) configures it with a Config: its name, modes,
+// authentication, tool names and error classification.
+package acp

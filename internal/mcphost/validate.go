@@ -40,8 +40,7 @@ func validate(ctx context.Context, servers map[string]*mcp.Server) error {
 	seen := make(map[string]map[string]ref) // scheme → qualified name → first tool
 	for _, name := range slices.Sorted(maps.Keys(servers)) {
 		if err := checkServerName(name); err != nil {
-			errs = append(errs, err)
-			continue
+			errs = append(errs, err) // its tools are still checked
 		}
 		s := servers[name]
 		if s == nil {
@@ -126,7 +125,57 @@ func checkSchema(server string, t *mcp.Tool) error {
 	if _, err := s.Resolve(nil); err != nil {
 		return bad("the schema does not resolve", err)
 	}
+	// Resolve accepts any string as a type; the model's API does not.
+	var raw any
+	json.Unmarshal(data, &raw) // it decoded above
+	if typ, ok := unknownType(raw); !ok {
+		return bad(fmt.Sprintf("%q is not a JSON Schema type", typ), nil)
+	}
 	return nil
+}
+
+// unknownType walks a decoded schema and returns the first "type" value that
+// is not a JSON Schema type, and false; or "", true. Keywords whose values
+// are data, not schemas, are not entered.
+func unknownType(v any) (string, bool) {
+	switch v := v.(type) {
+	case map[string]any:
+		for k, sub := range v {
+			switch k {
+			case "enum", "const", "default", "examples":
+				continue
+			case "type":
+				var types []any
+				switch t := sub.(type) {
+				case string:
+					types = []any{t}
+				case []any:
+					types = t
+				}
+				for _, t := range types {
+					name, _ := t.(string)
+					switch name {
+					case "null", "boolean", "object", "array", "number", "string", "integer":
+					default:
+						return fmt.Sprint(t), false
+					}
+				}
+				if types != nil {
+					continue
+				}
+			}
+			if typ, ok := unknownType(sub); !ok {
+				return typ, false
+			}
+		}
+	case []any:
+		for _, sub := range v {
+			if typ, ok := unknownType(sub); !ok {
+				return typ, false
+			}
+		}
+	}
+	return "", true
 }
 
 // listTools returns s's tools, read over an in-memory session.

@@ -42,6 +42,7 @@ type ConfigError struct {
 	Err     error  // the underlying error, if any (a schema's resolution error)
 }
 
+// Error names the server (and tool), the problem and the fix.
 func (e *ConfigError) Error() string {
 	where := fmt.Sprintf("server %q", e.Server)
 	if e.Tool != "" {
@@ -72,6 +73,7 @@ type ListenError struct {
 	Err  error  // the error from net.Listen
 }
 
+// Error names the address and the cause.
 func (e *ListenError) Error() string {
 	return fmt.Sprintf("mcphost: cannot listen on %s: %v", e.Addr, e.Err)
 }

@@ -1,0 +1,320 @@
+package mcphost
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+)
+
+const (
+	initializeMsg  = `{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"claude-code","version":"2"}}}`
+	initializedMsg = `{"jsonrpc":"2.0","method":"notifications/initialized"}`
+)
+
+func newTestBridge(t *testing.T, servers map[string]*mcp.Server) *Bridge {
+	t.Helper()
+	b, err := NewBridge(t.Context(), servers)
+	if err != nil {
+		t.Fatalf("NewBridge() error = %v", err)
+	}
+	t.Cleanup(func() { b.Close() })
+	return b
+}
+
+// reply is a decoded JSON-RPC response.
+type reply struct {
+	ID     any             `json:"id"`
+	Result json.RawMessage `json:"result"`
+	Error  *struct {
+		Code    int    `json:"code"`
+		Message string `json:"message"`
+	} `json:"error"`
+}
+
+func handle(t *testing.T, b *Bridge, server, msg string) reply {
+	t.Helper()
+	out, err := b.Handle(t.Context(), server, []byte(msg))
+	if err != nil {
+		t.Fatalf("Handle(%s) error = %v", msg, err)
+	}
+	var r reply
+	if err := json.Unmarshal(out, &r); err != nil {
+		t.Fatalf("Handle(%s) reply %q: %v", msg, out, err)
+	}
+	return r
+}
+
+// handshake sends the messages Claude Code opens an SDK server with.
+func handshake(t *testing.T, b *Bridge, server string) reply {
+	t.Helper()
+	r := handle(t, b, server, initializeMsg)
+	out, err := b.Handle(t.Context(), server, []byte(initializedMsg))
+	if err != nil || out != nil {
+		t.Fatalf("Handle(initialized) = %q, %v, want nil, nil", out, err)
+	}
+	return r
+}
+
+// rawDirect connects to s in memory without a go-sdk client and returns a
+// function that sends one message and returns the reply, as the go-sdk
+// encodes it, for requests.
+func rawDirect(t *testing.T, s *mcp.Server) func(msg string) []byte {
+	t.Helper()
+	st, ct := mcp.NewInMemoryTransports()
+	ss, err := s.Connect(context.Background(), st, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	conn, err := ct.Connect(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		conn.Close()
+		ss.Close()
+	})
+	return func(msg string) []byte {
+		t.Helper()
+		m, err := jsonrpc.DecodeMessage([]byte(msg))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := conn.Write(t.Context(), m); err != nil {
+			t.Fatal(err)
+		}
+		if req := m.(*jsonrpc.Request); !req.IsCall() {
+			return nil
+		}
+		resp, err := conn.Read(t.Context())
+		if err != nil {
+			t.Fatal(err)
+		}
+		out, err := jsonrpc.EncodeMessage(resp)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return out
+	}
+}
+
+func TestBridgeAnswersAsDirectClient(t *testing.T) {
+	ts := newTestServer(t, false)
+	b := newTestBridge(t, map[string]*mcp.Server{"tools": ts.Server})
+	direct := rawDirect(t, ts.Server)
+	// What Claude Code sends to an SDK server, in order.
+	msgs := []struct{ name, msg string }{
+		{"initialize", initializeMsg},
+		{"notifications/initialized", initializedMsg},
+		{"tools/list", `{"jsonrpc":"2.0","id":1,"method":"tools/list","params":{}}`},
+		{"tools/call", `{"jsonrpc":"2.0","id":"two","method":"tools/call","params":{"name":"echo","arguments":{"text":"hi"}}}`},
+		{"tools/call with bad arguments", `{"jsonrpc":"2.0","id":3,"method":"tools/call","params":{"name":"echo","arguments":{"text":7}}}`},
+		{"unknown tool", `{"jsonrpc":"2.0","id":4,"method":"tools/call","params":{"name":"nope","arguments":{}}}`},
+		{"unknown method", `{"jsonrpc":"2.0","id":5,"method":"no/such","params":{}}`},
+		{"ping", `{"jsonrpc":"2.0","id":6,"method":"ping"}`},
+	}
+	for _, m := range msgs {
+		got, err := b.Handle(t.Context(), "tools", []byte(m.msg))
+		if err != nil {
+			t.Fatalf("%s: Handle() error = %v", m.name, err)
+		}
+		if want := direct(m.msg); string(got) != string(want) {
+			t.Errorf("%s: Handle() =\n%s\nwant (direct)\n%s", m.name, got, want)
+		}
+	}
+	// A panic is the one answer that differs: directly, it would crash.
+	r := handle(t, b, "tools", `{"jsonrpc":"2.0","id":9,"method":"tools/call","params":{"name":"boom","arguments":{}}}`)
+	var res mcp.CallToolResult
+	if err := json.Unmarshal(r.Result, &res); err != nil {
+		t.Fatal(err)
+	}
+	if !res.IsError || !strings.Contains(textOf(t, &res), "kaboom") {
+		t.Errorf("boom reply = %s, want a tool error naming the panic", r.Result)
+	}
+}
+
+func TestBridgeRefusals(t *testing.T) {
+	ts := newTestServer(t, false)
+	b := newTestBridge(t, map[string]*mcp.Server{"tools": ts.Server})
+	handshake(t, b, "tools")
+	tests := []struct {
+		name, server, msg string
+		code              int
+		wantErr           bool
+	}{
+		{name: "unknown server", server: "other", msg: `{"jsonrpc":"2.0","id":1,"method":"tools/list"}`, code: -32601},
+		{name: "notification to unknown server", server: "other", msg: initializedMsg, wantErr: true},
+		{name: "not JSON-RPC", server: "tools", msg: `{"hello":1}`, wantErr: true},
+		{name: "not JSON", server: "tools", msg: `{`, wantErr: true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			out, err := b.Handle(t.Context(), tt.server, []byte(tt.msg))
+			if tt.wantErr {
+				if err == nil {
+					t.Errorf("Handle() = %s, nil; want an error", out)
+				}
+				return
+			}
+			var r reply
+			json.Unmarshal(out, &r)
+			if err != nil || r.Error == nil || r.Error.Code != tt.code {
+				t.Errorf("Handle() = %s, %v; want error reply %d", out, err, tt.code)
+			}
+		})
+	}
+	// A response from the CLI needs no reply.
+	if out, err := b.Handle(t.Context(), "tools", []byte(`{"jsonrpc":"2.0","id":9,"result":{}}`)); out != nil || err != nil {
+		t.Errorf("Handle(response) = %s, %v; want nil, nil", out, err)
+	}
+}
+
+func TestBridgeDuplicateID(t *testing.T) {
+	ts := newTestServer(t, false)
+	b := newTestBridge(t, map[string]*mcp.Server{"tools": ts.Server})
+	handshake(t, b, "tools")
+	errc := make(chan error, 1)
+	go func() {
+		_, err := b.Handle(context.Background(), "tools", []byte(`{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"name":"block","arguments":{}}}`))
+		errc <- err
+	}()
+	<-ts.started
+	r := handle(t, b, "tools", `{"jsonrpc":"2.0","id":7,"method":"tools/list"}`)
+	if r.Error == nil || r.Error.Code != -32600 {
+		t.Errorf("reply to a reused id = %+v, want error -32600", r)
+	}
+	b.CancelCalls()
+	if err := <-errc; err != nil {
+		t.Errorf("blocked Handle() error = %v, want a reply", err)
+	}
+}
+
+func TestBridgeConcurrentCalls(t *testing.T) {
+	ts := newTestServer(t, false)
+	b := newTestBridge(t, map[string]*mcp.Server{"a": ts.Server, "b": ts.Server})
+	handshake(t, b, "a")
+	handshake(t, b, "b")
+	const n = 50
+	var wg sync.WaitGroup
+	for i := range n {
+		wg.Go(func() {
+			server := []string{"a", "b"}[i%2]
+			msg := fmt.Sprintf(`{"jsonrpc":"2.0","id":%d,"method":"tools/call","params":{"name":"echo","arguments":{"text":"%d"}}}`, i+10, i)
+			out, err := b.Handle(context.Background(), server, []byte(msg))
+			if err != nil {
+				t.Errorf("Handle(%d) error = %v", i, err)
+				return
+			}
+			var r reply
+			json.Unmarshal(out, &r)
+			var res mcp.CallToolResult
+			json.Unmarshal(r.Result, &res)
+			if r.ID != float64(i+10) || textOf(t, &res) != fmt.Sprintf(`{"text":"%d"}`, i) {
+				t.Errorf("Handle(%d) = %s, want its own answer", i, out)
+			}
+		})
+	}
+	wg.Wait()
+}
+
+// callBridgeBlocked starts a "block" call through b and waits until its
+// handler runs. The returned channel yields Handle's reply and error.
+func callBridgeBlocked(t *testing.T, ts *testServer, b *Bridge, ctx context.Context, id int) <-chan error {
+	t.Helper()
+	errc := make(chan error, 1)
+	go func() {
+		_, err := b.Handle(ctx, "tools", fmt.Appendf(nil, `{"jsonrpc":"2.0","id":%d,"method":"tools/call","params":{"name":"block","arguments":{}}}`, id))
+		errc <- err
+	}()
+	<-ts.started
+	return errc
+}
+
+func TestBridgeCloseCancelsAndWaits(t *testing.T) {
+	ts := newTestServer(t, true)
+	b, err := NewBridge(t.Context(), map[string]*mcp.Server{"tools": ts.Server})
+	if err != nil {
+		t.Fatal(err)
+	}
+	handshake(t, b, "tools")
+	errc := callBridgeBlocked(t, ts, b, context.Background(), 1)
+
+	closed := make(chan struct{})
+	go func() {
+		b.Close()
+		close(closed)
+	}()
+	if cause := <-ts.causes; !errors.Is(cause, ErrClosed) {
+		t.Errorf("handler's context cause = %v, want ErrClosed", cause)
+	}
+	select {
+	case <-closed:
+		t.Fatal("Close returned while a handler was still running")
+	default:
+	}
+	close(ts.release)
+	<-closed
+	<-errc
+	if _, err := b.Handle(t.Context(), "tools", []byte(initializeMsg)); !errors.Is(err, ErrClosed) {
+		t.Errorf("Handle() after Close error = %v, want ErrClosed", err)
+	}
+	if n := countSessions(ts.Server); n != 0 {
+		t.Errorf("server has %d sessions after Close, want 0", n)
+	}
+}
+
+func TestBridgeCancelCalls(t *testing.T) {
+	ts := newTestServer(t, false)
+	b := newTestBridge(t, map[string]*mcp.Server{"tools": ts.Server})
+	handshake(t, b, "tools")
+	errc := callBridgeBlocked(t, ts, b, context.Background(), 1)
+	b.CancelCalls()
+	if cause := <-ts.causes; !errors.Is(cause, ErrCallCancelled) {
+		t.Errorf("handler's context cause = %v, want ErrCallCancelled", cause)
+	}
+	if err := <-errc; err != nil {
+		t.Errorf("Handle() error = %v, want the server's reply", err)
+	}
+}
+
+func TestBridgeHandleContextCancelsCall(t *testing.T) {
+	ts := newTestServer(t, false)
+	b := newTestBridge(t, map[string]*mcp.Server{"tools": ts.Server})
+	handshake(t, b, "tools")
+	ctx, cancel := context.WithCancel(t.Context())
+	errc := callBridgeBlocked(t, ts, b, ctx, 1)
+	cancel()
+	if err := <-errc; !errors.Is(err, context.Canceled) {
+		t.Errorf("Handle() error = %v, want context.Canceled", err)
+	}
+	// The server got notifications/cancelled for the call, as from a client.
+	if cause := <-ts.causes; !errors.Is(cause, context.Canceled) {
+		t.Errorf("handler's context cause = %v, want context.Canceled", cause)
+	}
+}
+
+func TestBridgeReinitialize(t *testing.T) {
+	ts := newTestServer(t, false)
+	b := newTestBridge(t, map[string]*mcp.Server{"tools": ts.Server})
+	handshake(t, b, "tools")
+	errc := callBridgeBlocked(t, ts, b, context.Background(), 1)
+	// A second handshake starts a new session; the old one's call is cancelled.
+	r := handshake(t, b, "tools")
+	if r.Error != nil {
+		t.Fatalf("second initialize reply = %+v, want a result", r)
+	}
+	if cause := <-ts.causes; cause == nil {
+		t.Error("the old session's call was not cancelled")
+	}
+	<-errc
+	r = handle(t, b, "tools", `{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"echo","arguments":{"text":"new"}}}`)
+	if r.Error != nil {
+		t.Errorf("call on the new session = %+v", r)
+	}
+}

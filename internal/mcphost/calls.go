@@ -1,0 +1,162 @@
+package mcphost
+
+import (
+	"context"
+	"fmt"
+	"runtime"
+	"sync"
+	"weak"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+)
+
+// calls tracks the requests a host or bridge is handling: it gives each a
+// context it can cancel, records the sessions its clients initialized, and
+// lets Close wait until no handler runs.
+//
+// It reaches the handlers through the context of the connection: the host
+// and the bridge put it there (see withCalls), the go-sdk derives every
+// handler's context from the connection's, and the middleware installed by
+// instrument looks it up.
+type calls struct {
+	mu       sync.Mutex
+	closed   bool
+	next     uint64
+	inflight map[uint64]context.CancelCauseFunc
+	sessions map[*mcp.ServerSession]struct{}
+	wg       sync.WaitGroup
+}
+
+func newCalls() *calls {
+	return &calls{
+		inflight: make(map[uint64]context.CancelCauseFunc),
+		sessions: make(map[*mcp.ServerSession]struct{}),
+	}
+}
+
+type callsKey struct{}
+
+// withCalls returns ctx carrying c, for the context of a connection.
+func withCalls(ctx context.Context, c *calls) context.Context {
+	return context.WithValue(ctx, callsKey{}, c)
+}
+
+// begin registers a call and returns its context and the function that ends
+// it. It fails once c is closed.
+func (c *calls) begin(ctx context.Context) (context.Context, func(), error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.closed {
+		return nil, nil, ErrClosed
+	}
+	ctx, cancel := context.WithCancelCause(ctx)
+	id := c.next
+	c.next++
+	c.inflight[id] = cancel
+	c.wg.Add(1)
+	return ctx, func() {
+		cancel(nil)
+		c.mu.Lock()
+		delete(c.inflight, id)
+		c.mu.Unlock()
+		c.wg.Done()
+	}, nil
+}
+
+// cancel cancels the context of every call in progress with cause; calls
+// that begin later are not affected.
+func (c *calls) cancel(cause error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for _, cancel := range c.inflight {
+		cancel(cause)
+	}
+}
+
+// close refuses new calls, cancels those in progress and returns the
+// sessions initialized through c. It does not wait; see wait.
+func (c *calls) close() []*mcp.ServerSession {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.closed = true
+	for _, cancel := range c.inflight {
+		cancel(ErrClosed)
+	}
+	sessions := make([]*mcp.ServerSession, 0, len(c.sessions))
+	for ss := range c.sessions {
+		sessions = append(sessions, ss)
+	}
+	return sessions
+}
+
+// wait returns when no call is in progress. Call it after close.
+func (c *calls) wait() { c.wg.Wait() }
+
+// handle runs one incoming request through next with a cancellable context,
+// turning a panic into an error result.
+func (c *calls) handle(ctx context.Context, method string, req mcp.Request, next mcp.MethodHandler) (res mcp.Result, err error) {
+	ctx, end, err := c.begin(ctx)
+	if err != nil {
+		return nil, err
+	}
+	defer end()
+	if method == "initialize" {
+		if ss, ok := req.GetSession().(*mcp.ServerSession); ok {
+			c.mu.Lock()
+			c.sessions[ss] = struct{}{}
+			c.mu.Unlock()
+		}
+	}
+	defer func() {
+		if p := recover(); p != nil {
+			res, err = panicResult(method, req, p)
+		}
+	}()
+	return next(ctx, method, req)
+}
+
+// panicResult is what a request whose handler panicked with p returns: a
+// tool error for tools/call, so that the agent sees it and the turn goes on,
+// and a JSON-RPC error otherwise.
+func panicResult(method string, req mcp.Request, p any) (mcp.Result, error) {
+	if ctr, ok := req.(*mcp.CallToolRequest); ok && ctr.Params != nil {
+		res := &mcp.CallToolResult{}
+		res.SetError(fmt.Errorf("tool %q panicked: %v", ctr.Params.Name, p))
+		return res, nil
+	}
+	return nil, fmt.Errorf("mcphost: %s handler panicked: %v", method, p)
+}
+
+// middleware is the receiving middleware instrument installs. It acts only
+// on connections whose context carries a *calls.
+func middleware(next mcp.MethodHandler) mcp.MethodHandler {
+	return func(ctx context.Context, method string, req mcp.Request) (mcp.Result, error) {
+		c, ok := ctx.Value(callsKey{}).(*calls)
+		if !ok {
+			return next(ctx, method, req)
+		}
+		return c.handle(ctx, method, req, next)
+	}
+}
+
+// instrumented holds, for each server that carries middleware, the Once
+// that installed it.
+//
+// This is package state, which clinvoke otherwise avoids, because the fact
+// it records belongs to the *mcp.Server, not to any host: the go-sdk cannot
+// remove a middleware, so installing one per run would stack a layer per run
+// on a server the program reuses. Entries are keyed by weak pointers and
+// dropped when their server is collected, so the map holds no server alive.
+var instrumented sync.Map // weak.Pointer[mcp.Server] → *sync.Once
+
+// instrument installs middleware on s unless it already carries it.
+func instrument(s *mcp.Server) {
+	key := weak.Make(s)
+	v, loaded := instrumented.LoadOrStore(key, new(sync.Once))
+	v.(*sync.Once).Do(func() {
+		s.AddReceivingMiddleware(middleware)
+		if !loaded {
+			runtime.AddCleanup(s, func(k weak.Pointer[mcp.Server]) { instrumented.Delete(k) }, key)
+		}
+	})
+}

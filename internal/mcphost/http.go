@@ -1,0 +1,192 @@
+package mcphost
+
+import (
+	"context"
+	"crypto/rand"
+	"crypto/subtle"
+	"encoding/base64"
+	"maps"
+	"net"
+	"net/http"
+	"strings"
+	"sync"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+)
+
+// listenAddr is the only address a Host listens on: IPv4 loopback, a port
+// chosen by the kernel.
+const listenAddr = "127.0.0.1:0"
+
+// A Host serves a run's MCP servers over streamable HTTP on the loopback
+// address, behind a per-run bearer token. It is made by [Serve] and ended by
+// [Host.Close]. Its methods are safe for concurrent use.
+type Host struct {
+	ln    net.Listener
+	srv   *http.Server
+	token string
+	urls  map[string]string
+	calls *calls
+
+	mu       sync.Mutex // guards closed and the Add of requests
+	closed   bool
+	requests sync.WaitGroup // HTTP handlers running
+
+	served    chan struct{} // closed when srv.Serve has returned
+	stopAfter func() bool   // stops the AfterFunc on Serve's context
+	closeOnce sync.Once
+}
+
+// Serve checks servers, listens on a random port of 127.0.0.1 and serves
+// each server at /mcp/<name>, where name is its key in servers. It returns a
+// [*ConfigError] (several joined) if a server would not work with a CLI, and
+// a [*ListenError] if it cannot listen; in both cases nothing was started.
+//
+// Every request must carry "Authorization: Bearer <token>" with the Host's
+// [Host.Token]; any other request is answered 401 and reaches no server.
+// When ctx is done the Host shuts down as [Host.Close] does; Close must
+// still be called, and waits for that shutdown.
+func Serve(ctx context.Context, servers map[string]*mcp.Server) (*Host, error) {
+	return serve(ctx, servers, net.Listen)
+}
+
+// serve is Serve with the listen function as a parameter, for tests.
+func serve(ctx context.Context, servers map[string]*mcp.Server, listen func(network, addr string) (net.Listener, error)) (*Host, error) {
+	if err := validate(ctx, servers); err != nil {
+		return nil, err
+	}
+	token, err := newToken()
+	if err != nil {
+		return nil, err
+	}
+	ln, err := listen("tcp", listenAddr)
+	if err != nil {
+		return nil, &ListenError{Addr: listenAddr, Err: err}
+	}
+	h := &Host{
+		ln:     ln,
+		token:  token,
+		urls:   make(map[string]string, len(servers)),
+		calls:  newCalls(),
+		served: make(chan struct{}),
+	}
+	mux := http.NewServeMux()
+	for name, s := range servers {
+		instrument(s)
+		path := "/mcp/" + name
+		h.urls[name] = "http://" + ln.Addr().String() + path
+		mux.Handle(path, mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return s }, nil))
+	}
+	h.srv = &http.Server{Handler: h.guard(mux)}
+	go func() {
+		defer close(h.served)
+		h.srv.Serve(ln) // returns http.ErrServerClosed after Close
+	}()
+	h.stopAfter = context.AfterFunc(ctx, func() { h.Close() })
+	return h, nil
+}
+
+// newToken returns 32 random bytes, base64url-encoded.
+func newToken() (string, error) {
+	b := make([]byte, 32)
+	if _, err := rand.Read(b); err != nil {
+		return "", err
+	}
+	return base64.RawURLEncoding.EncodeToString(b), nil
+}
+
+// guard is the Host's outermost handler: it counts requests so Close can wait
+// for them, refuses them once the Host is closing, checks the token, and
+// puts the Host's calls into the request's context, from which the go-sdk
+// derives the context of every handler of a session the request starts.
+func (h *Host) guard(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		h.mu.Lock()
+		if h.closed {
+			h.mu.Unlock()
+			http.Error(w, "closed", http.StatusServiceUnavailable)
+			return
+		}
+		h.requests.Add(1)
+		h.mu.Unlock()
+		defer h.requests.Done()
+
+		if !h.authorized(r) {
+			w.Header().Set("WWW-Authenticate", "Bearer")
+			http.Error(w, "unauthorized", http.StatusUnauthorized)
+			return
+		}
+		next.ServeHTTP(w, r.WithContext(withCalls(r.Context(), h.calls)))
+	})
+}
+
+// authorized reports whether r carries the Host's token in its Authorization
+// header. The scheme is matched without regard to case (RFC 7235); the token
+// is compared in constant time. A token anywhere else (a query parameter, a
+// cookie) does not count.
+func (h *Host) authorized(r *http.Request) bool {
+	const scheme = "Bearer "
+	v := r.Header.Get("Authorization")
+	if len(v) < len(scheme) || !strings.EqualFold(v[:len(scheme)], scheme) {
+		return false
+	}
+	return subtle.ConstantTimeCompare([]byte(v[len(scheme):]), []byte(h.token)) == 1
+}
+
+// URL returns the URL at which the named server is served, or "" if the Host
+// serves no server of that name.
+func (h *Host) URL(name string) string { return h.urls[name] }
+
+// URLs returns a new map from each server's name to its URL.
+func (h *Host) URLs() map[string]string { return maps.Clone(h.urls) }
+
+// Token returns the bearer token every request must carry.
+func (h *Host) Token() string { return h.token }
+
+// Header returns a new header holding the Authorization field a client must
+// send: "Bearer " followed by the token.
+func (h *Host) Header() http.Header {
+	return http.Header{"Authorization": {"Bearer " + h.token}}
+}
+
+// Addr returns the address the Host listens on, on 127.0.0.1.
+func (h *Host) Addr() net.Addr { return h.ln.Addr() }
+
+// CancelCalls cancels the context of every call in progress, with cause
+// [ErrCallCancelled]; calls that arrive later are served as usual. The owner
+// calls it when the turn that made the calls is cancelled.
+func (h *Host) CancelCalls() { h.calls.cancel(ErrCallCancelled) }
+
+// Close shuts the Host down: it stops listening, cancels the context of
+// every call in progress (cause [ErrClosed]), ends every session and returns
+// when no HTTP handler and no tool handler still runs. A handler that
+// ignores its context holds Close until it returns. Close may be called more
+// than once and concurrently; every call waits for the shutdown. It always
+// returns nil; it has an error result so that a Host is an io.Closer.
+func (h *Host) Close() error {
+	h.closeOnce.Do(h.shutdown)
+	return nil
+}
+
+func (h *Host) shutdown() {
+	h.stopAfter()
+	h.mu.Lock()
+	h.closed = true
+	h.mu.Unlock()
+	sessions := h.calls.close()
+	// Closing the server closes the listener and every connection, which
+	// cancels the contexts of the HTTP requests: POSTs waiting for a reply
+	// and standalone SSE streams return.
+	// Its error is the listener's close error, and the listener is closed
+	// either way.
+	_ = h.srv.Close()
+	<-h.served
+	h.requests.Wait()
+	// A go-sdk session closes only when its handlers have returned, and its
+	// reader goroutine ends only when it closes. Sessions the client ended
+	// itself are closed already; Close on them returns at once.
+	for _, ss := range sessions {
+		ss.Close()
+	}
+	h.calls.wait()
+}

@@ -1,0 +1,299 @@
+package mcphost
+
+import (
+	"context"
+	"errors"
+	"io"
+	"net"
+	"net/http"
+	"strings"
+	"syscall"
+	"testing"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+)
+
+func TestHostListsAndCallsTool(t *testing.T) {
+	ts := newTestServer(t, false)
+	h := serveTest(t, map[string]*mcp.Server{"tools": ts.Server})
+	cs := connectHTTP(t, h.URL("tools"), h.Header())
+
+	res, err := cs.ListTools(t.Context(), nil)
+	if err != nil {
+		t.Fatalf("ListTools() error = %v", err)
+	}
+	var names []string
+	for _, tool := range res.Tools {
+		names = append(names, tool.Name)
+	}
+	if got, want := strings.Join(names, ","), "block,boom,echo"; got != want {
+		t.Errorf("ListTools() names = %s, want %s", got, want)
+	}
+
+	call, err := cs.CallTool(t.Context(), &mcp.CallToolParams{Name: "echo", Arguments: map[string]any{"text": "hi"}})
+	if err != nil {
+		t.Fatalf("CallTool(echo) error = %v", err)
+	}
+	if call.IsError {
+		t.Fatalf("CallTool(echo) IsError, content %+v", call.Content)
+	}
+	if got := textOf(t, call); got != `{"text":"hi"}` {
+		t.Errorf("CallTool(echo) text = %s, want {\"text\":\"hi\"}", got)
+	}
+}
+
+func TestHostURLsAndHeader(t *testing.T) {
+	ts := newTestServer(t, false)
+	h := serveTest(t, map[string]*mcp.Server{"a": ts.Server, "b-2": ts.Server})
+	addr, ok := h.Addr().(*net.TCPAddr)
+	if !ok || !addr.IP.Equal(net.IPv4(127, 0, 0, 1)) || addr.Port == 0 {
+		t.Fatalf("Addr() = %v, want 127.0.0.1 and a port", h.Addr())
+	}
+	if got, want := h.URL("b-2"), "http://"+addr.String()+"/mcp/b-2"; got != want {
+		t.Errorf("URL(b-2) = %q, want %q", got, want)
+	}
+	if got := h.URL("missing"); got != "" {
+		t.Errorf("URL(missing) = %q, want empty", got)
+	}
+	if got := len(h.URLs()); got != 2 {
+		t.Errorf("len(URLs()) = %d, want 2", got)
+	}
+	if got, want := h.Header().Get("Authorization"), "Bearer "+h.Token(); got != want {
+		t.Errorf("Header() Authorization = %q, want %q", got, want)
+	}
+	// 32 random bytes, base64url without padding.
+	if got := len(h.Token()); got != 43 {
+		t.Errorf("len(Token()) = %d, want 43", got)
+	}
+	other := serveTest(t, map[string]*mcp.Server{"a": ts.Server})
+	if other.Token() == h.Token() {
+		t.Error("two hosts have the same token")
+	}
+}
+
+func TestHostRefusesUnauthorized(t *testing.T) {
+	ts := newTestServer(t, false)
+	h := serveTest(t, map[string]*mcp.Server{"tools": ts.Server})
+	ts.received.Store(0) // Serve listed the tools to check them
+	const initialize = `{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"x","version":"1"}}}`
+	tests := []struct {
+		name   string
+		query  string
+		header string
+	}{
+		{name: "no header"},
+		{name: "wrong token", header: "Bearer " + strings.Repeat("A", 43)},
+		{name: "token with a suffix", header: "Bearer " + h.Token() + "x"},
+		{name: "token without scheme", header: h.Token()},
+		{name: "basic scheme", header: "Basic " + h.Token()},
+		{name: "token in query", query: "?access_token=" + h.Token()},
+		{name: "token in query and wrong header", query: "?token=" + h.Token(), header: "Bearer nope"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			req, err := http.NewRequestWithContext(t.Context(), http.MethodPost, h.URL("tools")+tt.query, strings.NewReader(initialize))
+			if err != nil {
+				t.Fatal(err)
+			}
+			req.Header.Set("Content-Type", "application/json")
+			req.Header.Set("Accept", "application/json, text/event-stream")
+			if tt.header != "" {
+				req.Header.Set("Authorization", tt.header)
+			}
+			resp, err := httpClient(t, nil).Do(req)
+			if err != nil {
+				t.Fatalf("POST error = %v", err)
+			}
+			io.Copy(io.Discard, resp.Body)
+			resp.Body.Close()
+			if resp.StatusCode != http.StatusUnauthorized {
+				t.Errorf("status = %d, want 401", resp.StatusCode)
+			}
+			if got := resp.Header.Get("WWW-Authenticate"); got != "Bearer" {
+				t.Errorf("WWW-Authenticate = %q, want Bearer", got)
+			}
+		})
+	}
+	if n := ts.received.Load(); n != 0 {
+		t.Errorf("server received %d messages from unauthorized requests, want 0", n)
+	}
+
+	// The same request with the token does reach the server.
+	connectHTTP(t, h.URL("tools"), h.Header())
+	if ts.received.Load() == 0 {
+		t.Error("server received nothing from an authorized client")
+	}
+}
+
+func TestHostRefusesUnknownPath(t *testing.T) {
+	ts := newTestServer(t, false)
+	h := serveTest(t, map[string]*mcp.Server{"tools": ts.Server})
+	req, _ := http.NewRequestWithContext(t.Context(), http.MethodPost, "http://"+h.Addr().String()+"/mcp/other", strings.NewReader("{}"))
+	resp, err := httpClient(t, h.Header()).Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusNotFound {
+		t.Errorf("status = %d, want 404", resp.StatusCode)
+	}
+}
+
+func TestHostCloseRefusesConnections(t *testing.T) {
+	ts := newTestServer(t, false)
+	h, err := Serve(t.Context(), map[string]*mcp.Server{"tools": ts.Server})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cs := connectHTTP(t, h.URL("tools"), h.Header())
+	if _, err := cs.ListTools(t.Context(), nil); err != nil {
+		t.Fatalf("ListTools() error = %v", err)
+	}
+	h.Close()
+	h.Close() // a second Close returns too
+
+	conn, err := net.Dial("tcp", h.Addr().String())
+	if err == nil {
+		conn.Close()
+		t.Fatalf("Dial(%s) after Close succeeded, want connection refused", h.Addr())
+	}
+	if !errors.Is(err, syscall.ECONNREFUSED) {
+		t.Errorf("Dial() after Close error = %v, want ECONNREFUSED", err)
+	}
+	if n := countSessions(ts.Server); n != 0 {
+		t.Errorf("server has %d sessions after Close, want 0", n)
+	}
+}
+
+func countSessions(s *mcp.Server) int {
+	n := 0
+	for range s.Sessions() {
+		n++
+	}
+	return n
+}
+
+// callBlocked starts a "block" call through cs and waits until its handler
+// runs. The returned channel yields the call's error.
+func callBlocked(t *testing.T, ts *testServer, cs *mcp.ClientSession) <-chan error {
+	t.Helper()
+	errc := make(chan error, 1)
+	go func() {
+		_, err := cs.CallTool(context.Background(), &mcp.CallToolParams{Name: "block"})
+		errc <- err
+	}()
+	<-ts.started
+	return errc
+}
+
+func TestHostCloseCancelsAndWaitsForHandler(t *testing.T) {
+	ts := newTestServer(t, true)
+	h, err := Serve(t.Context(), map[string]*mcp.Server{"tools": ts.Server})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cs := connectHTTP(t, h.URL("tools"), h.Header())
+	errc := callBlocked(t, ts, cs)
+
+	closed := make(chan struct{})
+	go func() {
+		h.Close()
+		close(closed)
+	}()
+	if cause := <-ts.causes; !errors.Is(cause, ErrClosed) {
+		t.Errorf("handler's context cause = %v, want ErrClosed", cause)
+	}
+	// The handler has seen the cancellation and is still running.
+	select {
+	case <-closed:
+		t.Fatal("Close returned while a handler was still running")
+	default:
+	}
+	close(ts.release)
+	<-closed
+	<-errc // the client's call ends too, whatever its error
+}
+
+func TestHostCancelCalls(t *testing.T) {
+	ts := newTestServer(t, false)
+	h := serveTest(t, map[string]*mcp.Server{"tools": ts.Server})
+	cs := connectHTTP(t, h.URL("tools"), h.Header())
+	errc := callBlocked(t, ts, cs)
+
+	h.CancelCalls()
+	if cause := <-ts.causes; !errors.Is(cause, ErrCallCancelled) {
+		t.Errorf("handler's context cause = %v, want ErrCallCancelled", cause)
+	}
+	if err := <-errc; err != nil {
+		t.Errorf("CallTool(block) error = %v, want a tool error result", err)
+	}
+	// The host goes on serving.
+	if _, err := cs.CallTool(t.Context(), &mcp.CallToolParams{Name: "echo", Arguments: map[string]any{"text": "again"}}); err != nil {
+		t.Errorf("CallTool(echo) after CancelCalls error = %v", err)
+	}
+}
+
+func TestHostHandlerPanicIsToolError(t *testing.T) {
+	ts := newTestServer(t, false)
+	h := serveTest(t, map[string]*mcp.Server{"tools": ts.Server})
+	cs := connectHTTP(t, h.URL("tools"), h.Header())
+	res, err := cs.CallTool(t.Context(), &mcp.CallToolParams{Name: "boom"})
+	if err != nil {
+		t.Fatalf("CallTool(boom) error = %v, want a tool error result", err)
+	}
+	if !res.IsError {
+		t.Errorf("CallTool(boom) IsError = false, want true")
+	}
+	if got := textOf(t, res); !strings.Contains(got, "kaboom") || !strings.Contains(got, `"boom"`) {
+		t.Errorf("CallTool(boom) text = %q, want the tool's name and the panic value", got)
+	}
+	// The session survives the panic.
+	if _, err := cs.CallTool(t.Context(), &mcp.CallToolParams{Name: "echo", Arguments: map[string]any{"text": "x"}}); err != nil {
+		t.Errorf("CallTool(echo) after a panic error = %v", err)
+	}
+}
+
+func TestServeContextDoneCloses(t *testing.T) {
+	ts := newTestServer(t, false)
+	ctx, cancel := context.WithCancel(t.Context())
+	h, err := Serve(ctx, map[string]*mcp.Server{"tools": ts.Server})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cs := connectHTTP(t, h.URL("tools"), h.Header())
+	errc := callBlocked(t, ts, cs)
+	cancel()
+	if cause := <-ts.causes; !errors.Is(cause, ErrClosed) {
+		t.Errorf("handler's context cause = %v, want ErrClosed", cause)
+	}
+	h.Close()
+	<-errc
+	if _, err := net.Dial("tcp", h.Addr().String()); err == nil {
+		t.Error("Dial after the context was done succeeded, want refused")
+	}
+}
+
+func TestServeListenError(t *testing.T) {
+	ts := newTestServer(t, false)
+	refused := errors.New("no loopback here")
+	var got string
+	_, err := serve(t.Context(), map[string]*mcp.Server{"tools": ts.Server}, func(network, addr string) (net.Listener, error) {
+		got = addr
+		return nil, refused
+	})
+	var le *ListenError
+	if !errors.As(err, &le) || !errors.Is(err, refused) {
+		t.Fatalf("serve() error = %v, want a *ListenError wrapping the listen error", err)
+	}
+	if got != "127.0.0.1:0" || le.Addr != "127.0.0.1:0" {
+		t.Errorf("listened on %q (error says %q), want 127.0.0.1:0", got, le.Addr)
+	}
+}
+
+func TestServeRefusesBadConfig(t *testing.T) {
+	ts := newTestServer(t, false)
+	_, err := Serve(t.Context(), map[string]*mcp.Server{"bad name": ts.Server})
+	if !errors.Is(err, ErrBadName) {
+		t.Fatalf("Serve() error = %v, want ErrBadName", err)
+	}
+}

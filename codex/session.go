@@ -209,6 +209,9 @@ func (p *protocol) open() []byte {
 		// history; the old thread is not touched.
 		method = "thread/fork"
 		params["threadId"] = p.resume
+		// The reply need not copy the history back (Codex deprecates
+		// that for forks, 0.169.0).
+		params["excludeTurns"] = true
 	case p.resume != "":
 		method = "thread/resume"
 		params["threadId"] = p.resume

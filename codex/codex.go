@@ -78,7 +78,11 @@
 // "never"; Codex keeps them for the turns that follow. Session.Steer sends
 // turn/steer, naming the running turn: Codex gives the message to the
 // model with the turn's next request. If Codex refuses it (the turn had
-// just ended), the turn gets a warning.
+// just ended), the turn gets a warning. A steer while the model is
+// writing makes Codex drop that answer and ask the model again with the
+// steer (measured with 0.169.0): the deltas already delivered of the
+// dropped message get no whole message after them, and the turn's answer
+// is the one to the steered request.
 //
 // Rate limits: the app-server relays the provider's rate-limit headers
 // (x-codex-primary-used-percent, -window-minutes and -reset-at, and the

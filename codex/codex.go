@@ -56,6 +56,49 @@
 // cumulative over the whole thread: after a resumed turn it includes every
 // earlier turn of the thread. Subtract the previous turn's Result.Usage to
 // get one turn's tokens. Codex reports no total; TotalTokens stays zero.
+//
+// # Live turns
+//
+// codex exec cannot stream text as it is written, and cannot fork a
+// thread. Invoke therefore runs a Request with Deltas or Fork as a session
+// of one turn on the app-server (see OpenSession below and
+// [driver.SessionRouter]): the same containment and guarantees, and a
+// Result as a session's turn gives it (the thread id, the final message,
+// the thread's usage). There, item/agentMessage/delta notifications
+// become [invoker.KindDelta] events, and the whole message follows each
+// streamed one (item/completed), unchanged.
+//
+// Fork, with SessionID, opens the session with thread/fork: a new thread
+// holding a copy of the old one's history, which stays as it was; the run
+// and the session report the new thread's id.
+//
+// In a session, TurnRequest.Model and TurnRequest.Permission become
+// turn/start's model, and its sandboxPolicy (the sandbox of the
+// permission, as the session's opening maps it) with the approval policy
+// "never"; Codex keeps them for the turns that follow. Session.Steer sends
+// turn/steer, naming the running turn: Codex gives the message to the
+// model with the turn's next request. If Codex refuses it (the turn had
+// just ended), the turn gets a warning. A steer while the model is
+// writing makes Codex drop that answer and ask the model again with the
+// steer (measured with 0.169.0): the deltas already delivered of the
+// dropped message get no whole message after them, and the turn's answer
+// is the one to the steered request.
+//
+// Rate limits: the app-server relays the provider's rate-limit headers
+// (x-codex-primary-used-percent, -window-minutes and -reset-at, and the
+// same for secondary) as account/rateLimits/updated, which becomes one
+// [invoker.KindRateLimit] event per window ("primary", "secondary"; a
+// limit family other than Codex's own is prefixed with its id, as in
+// "codex_other.primary"). A retry is a warning with [invoker.Retry] set:
+// the app-server's error notification with willRetry, or exec's
+// "Reconnecting... 1/5 (...)" notice, giving the attempt, the number of
+// retries and the HTTP status where Codex names it (Codex does not say
+// how long it waits). A turn that fails on a rate or usage limit
+// (codexErrorInfo usageLimitExceeded or rateLimitExceeded, a last status
+// of 429, or such words in the message) matches [invoker.ErrRateLimited],
+// as an [*invoker.LimitError] whose ResetsAt is the latest reset of the
+// windows the session last saw used up (zero when none was: Codex reports
+// no reset for a short-term 429, and exec relays no snapshot at all).
 package codex
 
 import (
@@ -85,10 +128,19 @@ func (backend) InstallHint() string { return "npm install -g @openai/codex" }
 func (backend) NewDecoder(*invoker.Request) driver.Decoder { return newDecoder() }
 
 // Capabilities: codex takes every optional field but the limits: codex
-// exec has no turn or budget flag.
+// exec has no turn or budget flag. Deltas and Fork are the app-server's
+// (InSession); so are steering and the switches between turns, through
+// turn/steer and turn/start's overrides.
 func (backend) Capabilities() invoker.Capabilities {
-	return invoker.Capabilities{Model: true, Resume: true, Images: true, SystemPrompt: true, OutputSchema: true, Sessions: true}
+	return invoker.Capabilities{Model: true, Resume: true, Images: true, SystemPrompt: true, OutputSchema: true,
+		Fork: true, Deltas: true, Sessions: true, Steer: true, SwitchModel: true, SwitchPermission: true}
 }
+
+var _ driver.SessionRouter = backend{}
+
+// InSession runs in the app-server the requests exec cannot honour: exec
+// --json prints agent messages only whole, and has no fork.
+func (backend) InSession(req *invoker.Request) bool { return req.Deltas || req.Fork }
 
 // Hint says what to do instead of the fields codex lacks.
 func (backend) Hint(field string) string {

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"regexp"
+	"strconv"
 	"strings"
 
 	"github.com/clinvoke/clinvoke/invoker"
@@ -136,10 +137,17 @@ func (d *decoder) Decode(b []byte) ([]invoker.Event, error) {
 	case "error":
 		// Non-fatal notices: retries ("Reconnecting... 1/5 (...)") and the
 		// last error before turn.failed. turn.failed decides the outcome.
-		if !strings.HasPrefix(l.Message, "Reconnecting") {
+		ev := invoker.Event{Kind: invoker.KindWarning, Text: l.Message, Raw: raw}
+		if ev.Retry = retryOf(l.Message); ev.Retry != nil {
+			// "Reconnecting... 1/5 (exceeded retry limit, last status:
+			// 429 Too Many Requests)": the status of the failed attempt.
+			if m := statusRE.FindStringSubmatch(l.Message); m != nil {
+				ev.Retry.HTTPStatus, _ = strconv.Atoi(m[1])
+			}
+		} else {
 			d.lastError = l.Message
 		}
-		return []invoker.Event{{Kind: invoker.KindWarning, Text: l.Message, Raw: raw}}, nil
+		return []invoker.Event{ev}, nil
 
 	case "turn.started":
 		return nil, nil // carries nothing
@@ -339,8 +347,11 @@ func explainExit(code int, stderr string) string {
 }
 
 var (
-	authRE = regexp.MustCompile(`(?i)\b401\b|unauthori[sz]ed|invalid[ _]api[ _]key|incorrect api key|not logged in|please log ?in|authentication (failed|required)`)
-	rateRE = regexp.MustCompile(`(?i)\b429\b|rate[ _-]?limit|too many requests|quota|usage limit`)
+	// statusRE finds the HTTP status in Codex's description of a failed
+	// request ("unexpected status 401 Unauthorized", "last status: 429").
+	statusRE = regexp.MustCompile(`\bstatus:? (\d{3})\b`)
+	authRE   = regexp.MustCompile(`(?i)\b401\b|unauthori[sz]ed|invalid[ _]api[ _]key|incorrect api key|not logged in|please log ?in|authentication (failed|required)`)
+	rateRE   = regexp.MustCompile(`(?i)\b429\b|rate[ _-]?limit|too many requests|quota|usage limit`)
 )
 
 // classify recognises authentication and rate-limit failures in a message

@@ -53,9 +53,10 @@ func Example() {
 	fmt.Println(res.Text, res.Usage.InputTokens)
 }
 
-// How the events of one turn arrive: Codex prints each agent message
+// How the events of one turn arrive: codex exec prints each agent message
 // whole (here two, the last being the final answer), and every event
-// carries the thread id once it is known.
+// carries the thread id once it is known. (Request.Deltas runs the turn on
+// the app-server instead, which streams the text as it is written.)
 // A scripted stand-in for the CLI answers here (invokertest.Agent); in a
 // program, codex.New() takes the place of codex.New(agent.Options()).
 func Example_events() {
@@ -68,7 +69,7 @@ func Example_events() {
 			case ev.Tool != nil:
 				fmt.Println(ev.SessionID, ev.Kind, ev.Tool.Name)
 			case ev.Text != "":
-				fmt.Printf("%s %s %q delta=%v\n", ev.SessionID, ev.Kind, ev.Text, ev.Delta)
+				fmt.Printf("%s %s %q\n", ev.SessionID, ev.Kind, ev.Text)
 			default:
 				fmt.Println(ev.SessionID, ev.Kind)
 			}
@@ -83,8 +84,8 @@ func Example_events() {
 	// s-1 session
 	// s-1 tool_call command_execution
 	// s-1 tool_result command_execution
-	// s-1 message "It print" delta=false
-	// s-1 message "It prints hello." delta=false
+	// s-1 message "It print"
+	// s-1 message "It prints hello."
 	// s-1 usage
 	// s-1 done
 	// answer "It prints hello."

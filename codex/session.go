@@ -3,7 +3,10 @@ package codex
 import (
 	"encoding/json"
 	"fmt"
+	"regexp"
+	"strconv"
 	"strings"
+	"time"
 
 	"github.com/clinvoke/clinvoke/invoker"
 	"github.com/clinvoke/clinvoke/invoker/driver"
@@ -35,6 +38,11 @@ import (
 // answered: when Turn returns, the turn's tools are gone. The partial
 // answer of an interrupted turn is not kept in the thread. Usage is the
 // thread's total, as with Invoke.
+//
+// A session with Fork opens with thread/fork instead of thread/resume. A
+// turn's Model and Permission are turn/start's overrides, Steer is
+// turn/steer, and rate-limit snapshots and retries become events (see
+// the package documentation, Live turns).
 
 var _ driver.SessionBackend = backend{}
 
@@ -52,8 +60,10 @@ func (backend) NewSessionProtocol(req *invoker.SessionRequest) driver.SessionPro
 	mode, _ := sandboxMode(req.Permission)
 	return &protocol{
 		workdir: req.Workdir, model: req.Model, mode: mode,
-		instructions: req.SystemPrompt, resume: req.SessionID,
-		next: 1, called: make(map[string]bool),
+		instructions: req.SystemPrompt, resume: req.SessionID, fork: req.Fork,
+		schema: req.OutputSchema,
+		next:   1, called: make(map[string]bool), steers: make(map[int64]bool),
+		limits: make(map[string]rateWindow),
 	}
 }
 
@@ -65,6 +75,8 @@ const (
 
 type protocol struct {
 	workdir, model, mode, instructions, resume string
+	fork                                       bool            // open a fork of resume
+	schema                                     json.RawMessage // every turn's outputSchema
 
 	next   int64 // the last request id used
 	thread string
@@ -83,6 +95,20 @@ type protocol struct {
 	success       bool
 	failure       *invoker.StreamError
 	called        map[string]bool
+	// steered holds the steering prompts given before turn/start was
+	// answered: turn/steer needs the turn's id.
+	steered []string
+	// steers holds the ids of the turn/steer requests not answered yet.
+	steers map[int64]bool
+	// limits is the latest state of each rate-limit window Codex
+	// reported, by limitId and window ("codex/primary").
+	limits map[string]rateWindow
+}
+
+// rateWindow is one window of an account/rateLimits/updated snapshot.
+type rateWindow struct {
+	UsedPercent float64 `json:"usedPercent"`
+	ResetsAt    *int64  `json:"resetsAt"`
 }
 
 // rpc is any JSON-RPC message: a request (id and method), a notification
@@ -177,7 +203,16 @@ func (p *protocol) open() []byte {
 		params["developerInstructions"] = p.instructions
 	}
 	method := "thread/start"
-	if p.resume != "" {
+	switch {
+	case p.resume != "" && p.fork:
+		// A fork is a new thread holding a copy of the old one's
+		// history; the old thread is not touched.
+		method = "thread/fork"
+		params["threadId"] = p.resume
+		// The reply need not copy the history back (Codex deprecates
+		// that for forks, 0.169.0).
+		params["excludeTurns"] = true
+	case p.resume != "":
 		method = "thread/resume"
 		params["threadId"] = p.resume
 	}
@@ -190,13 +225,67 @@ func (p *protocol) StartTurn(t *invoker.TurnRequest) ([][]byte, error) {
 	for _, img := range t.Images {
 		input = append(input, map[string]any{"type": "localImage", "path": img})
 	}
+	params := map[string]any{"threadId": p.thread, "input": input}
+	// turn/start's overrides hold for this turn and the ones after it,
+	// as TurnRequest's switches do.
+	if t.Model != "" {
+		params["model"] = t.Model
+	}
+	if t.Permission != "" {
+		mode, err := sandboxMode(t.Permission)
+		if err != nil {
+			return nil, err
+		}
+		params["sandboxPolicy"] = sandboxPolicy(mode)
+		params["approvalPolicy"] = "never"
+	}
+	if len(p.schema) > 0 {
+		params["outputSchema"] = p.schema
+	}
 	p.inTurn, p.turn, p.wantInterrupt, p.cleanReq, p.ending = true, "", false, 0, nil
 	p.text, p.usage, p.ended, p.success, p.failure = "", invoker.Usage{}, false, false, nil
 	p.partial.Reset()
 	clear(p.called)
-	b, id := p.call("turn/start", map[string]any{"threadId": p.thread, "input": input})
+	p.steered = nil
+	b, id := p.call("turn/start", params)
 	p.turnReq = id
 	return [][]byte{b}, nil
+}
+
+// sandboxPolicy spells a sandbox mode as turn/start's sandboxPolicy, the
+// way Codex reports the policy a thread/start with that mode gets
+// (measured with 0.169.0): the same access as the session's opening.
+func sandboxPolicy(mode string) map[string]any {
+	switch mode {
+	case "workspace-write":
+		return map[string]any{"type": "workspaceWrite", "writableRoots": []string{}, "networkAccess": false,
+			"excludeTmpdirEnvVar": false, "excludeSlashTmp": false}
+	case "danger-full-access":
+		return map[string]any{"type": "dangerFullAccess"}
+	}
+	return map[string]any{"type": "readOnly", "networkAccess": false}
+}
+
+// Steer implements driver.Steerer with turn/steer, which adds prompt to
+// the running turn: Codex gives it to the model with the turn's next
+// request. A steer given before Codex answered turn/start waits for the
+// turn's id, which turn/steer must name.
+func (p *protocol) Steer(prompt string) ([][]byte, error) {
+	if !p.inTurn || p.ended {
+		return nil, fmt.Errorf("%w: the turn is ending; send the message with Session.Turn", invoker.ErrInvalidRequest)
+	}
+	if p.turn == "" {
+		p.steered = append(p.steered, prompt)
+		return nil, nil
+	}
+	return [][]byte{p.steerLine(prompt)}, nil
+}
+
+func (p *protocol) steerLine(prompt string) []byte {
+	b, id := p.call("turn/steer", map[string]any{"threadId": p.thread, "expectedTurnId": p.turn,
+		"input": []map[string]any{{"type": "text", "text": prompt, "text_elements": []any{}}}})
+	p.steers[id] = true
+	return b
 }
 
 func (p *protocol) interruptLine() []byte {
@@ -232,6 +321,14 @@ func (p *protocol) Decode(line []byte) (driver.Step, error) {
 	if json.Unmarshal(m.ID, &id) != nil {
 		return driver.Step{Events: rawEv}, nil
 	}
+	if p.steers[id] {
+		delete(p.steers, id)
+		if m.Error != nil {
+			return driver.Step{Events: []invoker.Event{{Kind: invoker.KindWarning, Raw: raw,
+				Text: "codex did not take the steering message: " + m.Error.Message}}}, nil
+		}
+		return driver.Step{Events: rawEv}, nil
+	}
 	switch {
 	case id == initID:
 		if m.Error != nil {
@@ -241,7 +338,10 @@ func (p *protocol) Decode(line []byte) (driver.Step, error) {
 	case id == openID:
 		if m.Error != nil {
 			what := "start a thread"
-			if p.resume != "" {
+			switch {
+			case p.resume != "" && p.fork:
+				what = "fork thread " + p.resume
+			case p.resume != "":
 				what = "resume thread " + p.resume
 			}
 			return driver.Step{}, &invoker.StreamError{Message: fmt.Sprintf("codex app-server could not %s: %s", what, m.Error.Message), Type: "thread/start", Err: classify(m.Error.Message)}
@@ -271,9 +371,15 @@ func (p *protocol) Decode(line []byte) (driver.Step, error) {
 		}
 		// The turn's first event, as thread.started is a run's.
 		st := driver.Step{Events: []invoker.Event{{Kind: invoker.KindSession, SessionID: p.thread, Raw: raw}}}
+		if !p.ended {
+			for _, prompt := range p.steered {
+				st.Write = append(st.Write, p.steerLine(prompt))
+			}
+		}
+		p.steered = nil
 		if p.wantInterrupt && !p.ended {
 			p.wantInterrupt = false
-			st.Write = [][]byte{p.interruptLine()}
+			st.Write = append(st.Write, p.interruptLine())
 		}
 		return st, nil
 	case p.inTurn && id == p.cleanReq && p.cleanReq != 0:
@@ -318,14 +424,17 @@ func (p *protocol) notification(m *rpc, raw json.RawMessage) driver.Step {
 		return driver.Step{Events: []invoker.Event{ev}}
 	}
 	var params struct {
-		ThreadID string          `json:"threadId"`
-		Delta    string          `json:"delta"`
-		Item     *appItem        `json:"item"`
-		Turn     json.RawMessage `json:"turn"`
-		Error    *struct {
-			Message string `json:"message"`
-		} `json:"error"`
-		WillRetry  bool `json:"willRetry"`
+		ThreadID   string          `json:"threadId"`
+		Delta      string          `json:"delta"`
+		Item       *appItem        `json:"item"`
+		Turn       json.RawMessage `json:"turn"`
+		Error      *turnError      `json:"error"`
+		WillRetry  bool            `json:"willRetry"`
+		RateLimits *struct {
+			LimitID   string      `json:"limitId"`
+			Primary   *rateWindow `json:"primary"`
+			Secondary *rateWindow `json:"secondary"`
+		} `json:"rateLimits"`
 		TokenUsage *struct {
 			Total struct {
 				InputTokens           int64 `json:"inputTokens"`
@@ -364,7 +473,36 @@ func (p *protocol) notification(m *rpc, raw json.RawMessage) driver.Step {
 		}
 	case "error":
 		if params.Error != nil {
-			return one(invoker.Event{Kind: invoker.KindWarning, Text: params.Error.Message})
+			ev := invoker.Event{Kind: invoker.KindWarning, Text: params.Error.Message}
+			if params.WillRetry {
+				ev.Retry = params.Error.retry()
+				if d := params.Error.AdditionalDetails; d != "" {
+					ev.Text += " (" + d + ")"
+				}
+			}
+			return one(ev)
+		}
+	case "account/rateLimits/updated":
+		if rl := params.RateLimits; rl != nil {
+			var evs []invoker.Event
+			for _, w := range []struct {
+				name string
+				w    *rateWindow
+			}{{"primary", rl.Primary}, {"secondary", rl.Secondary}} {
+				if w.w == nil {
+					continue
+				}
+				name := w.name
+				if rl.LimitID != "" && rl.LimitID != "codex" {
+					name = rl.LimitID + "." + name
+				}
+				p.limits[name] = *w.w
+				evs = append(evs, invoker.Event{Kind: invoker.KindRateLimit, Raw: raw,
+					RateLimit: &invoker.RateLimit{Limit: name, UsedPercent: w.w.UsedPercent, ResetsAt: unixTime(w.w.ResetsAt)}})
+			}
+			if len(evs) > 0 {
+				return driver.Step{Events: evs}
+			}
 		}
 	case "turn/completed":
 		return p.completed(params.Turn, raw)
@@ -414,11 +552,9 @@ func (p *protocol) item(completed bool, it *appItem, raw json.RawMessage) []invo
 // end waits for the cleaning of the thread's background terminals.
 func (p *protocol) completed(rawTurn json.RawMessage, raw json.RawMessage) driver.Step {
 	var t struct {
-		ID     string `json:"id"`
-		Status string `json:"status"`
-		Error  *struct {
-			Message string `json:"message"`
-		} `json:"error"`
+		ID     string     `json:"id"`
+		Status string     `json:"status"`
+		Error  *turnError `json:"error"`
 	}
 	json.Unmarshal(rawTurn, &t)
 	if !p.inTurn || p.ended || (p.turn != "" && t.ID != p.turn) {
@@ -436,7 +572,11 @@ func (p *protocol) completed(rawTurn json.RawMessage, raw json.RawMessage) drive
 		if t.Error != nil && t.Error.Message != "" {
 			msg = t.Error.Message
 		}
-		p.failure = &invoker.StreamError{Message: msg, Type: "turn.failed", Err: classify(msg)}
+		cause := classify(msg)
+		if t.Error != nil && t.Error.rateLimited() {
+			cause = invoker.ErrRateLimited
+		}
+		p.failure = &invoker.StreamError{Message: msg, Type: "turn.failed", Err: cause}
 		evs = append(evs, invoker.Event{Kind: invoker.KindError, Text: msg, Raw: raw})
 	}
 	u := p.usage
@@ -458,7 +598,97 @@ func (p *protocol) Outcome(string) driver.Outcome {
 		if p.failure != nil {
 			se := *p.failure
 			out.Err = &se
+			if se.Err == invoker.ErrRateLimited {
+				out.ResetsAt = p.resetsAt(time.Now())
+			}
 		}
 	}
 	return out
+}
+
+// resetsAt says when the rate limits that are used up lift, from the
+// latest snapshot of each window: the latest reset among the windows at
+// 100% that reset after now. It is zero when no window is used up (a
+// short-term limit, of which Codex reports no reset).
+func (p *protocol) resetsAt(now time.Time) time.Time {
+	var at time.Time
+	for _, w := range p.limits {
+		if w.UsedPercent < 100 {
+			continue
+		}
+		if r := unixTime(w.ResetsAt); r.After(now) && r.After(at) {
+			at = r
+		}
+	}
+	return at
+}
+
+func unixTime(sec *int64) time.Time {
+	if sec == nil || *sec <= 0 {
+		return time.Time{}
+	}
+	return time.Unix(*sec, 0)
+}
+
+// turnError is the error of a failed turn, and of an error notification
+// (TurnError in the app-server protocol).
+type turnError struct {
+	Message string `json:"message"`
+	// CodexErrorInfo is a name ("usageLimitExceeded") or an object whose
+	// one key names the error and may hold the HTTP status
+	// ({"responseStreamDisconnected":{"httpStatusCode":429}}).
+	CodexErrorInfo    json.RawMessage `json:"codexErrorInfo"`
+	AdditionalDetails string          `json:"additionalDetails"`
+}
+
+// info returns the error's name and HTTP status, as far as Codex gave
+// them.
+func (e *turnError) info() (name string, status int) {
+	if json.Unmarshal(e.CodexErrorInfo, &name) == nil {
+		return name, 0
+	}
+	var obj map[string]struct {
+		HTTPStatusCode int `json:"httpStatusCode"`
+	}
+	if json.Unmarshal(e.CodexErrorInfo, &obj) != nil {
+		return "", 0
+	}
+	for k, v := range obj {
+		return k, v.HTTPStatusCode
+	}
+	return "", 0
+}
+
+// rateLimited reports whether Codex says a rate or usage limit failed the
+// turn, by name or by the HTTP status of the last attempt.
+func (e *turnError) rateLimited() bool {
+	name, status := e.info()
+	return name == "usageLimitExceeded" || name == "rateLimitExceeded" || status == 429
+}
+
+// reconnectRE matches Codex's retry notice, "Reconnecting... 1/5", in
+// both modes.
+var reconnectRE = regexp.MustCompile(`^Reconnecting\.\.\. (\d+)/(\d+)`)
+
+// retryOf reads the attempt and the number of retries from a retry
+// notice, or returns nil for another message.
+func retryOf(msg string) *invoker.Retry {
+	m := reconnectRE.FindStringSubmatch(msg)
+	if m == nil {
+		return nil
+	}
+	n, _ := strconv.Atoi(m[1])
+	max, _ := strconv.Atoi(m[2])
+	return &invoker.Retry{Attempt: n, MaxAttempts: max}
+}
+
+// retry describes the retry an error notification with willRetry
+// announces.
+func (e *turnError) retry() *invoker.Retry {
+	r := retryOf(e.Message)
+	if r == nil {
+		r = &invoker.Retry{}
+	}
+	_, r.HTTPStatus = e.info()
+	return r
 }

@@ -77,11 +77,12 @@
 // failure into 60s. Gemini retries a failed model request up to
 // general.maxAttempts times (10 by default, in settings.json) and reports
 // each retry only on standard error ("Attempt 1 failed ... Retrying after
-// 5521ms..."); the backend reports each as a [invoker.KindWarning] with
+// 5521ms..."); Invoke reports each as a [invoker.KindWarning] with
 // Event.Retry, with the next line of standard output (the Decoder's Stderr
 // hook cannot send events), so a retry shows when the retried request
-// answers. Gemini reports no rate-limit state: there is no
-// [invoker.KindRateLimit] event.
+// answers. A session reports none: in ACP mode Gemini's standard error
+// reaches the pipe only when it exits (measured with 0.61.0). Gemini
+// reports no rate-limit state: there is no [invoker.KindRateLimit] event.
 //
 // # What Gemini cannot do
 //

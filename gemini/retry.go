@@ -28,6 +28,9 @@ import (
 // followed by the rest of a dump of the error otherwise. Its last attempt says "Max
 // attempts reached" instead. Neither stream-json nor ACP carries a retry,
 // and Gemini reports no rate-limit state at all: no KindRateLimit event.
+// In ACP mode its standard error reaches the pipe only when it exits, so
+// only Invoke sees the retries as they happen; a session notes them the
+// same way in case a later version writes them at once.
 
 var (
 	attemptRE   = regexp.MustCompile(`^Attempt (\d+) failed(?: with status (\d+))?`)

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"regexp"
 	"strings"
+	"time"
 
 	"github.com/clinvoke/clinvoke/invoker"
 	"github.com/clinvoke/clinvoke/invoker/driver"
@@ -15,6 +16,7 @@ import (
 // fields are decoded in one pass; absent fields stay zero.
 type line struct {
 	Type      string `json:"type"`
+	Timestamp string `json:"timestamp"`
 	SessionID string `json:"session_id"` // init
 
 	Role    string `json:"role"` // message
@@ -58,15 +60,28 @@ type decoder struct {
 	done      bool // a result line was seen
 	success   bool
 	failure   *errorObj // the failed result's error
+	resetsAt  time.Time // when the rate limit that failed the turn resets
 	lastError string    // the last error line's message
 	calls     map[string]call
 	afterTool bool // a tool call came after the last assistant text
+	// msg is the assistant message being streamed, sent whole as one
+	// KindMessage before the next event of another kind.
+	msg strings.Builder
+	// retries holds what stderr said of the retries of model requests,
+	// reported with the next line of stdout.
+	retries retryLog
 }
 
 var _ driver.Decoder = (*decoder)(nil)
 
 func newDecoder() *decoder { return &decoder{calls: make(map[string]call)} }
 
+// Decode turns one line into events. An assistant message arrives in
+// chunks, each a KindDelta; the whole message follows as one KindMessage
+// before the events of the next line of another type (a tool call, the
+// result), so that a consumer of whole messages sees each message once.
+// Retries that stderr reported since the last line come first, as
+// warnings.
 func (d *decoder) Decode(b []byte) ([]invoker.Event, error) {
 	var l line
 	if err := json.Unmarshal(b, &l); err != nil {
@@ -76,6 +91,27 @@ func (d *decoder) Decode(b []byte) ([]invoker.Event, error) {
 		return []invoker.Event{driver.Malformed(b, err)}, nil
 	}
 	raw := json.RawMessage(b)
+	evs := d.retries.events(raw)
+	if l.Type != "message" {
+		// A line of another type ends the message being streamed (the
+		// echo of the prompt comes before any answer).
+		evs = d.endMessage(evs, raw)
+	}
+	more, err := d.decode(&l, raw)
+	return append(evs, more...), err
+}
+
+// endMessage appends the message being streamed, whole, to evs.
+func (d *decoder) endMessage(evs []invoker.Event, raw json.RawMessage) []invoker.Event {
+	if d.msg.Len() == 0 {
+		return evs
+	}
+	evs = append(evs, invoker.Event{Kind: invoker.KindMessage, Text: d.msg.String(), Raw: raw})
+	d.msg.Reset()
+	return evs
+}
+
+func (d *decoder) decode(l *line, raw json.RawMessage) ([]invoker.Event, error) {
 	switch l.Type {
 	case "init":
 		if l.SessionID != "" {
@@ -94,11 +130,18 @@ func (d *decoder) Decode(b []byte) ([]invoker.Event, error) {
 			// messages apart instead of gluing "...tests.All pass.".
 			d.text.WriteString("\n\n")
 		}
-		if l.Content != "" {
-			d.afterTool = false
+		if l.Content == "" {
+			return nil, nil
 		}
+		d.afterTool = false
 		d.text.WriteString(l.Content)
-		return []invoker.Event{{Kind: invoker.KindMessage, Text: l.Content, Raw: raw}}, nil
+		if !l.Delta {
+			// A message sent whole (0.61.0 streams every one).
+			evs := d.endMessage(nil, raw)
+			return append(evs, invoker.Event{Kind: invoker.KindMessage, Text: l.Content, Raw: raw}), nil
+		}
+		d.msg.WriteString(l.Content)
+		return []invoker.Event{{Kind: invoker.KindDelta, Delta: invoker.KindMessage, Text: l.Content, Raw: raw}}, nil
 
 	case "tool_use":
 		d.afterTool = true
@@ -137,6 +180,9 @@ func (d *decoder) Decode(b []byte) ([]invoker.Event, error) {
 					evs = append(evs, invoker.Event{Kind: invoker.KindError, Text: l.Error.Message, Raw: raw})
 				}
 			}
+			if at, err := time.Parse(time.RFC3339Nano, l.Timestamp); err == nil {
+				d.resetsAt = resetTime(d.failure.Message, at)
+			}
 		}
 		if l.Stats != nil {
 			d.usage = invoker.Usage{
@@ -155,10 +201,14 @@ func (d *decoder) Decode(b []byte) ([]invoker.Event, error) {
 
 // Stderr stops the run when Gemini waits for an interactive Google login,
 // which it would otherwise do for up to five minutes (browser flow) or
-// forever (authorization code read from a closed stdin). Everything else on
-// its stderr — colour warnings, "[STARTUP]" lines, stack traces of retried
-// API errors — is noise.
-func (d *decoder) Stderr(b []byte) error { return stallSignature(b) }
+// forever (authorization code read from a closed stdin). It notes the
+// retries of model requests Gemini reports there (see retryLog). Everything
+// else on its stderr — colour warnings, "[STARTUP]" lines, stack traces of
+// retried API errors — is noise.
+func (d *decoder) Stderr(b []byte) error {
+	d.retries.stderr(b, time.Now())
+	return stallSignature(b)
+}
 
 // Lines Gemini prints when it starts an interactive OAuth login
 // (packages/core/src/code_assist/oauth2.ts); they go to stdout or stderr
@@ -209,6 +259,10 @@ func (d *decoder) Outcome(exitCode int, stderr string) driver.Outcome {
 	switch {
 	case d.success:
 	case d.done:
+		out.ResetsAt = d.resetsAt
+		if out.ResetsAt.IsZero() {
+			out.ResetsAt = d.retries.resetsAt
+		}
 		sentinel := classify(d.failure.Message)
 		if sentinel == nil {
 			sentinel = exitSentinel(exitCode)

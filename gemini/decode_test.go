@@ -32,6 +32,14 @@ func TestGolden(t *testing.T) {
 			StreamErr: `[API Error: {"error":{"code":401,"message":"fake 401 error","status":"UNAUTHENTICATED"}}]`, ErrType: "unknown"},
 		{File: "err429-noretry.stdout", ExitCode: 173, SessionID: "e0efe640-8f7e-4352-809b-3f744501fd0b", ErrIs: invoker.ErrRateLimited,
 			StreamErr: "[API Error: fake 429 error]\nPlease wait and try again later. To increase your limits, request a quota increase through AI Studio, or switch to another /auth method", ErrType: "unknown"},
+		// A 429 whose google.rpc.RetryInfo says 2s (general.maxAttempts 1).
+		{File: "err429-retryinfo.stdout", SessionID: "dcbdd5b0-d731-4188-b43f-3c3e6cbe1cfa", ErrIs: invoker.ErrRateLimited,
+			StreamErr: "[API Error: Resource has been exhausted (e.g. check quota).\nSuggested retry after 2s.]\nPlease wait and try again later. To increase your limits, request a quota increase through AI Studio, or switch to another /auth method", ErrType: "unknown"},
+		// The same 429 retried once (general.maxAttempts 2), then answered.
+		{File: "retry429.stdout", SessionID: "8e5c1775-27df-4360-9c8f-f3ce345b1510", Text: "after retry", Usage: usage16, Success: true},
+		{File: "retry429-plain.stdout", SessionID: "a1947082-332c-449b-9e44-73b5ddd46deb", Text: "after retry", Usage: usage16, Success: true},
+		{File: "text-then-tool.stdout", SessionID: "7c9a0da1-4e0f-469e-8866-4f5b880cfdc7", Text: "let me look \n\nit said hi",
+			Usage: invoker.Usage{InputTokens: 22, OutputTokens: 10, TotalTokens: 32}, Success: true},
 		{File: "err500-noretry.stdout", ExitCode: 244, SessionID: "6ad46466-2bf7-4578-bf8a-a41755d92ed0",
 			StreamErr: `[API Error: {"error":{"code":500,"message":"fake 500 error","status":"INTERNAL"}}]`, ErrType: "unknown"},
 		// settings model.maxSessionTurns 1 with a tool call: exit 53 and a

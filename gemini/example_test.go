@@ -20,9 +20,10 @@ func Example() {
 		Prompt:  "Which files define the HTTP handlers? Look at @internal/server.go first.",
 		Workdir: "/home/me/project",
 		Model:   "gemini-2.5-pro",
+		Deltas:  true,
 		OnEvent: func(ev invoker.Event) {
-			if ev.Kind == invoker.KindMessage {
-				fmt.Print(ev.Text) // deltas
+			if ev.Kind == invoker.KindDelta && ev.Delta == invoker.KindMessage {
+				fmt.Print(ev.Text) // the answer as it is written
 			}
 		},
 	})
@@ -55,9 +56,9 @@ func Example_systemPrompt() {
 	// gemini: Request.SystemPrompt is not supported by this CLI: gemini reads a system prompt only from a file: write it and set GEMINI_SYSTEM_MD=/path/to/file.md in Request.Env (it replaces gemini's built-in prompt)
 }
 
-// How the events of one turn arrive: Gemini streams the answer as deltas,
-// whose concatenation is the final answer, and every event carries the
-// session id once it is known.
+// How the events of one turn arrive: Gemini streams the answer as deltas
+// (delivered with Request.Deltas), then the whole message, which is the
+// final answer, and every event carries the session id once it is known.
 // A scripted stand-in for the CLI answers here (invokertest.Agent); in a
 // program, gemini.New() takes the place of gemini.New(agent.Options()).
 func Example_events() {
@@ -65,12 +66,15 @@ func Example_events() {
 	res, err := inv.Invoke(context.Background(), invoker.Request{
 		Prompt:  "What does `echo hello` print?",
 		Workdir: os.TempDir(),
+		Deltas:  true,
 		OnEvent: func(ev invoker.Event) {
 			switch {
 			case ev.Tool != nil:
 				fmt.Println(ev.SessionID, ev.Kind, ev.Tool.Name)
+			case ev.Kind == invoker.KindDelta:
+				fmt.Printf("%s %s of a %s %q\n", ev.SessionID, ev.Kind, ev.Delta, ev.Text)
 			case ev.Text != "":
-				fmt.Printf("%s %s %q delta=%v\n", ev.SessionID, ev.Kind, ev.Text, ev.Delta)
+				fmt.Printf("%s %s %q\n", ev.SessionID, ev.Kind, ev.Text)
 			default:
 				fmt.Println(ev.SessionID, ev.Kind)
 			}
@@ -85,8 +89,9 @@ func Example_events() {
 	// s-1 session
 	// s-1 tool_call run_shell_command
 	// s-1 tool_result run_shell_command
-	// s-1 message "It print" delta=true
-	// s-1 message "s hello." delta=true
+	// s-1 delta of a message "It print"
+	// s-1 delta of a message "s hello."
+	// s-1 message "It prints hello."
 	// s-1 usage
 	// s-1 done
 	// answer "It prints hello."

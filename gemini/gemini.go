@@ -48,12 +48,16 @@
 // # Events and results
 //
 // init reports the session id; the echo of the prompt gives no event;
-// assistant messages are streamed deltas, and the final answer is their
-// concatenation (messages that a tool call separates are joined by a blank
-// line), as is the partial text of a turn stopped before its result; tool_use and tool_result are tool
-// calls and results, matched by tool_id (the result carries the call's name
-// and input); error lines with severity "warning" are warnings, others
-// errors. The turn succeeded only when the terminal result line has status
+// Gemini streams each assistant message in chunks: each chunk is a
+// [invoker.KindDelta] (delivered with Request.Deltas), and the whole
+// message follows as one [invoker.KindMessage] before the next line of
+// another type (a tool call, an error, the result). The final answer is
+// the messages' concatenation (messages that a tool call separates are
+// joined by a blank line), as is the partial text of a turn stopped before
+// its result (which gets no whole message: nothing ended it); tool_use and
+// tool_result are tool calls and results, matched by tool_id (the result
+// carries the call's name and input); error lines with severity "warning"
+// are warnings, others errors. The turn succeeded only when the terminal result line has status
 // "success": Gemini exits 0 on signals and on some failures. A result with
 // status "error" is reported as an [*invoker.StreamError]. Without a result
 // line, Gemini's exit status is explained: 41 is missing authentication
@@ -62,6 +66,35 @@
 // status modulo 256 (144 = 400, 145 = 401, 173 = 429, 244 = 500, ...).
 // Usage is the result's stats (all models of the turn, including Gemini's
 // routing calls).
+//
+// # Rate limits
+//
+// A turn that Gemini's retries did not get past a rate limit (HTTP 429)
+// fails with an error matching [invoker.ErrRateLimited], reported as an
+// [*invoker.LimitError] whose ResetsAt is set when the error says when to
+// retry: Gemini turns a google.rpc.RetryInfo (retryDelay "7s") into
+// "Suggested retry after 7s." in its message, and a per-minute quota
+// failure into 60s. Gemini retries a failed model request up to
+// general.maxAttempts times (10 by default, in settings.json) and reports
+// each retry only on standard error ("Attempt 1 failed ... Retrying after
+// 5521ms..."); Invoke reports each as a [invoker.KindWarning] with
+// Event.Retry, with the next line of standard output (the Decoder's Stderr
+// hook cannot send events), so a retry shows when the retried request
+// answers. A session reports none: in ACP mode Gemini's standard error
+// reaches the pipe only when it exits (measured with 0.61.0). Gemini
+// reports no rate-limit state: there is no [invoker.KindRateLimit] event.
+//
+// # What Gemini cannot do
+//
+// Capabilities.Steer and Capabilities.Fork are false. ACP has no request
+// that adds a message to a turn in progress, and Gemini's ACP agent takes
+// one session/prompt at a time (a second cancels the first). Nothing in
+// Gemini CLI 0.61.0 copies a conversation: its ACP agent answers
+// session/fork with "method not found" (the protocol's
+// unstable_forkSession is not implemented), and its command line has
+// --resume, which continues a session, but no fork. Session.Steer and
+// Request.Fork return an error matching [invoker.ErrUnsupported] before
+// anything starts.
 package gemini
 
 import (
@@ -88,9 +121,13 @@ func (backend) InstallHint() string { return "npm install -g @google/gemini-cli"
 func (backend) NewDecoder(*invoker.Request) driver.Decoder { return newDecoder() }
 
 // Capabilities: gemini has no image flag, and reads a system prompt only
-// from a file named in its environment.
+// from a file named in its environment. Both of its modes stream the
+// answer in chunks; ACP switches a session's mode and model (measured
+// with 0.61.0 in e2e's live scenarios). Neither ACP nor Gemini's own
+// commands can add to a turn in progress or copy a conversation.
 func (backend) Capabilities() invoker.Capabilities {
-	return invoker.Capabilities{Model: true, Resume: true, Sessions: true}
+	return invoker.Capabilities{Model: true, Resume: true, Deltas: true, Sessions: true,
+		SwitchModel: true, SwitchPermission: true}
 }
 
 // Hint says what to do instead of the fields gemini lacks.
@@ -106,6 +143,10 @@ func (backend) Hint(field string) string {
 		return "gemini takes a turn limit only from its settings file (model.maxSessionTurns in settings.json under GEMINI_CLI_HOME); a turn stopped by it is reported as an *invoker.LimitError"
 	case "MaxBudgetUSD":
 		return "gemini has no budget limit and reports no cost; bound the run with a deadline on the context instead"
+	case "Steer":
+		return "gemini's ACP mode takes a prompt only as a turn of its own (session/prompt); cancel the turn and send the message as the next one"
+	case "Fork":
+		return "gemini 0.61.0 cannot copy a conversation (its ACP agent has no session/fork, its CLI no fork flag); resume the session with Request.SessionID instead, which continues it"
 	}
 	return ""
 }

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"strings"
+	"time"
 
 	"github.com/clinvoke/clinvoke/invoker"
 	"github.com/clinvoke/clinvoke/invoker/driver"
@@ -34,6 +35,23 @@ import (
 // Unlimited (whose yolo mode asks nothing) everything. Gemini's cold start
 // is slow (initialize answered after 3.4–3.9 s on an idle machine), which a
 // session pays once.
+//
+// A turn streams agent_message_chunk and agent_thought_chunk updates as
+// KindDelta events (of KindMessage and KindReasoning); each message or
+// thought then comes whole, once, before the next event of another kind
+// (a tool call, the turn's end, a cancelled one's included).
+//
+// TurnRequest.Model and TurnRequest.Permission switch the session from
+// that turn on with ACP's own requests: session/set_model (Gemini's
+// unstable_setSessionModel, offered when session/new answers with models;
+// Gemini takes any model id there, as it takes any --model), and
+// session/set_mode with the mode of the level ("default" for ReadOnly,
+// "autoEdit", "yolo"), after which the session also answers permission
+// requests at the new level. Gemini handles requests concurrently, so the
+// turn's session/prompt is sent only once Gemini has answered every
+// switch; a refused switch ends the turn with its error before the prompt.
+// Gemini streams "[MODE_UPDATE] MODE" as an agent message when its mode
+// changes; that notice is no text of the turn.
 
 var _ driver.SessionBackend = backend{}
 
@@ -58,7 +76,8 @@ func (backend) SessionCommand(req *invoker.SessionRequest) (*driver.Command, err
 
 // NewSessionProtocol returns the ACP driver of one session.
 func (backend) NewSessionProtocol(req *invoker.SessionRequest) driver.SessionProtocol {
-	return &acp{workdir: req.Workdir, perm: req.Permission, next: modeID, calls: make(map[string]call)}
+	return &acp{workdir: req.Workdir, perm: req.Permission, model: req.Model, next: modeID,
+		calls: make(map[string]call), switches: make(map[int64]change), now: time.Now}
 }
 
 // Request ids of the session's own calls.
@@ -68,25 +87,64 @@ const (
 	modeID = 3
 )
 
-// acpModes are the ACP session modes of the permission levels.
+// acpModes are the ACP session modes of the permission levels above
+// ReadOnly, which is Gemini's "default" mode: the one a session opens in.
 var acpModes = map[invoker.Permission]string{invoker.WorkspaceWrite: "autoEdit", invoker.Unlimited: "yolo"}
+
+// acpMode returns the session mode of a permission level.
+func acpMode(p invoker.Permission) string {
+	if m := acpModes[p]; m != "" {
+		return m
+	}
+	return "default"
+}
 
 type acp struct {
 	workdir string
-	perm    invoker.Permission
+	perm    invoker.Permission // the level the session answers and runs at now
+	model   string             // the model in use, "" for Gemini's default
+	// models reports that session/new offered models to choose from,
+	// which session/set_model switches between.
+	models  bool
 	next    int64
 	session string
+	now     func() time.Time
+
+	// switches are the session/set_mode and session/set_model requests
+	// sent and not answered yet, by request id.
+	switches map[int64]change
 
 	// The turn in flight.
 	inTurn    bool
 	promptID  int64
 	announced bool // the turn's session event was sent
+	// prompt is the turn's session/prompt, held until Gemini has
+	// answered the turn's switches; nil once it is sent.
+	prompt []byte
+	// cancelled: the turn was interrupted before its prompt was sent.
+	cancelled bool
+	// modeNote is the text Gemini streams as an agent message when a
+	// switch changes the mode ("[MODE_UPDATE] yolo"): a notice of the
+	// switch, not the model's.
+	modeNote  string
 	text      strings.Builder
+	msg       strings.Builder // the agent message being streamed
+	thought   strings.Builder // the thought being streamed
 	afterTool bool
 	usage     invoker.Usage
 	success   bool
 	failure   *invoker.StreamError
+	resetsAt  time.Time
+	retries   retryLog
 	calls     map[string]call
+}
+
+// A change is a switch of the session's model or permission level that
+// takes effect when Gemini answers its request.
+type change struct {
+	method string // "session/set_mode" or "session/set_model"
+	perm   invoker.Permission
+	model  string
 }
 
 type acpMessage struct {
@@ -135,26 +193,77 @@ func (p *acp) StartTurn(t *invoker.TurnRequest) ([][]byte, error) {
 		// not accepted here.
 		return nil, fmt.Errorf("%w: the prompt is %d UTF-16 code units long; gemini takes at most %d", invoker.ErrInvalidRequest, n, maxStdin)
 	}
+	var lines [][]byte
+	if t.Model != "" && t.Model != p.model {
+		if !p.models {
+			return nil, fmt.Errorf("%w: gemini offered no models to switch between in this session (session/new has no models)", invoker.ErrUnsupported)
+		}
+		p.next++
+		p.switches[p.next] = change{method: "session/set_model", model: t.Model}
+		lines = append(lines, rpcCall(p.next, "session/set_model", map[string]string{"sessionId": p.session, "modelId": t.Model}))
+	}
+	p.modeNote = ""
+	if t.Permission != "" && t.Permission != p.perm && acpMode(t.Permission) != acpMode(p.perm) {
+		p.next++
+		p.switches[p.next] = change{method: "session/set_mode", perm: t.Permission}
+		p.modeNote = "[MODE_UPDATE] " + acpMode(t.Permission)
+		lines = append(lines, rpcCall(p.next, "session/set_mode", map[string]string{"sessionId": p.session, "modeId": acpMode(t.Permission)}))
+	} else if t.Permission != "" {
+		p.perm = t.Permission // the same mode: only the answers change
+	}
 	p.next++
-	p.inTurn, p.promptID, p.announced = true, p.next, false
+	p.inTurn, p.promptID, p.announced, p.cancelled = true, p.next, false, false
 	p.text.Reset()
-	p.afterTool, p.usage, p.success, p.failure = false, invoker.Usage{}, false, nil
+	p.msg.Reset()
+	p.thought.Reset()
+	p.afterTool, p.usage, p.success, p.failure, p.resetsAt = false, invoker.Usage{}, false, nil, time.Time{}
+	p.retries = retryLog{}
 	clear(p.calls)
-	return [][]byte{rpcCall(p.promptID, "session/prompt", map[string]any{
+	prompt := rpcCall(p.promptID, "session/prompt", map[string]any{
 		"sessionId": p.session,
 		"prompt":    []map[string]string{{"type": "text", "text": t.Prompt}},
-	})}, nil
+	})
+	if len(lines) == 0 {
+		return [][]byte{prompt}, nil
+	}
+	// Gemini handles requests concurrently: the prompt goes once the
+	// switches have taken effect (switched).
+	p.prompt = prompt
+	return lines, nil
 }
 
 func (p *acp) Interrupt() [][]byte {
 	if !p.inTurn {
 		return nil
 	}
+	if p.prompt != nil {
+		// Nothing runs yet: the turn ends, cancelled, when the switches
+		// are answered, instead of sending the prompt.
+		p.cancelled = true
+		return nil
+	}
 	b, _ := json.Marshal(map[string]any{"jsonrpc": "2.0", "method": "session/cancel", "params": map[string]string{"sessionId": p.session}})
 	return [][]byte{b}
 }
 
+// Decode handles one line of Gemini's. The retries of model requests
+// that stderr reported since the last line come first, as warnings (see
+// retryLog).
 func (p *acp) Decode(line []byte) (driver.Step, error) {
+	var pre []invoker.Event
+	if p.inTurn {
+		if pre = p.retries.events(json.RawMessage(line)); len(pre) > 0 {
+			pre = p.announce(append(p.endChunks(line), pre...))
+		}
+	}
+	st, err := p.decode(line)
+	if len(pre) > 0 {
+		st.Events = append(pre, st.Events...)
+	}
+	return st, err
+}
+
+func (p *acp) decode(line []byte) (driver.Step, error) {
 	raw := json.RawMessage(line)
 	var m acpMessage
 	if err := json.Unmarshal(line, &m); err != nil {
@@ -169,7 +278,11 @@ func (p *acp) Decode(line []byte) (driver.Step, error) {
 		if !p.inTurn {
 			return driver.Step{}, nil // history replayed by session/load, mode notices
 		}
-		return driver.Step{Events: p.announce(p.update(m.Params, raw))}, nil
+		evs := p.update(m.Params, raw)
+		if len(evs) == 0 {
+			return driver.Step{}, nil
+		}
+		return driver.Step{Events: p.announce(evs)}, nil
 	case m.Method != "":
 		return p.turnStep(invoker.Event{Kind: invoker.KindRaw, Raw: raw}), nil
 	}
@@ -190,9 +303,18 @@ func (p *acp) Decode(line []byte) (driver.Step, error) {
 		}
 		var r struct {
 			SessionID string `json:"sessionId"`
+			Models    *struct {
+				CurrentModelID string `json:"currentModelId"`
+			} `json:"models"`
 		}
 		json.Unmarshal(m.Result, &r)
 		p.session = r.SessionID
+		if r.Models != nil {
+			p.models = true
+			if p.model == "" {
+				p.model = r.Models.CurrentModelID
+			}
+		}
 		ev := invoker.Event{Kind: invoker.KindSession, SessionID: p.session, Raw: raw}
 		if mode := acpModes[p.perm]; mode != "" {
 			return driver.Step{Events: []invoker.Event{ev}, Write: [][]byte{rpcCall(modeID, "session/set_mode", map[string]string{"sessionId": p.session, "modeId": mode})}}, nil
@@ -206,16 +328,73 @@ func (p *acp) Decode(line []byte) (driver.Step, error) {
 	case p.inTurn && id == p.promptID:
 		return p.finish(&m, raw), nil
 	}
+	if c, ok := p.switches[id]; ok {
+		return p.switched(id, c, &m, raw), nil
+	}
 	return p.turnStep(invoker.Event{Kind: invoker.KindRaw, Raw: raw}), nil
 }
 
+// switched handles Gemini's answer to the switch c (request id): the
+// switch takes effect, and once every switch of the turn has, the turn's
+// prompt goes. A refused switch ends the turn with its error, before
+// anything ran.
+func (p *acp) switched(id int64, c change, m *acpMessage, raw json.RawMessage) driver.Step {
+	delete(p.switches, id)
+	what := "the model " + c.model
+	if c.method == "session/set_mode" {
+		what = fmt.Sprintf("the mode %q (permission %s)", acpMode(c.perm), c.perm)
+	}
+	if m.Error == nil {
+		if c.method == "session/set_mode" {
+			p.perm = c.perm
+		} else {
+			p.model = c.model
+		}
+	}
+	if !p.inTurn || p.prompt == nil {
+		return driver.Step{} // the turn already ended
+	}
+	if m.Error != nil {
+		msg := "gemini refused to switch to " + what + ": " + m.Error.text()
+		p.prompt, p.inTurn = nil, false
+		p.failure = &invoker.StreamError{Message: msg, Type: c.method}
+		return driver.Step{Events: p.announce([]invoker.Event{{Kind: invoker.KindError, Text: msg, Raw: raw}, {Kind: invoker.KindDone, Raw: raw}}), TurnEnded: true}
+	}
+	if len(p.switches) > 0 {
+		return driver.Step{}
+	}
+	if p.cancelled {
+		p.prompt, p.inTurn = nil, false
+		p.failure = &invoker.StreamError{Message: "the turn was cancelled", Type: "cancelled"}
+		return driver.Step{Events: p.announce([]invoker.Event{{Kind: invoker.KindDone, Raw: raw}}), TurnEnded: true}
+	}
+	prompt := p.prompt
+	p.prompt = nil
+	return driver.Step{Write: [][]byte{prompt}}
+}
+
 // turnStep returns ev as a step of the turn in flight, or nothing between
-// turns.
+// turns. The agent message or thought being streamed ends before it.
 func (p *acp) turnStep(ev invoker.Event) driver.Step {
 	if !p.inTurn {
 		return driver.Step{}
 	}
-	return driver.Step{Events: p.announce([]invoker.Event{ev})}
+	return driver.Step{Events: p.announce(append(p.endChunks(ev.Raw), ev))}
+}
+
+// endChunks returns the agent message and thought being streamed, each as
+// one whole event carrying raw, the line that ended them, and starts anew.
+func (p *acp) endChunks(raw []byte) []invoker.Event {
+	var evs []invoker.Event
+	if p.thought.Len() > 0 {
+		evs = append(evs, invoker.Event{Kind: invoker.KindReasoning, Text: p.thought.String(), Raw: raw})
+		p.thought.Reset()
+	}
+	if p.msg.Len() > 0 {
+		evs = append(evs, invoker.Event{Kind: invoker.KindMessage, Text: p.msg.String(), Raw: raw})
+		p.msg.Reset()
+	}
+	return evs
 }
 
 // announce puts the session event first in a turn, as init is a run's.
@@ -245,18 +424,31 @@ func (p *acp) update(params json.RawMessage, raw json.RawMessage) []invoker.Even
 	switch up.SessionUpdate {
 	case "agent_message_chunk":
 		text := chunkText(up.Content)
-		if p.afterTool && p.text.Len() > 0 && text != "" {
+		if text == "" || (p.modeNote != "" && text == p.modeNote) {
+			return nil
+		}
+		// A thought ends where the message starts.
+		evs := p.endThought(raw)
+		if p.afterTool && p.text.Len() > 0 {
 			p.text.WriteString("\n\n") // as Invoke keeps messages a tool call separates apart
 		}
-		if text != "" {
-			p.afterTool = false
-		}
+		p.afterTool = false
 		p.text.WriteString(text)
-		return []invoker.Event{{Kind: invoker.KindMessage, Text: text, Raw: raw}}
+		p.msg.WriteString(text)
+		return append(evs, invoker.Event{Kind: invoker.KindDelta, Delta: invoker.KindMessage, Text: text, Raw: raw})
 	case "agent_thought_chunk":
-		return []invoker.Event{{Kind: invoker.KindReasoning, Text: chunkText(up.Content), Raw: raw}}
+		text := chunkText(up.Content)
+		if text == "" {
+			return nil
+		}
+		evs := p.endMessage(raw)
+		p.thought.WriteString(text)
+		return append(evs, invoker.Event{Kind: invoker.KindDelta, Delta: invoker.KindReasoning, Text: text, Raw: raw})
+	}
+	evs := p.endChunks(raw)
+	switch up.SessionUpdate {
 	case "tool_call", "tool_call_update":
-		var evs []invoker.Event
+		n := len(evs)
 		c, seen := p.calls[up.ToolCallID]
 		if !seen {
 			p.afterTool = true
@@ -274,11 +466,29 @@ func (p *acp) update(params json.RawMessage, raw json.RawMessage) []invoker.Even
 				Name: c.name, ID: up.ToolCallID, Input: c.input, Output: toolContent(up.Content), Status: up.Status,
 			}})
 		}
-		if len(evs) > 0 {
+		if len(evs) > n {
 			return evs
 		}
 	}
-	return []invoker.Event{{Kind: invoker.KindRaw, Raw: raw}}
+	return append(evs, invoker.Event{Kind: invoker.KindRaw, Raw: raw})
+}
+
+// endMessage returns the agent message being streamed as one whole event.
+func (p *acp) endMessage(raw []byte) []invoker.Event {
+	if p.msg.Len() == 0 {
+		return nil
+	}
+	defer p.msg.Reset()
+	return []invoker.Event{{Kind: invoker.KindMessage, Text: p.msg.String(), Raw: raw}}
+}
+
+// endThought returns the thought being streamed as one whole event.
+func (p *acp) endThought(raw []byte) []invoker.Event {
+	if p.thought.Len() == 0 {
+		return nil
+	}
+	defer p.thought.Reset()
+	return []invoker.Event{{Kind: invoker.KindReasoning, Text: p.thought.String(), Raw: raw}}
 }
 
 // toolName recovers Gemini's tool name from its call id
@@ -321,11 +531,23 @@ func toolContent(raw json.RawMessage) string {
 
 // finish handles the response to session/prompt: the end of the turn.
 func (p *acp) finish(m *acpMessage, raw json.RawMessage) driver.Step {
-	p.inTurn = false
-	var evs []invoker.Event
+	p.inTurn, p.modeNote = false, ""
+	evs := p.endChunks(raw)
 	if m.Error != nil {
 		msg := m.Error.text()
-		p.failure = &invoker.StreamError{Message: msg, Type: "session/prompt", Err: classify(msg)}
+		sentinel := classify(msg)
+		if m.Error.Code == 429 {
+			// Gemini answers a turn that its retries did not get past a
+			// rate limit with the HTTP status as the error code.
+			sentinel = invoker.ErrRateLimited
+		}
+		if sentinel == invoker.ErrRateLimited {
+			p.resetsAt = resetTime(msg, p.now())
+			if p.resetsAt.IsZero() {
+				p.resetsAt = p.retries.resetsAt
+			}
+		}
+		p.failure = &invoker.StreamError{Message: msg, Type: "session/prompt", Err: sentinel}
 		evs = append(evs, invoker.Event{Kind: invoker.KindError, Text: msg, Raw: raw})
 	} else {
 		var r struct {
@@ -414,10 +636,15 @@ func allowed(perm invoker.Permission, kind string) bool {
 	return perm == invoker.Unlimited
 }
 
-func (p *acp) Stderr(b []byte) error { return stallSignature(b) }
+// Stderr stops the session at a login prompt, and notes the retries of
+// model requests Gemini reports there (see retryLog).
+func (p *acp) Stderr(b []byte) error {
+	p.retries.stderr(b, p.now())
+	return stallSignature(b)
+}
 
 func (p *acp) Outcome(string) driver.Outcome {
-	out := driver.Outcome{SessionID: p.session, Text: p.text.String(), Usage: p.usage, Success: p.success}
+	out := driver.Outcome{SessionID: p.session, Text: p.text.String(), Usage: p.usage, Success: p.success, ResetsAt: p.resetsAt}
 	if !p.success && p.failure != nil {
 		se := *p.failure
 		out.Err = &se

@@ -3,6 +3,7 @@ package fakemodel
 import (
 	"encoding/json"
 	"net/http"
+	"strconv"
 	"strings"
 )
 
@@ -68,7 +69,7 @@ func (s *Server) gemini(w http.ResponseWriter, r *http.Request, req Request) {
 	}
 	t.begin(w)
 	if t.Status >= 400 {
-		geminiError(w, t.Status, t.Message)
+		geminiError(w, t.Status, t.Message, geminiRetryInfo(t.Header)...)
 		return
 	}
 	text := t.Text
@@ -125,8 +126,9 @@ func geminiUsage() obj {
 		"totalTokenCount": inputTokens + outputTokens}
 }
 
-// geminiError answers with the Google API error JSON.
-func geminiError(w http.ResponseWriter, status int, message string) {
+// geminiError answers with the Google API error JSON, with details when
+// given (google.rpc.RetryInfo, QuotaFailure, ...).
+func geminiError(w http.ResponseWriter, status int, message string, details ...obj) {
 	name := "UNKNOWN"
 	switch status {
 	case http.StatusBadRequest:
@@ -144,7 +146,24 @@ func geminiError(w http.ResponseWriter, status int, message string) {
 	case http.StatusServiceUnavailable:
 		name = "UNAVAILABLE"
 	}
-	writeJSON(w, status, obj{"error": obj{"code": status, "message": message, "status": name}})
+	e := obj{"code": status, "message": message, "status": name}
+	if len(details) > 0 {
+		e["details"] = details
+	}
+	writeJSON(w, status, obj{"error": e})
+}
+
+// geminiRetryInfo returns the details a Google API error gives for a
+// Retry-After header in whole seconds: the API itself says when to retry
+// in a google.rpc.RetryInfo ({"retryDelay": "7s"}), which is what Gemini
+// CLI reads, not the header.
+func geminiRetryInfo(h http.Header) []obj {
+	v := h.Get("Retry-After")
+	n, err := strconv.Atoi(v)
+	if err != nil || n < 0 {
+		return nil
+	}
+	return []obj{{"@type": "type.googleapis.com/google.rpc.RetryInfo", "retryDelay": strconv.Itoa(n) + "s"}}
 }
 
 // geminiToolResult returns the output of the last functionResponse in the

@@ -135,24 +135,6 @@ plugins = false
 	},
 }
 
-// acpLingers are the agents that do not exit at the end of their input
-// (docs/acp-agents.md): claude-code-acp keeps its stdin open on purpose,
-// codex-acp stays up. Until invoker/acp ends them without an error, the
-// error of a Close (or Invoke) that had to stop them is noted, not failed;
-// what the tests check of the tree (nothing survives) holds all the same.
-var acpLingers = map[string]bool{"claude-code-acp": true, "codex-acp": true}
-
-// lingered returns err, or nil when err only says that the rig's agent, one
-// of acpLingers, outlived the end of its input.
-func (r *rig) lingered(t testing.TB, err error) error {
-	t.Helper()
-	if err != nil && acpLingers[r.cli.name] && strings.Contains(err.Error(), "did not exit within") {
-		t.Logf("known gap: %v", err)
-		return nil
-	}
-	return err
-}
-
 func acpNew(a acp.Agent) func(...invoker.Options) invoker.Invoker {
 	return func(opts ...invoker.Options) invoker.Invoker { return acp.New(a, opts...) }
 }
@@ -213,7 +195,7 @@ func openACP(t *testing.T, r *rig, perm invoker.Permission, sessionID string) in
 	t.Logf("session open in %v", time.Since(start))
 	t.Cleanup(func() {
 		start := time.Now()
-		if err := r.lingered(t, s.Close()); err != nil {
+		if err := s.Close(); err != nil {
 			t.Errorf("Close() = %v, want nil", err)
 		}
 		t.Logf("Close took %v", time.Since(start))
@@ -240,7 +222,7 @@ func TestACPAnswer(t *testing.T) {
 			}
 		}
 		res, err := r.invoke(context.Background(), req)
-		if err = r.lingered(t, err); err != nil {
+		if err != nil {
 			t.Fatalf("Invoke() error = %v; stderr tail:\n%s", err, res.Stderr)
 		}
 		if res.Text != "hello from the fake model" || res.SessionID == "" {
@@ -334,7 +316,7 @@ func TestACPResume(t *testing.T) {
 	forEachACP(t, func(t *testing.T, r *rig) {
 		r.srv.Enqueue(fakemodel.Answer("first answer"), fakemodel.Answer("second answer"))
 		first, err := r.invoke(context.Background(), r.request("first prompt"))
-		if err = r.lingered(t, err); err != nil || first.SessionID == "" {
+		if err != nil || first.SessionID == "" {
 			t.Fatalf("Invoke() = %s, %v; want a session id", jsonString(first), err)
 		}
 		ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
@@ -356,7 +338,7 @@ func TestACPResume(t *testing.T) {
 			t.Fatalf("OpenSession(SessionID: %s) error = %v", first.SessionID, err)
 		}
 		defer func() {
-			if err := r.lingered(t, s.Close()); err != nil {
+			if err := s.Close(); err != nil {
 				t.Errorf("Close() = %v, want nil", err)
 			}
 			if ps := r.survivors(); len(ps) > 0 {
@@ -398,7 +380,7 @@ func TestACPPermission(t *testing.T) {
 						}
 					}
 					res, err := r.invoke(context.Background(), req)
-					if err = r.lingered(t, err); err != nil {
+					if err != nil {
 						t.Fatalf("Invoke() error = %v; stderr tail:\n%s", err, res.Stderr)
 					}
 					_, statErr := os.Stat(filepath.Join(r.workdir, "made.txt"))

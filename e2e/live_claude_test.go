@@ -4,7 +4,6 @@ package e2e
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"net/http"
 	"os"
@@ -73,18 +72,6 @@ func claudeTurn(t *testing.T, s invoker.Session, tr invoker.TurnRequest, want st
 		t.Fatalf("Turn(%q) text = %q, want %q", tr.Prompt, res.Text, want)
 	}
 	return res
-}
-
-// modelOf returns the "model" field of a model request.
-func modelOf(t *testing.T, req fakemodel.Request) string {
-	t.Helper()
-	var b struct {
-		Model string `json:"model"`
-	}
-	if err := json.Unmarshal(req.Body, &b); err != nil {
-		t.Fatalf("model request body: %v", err)
-	}
-	return b.Model
 }
 
 func claudeDelta(t *testing.T, r *rig) {

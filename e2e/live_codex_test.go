@@ -4,7 +4,6 @@ package e2e
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"net/http"
@@ -197,18 +196,6 @@ func codexSteer(t *testing.T, r *rig) {
 	if err := s.Steer(ctx, "too late"); !errors.Is(err, invoker.ErrInvalidRequest) {
 		t.Errorf("Steer() between turns = %v, want ErrInvalidRequest", err)
 	}
-}
-
-// modelOf returns the model a Responses request asked for.
-func modelOf(t *testing.T, req fakemodel.Request) string {
-	t.Helper()
-	var b struct {
-		Model string `json:"model"`
-	}
-	if err := json.Unmarshal(req.Body, &b); err != nil {
-		t.Fatalf("model request is not JSON: %v", err)
-	}
-	return b.Model
 }
 
 // codexSwitchModel: a turn's Model switches the session's model from that

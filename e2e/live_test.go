@@ -4,6 +4,7 @@ package e2e
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"strings"
 	"testing"
@@ -217,4 +218,16 @@ func checkStartupCancel(t *testing.T, r *rig, fired <-chan time.Time, err error,
 	if n := len(r.srv.Requests()); n > 0 {
 		t.Logf("the CLI made %d model request(s) before the cancel took effect", n)
 	}
+}
+
+// modelOf returns the "model" field of a model request.
+func modelOf(t *testing.T, req fakemodel.Request) string {
+	t.Helper()
+	var b struct {
+		Model string `json:"model"`
+	}
+	if err := json.Unmarshal(req.Body, &b); err != nil {
+		t.Fatalf("model request body: %v", err)
+	}
+	return b.Model
 }

@@ -219,7 +219,10 @@ func (b *backend) NewDecoder(*invoker.Request) driver.Decoder { return nil }
 // SessionCommand starts the agent's ACP mode.
 func (b *backend) SessionCommand(req *invoker.SessionRequest) (*driver.Command, error) {
 	args := append(slices.Clone(b.a.Command[1:]), req.ExtraArgs...)
-	return &driver.Command{Args: args, Env: slices.Clone(b.a.Env)}, nil
+	// ACP adapters serve until stopped (claude-code-acp keeps its input
+	// open on purpose, codex-acp stays up at its end): Close stops them
+	// with the ladder after a second, as the end of the conversation.
+	return &driver.Command{Args: args, Env: slices.Clone(b.a.Env), RunsPastEOF: true}, nil
 }
 
 // NewSessionProtocol returns the ACP client of one session.

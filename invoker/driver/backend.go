@@ -62,6 +62,11 @@ type Command struct {
 	// Stdin is written to the CLI's standard input, which is then closed.
 	// Empty means the CLI gets an empty, closed standard input.
 	Stdin string
+	// RunsPastEOF, for a session's command, says that the CLI may go on
+	// running after the end of its input (an adapter that serves until it
+	// is stopped): Session.Close then waits at most a second for it to
+	// exit before the signal ladder, and reports no error for the stop.
+	RunsPastEOF bool
 	// Cleanup, if not nil, is called once when the run is over: after the
 	// process tree is gone, or when the run does not start after Command
 	// returned (the binary is missing, ctx is already done). A backend

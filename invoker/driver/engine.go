@@ -105,9 +105,14 @@ func (e *engine) invoke(ctx context.Context, req invoker.Request, sp *span) (*in
 // so that the tree is gone before Invoke returns or re-raises a panic of
 // OnEvent.
 func (e *engine) invokeInSession(ctx context.Context, req invoker.Request, start time.Time) (res *invoker.Result, err error) {
-	s, err := e.OpenSession(ctx, req.Session())
+	s, err := e.open(ctx, req.Session())
 	if err != nil {
-		return &invoker.Result{ExitCode: -1, Duration: time.Since(start)}, err
+		res := &invoker.Result{ExitCode: -1, Duration: time.Since(start)}
+		if s != nil { // started, and ended in the opening: say how
+			<-s.done
+			res.ExitCode, res.Stderr, res.Containment = s.r.res.ExitCode, s.r.tail.String(), s.r.res.Containment
+		}
+		return res, err
 	}
 	defer func() {
 		cerr := s.Close()
@@ -118,5 +123,5 @@ func (e *engine) invokeInSession(ctx context.Context, req invoker.Request, start
 			res.Duration = time.Since(start)
 		}
 	}()
-	return s.(*session).turn(ctx, req.Turn())
+	return s.turn(ctx, req.Turn())
 }

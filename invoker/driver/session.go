@@ -56,7 +56,19 @@ type session struct {
 // OpenSession implements invoker.Invoker for every backend; backends
 // without a long-lived mode refuse with ErrUnsupported.
 func (e *engine) OpenSession(ctx context.Context, req invoker.SessionRequest) (invoker.Session, error) {
-	fail := func(err error) (invoker.Session, error) { return nil, &cliError{CLI: e.b.Name(), Err: err} }
+	s, err := e.open(ctx, req)
+	if err != nil {
+		return nil, err
+	}
+	return s, nil
+}
+
+// open opens a session for OpenSession. When the session's tree started
+// but the opening failed, it returns the session too, ended, whose run
+// holds the CLI's exit status and stderr.
+func (e *engine) open(ctx context.Context, req invoker.SessionRequest) (*session, error) {
+	var s *session
+	fail := func(err error) (*session, error) { return s, &cliError{CLI: e.b.Name(), Err: err} }
 	sb, ok := e.b.(SessionBackend)
 	if !ok || !e.b.Capabilities().Sessions {
 		return fail(sessionsUnsupported(e.b.Hint("Sessions")))
@@ -84,14 +96,14 @@ func (e *engine) OpenSession(ctx context.Context, req invoker.SessionRequest) (i
 		}
 		return fail(err)
 	}
-	if err := ctx.Err(); err != nil {
+	if ctx.Err() != nil {
 		if cmd.Cleanup != nil {
 			cmd.Cleanup()
 		}
-		return fail(err)
+		return fail(ctxError(ctx))
 	}
 
-	s := &session{
+	s = &session{
 		cli:     e.b.Name(),
 		cfg:     &e.cfg,
 		e:       e,
@@ -409,7 +421,11 @@ func (s *session) Close() error {
 		} else {
 			s.signal()
 			exited := false
-			if g := s.cfg.turnGrace; g > 0 {
+			g := s.cfg.turnGrace
+			if s.r.cmd.RunsPastEOF {
+				g = min(g, time.Second)
+			}
+			if g > 0 {
 				t := time.NewTimer(g)
 				select {
 				case <-s.done:
@@ -418,7 +434,11 @@ func (s *session) Close() error {
 				}
 				t.Stop()
 			}
-			if !exited {
+			switch {
+			case exited:
+			case s.r.cmd.RunsPastEOF:
+				s.halt(errClosedInFlight) // expected: no error
+			default:
 				s.halt(fmt.Errorf("the CLI did not exit within %v of the end of its input", s.cfg.turnGrace))
 			}
 		}

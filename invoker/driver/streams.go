@@ -21,6 +21,7 @@ const junkMax = 200
 // readStdout decodes stdout line by line and delivers the events.
 func (r *run) readStdout() {
 	rd := jsonl.NewReader(r.stdoutW, r.cfg.maxLineSize)
+	failed := false // the decoder returned a fatal error
 	for {
 		line, err := rd.ReadLine()
 		if err != nil {
@@ -51,9 +52,16 @@ func (r *run) readStdout() {
 			// Not an event: keep its start for ErrNoResult's message.
 			r.junk = bytes.Clone(trimmed[:min(len(trimmed), junkMax)])
 		}
+		if failed {
+			// After a fatal error the decoder's state is not to be
+			// trusted: a later line must not turn the failure into a
+			// success. The rest is drained, not decoded.
+			continue
+		}
 		events, ferr := r.decode(line)
 		r.deliver(events)
 		if ferr != nil {
+			failed = true
 			r.fail(ferr)
 		}
 	}

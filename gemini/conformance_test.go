@@ -1,7 +1,6 @@
 package gemini_test
 
 import (
-	"context"
 	"testing"
 
 	"go.uber.org/goleak"
@@ -22,32 +21,5 @@ func TestMain(m *testing.M) {
 // agent speaking gemini's real stream format in place of the CLI.
 func TestConformance(t *testing.T) {
 	newInvoker := agenttest.Factory(fakeagent.Gemini, gemini.New)
-	invokertest.Run(t, func(t *testing.T, f invokertest.Fake) invoker.Invoker {
-		inv := newInvoker(t, f)
-		if f.Stream {
-			return streamed{inv}
-		}
-		return inv
-	})
-}
-
-// streamed shows the suite's cancel cases the text Gemini streams. They
-// cancel a run once a KindMessage arrives, and a message that never ends
-// (Fake.Stream) now comes only as deltas, its whole KindMessage following
-// at its end: streamed asks for the deltas and hands them on as the
-// messages they were before deltas had a kind of their own. The run, its
-// cancel and its result are the backend's own.
-type streamed struct{ invoker.Invoker }
-
-func (s streamed) Invoke(ctx context.Context, req invoker.Request) (*invoker.Result, error) {
-	if on := req.OnEvent; on != nil {
-		req.Deltas = true
-		req.OnEvent = func(ev invoker.Event) {
-			if ev.Kind == invoker.KindDelta && ev.Delta == invoker.KindMessage {
-				ev.Kind, ev.Delta = invoker.KindMessage, 0
-			}
-			on(ev)
-		}
-	}
-	return s.Invoker.Invoke(ctx, req)
+	invokertest.Run(t, func(t *testing.T, f invokertest.Fake) invoker.Invoker { return newInvoker(t, f) })
 }

@@ -53,6 +53,7 @@ func TestSchemaFieldsAcceptedByBackends(t *testing.T) {
 		"permission":     {"read-only", "workspace-write", "unlimited"},
 		"model":          {"some-model"},
 		"session_id":     {sessionID},
+		"fork":           {false}, // true needs a session_id: TestForkArgument
 		"system_prompt":  {"Answer briefly."},
 		"images":         {[]string{"shot.png"}},
 		"output_schema":  {map[string]any{"type": "object", "properties": map[string]any{"name": map[string]any{"type": "string"}}}},
@@ -129,6 +130,7 @@ func TestSchemaFieldsAcceptedByBackends(t *testing.T) {
 			for field, set := range map[string]func(*invoker.Request){
 				"model":          func(r *invoker.Request) { r.Model = "some-model" },
 				"session_id":     func(r *invoker.Request) { r.SessionID = sessionID },
+				"fork":           func(r *invoker.Request) { r.SessionID, r.Fork = sessionID, true },
 				"system_prompt":  func(r *invoker.Request) { r.SystemPrompt = "Answer briefly." },
 				"images":         func(r *invoker.Request) { r.Images = []string{filepath.Join(dir, "shot.png")} },
 				"output_schema":  func(r *invoker.Request) { r.OutputSchema = json.RawMessage(`{"type":"object"}`) },

@@ -220,7 +220,7 @@ func taskProperties(c *config, f features, name string, inTask bool) map[string]
 				`Only such ids are accepted: "latest", indexes and session names are refused.`}
 	}
 	if f.fork {
-		props["fork"] = &jsonschema.Schema{Type: "boolean", Default: json.RawMessage("false"),
+		props["fork"] = &jsonschema.Schema{Type: "boolean",
 			Description: "With session_id: start a new conversation from a copy of that session's history, " +
 				"leaving that session as it was (to try another direction from the same point). " +
 				"The result's session_id is the new conversation's."}

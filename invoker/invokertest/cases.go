@@ -137,8 +137,8 @@ var cases = []testCase{
 			f := Fake{SessionID: "conformance-cancel", Stream: true, Grandchild: true, Escapee: true}
 			ctx, cancel := context.WithCancel(context.Background())
 			defer cancel()
-			res, err := k.invoke(r, ctx, f, invoker.Request{OnEvent: func(ev invoker.Event) {
-				if ev.Kind == invoker.KindMessage {
+			res, err := k.invoke(r, ctx, f, invoker.Request{Deltas: true, OnEvent: func(ev invoker.Event) {
+				if isText(ev) {
 					cancel()
 				}
 			}})
@@ -162,8 +162,8 @@ var cases = []testCase{
 			cause := &invoker.ExitError{ExitCode: 7, Err: invoker.ErrRateLimited}
 			for _, before := range []bool{true, false} {
 				ctx, cancel := context.WithCancelCause(context.Background())
-				req := invoker.Request{OnEvent: func(ev invoker.Event) {
-					if ev.Kind == invoker.KindMessage {
+				req := invoker.Request{Deltas: true, OnEvent: func(ev invoker.Event) {
+					if isText(ev) {
 						cancel(cause)
 					}
 				}}
@@ -425,4 +425,12 @@ var cases = []testCase{
 			}
 		},
 	},
+}
+
+// isText reports whether ev carries text of the answer: a whole message,
+// or a delta of one. The cancel cases stop a run at its first text; they
+// ask for deltas (invokeWith drops the request where the CLI cannot stream
+// them), since a message that never ends comes only as deltas.
+func isText(ev invoker.Event) bool {
+	return ev.Kind == invoker.KindMessage || ev.Kind == invoker.KindDelta && ev.Delta == invoker.KindMessage
 }

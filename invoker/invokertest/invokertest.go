@@ -175,6 +175,7 @@ func (k *kase) invokeWith(r *report, inv invoker.Invoker, ctx context.Context, r
 		req.Prompt = "conformance"
 	}
 	req.Env = append(req.Env, TagVar+"="+tag)
+	req.Deltas = req.Deltas && inv.Capabilities().Deltas
 	res, err := inv.Invoke(ctx, req)
 	if res == nil {
 		r.errorf("Invoke() returned a nil *Result (error %v)", err)

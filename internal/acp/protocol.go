@@ -32,7 +32,8 @@ type Protocol struct {
 	modelCfg    string // the id of the config option of category "model"
 	hasModels   bool   // session/new listed models: session/set_model works
 
-	turn turnState
+	turn   turnState
+	broken bool // Decode returned a fatal error
 }
 
 var (
@@ -372,8 +373,23 @@ func (p *Protocol) Interrupt() [][]byte {
 	return [][]byte{notification("session/cancel", map[string]string{"sessionId": p.session})}
 }
 
-// Decode handles one line of the agent's output.
+// Decode handles one line of the agent's output. After a fatal error it
+// takes nothing more from the agent: the engine goes on reading while it
+// stops the session, and a later line must not end the turn as if the
+// session were sound.
 func (p *Protocol) Decode(line []byte) (driver.Step, error) {
+	if p.broken {
+		return driver.Step{}, nil
+	}
+	st, err := p.decode(line)
+	if err != nil {
+		p.broken = true
+		return driver.Step{}, err
+	}
+	return st, nil
+}
+
+func (p *Protocol) decode(line []byte) (driver.Step, error) {
 	raw := json.RawMessage(line)
 	var m message
 	if err := json.Unmarshal(line, &m); err != nil {

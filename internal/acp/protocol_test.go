@@ -278,3 +278,21 @@ func FuzzDecode(f *testing.F) {
 		x.p.Outcome("")
 	})
 }
+
+// TestBrokenStaysBroken checks that after a line that breaks the protocol
+// no later line ends the turn: the session is being stopped.
+func TestBrokenStaysBroken(t *testing.T) {
+	x := newProto(t, Config{}, invoker.SessionRequest{})
+	x.open()
+	x.p.StartTurn(&invoker.TurnRequest{Prompt: "p"})
+	if _, err := x.p.Decode([]byte(`{"hello":"world"}`)); !errors.Is(err, ErrProtocol) {
+		t.Fatalf("Decode(no JSON-RPC) error = %v, want ErrProtocol", err)
+	}
+	st, err := x.p.Decode([]byte(`{"jsonrpc":"2.0","id":4,"result":{"stopReason":"end_turn"}}`))
+	if err != nil || st.TurnEnded || len(st.Events) > 0 {
+		t.Errorf("Decode(the prompt's response) after the break = %+v, %v; want nothing", st, err)
+	}
+	if out := x.p.Outcome(""); out.Success {
+		t.Errorf("Outcome() = %+v, want no success", out)
+	}
+}

@@ -128,6 +128,7 @@ import (
 	"github.com/clinvoke/clinvoke/codex"
 	"github.com/clinvoke/clinvoke/gemini"
 	"github.com/clinvoke/clinvoke/invoker"
+	"github.com/clinvoke/clinvoke/invoker/acp"
 	"github.com/clinvoke/clinvoke/mcpadapter"
 )
 
@@ -187,7 +188,7 @@ func run() error {
 		perm           = flag.String("permission", "read-only", "default permission: read-only, workspace-write or unlimited")
 		maxPerm        = flag.String("max-permission", "workspace-write", "highest permission a call may ask for")
 		transcript     = flag.String("transcript", "", "append JSON lines about every run to this file: one when its session id is known, one when it ends")
-		idle           = flag.Duration("idle-timeout", 0, "stop a run whose CLI prints nothing for this long (0: no limit)")
+		idle           = flag.Duration("idle-timeout", 0, "stop a run whose CLI prints nothing for this long (0: the library's default, 15m; negative: no limit)")
 		interruptGrace = flag.Duration("interrupt-grace", time.Second, "how long the CLI of a call its client cancelled has to exit after SIGINT before SIGTERM (0: no SIGINT)")
 		terminateGrace = flag.Duration("terminate-grace", 2*time.Second, "how long it has after SIGTERM before SIGKILL and the sweep of its tree (0: no SIGTERM)")
 		shutdownGrace  = flag.Duration("shutdown-grace", 200*time.Millisecond, "during a shutdown: how long a run's CLI has to exit after SIGINT before SIGTERM (then 100 ms before SIGKILL)")
@@ -201,6 +202,16 @@ func run() error {
 		roots          []string
 		binaries       = map[string]*string{}
 	)
+	var acpAgents []acp.Agent
+	flag.Func("acp", "serve an Agent Client Protocol agent as a tool: NAME=COMMAND, such as -acp 'opencode=opencode acp' (repeatable; with -acp and no -cli, only the ACP agents are served)", func(s string) error {
+		name, command, ok := strings.Cut(s, "=")
+		args := strings.Fields(command)
+		if !ok || name == "" || len(args) == 0 {
+			return fmt.Errorf("-acp %q: want NAME=COMMAND, such as 'opencode=opencode acp'", s)
+		}
+		acpAgents = append(acpAgents, acp.Agent{Name: name, Command: args})
+		return nil
+	})
 	flag.Func("root", "directory under which workdirs must lie (repeatable; default: the current directory, unless it is /)", func(s string) error {
 		roots = append(roots, s)
 		return nil
@@ -265,14 +276,15 @@ func run() error {
 	if err := checkPermissions(*perm, *maxPerm); err != nil {
 		return err
 	}
-	names, err := selectCLIs(*clis, binaries, logger)
-	if err != nil {
-		return err
+	var names []string
+	if len(acpAgents) == 0 || *clis != "" {
+		if names, err = selectCLIs(*clis, binaries, logger); err != nil {
+			return err
+		}
 	}
 	var invokers []invoker.Invoker
-	for _, name := range names {
-		opts := invoker.Options{
-			Binary:         *binaries[name],
+	options := func(name string) invoker.Options {
+		return invoker.Options{
 			Logger:         logger.With("cli", name),
 			TracerProvider: tel.tp,
 			MeterProvider:  tel.mp,
@@ -286,7 +298,15 @@ func run() error {
 				return grace(*shutdownGrace), 100 * time.Millisecond, errors.Is(cause, mcpadapter.ErrShuttingDown)
 			},
 		}
+	}
+	for _, name := range names {
+		opts := options(name)
+		opts.Binary = *binaries[name]
 		invokers = append(invokers, flagWorded{Invoker: backends[name](opts), bin: *binaries[name]})
+	}
+	for _, a := range acpAgents {
+		invokers = append(invokers, acp.New(a, options(a.Name)))
+		names = append(names, a.Name)
 	}
 
 	sd := newShutdown(logger)

@@ -12,13 +12,15 @@
 //	// OpenAI or Gemini base URL) ...
 //	for _, r := range srv.Requests() { ... }
 //
-// One Server speaks all three APIs on one port; it tells them apart by path:
+// One Server speaks all four APIs on one port; it tells them apart by path:
 //
 //	HEAD /                                        Anthropic warm-up (200, empty)
 //	POST /v1/messages[?beta=true]                 Anthropic Messages, SSE or JSON
 //	POST /v1/messages/count_tokens                Anthropic token count
 //	POST {OpenAIBaseURL}/responses                OpenAI Responses, SSE
 //	                                              (a WebSocket upgrade gets 426)
+//	POST {OpenAIBaseURL}/chat/completions         OpenAI Chat Completions, SSE
+//	                                              (opencode and other OpenAI-compatible agents)
 //	POST /v1beta/models/M:streamGenerateContent   Gemini, data-only SSE (?alt=sse)
 //	POST /v1beta/models/M:generateContent         Gemini, JSON (model routing)
 //

@@ -136,7 +136,7 @@ func TestStreamJSONCancelledMessage(t *testing.T) {
 // each message comes whole before the tool call and before the turn's end.
 func TestACPDeltasThenMessage(t *testing.T) {
 	log := loadLive(t, "acp-text-then-tool.log")
-	p := backend{}.NewSessionProtocol(&invoker.SessionRequest{Workdir: "/capture/workdir", Permission: invoker.Unlimited}).(*acp)
+	p := backend{}.NewSessionProtocol(&invoker.SessionRequest{Workdir: "/capture/workdir", Permission: invoker.Unlimited})
 	p.Open()
 	var evs []invoker.Event
 	for _, l := range log.out {
@@ -149,9 +149,10 @@ func TestACPDeltasThenMessage(t *testing.T) {
 		}
 		evs = append(evs, acpDecode(t, p, l).Events...)
 	}
-	// The raw event is Gemini's list of commands (available_commands_update),
-	// which came after the turn started.
-	want := []string{"session", "raw",
+	// The raw events are Gemini's initialize response, with which the
+	// session's first turn opens, and its list of commands
+	// (available_commands_update), which came after the turn started.
+	want := []string{"session", "raw", "raw",
 		"delta/message:let ", "delta/message:me ", "delta/message:look ",
 		"message:let me look ", "tool_call", "tool_result",
 		"delta/message:it ", "delta/message:said ", "delta/message:hi",
@@ -194,8 +195,10 @@ func TestACPThoughtThenMessage(t *testing.T) {
 	} {
 		evs = append(evs, acpDecode(t, p, l).Events...)
 	}
-	want := []string{"session", "delta/reasoning:**Greeting**\n", "delta/reasoning:Say hi back.",
-		"reasoning:**Greeting**\nSay hi back.", "delta/message:Hel", "delta/message:lo", "message:Hello", "usage", "done"}
+	// The session's first turn opens with its session and Gemini's
+	// initialize response.
+	want := []string{"session", "raw", "delta/reasoning:**Greeting**\n", "delta/reasoning:Say hi back.",
+		"reasoning:**Greeting**\nSay hi back.", "delta/message:Hel", "delta/message:lo", "message:Hello", "done"}
 	if got := shape(evs); !slices.Equal(got, want) {
 		t.Errorf("events =\n  %q\nwant\n  %q", got, want)
 	}
@@ -229,7 +232,7 @@ func TestRetryInfoResetsAt(t *testing.T) {
 	})
 	t.Run("acp", func(t *testing.T) {
 		log := loadLive(t, "acp-err429-retryinfo.log")
-		p := openACP(t, invoker.ReadOnly).(*acp)
+		p := openACP(t, invoker.ReadOnly).(*session)
 		now := time.Date(2026, 11, 27, 3, 0, 0, 0, time.UTC)
 		p.now = func() time.Time { return now }
 		if _, err := p.StartTurn(&invoker.TurnRequest{Prompt: "hi"}); err != nil {
@@ -307,7 +310,7 @@ func TestRetryWarnings(t *testing.T) {
 	})
 	t.Run("acp", func(t *testing.T) {
 		log := loadLive(t, "acp-retry429.log")
-		p := openACP(t, invoker.ReadOnly).(*acp)
+		p := openACP(t, invoker.ReadOnly).(*session)
 		now := time.Date(2026, 11, 27, 3, 0, 0, 0, time.UTC)
 		p.now = func() time.Time { return now }
 		if _, err := p.StartTurn(&invoker.TurnRequest{Prompt: "hi"}); err != nil {
@@ -319,7 +322,7 @@ func TestRetryWarnings(t *testing.T) {
 			}
 		}
 		st := acpDecode(t, p, find(t, log.out, `"text":"after "`))
-		wantRetry(t, st.Events[1:], 5251*time.Millisecond, now, now) // after the turn's session event
+		wantRetry(t, st.Events[2:], 5251*time.Millisecond, now, now) // after the initialize response and the turn's session event
 	})
 	t.Run("last attempt", func(t *testing.T) {
 		d := newDecoder()
@@ -358,17 +361,17 @@ func must[T any](v T, err error) T {
 
 // switchSession opens an ACP session at perm with the session/new answer
 // Gemini 0.61.0 gave (testdata/live/acp-switch.log: modes and models).
-func switchSession(t *testing.T, perm invoker.Permission) *acp {
+func switchSession(t *testing.T, perm invoker.Permission) driver.SessionProtocol {
 	t.Helper()
 	log := loadLive(t, "acp-switch.log")
-	p := backend{}.NewSessionProtocol(&invoker.SessionRequest{Workdir: "/w", Permission: perm, Model: "gemini-2.5-pro"}).(*acp)
+	p := backend{}.NewSessionProtocol(&invoker.SessionRequest{Workdir: "/w", Permission: perm, Model: "gemini-2.5-pro"})
 	p.Open()
 	acpDecode(t, p, find(t, log.out, `"id":1,"result"`))
 	st := acpDecode(t, p, find(t, log.out, `"id":2,"result"`))
 	if mode := acpModes[perm]; mode != "" {
 		st = acpDecode(t, p, `{"jsonrpc":"2.0","id":3,"result":{}}`)
 	}
-	if !st.Ready || !p.models {
+	if !st.Ready {
 		t.Fatalf("the session did not open with models to switch between: %+v", st)
 	}
 	return p
@@ -391,53 +394,55 @@ func method(t *testing.T, line []byte) (string, int64) {
 	return m.Method + "(" + m.Params.ModeID + m.Params.ModelID + ")", m.ID
 }
 
-// TestACPSwitchSequencing checks that a turn's model and permission
-// switches go first, as session/set_model and session/set_mode, and its
-// prompt only once Gemini has answered every one; that the mode notice
-// Gemini streams for a switch is no text of the turn; that a refused
-// switch ends the turn before its prompt; and that a turn interrupted
-// before its prompt ends cancelled.
+// TestACPSwitchSequencing checks that a turn's permission and model
+// switches go first, as session/set_mode and session/set_model, each once
+// Gemini has answered the one before, and its prompt only once Gemini has
+// answered every one; that the mode notice Gemini streams for a switch is
+// no text of the turn; that a refused switch ends the turn before its
+// prompt; and that a turn interrupted before its prompt ends cancelled.
 func TestACPSwitchSequencing(t *testing.T) {
 	answer := func(id int64) string { return `{"jsonrpc":"2.0","id":` + jsonInt(id) + `,"result":{}}` }
+	ask := `{"jsonrpc":"2.0","id":0,"method":"session/request_permission","params":{"sessionId":"S","options":[{"optionId":"proceed_once","kind":"allow_once"},{"optionId":"cancel","kind":"reject_once"}],"toolCall":{"toolCallId":"x","title":"touch f","kind":"execute"}}}`
+	// one returns the method of the one line written.
+	one := func(t *testing.T, lines [][]byte) (string, int64) {
+		t.Helper()
+		if len(lines) != 1 {
+			t.Fatalf("wrote %q, want one line", lines)
+		}
+		return method(t, lines[0])
+	}
 	t.Run("model and permission", func(t *testing.T) {
 		p := switchSession(t, invoker.Unlimited)
 		lines, err := p.StartTurn(&invoker.TurnRequest{Prompt: "hi", Model: "gemini-3-flash-preview", Permission: invoker.ReadOnly})
-		if err != nil || len(lines) != 2 {
-			t.Fatalf("StartTurn() = %q, %v; want two switches", lines, err)
+		if err != nil {
+			t.Fatal(err)
 		}
-		m1, id1 := method(t, lines[0])
-		m2, id2 := method(t, lines[1])
-		if m1 != "session/set_model(gemini-3-flash-preview)" || m2 != "session/set_mode(default)" {
-			t.Fatalf("StartTurn() wrote %s and %s; want set_model, then set_mode default", m1, m2)
+		m1, id1 := one(t, lines)
+		if m1 != "session/set_mode(default)" {
+			t.Fatalf("StartTurn() wrote %s; want set_mode default first", m1)
 		}
 		// Measured: the mode notice comes before the answer to set_mode.
 		st := acpDecode(t, p, `{"jsonrpc":"2.0","method":"session/update","params":{"sessionId":"S","update":{"sessionUpdate":"agent_message_chunk","content":{"type":"text","text":"[MODE_UPDATE] default"}}}}`)
 		if len(st.Events) != 0 {
 			t.Errorf("the mode notice gave events %q, want none", shape(st.Events))
 		}
-		if st := acpDecode(t, p, answer(id2)); len(st.Write) != 0 || st.TurnEnded {
-			t.Fatalf("after one of two switches, Step = %+v; want to wait for the other", st)
-		}
-		if p.perm != invoker.ReadOnly {
-			t.Errorf("permission after set_mode = %s, want read-only", p.perm)
-		}
 		st = acpDecode(t, p, answer(id1))
-		if len(st.Write) != 1 {
-			t.Fatalf("after both switches, wrote %q; want the prompt", st.Write)
+		if st.TurnEnded {
+			t.Fatalf("after one of two switches, Step = %+v; want the other", st)
 		}
-		if m, id := method(t, st.Write[0]); m != "session/prompt()" || id != p.promptID {
+		if m2, _ := one(t, st.Write); m2 != "session/set_model(gemini-3-flash-preview)" {
+			t.Fatalf("after set_mode, wrote %s; want set_model", m2)
+		}
+		st = acpDecode(t, p, answer(id1+1))
+		if m, id := one(t, st.Write); m != "session/prompt()" || id != id1+2 {
 			t.Fatalf("after both switches, wrote %s (id %d); want the turn's session/prompt", m, id)
 		}
-		if p.model != "gemini-3-flash-preview" {
-			t.Errorf("model after set_model = %q", p.model)
-		}
 		// Read-only now: a shell command is refused.
-		ask := `{"jsonrpc":"2.0","id":0,"method":"session/request_permission","params":{"sessionId":"S","options":[{"optionId":"proceed_once","kind":"allow_once"},{"optionId":"cancel","kind":"reject_once"}],"toolCall":{"toolCallId":"x","title":"touch f","kind":"execute"}}}`
 		if st := acpDecode(t, p, ask); len(st.Write) != 1 || !strings.Contains(string(st.Write[0]), `"optionId":"cancel"`) {
 			t.Errorf("a shell call after the switch to read-only was answered %q, want cancel", st.Write)
 		}
 		// The same model and level again: nothing to switch.
-		acpDecode(t, p, `{"jsonrpc":"2.0","id":`+jsonInt(p.promptID)+`,"result":{"stopReason":"end_turn"}}`)
+		acpDecode(t, p, `{"jsonrpc":"2.0","id":`+jsonInt(id1+2)+`,"result":{"stopReason":"end_turn"}}`)
 		lines, _ = p.StartTurn(&invoker.TurnRequest{Prompt: "again", Model: "gemini-3-flash-preview", Permission: invoker.ReadOnly})
 		if m, _ := method(t, lines[0]); len(lines) != 1 || m != "session/prompt()" {
 			t.Errorf("a turn with the current model and level wrote %q, want its prompt only", lines)
@@ -446,7 +451,7 @@ func TestACPSwitchSequencing(t *testing.T) {
 	t.Run("refused", func(t *testing.T) {
 		p := switchSession(t, invoker.Unlimited)
 		lines, _ := p.StartTurn(&invoker.TurnRequest{Prompt: "hi", Permission: invoker.WorkspaceWrite})
-		_, id := method(t, lines[0])
+		_, id := one(t, lines)
 		// The shape of the error Gemini answered for an unknown mode.
 		st := acpDecode(t, p, `{"jsonrpc":"2.0","id":`+jsonInt(id)+`,"error":{"code":-32603,"message":"Internal error","data":{"details":"Invalid or unavailable mode: autoEdit"}}}`)
 		if !st.TurnEnded || len(st.Write) != 0 || st.Events[len(st.Events)-1].Kind != invoker.KindDone {
@@ -456,14 +461,20 @@ func TestACPSwitchSequencing(t *testing.T) {
 		if out := p.Outcome(""); out.Success || !errors.As(out.Err, &se) || se.Type != "session/set_mode" || !strings.Contains(se.Message, "Invalid or unavailable mode") {
 			t.Errorf("Outcome() = %+v, want the refusal", out)
 		}
-		if p.perm != invoker.Unlimited {
-			t.Errorf("permission after a refused switch = %s, want unlimited still", p.perm)
+		// Still unlimited: the next turn switches nothing, and a shell
+		// command runs.
+		lines, _ = p.StartTurn(&invoker.TurnRequest{Prompt: "again"})
+		if m, _ := one(t, lines); m != "session/prompt()" {
+			t.Errorf("the turn after a refused switch wrote %s, want its prompt only", m)
+		}
+		if st := acpDecode(t, p, ask); len(st.Write) != 1 || !strings.Contains(string(st.Write[0]), `"optionId":"proceed_once"`) {
+			t.Errorf("a shell call after a refused switch was answered %q, want proceed_once (unlimited still)", st.Write)
 		}
 	})
 	t.Run("interrupted before the prompt", func(t *testing.T) {
 		p := switchSession(t, invoker.ReadOnly)
 		lines, _ := p.StartTurn(&invoker.TurnRequest{Prompt: "hi", Model: "gemini-2.5-flash"})
-		_, id := method(t, lines[0])
+		_, id := one(t, lines)
 		if in := p.Interrupt(); len(in) != 0 {
 			t.Errorf("Interrupt() before the prompt = %q, want nothing to send", in)
 		}
@@ -472,8 +483,11 @@ func TestACPSwitchSequencing(t *testing.T) {
 		if !st.TurnEnded || len(st.Write) != 0 || !errors.As(p.Outcome("").Err, &se) || se.Type != "cancelled" {
 			t.Errorf("Step = %+v, Outcome = %+v; want a cancelled turn and no prompt", st, p.Outcome(""))
 		}
-		if p.model != "gemini-2.5-flash" {
-			t.Errorf("model = %q, want the switch kept (Gemini made it)", p.model)
+		// The switch is kept (Gemini made it): the next turn on that
+		// model switches nothing.
+		lines, _ = p.StartTurn(&invoker.TurnRequest{Prompt: "again", Model: "gemini-2.5-flash"})
+		if m, _ := one(t, lines); m != "session/prompt()" {
+			t.Errorf("the turn after an interrupted switch wrote %s, want its prompt only", m)
 		}
 	})
 	t.Run("no models offered", func(t *testing.T) {
@@ -484,6 +498,6 @@ func TestACPSwitchSequencing(t *testing.T) {
 	})
 }
 
-var _ driver.SessionProtocol = (*acp)(nil)
+var _ driver.SessionProtocol = (*session)(nil)
 
 func jsonUnmarshal(b []byte, v any) error { return json.Unmarshal(b, v) }

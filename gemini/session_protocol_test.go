@@ -91,8 +91,8 @@ func TestACPTurn(t *testing.T) {
 		t.Fatalf("StartTurn wrote %s, want session/prompt", lines[0])
 	}
 	st := acpDecode(t, p, `{"jsonrpc":"2.0","method":"session/update","params":{"sessionId":"S1","update":{"sessionUpdate":"agent_message_chunk","content":{"type":"text","text":"Hel"}}}}`)
-	if len(st.Events) != 2 || st.Events[0].Kind != invoker.KindSession || st.Events[1].Text != "Hel" {
-		t.Errorf("first chunk's events = %+v, want the session, then a delta", st.Events)
+	if len(st.Events) != 3 || st.Events[0].Kind != invoker.KindSession || st.Events[1].Kind != invoker.KindRaw || st.Events[2].Text != "Hel" {
+		t.Errorf("first chunk's events = %+v, want the session, the initialize response, then a delta", st.Events)
 	}
 	if in := p.Interrupt(); len(in) != 1 || !strings.Contains(string(in[0]), `"session/cancel"`) {
 		t.Errorf("Interrupt() = %q, want session/cancel", in)

@@ -2,6 +2,7 @@ package acp
 
 import (
 	"encoding/json"
+	"time"
 
 	"github.com/clinvoke/clinvoke/invoker"
 )
@@ -38,9 +39,23 @@ type Config struct {
 	ToolName func(id, kind, title string) string
 
 	// Classify recognises a sentinel (invoker.ErrAuthRequired,
-	// invoker.ErrRateLimited) in an error message of the agent, or returns
-	// nil. Nil recognises none.
-	Classify func(msg string) error
+	// invoker.ErrRateLimited) in an error of the agent, from its JSON-RPC
+	// code (Gemini CLI answers a rate-limited prompt with 429) and its
+	// message, or returns nil. Nil recognises none.
+	Classify func(code int, msg string) error
+
+	// ResetsAt, if not nil, returns when the rate limit that failed a turn
+	// resets (driver.Outcome.ResetsAt), from the message of the error
+	// Classify recognised as invoker.ErrRateLimited, or the zero time when
+	// it is not known.
+	ResetsAt func(msg string) time.Time
+
+	// Notices, if not nil, returns the events the agent reported out of
+	// band (on standard error, seen by Stderr) since it was last called,
+	// with raw as their Raw. The protocol calls it before it decodes each
+	// line of the agent's output during a turn, and delivers the events
+	// first, after the message being written, which they end.
+	Notices func(raw json.RawMessage) []invoker.Event
 
 	// Stderr inspects one line of the agent's standard error; a non-nil
 	// error ends the session (see driver.SessionProtocol.Stderr). Nil
@@ -97,11 +112,11 @@ func (c *Config) toolName(id, kind, title string) string {
 	return "tool"
 }
 
-func (c *Config) classify(msg string) error {
+func (c *Config) classify(e *rpcError) error {
 	if c.Classify == nil {
 		return nil
 	}
-	return c.Classify(msg)
+	return c.Classify(e.Code, e.text())
 }
 
 func (c *Config) name() string {

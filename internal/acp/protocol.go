@@ -98,7 +98,7 @@ func (p *Protocol) Open() ([][]byte, bool) {
 func (p *Protocol) initialized(m *message, raw json.RawMessage) (driver.Step, error) {
 	if m.Error != nil {
 		msg := m.Error.text()
-		return driver.Step{}, &invoker.StreamError{Message: p.cfg.name() + " refused initialize: " + msg, Type: "initialize", Err: p.cfg.classify(msg)}
+		return driver.Step{}, &invoker.StreamError{Message: p.cfg.name() + " refused initialize: " + msg, Type: "initialize", Err: p.cfg.classify(m.Error)}
 	}
 	if err := json.Unmarshal(m.Result, &p.caps); err != nil {
 		return driver.Step{}, protocolError("the response to initialize does not decode: %v", err)
@@ -206,7 +206,7 @@ func (p *Protocol) opened(method string, m *message, raw json.RawMessage) (drive
 			}
 			return driver.Step{}, fmt.Errorf("%w: %s: %s (its authentication methods: %s; choose one with Agent.AuthMethod, or set its variables)", invoker.ErrAuthRequired, method, msg, strings.Join(ids, ", "))
 		}
-		return driver.Step{}, &invoker.StreamError{Message: p.cfg.name() + " could not open a session: " + msg, Type: method, Err: p.cfg.classify(msg)}
+		return driver.Step{}, &invoker.StreamError{Message: p.cfg.name() + " could not open a session: " + msg, Type: method, Err: p.cfg.classify(m.Error)}
 	}
 	var st sessionState
 	if len(m.Result) > 0 && string(m.Result) != "null" {
@@ -355,7 +355,7 @@ func (p *Protocol) StartTurn(t *invoker.TurnRequest) ([][]byte, error) {
 	}, func(c rpcCall, e *rpcError, raw json.RawMessage) (driver.Step, error) {
 		p.perm = prev
 		msg := fmt.Sprintf("%s refused %s: %s", p.cfg.name(), c.what, e.text())
-		p.turn.failure = &invoker.StreamError{Message: msg, Type: c.method, Err: p.cfg.classify(e.text())}
+		p.turn.failure = &invoker.StreamError{Message: msg, Type: c.method, Err: p.cfg.classify(e)}
 		return p.endTurn([]invoker.Event{{Kind: invoker.KindError, Text: msg, Raw: raw}}, raw), nil
 	})}, nil
 }
@@ -373,15 +373,16 @@ func (p *Protocol) Interrupt() [][]byte {
 	return [][]byte{notification("session/cancel", map[string]string{"sessionId": p.session})}
 }
 
-// Decode handles one line of the agent's output. After a fatal error it
-// takes nothing more from the agent: the engine goes on reading while it
-// stops the session, and a later line must not end the turn as if the
-// session were sound.
+// Decode handles one line of the agent's output. During a turn, the
+// events of Config.Notices come first. After a fatal error it takes
+// nothing more from the agent: the engine goes on reading while it stops
+// the session, and a later line must not end the turn as if the session
+// were sound.
 func (p *Protocol) Decode(line []byte) (driver.Step, error) {
 	if p.broken {
 		return driver.Step{}, nil
 	}
-	st, err := p.decode(line)
+	st, err := p.decodeLine(line)
 	if err != nil {
 		p.broken = true
 		return driver.Step{}, err
@@ -389,8 +390,21 @@ func (p *Protocol) Decode(line []byte) (driver.Step, error) {
 	return st, nil
 }
 
-func (p *Protocol) decode(line []byte) (driver.Step, error) {
+// decodeLine puts the notices of Config.Notices before the line's events.
+func (p *Protocol) decodeLine(line []byte) (driver.Step, error) {
 	raw := json.RawMessage(line)
+	if p.turn.inTurn && p.cfg.Notices != nil {
+		if pre := p.cfg.Notices(raw); len(pre) > 0 {
+			pre = p.announce(append(p.turn.flush(raw), pre...), nil)
+			st, err := p.decode(line, raw)
+			st.Events = append(pre, st.Events...)
+			return st, err
+		}
+	}
+	return p.decode(line, raw)
+}
+
+func (p *Protocol) decode(line []byte, raw json.RawMessage) (driver.Step, error) {
 	var m message
 	if err := json.Unmarshal(line, &m); err != nil {
 		var syn *json.SyntaxError
@@ -425,7 +439,11 @@ func (p *Protocol) finish(m *message, raw json.RawMessage) (driver.Step, error) 
 	evs := t.flush(raw)
 	if m.Error != nil {
 		msg := m.Error.text()
-		t.failure = &invoker.StreamError{Message: msg, Type: "session/prompt", Err: p.cfg.classify(msg)}
+		sentinel := p.cfg.classify(m.Error)
+		t.failure = &invoker.StreamError{Message: msg, Type: "session/prompt", Err: sentinel}
+		if sentinel == invoker.ErrRateLimited && p.cfg.ResetsAt != nil {
+			t.resetsAt = p.cfg.ResetsAt(msg)
+		}
 		return p.endTurn(append(evs, invoker.Event{Kind: invoker.KindError, Text: msg, Raw: raw}), raw), nil
 	}
 	var r struct {
@@ -537,7 +555,7 @@ func (p *Protocol) Stderr(line []byte) error {
 // the partial answer of a turn cut short), the usage, and how it ended.
 func (p *Protocol) Outcome(string) driver.Outcome {
 	t := &p.turn
-	out := driver.Outcome{SessionID: p.session, Text: t.answer(), Success: t.success}
+	out := driver.Outcome{SessionID: p.session, Text: t.answer(), Success: t.success, ResetsAt: t.resetsAt}
 	if t.usage != nil {
 		out.Usage = *t.usage
 	}

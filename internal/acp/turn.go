@@ -3,6 +3,7 @@ package acp
 import (
 	"encoding/json"
 	"strings"
+	"time"
 
 	"github.com/clinvoke/clinvoke/invoker"
 	"github.com/clinvoke/clinvoke/invoker/driver"
@@ -22,10 +23,11 @@ type turnState struct {
 	// The turn's whole messages, for the answer.
 	messages []string
 
-	usage   *invoker.Usage
-	success bool
-	failure error
-	calls   map[string]toolState
+	usage    *invoker.Usage
+	resetsAt time.Time // when the rate limit that failed the turn resets
+	success  bool
+	failure  error
+	calls    map[string]toolState
 }
 
 // toolState is a tool call the turn reported.

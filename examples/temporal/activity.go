@@ -141,6 +141,9 @@ func (a *Activities) RunTurn(ctx context.Context, in TurnInput) (*TurnOutput, er
 		OutputSchema: in.OutputSchema,
 		MaxTurns:     in.MaxTurns,
 		MaxBudgetUSD: in.MaxBudgetUSD,
+		// The heartbeats carry the answer as it is written, where the CLI
+		// can stream it.
+		Deltas: inv.Capabilities().Deltas,
 	}
 
 	// An earlier attempt that got as far as a session id left it in its

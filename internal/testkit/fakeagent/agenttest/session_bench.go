@@ -45,7 +45,15 @@ func newBenchRig(b *testing.B, flavor string, newInvoker func(...invoker.Options
 	script.Tag = fakeagent.NewTag()
 	inv := newInvoker(invoker.Options{Binary: os.Args[0], InterruptGrace: 500 * time.Millisecond, TerminateGrace: 500 * time.Millisecond})
 	req := invoker.Request{Workdir: b.TempDir(), Env: script.Env()}
-	s, err := inv.OpenSession(context.Background(), req.Session())
+	// Deltas where the CLI streams them, as the text the interrupt
+	// benchmark waits for: a stalled answer shows only as deltas. Not for
+	// Codex's cold runs, whose exec mode prints whole messages and whose
+	// Deltas would run them on the app-server instead.
+	caps := inv.Capabilities()
+	sreq := req.Session()
+	sreq.Deltas = caps.Deltas
+	req.Deltas = caps.Deltas && flavor != fakeagent.Codex
+	s, err := inv.OpenSession(context.Background(), sreq)
 	if err != nil {
 		b.Fatalf("OpenSession() error = %v", err)
 	}
@@ -176,7 +184,7 @@ func benchInterrupt(b *testing.B, flavor string, newInvoker func(...invoker.Opti
 		defer cancel()
 		var at time.Time
 		_, err := f(tctx, fakeagent.PromptStall, func(ev invoker.Event) {
-			if ev.Kind == invoker.KindMessage && at.IsZero() {
+			if writing(ev) && at.IsZero() {
 				at = time.Now()
 				cancel()
 			}

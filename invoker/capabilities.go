@@ -33,6 +33,15 @@ type Capabilities struct {
 	Fork bool
 	// Deltas: Request.Deltas streams the model's text as it is written.
 	Deltas bool
+	// Approve: Request.Approve decides the actions the CLI asks
+	// permission for.
+	Approve bool
+	// GoTools: Request.MCPServers may hold servers written in Go
+	// (MCPServer.Server), which the run serves to the CLI.
+	GoTools bool
+	// MCPServers: Request.MCPServers may hold servers of other programs
+	// (MCPServer.Command or MCPServer.URL), which the CLI reaches.
+	MCPServers bool
 	// Sessions: the CLI has a reliable long-lived mode, and OpenSession
 	// holds a conversation in one warm process (see Session). It is not a
 	// Request field: Supports and Unsupported do not list it.
@@ -105,6 +114,8 @@ func (c Capabilities) fields() []capability {
 		{"OutputSchema", c.OutputSchema},
 		{"MaxTurns", c.MaxTurns},
 		{"MaxBudgetUSD", c.MaxBudget},
+		{"Approve", c.Approve},
+		{"MCPServers", c.MCPServers},
 	}
 }
 
@@ -120,6 +131,7 @@ func (c Capabilities) String() string {
 	}{
 		{"Model", c.Model}, {"Resume", c.Resume}, {"Images", c.Images}, {"SystemPrompt", c.SystemPrompt},
 		{"OutputSchema", c.OutputSchema}, {"MaxTurns", c.MaxTurns}, {"MaxBudget", c.MaxBudget}, {"Fork", c.Fork}, {"Deltas", c.Deltas},
+		{"Approve", c.Approve}, {"GoTools", c.GoTools}, {"MCPServers", c.MCPServers},
 		{"Sessions", c.Sessions}, {"Steer", c.Steer}, {"SwitchModel", c.SwitchModel}, {"SwitchPermission", c.SwitchPermission},
 	} {
 		if f.ok {

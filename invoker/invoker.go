@@ -184,6 +184,32 @@ type Request struct {
 	// crosses it has already been paid for. Zero means no limit; a
 	// negative, infinite or NaN value is ErrInvalidRequest.
 	MaxBudgetUSD float64
+
+	// Approve, if not nil, decides each action the CLI asks permission
+	// for during a turn (Capabilities.Approve): a command, a file change,
+	// an MCP tool call. ctx is the turn's: it is done when the turn is
+	// cancelled, times out or ends. Permission stays the ceiling: an
+	// action above it is refused without asking, and Approve decides
+	// what is within it, including what the CLI would otherwise have
+	// allowed on its own (Unlimited no longer bypasses the questions).
+	// Approve runs on a goroutine of its own, and may block (to ask a
+	// person); other events go on meanwhile. When the turn ends first,
+	// the CLI is answered with a denial and Approve's answer is dropped;
+	// the turn does not return before Approve has. A panic in it (or
+	// runtime.Goexit) is handled as one in OnEvent. A run with Approve
+	// runs in the CLI's long-lived mode. Without Approve no question is
+	// asked of the program: what the permission level allows runs, and a
+	// request the CLI still makes is declined so that a turn never waits.
+	Approve func(ctx context.Context, a Approval) Decision
+
+	// MCPServers are MCP servers whose tools the agent may call: tools
+	// written in Go (MCPServer.Server, Capabilities.GoTools), and servers
+	// of other programs (a command or a URL, Capabilities.MCPServers),
+	// mapped onto each CLI's own configuration. Calls of their tools are
+	// MCP tool calls, which the CLI asks Approve about (or the
+	// permission level decides). A run with MCPServers runs in the CLI's
+	// long-lived mode.
+	MCPServers []MCPServer
 }
 
 // Session returns the conversation settings of r: everything but Prompt,
@@ -194,6 +220,7 @@ func (r Request) Session() SessionRequest {
 		Fork: r.Fork, Deltas: r.Deltas,
 		SystemPrompt: r.SystemPrompt, Env: r.Env, ExtraArgs: r.ExtraArgs,
 		OutputSchema: r.OutputSchema, MaxTurns: r.MaxTurns, MaxBudgetUSD: r.MaxBudgetUSD,
+		Approve: r.Approve, MCPServers: r.MCPServers,
 	}
 }
 
@@ -242,6 +269,12 @@ type SessionRequest struct {
 	// MaxBudgetUSD bounds what each prompt may spend (see
 	// Request.MaxBudgetUSD).
 	MaxBudgetUSD float64
+	// Approve decides, for every turn, the actions the CLI asks
+	// permission for (see Request.Approve).
+	Approve func(ctx context.Context, a Approval) Decision
+	// MCPServers are the MCP servers whose tools the agent may call, for
+	// the session's length (see Request.MCPServers).
+	MCPServers []MCPServer
 }
 
 // Request returns the Request of turn t in the conversation r: the
@@ -260,6 +293,7 @@ func (r SessionRequest) Request(t TurnRequest) Request {
 		Fork: r.Fork, Deltas: r.Deltas,
 		SystemPrompt: r.SystemPrompt, Env: r.Env, ExtraArgs: r.ExtraArgs,
 		OutputSchema: r.OutputSchema, MaxTurns: r.MaxTurns, MaxBudgetUSD: r.MaxBudgetUSD,
+		Approve: r.Approve, MCPServers: r.MCPServers,
 	}
 }
 

@@ -69,6 +69,65 @@ type Step struct {
 	// success, failure or after an interrupt). Its events are the turn's
 	// last.
 	TurnEnded bool
+	// Approvals are actions the CLI asks permission for, which the
+	// program decides (SessionRequest.Approve). The protocol sends only
+	// what the permission level allows and Approve is set for; it
+	// answers everything else itself, as without a callback.
+	Approvals []Approval
+	// Calls are messages of the CLI's for the Go MCP servers of the
+	// session, for a backend that carries them in its own protocol
+	// (InBandMCP).
+	Calls []MCPCall
+}
+
+// An Approval is a request of the CLI's for permission that the program
+// decides. The engine gives Request to SessionRequest.Approve on a
+// goroutine of its own, with the turn's context, and writes the lines of
+// Answer (or Cancel) when it has a decision. It calls Answer and Cancel
+// under the lock that guards the protocol's methods, at most one of them,
+// once.
+type Approval struct {
+	// Request describes the action.
+	Request invoker.Approval
+	// Answer returns the lines that give the CLI decision d. It must
+	// answer a Decision the CLI cannot carry out (an Input it cannot
+	// take) with a denial that says so.
+	Answer func(d invoker.Decision) [][]byte
+	// Cancel, if not nil, returns the lines that withdraw the question
+	// because the turn ended first (ACP's cancelled outcome); when nil,
+	// the engine answers with a denial.
+	Cancel func() [][]byte
+}
+
+// An MCPCall is one JSON-RPC message of the CLI's for one of the
+// session's Go MCP servers. The engine delivers Message to the server
+// named Server on a goroutine of its own and writes the lines of Answer,
+// which it calls with the server's reply (nil for a notification) or the
+// error that kept it from one, under the lock that guards the protocol's
+// methods.
+type MCPCall struct {
+	Server  string
+	Message []byte
+	Answer  func(reply []byte, err error) [][]byte
+}
+
+// An InBandMCP is a SessionBackend whose CLI reaches the Go MCP servers
+// of a request (invoker.MCPServer.Server) through its own protocol, as
+// Claude Code does its SDK servers: the engine hands their messages to
+// the servers (Step.Calls), and the backend's SessionCommand and protocol
+// see those entries as they are.
+//
+// For every other SessionBackend the engine serves the Go servers over
+// streamable HTTP on 127.0.0.1, and SessionCommand and NewSessionProtocol
+// see each such entry replaced by one with the URL of its endpoint and an
+// Authorization header carrying the run's bearer token: a URL server, to
+// be configured like any other. The token is a secret: it belongs in the
+// CLI's environment or protocol, not on its command line, where ps shows
+// it.
+type InBandMCP interface {
+	SessionBackend
+	// InBandMCP is a marker; the engine never calls it.
+	InBandMCP()
 }
 
 // A Steerer is a SessionProtocol whose CLI takes a message during a turn

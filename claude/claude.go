@@ -155,18 +155,31 @@ const maxSchemaArg = 128<<10 - len("--json-schema=") - 1
 // readOnlyDenied are the built-in tools that change files.
 const readOnlyDenied = "Edit,Write,NotebookEdit"
 
+// Command returns the one-shot command line of req. Runs with Approve or
+// MCPServers never come here: the engine runs them as sessions of one
+// turn (see SessionCommand).
 func (backend) Command(req *invoker.Request) (*driver.Command, error) {
+	return command(req, false)
+}
+
+// command returns the command line of req; asking, for a session with an
+// Approve callback, keeps Claude Code in the permission mode "default"
+// whatever the level, so that it asks (see SessionCommand).
+func command(req *invoker.Request, asking bool) (*driver.Command, error) {
 	args := []string{"--print", "--output-format=stream-json", "--verbose"}
 	var env []string
 	mode, ok := permissionMode(req.Permission)
 	if !ok {
 		return nil, fmt.Errorf("%w: unknown permission %q", invoker.ErrInvalidRequest, string(req.Permission))
 	}
+	if asking {
+		mode = "default"
+	}
 	args = append(args, "--permission-mode="+mode)
-	switch mode {
-	case "default":
+	switch {
+	case req.Permission == "" || req.Permission == invoker.ReadOnly:
 		args = append(args, "--disallowedTools="+readOnlyDenied, "--setting-sources=")
-	case "bypassPermissions":
+	case mode == "bypassPermissions":
 		// As root, Claude Code refuses bypassPermissions unless it is
 		// told it runs in a sandbox (docs/cli-facts.md).
 		env = append(env, "IS_SANDBOX=1")

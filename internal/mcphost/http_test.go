@@ -141,7 +141,7 @@ func TestHostRefusesUnknownPath(t *testing.T) {
 
 func TestHostCloseRefusesConnections(t *testing.T) {
 	ts := newTestServer(t, false)
-	h, err := Serve(t.Context(), map[string]*mcp.Server{"tools": ts.Server})
+	h, err := Serve(t.Context(), map[string]*mcp.Server{"tools": ts.Server}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -188,7 +188,7 @@ func callBlocked(t *testing.T, ts *testServer, cs *mcp.ClientSession) <-chan err
 
 func TestHostCloseCancelsAndWaitsForHandler(t *testing.T) {
 	ts := newTestServer(t, true)
-	h, err := Serve(t.Context(), map[string]*mcp.Server{"tools": ts.Server})
+	h, err := Serve(t.Context(), map[string]*mcp.Server{"tools": ts.Server}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -256,7 +256,7 @@ func TestHostHandlerPanicIsToolError(t *testing.T) {
 func TestServeContextDoneCloses(t *testing.T) {
 	ts := newTestServer(t, false)
 	ctx, cancel := context.WithCancel(t.Context())
-	h, err := Serve(ctx, map[string]*mcp.Server{"tools": ts.Server})
+	h, err := Serve(ctx, map[string]*mcp.Server{"tools": ts.Server}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -277,7 +277,7 @@ func TestServeListenError(t *testing.T) {
 	ts := newTestServer(t, false)
 	refused := errors.New("no loopback here")
 	var got string
-	_, err := serve(t.Context(), map[string]*mcp.Server{"tools": ts.Server}, func(network, addr string) (net.Listener, error) {
+	_, err := serve(t.Context(), map[string]*mcp.Server{"tools": ts.Server}, nil, func(network, addr string) (net.Listener, error) {
 		got = addr
 		return nil, refused
 	})
@@ -292,7 +292,7 @@ func TestServeListenError(t *testing.T) {
 
 func TestServeRefusesBadConfig(t *testing.T) {
 	ts := newTestServer(t, false)
-	_, err := Serve(t.Context(), map[string]*mcp.Server{"bad name": ts.Server})
+	_, err := Serve(t.Context(), map[string]*mcp.Server{"bad name": ts.Server}, nil)
 	if !errors.Is(err, ErrBadName) {
 		t.Fatalf("Serve() error = %v, want ErrBadName", err)
 	}

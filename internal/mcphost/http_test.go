@@ -235,7 +235,12 @@ func TestHostCancelCalls(t *testing.T) {
 
 func TestHostHandlerPanicIsToolError(t *testing.T) {
 	ts := newTestServer(t, false)
-	h := serveTest(t, map[string]*mcp.Server{"tools": ts.Server})
+	panics := make(chan any, 1)
+	h, err := Serve(t.Context(), map[string]*mcp.Server{"tools": ts.Server}, func(p any) { panics <- p })
+	if err != nil {
+		t.Fatalf("Serve() error = %v", err)
+	}
+	t.Cleanup(func() { h.Close() })
 	cs := connectHTTP(t, h.URL("tools"), h.Header())
 	res, err := cs.CallTool(t.Context(), &mcp.CallToolParams{Name: "boom"})
 	if err != nil {
@@ -246,6 +251,14 @@ func TestHostHandlerPanicIsToolError(t *testing.T) {
 	}
 	if got := textOf(t, res); !strings.Contains(got, "kaboom") || !strings.Contains(got, `"boom"`) {
 		t.Errorf("CallTool(boom) text = %q, want the tool's name and the panic value", got)
+	}
+	select {
+	case p := <-panics:
+		if p != "kaboom" {
+			t.Errorf("onPanic got %v, want the panic's value", p)
+		}
+	default:
+		t.Error("onPanic was not called before the reply")
 	}
 	// The session survives the panic.
 	if _, err := cs.CallTool(t.Context(), &mcp.CallToolParams{Name: "echo", Arguments: map[string]any{"text": "x"}}); err != nil {

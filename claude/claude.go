@@ -133,7 +133,8 @@ func (backend) NewDecoder(*invoker.Request) driver.Decoder { return newDecoder()
 func (backend) Capabilities() invoker.Capabilities {
 	return invoker.Capabilities{Model: true, Resume: true, SystemPrompt: true,
 		OutputSchema: true, MaxTurns: true, MaxBudget: true, Sessions: true,
-		Fork: true, Deltas: true, Steer: true, SwitchModel: true, SwitchPermission: true}
+		Fork: true, Deltas: true, Steer: true, SwitchModel: true, SwitchPermission: true,
+		Approve: true, GoTools: true, MCPServers: true}
 }
 
 // Hint says what to do instead of the fields claude lacks.

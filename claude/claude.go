@@ -101,6 +101,22 @@
 // and on both limit errors); Result.Turns is the result's num_turns (1 for
 // a plain answer, 2 for a tool call and the answer, and 2 for an answer
 // given through StructuredOutput: Claude Code counts the tool's round).
+//
+// # Two-way control
+//
+// A run or session with Request.Approve or Request.MCPServers runs in the
+// stream-json session mode (see SessionCommand), where Claude Code speaks
+// the control protocol of the Claude Agent SDKs. With Approve, Claude Code
+// runs in the permission mode "default" at every level, with
+// --permission-prompt-tool=stdio, and asks before each action with a
+// can_use_tool control request, which the callback answers within the
+// permission level (the ceiling: above it the protocol denies without
+// asking). A Go MCP server is an SDK server of Claude Code's, reached with
+// mcp_message control requests over the same pipes (no socket); a Command
+// or URL server is configured with --mcp-config. Without Approve the
+// request's MCP servers' tools are pre-allowed (--allowedTools). The wire
+// shapes are documented with the protocol (approval.go, mcp.go); all of
+// it was measured with 2.1.197.
 package claude
 
 import (
@@ -128,8 +144,8 @@ func (backend) InstallHint() string { return "npm install -g @anthropic-ai/claud
 
 func (backend) NewDecoder(*invoker.Request) driver.Decoder { return newDecoder() }
 
-// Capabilities: Claude Code has no image flag; everything else was
-// measured with 2.1.197 (see the package doc).
+// Capabilities: Claude Code has no image flag; everything else, two-way
+// control included, was measured with 2.1.197 (see the package doc).
 func (backend) Capabilities() invoker.Capabilities {
 	return invoker.Capabilities{Model: true, Resume: true, SystemPrompt: true,
 		OutputSchema: true, MaxTurns: true, MaxBudget: true, Sessions: true,

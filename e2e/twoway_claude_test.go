@@ -164,6 +164,54 @@ func claudeApproval(t *testing.T, r *rig) {
 			t.Errorf("the changed command did not run: %v", err)
 		}
 	})
+	t.Run("file change", func(t *testing.T) {
+		// WorkspaceWrite: an edit inside the workdir is asked about.
+		r := newRig(t, r.cli)
+		file := filepath.Join(r.workdir, "written.txt")
+		r.srv.Enqueue(fakemodel.CallTool("Write", map[string]any{"file_path": file, "content": "hi\n"}), fakemodel.Answer("done"))
+		var seen approvals
+		req := r.request("write the file")
+		req.Permission = invoker.WorkspaceWrite
+		req.Approve = func(ctx context.Context, a invoker.Approval) invoker.Decision {
+			seen.add(a)
+			return invoker.Decision{Allow: true}
+		}
+		if res, err := r.invoke(context.Background(), req); err != nil {
+			t.Fatalf("Invoke() error = %v; stderr:\n%s", err, res.Stderr)
+		}
+		got := seen.all()
+		if len(got) != 1 || got[0].Kind != "file_change" || len(got[0].Paths) == 0 || got[0].Paths[0] != file {
+			t.Errorf("approvals = %s, want one file_change of %s", jsonString(got), file)
+		}
+		if b, err := os.ReadFile(file); err != nil || string(b) != "hi\n" {
+			t.Errorf("the approved write: %q, %v", b, err)
+		}
+	})
+	t.Run("for the session", func(t *testing.T) {
+		// An allow for the session answers the next Bash call without
+		// asking again.
+		r := newRig(t, r.cli)
+		a, b := filepath.Join(r.workdir, "a"), filepath.Join(r.workdir, "b")
+		r.srv.Enqueue(fakemodel.Shell("touch "+a), fakemodel.Shell("touch "+b), fakemodel.Answer("done"))
+		var seen approvals
+		req := r.request("make the files")
+		req.Permission = invoker.Unlimited
+		req.Approve = func(ctx context.Context, x invoker.Approval) invoker.Decision {
+			seen.add(x)
+			return invoker.Decision{Allow: true, ForSession: true}
+		}
+		if res, err := r.invoke(context.Background(), req); err != nil {
+			t.Fatalf("Invoke() error = %v; stderr:\n%s", err, res.Stderr)
+		}
+		if n := len(seen.all()); n != 1 {
+			t.Errorf("the callback was asked %d times, want once", n)
+		}
+		for _, f := range []string{a, b} {
+			if _, err := os.Stat(f); err != nil {
+				t.Errorf("%s: %v", f, err)
+			}
+		}
+	})
 	t.Run("above the ceiling", func(t *testing.T) {
 		// Read-only: the touch is denied without asking, naming the level.
 		r := newRig(t, r.cli)

@@ -336,6 +336,70 @@ func claudeGoTools(t *testing.T, r *rig) {
 			t.Errorf("Text = %q", res.Text)
 		}
 	})
+	t.Run("session of two turns", func(t *testing.T) {
+		// The SDK server's connection, made in the first turn, serves the
+		// second.
+		r := newRig(t, r.cli)
+		calls := make(chan string, 4)
+		s, closeSession := claudeSession(t, r, invoker.SessionRequest{
+			MCPServers: []invoker.MCPServer{{Name: "gotools", Server: greetServer(calls, nil)}}})
+		for _, who := range []string{"bob", "ann"} {
+			r.srv.Enqueue(fakemodel.CallTool("mcp__gotools__greet", map[string]any{"who": who}), fakemodel.EchoToolResult("after: "))
+			claudeTurn(t, s, invoker.TurnRequest{Prompt: "greet " + who}, "after: hello "+who+" from go")
+			if got := <-calls; got != who {
+				t.Errorf("the handler saw %q, want %q", got, who)
+			}
+		}
+		closeSession()
+	})
+	t.Run("session after a cancelled call", func(t *testing.T) {
+		// A turn cancelled while the handler blocks leaves the session and
+		// its server usable: the next turn's call is served.
+		r := newRig(t, r.cli)
+		calls := make(chan string, 4)
+		block := make(chan error, 1)
+		var blocking atomic.Bool
+		blocking.Store(true)
+		srv := mcp.NewServer(&mcp.Implementation{Name: "gotools", Version: "1"}, nil)
+		mcp.AddTool(srv, &mcp.Tool{Name: "greet", Description: "Greets someone."},
+			func(ctx context.Context, _ *mcp.CallToolRequest, a struct {
+				Who string `json:"who"`
+			}) (*mcp.CallToolResult, any, error) {
+				calls <- a.Who
+				if blocking.Load() {
+					<-ctx.Done()
+					block <- ctx.Err()
+					return nil, nil, ctx.Err()
+				}
+				return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: "hello " + a.Who}}}, nil, nil
+			})
+		s, closeSession := claudeSession(t, r, invoker.SessionRequest{MCPServers: []invoker.MCPServer{{Name: "gotools", Server: srv}}})
+		r.srv.Enqueue(fakemodel.CallTool("mcp__gotools__greet", map[string]any{"who": "eve"}))
+		ctx, cancel := context.WithCancel(context.Background())
+		defer cancel()
+		go func() {
+			select {
+			case <-calls:
+				cancel()
+			case <-ctx.Done():
+			}
+		}()
+		if _, err := s.Turn(ctx, invoker.TurnRequest{Prompt: "greet eve"}); !errors.Is(err, context.Canceled) {
+			t.Fatalf("cancelled Turn() error = %v, want one matching context.Canceled", err)
+		}
+		select {
+		case <-block:
+		default:
+			t.Error("Turn returned while the handler still ran")
+		}
+		blocking.Store(false)
+		if n := r.srv.Pending(); n != 0 {
+			t.Fatalf("%d scripted turns left after the interrupt", n)
+		}
+		r.srv.Enqueue(fakemodel.CallTool("mcp__gotools__greet", map[string]any{"who": "bob"}), fakemodel.EchoToolResult("after: "))
+		claudeTurn(t, s, invoker.TurnRequest{Prompt: "greet bob"}, "after: hello bob")
+		closeSession()
+	})
 	t.Run("cancel while the handler blocks", func(t *testing.T) {
 		r := newRig(t, r.cli)
 		calls := make(chan string, 4)

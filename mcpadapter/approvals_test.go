@@ -1,0 +1,299 @@
+package mcpadapter_test
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/clinvoke/clinvoke/internal/testkit/testenv"
+	"github.com/clinvoke/clinvoke/invoker"
+	"github.com/clinvoke/clinvoke/mcpadapter"
+)
+
+// legacyProtocol is the newest protocol version in which a server may send
+// the client a request during a call, which elicitation takes.
+const legacyProtocol = "2025-11-25"
+
+// askCommand is the question the asking invokers put to their callback.
+var askCommand = invoker.Approval{Kind: "command", Command: "touch made.txt", Cwd: "/work/project",
+	Tool: invoker.Tool{Name: "Bash", ID: "toolu_1"}}
+
+// asker is an invoker whose CLI takes an approval callback
+// (Capabilities.Approve, unless noApprove) and whose run asks it about
+// askCommand once. The run answers "no callback" when the request carries
+// none, and the Decision as JSON otherwise. A run whose context is done
+// returns its error; the decision is sent on decided either way.
+type asker struct {
+	invokeOnly
+	name      string
+	noApprove bool
+	// turnCtx, if not nil, gives the context the run hands its callback
+	// (a turn's context, which the engine may end before the call's).
+	turnCtx func(ctx context.Context) context.Context
+	decided chan invoker.Decision
+}
+
+func newAsker(name string) *asker {
+	return &asker{name: name, decided: make(chan invoker.Decision, 10)}
+}
+
+func (a *asker) Name() string { return a.name }
+
+func (a *asker) Capabilities() invoker.Capabilities {
+	c := a.invokeOnly.Capabilities()
+	c.Approve = !a.noApprove
+	return c
+}
+
+func (a *asker) Invoke(ctx context.Context, req invoker.Request) (*invoker.Result, error) {
+	if req.Approve == nil {
+		return &invoker.Result{Text: "no callback"}, nil
+	}
+	actx := ctx
+	if a.turnCtx != nil {
+		actx = a.turnCtx(ctx)
+	}
+	d := req.Approve(actx, askCommand)
+	a.decided <- d
+	b, _ := json.Marshal(d)
+	return &invoker.Result{Text: string(b)}, ctx.Err()
+}
+
+// elicitations records the elicitations a client received and answers
+// them with a fixed result (or error).
+type elicitations struct {
+	res *mcp.ElicitResult
+	err error
+
+	mu   sync.Mutex
+	seen []*mcp.ElicitParams
+}
+
+func (e *elicitations) handle(_ context.Context, req *mcp.ElicitRequest) (*mcp.ElicitResult, error) {
+	e.mu.Lock()
+	e.seen = append(e.seen, req.Params)
+	e.mu.Unlock()
+	return e.res, e.err
+}
+
+func (e *elicitations) count() int {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return len(e.seen)
+}
+
+// TestApprovals runs a call whose agent asks permission once, under each
+// policy and kind of client, and checks what the agent was told and
+// whether the client was asked.
+func TestApprovals(t *testing.T) {
+	allow := &mcp.ElicitResult{Action: "accept", Content: map[string]any{"decision": "allow"}}
+	for _, tc := range []struct {
+		name      string
+		opts      mcpadapter.Options
+		noApprove bool // the CLI takes no callback
+		elicit    *elicitations
+		protocol  string
+		asked     bool   // the client gets an elicitation
+		want      string // the run's text: "no callback" or a Decision in JSON
+	}{
+		{name: "default/no callback", elicit: &elicitations{res: allow}, protocol: legacyProtocol,
+			want: "no callback"},
+		{name: "allow/no callback", opts: mcpadapter.Options{Approvals: mcpadapter.ApprovalsAllow},
+			elicit: &elicitations{res: allow}, protocol: legacyProtocol, want: "no callback"},
+		{name: "deny/client not asked", opts: mcpadapter.Options{Approvals: mcpadapter.ApprovalsDeny},
+			elicit: &elicitations{res: allow}, protocol: legacyProtocol,
+			want: `{"allow":false,"message":"denied by the MCP server's approval policy: run the command ` + "`touch made.txt`" + ` in /work/project"}`},
+		{name: "elicit/CLI without callback", opts: mcpadapter.Options{Approvals: mcpadapter.ApprovalsElicit},
+			noApprove: true, elicit: &elicitations{res: allow}, protocol: legacyProtocol, want: "no callback"},
+		{name: "elicit/accept allow", opts: mcpadapter.Options{Approvals: mcpadapter.ApprovalsElicit},
+			elicit: &elicitations{res: allow}, protocol: legacyProtocol, asked: true,
+			want: `{"allow":true}`},
+		{name: "elicit/accept allow for session", opts: mcpadapter.Options{Approvals: mcpadapter.ApprovalsElicit},
+			elicit:   &elicitations{res: &mcp.ElicitResult{Action: "accept", Content: map[string]any{"decision": "allow", "for_session": true}}},
+			protocol: legacyProtocol, asked: true, want: `{"allow":true,"for_session":true}`},
+		{name: "elicit/accept deny with message", opts: mcpadapter.Options{Approvals: mcpadapter.ApprovalsElicit},
+			elicit:   &elicitations{res: &mcp.ElicitResult{Action: "accept", Content: map[string]any{"decision": "deny", "message": "use make instead"}}},
+			protocol: legacyProtocol, asked: true, want: `{"allow":false,"message":"denied by the user: use make instead"}`},
+		{name: "elicit/accept without content", opts: mcpadapter.Options{Approvals: mcpadapter.ApprovalsElicit},
+			elicit:   &elicitations{res: &mcp.ElicitResult{Action: "accept"}},
+			protocol: legacyProtocol, asked: true, want: `{"allow":false,"message":"denied: the MCP client accepted the question without a decision"}`},
+		{name: "elicit/decline", opts: mcpadapter.Options{Approvals: mcpadapter.ApprovalsElicit},
+			elicit:   &elicitations{res: &mcp.ElicitResult{Action: "decline"}},
+			protocol: legacyProtocol, asked: true, want: `{"allow":false,"message":"denied by the user"}`},
+		{name: "elicit/cancel", opts: mcpadapter.Options{Approvals: mcpadapter.ApprovalsElicit},
+			elicit:   &elicitations{res: &mcp.ElicitResult{Action: "cancel"}},
+			protocol: legacyProtocol, asked: true, want: `{"allow":false,"message":"denied: the user dismissed the question"}`},
+		{name: "elicit/client error", opts: mcpadapter.Options{Approvals: mcpadapter.ApprovalsElicit},
+			elicit:   &elicitations{err: errors.New("no user here")},
+			protocol: legacyProtocol, asked: true, want: `"allow":false,"message":"denied: the MCP client could not be asked (`},
+		{name: "elicit/client without elicitation, default fallback", opts: mcpadapter.Options{Approvals: mcpadapter.ApprovalsElicit},
+			protocol: legacyProtocol,
+			want:     `{"allow":false,"message":"denied by the MCP server's approval policy: run the command ` + "`touch made.txt`" + ` in /work/project"}`},
+		{name: "elicit/client without elicitation, fallback allow", opts: mcpadapter.Options{Approvals: mcpadapter.ApprovalsElicit, ApprovalFallback: mcpadapter.ApprovalsAllow},
+			protocol: legacyProtocol, want: "no callback"},
+		{name: "elicit/client on 2026-07-28, fallback deny", opts: mcpadapter.Options{Approvals: mcpadapter.ApprovalsElicit},
+			elicit: &elicitations{res: allow}, protocol: "",
+			want: `{"allow":false,"message":"denied by the MCP server's approval policy: run the command ` + "`touch made.txt`" + ` in /work/project"}`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			inv := newAsker("codex")
+			inv.noApprove = tc.noApprove
+			hc := harnessClient{protocol: tc.protocol}
+			if tc.elicit != nil {
+				hc.elicit = tc.elicit.handle
+			}
+			opts := tc.opts
+			h := newHarnessWith(t, hc, &opts, inv)
+			var out mcpadapter.Output
+			h.call(context.Background(), t, "codex", args("make a file", t.TempDir()), &out)
+			if out.Status != mcpadapter.StatusCompleted || !strings.Contains(out.Text, tc.want) {
+				t.Errorf("output %+v, want completed with text holding %s", out, tc.want)
+			}
+			n := 0
+			if tc.elicit != nil {
+				n = tc.elicit.count()
+			}
+			if tc.asked != (n == 1) || n > 1 {
+				t.Errorf("the client got %d elicitations, want asked=%v", n, tc.asked)
+			}
+			if tc.asked {
+				p := tc.elicit.seen[0]
+				for _, s := range []string{"codex", "run the command `touch made.txt` in /work/project", "Allow it?"} {
+					if !strings.Contains(p.Message, s) {
+						t.Errorf("elicitation message %q does not say %q", p.Message, s)
+					}
+				}
+				schema, _ := json.Marshal(p.RequestedSchema)
+				if !strings.Contains(string(schema), `"enum":["allow","deny"]`) || !strings.Contains(string(schema), `"required":["decision"]`) {
+					t.Errorf("elicitation schema %s, want a required decision among allow and deny", schema)
+				}
+			}
+		})
+	}
+}
+
+func TestApprovalsOptionsErrors(t *testing.T) {
+	for _, tc := range []struct {
+		opts mcpadapter.Options
+		want string
+	}{
+		{mcpadapter.Options{Approvals: "ask"}, `Options.Approvals: unknown policy "ask"`},
+		{mcpadapter.Options{Approvals: mcpadapter.ApprovalsElicit, ApprovalFallback: mcpadapter.ApprovalsElicit}, `Options.ApprovalFallback: "elicit" is not a policy`},
+		{mcpadapter.Options{ApprovalFallback: "maybe"}, `Options.ApprovalFallback: "maybe"`},
+	} {
+		s := mcp.NewServer(&mcp.Implementation{Name: "t", Version: "v0"}, nil)
+		_, err := mcpadapter.Register(s, &tc.opts, newAsker("codex"))
+		if err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("Register(%+v) error = %v, want one saying %q", tc.opts, err, tc.want)
+		}
+	}
+}
+
+// TestApprovalsCancelWhileAsking: the call, or only the agent's turn, ends
+// while the client's user has not answered. The question is withdrawn (the
+// client's handler sees its context end), the agent is told no, and the
+// call ends; TestMain checks that no goroutine is left.
+func TestApprovalsCancelWhileAsking(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		turn bool // the turn's context ends, not the call's
+	}{{"call cancelled", false}, {"turn ended", true}} {
+		t.Run(tc.name, func(t *testing.T) {
+			asked := make(chan struct{}, 1)
+			withdrawn := make(chan error, 1)
+			release := make(chan struct{})
+			defer close(release)
+			hc := harnessClient{protocol: legacyProtocol, elicit: func(ctx context.Context, _ *mcp.ElicitRequest) (*mcp.ElicitResult, error) {
+				asked <- struct{}{}
+				select {
+				case <-ctx.Done():
+					withdrawn <- ctx.Err()
+					return nil, ctx.Err()
+				case <-release: // the test failed; do not hang its teardown
+					return &mcp.ElicitResult{Action: "cancel"}, nil
+				}
+			}}
+			inv := newAsker("codex")
+			endTurn := make(chan struct{})
+			if tc.turn {
+				inv.turnCtx = func(ctx context.Context) context.Context {
+					tctx, cancel := context.WithCancel(ctx)
+					go func() {
+						select {
+						case <-endTurn:
+						case <-ctx.Done():
+						}
+						cancel()
+					}()
+					return tctx
+				}
+			}
+			h := newHarnessWith(t, hc, &mcpadapter.Options{Approvals: mcpadapter.ApprovalsElicit}, inv)
+			ctx, cancel := context.WithCancel(context.Background())
+			defer cancel()
+			type result struct {
+				res *mcp.CallToolResult
+				err error
+			}
+			done := make(chan result, 1)
+			if !tc.turn {
+				h.abandon()
+			}
+			go func() {
+				res, err := h.cs.CallTool(ctx, &mcp.CallToolParams{Name: "codex", Arguments: args("make a file", t.TempDir())})
+				done <- result{res, err}
+			}()
+			wait := testenv.Timeout(testenv.Hang)
+			select {
+			case <-asked:
+			case <-time.After(wait):
+				t.Fatal("the client was not asked")
+			}
+			if tc.turn {
+				close(endTurn)
+			} else {
+				cancel()
+			}
+			select {
+			case err := <-withdrawn:
+				if !errors.Is(err, context.Canceled) {
+					t.Errorf("the client's handler ended with %v, want context.Canceled", err)
+				}
+			case <-time.After(wait):
+				t.Fatal("the elicitation was not withdrawn from the client")
+			}
+			select {
+			case d := <-inv.decided:
+				if d.Allow || !strings.Contains(d.Message, "withdrawn") {
+					t.Errorf("decision %+v, want a denial saying the question was withdrawn", d)
+				}
+			case <-time.After(wait):
+				t.Fatal("the callback did not return")
+			}
+			r := <-done
+			if tc.turn {
+				var out mcpadapter.Output
+				if r.err != nil {
+					t.Fatalf("CallTool error = %v", r.err)
+				}
+				decode(t, r.res, &out)
+				if out.Status != mcpadapter.StatusCompleted || !strings.Contains(out.Text, "withdrawn") {
+					t.Errorf("output %+v, want the run's answer holding the denial", out)
+				}
+			} else if !errors.Is(r.err, context.Canceled) {
+				t.Errorf("CallTool error = %v, want context.Canceled", r.err)
+			}
+			waitCtx, stop := context.WithTimeout(context.Background(), wait)
+			defer stop()
+			if err := h.tools.Wait(waitCtx); err != nil {
+				t.Errorf("Tools.Wait() = %v with %d calls in progress", err, h.tools.Active())
+			}
+		})
+	}
+}

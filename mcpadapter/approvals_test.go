@@ -6,6 +6,7 @@ import (
 	"errors"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -295,5 +296,100 @@ func TestApprovalsCancelWhileAsking(t *testing.T) {
 				t.Errorf("Tools.Wait() = %v with %d calls in progress", err, h.tools.Active())
 			}
 		})
+	}
+}
+
+// sessionAsker is an asker whose CLI holds sessions: the callback is the
+// session's (SessionRequest.Approve), and each turn asks it once.
+type sessionAsker struct {
+	*asker
+	opened atomic.Int64
+}
+
+func (a *sessionAsker) Capabilities() invoker.Capabilities {
+	c := a.asker.Capabilities()
+	c.Sessions = true
+	return c
+}
+
+func (a *sessionAsker) OpenSession(ctx context.Context, req invoker.SessionRequest) (invoker.Session, error) {
+	a.opened.Add(1)
+	return &askingSession{id: warmID, approve: req.Approve, done: make(chan struct{})}, nil
+}
+
+const warmID = "0c7d2a4e-5f61-4b8a-9c3d-7e2f1a0b9c84"
+
+type askingSession struct {
+	id      string
+	approve func(context.Context, invoker.Approval) invoker.Decision
+	once    sync.Once
+	done    chan struct{}
+}
+
+func (s *askingSession) Turn(ctx context.Context, t invoker.TurnRequest) (*invoker.Result, error) {
+	if t.OnEvent != nil {
+		t.OnEvent(invoker.Event{Kind: invoker.KindSession, SessionID: s.id})
+	}
+	if s.approve == nil {
+		return &invoker.Result{SessionID: s.id, Text: "no callback"}, nil
+	}
+	b, _ := json.Marshal(s.approve(ctx, askCommand))
+	return &invoker.Result{SessionID: s.id, Text: string(b)}, nil
+}
+func (s *askingSession) Steer(context.Context, string) error { return invoker.ErrUnsupported }
+func (s *askingSession) ID() string                          { return s.id }
+func (s *askingSession) Done() <-chan struct{}               { return s.done }
+func (s *askingSession) Err() error                          { return nil }
+func (s *askingSession) Close() error {
+	s.once.Do(func() { close(s.done) })
+	return nil
+}
+
+// TestApprovalsWarmSession: a warm session's questions go to the client of
+// the call whose turn runs. The first call's client can be asked and
+// allows; the second call, continuing the conversation in the same
+// process, comes from a client without elicitation and gets the fallback.
+func TestApprovalsWarmSession(t *testing.T) {
+	inv := &sessionAsker{asker: newAsker("codex")}
+	el := &elicitations{res: &mcp.ElicitResult{Action: "accept", Content: map[string]any{"decision": "allow"}}}
+	h := newHarnessWith(t, harnessClient{protocol: legacyProtocol, elicit: el.handle},
+		&mcpadapter.Options{Approvals: mcpadapter.ApprovalsElicit, WarmSessions: mcpadapter.WarmSessions{MaxSessions: 1}}, inv)
+	dir := t.TempDir()
+	var out mcpadapter.Output
+	h.call(context.Background(), t, "codex", args("make a file", dir), &out)
+	if out.Text != `{"allow":true}` || out.SessionID != warmID {
+		t.Errorf("first call: output %+v, want the client's allow in session %s", out, warmID)
+	}
+
+	// A second client, without elicitation, on the same server.
+	ct, st := mcp.NewInMemoryTransports()
+	ss, err := h.server.Connect(context.Background(), st, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cs, err := mcp.NewClient(&mcp.Implementation{Name: "other", Version: "v0"}, nil).
+		Connect(context.Background(), ct, &mcp.ClientSessionOptions{ProtocolVersion: legacyProtocol})
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, err := cs.CallTool(context.Background(), &mcp.CallToolParams{Name: "codex", Arguments: args("and another", dir, "session_id", warmID)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	decode(t, res, &out)
+	if !strings.Contains(out.Text, `"allow":false`) || !strings.Contains(out.Text, "approval policy") {
+		t.Errorf("second call: output %+v, want the fallback's denial", out)
+	}
+	if n := inv.opened.Load(); n != 1 {
+		t.Errorf("%d sessions opened, want 1 (the second call a turn of the warm one)", n)
+	}
+	if n := el.count(); n != 1 {
+		t.Errorf("the first client got %d elicitations, want 1", n)
+	}
+	if err := cs.Close(); err != nil {
+		t.Error(err)
+	}
+	if err := ss.Wait(); err != nil {
+		t.Error(err)
 	}
 }

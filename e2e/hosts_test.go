@@ -333,6 +333,8 @@ type probeRecord struct {
 	Elicited bool              `json:"elicited,omitempty"`
 	Result   *mcp.ElicitResult `json:"result,omitempty"`
 	Error    string            `json:"error,omitempty"`
+	// ElapsedMS is how long the host took to answer the elicitation.
+	ElapsedMS int64 `json:"elapsed_ms,omitempty"`
 	// Decision is set on the line of a run: what its callback answered,
 	// and whether the run had one.
 	Callback bool              `json:"callback,omitempty"`
@@ -370,9 +372,10 @@ func elicitProbe(file string) int {
 	})
 	server.AddSendingMiddleware(func(next mcp.MethodHandler) mcp.MethodHandler {
 		return func(ctx context.Context, method string, req mcp.Request) (mcp.Result, error) {
+			start := time.Now()
 			res, err := next(ctx, method, req)
 			if method == "elicitation/create" {
-				r := probeRecord{Elicited: true}
+				r := probeRecord{Elicited: true, ElapsedMS: time.Since(start).Milliseconds()}
 				if er, ok := res.(*mcp.ElicitResult); ok {
 					r.Result = er
 				}

@@ -509,6 +509,21 @@ const methods = `- **InvokeQuick / RawExecQuick** (invoker/bench_test.go): a fak
   summed over the processes, as ps shows them) of the session's CLI and
   everything it started, idle after the benchmark's turns, once every
   cold Invoke's tree is gone.
+- **ControlRoundTrip** (invoker/driver/control_test.go): one session on
+  the echo CLI (cat: every line the protocol writes comes back as what
+  the CLI said) and, in every iteration, a plain turn and a turn that
+  asks one approval (allowed by the callback), back to back, alternating
+  which goes first, then a turn that calls one Go tool in band
+  (initialize, initialized, tools/call through the bridge to a go-sdk
+  server). The added figures are the turns' time over the plain turn's:
+  the engine's part of a round trip, with next to no CLI in it.
+- **e2e Approval/CLI, GoTool/CLI** (e2e/twoway_<cli>_test.go, only with
+  BENCH_E2E=1): with the real pinned CLIs against the fake model, a turn
+  whose shell command the Approve callback allows against the same turn
+  with the command allowed by the permission level (no callback), and a
+  turn that calls a Go tool against one where the CLI's own shell tool
+  does the same work; back to back in every iteration, alternating which
+  goes first.
 - **survivors**: processes carrying the benchmark's tag still alive after
   the last Invoke returned (a /proc scan of environments).
 `

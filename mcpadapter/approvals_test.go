@@ -4,6 +4,8 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"net/http"
+	"net/http/httptest"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -390,6 +392,44 @@ func TestApprovalsWarmSession(t *testing.T) {
 		t.Error(err)
 	}
 	if err := ss.Wait(); err != nil {
+		t.Error(err)
+	}
+}
+
+// TestApprovalsOverHTTP: over streamable HTTP the elicitation travels on
+// the call's own response stream, which is the only one a client without
+// a standalone stream reads.
+func TestApprovalsOverHTTP(t *testing.T) {
+	inv := newAsker("codex")
+	server := mcp.NewServer(&mcp.Implementation{Name: "clinvoke-test", Version: "v0.0.1"}, nil)
+	tools, err := mcpadapter.Register(server, &mcpadapter.Options{Approvals: mcpadapter.ApprovalsElicit}, inv)
+	if err != nil {
+		t.Fatal(err)
+	}
+	hs := httptest.NewServer(tools.Handler(mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return server }, nil)))
+	defer hs.Close()
+	el := &elicitations{res: &mcp.ElicitResult{Action: "accept", Content: map[string]any{"decision": "allow", "for_session": true}}}
+	cs, err := mcp.NewClient(&mcp.Implementation{Name: "http-client", Version: "v0"}, &mcp.ClientOptions{ElicitationHandler: el.handle}).
+		Connect(context.Background(), &mcp.StreamableClientTransport{Endpoint: hs.URL, DisableStandaloneSSE: true},
+			&mcp.ClientSessionOptions{ProtocolVersion: legacyProtocol})
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, err := cs.CallTool(context.Background(), &mcp.CallToolParams{Name: "codex", Arguments: args("make a file", t.TempDir())})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out mcpadapter.Output
+	decode(t, res, &out)
+	if out.Text != `{"allow":true,"for_session":true}` || el.count() != 1 {
+		t.Errorf("output %+v after %d elicitations, want the client's allow for the session after one", out, el.count())
+	}
+	if err := cs.Close(); err != nil {
+		t.Error(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), testenv.Timeout(testenv.Hang))
+	defer cancel()
+	if err := tools.Shutdown(ctx); err != nil {
 		t.Error(err)
 	}
 }

@@ -14,7 +14,9 @@ import (
 	"github.com/clinvoke/clinvoke/invoker/driver"
 )
 
-func allowAll(context.Context, invoker.Approval) invoker.Decision { return invoker.Decision{Allow: true} }
+func allowAll(context.Context, invoker.Approval) invoker.Decision {
+	return invoker.Decision{Allow: true}
+}
 
 // openTurn opens a session of req on the protocol and starts a turn U1 of
 // thread T1, returning the protocol and the lines of the opening.

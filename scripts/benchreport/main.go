@@ -288,6 +288,27 @@ func rows(s samples) []row {
 		}
 	}
 
+	// Two-way control: what an approval and an in-band Go tool call add
+	// to a turn on the echo CLI (the engine's part), and, with the real
+	// CLIs, a turn through an approval or a Go tool against the CLI's own
+	// tool doing the same work.
+	if s.has("BenchmarkControlRoundTrip") {
+		info("Two-way control, engine: a plain turn on the echo CLI (`ControlRoundTrip` plain-turn-ms)", "BenchmarkControlRoundTrip", "plain-turn-ms", "ms")
+		info("  added by one approval round trip (`ControlRoundTrip` approval-added-ms)", "BenchmarkControlRoundTrip", "approval-added-ms", "ms")
+		info("  added by one in-band Go tool call, initialize included (`ControlRoundTrip` gotool-added-ms)", "BenchmarkControlRoundTrip", "gotool-added-ms", "ms")
+	}
+	if s.has("BenchmarkApproval/") || s.has("BenchmarkGoTool/") {
+		for _, cli := range []string{"codex", "gemini", "claude"} {
+			a, g := "BenchmarkApproval/"+cli, "BenchmarkGoTool/"+cli
+			info(fmt.Sprintf("Real CLI (e2e), %s: a turn whose command is approved by the callback ÷ the same turn with the command allowed by the level (`e2e Approval/%s` approval/own)", cli, cli), a, "approval/own", "×")
+			info(fmt.Sprintf("  approved turn (`e2e Approval/%s` approval-turn-ms)", cli), a, "approval-turn-ms", "ms")
+			info(fmt.Sprintf("  allowed turn (`e2e Approval/%s` own-tool-turn-ms)", cli), a, "own-tool-turn-ms", "ms")
+			info(fmt.Sprintf("Real CLI (e2e), %s: a turn calling a Go tool ÷ the same work by the CLI's own shell tool (`e2e GoTool/%s` gotool/own)", cli, cli), g, "gotool/own", "×")
+			info(fmt.Sprintf("  Go tool turn (`e2e GoTool/%s` gotool-turn-ms)", cli), g, "gotool-turn-ms", "ms")
+			info(fmt.Sprintf("  own tool turn (`e2e GoTool/%s` own-tool-turn-ms)", cli), g, "own-tool-turn-ms", "ms")
+		}
+	}
+
 	// Survivors: the largest count any run of any benchmark reported.
 	worst, runs := math.NaN(), 0
 	for _, units := range s {

@@ -8,9 +8,9 @@ import (
 )
 
 // A session with an Approve callback (SessionRequest.Approve) runs with
-// the approval policy "untrusted": Codex asks before every command it
-// does not know to be read-only (ls, cat, grep and the like run without a
-// question), before every file change, and before every MCP tool call.
+// the approval policy "untrusted": Codex asks before the commands it does
+// not trust (with 0.169.0 every command the model ran, echo included),
+// before file changes, and before every MCP tool call.
 // Each question becomes one Approval for the callback:
 //
 //   - item/commandExecution/requestApproval: Kind "command", with the
@@ -31,9 +31,10 @@ import (
 // the rest of the session without asking; an MCP tool accepted with
 // persist "session"), or "decline". Codex takes no changed input and no
 // message: a Decision with Input is answered with "decline", and the
-// model reads Codex's own words for a refusal ("rejected by user" for a
-// command or a file change, "user rejected MCP tool call" for an MCP
-// tool), whatever Decision.Message says.
+// model reads Codex's own words for a refusal, whatever Decision.Message
+// says (measured with 0.169.0, for a command: exec_command failed:
+// CreateProcess { message: "Rejected(\"rejected by user\")" }; for an MCP
+// tool: "user rejected MCP tool call").
 //
 // The sandbox of the permission level stays the ceiling. Under
 // "untrusted", Codex reruns an approved command outside its sandbox when

@@ -306,10 +306,10 @@ func alive(pid int) bool {
 	return i < 0 || i+2 >= len(s) || s[i+2] != 'Z'
 }
 
-// codexBench runs f with an open Codex session of req (the Approve or
-// MCPServers in it) against a fresh fake model, and reports the
-// processes left after it closed.
-func codexBench(b *testing.B, req invoker.SessionRequest, f func(b *testing.B, srv *fakemodel.Server, s invoker.Session)) {
+// codexBench runs f with open Codex sessions of reqs (the Approve or
+// MCPServers in them) against one fresh fake model, and reports the
+// processes left after they closed.
+func codexBench(b *testing.B, reqs []invoker.SessionRequest, f func(b *testing.B, srv *fakemodel.Server, ss []invoker.Session)) {
 	var c *cli
 	for i := range clis {
 		if clis[i].name == "codex" {
@@ -328,19 +328,31 @@ func codexBench(b *testing.B, req invoker.SessionRequest, f func(b *testing.B, s
 	tag := benchTag(b)
 	env := append(c.setup(b, srv, home), "HOME="+home, tagVar+"="+tag)
 	inv := c.new(invoker.Options{Binary: bin, Env: env})
-	req.Workdir, req.Model = b.TempDir(), c.model
-	s, err := inv.OpenSession(context.Background(), req)
-	if err != nil {
-		b.Fatalf("OpenSession() error = %v", err)
-	}
-	srv.Enqueue(fakemodel.Answer("warm"))
-	if _, err := s.Turn(context.Background(), invoker.TurnRequest{Prompt: "warm up"}); err != nil {
-		b.Fatalf("first Turn() error = %v", err)
+	var ss []invoker.Session
+	defer func() {
+		for _, s := range ss {
+			s.Close()
+		}
+	}()
+	for _, req := range reqs {
+		req.Workdir, req.Model = b.TempDir(), c.model
+		s, err := inv.OpenSession(context.Background(), req)
+		if err != nil {
+			b.Fatalf("OpenSession() error = %v", err)
+		}
+		ss = append(ss, s)
+		srv.Enqueue(fakemodel.Answer("warm"))
+		if _, err := s.Turn(context.Background(), invoker.TurnRequest{Prompt: "warm up"}); err != nil {
+			b.Fatalf("first Turn() error = %v", err)
+		}
 	}
 	b.ResetTimer()
-	f(b, srv, s)
+	f(b, srv, ss)
 	b.StopTimer()
-	s.Close()
+	for _, s := range ss {
+		s.Close()
+	}
+	ss = nil
 	ps := (&rig{tag: tag}).survivors()
 	if len(ps) > 0 {
 		b.Errorf("processes survived the benchmark: %v", ps)
@@ -359,28 +371,31 @@ func timedTurn(b *testing.B, srv *fakemodel.Server, s invoker.Session, first fak
 	return time.Since(start)
 }
 
-// codexBenchApproval: in one session with a callback that allows, a turn
-// running a command Codex asks about (touch) against a turn running one
-// it runs without asking (echo, known to be read-only), back to back.
+// codexBenchApproval: a turn whose command (touch) Codex asks about, in a
+// session with a callback that allows it, against the same turn in a
+// session without a callback, where the permission level allows it, back
+// to back.
 func codexBenchApproval(b *testing.B) {
-	var asked int
+	var asked []string
 	var mu sync.Mutex
 	req := invoker.SessionRequest{Permission: invoker.WorkspaceWrite,
-		Approve: func(context.Context, invoker.Approval) invoker.Decision {
+		Approve: func(_ context.Context, a invoker.Approval) invoker.Decision {
 			mu.Lock()
-			asked++
+			asked = append(asked, a.Command)
 			mu.Unlock()
 			return invoker.Decision{Allow: true}
 		}}
-	codexBench(b, req, func(b *testing.B, srv *fakemodel.Server, s invoker.Session) {
+	plain := invoker.SessionRequest{Permission: invoker.WorkspaceWrite}
+	codexBench(b, []invoker.SessionRequest{req, plain}, func(b *testing.B, srv *fakemodel.Server, ss []invoker.Session) {
 		var approved, own []time.Duration
 		for i := 0; i < b.N; i++ {
-			approved = append(approved, timedTurn(b, srv, s, fakemodel.Shell("touch f"+strconv.Itoa(i)+".txt")))
-			own = append(own, timedTurn(b, srv, s, fakemodel.Shell("echo f"+strconv.Itoa(i))))
+			file := "f" + strconv.Itoa(i) + ".txt"
+			approved = append(approved, timedTurn(b, srv, ss[0], fakemodel.Shell("touch "+file)))
+			own = append(own, timedTurn(b, srv, ss[1], fakemodel.Shell("touch "+file)))
 		}
 		mu.Lock()
-		if asked != b.N {
-			b.Errorf("the callback was asked %d times in %d approved turns", asked, b.N)
+		if len(asked) != b.N {
+			b.Errorf("the callback was asked %q in %d approved turns", asked, b.N)
 		}
 		mu.Unlock()
 		b.ReportMetric(medMs(approved), "approval-turn-ms")
@@ -395,11 +410,11 @@ func codexBenchApproval(b *testing.B) {
 func codexBenchGoTool(b *testing.B) {
 	srv := recordServer(func(context.Context, recordArgs) error { return nil })
 	req := invoker.SessionRequest{MCPServers: []invoker.MCPServer{{Name: "gotools", Server: srv}}}
-	codexBench(b, req, func(b *testing.B, fm *fakemodel.Server, s invoker.Session) {
+	codexBench(b, []invoker.SessionRequest{req}, func(b *testing.B, fm *fakemodel.Server, ss []invoker.Session) {
 		var gotool, own []time.Duration
 		for i := 0; i < b.N; i++ {
-			gotool = append(gotool, timedTurn(b, fm, s, codexMCPCall("gotools", "record", map[string]any{"text": "x"})))
-			own = append(own, timedTurn(b, fm, s, fakemodel.Shell("echo recorded: x")))
+			gotool = append(gotool, timedTurn(b, fm, ss[0], codexMCPCall("gotools", "record", map[string]any{"text": "x"})))
+			own = append(own, timedTurn(b, fm, ss[0], fakemodel.Shell("echo recorded: x")))
 		}
 		b.ReportMetric(medMs(gotool), "gotool-turn-ms")
 		b.ReportMetric(medMs(own), "own-tool-turn-ms")

@@ -32,9 +32,9 @@ import (
 // persist "session"), or "decline". Codex takes no changed input and no
 // message: a Decision with Input is answered with "decline", and the
 // model reads Codex's own words for a refusal, whatever Decision.Message
-// says (measured with 0.169.0, for a command: exec_command failed:
+// says: for a command, measured with 0.169.0, exec_command failed:
 // CreateProcess { message: "Rejected(\"rejected by user\")" }; for an MCP
-// tool: "user rejected MCP tool call").
+// tool, by Codex's source, "user rejected MCP tool call".
 //
 // The sandbox of the permission level stays the ceiling. Under
 // "untrusted", Codex reruns an approved command outside its sandbox when

@@ -26,7 +26,7 @@ import (
 	"github.com/clinvoke/clinvoke/invoker"
 )
 
-// Claude Code's two-way control, measured with 2.1.197: approvals are
+// Claude Code's two-way control, measured with 2.1.197: claudeApprovals are
 // can_use_tool control requests (--permission-prompt-tool=stdio), Go tools
 // are SDK MCP servers reached with mcp_message control requests, and
 // external servers go into --mcp-config (see the claude package).
@@ -74,19 +74,19 @@ func claudeLastRequest(r *rig) string {
 	return string(reqs[len(reqs)-1].Body)
 }
 
-// approvals records the approvals a callback was given.
-type approvals struct {
+// claudeApprovals records the claudeApprovals a callback was given.
+type claudeApprovals struct {
 	mu  sync.Mutex
 	got []invoker.Approval
 }
 
-func (a *approvals) add(x invoker.Approval) {
+func (a *claudeApprovals) add(x invoker.Approval) {
 	a.mu.Lock()
 	a.got = append(a.got, x)
 	a.mu.Unlock()
 }
 
-func (a *approvals) all() []invoker.Approval {
+func (a *claudeApprovals) all() []invoker.Approval {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	return append([]invoker.Approval(nil), a.got...)
@@ -97,7 +97,7 @@ func claudeApproval(t *testing.T, r *rig) {
 		r := newRig(t, r.cli)
 		file := filepath.Join(r.workdir, "denied")
 		r.srv.Enqueue(fakemodel.Shell("touch "+file), fakemodel.EchoToolResult("after: "))
-		var seen approvals
+		var seen claudeApprovals
 		req := r.request("make the file")
 		req.Permission = invoker.Unlimited
 		req.Approve = func(ctx context.Context, a invoker.Approval) invoker.Decision {
@@ -111,7 +111,7 @@ func claudeApproval(t *testing.T, r *rig) {
 		got := seen.all()
 		if len(got) != 1 || got[0].Kind != "command" || got[0].Command != "touch "+file || got[0].Tool.Name != "Bash" ||
 			got[0].Tool.ID == "" || got[0].SessionID == "" || len(got[0].Raw) == 0 {
-			t.Errorf("approvals = %s, want one command approval of the touch with its ids", jsonString(got))
+			t.Errorf("claudeApprovals = %s, want one command approval of the touch with its ids", jsonString(got))
 		}
 		if _, err := os.Stat(file); !errors.Is(err, os.ErrNotExist) {
 			t.Errorf("the denied command ran: stat %s = %v", file, err)
@@ -127,7 +127,7 @@ func claudeApproval(t *testing.T, r *rig) {
 		r := newRig(t, r.cli)
 		file := filepath.Join(r.workdir, "allowed")
 		r.srv.Enqueue(fakemodel.Shell("touch "+file), fakemodel.EchoToolResult("after: "))
-		var seen approvals
+		var seen claudeApprovals
 		req := r.request("make the file")
 		req.Permission = invoker.Unlimited
 		req.Approve = func(ctx context.Context, a invoker.Approval) invoker.Decision {
@@ -139,7 +139,7 @@ func claudeApproval(t *testing.T, r *rig) {
 			t.Fatalf("Invoke() error = %v; stderr:\n%s", err, res.Stderr)
 		}
 		if len(seen.all()) != 1 {
-			t.Errorf("approvals = %s, want one", jsonString(seen.all()))
+			t.Errorf("claudeApprovals = %s, want one", jsonString(seen.all()))
 		}
 		if _, err := os.Stat(file); err != nil {
 			t.Errorf("the allowed command did not run: %v", err)
@@ -169,7 +169,7 @@ func claudeApproval(t *testing.T, r *rig) {
 		r := newRig(t, r.cli)
 		file := filepath.Join(r.workdir, "written.txt")
 		r.srv.Enqueue(fakemodel.CallTool("Write", map[string]any{"file_path": file, "content": "hi\n"}), fakemodel.Answer("done"))
-		var seen approvals
+		var seen claudeApprovals
 		req := r.request("write the file")
 		req.Permission = invoker.WorkspaceWrite
 		req.Approve = func(ctx context.Context, a invoker.Approval) invoker.Decision {
@@ -181,7 +181,7 @@ func claudeApproval(t *testing.T, r *rig) {
 		}
 		got := seen.all()
 		if len(got) != 1 || got[0].Kind != "file_change" || len(got[0].Paths) == 0 || got[0].Paths[0] != file {
-			t.Errorf("approvals = %s, want one file_change of %s", jsonString(got), file)
+			t.Errorf("claudeApprovals = %s, want one file_change of %s", jsonString(got), file)
 		}
 		if b, err := os.ReadFile(file); err != nil || string(b) != "hi\n" {
 			t.Errorf("the approved write: %q, %v", b, err)
@@ -193,7 +193,7 @@ func claudeApproval(t *testing.T, r *rig) {
 		r := newRig(t, r.cli)
 		a, b := filepath.Join(r.workdir, "a"), filepath.Join(r.workdir, "b")
 		r.srv.Enqueue(fakemodel.Shell("touch "+a), fakemodel.Shell("touch "+b), fakemodel.Answer("done"))
-		var seen approvals
+		var seen claudeApprovals
 		req := r.request("make the files")
 		req.Permission = invoker.Unlimited
 		req.Approve = func(ctx context.Context, x invoker.Approval) invoker.Decision {
@@ -217,7 +217,7 @@ func claudeApproval(t *testing.T, r *rig) {
 		r := newRig(t, r.cli)
 		file := filepath.Join(r.workdir, "denied")
 		r.srv.Enqueue(fakemodel.Shell("touch "+file), fakemodel.EchoToolResult("after: "))
-		var seen approvals
+		var seen claudeApprovals
 		req := r.request("make the file")
 		req.Approve = func(ctx context.Context, a invoker.Approval) invoker.Decision {
 			seen.add(a)
@@ -228,7 +228,7 @@ func claudeApproval(t *testing.T, r *rig) {
 			t.Fatalf("Invoke() error = %v; stderr:\n%s", err, res.Stderr)
 		}
 		if len(seen.all()) != 0 {
-			t.Errorf("approvals = %s, want none above the ceiling", jsonString(seen.all()))
+			t.Errorf("claudeApprovals = %s, want none above the ceiling", jsonString(seen.all()))
 		}
 		if _, err := os.Stat(file); !errors.Is(err, os.ErrNotExist) {
 			t.Errorf("the command ran above the ceiling: stat %s = %v", file, err)
@@ -273,11 +273,11 @@ func claudeApproval(t *testing.T, r *rig) {
 	})
 }
 
-// greetServer returns a go-sdk server with the tool greet, which answers
+// claudeGreetServer returns a go-sdk server with the tool greet, which answers
 // "hello WHO from go" and reports each call's arguments on calls; block,
 // when not nil, makes it wait for its context and report the context's
 // error there.
-func greetServer(calls chan<- string, block chan<- error) *mcp.Server {
+func claudeGreetServer(calls chan<- string, block chan<- error) *mcp.Server {
 	s := mcp.NewServer(&mcp.Implementation{Name: "gotools", Version: "1"}, nil)
 	type args struct {
 		Who string `json:"who" jsonschema:"whom to greet"`
@@ -301,7 +301,7 @@ func claudeGoTools(t *testing.T, r *rig) {
 		calls := make(chan string, 4)
 		r.srv.Enqueue(fakemodel.CallTool("mcp__gotools__greet", map[string]any{"who": "bob"}), fakemodel.EchoToolResult("after: "))
 		req := r.request("greet bob")
-		req.MCPServers = []invoker.MCPServer{{Name: "gotools", Server: greetServer(calls, nil)}}
+		req.MCPServers = []invoker.MCPServer{{Name: "gotools", Server: claudeGreetServer(calls, nil)}}
 		res, err := r.invoke(context.Background(), req)
 		if err != nil {
 			t.Fatalf("Invoke() error = %v; stderr:\n%s", err, res.Stderr)
@@ -317,9 +317,9 @@ func claudeGoTools(t *testing.T, r *rig) {
 		r := newRig(t, r.cli)
 		calls := make(chan string, 4)
 		r.srv.Enqueue(fakemodel.CallTool("mcp__gotools__greet", map[string]any{"who": "ann"}), fakemodel.EchoToolResult("after: "))
-		var seen approvals
+		var seen claudeApprovals
 		req := r.request("greet ann")
-		req.MCPServers = []invoker.MCPServer{{Name: "gotools", Server: greetServer(calls, nil)}}
+		req.MCPServers = []invoker.MCPServer{{Name: "gotools", Server: claudeGreetServer(calls, nil)}}
 		req.Approve = func(ctx context.Context, a invoker.Approval) invoker.Decision {
 			seen.add(a)
 			return invoker.Decision{Allow: true}
@@ -330,7 +330,7 @@ func claudeGoTools(t *testing.T, r *rig) {
 		}
 		got := seen.all()
 		if len(got) != 1 || got[0].Kind != "mcp_tool" || got[0].Tool.Name != "mcp__gotools__greet" {
-			t.Errorf("approvals = %s, want one mcp_tool approval of the Go tool", jsonString(got))
+			t.Errorf("claudeApprovals = %s, want one mcp_tool approval of the Go tool", jsonString(got))
 		}
 		if res.Text != "after: hello ann from go" {
 			t.Errorf("Text = %q", res.Text)
@@ -342,7 +342,7 @@ func claudeGoTools(t *testing.T, r *rig) {
 		r := newRig(t, r.cli)
 		calls := make(chan string, 4)
 		s, closeSession := claudeSession(t, r, invoker.SessionRequest{
-			MCPServers: []invoker.MCPServer{{Name: "gotools", Server: greetServer(calls, nil)}}})
+			MCPServers: []invoker.MCPServer{{Name: "gotools", Server: claudeGreetServer(calls, nil)}}})
 		for _, who := range []string{"bob", "ann"} {
 			r.srv.Enqueue(fakemodel.CallTool("mcp__gotools__greet", map[string]any{"who": who}), fakemodel.EchoToolResult("after: "))
 			claudeTurn(t, s, invoker.TurnRequest{Prompt: "greet " + who}, "after: hello "+who+" from go")
@@ -406,7 +406,7 @@ func claudeGoTools(t *testing.T, r *rig) {
 		block := make(chan error, 1)
 		r.srv.Enqueue(fakemodel.CallTool("mcp__gotools__greet", map[string]any{"who": "eve"}), fakemodel.Answer("not reached"))
 		req := r.request("greet eve")
-		req.MCPServers = []invoker.MCPServer{{Name: "gotools", Server: greetServer(calls, block)}}
+		req.MCPServers = []invoker.MCPServer{{Name: "gotools", Server: claudeGreetServer(calls, block)}}
 		ctx, cancel := context.WithCancel(context.Background())
 		defer cancel()
 		go func() {
@@ -552,10 +552,10 @@ func (cb *claudeBench) open(b *testing.B, req invoker.SessionRequest) invoker.Se
 	return s
 }
 
-// toolTurn runs one turn of s in which the model makes the call of first
+// claudeToolTurn runs one turn of s in which the model makes the call of first
 // and then answers, and returns the time from the tool call's event to the
 // tool result's: the tool's round trip as the program sees it.
-func toolTurn(b *testing.B, cb *claudeBench, s invoker.Session, first fakemodel.Turn) time.Duration {
+func claudeToolTurn(b *testing.B, cb *claudeBench, s invoker.Session, first fakemodel.Turn) time.Duration {
 	cb.srv.Enqueue(first, fakemodel.Answer("done"))
 	var call, result time.Time
 	_, err := s.Turn(context.Background(), invoker.TurnRequest{Prompt: "do it", OnEvent: func(ev invoker.Event) {
@@ -587,12 +587,12 @@ func claudeBenchApproval(b *testing.B) {
 	file := filepath.Join(cb.workdir, "f")
 	var withApproval, without []time.Duration
 	for _, s := range []invoker.Session{asked, own} {
-		toolTurn(b, cb, s, fakemodel.Shell("touch "+file)) // warm
+		claudeToolTurn(b, cb, s, fakemodel.Shell("touch "+file)) // warm
 	}
 	b.ResetTimer()
 	for i := 0; i < b.N; i++ {
-		withApproval = append(withApproval, toolTurn(b, cb, asked, fakemodel.Shell("touch "+file)))
-		without = append(without, toolTurn(b, cb, own, fakemodel.Shell("touch "+file)))
+		withApproval = append(withApproval, claudeToolTurn(b, cb, asked, fakemodel.Shell("touch "+file)))
+		without = append(without, claudeToolTurn(b, cb, own, fakemodel.Shell("touch "+file)))
 	}
 	b.StopTimer()
 	b.ReportMetric(medMs(withApproval), "approved-tool-ms")
@@ -622,13 +622,13 @@ func claudeBenchGoTool(b *testing.B) {
 		MCPServers: []invoker.MCPServer{{Name: "gotools", Server: s}}})
 	file := filepath.Join(cb.workdir, "f")
 	goCall := fakemodel.CallTool("mcp__gotools__touch", map[string]any{"path": file})
-	toolTurn(b, cb, sess, goCall)
-	toolTurn(b, cb, sess, fakemodel.Shell("touch "+file))
+	claudeToolTurn(b, cb, sess, goCall)
+	claudeToolTurn(b, cb, sess, fakemodel.Shell("touch "+file))
 	var goTool, bash []time.Duration
 	b.ResetTimer()
 	for i := 0; i < b.N; i++ {
-		goTool = append(goTool, toolTurn(b, cb, sess, goCall))
-		bash = append(bash, toolTurn(b, cb, sess, fakemodel.Shell("touch "+file)))
+		goTool = append(goTool, claudeToolTurn(b, cb, sess, goCall))
+		bash = append(bash, claudeToolTurn(b, cb, sess, fakemodel.Shell("touch "+file)))
 	}
 	b.StopTimer()
 	b.ReportMetric(medMs(goTool), "go-tool-ms")

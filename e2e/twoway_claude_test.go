@@ -26,7 +26,7 @@ import (
 	"github.com/clinvoke/clinvoke/invoker"
 )
 
-// Claude Code's two-way control, measured with 2.1.197: claudeApprovals are
+// Claude Code's two-way control, measured with 2.1.197: approvals are
 // can_use_tool control requests (--permission-prompt-tool=stdio), Go tools
 // are SDK MCP servers reached with mcp_message control requests, and
 // external servers go into --mcp-config (see the claude package).
@@ -74,7 +74,7 @@ func claudeLastRequest(r *rig) string {
 	return string(reqs[len(reqs)-1].Body)
 }
 
-// claudeApprovals records the claudeApprovals a callback was given.
+// claudeApprovals records the approvals a callback was given.
 type claudeApprovals struct {
 	mu  sync.Mutex
 	got []invoker.Approval
@@ -111,7 +111,7 @@ func claudeApproval(t *testing.T, r *rig) {
 		got := seen.all()
 		if len(got) != 1 || got[0].Kind != "command" || got[0].Command != "touch "+file || got[0].Tool.Name != "Bash" ||
 			got[0].Tool.ID == "" || got[0].SessionID == "" || len(got[0].Raw) == 0 {
-			t.Errorf("claudeApprovals = %s, want one command approval of the touch with its ids", jsonString(got))
+			t.Errorf("approvals = %s, want one command approval of the touch with its ids", jsonString(got))
 		}
 		if _, err := os.Stat(file); !errors.Is(err, os.ErrNotExist) {
 			t.Errorf("the denied command ran: stat %s = %v", file, err)
@@ -139,7 +139,7 @@ func claudeApproval(t *testing.T, r *rig) {
 			t.Fatalf("Invoke() error = %v; stderr:\n%s", err, res.Stderr)
 		}
 		if len(seen.all()) != 1 {
-			t.Errorf("claudeApprovals = %s, want one", jsonString(seen.all()))
+			t.Errorf("approvals = %s, want one", jsonString(seen.all()))
 		}
 		if _, err := os.Stat(file); err != nil {
 			t.Errorf("the allowed command did not run: %v", err)
@@ -181,7 +181,7 @@ func claudeApproval(t *testing.T, r *rig) {
 		}
 		got := seen.all()
 		if len(got) != 1 || got[0].Kind != "file_change" || len(got[0].Paths) == 0 || got[0].Paths[0] != file {
-			t.Errorf("claudeApprovals = %s, want one file_change of %s", jsonString(got), file)
+			t.Errorf("approvals = %s, want one file_change of %s", jsonString(got), file)
 		}
 		if b, err := os.ReadFile(file); err != nil || string(b) != "hi\n" {
 			t.Errorf("the approved write: %q, %v", b, err)
@@ -228,7 +228,7 @@ func claudeApproval(t *testing.T, r *rig) {
 			t.Fatalf("Invoke() error = %v; stderr:\n%s", err, res.Stderr)
 		}
 		if len(seen.all()) != 0 {
-			t.Errorf("claudeApprovals = %s, want none above the ceiling", jsonString(seen.all()))
+			t.Errorf("approvals = %s, want none above the ceiling", jsonString(seen.all()))
 		}
 		if _, err := os.Stat(file); !errors.Is(err, os.ErrNotExist) {
 			t.Errorf("the command ran above the ceiling: stat %s = %v", file, err)
@@ -330,7 +330,7 @@ func claudeGoTools(t *testing.T, r *rig) {
 		}
 		got := seen.all()
 		if len(got) != 1 || got[0].Kind != "mcp_tool" || got[0].Tool.Name != "mcp__gotools__greet" {
-			t.Errorf("claudeApprovals = %s, want one mcp_tool approval of the Go tool", jsonString(got))
+			t.Errorf("approvals = %s, want one mcp_tool approval of the Go tool", jsonString(got))
 		}
 		if res.Text != "after: hello ann from go" {
 			t.Errorf("Text = %q", res.Text)

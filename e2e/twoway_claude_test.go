@@ -553,26 +553,15 @@ func (cb *claudeBench) open(b *testing.B, req invoker.SessionRequest) invoker.Se
 }
 
 // claudeToolTurn runs one turn of s in which the model makes the call of first
-// and then answers, and returns the time from the tool call's event to the
-// tool result's: the tool's round trip as the program sees it.
-func claudeToolTurn(b *testing.B, cb *claudeBench, s invoker.Session, first fakemodel.Turn) time.Duration {
+// and then answers, and returns the tool's round trip as the program sees
+// it (see toolSpan).
+func claudeToolTurn(b *testing.B, cb *claudeBench, s invoker.Session, first fakemodel.Turn) timing {
 	cb.srv.Enqueue(first, fakemodel.Answer("done"))
-	var call, result time.Time
-	_, err := s.Turn(context.Background(), invoker.TurnRequest{Prompt: "do it", OnEvent: func(ev invoker.Event) {
-		switch ev.Kind {
-		case invoker.KindToolCall:
-			call = time.Now()
-		case invoker.KindToolResult:
-			result = time.Now()
-		}
-	}})
-	if err != nil {
+	span := toolSpan{start: time.Now()}
+	if _, err := s.Turn(context.Background(), invoker.TurnRequest{Prompt: "do it", OnEvent: span.on}); err != nil {
 		b.Fatal(err)
 	}
-	if call.IsZero() || result.IsZero() {
-		b.Fatal("the turn made no tool call")
-	}
-	return result.Sub(call)
+	return span.get(b)
 }
 
 // claudeBenchApproval measures the round trip of a touch that the Approve
@@ -585,7 +574,7 @@ func claudeBenchApproval(b *testing.B) {
 		Approve: func(context.Context, invoker.Approval) invoker.Decision { return invoker.Decision{Allow: true} }})
 	own := cb.open(b, invoker.SessionRequest{Permission: invoker.Unlimited})
 	file := filepath.Join(cb.workdir, "f")
-	var withApproval, without []time.Duration
+	var withApproval, without []timing
 	for _, s := range []invoker.Session{asked, own} {
 		claudeToolTurn(b, cb, s, fakemodel.Shell("touch "+file)) // warm
 	}
@@ -595,9 +584,7 @@ func claudeBenchApproval(b *testing.B) {
 		without = append(without, claudeToolTurn(b, cb, own, fakemodel.Shell("touch "+file)))
 	}
 	b.StopTimer()
-	b.ReportMetric(medMs(withApproval), "approved-tool-ms")
-	b.ReportMetric(medMs(without), "preallowed-tool-ms")
-	b.ReportMetric(medMs(withApproval)-medMs(without), "approval-ms")
+	reportApproval(b, withApproval, without)
 }
 
 // claudeBenchGoTool measures the round trip of a Go tool that creates a
@@ -624,13 +611,12 @@ func claudeBenchGoTool(b *testing.B) {
 	goCall := fakemodel.CallTool("mcp__gotools__touch", map[string]any{"path": file})
 	claudeToolTurn(b, cb, sess, goCall)
 	claudeToolTurn(b, cb, sess, fakemodel.Shell("touch "+file))
-	var goTool, bash []time.Duration
+	var goTool, bash []timing
 	b.ResetTimer()
 	for i := 0; i < b.N; i++ {
 		goTool = append(goTool, claudeToolTurn(b, cb, sess, goCall))
 		bash = append(bash, claudeToolTurn(b, cb, sess, fakemodel.Shell("touch "+file)))
 	}
 	b.StopTimer()
-	b.ReportMetric(medMs(goTool), "go-tool-ms")
-	b.ReportMetric(medMs(bash), "bash-tool-ms")
+	reportGoTool(b, goTool, bash)
 }

@@ -361,14 +361,15 @@ func codexBench(b *testing.B, reqs []invoker.SessionRequest, f func(b *testing.B
 }
 
 // timedTurn runs one turn of s whose model makes the call first and then
-// answers, and returns how long it took.
-func timedTurn(b *testing.B, srv *fakemodel.Server, s invoker.Session, first fakemodel.Turn) time.Duration {
+// answers, and returns the tool's round trip as the program sees it (see
+// toolSpan).
+func timedTurn(b *testing.B, srv *fakemodel.Server, s invoker.Session, first fakemodel.Turn) timing {
 	srv.Enqueue(first, fakemodel.EchoToolResult("done: "))
-	start := time.Now()
-	if _, err := s.Turn(context.Background(), invoker.TurnRequest{Prompt: "go"}); err != nil {
+	span := toolSpan{start: time.Now()}
+	if _, err := s.Turn(context.Background(), invoker.TurnRequest{Prompt: "go", OnEvent: span.on}); err != nil {
 		b.Fatal(err)
 	}
-	return time.Since(start)
+	return span.get(b)
 }
 
 // codexBenchApproval: a turn whose command (touch) Codex asks about, in a
@@ -387,7 +388,7 @@ func codexBenchApproval(b *testing.B) {
 		}}
 	plain := invoker.SessionRequest{Permission: invoker.WorkspaceWrite}
 	codexBench(b, []invoker.SessionRequest{req, plain}, func(b *testing.B, srv *fakemodel.Server, ss []invoker.Session) {
-		var approved, own []time.Duration
+		var approved, own []timing
 		for i := 0; i < b.N; i++ {
 			file := "f" + strconv.Itoa(i) + ".txt"
 			approved = append(approved, timedTurn(b, srv, ss[0], fakemodel.Shell("touch "+file)))
@@ -398,9 +399,7 @@ func codexBenchApproval(b *testing.B) {
 			b.Errorf("the callback was asked %q in %d approved turns", asked, b.N)
 		}
 		mu.Unlock()
-		b.ReportMetric(medMs(approved), "approval-turn-ms")
-		b.ReportMetric(medMs(own), "own-tool-turn-ms")
-		b.ReportMetric(medMs(approved)/medMs(own), "approval/own")
+		reportApproval(b, approved, own)
 	})
 }
 
@@ -411,13 +410,11 @@ func codexBenchGoTool(b *testing.B) {
 	srv := recordServer(func(context.Context, recordArgs) error { return nil })
 	req := invoker.SessionRequest{MCPServers: []invoker.MCPServer{{Name: "gotools", Server: srv}}}
 	codexBench(b, []invoker.SessionRequest{req}, func(b *testing.B, fm *fakemodel.Server, ss []invoker.Session) {
-		var gotool, own []time.Duration
+		var gotool, own []timing
 		for i := 0; i < b.N; i++ {
 			gotool = append(gotool, timedTurn(b, fm, ss[0], codexMCPCall("gotools", "record", map[string]any{"text": "x"})))
 			own = append(own, timedTurn(b, fm, ss[0], fakemodel.Shell("echo recorded: x")))
 		}
-		b.ReportMetric(medMs(gotool), "gotool-turn-ms")
-		b.ReportMetric(medMs(own), "own-tool-turn-ms")
-		b.ReportMetric(medMs(gotool)/medMs(own), "gotool/own")
+		reportGoTool(b, gotool, own)
 	})
 }

@@ -108,6 +108,16 @@ func (c *codexTwoWay) servers() []mcpServer {
 				}
 			}
 		}
+		if names, ok := m["env_vars"].([]any); ok {
+			// Copied from Codex's own environment.
+			for _, n := range names {
+				if n, ok := n.(string); ok {
+					if v, ok := os.LookupEnv(n); ok {
+						s.Env = append(s.Env, n+"="+v)
+					}
+				}
+			}
+		}
 		if env, ok := m["env"].(map[string]any); ok {
 			for k, v := range env {
 				if v, ok := v.(string); ok {
@@ -260,10 +270,41 @@ func (s *appServer) codexCallTool(ctx context.Context, turn string) (string, err
 	}
 	s.two.mu.Lock()
 	never := s.two.policy == "never"
+	ask := srv.Approve != "approve" && !s.two.allowed["mcp:"+server+"/"+tool]
 	s.two.mu.Unlock()
-	if never && srv.Approve != "approve" {
+	switch {
+	case ask && never:
 		// Measured with codex exec 0.169.0 (docs/cli-facts.md).
 		return fail("MCP tool call requires approval, but approval policy is never")
+	case ask:
+		// Codex asks about an MCP tool call with an elicitation of its
+		// own, marked by _meta.codex_approval_kind.
+		rid, res, err := s.request(ctx, "mcpServer/elicitation/request", obj{{"threadId", s.thread}, {"turnId", turn},
+			{"serverName", server}, {"mode", "form"},
+			{"_meta", obj{{"codex_approval_kind", "mcp_tool_call"}, {"persist", []string{"session", "always"}},
+				{"tool_name", tool}, {"tool_params", args}}},
+			{"message", "Allow the " + server + " MCP server to run tool \"" + tool + "\"?"},
+			{"requestedSchema", obj{{"type", "object"}, {"properties", obj{}}}}})
+		if err != nil {
+			return "", err
+		}
+		s.notify("serverRequest/resolved", obj{{"threadId", s.thread}, {"requestId", rid}})
+		var r struct {
+			Action string `json:"action"`
+			Meta   struct {
+				Persist string `json:"persist"`
+			} `json:"_meta"`
+		}
+		json.Unmarshal(res, &r)
+		if r.Action != "accept" {
+			s.notify("item/completed", tp(kv{"item", item("failed", nil, obj{{"message", "user rejected MCP tool call"}})}))
+			return denied(""), nil
+		}
+		if r.Meta.Persist == "session" || r.Meta.Persist == "always" {
+			s.two.mu.Lock()
+			s.two.allowed["mcp:"+server+"/"+tool] = true
+			s.two.mu.Unlock()
+		}
 	}
 	res, err := s.two.clients.call(ctx, srv, tool, args)
 	if ctx.Err() != nil {

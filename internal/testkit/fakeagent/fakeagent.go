@@ -272,9 +272,13 @@ type Script struct {
 	// command (stdio), configured as the CLI takes it: Claude Code's
 	// --mcp-config, Codex's mcp_servers tables in -c options and in
 	// thread/start's config (bearer_token_env_var, env_http_headers and
-	// http_headers give the headers), ACP's session/new mcpServers. A
-	// Claude Code tool that its flags do not allow is asked about as
-	// Ask's command is; so is a Gemini one outside yolo mode. The turn's
+	// http_headers give the headers; env_vars a command's environment),
+	// ACP's session/new mcpServers. A Claude Code tool that its flags do
+	// not allow is asked about as Ask's command is; so is a Gemini one
+	// outside yolo mode, and a Codex one whose server's
+	// default_tools_approval_mode is not "approve" (with an
+	// mcpServer/elicitation/request marked mcp_tool_call; under the
+	// approval policy never the call fails instead). The turn's
 	// answer holds the tool's result text (OutcomeToolError before an
 	// error result, OutcomeToolFailed when there was none). An
 	// interrupted turn cancels the call. Outside a session, CallTool is

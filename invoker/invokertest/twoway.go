@@ -19,6 +19,11 @@ import (
 // workdir.
 const askFile = "conformance-approved"
 
+// askLevel is the permission level of the approval cases: the one at
+// which every CLI leaves a shell command to Approve (below it, Claude
+// Code's ceiling refuses shell commands without asking).
+const askLevel = invoker.Unlimited
+
 // twoWayCases check Request.Approve where Capabilities.Approve is
 // declared, and Go MCP servers (Request.MCPServers with a Server) where
 // Capabilities.GoTools is; for other Invokers they check nothing (the
@@ -35,7 +40,7 @@ var twoWayCases = []testCase{
 			var mu sync.Mutex
 			wd := k.workdir()
 			res, err := k.invoke(r, context.Background(), Fake{Ask: "touch " + askFile}, invoker.Request{Workdir: wd,
-				Permission: invoker.WorkspaceWrite,
+				Permission: askLevel,
 				Approve: func(_ context.Context, a invoker.Approval) invoker.Decision {
 					mu.Lock()
 					asked = append(asked, a)
@@ -69,7 +74,7 @@ var twoWayCases = []testCase{
 			}
 			wd := k.workdir()
 			res, err := k.invoke(r, context.Background(), Fake{Ask: "touch " + askFile}, invoker.Request{Workdir: wd,
-				Permission: invoker.WorkspaceWrite,
+				Permission: askLevel,
 				Approve: func(context.Context, invoker.Approval) invoker.Decision {
 					return invoker.Decision{Allow: true}
 				}})
@@ -105,7 +110,7 @@ var twoWayCases = []testCase{
 					}
 				}()
 				k.newInvoker(Fake{Ask: "touch " + askFile}).Invoke(context.Background(), invoker.Request{
-					Prompt: "conformance", Workdir: wd, Permission: invoker.WorkspaceWrite,
+					Prompt: "conformance", Workdir: wd, Permission: askLevel,
 					Env: []string{TagVar + "=" + tag},
 					Approve: func(context.Context, invoker.Approval) invoker.Decision {
 						panic(boom{"conformance"})
@@ -128,7 +133,7 @@ var twoWayCases = []testCase{
 			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 			defer cancel()
 			_, err := k.invoke(r, ctx, Fake{Ask: "touch " + askFile}, invoker.Request{Workdir: wd,
-				Permission: invoker.WorkspaceWrite,
+				Permission: askLevel,
 				Approve: func(ctx context.Context, _ invoker.Approval) invoker.Decision {
 					<-ctx.Done()
 					ctxDone.Store(true)
@@ -157,7 +162,7 @@ var twoWayCases = []testCase{
 			ctx, cancel := context.WithCancel(context.Background())
 			defer cancel()
 			_, err := k.invoke(r, ctx, Fake{Ask: "touch " + askFile}, invoker.Request{Workdir: wd,
-				Permission: invoker.WorkspaceWrite,
+				Permission: askLevel,
 				Approve: func(actx context.Context, _ invoker.Approval) invoker.Decision {
 					cancel()
 					<-actx.Done()

@@ -170,9 +170,17 @@ func (t *tools) close() {
 // protocol's lock.
 func (s *session) ask(ts *turnState, a Approval) {
 	approve := s.sreq.Approve
-	if ts == nil || approve == nil {
+	over := true
+	if ts != nil {
+		s.mu.Lock()
+		if over = ts.over; !over && approve != nil {
+			ts.calls.Add(2)
+		}
+		s.mu.Unlock()
+	}
+	if over || approve == nil {
 		why := "no turn is in progress"
-		if ts != nil {
+		if !over {
 			why = "the program gave no approval callback"
 		}
 		s.write(answerApproval(a, invoker.Decision{Message: "Denied: " + why + "."})...)
@@ -183,7 +191,6 @@ func (s *session) ask(ts *turnState, a Approval) {
 		req.SessionID = s.ID()
 	}
 	decided := make(chan invoker.Decision, 1)
-	ts.calls.Add(2)
 	go func() {
 		defer ts.calls.Done()
 		var d invoker.Decision

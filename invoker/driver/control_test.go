@@ -411,3 +411,47 @@ func TestMCPServersChecked(t *testing.T) {
 		})
 	}
 }
+
+// BenchmarkControlRoundTrip measures the engine's part of two-way control
+// on the echo CLI, where the CLI itself costs next to nothing: a turn that
+// asks one approval (request seen → callback → answer written → echoed)
+// and a turn that calls one Go tool in band (initialize, initialized,
+// tools/call through the bridge), each against a plain turn of the same
+// session, back to back in every iteration.
+func BenchmarkControlRoundTrip(b *testing.B) {
+	allow := func(context.Context, invoker.Approval) invoker.Decision { return invoker.Decision{Allow: true} }
+	srv := newToolServer(make(chan error, 1), make(chan struct{}, 1))
+	inv := driver.New(inBandBackend{controlBackend{echoBackend: echoBackend{caps: allControl}}}, invoker.Options{Binary: "cat"})
+	s, err := inv.OpenSession(b.Context(), invoker.SessionRequest{Workdir: b.TempDir(), Approve: allow,
+		MCPServers: []invoker.MCPServer{{Name: "tools", Server: srv}}})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer s.Close()
+	turn := func(prompt, want string) time.Duration {
+		start := time.Now()
+		res, err := s.Turn(b.Context(), invoker.TurnRequest{Prompt: prompt})
+		if err != nil || res.Text != want {
+			b.Fatalf("Turn(%q) = %q, %v", prompt, res.Text, err)
+		}
+		return time.Since(start)
+	}
+	var plain, ask, tool time.Duration
+	for i := 0; b.Loop(); i++ {
+		if i%2 == 0 {
+			plain += turn("hello", "hello")
+			ask += turn("ask touch x", "approved")
+		} else {
+			ask += turn("ask touch x", "approved")
+			plain += turn("hello", "hello")
+		}
+		tool += turn(`call tools echo {"text":"hi"}`, "echo: hi")
+	}
+	n := float64(b.N)
+	ms := func(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) / n }
+	b.ReportMetric(ms(plain), "plain-turn-ms")
+	b.ReportMetric(ms(ask), "approval-turn-ms")
+	b.ReportMetric(ms(tool), "gotool-turn-ms")
+	b.ReportMetric(ms(ask-plain), "approval-added-ms")
+	b.ReportMetric(ms(tool-plain), "gotool-added-ms")
+}

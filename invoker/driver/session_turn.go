@@ -27,6 +27,7 @@ type turnState struct {
 	ctx       context.Context
 	cancel    context.CancelCauseFunc
 	calls     sync.WaitGroup
+	over      bool          // Turn is returning: no approval may start (guarded by the session's mu)
 	first     chan struct{} // closed at the turn's first event that is not a warning
 	firstOnce sync.Once
 	ended     chan struct{} // closed after the turn's last event was delivered
@@ -117,6 +118,9 @@ func (s *session) turn(ctx context.Context, t invoker.TurnRequest) (*invoker.Res
 		// The turn's approvals are answered or withdrawn, and their
 		// callbacks have returned, before Turn returns (or re-raises a
 		// panic of one of them).
+		s.mu.Lock()
+		ts.over = true
+		s.mu.Unlock()
 		ts.cancel(errTurnOver)
 		ts.calls.Wait()
 	}()

@@ -99,6 +99,22 @@
 // as an [*invoker.LimitError] whose ResetsAt is the latest reset of the
 // windows the session last saw used up (zero when none was: Codex reports
 // no reset for a short-term 429, and exec relays no snapshot at all).
+//
+// # Two-way control
+//
+// A run or session with Request.Approve or Request.MCPServers runs on the
+// app-server. With Approve, Codex runs with the approval policy
+// "untrusted" and asks before commands, file changes and MCP tool calls;
+// each question goes to the callback. The permission level's sandbox
+// stays the ceiling (a permission profile keeps Codex from rerunning an
+// approved command outside it), and Codex takes neither a changed input
+// nor a refusal's message: the model reads Codex's own words. Go MCP
+// servers are served on 127.0.0.1 and reached by URL; every server of the
+// request is an mcp_servers override on the command line, with header
+// values and the bearer token only in the environment, named by
+// env_http_headers. Without Approve their tools run without asking. The
+// wire shapes are documented with the protocol (approval.go, mcp.go); all
+// of it was measured with 0.169.0.
 package codex
 
 import (

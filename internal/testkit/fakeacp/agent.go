@@ -68,6 +68,8 @@ type agent struct {
 	turns   int
 	waiting map[string]chan *rpc // the fake's own requests, by id
 	nextID  int
+	servers []mcpServer     // session/new's mcpServers
+	always  map[string]bool // MCP servers and tools allowed for the session
 }
 
 func run(s *Script) int {
@@ -189,6 +191,7 @@ func (a *agent) handle(m *rpc) {
 			Type string `json:"type"`
 			Text string `json:"text"`
 		} `json:"prompt"`
+		MCPServers []mcpServer `json:"mcpServers"`
 	}
 	json.Unmarshal(m.Params, &p)
 	switch m.Method {
@@ -216,7 +219,8 @@ func (a *agent) handle(m *rpc) {
 			methods = []obj{}
 		}
 		a.reply(m.ID, obj{{"protocolVersion", v},
-			{"agentCapabilities", obj{{"loadSession", !s.NoLoadSession}, {"promptCapabilities", obj{{"image", false}}}}},
+			{"agentCapabilities", obj{{"loadSession", !s.NoLoadSession}, {"promptCapabilities", obj{{"image", false}}},
+				{"mcpCapabilities", obj{{"http", !s.NoMCPHTTP}, {"sse", false}}}}},
 			{"agentInfo", obj{{"name", "fakeacp"}, {"version", "1.0.0"}}},
 			{"authMethods", methods}})
 	case "authenticate":
@@ -236,6 +240,7 @@ func (a *agent) handle(m *rpc) {
 		if m.Method == "session/load" {
 			a.sid = p.SessionID
 		}
+		a.servers = p.MCPServers
 		a.mu.Unlock()
 		if s.RequireAuth && !authed {
 			a.fail(m.ID, -32000, "Authentication required", nil)
@@ -412,6 +417,9 @@ func (a *agent) prompt(id json.RawMessage, n int, intr <-chan struct{}) {
 	if s.Permission != "" {
 		a.permission(intr)
 	}
+	if s.MCPCall != nil {
+		a.mcpCall(s.MCPCall, intr)
+	}
 	if s.ClientRequest != "" {
 		ch := a.ask(s.ClientRequest, obj{{"sessionId", a.sid}, {"path", "/etc/hostname"}})
 		select {
@@ -489,20 +497,42 @@ func (a *agent) prompt(id json.RawMessage, n int, intr <-chan struct{}) {
 // and reports the answer.
 func (a *agent) permission(intr <-chan struct{}) {
 	kind := a.s.Permission
+	title := a.s.PermissionTitle
+	if title == "" {
+		title = "a " + kind + " call"
+	}
 	tid := "perm_" + randHex(4)
-	a.update(obj{{"sessionUpdate", "tool_call"}, {"toolCallId", tid}, {"title", "a " + kind + " call"}, {"kind", kind}, {"status", "pending"}})
-	ch := a.ask("session/request_permission", obj{{"sessionId", a.sid},
-		{"toolCall", obj{{"toolCallId", tid}, {"title", "a " + kind + " call"}, {"kind", kind}}},
-		{"options", []obj{
-			{{"optionId", "allow"}, {"name", "Allow"}, {"kind", "allow_once"}},
-			{{"optionId", "always"}, {"name", "Always allow"}, {"kind", "allow_always"}},
-			{{"optionId", "reject"}, {"name", "Reject"}, {"kind", "reject_once"}},
-		}}})
+	a.update(obj{{"sessionUpdate", "tool_call"}, {"toolCallId", tid}, {"title", title}, {"kind", kind}, {"status", "pending"}})
+	call := obj{{"toolCallId", tid}, {"title", title}, {"kind", kind}}
+	if a.s.PermissionInput != nil {
+		call = append(call, kv{"rawInput", a.s.PermissionInput})
+	}
+	got, ok := a.askPermission(call, []obj{
+		{{"optionId", "allow"}, {"name", "Allow"}, {"kind", "allow_once"}},
+		{{"optionId", "always"}, {"name", "Always allow"}, {"kind", "allow_always"}},
+		{{"optionId", "reject"}, {"name", "Reject"}, {"kind", "reject_once"}},
+	}, intr)
+	if !ok {
+		return
+	}
+	status := "failed"
+	if got == "allow" || got == "always" {
+		status = "completed"
+	}
+	a.update(obj{{"sessionUpdate", "tool_call_update"}, {"toolCallId", tid}, {"status", status}})
+	a.chunk("agent_thought_chunk", "permission "+kind+": "+got)
+}
+
+// askPermission sends session/request_permission for call with options,
+// and returns the option chosen, or "cancelled"; false when the turn was
+// cancelled first.
+func (a *agent) askPermission(call obj, options []obj, intr <-chan struct{}) (string, bool) {
+	ch := a.ask("session/request_permission", obj{{"sessionId", a.sid}, {"toolCall", call}, {"options", options}})
 	var m *rpc
 	select {
 	case m = <-ch:
 	case <-intr:
-		return
+		return "", false
 	}
 	var res struct {
 		Outcome struct {
@@ -515,10 +545,5 @@ func (a *agent) permission(intr <-chan struct{}) {
 	if got == "selected" {
 		got = res.Outcome.OptionID
 	}
-	status := "failed"
-	if got == "allow" || got == "always" {
-		status = "completed"
-	}
-	a.update(obj{{"sessionUpdate", "tool_call_update"}, {"toolCallId", tid}, {"status", status}})
-	a.chunk("agent_thought_chunk", "permission "+kind+": "+got)
+	return got, true
 }

@@ -101,6 +101,22 @@
 // and on both limit errors); Result.Turns is the result's num_turns (1 for
 // a plain answer, 2 for a tool call and the answer, and 2 for an answer
 // given through StructuredOutput: Claude Code counts the tool's round).
+//
+// # Two-way control
+//
+// A run or session with Request.Approve or Request.MCPServers runs in the
+// stream-json session mode (see SessionCommand), where Claude Code speaks
+// the control protocol of the Claude Agent SDKs. With Approve, Claude Code
+// runs in the permission mode "default" at every level, with
+// --permission-prompt-tool=stdio, and asks before each action with a
+// can_use_tool control request, which the callback answers within the
+// permission level (the ceiling: above it the protocol denies without
+// asking). A Go MCP server is an SDK server of Claude Code's, reached with
+// mcp_message control requests over the same pipes (no socket); a Command
+// or URL server is configured with --mcp-config. Without Approve the
+// request's MCP servers' tools are pre-allowed (--allowedTools). The wire
+// shapes are documented with the protocol (approval.go, mcp.go); all of
+// it was measured with 2.1.197.
 package claude
 
 import (
@@ -128,12 +144,13 @@ func (backend) InstallHint() string { return "npm install -g @anthropic-ai/claud
 
 func (backend) NewDecoder(*invoker.Request) driver.Decoder { return newDecoder() }
 
-// Capabilities: Claude Code has no image flag; everything else was
-// measured with 2.1.197 (see the package doc).
+// Capabilities: Claude Code has no image flag; everything else, two-way
+// control included, was measured with 2.1.197 (see the package doc).
 func (backend) Capabilities() invoker.Capabilities {
 	return invoker.Capabilities{Model: true, Resume: true, SystemPrompt: true,
 		OutputSchema: true, MaxTurns: true, MaxBudget: true, Sessions: true,
-		Fork: true, Deltas: true, Steer: true, SwitchModel: true, SwitchPermission: true}
+		Fork: true, Deltas: true, Steer: true, SwitchModel: true, SwitchPermission: true,
+		Approve: true, GoTools: true, MCPServers: true}
 }
 
 // Hint says what to do instead of the fields claude lacks.
@@ -155,18 +172,31 @@ const maxSchemaArg = 128<<10 - len("--json-schema=") - 1
 // readOnlyDenied are the built-in tools that change files.
 const readOnlyDenied = "Edit,Write,NotebookEdit"
 
+// Command returns the one-shot command line of req. Runs with Approve or
+// MCPServers never come here: the engine runs them as sessions of one
+// turn (see SessionCommand).
 func (backend) Command(req *invoker.Request) (*driver.Command, error) {
+	return command(req, false)
+}
+
+// command returns the command line of req; asking, for a session with an
+// Approve callback, keeps Claude Code in the permission mode "default"
+// whatever the level, so that it asks (see SessionCommand).
+func command(req *invoker.Request, asking bool) (*driver.Command, error) {
 	args := []string{"--print", "--output-format=stream-json", "--verbose"}
 	var env []string
 	mode, ok := permissionMode(req.Permission)
 	if !ok {
 		return nil, fmt.Errorf("%w: unknown permission %q", invoker.ErrInvalidRequest, string(req.Permission))
 	}
+	if asking {
+		mode = "default"
+	}
 	args = append(args, "--permission-mode="+mode)
-	switch mode {
-	case "default":
+	switch {
+	case req.Permission == "" || req.Permission == invoker.ReadOnly:
 		args = append(args, "--disallowedTools="+readOnlyDenied, "--setting-sources=")
-	case "bypassPermissions":
+	case mode == "bypassPermissions":
 		// As root, Claude Code refuses bypassPermissions unless it is
 		// told it runs in a sandbox (docs/cli-facts.md).
 		env = append(env, "IS_SANDBOX=1")

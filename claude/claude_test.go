@@ -1,6 +1,7 @@
 package claude
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"os"
@@ -10,6 +11,7 @@ import (
 
 	"github.com/clinvoke/clinvoke/internal/testkit/fakeagent/agenttest"
 	"github.com/clinvoke/clinvoke/invoker"
+	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
 func TestBackendNames(t *testing.T) {
@@ -152,6 +154,19 @@ func TestFlagsExist(t *testing.T) {
 		sreq := req.Session()
 		scmd, err := backend{}.SessionCommand(&sreq)
 		if err != nil {
+			t.Fatal(err)
+		}
+		args = append(args, scmd.Args...)
+		// Two-way control: --permission-prompt-tool is hidden from
+		// --help (the Agent SDKs pass it; the e2e tests run it).
+		sreq.Approve = func(context.Context, invoker.Approval) invoker.Decision { return invoker.Decision{} }
+		sreq.MCPServers = []invoker.MCPServer{{Name: "t", Server: mcp.NewServer(&mcp.Implementation{Name: "t"}, nil)}}
+		if scmd, err = (backend{}).SessionCommand(&sreq); err != nil {
+			t.Fatal(err)
+		}
+		args = append(args, slices.DeleteFunc(scmd.Args, func(a string) bool { return a == "--permission-prompt-tool=stdio" })...)
+		sreq.Approve = nil
+		if scmd, err = (backend{}).SessionCommand(&sreq); err != nil {
 			t.Fatal(err)
 		}
 		args = append(args, scmd.Args...)

@@ -1,9 +1,11 @@
 package claude
 
 import (
+	"bytes"
 	"crypto/rand"
 	"encoding/json"
 	"fmt"
+	"path/filepath"
 	"slices"
 	"strconv"
 
@@ -50,22 +52,48 @@ import (
 // session knows which result answers everything it was sent. Those echoes,
 // and the switches' answers, are KindRaw events.
 
-var _ driver.SessionBackend = backend{}
+var (
+	_ driver.SessionBackend = backend{}
+	_ driver.InBandMCP      = backend{}
+)
 
-// SessionCommand is Command with stream-json input and no prompt.
+// InBandMCP marks the backend as one whose CLI reaches the Go MCP servers
+// over its own protocol (Claude Code's SDK MCP servers).
+func (backend) InBandMCP() {}
+
+// SessionCommand is Command with stream-json input and no prompt, and the
+// flags of two-way control: with an Approve callback, the permission mode
+// "default" and --permission-prompt-tool=stdio (see approval.go); with
+// MCPServers, --mcp-config and, without a callback, --allowedTools for
+// their tools (see mcp.go). They come before ExtraArgs, which win.
 func (b backend) SessionCommand(req *invoker.SessionRequest) (*driver.Command, error) {
 	full := req.Request(invoker.TurnRequest{})
-	cmd, err := b.Command(&full)
+	cmd, err := command(&full, req.Approve != nil)
 	if err != nil {
 		return nil, err
+	}
+	var twoWay []string
+	if len(req.MCPServers) > 0 {
+		mcp, cleanup, err := mcpArgs(req)
+		if err != nil {
+			return nil, err
+		}
+		withCleanup(cmd, cleanup)
+		twoWay = append(twoWay, mcp...)
+	}
+	if req.Approve != nil {
+		twoWay = append(twoWay, "--permission-prompt-tool=stdio")
 	}
 	// After the output flags, before the permission flags and ExtraArgs.
 	// The replayed user messages say when Claude Code took a steer (see
 	// protocol.Steer).
-	args := make([]string, 0, len(cmd.Args)+2)
+	own := len(cmd.Args) - len(req.ExtraArgs)
+	args := make([]string, 0, len(cmd.Args)+2+len(twoWay))
 	args = append(args, cmd.Args[:3]...)
 	args = append(args, "--input-format=stream-json", "--replay-user-messages")
-	cmd.Args = append(args, cmd.Args[3:]...)
+	args = append(args, cmd.Args[3:own]...)
+	args = append(args, twoWay...)
+	cmd.Args = append(args, cmd.Args[own:]...)
 	cmd.Stdin = ""
 	return cmd, nil
 }
@@ -73,7 +101,30 @@ func (b backend) SessionCommand(req *invoker.SessionRequest) (*driver.Command, e
 // NewSessionProtocol returns the driver of one stream-json session.
 func (backend) NewSessionProtocol(req *invoker.SessionRequest) driver.SessionProtocol {
 	mode, _ := permissionMode(req.Permission)
-	return &protocol{dec: newDecoder(), model: req.Model, mode: mode, steers: map[string]bool{}, newID: newUUID}
+	p := &protocol{dec: newDecoder(), model: req.Model, mode: mode, steers: map[string]bool{}, newID: newUUID,
+		asking: req.Approve != nil, ceiling: req.Permission, workdir: req.Workdir,
+		servers: map[string]bool{}, goServers: map[string]bool{},
+		waiting: map[string]bool{}, forSession: map[string]bool{}}
+	if p.ceiling == "" {
+		p.ceiling = invoker.ReadOnly
+	}
+	if p.asking {
+		p.mode = "default"
+	}
+	if req.Workdir != "" {
+		dir := filepath.Clean(req.Workdir)
+		p.workdirs = []string{dir}
+		if real, err := filepath.EvalSymlinks(dir); err == nil && real != dir {
+			p.workdirs = append(p.workdirs, real)
+		}
+	}
+	for _, s := range req.MCPServers {
+		p.servers[s.Name] = true
+		if s.Server != nil {
+			p.goServers[s.Name] = true
+		}
+	}
+	return p
 }
 
 var _ driver.Steerer = (*protocol)(nil)
@@ -102,6 +153,22 @@ type protocol struct {
 	// newID returns the uuid of a steering message (newUUID; a test sets
 	// its own).
 	newID func() string
+
+	// asking: the session has an Approve callback; ceiling is the
+	// permission level in force, which bounds what it is asked.
+	asking  bool
+	ceiling invoker.Permission
+	// workdir is the working directory, and workdirs its clean and real
+	// forms, for the edits WorkspaceWrite allows.
+	workdir  string
+	workdirs []string
+	// servers are the names of the request's MCP servers, and goServers
+	// those of its Go servers, which mcp_message requests reach.
+	servers, goServers map[string]bool
+	// waiting holds the can_use_tool requests given to the callback and
+	// not answered or withdrawn yet; forSession the tools allowed for
+	// the rest of the session (Decision.ForSession).
+	waiting, forSession map[string]bool
 }
 
 // userMessage is the line that carries one turn's prompt.
@@ -117,14 +184,13 @@ type userMessage struct {
 	UUID string `json:"uuid,omitempty"`
 }
 
-// controlLine is a control_request or control_response, either way.
+// controlLine is a control_request or control_response, either way, or a
+// control_cancel_request.
 type controlLine struct {
-	Type      string `json:"type"`
-	RequestID string `json:"request_id"`
-	Request   *struct {
-		Subtype string `json:"subtype"`
-	} `json:"request"`
-	Response *struct {
+	Type      string          `json:"type"`
+	RequestID string          `json:"request_id"`
+	Request   json.RawMessage `json:"request"`
+	Response  *struct {
 		Subtype   string `json:"subtype"`
 		RequestID string `json:"request_id"`
 		Error     string `json:"error"`
@@ -168,7 +234,12 @@ func (p *protocol) StartTurn(t *invoker.TurnRequest) ([][]byte, error) {
 		if !ok {
 			return nil, fmt.Errorf("%w: unknown permission %q", invoker.ErrInvalidRequest, string(t.Permission))
 		}
-		if mode != p.mode {
+		switch {
+		case p.asking:
+			// The mode stays "default", so that Claude Code asks; the
+			// protocol's ceiling changes.
+			p.ceiling = t.Permission
+		case mode != p.mode:
 			lines = append(lines, p.control(map[string]any{"subtype": "set_permission_mode", "mode": mode}))
 			p.mode = mode
 		}
@@ -256,10 +327,26 @@ func (p *protocol) Decode(line []byte) (driver.Step, error) {
 			// reads its input: the session is ready.
 			ready := c.Response != nil && c.Response.RequestID == initID
 			return driver.Step{Events: []invoker.Event{ev}, Ready: ready}, nil
+		case "control_cancel_request":
+			// The CLI withdrew a request of its own (a can_use_tool
+			// when the turn is interrupted): it is not answered.
+			delete(p.waiting, c.RequestID)
+			return driver.Step{Events: []invoker.Event{{Kind: invoker.KindRaw, Raw: driver.ValidJSON(bytes.Clone(line))}}}, nil
 		case "control_request":
-			// A request of the CLI's own (can_use_tool comes only with
-			// --permission-prompt-tool stdio, which sessions do not
-			// pass): answer it, so that no turn waits on us.
+			var sub struct {
+				Subtype    string          `json:"subtype"`
+				ServerName string          `json:"server_name"`
+				Message    json.RawMessage `json:"message"`
+			}
+			_ = json.Unmarshal(c.Request, &sub)
+			switch sub.Subtype {
+			case "can_use_tool":
+				return p.canUseTool(c.RequestID, c.Request, line), nil
+			case "mcp_message":
+				return p.mcpMessage(c.RequestID, sub.ServerName, sub.Message, line), nil
+			}
+			// Another request of the CLI's own (hook_callback, ...):
+			// refuse it, so that no turn waits on us.
 			reply, _ := json.Marshal(map[string]any{
 				"type": "control_response",
 				"response": map[string]string{

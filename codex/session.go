@@ -49,22 +49,37 @@ var _ driver.SessionBackend = backend{}
 // SessionCommand starts the app-server; everything else of the request
 // goes in the protocol.
 func (backend) SessionCommand(req *invoker.SessionRequest) (*driver.Command, error) {
-	if _, err := sandboxMode(req.Permission); err != nil {
+	mode, err := sandboxMode(req.Permission)
+	if err != nil {
 		return nil, err
 	}
-	return &driver.Command{Args: append([]string{"app-server"}, req.ExtraArgs...)}, nil
+	args := []string{"app-server"}
+	if req.Approve != nil {
+		args = append(args, profileArgs(mode)...)
+	}
+	mcpArgs, env, err := mcpConfig(req.MCPServers, req.Approve == nil)
+	if err != nil {
+		return nil, err
+	}
+	args = append(args, mcpArgs...)
+	return &driver.Command{Args: append(args, req.ExtraArgs...), Env: env}, nil
 }
 
 // NewSessionProtocol returns the JSON-RPC driver of one app-server session.
 func (backend) NewSessionProtocol(req *invoker.SessionRequest) driver.SessionProtocol {
 	mode, _ := sandboxMode(req.Permission)
-	return &protocol{
+	p := &protocol{
 		workdir: req.Workdir, model: req.Model, mode: mode,
 		instructions: req.SystemPrompt, resume: req.SessionID, fork: req.Fork,
-		schema: req.OutputSchema,
-		next:   1, called: make(map[string]bool), steers: make(map[int64]bool),
-		limits: make(map[string]rateWindow),
+		schema: req.OutputSchema, approve: req.Approve != nil,
+		next: 1, called: make(map[string]bool), steers: make(map[int64]bool),
+		limits: make(map[string]rateWindow), trusted: make(map[string]bool),
+		changes: make(map[string]fileChange), mcpCalls: make(map[string]string),
 	}
+	for _, s := range req.MCPServers {
+		p.trusted[s.Name] = true
+	}
+	return p
 }
 
 // Request ids of the session's own calls.
@@ -77,6 +92,16 @@ type protocol struct {
 	workdir, model, mode, instructions, resume string
 	fork                                       bool            // open a fork of resume
 	schema                                     json.RawMessage // every turn's outputSchema
+	// approve: the program decides Codex's questions (see approval.go).
+	approve bool
+	// trusted holds the names of the request's MCP servers.
+	trusted map[string]bool
+	// changes holds the file changes started and not completed, by item
+	// id, for their approvals.
+	changes map[string]fileChange
+	// mcpCalls holds the item id of the MCP tool call in progress, by
+	// server and tool, for its approval.
+	mcpCalls map[string]string
 
 	next   int64 // the last request id used
 	thread string
@@ -196,6 +221,12 @@ func (p *protocol) Open() ([][]byte, bool) {
 // open returns the thread/start (or thread/resume) call.
 func (p *protocol) open() []byte {
 	params := map[string]any{"cwd": p.workdir, "approvalPolicy": "never", "sandbox": p.mode}
+	if p.approve {
+		// The permission profile holds the sandbox (approval.go); it is
+		// app-server's default, which thread/resume and thread/fork get.
+		params["approvalPolicy"] = "untrusted"
+		delete(params, "sandbox")
+	}
 	if p.model != "" {
 		params["model"] = p.model
 	}
@@ -203,6 +234,9 @@ func (p *protocol) open() []byte {
 		params["developerInstructions"] = p.instructions
 	}
 	method := "thread/start"
+	if p.approve && p.resume == "" {
+		params["permissions"] = profileOf(p.mode)
+	}
 	switch {
 	case p.resume != "" && p.fork:
 		// A fork is a new thread holding a copy of the old one's
@@ -236,8 +270,13 @@ func (p *protocol) StartTurn(t *invoker.TurnRequest) ([][]byte, error) {
 		if err != nil {
 			return nil, err
 		}
-		params["sandboxPolicy"] = sandboxPolicy(mode)
-		params["approvalPolicy"] = "never"
+		if p.approve {
+			params["permissions"] = profileOf(mode)
+			params["approvalPolicy"] = "untrusted"
+		} else {
+			params["sandboxPolicy"] = sandboxPolicy(mode)
+			params["approvalPolicy"] = "never"
+		}
 	}
 	if len(p.schema) > 0 {
 		params["outputSchema"] = p.schema
@@ -396,28 +435,6 @@ func (p *protocol) Decode(line []byte) (driver.Step, error) {
 	return driver.Step{Events: rawEv}, nil
 }
 
-// serverRequest answers a request of Codex's: approvals are declined (the
-// session's policy is "never", so they should not come), anything else is
-// refused as unknown, so that no turn waits on us.
-func (p *protocol) serverRequest(m *rpc, raw json.RawMessage) driver.Step {
-	var result any
-	switch m.Method {
-	case "item/commandExecution/requestApproval", "item/fileChange/requestApproval":
-		result = map[string]string{"decision": "decline"}
-	case "execCommandApproval", "applyPatchApproval":
-		result = map[string]string{"decision": "denied"}
-	}
-	reply := map[string]any{"jsonrpc": "2.0", "id": m.ID}
-	if result != nil {
-		reply["result"] = result
-	} else {
-		reply["error"] = map[string]any{"code": -32601, "message": "not supported by clinvoke: " + m.Method}
-	}
-	b, _ := json.Marshal(reply)
-	return driver.Step{Write: [][]byte{b}, Events: []invoker.Event{{Kind: invoker.KindWarning, Raw: raw,
-		Text: "codex asked " + m.Method + "; clinvoke declined (sessions run with the approval policy never)"}}}
-}
-
 func (p *protocol) notification(m *rpc, raw json.RawMessage) driver.Step {
 	one := func(ev invoker.Event) driver.Step {
 		ev.Raw = raw
@@ -464,6 +481,7 @@ func (p *protocol) notification(m *rpc, raw json.RawMessage) driver.Step {
 		if params.Item == nil {
 			break
 		}
+		p.track(params.Item, m.Method == "item/completed")
 		return driver.Step{Events: p.item(m.Method == "item/completed", params.Item, raw)}
 	case "thread/tokenUsage/updated":
 		if params.TokenUsage != nil {

@@ -61,9 +61,18 @@ var hostModels = map[string]string{"codex": "gpt-5", "gemini": "gemini-2.5-pro"}
 // With realCLIs, no fake is installed and the server runs the real CLIs.
 func newHostRig(t *testing.T, host hostconfig.Host, agent fakeagent.Script, realCLIs bool) *hostRig {
 	t.Helper()
+	return newHostRigServing(t, host, agent, realCLIs, "")
+}
+
+// newHostRigServing is newHostRig with the host configured to start server
+// instead of examples/mcpserver (when not empty), with the same arguments.
+func newHostRigServing(t *testing.T, host hostconfig.Host, agent fakeagent.Script, realCLIs bool, server string) *hostRig {
+	t.Helper()
 	c := cliNamed(host.Name)
 	lookPathCI(t, c)
-	server := mcpServer(t)
+	if server == "" {
+		server = mcpServer(t)
+	}
 	r := &hostRig{
 		t:          t,
 		host:       host,

@@ -4,12 +4,15 @@ package e2e
 
 import (
 	"bytes"
+	"context"
+	"encoding/json"
 	"fmt"
 	"os"
 	"path/filepath"
 	"regexp"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -17,7 +20,10 @@ import (
 	"github.com/clinvoke/clinvoke/internal/testkit/fakeagent"
 	"github.com/clinvoke/clinvoke/internal/testkit/fakemodel"
 	"github.com/clinvoke/clinvoke/internal/testkit/hostconfig"
+	"github.com/clinvoke/clinvoke/invoker"
 	"github.com/clinvoke/clinvoke/mcpadapter"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
 // The host tests run each real host (codex, gemini, claude) with the
@@ -295,4 +301,241 @@ func wchar(pid int) int64 {
 		}
 	}
 	return 0
+}
+
+// The elicitation probe: the test binary, started by a host as its MCP
+// server (through a wrapper that sets envElicitProbe), serves mcpadapter's
+// tools with Approvals "elicit" over stdio, for invokers that stand in for
+// the -cli CLIs: each run asks its approval callback once, as a CLI asking
+// to run a command does, and answers with the decision. The probe records
+// the client's initialize request and what became of the elicitation, as
+// JSON lines in the file envElicitProbe names.
+const envElicitProbe = "CLINVOKE_E2E_ELICIT_PROBE"
+
+// probeAsk bounds how long the probe waits for the host to answer its
+// elicitation: a host that shows it to nobody is measured, not waited for.
+const probeAsk = 20 * time.Second
+
+func init() {
+	if f := os.Getenv(envElicitProbe); f != "" {
+		os.Exit(elicitProbe(f))
+	}
+}
+
+// A probeRecord is one line of the probe's record.
+type probeRecord struct {
+	// Client, Protocol and Capabilities are the host's initialize request.
+	Client       *mcp.Implementation     `json:"client,omitempty"`
+	Protocol     string                  `json:"protocol,omitempty"`
+	Capabilities *mcp.ClientCapabilities `json:"capabilities,omitempty"`
+	// Elicited is set on the line of an elicitation/create the probe
+	// sent: the host's result (Action, Content) or its error.
+	Elicited bool              `json:"elicited,omitempty"`
+	Result   *mcp.ElicitResult `json:"result,omitempty"`
+	Error    string            `json:"error,omitempty"`
+	// ElapsedMS is how long the host took to answer the elicitation.
+	ElapsedMS int64 `json:"elapsed_ms,omitempty"`
+	// Decision is set on the line of a run: what its callback answered,
+	// and whether the run had one.
+	Callback bool              `json:"callback,omitempty"`
+	Decision *invoker.Decision `json:"decision,omitempty"`
+}
+
+func elicitProbe(file string) int {
+	var mu sync.Mutex
+	write := func(r probeRecord) {
+		b, _ := json.Marshal(r)
+		mu.Lock()
+		defer mu.Unlock()
+		f, err := os.OpenFile(file, os.O_APPEND|os.O_CREATE|os.O_WRONLY, 0o600)
+		if err != nil {
+			return
+		}
+		defer f.Close()
+		f.Write(append(b, '\n'))
+	}
+	var clis, transcript string
+	for i, a := range os.Args {
+		if i+1 < len(os.Args) && a == "-cli" {
+			clis = os.Args[i+1]
+		}
+		if i+1 < len(os.Args) && a == "-transcript" {
+			transcript = os.Args[i+1]
+		}
+	}
+	server := mcp.NewServer(&mcp.Implementation{Name: "clinvoke", Version: "v0.1.0"}, &mcp.ServerOptions{
+		InitializedHandler: func(_ context.Context, req *mcp.InitializedRequest) {
+			if p := req.Session.InitializeParams(); p != nil {
+				write(probeRecord{Client: p.ClientInfo, Protocol: p.ProtocolVersion, Capabilities: p.Capabilities})
+			}
+		},
+	})
+	server.AddSendingMiddleware(func(next mcp.MethodHandler) mcp.MethodHandler {
+		return func(ctx context.Context, method string, req mcp.Request) (mcp.Result, error) {
+			start := time.Now()
+			res, err := next(ctx, method, req)
+			if method == "elicitation/create" {
+				r := probeRecord{Elicited: true, ElapsedMS: time.Since(start).Milliseconds()}
+				if er, ok := res.(*mcp.ElicitResult); ok {
+					r.Result = er
+				}
+				if err != nil {
+					r.Error = err.Error()
+				}
+				write(r)
+			}
+			return res, err
+		}
+	})
+	var invokers []invoker.Invoker
+	for _, name := range strings.Split(clis, ",") {
+		invokers = append(invokers, &probeInvoker{name: name, write: write})
+	}
+	tools, err := mcpadapter.Register(server, &mcpadapter.Options{
+		Approvals:      mcpadapter.ApprovalsElicit,
+		TranscriptPath: transcript,
+	}, invokers...)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "probe:", err)
+		return 1
+	}
+	err = server.Run(context.Background(), &mcp.StdioTransport{})
+	_ = tools.Shutdown(context.Background())
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "probe:", err)
+	}
+	return 0
+}
+
+// probeInvoker stands in for a CLI that asks before it runs a command.
+type probeInvoker struct {
+	name  string
+	write func(probeRecord)
+}
+
+func (p *probeInvoker) Name() string { return p.name }
+
+func (p *probeInvoker) Capabilities() invoker.Capabilities {
+	return invoker.Capabilities{Model: true, Approve: true}
+}
+
+func (p *probeInvoker) OpenSession(context.Context, invoker.SessionRequest) (invoker.Session, error) {
+	return nil, invoker.ErrUnsupported
+}
+
+func (p *probeInvoker) Invoke(ctx context.Context, req invoker.Request) (*invoker.Result, error) {
+	if req.Approve == nil {
+		p.write(probeRecord{})
+		return &invoker.Result{Text: "the probe's run had no approval callback"}, nil
+	}
+	actx, cancel := context.WithTimeout(ctx, probeAsk)
+	defer cancel()
+	d := req.Approve(actx, invoker.Approval{Kind: "command", Command: "touch probe.txt", Cwd: req.Workdir,
+		Tool: invoker.Tool{Name: "shell", ID: "probe-1"}})
+	p.write(probeRecord{Callback: true, Decision: &d})
+	return &invoker.Result{Text: fmt.Sprintf("approval: allow=%v message=%q", d.Allow, d.Message)}, nil
+}
+
+// probeRecords reads the probe's record.
+func probeRecords(t *testing.T, file string) []probeRecord {
+	t.Helper()
+	b, err := os.ReadFile(file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []probeRecord
+	for _, line := range bytes.Split(bytes.TrimSpace(b), []byte("\n")) {
+		var r probeRecord
+		if err := json.Unmarshal(line, &r); err != nil {
+			t.Fatalf("probe record %q: %v", line, err)
+		}
+		out = append(out, r)
+	}
+	return out
+}
+
+// TestHostElicitation measures, for each host run headless with the
+// README's configuration, whether it declares elicitation in its
+// initialize request, and what it answers when the server's tool asks it
+// a question (elicitation/create) during a call: the measurement
+// docs/approvals.md records. A new CLI version that changes either fails
+// here (run it against the newest CLIs with e2e/run --latest).
+func TestHostElicitation(t *testing.T) {
+	for _, tc := range []struct {
+		host     string
+		protocol string
+		// elicitation is the capability declared, as JSON ("" for none).
+		elicitation string
+		// action is the host's answer to the elicitation ("" when the
+		// server does not ask: the fallback, deny, decides).
+		action string
+		// message is the denial the agent is told.
+		message string
+	}{
+		{"claude", "2025-11-25", `{}`, "cancel", "denied: the user dismissed the question"},
+		{"codex", "2025-06-18", `{"form":{},"url":{}}`, "decline", "denied by the user"},
+		{"gemini", "2025-06-18", "", "", "denied by the MCP server's approval policy"},
+	} {
+		t.Run(tc.host, func(t *testing.T) {
+			var h hostconfig.Host
+			for _, h = range hostconfig.Hosts {
+				if h.Name == tc.host {
+					break
+				}
+			}
+			record := filepath.Join(t.TempDir(), "probe.jsonl")
+			self, err := os.Executable()
+			if err != nil {
+				t.Fatal(err)
+			}
+			probe := filepath.Join(t.TempDir(), "mcpserver")
+			writeWrapper(t, probe, self, []string{envElicitProbe + "=" + record})
+			r := newHostRigServing(t, h, fakeagent.Script{}, false, probe)
+			r.model.Enqueue(r.callTurn("make a file", nil), fakemodel.EchoToolResult("the tool said: "))
+			run := r.start()
+			if err := run.wait(t, "after the call"); err != nil {
+				t.Errorf("%s exited with %v, want success; output:\n%s", h.Name, err, run.out)
+			}
+			r.waitNoSurvivors("after the host exited")
+
+			var init, elicited, decided *probeRecord
+			for _, rec := range probeRecords(t, record) {
+				t.Logf("probe: %s", jsonString(rec))
+				switch {
+				case rec.Client != nil:
+					init = &rec
+				case rec.Elicited:
+					elicited = &rec
+				case rec.Decision != nil || !rec.Callback:
+					decided = &rec
+				}
+			}
+			if init == nil || decided == nil {
+				t.Fatalf("the probe recorded no initialize request or no run; output:\n%s", run.out)
+			}
+			var declared string
+			if c := init.Capabilities; c != nil && c.Elicitation != nil {
+				b, _ := json.Marshal(c.Elicitation)
+				declared = string(b)
+			}
+			if init.Protocol != tc.protocol || declared != tc.elicitation {
+				t.Errorf("%s %s initialized with protocol %s and elicitation %q, want protocol %s and elicitation %q (measured for docs/approvals.md)",
+					init.Client.Name, init.Client.Version, init.Protocol, declared, tc.protocol, tc.elicitation)
+			}
+			switch {
+			case tc.action == "" && elicited != nil:
+				t.Errorf("the server asked %s, which declares no elicitation: %s", h.Name, jsonString(elicited))
+			case tc.action != "" && (elicited == nil || elicited.Result == nil || elicited.Result.Action != tc.action):
+				t.Errorf("%s answered the elicitation with %s, want action %q", h.Name, jsonString(elicited), tc.action)
+			}
+			if d := decided.Decision; !decided.Callback || d == nil || d.Allow || !strings.HasPrefix(d.Message, tc.message) {
+				t.Errorf("the run's callback decided %s, want a denial saying %q", jsonString(decided), tc.message)
+			}
+			// The denial is the tool's answer, which the host gives its model.
+			reqs := r.model.Scripted()
+			if len(reqs) != 2 || !reqs[1].Contains("approval: allow=false") {
+				t.Errorf("the host asked its model %d times, want 2, the second carrying the tool's answer", len(reqs))
+			}
+		})
+	}
 }

@@ -2,7 +2,13 @@
 
 package e2e
 
-import "testing"
+import (
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/clinvoke/clinvoke/invoker"
+)
 
 // A twoWayCLI holds one CLI's scenarios of two-way control: the program
 // approving or denying what the agent asks to do (Request.Approve), and
@@ -76,4 +82,85 @@ func BenchmarkApproval(b *testing.B) {
 
 func BenchmarkGoTool(b *testing.B) {
 	forEachTwoWayBench(b, func(w *twoWayCLI) func(*testing.B) { return w.benchGoTool })
+}
+
+// A toolSpan times a turn from its start (set by the caller before the
+// turn), and, from its events, the time from its first tool call to that
+// call's result: a tool's round trip as the program sees it, the approval
+// (or the Go handler) included, the model's time excluded. (When a CLI
+// reports a call only once its tool has run, as Codex's app-server does
+// for a command that needs no approval, the round trip misses the tool's
+// run: the turn's time is the figure to compare across CLIs.)
+type toolSpan struct {
+	start        time.Time
+	mu           sync.Mutex
+	call, result time.Time
+	id           string
+}
+
+// on is the turn's OnEvent.
+func (s *toolSpan) on(ev invoker.Event) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	switch {
+	case ev.Kind == invoker.KindToolCall && s.call.IsZero():
+		s.call = time.Now()
+		if ev.Tool != nil {
+			s.id = ev.Tool.ID
+		}
+	case ev.Kind == invoker.KindToolResult && !s.call.IsZero() && s.result.IsZero() &&
+		(s.id == "" || ev.Tool == nil || ev.Tool.ID == s.id):
+		s.result = time.Now()
+	}
+}
+
+// A timing is one measured turn: its time from start to return, and its
+// tool's round trip.
+type timing struct{ turn, tool time.Duration }
+
+// get returns the timing of the turn, which has just returned, failing b
+// when it had no tool call and result.
+func (s *toolSpan) get(b testing.TB) timing {
+	turn := time.Since(s.start)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.call.IsZero() || s.result.IsZero() {
+		b.Fatal("the turn reported no tool call with its result")
+	}
+	return timing{turn: turn, tool: s.result.Sub(s.call)}
+}
+
+// medians returns the median turn and tool times of ts, in milliseconds.
+func medians(ts []timing) (turn, tool float64) {
+	var a, b []time.Duration
+	for _, t := range ts {
+		a, b = append(a, t.turn), append(b, t.tool)
+	}
+	return medMs(a), medMs(b)
+}
+
+// reportApproval reports the medians of the turns (and tool round trips)
+// whose command the Approve callback allowed and of the same turns with
+// the command allowed by the permission level, and the ratio of the turns
+// (scripts/benchreport reads these names).
+func reportApproval(b *testing.B, approved, own []timing) {
+	at, ar := medians(approved)
+	ot, or := medians(own)
+	b.ReportMetric(at, "approved-turn-ms")
+	b.ReportMetric(ot, "own-turn-ms")
+	b.ReportMetric(at/ot, "approval/own")
+	b.ReportMetric(ar, "approved-tool-ms")
+	b.ReportMetric(or, "own-tool-ms")
+}
+
+// reportGoTool reports the same for turns calling a Go tool and turns
+// where the CLI's own shell tool does the same work.
+func reportGoTool(b *testing.B, gotool, own []timing) {
+	gt, gr := medians(gotool)
+	ot, or := medians(own)
+	b.ReportMetric(gt, "gotool-turn-ms")
+	b.ReportMetric(ot, "own-turn-ms")
+	b.ReportMetric(gt/ot, "gotool/own")
+	b.ReportMetric(gr, "gotool-ms")
+	b.ReportMetric(or, "own-tool-ms")
 }

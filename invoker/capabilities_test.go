@@ -22,7 +22,7 @@ func TestCapabilities(t *testing.T) {
 			t.Errorf("Supports(%q) = %v, want %v", tt.field, got, tt.want)
 		}
 	}
-	if got, want := c.Unsupported(), []string{"SessionID", "Fork", "Deltas", "Images", "OutputSchema", "MaxTurns", "MaxBudgetUSD"}; !slices.Equal(got, want) {
+	if got, want := c.Unsupported(), []string{"SessionID", "Fork", "Deltas", "Images", "OutputSchema", "MaxTurns", "MaxBudgetUSD", "Approve", "MCPServers"}; !slices.Equal(got, want) {
 		t.Errorf("Unsupported() = %q, want %q", got, want)
 	}
 	if got, want := c.String(), "Capabilities{Model SystemPrompt}"; got != want {
@@ -35,6 +35,13 @@ func TestCapabilities(t *testing.T) {
 	c.Deltas, c.Steer, c.SwitchModel = true, true, true
 	if got, want := c.String(), "Capabilities{Model Resume SystemPrompt Deltas Sessions Steer SwitchModel}"; got != want {
 		t.Errorf("String() = %q, want %q", got, want)
+	}
+	c.Approve, c.GoTools = true, true
+	if got, want := c.String(), "Capabilities{Model Resume SystemPrompt Deltas Approve GoTools Sessions Steer SwitchModel}"; got != want {
+		t.Errorf("String() = %q, want %q", got, want)
+	}
+	if !c.Supports("Approve") || c.Supports("MCPServers") || c.Supports("GoTools") {
+		t.Errorf("Supports: Approve %v, MCPServers %v, GoTools %v; want true, false, false (GoTools is part of a field)", c.Supports("Approve"), c.Supports("MCPServers"), c.Supports("GoTools"))
 	}
 	if !c.Supports("Deltas") || c.Supports("Fork") || c.Supports("Steer") {
 		t.Errorf("Supports: Deltas %v, Fork %v, Steer %v; want true, false, false (Steer is no Request field)", c.Supports("Deltas"), c.Supports("Fork"), c.Supports("Steer"))

@@ -179,6 +179,31 @@
 // the host's exit or crash end it, and Close returns once it is gone. One
 // turn runs at a time; another gets [ErrTurnInProgress] at once.
 //
+// # Two-way control
+//
+// A program can decide what the agent may do, and give it tools of its
+// own. Request.Approve (SessionRequest.Approve) is called for each action
+// the CLI asks permission for — a command, a file change, an MCP tool
+// call — with an [Approval] that describes it and the turn's context, and
+// answers with a [Decision]: allow, allow for the rest of the session,
+// allow with a changed input (Claude Code), or deny with a message the
+// model reads. The request's Permission stays the ceiling: an action above
+// it is refused without asking, and the callback decides what is within
+// it. A callback may block (to ask a person); when the turn ends first,
+// the CLI's question is withdrawn, and the turn does not return before the
+// callback has.
+//
+// Request.MCPServers gives the agent MCP servers: tools written in Go
+// ([MCPServer].Server, a go-sdk *mcp.Server), which the run serves for its
+// length (to Claude Code over its control protocol, to the others over
+// streamable HTTP on 127.0.0.1 behind a per-run bearer token), and servers
+// of other programs (a command the CLI starts inside the run's containment,
+// or a URL). A tool call's context is cancelled when its turn is, and the
+// run does not return while a handler runs. A panic in Approve or in a tool
+// handler is handled as one in OnEvent. A run with Approve or MCPServers
+// runs in the CLI's long-lived mode; Capabilities.Approve, GoTools and
+// MCPServers say which CLIs can.
+//
 // # Telemetry
 //
 // Runs record through the OpenTelemetry API only: Options.TracerProvider and

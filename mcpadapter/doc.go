@@ -65,6 +65,22 @@
 // invoker is recovered and answered the same way: one broken run never
 // takes the server down.
 //
+// # Approvals
+//
+// A CLI whose invoker takes an approval callback (Capabilities.Approve)
+// asks before it runs a command, changes a file or calls an MCP tool.
+// [Options].Approvals says who answers: nobody ([ApprovalsAllow], the
+// default: the call's permission level decides, as for CLIs that cannot
+// ask), the server ([ApprovalsDeny]), or the call's MCP client
+// ([ApprovalsElicit]): each question becomes an elicitation on the call's
+// stream (a form with decision allow or deny, for_session, and a message
+// for the model), withdrawn when the call is cancelled or the turn ends.
+// A client that cannot be asked (no elicitation declared, or protocol
+// 2026-07-28, which takes no request from the server during a call) gets
+// Options.ApprovalFallback, deny by default. The permission level stays
+// the ceiling under every policy. docs/approvals.md records which MCP
+// hosts declare elicitation and what they answer when run headless.
+//
 // # Progress
 //
 // When a call carries a progress token, the run's events become

@@ -37,7 +37,7 @@ func (t *tool) handle(ctx context.Context, req *mcp.CallToolRequest, in Input) (
 	rep := t.reporter(ctx, req)
 	defer rep.stop()
 
-	out = t.runTask(ctx, rep, t.name, "", nil, in)
+	out = t.runTask(ctx, rep, sessionOf(req), t.name, "", nil, in)
 	if out.Status != StatusCompleted {
 		return errorResult(t.name, out), out, nil
 	}
@@ -103,6 +103,7 @@ func (t *tool) handleParallel(ctx context.Context, req *mcp.CallToolRequest, in 
 	}
 	g.SetLimit(limit)
 	var finished atomic.Int64
+	ss := sessionOf(req)
 	for i, task := range in.Tasks {
 		if task.Workdir == "" {
 			task.Workdir = in.Workdir
@@ -117,7 +118,7 @@ func (t *tool) handleParallel(ctx context.Context, req *mcp.CallToolRequest, in 
 			task.SystemPrompt = in.SystemPrompt
 		}
 		g.Go(func() error {
-			o := t.runTask(gctx, rep, toolName, fmt.Sprintf("[%d] ", i), &i, task)
+			o := t.runTask(gctx, rep, ss, toolName, fmt.Sprintf("[%d] ", i), &i, task)
 			out.Results[i] = TaskOutput{Index: i, Output: o}
 			rep.post(fmt.Sprintf("[%d] %s (%d/%d tasks done)", i, o.Status, finished.Add(1), len(in.Tasks)))
 			if in.FailFast && o.Status != StatusCompleted {
@@ -142,6 +143,14 @@ func (t *tool) handleParallel(ctx context.Context, req *mcp.CallToolRequest, in 
 		return errorResult(toolName, out), out, nil
 	}
 	return &mcp.CallToolResult{}, out, nil
+}
+
+// sessionOf returns the client session of a call, or nil.
+func sessionOf(req *mcp.CallToolRequest) *mcp.ServerSession {
+	if req == nil {
+		return nil
+	}
+	return req.Session
 }
 
 // reporter starts the progress reporter of a call, or returns nil when the

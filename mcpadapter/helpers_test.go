@@ -116,6 +116,22 @@ func (h *harness) abandon() { h.abandons.Store(true) }
 // and warm session ended; each checks its error.
 func newHarness(t *testing.T, opts *mcpadapter.Options, invokers ...invoker.Invoker) *harness {
 	t.Helper()
+	return newHarnessWith(t, harnessClient{}, opts, invokers...)
+}
+
+// harnessClient is what a test changes about the harness's client.
+type harnessClient struct {
+	// elicit, if not nil, answers elicitations: the client declares
+	// elicitation.
+	elicit func(context.Context, *mcp.ElicitRequest) (*mcp.ElicitResult, error)
+	// protocol is the protocol version the client asks for; "" means
+	// the SDK's latest.
+	protocol string
+}
+
+// newHarnessWith is newHarness with a client configured by hc.
+func newHarnessWith(t *testing.T, hc harnessClient, opts *mcpadapter.Options, invokers ...invoker.Invoker) *harness {
+	t.Helper()
 	h := &harness{progress: make(chan *mcp.ProgressNotificationParams, 1000)}
 	h.server = mcp.NewServer(&mcp.Implementation{Name: "clinvoke-test", Version: "v0.0.1"}, nil)
 	tools, err := mcpadapter.Register(h.server, opts, invokers...)
@@ -163,8 +179,9 @@ func newHarness(t *testing.T, opts *mcpadapter.Options, invokers ...invoker.Invo
 			default:
 			}
 		},
+		ElicitationHandler: hc.elicit,
 	})
-	cs, err := client.Connect(ctx, ct, nil)
+	cs, err := client.Connect(ctx, ct, &mcp.ClientSessionOptions{ProtocolVersion: hc.protocol})
 	if err != nil {
 		t.Fatalf("Client.Connect() error = %v", err)
 	}

@@ -127,6 +127,28 @@ type Options struct {
 	// [WarmSessions]. The zero value keeps none: every call starts its CLI.
 	WarmSessions WarmSessions
 
+	// Approvals says who answers the questions an agent asks before it
+	// acts (a command, a file change, an MCP tool call), for the CLIs
+	// whose invoker takes an approval callback (invoker.Capabilities.Approve;
+	// the others run as under ApprovalsAllow, bounded by the permission
+	// level alone). ApprovalsAllow, the default, asks no one: the
+	// call's permission level, which the client chose within
+	// MaxPermission and the CLI's sandbox enforces, is the consent.
+	// ApprovalsDeny refuses every such action. ApprovalsElicit asks the
+	// call's client by elicitation, where the client can be asked (see
+	// ApprovalFallback). Whatever the policy, the permission level stays
+	// the ceiling: an action above it is refused without asking.
+	Approvals ApprovalPolicy
+
+	// ApprovalFallback is the policy, ApprovalsAllow or ApprovalsDeny,
+	// for a call under ApprovalsElicit whose client cannot be asked: it
+	// did not declare elicitation in its capabilities, or it speaks a
+	// protocol version (2026-07-28 and later) in which a server sends no
+	// request during a call. If empty, ApprovalsDeny is used: a question
+	// nobody can answer is a no. A client that declared elicitation and
+	// then fails to answer one (an error) is a denial too.
+	ApprovalFallback ApprovalPolicy
+
 	// Logger, if not nil, receives a record for each call: start, end,
 	// refusal, recovered panic. A nil Logger discards everything.
 	// Nothing is ever written to standard output, which a stdio server
@@ -158,6 +180,9 @@ type config struct {
 	maxTurns      int
 	warm          WarmSessions
 	tracer        trace.Tracer
+	approvals     ApprovalPolicy
+	// approvalFallback is ApprovalsAllow or ApprovalsDeny.
+	approvalFallback ApprovalPolicy
 }
 
 func newConfig(o *Options) (*config, error) {
@@ -165,19 +190,21 @@ func newConfig(o *Options) (*config, error) {
 		o = &Options{}
 	}
 	c := &config{
-		maxConcurrent: int64(o.MaxConcurrent),
-		maxTasks:      o.MaxTasks,
-		defaultPerm:   o.DefaultPermission,
-		maxPerm:       o.MaxPermission,
-		progressEvery: o.ProgressInterval,
-		heartbeat:     o.HeartbeatInterval,
-		deltas:        o.Deltas,
-		transcript:    o.TranscriptPath,
-		log:           o.Logger,
-		maxBudget:     o.MaxBudgetUSD,
-		maxTurns:      o.MaxTurns,
-		warm:          o.WarmSessions,
-		tracer:        tracer(o.TracerProvider),
+		maxConcurrent:    int64(o.MaxConcurrent),
+		maxTasks:         o.MaxTasks,
+		defaultPerm:      o.DefaultPermission,
+		maxPerm:          o.MaxPermission,
+		progressEvery:    o.ProgressInterval,
+		heartbeat:        o.HeartbeatInterval,
+		deltas:           o.Deltas,
+		transcript:       o.TranscriptPath,
+		log:              o.Logger,
+		maxBudget:        o.MaxBudgetUSD,
+		maxTurns:         o.MaxTurns,
+		warm:             o.WarmSessions,
+		tracer:           tracer(o.TracerProvider),
+		approvals:        o.Approvals,
+		approvalFallback: o.ApprovalFallback,
 	}
 	switch {
 	case c.maxConcurrent == 0:
@@ -208,6 +235,19 @@ func newConfig(o *Options) (*config, error) {
 	}
 	if c.maxTurns < 0 {
 		return nil, fmt.Errorf("Options.MaxTurns is %d: give a positive number of turns, or 0 for no server limit", c.maxTurns)
+	}
+	if !c.approvals.Valid() {
+		return nil, fmt.Errorf("Options.Approvals: unknown policy %q (want %q, %q or %q)", c.approvals, ApprovalsAllow, ApprovalsDeny, ApprovalsElicit)
+	}
+	if c.approvals == "" {
+		c.approvals = ApprovalsAllow
+	}
+	switch c.approvalFallback {
+	case "":
+		c.approvalFallback = ApprovalsDeny
+	case ApprovalsAllow, ApprovalsDeny:
+	default:
+		return nil, fmt.Errorf("Options.ApprovalFallback: %q is not a policy a server applies on its own (want %q or %q)", c.approvalFallback, ApprovalsAllow, ApprovalsDeny)
 	}
 	if err := c.warm.check(); err != nil {
 		return nil, fmt.Errorf("Options.WarmSessions: %w", err)

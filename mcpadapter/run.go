@@ -6,13 +6,17 @@ import (
 	"runtime/debug"
 	"time"
 
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
 	"github.com/clinvoke/clinvoke/invoker"
 )
 
 // runTask runs one agent turn for in and reports it: validation, a slot of
 // the semaphore, the run itself, the transcript lines and the log records.
-// It never panics and always returns a filled Output.
-func (t *tool) runTask(ctx context.Context, rep *reporter, toolName, prefix string, index *int, in Input) (out Output) {
+// ss is the call's client session (nil in tests that call no client),
+// which approval questions go to under ApprovalsElicit. It never panics
+// and always returns a filled Output.
+func (t *tool) runTask(ctx context.Context, rep *reporter, ss *mcp.ServerSession, toolName, prefix string, index *int, in Input) (out Output) {
 	var (
 		req   invoker.Request
 		res   *invoker.Result
@@ -49,6 +53,9 @@ func (t *tool) runTask(ctx context.Context, rep *reporter, toolName, prefix stri
 		t.recordStart(ctx, toolName, index, runID, &req, sid, start)
 	}}
 	req.OnEvent = obs.onEvent
+	if a := t.approverFor(ctx, ss, rep, prefix); a != nil {
+		req.Approve = a.approve
+	}
 	rep.post(prefix + "starting " + t.name)
 	t.cfg.log.InfoContext(ctx, "run starting", "tool", toolName, "workdir", req.Workdir, "permission", req.Permission, "resume", req.SessionID)
 	res, err = t.call(ctx, req, index == nil)

@@ -138,6 +138,37 @@ type warmSession struct {
 	idleGen uint64      // counts the releases, so that a stale reaper does nothing
 	cancel  context.CancelFunc
 	release func() // ends the session's count in Tools.Wait
+
+	// The Approve callback of the session dispatches to the one of the
+	// call whose turn runs (approve, nil when that call's questions are
+	// allowed without asking); inTurn says whether one runs. Guarded by
+	// amu, not the pool's lock: the callback runs during a turn.
+	amu     sync.Mutex
+	inTurn  bool
+	approve func(context.Context, invoker.Approval) invoker.Decision
+}
+
+// setTurn makes approve the Approve callback of the turn that starts, or
+// with on false, ends the turn.
+func (w *warmSession) setTurn(on bool, approve func(context.Context, invoker.Approval) invoker.Decision) {
+	w.amu.Lock()
+	w.inTurn, w.approve = on, approve
+	w.amu.Unlock()
+}
+
+// dispatchApprove is the Approve callback of the session: it hands the
+// question to the call whose turn runs.
+func (w *warmSession) dispatchApprove(ctx context.Context, a invoker.Approval) invoker.Decision {
+	w.amu.Lock()
+	inTurn, approve := w.inTurn, w.approve
+	w.amu.Unlock()
+	switch {
+	case !inTurn:
+		return invoker.Decision{Message: "denied: no call of the MCP server is in progress"}
+	case approve == nil:
+		return invoker.Decision{Allow: true}
+	}
+	return approve(ctx, a)
 }
 
 // newWarmPool returns the pool of sh, or nil when warm sessions are off.
@@ -205,7 +236,7 @@ func (t *tool) turn(ctx context.Context, w *warmSession, req invoker.Request) (r
 		}
 	}()
 	if w.s == nil {
-		s, cancel, err := t.open(ctx, req)
+		s, cancel, err := t.open(ctx, req, w)
 		if err != nil {
 			p.put(w, "not opened")
 			if req.SessionID != "" && errors.Is(err, invoker.ErrUnsupported) {
@@ -223,6 +254,7 @@ func (t *tool) turn(ctx context.Context, w *warmSession, req invoker.Request) (r
 		t.cfg.log.Info("warm session opened", "cli", t.name, "resume", req.SessionID)
 	}
 	onEvent := req.OnEvent
+	w.setTurn(true, req.Approve)
 	res, err = w.s.Turn(ctx, invoker.TurnRequest{Prompt: req.Prompt, Images: req.Images, OnEvent: func(ev invoker.Event) {
 		if ev.Kind == invoker.KindSession && ev.SessionID != "" {
 			p.name(w, ev.SessionID)
@@ -231,16 +263,25 @@ func (t *tool) turn(ctx context.Context, w *warmSession, req invoker.Request) (r
 			onEvent(ev)
 		}
 	}})
+	w.setTurn(false, nil) // before put, which may give w to another call
 	p.put(w, "")
 	return res, true, err
 }
 
-// open opens a session for req. Its context lasts until Tools.Shutdown,
-// not the call's, which may end first only while the session opens.
-func (t *tool) open(ctx context.Context, req invoker.Request) (invoker.Session, context.CancelFunc, error) {
+// open opens the session of w for req. Its context lasts until
+// Tools.Shutdown, not the call's, which may end first only while the
+// session opens. Unless the policy is ApprovalsAllow, a CLI that takes an
+// approval callback gets w's, which asks as each turn's call says: the
+// calls that continue the conversation may come from other clients.
+func (t *tool) open(ctx context.Context, req invoker.Request, w *warmSession) (invoker.Session, context.CancelFunc, error) {
 	sctx, cancel := t.bind(context.Background())
 	stop := context.AfterFunc(ctx, cancel)
-	s, err := t.inv.OpenSession(sctx, req.Session())
+	sreq := req.Session()
+	sreq.Approve = nil
+	if t.cfg.approvals != ApprovalsAllow && t.inv.Capabilities().Approve {
+		sreq.Approve = w.dispatchApprove
+	}
+	s, err := t.inv.OpenSession(sctx, sreq)
 	if !stop() { // the call's context ended: the session is being stopped
 		if s != nil {
 			s.Close()

@@ -64,6 +64,25 @@
 // gets a first line as soon as its session id is known, so even a run cut
 // off by SIGKILL can be resumed.
 //
+// # Approvals
+//
+// An agent CLI that can ask before it acts (invoker.Capabilities.Approve)
+// asks about commands, file changes and MCP tool calls; -approvals says who
+// answers (mcpadapter.Options.Approvals). allow, the default, asks nobody:
+// the call's permission level, within -max-permission, decides, as for the
+// CLIs that cannot ask. deny refuses every such request, and the model is
+// told. elicit forwards each request to the MCP client as an elicitation,
+// which its user answers; a client that did not declare elicitation (and
+// one on protocol 2026-07-28, which takes no request from the server
+// during a call) gets -approval-fallback, deny by default:
+//
+//	go run ./examples/mcpserver -root ~/src -approvals elicit -max-permission workspace-write
+//
+// Which hosts declare elicitation, and what they do with one when run
+// headless, is measured in docs/approvals.md. The server logs each
+// client's declaration ("client initialized", elicitation=form|url|none)
+// and each request and its answer ("approval").
+//
 // # Telemetry
 //
 // The server installs the OpenTelemetry SDK the flags ask for and hands it
@@ -198,6 +217,8 @@ func run() error {
 		warmIdle       = flag.Duration("warm-idle", mcpadapter.DefaultWarmIdleTimeout, "with -warm: close a warm conversation's CLI after this long without a call")
 		verbose        = flag.Bool("v", false, "log debug details, including the SDK's")
 		metricsAddr    = flag.String("metrics", "", "serve Prometheus metrics on http://ADDR/metrics and a liveness probe on /healthz (such as 127.0.0.1:9464)")
+		approvals      = flag.String("approvals", "allow", "who answers the agents' requests to run commands, edit files or call MCP tools (CLIs that can ask): allow (the permission level decides, nobody is asked), deny (refuse them all), or elicit (ask the MCP client's user)")
+		fallback       = flag.String("approval-fallback", "deny", "with -approvals elicit: allow or deny the requests of a client that cannot be asked (no elicitation)")
 		otlpURL        = flag.String("otlp", "", "export traces over OTLP/HTTP to this URL (such as http://127.0.0.1:4318/v1/traces); the OTEL_EXPORTER_OTLP_* variables work too")
 		roots          []string
 		binaries       = map[string]*string{}
@@ -276,6 +297,9 @@ func run() error {
 	if err := checkPermissions(*perm, *maxPerm); err != nil {
 		return err
 	}
+	if err := checkApprovals(*approvals, *fallback); err != nil {
+		return err
+	}
 	var names []string
 	if len(acpAgents) == 0 || *clis != "" {
 		if names, err = selectCLIs(*clis, binaries, logger); err != nil {
@@ -332,6 +356,7 @@ func run() error {
 	serverOpts := &mcp.ServerOptions{
 		Instructions: "Tools that delegate coding tasks to agent CLIs (" + strings.Join(names, ", ") + ") working in directories of this machine. " +
 			"Each call is one agent turn; pass session_id back to continue a conversation.",
+		InitializedHandler: logClient(logger),
 	}
 	if *verbose {
 		serverOpts.Logger = logger.With("component", "mcp")
@@ -349,6 +374,8 @@ func run() error {
 		WarmSessions:      mcpadapter.WarmSessions{MaxSessions: *warm, IdleTimeout: *warmIdle},
 		Logger:            logger,
 		TracerProvider:    tel.tp,
+		Approvals:         mcpadapter.ApprovalPolicy(*approvals),
+		ApprovalFallback:  mcpadapter.ApprovalPolicy(*fallback),
 	}, invokers...)
 	if err != nil {
 		return err

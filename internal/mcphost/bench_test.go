@@ -37,7 +37,7 @@ func BenchmarkToolCall(b *testing.B) {
 	})
 
 	b.Run("bridge", func(b *testing.B) {
-		br, err := NewBridge(b.Context(), map[string]*mcp.Server{"bench": newServer()})
+		br, err := NewBridge(b.Context(), map[string]*mcp.Server{"bench": newServer()}, nil)
 		if err != nil {
 			b.Fatal(err)
 		}
@@ -59,7 +59,7 @@ func BenchmarkToolCall(b *testing.B) {
 	})
 
 	b.Run("http", func(b *testing.B) {
-		h, err := Serve(b.Context(), map[string]*mcp.Server{"bench": newServer()})
+		h, err := Serve(b.Context(), map[string]*mcp.Server{"bench": newServer()}, nil)
 		if err != nil {
 			b.Fatal(err)
 		}

@@ -36,16 +36,17 @@ type Bridge struct {
 	closeOnce sync.Once
 }
 
-// NewBridge checks servers as [Serve] does and returns a Bridge for them;
+// NewBridge checks servers as [Serve] does and returns a Bridge for them,
+// which reports a handler's panic to onPanic as Serve's host does;
 // nothing is connected until a message arrives. When ctx is done the Bridge
 // shuts down as [Bridge.Close] does; Close must still be called.
-func NewBridge(ctx context.Context, servers map[string]*mcp.Server) (*Bridge, error) {
+func NewBridge(ctx context.Context, servers map[string]*mcp.Server, onPanic func(p any)) (*Bridge, error) {
 	if err := validate(ctx, servers); err != nil {
 		return nil, err
 	}
 	b := &Bridge{
 		servers: make(map[string]*mcp.Server, len(servers)),
-		calls:   newCalls(),
+		calls:   newCalls(onPanic),
 		conns:   make(map[string]*bridgeConn),
 	}
 	for name, s := range servers {

@@ -20,7 +20,7 @@ const (
 
 func newTestBridge(t *testing.T, servers map[string]*mcp.Server) *Bridge {
 	t.Helper()
-	b, err := NewBridge(t.Context(), servers)
+	b, err := NewBridge(t.Context(), servers, nil)
 	if err != nil {
 		t.Fatalf("NewBridge() error = %v", err)
 	}
@@ -238,7 +238,7 @@ func callBridgeBlocked(t *testing.T, ts *testServer, b *Bridge, ctx context.Cont
 
 func TestBridgeCloseCancelsAndWaits(t *testing.T) {
 	ts := newTestServer(t, true)
-	b, err := NewBridge(t.Context(), map[string]*mcp.Server{"tools": ts.Server})
+	b, err := NewBridge(t.Context(), map[string]*mcp.Server{"tools": ts.Server}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

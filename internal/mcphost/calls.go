@@ -25,10 +25,13 @@ type calls struct {
 	inflight map[uint64]context.CancelCauseFunc
 	sessions map[*mcp.ServerSession]struct{}
 	wg       sync.WaitGroup
+	// onPanic, if not nil, is told of a handler's panic (see Serve).
+	onPanic func(p any)
 }
 
-func newCalls() *calls {
+func newCalls(onPanic func(p any)) *calls {
 	return &calls{
+		onPanic:  onPanic,
 		inflight: make(map[uint64]context.CancelCauseFunc),
 		sessions: make(map[*mcp.ServerSession]struct{}),
 	}
@@ -109,6 +112,9 @@ func (c *calls) handle(ctx context.Context, method string, req mcp.Request, next
 	}
 	defer func() {
 		if p := recover(); p != nil {
+			if c.onPanic != nil {
+				c.onPanic(p)
+			}
 			res, err = panicResult(method, req, p)
 		}
 	}()

@@ -92,7 +92,7 @@ func httpClient(t *testing.T, header http.Header) *http.Client {
 // serveTest starts a Host for servers and closes it at cleanup.
 func serveTest(t *testing.T, servers map[string]*mcp.Server) *Host {
 	t.Helper()
-	h, err := Serve(t.Context(), servers)
+	h, err := Serve(t.Context(), servers, nil)
 	if err != nil {
 		t.Fatalf("Serve() error = %v", err)
 	}

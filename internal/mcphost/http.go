@@ -46,12 +46,16 @@ type Host struct {
 // [Host.Token]; any other request is answered 401 and reaches no server.
 // When ctx is done the Host shuts down as [Host.Close] does; Close must
 // still be called, and waits for that shutdown.
-func Serve(ctx context.Context, servers map[string]*mcp.Server) (*Host, error) {
-	return serve(ctx, servers, net.Listen)
+//
+// A handler that panics gives the agent a tool error; onPanic, if not nil,
+// is called with the panic's value first, on the handler's goroutine (the
+// run's owner treats it as a panic of its own callbacks).
+func Serve(ctx context.Context, servers map[string]*mcp.Server, onPanic func(p any)) (*Host, error) {
+	return serve(ctx, servers, onPanic, net.Listen)
 }
 
 // serve is Serve with the listen function as a parameter, for tests.
-func serve(ctx context.Context, servers map[string]*mcp.Server, listen func(network, addr string) (net.Listener, error)) (*Host, error) {
+func serve(ctx context.Context, servers map[string]*mcp.Server, onPanic func(p any), listen func(network, addr string) (net.Listener, error)) (*Host, error) {
 	if err := validate(ctx, servers); err != nil {
 		return nil, err
 	}
@@ -67,7 +71,7 @@ func serve(ctx context.Context, servers map[string]*mcp.Server, listen func(netw
 		ln:     ln,
 		token:  token,
 		urls:   make(map[string]string, len(servers)),
-		calls:  newCalls(),
+		calls:  newCalls(onPanic),
 		served: make(chan struct{}),
 	}
 	mux := http.NewServeMux()

@@ -141,7 +141,7 @@ func TestHostRefusesUnknownPath(t *testing.T) {
 
 func TestHostCloseRefusesConnections(t *testing.T) {
 	ts := newTestServer(t, false)
-	h, err := Serve(t.Context(), map[string]*mcp.Server{"tools": ts.Server})
+	h, err := Serve(t.Context(), map[string]*mcp.Server{"tools": ts.Server}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -188,7 +188,7 @@ func callBlocked(t *testing.T, ts *testServer, cs *mcp.ClientSession) <-chan err
 
 func TestHostCloseCancelsAndWaitsForHandler(t *testing.T) {
 	ts := newTestServer(t, true)
-	h, err := Serve(t.Context(), map[string]*mcp.Server{"tools": ts.Server})
+	h, err := Serve(t.Context(), map[string]*mcp.Server{"tools": ts.Server}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -235,7 +235,12 @@ func TestHostCancelCalls(t *testing.T) {
 
 func TestHostHandlerPanicIsToolError(t *testing.T) {
 	ts := newTestServer(t, false)
-	h := serveTest(t, map[string]*mcp.Server{"tools": ts.Server})
+	panics := make(chan any, 1)
+	h, err := Serve(t.Context(), map[string]*mcp.Server{"tools": ts.Server}, func(p any) { panics <- p })
+	if err != nil {
+		t.Fatalf("Serve() error = %v", err)
+	}
+	t.Cleanup(func() { h.Close() })
 	cs := connectHTTP(t, h.URL("tools"), h.Header())
 	res, err := cs.CallTool(t.Context(), &mcp.CallToolParams{Name: "boom"})
 	if err != nil {
@@ -247,6 +252,14 @@ func TestHostHandlerPanicIsToolError(t *testing.T) {
 	if got := textOf(t, res); !strings.Contains(got, "kaboom") || !strings.Contains(got, `"boom"`) {
 		t.Errorf("CallTool(boom) text = %q, want the tool's name and the panic value", got)
 	}
+	select {
+	case p := <-panics:
+		if p != "kaboom" {
+			t.Errorf("onPanic got %v, want the panic's value", p)
+		}
+	default:
+		t.Error("onPanic was not called before the reply")
+	}
 	// The session survives the panic.
 	if _, err := cs.CallTool(t.Context(), &mcp.CallToolParams{Name: "echo", Arguments: map[string]any{"text": "x"}}); err != nil {
 		t.Errorf("CallTool(echo) after a panic error = %v", err)
@@ -256,7 +269,7 @@ func TestHostHandlerPanicIsToolError(t *testing.T) {
 func TestServeContextDoneCloses(t *testing.T) {
 	ts := newTestServer(t, false)
 	ctx, cancel := context.WithCancel(t.Context())
-	h, err := Serve(ctx, map[string]*mcp.Server{"tools": ts.Server})
+	h, err := Serve(ctx, map[string]*mcp.Server{"tools": ts.Server}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -277,7 +290,7 @@ func TestServeListenError(t *testing.T) {
 	ts := newTestServer(t, false)
 	refused := errors.New("no loopback here")
 	var got string
-	_, err := serve(t.Context(), map[string]*mcp.Server{"tools": ts.Server}, func(network, addr string) (net.Listener, error) {
+	_, err := serve(t.Context(), map[string]*mcp.Server{"tools": ts.Server}, nil, func(network, addr string) (net.Listener, error) {
 		got = addr
 		return nil, refused
 	})
@@ -292,7 +305,7 @@ func TestServeListenError(t *testing.T) {
 
 func TestServeRefusesBadConfig(t *testing.T) {
 	ts := newTestServer(t, false)
-	_, err := Serve(t.Context(), map[string]*mcp.Server{"bad name": ts.Server})
+	_, err := Serve(t.Context(), map[string]*mcp.Server{"bad name": ts.Server}, nil)
 	if !errors.Is(err, ErrBadName) {
 		t.Fatalf("Serve() error = %v, want ErrBadName", err)
 	}

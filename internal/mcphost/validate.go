@@ -39,7 +39,7 @@ func validate(ctx context.Context, servers map[string]*mcp.Server) error {
 	type ref struct{ server, tool string }
 	seen := make(map[string]map[string]ref) // scheme → qualified name → first tool
 	for _, name := range slices.Sorted(maps.Keys(servers)) {
-		if err := checkServerName(name); err != nil {
+		if err := CheckName(name); err != nil {
 			errs = append(errs, err) // its tools are still checked
 		}
 		s := servers[name]
@@ -80,9 +80,11 @@ func validate(ctx context.Context, servers map[string]*mcp.Server) error {
 	return errors.Join(errs...)
 }
 
-// checkServerName reports whether name can be a URL path segment, a CLI
-// configuration key and the server part of a qualified tool name.
-func checkServerName(name string) error {
+// CheckName reports, as a *ConfigError, whether name can be a server's
+// name: a URL path segment, a CLI configuration key and the server part of
+// a qualified tool name. Serve and NewBridge check it; callers that
+// configure other servers under the same rules call it too.
+func CheckName(name string) error {
 	const fix = "use letters, digits, '_' and '-' only, without \"__\""
 	if name == "" {
 		return &ConfigError{Kind: ErrBadName, Server: name, Problem: "the name is empty", Fix: fix}

@@ -86,7 +86,7 @@ func TestInstrumentOnce(t *testing.T) {
 	// panic is recovered once, whatever the number of runs.
 	ts := newTestServer(t, false)
 	for range 3 {
-		b, err := NewBridge(t.Context(), map[string]*mcp.Server{"tools": ts.Server})
+		b, err := NewBridge(t.Context(), map[string]*mcp.Server{"tools": ts.Server}, nil)
 		if err != nil {
 			t.Fatal(err)
 		}

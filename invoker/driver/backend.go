@@ -141,13 +141,16 @@ func Unsupported(field, hint string) error {
 
 type unsupportedError struct {
 	field, hint string
-	turn        bool // field is a TurnRequest's
-	method      bool // field is a Session method
+	turn        bool   // field is a TurnRequest's
+	method      bool   // field is a Session method
+	what        string // the part of field that is not supported, if not all of it
 }
 
 func (e *unsupportedError) Error() string {
 	msg := fmt.Sprintf("Request.%s is not supported by this CLI", e.field)
 	switch {
+	case e.what != "":
+		msg = fmt.Sprintf("Request.%s with %s is not supported by this CLI", e.field, e.what)
 	case e.turn:
 		msg = fmt.Sprintf("TurnRequest.%s (a switch between turns) is not supported by this CLI", e.field)
 	case e.method:

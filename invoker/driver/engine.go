@@ -58,7 +58,7 @@ func (e *engine) invoke(ctx context.Context, req invoker.Request, sp *span) (*in
 	if err := e.checkSupported(&req); err != nil {
 		return fail(err)
 	}
-	if sr, ok := e.b.(SessionRouter); ok && e.b.Capabilities().Sessions && sr.InSession(&req) {
+	if e.inSession(&req) {
 		return e.invokeInSession(ctx, req, start)
 	}
 	cmd, err := e.b.Command(&req)
@@ -98,6 +98,21 @@ func (e *engine) invoke(ctx context.Context, req invoker.Request, sp *span) (*in
 		return res, &cliError{CLI: e.b.Name(), Err: err}
 	}
 	return res, nil
+}
+
+// inSession reports whether Invoke runs req as a session of one turn:
+// when it asks for two-way control (Approve, MCPServers), which only the
+// long-lived modes carry, or when the backend says its one-shot mode
+// cannot honour it (SessionRouter).
+func (e *engine) inSession(req *invoker.Request) bool {
+	if !e.b.Capabilities().Sessions {
+		return false
+	}
+	if req.Approve != nil || len(req.MCPServers) > 0 {
+		return true
+	}
+	sr, ok := e.b.(SessionRouter)
+	return ok && sr.InSession(req)
 }
 
 // invokeInSession runs req as a session of one turn, for a request the

@@ -97,12 +97,12 @@ func (r *run) supervise() error {
 			// for a polite exit.
 			panicCh = nil
 			if stopErr == nil {
-				stopErr = errors.New("OnEvent panicked")
+				stopErr = errors.New(r.panicWhat + " panicked")
 				r.tel.stopping(stopErr)
 			}
 			step = 3
 			r.tel.ladder(stepKill)
-			r.log.Debug("signal", "pid", r.tree.Pid(), "signal", proc.Kill.String(), "reason", "OnEvent panicked")
+			r.log.Debug("signal", "pid", r.tree.Pid(), "signal", proc.Kill.String(), "reason", r.panicWhat+" panicked")
 			r.tree.Kill()
 		case <-firstEvent:
 			firstEvent = nil

@@ -46,6 +46,9 @@ func (e *engine) checkSession(req *invoker.SessionRequest) (*jsonschema.Resolved
 			return nil, invalid("Request.Env entry %q is not KEY=VALUE", kv)
 		}
 	}
+	if err := checkMCPServers(req.MCPServers); err != nil {
+		return nil, err
+	}
 	if _, err := e.cfg.want(); err != nil {
 		return nil, err
 	}
@@ -82,6 +85,15 @@ var fieldSet = map[string]func(req *invoker.Request) bool{
 	"OutputSchema": func(r *invoker.Request) bool { return len(r.OutputSchema) > 0 },
 	"MaxTurns":     func(r *invoker.Request) bool { return r.MaxTurns != 0 },
 	"MaxBudgetUSD": func(r *invoker.Request) bool { return r.MaxBudgetUSD != 0 },
+	"Approve":      func(r *invoker.Request) bool { return r.Approve != nil },
+	"MCPServers": func(r *invoker.Request) bool {
+		for _, s := range r.MCPServers {
+			if s.Server == nil {
+				return true
+			}
+		}
+		return false
+	},
 }
 
 // checkSupported refuses a request that sets a field the backend does not
@@ -92,7 +104,7 @@ func (e *engine) checkSupported(req *invoker.Request) error {
 			return &unsupportedError{field: f, hint: e.b.Hint(f)}
 		}
 	}
-	return nil
+	return e.checkGoTools(req)
 }
 
 // noNUL rejects a NUL byte in any field that reaches the CLI's argument

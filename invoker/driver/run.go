@@ -97,6 +97,7 @@ type run struct {
 	panicOnce sync.Once
 	panicVal  any
 	goexit    bool
+	panicWhat string // the callback that panicked: "OnEvent", "Approve", ...
 
 	tel *span // the run's telemetry (telemetry.go); nil records nothing
 }

@@ -48,6 +48,10 @@ type session struct {
 	err       error         // why the session ended, without the CLI's name; set before done is closed
 	closeOnce sync.Once
 	closeErr  error
+	// tools hosts the session's Go MCP servers; calls counts the
+	// goroutines delivering in-band MCP messages to them.
+	tools *tools
+	calls sync.WaitGroup
 	// lineTurn is the turn in flight when the line being delivered was
 	// decoded (nil between turns); only the stdout reader uses it.
 	lineTurn *turnState
@@ -81,8 +85,19 @@ func (e *engine) open(ctx context.Context, req invoker.SessionRequest) (*session
 	if err := e.checkSupported(&full); err != nil {
 		return fail(err)
 	}
-	cmd, err := sb.SessionCommand(&req)
+	if ctx.Err() != nil {
+		return fail(ctxError(ctx))
+	}
+	// The Go servers are hosted before the CLI starts, which must be
+	// told where they are; a panic of a handler is the caller's, as one
+	// of OnEvent is.
+	tl, breq, err := e.startTools(req, func(p any) { s.r.recordPanic("an MCP tool handler", p, false) })
 	if err != nil {
+		return fail(err)
+	}
+	cmd, err := sb.SessionCommand(&breq)
+	if err != nil {
+		tl.close()
 		if !errors.Is(err, invoker.ErrInvalidRequest) {
 			err = fmt.Errorf("%w: %w", invoker.ErrInvalidRequest, err)
 		}
@@ -91,16 +106,11 @@ func (e *engine) open(ctx context.Context, req invoker.SessionRequest) (*session
 	cmd.Stdin = ""
 	path, err := e.lookPath()
 	if err != nil {
+		tl.close()
 		if cmd.Cleanup != nil {
 			cmd.Cleanup()
 		}
 		return fail(err)
-	}
-	if ctx.Err() != nil {
-		if cmd.Cleanup != nil {
-			cmd.Cleanup()
-		}
-		return fail(ctxError(ctx))
 	}
 
 	s = &session{
@@ -109,7 +119,8 @@ func (e *engine) open(ctx context.Context, req invoker.SessionRequest) (*session
 		e:       e,
 		sreq:    req,
 		schema:  schema,
-		proto:   sb.NewSessionProtocol(&req),
+		proto:   sb.NewSessionProtocol(&breq),
+		tools:   tl,
 		ctx:     ctx,
 		wake:    make(chan struct{}, 1),
 		started: make(chan struct{}),
@@ -150,6 +161,10 @@ func (e *engine) open(ctx context.Context, req invoker.SessionRequest) (*session
 	}
 	go func() {
 		err := r.execute()
+		// The tree is gone: end the tool calls it made, and wait for
+		// their handlers before the session counts as ended.
+		s.tools.close()
+		s.calls.Wait()
 		if cmd.Cleanup != nil {
 			cmd.Cleanup()
 		}
@@ -238,6 +253,12 @@ func (d *sessionDecoder) Decode(line []byte) ([]invoker.Event, error) {
 	s.lineTurn = t
 	st, err := s.proto.Decode(line)
 	s.write(st.Write...)
+	for _, a := range st.Approvals {
+		s.ask(t, a)
+	}
+	for _, c := range st.Calls {
+		s.deliver(t, c)
+	}
 	for _, ev := range st.Events {
 		if ev.SessionID != "" {
 			s.mu.Lock()

@@ -19,7 +19,15 @@ import (
 
 // turnState is one turn's link between the reader and Turn.
 type turnState struct {
-	req       *invoker.TurnRequest
+	req *invoker.TurnRequest
+	// ctx is the turn's context, given to Approve and to the turn's tool
+	// calls: done when the turn's is, when the turn is interrupted, and
+	// when Turn returns. calls counts the goroutines of the turn's
+	// approvals, which Turn waits for.
+	ctx       context.Context
+	cancel    context.CancelCauseFunc
+	calls     sync.WaitGroup
+	over      bool          // Turn is returning: no approval may start (guarded by the session's mu)
 	first     chan struct{} // closed at the turn's first event that is not a warning
 	firstOnce sync.Once
 	ended     chan struct{} // closed after the turn's last event was delivered
@@ -105,6 +113,17 @@ func (s *session) turn(ctx context.Context, t invoker.TurnRequest) (*invoker.Res
 	}
 
 	ts := &turnState{req: &t, first: make(chan struct{}), ended: make(chan struct{})}
+	ts.ctx, ts.cancel = context.WithCancelCause(ctx)
+	defer func() {
+		// The turn's approvals are answered or withdrawn, and their
+		// callbacks have returned, before Turn returns (or re-raises a
+		// panic of one of them).
+		s.mu.Lock()
+		ts.over = true
+		s.mu.Unlock()
+		ts.cancel(errTurnOver)
+		ts.calls.Wait()
+	}()
 	r := s.r
 	// What runs now, with the CLI idle between turns, is what it keeps
 	// across turns; what the turn adds is swept when it is cancelled.
@@ -191,6 +210,12 @@ func (s *session) await(ctx context.Context, ts *turnState, res *invoker.Result,
 		return fail(closed)
 	}
 	ended := func() (*invoker.Result, error) {
+		if r.panicked.Load() {
+			// A callback of the caller's (Approve, a tool handler)
+			// panicked during the turn: the tree is being killed, and
+			// the panic is re-raised once it is gone.
+			return gone(nil)
+		}
 		out := ts.out
 		if !out.Success && r.ctx.Err() != nil {
 			// The CLI ended the turn because the session is being
@@ -226,6 +251,12 @@ func (s *session) await(ctx context.Context, ts *turnState, res *invoker.Result,
 		}
 		cause = why
 		timers.stop()
+		// Once the CLI is asked to end the turn, the turn's pending
+		// approvals are withdrawn and its tool calls cancelled.
+		defer func() {
+			ts.cancel(why)
+			s.tools.cancelCalls()
+		}()
 		g := s.cfg.turnGrace
 		if g == 0 {
 			ignored = true
@@ -287,6 +318,9 @@ func (s *session) await(ctx context.Context, ts *turnState, res *invoker.Result,
 		}
 	}
 }
+
+// errTurnOver is the cause of a turn's context once Turn returns.
+var errTurnOver = errors.New("the turn is over")
 
 // turnOutcome asks the protocol what a turn cut short by the end of the
 // session established (partial text, session id).

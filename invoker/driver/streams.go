@@ -107,27 +107,41 @@ func (r *run) deliver(events []invoker.Event) {
 	}
 }
 
-func (r *run) callOnEvent(ev invoker.Event) {
+func (r *run) callOnEvent(ev invoker.Event) { r.call("OnEvent", func() { r.onEvent(ev) }) }
+
+// call runs fn, a callback of the caller's named what (OnEvent, Approve),
+// and reports whether it returned. A panic or runtime.Goexit in it is
+// recorded (see recordPanic) and ends the goroutine that runs it: after
+// Goexit at once, after a panic once call has returned false.
+func (r *run) call(what string, fn func()) bool {
 	returned := false
 	defer func() {
 		if returned {
 			return
 		}
-		p := recover() // nil when OnEvent called runtime.Goexit
-		r.panicOnce.Do(func() {
-			r.panicVal, r.goexit = p, p == nil
-			if p != nil {
-				r.log.Error("OnEvent panicked", "panic", p, "stack", string(debug.Stack()))
-			}
-			r.panicked.Store(true)
-			close(r.panicCh)
-		})
-		// After a panic this goroutine goes on draining the output
-		// without delivering; after Goexit it ends here and the kill
-		// stops the CLI.
+		p := recover() // nil when fn called runtime.Goexit
+		r.recordPanic(what, p, p == nil)
+		// After a panic this goroutine goes on without calling back;
+		// after Goexit it ends here and the kill stops the CLI.
 	}()
-	r.onEvent(ev)
+	fn()
 	returned = true
+	return true
+}
+
+// recordPanic records the first panic (or runtime.Goexit, when goexit is
+// set) of a callback of the caller's, a bug of the caller's: the ladder
+// kills the tree at once, no further event is delivered, and reraise
+// re-raises it on the goroutine that called Invoke or Turn.
+func (r *run) recordPanic(what string, p any, goexit bool) {
+	r.panicOnce.Do(func() {
+		r.panicVal, r.goexit, r.panicWhat = p, goexit, what
+		if !goexit {
+			r.log.Error(what+" panicked", "panic", p, "stack", string(debug.Stack()))
+		}
+		r.panicked.Store(true)
+		close(r.panicCh)
+	})
 }
 
 // readStderr keeps the tail of stderr and shows each line to the decoder,

@@ -1,6 +1,7 @@
 package invokertest
 
 import (
+	"encoding/json"
 	"os"
 	"testing"
 	"time"
@@ -99,6 +100,39 @@ type Agent struct {
 	// that hangs does: only the end of the ladder, SIGKILL, stops it.
 	IgnoreSignals bool
 
+	// Ask makes every turn ask permission to run this shell command
+	// before it answers, in the CLI's own protocol, as the CLI asks a
+	// run's Approve callback (invoker.Request.Approve): Claude Code's
+	// can_use_tool request, Codex's command approval request, ACP's
+	// session/request_permission. When allowed, the command runs with
+	// sh -c in the working directory (for Claude Code, the changed
+	// command of a Decision.Input), so a test can look for a file it
+	// creates, and the answer starts with the line "approved"; when
+	// denied, it does not run, and the answer starts with "denied",
+	// followed for Claude Code by ": " and Decision.Message (the other
+	// CLIs carry no message). An allow for the session is remembered:
+	// later turns of a session run the command without asking. Ask acts
+	// in the CLI's long-lived mode, which runs with Approve (or
+	// MCPServers) take; the one-shot mode ignores it.
+	Ask string
+
+	// CallTool makes every turn call a tool of an MCP server of the run
+	// (invoker.Request.MCPServers), named "server/tool", with ToolArgs,
+	// after Ask and before the answer, the way the CLI calls the tools of
+	// such servers; a Go server (MCPServer.Server) is reached as the
+	// library serves it to the CLI. The answer holds the tool's result
+	// text, after Ask's line: "tool error: " and the text for an error
+	// result, "tool failed: " and why for a call that got no result (an
+	// unknown server or tool). When the CLI asks about the call (Claude
+	// Code and Gemini CLI ask, unless the library lets the request's
+	// servers run), Approve decides as for Ask, and a denial gives the
+	// line "denied". Cancelling the turn cancels the call. Like Ask,
+	// CallTool acts in the long-lived mode only.
+	CallTool string
+
+	// ToolArgs are the arguments of CallTool's call.
+	ToolArgs map[string]any
+
 	// LeaveBehind makes the agent start a process in its group and a
 	// daemon that leaves its session (setsid), as a tool that spawns
 	// background work does; the library must kill both. In a session,
@@ -135,6 +169,15 @@ func (a Agent) Options() invoker.Options {
 		Grandchild:    a.LeaveBehind,
 		Escapee:       a.LeaveBehind,
 		TurnSpawns:    a.LeaveBehind,
+		Ask:           a.Ask,
+		CallTool:      a.CallTool,
+	}
+	if a.ToolArgs != nil {
+		b, err := json.Marshal(a.ToolArgs)
+		if err != nil {
+			panic("invokertest: Agent.ToolArgs: " + err.Error())
+		}
+		s.ToolArgs = b
 	}
 	if s.Flavor == "" {
 		s.Flavor = fakeagent.Codex
@@ -180,6 +223,9 @@ func (f Fake) Agent(cli string) (Agent, invoker.Options) {
 		HugeLine:    f.HugeLine,
 		Tool:        f.Tool,
 		LeaveBehind: f.Grandchild || f.Escapee,
+		Ask:         f.Ask,
+		CallTool:    f.CallTool,
+		ToolArgs:    f.ToolArgs,
 	}
 	var opts invoker.Options
 	if f.AnswerOverLimit {

@@ -319,6 +319,12 @@ var cases = []testCase{
 				{"OutputSchema", func(q *invoker.Request) { q.OutputSchema = json.RawMessage(seenSchema) }, `{"answer":"seen"}`},
 				{"MaxTurns", func(q *invoker.Request) { q.MaxTurns = 5 }, ""},
 				{"MaxBudgetUSD", func(q *invoker.Request) { q.MaxBudgetUSD = 5 }, ""},
+				{"Approve", func(q *invoker.Request) {
+					q.Approve = func(context.Context, invoker.Approval) invoker.Decision { return invoker.Decision{} }
+				}, ""},
+				{"MCPServers", func(q *invoker.Request) {
+					q.MCPServers = []invoker.MCPServer{{Name: "conformance", URL: "http://127.0.0.1:9/mcp"}}
+				}, ""},
 			} {
 				var req invoker.Request
 				f.set(&req)

@@ -5,7 +5,10 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"path/filepath"
 	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/clinvoke/clinvoke/claude"
 	"github.com/clinvoke/clinvoke/codex"
@@ -55,4 +58,55 @@ func ExampleAgent_stall() {
 	// Output:
 	// "Half an" true
 	// survivors: 0
+}
+
+// An Agent asks for permission as its CLI does, so a test can check an
+// Approve callback without a model or a key: here the agent asks to run a
+// command, the callback refuses it, and the command does not run.
+func ExampleAgent_approve() {
+	workdir, _ := os.MkdirTemp("", "example")
+	defer os.RemoveAll(workdir)
+	agent := invokertest.Agent{CLI: "claude", Ask: "touch deployed"}
+	res, err := claude.New(agent.Options()).Invoke(context.Background(), invoker.Request{
+		Prompt:     "Deploy.",
+		Workdir:    workdir,
+		Permission: invoker.Unlimited,
+		Approve: func(ctx context.Context, a invoker.Approval) invoker.Decision {
+			fmt.Println("asked:", a.Kind, a.Command)
+			return invoker.Decision{Message: "no deploys on Fridays"}
+		},
+	})
+	_, statErr := os.Stat(filepath.Join(workdir, "deployed"))
+	fmt.Println(res.Text, err)
+	fmt.Println("ran:", statErr == nil)
+	// Output:
+	// asked: command touch deployed
+	// denied: no deploys on Fridays <nil>
+	// ran: false
+}
+
+// An Agent calls the tools of a run's Go MCP server the way its CLI
+// does, so a test can check a tool without a model or a key: the
+// handler sees the agent's arguments, and the agent answers with the
+// tool's result.
+func ExampleAgent_goTool() {
+	type weatherIn struct {
+		City string `json:"city"`
+	}
+	srv := mcp.NewServer(&mcp.Implementation{Name: "weather", Version: "1.0.0"}, nil)
+	mcp.AddTool(srv, &mcp.Tool{Name: "forecast", Description: "The forecast of a city."},
+		func(ctx context.Context, _ *mcp.CallToolRequest, in weatherIn) (*mcp.CallToolResult, any, error) {
+			fmt.Println("forecast for", in.City)
+			return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: "Sunny in " + in.City + "."}}}, nil, nil
+		})
+	agent := invokertest.Agent{CLI: "codex", CallTool: "weather/forecast", ToolArgs: map[string]any{"city": "Lisbon"}}
+	res, err := codex.New(agent.Options()).Invoke(context.Background(), invoker.Request{
+		Prompt:     "What is the weather in Lisbon?",
+		Workdir:    os.TempDir(),
+		MCPServers: []invoker.MCPServer{{Name: "weather", Server: srv}},
+	})
+	fmt.Println(res.Text, err)
+	// Output:
+	// forecast for Lisbon
+	// Sunny in Lisbon. <nil>
 }

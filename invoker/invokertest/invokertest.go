@@ -41,6 +41,7 @@ import (
 	"fmt"
 	"os"
 	"runtime"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -82,6 +83,18 @@ type Fake struct {
 	// takes one turn of its own: with Request.MaxTurns 1 the CLI reaches
 	// its turn limit after the tool's result, as the real CLIs do.
 	Tool bool
+	// Ask asks the CLI to ask permission to run this shell command
+	// (Request.Approve decides), to run it in the working directory if
+	// allowed, and to answer with a first line "approved", or, denied,
+	// not to run it and to answer with a first line starting with
+	// "denied" (see Agent.Ask).
+	Ask string
+	// CallTool asks the CLI to call the tool named "server/tool" of an
+	// MCP server of the request with ToolArgs, and to answer with the
+	// tool's result text (see Agent.CallTool).
+	CallTool string
+	// ToolArgs are the arguments of CallTool's call.
+	ToolArgs map[string]any
 	// AnswerOverLimit asks for a final answer longer than the Invoker's
 	// line limit (invoker.Options.MaxLineSize), so that the lines that carry
 	// it are skipped. The factory may lower the limit for the case rather
@@ -93,12 +106,14 @@ type Fake struct {
 // Invoker from newInvoker. The suite reads what the Invoker supports from
 // its Capabilities: it checks that every optional field declared supported
 // is honoured and that every other one is refused with
-// invoker.ErrUnsupported before anything starts, and runs the session
+// invoker.ErrUnsupported before anything starts, runs the session
 // cases when Capabilities.Sessions is true (else it checks that
-// OpenSession refuses with ErrUnsupported).
+// OpenSession refuses with ErrUnsupported), and the cases of Approve and
+// of Go MCP servers when Capabilities.Approve and Capabilities.GoTools
+// are.
 func Run(t *testing.T, newInvoker func(t *testing.T, f Fake) invoker.Invoker) {
 	t.Helper()
-	for _, c := range append(cases[:len(cases):len(cases)], sessionCases...) {
+	for _, c := range slices.Concat(cases, sessionCases, twoWayCases) {
 		t.Run(c.name, func(t *testing.T) {
 			r := &report{}
 			c.run(r, newCase(t, newInvoker))
@@ -114,7 +129,7 @@ func Run(t *testing.T, newInvoker func(t *testing.T, f Fake) invoker.Invoker) {
 // case; workdir is an existing directory used as Request.Workdir.
 func Test(newInvoker func(f Fake) invoker.Invoker, workdir string) error {
 	var errs []error
-	for _, c := range append(cases[:len(cases):len(cases)], sessionCases...) {
+	for _, c := range slices.Concat(cases, sessionCases, twoWayCases) {
 		r := &report{}
 		k := &kase{
 			newInvoker: func(f Fake) invoker.Invoker { return newInvoker(f) },

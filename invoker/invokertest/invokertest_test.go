@@ -47,6 +47,12 @@ func (m memInvoker) Invoke(ctx context.Context, req invoker.Request) (*invoker.R
 	if req.MaxBudgetUSD != 0 {
 		return fail(driver.Unsupported("MaxBudgetUSD", ""))
 	}
+	if req.Approve != nil {
+		return fail(driver.Unsupported("Approve", ""))
+	}
+	if len(req.MCPServers) > 0 {
+		return fail(driver.Unsupported("MCPServers", ""))
+	}
 	if err := ctx.Err(); err != nil {
 		return fail(cancelError(ctx))
 	}

@@ -288,6 +288,31 @@ func rows(s samples) []row {
 		}
 	}
 
+	// Two-way control: what an approval and an in-band Go tool call add
+	// to a turn on the echo CLI (the engine's part), and, with the real
+	// CLIs, a turn through an approval or a Go tool against the CLI's own
+	// tool doing the same work.
+	if s.has("BenchmarkControlRoundTrip") {
+		info("Two-way control, engine: a plain turn on the echo CLI (`ControlRoundTrip` plain-turn-ms)", "BenchmarkControlRoundTrip", "plain-turn-ms", "ms")
+		info("  added by one approval round trip (`ControlRoundTrip` approval-added-ms)", "BenchmarkControlRoundTrip", "approval-added-ms", "ms")
+		info("  added by one in-band Go tool call, initialize included (`ControlRoundTrip` gotool-added-ms)", "BenchmarkControlRoundTrip", "gotool-added-ms", "ms")
+	}
+	if s.has("BenchmarkApproval/") || s.has("BenchmarkGoTool/") {
+		for _, cli := range []string{"codex", "gemini", "claude"} {
+			a, g := "BenchmarkApproval/"+cli, "BenchmarkGoTool/"+cli
+			info(fmt.Sprintf("Real CLI (e2e), %s: a turn whose command the callback approved ÷ the same turn with the command allowed by the level (`e2e Approval/%s` approval/own)", cli, cli), a, "approval/own", "×")
+			info(fmt.Sprintf("  approved turn (`e2e Approval/%s` approved-turn-ms)", cli), a, "approved-turn-ms", "ms")
+			info(fmt.Sprintf("  allowed turn (`e2e Approval/%s` own-turn-ms)", cli), a, "own-turn-ms", "ms")
+			info(fmt.Sprintf("  approved command, tool call → result (`e2e Approval/%s` approved-tool-ms)", cli), a, "approved-tool-ms", "ms")
+			info(fmt.Sprintf("  allowed command, tool call → result (`e2e Approval/%s` own-tool-ms)", cli), a, "own-tool-ms", "ms")
+			info(fmt.Sprintf("Real CLI (e2e), %s: a turn calling a Go tool ÷ the same work by the CLI's own shell tool (`e2e GoTool/%s` gotool/own)", cli, cli), g, "gotool/own", "×")
+			info(fmt.Sprintf("  Go tool turn (`e2e GoTool/%s` gotool-turn-ms)", cli), g, "gotool-turn-ms", "ms")
+			info(fmt.Sprintf("  own tool turn (`e2e GoTool/%s` own-turn-ms)", cli), g, "own-turn-ms", "ms")
+			info(fmt.Sprintf("  Go tool, call → result (`e2e GoTool/%s` gotool-ms)", cli), g, "gotool-ms", "ms")
+			info(fmt.Sprintf("  own shell tool, call → result (`e2e GoTool/%s` own-tool-ms)", cli), g, "own-tool-ms", "ms")
+		}
+	}
+
 	// Survivors: the largest count any run of any benchmark reported.
 	worst, runs := math.NaN(), 0
 	for _, units := range s {
@@ -488,6 +513,24 @@ const methods = `- **InvokeQuick / RawExecQuick** (invoker/bench_test.go): a fak
   summed over the processes, as ps shows them) of the session's CLI and
   everything it started, idle after the benchmark's turns, once every
   cold Invoke's tree is gone.
+- **ControlRoundTrip** (invoker/driver/control_test.go): one session on
+  the echo CLI (cat: every line the protocol writes comes back as what
+  the CLI said) and, in every iteration, a plain turn and a turn that
+  asks one approval (allowed by the callback), back to back, alternating
+  which goes first, then a turn that calls one Go tool in band
+  (initialize, initialized, tools/call through the bridge to a go-sdk
+  server). The added figures are the turns' time over the plain turn's:
+  the engine's part of a round trip, with next to no CLI in it.
+- **e2e Approval/CLI, GoTool/CLI** (e2e/twoway_<cli>_test.go, only with
+  BENCH_E2E=1): with the real pinned CLIs against the fake model, warm
+  sessions: a turn whose shell command the Approve callback allows against
+  the same turn with the command allowed by the permission level (no
+  callback), and a turn calling a Go tool against one where the CLI's own
+  shell tool does the same work; back to back in every iteration. Each
+  turn is timed whole (the model answers at once: two model requests),
+  and from its tool call's event to its result's (Codex reports a command
+  that needs no approval only once it has run, so its own-tool figure
+  misses the run).
 - **survivors**: processes carrying the benchmark's tag still alive after
   the last Invoke returned (a /proc scan of environments).
 `

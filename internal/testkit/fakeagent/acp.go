@@ -34,7 +34,10 @@ type acpRPC struct {
 			Type string `json:"type"`
 			Text string `json:"text"`
 		} `json:"prompt"`
+		MCPServers []acpMCPServer `json:"mcpServers"`
 	} `json:"params"`
+	Result json.RawMessage `json:"result"`
+	Error  json.RawMessage `json:"error"`
 }
 
 // acpAgent is one run of the fake ACP agent.
@@ -44,6 +47,7 @@ type acpAgent struct {
 	busy bool
 	intr chan struct{} // closed by session/cancel
 	n    int
+	two  *acpTwoWay
 }
 
 // geminiACP runs the fake ACP agent until end of input and returns the
@@ -53,7 +57,8 @@ func (a *agent) geminiACP(rec recorder) int {
 		fmt.Fprintln(os.Stderr, "fakeagent:", err)
 		return 2
 	}
-	g := &acpAgent{a: a}
+	g := &acpAgent{a: a, two: newACPTwoWay(a.args)}
+	defer g.two.clients.close()
 	time.Sleep(a.s.SilentFor) // an agent slow to start: nothing is answered meanwhile
 	readInput(a, rec, func(m *acpRPC) { g.handle(m) })
 	return 0
@@ -68,10 +73,19 @@ func (g *acpAgent) update(u obj) {
 }
 
 func (g *acpAgent) handle(m *acpRPC) {
+	if m.Method == "" && len(m.ID) > 0 {
+		// The client's response to a request of the agent's.
+		res := m.Result
+		if len(m.Error) > 0 && string(m.Error) != "null" {
+			res = json.RawMessage("null")
+		}
+		g.two.replies.deliver(string(m.ID), res)
+		return
+	}
 	switch m.Method {
 	case "initialize":
 		g.reply(m.ID, obj{{"protocolVersion", 1}, {"authMethods", []obj{}},
-			{"agentCapabilities", obj{{"loadSession", true}}}})
+			{"agentCapabilities", obj{{"loadSession", true}, {"mcpCapabilities", obj{{"http", true}, {"sse", true}}}}}})
 	case "session/new", "session/load":
 		if g.a.s.Fail != "" {
 			// As Gemini answers when it cannot set a session up (a bad
@@ -80,6 +94,7 @@ func (g *acpAgent) handle(m *acpRPC) {
 				{"data", obj{{"details", g.a.s.Fail}}}}}})
 			return
 		}
+		g.two.setServers(m.Params.MCPServers)
 		if m.Params.SessionID != "" {
 			g.a.sid = m.Params.SessionID
 			g.reply(m.ID, nil)
@@ -87,6 +102,9 @@ func (g *acpAgent) handle(m *acpRPC) {
 		}
 		g.reply(m.ID, obj{{"sessionId", g.a.sid}, {"modes", obj{{"currentModeId", "default"}}}})
 	case "session/set_mode":
+		g.two.mu.Lock()
+		g.two.mode = m.Params.ModeID
+		g.two.mu.Unlock()
 		g.update(obj{{"sessionUpdate", "current_mode_update"}, {"currentModeId", m.Params.ModeID}})
 		g.reply(m.ID, obj{})
 	case "session/prompt":
@@ -150,6 +168,17 @@ func (g *acpAgent) prompt(id json.RawMessage, n int, prompt string, intr <-chan 
 			{"title", toolCommand}, {"content", []obj{{{"type", "content"}, {"content", obj{{"type", "text"}, {"text", toolOutput}}}}}},
 			{"kind", "execute"}})
 	}
+	var outs outcomes
+	if sc.Ask != "" || sc.CallTool != "" {
+		ctx, cancel := stopOn(intr)
+		var err error
+		outs, err = g.acpActions(ctx)
+		cancel()
+		if err != nil {
+			finish("cancelled", 0, 0)
+			return
+		}
+	}
 	if sc.StreamFor > 0 {
 		stop := time.Now().Add(sc.StreamFor)
 		for k := 0; time.Now().Before(stop); k++ {
@@ -160,7 +189,7 @@ func (g *acpAgent) prompt(id json.RawMessage, n int, prompt string, intr <-chan 
 			}
 		}
 	}
-	answer := sc.turnAnswer(n)
+	answer := outs.answer(sc, n)
 	for i, piece := range split(answer, sc.Chunks) {
 		if i > 0 && !pause(sc.interval()) {
 			finish("cancelled", 0, 0)

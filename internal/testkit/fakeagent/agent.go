@@ -49,6 +49,7 @@ type agent struct {
 	turns   atomic.Int32   // claude: num_turns (read by the signal handler)
 	limits  limits         // flags of structured answers and limits (structured.go)
 	helper  *sessionHelper // Script.SessionHelper, in a session
+	claude  *claudeTwoWay  // Claude Code's session: two-way control
 	stopped bool           // a limit ended the turn: exit status 1
 	aborted bool           // the session turn in progress was interrupted
 }

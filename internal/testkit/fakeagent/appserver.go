@@ -26,7 +26,11 @@ type appRPC struct {
 			Type string `json:"type"`
 			Text string `json:"text"`
 		} `json:"input"`
+		ApprovalPolicy json.RawMessage            `json:"approvalPolicy"`
+		Config         map[string]json.RawMessage `json:"config"`
 	} `json:"params"`
+	Result json.RawMessage `json:"result"`
+	Error  json.RawMessage `json:"error"`
 }
 
 // appServer is one run of the fake app-server.
@@ -38,6 +42,7 @@ type appServer struct {
 	intr   chan struct{} // closed to interrupt it
 	done   chan struct{} // closed when its goroutine ended
 	n      int           // turns so far
+	two    *codexTwoWay
 }
 
 // codexAppServer runs the fake app-server until end of input, and returns
@@ -47,7 +52,8 @@ func (a *agent) codexAppServer(rec recorder) int {
 		fmt.Fprintln(os.Stderr, "fakeagent:", err)
 		return 2
 	}
-	srv := &appServer{a: a, thread: a.sid}
+	srv := &appServer{a: a, thread: a.sid, two: newCodexTwoWay(a.args)}
+	defer srv.two.clients.close()
 	time.Sleep(a.s.SilentFor) // a server slow to start: nothing is answered meanwhile
 	readInput(a, rec, func(m *appRPC) { srv.handle(m) })
 	return 0 // like the real app-server, even with a turn in flight
@@ -62,6 +68,15 @@ func (s *appServer) notify(method string, params obj) {
 }
 
 func (s *appServer) handle(m *appRPC) {
+	if m.Method == "" && len(m.ID) > 0 {
+		// The client's response to a request of the server's.
+		res := m.Result
+		if len(m.Error) > 0 && string(m.Error) != "null" {
+			res = json.RawMessage("null")
+		}
+		s.two.replies.deliver(string(m.ID), res)
+		return
+	}
 	switch m.Method {
 	case "initialize":
 		s.reply(m.ID, obj{{"userAgent", "fakeagent/0.169.0"}, {"codexHome", "/nonexistent"},
@@ -76,6 +91,7 @@ func (s *appServer) handle(m *appRPC) {
 		if m.Params.ThreadID != "" {
 			s.thread = m.Params.ThreadID
 		}
+		s.two.threadConfig(m.Params.ApprovalPolicy, m.Params.Config)
 		th := obj{{"id", s.thread}, {"sessionId", s.thread}, {"status", obj{{"type", "idle"}}}}
 		s.reply(m.ID, obj{{"thread", th}})
 		s.notify("thread/started", obj{{"thread", th}})
@@ -93,6 +109,9 @@ func (s *appServer) handle(m *appRPC) {
 			s.a.emit(obj{{"id", m.ID}, {"error", obj{{"code", -32600}, {"message", "a turn is already running"}}}})
 			return
 		}
+		s.two.mu.Lock()
+		s.two.setPolicy(m.Params.ApprovalPolicy)
+		s.two.mu.Unlock()
 		s.mu.Lock()
 		s.n++
 		s.turn = uuid7()
@@ -154,6 +173,18 @@ func (s *appServer) runTurn(n int, turn, prompt string, intr <-chan struct{}) {
 		s.notify("item/completed", tp(kv{"item", obj{{"type", "commandExecution"}, {"id", id}, {"command", cmd},
 			{"status", "completed"}, {"aggregatedOutput", toolOutput + "\n"}, {"exitCode", 0}}}))
 	}
+	var outs outcomes
+	if sc.Ask != "" || sc.CallTool != "" {
+		ctx, cancel := stopOn(intr)
+		var stop bool
+		var err error
+		outs, stop, err = s.codexActions(ctx, turn)
+		cancel()
+		if err != nil || stop {
+			end("interrupted")
+			return
+		}
+	}
 	if sc.StreamFor > 0 {
 		stop := time.Now().Add(sc.StreamFor)
 		for k := 0; time.Now().Before(stop); k++ {
@@ -165,7 +196,7 @@ func (s *appServer) runTurn(n int, turn, prompt string, intr <-chan struct{}) {
 			}
 		}
 	}
-	answer := sc.turnAnswer(n)
+	answer := outs.answer(sc, n)
 	msg := "msg_" + randHex(6)
 	s.notify("item/started", tp(kv{"item", obj{{"type", "agentMessage"}, {"id", msg}, {"text", ""}}}))
 	for i, piece := range split(answer, sc.Chunks) {

@@ -222,7 +222,7 @@ func (claude) begin(a *agent) {
 	a.emit(obj{
 		{"type", "system"}, {"subtype", "init"}, {"cwd", wd}, {"session_id", a.sid},
 		{"tools", []string{"Task", "Bash", "Edit", "NotebookEdit", "Read", "Skill", "TaskCreate", "TaskGet", "TaskList", "TaskOutput", "TaskStop", "TaskUpdate", "WebFetch", "WebSearch", "Write"}},
-		{"mcp_servers", []string{}}, {"model", a.claudeModel()}, {"permissionMode", mode},
+		{"mcp_servers", a.claudeMCPStatus()}, {"model", a.claudeModel()}, {"permissionMode", mode},
 		{"slash_commands", append(skills, "clear", "compact", "config", "context", "init", "review", "usage")},
 		{"apiKeySource", "ANTHROPIC_API_KEY"}, {"claude_code_version", claudeVersion},
 		{"output_style", "default"}, {"agents", []string{"claude", "Explore", "general-purpose", "Plan"}},
@@ -351,7 +351,7 @@ func claudeResult(a *agent, isError bool, apiStatus any, text, stop string, in, 
 	return append(res, obj{
 		{"num_turns", max(1, int(a.turns.Load()))}, {"result", text}, {"stop_reason", stop},
 		{"session_id", a.sid}, {"total_cost_usd", cost}, {"usage", claudeUsage(in, out)},
-		{"modelUsage", modelUsage}, {"permission_denials", []string{}},
+		{"modelUsage", modelUsage}, {"permission_denials", a.claudeDenials()},
 		{"terminal_reason", "completed"}, {"fast_mode_state", "off"}, {"uuid", uuid4()},
 	}...)
 }

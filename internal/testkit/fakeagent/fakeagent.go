@@ -247,6 +247,47 @@ type Script struct {
 	// first event.
 	TurnSpawns bool `json:"turn_spawns,omitempty"`
 
+	// Ask makes every turn of a session (see "Two-way control" in the
+	// package documentation) ask its client for permission to run this
+	// shell command before its answer, in the CLI's own protocol: Claude
+	// Code's can_use_tool control request (with --permission-prompt-tool
+	// stdio; else its flags decide), Codex's
+	// item/commandExecution/requestApproval (unless the approval policy is
+	// never), ACP's session/request_permission (unless the mode is yolo).
+	// Allowed, the command runs with sh -c in the working directory (a
+	// changed input runs the changed command) and its call and result are
+	// reported; denied, the denial is. The turn's answer states the
+	// outcome (OutcomeApproved, or OutcomeDenied and the client's message).
+	// An allow for the session is remembered: later turns run the command
+	// without asking. Outside a session, Ask is ignored.
+	Ask string `json:"ask,omitempty"`
+
+	// CallTool makes every turn of a session call the tool of an MCP
+	// server its client configured, named "server/tool", with ToolArgs
+	// (a JSON object), after Ask and before the answer: for Claude Code
+	// over its control protocol for a server of type sdk in --mcp-config
+	// (initialize, notifications/initialized, tools/list, tools/call as
+	// mcp_message requests), else, for every CLI, as an MCP client of the
+	// server's URL (streamable HTTP, with the headers configured) or
+	// command (stdio), configured as the CLI takes it: Claude Code's
+	// --mcp-config, Codex's mcp_servers tables in -c options and in
+	// thread/start's config (bearer_token_env_var, env_http_headers and
+	// http_headers give the headers; env_vars a command's environment),
+	// ACP's session/new mcpServers. A Claude Code tool that its flags do
+	// not allow is asked about as Ask's command is; so is a Gemini one
+	// outside yolo mode, and a Codex one whose server's
+	// default_tools_approval_mode is not "approve" (with an
+	// mcpServer/elicitation/request marked mcp_tool_call; under the
+	// approval policy never the call fails instead). The turn's
+	// answer holds the tool's result text (OutcomeToolError before an
+	// error result, OutcomeToolFailed when there was none). An
+	// interrupted turn cancels the call. Outside a session, CallTool is
+	// ignored.
+	CallTool string `json:"call_tool,omitempty"`
+
+	// ToolArgs are the arguments of CallTool's call, a JSON object.
+	ToolArgs json.RawMessage `json:"tool_args,omitempty"`
+
 	// Tag, if set, is placed in the environment (EnvTag) of the fake and
 	// all its descendants, so that Survivors(Tag) finds any that are left.
 	// Use a value unique to the run, such as one from NewTag.

@@ -43,6 +43,7 @@ type sessionLine struct {
 	Message *struct {
 		Content json.RawMessage `json:"content"`
 	} `json:"message"`
+	Response json.RawMessage `json:"response"`
 }
 
 // text returns a user message's text: a string, or its text blocks.
@@ -73,6 +74,11 @@ func (l *sessionLine) text() string {
 // between turns. It returns the exit status.
 func (a *agent) claudeSession(rec recorder) int {
 	a.limits = limitsOf(Claude, a.args)
+	if err := a.claudeSessionSetup(); err != nil {
+		fmt.Fprintln(os.Stderr, "fakeagent:", err)
+		return 2
+	}
+	defer a.claude.clients.close()
 	if err := a.startSession(); err != nil {
 		fmt.Fprintln(os.Stderr, "fakeagent:", err)
 		return 2
@@ -166,6 +172,8 @@ func (a *agent) readSession(rec recorder, users, intr chan<- string, eof chan<- 
 		switch {
 		case l.Type == "user":
 			users <- l.text()
+		case l.Type == "control_response":
+			a.claudeReply(l.Response)
 		case l.Type == "control_request" && l.Request != nil && l.Request.Subtype == "interrupt":
 			intr <- l.RequestID
 		case l.Type == "control_request" && l.Request != nil && l.Request.Subtype == "initialize":
@@ -243,6 +251,14 @@ func (a *agent) sessionTurn(n int, prompt string, intr <-chan string) (code int,
 			return 0, false // a limit ended the turn, with its own result
 		}
 	}
+	a.claude.denials = nil
+	var outs outcomes
+	if s.Ask != "" || s.CallTool != "" {
+		var ok bool
+		if outs, ok = a.claudeDuring(intr, a.claudeActions); !ok {
+			return interrupted()
+		}
+	}
 	if s.StreamFor > 0 {
 		end := time.Now().Add(s.StreamFor)
 		for k := 0; time.Now().Before(end); k++ {
@@ -263,7 +279,7 @@ func (a *agent) sessionTurn(n int, prompt string, intr <-chan string) (code int,
 		c.fail(a)
 		return 0, false
 	}
-	answer := s.turnAnswer(n)
+	answer := outs.answer(s, n)
 	pieces := split(answer, s.Chunks)
 	for i := range pieces {
 		if i > 0 && !pause(s.interval()) {

@@ -16,6 +16,7 @@
 package agenttest
 
 import (
+	"encoding/json"
 	"os"
 	"testing"
 	"time"
@@ -64,6 +65,14 @@ func Script(flavor string, f invokertest.Fake) fakeagent.Script {
 	}
 	if f.AnswerOverLimit {
 		s.AnswerSize = 2 * lineLimit
+	}
+	s.Ask, s.CallTool = f.Ask, f.CallTool
+	if f.ToolArgs != nil {
+		b, err := json.Marshal(f.ToolArgs)
+		if err != nil {
+			panic("agenttest: Fake.ToolArgs: " + err.Error())
+		}
+		s.ToolArgs = b
 	}
 	if f.Stream {
 		// Part of the answer, then a model that never finishes the turn.

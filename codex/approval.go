@@ -1,0 +1,249 @@
+package codex
+
+import (
+	"encoding/json"
+
+	"github.com/clinvoke/clinvoke/invoker"
+	"github.com/clinvoke/clinvoke/invoker/driver"
+)
+
+// A session with an Approve callback (SessionRequest.Approve) runs with
+// the approval policy "untrusted": Codex asks before the commands it does
+// not trust (with 0.169.0 every command the model ran, echo included),
+// before file changes, and before every MCP tool call.
+// Each question becomes one Approval for the callback:
+//
+//   - item/commandExecution/requestApproval: Kind "command", with the
+//     command line as Codex runs it ("/bin/bash -lc '...'"), its Cwd and
+//     Codex's Reason when it gives one;
+//   - item/fileChange/requestApproval: Kind "file_change", with the Paths
+//     of the change (from the item Codex announced just before);
+//   - mcpServer/elicitation/request carrying
+//     _meta.codex_approval_kind = "mcp_tool_call": Kind "mcp_tool", with
+//     the tool named "mcp__SERVER__TOOL" and its arguments.
+//
+// Tool.ID is the item id of the call (itemId; for an MCP tool, the id of
+// the mcpToolCall item Codex started for it), as in the KindToolCall
+// event of the same call.
+//
+// A Decision is answered with "accept", "acceptForSession" (ForSession:
+// Codex then runs the same command, or files under the same paths, for
+// the rest of the session without asking; an MCP tool accepted with
+// persist "session"), or "decline". Codex takes no changed input and no
+// message: a Decision with Input is answered with "decline", and the
+// model reads Codex's own words for a refusal, whatever Decision.Message
+// says: for a command, measured with 0.169.0, exec_command failed:
+// CreateProcess { message: "Rejected(\"rejected by user\")" }; for an MCP
+// tool, by Codex's source, "user rejected MCP tool call".
+//
+// The sandbox of the permission level stays the ceiling. Under
+// "untrusted", Codex reruns an approved command outside its sandbox when
+// the sandbox refused it, without asking again (measured with 0.169.0: an
+// approved "touch" in a read-only sandbox created the file). A session
+// with Approve therefore replaces the sandbox mode by an equivalent
+// permission profile (clinvoke-read-only, clinvoke-workspace-write)
+// holding one deny-read entry for a path that does not exist: with a
+// deny-read entry Codex never runs a command without its sandbox, so an
+// approved command runs inside it and fails where the permission level
+// forbids it. Unlimited is the built-in profile ":danger-full-access".
+// item/permissions/requestApproval (the model asking for more access than
+// the sandbox gives) is refused without asking, granting nothing.
+//
+// Without Approve, the session runs with the approval policy "never", as
+// before: no question comes, and any that does is declined at once.
+
+// denyCeiling is the deny-read entry of the profiles: a path that does not
+// exist, whose only effect is to keep Codex from running a command
+// without the sandbox.
+const denyCeiling = "/nonexistent-clinvoke-sandbox-ceiling"
+
+// Names of the permission profiles of an Approve session.
+const (
+	profileReadOnly       = "clinvoke-read-only"
+	profileWorkspaceWrite = "clinvoke-workspace-write"
+	profileFullAccess     = ":danger-full-access"
+)
+
+// profileArgs returns the -c overrides defining the permission profiles
+// of an Approve session, with mode's as the default (thread/resume and
+// thread/fork take no profile, so the default is what they get).
+func profileArgs(mode string) []string {
+	deny := tomlString(denyCeiling) + `="none"`
+	return []string{
+		"--config=permissions." + profileReadOnly + `.filesystem={":root"="read",` + deny + "}",
+		"--config=permissions." + profileWorkspaceWrite + `.filesystem={":root"="read",":project_roots"={"."="write"},":tmpdir"="write",":slash_tmp"="write",` + deny + "}",
+		"--config=default_permissions=" + tomlString(profileOf(mode)),
+	}
+}
+
+// profileOf returns the permission profile of a sandbox mode.
+func profileOf(mode string) string {
+	switch mode {
+	case "workspace-write":
+		return profileWorkspaceWrite
+	case "danger-full-access":
+		return profileFullAccess
+	}
+	return profileReadOnly
+}
+
+// approvalParams are the fields of Codex's approval requests clinvoke
+// reads.
+type approvalParams struct {
+	ThreadID string  `json:"threadId"`
+	ItemID   string  `json:"itemId"`
+	Command  *string `json:"command"`
+	Cwd      *string `json:"cwd"`
+	Reason   *string `json:"reason"`
+	// GrantRoot is a file change's request to write under a directory
+	// for the rest of the session.
+	GrantRoot *string `json:"grantRoot"`
+	// Elicitations.
+	ServerName string `json:"serverName"`
+	Message    string `json:"message"`
+	Meta       *struct {
+		Kind       string          `json:"codex_approval_kind"`
+		ToolName   string          `json:"tool_name"`
+		ToolParams json.RawMessage `json:"tool_params"`
+	} `json:"_meta"`
+}
+
+func str(s *string) string {
+	if s == nil {
+		return ""
+	}
+	return *s
+}
+
+// reply returns the JSON-RPC response to request id.
+func reply(id json.RawMessage, result any) []byte {
+	b, _ := json.Marshal(map[string]any{"jsonrpc": "2.0", "id": id, "result": result})
+	return b
+}
+
+// serverRequest answers a request of Codex's. With Approve, the approval
+// questions go to the callback (Step.Approvals); everything else, and
+// every question without Approve, is answered at once, so that no turn
+// waits on us: approvals declined, the trusted MCP servers' tool calls
+// accepted, other elicitations declined, requests for more permissions
+// granted nothing, and unknown methods refused.
+func (p *protocol) serverRequest(m *rpc, raw json.RawMessage) driver.Step {
+	var params approvalParams
+	json.Unmarshal(m.Params, &params)
+	warn := func(text string) []invoker.Event {
+		return []invoker.Event{{Kind: invoker.KindWarning, Raw: raw, Text: text}}
+	}
+	declined := "codex asked " + m.Method + "; clinvoke declined (sessions run with the approval policy never)"
+	switch m.Method {
+	case "item/commandExecution/requestApproval", "item/fileChange/requestApproval":
+		if !p.approve {
+			return driver.Step{Write: [][]byte{reply(m.ID, map[string]string{"decision": "decline"})}, Events: warn(declined)}
+		}
+		a := invoker.Approval{Tool: invoker.Tool{ID: params.ItemID}, Reason: str(params.Reason), SessionID: p.thread, Raw: raw}
+		if m.Method == "item/commandExecution/requestApproval" {
+			a.Kind, a.Tool.Name, a.Command, a.Cwd = "command", "command_execution", str(params.Command), str(params.Cwd)
+			a.Tool.Input = mustJSON(map[string]string{"command": a.Command})
+		} else {
+			a.Kind, a.Tool.Name = "file_change", "file_change"
+			ch := p.changes[params.ItemID]
+			a.Paths = ch.paths
+			a.Tool.Input = objectWith("changes", ch.raw)
+			if a.Reason == "" && params.GrantRoot != nil {
+				a.Reason = "write access under " + *params.GrantRoot + " for the rest of the session"
+			}
+		}
+		id := m.ID
+		return driver.Step{Approvals: []driver.Approval{{Request: a, Answer: func(d invoker.Decision) [][]byte {
+			decision := "decline"
+			switch {
+			case d.Allow && len(d.Input) > 0:
+				// Codex cannot run a changed input.
+			case d.Allow && d.ForSession:
+				decision = "acceptForSession"
+			case d.Allow:
+				decision = "accept"
+			}
+			return [][]byte{reply(id, map[string]string{"decision": decision})}
+		}}}}
+	case "mcpServer/elicitation/request":
+		if params.Meta == nil || params.Meta.Kind != "mcp_tool_call" {
+			// A server asking the user for input: clinvoke has no form
+			// to fill in.
+			return driver.Step{Write: [][]byte{reply(m.ID, map[string]any{"action": "decline", "content": nil, "_meta": nil})},
+				Events: warn("MCP server " + params.ServerName + " asked for input (" + params.Message + "); clinvoke declined")}
+		}
+		if !p.approve {
+			if p.trusted[params.ServerName] {
+				// A server of the request: trusted, though configured
+				// so that Codex does not ask.
+				return driver.Step{Write: [][]byte{reply(m.ID, map[string]any{"action": "accept", "content": map[string]any{}, "_meta": nil})}}
+			}
+			return driver.Step{Write: [][]byte{reply(m.ID, map[string]any{"action": "decline", "content": nil, "_meta": nil})}, Events: warn(declined)}
+		}
+		tool := params.Meta.ToolName
+		a := invoker.Approval{Kind: "mcp_tool", Reason: params.Message, SessionID: p.thread, Raw: raw,
+			Tool: invoker.Tool{Name: "mcp__" + params.ServerName + "__" + tool, ID: p.mcpCalls[params.ServerName+"\x00"+tool],
+				Input: driver.ValidJSON(params.Meta.ToolParams)}}
+		id := m.ID
+		return driver.Step{Approvals: []driver.Approval{{Request: a, Answer: func(d invoker.Decision) [][]byte {
+			switch {
+			case d.Allow && len(d.Input) > 0:
+			case d.Allow && d.ForSession:
+				return [][]byte{reply(id, map[string]any{"action": "accept", "content": map[string]any{}, "_meta": map[string]string{"persist": "session"}})}
+			case d.Allow:
+				return [][]byte{reply(id, map[string]any{"action": "accept", "content": map[string]any{}, "_meta": nil})}
+			}
+			return [][]byte{reply(id, map[string]any{"action": "decline", "content": nil, "_meta": nil})}
+		}}}}
+	case "item/permissions/requestApproval":
+		// More access than the permission level: the ceiling holds.
+		return driver.Step{Write: [][]byte{reply(m.ID, map[string]any{"permissions": map[string]any{}, "scope": "turn"})},
+			Events: warn("codex asked for more permissions than the permission level gives (" + str(params.Reason) + "); clinvoke granted none")}
+	case "item/tool/requestUserInput":
+		// No one to answer: an empty answer, so the tool goes on.
+		return driver.Step{Write: [][]byte{reply(m.ID, map[string]any{"answers": map[string]any{}})},
+			Events: warn("codex asked the user a question; clinvoke gave no answer")}
+	case "execCommandApproval", "applyPatchApproval":
+		return driver.Step{Write: [][]byte{reply(m.ID, map[string]string{"decision": "denied"})}, Events: warn(declined)}
+	}
+	b, _ := json.Marshal(map[string]any{"jsonrpc": "2.0", "id": m.ID,
+		"error": map[string]any{"code": -32601, "message": "not supported by clinvoke: " + m.Method}})
+	return driver.Step{Write: [][]byte{b}, Events: warn("codex asked " + m.Method + "; clinvoke does not support it and refused")}
+}
+
+// fileChange is what a file change's approval reports of the change
+// Codex announced in item/started.
+type fileChange struct {
+	paths []string
+	raw   json.RawMessage
+}
+
+// track notes what the approvals of a started item will need: the paths
+// of a file change, the item id of an MCP tool call.
+func (p *protocol) track(it *appItem, completed bool) {
+	switch it.Type {
+	case "fileChange":
+		if completed {
+			delete(p.changes, it.ID)
+			return
+		}
+		var changes []struct {
+			Path string `json:"path"`
+		}
+		json.Unmarshal(it.Changes, &changes)
+		ch := fileChange{raw: it.Changes}
+		for _, c := range changes {
+			ch.paths = append(ch.paths, c.Path)
+		}
+		p.changes[it.ID] = ch
+	case "mcpToolCall":
+		key := it.Server + "\x00" + it.Tool
+		if completed {
+			if p.mcpCalls[key] == it.ID {
+				delete(p.mcpCalls, key)
+			}
+			return
+		}
+		p.mcpCalls[key] = it.ID
+	}
+}

@@ -1,0 +1,258 @@
+package codex
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"reflect"
+	"strings"
+	"testing"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/clinvoke/clinvoke/invoker"
+	"github.com/clinvoke/clinvoke/invoker/driver"
+)
+
+func allowAll(context.Context, invoker.Approval) invoker.Decision {
+	return invoker.Decision{Allow: true}
+}
+
+// openTurn opens a session of req on the protocol and starts a turn U1 of
+// thread T1, returning the protocol and the lines of the opening.
+func openTurn(t *testing.T, req *invoker.SessionRequest) (driver.SessionProtocol, []byte) {
+	t.Helper()
+	p := backend{}.NewSessionProtocol(req)
+	p.Open()
+	st := appDecode(t, p, `{"id":1,"result":{}}`)
+	open := st.Write[1]
+	appDecode(t, p, `{"id":2,"result":{"thread":{"id":"T1"}}}`)
+	lines, err := p.StartTurn(&invoker.TurnRequest{Prompt: "go"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	appDecode(t, p, `{"id":`+jsonInt(idOf(t, lines[0]))+`,"result":{"turn":{"id":"U1"}}}`)
+	return p, open
+}
+
+// The opening asks Codex for its questions only when the program answers
+// them, and keeps the sandbox as a permission profile then.
+func TestApprovalPolicy(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		req  invoker.SessionRequest
+		want []string // in the thread/start line
+		not  []string
+	}{
+		{"no callback", invoker.SessionRequest{Workdir: "/w"}, []string{`"approvalPolicy":"never"`, `"sandbox":"read-only"`}, []string{`"permissions"`}},
+		{"callback", invoker.SessionRequest{Workdir: "/w", Approve: allowAll}, []string{`"approvalPolicy":"untrusted"`, `"permissions":"clinvoke-read-only"`}, []string{`"sandbox"`}},
+		{"callback, workspace", invoker.SessionRequest{Workdir: "/w", Approve: allowAll, Permission: invoker.WorkspaceWrite}, []string{`"permissions":"clinvoke-workspace-write"`}, nil},
+		{"callback, unlimited", invoker.SessionRequest{Workdir: "/w", Approve: allowAll, Permission: invoker.Unlimited}, []string{`"permissions":":danger-full-access"`}, nil},
+		{"callback, resume", invoker.SessionRequest{Workdir: "/w", Approve: allowAll, SessionID: "T0"}, []string{`"thread/resume"`, `"approvalPolicy":"untrusted"`}, []string{`"sandbox"`, `"permissions"`}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, open := openTurn(t, &tc.req)
+			for _, w := range tc.want {
+				if !strings.Contains(string(open), w) {
+					t.Errorf("opening %s lacks %s", open, w)
+				}
+			}
+			for _, n := range tc.not {
+				if strings.Contains(string(open), n) {
+					t.Errorf("opening %s has %s", open, n)
+				}
+			}
+		})
+	}
+}
+
+// A turn's switch of permission keeps the callback's policy and profile.
+func TestApprovalSwitchPermission(t *testing.T) {
+	for _, tc := range []struct {
+		approve bool
+		want    []string
+	}{
+		{false, []string{`"approvalPolicy":"never"`, `"sandboxPolicy":{`, `"type":"workspaceWrite"`}},
+		{true, []string{`"approvalPolicy":"untrusted"`, `"permissions":"clinvoke-workspace-write"`}},
+	} {
+		req := &invoker.SessionRequest{Workdir: "/w"}
+		if tc.approve {
+			req.Approve = allowAll
+		}
+		p, _ := openTurn(t, req)
+		appDecode(t, p, `{"method":"turn/completed","params":{"threadId":"T1","turn":{"id":"U1","status":"completed"}}}`)
+		lines, err := p.StartTurn(&invoker.TurnRequest{Prompt: "more", Permission: invoker.WorkspaceWrite})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, w := range tc.want {
+			if !strings.Contains(string(lines[0]), w) {
+				t.Errorf("approve %v: turn/start %s lacks %s", tc.approve, lines[0], w)
+			}
+		}
+	}
+}
+
+// Each question of Codex's becomes an Approval with what Codex said of the
+// action, and each Decision the answer Codex understands.
+func TestApprovalRequests(t *testing.T) {
+	const (
+		cmdReq  = `{"method":"item/commandExecution/requestApproval","id":7,"params":{"kind":"command","threadId":"T1","turnId":"U1","itemId":"call_1","command":"/bin/bash -lc 'touch x'","cwd":"/w","reason":"needs write"}}`
+		fileReq = `{"method":"item/fileChange/requestApproval","id":8,"params":{"threadId":"T1","turnId":"U1","itemId":"call_2"}}`
+		mcpReq  = `{"method":"mcpServer/elicitation/request","id":9,"params":{"threadId":"T1","turnId":"U1","serverName":"echo","mode":"form","_meta":{"codex_approval_kind":"mcp_tool_call","persist":["session","always"],"tool_name":"say","tool_params":{"text":"hi"}},"message":"Allow the echo MCP server to run tool \"say\"?","requestedSchema":{"type":"object","properties":{}}}}`
+	)
+	before := map[string]string{
+		fileReq: `{"method":"item/started","params":{"threadId":"T1","turnId":"U1","item":{"type":"fileChange","id":"call_2","status":"inProgress","changes":[{"path":"/w/a.txt","kind":{"type":"add"},"diff":"x"},{"path":"/w/b.txt","kind":{"type":"update"},"diff":"y"}]}}}`,
+		mcpReq:  `{"method":"item/started","params":{"threadId":"T1","turnId":"U1","item":{"type":"mcpToolCall","id":"call_3","server":"echo","tool":"say","status":"inProgress","arguments":{"text":"hi"}}}}`,
+	}
+	for _, tc := range []struct {
+		name     string
+		line     string
+		want     invoker.Approval // Raw and SessionID are checked apart
+		decision invoker.Decision
+		answer   string
+	}{
+		{"command allowed", cmdReq, invoker.Approval{Kind: "command", Command: "/bin/bash -lc 'touch x'", Cwd: "/w", Reason: "needs write",
+			Tool: invoker.Tool{Name: "command_execution", ID: "call_1", Input: json.RawMessage(`{"command":"/bin/bash -lc 'touch x'"}`)}},
+			invoker.Decision{Allow: true}, `{"id":7,"jsonrpc":"2.0","result":{"decision":"accept"}}`},
+		{"command for the session", cmdReq, invoker.Approval{}, invoker.Decision{Allow: true, ForSession: true}, `{"id":7,"jsonrpc":"2.0","result":{"decision":"acceptForSession"}}`},
+		{"command denied", cmdReq, invoker.Approval{}, invoker.Decision{Message: "no"}, `{"id":7,"jsonrpc":"2.0","result":{"decision":"decline"}}`},
+		{"command with a changed input", cmdReq, invoker.Approval{}, invoker.Decision{Allow: true, Input: json.RawMessage(`{"command":"ls"}`)}, `{"id":7,"jsonrpc":"2.0","result":{"decision":"decline"}}`},
+		{"file change", fileReq, invoker.Approval{Kind: "file_change", Paths: []string{"/w/a.txt", "/w/b.txt"},
+			Tool: invoker.Tool{Name: "file_change", ID: "call_2", Input: json.RawMessage(`{"changes":[{"path":"/w/a.txt","kind":{"type":"add"},"diff":"x"},{"path":"/w/b.txt","kind":{"type":"update"},"diff":"y"}]}`)}},
+			invoker.Decision{Allow: true}, `{"id":8,"jsonrpc":"2.0","result":{"decision":"accept"}}`},
+		{"mcp tool", mcpReq, invoker.Approval{Kind: "mcp_tool", Reason: `Allow the echo MCP server to run tool "say"?`,
+			Tool: invoker.Tool{Name: "mcp__echo__say", ID: "call_3", Input: json.RawMessage(`{"text":"hi"}`)}},
+			invoker.Decision{Allow: true}, `{"id":9,"jsonrpc":"2.0","result":{"_meta":null,"action":"accept","content":{}}}`},
+		{"mcp tool for the session", mcpReq, invoker.Approval{}, invoker.Decision{Allow: true, ForSession: true},
+			`{"id":9,"jsonrpc":"2.0","result":{"_meta":{"persist":"session"},"action":"accept","content":{}}}`},
+		{"mcp tool denied", mcpReq, invoker.Approval{}, invoker.Decision{}, `{"id":9,"jsonrpc":"2.0","result":{"_meta":null,"action":"decline","content":null}}`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			p, _ := openTurn(t, &invoker.SessionRequest{Workdir: "/w", Approve: allowAll})
+			if b := before[tc.line]; b != "" {
+				appDecode(t, p, b)
+			}
+			st := appDecode(t, p, tc.line)
+			if len(st.Write) != 0 || len(st.Approvals) != 1 {
+				t.Fatalf("Step = %+v, want one Approval and nothing written", st)
+			}
+			a := st.Approvals[0]
+			if a.Request.SessionID != "T1" || string(a.Request.Raw) != tc.line {
+				t.Errorf("Approval session %q, raw %s; want T1 and the request", a.Request.SessionID, a.Request.Raw)
+			}
+			if tc.want.Kind != "" {
+				got := a.Request
+				got.SessionID, got.Raw = "", nil
+				if !reflect.DeepEqual(got, tc.want) {
+					t.Errorf("Approval = %+v\nwant %+v", got, tc.want)
+				}
+			}
+			if out := a.Answer(tc.decision); len(out) != 1 || string(out[0]) != tc.answer {
+				t.Errorf("Answer(%+v) = %q, want %s", tc.decision, out, tc.answer)
+			}
+		})
+	}
+}
+
+// Without a callback, and for what is not an approval, Codex's requests
+// are answered at once.
+func TestApprovalAnsweredAtOnce(t *testing.T) {
+	trusted := []invoker.MCPServer{{Name: "echo", Command: "mcpecho"}}
+	for _, tc := range []struct {
+		name    string
+		approve bool
+		line    string
+		answer  string
+	}{
+		{"command, no callback", false, `{"method":"item/commandExecution/requestApproval","id":1,"params":{"itemId":"c"}}`, `"result":{"decision":"decline"}`},
+		{"file change, no callback", false, `{"method":"item/fileChange/requestApproval","id":1,"params":{"itemId":"c"}}`, `"result":{"decision":"decline"}`},
+		{"trusted mcp tool, no callback", false, `{"method":"mcpServer/elicitation/request","id":1,"params":{"serverName":"echo","_meta":{"codex_approval_kind":"mcp_tool_call","tool_name":"say"}}}`, `"action":"accept"`},
+		{"other mcp tool, no callback", false, `{"method":"mcpServer/elicitation/request","id":1,"params":{"serverName":"other","_meta":{"codex_approval_kind":"mcp_tool_call","tool_name":"say"}}}`, `"action":"decline"`},
+		{"form elicitation", true, `{"method":"mcpServer/elicitation/request","id":1,"params":{"serverName":"echo","mode":"form","message":"your name?","_meta":null}}`, `"action":"decline"`},
+		{"more permissions", true, `{"method":"item/permissions/requestApproval","id":1,"params":{"itemId":"c","reason":"network"}}`, `"result":{"permissions":{},"scope":"turn"}`},
+		{"user input", true, `{"method":"item/tool/requestUserInput","id":1,"params":{"itemId":"c","questions":[]}}`, `"result":{"answers":{}}`},
+		{"unknown", true, `{"method":"attestation/generate","id":1,"params":{}}`, `"error":{"code":-32601`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			req := &invoker.SessionRequest{Workdir: "/w", MCPServers: trusted}
+			if tc.approve {
+				req.Approve = allowAll
+			}
+			p, _ := openTurn(t, req)
+			st := appDecode(t, p, tc.line)
+			if len(st.Approvals) != 0 || len(st.Write) != 1 || !strings.Contains(string(st.Write[0]), tc.answer) || !strings.Contains(string(st.Write[0]), `"id":1`) {
+				t.Errorf("Step = %+v (wrote %q), want an answer with %s", st, st.Write, tc.answer)
+			}
+		})
+	}
+}
+
+// The request's MCP servers become mcp_servers overrides; the secrets go
+// into the environment, named by the entries, never on the command line.
+func TestMCPServersConfig(t *testing.T) {
+	req := invoker.SessionRequest{Workdir: "/w", ExtraArgs: []string{"--enable=x"}, MCPServers: []invoker.MCPServer{
+		{Name: "echo", Command: "/bin/mcpecho", Args: []string{"-v", `a "b"`}, Env: []string{"API_KEY=s3cret", "MODE=x"}},
+		{Name: "go-tools", URL: "http://127.0.0.1:4000/mcp/go-tools", Headers: map[string]string{"Authorization": "Bearer tok3n", "X-Team": "blue"}},
+	}}
+	cmd, err := backend{}.SessionCommand(&req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []string{"app-server",
+		`--config=mcp_servers.echo.command="/bin/mcpecho"`,
+		`--config=mcp_servers.echo.args=["-v","a \"b\""]`,
+		`--config=mcp_servers.echo.env_vars=["API_KEY","MODE"]`,
+		`--config=mcp_servers.echo.default_tools_approval_mode="approve"`,
+		`--config=mcp_servers.go-tools.url="http://127.0.0.1:4000/mcp/go-tools"`,
+		`--config=mcp_servers.go-tools.env_http_headers={"Authorization"="CLINVOKE_MCP_1_H0_TOKEN","X-Team"="CLINVOKE_MCP_1_H1_TOKEN"}`,
+		`--config=mcp_servers.go-tools.default_tools_approval_mode="approve"`,
+		"--enable=x"}
+	if !reflect.DeepEqual(cmd.Args, want) {
+		t.Errorf("Args =\n%q\nwant\n%q", cmd.Args, want)
+	}
+	wantEnv := []string{"API_KEY=s3cret", "MODE=x", "CLINVOKE_MCP_1_H0_TOKEN=Bearer tok3n", "CLINVOKE_MCP_1_H1_TOKEN=blue"}
+	if !reflect.DeepEqual(cmd.Env, wantEnv) {
+		t.Errorf("Env = %q, want %q", cmd.Env, wantEnv)
+	}
+	for _, a := range cmd.Args {
+		if strings.Contains(a, "s3cret") || strings.Contains(a, "tok3n") {
+			t.Errorf("a secret is on the command line: %q", a)
+		}
+	}
+
+	// With a callback, Codex asks about the servers' tools, and the
+	// profiles hold the sandbox.
+	req.Approve = allowAll
+	req.Permission = invoker.WorkspaceWrite
+	cmd, err = backend{}.SessionCommand(&req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	all := strings.Join(cmd.Args, " ")
+	if strings.Contains(all, "default_tools_approval_mode") {
+		t.Errorf("with Approve, Args %q still pre-approve the servers' tools", cmd.Args)
+	}
+	for _, w := range []string{`permissions.clinvoke-read-only.filesystem=`, `permissions.clinvoke-workspace-write.filesystem=`, `default_permissions="clinvoke-workspace-write"`, `"/nonexistent-clinvoke-sandbox-ceiling"="none"`} {
+		if !strings.Contains(all, w) {
+			t.Errorf("with Approve, Args %q lack %s", cmd.Args, w)
+		}
+	}
+}
+
+// Entries Codex cannot take are refused before anything starts.
+func TestMCPServersInvalid(t *testing.T) {
+	for _, servers := range [][]invoker.MCPServer{
+		{{Name: "a b", Command: "x"}},
+		{{Name: "a.b", Command: "x"}},
+		{{Name: "a", Command: "x"}, {Name: "a", URL: "http://h"}},
+		{{Name: "a"}},
+		{{Name: "a", Command: "x", URL: "http://h"}},
+		{{Name: "a", Command: "x", Env: []string{"NOEQUALS"}}},
+		{{Name: "a", Server: mcp.NewServer(&mcp.Implementation{Name: "s"}, nil)}},
+	} {
+		if _, err := (backend{}).SessionCommand(&invoker.SessionRequest{MCPServers: servers}); !errors.Is(err, invoker.ErrInvalidRequest) {
+			t.Errorf("SessionCommand(%+v) error = %v, want ErrInvalidRequest", servers, err)
+		}
+	}
+}

@@ -1,0 +1,267 @@
+package driver
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/url"
+	"strings"
+
+	"github.com/clinvoke/clinvoke/internal/mcphost"
+	"github.com/clinvoke/clinvoke/invoker"
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+)
+
+// This file holds the engine's side of two-way control: the checks of
+// Request.Approve and Request.MCPServers, the hosting of Go MCP servers for
+// the length of a session, and the answers to the approvals and in-band
+// MCP messages a session protocol hands over (Step.Approvals, Step.Calls).
+
+// checkMCPServers checks the MCP servers of a conversation: unique, usable
+// names, and exactly one way to reach each. Its errors match
+// ErrInvalidRequest.
+func checkMCPServers(servers []invoker.MCPServer) error {
+	seen := make(map[string]bool, len(servers))
+	for i, s := range servers {
+		at := fmt.Sprintf("Request.MCPServers[%d] (%q)", i, s.Name)
+		if err := mcphost.CheckName(s.Name); err != nil {
+			return invalid("%s: %v", at, err)
+		}
+		if seen[s.Name] {
+			return invalid("%s: the name is given twice: give each server its own name", at)
+		}
+		seen[s.Name] = true
+		n := 0
+		for _, set := range []bool{s.Server != nil, s.Command != "", s.URL != ""} {
+			if set {
+				n++
+			}
+		}
+		if n != 1 {
+			return invalid("%s: set exactly one of Server (tools written in Go), Command (a stdio server) and URL (an HTTP server); %d are set", at, n)
+		}
+		if s.Server == nil && s.Command == "" && (len(s.Args) > 0 || len(s.Env) > 0) {
+			return invalid("%s: Args and Env are for a Command server", at)
+		}
+		if s.URL == "" && len(s.Headers) > 0 {
+			return invalid("%s: Headers are for a URL server", at)
+		}
+		if s.URL != "" {
+			u, err := url.Parse(s.URL)
+			if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+				return invalid("%s: URL %q is not an http or https URL with a host", at, s.URL)
+			}
+		}
+		for _, v := range append([]string{s.Command}, s.Args...) {
+			if strings.IndexByte(v, 0) >= 0 {
+				return invalid("%s: Command and Args cannot hold a NUL byte", at)
+			}
+		}
+		for _, kv := range s.Env {
+			if k, _, ok := strings.Cut(kv, "="); !ok || k == "" || strings.IndexByte(kv, 0) >= 0 {
+				return invalid("%s: Env entry %q is not KEY=VALUE", at, kv)
+			}
+		}
+		for k, v := range s.Headers {
+			if k == "" || strings.ContainsAny(k, " :\r\n\x00") || strings.ContainsAny(v, "\r\n\x00") {
+				return invalid("%s: header %q is not a valid HTTP header", at, k)
+			}
+		}
+	}
+	return nil
+}
+
+// goServers returns the Go servers of servers by name, or nil when there
+// is none.
+func goServers(servers []invoker.MCPServer) map[string]*mcp.Server {
+	var out map[string]*mcp.Server
+	for _, s := range servers {
+		if s.Server != nil {
+			if out == nil {
+				out = make(map[string]*mcp.Server)
+			}
+			out[s.Name] = s.Server
+		}
+	}
+	return out
+}
+
+// checkGoTools refuses Go servers for a backend that cannot serve them.
+func (e *engine) checkGoTools(req *invoker.Request) error {
+	if !e.b.Capabilities().GoTools && goServers(req.MCPServers) != nil {
+		return &unsupportedError{field: "MCPServers", hint: e.b.Hint("GoTools"),
+			what: "tools written in Go (MCPServer.Server; Capabilities.GoTools is false)"}
+	}
+	return nil
+}
+
+// tools hosts a session's Go MCP servers: in band through a Bridge for a
+// backend whose protocol carries their messages (InBandMCP), else over
+// loopback HTTP.
+type tools struct {
+	host   *mcphost.Host
+	bridge *mcphost.Bridge
+}
+
+// startTools starts hosting the Go servers of req, if it has any, and
+// returns req as the backend must see it: for a Host, each Go server
+// replaced by its URL and the token's header. onPanic is told of a
+// handler's panic. Its errors come before anything else starts: a
+// *mcphost.ConfigError (a bad tool schema, a tool name clash) wrapped in
+// ErrInvalidRequest, or the listener's error.
+func (e *engine) startTools(req invoker.SessionRequest, onPanic func(any)) (*tools, invoker.SessionRequest, error) {
+	servers := goServers(req.MCPServers)
+	if servers == nil {
+		return &tools{}, req, nil
+	}
+	if _, ok := e.b.(InBandMCP); ok {
+		b, err := mcphost.NewBridge(context.Background(), servers, onPanic)
+		if err != nil {
+			return nil, req, fmt.Errorf("%w: %w", invoker.ErrInvalidRequest, err)
+		}
+		return &tools{bridge: b}, req, nil
+	}
+	h, err := mcphost.Serve(context.Background(), servers, onPanic)
+	if err != nil {
+		var ce *mcphost.ConfigError
+		if errors.As(err, &ce) {
+			err = fmt.Errorf("%w: %w", invoker.ErrInvalidRequest, err)
+		}
+		return nil, req, err
+	}
+	rewritten := make([]invoker.MCPServer, len(req.MCPServers))
+	for i, s := range req.MCPServers {
+		if s.Server != nil {
+			s = invoker.MCPServer{Name: s.Name, URL: h.URL(s.Name),
+				Headers: map[string]string{"Authorization": "Bearer " + h.Token()}}
+		}
+		rewritten[i] = s
+	}
+	req.MCPServers = rewritten
+	return &tools{host: h}, req, nil
+}
+
+// cancelCalls cancels the contexts of the tool calls in flight, for a turn
+// that is being interrupted.
+func (t *tools) cancelCalls() {
+	if t.host != nil {
+		t.host.CancelCalls()
+	}
+	if t.bridge != nil {
+		t.bridge.CancelCalls()
+	}
+}
+
+// close ends the hosting and returns once no handler runs.
+func (t *tools) close() {
+	if t.host != nil {
+		t.host.Close()
+	}
+	if t.bridge != nil {
+		t.bridge.Close()
+	}
+}
+
+// ask handles one approval of the protocol's, for the turn ts (nil
+// between turns). Without a turn or a callback the CLI is answered with a
+// denial at once. Otherwise the callback runs on a goroutine of its own
+// with the turn's context, and the answer is written when it returns, or
+// the question withdrawn when the turn ends first. The caller holds the
+// protocol's lock.
+func (s *session) ask(ts *turnState, a Approval) {
+	approve := s.sreq.Approve
+	over := true
+	if ts != nil {
+		s.mu.Lock()
+		if over = ts.over; !over && approve != nil {
+			ts.calls.Add(2)
+		}
+		s.mu.Unlock()
+	}
+	if over || approve == nil {
+		why := "no turn is in progress"
+		if !over {
+			why = "the program gave no approval callback"
+		}
+		s.write(answerApproval(a, invoker.Decision{Message: "Denied: " + why + "."})...)
+		return
+	}
+	req := a.Request
+	if req.SessionID == "" {
+		req.SessionID = s.ID()
+	}
+	decided := make(chan invoker.Decision, 1)
+	go func() {
+		defer ts.calls.Done()
+		var d invoker.Decision
+		if s.r.call("Approve", func() { d = approve(ts.ctx, req) }) {
+			decided <- d
+		}
+	}()
+	go func() {
+		defer ts.calls.Done()
+		var lines [][]byte
+		select {
+		case d := <-decided:
+			s.r.decMu.Lock()
+			lines = answerApproval(a, d)
+			s.r.decMu.Unlock()
+		case <-ts.ctx.Done():
+			s.r.decMu.Lock()
+			if a.Cancel != nil {
+				lines = safeLines(a.Cancel)
+			} else {
+				lines = answerApproval(a, invoker.Decision{Message: "Denied: the turn ended before the program decided."})
+			}
+			s.r.decMu.Unlock()
+		case <-s.done:
+			return
+		}
+		s.write(lines...)
+	}()
+}
+
+// answerApproval returns the protocol's lines for decision d of a.
+func answerApproval(a Approval, d invoker.Decision) [][]byte {
+	if a.Answer == nil {
+		return nil
+	}
+	return safeLines(func() [][]byte { return a.Answer(d) })
+}
+
+// safeLines returns what f returns, or nothing when it panics: a protocol
+// must never panic, and a panic of one must not take the program down.
+func safeLines(f func() [][]byte) (lines [][]byte) {
+	defer func() {
+		if recover() != nil {
+			lines = nil
+		}
+	}()
+	return f()
+}
+
+// deliver hands one in-band MCP message of the protocol's to the session's
+// Go servers, for the turn ts (nil between turns), and writes the answer.
+// A call's context is the turn's, cancelled when the turn is; between
+// turns it is the session's. The caller holds the protocol's lock.
+func (s *session) deliver(ts *turnState, c MCPCall) {
+	if s.tools.bridge == nil {
+		s.write(safeLines(func() [][]byte {
+			return c.Answer(nil, fmt.Errorf("no Go MCP server named %q in this session", c.Server))
+		})...)
+		return
+	}
+	ctx := s.r.ctx
+	if ts != nil {
+		ctx = ts.ctx
+	}
+	s.calls.Add(1)
+	go func() {
+		defer s.calls.Done()
+		reply, err := s.tools.bridge.Handle(ctx, c.Server, c.Message)
+		s.r.decMu.Lock()
+		lines := safeLines(func() [][]byte { return c.Answer(reply, err) })
+		s.r.decMu.Unlock()
+		s.write(lines...)
+	}()
+}

@@ -1,0 +1,457 @@
+package driver_test
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"net/http"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/clinvoke/clinvoke/invoker"
+	"github.com/clinvoke/clinvoke/invoker/driver"
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+)
+
+// controlBackend is echoBackend with two-way control: a turn's prompt
+// "ask CMD" makes the "CLI" ask permission to run CMD, and the answer
+// written back ends the turn with "approved" or "denied: MESSAGE"; a
+// prompt "call SERVER TOOL ARGS" sends the MCP messages of one tool call
+// in band (for inBand) and ends the turn with the tool's text. The
+// protocol records the MCP servers it was given.
+type controlBackend struct {
+	echoBackend
+	got *[]invoker.MCPServer
+}
+
+// inBandBackend is controlBackend whose CLI reaches Go servers in band.
+type inBandBackend struct{ controlBackend }
+
+func (inBandBackend) InBandMCP() {}
+
+var (
+	_ driver.SessionBackend = controlBackend{}
+	_ driver.InBandMCP      = inBandBackend{}
+)
+
+// allControl is every capability of two-way control.
+var allControl = invoker.Capabilities{Sessions: true, Approve: true, GoTools: true, MCPServers: true}
+
+func (b controlBackend) NewSessionProtocol(req *invoker.SessionRequest) driver.SessionProtocol {
+	if b.got != nil {
+		*b.got = req.MCPServers
+	}
+	return &controlProtocol{echoProtocol: echoProtocol{model: req.Model, perm: req.Permission}}
+}
+
+type controlProtocol struct {
+	echoProtocol
+	server      string
+	pending     string // the tool call to make once the server is initialized
+	interrupted bool   // the turn was interrupted: it ends without success
+}
+
+func (p *controlProtocol) Interrupt() [][]byte {
+	p.interrupted = true
+	return p.echoProtocol.Interrupt()
+}
+
+func (p *controlProtocol) StartTurn(t *invoker.TurnRequest) ([][]byte, error) {
+	p.echoDecoder = echoDecoder{session: p.session}
+	p.interrupted = false
+	words := strings.Fields(t.Prompt)
+	switch {
+	case len(words) >= 2 && words[0] == "ask":
+		return lines([]string{echoLine("ask", strings.Join(words[1:], " "))}), nil
+	case len(words) == 4 && words[0] == "call":
+		p.server, p.pending = words[1], words[2]+" "+words[3]
+		init := `{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"echo","version":"1"}}}`
+		return lines([]string{echoLine("mcp-init", init)}), nil
+	}
+	return p.echoProtocol.StartTurn(t)
+}
+
+func (p *controlProtocol) Decode(line []byte) (driver.Step, error) {
+	var l struct{ T, Text string }
+	if json.Unmarshal(line, &l) != nil {
+		return p.echoProtocol.Decode(line)
+	}
+	defer func() {
+		if p.interrupted {
+			p.done = false
+		}
+	}()
+	raw := func(text string) []byte { return []byte(strings.TrimSpace(echoLine("answer", text))) }
+	switch l.T {
+	case "ask":
+		a := driver.Approval{
+			Request: invoker.Approval{Kind: "command", Command: l.Text, Tool: invoker.Tool{Name: "shell", ID: "call-1"}, Raw: line},
+			Answer: func(d invoker.Decision) [][]byte {
+				if d.Allow {
+					return [][]byte{raw("approved")}
+				}
+				return [][]byte{raw("denied: " + d.Message)}
+			},
+			// A withdrawn question leaves the end of the turn to the
+			// interrupt, as a CLI's does.
+			Cancel: func() [][]byte { return lines([]string{echoLine("note", "withdrawn")}) },
+		}
+		return driver.Step{Events: []invoker.Event{{Kind: invoker.KindToolCall, Raw: line}}, Approvals: []driver.Approval{a}}, nil
+	case "answer":
+		p.text = l.Text
+		p.done = !p.interrupted
+		return driver.Step{Events: []invoker.Event{{Kind: invoker.KindMessage, Text: l.Text, Raw: line}}, TurnEnded: true}, nil
+	case "mcp-init":
+		// The initialize goes first; its reply is dropped, and the
+		// initialized notification follows it.
+		return driver.Step{Calls: []driver.MCPCall{{Server: p.server, Message: []byte(l.Text),
+			Answer: func(reply []byte, err error) [][]byte {
+				return [][]byte{[]byte(strings.TrimSpace(echoLine("mcp-ready", "")))}
+			}}}}, nil
+	case "mcp-ready":
+		return driver.Step{Calls: []driver.MCPCall{{Server: p.server, Message: []byte(`{"jsonrpc":"2.0","method":"notifications/initialized"}`),
+			Answer: func([]byte, error) [][]byte { return lines([]string{echoLine("tool", p.pending)}) }}}}, nil
+	case "tool":
+		name, args, _ := strings.Cut(l.Text, " ")
+		msg, _ := json.Marshal(map[string]any{"jsonrpc": "2.0", "id": 2, "method": "tools/call",
+			"params": map[string]any{"name": name, "arguments": json.RawMessage(args)}})
+		return driver.Step{Calls: []driver.MCPCall{{Server: p.server, Message: msg,
+			Answer: func(reply []byte, err error) [][]byte {
+				text := "error: "
+				if err != nil {
+					text += err.Error()
+				} else {
+					var r struct {
+						Result mcp.CallToolResult `json:"result"`
+					}
+					json.Unmarshal(reply, &r)
+					text = ""
+					for _, c := range r.Result.Content {
+						if tc, ok := c.(*mcp.TextContent); ok {
+							text += tc.Text
+						}
+					}
+				}
+				return [][]byte{raw(text)}
+			}}}}, nil
+	}
+	return p.echoProtocol.Decode(line)
+}
+
+func openControl(t *testing.T, b driver.SessionBackend, req invoker.SessionRequest) invoker.Session {
+	t.Helper()
+	inv := driver.New(b, invoker.Options{Binary: "cat"})
+	if req.Workdir == "" {
+		req.Workdir = t.TempDir()
+	}
+	s, err := inv.OpenSession(t.Context(), req)
+	if err != nil {
+		t.Fatalf("OpenSession: %v", err)
+	}
+	t.Cleanup(func() { s.Close() })
+	return s
+}
+
+func TestApprovalDecisions(t *testing.T) {
+	for _, tc := range []struct {
+		name     string
+		approve  func(context.Context, invoker.Approval) invoker.Decision
+		want     string
+		wantKind string
+	}{
+		{"allow", func(context.Context, invoker.Approval) invoker.Decision { return invoker.Decision{Allow: true} }, "approved", "command"},
+		{"deny", func(context.Context, invoker.Approval) invoker.Decision {
+			return invoker.Decision{Message: "not on a Friday"}
+		}, "denied: not on a Friday", "command"},
+		{"no callback", nil, "denied: Denied: the program gave no approval callback.", ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var seen []invoker.Approval
+			var mu sync.Mutex
+			approve := tc.approve
+			if approve != nil {
+				inner := approve
+				approve = func(ctx context.Context, a invoker.Approval) invoker.Decision {
+					mu.Lock()
+					seen = append(seen, a)
+					mu.Unlock()
+					return inner(ctx, a)
+				}
+			}
+			s := openControl(t, controlBackend{echoBackend: echoBackend{caps: allControl}}, invoker.SessionRequest{Approve: approve})
+			res, err := s.Turn(t.Context(), invoker.TurnRequest{Prompt: "ask touch /tmp/x"})
+			if err != nil {
+				t.Fatalf("Turn: %v", err)
+			}
+			if res.Text != tc.want {
+				t.Errorf("Text = %q, want %q", res.Text, tc.want)
+			}
+			mu.Lock()
+			defer mu.Unlock()
+			if tc.wantKind == "" {
+				if len(seen) != 0 {
+					t.Errorf("approvals seen = %v, want none", seen)
+				}
+				return
+			}
+			if len(seen) != 1 || seen[0].Kind != tc.wantKind || seen[0].Command != "touch /tmp/x" || seen[0].SessionID != "echo-1" {
+				t.Errorf("approvals seen = %+v, want one %s for the command, in session echo-1", seen, tc.wantKind)
+			}
+		})
+	}
+}
+
+// A run with Approve is a session of one turn, whichever its backend's
+// router says.
+func TestInvokeWithApproveRunsInSession(t *testing.T) {
+	inv := driver.New(controlBackend{echoBackend: echoBackend{caps: allControl}}, invoker.Options{Binary: "cat"})
+	res, err := inv.Invoke(t.Context(), invoker.Request{Prompt: "ask rm -rf /", Workdir: t.TempDir(),
+		Approve: func(context.Context, invoker.Approval) invoker.Decision { return invoker.Decision{Message: "no"} }})
+	if err != nil || res.Text != "denied: no" {
+		t.Fatalf("Invoke = %q, %v; want the denial through the session protocol", res.Text, err)
+	}
+}
+
+// A callback that blocks until its context is done ends the turn with the
+// turn's deadline error; the CLI's question is withdrawn, and Turn returns
+// only after the callback has.
+func TestApprovalPastDeadline(t *testing.T) {
+	returned := make(chan struct{})
+	s := openControl(t, controlBackend{echoBackend: echoBackend{caps: allControl}}, invoker.SessionRequest{
+		Approve: func(ctx context.Context, a invoker.Approval) invoker.Decision {
+			defer close(returned)
+			<-ctx.Done()
+			return invoker.Decision{Allow: true}
+		}})
+	ctx, cancel := context.WithTimeout(t.Context(), 200*time.Millisecond)
+	defer cancel()
+	res, err := s.Turn(ctx, invoker.TurnRequest{Prompt: "ask sleep 1000"})
+	if !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("Turn = %q, %v; want the deadline", res.Text, err)
+	}
+	select {
+	case <-returned:
+	default:
+		t.Fatal("Turn returned before the callback did")
+	}
+	// The session goes on.
+	res, err = s.Turn(t.Context(), invoker.TurnRequest{Prompt: "hello"})
+	if err != nil || res.Text != "hello" {
+		t.Fatalf("next Turn = %q, %v", res.Text, err)
+	}
+}
+
+// A panic in Approve is the caller's: the tree is killed and the panic
+// re-raised on the goroutine that called Turn.
+func TestApprovalPanic(t *testing.T) {
+	inv := driver.New(controlBackend{echoBackend: echoBackend{caps: allControl}}, invoker.Options{Binary: "cat"})
+	var got any
+	func() {
+		defer func() { got = recover() }()
+		inv.Invoke(t.Context(), invoker.Request{Prompt: "ask boom", Workdir: t.TempDir(),
+			Approve: func(context.Context, invoker.Approval) invoker.Decision { panic("approve exploded") }})
+	}()
+	if got != "approve exploded" {
+		t.Fatalf("recovered %v, want the callback's panic", got)
+	}
+}
+
+// newToolServer returns a server with one tool, echo, which reports its
+// argument, and block, which waits for its context and records the cause.
+func newToolServer(cancelled chan<- error, started chan<- struct{}) *mcp.Server {
+	s := mcp.NewServer(&mcp.Implementation{Name: "tools", Version: "1"}, nil)
+	type args struct {
+		Text string `json:"text"`
+	}
+	mcp.AddTool(s, &mcp.Tool{Name: "echo"}, func(ctx context.Context, _ *mcp.CallToolRequest, a args) (*mcp.CallToolResult, any, error) {
+		return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: "echo: " + a.Text}}}, nil, nil
+	})
+	mcp.AddTool(s, &mcp.Tool{Name: "block"}, func(ctx context.Context, _ *mcp.CallToolRequest, a args) (*mcp.CallToolResult, any, error) {
+		started <- struct{}{}
+		<-ctx.Done()
+		cancelled <- context.Cause(ctx)
+		return nil, nil, ctx.Err()
+	})
+	mcp.AddTool(s, &mcp.Tool{Name: "boom"}, func(ctx context.Context, _ *mcp.CallToolRequest, a args) (*mcp.CallToolResult, any, error) {
+		panic("tool exploded")
+	})
+	return s
+}
+
+// A panic in a tool handler is the caller's, as one in OnEvent is: the
+// tree is killed and the panic re-raised where Invoke was called.
+func TestGoToolPanic(t *testing.T) {
+	srv := newToolServer(make(chan error, 1), make(chan struct{}, 1))
+	inv := driver.New(inBandBackend{controlBackend{echoBackend: echoBackend{caps: allControl}}}, invoker.Options{Binary: "cat"})
+	var got any
+	func() {
+		defer func() { got = recover() }()
+		inv.Invoke(t.Context(), invoker.Request{Prompt: `call tools boom {"text":"x"}`, Workdir: t.TempDir(),
+			MCPServers: []invoker.MCPServer{{Name: "tools", Server: srv}}})
+	}()
+	if got != "tool exploded" {
+		t.Fatalf("recovered %v, want the handler's panic", got)
+	}
+}
+
+func TestGoToolInBand(t *testing.T) {
+	cancelled, started := make(chan error, 1), make(chan struct{}, 1)
+	srv := newToolServer(cancelled, started)
+	var got []invoker.MCPServer
+	b := inBandBackend{controlBackend{echoBackend: echoBackend{caps: allControl}, got: &got}}
+	s := openControl(t, b, invoker.SessionRequest{MCPServers: []invoker.MCPServer{{Name: "tools", Server: srv}}})
+	if len(got) != 1 || got[0].Server != srv {
+		t.Fatalf("protocol got %+v, want the Go server as given", got)
+	}
+	res, err := s.Turn(t.Context(), invoker.TurnRequest{Prompt: `call tools echo {"text":"hi"}`})
+	if err != nil || res.Text != "echo: hi" {
+		t.Fatalf("Turn = %q, %v; want the tool's result", res.Text, err)
+	}
+
+	// A turn cancelled while the handler blocks cancels its context.
+	ctx, cancel := context.WithCancel(t.Context())
+	done := make(chan error, 1)
+	go func() {
+		_, err := s.Turn(ctx, invoker.TurnRequest{Prompt: `call tools block {"text":"x"}`})
+		done <- err
+	}()
+	<-started
+	cancel()
+	if cause := <-cancelled; cause == nil {
+		t.Error("the handler's context was not cancelled")
+	}
+	if err := <-done; !errors.Is(err, context.Canceled) {
+		t.Errorf("Turn error = %v, want context.Canceled", err)
+	}
+}
+
+func TestGoToolOverHTTP(t *testing.T) {
+	cancelled, started := make(chan error, 1), make(chan struct{}, 1)
+	srv := newToolServer(cancelled, started)
+	var got []invoker.MCPServer
+	b := controlBackend{echoBackend: echoBackend{caps: allControl}, got: &got}
+	s := openControl(t, b, invoker.SessionRequest{MCPServers: []invoker.MCPServer{
+		{Name: "tools", Server: srv}, {Name: "other", URL: "https://example.com/mcp"}}})
+	if len(got) != 2 || got[0].Server != nil || !strings.HasPrefix(got[0].URL, "http://127.0.0.1:") ||
+		!strings.HasPrefix(got[0].Headers["Authorization"], "Bearer ") || got[1].URL != "https://example.com/mcp" {
+		t.Fatalf("protocol got %+v, want the Go server as a loopback URL with a bearer token, the other as given", got)
+	}
+	url, auth := got[0].URL, got[0].Headers["Authorization"]
+
+	// Without the token the endpoint refuses.
+	resp, err := http.Post(url, "application/json", strings.NewReader(`{}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusUnauthorized {
+		t.Errorf("POST without the token: %s, want 401", resp.Status)
+	}
+
+	// With it, a client (standing in for the CLI) calls the tool.
+	c := mcp.NewClient(&mcp.Implementation{Name: "cli", Version: "1"}, nil)
+	cs, err := c.Connect(t.Context(), &mcp.StreamableClientTransport{Endpoint: url,
+		HTTPClient: &http.Client{Transport: headerTransport{auth}}}, nil)
+	if err != nil {
+		t.Fatalf("Connect: %v", err)
+	}
+	defer cs.Close()
+	r, err := cs.CallTool(t.Context(), &mcp.CallToolParams{Name: "echo", Arguments: map[string]any{"text": "hi"}})
+	if err != nil || len(r.Content) != 1 || r.Content[0].(*mcp.TextContent).Text != "echo: hi" {
+		t.Fatalf("CallTool = %+v, %v", r, err)
+	}
+
+	// Close ends the endpoint.
+	if err := s.Close(); err != nil {
+		t.Fatalf("Close: %v", err)
+	}
+	if resp, err := (&http.Client{Transport: headerTransport{auth}}).Post(url, "application/json", strings.NewReader(`{}`)); err == nil {
+		resp.Body.Close()
+		t.Errorf("the endpoint still answers after Close: %s", resp.Status)
+	}
+}
+
+type headerTransport struct{ auth string }
+
+func (h headerTransport) RoundTrip(r *http.Request) (*http.Response, error) {
+	r = r.Clone(r.Context())
+	r.Header.Set("Authorization", h.auth)
+	return http.DefaultTransport.RoundTrip(r)
+}
+
+func TestMCPServersChecked(t *testing.T) {
+	srv := mcp.NewServer(&mcp.Implementation{Name: "s", Version: "1"}, nil)
+	for _, tc := range []struct {
+		name    string
+		caps    invoker.Capabilities
+		servers []invoker.MCPServer
+		want    error
+		msg     string
+	}{
+		{"bad name", allControl, []invoker.MCPServer{{Name: "a b", Command: "x"}}, invoker.ErrInvalidRequest, `contains ' '`},
+		{"twice", allControl, []invoker.MCPServer{{Name: "a", Command: "x"}, {Name: "a", URL: "http://h/"}}, invoker.ErrInvalidRequest, "given twice"},
+		{"two ways", allControl, []invoker.MCPServer{{Name: "a", Command: "x", URL: "http://h/"}}, invoker.ErrInvalidRequest, "exactly one"},
+		{"none", allControl, []invoker.MCPServer{{Name: "a"}}, invoker.ErrInvalidRequest, "exactly one"},
+		{"bad url", allControl, []invoker.MCPServer{{Name: "a", URL: "ftp://h/"}}, invoker.ErrInvalidRequest, "not an http"},
+		{"bad header", allControl, []invoker.MCPServer{{Name: "a", URL: "http://h/", Headers: map[string]string{"X": "a\nb"}}}, invoker.ErrInvalidRequest, "header"},
+		{"go tools unsupported", invoker.Capabilities{Sessions: true, MCPServers: true}, []invoker.MCPServer{{Name: "a", Server: srv}}, invoker.ErrUnsupported, "written in Go"},
+		{"external unsupported", invoker.Capabilities{Sessions: true, GoTools: true}, []invoker.MCPServer{{Name: "a", Command: "x"}}, invoker.ErrUnsupported, "MCPServers"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			inv := driver.New(controlBackend{echoBackend: echoBackend{caps: tc.caps}}, invoker.Options{Binary: "cat"})
+			res, err := inv.Invoke(t.Context(), invoker.Request{Prompt: "hi", Workdir: t.TempDir(), MCPServers: tc.servers})
+			if !errors.Is(err, tc.want) || !strings.Contains(err.Error(), tc.msg) {
+				t.Fatalf("Invoke error = %v, want %v naming %q", err, tc.want, tc.msg)
+			}
+			if res.Containment != "" {
+				t.Errorf("something started: containment %q", res.Containment)
+			}
+		})
+	}
+}
+
+// BenchmarkControlRoundTrip measures the engine's part of two-way control
+// on the echo CLI, where the CLI itself costs next to nothing: a turn that
+// asks one approval (request seen → callback → answer written → echoed)
+// and a turn that calls one Go tool in band (initialize, initialized,
+// tools/call through the bridge), each against a plain turn of the same
+// session, back to back in every iteration.
+func BenchmarkControlRoundTrip(b *testing.B) {
+	allow := func(context.Context, invoker.Approval) invoker.Decision { return invoker.Decision{Allow: true} }
+	srv := newToolServer(make(chan error, 1), make(chan struct{}, 1))
+	inv := driver.New(inBandBackend{controlBackend{echoBackend: echoBackend{caps: allControl}}}, invoker.Options{Binary: "cat"})
+	s, err := inv.OpenSession(b.Context(), invoker.SessionRequest{Workdir: b.TempDir(), Approve: allow,
+		MCPServers: []invoker.MCPServer{{Name: "tools", Server: srv}}})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer s.Close()
+	turn := func(prompt, want string) time.Duration {
+		start := time.Now()
+		res, err := s.Turn(b.Context(), invoker.TurnRequest{Prompt: prompt})
+		if err != nil || res.Text != want {
+			b.Fatalf("Turn(%q) = %q, %v", prompt, res.Text, err)
+		}
+		return time.Since(start)
+	}
+	var plain, ask, tool time.Duration
+	for i := 0; b.Loop(); i++ {
+		if i%2 == 0 {
+			plain += turn("hello", "hello")
+			ask += turn("ask touch x", "approved")
+		} else {
+			ask += turn("ask touch x", "approved")
+			plain += turn("hello", "hello")
+		}
+		tool += turn(`call tools echo {"text":"hi"}`, "echo: hi")
+	}
+	n := float64(b.N)
+	ms := func(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) / n }
+	b.ReportMetric(ms(plain), "plain-turn-ms")
+	b.ReportMetric(ms(ask), "approval-turn-ms")
+	b.ReportMetric(ms(tool), "gotool-turn-ms")
+	b.ReportMetric(ms(ask-plain), "approval-added-ms")
+	b.ReportMetric(ms(tool-plain), "gotool-added-ms")
+}

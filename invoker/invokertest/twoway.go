@@ -1,0 +1,254 @@
+package invokertest
+
+import (
+	"context"
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/clinvoke/clinvoke/invoker"
+)
+
+// askFile is the file the command of the approval cases creates in the
+// workdir.
+const askFile = "conformance-approved"
+
+// askLevel is the permission level of the approval cases: the one at
+// which every CLI leaves a shell command to Approve (below it, Claude
+// Code's ceiling refuses shell commands without asking).
+const askLevel = invoker.Unlimited
+
+// twoWayCases check Request.Approve where Capabilities.Approve is
+// declared, and Go MCP servers (Request.MCPServers with a Server) where
+// Capabilities.GoTools is; for other Invokers they check nothing (the
+// Capabilities case checks that Approve is refused).
+var twoWayCases = []testCase{
+	{
+		name: "ApproveDeny",
+		rule: "with Request.Approve (where declared), each action the CLI asks permission for goes to Approve with its kind and command; a denial keeps the command from running, and the CLI reads it",
+		run: func(r *report, k *kase) {
+			if !k.capabilities().Approve {
+				return
+			}
+			var asked []invoker.Approval
+			var mu sync.Mutex
+			wd := k.workdir()
+			res, err := k.invoke(r, context.Background(), Fake{Ask: "touch " + askFile}, invoker.Request{Workdir: wd,
+				Permission: askLevel,
+				Approve: func(_ context.Context, a invoker.Approval) invoker.Decision {
+					mu.Lock()
+					asked = append(asked, a)
+					mu.Unlock()
+					return invoker.Decision{Message: "not in a conformance test"}
+				}})
+			if err != nil {
+				r.errorf("Invoke() error = %v, want nil", err)
+			}
+			if exists(filepath.Join(wd, askFile)) {
+				r.errorf("the denied command ran: %s exists", askFile)
+			}
+			if !strings.HasPrefix(res.Text, "denied") {
+				r.errorf("Result.Text = %q, want the CLI's answer to start with denied", res.Text)
+			}
+			mu.Lock()
+			defer mu.Unlock()
+			if len(asked) != 1 {
+				r.errorf("Approve was called %d times, want once", len(asked))
+			} else if a := asked[0]; a.Kind != "command" || !strings.Contains(a.Command, "touch "+askFile) || a.Tool.Name == "" {
+				r.errorf("Approval = {Kind %q, Command %q, Tool.Name %q}, want a command holding %q and the tool's name", a.Kind, a.Command, a.Tool.Name, "touch "+askFile)
+			}
+		},
+	},
+	{
+		name: "ApproveAllow",
+		rule: "with Request.Approve (where declared), an action Approve allows runs, within the permission level",
+		run: func(r *report, k *kase) {
+			if !k.capabilities().Approve {
+				return
+			}
+			wd := k.workdir()
+			res, err := k.invoke(r, context.Background(), Fake{Ask: "touch " + askFile}, invoker.Request{Workdir: wd,
+				Permission: askLevel,
+				Approve: func(context.Context, invoker.Approval) invoker.Decision {
+					return invoker.Decision{Allow: true}
+				}})
+			if err != nil {
+				r.errorf("Invoke() error = %v, want nil", err)
+			}
+			if !exists(filepath.Join(wd, askFile)) {
+				r.errorf("the allowed command did not run: %s is absent", askFile)
+			}
+			if !strings.HasPrefix(res.Text, "approved") {
+				r.errorf("Result.Text = %q, want the CLI's answer to start with approved", res.Text)
+			}
+		},
+	},
+	{
+		name: "ApprovePanic",
+		rule: "a panic in Approve is raised again on the goroutine that called Invoke, once the run's process tree is gone",
+		run: func(r *report, k *kase) {
+			if !k.capabilities().Approve {
+				return
+			}
+			type boom struct{ msg string }
+			tag := newTag()
+			wd := k.workdir()
+			func() {
+				defer func() {
+					v := recover()
+					if b, ok := v.(boom); !ok || b.msg != "conformance" {
+						r.errorf("Invoke() with a panicking Approve: recovered %v, want the callback's panic", v)
+					}
+					if alive := survivors(tag); len(alive) > 0 {
+						r.errorf("processes of the run alive when Approve's panic reached the caller: pids %v", alive)
+					}
+				}()
+				k.newInvoker(Fake{Ask: "touch " + askFile}).Invoke(context.Background(), invoker.Request{
+					Prompt: "conformance", Workdir: wd, Permission: askLevel,
+					Env: []string{TagVar + "=" + tag},
+					Approve: func(context.Context, invoker.Approval) invoker.Decision {
+						panic(boom{"conformance"})
+					}})
+			}()
+			if exists(filepath.Join(wd, askFile)) {
+				r.errorf("the command ran although Approve panicked")
+			}
+		},
+	},
+	{
+		name: "ApproveDeadline",
+		rule: "an Approve that blocks past the deadline of ctx ends the turn with context.DeadlineExceeded; Approve's context is done, its answer dropped, and nothing of the run is left",
+		run: func(r *report, k *kase) {
+			if !k.capabilities().Approve {
+				return
+			}
+			wd := k.workdir()
+			var ctxDone atomic.Bool
+			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+			defer cancel()
+			_, err := k.invoke(r, ctx, Fake{Ask: "touch " + askFile}, invoker.Request{Workdir: wd,
+				Permission: askLevel,
+				Approve: func(ctx context.Context, _ invoker.Approval) invoker.Decision {
+					<-ctx.Done()
+					ctxDone.Store(true)
+					return invoker.Decision{Allow: true} // too late
+				}})
+			if !errors.Is(err, context.DeadlineExceeded) {
+				r.errorf("Invoke() error = %v, want context.DeadlineExceeded", err)
+			}
+			if !ctxDone.Load() {
+				r.errorf("Invoke() returned before Approve did")
+			}
+			if exists(filepath.Join(wd, askFile)) {
+				r.errorf("the command ran on Approve's late answer")
+			}
+		},
+	},
+	{
+		name: "ApproveCancel",
+		rule: "cancelling a run while Approve waits ends it with context.Canceled, after Approve returned, with nothing of the run left",
+		run: func(r *report, k *kase) {
+			if !k.capabilities().Approve {
+				return
+			}
+			wd := k.workdir()
+			var returned atomic.Bool
+			ctx, cancel := context.WithCancel(context.Background())
+			defer cancel()
+			_, err := k.invoke(r, ctx, Fake{Ask: "touch " + askFile}, invoker.Request{Workdir: wd,
+				Permission: askLevel,
+				Approve: func(actx context.Context, _ invoker.Approval) invoker.Decision {
+					cancel()
+					<-actx.Done()
+					returned.Store(true)
+					return invoker.Decision{Allow: true}
+				}})
+			if !errors.Is(err, context.Canceled) {
+				r.errorf("Invoke() error = %v, want context.Canceled", err)
+			}
+			if !returned.Load() {
+				r.errorf("Invoke() returned before Approve did")
+			}
+			if exists(filepath.Join(wd, askFile)) {
+				r.errorf("the command ran on Approve's late answer")
+			}
+		},
+	},
+	{
+		name: "GoTool",
+		rule: "with a Go MCP server in Request.MCPServers (where GoTools is declared), the agent calls its tool: the handler sees the call's arguments, and its result reaches the agent",
+		run: func(r *report, k *kase) {
+			if !k.capabilities().GoTools {
+				return
+			}
+			var seen atomic.Value
+			srv := mcp.NewServer(&mcp.Implementation{Name: "conformance", Version: "1.0.0"}, nil)
+			mcp.AddTool(srv, &mcp.Tool{Name: "echo", Description: "Echoes its text."},
+				func(_ context.Context, _ *mcp.CallToolRequest, in echoIn) (*mcp.CallToolResult, any, error) {
+					seen.Store(in.Text)
+					return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: "echo: " + in.Text}}}, nil, nil
+				})
+			f := Fake{CallTool: "conformance/echo", ToolArgs: map[string]any{"text": "ping"}}
+			res, err := k.invoke(r, context.Background(), f, invoker.Request{
+				MCPServers: []invoker.MCPServer{{Name: "conformance", Server: srv}}})
+			if err != nil {
+				r.errorf("Invoke() error = %v, want nil", err)
+			}
+			if got, _ := seen.Load().(string); got != "ping" {
+				r.errorf("the handler saw text %q, want %q", got, "ping")
+			}
+			if !strings.Contains(res.Text, "echo: ping") {
+				r.errorf("Result.Text = %q, want the tool's result %q in the agent's answer", res.Text, "echo: ping")
+			}
+		},
+	},
+	{
+		name: "GoToolCancel",
+		rule: "cancelling a run while a Go tool's handler blocks cancels the handler's context; Invoke returns context.Canceled after the handler returned, with nothing of the run left",
+		run: func(r *report, k *kase) {
+			if !k.capabilities().GoTools {
+				return
+			}
+			var returned atomic.Bool
+			ctx, cancel := context.WithCancel(context.Background())
+			defer cancel()
+			srv := mcp.NewServer(&mcp.Implementation{Name: "conformance", Version: "1.0.0"}, nil)
+			mcp.AddTool(srv, &mcp.Tool{Name: "block", Description: "Blocks until cancelled."},
+				func(hctx context.Context, _ *mcp.CallToolRequest, _ echoIn) (*mcp.CallToolResult, any, error) {
+					cancel()
+					select {
+					case <-hctx.Done():
+					case <-time.After(time.Minute):
+						r.errorf("the handler's context was not cancelled a minute after the run was")
+					}
+					returned.Store(true)
+					return nil, nil, hctx.Err()
+				})
+			f := Fake{CallTool: "conformance/block", ToolArgs: map[string]any{"text": "wait"}}
+			_, err := k.invoke(r, ctx, f, invoker.Request{
+				MCPServers: []invoker.MCPServer{{Name: "conformance", Server: srv}}})
+			if !errors.Is(err, context.Canceled) {
+				r.errorf("Invoke() error = %v, want context.Canceled", err)
+			}
+			if !returned.Load() {
+				r.errorf("Invoke() returned while the handler still ran")
+			}
+		},
+	},
+}
+
+// echoIn is the input of the conformance tools.
+type echoIn struct {
+	Text string `json:"text"`
+}
+
+func exists(path string) bool {
+	_, err := os.Stat(path)
+	return err == nil
+}

@@ -125,9 +125,16 @@ func (p *Protocol) permission(m *message, raw json.RawMessage) driver.Step {
 		delete(p.asking, id)
 		return [][]byte{line()}
 	}
-	st := p.turnStep(invoker.Event{Kind: invoker.KindRaw, Raw: raw})
+	req := p.approval(call, raw)
+	ev := []invoker.Event{{Kind: invoker.KindRaw, Raw: raw}}
+	if _, seen := p.turn.calls[call.ID]; !seen && call.ID != "" && p.turn.inTurn {
+		// Gemini CLI reports a call it asks about first in the request:
+		// the program sees the call when it is asked.
+		ev = p.tool(true, call.ID, "pending", call.Kind, call.Title, req.Tool.Input, nil, nil, raw)
+	}
+	st := p.turnStep(ev...)
 	st.Approvals = []driver.Approval{{
-		Request: p.approval(call, raw),
+		Request: req,
 		Answer: func(d invoker.Decision) [][]byte {
 			return once(func() []byte {
 				switch {

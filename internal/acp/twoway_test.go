@@ -126,6 +126,11 @@ func TestApprovals(t *testing.T) {
 				t.Fatalf("step = %d approvals, %q written; want one approval and nothing written", len(st.Approvals), st.Write)
 			}
 			got := st.Approvals[0].Request
+			if !slices.ContainsFunc(st.Events, func(ev invoker.Event) bool {
+				return ev.Kind == invoker.KindToolCall && ev.Tool.ID == got.Tool.ID && ev.Tool.Status == "pending"
+			}) {
+				t.Errorf("events %v: no pending KindToolCall of the call asked about", kinds(st.Events))
+			}
 			if string(got.Raw) != line {
 				t.Errorf("Raw = %s, want the request", got.Raw)
 			}

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"os/exec"
 	"slices"
 	"strings"
 	"sync"
@@ -69,6 +70,7 @@ type agent struct {
 	waiting map[string]chan *rpc // the fake's own requests, by id
 	nextID  int
 	servers []mcpServer     // session/new's mcpServers
+	cwd     string          // session/new's cwd
 	always  map[string]bool // MCP servers and tools allowed for the session
 }
 
@@ -192,6 +194,7 @@ func (a *agent) handle(m *rpc) {
 			Text string `json:"text"`
 		} `json:"prompt"`
 		MCPServers []mcpServer `json:"mcpServers"`
+		Cwd        string      `json:"cwd"`
 	}
 	json.Unmarshal(m.Params, &p)
 	switch m.Method {
@@ -240,7 +243,7 @@ func (a *agent) handle(m *rpc) {
 		if m.Method == "session/load" {
 			a.sid = p.SessionID
 		}
-		a.servers = p.MCPServers
+		a.servers, a.cwd = p.MCPServers, p.Cwd
 		a.mu.Unlock()
 		if s.RequireAuth && !authed {
 			a.fail(m.ID, -32000, "Authentication required", nil)
@@ -417,8 +420,22 @@ func (a *agent) prompt(id json.RawMessage, n int, intr <-chan struct{}) {
 	if s.Permission != "" {
 		a.permission(intr)
 	}
+	var said []string // what Ask and MCPCall put before the answer
+	if s.Ask != "" {
+		what, ok := a.askCommand(s.Ask, intr)
+		if !ok {
+			cancelled()
+			return
+		}
+		said = append(said, what)
+	}
 	if s.MCPCall != nil {
-		a.mcpCall(s.MCPCall, intr)
+		what, ok := a.mcpCall(s.MCPCall, intr)
+		if !ok {
+			cancelled()
+			return
+		}
+		said = append(said, what)
 	}
 	if s.ClientRequest != "" {
 		ch := a.ask(s.ClientRequest, obj{{"sessionId", a.sid}, {"path", "/etc/hostname"}})
@@ -469,7 +486,11 @@ func (a *agent) prompt(id json.RawMessage, n int, intr <-chan struct{}) {
 		a.fail(id, -32603, "Internal error", obj{{"details", s.Fail}})
 		return
 	}
-	for i, piece := range split(s.answer(n), s.Chunks) {
+	answer := s.answer(n)
+	if len(said) > 0 {
+		answer = strings.Join(said, "\n") + "\n" + answer
+	}
+	for i, piece := range split(answer, s.Chunks) {
 		if i > 0 && !pause(s.interval(), intr) {
 			cancelled()
 			return
@@ -546,4 +567,36 @@ func (a *agent) askPermission(call obj, options []obj, intr <-chan struct{}) (st
 		got = res.Outcome.OptionID
 	}
 	return got, true
+}
+
+// askCommand asks permission to run command, as Gemini CLI asks for its
+// shell tool, and runs it when allowed. It returns the first line of the
+// answer; false when the turn was cancelled first.
+func (a *agent) askCommand(command string, intr <-chan struct{}) (string, bool) {
+	tid := "run_shell_command__run_shell_command_" + randHex(4)
+	got, ok := a.askPermission(obj{{"toolCallId", tid}, {"status", "pending"}, {"title", command},
+		{"rawInput", obj{{"command", command}}}, {"locations", []obj{}}, {"kind", "execute"}}, []obj{
+		{{"optionId", "proceed_always"}, {"name", "Allow for this session"}, {"kind", "allow_always"}},
+		{{"optionId", "proceed_once"}, {"name", "Allow"}, {"kind", "allow_once"}},
+		{{"optionId", "cancel"}, {"name", "Reject"}, {"kind", "reject_once"}},
+	}, intr)
+	if !ok {
+		return "", false
+	}
+	if got != "proceed_once" && got != "proceed_always" {
+		return "denied (" + got + ")", true
+	}
+	a.mu.Lock()
+	cwd := a.cwd
+	a.mu.Unlock()
+	cmd := exec.Command("sh", "-c", command)
+	cmd.Dir = cwd
+	out, err := cmd.CombinedOutput()
+	status := "completed"
+	if err != nil {
+		status = "failed"
+	}
+	a.update(obj{{"sessionUpdate", "tool_call_update"}, {"toolCallId", tid}, {"status", status},
+		{"content", []obj{{{"type", "content"}, {"content", obj{{"type", "text"}, {"text", string(out)}}}}}}})
+	return "approved", true
 }

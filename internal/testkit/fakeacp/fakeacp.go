@@ -32,7 +32,7 @@
 // switching (an unknown mode is an error). Any other request gets -32601.
 //
 // Per session/prompt, in order: ReportState's thought, Thought, Malformed
-// lines, the Permission request, the MCPCall, the ClientRequest, the Tool call, the
+// lines, the Permission request, Ask, the MCPCall, the ClientRequest, the Tool call, the
 // HugeLine, Stream's endless steps, the answer in Chunks (ExitCode exits
 // after its first chunk), StallFor, and the response with StopReason (or
 // the error Fail). session/cancel ends the turn with stop reason cancelled
@@ -101,6 +101,14 @@ type Script struct {
 	// "a KIND call"); PermissionInput its rawInput, when set.
 	PermissionTitle string         `json:"permission_title,omitempty"`
 	PermissionInput map[string]any `json:"permission_input,omitempty"`
+	// Ask, when set, is a shell command the fake asks permission to run,
+	// as Gemini CLI asks: a tool call of kind execute titled with the
+	// command, its rawInput {"command": Ask}, with Gemini's options
+	// (allow_always "proceed_always", allow_once "proceed_once",
+	// reject_once "cancel"). Allowed, it runs the command with sh -c in
+	// the session's cwd and the answer starts with "approved"; otherwise
+	// it starts with "denied" and the outcome.
+	Ask string `json:"ask,omitempty"`
 	// MCPCall, when set, calls a tool of an MCP server the client gave in
 	// session/new, after the Permission request, as Gemini CLI does: it
 	// asks session/request_permission for a tool call of kind "other"
@@ -112,8 +120,8 @@ type Script struct {
 	// connects to the server (a stdio command, or an http URL with its
 	// headers), calls the tool, and reports the call completed with the
 	// result's text, or failed. A thought then says "mcp SERVER/TOOL:
-	// TEXT" (or "rejected", "cancelled", "error: ..."). session/cancel
-	// cancels the call.
+	// TEXT" (or "rejected", "cancelled", "error: ..."), and the answer
+	// starts with the same TEXT. session/cancel cancels the call.
 	MCPCall *MCPCall `json:"mcp_call,omitempty"`
 	// NoMCPHTTP advertises mcpCapabilities.http false (sse is never
 	// advertised).

@@ -29,8 +29,9 @@ type nameValue struct {
 }
 
 // mcpCall asks permission for c, as Gemini CLI asks for an MCP tool, and
-// calls the tool when allowed.
-func (a *agent) mcpCall(c *MCPCall, intr <-chan struct{}) {
+// calls the tool when allowed. It returns what it says of the call; false
+// when the turn was cancelled first.
+func (a *agent) mcpCall(c *MCPCall, intr <-chan struct{}) (string, bool) {
 	name := fmt.Sprintf("mcp_%s_%s", c.Server, c.Tool)
 	tid := name + "__" + name + "_" + randHex(4)
 	title := fmt.Sprintf("%s (%s MCP Server)", c.Tool, c.Server)
@@ -38,7 +39,10 @@ func (a *agent) mcpCall(c *MCPCall, intr <-chan struct{}) {
 	if c.Args == nil {
 		args = []byte("{}")
 	}
-	say := func(what string) { a.chunk("agent_thought_chunk", "mcp "+c.Server+"/"+c.Tool+": "+what) }
+	say := func(what string) (string, bool) {
+		a.chunk("agent_thought_chunk", "mcp "+c.Server+"/"+c.Tool+": "+what)
+		return what, true
+	}
 	a.mu.Lock()
 	allowed := a.always[c.Server] || a.always[name]
 	a.mu.Unlock()
@@ -53,7 +57,7 @@ func (a *agent) mcpCall(c *MCPCall, intr <-chan struct{}) {
 		}, intr)
 		switch {
 		case !ok:
-			return
+			return "", false
 		case got == "proceed_always_server" || got == "proceed_always_tool":
 			a.mu.Lock()
 			if a.always == nil {
@@ -63,11 +67,9 @@ func (a *agent) mcpCall(c *MCPCall, intr <-chan struct{}) {
 			a.mu.Unlock()
 		case got == "proceed_once":
 		case got == "cancelled":
-			say("cancelled")
-			return
+			return say("cancelled")
 		default:
-			say("rejected")
-			return
+			return say("rejected")
 		}
 	}
 	a.update(obj{{"sessionUpdate", "tool_call"}, {"toolCallId", tid}, {"status", "in_progress"}, {"title", title}, {"kind", "other"}})
@@ -81,14 +83,19 @@ func (a *agent) mcpCall(c *MCPCall, intr <-chan struct{}) {
 		}
 	}()
 	text, err := a.callTool(ctx, c)
+	select {
+	case <-intr:
+		a.update(obj{{"sessionUpdate", "tool_call_update"}, {"toolCallId", tid}, {"status", "failed"}})
+		return "", false
+	default:
+	}
 	if err != nil {
 		a.update(obj{{"sessionUpdate", "tool_call_update"}, {"toolCallId", tid}, {"status", "failed"}})
-		say("error: " + err.Error())
-		return
+		return say("error: " + err.Error())
 	}
 	a.update(obj{{"sessionUpdate", "tool_call_update"}, {"toolCallId", tid}, {"status", "completed"},
 		{"content", []obj{{{"type", "content"}, {"content", obj{{"type", "text"}, {"text", text}}}}}}})
-	say(text)
+	return say(text)
 }
 
 // callTool connects to the server c names and calls its tool.

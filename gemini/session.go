@@ -78,7 +78,10 @@ func (backend) SessionCommand(req *invoker.SessionRequest) (*driver.Command, err
 	if req.Model != "" {
 		args = append(args, "--model="+req.Model)
 	}
-	return &driver.Command{Args: append(args, req.ExtraArgs...)}, nil
+	// With MCP servers Gemini keeps running after the end of its input
+	// (its MCP connections hold it up; measured with 0.61.0): Close
+	// stops it with the ladder after a second.
+	return &driver.Command{Args: append(args, req.ExtraArgs...), RunsPastEOF: len(req.MCPServers) > 0}, nil
 }
 
 // NewSessionProtocol returns the ACP client of one session, configured for

@@ -84,6 +84,40 @@
 // reaches the pipe only when it exits (measured with 0.61.0). Gemini
 // reports no rate-limit state: there is no [invoker.KindRateLimit] event.
 //
+// # Two-way control
+//
+// A run with Request.Approve or Request.MCPServers runs as a session of
+// one turn (see the session comment in session.go), in ACP.
+//
+// Approvals are Gemini's session/request_permission requests. With a
+// callback the session stays in Gemini's "default" mode at every
+// permission level (never autoEdit or yolo, which ask less), so Gemini asks
+// before each shell command ("command", with the command line), each edit
+// ("file_change", with its paths), each MCP tool call ("mcp_tool", with the
+// arguments as input; the tool is named mcp_SERVER_TOOL) and each fetch
+// ("tool"). The permission level stays the ceiling: a request above it
+// (a command under WorkspaceWrite, an edit under ReadOnly) is rejected
+// without asking. Allow answers Gemini's "proceed_once", ForSession its
+// "proceed_always" (the same command or tool for the session, never the
+// option that saves the approval in the user's settings), and a denial
+// its "cancel": Gemini then tells the model `Tool "NAME" was canceled by
+// the user.` — ACP carries no message, so Decision.Message does not reach
+// the model, and a Decision with Input is a denial (Gemini takes no
+// changed input). A turn cancelled while the callback decides answers the
+// question "cancelled" and ends with the context's error.
+//
+// MCP servers go to Gemini with session/new, over standard input: a
+// Command server as a stdio server (Gemini starts it with its own
+// environment and Env, in Workdir, so it runs inside the run's
+// containment; Gemini refuses stdio servers in a folder it does not
+// trust), a URL server as a streamable HTTP server with its Headers; Go
+// servers are served by the run on 127.0.0.1 and given as URL servers
+// whose bearer token travels in such a header, never on the command line.
+// The model calls a tool TOOL of server SERVER as mcp_SERVER_TOOL. The
+// request's servers are trusted at every level: without a callback their
+// tools run without asking (Gemini's question is answered for the whole
+// server), with one the question goes to the callback.
+//
 // # What Gemini cannot do
 //
 // Capabilities.Steer and Capabilities.Fork are false. ACP has no request
@@ -122,12 +156,13 @@ func (backend) NewDecoder(*invoker.Request) driver.Decoder { return newDecoder()
 
 // Capabilities: gemini has no image flag, and reads a system prompt only
 // from a file named in its environment. Both of its modes stream the
-// answer in chunks; ACP switches a session's mode and model (measured
-// with 0.61.0 in e2e's live scenarios). Neither ACP nor Gemini's own
+// answer in chunks; ACP switches a session's mode and model, asks for
+// permission, and takes MCP servers with session/new (measured with 0.61.0
+// in e2e's live and two-way scenarios). Neither ACP nor Gemini's own
 // commands can add to a turn in progress or copy a conversation.
 func (backend) Capabilities() invoker.Capabilities {
 	return invoker.Capabilities{Model: true, Resume: true, Deltas: true, Sessions: true,
-		SwitchModel: true, SwitchPermission: true}
+		SwitchModel: true, SwitchPermission: true, Approve: true, GoTools: true, MCPServers: true}
 }
 
 // Hint says what to do instead of the fields gemini lacks.

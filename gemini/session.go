@@ -78,20 +78,24 @@ func (backend) SessionCommand(req *invoker.SessionRequest) (*driver.Command, err
 	if req.Model != "" {
 		args = append(args, "--model="+req.Model)
 	}
-	return &driver.Command{Args: append(args, req.ExtraArgs...)}, nil
+	// With MCP servers Gemini keeps running after the end of its input
+	// (its MCP connections hold it up; measured with 0.61.0): Close
+	// stops it with the ladder after a second.
+	return &driver.Command{Args: append(args, req.ExtraArgs...), RunsPastEOF: len(req.MCPServers) > 0}, nil
 }
 
 // NewSessionProtocol returns the ACP client of one session, configured for
 // Gemini. The command line's --model chooses the session's model, so the
 // protocol switches models for turns only.
 func (backend) NewSessionProtocol(req *invoker.SessionRequest) driver.SessionProtocol {
-	s := &session{now: time.Now}
+	s := &session{now: time.Now, approve: req.Approve != nil}
 	r := *req
 	r.Model = ""
 	s.Protocol = acp.New(&acp.Config{
-		Name:     "gemini",
-		Modes:    acpModes,
-		ToolName: toolName,
+		Name:        "gemini",
+		Modes:       acpModes,
+		ToolName:    toolName,
+		AllowAlways: allowAlways,
 		Classify: func(code int, msg string) error {
 			if code == 429 {
 				// Gemini answers a turn that its retries did not get
@@ -141,6 +145,7 @@ func acpMode(p invoker.Permission) string {
 type session struct {
 	*acp.Protocol
 	now     func() time.Time
+	approve bool     // the session has an Approve callback: its mode never changes
 	retries retryLog // under the engine's decoder lock, as the protocol
 	// modeNote is the text Gemini streams as an agent message when a
 	// turn's switch changes the mode ("[MODE_UPDATE] yolo"): a notice of
@@ -152,7 +157,7 @@ type session struct {
 // and starts the turn; the retries noted before it are not its.
 func (s *session) StartTurn(t *invoker.TurnRequest) ([][]byte, error) {
 	s.modeNote = ""
-	if t.Permission != "" {
+	if t.Permission != "" && !s.approve {
 		s.modeNote = "[MODE_UPDATE] " + acpMode(t.Permission)
 	}
 	s.retries = retryLog{}
@@ -196,12 +201,54 @@ func isChunk(line []byte, text string) bool {
 }
 
 // toolName recovers Gemini's tool name from its call id
-// ("run_shell_command__run_shell_command_1795567170161_0"); "" names the
+// ("run_shell_command__run_shell_command_1795567170161_0", or
+// "NAME-1795567170161-1" for a call the model gave no id); "" names the
 // call by its ACP kind ("execute").
 func toolName(id, _, _ string) string {
-	name, _, _ := strings.Cut(id, "__")
-	if name == id {
-		return ""
+	if name, _, ok := strings.Cut(id, "__"); ok {
+		return name
 	}
-	return name
+	if rest, n, ok := cutLast(id, "-"); ok && digits(n) {
+		if name, ts, ok := cutLast(rest, "-"); ok && digits(ts) {
+			return name
+		}
+	}
+	return ""
+}
+
+func cutLast(s, sep string) (before, after string, ok bool) {
+	i := strings.LastIndex(s, sep)
+	if i < 0 {
+		return s, "", false
+	}
+	return s[:i], s[i+len(sep):], true
+}
+
+func digits(s string) bool {
+	return s != "" && strings.Trim(s, "0123456789") == ""
+}
+
+// allowAlways chooses Gemini's "for this session" answer: for an MCP
+// server of the request, all of its tools (proceed_always_server); else
+// the call's tool (proceed_always_tool for an MCP tool, proceed_always
+// for the others). Never proceed_always_and_save, which writes the
+// approval into the user's settings for every later session.
+func allowAlways(ids []string, server bool) string {
+	want := []string{"proceed_always_tool", "proceed_always"}
+	if server {
+		want = []string{"proceed_always_server", "proceed_always_tool", "proceed_always"}
+	}
+	for _, w := range want {
+		for _, id := range ids {
+			if id == w {
+				return id
+			}
+		}
+	}
+	for _, id := range ids {
+		if id != "proceed_always_and_save" {
+			return id
+		}
+	}
+	return ""
 }

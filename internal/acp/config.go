@@ -66,11 +66,21 @@ type Config struct {
 	// error (wrapping invoker.ErrInvalidRequest) refuses it.
 	CheckTurn func(t *invoker.TurnRequest) error
 
-	// Approve, if not nil, decides the agent's requests for permission in
-	// place of the permission level's rule (Allowed): it reports whether
-	// call may run under perm, the level in force. It is called from the
-	// goroutine that reads the agent's output, which waits for it.
-	Approve func(perm invoker.Permission, call ToolCall) bool
+	// Ceiling, if not nil, decides which of the agent's requests for
+	// permission the permission level allows, in place of Allowed: it
+	// reports whether call may run under perm, the level in force. A call
+	// it allows runs at once, or goes to the session's Approve callback
+	// when there is one; a call it does not allow is rejected. It is
+	// called from the goroutine that reads the agent's output.
+	Ceiling func(perm invoker.Permission, call ToolCall) bool
+
+	// AllowAlways chooses among the allow_always options of a request for
+	// permission (their ids, in the agent's order) the one that allows
+	// the same tool for the rest of the session (Decision.ForSession), or,
+	// with server true, every tool of the call's MCP server (a server of
+	// the request, trusted). Nil, or an id not among ids, chooses the
+	// first.
+	AllowAlways func(ids []string, server bool) string
 }
 
 // A ToolCall is the tool call an agent asks permission for.
@@ -84,6 +94,18 @@ type ToolCall struct {
 	Title string
 	// Input is the call's raw input, when the agent gave it.
 	Input json.RawMessage
+	// Content is the call's content, when the agent gave it: text,
+	// diffs.
+	Content json.RawMessage
+	// Paths are the files the call touches: its locations and the paths
+	// of its diffs.
+	Paths []string
+	// Name is the tool's name (Config.ToolName).
+	Name string
+	// MCP reports a tool of an MCP server, and Server names it when it is
+	// a server of the session's request.
+	MCP    bool
+	Server string
 }
 
 // Allowed is the rule of the permission levels for the agent's requests

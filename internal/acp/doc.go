@@ -19,9 +19,21 @@
 // session/cancel is the turn's interrupt.
 //
 // Every request of the agent is answered: session/request_permission from
-// the permission level (or Config.Approve), anything else (fs/*,
+// the permission level (or Config.Ceiling), anything else (fs/*,
 // terminal/*, unknown methods) with the JSON-RPC error -32601, and the turn
-// goes on.
+// goes on. With the session's Approve callback, a request the level allows
+// goes to the program instead (driver.Step.Approvals) and is answered with
+// its decision: allow_once, allow_always for Decision.ForSession,
+// reject_once for a denial (ACP carries no message with it, and no changed
+// input: a Decision with Input is a denial). The session then stays in the
+// mode it opened in, so that the agent asks. A request still waiting when
+// the turn is cancelled or ends is answered with the outcome cancelled.
+//
+// The request's MCP servers are sent with session/new: a command as a stdio
+// server, a URL as an http server with its headers, which needs the agent's
+// mcpCapabilities.http. Their tools are trusted: a request for permission
+// for one is allowed at every level (for the rest of the session, with no
+// callback), or goes to the callback as an "mcp_tool".
 //
 // Each backend that speaks ACP (package invoker/acp for any agent, Gemini
 // CLI's --acp mode) configures it with a Config: its name, modes,

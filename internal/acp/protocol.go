@@ -34,6 +34,10 @@ type Protocol struct {
 
 	turn   turnState
 	broken bool // Decode returned a fatal error
+
+	// asking holds the requests for permission waiting for the program's
+	// decision, by their JSON-RPC id, with the line that withdraws each.
+	asking map[string]func() []byte
 }
 
 var (
@@ -52,7 +56,11 @@ type replyFunc func(m *message, raw json.RawMessage) (driver.Step, error)
 type agentCaps struct {
 	ProtocolVersion   *int `json:"protocolVersion"`
 	AgentCapabilities struct {
-		LoadSession bool `json:"loadSession"`
+		LoadSession     bool `json:"loadSession"`
+		MCPCapabilities struct {
+			HTTP bool `json:"http"`
+			SSE  bool `json:"sse"`
+		} `json:"mcpCapabilities"`
 	} `json:"agentCapabilities"`
 	AuthMethods []authMethod `json:"authMethods"`
 }
@@ -70,7 +78,7 @@ type authMethod struct {
 // New returns the protocol of one session of req, for the agent cfg
 // describes.
 func New(cfg *Config, req *invoker.SessionRequest) *Protocol {
-	p := &Protocol{cfg: cfg, req: *req, pending: make(map[int64]replyFunc), perm: req.Permission}
+	p := &Protocol{cfg: cfg, req: *req, pending: make(map[int64]replyFunc), perm: req.Permission, asking: make(map[string]func() []byte)}
 	p.turn.calls = make(map[string]toolState)
 	return p
 }
@@ -165,7 +173,11 @@ func (p *Protocol) satisfied(m authMethod) bool {
 
 // openSession sends session/new, or session/load to resume.
 func (p *Protocol) openSession() (driver.Step, error) {
-	params := map[string]any{"cwd": p.req.Workdir, "mcpServers": []any{}}
+	servers, err := p.mcpServers()
+	if err != nil {
+		return driver.Step{}, err
+	}
+	params := map[string]any{"cwd": p.req.Workdir, "mcpServers": servers}
 	method := "session/new"
 	if id := p.req.SessionID; id != "" {
 		if !p.caps.AgentCapabilities.LoadSession {
@@ -281,6 +293,11 @@ func (p *Protocol) sequence(calls []rpcCall, last replyFunc, failed func(c rpcCa
 func (p *Protocol) switches(perm invoker.Permission, model string) ([]rpcCall, error) {
 	var calls []rpcCall
 	mode := p.cfg.Modes[perm]
+	if p.req.Approve != nil {
+		// The program decides what the agent asks about: no mode that
+		// asks less (the level stays the ceiling, in permission).
+		mode = ""
+	}
 	if mode == "" {
 		mode = p.openMode
 	}
@@ -370,7 +387,9 @@ func (p *Protocol) Interrupt() [][]byte {
 	if !p.turn.promptSent {
 		return nil
 	}
-	return [][]byte{notification("session/cancel", map[string]string{"sessionId": p.session})}
+	// The requests for permission still waiting for the program are
+	// answered cancelled after the cancel, as ACP asks.
+	return append([][]byte{notification("session/cancel", map[string]string{"sessionId": p.session})}, p.withdraw()...)
 }
 
 // Decode handles one line of the agent's output. During a turn, the
@@ -505,10 +524,11 @@ func (p *Protocol) finish(m *message, raw json.RawMessage) (driver.Step, error) 
 	return p.endTurn(evs, raw), nil
 }
 
-// endTurn ends the turn in flight with evs and the done event.
+// endTurn ends the turn in flight with evs and the done event. A request
+// for permission still waiting for the program is withdrawn.
 func (p *Protocol) endTurn(evs []invoker.Event, raw json.RawMessage) driver.Step {
 	evs = append(evs, invoker.Event{Kind: invoker.KindDone, Raw: raw})
-	st := driver.Step{Events: p.announce(evs, raw), TurnEnded: true}
+	st := driver.Step{Events: p.announce(evs, raw), TurnEnded: true, Write: p.withdraw()}
 	p.turn.inTurn = false
 	return st
 }

@@ -99,8 +99,15 @@ func (x *proto) feed(line string) driver.Step {
 // open runs the handshake of a plain agent, session S1.
 func (x *proto) open() {
 	x.t.Helper()
+	x.openWith(`{}`)
+}
+
+// openWith runs the handshake of an agent with capabilities caps (its
+// initialize response's agentCapabilities), session S1.
+func (x *proto) openWith(caps string) {
+	x.t.Helper()
 	x.p.Open()
-	x.feed(`{"jsonrpc":"2.0","id":1,"result":{"protocolVersion":1}}`)
+	x.feed(`{"jsonrpc":"2.0","id":1,"result":{"protocolVersion":1,"agentCapabilities":` + caps + `}}`)
 	if st := x.feed(`{"jsonrpc":"2.0","id":2,"result":{"sessionId":"S1","modes":{"currentModeId":"default","availableModes":[]}}}`); !st.Ready {
 		x.t.Fatalf("the handshake did not end ready: %+v", st)
 	}
@@ -152,7 +159,7 @@ func TestCancelBeforePrompt(t *testing.T) {
 }
 
 // TestPermissionAnswers checks the option chosen for a request for
-// permission, the Approve hook, and the answer during a cancelled turn.
+// permission, the Ceiling hook, and the answer during a cancelled turn.
 func TestPermissionAnswers(t *testing.T) {
 	const allOptions = `[{"optionId":"a1","kind":"allow_once"},{"optionId":"aa","kind":"allow_always"},{"optionId":"r1","kind":"reject_once"}]`
 	for _, tc := range []struct {
@@ -172,7 +179,7 @@ func TestPermissionAnswers(t *testing.T) {
 		{"turn cancelled", nil, "read", allOptions, true, `{"outcome":"cancelled"}`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			x := newProto(t, Config{Approve: tc.approve}, invoker.SessionRequest{})
+			x := newProto(t, Config{Ceiling: tc.approve}, invoker.SessionRequest{})
 			x.open()
 			x.p.StartTurn(&invoker.TurnRequest{Prompt: "p"})
 			if tc.cancel {

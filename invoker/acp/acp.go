@@ -35,14 +35,42 @@
 //
 // # Permissions
 //
-// The agent's requests for permission (session/request_permission) are
-// answered from the permission level: [invoker.ReadOnly] allows the tool
+// Without an Approve callback, the agent's requests for permission
+// (session/request_permission) are answered from the permission level: [invoker.ReadOnly] allows the tool
 // kinds that change nothing (read, search, fetch, think),
 // [invoker.WorkspaceWrite] also edit, delete and move, [invoker.Unlimited]
 // everything. A declined request gives a KindWarning event. Every other
 // request of the agent (fs/*, terminal/*, unknown methods) is answered with
 // the JSON-RPC error -32601, with a KindWarning event, and the turn goes
 // on.
+//
+// # Two-way control
+//
+// With Request.Approve (or SessionRequest.Approve), a request for
+// permission that the permission level allows goes to the callback
+// instead: Kind "command" for an execute tool (Command from its rawInput's
+// command, or its title), "file_change" for edit, delete and move (Paths
+// from its locations and diffs), "mcp_tool" for a tool of an MCP server
+// (recognised by the names agents give them: "mcp__SERVER__TOOL",
+// "mcp_SERVER_TOOL", a title ending "(SERVER MCP Server)"), "tool" for the
+// rest. Allow selects the agent's allow_once option, ForSession its
+// allow_always, a denial its reject_once; ACP carries no message with a
+// denial and no changed input (a Decision with Input is a denial). A
+// request above the level is rejected without asking, with a KindWarning
+// event. The session then never switches to the modes of Agent.Modes,
+// which may ask less: it stays in the mode it opened in. A request still
+// waiting when the turn is cancelled is answered with the outcome
+// cancelled, after session/cancel, as ACP asks.
+//
+// Request.MCPServers go with session/new (and session/load): a Command
+// server as a stdio server ({name, command, args, env}), a URL server as
+// an http server ({type "http", name, url, headers}), which needs the
+// agent's mcpCapabilities.http, and a Go server as the URL at which the
+// run serves it on 127.0.0.1, its bearer token in the Authorization
+// header, over standard input. Their tools are trusted at every level:
+// without a callback the agent's question about one is allowed for the
+// rest of the session (its first allow_always option), with one it goes
+// to the callback.
 //
 // # Events and results
 //
@@ -181,8 +209,15 @@ func (b *backend) InstallHint() string { return b.a.InstallHint }
 
 // Capabilities are what the protocol can do; a session refuses what its
 // agent lacks once the agent answered initialize.
+//
+// Approve is the protocol's (session/request_permission); MCPServers and
+// GoTools are declared too, although an agent tells whether it reaches
+// HTTP servers only in its initialize response: a session whose agent
+// lacks mcpCapabilities.http fails at session/new with an error matching
+// invoker.ErrUnsupported that names the server.
 func (b *backend) Capabilities() invoker.Capabilities {
-	return invoker.Capabilities{Model: true, Resume: true, Deltas: true, Sessions: true, SwitchModel: true, SwitchPermission: true}
+	return invoker.Capabilities{Model: true, Resume: true, Deltas: true, Sessions: true, SwitchModel: true, SwitchPermission: true,
+		Approve: true, GoTools: true, MCPServers: true}
 }
 
 // Hint says what to do instead of the fields the protocol lacks.

@@ -47,6 +47,17 @@ func (r *run) kinds() []invoker.EventKind {
 // invoke runs req on the fake s, with agent changed by mod (if not nil).
 func invoke(t *testing.T, s fakeacp.Script, mod func(*acp.Agent), opts invoker.Options, req invoker.Request) *run {
 	t.Helper()
+	return invokeWith(t, context.Background(), s, mod, opts, req)
+}
+
+// invokeCtx runs req on the fake agent s with ctx.
+func invokeCtx(t *testing.T, ctx context.Context, s fakeacp.Script, req invoker.Request) *run {
+	t.Helper()
+	return invokeWith(t, ctx, s, nil, invoker.Options{}, req)
+}
+
+func invokeWith(t *testing.T, ctx context.Context, s fakeacp.Script, mod func(*acp.Agent), opts invoker.Options, req invoker.Request) *run {
+	t.Helper()
 	s.Tag = fakeagent.NewTag()
 	a := fakeAgent(s)
 	if mod != nil {
@@ -60,7 +71,7 @@ func invoke(t *testing.T, s fakeacp.Script, mod func(*acp.Agent), opts invoker.O
 	}
 	r := &run{}
 	req.OnEvent = func(ev invoker.Event) { r.events = append(r.events, ev) }
-	r.res, r.err = acp.New(a, quick, opts).Invoke(context.Background(), req)
+	r.res, r.err = acp.New(a, quick, opts).Invoke(ctx, req)
 	assertGone(t, s.Tag)
 	if r.res == nil {
 		t.Fatalf("Invoke() returned a nil *Result (error %v)", r.err)

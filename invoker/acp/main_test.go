@@ -13,9 +13,14 @@ import (
 )
 
 // TestMain runs the fake ACP agent (or, for the examples, invokertest's
-// agent) when the test binary is started as one, and fails the run if a
+// agent, or the MCP server of TestMCPServers) when the test binary is
+// started as one, and fails the run if a
 // process of a fake or a goroutine outlives the tests.
 func TestMain(m *testing.M) {
+	if os.Getenv(envMCPEcho) != "" {
+		mcpEcho()
+		os.Exit(0)
+	}
 	fakeacp.Main()
 	fakeagent.Main()
 	goleak.VerifyTestMain(fakeagent.CheckOrphans(m))

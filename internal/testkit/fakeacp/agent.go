@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"os/exec"
 	"slices"
 	"strings"
 	"sync"
@@ -68,6 +69,9 @@ type agent struct {
 	turns   int
 	waiting map[string]chan *rpc // the fake's own requests, by id
 	nextID  int
+	servers []mcpServer     // session/new's mcpServers
+	cwd     string          // session/new's cwd
+	always  map[string]bool // MCP servers and tools allowed for the session
 }
 
 func run(s *Script) int {
@@ -189,6 +193,8 @@ func (a *agent) handle(m *rpc) {
 			Type string `json:"type"`
 			Text string `json:"text"`
 		} `json:"prompt"`
+		MCPServers []mcpServer `json:"mcpServers"`
+		Cwd        string      `json:"cwd"`
 	}
 	json.Unmarshal(m.Params, &p)
 	switch m.Method {
@@ -216,7 +222,8 @@ func (a *agent) handle(m *rpc) {
 			methods = []obj{}
 		}
 		a.reply(m.ID, obj{{"protocolVersion", v},
-			{"agentCapabilities", obj{{"loadSession", !s.NoLoadSession}, {"promptCapabilities", obj{{"image", false}}}}},
+			{"agentCapabilities", obj{{"loadSession", !s.NoLoadSession}, {"promptCapabilities", obj{{"image", false}}},
+				{"mcpCapabilities", obj{{"http", !s.NoMCPHTTP}, {"sse", false}}}}},
 			{"agentInfo", obj{{"name", "fakeacp"}, {"version", "1.0.0"}}},
 			{"authMethods", methods}})
 	case "authenticate":
@@ -236,6 +243,7 @@ func (a *agent) handle(m *rpc) {
 		if m.Method == "session/load" {
 			a.sid = p.SessionID
 		}
+		a.servers, a.cwd = p.MCPServers, p.Cwd
 		a.mu.Unlock()
 		if s.RequireAuth && !authed {
 			a.fail(m.ID, -32000, "Authentication required", nil)
@@ -412,6 +420,23 @@ func (a *agent) prompt(id json.RawMessage, n int, intr <-chan struct{}) {
 	if s.Permission != "" {
 		a.permission(intr)
 	}
+	var said []string // what Ask and MCPCall put before the answer
+	if s.Ask != "" {
+		what, ok := a.askCommand(s.Ask, intr)
+		if !ok {
+			cancelled()
+			return
+		}
+		said = append(said, what)
+	}
+	if s.MCPCall != nil {
+		what, ok := a.mcpCall(s.MCPCall, intr)
+		if !ok {
+			cancelled()
+			return
+		}
+		said = append(said, what)
+	}
 	if s.ClientRequest != "" {
 		ch := a.ask(s.ClientRequest, obj{{"sessionId", a.sid}, {"path", "/etc/hostname"}})
 		select {
@@ -461,7 +486,11 @@ func (a *agent) prompt(id json.RawMessage, n int, intr <-chan struct{}) {
 		a.fail(id, -32603, "Internal error", obj{{"details", s.Fail}})
 		return
 	}
-	for i, piece := range split(s.answer(n), s.Chunks) {
+	answer := s.answer(n)
+	if len(said) > 0 {
+		answer = strings.Join(said, "\n") + "\n" + answer
+	}
+	for i, piece := range split(answer, s.Chunks) {
 		if i > 0 && !pause(s.interval(), intr) {
 			cancelled()
 			return
@@ -489,20 +518,42 @@ func (a *agent) prompt(id json.RawMessage, n int, intr <-chan struct{}) {
 // and reports the answer.
 func (a *agent) permission(intr <-chan struct{}) {
 	kind := a.s.Permission
+	title := a.s.PermissionTitle
+	if title == "" {
+		title = "a " + kind + " call"
+	}
 	tid := "perm_" + randHex(4)
-	a.update(obj{{"sessionUpdate", "tool_call"}, {"toolCallId", tid}, {"title", "a " + kind + " call"}, {"kind", kind}, {"status", "pending"}})
-	ch := a.ask("session/request_permission", obj{{"sessionId", a.sid},
-		{"toolCall", obj{{"toolCallId", tid}, {"title", "a " + kind + " call"}, {"kind", kind}}},
-		{"options", []obj{
-			{{"optionId", "allow"}, {"name", "Allow"}, {"kind", "allow_once"}},
-			{{"optionId", "always"}, {"name", "Always allow"}, {"kind", "allow_always"}},
-			{{"optionId", "reject"}, {"name", "Reject"}, {"kind", "reject_once"}},
-		}}})
+	a.update(obj{{"sessionUpdate", "tool_call"}, {"toolCallId", tid}, {"title", title}, {"kind", kind}, {"status", "pending"}})
+	call := obj{{"toolCallId", tid}, {"title", title}, {"kind", kind}}
+	if a.s.PermissionInput != nil {
+		call = append(call, kv{"rawInput", a.s.PermissionInput})
+	}
+	got, ok := a.askPermission(call, []obj{
+		{{"optionId", "allow"}, {"name", "Allow"}, {"kind", "allow_once"}},
+		{{"optionId", "always"}, {"name", "Always allow"}, {"kind", "allow_always"}},
+		{{"optionId", "reject"}, {"name", "Reject"}, {"kind", "reject_once"}},
+	}, intr)
+	if !ok {
+		return
+	}
+	status := "failed"
+	if got == "allow" || got == "always" {
+		status = "completed"
+	}
+	a.update(obj{{"sessionUpdate", "tool_call_update"}, {"toolCallId", tid}, {"status", status}})
+	a.chunk("agent_thought_chunk", "permission "+kind+": "+got)
+}
+
+// askPermission sends session/request_permission for call with options,
+// and returns the option chosen, or "cancelled"; false when the turn was
+// cancelled first.
+func (a *agent) askPermission(call obj, options []obj, intr <-chan struct{}) (string, bool) {
+	ch := a.ask("session/request_permission", obj{{"sessionId", a.sid}, {"toolCall", call}, {"options", options}})
 	var m *rpc
 	select {
 	case m = <-ch:
 	case <-intr:
-		return
+		return "", false
 	}
 	var res struct {
 		Outcome struct {
@@ -515,10 +566,37 @@ func (a *agent) permission(intr <-chan struct{}) {
 	if got == "selected" {
 		got = res.Outcome.OptionID
 	}
-	status := "failed"
-	if got == "allow" || got == "always" {
-		status = "completed"
+	return got, true
+}
+
+// askCommand asks permission to run command, as Gemini CLI asks for its
+// shell tool, and runs it when allowed. It returns the first line of the
+// answer; false when the turn was cancelled first.
+func (a *agent) askCommand(command string, intr <-chan struct{}) (string, bool) {
+	tid := "run_shell_command__run_shell_command_" + randHex(4)
+	got, ok := a.askPermission(obj{{"toolCallId", tid}, {"status", "pending"}, {"title", command},
+		{"rawInput", obj{{"command", command}}}, {"locations", []obj{}}, {"kind", "execute"}}, []obj{
+		{{"optionId", "proceed_always"}, {"name", "Allow for this session"}, {"kind", "allow_always"}},
+		{{"optionId", "proceed_once"}, {"name", "Allow"}, {"kind", "allow_once"}},
+		{{"optionId", "cancel"}, {"name", "Reject"}, {"kind", "reject_once"}},
+	}, intr)
+	if !ok {
+		return "", false
 	}
-	a.update(obj{{"sessionUpdate", "tool_call_update"}, {"toolCallId", tid}, {"status", status}})
-	a.chunk("agent_thought_chunk", "permission "+kind+": "+got)
+	if got != "proceed_once" && got != "proceed_always" {
+		return "denied (" + got + ")", true
+	}
+	a.mu.Lock()
+	cwd := a.cwd
+	a.mu.Unlock()
+	cmd := exec.Command("sh", "-c", command)
+	cmd.Dir = cwd
+	out, err := cmd.CombinedOutput()
+	status := "completed"
+	if err != nil {
+		status = "failed"
+	}
+	a.update(obj{{"sessionUpdate", "tool_call_update"}, {"toolCallId", tid}, {"status", status},
+		{"content", []obj{{{"type", "content"}, {"content", obj{{"type", "text"}, {"text", string(out)}}}}}}})
+	return "approved", true
 }

@@ -32,7 +32,7 @@
 // switching (an unknown mode is an error). Any other request gets -32601.
 //
 // Per session/prompt, in order: ReportState's thought, Thought, Malformed
-// lines, the Permission request, the ClientRequest, the Tool call, the
+// lines, the Permission request, Ask, the MCPCall, the ClientRequest, the Tool call, the
 // HugeLine, Stream's endless steps, the answer in Chunks (ExitCode exits
 // after its first chunk), StallFor, and the response with StopReason (or
 // the error Fail). session/cancel ends the turn with stop reason cancelled
@@ -97,6 +97,35 @@ type Script struct {
 	// completes when allowed, fails otherwise, and a thought says
 	// "permission KIND: OPTION" (or "permission KIND: cancelled").
 	Permission string `json:"permission,omitempty"`
+	// PermissionTitle is the title of Permission's tool call (default
+	// "a KIND call"); PermissionInput its rawInput, when set.
+	PermissionTitle string         `json:"permission_title,omitempty"`
+	PermissionInput map[string]any `json:"permission_input,omitempty"`
+	// Ask, when set, is a shell command the fake asks permission to run,
+	// as Gemini CLI asks: a tool call of kind execute titled with the
+	// command, its rawInput {"command": Ask}, with Gemini's options
+	// (allow_always "proceed_always", allow_once "proceed_once",
+	// reject_once "cancel"). Allowed, it runs the command with sh -c in
+	// the session's cwd and the answer starts with "approved"; otherwise
+	// it starts with "denied" and the outcome.
+	Ask string `json:"ask,omitempty"`
+	// MCPCall, when set, calls a tool of an MCP server the client gave in
+	// session/new, after the Permission request, as Gemini CLI does: it
+	// asks session/request_permission for a tool call of kind "other"
+	// titled "TOOL (SERVER MCP Server)", whose id starts with
+	// "mcp_SERVER_TOOL__" and whose content is the arguments as JSON
+	// (options allow_always "proceed_always_server" and
+	// "proceed_always_tool", allow_once "proceed_once", reject_once
+	// "cancel"); unless rejected, or allowed for the session before, it
+	// connects to the server (a stdio command, or an http URL with its
+	// headers), calls the tool, and reports the call completed with the
+	// result's text, or failed. A thought then says "mcp SERVER/TOOL:
+	// TEXT" (or "rejected", "cancelled", "error: ..."), and the answer
+	// starts with the same TEXT. session/cancel cancels the call.
+	MCPCall *MCPCall `json:"mcp_call,omitempty"`
+	// NoMCPHTTP advertises mcpCapabilities.http false (sse is never
+	// advertised).
+	NoMCPHTTP bool `json:"no_mcp_http,omitempty"`
 	// ClientRequest, when set, is a method the fake asks the client for
 	// (fs/read_text_file, terminal/create, ...) with a string id; a thought
 	// then says "METHOD: error CODE" or "METHOD: result".
@@ -155,6 +184,13 @@ type Script struct {
 	// Tag is set as fakeagent.EnvTag in the environment of the fake and
 	// its descendants, for fakeagent.Survivors.
 	Tag string `json:"tag,omitempty"`
+}
+
+// An MCPCall is a call of a tool of an MCP server the client gave.
+type MCPCall struct {
+	Server string         `json:"server"`
+	Tool   string         `json:"tool"`
+	Args   map[string]any `json:"args,omitempty"`
 }
 
 // An AuthMethod is an authentication method the fake lists.

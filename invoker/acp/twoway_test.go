@@ -1,0 +1,186 @@
+package acp_test
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"os"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/clinvoke/clinvoke/internal/testkit/fakeacp"
+	"github.com/clinvoke/clinvoke/invoker"
+)
+
+// envMCPEcho makes the test binary an MCP server on standard input and
+// output with the tool "echo" (see TestMain), the external server of
+// TestMCPServers.
+const envMCPEcho = "CLINVOKE_ACP_TEST_MCPECHO"
+
+// mcpEcho serves the tool "echo", which answers "echo: " and its text,
+// on standard input and output until the client goes away.
+func mcpEcho() {
+	s := mcp.NewServer(&mcp.Implementation{Name: "mcpecho", Version: "1"}, nil)
+	type args struct {
+		Text string `json:"text"`
+	}
+	mcp.AddTool(s, &mcp.Tool{Name: "echo", Description: "Echo the text back."},
+		func(_ context.Context, _ *mcp.CallToolRequest, a args) (*mcp.CallToolResult, any, error) {
+			return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: "echo: " + a.Text}}}, nil, nil
+		})
+	s.Run(context.Background(), &mcp.StdioTransport{})
+}
+
+// asker is an Approve callback that records what it is asked and answers
+// d.
+type asker struct {
+	d   invoker.Decision
+	mu  sync.Mutex
+	got []invoker.Approval
+}
+
+func (a *asker) approve(_ context.Context, ap invoker.Approval) invoker.Decision {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	a.got = append(a.got, ap)
+	return a.d
+}
+
+// TestApprovals checks, through the engine, which requests for permission
+// reach the Approve callback, how they are described, and the option each
+// decision selects.
+func TestApprovals(t *testing.T) {
+	t.Parallel()
+	shell := map[string]any{"command": "touch x", "cwd": "/w"}
+	for _, tc := range []struct {
+		name  string
+		perm  invoker.Permission
+		kind  string
+		input map[string]any
+		d     invoker.Decision
+		// want is the kind of the approval asked, "" for none; option
+		// the option the agent saw.
+		want, option string
+	}{
+		{"command allowed", invoker.Unlimited, "execute", shell, invoker.Decision{Allow: true}, "command", "allow"},
+		{"command for the session", invoker.Unlimited, "execute", shell, invoker.Decision{Allow: true, ForSession: true}, "command", "always"},
+		{"command denied", invoker.Unlimited, "execute", shell, invoker.Decision{Message: "no"}, "command", "reject"},
+		{"command with a changed input", invoker.Unlimited, "execute", shell, invoker.Decision{Allow: true, Input: json.RawMessage(`{"command":"true"}`)}, "command", "reject"},
+		{"command above the ceiling", invoker.WorkspaceWrite, "execute", shell, invoker.Decision{Allow: true}, "", "reject"},
+		{"edit", invoker.WorkspaceWrite, "edit", nil, invoker.Decision{Allow: true}, "file_change", "allow"},
+		{"edit above the ceiling", invoker.ReadOnly, "edit", nil, invoker.Decision{Allow: true}, "", "reject"},
+		{"read", invoker.ReadOnly, "read", nil, invoker.Decision{Allow: true}, "tool", "allow"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			a := &asker{d: tc.d}
+			r := invoke(t, fakeacp.Script{Permission: tc.kind, PermissionTitle: "the call", PermissionInput: tc.input, Answer: "done"},
+				nil, invoker.Options{}, invoker.Request{Permission: tc.perm, Approve: a.approve})
+			if r.err != nil {
+				t.Fatalf("Invoke() error = %v", r.err)
+			}
+			if got, want := r.texts(invoker.KindReasoning), "permission "+tc.kind+": "+tc.option; !slices.Contains(got, want) {
+				t.Errorf("the agent saw %q, want %q", got, want)
+			}
+			a.mu.Lock()
+			defer a.mu.Unlock()
+			if tc.want == "" {
+				if len(a.got) != 0 {
+					t.Errorf("Approve was asked %+v, want nothing above the ceiling", a.got)
+				}
+				return
+			}
+			if len(a.got) != 1 {
+				t.Fatalf("Approve was asked %d times, want once", len(a.got))
+			}
+			got := a.got[0]
+			if got.Kind != tc.want || got.Tool.ID == "" || got.SessionID == "" || len(got.Raw) == 0 {
+				t.Errorf("Approval = %+v, want kind %s with the call's id, the session and the request", got, tc.want)
+			}
+			if tc.want == "command" && (got.Command != "touch x" || got.Cwd != "/w") {
+				t.Errorf("Approval command %q in %q, want touch x in /w", got.Command, got.Cwd)
+			}
+		})
+	}
+}
+
+// TestApprovalCancelled checks that a turn cancelled while Approve waits
+// ends with the context's error after Approve returned, the question
+// withdrawn, and nothing left.
+func TestApprovalCancelled(t *testing.T) {
+	t.Parallel()
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	var returned bool
+	s := fakeacp.Script{Ask: "touch never"}
+	r := invokeCtx(t, ctx, s, invoker.Request{Permission: invoker.Unlimited,
+		Approve: func(actx context.Context, _ invoker.Approval) invoker.Decision {
+			cancel()
+			<-actx.Done()
+			returned = true
+			return invoker.Decision{Allow: true}
+		}})
+	if !errors.Is(r.err, context.Canceled) || !returned {
+		t.Errorf("Invoke() error = %v (Approve returned %v), want context.Canceled after Approve returned", r.err, returned)
+	}
+}
+
+// TestMCPServers checks the request's MCP servers: an external stdio
+// server reached and trusted without a callback, asked about with one,
+// and an HTTP server refused by an agent without mcpCapabilities.http.
+func TestMCPServers(t *testing.T) {
+	t.Parallel()
+	ext := []invoker.MCPServer{{Name: "ext", Command: os.Args[0], Env: []string{envMCPEcho + "=1"}}}
+	call := &fakeacp.MCPCall{Server: "ext", Tool: "echo", Args: map[string]any{"text": "hi"}}
+	for _, tc := range []struct {
+		name    string
+		s       fakeacp.Script
+		servers []invoker.MCPServer
+		perm    invoker.Permission
+		approve *asker
+		wantErr error
+		want    string // the start of the answer
+	}{
+		{name: "trusted at read-only", s: fakeacp.Script{MCPCall: call}, servers: ext, perm: invoker.ReadOnly, want: "echo: hi"},
+		{name: "asked with a callback", s: fakeacp.Script{MCPCall: call}, servers: ext, perm: invoker.ReadOnly,
+			approve: &asker{d: invoker.Decision{Allow: true}}, want: "echo: hi"},
+		{name: "denied by the callback", s: fakeacp.Script{MCPCall: call}, servers: ext, perm: invoker.Unlimited,
+			approve: &asker{}, want: "rejected"},
+		{name: "HTTP without mcpCapabilities.http", s: fakeacp.Script{NoMCPHTTP: true},
+			servers: []invoker.MCPServer{{Name: "web", URL: "http://127.0.0.1:9/mcp"}}, wantErr: invoker.ErrUnsupported},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			req := invoker.Request{Permission: tc.perm, MCPServers: tc.servers}
+			if tc.approve != nil {
+				req.Approve = tc.approve.approve
+			}
+			r := invoke(t, tc.s, nil, invoker.Options{}, req)
+			if !errors.Is(r.err, tc.wantErr) || (tc.wantErr == nil) != (r.err == nil) {
+				t.Fatalf("Invoke() error = %v, want %v", r.err, tc.wantErr)
+			}
+			if tc.wantErr != nil {
+				if !strings.Contains(r.err.Error(), `"web"`) {
+					t.Errorf("error %q does not name the server", r.err)
+				}
+				return
+			}
+			if !strings.HasPrefix(r.res.Text, tc.want) {
+				t.Errorf("answer %q, want it to start with %q", r.res.Text, tc.want)
+			}
+			if a := tc.approve; a != nil {
+				a.mu.Lock()
+				defer a.mu.Unlock()
+				// The tool is named by its kind ("other"), as in its
+				// events: the agent's own names are Gemini's business.
+				if len(a.got) != 1 || a.got[0].Kind != "mcp_tool" || string(a.got[0].Tool.Input) != `{"text":"hi"}` {
+					t.Errorf("Approve was asked %v, want one mcp_tool approval with the call's arguments", a.got)
+				}
+			}
+		})
+	}
+}

@@ -206,8 +206,8 @@ func ExampleCapabilities() {
 	})
 	fmt.Println(errors.Is(err, invoker.ErrUnsupported), errors.Is(err, errors.ErrUnsupported))
 	// Output:
-	// codex Capabilities{Model Resume Images SystemPrompt OutputSchema Fork Deltas Sessions Steer SwitchModel SwitchPermission} images: true
-	// gemini Capabilities{Model Resume Deltas Sessions SwitchModel SwitchPermission} images: false
+	// codex Capabilities{Model Resume Images SystemPrompt OutputSchema Fork Deltas Approve GoTools MCPServers Sessions Steer SwitchModel SwitchPermission} images: true
+	// gemini Capabilities{Model Resume Deltas Approve GoTools MCPServers Sessions SwitchModel SwitchPermission} images: false
 	// true true
 }
 

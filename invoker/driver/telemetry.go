@@ -302,6 +302,7 @@ type span struct {
 	start time.Time
 
 	firstNanos atomic.Int64 // since start, at the first event; 0 before
+	stopMu     sync.Mutex   // guards stopAt and stopWhy: the ladder sets them, a turn's sweep reads them
 	stopAt     time.Time    // when the run was told to stop; zero if never
 	stopWhy    string       // the outcome of that stop
 	signal     string       // the signal that ended the CLI, if any
@@ -419,13 +420,19 @@ func (s *span) saw(ev *invoker.Event) {
 // stopping records the decision to stop the CLI, for why: the start of
 // the cancel-to-gone latency. Only the first call counts.
 func (s *span) stopping(why error) {
-	if s == nil || !s.stopAt.IsZero() {
+	if s == nil {
 		return
 	}
-	s.stopAt = time.Now()
-	s.stopWhy = outcome(why, false)
+	s.stopMu.Lock()
+	if !s.stopAt.IsZero() {
+		s.stopMu.Unlock()
+		return
+	}
+	s.stopAt, s.stopWhy = time.Now(), outcome(why, false)
+	stopWhy := s.stopWhy
+	s.stopMu.Unlock()
 	if s.rec {
-		s.event("clinvoke.stop", keyReason.String(s.stopWhy))
+		s.event("clinvoke.stop", keyReason.String(stopWhy))
 	}
 }
 
@@ -455,8 +462,11 @@ func (s *span) swept(rep proc.Report) {
 	// Counted at 0 too, so that the series exists before the first
 	// survivor: an alert on it then has something to watch.
 	s.t.survivors.Add(ctx, int64(len(rep.Survivors)), s.t.cliOpt.add...)
-	if !s.stopAt.IsZero() {
-		s.t.stop.Record(ctx, time.Since(s.stopAt).Seconds(), s.t.stopOpt[s.stopWhy].rec...)
+	s.stopMu.Lock()
+	stopAt, stopWhy := s.stopAt, s.stopWhy
+	s.stopMu.Unlock()
+	if !stopAt.IsZero() {
+		s.t.stop.Record(ctx, time.Since(stopAt).Seconds(), s.t.stopOpt[stopWhy].rec...)
 	}
 	if s.rec {
 		kv := []attribute.KeyValue{keyKilled.Int(len(rep.Killed)), keySurvivors.Int(len(rep.Survivors))}

@@ -21,7 +21,8 @@ type Approval struct {
 	Tool Tool `json:"tool"`
 	// Command is the command line, for a command.
 	Command string `json:"command,omitempty"`
-	// Cwd is the directory the command runs in, when the CLI says.
+	// Cwd is the directory the command runs in: the CLI's word, else
+	// the run's Workdir.
 	Cwd string `json:"cwd,omitempty"`
 	// Paths are the files an edit changes, when the CLI says.
 	Paths []string `json:"paths,omitempty"`

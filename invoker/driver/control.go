@@ -162,6 +162,30 @@ func (t *tools) close() {
 	}
 }
 
+// A pendingAsk is an approval of a line whose events are being delivered,
+// for the turn the line belongs to.
+type pendingAsk struct {
+	ts *turnState
+	a  Approval
+}
+
+// askPending asks the approvals of the line whose events were just
+// delivered; it is the run's afterLine.
+func (s *session) askPending() {
+	s.r.decMu.Lock()
+	defer s.r.decMu.Unlock()
+	if s.r.panicked.Load() {
+		// A callback panicked: the tree is being killed, and nothing of
+		// the caller's is called any more.
+		s.pending = nil
+		return
+	}
+	for _, p := range s.pending {
+		s.ask(p.ts, p.a)
+	}
+	s.pending = nil
+}
+
 // ask handles one approval of the protocol's, for the turn ts (nil
 // between turns). Without a turn or a callback the CLI is answered with a
 // denial at once. Otherwise the callback runs on a goroutine of its own
@@ -189,6 +213,9 @@ func (s *session) ask(ts *turnState, a Approval) {
 	req := a.Request
 	if req.SessionID == "" {
 		req.SessionID = s.ID()
+	}
+	if req.Cwd == "" && req.Kind == "command" {
+		req.Cwd = s.sreq.Workdir // where the CLI runs its commands unless it says otherwise
 	}
 	decided := make(chan invoker.Decision, 1)
 	go func() {

@@ -196,10 +196,46 @@ func TestApprovalDecisions(t *testing.T) {
 				}
 				return
 			}
-			if len(seen) != 1 || seen[0].Kind != tc.wantKind || seen[0].Command != "touch /tmp/x" || seen[0].SessionID != "echo-1" {
-				t.Errorf("approvals seen = %+v, want one %s for the command, in session echo-1", seen, tc.wantKind)
+			if len(seen) != 1 || seen[0].Kind != tc.wantKind || seen[0].Command != "touch /tmp/x" || seen[0].SessionID != "echo-1" || seen[0].Cwd == "" {
+				t.Errorf("approvals seen = %+v, want one %s for the command, in session echo-1, with the workdir", seen, tc.wantKind)
 			}
 		})
+	}
+}
+
+// The program sees the events of the line that asks (the tool call)
+// before the question about it.
+func TestApprovalAfterItsEvents(t *testing.T) {
+	var mu sync.Mutex
+	var order []string
+	note := func(what string) {
+		mu.Lock()
+		order = append(order, what)
+		mu.Unlock()
+	}
+	s := openControl(t, controlBackend{echoBackend: echoBackend{caps: allControl}}, invoker.SessionRequest{
+		Approve: func(context.Context, invoker.Approval) invoker.Decision {
+			note("approve")
+			return invoker.Decision{Allow: true}
+		}})
+	for range 20 {
+		mu.Lock()
+		order = nil
+		mu.Unlock()
+		_, err := s.Turn(t.Context(), invoker.TurnRequest{Prompt: "ask ls", OnEvent: func(ev invoker.Event) {
+			if ev.Kind == invoker.KindToolCall {
+				note("tool_call")
+			}
+		}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		mu.Lock()
+		got := strings.Join(order, ",")
+		mu.Unlock()
+		if got != "tool_call,approve" {
+			t.Fatalf("order = %s, want the tool call's event before the question", got)
+		}
 	}
 }
 

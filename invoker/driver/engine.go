@@ -135,6 +135,10 @@ func (e *engine) invokeInSession(ctx context.Context, req invoker.Request, start
 			err = cerr
 		}
 		if res != nil {
+			// A run's exit code is the CLI's, as for a one-shot run: the
+			// status it exited with once its input ended (or -1 when the
+			// ladder killed it), not a turn's 0 while it ran on.
+			res.ExitCode = s.r.res.ExitCode
 			res.Duration = time.Since(start)
 		}
 	}()

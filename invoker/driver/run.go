@@ -99,6 +99,10 @@ type run struct {
 	goexit    bool
 	panicWhat string // the callback that panicked: "OnEvent", "Approve", ...
 
+	// afterLine, if not nil, is called by the stdout reader once the
+	// events of a line are delivered.
+	afterLine func()
+
 	tel *span // the run's telemetry (telemetry.go); nil records nothing
 }
 

@@ -52,6 +52,10 @@ type session struct {
 	// goroutines delivering in-band MCP messages to them.
 	tools *tools
 	calls sync.WaitGroup
+	// pending are the approvals of the line being delivered, asked once
+	// its events are (only the stdout reader uses it, under the decoder
+	// lock).
+	pending []pendingAsk
 	// lineTurn is the turn in flight when the line being delivered was
 	// decoded (nil between turns); only the stdout reader uses it.
 	lineTurn *turnState
@@ -137,21 +141,22 @@ func (e *engine) open(ctx context.Context, req invoker.SessionRequest) (*session
 	rcfg := e.cfg
 	rcfg.firstEventTimeout, rcfg.idleTimeout = 0, 0
 	r := &run{
-		cli:     e.b.Name(),
-		cfg:     &rcfg,
-		ctx:     runCtx,
-		workdir: req.Workdir,
-		env:     req.Env,
-		cmd:     cmd,
-		path:    path,
-		start:   time.Now(),
-		res:     &invoker.Result{ExitCode: -1},
-		dec:     &sessionDecoder{s: s},
-		onEvent: s.dispatch,
-		deltas:  req.Deltas,
-		input:   s.feed,
-		onSkip:  s.skippedLine,
-		tel:     e.cfg.tel.session(ctx, e.b.Name(), &req),
+		cli:       e.b.Name(),
+		cfg:       &rcfg,
+		ctx:       runCtx,
+		workdir:   req.Workdir,
+		env:       req.Env,
+		cmd:       cmd,
+		path:      path,
+		start:     time.Now(),
+		res:       &invoker.Result{ExitCode: -1},
+		dec:       &sessionDecoder{s: s},
+		onEvent:   s.dispatch,
+		deltas:    req.Deltas,
+		input:     s.feed,
+		afterLine: s.askPending,
+		onSkip:    s.skippedLine,
+		tel:       e.cfg.tel.session(ctx, e.b.Name(), &req),
 	}
 	s.r = r
 	lines, ready := s.proto.Open()
@@ -254,7 +259,9 @@ func (d *sessionDecoder) Decode(line []byte) ([]invoker.Event, error) {
 	st, err := s.proto.Decode(line)
 	s.write(st.Write...)
 	for _, a := range st.Approvals {
-		s.ask(t, a)
+		// Asked once the line's events are delivered (see askPending):
+		// the program sees the tool call before the question about it.
+		s.pending = append(s.pending, pendingAsk{t, a})
 	}
 	for _, c := range st.Calls {
 		s.deliver(t, c)

@@ -60,6 +60,9 @@ func (r *run) readStdout() {
 		}
 		events, ferr := r.decode(line)
 		r.deliver(events)
+		if r.afterLine != nil {
+			r.afterLine()
+		}
 		if ferr != nil {
 			failed = true
 			r.fail(ferr)

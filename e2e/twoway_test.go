@@ -661,28 +661,30 @@ func medians(ts []timing) (turn, tool float64) {
 	return medMs(a), medMs(b)
 }
 
+// reportAgainstOwn reports the medians of the turns measured and of the
+// same turns with the CLI's own means, under the names given for the
+// measured turns' time, the ratio of the turns and the measured tool's
+// round trip, and own-turn-ms and own-tool-ms for the others
+// (scripts/benchreport reads these names).
+func reportAgainstOwn(b *testing.B, measured, own []timing, turnName, ratioName, toolName string) {
+	mt, mr := medians(measured)
+	ot, or := medians(own)
+	b.ReportMetric(mt, turnName)
+	b.ReportMetric(ot, "own-turn-ms")
+	b.ReportMetric(mt/ot, ratioName)
+	b.ReportMetric(mr, toolName)
+	b.ReportMetric(or, "own-tool-ms")
+}
+
 // reportApproval reports the medians of the turns (and tool round trips)
 // whose command the Approve callback allowed and of the same turns with
-// the command allowed by the permission level, and the ratio of the turns
-// (scripts/benchreport reads these names).
+// the command allowed by the permission level, and the ratio of the turns.
 func reportApproval(b *testing.B, approved, own []timing) {
-	at, ar := medians(approved)
-	ot, or := medians(own)
-	b.ReportMetric(at, "approved-turn-ms")
-	b.ReportMetric(ot, "own-turn-ms")
-	b.ReportMetric(at/ot, "approval/own")
-	b.ReportMetric(ar, "approved-tool-ms")
-	b.ReportMetric(or, "own-tool-ms")
+	reportAgainstOwn(b, approved, own, "approved-turn-ms", "approval/own", "approved-tool-ms")
 }
 
 // reportGoTool reports the same for turns calling a Go tool and turns
 // where the CLI's own shell tool does the same work.
 func reportGoTool(b *testing.B, gotool, own []timing) {
-	gt, gr := medians(gotool)
-	ot, or := medians(own)
-	b.ReportMetric(gt, "gotool-turn-ms")
-	b.ReportMetric(ot, "own-turn-ms")
-	b.ReportMetric(gt/ot, "gotool/own")
-	b.ReportMetric(gr, "gotool-ms")
-	b.ReportMetric(or, "own-tool-ms")
+	reportAgainstOwn(b, gotool, own, "gotool-turn-ms", "gotool/own", "gotool-ms")
 }

@@ -9,16 +9,84 @@ import (
 	"time"
 )
 
-// countScans counts the scans of /proc that start until the test ends.
-// The proc tests do not run in parallel, so every scan counted is one of
-// the test's.
+// countScans counts the scans of /proc that start until the test ends,
+// from a moment when no scan is running or asked for (see awaitNoScan).
+// The proc tests do not run in parallel, so every scan counted is one the
+// test caused, or one of a tracker while a tree is tracked: the tracker
+// scans every period while a tracked root runs, never less often than
+// defaultTuning.trackEvery whatever the trees' own periods (see track).
 func countScans(t *testing.T) *atomic.Int64 {
 	t.Helper()
+	awaitNoScan(t)
 	var n atomic.Int64
 	hook := func() { n.Add(1) }
 	scanHook.Store(&hook)
 	t.Cleanup(func() { scanHook.Store(nil) })
 	return &n
+}
+
+// awaitNoScan waits until no scan is running or asked for, on the
+// scanner's broadcast at the end of each scan: a scan whose goroutine has
+// started but not yet reached scanHook is then none left over. Only a
+// request made later can start another.
+func awaitNoScan(t *testing.T) {
+	t.Helper()
+	s := theScanner()
+	idle := make(chan struct{})
+	go func() {
+		s.mu.Lock()
+		for s.running || s.next.asked {
+			s.cond.Wait()
+		}
+		s.mu.Unlock()
+		close(idle)
+	}()
+	select {
+	case <-idle:
+	case <-time.After(stuck):
+		t.Fatal("a scan of /proc is still running or asked for")
+	}
+}
+
+// scanAsked reports whether someone has asked for a scan that has not
+// started yet: while a scan runs, every request joins the next batch.
+func scanAsked() bool {
+	s := theScanner()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.next.asked
+}
+
+// holdNextScan holds the next scan to start at its start (in scanHook,
+// before it reads anything) and returns once it is held; release lets it
+// go on (the test's end does too). While it is held no other scan can
+// start: the scanner runs one at a time, and a request made meanwhile
+// joins the next batch (scanAsked) or is handed the held scan (joinHook).
+// Whoever asked for the held scan waits for it.
+func holdNextScan(t *testing.T) (release func()) {
+	t.Helper()
+	awaitNoScan(t)
+	held, rel := make(chan struct{}), make(chan struct{})
+	var first atomic.Bool
+	hook := func() {
+		if first.CompareAndSwap(false, true) {
+			close(held)
+			<-rel
+		}
+	}
+	scanHook.Store(&hook)
+	release = func() {
+		if scanHook.CompareAndSwap(&hook, nil) {
+			close(rel)
+		}
+	}
+	t.Cleanup(release)
+	select {
+	case <-held:
+	case <-time.After(stuck):
+		t.Fatal("no scan of /proc started")
+	}
+	return release
 }
 
 // TestCgroupRunScansNothing: at the cgroup level the kernel keeps the
@@ -30,6 +98,14 @@ func TestCgroupRunScansNothing(t *testing.T) {
 	noLeaks(t)
 	if lvl, err := Probe(Cgroup, ""); lvl != Cgroup {
 		t.Skipf("cgroup level not available here: %v", err)
+	}
+	// The tracker scans while some tree is tracked: none may be (every
+	// earlier test waited for its trees), or a scan counted may be its.
+	tracker.mu.Lock()
+	tracked := len(tracker.trees)
+	tracker.mu.Unlock()
+	if tracked != 0 {
+		t.Fatalf("%d trees of earlier tests still tracked: their tracker scans /proc", tracked)
 	}
 	scans := countScans(t)
 	r := startRun(t, Attr{Containment: Cgroup, Marker: marker(t)}, "spawn", "setsid", "hangint", "hang")
@@ -57,27 +133,44 @@ func TestCgroupRunScansNothing(t *testing.T) {
 // marker) is still found by Kill, and neither Signal nor Snapshot scanned.
 func TestSignalRecordsWithoutScan(t *testing.T) {
 	noLeaks(t)
-	// No tracker scan during the test: the only tracked tree records
-	// once an hour.
-	tune := tuned(func(tu *tuning) { tu.trackEvery = time.Hour })
+	// The tracker scans /proc every period while the root runs, whatever
+	// the tree's period (see countScans), so counting the scans that start
+	// while Snapshot and Signal run would count its too. Instead the test
+	// holds the tracker's next scan at its start: the tracker waits for
+	// it, so it asks for no other, and no scan can start until it ends.
+	// Whatever asks for a scan meanwhile is Snapshot or Signal.
+	tune := tuned(func(tu *tuning) { tu.trackEvery = 20 * time.Millisecond })
 	r := startRun(t, Attr{Containment: Tracking, tune: tune}, "spawn", "setsid", "hangint", "hang")
 	r.awaitPids(2)
 	child := r.otherPid()
-	scans := countScans(t)
+	release := holdNextScan(t) // nothing but the tracker asks for a scan here
+	if scanAsked() {
+		t.Fatal("a scan was asked for while the tracker's is held: the tracker is not alone in scanning")
+	}
+	var handed atomic.Int64 // requests served by the held scan
+	jh := func() { handed.Add(1) }
+	joinHook.Store(&jh)
+	t.Cleanup(func() { joinHook.Store(nil) })
+	// The tracker may have recorded the child already: forget it, so that
+	// only Snapshot or Signal can record it (the tracker waits).
+	s := &r.tree.sys
+	s.knownMu.Lock()
+	delete(s.known, int32(child))
+	s.knownMu.Unlock()
 	r.tree.Snapshot()
 	if err := r.tree.Signal(Interrupt); err != nil {
 		t.Fatalf("Signal(Interrupt) error = %v", err)
 	}
-	if n := scans.Load(); n != 0 {
-		t.Errorf("Snapshot and Signal scanned /proc %d times, want none", n)
+	if scanAsked() || handed.Load() != 0 {
+		t.Errorf("Snapshot and Signal asked for a scan of /proc, want none")
 	}
-	s := &r.tree.sys
 	s.knownMu.Lock()
 	_, ok := s.known[int32(child)]
 	s.knownMu.Unlock()
 	if !ok {
 		t.Errorf("Signal did not record the child %d", child)
 	}
+	release()
 	r.exited()
 	assertKilled(t, r.tree.Kill(), []int{child})
 	assertGone(t, r.pids)

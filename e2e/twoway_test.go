@@ -610,7 +610,7 @@ func BenchmarkGoTool(b *testing.B) {
 // turn), and, from its events, the time from its first tool call to that
 // call's result: a tool's round trip as the program sees it, the approval
 // (or the Go handler) included, the model's time excluded. (When a CLI
-// reports a call only once its tool has run, as Codex's app-server does
+// reports a call only once its tool has run, as Codex's app-server and Gemini CLI do
 // for a command that needs no approval, the round trip misses the tool's
 // run: the turn's time is the figure to compare across CLIs.)
 type toolSpan struct {

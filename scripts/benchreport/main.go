@@ -528,9 +528,9 @@ const methods = `- **InvokeQuick / RawExecQuick** (invoker/bench_test.go): a fak
   callback), and a turn calling a Go tool against one where the CLI's own
   shell tool does the same work; back to back in every iteration. Each
   turn is timed whole (the model answers at once: two model requests),
-  and from its tool call's event to its result's (Codex reports a command
-  that needs no approval only once it has run, so its own-tool figure
-  misses the run).
+  and from its tool call's event to its result's (Codex and Gemini CLI
+  report a shell command that needs no approval only once it has run, so
+  their own-tool figures miss the run: compare their turns).
 - **survivors**: processes carrying the benchmark's tag still alive after
   the last Invoke returned (a /proc scan of environments).
 `

@@ -3,14 +3,28 @@
 //
 //	go run ./examples/demo
 //	go run ./examples/demo -cli codex -after 3s
+//	go run ./examples/demo -twoway=false   # only the cancellation
 //
 // It runs a scripted fake agent (this same binary, re-executed) through a
-// real backend, exactly as the library would run the real CLI. The fake
-// speaks the chosen CLI's JSONL stream, calls a tool, starts a grandchild
-// and a process that escapes into a session of its own (as the real CLIs
-// do with their tool commands), and keeps talking. After a moment the demo
-// cancels the context, then prints what happened to the process tree: the
-// processes the fake started, the signals sent, and how many survived.
+// real backend, exactly as the library would run the real CLI, in two
+// parts.
+//
+// First, two-way control (skipped with -twoway=false): in a temporary
+// workdir, the fake asks to run a command that creates a file, in the
+// chosen CLI's own permission protocol. The demo's Request.Approve
+// callback prints the invoker.Approval it gets and denies it with a
+// message: the file is not created, and the agent's answer says it was
+// denied. In a second run the callback allows the command (the file is
+// there) and the fake calls tickets/create, a tool of a tiny go-sdk MCP
+// server given in Request.MCPServers: the Go handler prints the arguments
+// it got, and the agent's answer carries the tool's result.
+//
+// Then cancellation: the fake speaks the CLI's JSONL stream, calls a
+// tool, starts a grandchild and a process that escapes into a session of
+// its own (as the real CLIs do with their tool commands), and keeps
+// talking. After a moment the demo cancels the context, then prints what
+// happened to the process tree: the processes the fake started, the
+// signals sent, and how many survived.
 //
 // Unlike the other examples it imports internal/testkit/fakeagent: the fake agent
 // is the point of the demo, and it is not part of the library's API.
@@ -21,6 +35,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"io"
 	"log/slog"
 	"os"
 	"strings"
@@ -40,14 +55,16 @@ func main() {
 	cli := flag.String("cli", "claude", "which CLI's stream the fake agent speaks: codex, gemini or claude")
 	after := flag.Duration("after", 2*time.Second, "cancel the run this long after the agent's first event")
 	stubborn := flag.Bool("stubborn", false, "make the fake agent ignore SIGINT and SIGTERM, so the ladder ends in SIGKILL")
+	twoway := flag.Bool("twoway", true, "first show two-way control: an Approve callback and a tool written in Go")
 	flag.Parse()
-	if err := demo(*cli, *after, *stubborn); err != nil {
+	if err := demo(os.Stdout, *cli, *after, *stubborn, *twoway); err != nil {
 		fmt.Fprintln(os.Stderr, "demo:", err)
 		os.Exit(1)
 	}
 }
 
-func demo(cli string, after time.Duration, stubborn bool) error {
+// demo runs the demo for the CLI cli, writing what it shows to out.
+func demo(out io.Writer, cli string, after time.Duration, stubborn, twoway bool) error {
 	exe, err := os.Executable()
 	if err != nil {
 		return err
@@ -57,6 +74,13 @@ func demo(cli string, after time.Duration, stubborn bool) error {
 	}[cli]
 	if newInvoker == nil {
 		return fmt.Errorf("unknown -cli %q: use codex, gemini or claude", cli)
+	}
+	out = &lockedWriter{w: out} // Approve, tool handlers and OnEvent run on goroutines of the run
+	if twoway {
+		if err := twoWay(out, cli, newInvoker, exe); err != nil {
+			return err
+		}
+		fmt.Fprintln(out)
 	}
 	record, err := os.MkdirTemp("", "clinvoke-demo-")
 	if err != nil {
@@ -91,7 +115,7 @@ func demo(cli string, after time.Duration, stubborn bool) error {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	wd, _ := os.Getwd()
-	fmt.Printf("Running a fake %s agent through clinvoke; cancelling %v after its first event.\n\n", cli, after)
+	fmt.Fprintf(out, "Running a fake %s agent through clinvoke; cancelling %v after its first event.\n\n", cli, after)
 	events := 0
 	var countdown *time.Timer
 	res, err := inv.Invoke(ctx, invoker.Request{
@@ -104,35 +128,35 @@ func demo(cli string, after time.Duration, stubborn bool) error {
 				countdown = time.AfterFunc(after, cancel)
 			}
 			events++
-			fmt.Printf("%s  event %-11s %s\n", stamp(), ev.Kind, describe(ev))
+			fmt.Fprintf(out, "%s  event %-11s %s\n", stamp(), ev.Kind, describe(ev))
 		},
 	})
 
 	if countdown != nil {
 		countdown.Stop()
 	}
-	fmt.Printf("\nInvoke returned after %v with %d events.\n", res.Duration.Round(time.Millisecond), events)
-	fmt.Printf("  error:      %v\n", err)
-	fmt.Printf("  cancelled:  %v (cancelled -after the first event: the error matches context.Canceled)\n", errors.Is(err, context.Canceled))
-	fmt.Printf("  session id: %s (pass it as Request.SessionID to resume)\n", res.SessionID)
-	fmt.Printf("  text:       %q\n", truncate(res.Text, 70))
-	fmt.Printf("  exit code:  %d\n", res.ExitCode)
+	fmt.Fprintf(out, "\nInvoke returned after %v with %d events.\n", res.Duration.Round(time.Millisecond), events)
+	fmt.Fprintf(out, "  error:      %v\n", err)
+	fmt.Fprintf(out, "  cancelled:  %v (cancelled -after the first event: the error matches context.Canceled)\n", errors.Is(err, context.Canceled))
+	fmt.Fprintf(out, "  session id: %s (pass it as Request.SessionID to resume)\n", res.SessionID)
+	fmt.Fprintf(out, "  text:       %q\n", truncate(res.Text, 70))
+	fmt.Fprintf(out, "  exit code:  %d\n", res.ExitCode)
 
 	rec, rerr := fakeagent.ReadRecord(record)
 	if rerr != nil {
 		return rerr
 	}
-	fmt.Printf("\nThe process tree:\n")
-	fmt.Printf("  processes started: %d\n", len(rec.Procs))
+	fmt.Fprintf(out, "\nThe process tree:\n")
+	fmt.Fprintf(out, "  processes started: %d\n", len(rec.Procs))
 	for _, p := range rec.Procs {
-		fmt.Printf("    pid %-7d %s\n", p.Pid, roles[p.Role])
+		fmt.Fprintf(out, "    pid %-7d %s\n", p.Pid, roles[p.Role])
 	}
-	fmt.Printf("  what clinvoke did:\n")
+	fmt.Fprintf(out, "  what clinvoke did:\n")
 	for _, line := range lifecycle.lines {
-		fmt.Printf("    %s\n", line)
+		fmt.Fprintf(out, "    %s\n", line)
 	}
 	survivors := append(rec.Alive(), fakeagent.Survivors(script.Tag)...)
-	fmt.Printf("  survivors: %d\n", len(survivors))
+	fmt.Fprintf(out, "  survivors: %d\n", len(survivors))
 	if len(survivors) > 0 {
 		return fmt.Errorf("processes survived: %v", survivors)
 	}
@@ -197,3 +221,15 @@ func (h *lifecycleHandler) Handle(_ context.Context, r slog.Record) error {
 
 func (h *lifecycleHandler) WithAttrs([]slog.Attr) slog.Handler { return h }
 func (h *lifecycleHandler) WithGroup(string) slog.Handler      { return h }
+
+// lockedWriter serializes writes to w.
+type lockedWriter struct {
+	mu sync.Mutex
+	w  io.Writer
+}
+
+func (l *lockedWriter) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.w.Write(p)
+}

@@ -249,6 +249,7 @@ func TestMCPServersInvalid(t *testing.T) {
 		{{Name: "a"}},
 		{{Name: "a", Command: "x", URL: "http://h"}},
 		{{Name: "a", Command: "x", Env: []string{"NOEQUALS"}}},
+		{{Name: "a", Command: "x", Env: []string{"DB=one"}}, {Name: "b", Command: "y", Env: []string{"DB=two"}}},
 		{{Name: "a", Server: mcp.NewServer(&mcp.Implementation{Name: "s"}, nil)}},
 	} {
 		if _, err := (backend{}).SessionCommand(&invoker.SessionRequest{MCPServers: servers}); !errors.Is(err, invoker.ErrInvalidRequest) {

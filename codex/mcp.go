@@ -42,6 +42,11 @@ var serverName = regexp.MustCompile(`^[A-Za-z0-9_-]+$`)
 // is refused.
 func mcpConfig(servers []invoker.MCPServer, trusted bool) (args, env []string, err error) {
 	seen := make(map[string]bool)
+	// A Command server's Env reaches it through app-server's own
+	// environment, shared by every server: two servers may not give one
+	// variable different values.
+	envOf := make(map[string]string) // variable → the server that set it
+	envVal := make(map[string]string)
 	for i, s := range servers {
 		if !serverName.MatchString(s.Name) {
 			return nil, nil, fmt.Errorf("%w: MCPServers[%d]: name %q: use letters, digits, '-' and '_'", invoker.ErrInvalidRequest, i, s.Name)
@@ -65,6 +70,11 @@ func mcpConfig(servers []invoker.MCPServer, trusted bool) (args, env []string, e
 				if !ok || name == "" {
 					return nil, nil, fmt.Errorf("%w: MCPServers[%d] (%s): Env entry %q is not KEY=VALUE", invoker.ErrInvalidRequest, i, s.Name, kv)
 				}
+				_, value, _ := strings.Cut(kv, "=")
+				if other, ok := envOf[name]; ok && envVal[name] != value {
+					return nil, nil, fmt.Errorf("%w: MCPServers[%d] (%s): Env sets %s, which server %q sets to another value: Codex passes both through its own environment, so give the variable one value", invoker.ErrInvalidRequest, i, s.Name, name, other)
+				}
+				envOf[name], envVal[name] = s.Name, value
 				names = append(names, name)
 				env = append(env, kv)
 			}

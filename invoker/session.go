@@ -71,9 +71,10 @@ type Session interface {
 	// the turn returns an error matching ErrSessionClosed. Close returns
 	// nil when the tree ended that way; when the session had already
 	// ended for another reason, it returns that reason (as Err). Close
-	// may be called more than once, from any goroutine but one: not from
-	// a TurnRequest.OnEvent callback, which would wait for the tree while
-	// the tree's output waits for the callback (cancel the turn's context
-	// there instead).
+	// may be called more than once, from any goroutine but these: not from
+	// a TurnRequest.OnEvent callback, an Approve callback or a handler of
+	// a Go MCP tool of the session, which would wait for the tree while
+	// the tree waits for the callback (cancel the turn's context there
+	// instead).
 	Close() error
 }

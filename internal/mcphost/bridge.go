@@ -40,7 +40,7 @@ type Bridge struct {
 // which reports a handler's panic to onPanic as Serve's host does;
 // nothing is connected until a message arrives. When ctx is done the Bridge
 // shuts down as [Bridge.Close] does; Close must still be called.
-func NewBridge(ctx context.Context, servers map[string]*mcp.Server, onPanic func(p any)) (*Bridge, error) {
+func NewBridge(ctx context.Context, servers map[string]*mcp.Server, onPanic func(p any, goexit bool)) (*Bridge, error) {
 	if err := validate(ctx, servers); err != nil {
 		return nil, err
 	}

@@ -25,11 +25,12 @@ type calls struct {
 	inflight map[uint64]context.CancelCauseFunc
 	sessions map[*mcp.ServerSession]struct{}
 	wg       sync.WaitGroup
-	// onPanic, if not nil, is told of a handler's panic (see Serve).
-	onPanic func(p any)
+	// onPanic, if not nil, is told of a handler's panic or
+	// runtime.Goexit (see Serve).
+	onPanic func(p any, goexit bool)
 }
 
-func newCalls(onPanic func(p any)) *calls {
+func newCalls(onPanic func(p any, goexit bool)) *calls {
 	return &calls{
 		onPanic:  onPanic,
 		inflight: make(map[uint64]context.CancelCauseFunc),
@@ -96,7 +97,7 @@ func (c *calls) close() []*mcp.ServerSession {
 func (c *calls) wait() { c.wg.Wait() }
 
 // handle runs one incoming request through next with a cancellable context,
-// turning a panic into an error result.
+// turning a panic (or runtime.Goexit) into an error result.
 func (c *calls) handle(ctx context.Context, method string, req mcp.Request, next mcp.MethodHandler) (res mcp.Result, err error) {
 	ctx, end, err := c.begin(ctx)
 	if err != nil {
@@ -110,27 +111,51 @@ func (c *calls) handle(ctx context.Context, method string, req mcp.Request, next
 			c.mu.Unlock()
 		}
 	}
-	defer func() {
-		if p := recover(); p != nil {
-			if c.onPanic != nil {
-				c.onPanic(p)
+	// The handler runs on a goroutine of its own, so that a handler
+	// calling runtime.Goexit (as t.FailNow does) ends only that one: the
+	// request still gets a reply, without which the go-sdk would wait
+	// for it for ever when the session closes.
+	type outcome struct {
+		res mcp.Result
+		err error
+	}
+	done := make(chan outcome, 1)
+	go func() {
+		returned := false
+		defer func() {
+			if returned {
+				return
 			}
-			res, err = panicResult(method, req, p)
-		}
+			p := recover() // nil after runtime.Goexit
+			if c.onPanic != nil {
+				c.onPanic(p, p == nil)
+			}
+			var o outcome
+			o.res, o.err = panicResult(method, req, p)
+			done <- o
+		}()
+		r, e := next(ctx, method, req)
+		returned = true
+		done <- outcome{r, e}
 	}()
-	return next(ctx, method, req)
+	o := <-done
+	return o.res, o.err
 }
 
 // panicResult is what a request whose handler panicked with p returns: a
 // tool error for tools/call, so that the agent sees it and the turn goes on,
 // and a JSON-RPC error otherwise.
 func panicResult(method string, req mcp.Request, p any) (mcp.Result, error) {
+	what := fmt.Sprintf("panicked: %v", p)
+	if p == nil {
+		what = "called runtime.Goexit"
+	}
 	if ctr, ok := req.(*mcp.CallToolRequest); ok && ctr.Params != nil {
 		res := &mcp.CallToolResult{}
-		res.SetError(fmt.Errorf("tool %q panicked: %v", ctr.Params.Name, p))
+		res.SetError(fmt.Errorf("tool %q %s", ctr.Params.Name, what))
 		return res, nil
 	}
-	return nil, fmt.Errorf("mcphost: %s handler panicked: %v", method, p)
+	return nil, fmt.Errorf("mcphost: %s handler %s", method, what)
 }
 
 // middleware is the receiving middleware instrument installs. It acts only

@@ -47,15 +47,16 @@ type Host struct {
 // When ctx is done the Host shuts down as [Host.Close] does; Close must
 // still be called, and waits for that shutdown.
 //
-// A handler that panics gives the agent a tool error; onPanic, if not nil,
-// is called with the panic's value first, on the handler's goroutine (the
-// run's owner treats it as a panic of its own callbacks).
-func Serve(ctx context.Context, servers map[string]*mcp.Server, onPanic func(p any)) (*Host, error) {
+// A handler that panics or calls runtime.Goexit gives the agent a tool
+// error; onPanic, if not nil, is called first with the panic's value (nil,
+// and goexit set, for Goexit), on the handler's goroutine (the run's owner
+// treats it as a panic of its own callbacks).
+func Serve(ctx context.Context, servers map[string]*mcp.Server, onPanic func(p any, goexit bool)) (*Host, error) {
 	return serve(ctx, servers, onPanic, net.Listen)
 }
 
 // serve is Serve with the listen function as a parameter, for tests.
-func serve(ctx context.Context, servers map[string]*mcp.Server, onPanic func(p any), listen func(network, addr string) (net.Listener, error)) (*Host, error) {
+func serve(ctx context.Context, servers map[string]*mcp.Server, onPanic func(p any, goexit bool), listen func(network, addr string) (net.Listener, error)) (*Host, error) {
 	if err := validate(ctx, servers); err != nil {
 		return nil, err
 	}

@@ -236,7 +236,7 @@ func TestHostCancelCalls(t *testing.T) {
 func TestHostHandlerPanicIsToolError(t *testing.T) {
 	ts := newTestServer(t, false)
 	panics := make(chan any, 1)
-	h, err := Serve(t.Context(), map[string]*mcp.Server{"tools": ts.Server}, func(p any) { panics <- p })
+	h, err := Serve(t.Context(), map[string]*mcp.Server{"tools": ts.Server}, func(p any, _ bool) { panics <- p })
 	if err != nil {
 		t.Fatalf("Serve() error = %v", err)
 	}

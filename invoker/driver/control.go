@@ -40,16 +40,17 @@ func checkMCPServers(servers []invoker.MCPServer) error {
 		if n != 1 {
 			return invalid("%s: set exactly one of Server (tools written in Go), Command (a stdio server) and URL (an HTTP server); %d are set", at, n)
 		}
-		if s.Server == nil && s.Command == "" && (len(s.Args) > 0 || len(s.Env) > 0) {
+		if s.Command == "" && (len(s.Args) > 0 || len(s.Env) > 0) {
 			return invalid("%s: Args and Env are for a Command server", at)
 		}
 		if s.URL == "" && len(s.Headers) > 0 {
 			return invalid("%s: Headers are for a URL server", at)
 		}
 		if s.URL != "" {
+			// The URL is not quoted back: it may carry a credential.
 			u, err := url.Parse(s.URL)
 			if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-				return invalid("%s: URL %q is not an http or https URL with a host", at, s.URL)
+				return invalid("%s: URL is not an http or https URL with a host", at)
 			}
 		}
 		for _, v := range append([]string{s.Command}, s.Args...) {
@@ -63,12 +64,30 @@ func checkMCPServers(servers []invoker.MCPServer) error {
 			}
 		}
 		for k, v := range s.Headers {
-			if k == "" || strings.ContainsAny(k, " :\r\n\x00") || strings.ContainsAny(v, "\r\n\x00") {
-				return invalid("%s: header %q is not a valid HTTP header", at, k)
+			if !headerName(k) {
+				return invalid("%s: header name %q is not an HTTP token", at, k)
+			}
+			if strings.ContainsFunc(v, func(r rune) bool { return r < ' ' && r != '\t' || r == 0x7f }) {
+				return invalid("%s: the value of header %q holds a control character", at, k)
 			}
 		}
 	}
 	return nil
+}
+
+// headerName reports whether k is an HTTP header name: a token of
+// RFC 9110's tchar.
+func headerName(k string) bool {
+	if k == "" {
+		return false
+	}
+	for _, r := range k {
+		if r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || strings.ContainsRune("!#$%&'*+-.^_`|~", r) {
+			continue
+		}
+		return false
+	}
+	return true
 }
 
 // goServers returns the Go servers of servers by name, or nil when there
@@ -86,11 +105,23 @@ func goServers(servers []invoker.MCPServer) map[string]*mcp.Server {
 	return out
 }
 
-// checkGoTools refuses Go servers for a backend that cannot serve them.
-func (e *engine) checkGoTools(req *invoker.Request) error {
-	if !e.b.Capabilities().GoTools && goServers(req.MCPServers) != nil {
+// checkTwoWay refuses Go servers for a backend that cannot serve them,
+// and two-way control for one without a long-lived mode, which alone
+// carries it.
+func (e *engine) checkTwoWay(req *invoker.Request) error {
+	c := e.b.Capabilities()
+	if !c.GoTools && goServers(req.MCPServers) != nil {
 		return &unsupportedError{field: "MCPServers", hint: e.b.Hint("GoTools"),
 			what: "tools written in Go (MCPServer.Server; Capabilities.GoTools is false)"}
+	}
+	if !c.Sessions {
+		const hint = "two-way control needs the CLI's long-lived mode, and Capabilities.Sessions is false"
+		if req.Approve != nil {
+			return &unsupportedError{field: "Approve", hint: hint}
+		}
+		if len(req.MCPServers) > 0 {
+			return &unsupportedError{field: "MCPServers", hint: hint}
+		}
 	}
 	return nil
 }
@@ -109,7 +140,7 @@ type tools struct {
 // handler's panic. Its errors come before anything else starts: a
 // *mcphost.ConfigError (a bad tool schema, a tool name clash) wrapped in
 // ErrInvalidRequest, or the listener's error.
-func (e *engine) startTools(req invoker.SessionRequest, onPanic func(any)) (*tools, invoker.SessionRequest, error) {
+func (e *engine) startTools(req invoker.SessionRequest, onPanic func(p any, goexit bool)) (*tools, invoker.SessionRequest, error) {
 	servers := goServers(req.MCPServers)
 	if servers == nil {
 		return &tools{}, req, nil
@@ -123,11 +154,12 @@ func (e *engine) startTools(req invoker.SessionRequest, onPanic func(any)) (*too
 	}
 	h, err := mcphost.Serve(context.Background(), servers, onPanic)
 	if err != nil {
-		var ce *mcphost.ConfigError
-		if errors.As(err, &ce) {
-			err = fmt.Errorf("%w: %w", invoker.ErrInvalidRequest, err)
+		var le *mcphost.ListenError
+		if errors.As(err, &le) {
+			// The listener's error (a *net.OpError) is in the chain.
+			return nil, req, fmt.Errorf("cannot serve the Go MCP servers: %w", err)
 		}
-		return nil, req, err
+		return nil, req, fmt.Errorf("%w: %w", invoker.ErrInvalidRequest, err)
 	}
 	rewritten := make([]invoker.MCPServer, len(req.MCPServers))
 	for i, s := range req.MCPServers {
@@ -218,8 +250,13 @@ func (s *session) ask(ts *turnState, a Approval) {
 		req.Cwd = s.sreq.Workdir // where the CLI runs its commands unless it says otherwise
 	}
 	decided := make(chan invoker.Decision, 1)
+	s.r.approving.Add(1)
 	go func() {
 		defer ts.calls.Done()
+		defer func() {
+			s.r.approving.Add(-1)
+			s.r.touch() // the CLI's silence counts from the decision
+		}()
 		var d invoker.Decision
 		if s.r.call("Approve", func() { d = approve(ts.ctx, req) }) {
 			decided <- d
@@ -227,23 +264,30 @@ func (s *session) ask(ts *turnState, a Approval) {
 	}()
 	go func() {
 		defer ts.calls.Done()
-		var lines [][]byte
+		var d invoker.Decision
+		withdrawn := false
 		select {
-		case d := <-decided:
-			s.r.decMu.Lock()
-			lines = answerApproval(a, d)
-			s.r.decMu.Unlock()
+		case d = <-decided:
 		case <-ts.ctx.Done():
-			s.r.decMu.Lock()
-			if a.Cancel != nil {
-				lines = safeLines(a.Cancel)
-			} else {
-				lines = answerApproval(a, invoker.Decision{Message: "Denied: the turn ended before the program decided."})
-			}
-			s.r.decMu.Unlock()
+			withdrawn = true
 		case <-s.done:
 			return
 		}
+		s.r.decMu.Lock()
+		// A decision that comes once the CLI was asked to end the turn
+		// is not carried out: the turn's question is withdrawn (the lock
+		// orders this against the interrupt's lines).
+		if withdrawn || ts.interrupted || ts.ctx.Err() != nil {
+			if a.Cancel != nil {
+				lines := safeLines(a.Cancel)
+				s.r.decMu.Unlock()
+				s.write(lines...)
+				return
+			}
+			d = invoker.Decision{Message: "Denied: the turn ended before the program decided."}
+		}
+		lines := answerApproval(a, d)
+		s.r.decMu.Unlock()
 		s.write(lines...)
 	}()
 }

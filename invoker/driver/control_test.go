@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"net/http"
+	"runtime"
 	"strings"
 	"sync"
 	"testing"
@@ -490,4 +491,118 @@ func BenchmarkControlRoundTrip(b *testing.B) {
 	b.ReportMetric(ms(tool), "gotool-turn-ms")
 	b.ReportMetric(ms(ask-plain), "approval-added-ms")
 	b.ReportMetric(ms(tool-plain), "gotool-added-ms")
+}
+
+// runGoexit runs f on a goroutine of its own and reports whether f called
+// runtime.Goexit (rather than returning or panicking).
+func runGoexit(f func()) (goexit bool) {
+	done := make(chan bool, 1)
+	go func() {
+		returned := false
+		defer func() {
+			if !returned && recover() == nil {
+				done <- true
+				return
+			}
+			done <- false
+		}()
+		f()
+		returned = true
+	}()
+	return <-done
+}
+
+// A tool handler that calls runtime.Goexit (as t.FailNow does) neither
+// hangs the run nor is lost: Invoke calls runtime.Goexit too, once the
+// tree is gone.
+func TestGoToolGoexit(t *testing.T) {
+	srv := mcp.NewServer(&mcp.Implementation{Name: "tools", Version: "1"}, nil)
+	type args struct {
+		Text string `json:"text"`
+	}
+	mcp.AddTool(srv, &mcp.Tool{Name: "exit"}, func(context.Context, *mcp.CallToolRequest, args) (*mcp.CallToolResult, any, error) {
+		runtime.Goexit()
+		return nil, nil, nil
+	})
+	for _, tc := range []struct {
+		name string
+		b    driver.SessionBackend
+	}{
+		{"in band", inBandBackend{controlBackend{echoBackend: echoBackend{caps: allControl}}}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			inv := driver.New(tc.b, invoker.Options{Binary: "cat"})
+			ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
+			defer cancel()
+			goexit := runGoexit(func() {
+				inv.Invoke(ctx, invoker.Request{Prompt: `call tools exit {"text":"x"}`, Workdir: t.TempDir(),
+					MCPServers: []invoker.MCPServer{{Name: "tools", Server: srv}}})
+			})
+			if !goexit {
+				t.Fatal("Invoke did not call runtime.Goexit after the handler did")
+			}
+		})
+	}
+}
+
+// A panic of Approve after the turn's end was seen (a callback woken by
+// the turn's deadline) is re-raised by Turn all the same.
+func TestApprovalPanicAfterTurnEnd(t *testing.T) {
+	s := openControl(t, controlBackend{echoBackend: echoBackend{caps: allControl}}, invoker.SessionRequest{
+		Approve: func(ctx context.Context, a invoker.Approval) invoker.Decision {
+			<-ctx.Done()
+			panic("late")
+		}})
+	ctx, cancel := context.WithTimeout(t.Context(), 100*time.Millisecond)
+	defer cancel()
+	var got any
+	func() {
+		defer func() { got = recover() }()
+		s.Turn(ctx, invoker.TurnRequest{Prompt: "ask ls"})
+	}()
+	if got != "late" {
+		t.Fatalf("recovered %v, want the callback's panic", got)
+	}
+	<-s.Done()
+	if err := s.Err(); err == nil || !strings.Contains(err.Error(), "Approve panicked: late") {
+		t.Errorf("Err() = %v, want the panic named", err)
+	}
+}
+
+// A tool handler's panic between turns ends the session, and Err says
+// why.
+func TestGoToolPanicBetweenTurns(t *testing.T) {
+	srv := newToolServer(make(chan error, 1), make(chan struct{}, 1))
+	var got []invoker.MCPServer
+	s := openControl(t, controlBackend{echoBackend: echoBackend{caps: allControl}, got: &got}, invoker.SessionRequest{
+		MCPServers: []invoker.MCPServer{{Name: "tools", Server: srv}}})
+	c := mcp.NewClient(&mcp.Implementation{Name: "cli", Version: "1"}, nil)
+	cs, err := c.Connect(t.Context(), &mcp.StreamableClientTransport{Endpoint: got[0].URL,
+		HTTPClient: &http.Client{Transport: headerTransport{got[0].Headers["Authorization"]}}}, nil)
+	if err != nil {
+		t.Fatalf("Connect: %v", err)
+	}
+	defer cs.Close()
+	cs.CallTool(t.Context(), &mcp.CallToolParams{Name: "boom", Arguments: map[string]any{"text": "x"}})
+	<-s.Done()
+	if err := s.Err(); err == nil || !strings.Contains(err.Error(), "tool exploded") {
+		t.Errorf("Err() = %v, want the handler's panic named", err)
+	}
+}
+
+// The time a callback takes to decide is not the CLI's silence: an idle
+// timeout shorter than the decision does not end the turn.
+func TestIdleTimeoutSparesApproval(t *testing.T) {
+	inv := driver.New(controlBackend{echoBackend: echoBackend{caps: allControl}}, invoker.Options{Binary: "cat", IdleTimeout: 50 * time.Millisecond})
+	res, err := inv.Invoke(t.Context(), invoker.Request{Prompt: "ask ls", Workdir: t.TempDir(),
+		Approve: func(ctx context.Context, a invoker.Approval) invoker.Decision {
+			select { // a person who takes a while
+			case <-time.After(300 * time.Millisecond):
+			case <-ctx.Done():
+			}
+			return invoker.Decision{Allow: true}
+		}})
+	if err != nil || res.Text != "approved" {
+		t.Fatalf("Invoke = %q, %v; want the approval to outlast the idle timeout", res.Text, err)
+	}
 }

@@ -129,18 +129,28 @@ func (e *engine) invokeInSession(ctx context.Context, req invoker.Request, start
 		}
 		return res, err
 	}
+	returning := false // the turn returned rather than re-raised a panic
 	defer func() {
 		cerr := s.Close()
+		if returning && s.r.panicked.Load() {
+			// A callback of the caller's panicked after the turn (a
+			// tool handler still running): re-raise it as Invoke does.
+			s.r.reraise()
+		}
 		if err == nil && cerr != nil {
 			err = cerr
 		}
 		if res != nil {
-			// A run's exit code is the CLI's, as for a one-shot run: the
-			// status it exited with once its input ended (or -1 when the
-			// ladder killed it), not a turn's 0 while it ran on.
-			res.ExitCode = s.r.res.ExitCode
+			if err != nil {
+				// A failed or cancelled run reports the CLI's own exit
+				// status, as a one-shot run does (-1 when the ladder
+				// killed it), not a turn's 0 while the CLI ran on.
+				res.ExitCode = s.r.res.ExitCode
+			}
 			res.Duration = time.Since(start)
 		}
 	}()
-	return s.turn(ctx, req.Turn())
+	res, err = s.turn(ctx, req.Turn())
+	returning = true
+	return res, err
 }

@@ -104,7 +104,7 @@ func (e *engine) checkSupported(req *invoker.Request) error {
 			return &unsupportedError{field: f, hint: e.b.Hint(f)}
 		}
 	}
-	return e.checkGoTools(req)
+	return e.checkTwoWay(req)
 }
 
 // noNUL rejects a NUL byte in any field that reaches the CLI's argument

@@ -102,6 +102,9 @@ type run struct {
 	// afterLine, if not nil, is called by the stdout reader once the
 	// events of a line are delivered.
 	afterLine func()
+	// approving counts the Approve callbacks running: the CLI waits for
+	// them, and the turn's timeouts do not count that wait.
+	approving atomic.Int32
 
 	tel *span // the run's telemetry (telemetry.go); nil records nothing
 }

@@ -95,7 +95,7 @@ func (e *engine) open(ctx context.Context, req invoker.SessionRequest) (*session
 	// The Go servers are hosted before the CLI starts, which must be
 	// told where they are; a panic of a handler is the caller's, as one
 	// of OnEvent is.
-	tl, breq, err := e.startTools(req, func(p any) { s.r.recordPanic("an MCP tool handler", p, false) })
+	tl, breq, err := e.startTools(req, func(p any, goexit bool) { s.r.recordPanic("an MCP tool handler", p, goexit) })
 	if err != nil {
 		return fail(err)
 	}
@@ -181,6 +181,11 @@ func (e *engine) open(ctx context.Context, req invoker.SessionRequest) (*session
 			if err == errClosedInFlight {
 				err = nil
 			}
+		}
+		if err == nil && r.panicked.Load() {
+			// A callback of the caller's panicked (re-raised by the
+			// turn that waits, if any): the session did not end well.
+			err = fmt.Errorf("the CLI was killed because %s", r.panicCause())
 		}
 		s.err = err
 		r.tel.end(r.res, err, r.panicked.Load())

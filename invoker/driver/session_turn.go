@@ -24,14 +24,17 @@ type turnState struct {
 	// calls: done when the turn's is, when the turn is interrupted, and
 	// when Turn returns. calls counts the goroutines of the turn's
 	// approvals, which Turn waits for.
-	ctx       context.Context
-	cancel    context.CancelCauseFunc
-	calls     sync.WaitGroup
-	over      bool          // Turn is returning: no approval may start (guarded by the session's mu)
-	first     chan struct{} // closed at the turn's first event that is not a warning
-	firstOnce sync.Once
-	ended     chan struct{} // closed after the turn's last event was delivered
-	out       Outcome       // set by the reader before ended is closed
+	ctx    context.Context
+	cancel context.CancelCauseFunc
+	calls  sync.WaitGroup
+	over   bool // Turn is returning: no approval may start (guarded by the session's mu)
+	// interrupted is set, under the decoder lock, when the CLI is asked
+	// to end the turn: a decision made after it is not carried out.
+	interrupted bool
+	first       chan struct{} // closed at the turn's first event that is not a warning
+	firstOnce   sync.Once
+	ended       chan struct{} // closed after the turn's last event was delivered
+	out         Outcome       // set by the reader before ended is closed
 	// last is set by the reader when the protocol reported the end of the
 	// turn: the next KindDone event delivered is the turn's last.
 	last bool
@@ -114,6 +117,7 @@ func (s *session) turn(ctx context.Context, t invoker.TurnRequest) (*invoker.Res
 
 	ts := &turnState{req: &t, first: make(chan struct{}), ended: make(chan struct{})}
 	ts.ctx, ts.cancel = context.WithCancelCause(ctx)
+	returning := false // await returned rather than re-raised a panic
 	defer func() {
 		// The turn's approvals are answered or withdrawn, and their
 		// callbacks have returned, before Turn returns (or re-raises a
@@ -123,6 +127,13 @@ func (s *session) turn(ctx context.Context, t invoker.TurnRequest) (*invoker.Res
 		s.mu.Unlock()
 		ts.cancel(errTurnOver)
 		ts.calls.Wait()
+		if returning && s.r.panicked.Load() {
+			// A callback panicked after the turn's end was seen (an
+			// Approve woken by the turn's end): re-raise it here, once
+			// the tree it killed is gone.
+			<-s.done
+			s.r.reraise()
+		}
 	}()
 	r := s.r
 	// What runs now, with the CLI idle between turns, is what it keeps
@@ -158,7 +169,9 @@ func (s *session) turn(ctx context.Context, t invoker.TurnRequest) (*invoker.Res
 	}()
 	s.write(lines...)
 
-	return s.await(ctx, ts, res, start)
+	res, err = s.await(ctx, ts, res, start)
+	returning = true
+	return res, err
 }
 
 // await waits for the end of the turn ts, interrupting it when ctx is done
@@ -267,15 +280,17 @@ func (s *session) await(ctx context.Context, ts *turnState, res *invoker.Result,
 		// them (the tracking level finds the turn's orphans by them; at
 		// the cgroup level it does nothing).
 		r.snapshot()
-		r.decMu.Lock()
-		lines := func() (lines [][]byte) {
-			defer func() { recover() }()
-			return s.proto.Interrupt()
-		}()
-		r.decMu.Unlock()
 		r.log.Debug("interrupting the turn in the CLI's protocol", "reason", why, "grace", g)
 		s.cfg.tel.turnInterrupted(ctx, why)
-		s.write(lines...)
+		// Under the decoder lock, so that an approval decided meanwhile
+		// is either answered before the interrupt or withdrawn after it.
+		r.decMu.Lock()
+		ts.interrupted = true
+		s.write(func() (lines [][]byte) {
+			defer func() { recover() }()
+			return s.proto.Interrupt()
+		}()...)
+		r.decMu.Unlock()
 		grace = time.NewTimer(g)
 		graceC = grace.C
 	}

@@ -132,6 +132,14 @@ func (r *run) call(what string, fn func()) bool {
 	return true
 }
 
+// panicCause says which callback panicked, once one has.
+func (r *run) panicCause() string {
+	if r.goexit {
+		return r.panicWhat + " called runtime.Goexit"
+	}
+	return fmt.Sprintf("%s panicked: %v", r.panicWhat, r.panicVal)
+}
+
 // recordPanic records the first panic (or runtime.Goexit, when goexit is
 // set) of a callback of the caller's, a bug of the caller's: the ladder
 // kills the tree at once, no further event is delivered, and reraise

@@ -74,6 +74,12 @@ func (t *turnTimers) firstEvent() {
 // timeout's error, unless first (closed at the turn's first event) shows
 // that the event came in time after all.
 func (t *turnTimers) firstDue(first <-chan struct{}) error {
+	if t.r.approving.Load() > 0 {
+		// The CLI waits for the program's decision, not the other way
+		// round: the wait is not the CLI's silence.
+		t.first.Reset(t.firstD)
+		return nil
+	}
 	t.firstC = nil
 	select {
 	case <-first:
@@ -85,8 +91,15 @@ func (t *turnTimers) firstDue(first <-chan struct{}) error {
 
 // idleDue is called when the idle timer fires: it returns the timeout's
 // error if the CLI has been silent for the idle timeout, and if not, sets
-// the timer for the rest of it and returns nil.
+// the timer for the rest of it and returns nil. Time the CLI spends
+// waiting for an Approve callback is not silence.
 func (t *turnTimers) idleDue() error {
+	if t.r.approving.Load() > 0 {
+		// Waiting for Approve (a person, maybe) is not the CLI's
+		// silence; the idle time counts again once it has decided.
+		t.idleT.Reset(t.idle)
+		return nil
+	}
 	quiet := t.r.quiet()
 	if quiet >= t.idle {
 		t.idleC = nil

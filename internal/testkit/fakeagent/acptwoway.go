@@ -170,11 +170,10 @@ func (g *acpAgent) acpAsk(ctx context.Context, command string) (string, error) {
 			g.two.allow(key)
 		case "proceed_once":
 		default:
-			g.update(obj{{"sessionUpdate", "tool_call_update"}, {"toolCallId", tid}, {"status", "failed"},
-				{"content", textContent("Tool call rejected by the user.")}})
+			g.toolUpdate(tid, "failed", "Tool call rejected by the user.")
 			return denied(""), nil
 		}
-		g.update(obj{{"sessionUpdate", "tool_call_update"}, {"toolCallId", tid}, {"status", "in_progress"}})
+		g.toolUpdate(tid, "in_progress")
 	} else {
 		g.update(obj{{"sessionUpdate", "tool_call"}, {"toolCallId", tid}, {"status", "in_progress"},
 			{"title", command}, {"content", []obj{}}, {"locations", []obj{}}, {"kind", "execute"}})
@@ -187,9 +186,18 @@ func (g *acpAgent) acpAsk(ctx context.Context, command string) (string, error) {
 	if code != 0 {
 		status = "failed"
 	}
-	g.update(obj{{"sessionUpdate", "tool_call_update"}, {"toolCallId", tid}, {"status", status},
-		{"content", textContent(output)}})
+	g.toolUpdate(tid, status, output)
 	return OutcomeApproved, nil
+}
+
+// toolUpdate reports the tool call tid's new status, with text, if
+// given, as its content.
+func (g *acpAgent) toolUpdate(tid, status string, text ...string) {
+	u := obj{{"sessionUpdate", "tool_call_update"}, {"toolCallId", tid}, {"status", status}}
+	if len(text) > 0 {
+		u = append(u, kv{"content", textContent(text[0])})
+	}
+	g.update(u)
 }
 
 // acpCallTool calls CallTool's tool as an MCP client of the server of
@@ -204,8 +212,7 @@ func (g *acpAgent) acpCallTool(ctx context.Context) (string, error) {
 	srv, ok := findServer(g.two.servers, server)
 	g.two.mu.Unlock()
 	fail := func(msg string) (string, error) {
-		g.update(obj{{"sessionUpdate", "tool_call_update"}, {"toolCallId", tid}, {"status", "failed"},
-			{"content", textContent(msg)}})
+		g.toolUpdate(tid, "failed", msg)
 		return OutcomeToolFailed + ": " + msg, nil
 	}
 	if !ok {
@@ -229,11 +236,10 @@ func (g *acpAgent) acpCallTool(ctx context.Context) (string, error) {
 			g.two.allow("tool:" + server + "/" + tool)
 		case "proceed_once":
 		default:
-			g.update(obj{{"sessionUpdate", "tool_call_update"}, {"toolCallId", tid}, {"status", "failed"},
-				{"content", textContent("Tool call rejected by the user.")}})
+			g.toolUpdate(tid, "failed", "Tool call rejected by the user.")
 			return denied(""), nil
 		}
-		g.update(obj{{"sessionUpdate", "tool_call_update"}, {"toolCallId", tid}, {"status", "in_progress"}})
+		g.toolUpdate(tid, "in_progress")
 	} else {
 		g.update(obj{{"sessionUpdate", "tool_call"}, {"toolCallId", tid}, {"status", "in_progress"},
 			{"title", title}, {"content", []obj{}}, {"locations", []obj{}}, {"kind", "other"}})
@@ -249,7 +255,6 @@ func (g *acpAgent) acpCallTool(ctx context.Context) (string, error) {
 	if res.isError {
 		status = "failed"
 	}
-	g.update(obj{{"sessionUpdate", "tool_call_update"}, {"toolCallId", tid}, {"status", status},
-		{"content", textContent(res.text)}})
+	g.toolUpdate(tid, status, res.text)
 	return res.outcome(nil), nil
 }

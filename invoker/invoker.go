@@ -187,8 +187,10 @@ type Request struct {
 
 	// Approve, if not nil, decides each action the CLI asks permission
 	// for during a turn (Capabilities.Approve): a command, a file change,
-	// an MCP tool call. ctx is the turn's: it is done when the turn is
-	// cancelled, times out or ends. Permission stays the ceiling: an
+	// an MCP tool call. ctx is the turn's: it has the values and the
+	// deadline of the caller's context, and is done when the turn is
+	// cancelled (once the CLI has been asked to stop it), times out or
+	// ends. Permission stays the ceiling: an
 	// action above it is refused without asking, and Approve decides
 	// what is within it, including what the CLI would otherwise have
 	// allowed on its own (Unlimited no longer bypasses the questions).

@@ -21,9 +21,13 @@ import (
 type turnState struct {
 	req *invoker.TurnRequest
 	// ctx is the turn's context, given to Approve and to the turn's tool
-	// calls: done when the turn's is, when the turn is interrupted, and
-	// when Turn returns. calls counts the goroutines of the turn's
-	// approvals, which Turn waits for.
+	// calls: it carries the values and deadline of the context Turn was
+	// given, and is done once the turn is interrupted (for that context,
+	// a timeout or Close) and when Turn returns. It is not done by the
+	// caller's context directly: a callback that returns because it was
+	// cancelled must find the CLI already asked to end the turn, or its
+	// answer could complete the turn as if nothing was cancelled. calls
+	// counts the goroutines of the turn's approvals, which Turn waits for.
 	ctx    context.Context
 	cancel context.CancelCauseFunc
 	calls  sync.WaitGroup
@@ -116,7 +120,7 @@ func (s *session) turn(ctx context.Context, t invoker.TurnRequest) (*invoker.Res
 	}
 
 	ts := &turnState{req: &t, first: make(chan struct{}), ended: make(chan struct{})}
-	ts.ctx, ts.cancel = context.WithCancelCause(ctx)
+	ts.ctx, ts.cancel = context.WithCancelCause(detached{context.WithoutCancel(ctx), ctx})
 	returning := false // await returned rather than re-raised a panic
 	defer func() {
 		// The turn's approvals are answered or withdrawn, and their
@@ -369,3 +373,12 @@ func (s *session) sweepTurn(ts *turnState, why error) {
 		r.log.Warn("processes of a turn survived its sweep", "pids", rep.Survivors)
 	}
 }
+
+// detached is a context with the values and the deadline of parent but
+// not its cancellation (context.WithoutCancel drops the deadline too).
+type detached struct {
+	context.Context // context.WithoutCancel(parent)
+	parent          context.Context
+}
+
+func (d detached) Deadline() (time.Time, bool) { return d.parent.Deadline() }

@@ -238,11 +238,26 @@ func claudeSteer(t *testing.T, r *rig) {
 		if !errors.Is(tr.err, context.Canceled) || errors.Is(tr.err, invoker.ErrSessionClosed) {
 			t.Fatalf("cancelled Turn() = %v, want context.Canceled with the session kept; stderr tail:\n%s", tr.err, tr.res.Stderr)
 		}
-		claudeTurn(t, s, invoker.TurnRequest{Prompt: "and the next"}, "next turn")
-		for _, q := range r.srv.Scripted()[1:] {
-			if !q.Contains("and the next") {
-				t.Errorf("a model request for the cancelled steer was made")
-			}
+		res, err := s.Turn(turnCtx(t), invoker.TurnRequest{Prompt: "and the next"})
+		if err != nil {
+			t.Fatalf("next Turn() error = %v; stderr tail:\n%s", err, res.Stderr)
+		}
+		// The CLI's turn that takes the steer is interrupted as it starts
+		// (its system init). On a loaded machine its model request may be
+		// on its way by then: it is cut off, and its answer (the script's
+		// next) is never delivered. Either way the next turn's text is the
+		// answer to its own request.
+		reqs := r.srv.Scripted()
+		answers := []string{"partial words ", "next turn", "spare"}
+		last := len(reqs) - 1
+		if last < 1 || last > 2 || !reqs[last].Contains("and the next") {
+			t.Fatalf("%d model requests, want the stall, at most one for the steer, then the next turn's", len(reqs))
+		}
+		if last == 2 && (!reqs[1].Contains(steer) || reqs[1].Contains("and the next")) {
+			t.Errorf("the request between the cancelled turn and the next is not the steer's")
+		}
+		if strings.TrimSpace(res.Text) != answers[last] {
+			t.Errorf("next Turn() text = %q, want %q, the answer to its own request (a result of the cancelled steer ended it?)", res.Text, answers[last])
 		}
 	})
 }

@@ -1,6 +1,7 @@
 package fakemodel
 
 import (
+	"cmp"
 	"encoding/json"
 	"net/http"
 	"strings"
@@ -16,52 +17,26 @@ type anthropicRequest struct {
 	} `json:"messages"`
 }
 
+// anthropicAPI is the dialect of the Anthropic Messages API.
+var anthropicAPI = dialect[anthropicRequest]{
+	fail: func(w http.ResponseWriter, t Turn) { anthropicError(w, t.Status, t.Message) },
+	// Claude Code's side requests (session title, quota check) carry no
+	// tools; a model turn of the agent always offers some.
+	side:       func(body anthropicRequest) bool { return len(body.Tools) == 0 },
+	toolResult: anthropicToolResult,
+}
+
 func (s *Server) anthropic(w http.ResponseWriter, r *http.Request, req Request) {
-	if r.Method != http.MethodPost {
-		s.record(req)
-		anthropicError(w, http.StatusMethodNotAllowed, "fakemodel: use POST")
-		return
-	}
-	if strings.HasSuffix(req.Path, "/count_tokens") {
+	if r.Method == http.MethodPost && strings.HasSuffix(req.Path, "/count_tokens") {
 		s.record(req)
 		writeJSON(w, http.StatusOK, obj{"input_tokens": inputTokens})
 		return
 	}
-	var body anthropicRequest
-	if err := json.Unmarshal(req.Body, &body); err != nil {
-		s.record(req)
-		anthropicError(w, http.StatusBadRequest, "fakemodel: "+err.Error())
-		return
-	}
-	// Claude Code's side requests (session title, quota check) carry no
-	// tools; a model turn of the agent always offers some.
-	if len(body.Tools) == 0 {
-		s.record(req)
-		s.anthropicAnswer(w, r, body, Answer("fakemodel"))
-		return
-	}
-	req.Scripted = true
-	s.record(req)
-	t, ok := s.next()
+	body, t, ok := anthropicAPI.turn(s, w, r, req)
 	if !ok {
-		anthropicError(w, http.StatusInternalServerError, noTurnLeft)
-		return
-	}
-	s.anthropicAnswer(w, r, body, t)
-}
-
-const noTurnLeft = "fakemodel: no scripted turn left"
-
-func (s *Server) anthropicAnswer(w http.ResponseWriter, r *http.Request, body anthropicRequest, t Turn) {
-	t.begin(w)
-	if t.Status >= 400 {
-		anthropicError(w, t.Status, t.Message)
 		return
 	}
 	text := t.Text
-	if t.EchoToolResult {
-		text += anthropicToolResult(body)
-	}
 	msgID := s.id("msg")
 	call, isCall := t.toolCall(Anthropic)
 	var toolID string
@@ -71,10 +46,7 @@ func (s *Server) anthropicAnswer(w http.ResponseWriter, r *http.Request, body an
 		stop = "tool_use"
 	}
 	usage := obj{"input_tokens": inputTokens, "output_tokens": outputTokens}
-	model := body.Model
-	if model == "" {
-		model = "claude-fake"
-	}
+	model := cmp.Or(body.Model, "claude-fake")
 
 	if !body.Stream {
 		if t.Stall {

@@ -1,6 +1,7 @@
 package fakemodel
 
 import (
+	"cmp"
 	"encoding/json"
 	"net/http"
 	"time"
@@ -66,53 +67,26 @@ func (t Turn) chatToolCall(body chatRequest) (Call, bool) {
 	return c, true
 }
 
-func (s *Server) chat(w http.ResponseWriter, r *http.Request, req Request) {
-	if r.Method != http.MethodPost {
-		s.record(req)
-		openaiError(w, http.StatusMethodNotAllowed, "fakemodel: use POST")
-		return
-	}
-	var body chatRequest
-	if err := json.Unmarshal(req.Body, &body); err != nil {
-		s.record(req)
-		openaiError(w, http.StatusBadRequest, "fakemodel: "+err.Error())
-		return
-	}
-	// Side requests (opencode's session title) carry no tools; a model turn
-	// of the agent always offers some.
-	if len(body.Tools) == 0 {
-		s.record(req)
-		s.chatAnswer(w, r, body, Answer("fakemodel"))
-		return
-	}
-	req.Scripted = true
-	s.record(req)
-	t, ok := s.next()
-	if !ok {
-		// opencode retries a 500 five times with backoff (2 s, doubling)
-		// unless the answer names its own delay: the script's end fails in
-		// milliseconds instead of a minute.
-		w.Header().Set("retry-after-ms", "1")
-		openaiError(w, http.StatusInternalServerError, noTurnLeft)
-		return
-	}
-	s.chatAnswer(w, r, body, t)
+// chatAPI is the dialect of the Chat Completions API.
+var chatAPI = dialect[chatRequest]{
+	fail: openaiFail,
+	// opencode retries a 500 five times with backoff (2 s, doubling)
+	// unless the answer names its own delay: the script's end fails in
+	// milliseconds instead of a minute.
+	endHeader: http.Header{"retry-after-ms": {"1"}},
+	// Side requests (opencode's session title) carry no tools; a model
+	// turn of the agent always offers some.
+	side:       func(body chatRequest) bool { return len(body.Tools) == 0 },
+	toolResult: chatToolResult,
 }
 
-func (s *Server) chatAnswer(w http.ResponseWriter, r *http.Request, body chatRequest, t Turn) {
-	t.begin(w)
-	if t.Status >= 400 {
-		openaiError(w, t.Status, t.Message)
+func (s *Server) chat(w http.ResponseWriter, r *http.Request, req Request) {
+	body, t, ok := chatAPI.turn(s, w, r, req)
+	if !ok {
 		return
 	}
 	text := t.Text
-	if t.EchoToolResult {
-		text += chatToolResult(body)
-	}
-	model := body.Model
-	if model == "" {
-		model = "gpt-fake"
-	}
+	model := cmp.Or(body.Model, "gpt-fake")
 	id := s.id("chatcmpl")
 	created := time.Now().Unix()
 	call, isCall := t.chatToolCall(body)

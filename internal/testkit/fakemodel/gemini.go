@@ -25,19 +25,23 @@ type geminiRequest struct {
 // are ignored by the CLI's schema checks.
 const geminiRouting = `{"complexity_reasoning":"fakemodel","complexity_score":10,"reasoning":"fakemodel","next_speaker":"user"}`
 
+// geminiAPI is the dialect of the Gemini API. Its side requests are told
+// apart by method rather than by body, so the handler calls decode and take
+// itself. A failing Turn's Retry-After header becomes the error's
+// google.rpc.RetryInfo.
+var geminiAPI = dialect[geminiRequest]{
+	fail: func(w http.ResponseWriter, t Turn) {
+		geminiError(w, t.Status, t.Message, geminiRetryInfo(t.Header)...)
+	},
+	toolResult: geminiToolResult,
+}
+
 func (s *Server) gemini(w http.ResponseWriter, r *http.Request, req Request) {
 	// The path is /v1beta/models/{model}:{method}.
 	rest := req.Path[strings.Index(req.Path, "/models/")+len("/models/"):]
 	model, method, _ := strings.Cut(rest, ":")
-	if r.Method != http.MethodPost {
-		s.record(req)
-		geminiError(w, http.StatusMethodNotAllowed, "fakemodel: use POST")
-		return
-	}
-	var body geminiRequest
-	if err := json.Unmarshal(req.Body, &body); err != nil {
-		s.record(req)
-		geminiError(w, http.StatusBadRequest, "fakemodel: "+err.Error())
+	body, ok := geminiAPI.decode(s, w, r, req)
+	if !ok {
 		return
 	}
 	switch method {
@@ -60,22 +64,11 @@ func (s *Server) gemini(w http.ResponseWriter, r *http.Request, req Request) {
 		return
 	}
 
-	req.Scripted = true
-	s.record(req)
-	t, ok := s.next()
+	t, ok := geminiAPI.take(s, w, req, body)
 	if !ok {
-		geminiError(w, http.StatusInternalServerError, noTurnLeft)
-		return
-	}
-	t.begin(w)
-	if t.Status >= 400 {
-		geminiError(w, t.Status, t.Message, geminiRetryInfo(t.Header)...)
 		return
 	}
 	text := t.Text
-	if t.EchoToolResult {
-		text += geminiToolResult(body)
-	}
 
 	e := startSSE(w)
 	chunk := func(parts []obj, last bool) {

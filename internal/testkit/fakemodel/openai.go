@@ -1,6 +1,7 @@
 package fakemodel
 
 import (
+	"cmp"
 	"encoding/json"
 	"net/http"
 	"strings"
@@ -16,6 +17,10 @@ type openaiRequest struct {
 	} `json:"input"`
 }
 
+// openaiAPI is the dialect of the OpenAI Responses API, whose requests are
+// all model turns.
+var openaiAPI = dialect[openaiRequest]{fail: openaiFail, toolResult: openaiToolResult}
+
 func (s *Server) openai(w http.ResponseWriter, r *http.Request, req Request) {
 	// Codex first tries a WebSocket with some providers; 426 makes it fall
 	// back to HTTP streaming.
@@ -24,37 +29,12 @@ func (s *Server) openai(w http.ResponseWriter, r *http.Request, req Request) {
 		openaiError(w, http.StatusUpgradeRequired, "fakemodel: WebSocket is not supported, use HTTP")
 		return
 	}
-	if r.Method != http.MethodPost {
-		s.record(req)
-		openaiError(w, http.StatusMethodNotAllowed, "fakemodel: use POST")
-		return
-	}
-	var body openaiRequest
-	if err := json.Unmarshal(req.Body, &body); err != nil {
-		s.record(req)
-		openaiError(w, http.StatusBadRequest, "fakemodel: "+err.Error())
-		return
-	}
-	req.Scripted = true
-	s.record(req)
-	t, ok := s.next()
+	body, t, ok := openaiAPI.turn(s, w, r, req)
 	if !ok {
-		openaiError(w, http.StatusInternalServerError, noTurnLeft)
-		return
-	}
-	t.begin(w)
-	if t.Status >= 400 {
-		openaiError(w, t.Status, t.Message)
 		return
 	}
 	text := t.Text
-	if t.EchoToolResult {
-		text += openaiToolResult(body)
-	}
-	model := body.Model
-	if model == "" {
-		model = "gpt-fake"
-	}
+	model := cmp.Or(body.Model, "gpt-fake")
 	respID := s.id("resp")
 	var output []obj
 	var msgID string
@@ -142,6 +122,9 @@ func openaiError(w http.ResponseWriter, status int, message string) {
 	}
 	writeJSON(w, status, obj{"error": obj{"message": message, "type": typ, "code": code, "param": nil}})
 }
+
+// openaiFail answers t's HTTP error with openaiError.
+func openaiFail(w http.ResponseWriter, t Turn) { openaiError(w, t.Status, t.Message) }
 
 // openaiToolResult returns the output of the last function_call_output
 // item in the request, or "".

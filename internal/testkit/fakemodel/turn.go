@@ -54,8 +54,7 @@ type Turn struct {
 	Header http.Header
 }
 
-// begin applies t's headers to w; every API's handler calls it once it has
-// taken t.
+// begin applies t's headers to w; take calls it on each Turn it takes.
 func (t Turn) begin(w http.ResponseWriter) {
 	for k, vs := range t.Header {
 		for _, v := range vs {

@@ -11,7 +11,6 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/clinvoke/clinvoke/internal/testkit/fakemodel"
 	"github.com/clinvoke/clinvoke/invoker"
@@ -34,7 +33,7 @@ var acpAgents = []cli{
 			Modes:   map[invoker.Permission]string{invoker.WorkspaceWrite: "autoEdit", invoker.Unlimited: "yolo"},
 		}),
 		shell: invoker.Unlimited, // the default mode asks before run_shell_command
-		setup: setupOf("gemini"),
+		setup: cliNamed("gemini").setup,
 	},
 	{
 		name: "claude-code-acp", pkg: "@zed-industries/claude-code-acp",
@@ -49,7 +48,7 @@ var acpAgents = []cli{
 			// The adapter offers bypassPermissions to root only with
 			// IS_SANDBOX set, and its Claude Code starts with the flag that
 			// allows it only with IS_SANDBOX=1 ("yes" makes it exit).
-			return append(setupOf("claude")(t, srv, home), "IS_SANDBOX=1")
+			return append(cliNamed("claude").setup(t, srv, home), "IS_SANDBOX=1")
 		},
 	},
 	{
@@ -62,27 +61,9 @@ var acpAgents = []cli{
 		}),
 		shell: invoker.Unlimited, // read-only runs commands in a sandbox that refuses writes
 		setup: func(t testing.TB, srv *fakemodel.Server, home string) []string {
-			dir := filepath.Join(home, ".codex")
 			// As for codex (clis), with the model in the file: gpt-5.5 gets
 			// the exec_command function the fake scripts.
-			writeFile(t, filepath.Join(dir, "config.toml"), fmt.Sprintf(`model = "gpt-5.5"
-model_provider = "fake"
-
-[model_providers.fake]
-name = "fake"
-base_url = %q
-wire_api = "responses"
-env_key = "OPENAI_API_KEY"
-request_max_retries = 0
-stream_max_retries = 0
-
-[analytics]
-enabled = false
-
-[features]
-plugins = false
-`, srv.OpenAIBaseURL()))
-			env := []string{"CODEX_HOME=" + dir, "OPENAI_API_KEY=sk-fakemodel"}
+			env := setupCodex(t, srv, home, "gpt-5.5")
 			// Its sandbox needs bubblewrap, which codex-acp does not ship:
 			// the one of the pinned @openai/codex serves.
 			if bwrap := bwrapDir(t); bwrap != "" {
@@ -139,16 +120,6 @@ func acpNew(a acp.Agent) func(...invoker.Options) invoker.Invoker {
 	return func(opts ...invoker.Options) invoker.Invoker { return acp.New(a, opts...) }
 }
 
-// setupOf returns the setup of the CLI of clis named name.
-func setupOf(name string) func(t testing.TB, srv *fakemodel.Server, home string) []string {
-	for i := range clis {
-		if clis[i].name == name {
-			return clis[i].setup
-		}
-	}
-	panic("e2e: no CLI " + name)
-}
-
 // bwrapDir returns the directory of a bubblewrap for codex-acp's sandbox:
 // "" when bwrap is on PATH already, else the codex-resources directory of
 // the @openai/codex installed beside codex-acp.
@@ -175,35 +146,13 @@ func bwrapDir(t testing.TB) string {
 
 // forEachACP runs f as one subtest per ACP agent, each with a fresh rig.
 func forEachACP(t *testing.T, f func(t *testing.T, r *rig)) {
-	for i := range acpAgents {
-		c := &acpAgents[i]
-		t.Run(c.name, func(t *testing.T) { f(t, newRig(t, c)) })
-	}
+	forEachRig(t, acpAgents, f)
 }
 
-// openACP opens a session of the rig's agent at perm in its workdir, and
-// closes it when the test ends, checking that nothing of it survives.
-func openACP(t *testing.T, r *rig, perm invoker.Permission, sessionID string) invoker.Session {
-	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
-	t.Cleanup(cancel)
-	start := time.Now()
-	s, err := r.inv.OpenSession(ctx, invoker.SessionRequest{Workdir: r.workdir, Permission: perm, SessionID: sessionID})
-	if err != nil {
-		t.Fatalf("OpenSession() error = %v", err)
-	}
-	t.Logf("session open in %v", time.Since(start))
-	t.Cleanup(func() {
-		start := time.Now()
-		if err := s.Close(); err != nil {
-			t.Errorf("Close() = %v, want nil", err)
-		}
-		t.Logf("Close took %v", time.Since(start))
-		if ps := r.survivors(); len(ps) > 0 {
-			t.Errorf("processes of the session alive after Close returned:\n%s", strings.Join(ps, "\n"))
-		}
-	})
-	return s
+// forEachACPSession runs f as one subtest per ACP agent, each with a
+// session opened on a fresh rig (see forEachSession).
+func forEachACPSession(t *testing.T, f func(t *testing.T, r *rig, s invoker.Session)) {
+	forEachSession(t, acpAgents, "", f)
 }
 
 // TestACPAnswer runs one prompt (Invoke: a session of one turn) and reports
@@ -237,74 +186,27 @@ func TestACPAnswer(t *testing.T) {
 // TestACPTwoTurns runs two turns in one session: the second model request
 // carries the first turn.
 func TestACPTwoTurns(t *testing.T) {
-	forEachACP(t, func(t *testing.T, r *rig) {
-		s := openACP(t, r, r.cli.shell, "")
-		r.srv.Enqueue(fakemodel.Answer("one done"), fakemodel.Answer("two done"))
-		for i, want := range []string{"one done", "two done"} {
-			prompt := []string{"first prompt", "second prompt"}[i]
-			res, err := s.Turn(turnCtx(t), invoker.TurnRequest{Prompt: prompt})
-			if err != nil {
-				t.Fatalf("turn %d: Turn() error = %v; stderr tail:\n%s", i+1, err, res.Stderr)
-			}
-			if res.Text != want || res.SessionID == "" || res.SessionID != s.ID() {
-				t.Errorf("turn %d: Result = %s, want text %q and the session's id", i+1, jsonString(res), want)
-			}
-		}
-		reqs := r.srv.Scripted()
-		if len(reqs) != 2 || !reqs[1].Contains("first prompt") || !reqs[1].Contains("one done") || !reqs[1].Contains("second prompt") {
-			t.Errorf("the second turn's model request does not carry the first turn (%d model requests)", len(reqs))
-		}
-	})
+	forEachACPSession(t, sessionTwoTurns)
 }
 
 // TestACPInterruptWhileModelStreams cancels a turn while the model streams
 // (session/cancel): the turn ends with the context's error, the session
 // answers the next turn, and nothing survives Close.
 func TestACPInterruptWhileModelStreams(t *testing.T) {
-	forEachACP(t, func(t *testing.T, r *rig) {
-		s := openACP(t, r, r.cli.shell, "")
-		r.srv.Enqueue(fakemodel.Answer("one done"), fakemodel.Stall("partial words "), fakemodel.Answer("after interrupt"))
-		if res, err := s.Turn(turnCtx(t), invoker.TurnRequest{Prompt: "first prompt"}); err != nil {
-			t.Fatalf("first Turn() error = %v; stderr tail:\n%s", err, res.Stderr)
-		}
-		var seen time.Time
-		interruptWhen(t, s, "second prompt", "the model streams", func() bool {
-			if seen.IsZero() && len(r.srv.Scripted()) > 1 {
-				seen = time.Now()
-			}
-			return !seen.IsZero() && time.Since(seen) > 300*time.Millisecond
-		})
-		res, err := s.Turn(turnCtx(t), invoker.TurnRequest{Prompt: "third prompt"})
-		if err != nil || res.Text != "after interrupt" {
-			t.Fatalf("Turn() after the interrupt = %s, %v; want %q", jsonString(res), err, "after interrupt")
-		}
-		reqs := r.srv.Scripted()
-		if len(reqs) != 3 || !reqs[2].Contains("one done") || !reqs[2].Contains("third prompt") {
-			t.Errorf("the turn after the interrupt does not carry the conversation (%d model requests)", len(reqs))
-		} else {
-			t.Logf("the interrupted prompt is kept in the conversation: %v", reqs[2].Contains("second prompt"))
-		}
-	})
+	forEachACPSession(t, interruptWhileModelStreams)
 }
 
 // TestACPInterruptWhileToolRuns cancels a turn while its shell tool runs a
 // command that never ends: when Turn returns the tool is gone (ended by
 // the agent, or swept), and the session answers the next turn.
 func TestACPInterruptWhileToolRuns(t *testing.T) {
-	forEachACP(t, func(t *testing.T, r *rig) {
-		if err := os.WriteFile(filepath.Join(r.workdir, "follow.log"), nil, 0o644); err != nil {
-			t.Fatal(err)
-		}
-		s := openACP(t, r, r.cli.shell, "")
+	forEachACPSession(t, func(t *testing.T, r *rig, s invoker.Session) {
 		r.srv.Enqueue(fakemodel.Shell(longTool), fakemodel.Answer("after tool"))
 		interruptWhen(t, s, "follow", "a tool runs "+longTool, func() bool { return r.toolRunning(longTool) })
 		if r.toolRunning(longTool) {
 			t.Errorf("%q alive when the cancelled Turn returned", longTool)
 		}
-		res, err := s.Turn(turnCtx(t), invoker.TurnRequest{Prompt: "and now"})
-		if err != nil || res.Text != "after tool" {
-			t.Fatalf("Turn() after the interrupt = %s, %v; want %q", jsonString(res), err, "after tool")
-		}
+		nextTurn(t, s, "and now", "after tool", "the interrupt")
 	})
 }
 
@@ -314,14 +216,8 @@ func TestACPInterruptWhileToolRuns(t *testing.T) {
 // ErrUnsupported; Gemini CLI, which advertises loadSession, fails it.
 func TestACPResume(t *testing.T) {
 	forEachACP(t, func(t *testing.T, r *rig) {
-		r.srv.Enqueue(fakemodel.Answer("first answer"), fakemodel.Answer("second answer"))
-		first, err := r.invoke(context.Background(), r.request("first prompt"))
-		if err != nil || first.SessionID == "" {
-			t.Fatalf("Invoke() = %s, %v; want a session id", jsonString(first), err)
-		}
-		ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
-		defer cancel()
-		s, err := r.inv.OpenSession(ctx, invoker.SessionRequest{Workdir: r.workdir, SessionID: first.SessionID})
+		first := invokeToResume(t, r)
+		s, err := r.tryOpenSession(t, r.inv, invoker.SessionRequest{SessionID: first.SessionID})
 		if errors.Is(err, invoker.ErrUnsupported) {
 			t.Fatalf("%s advertises loadSession, but OpenSession refused to resume: %v", r.cli.name, err)
 		}
@@ -338,22 +234,7 @@ func TestACPResume(t *testing.T) {
 		if err != nil {
 			t.Fatalf("OpenSession(SessionID: %s) error = %v", first.SessionID, err)
 		}
-		defer func() {
-			if err := s.Close(); err != nil {
-				t.Errorf("Close() = %v, want nil", err)
-			}
-			if ps := r.survivors(); len(ps) > 0 {
-				t.Errorf("processes of the session alive after Close returned:\n%s", strings.Join(ps, "\n"))
-			}
-		}()
-		res, err := s.Turn(ctx, invoker.TurnRequest{Prompt: "second prompt"})
-		if err != nil || res.Text != "second answer" || res.SessionID != first.SessionID {
-			t.Fatalf("Turn() = %s, %v; want %q in session %s", jsonString(res), err, "second answer", first.SessionID)
-		}
-		reqs := r.srv.Scripted()
-		if len(reqs) != 2 || !reqs[1].Contains("first prompt") || !reqs[1].Contains("first answer") {
-			t.Errorf("the resumed session's model request does not carry the first turn (%d model requests)", len(reqs))
-		}
+		resumedTurn(t, r, s, first.SessionID)
 	})
 }
 

@@ -88,11 +88,7 @@ func TestToolCall(t *testing.T) {
 
 func TestResume(t *testing.T) {
 	forEachCLI(t, func(t *testing.T, r *rig) {
-		r.srv.Enqueue(fakemodel.Answer("first answer"), fakemodel.Answer("second answer"))
-		first, err := r.invoke(context.Background(), r.request("first prompt"))
-		if err != nil || first.SessionID == "" {
-			t.Fatalf("first Invoke() = %s, %v; want a session id and no error", jsonString(first), err)
-		}
+		first := invokeToResume(t, r)
 		req := r.request("second prompt")
 		req.SessionID = first.SessionID
 		second, err := r.invoke(context.Background(), req)
@@ -102,10 +98,7 @@ func TestResume(t *testing.T) {
 		if second.Text != "second answer" || second.SessionID != first.SessionID {
 			t.Errorf("resumed Result = %s, want text %q in session %s", jsonString(second), "second answer", first.SessionID)
 		}
-		reqs := r.srv.Scripted()
-		if len(reqs) != 2 || !reqs[1].Contains("first answer") || !reqs[1].Contains("first prompt") {
-			t.Errorf("the resumed turn's request does not carry the first turn (%d model requests)", len(reqs))
-		}
+		r.checkCarriesFirstTurn(t, "the resumed turn's request")
 	})
 }
 
@@ -115,18 +108,7 @@ func TestResume(t *testing.T) {
 func cancelWhen(t *testing.T, r *rig, req invoker.Request, what string, isReady func() bool) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	fired := make(chan time.Time, 1)
-	go func() {
-		deadline := time.Now().Add(ready)
-		for !isReady() {
-			if time.Now().After(deadline) || ctx.Err() != nil {
-				return
-			}
-			time.Sleep(20 * time.Millisecond)
-		}
-		fired <- time.Now()
-		cancel()
-	}()
+	fired := cancelWhenReady(ctx, cancel, ready, isReady)
 	res, err := r.invoke(ctx, req)
 	var at time.Time
 	select {
@@ -143,6 +125,26 @@ func cancelWhen(t *testing.T, r *rig, req invoker.Request, what string, isReady 
 	if res.SessionID == "" {
 		t.Errorf("cancelled Result has no session id, want the one the CLI reported before the cancel")
 	}
+}
+
+// cancelWhenReady polls isReady until it reports true, then cancels ctx
+// and sends the time of the cancel on the returned channel. It gives up,
+// sending nothing, after within or once ctx is done: the caller then
+// finds the channel empty.
+func cancelWhenReady(ctx context.Context, cancel context.CancelFunc, within time.Duration, isReady func() bool) <-chan time.Time {
+	fired := make(chan time.Time, 1)
+	go func() {
+		deadline := time.Now().Add(within)
+		for !isReady() {
+			if time.Now().After(deadline) || ctx.Err() != nil {
+				return
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+		fired <- time.Now()
+		cancel()
+	}()
+	return fired
 }
 
 func TestCancelWhileModelStalls(t *testing.T) {

@@ -49,27 +49,7 @@ var clis = []cli{
 		model: "gpt-5.5",
 		shell: invoker.ReadOnly, // echo and sleep run in the read-only sandbox
 		setup: func(t testing.TB, srv *fakemodel.Server, home string) []string {
-			dir := filepath.Join(home, ".codex")
-			// OPENAI_BASE_URL is ignored; a custom provider is not. No
-			// retries, so errors come back in seconds; no analytics or
-			// plugins, so nothing but the fake is called.
-			writeFile(t, filepath.Join(dir, "config.toml"), fmt.Sprintf(`model_provider = "fake"
-
-[model_providers.fake]
-name = "fake"
-base_url = %q
-wire_api = "responses"
-env_key = "OPENAI_API_KEY"
-request_max_retries = 0
-stream_max_retries = 0
-
-[analytics]
-enabled = false
-
-[features]
-plugins = false
-`, srv.OpenAIBaseURL()))
-			return []string{"CODEX_HOME=" + dir, "OPENAI_API_KEY=sk-fakemodel"}
+			return setupCodex(t, srv, home, "")
 		},
 	},
 	{
@@ -107,10 +87,55 @@ plugins = false
 	},
 }
 
+// setupCodex writes a Codex configuration under home that points Codex at
+// srv, with model in the file unless it is "", and returns the environment
+// that makes Codex read it. OPENAI_BASE_URL is ignored; a custom provider
+// is not. No retries, so errors come back in seconds; no analytics or
+// plugins, so nothing but the fake is called.
+func setupCodex(t testing.TB, srv *fakemodel.Server, home, model string) []string {
+	dir := filepath.Join(home, ".codex")
+	var top string
+	if model != "" {
+		top = fmt.Sprintf("model = %q\n", model)
+	}
+	writeFile(t, filepath.Join(dir, "config.toml"), top+fmt.Sprintf(`model_provider = "fake"
+
+[model_providers.fake]
+name = "fake"
+base_url = %q
+wire_api = "responses"
+env_key = "OPENAI_API_KEY"
+request_max_retries = 0
+stream_max_retries = 0
+
+[analytics]
+enabled = false
+
+[features]
+plugins = false
+`, srv.OpenAIBaseURL()))
+	return []string{"CODEX_HOME=" + dir, "OPENAI_API_KEY=sk-fakemodel"}
+}
+
+// cliNamed returns the description of the CLI named name in clis.
+func cliNamed(name string) *cli {
+	for i := range clis {
+		if clis[i].name == name {
+			return &clis[i]
+		}
+	}
+	panic("e2e: no CLI " + name)
+}
+
 // forEachCLI runs f as one subtest per CLI, each with a fresh rig.
 func forEachCLI(t *testing.T, f func(t *testing.T, r *rig)) {
-	for i := range clis {
-		c := &clis[i]
+	forEachRig(t, clis, f)
+}
+
+// forEachRig runs f as one subtest per CLI of cs, each with a fresh rig.
+func forEachRig(t *testing.T, cs []cli, f func(t *testing.T, r *rig)) {
+	for i := range cs {
+		c := &cs[i]
 		t.Run(c.name, func(t *testing.T) { f(t, newRig(t, c)) })
 	}
 }
@@ -142,14 +167,7 @@ type rig struct {
 // starts a fake model server and builds the isolated environment.
 func newRig(t *testing.T, c *cli) *rig {
 	t.Helper()
-	bin, err := exec.LookPath(c.name)
-	if err != nil {
-		msg := fmt.Sprintf("%s not on PATH (%v): run the e2e tests with e2e/run, which installs %s from e2e/package-lock.json", c.name, err, c.pkg)
-		if os.Getenv("CI") == "true" {
-			t.Fatal(msg)
-		}
-		t.Skip(msg)
-	}
+	bin := lookPathCI(t, c)
 	r := &rig{
 		t:       t,
 		cli:     c,
@@ -166,6 +184,21 @@ func newRig(t *testing.T, c *cli) *rig {
 	r.inv = c.new(r.opts)
 	t.Cleanup(r.killSurvivors)
 	return r
+}
+
+// lookPathCI finds c on PATH, failing the test under CI=true and skipping
+// it otherwise when c is missing.
+func lookPathCI(t *testing.T, c *cli) string {
+	t.Helper()
+	bin, err := exec.LookPath(c.name)
+	if err != nil {
+		msg := fmt.Sprintf("%s not on PATH (%v): run the e2e tests with e2e/run, which installs %s from e2e/package-lock.json", c.name, err, c.pkg)
+		if os.Getenv("CI") == "true" {
+			t.Fatal(msg)
+		}
+		t.Skip(msg)
+	}
+	return bin
 }
 
 // request returns a Request for prompt in the rig's workdir with the CLI's
@@ -222,10 +255,13 @@ func (r *rig) toolRunning(command string) bool {
 // killSurvivors kills, by pid, whatever still carries the rig's tag when the
 // test ends, so one failure does not leave sleeping tools behind. The
 // failure itself has been reported by invoke.
-func (r *rig) killSurvivors() {
-	for _, p := range r.survivors() {
-		pid, _ := strconv.Atoi(strings.Fields(p)[0])
-		if pid > 0 {
+func (r *rig) killSurvivors() { killProcs(r.survivors()) }
+
+// killProcs kills, by pid, the processes of ps, a list as findProcs
+// returns it.
+func killProcs(ps []string) {
+	for _, p := range ps {
+		if pid, _ := strconv.Atoi(strings.Fields(p)[0]); pid > 0 {
 			_ = syscall.Kill(pid, syscall.SIGKILL)
 		}
 	}

@@ -153,21 +153,6 @@ func newHostRigServing(t *testing.T, host hostconfig.Host, agent fakeagent.Scrip
 	return r
 }
 
-// lookPathCI finds c on PATH, failing the test under CI=true and skipping
-// it otherwise when c is missing.
-func lookPathCI(t *testing.T, c *cli) string {
-	t.Helper()
-	bin, err := exec.LookPath(c.name)
-	if err != nil {
-		msg := fmt.Sprintf("%s not on PATH (%v): run the e2e tests with e2e/run, which installs %s from e2e/package-lock.json", c.name, err, c.pkg)
-		if os.Getenv("CI") == "true" {
-			t.Fatal(msg)
-		}
-		t.Skip(msg)
-	}
-	return bin
-}
-
 // editConfig replaces old by new in the file holding the README's
 // configuration, failing the test if old is not there.
 func (r *hostRig) editConfig(old, new string) {
@@ -180,16 +165,6 @@ func (r *hostRig) editConfig(old, new string) {
 		r.t.Fatalf("%s does not hold %q:\n%s", r.config, old, b)
 	}
 	writeFile(r.t, r.config, strings.Replace(string(b), old, new, 1))
-}
-
-// cliNamed returns the env_test.go description of a CLI.
-func cliNamed(name string) *cli {
-	for i := range clis {
-		if clis[i].name == name {
-			return &clis[i]
-		}
-	}
-	panic("e2e: no CLI " + name)
 }
 
 // writeWrapper writes an executable that runs bin as the fake agent
@@ -407,13 +382,7 @@ func (r *hostRig) waitNoSurvivors(what string) {
 
 // killSurvivors kills, by pid, whatever of the rig is left when the test
 // ends; the failure itself has been reported.
-func (r *hostRig) killSurvivors() {
-	for _, p := range r.survivors() {
-		if pid, _ := strconv.Atoi(strings.Fields(p)[0]); pid > 0 {
-			_ = syscall.Kill(pid, syscall.SIGKILL)
-		}
-	}
-}
+func (r *hostRig) killSurvivors() { killProcs(r.survivors()) }
 
 // transcriptEntries reads the server's transcript.
 func (r *hostRig) transcriptEntries() []mcpadapter.TranscriptEntry {

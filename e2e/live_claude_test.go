@@ -10,7 +10,6 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -29,36 +28,6 @@ func init() {
 		fork:             claudeFork,
 		rateLimit:        claudeRateLimit,
 	}
-}
-
-// claudeSession opens a session of req on r, and closes it when the test
-// ends, checking that nothing of it survived; the function it returns
-// closes it earlier.
-func claudeSession(t *testing.T, r *rig, req invoker.SessionRequest) (invoker.Session, func()) {
-	t.Helper()
-	// The context bounds the session's whole life, not only its opening.
-	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
-	t.Cleanup(cancel)
-	if req.Workdir == "" {
-		req.Workdir = r.workdir
-	}
-	s, err := r.inv.OpenSession(ctx, req)
-	if err != nil {
-		t.Fatalf("OpenSession() error = %v", err)
-	}
-	var once sync.Once
-	closeSession := func() {
-		once.Do(func() {
-			if err := s.Close(); err != nil {
-				t.Errorf("Close() = %v, want nil", err)
-			}
-			if ps := r.survivors(); len(ps) > 0 {
-				t.Errorf("processes of the session alive after Close returned:\n%s", strings.Join(ps, "\n"))
-			}
-		})
-	}
-	t.Cleanup(closeSession)
-	return s, closeSession
 }
 
 // claudeTurn runs one turn that must succeed with want.
@@ -92,7 +61,7 @@ func claudeDelta(t *testing.T, r *rig) {
 	})
 	t.Run("session", func(t *testing.T) {
 		r := newRig(t, r.cli)
-		s, _ := claudeSession(t, r, invoker.SessionRequest{Permission: r.cli.shell, Deltas: true})
+		s := r.openSession(t, r.inv, invoker.SessionRequest{Permission: r.cli.shell, Deltas: true})
 		r.srv.Enqueue(fakemodel.Answer("short one"), pacedAnswer())
 		// A session that asked for deltas gets them in every turn; one
 		// turn first, so the second is not the session's first.
@@ -163,7 +132,7 @@ func claudeSteer(t *testing.T, r *rig) {
 	// second result.
 	t.Run("while the model writes", func(t *testing.T) {
 		r := newRig(t, r.cli)
-		s, _ := claudeSession(t, r, invoker.SessionRequest{Permission: r.cli.shell, Deltas: true})
+		s := r.openSession(t, r.inv, invoker.SessionRequest{Permission: r.cli.shell, Deltas: true})
 		r.srv.Enqueue(pacedAnswer(), fakemodel.Answer("pears too"), fakemodel.Answer("next turn"))
 		res, evs := steerDuring(t, s, "tell me a long story", steer, func(ev invoker.Event) bool { return ev.Kind == invoker.KindDelta })
 		if res.Text != "pears too" {
@@ -189,7 +158,7 @@ func claudeSteer(t *testing.T, r *rig) {
 	// the tool's result, in the same turn.
 	t.Run("while a tool runs", func(t *testing.T) {
 		r := newRig(t, r.cli)
-		s, _ := claudeSession(t, r, invoker.SessionRequest{Permission: r.cli.shell})
+		s := r.openSession(t, r.inv, invoker.SessionRequest{Permission: r.cli.shell})
 		r.srv.Enqueue(fakemodel.Shell("sleep 2"), fakemodel.Answer("after tool"), fakemodel.Answer("next turn"))
 		res, _ := steerDuring(t, s, "run it", steer, func(ev invoker.Event) bool { return ev.Kind == invoker.KindToolCall })
 		if res.Text != "after tool" {
@@ -205,7 +174,7 @@ func claudeSteer(t *testing.T, r *rig) {
 	// turn gets its own answer.
 	t.Run("then cancelled", func(t *testing.T) {
 		r := newRig(t, r.cli)
-		s, _ := claudeSession(t, r, invoker.SessionRequest{Permission: r.cli.shell, Deltas: true})
+		s := r.openSession(t, r.inv, invoker.SessionRequest{Permission: r.cli.shell, Deltas: true})
 		r.srv.Enqueue(fakemodel.Stall("partial words "), fakemodel.Answer("next turn"), fakemodel.Answer("spare"))
 		ctx, cancel := context.WithCancel(turnCtx(t))
 		defer cancel()
@@ -263,7 +232,7 @@ func claudeSteer(t *testing.T, r *rig) {
 }
 
 func claudeSwitchModel(t *testing.T, r *rig) {
-	s, _ := claudeSession(t, r, invoker.SessionRequest{Permission: r.cli.shell, Model: "claude-sonnet-4-5"})
+	s := r.openSession(t, r.inv, invoker.SessionRequest{Permission: r.cli.shell, Model: "claude-sonnet-4-5"})
 	r.srv.Enqueue(fakemodel.Answer("one"), fakemodel.Answer("two"), fakemodel.Answer("three"))
 	claudeTurn(t, s, invoker.TurnRequest{Prompt: "first"}, "one")
 	claudeTurn(t, s, invoker.TurnRequest{Prompt: "second", Model: "claude-haiku-4-5"}, "two")
@@ -280,7 +249,7 @@ func claudeSwitchModel(t *testing.T, r *rig) {
 }
 
 func claudeSwitchPermission(t *testing.T, r *rig) {
-	s, _ := claudeSession(t, r, invoker.SessionRequest{Permission: invoker.WorkspaceWrite})
+	s := r.openSession(t, r.inv, invoker.SessionRequest{Permission: invoker.WorkspaceWrite})
 	steps := []struct {
 		perm  invoker.Permission
 		file  string
@@ -339,7 +308,7 @@ func claudeFork(t *testing.T, r *rig) {
 	}
 
 	// Forked by a session.
-	s, closeFork := claudeSession(t, r, invoker.SessionRequest{Permission: r.cli.shell, SessionID: orig, Fork: true})
+	s := r.openSession(t, r.inv, invoker.SessionRequest{Permission: r.cli.shell, SessionID: orig, Fork: true})
 	r.srv.Enqueue(fakemodel.Answer("forked by session"))
 	sres := claudeTurn(t, s, invoker.TurnRequest{Prompt: "SESSION-FORK prompt"}, "forked by session")
 	if sres.SessionID == "" || sres.SessionID == orig || sres.SessionID == res.SessionID {
@@ -349,7 +318,7 @@ func claudeFork(t *testing.T, r *rig) {
 		t.Errorf("the session fork's first request does not carry exactly the original history")
 	}
 
-	closeFork()
+	r.closeAndCheck(t, s)
 
 	// The original goes on unchanged.
 	r.srv.Enqueue(fakemodel.Answer("back"))

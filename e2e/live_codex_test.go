@@ -75,27 +75,6 @@ func codexInvoker(t *testing.T, r *rig, name string) invoker.Invoker {
 	return r.cli.new(invoker.Options{Binary: os.Args[0], Env: env})
 }
 
-// openCodex opens a session of req on inv, closed (and checked for
-// survivors) when the test ends.
-func openCodex(t *testing.T, r *rig, inv invoker.Invoker, req invoker.SessionRequest) invoker.Session {
-	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
-	t.Cleanup(cancel)
-	s, err := inv.OpenSession(ctx, req)
-	if err != nil {
-		t.Fatalf("OpenSession() error = %v", err)
-	}
-	t.Cleanup(func() {
-		if err := s.Close(); err != nil {
-			t.Errorf("Close() = %v, want nil", err)
-		}
-		if ps := r.survivors(); len(ps) > 0 {
-			t.Errorf("processes of the session alive after Close returned:\n%s", strings.Join(ps, "\n"))
-		}
-	})
-	return s
-}
-
 func (r *rig) sessionRequest(perm invoker.Permission) invoker.SessionRequest {
 	return invoker.SessionRequest{Workdir: r.workdir, Model: r.cli.model, Permission: perm}
 }
@@ -132,7 +111,7 @@ func codexDelta(t *testing.T, r *rig) {
 	t.Run("session", func(t *testing.T) {
 		req := r.sessionRequest(invoker.ReadOnly)
 		req.Deltas = true
-		s := openCodex(t, r, codexInvoker(t, r, "delta-session"), req)
+		s := r.openSession(t, codexInvoker(t, r, "delta-session"), req)
 		r.srv.Enqueue(pacedAnswer())
 		onEvent, got := recordEvents()
 		res, err := s.Turn(turnCtx(t), invoker.TurnRequest{Prompt: "stream the answer", OnEvent: onEvent})
@@ -152,7 +131,7 @@ func codexDelta(t *testing.T, r *rig) {
 func codexSteer(t *testing.T, r *rig) {
 	req := r.sessionRequest(invoker.ReadOnly)
 	req.Deltas = true
-	s := openCodex(t, r, codexInvoker(t, r, "steer"), req)
+	s := r.openSession(t, codexInvoker(t, r, "steer"), req)
 	const marker = "STEER-7f3a also mention the weather"
 	r.srv.Enqueue(pacedAnswer(), fakemodel.Answer("steered answer"))
 	streaming := make(chan struct{})
@@ -201,7 +180,7 @@ func codexSteer(t *testing.T, r *rig) {
 // codexSwitchModel: a turn's Model switches the session's model from that
 // turn on, as the model requests show.
 func codexSwitchModel(t *testing.T, r *rig) {
-	s := openCodex(t, r, codexInvoker(t, r, "switch-model"), r.sessionRequest(invoker.ReadOnly))
+	s := r.openSession(t, codexInvoker(t, r, "switch-model"), r.sessionRequest(invoker.ReadOnly))
 	r.srv.Enqueue(fakemodel.Answer("one"), fakemodel.Answer("two"), fakemodel.Answer("three"))
 	const other = "gpt-5.4"
 	ctx := turnCtx(t)
@@ -225,7 +204,7 @@ func codexSwitchModel(t *testing.T, r *rig) {
 // lowered to ReadOnly cannot write the workdir, one raised back to
 // WorkspaceWrite can, and one lowered again cannot: the disk says so.
 func codexSwitchPermission(t *testing.T, r *rig) {
-	s := openCodex(t, r, codexInvoker(t, r, "switch-permission"), r.sessionRequest(invoker.WorkspaceWrite))
+	s := r.openSession(t, codexInvoker(t, r, "switch-permission"), r.sessionRequest(invoker.WorkspaceWrite))
 	ctx := turnCtx(t)
 	for i, step := range []struct {
 		perm  invoker.Permission
@@ -363,7 +342,7 @@ func codexRateLimit(t *testing.T, r *rig) {
 	}
 
 	t.Run("session", func(t *testing.T) {
-		s := openCodex(t, r, codexInvoker(t, r, "rate-limit"), r.sessionRequest(invoker.ReadOnly))
+		s := r.openSession(t, codexInvoker(t, r, "rate-limit"), r.sessionRequest(invoker.ReadOnly))
 		r.srv.Enqueue(fakemodel.Turn{Text: "plenty left", Header: rateHeaders(reset)}, refused, refused)
 		ctx := turnCtx(t)
 		onEvent, got := recordEvents()

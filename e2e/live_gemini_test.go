@@ -37,22 +37,9 @@ func init() {
 // ends, with the check that nothing of it survives.
 func geminiSession(t *testing.T, r *rig, perm invoker.Permission, deltas bool) invoker.Session {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
-	t.Cleanup(cancel)
-	req := invoker.SessionRequest{Workdir: r.workdir, Model: r.cli.model, Permission: perm, Deltas: deltas}
-	s, err := r.inv.OpenSession(ctx, req)
-	if err != nil {
-		t.Fatalf("OpenSession() error = %v", err)
-	}
-	t.Cleanup(func() {
-		if err := s.Close(); err != nil {
-			t.Errorf("Close() = %v, want nil", err)
-		}
-		if ps := r.survivors(); len(ps) > 0 {
-			t.Errorf("processes of the session alive after Close returned:\n%s", strings.Join(ps, "\n"))
-		}
-	})
-	return s
+	req := r.sessionRequest(perm)
+	req.Deltas = deltas
+	return r.openSession(t, r.inv, req)
 }
 
 // geminiAnswer is a long answer that does not repeat itself: Gemini's loop

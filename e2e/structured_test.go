@@ -27,13 +27,7 @@ const nameSchema = `{"type":"object","properties":{"name":{"type":"string"}},"re
 // rigFor returns a rig for the CLI named name.
 func rigFor(t *testing.T, name string) *rig {
 	t.Helper()
-	for i := range clis {
-		if clis[i].name == name {
-			return newRig(t, &clis[i])
-		}
-	}
-	t.Fatalf("no CLI %q", name)
-	return nil
+	return newRig(t, cliNamed(name))
 }
 
 // shapeTurn is how the fake model answers {"name":"Ada"} to each CLI: Codex

@@ -107,7 +107,7 @@ func claudeGoTools(t *testing.T, r *rig) {
 		// second.
 		r := newRig(t, r.cli)
 		var rec recorder
-		s, closeSession := claudeSession(t, r, invoker.SessionRequest{
+		s := r.openSession(t, r.inv, invoker.SessionRequest{
 			MCPServers: []invoker.MCPServer{{Name: "gotools", Server: recordServer(rec.handle)}}})
 		for i, who := range []string{"bob", "ann"} {
 			r.srv.Enqueue(fakemodel.CallTool("mcp__gotools__record", map[string]any{"text": who}), fakemodel.EchoToolResult("after: "))
@@ -116,7 +116,7 @@ func claudeGoTools(t *testing.T, r *rig) {
 				t.Errorf("the handler saw %q, want %q last", got, who)
 			}
 		}
-		closeSession()
+		r.closeAndCheck(t, s)
 	})
 	t.Run("session after a cancelled call", func(t *testing.T) {
 		// A turn cancelled while the handler blocks leaves the session and
@@ -131,7 +131,7 @@ func claudeGoTools(t *testing.T, r *rig) {
 			}
 			return nil
 		})
-		s, closeSession := claudeSession(t, r, invoker.SessionRequest{MCPServers: []invoker.MCPServer{{Name: "gotools", Server: srv}}})
+		s := r.openSession(t, r.inv, invoker.SessionRequest{MCPServers: []invoker.MCPServer{{Name: "gotools", Server: srv}}})
 		r.srv.Enqueue(fakemodel.CallTool("mcp__gotools__record", map[string]any{"text": "eve"}))
 		if _, err := s.Turn(cancelOn(t, h.started), invoker.TurnRequest{Prompt: "record eve"}); !errors.Is(err, context.Canceled) {
 			t.Fatalf("cancelled Turn() error = %v, want one matching context.Canceled", err)
@@ -143,7 +143,7 @@ func claudeGoTools(t *testing.T, r *rig) {
 		}
 		r.srv.Enqueue(fakemodel.CallTool("mcp__gotools__record", map[string]any{"text": "bob"}), fakemodel.EchoToolResult("after: "))
 		claudeTurn(t, s, invoker.TurnRequest{Prompt: "record bob"}, "after: recorded: bob")
-		closeSession()
+		r.closeAndCheck(t, s)
 	})
 }
 

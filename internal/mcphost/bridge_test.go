@@ -18,6 +18,7 @@ const (
 	initializedMsg = `{"jsonrpc":"2.0","method":"notifications/initialized"}`
 )
 
+// newTestBridge returns a Bridge for servers and closes it at cleanup.
 func newTestBridge(t *testing.T, servers map[string]*mcp.Server) *Bridge {
 	t.Helper()
 	b, err := NewBridge(t.Context(), servers, nil)
@@ -38,15 +39,22 @@ type reply struct {
 	} `json:"error"`
 }
 
+// handle sends msg to server through b and decodes the reply.
 func handle(t *testing.T, b *Bridge, server, msg string) reply {
 	t.Helper()
 	out, err := b.Handle(t.Context(), server, []byte(msg))
 	if err != nil {
 		t.Fatalf("Handle(%s) error = %v", msg, err)
 	}
+	return decodeReply(t, out)
+}
+
+// decodeReply decodes out, a reply from Handle.
+func decodeReply(t *testing.T, out []byte) reply {
+	t.Helper()
 	var r reply
 	if err := json.Unmarshal(out, &r); err != nil {
-		t.Fatalf("Handle(%s) reply %q: %v", msg, out, err)
+		t.Fatalf("Handle() reply %q: %v", out, err)
 	}
 	return r
 }
@@ -234,53 +242,6 @@ func callBridgeBlocked(t *testing.T, ts *testServer, b *Bridge, ctx context.Cont
 	}()
 	<-ts.started
 	return errc
-}
-
-func TestBridgeCloseCancelsAndWaits(t *testing.T) {
-	ts := newTestServer(t, true)
-	b, err := NewBridge(t.Context(), map[string]*mcp.Server{"tools": ts.Server}, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	handshake(t, b, "tools")
-	errc := callBridgeBlocked(t, ts, b, context.Background(), 1)
-
-	closed := make(chan struct{})
-	go func() {
-		b.Close()
-		close(closed)
-	}()
-	if cause := <-ts.causes; !errors.Is(cause, ErrClosed) {
-		t.Errorf("handler's context cause = %v, want ErrClosed", cause)
-	}
-	select {
-	case <-closed:
-		t.Fatal("Close returned while a handler was still running")
-	default:
-	}
-	close(ts.release)
-	<-closed
-	<-errc
-	if _, err := b.Handle(t.Context(), "tools", []byte(initializeMsg)); !errors.Is(err, ErrClosed) {
-		t.Errorf("Handle() after Close error = %v, want ErrClosed", err)
-	}
-	if n := countSessions(ts.Server); n != 0 {
-		t.Errorf("server has %d sessions after Close, want 0", n)
-	}
-}
-
-func TestBridgeCancelCalls(t *testing.T) {
-	ts := newTestServer(t, false)
-	b := newTestBridge(t, map[string]*mcp.Server{"tools": ts.Server})
-	handshake(t, b, "tools")
-	errc := callBridgeBlocked(t, ts, b, context.Background(), 1)
-	b.CancelCalls()
-	if cause := <-ts.causes; !errors.Is(cause, ErrCallCancelled) {
-		t.Errorf("handler's context cause = %v, want ErrCallCancelled", cause)
-	}
-	if err := <-errc; err != nil {
-		t.Errorf("Handle() error = %v, want the server's reply", err)
-	}
 }
 
 func TestBridgeHandleContextCancelsCall(t *testing.T) {

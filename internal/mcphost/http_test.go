@@ -165,6 +165,7 @@ func TestHostCloseRefusesConnections(t *testing.T) {
 	}
 }
 
+// countSessions returns how many sessions s has open.
 func countSessions(s *mcp.Server) int {
 	n := 0
 	for range s.Sessions() {
@@ -184,53 +185,6 @@ func callBlocked(t *testing.T, ts *testServer, cs *mcp.ClientSession) <-chan err
 	}()
 	<-ts.started
 	return errc
-}
-
-func TestHostCloseCancelsAndWaitsForHandler(t *testing.T) {
-	ts := newTestServer(t, true)
-	h, err := Serve(t.Context(), map[string]*mcp.Server{"tools": ts.Server}, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	cs := connectHTTP(t, h.URL("tools"), h.Header())
-	errc := callBlocked(t, ts, cs)
-
-	closed := make(chan struct{})
-	go func() {
-		h.Close()
-		close(closed)
-	}()
-	if cause := <-ts.causes; !errors.Is(cause, ErrClosed) {
-		t.Errorf("handler's context cause = %v, want ErrClosed", cause)
-	}
-	// The handler has seen the cancellation and is still running.
-	select {
-	case <-closed:
-		t.Fatal("Close returned while a handler was still running")
-	default:
-	}
-	close(ts.release)
-	<-closed
-	<-errc // the client's call ends too, whatever its error
-}
-
-func TestHostCancelCalls(t *testing.T) {
-	ts := newTestServer(t, false)
-	h := serveTest(t, map[string]*mcp.Server{"tools": ts.Server})
-	cs := connectHTTP(t, h.URL("tools"), h.Header())
-	errc := callBlocked(t, ts, cs)
-
-	h.CancelCalls()
-	if cause := <-ts.causes; !errors.Is(cause, ErrCallCancelled) {
-		t.Errorf("handler's context cause = %v, want ErrCallCancelled", cause)
-	}
-	if err := <-errc; err != nil {
-		t.Errorf("CallTool(block) error = %v, want a tool error result", err)
-	}
-	// The host goes on serving.
-	if _, err := cs.CallTool(t.Context(), &mcp.CallToolParams{Name: "echo", Arguments: map[string]any{"text": "again"}}); err != nil {
-		t.Errorf("CallTool(echo) after CancelCalls error = %v", err)
-	}
 }
 
 func TestHostHandlerPanicIsToolError(t *testing.T) {

@@ -210,9 +210,12 @@ func TestExampleServerHTTPDisconnectAndShutdown(t *testing.T) {
 }
 
 // serverGone reports whether err is the failure of a request to a server
-// that exited: the connection it closed as it exited, or no listener.
+// that exited: the connection it closed as it exited (net/http says
+// "server closed idle connection" when that happened as the request went
+// out on it), or no listener.
 func serverGone(err error) bool {
-	return errors.Is(err, io.EOF) || errors.Is(err, syscall.ECONNRESET) || errors.Is(err, syscall.ECONNREFUSED)
+	return errors.Is(err, io.EOF) || errors.Is(err, syscall.ECONNRESET) || errors.Is(err, syscall.ECONNREFUSED) ||
+		strings.Contains(err.Error(), "server closed idle connection")
 }
 
 // killableClient is an HTTP client whose connections can all be closed

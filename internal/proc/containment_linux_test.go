@@ -117,6 +117,12 @@ func TestHostKilled(t *testing.T) {
 				host.Wait()
 				t.Fatalf("host reported %d processes of its tree, want 3", len(tree))
 			}
+			var root procKey
+			for _, p := range tree {
+				if st, err := readStat(p.pid); err == nil && st.start == p.start && st.ppid == int32(host.Process.Pid) {
+					root = p
+				}
+			}
 			keepers := keepersOf(t, host.Process.Pid)
 			if level == Cgroup && len(keepers) == 0 {
 				t.Errorf("host %d started no keeper at the cgroup level", host.Process.Pid)
@@ -126,11 +132,16 @@ func TestHostKilled(t *testing.T) {
 			host.Wait()
 			expect := tree
 			if level == Tracking {
+				// The root is the host's child; the processes print their
+				// reports in no set order.
 				expect = nil
 				for _, p := range tree {
-					if p.start == tree[0].start && p.pid == tree[0].pid {
-						expect = append(expect, p) // the root
+					if p == root {
+						expect = append(expect, p)
 					}
+				}
+				if len(expect) != 1 {
+					t.Fatalf("no reported process %v is the host's child %v", tree, root)
 				}
 			}
 			for _, p := range expect {

@@ -190,9 +190,14 @@ func TestApprovalAnsweredAtOnce(t *testing.T) {
 
 // The request's MCP servers become mcp_servers overrides; the secrets go
 // into the environment, named by the entries, never on the command line.
+// A command server's variables that only the server has are set empty for
+// the agent's own commands; one the host has, or Request.Env gives the
+// same value, is left alone.
 func TestMCPServersConfig(t *testing.T) {
-	req := invoker.SessionRequest{Workdir: "/w", ExtraArgs: []string{"--enable=x"}, MCPServers: []invoker.MCPServer{
-		{Name: "echo", Command: "/bin/mcpecho", Args: []string{"-v", `a "b"`}, Env: []string{"API_KEY=s3cret", "MODE=x"}},
+	t.Setenv("CLINVOKE_TEST_HOST_VAR", "host")
+	req := invoker.SessionRequest{Workdir: "/w", ExtraArgs: []string{"--enable=x"}, Env: []string{"CLINVOKE_TEST_MODE=x"}, MCPServers: []invoker.MCPServer{
+		{Name: "echo", Command: "/bin/mcpecho", Args: []string{"-v", `a "b"`},
+			Env: []string{"CLINVOKE_TEST_API_KEY=s3cret", "CLINVOKE_TEST_MODE=x", "CLINVOKE_TEST_HOST_VAR=server"}},
 		{Name: "go-tools", URL: "http://127.0.0.1:4000/mcp/go-tools", Headers: map[string]string{"Authorization": "Bearer tok3n", "X-Team": "blue"}},
 	}}
 	cmd, err := backend{}.SessionCommand(&req)
@@ -202,7 +207,8 @@ func TestMCPServersConfig(t *testing.T) {
 	want := []string{"app-server",
 		`--config=mcp_servers.echo.command="/bin/mcpecho"`,
 		`--config=mcp_servers.echo.args=["-v","a \"b\""]`,
-		`--config=mcp_servers.echo.env_vars=["API_KEY","MODE"]`,
+		`--config=mcp_servers.echo.env_vars=["CLINVOKE_TEST_API_KEY","CLINVOKE_TEST_MODE","CLINVOKE_TEST_HOST_VAR"]`,
+		`--config=shell_environment_policy.set.CLINVOKE_TEST_API_KEY=""`,
 		`--config=mcp_servers.echo.default_tools_approval_mode="approve"`,
 		`--config=mcp_servers.go-tools.url="http://127.0.0.1:4000/mcp/go-tools"`,
 		`--config=mcp_servers.go-tools.env_http_headers={"Authorization"="CLINVOKE_MCP_1_H0_TOKEN","X-Team"="CLINVOKE_MCP_1_H1_TOKEN"}`,
@@ -211,7 +217,7 @@ func TestMCPServersConfig(t *testing.T) {
 	if !reflect.DeepEqual(cmd.Args, want) {
 		t.Errorf("Args =\n%q\nwant\n%q", cmd.Args, want)
 	}
-	wantEnv := []string{"API_KEY=s3cret", "MODE=x", "CLINVOKE_MCP_1_H0_TOKEN=Bearer tok3n", "CLINVOKE_MCP_1_H1_TOKEN=blue"}
+	wantEnv := []string{"CLINVOKE_TEST_API_KEY=s3cret", "CLINVOKE_TEST_MODE=x", "CLINVOKE_TEST_HOST_VAR=server", "CLINVOKE_MCP_1_H0_TOKEN=Bearer tok3n", "CLINVOKE_MCP_1_H1_TOKEN=blue"}
 	if !reflect.DeepEqual(cmd.Env, wantEnv) {
 		t.Errorf("Env = %q, want %q", cmd.Env, wantEnv)
 	}
@@ -250,9 +256,11 @@ func TestMCPServersInvalid(t *testing.T) {
 		{{Name: "a", Command: "x", URL: "http://h"}},
 		{{Name: "a", Command: "x", Env: []string{"NOEQUALS"}}},
 		{{Name: "a", Command: "x", Env: []string{"DB=one"}}, {Name: "b", Command: "y", Env: []string{"DB=two"}}},
+		{{Name: "a", Command: "x", Env: []string{"REQ=two"}}},        // Request.Env's value would reach the server
+		{{Name: "a", Command: "x", Env: []string{"CLINVOKE.DOT=1"}}}, // not a name Codex can keep from its commands
 		{{Name: "a", Server: mcp.NewServer(&mcp.Implementation{Name: "s"}, nil)}},
 	} {
-		if _, err := (backend{}).SessionCommand(&invoker.SessionRequest{MCPServers: servers}); !errors.Is(err, invoker.ErrInvalidRequest) {
+		if _, err := (backend{}).SessionCommand(&invoker.SessionRequest{MCPServers: servers, Env: []string{"REQ=one"}}); !errors.Is(err, invoker.ErrInvalidRequest) {
 			t.Errorf("SessionCommand(%+v) error = %v, want ErrInvalidRequest", servers, err)
 		}
 	}

@@ -112,7 +112,10 @@
 // servers are served on 127.0.0.1 and reached by URL; every server of the
 // request is an mcp_servers override on the command line, with header
 // values and the bearer token only in the environment, named by
-// env_http_headers. Without Approve their tools run without asking. The
+// env_http_headers; a command server's Env goes through app-server's
+// environment too, and each of its variables the host does not already
+// have is set empty for the agent's own commands, so that they do not see
+// the server's secrets. Without Approve their tools run without asking. The
 // wire shapes are documented with the protocol (approval.go, mcp.go); all
 // of it was measured with 0.169.0.
 package codex

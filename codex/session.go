@@ -3,6 +3,7 @@ package codex
 import (
 	"encoding/json"
 	"fmt"
+	"os"
 	"regexp"
 	"strconv"
 	"strings"
@@ -57,12 +58,18 @@ func (backend) SessionCommand(req *invoker.SessionRequest) (*driver.Command, err
 	if req.Approve != nil {
 		args = append(args, profileArgs(mode)...)
 	}
-	mcpArgs, env, err := mcpConfig(req.MCPServers, req.Approve == nil)
+	mcpArgs, env, err := mcpConfig(req.MCPServers, req.Approve == nil, req.Env, inHostEnv)
 	if err != nil {
 		return nil, err
 	}
 	args = append(args, mcpArgs...)
 	return &driver.Command{Args: append(args, req.ExtraArgs...), Env: env}, nil
+}
+
+// inHostEnv reports whether the host's environment holds the variable name.
+func inHostEnv(name string) bool {
+	_, ok := os.LookupEnv(name)
+	return ok
 }
 
 // NewSessionProtocol returns the JSON-RPC driver of one app-server session.

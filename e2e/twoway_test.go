@@ -503,6 +503,31 @@ func mcpServerScenarios(t *testing.T, r *rig, w *twoWayCLI) {
 			t.Errorf("the stdio server (pid %d) is alive after the run: kill 0 = %v", pid, err)
 		}
 	})
+	// A server's Env is the server's: the agent's own commands do not see
+	// it (Codex hands it over through its own environment, which its
+	// shell would otherwise inherit).
+	t.Run("stdio env", func(t *testing.T) {
+		r := newRig(t, r.cli)
+		self, err := os.Executable()
+		if err != nil {
+			t.Fatal(err)
+		}
+		marker := "m-" + strconv.Itoa(os.Getpid())
+		r.srv.Enqueue(fakemodel.Shell("env"), fakemodel.EchoToolResult("after: "))
+		req := r.request("what does the shell see?")
+		req.Permission = invoker.Unlimited // env runs without a question in every CLI
+		req.MCPServers = []invoker.MCPServer{{Name: "ext", Command: self, Env: []string{stdioMCPEnv + "=" + marker}}}
+		res, err := r.invoke(context.Background(), req)
+		if err != nil {
+			t.Fatalf("Invoke() error = %v; stderr:\n%s", err, res.Stderr)
+		}
+		if !strings.Contains(res.Text, "PATH=") {
+			t.Fatalf("answer %q, want the environment the shell command printed", res.Text)
+		}
+		if strings.Contains(res.Text, marker) {
+			t.Errorf("the agent's shell saw the stdio server's Env: %q", res.Text)
+		}
+	})
 }
 
 // openSessions opens one session of inv for each of reqs, in the workdir

@@ -77,7 +77,9 @@ type MCPServer struct {
 	// (see mcp.AddTool). The same server may serve several runs at once.
 	Server *mcp.Server
 	// Command and Args start a server that speaks MCP on its standard
-	// input and output; Env holds KEY=VALUE pairs for it.
+	// input and output; Env holds KEY=VALUE pairs for it, which the
+	// agent's own commands do not see (for Codex, unless the host's
+	// environment already has the variable: see package codex).
 	Command string
 	Args    []string
 	Env     []string

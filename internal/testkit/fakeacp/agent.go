@@ -424,24 +424,18 @@ func (a *agent) prompt(id json.RawMessage, n int, intr <-chan struct{}) {
 		a.permission(intr)
 	}
 	var said []string // what Ask, Edit and MCPCall put before the answer
-	if s.Ask != "" {
-		what, ok := a.askCommand(s.Ask, intr)
-		if !ok {
-			cancelled()
-			return
+	for _, step := range []struct {
+		set bool
+		run func() (string, bool)
+	}{
+		{s.Ask != "", func() (string, bool) { return a.askCommand(s.Ask, intr) }},
+		{s.Edit != "", func() (string, bool) { return a.askEdit(s.Edit, intr) }},
+		{s.MCPCall != nil, func() (string, bool) { return a.mcpCall(s.MCPCall, intr) }},
+	} {
+		if !step.set {
+			continue
 		}
-		said = append(said, what)
-	}
-	if s.Edit != "" {
-		what, ok := a.askEdit(s.Edit, intr)
-		if !ok {
-			cancelled()
-			return
-		}
-		said = append(said, what)
-	}
-	if s.MCPCall != nil {
-		what, ok := a.mcpCall(s.MCPCall, intr)
+		what, ok := step.run()
 		if !ok {
 			cancelled()
 			return

@@ -274,14 +274,39 @@ func (a *agent) claudePermission(ctx context.Context, tool string, input obj, co
 	return verdict{allow: true, input: r.UpdatedInput}, nil
 }
 
+// claudeToolResult prints the user message carrying a tool's result
+// block, with the tool_use_result Claude Code adds to it.
+func (a *agent) claudeToolResult(block obj, result any) {
+	a.emit(obj{{"type", "user"}, {"message", obj{{"role", "user"}, {"content", []obj{block}}}},
+		{"parent_tool_use_id", nil}, {"session_id", a.sid}, {"uuid", uuid4()},
+		{"timestamp", timestamp()}, {"tool_use_result", result}})
+}
+
 // claudeDenied prints the tool result of a denied call and records the
 // denial for the turn's result.
 func (a *agent) claudeDenied(id, tool string, input obj, msg string) {
-	a.emit(obj{{"type", "user"}, {"message", obj{{"role", "user"}, {"content", []obj{{
-		{"type", "tool_result"}, {"content", msg}, {"is_error", true}, {"tool_use_id", id},
-	}}}}}, {"parent_tool_use_id", nil}, {"session_id", a.sid}, {"uuid", uuid4()},
-		{"timestamp", timestamp()}, {"tool_use_result", "Error: " + msg}})
+	a.claudeToolResult(obj{{"type", "tool_result"}, {"content", msg}, {"is_error", true}, {"tool_use_id", id}}, "Error: "+msg)
 	a.claude.denials = append(a.claude.denials, obj{{"tool_name", tool}, {"tool_use_id", id}, {"tool_input", input}})
+}
+
+// claudeUse has the model call tool with input (running command, or
+// changing the file path), and asks whether it may (claudePermission).
+// It returns the call's id and the changed input of an allow, if any;
+// for a denial, which it reports, the outcome line.
+func (a *agent) claudeUse(ctx context.Context, tool string, input obj, command, path string) (id string, changed json.RawMessage, deniedLine string, err error) {
+	id = "toolu_" + randHex(12)
+	a.newMessage()
+	a.assistant(obj{{"type", "tool_use"}, {"id", id}, {"name", tool}, {"input", input}})
+	a.msgID = ""
+	v, err := a.claudePermission(ctx, tool, input, command, path, id)
+	if err != nil {
+		return "", nil, "", err
+	}
+	if !v.allow {
+		a.claudeDenied(id, tool, input, v.message)
+		return id, nil, denied(v.message), nil
+	}
+	return id, v.input, "", nil
 }
 
 // claudeActions runs the turn's actions under ctx and returns their
@@ -293,24 +318,15 @@ func (a *agent) claudeActions(ctx context.Context) (outcomes, error) {
 // claudeAsk has the model call Bash with command, asks, and runs it if
 // allowed.
 func (a *agent) claudeAsk(ctx context.Context, command string) (string, error) {
-	id := "toolu_" + randHex(12)
-	input := obj{{"command", command}, {"description", "Run " + command}}
-	a.newMessage()
-	a.assistant(obj{{"type", "tool_use"}, {"id", id}, {"name", "Bash"}, {"input", input}})
-	a.msgID = ""
-	v, err := a.claudePermission(ctx, "Bash", input, command, "", id)
-	if err != nil {
-		return "", err
+	id, changed, line, err := a.claudeUse(ctx, "Bash", obj{{"command", command}, {"description", "Run " + command}}, command, "")
+	if err != nil || line != "" {
+		return line, err
 	}
-	if !v.allow {
-		a.claudeDenied(id, "Bash", input, v.message)
-		return denied(v.message), nil
-	}
-	if len(v.input) > 0 {
+	if len(changed) > 0 {
 		var in struct {
 			Command string `json:"command"`
 		}
-		if json.Unmarshal(v.input, &in) == nil && in.Command != "" {
+		if json.Unmarshal(changed, &in) == nil && in.Command != "" {
 			command = in.Command
 		}
 	}
@@ -318,37 +334,24 @@ func (a *agent) claudeAsk(ctx context.Context, command string) (string, error) {
 	if ctx.Err() != nil {
 		return "", ctx.Err()
 	}
-	a.emit(obj{{"type", "user"}, {"message", obj{{"role", "user"}, {"content", []obj{{
-		{"tool_use_id", id}, {"type", "tool_result"}, {"content", output}, {"is_error", code != 0},
-	}}}}}, {"parent_tool_use_id", nil}, {"session_id", a.sid}, {"uuid", uuid4()},
-		{"timestamp", timestamp()},
-		{"tool_use_result", obj{{"stdout", output}, {"stderr", ""}, {"interrupted", false},
-			{"isImage", false}, {"noOutputExpected", false}}}})
+	a.claudeToolResult(obj{{"tool_use_id", id}, {"type", "tool_result"}, {"content", output}, {"is_error", code != 0}},
+		obj{{"stdout", output}, {"stderr", ""}, {"interrupted", false}, {"isImage", false}, {"noOutputExpected", false}})
 	return OutcomeApproved, nil
 }
 
 // claudeEdit has the model call Write for e, asks, and writes the file if
 // allowed: the file_path and content of a changed input, if any.
 func (a *agent) claudeEdit(ctx context.Context, e fileEdit) (string, error) {
-	id := "toolu_" + randHex(12)
-	input := obj{{"file_path", e.path}, {"content", e.content}}
-	a.newMessage()
-	a.assistant(obj{{"type", "tool_use"}, {"id", id}, {"name", "Write"}, {"input", input}})
-	a.msgID = ""
-	v, err := a.claudePermission(ctx, "Write", input, "", e.path, id)
-	if err != nil {
-		return "", err
+	id, changed, line, err := a.claudeUse(ctx, "Write", obj{{"file_path", e.path}, {"content", e.content}}, "", e.path)
+	if err != nil || line != "" {
+		return line, err
 	}
-	if !v.allow {
-		a.claudeDenied(id, "Write", input, v.message)
-		return denied(v.message), nil
-	}
-	if len(v.input) > 0 {
+	if len(changed) > 0 {
 		var in struct {
 			FilePath *string `json:"file_path"`
 			Content  *string `json:"content"`
 		}
-		if json.Unmarshal(v.input, &in) == nil {
+		if json.Unmarshal(changed, &in) == nil {
 			if in.FilePath != nil && *in.FilePath != e.path {
 				e = newFileEdit(*in.FilePath)
 			}
@@ -357,7 +360,7 @@ func (a *agent) claudeEdit(ctx context.Context, e fileEdit) (string, error) {
 			}
 		}
 	}
-	line := e.write()
+	line = e.write()
 	kind, text := "create", "File created successfully at: "+e.path
 	if e.old != nil {
 		kind, text = "update", "The file "+e.path+" has been updated."
@@ -365,12 +368,8 @@ func (a *agent) claudeEdit(ctx context.Context, e fileEdit) (string, error) {
 	if line != OutcomeEdited {
 		text = line
 	}
-	a.emit(obj{{"type", "user"}, {"message", obj{{"role", "user"}, {"content", []obj{{
-		{"tool_use_id", id}, {"type", "tool_result"}, {"content", text}, {"is_error", line != OutcomeEdited},
-	}}}}}, {"parent_tool_use_id", nil}, {"session_id", a.sid}, {"uuid", uuid4()},
-		{"timestamp", timestamp()},
-		{"tool_use_result", obj{{"type", kind}, {"filePath", e.path}, {"content", e.content},
-			{"structuredPatch", []obj{}}, {"originalFile", e.old}}}})
+	a.claudeToolResult(obj{{"tool_use_id", id}, {"type", "tool_result"}, {"content", text}, {"is_error", line != OutcomeEdited}},
+		obj{{"type", kind}, {"filePath", e.path}, {"content", e.content}, {"structuredPatch", []obj{}}, {"originalFile", e.old}})
 	return line, nil
 }
 
@@ -418,11 +417,8 @@ func (a *agent) claudeCallTool(ctx context.Context) (string, error) {
 	if err == nil {
 		text = res.text
 	}
-	a.emit(obj{{"type", "user"}, {"message", obj{{"role", "user"}, {"content", []obj{{
-		{"tool_use_id", id}, {"type", "tool_result"}, {"content", []obj{{{"type", "text"}, {"text", text}}}},
-		{"is_error", err != nil || res.isError},
-	}}}}}, {"parent_tool_use_id", nil}, {"session_id", a.sid}, {"uuid", uuid4()},
-		{"timestamp", timestamp()}, {"tool_use_result", []obj{{{"type", "text"}, {"text", text}}}}})
+	a.claudeToolResult(obj{{"tool_use_id", id}, {"type", "tool_result"}, {"content", []obj{{{"type", "text"}, {"text", text}}}},
+		{"is_error", err != nil || res.isError}}, []obj{{{"type", "text"}, {"text", text}}})
 	return res.outcome(err), nil
 }
 

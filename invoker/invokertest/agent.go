@@ -116,18 +116,38 @@ type Agent struct {
 	// MCPServers) take; the one-shot mode ignores it.
 	Ask string
 
+	// Edit makes every turn ask permission to write this file (a path
+	// relative to the working directory, or absolute) after Ask, in the
+	// CLI's own protocol, as the CLI asks a run's Approve callback before
+	// it changes a file: Claude Code's can_use_tool request for its Write
+	// tool, Codex's file change approval request (after the fileChange
+	// item that describes the change), ACP's session/request_permission
+	// for Gemini CLI's write_file (a tool call of kind edit). Approve
+	// sees an invoker.Approval of Kind "file_change" whose Paths hold the
+	// file's absolute path. When allowed, the agent writes the line
+	// "edited by the fake agent" into the file, creating it (and its
+	// directory) if need be, or replacing what it held (for Claude Code,
+	// the file_path and content of a Decision.Input's changed input), and
+	// the answer's line for it is "edited" ("edit failed: " and why, when
+	// the write fails); when denied, the file is left alone, and the line
+	// is "denied", followed for Claude Code by ": " and Decision.Message
+	// (the other CLIs carry no message). An allow for the session is
+	// remembered: later turns of a session write the file without asking.
+	// Like Ask, Edit acts in the long-lived mode only.
+	Edit string
+
 	// CallTool makes every turn call a tool of an MCP server of the run
 	// (invoker.Request.MCPServers), named "server/tool", with ToolArgs,
-	// after Ask and before the answer, the way the CLI calls the tools of
-	// such servers; a Go server (MCPServer.Server) is reached as the
-	// library serves it to the CLI. The answer holds the tool's result
-	// text, after Ask's line: "tool error: " and the text for an error
-	// result, "tool failed: " and why for a call that got no result (an
-	// unknown server or tool). When the CLI asks about the call (Claude
-	// Code and Gemini CLI ask, unless the library lets the request's
-	// servers run), Approve decides as for Ask, and a denial gives the
-	// line "denied". Cancelling the turn cancels the call. Like Ask,
-	// CallTool acts in the long-lived mode only.
+	// after Ask and Edit and before the answer, the way the CLI calls the
+	// tools of such servers; a Go server (MCPServer.Server) is reached as
+	// the library serves it to the CLI. The answer holds the tool's result
+	// text, after the lines of Ask and Edit: "tool error: " and the text for
+	// an error result, "tool failed: " and why for a call that got no result
+	// (an unknown server or tool). When the CLI asks about the call (Claude
+	// Code and Gemini CLI ask, unless the library lets the request's servers
+	// run), Approve decides as for Ask, and a denial gives the line
+	// "denied". Cancelling the turn cancels the call. Like Ask, CallTool
+	// acts in the long-lived mode only.
 	CallTool string
 
 	// ToolArgs are the arguments of CallTool's call.
@@ -170,6 +190,7 @@ func (a Agent) Options() invoker.Options {
 		Escapee:       a.LeaveBehind,
 		TurnSpawns:    a.LeaveBehind,
 		Ask:           a.Ask,
+		Edit:          a.Edit,
 		CallTool:      a.CallTool,
 	}
 	if a.ToolArgs != nil {
@@ -224,6 +245,7 @@ func (f Fake) Agent(cli string) (Agent, invoker.Options) {
 		Tool:        f.Tool,
 		LeaveBehind: f.Grandchild || f.Escapee,
 		Ask:         f.Ask,
+		Edit:        f.Edit,
 		CallTool:    f.CallTool,
 		ToolArgs:    f.ToolArgs,
 	}

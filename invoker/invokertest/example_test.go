@@ -85,6 +85,31 @@ func ExampleAgent_approve() {
 	// ran: false
 }
 
+// An Agent asks before it changes a file, as its CLI does, so a test can
+// check how an Approve callback treats file changes: here the callback
+// allows the change, and the agent writes the file.
+func ExampleAgent_edit() {
+	workdir, _ := os.MkdirTemp("", "example")
+	defer os.RemoveAll(workdir)
+	agent := invokertest.Agent{CLI: "codex", Edit: "CHANGELOG.md"}
+	res, err := codex.New(agent.Options()).Invoke(context.Background(), invoker.Request{
+		Prompt:     "Note the fix in the changelog.",
+		Workdir:    workdir,
+		Permission: invoker.WorkspaceWrite,
+		Approve: func(ctx context.Context, a invoker.Approval) invoker.Decision {
+			fmt.Println("asked:", a.Kind, filepath.Base(a.Paths[0]))
+			return invoker.Decision{Allow: true}
+		},
+	})
+	b, _ := os.ReadFile(filepath.Join(workdir, "CHANGELOG.md"))
+	fmt.Println(res.Text, err)
+	fmt.Printf("written: %q\n", b)
+	// Output:
+	// asked: file_change CHANGELOG.md
+	// edited <nil>
+	// written: "edited by the fake agent\n"
+}
+
 // An Agent calls the tools of a run's Go MCP server the way its CLI
 // does, so a test can check a tool without a model or a key: the
 // handler sees the agent's arguments, and the agent answers with the

@@ -192,3 +192,78 @@ func TestRunWithAgent(t *testing.T) {
 
 // wrapped is a user's middleware: it embeds the Invoker it wraps.
 type wrapped struct{ invoker.Invoker }
+
+// The suite catches an Invoker that mishandles the questions about file
+// changes (and does not take that for a fake that ignores Fake.Edit):
+// one that hides their paths, and one that allows them without asking
+// the callback. The same Invoker passing the questions on passes.
+func TestSuiteChecksFileChanges(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name    string
+		approve func(orig func(context.Context, invoker.Approval) invoker.Decision) func(context.Context, invoker.Approval) invoker.Decision
+		want    string // in ApproveFileChange's failure; "" for none
+	}{
+		{"passed on", nil, ""},
+		{"paths hidden", func(orig func(context.Context, invoker.Approval) invoker.Decision) func(context.Context, invoker.Approval) invoker.Decision {
+			return func(ctx context.Context, a invoker.Approval) invoker.Decision {
+				a.Paths = nil
+				return orig(ctx, a)
+			}
+		}, "want a file_change whose Paths name"},
+		{"allowed without asking", func(orig func(context.Context, invoker.Approval) invoker.Decision) func(context.Context, invoker.Approval) invoker.Decision {
+			return func(ctx context.Context, a invoker.Approval) invoker.Decision {
+				if a.Kind == "file_change" {
+					return invoker.Decision{Allow: true}
+				}
+				return orig(ctx, a)
+			}
+		}, "Approve was called 0 times"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			err := invokertest.Test(func(f invokertest.Fake) invoker.Invoker {
+				if f.Edit == "" {
+					return stubInvoker{} // the other cases are not under test
+				}
+				a, opts := f.Agent("claude")
+				return approveWrapper{claude.New(a.Options(), opts), tc.approve}
+			}, t.TempDir())
+			var got []string
+			for _, line := range strings.Split(fmt.Sprint(err), "\n") {
+				if strings.HasPrefix(line, "ApproveFileChange: ") {
+					got = append(got, line)
+				}
+			}
+			switch {
+			case tc.want == "" && len(got) > 0:
+				t.Errorf("ApproveFileChange failed an Invoker that passes the questions on:\n%s", strings.Join(got, "\n"))
+			case tc.want != "" && !strings.Contains(strings.Join(got, "\n"), tc.want):
+				t.Errorf("ApproveFileChange reported %q, want a failure holding %q", got, tc.want)
+			}
+		})
+	}
+}
+
+// approveWrapper is a middleware that changes the Approve callback of
+// each request with approve, when set.
+type approveWrapper struct {
+	invoker.Invoker
+	approve func(func(context.Context, invoker.Approval) invoker.Decision) func(context.Context, invoker.Approval) invoker.Decision
+}
+
+func (w approveWrapper) Invoke(ctx context.Context, req invoker.Request) (*invoker.Result, error) {
+	if w.approve != nil && req.Approve != nil {
+		req.Approve = w.approve(req.Approve)
+	}
+	return w.Invoker.Invoke(ctx, req)
+}
+
+// stubInvoker declares Approve and fails every call at once.
+type stubInvoker struct{ brokenInvoker }
+
+func (stubInvoker) Capabilities() invoker.Capabilities { return invoker.Capabilities{Approve: true} }
+
+func (stubInvoker) Invoke(context.Context, invoker.Request) (*invoker.Result, error) {
+	return &invoker.Result{ExitCode: -1}, errors.New("stub")
+}

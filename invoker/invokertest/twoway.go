@@ -5,6 +5,7 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -18,6 +19,10 @@ import (
 // askFile is the file the command of the approval cases creates in the
 // workdir.
 const askFile = "conformance-approved"
+
+// editFile is the file the CLI asks to write in ApproveFileChange, in a
+// directory of the workdir that does not exist yet.
+var editFile = filepath.Join("conformance-edits", "edited.txt")
 
 // askLevel is the permission level of the approval cases: the one at
 // which every CLI leaves a shell command to Approve (below it, Claude
@@ -86,6 +91,58 @@ var twoWayCases = []testCase{
 			}
 			if !strings.HasPrefix(res.Text, "approved") {
 				r.errorf("Result.Text = %q, want the CLI's answer to start with approved", res.Text)
+			}
+		},
+	},
+	{
+		name: "ApproveFileChange",
+		rule: "with Request.Approve (where declared), a file change the CLI asks permission for goes to Approve as a file_change naming the file in its Paths; a denial keeps the file unwritten, an allow lets the CLI write it",
+		run: func(r *report, k *kase) {
+			if !k.capabilities().Approve {
+				return
+			}
+			for _, allow := range []bool{false, true} {
+				var asked []invoker.Approval
+				var mu sync.Mutex
+				wd := k.workdir()
+				res, err := k.invoke(r, context.Background(), Fake{Edit: editFile}, invoker.Request{Workdir: wd,
+					Permission: askLevel,
+					Approve: func(_ context.Context, a invoker.Approval) invoker.Decision {
+						mu.Lock()
+						asked = append(asked, a)
+						mu.Unlock()
+						return invoker.Decision{Allow: allow, Message: "not in a conformance test"}
+					}})
+				mu.Lock()
+				changes := slices.ContainsFunc(asked, func(a invoker.Approval) bool { return a.Kind == "file_change" })
+				mu.Unlock()
+				written := exists(filepath.Join(wd, editFile))
+				if !changes && !written && err == nil && !hasOutcome(res.Text, "denied", "edited") {
+					// The fake did nothing of Fake.Edit: a factory
+					// written before it, which the case cannot check.
+					r.skipf("the CLI neither asked about Fake.Edit's file nor answered about it (answer %q): does the factory's fake do Fake.Edit?", res.Text)
+					return
+				}
+				verb, want := "denied", "denied"
+				if allow {
+					verb, want = "allowed", "edited"
+				}
+				if err != nil {
+					r.errorf("%s: Invoke() error = %v, want nil", verb, err)
+				}
+				if written != allow {
+					r.errorf("%s: %s written = %v, want %v", verb, editFile, written, allow)
+				}
+				if !strings.HasPrefix(res.Text, want) {
+					r.errorf("%s: Result.Text = %q, want the CLI's answer to start with %s", verb, res.Text, want)
+				}
+				mu.Lock()
+				if len(asked) != 1 {
+					r.errorf("%s: Approve was called %d times, want once", verb, len(asked))
+				} else if a := asked[0]; a.Kind != "file_change" || !namesFile(a.Paths, wd, editFile) || a.Tool.Name == "" {
+					r.errorf("%s: Approval = {Kind %q, Paths %q, Tool.Name %q}, want a file_change whose Paths name %s and the tool's name", verb, a.Kind, a.Paths, a.Tool.Name, filepath.Join(wd, editFile))
+				}
+				mu.Unlock()
 			}
 		},
 	},
@@ -246,6 +303,40 @@ var twoWayCases = []testCase{
 // echoIn is the input of the conformance tools.
 type echoIn struct {
 	Text string `json:"text"`
+}
+
+// hasOutcome reports whether text starts with one of the outcome lines.
+func hasOutcome(text string, lines ...string) bool {
+	for _, l := range lines {
+		if strings.HasPrefix(text, l) {
+			return true
+		}
+	}
+	return false
+}
+
+// namesFile reports whether paths name the file rel of the workdir wd,
+// by its absolute path or relative to wd (the workdir compared once
+// symbolic links are resolved).
+func namesFile(paths []string, wd, rel string) bool {
+	for _, p := range paths {
+		if !filepath.IsAbs(p) {
+			p = filepath.Join(wd, p)
+		}
+		dir, ok := strings.CutSuffix(filepath.Clean(p), string(filepath.Separator)+rel)
+		if ok && realPath(dir) == realPath(wd) {
+			return true
+		}
+	}
+	return false
+}
+
+// realPath returns path with its symbolic links resolved, or path.
+func realPath(path string) string {
+	if p, err := filepath.EvalSymlinks(path); err == nil {
+		return p
+	}
+	return path
 }
 
 func exists(path string) bool {

@@ -9,10 +9,13 @@ import (
 	"io"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"slices"
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/clinvoke/clinvoke/internal/testkit/fakeagent"
 )
 
 // obj is a JSON object whose keys keep their order.
@@ -420,17 +423,19 @@ func (a *agent) prompt(id json.RawMessage, n int, intr <-chan struct{}) {
 	if s.Permission != "" {
 		a.permission(intr)
 	}
-	var said []string // what Ask and MCPCall put before the answer
-	if s.Ask != "" {
-		what, ok := a.askCommand(s.Ask, intr)
-		if !ok {
-			cancelled()
-			return
+	var said []string // what Ask, Edit and MCPCall put before the answer
+	for _, step := range []struct {
+		set bool
+		run func() (string, bool)
+	}{
+		{s.Ask != "", func() (string, bool) { return a.askCommand(s.Ask, intr) }},
+		{s.Edit != "", func() (string, bool) { return a.askEdit(s.Edit, intr) }},
+		{s.MCPCall != nil, func() (string, bool) { return a.mcpCall(s.MCPCall, intr) }},
+	} {
+		if !step.set {
+			continue
 		}
-		said = append(said, what)
-	}
-	if s.MCPCall != nil {
-		what, ok := a.mcpCall(s.MCPCall, intr)
+		what, ok := step.run()
 		if !ok {
 			cancelled()
 			return
@@ -569,22 +574,77 @@ func (a *agent) askPermission(call obj, options []obj, intr <-chan struct{}) (st
 	return got, true
 }
 
+// geminiOptions are Gemini CLI's options for a question about a shell
+// command or an edit; always names its allow_always option.
+func geminiOptions(always string) []obj {
+	return []obj{
+		{{"optionId", "proceed_always"}, {"name", always}, {"kind", "allow_always"}},
+		{{"optionId", "proceed_once"}, {"name", "Allow"}, {"kind", "allow_once"}},
+		{{"optionId", "cancel"}, {"name", "Reject"}, {"kind", "reject_once"}},
+	}
+}
+
+// askGemini asks permission for call with Gemini CLI's options and
+// returns whether it was allowed, and otherwise the first line of the
+// answer; false when the turn was cancelled first.
+func (a *agent) askGemini(call obj, always string, intr <-chan struct{}) (allowed bool, line string, ok bool) {
+	got, ok := a.askPermission(call, geminiOptions(always), intr)
+	if !ok {
+		return false, "", false
+	}
+	if got != "proceed_once" && got != "proceed_always" {
+		return false, "denied (" + got + ")", true
+	}
+	return true, "", true
+}
+
+// askEdit asks permission to write path, as Gemini CLI asks for its
+// write_file tool, and writes fakeagent.EditContent into it when allowed.
+// It returns the first line of the answer; false when the turn was
+// cancelled first.
+func (a *agent) askEdit(path string, intr <-chan struct{}) (string, bool) {
+	a.mu.Lock()
+	cwd := a.cwd
+	a.mu.Unlock()
+	if !filepath.IsAbs(path) {
+		path = filepath.Join(cwd, path)
+	}
+	title := path
+	if rel, err := filepath.Rel(cwd, path); err == nil && !strings.HasPrefix(rel, "..") {
+		title = rel
+	}
+	var old any // null for a new file
+	if b, err := os.ReadFile(path); err == nil {
+		old = string(b)
+	}
+	tid := "write_file__write_file_" + randHex(4)
+	diff := []obj{{{"type", "diff"}, {"path", path}, {"oldText", old}, {"newText", fakeagent.EditContent}}}
+	allowed, line, ok := a.askGemini(obj{{"toolCallId", tid}, {"status", "pending"}, {"title", "Writing to " + title},
+		{"content", diff}, {"locations", []obj{{{"path", path}}}}, {"kind", "edit"}}, "Allow All Edits", intr)
+	if !allowed {
+		return line, ok
+	}
+	status, line := "completed", "edited"
+	err := os.MkdirAll(filepath.Dir(path), 0o755)
+	if err == nil {
+		err = os.WriteFile(path, []byte(fakeagent.EditContent), 0o644)
+	}
+	if err != nil {
+		status, line = "failed", "edit failed: "+err.Error()
+	}
+	a.update(obj{{"sessionUpdate", "tool_call_update"}, {"toolCallId", tid}, {"status", status}, {"content", diff}})
+	return line, true
+}
+
 // askCommand asks permission to run command, as Gemini CLI asks for its
 // shell tool, and runs it when allowed. It returns the first line of the
 // answer; false when the turn was cancelled first.
 func (a *agent) askCommand(command string, intr <-chan struct{}) (string, bool) {
 	tid := "run_shell_command__run_shell_command_" + randHex(4)
-	got, ok := a.askPermission(obj{{"toolCallId", tid}, {"status", "pending"}, {"title", command},
-		{"rawInput", obj{{"command", command}}}, {"locations", []obj{}}, {"kind", "execute"}}, []obj{
-		{{"optionId", "proceed_always"}, {"name", "Allow for this session"}, {"kind", "allow_always"}},
-		{{"optionId", "proceed_once"}, {"name", "Allow"}, {"kind", "allow_once"}},
-		{{"optionId", "cancel"}, {"name", "Reject"}, {"kind", "reject_once"}},
-	}, intr)
-	if !ok {
-		return "", false
-	}
-	if got != "proceed_once" && got != "proceed_always" {
-		return "denied (" + got + ")", true
+	allowed, line, ok := a.askGemini(obj{{"toolCallId", tid}, {"status", "pending"}, {"title", command},
+		{"rawInput", obj{{"command", command}}}, {"locations", []obj{}}, {"kind", "execute"}}, "Allow for this session", intr)
+	if !allowed {
+		return line, ok
 	}
 	a.mu.Lock()
 	cwd := a.cwd

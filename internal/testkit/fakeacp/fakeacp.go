@@ -32,7 +32,7 @@
 // switching (an unknown mode is an error). Any other request gets -32601.
 //
 // Per session/prompt, in order: ReportState's thought, Thought, Malformed
-// lines, the Permission request, Ask, the MCPCall, the ClientRequest, the Tool call, the
+// lines, the Permission request, Ask, Edit, the MCPCall, the ClientRequest, the Tool call, the
 // HugeLine, Stream's endless steps, the answer in Chunks (ExitCode exits
 // after its first chunk), StallFor, and the response with StopReason (or
 // the error Fail). session/cancel ends the turn with stop reason cancelled
@@ -109,6 +109,19 @@ type Script struct {
 	// the session's cwd and the answer starts with "approved"; otherwise
 	// it starts with "denied" and the outcome.
 	Ask string `json:"ask,omitempty"`
+	// Edit, when set, is a file (a path relative to the session's cwd,
+	// or absolute) the fake asks permission to write, after Ask, as
+	// Gemini CLI asks before its write_file tool: a tool call of kind
+	// edit titled "Writing to FILE", the file's absolute path in its
+	// locations and a diff of the file (oldText null for a new file,
+	// newText fakeagent.EditContent) as its content, with Gemini's
+	// options for an edit (allow_always "proceed_always", allow_once
+	// "proceed_once", reject_once "cancel"). Allowed, it writes the file
+	// (creating its directory if need be) and the answer starts with
+	// "edited" ("edit failed: " and why when the write fails); otherwise
+	// the file is left alone and the answer starts with "denied" and the
+	// outcome.
+	Edit string `json:"edit,omitempty"`
 	// MCPCall, when set, calls a tool of an MCP server the client gave in
 	// session/new, after the Permission request, as Gemini CLI does: it
 	// asks session/request_permission for a tool call of kind "other"

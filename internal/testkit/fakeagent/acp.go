@@ -169,7 +169,7 @@ func (g *acpAgent) prompt(id json.RawMessage, n int, prompt string, intr <-chan 
 			{"kind", "execute"}})
 	}
 	var outs outcomes
-	if sc.Ask != "" || sc.CallTool != "" {
+	if sc.twoWay() {
 		ctx, cancel := stopOn(intr)
 		var err error
 		outs, err = g.acpActions(ctx)

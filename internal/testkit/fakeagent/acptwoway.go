@@ -3,6 +3,8 @@ package fakeagent
 import (
 	"context"
 	"encoding/json"
+	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"sync"
@@ -101,12 +103,13 @@ func (g *acpAgent) ask(ctx context.Context, toolCall obj, options []obj) (string
 	return r.Outcome.OptionID, nil
 }
 
-// asks reports whether the agent asks before a call that the session has
-// not allowed under any of keys.
-func (t *acpTwoWay) asks(keys ...string) bool {
+// asks reports whether the agent asks before a call of kind that the
+// session has not allowed under any of keys: never in yolo mode, nor for
+// an edit in autoEdit mode.
+func (t *acpTwoWay) asks(kind string, keys ...string) bool {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	if t.mode == "yolo" {
+	if t.mode == "yolo" || t.mode == "autoEdit" && kind == "edit" {
 		return false
 	}
 	for _, k := range keys {
@@ -123,25 +126,10 @@ func (t *acpTwoWay) allow(key string) {
 	t.mu.Unlock()
 }
 
-// acpActions runs the turn's Ask and CallTool and returns their outcome
-// lines; an error means ctx (a cancel) ended the turn.
+// acpActions runs the turn's actions and returns their outcome lines; an
+// error means ctx (a cancel) ended the turn.
 func (g *acpAgent) acpActions(ctx context.Context) (outcomes, error) {
-	var out outcomes
-	if g.a.s.Ask != "" {
-		line, err := g.acpAsk(ctx, g.a.s.Ask)
-		if err != nil {
-			return nil, err
-		}
-		out = append(out, line)
-	}
-	if g.a.s.CallTool != "" {
-		line, err := g.acpCallTool(ctx)
-		if err != nil {
-			return nil, err
-		}
-		out = append(out, line)
-	}
-	return out, nil
+	return g.a.s.actions(ctx, turnActions{ask: g.acpAsk, edit: g.acpEdit, call: g.acpCallTool})
 }
 
 // textContent is a tool call's content holding text.
@@ -149,34 +137,56 @@ func textContent(text string) []obj {
 	return []obj{{{"type", "content"}, {"content", obj{{"type", "text"}, {"text", text}}}}}
 }
 
+// An acpCall is a tool call as Gemini CLI reports it.
+type acpCall struct {
+	id, title, kind    string
+	content, locations []obj
+}
+
+// fields are the call's fields with status.
+func (c acpCall) fields(status string) obj {
+	return obj{{"toolCallId", c.id}, {"status", status}, {"title", c.title},
+		{"content", c.content}, {"locations", c.locations}, {"kind", c.kind}}
+}
+
+// permit asks permission for call with options, unless the session
+// allowed it under one of keys or the mode lets it run (then it only
+// reports the call, in progress), and reports whether the call may go
+// ahead. always maps the options that allow for the session to the key
+// they allow; a rejection is reported as the call's failure.
+func (g *acpAgent) permit(ctx context.Context, call acpCall, keys []string, options []obj, always map[string]string) (bool, error) {
+	if !g.two.asks(call.kind, keys...) {
+		call.content = []obj{} // as Gemini CLI reports a call it does not ask about
+		g.update(append(obj{{"sessionUpdate", "tool_call"}}, call.fields("in_progress")...))
+		return true, nil
+	}
+	opt, err := g.ask(ctx, call.fields("pending"), options)
+	if err != nil {
+		return false, err
+	}
+	if key, ok := always[opt]; ok {
+		g.two.allow(key)
+	} else if opt != "proceed_once" {
+		g.toolUpdate(call.id, "failed", "Tool call rejected by the user.")
+		return false, nil
+	}
+	g.toolUpdate(call.id, "in_progress")
+	return true, nil
+}
+
 // acpAsk asks permission to run command (outside yolo mode, unless the
 // session allowed it) and runs it if allowed.
 func (g *acpAgent) acpAsk(ctx context.Context, command string) (string, error) {
-	tid := "run_shell_command-" + randHex(6)
 	root, _, _ := strings.Cut(command, " ")
 	key := "shell:" + root
-	if g.two.asks(key) {
-		opt, err := g.ask(ctx, obj{{"toolCallId", tid}, {"status", "pending"}, {"title", command},
-			{"content", []obj{}}, {"locations", []obj{}}, {"kind", "execute"}}, []obj{
-			{{"optionId", "proceed_always"}, {"name", "Always Allow " + root}, {"kind", "allow_always"}},
-			{{"optionId", "proceed_once"}, {"name", "Allow"}, {"kind", "allow_once"}},
-			{{"optionId", "cancel"}, {"name", "Reject"}, {"kind", "reject_once"}},
-		})
-		if err != nil {
-			return "", err
-		}
-		switch opt {
-		case "proceed_always":
-			g.two.allow(key)
-		case "proceed_once":
-		default:
-			g.toolUpdate(tid, "failed", "Tool call rejected by the user.")
-			return denied(""), nil
-		}
-		g.toolUpdate(tid, "in_progress")
-	} else {
-		g.update(obj{{"sessionUpdate", "tool_call"}, {"toolCallId", tid}, {"status", "in_progress"},
-			{"title", command}, {"content", []obj{}}, {"locations", []obj{}}, {"kind", "execute"}})
+	call := acpCall{id: "run_shell_command-" + randHex(6), title: command, kind: "execute", content: []obj{}, locations: []obj{}}
+	ok, err := g.permit(ctx, call, []string{key}, []obj{
+		{{"optionId", "proceed_always"}, {"name", "Always Allow " + root}, {"kind", "allow_always"}},
+		{{"optionId", "proceed_once"}, {"name", "Allow"}, {"kind", "allow_once"}},
+		{{"optionId", "cancel"}, {"name", "Reject"}, {"kind", "reject_once"}},
+	}, map[string]string{"proceed_always": key})
+	if err != nil || !ok {
+		return denied(""), err
 	}
 	output, code := runShell(ctx, command)
 	if ctx.Err() != nil {
@@ -186,8 +196,42 @@ func (g *acpAgent) acpAsk(ctx context.Context, command string) (string, error) {
 	if code != 0 {
 		status = "failed"
 	}
-	g.toolUpdate(tid, status, output)
+	g.toolUpdate(call.id, status, output)
 	return OutcomeApproved, nil
+}
+
+// acpEdit asks permission to write e, as Gemini CLI asks before its
+// write_file tool (outside yolo and autoEdit modes, unless the session
+// allowed every edit), and writes the file if allowed.
+func (g *acpAgent) acpEdit(ctx context.Context, e fileEdit) (string, error) {
+	title := e.path
+	if wd, err := os.Getwd(); err == nil {
+		if rel, err := filepath.Rel(wd, e.path); err == nil && !strings.HasPrefix(rel, "..") {
+			title = rel
+		}
+	}
+	var old any // null for a new file
+	if e.old != nil {
+		old = *e.old
+	}
+	diff := []obj{{{"type", "diff"}, {"path", e.path}, {"oldText", old}, {"newText", e.content}}}
+	call := acpCall{id: "write_file__write_file_" + randHex(6), title: "Writing to " + title, kind: "edit",
+		content: diff, locations: []obj{{{"path", e.path}}}}
+	ok, err := g.permit(ctx, call, []string{"edit"}, []obj{
+		{{"optionId", "proceed_always"}, {"name", "Allow All Edits"}, {"kind", "allow_always"}},
+		{{"optionId", "proceed_once"}, {"name", "Allow"}, {"kind", "allow_once"}},
+		{{"optionId", "cancel"}, {"name", "Reject"}, {"kind", "reject_once"}},
+	}, map[string]string{"proceed_always": "edit"}) // Gemini CLI then accepts every edit (autoEdit)
+	if err != nil || !ok {
+		return denied(""), err
+	}
+	line := e.write()
+	if line != OutcomeEdited {
+		g.toolUpdate(call.id, "failed", line)
+		return line, nil
+	}
+	g.update(obj{{"sessionUpdate", "tool_call_update"}, {"toolCallId", call.id}, {"status", "completed"}, {"content", diff}})
+	return line, nil
 }
 
 // toolUpdate reports the tool call tid's new status, with text, if
@@ -206,43 +250,27 @@ func (g *acpAgent) toolUpdate(tid, status string, text ...string) {
 func (g *acpAgent) acpCallTool(ctx context.Context) (string, error) {
 	server, tool := toolTarget(g.a.s.CallTool)
 	args := g.a.s.toolArgs()
-	tid := "mcp_" + server + "_" + tool + "-" + randHex(6)
-	title := tool + " (" + server + " MCP Server)"
 	g.two.mu.Lock()
 	srv, ok := findServer(g.two.servers, server)
 	g.two.mu.Unlock()
+	call := acpCall{id: "mcp_" + server + "_" + tool + "-" + randHex(6), title: tool + " (" + server + " MCP Server)",
+		kind: "other", content: []obj{}, locations: []obj{}}
 	fail := func(msg string) (string, error) {
-		g.toolUpdate(tid, "failed", msg)
+		g.toolUpdate(call.id, "failed", msg)
 		return OutcomeToolFailed + ": " + msg, nil
 	}
 	if !ok {
 		return fail("Tool \"mcp_" + server + "_" + tool + "\" not found in registry.")
 	}
-	if g.two.asks("server:"+server, "tool:"+server+"/"+tool) {
-		opt, err := g.ask(ctx, obj{{"toolCallId", tid}, {"status", "pending"}, {"title", title},
-			{"content", []obj{}}, {"locations", []obj{}}, {"kind", "other"}}, []obj{
-			{{"optionId", "proceed_always_server"}, {"name", "Always Allow " + server}, {"kind", "allow_always"}},
-			{{"optionId", "proceed_always_tool"}, {"name", "Always Allow " + tool}, {"kind", "allow_always"}},
-			{{"optionId", "proceed_once"}, {"name", "Allow"}, {"kind", "allow_once"}},
-			{{"optionId", "cancel"}, {"name", "Reject"}, {"kind", "reject_once"}},
-		})
-		if err != nil {
-			return "", err
-		}
-		switch opt {
-		case "proceed_always_server":
-			g.two.allow("server:" + server)
-		case "proceed_always_tool", "proceed_always":
-			g.two.allow("tool:" + server + "/" + tool)
-		case "proceed_once":
-		default:
-			g.toolUpdate(tid, "failed", "Tool call rejected by the user.")
-			return denied(""), nil
-		}
-		g.toolUpdate(tid, "in_progress")
-	} else {
-		g.update(obj{{"sessionUpdate", "tool_call"}, {"toolCallId", tid}, {"status", "in_progress"},
-			{"title", title}, {"content", []obj{}}, {"locations", []obj{}}, {"kind", "other"}})
+	toolKey := "tool:" + server + "/" + tool
+	allowed, err := g.permit(ctx, call, []string{"server:" + server, toolKey}, []obj{
+		{{"optionId", "proceed_always_server"}, {"name", "Always Allow " + server}, {"kind", "allow_always"}},
+		{{"optionId", "proceed_always_tool"}, {"name", "Always Allow " + tool}, {"kind", "allow_always"}},
+		{{"optionId", "proceed_once"}, {"name", "Allow"}, {"kind", "allow_once"}},
+		{{"optionId", "cancel"}, {"name", "Reject"}, {"kind", "reject_once"}},
+	}, map[string]string{"proceed_always_server": "server:" + server, "proceed_always_tool": toolKey, "proceed_always": toolKey})
+	if err != nil || !allowed {
+		return denied(""), err
 	}
 	res, err := g.two.clients.call(ctx, srv, tool, args)
 	if ctx.Err() != nil {
@@ -255,6 +283,6 @@ func (g *acpAgent) acpCallTool(ctx context.Context) (string, error) {
 	if res.isError {
 		status = "failed"
 	}
-	g.toolUpdate(tid, status, res.text)
+	g.toolUpdate(call.id, status, res.text)
 	return res.outcome(nil), nil
 }

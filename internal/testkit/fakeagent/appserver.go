@@ -174,13 +174,12 @@ func (s *appServer) runTurn(n int, turn, prompt string, intr <-chan struct{}) {
 			{"status", "completed"}, {"aggregatedOutput", toolOutput + "\n"}, {"exitCode", 0}}}))
 	}
 	var outs outcomes
-	if sc.Ask != "" || sc.CallTool != "" {
+	if sc.twoWay() {
 		ctx, cancel := stopOn(intr)
-		var stop bool
 		var err error
-		outs, stop, err = s.codexActions(ctx, turn)
+		outs, err = s.codexActions(ctx, turn)
 		cancel()
-		if err != nil || stop {
+		if err != nil {
 			end("interrupted")
 			return
 		}

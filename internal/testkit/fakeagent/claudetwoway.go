@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"sync"
@@ -18,10 +19,12 @@ type claudeTwoWay struct {
 	replies pendingReplies
 	mu      sync.Mutex
 	allowed []string // rules allowed for the session: "Bash", "Bash(cmd)", "mcp__srv"
-	servers []mcpServer
-	clients mcpClients
-	inband  map[string]*inbandServer // by server name, once initialized
-	denials []obj                    // the turn's permission_denials
+	// acceptEdits is the mode acceptEdits, set for the session.
+	acceptEdits bool
+	servers     []mcpServer
+	clients     mcpClients
+	inband      map[string]*inbandServer // by server name, once initialized
+	denials     []obj                    // the turn's permission_denials
 }
 
 // inbandServer counts the JSON-RPC ids of one SDK server's messages.
@@ -147,9 +150,14 @@ type verdict struct {
 	input   json.RawMessage // a changed input, when allowed
 }
 
+// claudeEditTools are Claude Code's tools that change files, which the
+// mode acceptEdits lets change the files of the working directory.
+var claudeEditTools = map[string]bool{"Edit": true, "MultiEdit": true, "Write": true, "NotebookEdit": true}
+
 // claudeAllowedByFlags reports whether Claude Code's flags (and what the
-// session allowed) let tool run with input without asking, or deny it.
-func (a *agent) claudeAllowedByFlags(tool, command string) (allow, deny bool) {
+// session allowed) let tool run with command, or change the file path,
+// without asking, or deny it.
+func (a *agent) claudeAllowedByFlags(tool, command, path string) (allow, deny bool) {
 	matches := func(rules []string) bool {
 		for _, r := range rules {
 			for _, r := range strings.FieldsFunc(r, func(c rune) bool { return c == ',' || c == ' ' }) {
@@ -173,15 +181,30 @@ func (a *agent) claudeAllowedByFlags(tool, command string) (allow, deny bool) {
 	}
 	a.claude.mu.Lock()
 	allowed := slices.Clone(a.claude.allowed)
+	acceptEdits := a.claude.acceptEdits
 	a.claude.mu.Unlock()
+	if mode, _ := flagValue(a.args, "--permission-mode"); mode == "acceptEdits" {
+		acceptEdits = true
+	}
+	if acceptEdits && claudeEditTools[tool] && inWorkdir(path) {
+		return true, false
+	}
 	return matches(append(allowed, flagValues(a.args, "--allowedTools", "--allowed-tools")...)), false
 }
 
-// claudePermission decides whether tool may run with input: by the flags,
-// or by asking the client (can_use_tool) under --permission-prompt-tool
-// stdio, as Claude Code does in -p mode.
-func (a *agent) claudePermission(ctx context.Context, tool string, input obj, command, toolUseID string) (verdict, error) {
-	allow, deny := a.claudeAllowedByFlags(tool, command)
+// inWorkdir reports whether the absolute path is in the working
+// directory.
+func inWorkdir(path string) bool {
+	wd, err := os.Getwd()
+	return err == nil && path != "" && strings.HasPrefix(path, wd+string(filepath.Separator))
+}
+
+// claudePermission decides whether tool may run with input (running
+// command, or changing the file path): by the flags, or by asking the
+// client (can_use_tool) under --permission-prompt-tool stdio, as Claude
+// Code does in -p mode.
+func (a *agent) claudePermission(ctx context.Context, tool string, input obj, command, path, toolUseID string) (verdict, error) {
+	allow, deny := a.claudeAllowedByFlags(tool, command, path)
 	switch {
 	case deny:
 		return verdict{message: "Permission to use " + tool + " has been denied."}, nil
@@ -191,13 +214,18 @@ func (a *agent) claudePermission(ctx context.Context, tool string, input obj, co
 	if v, _ := flagValue(a.args, "--permission-prompt-tool"); v != "stdio" {
 		return verdict{message: "Claude requested permissions to use " + tool + ", but you haven't granted it yet."}, nil
 	}
+	// Claude Code suggests a rule for the tool (and command), or, for an
+	// edit, the mode that accepts edits.
 	rule := obj{{"toolName", tool}}
 	if command != "" {
 		rule = append(rule, kv{"ruleContent", command})
 	}
+	suggestion := obj{{"type", "addRules"}, {"rules", []obj{rule}}, {"behavior", "allow"}, {"destination", "session"}}
+	if claudeEditTools[tool] {
+		suggestion = obj{{"type", "setMode"}, {"mode", "acceptEdits"}, {"destination", "session"}}
+	}
 	b, err := a.claudeControl(ctx, obj{{"subtype", "can_use_tool"}, {"tool_name", tool}, {"input", input},
-		{"permission_suggestions", []obj{{{"type", "addRules"}, {"rules", []obj{rule}}, {"behavior", "allow"}, {"destination", "session"}}}},
-		{"tool_use_id", toolUseID}})
+		{"permission_suggestions", []obj{suggestion}}, {"tool_use_id", toolUseID}})
 	if ctx.Err() != nil {
 		return verdict{}, ctx.Err()
 	}
@@ -211,6 +239,7 @@ func (a *agent) claudePermission(ctx context.Context, tool string, input obj, co
 		UpdatedPermissions []struct {
 			Type     string `json:"type"`
 			Behavior string `json:"behavior"`
+			Mode     string `json:"mode"`
 			Rules    []struct {
 				ToolName    string `json:"toolName"`
 				RuleContent string `json:"ruleContent"`
@@ -224,6 +253,11 @@ func (a *agent) claudePermission(ctx context.Context, tool string, input obj, co
 		return verdict{message: r.Message}, nil
 	}
 	for _, p := range r.UpdatedPermissions {
+		if p.Type == "setMode" && p.Mode == "acceptEdits" {
+			a.claude.mu.Lock()
+			a.claude.acceptEdits = true
+			a.claude.mu.Unlock()
+		}
 		if p.Type != "addRules" || p.Behavior != "allow" {
 			continue
 		}
@@ -240,58 +274,59 @@ func (a *agent) claudePermission(ctx context.Context, tool string, input obj, co
 	return verdict{allow: true, input: r.UpdatedInput}, nil
 }
 
+// claudeToolResult prints the user message carrying a tool's result
+// block, with the tool_use_result Claude Code adds to it.
+func (a *agent) claudeToolResult(block obj, result any) {
+	a.emit(obj{{"type", "user"}, {"message", obj{{"role", "user"}, {"content", []obj{block}}}},
+		{"parent_tool_use_id", nil}, {"session_id", a.sid}, {"uuid", uuid4()},
+		{"timestamp", timestamp()}, {"tool_use_result", result}})
+}
+
 // claudeDenied prints the tool result of a denied call and records the
 // denial for the turn's result.
 func (a *agent) claudeDenied(id, tool string, input obj, msg string) {
-	a.emit(obj{{"type", "user"}, {"message", obj{{"role", "user"}, {"content", []obj{{
-		{"type", "tool_result"}, {"content", msg}, {"is_error", true}, {"tool_use_id", id},
-	}}}}}, {"parent_tool_use_id", nil}, {"session_id", a.sid}, {"uuid", uuid4()},
-		{"timestamp", timestamp()}, {"tool_use_result", "Error: " + msg}})
+	a.claudeToolResult(obj{{"type", "tool_result"}, {"content", msg}, {"is_error", true}, {"tool_use_id", id}}, "Error: "+msg)
 	a.claude.denials = append(a.claude.denials, obj{{"tool_name", tool}, {"tool_use_id", id}, {"tool_input", input}})
 }
 
-// claudeActions runs the turn's Ask and CallTool under ctx and returns
-// their outcome lines; an error means ctx ended it.
+// claudeUse has the model call tool with input (running command, or
+// changing the file path), and asks whether it may (claudePermission).
+// It returns the call's id and the changed input of an allow, if any;
+// for a denial, which it reports, the outcome line.
+func (a *agent) claudeUse(ctx context.Context, tool string, input obj, command, path string) (id string, changed json.RawMessage, deniedLine string, err error) {
+	id = "toolu_" + randHex(12)
+	a.newMessage()
+	a.assistant(obj{{"type", "tool_use"}, {"id", id}, {"name", tool}, {"input", input}})
+	a.msgID = ""
+	v, err := a.claudePermission(ctx, tool, input, command, path, id)
+	if err != nil {
+		return "", nil, "", err
+	}
+	if !v.allow {
+		a.claudeDenied(id, tool, input, v.message)
+		return id, nil, denied(v.message), nil
+	}
+	return id, v.input, "", nil
+}
+
+// claudeActions runs the turn's actions under ctx and returns their
+// outcome lines; an error means ctx ended it.
 func (a *agent) claudeActions(ctx context.Context) (outcomes, error) {
-	var out outcomes
-	if a.s.Ask != "" {
-		line, err := a.claudeAsk(ctx, a.s.Ask)
-		if err != nil {
-			return nil, err
-		}
-		out = append(out, line)
-	}
-	if a.s.CallTool != "" {
-		line, err := a.claudeCallTool(ctx)
-		if err != nil {
-			return nil, err
-		}
-		out = append(out, line)
-	}
-	return out, nil
+	return a.s.actions(ctx, turnActions{ask: a.claudeAsk, edit: a.claudeEdit, call: a.claudeCallTool})
 }
 
 // claudeAsk has the model call Bash with command, asks, and runs it if
 // allowed.
 func (a *agent) claudeAsk(ctx context.Context, command string) (string, error) {
-	id := "toolu_" + randHex(12)
-	input := obj{{"command", command}, {"description", "Run " + command}}
-	a.newMessage()
-	a.assistant(obj{{"type", "tool_use"}, {"id", id}, {"name", "Bash"}, {"input", input}})
-	a.msgID = ""
-	v, err := a.claudePermission(ctx, "Bash", input, command, id)
-	if err != nil {
-		return "", err
+	id, changed, line, err := a.claudeUse(ctx, "Bash", obj{{"command", command}, {"description", "Run " + command}}, command, "")
+	if err != nil || line != "" {
+		return line, err
 	}
-	if !v.allow {
-		a.claudeDenied(id, "Bash", input, v.message)
-		return denied(v.message), nil
-	}
-	if len(v.input) > 0 {
+	if len(changed) > 0 {
 		var in struct {
 			Command string `json:"command"`
 		}
-		if json.Unmarshal(v.input, &in) == nil && in.Command != "" {
+		if json.Unmarshal(changed, &in) == nil && in.Command != "" {
 			command = in.Command
 		}
 	}
@@ -299,13 +334,43 @@ func (a *agent) claudeAsk(ctx context.Context, command string) (string, error) {
 	if ctx.Err() != nil {
 		return "", ctx.Err()
 	}
-	a.emit(obj{{"type", "user"}, {"message", obj{{"role", "user"}, {"content", []obj{{
-		{"tool_use_id", id}, {"type", "tool_result"}, {"content", output}, {"is_error", code != 0},
-	}}}}}, {"parent_tool_use_id", nil}, {"session_id", a.sid}, {"uuid", uuid4()},
-		{"timestamp", timestamp()},
-		{"tool_use_result", obj{{"stdout", output}, {"stderr", ""}, {"interrupted", false},
-			{"isImage", false}, {"noOutputExpected", false}}}})
+	a.claudeToolResult(obj{{"tool_use_id", id}, {"type", "tool_result"}, {"content", output}, {"is_error", code != 0}},
+		obj{{"stdout", output}, {"stderr", ""}, {"interrupted", false}, {"isImage", false}, {"noOutputExpected", false}})
 	return OutcomeApproved, nil
+}
+
+// claudeEdit has the model call Write for e, asks, and writes the file if
+// allowed: the file_path and content of a changed input, if any.
+func (a *agent) claudeEdit(ctx context.Context, e fileEdit) (string, error) {
+	id, changed, line, err := a.claudeUse(ctx, "Write", obj{{"file_path", e.path}, {"content", e.content}}, "", e.path)
+	if err != nil || line != "" {
+		return line, err
+	}
+	if len(changed) > 0 {
+		var in struct {
+			FilePath *string `json:"file_path"`
+			Content  *string `json:"content"`
+		}
+		if json.Unmarshal(changed, &in) == nil {
+			if in.FilePath != nil && *in.FilePath != e.path {
+				e = newFileEdit(*in.FilePath)
+			}
+			if in.Content != nil {
+				e.content = *in.Content
+			}
+		}
+	}
+	line = e.write()
+	kind, text := "create", "File created successfully at: "+e.path
+	if e.old != nil {
+		kind, text = "update", "The file "+e.path+" has been updated."
+	}
+	if line != OutcomeEdited {
+		text = line
+	}
+	a.claudeToolResult(obj{{"tool_use_id", id}, {"type", "tool_result"}, {"content", text}, {"is_error", line != OutcomeEdited}},
+		obj{{"type", kind}, {"filePath", e.path}, {"content", e.content}, {"structuredPatch", []obj{}}, {"originalFile", e.old}})
+	return line, nil
 }
 
 // claudeCallTool has the model call CallTool's tool, asks if its flags
@@ -328,7 +393,7 @@ func (a *agent) claudeCallTool(ctx context.Context) (string, error) {
 		a.claudeDenied(id, name, input, msg)
 		return OutcomeToolFailed + ": " + msg, nil
 	}
-	v, err := a.claudePermission(ctx, name, input, "", id)
+	v, err := a.claudePermission(ctx, name, input, "", "", id)
 	if err != nil {
 		return "", err
 	}
@@ -352,11 +417,8 @@ func (a *agent) claudeCallTool(ctx context.Context) (string, error) {
 	if err == nil {
 		text = res.text
 	}
-	a.emit(obj{{"type", "user"}, {"message", obj{{"role", "user"}, {"content", []obj{{
-		{"tool_use_id", id}, {"type", "tool_result"}, {"content", []obj{{{"type", "text"}, {"text", text}}}},
-		{"is_error", err != nil || res.isError},
-	}}}}}, {"parent_tool_use_id", nil}, {"session_id", a.sid}, {"uuid", uuid4()},
-		{"timestamp", timestamp()}, {"tool_use_result", []obj{{{"type", "text"}, {"text", text}}}}})
+	a.claudeToolResult(obj{{"tool_use_id", id}, {"type", "tool_result"}, {"content", []obj{{{"type", "text"}, {"text", text}}}},
+		{"is_error", err != nil || res.isError}}, []obj{{{"type", "text"}, {"text", text}}})
 	return res.outcome(err), nil
 }
 

@@ -3,6 +3,7 @@ package fakeagent
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"os"
 	"strconv"
 	"strings"
@@ -162,30 +163,67 @@ func (s *appServer) request(ctx context.Context, method string, params obj) (jso
 	return json.RawMessage(key), res, err
 }
 
-// codexActions runs the turn's Ask and CallTool and returns their outcome
-// lines; stop reports a decision of cancel, which ends the turn; an error
-// means ctx (an interrupt) ended it.
-func (s *appServer) codexActions(ctx context.Context, turn string) (out outcomes, stop bool, err error) {
-	if s.a.s.Ask != "" {
-		line, stop, err := s.codexAsk(ctx, turn, s.a.s.Ask)
-		if err != nil || stop {
-			return nil, stop, err
-		}
-		out = append(out, line)
+// codexActions runs the turn's actions and returns their outcome lines;
+// an error means ctx (an interrupt) or a decision of cancel ended the
+// turn.
+func (s *appServer) codexActions(ctx context.Context, turn string) (outcomes, error) {
+	return s.a.s.actions(ctx, turnActions{
+		ask:  func(ctx context.Context, command string) (string, error) { return s.codexAsk(ctx, turn, command) },
+		edit: func(ctx context.Context, e fileEdit) (string, error) { return s.codexEdit(ctx, turn, e) },
+		call: func(ctx context.Context) (string, error) { return s.codexCallTool(ctx, turn) },
+	})
+}
+
+// turnParams returns the params of a notification or request of turn:
+// its thread and turn, then extra.
+func (s *appServer) turnParams(turn string, extra ...kv) obj {
+	return append(obj{{"threadId", s.thread}, {"turnId", turn}}, extra...)
+}
+
+// asks reports whether the app-server asks before the action key (a
+// command line, "file:PATH"): unless the approval policy is never, or the
+// session accepted it already.
+func (c *codexTwoWay) asks(key string) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.policy != "never" && !c.allowed[key]
+}
+
+// approval sends the approval request method with params, reports it
+// resolved, and returns whether the client's decision lets the action
+// key go ahead, remembering an acceptForSession; a decision of cancel is
+// errEndTurn.
+func (s *appServer) approval(ctx context.Context, method string, params obj, key string) (bool, error) {
+	rid, res, err := s.request(ctx, method, params)
+	if err != nil {
+		return false, err
 	}
-	if s.a.s.CallTool != "" {
-		line, err := s.codexCallTool(ctx, turn)
-		if err != nil {
-			return nil, false, err
-		}
-		out = append(out, line)
+	s.notify("serverRequest/resolved", obj{{"threadId", s.thread}, {"requestId", rid}})
+	var r struct {
+		Decision json.RawMessage `json:"decision"`
 	}
-	return out, false, nil
+	json.Unmarshal(res, &r)
+	var decision string
+	if json.Unmarshal(r.Decision, &decision) != nil && len(r.Decision) > 0 && r.Decision[0] == '{' {
+		decision = "accept" // an amendment: accepted, with a rule
+	}
+	switch decision {
+	case "accept":
+		return true, nil
+	case "acceptForSession":
+		s.two.mu.Lock()
+		s.two.allowed[key] = true
+		s.two.mu.Unlock()
+		return true, nil
+	case "cancel":
+		return false, errEndTurn
+	}
+	return false, nil // decline, or an answer Codex cannot read
 }
 
 // codexAsk asks for approval of command (unless the policy is never, or
 // the session accepted it already) and runs it if accepted.
-func (s *appServer) codexAsk(ctx context.Context, turn, command string) (string, bool, error) {
+func (s *appServer) codexAsk(ctx context.Context, turn, command string) (string, error) {
 	wd, _ := os.Getwd()
 	id := "call_" + randHex(6)
 	cmd := "/bin/bash -lc '" + command + "'"
@@ -195,54 +233,89 @@ func (s *appServer) codexAsk(ctx context.Context, turn, command string) (string,
 			{"commandActions", []obj{{{"type", "unknown"}, {"command", cmd}}}},
 			{"aggregatedOutput", output}, {"exitCode", code}, {"durationMs", nil}}
 	}
-	tp := func(extra ...kv) obj {
-		return append(obj{{"threadId", s.thread}, {"turnId", turn}}, extra...)
-	}
-	c := s.two
-	c.mu.Lock()
-	ask := c.policy != "never" && !c.allowed[cmd]
-	c.mu.Unlock()
-	if ask {
-		rid, res, err := s.request(ctx, "item/commandExecution/requestApproval", tp(
+	if s.two.asks(cmd) {
+		ok, err := s.approval(ctx, "item/commandExecution/requestApproval", s.turnParams(turn,
 			kv{"itemId", id}, kv{"kind", "command"}, kv{"startedAtMs", time.Now().UnixMilli()},
 			kv{"environmentId", nil}, kv{"reason", nil}, kv{"command", cmd}, kv{"cwd", wd},
 			kv{"commandActions", []obj{{{"type", "unknown"}, {"command", cmd}}}},
-			kv{"proposedExecpolicyAmendment", nil}))
-		if err != nil {
-			return "", false, err
+			kv{"proposedExecpolicyAmendment", nil}), cmd)
+		if ctx.Err() != nil {
+			return "", ctx.Err()
 		}
-		s.notify("serverRequest/resolved", obj{{"threadId", s.thread}, {"requestId", rid}})
-		var r struct {
-			Decision json.RawMessage `json:"decision"`
-		}
-		json.Unmarshal(res, &r)
-		var decision string
-		if json.Unmarshal(r.Decision, &decision) != nil && len(r.Decision) > 0 && r.Decision[0] == '{' {
-			decision = "accept" // an amendment: accepted, with a rule
-		}
-		switch decision {
-		case "accept":
-		case "acceptForSession":
-			c.mu.Lock()
-			c.allowed[cmd] = true
-			c.mu.Unlock()
-		default: // decline, cancel, or an answer Codex cannot read
-			s.notify("item/started", tp(kv{"item", item("inProgress", nil, nil)}))
-			s.notify("item/completed", tp(kv{"item", item("declined", nil, nil)}))
-			return denied(""), decision == "cancel", nil
+		if !ok {
+			s.notify("item/started", s.turnParams(turn, kv{"item", item("inProgress", nil, nil)}))
+			s.notify("item/completed", s.turnParams(turn, kv{"item", item("declined", nil, nil)}))
+			return denied(""), err
 		}
 	}
-	s.notify("item/started", tp(kv{"item", item("inProgress", nil, nil)}))
+	s.notify("item/started", s.turnParams(turn, kv{"item", item("inProgress", nil, nil)}))
 	output, code := runShell(ctx, command)
 	if ctx.Err() != nil {
-		return "", false, ctx.Err()
+		return "", ctx.Err()
 	}
 	status := "completed"
 	if code != 0 {
 		status = "failed"
 	}
-	s.notify("item/completed", tp(kv{"item", item(status, output, code)}))
-	return OutcomeApproved, false, nil
+	s.notify("item/completed", s.turnParams(turn, kv{"item", item(status, output, code)}))
+	return OutcomeApproved, nil
+}
+
+// codexEdit announces e as a fileChange item, asks for approval of it
+// (unless the policy is never, or the session accepted the file already),
+// as Codex asks before it applies a patch, and writes the file if
+// accepted.
+func (s *appServer) codexEdit(ctx context.Context, turn string, e fileEdit) (string, error) {
+	id := "call_" + randHex(6)
+	kind, diff := "add", e.content
+	if e.old != nil {
+		kind, diff = "update", replaceDiff(*e.old, e.content)
+	}
+	item := func(status string) obj {
+		return obj{{"type", "fileChange"}, {"id", id},
+			{"changes", []obj{{{"path", e.path}, {"kind", obj{{"type", kind}}}, {"diff", diff}}}},
+			{"status", status}}
+	}
+	s.notify("item/started", s.turnParams(turn, kv{"item", item("inProgress")}))
+	if key := "file:" + e.path; s.two.asks(key) {
+		ok, err := s.approval(ctx, "item/fileChange/requestApproval", s.turnParams(turn,
+			kv{"itemId", id}, kv{"startedAtMs", time.Now().UnixMilli()}, kv{"reason", nil}, kv{"grantRoot", nil}), key)
+		if ctx.Err() != nil {
+			return "", ctx.Err()
+		}
+		if !ok {
+			s.notify("item/completed", s.turnParams(turn, kv{"item", item("declined")}))
+			return denied(""), err
+		}
+	}
+	line := e.write()
+	status := "completed"
+	if line != OutcomeEdited {
+		status = "failed"
+	}
+	s.notify("item/completed", s.turnParams(turn, kv{"item", item(status)}))
+	return line, nil
+}
+
+// replaceDiff is the unified diff of a change that replaces the whole of
+// old by new.
+func replaceDiff(old, new string) string {
+	lines := func(s string) []string {
+		if s == "" {
+			return nil
+		}
+		return strings.Split(strings.TrimSuffix(s, "\n"), "\n")
+	}
+	ol, nl := lines(old), lines(new)
+	var b strings.Builder
+	fmt.Fprintf(&b, "@@ -1,%d +1,%d @@\n", len(ol), len(nl))
+	for _, l := range ol {
+		b.WriteString("-" + l + "\n")
+	}
+	for _, l := range nl {
+		b.WriteString("+" + l + "\n")
+	}
+	return b.String()
 }
 
 // codexCallTool calls CallTool's tool as an MCP client of the configured
@@ -256,9 +329,7 @@ func (s *appServer) codexCallTool(ctx context.Context, turn string) (string, err
 			{"status", status}, {"arguments", args}, {"appContext", nil}, {"mcpAppUi", nil},
 			{"pluginId", nil}, {"readOnlyHint", nil}, {"result", result}, {"error", failure}, {"durationMs", nil}}
 	}
-	tp := func(extra ...kv) obj {
-		return append(obj{{"threadId", s.thread}, {"turnId", turn}}, extra...)
-	}
+	tp := func(extra ...kv) obj { return s.turnParams(turn, extra...) }
 	s.notify("item/started", tp(kv{"item", item("inProgress", nil, nil)}))
 	fail := func(msg string) (string, error) {
 		s.notify("item/completed", tp(kv{"item", item("failed", nil, obj{{"message", msg}})}))

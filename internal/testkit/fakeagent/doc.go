@@ -115,30 +115,36 @@
 //
 // # Two-way control
 //
-// In each of the three protocols, Script.Ask and Script.CallTool script
-// what a program deciding on the agent's actions and giving it tools
-// meets: every turn, before its answer, the fake asks its client for
-// permission to run the Ask command, in the CLI's own request (Claude
-// Code's can_use_tool control request under --permission-prompt-tool
-// stdio, Codex's item/commandExecution/requestApproval unless the
-// approval policy is never, ACP's session/request_permission unless the
-// mode is yolo), runs it with sh -c if allowed, and reports the call and
-// its result or the denial; then it calls the CallTool tool of an MCP
-// server its client configured, the CLI's way (Claude Code: an sdk server
-// of --mcp-config over mcp_message control requests, or a URL or command
-// one; Codex: the mcp_servers tables of -c options and of thread/start's
-// config, headers from bearer_token_env_var, env_http_headers and
-// http_headers; ACP: the mcpServers of session/new), as a go-sdk MCP
-// client over streamable HTTP or stdio. The turn's answer states what
-// happened, one line per action: OutcomeApproved, OutcomeDenied and the
-// client's message, the tool's result text, OutcomeToolError or
+// In each of the three protocols, Script.Ask, Script.Edit and
+// Script.CallTool script what a program deciding on the agent's actions
+// and giving it tools meets: every turn, before its answer, the fake asks
+// its client for permission to run the Ask command, in the CLI's own
+// request (Claude Code's can_use_tool control request under
+// --permission-prompt-tool stdio, Codex's
+// item/commandExecution/requestApproval unless the approval policy is
+// never, ACP's session/request_permission unless the mode is yolo), runs
+// it with sh -c if allowed, and reports the call and its result or the
+// denial; then it asks, the same way, to write the Edit file (Claude
+// Code's Write tool, Codex's fileChange item and
+// item/fileChange/requestApproval, Gemini CLI's write_file as a tool call
+// of kind edit, which autoEdit mode does not ask about), writes
+// EditContent into it if allowed, and reports the change or the denial;
+// then it calls the CallTool tool of an MCP server its client configured,
+// the CLI's way (Claude Code: an sdk server of --mcp-config over
+// mcp_message control requests, or a URL or command one; Codex: the
+// mcp_servers tables of -c options and of thread/start's config, headers
+// from bearer_token_env_var, env_http_headers and http_headers; ACP: the
+// mcpServers of session/new), as a go-sdk MCP client over streamable HTTP
+// or stdio. The turn's answer states what happened, one line per action:
+// OutcomeApproved, OutcomeEdited (or OutcomeEditFailed), OutcomeDenied and
+// the client's message, the tool's result text, OutcomeToolError or
 // OutcomeToolFailed. An interrupt while the fake waits for an answer or a
 // tool ends the turn as interrupted and cancels the call (Claude Code's
-// sdk servers get notifications/cancelled); an answer that comes after
-// it is dropped. An allow for the session (Claude Code's
-// updatedPermissions, Codex's acceptForSession, ACP's allow_always
-// options) is remembered for later turns. The fake has no sandbox: what
-// it runs, it runs.
+// sdk servers get notifications/cancelled); an answer that comes after it
+// is dropped. An allow for the session (Claude Code's updatedPermissions,
+// a rule or the mode acceptEdits, Codex's acceptForSession, ACP's
+// allow_always options) is remembered for later turns. The fake has no
+// sandbox: what it runs, it runs.
 //
 // # Finding survivors
 //

@@ -262,9 +262,33 @@ type Script struct {
 	// without asking. Outside a session, Ask is ignored.
 	Ask string `json:"ask,omitempty"`
 
+	// Edit makes every turn of a session ask its client for permission
+	// to write this file (a path relative to the working directory, or
+	// absolute), after Ask, in the CLI's own protocol for a file change:
+	// Claude Code's can_use_tool control request for its Write tool
+	// (input file_path, absolute, and content; suggesting the mode
+	// acceptEdits for the session), Codex's fileChange item (item/started,
+	// the change's path and kind add or update, with its diff) followed by
+	// item/fileChange/requestApproval (unless the approval policy is
+	// never), ACP's session/request_permission for Gemini CLI's
+	// write_file (a tool call of kind edit titled "Writing to FILE", the
+	// file in its locations and a diff in its content; unless the mode is
+	// yolo or autoEdit). Allowed, the fake writes EditContent into the
+	// file (Claude Code: the file_path and content of a changed input),
+	// creating it and its directory if need be, and reports the change;
+	// denied, it leaves the file alone and reports the denial. The turn's
+	// answer states the outcome: OutcomeEdited (OutcomeEditFailed when the
+	// write failed), or OutcomeDenied and the client's message. An allow
+	// for the session is remembered as the CLI remembers it: by Claude
+	// Code for the Write tool (a rule, or the mode acceptEdits, for the
+	// files in the working directory), by Codex for the same file, by
+	// Gemini CLI for every edit; later turns write without asking.
+	// Outside a session, Edit is ignored.
+	Edit string `json:"edit,omitempty"`
+
 	// CallTool makes every turn of a session call the tool of an MCP
 	// server its client configured, named "server/tool", with ToolArgs
-	// (a JSON object), after Ask and before the answer: for Claude Code
+	// (a JSON object), after Ask and Edit and before the answer: for Claude Code
 	// over its control protocol for a server of type sdk in --mcp-config
 	// (initialize, notifications/initialized, tools/list, tools/call as
 	// mcp_message requests), else, for every CLI, as an MCP client of the

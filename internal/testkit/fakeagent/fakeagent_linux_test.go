@@ -53,6 +53,13 @@ type agentRun struct {
 // whatever is left of the tree and waits for the readers.
 func start(t *testing.T, s Script, stdin io.Reader, args ...string) *agentRun {
 	t.Helper()
+	return startIn(t, "", s, stdin, args...)
+}
+
+// startIn is start with the fake in the working directory dir ("" for
+// the test's).
+func startIn(t *testing.T, dir string, s Script, stdin io.Reader, args ...string) *agentRun {
+	t.Helper()
 	if s.RecordDir == "" {
 		s.RecordDir = t.TempDir()
 	}
@@ -69,6 +76,7 @@ func start(t *testing.T, s Script, stdin io.Reader, args ...string) *agentRun {
 	}
 	cmd := exec.Command(os.Args[0], args...)
 	cmd.Env = append(os.Environ(), s.Env()...)
+	cmd.Dir = dir
 	cmd.Stdin = stdin
 	cmd.Stdout, cmd.Stderr = outW, errW
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}

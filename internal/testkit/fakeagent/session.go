@@ -253,7 +253,7 @@ func (a *agent) sessionTurn(n int, prompt string, intr <-chan string) (code int,
 	}
 	a.claude.denials = nil
 	var outs outcomes
-	if s.Ask != "" || s.CallTool != "" {
+	if s.twoWay() {
 		var ok bool
 		if outs, ok = a.claudeDuring(intr, a.claudeActions); !ok {
 			return interrupted()

@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"sort"
 	"strings"
 	"sync"
@@ -16,14 +17,20 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
-// Outcomes a session turn with Script.Ask or Script.CallTool states in its
-// answer, one line per action, before the scripted answer if there is
-// one (see "Two-way control" in the package documentation).
+// Outcomes a session turn with Script.Ask, Script.Edit or Script.CallTool
+// states in its answer, one line per action, before the scripted answer
+// if there is one (see "Two-way control" in the package documentation).
 const (
 	// OutcomeApproved is the line of a command that ran.
 	OutcomeApproved = "approved"
-	// OutcomeDenied starts the line of a command that did not run,
-	// followed by ": " and the reason the client gave, if any.
+	// OutcomeEdited is the line of a file change that was written.
+	OutcomeEdited = "edited"
+	// OutcomeEditFailed starts the line of a file change that was
+	// allowed but could not be written, followed by ": " and why.
+	OutcomeEditFailed = "edit failed"
+	// OutcomeDenied starts the line of a command or a file change that
+	// did not happen, followed by ": " and the reason the client gave,
+	// if any.
 	OutcomeDenied = "denied"
 	// OutcomeToolError starts the line of a tool call whose result is an
 	// error (followed by ": " and its text).
@@ -59,6 +66,84 @@ func (o outcomes) answer(s *Script, n int) string {
 		text += strings.Repeat(".", pad)
 	}
 	return text
+}
+
+// EditContent is what Script.Edit writes into its file.
+const EditContent = "edited by the fake agent\n"
+
+// errEndTurn is the error of an action whose answer ends the turn as
+// interrupted (Codex's decision cancel).
+var errEndTurn = errors.New("the client ended the turn")
+
+// twoWay reports whether a session turn of s has actions to run.
+func (s *Script) twoWay() bool { return s.Ask != "" || s.Edit != "" || s.CallTool != "" }
+
+// turnActions are one protocol's ways of running a turn's actions, each
+// returning the action's outcome line, or an error (ctx's, or
+// errEndTurn) that ends the turn.
+type turnActions struct {
+	ask  func(ctx context.Context, command string) (string, error)
+	edit func(ctx context.Context, e fileEdit) (string, error)
+	call func(ctx context.Context) (string, error)
+}
+
+// actions runs the turn's actions that s sets, in order: Ask, Edit,
+// CallTool, and returns their outcome lines.
+func (s *Script) actions(ctx context.Context, do turnActions) (outcomes, error) {
+	var out outcomes
+	for _, step := range []struct {
+		set bool
+		run func() (string, error)
+	}{
+		{s.Ask != "", func() (string, error) { return do.ask(ctx, s.Ask) }},
+		{s.Edit != "", func() (string, error) { return do.edit(ctx, newFileEdit(s.Edit)) }},
+		{s.CallTool != "", func() (string, error) { return do.call(ctx) }},
+	} {
+		if !step.set {
+			continue
+		}
+		line, err := step.run()
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, line)
+	}
+	return out, nil
+}
+
+// A fileEdit is the change of Script.Edit in one turn: the file, by its
+// absolute path (a relative one is taken in the working directory), what
+// it held before (nil when it did not exist), and what the change writes.
+type fileEdit struct {
+	path    string
+	old     *string
+	content string
+}
+
+func newFileEdit(path string) fileEdit {
+	if !filepath.IsAbs(path) {
+		wd, _ := os.Getwd()
+		path = filepath.Join(wd, path)
+	}
+	e := fileEdit{path: path, content: EditContent}
+	if b, err := os.ReadFile(path); err == nil {
+		old := string(b)
+		e.old = &old
+	}
+	return e
+}
+
+// write makes the change, creating the file's directory if need be, as
+// the CLIs' write tools do, and returns its outcome line.
+func (e fileEdit) write() string {
+	err := os.MkdirAll(filepath.Dir(e.path), 0o755)
+	if err == nil {
+		err = os.WriteFile(e.path, []byte(e.content), 0o644)
+	}
+	if err != nil {
+		return OutcomeEditFailed + ": " + err.Error()
+	}
+	return OutcomeEdited
 }
 
 // toolTarget splits Script.CallTool ("server/tool") into its parts.

@@ -26,6 +26,8 @@ type twoWayClient struct {
 	dir   string
 	// lastTurnID is the id of Codex's turn in progress.
 	lastTurnID string
+	// lines are the lines of the last turn.
+	lines []string
 }
 
 // A twoWayProto is what a test needs of one protocol.
@@ -111,7 +113,7 @@ func twoWayProtos(mcpArgs map[string][]string, mcpOpen map[string]string) []twoW
 				ID     json.RawMessage `json:"id"`
 			}
 			json.Unmarshal(l, &m)
-			if m.Method == "item/commandExecution/requestApproval" {
+			if m.Method == "item/commandExecution/requestApproval" || m.Method == "item/fileChange/requestApproval" {
 				return "approval", m.ID
 			}
 			return "", nil
@@ -188,22 +190,17 @@ func twoWayProtos(mcpArgs map[string][]string, mcpOpen map[string]string) []twoW
 	}}
 }
 
-// startTwoWay starts the fake for p with s, in a fresh working directory,
+// startTwoWay starts the fake for p with s in a fresh working directory,
 // and writes p's opening lines.
 func startTwoWay(t *testing.T, p twoWayProto, s Script) *twoWayClient {
 	t.Helper()
 	s.Flavor = p.flavor
 	dir := t.TempDir()
-	// The fake runs in the test's working directory; the commands it
-	// runs, in dir.
-	if s.Ask != "" {
-		s.Ask = "cd " + dir + " && " + s.Ask
-	}
 	pr, pw, err := os.Pipe()
 	if err != nil {
 		t.Fatal(err)
 	}
-	r := start(t, s, pr, p.args...)
+	r := startIn(t, dir, s, pr, p.args...)
 	pr.Close()
 	t.Cleanup(func() { pw.Close() })
 	c := &twoWayClient{t: t, proto: p, r: r, pw: pw, dir: dir}
@@ -227,8 +224,10 @@ func (c *twoWayClient) turn(n int, answer func(kind string, id json.RawMessage, 
 	c.write(c.proto.turn(n))
 	var text strings.Builder
 	var kinds []string
+	c.lines = nil
 	for {
 		l := c.r.next()
+		c.lines = append(c.lines, string(l))
 		if kind, id := c.proto.request(l); kind != "" {
 			kinds = append(kinds, kind)
 			if reply := answer(kind, id, l); reply != "" {
@@ -256,6 +255,31 @@ func (c *twoWayClient) turn(n int, answer func(kind string, id json.RawMessage, 
 func (c *twoWayClient) exists(name string) bool {
 	_, err := os.Stat(filepath.Join(c.dir, name))
 	return err == nil
+}
+
+// interrupt returns the line that interrupts the turn in progress.
+func (c *twoWayClient) interrupt() string {
+	switch c.proto.flavor {
+	case Claude:
+		return `{"type":"control_request","request_id":"int-1","request":{"subtype":"interrupt"}}`
+	case Codex:
+		return `{"id":99,"method":"turn/interrupt","params":{"threadId":"t","turnId":"` + c.lastTurnID + `"}}`
+	}
+	return `{"jsonrpc":"2.0","method":"session/cancel","params":{"sessionId":"s"}}`
+}
+
+// close ends the fake's input and checks that it exits with status want
+// and that none of its processes is left.
+func (c *twoWayClient) close(want int) {
+	c.t.Helper()
+	c.pw.Close()
+	c.r.rest()
+	if code := c.r.wait(); code != want {
+		c.t.Errorf("the fake exited %d at the end of its input, want %d; stderr: %s", code, want, c.r.stderrText())
+	}
+	if left := Survivors(c.r.s.Tag); len(left) > 0 {
+		c.t.Errorf("processes of the fake alive after it exited: %v", left)
+	}
 }
 
 // TestTwoWayApproval checks, for the three session protocols, that Ask
@@ -321,15 +345,7 @@ func TestTwoWayApproval(t *testing.T) {
 			t.Run("interrupt", func(t *testing.T) {
 				t.Parallel()
 				c := startTwoWay(t, p, Script{Ask: "touch ran"})
-				text, _ := c.turn(1, func(kind string, id json.RawMessage, _ []byte) string {
-					switch p.flavor {
-					case Claude:
-						return `{"type":"control_request","request_id":"int-1","request":{"subtype":"interrupt"}}`
-					case Codex:
-						return `{"id":99,"method":"turn/interrupt","params":{"threadId":"t","turnId":"` + c.codexTurn() + `"}}`
-					}
-					return `{"jsonrpc":"2.0","method":"session/cancel","params":{"sessionId":"s"}}`
-				})
+				text, _ := c.turn(1, func(string, json.RawMessage, []byte) string { return c.interrupt() })
 				if text != "" || c.exists("ran") {
 					t.Errorf("an interrupted turn answered %q, ran %v; want nothing", text, c.exists("ran"))
 				}
@@ -342,9 +358,6 @@ func TestTwoWayApproval(t *testing.T) {
 		})
 	}
 }
-
-// codexTurn returns the id of Codex's turn in progress.
-func (c *twoWayClient) codexTurn() string { return c.lastTurnID }
 
 // TestTwoWayCodexNever checks that under approval policy never the
 // app-server runs the command without asking.

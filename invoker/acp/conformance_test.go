@@ -27,9 +27,9 @@ func TestConformance(t *testing.T) {
 		{name: "Plain"},
 		{name: "UnservedRequests", tweak: func(s *fakeacp.Script) { s.ClientRequest = "fs/read_text_file" }},
 		{name: "DeclinedPermission", tweak: func(s *fakeacp.Script) {
-			if s.Ask == "" {
-				// A request the session declines; with Ask, the
-				// callback would be asked twice.
+			if s.Ask == "" && s.Edit == "" {
+				// A request the session declines; with Ask or Edit,
+				// the callback would be asked twice.
 				s.Permission = "execute"
 			}
 		}},
@@ -50,6 +50,7 @@ func TestConformance(t *testing.T) {
 					Models: []string{"fake-model"},
 					Tag:    fakeagent.NewTag(),
 					Ask:    f.Ask,
+					Edit:   f.Edit,
 				}
 				if server, tool, ok := strings.Cut(f.CallTool, "/"); ok {
 					s.MCPCall = &fakeacp.MCPCall{Server: server, Tool: tool, Args: f.ToolArgs}

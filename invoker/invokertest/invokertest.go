@@ -117,9 +117,7 @@ type Fake struct {
 // cases when Capabilities.Sessions is true (else it checks that
 // OpenSession refuses with ErrUnsupported), and the cases of Approve and
 // of Go MCP servers when Capabilities.Approve and Capabilities.GoTools
-// are. A case that needs the CLI to do what a field of Fake added after
-// the factory was written asks (Fake.Edit), and finds that it did nothing
-// of it, is skipped, saying so.
+// are.
 func Run(t *testing.T, newInvoker func(t *testing.T, f Fake) invoker.Invoker) {
 	t.Helper()
 	for _, c := range slices.Concat(cases, sessionCases, twoWayCases) {
@@ -129,17 +127,13 @@ func Run(t *testing.T, newInvoker func(t *testing.T, f Fake) invoker.Invoker) {
 			for _, msg := range r.errs {
 				t.Errorf("%s\n\tcontract: %s", msg, c.rule)
 			}
-			if r.skip != "" && len(r.errs) == 0 {
-				t.Skip(r.skip)
-			}
 		})
 	}
 }
 
 // Test runs the suite without a *testing.T, for tests of the suite itself,
-// and returns every failure joined, or nil (a skipped case is no
-// failure). newInvoker is called once per case; workdir is an existing
-// directory used as Request.Workdir.
+// and returns every failure joined, or nil. newInvoker is called once per
+// case; workdir is an existing directory used as Request.Workdir.
 func Test(newInvoker func(f Fake) invoker.Invoker, workdir string) error {
 	var errs []error
 	for _, c := range slices.Concat(cases, sessionCases, twoWayCases) {
@@ -162,19 +156,11 @@ func Test(newInvoker func(f Fake) invoker.Invoker, workdir string) error {
 type report struct {
 	mu   sync.Mutex
 	errs []string
-	// skip says why the case could not check its rule, when it could not.
-	skip string
 }
 
 func (r *report) errorf(format string, args ...any) {
 	r.mu.Lock()
 	r.errs = append(r.errs, fmt.Sprintf(format, args...))
-	r.mu.Unlock()
-}
-
-func (r *report) skipf(format string, args ...any) {
-	r.mu.Lock()
-	r.skip = fmt.Sprintf(format, args...)
 	r.mu.Unlock()
 }
 

@@ -118,9 +118,7 @@ var twoWayCases = []testCase{
 				mu.Unlock()
 				written := exists(filepath.Join(wd, editFile))
 				if !changes && !written && err == nil && !hasOutcome(res.Text, "denied", "edited") {
-					// The fake did nothing of Fake.Edit: a factory
-					// written before it, which the case cannot check.
-					r.skipf("the CLI neither asked about Fake.Edit's file nor answered about it (answer %q): does the factory's fake do Fake.Edit?", res.Text)
+					r.errorf("the CLI neither asked about Fake.Edit's file nor answered about it (answer %q): the factory's fake must do Fake.Edit (invokertest.Agent.Edit)", res.Text)
 					return
 				}
 				verb, want := "denied", "denied"

@@ -265,3 +265,19 @@ func TestMCPServersInvalid(t *testing.T) {
 		}
 	}
 }
+
+// A file change of an interrupted turn never completes: the next turn does
+// not keep it, and a question about its item id there names no paths.
+func TestFileChangeForgottenAtNextTurn(t *testing.T) {
+	p, _ := openTurn(t, &invoker.SessionRequest{Workdir: "/w", Approve: allowAll})
+	appDecode(t, p, `{"method":"item/started","params":{"threadId":"T1","turnId":"U1","item":{"type":"fileChange","id":"call_2","status":"inProgress","changes":[{"path":"/w/a.txt","kind":{"type":"add"},"diff":"x"}]}}}`)
+	if n := len(p.(*protocol).changes); n != 1 {
+		t.Fatalf("%d file changes tracked in the turn, want 1", n)
+	}
+	if _, err := p.StartTurn(&invoker.TurnRequest{Prompt: "again"}); err != nil {
+		t.Fatal(err)
+	}
+	if n := len(p.(*protocol).changes); n != 0 {
+		t.Errorf("%d file changes of the last turn still tracked, want 0", n)
+	}
+}

@@ -292,6 +292,10 @@ func (p *protocol) StartTurn(t *invoker.TurnRequest) ([][]byte, error) {
 	p.text, p.usage, p.ended, p.success, p.failure = "", invoker.Usage{}, false, false, nil
 	p.partial.Reset()
 	clear(p.called)
+	// What an interrupted turn's items left behind (they never completed)
+	// is not the new turn's.
+	clear(p.changes)
+	clear(p.mcpCalls)
 	p.steered = nil
 	b, id := p.call("turn/start", params)
 	p.turnReq = id

@@ -179,7 +179,7 @@ func (g *acpAgent) permit(ctx context.Context, call acpCall, keys []string, opti
 func (g *acpAgent) acpAsk(ctx context.Context, command string) (string, error) {
 	root, _, _ := strings.Cut(command, " ")
 	key := "shell:" + root
-	call := acpCall{id: "run_shell_command-" + randHex(6), title: command, kind: "execute", content: []obj{}, locations: []obj{}}
+	call := acpCall{id: "run_shell_command__run_shell_command_" + randHex(6), title: command, kind: "execute", content: []obj{}, locations: []obj{}}
 	ok, err := g.permit(ctx, call, []string{key}, []obj{
 		{{"optionId", "proceed_always"}, {"name", "Always Allow " + root}, {"kind", "allow_always"}},
 		{{"optionId", "proceed_once"}, {"name", "Allow"}, {"kind", "allow_once"}},

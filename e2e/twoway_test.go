@@ -476,25 +476,34 @@ var stdioEcho = regexp.MustCompile(`echo: ping pid=(\d+) marker=(m-\d+)`)
 // the server with only the variables Env names, as Codex does, so without
 // the rig's tag: it must be gone by its pid.)
 func mcpServerScenarios(t *testing.T, r *rig, w *twoWayCLI) {
-	t.Run("stdio", func(t *testing.T) {
-		r := newRig(t, r.cli)
+	// run runs prompt with the test binary as the stdio server "ext",
+	// whose Env holds a marker, after the model's turns, and returns the
+	// answer and the marker.
+	run := func(t *testing.T, r *rig, prompt string, perm invoker.Permission, turns ...fakemodel.Turn) (string, string) {
+		t.Helper()
 		self, err := os.Executable()
 		if err != nil {
 			t.Fatal(err)
 		}
 		marker := "m-" + strconv.Itoa(os.Getpid())
-		r.srv.Enqueue(w.call("ext", "echo", map[string]any{"text": "ping"}), fakemodel.EchoToolResult("after: "))
-		req := r.request("who serves?")
+		r.srv.Enqueue(turns...)
+		req := r.request(prompt)
+		req.Permission = perm
 		req.MCPServers = []invoker.MCPServer{{Name: "ext", Command: self, Env: []string{stdioMCPEnv + "=" + marker}}}
 		res, err := r.invoke(context.Background(), req)
 		if err != nil {
 			t.Fatalf("Invoke() error = %v; stderr:\n%s", err, res.Stderr)
 		}
-		m := stdioEcho.FindStringSubmatch(res.Text)
+		return res.Text, marker
+	}
+	t.Run("stdio", func(t *testing.T) {
+		r := newRig(t, r.cli)
+		text, marker := run(t, r, "who serves?", "", w.call("ext", "echo", map[string]any{"text": "ping"}), fakemodel.EchoToolResult("after: "))
+		m := stdioEcho.FindStringSubmatch(text)
 		if m == nil || m[2] != marker {
-			t.Fatalf("answer %q, want the stdio server's echo with its pid and the marker %s", res.Text, marker)
+			t.Fatalf("answer %q, want the stdio server's echo with its pid and the marker %s", text, marker)
 		}
-		w.echoed(t, res.Text, "after: ", m[0])
+		w.echoed(t, text, "after: ", m[0])
 		if body := lastScripted(t, r.srv); !strings.Contains(body, m[0]) {
 			t.Errorf("the model's request lacks the server's result %q:\n%s", m[0], body)
 		}
@@ -505,27 +514,15 @@ func mcpServerScenarios(t *testing.T, r *rig, w *twoWayCLI) {
 	})
 	// A server's Env is the server's: the agent's own commands do not see
 	// it (Codex hands it over through its own environment, which its
-	// shell would otherwise inherit).
+	// shell would otherwise inherit). At Unlimited, env runs without a
+	// question in every CLI.
 	t.Run("stdio env", func(t *testing.T) {
-		r := newRig(t, r.cli)
-		self, err := os.Executable()
-		if err != nil {
-			t.Fatal(err)
+		text, marker := run(t, newRig(t, r.cli), "what does the shell see?", invoker.Unlimited, fakemodel.Shell("env"), fakemodel.EchoToolResult("after: "))
+		if !strings.Contains(text, "PATH=") {
+			t.Fatalf("answer %q, want the environment the shell command printed", text)
 		}
-		marker := "m-" + strconv.Itoa(os.Getpid())
-		r.srv.Enqueue(fakemodel.Shell("env"), fakemodel.EchoToolResult("after: "))
-		req := r.request("what does the shell see?")
-		req.Permission = invoker.Unlimited // env runs without a question in every CLI
-		req.MCPServers = []invoker.MCPServer{{Name: "ext", Command: self, Env: []string{stdioMCPEnv + "=" + marker}}}
-		res, err := r.invoke(context.Background(), req)
-		if err != nil {
-			t.Fatalf("Invoke() error = %v; stderr:\n%s", err, res.Stderr)
-		}
-		if !strings.Contains(res.Text, "PATH=") {
-			t.Fatalf("answer %q, want the environment the shell command printed", res.Text)
-		}
-		if strings.Contains(res.Text, marker) {
-			t.Errorf("the agent's shell saw the stdio server's Env: %q", res.Text)
+		if strings.Contains(text, marker) {
+			t.Errorf("the agent's shell saw the stdio server's Env: %q", text)
 		}
 	})
 }

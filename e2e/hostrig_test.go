@@ -434,6 +434,27 @@ func (l *lockedBuffer) String() string {
 // is found by the rig's tag, by the fake agent's tag, and by the server's
 // transcript argument, each in a session of its own; and none once they
 // are gone.
+// awaitExeced waits until /proc shows process pid with its new command
+// line args. Start returns once the exec is past its point of no return,
+// but the kernel sets up the new image's arguments and environment (what
+// a scan reads) after that: a scan at once can find them empty. No event
+// says when, so it polls, within a bound.
+func awaitExeced(t *testing.T, pid int, args []string) {
+	t.Helper()
+	want := strings.Join(args, "\x00") + "\x00"
+	deadline := time.Now().Add(testenv.Timeout(10 * time.Second))
+	for {
+		b, err := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", pid))
+		if err == nil && string(b) == want {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("pid %d: command line %q, want %q", pid, b, want)
+		}
+		time.Sleep(time.Millisecond)
+	}
+}
+
 func TestHostSurvivorScan(t *testing.T) {
 	r := &hostRig{
 		t:          t,
@@ -461,6 +482,7 @@ func TestHostSurvivorScan(t *testing.T) {
 		}
 		defer cmd.Process.Kill() // if the scan failed to kill it
 		cmds = append(cmds, cmd)
+		awaitExeced(t, cmd.Process.Pid, c.args)
 	}
 	if got := r.survivors(); len(got) != len(cmds) {
 		t.Errorf("survivors() = %q, want the %d processes started", got, len(cmds))

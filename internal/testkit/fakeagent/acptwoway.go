@@ -19,7 +19,6 @@ type acpTwoWay struct {
 	allowed map[string]bool // "shell:<command>", "server:<name>", "tool:<server>/<tool>"
 	clients mcpClients
 	replies pendingReplies
-	next    int
 }
 
 // acpMCPServer is an entry of session/new's mcpServers: stdio (no type),
@@ -77,16 +76,11 @@ func (g *acpTwoWay) setServers(servers []acpMCPServer) {
 // ask sends session/request_permission with options and returns the
 // option the client selected ("" for a cancelled outcome), or ctx's error.
 func (g *acpAgent) ask(ctx context.Context, toolCall obj, options []obj) (string, error) {
-	t := g.two
-	t.mu.Lock()
-	id := t.next
-	t.next++
-	t.mu.Unlock()
-	key := strconv.Itoa(id)
-	ch := t.replies.add(key)
-	g.a.emit(obj{{"jsonrpc", "2.0"}, {"id", id}, {"method", "session/request_permission"}, {"params", obj{
-		{"sessionId", g.a.sid}, {"options", options}, {"toolCall", toolCall}}}})
-	res, err := t.replies.await(ctx, key, ch)
+	id := g.two.replies.newID()
+	res, err := g.two.replies.request(ctx, strconv.Itoa(id), func() {
+		g.a.emit(obj{{"jsonrpc", "2.0"}, {"id", id}, {"method", "session/request_permission"}, {"params", obj{
+			{"sessionId", g.a.sid}, {"options", options}, {"toolCall", toolCall}}}})
+	})
 	if err != nil {
 		return "", err
 	}

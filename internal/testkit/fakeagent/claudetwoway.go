@@ -123,9 +123,9 @@ func (a *agent) claudeDuring(intr <-chan string, op func(context.Context) (outco
 // payload (response.response), or for ctx.
 func (a *agent) claudeControl(ctx context.Context, request obj) (json.RawMessage, error) {
 	id := uuid4()
-	ch := a.claude.replies.add(id)
-	a.emit(obj{{"type", "control_request"}, {"request_id", id}, {"request", request}})
-	b, err := a.claude.replies.await(ctx, id, ch)
+	b, err := a.claude.replies.request(ctx, id, func() {
+		a.emit(obj{{"type", "control_request"}, {"request_id", id}, {"request", request}})
+	})
 	if err != nil {
 		return nil, err
 	}

@@ -21,7 +21,6 @@ type codexTwoWay struct {
 	allowed map[string]bool
 	clients mcpClients
 	replies pendingReplies
-	next    int // id of the next server request
 }
 
 // newCodexTwoWay reads the -c options of the fake's arguments.
@@ -151,15 +150,9 @@ func (c *codexTwoWay) servers() []mcpServer {
 // request sends a server request and waits for its result, or for ctx. A
 // JSON-RPC error comes back as a null result.
 func (s *appServer) request(ctx context.Context, method string, params obj) (json.RawMessage, json.RawMessage, error) {
-	c := s.two
-	c.mu.Lock()
-	id := c.next
-	c.next++
-	c.mu.Unlock()
+	id := s.two.replies.newID()
 	key := strconv.Itoa(id)
-	ch := c.replies.add(key)
-	s.a.emit(obj{{"method", method}, {"id", id}, {"params", params}})
-	res, err := c.replies.await(ctx, key, ch)
+	res, err := s.two.replies.request(ctx, key, func() { s.a.emit(obj{{"method", method}, {"id", id}, {"params", params}}) })
 	return json.RawMessage(key), res, err
 }
 

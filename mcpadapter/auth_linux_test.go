@@ -7,6 +7,7 @@ package mcpadapter_test
 
 import (
 	"context"
+	"log/slog"
 	"net/http"
 	"os"
 	"os/exec"
@@ -17,7 +18,9 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/clinvoke/clinvoke/claude"
 	"github.com/clinvoke/clinvoke/internal/testkit/fakeagent"
+	"github.com/clinvoke/clinvoke/invoker"
 	"github.com/clinvoke/clinvoke/mcpadapter"
 )
 
@@ -173,5 +176,82 @@ func TestExampleServerRefusesNetworkWithoutAuth(t *testing.T) {
 	cmd.Wait()
 	if !strings.Contains(log.String(), "WARNING: -insecure-no-auth") || !strings.Contains(log.String(), `auth="NONE (-insecure-no-auth)"`) {
 		t.Errorf("-insecure-no-auth: log\n%s\nwant the warning and the serving line", log.String())
+	}
+}
+
+// closingSink passes the reasons of the warm sessions the server closes.
+type closingSink chan string
+
+func (s closingSink) Enabled(context.Context, slog.Level) bool { return true }
+func (s closingSink) WithAttrs([]slog.Attr) slog.Handler       { return s }
+func (s closingSink) WithGroup(string) slog.Handler            { return s }
+func (s closingSink) Handle(_ context.Context, rec slog.Record) error {
+	if rec.Message == "warm session closing" {
+		rec.Attrs(func(a slog.Attr) bool {
+			if a.Key == "why" {
+				s <- a.Value.String()
+			}
+			return true
+		})
+	}
+	return nil
+}
+
+// TestWarmSessionKeepsToItsIdentity: a warm session answers the calls of
+// the identity that opened it; another identity continuing the
+// conversation gets a process of its own.
+func TestWarmSessionKeepsToItsIdentity(t *testing.T) {
+	s := fakeagent.Script{Flavor: fakeagent.Claude, RecordDir: t.TempDir(), Tag: fakeagent.NewTag()}
+	inv := claude.New(invoker.Options{Binary: os.Args[0], Env: s.Env(), InterruptGrace: 200 * time.Millisecond, TerminateGrace: 200 * time.Millisecond})
+	tokens, err := mcpadapter.ParseTokens("alice:" + aliceToken + "\nbob:" + bobToken)
+	if err != nil {
+		t.Fatal(err)
+	}
+	closing := make(closingSink, 10)
+	root := t.TempDir()
+	t.Cleanup(func() { noSurvivors(t, s.Tag) }) // after the server's shutdown
+	as := newAccessServer(t, &mcpadapter.Options{WarmSessions: mcpadapter.WarmSessions{MaxSessions: 2},
+		HTTPAccess: mcpadapter.HTTPAccess{Tokens: tokens}, Logger: slog.New(closing)}, true, inv)
+	agents := func() int {
+		rec, err := fakeagent.ReadRecord(s.RecordDir)
+		if err != nil {
+			t.Fatal(err)
+		}
+		n := 0
+		for _, p := range rec.Procs {
+			if p.Role == "agent" {
+				n++
+			}
+		}
+		return n
+	}
+	ask := func(token, sessionID string) mcpadapter.Output {
+		t.Helper()
+		cs := as.connect(t, token)
+		kv := []any{}
+		if sessionID != "" {
+			kv = append(kv, "session_id", sessionID)
+		}
+		res, err := cs.CallTool(context.Background(), &mcp.CallToolParams{Name: "claude", Arguments: args("hi", root, kv...)})
+		var out mcpadapter.Output
+		if err == nil {
+			decode(t, res, &out)
+		}
+		if err != nil || res.IsError || out.SessionID == "" {
+			t.Fatalf("CallTool() = %v %+v, want an answer with a session", err, out)
+		}
+		return out
+	}
+	first := ask(aliceToken, "")
+	ask(aliceToken, first.SessionID)
+	if n := agents(); n != 1 {
+		t.Fatalf("alice's two calls ran %d processes, want one warm session", n)
+	}
+	ask(bobToken, first.SessionID)
+	if why := recv(t, closing, "alice's warm session to close"); !strings.Contains(why, "identity") {
+		t.Errorf("the warm session closed because %q, want the identity named", why)
+	}
+	if n := agents(); n != 2 {
+		t.Errorf("bob's call ran in %d processes in all, want a process of its own (2)", n)
 	}
 }

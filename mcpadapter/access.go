@@ -29,7 +29,8 @@ import (
 //     query parameter: URLs end up in logs and proxies' records; OAuth 2.1
 //     forbids it), whatever its header says;
 //   - with 403 when it carries an Origin header (a browser page) that is
-//     neither a loopback origin nor one of AllowedOrigins;
+//     neither a loopback origin nor one of AllowedOrigins (the protected
+//     resource metadata excepted: it is public);
 //   - with 401 when authentication is configured (Tokens or Verifier) and
 //     its Authorization header holds no bearer token that one of them
 //     accepts; the WWW-Authenticate header says so (RFC 6750), and names
@@ -180,14 +181,16 @@ func (a *access) wrap(next http.Handler) http.Handler {
 			http.Error(w, "a token in the URL is refused: send it in the Authorization header (Authorization: Bearer TOKEN)", http.StatusUnauthorized)
 			return
 		}
+		if a.meta != nil && r.URL.Path == a.metaPath {
+			// Public, to every origin, as RFC 9728 has it: clients find
+			// where to get a token here.
+			a.meta.ServeHTTP(w, r)
+			return
+		}
 		if !a.origins.check(w, r) {
 			return
 		}
 		a.checkRevoked()
-		if a.meta != nil && r.URL.Path == a.metaPath {
-			a.meta.ServeHTTP(w, r) // public, as RFC 9728 has it
-			return
-		}
 		if authed != nil {
 			authed.ServeHTTP(&challengeWriter{ResponseWriter: w, a: a, gaveToken: r.Header.Get("Authorization") != ""}, r)
 			return

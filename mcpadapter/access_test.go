@@ -357,7 +357,7 @@ func TestHTTPAccessOAuth(t *testing.T) {
 			t.Errorf("%s without a token: %s %q, WWW-Authenticate %q; want 401 naming %s", ename, resp.Status, body, resp.Header.Get("WWW-Authenticate"), want)
 		}
 	}
-	resp, body := s.do(t, rawRequest{method: "GET", path: "/.well-known/oauth-protected-resource/mcp"})
+	resp, body := s.do(t, rawRequest{method: "GET", path: "/.well-known/oauth-protected-resource/mcp", header: map[string]string{"Origin": "https://elsewhere.example.com"}})
 	var meta oauthex.ProtectedResourceMetadata
 	if resp.StatusCode != http.StatusOK || json.Unmarshal([]byte(body), &meta) != nil || meta.Resource != resource || len(meta.AuthorizationServers) != 1 {
 		t.Errorf("GET the metadata: %s %q, want the metadata of %s", resp.Status, body, resource)

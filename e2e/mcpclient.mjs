@@ -5,8 +5,10 @@
 //   node mcpclient.mjs CONFIG
 //
 // CONFIG is JSON: {"transport": "stdio", "command", "args", "env"} or
-// {"transport": "http", "url"}, plus "root" (an allowed workdir) and
-// "outside" (a directory outside the roots). The driver runs its steps in
+// {"transport": "http", "url", "token"}, plus "root" (an allowed workdir)
+// and "outside" (a directory outside the roots). With a token, every HTTP
+// request carries it (Authorization: Bearer), and a first step checks that
+// a client without it, or with another, is turned away. The driver runs its steps in
 // order; after each one it prints one JSON line on stdout and waits for a
 // line on stdin (the test checks that no process survived) before the
 // next step. Errors of the SDK are reported, not thrown: the test decides.
@@ -30,13 +32,30 @@ async function step(name, fn) {
   if (next.done) process.exit(0);
 }
 
-async function connect() {
+async function connect(token = cfg.token) {
   const client = new Client({ name: 'clinvoke-ts-driver', version: '0.0.1' });
+  const requestInit = token ? { headers: { Authorization: `Bearer ${token}` } } : undefined;
   const transport = cfg.transport === 'stdio'
     ? new StdioClientTransport({ command: cfg.command, args: cfg.args, env: cfg.env, stderr: 'inherit' })
-    : new StreamableHTTPClientTransport(new URL(cfg.url));
+    : new StreamableHTTPClientTransport(new URL(cfg.url), { requestInit });
   await client.connect(transport);
   return { client, transport };
+}
+
+if (cfg.token) {
+  await step('unauthenticated', async () => {
+    const results = {};
+    for (const [name, token] of [['noToken', ''], ['wrongToken', 'x'.repeat(40)]]) {
+      try {
+        const { client: c } = await connect(token);
+        await c.close();
+        results[name] = { rejected: false };
+      } catch (e) {
+        results[name] = { rejected: true, error: String(e?.message ?? e), code: e?.code };
+      }
+    }
+    return { results };
+  });
 }
 
 // call calls the codex tool; onStreaming runs once a progress message

@@ -5,7 +5,8 @@ package e2e
 // examples/mcpserver driven by an MCP client that is not ours: the
 // official TypeScript SDK (@modelcontextprotocol/sdk, pinned in
 // package.json), run by mcpclient.mjs over stdio, streamable HTTP and
-// stateless HTTP. The agent underneath is the fake (internal/testkit/fakeagent,
+// stateless HTTP; over HTTP the server requires a bearer token
+// (-auth-tokens), which the client sends. The agent underneath is the fake (internal/testkit/fakeagent,
 // run by the examples/demo binary), with a tool tree of a grandchild and
 // a setsid daemon; after every step the test proves that no process of
 // the finished runs survived.
@@ -38,6 +39,7 @@ type tsResult struct {
 	Progress int                `json:"progress"`
 	Rejected bool               `json:"rejected"`
 	Error    string             `json:"error"`
+	Code     int                `json:"code"` // the HTTP status of a failed connection
 }
 
 // tsReport is one line of mcpclient.mjs: a step and its calls.
@@ -109,14 +111,14 @@ func TestTypeScriptClient(t *testing.T) {
 				}
 				cfg["transport"], cfg["command"], cfg["args"], cfg["env"] = "stdio", server, args, envMap
 			} else {
-				args = append(args, "-http", "127.0.0.1:0")
+				args = append(args, "-http", "127.0.0.1:0", "-auth-tokens", tokenFile(t, "ts-client:"+tsToken))
 				if mode == "stateless" {
 					args = append(args, "-stateless")
 				}
 				srv = exec.Command(server, args...)
 				srv.Env = env
 				url := startLogged(t, srv)
-				cfg["transport"], cfg["url"] = "http", url
+				cfg["transport"], cfg["url"], cfg["token"] = "http", url, tsToken
 			}
 			js, err := json.Marshal(cfg)
 			if err != nil {
@@ -163,7 +165,7 @@ func TestTypeScriptClient(t *testing.T) {
 					if err := json.Unmarshal(r.Results, &r.many); err != nil {
 						t.Fatal(err)
 					}
-				case "bad inputs":
+				case "bad inputs", "unauthenticated":
 					if err := json.Unmarshal(r.Results, &r.named); err != nil {
 						t.Fatal(err)
 					}
@@ -184,15 +186,22 @@ func TestTypeScriptClient(t *testing.T) {
 					if mode == "stateless" && r.Step != "disconnect" {
 						want = mcpadapter.StatusCompleted
 					}
-					if e := finalEntry(t, transcript, prompt); e.Status != want {
+					e := finalEntry(t, transcript, prompt)
+					if e.Status != want {
 						t.Errorf("%s: the run of %q ended %+v, want %s", r.Step, prompt, e, want)
 					} else {
 						t.Logf("%s: the run of %q ended %s: %s", r.Step, prompt, e.Status, e.Error)
+					}
+					if want := map[bool]string{true: "", false: "ts-client"}[mode == "stdio"]; e.Identity != want {
+						t.Errorf("%s: the run of %q has identity %q, want %q", r.Step, prompt, e.Identity, want)
 					}
 				}
 				fmt.Fprintln(stdin)
 			}
 			want := []string{"cancel", "progress", "concurrent", "failure", "bad inputs", "disconnect"}
+			if mode != "stdio" {
+				want = append([]string{"unauthenticated"}, want...)
+			}
 			if mode != "stdio" {
 				want = append(want, "next client")
 			}
@@ -273,7 +282,26 @@ func checkTSStep(t *testing.T, mode string, r *tsReport) {
 		}
 	case "next client":
 		completed("call", r.tsResult)
+	case "unauthenticated":
+		for _, name := range []string{"noToken", "wrongToken"} {
+			if c := r.named[name]; !c.Rejected || c.Code != 401 || !strings.Contains(c.Error, "token") {
+				t.Errorf("unauthenticated: %s: %+v, want the connection refused with 401", name, c)
+			}
+		}
 	}
+}
+
+// tsToken is the bearer token of the TypeScript client.
+const tsToken = "ts-0123456789abcdef0123456789abcdef"
+
+// tokenFile writes a token file of lines NAME:TOKEN and returns its path.
+func tokenFile(t *testing.T, lines ...string) string {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), "tokens")
+	if err := os.WriteFile(path, []byte(strings.Join(lines, "\n")+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return path
 }
 
 // waitRunsEnded waits until every run with a "running" line in the

@@ -65,6 +65,23 @@
 // invoker is recovered and answered the same way: one broken run never
 // takes the server down.
 //
+// # Who may call over HTTP
+//
+// Over streamable HTTP, [Tools.Handler] lets in only whom
+// Options.HTTPAccess allows (see [HTTPAccess]): requests carrying one of a
+// set of named bearer tokens ([Tokens], a file that can be rotated while
+// serving), or an OAuth 2.1 access token that the server's verifier
+// accepts (the resource server of the MCP authorization specification,
+// with its protected resource metadata), on every endpoint; a token in a
+// URL is refused. Browser pages are refused unless their Origin is a
+// loopback one or allowed. Without authentication, only requests from this
+// machine (loopback) are served, unless HTTPAccess.InsecureNoAuth says
+// otherwise. A call's identity (the token's name, the OAuth subject) is
+// written in its transcript lines (TranscriptEntry.Identity), its log
+// records and its span (enduser.id); Options.MaxConcurrentPerIdentity
+// bounds the runs of one identity, [Tools.Calls] lists the calls in
+// progress with their identity and [Tools.Cancel] stops those of one.
+//
 // # Approvals
 //
 // A CLI whose invoker takes an approval callback (Capabilities.Approve)

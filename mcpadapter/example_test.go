@@ -246,3 +246,70 @@ func ExampleTools_Handler() {
 	// Output:
 	// completed: "you said: hello over HTTP"
 }
+
+// bearerClient sends a bearer token with every request.
+type bearerClient struct{ token string }
+
+func (b bearerClient) RoundTrip(r *http.Request) (*http.Response, error) {
+	r = r.Clone(r.Context())
+	r.Header.Set("Authorization", "Bearer "+b.token)
+	return http.DefaultTransport.RoundTrip(r)
+}
+
+// A server on the network says who may use it: here, named bearer tokens
+// (a file of NAME:TOKEN lines with LoadTokens, which follows the file as
+// it is rotated). Every request without one of them is refused with 401
+// before it reaches anything; a call's identity, the token's name, is in
+// its transcript lines, log records and span, and Tools.Calls lists it.
+func ExampleHTTPAccess() {
+	ctx := context.Background()
+	tokens, err := mcpadapter.ParseTokens("alice:" + "0123456789abcdef0123456789abcdef")
+	if err != nil {
+		log.Fatal(err)
+	}
+	server := mcp.NewServer(&mcp.Implementation{Name: "agents", Version: "v1.0.0"}, nil)
+	tools, err := mcpadapter.Register(server, &mcpadapter.Options{
+		HTTPAccess:               mcpadapter.HTTPAccess{Tokens: tokens},
+		MaxConcurrentPerIdentity: 2, // one client cannot take every slot
+	}, echoAgent{})
+	if err != nil {
+		log.Fatal(err)
+	}
+	sdk := mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return server }, nil)
+	ts := httptest.NewServer(tools.Handler(sdk))
+	defer ts.Close()
+
+	resp, err := http.Post(ts.URL, "application/json", nil)
+	if err != nil {
+		log.Fatal(err)
+	}
+	resp.Body.Close()
+	fmt.Println("without a token:", resp.Status, resp.Header.Get("WWW-Authenticate"))
+
+	client := mcp.NewClient(&mcp.Implementation{Name: "client", Version: "v1.0.0"}, nil)
+	cs, err := client.Connect(ctx, &mcp.StreamableClientTransport{
+		Endpoint:   ts.URL,
+		HTTPClient: &http.Client{Transport: bearerClient{token: "0123456789abcdef0123456789abcdef"}},
+	}, nil)
+	if err != nil {
+		log.Fatal(err)
+	}
+	res, err := cs.CallTool(ctx, &mcp.CallToolParams{
+		Name:      "echo",
+		Arguments: map[string]any{"prompt": "hello", "workdir": os.TempDir()},
+	})
+	if err != nil {
+		log.Fatal(err)
+	}
+	fmt.Println("with alice's token: isError", res.IsError)
+
+	if err := cs.Close(); err != nil {
+		log.Fatal(err)
+	}
+	if err := tools.Shutdown(ctx); err != nil {
+		log.Fatal(err)
+	}
+	// Output:
+	// without a token: 401 Unauthorized Bearer realm="mcp"
+	// with alice's token: isError false
+}

@@ -15,7 +15,7 @@ import (
 func (t *tool) handle(ctx context.Context, req *mcp.CallToolRequest, in Input) (res *mcp.CallToolResult, out Output, err error) {
 	// The call counts until everything below, its record included, is
 	// done: deferred first, end runs last.
-	ctx, end := t.calls.begin(ctx, req)
+	ctx, end := t.calls.begin(ctx, req, t.name)
 	defer end()
 	ctx, endSpan := t.startCall(ctx, req, t.name)
 	defer func() { endSpan(out.Status, out.Error) }()
@@ -23,7 +23,7 @@ func (t *tool) handle(ctx context.Context, req *mcp.CallToolRequest, in Input) (
 		// A panic here is a bug of this package (the invoker's own panics
 		// are recovered in invoke); the server must survive it all the same.
 		if v := recover(); v != nil {
-			t.cfg.log.Error("tool handler panicked", "tool", t.name, "panic", v, "stack", string(debug.Stack()))
+			t.cfg.log.ErrorContext(ctx, "tool handler panicked", logAttrs(ctx, "tool", t.name, "panic", v, "stack", string(debug.Stack()))...)
 			out = Output{Status: StatusFailed, ExitCode: -1, Error: fmt.Sprintf("internal error in the %s tool: %v", t.name, v)}
 			res, err = errorResult(t.name, out), nil
 		}
@@ -47,7 +47,7 @@ func (t *tool) handle(ctx context.Context, req *mcp.CallToolRequest, in Input) (
 // handleParallel serves the parallel tool.
 func (t *tool) handleParallel(ctx context.Context, req *mcp.CallToolRequest, in ParallelInput) (res *mcp.CallToolResult, out ParallelOutput, err error) {
 	toolName := t.name + ParallelSuffix
-	ctx, end := t.calls.begin(ctx, req)
+	ctx, end := t.calls.begin(ctx, req, toolName)
 	defer end()
 	ctx, endSpan := t.startCall(ctx, req, toolName)
 	defer func() {
@@ -59,7 +59,7 @@ func (t *tool) handleParallel(ctx context.Context, req *mcp.CallToolRequest, in 
 	}()
 	defer func() {
 		if v := recover(); v != nil {
-			t.cfg.log.Error("tool handler panicked", "tool", toolName, "panic", v, "stack", string(debug.Stack()))
+			t.cfg.log.ErrorContext(ctx, "tool handler panicked", logAttrs(ctx, "tool", toolName, "panic", v, "stack", string(debug.Stack()))...)
 			res = &mcp.CallToolResult{}
 			res.SetError(fmt.Errorf("internal error in the %s tool: %v", toolName, v))
 			out, err = ParallelOutput{Results: []TaskOutput{}}, nil
@@ -89,6 +89,9 @@ func (t *tool) handleParallel(ctx context.Context, req *mcp.CallToolRequest, in 
 		limit = min(limit, in.MaxParallel)
 	}
 	limit = int(min(int64(limit), t.cfg.maxConcurrent))
+	if id := identityFrom(ctx); id != "" && t.cfg.maxPerIdentity > 0 {
+		limit = int(min(int64(limit), t.cfg.maxPerIdentity))
+	}
 	var (
 		g    *errgroup.Group
 		gctx = ctx

@@ -2,13 +2,15 @@ package mcpadapter_test
 
 // Two replicas of the example server in -stateless mode behind a real
 // load balancer (nginx, started as a process of this test with a
-// generated configuration), as README's "Scaling out" shows.
+// generated configuration), as README's "Scaling out" shows, each
+// requiring a bearer token of the same file.
 
 import (
 	"context"
 	"errors"
 	"fmt"
 	"net"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -160,14 +162,32 @@ func TestStatelessReplicasBehindLoadBalancer(t *testing.T) {
 		transcripts []string
 		backends    []string
 	)
+	tokens := writeTokens(t, "alice:"+aliceToken, "bob:"+bobToken)
 	for i := range 2 {
 		tr := filepath.Join(t.TempDir(), fmt.Sprintf("replica%d.jsonl", i))
-		srv := startHTTPServer(t, bin, s, root, tr, "-stateless", "-max", "-1")
+		srv := startHTTPServer(t, bin, s, root, tr, "-stateless", "-max", "-1", "-auth-tokens", tokens)
 		replicas = append(replicas, srv)
 		transcripts = append(transcripts, tr)
 		backends = append(backends, strings.TrimPrefix(srv.url, "http://"))
 	}
 	lb := startNginx(t, backends...)
+
+	// Through the balancer, a request without the token is refused by
+	// whichever replica gets it, and starts nothing.
+	lbs := &accessServer{url: lb}
+	for range 4 {
+		resp, body := lbs.do(t, endpoints("", root)["POST tools/call"])
+		if resp.StatusCode != http.StatusUnauthorized || !strings.HasPrefix(resp.Header.Get("WWW-Authenticate"), "Bearer ") {
+			t.Errorf("a call without a token through the balancer: %s %q, want 401 with a Bearer challenge", resp.Status, body)
+		}
+	}
+	// Calls alternate between two clients' tokens, each with its identity.
+	identity := func(i int) (name, token string) {
+		if i%2 == 0 {
+			return "alice", aliceToken
+		}
+		return "bob", bobToken
+	}
 
 	const calls, dropped = 20, 5
 	var (
@@ -184,6 +204,8 @@ func TestStatelessReplicasBehindLoadBalancer(t *testing.T) {
 			defer func() { <-slots }()
 			drop := i%(calls/dropped) == 0
 			hc := newKillableClient()
+			_, bearerToken := identity(i)
+			hc.Client.Transport = bearer{token: bearerToken, base: hc.Client.Transport}
 			cs, progress := connectHTTP(t, lb, hc.Client, -1)
 			token := fmt.Sprint("call", i)
 			resc := make(chan callOutcome, 1)
@@ -231,8 +253,10 @@ func TestStatelessReplicasBehindLoadBalancer(t *testing.T) {
 	counts := map[mcpadapter.Status]int{}
 	perReplica := make([]int, len(replicas))
 	deadline := time.Now().Add(testenv.Timeout(testenv.Hang))
+	var wrongIdentity []string
 	for {
 		clear(counts)
+		wrongIdentity = wrongIdentity[:0]
 		total := 0
 		for k, tr := range transcripts {
 			perReplica[k] = 0
@@ -246,12 +270,21 @@ func TestStatelessReplicasBehindLoadBalancer(t *testing.T) {
 				if e.Status == mcpadapter.StatusCancelled && !strings.Contains(e.Error, "went away") {
 					t.Errorf("replica %d: run cancelled with %q, want the client gone", k, e.Error)
 				}
+				var i int
+				if _, err := fmt.Sscanf(e.Prompt, "task %d", &i); err == nil {
+					if name, _ := identity(i); e.Identity != name {
+						wrongIdentity = append(wrongIdentity, fmt.Sprintf("%q of %q", e.Prompt, e.Identity))
+					}
+				}
 			}
 		}
 		if total >= calls || time.Now().After(deadline) {
 			break
 		}
 		time.Sleep(50 * time.Millisecond)
+	}
+	if len(wrongIdentity) > 0 {
+		t.Errorf("runs recorded with the wrong identity: %v", wrongIdentity)
 	}
 	if counts[mcpadapter.StatusCompleted] != calls-dropped || counts[mcpadapter.StatusCancelled] != dropped || answered != calls-dropped {
 		t.Errorf("runs by status %v, %d answered; want %d completed and answered, %d cancelled", counts, answered, calls-dropped, dropped)

@@ -46,6 +46,17 @@ type Options struct {
 	// no limit.
 	MaxConcurrent int
 
+	// MaxConcurrentPerIdentity, if positive, bounds how many runs of one
+	// identity (see [HTTPAccess]) execute at once, so that one client
+	// cannot take every slot of MaxConcurrent. A run beyond it waits, as
+	// for MaxConcurrent, reporting "queued" progress, until its context
+	// is done; it waits without holding a slot of MaxConcurrent, so the
+	// calls of other identities go first. A parallel call's tasks count
+	// one each. Calls without identity (stdio, HTTP without
+	// authentication) are bounded by MaxConcurrent alone. If zero, one
+	// identity may use every slot.
+	MaxConcurrentPerIdentity int
+
 	// MaxTasks bounds the number of tasks in one call of a parallel tool.
 	// If zero, DefaultMaxTasks is used.
 	MaxTasks int
@@ -149,6 +160,12 @@ type Options struct {
 	// then fails to answer one (an error) is a denial too.
 	ApprovalFallback ApprovalPolicy
 
+	// HTTPAccess says who may reach the tools over streamable HTTP, which
+	// Tools.Handler checks: bearer tokens, OAuth access tokens, browser
+	// origins. The zero value authenticates nobody and serves only
+	// requests from this machine. See [HTTPAccess].
+	HTTPAccess HTTPAccess
+
 	// Logger, if not nil, receives a record for each call: start, end,
 	// refusal, recovered panic. A nil Logger discards everything.
 	// Nothing is ever written to standard output, which a stdio server
@@ -183,6 +200,11 @@ type config struct {
 	approvals     ApprovalPolicy
 	// approvalFallback is ApprovalsAllow or ApprovalsDeny.
 	approvalFallback ApprovalPolicy
+
+	// maxPerIdentity is Options.MaxConcurrentPerIdentity; 0 for no limit.
+	maxPerIdentity int64
+	// access is Options.HTTPAccess, checked.
+	access *access
 }
 
 func newConfig(o *Options) (*config, error) {
@@ -191,6 +213,7 @@ func newConfig(o *Options) (*config, error) {
 	}
 	c := &config{
 		maxConcurrent:    int64(o.MaxConcurrent),
+		maxPerIdentity:   int64(o.MaxConcurrentPerIdentity),
 		maxTasks:         o.MaxTasks,
 		defaultPerm:      o.DefaultPermission,
 		maxPerm:          o.MaxPermission,
@@ -211,6 +234,9 @@ func newConfig(o *Options) (*config, error) {
 		c.maxConcurrent = DefaultMaxConcurrent
 	case c.maxConcurrent < 0:
 		c.maxConcurrent = math.MaxInt64
+	}
+	if c.maxPerIdentity < 0 {
+		return nil, fmt.Errorf("Options.MaxConcurrentPerIdentity is %d: give a positive number of runs, or 0 for no limit per identity", c.maxPerIdentity)
 	}
 	if c.maxTasks <= 0 {
 		c.maxTasks = DefaultMaxTasks
@@ -261,6 +287,11 @@ func newConfig(o *Options) (*config, error) {
 	if c.log == nil {
 		c.log = slog.New(slog.DiscardHandler)
 	}
+	access, err := o.HTTPAccess.compile(c.log)
+	if err != nil {
+		return nil, fmt.Errorf("Options.HTTPAccess: %w", err)
+	}
+	c.access = access
 	if c.transcript != "" && !filepath.IsAbs(c.transcript) {
 		abs, err := filepath.Abs(c.transcript)
 		if err != nil {

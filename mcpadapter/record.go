@@ -35,6 +35,7 @@ func (t *tool) entry(toolName string, index *int, runID string, req *invoker.Req
 // killed before the run ends.
 func (t *tool) recordStart(ctx context.Context, toolName string, index *int, runID string, req *invoker.Request, sessionID string, start time.Time) {
 	e := t.entry(toolName, index, runID, req)
+	e.Identity = identityFrom(ctx)
 	e.Output = Output{Status: StatusRunning, SessionID: sessionID, ExitCode: -1, DurationMS: time.Since(start).Milliseconds()}
 	if err := t.tr.append(e); err != nil {
 		t.cfg.log.ErrorContext(ctx, "transcript write failed", "tool", toolName, "error", err)
@@ -43,13 +44,14 @@ func (t *tool) recordStart(ctx context.Context, toolName string, index *int, run
 	if index != nil {
 		attrs = append(attrs, "task", *index)
 	}
-	t.cfg.log.InfoContext(ctx, "run has a session", attrs...)
+	t.cfg.log.InfoContext(ctx, "run has a session", logAttrs(ctx, attrs...)...)
 }
 
 // record writes the transcript line and the log record of a finished (or
 // refused) run. runID is empty for a call refused before any run.
 func (t *tool) record(ctx context.Context, toolName string, index *int, runID string, req *invoker.Request, res *invoker.Result, out Output, start time.Time) {
 	e := t.entry(toolName, index, runID, req)
+	e.Identity = identityFrom(ctx)
 	e.Output = out
 	if res != nil {
 		e.Stderr = res.Stderr
@@ -65,5 +67,5 @@ func (t *tool) record(ctx context.Context, toolName string, index *int, runID st
 	if out.Error != "" {
 		attrs = append(attrs, "error", out.Error)
 	}
-	t.cfg.log.InfoContext(ctx, "run finished", attrs...)
+	t.cfg.log.InfoContext(ctx, "run finished", logAttrs(ctx, attrs...)...)
 }

@@ -26,7 +26,7 @@ func (t *tool) runTask(ctx context.Context, rep *reporter, ss *mcp.ServerSession
 	)
 	defer func() {
 		if v := recover(); v != nil { // a bug of this package: keep serving
-			t.cfg.log.Error("run panicked", "tool", toolName, "panic", v, "stack", string(debug.Stack()))
+			t.cfg.log.ErrorContext(ctx, "run panicked", logAttrs(ctx, "tool", toolName, "panic", v, "stack", string(debug.Stack()))...)
 			err = fmt.Errorf("internal error: %v", v)
 			out = t.output(ctx, res, err)
 		}
@@ -41,6 +41,15 @@ func (t *tool) runTask(ctx context.Context, rep *reporter, ss *mcp.ServerSession
 	if err := ctx.Err(); err != nil {
 		return t.output(ctx, nil, fmt.Errorf("not started: %w", err))
 	}
+	// The identity's slot first, so that a call waiting behind its own
+	// identity's runs holds no slot that another identity's call could use.
+	releaseID, err := t.ids.acquire(ctx, identityFrom(ctx), func(id string) {
+		rep.post(fmt.Sprintf("%squeued: %d runs of %s are executing, the most this server runs at once for one client", prefix, t.ids.limit, id))
+	})
+	if err != nil {
+		return t.output(ctx, nil, fmt.Errorf("not started, still waiting for a free slot of this client: %w", err))
+	}
+	defer releaseID()
 	if !t.sem.TryAcquire(1) {
 		rep.post(prefix + "queued: waiting for a free slot")
 		if err := t.sem.Acquire(ctx, 1); err != nil {
@@ -57,7 +66,7 @@ func (t *tool) runTask(ctx context.Context, rep *reporter, ss *mcp.ServerSession
 		req.Approve = a.approve
 	}
 	rep.post(prefix + "starting " + t.name)
-	t.cfg.log.InfoContext(ctx, "run starting", "tool", toolName, "workdir", req.Workdir, "permission", req.Permission, "resume", req.SessionID)
+	t.cfg.log.InfoContext(ctx, "run starting", logAttrs(ctx, "tool", toolName, "workdir", req.Workdir, "permission", req.Permission, "resume", req.SessionID)...)
 	res, err = t.call(ctx, req, index == nil)
 	if res == nil { // the invoker panicked or broke its contract
 		sid, text := obs.partial()

@@ -5,6 +5,7 @@ import (
 	"crypto/rand"
 	"net/http"
 	"sync"
+	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"golang.org/x/sync/semaphore"
@@ -13,9 +14,10 @@ import (
 // Tools is what one [Register] call added to a server: the two tools of
 // each invoker, and the calls and warm sessions they have in flight. It
 // owns their lifetime the way an *http.Server owns its connections':
-// [Tools.Shutdown] stops them, [Tools.Wait] and [Tools.Active] follow
-// them, and [Tools.Handler] lets the streamable HTTP transport end the
-// calls whose request ended.
+// [Tools.Shutdown] stops them, [Tools.Wait], [Tools.Active] and
+// [Tools.Calls] follow them, [Tools.Cancel] stops those of one identity,
+// and [Tools.Handler] guards the streamable HTTP transport
+// (Options.HTTPAccess) and ends the calls whose request ended.
 //
 // It is named for what Register made rather than Adapter or Server: the
 // mcp.Server stays the server, a server may carry the Tools of several
@@ -32,6 +34,7 @@ type Tools struct {
 type shared struct {
 	cfg   *config
 	sem   *semaphore.Weighted
+	ids   *identitySlots // Options.MaxConcurrentPerIdentity
 	tr    *transcript
 	warm  *warmPool // nil when Options.WarmSessions keeps none
 	calls *callSet
@@ -43,14 +46,20 @@ type shared struct {
 
 func newShared(cfg *config) *shared {
 	life, stop := context.WithCancelCause(context.Background())
-	return &shared{
+	sh := &shared{
 		cfg:   cfg,
 		sem:   semaphore.NewWeighted(cfg.maxConcurrent),
+		ids:   &identitySlots{limit: cfg.maxPerIdentity},
 		tr:    &transcript{path: cfg.transcript},
 		calls: new(callSet),
 		life:  life,
 		stop:  stop,
 	}
+	cfg.access.revoke = func(identity string) {
+		n := sh.calls.cancelIdentity(identity, ErrRevoked)
+		cfg.log.Warn("token removed from the set: its calls are cancelled", "identity", identity, "calls", n)
+	}
+	return sh
 }
 
 // Shutdown stops the tools. From its first call on, calls are refused
@@ -118,12 +127,18 @@ const callKeyHeader = "Clinvoke-Call-Key"
 // names a session.
 const sessionIDHeader = "Mcp-Session-Id"
 
-// Handler returns h (the SDK's streamable HTTP handler) wrapped so that a
-// call of t's tools is cancelled, with ErrClientGone as the cause, when
-// the HTTP request that carried it ends before the call is answered: the
-// client disconnected or closed its stream, its session was deleted
-// (DELETE) or closed for being idle (StreamableHTTPOptions.SessionTimeout).
-// Its run's process tree is killed and the call recorded as cancelled.
+// Handler returns h (the SDK's streamable HTTP handler) wrapped so that
+// only the clients that Options.HTTPAccess allows reach it (by default:
+// requests from this machine, from no browser page but those of loopback
+// origins; see [HTTPAccess]), and so that a call of t's tools is
+// cancelled, with ErrClientGone as the cause, when the HTTP request that
+// carried it ends before the call is answered: the client disconnected or
+// closed its stream, its session was deleted (DELETE) or closed for being
+// idle (StreamableHTTPOptions.SessionTimeout). Its run's process tree is
+// killed and the call recorded as cancelled.
+//
+// Everything h serves is behind the same checks: a server that serves
+// other paths beside the MCP endpoint (metrics) puts them in h.
 //
 // go-sdk v1.8.0 does none of this for the protocol versions clients use
 // today: it lets a call whose stream dropped run to its end (nobody can
@@ -134,12 +149,13 @@ const sessionIDHeader = "Mcp-Session-Id"
 // connection whose standard input reached end of file.
 func (t *Tools) Handler(h http.Handler) http.Handler {
 	c := t.sh.calls
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	return t.sh.cfg.access.wrap(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if sid := r.Header.Get(sessionIDHeader); r.Method == http.MethodDelete && sid != "" {
 			// The SDK's DELETE closes the session, which waits for the
 			// calls in flight, whose requests end only once the session
-			// is closed: cancel them first.
-			c.cancelKey("session " + sid)
+			// is closed: cancel them first. Only those of the DELETE's
+			// own identity: the SDK refuses another's (403).
+			c.cancelKey(sessionKey(sid, requestIdentity(r)))
 		}
 		key := "request " + rand.Text()
 		r.Header.Set(callKeyHeader, key)
@@ -150,7 +166,7 @@ func (t *Tools) Handler(h http.Handler) http.Handler {
 		h.ServeHTTP(w, r)
 		stop()
 		c.cancelKey(key)
-	})
+	}))
 }
 
 // bind returns the context of one call: done when the call's own context
@@ -182,10 +198,12 @@ type callSet struct {
 	held  int           // warm sessions alive
 	idle  chan struct{} // closed when n+held drops to 0; nil while it is 0
 	byKey map[string]map[*trackedCall]struct{}
+	all   map[*trackedCall]struct{} // the calls in progress, for Tools.Calls
 }
 
 type trackedCall struct {
 	cancel context.CancelCauseFunc
+	info   Call
 }
 
 func (cs *callSet) wait(ctx context.Context) error {
@@ -205,25 +223,34 @@ func (cs *callSet) wait(ctx context.Context) error {
 	}
 }
 
-// begin counts a call and returns its context, which Handler cancels when
-// the call's HTTP request ends, and the function that ends the call. Call
-// end after everything about the call is recorded.
-func (cs *callSet) begin(ctx context.Context, req *mcp.CallToolRequest) (context.Context, func()) {
+// begin counts a call of toolName and returns its context, which Handler
+// cancels when the call's HTTP request ends and which carries the call's
+// identity, and the function that ends the call. Call end after
+// everything about the call is recorded.
+func (cs *callSet) begin(ctx context.Context, req *mcp.CallToolRequest, toolName string) (context.Context, func()) {
 	ctx, cancel := context.WithCancelCause(ctx)
-	c := &trackedCall{cancel: cancel}
+	c := &trackedCall{cancel: cancel, info: Call{Tool: toolName, Identity: identityOf(req), Start: time.Now()}}
+	if req != nil && req.Session != nil {
+		c.info.Session = req.Session.ID()
+	}
+	ctx = withIdentity(ctx, c.info.Identity)
 	// The keys under which Handler finds the call: its HTTP request, and
-	// its session (for a DELETE).
+	// its session and identity (for a DELETE).
 	var keys []string
 	if req != nil && req.Extra != nil && req.Extra.Header != nil {
 		if k := req.Extra.Header.Get(callKeyHeader); k != "" {
 			keys = append(keys, k)
-			if req.Session != nil && req.Session.ID() != "" {
-				keys = append(keys, "session "+req.Session.ID())
+			if c.info.Session != "" {
+				keys = append(keys, sessionKey(c.info.Session, c.info.Identity))
 			}
 		}
 	}
 	cs.mu.Lock()
 	cs.addLocked(&cs.n, 1)
+	if cs.all == nil {
+		cs.all = map[*trackedCall]struct{}{}
+	}
+	cs.all[c] = struct{}{}
 	for _, key := range keys {
 		if cs.byKey == nil {
 			cs.byKey = map[string]map[*trackedCall]struct{}{}
@@ -236,6 +263,7 @@ func (cs *callSet) begin(ctx context.Context, req *mcp.CallToolRequest) (context
 	cs.mu.Unlock()
 	return ctx, func() {
 		cs.mu.Lock()
+		delete(cs.all, c)
 		for _, key := range keys {
 			delete(cs.byKey[key], c)
 			if len(cs.byKey[key]) == 0 {

@@ -83,6 +83,9 @@ func (t *tool) startCall(ctx context.Context, req *mcp.CallToolRequest, toolName
 		if req != nil && req.Session != nil && req.Session.ID() != "" {
 			sp.SetAttributes(attribute.String("mcp.session.id", req.Session.ID()))
 		}
+		if id := identityFrom(ctx); id != "" {
+			sp.SetAttributes(attribute.String("enduser.id", id))
+		}
 	}
 	return ctx, func(st Status, msg string) {
 		if sp.IsRecording() {

@@ -53,6 +53,10 @@ type TranscriptEntry struct {
 	// Images are the attached image files, absolute for a run, as given
 	// for a refused call.
 	Images []string `json:"images,omitempty"`
+	// Identity is who made the call: the name of its bearer token, or the
+	// subject of its OAuth token (see [HTTPAccess]); empty for a call
+	// without authentication.
+	Identity string `json:"identity,omitempty"`
 
 	// Output is what the call was answered with, its fields inline in
 	// the line (status, text, session_id, exit_code, duration_ms, usage,

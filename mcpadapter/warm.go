@@ -48,7 +48,8 @@ const DefaultWarmIdleTimeout = 5 * time.Minute
 //     every warm session busy and MaxSessions reached, and calls whose
 //     session fails to open.
 //   - A warm session is used only by a call with the same workdir,
-//     permission, model and system prompt as the call that opened it;
+//     permission, model, system prompt and identity (see [HTTPAccess]) as
+//     the call that opened it;
 //     another call continuing the conversation closes it and opens one
 //     with its own.
 //   - A session answers one call at a time: a call whose session is
@@ -119,6 +120,7 @@ type warmParams struct {
 	permission invoker.Permission
 	model      string
 	system     string
+	identity   string // of the call: one client's turn never runs in another's process
 }
 
 func paramsOf(req *invoker.Request) warmParams {
@@ -205,7 +207,7 @@ func (t *tool) call(ctx context.Context, req invoker.Request, single bool) (*inv
 		return t.invoke(ctx, req)
 	}
 	if single && t.warmable(&req) {
-		w, err := p.acquire(t.name, &req)
+		w, err := p.acquire(t.name, identityFrom(ctx), &req)
 		if err != nil {
 			return nil, err
 		}
@@ -299,12 +301,13 @@ func (t *tool) open(ctx context.Context, req invoker.Request, w *warmSession) (i
 	return s, cancel, nil
 }
 
-// acquire gives a call of cli for req the session it is to use: a warm
-// one to run a turn in, a new one to open (w.s is nil), or none (nil)
-// when the call is to run cold. Its error refuses the call.
-func (p *warmPool) acquire(cli string, req *invoker.Request) (*warmSession, error) {
+// acquire gives a call of cli by identity for req the session it is to
+// use: a warm one to run a turn in, a new one to open (w.s is nil), or
+// none (nil) when the call is to run cold. Its error refuses the call.
+func (p *warmPool) acquire(cli, identity string, req *invoker.Request) (*warmSession, error) {
 	key := warmKey{cli, req.SessionID}
 	params := paramsOf(req)
+	params.identity = identity
 	var stale []*warmSession
 	defer func() {
 		// Closed before the call goes on: the memory is freed before a new
@@ -329,7 +332,7 @@ func (p *warmPool) acquire(cli string, req *invoker.Request) (*warmSession, erro
 			p.removeLocked(w, "its CLI exited")
 			stale = append(stale, w)
 		case w.params != params:
-			p.removeLocked(w, "the call's workdir, permission, model or system prompt differ")
+			p.removeLocked(w, "the call's workdir, permission, model, system prompt or identity differ")
 			stale = append(stale, w)
 		default:
 			p.checkoutLocked(w)

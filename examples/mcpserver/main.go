@@ -112,6 +112,42 @@
 // client sees its connection close), so keep the limit above what clients
 // send.
 //
+// # On a network
+//
+// Over HTTP the server runs agents for whoever it lets in, so it refuses
+// to listen beyond this machine (an address other than loopback, such as
+// 0.0.0.0 or a LAN address, for -http or -metrics) unless it authenticates
+// its clients:
+//
+//	printf 'alice:%s\n' "$(openssl rand -hex 32)" > tokens && chmod 600 tokens
+//	go run ./examples/mcpserver -http 0.0.0.0:8700 -auth-tokens tokens -max-per-identity 2 -root ~/src
+//
+// -auth-tokens FILE requires a bearer token of the file (one NAME:TOKEN a
+// line; several at once, so a token is rotated by adding the new one and
+// removing the old; the file is read again when it changes, best replaced
+// whole with a rename, and a token removed stops its calls in flight).
+// -auth-token-env VAR takes one token (named VAR) or NAME:TOKEN lines from
+// the environment. Clients send "Authorization: Bearer TOKEN"; a token in
+// the URL is refused. -oauth-introspect URL accepts OAuth access tokens
+// instead (the resource server of the MCP authorization specification):
+// the authorization server's introspection endpoint (RFC 7662) must say a
+// token is active and issued for -oauth-resource (this server's URL as
+// clients reach it); -oauth-issuer names the authorization server in the
+// protected resource metadata the server publishes, -oauth-client-id and
+// -oauth-client-secret-env authenticate the server to the endpoint, and
+// -oauth-scope requires scopes. Everything on the listener is covered:
+// POST, the GET event stream, DELETE, and /metrics when -metrics names
+// the -http address.
+//
+// The identity of a call (the token's name, the OAuth subject) is in its
+// transcript lines, log records and span; -max-per-identity bounds the
+// runs of one identity (its further calls wait), so that one client cannot
+// take the -max slots; a shutdown logs the calls it cancels by identity.
+// Browser pages are refused unless their Origin is a loopback one or
+// given with -allow-origin. -insecure-no-auth serves without
+// authentication on any address, with a warning at start: only behind
+// something that authenticates for it.
+//
 // With -stateless, each request is served on its own: no Mcp-Session-Id,
 // no state kept between requests, a call lives exactly as long as its POST.
 // Any number of replicas can then sit behind any HTTP load balancer
@@ -222,7 +258,9 @@ func run() error {
 		otlpURL        = flag.String("otlp", "", "export traces over OTLP/HTTP to this URL (such as http://127.0.0.1:4318/v1/traces); the OTEL_EXPORTER_OTLP_* variables work too")
 		roots          []string
 		binaries       = map[string]*string{}
+		access         accessFlags
 	)
+	access.register(flag.CommandLine)
 	var acpAgents []acp.Agent
 	flag.Func("acp", "serve an Agent Client Protocol agent as a tool: NAME=COMMAND, such as -acp 'opencode=opencode acp' (repeatable; with -acp and no -cli, only the ACP agents are served)", func(s string) error {
 		name, command, ok := strings.Cut(s, "=")
@@ -260,7 +298,24 @@ func run() error {
 	}
 	logger := slog.New(traceHandler{slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level})})
 
-	tel, err := startTelemetry(*metricsAddr, *otlpURL, logger)
+	// -metrics with the address of -http serves the metrics on the MCP
+	// listener, behind the same access checks.
+	sharedMetrics := *metricsAddr != "" && *metricsAddr == *httpAddr
+	var listeners []string
+	if *httpAddr != "" {
+		listeners = append(listeners, *httpAddr)
+	}
+	if *metricsAddr != "" && !sharedMetrics {
+		listeners = append(listeners, *metricsAddr)
+	}
+	resolveCtx, cancelResolve := context.WithTimeout(context.Background(), 10*time.Second)
+	httpAccess, err := access.httpAccess(resolveCtx, listeners, logger)
+	cancelResolve()
+	if err != nil {
+		return err
+	}
+
+	tel, err := startTelemetry(*metricsAddr, *otlpURL, sharedMetrics, logger)
 	if err != nil {
 		return fmt.Errorf("telemetry: %w", err)
 	}
@@ -376,18 +431,28 @@ func run() error {
 		TracerProvider:    tel.tp,
 		Approvals:         mcpadapter.ApprovalPolicy(*approvals),
 		ApprovalFallback:  mcpadapter.ApprovalPolicy(*fallback),
+
+		// Who may call over HTTP, and how many runs each may have.
+		HTTPAccess:               httpAccess,
+		MaxConcurrentPerIdentity: access.maxPerIdentity,
 	}, invokers...)
 	if err != nil {
 		return err
 	}
+	tel.serveMetrics(tools.Handler)
 
 	if *httpAddr != "" {
-		return serveHTTP(sd, server, tools, httpConfig{
+		hc := httpConfig{
 			addr:           *httpAddr,
 			stateless:      *stateless,
 			maxBody:        *maxRequest,
 			sessionTimeout: *sessionTimeout,
-		}, names, roots, logger)
+			auth:           authSummary(httpAccess),
+		}
+		if sharedMetrics {
+			hc.metrics = tel.metrics
+		}
+		return serveHTTP(sd, server, tools, hc, names, roots, logger)
 	}
 	logger.Info("serving", "clis", names, "roots", roots, "transport", "stdio")
 	return serveStdio(sd, server, tools, int(*maxRequest))
@@ -521,6 +586,8 @@ type httpConfig struct {
 	stateless      bool
 	maxBody        int64
 	sessionTimeout time.Duration
+	auth           string       // how clients authenticate, for the log
+	metrics        http.Handler // /metrics and /healthz on this listener, or nil
 }
 
 func serveHTTP(sd *shutdown, server *mcp.Server, tools *mcpadapter.Tools, hc httpConfig, names, roots []string, logger *slog.Logger) error {
@@ -532,18 +599,25 @@ func serveHTTP(sd *shutdown, server *mcp.Server, tools *mcpadapter.Tools, hc htt
 		opts.SessionTimeout = hc.sessionTimeout
 	}
 	handler := mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return server }, opts)
+	mux := http.NewServeMux()
+	mux.Handle("/", limitBody(handler, hc.maxBody))
+	if hc.metrics != nil {
+		mux.Handle("GET /metrics", hc.metrics)
+		mux.Handle("GET /healthz", hc.metrics)
+	}
 	var posts pending
 	srv := &http.Server{
-		// The tools' handler cancels a call whose request ended before
-		// its answer, which the SDK does not do.
-		Handler:           posts.handler(tools.Handler(limitBody(handler, hc.maxBody))),
+		// The tools' handler lets in only the clients the access flags
+		// allow, on every path, and cancels a call whose request ended
+		// before its answer, which the SDK does not do.
+		Handler:           posts.handler(tools.Handler(mux)),
 		ReadHeaderTimeout: 10 * time.Second,
 	}
 	ln, err := net.Listen("tcp", hc.addr)
 	if err != nil {
 		return err
 	}
-	logger.Info("serving", "clis", names, "roots", roots, "transport", "http://"+ln.Addr().String(), "stateless", hc.stateless)
+	logger.Info("serving", "clis", names, "roots", roots, "transport", "http://"+ln.Addr().String(), "stateless", hc.stateless, "auth", hc.auth)
 	errc := make(chan error, 1)
 	go func() { errc <- srv.Serve(ln) }()
 	var serveErr error
@@ -560,6 +634,7 @@ func serveHTTP(sd *shutdown, server *mcp.Server, tools *mcpadapter.Tools, hc htt
 	}
 	// Calls still arriving are refused from now on, and the runs in
 	// flight stopped. Record them all before anything else.
+	logCalls(logger, tools.Calls())
 	sd.drain(tools)
 	ctx, cancel := sd.answerContext()
 	defer cancel()

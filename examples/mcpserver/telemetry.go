@@ -35,6 +35,14 @@ type telemetry struct {
 	tp       trace.TracerProvider
 	mp       metric.MeterProvider
 	shutdown []func(context.Context) error
+
+	// metrics serves /metrics and /healthz; nil without -metrics.
+	metrics http.Handler
+	// metricsLn is the metrics endpoint's own listener, bound at start
+	// and served by serveMetrics; nil when it shares the MCP listener.
+	metricsLn  net.Listener
+	metricsLog *slog.Logger
+	served     bool // serveMetrics serves metricsLn
 }
 
 // otlpFromEnv reports whether the standard variables name an OTLP endpoint.
@@ -45,8 +53,10 @@ func otlpFromEnv() bool {
 // startTelemetry installs the SDK the flags ask for: a Prometheus
 // endpoint on metricsAddr, an OTLP/HTTP trace exporter to otlpURL (or the
 // one the OTEL_EXPORTER_OTLP_* variables name). The metrics listener is
-// bound before it returns, so that a bad address is an error at start.
-func startTelemetry(metricsAddr, otlpURL string, logger *slog.Logger) (*telemetry, error) {
+// bound before it returns, so that a bad address is an error at start;
+// serveMetrics serves it once the server's access checks are known. When
+// shared, the metrics go on the MCP listener (t.metrics) instead.
+func startTelemetry(metricsAddr, otlpURL string, shared bool, logger *slog.Logger) (*telemetry, error) {
 	t := &telemetry{}
 	res := resource.NewSchemaless(attribute.String("service.name", "clinvoke-mcpserver"))
 	if metricsAddr != "" {
@@ -58,24 +68,20 @@ func startTelemetry(metricsAddr, otlpURL string, logger *slog.Logger) (*telemetr
 		mp := sdkmetric.NewMeterProvider(sdkmetric.WithReader(exp), sdkmetric.WithResource(res))
 		t.mp = mp
 		t.shutdown = append(t.shutdown, mp.Shutdown)
-		ln, err := net.Listen("tcp", metricsAddr)
-		if err != nil {
-			return nil, err
-		}
 		mux := http.NewServeMux()
 		mux.Handle("GET /metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
 		mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) {
 			w.Header().Set("Content-Type", "text/plain; charset=utf-8")
 			w.Write([]byte("ok\n"))
 		})
-		srv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
-		go func() {
-			if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
-				logger.Error("metrics endpoint failed", "err", err)
+		t.metrics = mux
+		if !shared {
+			ln, err := net.Listen("tcp", metricsAddr)
+			if err != nil {
+				return nil, err
 			}
-		}()
-		t.shutdown = append(t.shutdown, srv.Shutdown)
-		logger.Info("serving metrics", "url", "http://"+ln.Addr().String()+"/metrics")
+			t.metricsLn, t.metricsLog = ln, logger
+		}
 	}
 	if otlpURL != "" || otlpFromEnv() {
 		var opts []otlptracehttp.Option
@@ -93,10 +99,31 @@ func startTelemetry(metricsAddr, otlpURL string, logger *slog.Logger) (*telemetr
 	return t, nil
 }
 
+// serveMetrics serves the metrics endpoint on its own listener, behind
+// guard (the tools' Handler: the same access checks as the MCP endpoint).
+func (t *telemetry) serveMetrics(guard func(http.Handler) http.Handler) {
+	if t.metricsLn == nil {
+		return
+	}
+	srv := &http.Server{Handler: guard(t.metrics), ReadHeaderTimeout: 10 * time.Second}
+	ln := t.metricsLn
+	t.served = true
+	go func() {
+		if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+			t.metricsLog.Error("metrics endpoint failed", "err", err)
+		}
+	}()
+	t.shutdown = append(t.shutdown, srv.Shutdown)
+	t.metricsLog.Info("serving metrics", "url", "http://"+ln.Addr().String()+"/metrics")
+}
+
 // close flushes the exporters and stops the metrics endpoint, in reverse
 // order of starting.
 func (t *telemetry) close(ctx context.Context) error {
 	var errs []error
+	if t.metricsLn != nil && !t.served {
+		t.metricsLn.Close() // the server failed before serving it
+	}
 	for i := len(t.shutdown) - 1; i >= 0; i-- {
 		errs = append(errs, t.shutdown[i](ctx))
 	}

@@ -51,7 +51,7 @@ func TestOTLPExport(t *testing.T) {
 		mu.Unlock()
 	}))
 	defer srv.Close()
-	tel, err := startTelemetry("", srv.URL+"/v1/traces", slog.New(slog.DiscardHandler))
+	tel, err := startTelemetry("", srv.URL+"/v1/traces", false, slog.New(slog.DiscardHandler))
 	if err != nil {
 		t.Fatalf("startTelemetry() = %v", err)
 	}
@@ -77,7 +77,7 @@ func TestOTLPExport(t *testing.T) {
 func TestNoTelemetry(t *testing.T) {
 	t.Setenv("OTEL_EXPORTER_OTLP_ENDPOINT", "")
 	t.Setenv("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT", "")
-	tel, err := startTelemetry("", "", slog.New(slog.DiscardHandler))
+	tel, err := startTelemetry("", "", false, slog.New(slog.DiscardHandler))
 	if err != nil || tel.tp != nil || tel.mp != nil {
 		t.Errorf("startTelemetry() = %+v, %v; want no providers", tel, err)
 	}

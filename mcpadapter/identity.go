@@ -1,0 +1,189 @@
+package mcpadapter
+
+import (
+	"context"
+	"net/http"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/auth"
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+	"golang.org/x/sync/semaphore"
+)
+
+// Who made a call: its identity is the UserID of the TokenInfo that the
+// bearer-token middleware put in its HTTP request (HTTPAccess, or a
+// server's own auth.RequireBearerToken), which the SDK hands to the tool
+// handler in mcp.RequestExtra.TokenInfo. Calls over stdio, and over HTTP
+// without authentication, have none ("").
+
+// A Call is a tool call in progress, as [Tools.Calls] lists it.
+type Call struct {
+	// Tool is the tool called, such as "codex" or "codex_parallel".
+	Tool string
+	// Identity is who made the call (see [HTTPAccess]); "" for a call
+	// without authentication.
+	Identity string
+	// Session is the MCP session id of the call's client; "" over stdio
+	// and in stateless HTTP.
+	Session string
+	// Start is when the call began.
+	Start time.Time
+}
+
+// Calls returns the calls in progress, oldest first: those whose handler
+// has begun and not yet returned (a call waiting for a slot of
+// Options.MaxConcurrent counts).
+func (t *Tools) Calls() []Call {
+	cs := t.sh.calls
+	cs.mu.Lock()
+	out := make([]Call, 0, len(cs.all))
+	for c := range cs.all {
+		out = append(out, c.info)
+	}
+	cs.mu.Unlock()
+	slices.SortFunc(out, func(a, b Call) int { return a.Start.Compare(b.Start) })
+	return out
+}
+
+// Cancel cancels the calls in progress of identity, with [ErrRevoked] as
+// the cause, and returns how many it cancelled. Their runs are stopped as
+// a client's cancel stops them (their trees killed), and each call is
+// answered with an isError result of status "cancelled" that keeps the
+// partial text and the session id. Cancel("") cancels the calls that have
+// no identity. It does not wait for the runs to end: [Tools.Wait] does.
+//
+// Cancel is how a server that withdraws a client's access stops what the
+// client started; HTTPAccess.Tokens does it for a token removed from its
+// set. New calls of the identity are not refused: that is the
+// authentication's part.
+func (t *Tools) Cancel(identity string) int {
+	return t.sh.calls.cancelIdentity(identity, ErrRevoked)
+}
+
+// identityOf returns the identity of a call: the UserID of the TokenInfo
+// of its HTTP request.
+func identityOf(req *mcp.CallToolRequest) string {
+	if req == nil || req.Extra == nil || req.Extra.TokenInfo == nil {
+		return ""
+	}
+	return req.Extra.TokenInfo.UserID
+}
+
+// requestIdentity returns the identity of an HTTP request that passed the
+// bearer-token middleware.
+func requestIdentity(r *http.Request) string {
+	if ti := auth.TokenInfoFromContext(r.Context()); ti != nil {
+		return ti.UserID
+	}
+	return ""
+}
+
+type identityKey struct{}
+
+// withIdentity returns ctx carrying the identity of its call, for the
+// records of its runs.
+func withIdentity(ctx context.Context, identity string) context.Context {
+	if identity == "" {
+		return ctx
+	}
+	return context.WithValue(ctx, identityKey{}, identity)
+}
+
+// identityFrom returns the identity that ctx carries, or "".
+func identityFrom(ctx context.Context) string {
+	id, _ := ctx.Value(identityKey{}).(string)
+	return id
+}
+
+// logAttrs returns attrs with the identity of ctx's call, if it has one.
+func logAttrs(ctx context.Context, attrs ...any) []any {
+	if id := identityFrom(ctx); id != "" {
+		attrs = append(attrs, "identity", id)
+	}
+	return attrs
+}
+
+// identitySlots bounds the runs executing at once per identity
+// (Options.MaxConcurrentPerIdentity): one semaphore per identity with runs
+// executing or waiting, dropped when it has none.
+type identitySlots struct {
+	limit int64 // 0: no limit
+
+	mu sync.Mutex
+	m  map[string]*idSem
+}
+
+type idSem struct {
+	sem  *semaphore.Weighted
+	refs int // runs holding or waiting for a slot
+}
+
+// acquire waits for a slot of identity, reporting once that the run is
+// queued, until ctx is done. It returns the function that frees the slot.
+// A call without identity, or a server without a limit, has no slot to
+// wait for.
+func (p *identitySlots) acquire(ctx context.Context, identity string, queued func(string)) (release func(), err error) {
+	if p.limit <= 0 || identity == "" {
+		return func() {}, nil
+	}
+	p.mu.Lock()
+	if p.m == nil {
+		p.m = map[string]*idSem{}
+	}
+	s := p.m[identity]
+	if s == nil {
+		s = &idSem{sem: semaphore.NewWeighted(p.limit)}
+		p.m[identity] = s
+	}
+	s.refs++
+	p.mu.Unlock()
+	drop := func() {
+		p.mu.Lock()
+		if s.refs--; s.refs == 0 {
+			delete(p.m, identity)
+		}
+		p.mu.Unlock()
+	}
+	if !s.sem.TryAcquire(1) {
+		queued(identity)
+		if err := s.sem.Acquire(ctx, 1); err != nil {
+			drop()
+			return nil, err
+		}
+	}
+	return func() {
+		s.sem.Release(1)
+		drop()
+	}, nil
+}
+
+// cancelIdentity cancels the calls of identity with cause.
+func (cs *callSet) cancelIdentity(identity string, cause error) int {
+	cs.mu.Lock()
+	var calls []*trackedCall
+	for c := range cs.all {
+		if c.info.Identity == identity {
+			calls = append(calls, c)
+		}
+	}
+	cs.mu.Unlock()
+	for _, c := range calls {
+		c.cancel(cause)
+	}
+	return len(calls)
+}
+
+// sessionKey is the key under which Tools.Handler finds the calls of a
+// session made by one identity: a DELETE of the session by another
+// identity (which the SDK refuses) must not cancel them.
+func sessionKey(sid, identity string) string {
+	var b strings.Builder
+	b.WriteString("session ")
+	b.WriteString(sid)
+	b.WriteString(" of ")
+	b.WriteString(identity)
+	return b.String()
+}

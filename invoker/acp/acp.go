@@ -148,8 +148,9 @@ type Agent struct {
 
 	// Modes maps permission levels to the agent's ACP session mode ids
 	// (listed in its session/new response), such as
-	// {invoker.WorkspaceWrite: "autoEdit", invoker.Unlimited: "yolo"} for
-	// Gemini CLI. A level without a mode keeps the mode the session
+	// {invoker.Unlimited: "yolo"} for Gemini CLI. A mode in which the
+	// agent asks less (Gemini CLI's autoEdit) leaves what it no longer
+	// asks about to the agent's own rules. A level without a mode keeps the mode the session
 	// opened in. Requests for permission are answered from the level
 	// whatever the mode (see the package documentation).
 	Modes map[invoker.Permission]string

@@ -184,7 +184,7 @@ func (p *protocol) aboveCeiling(a *invoker.Approval) string {
 func (p *protocol) canUseTool(id string, raw json.RawMessage, line []byte) driver.Step {
 	ev := invoker.Event{Kind: invoker.KindRaw, Raw: driver.ValidJSON(bytes.Clone(line))}
 	step := driver.Step{Events: []invoker.Event{ev}}
-	if name, ok := p.waiting[id]; ok {
+	if w, ok := p.waiting[id]; ok {
 		// A second question under the id of one the program is
 		// deciding: an answer to the id could reach either, so both
 		// are denied, and the program's decision is not written.
@@ -192,7 +192,7 @@ func (p *protocol) canUseTool(id string, raw json.RawMessage, line []byte) drive
 		step.Events = append(step.Events, invoker.Event{Kind: invoker.KindWarning, Text: "claude asked twice under one request id " + id + "; both requests denied"})
 		step.Write = [][]byte{
 			p.deny(id, "Permission was denied: a second request came under the id of a request still being decided."),
-			p.deny(id, "Permission to use "+name+" was denied: a second request came under its id."),
+			p.deny(id, "Permission to use "+w.tool+" was denied: a second request came under its id."),
 		}
 		return step
 	}
@@ -214,11 +214,12 @@ func (p *protocol) canUseTool(id string, raw json.RawMessage, line []byte) drive
 		step.Write = [][]byte{p.allow(id, r.Input)}
 		return step
 	}
-	p.waiting[id] = r.ToolName
+	w := &waitingUse{tool: r.ToolName}
+	p.waiting[id] = w
 	step.Approvals = []driver.Approval{{
 		Request: a,
 		Answer: func(d invoker.Decision) [][]byte {
-			if !p.settle(id) {
+			if !p.settle(id, w) {
 				return nil
 			}
 			if !d.Allow {
@@ -242,7 +243,7 @@ func (p *protocol) canUseTool(id string, raw json.RawMessage, line []byte) drive
 			return [][]byte{p.allow(id, input)}
 		},
 		Cancel: func() [][]byte {
-			if !p.settle(id) {
+			if !p.settle(id, w) {
 				return nil
 			}
 			return [][]byte{p.deny(id, "Permission to use "+r.ToolName+" was denied: the turn ended before it was decided.")}
@@ -251,12 +252,16 @@ func (p *protocol) canUseTool(id string, raw json.RawMessage, line []byte) drive
 	return step
 }
 
-// settle reports whether the request id still waits for an answer, and
+// A waitingUse is a can_use_tool request the program is deciding.
+type waitingUse struct{ tool string }
+
+// settle reports whether w, the request id, still waits for an answer, and
 // marks it answered. A request Claude Code withdrew
 // (control_cancel_request), or that a second request under its id made
-// void, is not answered.
-func (p *protocol) settle(id string) bool {
-	if _, ok := p.waiting[id]; !ok {
+// void, is not answered, even when the id has come back since for a
+// request of its own.
+func (p *protocol) settle(id string, w *waitingUse) bool {
+	if p.waiting[id] != w {
 		return false
 	}
 	delete(p.waiting, id)

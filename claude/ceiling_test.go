@@ -79,8 +79,17 @@ func TestApprovalDuplicateID(t *testing.T) {
 			t.Errorf("wrote %s, want a denial of r1", line)
 		}
 	}
+	// The id comes back for a third request, which is asked; the
+	// program's Allow of the first, coming late, answers nothing.
+	third, _ := p.Decode(canUse("r1", "Bash", `{"command":"rm -rf /"}`))
+	if len(third.Approvals) != 1 {
+		t.Fatalf("a third request under the id: Step = %+v, want it asked", third)
+	}
 	if late := first.Approvals[0].Answer(invoker.Decision{Allow: true}); late != nil {
 		t.Errorf("the program's Allow of the first request was written: %q", late)
+	}
+	if lines := third.Approvals[0].Answer(invoker.Decision{}); len(lines) != 1 {
+		t.Errorf("the third request's answer wrote %q, want one line", lines)
 	}
 	// A tool allowed for the session is no way around it.
 	p = backend{}.NewSessionProtocol(&invoker.SessionRequest{Workdir: "/w", Permission: invoker.Unlimited, Approve: approveAll})

@@ -104,7 +104,7 @@ func (backend) NewSessionProtocol(req *invoker.SessionRequest) driver.SessionPro
 	p := &protocol{dec: newDecoder(), model: req.Model, mode: mode, steers: map[string]bool{}, newID: newUUID,
 		asking: req.Approve != nil, ceiling: req.Permission, ws: workspace.New(req.Workdir, req.Env),
 		servers: map[string]bool{}, goServers: map[string]bool{},
-		waiting: map[string]string{}, forSession: map[string]bool{}}
+		waiting: map[string]*waitingUse{}, forSession: map[string]bool{}}
 	if p.ceiling == "" {
 		p.ceiling = invoker.ReadOnly
 	}
@@ -157,10 +157,9 @@ type protocol struct {
 	// those of its Go servers, which mcp_message requests reach.
 	servers, goServers map[string]bool
 	// waiting holds the can_use_tool requests given to the callback and
-	// not answered or withdrawn yet, by request id, with their tool's
-	// name; forSession the tools allowed for the rest of the session
+	// not answered or withdrawn yet, by request id; forSession the tools allowed for the rest of the session
 	// (Decision.ForSession).
-	waiting    map[string]string
+	waiting    map[string]*waitingUse
 	forSession map[string]bool
 }
 

@@ -188,10 +188,11 @@ type asked struct {
 	id     json.RawMessage
 }
 
-// settle reports whether the request key still waits for the program's
-// decision, and marks it answered.
-func (p *protocol) settle(key string) bool {
-	if _, ok := p.asking[key]; !ok {
+// settle reports whether w, the request key, still waits for the
+// program's decision, and marks it answered: not when a second request
+// under its id made it void, even when the id has come back since.
+func (p *protocol) settle(key string, w *asked) bool {
+	if p.asking[key] != w {
 		return false
 	}
 	delete(p.asking, key)
@@ -243,9 +244,10 @@ func (p *protocol) serverRequest(m *rpc, raw json.RawMessage) driver.Step {
 		case params.TurnID != "" && p.turn != "" && params.TurnID != p.turn:
 			return refuse("it is of turn " + params.TurnID + ", not of the turn in progress")
 		}
-		p.asking[key] = asked{method: m.Method, id: m.ID}
+		w := &asked{method: m.Method, id: m.ID}
+		p.asking[key] = w
 		return driver.Step{Approvals: []driver.Approval{{Request: a, Answer: func(d invoker.Decision) [][]byte {
-			if !p.settle(key) {
+			if !p.settle(key, w) {
 				return nil
 			}
 			return [][]byte{answer(d)}

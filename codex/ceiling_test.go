@@ -178,8 +178,17 @@ func TestApprovalDuplicateID(t *testing.T) {
 				t.Errorf("wrote %s, want a decline", line)
 			}
 		}
+		// The id comes back for a third request, which is asked; the
+		// program's Allow of the first, coming late, answers nothing.
+		third := appDecode(t, p, strings.Replace(rm, "ID", ids[0], 1))
+		if len(third.Approvals) != 1 {
+			t.Fatalf("a third request under the id: %d approvals, wrote %q; want it asked", len(third.Approvals), third.Write)
+		}
 		if late := first.Approvals[0].Answer(invoker.Decision{Allow: true}); late != nil {
 			t.Errorf("the program's Allow of the first request was written: %q", late)
+		}
+		if lines := third.Approvals[0].Answer(invoker.Decision{}); len(lines) != 1 {
+			t.Errorf("the third request's answer wrote %q, want one line", lines)
 		}
 	}
 }

@@ -80,7 +80,7 @@ func (backend) NewSessionProtocol(req *invoker.SessionRequest) driver.SessionPro
 		workdir: req.Workdir, model: req.Model, mode: mode,
 		instructions: req.SystemPrompt, resume: req.SessionID, fork: req.Fork,
 		schema: req.OutputSchema, approve: req.Approve != nil,
-		ceiling: req.Permission, ws: workspace.New(req.Workdir, req.Env), asking: make(map[string]asked),
+		ceiling: req.Permission, ws: workspace.New(req.Workdir, req.Env), asking: make(map[string]*asked),
 		next: 1, called: make(map[string]bool), steers: make(map[int64]bool),
 		limits: make(map[string]rateWindow), trusted: make(map[string]bool),
 		changes: make(map[string]fileChange), mcpCalls: make(map[string]string),
@@ -112,7 +112,7 @@ type protocol struct {
 	ceiling invoker.Permission
 	ws      *workspace.Root
 	// asking holds the requests the program is deciding, by requestKey.
-	asking map[string]asked
+	asking map[string]*asked
 	// trusted holds the names of the request's MCP servers.
 	trusted map[string]bool
 	// changes holds the file changes started and not completed, by item

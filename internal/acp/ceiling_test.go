@@ -223,15 +223,21 @@ func TestDuplicateID(t *testing.T) {
 			if !strings.Contains(string(second.Write[0]), `"id":`+ids[1]) || !strings.Contains(string(second.Write[1]), `"id":`+ids[0]) {
 				t.Errorf("wrote %q, want a rejection for each of the two requests", second.Write)
 			}
+			// The id is free again once both are answered: a third
+			// request under it is asked, and the program's decision of
+			// the first, coming late, still answers nothing.
+			third := x.feed(permissionLine(ids[0], ls, geminiOptions))
+			if len(third.Approvals) != 1 {
+				t.Fatalf("a later request with the id: %d approvals, want it asked", len(third.Approvals))
+			}
 			if late := first.Approvals[0].Answer(invoker.Decision{Allow: true}); late != nil {
 				t.Errorf("the program's Allow of the first request was written: %q", late)
 			}
 			if late := first.Approvals[0].Cancel(); late != nil {
 				t.Errorf("Cancel() of the first request wrote %q", late)
 			}
-			// The id is free again once both are answered.
-			if third := x.feed(permissionLine(ids[0], ls, geminiOptions)); len(third.Approvals) != 1 {
-				t.Errorf("a later request with the id: %d approvals, want it asked", len(third.Approvals))
+			if lines := third.Approvals[0].Answer(invoker.Decision{}); len(lines) != 1 {
+				t.Errorf("the third request's answer wrote %q, want one line", lines)
 			}
 		})
 	}

@@ -41,7 +41,7 @@ type Protocol struct {
 	// asking holds the requests for permission waiting for the program's
 	// decision, by their JSON-RPC id (requestKey), with the lines that
 	// withdraw and reject each.
-	asking map[string]waiting
+	asking map[string]*waiting
 }
 
 var (
@@ -86,7 +86,7 @@ type authMethod struct {
 // describes.
 func New(cfg *Config, req *invoker.SessionRequest) *Protocol {
 	p := &Protocol{cfg: cfg, req: *req, pending: make(map[int64]replyFunc), perm: req.Permission,
-		ws: workspace.New(req.Workdir, req.Env), asking: make(map[string]waiting)}
+		ws: workspace.New(req.Workdir, req.Env), asking: make(map[string]*waiting)}
 	p.turn.calls = make(map[string]toolState)
 	return p
 }

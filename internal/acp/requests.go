@@ -163,10 +163,13 @@ func (p *Protocol) permission(m *message, raw json.RawMessage) driver.Step {
 	}
 	// The program decides. The request stays pending until the engine
 	// calls Answer or Cancel, or Interrupt withdraws it.
-	p.asking[id] = waiting{cancel: func() []byte { return answer(answerCancel) }, reject: func() []byte { return answer(answerReject) }}
+	w := &waiting{cancel: func() []byte { return answer(answerCancel) }, reject: func() []byte { return answer(answerReject) }}
+	p.asking[id] = w
 	once := func(line func() []byte) [][]byte {
-		if _, ok := p.asking[id]; !ok {
-			return nil // withdrawn by Interrupt, rejected as a duplicate, or answered
+		if p.asking[id] != w {
+			// Withdrawn by Interrupt, rejected as a duplicate (the id
+			// may be another request's since), or answered.
+			return nil
 		}
 		delete(p.asking, id)
 		return [][]byte{line()}

@@ -241,7 +241,8 @@ func (p *protocol) serverRequest(m *rpc, raw json.RawMessage) driver.Step {
 		switch {
 		case !p.inTurn || p.ended:
 			return refuse("the turn has ended")
-		case params.TurnID != "" && p.turn != "" && params.TurnID != p.turn:
+		case params.TurnID != "" && p.turn != "" && params.TurnID != p.turn && (params.ThreadID == "" || params.ThreadID == p.thread):
+			// (A sub-agent's thread has turns of its own, within ours.)
 			return refuse("it is of turn " + params.TurnID + ", not of the turn in progress")
 		}
 		w := &asked{method: m.Method, id: m.ID}

@@ -146,6 +146,7 @@ func TestRequestsRefused(t *testing.T) {
 	// The same requests within the level go to the program.
 	for _, tc := range []struct{ name, line string }{
 		{"network access at unlimited", strings.Replace(cmd, `"startedAtMs":1`, `"startedAtMs":1,"networkApprovalContext":{"host":"example.com","protocol":"https"}`, 1)},
+		{"a sub-agent thread's question during the turn", strings.Replace(strings.Replace(cmd, `"turnId":"U1"`, `"turnId":"V1"`, 1), `"threadId":"T1"`, `"threadId":"T2"`, 1)},
 		{"another server's tool at unlimited", `{"method":"mcpServer/elicitation/request","id":7,"params":{"threadId":"T1","turnId":"U1","serverName":"theirs","_meta":{"codex_approval_kind":"mcp_tool_call","tool_name":"say"},"message":"?"}}`},
 	} {
 		p, _ := openTurn(t, &invoker.SessionRequest{Workdir: "/w", Permission: invoker.Unlimited, Approve: allowAll})

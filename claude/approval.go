@@ -3,7 +3,6 @@ package claude
 import (
 	"bytes"
 	"encoding/json"
-	"path/filepath"
 	"strings"
 
 	"github.com/clinvoke/clinvoke/invoker"
@@ -47,7 +46,12 @@ import (
 //     question, as they do without a callback.
 //   - WorkspaceWrite: the edits of files inside the working directory
 //     (Edit, MultiEdit, Write, NotebookEdit) are asked about too; an edit
-//     outside it, Bash, and every other tool are denied.
+//     outside it, Bash, and every other tool are denied. Each path the
+//     request names (the tool's file_path or notebook_path, and Claude
+//     Code's blocked_path) is judged as internal/workspace judges it:
+//     relative to the working directory, with its symbolic links followed,
+//     the agent CLIs' configuration (.claude, .git, CLAUDE_CONFIG_DIR,
+//     ...) outside. An edit that names no file is denied.
 //   - Unlimited: everything Claude Code asks about is asked about.
 //
 // A session's turn may lower the level (TurnRequest.Permission): with a
@@ -59,7 +63,10 @@ import (
 // the callback again. (Claude Code's own permission_suggestions would write
 // a rule into the project's settings file, or allow a command everywhere.)
 // Without a callback, a can_use_tool request (which Claude Code sends only
-// when told to) is denied at once.
+// when told to) is denied at once. So are a request that does not decode,
+// and one that reuses the request_id of a request the program is still
+// deciding: that one is denied with it, and the program's decision is not
+// written, since an answer to the id could reach either question.
 
 // toolKinds classify Claude Code's built-in tools for Approval.Kind and
 // for the ceiling.
@@ -157,9 +164,14 @@ func (p *protocol) aboveCeiling(a *invoker.Approval) string {
 		if !editTools[name] {
 			return name + " is above the permission level " + string(p.ceiling) + " of this session (only reads and edits inside the working directory may be approved)"
 		}
+		if len(a.Paths) == 0 {
+			return name + " names no file, and the permission level " + string(p.ceiling) + " of this session allows edits inside the working directory only"
+		}
+		// Every path: the tool's own and Claude Code's blocked_path,
+		// the one it resolved.
 		for _, f := range a.Paths {
-			if !p.inWorkdir(f) {
-				return name + " of " + f + " is above the permission level " + string(p.ceiling) + " of this session: the file is outside the working directory"
+			if why := p.ws.Outside(f, ""); why != "" {
+				return name + " of " + f + " is above the permission level " + string(p.ceiling) + " of this session: " + why
 			}
 		}
 		return ""
@@ -167,29 +179,23 @@ func (p *protocol) aboveCeiling(a *invoker.Approval) string {
 	return name + " is above the permission level " + string(invoker.ReadOnly) + " of this session (only reads may be approved)"
 }
 
-// inWorkdir reports whether path is inside the session's working
-// directory (relative paths are taken in it).
-func (p *protocol) inWorkdir(path string) bool {
-	if p.workdir == "" {
-		return false
-	}
-	if !filepath.IsAbs(path) {
-		path = filepath.Join(p.workdir, path)
-	}
-	path = filepath.Clean(path)
-	for _, dir := range p.workdirs {
-		if path == dir || strings.HasPrefix(path, dir+string(filepath.Separator)) {
-			return true
-		}
-	}
-	return false
-}
-
 // canUseTool handles a can_use_tool control request: it answers it at
 // once, or returns it as an Approval for the callback.
 func (p *protocol) canUseTool(id string, raw json.RawMessage, line []byte) driver.Step {
 	ev := invoker.Event{Kind: invoker.KindRaw, Raw: driver.ValidJSON(bytes.Clone(line))}
 	step := driver.Step{Events: []invoker.Event{ev}}
+	if w, ok := p.waiting[id]; ok {
+		// A second question under the id of one the program is
+		// deciding: an answer to the id could reach either, so both
+		// are denied, and the program's decision is not written.
+		delete(p.waiting, id)
+		step.Events = append(step.Events, invoker.Event{Kind: invoker.KindWarning, Text: "claude asked twice under one request id " + id + "; both requests denied"})
+		step.Write = [][]byte{
+			p.deny(id, "Permission was denied: a second request came under the id of a request still being decided."),
+			p.deny(id, "Permission to use "+w.tool+" was denied: a second request came under its id."),
+		}
+		return step
+	}
 	var r permissionRequest
 	if err := json.Unmarshal(raw, &r); err != nil || r.ToolName == "" {
 		step.Write = [][]byte{p.deny(id, "clinvoke could not read this permission request")}
@@ -208,11 +214,12 @@ func (p *protocol) canUseTool(id string, raw json.RawMessage, line []byte) drive
 		step.Write = [][]byte{p.allow(id, r.Input)}
 		return step
 	}
-	p.waiting[id] = true
+	w := &waitingUse{tool: r.ToolName}
+	p.waiting[id] = w
 	step.Approvals = []driver.Approval{{
 		Request: a,
 		Answer: func(d invoker.Decision) [][]byte {
-			if !p.settle(id) {
+			if !p.settle(id, w) {
 				return nil
 			}
 			if !d.Allow {
@@ -236,7 +243,7 @@ func (p *protocol) canUseTool(id string, raw json.RawMessage, line []byte) drive
 			return [][]byte{p.allow(id, input)}
 		},
 		Cancel: func() [][]byte {
-			if !p.settle(id) {
+			if !p.settle(id, w) {
 				return nil
 			}
 			return [][]byte{p.deny(id, "Permission to use "+r.ToolName+" was denied: the turn ended before it was decided.")}
@@ -245,11 +252,16 @@ func (p *protocol) canUseTool(id string, raw json.RawMessage, line []byte) drive
 	return step
 }
 
-// settle reports whether the request id still waits for an answer, and
+// A waitingUse is a can_use_tool request the program is deciding.
+type waitingUse struct{ tool string }
+
+// settle reports whether w, the request id, still waits for an answer, and
 // marks it answered. A request Claude Code withdrew
-// (control_cancel_request) is not answered.
-func (p *protocol) settle(id string) bool {
-	if !p.waiting[id] {
+// (control_cancel_request), or that a second request under its id made
+// void, is not answered, even when the id has come back since for a
+// request of its own.
+func (p *protocol) settle(id string, w *waitingUse) bool {
+	if p.waiting[id] != w {
 		return false
 	}
 	delete(p.waiting, id)

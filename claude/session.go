@@ -5,10 +5,10 @@ import (
 	"crypto/rand"
 	"encoding/json"
 	"fmt"
-	"path/filepath"
 	"slices"
 	"strconv"
 
+	"github.com/clinvoke/clinvoke/internal/workspace"
 	"github.com/clinvoke/clinvoke/invoker"
 	"github.com/clinvoke/clinvoke/invoker/driver"
 )
@@ -102,21 +102,14 @@ func (b backend) SessionCommand(req *invoker.SessionRequest) (*driver.Command, e
 func (backend) NewSessionProtocol(req *invoker.SessionRequest) driver.SessionProtocol {
 	mode, _ := permissionMode(req.Permission)
 	p := &protocol{dec: newDecoder(), model: req.Model, mode: mode, steers: map[string]bool{}, newID: newUUID,
-		asking: req.Approve != nil, ceiling: req.Permission, workdir: req.Workdir,
+		asking: req.Approve != nil, ceiling: req.Permission, ws: workspace.New(req.Workdir, req.Env),
 		servers: map[string]bool{}, goServers: map[string]bool{},
-		waiting: map[string]bool{}, forSession: map[string]bool{}}
+		waiting: map[string]*waitingUse{}, forSession: map[string]bool{}}
 	if p.ceiling == "" {
 		p.ceiling = invoker.ReadOnly
 	}
 	if p.asking {
 		p.mode = "default"
-	}
-	if req.Workdir != "" {
-		dir := filepath.Clean(req.Workdir)
-		p.workdirs = []string{dir}
-		if real, err := filepath.EvalSymlinks(dir); err == nil && real != dir {
-			p.workdirs = append(p.workdirs, real)
-		}
 	}
 	for _, s := range req.MCPServers {
 		p.servers[s.Name] = true
@@ -158,17 +151,16 @@ type protocol struct {
 	// permission level in force, which bounds what it is asked.
 	asking  bool
 	ceiling invoker.Permission
-	// workdir is the working directory, and workdirs its clean and real
-	// forms, for the edits WorkspaceWrite allows.
-	workdir  string
-	workdirs []string
+	// ws judges the paths of the edits WorkspaceWrite allows.
+	ws *workspace.Root
 	// servers are the names of the request's MCP servers, and goServers
 	// those of its Go servers, which mcp_message requests reach.
 	servers, goServers map[string]bool
 	// waiting holds the can_use_tool requests given to the callback and
-	// not answered or withdrawn yet; forSession the tools allowed for
-	// the rest of the session (Decision.ForSession).
-	waiting, forSession map[string]bool
+	// not answered or withdrawn yet, by request id; forSession the tools allowed for the rest of the session
+	// (Decision.ForSession).
+	waiting    map[string]*waitingUse
+	forSession map[string]bool
 }
 
 // userMessage is the line that carries one turn's prompt.

@@ -2,6 +2,7 @@ package codex
 
 import (
 	"encoding/json"
+	"strconv"
 
 	"github.com/clinvoke/clinvoke/invoker"
 	"github.com/clinvoke/clinvoke/invoker/driver"
@@ -49,6 +50,25 @@ import (
 // item/permissions/requestApproval (the model asking for more access than
 // the sandbox gives) is refused without asking, granting nothing.
 //
+// A file change is not run in the sandbox: Codex applies an approved
+// patch itself (measured with 0.169.0: accepted under the read-only
+// profile, a patch was written inside and outside the working directory).
+// So the protocol judges file changes before the program is asked: under
+// ReadOnly every one is declined; under WorkspaceWrite every path of the
+// patch (from the fileChange item Codex announced; a moved file's
+// destination and a grantRoot included) must be inside the working
+// directory as internal/workspace judges it (links followed, the CLIs'
+// configuration such as .codex and CODEX_HOME outside), and a change no
+// item announced is declined. Below Unlimited, a command's approval of
+// network access (networkApprovalContext) and a tool of an MCP server that
+// is not one of the request's are declined too. Declined without asking
+// as well: a question that comes after turn/completed (while the thread's
+// background terminals are being cleaned) or names another turn, one whose
+// params do not decode or whose id is null, and one that reuses the id of
+// a question the program is deciding (that one is declined with it, and
+// the program's decision is not written: an answer to the id could reach
+// either).
+//
 // Without Approve, the session runs with the approval policy "never", as
 // before: no question comes, and any that does is declined at once.
 
@@ -91,10 +111,14 @@ func profileOf(mode string) string {
 // reads.
 type approvalParams struct {
 	ThreadID string  `json:"threadId"`
+	TurnID   string  `json:"turnId"`
 	ItemID   string  `json:"itemId"`
 	Command  *string `json:"command"`
 	Cwd      *string `json:"cwd"`
 	Reason   *string `json:"reason"`
+	// NetworkApprovalContext, not null, makes a command's approval one
+	// of network access.
+	NetworkApprovalContext json.RawMessage `json:"networkApprovalContext"`
 	// GrantRoot is a file change's request to write under a directory
 	// for the rest of the session.
 	GrantRoot *string `json:"grantRoot"`
@@ -121,39 +145,141 @@ func reply(id json.RawMessage, result any) []byte {
 	return b
 }
 
+// refusal returns Codex's answer that refuses the request method of id,
+// granting nothing, in the method's own shape.
+func refusal(method string, id json.RawMessage) []byte {
+	switch method {
+	case "item/commandExecution/requestApproval", "item/fileChange/requestApproval":
+		return reply(id, map[string]string{"decision": "decline"})
+	case "mcpServer/elicitation/request":
+		return reply(id, map[string]any{"action": "decline", "content": nil, "_meta": nil})
+	case "item/permissions/requestApproval":
+		return reply(id, map[string]any{"permissions": map[string]any{}, "scope": "turn"})
+	case "item/tool/requestUserInput":
+		return reply(id, map[string]any{"answers": map[string]any{}})
+	case "execCommandApproval", "applyPatchApproval":
+		return reply(id, map[string]string{"decision": "denied"})
+	}
+	b, _ := json.Marshal(map[string]any{"jsonrpc": "2.0", "id": id,
+		"error": map[string]any{"code": -32601, "message": "not supported by clinvoke: " + method}})
+	return b
+}
+
+// requestKey is the key of a request id of Codex's in protocol.asking: 7,
+// 7.0 and "7" are one key.
+func requestKey(id json.RawMessage) string {
+	var s string
+	if json.Unmarshal(id, &s) == nil {
+		id = json.RawMessage(s)
+	}
+	var n json.Number
+	if json.Unmarshal(id, &n) == nil {
+		if f, err := n.Float64(); err == nil {
+			return strconv.FormatFloat(f, 'g', -1, 64)
+		}
+	}
+	return string(id)
+}
+
+// An asked is a request of Codex's that the program is deciding: what
+// refuses it.
+type asked struct {
+	method string
+	id     json.RawMessage
+}
+
+// settle reports whether w, the request key, still waits for the
+// program's decision, and marks it answered: not when a second request
+// under its id made it void, even when the id has come back since.
+func (p *protocol) settle(key string, w *asked) bool {
+	if p.asking[key] != w {
+		return false
+	}
+	delete(p.asking, key)
+	return true
+}
+
 // serverRequest answers a request of Codex's. With Approve, the approval
-// questions go to the callback (Step.Approvals); everything else, and
-// every question without Approve, is answered at once, so that no turn
-// waits on us: approvals declined, the trusted MCP servers' tool calls
-// accepted, other elicitations declined, requests for more permissions
-// granted nothing, and unknown methods refused.
+// questions within the level go to the callback (Step.Approvals);
+// everything else, and every question without Approve, is answered at
+// once, so that no turn waits on us: approvals declined, the trusted MCP
+// servers' tool calls accepted, other elicitations declined, requests for
+// more permissions granted nothing, and unknown methods refused.
+//
+// Refused without asking, whatever the callback would say: a request
+// whose id is null or whose params do not decode; one that reuses the id
+// of a request the program is deciding (and that one with it, since an
+// answer to the id could reach either); a question that comes after
+// turn/completed, or of another turn; and what the level in force does
+// not allow (see fileChangeAbove, and, below Unlimited, a command's
+// network access and a tool of an MCP server that is not the request's).
 func (p *protocol) serverRequest(m *rpc, raw json.RawMessage) driver.Step {
-	var params approvalParams
-	json.Unmarshal(m.Params, &params)
 	warn := func(text string) []invoker.Event {
 		return []invoker.Event{{Kind: invoker.KindWarning, Raw: raw, Text: text}}
 	}
+	refuse := func(why string) driver.Step {
+		return driver.Step{Write: [][]byte{refusal(m.Method, m.ID)}, Events: warn("codex asked " + m.Method + "; clinvoke refused it: " + why)}
+	}
+	if string(m.ID) == "null" {
+		return refuse("its id is null")
+	}
+	key := requestKey(m.ID)
+	if first, ok := p.asking[key]; ok {
+		delete(p.asking, key)
+		st := refuse("it reuses the id of a request the program is deciding, which is refused with it")
+		st.Write = append(st.Write, refusal(first.method, first.id))
+		return st
+	}
+	var params approvalParams
+	if err := json.Unmarshal(m.Params, &params); err != nil {
+		return refuse("its params do not decode (" + err.Error() + ")")
+	}
 	declined := "codex asked " + m.Method + "; clinvoke declined (sessions run with the approval policy never)"
+	// ask hands a to the program, and answers with what answer makes of
+	// its decision, unless the request is settled otherwise first.
+	ask := func(a invoker.Approval, answer func(d invoker.Decision) []byte) driver.Step {
+		switch {
+		case !p.inTurn || p.ended:
+			return refuse("the turn has ended")
+		case params.TurnID != "" && p.turn != "" && params.TurnID != p.turn && (params.ThreadID == "" || params.ThreadID == p.thread):
+			// (A sub-agent's thread has turns of its own, within ours.)
+			return refuse("it is of turn " + params.TurnID + ", not of the turn in progress")
+		}
+		w := &asked{method: m.Method, id: m.ID}
+		p.asking[key] = w
+		return driver.Step{Approvals: []driver.Approval{{Request: a, Answer: func(d invoker.Decision) [][]byte {
+			if !p.settle(key, w) {
+				return nil
+			}
+			return [][]byte{answer(d)}
+		}}}}
+	}
+	id := m.ID
 	switch m.Method {
 	case "item/commandExecution/requestApproval", "item/fileChange/requestApproval":
 		if !p.approve {
-			return driver.Step{Write: [][]byte{reply(m.ID, map[string]string{"decision": "decline"})}, Events: warn(declined)}
+			return driver.Step{Write: [][]byte{refusal(m.Method, m.ID)}, Events: warn(declined)}
 		}
 		a := invoker.Approval{Tool: invoker.Tool{ID: params.ItemID}, Reason: str(params.Reason), SessionID: p.thread, Raw: raw}
 		if m.Method == "item/commandExecution/requestApproval" {
+			if n := params.NetworkApprovalContext; len(n) > 0 && string(n) != "null" && p.ceiling != invoker.Unlimited {
+				return refuse("network access is above the permission level " + string(p.ceiling))
+			}
 			a.Kind, a.Tool.Name, a.Command, a.Cwd = "command", "command_execution", str(params.Command), str(params.Cwd)
 			a.Tool.Input = mustJSON(map[string]string{"command": a.Command})
 		} else {
-			a.Kind, a.Tool.Name = "file_change", "file_change"
 			ch := p.changes[params.ItemID]
+			if why := p.fileChangeAbove(ch, params.GrantRoot); why != "" {
+				return refuse(why)
+			}
+			a.Kind, a.Tool.Name = "file_change", "file_change"
 			a.Paths = ch.paths
 			a.Tool.Input = objectWith("changes", ch.raw)
 			if a.Reason == "" && params.GrantRoot != nil {
 				a.Reason = "write access under " + *params.GrantRoot + " for the rest of the session"
 			}
 		}
-		id := m.ID
-		return driver.Step{Approvals: []driver.Approval{{Request: a, Answer: func(d invoker.Decision) [][]byte {
+		return ask(a, func(d invoker.Decision) []byte {
 			decision := "decline"
 			switch {
 			case d.Allow && len(d.Input) > 0:
@@ -163,13 +289,13 @@ func (p *protocol) serverRequest(m *rpc, raw json.RawMessage) driver.Step {
 			case d.Allow:
 				decision = "accept"
 			}
-			return [][]byte{reply(id, map[string]string{"decision": decision})}
-		}}}}
+			return reply(id, map[string]string{"decision": decision})
+		})
 	case "mcpServer/elicitation/request":
 		if params.Meta == nil || params.Meta.Kind != "mcp_tool_call" {
 			// A server asking the user for input: clinvoke has no form
 			// to fill in.
-			return driver.Step{Write: [][]byte{reply(m.ID, map[string]any{"action": "decline", "content": nil, "_meta": nil})},
+			return driver.Step{Write: [][]byte{refusal(m.Method, m.ID)},
 				Events: warn("MCP server " + params.ServerName + " asked for input (" + params.Message + "); clinvoke declined")}
 		}
 		if !p.approve {
@@ -178,37 +304,69 @@ func (p *protocol) serverRequest(m *rpc, raw json.RawMessage) driver.Step {
 				// so that Codex does not ask.
 				return driver.Step{Write: [][]byte{reply(m.ID, map[string]any{"action": "accept", "content": map[string]any{}, "_meta": nil})}}
 			}
-			return driver.Step{Write: [][]byte{reply(m.ID, map[string]any{"action": "decline", "content": nil, "_meta": nil})}, Events: warn(declined)}
+			return driver.Step{Write: [][]byte{refusal(m.Method, m.ID)}, Events: warn(declined)}
+		}
+		if !p.trusted[params.ServerName] && p.ceiling != invoker.Unlimited {
+			return refuse("a tool of MCP server " + params.ServerName + ", which is not one of the request's, is above the permission level " + string(p.ceiling))
 		}
 		tool := params.Meta.ToolName
 		a := invoker.Approval{Kind: "mcp_tool", Reason: params.Message, SessionID: p.thread, Raw: raw,
 			Tool: invoker.Tool{Name: "mcp__" + params.ServerName + "__" + tool, ID: p.mcpCalls[params.ServerName+"\x00"+tool],
 				Input: driver.ValidJSON(params.Meta.ToolParams)}}
-		id := m.ID
-		return driver.Step{Approvals: []driver.Approval{{Request: a, Answer: func(d invoker.Decision) [][]byte {
+		return ask(a, func(d invoker.Decision) []byte {
 			switch {
 			case d.Allow && len(d.Input) > 0:
 			case d.Allow && d.ForSession:
-				return [][]byte{reply(id, map[string]any{"action": "accept", "content": map[string]any{}, "_meta": map[string]string{"persist": "session"}})}
+				return reply(id, map[string]any{"action": "accept", "content": map[string]any{}, "_meta": map[string]string{"persist": "session"}})
 			case d.Allow:
-				return [][]byte{reply(id, map[string]any{"action": "accept", "content": map[string]any{}, "_meta": nil})}
+				return reply(id, map[string]any{"action": "accept", "content": map[string]any{}, "_meta": nil})
 			}
-			return [][]byte{reply(id, map[string]any{"action": "decline", "content": nil, "_meta": nil})}
-		}}}}
+			return refusal(m.Method, id)
+		})
 	case "item/permissions/requestApproval":
 		// More access than the permission level: the ceiling holds.
-		return driver.Step{Write: [][]byte{reply(m.ID, map[string]any{"permissions": map[string]any{}, "scope": "turn"})},
+		return driver.Step{Write: [][]byte{refusal(m.Method, m.ID)},
 			Events: warn("codex asked for more permissions than the permission level gives (" + str(params.Reason) + "); clinvoke granted none")}
 	case "item/tool/requestUserInput":
 		// No one to answer: an empty answer, so the tool goes on.
-		return driver.Step{Write: [][]byte{reply(m.ID, map[string]any{"answers": map[string]any{}})},
+		return driver.Step{Write: [][]byte{refusal(m.Method, m.ID)},
 			Events: warn("codex asked the user a question; clinvoke gave no answer")}
 	case "execCommandApproval", "applyPatchApproval":
-		return driver.Step{Write: [][]byte{reply(m.ID, map[string]string{"decision": "denied"})}, Events: warn(declined)}
+		return driver.Step{Write: [][]byte{refusal(m.Method, m.ID)}, Events: warn(declined)}
 	}
-	b, _ := json.Marshal(map[string]any{"jsonrpc": "2.0", "id": m.ID,
-		"error": map[string]any{"code": -32601, "message": "not supported by clinvoke: " + m.Method}})
-	return driver.Step{Write: [][]byte{b}, Events: warn("codex asked " + m.Method + "; clinvoke does not support it and refused")}
+	return driver.Step{Write: [][]byte{refusal(m.Method, m.ID)}, Events: warn("codex asked " + m.Method + "; clinvoke does not support it and refused")}
+}
+
+// fileChangeAbove returns why the file change ch (with grantRoot, a
+// request to write under a directory for the rest of the session) is
+// above the level in force, or "": under ReadOnly every change; under
+// WorkspaceWrite a change that names no file, or any of whose paths (a
+// moved file's destination included) is outside the working directory as
+// internal/workspace judges it. Codex applies an approved patch itself,
+// outside its sandbox (measured with 0.169.0: accepted under the read-only
+// profile, it was written inside and outside the working directory), so
+// this is the ceiling of file changes.
+func (p *protocol) fileChangeAbove(ch fileChange, grantRoot *string) string {
+	switch p.ceiling {
+	case invoker.Unlimited:
+		return ""
+	case invoker.WorkspaceWrite:
+	default:
+		return "a file change is above the permission level " + string(p.ceiling)
+	}
+	paths := ch.paths
+	if grantRoot != nil {
+		paths = append(paths[:len(paths):len(paths)], *grantRoot)
+	}
+	if len(ch.paths) == 0 {
+		return "the file change names no file (no fileChange item announced it), and the permission level " + string(p.ceiling) + " allows changes inside the working directory only"
+	}
+	for _, path := range paths {
+		if why := p.ws.Outside(path, ""); why != "" {
+			return "a change of " + path + " is above the permission level " + string(p.ceiling) + ": " + why
+		}
+	}
+	return ""
 }
 
 // fileChange is what a file change's approval reports of the change
@@ -229,11 +387,17 @@ func (p *protocol) track(it *appItem, completed bool) {
 		}
 		var changes []struct {
 			Path string `json:"path"`
+			Kind struct {
+				MovePath *string `json:"move_path"`
+			} `json:"kind"`
 		}
 		json.Unmarshal(it.Changes, &changes)
 		ch := fileChange{raw: it.Changes}
 		for _, c := range changes {
 			ch.paths = append(ch.paths, c.Path)
+			if c.Kind.MovePath != nil && *c.Kind.MovePath != "" {
+				ch.paths = append(ch.paths, *c.Kind.MovePath) // where an update moves the file
+			}
 		}
 		p.changes[it.ID] = ch
 	case "mcpToolCall":

@@ -129,7 +129,11 @@ func TestApprovalRequests(t *testing.T) {
 		{"mcp tool denied", mcpReq, invoker.Approval{}, invoker.Decision{}, `{"id":9,"jsonrpc":"2.0","result":{"_meta":null,"action":"decline","content":null}}`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			p, _ := openTurn(t, &invoker.SessionRequest{Workdir: "/w", Approve: allowAll})
+			// At WorkspaceWrite, with the server echo the request's: a
+			// file change in /w and the server's tool are within the
+			// level (ceiling_test.go has those that are not).
+			p, _ := openTurn(t, &invoker.SessionRequest{Workdir: "/w", Permission: invoker.WorkspaceWrite, Approve: allowAll,
+				MCPServers: []invoker.MCPServer{{Name: "echo", Command: "mcpecho"}}})
 			if b := before[tc.line]; b != "" {
 				appDecode(t, p, b)
 			}

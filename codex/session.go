@@ -9,6 +9,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/clinvoke/clinvoke/internal/workspace"
 	"github.com/clinvoke/clinvoke/invoker"
 	"github.com/clinvoke/clinvoke/invoker/driver"
 )
@@ -79,9 +80,13 @@ func (backend) NewSessionProtocol(req *invoker.SessionRequest) driver.SessionPro
 		workdir: req.Workdir, model: req.Model, mode: mode,
 		instructions: req.SystemPrompt, resume: req.SessionID, fork: req.Fork,
 		schema: req.OutputSchema, approve: req.Approve != nil,
+		ceiling: req.Permission, ws: workspace.New(req.Workdir, req.Env), asking: make(map[string]*asked),
 		next: 1, called: make(map[string]bool), steers: make(map[int64]bool),
 		limits: make(map[string]rateWindow), trusted: make(map[string]bool),
 		changes: make(map[string]fileChange), mcpCalls: make(map[string]string),
+	}
+	if p.ceiling == "" {
+		p.ceiling = invoker.ReadOnly
 	}
 	for _, s := range req.MCPServers {
 		p.trusted[s.Name] = true
@@ -101,6 +106,13 @@ type protocol struct {
 	schema                                     json.RawMessage // every turn's outputSchema
 	// approve: the program decides Codex's questions (see approval.go).
 	approve bool
+	// ceiling is the permission level in force, which bounds what the
+	// program is asked; ws judges the paths of file changes under
+	// WorkspaceWrite.
+	ceiling invoker.Permission
+	ws      *workspace.Root
+	// asking holds the requests the program is deciding, by requestKey.
+	asking map[string]*asked
 	// trusted holds the names of the request's MCP servers.
 	trusted map[string]bool
 	// changes holds the file changes started and not completed, by item
@@ -277,6 +289,7 @@ func (p *protocol) StartTurn(t *invoker.TurnRequest) ([][]byte, error) {
 		if err != nil {
 			return nil, err
 		}
+		p.ceiling = t.Permission
 		if p.approve {
 			params["permissions"] = profileOf(mode)
 			params["approvalPolicy"] = "untrusted"

@@ -48,3 +48,32 @@ func TestSessionHandshakeTimeout(t *testing.T) {
 		t.Errorf("processes survived the timed-out opening: %v", left)
 	}
 }
+
+// A question Codex asks after turn/completed, while the session waits for
+// the thread's background terminals to be cleaned, is declined without
+// asking the program: the command does not run, even with a callback that
+// allows everything.
+func TestSessionQuestionAfterTurn(t *testing.T) {
+	dir := t.TempDir()
+	file := dir + "/late"
+	s := fakeagent.Script{Flavor: fakeagent.Codex, AskLate: "touch " + file, Tag: fakeagent.NewTag()}
+	inv := codex.New(invoker.Options{Binary: os.Args[0], InterruptGrace: 200 * time.Millisecond, TerminateGrace: 200 * time.Millisecond})
+	var asked []string
+	res, err := inv.Invoke(context.Background(), invoker.Request{Prompt: "p", Workdir: dir, Env: s.Env(), Permission: invoker.Unlimited,
+		Approve: func(_ context.Context, a invoker.Approval) invoker.Decision {
+			asked = append(asked, a.Command)
+			return invoker.Decision{Allow: true}
+		}})
+	if err != nil {
+		t.Fatalf("Invoke() error = %v", err)
+	}
+	if len(asked) != 0 {
+		t.Errorf("Approve was asked about %q after the turn completed", asked)
+	}
+	if _, err := os.Stat(file); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("the command asked about after the turn ran (stat: %v); answer %q", err, res.Text)
+	}
+	if left := fakeagent.Survivors(s.Tag); len(left) > 0 {
+		t.Errorf("processes survived: %v", left)
+	}
+}

@@ -31,7 +31,9 @@ var acpAgents = []cli{
 			Name: "gemini",
 			// A fixed model skips the routing call of "auto".
 			Command: []string{"gemini", "--acp", "--model=gemini-2.5-pro"},
-			Modes:   map[invoker.Permission]string{invoker.WorkspaceWrite: "autoEdit", invoker.Unlimited: "yolo"},
+			// Gemini's autoEdit would write what its own rules allow
+			// (its memory included) without asking.
+			Modes: map[invoker.Permission]string{invoker.Unlimited: "yolo"},
 		}),
 		shell: invoker.Unlimited, // the default mode asks before run_shell_command
 		setup: cliNamed("gemini").setup,

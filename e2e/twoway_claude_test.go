@@ -34,9 +34,12 @@ func init() {
 		shellTool:     "Bash",
 		denial:        func(message string) string { return message },
 		echoesExactly: true,
-		approval:      claudeApproval,
-		goTools:       claudeGoTools,
-		mcpServers:    claudeMCPServers,
+		write: func(path, content string) fakemodel.Turn {
+			return fakemodel.CallTool("Write", map[string]any{"file_path": path, "content": content})
+		},
+		approval:   claudeApproval,
+		goTools:    claudeGoTools,
+		mcpServers: claudeMCPServers,
 	}
 }
 

@@ -29,7 +29,12 @@ func init() {
 		commandLine: func(command string) string { return "/bin/bash -lc '" + command + "'" },
 		cwd:         true,
 		denial:      func(string) string { return "rejected by user" },
-		approval:    codexApproval,
+		write: func(path, content string) fakemodel.Turn {
+			// apply_patch is a freeform tool: its input is the patch.
+			return fakemodel.Turn{Call: &fakemodel.Call{Name: "apply_patch",
+				Freeform: "*** Begin Patch\n*** Add File: " + path + "\n+" + content + "\n*** End Patch\n"}}
+		},
+		approval: codexApproval,
 	}
 }
 

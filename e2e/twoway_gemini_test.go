@@ -25,7 +25,10 @@ func init() {
 		denial:    func(string) string { return geminiDenial },
 		// Gemini's stdio server may be a zombie still when Invoke returns.
 		unreapedServer: true,
-		approval:       geminiApproval,
+		write: func(path, content string) fakemodel.Turn {
+			return fakemodel.CallTool("write_file", map[string]any{"file_path": path, "content": content})
+		},
+		approval: geminiApproval,
 	}
 }
 

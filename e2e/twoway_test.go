@@ -61,6 +61,10 @@ type twoWayCLI struct {
 	// left a zombie, not yet reaped, when Invoke returns; elsewhere it is
 	// gone from the process table.
 	unreapedServer bool
+	// write is the model's call of the CLI's own tool that writes content
+	// into the file path (absolute, or relative to the workdir): Claude
+	// Code's Write, Gemini CLI's write_file, Codex's apply_patch.
+	write func(path, content string) fakemodel.Turn
 	// approval, goTools and mcpServers are the CLI's own subtests of
 	// TestApproval, TestGoTools and TestMCPServers, run after the shared
 	// ones; nil where it has none.

@@ -96,8 +96,9 @@
 // ("file_change", with its paths), each MCP tool call ("mcp_tool", with the
 // arguments as input; the tool is named mcp_SERVER_TOOL) and each fetch
 // ("tool"). The permission level stays the ceiling: a request above it
-// (a command under WorkspaceWrite, an edit under ReadOnly) is rejected
-// without asking. Allow answers Gemini's "proceed_once", ForSession its
+// (a command under WorkspaceWrite, an edit under ReadOnly, an edit of a
+// file outside the working directory under WorkspaceWrite) is rejected
+// without asking (see docs/approvals.md). Allow answers Gemini's "proceed_once", ForSession its
 // "proceed_always" (the same command or tool for the session, never the
 // option that saves the approval in the user's settings), and a denial
 // its "cancel": Gemini then tells the model `Tool "NAME" was canceled by

@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
-	"strings"
 	"time"
 
 	"github.com/clinvoke/clinvoke/internal/acp"
@@ -20,7 +19,7 @@ import (
 // line) on standard input and output (measured with 0.61.0 in
 // docs/session-protocols.md). The session sends initialize (no file system
 // or terminal offered to the agent), then session/new in Workdir, then, for
-// WorkspaceWrite and Unlimited, session/set_mode "autoEdit" or "yolo". A
+// Unlimited, session/set_mode "yolo" (see acpModes). A
 // session cannot resume one (Request.SessionID): session/load of 0.61.0
 // does not load a saved conversation reliably (e2e's
 // TestGeminiSessionLoadProbe); resume with Invoke, whose --resume works,
@@ -33,8 +32,13 @@ import (
 // In ACP's default mode Gemini declares its shell tool and asks for
 // permission before each call that changes anything (session/request_permission);
 // the session answers as Permission says: ReadOnly allows reading, searching
-// and fetching only, WorkspaceWrite also editing, deleting and moving files,
-// Unlimited (whose yolo mode asks nothing) everything. Gemini's cold start
+// and fetching only, WorkspaceWrite also editing, deleting and moving files
+// inside the working directory (each path judged as internal/workspace
+// judges it: links followed, Gemini's own memory and configuration
+// outside), Unlimited (whose yolo mode asks nothing) everything. A tool of
+// a server of the request is allowed at every level when Gemini's call id
+// proves it (mcp_SERVER_TOOL__...), never by its title, which for a shell
+// call is the command line the model wrote. Gemini's cold start
 // is slow (initialize answered after 3.4–3.9 s on an idle machine), which a
 // session pays once.
 //
@@ -47,8 +51,8 @@ import (
 // that turn on with ACP's own requests: session/set_model (Gemini's
 // unstable_setSessionModel, offered when session/new answers with models;
 // Gemini takes any model id there, as it takes any --model), and
-// session/set_mode with the mode of the level ("default" for ReadOnly,
-// "autoEdit", "yolo"), after which the session also answers permission
+// session/set_mode with the mode of the level ("default" for ReadOnly and
+// WorkspaceWrite, "yolo"), after which the session also answers permission
 // requests at the new level. Gemini handles requests concurrently, so the
 // turn's session/prompt is sent only once Gemini has answered every
 // switch; a refused switch ends the turn with its error before the prompt.
@@ -94,7 +98,7 @@ func (backend) NewSessionProtocol(req *invoker.SessionRequest) driver.SessionPro
 	s.Protocol = acp.New(&acp.Config{
 		Name:        "gemini",
 		Modes:       acpModes,
-		ToolName:    toolName,
+		ToolName:    acp.GeminiToolName,
 		AllowAlways: allowAlways,
 		Classify: func(code int, msg string) error {
 			if code == 429 {
@@ -127,9 +131,16 @@ func (backend) NewSessionProtocol(req *invoker.SessionRequest) driver.SessionPro
 	return s
 }
 
-// acpModes are the ACP session modes of the permission levels above
-// ReadOnly, which is Gemini's "default" mode: the one a session opens in.
-var acpModes = map[invoker.Permission]string{invoker.WorkspaceWrite: "autoEdit", invoker.Unlimited: "yolo"}
+// acpModes are the ACP session modes of the permission levels: yolo for
+// Unlimited; Gemini's "default" mode, the one a session opens in, for the
+// others. WorkspaceWrite is not Gemini's autoEdit: in autoEdit Gemini
+// writes, without asking, every file its own rules allow, and they allow
+// its memory and configuration (~/.gemini/GEMINI.md, ~/.gemini/tmp/),
+// which every later session of the user reads (measured with 0.61.0). In
+// the default mode Gemini asks before each edit, and the session answers
+// by the edit's paths (internal/acp): inside the working directory
+// allowed, anywhere else rejected.
+var acpModes = map[invoker.Permission]string{invoker.Unlimited: "yolo"}
 
 // acpMode returns the session mode of a permission level.
 func acpMode(p invoker.Permission) string {
@@ -198,34 +209,6 @@ func isChunk(line []byte, text string) bool {
 	}
 	return json.Unmarshal(line, &m) == nil && m.Method == "session/update" &&
 		m.Params.Update.SessionUpdate == "agent_message_chunk" && m.Params.Update.Content.Text == text
-}
-
-// toolName recovers Gemini's tool name from its call id
-// ("run_shell_command__run_shell_command_1795567170161_0", or
-// "NAME-1795567170161-1" for a call the model gave no id); "" names the
-// call by its ACP kind ("execute").
-func toolName(id, _, _ string) string {
-	if name, _, ok := strings.Cut(id, "__"); ok {
-		return name
-	}
-	if rest, n, ok := cutLast(id, "-"); ok && digits(n) {
-		if name, ts, ok := cutLast(rest, "-"); ok && digits(ts) {
-			return name
-		}
-	}
-	return ""
-}
-
-func cutLast(s, sep string) (before, after string, ok bool) {
-	i := strings.LastIndex(s, sep)
-	if i < 0 {
-		return s, "", false
-	}
-	return s[:i], s[i+len(sep):], true
-}
-
-func digits(s string) bool {
-	return s != "" && strings.Trim(s, "0123456789") == ""
 }
 
 // allowAlways chooses Gemini's "for this session" answer: for an MCP

@@ -50,7 +50,7 @@ func TestACPPermissionAnswers(t *testing.T) {
 	ask := func(kind string) string {
 		return `{"jsonrpc":"2.0","id":0,"method":"session/request_permission","params":{"sessionId":"S1","options":[` +
 			`{"optionId":"proceed_always","kind":"allow_always"},{"optionId":"proceed_once","kind":"allow_once"},{"optionId":"cancel","kind":"reject_once"}],` +
-			`"toolCall":{"toolCallId":"x","title":"t","kind":"` + kind + `"}}}`
+			`"toolCall":{"toolCallId":"x","title":"t","locations":[{"path":"/w/a.txt"}],"kind":"` + kind + `"}}}`
 	}
 	for _, tc := range []struct {
 		perm  invoker.Permission

@@ -2,27 +2,12 @@ package gemini
 
 import (
 	"context"
+	"path/filepath"
 	"strings"
 	"testing"
 
 	"github.com/clinvoke/clinvoke/invoker"
 )
-
-func TestToolName(t *testing.T) {
-	for _, tc := range []struct{ id, want string }{
-		{"run_shell_command__run_shell_command_1795567170161_0", "run_shell_command"},
-		{"mcp_gotools_greet__mcp_gotools_greet_1795567170161_0", "mcp_gotools_greet"},
-		{"mcp_gotools_greet-1795567170161-1", "mcp_gotools_greet"},
-		{"read-many-files-1795567170161-2", "read-many-files"},
-		{"resolve-prompt-a.txt-abc", ""},
-		{"x-1", ""},
-		{"plain", ""},
-	} {
-		if got := toolName(tc.id, "execute", "t"); got != tc.want {
-			t.Errorf("toolName(%q) = %q, want %q", tc.id, got, tc.want)
-		}
-	}
-}
 
 func TestAllowAlways(t *testing.T) {
 	mcp := []string{"proceed_always_server", "proceed_always_tool", "proceed_always_and_save"}
@@ -88,6 +73,40 @@ func TestACPApprovals(t *testing.T) {
 			if got := a.Answer(invoker.Decision{Allow: true, ForSession: true}); len(got) != 1 || !strings.Contains(string(got[0]), `"optionId":"proceed_always"`) {
 				t.Errorf("%s: for the session answered %q, want proceed_always", tc.perm, got)
 			}
+		}
+	}
+}
+
+// TestACPWorkspaceWrite checks that a session at WorkspaceWrite without a
+// callback stays in Gemini's default mode (autoEdit would write every
+// edit Gemini itself allows, ~/.gemini/GEMINI.md included, without
+// asking) and answers each edit by its path: inside the working directory
+// allowed, elsewhere rejected.
+func TestACPWorkspaceWrite(t *testing.T) {
+	w := t.TempDir()
+	p := backend{}.NewSessionProtocol(&invoker.SessionRequest{Workdir: w, Permission: invoker.WorkspaceWrite})
+	p.Open()
+	acpDecode(t, p, `{"jsonrpc":"2.0","id":1,"result":{"protocolVersion":1}}`)
+	st := acpDecode(t, p, `{"jsonrpc":"2.0","id":2,"result":{"sessionId":"S1","modes":{"currentModeId":"default"}}}`)
+	if !st.Ready || len(st.Write) != 0 {
+		t.Fatalf("after session/new, Step = %+v; want ready in the default mode, no set_mode", st)
+	}
+	if _, err := p.StartTurn(&invoker.TurnRequest{Prompt: "p"}); err != nil {
+		t.Fatal(err)
+	}
+	edit := func(id, path string) string {
+		return `{"jsonrpc":"2.0","id":` + id + `,"method":"session/request_permission","params":{"sessionId":"S1","options":[` +
+			`{"optionId":"proceed_always","kind":"allow_always"},{"optionId":"proceed_once","kind":"allow_once"},{"optionId":"cancel","kind":"reject_once"}],` +
+			`"toolCall":{"toolCallId":"write_file__write_file_1_0","title":"Writing to f","locations":[{"path":"` + path + `"}],"kind":"edit"}}}`
+	}
+	for _, tc := range []struct{ path, want string }{
+		{filepath.Join(w, "notes.md"), `"optionId":"proceed_once"`},
+		{filepath.Join(t.TempDir(), ".gemini", "GEMINI.md"), `"optionId":"cancel"`},
+		{filepath.Join(w, ".gemini", "GEMINI.md"), `"optionId":"cancel"`},
+	} {
+		st := acpDecode(t, p, edit("9", tc.path))
+		if len(st.Write) != 1 || !strings.Contains(string(st.Write[0]), tc.want) {
+			t.Errorf("edit of %s answered %q, want %s", tc.path, st.Write, tc.want)
 		}
 	}
 }

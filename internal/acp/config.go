@@ -33,10 +33,15 @@ type Config struct {
 	// none can.
 	LookupEnv func(key string) (string, bool)
 
-	// ToolName names a tool call from its ACP id, kind and title, for
-	// invoker.Tool.Name. Nil names it by its kind ("execute", "read", ...),
-	// or "tool" when it has none.
-	ToolName func(id, kind, title string) string
+	// ToolName recovers the name of the tool a call runs from the call's
+	// id, as the agent builds it (GeminiToolName), for invoker.Tool.Name;
+	// "" when the id does not say. Nil, or "", names a call by its kind
+	// ("execute", "read", ...), or "tool" when it has none. The name is
+	// trusted: a call of kind "other" that it names after a server of the
+	// request ("mcp_SERVER_TOOL") is that server's tool, trusted at every
+	// level. So it must read only what the agent makes, never the title,
+	// which the model writes.
+	ToolName func(id string) string
 
 	// Classify recognises a sentinel (invoker.ErrAuthRequired,
 	// invoker.ErrRateLimited) in an error of the agent, from its JSON-RPC
@@ -70,8 +75,11 @@ type Config struct {
 	// permission the permission level allows, in place of Allowed: it
 	// reports whether call may run under perm, the level in force. A call
 	// it allows runs at once, or goes to the session's Approve callback
-	// when there is one; a call it does not allow is rejected. It is
-	// called from the goroutine that reads the agent's output.
+	// when there is one; a call it does not allow is rejected. Below
+	// Unlimited, a call that changes files (edit, delete, move) is also
+	// rejected when one of its paths is outside the working directory,
+	// whatever Ceiling says. It is called from the goroutine that reads
+	// the agent's output.
 	Ceiling func(perm invoker.Permission, call ToolCall) bool
 
 	// AllowAlways chooses among the allow_always options of a request for
@@ -103,7 +111,9 @@ type ToolCall struct {
 	// Name is the tool's name (Config.ToolName).
 	Name string
 	// MCP reports a tool of an MCP server, and Server names it when it is
-	// a server of the session's request.
+	// a server of the session's request. Both are set only when
+	// structured fields prove it (see Protocol's permission), never from
+	// the title.
 	MCP    bool
 	Server string
 }
@@ -122,9 +132,9 @@ func Allowed(perm invoker.Permission, kind string) bool {
 	return perm == invoker.Unlimited
 }
 
-func (c *Config) toolName(id, kind, title string) string {
+func (c *Config) toolName(id, kind string) string {
 	if c.ToolName != nil {
-		if n := c.ToolName(id, kind, title); n != "" {
+		if n := c.ToolName(id); n != "" {
 			return n
 		}
 	}

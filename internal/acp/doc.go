@@ -19,21 +19,29 @@
 // session/cancel is the turn's interrupt.
 //
 // Every request of the agent is answered: session/request_permission from
-// the permission level (or Config.Ceiling), anything else (fs/*,
-// terminal/*, unknown methods) with the JSON-RPC error -32601, and the turn
-// goes on. With the session's Approve callback, a request the level allows
-// goes to the program instead (driver.Step.Approvals) and is answered with
-// its decision: allow_once, allow_always for Decision.ForSession,
-// reject_once for a denial (ACP carries no message with it, and no changed
-// input: a Decision with Input is a denial). The session then stays in the
-// mode it opened in, so that the agent asks. A request still waiting when
-// the turn is cancelled or ends is answered with the outcome cancelled.
+// the permission level (or Config.Ceiling; below Unlimited an edit, delete
+// or move must also name its files, each inside the working directory as
+// internal/workspace judges it), anything else (fs/*, terminal/*, unknown
+// methods) with the JSON-RPC error -32601, and the turn goes on. With the
+// session's Approve callback, a request the level allows goes to the
+// program instead (driver.Step.Approvals) and is answered with its
+// decision: allow_once, allow_always for Decision.ForSession, reject_once
+// for a denial (ACP carries no message with it, and no changed input: a
+// Decision with Input is a denial); what the level does not allow is
+// rejected without asking. The session then stays in the mode it opened
+// in, so that the agent asks. A request still waiting when the turn is
+// cancelled or ends is answered with the outcome cancelled. A request that
+// does not decode is rejected; one that reuses the id of a request still
+// waiting for the program is rejected, and the waiting one with it, so
+// that no Allow can answer a question the program did not allow.
 //
 // The request's MCP servers are sent with session/new: a command as a stdio
 // server, a URL as an http server with its headers, which needs the agent's
 // mcpCapabilities.http. Their tools are trusted: a request for permission
 // for one is allowed at every level (for the rest of the session, with no
-// callback), or goes to the callback as an "mcp_tool".
+// callback), or goes to the callback as an "mcp_tool". A call is such a
+// tool only when fields the agent makes prove it (servers.go), never by
+// its title, which the model writes.
 //
 // Each backend that speaks ACP (package invoker/acp for any agent, Gemini
 // CLI's --acp mode) configures it with a Config: its name, modes,

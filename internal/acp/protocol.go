@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"strings"
 
+	"github.com/clinvoke/clinvoke/internal/workspace"
 	"github.com/clinvoke/clinvoke/invoker"
 	"github.com/clinvoke/clinvoke/invoker/driver"
 )
@@ -35,9 +36,12 @@ type Protocol struct {
 	turn   turnState
 	broken bool // Decode returned a fatal error
 
+	// ws judges the paths of the edits the agent asks for.
+	ws *workspace.Root
 	// asking holds the requests for permission waiting for the program's
-	// decision, by their JSON-RPC id, with the line that withdraws each.
-	asking map[string]func() []byte
+	// decision, by their JSON-RPC id (requestKey), with the lines that
+	// withdraw and reject each.
+	asking map[string]*waiting
 }
 
 var (
@@ -63,6 +67,9 @@ type agentCaps struct {
 		} `json:"mcpCapabilities"`
 	} `json:"agentCapabilities"`
 	AuthMethods []authMethod `json:"authMethods"`
+	AgentInfo   struct {
+		Name string `json:"name"`
+	} `json:"agentInfo"`
 }
 
 type authMethod struct {
@@ -78,7 +85,8 @@ type authMethod struct {
 // New returns the protocol of one session of req, for the agent cfg
 // describes.
 func New(cfg *Config, req *invoker.SessionRequest) *Protocol {
-	p := &Protocol{cfg: cfg, req: *req, pending: make(map[int64]replyFunc), perm: req.Permission, asking: make(map[string]func() []byte)}
+	p := &Protocol{cfg: cfg, req: *req, pending: make(map[int64]replyFunc), perm: req.Permission,
+		ws: workspace.New(req.Workdir, req.Env), asking: make(map[string]*waiting)}
 	p.turn.calls = make(map[string]toolState)
 	return p
 }

@@ -15,12 +15,9 @@ import (
 // geminiConfig is Gemini CLI's configuration, as gemini/session.go would
 // give it.
 var geminiConfig = Config{
-	Name:  "gemini",
-	Modes: map[invoker.Permission]string{invoker.WorkspaceWrite: "autoEdit", invoker.Unlimited: "yolo"},
-	ToolName: func(id, _, _ string) string {
-		name, _, _ := strings.Cut(id, "__")
-		return name
-	},
+	Name:     "gemini",
+	Modes:    map[invoker.Permission]string{invoker.Unlimited: "yolo"},
+	ToolName: GeminiToolName,
 }
 
 // TestGeminiCaptures replays the ACP sessions of the real Gemini CLI

@@ -1,10 +1,12 @@
 package acp
 
 import (
+	"cmp"
 	"encoding/json"
 	"fmt"
 	"maps"
 	"slices"
+	"strconv"
 	"strings"
 
 	"github.com/clinvoke/clinvoke/invoker"
@@ -38,6 +40,7 @@ type permissionRequest struct {
 		Locations  []struct {
 			Path string `json:"path"`
 		} `json:"locations"`
+		Meta callMeta `json:"_meta"`
 	} `json:"toolCall"`
 	Options []permissionOption `json:"options"`
 }
@@ -59,16 +62,61 @@ const (
 	answerTrustServer                         // allow_always for the call's MCP server, else allow_once
 )
 
+// waiting is a request for permission waiting for the program's decision:
+// the lines that withdraw it (cancelled) and reject it.
+type waiting struct {
+	cancel, reject func() []byte
+}
+
+// requestKey is the key of a JSON-RPC id of the agent's in
+// Protocol.asking: 7, 7.0 and "7" are one key, since an agent may keep its
+// requests by the id's text.
+func requestKey(id json.RawMessage) string {
+	if n, ok := idKey(id); ok {
+		return strconv.FormatInt(n, 10)
+	}
+	var s string
+	if json.Unmarshal(id, &s) == nil {
+		return s
+	}
+	return string(id)
+}
+
 // permission answers session/request_permission. A call the ceiling (the
-// permission level, or Config.Ceiling) does not allow is rejected at once,
-// with a KindWarning event naming the level. A call it allows, and a call
-// of an MCP server of the request (trusted at every level), is allowed at
-// once without an Approve callback, and otherwise goes to the callback as
-// a Step.Approvals entry, answered when the program decided. A turn being
-// cancelled answers cancelled, as the protocol asks.
+// permission level, or Config.Ceiling, and below Unlimited the paths of an
+// edit, which must be inside the working directory) does not allow is
+// rejected at once, with a KindWarning event saying why. A call it allows,
+// and a call of an MCP server of the request (trusted at every level, when
+// structured fields prove it: see servers.go), is allowed at once without
+// an Approve callback, and otherwise goes to the callback as a
+// Step.Approvals entry, answered when the program decided. A turn being
+// cancelled answers cancelled, as the protocol asks. A request that does
+// not decode, or reuses the id of one still waiting for the program, is
+// rejected at once (and the waiting one with it: an answer to that id
+// could reach either).
 func (p *Protocol) permission(m *message, raw json.RawMessage) driver.Step {
 	var r permissionRequest
-	json.Unmarshal(m.Params, &r)
+	decodeErr := json.Unmarshal(m.Params, &r)
+	answer := func(a permissionAnswer) []byte {
+		return result(m.ID, map[string]any{"outcome": choose(r.Options, a, p.cfg.AllowAlways)})
+	}
+	reject := func(why string) driver.Step {
+		st := p.turnStep(invoker.Event{Kind: invoker.KindWarning, Raw: raw, Text: why})
+		st.Write = [][]byte{answer(answerReject)}
+		return st
+	}
+	id := requestKey(m.ID)
+	if w, ok := p.asking[id]; ok {
+		// An answer to this id could reach either question: neither
+		// is allowed.
+		delete(p.asking, id)
+		st := reject(fmt.Sprintf("%s asked twice under one request id %s; both requests rejected", p.cfg.name(), m.ID))
+		st.Write = append(st.Write, w.reject())
+		return st
+	}
+	if decodeErr != nil {
+		return reject(fmt.Sprintf("%s asked for permission with a request that does not decode (%v); rejected", p.cfg.name(), decodeErr))
+	}
 	tc := &r.ToolCall
 	call := ToolCall{ID: tc.ToolCallID, Kind: tc.Kind, Title: tc.Title, Input: driver.ValidJSON(tc.RawInput), Content: driver.ValidJSON(tc.Content)}
 	for _, l := range tc.Locations {
@@ -81,28 +129,27 @@ func (p *Protocol) permission(m *message, raw json.RawMessage) driver.Step {
 			call.Paths = append(call.Paths, path)
 		}
 	}
-	if st, ok := p.turn.calls[call.ID]; ok && call.Input == nil {
+	announced, seen := p.turn.calls[call.ID]
+	if seen && call.Input == nil {
 		// The update announcing the call usually says more.
-		call.Input = st.input
+		call.Input = announced.input
 	}
-	call.Name = p.cfg.toolName(call.ID, call.Kind, call.Title)
-	call.Server = p.mcpServer(call)
-	call.MCP = call.Server != "" || isMCP(call)
-	answer := func(a permissionAnswer) []byte {
-		return result(m.ID, map[string]any{"outcome": choose(r.Options, a, p.cfg.AllowAlways)})
+	if call.Kind == "" && announced.ownKind {
+		// claude-code-acp gives the kind in the update only; the
+		// level judges the call by it.
+		call.Kind = announced.kind
 	}
+	call.Name = p.cfg.toolName(call.ID, call.Kind)
+	call.MCP, call.Server = p.serverTool(tc.Kind, announced.ownKind, p.provenNames(call.ID, tc.Meta.name()))
 
-	allowed := call.Server != "" || p.allowed(call)
+	why := p.aboveCeiling(call)
 	switch {
 	case p.turn.cancelled:
 		st := p.turnStep(invoker.Event{Kind: invoker.KindRaw, Raw: raw})
 		st.Write = [][]byte{answer(answerCancel)}
 		return st
-	case !allowed:
-		st := p.turnStep(invoker.Event{Kind: invoker.KindWarning, Raw: raw,
-			Text: fmt.Sprintf("%s asked to run %q (%s); declined under permission %s", p.cfg.name(), call.Title, call.Kind, p.perm)})
-		st.Write = [][]byte{answer(answerReject)}
-		return st
+	case why != "":
+		return reject(fmt.Sprintf("%s asked to run %q (%s); declined: %s", p.cfg.name(), call.Title, cmp.Or(call.Kind, "no kind"), why))
 	case p.req.Approve == nil:
 		a := answerAllowOnce
 		if call.Server != "" {
@@ -116,21 +163,24 @@ func (p *Protocol) permission(m *message, raw json.RawMessage) driver.Step {
 	}
 	// The program decides. The request stays pending until the engine
 	// calls Answer or Cancel, or Interrupt withdraws it.
-	id := string(m.ID)
-	p.asking[id] = func() []byte { return answer(answerCancel) }
+	w := &waiting{cancel: func() []byte { return answer(answerCancel) }, reject: func() []byte { return answer(answerReject) }}
+	p.asking[id] = w
 	once := func(line func() []byte) [][]byte {
-		if _, ok := p.asking[id]; !ok {
-			return nil // withdrawn by Interrupt, or answered
+		if p.asking[id] != w {
+			// Withdrawn by Interrupt, rejected as a duplicate (the id
+			// may be another request's since), or answered.
+			return nil
 		}
 		delete(p.asking, id)
 		return [][]byte{line()}
 	}
 	req := p.approval(call, raw)
 	ev := []invoker.Event{{Kind: invoker.KindRaw, Raw: raw}}
-	if _, seen := p.turn.calls[call.ID]; !seen && call.ID != "" && p.turn.inTurn {
+	if !seen && call.ID != "" && p.turn.inTurn {
 		// Gemini CLI reports a call it asks about first in the request:
 		// the program sees the call when it is asked.
 		ev = p.tool(true, call.ID, "pending", call.Kind, call.Title, req.Tool.Input, nil, nil, raw)
+		p.turn.note(call.ID, call.Kind, tc.Meta.name())
 	}
 	st := p.turnStep(ev...)
 	st.Approvals = []driver.Approval{{
@@ -155,13 +205,53 @@ func (p *Protocol) permission(m *message, raw json.RawMessage) driver.Step {
 	return st
 }
 
+// aboveCeiling returns why call is above the ceiling of the level in
+// force, or "" when it is within: a tool of a server of the request is
+// within at every level; any other call must be allowed by the level
+// (Config.Ceiling, else Allowed), and below Unlimited a call that changes
+// files must name its files, each inside the working directory.
+func (p *Protocol) aboveCeiling(call ToolCall) string {
+	if call.Server != "" {
+		return ""
+	}
+	if !p.allowed(call) {
+		return "above the permission level " + string(p.level())
+	}
+	if !changesFiles(call.Kind) || p.level() == invoker.Unlimited {
+		return ""
+	}
+	if len(call.Paths) == 0 {
+		return "it names no file, and permission " + string(p.level()) + " allows changes inside the working directory only"
+	}
+	for _, path := range call.Paths {
+		if why := p.ws.Outside(path, ""); why != "" {
+			return fmt.Sprintf("%s is not within permission %s: %s", path, p.level(), why)
+		}
+	}
+	return ""
+}
+
+// level is the permission level in force.
+func (p *Protocol) level() invoker.Permission {
+	if p.perm == "" {
+		return invoker.ReadOnly
+	}
+	return p.perm
+}
+
+// changesFiles reports whether kind is one of ACP's kinds of a tool that
+// changes files.
+func changesFiles(kind string) bool {
+	return kind == "edit" || kind == "delete" || kind == "move"
+}
+
 // withdraw answers every request for permission still waiting for the
 // program with the outcome cancelled, as ACP asks of a client that
 // cancels a turn.
 func (p *Protocol) withdraw() [][]byte {
 	var lines [][]byte
 	for _, id := range slices.Sorted(maps.Keys(p.asking)) {
-		lines = append(lines, p.asking[id]())
+		lines = append(lines, p.asking[id].cancel())
 		delete(p.asking, id)
 	}
 	return lines
@@ -290,32 +380,6 @@ func (p *Protocol) allowed(call ToolCall) (ok bool) {
 		}
 	}()
 	return p.cfg.Ceiling(p.perm, call)
-}
-
-// mcpServer returns the name of the MCP server of the request that call
-// is a tool of, or "". Agents name an MCP tool after its server: Gemini
-// CLI titles it "TOOL (SERVER MCP Server)" and calls it
-// "mcp_SERVER_TOOL", claude-code-acp "mcp__SERVER__TOOL".
-func (p *Protocol) mcpServer(call ToolCall) string {
-	best := ""
-	for _, s := range p.req.MCPServers {
-		n := s.Name
-		if n == "" || len(n) <= len(best) {
-			continue
-		}
-		if strings.HasSuffix(call.Title, "("+n+" MCP Server)") ||
-			strings.HasPrefix(call.Name, "mcp__"+n+"__") || strings.HasPrefix(call.Title, "mcp__"+n+"__") ||
-			strings.HasPrefix(call.Name, "mcp_"+n+"_") {
-			best = n // the longest name that matches: "a_b" over "a"
-		}
-	}
-	return best
-}
-
-// isMCP reports whether call looks like a tool of an MCP server, by the
-// names agents give such tools (mcpServer).
-func isMCP(call ToolCall) bool {
-	return strings.HasSuffix(call.Title, " MCP Server)") || strings.HasPrefix(call.Name, "mcp_") || strings.HasPrefix(call.Title, "mcp__")
 }
 
 // diffPaths returns the paths of the diffs in a tool call's content.

@@ -35,6 +35,13 @@ type toolState struct {
 	name  string
 	input json.RawMessage
 	ended bool
+	// What the agent's updates said of the call, for its request for
+	// permission (claude-code-acp's carries neither): that it is of a
+	// kind of the agent's own tools (ownKind; kind is the last such), and
+	// the name its _meta gives it.
+	ownKind  bool
+	kind     string
+	metaName string
 }
 
 func (t *turnState) reset() {
@@ -95,6 +102,7 @@ func (p *Protocol) update(params json.RawMessage, raw json.RawMessage) driver.St
 			Kind          string          `json:"kind"`
 			RawInput      json.RawMessage `json:"rawInput"`
 			RawOutput     json.RawMessage `json:"rawOutput"`
+			Meta          callMeta        `json:"_meta"`
 			CurrentModeID string          `json:"currentModeId"`
 		} `json:"update"`
 	}
@@ -127,6 +135,7 @@ func (p *Protocol) update(params json.RawMessage, raw json.RawMessage) driver.St
 	case "tool_call", "tool_call_update":
 		evs := t.flush(raw)
 		evs = append(evs, p.tool(up.SessionUpdate == "tool_call", up.ToolCallID, up.Status, up.Kind, up.Title, up.RawInput, up.Content, up.RawOutput, raw)...)
+		t.note(up.ToolCallID, up.Kind, up.Meta.name())
 		return p.turnStep(evs...)
 	}
 	// plan, available_commands_update, current_mode_update,
@@ -146,7 +155,7 @@ func (p *Protocol) tool(isNew bool, id, status, kind, title string, input, conte
 		if in == nil && title != "" {
 			in, _ = json.Marshal(map[string]string{"title": title})
 		}
-		c = toolState{name: p.cfg.toolName(id, kind, title), input: in}
+		c = toolState{name: p.cfg.toolName(id, kind), input: in}
 		evs = append(evs, invoker.Event{Kind: invoker.KindToolCall, Raw: raw,
 			Tool: &invoker.Tool{Name: c.name, ID: id, Input: c.input, Status: status}})
 	}
@@ -169,6 +178,26 @@ func (p *Protocol) tool(isNew bool, id, status, kind, title string, input, conte
 		evs = append(evs, invoker.Event{Kind: invoker.KindRaw, Raw: raw})
 	}
 	return evs
+}
+
+// note records what an update or a request for permission said of the
+// call id: its kind and the name its _meta gives it. A kind of the agent's
+// own tools, once given, stays.
+func (t *turnState) note(id, kind, metaName string) {
+	c, ok := t.calls[id]
+	if !ok {
+		return
+	}
+	if ownKind(kind) {
+		c.ownKind, c.kind = true, kind
+	}
+	if metaName != "" {
+		if c.metaName != "" && c.metaName != metaName {
+			c.ownKind = true // two names for one call: not a server's
+		}
+		c.metaName = metaName
+	}
+	t.calls[id] = c
 }
 
 // textBlock returns the text of a text content block.

@@ -79,7 +79,7 @@ func TestApprovals(t *testing.T) {
 		{name: "edit above read-only", perm: invoker.ReadOnly, approve: true, toolCall: edit, options: geminiOptions,
 			outcome: `{"optionId":"cancel","outcome":"selected"}`, warning: true},
 		{name: "argv command with cwd", perm: invoker.Unlimited, approve: true, toolCall: argv, options: geminiOptions,
-			want: &invoker.Approval{Kind: "command", Tool: invoker.Tool{Name: "c1", ID: "c1", Input: json.RawMessage(`{"command":["ls","-l"],"cwd":"/w/sub"}`)}, Command: "ls -l", Cwd: "/w/sub", SessionID: "S1"}},
+			want: &invoker.Approval{Kind: "command", Tool: invoker.Tool{Name: "execute", ID: "c1", Input: json.RawMessage(`{"command":["ls","-l"],"cwd":"/w/sub"}`)}, Command: "ls -l", Cwd: "/w/sub", SessionID: "S1"}},
 		{name: "fetch under read-only", perm: invoker.ReadOnly, approve: true, toolCall: fetch, options: geminiOptions,
 			want: &invoker.Approval{Kind: "tool", Tool: invoker.Tool{Name: "web_fetch", ID: "web_fetch__1", Input: json.RawMessage(`{"title":"Fetch https://x"}`)}, SessionID: "S1"}},
 		{name: "request's MCP tool under read-only", perm: invoker.ReadOnly, approve: true, servers: gotools, toolCall: mcp, options: mcpOptions,

@@ -38,8 +38,15 @@
 // Without an Approve callback, the agent's requests for permission
 // (session/request_permission) are answered from the permission level: [invoker.ReadOnly] allows the tool
 // kinds that change nothing (read, search, fetch, think),
-// [invoker.WorkspaceWrite] also edit, delete and move, [invoker.Unlimited]
-// everything. A declined request gives a KindWarning event. Every other
+// [invoker.WorkspaceWrite] also edit, delete and move of files inside the
+// working directory (every path the call names, in its locations and
+// diffs, with symbolic links followed; the agent CLIs' configuration, such
+// as .gemini or .claude, counts as outside; a call that names no file is
+// declined), [invoker.Unlimited] everything. A declined request gives a
+// KindWarning event. A mode of Agent.Modes in which the agent stops asking
+// (Gemini CLI's autoEdit, claude-code-acp's acceptEdits) leaves those
+// judgements to the agent: map a level to such a mode only where the
+// agent's own rules are the ones you want. Every other
 // request of the agent (fs/*, terminal/*, unknown methods) is answered with
 // the JSON-RPC error -32601, with a KindWarning event, and the turn goes
 // on.
@@ -50,10 +57,14 @@
 // permission that the permission level allows goes to the callback
 // instead: Kind "command" for an execute tool (Command from its rawInput's
 // command, or its title), "file_change" for edit, delete and move (Paths
-// from its locations and diffs), "mcp_tool" for a tool of an MCP server
-// (recognised by the names agents give them: "mcp__SERVER__TOOL",
-// "mcp_SERVER_TOOL", a title ending "(SERVER MCP Server)"), "tool" for the
-// rest. Allow selects the agent's allow_once option, ForSession its
+// from its locations and diffs), "mcp_tool" for a tool of an MCP server,
+// "tool" for the rest. A call is an MCP server's tool only when its kind is
+// "other" (or none) and the names the agent makes for it say so:
+// claude-code-acp's _meta.claudeCode.toolName "mcp__SERVER__TOOL", or the
+// tool call id of an agent whose initialize response names it gemini-cli
+// ("mcp_SERVER_TOOL__..."). Never its title: Gemini CLI titles a shell
+// call with its command line, which the model writes. A call that is not
+// proven a server's tool is judged by the level like any other. Allow selects the agent's allow_once option, ForSession its
 // allow_always, a denial its reject_once; ACP carries no message with a
 // denial and no changed input (a Decision with Input is a denial). A
 // request above the level is rejected without asking, with a KindWarning
@@ -68,9 +79,9 @@
 // agent's mcpCapabilities.http, and a Go server as the URL at which the
 // run serves it on 127.0.0.1, its bearer token in the Authorization
 // header, over standard input. Their tools are trusted at every level:
-// without a callback the agent's question about one is allowed for the
-// rest of the session (its first allow_always option), with one it goes
-// to the callback.
+// without a callback the agent's question about one (proven as above) is
+// allowed for the rest of the session (its first allow_always option),
+// with one it goes to the callback.
 //
 // # Events and results
 //
@@ -137,8 +148,9 @@ type Agent struct {
 
 	// Modes maps permission levels to the agent's ACP session mode ids
 	// (listed in its session/new response), such as
-	// {invoker.WorkspaceWrite: "autoEdit", invoker.Unlimited: "yolo"} for
-	// Gemini CLI. A level without a mode keeps the mode the session
+	// {invoker.Unlimited: "yolo"} for Gemini CLI. A mode in which the
+	// agent asks less (Gemini CLI's autoEdit) leaves what it no longer
+	// asks about to the agent's own rules. A level without a mode keeps the mode the session
 	// opened in. Requests for permission are answered from the level
 	// whatever the mode (see the package documentation).
 	Modes map[invoker.Permission]string

@@ -51,6 +51,9 @@ func TestConformance(t *testing.T) {
 					Tag:    fakeagent.NewTag(),
 					Ask:    f.Ask,
 					Edit:   f.Edit,
+					// The fake speaks as Gemini CLI: its MCP calls' ids
+					// prove their server.
+					AgentName: "gemini-cli",
 				}
 				if server, tool, ok := strings.Cut(f.CallTool, "/"); ok {
 					s.MCPCall = &fakeacp.MCPCall{Server: server, Tool: tool, Args: f.ToolArgs}

@@ -21,9 +21,11 @@ import (
 // stand.Options()).
 func Example() {
 	gemini := acp.Agent{
-		Name:        "gemini",
-		Command:     []string{"gemini", "--acp"},
-		Modes:       map[invoker.Permission]string{invoker.WorkspaceWrite: "autoEdit", invoker.Unlimited: "yolo"},
+		Name:    "gemini",
+		Command: []string{"gemini", "--acp"},
+		// Only Unlimited gets a mode that asks less: at WorkspaceWrite
+		// Gemini asks before each edit, and the session judges its paths.
+		Modes:       map[invoker.Permission]string{invoker.Unlimited: "yolo"},
 		InstallHint: "npm install -g @google/gemini-cli",
 	}
 	stand := invokertest.Agent{CLI: "gemini", SessionID: "s-1", Tool: true, Answer: "It prints hello.", Chunks: 2}

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"sync"
@@ -144,11 +145,20 @@ func TestMCPServers(t *testing.T) {
 		approve *asker
 		wantErr error
 		want    string // the start of the answer
+		// notAsked: the level rejects the call without asking.
+		notAsked bool
 	}{
-		{name: "trusted at read-only", s: fakeacp.Script{MCPCall: call}, servers: ext, perm: invoker.ReadOnly, want: "echo: hi"},
-		{name: "asked with a callback", s: fakeacp.Script{MCPCall: call}, servers: ext, perm: invoker.ReadOnly,
+		{name: "trusted at read-only", s: fakeacp.Script{MCPCall: call, AgentName: "gemini-cli"}, servers: ext, perm: invoker.ReadOnly, want: "echo: hi"},
+		{name: "asked with a callback", s: fakeacp.Script{MCPCall: call, AgentName: "gemini-cli"}, servers: ext, perm: invoker.ReadOnly,
 			approve: &asker{d: invoker.Decision{Allow: true}}, want: "echo: hi"},
-		{name: "denied by the callback", s: fakeacp.Script{MCPCall: call}, servers: ext, perm: invoker.Unlimited,
+		// An agent that is not known to build its call ids from the
+		// tool's name proves nothing by them, nor by the title: the
+		// level judges the call.
+		{name: "not proven: judged by the level", s: fakeacp.Script{MCPCall: call}, servers: ext, perm: invoker.ReadOnly, want: "rejected", notAsked: true},
+		{name: "not proven: not asked", s: fakeacp.Script{MCPCall: call}, servers: ext, perm: invoker.ReadOnly,
+			approve: &asker{d: invoker.Decision{Allow: true}}, want: "rejected", notAsked: true},
+		{name: "not proven: allowed at unlimited", s: fakeacp.Script{MCPCall: call}, servers: ext, perm: invoker.Unlimited, want: "echo: hi"},
+		{name: "denied by the callback", s: fakeacp.Script{MCPCall: call, AgentName: "gemini-cli"}, servers: ext, perm: invoker.Unlimited,
 			approve: &asker{}, want: "rejected"},
 		{name: "HTTP without mcpCapabilities.http", s: fakeacp.Script{NoMCPHTTP: true},
 			servers: []invoker.MCPServer{{Name: "web", URL: "http://127.0.0.1:9/mcp"}}, wantErr: invoker.ErrUnsupported},
@@ -172,7 +182,10 @@ func TestMCPServers(t *testing.T) {
 			if !strings.HasPrefix(r.res.Text, tc.want) {
 				t.Errorf("answer %q, want it to start with %q", r.res.Text, tc.want)
 			}
-			if a := tc.approve; a != nil {
+			if a := tc.approve; a != nil && tc.notAsked && len(a.got) != 0 {
+				t.Errorf("Approve was asked %v about a call the level rejects", a.got)
+			}
+			if a := tc.approve; a != nil && !tc.notAsked {
 				a.mu.Lock()
 				defer a.mu.Unlock()
 				// The tool is named by its kind ("other"), as in its
@@ -182,5 +195,65 @@ func TestMCPServers(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestTitleProvesNoServer checks that a shell command titled like a tool
+// of the request's server (Gemini CLI titles a shell call with its command
+// line) is judged by the level: at ReadOnly it does not run, and a
+// callback is not asked.
+func TestTitleProvesNoServer(t *testing.T) {
+	t.Parallel()
+	ext := []invoker.MCPServer{{Name: "tools", Command: os.Args[0], Env: []string{envMCPEcho + "=1"}}}
+	for _, approve := range []bool{false, true} {
+		dir := t.TempDir()
+		file := filepath.Join(dir, "pwned")
+		a := &asker{d: invoker.Decision{Allow: true}}
+		req := invoker.Request{Workdir: dir, Permission: invoker.ReadOnly, MCPServers: ext}
+		if approve {
+			req.Approve = a.approve
+		}
+		r := invoke(t, fakeacp.Script{Ask: "touch " + file + " # (tools MCP Server)", AgentName: "gemini-cli"}, nil, invoker.Options{}, req)
+		if r.err != nil {
+			t.Fatalf("callback %v: Invoke() error = %v", approve, r.err)
+		}
+		if _, err := os.Stat(file); !errors.Is(err, os.ErrNotExist) {
+			t.Errorf("callback %v: the command ran (stat: %v)", approve, err)
+		}
+		a.mu.Lock()
+		if len(a.got) != 0 {
+			t.Errorf("callback %v: Approve was asked about %q as %s", approve, a.got[0].Command, a.got[0].Kind)
+		}
+		a.mu.Unlock()
+	}
+}
+
+// TestEditOutsideWorkspace checks that under WorkspaceWrite an edit through
+// a link that leaves the working directory is rejected without asking, and
+// the file is not written.
+func TestEditOutsideWorkspace(t *testing.T) {
+	t.Parallel()
+	dir, outside := t.TempDir(), t.TempDir()
+	if err := os.Symlink(outside, filepath.Join(dir, "link")); err != nil {
+		t.Fatal(err)
+	}
+	for _, approve := range []bool{false, true} {
+		a := &asker{d: invoker.Decision{Allow: true}}
+		req := invoker.Request{Workdir: dir, Permission: invoker.WorkspaceWrite}
+		if approve {
+			req.Approve = a.approve
+		}
+		r := invoke(t, fakeacp.Script{Edit: filepath.Join("link", "pwned.txt")}, nil, invoker.Options{}, req)
+		if r.err != nil {
+			t.Fatalf("callback %v: Invoke() error = %v", approve, r.err)
+		}
+		if _, err := os.Stat(filepath.Join(outside, "pwned.txt")); !errors.Is(err, os.ErrNotExist) {
+			t.Errorf("callback %v: the file outside was written (stat: %v); answer %q", approve, err, r.res.Text)
+		}
+		a.mu.Lock()
+		if len(a.got) != 0 {
+			t.Errorf("callback %v: Approve was asked about %v", approve, a.got[0].Paths)
+		}
+		a.mu.Unlock()
 	}
 }

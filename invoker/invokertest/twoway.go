@@ -145,6 +145,76 @@ var twoWayCases = []testCase{
 		},
 	},
 	{
+		name: "ApproveReadOnlyEdit",
+		rule: "with Request.Approve (where declared), under ReadOnly a file change the CLI asks permission for is refused without asking Approve, and the file is not written",
+		run: func(r *report, k *kase) {
+			if !k.capabilities().Approve {
+				return
+			}
+			wd := k.workdir()
+			var a approvals
+			_, err := k.invoke(r, context.Background(), Fake{Edit: editFile}, invoker.Request{Workdir: wd,
+				Permission: invoker.ReadOnly, Approve: a.allow})
+			if err != nil {
+				r.errorf("Invoke() error = %v, want nil", err)
+			}
+			if got := a.fileChanges(); len(got) > 0 {
+				r.errorf("Approve was asked about a file change under ReadOnly: %v", got)
+			}
+			if exists(filepath.Join(wd, editFile)) {
+				r.errorf("%s was written under ReadOnly", editFile)
+			}
+		},
+	},
+	{
+		name: "ApproveWorkspace",
+		rule: "with Request.Approve (where declared), under WorkspaceWrite a file change outside the working directory (through a symbolic link that leaves it, by a path elsewhere, or in an agent CLI's configuration directory) is refused without asking Approve, and the file is not written",
+		run: func(r *report, k *kase) {
+			if !k.capabilities().Approve {
+				return
+			}
+			outside, err := os.MkdirTemp("", "invokertest-outside-")
+			if err != nil {
+				r.errorf("cannot make a directory outside the workdir: %v", err)
+				return
+			}
+			defer os.RemoveAll(outside)
+			for _, tc := range []struct {
+				what, edit, file string // file is where the edit would land
+			}{
+				{"through a link that leaves the working directory", filepath.Join("escape", "pwned.txt"), filepath.Join(outside, "pwned.txt")},
+				{"outside the working directory", filepath.Join(outside, "elsewhere.txt"), filepath.Join(outside, "elsewhere.txt")},
+				{"in the working directory's .claude", filepath.Join(".claude", "settings.json"), ""},
+			} {
+				wd := k.workdir()
+				link := filepath.Join(wd, "escape")
+				os.Remove(link) // a fixed workdir (Test) keeps it from the case before
+				if err := os.Symlink(outside, link); err != nil {
+					r.errorf("cannot make the link %s: %v", link, err)
+					return
+				}
+				file := tc.file
+				if file == "" {
+					file = filepath.Join(wd, tc.edit)
+				}
+				var a approvals
+				res, err := k.invoke(r, context.Background(), Fake{Edit: tc.edit}, invoker.Request{Workdir: wd,
+					Permission: invoker.WorkspaceWrite, Approve: a.allow})
+				if err != nil {
+					r.errorf("%s: Invoke() error = %v, want nil", tc.what, err)
+				}
+				if got := a.fileChanges(); len(got) > 0 {
+					r.errorf("%s: Approve was asked about the file change: %v (%q)", tc.what, got, res.Text)
+				}
+				if exists(file) {
+					r.errorf("%s: %s was written under WorkspaceWrite", tc.what, file)
+				}
+				os.Remove(link)
+				os.RemoveAll(filepath.Join(wd, ".claude"))
+			}
+		},
+	},
+	{
 		name: "ApprovePanic",
 		rule: "a panic in Approve is raised again on the goroutine that called Invoke, once the run's process tree is gone",
 		run: func(r *report, k *kase) {
@@ -340,4 +410,32 @@ func realPath(path string) string {
 func exists(path string) bool {
 	_, err := os.Stat(path)
 	return err == nil
+}
+
+// approvals records what an Approve callback was asked.
+type approvals struct {
+	mu  sync.Mutex
+	got []invoker.Approval
+}
+
+// allow is an Approve callback that records its question and allows it.
+func (a *approvals) allow(_ context.Context, ap invoker.Approval) invoker.Decision {
+	a.mu.Lock()
+	a.got = append(a.got, ap)
+	a.mu.Unlock()
+	return invoker.Decision{Allow: true}
+}
+
+// fileChanges returns the paths of the file changes Approve was asked
+// about.
+func (a *approvals) fileChanges() [][]string {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	var paths [][]string
+	for _, ap := range a.got {
+		if ap.Kind == "file_change" {
+			paths = append(paths, ap.Paths)
+		}
+	}
+	return paths
 }

@@ -2,6 +2,7 @@ package fakeacp
 
 import (
 	"bufio"
+	"cmp"
 	"crypto/rand"
 	"encoding/hex"
 	"encoding/json"
@@ -227,7 +228,7 @@ func (a *agent) handle(m *rpc) {
 		a.reply(m.ID, obj{{"protocolVersion", v},
 			{"agentCapabilities", obj{{"loadSession", !s.NoLoadSession}, {"promptCapabilities", obj{{"image", false}}},
 				{"mcpCapabilities", obj{{"http", !s.NoMCPHTTP}, {"sse", false}}}}},
-			{"agentInfo", obj{{"name", "fakeacp"}, {"version", "1.0.0"}}},
+			{"agentInfo", obj{{"name", cmp.Or(s.AgentName, "fakeacp")}, {"version", "1.0.0"}}},
 			{"authMethods", methods}})
 	case "authenticate":
 		for _, am := range s.AuthMethods {
@@ -530,6 +531,13 @@ func (a *agent) permission(intr <-chan struct{}) {
 	tid := "perm_" + randHex(4)
 	a.update(obj{{"sessionUpdate", "tool_call"}, {"toolCallId", tid}, {"title", title}, {"kind", kind}, {"status", "pending"}})
 	call := obj{{"toolCallId", tid}, {"title", title}, {"kind", kind}}
+	if kind == "edit" || kind == "delete" || kind == "move" {
+		// A call that changes a file names it, as every agent's does.
+		a.mu.Lock()
+		cwd := a.cwd
+		a.mu.Unlock()
+		call = append(call, kv{"locations", []obj{{{"path", filepath.Join(cwd, "permission.txt")}}}})
+	}
 	if a.s.PermissionInput != nil {
 		call = append(call, kv{"rawInput", a.s.PermissionInput})
 	}

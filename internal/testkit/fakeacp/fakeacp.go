@@ -25,7 +25,7 @@
 // writes one per line, each with one write call, until end of input, when
 // it exits 0. It answers initialize (unless SilentInit) with
 // ProtocolVersion, loadSession (unless NoLoadSession), its AuthMethods and
-// agentInfo {name "fakeacp"}; authenticate with one of AuthMethods;
+// agentInfo {name AgentName, else "fakeacp"}; authenticate with one of AuthMethods;
 // session/new with the session id, Modes and Models (as a model config
 // option with ConfigModel); session/load by adopting the id;
 // session/set_mode, session/set_model and session/set_config_option by
@@ -93,7 +93,9 @@ type Script struct {
 	Tool bool `json:"tool,omitempty"`
 	// Permission, when set, reports a pending tool call of this ACP kind
 	// and asks session/request_permission for it (options allow_once
-	// "allow", allow_always "always", reject_once "reject"); the call
+	// "allow", allow_always "always", reject_once "reject"; a call of a
+	// kind that changes files, edit, delete or move, names the file
+	// permission.txt of the working directory in its locations); the call
 	// completes when allowed, fails otherwise, and a thought says
 	// "permission KIND: OPTION" (or "permission KIND: cancelled").
 	Permission string `json:"permission,omitempty"`
@@ -139,6 +141,11 @@ type Script struct {
 	// NoMCPHTTP advertises mcpCapabilities.http false (sse is never
 	// advertised).
 	NoMCPHTTP bool `json:"no_mcp_http,omitempty"`
+	// AgentName is the name in initialize's agentInfo; empty means
+	// "fakeacp". "gemini-cli" says the fake is Gemini CLI, whose tool call
+	// ids the client may then read for the tool's name (an MCPCall's id
+	// proves its server's tool).
+	AgentName string `json:"agent_name,omitempty"`
 	// ClientRequest, when set, is a method the fake asks the client for
 	// (fs/read_text_file, terminal/create, ...) with a string id; a thought
 	// then says "METHOD: error CODE" or "METHOD: result".

@@ -247,7 +247,9 @@ func (g *acpAgent) acpCallTool(ctx context.Context) (string, error) {
 	g.two.mu.Lock()
 	srv, ok := findServer(g.two.servers, server)
 	g.two.mu.Unlock()
-	call := acpCall{id: "mcp_" + server + "_" + tool + "-" + randHex(6), title: tool + " (" + server + " MCP Server)",
+	// Gemini CLI's id: the tool's registry name, "__", and an id of its own.
+	name := "mcp_" + server + "_" + tool
+	call := acpCall{id: name + "__" + name + "_" + randHex(6), title: tool + " (" + server + " MCP Server)",
 		kind: "other", content: []obj{}, locations: []obj{}}
 	fail := func(msg string) (string, error) {
 		g.toolUpdate(call.id, "failed", msg)

@@ -1,6 +1,7 @@
 package fakeagent
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"os"
@@ -39,6 +40,7 @@ type appServer struct {
 	thread string
 	mu     sync.Mutex
 	turn   string        // the turn in flight, "" when idle
+	last   string        // the turn that completed last
 	intr   chan struct{} // closed to interrupt it
 	done   chan struct{} // closed when its goroutine ended
 	n      int           // turns so far
@@ -138,6 +140,19 @@ func (s *appServer) handle(m *appRPC) {
 		<-done
 		s.reply(m.ID, obj{})
 	case "thread/backgroundTerminals/clean":
+		s.mu.Lock()
+		last := s.last
+		s.mu.Unlock()
+		if late := s.a.s.AskLate; late != "" && last != "" {
+			// A question after turn/completed, which the client must
+			// refuse: asked, and run if accepted, before the clean is
+			// answered.
+			go func() {
+				s.codexAsk(context.Background(), last, late)
+				s.reply(m.ID, obj{})
+			}()
+			return
+		}
 		s.reply(m.ID, obj{})
 	default:
 		if len(m.ID) > 0 {
@@ -158,7 +173,7 @@ func (s *appServer) runTurn(n int, turn, prompt string, intr <-chan struct{}) {
 	pause := func(d time.Duration) bool { return pauseUnless(d, intr) }
 	end := func(status string) {
 		s.mu.Lock()
-		s.turn = ""
+		s.turn, s.last = "", turn
 		s.mu.Unlock()
 		s.notify("turn/completed", obj{{"threadId", s.thread}, {"turn", obj{{"id", turn}, {"items", []obj{}},
 			{"status", status}, {"error", nil}}}})

@@ -309,6 +309,15 @@ type Script struct {
 	// ignored.
 	CallTool string `json:"call_tool,omitempty"`
 
+	// AskLate makes a Codex session, when its client asks for
+	// thread/backgroundTerminals/clean after a turn, ask approval to run
+	// this shell command for the turn that completed
+	// (item/commandExecution/requestApproval, unless the approval policy
+	// is never) before it answers, and run it if accepted: a question
+	// that comes after turn/completed, which a client should refuse. The
+	// other flavours ignore it.
+	AskLate string `json:"ask_late,omitempty"`
+
 	// ToolArgs are the arguments of CallTool's call, a JSON object.
 	ToolArgs json.RawMessage `json:"tool_args,omitempty"`
 

@@ -727,3 +727,27 @@ func TestPaceAndHeader(t *testing.T) {
 		})
 	}
 }
+
+// TestOpenAICustomToolCall checks a call of a freeform tool (Codex's
+// apply_patch): a custom_tool_call whose input is the text, and the
+// custom_tool_call_output that answers it echoed in the next turn.
+func TestOpenAICustomToolCall(t *testing.T) {
+	srv, c := newServer(t)
+	const patch = "*** Begin Patch\n*** Add File: a.txt\n+hi\n*** End Patch\n"
+	srv.Enqueue(fakemodel.Turn{Call: &fakemodel.Call{Name: "apply_patch", Freeform: patch}}, fakemodel.EchoToolResult("done: "))
+	url := srv.OpenAIBaseURL() + "/responses"
+	var call map[string]any
+	for _, e := range readSSE(t, post(t, c, url, openaiReq())) {
+		if e.name == "response.output_item.done" {
+			call, _ = e.data["item"].(map[string]any)
+		}
+	}
+	if str(call, "type") != "custom_tool_call" || str(call, "name") != "apply_patch" || str(call, "input") != patch || str(call, "call_id") == "" {
+		t.Fatalf("item = %v, want custom_tool_call apply_patch with the patch as its input", call)
+	}
+	evs := readSSE(t, post(t, c, url, openaiReq(call,
+		map[string]any{"type": "custom_tool_call_output", "call_id": str(call, "call_id"), "output": "Success."})))
+	if got := str(evs[len(evs)-1].data, "response", "output", 0, "content", 0, "text"); got != "done: Success." {
+		t.Errorf("answer = %q, want %q", got, "done: Success.")
+	}
+}

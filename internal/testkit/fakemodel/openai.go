@@ -44,7 +44,11 @@ func (s *Server) openai(w http.ResponseWriter, r *http.Request, req Request) {
 		output = append(output, obj{"type": "message", "id": msgID, "role": "assistant", "status": "completed",
 			"content": []obj{{"type": "output_text", "text": text, "annotations": []obj{}}}})
 	}
-	if isCall {
+	switch {
+	case isCall && call.Freeform != "":
+		output = append(output, obj{"type": "custom_tool_call", "id": s.id("ctc"), "call_id": s.id("call"),
+			"name": call.Name, "input": call.Freeform, "status": "completed"})
+	case isCall:
 		args, _ := json.Marshal(call.Input)
 		item := obj{"type": "function_call", "id": s.id("fc"), "call_id": s.id("call"),
 			"name": call.Name, "arguments": string(args), "status": "completed"}
@@ -127,10 +131,10 @@ func openaiError(w http.ResponseWriter, status int, message string) {
 func openaiFail(w http.ResponseWriter, t Turn) { openaiError(w, t.Status, t.Message) }
 
 // openaiToolResult returns the output of the last function_call_output
-// item in the request, or "".
+// (or custom_tool_call_output) item in the request, or "".
 func openaiToolResult(body openaiRequest) string {
 	for i := len(body.Input) - 1; i >= 0; i-- {
-		if body.Input[i].Type == "function_call_output" {
+		if t := body.Input[i].Type; t == "function_call_output" || t == "custom_tool_call_output" {
 			return textOf(body.Input[i].Output)
 		}
 	}

@@ -95,6 +95,12 @@ type Call struct {
 	Namespace string
 	// Input is the tool's arguments; nil sends an empty object.
 	Input map[string]any
+	// Freeform, when not empty, makes the call one of a freeform tool,
+	// whose input is this text and not a JSON object: an OpenAI
+	// custom_tool_call, such as Codex's apply_patch with a patch (Codex
+	// aborts on a function_call of apply_patch). Input is then ignored.
+	// The other APIs have no freeform tools and ignore it.
+	Freeform string
 }
 
 // CallTool returns a Turn that asks the CLI to call the tool named name

@@ -1,0 +1,145 @@
+package workspace
+
+import (
+	"os"
+	"path/filepath"
+	"runtime"
+	"strings"
+	"testing"
+)
+
+// layout makes a working directory w and a directory outside it, o, with
+// links inside w that lead out of it and back in, and returns both (as
+// real paths).
+func layout(t *testing.T) (w, o string) {
+	t.Helper()
+	if runtime.GOOS == "windows" {
+		t.Skip("symbolic links need privileges on Windows")
+	}
+	base, err := filepath.EvalSymlinks(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	w, o = filepath.Join(base, "w"), filepath.Join(base, "o")
+	for _, d := range []string{w, o, filepath.Join(w, "sub", "deep"), filepath.Join(o, "dir")} {
+		if err := os.MkdirAll(d, 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := os.WriteFile(filepath.Join(w, "file.txt"), nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for link, target := range map[string]string{
+		"out":      o,                           // absolute, leaves w
+		"outrel":   "../o",                      // relative, leaves w
+		"in":       "sub",                       // stays inside
+		"chain":    "out/dir",                   // a link through a link
+		"loop":     "loop",                      // loops
+		"root":     "/",                         // the root
+		"sub/back": "../..",                     // from w/sub to w's parent
+		"dangling": filepath.Join(o, "made.md"), // to a file that does not exist
+		"cfg":      ".claude",                   // a name that is not configuration, to one that is
+	} {
+		if err := os.Symlink(target, filepath.Join(w, link)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return w, o
+}
+
+func TestOutside(t *testing.T) {
+	w, o := layout(t)
+	home := filepath.Join(w, "codex-home")
+	r := New(w, []string{"CODEX_HOME=" + home})
+	tests := []struct {
+		path, cwd string
+		// want is a part of the reason, or "" for inside.
+		want string
+	}{
+		{path: filepath.Join(w, "a.go")},
+		{path: filepath.Join(w, "new", "dir", "a.go")},
+		{path: w},
+		{path: "a.go"},
+		{path: filepath.Join("sub", "a.go")},
+		{path: "a.go", cwd: filepath.Join(w, "sub")},
+		{path: "a.go", cwd: "sub"},
+		{path: filepath.Join(w, "in", "a.go")},
+		{path: filepath.Join(w, "missing", "..", "a.go")},
+		{path: filepath.Join(w, ".gitignore")},
+		{path: filepath.Join(w, "sub", "deep", "..", "a.go")},
+
+		{path: filepath.Join(o, "a.go"), want: "outside the working directory"},
+		{path: w + "x", want: "outside the working directory"},
+		{path: filepath.Join(w, "out", "pwned.txt"), want: "outside the working directory"},
+		{path: filepath.Join(w, "outrel", "pwned.txt"), want: "outside the working directory"},
+		{path: filepath.Join(w, "chain", "pwned.txt"), want: "outside the working directory"},
+		{path: filepath.Join(w, "root", "etc", "x"), want: "outside the working directory"},
+		{path: filepath.Join(w, "sub", "back", "o", "x"), want: "outside the working directory"},
+		{path: filepath.Join(w, "dangling"), want: "outside the working directory"},
+		{path: filepath.Join(w, "missing", "..", "..", "x"), want: "outside the working directory"},
+		{path: filepath.Join("..", "o", "x"), want: "outside the working directory"},
+		{path: "x", cwd: o, want: "outside the working directory"},
+		// ".." after a link: the kernel goes up from the link's target
+		// (outside), Node's path.resolve from the link (inside); both
+		// readings must be inside.
+		{path: w + "/out/../x", want: "outside the working directory"},
+		{path: filepath.Join(w, "loop", "x"), want: "too many levels of symbolic links"},
+		{path: filepath.Join(w, "file.txt", "x"), want: "not a directory"},
+
+		{path: filepath.Join(w, ".claude", "settings.json"), want: ".claude"},
+		{path: filepath.Join(w, "sub", ".git", "hooks", "pre-commit"), want: ".git"},
+		{path: filepath.Join(w, ".gemini", "GEMINI.md"), want: ".gemini"},
+		{path: filepath.Join(w, ".Codex", "config.toml"), want: ".codex"},
+		{path: filepath.Join(w, ".agents", "skills", "x.md"), want: ".agents"},
+		{path: filepath.Join(w, ".mcp.json"), want: ".mcp.json"},
+		{path: filepath.Join(w, "cfg", "settings.json"), want: ".claude"},
+		{path: filepath.Join(home, "config.toml"), want: "configuration home"},
+
+		{path: "~/x", want: "starts with ~"},
+		{path: "", want: "no file"},
+		{path: "a\x00b", want: "NUL"},
+	}
+	for _, tt := range tests {
+		got := r.Outside(tt.path, tt.cwd)
+		if tt.want == "" && got != "" || tt.want != "" && !strings.Contains(got, tt.want) {
+			t.Errorf("Outside(%q, %q) = %q, want %q", tt.path, tt.cwd, got, tt.want)
+		}
+	}
+}
+
+// TestOutsideThroughLinkedWorkdir checks a working directory given by a
+// path through a link: paths through its name and through its real path
+// are both inside.
+func TestOutsideThroughLinkedWorkdir(t *testing.T) {
+	w, o := layout(t)
+	alias := filepath.Join(o, "alias")
+	if err := os.Symlink(w, alias); err != nil {
+		t.Fatal(err)
+	}
+	r := New(alias, nil)
+	for _, p := range []string{filepath.Join(alias, "a"), filepath.Join(w, "a"), "a"} {
+		if got := r.Outside(p, ""); got != "" {
+			t.Errorf("Outside(%q) = %q, want inside", p, got)
+		}
+	}
+	if got := r.Outside(filepath.Join(o, "a"), ""); got == "" {
+		t.Errorf("Outside(%q) = inside, want outside", filepath.Join(o, "a"))
+	}
+}
+
+func TestOutsideWithoutWorkdir(t *testing.T) {
+	for _, r := range []*Root{{}, New("", nil), New("relative", nil)} {
+		if got := r.Outside("/a", ""); got == "" {
+			t.Errorf("Outside() of a Root without a working directory = inside")
+		}
+	}
+}
+
+func TestConfigHomeFromHost(t *testing.T) {
+	w, _ := layout(t)
+	t.Setenv("CLAUDE_CONFIG_DIR", filepath.Join(w, "claude-config"))
+	r := New(w, nil)
+	if got := r.Outside(filepath.Join(w, "claude-config", "CLAUDE.md"), ""); !strings.Contains(got, "configuration home") {
+		t.Errorf("Outside() of a file of the host's CLAUDE_CONFIG_DIR = %q, want the configuration home", got)
+	}
+}

@@ -8,6 +8,7 @@ import (
 	"io"
 	"os"
 	"os/signal"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -204,7 +205,13 @@ func (a *agent) replay() error {
 // script's flavour, or ignores them.
 func (a *agent) handleSignals() {
 	ch := make(chan os.Signal, 4)
-	signal.Notify(ch, os.Interrupt, syscall.SIGTERM)
+	for name, sig := range map[string]os.Signal{"SIGINT": os.Interrupt, "SIGTERM": syscall.SIGTERM} {
+		if slices.Contains(a.s.SigIgn, name) {
+			signal.Ignore(sig) // SIG_IGN: discarded by the kernel
+			continue
+		}
+		signal.Notify(ch, sig)
+	}
 	go func() {
 		for sig := range ch {
 			if a.s.IgnoreSignals {

@@ -144,6 +144,14 @@ type Script struct {
 	// die of SIGINT and SIGTERM like `sleep` does.
 	IgnoreSignals bool `json:"ignore_signals,omitempty"`
 
+	// SigIgn names signals ("SIGINT", "SIGTERM") whose disposition the
+	// fake sets to SIG_IGN before anything else, as a CLI started by a
+	// host that ignores them inherits it (nohup, a shell script's
+	// background command): the kernel discards them, and no handler of
+	// the fake's sees them, unlike IgnoreSignals, which catches them.
+	// /proc/PID/status shows them in SigIgn. (Unix.)
+	SigIgn []string `json:"sig_ign,omitempty"`
+
 	// Grandchild starts a helper process in the fake's process group that
 	// sleeps for ten minutes, with standard streams on the null device.
 	Grandchild bool `json:"grandchild,omitempty"`

@@ -48,3 +48,42 @@ func TestSessionHandshakeTimeout(t *testing.T) {
 		t.Errorf("processes survived the timed-out opening: %v", left)
 	}
 }
+
+// A missing image is refused before any process starts, whichever mode
+// the request runs in: the one-shot exec, or the app-server that Deltas
+// and two-way control take (ErrInvalidRequest promises "before any
+// process starts").
+func TestImagesCheckedBeforeStart(t *testing.T) {
+	img := t.TempDir() + "/missing.png"
+	tests := []struct {
+		name string
+		edit func(*invoker.Request)
+	}{
+		{"exec", func(*invoker.Request) {}},
+		{"app-server for Deltas", func(r *invoker.Request) { r.Deltas = true }},
+		{"app-server for Approve", func(r *invoker.Request) {
+			r.Approve = func(context.Context, invoker.Approval) invoker.Decision { return invoker.Decision{} }
+		}},
+		{"app-server for MCPServers", func(r *invoker.Request) {
+			r.MCPServers = []invoker.MCPServer{{Name: "docs", URL: "http://127.0.0.1:9/mcp"}}
+		}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			s := fakeagent.Script{Flavor: fakeagent.Codex, RecordDir: t.TempDir(), Tag: fakeagent.NewTag()}
+			inv := codex.New(invoker.Options{Binary: os.Args[0]})
+			req := invoker.Request{Prompt: "what is in the picture?", Workdir: t.TempDir(), Env: s.Env(), Images: []string{img}}
+			tt.edit(&req)
+			res, err := inv.Invoke(context.Background(), req)
+			if !errors.Is(err, invoker.ErrInvalidRequest) || !strings.Contains(err.Error(), img) {
+				t.Errorf("Invoke() error = %v, want ErrInvalidRequest naming %s", err, img)
+			}
+			if res == nil || res.ExitCode != -1 {
+				t.Errorf("Invoke() Result = %+v, want ExitCode -1 (nothing ran)", res)
+			}
+			if entries, _ := os.ReadDir(s.RecordDir); len(entries) > 0 {
+				t.Errorf("the CLI started for a request with a missing image: its record holds %d files", len(entries))
+			}
+		})
+	}
+}

@@ -59,6 +59,11 @@ func (e *engine) invoke(ctx context.Context, req invoker.Request, sp *span) (*in
 		return fail(err)
 	}
 	if e.inSession(&req) {
+		// Checked here as Session.Turn checks them, before the session
+		// that would carry the turn starts.
+		if err := validateImages(turn.Images); err != nil {
+			return fail(err)
+		}
 		return e.invokeInSession(ctx, req, start)
 	}
 	cmd, err := e.b.Command(&req)

@@ -56,22 +56,24 @@ type Session interface {
 	// and its process tree is gone and reaped.
 	Done() <-chan struct{}
 
-	// Err returns why the session ended, once Done is closed: nil when it
-	// was closed and the CLI exited by itself at the end of its input,
-	// else the cause, as precisely as the turn that ended it reported it
-	// (the context's error only when the context given to OpenSession was
-	// done). Before Done is closed it returns nil.
+	// Err returns why the session ended, once Done is closed: nil when
+	// Close ended it, else the cause, as precisely as the turn that ended
+	// it reported it (the context's error only when the context given to
+	// OpenSession was done). Before Done is closed it returns nil.
 	Err() error
 
 	// Close ends the session and returns once the CLI and every process
 	// it started are gone. Between turns it closes the CLI's standard
 	// input, the end of the conversation for every CLI, and waits
 	// Options.TurnInterruptGrace for it to exit; a turn in flight, or a
-	// CLI that does not exit in time, gets the signal ladder at once, and
-	// the turn returns an error matching ErrSessionClosed. Close returns
-	// nil when the tree ended that way; when the session had already
-	// ended for another reason, it returns that reason (as Err). Close
-	// may be called more than once, from any goroutine but these: not from
+	// CLI that does not exit in time, gets the signal ladder, and the
+	// turn returns an error matching ErrSessionClosed. Close returns nil
+	// when it ended the session, however the CLI ended (at the end of its
+	// input, whatever its exit status, or stopped with the ladder: the
+	// tree is gone either way, and the log says when a CLI had to be
+	// stopped); when the session had already ended for another reason,
+	// it returns that reason (as Err). Close may be called more than
+	// once, from any goroutine but these: not from
 	// a TurnRequest.OnEvent callback, an Approve callback or a handler of
 	// a Go MCP tool of the session, which would wait for the tree while
 	// the tree waits for the callback (cancel the turn's context there

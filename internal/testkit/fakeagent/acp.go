@@ -61,7 +61,7 @@ func (a *agent) geminiACP(rec recorder) int {
 	defer g.two.clients.close()
 	time.Sleep(a.s.SilentFor) // an agent slow to start: nothing is answered meanwhile
 	readInput(a, rec, func(m *acpRPC) { g.handle(m) })
-	return 0
+	return a.endOfInput(0)
 }
 
 func (g *acpAgent) reply(id json.RawMessage, result any) {

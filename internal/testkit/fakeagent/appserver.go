@@ -56,7 +56,7 @@ func (a *agent) codexAppServer(rec recorder) int {
 	defer srv.two.clients.close()
 	time.Sleep(a.s.SilentFor) // a server slow to start: nothing is answered meanwhile
 	readInput(a, rec, func(m *appRPC) { srv.handle(m) })
-	return 0 // like the real app-server, even with a turn in flight
+	return a.endOfInput(0) // like the real app-server, even with a turn in flight
 }
 
 func (s *appServer) reply(id json.RawMessage, result any) {

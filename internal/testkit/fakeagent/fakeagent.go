@@ -228,6 +228,11 @@ type Script struct {
 	// request: the turn runs on as scripted.
 	IgnoreInterrupt bool `json:"ignore_interrupt,omitempty"`
 
+	// IgnoreEOF makes a session (see "Sessions" in the package
+	// documentation) go on running at the end of its input, until a
+	// signal ends it, as a wedged CLI does.
+	IgnoreEOF bool `json:"ignore_eof,omitempty"`
+
 	// SessionHelper makes a session (see "Sessions" in the package
 	// documentation) start, before its first turn, a helper process that
 	// it keeps and uses on every turn, as a CLI keeps an MCP server: a

@@ -107,9 +107,9 @@ func (a *agent) claudeSession(rec recorder) int {
 					// Claude Code 2.1.197 exits 1 at the end of its
 					// input after a turn it aborted.
 					if interrupted {
-						return 1
+						return a.endOfInput(1)
 					}
-					return 0
+					return a.endOfInput(0)
 				}
 			}
 		}
@@ -119,6 +119,16 @@ func (a *agent) claudeSession(rec recorder) int {
 		}
 		interrupted = interrupted || a.aborted
 	}
+}
+
+// endOfInput returns code, the exit status of a session at the end of its
+// input, unless the script ignores the end of input: then it runs until a
+// signal ends it.
+func (a *agent) endOfInput(code int) int {
+	for a.s.IgnoreEOF {
+		time.Sleep(time.Hour)
+	}
+	return code
 }
 
 // pauseUnless waits d, or less if intr fires first; it reports whether the

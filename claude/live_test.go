@@ -373,6 +373,28 @@ func TestSteerLine(t *testing.T) {
 	}
 }
 
+// A steer after the result that ended the turn is refused: Claude Code
+// would answer it with a turn of its own, after the one that ended.
+func TestSteerAfterTurnEnded(t *testing.T) {
+	p := backend{}.NewSessionProtocol(&invoker.SessionRequest{}).(*protocol)
+	if _, err := p.StartTurn(&invoker.TurnRequest{Prompt: "x"}); err != nil {
+		t.Fatal(err)
+	}
+	st, err := p.Decode([]byte(`{"type":"result","subtype":"success","is_error":false,"result":"done","session_id":"s"}`))
+	if err != nil || !st.TurnEnded {
+		t.Fatalf("Decode(result) = %+v, %v; want the turn ended", st, err)
+	}
+	if lines, err := p.Steer("too late"); !errors.Is(err, invoker.ErrInvalidRequest) || lines != nil {
+		t.Errorf("Steer() after the turn's result = %q, %v; want nothing written and ErrInvalidRequest", lines, err)
+	}
+	if _, err := p.StartTurn(&invoker.TurnRequest{Prompt: "y"}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := p.Steer("in time"); err != nil {
+		t.Errorf("Steer() during the next turn = %v, want nil", err)
+	}
+}
+
 // TestLiveDecode decodes one-shot captures: a rate limit Claude Code
 // reports (rate_limit_event, for a claude.ai login), a retried 429
 // (api_retry, for an API key), and a fork.

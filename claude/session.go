@@ -150,6 +150,9 @@ type protocol struct {
 	// still to come or running, and it is interrupted as it starts.
 	interrupted, owed bool
 	cut               bool // the owed turn was interrupted
+	// ended: the turn's last result came (Step.TurnEnded); a steer now
+	// would start a turn of the CLI's own, after ours.
+	ended bool
 	// newID returns the uuid of a steering message (newUUID; a test sets
 	// its own).
 	newID func() string
@@ -250,7 +253,7 @@ func (p *protocol) StartTurn(t *invoker.TurnRequest) ([][]byte, error) {
 	}
 	p.dec = newDecoder()
 	clear(p.steers)
-	p.interrupted, p.owed, p.cut = false, false, false
+	p.interrupted, p.owed, p.cut, p.ended = false, false, false, false
 	return append(lines, b), nil
 }
 
@@ -268,6 +271,9 @@ func (p *protocol) StartTurn(t *invoker.TurnRequest) ([][]byte, error) {
 // of a cancelled turn are cancelled with it, and no result of theirs is
 // left to end the next turn early.
 func (p *protocol) Steer(prompt string) ([][]byte, error) {
+	if p.ended {
+		return nil, fmt.Errorf("%w: the turn has ended; send the message with Session.Turn", invoker.ErrInvalidRequest)
+	}
 	id := p.newID()
 	b, err := userLine(prompt, id)
 	if err != nil {
@@ -386,6 +392,7 @@ func (p *protocol) Decode(line []byte) (driver.Step, error) {
 		switch {
 		case len(p.steers) == 0 || p.owed:
 			step.TurnEnded = true
+			p.ended = true
 		default:
 			// A steer is still queued in the CLI: this result answers
 			// what came before it, and the turn goes on in the CLI's next

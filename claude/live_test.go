@@ -326,13 +326,18 @@ func TestSwitchLines(t *testing.T) {
 				var got []string
 				for _, l := range lines[:len(lines)-1] {
 					var c struct {
-						Type    string `json:"type"`
-						Request struct{ Subtype, Model, Mode string }
+						Type      string `json:"type"`
+						RequestID string `json:"request_id"`
+						Request   struct{ Subtype, Model, Mode string }
 					}
 					if err := json.Unmarshal(l, &c); err != nil || c.Type != "control_request" {
 						t.Fatalf("line %s is not a control request", l)
 					}
 					got = append(got, strings.TrimSpace(c.Request.Subtype+" "+c.Request.Model+c.Request.Mode))
+					// Claude Code takes the switch.
+					if _, err := p.Decode([]byte(`{"type":"control_response","response":{"subtype":"success","request_id":"` + c.RequestID + `"}}`)); err != nil {
+						t.Fatal(err)
+					}
 				}
 				if !slices.Equal(got, tt.want[i]) {
 					t.Errorf("turn %d writes %q before its prompt, want %q", i+1, got, tt.want[i])
@@ -370,6 +375,54 @@ func TestSteerLine(t *testing.T) {
 	}
 	if ids[0] == ids[1] {
 		t.Errorf("two steers share uuid %s", ids[0])
+	}
+}
+
+// A switch is in force once Claude Code answers it with success: one it
+// refuses is a warning naming it, and the next turn that wants it asks
+// again; one taken is not asked again.
+func TestSwitchRefused(t *testing.T) {
+	p := backend{}.NewSessionProtocol(&invoker.SessionRequest{Permission: invoker.Unlimited}).(*protocol)
+	turn := func(tr invoker.TurnRequest) (ids, what []string) {
+		t.Helper()
+		lines, err := p.StartTurn(&tr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, l := range lines[:len(lines)-1] {
+			var c struct {
+				RequestID string `json:"request_id"`
+				Request   struct{ Subtype, Model, Mode string }
+			}
+			if err := json.Unmarshal(l, &c); err != nil {
+				t.Fatal(err)
+			}
+			ids = append(ids, c.RequestID)
+			what = append(what, c.Request.Subtype+" "+c.Request.Model+c.Request.Mode)
+		}
+		return ids, what
+	}
+	answer := func(id, subtype string) []invoker.Event {
+		t.Helper()
+		st, err := p.Decode([]byte(`{"type":"control_response","response":{"subtype":"` + subtype + `","request_id":"` + id + `","error":"not now"}}`))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return st.Events
+	}
+	ids, what := turn(invoker.TurnRequest{Prompt: "a", Model: "haiku", Permission: invoker.ReadOnly})
+	if len(ids) != 2 {
+		t.Fatalf("turn 1 switches %q, want the model and the mode", what)
+	}
+	evs := answer(ids[0], "error")
+	if len(evs) != 1 || evs[0].Kind != invoker.KindWarning || !strings.Contains(evs[0].Text, "the model to haiku") || !strings.Contains(evs[0].Text, "not now") {
+		t.Errorf("refused set_model gives %+v, want a warning naming the switch and Claude Code's reason", evs)
+	}
+	if evs := answer(ids[1], "success"); len(evs) != 1 || evs[0].Kind != invoker.KindRaw {
+		t.Errorf("a switch taken gives %+v, want a raw event", evs)
+	}
+	if _, what := turn(invoker.TurnRequest{Prompt: "b", Model: "haiku", Permission: invoker.ReadOnly}); !slices.Equal(what, []string{"set_model haiku"}) {
+		t.Errorf("turn 2 switches %q, want the refused model asked again, and the mode taken not", what)
 	}
 }
 

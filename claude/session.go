@@ -104,7 +104,7 @@ func (backend) NewSessionProtocol(req *invoker.SessionRequest) driver.SessionPro
 	p := &protocol{dec: newDecoder(), model: req.Model, mode: mode, steers: map[string]bool{}, newID: newUUID,
 		asking: req.Approve != nil, ceiling: req.Permission, workdir: req.Workdir,
 		servers: map[string]bool{}, goServers: map[string]bool{},
-		waiting: map[string]bool{}, forSession: map[string]bool{}}
+		waiting: map[string]bool{}, forSession: map[string]bool{}, switches: map[string]pendingSwitch{}}
 	if p.ceiling == "" {
 		p.ceiling = invoker.ReadOnly
 	}
@@ -138,6 +138,10 @@ type protocol struct {
 
 	model string // "" for Claude Code's default
 	mode  string // the permission mode
+	// switches holds the switches sent and not answered yet, by request
+	// id: a switch is in force once Claude Code took it, so that one it
+	// refused is asked again by the next turn that wants it.
+	switches map[string]pendingSwitch
 
 	// steers holds the uuids of the turn's steering messages that Claude
 	// Code has not taken yet (not replayed). A result while one is
@@ -172,6 +176,13 @@ type protocol struct {
 	// not answered or withdrawn yet; forSession the tools allowed for
 	// the rest of the session (Decision.ForSession).
 	waiting, forSession map[string]bool
+}
+
+// pendingSwitch is a set_model or set_permission_mode sent: what it
+// switches to, and what makes it the one in force.
+type pendingSwitch struct {
+	what string // "the model to M", for a refusal's warning
+	take func()
 }
 
 // userMessage is the line that carries one turn's prompt.
@@ -225,12 +236,16 @@ func (p *protocol) Open() ([][]byte, bool) {
 // set_permission_mode); Claude Code applies them in the order they come,
 // before it takes the user message written after them (measured with
 // 2.1.197: the very next model request carries the new model), so
-// nothing waits for their answers.
+// nothing waits for their answers. A switch is in force once Claude Code
+// answers it with success; one it refuses is a warning of the turn, which
+// runs with what was in force, and the next turn that asks for it asks
+// again.
 func (p *protocol) StartTurn(t *invoker.TurnRequest) ([][]byte, error) {
 	var lines [][]byte
 	if t.Model != "" && t.Model != p.model {
-		lines = append(lines, p.control(map[string]any{"subtype": "set_model", "model": t.Model}))
-		p.model = t.Model
+		model := t.Model
+		lines = append(lines, p.switchTo(map[string]any{"subtype": "set_model", "model": model},
+			"the model to "+model, func() { p.model = model }))
 	}
 	if t.Permission != "" {
 		mode, ok := permissionMode(t.Permission)
@@ -243,8 +258,8 @@ func (p *protocol) StartTurn(t *invoker.TurnRequest) ([][]byte, error) {
 			// protocol's ceiling changes.
 			p.ceiling = t.Permission
 		case mode != p.mode:
-			lines = append(lines, p.control(map[string]any{"subtype": "set_permission_mode", "mode": mode}))
-			p.mode = mode
+			lines = append(lines, p.switchTo(map[string]any{"subtype": "set_permission_mode", "mode": mode},
+				"the permission mode to "+mode, func() { p.mode = mode }))
 		}
 	}
 	b, err := userLine(t.Prompt, "")
@@ -294,12 +309,27 @@ func (p *protocol) interrupt() []byte {
 
 // control returns a control request with a new request id.
 func (p *protocol) control(req map[string]any) []byte {
+	b, _ := p.request(req)
+	return b
+}
+
+// request returns a control request with a new request id, and the id.
+func (p *protocol) request(req map[string]any) ([]byte, string) {
 	p.requests++
+	id := "clinvoke-" + strconv.Itoa(p.requests)
 	b, _ := json.Marshal(map[string]any{
 		"type":       "control_request",
-		"request_id": "clinvoke-" + strconv.Itoa(p.requests),
+		"request_id": id,
 		"request":    req,
 	})
+	return b, id
+}
+
+// switchTo returns the control request of a switch, whose success calls
+// take.
+func (p *protocol) switchTo(req map[string]any, what string, take func()) []byte {
+	b, id := p.request(req)
+	p.switches[id] = pendingSwitch{what: what, take: take}
 	return b
 }
 
@@ -326,8 +356,19 @@ func (p *protocol) Decode(line []byte) (driver.Step, error) {
 		switch c.Type {
 		case "control_response":
 			ev := invoker.Event{Kind: invoker.KindRaw, Raw: line}
-			if c.Response != nil && c.Response.Subtype == "error" {
+			var sw pendingSwitch
+			var isSwitch bool
+			if c.Response != nil {
+				sw, isSwitch = p.switches[c.Response.RequestID]
+				delete(p.switches, c.Response.RequestID)
+			}
+			switch {
+			case c.Response != nil && c.Response.Subtype == "error" && isSwitch:
+				ev.Kind, ev.Text = invoker.KindWarning, "claude refused to switch "+sw.what+" ("+c.Response.Error+"); the turn runs with the one in force, and the next turn that asks for it asks again"
+			case c.Response != nil && c.Response.Subtype == "error":
 				ev.Kind, ev.Text = invoker.KindWarning, "claude refused a control request: "+c.Response.Error
+			case isSwitch:
+				sw.take()
 			}
 			// The answer to initialize, success or not, says the CLI
 			// reads its input: the session is ready.

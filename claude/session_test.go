@@ -2,8 +2,10 @@ package claude_test
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"os"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -88,4 +90,49 @@ func fmtErr(err error) string {
 		return "<nil>"
 	}
 	return err.Error()
+}
+
+// A model switch Claude Code refuses is not taken for made: the turn
+// says so with a warning naming the model, and the next turn that asks
+// for that model asks again (as Gemini's records a switch only once
+// accepted). A switch it takes is sent once.
+func TestModelSwitchRefused(t *testing.T) {
+	s := fakeagent.Script{Answer: "answered"}
+	sess := openSession(t, &s, invoker.SessionRequest{})
+	const taken = "claude-haiku-4-5"
+	for i, model := range []string{fakeagent.RefusedModel, fakeagent.RefusedModel, taken, taken} {
+		var warnings []string
+		res, err := sess.Turn(context.Background(), invoker.TurnRequest{Prompt: "hi", Model: model, OnEvent: func(ev invoker.Event) {
+			if ev.Kind == invoker.KindWarning {
+				warnings = append(warnings, ev.Text)
+			}
+		}})
+		if err != nil || res.Text != "answered" {
+			t.Fatalf("turn %d: Turn(Model %q) = %q, %v; want the answer", i+1, model, res.Text, err)
+		}
+		refusedWarning := slices.ContainsFunc(warnings, func(w string) bool { return strings.Contains(w, model) && strings.Contains(w, "not available") })
+		if want := i < 2; refusedWarning != want {
+			t.Errorf("turn %d (model %s): warnings %q; want a warning naming the refused switch: %v", i+1, model, warnings, want)
+		}
+	}
+	rec, err := fakeagent.ReadRecord(s.RecordDir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	in, err := rec.Stdin()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var switches []string
+	for _, l := range strings.Split(string(in), "\n") {
+		var c struct {
+			Request struct{ Subtype, Model string }
+		}
+		if json.Unmarshal([]byte(l), &c) == nil && c.Request.Subtype == "set_model" {
+			switches = append(switches, c.Request.Model)
+		}
+	}
+	if want := []string{fakeagent.RefusedModel, fakeagent.RefusedModel, taken}; !slices.Equal(switches, want) {
+		t.Errorf("set_model requests sent: %q, want %q (a refused switch asked again, a taken one once)", switches, want)
+	}
 }

@@ -82,7 +82,10 @@
 // subtype error_during_execution); the fake then waits for the next
 // message. End of input between turns exits 0. Misbehaviour: IgnoreInterrupt
 // ignores interrupt requests; a prompt holding PromptStall stalls before its
-// result until interrupted; one holding PromptDie exits 3 mid-turn.
+// result until interrupted; one holding PromptDie exits 3 mid-turn. A
+// set_model control request switches the model the next turns report,
+// except to RefusedModel, which is refused; set_permission_mode is
+// acknowledged.
 // Standard input is recorded as it arrives.
 //
 // With the Codex flavour and app-server as its first argument, the fake

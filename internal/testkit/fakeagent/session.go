@@ -22,6 +22,12 @@ const (
 	PromptDie = "fakeagent:die"
 )
 
+// RefusedModel is a model Claude Code's fake refuses to switch to in a
+// session (set_model answered with an error), as Claude Code refuses a
+// model it cannot use; it takes any other model, and every permission
+// mode (set_permission_mode).
+const RefusedModel = "fakeagent-refused-model"
+
 // isClaudeSession reports whether args ask Claude Code for stream-json
 // input: the long-lived mode that reads one user message per line.
 func isClaudeSession(flavor string, args []string) bool {
@@ -39,6 +45,7 @@ type sessionLine struct {
 	RequestID string `json:"request_id"`
 	Request   *struct {
 		Subtype string `json:"subtype"`
+		Model   string `json:"model"`
 	} `json:"request"`
 	Message *struct {
 		Content json.RawMessage `json:"content"`
@@ -193,6 +200,17 @@ func (a *agent) readSession(rec recorder, users, intr chan<- string, eof chan<- 
 				{"subtype", "success"}, {"request_id", l.RequestID},
 				{"response", obj{{"commands", []obj{}}, {"output_style", "default"}}},
 			}}})
+		case l.Type == "control_request" && l.Request != nil && l.Request.Subtype == "set_model" && l.Request.Model != RefusedModel:
+			m := l.Request.Model
+			a.model.Store(&m) // the next turn's system init reports it
+			a.controlOK(l.RequestID)
+		case l.Type == "control_request" && l.Request != nil && l.Request.Subtype == "set_model":
+			a.emit(obj{{"type", "control_response"}, {"response", obj{
+				{"subtype", "error"}, {"request_id", l.RequestID},
+				{"error", "model " + l.Request.Model + " is not available"},
+			}}})
+		case l.Type == "control_request" && l.Request != nil && l.Request.Subtype == "set_permission_mode":
+			a.controlOK(l.RequestID)
 		case l.Type == "control_request":
 			a.emit(obj{{"type", "control_response"}, {"response", obj{
 				{"subtype", "error"}, {"request_id", l.RequestID},

@@ -148,10 +148,16 @@ type protocol struct {
 	// pending is not the end of the turn: the message starts a turn of the
 	// CLI's own, whose result answers it.
 	steers map[string]bool
+	// between: such a result came, and the CLI's turn that takes the
+	// steers has not started (no system init since).
+	between bool
 	// interrupted: the turn was interrupted. A result of an interrupted
-	// turn with steers pending is followed by a turn of the CLI's that
-	// takes them all (queued messages are joined); owed says that turn is
-	// still to come or running, and it is interrupted as it starts.
+	// turn with steers pending, or an interrupt between such a result and
+	// the next system init (which the CLI takes between its turns, where
+	// it stops nothing), is followed by a turn of the CLI's that takes the
+	// steers (queued messages are joined); owed says that turn is still to
+	// come or running: it is interrupted as it starts, and whatever its
+	// result, the turn it ends did not succeed.
 	interrupted, owed bool
 	cut               bool // the owed turn was interrupted
 	// ended: the turn's last result came (Step.TurnEnded); a steer now
@@ -268,7 +274,7 @@ func (p *protocol) StartTurn(t *invoker.TurnRequest) ([][]byte, error) {
 	}
 	p.dec = newDecoder()
 	clear(p.steers)
-	p.interrupted, p.owed, p.cut, p.ended = false, false, false, false
+	p.interrupted, p.owed, p.cut, p.ended, p.between = false, false, false, false, false
 	return append(lines, b), nil
 }
 
@@ -300,6 +306,13 @@ func (p *protocol) Steer(prompt string) ([][]byte, error) {
 
 func (p *protocol) Interrupt() [][]byte {
 	p.interrupted = true
+	if p.between && len(p.steers) > 0 {
+		// The CLI is between the turn's first result and the turn of
+		// its own that takes the steers: this interrupt stops nothing
+		// there, so that turn is owed one as it starts.
+		p.owed = true
+		clear(p.steers)
+	}
 	return [][]byte{p.interrupt()}
 }
 
@@ -418,11 +431,14 @@ func (p *protocol) Decode(line []byte) (driver.Step, error) {
 			switch {
 			case u.Type == "user" && u.IsReplay:
 				delete(p.steers, u.UUID)
-			case u.Type == "system" && u.Subtype == "init" && p.owed && !p.cut:
-				// The CLI's turn that takes the cancelled turn's steers
-				// starts: cancel it too.
-				step.Write = [][]byte{p.interrupt()}
-				p.cut = true
+			case u.Type == "system" && u.Subtype == "init":
+				p.between = false
+				if p.owed && !p.cut {
+					// The CLI's turn that takes the cancelled turn's
+					// steers starts: cancel it too.
+					step.Write = [][]byte{p.interrupt()}
+					p.cut = true
+				}
 			}
 		}
 	}
@@ -440,6 +456,7 @@ func (p *protocol) Decode(line []byte) (driver.Step, error) {
 			// turn, which takes the steer.
 			step.Events = slices.DeleteFunc(evs, func(e invoker.Event) bool { return e.Kind == invoker.KindDone })
 			p.dec = p.dec.next()
+			p.between = true
 			if p.interrupted {
 				p.owed = true
 				clear(p.steers)
@@ -451,4 +468,15 @@ func (p *protocol) Decode(line []byte) (driver.Step, error) {
 
 func (p *protocol) Stderr(line []byte) error { return p.dec.Stderr(line) }
 
-func (p *protocol) Outcome(stderr string) driver.Outcome { return p.dec.Outcome(0, stderr) }
+// Outcome is the outcome of the turn's last result. When that result
+// answers the steers of an interrupted turn (owed), the turn did not
+// succeed, even if the CLI answered them before the interrupt reached
+// it: they were cancelled with the turn.
+func (p *protocol) Outcome(stderr string) driver.Outcome {
+	out := p.dec.Outcome(0, stderr)
+	if p.owed && out.Success {
+		out.Success, out.Structured = false, nil
+		out.Err = &invoker.StreamError{Message: "the turn was interrupted", Type: "interrupted"}
+	}
+	return out
+}

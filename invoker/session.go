@@ -13,7 +13,9 @@ import "context"
 // exits or crashes, the CLI and every process it started are gone.
 //
 // A run of Invoke is a session of one turn: for the same output of the
-// CLI, Turn gives the same Result and the same error as Invoke.
+// CLI, Turn gives the same Result and the same error as Invoke (a turn
+// that ends with its session also matches ErrSessionClosed, which a run
+// of Invoke, opening no session, never does).
 type Session interface {
 	// Turn sends t's prompt and returns when the turn has ended, with the
 	// same Result and events as Invoke gives for one run. The session

@@ -134,6 +134,7 @@ func (e *engine) invokeInSession(ctx context.Context, req invoker.Request, start
 		}
 		return res, err
 	}
+	s.oneTurn = true
 	returning := false // the turn returned rather than re-raised a panic
 	defer func() {
 		cerr := s.Close()

@@ -32,6 +32,10 @@ type session struct {
 	stopCause atomic.Pointer[error]
 
 	busy atomic.Bool // a Turn is running
+	// oneTurn: the session carries one run of Invoke (invokeInSession),
+	// whose errors read as a one-shot run's: the caller opened no
+	// session.
+	oneTurn bool
 
 	mu      sync.Mutex
 	cur     *turnState // the turn whose events are being delivered

@@ -214,14 +214,28 @@ func (s *session) await(ctx context.Context, ts *turnState, res *invoker.Result,
 		if out := s.turnOutcome(); out.Text != "" {
 			res.Text = out.Text
 		}
+		if s.oneTurn {
+			// A run of Invoke ends as a one-shot run would: with why
+			// it was stopped, or the run's own verdict (an exit
+			// status, a fatal condition), and nothing of a session the
+			// caller never opened.
+			switch {
+			case cause != nil:
+				return fail(cause)
+			case s.err != nil:
+				return fail(s.err)
+			}
+		}
 		closed := s.closedError()
 		switch {
 		case ignored:
 			closed = fmt.Errorf("%w (%v): %w: %w", invoker.ErrInterruptIgnored, s.cfg.turnGrace, invoker.ErrSessionClosed, cause)
-		case cause != nil:
+		case cause != nil && !s.stoppedFor(cause):
 			closed = fmt.Errorf("%w: %w", closed, cause)
 		}
-		if err != nil {
+		if err != nil && cause == nil {
+			// (A turn that was being stopped ended as it was asked to:
+			// its end says nothing new.)
 			closed = fmt.Errorf("%w; the turn ended with: %w", closed, err)
 		}
 		return fail(closed)
@@ -336,6 +350,14 @@ func (s *session) await(ctx context.Context, ts *turnState, res *invoker.Result,
 			s.halt(fmt.Errorf("%w (%v) after %w", invoker.ErrInterruptIgnored, s.cfg.turnGrace, cause))
 		}
 	}
+}
+
+// stoppedFor reports whether the session ended because its own context
+// was done the way cause says (the turn's context is often the session's):
+// the error of the session's end says it already.
+func (s *session) stoppedFor(cause error) bool {
+	err := s.ctx.Err()
+	return err != nil && errors.Is(cause, err) && errors.Is(s.err, err)
 }
 
 // errTurnOver is the cause of a turn's context once Turn returns.

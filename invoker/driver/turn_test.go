@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"os"
 	"strings"
 	"testing"
@@ -186,5 +187,110 @@ func TestOutcomesRunAndTurn(t *testing.T) {
 				t.Errorf("Session: processes survived Close: %v", left)
 			}
 		})
+	}
+}
+
+// An Invoke that runs as a session of one turn (two-way control takes
+// Claude Code's long-lived mode) ends as a one-shot run does: for the
+// same cancel or deadline, the same error, read the same way. Before, a
+// cancelled one read "claude: session closed: context canceled: context
+// canceled": the caller opened no session, and the cause came twice.
+func TestRoutedInvokeErrorsReadAsOneShot(t *testing.T) {
+	cause := errors.New("the user went away")
+	tests := []struct {
+		name string
+		// ctx returns the run's context and, for a cancel, the function
+		// OnEvent calls at the first text.
+		ctx  func() (context.Context, func())
+		want error
+	}{
+		{"cancel", func() (context.Context, func()) {
+			ctx, cancel := context.WithCancel(context.Background())
+			return ctx, cancel
+		}, context.Canceled},
+		{"cancel with a cause", func() (context.Context, func()) {
+			ctx, cancel := context.WithCancelCause(context.Background())
+			return ctx, func() { cancel(cause) }
+		}, context.Canceled},
+		{"deadline", func() (context.Context, func()) {
+			ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+			t.Cleanup(cancel)
+			return ctx, func() {}
+		}, context.DeadlineExceeded},
+	}
+	approve := func(context.Context, invoker.Approval) invoker.Decision { return invoker.Decision{Allow: true} }
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			var msgs []string
+			for _, routed := range []bool{false, true} {
+				s := fakeagent.Script{Flavor: fakeagent.Claude, Tag: fakeagent.NewTag(), Chunks: 2, Answer: "partial words", StallFor: time.Hour}
+				inv := claude.New(invoker.Options{Binary: os.Args[0], InterruptGrace: 200 * time.Millisecond, TerminateGrace: 200 * time.Millisecond})
+				ctx, stop := tt.ctx()
+				req := invoker.Request{Prompt: "hi", Workdir: t.TempDir(), Env: s.Env(), OnEvent: func(ev invoker.Event) {
+					if ev.Kind == invoker.KindMessage {
+						stop()
+					}
+				}}
+				how := "one-shot"
+				if routed {
+					how, req.Approve = "with Approve", approve
+				}
+				res, err := inv.Invoke(ctx, req)
+				if !errors.Is(err, tt.want) {
+					t.Errorf("%s: Invoke() error = %v, want %v", how, err, tt.want)
+				}
+				if errors.Is(err, invoker.ErrSessionClosed) || errors.Is(err, cause) {
+					t.Errorf("%s: Invoke() error = %v, want it to match only %v", how, err, tt.want)
+				}
+				if err != nil && strings.Count(err.Error(), tt.want.Error()) != 1 {
+					t.Errorf("%s: Invoke() error = %q, want %q in it once", how, err, tt.want)
+				}
+				if res.SessionID == "" || res.Text == "" {
+					t.Errorf("%s: Result = %+v, want the session id and the partial text", how, res)
+				}
+				if left := fakeagent.Survivors(s.Tag); len(left) > 0 {
+					t.Errorf("%s: processes survived: %v", how, left)
+				}
+				msgs = append(msgs, fmt.Sprint(err))
+			}
+			if msgs[0] != msgs[1] {
+				t.Errorf("the same stop reads %q one-shot and %q with Approve, want them alike", msgs[0], msgs[1])
+			}
+		})
+	}
+}
+
+// A turn of a session whose own context is cancelled (the same context as
+// the turn's, as a caller often passes) says once why: the session closed
+// because its context was cancelled.
+func TestSessionCancelledByItsContextSaysItOnce(t *testing.T) {
+	s := fakeagent.Script{Flavor: fakeagent.Claude, Tag: fakeagent.NewTag(), Chunks: 2, Answer: "partial words", StallFor: time.Hour}
+	inv := claude.New(invoker.Options{Binary: os.Args[0], InterruptGrace: 200 * time.Millisecond, TerminateGrace: 200 * time.Millisecond})
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	sess, err := inv.OpenSession(ctx, invoker.SessionRequest{Workdir: t.TempDir(), Env: s.Env()})
+	if err != nil {
+		t.Fatalf("OpenSession() error = %v", err)
+	}
+	_, err = sess.Turn(ctx, invoker.TurnRequest{Prompt: "hi", OnEvent: func(ev invoker.Event) {
+		if ev.Kind == invoker.KindMessage {
+			cancel()
+		}
+	}})
+	if !errors.Is(err, context.Canceled) || !errors.Is(err, invoker.ErrSessionClosed) {
+		t.Errorf("Turn() error = %v, want context.Canceled and ErrSessionClosed", err)
+	}
+	var se *invoker.StreamError
+	if errors.As(err, &se) {
+		t.Errorf("Turn() error = %v, want no *StreamError: the CLI ended the turn because it was asked to", err)
+	}
+	if err != nil && strings.Count(err.Error(), context.Canceled.Error()) != 1 {
+		t.Errorf("Turn() error = %q, want %q in it once", err, context.Canceled)
+	}
+	if cerr := sess.Close(); !errors.Is(cerr, context.Canceled) {
+		t.Errorf("Close() = %v, want the session's end: context.Canceled", cerr)
+	}
+	if left := fakeagent.Survivors(s.Tag); len(left) > 0 {
+		t.Errorf("processes survived: %v", left)
 	}
 }

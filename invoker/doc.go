@@ -113,7 +113,9 @@
 // normal for these CLIs. A line over Options.MaxLineSize (64 MiB by default)
 // is skipped and reported as a [KindWarning] event; streaming goes on, but
 // the run fails with [ErrLineTooLong]: the skipped line may have held the
-// answer, and lost output is never reported as success. Malformed lines
+// answer, and lost output is never reported as success. In the long-lived
+// mode of a session, whose protocol cannot do without the line (it may
+// have ended the turn), the turn fails at once and the session ends. Malformed lines
 // become warnings; unknown event types pass through as [KindRaw].
 //
 // After an error or a cancel, [Result.Text] holds the partial answer the

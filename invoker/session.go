@@ -33,6 +33,13 @@ type Session interface {
 	// session is closed: the error then also matches ErrInterruptIgnored
 	// and ErrSessionClosed, and Err and Close report the same.
 	//
+	// A stdout line over Options.MaxLineSize during the turn fails it at
+	// once with ErrLineTooLong, and ends the session (the error also
+	// matches ErrSessionClosed, and so do Err and Close): the session's
+	// protocol lost a line that may have been the end of the turn, or a
+	// request the CLI waits on for an answer. Resume the conversation in
+	// a new session with ID.
+	//
 	// Result.ExitCode is 0 for a turn that ended while the CLI runs on,
 	// else the CLI's exit status (-1 when killed by a signal).
 	// Result.Stderr is the tail of the session's standard error;

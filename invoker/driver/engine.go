@@ -125,7 +125,7 @@ func (e *engine) inSession(req *invoker.Request) bool {
 // so that the tree is gone before Invoke returns or re-raises a panic of
 // OnEvent.
 func (e *engine) invokeInSession(ctx context.Context, req invoker.Request, start time.Time) (res *invoker.Result, err error) {
-	s, err := e.open(ctx, req.Session())
+	s, err := e.open(ctx, req.Session(), true)
 	if err != nil {
 		res := &invoker.Result{ExitCode: -1, Duration: time.Since(start)}
 		if s != nil { // started, and ended in the opening: say how
@@ -134,7 +134,6 @@ func (e *engine) invokeInSession(ctx context.Context, req invoker.Request, start
 		}
 		return res, err
 	}
-	s.oneTurn = true
 	returning := false // the turn returned rather than re-raised a panic
 	defer func() {
 		cerr := s.Close()

@@ -34,7 +34,7 @@ type session struct {
 	busy atomic.Bool // a Turn is running
 	// oneTurn: the session carries one run of Invoke (invokeInSession),
 	// whose errors read as a one-shot run's: the caller opened no
-	// session.
+	// session. Set before the tree starts.
 	oneTurn bool
 
 	mu      sync.Mutex
@@ -68,17 +68,18 @@ type session struct {
 // OpenSession implements invoker.Invoker for every backend; backends
 // without a long-lived mode refuse with ErrUnsupported.
 func (e *engine) OpenSession(ctx context.Context, req invoker.SessionRequest) (invoker.Session, error) {
-	s, err := e.open(ctx, req)
+	s, err := e.open(ctx, req, false)
 	if err != nil {
 		return nil, err
 	}
 	return s, nil
 }
 
-// open opens a session for OpenSession. When the session's tree started
-// but the opening failed, it returns the session too, ended, whose run
-// holds the CLI's exit status and stderr.
-func (e *engine) open(ctx context.Context, req invoker.SessionRequest) (*session, error) {
+// open opens a session for OpenSession, or, with oneTurn, to carry one
+// run of Invoke. When the session's tree started but the opening failed,
+// it returns the session too, ended, whose run holds the CLI's exit status
+// and stderr.
+func (e *engine) open(ctx context.Context, req invoker.SessionRequest, oneTurn bool) (*session, error) {
 	var s *session
 	fail := func(err error) (*session, error) { return s, &cliError{CLI: e.b.Name(), Err: err} }
 	sb, ok := e.b.(SessionBackend)
@@ -130,6 +131,7 @@ func (e *engine) open(ctx context.Context, req invoker.SessionRequest) (*session
 		proto:   sb.NewSessionProtocol(&breq),
 		tools:   tl,
 		ctx:     ctx,
+		oneTurn: oneTurn,
 		wake:    make(chan struct{}, 1),
 		started: make(chan struct{}),
 		ready:   make(chan struct{}),

@@ -11,6 +11,8 @@ import (
 	"time"
 
 	"github.com/clinvoke/clinvoke/claude"
+	"github.com/clinvoke/clinvoke/codex"
+	"github.com/clinvoke/clinvoke/gemini"
 	"github.com/clinvoke/clinvoke/internal/testkit/fakeagent"
 	"github.com/clinvoke/clinvoke/internal/testkit/testenv"
 	"github.com/clinvoke/clinvoke/invoker"
@@ -41,6 +43,8 @@ func TestOutcomesRunAndTurn(t *testing.T) {
 		// and sessionErr those Session.Err matches once it is closed
 		// (nil: the session lives on after the turn).
 		sessionIs, sessionErr []error
+		// runText, when not empty, is Invoke's Result.Text.
+		runText string
 	}{
 		{
 			name:   "answer",
@@ -49,11 +53,18 @@ func TestOutcomesRunAndTurn(t *testing.T) {
 		},
 		{
 			// The bug of the old session layer: a turn reported success
-			// although a line of it was skipped.
-			name:   "a line over the cap mid-turn",
-			script: fakeagent.Script{HugeLine: 256 << 10, Answer: "done"},
-			opts:   invoker.Options{MaxLineSize: 64 << 10},
-			want:   want{is: []error{invoker.ErrLineTooLong}, not: []error{invoker.ErrNoResult}, text: "done"},
+			// although a line of it was skipped. A run reads on to the
+			// CLI's exit, and keeps the answer that came after; a
+			// session's turn fails at once, and ends the session,
+			// whose protocol lost a line (what came after the line
+			// until the CLI stopped is in Result.Text, or not).
+			name:       "a line over the cap mid-turn",
+			script:     fakeagent.Script{HugeLine: 256 << 10, Answer: "done"},
+			opts:       invoker.Options{MaxLineSize: 64 << 10},
+			want:       want{is: []error{invoker.ErrLineTooLong}, not: []error{invoker.ErrNoResult}},
+			runText:    "done",
+			sessionIs:  []error{invoker.ErrSessionClosed},
+			sessionErr: []error{invoker.ErrLineTooLong},
 		},
 		{
 			name:   "a failure reported in the stream",
@@ -146,6 +157,9 @@ func TestOutcomesRunAndTurn(t *testing.T) {
 			res, err := inv.Invoke(ctx, req)
 			cancel()
 			check(t, "Invoke", res, err, tt.want, nil)
+			if tt.runText != "" && res.Text != tt.runText {
+				t.Errorf("Invoke: Result.Text = %q, want %q", res.Text, tt.runText)
+			}
 			if left := fakeagent.Survivors(s.Tag); len(left) > 0 {
 				t.Errorf("Invoke: processes survived: %v", left)
 			}
@@ -292,5 +306,76 @@ func TestSessionCancelledByItsContextSaysItOnce(t *testing.T) {
 	}
 	if left := fakeagent.Survivors(s.Tag); len(left) > 0 {
 		t.Errorf("processes survived: %v", left)
+	}
+}
+
+// A stdout line over the line limit in the long-lived mode fails the turn
+// at once with ErrLineTooLong, as a one-shot run fails, for every CLI:
+// before, Claude Code's answer over the limit (its assistant line and its
+// result, the turn's end, both skipped) made the turn wait for the
+// deadline or the idle timeout. The session ends with it: its protocol
+// lost a line, which may have been the end of the turn or a request the
+// CLI waits on. A run of Invoke carried by a session (Approve) says so
+// as a one-shot run does, without a session.
+func TestLineOverLimitInSession(t *testing.T) {
+	approve := func(context.Context, invoker.Approval) invoker.Decision { return invoker.Decision{Allow: true} }
+	for _, c := range []struct {
+		flavor string
+		new    func(...invoker.Options) invoker.Invoker
+	}{{fakeagent.Claude, claude.New}, {fakeagent.Codex, codex.New}, {fakeagent.Gemini, gemini.New}} {
+		t.Run(c.flavor, func(t *testing.T) {
+			const limit = 64 << 10
+			s := fakeagent.Script{Flavor: c.flavor, SessionID: "sess-over-limit", Answer: "lost", AnswerSize: 2 * limit, Tag: fakeagent.NewTag()}
+			inv := c.new(invoker.Options{Binary: os.Args[0], MaxLineSize: limit, InterruptGrace: 200 * time.Millisecond, TerminateGrace: 200 * time.Millisecond})
+			// A guard against the hang, not a timing: the turn fails as
+			// soon as the line is skipped.
+			ctx, cancel := context.WithTimeout(context.Background(), testenv.Timeout(testenv.Hang))
+			defer cancel()
+			check := func(how string, res *invoker.Result, err error) {
+				t.Helper()
+				if !errors.Is(err, invoker.ErrLineTooLong) || !strings.Contains(fmt.Sprint(err), "Options.MaxLineSize") {
+					t.Errorf("%s: error = %v, want ErrLineTooLong saying how to raise the limit", how, err)
+				}
+				if errors.Is(err, context.DeadlineExceeded) {
+					t.Errorf("%s: error = %v: the turn waited for the deadline", how, err)
+				}
+				if res == nil || res.SessionID != s.SessionID {
+					t.Errorf("%s: Result = %+v, want the session id %q", how, res, s.SessionID)
+				}
+			}
+
+			sess, err := inv.OpenSession(ctx, invoker.SessionRequest{Workdir: t.TempDir(), Env: s.Env()})
+			if err != nil {
+				t.Fatalf("OpenSession() error = %v", err)
+			}
+			res, err := sess.Turn(ctx, invoker.TurnRequest{Prompt: "hi"})
+			check("Session.Turn", res, err)
+			if !errors.Is(err, invoker.ErrSessionClosed) {
+				t.Errorf("Session.Turn: error = %v, want ErrSessionClosed too: the session ended", err)
+			}
+			select {
+			case <-sess.Done():
+			default:
+				t.Error("the session is still open after a turn that lost a line")
+			}
+			if err := sess.Err(); !errors.Is(err, invoker.ErrLineTooLong) {
+				t.Errorf("Session.Err() = %v, want ErrLineTooLong", err)
+			}
+			if err := sess.Close(); !errors.Is(err, invoker.ErrLineTooLong) {
+				t.Errorf("Session.Close() = %v, want ErrLineTooLong, as Err", err)
+			}
+			if left := fakeagent.Survivors(s.Tag); len(left) > 0 {
+				t.Errorf("Session: processes survived: %v", left)
+			}
+
+			res, err = inv.Invoke(ctx, invoker.Request{Prompt: "hi", Workdir: t.TempDir(), Env: s.Env(), Approve: approve})
+			check("Invoke with Approve", res, err)
+			if errors.Is(err, invoker.ErrSessionClosed) {
+				t.Errorf("Invoke with Approve: error = %v, want no ErrSessionClosed: the caller opened no session", err)
+			}
+			if left := fakeagent.Survivors(s.Tag); len(left) > 0 {
+				t.Errorf("Invoke: processes survived: %v", left)
+			}
+		})
 	}
 }

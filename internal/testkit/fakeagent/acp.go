@@ -208,5 +208,8 @@ func (g *acpAgent) prompt(id json.RawMessage, n int, prompt string, intr <-chan 
 		finish("cancelled", 0, 0)
 		return
 	}
+	if sc.NoTerminal {
+		os.Exit(sc.ExitCode) // an agent that dies mid-turn: no response to the prompt
+	}
 	finish("end_turn", tokens(prompt), tokens(answer))
 }

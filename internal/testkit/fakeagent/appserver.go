@@ -220,5 +220,8 @@ func (s *appServer) runTurn(n int, turn, prompt string, intr <-chan struct{}) {
 	in, out := tokens(prompt), tokens(answer)
 	s.notify("thread/tokenUsage/updated", tp(kv{"tokenUsage", obj{{"total", obj{{"totalTokens", in + out},
 		{"inputTokens", in}, {"cachedInputTokens", 0}, {"outputTokens", out}, {"reasoningOutputTokens", 0}}}}}))
+	if sc.NoTerminal {
+		os.Exit(sc.ExitCode) // a server that dies mid-turn: no turn/completed
+	}
 	end("completed")
 }

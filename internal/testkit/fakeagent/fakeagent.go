@@ -201,7 +201,11 @@ type Script struct {
 	Fail string `json:"fail,omitempty"`
 
 	// NoTerminal leaves out the terminal event (codex turn.completed or
-	// turn.failed, gemini and claude result).
+	// turn.failed, gemini and claude result). In a session (see
+	// "Sessions" in the package documentation) the first turn leaves out
+	// its end (Claude Code's result, the app-server's turn/completed, the
+	// response to ACP's session/prompt), and the fake exits there with
+	// ExitCode, as a CLI that dies mid-turn.
 	NoTerminal bool `json:"no_terminal,omitempty"`
 
 	// SkipStdin makes the fake never read (nor close) standard input.

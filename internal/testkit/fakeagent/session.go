@@ -304,6 +304,9 @@ func (a *agent) sessionTurn(n int, prompt string, intr <-chan string) (code int,
 		if !pause(s.StallFor) {
 			return interrupted()
 		}
+		if s.NoTerminal {
+			return s.ExitCode, true
+		}
 		c.fail(a)
 		return 0, false
 	}
@@ -323,6 +326,10 @@ func (a *agent) sessionTurn(n int, prompt string, intr <-chan string) (code int,
 	}
 	if !pause(s.StallFor) {
 		return interrupted()
+	}
+	if s.NoTerminal {
+		// A CLI that dies mid-turn: no result, and its exit status.
+		return s.ExitCode, true
 	}
 	if a.limits.schema != "" {
 		c.done(a) // the structured answer, as a run gives it

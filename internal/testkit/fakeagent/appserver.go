@@ -208,15 +208,18 @@ func (s *appServer) runTurn(n int, turn, prompt string, intr <-chan struct{}) {
 			os.Exit(3)
 		}
 	}
+	// PromptStall stalls mid-message, before the message is complete;
+	// StallFor after the answer, before the end of the turn (as codex
+	// exec's fake prints its whole messages before it).
 	if strings.Contains(prompt, PromptStall) && !pause(sleepFor) {
 		end("interrupted")
 		return
 	}
+	s.notify("item/completed", tp(kv{"item", obj{{"type", "agentMessage"}, {"id", msg}, {"text", answer}}}))
 	if !pause(sc.StallFor) {
 		end("interrupted")
 		return
 	}
-	s.notify("item/completed", tp(kv{"item", obj{{"type", "agentMessage"}, {"id", msg}, {"text", answer}}}))
 	in, out := tokens(prompt), tokens(answer)
 	s.notify("thread/tokenUsage/updated", tp(kv{"tokenUsage", obj{{"total", obj{{"totalTokens", in + out},
 		{"inputTokens", in}, {"cachedInputTokens", 0}, {"outputTokens", out}, {"reasoningOutputTokens", 0}}}}}))

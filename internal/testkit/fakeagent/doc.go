@@ -92,7 +92,8 @@
 // speaks Codex's app-server JSON-RPC the same way: initialize,
 // thread/start or thread/resume, and per turn/start the turn's item
 // notifications (a commandExecution for Tool, reasoning for StreamFor, the
-// answer as agentMessage deltas and item) and turn/completed; turn/interrupt
+// answer as agentMessage deltas and item, StallFor after it) and
+// turn/completed; turn/interrupt
 // ends the turn with status interrupted (IgnoreInterrupt: no answer at
 // all), thread/resume of an id holding "missing" fails as for an unknown
 // thread, SilentFor delays every answer (a slow start), thread/backgroundTerminals/clean answers {}, and end of input exits

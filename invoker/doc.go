@@ -78,7 +78,11 @@
 //  2. SIGTERM, then wait up to Options.TerminateGrace (2 s by default);
 //  3. SIGKILL to the group and to every descendant of the run.
 //
-// The CLI exiting at any step ends the ladder and starts the sweep. SIGINT
+// The CLI exiting at any step ends the ladder and starts the sweep. On
+// Linux a step whose signal the CLI's process ignores (SIG_IGN, as a CLI
+// started by a host that ignores SIGINT inherits it: nohup, a shell
+// script's background command) is skipped rather than waited out, so a CLI
+// that ignores both SIGINT and SIGTERM gets SIGKILL at once. SIGINT
 // comes first because it is the signal the real CLIs handle best: Claude
 // Code records the turn and stops its own tools on SIGINT, but orphans them
 // on SIGTERM. The error then matches ctx.Err() (errors.Is(err,
@@ -109,7 +113,9 @@
 // normal for these CLIs. A line over Options.MaxLineSize (64 MiB by default)
 // is skipped and reported as a [KindWarning] event; streaming goes on, but
 // the run fails with [ErrLineTooLong]: the skipped line may have held the
-// answer, and lost output is never reported as success. Malformed lines
+// answer, and lost output is never reported as success. In the long-lived
+// mode of a session, whose protocol cannot do without the line (it may
+// have ended the turn), the turn fails at once and the session ends. Malformed lines
 // become warnings; unknown event types pass through as [KindRaw].
 //
 // After an error or a cancel, [Result.Text] holds the partial answer the
@@ -225,7 +231,8 @@
 // Events mark the start (process.pid), the first event, each tool call
 // (gen_ai.tool.name), the decision to stop (clinvoke.stop with its reason),
 // each step of the ladder (clinvoke.interrupt, clinvoke.terminate,
-// clinvoke.kill) and the sweep.
+// clinvoke.kill; a step skipped because the CLI ignores its signal is
+// marked clinvoke.signal.ignored) and the sweep.
 //
 // clinvoke.outcome says how a run or turn ended: "answered" (nil error),
 // "cancelled" and "deadline" (the caller's context), "timeout" (first-event

@@ -63,8 +63,12 @@ var (
 	// skipped line, so it cannot tell whether it held the final answer or
 	// the terminal event: a run that skipped one is never a success, even
 	// if the CLI reported success after it. (The Result holds what was
-	// decoded.) The message gives the line's size; raise the limit with
-	// Options.MaxLineSize.
+	// decoded.) A session that skipped one during a turn has lost a line
+	// of its protocol, maybe the end of the turn: the turn fails at once
+	// and the session ends (the turn's error also matches
+	// ErrSessionClosed); OpenSession fails likewise for a line skipped in
+	// the opening. The message gives the line's size; raise the limit
+	// with Options.MaxLineSize.
 	ErrLineTooLong = errors.New("stdout line over the line limit skipped")
 
 	// ErrContainment is returned, before anything starts, when

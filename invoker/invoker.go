@@ -36,7 +36,11 @@ type Invoker interface {
 	//
 	// A call to Invoke is a session of one turn: req.Session() are its
 	// settings, req.Turn() its turn, and the result and errors are those
-	// Session.Turn gives for the same output of the CLI.
+	// Session.Turn gives for the same output of the CLI, but for the
+	// session the caller never opened: where the turn's end also ends
+	// the session (a cancel, the CLI's exit), Invoke's error says what
+	// ended the run, and matches neither ErrSessionClosed nor
+	// ErrInterruptIgnored.
 	Invoke(ctx context.Context, req Request) (*Result, error)
 
 	// OpenSession starts the CLI in its long-lived mode (Claude Code's

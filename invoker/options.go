@@ -91,8 +91,10 @@ type Options struct {
 
 	// MaxLineSize is the longest stdout line decoded, in bytes; a longer
 	// line is skipped with a KindWarning event, and the turn fails with
-	// ErrLineTooLong. The default is 64 MiB; values below 64 KiB are
-	// raised to 64 KiB.
+	// ErrLineTooLong: a one-shot run once the CLI exits, a turn of a
+	// session (or a run that Invoke carries in one) at once, ending the
+	// session (see Session.Turn). The default is 64 MiB; values below
+	// 64 KiB are raised to 64 KiB.
 	MaxLineSize int
 
 	// StderrTail is how much of the end of the CLI's standard error is

@@ -69,6 +69,19 @@ var helpers = map[string]func(args []string) int{
 		hang()
 		return 0
 	},
+	// execignoring SIGNALS HELPER ARGS...: set the comma-separated
+	// SIGNALS ("SIGINT,SIGTERM") to SIG_IGN, then exec HELPER, which
+	// inherits the dispositions, as a CLI started by a host that ignores
+	// SIGINT does.
+	"execignoring": func(args []string) int {
+		for _, name := range strings.Split(args[0], ",") {
+			signal.Ignore(unix.SignalNum(name))
+		}
+		cmd := helperCmd(args[1], args[2:]...)
+		err := unix.Exec(cmd.Path, cmd.Args, cmd.Env)
+		fmt.Fprintln(os.Stderr, err)
+		return 2
+	},
 	// hangusr1: run until SIGUSR1, then exit 0.
 	"hangusr1": func([]string) int {
 		c := make(chan os.Signal, 1)

@@ -198,6 +198,20 @@ func (t *Tree) Snapshot() { t.snapshot() }
 // when the group id may name another group.
 func (t *Tree) Signal(s Signal) error { return t.signal(s) }
 
+// Ignores reports whether the root process ignores s now: its disposition
+// for the signal is SIG_IGN, so the kernel discards the signal and no
+// handler of the CLI's ever sees it. A CLI inherits that disposition across
+// exec from a host started with the signal ignored (nohup'ed programs and
+// the background commands of a shell script ignore SIGINT), and a shell
+// script cannot trap a signal its shell was started with ignored. The
+// ladder skips a step whose signal the root ignores. It is read at each
+// call, since a process may change its dispositions. A blocked signal is
+// not ignored: it stays pending and is delivered once unblocked. Ignores
+// is false for Kill, and when it cannot tell (the root is gone; systems
+// other than Linux, whose ladder sends every step). It must not be called
+// after Wait, when the pid may name another process.
+func (t *Tree) Ignores(s Signal) bool { return t.ignores(s) }
+
 // Kill sends SIGKILL to every process of the tree and waits until they are
 // gone (zombies count as gone). It is bounded: after about 5 s it gives up
 // and lists the survivors.

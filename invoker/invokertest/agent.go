@@ -86,7 +86,10 @@ type Agent struct {
 
 	// NoResult leaves out the CLI's terminal event, as a CLI that crashes
 	// mid-stream (or a program that is not the CLI) does: Invoke then
-	// reports ErrNoResult, or an *invoker.ExitError with ExitCode.
+	// reports ErrNoResult, or an *invoker.ExitError with ExitCode. In the
+	// long-lived mode (a session, or a run with Approve or MCPServers),
+	// the first turn leaves out its end and the agent exits there with
+	// ExitCode.
 	NoResult bool
 
 	// ExitCode is the agent's exit status (with Fail, the CLI's own

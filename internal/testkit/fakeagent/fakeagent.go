@@ -144,6 +144,14 @@ type Script struct {
 	// die of SIGINT and SIGTERM like `sleep` does.
 	IgnoreSignals bool `json:"ignore_signals,omitempty"`
 
+	// SigIgn names signals ("SIGINT", "SIGTERM") whose disposition the
+	// fake sets to SIG_IGN before anything else, as a CLI started by a
+	// host that ignores them inherits it (nohup, a shell script's
+	// background command): the kernel discards them, and no handler of
+	// the fake's sees them, unlike IgnoreSignals, which catches them.
+	// /proc/PID/status shows them in SigIgn. (Unix.)
+	SigIgn []string `json:"sig_ign,omitempty"`
+
 	// Grandchild starts a helper process in the fake's process group that
 	// sleeps for ten minutes, with standard streams on the null device.
 	Grandchild bool `json:"grandchild,omitempty"`
@@ -193,7 +201,11 @@ type Script struct {
 	Fail string `json:"fail,omitempty"`
 
 	// NoTerminal leaves out the terminal event (codex turn.completed or
-	// turn.failed, gemini and claude result).
+	// turn.failed, gemini and claude result). In a session (see
+	// "Sessions" in the package documentation) the first turn leaves out
+	// its end (Claude Code's result, the app-server's turn/completed, the
+	// response to ACP's session/prompt), and the fake exits there with
+	// ExitCode, as a CLI that dies mid-turn.
 	NoTerminal bool `json:"no_terminal,omitempty"`
 
 	// SkipStdin makes the fake never read (nor close) standard input.
@@ -219,6 +231,11 @@ type Script struct {
 	// package documentation), neither answer nor obey an interrupt
 	// request: the turn runs on as scripted.
 	IgnoreInterrupt bool `json:"ignore_interrupt,omitempty"`
+
+	// IgnoreEOF makes a session (see "Sessions" in the package
+	// documentation) go on running at the end of its input, until a
+	// signal ends it, as a wedged CLI does.
+	IgnoreEOF bool `json:"ignore_eof,omitempty"`
 
 	// SessionHelper makes a session (see "Sessions" in the package
 	// documentation) start, before its first turn, a helper process that

@@ -53,6 +53,8 @@ type cgroupHome struct {
 	pool      []*runCgroup // empty cgroups kept for reuse (see release)
 	poolTimer *time.Timer
 	poolLog   *slog.Logger
+
+	check startCheck // whether the kernel starts processes in its cgroups
 }
 
 // homeFor returns the home under parent ("" for the default), making it
@@ -437,8 +439,12 @@ func probe(want Containment, parent string) (Containment, error) {
 	if want == Tracking {
 		return Tracking, nil
 	}
-	if _, err := homeFor(parent); err != nil {
-		return Tracking, fmt.Errorf("%w: %w", ErrUnavailable, err)
+	h, err := homeFor(parent)
+	if err == nil {
+		err = h.startable()
+	}
+	if err != nil {
+		return Tracking, &UnavailableError{Level: Cgroup, Err: err}
 	}
 	return Cgroup, nil
 }

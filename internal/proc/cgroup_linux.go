@@ -117,7 +117,7 @@ func openHome(parent string) (*cgroupHome, error) {
 		return nil, fmt.Errorf("reading the host's start time: %w", err)
 	}
 	dir := filepath.Join(parent, fmt.Sprintf("clinvoke-%d-%d-%d", pidNamespace(), host.pid, host.start))
-	if err := os.Mkdir(dir, 0o755); err != nil && !errors.Is(err, fs.ErrExist) {
+	if err := unix.Mkdir(dir, 0o755); err != nil && err != unix.EEXIST {
 		return nil, fmt.Errorf("making a cgroup in %s: %w", parent, err)
 	}
 	if _, err := os.Stat(filepath.Join(dir, "cgroup.kill")); err != nil {

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"math"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"runtime"
 	"strconv"
@@ -260,31 +261,7 @@ func TestCgroupParentNotEntered(t *testing.T) {
 	if os.Geteuid() != 0 {
 		t.Skip("needs root to delegate a cgroup to an unprivileged user")
 	}
-	own, err := ownCgroup()
-	if err != nil {
-		t.Skipf("no cgroup v2 here: %v", err)
-	}
-	parent := filepath.Join(own, fmt.Sprintf("proc-test-delegated-%d", os.Getpid()))
-	inside := filepath.Join(parent, "host")
-	for _, dir := range []string{parent, inside} {
-		if err := os.Mkdir(dir, 0o755); err != nil {
-			t.Fatal(err)
-		}
-	}
-	t.Cleanup(func() {
-		// The helpers' keepers remove their homes once the helpers are
-		// gone.
-		until(t, "the delegated cgroup is removed", func() bool {
-			unix.Rmdir(inside)
-			return unix.Rmdir(parent) == nil
-		})
-	})
-	for _, f := range []string{"", "cgroup.procs", "cgroup.threads", "cgroup.subtree_control"} {
-		if err := os.Chown(filepath.Join(parent, f), 65534, 65534); err != nil {
-			t.Fatal(err)
-		}
-	}
-
+	parent, inside := delegatedCgroup(t)
 	t.Run("outside", func(t *testing.T) {
 		got := runAsNobody(t, -1, "probe", parent)
 		refused := "the kernel refuses to start processes in the cgroup " + parent + "/clinvoke-"
@@ -315,6 +292,65 @@ func TestCgroupParentNotEntered(t *testing.T) {
 	})
 }
 
+// TestCgroupParentLeft: a host that probed from inside its cgroup parent
+// and then left it (moved out by root) is refused by the kernel at its
+// next start; Start asks the kernel again, tells the refusal from a
+// program that cannot run, and falls back (Auto) or says why (Cgroup).
+func TestCgroupParentLeft(t *testing.T) {
+	markUsed("probe", "hang")
+	if os.Geteuid() != 0 {
+		t.Skip("needs root to delegate a cgroup to an unprivileged user and move its process")
+	}
+	parent, inside := delegatedCgroup(t)
+	fd, err := unix.Open(inside, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer unix.Close(fd)
+	cmd := nobodyCmd(t, fd, "probe", parent, "wait")
+	stdin, err := cmd.StdinPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	var got strings.Builder
+	sc := bufio.NewScanner(stdout)
+	for sc.Scan() && sc.Text() != "probed" {
+		got.WriteString(sc.Text() + "\n")
+	}
+	own, err := ownCgroup()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(own, "cgroup.procs"), []byte(strconv.Itoa(cmd.Process.Pid)), 0); err != nil {
+		t.Fatalf("moving the host out of %s: %v", parent, err)
+	}
+	stdin.Close()
+	for sc.Scan() {
+		got.WriteString(sc.Text() + "\n")
+	}
+	if err := cmd.Wait(); err != nil {
+		t.Fatalf("probe as nobody: %v", err)
+	}
+	t.Logf("probe as nobody printed:\n%s", got.String())
+	for _, want := range []string{
+		"level auto cgroup err <nil>",
+		"tree auto tracking",
+		"start cgroup proc: the cgroup level is unavailable: the kernel refuses to start processes in the cgroup " + parent + "/clinvoke-",
+		"outside the cgroup parent " + parent + " [unavailable refused permission]",
+	} {
+		if !strings.Contains(got.String(), want) {
+			t.Errorf("probe as nobody, moved out of %s after the probe: output lacks %q", parent, want)
+		}
+	}
+}
+
 // TestStartNotExecutable: at every level, a program that cannot be
 // executed fails Start with the exec's error, not ErrUnavailable: at the
 // cgroup level, the kernel's refusal of the cgroup reads the same
@@ -339,10 +375,58 @@ func TestStartNotExecutable(t *testing.T) {
 	}
 }
 
+// delegatedCgroup makes a cgroup below the test's own and hands it to
+// nobody as cgroup v2 delegation does (the directory, cgroup.procs,
+// cgroup.threads and cgroup.subtree_control), with a cgroup below it for
+// a host to run inside; both are removed when the test ends.
+func delegatedCgroup(t *testing.T) (parent, inside string) {
+	t.Helper()
+	own, err := ownCgroup()
+	if err != nil {
+		t.Fatalf("the test runs as root, where cgroup v2 must be: %v", err)
+	}
+	parent = filepath.Join(own, fmt.Sprintf("proc-test-delegated-%d-%s", os.Getpid(), t.Name()))
+	inside = filepath.Join(parent, "host")
+	for _, dir := range []string{parent, inside} {
+		if err := os.Mkdir(dir, 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	t.Cleanup(func() {
+		// The helpers' keepers remove their homes once the helpers are
+		// gone.
+		until(t, "the delegated cgroup is removed", func() bool {
+			unix.Rmdir(inside)
+			return unix.Rmdir(parent) == nil
+		})
+	})
+	for _, f := range []string{"", "cgroup.procs", "cgroup.threads", "cgroup.subtree_control"} {
+		if err := os.Chown(filepath.Join(parent, f), 65534, 65534); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return parent, inside
+}
+
 // runAsNobody runs the helper name with args as the user nobody, started
 // in the cgroup of cgroupFD (a directory descriptor; -1 for the test's
 // own), and returns its output.
 func runAsNobody(t *testing.T, cgroupFD int, name string, args ...string) string {
+	t.Helper()
+	cmd := nobodyCmd(t, cgroupFD, name, args...)
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("%s as nobody: %v\n%s", name, err, out)
+	}
+	t.Logf("%s as nobody printed:\n%s", name, out)
+	return string(out)
+}
+
+// nobodyCmd returns the command that runs the helper name with args as
+// the user nobody, from a copy of the test binary nobody may run (removed
+// when the test ends), started in the cgroup of cgroupFD (a directory
+// descriptor; -1 for the test's own).
+func nobodyCmd(t *testing.T, cgroupFD int, name string, args ...string) *exec.Cmd {
 	t.Helper()
 	exe, err := os.Executable()
 	if err != nil {
@@ -352,7 +436,7 @@ func runAsNobody(t *testing.T, cgroupFD int, name string, args ...string) string
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer os.RemoveAll(dir)
+	t.Cleanup(func() { os.RemoveAll(dir) })
 	os.Chmod(dir, 0o755)
 	bin := filepath.Join(dir, "proc.test")
 	b, err := os.ReadFile(exe)
@@ -369,12 +453,7 @@ func runAsNobody(t *testing.T, cgroupFD int, name string, args ...string) string
 	if cgroupFD >= 0 {
 		cmd.SysProcAttr.UseCgroupFD, cmd.SysProcAttr.CgroupFD = true, cgroupFD
 	}
-	out, err := cmd.Output()
-	if err != nil {
-		t.Fatalf("%s as nobody: %v\n%s", name, err, out)
-	}
-	t.Logf("%s as nobody printed:\n%s", name, out)
-	return string(out)
+	return cmd
 }
 
 // matches lists the errors of this package and of fs err matches, for a

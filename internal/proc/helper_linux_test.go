@@ -100,9 +100,10 @@ var helpers = map[string]func(args []string) int{
 		hang()
 		return 0
 	},
-	// probe [PARENT]: print what Probe says here for Auto and Cgroup,
-	// with the cgroup parent PARENT (default: the host's cgroup), then
-	// start hang as a Tree with each and print its level or Start's error:
+	// probe [PARENT [wait]]: print what Probe says here for Auto and
+	// Cgroup, with the cgroup parent PARENT (default: the host's cgroup),
+	// then (with wait: after printing "probed" and reading a line) start
+	// hang as a Tree with each and print its level or Start's error:
 	// "level auto L err E", "level cgroup L err E", "tree auto L" (or
 	// "start auto E"), "tree cgroup L" (or "start cgroup E"). Errors
 	// print with what they match: "[unavailable refused permission]".
@@ -114,6 +115,10 @@ var helpers = map[string]func(args []string) int{
 		for _, want := range []Containment{Auto, Cgroup} {
 			lvl, err := Probe(want, parent)
 			fmt.Printf("level %v %v err %v %v\n", want, lvl, err, matches(err))
+		}
+		if len(args) > 1 && args[1] == "wait" {
+			fmt.Println("probed")
+			bufio.NewReader(os.Stdin).ReadString('\n')
 		}
 		for _, want := range []Containment{Auto, Cgroup} {
 			cmd := helperCmd("hang")

@@ -77,8 +77,9 @@ func containmentError(err error, parent string) error {
 		return e
 	}
 	const systemd = "`systemd-run --user -p Delegate=yes --scope CMD`"
+	parent = filepath.Clean(parent)
 	switch {
-	case errors.Is(err, proc.ErrRefused) && parent != "":
+	case errors.Is(err, proc.ErrRefused) && parent != ".":
 		e.hint = "run the host process inside " + parent + " (as root: echo PID > " + filepath.Join(parent, "cgroup.procs") +
 			"), or leave Options.CgroupParent empty and start the host with " + systemd
 	case errors.Is(err, proc.ErrRefused):

@@ -248,7 +248,7 @@ func TestCgroupParentNotEntered(t *testing.T) {
 	parent := os.Getenv(testenv.CgroupParentEnv)
 	switch {
 	case parent != "":
-		checkCgroupParent(t, parent)
+		checkCgroupParent(t, filepath.Clean(parent))
 	case os.Geteuid() == 0:
 		delegateAndRerun(t)
 	case os.Getenv("CI") == "true":

@@ -93,12 +93,19 @@ func (k *startCheck) ask(h *cgroupHome, c *runCgroup) error {
 // cgroup dir under parent.
 func refusal(parent, dir string, errno error) error {
 	why := ""
-	if host, err := ownCgroup(); err == nil {
+	switch {
+	case errors.Is(errno, unix.EACCES) || errors.Is(errno, unix.EPERM):
+		host, err := ownCgroup()
+		if err != nil {
+			break
+		}
 		if !within(host, parent) {
 			why = fmt.Sprintf(": the host process runs in %s, outside the cgroup parent %s", host, parent)
 		} else {
 			why = fmt.Sprintf(": the host process, in %s, may not write cgroup.procs of %s", host, commonCgroup(host, dir))
 		}
+	case errors.Is(errno, unix.ENOSYS):
+		why = ": a seccomp filter blocks clone3 (as the default profiles of older container runtimes do), or the kernel is older than 5.7"
 	}
 	return fmt.Errorf("%w %s (%w)%s", ErrRefused, dir, errno, why)
 }

@@ -88,9 +88,11 @@ func (e *UnavailableError) Unwrap() error { return e.Err }
 
 // ErrRefused is matched by the reason of an *UnavailableError when the
 // host may make cgroups under the parent but the kernel refuses to start
-// processes in them (Linux): with cgroup v2, a process may start one in
-// another cgroup only if it may write cgroup.procs of the cgroup that
-// holds both, so a host given a cgroup it does not run inside is refused.
+// processes in them (Linux). The reason also matches the kernel's error:
+// most often fs.ErrPermission: with cgroup v2, a process may start another
+// in a cgroup other than its own only if it may write cgroup.procs of the
+// cgroup that holds both, so a host given a cgroup it does not run inside
+// is refused.
 var ErrRefused = errors.New("the kernel refuses to start processes in the cgroup")
 
 // Probe reports the level Start would give a tree with the same

@@ -3,6 +3,7 @@ package driver
 import (
 	"errors"
 	"fmt"
+	"io/fs"
 	"path/filepath"
 	"runtime"
 	"sync"
@@ -79,6 +80,8 @@ func containmentError(err error, parent string) error {
 	const systemd = "`systemd-run --user -p Delegate=yes --scope CMD`"
 	parent = filepath.Clean(parent)
 	switch {
+	case errors.Is(err, proc.ErrRefused) && !errors.Is(err, fs.ErrPermission):
+		// Not the host's place: the reason says what blocks the start.
 	case errors.Is(err, proc.ErrRefused) && parent != ".":
 		e.hint = "run the host process inside " + parent + " (as root: echo PID > " + filepath.Join(parent, "cgroup.procs") +
 			"), or leave Options.CgroupParent empty and start the host with " + systemd

@@ -238,9 +238,9 @@ func TestUnprivilegedFallsBack(t *testing.T) {
 	}
 	got := runAsNobody(t, -1, "probe")
 	for _, want := range []string{
-		"level auto tracking err proc: the cgroup level is unavailable: making a cgroup in ",
+		"level auto tracking err proc: the cgroup level is unavailable: ",
 		"tree auto tracking",
-		"start cgroup proc: the cgroup level is unavailable: making a cgroup in ",
+		"start cgroup proc: the cgroup level is unavailable: ",
 	} {
 		if !strings.Contains(got, want) {
 			t.Errorf("probe as nobody: output lacks %q", want)
@@ -381,9 +381,16 @@ func TestStartNotExecutable(t *testing.T) {
 // a host to run inside; both are removed when the test ends.
 func delegatedCgroup(t *testing.T) (parent, inside string) {
 	t.Helper()
+	if lvl, err := Probe(Cgroup, ""); lvl != Cgroup {
+		// Root without a writable cgroup v2: a container, say.
+		if os.Getenv("CI") == "true" {
+			t.Fatalf("Probe(Cgroup) = %v, %v: CI runs as root, where cgroups must work", lvl, err)
+		}
+		t.Skipf("no cgroup level here, even as root: %v", err)
+	}
 	own, err := ownCgroup()
 	if err != nil {
-		t.Fatalf("the test runs as root, where cgroup v2 must be: %v", err)
+		t.Fatal(err)
 	}
 	parent = filepath.Join(own, fmt.Sprintf("proc-test-delegated-%d-%s", os.Getpid(), t.Name()))
 	inside = filepath.Join(parent, "host")

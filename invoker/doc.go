@@ -46,14 +46,15 @@
 // [Capabilities].Containment which one runs get on this machine, and why
 // not better):
 //
-//   - "cgroup" (Linux with a writable cgroup v2: root, a delegated cgroup
-//     such as systemd-run --user -p Delegate=yes --scope, or
-//     Options.CgroupParent): the CLI starts inside a cgroup of its own, so
-//     every process it starts is born there and none can leave, whatever it
-//     does to its session, environment or process title. The sweep is one
-//     write to cgroup.kill; "gone" is the kernel's word. A keeper process
-//     kills every run of a host that dies without cleaning up (SIGKILL,
-//     OOM kill).
+//   - "cgroup" (Linux with a writable cgroup v2 the host runs in: root, a
+//     delegated cgroup such as systemd-run --user -p Delegate=yes --scope,
+//     or Options.CgroupParent naming a cgroup the host was moved into):
+//     the CLI starts inside a cgroup of its own, so every process it
+//     starts is born there and none can leave, whatever it does to its
+//     session, environment or process title. The sweep is one write to
+//     cgroup.kill; "gone" is the kernel's word. A keeper process kills
+//     every run of a host that dies without cleaning up (SIGKILL, OOM
+//     kill).
 //   - "tracking" (Linux otherwise): the process group, descendants by
 //     parent links recorded every 300 ms, and every process carrying the
 //     run's marker variable (CLINVOKE_RUN) in its environment, plus a

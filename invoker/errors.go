@@ -72,9 +72,14 @@ var (
 	ErrLineTooLong = errors.New("stdout line over the line limit skipped")
 
 	// ErrContainment is returned, before anything starts, when
-	// Options.Containment asks for a level this machine cannot give (such
-	// as "cgroup" without a writable cgroup v2); the message says why and
-	// how to get it. Capabilities.Containment reports the level runs get.
+	// Options.Containment asks for a level this machine cannot give: for
+	// "cgroup", no writable cgroup v2, or one the kernel will not start
+	// processes in (a host that does not run inside Options.CgroupParent).
+	// The message names the level, says why (naming the cgroup) and how
+	// to get it, as in "containment unavailable: cgroup: making a cgroup
+	// in /sys/fs/cgroup/user.slice: …: permission denied; to get the
+	// cgroup level, …". Capabilities.Containment reports the level runs
+	// get, and ContainmentNote the same reason when it is not the best.
 	ErrContainment = errors.New("containment unavailable")
 
 	// ErrMaxTurns is matched by a *LimitError for a turn the CLI stopped

@@ -135,9 +135,15 @@ type Options struct {
 	// level can miss.
 	SweepEveryTurn bool
 
-	// CgroupParent names a writable cgroup v2 directory under which runs
-	// get their cgroups, for a host that is not root and not started in a
-	// delegated cgroup. The default is the host's own cgroup.
+	// CgroupParent names a cgroup v2 directory, writable by the host's
+	// user, under which runs get their cgroups. The default is the host's
+	// own cgroup. The kernel starts processes in those cgroups only for a
+	// host that runs inside the directory (cgroup v2 lets a process start
+	// one in another cgroup only if it may write cgroup.procs of the
+	// cgroup that holds both): it serves a host moved into a cgroup handed
+	// to its user, or below it. For a host outside it, runs get the
+	// tracking level and Capabilities.ContainmentNote says why, or, with
+	// Containment "cgroup", fail with ErrContainment.
 	CgroupParent string
 
 	// TracerProvider receives a span for each run and each session turn,

@@ -53,6 +53,8 @@ type cgroupHome struct {
 	pool      []*runCgroup // empty cgroups kept for reuse (see release)
 	poolTimer *time.Timer
 	poolLog   *slog.Logger
+
+	check startCheck // whether the kernel starts processes in its cgroups
 }
 
 // homeFor returns the home under parent ("" for the default), making it
@@ -115,7 +117,7 @@ func openHome(parent string) (*cgroupHome, error) {
 		return nil, fmt.Errorf("reading the host's start time: %w", err)
 	}
 	dir := filepath.Join(parent, fmt.Sprintf("clinvoke-%d-%d-%d", pidNamespace(), host.pid, host.start))
-	if err := os.Mkdir(dir, 0o755); err != nil && !errors.Is(err, fs.ErrExist) {
+	if err := unix.Mkdir(dir, 0o755); err != nil && err != unix.EEXIST {
 		return nil, fmt.Errorf("making a cgroup in %s: %w", parent, err)
 	}
 	if _, err := os.Stat(filepath.Join(dir, "cgroup.kill")); err != nil {
@@ -437,8 +439,12 @@ func probe(want Containment, parent string) (Containment, error) {
 	if want == Tracking {
 		return Tracking, nil
 	}
-	if _, err := homeFor(parent); err != nil {
-		return Tracking, fmt.Errorf("%w: %w", ErrUnavailable, err)
+	h, err := homeFor(parent)
+	if err == nil {
+		err = h.startable()
+	}
+	if err != nil {
+		return Tracking, &UnavailableError{Level: Cgroup, Err: err}
 	}
 	return Cgroup, nil
 }

@@ -113,20 +113,37 @@ var helpers = map[string]func(args []string) int{
 		hang()
 		return 0
 	},
-	// probe: print what Probe(Auto) says here, then start hang as a Tree
-	// and print its level: "level L err E" and "tree L".
-	"probe": func([]string) int {
-		lvl, err := Probe(Auto, "")
-		fmt.Printf("level %v err %v\n", lvl, err)
-		cmd := helperCmd("hang")
-		t, err := Start(&Attr{Path: cmd.Path, Args: cmd.Args, Env: cmd.Env})
-		if err != nil {
-			fmt.Println("start", err)
-			return 2
+	// probe [PARENT [wait]]: print what Probe says here for Auto and
+	// Cgroup, with the cgroup parent PARENT (default: the host's cgroup),
+	// then (with wait: after printing "probed" and reading a line) start
+	// hang as a Tree with each and print its level or Start's error:
+	// "level auto L err E", "level cgroup L err E", "tree auto L" (or
+	// "start auto E"), "tree cgroup L" (or "start cgroup E"). Errors
+	// print with what they match: "[unavailable refused permission]".
+	"probe": func(args []string) int {
+		parent := ""
+		if len(args) > 0 {
+			parent = args[0]
 		}
-		fmt.Printf("tree %v\n", t.Containment())
-		t.Kill()
-		t.Wait()
+		for _, want := range []Containment{Auto, Cgroup} {
+			lvl, err := Probe(want, parent)
+			fmt.Printf("level %v %v err %v %v\n", want, lvl, err, matches(err))
+		}
+		if len(args) > 1 && args[1] == "wait" {
+			fmt.Println("probed")
+			bufio.NewReader(os.Stdin).ReadString('\n')
+		}
+		for _, want := range []Containment{Auto, Cgroup} {
+			cmd := helperCmd("hang")
+			t, err := Start(&Attr{Path: cmd.Path, Args: cmd.Args, Env: cmd.Env, Containment: want, CgroupParent: parent})
+			if err != nil {
+				fmt.Printf("start %v %v %v\n", want, err, matches(err))
+				continue
+			}
+			fmt.Printf("tree %v %v\n", want, t.Containment())
+			t.Kill()
+			t.Wait()
+		}
 		return 0
 	},
 	// perl NAME: exec the adversarial Perl script NAME (see perlScripts).

@@ -10,6 +10,7 @@
 // members are tracked by process group, session, parent links and a
 // marker variable, which a process that hides can escape. Files: start and
 // wait per OS, cgroup_linux.go (cgroups and where they live),
+// cgprobe_linux.go (whether the kernel starts processes in them),
 // cgtree_linux.go (a tree at the cgroup level), cgwatch_linux.go (waiting
 // for a cgroup to empty), keeper_linux.go, and for tracking
 // members_linux.go, kill_linux.go, reap_linux.go and scan_linux.go (/proc);

@@ -3,7 +3,6 @@
 package proc
 
 import (
-	"errors"
 	"fmt"
 	"os"
 	"runtime"
@@ -102,24 +101,25 @@ func start(a *Attr) (*Tree, error) {
 	if cg != nil {
 		sys.UseCgroupFD, sys.CgroupFD = true, cg.fd
 		p, err := os.StartProcess(a.Path, args, attr)
-		if err != nil && a.Containment == Auto && cloneRefused(err) {
-			log.Debug("proc: the kernel refused to start the root in its cgroup; tracking instead", "cgroup", cg.dir, "err", err)
-			cg.removeAll()
-			cg = nil
-			sys.UseCgroupFD, sys.CgroupFD = false, 0
-		} else if err != nil {
-			cg.removeAll()
-			if cloneRefused(err) {
-				return nil, fmt.Errorf("%w: starting in %s: %w", ErrUnavailable, cg.dir, err)
-			}
-			return nil, err
-		} else {
+		if err == nil {
 			t.level, s.cg, s.proc = Cgroup, cg, p
 			t.pid, s.root = p.Pid, int32(p.Pid)
 			go watchExit(p.Pid, t.exited, s.done)
 			log.Debug("proc: started", "pid", t.pid, "path", a.Path, "containment", t.level.String(), "cgroup", cg.dir)
 			return t, nil
 		}
+		// The kernel's refusal and the program's failure to execute read
+		// the same (EACCES): ask the kernel which it was.
+		refused := cg.home.recheck(cg)
+		cg.removeAll()
+		if refused == nil {
+			return nil, err
+		}
+		if a.Containment == Cgroup {
+			return nil, &UnavailableError{Level: Cgroup, Err: refused}
+		}
+		log.Debug("proc: the cgroup level is unavailable; tracking", "err", refused)
+		sys.UseCgroupFD, sys.CgroupFD = false, 0
 	}
 
 	// Tracking: no kernel-kept membership.
@@ -165,26 +165,21 @@ func containment(a *Attr, log interface {
 		return nil, levelError(a.Containment)
 	}
 	home, err := homeFor(a.CgroupParent)
+	if err == nil {
+		err = home.startable()
+	}
 	var cg *runCgroup
 	if err == nil {
 		cg, err = home.newRun()
 	}
 	if err != nil {
 		if a.Containment == Cgroup {
-			return nil, fmt.Errorf("%w: %w", ErrUnavailable, err)
+			return nil, &UnavailableError{Level: Cgroup, Err: err}
 		}
-		log.Debug("proc: no cgroup; tracking instead", "err", err)
+		log.Debug("proc: the cgroup level is unavailable; tracking", "err", err)
 		return nil, nil
 	}
 	return cg, nil
-}
-
-// cloneRefused reports whether a failed start was clone3 refusing the
-// cgroup (an old kernel, or a cgroup that cannot take processes) rather
-// than the program failing to execute.
-func cloneRefused(err error) bool {
-	return errors.Is(err, unix.ENOSYS) || errors.Is(err, unix.EBUSY) ||
-		errors.Is(err, unix.EOPNOTSUPP) || errors.Is(err, unix.E2BIG)
 }
 
 // watchExit closes exited when the root (pid, not reaped before Wait) has

@@ -163,7 +163,7 @@ type Agent struct {
 	// `setsid -f env -i CMD` leaves it): a cancelled turn's are gone when
 	// Turn returns, the others when the session closes. (At the tracking
 	// level, where the host has no writable cgroup, that last daemon
-	// cannot be found, and sleeps out its ten minutes.)
+	// cannot be found; on Linux it ends when the test binary does.)
 	LeaveBehind bool
 }
 

@@ -158,6 +158,10 @@
 // session); Orphans finds every fake and helper started by this process,
 // except the env -i daemons of TurnSpawns, whose environment holds neither:
 // only their record finds them, and a test should end with Record.Kill.
+// Whatever is left, a helper ends at the latest when the process that made
+// its script (with Script.Env) exits, or after ten minutes: a test binary
+// leaves none of them running (Linux; elsewhere they sleep out their ten
+// minutes).
 // These scans use /proc and work on Linux only; elsewhere Alive is best
 // effort (signal 0 on Unix) and Survivors and Orphans find nothing.
 package fakeagent

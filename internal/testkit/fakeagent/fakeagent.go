@@ -34,6 +34,10 @@ const (
 	// envTurn holds the number of the session turn that started a helper
 	// (TurnSpawns), for its record.
 	envTurn = "CLINVOKE_FAKEAGENT_TURN"
+	// envLifeline holds EnvOwner's value for a helper whose environment was
+	// cleared (no EnvOwner, so Orphans cannot see it): it ends when that
+	// process does.
+	envLifeline = "CLINVOKE_FAKEAGENT_LIFELINE"
 )
 
 // Flavours of Script.Flavor.
@@ -52,7 +56,11 @@ const DefaultInterval = 20 * time.Millisecond
 
 // sleepFor is how long helper processes (grandchildren, escapees, stdout
 // holders) sleep. They never clean themselves up early: killing them is the
-// library's job, which is what the tests prove.
+// library's job, which is what the tests prove. They do not outlive the
+// process that made their script, though (see sleepOwned): a helper the
+// library could not find (an env -i daemon at the tracking level) or a test
+// binary that died before its checks must not leave a user's machine
+// running them for minutes.
 const sleepFor = 10 * time.Minute
 
 // A Script tells the fake agent what to do. The zero value reads standard

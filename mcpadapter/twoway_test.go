@@ -131,3 +131,31 @@ func TestTwoWayOptionsWrapperClash(t *testing.T) {
 		t.Error("the Go tool was called")
 	}
 }
+
+// TestTwoWayOptionsApprovePanics: a panic in Options.Approve fails the
+// run, whose tree is reaped, and the server keeps serving.
+func TestTwoWayOptionsApprovePanics(t *testing.T) {
+	agent := invokertest.Agent{CLI: "claude", Edit: "a.txt"}
+	h := newHarness(t, &mcpadapter.Options{
+		MaxPermission: invoker.WorkspaceWrite,
+		Approve: func(ctx context.Context, call *mcpadapter.Call, a invoker.Approval) invoker.Decision {
+			if call.Run.Prompt == "panic" {
+				panic("a bug in the policy")
+			}
+			return invoker.Decision{Allow: true}
+		},
+	}, claude.New(agent.Options()))
+	dir := t.TempDir()
+	var out mcpadapter.Output
+	h.call(context.Background(), t, "claude", args("panic", dir, "permission", "workspace-write"), &out)
+	if out.Status != mcpadapter.StatusFailed || !strings.Contains(out.Error, "a bug in the policy") {
+		t.Errorf("output %+v, want a failed run naming the panic", out)
+	}
+	h.call(context.Background(), t, "claude", args("edit", dir, "permission", "workspace-write"), &out)
+	if out.Status != mcpadapter.StatusCompleted || out.Text != "edited" {
+		t.Errorf("output %+v after the panic, want the next call served", out)
+	}
+	if pids := invokertest.Survivors(); len(pids) > 0 {
+		t.Errorf("processes alive after the calls: %v", pids)
+	}
+}

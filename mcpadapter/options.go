@@ -178,17 +178,20 @@ type Options struct {
 	//
 	// The permission level stays the ceiling, whatever Approve answers:
 	// an action above it is refused without asking, or fails in the
-	// CLI's sandbox (see invoker.Request.Approve). With
-	// Approve, every run takes an approval callback: the CLIs run in
-	// their long-lived mode and ask about each action, even one the
-	// permission level alone would let run (see invoker.Request.Approve).
-	// Register refuses an invoker whose CLI takes no callback
-	// (Capabilities.Approve), whose runs the policy could not reach.
+	// CLI's sandbox. With Approve, every run takes an approval callback:
+	// the CLIs run in their long-lived mode and ask about each action,
+	// even one the permission level alone would let run (see
+	// invoker.Request.Approve). Register refuses an invoker whose CLI
+	// takes no callback (Capabilities.Approve): the policy could not reach
+	// its runs.
 	//
 	// Approve is called with the turn's context, on a goroutine of the
 	// run, concurrently for different runs; it may block, to ask someone,
 	// until the turn ends. A panic in it fails the run, as a panic in the
-	// invoker does; the server keeps serving.
+	// invoker does; the server keeps serving. The invoker receives the
+	// server's answer as its Request.Approve: an Invoker that wraps
+	// another and sets Request.Approve itself decides after the server
+	// (see the package documentation, Approvals).
 	Approve func(ctx context.Context, call *Call, a invoker.Approval) invoker.Decision
 
 	// MCPServers are MCP servers whose tools the agent of every run may
@@ -205,7 +208,9 @@ type Options struct {
 	// exactly one of Server, Command and URL, or when an invoker's CLI
 	// cannot take a server of the list (Capabilities.GoTools for a Go
 	// server, Capabilities.MCPServers for the others). The invoker's own
-	// checks (a URL, an environment entry) apply at each call.
+	// checks (a URL, an environment entry) apply at each call. Each run
+	// gets a copy of the list, to which an Invoker that wraps another may
+	// append servers of its own (see the package documentation, Go tools).
 	MCPServers []invoker.MCPServer
 
 	// Logger, if not nil, receives a record for each call: start, end,

@@ -268,9 +268,9 @@ func TestConnectTeardown(t *testing.T) {
 	}
 }
 
-// TestCloseReportsShutdown: Close says when the server session ended
-// with an error it did not expect: here the server's tools are shut
-// down once, and Close still reports nothing for a second client.
+// TestCloseTwice: two clients of one server close one after the other;
+// the second Close shuts down tools already shut down, and reports
+// nothing.
 func TestCloseTwice(t *testing.T) {
 	server, tools := newServer(t, nil, codex.New(invokertest.Agent{}.Options()))
 	a, err := mcptest.NewClient(server, tools, nil)

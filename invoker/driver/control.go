@@ -58,9 +58,9 @@ func checkMCPServers(servers []invoker.MCPServer) error {
 				return invalid("%s: Command and Args cannot hold a NUL byte", at)
 			}
 		}
-		for _, kv := range s.Env {
-			if k, _, ok := strings.Cut(kv, "="); !ok || k == "" || strings.IndexByte(kv, 0) >= 0 {
-				return invalid("%s: Env entry %q is not KEY=VALUE", at, kv)
+		for j, kv := range s.Env {
+			if problem := envProblem(kv); problem != "" {
+				return invalid("%s: Env[%d] %s", at, j, problem)
 			}
 		}
 		for k, v := range s.Headers {

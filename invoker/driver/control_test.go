@@ -432,6 +432,13 @@ func TestMCPServersChecked(t *testing.T) {
 		{"two ways", allControl, []invoker.MCPServer{{Name: "a", Command: "x", URL: "http://h/"}}, invoker.ErrInvalidRequest, "exactly one"},
 		{"none", allControl, []invoker.MCPServer{{Name: "a"}}, invoker.ErrInvalidRequest, "exactly one"},
 		{"bad url", allControl, []invoker.MCPServer{{Name: "a", URL: "ftp://h/"}}, invoker.ErrInvalidRequest, "not an http"},
+		{"env without =", allControl, []invoker.MCPServer{{Name: "a", Command: "x", Env: []string{"OK=1", "s3cret"}}}, invoker.ErrInvalidRequest, `Env[1] has no '='`},
+		{"env without key", allControl, []invoker.MCPServer{{Name: "a", Command: "x", Env: []string{"=s3cret"}}}, invoker.ErrInvalidRequest, `Env[0] has an empty key`},
+		{"env NUL in value", allControl, []invoker.MCPServer{{Name: "a", Command: "x", Env: []string{"API_KEY=s3cret\x00"}}}, invoker.ErrInvalidRequest, `Env[0] (API_KEY) has a value that holds a NUL byte`},
+		{"env NUL in key", allControl, []invoker.MCPServer{{Name: "a", Command: "x", Env: []string{"A\x00B=s3cret"}}}, invoker.ErrInvalidRequest, `Env[0] has a key that holds a NUL byte ("AB")`},
+		{"NUL in args", allControl, []invoker.MCPServer{{Name: "a", Command: "x", Args: []string{"--token=s3cret\x00"}}}, invoker.ErrInvalidRequest, `NUL byte`},
+		{"bad url with credentials", allControl, []invoker.MCPServer{{Name: "a", URL: "ftp://user:s3cret@h/"}}, invoker.ErrInvalidRequest, "not an http"},
+		{"bad header value", allControl, []invoker.MCPServer{{Name: "a", URL: "http://h/", Headers: map[string]string{"Authorization": "Bearer s3cret\n"}}}, invoker.ErrInvalidRequest, `"Authorization" holds a control character`},
 		{"bad header", allControl, []invoker.MCPServer{{Name: "a", URL: "http://h/", Headers: map[string]string{"X": "a\nb"}}}, invoker.ErrInvalidRequest, "header"},
 		{"go tools unsupported", invoker.Capabilities{Sessions: true, MCPServers: true}, []invoker.MCPServer{{Name: "a", Server: srv}}, invoker.ErrUnsupported, "written in Go"},
 		{"external unsupported", invoker.Capabilities{Sessions: true, GoTools: true}, []invoker.MCPServer{{Name: "a", Command: "x"}}, invoker.ErrUnsupported, "MCPServers"},
@@ -441,6 +448,9 @@ func TestMCPServersChecked(t *testing.T) {
 			res, err := inv.Invoke(t.Context(), invoker.Request{Prompt: "hi", Workdir: t.TempDir(), MCPServers: tc.servers})
 			if !errors.Is(err, tc.want) || !strings.Contains(err.Error(), tc.msg) {
 				t.Fatalf("Invoke error = %v, want %v naming %q", err, tc.want, tc.msg)
+			}
+			if strings.Contains(err.Error(), "s3cret") {
+				t.Errorf("Invoke error = %q quotes a secret of the request", err)
 			}
 			if res.Containment != "" {
 				t.Errorf("something started: containment %q", res.Containment)

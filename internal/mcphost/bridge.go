@@ -36,17 +36,17 @@ type Bridge struct {
 	closeOnce sync.Once
 }
 
-// NewBridge checks servers as [Serve] does and returns a Bridge for them,
-// which reports a handler's panic to onPanic as Serve's host does;
+// NewBridge checks servers as [Serve] does and returns a Bridge for them;
 // nothing is connected until a message arrives. When ctx is done the Bridge
-// shuts down as [Bridge.Close] does; Close must still be called.
-func NewBridge(ctx context.Context, servers map[string]*mcp.Server, onPanic func(p any, goexit bool)) (*Bridge, error) {
+// shuts down as [Bridge.Close] does; Close must still be called. opts may
+// be nil.
+func NewBridge(ctx context.Context, servers map[string]*mcp.Server, opts *Options) (*Bridge, error) {
 	if err := validate(ctx, servers); err != nil {
 		return nil, err
 	}
 	b := &Bridge{
 		servers: make(map[string]*mcp.Server, len(servers)),
-		calls:   newCalls(onPanic),
+		calls:   newCalls(opts),
 		conns:   make(map[string]*bridgeConn),
 	}
 	for name, s := range servers {

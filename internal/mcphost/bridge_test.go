@@ -18,10 +18,11 @@ const (
 	initializedMsg = `{"jsonrpc":"2.0","method":"notifications/initialized"}`
 )
 
-// newTestBridge returns a Bridge for servers and closes it at cleanup.
-func newTestBridge(t *testing.T, servers map[string]*mcp.Server) *Bridge {
+// newTestBridge returns a Bridge for servers and closes it at cleanup. opts
+// may be left out.
+func newTestBridge(t *testing.T, servers map[string]*mcp.Server, opts ...*Options) *Bridge {
 	t.Helper()
-	b, err := NewBridge(t.Context(), servers, nil)
+	b, err := NewBridge(t.Context(), servers, optsOf(opts))
 	if err != nil {
 		t.Fatalf("NewBridge() error = %v", err)
 	}

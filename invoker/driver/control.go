@@ -136,23 +136,23 @@ type tools struct {
 
 // startTools starts hosting the Go servers of req, if it has any, and
 // returns req as the backend must see it: for a Host, each Go server
-// replaced by its URL and the token's header. onPanic is told of a
-// handler's panic. Its errors come before anything else starts: a
+// replaced by its URL and the token's header. opts has the hooks of the
+// session: the handlers' panics, the calls' contexts. Its errors come before anything else starts: a
 // *mcphost.ConfigError (a bad tool schema, a tool name clash) wrapped in
 // ErrInvalidRequest, or the listener's error.
-func (e *engine) startTools(req invoker.SessionRequest, onPanic func(p any, goexit bool)) (*tools, invoker.SessionRequest, error) {
+func (e *engine) startTools(req invoker.SessionRequest, opts *mcphost.Options) (*tools, invoker.SessionRequest, error) {
 	servers := goServers(req.MCPServers)
 	if servers == nil {
 		return &tools{}, req, nil
 	}
 	if _, ok := e.b.(InBandMCP); ok {
-		b, err := mcphost.NewBridge(context.Background(), servers, onPanic)
+		b, err := mcphost.NewBridge(context.Background(), servers, opts)
 		if err != nil {
 			return nil, req, fmt.Errorf("%w: %w", invoker.ErrInvalidRequest, err)
 		}
 		return &tools{bridge: b}, req, nil
 	}
-	h, err := mcphost.Serve(context.Background(), servers, onPanic)
+	h, err := mcphost.Serve(context.Background(), servers, opts)
 	if err != nil {
 		var le *mcphost.ListenError
 		if errors.As(err, &le) {
@@ -171,6 +171,20 @@ func (e *engine) startTools(req invoker.SessionRequest, onPanic func(p any, goex
 	}
 	req.MCPServers = rewritten
 	return &tools{host: h}, req, nil
+}
+
+// callContext is the context of a Go tool call that begins now: the
+// turn's, so that the handler has the values and the deadline of the
+// context Turn was given and is cancelled with the turn; between turns,
+// the session's.
+func (s *session) callContext() context.Context {
+	s.mu.Lock()
+	ts := s.cur
+	s.mu.Unlock()
+	if ts != nil {
+		return ts.ctx
+	}
+	return s.r.ctx
 }
 
 // cancelCalls cancels the contexts of the tool calls in flight, for a turn

@@ -256,13 +256,14 @@ func TestInvokeWithApproveRunsInSession(t *testing.T) {
 // only after the callback has.
 func TestApprovalPastDeadline(t *testing.T) {
 	returned := make(chan struct{})
+	var seen ctxSeen
 	s := openControl(t, controlBackend{echoBackend: echoBackend{caps: allControl}}, invoker.SessionRequest{
 		Approve: func(ctx context.Context, a invoker.Approval) invoker.Decision {
 			defer close(returned)
-			<-ctx.Done()
+			seen = seeContext(ctx)
 			return invoker.Decision{Allow: true}
 		}})
-	ctx, cancel := context.WithTimeout(t.Context(), 200*time.Millisecond)
+	ctx, cancel := context.WithTimeout(context.WithValue(t.Context(), ctxKey{}, "turn value"), 200*time.Millisecond)
 	defer cancel()
 	res, err := s.Turn(ctx, invoker.TurnRequest{Prompt: "ask sleep 1000"})
 	if !errors.Is(err, context.DeadlineExceeded) {
@@ -272,6 +273,10 @@ func TestApprovalPastDeadline(t *testing.T) {
 	case <-returned:
 	default:
 		t.Fatal("Turn returned before the callback did")
+	}
+	want, _ := ctx.Deadline()
+	if seen.value != "turn value" || !seen.deadline.Equal(want) || seen.err != context.DeadlineExceeded {
+		t.Errorf("Approve's context: value %v, deadline %v, Err %v; want %q, %v, context.DeadlineExceeded", seen.value, seen.deadline, seen.err, "turn value", want)
 	}
 	// The session goes on.
 	res, err = s.Turn(t.Context(), invoker.TurnRequest{Prompt: "hello"})
@@ -315,6 +320,97 @@ func newToolServer(cancelled chan<- error, started chan<- struct{}) *mcp.Server 
 		panic("tool exploded")
 	})
 	return s
+}
+
+// ctxKey is the key of a value a test puts in a turn's context.
+type ctxKey struct{}
+
+// ctxSeen is what a callback saw of its context: the value of ctxKey, the
+// deadline, and the error once it was done.
+type ctxSeen struct {
+	value    any
+	deadline time.Time
+	err      error
+}
+
+// seeContext waits until ctx is done and says what it held.
+func seeContext(ctx context.Context) ctxSeen {
+	d, _ := ctx.Deadline()
+	v := ctx.Value(ctxKey{})
+	<-ctx.Done()
+	return ctxSeen{value: v, deadline: d, err: ctx.Err()}
+}
+
+// newContextServer returns a server with one tool, "context", which
+// waits until its context is done and sends what it held to seen.
+func newContextServer(seen chan<- ctxSeen) *mcp.Server {
+	s := mcp.NewServer(&mcp.Implementation{Name: "tools", Version: "1"}, nil)
+	mcp.AddTool(s, &mcp.Tool{Name: "context"}, func(ctx context.Context, _ *mcp.CallToolRequest, _ struct{}) (*mcp.CallToolResult, any, error) {
+		seen <- seeContext(ctx)
+		return nil, nil, ctx.Err()
+	})
+	return s
+}
+
+// A Go tool handler's context is its turn's: the values and deadline of
+// the context Turn was given, and once the deadline has passed (and the
+// CLI was asked to end the turn), done with context.DeadlineExceeded; in
+// band and over HTTP alike.
+func TestGoToolContext(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		inBand bool
+	}{{"in band", true}, {"over HTTP", false}} {
+		t.Run(tc.name, func(t *testing.T) {
+			seen := make(chan ctxSeen, 1)
+			srv := newContextServer(seen)
+			var got []invoker.MCPServer
+			caps := allControl
+			caps.Deltas = true
+			var b driver.SessionBackend = controlBackend{echoBackend: echoBackend{caps: caps}, got: &got}
+			prompt := `call tools context {}`
+			if tc.inBand {
+				b = inBandBackend{b.(controlBackend)}
+			} else {
+				// The turn waits, its first delta out, while the test
+				// calls the tool, as the CLI would.
+				prompt = "wait"
+			}
+			s := openControl(t, b, invoker.SessionRequest{Deltas: true, MCPServers: []invoker.MCPServer{{Name: "tools", Server: srv}}})
+			ctx, cancel := context.WithTimeout(context.WithValue(t.Context(), ctxKey{}, "turn value"), 300*time.Millisecond)
+			defer cancel()
+			waiting := make(chan struct{})
+			var once sync.Once
+			done := make(chan error, 1)
+			go func() {
+				_, err := s.Turn(ctx, invoker.TurnRequest{Prompt: prompt, OnEvent: func(ev invoker.Event) {
+					if ev.Kind == invoker.KindDelta {
+						once.Do(func() { close(waiting) })
+					}
+				}})
+				done <- err
+			}()
+			if !tc.inBand {
+				<-waiting
+				c := mcp.NewClient(&mcp.Implementation{Name: "cli", Version: "1"}, nil)
+				cs, err := c.Connect(t.Context(), &mcp.StreamableClientTransport{Endpoint: got[0].URL,
+					HTTPClient: &http.Client{Transport: headerTransport{got[0].Headers["Authorization"]}}}, nil)
+				if err != nil {
+					t.Fatalf("Connect: %v", err)
+				}
+				defer cs.Close()
+				go cs.CallTool(t.Context(), &mcp.CallToolParams{Name: "context", Arguments: map[string]any{}})
+			}
+			got1 := <-seen
+			want, _ := ctx.Deadline()
+			if got1.value != "turn value" || !got1.deadline.Equal(want) || got1.err != context.DeadlineExceeded {
+				t.Errorf("handler's context: value %v, deadline %v, Err %v; want %q, %v, context.DeadlineExceeded", got1.value, got1.deadline, got1.err, "turn value", want)
+			}
+			if err := <-done; !errors.Is(err, context.DeadlineExceeded) {
+				t.Errorf("Turn error = %v, want context.DeadlineExceeded", err)
+			}
+		})
+	}
 }
 
 // A panic in a tool handler is the caller's, as one in OnEvent is: the

@@ -7,6 +7,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/clinvoke/clinvoke/internal/detach"
 	"github.com/clinvoke/clinvoke/internal/jsonl"
 	"github.com/clinvoke/clinvoke/internal/proc"
 	"github.com/clinvoke/clinvoke/invoker"
@@ -28,6 +29,8 @@ type turnState struct {
 	// cancelled must find the CLI already asked to end the turn, or its
 	// answer could complete the turn as if nothing was cancelled. calls
 	// counts the goroutines of the turn's approvals, which Turn waits for.
+	// (A detach.Context: its Err says DeadlineExceeded once the deadline
+	// has passed, although the engine, not the deadline, cancels it.)
 	ctx    context.Context
 	cancel context.CancelCauseFunc
 	calls  sync.WaitGroup
@@ -120,7 +123,8 @@ func (s *session) turn(ctx context.Context, t invoker.TurnRequest) (*invoker.Res
 	}
 
 	ts := &turnState{req: &t, first: make(chan struct{}), ended: make(chan struct{})}
-	ts.ctx, ts.cancel = context.WithCancelCause(detached{context.WithoutCancel(ctx), ctx})
+	tc := detach.New(ctx)
+	ts.ctx, ts.cancel = tc, tc.Cancel
 	returning := false // await returned rather than re-raised a panic
 	defer func() {
 		// The turn's approvals are answered or withdrawn, and their
@@ -373,12 +377,3 @@ func (s *session) sweepTurn(ts *turnState, why error) {
 		r.log.Warn("processes of a turn survived its sweep", "pids", rep.Survivors)
 	}
 }
-
-// detached is a context with the values and the deadline of parent but
-// not its cancellation (context.WithoutCancel drops the deadline too).
-type detached struct {
-	context.Context // context.WithoutCancel(parent)
-	parent          context.Context
-}
-
-func (d detached) Deadline() (time.Time, bool) { return d.parent.Deadline() }

@@ -4,8 +4,10 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"net/http"
 	"runtime"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -66,6 +68,15 @@ func (p *controlProtocol) StartTurn(t *invoker.TurnRequest) ([][]byte, error) {
 	switch {
 	case len(words) >= 2 && words[0] == "ask":
 		return lines([]string{echoLine("ask", strings.Join(words[1:], " "))}), nil
+	case len(words) >= 3 && words[0] == "asks":
+		// "asks N CMD": N questions at once, whose answers do not end
+		// the turn; only an interrupt does.
+		n, _ := strconv.Atoi(words[1])
+		var out []string
+		for i := range n {
+			out = append(out, echoLine("hold", fmt.Sprintf("%s %d", strings.Join(words[2:], " "), i)))
+		}
+		return lines(out), nil
 	case len(words) == 4 && words[0] == "call":
 		p.server, p.pending = words[1], words[2]+" "+words[3]
 		init := `{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"echo","version":"1"}}}`
@@ -98,6 +109,14 @@ func (p *controlProtocol) Decode(line []byte) (driver.Step, error) {
 			// A withdrawn question leaves the end of the turn to the
 			// interrupt, as a CLI's does.
 			Cancel: func() [][]byte { return lines([]string{echoLine("note", "withdrawn")}) },
+		}
+		return driver.Step{Events: []invoker.Event{{Kind: invoker.KindToolCall, Raw: line}}, Approvals: []driver.Approval{a}}, nil
+	case "hold":
+		a := driver.Approval{
+			Request: invoker.Approval{Kind: "command", Command: l.Text, Tool: invoker.Tool{Name: "shell", ID: l.Text}, Raw: line},
+			Answer: func(d invoker.Decision) [][]byte {
+				return lines([]string{echoLine("note", fmt.Sprintf("%s: allow %v: %s", l.Text, d.Allow, d.Message))})
+			},
 		}
 		return driver.Step{Events: []invoker.Event{{Kind: invoker.KindToolCall, Raw: line}}, Approvals: []driver.Approval{a}}, nil
 	case "answer":
@@ -710,5 +729,131 @@ func TestIdleTimeoutSparesApproval(t *testing.T) {
 		}})
 	if err != nil || res.Text != "approved" {
 		t.Fatalf("Invoke = %q, %v; want the approval to outlast the idle timeout", res.Text, err)
+	}
+}
+
+// heldQuestions asks n questions at once in one turn of a fresh session,
+// with an Approve that holds each until the turn's context is done, and
+// calls measure once every question was either given to Approve or
+// refused (the KindWarning events whose text starts with refusedPrefix);
+// then it ends the turn by cancelling its context. It returns how many
+// questions Approve got, and the refusals' warnings.
+func heldQuestions(tb testing.TB, n int, measure func()) (asked int, refusals []invoker.Event) {
+	tb.Helper()
+	var mu sync.Mutex
+	progress := make(chan struct{}, 1)
+	note := func() {
+		select {
+		case progress <- struct{}{}:
+		default:
+		}
+	}
+	inv := driver.New(controlBackend{echoBackend: echoBackend{caps: allControl}}, invoker.Options{Binary: "cat"})
+	s, err := inv.OpenSession(tb.Context(), invoker.SessionRequest{Workdir: tb.TempDir(),
+		Approve: func(ctx context.Context, a invoker.Approval) invoker.Decision {
+			mu.Lock()
+			asked++
+			mu.Unlock()
+			note()
+			<-ctx.Done()
+			return invoker.Decision{Allow: true}
+		}})
+	if err != nil {
+		tb.Fatalf("OpenSession: %v", err)
+	}
+	defer s.Close()
+	ctx, cancel := context.WithCancel(tb.Context())
+	defer cancel()
+	done := make(chan error, 1)
+	go func() {
+		_, err := s.Turn(ctx, invoker.TurnRequest{Prompt: fmt.Sprintf("asks %d rm -rf", n), OnEvent: func(ev invoker.Event) {
+			if ev.Kind == invoker.KindWarning && strings.HasPrefix(ev.Text, refusedPrefix) {
+				mu.Lock()
+				refusals = append(refusals, ev)
+				mu.Unlock()
+				note()
+			}
+		}})
+		done <- err
+	}()
+	timeout := time.After(time.Minute)
+	for {
+		mu.Lock()
+		seen := asked + len(refusals)
+		mu.Unlock()
+		if seen >= n {
+			break
+		}
+		select {
+		case <-progress:
+		case err := <-done:
+			tb.Fatalf("Turn returned %v before the %d questions were asked (%d were)", err, n, seen)
+		case <-timeout:
+			tb.Fatalf("after a minute, %d of the %d questions were asked or refused", seen, n)
+		}
+	}
+	measure()
+	cancel()
+	if err := <-done; !errors.Is(err, context.Canceled) {
+		tb.Errorf("Turn error = %v, want context.Canceled", err)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	return asked, refusals
+}
+
+// refusedPrefix starts the warning of a question refused without asking
+// because too many wait for Approve.
+const refusedPrefix = "refused without asking Approve"
+
+// A CLI that asks without end cannot make the program hold more than the
+// cap of questions per turn, at one goroutine each: the others are denied
+// at once, with a warning to the program and a message to the model.
+func TestHeldQuestionsBounded(t *testing.T) {
+	const n = 1000
+	before := runtime.NumGoroutine()
+	var held int
+	asked, refusals := heldQuestions(t, n, func() { held = runtime.NumGoroutine() - before })
+	t.Logf("%d questions held until the turn's end: %d goroutines more than before the session", n, held)
+	const max = driver.MaxPendingApprovals
+	if asked != max {
+		t.Errorf("Approve was called %d times, want %d (the cap)", asked, max)
+	}
+	if len(refusals) != n-max {
+		t.Errorf("%d refusals reported, want %d", len(refusals), n-max)
+	} else if ev := refusals[0]; !strings.Contains(ev.Text, strconv.Itoa(max)) || len(ev.Raw) == 0 || ev.Tool == nil || ev.Tool.Name != "shell" {
+		t.Errorf("refusal = %+v, want the cap named, the tool call in Tool and the CLI's request in Raw", ev)
+	}
+	// The session itself (reader, writer, waiters) costs a few; each
+	// question held may cost one.
+	if held > max+20 {
+		t.Errorf("%d goroutines while %d questions were held, want at most %d (one per question under the cap, and the session's)", held, n, max+20)
+	}
+}
+
+// BenchmarkHeldQuestions measures what holding many questions costs: the
+// goroutines, and the heap and goroutine stacks in use, while 10,000
+// questions of one turn are pending, against the program before the
+// session opened.
+func BenchmarkHeldQuestions(b *testing.B) {
+	const n = 10000
+	mem := func() (heap, stack int64) {
+		runtime.GC()
+		var m runtime.MemStats
+		runtime.ReadMemStats(&m)
+		return int64(m.HeapAlloc), int64(m.StackInuse)
+	}
+	for b.Loop() {
+		g0 := runtime.NumGoroutine()
+		h0, s0 := mem()
+		var g, h, s int64
+		heldQuestions(b, n, func() {
+			g = int64(runtime.NumGoroutine() - g0)
+			h, s = mem()
+			h, s = h-h0, s-s0
+		})
+		b.ReportMetric(float64(g), "goroutines-held")
+		b.ReportMetric(float64(h)/(1<<20), "heap-MiB-held")
+		b.ReportMetric(float64(s)/(1<<20), "stack-MiB-held")
 	}
 }

@@ -28,13 +28,18 @@ type turnState struct {
 	// caller's context directly: a callback that returns because it was
 	// cancelled must find the CLI already asked to end the turn, or its
 	// answer could complete the turn as if nothing was cancelled. calls
-	// counts the goroutines of the turn's approvals, which Turn waits for.
+	// counts the goroutines of the turn's approvals, which Turn waits for;
+	// waiting counts them too, for maxPendingApprovals (guarded by the
+	// session's mu); questions are those not yet answered or withdrawn
+	// (guarded by the decoder lock).
 	// (A detach.Context: its Err says DeadlineExceeded once the deadline
 	// has passed, although the engine, not the deadline, cancels it.)
-	ctx    context.Context
-	cancel context.CancelCauseFunc
-	calls  sync.WaitGroup
-	over   bool // Turn is returning: no approval may start (guarded by the session's mu)
+	ctx       context.Context
+	cancel    context.CancelCauseFunc
+	calls     sync.WaitGroup
+	waiting   int
+	questions map[*question]struct{}
+	over      bool // Turn is returning: no approval may start (guarded by the session's mu)
 	// interrupted is set, under the decoder lock, when the CLI is asked
 	// to end the turn: a decision made after it is not carried out.
 	interrupted bool
@@ -134,6 +139,7 @@ func (s *session) turn(ctx context.Context, t invoker.TurnRequest) (*invoker.Res
 		ts.over = true
 		s.mu.Unlock()
 		ts.cancel(errTurnOver)
+		s.withdraw(ts)
 		ts.calls.Wait()
 		if returning && s.r.panicked.Load() {
 			// A callback panicked after the turn's end was seen (an
@@ -276,6 +282,7 @@ func (s *session) await(ctx context.Context, ts *turnState, res *invoker.Result,
 		// approvals are withdrawn and its tool calls cancelled.
 		defer func() {
 			ts.cancel(why)
+			s.withdraw(ts)
 			s.tools.cancelCalls()
 		}()
 		g := s.cfg.turnGrace

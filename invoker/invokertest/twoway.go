@@ -145,6 +145,66 @@ var twoWayCases = []testCase{
 		},
 	},
 	{
+		name: "ApproveCap",
+		rule: "at most 64 questions of a turn wait for Approve at once: of more asked at once, Approve gets 64, and each of the others is denied at once, without asking, and reported to the program with a KindWarning event whose Tool is the call it was about",
+		run: func(r *report, k *kase) {
+			if !k.capabilities().Approve {
+				return
+			}
+			const max, extra = 64, 6 // the cap of Request.Approve's documentation
+			var mu sync.Mutex
+			asked, refused := 0, 0
+			release := make(chan struct{})
+			wd := k.workdir()
+			// Approve holds each question until the refusals are in, so
+			// that 64 wait when the others come; a fake that asks fewer
+			// ends at the deadline.
+			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+			defer cancel()
+			res, err := k.invoke(r, ctx, Fake{Ask: "touch " + askFile, AskCount: max + extra}, invoker.Request{Workdir: wd,
+				Permission: askLevel,
+				Approve: func(ctx context.Context, _ invoker.Approval) invoker.Decision {
+					mu.Lock()
+					asked++
+					mu.Unlock()
+					select {
+					case <-release:
+					case <-ctx.Done():
+					}
+					return invoker.Decision{Message: "not in a conformance test"}
+				},
+				OnEvent: func(ev invoker.Event) {
+					if ev.Kind != invoker.KindWarning || ev.Tool == nil {
+						return
+					}
+					mu.Lock()
+					defer mu.Unlock()
+					if refused++; refused == extra {
+						close(release)
+					}
+				}})
+			mu.Lock()
+			defer mu.Unlock()
+			if errors.Is(err, context.DeadlineExceeded) && asked+refused < max+extra {
+				r.errorf("the CLI asked %d questions, not Fake.AskCount's %d: the factory's fake must do Fake.AskCount (invokertest.Agent.AskCount)", asked+refused, max+extra)
+				return
+			}
+			if err != nil {
+				r.errorf("Invoke() error = %v, want nil", err)
+			}
+			if asked != max || refused != extra {
+				r.errorf("of %d questions asked at once, Approve got %d and %d were refused with a warning, want %d and %d", max+extra, asked, refused, max, extra)
+			}
+			lines := strings.Split(res.Text, "\n")
+			if len(lines) < max+extra || slices.ContainsFunc(lines[:max+extra], func(l string) bool { return !strings.HasPrefix(l, "denied") }) {
+				r.errorf("Result.Text = %q, want the CLI's answer to start with %d lines starting with denied", res.Text, max+extra)
+			}
+			if exists(filepath.Join(wd, askFile)) {
+				r.errorf("a denied or refused command ran: %s exists", askFile)
+			}
+		},
+	},
+	{
 		name: "ApprovePanic",
 		rule: "a panic in Approve is raised again on the goroutine that called Invoke, once the run's process tree is gone",
 		run: func(r *report, k *kase) {

@@ -20,4 +20,13 @@ type Options struct {
 	// is cancelled (see the package documentation). A nil result, or a
 	// nil CallContext, gives the handler the connection's context alone.
 	CallContext func() context.Context
+
+	// MaxReply, if positive, is the longest reply in bytes that a Bridge
+	// returns for one request: the run's line limit, as the CLI takes
+	// the reply on one line. A longer reply fails that request alone, and
+	// says why (a tool error result for tools/call, which the agent
+	// reads; a JSON-RPC error for another request); the server goes on
+	// serving. Zero means no limit. A Host ignores it: its replies go
+	// over HTTP.
+	MaxReply int
 }

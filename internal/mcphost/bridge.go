@@ -71,8 +71,9 @@ func NewBridge(ctx context.Context, servers map[string]*mcp.Server, opts *Option
 // A request the Bridge cannot deliver (no server of that name, an id already
 // in flight, a connection that ended) is answered with a JSON-RPC error
 // reply, so that the CLI fails that one request; so is one whose reply is
-// longer than [Options].MaxReply (a tools/call with a tool error result). An error is returned for a message that is not
-// JSON-RPC, for a notification that cannot be delivered, after Close
+// longer than [Options].MaxReply (a tools/call with a tool error result).
+// An error is returned for a message that is not JSON-RPC, for a
+// notification that cannot be delivered, after Close
 // ([ErrClosed]), and when ctx is done (ctx.Err()); in the last case the
 // request is cancelled on the server, as the client's notifications/cancelled
 // would, and its id stays in use until the server has answered.

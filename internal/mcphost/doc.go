@@ -12,6 +12,9 @@
 //   - [NewBridge] delivers single JSON-RPC messages to the servers over
 //     in-memory connections, for CLIs that carry "SDK MCP servers" over their
 //     own control protocol (Claude Code's mcp_message control requests).
+//     The connections carry messages of any size; the Bridge bounds a reply
+//     to the CLI ([Options].MaxReply), and one over the bound fails its
+//     request alone.
 //
 // It never listens on anything but the loopback address, and it never reads
 // a token from anywhere but the Authorization header.

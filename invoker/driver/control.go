@@ -136,8 +136,9 @@ type tools struct {
 
 // startTools starts hosting the Go servers of req, if it has any, and
 // returns req as the backend must see it: for a Host, each Go server
-// replaced by its URL and the token's header. opts has the hooks of the
-// session: the handlers' panics, the calls' contexts. Its errors come before anything else starts: a
+// replaced by its URL and the token's header. opts are the session's
+// hooks and limits (a handler's panic, a call's context, the longest
+// reply in band). Its errors come before anything else starts: a
 // *mcphost.ConfigError (a bad tool schema, a tool name clash) wrapped in
 // ErrInvalidRequest, or the listener's error.
 func (e *engine) startTools(req invoker.SessionRequest, opts *mcphost.Options) (*tools, invoker.SessionRequest, error) {

@@ -200,6 +200,12 @@
 // the CLI's question is withdrawn, and the turn does not return before the
 // callback has.
 //
+// At most 64 questions of a turn wait for the callback at once. A CLI that
+// asks more (a loop, a prompt injection) gets a denial for each question
+// beyond them, without the callback being asked, and the run reports each
+// with a [KindWarning] event: what a CLI can make the program hold is
+// bounded, whatever it asks.
+//
 // Request.MCPServers gives the agent MCP servers: tools written in Go
 // ([MCPServer].Server, a go-sdk *mcp.Server), which the run serves for its
 // length (to Claude Code over its control protocol, to the others over

@@ -206,6 +206,13 @@ type Request struct {
 	// runs in the CLI's long-lived mode. Without Approve no question is
 	// asked of the program: what the permission level allows runs, and a
 	// request the CLI still makes is declined so that a turn never waits.
+	//
+	// At most 64 questions of a turn wait for Approve at once, each on a
+	// goroutine of its own: a question the CLI asks beyond them is denied
+	// at once, without asking, with a message the model reads (where the
+	// CLI carries one), and reported as a KindWarning event whose Tool is
+	// the call it was about. Once the deadline of the caller's context has
+	// passed, Approve's ctx.Err() is context.DeadlineExceeded.
 	Approve func(ctx context.Context, a Approval) Decision
 
 	// MCPServers are MCP servers whose tools the agent may call: tools

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/clinvoke/clinvoke/internal/jsonl"
+	"github.com/clinvoke/clinvoke/internal/mcphost"
 	"github.com/clinvoke/clinvoke/invoker"
 	"github.com/google/jsonschema-go/jsonschema"
 )
@@ -99,8 +100,15 @@ func (e *engine) open(ctx context.Context, req invoker.SessionRequest, oneTurn b
 	}
 	// The Go servers are hosted before the CLI starts, which must be
 	// told where they are; a panic of a handler is the caller's, as one
-	// of OnEvent is.
-	tl, breq, err := e.startTools(req, func(p any, goexit bool) { s.r.recordPanic("an MCP tool handler", p, goexit) })
+	// of OnEvent is, and a call's context is its turn's. (Calls begin
+	// once the CLI runs, when s is set.) A reply in band goes to the CLI
+	// on one line: the line limit bounds it, and a longer one fails its
+	// call alone.
+	tl, breq, err := e.startTools(req, &mcphost.Options{
+		OnPanic:     func(p any, goexit bool) { s.r.recordPanic("an MCP tool handler", p, goexit) },
+		CallContext: func() context.Context { return s.callContext() },
+		MaxReply:    e.cfg.maxLineSize,
+	})
 	if err != nil {
 		return fail(err)
 	}

@@ -7,6 +7,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/clinvoke/clinvoke/internal/detach"
 	"github.com/clinvoke/clinvoke/internal/jsonl"
 	"github.com/clinvoke/clinvoke/internal/proc"
 	"github.com/clinvoke/clinvoke/invoker"
@@ -27,11 +28,18 @@ type turnState struct {
 	// caller's context directly: a callback that returns because it was
 	// cancelled must find the CLI already asked to end the turn, or its
 	// answer could complete the turn as if nothing was cancelled. calls
-	// counts the goroutines of the turn's approvals, which Turn waits for.
-	ctx    context.Context
-	cancel context.CancelCauseFunc
-	calls  sync.WaitGroup
-	over   bool // Turn is returning: no approval may start (guarded by the session's mu)
+	// counts the goroutines of the turn's approvals, which Turn waits for;
+	// waiting counts them too, for maxPendingApprovals (guarded by the
+	// session's mu); questions are those not yet answered or withdrawn
+	// (guarded by the decoder lock).
+	// (A detach.Context: its Err says DeadlineExceeded once the deadline
+	// has passed, although the engine, not the deadline, cancels it.)
+	ctx       context.Context
+	cancel    context.CancelCauseFunc
+	calls     sync.WaitGroup
+	waiting   int
+	questions map[*question]struct{}
+	over      bool // Turn is returning: no approval may start (guarded by the session's mu)
 	// interrupted is set, under the decoder lock, when the CLI is asked
 	// to end the turn: a decision made after it is not carried out.
 	interrupted bool
@@ -137,7 +145,8 @@ func (s *session) turn(ctx context.Context, t invoker.TurnRequest) (*invoker.Res
 	}
 
 	ts := &turnState{req: &t, first: make(chan struct{}), ended: make(chan struct{})}
-	ts.ctx, ts.cancel = context.WithCancelCause(detached{context.WithoutCancel(ctx), ctx})
+	tc := detach.New(ctx)
+	ts.ctx, ts.cancel = tc, tc.Cancel
 	returning := false // await returned rather than re-raised a panic
 	defer func() {
 		// The turn's approvals are answered or withdrawn, and their
@@ -147,6 +156,7 @@ func (s *session) turn(ctx context.Context, t invoker.TurnRequest) (*invoker.Res
 		ts.over = true
 		s.mu.Unlock()
 		ts.cancel(errTurnOver)
+		s.withdraw(ts)
 		ts.calls.Wait()
 		if returning && s.r.panicked.Load() {
 			// A callback panicked after the turn's end was seen (an
@@ -308,6 +318,7 @@ func (s *session) await(ctx context.Context, ts *turnState, res *invoker.Result,
 		// approvals are withdrawn and its tool calls cancelled.
 		defer func() {
 			ts.cancel(why)
+			s.withdraw(ts)
 			s.tools.cancelCalls()
 		}()
 		g := s.cfg.turnGrace
@@ -417,12 +428,3 @@ func (s *session) sweepTurn(ts *turnState, why error) {
 		r.log.Warn("processes of a turn survived its sweep", "pids", rep.Survivors)
 	}
 }
-
-// detached is a context with the values and the deadline of parent but
-// not its cancellation (context.WithoutCancel drops the deadline too).
-type detached struct {
-	context.Context // context.WithoutCancel(parent)
-	parent          context.Context
-}
-
-func (d detached) Deadline() (time.Time, bool) { return d.parent.Deadline() }

@@ -119,6 +119,12 @@ type Agent struct {
 	// MCPServers) take; the one-shot mode ignores it.
 	Ask string
 
+	// AskCount, above 1, makes Ask that many questions at once, as the
+	// parallel tool calls of one model response: each is a tool call of
+	// its own, all are asked before any answer is awaited, and the answer
+	// has one line for each ("approved", "denied: ..."), in order.
+	AskCount int
+
 	// Edit makes every turn ask permission to write this file (a path
 	// relative to the working directory, or absolute) after Ask, in the
 	// CLI's own protocol, as the CLI asks a run's Approve callback before
@@ -193,6 +199,7 @@ func (a Agent) Options() invoker.Options {
 		Escapee:       a.LeaveBehind,
 		TurnSpawns:    a.LeaveBehind,
 		Ask:           a.Ask,
+		AskCount:      a.AskCount,
 		Edit:          a.Edit,
 		CallTool:      a.CallTool,
 	}
@@ -248,6 +255,7 @@ func (f Fake) Agent(cli string) (Agent, invoker.Options) {
 		Tool:        f.Tool,
 		LeaveBehind: f.Grandchild || f.Escapee,
 		Ask:         f.Ask,
+		AskCount:    f.AskCount,
 		Edit:        f.Edit,
 		CallTool:    f.CallTool,
 		ToolArgs:    f.ToolArgs,

@@ -313,6 +313,37 @@ var cases = []testCase{
 		},
 	},
 	{
+		name: "SecretsNotQuoted",
+		rule: "an environment entry that is not KEY=VALUE, in Request.Env or (where Capabilities.MCPServers is declared) in an MCPServer's Env, is ErrInvalidRequest, returned before any process starts, and its error never quotes the entry's value",
+		run: func(r *report, k *kase) {
+			const secret = "s3cret-conformance-value"
+			wd := k.workdir()
+			bad := []string{secret, "=" + secret, "API_KEY=" + secret + "\x00"}
+			var reqs []invoker.Request
+			for _, kv := range bad {
+				reqs = append(reqs, invoker.Request{Prompt: "hi", Workdir: wd, Env: []string{kv}})
+			}
+			if k.capabilities().MCPServers {
+				for _, kv := range bad {
+					reqs = append(reqs, invoker.Request{Prompt: "hi", Workdir: wd, MCPServers: []invoker.MCPServer{
+						{Name: "conformance", Command: "conformance-mcp", Env: []string{"OK=1", kv}}}})
+				}
+			}
+			for _, req := range reqs {
+				res, err := k.newInvoker(Fake{}).Invoke(context.Background(), req)
+				switch {
+				case !errors.Is(err, invoker.ErrInvalidRequest):
+					r.errorf("Invoke() with a bad environment entry: error = %v, want ErrInvalidRequest", err)
+				case strings.Contains(err.Error(), secret):
+					r.errorf("Invoke() error = %q quotes the value of the bad environment entry", err)
+				}
+				if res == nil || res.ExitCode != -1 {
+					r.errorf("Invoke() with a bad environment entry: Result = %+v, want non-nil with ExitCode -1 (nothing ran)", res)
+				}
+			}
+		},
+	},
+	{
 		name: "Capabilities",
 		rule: "an Invoker reports its capabilities; each optional Request field it declares is honoured, and each other one is refused with ErrUnsupported, naming the field, before anything starts",
 		run: func(r *report, k *kase) {

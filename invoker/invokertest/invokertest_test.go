@@ -44,6 +44,11 @@ func (m memInvoker) Invoke(ctx context.Context, req invoker.Request) (*invoker.R
 	if _, err := os.Stat(req.Workdir); err != nil {
 		return fail(fmt.Errorf("%w: %v", invoker.ErrInvalidRequest, err))
 	}
+	for i, kv := range req.Env {
+		if k, v, ok := strings.Cut(kv, "="); !ok || k == "" || strings.ContainsRune(v, 0) {
+			return fail(fmt.Errorf("%w: Request.Env[%d] is not KEY=VALUE", invoker.ErrInvalidRequest, i))
+		}
+	}
 	if req.MaxBudgetUSD != 0 {
 		return fail(driver.Unsupported("MaxBudgetUSD", ""))
 	}
@@ -215,6 +220,28 @@ func TestSuiteRejectsIgnoredSchemaAndLimit(t *testing.T) {
 		if err == nil || !strings.Contains(err.Error(), c+": ") {
 			t.Errorf("Test() error does not report case %s:\n%v", c, err)
 		}
+	}
+}
+
+// leakyInvoker quotes a bad environment entry whole in its error.
+type leakyInvoker struct{ memInvoker }
+
+func (l leakyInvoker) Invoke(ctx context.Context, req invoker.Request) (*invoker.Result, error) {
+	for _, kv := range req.Env {
+		if k, _, ok := strings.Cut(kv, "="); !ok || k == "" {
+			return &invoker.Result{ExitCode: -1}, fmt.Errorf("%w: Env entry %q is not KEY=VALUE", invoker.ErrInvalidRequest, kv)
+		}
+	}
+	return l.memInvoker.Invoke(ctx, req)
+}
+
+func TestSuiteRejectsAQuotedSecret(t *testing.T) {
+	var seq atomic.Int64
+	err := invokertest.Test(func(f invokertest.Fake) invoker.Invoker {
+		return leakyInvoker{memInvoker{f: f, seq: &seq}}
+	}, t.TempDir())
+	if err == nil || !strings.Contains(err.Error(), "SecretsNotQuoted: ") {
+		t.Errorf("Test() error does not report case SecretsNotQuoted:\n%v", err)
 	}
 }
 

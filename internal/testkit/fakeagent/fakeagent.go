@@ -287,6 +287,12 @@ type Script struct {
 	// without asking. Outside a session, Ask is ignored.
 	Ask string `json:"ask,omitempty"`
 
+	// AskCount, above 1, makes Ask's question that many questions at once,
+	// as the parallel tool calls of one model response: each is its own
+	// tool call, all are asked before any answer is awaited, and the
+	// answer has one outcome line for each, in order.
+	AskCount int `json:"ask_count,omitempty"`
+
 	// Edit makes every turn of a session ask its client for permission
 	// to write this file (a path relative to the working directory, or
 	// absolute), after Ask, in the CLI's own protocol for a file change:

@@ -2,7 +2,6 @@ package driver
 
 import (
 	"encoding/json"
-	"fmt"
 	"time"
 
 	"github.com/clinvoke/clinvoke/invoker"
@@ -138,34 +137,3 @@ type Outcome struct {
 func Unsupported(field, hint string) error {
 	return &unsupportedError{field: field, hint: hint}
 }
-
-type unsupportedError struct {
-	field, hint string
-	turn        bool   // field is a TurnRequest's
-	method      bool   // field is a Session method
-	what        string // the part of field that is not supported, if not all of it
-}
-
-func (e *unsupportedError) Error() string {
-	msg := fmt.Sprintf("Request.%s is not supported by this CLI", e.field)
-	switch {
-	case e.what != "":
-		msg = fmt.Sprintf("Request.%s with %s is not supported by this CLI", e.field, e.what)
-	case e.turn:
-		msg = fmt.Sprintf("TurnRequest.%s (a switch between turns) is not supported by this CLI", e.field)
-	case e.method:
-		msg = fmt.Sprintf("Session.%s is not supported by this CLI", e.field)
-	}
-	if e.hint != "" {
-		msg += ": " + e.hint
-	}
-	return msg
-}
-
-func (e *unsupportedError) Is(target error) bool {
-	return target == invoker.ErrUnsupported || target == invoker.ErrInvalidRequest
-}
-
-// Unwrap returns ErrUnsupported, through which errors.ErrUnsupported
-// matches too.
-func (e *unsupportedError) Unwrap() error { return invoker.ErrUnsupported }

@@ -1,6 +1,7 @@
 package driver
 
 import (
+	"context"
 	"errors"
 	"time"
 
@@ -155,4 +156,25 @@ func (r *run) interrupt() {
 	}
 	r.log.Debug("signal", "pid", r.tree.Pid(), "signal", proc.Interrupt.String())
 	r.tree.Signal(proc.Interrupt)
+}
+
+// graces are the two grace periods of the cancellation ladder; zero skips
+// a step.
+type graces struct {
+	interrupt time.Duration
+	terminate time.Duration
+}
+
+// stopGraces returns the grace periods of a run or session stopped because
+// ctx is done: Options.StopGraces's answer for the cancel's cause, if it
+// gives one, else the Invoker's own.
+func (c *config) stopGraces(ctx context.Context) graces {
+	g := graces{interrupt: c.interruptGrace, terminate: c.terminateGrace}
+	if c.choose == nil {
+		return g
+	}
+	if i, t, ok := c.choose(context.Cause(ctx)); ok {
+		g = graces{interrupt: max(i, 0), terminate: max(t, 0)}
+	}
+	return g
 }

@@ -3,11 +3,8 @@ package driver
 import (
 	"context"
 	"encoding/json"
-	"errors"
-	"fmt"
 	"log/slog"
 	"os"
-	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -175,144 +172,6 @@ func (r *run) execute() error {
 	}
 	return r.verdict(out, stopErr, st, werr)
 }
-
-// verdict decides the run's error from what the decoder established, why
-// the run was stopped, how the CLI ended and what was lost on the way.
-// Success needs the CLI's terminal success event and nothing skipped.
-func (r *run) verdict(out Outcome, stopErr error, st proc.State, werr error) error {
-	skipped := r.skippedError()
-	var ee *invoker.ExitError
-	if errors.As(out.Err, &ee) && ee.ExitCode < 0 && ee.Signal == "" {
-		ee.Signal = st.Signal // the decoder cannot know it
-	}
-	if err, done := decide(&out, stopErr, skipped, r.schema, r.res); done {
-		return err
-	}
-	switch {
-	case werr != nil:
-		return fmt.Errorf("reaping the CLI: %w", werr)
-	case st.Code != 0:
-		return &invoker.ExitError{ExitCode: st.Code, Signal: st.Signal, Stderr: r.res.Stderr}
-	}
-	// Exit status 0 without the terminal event: say what the CLI printed
-	// instead, and what may have swallowed the event.
-	e := &noResultError{printed: r.printed(), stderr: jsonl.LastLines(r.res.Stderr, 3, 512)}
-	if skipped != nil {
-		e.lost = append(e.lost, skipped)
-	}
-	if r.waitDelayed {
-		e.lost = append(e.lost, fmt.Errorf("output streams closed at the wait delay (%v) while a process outside the run held them open: the terminal event may have come after (Result.OutputCut)", r.cfg.waitDelay))
-	}
-	return e
-}
-
-// printed describes what the CLI printed on stdout, for a run that ended
-// without its terminal event.
-func (r *run) printed() string {
-	switch {
-	case r.junk != nil:
-		return fmt.Sprintf("stdout held text that is not an event, starting %s (is the binary the CLI, in a version that prints JSON events?)", quoteStart(r.junk))
-	case r.lines == 0 && r.skipped == 0:
-		return "the CLI printed nothing on stdout"
-	default:
-		return fmt.Sprintf("none of the %d lines the CLI printed on stdout was its terminal event", r.lines+r.skipped)
-	}
-}
-
-// quoteStart quotes b, marking it as cut when it is as long as the part
-// of a line that is kept.
-func quoteStart(b []byte) string {
-	q := strconv.Quote(string(b))
-	if len(b) >= junkMax {
-		q += "..."
-	}
-	return q
-}
-
-// skippedError describes the stdout lines skipped over the line limit, or
-// returns nil if none was. It matches ErrLineTooLong.
-func (r *run) skippedError() *lineTooLongError {
-	if r.skipped == 0 || r.onSkip != nil {
-		// A driver that learns of skipped lines (a session) reports them
-		// with the turn they belong to.
-		return nil
-	}
-	return &lineTooLongError{n: r.skipped, longest: r.skippedMax, max: r.cfg.maxLineSize}
-}
-
-// lineTooLongError is ErrLineTooLong with the size of what was skipped.
-type lineTooLongError struct {
-	n       int   // lines skipped
-	longest int64 // bytes in the longest of them
-	max     int   // the line limit
-	success bool  // the CLI reported success after them
-	session bool  // it ended the session the line was skipped in
-}
-
-func (e *lineTooLongError) Error() string {
-	msg := fmt.Sprintf("a stdout line of %d bytes was skipped, over the line limit of %d bytes; it", e.longest, e.max)
-	if e.n > 1 {
-		msg = fmt.Sprintf("%d stdout lines were skipped, over the line limit of %d bytes (the longest %d bytes); they", e.n, e.max, e.longest)
-	}
-	msg += " may have held the final answer or the terminal event: raise the limit with Options.MaxLineSize"
-	if e.success {
-		msg = "the CLI reported success, but " + msg
-	}
-	if e.session {
-		msg += "; the session was ended, as its protocol may have lost the end of the turn or a request the CLI waits on (resume the conversation in a new session with its id)"
-	}
-	return msg
-}
-
-func (e *lineTooLongError) Is(target error) bool { return target == invoker.ErrLineTooLong }
-
-// noResultError is ErrNoResult with what the CLI printed instead and what
-// may have swallowed the terminal event.
-type noResultError struct {
-	printed string  // what stdout held
-	stderr  string  // the last lines of stderr, or ""
-	lost    []error // the skipped lines (ErrLineTooLong), the cut at the wait delay
-}
-
-func (e *noResultError) Error() string {
-	msg := invoker.ErrNoResult.Error() + ": " + e.printed
-	for _, l := range e.lost {
-		msg += "; " + l.Error()
-	}
-	if e.stderr != "" {
-		msg += "; stderr: " + e.stderr
-	}
-	return msg
-}
-
-func (e *noResultError) Unwrap() []error { return append([]error{invoker.ErrNoResult}, e.lost...) }
-
-// ctxError returns the error of a run that ctx stopped, or kept from
-// starting: ctx.Err(), which callers match with errors.Is. A cause given
-// with context.WithCancelCause (or WithDeadlineCause, WithTimeoutCause) is
-// named in the message but not wrapped: it is why the caller stopped the
-// run, not something the run did, so errors.Is and errors.As must not find
-// it. Otherwise an errgroup sibling stopped because another run failed
-// would match that run's *ExitError, and a run cancelled with the cause
-// ErrRateLimited would look rate limited. context.Cause(ctx) returns it.
-func ctxError(ctx context.Context) error {
-	err := ctx.Err()
-	if cause := context.Cause(ctx); cause != nil && cause != err {
-		return &ctxStopError{err: err, cause: cause.Error()}
-	}
-	return err
-}
-
-// ctxStopError is ctx.Err() with the text of the cancellation's cause.
-type ctxStopError struct {
-	err   error // context.Canceled or context.DeadlineExceeded
-	cause string
-}
-
-func (e *ctxStopError) Error() string { return e.err.Error() + " (cause: " + e.cause + ")" }
-
-// Unwrap returns ctx.Err() only: the cause is text, never a match.
-func (e *ctxStopError) Unwrap() error { return e.err }
 
 // fail reports a fatal condition to supervise; the first one wins.
 func (r *run) fail(err error) {

@@ -5,6 +5,9 @@ import (
 	"fmt"
 	"io/fs"
 	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
 	"syscall"
 
 	"github.com/clinvoke/clinvoke/internal/pipe"
@@ -99,4 +102,32 @@ func (r *run) startTree() (err error) {
 	r.stderrW = &watchedFile{f: r.stderr, r: r}
 	r.log.Debug("started", "pid", t.Pid(), "path", r.path, "args", len(attr.Args)-1, "pty", cfg.pty, "containment", r.res.Containment)
 	return nil
+}
+
+// lookPath resolves the CLI's executable. A missing binary is an error that
+// matches ErrNotInstalled (and exec.ErrNotFound when looked up on PATH).
+func (e *engine) lookPath() (string, error) {
+	bin := e.cfg.binary
+	if bin == "" {
+		bin = e.b.Binary()
+	}
+	hint := e.b.InstallHint()
+	if !strings.ContainsRune(bin, filepath.Separator) && !strings.ContainsRune(bin, '/') {
+		p, err := exec.LookPath(bin)
+		if err != nil {
+			return "", fmt.Errorf("%w: %q is not on PATH; install it with `%s` or set its path with invoker.Options.Binary (%w)", invoker.ErrNotInstalled, bin, hint, err)
+		}
+		return p, nil
+	}
+	fi, err := os.Stat(bin)
+	if err != nil {
+		return "", fmt.Errorf("%w: %s; install it with `%s` or fix the path given in invoker.Options.Binary (%w)", invoker.ErrNotInstalled, bin, hint, err)
+	}
+	if fi.IsDir() {
+		return "", fmt.Errorf("%w: %s is a directory, not the CLI's executable", invoker.ErrNotInstalled, bin)
+	}
+	if _, err := exec.LookPath(bin); err != nil {
+		return "", fmt.Errorf("%w: %s is not executable (%w)", invoker.ErrNotInstalled, bin, err)
+	}
+	return bin, nil
 }

@@ -27,45 +27,39 @@ import (
 // decides at once never holds more than a few.
 const maxPendingApprovals = 64
 
-// A pendingAsk is an approval of a line whose events are being delivered,
-// for the turn the line belongs to.
-type pendingAsk struct {
-	ts *turnState
-	a  Approval
-}
-
 // A question is an approval given to Approve and not yet answered or
-// withdrawn. Its fields are guarded by the decoder lock.
+// withdrawn. Its fields are guarded by the session's protoMu.
 type question struct {
 	a       Approval
 	settled bool // its answer, or its withdrawal, was written
 }
 
-// askPending asks the approvals of the line whose events were just
-// delivered; it is the run's afterLine. A question refused because too
-// many wait is reported as a KindWarning event, once the decoder lock is
-// released (OnEvent may call back into the session).
-func (s *session) askPending() {
-	s.r.decMu.Lock()
-	if s.r.panicked.Load() {
+// askAll asks the approvals of a line whose events were just delivered,
+// for the turn t the line belongs to (nil between turns). A question
+// refused because too many wait is reported as a KindWarning event, once
+// protoMu is released (OnEvent may call back into the session).
+func (s *session) askAll(t *turn, asks []Approval) {
+	if len(asks) == 0 {
+		return
+	}
+	s.protoMu.Lock()
+	if s.cb.failed() {
 		// A callback panicked: the tree is being killed, and nothing of
 		// the caller's is called any more.
-		s.pending = nil
-		s.r.decMu.Unlock()
+		s.protoMu.Unlock()
 		return
 	}
 	var refused []invoker.Event
-	for _, p := range s.pending {
-		if !s.ask(p.ts, p.a) {
-			tool := p.a.Request.Tool
-			refused = append(refused, invoker.Event{Kind: invoker.KindWarning, Tool: &tool, Raw: p.a.Request.Raw,
+	for _, a := range asks {
+		if !s.ask(t, a) {
+			tool := a.Request.Tool
+			refused = append(refused, invoker.Event{Kind: invoker.KindWarning, Tool: &tool, Raw: a.Request.Raw,
 				Text: fmt.Sprintf("refused without asking Approve: %s %q (%d questions of this turn already wait for a decision)",
-					p.a.Request.Kind, what(p.a.Request), maxPendingApprovals)})
+					a.Request.Kind, what(a.Request), maxPendingApprovals)})
 		}
 	}
-	s.pending = nil
-	s.r.decMu.Unlock()
-	s.r.deliver(refused)
+	s.protoMu.Unlock()
+	s.deliver(t, refused)
 }
 
 // what names the action of a for a message: its command, its paths, or
@@ -86,9 +80,9 @@ func what(a invoker.Approval) string {
 // turn already wait: ask then returns false. Otherwise Approve runs on a
 // goroutine of its own with the turn's context, and the answer is written
 // when it returns, unless the turn ended first: then the question was
-// withdrawn (see withdraw) and the answer is dropped. The caller holds the
-// decoder lock.
-func (s *session) ask(ts *turnState, a Approval) bool {
+// withdrawn (see withdraw) and the answer is dropped. The caller holds
+// protoMu.
+func (s *session) ask(ts *turn, a Approval) bool {
 	approve := s.sreq.Approve
 	why, full := "", false
 	switch {
@@ -129,18 +123,17 @@ func (s *session) ask(ts *turnState, a Approval) bool {
 		ts.questions = make(map[*question]struct{})
 	}
 	ts.questions[q] = struct{}{}
-	s.r.approving.Add(1)
-	go s.decide(ts, q, approve, req)
+	ts.approving.Add(1)
+	go s.askApprove(ts, q, approve, req)
 	return true
 }
 
-// decide runs Approve for the question q of the turn ts and writes its
+// askApprove runs Approve for the question q of the turn ts and writes its
 // answer, unless the question was withdrawn meanwhile, or the CLI was
 // asked to end the turn: a decision that comes then is not carried out,
-// and the question is withdrawn instead (the decoder lock orders this
-// against the interrupt's lines). It is the one goroutine a question
-// costs.
-func (s *session) decide(ts *turnState, q *question, approve func(context.Context, invoker.Approval) invoker.Decision, req invoker.Approval) {
+// and the question is withdrawn instead (protoMu orders this against the
+// interrupt's lines). It is the one goroutine a question costs.
+func (s *session) askApprove(ts *turn, q *question, approve func(context.Context, invoker.Approval) invoker.Decision, req invoker.Approval) {
 	defer func() {
 		s.mu.Lock()
 		ts.waiting--
@@ -148,16 +141,16 @@ func (s *session) decide(ts *turnState, q *question, approve func(context.Contex
 		ts.calls.Done()
 	}()
 	defer func() {
-		s.r.approving.Add(-1)
+		ts.approving.Add(-1)
 		s.r.touch() // the CLI's silence counts from the decision
 	}()
 	var d invoker.Decision
-	if !s.r.call("Approve", func() { d = approve(ts.ctx, req) }) {
+	if !s.cb.call("Approve", func() { d = approve(ts.ctx, req) }) {
 		return // the tree is being killed; the turn's end withdraws q
 	}
-	s.r.decMu.Lock()
+	s.protoMu.Lock()
 	if q.settled {
-		s.r.decMu.Unlock()
+		s.protoMu.Unlock()
 		return
 	}
 	q.settled = true
@@ -168,22 +161,22 @@ func (s *session) decide(ts *turnState, q *question, approve func(context.Contex
 	} else {
 		lines = answerApproval(q.a, d)
 	}
-	s.r.decMu.Unlock()
+	s.protoMu.Unlock()
 	s.write(lines...)
 }
 
 // withdraw withdraws every question of the turn ts that is still waiting
 // for Approve, once the CLI was asked to end the turn or the turn ended:
 // the CLI is answered at once, whenever Approve returns.
-func (s *session) withdraw(ts *turnState) {
-	s.r.decMu.Lock()
+func (s *session) withdraw(ts *turn) {
+	s.protoMu.Lock()
 	var lines [][]byte
 	for q := range ts.questions {
 		q.settled = true
 		lines = append(lines, withdrawal(q.a)...)
 	}
 	clear(ts.questions)
-	s.r.decMu.Unlock()
+	s.protoMu.Unlock()
 	s.write(lines...)
 }
 

@@ -4,69 +4,83 @@ import (
 	"fmt"
 	"runtime"
 	"runtime/debug"
-
-	"github.com/clinvoke/clinvoke/invoker"
+	"sync"
+	"sync/atomic"
 )
 
-// The callbacks of the caller's (OnEvent, Approve, Go tool handlers): a
-// panic or runtime.Goexit in one is a bug of the caller's. It is recorded
-// once, the tree is killed at once, and the panic is re-raised on the
-// goroutine that called Invoke or Turn once the tree is reaped.
+// callbacks runs the callbacks of the caller's (OnEvent, Approve, the
+// handlers of Go MCP tools) for one run and the turns it carries, and
+// records the first panic (or runtime.Goexit, as from t.FailNow) of one of
+// them: a bug of the caller's. The run watches done and kills its tree at
+// once, no callback is called any more, and the turn that waits re-raises
+// the panic on the goroutine that called Invoke or Turn once the tree is
+// reaped (reraise). It is shared by the run and its conversation; its
+// methods are safe for concurrent use.
+type callbacks struct {
+	once     sync.Once
+	done     chan struct{} // closed once a callback panicked, after the fields below are written
+	panicked atomic.Bool   // the same, for a look that must not block
 
-func (r *run) callOnEvent(ev invoker.Event) { r.call("OnEvent", func() { r.onEvent(ev) }) }
+	// Written once, before done is closed.
+	val    any    // the panic's value; nil after Goexit
+	goexit bool   // the callback called runtime.Goexit
+	what   string // which callback: "OnEvent", "Approve", ...
+	stack  []byte // where it panicked, for the log
+}
 
-// call runs fn, a callback of the caller's named what (OnEvent, Approve),
-// and reports whether it returned. A panic or runtime.Goexit in it is
-// recorded (see recordPanic) and ends the goroutine that runs it: after
-// Goexit at once, after a panic once call has returned false.
-func (r *run) call(what string, fn func()) bool {
+func newCallbacks() *callbacks { return &callbacks{done: make(chan struct{})} }
+
+// call runs fn, the callback of the caller's named what, and reports
+// whether it returned. A panic or runtime.Goexit in fn is recorded, and
+// ends the goroutine that runs it: after Goexit at once, after a panic
+// once call has returned false.
+func (c *callbacks) call(what string, fn func()) bool {
 	returned := false
 	defer func() {
 		if returned {
 			return
 		}
 		p := recover() // nil when fn called runtime.Goexit
-		r.recordPanic(what, p, p == nil)
-		// After a panic this goroutine goes on without calling back;
-		// after Goexit it ends here and the kill stops the CLI.
+		c.record(what, p, p == nil)
 	}()
 	fn()
 	returned = true
 	return true
 }
 
-// panicCause says which callback panicked, once one has.
-func (r *run) panicCause() string {
-	if r.goexit {
-		return r.panicWhat + " called runtime.Goexit"
-	}
-	return fmt.Sprintf("%s panicked: %v", r.panicWhat, r.panicVal)
-}
-
-// recordPanic records the first panic (or runtime.Goexit, when goexit is
-// set) of a callback of the caller's, a bug of the caller's: the ladder
-// kills the tree at once, no further event is delivered, and reraise
-// re-raises it on the goroutine that called Invoke or Turn.
-func (r *run) recordPanic(what string, p any, goexit bool) {
-	r.panicOnce.Do(func() {
-		r.panicVal, r.goexit, r.panicWhat = p, goexit, what
+// record records the first panic (or Goexit, when goexit is set) of a
+// callback; later ones are dropped.
+func (c *callbacks) record(what string, p any, goexit bool) {
+	c.once.Do(func() {
+		c.val, c.goexit, c.what = p, goexit, what
 		if !goexit {
-			r.log.Error(what+" panicked", "panic", p, "stack", string(debug.Stack()))
+			c.stack = debug.Stack()
 		}
-		r.panicked.Store(true)
-		close(r.panicCh)
+		c.panicked.Store(true)
+		close(c.done)
 	})
 }
 
-// reraise hands a panic (or runtime.Goexit, as from t.FailNow) of OnEvent
-// back to the goroutine that called Invoke or Turn, once the tree is
-// reaped; it returns when OnEvent did neither.
-func (r *run) reraise() {
-	if !r.panicked.Load() {
+// failed reports whether a callback panicked or called Goexit.
+func (c *callbacks) failed() bool { return c.panicked.Load() }
+
+// cause says which callback panicked, once one has.
+func (c *callbacks) cause() string {
+	if c.goexit {
+		return c.what + " called runtime.Goexit"
+	}
+	return fmt.Sprintf("%s panicked: %v", c.what, c.val)
+}
+
+// reraise re-raises the recorded panic (or calls Goexit) on the calling
+// goroutine; it returns when no callback failed. Call it once the tree is
+// reaped.
+func (c *callbacks) reraise() {
+	if !c.failed() {
 		return
 	}
-	if r.goexit {
+	if c.goexit {
 		runtime.Goexit()
 	}
-	panic(r.panicVal)
+	panic(c.val)
 }

@@ -12,6 +12,67 @@ import (
 	"github.com/google/jsonschema-go/jsonschema"
 )
 
+// The checks of a request, made once at the entry of each call before
+// anything starts: Invoke checks its Request whole (checkRequest),
+// OpenSession the conversation (checkConversation), Session.Turn the turn
+// (session.checkTurn). Their errors match ErrInvalidRequest, and name the
+// field and the fix.
+
+// checkRequest checks req, a whole run of Invoke: its conversation, its
+// turn and the fields its CLI supports. It returns the resolved
+// OutputSchema (nil when none is set). The images are checked once the
+// backend's Command has taken the request (validateImages).
+func (e *engine) checkRequest(req *invoker.Request) (*jsonschema.Resolved, error) {
+	sreq, turn := req.Session(), req.Turn()
+	schema, err := e.checkSession(&sreq)
+	if err != nil {
+		return nil, err
+	}
+	if err := checkTurn(&turn); err != nil {
+		return nil, err
+	}
+	if err := e.checkSupported(req); err != nil {
+		return nil, err
+	}
+	return schema, nil
+}
+
+// checkConversation checks the settings of a session, and the fields its
+// CLI supports.
+func (e *engine) checkConversation(req *invoker.SessionRequest) (*jsonschema.Resolved, error) {
+	schema, err := e.checkSession(req)
+	if err != nil {
+		return nil, err
+	}
+	full := req.Request(invoker.TurnRequest{})
+	return schema, e.checkSupported(&full)
+}
+
+// checkTurn checks a turn of the session: its prompt, its switches of
+// model and permission, the fields its CLI supports, and its images.
+func (s *session) checkTurn(t *invoker.TurnRequest) error {
+	if err := checkTurn(t); err != nil {
+		return err
+	}
+	if err := s.checkSwitch(t); err != nil {
+		return err
+	}
+	full := s.sreq.Request(*t)
+	if err := s.e.checkSupported(&full); err != nil {
+		return err
+	}
+	return validateImages(t.Images)
+}
+
+// asInvalid returns err, a backend's refusal of a request, as an error
+// that matches ErrInvalidRequest.
+func asInvalid(err error) error {
+	if errors.Is(err, invoker.ErrInvalidRequest) {
+		return err
+	}
+	return fmt.Errorf("%w: %w", invoker.ErrInvalidRequest, err)
+}
+
 // checkSession checks the settings of a conversation (of a session, or of
 // a one-turn run) that mean the same for every CLI, and returns the
 // resolved OutputSchema (nil when none is set). It runs before any process

@@ -31,3 +31,12 @@ func (e *engine) Capabilities() invoker.Capabilities {
 	c.Containment, c.ContainmentNote = e.probe.get(&e.cfg)
 	return c
 }
+
+// named names the CLI in the message of err, an error of a call to the
+// Invoker or a Session ("codex: ..."); nil stays nil.
+func (e *engine) named(err error) error {
+	if err == nil {
+		return nil
+	}
+	return &cliError{CLI: e.b.Name(), Err: err}
+}

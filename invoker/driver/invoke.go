@@ -2,16 +2,15 @@ package driver
 
 import (
 	"context"
-	"errors"
-	"fmt"
 	"time"
 
 	"github.com/clinvoke/clinvoke/invoker"
+	"github.com/google/jsonschema-go/jsonschema"
 )
 
-// Invoke runs one turn (see invoke) inside its span: the span starts
-// before the request is checked, so that a rejected request is counted
-// too, and ends when the tree is reaped, also when OnEvent panicked.
+// Invoke runs one turn inside its span: the span starts before the request
+// is checked, so that a rejected request is counted too, and ends when the
+// tree is reaped, also when OnEvent panicked.
 func (e *engine) Invoke(ctx context.Context, req invoker.Request) (res *invoker.Result, err error) {
 	sreq := req.Session()
 	ctx, sp := e.cfg.tel.begin(ctx, modeInvoke, e.b.Name(), &sreq)
@@ -20,82 +19,45 @@ func (e *engine) Invoke(ctx context.Context, req invoker.Request) (res *invoker.
 	defer func() { sp.end(res, err, !returned) }()
 	res, err = e.invoke(ctx, req, sp)
 	returned = true
+	if err != nil {
+		err = e.named(err)
+	}
 	return res, err
 }
 
-// invoke runs one turn for Invoke, recording in sp.
+// invoke runs req as one turn: checked once, as a whole, then carried by a
+// one-shot run (the prompt on standard input, the turn's end the CLI's
+// exit), or by a session of one turn for a request only the long-lived
+// mode honours (see routed). The error is not yet named with the CLI.
 func (e *engine) invoke(ctx context.Context, req invoker.Request, sp *span) (*invoker.Result, error) {
-	start := time.Now()
-	res := &invoker.Result{ExitCode: -1}
-	fail := func(err error) (*invoker.Result, error) {
-		res.Duration = time.Since(start)
-		return res, &cliError{CLI: e.b.Name(), Err: err}
-	}
-	// A run is a session of one turn: its settings and its turn are
-	// checked as OpenSession and Session.Turn check theirs.
-	sreq, turn := req.Session(), req.Turn()
-	schema, err := e.checkSession(&sreq)
+	t := newTurn(&e.cfg, req.Turn(), req.Deltas, nil)
+	schema, err := e.checkRequest(&req)
 	if err != nil {
-		return fail(err)
+		t.res.Duration = time.Since(t.start)
+		return t.res, err
 	}
-	if err := checkTurn(&turn); err != nil {
-		return fail(err)
-	}
-	if err := e.checkSupported(&req); err != nil {
-		return fail(err)
-	}
-	if e.inSession(&req) {
+	t.schema = schema
+	if e.routed(&req) {
 		// Checked here as Session.Turn checks them, before the session
 		// that would carry the turn starts.
-		if err := validateImages(turn.Images); err != nil {
-			return fail(err)
+		if err := validateImages(req.Images); err != nil {
+			t.res.Duration = time.Since(t.start)
+			return t.res, err
 		}
-		return e.invokeInSession(ctx, req, start)
+		return e.invokeInSession(ctx, req, schema, t.start)
 	}
-	cmd, err := e.b.Command(&req)
-	if err != nil {
-		if !errors.Is(err, invoker.ErrInvalidRequest) {
-			err = fmt.Errorf("%w: %w", invoker.ErrInvalidRequest, err)
-		}
-		return fail(err)
+	if err := e.startOneShot(ctx, &req, t, sp); err != nil {
+		t.res.Duration = time.Since(t.start)
+		return t.res, err
 	}
-	if cmd.Cleanup != nil {
-		defer cmd.Cleanup() // after the tree is reaped, or when nothing starts
-	}
-	if err := validateImages(turn.Images); err != nil {
-		return fail(err)
-	}
-	path, err := e.lookPath()
-	if err != nil {
-		return fail(err)
-	}
-	if ctx.Err() != nil {
-		// Never start a process for a call already cancelled; report it
-		// as a cancel during the call is reported.
-		return fail(ctxError(ctx))
-	}
-	r := &run{
-		cli: e.b.Name(), cfg: &e.cfg, ctx: ctx, workdir: req.Workdir, env: req.Env, cmd: cmd, path: path,
-		start: start, res: res, schema: schema,
-		dec: e.b.NewDecoder(&req), onEvent: req.OnEvent, deltas: req.Deltas, tel: sp,
-	}
-	if cmd.Stdin != "" {
-		r.input = r.writePrompt
-	}
-	err = r.execute()
-	res.Duration = time.Since(start)
-	r.reraise()
-	if err != nil {
-		return res, &cliError{CLI: e.b.Name(), Err: err}
-	}
-	return res, nil
+	return t.run(ctx)
 }
 
-// inSession reports whether Invoke runs req as a session of one turn:
-// when it asks for two-way control (Approve, MCPServers), which only the
+// routed reports whether Invoke runs req as a session of one turn: when it
+// asks for two-way control (Approve, MCPServers), which only the
 // long-lived modes carry, or when the backend says its one-shot mode
 // cannot honour it (SessionRouter).
-func (e *engine) inSession(req *invoker.Request) bool {
+func (e *engine) routed(req *invoker.Request) bool {
 	if !e.b.Capabilities().Sessions {
 		return false
 	}
@@ -106,42 +68,42 @@ func (e *engine) inSession(req *invoker.Request) bool {
 	return ok && sr.InSession(req)
 }
 
-// invokeInSession runs req as a session of one turn, for a request the
-// backend's one-shot mode cannot honour (SessionRouter). Close is deferred
-// so that the tree is gone before Invoke returns or re-raises a panic of
-// OnEvent.
-func (e *engine) invokeInSession(ctx context.Context, req invoker.Request, start time.Time) (res *invoker.Result, err error) {
-	s, err := e.open(ctx, req.Session(), true)
+// invokeInSession runs req, checked, as the one turn of a session. Close
+// is deferred so that the tree is gone before Invoke returns or re-raises
+// a panic of a callback.
+func (e *engine) invokeInSession(ctx context.Context, req invoker.Request, schema *jsonschema.Resolved, start time.Time) (res *invoker.Result, err error) {
+	s, err := e.open(ctx, req.Session(), schema, true)
 	if err != nil {
 		res := &invoker.Result{ExitCode: -1, Duration: time.Since(start)}
 		if s != nil { // started, and ended in the opening: say how
-			<-s.done
-			res.ExitCode, res.Stderr, res.Containment = s.r.res.ExitCode, s.r.tail.String(), s.r.res.Containment
+			end := s.r.end()
+			res.ExitCode, res.Stderr, res.Containment = end.state.Code, end.stderr, s.r.level()
 		}
 		return res, err
 	}
 	returning := false // the turn returned rather than re-raised a panic
 	defer func() {
-		cerr := s.Close()
-		if returning && s.r.panicked.Load() {
-			// A callback of the caller's panicked after the turn (a
-			// tool handler still running): re-raise it as Invoke does.
-			s.r.reraise()
+		cerr := s.close()
+		if returning && s.cb.failed() {
+			// A callback of the caller's panicked after the turn (a tool
+			// handler still running): re-raise it as Invoke does.
+			s.cb.reraise()
+		}
+		if !returning {
+			return // the panic goes on
 		}
 		if err == nil && cerr != nil {
 			err = cerr
 		}
-		if res != nil {
-			if err != nil {
-				// A failed or cancelled run reports the CLI's own exit
-				// status, as a one-shot run does (-1 when the ladder
-				// killed it), not a turn's 0 while the CLI ran on.
-				res.ExitCode = s.r.res.ExitCode
-			}
-			res.Duration = time.Since(start)
+		if err != nil {
+			// A failed or cancelled run reports the CLI's own exit
+			// status, as a one-shot run does (-1 when the ladder killed
+			// it), not a turn's 0 while the CLI ran on.
+			res.ExitCode = s.r.end().state.Code
 		}
+		res.Duration = time.Since(start)
 	}()
-	res, err = s.turn(ctx, req.Turn())
+	res, err = s.turn(ctx, req.Turn(), false)
 	returning = true
 	return res, err
 }

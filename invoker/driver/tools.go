@@ -185,7 +185,7 @@ func (s *session) callContext() context.Context {
 	if ts != nil {
 		return ts.ctx
 	}
-	return s.r.ctx
+	return s.betweenTurns
 }
 
 // cancelCalls cancels the contexts of the tool calls in flight, for a turn
@@ -209,28 +209,28 @@ func (t *tools) close() {
 	}
 }
 
-// deliver hands one in-band MCP message of the protocol's to the session's
-// Go servers, for the turn ts (nil between turns), and writes the answer.
-// A call's context is the turn's, cancelled when the turn is; between
-// turns it is the session's. The caller holds the protocol's lock.
-func (s *session) deliver(ts *turnState, c MCPCall) {
+// callInBand hands one in-band MCP message of the protocol's to the
+// session's Go servers, for the turn ts (nil between turns), and writes the
+// answer. A call's context is the turn's, cancelled when the turn is;
+// between turns it is the session's. The caller holds protoMu.
+func (s *session) callInBand(ts *turn, c MCPCall) {
 	if s.tools.bridge == nil {
 		s.write(safeLines(func() [][]byte {
 			return c.Answer(nil, fmt.Errorf("no Go MCP server named %q in this session", c.Server))
 		})...)
 		return
 	}
-	ctx := s.r.ctx
+	ctx := s.betweenTurns
 	if ts != nil {
 		ctx = ts.ctx
 	}
-	s.calls.Add(1)
+	s.inBand.Add(1)
 	go func() {
-		defer s.calls.Done()
+		defer s.inBand.Done()
 		reply, err := s.tools.bridge.Handle(ctx, c.Server, c.Message)
-		s.r.decMu.Lock()
+		s.protoMu.Lock()
 		lines := safeLines(func() [][]byte { return c.Answer(reply, err) })
-		s.r.decMu.Unlock()
+		s.protoMu.Unlock()
 		s.write(lines...)
 	}()
 }

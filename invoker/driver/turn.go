@@ -2,238 +2,139 @@ package driver
 
 import (
 	"context"
-	"errors"
-	"fmt"
 	"sync"
+	"sync/atomic"
 	"time"
 
+	"github.com/google/jsonschema-go/jsonschema"
+
 	"github.com/clinvoke/clinvoke/internal/detach"
-	"github.com/clinvoke/clinvoke/internal/jsonl"
 	"github.com/clinvoke/clinvoke/internal/proc"
 	"github.com/clinvoke/clinvoke/invoker"
 )
 
-// A session's turns: Turn checks the turn as a one-turn run is checked,
-// sends it in the protocol, waits for its end (interrupting it when its
-// context is done or a timeout fires), sweeps what a cancelled turn left,
-// and gives its verdict with decide, as a run does.
-
-// Turn runs one turn of the session (see turn) inside its span: a child
-// of the span in ctx (the caller's, for an MCP call the client's), linked
-// to the session's span, which holds the process's start, ladder and
-// sweep.
-func (s *session) Turn(ctx context.Context, t invoker.TurnRequest) (res *invoker.Result, err error) {
-	sreq := s.sreq
-	sreq.SessionID = s.ID()
-	ctx, sp := s.cfg.tel.begin(ctx, modeTurn, s.cli, &sreq, s.r.tel.link())
-	t.OnEvent = sp.observe(t.OnEvent)
-	returned := false
-	defer func() { sp.end(res, err, !returned) }()
-	res, err = s.turn(ctx, t)
-	returned = true
-	return res, err
-}
-
-// turnState is one turn's link between the reader and Turn.
-type turnState struct {
-	req *invoker.TurnRequest
-	// ctx is the turn's context, given to Approve and to the turn's tool
-	// calls: it carries the values and deadline of the context Turn was
-	// given, and is done once the turn is interrupted (for that context,
-	// a timeout or Close) and when Turn returns. It is not done by the
-	// caller's context directly: a callback that returns because it was
-	// cancelled must find the CLI already asked to end the turn, or its
-	// answer could complete the turn as if nothing was cancelled. calls
-	// counts the goroutines of the turn's approvals, which Turn waits for;
-	// waiting counts them too, for maxPendingApprovals (guarded by the
-	// session's mu); questions are those not yet answered or withdrawn
-	// (guarded by the decoder lock).
+// A turn is the engine's one request, as a request is net/http's: one
+// prompt, its events, its timeouts and its verdict, whatever carries it.
+// Invoke runs a turn on a one-shot run (oneShot: the prompt on standard
+// input, the turn's end the CLI's exit) or on a session of one turn (a
+// request only the long-lived mode honours); Session.Turn runs one on its
+// session. Each takes the same path, run: begin, await the end
+// (interrupting the turn when its context is done or a timeout fires),
+// the verdict, end, and the re-raise of a panic of the caller's.
+//
+// The goroutine that called Invoke or Turn runs the turn. The run's stdout
+// reader delivers its events (deliver) and ends it; approvals and Go tool
+// calls run on goroutines of their own, which end waits for.
+type turn struct {
+	// Set when the turn is made, read-only after.
+	cfg    *config
+	on     carrier
+	r      *run // the run that carries it; set before run
+	cb     *callbacks
+	req    invoker.TurnRequest
+	deltas bool // deliver KindDelta events (Request.Deltas)
+	schema *jsonschema.Resolved
+	start  time.Time
+	res    *invoker.Result
+	// ctx is the turn's context for Approve and Go tool calls, set by a
+	// session's begin: it has the values and deadline of the context Turn
+	// was given, and is done once the turn is interrupted (for that
+	// context, a timeout or Close) and when Turn returns. It is not done
+	// by the caller's context directly: a callback that returns because
+	// it was cancelled must find the CLI already asked to end the turn,
+	// or its answer could complete the turn as if nothing was cancelled.
 	// (A detach.Context: its Err says DeadlineExceeded once the deadline
 	// has passed, although the engine, not the deadline, cancels it.)
-	ctx       context.Context
-	cancel    context.CancelCauseFunc
-	calls     sync.WaitGroup
-	waiting   int
-	questions map[*question]struct{}
-	over      bool // Turn is returning: no approval may start (guarded by the session's mu)
-	// interrupted is set, under the decoder lock, when the CLI is asked
-	// to end the turn: a decision made after it is not carried out.
-	interrupted bool
-	first       chan struct{} // closed at the turn's first event that is not a warning
-	firstOnce   sync.Once
-	ended       chan struct{} // closed after the turn's last event was delivered
-	out         Outcome       // set by the reader before ended is closed
-	// last is set by the reader when the protocol reported the end of the
-	// turn: the next KindDone event delivered is the turn's last.
-	last bool
-	// base is the tree's members before the turn (baseOK false when the
-	// tree was already reaped): a sweep kills what the turn added.
-	base   proc.Baseline
-	baseOK bool
-	// skipped counts the stdout lines skipped over the line limit during
-	// the turn, the longest of them skippedMax bytes (guarded by the
-	// session's mu).
-	skipped    int
-	skippedMax int64
+	ctx *detach.Context
+
+	first     chan struct{} // closed at the turn's first event that is not a warning
+	firstOnce sync.Once
+	ended     chan struct{} // closed when the turn has ended in its carrier's terms; out is set before
+	out       Outcome
+	approving atomic.Int32 // Approve callbacks deciding: the CLI waits for them, and the timeouts do not count it
+
+	// Only run's goroutine uses these.
+	cause   error // why the turn was interrupted (its context, a timeout); nil while it is not
+	ignored bool  // the CLI let the turn interrupt grace pass
+	gone    bool  // the run ended before the turn did
+
+	// A session's turn: its questions (approvals.go), its sweep and what
+	// its protocol said, guarded by the session's locks as marked.
+	calls       sync.WaitGroup         // the goroutines of its approvals, which end waits for
+	waiting     int                    // questions waiting for Approve (mu)
+	over        bool                   // the turn is ending: no approval may start (mu)
+	skipped     int                    // stdout lines skipped over the line limit (mu)
+	skippedMax  int64                  // bytes in the longest of them (mu)
+	questions   map[*question]struct{} // not yet answered or withdrawn (protoMu)
+	interrupted bool                   // the CLI was asked to end the turn (protoMu)
+	last        bool                   // the protocol reported the turn's end: its next KindDone is its last event (protoMu)
+	base        proc.Baseline          // the tree's members before the turn, for its sweep
+	baseOK      bool                   // base was taken (the tree was not reaped)
 }
 
-// skippedLine is the run's onSkip: a line skipped during a turn, or during
-// the handshake, ends the session at once with ErrLineTooLong. A one-shot
-// run reads on to the CLI's exit, which comes after its last line; a
-// session's protocol cannot go on in step with its CLI after losing a
-// line that may have been the end of the turn (Claude Code's result holds
-// the whole answer) or a request the CLI waits on: the turn would wait for
-// its deadline. The turn in flight fails with the error (see await), as
-// the opening does. A line skipped between turns belongs to none, and the
-// session goes on.
-func (s *session) skippedLine(size int64) {
-	s.mu.Lock()
-	s.lineTurn = s.cur // the warning that follows is the turn's
-	t := s.cur
-	if t != nil {
-		t.skipped++
-		t.skippedMax = max(t.skippedMax, size)
-	}
-	s.mu.Unlock()
-	select {
-	case <-s.ready:
-		if t == nil {
-			s.r.log.Warn("skipped a stdout line over the line limit between turns", "bytes", size, "limit", s.r.cfg.maxLineSize)
-			return
-		}
-	default: // the handshake
-	}
-	s.halt(&lineTooLongError{n: 1, longest: size, max: s.r.cfg.maxLineSize, session: !s.oneTurn})
+// A carrier is what a turn runs on, and all the turn knows of it besides
+// its run: a one-shot run (oneShot), whose turn ends with the CLI's exit,
+// or a session, whose turns end in its protocol.
+type carrier interface {
+	// begin starts the turn: a session sends its prompt in the protocol
+	// (a one-shot run has sent it on standard input already). ctx is the
+	// turn's.
+	begin(t *turn, ctx context.Context) error
+	// interrupt asks the CLI to end the turn, for why, and returns how
+	// long it has to (0 for no wait): a session asks in its protocol, a
+	// one-shot run is stopped with the ladder and the graces g.
+	interrupt(t *turn, why error, g graces) time.Duration
+	// escalate stops the CLI that let the grace interrupt gave pass.
+	escalate(t *turn, why error)
+	// verdict fills t.res and returns the turn's error, once the turn has
+	// ended (t.ended) or its run is over (t.gone).
+	verdict(t *turn) error
+	// end ends the turn after its verdict: its approvals answered or
+	// withdrawn, their callbacks returned.
+	end(t *turn)
 }
 
-// skippedError describes the lines skipped during the turn t, or returns
-// nil if none was.
-func (s *session) skippedError(t *turnState) *lineTooLongError {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if t.skipped == 0 {
-		return nil
+// newTurn returns a turn of req for a run of cfg.
+func newTurn(cfg *config, req invoker.TurnRequest, deltas bool, schema *jsonschema.Resolved) *turn {
+	return &turn{
+		cfg: cfg, req: req, deltas: deltas, schema: schema,
+		start: time.Now(), res: &invoker.Result{ExitCode: -1},
+		first: make(chan struct{}), ended: make(chan struct{}),
 	}
-	return &lineTooLongError{n: t.skipped, longest: t.skippedMax, max: s.r.cfg.maxLineSize}
 }
 
-// turn implements invoker.Session's Turn (see telemetry_calls.go). Its
-// checks are those of the turn of a one-turn run, and its verdict is the
-// same function's (decide).
-func (s *session) turn(ctx context.Context, t invoker.TurnRequest) (*invoker.Result, error) {
-	start := time.Now()
-	res := &invoker.Result{ExitCode: -1, Containment: s.r.res.Containment}
-	fail := func(err error) (*invoker.Result, error) {
-		res.Duration = time.Since(start)
-		res.SessionID = s.ID()
-		return res, &cliError{CLI: s.cli, Err: err}
-	}
-	if !s.busy.CompareAndSwap(false, true) {
-		return fail(invoker.ErrTurnInProgress)
-	}
-	defer s.busy.Store(false)
-	if err := checkTurn(&t); err != nil {
-		return fail(err)
-	}
-	if err := s.checkSwitch(&t); err != nil {
-		return fail(err)
-	}
-	full := s.sreq.Request(t)
-	if err := s.e.checkSupported(&full); err != nil {
-		return fail(err)
-	}
-	if err := validateImages(t.Images); err != nil {
-		return fail(err)
-	}
-	s.mu.Lock()
-	closing := s.closing
-	s.mu.Unlock()
-	select {
-	case <-s.done:
-		return fail(s.closedError())
-	default:
-		if closing {
-			return fail(s.closedError())
-		}
-	}
-	if err := ctx.Err(); err != nil {
-		return fail(err)
-	}
-
-	ts := &turnState{req: &t, first: make(chan struct{}), ended: make(chan struct{})}
-	tc := detach.New(ctx)
-	ts.ctx, ts.cancel = tc, tc.Cancel
-	returning := false // await returned rather than re-raised a panic
-	defer func() {
-		// The turn's approvals are answered or withdrawn, and their
-		// callbacks have returned, before Turn returns (or re-raises a
-		// panic of one of them).
-		s.mu.Lock()
-		ts.over = true
-		s.mu.Unlock()
-		ts.cancel(errTurnOver)
-		s.withdraw(ts)
-		ts.calls.Wait()
-		if returning && s.r.panicked.Load() {
-			// A callback panicked after the turn's end was seen (an
-			// Approve woken by the turn's end): re-raise it here, once
-			// the tree it killed is gone.
-			<-s.done
-			s.r.reraise()
-		}
-	}()
-	r := s.r
-	// What runs now, with the CLI idle between turns, is what it keeps
-	// across turns; what the turn adds is swept when it is cancelled.
-	ts.base, ts.baseOK = r.baseline()
-	r.decMu.Lock()
-	lines, err := func() (lines [][]byte, err error) {
-		defer func() {
-			if p := recover(); p != nil {
-				err = fmt.Errorf("the session protocol failed to start a turn: %v", p)
-			}
-		}()
-		return s.proto.StartTurn(&t)
-	}()
-	if err == nil {
-		s.mu.Lock()
-		s.cur = ts
-		s.mu.Unlock()
-	}
-	r.decMu.Unlock()
-	if err != nil {
-		if !errors.Is(err, invoker.ErrInvalidRequest) {
-			err = fmt.Errorf("%w: %w", invoker.ErrInvalidRequest, err)
-		}
-		return fail(err)
-	}
-	defer func() {
-		s.mu.Lock()
-		if s.cur == ts {
-			s.cur = nil
-		}
-		s.mu.Unlock()
-	}()
-	s.write(lines...)
-
-	res, err = s.await(ctx, ts, res, start)
-	returning = true
-	return res, err
+// carry sets what carries the turn, before its run can deliver events.
+func (t *turn) carry(on carrier, r *run, cb *callbacks) {
+	t.on, t.r, t.cb = on, r, cb
 }
 
-// await waits for the end of the turn ts, interrupting it when ctx is done
-// or a timeout fires, and fills res.
-func (s *session) await(ctx context.Context, ts *turnState, res *invoker.Result, start time.Time) (*invoker.Result, error) {
-	r := s.r
-	fail := func(err error) (*invoker.Result, error) {
-		res.Duration = time.Since(start)
-		res.SessionID = s.ID()
-		return res, &cliError{CLI: s.cli, Err: err}
+// run is the one path of every turn: it begins the turn, waits for its
+// end, gives its verdict, ends it, and re-raises a panic of a callback of
+// the caller's once the tree it killed is gone. The error is not yet
+// named with the CLI.
+func (t *turn) run(ctx context.Context) (*invoker.Result, error) {
+	if err := t.on.begin(t, ctx); err != nil {
+		t.res.Duration = time.Since(t.start)
+		return t.res, err
 	}
-	ctxDone := ctx.Done()
-	timers := newTurnTimers(s.cfg, r)
+	t.await(ctx)
+	err := t.on.verdict(t)
+	t.on.end(t)
+	if t.cb.failed() {
+		<-t.r.over()
+		t.cb.reraise()
+	}
+	t.res.Duration = time.Since(t.start)
+	return t.res, err
+}
+
+// await waits for the end of the turn, or of its run, interrupting the
+// turn when ctx is done or a timeout fires, and escalating when the CLI
+// lets the interrupt's grace pass.
+func (t *turn) await(ctx context.Context) {
+	timers := newTurnTimers(t.cfg.firstEventTimeout, t.cfg.idleTimeout, t)
 	defer timers.stop()
-	first := ts.first
+	ctxDone, first := ctx.Done(), t.first
 	var grace *time.Timer
 	var graceC <-chan time.Time
 	defer func() {
@@ -241,206 +142,69 @@ func (s *session) await(ctx context.Context, ts *turnState, res *invoker.Result,
 			grace.Stop()
 		}
 	}()
-	// cause is why the turn is being interrupted (the context's error or
-	// a timeout), nil while it is not; ignored is set when the CLI let
-	// the grace pass.
-	var cause error
-	ignored := false
-	// gone returns once the session has ended, after its tree is reaped,
-	// with the turn's partial result. err is what the CLI said about the
-	// turn, if it ended it.
-	gone := func(err error) (*invoker.Result, error) {
-		<-s.done
-		r.reraise()
-		res.ExitCode = r.res.ExitCode
-		res.Stderr = r.res.Stderr
-		if out := s.turnOutcome(); out.Text != "" {
-			res.Text = out.Text
-		}
-		if s.oneTurn {
-			// A run of Invoke ends as a one-shot run would: with why
-			// it was stopped, or the run's own verdict (an exit
-			// status, a fatal condition), and nothing of a session the
-			// caller never opened.
-			switch {
-			case cause != nil:
-				return fail(cause)
-			case s.err != nil:
-				return fail(s.err)
-			}
-		}
-		closed := s.closedError()
-		switch {
-		case ignored:
-			closed = fmt.Errorf("%w (%v): %w: %w", invoker.ErrInterruptIgnored, s.cfg.turnGrace, invoker.ErrSessionClosed, cause)
-		case cause != nil && !s.stoppedFor(cause):
-			closed = fmt.Errorf("%w: %w", closed, cause)
-		}
-		if err != nil && cause == nil {
-			// (A turn that was being stopped ended as it was asked to:
-			// its end says nothing new.)
-			closed = fmt.Errorf("%w; the turn ended with: %w", closed, err)
-		}
-		return fail(closed)
-	}
-	ended := func() (*invoker.Result, error) {
-		if r.panicked.Load() {
-			// A callback of the caller's (Approve, a tool handler)
-			// panicked during the turn: the tree is being killed, and
-			// the panic is re-raised once it is gone.
-			return gone(nil)
-		}
-		if s.skippedError(ts) != nil {
-			// A line of the turn was skipped: the session is being
-			// stopped for it (skippedLine), whatever the CLI said after.
-			return gone(nil)
-		}
-		out := ts.out
-		if !out.Success && r.ctx.Err() != nil {
-			// The CLI ended the turn because the session is being
-			// stopped (Close, the session's context, the ladder after
-			// an ignored interrupt): say so, once the tree is gone.
-			return gone(out.Err)
-		}
-		res.ExitCode = 0
-		res.SessionID, res.Text, res.Usage, res.Turns = out.SessionID, out.Text, out.Usage, out.Turns
-		if res.SessionID == "" {
-			res.SessionID = s.ID()
-		}
-		if (cause != nil && !s.cfg.keepCancelled) || s.cfg.sweepTurns {
-			s.sweepTurn(ts, cause)
-		}
-		res.Stderr = r.tail.String()
-		res.Duration = time.Since(start)
-		err, done := decide(&out, cause, s.skippedError(ts), s.schema, res)
-		if !done {
-			// The CLI ended the turn neither with success nor with a
-			// failure of its own.
-			err = &noResultError{printed: "the CLI ended the turn without its terminal success event", stderr: jsonl.LastLines(res.Stderr, 3, 512)}
-		}
-		if err != nil {
-			return res, &cliError{CLI: s.cli, Err: err}
-		}
-		return res, nil
-	}
-	// interrupt asks the CLI to end the turn, once, for why.
-	interrupt := func(why error) {
-		if cause != nil {
+	interrupt := func(why error, g graces) {
+		if t.cause != nil {
 			return
 		}
-		cause = why
+		t.cause = why
 		timers.stop()
-		// Once the CLI is asked to end the turn, the turn's pending
-		// approvals are withdrawn and its tool calls cancelled.
-		defer func() {
-			ts.cancel(why)
-			s.withdraw(ts)
-			s.tools.cancelCalls()
-		}()
-		g := s.cfg.turnGrace
-		if g == 0 {
-			ignored = true
-			s.halt(fmt.Errorf("%w (no turn interrupt grace) after %w", invoker.ErrInterruptIgnored, why))
-			return
+		if d := t.on.interrupt(t, why, g); d > 0 {
+			grace = time.NewTimer(d)
+			graceC = grace.C
 		}
-		// Record the tree's parent links before the interrupt breaks
-		// them (the tracking level finds the turn's orphans by them; at
-		// the cgroup level it does nothing).
-		r.snapshot()
-		r.log.Debug("interrupting the turn in the CLI's protocol", "reason", why, "grace", g)
-		s.cfg.tel.turnInterrupted(ctx, why)
-		// Under the decoder lock, so that an approval decided meanwhile
-		// is either answered before the interrupt or withdrawn after it.
-		r.decMu.Lock()
-		ts.interrupted = true
-		s.write(func() (lines [][]byte) {
-			defer func() { recover() }()
-			return s.proto.Interrupt()
-		}()...)
-		r.decMu.Unlock()
-		grace = time.NewTimer(g)
-		graceC = grace.C
 	}
 	for {
 		select {
-		case <-ts.ended:
-			return ended()
-
-		case <-s.done:
+		case <-t.ended:
+			return
+		case <-t.r.over():
 			select {
-			case <-ts.ended:
-				return ended() // the turn was complete before the CLI exited
+			case <-t.ended: // the turn was complete before the run ended
 			default:
+				t.gone = true
 			}
-			return gone(nil)
-
+			return
 		case <-ctxDone:
 			ctxDone = nil
-			interrupt(ctxError(ctx))
-
+			interrupt(ctxError(ctx), t.cfg.stopGraces(ctx))
 		case <-first:
 			first = nil
 			timers.firstEvent()
-
 		case <-timers.firstC:
-			if err := timers.firstDue(ts.first); err != nil {
-				interrupt(err)
+			if err := timers.firstDue(t.first); err != nil {
+				interrupt(err, t.cfg.graces())
 			}
-
 		case <-timers.idleC:
 			if err := timers.idleDue(); err != nil {
-				interrupt(err)
+				interrupt(err, t.cfg.graces())
 			}
-
 		case <-graceC:
 			graceC = nil
-			ignored = true
-			r.log.Debug("the CLI ignored the interrupt; stopping the session", "grace", s.cfg.turnGrace)
-			s.halt(fmt.Errorf("%w (%v) after %w", invoker.ErrInterruptIgnored, s.cfg.turnGrace, cause))
+			t.ignored = true
+			t.on.escalate(t, t.cause)
 		}
 	}
 }
 
-// stoppedFor reports whether the session ended because its own context
-// was done the way cause says (the turn's context is often the session's):
-// the error of the session's end says it already.
-func (s *session) stoppedFor(cause error) bool {
-	err := s.ctx.Err()
-	return err != nil && errors.Is(cause, err) && errors.Is(s.err, err)
-}
-
-// errTurnOver is the cause of a turn's context once Turn returns.
-var errTurnOver = errors.New("the turn is over")
-
-// turnOutcome asks the protocol what a turn cut short by the end of the
-// session established (partial text, session id).
-func (s *session) turnOutcome() (out Outcome) {
-	s.r.decMu.Lock()
-	defer s.r.decMu.Unlock()
-	defer func() {
-		if p := recover(); p != nil {
-			out = Outcome{}
+// deliver hands events of the turn to its OnEvent, in order; the run's
+// stdout reader calls it. The first that is not a warning is the turn's
+// first event; KindDelta events go only to a turn that asked for them.
+// Once a callback of the caller's panicked, nothing more is delivered.
+func (t *turn) deliver(events []invoker.Event) {
+	for _, ev := range events {
+		if ev.Kind != invoker.KindWarning {
+			t.firstOnce.Do(func() { close(t.first) })
 		}
-	}()
-	return s.proto.Outcome(s.r.tail.String())
+		if ev.Kind == invoker.KindDelta && !t.deltas {
+			continue
+		}
+		if t.req.OnEvent == nil || t.cb.failed() {
+			continue
+		}
+		t.cb.call("OnEvent", func() { t.req.OnEvent(ev) })
+	}
 }
 
-// sweepTurn kills every process the turn ts added to the tree and that is
-// still running: after a turn that was cancelled or timed out (why is not
-// nil), whose tools the caller abandoned, or after every turn with
-// Options.SweepEveryTurn. What the CLI kept running from before the turn
-// (its MCP servers, helpers) is spared, and so is the CLI.
-func (s *session) sweepTurn(ts *turnState, why error) {
-	if !ts.baseOK {
-		return
-	}
-	r := s.r
-	rep := r.sweepSince(ts.base)
-	r.tel.swept(rep)
-	if len(rep.Killed) > 0 || len(rep.Survivors) > 0 {
-		r.log.Debug("swept the turn's processes", "reason", why, "killed", rep.Killed, "survivors", rep.Survivors, "elapsed", rep.Elapsed)
-	}
-	if len(rep.Survivors) > 0 {
-		r.log.Warn("processes of a turn survived its sweep", "pids", rep.Survivors)
-	}
-}
+// quiet and deciding are what the turn's timers ask (turnTimers).
+func (t *turn) quiet() time.Duration { return t.r.quiet() }
+func (t *turn) deciding() bool       { return t.approving.Load() > 0 }

@@ -26,11 +26,12 @@ type Backend interface {
 	InstallHint() string
 
 	// Capabilities declares which optional Request fields the CLI
-	// honours, and whether it has a long-lived mode (Sessions, which
-	// needs the Backend to be a SessionBackend too). The engine refuses a
-	// request that sets any other field before it calls Command, and
-	// Invoker.Capabilities reports it with the containment level added;
-	// the Containment fields of the value a Backend returns are ignored.
+	// honours, and what a session may switch between turns. The engine
+	// refuses a request that sets any other field before it calls
+	// Command, and Invoker.Capabilities reports it with the rest added:
+	// Sessions and Steer, which the backend declares by being a
+	// SessionBackend and a Steerer, and the containment level. Those
+	// fields of the value a Backend returns are ignored.
 	Capabilities() invoker.Capabilities
 
 	// Hint says what to do instead of setting field (a Request field's Go

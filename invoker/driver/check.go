@@ -6,6 +6,8 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"reflect"
+	"slices"
 	"strings"
 
 	"github.com/clinvoke/clinvoke/invoker"
@@ -133,38 +135,27 @@ func checkTurn(t *invoker.TurnRequest) error {
 	return nil
 }
 
-// fieldSet says, for each optional field of a Request, whether req sets
-// it. Its keys are the names Capabilities.Unsupported returns.
-var fieldSet = map[string]func(req *invoker.Request) bool{
-	"Model":        func(r *invoker.Request) bool { return r.Model != "" },
-	"SessionID":    func(r *invoker.Request) bool { return r.SessionID != "" },
-	"Fork":         func(r *invoker.Request) bool { return r.Fork },
-	"Deltas":       func(r *invoker.Request) bool { return r.Deltas },
-	"Images":       func(r *invoker.Request) bool { return len(r.Images) > 0 },
-	"SystemPrompt": func(r *invoker.Request) bool { return r.SystemPrompt != "" },
-	"OutputSchema": func(r *invoker.Request) bool { return len(r.OutputSchema) > 0 },
-	"MaxTurns":     func(r *invoker.Request) bool { return r.MaxTurns != 0 },
-	"MaxBudgetUSD": func(r *invoker.Request) bool { return r.MaxBudgetUSD != 0 },
-	"Approve":      func(r *invoker.Request) bool { return r.Approve != nil },
-	"MCPServers": func(r *invoker.Request) bool {
-		for _, s := range r.MCPServers {
-			if s.Server == nil {
-				return true
-			}
-		}
-		return false
-	},
-}
-
 // checkSupported refuses a request that sets a field the backend does not
-// support, naming the field and what to do instead.
+// support, naming the field and what to do instead. The fields are those
+// invoker.Capabilities lists, found in the Request by their names.
 func (e *engine) checkSupported(req *invoker.Request) error {
 	for _, f := range e.b.Capabilities().Unsupported() {
-		if set := fieldSet[f]; set != nil && set(req) {
+		if sets(req, f) {
 			return &unsupportedError{field: f, hint: e.b.Hint(f)}
 		}
 	}
 	return e.checkTwoWay(req)
+}
+
+// sets reports whether req sets its field named field. MCPServers counts
+// the servers of other programs only: a Go server needs GoTools instead
+// (checkTwoWay).
+func sets(req *invoker.Request, field string) bool {
+	if field == "MCPServers" {
+		return slices.ContainsFunc(req.MCPServers, func(s invoker.MCPServer) bool { return s.Server == nil })
+	}
+	f := reflect.ValueOf(req).Elem().FieldByName(field)
+	return f.IsValid() && !f.IsZero()
 }
 
 // noNUL rejects a NUL byte in any field that reaches the CLI's argument

@@ -10,16 +10,28 @@ import (
 // the backend's New instead.
 func New(b Backend, opts ...invoker.Options) invoker.Invoker {
 	e := &engine{b: b, cfg: newConfig(opts)}
+	e.sessions, _ = b.(SessionBackend)
+	e.steerer, _ = b.(Steerer)
+	e.router, _ = b.(SessionRouter)
+	e.inBand, _ = b.(InBandMCP)
 	e.cfg.tel.bind(b.Name())
 	return e
 }
 
-// engine runs one Backend. It holds only configuration: every call to
-// Invoke or OpenSession keeps its state in its own run value.
+// engine runs one Backend: what an Invoker of this package is. It holds
+// only configuration: every call to Invoke or OpenSession keeps its state
+// in its own run, turn and session values.
 type engine struct {
-	b     Backend
-	cfg   config
-	probe probe
+	b Backend
+	// The backend's optional interfaces, found once: a capability of the
+	// backend's that is not a Request field is an interface it has or
+	// has not (as database/sql finds a driver's), never also a flag.
+	sessions SessionBackend // nil without a long-lived mode
+	steerer  Steerer        // nil when a turn takes no message
+	router   SessionRouter  // nil when Invoke routes only two-way control to a session
+	inBand   InBandMCP      // nil when Go MCP servers are served over HTTP
+	cfg      config
+	probe    probe
 }
 
 func (e *engine) Name() string { return e.b.Name() }
@@ -27,8 +39,16 @@ func (e *engine) Name() string { return e.b.Name() }
 // Capabilities returns what the backend declares, with the containment
 // level this engine's runs get on this machine.
 func (e *engine) Capabilities() invoker.Capabilities {
-	c := e.b.Capabilities()
+	c := e.declared()
 	c.Containment, c.ContainmentNote = e.probe.get(&e.cfg)
+	return c
+}
+
+// declared returns the backend's declaration of the Request fields its CLI
+// honours, with Sessions and Steer as its interfaces say.
+func (e *engine) declared() invoker.Capabilities {
+	c := e.b.Capabilities()
+	c.Sessions, c.Steer = e.sessions != nil, e.steerer != nil
 	return c
 }
 

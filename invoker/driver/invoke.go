@@ -58,14 +58,13 @@ func (e *engine) invoke(ctx context.Context, req invoker.Request, sp *span) (*in
 // long-lived modes carry, or when the backend says its one-shot mode
 // cannot honour it (SessionRouter).
 func (e *engine) routed(req *invoker.Request) bool {
-	if !e.b.Capabilities().Sessions {
+	if e.sessions == nil {
 		return false
 	}
 	if req.Approve != nil || len(req.MCPServers) > 0 {
 		return true
 	}
-	sr, ok := e.b.(SessionRouter)
-	return ok && sr.InSession(req)
+	return e.router != nil && e.router.InSession(req)
 }
 
 // invokeInSession runs req, checked, as the one turn of a session. Close

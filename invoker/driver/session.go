@@ -76,7 +76,7 @@ type session struct {
 // OpenSession implements invoker.Invoker for every backend; backends
 // without a long-lived mode refuse with ErrUnsupported.
 func (e *engine) OpenSession(ctx context.Context, req invoker.SessionRequest) (invoker.Session, error) {
-	if _, ok := e.b.(SessionBackend); !ok || !e.b.Capabilities().Sessions {
+	if e.sessions == nil {
 		return nil, e.named(sessionsUnsupported(e.b.Hint("Sessions")))
 	}
 	schema, err := e.checkConversation(&req)
@@ -109,7 +109,7 @@ func (e *engine) open(ctx context.Context, req invoker.SessionRequest, schema *j
 	s.r = e.newRun(s, cmd, req.Workdir, req.Env, s.tel, s.cb)
 	s.r.input, s.r.ctx = true, ctx
 	s.log = s.r.log
-	s.proto = e.b.(SessionBackend).NewSessionProtocol(&breq)
+	s.proto = e.sessions.NewSessionProtocol(&breq)
 	lines, ready := s.opening()
 	s.write(lines...)
 	if ready {
@@ -143,7 +143,7 @@ func (s *session) prepare() (*Command, invoker.SessionRequest, error) {
 	if err != nil {
 		return nil, breq, err
 	}
-	cmd, err := s.e.b.(SessionBackend).SessionCommand(&breq)
+	cmd, err := s.e.sessions.SessionCommand(&breq)
 	if err != nil {
 		tl.close()
 		return nil, breq, asInvalid(err)

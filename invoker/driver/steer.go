@@ -8,7 +8,7 @@ import (
 	"github.com/clinvoke/clinvoke/invoker"
 )
 
-// Steer implements invoker.Session: it hands prompt to the protocol's
+// Steer implements invoker.Session: it hands prompt to the backend's
 // Steerer while a turn is in progress, and queues the lines it returns.
 func (s *session) Steer(ctx context.Context, prompt string) error {
 	if err := s.steer(ctx, prompt); err != nil {
@@ -21,8 +21,8 @@ func (s *session) steer(ctx context.Context, prompt string) error {
 	if prompt == "" {
 		return fmt.Errorf("%w: Session.Steer needs a prompt", invoker.ErrInvalidRequest)
 	}
-	st, ok := s.proto.(Steerer)
-	if !ok || !s.e.b.Capabilities().Steer {
+	st := s.e.steerer
+	if st == nil {
 		return &unsupportedError{field: "Steer", hint: s.e.b.Hint("Steer"), method: true}
 	}
 	if ctx.Err() != nil {
@@ -43,7 +43,7 @@ func (s *session) steer(ctx context.Context, prompt string) error {
 				err = fmt.Errorf("the session protocol failed to steer the turn: %v", p)
 			}
 		}()
-		return st.Steer(prompt)
+		return st.Steer(s.proto, prompt)
 	}()
 	s.protoMu.Unlock()
 	if err != nil {

@@ -109,7 +109,7 @@ func goServers(servers []invoker.MCPServer) map[string]*mcp.Server {
 // and two-way control for one without a long-lived mode, which alone
 // carries it.
 func (e *engine) checkTwoWay(req *invoker.Request) error {
-	c := e.b.Capabilities()
+	c := e.declared()
 	if !c.GoTools && goServers(req.MCPServers) != nil {
 		return &unsupportedError{field: "MCPServers", hint: e.b.Hint("GoTools"),
 			what: "tools written in Go (MCPServer.Server; Capabilities.GoTools is false)"}
@@ -146,7 +146,7 @@ func (e *engine) startTools(req invoker.SessionRequest, opts *mcphost.Options) (
 	if servers == nil {
 		return &tools{}, req, nil
 	}
-	if _, ok := e.b.(InBandMCP); ok {
+	if e.inBand != nil && e.inBand.InBand(&req) {
 		b, err := mcphost.NewBridge(context.Background(), servers, opts)
 		if err != nil {
 			return nil, req, fmt.Errorf("%w: %w", invoker.ErrInvalidRequest, err)

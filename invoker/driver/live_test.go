@@ -423,3 +423,27 @@ func TestLineOverLimitInHandshake(t *testing.T) {
 		t.Errorf("OpenSession() = %v, %v; want nil and ErrLineTooLong at once", s, err)
 	}
 }
+
+// A Turn or a Steer whose context is already cancelled sends nothing and
+// says why as Invoke does: the error matches context.Canceled and names
+// the cancel's cause, which it does not match.
+func TestCancelledBeforeStartNamesTheCause(t *testing.T) {
+	s := openEcho(t, live, invoker.SessionRequest{})
+	cause := errors.New("the user went away")
+	ctx, cancel := context.WithCancelCause(context.Background())
+	cancel(cause)
+	_, turnErr := s.Turn(ctx, invoker.TurnRequest{Prompt: "x"})
+	steerErr := s.Steer(ctx, "x")
+	_, invokeErr := driver.New(live, invoker.Options{Binary: "cat"}).Invoke(ctx, invoker.Request{Prompt: "x", Workdir: t.TempDir()})
+	for _, c := range []struct {
+		call string
+		err  error
+	}{{"Turn", turnErr}, {"Steer", steerErr}, {"Invoke", invokeErr}} {
+		if !errors.Is(c.err, context.Canceled) || errors.Is(c.err, cause) || !strings.Contains(fmt.Sprint(c.err), cause.Error()) {
+			t.Errorf("%s() error = %v, want context.Canceled naming the cause %q", c.call, c.err, cause)
+		}
+	}
+	if res, err := s.Turn(context.Background(), invoker.TurnRequest{Prompt: "after"}); err != nil || res.Text != "after" {
+		t.Errorf("Turn() after = %+v, %v; want the session to go on", res, err)
+	}
+}

@@ -134,6 +134,7 @@ package gemini
 
 import (
 	"fmt"
+	"os"
 	"unicode/utf16"
 
 	"github.com/clinvoke/clinvoke/invoker"
@@ -219,10 +220,21 @@ func (backend) Command(req *invoker.Request) (*driver.Command, error) {
 	if req.SessionID != "" {
 		args = append(args, "--resume="+req.SessionID)
 	}
+	// The policy file is written last, once nothing can fail, so that an
+	// error never leaves it behind; Cleanup removes it after the run.
+	var cleanup func()
+	if mode == "auto_edit" {
+		policy, err := writePolicy()
+		if err != nil {
+			return nil, err
+		}
+		args = append(args, "--admin-policy="+policy)
+		cleanup = func() { os.Remove(policy) }
+	}
 	args = append(args, req.ExtraArgs...)
 	// Last, so that no ExtraArgs option can take it as its value.
 	args = append(args, "--prompt=")
-	return &driver.Command{Args: args, Stdin: req.Prompt}, nil
+	return &driver.Command{Args: args, Stdin: req.Prompt, Cleanup: cleanup}, nil
 }
 
 // utf16Len returns the length of s in UTF-16 code units, or len(s) when

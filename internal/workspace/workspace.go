@@ -52,6 +52,12 @@ import (
 // it.
 var configNames = []string{".git", ".claude", ".gemini", ".codex", ".agents", ".mcp.json", ".claude.json"}
 
+// ConfigNames returns the names of the agent CLIs' configuration files and
+// directories, each of which counts as outside the working directory
+// wherever it is below it. Backends that cannot judge each path (a CLI's
+// one-shot mode) give the same names to the CLI's own rules.
+func ConfigNames() []string { return slices.Clone(configNames) }
+
 // homeVars name the variables that set an agent CLI's configuration home.
 var homeVars = []string{"CODEX_HOME", "CLAUDE_CONFIG_DIR"}
 

@@ -3,7 +3,7 @@
 //
 // Each turn runs
 //
-//	gemini --output-format=stream-json --approval-mode=MODE [--model=M] [--resume=SESSION_ID] [ExtraArgs...] --prompt=
+//	gemini --output-format=stream-json --approval-mode=MODE [--model=M] [--resume=SESSION_ID] [--admin-policy=FILE] [ExtraArgs...] --prompt=
 //
 // with the prompt written to standard input, then closed. Gemini runs
 // headless whenever its stdin is not a terminal and reads stdin as the
@@ -18,8 +18,9 @@
 //
 // Permission maps to the approval mode: [invoker.ReadOnly] is "default"
 // (headless Gemini then declares only read-only tools), [invoker.WorkspaceWrite]
-// is "auto_edit" (edit tools approved, no shell) and [invoker.Unlimited] is
-// "yolo" (every tool, shell included). The mode is passed on every turn, so
+// is "auto_edit" (edit tools approved, no shell; with an admin policy that
+// keeps them off the agent CLIs' configuration, see policy.go) and
+// [invoker.Unlimited] is "yolo" (every tool, shell included). The mode is passed on every turn, so
 // a resumed session keeps it. Gemini has no working-directory flag: the
 // engine starts it in Workdir.
 //

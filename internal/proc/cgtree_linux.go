@@ -139,16 +139,17 @@ func (t *Tree) waitCgroup() (State, error) {
 	if s.reapLate.Load() {
 		s.reapLater(t, nil)
 	}
-	ps, err := s.proc.Wait()
+	st, cpu, err := s.reapRoot()
 	<-s.done
 	s.mu.Lock()
 	empty = s.cgEmpty
 	s.mu.Unlock()
+	// The last reading, before the cgroup can be reused or removed.
+	t.finish(cpu)
 	s.cg.home.release(s.cg, empty, t.log)
 	if err != nil {
-		return State{}, fmt.Errorf("proc: wait: %w", err)
+		return State{}, err
 	}
-	st := stateOf(ps)
 	t.log.Debug("proc: reaped", "pid", t.pid, "code", st.Code, "signal", st.Signal)
 	return st, nil
 }
@@ -164,13 +165,15 @@ func isClosed(c <-chan struct{}) bool {
 }
 
 // release hands back the cgroup of a reaped tree. An empty one that was
-// never killed is kept for the next tree (with its descriptors: no mkdir, no open, no rmdir on
-// a busy host's path), up to poolSize of them; the others, and all of
-// them once no tree has started or ended for poolIdle, are removed.
+// never killed is kept for the next tree (no mkdir, no rmdir on a busy
+// host's path), up to poolSize of them; the others, and all of them once
+// no tree has started or ended for poolIdle, are removed. A cgroup with
+// controllers is never kept: its peaks (memory.peak, pids.peak) cannot be
+// reset for the next tree, nor its limits' events.
 func (h *cgroupHome) release(c *runCgroup, empty bool, log *slog.Logger) {
 	h.poolMu.Lock()
 	defer h.poolMu.Unlock()
-	if !empty || c.killed || len(h.pool) >= poolSize {
+	if !empty || c.killed || h.ctl != 0 || len(h.pool) >= poolSize {
 		removeLater(c, log)
 		return
 	}
@@ -227,7 +230,8 @@ const (
 var removals struct {
 	mu      sync.Mutex
 	queue   []*runCgroup
-	pending bool // a flush is scheduled
+	v1      []*v1Run // cgroup v1 cgroups of reaped trees
+	pending bool     // a flush is scheduled
 	log     *slog.Logger
 }
 
@@ -246,15 +250,32 @@ func removeLater(c *runCgroup, log *slog.Logger) {
 	}
 }
 
+// removeV1Later queues a reaped tree's v1 cgroups for removal.
+func removeV1Later(r *v1Run, log *slog.Logger) {
+	removals.mu.Lock()
+	defer removals.mu.Unlock()
+	removals.v1 = append(removals.v1, r)
+	removals.log = log
+	if !removals.pending {
+		removals.pending = true
+		time.AfterFunc(removeDelay, removeQueued)
+	}
+}
+
 // removeQueued removes every queued cgroup.
 func removeQueued() {
 	removals.mu.Lock()
-	queue, log := removals.queue, removals.log
-	removals.queue, removals.pending = nil, false
+	queue, v1, log := removals.queue, removals.v1, removals.log
+	removals.queue, removals.v1, removals.pending = nil, nil, false
 	removals.mu.Unlock()
 	for _, c := range queue {
 		if err := c.removeAll(); err != nil {
 			log.Warn("proc: removing a tree's cgroup", "cgroup", c.dir, "err", err)
+		}
+	}
+	for _, r := range v1 {
+		if err := r.remove(); err != nil {
+			log.Warn("proc: removing a tree's cgroup v1 cgroups", "err", err)
 		}
 	}
 }

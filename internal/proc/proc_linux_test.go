@@ -1252,13 +1252,15 @@ func TestReapAsPID1(t *testing.T) {
 	if strings.HasPrefix(got, "skip") {
 		t.Skip(got)
 	}
-	zombies, home, _ := strings.Cut(got, "\n")
+	zombies, homes, _ := strings.Cut(got, "\n")
 	if err != nil || zombies != "zombies 0" {
 		t.Errorf("PID 1 host after Kill and Wait: %q (%v), want zombies 0", got, err)
 	}
-	if dir, ok := strings.CutPrefix(home, "home "); ok {
-		if _, err := os.Stat(dir); !os.IsNotExist(err) {
-			t.Errorf("the PID 1 host's cgroup home %s is left behind (stat: %v)", dir, err)
+	for home := range strings.Lines(homes) {
+		if dir, ok := strings.CutPrefix(strings.TrimSpace(home), "home "); ok {
+			if _, err := os.Stat(dir); !os.IsNotExist(err) {
+				t.Errorf("the PID 1 host's cgroup home %s is left behind (stat: %v)", dir, err)
+			}
 		}
 	}
 }

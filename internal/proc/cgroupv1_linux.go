@@ -43,15 +43,24 @@ import (
 // grace period: measured on Linux 6.18, 20 to 100 µs per hierarchy, where
 // writing the thread's id takes 8 to 16 ms on an idle machine.
 //
-// While the thread is in the tree's cgroups it is no threat to the host:
-// memory is charged to the owner of the address space (the host's main
-// thread, in the host's cgroup), so the host's pages are never charged to
-// the tree, and the OOM killer of a memory cgroup picks among the
-// thread-group leaders in it, which the host's thread is not. The pids
-// controller does count the thread: a tree's task limit is raised by one
-// while it is there (see v1Run.apply). A thread that cannot move back out
-// is never used again: its goroutine exits locked, so the runtime ends the
-// thread (or, on the main thread, parks it for good).
+// While the thread is in the tree's cgroups it is no threat to the host,
+// provided it is not the process's main thread (see goLocked). Memory is
+// charged to the owner of the address space, the main thread, which stays
+// in the host's memory cgroup, so the host's pages are never charged to
+// the tree; and a memory cgroup's OOM killer weighs the thread-group
+// leaders in it, which the thread is not. Both were checked on Linux 6.18:
+// a host holding 300 MiB whose forking thread stayed in a 100 MiB tree for
+// a second while the tree allocated 200 MiB lost nothing, and the OOM
+// killer listed and killed the tree's process alone
+// (TestLimitsHostSafeWhileForking); when the forking thread was the main
+// thread, the host's own allocations were charged to the tree and waited
+// on its OOM for ever, and a host whose main thread was in a cgroup at its
+// limit was the process the OOM killer took.
+//
+// The pids controller does count the thread: a tree's task limit is
+// raised by one while it is there (see v1Run.apply). A thread that cannot
+// move back out is never used again: its goroutine exits locked, so the
+// runtime ends the thread.
 
 // The v1 controllers, by index.
 const (
@@ -463,9 +472,15 @@ func setV1Memory(dir string, n int64) error {
 	return nil
 }
 
+// forkedHook, if set, is called after the fork while the forking thread is
+// still in the tree's v1 cgroups (tests use it to widen that window).
+var forkedHook atomic.Pointer[func()]
+
 // join moves the calling thread, which must be locked to its goroutine,
 // into the tree's v1 cgroups, and returns leave, which moves it back to
 // where it was. A child the thread forks in between is born in them.
+// While the thread is in the tree's memory cgroup, the OOM killers that
+// could pick the host are held off (see the top of this file).
 func (r *v1Run) join() (leave func() error, err error) {
 	b, err := os.ReadFile("/proc/thread-self/cgroup")
 	if err != nil {
@@ -475,6 +490,9 @@ func (r *v1Run) join() (leave func() error, err error) {
 	h := theV1()
 	var back []string
 	leave = func() error {
+		if h := forkedHook.Load(); h != nil {
+			(*h)()
+		}
 		var first error
 		for _, d := range back {
 			if err := writeFile(filepath.Join(d, "tasks"), "0"); err != nil && first == nil {
@@ -532,27 +550,57 @@ func (r *v1Run) remove() error {
 }
 
 // onLockedThread runs f on a locked OS thread of its own, moved into the
-// tree's v1 cgroups for f's time (see join). If the thread cannot be moved
-// back, it is retired with its goroutine.
+// tree's v1 cgroups for f's time (see join), and waits for it. If the
+// thread cannot be moved back, it is retired with its goroutine.
 func (r *v1Run) onLockedThread(f func()) error {
 	errc := make(chan error, 1)
-	go func() {
-		runtime.LockOSThread()
+	goLocked(func() (retire bool) {
 		leave, err := r.join()
 		if err != nil {
-			runtime.UnlockOSThread()
 			errc <- err
-			return
+			return false
 		}
 		f()
-		if err := leave(); err != nil {
-			errc <- err
-			return // locked: the thread ends with the goroutine
-		}
-		runtime.UnlockOSThread()
+		retire = leave() != nil
 		errc <- nil
-	}()
+		return retire
+	})
 	return <-errc
+}
+
+// goLocked runs f in a new goroutine locked to an OS thread that is not
+// the process's main thread, and returns at once. When f returns, the
+// goroutine unlocks the thread, or, if f says to retire it, ends with it
+// locked, so that the runtime ends the thread.
+//
+// Not the main thread: a thread that joins a tree's cgroup v1 memory
+// cgroup must not be the thread-group leader, which owns the process's
+// address space: every page the host touches is charged to the memory
+// cgroup of the owner, so the host would allocate in the tree's cgroup
+// under its limit (seen on Linux 6.18: a host whose main thread forked
+// into a tree at its limit waited on the tree's OOM for ever). A
+// goroutine that finds itself on the main thread hands f to another,
+// which cannot run there while the first holds the main thread locked.
+func goLocked(f func() (retire bool)) {
+	go func() {
+		runtime.LockOSThread()
+		if unix.Gettid() == unix.Getpid() {
+			locked := make(chan struct{})
+			go func() {
+				runtime.LockOSThread()
+				close(locked)
+				if !f() {
+					runtime.UnlockOSThread()
+				}
+			}()
+			<-locked
+			runtime.UnlockOSThread()
+			return
+		}
+		if !f() {
+			runtime.UnlockOSThread()
+		}
+	}()
 }
 
 // writeFile writes v to an existing file (a cgroup file), truncating it as

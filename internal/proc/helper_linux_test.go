@@ -409,6 +409,39 @@ var helpers = map[string]func(args []string) int{
 		spin()
 		return 0
 	},
+	// oomhost: hold 300 MiB, then start alloc 200 as a tree under a
+	// memory limit of 100 MiB, its forking thread kept in the tree's
+	// cgroups for a second after the fork (it prints "forked on the main
+	// thread" if that thread is the main one); print how the tree ended
+	// and "host survived". Start is called from the main goroutine with
+	// nothing else to run, so that a goroutine it starts is likely to be
+	// given the main thread.
+	"oomhost": func([]string) int {
+		held, err := allocMiB(300)
+		if err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			return 2
+		}
+		hook := func() {
+			if unix.Gettid() == unix.Getpid() {
+				fmt.Println("forked on the main thread")
+			}
+			time.Sleep(time.Second)
+		}
+		forkedHook.Store(&hook)
+		cmd := helperCmd("alloc", "200")
+		t, err := Start(&Attr{Path: cmd.Path, Args: cmd.Args, Env: cmd.Env, Limits: Limits{MemoryMax: 100 << 20}})
+		if err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			return 2
+		}
+		<-t.Exited()
+		t.Kill()
+		st, _ := t.Wait()
+		fmt.Printf("tree %s %v\n", st.Signal, t.Usage().RootOOMKilled)
+		fmt.Printf("host survived with %d MiB\n", len(held)>>20)
+		return 0
+	},
 	// host LEVEL HELPER ARGS...: start HELPER as a proc.Tree at LEVEL
 	// (auto, cgroup, tracking; stdout shared), report, then run until
 	// killed. For a host that dies.

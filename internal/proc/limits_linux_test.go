@@ -110,6 +110,29 @@ func TestLimitsMemoryKillsRoot(t *testing.T) {
 	}
 }
 
+// TestLimitsHostSafeWhileForking: on cgroup v1 the root is forked by a
+// host thread that is in the tree's memory cgroup for the fork. A host
+// (holding more memory than the tree) whose thread stays there while the
+// tree allocates past its limit must neither be charged for the tree nor
+// be killed: the tree's root is the one killed, and the thread is not the
+// main thread, which owns the host's address space.
+func TestLimitsHostSafeWhileForking(t *testing.T) {
+	requireLimits(t, Memory)
+	markUsed("oomhost", "alloc")
+	if _, err := theV1().usable(v1Memory); err != nil {
+		t.Skipf("no cgroup v1 memory hierarchy: no thread joins a memory cgroup (%v)", err)
+	}
+	cmd := helperCmd("oomhost")
+	cmd.Stdout = nil
+	timer := time.AfterFunc(stuck, func() { cmd.Process.Kill() })
+	out, err := cmd.Output()
+	timer.Stop()
+	got := string(out)
+	if err != nil || !strings.Contains(got, "host survived") || !strings.Contains(got, "tree SIGKILL true") || strings.Contains(got, "main thread") {
+		t.Errorf("host: %v, printed %q; want it to survive, its tree's root OOM-killed, and not the main thread forking", err, got)
+	}
+}
+
 // TestLimitsMemoryKillsTool: a tool (the root's child) that allocates past
 // the tree's limit is OOM-killed, and the root lives on: the outcome is a
 // warning (not Root), also after the root is killed by Kill.

@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"runtime"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -157,7 +156,7 @@ func start(a *Attr) (*Tree, error) {
 	}
 	started := make(chan error, 1)
 	var pid int
-	go s.run(a.Path, args, attr, lim, &pid, t.exited, started)
+	goLocked(func() bool { return s.run(a.Path, args, attr, lim, &pid, t.exited, started) })
 	if err := <-started; err != nil {
 		<-s.done
 		if s.marker != "" {
@@ -250,7 +249,9 @@ func watchExit(pidfd int, s *treeSys, exited, done chan struct{}) {
 	s.exitSignal = exitSignal(&info)
 }
 
-// run forks the root and waits for it to exit without reaping it.
+// run forks the root and waits for it to exit without reaping it. It
+// runs on a locked thread of its own (see goLocked) and returns whether
+// that thread must be retired.
 //
 // The parent-death signal is sent when the thread that forked the child
 // exits, not when the host process does; a goroutine's thread may exit
@@ -261,22 +262,14 @@ func watchExit(pidfd int, s *treeSys, exited, done chan struct{}) {
 //
 // With cgroup v1 limits the thread first moves into the tree's v1 cgroups,
 // so that the root is born there, and moves back out after the fork (see
-// v1Run.join); a thread that cannot move back is retired (it stays locked
-// when the goroutine returns, so the runtime ends it).
-func (s *treeSys) run(path string, args []string, attr *os.ProcAttr, lim *treeLimits, pid *int, exited chan struct{}, started chan<- error) {
+// v1Run.join); a thread that cannot move back is retired.
+func (s *treeSys) run(path string, args []string, attr *os.ProcAttr, lim *treeLimits, pid *int, exited chan struct{}, started chan<- error) (retire bool) {
 	defer close(s.done)
-	runtime.LockOSThread()
-	retire := false
-	defer func() {
-		if !retire {
-			runtime.UnlockOSThread()
-		}
-	}()
 	p, err, leaveErr := lim.fork(func() (*os.Process, error) { return os.StartProcess(path, args, attr) })
 	retire = leaveErr != nil
 	if err != nil {
 		started <- err
-		return
+		return retire
 	}
 	*pid = p.Pid
 	root := p.Pid
@@ -294,4 +287,5 @@ func (s *treeSys) run(path string, args []string, attr *os.ProcAttr, lim *treeLi
 	s.exitSignal = exitSignal(&info)
 	s.exitedAt = time.Now()
 	close(exited)
+	return retire
 }

@@ -106,7 +106,7 @@ func (s *treeSys) zombiesIn(c *runCgroup) []procKey {
 		}
 		for f := range bytes.FieldsSeq(b) {
 			pid, err := strconv.ParseInt(string(f), 10, 32)
-			if err != nil || int32(pid) == s.root {
+			if err != nil || int32(pid) == s.root || isRoot(int32(pid)) {
 				continue
 			}
 			p, err := readStat(int32(pid))
@@ -127,6 +127,40 @@ func (s *treeSys) zombiesIn(c *runCgroup) []procKey {
 	return out
 }
 
+// roots holds the pids of the host's trees' roots that are not reaped yet.
+// They are the host's children, and members of their own trees only: a
+// host running thousands of trees reads none of them in zombiesIn, which
+// would otherwise read the stat of every root for every Kill (measured:
+// killing 10000 trees took 13 minutes on two cores, most of it there).
+var roots struct {
+	mu sync.RWMutex
+	m  map[int32]struct{}
+}
+
+// addRoot records a tree's root; dropRoot forgets it once it is reaped.
+func addRoot(pid int32) {
+	roots.mu.Lock()
+	defer roots.mu.Unlock()
+	if roots.m == nil {
+		roots.m = map[int32]struct{}{}
+	}
+	roots.m[pid] = struct{}{}
+}
+
+func dropRoot(pid int32) {
+	roots.mu.Lock()
+	defer roots.mu.Unlock()
+	delete(roots.m, pid)
+}
+
+// isRoot reports whether pid is the root of one of the host's trees.
+func isRoot(pid int32) bool {
+	roots.mu.RLock()
+	defer roots.mu.RUnlock()
+	_, ok := roots.m[pid]
+	return ok
+}
+
 // waitCgroup is Wait at the Cgroup level, after the root has exited.
 func (t *Tree) waitCgroup() (State, error) {
 	s := &t.sys
@@ -139,6 +173,7 @@ func (t *Tree) waitCgroup() (State, error) {
 	if s.reapLate.Load() {
 		s.reapLater(t, nil)
 	}
+	dropRoot(s.root)
 	st, cpu, err := s.reapRoot()
 	<-s.done
 	s.mu.Lock()

@@ -535,3 +535,86 @@ func TestLimitsHostMemory(t *testing.T) {
 		t.Error("both roots exited")
 	}
 }
+
+// TestLimitsManyTrees runs many trees at once at the cgroup level, each
+// holding one descriptor (the root's pidfd): 100 by default, as many as
+// PROC_TEST_MANY says (10000 takes about a minute on two cores). The
+// host's descriptor limit is raised for it as far as the host allows.
+func TestLimitsManyTrees(t *testing.T) {
+	noLeaks(t)
+	if lvl, err := Probe(Cgroup, ""); lvl != Cgroup {
+		t.Skipf("no cgroup level here (%v): a tracking-level tree holds a thread, and Go allows 10000", err)
+	}
+	n := 100
+	if s := os.Getenv("PROC_TEST_MANY"); s != "" {
+		var err error
+		if n, err = strconv.Atoi(s); err != nil {
+			t.Fatalf("PROC_TEST_MANY=%q: %v", s, err)
+		}
+	}
+	var lim unix.Rlimit
+	if err := unix.Getrlimit(unix.RLIMIT_NOFILE, &lim); err != nil {
+		t.Fatal(err)
+	}
+	saved := lim
+	if want := uint64(n) + 1024; lim.Cur < want {
+		lim.Cur, lim.Max = want, max(lim.Max, want)
+		if err := unix.Setrlimit(unix.RLIMIT_NOFILE, &lim); err != nil {
+			t.Skipf("cannot raise RLIMIT_NOFILE to %d for %d trees: %v", want, n, err)
+		}
+		t.Cleanup(func() { unix.Setrlimit(unix.RLIMIT_NOFILE, &saved) })
+	}
+	before := openFDs(t)
+	begin := time.Now()
+	trees := make([]*Tree, 0, n)
+	t.Cleanup(func() {
+		for _, tree := range trees {
+			tree.Kill()
+			tree.Wait()
+		}
+	})
+	for i := range n {
+		tree, err := Start(&Attr{Path: "/bin/sleep", Args: []string{"sleep", "1000"}, Containment: Cgroup})
+		if err != nil {
+			t.Fatalf("Start of tree %d of %d: %v", i+1, n, err)
+		}
+		trees = append(trees, tree)
+	}
+	started := time.Since(begin)
+	held := openFDs(t) - before
+	var killed []procKey
+	for _, tree := range trees {
+		if p, err := readStat(int32(tree.Pid())); err == nil && !p.zombie() {
+			killed = append(killed, procKey{p.pid, p.start})
+		}
+	}
+	if len(killed) != n {
+		t.Errorf("%d of %d roots are running", len(killed), n)
+	}
+	begin = time.Now()
+	errc := make(chan error, n)
+	sem := make(chan struct{}, 64)
+	for _, tree := range trees {
+		sem <- struct{}{}
+		go func() {
+			defer func() { <-sem }()
+			rep := tree.Kill()
+			if _, err := tree.Wait(); err != nil || len(rep.Survivors) > 0 {
+				errc <- fmt.Errorf("tree %d: %v, survivors %v", tree.Pid(), err, rep.Survivors)
+				return
+			}
+			errc <- nil
+		}()
+	}
+	for range n {
+		if err := <-errc; err != nil {
+			t.Error(err)
+		}
+	}
+	trees = nil
+	t.Logf("%d trees: started in %v, %d descriptors held (%.2f per tree), killed and reaped in %v", n, started, held, float64(held)/float64(n), time.Since(begin))
+	if held > n {
+		t.Errorf("%d trees hold %d descriptors, want at most one each", n, held)
+	}
+	assertGone(t, killed)
+}

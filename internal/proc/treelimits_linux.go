@@ -132,8 +132,11 @@ func (l *treeLimits) fork(start func() (*os.Process, error)) (p *os.Process, err
 	return p, err, leaveErr
 }
 
-// adopt gives the started tree its accounting.
+// adopt gives the started tree its accounting, and records its root (see
+// roots; Wait forgets it before it reaps the root, whose pid cannot be
+// reused meanwhile).
 func (s *treeSys) adopt(t *Tree, l *treeLimits) {
+	addRoot(s.root)
 	if l == nil {
 		return
 	}

@@ -28,6 +28,7 @@ func (t *Tree) wait() (State, error) {
 		}
 		s.reapLater(t, sn)
 	}
+	dropRoot(s.root)
 	st, cpu, err := s.reapRoot()
 	<-s.done
 	if s.marker != "" {

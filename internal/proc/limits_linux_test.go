@@ -618,3 +618,52 @@ func TestLimitsManyTrees(t *testing.T) {
 	}
 	assertGone(t, killed)
 }
+
+// BenchmarkLimitsStart starts, awaits and reaps a tree of /bin/true: as
+// is, accounted, and accounted with limits (memory, tasks, CPU), at the
+// level of the other tests. Compare the sub-benchmarks' ns/op.
+func BenchmarkLimitsStart(b *testing.B) {
+	for _, bc := range []struct {
+		name string
+		a    Attr
+	}{
+		{"plain", Attr{}},
+		{"account", Attr{Account: true}},
+		{"limits", Attr{Account: true, Limits: Limits{MemoryMax: 512 * mib, Tasks: 256, CPU: 1}}},
+	} {
+		b.Run(bc.name, func(b *testing.B) {
+			if !bc.a.Limits.IsZero() {
+				s := ProbeLimits(testContainment, "")
+				if s.Memory != nil || s.Tasks != nil || s.CPU != nil {
+					b.Skip("no limits here")
+				}
+			}
+			for b.Loop() {
+				a := bc.a
+				a.Path, a.Args, a.Containment = "/bin/true", []string{"true"}, testContainment
+				tree, err := Start(&a)
+				if err != nil {
+					b.Fatal(err)
+				}
+				<-tree.Exited()
+				tree.Kill()
+				tree.Wait()
+			}
+		})
+	}
+}
+
+// BenchmarkLimitsUsage reads a running accounted tree's usage.
+func BenchmarkLimitsUsage(b *testing.B) {
+	tree, err := Start(&Attr{Path: "/bin/sleep", Args: []string{"sleep", "1000"}, Account: true, Containment: testContainment})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer func() {
+		tree.Kill()
+		tree.Wait()
+	}()
+	for b.Loop() {
+		tree.Usage()
+	}
+}

@@ -6,8 +6,8 @@ import (
 	"bytes"
 	"fmt"
 	"log/slog"
+	"math"
 	"os"
-	"strconv"
 	"sync"
 	"time"
 
@@ -93,38 +93,89 @@ func (t *Tree) killCgroup() Report {
 // subreaper or PID 1 host, and siblings of the root made with
 // clone(CLONE_PARENT), whose parent is the host from the start.
 func (s *treeSys) zombiesIn(c *runCgroup) []procKey {
+	suffix := []byte("/" + c.base())
+	var out []procKey
+	for _, pid := range hostChildren(time.Now()) {
+		if pid == s.root {
+			continue
+		}
+		p, err := readStat(pid)
+		if err != nil || !p.zombie() {
+			continue
+		}
+		cg, err := os.ReadFile(fmt.Sprintf("/proc/%d/cgroup", pid))
+		if err != nil {
+			continue
+		}
+		for line := range bytes.SplitSeq(cg, []byte("\n")) {
+			if bytes.HasPrefix(line, []byte("0::")) && (bytes.HasSuffix(line, suffix) || bytes.Contains(line, append(suffix, '/'))) {
+				out = append(out, procKey{p.pid, p.start})
+			}
+		}
+	}
+	return out
+}
+
+// childList is the last listing of the host's children, shared by the
+// Kills that need one: a listing costs as much as the host has children,
+// every tree's root among them, so thousands of trees killed at once
+// would each pay for all the others' roots.
+var childList struct {
+	mu      sync.Mutex
+	cond    sync.Cond
+	running bool      // a listing is being read
+	at      time.Time // when the last listing started
+	pids    []int32   // its children that are no tree's root; never modified
+}
+
+// hostChildren returns the host's children that are no tree's root, from
+// a listing started at or after since (waiting for one when needed).
+func hostChildren(since time.Time) []int32 {
+	childList.mu.Lock()
+	defer childList.mu.Unlock()
+	if childList.cond.L == nil {
+		childList.cond.L = &childList.mu
+	}
+	for {
+		if !childList.at.IsZero() && !childList.at.Before(since) {
+			return childList.pids
+		}
+		if !childList.running {
+			break
+		}
+		childList.cond.Wait()
+	}
+	childList.running = true
+	childList.mu.Unlock()
+	at := time.Now()
+	pids := listChildren()
+	childList.mu.Lock()
+	childList.running = false
+	childList.at, childList.pids = at, pids
+	childList.cond.Broadcast()
+	return pids
+}
+
+// listChildren reads the host's children, from every thread's children
+// file, leaving out the trees' roots (see roots).
+func listChildren() []int32 {
 	tasks, err := os.ReadDir("/proc/self/task")
 	if err != nil {
 		return nil
 	}
-	suffix := []byte("/" + c.base())
-	var out []procKey
+	var pids []int32
 	for _, task := range tasks {
 		b, err := os.ReadFile("/proc/self/task/" + task.Name() + "/children")
 		if err != nil {
 			continue
 		}
 		for f := range bytes.FieldsSeq(b) {
-			pid, err := strconv.ParseInt(string(f), 10, 32)
-			if err != nil || int32(pid) == s.root || isRoot(int32(pid)) {
-				continue
-			}
-			p, err := readStat(int32(pid))
-			if err != nil || !p.zombie() {
-				continue
-			}
-			cg, err := os.ReadFile(fmt.Sprintf("/proc/%d/cgroup", pid))
-			if err != nil {
-				continue
-			}
-			for line := range bytes.SplitSeq(cg, []byte("\n")) {
-				if bytes.HasPrefix(line, []byte("0::")) && (bytes.HasSuffix(line, suffix) || bytes.Contains(line, append(suffix, '/'))) {
-					out = append(out, procKey{p.pid, p.start})
-				}
+			if pid, ok := atou(f); ok && pid <= math.MaxInt32 && !isRoot(int32(pid)) {
+				pids = append(pids, int32(pid))
 			}
 		}
 	}
-	return out
+	return pids
 }
 
 // roots holds the pids of the host's trees' roots that are not reaped yet.

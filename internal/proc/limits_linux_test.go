@@ -182,6 +182,32 @@ func TestLimitsMemoryPeak(t *testing.T) {
 	}
 }
 
+// TestLimitsCgroupsRemoved: a tree's cgroup v1 cgroups are removed once
+// it is reaped.
+func TestLimitsCgroupsRemoved(t *testing.T) {
+	noLeaks(t)
+	requireLimits(t, Memory, Tasks)
+	r := startRun(t, Attr{Account: true, Limits: Limits{MemoryMax: 64 * mib, Tasks: 64}}, "exit", "0")
+	var dirs []string
+	if v1 := r.tree.sys.v1; v1 != nil {
+		dirs = v1.dirs()
+	}
+	r.exited()
+	r.tree.Kill()
+	r.wait()
+	if len(dirs) == 0 {
+		t.Skip("the limits are on cgroup v2: no v1 cgroup to remove")
+	}
+	until(t, "the tree's v1 cgroups are removed", func() bool {
+		for _, d := range dirs {
+			if _, err := os.Stat(d); err == nil {
+				return false
+			}
+		}
+		return true
+	})
+}
+
 // markedPids returns the live processes whose environment holds marker.
 func markedPids(marker string) []int {
 	ents, _ := os.ReadDir("/proc")

@@ -55,7 +55,7 @@ func prepareLimits(a *Attr, cg *runCgroup) (*treeLimits, error) {
 		}
 		l.v1 = v1
 	}
-	if cg != nil && cg.reused && plan.cpu == srcV2 {
+	if cg != nil && cg.reused && plan.cpu == srcV2 && plan.any() {
 		if b, err := readSmall(filepath.Join(cg.dir, "cpu.stat")); err == nil {
 			l.cpuBase = keyed(b, "usage_usec")
 		}

@@ -300,19 +300,25 @@ func setHostLimits(parent string, l Limits) error {
 	} else {
 		onV1.Tasks = l.Tasks
 	}
-	if home != nil && v2&(ctlMemory|ctlPids) != 0 {
-		if err := setV2HostLimits(home.dir, onV2, v2); err != nil {
-			return err
+	// Check everything before writing anything.
+	v1 := theV1()
+	if onV1.MemoryMax != 0 {
+		if _, err := v1.usable(v1Memory); err != nil {
+			return unavailable(Memory, home, ctlMemory, err)
 		}
 	}
-	v1 := theV1()
-	if err := v1.setLimits(onV1); err != nil {
-		r := Memory
-		c := ctlMemory
-		if onV1.MemoryMax == 0 {
-			r, c = Tasks, ctlPids
+	if onV1.Tasks != 0 {
+		if _, err := v1.usable(v1Pids); err != nil {
+			return unavailable(Tasks, home, ctlPids, err)
 		}
-		return unavailable(r, home, c, err)
+	}
+	if home != nil && v2&(ctlMemory|ctlPids) != 0 {
+		if err := setV2HostLimits(home.dir, onV2, v2); err != nil {
+			return fmt.Errorf("proc: setting the host's limits: %w", err)
+		}
+	}
+	if err := v1.setLimits(onV1); err != nil {
+		return fmt.Errorf("proc: setting the host's limits: %w", err)
 	}
 	return nil
 }

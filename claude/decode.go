@@ -147,8 +147,11 @@ type decoder struct {
 	// turn that was steered can span several of the CLI's turns (see
 	// session.go).
 	prior invoker.Usage
-	// priorTurns is the num_turns of those earlier results.
+	// priorTurns is the num_turns of those earlier results, and
+	// priorText the answer they showed last, the partial text of a turn
+	// that shows none after them.
 	priorTurns int
+	priorText  string
 
 	// Partial text: the text blocks of the latest top-level message that
 	// had any (textID), and the deltas streamed since the message streamID
@@ -521,6 +524,9 @@ func (d *decoder) Outcome(exitCode int, stderr string) driver.Outcome {
 			out.Err = &invoker.ExitError{ExitCode: exitCode, Stderr: stderr, Explanation: expl}
 		}
 	}
+	if !out.Success && out.Text == "" {
+		out.Text = d.priorText
+	}
 	return out
 }
 
@@ -580,5 +586,12 @@ func (d *decoder) next() *decoder {
 	n.prior = addUsage(d.prior, d.usage)
 	n.priorTurns = d.priorTurns + d.turns
 	n.resetsAt = d.resetsAt
+	n.priorText = d.partial()
+	if d.success {
+		n.priorText = d.result
+	}
+	if n.priorText == "" {
+		n.priorText = d.priorText
+	}
 	return n
 }

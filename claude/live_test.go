@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/clinvoke/clinvoke/invoker"
+	"github.com/clinvoke/clinvoke/invoker/driver"
 )
 
 // The captures in testdata/live were recorded from Claude Code 2.1.197
@@ -323,22 +324,41 @@ func TestSwitchLines(t *testing.T) {
 				if err != nil {
 					t.Fatal(err)
 				}
+				// The switches, then the prompt: written at once, or, after
+				// a switch to a lower mode, once Claude Code took it.
 				var got []string
-				for _, l := range lines[:len(lines)-1] {
+				var prompt []byte
+				for len(lines) > 0 {
+					l := lines[0]
+					lines = lines[1:]
 					var c struct {
-						Type    string `json:"type"`
-						Request struct{ Subtype, Model, Mode string }
+						Type      string `json:"type"`
+						RequestID string `json:"request_id"`
+						Request   struct{ Subtype, Model, Mode string }
 					}
-					if err := json.Unmarshal(l, &c); err != nil || c.Type != "control_request" {
-						t.Fatalf("line %s is not a control request", l)
+					if err := json.Unmarshal(l, &c); err != nil {
+						t.Fatal(err)
+					}
+					if c.Type != "control_request" {
+						if prompt != nil || len(lines) > 0 {
+							t.Errorf("turn %d writes %s, then %q: want the prompt once, last", i+1, l, lines)
+						}
+						prompt = l
+						continue
 					}
 					got = append(got, strings.TrimSpace(c.Request.Subtype+" "+c.Request.Model+c.Request.Mode))
+					// Claude Code takes the switch.
+					st, err := p.Decode([]byte(`{"type":"control_response","response":{"subtype":"success","request_id":"` + c.RequestID + `"}}`))
+					if err != nil {
+						t.Fatal(err)
+					}
+					lines = append(lines, st.Write...)
 				}
 				if !slices.Equal(got, tt.want[i]) {
 					t.Errorf("turn %d writes %q before its prompt, want %q", i+1, got, tt.want[i])
 				}
-				if last := lines[len(lines)-1]; !bytes.Contains(last, []byte(`"type":"user"`)) || bytes.Contains(last, []byte(`"uuid"`)) {
-					t.Errorf("turn %d's last line %s, want its user message (with no uuid)", i+1, last)
+				if !bytes.Contains(prompt, []byte(`"type":"user"`)) || bytes.Contains(prompt, []byte(`"uuid"`)) {
+					t.Errorf("turn %d's prompt %s, want its user message (with no uuid)", i+1, prompt)
 				}
 			}
 		})
@@ -370,6 +390,172 @@ func TestSteerLine(t *testing.T) {
 	}
 	if ids[0] == ids[1] {
 		t.Errorf("two steers share uuid %s", ids[0])
+	}
+}
+
+// A switch is in force once Claude Code answers it with success: one it
+// refuses is a warning naming it, and the next turn that wants it asks
+// again; one taken is not asked again.
+func TestSwitchRefused(t *testing.T) {
+	p := backend{}.NewSessionProtocol(&invoker.SessionRequest{Permission: invoker.Unlimited}).(*protocol)
+	turn := func(tr invoker.TurnRequest) (ids, what []string) {
+		t.Helper()
+		lines, err := p.StartTurn(&tr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, l := range lines {
+			var c struct {
+				Type      string
+				RequestID string `json:"request_id"`
+				Request   struct{ Subtype, Model, Mode string }
+			}
+			if err := json.Unmarshal(l, &c); err != nil {
+				t.Fatal(err)
+			}
+			if c.Type != "control_request" {
+				continue // the prompt
+			}
+			ids = append(ids, c.RequestID)
+			what = append(what, c.Request.Subtype+" "+c.Request.Model+c.Request.Mode)
+		}
+		return ids, what
+	}
+	answer := func(id, subtype string) []invoker.Event {
+		t.Helper()
+		st, err := p.Decode([]byte(`{"type":"control_response","response":{"subtype":"` + subtype + `","request_id":"` + id + `","error":"not now"}}`))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return st.Events
+	}
+	ids, what := turn(invoker.TurnRequest{Prompt: "a", Model: "haiku", Permission: invoker.ReadOnly})
+	if len(ids) != 2 {
+		t.Fatalf("turn 1 switches %q, want the model and the mode", what)
+	}
+	evs := answer(ids[0], "error")
+	if len(evs) != 1 || evs[0].Kind != invoker.KindWarning || !strings.Contains(evs[0].Text, "the model to haiku") || !strings.Contains(evs[0].Text, "not now") {
+		t.Errorf("refused set_model gives %+v, want a warning naming the switch and Claude Code's reason", evs)
+	}
+	if evs := answer(ids[1], "success"); len(evs) != 1 || evs[0].Kind != invoker.KindRaw {
+		t.Errorf("a switch taken gives %+v, want a raw event", evs)
+	}
+	if _, what := turn(invoker.TurnRequest{Prompt: "b", Model: "haiku", Permission: invoker.ReadOnly}); !slices.Equal(what, []string{"set_model haiku"}) {
+		t.Errorf("turn 2 switches %q, want the refused model asked again, and the mode taken not", what)
+	}
+}
+
+// A turn cancelled while a steer it accepted is still to be answered by a
+// turn of Claude Code's own never ends as a success with the steer's
+// answer alone: the steers of a cancelled turn are cancelled with it. The
+// lines are those of steer-stream.jsonl, with the cancel between the
+// first result and the steer's own turn, where Claude Code takes the
+// interrupt between turns and stops nothing. Claude Code then either runs
+// the steer's turn to its end before the second interrupt reaches it, or
+// obeys it.
+func TestSteerCancelledBetweenTurns(t *testing.T) {
+	const sid = `"session_id":"b6f913d1-18b0-4822-b5a4-f291f24710d0"`
+	initLine := `{"type":"system","subtype":"init","cwd":"/w",` + sid + `,"tools":[],"model":"claude-opus-4-8","permissionMode":"acceptEdits"}`
+	assistant := func(id, text string) string {
+		return `{"type":"assistant","message":{"content":[{"text":"` + text + `","type":"text"}],"id":"` + id + `","model":"claude-opus-4-8","role":"assistant","type":"message"},"parent_tool_use_id":null,` + sid + `}`
+	}
+	result := func(text string) string {
+		return `{"type":"result","subtype":"success","is_error":false,"num_turns":1,"result":"` + text + `",` + sid + `}`
+	}
+	replay := func(uuid, text string) string {
+		return `{"type":"user","message":{"role":"user","content":"` + text + `"},` + sid + `,"parent_tool_use_id":null,"uuid":"` + uuid + `","isReplay":true}`
+	}
+	interrupted := `{"type":"user","message":{"role":"user","content":[{"type":"text","text":"[Request interrupted by user]"}]},"parent_tool_use_id":null,` + sid + `}`
+	aborted := `{"type":"result","subtype":"error_during_execution","is_error":true,"num_turns":1,` + sid + `}`
+	tests := []struct {
+		name  string
+		steer []string // Claude Code's lines for the steer's own turn, after its system init
+	}{
+		{"the steer's turn answered before the interrupt reached it", []string{replay("00000000-0000-4000-8000-000000000001", "steer me"), assistant("msg_2", "steered answer"), result("steered answer")}},
+		{"the steer's turn interrupted", []string{replay("00000000-0000-4000-8000-000000000001", "steer me"), interrupted, aborted}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			p := backend{}.NewSessionProtocol(&invoker.SessionRequest{Permission: invoker.WorkspaceWrite}).(*protocol)
+			p.newID = func() string { return "00000000-0000-4000-8000-000000000001" }
+			if _, err := p.StartTurn(&invoker.TurnRequest{Prompt: "first"}); err != nil {
+				t.Fatal(err)
+			}
+			decode := func(l string) driver.Step {
+				t.Helper()
+				st, err := p.Decode([]byte(l))
+				if err != nil {
+					t.Fatalf("Decode(%s) error = %v", l, err)
+				}
+				return st
+			}
+			decode(initLine)
+			if _, err := p.Steer("steer me"); err != nil {
+				t.Fatal(err)
+			}
+			decode(replay("9996ec5d-9d99-4757-aefe-0732c9450615", "first"))
+			decode(assistant("msg_1", "one two three"))
+			if st := decode(result("one two three")); st.TurnEnded {
+				t.Fatal("the first result ended the turn although a steer is pending")
+			}
+			// The caller cancels now, between Claude Code's two turns.
+			lines := p.Interrupt()
+			if !interruptLines(lines) {
+				t.Fatalf("Interrupt() = %q, want an interrupt request", lines)
+			}
+			decode(`{"type":"control_response","response":{"subtype":"success","request_id":"clinvoke-1"}}`)
+			if st := decode(initLine); !interruptLines(st.Write) {
+				t.Errorf("the steer's own turn started after the cancel: wrote %q, want it interrupted", st.Write)
+			}
+			var ended bool
+			for _, l := range tt.steer {
+				ended = decode(l).TurnEnded
+			}
+			if !ended {
+				t.Fatal("the steer's turn's result did not end the turn")
+			}
+			out := p.Outcome("")
+			if out.Success {
+				t.Errorf("Outcome() = success with %q, want a cancelled turn never to succeed on the steer's answer", out.Text)
+			}
+			if out.Text == "" {
+				t.Errorf("Outcome().Text is empty, want the partial answer the turn showed")
+			}
+		})
+	}
+}
+
+// interruptLines reports whether lines are one interrupt control request.
+func interruptLines(lines [][]byte) bool {
+	if len(lines) != 1 {
+		return false
+	}
+	var c struct {
+		Type    string `json:"type"`
+		Request struct{ Subtype string }
+	}
+	return json.Unmarshal(lines[0], &c) == nil && c.Type == "control_request" && c.Request.Subtype == "interrupt"
+}
+
+// A steer after the result that ended the turn is refused: Claude Code
+// would answer it with a turn of its own, after the one that ended.
+func TestSteerAfterTurnEnded(t *testing.T) {
+	p := backend{}.NewSessionProtocol(&invoker.SessionRequest{}).(*protocol)
+	if _, err := p.StartTurn(&invoker.TurnRequest{Prompt: "x"}); err != nil {
+		t.Fatal(err)
+	}
+	st, err := p.Decode([]byte(`{"type":"result","subtype":"success","is_error":false,"result":"done","session_id":"s"}`))
+	if err != nil || !st.TurnEnded {
+		t.Fatalf("Decode(result) = %+v, %v; want the turn ended", st, err)
+	}
+	if lines, err := p.Steer("too late"); !errors.Is(err, invoker.ErrInvalidRequest) || lines != nil {
+		t.Errorf("Steer() after the turn's result = %q, %v; want nothing written and ErrInvalidRequest", lines, err)
+	}
+	if _, err := p.StartTurn(&invoker.TurnRequest{Prompt: "y"}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := p.Steer("in time"); err != nil {
+		t.Errorf("Steer() during the next turn = %v, want nil", err)
 	}
 }
 
@@ -437,4 +623,90 @@ func TestLiveDecode(t *testing.T) {
 			tt.check(t, evs, d)
 		})
 	}
+}
+
+// A turn that lowers the permission mode never runs above it: its prompt
+// waits for Claude Code's answer to set_permission_mode. Taken, the prompt
+// goes; refused, the turn ends without its prompt ever being written, and
+// fails saying why; interrupted while it waits, the turn ends with the
+// answer, and the prompt is not written either. A switch that raises the
+// mode (within the session's level) does not wait.
+func TestLoweringWaitsForItsAnswer(t *testing.T) {
+	prompts := func(lines [][]byte) (n int) {
+		for _, l := range lines {
+			if bytes.Contains(l, []byte(`"type":"user"`)) {
+				n++
+			}
+		}
+		return n
+	}
+	answer := func(t *testing.T, p *protocol, id, subtype string) driver.Step {
+		t.Helper()
+		st, err := p.Decode([]byte(`{"type":"control_response","response":{"subtype":"` + subtype + `","request_id":"` + id + `","error":"mode not allowed"}}`))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return st
+	}
+	for _, tc := range []struct {
+		name      string
+		answer    string // "success" or "error"
+		interrupt bool
+		wantSent  bool
+		wantErr   bool
+	}{
+		{name: "taken", answer: "success", wantSent: true},
+		{name: "refused", answer: "error", wantErr: true},
+		{name: "interrupted while it waits", answer: "success", interrupt: true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			p := backend{}.NewSessionProtocol(&invoker.SessionRequest{Permission: invoker.Unlimited}).(*protocol)
+			lines, err := p.StartTurn(&invoker.TurnRequest{Prompt: "a", Permission: invoker.ReadOnly})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(lines) != 1 || prompts(lines) != 0 {
+				t.Fatalf("StartTurn lines %q, want the switch alone, the prompt held", lines)
+			}
+			var c struct {
+				RequestID string `json:"request_id"`
+			}
+			if err := json.Unmarshal(lines[0], &c); err != nil {
+				t.Fatal(err)
+			}
+			if tc.interrupt {
+				if got := p.Interrupt(); len(got) != 0 {
+					t.Errorf("Interrupt() while the prompt waits = %q, want nothing (nothing runs)", got)
+				}
+			}
+			st := answer(t, p, c.RequestID, tc.answer)
+			if sent := prompts(st.Write) == 1; sent != tc.wantSent {
+				t.Errorf("after the answer, Write = %q: prompt sent %v, want %v", st.Write, sent, tc.wantSent)
+			}
+			if st.TurnEnded == tc.wantSent {
+				t.Errorf("after the answer, TurnEnded = %v, want %v", st.TurnEnded, !tc.wantSent)
+			}
+			if tc.wantErr {
+				out := p.Outcome("")
+				var se *invoker.StreamError
+				if out.Success || !errors.As(out.Err, &se) || !strings.Contains(se.Message, "mode not allowed") {
+					t.Errorf("Outcome() = %+v, want a failure naming Claude Code's reason", out)
+				}
+				if len(st.Events) != 1 || st.Events[0].Kind != invoker.KindError {
+					t.Errorf("events %+v, want one error event", st.Events)
+				}
+			}
+		})
+	}
+	t.Run("raising does not wait", func(t *testing.T) {
+		p := backend{}.NewSessionProtocol(&invoker.SessionRequest{Permission: invoker.Unlimited}).(*protocol)
+		p.mode = "default"
+		lines, err := p.StartTurn(&invoker.TurnRequest{Prompt: "a", Permission: invoker.WorkspaceWrite})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(lines) != 2 || prompts(lines) != 1 {
+			t.Errorf("StartTurn lines %q, want the switch and the prompt", lines)
+		}
+	})
 }

@@ -67,10 +67,11 @@ func mcpConfig(servers []invoker.MCPServer) ([]byte, bool, error) {
 			e = mcpEntry{Type: "stdio", Command: s.Command, Args: s.Args}
 			if len(s.Env) > 0 {
 				e.Env = make(map[string]string, len(s.Env))
-				for _, kv := range s.Env {
+				for i, kv := range s.Env {
 					k, v, ok := strings.Cut(kv, "=")
-					if !ok {
-						return nil, false, fmt.Errorf("%w: MCPServers[%q].Env entry %q is not KEY=VALUE", invoker.ErrInvalidRequest, s.Name, kv)
+					if !ok || k == "" {
+						// The entry is not quoted: it may hold a secret.
+						return nil, false, fmt.Errorf("%w: MCPServers[%q].Env[%d] is not KEY=VALUE", invoker.ErrInvalidRequest, s.Name, i)
 					}
 					e.Env[k] = v
 				}

@@ -104,7 +104,7 @@ func (backend) NewSessionProtocol(req *invoker.SessionRequest) driver.SessionPro
 	p := &protocol{dec: newDecoder(), model: req.Model, mode: mode, steers: map[string]bool{}, newID: newUUID,
 		asking: req.Approve != nil, ceiling: req.Permission, ws: workspace.New(req.Workdir, req.Env),
 		servers: map[string]bool{}, goServers: map[string]bool{},
-		waiting: map[string]*waitingUse{}, forSession: map[string]bool{}}
+		waiting: map[string]*waitingUse{}, forSession: map[string]bool{}, switches: map[string]pendingSwitch{}}
 	if p.ceiling == "" {
 		p.ceiling = invoker.ReadOnly
 	}
@@ -131,21 +131,42 @@ type protocol struct {
 
 	model string // "" for Claude Code's default
 	mode  string // the permission mode
+	// switches holds the switches sent and not answered yet, by request
+	// id: a switch is in force once Claude Code took it, so that one it
+	// refused is asked again by the next turn that wants it.
+	switches map[string]pendingSwitch
 
 	// steers holds the uuids of the turn's steering messages that Claude
 	// Code has not taken yet (not replayed). A result while one is
 	// pending is not the end of the turn: the message starts a turn of the
 	// CLI's own, whose result answers it.
 	steers map[string]bool
+	// between: such a result came, and the CLI's turn that takes the
+	// steers has not started (no system init since).
+	between bool
 	// interrupted: the turn was interrupted. A result of an interrupted
-	// turn with steers pending is followed by a turn of the CLI's that
-	// takes them all (queued messages are joined); owed says that turn is
-	// still to come or running, and it is interrupted as it starts.
+	// turn with steers pending, or an interrupt between such a result and
+	// the next system init (which the CLI takes between its turns, where
+	// it stops nothing), is followed by a turn of the CLI's that takes the
+	// steers (queued messages are joined); owed says that turn is still to
+	// come or running: it is interrupted as it starts, and whatever its
+	// result, the turn it ends did not succeed.
 	interrupted, owed bool
 	cut               bool // the owed turn was interrupted
+	// ended: the turn's last result came (Step.TurnEnded); a steer now
+	// would start a turn of the CLI's own, after ours.
+	ended bool
 	// newID returns the uuid of a steering message (newUUID; a test sets
 	// its own).
 	newID func() string
+
+	// lowering is the request id of the turn's switch to a lower
+	// permission mode, not answered yet; held is the turn's prompt, which
+	// waits for that answer. refused is Claude Code's reason for refusing
+	// it: the turn ended without running.
+	lowering string
+	held     []byte
+	refused  string
 
 	// asking: the session has an Approve callback; ceiling is the
 	// permission level in force, which bounds what it is asked.
@@ -161,6 +182,13 @@ type protocol struct {
 	// (Decision.ForSession).
 	waiting    map[string]*waitingUse
 	forSession map[string]bool
+}
+
+// pendingSwitch is a set_model or set_permission_mode sent: what it
+// switches to, and what makes it the one in force.
+type pendingSwitch struct {
+	what string // "the model to M", for a refusal's warning
+	take func()
 }
 
 // userMessage is the line that carries one turn's prompt.
@@ -214,12 +242,22 @@ func (p *protocol) Open() ([][]byte, bool) {
 // set_permission_mode); Claude Code applies them in the order they come,
 // before it takes the user message written after them (measured with
 // 2.1.197: the very next model request carries the new model), so
-// nothing waits for their answers.
+// nothing waits for their answers. A switch is in force once Claude Code
+// answers it with success; one it refuses is a warning of the turn, which
+// runs with what was in force, and the next turn that asks for it asks
+// again.
+//
+// A switch to a lower permission mode is the exception: the turn must
+// never run above the permission it asked for, so its prompt waits for
+// Claude Code's answer (see Decode). Taken, the prompt goes; refused, the
+// turn ends without running, failed.
 func (p *protocol) StartTurn(t *invoker.TurnRequest) ([][]byte, error) {
 	var lines [][]byte
 	if t.Model != "" && t.Model != p.model {
-		lines = append(lines, p.control(map[string]any{"subtype": "set_model", "model": t.Model}))
-		p.model = t.Model
+		model := t.Model
+		line, _ := p.switchTo(map[string]any{"subtype": "set_model", "model": model},
+			"the model to "+model, func() { p.model = model })
+		lines = append(lines, line)
 	}
 	if t.Permission != "" {
 		mode, ok := permissionMode(t.Permission)
@@ -232,8 +270,12 @@ func (p *protocol) StartTurn(t *invoker.TurnRequest) ([][]byte, error) {
 			// protocol's ceiling changes.
 			p.ceiling = t.Permission
 		case mode != p.mode:
-			lines = append(lines, p.control(map[string]any{"subtype": "set_permission_mode", "mode": mode}))
-			p.mode = mode
+			line, id := p.switchTo(map[string]any{"subtype": "set_permission_mode", "mode": mode},
+				"the permission mode to "+mode, func() { p.mode = mode })
+			lines = append(lines, line)
+			if modeRank(mode) < modeRank(p.mode) {
+				p.lowering = id
+			}
 		}
 	}
 	b, err := userLine(t.Prompt, "")
@@ -242,8 +284,25 @@ func (p *protocol) StartTurn(t *invoker.TurnRequest) ([][]byte, error) {
 	}
 	p.dec = newDecoder()
 	clear(p.steers)
-	p.interrupted, p.owed, p.cut = false, false, false
+	p.interrupted, p.owed, p.cut, p.ended, p.between = false, false, false, false, false
+	p.refused = ""
+	if p.lowering != "" {
+		p.held = b
+		return lines, nil
+	}
 	return append(lines, b), nil
+}
+
+// modeRank orders Claude Code's permission modes as the levels they stand
+// for (see permissionMode): a lower rank allows less.
+func modeRank(mode string) int {
+	switch mode {
+	case "default":
+		return 0
+	case "acceptEdits":
+		return 1
+	}
+	return 2 // bypassPermissions, or a mode this package does not send
 }
 
 // Steer writes prompt as a user message during the turn, carrying a uuid
@@ -260,6 +319,9 @@ func (p *protocol) StartTurn(t *invoker.TurnRequest) ([][]byte, error) {
 // of a cancelled turn are cancelled with it, and no result of theirs is
 // left to end the next turn early.
 func (p *protocol) Steer(prompt string) ([][]byte, error) {
+	if p.ended {
+		return nil, fmt.Errorf("%w: the turn has ended; send the message with Session.Turn", invoker.ErrInvalidRequest)
+	}
 	id := p.newID()
 	b, err := userLine(prompt, id)
 	if err != nil {
@@ -271,6 +333,18 @@ func (p *protocol) Steer(prompt string) ([][]byte, error) {
 
 func (p *protocol) Interrupt() [][]byte {
 	p.interrupted = true
+	if p.held != nil {
+		// The prompt waits for a lowering switch's answer: nothing runs
+		// to interrupt. The turn ends, not run, with that answer.
+		return nil
+	}
+	if p.between && len(p.steers) > 0 {
+		// The CLI is between the turn's first result and the turn of
+		// its own that takes the steers: this interrupt stops nothing
+		// there, so that turn is owed one as it starts.
+		p.owed = true
+		clear(p.steers)
+	}
 	return [][]byte{p.interrupt()}
 }
 
@@ -280,13 +354,28 @@ func (p *protocol) interrupt() []byte {
 
 // control returns a control request with a new request id.
 func (p *protocol) control(req map[string]any) []byte {
+	b, _ := p.request(req)
+	return b
+}
+
+// request returns a control request with a new request id, and the id.
+func (p *protocol) request(req map[string]any) ([]byte, string) {
 	p.requests++
+	id := "clinvoke-" + strconv.Itoa(p.requests)
 	b, _ := json.Marshal(map[string]any{
 		"type":       "control_request",
-		"request_id": "clinvoke-" + strconv.Itoa(p.requests),
+		"request_id": id,
 		"request":    req,
 	})
-	return b
+	return b, id
+}
+
+// switchTo returns the control request of a switch, whose success calls
+// take, and its request id.
+func (p *protocol) switchTo(req map[string]any, what string, take func()) ([]byte, string) {
+	b, id := p.request(req)
+	p.switches[id] = pendingSwitch{what: what, take: take}
+	return b, id
 }
 
 // userLine returns the user message carrying prompt; id, when not empty,
@@ -312,8 +401,22 @@ func (p *protocol) Decode(line []byte) (driver.Step, error) {
 		switch c.Type {
 		case "control_response":
 			ev := invoker.Event{Kind: invoker.KindRaw, Raw: line}
-			if c.Response != nil && c.Response.Subtype == "error" {
+			var sw pendingSwitch
+			var isSwitch bool
+			if c.Response != nil {
+				sw, isSwitch = p.switches[c.Response.RequestID]
+				delete(p.switches, c.Response.RequestID)
+			}
+			switch {
+			case c.Response != nil && c.Response.Subtype == "error" && isSwitch:
+				ev.Kind, ev.Text = invoker.KindWarning, "claude refused to switch "+sw.what+" ("+c.Response.Error+"); the turn runs with the one in force, and the next turn that asks for it asks again"
+			case c.Response != nil && c.Response.Subtype == "error":
 				ev.Kind, ev.Text = invoker.KindWarning, "claude refused a control request: "+c.Response.Error
+			case isSwitch:
+				sw.take()
+			}
+			if isSwitch && c.Response.RequestID == p.lowering {
+				return p.lowered(ev, sw.what, c.Response.Subtype != "error", c.Response.Error), nil
 			}
 			// The answer to initialize, success or not, says the CLI
 			// reads its input: the session is ready.
@@ -363,11 +466,14 @@ func (p *protocol) Decode(line []byte) (driver.Step, error) {
 			switch {
 			case u.Type == "user" && u.IsReplay:
 				delete(p.steers, u.UUID)
-			case u.Type == "system" && u.Subtype == "init" && p.owed && !p.cut:
-				// The CLI's turn that takes the cancelled turn's steers
-				// starts: cancel it too.
-				step.Write = [][]byte{p.interrupt()}
-				p.cut = true
+			case u.Type == "system" && u.Subtype == "init":
+				p.between = false
+				if p.owed && !p.cut {
+					// The CLI's turn that takes the cancelled turn's
+					// steers starts: cancel it too.
+					step.Write = [][]byte{p.interrupt()}
+					p.cut = true
+				}
 			}
 		}
 	}
@@ -378,12 +484,14 @@ func (p *protocol) Decode(line []byte) (driver.Step, error) {
 		switch {
 		case len(p.steers) == 0 || p.owed:
 			step.TurnEnded = true
+			p.ended = true
 		default:
 			// A steer is still queued in the CLI: this result answers
 			// what came before it, and the turn goes on in the CLI's next
 			// turn, which takes the steer.
 			step.Events = slices.DeleteFunc(evs, func(e invoker.Event) bool { return e.Kind == invoker.KindDone })
 			p.dec = p.dec.next()
+			p.between = true
 			if p.interrupted {
 				p.owed = true
 				clear(p.steers)
@@ -395,4 +503,40 @@ func (p *protocol) Decode(line []byte) (driver.Step, error) {
 
 func (p *protocol) Stderr(line []byte) error { return p.dec.Stderr(line) }
 
-func (p *protocol) Outcome(stderr string) driver.Outcome { return p.dec.Outcome(0, stderr) }
+// Outcome is the outcome of the turn's last result. When that result
+// answers the steers of an interrupted turn (owed), the turn did not
+// succeed, even if the CLI answered them before the interrupt reached
+// it: they were cancelled with the turn.
+// lowered ends the wait of a turn's prompt for the answer to its switch to
+// a lower permission mode (what; ev is the event of the answer): taken,
+// the prompt goes, unless the turn was interrupted meanwhile; refused
+// (with reason), the turn ends without running, and fails.
+func (p *protocol) lowered(ev invoker.Event, what string, taken bool, reason string) driver.Step {
+	held := p.held
+	p.lowering, p.held = "", nil
+	switch {
+	case !taken:
+		p.refused = reason
+		ev.Kind = invoker.KindError
+		ev.Text = "claude refused to lower " + what + " (" + reason + "); the turn did not run, since it would have run above the permission it asked for"
+		p.ended = true
+		return driver.Step{Events: []invoker.Event{ev}, TurnEnded: true}
+	case p.interrupted:
+		p.ended = true
+		return driver.Step{Events: []invoker.Event{ev}, TurnEnded: true}
+	}
+	return driver.Step{Events: []invoker.Event{ev}, Write: [][]byte{held}}
+}
+
+func (p *protocol) Outcome(stderr string) driver.Outcome {
+	if p.refused != "" {
+		return driver.Outcome{Err: &invoker.StreamError{Type: "permission_switch_refused",
+			Message: "claude refused to lower the permission mode (" + p.refused + "); the turn did not run, since it would have run above the permission it asked for"}}
+	}
+	out := p.dec.Outcome(0, stderr)
+	if p.owed && out.Success {
+		out.Success, out.Structured = false, nil
+		out.Err = &invoker.StreamError{Message: "the turn was interrupted", Type: "interrupted"}
+	}
+	return out
+}

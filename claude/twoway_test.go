@@ -126,11 +126,15 @@ func TestMCPConfigErrors(t *testing.T) {
 	for _, servers := range [][]invoker.MCPServer{
 		{{Name: "a", Command: "x"}, {Name: "a", URL: "http://x"}},
 		{{Name: "a"}},
-		{{Name: "a", Command: "x", Env: []string{"NOEQUALS"}}},
+		{{Name: "a", Command: "x", Env: []string{"s3cret-alone"}}},
+		{{Name: "a", Command: "x", Env: []string{"=s3cret-unnamed"}}},
 	} {
 		req := invoker.SessionRequest{Workdir: "/w", MCPServers: servers}
-		if _, err := (backend{}).SessionCommand(&req); !errors.Is(err, invoker.ErrInvalidRequest) {
+		_, err := (backend{}).SessionCommand(&req)
+		if !errors.Is(err, invoker.ErrInvalidRequest) {
 			t.Errorf("SessionCommand(%+v) error = %v, want ErrInvalidRequest", servers, err)
+		} else if strings.Contains(err.Error(), "s3cret") {
+			t.Errorf("SessionCommand() error = %q quotes an Env entry's value", err)
 		}
 	}
 }

@@ -259,14 +259,18 @@ func TestMCPServersInvalid(t *testing.T) {
 		{{Name: "a", Command: "x"}, {Name: "a", URL: "http://h"}},
 		{{Name: "a"}},
 		{{Name: "a", Command: "x", URL: "http://h"}},
-		{{Name: "a", Command: "x", Env: []string{"NOEQUALS"}}},
+		{{Name: "a", Command: "x", Env: []string{"s3cret-alone"}}},
+		{{Name: "a", Command: "x", Env: []string{"=s3cret-unnamed"}}},
 		{{Name: "a", Command: "x", Env: []string{"DB=one"}}, {Name: "b", Command: "y", Env: []string{"DB=two"}}},
 		{{Name: "a", Command: "x", Env: []string{"REQ=two"}}},        // Request.Env's value would reach the server
 		{{Name: "a", Command: "x", Env: []string{"CLINVOKE.DOT=1"}}}, // not a name Codex can keep from its commands
 		{{Name: "a", Server: mcp.NewServer(&mcp.Implementation{Name: "s"}, nil)}},
 	} {
-		if _, err := (backend{}).SessionCommand(&invoker.SessionRequest{MCPServers: servers, Env: []string{"REQ=one"}}); !errors.Is(err, invoker.ErrInvalidRequest) {
+		_, err := (backend{}).SessionCommand(&invoker.SessionRequest{MCPServers: servers, Env: []string{"REQ=one"}})
+		if !errors.Is(err, invoker.ErrInvalidRequest) {
 			t.Errorf("SessionCommand(%+v) error = %v, want ErrInvalidRequest", servers, err)
+		} else if strings.Contains(err.Error(), "s3cret") {
+			t.Errorf("SessionCommand() error = %q quotes an Env entry's value", err)
 		}
 	}
 }

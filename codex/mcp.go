@@ -80,10 +80,11 @@ func mcpConfig(servers []invoker.MCPServer, trusted bool, reqEnv []string, inHos
 				args = append(args, key+"args="+tomlArray(s.Args))
 			}
 			var names []string
-			for _, kv := range s.Env {
+			for j, kv := range s.Env {
 				name, _, ok := strings.Cut(kv, "=")
 				if !ok || name == "" {
-					return nil, nil, fmt.Errorf("%w: MCPServers[%d] (%s): Env entry %q is not KEY=VALUE", invoker.ErrInvalidRequest, i, s.Name, kv)
+					// The entry is not quoted: it may hold a secret.
+					return nil, nil, fmt.Errorf("%w: MCPServers[%d] (%s): Env[%d] is not KEY=VALUE", invoker.ErrInvalidRequest, i, s.Name, j)
 				}
 				_, value, _ := strings.Cut(kv, "=")
 				if other, ok := envOf[name]; ok && envVal[name] != value {

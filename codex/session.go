@@ -38,8 +38,10 @@ import (
 // terminal" of the thread), so after every turn the session asks for
 // thread/backgroundTerminals/clean and ends the turn when Codex has
 // answered: when Turn returns, the turn's tools are gone. The partial
-// answer of an interrupted turn is not kept in the thread. Usage is the
-// thread's total, as with Invoke.
+// answer of an interrupted turn is not kept in the thread, but the turn
+// gives it: a message cut by the end of its turn comes whole, as far as it
+// was written, before the turn's done event. Usage is the thread's total,
+// as with Invoke.
 //
 // A session with Fork opens with thread/fork instead of thread/resume. A
 // turn's Model and Permission are turn/start's overrides, Steer is
@@ -604,6 +606,13 @@ func (p *protocol) completed(rawTurn json.RawMessage, raw json.RawMessage) drive
 	}
 	p.ended = true
 	var evs []invoker.Event
+	if p.partial.Len() > 0 {
+		// The turn ended while a message was being written (an
+		// interrupt, a failure): the message as far as it came, whole,
+		// as an ACP turn's is, so that a consumer of whole messages
+		// sees the text Result.Text holds.
+		evs = append(evs, invoker.Event{Kind: invoker.KindMessage, Text: p.partial.String(), Raw: raw})
+	}
 	switch t.Status {
 	case "completed":
 		p.success = true

@@ -104,10 +104,14 @@ type Decision struct {
 // A Server (tools written in Go) is served by the run for the run's
 // length: to Claude Code over its own control protocol, to the other CLIs
 // over streamable HTTP on 127.0.0.1 behind a random per-run bearer token.
-// A tool call's context has the values and the deadline of the turn's,
-// and is cancelled when its turn is cancelled (once the CLI has been asked
-// to stop it, so that the handler's answer cannot complete the turn) or
-// the run ends; the run does not return while a handler still runs.
+// A tool call's context is its turn's: it has the values and the deadline
+// of the context the turn was given (Invoke's, Session.Turn's), and is
+// cancelled when the turn is cancelled (once the CLI has been asked to
+// stop it, so that the handler's answer cannot complete the turn), times
+// out or ends, or the run ends; once the deadline has passed, its Err is
+// context.DeadlineExceeded. A call the CLI makes between the turns of a
+// session has the session's context. The run does not return while a
+// handler still runs.
 //
 // A Command server is started by the CLI, inside the run's containment,
 // and dies with the run; a URL server is reached by the CLI.

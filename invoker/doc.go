@@ -46,14 +46,15 @@
 // [Capabilities].Containment which one runs get on this machine, and why
 // not better):
 //
-//   - "cgroup" (Linux with a writable cgroup v2: root, a delegated cgroup
-//     such as systemd-run --user -p Delegate=yes --scope, or
-//     Options.CgroupParent): the CLI starts inside a cgroup of its own, so
-//     every process it starts is born there and none can leave, whatever it
-//     does to its session, environment or process title. The sweep is one
-//     write to cgroup.kill; "gone" is the kernel's word. A keeper process
-//     kills every run of a host that dies without cleaning up (SIGKILL,
-//     OOM kill).
+//   - "cgroup" (Linux with a writable cgroup v2 the host runs in: root, a
+//     delegated cgroup such as systemd-run --user -p Delegate=yes --scope,
+//     or Options.CgroupParent naming a cgroup the host was moved into):
+//     the CLI starts inside a cgroup of its own, so every process it
+//     starts is born there and none can leave, whatever it does to its
+//     session, environment or process title. The sweep is one write to
+//     cgroup.kill; "gone" is the kernel's word. A keeper process kills
+//     every run of a host that dies without cleaning up (SIGKILL, OOM
+//     kill).
 //   - "tracking" (Linux otherwise): the process group, descendants by
 //     parent links recorded every 300 ms, and every process carrying the
 //     run's marker variable (CLINVOKE_RUN) in its environment, plus a
@@ -78,7 +79,11 @@
 //  2. SIGTERM, then wait up to Options.TerminateGrace (2 s by default);
 //  3. SIGKILL to the group and to every descendant of the run.
 //
-// The CLI exiting at any step ends the ladder and starts the sweep. SIGINT
+// The CLI exiting at any step ends the ladder and starts the sweep. On
+// Linux a step whose signal the CLI's process ignores (SIG_IGN, as a CLI
+// started by a host that ignores SIGINT inherits it: nohup, a shell
+// script's background command) is skipped rather than waited out, so a CLI
+// that ignores both SIGINT and SIGTERM gets SIGKILL at once. SIGINT
 // comes first because it is the signal the real CLIs handle best: Claude
 // Code records the turn and stops its own tools on SIGINT, but orphans them
 // on SIGTERM. The error then matches ctx.Err() (errors.Is(err,
@@ -109,7 +114,9 @@
 // normal for these CLIs. A line over Options.MaxLineSize (64 MiB by default)
 // is skipped and reported as a [KindWarning] event; streaming goes on, but
 // the run fails with [ErrLineTooLong]: the skipped line may have held the
-// answer, and lost output is never reported as success. Malformed lines
+// answer, and lost output is never reported as success. In the long-lived
+// mode of a session, whose protocol cannot do without the line (it may
+// have ended the turn), the turn fails at once and the session ends. Malformed lines
 // become warnings; unknown event types pass through as [KindRaw].
 //
 // After an error or a cancel, [Result.Text] holds the partial answer the
@@ -193,6 +200,12 @@
 // the CLI's question is withdrawn, and the turn does not return before the
 // callback has.
 //
+// At most 64 questions of a turn wait for the callback at once. A CLI that
+// asks more (a loop, a prompt injection) gets a denial for each question
+// beyond them, without the callback being asked, and the run reports each
+// with a [KindWarning] event: what a CLI can make the program hold is
+// bounded, whatever it asks.
+//
 // Request.MCPServers gives the agent MCP servers: tools written in Go
 // ([MCPServer].Server, a go-sdk *mcp.Server), which the run serves for its
 // length (to Claude Code over its control protocol, to the others over
@@ -225,7 +238,8 @@
 // Events mark the start (process.pid), the first event, each tool call
 // (gen_ai.tool.name), the decision to stop (clinvoke.stop with its reason),
 // each step of the ladder (clinvoke.interrupt, clinvoke.terminate,
-// clinvoke.kill) and the sweep.
+// clinvoke.kill; a step skipped because the CLI ignores its signal is
+// marked clinvoke.signal.ignored) and the sweep.
 //
 // clinvoke.outcome says how a run or turn ended: "answered" (nil error),
 // "cancelled" and "deadline" (the caller's context), "timeout" (first-event

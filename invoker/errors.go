@@ -63,14 +63,23 @@ var (
 	// skipped line, so it cannot tell whether it held the final answer or
 	// the terminal event: a run that skipped one is never a success, even
 	// if the CLI reported success after it. (The Result holds what was
-	// decoded.) The message gives the line's size; raise the limit with
-	// Options.MaxLineSize.
+	// decoded.) A session that skipped one during a turn has lost a line
+	// of its protocol, maybe the end of the turn: the turn fails at once
+	// and the session ends (the turn's error also matches
+	// ErrSessionClosed); OpenSession fails likewise for a line skipped in
+	// the opening. The message gives the line's size; raise the limit
+	// with Options.MaxLineSize.
 	ErrLineTooLong = errors.New("stdout line over the line limit skipped")
 
 	// ErrContainment is returned, before anything starts, when
-	// Options.Containment asks for a level this machine cannot give (such
-	// as "cgroup" without a writable cgroup v2); the message says why and
-	// how to get it. Capabilities.Containment reports the level runs get.
+	// Options.Containment asks for a level this machine cannot give: for
+	// "cgroup", no writable cgroup v2, or one the kernel will not start
+	// processes in (a host that does not run inside Options.CgroupParent).
+	// The message names the level, says why (naming the cgroup) and how
+	// to get it, as in "containment unavailable: cgroup: making a cgroup
+	// in /sys/fs/cgroup/user.slice: …: permission denied; to get the
+	// cgroup level, …". Capabilities.Containment reports the level runs
+	// get, and ContainmentNote the same reason when it is not the best.
 	ErrContainment = errors.New("containment unavailable")
 
 	// ErrMaxTurns is matched by a *LimitError for a turn the CLI stopped

@@ -116,7 +116,10 @@ type Event struct {
 	// Delta, on a KindDelta event, is the kind of the text being
 	// written: KindMessage or KindReasoning. It is zero on other events.
 	Delta EventKind `json:"delta,omitempty"`
-	// Tool describes the tool for KindToolCall and KindToolResult.
+	// Tool describes the tool for KindToolCall and KindToolResult, and
+	// the tool call that a permission request was about on the
+	// KindWarning event of one refused without asking Approve (see
+	// Request.Approve).
 	Tool *Tool `json:"tool,omitempty"`
 	// Usage is set on KindUsage events.
 	Usage *Usage `json:"usage,omitempty"`

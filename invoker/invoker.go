@@ -36,7 +36,11 @@ type Invoker interface {
 	//
 	// A call to Invoke is a session of one turn: req.Session() are its
 	// settings, req.Turn() its turn, and the result and errors are those
-	// Session.Turn gives for the same output of the CLI.
+	// Session.Turn gives for the same output of the CLI, but for the
+	// session the caller never opened: where the turn's end also ends
+	// the session (a cancel, the CLI's exit), Invoke's error says what
+	// ended the run, and matches neither ErrSessionClosed nor
+	// ErrInterruptIgnored.
 	Invoke(ctx context.Context, req Request) (*Result, error)
 
 	// OpenSession starts the CLI in its long-lived mode (Claude Code's
@@ -202,6 +206,13 @@ type Request struct {
 	// runs in the CLI's long-lived mode. Without Approve no question is
 	// asked of the program: what the permission level allows runs, and a
 	// request the CLI still makes is declined so that a turn never waits.
+	//
+	// At most 64 questions of a turn wait for Approve at once, each on a
+	// goroutine of its own: a question the CLI asks beyond them is denied
+	// at once, without asking, with a message the model reads (where the
+	// CLI carries one), and reported as a KindWarning event whose Tool is
+	// the call it was about. Once the deadline of the caller's context has
+	// passed, Approve's ctx.Err() is context.DeadlineExceeded.
 	Approve func(ctx context.Context, a Approval) Decision
 
 	// MCPServers are MCP servers whose tools the agent may call: tools
@@ -319,7 +330,10 @@ type TurnRequest struct {
 	// Permission, when not empty, switches the session's permission level
 	// from this turn on (Capabilities.SwitchPermission). It may not be
 	// above the level the session was opened with, which stays the
-	// ceiling: a higher one is ErrInvalidRequest.
+	// ceiling: a higher one is ErrInvalidRequest. A turn never runs above
+	// the level it asks for: when the CLI refuses to lower its level, the
+	// turn fails with a *StreamError saying so, and its prompt is not
+	// sent; the session stays at the level it had.
 	Permission Permission
 }
 

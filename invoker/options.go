@@ -91,8 +91,10 @@ type Options struct {
 
 	// MaxLineSize is the longest stdout line decoded, in bytes; a longer
 	// line is skipped with a KindWarning event, and the turn fails with
-	// ErrLineTooLong. The default is 64 MiB; values below 64 KiB are
-	// raised to 64 KiB.
+	// ErrLineTooLong: a one-shot run once the CLI exits, a turn of a
+	// session (or a run that Invoke carries in one) at once, ending the
+	// session (see Session.Turn). The default is 64 MiB; values below
+	// 64 KiB are raised to 64 KiB.
 	MaxLineSize int
 
 	// StderrTail is how much of the end of the CLI's standard error is
@@ -133,9 +135,15 @@ type Options struct {
 	// level can miss.
 	SweepEveryTurn bool
 
-	// CgroupParent names a writable cgroup v2 directory under which runs
-	// get their cgroups, for a host that is not root and not started in a
-	// delegated cgroup. The default is the host's own cgroup.
+	// CgroupParent names a cgroup v2 directory, writable by the host's
+	// user, under which runs get their cgroups. The default is the host's
+	// own cgroup. The kernel starts processes in those cgroups only for a
+	// host that runs inside the directory (cgroup v2 lets a process start
+	// one in another cgroup only if it may write cgroup.procs of the
+	// cgroup that holds both): it serves a host moved into a cgroup handed
+	// to its user, or below it. For a host outside it, runs get the
+	// tracking level and Capabilities.ContainmentNote says why, or, with
+	// Containment "cgroup", fail with ErrContainment.
 	CgroupParent string
 
 	// TracerProvider receives a span for each run and each session turn,

@@ -13,7 +13,9 @@ import "context"
 // exits or crashes, the CLI and every process it started are gone.
 //
 // A run of Invoke is a session of one turn: for the same output of the
-// CLI, Turn gives the same Result and the same error as Invoke.
+// CLI, Turn gives the same Result and the same error as Invoke (a turn
+// that ends with its session also matches ErrSessionClosed, which a run
+// of Invoke, opening no session, never does).
 type Session interface {
 	// Turn sends t's prompt and returns when the turn has ended, with the
 	// same Result and events as Invoke gives for one run. The session
@@ -30,6 +32,13 @@ type Session interface {
 	// end the turn in time is stopped with the signal ladder and the
 	// session is closed: the error then also matches ErrInterruptIgnored
 	// and ErrSessionClosed, and Err and Close report the same.
+	//
+	// A stdout line over Options.MaxLineSize during the turn fails it at
+	// once with ErrLineTooLong, and ends the session (the error also
+	// matches ErrSessionClosed, and so do Err and Close): the session's
+	// protocol lost a line that may have been the end of the turn, or a
+	// request the CLI waits on for an answer. Resume the conversation in
+	// a new session with ID.
 	//
 	// Result.ExitCode is 0 for a turn that ended while the CLI runs on,
 	// else the CLI's exit status (-1 when killed by a signal).
@@ -56,22 +65,24 @@ type Session interface {
 	// and its process tree is gone and reaped.
 	Done() <-chan struct{}
 
-	// Err returns why the session ended, once Done is closed: nil when it
-	// was closed and the CLI exited by itself at the end of its input,
-	// else the cause, as precisely as the turn that ended it reported it
-	// (the context's error only when the context given to OpenSession was
-	// done). Before Done is closed it returns nil.
+	// Err returns why the session ended, once Done is closed: nil when
+	// Close ended it, else the cause, as precisely as the turn that ended
+	// it reported it (the context's error only when the context given to
+	// OpenSession was done). Before Done is closed it returns nil.
 	Err() error
 
 	// Close ends the session and returns once the CLI and every process
 	// it started are gone. Between turns it closes the CLI's standard
 	// input, the end of the conversation for every CLI, and waits
 	// Options.TurnInterruptGrace for it to exit; a turn in flight, or a
-	// CLI that does not exit in time, gets the signal ladder at once, and
-	// the turn returns an error matching ErrSessionClosed. Close returns
-	// nil when the tree ended that way; when the session had already
-	// ended for another reason, it returns that reason (as Err). Close
-	// may be called more than once, from any goroutine but these: not from
+	// CLI that does not exit in time, gets the signal ladder, and the
+	// turn returns an error matching ErrSessionClosed. Close returns nil
+	// when it ended the session, however the CLI ended (at the end of its
+	// input, whatever its exit status, or stopped with the ladder: the
+	// tree is gone either way, and the log says when a CLI had to be
+	// stopped); when the session had already ended for another reason,
+	// it returns that reason (as Err). Close may be called more than
+	// once, from any goroutine but these: not from
 	// a TurnRequest.OnEvent callback, an Approve callback or a handler of
 	// a Go MCP tool of the session, which would wait for the tree while
 	// the tree waits for the callback (cancel the turn's context there

@@ -28,7 +28,9 @@ const ParallelSuffix = "_parallel"
 // Register returns an error, and adds nothing, when s is nil, no invoker
 // is given, two invokers have the same name, a name is not a valid tool
 // name, or opts is invalid (an unknown permission, a root that is not an
-// existing absolute directory). A tool already on s with the same name is
+// existing absolute directory, an MCP server without a usable name) or
+// asks for what an invoker's CLI cannot take (Options.Approve, a server
+// of Options.MCPServers). A tool already on s with the same name is
 // replaced.
 func Register(s *mcp.Server, opts *Options, invokers ...invoker.Invoker) (*Tools, error) {
 	if s == nil {
@@ -54,6 +56,9 @@ func Register(s *mcp.Server, opts *Options, invokers ...invoker.Invoker) (*Tools
 		}
 		if seen[name] {
 			return nil, fmt.Errorf("mcpadapter: Register: two invokers named %q", name)
+		}
+		if err := cfg.checkTakes(inv); err != nil {
+			return nil, fmt.Errorf("mcpadapter: Register: %w", err)
 		}
 		seen[name] = true
 		t := &tool{shared: sh, inv: inv, name: name, f: featuresOf(inv)}

@@ -112,10 +112,12 @@ func canElicit(ss *mcp.ServerSession) (ok bool, why string) {
 }
 
 // An approver answers the questions of one run (a call, or a task of a
-// parallel call) as the tools' policy says.
+// parallel call): Options.Approve first, when it is set, and the policy of
+// Options.Approvals for the questions it defers (or all of them).
 type approver struct {
 	t      *tool
-	policy ApprovalPolicy // the policy that applies to this run: deny or elicit
+	c      *Call          // the call the run serves, for Options.Approve
+	policy ApprovalPolicy // the policy of Options.Approvals that applies to this run
 	why    string         // why a run under ApprovalsElicit falls back, for the log
 	ss     *mcp.ServerSession
 	// call is the call's context: its values route an elicitation onto
@@ -126,31 +128,49 @@ type approver struct {
 	prefix string // "[3] " for a task of a parallel call
 }
 
-// approverFor returns the Approve callback of a run of the call whose
-// context is ctx and whose client session is ss, or nil when the run is
-// to go without one: the policy is ApprovalsAllow (or falls back to it),
-// or the CLI cannot take one.
-func (t *tool) approverFor(ctx context.Context, ss *mcp.ServerSession, rep *reporter, prefix string) *approver {
-	policy := t.cfg.approvals
-	if policy == ApprovalsAllow || !t.inv.Capabilities().Approve {
+// approverFor returns the approver of a run of the call c whose context is
+// ctx, or nil when the run is to go without an Approve callback: no
+// Options.Approve, and Options.Approvals is ApprovalsAllow (or falls back
+// to it); or the CLI cannot take a callback (Register refuses such a CLI
+// when Options.Approve is set).
+func (t *tool) approverFor(ctx context.Context, c *Call, rep *reporter, prefix string) *approver {
+	if !t.inv.Capabilities().Approve {
 		return nil
 	}
-	a := &approver{t: t, policy: policy, ss: ss, call: ctx, rep: rep, prefix: prefix}
-	if policy == ApprovalsElicit {
-		if ok, why := canElicit(ss); !ok {
+	a := &approver{t: t, c: c, policy: t.cfg.approvals, ss: sessionOf(c.Request), call: ctx, rep: rep, prefix: prefix}
+	if a.policy == ApprovalsElicit {
+		if ok, why := canElicit(a.ss); !ok {
 			a.policy, a.why = t.cfg.approvalFallback, why
-			if a.policy == ApprovalsAllow {
-				return nil
-			}
 		}
 	}
+	if a.policy == ApprovalsAllow && t.cfg.approve == nil {
+		return nil
+	}
+	c.ap = a
 	return a
 }
 
 // approve is the run's Approve callback. ctx is the turn's context.
 func (a *approver) approve(ctx context.Context, ap invoker.Approval) invoker.Decision {
+	if a.t.cfg.approve == nil {
+		return a.builtin(ctx, ap)
+	}
+	d := a.t.cfg.approve(ctx, a.c, ap)
+	a.log(ctx, ap, d, "Options.Approve", "")
+	return d
+}
+
+// builtin answers ap as the policy of Options.Approvals says: the whole
+// answer without Options.Approve, and Call.Defer's with it.
+func (a *approver) builtin(ctx context.Context, ap invoker.Approval) invoker.Decision {
 	what := describeApproval(a.t.name, ap)
-	if a.policy != ApprovalsElicit {
+	switch a.policy {
+	case ApprovalsAllow:
+		d := invoker.Decision{Allow: true}
+		a.log(ctx, ap, d, "policy", a.why)
+		return d
+	case ApprovalsElicit:
+	default:
 		d := invoker.Decision{Message: "denied by the MCP server's approval policy: " + what}
 		a.log(ctx, ap, d, "policy", a.why)
 		return d

@@ -98,6 +98,44 @@
 // the ceiling under every policy. docs/approvals.md records which MCP
 // hosts declare elicitation and what they answer when run headless.
 //
+// A server with rules of its own sets Options.Approve, a policy written in
+// Go, which sees each question with the [Call] it comes from (the tool,
+// the task, the client's request, the run's workdir and permission). It
+// decides first; [Call.Defer] hands a question on to Options.Approvals.
+// So the order is: the permission level (the ceiling, never crossed),
+// then Options.Approve, then, for what it defers, Options.Approvals
+// (allow, deny, or the client asked, else Options.ApprovalFallback).
+//
+// Each run receives the server's answer as its Request.Approve: nil when
+// the server asks no one (ApprovalsAllow without Approve), so that the
+// CLI runs as it does without a callback. An Invoker given to Register
+// that wraps another and sets Request.Approve itself decides after the
+// server, since it hands the CLI its request: one that calls the
+// Request.Approve it received for the questions it does not answer keeps
+// the server's policy, as a middleware calls the next handler, and one
+// that replaces it answers alone, leaving Options.Approve and
+// Options.Approvals out. A wrapper that sets it in Invoke only is also
+// left out of warm sessions, which run through Invoker.OpenSession. A
+// policy for every run belongs in Options.Approve, which reaches them all.
+//
+// # Go tools
+//
+// Options.MCPServers gives the agent of every run MCP servers: tools
+// written in Go (a go-sdk *mcp.Server, served by each run to its CLI) and
+// servers of other programs. Each run receives a copy of the list, first,
+// in its Request.MCPServers; an Invoker wrapper may append servers of its
+// own, and one that adds a server under a name of the list has the call
+// refused with invoker.ErrInvalidRequest before anything starts. The
+// agent's calls of their tools are questions like its other actions, for
+// Options.Approve and Options.Approvals to answer.
+//
+// # Testing
+//
+// Package mcpadapter/mcptest connects a client to a server in memory,
+// calls its tools and waits until their runs are reaped, and
+// invoker/invokertest scripts the agents: together they test a server
+// built on this package with no CLI installed.
+//
 // # Progress
 //
 // When a call carries a progress token, the run's events become

@@ -37,7 +37,7 @@ func (t *tool) handle(ctx context.Context, req *mcp.CallToolRequest, in Input) (
 	rep := t.reporter(ctx, req)
 	defer rep.stop()
 
-	out = t.runTask(ctx, rep, sessionOf(req), t.name, "", nil, in)
+	out = t.runTask(ctx, rep, req, t.name, "", nil, in)
 	if out.Status != StatusCompleted {
 		return errorResult(t.name, out), out, nil
 	}
@@ -106,7 +106,6 @@ func (t *tool) handleParallel(ctx context.Context, req *mcp.CallToolRequest, in 
 	}
 	g.SetLimit(limit)
 	var finished atomic.Int64
-	ss := sessionOf(req)
 	for i, task := range in.Tasks {
 		if task.Workdir == "" {
 			task.Workdir = in.Workdir
@@ -121,7 +120,7 @@ func (t *tool) handleParallel(ctx context.Context, req *mcp.CallToolRequest, in 
 			task.SystemPrompt = in.SystemPrompt
 		}
 		g.Go(func() error {
-			o := t.runTask(gctx, rep, ss, toolName, fmt.Sprintf("[%d] ", i), &i, task)
+			o := t.runTask(gctx, rep, req, toolName, fmt.Sprintf("[%d] ", i), &i, task)
 			out.Results[i] = TaskOutput{Index: i, Output: o}
 			rep.post(fmt.Sprintf("[%d] %s (%d/%d tasks done)", i, o.Status, finished.Add(1), len(in.Tasks)))
 			if in.FailFast && o.Status != StatusCompleted {

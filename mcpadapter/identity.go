@@ -6,7 +6,6 @@ import (
 	"slices"
 	"strings"
 	"sync"
-	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/auth"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
@@ -18,20 +17,6 @@ import (
 // server's own auth.RequireBearerToken), which the SDK hands to the tool
 // handler in mcp.RequestExtra.TokenInfo. Calls over stdio, and over HTTP
 // without authentication, have none ("").
-
-// A Call is a tool call in progress, as [Tools.Calls] lists it.
-type Call struct {
-	// Tool is the tool called, such as "codex" or "codex_parallel".
-	Tool string
-	// Identity is who made the call (see [HTTPAccess]); "" for a call
-	// without authentication.
-	Identity string
-	// Session is the MCP session id of the call's client; "" over stdio
-	// and in stateless HTTP.
-	Session string
-	// Start is when the call began.
-	Start time.Time
-}
 
 // Calls returns the calls in progress, oldest first: those whose handler
 // has begun and not yet returned (a call waiting for a slot of

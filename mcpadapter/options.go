@@ -1,12 +1,14 @@
 package mcpadapter
 
 import (
+	"context"
 	"fmt"
 	"go.opentelemetry.io/otel/trace"
 	"log/slog"
 	"math"
 	"os"
 	"path/filepath"
+	"slices"
 	"time"
 
 	"github.com/clinvoke/clinvoke/invoker"
@@ -166,6 +168,68 @@ type Options struct {
 	// requests from this machine. See [HTTPAccess].
 	HTTPAccess HTTPAccess
 
+	// Approve and MCPServers give every run of the tools what a program
+	// gives a run of its own in invoker.Request: an approval policy and
+	// tools, written in Go. The package documentation (# Approvals, # Go
+	// tools) says how they compose with Approvals, and with an Invoker
+	// that sets the same Request fields.
+
+	// Approve, if not nil, is the server's approval policy written in Go.
+	// It decides each action the agent of a run asks permission for (a
+	// command, a file change, an MCP tool call: invoker.Approval), for
+	// every run of the tools, the turns of warm sessions and the tasks of
+	// parallel calls included, and call says which call of which client
+	// the run serves. It decides first: what it returns is the answer,
+	// and call.Defer(ctx, a) hands the question to Approvals instead,
+	// which answers as it does without Approve (ApprovalsAllow, the
+	// default, allows; ApprovalsDeny denies; ApprovalsElicit asks the
+	// call's client, or applies ApprovalFallback). So a policy refuses
+	// what it must and defers the rest:
+	//
+	//	Approve: func(ctx context.Context, call *mcpadapter.Call, a invoker.Approval) invoker.Decision {
+	//		if a.Kind == "file_change" && !inside(dir, a.Paths) {
+	//			return invoker.Decision{Message: "only files under " + dir + " may change"}
+	//		}
+	//		return call.Defer(ctx, a)
+	//	},
+	//
+	// The permission level stays the ceiling, whatever Approve answers:
+	// an action above it is refused without asking, or fails in the
+	// CLI's sandbox. With Approve, every run takes an approval callback:
+	// the CLIs run in their long-lived mode and ask about each action,
+	// even one the permission level alone would let run (see
+	// invoker.Request.Approve). Register refuses an invoker whose CLI
+	// takes no callback (Capabilities.Approve): the policy could not reach
+	// its runs.
+	//
+	// Approve is called with the turn's context, on a goroutine of the
+	// run, concurrently for different runs; it may block, to ask someone,
+	// until the turn ends. A panic in it fails the run, as a panic in the
+	// invoker does; the server keeps serving. The invoker receives the
+	// server's answer as its Request.Approve: an Invoker that wraps
+	// another and sets Request.Approve itself decides after the server
+	// (see the package documentation, Approvals).
+	Approve func(ctx context.Context, call *Call, a invoker.Approval) invoker.Decision
+
+	// MCPServers are MCP servers whose tools the agent of every run may
+	// call (invoker.Request.MCPServers): tools written in Go
+	// (MCPServer.Server, a go-sdk server, which serves any number of runs
+	// at once) and servers of other programs (a command or a URL). A run
+	// with servers runs in the CLI's long-lived mode. The agent's calls of
+	// their tools are approval questions like its other actions
+	// (Approval.Kind "mcp_tool"): under ApprovalsDeny, only an Approve
+	// that allows them lets the agent call them.
+	//
+	// Register copies the list, and refuses it when a name is not a
+	// usable server name or is given twice, when a server sets not
+	// exactly one of Server, Command and URL, or when an invoker's CLI
+	// cannot take a server of the list (Capabilities.GoTools for a Go
+	// server, Capabilities.MCPServers for the others). The invoker's own
+	// checks (a URL, an environment entry) apply at each call. Each run
+	// gets a copy of the list, to which an Invoker that wraps another may
+	// append servers of its own (see the package documentation, Go tools).
+	MCPServers []invoker.MCPServer
+
 	// Logger, if not nil, receives a record for each call: start, end,
 	// refusal, recovered panic. A nil Logger discards everything.
 	// Nothing is ever written to standard output, which a stdio server
@@ -205,6 +269,9 @@ type config struct {
 	maxPerIdentity int64
 	// access is Options.HTTPAccess, checked.
 	access *access
+	// approve is Options.Approve; servers is a copy of Options.MCPServers.
+	approve func(ctx context.Context, call *Call, a invoker.Approval) invoker.Decision
+	servers []invoker.MCPServer
 }
 
 func newConfig(o *Options) (*config, error) {
@@ -228,6 +295,8 @@ func newConfig(o *Options) (*config, error) {
 		tracer:           tracer(o.TracerProvider),
 		approvals:        o.Approvals,
 		approvalFallback: o.ApprovalFallback,
+		approve:          o.Approve,
+		servers:          slices.Clone(o.MCPServers),
 	}
 	switch {
 	case c.maxConcurrent == 0:
@@ -274,6 +343,9 @@ func newConfig(o *Options) (*config, error) {
 	case ApprovalsAllow, ApprovalsDeny:
 	default:
 		return nil, fmt.Errorf("Options.ApprovalFallback: %q is not a policy a server applies on its own (want %q or %q)", c.approvalFallback, ApprovalsAllow, ApprovalsDeny)
+	}
+	if err := checkServers(c.servers); err != nil {
+		return nil, err
 	}
 	if err := c.warm.check(); err != nil {
 		return nil, fmt.Errorf("Options.WarmSessions: %w", err)

@@ -68,6 +68,7 @@ func (t *tool) request(in Input) (invoker.Request, error) {
 		OutputSchema: lim.schema,
 		MaxTurns:     lim.turns,
 		MaxBudgetUSD: lim.budget,
+		MCPServers:   t.cfg.runServers(),
 	}, nil
 }
 

@@ -13,10 +13,10 @@ import (
 
 // runTask runs one agent turn for in and reports it: validation, a slot of
 // the semaphore, the run itself, the transcript lines and the log records.
-// ss is the call's client session (nil in tests that call no client),
-// which approval questions go to under ApprovalsElicit. It never panics
+// creq is the client's request (nil in tests that call no client), whose
+// session approval questions go to under ApprovalsElicit. It never panics
 // and always returns a filled Output.
-func (t *tool) runTask(ctx context.Context, rep *reporter, ss *mcp.ServerSession, toolName, prefix string, index *int, in Input) (out Output) {
+func (t *tool) runTask(ctx context.Context, rep *reporter, creq *mcp.CallToolRequest, toolName, prefix string, index *int, in Input) (out Output) {
 	var (
 		req   invoker.Request
 		res   *invoker.Result
@@ -62,7 +62,7 @@ func (t *tool) runTask(ctx context.Context, rep *reporter, ss *mcp.ServerSession
 		t.recordStart(ctx, toolName, index, runID, &req, sid, start)
 	}}
 	req.OnEvent = obs.onEvent
-	if a := t.approverFor(ctx, ss, rep, prefix); a != nil {
+	if a := t.approverFor(ctx, newCall(ctx, toolName, index, creq, req), rep, prefix); a != nil {
 		req.Approve = a.approve
 	}
 	rep.post(prefix + "starting " + t.name)

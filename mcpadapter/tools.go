@@ -229,11 +229,12 @@ func (cs *callSet) wait(ctx context.Context) error {
 // everything about the call is recorded.
 func (cs *callSet) begin(ctx context.Context, req *mcp.CallToolRequest, toolName string) (context.Context, func()) {
 	ctx, cancel := context.WithCancelCause(ctx)
-	c := &trackedCall{cancel: cancel, info: Call{Tool: toolName, Identity: identityOf(req), Start: time.Now()}}
+	c := &trackedCall{cancel: cancel, info: Call{Tool: toolName, Identity: identityOf(req), Start: time.Now(), Task: -1, Request: req}}
 	if req != nil && req.Session != nil {
 		c.info.Session = req.Session.ID()
 	}
 	ctx = withIdentity(ctx, c.info.Identity)
+	ctx = context.WithValue(ctx, callStartKey{}, c.info.Start)
 	// The keys under which Handler finds the call: its HTTP request, and
 	// its session and identity (for a DELETE).
 	var keys []string

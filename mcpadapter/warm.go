@@ -272,15 +272,17 @@ func (t *tool) turn(ctx context.Context, w *warmSession, req invoker.Request) (r
 
 // open opens the session of w for req. Its context lasts until
 // Tools.Shutdown, not the call's, which may end first only while the
-// session opens. Unless the policy is ApprovalsAllow, a CLI that takes an
+// session opens. When the server has an approval policy (Options.Approve,
+// or Options.Approvals other than ApprovalsAllow), a CLI that takes an
 // approval callback gets w's, which asks as each turn's call says: the
-// calls that continue the conversation may come from other clients.
+// calls that continue the conversation may come from other clients. The
+// session's MCP servers are req's, which are the server's for every call.
 func (t *tool) open(ctx context.Context, req invoker.Request, w *warmSession) (invoker.Session, context.CancelFunc, error) {
 	sctx, cancel := t.bind(context.Background())
 	stop := context.AfterFunc(ctx, cancel)
 	sreq := req.Session()
 	sreq.Approve = nil
-	if t.cfg.approvals != ApprovalsAllow && t.inv.Capabilities().Approve {
+	if (t.cfg.approvals != ApprovalsAllow || t.cfg.approve != nil) && t.inv.Capabilities().Approve {
 		sreq.Approve = w.dispatchApprove
 	}
 	s, err := t.inv.OpenSession(sctx, sreq)

@@ -7,7 +7,9 @@
 //
 // It runs a scripted fake agent (this same binary, re-executed) through a
 // real backend, exactly as the library would run the real CLI, in two
-// parts.
+// parts, after saying which containment level this machine gives the runs
+// (invoker.Capabilities), what that means for them, and, when it is not
+// the best, why and how to get the best.
 //
 // First, two-way control (skipped with -twoway=false): in a temporary
 // workdir, the fake asks to run a command that creates a file, in the
@@ -76,6 +78,7 @@ func demo(out io.Writer, cli string, after time.Duration, stubborn, twoway bool)
 		return fmt.Errorf("unknown -cli %q: use codex, gemini or claude", cli)
 	}
 	out = &lockedWriter{w: out} // Approve, tool handlers and OnEvent run on goroutines of the run
+	fmt.Fprintln(out, containment(newInvoker(invoker.Options{Binary: exe}).Capabilities()))
 	if twoway {
 		if err := twoWay(out, cli, newInvoker, exe); err != nil {
 			return err
@@ -141,6 +144,7 @@ func demo(out io.Writer, cli string, after time.Duration, stubborn, twoway bool)
 	fmt.Fprintf(out, "  session id: %s (pass it as Request.SessionID to resume)\n", res.SessionID)
 	fmt.Fprintf(out, "  text:       %q\n", truncate(res.Text, 70))
 	fmt.Fprintf(out, "  exit code:  %d\n", res.ExitCode)
+	fmt.Fprintf(out, "  containment: %s (the level that held this run)\n", res.Containment)
 
 	rec, rerr := fakeagent.ReadRecord(record)
 	if rerr != nil {
@@ -161,6 +165,32 @@ func demo(out io.Writer, cli string, after time.Duration, stubborn, twoway bool)
 		return fmt.Errorf("processes survived: %v", survivors)
 	}
 	return nil
+}
+
+// containment says in plain words which containment level this machine
+// gives the runs, what it means for them, and why not a better one.
+func containment(caps invoker.Capabilities) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "Containment level on this machine: %s.\n", caps.Containment)
+	switch caps.Containment {
+	case "cgroup":
+		b.WriteString("  Each run gets a cgroup of its own: every process the agent starts is born in it\n" +
+			"  and cannot leave it, and stopping the run is one write to cgroup.kill.\n")
+	case "tracking":
+		b.WriteString("  No cgroup this process may use, so a run's processes are found by process group,\n" +
+			"  session, parent links recorded as they run, and a marker in their environment.\n" +
+			"  That finds every process of this demo's agent; a tool that leaves the session and\n" +
+			"  clears its environment (setsid -f env -i) before it is seen could outlive the run.\n")
+	case "job":
+		b.WriteString("  Each run is a Windows Job Object, closed and so killed with everything in it.\n")
+	case "group":
+		b.WriteString("  A run is its process group and the processes found by parent links when it is\n" +
+			"  stopped; a process that leaves the group and loses its parent could outlive it.\n")
+	}
+	if caps.ContainmentNote != "" {
+		fmt.Fprintf(&b, "  Why not better: %s\n", caps.ContainmentNote)
+	}
+	return b.String()
 }
 
 var roles = map[string]string{
@@ -204,6 +234,8 @@ func (h *lifecycleHandler) Handle(_ context.Context, r slog.Record) error {
 	switch r.Message {
 	case "proc: started", "proc: reaped", "proc: killed":
 		return nil // the engine's own records say the same
+	case "proc: the cgroup level is unavailable; tracking":
+		return nil // the demo says it first, in plain words
 	}
 	var b strings.Builder
 	b.WriteString(h.stamp() + "  " + r.Message)

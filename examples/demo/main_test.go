@@ -2,6 +2,7 @@ package main
 
 import (
 	"fmt"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -38,6 +39,18 @@ func TestDemo(t *testing.T) {
 			}
 			got := out.String()
 			t.Logf("output:\n%s", got)
+
+			// The level, said first in plain words, is the one that held
+			// the run; no record of the engine says it again as if it
+			// were an error.
+			machine := regexp.MustCompile(`(?m)^Containment level on this machine: (\w+)\.\n  \S`).FindStringSubmatch(got)
+			run := regexp.MustCompile(`(?m)^  containment: (\w+) `).FindStringSubmatch(got)
+			if machine == nil || run == nil || machine[1] != run[1] {
+				t.Errorf("output gives the machine's containment level as %q and the run's as %q, want one level, explained", machine, run)
+			}
+			if strings.Contains(got, "unavailable; tracking") {
+				t.Errorf("output repeats the level's fallback as an engine record")
+			}
 
 			var want []string // in this order
 			if tt.twoway {

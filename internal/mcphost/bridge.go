@@ -3,6 +3,7 @@ package mcphost
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"sync"
 
@@ -24,8 +25,9 @@ import (
 // that has seen one opens a new connection, and the old one is closed (its
 // calls cancelled) in the background.
 type Bridge struct {
-	servers map[string]*mcp.Server
-	calls   *calls
+	servers  map[string]*mcp.Server
+	calls    *calls
+	maxReply int // Options.MaxReply
 
 	mu      sync.Mutex
 	closed  bool
@@ -36,18 +38,21 @@ type Bridge struct {
 	closeOnce sync.Once
 }
 
-// NewBridge checks servers as [Serve] does and returns a Bridge for them,
-// which reports a handler's panic to onPanic as Serve's host does;
+// NewBridge checks servers as [Serve] does and returns a Bridge for them;
 // nothing is connected until a message arrives. When ctx is done the Bridge
-// shuts down as [Bridge.Close] does; Close must still be called.
-func NewBridge(ctx context.Context, servers map[string]*mcp.Server, onPanic func(p any, goexit bool)) (*Bridge, error) {
+// shuts down as [Bridge.Close] does; Close must still be called. opts may
+// be nil.
+func NewBridge(ctx context.Context, servers map[string]*mcp.Server, opts *Options) (*Bridge, error) {
 	if err := validate(ctx, servers); err != nil {
 		return nil, err
 	}
 	b := &Bridge{
 		servers: make(map[string]*mcp.Server, len(servers)),
-		calls:   newCalls(onPanic),
+		calls:   newCalls(opts),
 		conns:   make(map[string]*bridgeConn),
+	}
+	if opts != nil {
+		b.maxReply = opts.MaxReply
 	}
 	for name, s := range servers {
 		instrument(s)
@@ -64,9 +69,11 @@ func NewBridge(ctx context.Context, servers map[string]*mcp.Server, onPanic func
 // on meanwhile.
 //
 // A request the Bridge cannot deliver (no server of that name, an id already
-// in flight) is answered with a JSON-RPC error reply, so that the CLI fails
-// that one request. An error is returned for a message that is not
-// JSON-RPC, for a notification that cannot be delivered, after Close
+// in flight, a connection that ended) is answered with a JSON-RPC error
+// reply, so that the CLI fails that one request; so is one whose reply is
+// longer than [Options].MaxReply (a tools/call with a tool error result).
+// An error is returned for a message that is not JSON-RPC, for a
+// notification that cannot be delivered, after Close
 // ([ErrClosed]), and when ctx is done (ctx.Err()); in the last case the
 // request is cancelled on the server, as the client's notifications/cancelled
 // would, and its id stays in use until the server has answered.
@@ -95,9 +102,13 @@ func (b *Bridge) Handle(ctx context.Context, server string, msg []byte) ([]byte,
 	if !req.IsCall() {
 		return nil, c.conn.Write(ctx, req)
 	}
-	ch, ok := c.expect(req.ID)
-	if !ok {
-		return errorReply(req.ID, jsonrpc.CodeInvalidRequest, fmt.Sprintf("request id %v is already in flight", req.ID.Raw()))
+	ch, err := c.expect(req.ID)
+	if err != nil {
+		code := int64(jsonrpc.CodeInvalidRequest)
+		if err == errConnEnded {
+			code = jsonrpc.CodeInternalError
+		}
+		return errorReply(req.ID, code, fmt.Sprintf("mcphost: server %q: %v", server, err))
 	}
 	if err := c.conn.Write(ctx, req); err != nil {
 		c.forget(req.ID)
@@ -105,11 +116,11 @@ func (b *Bridge) Handle(ctx context.Context, server string, msg []byte) ([]byte,
 	}
 	select {
 	case resp := <-ch:
-		return jsonrpc.EncodeMessage(resp)
+		return b.reply(server, req, resp)
 	case <-c.done:
 		select {
 		case resp := <-ch: // answered just before the connection ended
-			return jsonrpc.EncodeMessage(resp)
+			return b.reply(server, req, resp)
 		default:
 			return nil, ErrClosed
 		}
@@ -117,6 +128,23 @@ func (b *Bridge) Handle(ctx context.Context, server string, msg []byte) ([]byte,
 		c.cancel(req.ID)
 		return nil, ctx.Err()
 	}
+}
+
+// reply encodes resp, the server's answer to req, unless it is longer
+// than MaxReply: then it answers req with an error that says so, a tool
+// error result for a tools/call, which the agent reads and can act on.
+func (b *Bridge) reply(server string, req *jsonrpc.Request, resp *jsonrpc.Response) ([]byte, error) {
+	data, err := jsonrpc.EncodeMessage(resp)
+	if err != nil || b.maxReply <= 0 || len(data) <= b.maxReply {
+		return data, err
+	}
+	msg := fmt.Sprintf("the reply of MCP server %q to %s is %d bytes, more than the %d bytes the run's line limit lets reach the CLI: return less (or raise the limit)",
+		server, req.Method, len(data), b.maxReply)
+	if req.Method == "tools/call" {
+		res := &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: msg}}, IsError: true}
+		return jsonrpc.EncodeMessage(&jsonrpc.Response{ID: req.ID, Result: mustJSON(res)})
+	}
+	return errorReply(req.ID, jsonrpc.CodeInternalError, msg)
 }
 
 // errorReply encodes a JSON-RPC error response.
@@ -157,14 +185,10 @@ func (b *Bridge) conn(name string, handshake bool) (*bridgeConn, error) {
 
 // open connects s to a new in-memory connection and starts reading it.
 func (b *Bridge) open(s *mcp.Server) (*bridgeConn, error) {
-	st, ct := mcp.NewInMemoryTransports()
-	ss, err := s.Connect(withCalls(context.Background(), b.calls), st, nil)
+	st, conn := newMemConns()
+	ss, err := s.Connect(withCalls(context.Background(), b.calls), memTransport{st}, nil)
 	if err != nil {
-		return nil, err
-	}
-	conn, err := ct.Connect(context.Background())
-	if err != nil {
-		ss.Close()
+		conn.Close()
 		return nil, err
 	}
 	c := &bridgeConn{
@@ -217,17 +241,23 @@ type bridgeConn struct {
 	pending map[jsonrpc.ID]chan *jsonrpc.Response // nil once read has returned
 }
 
+// errConnEnded is why a request on a connection that has ended fails.
+var errConnEnded = errors.New("the connection to the server has ended: the client must initialize it again")
+
 // expect reserves id for a request and returns where its response will
-// arrive; ok is false if id is in flight, or the connection has ended.
-func (c *bridgeConn) expect(id jsonrpc.ID) (<-chan *jsonrpc.Response, bool) {
+// arrive, or why it cannot: id is in flight, or the connection has ended.
+func (c *bridgeConn) expect(id jsonrpc.ID) (<-chan *jsonrpc.Response, error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if _, busy := c.pending[id]; busy || c.pending == nil {
-		return nil, false
+	if c.pending == nil {
+		return nil, errConnEnded
+	}
+	if _, busy := c.pending[id]; busy {
+		return nil, fmt.Errorf("request id %v is already in flight", id.Raw())
 	}
 	ch := make(chan *jsonrpc.Response, 1)
 	c.pending[id] = ch
-	return ch, true
+	return ch, nil
 }
 
 func (c *bridgeConn) forget(id jsonrpc.ID) {

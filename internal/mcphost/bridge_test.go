@@ -18,10 +18,11 @@ const (
 	initializedMsg = `{"jsonrpc":"2.0","method":"notifications/initialized"}`
 )
 
-// newTestBridge returns a Bridge for servers and closes it at cleanup.
-func newTestBridge(t *testing.T, servers map[string]*mcp.Server) *Bridge {
+// newTestBridge returns a Bridge for servers and closes it at cleanup. opts
+// may be left out.
+func newTestBridge(t *testing.T, servers map[string]*mcp.Server, opts ...*Options) *Bridge {
 	t.Helper()
-	b, err := NewBridge(t.Context(), servers, nil)
+	b, err := NewBridge(t.Context(), servers, optsOf(opts))
 	if err != nil {
 		t.Fatalf("NewBridge() error = %v", err)
 	}
@@ -277,5 +278,74 @@ func TestBridgeReinitialize(t *testing.T) {
 	r = handle(t, b, "tools", `{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"echo","arguments":{"text":"new"}}}`)
 	if r.Error != nil {
 		t.Errorf("call on the new session = %+v", r)
+	}
+}
+
+// newBigServer returns a server with a tool "big" whose result is a text of
+// the size it is asked for.
+func newBigServer() *mcp.Server {
+	s := mcp.NewServer(&mcp.Implementation{Name: "big", Version: "1.0.0"}, nil)
+	type in struct {
+		Size int `json:"size"`
+	}
+	mcp.AddTool(s, &mcp.Tool{Name: "big", Description: "Return size bytes."},
+		func(ctx context.Context, _ *mcp.CallToolRequest, a in) (*mcp.CallToolResult, any, error) {
+			return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: strings.Repeat("x", a.Size)}}}, nil, nil
+		})
+	return s
+}
+
+// bigCall returns the tools/call message of "big" for size bytes.
+func bigCall(id, size int) string {
+	return fmt.Sprintf(`{"jsonrpc":"2.0","id":%d,"method":"tools/call","params":{"name":"big","arguments":{"size":%d}}}`, id, size)
+}
+
+// A result over the go-sdk's line limit of its in-memory transport
+// (16 MiB) reaches the CLI whole, and the server goes on serving.
+func TestBridgeLargeResult(t *testing.T) {
+	b := newTestBridge(t, map[string]*mcp.Server{"big": newBigServer()}, &Options{MaxReply: 64 << 20})
+	handshake(t, b, "big")
+	const size = 17 << 20
+	r := handle(t, b, "big", bigCall(1, size))
+	var res mcp.CallToolResult
+	if r.Error != nil || json.Unmarshal(r.Result, &res) != nil || res.IsError || len(textOf(t, &res)) != size {
+		t.Fatalf("reply to a call of %d bytes: error %+v, %d bytes of result", size, r.Error, len(r.Result))
+	}
+	r = handle(t, b, "big", bigCall(2, 10))
+	if json.Unmarshal(r.Result, &res) != nil || textOf(t, &res) != strings.Repeat("x", 10) {
+		t.Errorf("the next call's reply = %+v, want its result", r)
+	}
+}
+
+// A reply over MaxReply fails its request alone, saying why: a tool error
+// the agent reads for a tools/call, a JSON-RPC error otherwise; the server
+// goes on serving.
+func TestBridgeReplyOverLimit(t *testing.T) {
+	b := newTestBridge(t, map[string]*mcp.Server{"big": newBigServer()}, &Options{MaxReply: 64 << 10})
+	r := handshake(t, b, "big")
+	if r.Error != nil {
+		t.Fatalf("initialize: %+v", r.Error)
+	}
+	r = handle(t, b, "big", bigCall(1, 100<<10))
+	var res mcp.CallToolResult
+	if r.Error != nil || json.Unmarshal(r.Result, &res) != nil || !res.IsError {
+		t.Fatalf("reply over the limit = %+v, want a tool error result", r)
+	}
+	if msg := textOf(t, &res); !strings.Contains(msg, "more than the 65536 bytes") || !strings.Contains(msg, `"big"`) {
+		t.Errorf("tool error = %q, want the server and the limit named", msg)
+	}
+	r = handle(t, b, "big", bigCall(2, 10))
+	if json.Unmarshal(r.Result, &res) != nil || res.IsError || textOf(t, &res) != strings.Repeat("x", 10) {
+		t.Errorf("the next call's reply = %+v, want its result", r)
+	}
+
+	// Another request over the limit gets a JSON-RPC error.
+	small := newTestBridge(t, map[string]*mcp.Server{"big": newBigServer()}, &Options{MaxReply: 100})
+	handshakeReply, err := small.Handle(t.Context(), "big", []byte(initializeMsg))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r := decodeReply(t, handshakeReply); r.Error == nil || r.Error.Code != jsonrpc.CodeInternalError || !strings.Contains(r.Error.Message, "initialize") {
+		t.Errorf("initialize reply over the limit = %s, want a JSON-RPC error naming the method", handshakeReply)
 	}
 }

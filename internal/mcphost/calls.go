@@ -8,6 +8,8 @@ import (
 	"weak"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/clinvoke/clinvoke/internal/detach"
 )
 
 // calls tracks the requests a host or bridge is handling: it gives each a
@@ -25,16 +27,21 @@ type calls struct {
 	inflight map[uint64]context.CancelCauseFunc
 	sessions map[*mcp.ServerSession]struct{}
 	wg       sync.WaitGroup
-	// onPanic, if not nil, is told of a handler's panic or
-	// runtime.Goexit (see Serve).
-	onPanic func(p any, goexit bool)
+	// onPanic and callContext are Options.OnPanic and
+	// Options.CallContext.
+	onPanic     func(p any, goexit bool)
+	callContext func() context.Context
 }
 
-func newCalls(onPanic func(p any, goexit bool)) *calls {
+func newCalls(opts *Options) *calls {
+	if opts == nil {
+		opts = &Options{}
+	}
 	return &calls{
-		onPanic:  onPanic,
-		inflight: make(map[uint64]context.CancelCauseFunc),
-		sessions: make(map[*mcp.ServerSession]struct{}),
+		onPanic:     opts.OnPanic,
+		callContext: opts.CallContext,
+		inflight:    make(map[uint64]context.CancelCauseFunc),
+		sessions:    make(map[*mcp.ServerSession]struct{}),
 	}
 }
 
@@ -45,26 +52,64 @@ func withCalls(ctx context.Context, c *calls) context.Context {
 	return context.WithValue(ctx, callsKey{}, c)
 }
 
-// begin registers a call and returns its context and the function that ends
-// it. It fails once c is closed.
-func (c *calls) begin(ctx context.Context) (context.Context, func(), error) {
+// begin registers a call whose go-sdk context is sdk and returns its
+// context and the function that ends it. It fails once c is closed.
+//
+// The call's context has the values and the deadline of sdk, or, when the
+// owner gives the call a context of its own (Options.CallContext), that
+// context's deadline and values, then sdk's (the request's id, which
+// progress notifications need). It is cancelled by the owner (cancel,
+// close, the end of its context), and by the go-sdk (the client's
+// notifications/cancelled, the session's end); whichever cancels it, Err
+// reads context.DeadlineExceeded once the deadline has passed (see
+// package detach).
+func (c *calls) begin(sdk context.Context) (context.Context, func(), error) {
+	var owner context.Context
+	if c.callContext != nil {
+		owner = c.callContext() // before c.mu: the owner takes locks of its own
+	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.closed {
 		return nil, nil, ErrClosed
 	}
-	ctx, cancel := context.WithCancelCause(ctx)
+	var ctx *detach.Context
+	stops := make([]func() bool, 0, 2)
+	if owner != nil {
+		ctx = detach.New(callParent{owner, sdk})
+		stops = append(stops, context.AfterFunc(owner, func() { ctx.Cancel(context.Cause(owner)) }))
+	} else {
+		ctx = detach.New(sdk)
+	}
+	stops = append(stops, context.AfterFunc(sdk, func() { ctx.Cancel(context.Cause(sdk)) }))
 	id := c.next
 	c.next++
-	c.inflight[id] = cancel
+	c.inflight[id] = ctx.Cancel
 	c.wg.Add(1)
 	return ctx, func() {
-		cancel(nil)
+		for _, stop := range stops {
+			stop()
+		}
+		ctx.Cancel(nil)
 		c.mu.Lock()
 		delete(c.inflight, id)
 		c.mu.Unlock()
 		c.wg.Done()
 	}, nil
+}
+
+// callParent gives the context of a call the owner gave a context of its
+// own its deadline and values: the owner's, then the go-sdk's.
+type callParent struct {
+	context.Context // the owner's
+	sdk             context.Context
+}
+
+func (p callParent) Value(key any) any {
+	if v := p.Context.Value(key); v != nil {
+		return v
+	}
+	return p.sdk.Value(key)
 }
 
 // cancel cancels the context of every call in progress with cause; calls

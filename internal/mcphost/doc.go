@@ -12,6 +12,9 @@
 //   - [NewBridge] delivers single JSON-RPC messages to the servers over
 //     in-memory connections, for CLIs that carry "SDK MCP servers" over their
 //     own control protocol (Claude Code's mcp_message control requests).
+//     The connections carry messages of any size; the Bridge bounds a reply
+//     to the CLI ([Options].MaxReply), and one over the bound fails its
+//     request alone.
 //
 // It never listens on anything but the loopback address, and it never reads
 // a token from anywhere but the Authorization header.
@@ -29,9 +32,13 @@
 // A tool handler's context is cancelled when the run ends ([Host.Close],
 // [Bridge.Close], or the context given to [Serve]) and when the owner cancels
 // the calls in flight ([Host.CancelCalls], [Bridge.CancelCalls]), which it
-// does when the turn that made them is cancelled. Close returns only when no
-// handler still runs. A handler that panics does not crash the program: the
-// panic becomes a tool error the agent sees.
+// does when the turn that made them is cancelled. With [Options].CallContext
+// the owner also gives each call the context it belongs to (the turn in
+// progress): the handler's context has its values and its deadline, and is
+// cancelled with it, so that its Err reads context.DeadlineExceeded once the
+// deadline has passed. Close returns only when no handler still runs. A
+// handler that panics does not crash the program: the panic becomes a tool
+// error the agent sees.
 //
 // The go-sdk gives a handler a context derived from the connection, not from
 // the HTTP request that carried the call, and without the connection's

@@ -5,7 +5,9 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"sync"
 	"testing"
+	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
@@ -23,6 +25,9 @@ type frontEnd interface {
 	// callEcho calls the "echo" tool and returns the error of the call, or
 	// of the reply if the front end answered with a JSON-RPC error.
 	callEcho(t *testing.T) error
+	// call calls tool with no arguments and returns the error of the call
+	// or of the reply.
+	call(t *testing.T, tool string) error
 	// checkRefusesAfterClose asserts that the closed front end serves no
 	// more.
 	checkRefusesAfterClose(t *testing.T)
@@ -32,7 +37,7 @@ type frontEnd interface {
 // as "tools" and closes it at cleanup.
 var frontEnds = []struct {
 	name string
-	open func(t *testing.T, ts *testServer) frontEnd
+	open func(t *testing.T, ts *testServer, opts ...*Options) frontEnd
 }{
 	{"bridge", openBridge},
 	{"host", openHost},
@@ -46,9 +51,9 @@ type bridgeEnd struct {
 }
 
 // openBridge serves ts through a Bridge and sends it the handshake.
-func openBridge(t *testing.T, ts *testServer) frontEnd {
+func openBridge(t *testing.T, ts *testServer, opts ...*Options) frontEnd {
 	t.Helper()
-	b := newTestBridge(t, map[string]*mcp.Server{"tools": ts.Server})
+	b := newTestBridge(t, map[string]*mcp.Server{"tools": ts.Server}, opts...)
 	handshake(t, b, "tools")
 	return bridgeEnd{Bridge: b, ts: ts}
 }
@@ -60,7 +65,19 @@ func (e bridgeEnd) callBlocked(t *testing.T) <-chan error {
 
 func (e bridgeEnd) callEcho(t *testing.T) error {
 	t.Helper()
-	out, err := e.Handle(t.Context(), "tools", []byte(`{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"echo","arguments":{"text":"again"}}}`))
+	return e.send(t, `{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"echo","arguments":{"text":"again"}}}`)
+}
+
+func (e bridgeEnd) call(t *testing.T, tool string) error {
+	t.Helper()
+	return e.send(t, fmt.Sprintf(`{"jsonrpc":"2.0","id":3,"method":"tools/call","params":{"name":%q,"arguments":{}}}`, tool))
+}
+
+// send hands msg, a request, to the Bridge and returns the error of the
+// call or of its reply.
+func (e bridgeEnd) send(t *testing.T, msg string) error {
+	t.Helper()
+	out, err := e.Handle(t.Context(), "tools", []byte(msg))
 	if err != nil {
 		return err
 	}
@@ -85,9 +102,9 @@ type hostEnd struct {
 }
 
 // openHost serves ts through a Host and connects a client to it.
-func openHost(t *testing.T, ts *testServer) frontEnd {
+func openHost(t *testing.T, ts *testServer, opts ...*Options) frontEnd {
 	t.Helper()
-	h := serveTest(t, map[string]*mcp.Server{"tools": ts.Server})
+	h := serveTest(t, map[string]*mcp.Server{"tools": ts.Server}, opts...)
 	return hostEnd{Host: h, ts: ts, cs: connectHTTP(t, h.URL("tools"), h.Header())}
 }
 
@@ -98,6 +115,11 @@ func (e hostEnd) callBlocked(t *testing.T) <-chan error {
 
 func (e hostEnd) callEcho(t *testing.T) error {
 	_, err := e.cs.CallTool(t.Context(), &mcp.CallToolParams{Name: "echo", Arguments: map[string]any{"text": "again"}})
+	return err
+}
+
+func (e hostEnd) call(t *testing.T, tool string) error {
+	_, err := e.cs.CallTool(t.Context(), &mcp.CallToolParams{Name: tool, Arguments: map[string]any{}})
 	return err
 }
 
@@ -163,4 +185,70 @@ func TestCancelCalls(t *testing.T) {
 			t.Errorf("echo call after CancelCalls error = %v", err)
 		}
 	})
+}
+
+// With Options.CallContext, a handler's context is the owner's: its values
+// and deadline, its cancellation with its error and cause; and the Host's
+// and the Bridge's own cancellations still reach it.
+func TestCallContext(t *testing.T) {
+	deadline := time.Now().Add(time.Hour)
+	for _, fe := range frontEnds {
+		t.Run(fe.name, func(t *testing.T) {
+			var mu sync.Mutex
+			ownerCtx := context.Background()
+			owner := func(ctx context.Context) {
+				mu.Lock()
+				ownerCtx = ctx
+				mu.Unlock()
+			}
+			ts := newTestServer(t, false)
+			e := fe.open(t, ts, &Options{CallContext: func() context.Context {
+				mu.Lock()
+				defer mu.Unlock()
+				return ownerCtx
+			}})
+
+			base, stop := context.WithDeadline(context.WithValue(context.Background(), ownerKey{}, "turn-1"), deadline)
+			defer stop()
+			owner(base)
+			if err := e.call(t, "inspect"); err != nil {
+				t.Fatalf("inspect call: %v", err)
+			}
+			if got := <-ts.seen; got.value != "turn-1" || !got.hasDeadline || !got.deadline.Equal(deadline) {
+				t.Errorf("handler's context holds value %v and deadline %v (%v), want %q and %v", got.value, got.deadline, got.hasDeadline, "turn-1", deadline)
+			}
+
+			// The owner's cancellation, with its cause.
+			why := errors.New("the turn was interrupted")
+			cctx, cancel := context.WithCancelCause(base)
+			owner(cctx)
+			errc := e.callBlocked(t)
+			cancel(why)
+			if err, cause := <-ts.errs, <-ts.causes; err != context.Canceled || cause != why {
+				t.Errorf("handler's context Err, Cause = %v, %v; want context.Canceled, %v", err, cause, why)
+			}
+			<-errc
+
+			// The owner's deadline.
+			dctx, dcancel := context.WithTimeout(base, time.Millisecond)
+			defer dcancel()
+			owner(dctx)
+			errc = e.callBlocked(t)
+			if err := <-ts.errs; err != context.DeadlineExceeded {
+				t.Errorf("handler's context Err after the owner's deadline = %v, want context.DeadlineExceeded", err)
+			}
+			<-ts.causes
+			<-errc
+
+			// CancelCalls still cancels a call whose owner's context lives on.
+			owner(base)
+			errc = e.callBlocked(t)
+			e.CancelCalls()
+			if cause := <-ts.causes; !errors.Is(cause, ErrCallCancelled) {
+				t.Errorf("handler's context cause after CancelCalls = %v, want ErrCallCancelled", cause)
+			}
+			<-ts.errs
+			<-errc
+		})
+	}
 }

@@ -5,6 +5,7 @@ import (
 	"net/http"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
@@ -23,18 +24,34 @@ type testServer struct {
 	received atomic.Int64  // requests and notifications that reached the server
 	started  chan struct{} // a "block" call has started
 	causes   chan error    // context.Cause of a "block" call when its context ended
+	errs     chan error    // and its Err
+	seen     chan callSeen // what an "inspect" call's context holds
 	release  chan struct{} // closed by a test to let "block" calls return
 }
 
+// ownerKey is the key of a value the tests put in the owner's context
+// (Options.CallContext).
+type ownerKey struct{}
+
+// callSeen is what the context of an "inspect" call held.
+type callSeen struct {
+	value       any // the value of ownerKey
+	deadline    time.Time
+	hasDeadline bool
+}
+
 // newTestServer returns a server with tools "echo" (returns its text),
-// "block" (waits for its context to end, reports the cause, then waits for
-// release unless release is nil) and "boom" (panics).
+// "block" (waits for its context to end, reports its error and cause, then
+// waits for release unless release is nil), "inspect" (reports what its
+// context holds) and "boom" (panics).
 func newTestServer(t *testing.T, holdAfterCancel bool) *testServer {
 	t.Helper()
 	ts := &testServer{
 		Server:  mcp.NewServer(&mcp.Implementation{Name: "test", Version: "1.0.0"}, nil),
 		started: make(chan struct{}, 16),
 		causes:  make(chan error, 16),
+		errs:    make(chan error, 16),
+		seen:    make(chan callSeen, 16),
 	}
 	if holdAfterCancel {
 		ts.release = make(chan struct{})
@@ -53,17 +70,32 @@ func newTestServer(t *testing.T, holdAfterCancel bool) *testServer {
 		func(ctx context.Context, _ *mcp.CallToolRequest, _ struct{}) (*mcp.CallToolResult, struct{}, error) {
 			ts.started <- struct{}{}
 			<-ctx.Done()
+			ts.errs <- ctx.Err()
 			ts.causes <- context.Cause(ctx)
 			if ts.release != nil {
 				<-ts.release
 			}
 			return nil, struct{}{}, ctx.Err()
 		})
+	mcp.AddTool(ts.Server, &mcp.Tool{Name: "inspect", Description: "Report the context."},
+		func(ctx context.Context, _ *mcp.CallToolRequest, _ struct{}) (*mcp.CallToolResult, struct{}, error) {
+			d, ok := ctx.Deadline()
+			ts.seen <- callSeen{value: ctx.Value(ownerKey{}), deadline: d, hasDeadline: ok}
+			return nil, struct{}{}, nil
+		})
 	mcp.AddTool(ts.Server, &mcp.Tool{Name: "boom", Description: "Panic."},
 		func(ctx context.Context, _ *mcp.CallToolRequest, _ struct{}) (*mcp.CallToolResult, struct{}, error) {
 			panic("kaboom")
 		})
 	return ts
+}
+
+// optsOf returns the options given to a helper, or nil.
+func optsOf(opts []*Options) *Options {
+	if len(opts) == 0 {
+		return nil
+	}
+	return opts[0]
 }
 
 // headerTransport adds header to every request.
@@ -89,10 +121,11 @@ func httpClient(t *testing.T, header http.Header) *http.Client {
 	return &http.Client{Transport: headerTransport{base: base, header: header}}
 }
 
-// serveTest starts a Host for servers and closes it at cleanup.
-func serveTest(t *testing.T, servers map[string]*mcp.Server) *Host {
+// serveTest starts a Host for servers and closes it at cleanup. opts may be
+// left out.
+func serveTest(t *testing.T, servers map[string]*mcp.Server, opts ...*Options) *Host {
 	t.Helper()
-	h, err := Serve(t.Context(), servers, nil)
+	h, err := Serve(t.Context(), servers, optsOf(opts))
 	if err != nil {
 		t.Fatalf("Serve() error = %v", err)
 	}

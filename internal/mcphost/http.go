@@ -45,18 +45,13 @@ type Host struct {
 // Every request must carry "Authorization: Bearer <token>" with the Host's
 // [Host.Token]; any other request is answered 401 and reaches no server.
 // When ctx is done the Host shuts down as [Host.Close] does; Close must
-// still be called, and waits for that shutdown.
-//
-// A handler that panics or calls runtime.Goexit gives the agent a tool
-// error; onPanic, if not nil, is called first with the panic's value (nil,
-// and goexit set, for Goexit), on the handler's goroutine (the run's owner
-// treats it as a panic of its own callbacks).
-func Serve(ctx context.Context, servers map[string]*mcp.Server, onPanic func(p any, goexit bool)) (*Host, error) {
-	return serve(ctx, servers, onPanic, net.Listen)
+// still be called, and waits for that shutdown. opts may be nil.
+func Serve(ctx context.Context, servers map[string]*mcp.Server, opts *Options) (*Host, error) {
+	return serve(ctx, servers, opts, net.Listen)
 }
 
 // serve is Serve with the listen function as a parameter, for tests.
-func serve(ctx context.Context, servers map[string]*mcp.Server, onPanic func(p any, goexit bool), listen func(network, addr string) (net.Listener, error)) (*Host, error) {
+func serve(ctx context.Context, servers map[string]*mcp.Server, opts *Options, listen func(network, addr string) (net.Listener, error)) (*Host, error) {
 	if err := validate(ctx, servers); err != nil {
 		return nil, err
 	}
@@ -72,7 +67,7 @@ func serve(ctx context.Context, servers map[string]*mcp.Server, onPanic func(p a
 		ln:     ln,
 		token:  token,
 		urls:   make(map[string]string, len(servers)),
-		calls:  newCalls(onPanic),
+		calls:  newCalls(opts),
 		served: make(chan struct{}),
 	}
 	mux := http.NewServeMux()

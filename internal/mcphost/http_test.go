@@ -26,7 +26,7 @@ func TestHostListsAndCallsTool(t *testing.T) {
 	for _, tool := range res.Tools {
 		names = append(names, tool.Name)
 	}
-	if got, want := strings.Join(names, ","), "block,boom,echo"; got != want {
+	if got, want := strings.Join(names, ","), "block,boom,echo,inspect"; got != want {
 		t.Errorf("ListTools() names = %s, want %s", got, want)
 	}
 
@@ -190,7 +190,7 @@ func callBlocked(t *testing.T, ts *testServer, cs *mcp.ClientSession) <-chan err
 func TestHostHandlerPanicIsToolError(t *testing.T) {
 	ts := newTestServer(t, false)
 	panics := make(chan any, 1)
-	h, err := Serve(t.Context(), map[string]*mcp.Server{"tools": ts.Server}, func(p any, _ bool) { panics <- p })
+	h, err := Serve(t.Context(), map[string]*mcp.Server{"tools": ts.Server}, &Options{OnPanic: func(p any, _ bool) { panics <- p }})
 	if err != nil {
 		t.Fatalf("Serve() error = %v", err)
 	}

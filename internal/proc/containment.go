@@ -58,15 +58,49 @@ func (c Containment) String() string {
 	return "containment?"
 }
 
-// ErrUnavailable is returned by Start when the level Attr.Containment asks
-// for cannot be had; the error says why (for Cgroup: no cgroup v2 mount,
-// no permission to make a cgroup, no cgroup.kill in the kernel).
+// ErrUnavailable is matched by the error of Start when the level
+// Attr.Containment asks for cannot be had, and of Probe when the level is
+// not the best one; the error is an *UnavailableError that says why.
 var ErrUnavailable = errors.New("proc: containment level unavailable")
 
+// An UnavailableError says why a containment level cannot be had. It
+// matches ErrUnavailable, and unwraps to its reason.
+type UnavailableError struct {
+	// Level is the level that cannot be had.
+	Level Containment
+	// Err is why, in words that stand on their own ("making a cgroup in
+	// /sys/fs/cgroup: permission denied"); for Cgroup (Linux) it names
+	// the cgroup concerned. It matches ErrRefused when the kernel refused
+	// to start a process in a cgroup the host made.
+	Err error
+}
+
+// Error reads "proc: the cgroup level is unavailable: " and the reason.
+func (e *UnavailableError) Error() string {
+	return "proc: the " + e.Level.String() + " level is unavailable: " + e.Err.Error()
+}
+
+// Is reports whether target is ErrUnavailable.
+func (e *UnavailableError) Is(target error) bool { return target == ErrUnavailable }
+
+// Unwrap returns the reason.
+func (e *UnavailableError) Unwrap() error { return e.Err }
+
+// ErrRefused is matched by the reason of an *UnavailableError when the
+// host may make cgroups under the parent but the kernel refuses to start
+// processes in them (Linux). The reason also matches the kernel's error:
+// most often fs.ErrPermission: with cgroup v2, a process may start another
+// in a cgroup other than its own only if it may write cgroup.procs of the
+// cgroup that holds both, so a host given a cgroup it does not run inside
+// is refused.
+var ErrRefused = errors.New("the kernel refuses to start processes in the cgroup")
+
 // Probe reports the level Start would give a tree with the same
-// containment and cgroup parent, without starting anything, and, when
-// that is not Cgroup, why not (an error wrapping ErrUnavailable; nil where
-// cgroups do not exist). On Linux a successful probe prepares the
+// containment and cgroup parent, without starting the tree, and, when
+// that is not Cgroup, why not (an *UnavailableError; nil where cgroups do
+// not exist). On Linux it asks the kernel the way Start will: once per
+// cgroup parent, a process is started in one of the host's cgroups there
+// and fails at once, executing nothing. A successful probe prepares the
 // cgroups and keeper that later Starts use.
 func Probe(want Containment, cgroupParent string) (Containment, error) {
 	return probe(want, cgroupParent)
@@ -75,7 +109,7 @@ func Probe(want Containment, cgroupParent string) (Containment, error) {
 // levelError says that a level cannot be had on this system.
 func levelError(c Containment) error {
 	if c == Cgroup {
-		return fmt.Errorf("%w: cgroups exist only on Linux, not on %s", ErrUnavailable, runtime.GOOS)
+		return &UnavailableError{Level: c, Err: fmt.Errorf("cgroups exist only on Linux, not on %s", runtime.GOOS)}
 	}
-	return fmt.Errorf("%w: %v is not available on %s", ErrUnavailable, c, runtime.GOOS)
+	return &UnavailableError{Level: c, Err: fmt.Errorf("it does not exist on %s", runtime.GOOS)}
 }

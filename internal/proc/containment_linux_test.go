@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"math"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"runtime"
 	"strconv"
@@ -235,6 +236,205 @@ func TestUnprivilegedFallsBack(t *testing.T) {
 	if os.Geteuid() != 0 {
 		t.Skip("needs root to switch to an unprivileged user; as that user, the other tests cover this level")
 	}
+	got := runAsNobody(t, -1, "probe")
+	for _, want := range []string{
+		"level auto tracking err proc: the cgroup level is unavailable: ",
+		"tree auto tracking",
+		"start cgroup proc: the cgroup level is unavailable: ",
+	} {
+		if !strings.Contains(got, want) {
+			t.Errorf("probe as nobody: output lacks %q", want)
+		}
+	}
+}
+
+// TestCgroupParentNotEntered: a user given a cgroup (Attr.CgroupParent
+// made and chowned to it, as cgroup v2 delegation does) may make cgroups
+// there, but the kernel starts processes in them only for a host that
+// runs inside the parent (it must be able to write cgroup.procs of the
+// cgroup holding both). Outside it, Probe and Start agree on the tracking
+// level and say why, naming the cgroup and ErrRefused, and a forced Cgroup
+// fails with that reason, not with an exec error; inside it, both give the
+// cgroup level. Run as nobody.
+func TestCgroupParentNotEntered(t *testing.T) {
+	markUsed("probe", "hang")
+	if os.Geteuid() != 0 {
+		t.Skip("needs root to delegate a cgroup to an unprivileged user")
+	}
+	parent, inside := delegatedCgroup(t)
+	t.Run("outside", func(t *testing.T) {
+		got := runAsNobody(t, -1, "probe", parent)
+		refused := "the kernel refuses to start processes in the cgroup " + parent + "/clinvoke-"
+		for _, want := range []string{
+			"level auto tracking err proc: the cgroup level is unavailable: " + refused,
+			"outside the cgroup parent " + parent + " [unavailable refused permission]",
+			"level cgroup tracking err proc: the cgroup level is unavailable: " + refused,
+			"tree auto tracking",
+			"start cgroup proc: the cgroup level is unavailable: " + refused,
+		} {
+			if !strings.Contains(got, want) {
+				t.Errorf("probe as nobody outside %s: output lacks %q", parent, want)
+			}
+		}
+	})
+	t.Run("inside", func(t *testing.T) {
+		fd, err := unix.Open(inside, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer unix.Close(fd)
+		got := runAsNobody(t, fd, "probe", parent)
+		for _, want := range []string{"level auto cgroup err <nil>", "level cgroup cgroup err <nil>", "tree auto cgroup", "tree cgroup cgroup"} {
+			if !strings.Contains(got, want) {
+				t.Errorf("probe as nobody inside %s: output lacks %q", inside, want)
+			}
+		}
+	})
+}
+
+// TestCgroupParentLeft: a host that probed from inside its cgroup parent
+// and then left it (moved out by root) is refused by the kernel at its
+// next start; Start asks the kernel again, tells the refusal from a
+// program that cannot run, and falls back (Auto) or says why (Cgroup).
+func TestCgroupParentLeft(t *testing.T) {
+	markUsed("probe", "hang")
+	if os.Geteuid() != 0 {
+		t.Skip("needs root to delegate a cgroup to an unprivileged user and move its process")
+	}
+	parent, inside := delegatedCgroup(t)
+	fd, err := unix.Open(inside, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer unix.Close(fd)
+	cmd := nobodyCmd(t, fd, "probe", parent, "wait")
+	stdin, err := cmd.StdinPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	var got strings.Builder
+	sc := bufio.NewScanner(stdout)
+	for sc.Scan() && sc.Text() != "probed" {
+		got.WriteString(sc.Text() + "\n")
+	}
+	own, err := ownCgroup()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(own, "cgroup.procs"), []byte(strconv.Itoa(cmd.Process.Pid)), 0); err != nil {
+		t.Fatalf("moving the host out of %s: %v", parent, err)
+	}
+	stdin.Close()
+	for sc.Scan() {
+		got.WriteString(sc.Text() + "\n")
+	}
+	if err := cmd.Wait(); err != nil {
+		t.Fatalf("probe as nobody: %v", err)
+	}
+	t.Logf("probe as nobody printed:\n%s", got.String())
+	for _, want := range []string{
+		"level auto cgroup err <nil>",
+		"tree auto tracking",
+		"start cgroup proc: the cgroup level is unavailable: the kernel refuses to start processes in the cgroup " + parent + "/clinvoke-",
+		"outside the cgroup parent " + parent + " [unavailable refused permission]",
+	} {
+		if !strings.Contains(got.String(), want) {
+			t.Errorf("probe as nobody, moved out of %s after the probe: output lacks %q", parent, want)
+		}
+	}
+}
+
+// TestStartNotExecutable: at every level, a program that cannot be
+// executed fails Start with the exec's error, not ErrUnavailable: at the
+// cgroup level, the kernel's refusal of the cgroup reads the same
+// (EACCES), and must not be taken for it, nor it for the refusal.
+func TestStartNotExecutable(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "not-executable")
+	if err := os.WriteFile(path, []byte("#!/bin/sh\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for _, level := range levels(t) {
+		t.Run(level.String(), func(t *testing.T) {
+			tree, err := Start(&Attr{Path: path, Args: []string{path}, Containment: level})
+			if err == nil {
+				tree.Kill()
+				tree.Wait()
+				t.Fatalf("Start(%s) started a tree", path)
+			}
+			if !errors.Is(err, os.ErrPermission) || errors.Is(err, ErrUnavailable) {
+				t.Errorf("Start(not executable) error = %v, want the exec's permission error and not ErrUnavailable", err)
+			}
+		})
+	}
+}
+
+// delegatedCgroup makes a cgroup below the test's own and hands it to
+// nobody as cgroup v2 delegation does (the directory, cgroup.procs,
+// cgroup.threads and cgroup.subtree_control), with a cgroup below it for
+// a host to run inside; both are removed when the test ends.
+func delegatedCgroup(t *testing.T) (parent, inside string) {
+	t.Helper()
+	if lvl, err := Probe(Cgroup, ""); lvl != Cgroup {
+		// Root without a writable cgroup v2: a container, say.
+		if os.Getenv("CI") == "true" {
+			t.Fatalf("Probe(Cgroup) = %v, %v: CI runs as root, where cgroups must work", lvl, err)
+		}
+		t.Skipf("no cgroup level here, even as root: %v", err)
+	}
+	own, err := ownCgroup()
+	if err != nil {
+		t.Fatal(err)
+	}
+	parent = filepath.Join(own, fmt.Sprintf("proc-test-delegated-%d-%s", os.Getpid(), t.Name()))
+	inside = filepath.Join(parent, "host")
+	for _, dir := range []string{parent, inside} {
+		if err := os.Mkdir(dir, 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	t.Cleanup(func() {
+		// The helpers' keepers remove their homes once the helpers are
+		// gone.
+		until(t, "the delegated cgroup is removed", func() bool {
+			unix.Rmdir(inside)
+			return unix.Rmdir(parent) == nil
+		})
+	})
+	for _, f := range []string{"", "cgroup.procs", "cgroup.threads", "cgroup.subtree_control"} {
+		if err := os.Chown(filepath.Join(parent, f), 65534, 65534); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return parent, inside
+}
+
+// runAsNobody runs the helper name with args as the user nobody, started
+// in the cgroup of cgroupFD (a directory descriptor; -1 for the test's
+// own), and returns its output.
+func runAsNobody(t *testing.T, cgroupFD int, name string, args ...string) string {
+	t.Helper()
+	cmd := nobodyCmd(t, cgroupFD, name, args...)
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("%s as nobody: %v\n%s", name, err, out)
+	}
+	t.Logf("%s as nobody printed:\n%s", name, out)
+	return string(out)
+}
+
+// nobodyCmd returns the command that runs the helper name with args as
+// the user nobody, from a copy of the test binary nobody may run (removed
+// when the test ends), started in the cgroup of cgroupFD (a directory
+// descriptor; -1 for the test's own).
+func nobodyCmd(t *testing.T, cgroupFD int, name string, args ...string) *exec.Cmd {
+	t.Helper()
 	exe, err := os.Executable()
 	if err != nil {
 		t.Fatal(err)
@@ -243,7 +443,7 @@ func TestUnprivilegedFallsBack(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer os.RemoveAll(dir)
+	t.Cleanup(func() { os.RemoveAll(dir) })
 	os.Chmod(dir, 0o755)
 	bin := filepath.Join(dir, "proc.test")
 	b, err := os.ReadFile(exe)
@@ -253,21 +453,29 @@ func TestUnprivilegedFallsBack(t *testing.T) {
 	if err := os.WriteFile(bin, b, 0o755); err != nil {
 		t.Fatal(err)
 	}
-	cmd := helperCmd("probe")
+	cmd := helperCmd(name, args...)
 	cmd.Path, cmd.Args[0], cmd.Dir = bin, bin, dir
 	cmd.Stdout = nil
 	cmd.SysProcAttr = &unix.SysProcAttr{Credential: &syscall.Credential{Uid: 65534, Gid: 65534}}
-	out, err := cmd.Output()
-	if err != nil {
-		t.Fatalf("probe as nobody: %v\n%s", err, out)
+	if cgroupFD >= 0 {
+		cmd.SysProcAttr.UseCgroupFD, cmd.SysProcAttr.CgroupFD = true, cgroupFD
 	}
-	got := string(out)
-	if !strings.Contains(got, "level tracking err proc: containment level unavailable") {
-		t.Errorf("probe as nobody printed %q, want level tracking and ErrUnavailable", got)
+	return cmd
+}
+
+// matches lists the errors of this package and of fs err matches, for a
+// helper's report: "[unavailable refused permission]".
+func matches(err error) []string {
+	var m []string
+	for _, e := range []struct {
+		name string
+		err  error
+	}{{"unavailable", ErrUnavailable}, {"refused", ErrRefused}, {"permission", os.ErrPermission}, {"notexist", os.ErrNotExist}} {
+		if errors.Is(err, e.err) {
+			m = append(m, e.name)
+		}
 	}
-	if !strings.Contains(got, "tree tracking") {
-		t.Errorf("probe as nobody printed %q, want a tree at the tracking level", got)
-	}
+	return m
 }
 
 // TestCgroupsRemoved: an exited tree's empty cgroup is reused by the next

@@ -153,9 +153,11 @@ func TestBadInput(t *testing.T) {
 			name: "agent exits mid-turn",
 			s:    fakeacp.Script{ExitCode: 3, Answer: "partial answer", Chunks: 2, Stderr: "fakeacp: dying\n"},
 			check: func(t *testing.T, r *run) {
+				// Invoke reads as a one-shot run: the caller opened no
+				// session.
 				var ee *invoker.ExitError
-				if !errors.Is(r.err, invoker.ErrSessionClosed) || !errors.As(r.err, &ee) || ee.ExitCode != 3 {
-					t.Errorf("Invoke() error = %v, want ErrSessionClosed with an *ExitError of status 3", r.err)
+				if errors.Is(r.err, invoker.ErrSessionClosed) || !errors.As(r.err, &ee) || ee.ExitCode != 3 {
+					t.Errorf("Invoke() error = %v, want an *ExitError of status 3, and not ErrSessionClosed", r.err)
 				}
 				if r.res.ExitCode != 3 || r.res.Text != "partial" || !strings.Contains(r.res.Stderr, "dying") {
 					t.Errorf("Result = {ExitCode %d, Text %q, Stderr %q}, want 3, the partial answer and the stderr tail", r.res.ExitCode, r.res.Text, r.res.Stderr)

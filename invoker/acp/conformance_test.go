@@ -47,10 +47,11 @@ func TestConformance(t *testing.T) {
 					Grandchild: f.Grandchild, Escapee: f.Escapee,
 					Fail: f.Fail, Stderr: f.Stderr, ExitCode: f.ExitCode,
 					HugeLine: f.HugeLine, Tool: f.Tool,
-					Models: []string{"fake-model"},
-					Tag:    fakeagent.NewTag(),
-					Ask:    f.Ask,
-					Edit:   f.Edit,
+					Models:   []string{"fake-model"},
+					Tag:      fakeagent.NewTag(),
+					Ask:      f.Ask,
+					AskCount: f.AskCount,
+					Edit:     f.Edit,
 					// The fake speaks as Gemini CLI: its MCP calls' ids
 					// prove their server.
 					AgentName: "gemini-cli",

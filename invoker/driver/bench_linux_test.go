@@ -195,3 +195,38 @@ func startIdle(b *testing.B, n int) {
 		b.Fatalf("started %d idle processes, want %d (a process limit? ulimit -u, the cgroup's pids.max): %s", len(pids), n, bytes.TrimSpace(stderr.Bytes()))
 	}
 }
+
+// BenchmarkCancelSigIgn measures, as BenchmarkCancelCooperative does, the
+// time from cancel() to Invoke's return with the default graces (1 s,
+// 2 s), for a CLI that handles SIGINT (handled, the baseline), one whose
+// process ignores SIGINT (SIG_IGN, as a host started with SIGINT ignored
+// passes it on: the ladder skips to SIGTERM) and one that ignores both
+// (straight to SIGKILL). With the steps skipped, the three are within a
+// few milliseconds of each other; waited out, the second would take the
+// interrupt grace and the third both graces.
+func BenchmarkCancelSigIgn(b *testing.B) {
+	for _, c := range []struct {
+		name   string
+		sigIgn []string
+	}{
+		{"handled", nil},
+		{"SIGINT", []string{"SIGINT"}},
+		{"SIGINT+SIGTERM", []string{"SIGINT", "SIGTERM"}},
+	} {
+		b.Run(c.name, func(b *testing.B) {
+			s := fakeagent.Script{StallFor: time.Hour, SigIgn: c.sigIgn}
+			req := benchRequest(b, &s)
+			inv := benchInvoker()
+			var samples []time.Duration
+			for b.Loop() {
+				d, err := cancelRun(inv, req)
+				if !errors.Is(err, context.Canceled) {
+					b.Fatalf("Invoke() error = %v, want context.Canceled", err)
+				}
+				samples = append(samples, d)
+			}
+			reportQuantiles(b, samples, "cancel-ms")
+			reportSurvivors(b, s.Tag)
+		})
+	}
+}

@@ -3,7 +3,9 @@ package driver
 import (
 	"errors"
 	"fmt"
-	"strings"
+	"io/fs"
+	"path/filepath"
+	"runtime"
 	"sync"
 
 	"github.com/clinvoke/clinvoke/internal/proc"
@@ -54,7 +56,7 @@ func (p *probe) get(cfg *config) (string, string) {
 		}
 		lvl, err := proc.Probe(want, cfg.cgroupParent)
 		if err != nil {
-			p.note = containmentError(err).Error()
+			p.note = containmentError(err, cfg.cgroupParent).Error()
 		}
 		if err == nil || !errors.Is(err, proc.ErrUnavailable) || want == proc.Auto {
 			p.level = level(lvl)
@@ -63,23 +65,48 @@ func (p *probe) get(cfg *config) (string, string) {
 	return p.level, p.note
 }
 
-// containmentError turns proc's error about a level into ErrContainment
-// with a hint.
-func containmentError(err error) error {
-	hint := ""
-	if errors.Is(err, proc.ErrUnavailable) && strings.Contains(err.Error(), "cgroup") {
-		hint = " (run as root, start the host in a delegated cgroup such as `systemd-run --user -p Delegate=yes --scope CMD`, or name a writable cgroup with Options.CgroupParent)"
+// containmentError turns proc's error about a level into ErrContainment,
+// with how to get the level; parent is Options.CgroupParent.
+func containmentError(err error, parent string) error {
+	e := &containmentErr{err: err, reason: err.Error()}
+	var ue *proc.UnavailableError
+	if !errors.As(err, &ue) {
+		return e
 	}
-	return &containmentErr{err: err, hint: hint}
+	e.reason = ue.Level.String() + ": " + ue.Err.Error()
+	if ue.Level != proc.Cgroup || runtime.GOOS != "linux" {
+		return e
+	}
+	const systemd = "`systemd-run --user -p Delegate=yes --scope CMD`"
+	parent = filepath.Clean(parent)
+	switch {
+	case errors.Is(err, proc.ErrRefused) && !errors.Is(err, fs.ErrPermission):
+		// Not the host's place: the reason says what blocks the start.
+	case errors.Is(err, proc.ErrRefused) && parent != ".":
+		e.hint = "run the host process inside " + parent + " (as root: echo PID > " + filepath.Join(parent, "cgroup.procs") +
+			"), or leave Options.CgroupParent empty and start the host with " + systemd
+	case errors.Is(err, proc.ErrRefused):
+		e.hint = "start the host with " + systemd + ", or as root move it into a cgroup whose cgroup.procs its user may write"
+	default:
+		e.hint = "run as root, start the host with " + systemd +
+			", or as root make a cgroup, chown it and its cgroup.procs to the host's user and move the host into it"
+	}
+	return e
 }
 
+// containmentErr is ErrContainment with proc's reason and a hint.
 type containmentErr struct {
-	err  error
-	hint string
+	err    error
+	reason string // err's message without proc's prefix
+	hint   string // how to get the level; "" for none
 }
 
 func (e *containmentErr) Error() string {
-	return invoker.ErrContainment.Error() + ": " + e.err.Error() + e.hint
+	msg := invoker.ErrContainment.Error() + ": " + e.reason
+	if e.hint != "" {
+		msg += "; to get the cgroup level, " + e.hint
+	}
+	return msg
 }
 
 func (e *containmentErr) Unwrap() []error { return []error{invoker.ErrContainment, e.err} }

@@ -58,9 +58,9 @@ func checkMCPServers(servers []invoker.MCPServer) error {
 				return invalid("%s: Command and Args cannot hold a NUL byte", at)
 			}
 		}
-		for _, kv := range s.Env {
-			if k, _, ok := strings.Cut(kv, "="); !ok || k == "" || strings.IndexByte(kv, 0) >= 0 {
-				return invalid("%s: Env entry %q is not KEY=VALUE", at, kv)
+		for j, kv := range s.Env {
+			if problem := envProblem(kv); problem != "" {
+				return invalid("%s: Env[%d] %s", at, j, problem)
 			}
 		}
 		for k, v := range s.Headers {
@@ -136,23 +136,24 @@ type tools struct {
 
 // startTools starts hosting the Go servers of req, if it has any, and
 // returns req as the backend must see it: for a Host, each Go server
-// replaced by its URL and the token's header. onPanic is told of a
-// handler's panic. Its errors come before anything else starts: a
+// replaced by its URL and the token's header. opts are the session's
+// hooks and limits (a handler's panic, a call's context, the longest
+// reply in band). Its errors come before anything else starts: a
 // *mcphost.ConfigError (a bad tool schema, a tool name clash) wrapped in
 // ErrInvalidRequest, or the listener's error.
-func (e *engine) startTools(req invoker.SessionRequest, onPanic func(p any, goexit bool)) (*tools, invoker.SessionRequest, error) {
+func (e *engine) startTools(req invoker.SessionRequest, opts *mcphost.Options) (*tools, invoker.SessionRequest, error) {
 	servers := goServers(req.MCPServers)
 	if servers == nil {
 		return &tools{}, req, nil
 	}
 	if _, ok := e.b.(InBandMCP); ok {
-		b, err := mcphost.NewBridge(context.Background(), servers, onPanic)
+		b, err := mcphost.NewBridge(context.Background(), servers, opts)
 		if err != nil {
 			return nil, req, fmt.Errorf("%w: %w", invoker.ErrInvalidRequest, err)
 		}
 		return &tools{bridge: b}, req, nil
 	}
-	h, err := mcphost.Serve(context.Background(), servers, onPanic)
+	h, err := mcphost.Serve(context.Background(), servers, opts)
 	if err != nil {
 		var le *mcphost.ListenError
 		if errors.As(err, &le) {
@@ -171,6 +172,20 @@ func (e *engine) startTools(req invoker.SessionRequest, onPanic func(p any, goex
 	}
 	req.MCPServers = rewritten
 	return &tools{host: h}, req, nil
+}
+
+// callContext is the context of a Go tool call that begins now: the
+// turn's, so that the handler has the values and the deadline of the
+// context Turn was given and is cancelled with the turn; between turns,
+// the session's.
+func (s *session) callContext() context.Context {
+	s.mu.Lock()
+	ts := s.cur
+	s.mu.Unlock()
+	if ts != nil {
+		return ts.ctx
+	}
+	return s.r.ctx
 }
 
 // cancelCalls cancels the contexts of the tool calls in flight, for a turn
@@ -194,6 +209,21 @@ func (t *tools) close() {
 	}
 }
 
+// maxPendingApprovals is how many questions of one turn may wait for
+// Approve at once. A question the CLI asks beyond it is denied at once,
+// without asking, with a message the model reads (where the CLI carries
+// one) and a KindWarning event for the program.
+//
+// Each waiting question holds a goroutine running Approve, and whatever
+// Approve holds: without a cap, a CLI that asks without end (a loop, a
+// prompt injection) makes the program hold without end until the turn's
+// deadline. A model asks about the parallel tool calls of one response at
+// most, a few at a time; 64 leaves room for the subagents of a CLI that
+// runs several, each asking. The cap is the engine's, not an option: no
+// turn that a person or a policy can follow needs more, and a program that
+// decides at once never holds more than a few.
+const maxPendingApprovals = 64
+
 // A pendingAsk is an approval of a line whose events are being delivered,
 // for the turn the line belongs to.
 type pendingAsk struct {
@@ -201,46 +231,88 @@ type pendingAsk struct {
 	a  Approval
 }
 
+// A question is an approval given to Approve and not yet answered or
+// withdrawn. Its fields are guarded by the decoder lock.
+type question struct {
+	a       Approval
+	settled bool // its answer, or its withdrawal, was written
+}
+
 // askPending asks the approvals of the line whose events were just
-// delivered; it is the run's afterLine.
+// delivered; it is the run's afterLine. A question refused because too
+// many wait is reported as a KindWarning event, once the decoder lock is
+// released (OnEvent may call back into the session).
 func (s *session) askPending() {
 	s.r.decMu.Lock()
-	defer s.r.decMu.Unlock()
 	if s.r.panicked.Load() {
 		// A callback panicked: the tree is being killed, and nothing of
 		// the caller's is called any more.
 		s.pending = nil
+		s.r.decMu.Unlock()
 		return
 	}
+	var refused []invoker.Event
 	for _, p := range s.pending {
-		s.ask(p.ts, p.a)
+		if !s.ask(p.ts, p.a) {
+			tool := p.a.Request.Tool
+			refused = append(refused, invoker.Event{Kind: invoker.KindWarning, Tool: &tool, Raw: p.a.Request.Raw,
+				Text: fmt.Sprintf("refused without asking Approve: %s %q (%d questions of this turn already wait for a decision)",
+					p.a.Request.Kind, what(p.a.Request), maxPendingApprovals)})
+		}
 	}
 	s.pending = nil
+	s.r.decMu.Unlock()
+	s.r.deliver(refused)
+}
+
+// what names the action of a for a message: its command, its paths, or
+// its tool's name.
+func what(a invoker.Approval) string {
+	switch {
+	case a.Command != "":
+		return a.Command
+	case len(a.Paths) > 0:
+		return strings.Join(a.Paths, ", ")
+	}
+	return a.Tool.Name
 }
 
 // ask handles one approval of the protocol's, for the turn ts (nil
 // between turns). Without a turn or a callback the CLI is answered with a
-// denial at once. Otherwise the callback runs on a goroutine of its own
-// with the turn's context, and the answer is written when it returns, or
-// the question withdrawn when the turn ends first. The caller holds the
-// protocol's lock.
-func (s *session) ask(ts *turnState, a Approval) {
+// denial at once, and so it is when maxPendingApprovals questions of the
+// turn already wait: ask then returns false. Otherwise Approve runs on a
+// goroutine of its own with the turn's context, and the answer is written
+// when it returns, unless the turn ended first: then the question was
+// withdrawn (see withdraw) and the answer is dropped. The caller holds the
+// decoder lock.
+func (s *session) ask(ts *turnState, a Approval) bool {
 	approve := s.sreq.Approve
-	over := true
-	if ts != nil {
+	why, full := "", false
+	switch {
+	case ts == nil:
+		why = "no turn is in progress"
+	default:
 		s.mu.Lock()
-		if over = ts.over; !over && approve != nil {
-			ts.calls.Add(2)
+		switch {
+		case ts.over:
+			why = "no turn is in progress"
+		case approve == nil:
+			why = "the program gave no approval callback"
+		case ts.waiting >= maxPendingApprovals:
+			why, full = fmt.Sprintf("%d earlier requests of this turn still wait for the program's decision; ask again once they are answered", maxPendingApprovals), true
+		default:
+			ts.waiting++
+			ts.calls.Add(1)
 		}
 		s.mu.Unlock()
 	}
-	if over || approve == nil {
-		why := "no turn is in progress"
-		if !over {
-			why = "the program gave no approval callback"
+	if why != "" {
+		msg := "Denied: " + why + "."
+		if full {
+			msg = "Denied without asking the program: " + why + "."
 		}
-		s.write(answerApproval(a, invoker.Decision{Message: "Denied: " + why + "."})...)
-		return
+		s.write(answerApproval(a, invoker.Decision{Message: msg})...)
+		return !full
 	}
 	req := a.Request
 	if req.SessionID == "" {
@@ -249,47 +321,76 @@ func (s *session) ask(ts *turnState, a Approval) {
 	if req.Cwd == "" && req.Kind == "command" {
 		req.Cwd = s.sreq.Workdir // where the CLI runs its commands unless it says otherwise
 	}
-	decided := make(chan invoker.Decision, 1)
+	q := &question{a: a}
+	if ts.questions == nil {
+		ts.questions = make(map[*question]struct{})
+	}
+	ts.questions[q] = struct{}{}
 	s.r.approving.Add(1)
-	go func() {
-		defer ts.calls.Done()
-		defer func() {
-			s.r.approving.Add(-1)
-			s.r.touch() // the CLI's silence counts from the decision
-		}()
-		var d invoker.Decision
-		if s.r.call("Approve", func() { d = approve(ts.ctx, req) }) {
-			decided <- d
-		}
+	go s.decide(ts, q, approve, req)
+	return true
+}
+
+// decide runs Approve for the question q of the turn ts and writes its
+// answer, unless the question was withdrawn meanwhile, or the CLI was
+// asked to end the turn: a decision that comes then is not carried out,
+// and the question is withdrawn instead (the decoder lock orders this
+// against the interrupt's lines). It is the one goroutine a question
+// costs.
+func (s *session) decide(ts *turnState, q *question, approve func(context.Context, invoker.Approval) invoker.Decision, req invoker.Approval) {
+	defer func() {
+		s.mu.Lock()
+		ts.waiting--
+		s.mu.Unlock()
+		ts.calls.Done()
 	}()
-	go func() {
-		defer ts.calls.Done()
-		var d invoker.Decision
-		withdrawn := false
-		select {
-		case d = <-decided:
-		case <-ts.ctx.Done():
-			withdrawn = true
-		case <-s.done:
-			return
-		}
-		s.r.decMu.Lock()
-		// A decision that comes once the CLI was asked to end the turn
-		// is not carried out: the turn's question is withdrawn (the lock
-		// orders this against the interrupt's lines).
-		if withdrawn || ts.interrupted || ts.ctx.Err() != nil {
-			if a.Cancel != nil {
-				lines := safeLines(a.Cancel)
-				s.r.decMu.Unlock()
-				s.write(lines...)
-				return
-			}
-			d = invoker.Decision{Message: "Denied: the turn ended before the program decided."}
-		}
-		lines := answerApproval(a, d)
+	defer func() {
+		s.r.approving.Add(-1)
+		s.r.touch() // the CLI's silence counts from the decision
+	}()
+	var d invoker.Decision
+	if !s.r.call("Approve", func() { d = approve(ts.ctx, req) }) {
+		return // the tree is being killed; the turn's end withdraws q
+	}
+	s.r.decMu.Lock()
+	if q.settled {
 		s.r.decMu.Unlock()
-		s.write(lines...)
-	}()
+		return
+	}
+	q.settled = true
+	delete(ts.questions, q)
+	var lines [][]byte
+	if ts.interrupted || ts.ctx.Err() != nil {
+		lines = withdrawal(q.a)
+	} else {
+		lines = answerApproval(q.a, d)
+	}
+	s.r.decMu.Unlock()
+	s.write(lines...)
+}
+
+// withdraw withdraws every question of the turn ts that is still waiting
+// for Approve, once the CLI was asked to end the turn or the turn ended:
+// the CLI is answered at once, whenever Approve returns.
+func (s *session) withdraw(ts *turnState) {
+	s.r.decMu.Lock()
+	var lines [][]byte
+	for q := range ts.questions {
+		q.settled = true
+		lines = append(lines, withdrawal(q.a)...)
+	}
+	clear(ts.questions)
+	s.r.decMu.Unlock()
+	s.write(lines...)
+}
+
+// withdrawal returns the protocol's lines that withdraw the question a:
+// its Cancel, else a denial.
+func withdrawal(a Approval) [][]byte {
+	if a.Cancel != nil {
+		return safeLines(a.Cancel)
+	}
+	return answerApproval(a, invoker.Decision{Message: "Denied: the turn ended before the program decided."})
 }
 
 // answerApproval returns the protocol's lines for decision d of a.

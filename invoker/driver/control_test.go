@@ -4,8 +4,10 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"net/http"
 	"runtime"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -66,6 +68,15 @@ func (p *controlProtocol) StartTurn(t *invoker.TurnRequest) ([][]byte, error) {
 	switch {
 	case len(words) >= 2 && words[0] == "ask":
 		return lines([]string{echoLine("ask", strings.Join(words[1:], " "))}), nil
+	case len(words) >= 3 && words[0] == "asks":
+		// "asks N CMD": N questions at once, whose answers do not end
+		// the turn; only an interrupt does.
+		n, _ := strconv.Atoi(words[1])
+		var out []string
+		for i := range n {
+			out = append(out, echoLine("hold", fmt.Sprintf("%s %d", strings.Join(words[2:], " "), i)))
+		}
+		return lines(out), nil
 	case len(words) == 4 && words[0] == "call":
 		p.server, p.pending = words[1], words[2]+" "+words[3]
 		init := `{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"echo","version":"1"}}}`
@@ -98,6 +109,14 @@ func (p *controlProtocol) Decode(line []byte) (driver.Step, error) {
 			// A withdrawn question leaves the end of the turn to the
 			// interrupt, as a CLI's does.
 			Cancel: func() [][]byte { return lines([]string{echoLine("note", "withdrawn")}) },
+		}
+		return driver.Step{Events: []invoker.Event{{Kind: invoker.KindToolCall, Raw: line}}, Approvals: []driver.Approval{a}}, nil
+	case "hold":
+		a := driver.Approval{
+			Request: invoker.Approval{Kind: "command", Command: l.Text, Tool: invoker.Tool{Name: "shell", ID: l.Text}, Raw: line},
+			Answer: func(d invoker.Decision) [][]byte {
+				return lines([]string{echoLine("note", fmt.Sprintf("%s: allow %v: %s", l.Text, d.Allow, d.Message))})
+			},
 		}
 		return driver.Step{Events: []invoker.Event{{Kind: invoker.KindToolCall, Raw: line}}, Approvals: []driver.Approval{a}}, nil
 	case "answer":
@@ -256,13 +275,14 @@ func TestInvokeWithApproveRunsInSession(t *testing.T) {
 // only after the callback has.
 func TestApprovalPastDeadline(t *testing.T) {
 	returned := make(chan struct{})
+	var seen ctxSeen
 	s := openControl(t, controlBackend{echoBackend: echoBackend{caps: allControl}}, invoker.SessionRequest{
 		Approve: func(ctx context.Context, a invoker.Approval) invoker.Decision {
 			defer close(returned)
-			<-ctx.Done()
+			seen = seeContext(ctx)
 			return invoker.Decision{Allow: true}
 		}})
-	ctx, cancel := context.WithTimeout(t.Context(), 200*time.Millisecond)
+	ctx, cancel := context.WithTimeout(context.WithValue(t.Context(), ctxKey{}, "turn value"), 200*time.Millisecond)
 	defer cancel()
 	res, err := s.Turn(ctx, invoker.TurnRequest{Prompt: "ask sleep 1000"})
 	if !errors.Is(err, context.DeadlineExceeded) {
@@ -272,6 +292,10 @@ func TestApprovalPastDeadline(t *testing.T) {
 	case <-returned:
 	default:
 		t.Fatal("Turn returned before the callback did")
+	}
+	want, _ := ctx.Deadline()
+	if seen.value != "turn value" || !seen.deadline.Equal(want) || seen.err != context.DeadlineExceeded {
+		t.Errorf("Approve's context: value %v, deadline %v, Err %v; want %q, %v, context.DeadlineExceeded", seen.value, seen.deadline, seen.err, "turn value", want)
 	}
 	// The session goes on.
 	res, err = s.Turn(t.Context(), invoker.TurnRequest{Prompt: "hello"})
@@ -315,6 +339,97 @@ func newToolServer(cancelled chan<- error, started chan<- struct{}) *mcp.Server 
 		panic("tool exploded")
 	})
 	return s
+}
+
+// ctxKey is the key of a value a test puts in a turn's context.
+type ctxKey struct{}
+
+// ctxSeen is what a callback saw of its context: the value of ctxKey, the
+// deadline, and the error once it was done.
+type ctxSeen struct {
+	value    any
+	deadline time.Time
+	err      error
+}
+
+// seeContext waits until ctx is done and says what it held.
+func seeContext(ctx context.Context) ctxSeen {
+	d, _ := ctx.Deadline()
+	v := ctx.Value(ctxKey{})
+	<-ctx.Done()
+	return ctxSeen{value: v, deadline: d, err: ctx.Err()}
+}
+
+// newContextServer returns a server with one tool, "context", which
+// waits until its context is done and sends what it held to seen.
+func newContextServer(seen chan<- ctxSeen) *mcp.Server {
+	s := mcp.NewServer(&mcp.Implementation{Name: "tools", Version: "1"}, nil)
+	mcp.AddTool(s, &mcp.Tool{Name: "context"}, func(ctx context.Context, _ *mcp.CallToolRequest, _ struct{}) (*mcp.CallToolResult, any, error) {
+		seen <- seeContext(ctx)
+		return nil, nil, ctx.Err()
+	})
+	return s
+}
+
+// A Go tool handler's context is its turn's: the values and deadline of
+// the context Turn was given, and once the deadline has passed (and the
+// CLI was asked to end the turn), done with context.DeadlineExceeded; in
+// band and over HTTP alike.
+func TestGoToolContext(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		inBand bool
+	}{{"in band", true}, {"over HTTP", false}} {
+		t.Run(tc.name, func(t *testing.T) {
+			seen := make(chan ctxSeen, 1)
+			srv := newContextServer(seen)
+			var got []invoker.MCPServer
+			caps := allControl
+			caps.Deltas = true
+			var b driver.SessionBackend = controlBackend{echoBackend: echoBackend{caps: caps}, got: &got}
+			prompt := `call tools context {}`
+			if tc.inBand {
+				b = inBandBackend{b.(controlBackend)}
+			} else {
+				// The turn waits, its first delta out, while the test
+				// calls the tool, as the CLI would.
+				prompt = "wait"
+			}
+			s := openControl(t, b, invoker.SessionRequest{Deltas: true, MCPServers: []invoker.MCPServer{{Name: "tools", Server: srv}}})
+			ctx, cancel := context.WithTimeout(context.WithValue(t.Context(), ctxKey{}, "turn value"), 300*time.Millisecond)
+			defer cancel()
+			waiting := make(chan struct{})
+			var once sync.Once
+			done := make(chan error, 1)
+			go func() {
+				_, err := s.Turn(ctx, invoker.TurnRequest{Prompt: prompt, OnEvent: func(ev invoker.Event) {
+					if ev.Kind == invoker.KindDelta {
+						once.Do(func() { close(waiting) })
+					}
+				}})
+				done <- err
+			}()
+			if !tc.inBand {
+				<-waiting
+				c := mcp.NewClient(&mcp.Implementation{Name: "cli", Version: "1"}, nil)
+				cs, err := c.Connect(t.Context(), &mcp.StreamableClientTransport{Endpoint: got[0].URL,
+					HTTPClient: &http.Client{Transport: headerTransport{got[0].Headers["Authorization"]}}}, nil)
+				if err != nil {
+					t.Fatalf("Connect: %v", err)
+				}
+				defer cs.Close()
+				go cs.CallTool(t.Context(), &mcp.CallToolParams{Name: "context", Arguments: map[string]any{}})
+			}
+			got1 := <-seen
+			want, _ := ctx.Deadline()
+			if got1.value != "turn value" || !got1.deadline.Equal(want) || got1.err != context.DeadlineExceeded {
+				t.Errorf("handler's context: value %v, deadline %v, Err %v; want %q, %v, context.DeadlineExceeded", got1.value, got1.deadline, got1.err, "turn value", want)
+			}
+			if err := <-done; !errors.Is(err, context.DeadlineExceeded) {
+				t.Errorf("Turn error = %v, want context.DeadlineExceeded", err)
+			}
+		})
+	}
 }
 
 // A panic in a tool handler is the caller's, as one in OnEvent is: the
@@ -432,6 +547,13 @@ func TestMCPServersChecked(t *testing.T) {
 		{"two ways", allControl, []invoker.MCPServer{{Name: "a", Command: "x", URL: "http://h/"}}, invoker.ErrInvalidRequest, "exactly one"},
 		{"none", allControl, []invoker.MCPServer{{Name: "a"}}, invoker.ErrInvalidRequest, "exactly one"},
 		{"bad url", allControl, []invoker.MCPServer{{Name: "a", URL: "ftp://h/"}}, invoker.ErrInvalidRequest, "not an http"},
+		{"env without =", allControl, []invoker.MCPServer{{Name: "a", Command: "x", Env: []string{"OK=1", "s3cret"}}}, invoker.ErrInvalidRequest, `Env[1] has no '='`},
+		{"env without key", allControl, []invoker.MCPServer{{Name: "a", Command: "x", Env: []string{"=s3cret"}}}, invoker.ErrInvalidRequest, `Env[0] has an empty key`},
+		{"env NUL in value", allControl, []invoker.MCPServer{{Name: "a", Command: "x", Env: []string{"API_KEY=s3cret\x00"}}}, invoker.ErrInvalidRequest, `Env[0] (API_KEY) has a value that holds a NUL byte`},
+		{"env NUL in key", allControl, []invoker.MCPServer{{Name: "a", Command: "x", Env: []string{"A\x00B=s3cret"}}}, invoker.ErrInvalidRequest, `Env[0] has a key that holds a NUL byte ("AB")`},
+		{"NUL in args", allControl, []invoker.MCPServer{{Name: "a", Command: "x", Args: []string{"--token=s3cret\x00"}}}, invoker.ErrInvalidRequest, `NUL byte`},
+		{"bad url with credentials", allControl, []invoker.MCPServer{{Name: "a", URL: "ftp://user:s3cret@h/"}}, invoker.ErrInvalidRequest, "not an http"},
+		{"bad header value", allControl, []invoker.MCPServer{{Name: "a", URL: "http://h/", Headers: map[string]string{"Authorization": "Bearer s3cret\n"}}}, invoker.ErrInvalidRequest, `"Authorization" holds a control character`},
 		{"bad header", allControl, []invoker.MCPServer{{Name: "a", URL: "http://h/", Headers: map[string]string{"X": "a\nb"}}}, invoker.ErrInvalidRequest, "header"},
 		{"go tools unsupported", invoker.Capabilities{Sessions: true, MCPServers: true}, []invoker.MCPServer{{Name: "a", Server: srv}}, invoker.ErrUnsupported, "written in Go"},
 		{"external unsupported", invoker.Capabilities{Sessions: true, GoTools: true}, []invoker.MCPServer{{Name: "a", Command: "x"}}, invoker.ErrUnsupported, "MCPServers"},
@@ -441,6 +563,9 @@ func TestMCPServersChecked(t *testing.T) {
 			res, err := inv.Invoke(t.Context(), invoker.Request{Prompt: "hi", Workdir: t.TempDir(), MCPServers: tc.servers})
 			if !errors.Is(err, tc.want) || !strings.Contains(err.Error(), tc.msg) {
 				t.Fatalf("Invoke error = %v, want %v naming %q", err, tc.want, tc.msg)
+			}
+			if strings.Contains(err.Error(), "s3cret") {
+				t.Errorf("Invoke error = %q quotes a secret of the request", err)
 			}
 			if res.Containment != "" {
 				t.Errorf("something started: containment %q", res.Containment)
@@ -604,5 +729,131 @@ func TestIdleTimeoutSparesApproval(t *testing.T) {
 		}})
 	if err != nil || res.Text != "approved" {
 		t.Fatalf("Invoke = %q, %v; want the approval to outlast the idle timeout", res.Text, err)
+	}
+}
+
+// heldQuestions asks n questions at once in one turn of a fresh session,
+// with an Approve that holds each until the turn's context is done, and
+// calls measure once every question was either given to Approve or
+// refused (the KindWarning events whose text starts with refusedPrefix);
+// then it ends the turn by cancelling its context. It returns how many
+// questions Approve got, and the refusals' warnings.
+func heldQuestions(tb testing.TB, n int, measure func()) (asked int, refusals []invoker.Event) {
+	tb.Helper()
+	var mu sync.Mutex
+	progress := make(chan struct{}, 1)
+	note := func() {
+		select {
+		case progress <- struct{}{}:
+		default:
+		}
+	}
+	inv := driver.New(controlBackend{echoBackend: echoBackend{caps: allControl}}, invoker.Options{Binary: "cat"})
+	s, err := inv.OpenSession(tb.Context(), invoker.SessionRequest{Workdir: tb.TempDir(),
+		Approve: func(ctx context.Context, a invoker.Approval) invoker.Decision {
+			mu.Lock()
+			asked++
+			mu.Unlock()
+			note()
+			<-ctx.Done()
+			return invoker.Decision{Allow: true}
+		}})
+	if err != nil {
+		tb.Fatalf("OpenSession: %v", err)
+	}
+	defer s.Close()
+	ctx, cancel := context.WithCancel(tb.Context())
+	defer cancel()
+	done := make(chan error, 1)
+	go func() {
+		_, err := s.Turn(ctx, invoker.TurnRequest{Prompt: fmt.Sprintf("asks %d rm -rf", n), OnEvent: func(ev invoker.Event) {
+			if ev.Kind == invoker.KindWarning && strings.HasPrefix(ev.Text, refusedPrefix) {
+				mu.Lock()
+				refusals = append(refusals, ev)
+				mu.Unlock()
+				note()
+			}
+		}})
+		done <- err
+	}()
+	timeout := time.After(time.Minute)
+	for {
+		mu.Lock()
+		seen := asked + len(refusals)
+		mu.Unlock()
+		if seen >= n {
+			break
+		}
+		select {
+		case <-progress:
+		case err := <-done:
+			tb.Fatalf("Turn returned %v before the %d questions were asked (%d were)", err, n, seen)
+		case <-timeout:
+			tb.Fatalf("after a minute, %d of the %d questions were asked or refused", seen, n)
+		}
+	}
+	measure()
+	cancel()
+	if err := <-done; !errors.Is(err, context.Canceled) {
+		tb.Errorf("Turn error = %v, want context.Canceled", err)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	return asked, refusals
+}
+
+// refusedPrefix starts the warning of a question refused without asking
+// because too many wait for Approve.
+const refusedPrefix = "refused without asking Approve"
+
+// A CLI that asks without end cannot make the program hold more than the
+// cap of questions per turn, at one goroutine each: the others are denied
+// at once, with a warning to the program and a message to the model.
+func TestHeldQuestionsBounded(t *testing.T) {
+	const n = 1000
+	before := runtime.NumGoroutine()
+	var held int
+	asked, refusals := heldQuestions(t, n, func() { held = runtime.NumGoroutine() - before })
+	t.Logf("%d questions held until the turn's end: %d goroutines more than before the session", n, held)
+	const max = driver.MaxPendingApprovals
+	if asked != max {
+		t.Errorf("Approve was called %d times, want %d (the cap)", asked, max)
+	}
+	if len(refusals) != n-max {
+		t.Errorf("%d refusals reported, want %d", len(refusals), n-max)
+	} else if ev := refusals[0]; !strings.Contains(ev.Text, strconv.Itoa(max)) || len(ev.Raw) == 0 || ev.Tool == nil || ev.Tool.Name != "shell" {
+		t.Errorf("refusal = %+v, want the cap named, the tool call in Tool and the CLI's request in Raw", ev)
+	}
+	// The session itself (reader, writer, waiters) costs a few; each
+	// question held may cost one.
+	if held > max+20 {
+		t.Errorf("%d goroutines while %d questions were held, want at most %d (one per question under the cap, and the session's)", held, n, max+20)
+	}
+}
+
+// BenchmarkHeldQuestions measures what holding many questions costs: the
+// goroutines, and the heap and goroutine stacks in use, while 10,000
+// questions of one turn are pending, against the program before the
+// session opened.
+func BenchmarkHeldQuestions(b *testing.B) {
+	const n = 10000
+	mem := func() (heap, stack int64) {
+		runtime.GC()
+		var m runtime.MemStats
+		runtime.ReadMemStats(&m)
+		return int64(m.HeapAlloc), int64(m.StackInuse)
+	}
+	for b.Loop() {
+		g0 := runtime.NumGoroutine()
+		h0, s0 := mem()
+		var g, h, s int64
+		heldQuestions(b, n, func() {
+			g = int64(runtime.NumGoroutine() - g0)
+			h, s = mem()
+			h, s = h-h0, s-s0
+		})
+		b.ReportMetric(float64(g), "goroutines-held")
+		b.ReportMetric(float64(h)/(1<<20), "heap-MiB-held")
+		b.ReportMetric(float64(s)/(1<<20), "stack-MiB-held")
 	}
 }

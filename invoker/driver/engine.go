@@ -59,6 +59,11 @@ func (e *engine) invoke(ctx context.Context, req invoker.Request, sp *span) (*in
 		return fail(err)
 	}
 	if e.inSession(&req) {
+		// Checked here as Session.Turn checks them, before the session
+		// that would carry the turn starts.
+		if err := validateImages(turn.Images); err != nil {
+			return fail(err)
+		}
 		return e.invokeInSession(ctx, req, start)
 	}
 	cmd, err := e.b.Command(&req)
@@ -120,7 +125,7 @@ func (e *engine) inSession(req *invoker.Request) bool {
 // so that the tree is gone before Invoke returns or re-raises a panic of
 // OnEvent.
 func (e *engine) invokeInSession(ctx context.Context, req invoker.Request, start time.Time) (res *invoker.Result, err error) {
-	s, err := e.open(ctx, req.Session())
+	s, err := e.open(ctx, req.Session(), true)
 	if err != nil {
 		res := &invoker.Result{ExitCode: -1, Duration: time.Since(start)}
 		if s != nil { // started, and ended in the opening: say how

@@ -330,6 +330,7 @@ func TestBadInputStartsNothing(t *testing.T) {
 		{"unknown permission", testBackend{}, "", func(r *invoker.Request) { r.Permission = "root" }, invoker.ErrInvalidRequest, "unknown permission"},
 		{"relative image", testBackend{}, "", func(r *invoker.Request) { r.Images = []string{"a.png"} }, invoker.ErrInvalidRequest, "relative"},
 		{"bad env", testBackend{}, "", func(r *invoker.Request) { r.Env = append(r.Env, "NOEQUALS") }, invoker.ErrInvalidRequest, "KEY=VALUE"},
+		{"env without key", testBackend{}, "", func(r *invoker.Request) { r.Env = []string{"=s3cret"} }, invoker.ErrInvalidRequest, "Request.Env[0] has an empty key"},
 		// A NUL byte cannot reach the kernel: before, each gave
 		// "fork/exec ...: invalid argument", matching no typed error.
 		{"NUL in env", testBackend{}, "", func(r *invoker.Request) { r.Env = append(r.Env, "K=a\x00b") }, invoker.ErrInvalidRequest, "holds a NUL byte at offset 3"},
@@ -363,6 +364,9 @@ func TestBadInputStartsNothing(t *testing.T) {
 			}
 			if tt.want == exec.ErrNotFound && !errors.Is(err, invoker.ErrNotInstalled) {
 				t.Errorf("Invoke() error = %v, want it to match ErrNotInstalled too", err)
+			}
+			if strings.Contains(err.Error(), "s3cret") {
+				t.Errorf("Invoke() error = %q quotes the value of an environment entry", err)
 			}
 			if !strings.Contains(err.Error(), tt.wantMsg) || !strings.HasPrefix(err.Error(), "fake: ") {
 				t.Errorf("Invoke() error = %q, want it prefixed %q and to mention %q", err, "fake: ", tt.wantMsg)

@@ -19,3 +19,7 @@ func WithoutCancelledSweep(inv invoker.Invoker) invoker.Invoker {
 	n.cfg.keepCancelled = true
 	return n
 }
+
+// MaxPendingApprovals is the engine's cap on the questions of a turn that
+// wait for Approve at once.
+const MaxPendingApprovals = maxPendingApprovals

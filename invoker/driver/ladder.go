@@ -24,8 +24,10 @@ func (r *run) supervise() error {
 	firstEvent := r.firstEvent
 
 	// The ladder: interrupt, then terminate, then kill, each step after the
-	// previous one's grace period. Steps with a zero grace are skipped. A
-	// stop for the caller's context may bring graces of its own (see
+	// previous one's grace period. Steps with a zero grace are skipped, and
+	// so is a signal the CLI ignores (SIG_IGN, which the kernel discards:
+	// waiting its grace would only delay the next step). A stop for the
+	// caller's context may bring graces of its own (see
 	// Options.StopGraces).
 	g := graces{interrupt: cfg.interruptGrace, terminate: cfg.terminateGrace}
 	var ladder *time.Timer
@@ -40,9 +42,14 @@ func (r *run) supervise() error {
 				if grace = g.interrupt; grace == 0 {
 					continue
 				}
+				// Ctrl-C through the terminal reaches a CLI that reads it
+				// raw whatever its disposition for SIGINT.
+				if r.pty == nil && r.ignored(stepInterrupt, proc.Interrupt) {
+					continue
+				}
 				r.interrupt()
 			case 2:
-				if grace = g.terminate; grace == 0 {
+				if grace = g.terminate; grace == 0 || r.ignored(stepTerminate, proc.Terminate) {
 					continue
 				}
 				r.log.Debug("signal", "pid", r.tree.Pid(), "signal", proc.Terminate.String())
@@ -120,6 +127,17 @@ func (r *run) supervise() error {
 			next()
 		}
 	}
+}
+
+// ignored reports whether the CLI's process ignores sig now, and then
+// records the ladder's step as skipped: the signal would be discarded.
+func (r *run) ignored(step string, sig proc.Signal) bool {
+	if !r.tree.Ignores(sig) {
+		return false
+	}
+	r.log.Debug("signal skipped: the CLI ignores it", "pid", r.tree.Pid(), "signal", sig.String())
+	r.tel.ladderSkipped(step)
+	return true
 }
 
 // interrupt is the ladder's first step: Ctrl-C through the terminal in PTY

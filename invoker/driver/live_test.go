@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/clinvoke/clinvoke/internal/testkit/testenv"
 	"github.com/clinvoke/clinvoke/invoker"
 	"github.com/clinvoke/clinvoke/invoker/driver"
 )
@@ -114,8 +115,15 @@ type echoProtocol struct {
 	waiting bool
 }
 
+// Open sends the session line, whose echo is the handshake's answer: the
+// session is ready when it comes back (over 64 KiB for the model "huge
+// handshake").
 func (p *echoProtocol) Open() ([][]byte, bool) {
-	return [][]byte{[]byte(strings.TrimSpace(echoLine("session", "echo-1")))}, true
+	id := "echo-1"
+	if p.model == "huge handshake" {
+		id = strings.Repeat("x", 128<<10)
+	}
+	return [][]byte{[]byte(strings.TrimSpace(echoLine("session", id)))}, false
 }
 
 func (p *echoProtocol) StartTurn(t *invoker.TurnRequest) ([][]byte, error) {
@@ -387,5 +395,18 @@ func TestForkNeedsSessionID(t *testing.T) {
 		Invoke(context.Background(), invoker.Request{Prompt: "x", Workdir: t.TempDir(), Fork: true, SessionID: "s"})
 	if !errors.Is(err, invoker.ErrUnsupported) {
 		t.Errorf("Invoke(Fork) on a CLI without forks: error = %v, want ErrUnsupported", err)
+	}
+}
+
+// A line over the limit in the session's opening fails OpenSession at
+// once with ErrLineTooLong (here the handshake's answer, without which the
+// session was never ready), and leaves nothing running.
+func TestLineOverLimitInHandshake(t *testing.T) {
+	inv := driver.New(echoBackend{caps: allLive}, invoker.Options{Binary: "cat", MaxLineSize: 64 << 10})
+	ctx, cancel := context.WithTimeout(context.Background(), testenv.Timeout(testenv.Hang))
+	defer cancel()
+	s, err := inv.OpenSession(ctx, invoker.SessionRequest{Workdir: t.TempDir(), Model: "huge handshake"})
+	if s != nil || !errors.Is(err, invoker.ErrLineTooLong) || errors.Is(err, context.DeadlineExceeded) {
+		t.Errorf("OpenSession() = %v, %v; want nil and ErrLineTooLong at once", s, err)
 	}
 }

@@ -41,9 +41,9 @@ func (e *engine) checkSession(req *invoker.SessionRequest) (*jsonschema.Resolved
 	if req.Fork && req.SessionID == "" {
 		return nil, invalid("Request.Fork without Request.SessionID: set SessionID to the conversation to fork")
 	}
-	for _, kv := range req.Env {
-		if k, _, ok := strings.Cut(kv, "="); !ok || k == "" {
-			return nil, invalid("Request.Env entry %q is not KEY=VALUE", kv)
+	for i, kv := range req.Env {
+		if problem := envProblem(kv); problem != "" {
+			return nil, invalid("Request.Env[%d] %s", i, problem)
 		}
 	}
 	if err := checkMCPServers(req.MCPServers); err != nil {
@@ -144,13 +144,34 @@ func commandNoNUL(cmd *Command, env []string) error {
 			return invalid("argument %d of the CLI's command line holds a NUL byte", n+1)
 		}
 	}
-	for _, kv := range env {
+	for n, kv := range env {
 		if strings.IndexByte(kv, 0) >= 0 {
-			k, _, _ := strings.Cut(kv, "=")
-			return invalid("environment variable %q holds a NUL byte (from Options.Env or the backend)", strings.ReplaceAll(k, "\x00", ""))
+			if k, _, ok := strings.Cut(kv, "="); ok {
+				return invalid("environment variable %q holds a NUL byte (from Options.Env or the backend)", strings.ReplaceAll(k, "\x00", ""))
+			}
+			return invalid("environment entry %d holds a NUL byte (from Options.Env or the backend)", n)
 		}
 	}
 	return nil
+}
+
+// envProblem says what keeps the environment entry kv from being a usable
+// KEY=VALUE, or returns "" when nothing does. It may name the key, never
+// the value, which is often a secret: an entry without '=' is not quoted
+// at all, as it may be a value given alone.
+func envProblem(kv string) string {
+	k, v, ok := strings.Cut(kv, "=")
+	switch {
+	case !ok:
+		return "has no '=': write it as KEY=VALUE"
+	case k == "":
+		return "has an empty key before its '=': write it as KEY=VALUE"
+	case strings.IndexByte(k, 0) >= 0:
+		return fmt.Sprintf("has a key that holds a NUL byte (%q): an environment entry cannot carry one", strings.ReplaceAll(k, "\x00", ""))
+	case strings.IndexByte(v, 0) >= 0:
+		return fmt.Sprintf("(%s) has a value that holds a NUL byte: an environment entry cannot carry one", k)
+	}
+	return ""
 }
 
 // validateImages checks Request.Images. It runs after the backend's

@@ -246,6 +246,7 @@ type lineTooLongError struct {
 	longest int64 // bytes in the longest of them
 	max     int   // the line limit
 	success bool  // the CLI reported success after them
+	session bool  // it ended the session the line was skipped in
 }
 
 func (e *lineTooLongError) Error() string {
@@ -256,6 +257,9 @@ func (e *lineTooLongError) Error() string {
 	msg += " may have held the final answer or the terminal event: raise the limit with Options.MaxLineSize"
 	if e.success {
 		msg = "the CLI reported success, but " + msg
+	}
+	if e.session {
+		msg += "; the session was ended, as its protocol may have lost the end of the turn or a request the CLI waits on (resume the conversation in a new session with its id)"
 	}
 	return msg
 }

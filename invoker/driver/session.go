@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/clinvoke/clinvoke/internal/jsonl"
+	"github.com/clinvoke/clinvoke/internal/mcphost"
 	"github.com/clinvoke/clinvoke/invoker"
 	"github.com/google/jsonschema-go/jsonschema"
 )
@@ -32,6 +33,10 @@ type session struct {
 	stopCause atomic.Pointer[error]
 
 	busy atomic.Bool // a Turn is running
+	// oneTurn: the session carries one run of Invoke (invokeInSession),
+	// whose errors read as a one-shot run's: the caller opened no
+	// session. Set before the tree starts.
+	oneTurn bool
 
 	mu      sync.Mutex
 	cur     *turnState // the turn whose events are being delivered
@@ -64,17 +69,18 @@ type session struct {
 // OpenSession implements invoker.Invoker for every backend; backends
 // without a long-lived mode refuse with ErrUnsupported.
 func (e *engine) OpenSession(ctx context.Context, req invoker.SessionRequest) (invoker.Session, error) {
-	s, err := e.open(ctx, req)
+	s, err := e.open(ctx, req, false)
 	if err != nil {
 		return nil, err
 	}
 	return s, nil
 }
 
-// open opens a session for OpenSession. When the session's tree started
-// but the opening failed, it returns the session too, ended, whose run
-// holds the CLI's exit status and stderr.
-func (e *engine) open(ctx context.Context, req invoker.SessionRequest) (*session, error) {
+// open opens a session for OpenSession, or, with oneTurn, to carry one
+// run of Invoke. When the session's tree started but the opening failed,
+// it returns the session too, ended, whose run holds the CLI's exit status
+// and stderr.
+func (e *engine) open(ctx context.Context, req invoker.SessionRequest, oneTurn bool) (*session, error) {
 	var s *session
 	fail := func(err error) (*session, error) { return s, &cliError{CLI: e.b.Name(), Err: err} }
 	sb, ok := e.b.(SessionBackend)
@@ -94,8 +100,15 @@ func (e *engine) open(ctx context.Context, req invoker.SessionRequest) (*session
 	}
 	// The Go servers are hosted before the CLI starts, which must be
 	// told where they are; a panic of a handler is the caller's, as one
-	// of OnEvent is.
-	tl, breq, err := e.startTools(req, func(p any, goexit bool) { s.r.recordPanic("an MCP tool handler", p, goexit) })
+	// of OnEvent is, and a call's context is its turn's. (Calls begin
+	// once the CLI runs, when s is set.) A reply in band goes to the CLI
+	// on one line: the line limit bounds it, and a longer one fails its
+	// call alone.
+	tl, breq, err := e.startTools(req, &mcphost.Options{
+		OnPanic:     func(p any, goexit bool) { s.r.recordPanic("an MCP tool handler", p, goexit) },
+		CallContext: func() context.Context { return s.callContext() },
+		MaxReply:    e.cfg.maxLineSize,
+	})
 	if err != nil {
 		return fail(err)
 	}
@@ -131,6 +144,7 @@ func (e *engine) open(ctx context.Context, req invoker.SessionRequest) (*session
 		proto:   sb.NewSessionProtocol(&preq),
 		tools:   tl,
 		ctx:     ctx,
+		oneTurn: oneTurn,
 		wake:    make(chan struct{}, 1),
 		started: make(chan struct{}),
 		ready:   make(chan struct{}),
@@ -183,7 +197,7 @@ func (e *engine) open(ctx context.Context, req invoker.SessionRequest) (*session
 			// was started by a cancel; Close's stop of a turn in flight
 			// is what the caller asked for.
 			err = *p
-			if err == errClosedInFlight {
+			if err == errClosedInFlight || err == errClosedPastEOF {
 				err = nil
 			}
 		}
@@ -313,9 +327,14 @@ func (d *sessionDecoder) Outcome(exitCode int, stderr string) Outcome {
 	return Outcome{SessionID: s.id, Success: s.eof && s.cur == nil && s.r.ctx.Err() == nil}
 }
 
-// errClosedInFlight is why Close stops a session with a turn in flight:
-// the caller's own doing, so Err and Close report no error for it.
-var errClosedInFlight = fmt.Errorf("%w by Close with a turn in flight", invoker.ErrSessionClosed)
+// errClosedInFlight is why Close stops a session with a turn in flight,
+// and errClosedPastEOF why it stops a CLI that did not exit at the end of
+// its input: the caller's own doing, so Err and Close report no error for
+// them.
+var (
+	errClosedInFlight = fmt.Errorf("%w by Close with a turn in flight", invoker.ErrSessionClosed)
+	errClosedPastEOF  = fmt.Errorf("%w by Close: the CLI did not exit at the end of its input", invoker.ErrSessionClosed)
+)
 
 // dispatch is the run's OnEvent: it hands the events to the turn in
 // flight, and ends the turn after its last event. Lines printed between
@@ -410,10 +429,9 @@ func (s *session) ID() string {
 // the CLI's own exit.
 func (s *session) Done() <-chan struct{} { return s.done }
 
-// Err returns why the session ended, once Done is closed: nil when it was
-// closed and the CLI exited by itself at the end of its input, else the
-// cause (the context's error, the CLI's exit status, ...). Before Done is
-// closed it returns nil.
+// Err returns why the session ended, once Done is closed: nil when Close
+// ended it, else the cause (the context's error, the CLI's exit status,
+// ...). Before Done is closed it returns nil.
 func (s *session) Err() error {
 	select {
 	case <-s.done:
@@ -429,16 +447,16 @@ func (s *session) Err() error {
 // Close ends the session and returns once the CLI and every process it
 // started are gone. Between turns it closes the CLI's standard input, the
 // end of the conversation for every CLI, and waits the interrupt grace
-// (invoker.Options.TurnInterruptGrace) for it to exit; a turn in flight, or a CLI that
-// does not exit in time, gets the signal ladder at once, and the turn
-// returns an error matching ErrSessionClosed. Close returns what Err
-// returns then: nil when the tree ended that way (whatever the CLI's exit
-// status at the end of its input), the reason when the CLI had to be
-// stopped with the ladder between turns, or when the session had already
-// ended for another reason. Close may be called more than
-// once, from any goroutine but one: not from a TurnRequest.OnEvent
-// callback, which would wait for the tree while the tree's output waits
-// for the callback (cancel the turn's context there instead).
+// (invoker.Options.TurnInterruptGrace) for it to exit; a turn in flight,
+// or a CLI that does not exit in time, gets the signal ladder, and the
+// turn returns an error matching ErrSessionClosed. Close returns what Err
+// returns then: nil when the tree ended either way (whatever the CLI's
+// exit status at the end of its input; a CLI that had to be stopped is
+// logged), or the reason when the session had already ended for another
+// reason. Close may be called more than once, from any goroutine but one:
+// not from a TurnRequest.OnEvent callback, which would wait for the tree
+// while the tree's output waits for the callback (cancel the turn's
+// context there instead).
 func (s *session) Close() error {
 	s.closeOnce.Do(func() {
 		s.mu.Lock()
@@ -472,12 +490,15 @@ func (s *session) Close() error {
 				}
 				t.Stop()
 			}
-			switch {
-			case exited:
-			case s.r.cmd.RunsPastEOF:
-				s.halt(errClosedInFlight) // expected: no error
-			default:
-				s.halt(fmt.Errorf("the CLI did not exit within %v of the end of its input", s.cfg.turnGrace))
+			// A CLI that does not exit is stopped with the ladder, and
+			// Close still returns nil: the session ended as the caller
+			// asked, and its tree is gone. Only the log says so, for a
+			// CLI expected to exit (one wedged, say).
+			if !exited {
+				if !s.r.cmd.RunsPastEOF {
+					s.r.log.Warn("the CLI did not exit at the end of its input; stopping it with the signal ladder", "grace", g)
+				}
+				s.halt(errClosedPastEOF)
 			}
 		}
 		<-s.done

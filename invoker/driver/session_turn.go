@@ -7,6 +7,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/clinvoke/clinvoke/internal/detach"
 	"github.com/clinvoke/clinvoke/internal/jsonl"
 	"github.com/clinvoke/clinvoke/internal/proc"
 	"github.com/clinvoke/clinvoke/invoker"
@@ -27,11 +28,18 @@ type turnState struct {
 	// caller's context directly: a callback that returns because it was
 	// cancelled must find the CLI already asked to end the turn, or its
 	// answer could complete the turn as if nothing was cancelled. calls
-	// counts the goroutines of the turn's approvals, which Turn waits for.
-	ctx    context.Context
-	cancel context.CancelCauseFunc
-	calls  sync.WaitGroup
-	over   bool // Turn is returning: no approval may start (guarded by the session's mu)
+	// counts the goroutines of the turn's approvals, which Turn waits for;
+	// waiting counts them too, for maxPendingApprovals (guarded by the
+	// session's mu); questions are those not yet answered or withdrawn
+	// (guarded by the decoder lock).
+	// (A detach.Context: its Err says DeadlineExceeded once the deadline
+	// has passed, although the engine, not the deadline, cancels it.)
+	ctx       context.Context
+	cancel    context.CancelCauseFunc
+	calls     sync.WaitGroup
+	waiting   int
+	questions map[*question]struct{}
+	over      bool // Turn is returning: no approval may start (guarded by the session's mu)
 	// interrupted is set, under the decoder lock, when the CLI is asked
 	// to end the turn: a decision made after it is not carried out.
 	interrupted bool
@@ -53,16 +61,33 @@ type turnState struct {
 	skippedMax int64
 }
 
-// skippedLine is the run's onSkip: a line skipped during a turn makes the
-// turn fail with ErrLineTooLong, as it makes a one-turn run fail.
+// skippedLine is the run's onSkip: a line skipped during a turn, or during
+// the handshake, ends the session at once with ErrLineTooLong. A one-shot
+// run reads on to the CLI's exit, which comes after its last line; a
+// session's protocol cannot go on in step with its CLI after losing a
+// line that may have been the end of the turn (Claude Code's result holds
+// the whole answer) or a request the CLI waits on: the turn would wait for
+// its deadline. The turn in flight fails with the error (see await), as
+// the opening does. A line skipped between turns belongs to none, and the
+// session goes on.
 func (s *session) skippedLine(size int64) {
 	s.mu.Lock()
-	defer s.mu.Unlock()
 	s.lineTurn = s.cur // the warning that follows is the turn's
-	if t := s.cur; t != nil {
+	t := s.cur
+	if t != nil {
 		t.skipped++
 		t.skippedMax = max(t.skippedMax, size)
 	}
+	s.mu.Unlock()
+	select {
+	case <-s.ready:
+		if t == nil {
+			s.r.log.Warn("skipped a stdout line over the line limit between turns", "bytes", size, "limit", s.r.cfg.maxLineSize)
+			return
+		}
+	default: // the handshake
+	}
+	s.halt(&lineTooLongError{n: 1, longest: size, max: s.r.cfg.maxLineSize, session: !s.oneTurn})
 }
 
 // skippedError describes the lines skipped during the turn t, or returns
@@ -120,7 +145,8 @@ func (s *session) turn(ctx context.Context, t invoker.TurnRequest) (*invoker.Res
 	}
 
 	ts := &turnState{req: &t, first: make(chan struct{}), ended: make(chan struct{})}
-	ts.ctx, ts.cancel = context.WithCancelCause(detached{context.WithoutCancel(ctx), ctx})
+	tc := detach.New(ctx)
+	ts.ctx, ts.cancel = tc, tc.Cancel
 	returning := false // await returned rather than re-raised a panic
 	defer func() {
 		// The turn's approvals are answered or withdrawn, and their
@@ -130,6 +156,7 @@ func (s *session) turn(ctx context.Context, t invoker.TurnRequest) (*invoker.Res
 		ts.over = true
 		s.mu.Unlock()
 		ts.cancel(errTurnOver)
+		s.withdraw(ts)
 		ts.calls.Wait()
 		if returning && s.r.panicked.Load() {
 			// A callback panicked after the turn's end was seen (an
@@ -214,14 +241,28 @@ func (s *session) await(ctx context.Context, ts *turnState, res *invoker.Result,
 		if out := s.turnOutcome(); out.Text != "" {
 			res.Text = out.Text
 		}
+		if s.oneTurn {
+			// A run of Invoke ends as a one-shot run would: with why
+			// it was stopped, or the run's own verdict (an exit
+			// status, a fatal condition), and nothing of a session the
+			// caller never opened.
+			switch {
+			case cause != nil:
+				return fail(cause)
+			case s.err != nil:
+				return fail(s.err)
+			}
+		}
 		closed := s.closedError()
 		switch {
 		case ignored:
 			closed = fmt.Errorf("%w (%v): %w: %w", invoker.ErrInterruptIgnored, s.cfg.turnGrace, invoker.ErrSessionClosed, cause)
-		case cause != nil:
+		case cause != nil && !s.stoppedFor(cause):
 			closed = fmt.Errorf("%w: %w", closed, cause)
 		}
-		if err != nil {
+		if err != nil && cause == nil {
+			// (A turn that was being stopped ended as it was asked to:
+			// its end says nothing new.)
 			closed = fmt.Errorf("%w; the turn ended with: %w", closed, err)
 		}
 		return fail(closed)
@@ -231,6 +272,11 @@ func (s *session) await(ctx context.Context, ts *turnState, res *invoker.Result,
 			// A callback of the caller's (Approve, a tool handler)
 			// panicked during the turn: the tree is being killed, and
 			// the panic is re-raised once it is gone.
+			return gone(nil)
+		}
+		if s.skippedError(ts) != nil {
+			// A line of the turn was skipped: the session is being
+			// stopped for it (skippedLine), whatever the CLI said after.
 			return gone(nil)
 		}
 		out := ts.out
@@ -272,6 +318,7 @@ func (s *session) await(ctx context.Context, ts *turnState, res *invoker.Result,
 		// approvals are withdrawn and its tool calls cancelled.
 		defer func() {
 			ts.cancel(why)
+			s.withdraw(ts)
 			s.tools.cancelCalls()
 		}()
 		g := s.cfg.turnGrace
@@ -338,6 +385,14 @@ func (s *session) await(ctx context.Context, ts *turnState, res *invoker.Result,
 	}
 }
 
+// stoppedFor reports whether the session ended because its own context
+// was done the way cause says (the turn's context is often the session's):
+// the error of the session's end says it already.
+func (s *session) stoppedFor(cause error) bool {
+	err := s.ctx.Err()
+	return err != nil && errors.Is(cause, err) && errors.Is(s.err, err)
+}
+
 // errTurnOver is the cause of a turn's context once Turn returns.
 var errTurnOver = errors.New("the turn is over")
 
@@ -373,12 +428,3 @@ func (s *session) sweepTurn(ts *turnState, why error) {
 		r.log.Warn("processes of a turn survived its sweep", "pids", rep.Survivors)
 	}
 }
-
-// detached is a context with the values and the deadline of parent but
-// not its cancellation (context.WithoutCancel drops the deadline too).
-type detached struct {
-	context.Context // context.WithoutCancel(parent)
-	parent          context.Context
-}
-
-func (d detached) Deadline() (time.Time, bool) { return d.parent.Deadline() }

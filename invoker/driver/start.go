@@ -82,7 +82,7 @@ func (r *run) startTree() (err error) {
 
 	t, err := proc.Start(attr)
 	if errors.Is(err, proc.ErrUnavailable) {
-		return containmentError(err)
+		return containmentError(err, cfg.cgroupParent)
 	}
 	if err != nil {
 		if errors.Is(err, fs.ErrNotExist) || errors.Is(err, fs.ErrPermission) || errors.Is(err, syscall.ENOEXEC) {

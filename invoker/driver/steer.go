@@ -22,22 +22,31 @@ func (s *session) Steer(ctx context.Context, prompt string) error {
 	if err := ctx.Err(); err != nil {
 		return fail(err)
 	}
+	// Under the decoder lock, the turn in flight and whether the protocol
+	// reported its end are what the reader established: a turn whose end
+	// was decoded (its done event delivered, or about to be) takes no
+	// steer, which the CLI would answer with a turn of its own after it.
+	r := s.r
+	r.decMu.Lock()
 	s.mu.Lock()
 	cur, closing := s.cur, s.closing
 	s.mu.Unlock()
+	var refused error
 	select {
 	case <-s.done:
-		return fail(s.closedError())
+		refused = s.closedError()
 	default:
+		switch {
+		case closing:
+			refused = s.closedError()
+		case cur == nil || cur.last:
+			refused = fmt.Errorf("%w: no turn is in progress to steer; send the message with Session.Turn", invoker.ErrInvalidRequest)
+		}
 	}
-	if closing {
-		return fail(s.closedError())
+	if refused != nil {
+		r.decMu.Unlock()
+		return fail(refused)
 	}
-	if cur == nil {
-		return fail(fmt.Errorf("%w: no turn is in progress to steer; send the message with Session.Turn", invoker.ErrInvalidRequest))
-	}
-	r := s.r
-	r.decMu.Lock()
 	lines, err := func() (lines [][]byte, err error) {
 		defer func() {
 			if p := recover(); p != nil {

@@ -65,6 +65,9 @@ const (
 	keyCost        = attribute.Key("clinvoke.cost_usd")
 	keyTurns       = attribute.Key("clinvoke.turns")
 	keyOutputCut   = attribute.Key("clinvoke.output_cut")
+	// keySignalIgnored marks a ladder step not taken: the CLI ignores
+	// its signal.
+	keySignalIgnored = attribute.Key("clinvoke.signal.ignored")
 )
 
 // The modes of clinvoke.mode: a run of Invoke, a turn of a session, and
@@ -447,6 +450,13 @@ const (
 // stepKill.
 func (s *span) ladder(step string) {
 	s.event(step)
+}
+
+// ladderSkipped records a step of the ladder that was not taken because
+// the CLI's process ignores its signal: the step's event, marked
+// clinvoke.signal.ignored.
+func (s *span) ladderSkipped(step string) {
+	s.event(step, keySignalIgnored.Bool(true))
 }
 
 // swept records the sweep after the CLI's exit, and, for a run that was

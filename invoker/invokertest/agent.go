@@ -86,7 +86,10 @@ type Agent struct {
 
 	// NoResult leaves out the CLI's terminal event, as a CLI that crashes
 	// mid-stream (or a program that is not the CLI) does: Invoke then
-	// reports ErrNoResult, or an *invoker.ExitError with ExitCode.
+	// reports ErrNoResult, or an *invoker.ExitError with ExitCode. In the
+	// long-lived mode (a session, or a run with Approve or MCPServers),
+	// the first turn leaves out its end and the agent exits there with
+	// ExitCode.
 	NoResult bool
 
 	// ExitCode is the agent's exit status (with Fail, the CLI's own
@@ -115,6 +118,12 @@ type Agent struct {
 	// in the CLI's long-lived mode, which runs with Approve (or
 	// MCPServers) take; the one-shot mode ignores it.
 	Ask string
+
+	// AskCount, above 1, makes Ask that many questions at once, as the
+	// parallel tool calls of one model response: each is a tool call of
+	// its own, all are asked before any answer is awaited, and the answer
+	// has one line for each ("approved", "denied: ..."), in order.
+	AskCount int
 
 	// Edit makes every turn ask permission to write this file (a path
 	// relative to the working directory, or absolute) after Ask, in the
@@ -160,7 +169,7 @@ type Agent struct {
 	// `setsid -f env -i CMD` leaves it): a cancelled turn's are gone when
 	// Turn returns, the others when the session closes. (At the tracking
 	// level, where the host has no writable cgroup, that last daemon
-	// cannot be found, and sleeps out its ten minutes.)
+	// cannot be found; on Linux it ends when the test binary does.)
 	LeaveBehind bool
 }
 
@@ -190,6 +199,7 @@ func (a Agent) Options() invoker.Options {
 		Escapee:       a.LeaveBehind,
 		TurnSpawns:    a.LeaveBehind,
 		Ask:           a.Ask,
+		AskCount:      a.AskCount,
 		Edit:          a.Edit,
 		CallTool:      a.CallTool,
 	}
@@ -245,6 +255,7 @@ func (f Fake) Agent(cli string) (Agent, invoker.Options) {
 		Tool:        f.Tool,
 		LeaveBehind: f.Grandchild || f.Escapee,
 		Ask:         f.Ask,
+		AskCount:    f.AskCount,
 		Edit:        f.Edit,
 		CallTool:    f.CallTool,
 		ToolArgs:    f.ToolArgs,

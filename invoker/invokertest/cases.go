@@ -12,6 +12,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/clinvoke/clinvoke/internal/testkit/testenv"
 	"github.com/clinvoke/clinvoke/invoker"
 )
 
@@ -225,17 +226,24 @@ var cases = []testCase{
 	},
 	{
 		name: "ExitStatus",
-		rule: "a CLI that exits non-zero without its terminal event returns an error and reports the exit code",
+		rule: "a CLI that exits non-zero without its terminal event returns an error and reports the exit code, in the one-shot and the long-lived mode alike",
 		run: func(r *report, k *kase) {
-			res, err := k.invoke(r, context.Background(), Fake{ExitCode: 3, Stderr: "fatal: something broke\n"}, invoker.Request{})
-			if err == nil {
-				r.errorf("Invoke() error = nil, want an error for exit status 3")
-			}
-			if res.ExitCode != 3 {
-				r.errorf("Result.ExitCode = %d, want 3", res.ExitCode)
-			}
-			if !strings.Contains(res.Stderr, "something broke") {
-				r.errorf("Result.Stderr = %q, want the stderr tail", res.Stderr)
+			for _, m := range k.modes() {
+				ctx, cancel := context.WithTimeout(context.Background(), hangGuard)
+				res, err := k.invoke(r, ctx, Fake{ExitCode: 3, Stderr: "fatal: something broke\n"}, m.request())
+				cancel()
+				switch {
+				case errors.Is(err, context.DeadlineExceeded):
+					r.errorf("%sInvoke() did not return within %v (error %v), want an error for exit status 3 at once", m.name, hangGuard, err)
+				case err == nil:
+					r.errorf("%sInvoke() error = nil, want an error for exit status 3", m.name)
+				}
+				if res.ExitCode != 3 {
+					r.errorf("%sResult.ExitCode = %d, want 3", m.name, res.ExitCode)
+				}
+				if !strings.Contains(res.Stderr, "something broke") {
+					r.errorf("%sResult.Stderr = %q, want the stderr tail", m.name, res.Stderr)
+				}
 			}
 		},
 	},
@@ -261,17 +269,24 @@ var cases = []testCase{
 	},
 	{
 		name: "DroppedAnswer",
-		rule: "a run whose answer was in a line skipped over the line limit is an error matching ErrLineTooLong that says how to raise the limit, never a success",
+		rule: "a run whose answer was in a line skipped over the line limit is an error matching ErrLineTooLong that says how to raise the limit, never a success, and comes at once, in the one-shot and the long-lived mode alike",
 		run: func(r *report, k *kase) {
 			f := Fake{SessionID: "conformance-dropped", Answer: "lost", AnswerOverLimit: true}
-			res, err := k.invoke(r, context.Background(), f, invoker.Request{})
-			if !errors.Is(err, invoker.ErrLineTooLong) {
-				r.errorf("Invoke() error = %v, want ErrLineTooLong", err)
-			} else if !strings.Contains(err.Error(), "Options.MaxLineSize") {
-				r.errorf("Invoke() error = %q, want it to say how to raise the limit (Options.MaxLineSize)", err)
-			}
-			if res.SessionID != f.SessionID {
-				r.errorf("Result.SessionID = %q, want %q", res.SessionID, f.SessionID)
+			for _, m := range k.modes() {
+				ctx, cancel := context.WithTimeout(context.Background(), hangGuard)
+				res, err := k.invoke(r, ctx, f, m.request())
+				cancel()
+				switch {
+				case errors.Is(err, context.DeadlineExceeded):
+					r.errorf("%sInvoke() did not return within %v (error %v), want ErrLineTooLong at once", m.name, hangGuard, err)
+				case !errors.Is(err, invoker.ErrLineTooLong):
+					r.errorf("%sInvoke() error = %v, want ErrLineTooLong", m.name, err)
+				case !strings.Contains(err.Error(), "Options.MaxLineSize"):
+					r.errorf("%sInvoke() error = %q, want it to say how to raise the limit (Options.MaxLineSize)", m.name, err)
+				}
+				if res.SessionID != f.SessionID {
+					r.errorf("%sResult.SessionID = %q, want %q", m.name, res.SessionID, f.SessionID)
+				}
 			}
 		},
 	},
@@ -293,6 +308,37 @@ var cases = []testCase{
 				}
 				if res == nil || res.ExitCode != -1 {
 					r.errorf("Invoke(%+v) Result = %+v, want non-nil with ExitCode -1 (nothing ran)", req, res)
+				}
+			}
+		},
+	},
+	{
+		name: "SecretsNotQuoted",
+		rule: "an environment entry that is not KEY=VALUE, in Request.Env or (where Capabilities.MCPServers is declared) in an MCPServer's Env, is ErrInvalidRequest, returned before any process starts, and its error never quotes the entry's value",
+		run: func(r *report, k *kase) {
+			const secret = "s3cret-conformance-value"
+			wd := k.workdir()
+			bad := []string{secret, "=" + secret, "API_KEY=" + secret + "\x00"}
+			var reqs []invoker.Request
+			for _, kv := range bad {
+				reqs = append(reqs, invoker.Request{Prompt: "hi", Workdir: wd, Env: []string{kv}})
+			}
+			if k.capabilities().MCPServers {
+				for _, kv := range bad {
+					reqs = append(reqs, invoker.Request{Prompt: "hi", Workdir: wd, MCPServers: []invoker.MCPServer{
+						{Name: "conformance", Command: "conformance-mcp", Env: []string{"OK=1", kv}}}})
+				}
+			}
+			for _, req := range reqs {
+				res, err := k.newInvoker(Fake{}).Invoke(context.Background(), req)
+				switch {
+				case !errors.Is(err, invoker.ErrInvalidRequest):
+					r.errorf("Invoke() with a bad environment entry: error = %v, want ErrInvalidRequest", err)
+				case strings.Contains(err.Error(), secret):
+					r.errorf("Invoke() error = %q quotes the value of the bad environment entry", err)
+				}
+				if res == nil || res.ExitCode != -1 {
+					r.errorf("Invoke() with a bad environment entry: Result = %+v, want non-nil with ExitCode -1 (nothing ran)", res)
 				}
 			}
 		},
@@ -431,6 +477,45 @@ var cases = []testCase{
 			}
 		},
 	},
+}
+
+// hangGuard bounds a call that must return at once, so that an Invoker
+// that hangs fails its case instead of the whole test binary. It is no
+// timing: a correct Invoker comes nowhere near it.
+var hangGuard = testenv.Timeout(testenv.Hang)
+
+// A mode is a way a case's request runs.
+type mode struct {
+	name string // "" for the one-shot mode; else it prefixes the case's messages
+	set  func(*invoker.Request)
+}
+
+func (m mode) request() invoker.Request {
+	var req invoker.Request
+	if m.set != nil {
+		m.set(&req)
+	}
+	return req
+}
+
+// modes are the modes a case runs its request in: as it is, and, for an
+// Invoker that declares two-way control, with Request.Approve set (or a
+// server of Request.MCPServers), which takes the CLI's long-lived mode:
+// Invoke then runs the request as a session of one turn, whose errors
+// must be the one-shot mode's.
+func (k *kase) modes() []mode {
+	modes := []mode{{}}
+	switch caps := k.capabilities(); {
+	case caps.Approve:
+		modes = append(modes, mode{name: "with Request.Approve set (the long-lived mode): ", set: func(q *invoker.Request) {
+			q.Approve = func(context.Context, invoker.Approval) invoker.Decision { return invoker.Decision{Allow: true} }
+		}})
+	case caps.MCPServers:
+		modes = append(modes, mode{name: "with Request.MCPServers set (the long-lived mode): ", set: func(q *invoker.Request) {
+			q.MCPServers = []invoker.MCPServer{{Name: "conformance", URL: "http://127.0.0.1:9/mcp"}}
+		}})
+	}
+	return modes
 }
 
 // isText reports whether ev carries text of the answer: a whole message,

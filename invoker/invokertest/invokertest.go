@@ -89,6 +89,12 @@ type Fake struct {
 	// not to run it and to answer with a first line starting with
 	// "denied" (see Agent.Ask).
 	Ask string
+	// AskCount, above 1, asks the CLI to ask Ask's question that many
+	// times at once, as the parallel tool calls of one model response
+	// (each its own tool call, all asked before any answer is awaited),
+	// and to answer with one line for each, in order (see
+	// Agent.AskCount).
+	AskCount int
 	// Edit asks the CLI to ask permission to write this file, a path
 	// relative to the working directory (Request.Approve decides, with an
 	// Approval of Kind "file_change" naming the file in its Paths), after

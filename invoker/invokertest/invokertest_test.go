@@ -44,6 +44,11 @@ func (m memInvoker) Invoke(ctx context.Context, req invoker.Request) (*invoker.R
 	if _, err := os.Stat(req.Workdir); err != nil {
 		return fail(fmt.Errorf("%w: %v", invoker.ErrInvalidRequest, err))
 	}
+	for i, kv := range req.Env {
+		if k, v, ok := strings.Cut(kv, "="); !ok || k == "" || strings.ContainsRune(v, 0) {
+			return fail(fmt.Errorf("%w: Request.Env[%d] is not KEY=VALUE", invoker.ErrInvalidRequest, i))
+		}
+	}
 	if req.MaxBudgetUSD != 0 {
 		return fail(driver.Unsupported("MaxBudgetUSD", ""))
 	}
@@ -160,6 +165,44 @@ func TestSuiteRejectsABrokenInvoker(t *testing.T) {
 	}
 }
 
+// blindLongLived declares two-way control and keeps the contract in the
+// one-shot mode, but with Request.Approve set, the long-lived mode, it
+// answers whatever the Fake asked: as a session that waits for the end of
+// a turn it lost, or ignores the CLI's exit status.
+type blindLongLived struct{ memInvoker }
+
+func (b blindLongLived) Capabilities() invoker.Capabilities {
+	c := b.memInvoker.Capabilities()
+	c.Approve = true
+	return c
+}
+
+func (b blindLongLived) Invoke(ctx context.Context, req invoker.Request) (*invoker.Result, error) {
+	if req.Approve != nil {
+		req.Approve = nil
+		b.f.AnswerOverLimit, b.f.ExitCode = false, 0
+	}
+	return b.memInvoker.Invoke(ctx, req)
+}
+
+// The suite runs the dropped answer and the exit status in the long-lived
+// mode too, where an Invoker declares two-way control, and reports an
+// Invoker that gets them right only in the one-shot mode.
+func TestSuiteChecksTheLongLivedMode(t *testing.T) {
+	var seq atomic.Int64
+	err := invokertest.Test(func(f invokertest.Fake) invoker.Invoker {
+		return blindLongLived{memInvoker{f: f, seq: &seq}}
+	}, t.TempDir())
+	for _, c := range []string{"DroppedAnswer", "ExitStatus"} {
+		if want := c + ": with Request.Approve set (the long-lived mode): "; err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("Test() error does not report %q:\n%v", want, err)
+		}
+		if err != nil && strings.Contains(err.Error(), c+": Invoke()") {
+			t.Errorf("Test() error reports case %s in the one-shot mode, which the Invoker keeps:\n%v", c, err)
+		}
+	}
+}
+
 // ignoringInvoker declares OutputSchema and MaxTurns but drops both.
 type ignoringInvoker struct{ memInvoker }
 
@@ -177,6 +220,28 @@ func TestSuiteRejectsIgnoredSchemaAndLimit(t *testing.T) {
 		if err == nil || !strings.Contains(err.Error(), c+": ") {
 			t.Errorf("Test() error does not report case %s:\n%v", c, err)
 		}
+	}
+}
+
+// leakyInvoker quotes a bad environment entry whole in its error.
+type leakyInvoker struct{ memInvoker }
+
+func (l leakyInvoker) Invoke(ctx context.Context, req invoker.Request) (*invoker.Result, error) {
+	for _, kv := range req.Env {
+		if k, _, ok := strings.Cut(kv, "="); !ok || k == "" {
+			return &invoker.Result{ExitCode: -1}, fmt.Errorf("%w: Env entry %q is not KEY=VALUE", invoker.ErrInvalidRequest, kv)
+		}
+	}
+	return l.memInvoker.Invoke(ctx, req)
+}
+
+func TestSuiteRejectsAQuotedSecret(t *testing.T) {
+	var seq atomic.Int64
+	err := invokertest.Test(func(f invokertest.Fake) invoker.Invoker {
+		return leakyInvoker{memInvoker{f: f, seq: &seq}}
+	}, t.TempDir())
+	if err == nil || !strings.Contains(err.Error(), "SecretsNotQuoted: ") {
+		t.Errorf("Test() error does not report case SecretsNotQuoted:\n%v", err)
 	}
 }
 

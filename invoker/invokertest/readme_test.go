@@ -28,7 +28,14 @@ func TestReadmeTestingSnippet(t *testing.T) {
 	snippet := readmeSnippet(t, filepath.Join(root, "README.md"), "<!-- testing-snippet")
 
 	dir := t.TempDir()
-	gomod := "module example.com/summary\n\ngo 1.25\n\nrequire github.com/clinvoke/clinvoke v0.0.0\n\nreplace github.com/clinvoke/clinvoke => " + root + "\n"
+	// The user's go.mod is as go get and go mod tidy leave it: at this
+	// module's Go version, requiring this module's requirements. (Short
+	// of that, the go command loads the go.mod files of the whole module
+	// graph, some of which only go mod download puts in the module
+	// cache: the test failed from a fresh clone.)
+	goDirective, requires := goModParts(t, filepath.Join(root, "go.mod"))
+	gomod := "module example.com/summary\n\n" + goDirective + "\n\nrequire github.com/clinvoke/clinvoke v0.0.0\n\n" + requires +
+		"replace github.com/clinvoke/clinvoke => " + root + "\n"
 	write(t, filepath.Join(dir, "go.mod"), gomod)
 	write(t, filepath.Join(dir, "summary_test.go"), snippet)
 	sum, err := os.ReadFile(filepath.Join(root, "go.sum"))
@@ -81,6 +88,37 @@ func readmeSnippet(t *testing.T, path, marker string) string {
 		t.Fatalf("%s: the Go block after %q does not end", path, marker)
 	}
 	return s[:end+1]
+}
+
+// goModParts returns the go directive of the go.mod file path, as in
+// "go 1.26.0", and its require blocks, each followed by a blank line.
+func goModParts(t *testing.T, path string) (goDirective, requires string) {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var req strings.Builder
+	in := false
+	for line := range strings.SplitSeq(string(b), "\n") {
+		switch {
+		case strings.HasPrefix(line, "go "):
+			goDirective = line
+		case line == "require (":
+			in = true
+			req.WriteString(line + "\n")
+		case in:
+			req.WriteString(line + "\n")
+			if line == ")" {
+				in = false
+				req.WriteString("\n")
+			}
+		}
+	}
+	if goDirective == "" || req.Len() == 0 {
+		t.Fatalf("%s has no go directive or no require block", path)
+	}
+	return goDirective, req.String()
 }
 
 func write(t *testing.T, path, content string) {

@@ -297,6 +297,66 @@ var twoWayCases = []testCase{
 		},
 	},
 	{
+		name: "ApproveCap",
+		rule: "at most 64 questions of a turn wait for Approve at once: of more asked at once, Approve gets 64, and each of the others is denied at once, without asking, and reported to the program with a KindWarning event whose Tool is the call it was about",
+		run: func(r *report, k *kase) {
+			if !k.capabilities().Approve {
+				return
+			}
+			const max, extra = 64, 6 // the cap of Request.Approve's documentation
+			var mu sync.Mutex
+			asked, refused := 0, 0
+			release := make(chan struct{})
+			wd := k.workdir()
+			// Approve holds each question until the refusals are in, so
+			// that 64 wait when the others come; a fake that asks fewer
+			// ends at the deadline.
+			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+			defer cancel()
+			res, err := k.invoke(r, ctx, Fake{Ask: "touch " + askFile, AskCount: max + extra}, invoker.Request{Workdir: wd,
+				Permission: askLevel,
+				Approve: func(ctx context.Context, _ invoker.Approval) invoker.Decision {
+					mu.Lock()
+					asked++
+					mu.Unlock()
+					select {
+					case <-release:
+					case <-ctx.Done():
+					}
+					return invoker.Decision{Message: "not in a conformance test"}
+				},
+				OnEvent: func(ev invoker.Event) {
+					if ev.Kind != invoker.KindWarning || ev.Tool == nil {
+						return
+					}
+					mu.Lock()
+					defer mu.Unlock()
+					if refused++; refused == extra {
+						close(release)
+					}
+				}})
+			mu.Lock()
+			defer mu.Unlock()
+			if errors.Is(err, context.DeadlineExceeded) && asked+refused < max+extra {
+				r.errorf("the CLI asked %d questions, not Fake.AskCount's %d: the factory's fake must do Fake.AskCount (invokertest.Agent.AskCount)", asked+refused, max+extra)
+				return
+			}
+			if err != nil {
+				r.errorf("Invoke() error = %v, want nil", err)
+			}
+			if asked != max || refused != extra {
+				r.errorf("of %d questions asked at once, Approve got %d and %d were refused with a warning, want %d and %d", max+extra, asked, refused, max, extra)
+			}
+			lines := strings.Split(res.Text, "\n")
+			if len(lines) < max+extra || slices.ContainsFunc(lines[:max+extra], func(l string) bool { return !strings.HasPrefix(l, "denied") }) {
+				r.errorf("Result.Text = %q, want the CLI's answer to start with %d lines starting with denied", res.Text, max+extra)
+			}
+			if exists(filepath.Join(wd, askFile)) {
+				r.errorf("a denied or refused command ran: %s exists", askFile)
+			}
+		},
+	},
+	{
 		name: "ApprovePanic",
 		rule: "a panic in Approve is raised again on the goroutine that called Invoke, once the run's process tree is gone",
 		run: func(r *report, k *kase) {
@@ -330,27 +390,28 @@ var twoWayCases = []testCase{
 	},
 	{
 		name: "ApproveDeadline",
-		rule: "an Approve that blocks past the deadline of ctx ends the turn with context.DeadlineExceeded; Approve's context is done, its answer dropped, and nothing of the run is left",
+		rule: "an Approve that blocks past the deadline of ctx ends the turn with context.DeadlineExceeded; Approve's context has the values and the deadline of ctx, is done with context.DeadlineExceeded, its answer is dropped, and nothing of the run is left",
 		run: func(r *report, k *kase) {
 			if !k.capabilities().Approve {
 				return
 			}
 			wd := k.workdir()
-			var ctxDone atomic.Bool
-			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+			var seen atomic.Pointer[ctxSeen]
+			ctx, cancel := context.WithTimeout(context.WithValue(context.Background(), ctxKey{}, "conformance"), 2*time.Second)
 			defer cancel()
 			_, err := k.invoke(r, ctx, Fake{Ask: "touch " + askFile}, invoker.Request{Workdir: wd,
 				Permission: askLevel,
 				Approve: func(ctx context.Context, _ invoker.Approval) invoker.Decision {
-					<-ctx.Done()
-					ctxDone.Store(true)
+					seen.Store(seeContext(ctx))
 					return invoker.Decision{Allow: true} // too late
 				}})
 			if !errors.Is(err, context.DeadlineExceeded) {
 				r.errorf("Invoke() error = %v, want context.DeadlineExceeded", err)
 			}
-			if !ctxDone.Load() {
+			if got := seen.Load(); got == nil {
 				r.errorf("Invoke() returned before Approve did")
+			} else {
+				got.check(r, "Approve's", ctx)
 			}
 			if exists(filepath.Join(wd, askFile)) {
 				r.errorf("the command ran on Approve's late answer")
@@ -448,6 +509,70 @@ var twoWayCases = []testCase{
 			}
 		},
 	},
+	{
+		name: "GoToolDeadline",
+		rule: "a Go tool's handler has a context with the values and the deadline of the run's; when it blocks past the deadline, its context is done with context.DeadlineExceeded, and Invoke returns context.DeadlineExceeded after the handler returned, with nothing of the run left",
+		run: func(r *report, k *kase) {
+			if !k.capabilities().GoTools {
+				return
+			}
+			var seen atomic.Pointer[ctxSeen]
+			ctx, cancel := context.WithTimeout(context.WithValue(context.Background(), ctxKey{}, "conformance"), 2*time.Second)
+			defer cancel()
+			srv := mcp.NewServer(&mcp.Implementation{Name: "conformance", Version: "1.0.0"}, nil)
+			mcp.AddTool(srv, &mcp.Tool{Name: "block", Description: "Blocks until cancelled."},
+				func(hctx context.Context, _ *mcp.CallToolRequest, _ echoIn) (*mcp.CallToolResult, any, error) {
+					got := seeContext(hctx)
+					seen.Store(got)
+					return nil, nil, got.err
+				})
+			f := Fake{CallTool: "conformance/block", ToolArgs: map[string]any{"text": "wait"}}
+			_, err := k.invoke(r, ctx, f, invoker.Request{
+				MCPServers: []invoker.MCPServer{{Name: "conformance", Server: srv}}})
+			if !errors.Is(err, context.DeadlineExceeded) {
+				r.errorf("Invoke() error = %v, want context.DeadlineExceeded", err)
+			}
+			if got := seen.Load(); got == nil {
+				r.errorf("Invoke() returned while the handler still ran (or the CLI never called it)")
+			} else {
+				got.check(r, "the handler's", ctx)
+			}
+		},
+	},
+}
+
+// ctxKey is the key of a value the two-way cases put in the context of a
+// run, which its callbacks must see.
+type ctxKey struct{}
+
+// ctxSeen is what a callback saw of its context.
+type ctxSeen struct {
+	value       any
+	deadline    time.Time
+	hasDeadline bool
+	err         error
+}
+
+// seeContext waits until ctx is done and says what it held.
+func seeContext(ctx context.Context) *ctxSeen {
+	d, ok := ctx.Deadline()
+	v := ctx.Value(ctxKey{})
+	<-ctx.Done()
+	return &ctxSeen{value: v, deadline: d, hasDeadline: ok, err: ctx.Err()}
+}
+
+// check reports the ways the context a callback (whose) saw differs from
+// the run's context ctx, whose deadline has passed.
+func (s *ctxSeen) check(r *report, whose string, ctx context.Context) {
+	if want := ctx.Value(ctxKey{}); s.value != want {
+		r.errorf("%s context holds the value %v, want the run's %v", whose, s.value, want)
+	}
+	if want, _ := ctx.Deadline(); !s.hasDeadline || !s.deadline.Equal(want) {
+		r.errorf("%s context has the deadline %v (set %v), want the run's %v", whose, s.deadline, s.hasDeadline, want)
+	}
+	if s.err != context.DeadlineExceeded {
+		r.errorf("%s context's Err() = %v once the run's deadline had passed, want context.DeadlineExceeded", whose, s.err)
+	}
 }
 
 // echoIn is the input of the conformance tools.

@@ -429,7 +429,7 @@ func (a *agent) prompt(id json.RawMessage, n int, intr <-chan struct{}) {
 		set bool
 		run func() (string, bool)
 	}{
-		{s.Ask != "", func() (string, bool) { return a.askCommand(s.Ask, intr) }},
+		{s.Ask != "", func() (string, bool) { return a.askCommands(s.Ask, max(s.AskCount, 1), intr) }},
 		{s.Edit != "", func() (string, bool) { return a.askEdit(s.Edit, intr) }},
 		{s.MCPCall != nil, func() (string, bool) { return a.mcpCall(s.MCPCall, intr) }},
 	} {
@@ -642,6 +642,23 @@ func (a *agent) askEdit(path string, intr <-chan struct{}) (string, bool) {
 	}
 	a.update(obj{{"sessionUpdate", "tool_call_update"}, {"toolCallId", tid}, {"status", status}, {"content", diff}})
 	return line, true
+}
+
+// askCommands asks n questions about command at once (askCommand each)
+// and returns their lines joined; false when the turn was cancelled
+// first.
+func (a *agent) askCommands(command string, n int, intr <-chan struct{}) (string, bool) {
+	lines := make([]string, n)
+	oks := make([]bool, n)
+	var wg sync.WaitGroup
+	for i := range n {
+		wg.Go(func() { lines[i], oks[i] = a.askCommand(command, intr) })
+	}
+	wg.Wait()
+	if slices.Contains(oks, false) {
+		return "", false
+	}
+	return strings.Join(lines, "\n"), true
 }
 
 // askCommand asks permission to run command, as Gemini CLI asks for its

@@ -111,6 +111,10 @@ type Script struct {
 	// the session's cwd and the answer starts with "approved"; otherwise
 	// it starts with "denied" and the outcome.
 	Ask string `json:"ask,omitempty"`
+	// AskCount, above 1, makes Ask's question that many questions at
+	// once, each its own tool call, all asked before any answer is
+	// awaited; the answer has one line for each, in order.
+	AskCount int `json:"ask_count,omitempty"`
 	// Edit, when set, is a file (a path relative to the session's cwd,
 	// or absolute) the fake asks permission to write, after Ask, as
 	// Gemini CLI asks before its write_file tool: a tool call of kind

@@ -61,7 +61,7 @@ func (a *agent) geminiACP(rec recorder) int {
 	defer g.two.clients.close()
 	time.Sleep(a.s.SilentFor) // an agent slow to start: nothing is answered meanwhile
 	readInput(a, rec, func(m *acpRPC) { g.handle(m) })
-	return 0
+	return a.endOfInput(0)
 }
 
 func (g *acpAgent) reply(id json.RawMessage, result any) {
@@ -207,6 +207,9 @@ func (g *acpAgent) prompt(id json.RawMessage, n int, prompt string, intr <-chan 
 	if !pause(sc.StallFor) {
 		finish("cancelled", 0, 0)
 		return
+	}
+	if sc.NoTerminal {
+		os.Exit(sc.ExitCode) // an agent that dies mid-turn: no response to the prompt
 	}
 	finish("end_turn", tokens(prompt), tokens(answer))
 }

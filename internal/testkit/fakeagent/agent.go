@@ -8,6 +8,7 @@ import (
 	"io"
 	"os"
 	"os/signal"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -41,17 +42,18 @@ type agent struct {
 	prompt  string
 	args    []string
 	start   time.Time
-	ids     int            // next codex item / gemini tool number
-	tools   int            // gemini: tool_calls
-	pending string         // gemini: id of the progress tool call awaiting its result
-	msgID   string         // claude: id of the assistant message being printed
-	reqID   string         // claude: its request id
-	turns   atomic.Int32   // claude: num_turns (read by the signal handler)
-	limits  limits         // flags of structured answers and limits (structured.go)
-	helper  *sessionHelper // Script.SessionHelper, in a session
-	claude  *claudeTwoWay  // Claude Code's session: two-way control
-	stopped bool           // a limit ended the turn: exit status 1
-	aborted bool           // the session turn in progress was interrupted
+	ids     int                    // next codex item / gemini tool number
+	tools   int                    // gemini: tool_calls
+	pending string                 // gemini: id of the progress tool call awaiting its result
+	msgID   string                 // claude: id of the assistant message being printed
+	reqID   string                 // claude: its request id
+	turns   atomic.Int32           // claude: num_turns (read by the signal handler)
+	model   atomic.Pointer[string] // claude: the model a session switched to
+	limits  limits                 // flags of structured answers and limits (structured.go)
+	helper  *sessionHelper         // Script.SessionHelper, in a session
+	claude  *claudeTwoWay          // Claude Code's session: two-way control
+	stopped bool                   // a limit ended the turn: exit status 1
+	aborted bool                   // the session turn in progress was interrupted
 }
 
 // run runs the fake agent and returns its exit status.
@@ -204,7 +206,13 @@ func (a *agent) replay() error {
 // script's flavour, or ignores them.
 func (a *agent) handleSignals() {
 	ch := make(chan os.Signal, 4)
-	signal.Notify(ch, os.Interrupt, syscall.SIGTERM)
+	for name, sig := range map[string]os.Signal{"SIGINT": os.Interrupt, "SIGTERM": syscall.SIGTERM} {
+		if slices.Contains(a.s.SigIgn, name) {
+			signal.Ignore(sig) // SIG_IGN: discarded by the kernel
+			continue
+		}
+		signal.Notify(ch, sig)
+	}
 	go func() {
 		for sig := range ch {
 			if a.s.IgnoreSignals {

@@ -58,7 +58,7 @@ func (a *agent) codexAppServer(rec recorder) int {
 	defer srv.two.clients.close()
 	time.Sleep(a.s.SilentFor) // a server slow to start: nothing is answered meanwhile
 	readInput(a, rec, func(m *appRPC) { srv.handle(m) })
-	return 0 // like the real app-server, even with a turn in flight
+	return a.endOfInput(0) // like the real app-server, even with a turn in flight
 }
 
 func (s *appServer) reply(id json.RawMessage, result any) {
@@ -223,17 +223,23 @@ func (s *appServer) runTurn(n int, turn, prompt string, intr <-chan struct{}) {
 			os.Exit(3)
 		}
 	}
+	// PromptStall stalls mid-message, before the message is complete;
+	// StallFor after the answer, before the end of the turn (as codex
+	// exec's fake prints its whole messages before it).
 	if strings.Contains(prompt, PromptStall) && !pause(sleepFor) {
 		end("interrupted")
 		return
 	}
+	s.notify("item/completed", tp(kv{"item", obj{{"type", "agentMessage"}, {"id", msg}, {"text", answer}}}))
 	if !pause(sc.StallFor) {
 		end("interrupted")
 		return
 	}
-	s.notify("item/completed", tp(kv{"item", obj{{"type", "agentMessage"}, {"id", msg}, {"text", answer}}}))
 	in, out := tokens(prompt), tokens(answer)
 	s.notify("thread/tokenUsage/updated", tp(kv{"tokenUsage", obj{{"total", obj{{"totalTokens", in + out},
 		{"inputTokens", in}, {"cachedInputTokens", 0}, {"outputTokens", out}, {"reasoningOutputTokens", 0}}}}}))
+	if sc.NoTerminal {
+		os.Exit(sc.ExitCode) // a server that dies mid-turn: no turn/completed
+	}
 	end("completed")
 }

@@ -24,7 +24,10 @@ type claudeTwoWay struct {
 	servers     []mcpServer
 	clients     mcpClients
 	inband      map[string]*inbandServer // by server name, once initialized
-	denials     []obj                    // the turn's permission_denials
+	// print orders the printing of parallel tool calls (Script.AskCount),
+	// which share the agent's message state, and guards denials.
+	print   sync.Mutex
+	denials []obj // the turn's permission_denials
 }
 
 // inbandServer counts the JSON-RPC ids of one SDK server's messages.
@@ -286,7 +289,9 @@ func (a *agent) claudeToolResult(block obj, result any) {
 // denial for the turn's result.
 func (a *agent) claudeDenied(id, tool string, input obj, msg string) {
 	a.claudeToolResult(obj{{"type", "tool_result"}, {"content", msg}, {"is_error", true}, {"tool_use_id", id}}, "Error: "+msg)
+	a.claude.print.Lock()
 	a.claude.denials = append(a.claude.denials, obj{{"tool_name", tool}, {"tool_use_id", id}, {"tool_input", input}})
+	a.claude.print.Unlock()
 }
 
 // claudeUse has the model call tool with input (running command, or
@@ -295,9 +300,11 @@ func (a *agent) claudeDenied(id, tool string, input obj, msg string) {
 // for a denial, which it reports, the outcome line.
 func (a *agent) claudeUse(ctx context.Context, tool string, input obj, command, path string) (id string, changed json.RawMessage, deniedLine string, err error) {
 	id = "toolu_" + randHex(12)
+	a.claude.print.Lock()
 	a.newMessage()
 	a.assistant(obj{{"type", "tool_use"}, {"id", id}, {"name", tool}, {"input", input}})
 	a.msgID = ""
+	a.claude.print.Unlock()
 	v, err := a.claudePermission(ctx, tool, input, command, path, id)
 	if err != nil {
 		return "", nil, "", err

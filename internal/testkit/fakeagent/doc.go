@@ -82,14 +82,18 @@
 // subtype error_during_execution); the fake then waits for the next
 // message. End of input between turns exits 0. Misbehaviour: IgnoreInterrupt
 // ignores interrupt requests; a prompt holding PromptStall stalls before its
-// result until interrupted; one holding PromptDie exits 3 mid-turn.
+// result until interrupted; one holding PromptDie exits 3 mid-turn. A
+// set_model control request switches the model the next turns report,
+// except to RefusedModel, which is refused; set_permission_mode is
+// acknowledged, or refused with Script.RefuseModeSwitch.
 // Standard input is recorded as it arrives.
 //
 // With the Codex flavour and app-server as its first argument, the fake
 // speaks Codex's app-server JSON-RPC the same way: initialize,
 // thread/start or thread/resume, and per turn/start the turn's item
 // notifications (a commandExecution for Tool, reasoning for StreamFor, the
-// answer as agentMessage deltas and item) and turn/completed; turn/interrupt
+// answer as agentMessage deltas and item, StallFor after it) and
+// turn/completed; turn/interrupt
 // ends the turn with status interrupted (IgnoreInterrupt: no answer at
 // all), thread/resume of an id holding "missing" fails as for an unknown
 // thread, SilentFor delays every answer (a slow start), thread/backgroundTerminals/clean answers {}, and end of input exits
@@ -154,6 +158,10 @@
 // session); Orphans finds every fake and helper started by this process,
 // except the env -i daemons of TurnSpawns, whose environment holds neither:
 // only their record finds them, and a test should end with Record.Kill.
+// Whatever is left, a helper ends at the latest when the process that made
+// its script (with Script.Env) exits, or after ten minutes: a test binary
+// leaves none of them running (Linux; elsewhere they sleep out their ten
+// minutes).
 // These scans use /proc and work on Linux only; elsewhere Alive is best
 // effort (signal 0 on Unix) and Survivors and Orphans find nothing.
 package fakeagent

@@ -206,6 +206,9 @@ type claude struct{}
 const claudeVersion = "2.1.197"
 
 func (a *agent) claudeModel() string {
+	if m := a.model.Load(); m != nil {
+		return *m // switched with set_model
+	}
 	if m, ok := flagValue(a.args, "--model"); ok {
 		return m
 	}

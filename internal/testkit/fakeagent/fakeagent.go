@@ -34,6 +34,10 @@ const (
 	// envTurn holds the number of the session turn that started a helper
 	// (TurnSpawns), for its record.
 	envTurn = "CLINVOKE_FAKEAGENT_TURN"
+	// envLifeline holds EnvOwner's value for a helper whose environment was
+	// cleared (no EnvOwner, so Orphans cannot see it): it ends when that
+	// process does.
+	envLifeline = "CLINVOKE_FAKEAGENT_LIFELINE"
 )
 
 // Flavours of Script.Flavor.
@@ -52,7 +56,11 @@ const DefaultInterval = 20 * time.Millisecond
 
 // sleepFor is how long helper processes (grandchildren, escapees, stdout
 // holders) sleep. They never clean themselves up early: killing them is the
-// library's job, which is what the tests prove.
+// library's job, which is what the tests prove. They do not outlive the
+// process that made their script, though (see sleepOwned): a helper the
+// library could not find (an env -i daemon at the tracking level) or a test
+// binary that died before its checks must not leave a user's machine
+// running them for minutes.
 const sleepFor = 10 * time.Minute
 
 // A Script tells the fake agent what to do. The zero value reads standard
@@ -144,6 +152,14 @@ type Script struct {
 	// die of SIGINT and SIGTERM like `sleep` does.
 	IgnoreSignals bool `json:"ignore_signals,omitempty"`
 
+	// SigIgn names signals ("SIGINT", "SIGTERM") whose disposition the
+	// fake sets to SIG_IGN before anything else, as a CLI started by a
+	// host that ignores them inherits it (nohup, a shell script's
+	// background command): the kernel discards them, and no handler of
+	// the fake's sees them, unlike IgnoreSignals, which catches them.
+	// /proc/PID/status shows them in SigIgn. (Unix.)
+	SigIgn []string `json:"sig_ign,omitempty"`
+
 	// Grandchild starts a helper process in the fake's process group that
 	// sleeps for ten minutes, with standard streams on the null device.
 	Grandchild bool `json:"grandchild,omitempty"`
@@ -193,7 +209,11 @@ type Script struct {
 	Fail string `json:"fail,omitempty"`
 
 	// NoTerminal leaves out the terminal event (codex turn.completed or
-	// turn.failed, gemini and claude result).
+	// turn.failed, gemini and claude result). In a session (see
+	// "Sessions" in the package documentation) the first turn leaves out
+	// its end (Claude Code's result, the app-server's turn/completed, the
+	// response to ACP's session/prompt), and the fake exits there with
+	// ExitCode, as a CLI that dies mid-turn.
 	NoTerminal bool `json:"no_terminal,omitempty"`
 
 	// SkipStdin makes the fake never read (nor close) standard input.
@@ -219,6 +239,15 @@ type Script struct {
 	// package documentation), neither answer nor obey an interrupt
 	// request: the turn runs on as scripted.
 	IgnoreInterrupt bool `json:"ignore_interrupt,omitempty"`
+
+	// IgnoreEOF makes a session (see "Sessions" in the package
+	// documentation) go on running at the end of its input, until a
+	// signal ends it, as a wedged CLI does.
+	IgnoreEOF bool `json:"ignore_eof,omitempty"`
+	// RefuseModeSwitch makes Claude Code's fake refuse every
+	// set_permission_mode control request, as Claude Code refuses a mode
+	// it does not allow.
+	RefuseModeSwitch bool `json:"refuse_mode_switch,omitempty"`
 
 	// SessionHelper makes a session (see "Sessions" in the package
 	// documentation) start, before its first turn, a helper process that
@@ -261,6 +290,12 @@ type Script struct {
 	// An allow for the session is remembered: later turns run the command
 	// without asking. Outside a session, Ask is ignored.
 	Ask string `json:"ask,omitempty"`
+
+	// AskCount, above 1, makes Ask's question that many questions at once,
+	// as the parallel tool calls of one model response: each is its own
+	// tool call, all are asked before any answer is awaited, and the
+	// answer has one outcome line for each, in order.
+	AskCount int `json:"ask_count,omitempty"`
 
 	// Edit makes every turn of a session ask its client for permission
 	// to write this file (a path relative to the working directory, or

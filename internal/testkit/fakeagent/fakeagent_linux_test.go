@@ -60,6 +60,13 @@ func start(t *testing.T, s Script, stdin io.Reader, args ...string) *agentRun {
 // the test's).
 func startIn(t *testing.T, dir string, s Script, stdin io.Reader, args ...string) *agentRun {
 	t.Helper()
+	return startEnv(t, dir, s, nil, stdin, args...)
+}
+
+// startEnv is startIn with env added to the fake's environment, after
+// (and so over) the script's.
+func startEnv(t *testing.T, dir string, s Script, env []string, stdin io.Reader, args ...string) *agentRun {
+	t.Helper()
 	if s.RecordDir == "" {
 		s.RecordDir = t.TempDir()
 	}
@@ -75,7 +82,7 @@ func startIn(t *testing.T, dir string, s Script, stdin io.Reader, args ...string
 		t.Fatal(err)
 	}
 	cmd := exec.Command(os.Args[0], args...)
-	cmd.Env = append(os.Environ(), s.Env()...)
+	cmd.Env = append(append(os.Environ(), s.Env()...), env...)
 	cmd.Dir = dir
 	cmd.Stdin = stdin
 	cmd.Stdout, cmd.Stderr = outW, errW

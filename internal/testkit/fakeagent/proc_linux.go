@@ -5,6 +5,9 @@ import (
 	"os"
 	"strconv"
 	"strings"
+	"time"
+
+	"golang.org/x/sys/unix"
 )
 
 // stat holds the fields of /proc/<pid>/stat that the package uses.
@@ -89,4 +92,40 @@ func withEnv(entry string) []Proc {
 		}
 	}
 	return found
+}
+
+// awaitExit returns when the process owner identifies (as ownerID makes
+// it: "PID.STARTTIME") has exited, or after d. It waits on a pidfd, so it
+// returns the moment the process exits.
+func awaitExit(owner string, d time.Duration) {
+	pidText, start, _ := strings.Cut(owner, ".")
+	pid, err := strconv.Atoi(pidText)
+	if err != nil {
+		time.Sleep(d)
+		return
+	}
+	fd, err := unix.PidfdOpen(pid, 0)
+	if err == unix.ESRCH {
+		return
+	}
+	if err != nil {
+		time.Sleep(d)
+		return
+	}
+	defer unix.Close(fd)
+	// With the pidfd open, the pid names the same process as long as it
+	// runs: the start time says whether that is still the owner.
+	if st, ok := readStat(pid); !ok || st.state == 'Z' || start != "" && strconv.FormatUint(st.start, 10) != start {
+		return
+	}
+	fds := []unix.PollFd{{Fd: int32(fd), Events: unix.POLLIN}}
+	for deadline := time.Now().Add(d); ; {
+		left := time.Until(deadline)
+		if left <= 0 {
+			return
+		}
+		if _, err := unix.Poll(fds, int(left/time.Millisecond)+1); err != unix.EINTR {
+			return
+		}
+	}
 }

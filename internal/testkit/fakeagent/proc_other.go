@@ -5,6 +5,7 @@ package fakeagent
 import (
 	"os"
 	"syscall"
+	"time"
 )
 
 // startTime is unknown outside Linux: processes are identified by pid only.
@@ -24,3 +25,6 @@ func alive(p Proc) bool {
 
 // withEnv needs /proc: outside Linux it finds nothing.
 func withEnv(entry string) []Proc { return nil }
+
+// awaitExit sleeps for d: outside Linux there is no pidfd to wait on.
+func awaitExit(owner string, d time.Duration) { time.Sleep(d) }

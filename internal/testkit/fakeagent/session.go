@@ -22,6 +22,12 @@ const (
 	PromptDie = "fakeagent:die"
 )
 
+// RefusedModel is a model Claude Code's fake refuses to switch to in a
+// session (set_model answered with an error), as Claude Code refuses a
+// model it cannot use; it takes any other model, and every permission
+// mode (set_permission_mode).
+const RefusedModel = "fakeagent-refused-model"
+
 // isClaudeSession reports whether args ask Claude Code for stream-json
 // input: the long-lived mode that reads one user message per line.
 func isClaudeSession(flavor string, args []string) bool {
@@ -39,6 +45,7 @@ type sessionLine struct {
 	RequestID string `json:"request_id"`
 	Request   *struct {
 		Subtype string `json:"subtype"`
+		Model   string `json:"model"`
 	} `json:"request"`
 	Message *struct {
 		Content json.RawMessage `json:"content"`
@@ -107,9 +114,9 @@ func (a *agent) claudeSession(rec recorder) int {
 					// Claude Code 2.1.197 exits 1 at the end of its
 					// input after a turn it aborted.
 					if interrupted {
-						return 1
+						return a.endOfInput(1)
 					}
-					return 0
+					return a.endOfInput(0)
 				}
 			}
 		}
@@ -119,6 +126,16 @@ func (a *agent) claudeSession(rec recorder) int {
 		}
 		interrupted = interrupted || a.aborted
 	}
+}
+
+// endOfInput returns code, the exit status of a session at the end of its
+// input, unless the script ignores the end of input: then it runs until a
+// signal ends it.
+func (a *agent) endOfInput(code int) int {
+	for a.s.IgnoreEOF {
+		time.Sleep(time.Hour)
+	}
+	return code
 }
 
 // pauseUnless waits d, or less if intr fires first; it reports whether the
@@ -182,6 +199,22 @@ func (a *agent) readSession(rec recorder, users, intr chan<- string, eof chan<- 
 			a.emit(obj{{"type", "control_response"}, {"response", obj{
 				{"subtype", "success"}, {"request_id", l.RequestID},
 				{"response", obj{{"commands", []obj{}}, {"output_style", "default"}}},
+			}}})
+		case l.Type == "control_request" && l.Request != nil && l.Request.Subtype == "set_model" && l.Request.Model != RefusedModel:
+			m := l.Request.Model
+			a.model.Store(&m) // the next turn's system init reports it
+			a.controlOK(l.RequestID)
+		case l.Type == "control_request" && l.Request != nil && l.Request.Subtype == "set_model":
+			a.emit(obj{{"type", "control_response"}, {"response", obj{
+				{"subtype", "error"}, {"request_id", l.RequestID},
+				{"error", "model " + l.Request.Model + " is not available"},
+			}}})
+		case l.Type == "control_request" && l.Request != nil && l.Request.Subtype == "set_permission_mode" && !a.s.RefuseModeSwitch:
+			a.controlOK(l.RequestID)
+		case l.Type == "control_request" && l.Request != nil && l.Request.Subtype == "set_permission_mode":
+			a.emit(obj{{"type", "control_response"}, {"response", obj{
+				{"subtype", "error"}, {"request_id", l.RequestID},
+				{"error", "permission mode not allowed"},
 			}}})
 		case l.Type == "control_request":
 			a.emit(obj{{"type", "control_response"}, {"response", obj{
@@ -276,6 +309,9 @@ func (a *agent) sessionTurn(n int, prompt string, intr <-chan string) (code int,
 		if !pause(s.StallFor) {
 			return interrupted()
 		}
+		if s.NoTerminal {
+			return s.ExitCode, true
+		}
 		c.fail(a)
 		return 0, false
 	}
@@ -295,6 +331,10 @@ func (a *agent) sessionTurn(n int, prompt string, intr <-chan string) (code int,
 	}
 	if !pause(s.StallFor) {
 		return interrupted()
+	}
+	if s.NoTerminal {
+		// A CLI that dies mid-turn: no result, and its exit status.
+		return s.ExitCode, true
 	}
 	if a.limits.schema != "" {
 		c.done(a) // the structured answer, as a run gives it

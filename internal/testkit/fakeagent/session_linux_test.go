@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"fmt"
 	"os"
+	"os/exec"
 	"slices"
 	"strconv"
 	"strings"
@@ -12,6 +13,8 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/clinvoke/clinvoke/internal/testkit/testenv"
 )
 
 // A sessionProto drives one session protocol of the fake.
@@ -175,5 +178,55 @@ func TestSessionTurnSpawns(t *testing.T) {
 				t.Errorf("stderr = %q, want it to say the session helper is gone", e)
 			}
 		})
+	}
+}
+
+// TestHelpersEndWithOwner: the helpers a fake starts, the env -i daemon of
+// TurnSpawns included (which a library at the tracking level cannot find,
+// and Orphans cannot see), sleep on while the process that made the
+// script runs, and end as soon as it exits, so that no test binary leaves
+// them on a user's machine.
+func TestHelpersEndWithOwner(t *testing.T) {
+	t.Parallel()
+	owner := exec.Command("sleep", "3600") // stands in for the test binary
+	require.NoError(t, owner.Start())
+	t.Cleanup(func() {
+		owner.Process.Kill()
+		owner.Wait()
+	})
+	st, ok := startTime(owner.Process.Pid)
+	require.True(t, ok, "start time of the owner")
+	ownerEnv := EnvOwner + "=" + strconv.Itoa(owner.Process.Pid) + "." + strconv.FormatUint(st, 10)
+
+	sp := sessionProtos[0]
+	pr, pw, err := os.Pipe()
+	require.NoError(t, err)
+	r := startEnv(t, "", Script{Flavor: sp.flavor, SessionHelper: true, TurnSpawns: true, Grandchild: true, Escapee: true}, []string{ownerEnv}, pr, sp.args...)
+	pr.Close()
+	_, err = pw.WriteString(sp.turn(1) + "\n")
+	require.NoError(t, err)
+	for !sp.ends(r.next()) {
+	}
+	pw.Close() // the fake ends at EOF; its helpers sleep on
+	r.finish()
+
+	var helpers []Proc
+	for _, p := range r.record().Procs {
+		if p.Role != "agent" && p.Role != roleEscapee && p.Role != roleTurnDaemonStart && p.Role != roleTurnEnviStart {
+			helpers = append(helpers, p)
+		}
+	}
+	require.Len(t, helpers, 6, "sleeper, escaped, session helper, and the turn's grandchild and two daemons: %+v", helpers)
+	for _, p := range helpers {
+		require.True(t, alive(p), "%s %d ended while its owner runs", p.Role, p.Pid)
+	}
+	owner.Process.Kill()
+	owner.Wait()
+	deadline := time.Now().Add(testenv.Timeout(testenv.Hang))
+	for _, p := range helpers {
+		awaitExit(fmt.Sprintf("%d.%d", p.Pid, p.StartTime), time.Until(deadline))
+		if alive(p) {
+			t.Errorf("%s %d outlived its owner", p.Role, p.Pid)
+		}
 	}
 }

@@ -233,12 +233,13 @@ func helperCommand(exe, role string, ready *os.File) *exec.Cmd {
 
 // clearedCommand is helperCommand for a process whose environment was
 // cleared (env -i): it holds only what the helper needs to run and to
-// record itself (the record directory and the signal behaviour of s), not
-// EnvTag, EnvOwner or anything the library set.
+// record itself (the record directory and the signal behaviour of s) and
+// to end with the test binary (envLifeline), not EnvTag, EnvOwner or
+// anything the library set.
 func clearedCommand(exe, role string, s *Script, ready *os.File) *exec.Cmd {
 	cmd := exec.Command(exe, "fakeagent-"+role)
 	b, _ := json.Marshal(Script{RecordDir: s.RecordDir, IgnoreSignals: s.IgnoreSignals})
-	cmd.Env = []string{EnvScript + "=" + string(b), envRole + "=" + role, envTurn + "=" + os.Getenv(envTurn)}
+	cmd.Env = []string{EnvScript + "=" + string(b), envRole + "=" + role, envTurn + "=" + os.Getenv(envTurn), envLifeline + "=" + os.Getenv(EnvOwner)}
 	if v, ok := os.LookupEnv("GORACE"); ok {
 		cmd.Env = append(cmd.Env, "GORACE="+v)
 	}
@@ -293,15 +294,26 @@ func runHelper(role string) int {
 		for sc.Scan() {
 			fmt.Println("ok " + sc.Text())
 		}
-		time.Sleep(sleepFor)
+		sleepOwned(sleepFor)
 		return 0
 	case roleSleeper, roleHolder, roleEscaped, roleTurnGrandchild, roleTurnDaemon, roleTurnEnvi:
 		if ready != nil {
 			ready.Close()
 		}
-		time.Sleep(sleepFor)
+		sleepOwned(sleepFor)
 		return 0
 	}
 	fmt.Fprintf(os.Stderr, "fakeagent: unknown role %q\n", role)
 	return 2
+}
+
+// sleepOwned sleeps for d, or until the process that made the helper's
+// script (EnvOwner, or envLifeline after a cleared environment) has exited,
+// whichever comes first (Linux; elsewhere it sleeps for d).
+func sleepOwned(d time.Duration) {
+	owner := os.Getenv(EnvOwner)
+	if owner == "" {
+		owner = os.Getenv(envLifeline)
+	}
+	awaitExit(owner, d)
 }

@@ -95,7 +95,7 @@ func (s *Script) actions(ctx context.Context, do turnActions) (outcomes, error) 
 		set bool
 		run func() (string, error)
 	}{
-		{s.Ask != "", func() (string, error) { return do.ask(ctx, s.Ask) }},
+		{s.Ask != "", func() (string, error) { return s.askAll(ctx, do.ask) }},
 		{s.Edit != "", func() (string, error) { return do.edit(ctx, newFileEdit(s.Edit)) }},
 		{s.CallTool != "", func() (string, error) { return do.call(ctx) }},
 	} {
@@ -109,6 +109,29 @@ func (s *Script) actions(ctx context.Context, do turnActions) (outcomes, error) 
 		out = append(out, line)
 	}
 	return out, nil
+}
+
+// askAll asks Ask's question AskCount times at once (once when AskCount
+// is below 2) and returns the outcome lines, in order, as one; an error
+// of any ends the turn.
+func (s *Script) askAll(ctx context.Context, ask func(ctx context.Context, command string) (string, error)) (string, error) {
+	n := max(s.AskCount, 1)
+	if n == 1 {
+		return ask(ctx, s.Ask)
+	}
+	lines := make([]string, n)
+	errs := make([]error, n)
+	var wg sync.WaitGroup
+	for i := range n {
+		wg.Go(func() { lines[i], errs[i] = ask(ctx, s.Ask) })
+	}
+	wg.Wait()
+	for _, err := range errs {
+		if err != nil {
+			return "", err
+		}
+	}
+	return strings.Join(lines, "\n"), nil
 }
 
 // A fileEdit is the change of Script.Edit in one turn: the file, by its

@@ -1,5 +1,6 @@
 // Package testenv holds what the tests of this module share about the machine
-// they run on: how long a guard against a hang may wait.
+// they run on: how long a guard against a hang may wait, and which cgroup was
+// handed to an unprivileged user.
 //
 // A test waits for events, not for time. Where a wait must be bounded so that a
 // broken program fails the test instead of hanging it, the bound comes from
@@ -54,3 +55,11 @@ func Scale() float64 {
 // well under a second on an idle machine: a process starting and printing,
 // a tree being killed. Use it as Timeout(Hang).
 const Hang = 2 * time.Minute
+
+// CgroupParentEnv names the environment variable that hands the tests a
+// cgroup v2 directory delegated to the user running them (made and chowned
+// to that user by root), which the tests do not run inside: the tests of
+// Options.CgroupParent check there what a host outside its cgroup parent
+// gets. CI sets it for its unprivileged run; as root, the tests make such a
+// cgroup themselves.
+const CgroupParentEnv = "CLINVOKE_TEST_CGROUP_PARENT"

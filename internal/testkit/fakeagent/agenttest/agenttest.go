@@ -66,7 +66,7 @@ func Script(flavor string, f invokertest.Fake) fakeagent.Script {
 	if f.AnswerOverLimit {
 		s.AnswerSize = 2 * lineLimit
 	}
-	s.Ask, s.Edit, s.CallTool = f.Ask, f.Edit, f.CallTool
+	s.Ask, s.AskCount, s.Edit, s.CallTool = f.Ask, f.AskCount, f.Edit, f.CallTool
 	if f.ToolArgs != nil {
 		b, err := json.Marshal(f.ToolArgs)
 		if err != nil {

@@ -60,6 +60,10 @@ type sessionRig struct {
 	script fakeagent.Script
 	inv    invoker.Invoker
 	req    invoker.Request
+	// missed holds the roles of processes that the session's containment
+	// level may miss (see missable); the session's Close is followed by
+	// killing them, before its checks.
+	missed []string
 }
 
 // sessionSuite is one flavour's backend under the session cases.
@@ -100,6 +104,9 @@ func (g *sessionRig) open(ctx context.Context) invoker.Session {
 	}
 	g.t.Cleanup(func() {
 		s.Close()
+		if len(g.missed) > 0 {
+			killRoles(mustRecord(g.t, g), g.missed...)
+		}
 		g.assertGone(1)
 	})
 	return s
@@ -521,25 +528,17 @@ func (su *sessionSuite) turnRequestErrors(t *testing.T) {
 // fails a turn whose helper is gone). A turn that ends normally keeps its
 // processes by default (Options.SweepEveryTurn is off).
 //
-// At the tracking level (containment "tracking") the same holds, best
-// effort: the sweep finds the turn's processes by its scans of /proc.
+// The case runs at the level the machine gives, and again forced to
+// "tracking"; at the tracking level, wherever it comes from, the same
+// holds, best effort: the sweep finds the turn's processes by its scans
+// of /proc, but for the one the level cannot find (see missable).
 func (su *sessionSuite) cancelledTurnSwept(t *testing.T, containment string) {
 	g := su.newSessionRig(t, fakeagent.Script{TurnSpawns: true, SessionHelper: true}, invoker.Options{Containment: containment})
-	// The tracking level cannot find the env -i daemon once its parent
-	// has exited: it left the session, holds no marker and was never seen
-	// in a recording of parent links (see the README's containment
-	// table). It is the one process of a turn a sweep may leave there;
-	// kill it by its recorded pid after Close, before the session's own
-	// checks.
-	var missable []string
-	if containment == "tracking" {
-		missable = []string{"turn-envi-daemon"}
-	}
 	ctx := guard(t)
 	s := g.open(ctx)
 	tctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	_, err := s.Turn(tctx, invoker.TurnRequest{Prompt: "wait " + fakeagent.PromptStall, OnEvent: func(ev invoker.Event) {
+	res, err := s.Turn(tctx, invoker.TurnRequest{Prompt: "wait " + fakeagent.PromptStall, OnEvent: func(ev invoker.Event) {
 		if writing(ev) {
 			cancel()
 		}
@@ -547,6 +546,7 @@ func (su *sessionSuite) cancelledTurnSwept(t *testing.T, containment string) {
 	if !errors.Is(err, context.Canceled) || errors.Is(err, invoker.ErrSessionClosed) {
 		t.Fatalf("cancelled Turn() error = %v, want context.Canceled with the session kept", err)
 	}
+	missable := g.missable(res)
 	rec := mustRecord(t, g)
 	assertTurnProcs(t, rec, 1, false, missable...)
 	for _, role := range []string{"agent", "session-helper"} {
@@ -554,29 +554,50 @@ func (su *sessionSuite) cancelledTurnSwept(t *testing.T, containment string) {
 			t.Errorf("the %s is gone after the cancelled turn's sweep, want it running", role)
 		}
 	}
-	res, err := s.Turn(ctx, invoker.TurnRequest{Prompt: "again"})
+	res, err = s.Turn(ctx, invoker.TurnRequest{Prompt: "again"})
 	if err != nil || res.Text != "Turn 2: "+fakeagent.DefaultAnswer {
 		t.Fatalf("Turn() after the swept turn = %q, %v; want turn 2's answer", res.Text, err)
 	}
 	assertTurnProcs(t, mustRecord(t, g), 2, true)
-	if len(missable) > 0 {
-		s.Close()
-		killRoles(mustRecord(t, g), missable...)
-	}
 }
 
 // With Options.SweepEveryTurn, a turn that ends normally leaves nothing it
-// started either, and the helper the CLI keeps survives.
+// started either (but for what the level cannot find: see missable), and
+// the helper the CLI keeps survives.
 func (su *sessionSuite) sweepEveryTurn(t *testing.T) {
 	g := su.newSessionRig(t, fakeagent.Script{TurnSpawns: true, SessionHelper: true}, invoker.Options{SweepEveryTurn: true})
 	ctx := guard(t)
 	s := g.open(ctx)
 	for n := 1; n <= 2; n++ {
-		if _, err := s.Turn(ctx, invoker.TurnRequest{Prompt: "work"}); err != nil {
+		res, err := s.Turn(ctx, invoker.TurnRequest{Prompt: "work"})
+		if err != nil {
 			t.Fatalf("turn %d: Turn() error = %v", n, err)
 		}
-		assertTurnProcs(t, mustRecord(t, g), n, false)
+		assertTurnProcs(t, mustRecord(t, g), n, false, g.missable(res)...)
 	}
+}
+
+// missable returns the roles of the turn processes that the containment
+// level of the turn that returned res cannot find, as the level promises:
+// none at the cgroup and job levels; at the tracking level, the env -i
+// daemon, once its parent has exited (it left the session, holds no marker
+// and was never seen in a recording of parent links; see the package
+// documentation of invoker, # Containment), and at the group level, which
+// knows only the process group and parent links, the same. Those the sweep missed are killed
+// by their recorded pid when the session has closed, before the session's
+// own checks.
+func (g *sessionRig) missable(res *invoker.Result) []string {
+	g.t.Helper()
+	switch res.Containment {
+	case "tracking", "group":
+	case "cgroup", "job":
+		return nil
+	default:
+		g.t.Fatalf("Result.Containment = %q, want the level that held the turn", res.Containment)
+	}
+	roles := []string{"turn-envi-daemon"}
+	g.missed = append(g.missed, roles...)
+	return roles
 }
 
 // assertTurnProcs checks that turn n recorded its three processes that

@@ -130,13 +130,18 @@ func (e *engine) open(ctx context.Context, req invoker.SessionRequest, oneTurn b
 		return fail(err)
 	}
 
+	// The protocol judges what the CLI asks with the environment the CLI
+	// runs with (a configuration home set in Options.Env), not
+	// Request.Env alone.
+	preq := breq
+	preq.Env = environ(&e.cfg, cmd, breq.Env, "", nil)
 	s = &session{
 		cli:     e.b.Name(),
 		cfg:     &e.cfg,
 		e:       e,
 		sreq:    req,
 		schema:  schema,
-		proto:   sb.NewSessionProtocol(&breq),
+		proto:   sb.NewSessionProtocol(&preq),
 		tools:   tl,
 		ctx:     ctx,
 		oneTurn: oneTurn,

@@ -34,8 +34,12 @@ type turnState struct {
 	// (guarded by the decoder lock).
 	// (A detach.Context: its Err says DeadlineExceeded once the deadline
 	// has passed, although the engine, not the deadline, cancels it.)
-	ctx       context.Context
-	cancel    context.CancelCauseFunc
+	ctx    context.Context
+	cancel context.CancelCauseFunc
+	// caller is the context Turn was given: once it is done, the turn is
+	// about to be interrupted for it (await does), and a decision made
+	// meanwhile is left to the interrupt's withdrawal (see decide).
+	caller    context.Context
 	calls     sync.WaitGroup
 	waiting   int
 	questions map[*question]struct{}
@@ -146,7 +150,7 @@ func (s *session) turn(ctx context.Context, t invoker.TurnRequest) (*invoker.Res
 
 	ts := &turnState{req: &t, first: make(chan struct{}), ended: make(chan struct{})}
 	tc := detach.New(ctx)
-	ts.ctx, ts.cancel = tc, tc.Cancel
+	ts.ctx, ts.cancel, ts.caller = tc, tc.Cancel, ctx
 	returning := false // await returned rather than re-raised a panic
 	defer func() {
 		// The turn's approvals are answered or withdrawn, and their

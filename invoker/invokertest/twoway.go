@@ -449,6 +449,36 @@ var twoWayCases = []testCase{
 		},
 	},
 	{
+		name: "ApproveCallerCancel",
+		rule: "a decision Approve makes because a context of the caller's was cancelled (one it holds itself, such as an MCP call's) is not carried out: the run is cancelled, and the command it allowed never runs",
+		run: func(r *report, k *kase) {
+			if !k.capabilities().Approve {
+				return
+			}
+			// The decision and the engine's interrupt race: several runs
+			// give the wrong order its chance.
+			for i := 0; i < 5; i++ {
+				wd := k.workdir()
+				ctx, cancel := context.WithCancel(context.Background())
+				_, err := k.invoke(r, ctx, Fake{Ask: "touch " + askFile}, invoker.Request{Workdir: wd,
+					Permission: askLevel,
+					Approve: func(context.Context, invoker.Approval) invoker.Decision {
+						cancel()
+						<-ctx.Done() // the caller's, not the turn's
+						return invoker.Decision{Allow: true}
+					}})
+				cancel()
+				if !errors.Is(err, context.Canceled) {
+					r.errorf("run %d: Invoke() error = %v, want context.Canceled", i+1, err)
+				}
+				if exists(filepath.Join(wd, askFile)) {
+					r.errorf("run %d: the command ran on an Allow made as the caller's context was cancelled", i+1)
+					os.Remove(filepath.Join(wd, askFile))
+				}
+			}
+		},
+	},
+	{
 		name: "GoTool",
 		rule: "with a Go MCP server in Request.MCPServers (where GoTools is declared), the agent calls its tool: the handler sees the call's arguments, and its result reaches the agent",
 		run: func(r *report, k *kase) {

@@ -167,6 +167,7 @@ func (q *Queue) Acquire(ctx context.Context, r Request) (*Grant, error) {
 		// ctx being done has "happened before" the admission, whether it
 		// was done before the call or while the lock was awaited: fail
 		// even though the request might fit (as x/sync/semaphore does).
+		q.cancelled++
 		q.mu.Unlock()
 		return nil, &WaitError{Err: ctx.Err()}
 	default:
@@ -275,8 +276,10 @@ type Stats struct {
 	// Admitted counts the requests admitted so far, and Queued those of
 	// them that waited first.
 	Admitted, Queued uint64
-	// Cancelled counts the requests whose context was done while they
-	// waited, and Refused those refused as too large.
+	// Cancelled counts the requests whose context was done before they
+	// were admitted (while they waited, or before Acquire was called),
+	// and Refused those refused as too large. Every Acquire of a Queue
+	// counts once in Admitted, Cancelled or Refused.
 	Cancelled, Refused uint64
 	// WaitedTotal is the time waited, summed over every request that
 	// has stopped waiting, admitted or not.

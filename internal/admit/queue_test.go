@@ -362,8 +362,8 @@ func TestAdmissionDoneBefore(t *testing.T) {
 	if g != nil || !errors.As(err, &we) || !errors.Is(err, context.Canceled) || we.Waited != 0 {
 		t.Fatalf("Acquire() = %v, %v; want a *WaitError matching context.Canceled", g, err)
 	}
-	if s := q.Stats(); s != (Stats{}) {
-		t.Errorf("Stats() = %+v, want nothing held or counted", s)
+	if s := q.Stats(); s != (Stats{Cancelled: 1}) {
+		t.Errorf("Stats() = %+v, want nothing held, 1 cancelled", s)
 	}
 }
 

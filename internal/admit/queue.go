@@ -205,6 +205,10 @@ func (q *Queue) Acquire(ctx context.Context, r Request) (*Grant, error) {
 // tooLarge returns a *TooLargeError if need exceeds the capacity of a
 // resource, else nil.
 func (q *Queue) tooLarge(need Amounts) error {
+	c := q.capacity
+	if (c.Runs == 0 || need.Runs <= c.Runs) && (c.Memory == 0 || need.Memory <= c.Memory) && (c.Tasks == 0 || need.Tasks <= c.Tasks) {
+		return nil
+	}
 	for r := Runs; r <= Tasks; r++ {
 		if c, n := q.capacity.get(r), need.get(r); c > 0 && n > c {
 			return &TooLargeError{Resource: r, Need: n, Capacity: c}

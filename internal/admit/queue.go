@@ -61,8 +61,9 @@ func (q *Queue) Capacity() Amounts {
 // A Request is what Acquire is asked for.
 type Request struct {
 	// Need is what the request holds once admitted. A run or a session
-	// needs 1 run, and the memory and tasks of its limits. It panics
-	// Acquire if negative.
+	// needs 1 run, and the memory and tasks of its limits. A request
+	// that needs nothing still waits its turn behind those that came
+	// before it. A negative amount panics Acquire.
 	Need Amounts
 
 	// Gate, if not "", is the key of the rate-limit gate the request must
@@ -280,9 +281,10 @@ type Stats struct {
 	// Admitted counts the requests admitted so far, and Queued those of
 	// them that waited first.
 	Admitted, Queued uint64
-	// Cancelled counts the requests whose context was done before they
-	// were admitted (while they waited, or before Acquire was called),
-	// and Refused those refused as too large. Every Acquire of a Queue
+	// Cancelled counts the requests that gave up before they were
+	// admitted: their context was done (while they waited, or before
+	// Acquire was called), or their OnWait panicked. Refused counts those
+	// refused as too large. Every Acquire of a Queue
 	// counts once in Admitted, Cancelled or Refused.
 	Cancelled, Refused uint64
 	// WaitedTotal is the time waited, summed over every request that

@@ -104,7 +104,7 @@ func (q *Queue) wait(ctx context.Context, w *waiter, onWait func(Wait)) (g *Gran
 			timer.Stop()
 			timerC, armed = nil, time.Time{}
 		}
-		if onWait != nil && (!ever || now != told) {
+		if onWait != nil && (!ever || !now.equal(told)) {
 			ever, told = true, now
 			onWait(now)
 			continue // read the state again: it may have changed meanwhile
@@ -158,6 +158,11 @@ func (q *Queue) leave(w *waiter) *WaitError {
 	q.waitedTotal += e.Waited
 	q.changed()
 	return e
+}
+
+// equal reports whether w and v say the same.
+func (w Wait) equal(v Wait) bool {
+	return w.Ahead == v.Ahead && w.Gate == v.Gate && w.Until.Equal(v.Until)
 }
 
 // withErr sets e's Err and returns e.

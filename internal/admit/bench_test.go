@@ -2,7 +2,9 @@ package admit
 
 import (
 	"context"
+	"fmt"
 	"sync"
+	"sync/atomic"
 	"testing"
 
 	"golang.org/x/sync/semaphore"
@@ -95,6 +97,40 @@ func BenchmarkAdmissionParallel(b *testing.B) {
 					s.Release(1)
 				}
 			})
+		})
+	}
+}
+
+// BenchmarkAdmissionQueue measures one admission with many requests
+// waiting behind it, each told its new position by OnWait: the cost of a
+// change grows with the queue, as every waiter behind is told.
+func BenchmarkAdmissionQueue(b *testing.B) {
+	for _, n := range []int{10, 100, 1000} {
+		b.Run(fmt.Sprintf("waiters=%d", n), func(b *testing.B) {
+			q := New(Amounts{Runs: 1})
+			var (
+				count atomic.Int64
+				wg    sync.WaitGroup
+			)
+			b.ReportAllocs()
+			b.ResetTimer()
+			for range n + 1 {
+				wg.Go(func() {
+					for {
+						g, err := q.Acquire(context.Background(), Request{Need: Amounts{Runs: 1}, OnWait: func(Wait) {}})
+						if err != nil {
+							b.Error(err)
+							return
+						}
+						last := count.Add(1) >= int64(b.N)
+						g.Release()
+						if last {
+							return
+						}
+					}
+				})
+			}
+			wg.Wait()
 		})
 	}
 }

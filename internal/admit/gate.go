@@ -21,11 +21,11 @@ type gate struct {
 // A gate already closed until later stays closed until then: the time is
 // only ever pushed back, never brought forward (two limits of one
 // provider, a per-minute and a daily one, say, reset at different times,
-// and the later must be waited for). An until not after now does nothing.
-// It is safe to call at any time, also with no request waiting; requests
-// that name no gate never see one.
+// and the later must be waited for). An until not after now does nothing,
+// and so does the key "": requests that name no gate never see one. It is
+// safe to call at any time, also with no request waiting.
 func (q *Queue) CloseGate(key string, until time.Time) {
-	if q == nil {
+	if q == nil || key == "" {
 		return
 	}
 	now := time.Now()

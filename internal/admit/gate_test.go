@@ -273,3 +273,23 @@ func TestAdmissionBackpressure(t *testing.T) {
 		}
 	})
 }
+
+// TestAdmissionGateNone checks that the key "" closes no gate: requests
+// that name none never see one.
+func TestAdmissionGateNone(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		q := newChecked(t, Amounts{Runs: 1})
+		g := mustAcquire(t, q, run(0))
+		p := start(t, q, Request{Need: run(0)})
+		q.CloseGate("", time.Now().Add(time.Hour))
+		synctest.Wait()
+		if w := p.log.get(); !slices.Equal(w, []Wait{{}}) {
+			t.Errorf("told %v, want only 0 ahead in the queue", w)
+		}
+		g.Release()
+		synctest.Wait()
+		if !p.admitted(t) {
+			t.Error("not admitted when the grant ahead was released")
+		}
+	})
+}

@@ -3,6 +3,7 @@ package claude
 import (
 	"bytes"
 	"encoding/json"
+	"slices"
 	"strings"
 
 	"github.com/clinvoke/clinvoke/invoker"
@@ -99,60 +100,78 @@ type toolInput struct {
 	NotebookPath string `json:"notebook_path"`
 }
 
-// approval returns the Approval of request r (line is the whole line).
-func (p *protocol) approval(r *permissionRequest, line []byte) invoker.Approval {
-	a := invoker.Approval{
+// approval returns the Approval of request r (line is the whole line),
+// its paths in the form of internal/workspace's Abs (Claude Code takes a
+// relative path in its working directory), and the paths as the request
+// names them, which the ceiling judges.
+func (p *protocol) approval(r *permissionRequest, line []byte) (a invoker.Approval, named []string) {
+	a = invoker.Approval{
 		Tool:      invoker.Tool{Name: r.ToolName, ID: r.ToolUseID, Input: driver.ValidJSON(r.Input)},
+		Workdir:   p.ws.Dir(),
 		Reason:    r.DecisionReason,
 		SessionID: p.dec.sessionID,
 		Raw:       driver.ValidJSON(bytes.Clone(line)),
 	}
 	var in toolInput
 	_ = json.Unmarshal(r.Input, &in)
+	named = []string{r.BlockedPath}
 	switch {
 	case commandTools[r.ToolName]:
-		a.Kind, a.Command = "command", in.Command
+		// Claude Code does not say where its shell is.
+		a.Kind, a.Command, a.Cwd = invoker.ApprovalCommand, in.Command, a.Workdir
 	case editTools[r.ToolName]:
-		a.Kind = "file_change"
-		for _, f := range []string{in.FilePath, in.NotebookPath} {
-			if f != "" {
-				a.Paths = append(a.Paths, f)
+		a.Kind = invoker.ApprovalFileChange
+		named = []string{in.FilePath, in.NotebookPath, r.BlockedPath}
+	default:
+		if server, tool, ok := p.mcpTool(r.ToolName); ok {
+			a.Kind = invoker.ApprovalMCPTool
+			a.MCP.Server, a.MCP.Tool = server, tool
+		} else {
+			a.Kind = invoker.ApprovalTool
+		}
+	}
+	named = slices.DeleteFunc(named, func(f string) bool { return f == "" })
+	for _, f := range named {
+		for _, abs := range p.ws.Abs(f, "") {
+			if !slices.Contains(a.Paths, abs) {
+				a.Paths = append(a.Paths, abs)
 			}
 		}
-	case strings.HasPrefix(r.ToolName, "mcp__"):
-		a.Kind = "mcp_tool"
-	default:
-		a.Kind = "tool"
 	}
-	if r.BlockedPath != "" && !contains(a.Paths, r.BlockedPath) {
-		a.Paths = append(a.Paths, r.BlockedPath)
-	}
-	return a
+	return a, named
 }
 
-func contains(s []string, v string) bool {
-	for _, x := range s {
-		if x == v {
-			return true
+// mcpTool reads the name of an MCP tool, mcp__SERVER__TOOL: the server is
+// the longest server of the request the name starts with (a name may hold
+// "__"), else the name up to the next "__", as Claude Code reads it.
+func (p *protocol) mcpTool(name string) (server, tool string, ok bool) {
+	rest, ok := strings.CutPrefix(name, "mcp__")
+	if !ok {
+		return "", "", false
+	}
+	for s := range p.servers {
+		if len(s) > len(server) && strings.HasPrefix(rest, s+"__") {
+			server = s
 		}
 	}
-	return false
+	if server != "" {
+		return server, rest[len(server)+2:], true
+	}
+	server, tool, _ = strings.Cut(rest, "__")
+	return server, tool, true
 }
 
 // ownTool reports whether name is a tool of one of the request's MCP
 // servers (mcp__<server>__<tool>).
 func (p *protocol) ownTool(name string) bool {
-	rest, ok := strings.CutPrefix(name, "mcp__")
-	if !ok {
-		return false
-	}
-	server, _, ok := strings.Cut(rest, "__")
+	server, _, ok := p.mcpTool(name)
 	return ok && p.servers[server]
 }
 
 // aboveCeiling returns why a, asked for at the protocol's permission level,
-// is above it, or "" when it is within.
-func (p *protocol) aboveCeiling(a *invoker.Approval) string {
+// is above it, or "" when it is within; named are the paths the request
+// names, as it names them.
+func (p *protocol) aboveCeiling(a *invoker.Approval, named []string) string {
 	name := a.Tool.Name
 	if readOnlyTools[name] || p.ownTool(name) {
 		return ""
@@ -164,12 +183,12 @@ func (p *protocol) aboveCeiling(a *invoker.Approval) string {
 		if !editTools[name] {
 			return name + " is above the permission level " + string(p.ceiling) + " of this session (only reads and edits inside the working directory may be approved)"
 		}
-		if len(a.Paths) == 0 {
+		if len(named) == 0 {
 			return name + " names no file, and the permission level " + string(p.ceiling) + " of this session allows edits inside the working directory only"
 		}
 		// Every path: the tool's own and Claude Code's blocked_path,
 		// the one it resolved.
-		for _, f := range a.Paths {
+		for _, f := range named {
 			if why := p.ws.Outside(f, ""); why != "" {
 				return name + " of " + f + " is above the permission level " + string(p.ceiling) + " of this session: " + why
 			}
@@ -205,8 +224,8 @@ func (p *protocol) canUseTool(id string, raw json.RawMessage, line []byte) drive
 		step.Write = [][]byte{p.deny(id, "Permission to use "+r.ToolName+" was denied: no approval callback was given")}
 		return step
 	}
-	a := p.approval(&r, line)
-	if why := p.aboveCeiling(&a); why != "" {
+	a, named := p.approval(&r, line)
+	if why := p.aboveCeiling(&a, named); why != "" {
 		step.Write = [][]byte{p.deny(id, "Permission to use "+r.ToolName+" was denied: "+why+".")}
 		return step
 	}

@@ -3,7 +3,7 @@
 //
 // Each turn runs
 //
-//	claude --print --output-format=stream-json --verbose --permission-mode=MODE [--disallowedTools=Edit,Write,NotebookEdit --setting-sources=] [--model=M] [--append-system-prompt=S] [--resume=SESSION_ID [--fork-session]] [--json-schema=SCHEMA] [--max-turns=N] [--max-budget-usd=AMOUNT] [--include-partial-messages] [ExtraArgs...]
+//	claude --print --output-format=stream-json --verbose --permission-mode=MODE [--disallowedTools=RULES [--setting-sources=]] [--model=M] [--append-system-prompt=S] [--resume=SESSION_ID [--fork-session]] [--json-schema=SCHEMA] [--max-turns=N] [--max-budget-usd=AMOUNT] [--include-partial-messages] [ExtraArgs...]
 //
 // with the prompt written to standard input, then closed; Claude Code takes
 // no positional prompt here, so a prompt such as "--help" is never read as
@@ -24,7 +24,10 @@
 // --setting-sources=user,project,local in Request.ExtraArgs, which come
 // later on the command line and win.
 // [invoker.WorkspaceWrite] is "acceptEdits" (edits in the working
-// directories are approved, other commands that need approval are denied);
+// directories are approved, other commands that need approval are denied),
+// with Edit rules in --disallowedTools that keep the agent CLIs'
+// configuration in them out of reach (.gemini, .codex, .agents, ...:
+// Claude Code protects only its own; see configDenied);
 // [invoker.Unlimited] is "bypassPermissions", with IS_SANDBOX=1 in the
 // environment because Claude Code refuses that mode as root otherwise. The
 // mode is passed on every turn, so a resumed session keeps it.
@@ -124,7 +127,9 @@ import (
 	"encoding/json"
 	"fmt"
 	"strconv"
+	"strings"
 
+	"github.com/clinvoke/clinvoke/internal/workspace"
 	"github.com/clinvoke/clinvoke/invoker"
 	"github.com/clinvoke/clinvoke/invoker/driver"
 )
@@ -172,6 +177,22 @@ const maxSchemaArg = 128<<10 - len("--json-schema=") - 1
 // readOnlyDenied are the built-in tools that change files.
 const readOnlyDenied = "Edit,Write,NotebookEdit"
 
+// configDenied returns the permission rules that keep a turn in the mode
+// acceptEdits (WorkspaceWrite without an Approve callback) from editing
+// the agent CLIs' configuration inside the working directory: an Edit rule
+// (which binds Write, MultiEdit and NotebookEdit too) for each of
+// internal/workspace's configuration names, as a file or a directory, at
+// any depth. Claude Code protects its own (.claude, .mcp.json, .git) as
+// "sensitive files", not the other CLIs' (measured with 2.1.197:
+// .gemini/settings.json and .codex/config.toml were written).
+func configDenied() string {
+	var rules []string
+	for _, n := range workspace.ConfigNames() {
+		rules = append(rules, "Edit(**/"+n+")", "Edit(**/"+n+"/**)")
+	}
+	return strings.Join(rules, ",")
+}
+
 // Command returns the one-shot command line of req. Runs with Approve or
 // MCPServers never come here: the engine runs them as sessions of one
 // turn (see SessionCommand).
@@ -196,6 +217,8 @@ func command(req *invoker.Request, asking bool) (*driver.Command, error) {
 	switch {
 	case req.Permission == "" || req.Permission == invoker.ReadOnly:
 		args = append(args, "--disallowedTools="+readOnlyDenied, "--setting-sources=")
+	case mode == "acceptEdits":
+		args = append(args, "--disallowedTools="+configDenied())
 	case mode == "bypassPermissions":
 		// As root, Claude Code refuses bypassPermissions unless it is
 		// told it runs in a sandbox (docs/cli-facts.md).

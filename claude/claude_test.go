@@ -24,6 +24,11 @@ func TestBackendNames(t *testing.T) {
 	}
 }
 
+// configRules are the rules of a turn at WorkspaceWrite: every agent
+// CLI's configuration, as a file or a directory, at any depth.
+const configRules = "--disallowedTools=Edit(**/.git),Edit(**/.git/**),Edit(**/.claude),Edit(**/.claude/**),Edit(**/.gemini),Edit(**/.gemini/**)," +
+	"Edit(**/.codex),Edit(**/.codex/**),Edit(**/.agents),Edit(**/.agents/**),Edit(**/.mcp.json),Edit(**/.mcp.json/**),Edit(**/.claude.json),Edit(**/.claude.json/**)"
+
 func TestCommand(t *testing.T) {
 	base := invoker.Request{Prompt: "say hi", Workdir: "/work/p"}
 	with := func(f func(r *invoker.Request)) invoker.Request {
@@ -43,7 +48,7 @@ func TestCommand(t *testing.T) {
 		{"defaults are read-only", base, cat(head, ro), nil},
 		{"read-only", with(func(r *invoker.Request) { r.Permission = invoker.ReadOnly }), cat(head, ro), nil},
 		{"workspace-write", with(func(r *invoker.Request) { r.Permission = invoker.WorkspaceWrite }),
-			cat(head, []string{"--permission-mode=acceptEdits"}), nil},
+			cat(head, []string{"--permission-mode=acceptEdits", configRules}), nil},
 		{"unlimited", with(func(r *invoker.Request) { r.Permission = invoker.Unlimited }),
 			cat(head, []string{"--permission-mode=bypassPermissions"}), []string{"IS_SANDBOX=1"}},
 		{"model, system prompt, extra args", with(func(r *invoker.Request) {
@@ -56,7 +61,7 @@ func TestCommand(t *testing.T) {
 		{"resume restates acceptEdits", with(func(r *invoker.Request) {
 			r.SessionID = "S"
 			r.Permission = invoker.WorkspaceWrite
-		}), cat(head, []string{"--permission-mode=acceptEdits", "--resume=S"}), nil},
+		}), cat(head, []string{"--permission-mode=acceptEdits", configRules, "--resume=S"}), nil},
 		{"resume restates bypassPermissions", with(func(r *invoker.Request) {
 			r.SessionID = "-S"
 			r.Permission = invoker.Unlimited

@@ -21,3 +21,9 @@ func TestMain(m *testing.M) {
 func TestConformance(t *testing.T) {
 	invokertest.Run(t, agenttest.Factory(fakeagent.Claude, claude.New))
 }
+
+// TestConfigHomeFromOptions checks that the ceiling sees a configuration
+// home set only in invoker.Options.Env.
+func TestConfigHomeFromOptions(t *testing.T) {
+	agenttest.CheckConfigHomeFromOptions(t, fakeagent.Claude, claude.New)
+}

@@ -324,27 +324,41 @@ func TestSwitchLines(t *testing.T) {
 				if err != nil {
 					t.Fatal(err)
 				}
+				// The switches, then the prompt: written at once, or, after
+				// a switch to a lower mode, once Claude Code took it.
 				var got []string
-				for _, l := range lines[:len(lines)-1] {
+				var prompt []byte
+				for len(lines) > 0 {
+					l := lines[0]
+					lines = lines[1:]
 					var c struct {
 						Type      string `json:"type"`
 						RequestID string `json:"request_id"`
 						Request   struct{ Subtype, Model, Mode string }
 					}
-					if err := json.Unmarshal(l, &c); err != nil || c.Type != "control_request" {
-						t.Fatalf("line %s is not a control request", l)
+					if err := json.Unmarshal(l, &c); err != nil {
+						t.Fatal(err)
+					}
+					if c.Type != "control_request" {
+						if prompt != nil || len(lines) > 0 {
+							t.Errorf("turn %d writes %s, then %q: want the prompt once, last", i+1, l, lines)
+						}
+						prompt = l
+						continue
 					}
 					got = append(got, strings.TrimSpace(c.Request.Subtype+" "+c.Request.Model+c.Request.Mode))
 					// Claude Code takes the switch.
-					if _, err := p.Decode([]byte(`{"type":"control_response","response":{"subtype":"success","request_id":"` + c.RequestID + `"}}`)); err != nil {
+					st, err := p.Decode([]byte(`{"type":"control_response","response":{"subtype":"success","request_id":"` + c.RequestID + `"}}`))
+					if err != nil {
 						t.Fatal(err)
 					}
+					lines = append(lines, st.Write...)
 				}
 				if !slices.Equal(got, tt.want[i]) {
 					t.Errorf("turn %d writes %q before its prompt, want %q", i+1, got, tt.want[i])
 				}
-				if last := lines[len(lines)-1]; !bytes.Contains(last, []byte(`"type":"user"`)) || bytes.Contains(last, []byte(`"uuid"`)) {
-					t.Errorf("turn %d's last line %s, want its user message (with no uuid)", i+1, last)
+				if !bytes.Contains(prompt, []byte(`"type":"user"`)) || bytes.Contains(prompt, []byte(`"uuid"`)) {
+					t.Errorf("turn %d's prompt %s, want its user message (with no uuid)", i+1, prompt)
 				}
 			}
 		})
@@ -390,13 +404,17 @@ func TestSwitchRefused(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		for _, l := range lines[:len(lines)-1] {
+		for _, l := range lines {
 			var c struct {
+				Type      string
 				RequestID string `json:"request_id"`
 				Request   struct{ Subtype, Model, Mode string }
 			}
 			if err := json.Unmarshal(l, &c); err != nil {
 				t.Fatal(err)
+			}
+			if c.Type != "control_request" {
+				continue // the prompt
 			}
 			ids = append(ids, c.RequestID)
 			what = append(what, c.Request.Subtype+" "+c.Request.Model+c.Request.Mode)
@@ -605,4 +623,90 @@ func TestLiveDecode(t *testing.T) {
 			tt.check(t, evs, d)
 		})
 	}
+}
+
+// A turn that lowers the permission mode never runs above it: its prompt
+// waits for Claude Code's answer to set_permission_mode. Taken, the prompt
+// goes; refused, the turn ends without its prompt ever being written, and
+// fails saying why; interrupted while it waits, the turn ends with the
+// answer, and the prompt is not written either. A switch that raises the
+// mode (within the session's level) does not wait.
+func TestLoweringWaitsForItsAnswer(t *testing.T) {
+	prompts := func(lines [][]byte) (n int) {
+		for _, l := range lines {
+			if bytes.Contains(l, []byte(`"type":"user"`)) {
+				n++
+			}
+		}
+		return n
+	}
+	answer := func(t *testing.T, p *protocol, id, subtype string) driver.Step {
+		t.Helper()
+		st, err := p.Decode([]byte(`{"type":"control_response","response":{"subtype":"` + subtype + `","request_id":"` + id + `","error":"mode not allowed"}}`))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return st
+	}
+	for _, tc := range []struct {
+		name      string
+		answer    string // "success" or "error"
+		interrupt bool
+		wantSent  bool
+		wantErr   bool
+	}{
+		{name: "taken", answer: "success", wantSent: true},
+		{name: "refused", answer: "error", wantErr: true},
+		{name: "interrupted while it waits", answer: "success", interrupt: true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			p := backend{}.NewSessionProtocol(&invoker.SessionRequest{Permission: invoker.Unlimited}).(*protocol)
+			lines, err := p.StartTurn(&invoker.TurnRequest{Prompt: "a", Permission: invoker.ReadOnly})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(lines) != 1 || prompts(lines) != 0 {
+				t.Fatalf("StartTurn lines %q, want the switch alone, the prompt held", lines)
+			}
+			var c struct {
+				RequestID string `json:"request_id"`
+			}
+			if err := json.Unmarshal(lines[0], &c); err != nil {
+				t.Fatal(err)
+			}
+			if tc.interrupt {
+				if got := p.Interrupt(); len(got) != 0 {
+					t.Errorf("Interrupt() while the prompt waits = %q, want nothing (nothing runs)", got)
+				}
+			}
+			st := answer(t, p, c.RequestID, tc.answer)
+			if sent := prompts(st.Write) == 1; sent != tc.wantSent {
+				t.Errorf("after the answer, Write = %q: prompt sent %v, want %v", st.Write, sent, tc.wantSent)
+			}
+			if st.TurnEnded == tc.wantSent {
+				t.Errorf("after the answer, TurnEnded = %v, want %v", st.TurnEnded, !tc.wantSent)
+			}
+			if tc.wantErr {
+				out := p.Outcome("")
+				var se *invoker.StreamError
+				if out.Success || !errors.As(out.Err, &se) || !strings.Contains(se.Message, "mode not allowed") {
+					t.Errorf("Outcome() = %+v, want a failure naming Claude Code's reason", out)
+				}
+				if len(st.Events) != 1 || st.Events[0].Kind != invoker.KindError {
+					t.Errorf("events %+v, want one error event", st.Events)
+				}
+			}
+		})
+	}
+	t.Run("raising does not wait", func(t *testing.T) {
+		p := backend{}.NewSessionProtocol(&invoker.SessionRequest{Permission: invoker.Unlimited}).(*protocol)
+		p.mode = "default"
+		lines, err := p.StartTurn(&invoker.TurnRequest{Prompt: "a", Permission: invoker.WorkspaceWrite})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(lines) != 2 || prompts(lines) != 1 {
+			t.Errorf("StartTurn lines %q, want the switch and the prompt", lines)
+		}
+	})
 }

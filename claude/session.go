@@ -164,6 +164,14 @@ type protocol struct {
 	// its own).
 	newID func() string
 
+	// lowering is the request id of the turn's switch to a lower
+	// permission mode, not answered yet; held is the turn's prompt, which
+	// waits for that answer. refused is Claude Code's reason for refusing
+	// it: the turn ended without running.
+	lowering string
+	held     []byte
+	refused  string
+
 	// asking: the session has an Approve callback; ceiling is the
 	// permission level in force, which bounds what it is asked.
 	asking  bool
@@ -242,12 +250,18 @@ func (p *protocol) Open() ([][]byte, bool) {
 // answers it with success; one it refuses is a warning of the turn, which
 // runs with what was in force, and the next turn that asks for it asks
 // again.
+//
+// A switch to a lower permission mode is the exception: the turn must
+// never run above the permission it asked for, so its prompt waits for
+// Claude Code's answer (see Decode). Taken, the prompt goes; refused, the
+// turn ends without running, failed.
 func (p *protocol) StartTurn(t *invoker.TurnRequest) ([][]byte, error) {
 	var lines [][]byte
 	if t.Model != "" && t.Model != p.model {
 		model := t.Model
-		lines = append(lines, p.switchTo(map[string]any{"subtype": "set_model", "model": model},
-			"the model to "+model, func() { p.model = model }))
+		line, _ := p.switchTo(map[string]any{"subtype": "set_model", "model": model},
+			"the model to "+model, func() { p.model = model })
+		lines = append(lines, line)
 	}
 	if t.Permission != "" {
 		mode, ok := permissionMode(t.Permission)
@@ -260,8 +274,12 @@ func (p *protocol) StartTurn(t *invoker.TurnRequest) ([][]byte, error) {
 			// protocol's ceiling changes.
 			p.ceiling = t.Permission
 		case mode != p.mode:
-			lines = append(lines, p.switchTo(map[string]any{"subtype": "set_permission_mode", "mode": mode},
-				"the permission mode to "+mode, func() { p.mode = mode }))
+			line, id := p.switchTo(map[string]any{"subtype": "set_permission_mode", "mode": mode},
+				"the permission mode to "+mode, func() { p.mode = mode })
+			lines = append(lines, line)
+			if modeRank(mode) < modeRank(p.mode) {
+				p.lowering = id
+			}
 		}
 	}
 	b, err := userLine(t.Prompt, "")
@@ -271,7 +289,24 @@ func (p *protocol) StartTurn(t *invoker.TurnRequest) ([][]byte, error) {
 	p.dec = newDecoder()
 	clear(p.steers)
 	p.interrupted, p.owed, p.cut, p.ended, p.between = false, false, false, false, false
+	p.refused = ""
+	if p.lowering != "" {
+		p.held = b
+		return lines, nil
+	}
 	return append(lines, b), nil
+}
+
+// modeRank orders Claude Code's permission modes as the levels they stand
+// for (see permissionMode): a lower rank allows less.
+func modeRank(mode string) int {
+	switch mode {
+	case "default":
+		return 0
+	case "acceptEdits":
+		return 1
+	}
+	return 2 // bypassPermissions, or a mode this package does not send
 }
 
 // Steer writes prompt as a user message during the turn, carrying a uuid
@@ -302,6 +337,11 @@ func (p *protocol) Steer(prompt string) ([][]byte, error) {
 
 func (p *protocol) Interrupt() [][]byte {
 	p.interrupted = true
+	if p.held != nil {
+		// The prompt waits for a lowering switch's answer: nothing runs
+		// to interrupt. The turn ends, not run, with that answer.
+		return nil
+	}
 	if p.between && len(p.steers) > 0 {
 		// The CLI is between the turn's first result and the turn of
 		// its own that takes the steers: this interrupt stops nothing
@@ -335,11 +375,11 @@ func (p *protocol) request(req map[string]any) ([]byte, string) {
 }
 
 // switchTo returns the control request of a switch, whose success calls
-// take.
-func (p *protocol) switchTo(req map[string]any, what string, take func()) []byte {
+// take, and its request id.
+func (p *protocol) switchTo(req map[string]any, what string, take func()) ([]byte, string) {
 	b, id := p.request(req)
 	p.switches[id] = pendingSwitch{what: what, take: take}
-	return b
+	return b, id
 }
 
 // userLine returns the user message carrying prompt; id, when not empty,
@@ -378,6 +418,9 @@ func (p *protocol) Decode(line []byte) (driver.Step, error) {
 				ev.Kind, ev.Text = invoker.KindWarning, "claude refused a control request: "+c.Response.Error
 			case isSwitch:
 				sw.take()
+			}
+			if isSwitch && c.Response.RequestID == p.lowering {
+				return p.lowered(ev, sw.what, c.Response.Subtype != "error", c.Response.Error), nil
 			}
 			// The answer to initialize, success or not, says the CLI
 			// reads its input: the session is ready.
@@ -468,7 +511,32 @@ func (p *protocol) Stderr(line []byte) error { return p.dec.Stderr(line) }
 // answers the steers of an interrupted turn (owed), the turn did not
 // succeed, even if the CLI answered them before the interrupt reached
 // it: they were cancelled with the turn.
+// lowered ends the wait of a turn's prompt for the answer to its switch to
+// a lower permission mode (what; ev is the event of the answer): taken,
+// the prompt goes, unless the turn was interrupted meanwhile; refused
+// (with reason), the turn ends without running, and fails.
+func (p *protocol) lowered(ev invoker.Event, what string, taken bool, reason string) driver.Step {
+	held := p.held
+	p.lowering, p.held = "", nil
+	switch {
+	case !taken:
+		p.refused = reason
+		ev.Kind = invoker.KindError
+		ev.Text = "claude refused to lower " + what + " (" + reason + "); the turn did not run, since it would have run above the permission it asked for"
+		p.ended = true
+		return driver.Step{Events: []invoker.Event{ev}, TurnEnded: true}
+	case p.interrupted:
+		p.ended = true
+		return driver.Step{Events: []invoker.Event{ev}, TurnEnded: true}
+	}
+	return driver.Step{Events: []invoker.Event{ev}, Write: [][]byte{held}}
+}
+
 func (p *protocol) Outcome(stderr string) driver.Outcome {
+	if p.refused != "" {
+		return driver.Outcome{Err: &invoker.StreamError{Type: "permission_switch_refused",
+			Message: "claude refused to lower the permission mode (" + p.refused + "); the turn did not run, since it would have run above the permission it asked for"}}
+	}
 	out := p.dec.Outcome(0, stderr)
 	if p.owed && out.Success {
 		out.Success, out.Structured = false, nil

@@ -136,3 +136,31 @@ func TestModelSwitchRefused(t *testing.T) {
 		t.Errorf("set_model requests sent: %q, want %q (a refused switch asked again, a taken one once)", switches, want)
 	}
 }
+
+// A turn that lowers the session's permission never runs above it: when
+// Claude Code refuses the switch, the turn fails naming the refusal and
+// its prompt is never written; the session goes on, and a later turn at
+// the session's level runs.
+func TestLoweringRefusedTurnDoesNotRun(t *testing.T) {
+	s := fakeagent.Script{Answer: "answered", RefuseModeSwitch: true}
+	sess := openSession(t, &s, invoker.SessionRequest{Permission: invoker.Unlimited})
+	res, err := sess.Turn(context.Background(), invoker.TurnRequest{Prompt: "lowered", Permission: invoker.ReadOnly})
+	var se *invoker.StreamError
+	if !errors.As(err, &se) || !strings.Contains(err.Error(), "permission mode not allowed") || res.Text != "" {
+		t.Errorf("Turn(Permission ReadOnly) = %q, %v; want no answer and a *StreamError naming Claude Code's refusal", res.Text, err)
+	}
+	if res, err := sess.Turn(context.Background(), invoker.TurnRequest{Prompt: "at the session's level"}); err != nil || res.Text != "answered" {
+		t.Errorf("next Turn() = %q, %v; want the answer", res.Text, err)
+	}
+	rec, err := fakeagent.ReadRecord(s.RecordDir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	in, err := rec.Stdin()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if strings.Contains(string(in), `"lowered"`) {
+		t.Errorf("the prompt of the turn whose switch was refused was written:\n%s", in)
+	}
+}

@@ -190,7 +190,7 @@ func TestCanUseTool(t *testing.T) {
 		{name: "workspace-write asks about an edit inside", permission: invoker.WorkspaceWrite, tool: "Edit", input: edit("/w/sub/a.go"),
 			want: invoker.Approval{Kind: "file_change", Paths: []string{"/w/sub/a.go", "/w/made"}}},
 		{name: "workspace-write asks about a relative edit", permission: invoker.WorkspaceWrite, tool: "Write", input: edit("a.go"),
-			want: invoker.Approval{Kind: "file_change", Paths: []string{"a.go", "/w/made"}}},
+			want: invoker.Approval{Kind: "file_change", Paths: []string{"/w/a.go", "/w/made"}}},
 		{name: "workspace-write denies an edit outside", permission: invoker.WorkspaceWrite, tool: "Edit", input: edit("/etc/passwd"), deny: "outside the working directory"},
 		{name: "workspace-write denies an edit of a sibling", permission: invoker.WorkspaceWrite, tool: "Edit", input: edit("/wx/a"), deny: "outside the working directory"},
 		{name: "unlimited asks about a command", permission: invoker.Unlimited, tool: "Bash", input: bash,

@@ -2,6 +2,7 @@ package codex
 
 import (
 	"encoding/json"
+	"slices"
 	"strconv"
 
 	"github.com/clinvoke/clinvoke/invoker"
@@ -21,7 +22,11 @@ import (
 //     of the change (from the item Codex announced just before);
 //   - mcpServer/elicitation/request carrying
 //     _meta.codex_approval_kind = "mcp_tool_call": Kind "mcp_tool", with
-//     the tool named "mcp__SERVER__TOOL" and its arguments.
+//     the tool named "mcp__SERVER__TOOL" and its arguments, and MCP.Server
+//     and MCP.Tool the request's serverName and _meta.tool_name.
+//
+// Paths and Cwd are resolved as internal/workspace's Abs resolves them: a
+// relative path (Codex's are absolute) is taken in the working directory.
 //
 // Tool.ID is the item id of the call (itemId; for an MCP tool, the id of
 // the mcpToolCall item Codex started for it), as in the KindToolCall
@@ -260,20 +265,31 @@ func (p *protocol) serverRequest(m *rpc, raw json.RawMessage) driver.Step {
 		if !p.approve {
 			return driver.Step{Write: [][]byte{refusal(m.Method, m.ID)}, Events: warn(declined)}
 		}
-		a := invoker.Approval{Tool: invoker.Tool{ID: params.ItemID}, Reason: str(params.Reason), SessionID: p.thread, Raw: raw}
+		a := invoker.Approval{Tool: invoker.Tool{ID: params.ItemID}, Workdir: p.ws.Dir(), Reason: str(params.Reason), SessionID: p.thread, Raw: raw}
 		if m.Method == "item/commandExecution/requestApproval" {
 			if n := params.NetworkApprovalContext; len(n) > 0 && string(n) != "null" && p.ceiling != invoker.Unlimited {
 				return refuse("network access is above the permission level " + string(p.ceiling))
 			}
-			a.Kind, a.Tool.Name, a.Command, a.Cwd = "command", "command_execution", str(params.Command), str(params.Cwd)
+			a.Kind, a.Tool.Name, a.Command, a.Cwd = invoker.ApprovalCommand, "command_execution", str(params.Command), a.Workdir
+			if cwd := p.ws.Abs(str(params.Cwd), ""); len(cwd) > 0 {
+				// The kernel's reading: the command's process changes
+				// to the directory.
+				a.Cwd = cwd[0]
+			}
 			a.Tool.Input = mustJSON(map[string]string{"command": a.Command})
 		} else {
 			ch := p.changes[params.ItemID]
 			if why := p.fileChangeAbove(ch, params.GrantRoot); why != "" {
 				return refuse(why)
 			}
-			a.Kind, a.Tool.Name = "file_change", "file_change"
-			a.Paths = ch.paths
+			a.Kind, a.Tool.Name = invoker.ApprovalFileChange, "file_change"
+			for _, path := range ch.paths {
+				for _, abs := range p.ws.Abs(path, "") {
+					if !slices.Contains(a.Paths, abs) {
+						a.Paths = append(a.Paths, abs)
+					}
+				}
+			}
 			a.Tool.Input = objectWith("changes", ch.raw)
 			if a.Reason == "" && params.GrantRoot != nil {
 				a.Reason = "write access under " + *params.GrantRoot + " for the rest of the session"
@@ -310,9 +326,10 @@ func (p *protocol) serverRequest(m *rpc, raw json.RawMessage) driver.Step {
 			return refuse("a tool of MCP server " + params.ServerName + ", which is not one of the request's, is above the permission level " + string(p.ceiling))
 		}
 		tool := params.Meta.ToolName
-		a := invoker.Approval{Kind: "mcp_tool", Reason: params.Message, SessionID: p.thread, Raw: raw,
+		a := invoker.Approval{Kind: invoker.ApprovalMCPTool, Workdir: p.ws.Dir(), Reason: params.Message, SessionID: p.thread, Raw: raw,
 			Tool: invoker.Tool{Name: "mcp__" + params.ServerName + "__" + tool, ID: p.mcpCalls[params.ServerName+"\x00"+tool],
 				Input: driver.ValidJSON(params.Meta.ToolParams)}}
+		a.MCP.Server, a.MCP.Tool = params.ServerName, tool
 		return ask(a, func(d invoker.Decision) []byte {
 			switch {
 			case d.Allow && len(d.Input) > 0:

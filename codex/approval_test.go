@@ -101,6 +101,9 @@ func TestApprovalRequests(t *testing.T) {
 		fileReq = `{"method":"item/fileChange/requestApproval","id":8,"params":{"threadId":"T1","turnId":"U1","itemId":"call_2"}}`
 		mcpReq  = `{"method":"mcpServer/elicitation/request","id":9,"params":{"threadId":"T1","turnId":"U1","serverName":"echo","mode":"form","_meta":{"codex_approval_kind":"mcp_tool_call","persist":["session","always"],"tool_name":"say","tool_params":{"text":"hi"}},"message":"Allow the echo MCP server to run tool \"say\"?","requestedSchema":{"type":"object","properties":{}}}}`
 	)
+	mcpApproval := invoker.Approval{Kind: "mcp_tool", Workdir: "/w", Reason: `Allow the echo MCP server to run tool "say"?`,
+		Tool: invoker.Tool{Name: "mcp__echo__say", ID: "call_3", Input: json.RawMessage(`{"text":"hi"}`)}}
+	mcpApproval.MCP.Server, mcpApproval.MCP.Tool = "echo", "say"
 	before := map[string]string{
 		fileReq: `{"method":"item/started","params":{"threadId":"T1","turnId":"U1","item":{"type":"fileChange","id":"call_2","status":"inProgress","changes":[{"path":"/w/a.txt","kind":{"type":"add"},"diff":"x"},{"path":"/w/b.txt","kind":{"type":"update"},"diff":"y"}]}}}`,
 		mcpReq:  `{"method":"item/started","params":{"threadId":"T1","turnId":"U1","item":{"type":"mcpToolCall","id":"call_3","server":"echo","tool":"say","status":"inProgress","arguments":{"text":"hi"}}}}`,
@@ -112,18 +115,16 @@ func TestApprovalRequests(t *testing.T) {
 		decision invoker.Decision
 		answer   string
 	}{
-		{"command allowed", cmdReq, invoker.Approval{Kind: "command", Command: "/bin/bash -lc 'touch x'", Cwd: "/w", Reason: "needs write",
+		{"command allowed", cmdReq, invoker.Approval{Kind: "command", Command: "/bin/bash -lc 'touch x'", Cwd: "/w", Workdir: "/w", Reason: "needs write",
 			Tool: invoker.Tool{Name: "command_execution", ID: "call_1", Input: json.RawMessage(`{"command":"/bin/bash -lc 'touch x'"}`)}},
 			invoker.Decision{Allow: true}, `{"id":7,"jsonrpc":"2.0","result":{"decision":"accept"}}`},
 		{"command for the session", cmdReq, invoker.Approval{}, invoker.Decision{Allow: true, ForSession: true}, `{"id":7,"jsonrpc":"2.0","result":{"decision":"acceptForSession"}}`},
 		{"command denied", cmdReq, invoker.Approval{}, invoker.Decision{Message: "no"}, `{"id":7,"jsonrpc":"2.0","result":{"decision":"decline"}}`},
 		{"command with a changed input", cmdReq, invoker.Approval{}, invoker.Decision{Allow: true, Input: json.RawMessage(`{"command":"ls"}`)}, `{"id":7,"jsonrpc":"2.0","result":{"decision":"decline"}}`},
-		{"file change", fileReq, invoker.Approval{Kind: "file_change", Paths: []string{"/w/a.txt", "/w/b.txt"},
+		{"file change", fileReq, invoker.Approval{Kind: "file_change", Paths: []string{"/w/a.txt", "/w/b.txt"}, Workdir: "/w",
 			Tool: invoker.Tool{Name: "file_change", ID: "call_2", Input: json.RawMessage(`{"changes":[{"path":"/w/a.txt","kind":{"type":"add"},"diff":"x"},{"path":"/w/b.txt","kind":{"type":"update"},"diff":"y"}]}`)}},
 			invoker.Decision{Allow: true}, `{"id":8,"jsonrpc":"2.0","result":{"decision":"accept"}}`},
-		{"mcp tool", mcpReq, invoker.Approval{Kind: "mcp_tool", Reason: `Allow the echo MCP server to run tool "say"?`,
-			Tool: invoker.Tool{Name: "mcp__echo__say", ID: "call_3", Input: json.RawMessage(`{"text":"hi"}`)}},
-			invoker.Decision{Allow: true}, `{"id":9,"jsonrpc":"2.0","result":{"_meta":null,"action":"accept","content":{}}}`},
+		{"mcp tool", mcpReq, mcpApproval, invoker.Decision{Allow: true}, `{"id":9,"jsonrpc":"2.0","result":{"_meta":null,"action":"accept","content":{}}}`},
 		{"mcp tool for the session", mcpReq, invoker.Approval{}, invoker.Decision{Allow: true, ForSession: true},
 			`{"id":9,"jsonrpc":"2.0","result":{"_meta":{"persist":"session"},"action":"accept","content":{}}}`},
 		{"mcp tool denied", mcpReq, invoker.Approval{}, invoker.Decision{}, `{"id":9,"jsonrpc":"2.0","result":{"_meta":null,"action":"decline","content":null}}`},

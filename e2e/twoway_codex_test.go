@@ -27,7 +27,6 @@ func init() {
 		ask:         invoker.WorkspaceWrite,
 		shellTool:   "command_execution",
 		commandLine: func(command string) string { return "/bin/bash -lc '" + command + "'" },
-		cwd:         true,
 		denial:      func(string) string { return "rejected by user" },
 		write: func(path, content string) fakemodel.Turn {
 			// apply_patch is a freeform tool: its input is the patch.
@@ -48,7 +47,7 @@ func codexApproval(t *testing.T, r *rig) {
 		r := newRig(t, r.cli)
 		file := filepath.Join(r.workdir, "ceiling.txt")
 		got, res := approvalTurn(t, r, invoker.ReadOnly, invoker.Decision{Allow: true}, fakemodel.Shell("touch "+file))
-		twoWay["codex"].askedOnce(t, got, "touch "+file)
+		twoWay["codex"].askedOnce(t, r, got, "touch "+file)
 		absent(t, file, "the command ran under ReadOnly")
 		if !strings.Contains(res.Text, "Read-only file system") {
 			t.Errorf("answer %q, want the sandbox's refusal", res.Text)

@@ -48,8 +48,6 @@ type twoWayCLI struct {
 	// Approval shows for the command the model ran, where it is not that
 	// command as it is.
 	commandLine func(command string) string
-	// cwd tells that a command's Approval carries the command's Cwd.
-	cwd bool
 	// denial returns the text the model reads in its next request for a
 	// call the callback denied with message.
 	denial func(message string) string
@@ -143,14 +141,31 @@ func (w *twoWayCLI) shown(command string) string {
 
 // askedOnce checks that the Approve callback was asked once, about command,
 // and with what the CLI tells of it.
-func (w *twoWayCLI) askedOnce(t *testing.T, got []invoker.Approval, command string) {
+func (w *twoWayCLI) askedOnce(t *testing.T, r *rig, got []invoker.Approval, command string) {
 	t.Helper()
-	if len(got) != 1 || got[0].Kind != "command" || got[0].Command != w.shown(command) ||
+	if len(got) != 1 || got[0].Kind != invoker.ApprovalCommand || got[0].Command != w.shown(command) ||
 		got[0].Tool.Name != w.shellTool || got[0].Tool.ID == "" || got[0].SessionID == "" ||
-		len(got[0].Raw) == 0 || w.cwd && got[0].Cwd == "" {
-		t.Fatalf("Approve was asked %s, want one command approval of %q by %s with its id, the session and the raw request (and its cwd: %v)",
-			jsonString(got), w.shown(command), w.shellTool, w.cwd)
+		len(got[0].Raw) == 0 {
+		t.Fatalf("Approve was asked %s, want one command approval of %q by %s with its id, the session and the raw request",
+			jsonString(got), w.shown(command), w.shellTool)
 	}
+	// Where the command runs: the CLI's word, else the workdir; both
+	// absolute, clean and resolved, as Workdir.
+	wd := realDir(t, r.workdir)
+	if got[0].Workdir != wd || got[0].Cwd != wd {
+		t.Errorf("Approval = {Workdir %q, Cwd %q}, want both the workdir %q", got[0].Workdir, got[0].Cwd, wd)
+	}
+}
+
+// realDir returns dir with its symbolic links resolved, as an Approval
+// reports directories.
+func realDir(t *testing.T, dir string) string {
+	t.Helper()
+	real, err := filepath.EvalSymlinks(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return real
 }
 
 // lastScripted returns the body of the latest model request.
@@ -256,7 +271,7 @@ func approvalScenarios(t *testing.T, r *rig, w *twoWayCLI) {
 		r := newRig(t, r.cli)
 		file := filepath.Join(r.workdir, "denied")
 		got, res := approvalTurn(t, r, w.ask, invoker.Decision{Message: denyMessage}, fakemodel.Shell("touch "+file))
-		w.askedOnce(t, got, "touch "+file)
+		w.askedOnce(t, r, got, "touch "+file)
 		absent(t, file, "the denied command ran")
 		if body := lastScripted(t, r.srv); !strings.Contains(body, w.denial(denyMessage)) {
 			t.Errorf("the model's next request does not carry the denial %q:\n%s", w.denial(denyMessage), body)
@@ -271,7 +286,7 @@ func approvalScenarios(t *testing.T, r *rig, w *twoWayCLI) {
 		r := newRig(t, r.cli)
 		file := filepath.Join(r.workdir, "allowed")
 		got, _ := approvalTurn(t, r, w.ask, invoker.Decision{Allow: true}, fakemodel.Shell("touch "+file))
-		w.askedOnce(t, got, "touch "+file)
+		w.askedOnce(t, r, got, "touch "+file)
 		if _, err := os.Stat(file); err != nil {
 			t.Errorf("the allowed command did not run: %v", err)
 		}
@@ -421,9 +436,10 @@ func goToolScenarios(t *testing.T, r *rig, w *twoWayCLI) {
 			t.Fatalf("Invoke() error = %v; stderr:\n%s", err, res.Stderr)
 		}
 		name := w.mcpTool("gotools", "record")
-		if got := a.list(); len(got) != 1 || got[0].Kind != "mcp_tool" || got[0].Tool.Name != name ||
-			got[0].Tool.ID == "" || !strings.Contains(string(got[0].Tool.Input), "ask first") {
-			t.Errorf("Approve was asked %s, want one mcp_tool approval of %s with its id and input", jsonString(got), name)
+		if got := a.list(); len(got) != 1 || got[0].Kind != invoker.ApprovalMCPTool || got[0].Tool.Name != name ||
+			got[0].Tool.ID == "" || !strings.Contains(string(got[0].Tool.Input), "ask first") ||
+			got[0].MCP.Server != "gotools" || got[0].MCP.Tool != "record" || got[0].Workdir != realDir(t, r.workdir) {
+			t.Errorf("Approve was asked %s, want one mcp_tool approval of %s with its id and input, naming the server gotools and the tool record, in the workdir", jsonString(got), name)
 		}
 		w.echoed(t, res.Text, "after: ", "recorded: ask first")
 	})

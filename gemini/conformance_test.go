@@ -23,3 +23,9 @@ func TestConformance(t *testing.T) {
 	newInvoker := agenttest.Factory(fakeagent.Gemini, gemini.New)
 	invokertest.Run(t, func(t *testing.T, f invokertest.Fake) invoker.Invoker { return newInvoker(t, f) })
 }
+
+// TestConfigHomeFromOptions checks that the ceiling sees a configuration
+// home set only in invoker.Options.Env.
+func TestConfigHomeFromOptions(t *testing.T) {
+	agenttest.CheckConfigHomeFromOptions(t, fakeagent.Gemini, gemini.New)
+}

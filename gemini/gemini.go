@@ -3,7 +3,7 @@
 //
 // Each turn runs
 //
-//	gemini --output-format=stream-json --approval-mode=MODE [--model=M] [--resume=SESSION_ID] [ExtraArgs...] --prompt=
+//	gemini --output-format=stream-json --approval-mode=MODE [--model=M] [--resume=SESSION_ID] [--admin-policy=FILE] [ExtraArgs...] --prompt=
 //
 // with the prompt written to standard input, then closed. Gemini runs
 // headless whenever its stdin is not a terminal and reads stdin as the
@@ -18,8 +18,9 @@
 //
 // Permission maps to the approval mode: [invoker.ReadOnly] is "default"
 // (headless Gemini then declares only read-only tools), [invoker.WorkspaceWrite]
-// is "auto_edit" (edit tools approved, no shell) and [invoker.Unlimited] is
-// "yolo" (every tool, shell included). The mode is passed on every turn, so
+// is "auto_edit" (edit tools approved, no shell; with an admin policy that
+// keeps them off the agent CLIs' configuration, see policy.go) and
+// [invoker.Unlimited] is "yolo" (every tool, shell included). The mode is passed on every turn, so
 // a resumed session keeps it. Gemini has no working-directory flag: the
 // engine starts it in Workdir.
 //
@@ -134,6 +135,7 @@ package gemini
 
 import (
 	"fmt"
+	"os"
 	"unicode/utf16"
 
 	"github.com/clinvoke/clinvoke/invoker"
@@ -219,10 +221,21 @@ func (backend) Command(req *invoker.Request) (*driver.Command, error) {
 	if req.SessionID != "" {
 		args = append(args, "--resume="+req.SessionID)
 	}
+	// The policy file is written last, once nothing can fail, so that an
+	// error never leaves it behind; Cleanup removes it after the run.
+	var cleanup func()
+	if mode == "auto_edit" {
+		policy, err := writePolicy()
+		if err != nil {
+			return nil, err
+		}
+		args = append(args, "--admin-policy="+policy)
+		cleanup = func() { os.Remove(policy) }
+	}
 	args = append(args, req.ExtraArgs...)
 	// Last, so that no ExtraArgs option can take it as its value.
 	args = append(args, "--prompt=")
-	return &driver.Command{Args: args, Stdin: req.Prompt}, nil
+	return &driver.Command{Args: args, Stdin: req.Prompt, Cleanup: cleanup}, nil
 }
 
 // utf16Len returns the length of s in UTF-16 code units, or len(s) when

@@ -39,7 +39,7 @@ func TestCommand(t *testing.T) {
 		{"read-only", with(func(r *invoker.Request) { r.Permission = invoker.ReadOnly }),
 			[]string{"--output-format=stream-json", "--approval-mode=default", "--prompt="}},
 		{"workspace-write", with(func(r *invoker.Request) { r.Permission = invoker.WorkspaceWrite }),
-			[]string{"--output-format=stream-json", "--approval-mode=auto_edit", "--prompt="}},
+			[]string{"--output-format=stream-json", "--approval-mode=auto_edit", "--admin-policy=POLICY", "--prompt="}},
 		{"unlimited", with(func(r *invoker.Request) { r.Permission = invoker.Unlimited }),
 			[]string{"--output-format=stream-json", "--approval-mode=yolo", "--prompt="}},
 		{"model and extra args", with(func(r *invoker.Request) {
@@ -56,7 +56,7 @@ func TestCommand(t *testing.T) {
 		{"resume restates auto_edit", with(func(r *invoker.Request) {
 			r.SessionID = "S"
 			r.Permission = invoker.WorkspaceWrite
-		}), []string{"--output-format=stream-json", "--approval-mode=auto_edit", "--resume=S", "--prompt="}},
+		}), []string{"--output-format=stream-json", "--approval-mode=auto_edit", "--resume=S", "--admin-policy=POLICY", "--prompt="}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -64,7 +64,17 @@ func TestCommand(t *testing.T) {
 			if err != nil {
 				t.Fatalf("Command() error = %v", err)
 			}
-			if !slices.Equal(cmd.Args, tt.want) {
+			if cmd.Cleanup != nil {
+				defer cmd.Cleanup()
+			}
+			args := slices.Clone(cmd.Args)
+			for i, a := range args {
+				// The policy file's name is random (policy_test.go).
+				if strings.HasPrefix(a, "--admin-policy=") {
+					args[i] = "--admin-policy=POLICY"
+				}
+			}
+			if !slices.Equal(args, tt.want) {
 				t.Errorf("Args =\n  %q\nwant\n  %q", cmd.Args, tt.want)
 			}
 			if cmd.Stdin != tt.req.Prompt {

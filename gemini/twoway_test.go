@@ -3,6 +3,7 @@ package gemini
 import (
 	"context"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -107,6 +108,53 @@ func TestACPWorkspaceWrite(t *testing.T) {
 		st := acpDecode(t, p, edit("9", tc.path))
 		if len(st.Write) != 1 || !strings.Contains(string(st.Write[0]), tc.want) {
 			t.Errorf("edit of %s answered %q, want %s", tc.path, st.Write, tc.want)
+		}
+	}
+}
+
+// TestApprovalForm checks what an Approval tells a policy of Gemini CLI's
+// requests: the workdir; a command's Cwd (Gemini's shell runs in the
+// working directory) and an edit's Paths absolute and resolved, a
+// relative location taken in the working directory; and a server's tool
+// by the names of the request's server and of the tool, from the call's
+// id (mcp_SERVER_TOOL), the server's "_" included, never from the title.
+func TestApprovalForm(t *testing.T) {
+	w, err := filepath.EvalSymlinks(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	request := func(toolCall string) string {
+		return `{"jsonrpc":"2.0","id":0,"method":"session/request_permission","params":{"sessionId":"S1","options":[` +
+			`{"optionId":"proceed_once","kind":"allow_once"},{"optionId":"cancel","kind":"reject_once"}],"toolCall":` + toolCall + `}}`
+	}
+	approve := func(context.Context, invoker.Approval) invoker.Decision { return invoker.Decision{} }
+	for _, tc := range []struct {
+		name, toolCall, kind, cwd string
+		paths                     []string
+		server, tool              string
+	}{
+		{"command", `{"toolCallId":"run_shell_command__1","title":"make","kind":"execute"}`, invoker.ApprovalCommand, w, nil, "", ""},
+		{"edit", `{"toolCallId":"write_file__1","title":"Writing to a.txt","locations":[{"path":"./sub/../a.txt"}],"kind":"edit"}`,
+			invoker.ApprovalFileChange, "", []string{filepath.Join(w, "a.txt")}, "", ""},
+		{"server tool", `{"toolCallId":"mcp_go_tools_record__mcp_go_tools_record_1_0","title":"x (tools MCP Server)","kind":"other"}`,
+			invoker.ApprovalMCPTool, "", nil, "go_tools", "record"},
+	} {
+		p := backend{}.NewSessionProtocol(&invoker.SessionRequest{Workdir: w, Permission: invoker.Unlimited, Approve: approve,
+			MCPServers: []invoker.MCPServer{{Name: "go_tools", Command: "srv"}, {Name: "tools", Command: "srv"}}})
+		p.Open()
+		acpDecode(t, p, `{"jsonrpc":"2.0","id":1,"result":{"protocolVersion":1,"agentInfo":{"name":"gemini-cli"}}}`)
+		acpDecode(t, p, `{"jsonrpc":"2.0","id":2,"result":{"sessionId":"S1","modes":{"currentModeId":"default"}}}`)
+		if _, err := p.StartTurn(&invoker.TurnRequest{Prompt: "p"}); err != nil {
+			t.Fatal(err)
+		}
+		st := acpDecode(t, p, request(tc.toolCall))
+		if len(st.Approvals) != 1 {
+			t.Fatalf("%s: wrote %q, want the program asked", tc.name, st.Write)
+		}
+		a := st.Approvals[0].Request
+		if a.Kind != tc.kind || a.Workdir != w || a.Cwd != tc.cwd || !slices.Equal(a.Paths, tc.paths) || a.MCP.Server != tc.server || a.MCP.Tool != tc.tool {
+			t.Errorf("%s: Approval = {Kind %q, Workdir %q, Cwd %q, Paths %q, MCP %+v}, want {%q, %q, %q, %q, {%s %s}}",
+				tc.name, a.Kind, a.Workdir, a.Cwd, a.Paths, a.MCP, tc.kind, w, tc.cwd, tc.paths, tc.server, tc.tool)
 		}
 	}
 }

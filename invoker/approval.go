@@ -9,23 +9,52 @@ import (
 // An Approval is an action the CLI asks permission for during a turn,
 // given to the Approve callback of a run or session (Request.Approve,
 // SessionRequest.Approve). Fields the CLI does not report are zero.
+//
+// Paths, Cwd and Workdir are in one form, so that a policy can compare them
+// as they are: absolute, clean, and with every symbolic link of the part
+// of the path that exists followed (what does not exist yet is kept as
+// named), as the permission ceiling reads them when the CLI asks (see
+// docs/approvals.md). A relative path is taken in the directory the CLI
+// resolves it from: the command's Cwd, else the working directory.
 type Approval struct {
-	// Kind says what the action is: "command" (a shell command),
-	// "file_change" (an edit, a new or deleted file), "mcp_tool" (a tool of
-	// an MCP server), or "tool" for any other tool of the CLI's.
+	// Kind says what the action is: ApprovalCommand, ApprovalFileChange,
+	// ApprovalMCPTool or ApprovalTool.
 	Kind string `json:"kind"`
 	// Tool is the tool call as the CLI describes it: its name ("Bash",
-	// "commandExecution", "run_shell_command", an MCP tool's name), its id
-	// (the CLI's own, as in the KindToolCall event of the same call) and
-	// its input.
+	// "commandExecution", "run_shell_command", "mcp__tools__record"), its
+	// id (the CLI's own, as in the KindToolCall event of the same call)
+	// and its input.
 	Tool Tool `json:"tool"`
+	// MCP names the tool of an ApprovalMCPTool action the same way for
+	// every CLI: Server is the name of its server (MCPServer.Name for a
+	// server of the request, else the name the CLI's own configuration
+	// gives it) and Tool the name the server gives the tool ("record",
+	// which Claude Code calls mcp__tools__record and Gemini CLI
+	// mcp_tools_record). Both are empty for other kinds, and where the
+	// CLI's own fields do not name them; a title the model can word is
+	// never read for them.
+	MCP struct {
+		Server string `json:"server,omitempty"`
+		Tool   string `json:"tool,omitempty"`
+	} `json:"mcp,omitzero"`
 	// Command is the command line, for a command.
 	Command string `json:"command,omitempty"`
-	// Cwd is the directory the command runs in: the CLI's word, else
-	// the run's Workdir.
+	// Cwd is the directory a command runs in: the CLI's word (Codex
+	// gives it), else the working directory the CLI was started in
+	// (Claude Code's shell keeps a directory an earlier cd moved to, and
+	// does not say). It is empty for other kinds.
 	Cwd string `json:"cwd,omitempty"`
-	// Paths are the files an edit changes, when the CLI says.
+	// Paths are the files the action changes, when the CLI says: the
+	// tool's own path, a moved file's destination, and every other path
+	// the request names. A path the CLIs read in two ways is given in
+	// both readings: ".." after a symbolic link (the kernel follows the
+	// link first, Node's path.resolve drops it) and a leading "~" (which
+	// some CLIs take for the home directory).
 	Paths []string `json:"paths,omitempty"`
+	// Workdir is the working directory of the run or session
+	// (Request.Workdir, SessionRequest.Workdir), in the form of Paths:
+	// through a link (/tmp on macOS) it is the link's target.
+	Workdir string `json:"workdir,omitempty"`
 	// Reason is why the CLI asks, in its own words (Codex gives one when
 	// a command needs more than its sandbox allows).
 	Reason string `json:"reason,omitempty"`
@@ -34,6 +63,20 @@ type Approval struct {
 	// Raw is the CLI's request as it printed it.
 	Raw json.RawMessage `json:"raw,omitempty"`
 }
+
+// The kinds of action an Approval asks about (Approval.Kind), the same for
+// every CLI.
+const (
+	// ApprovalCommand is a shell command (Approval.Command, Approval.Cwd).
+	ApprovalCommand = "command"
+	// ApprovalFileChange is a change of files: an edit, a new, moved or
+	// deleted file (Approval.Paths).
+	ApprovalFileChange = "file_change"
+	// ApprovalMCPTool is a call of a tool of an MCP server (Approval.MCP).
+	ApprovalMCPTool = "mcp_tool"
+	// ApprovalTool is any other tool of the CLI's (Approval.Tool).
+	ApprovalTool = "tool"
+)
 
 // A Decision answers an Approval. The zero Decision denies the action.
 type Decision struct {

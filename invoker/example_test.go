@@ -6,6 +6,8 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -252,4 +254,43 @@ func ExampleSession() {
 	// main.go starts a server.
 	// Added a -port flag.
 	// session 4f8e0c5e-5b5a-4d8e-9e3c-1c2b3a4d5e6f
+}
+
+// A policy for Request.Approve compares what an Approval says, the same
+// way for every CLI: Kind against the Approval constants, Paths against
+// Workdir (both absolute and resolved, so a path that escapes through a
+// link or ".." shows where it lands), an MCP tool by its server and name.
+// Building Approvals by hand, as here, is how such a policy is tested.
+func ExampleApproval() {
+	policy := func(_ context.Context, a invoker.Approval) invoker.Decision {
+		switch a.Kind {
+		case invoker.ApprovalFileChange:
+			src := filepath.Join(a.Workdir, "src") + string(filepath.Separator)
+			for _, p := range a.Paths {
+				if !strings.HasPrefix(p, src) {
+					return invoker.Decision{Message: p + " is outside src"}
+				}
+			}
+			return invoker.Decision{Allow: true}
+		case invoker.ApprovalMCPTool:
+			return invoker.Decision{Allow: a.MCP.Server == "tickets" && a.MCP.Tool == "comment"}
+		case invoker.ApprovalCommand:
+			return invoker.Decision{Allow: a.Command == "go test ./..." && a.Cwd == a.Workdir}
+		}
+		return invoker.Decision{Message: "not allowed: " + a.Tool.Name}
+	}
+	wd := filepath.Join(string(filepath.Separator), "home", "me", "project")
+	edit := invoker.Approval{Kind: invoker.ApprovalFileChange, Workdir: wd,
+		Paths: []string{filepath.Join(wd, "src", "main.go"), filepath.Join(wd, "README.md")}}
+	tool := invoker.Approval{Kind: invoker.ApprovalMCPTool, Tool: invoker.Tool{Name: "mcp__tickets__comment"}, Workdir: wd}
+	tool.MCP.Server, tool.MCP.Tool = "tickets", "comment"
+	test := invoker.Approval{Kind: invoker.ApprovalCommand, Command: "go test ./...", Cwd: wd, Workdir: wd}
+	for _, a := range []invoker.Approval{edit, tool, test} {
+		d := policy(context.Background(), a)
+		fmt.Printf("%s: allow %v %q\n", a.Kind, d.Allow, filepath.ToSlash(d.Message))
+	}
+	// Output:
+	// file_change: allow false "/home/me/project/README.md is outside src"
+	// mcp_tool: allow true ""
+	// command: allow true ""
 }

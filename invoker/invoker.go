@@ -330,7 +330,10 @@ type TurnRequest struct {
 	// Permission, when not empty, switches the session's permission level
 	// from this turn on (Capabilities.SwitchPermission). It may not be
 	// above the level the session was opened with, which stays the
-	// ceiling: a higher one is ErrInvalidRequest.
+	// ceiling: a higher one is ErrInvalidRequest. A turn never runs above
+	// the level it asks for: when the CLI refuses to lower its level, the
+	// turn fails with a *StreamError saying so, and its prompt is not
+	// sent; the session stays at the level it had.
 	Permission Permission
 }
 

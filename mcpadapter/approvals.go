@@ -258,7 +258,7 @@ func errString(err error) string {
 func describeApproval(cli string, ap invoker.Approval) string {
 	var b strings.Builder
 	switch ap.Kind {
-	case "command":
+	case invoker.ApprovalCommand:
 		b.WriteString("run the command ")
 		if ap.Command != "" {
 			fmt.Fprintf(&b, "`%s`", ap.Command)
@@ -268,7 +268,7 @@ func describeApproval(cli string, ap invoker.Approval) string {
 		if ap.Cwd != "" {
 			fmt.Fprintf(&b, " in %s", ap.Cwd)
 		}
-	case "file_change":
+	case invoker.ApprovalFileChange:
 		b.WriteString("change ")
 		if len(ap.Paths) > 0 {
 			b.WriteString(strings.Join(ap.Paths, ", "))
@@ -278,12 +278,12 @@ func describeApproval(cli string, ap invoker.Approval) string {
 		if ap.Tool.Name != "" {
 			fmt.Fprintf(&b, " (%s)", ap.Tool.Name)
 		}
-	case "mcp_tool":
+	case invoker.ApprovalMCPTool:
 		b.WriteString("call the MCP tool " + toolLabel(ap))
 	default:
 		b.WriteString("use its tool " + toolLabel(ap))
 	}
-	if len(ap.Tool.Input) > 0 && ap.Kind != "command" && ap.Kind != "file_change" {
+	if len(ap.Tool.Input) > 0 && ap.Kind != invoker.ApprovalCommand && ap.Kind != invoker.ApprovalFileChange {
 		b.WriteString(" with " + snippet(string(ap.Tool.Input), 400, false))
 	}
 	if ap.Reason != "" {

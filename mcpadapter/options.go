@@ -187,7 +187,7 @@ type Options struct {
 	// what it must and defers the rest:
 	//
 	//	Approve: func(ctx context.Context, call *mcpadapter.Call, a invoker.Approval) invoker.Decision {
-	//		if a.Kind == "file_change" && !inside(dir, a.Paths) {
+	//		if a.Kind == invoker.ApprovalFileChange && !inside(dir, a.Paths) {
 	//			return invoker.Decision{Message: "only files under " + dir + " may change"}
 	//		}
 	//		return call.Defer(ctx, a)
@@ -217,7 +217,7 @@ type Options struct {
 	// at once) and servers of other programs (a command or a URL). A run
 	// with servers runs in the CLI's long-lived mode. The agent's calls of
 	// their tools are approval questions like its other actions
-	// (Approval.Kind "mcp_tool"): under ApprovalsDeny, only an Approve
+	// (Approval.Kind invoker.ApprovalMCPTool): under ApprovalsDeny, only an Approve
 	// that allows them lets the agent call them.
 	//
 	// Register copies the list, and refuses it when a name is not a

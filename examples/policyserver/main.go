@@ -102,7 +102,7 @@ func newServer(root, folder string, logger *slog.Logger, invokers ...invoker.Inv
 func policy(folder string) func(context.Context, *mcpadapter.Call, invoker.Approval) invoker.Decision {
 	return func(ctx context.Context, call *mcpadapter.Call, a invoker.Approval) invoker.Decision {
 		switch a.Kind {
-		case "file_change":
+		case invoker.ApprovalFileChange:
 			for _, p := range a.Paths {
 				if !inside(folder, p) {
 					return invoker.Decision{Message: fmt.Sprintf("%s is outside %s: only files under it may change", p, folder)}
@@ -111,7 +111,7 @@ func policy(folder string) func(context.Context, *mcpadapter.Call, invoker.Appro
 			if len(a.Paths) == 0 {
 				return invoker.Decision{Message: "say which files the change touches"}
 			}
-		case "command":
+		case invoker.ApprovalCommand:
 			if runsRm(a.Command) {
 				return invoker.Decision{Message: "rm is not allowed here: leave the file, and file a ticket with tickets/create"}
 			}

@@ -140,7 +140,8 @@ func (p *Protocol) permission(m *message, raw json.RawMessage) driver.Step {
 		call.Kind = announced.kind
 	}
 	call.Name = p.cfg.toolName(call.ID, call.Kind)
-	call.MCP, call.Server = p.serverTool(tc.Kind, announced.ownKind, p.provenNames(call.ID, tc.Meta.name()))
+	names := p.provenNames(call.ID, tc.Meta.name())
+	call.MCP, call.Server = p.serverTool(tc.Kind, announced.ownKind, names)
 
 	why := p.aboveCeiling(call)
 	switch {
@@ -174,7 +175,7 @@ func (p *Protocol) permission(m *message, raw json.RawMessage) driver.Step {
 		delete(p.asking, id)
 		return [][]byte{line()}
 	}
-	req := p.approval(call, raw)
+	req := p.approval(call, names, raw)
 	ev := []invoker.Event{{Kind: invoker.KindRaw, Raw: raw}}
 	if !seen && call.ID != "" && p.turn.inTurn {
 		// Gemini CLI reports a call it asks about first in the request:
@@ -257,22 +258,38 @@ func (p *Protocol) withdraw() [][]byte {
 	return lines
 }
 
-// approval describes call for the Approve callback.
-func (p *Protocol) approval(call ToolCall, raw json.RawMessage) invoker.Approval {
+// approval describes call for the Approve callback, names being the
+// names proven for it (see servers.go). Its paths are in the form of
+// internal/workspace's Abs: a relative path is taken in the working
+// directory (ACP asks for absolute ones), a command's relative cwd too.
+func (p *Protocol) approval(call ToolCall, names []string, raw json.RawMessage) invoker.Approval {
 	a := invoker.Approval{
 		Kind:      approvalKind(call),
 		Tool:      invoker.Tool{Name: call.Name, ID: call.ID, Input: call.Input},
-		Paths:     call.Paths,
+		Workdir:   p.ws.Dir(),
 		SessionID: p.session,
 		Raw:       raw,
+	}
+	for _, path := range call.Paths {
+		for _, abs := range p.ws.Abs(path, "") {
+			if !slices.Contains(a.Paths, abs) {
+				a.Paths = append(a.Paths, abs)
+			}
+		}
+	}
+	if call.MCP {
+		a.MCP.Server, a.MCP.Tool = p.mcpNames(names)
 	}
 	var in struct {
 		Command json.RawMessage `json:"command"`
 		Cwd     string          `json:"cwd"`
 	}
 	json.Unmarshal(call.Input, &in)
-	a.Cwd = in.Cwd
-	if a.Kind == "command" {
+	if a.Kind == invoker.ApprovalCommand {
+		a.Cwd = a.Workdir
+		if cwd := p.ws.Abs(in.Cwd, ""); len(cwd) > 0 {
+			a.Cwd = cwd[0] // the kernel's reading: the process changes to it
+		}
 		var s string
 		var argv []string
 		switch {
@@ -301,13 +318,13 @@ func (p *Protocol) approval(call ToolCall, raw json.RawMessage) invoker.Approval
 func approvalKind(call ToolCall) string {
 	switch {
 	case call.MCP:
-		return "mcp_tool"
+		return invoker.ApprovalMCPTool
 	case call.Kind == "execute":
-		return "command"
-	case call.Kind == "edit" || call.Kind == "delete" || call.Kind == "move":
-		return "file_change"
+		return invoker.ApprovalCommand
+	case changesFiles(call.Kind):
+		return invoker.ApprovalFileChange
 	}
-	return "tool"
+	return invoker.ApprovalTool
 }
 
 // jsonObject returns s when it is a JSON object, else nil.

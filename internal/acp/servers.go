@@ -100,9 +100,12 @@ func (p *Protocol) serverTool(kind string, announcedOwn bool, names []string) (m
 		return false, ""
 	}
 	for i, n := range names {
-		s, ok := p.serverOf(n)
+		s, _, ours, ok := p.mcpTool(n)
 		if !ok {
 			return false, "" // a name of the agent's own tools
+		}
+		if !ours {
+			s = ""
 		}
 		if i > 0 && s != server {
 			server = "" // the names disagree: an MCP tool, of no server of ours
@@ -113,36 +116,42 @@ func (p *Protocol) serverTool(kind string, announcedOwn bool, names []string) (m
 	return true, server
 }
 
-// serverOf reads an MCP tool's name: claude-code-acp's
-// "mcp__SERVER__TOOL" or Gemini CLI's "mcp_SERVER_TOOL". It reports
-// whether name is an MCP tool's, and returns the server of the request
-// it belongs to (the longest name that fits, "a_b" over "a"), or "".
-func (p *Protocol) serverOf(name string) (string, bool) {
-	if rest, ok := strings.CutPrefix(name, "mcp__"); ok {
-		s, _, ok := strings.Cut(rest, "__")
-		if ok && p.hasServer(s) {
-			return s, true
+// mcpNames returns the server and the tool that names, the names proven
+// for a call of an MCP tool, agree on, or "" and "" when they do not.
+func (p *Protocol) mcpNames(names []string) (server, tool string) {
+	for i, n := range names {
+		s, t, _, ok := p.mcpTool(n)
+		if !ok || i > 0 && (s != server || t != tool) {
+			return "", ""
 		}
-		return "", true
+		server, tool = s, t
 	}
-	rest, ok := strings.CutPrefix(name, "mcp_")
-	if !ok {
-		return "", false
-	}
-	best := ""
-	for _, s := range p.req.MCPServers {
-		if s.Name != "" && len(s.Name) > len(best) && strings.HasPrefix(rest, s.Name+"_") {
-			best = s.Name
-		}
-	}
-	return best, true
+	return server, tool
 }
 
-func (p *Protocol) hasServer(name string) bool {
+// mcpTool reads an MCP tool's name: claude-code-acp's "mcp__SERVER__TOOL"
+// or Gemini CLI's "mcp_SERVER_TOOL". It reports whether name is an MCP
+// tool's, and returns its server and tool: the server is the longest
+// server of the request the name starts with ("a_b" over "a"; ours), else
+// the server as the agent reads the name, up to the next "__" (Claude
+// Code) or "_" (Gemini CLI's parseMcpToolName).
+func (p *Protocol) mcpTool(name string) (server, tool string, ours, ok bool) {
+	sep := "__"
+	rest, ok := strings.CutPrefix(name, "mcp__")
+	if !ok {
+		if rest, ok = strings.CutPrefix(name, "mcp_"); !ok {
+			return "", "", false, false
+		}
+		sep = "_"
+	}
 	for _, s := range p.req.MCPServers {
-		if s.Name == name {
-			return true
+		if s.Name != "" && len(s.Name) > len(server) && strings.HasPrefix(rest, s.Name+sep) {
+			server = s.Name
 		}
 	}
-	return false
+	if server != "" {
+		return server, rest[len(server)+len(sep):], true, true
+	}
+	server, tool, _ = strings.Cut(rest, sep)
+	return server, tool, false, true
 }

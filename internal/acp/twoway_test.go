@@ -71,23 +71,23 @@ func TestApprovals(t *testing.T) {
 		warning bool
 	}{
 		{name: "command to the program", perm: invoker.Unlimited, approve: true, toolCall: shell, options: geminiOptions,
-			want: &invoker.Approval{Kind: "command", Tool: invoker.Tool{Name: "run_shell_command", ID: "run_shell_command__run_shell_command_1_0", Input: json.RawMessage(`{"title":"touch made.txt"}`)}, Command: "touch made.txt", SessionID: "S1"}},
+			want: &invoker.Approval{Kind: "command", Tool: invoker.Tool{Name: "run_shell_command", ID: "run_shell_command__run_shell_command_1_0", Input: json.RawMessage(`{"title":"touch made.txt"}`)}, Command: "touch made.txt", Cwd: "/w", Workdir: "/w", SessionID: "S1"}},
 		{name: "command above the ceiling", perm: invoker.WorkspaceWrite, approve: true, toolCall: shell, options: geminiOptions,
 			outcome: `{"optionId":"cancel","outcome":"selected"}`, warning: true},
 		{name: "edit to the program", perm: invoker.WorkspaceWrite, approve: true, toolCall: edit, options: geminiOptions,
-			want: &invoker.Approval{Kind: "file_change", Tool: invoker.Tool{Name: "write_file", ID: "write_file__write_file_1_0", Input: json.RawMessage(`{"title":"Writing to a.txt"}`)}, Paths: []string{"/w/a.txt"}, SessionID: "S1"}},
+			want: &invoker.Approval{Kind: "file_change", Tool: invoker.Tool{Name: "write_file", ID: "write_file__write_file_1_0", Input: json.RawMessage(`{"title":"Writing to a.txt"}`)}, Paths: []string{"/w/a.txt"}, Workdir: "/w", SessionID: "S1"}},
 		{name: "edit above read-only", perm: invoker.ReadOnly, approve: true, toolCall: edit, options: geminiOptions,
 			outcome: `{"optionId":"cancel","outcome":"selected"}`, warning: true},
 		{name: "argv command with cwd", perm: invoker.Unlimited, approve: true, toolCall: argv, options: geminiOptions,
-			want: &invoker.Approval{Kind: "command", Tool: invoker.Tool{Name: "execute", ID: "c1", Input: json.RawMessage(`{"command":["ls","-l"],"cwd":"/w/sub"}`)}, Command: "ls -l", Cwd: "/w/sub", SessionID: "S1"}},
+			want: &invoker.Approval{Kind: "command", Tool: invoker.Tool{Name: "execute", ID: "c1", Input: json.RawMessage(`{"command":["ls","-l"],"cwd":"/w/sub"}`)}, Command: "ls -l", Cwd: "/w/sub", Workdir: "/w", SessionID: "S1"}},
 		{name: "fetch under read-only", perm: invoker.ReadOnly, approve: true, toolCall: fetch, options: geminiOptions,
-			want: &invoker.Approval{Kind: "tool", Tool: invoker.Tool{Name: "web_fetch", ID: "web_fetch__1", Input: json.RawMessage(`{"title":"Fetch https://x"}`)}, SessionID: "S1"}},
+			want: &invoker.Approval{Kind: "tool", Tool: invoker.Tool{Name: "web_fetch", ID: "web_fetch__1", Input: json.RawMessage(`{"title":"Fetch https://x"}`)}, Workdir: "/w", SessionID: "S1"}},
 		{name: "request's MCP tool under read-only", perm: invoker.ReadOnly, approve: true, servers: gotools, toolCall: mcp, options: mcpOptions,
-			want: &invoker.Approval{Kind: "mcp_tool", Tool: invoker.Tool{Name: "mcp_gotools_greet", ID: "mcp_gotools_greet__mcp_gotools_greet_1_0", Input: json.RawMessage(`{"name":"Ada"}`)}, SessionID: "S1"}},
+			want: withMCP(invoker.Approval{Kind: "mcp_tool", Tool: invoker.Tool{Name: "mcp_gotools_greet", ID: "mcp_gotools_greet__mcp_gotools_greet_1_0", Input: json.RawMessage(`{"name":"Ada"}`)}, Workdir: "/w", SessionID: "S1"}, "gotools", "greet")},
 		{name: "another server's MCP tool above the ceiling", perm: invoker.WorkspaceWrite, approve: true, servers: gotools, toolCall: other, options: mcpOptions,
 			outcome: `{"optionId":"cancel","outcome":"selected"}`, warning: true},
 		{name: "another server's MCP tool under unlimited", perm: invoker.Unlimited, approve: true, toolCall: other, options: mcpOptions,
-			want: &invoker.Approval{Kind: "mcp_tool", Tool: invoker.Tool{Name: "mcp_settings_x", ID: "mcp_settings_x__mcp_settings_x_1_0", Input: json.RawMessage(`{"title":"x (settings MCP Server)"}`)}, SessionID: "S1"}},
+			want: withMCP(invoker.Approval{Kind: "mcp_tool", Tool: invoker.Tool{Name: "mcp_settings_x", ID: "mcp_settings_x__mcp_settings_x_1_0", Input: json.RawMessage(`{"title":"x (settings MCP Server)"}`)}, Workdir: "/w", SessionID: "S1"}, "settings", "x")},
 		{name: "no callback: command allowed", perm: invoker.Unlimited, toolCall: shell, options: geminiOptions,
 			outcome: `{"optionId":"proceed_once","outcome":"selected"}`},
 		{name: "no callback: command rejected", perm: invoker.ReadOnly, toolCall: shell, options: geminiOptions,
@@ -147,6 +147,12 @@ func TestApprovals(t *testing.T) {
 // TestApprovalAnswers checks the option each Decision selects, the
 // withdrawal of a pending request by Cancel, Interrupt and the turn's end,
 // and that a request is answered once.
+// withMCP returns a with the names of its MCP tool.
+func withMCP(a invoker.Approval, server, tool string) *invoker.Approval {
+	a.MCP.Server, a.MCP.Tool = server, tool
+	return &a
+}
+
 func TestApprovalAnswers(t *testing.T) {
 	const shell = `{"toolCallId":"run_shell_command__1","title":"touch x","kind":"execute"}`
 	const mcp = `{"toolCallId":"mcp_gotools_greet__1","title":"greet (gotools MCP Server)","kind":"other"}`

@@ -63,10 +63,15 @@ func (h *cgroupHome) recheck(c *runCgroup) error {
 // of memory, processes or descriptors, which says nothing of the cgroup.
 func (k *startCheck) ask(h *cgroupHome, c *runCgroup) error {
 	path := filepath.Join(c.dir, "cgroup.procs", "start-probe")
+	fd, err := c.openDir()
+	if err != nil {
+		return nil // ask again next time; the start will say what is wrong
+	}
+	defer unix.Close(fd)
 	p, err := os.StartProcess(path, []string{"clinvoke-start-probe"}, &os.ProcAttr{
 		Dir: "/",
 		Env: []string{},
-		Sys: &unix.SysProcAttr{UseCgroupFD: true, CgroupFD: c.fd},
+		Sys: &unix.SysProcAttr{UseCgroupFD: true, CgroupFD: fd},
 	})
 	switch {
 	case err == nil: // cannot happen: nothing is there to execute

@@ -31,6 +31,9 @@ import (
 // host is gone (crashed before its keeper could clean up, or its keeper
 // killed too) is killed and removed when another host opens its own home in
 // the same parent.
+//
+// The home is also where the trees' cgroup v2 controllers come from (see
+// controllers_linux.go), and the cgroup that SetHostLimits limits.
 
 // homes caches the home of each parent ("" is the default parent).
 var homes struct {
@@ -48,6 +51,11 @@ type cgroupHome struct {
 	dir    string
 	seq    atomic.Uint64
 	keeper *keeper
+	// ctl are the controllers the home gives its trees' cgroups, and
+	// peaks those of them whose peak file (memory.peak, pids.peak) the
+	// kernel keeps. Set when the home is opened (or by
+	// DelegateOwnCgroup, under homes.mu).
+	ctl, peaks ctlSet
 
 	poolMu    sync.Mutex
 	pool      []*runCgroup // empty cgroups kept for reuse (see release)
@@ -98,6 +106,7 @@ var (
 // openHome makes the host's home under parent, removes the homes of dead
 // hosts there and starts the keeper.
 func openHome(parent string) (*cgroupHome, error) {
+	explicit := parent != ""
 	if parent == "" {
 		p, err := ownCgroup()
 		if err != nil {
@@ -125,7 +134,10 @@ func openHome(parent string) (*cgroupHome, error) {
 		return nil, fmt.Errorf("cgroup %s: %w", dir, errNoKill)
 	}
 	removeDeadHomes(parent, dir)
-	h := &cgroupHome{dir: dir, keeper: &keeper{home: dir}}
+	h := &cgroupHome{dir: dir, keeper: &keeper{home: dir, v1: theV1().homes()}}
+	h.ctl = setUpControllers(parent, dir, explicit)
+	h.peaks = peakFiles(dir) & h.ctl
+	ensureReserve()
 	if err := h.keeper.ensure(); err != nil {
 		os.Remove(dir)
 		return nil, err
@@ -133,8 +145,18 @@ func openHome(parent string) (*cgroupHome, error) {
 	return h, nil
 }
 
-// ownCgroup returns the directory of the host's own cgroup v2.
+// ownCgroup returns the directory of the host's own cgroup v2: the
+// cgroup above it when the host is in the leaf DelegateOwnCgroup made.
 func ownCgroup() (string, error) {
+	dir, err := hostCgroup()
+	if err == nil && filepath.Base(dir) == hostLeaf {
+		dir = filepath.Dir(dir)
+	}
+	return dir, err
+}
+
+// hostCgroup returns the directory of the cgroup v2 the host is in.
+func hostCgroup() (string, error) {
 	mount, root, err := cgroup2Mount()
 	if err != nil {
 		return "", err
@@ -241,44 +263,57 @@ var pidNamespace = sync.OnceValue(func() uint64 {
 	return st.Ino
 })
 
-// newRun makes the cgroup of one tree.
+// peakFiles returns the controllers of dir whose peak file exists.
+func peakFiles(dir string) ctlSet {
+	var s ctlSet
+	for _, f := range []struct {
+		c    ctlSet
+		name string
+	}{{ctlMemory, "memory.peak"}, {ctlPids, "pids.peak"}} {
+		if _, err := os.Stat(filepath.Join(dir, f.name)); err == nil {
+			s |= f.c
+		}
+	}
+	return s
+}
+
+// newRun makes the cgroup of one tree. It holds no descriptor: the
+// directory is opened for the clone only (openDir), and the files Kill
+// needs are opened when it needs them, from the host's reserve when its
+// descriptors have run out (see withFile).
 func (h *cgroupHome) newRun() (*runCgroup, error) {
 	if c := h.reuse(); c != nil {
+		c.reused = true
 		return c, nil
 	}
 	dir := filepath.Join(h.dir, "r"+strconv.FormatUint(h.seq.Add(1), 10))
 	if err := os.Mkdir(dir, 0o755); err != nil {
 		return nil, fmt.Errorf("making the tree's cgroup: %w", err)
 	}
-	c := &runCgroup{home: h, dir: dir}
-	// Everything Kill needs is opened now, so that Kill works with the
-	// host's descriptors exhausted.
-	for _, f := range []struct {
-		fd   *int
-		name string
-		flag int
-	}{{&c.fd, "", unix.O_RDONLY | unix.O_DIRECTORY}, {&c.events, "cgroup.events", unix.O_RDONLY}, {&c.killFd, "cgroup.kill", unix.O_WRONLY}} {
-		fd, err := unix.Open(filepath.Join(dir, f.name), f.flag|unix.O_CLOEXEC, 0)
-		if err != nil {
-			c.removeAll()
-			return nil, fmt.Errorf("opening the tree's cgroup: %w", err)
-		}
-		*f.fd = fd
-	}
-	return c, nil
+	return &runCgroup{home: h, dir: dir}, nil
 }
 
 // runCgroup is the cgroup of one tree.
 type runCgroup struct {
-	home   *cgroupHome // nil for another host's
-	dir    string
-	fd     int // the directory, for CLONE_INTO_CGROUP; 0 when not open
-	events int // cgroup.events; 0 when not open
-	killFd int // cgroup.kill; 0 when not open
+	home *cgroupHome // nil for another host's
+	dir  string
+	// reused says that the cgroup held an earlier tree (see release): its
+	// cpu.stat counts that tree's CPU time too.
+	reused bool
 	// killed says that cgroup.kill was written: the kernel (seen on
 	// Linux 6.18) then kills every process later started into the cgroup
 	// with CLONE_INTO_CGROUP, so such a cgroup is never reused.
 	killed bool
+}
+
+// openDir opens the cgroup's directory, for CLONE_INTO_CGROUP; the caller
+// closes it once the root has started.
+func (c *runCgroup) openDir() (int, error) {
+	fd, err := unix.Open(c.dir, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return -1, &fs.PathError{Op: "open", Path: c.dir, Err: err}
+	}
+	return fd, nil
 }
 
 // base returns the cgroup's path below the parent: home/rN.
@@ -290,17 +325,14 @@ func (c *runCgroup) base() string {
 // process is left in the cgroup or below it. It says yes when it cannot
 // tell.
 func (c *runCgroup) populated() bool {
-	if c.events <= 0 {
-		fd, err := unix.Open(filepath.Join(c.dir, "cgroup.events"), unix.O_RDONLY|unix.O_CLOEXEC, 0)
-		if err != nil {
-			return err != unix.ENOENT
-		}
-		c.events = fd
-	}
 	var buf [128]byte
-	n, err := unix.Pread(c.events, buf[:], 0)
+	n := 0
+	err := withFile(filepath.Join(c.dir, "cgroup.events"), unix.O_RDONLY, func(fd int) (err error) {
+		n, err = unix.Read(fd, buf[:])
+		return err
+	})
 	if err != nil {
-		return true
+		return !errors.Is(err, unix.ENOENT)
 	}
 	b := buf[:n]
 	for line := range bytes.SplitSeq(b, []byte("\n")) {
@@ -315,11 +347,10 @@ func (c *runCgroup) populated() bool {
 // kernel also kills what is forked while it does so.
 func (c *runCgroup) kill() error {
 	c.killed = true
-	if c.killFd > 0 {
-		_, err := unix.Write(c.killFd, []byte("1"))
+	return withFile(filepath.Join(c.dir, "cgroup.kill"), unix.O_WRONLY, func(fd int) error {
+		_, err := unix.Write(fd, []byte("1"))
 		return err
-	}
-	return os.WriteFile(filepath.Join(c.dir, "cgroup.kill"), []byte("1"), 0)
+	})
 }
 
 // killMember sends SIGKILL to pid through a pidfd, if pid is still in the
@@ -411,12 +442,6 @@ func (c *runCgroup) awaitEmpty(deadline time.Time) bool {
 // removeAll removes the cgroup and any cgroups made below it, deepest
 // first. A cgroup that still holds a process cannot be removed (EBUSY).
 func (c *runCgroup) removeAll() error {
-	for _, fd := range []*int{&c.fd, &c.events, &c.killFd} {
-		if *fd > 0 {
-			unix.Close(*fd)
-			*fd = 0
-		}
-	}
 	err := unix.Rmdir(c.dir)
 	if err == nil || err == unix.ENOENT {
 		return nil

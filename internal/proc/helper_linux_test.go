@@ -322,7 +322,8 @@ var helpers = map[string]func(args []string) int{
 	// spawn same exit hang as a Tree (its child re-parents to this
 	// process at once), Kill and Wait it, then print "zombies N": how
 	// many zombie children this process is left with, and, at the cgroup
-	// level, "home DIR" once it removed its cgroup home. It prints "skip
+	// level, "home DIR" for each of its cgroup homes (v2 and v1) once it
+	// removed it. It prints "skip
 	// REASON" if it cannot set up.
 	"init": func([]string) int {
 		if os.Getpid() != 1 {
@@ -364,6 +365,111 @@ var helpers = map[string]func(args []string) int{
 			}
 			fmt.Printf("home %s\n", r.home.dir)
 		}
+		if v1 := v1IfOpen(); v1 != nil {
+			for _, h := range v1.homes() {
+				if err := (&v1Run{dir: [numV1]string{h}}).remove(); err != nil {
+					fmt.Fprintln(os.Stderr, err)
+				}
+				fmt.Printf("home %s\n", h)
+			}
+		}
+		return 0
+	},
+	// alloc MIB: report, allocate MIB MiB (touched, so that it is
+	// resident and charged), print "allocated", then run until killed.
+	"alloc": func(args []string) int {
+		n, _ := strconv.Atoi(args[0])
+		report()
+		if _, err := allocMiB(n); err != nil {
+			fmt.Fprintln(os.Stderr, "alloc:", err)
+			return 2
+		}
+		fmt.Println("allocated")
+		hang()
+		return 0
+	},
+	// allocator: report, then for each line "alloc MIB" on stdin
+	// allocate MIB MiB more and print "allocated", for each line "free"
+	// free all of it and print "freed"; run until killed.
+	"allocator": func([]string) int {
+		report()
+		var held [][]byte
+		sc := bufio.NewScanner(os.Stdin)
+		for sc.Scan() {
+			f := strings.Fields(sc.Text())
+			switch {
+			case len(f) == 2 && f[0] == "alloc":
+				n, _ := strconv.Atoi(f[1])
+				b, err := allocMiB(n)
+				if err != nil {
+					fmt.Fprintln(os.Stderr, "allocator:", err)
+					return 2
+				}
+				held = append(held, b)
+				fmt.Println("allocated")
+			case len(f) == 1 && f[0] == "free":
+				for _, b := range held {
+					unix.Munmap(b)
+				}
+				held = nil
+				fmt.Println("freed")
+			}
+		}
+		hang()
+		return 0
+	},
+	// spawnalloc MIB: start alloc MIB as a child (a tool), wait for it,
+	// print "child ERR" (how it ended), then run until killed.
+	"spawnalloc": func(args []string) int {
+		report()
+		cmd := helperCmd("alloc", args[0])
+		err := cmd.Run()
+		fmt.Printf("child %v\n", err)
+		hang()
+		return 0
+	},
+	// spin: report, print "spinning", then keep every CPU busy until
+	// killed.
+	"spin": func([]string) int {
+		report()
+		for range runtime.GOMAXPROCS(0) - 1 {
+			go spin()
+		}
+		fmt.Println("spinning")
+		spin()
+		return 0
+	},
+	// oomhost: hold 300 MiB, then start alloc 200 as a tree under a
+	// memory limit of 100 MiB, its forking thread kept in the tree's
+	// cgroups for a second after the fork (it prints "forked on the main
+	// thread" if that thread is the main one); print how the tree ended
+	// and "host survived". Start is called from the main goroutine with
+	// nothing else to run, so that a goroutine it starts is likely to be
+	// given the main thread.
+	"oomhost": func([]string) int {
+		held, err := allocMiB(300)
+		if err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			return 2
+		}
+		hook := func() {
+			if unix.Gettid() == unix.Getpid() {
+				fmt.Println("forked on the main thread")
+			}
+			time.Sleep(time.Second)
+		}
+		forkedHook.Store(&hook)
+		cmd := helperCmd("alloc", "200")
+		t, err := Start(&Attr{Path: cmd.Path, Args: cmd.Args, Env: cmd.Env, Limits: Limits{MemoryMax: 100 << 20}})
+		if err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			return 2
+		}
+		<-t.Exited()
+		t.Kill()
+		st, _ := t.Wait()
+		fmt.Printf("tree %s %v\n", st.Signal, t.Usage().RootOOMKilled)
+		fmt.Printf("host survived with %d MiB\n", len(held)>>20)
 		return 0
 	},
 	// host LEVEL HELPER ARGS...: start HELPER as a proc.Tree at LEVEL
@@ -404,6 +510,9 @@ var perlScripts = map[string]string{
 	// process title, which overwrites what /proc/PID/environ shows (as
 	// nginx, redis-server --daemonize and gunicorn do).
 	"retitle": `report($$); my $c = fork(); if ($c == 0) { POSIX::setsid(); $0 = "x" x 16384; report($$); sleep(7777); exit 0; } exit 0;`,
+	// forkbomb: fork for ever, every child too: the tree grows until
+	// a fork is refused, and every process keeps trying.
+	"forkbomb": `report($$); print "bombing\n"; while (1) { fork(); }`,
 	// cloneparent: a sibling made with clone(CLONE_PARENT): its parent is
 	// the host, never the root.
 	"cloneparent": `report($$); my $c = syscall(56, 0x8000 | 17, 0, 0, 0, 0); if ($c == 0) { report($$); exec("sleep", "7777") or die; } exit 0;`,
@@ -438,6 +547,32 @@ func clearedEnv(name string) []string {
 		env = append(env, "GORACE=atexit_sleep_ms=0")
 	}
 	return env
+}
+
+// allocMiB maps n MiB of anonymous memory and makes it resident (the
+// kernel populates it: no instrumented write touches it, so a race-enabled
+// helper does not double it with shadow memory).
+func allocMiB(n int) ([]byte, error) {
+	b, err := unix.Mmap(-1, 0, n<<20, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_PRIVATE|unix.MAP_ANONYMOUS)
+	if err != nil {
+		return nil, err
+	}
+	if err := unix.Madvise(b, unix.MADV_POPULATE_WRITE); err != nil {
+		// Before Linux 5.14: touch each page.
+		for i := 0; i < len(b); i += os.Getpagesize() {
+			b[i] = 1
+		}
+	}
+	return b, nil
+}
+
+// spin keeps a CPU busy for ever.
+func spin() {
+	for x := 0; ; x++ {
+		if x < 0 {
+			runtime.Gosched()
+		}
+	}
 }
 
 func hang() {

@@ -18,13 +18,30 @@ import (
 // and does not keep the home populated. If the keeper is killed with the
 // host (a stop of the host's whole cgroup), the next host in the same
 // parent kills and removes what is left (see removeDeadHomes).
+//
+// The arguments after the home are the host's homes in cgroup v1
+// hierarchies: once the trees are killed their cgroups there are empty
+// and removed, then the homes. A process still listed in one (a tracking
+// level tree's, which cgroup.kill does not reach) is killed by its pid
+// first: one read of cgroup.procs and a kill, microseconds apart, during
+// which the pid would have to be freed and reused for the wrong process
+// to be hit.
 const keeperScript = `read _
 for d in "$1"/*/; do [ -e "${d}cgroup.kill" ] && echo 1 >"${d}cgroup.kill"; done
+home=$1
+shift
 i=0
 while [ $i -lt 50 ]; do
 	left=
-	for d in "$1"/*/; do [ -d "$d" ] && { rmdir "$d" 2>/dev/null || left=1; }; done
-	[ -z "$left" ] && { rmdir "$1" 2>/dev/null; exit 0; }
+	for d in "$home"/*/; do [ -d "$d" ] && { rmdir "$d" 2>/dev/null || left=1; }; done
+	for h in "$@"; do
+		for d in "$h"/*/; do
+			[ -d "$d" ] || continue
+			for p in $(cat "${d}cgroup.procs" 2>/dev/null); do kill -9 "$p" 2>/dev/null; done
+			rmdir "$d" 2>/dev/null || left=1
+		done
+	done
+	[ -z "$left" ] && { rmdir "$home" "$@" 2>/dev/null; exit 0; }
 	sleep 0.1 2>/dev/null || sleep 1
 	i=$((i+1))
 done
@@ -36,6 +53,7 @@ var keeperShell = "/bin/sh"
 // A keeper is the process that kills a home's trees when the host dies.
 type keeper struct {
 	home string
+	v1   []string // the host's homes in cgroup v1 hierarchies
 	proc *os.Process
 	w    *os.File // the host's end of the keeper's stdin; never written
 }
@@ -62,7 +80,7 @@ func (k *keeper) ensure() error {
 		return fmt.Errorf("starting the cgroup keeper: %w", err)
 	}
 	defer null.Close()
-	p, err := os.StartProcess(keeperShell, []string{"clinvoke-keeper", "-c", keeperScript, "clinvoke-keeper", k.home}, &os.ProcAttr{
+	p, err := os.StartProcess(keeperShell, append([]string{"clinvoke-keeper", "-c", keeperScript, "clinvoke-keeper", k.home}, k.v1...), &os.ProcAttr{
 		Dir: "/",
 		// Nothing of the host's environment: the keeper is no agent.
 		Env:   []string{"PATH=/usr/sbin:/usr/bin:/sbin:/bin"},

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"log/slog"
 	"math"
+	"slices"
 	"sync"
 	"time"
 )
@@ -299,6 +300,18 @@ func (s *treeSys) memberSet(sn *snapshot) ([]procInfo, map[int32]bool) {
 	}
 	if apply {
 		s.forget(sn)
+		if s.acct != nil && s.acct.plan.sampled() {
+			// Every look at the members is also a sample of their use
+			// (see usage_sampled_linux.go); zombies count for their CPU
+			// time, which their parent has not taken yet.
+			procs := slices.Clone(alive)
+			for pid := range in {
+				if i, ok := sn.find(pid); ok && sn.procs[i].zombie() {
+					procs = append(procs, sn.procs[i])
+				}
+			}
+			s.acct.sample(procs)
+		}
 	}
 	return alive, in
 }

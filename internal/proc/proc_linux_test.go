@@ -233,7 +233,9 @@ func TestParseStat(t *testing.T) {
 		err        bool
 	}{
 		{"plain", "42 (sleep) S 1 42 42 0 -1 4194560 100 0 0 0 0 0 0 0 20 0 1 0 12345 1 2 3\n",
-			procInfo{pid: 42, ppid: 1, pgrp: 42, sid: 42, state: 'S', start: 12345, threads: 1}, false},
+			procInfo{pid: 42, ppid: 1, pgrp: 42, sid: 42, state: 'S', start: 12345, threads: 1, rss: 2}, false},
+		{"cpu times", "43 (node) R 1 43 43 0 -1 0 0 0 0 0 120 30 7 3 20 0 11 0 500 1000 2560 0\n",
+			procInfo{pid: 43, ppid: 1, pgrp: 43, sid: 43, state: 'R', start: 500, threads: 11, cpu: 160, rss: 2560}, false},
 		{"spaces and parens in comm", "7 (a) b (c) d) Z 3 4 5 0 -1 0 0 0 0 0 0 0 0 0 -2 -20 1 0 99 0\n",
 			procInfo{pid: 7, ppid: 3, pgrp: 4, sid: 5, state: 'Z', start: 99, threads: 1}, false},
 		{"main thread exited, others run", "9 (zl) Z 1 9 9 0 -1 0 0 0 0 0 0 0 0 0 20 0 3 0 77 0\n",
@@ -1250,13 +1252,15 @@ func TestReapAsPID1(t *testing.T) {
 	if strings.HasPrefix(got, "skip") {
 		t.Skip(got)
 	}
-	zombies, home, _ := strings.Cut(got, "\n")
+	zombies, homes, _ := strings.Cut(got, "\n")
 	if err != nil || zombies != "zombies 0" {
 		t.Errorf("PID 1 host after Kill and Wait: %q (%v), want zombies 0", got, err)
 	}
-	if dir, ok := strings.CutPrefix(home, "home "); ok {
-		if _, err := os.Stat(dir); !os.IsNotExist(err) {
-			t.Errorf("the PID 1 host's cgroup home %s is left behind (stat: %v)", dir, err)
+	for home := range strings.Lines(homes) {
+		if dir, ok := strings.CutPrefix(strings.TrimSpace(home), "home "); ok {
+			if _, err := os.Stat(dir); !os.IsNotExist(err) {
+				t.Errorf("the PID 1 host's cgroup home %s is left behind (stat: %v)", dir, err)
+			}
 		}
 	}
 }

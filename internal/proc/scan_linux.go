@@ -20,13 +20,18 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// procInfo is /proc/<pid>/stat reduced to what Kill needs.
+// procInfo is /proc/<pid>/stat reduced to what Kill and the sampled
+// accounting need.
 type procInfo struct {
 	pid, ppid, pgrp, sid int32
 	start                uint64 // starttime: clock ticks after boot
 	state                byte
 	threads              int32
 	kthread              bool // a kernel thread: no environment, never a member
+	// cpu is utime+stime+cutime+cstime: the CPU time of the process and
+	// of the children it reaped, in clock ticks.
+	cpu uint64
+	rss uint64 // resident set size, in pages (0 if the line ends before it)
 }
 
 // zombie reports whether the process has exited (it is gone for Kill). A
@@ -52,8 +57,12 @@ func parseStat(pid int32, b []byte) (procInfo, error) {
 	p.state = f[0]
 	f = f[1:]
 	// Fields after the state: 1 ppid, 2 pgrp, 3 session, 4 tty_nr,
-	// 5 tpgid, 6 flags, ..., 17 num_threads, 19 starttime.
-	for k := 1; k <= 19; k++ {
+	// 5 tpgid, 6 flags, ..., 11 utime, 12 stime, 13 cutime, 14 cstime,
+	// ..., 17 num_threads, 19 starttime, 20 vsize, 21 rss.
+	for k := 1; k <= 21; k++ {
+		if k > 19 && len(bytes.TrimSpace(f)) == 0 {
+			break // a short line (tests): no rss
+		}
 		if len(f) == 0 || f[0] != ' ' {
 			return p, errBadStat
 		}
@@ -64,7 +73,7 @@ func parseStat(pid int32, b []byte) (procInfo, error) {
 		}
 		tok := f[:j]
 		f = f[j:]
-		if k > 3 && k < 19 && k != 6 && k != 17 {
+		if k > 3 && k != 6 && (k < 11 || k > 14) && k != 17 && k != 19 && k != 21 {
 			continue
 		}
 		v, ok := atou(tok)
@@ -82,8 +91,12 @@ func parseStat(pid int32, b []byte) (procInfo, error) {
 			p.kthread = v&pfKthread != 0
 		case 17:
 			p.threads = int32(v)
+		case 11, 12, 13, 14:
+			p.cpu += v
 		case 19:
 			p.start = v
+		case 21:
+			p.rss = v
 		}
 	}
 	return p, nil

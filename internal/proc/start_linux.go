@@ -5,7 +5,6 @@ package proc
 import (
 	"fmt"
 	"os"
-	"runtime"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -16,7 +15,6 @@ import (
 
 // treeSys is the Linux state of a Tree.
 type treeSys struct {
-	proc      *os.Process
 	done      chan struct{} // closed when the goroutine that forked has returned
 	root      int32
 	rootStart uint64 // the root's starttime; 0 if unknown
@@ -58,6 +56,17 @@ type treeSys struct {
 	exitedAt time.Time
 	// tune holds the bounds Kill and the tracker work with.
 	tune tuning
+
+	// acct is the tree's accounting and limits (nil without either),
+	// v1 its cgroup v1 cgroups (nil without any).
+	acct *acct
+	v1   *v1Run
+	// exitSignal is the signal that ended the root (0 if none), set
+	// before exited is closed.
+	exitSignal int32
+	// killSent says that Kill or Signal(Kill) was called before the
+	// root was seen to exit.
+	killSent atomic.Bool
 }
 
 func start(a *Attr) (*Tree, error) {
@@ -69,13 +78,21 @@ func start(a *Attr) (*Tree, error) {
 	if err != nil {
 		return nil, err
 	}
+	lim, err := prepareLimits(a, cg)
+	if err != nil {
+		if cg != nil {
+			cg.removeAll()
+		}
+		return nil, err
+	}
 	files, ctty, release, err := childFiles(a)
 	defer release()
 	if err != nil {
 		if cg != nil {
 			cg.removeAll()
 		}
-		return nil, err
+		lim.remove()
+		return nil, exhausted(err)
 	}
 	args, sys := rootArgs(a), sessionAttr(a, ctty)
 	attr := &os.ProcAttr{Dir: a.Dir, Env: a.Env, Files: files, Sys: sys}
@@ -94,17 +111,18 @@ func start(a *Attr) (*Tree, error) {
 			if cg != nil {
 				cg.removeAll()
 			}
+			lim.remove()
 			return nil, fmt.Errorf("proc: set child subreaper: %w", err)
 		}
 	}
 	s.subreaper = a.Subreaper
 	if cg != nil {
-		sys.UseCgroupFD, sys.CgroupFD = true, cg.fd
-		p, err := os.StartProcess(a.Path, args, attr)
+		pid, pidfd, err := lim.startIn(cg, a.Path, args, attr)
 		if err == nil {
-			t.level, s.cg, s.proc = Cgroup, cg, p
-			t.pid, s.root = p.Pid, int32(p.Pid)
-			go watchExit(p.Pid, t.exited, s.done)
+			t.level, s.cg = Cgroup, cg
+			t.pid, s.root = pid, int32(pid)
+			s.adopt(t, lim)
+			go watchExit(pidfd, s, t.exited, s.done)
 			log.Debug("proc: started", "pid", t.pid, "path", a.Path, "containment", t.level.String(), "cgroup", cg.dir)
 			return t, nil
 		}
@@ -113,13 +131,18 @@ func start(a *Attr) (*Tree, error) {
 		refused := cg.home.recheck(cg)
 		cg.removeAll()
 		if refused == nil {
-			return nil, err
+			lim.remove()
+			return nil, exhausted(err)
 		}
 		if a.Containment == Cgroup {
+			lim.remove()
 			return nil, &UnavailableError{Level: Cgroup, Err: refused}
 		}
 		log.Debug("proc: the cgroup level is unavailable; tracking", "err", refused)
-		sys.UseCgroupFD, sys.CgroupFD = false, 0
+		sys.UseCgroupFD, sys.CgroupFD, sys.PidFD = false, 0, nil
+		if lim, err = lim.replan(a); err != nil {
+			return nil, err
+		}
 	}
 
 	// Tracking: no kernel-kept membership.
@@ -133,16 +156,19 @@ func start(a *Attr) (*Tree, error) {
 		theScanner().register(s.marker)
 	}
 	started := make(chan error, 1)
-	go s.run(a.Path, args, attr, t.exited, started)
+	var pid int
+	goLocked(func() bool { return s.run(a.Path, args, attr, lim, &pid, t.exited, started) })
 	if err := <-started; err != nil {
 		<-s.done
 		if s.marker != "" {
 			theScanner().unregister(s.marker)
 		}
-		return nil, err
+		lim.remove()
+		return nil, exhausted(err)
 	}
-	t.pid = s.proc.Pid
+	t.pid = pid
 	s.root = int32(t.pid)
+	s.adopt(t, lim)
 	// The root cannot be reaped before Wait, so its stat is readable.
 	if p, err := readStat(s.root); err == nil {
 		s.rootStart = p.start
@@ -182,14 +208,22 @@ func containment(a *Attr, log interface {
 	return cg, nil
 }
 
-// watchExit closes exited when the root (pid, not reaped before Wait) has
-// exited, then done. It waits through a pidfd on the runtime's poller, so
-// a waiting tree blocks no thread.
-func watchExit(pid int, exited, done chan struct{}) {
+// watchExit closes exited when the root (s.root, not reaped before Wait)
+// has exited, then done, having recorded the signal that ended it. It
+// waits through the root's pidfd (pidfd, which it closes) on the
+// runtime's poller, so a waiting tree blocks no thread; once the root
+// has exited the tree holds no descriptor.
+func watchExit(pidfd int, s *treeSys, exited, done chan struct{}) {
 	defer close(done)
 	defer close(exited)
-	if fd, err := unix.PidfdOpen(pid, unix.PIDFD_NONBLOCK); err == nil {
-		f := os.NewFile(uintptr(fd), "pidfd")
+	if pidfd >= 0 {
+		if err := unix.SetNonblock(pidfd, true); err != nil {
+			unix.Close(pidfd)
+			pidfd = -1
+		}
+	}
+	if pidfd >= 0 {
+		f := os.NewFile(uintptr(pidfd), "pidfd")
 		defer f.Close()
 		if rc, err := f.SyscallConn(); err == nil {
 			var info unix.Siginfo
@@ -198,18 +232,22 @@ func watchExit(pid int, exited, done chan struct{}) {
 				err := unix.Waitid(unix.P_PIDFD, int(fd), &info, unix.WEXITED|unix.WNOWAIT|unix.WNOHANG, nil)
 				return err != nil && err != unix.EAGAIN && err != unix.EINTR || info.Signo != 0
 			})
-			if werr == nil {
+			if werr == nil && info.Signo != 0 {
+				s.exitSignal = exitSignal(&info)
 				return
 			}
 		}
 	}
 	// No pollable pidfd: block a thread instead.
 	var info unix.Siginfo
-	for unix.Waitid(unix.P_PID, pid, &info, unix.WEXITED|unix.WNOWAIT, nil) == unix.EINTR {
+	for unix.Waitid(unix.P_PID, int(s.root), &info, unix.WEXITED|unix.WNOWAIT, nil) == unix.EINTR {
 	}
+	s.exitSignal = exitSignal(&info)
 }
 
-// run forks the root and waits for it to exit without reaping it.
+// run forks the root and waits for it to exit without reaping it. It
+// runs on a locked thread of its own (see goLocked) and returns whether
+// that thread must be retired.
 //
 // The parent-death signal is sent when the thread that forked the child
 // exits, not when the host process does; a goroutine's thread may exit
@@ -217,24 +255,33 @@ func watchExit(pid int, exited, done chan struct{}) {
 // the thread stays locked, blocked in waitid, until the root has exited.
 // WNOWAIT leaves the root a zombie, so its pid and process-group id cannot
 // be reused until Wait reaps it.
-func (s *treeSys) run(path string, args []string, attr *os.ProcAttr, exited chan struct{}, started chan<- error) {
+//
+// With cgroup v1 limits the thread first moves into the tree's v1 cgroups,
+// so that the root is born there, and moves back out after the fork (see
+// v1Run.join); a thread that cannot move back is retired.
+func (s *treeSys) run(path string, args []string, attr *os.ProcAttr, lim *treeLimits, pid *int, exited chan struct{}, started chan<- error) (retire bool) {
 	defer close(s.done)
-	runtime.LockOSThread()
-	defer runtime.UnlockOSThread()
-	p, err := os.StartProcess(path, args, attr)
+	p, err, leaveErr := lim.fork(func() (*os.Process, error) { return os.StartProcess(path, args, attr) })
+	retire = leaveErr != nil
 	if err != nil {
 		started <- err
-		return
+		return retire
 	}
-	s.proc = p
+	*pid = p.Pid
+	root := p.Pid
+	// The tree reaps its root itself (see reapRoot): Go's handle of it
+	// (a pidfd) is not needed.
+	p.Release()
 	started <- nil
 	var info unix.Siginfo
 	for {
-		err := unix.Waitid(unix.P_PID, p.Pid, &info, unix.WEXITED|unix.WNOWAIT, nil)
+		err := unix.Waitid(unix.P_PID, root, &info, unix.WEXITED|unix.WNOWAIT, nil)
 		if err != unix.EINTR {
 			break
 		}
 	}
+	s.exitSignal = exitSignal(&info)
 	s.exitedAt = time.Now()
 	close(exited)
+	return retire
 }

@@ -29,4 +29,8 @@ type tuning struct {
 	// maxPidfds bounds the pidfds one Kill holds open at once; victims
 	// beyond it are signalled through a pidfd opened for each signal.
 	maxPidfds int
+	// noControllers makes Start plan a tree's limits and figures as on a
+	// host without cgroup controllers: no limit can be had, and figures
+	// are sampled.
+	noControllers bool
 }

@@ -4,7 +4,6 @@ package proc
 
 import (
 	"errors"
-	"fmt"
 	"math"
 	"time"
 )
@@ -29,15 +28,16 @@ func (t *Tree) wait() (State, error) {
 		}
 		s.reapLater(t, sn)
 	}
-	ps, err := s.proc.Wait()
+	dropRoot(s.root)
+	st, cpu, err := s.reapRoot()
 	<-s.done
 	if s.marker != "" {
 		theScanner().unregister(s.marker)
 	}
+	t.finish(cpu)
 	if err != nil {
-		return State{}, fmt.Errorf("proc: wait: %w", err)
+		return State{}, err
 	}
-	st := stateOf(ps)
 	t.log.Debug("proc: reaped", "pid", t.pid, "code", st.Code, "signal", st.Signal)
 	return st, nil
 }

@@ -26,6 +26,10 @@
 // path starting with "~" is outside: a CLI may take it for a home
 // directory.
 //
+// Abs gives the paths a CLI names in the form the program deciding on them
+// sees (invoker.Approval.Paths): absolute, clean, resolved as the judge
+// resolves them, each reading of an ambiguous path given.
+//
 // The judgement is made when the CLI asks. What changes on disk between the
 // question and the write (a link created meanwhile by a command the level
 // allows) is not seen; see docs/approvals.md.
@@ -38,6 +42,7 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"strings"
 	"unicode/utf8"
 )
@@ -46,6 +51,12 @@ import (
 // directories: one of them anywhere below the working directory is outside
 // it.
 var configNames = []string{".git", ".claude", ".gemini", ".codex", ".agents", ".mcp.json", ".claude.json"}
+
+// ConfigNames returns the names of the agent CLIs' configuration files and
+// directories, each of which counts as outside the working directory
+// wherever it is below it. Backends that cannot judge each path (a CLI's
+// one-shot mode) give the same names to the CLI's own rules.
+func ConfigNames() []string { return slices.Clone(configNames) }
 
 // homeVars name the variables that set an agent CLI's configuration home.
 var homeVars = []string{"CODEX_HOME", "CLAUDE_CONFIG_DIR"}
@@ -60,12 +71,14 @@ const maxLinks = 40
 type Root struct {
 	dirs  []string // the working directory: clean, and real when that differs
 	homes []string // configuration homes: clean, and real when that differs
+	home  string   // the CLI's home directory (HOME), for a leading "~"
 }
 
 // New returns the Root of workdir (an absolute path) for a CLI whose
-// environment is the host's with env (KEY=VALUE entries, later ones
-// winning) over it; every configuration home the variables of either name
-// counts as outside.
+// environment is env (KEY=VALUE entries, later ones winning): the run's
+// whole environment, as the engine starts the CLI with it. The host's
+// environment is read too, below env: every configuration home the
+// variables of either name counts as outside.
 func New(workdir string, env []string) *Root {
 	r := &Root{}
 	if workdir == "" || !filepath.IsAbs(workdir) {
@@ -79,8 +92,19 @@ func New(workdir string, env []string) *Root {
 				r.homes = append(r.homes, forms(v)...)
 			}
 		}
+		if sameVar(k, homeVar()) && filepath.IsAbs(v) {
+			r.home = filepath.Clean(v)
+		}
 	}
 	return r
+}
+
+// homeVar returns the name of the home directory's variable.
+func homeVar() string {
+	if runtime.GOOS == "windows" {
+		return "USERPROFILE"
+	}
+	return "HOME"
 }
 
 // sameVar reports whether k and name are the same environment variable
@@ -119,16 +143,7 @@ func (r *Root) Outside(path, cwd string) string {
 	case strings.HasPrefix(path, "~"):
 		return "the path starts with ~, which the CLI may take for a home directory"
 	}
-	if !filepath.IsAbs(path) {
-		base := cwd
-		switch {
-		case base == "":
-			base = r.dirs[0]
-		case !filepath.IsAbs(base):
-			base = filepath.Join(r.dirs[0], base)
-		}
-		path = base + string(filepath.Separator) + path
-	}
+	path = r.join(path, cwd)
 	lexical := filepath.Clean(path)
 	if why := r.names(lexical); why != "" {
 		return why
@@ -143,6 +158,81 @@ func (r *Root) Outside(path, cwd string) string {
 		}
 	}
 	return ""
+}
+
+// join returns path, which the CLI takes in cwd (the working directory
+// when cwd is empty; a relative cwd is taken in the working directory),
+// as an absolute path, not cleaned: ".." is left for each reading to
+// take its way. The Root must have a working directory.
+func (r *Root) join(path, cwd string) string {
+	if filepath.IsAbs(path) {
+		return path
+	}
+	base := cwd
+	switch {
+	case base == "":
+		base = r.dirs[0]
+	case !filepath.IsAbs(base):
+		base = filepath.Join(r.dirs[0], base)
+	}
+	return base + string(filepath.Separator) + path
+}
+
+// Dir returns the working directory as Abs reports paths: absolute, clean,
+// its symbolic links followed (the clean path when they cannot be). It is
+// "" for a Root without a working directory.
+func (r *Root) Dir() string {
+	if len(r.dirs) == 0 {
+		return ""
+	}
+	return r.dirs[len(r.dirs)-1]
+}
+
+// Abs returns the files path names, which the CLI takes in cwd as Outside
+// does, in the form an invoker.Approval reports them: absolute, clean, and
+// with every symbolic link of the part that exists followed, as the
+// kernel follows them when the file is written; the part that does not
+// exist yet is kept as named. A path read two ways gives both readings,
+// the kernel's first: ".." after a link, which the kernel takes after
+// following the link and Node's path.resolve before it, and a leading "~"
+// or "~/", which a CLI may take for the home directory (HOME of the
+// environment New was given). A reading whose links cannot be followed (a
+// loop, a file used as a directory) is given clean, as named. Abs returns
+// nil for an empty path, and for a relative one when the Root has no
+// working directory.
+func (r *Root) Abs(path, cwd string) []string {
+	if path == "" || len(r.dirs) == 0 && !filepath.IsAbs(path) {
+		return nil
+	}
+	joined := path
+	if len(r.dirs) > 0 {
+		joined = r.join(path, cwd)
+	}
+	readings := []string{joined, filepath.Clean(joined)}
+	if rest, ok := underHome(path); ok && r.home != "" {
+		readings = append(readings, filepath.Join(r.home, rest))
+	}
+	var out []string
+	for _, p := range readings {
+		real, err := resolve(p)
+		if err != nil {
+			real = filepath.Clean(p)
+		}
+		if !slices.Contains(out, real) {
+			out = append(out, real)
+		}
+	}
+	return out
+}
+
+// underHome reports whether path starts with "~" alone or "~" and a
+// separator, and returns the rest.
+func underHome(path string) (string, bool) {
+	rest, ok := strings.CutPrefix(path, "~")
+	if !ok || rest != "" && !os.IsPathSeparator(rest[0]) {
+		return "", false
+	}
+	return rest, true
 }
 
 // judge reports why the real path p is outside, or "".

@@ -4,6 +4,7 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -141,5 +142,76 @@ func TestConfigHomeFromHost(t *testing.T) {
 	r := New(w, nil)
 	if got := r.Outside(filepath.Join(w, "claude-config", "CLAUDE.md"), ""); !strings.Contains(got, "configuration home") {
 		t.Errorf("Outside() of a file of the host's CLAUDE_CONFIG_DIR = %q, want the configuration home", got)
+	}
+}
+
+// TestAbs checks the forms of a path an Approval reports: absolute, clean,
+// the links of its existing part followed, relative paths taken in the
+// working directory (or cwd), and one form per reading where the kernel's
+// and Node's readings of ".." differ or a leading "~" may mean the home.
+func TestAbs(t *testing.T) {
+	w, o := layout(t)
+	home := filepath.Join(o, "home")
+	r := New(w, []string{"HOME=" + home})
+	tests := []struct {
+		path, cwd string
+		want      []string
+	}{
+		{path: filepath.Join(w, "a.go"), want: []string{filepath.Join(w, "a.go")}},
+		{path: "a.go", want: []string{filepath.Join(w, "a.go")}},
+		{path: "./sub//a.go", want: []string{filepath.Join(w, "sub", "a.go")}},
+		{path: "a.go", cwd: "sub", want: []string{filepath.Join(w, "sub", "a.go")}},
+		{path: "a.go", cwd: o, want: []string{filepath.Join(o, "a.go")}},
+		{path: filepath.Join(w, "new", "dir", "a.go"), want: []string{filepath.Join(w, "new", "dir", "a.go")}},
+		{path: filepath.Join(w, "out", "pwned.txt"), want: []string{filepath.Join(o, "pwned.txt")}},
+		{path: filepath.Join(w, "chain", "x"), want: []string{filepath.Join(o, "dir", "x")}},
+		{path: filepath.Join(w, "dangling"), want: []string{filepath.Join(o, "made.md")}},
+		{path: filepath.Join(w, "missing", "..", "a.go"), want: []string{filepath.Join(w, "a.go")}},
+		// ".." after a link: the kernel's reading (from the link's
+		// target), then Node's (from the link).
+		{path: w + "/out/../x", want: []string{filepath.Join(filepath.Dir(o), "x"), filepath.Join(w, "x")}},
+		{path: "~/x", want: []string{filepath.Join(w, "~", "x"), filepath.Join(home, "x")}},
+		{path: "~", want: []string{filepath.Join(w, "~"), home}},
+		{path: "~other/x", want: []string{filepath.Join(w, "~other", "x")}},
+		// What cannot be resolved is reported clean.
+		{path: filepath.Join(w, "loop", "x"), want: []string{filepath.Join(w, "loop", "x")}},
+		{path: "", want: nil},
+	}
+	for _, tt := range tests {
+		got := r.Abs(tt.path, tt.cwd)
+		if !slices.Equal(got, tt.want) {
+			t.Errorf("Abs(%q, %q) = %q, want %q", tt.path, tt.cwd, got, tt.want)
+		}
+		for _, p := range got {
+			if !filepath.IsAbs(p) || filepath.Clean(p) != p {
+				t.Errorf("Abs(%q, %q) holds %q, which is not absolute and clean", tt.path, tt.cwd, p)
+			}
+		}
+	}
+}
+
+// TestDirThroughLink checks that a working directory given through a link
+// is reported by its real path, and that the paths in it are reported
+// under that same form, so that they compare.
+func TestDirThroughLink(t *testing.T) {
+	w, o := layout(t)
+	alias := filepath.Join(o, "alias")
+	if err := os.Symlink(w, alias); err != nil {
+		t.Fatal(err)
+	}
+	r := New(alias, nil)
+	if got := r.Dir(); got != w {
+		t.Errorf("Dir() = %q, want the real %q", got, w)
+	}
+	if got := r.Abs("a.go", ""); !slices.Equal(got, []string{filepath.Join(w, "a.go")}) {
+		t.Errorf("Abs(%q) = %q, want it under %q", "a.go", got, w)
+	}
+	for _, r := range []*Root{{}, New("relative", nil)} {
+		if got := r.Dir(); got != "" {
+			t.Errorf("Dir() of a Root without a working directory = %q, want empty", got)
+		}
+		if got := r.Abs("a", ""); got != nil {
+			t.Errorf("Abs(%q) of a Root without a working directory = %q, want none", "a", got)
+		}
 	}
 }

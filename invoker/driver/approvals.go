@@ -153,6 +153,16 @@ func (s *session) askApprove(ts *turn, q *question, approve func(context.Context
 		s.protoMu.Unlock()
 		return
 	}
+	if !ts.interrupted && ts.ctx.Err() == nil && ts.caller.Err() != nil {
+		// The caller's context is done, and the interrupt for it is on
+		// its way: a decision made now may have been made because of
+		// that (a callback that watches a context of the caller's own,
+		// such as an MCP call's), and carried out before the interrupt
+		// it could let the CLI go on with the turn. The interrupt's
+		// withdrawal answers q, after the interrupt's lines.
+		s.protoMu.Unlock()
+		return
+	}
 	q.settled = true
 	delete(ts.questions, q)
 	var lines [][]byte

@@ -25,7 +25,8 @@ var nestedBreakers = []string{"CLAUDECODE"}
 // the run's trace context (TRACEPARENT, TRACESTATE), invoker.Options.Env,
 // the backend's variables, Request.Env and the run marker, later entries
 // overriding earlier ones: a trace context the host inherited is replaced
-// by the run's, and one the caller sets explicitly wins.
+// by the run's, and one the caller sets explicitly wins. An empty marker
+// is left out.
 func environ(cfg *config, cmd *Command, reqEnv []string, marker string, trace []string) []string {
 	var env envList
 	keep := cfg.inheritEnv
@@ -44,7 +45,9 @@ func environ(cfg *config, cmd *Command, reqEnv []string, marker string, trace []
 			env.set(kv)
 		}
 	}
-	env.set(marker)
+	if marker != "" {
+		env.set(marker)
+	}
 	return env.list
 }
 

@@ -109,7 +109,12 @@ func (e *engine) open(ctx context.Context, req invoker.SessionRequest, schema *j
 	s.r = e.newRun(s, cmd, req.Workdir, req.Env, s.tel, s.cb)
 	s.r.input, s.r.ctx = true, ctx
 	s.log = s.r.log
-	s.proto = e.sessions.NewSessionProtocol(&breq)
+	// The protocol judges what the CLI asks with the environment the CLI
+	// runs with (a configuration home set in Options.Env), not
+	// Request.Env alone.
+	preq := breq
+	preq.Env = environ(&e.cfg, cmd, breq.Env, "", nil)
+	s.proto = e.sessions.NewSessionProtocol(&preq)
 	lines, ready := s.opening()
 	s.write(lines...)
 	if ready {

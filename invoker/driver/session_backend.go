@@ -20,7 +20,11 @@ type SessionBackend interface {
 	SessionCommand(req *invoker.SessionRequest) (*Command, error)
 
 	// NewSessionProtocol returns the protocol driver of one session of
-	// req.
+	// req, after SessionCommand. req.Env holds the whole environment the
+	// CLI will run with (the host's as invoker.Options.InheritEnv keeps
+	// it, invoker.Options.Env, the Command's Env and the request's own
+	// Env, less Command.Unset), so that the protocol judges the CLI's
+	// requests with what the CLI sees.
 	NewSessionProtocol(req *invoker.SessionRequest) SessionProtocol
 }
 

@@ -86,7 +86,7 @@ func (s *session) usable() error {
 // CLI idle between turns, is what it keeps across turns; what the turn
 // adds is swept when it is cancelled.
 func (s *session) begin(t *turn, ctx context.Context) error {
-	t.ctx = detach.New(ctx)
+	t.ctx, t.caller = detach.New(ctx), ctx
 	t.base, t.baseOK = s.r.baseline()
 	s.protoMu.Lock()
 	lines, err := func() (lines [][]byte, err error) {

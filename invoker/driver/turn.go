@@ -46,6 +46,10 @@ type turn struct {
 	// (A detach.Context: its Err says DeadlineExceeded once the deadline
 	// has passed, although the engine, not the deadline, cancels it.)
 	ctx *detach.Context
+	// caller is the context Turn was given: once it is done, the turn is
+	// about to be interrupted for it (await does), and a decision made
+	// meanwhile is left to the interrupt's withdrawal (see askApprove).
+	caller context.Context
 
 	first     chan struct{} // closed at the turn's first event that is not a warning
 	firstOnce sync.Once

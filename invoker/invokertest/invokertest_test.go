@@ -332,3 +332,72 @@ func (stubInvoker) Capabilities() invoker.Capabilities { return invoker.Capabili
 func (stubInvoker) Invoke(context.Context, invoker.Request) (*invoker.Result, error) {
 	return &invoker.Result{ExitCode: -1}, errors.New("stub")
 }
+
+// The suite catches an Invoker whose Approvals leave out what a policy
+// compares: the workdir and the MCP tool's names left empty, paths given
+// as the CLI named them rather than absolute and resolved. The same
+// Invoker passing the Approvals on passes.
+func TestSuiteChecksApprovalForm(t *testing.T) {
+	t.Parallel()
+	type approve = func(context.Context, invoker.Approval) invoker.Decision
+	for _, tc := range []struct {
+		name   string
+		change func(a *invoker.Approval)
+		want   []string // in ApproveForm's failures
+	}{
+		{"passed on", nil, nil},
+		{"left empty", func(a *invoker.Approval) {
+			a.Workdir, a.Cwd = "", ""
+			a.MCP.Server, a.MCP.Tool = "", ""
+		}, []string{"Approval.Workdir = \"\"", "Approval.Cwd = \"\"", "Approval.MCP = {Server: Tool:}"}},
+		{"unresolved", func(a *invoker.Approval) {
+			for i, p := range a.Paths {
+				a.Paths[i] = filepath.Join(filepath.Base(filepath.Dir(p)), ".", filepath.Base(p))
+			}
+		}, []string{"not absolute and clean", "want"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			err := invokertest.Test(func(f invokertest.Fake) invoker.Invoker {
+				a, opts := f.Agent("claude")
+				inv := claude.New(a.Options(), opts)
+				if f.Edit == "" || f.Ask == "" {
+					// The other cases are not under test.
+					return capsStub{caps: inv.Capabilities()}
+				}
+				var wrap func(approve) approve
+				if tc.change != nil {
+					wrap = func(orig approve) approve {
+						return func(ctx context.Context, a invoker.Approval) invoker.Decision {
+							tc.change(&a)
+							return orig(ctx, a)
+						}
+					}
+				}
+				return approveWrapper{inv, wrap}
+			}, t.TempDir())
+			var got []string
+			for _, line := range strings.Split(fmt.Sprint(err), "\n") {
+				if strings.HasPrefix(line, "ApproveForm: ") {
+					got = append(got, line)
+				}
+			}
+			if tc.want == nil && len(got) > 0 {
+				t.Errorf("ApproveForm failed an Invoker that passes the Approvals on:\n%s", strings.Join(got, "\n"))
+			}
+			for _, w := range tc.want {
+				if !strings.Contains(strings.Join(got, "\n"), w) {
+					t.Errorf("ApproveForm reported %q, want a failure holding %q", got, w)
+				}
+			}
+		})
+	}
+}
+
+// capsStub declares caps and fails every call at once.
+type capsStub struct {
+	stubInvoker
+	caps invoker.Capabilities
+}
+
+func (s capsStub) Capabilities() invoker.Capabilities { return s.caps }

@@ -215,6 +215,88 @@ var twoWayCases = []testCase{
 		},
 	},
 	{
+		name: "ApproveForm",
+		rule: "with Request.Approve (where declared), every Approval carries the run's Workdir, and its Workdir, Cwd (a command's directory) and Paths are absolute, clean and resolved through symbolic links, a workdir given through a link being reported as its target; a file change names the file there; a call of a tool of a server of the request (where GoTools is declared) is an mcp_tool whose MCP names the server (MCPServer.Name) and the tool by their own names",
+		run: func(r *report, k *kase) {
+			caps := k.capabilities()
+			if !caps.Approve {
+				return
+			}
+			wd := k.workdir()
+			real, err := filepath.EvalSymlinks(wd)
+			if err != nil {
+				r.errorf("cannot resolve the workdir: %v", err)
+				return
+			}
+			links, err := os.MkdirTemp("", "invokertest-links-")
+			if err != nil {
+				r.errorf("cannot make a directory for a link: %v", err)
+				return
+			}
+			defer os.RemoveAll(links)
+			linked := filepath.Join(links, "workdir")
+			if err := os.Symlink(wd, linked); err != nil {
+				r.errorf("cannot link to the workdir: %v", err)
+				return
+			}
+			os.RemoveAll(filepath.Join(wd, filepath.Dir(editFile))) // a fixed workdir (Test) keeps it from the case before
+			f := Fake{Ask: "touch " + askFile, Edit: editFile}
+			req := invoker.Request{Workdir: linked, Permission: askLevel}
+			if caps.GoTools {
+				srv := mcp.NewServer(&mcp.Implementation{Name: "conformance", Version: "1.0.0"}, nil)
+				mcp.AddTool(srv, &mcp.Tool{Name: "echo", Description: "Echoes its text."},
+					func(_ context.Context, _ *mcp.CallToolRequest, in echoIn) (*mcp.CallToolResult, any, error) {
+						return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: "echo: " + in.Text}}}, nil, nil
+					})
+				f.CallTool, f.ToolArgs = "conformance/echo", map[string]any{"text": "ping"}
+				req.MCPServers = []invoker.MCPServer{{Name: "conformance", Server: srv}}
+			}
+			var a approvals
+			req.Approve = a.allow
+			if _, err := k.invoke(r, context.Background(), f, req); err != nil {
+				r.errorf("Invoke() error = %v, want nil", err)
+			}
+			a.mu.Lock()
+			defer a.mu.Unlock()
+			form := func(p string) bool { return filepath.IsAbs(p) && filepath.Clean(p) == p }
+			asked := map[string]bool{}
+			for _, ap := range a.got {
+				asked[ap.Kind] = true
+				if ap.Workdir != real {
+					r.errorf("%s: Approval.Workdir = %q, want the workdir %q as its links resolve (%q)", ap.Kind, ap.Workdir, linked, real)
+				}
+				for _, p := range ap.Paths {
+					if !form(p) {
+						r.errorf("%s: Approval.Paths holds %q, which is not absolute and clean", ap.Kind, p)
+					}
+				}
+				switch ap.Kind {
+				case invoker.ApprovalCommand:
+					if !form(ap.Cwd) || !strings.HasPrefix(ap.Cwd+string(filepath.Separator), real+string(filepath.Separator)) {
+						r.errorf("command: Approval.Cwd = %q, want the workdir %q or a directory below it, absolute and clean", ap.Cwd, real)
+					}
+				case invoker.ApprovalFileChange:
+					if want := filepath.Join(real, editFile); !slices.Contains(ap.Paths, want) {
+						r.errorf("file_change: Approval.Paths = %q, want %q, under the workdir's target", ap.Paths, want)
+					}
+				case invoker.ApprovalMCPTool:
+					if ap.MCP.Server != "conformance" || ap.MCP.Tool != "echo" {
+						r.errorf("mcp_tool: Approval.MCP = %+v, want server %q and tool %q", ap.MCP, "conformance", "echo")
+					}
+				}
+			}
+			want := []string{invoker.ApprovalCommand, invoker.ApprovalFileChange}
+			if caps.GoTools {
+				want = append(want, invoker.ApprovalMCPTool)
+			}
+			for _, kind := range want {
+				if !asked[kind] {
+					r.errorf("Approve was not asked about a %s (asked %d times): the factory's fake must do Fake.Ask, Fake.Edit and Fake.CallTool", kind, len(a.got))
+				}
+			}
+		},
+	},
+	{
 		name: "ApproveCap",
 		rule: "at most 64 questions of a turn wait for Approve at once: of more asked at once, Approve gets 64, and each of the others is denied at once, without asking, and reported to the program with a KindWarning event whose Tool is the call it was about",
 		run: func(r *report, k *kase) {
@@ -363,6 +445,36 @@ var twoWayCases = []testCase{
 			}
 			if exists(filepath.Join(wd, askFile)) {
 				r.errorf("the command ran on Approve's late answer")
+			}
+		},
+	},
+	{
+		name: "ApproveCallerCancel",
+		rule: "a decision Approve makes because a context of the caller's was cancelled (one it holds itself, such as an MCP call's) is not carried out: the run is cancelled, and the command it allowed never runs",
+		run: func(r *report, k *kase) {
+			if !k.capabilities().Approve {
+				return
+			}
+			// The decision and the engine's interrupt race: several runs
+			// give the wrong order its chance.
+			for i := 0; i < 5; i++ {
+				wd := k.workdir()
+				ctx, cancel := context.WithCancel(context.Background())
+				_, err := k.invoke(r, ctx, Fake{Ask: "touch " + askFile}, invoker.Request{Workdir: wd,
+					Permission: askLevel,
+					Approve: func(context.Context, invoker.Approval) invoker.Decision {
+						cancel()
+						<-ctx.Done() // the caller's, not the turn's
+						return invoker.Decision{Allow: true}
+					}})
+				cancel()
+				if !errors.Is(err, context.Canceled) {
+					r.errorf("run %d: Invoke() error = %v, want context.Canceled", i+1, err)
+				}
+				if exists(filepath.Join(wd, askFile)) {
+					r.errorf("run %d: the command ran on an Allow made as the caller's context was cancelled", i+1)
+					os.Remove(filepath.Join(wd, askFile))
+				}
 			}
 		},
 	},

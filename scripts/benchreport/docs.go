@@ -396,8 +396,9 @@ func (rep *report) sessionTable(head, turn, intr string, memory bool) (string, e
 	return strings.Join(lines, "\n"), nil
 }
 
-// rewriteDocs renders the figures regions of files (README.md and
-// docs/*.md when none is named) from the report at reportPath.
+// rewriteDocs renders the figures regions of files (README.md,
+// e2e/README.md and docs/*.md when none is named) from the report at
+// reportPath.
 func rewriteDocs(reportPath string, files []string) error {
 	b, err := os.ReadFile(reportPath)
 	if err != nil {
@@ -409,7 +410,7 @@ func rewriteDocs(reportPath string, files []string) error {
 	}
 	if len(files) == 0 {
 		files, _ = filepath.Glob(filepath.Join("docs", "*.md"))
-		files = append([]string{"README.md"}, files...)
+		files = append([]string{"README.md", filepath.Join("e2e", "README.md")}, files...)
 	}
 	var errs []error
 	for _, f := range files {

@@ -21,7 +21,7 @@ func repo(t *testing.T) (*report, string, map[string]string) {
 		t.Fatalf("BENCHMARKS.md: %v", err)
 	}
 	files, _ := filepath.Glob(filepath.Join(root, "docs", "*.md"))
-	files = append(files, filepath.Join(root, "README.md"))
+	files = append(files, filepath.Join(root, "README.md"), filepath.Join(root, "e2e", "README.md"))
 	docs := map[string]string{}
 	for _, f := range files {
 		b, err := os.ReadFile(f)
@@ -36,7 +36,7 @@ func repo(t *testing.T) (*report, string, map[string]string) {
 
 // Every figure the repository quotes from its benchmarks is the one the
 // raw output stored in BENCHMARKS.md renders: BENCHMARKS.md's own table,
-// and each figures region of README.md and docs/*.md.
+// and each figures region of README.md, e2e/README.md and docs/*.md.
 func TestStoredFiguresAgree(t *testing.T) {
 	rep, _, docs := repo(t)
 	if err := checkReport(rep); err != nil {

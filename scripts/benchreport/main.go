@@ -8,7 +8,7 @@
 //	benchreport [-o BENCHMARKS.md] [-notes notes.md] bench-output.txt...
 //	benchreport -docs [-o BENCHMARKS.md] [file.md...]
 //
-// With -docs it rewrites the figures that README.md and docs/*.md (or the
+// With -docs it rewrites the figures that README.md, e2e/README.md and docs/*.md (or the
 // files named) quote from the raw output stored in BENCHMARKS.md: each
 // sits in a region "<!-- figures: NAME -->...<!-- /figures -->" (see
 // docs.go). The package's test fails when a region or the table of
@@ -547,7 +547,7 @@ func main() {
 	log.SetPrefix("benchreport: ")
 	out := flag.String("o", "BENCHMARKS.md", "output file (- for stdout)")
 	notesFile := flag.String("notes", "", "Markdown file copied under a Notes heading")
-	docs := flag.Bool("docs", false, "rewrite the figures regions of the Markdown files named as arguments (default README.md docs/*.md) from the raw output stored in the -o file")
+	docs := flag.Bool("docs", false, "rewrite the figures regions of the Markdown files named as arguments (default README.md e2e/README.md docs/*.md) from the raw output stored in the -o file")
 	flag.Parse()
 	if *docs {
 		if err := rewriteDocs(*out, flag.Args()); err != nil {

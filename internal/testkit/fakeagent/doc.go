@@ -85,7 +85,7 @@
 // result until interrupted; one holding PromptDie exits 3 mid-turn. A
 // set_model control request switches the model the next turns report,
 // except to RefusedModel, which is refused; set_permission_mode is
-// acknowledged.
+// acknowledged, or refused with Script.RefuseModeSwitch.
 // Standard input is recorded as it arrives.
 //
 // With the Codex flavour and app-server as its first argument, the fake

@@ -244,6 +244,10 @@ type Script struct {
 	// documentation) go on running at the end of its input, until a
 	// signal ends it, as a wedged CLI does.
 	IgnoreEOF bool `json:"ignore_eof,omitempty"`
+	// RefuseModeSwitch makes Claude Code's fake refuse every
+	// set_permission_mode control request, as Claude Code refuses a mode
+	// it does not allow.
+	RefuseModeSwitch bool `json:"refuse_mode_switch,omitempty"`
 
 	// SessionHelper makes a session (see "Sessions" in the package
 	// documentation) start, before its first turn, a helper process that

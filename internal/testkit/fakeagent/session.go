@@ -209,8 +209,13 @@ func (a *agent) readSession(rec recorder, users, intr chan<- string, eof chan<- 
 				{"subtype", "error"}, {"request_id", l.RequestID},
 				{"error", "model " + l.Request.Model + " is not available"},
 			}}})
-		case l.Type == "control_request" && l.Request != nil && l.Request.Subtype == "set_permission_mode":
+		case l.Type == "control_request" && l.Request != nil && l.Request.Subtype == "set_permission_mode" && !a.s.RefuseModeSwitch:
 			a.controlOK(l.RequestID)
+		case l.Type == "control_request" && l.Request != nil && l.Request.Subtype == "set_permission_mode":
+			a.emit(obj{{"type", "control_response"}, {"response", obj{
+				{"subtype", "error"}, {"request_id", l.RequestID},
+				{"error", "permission mode not allowed"},
+			}}})
 		case l.Type == "control_request":
 			a.emit(obj{{"type", "control_response"}, {"response", obj{
 				{"subtype", "error"}, {"request_id", l.RequestID},

@@ -1,0 +1,638 @@
+//go:build linux
+
+package proc
+
+import (
+	"bufio"
+	"bytes"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"runtime"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"golang.org/x/sys/unix"
+)
+
+// Cgroup v1 controllers, for hybrid hosts: the unified (v2) hierarchy holds
+// the trees' membership (cgroup.kill, cgroup.events) but no controller,
+// and the memory, pids, cpu and cpuacct controllers are v1 hierarchies of
+// their own. A tree that needs one of them gets a cgroup in it, rN, below
+// the host's home there (clinvoke-PIDNS-PID-STARTTIME, below the host's
+// own cgroup in that hierarchy, as in v2), holding its limits and its
+// accounting.
+//
+// Cgroup v1 has no CLONE_INTO_CGROUP. The root is still born in its v1
+// cgroups: a child starts in the cgroups of the thread that forked it, so
+// the fork happens on a locked OS thread that first moves itself into the
+// tree's v1 cgroups and moves back out right after (see v1Run.join). Other
+// ways fall short: moving the root after the fork lets it run, allocate
+// and fork outside its limits until the move (and in v1 the memory it
+// charged stays where it was); a trampoline that waits to be moved before
+// it execs costs a process and a round trip per start, and takes from the
+// caller the errors of the exec (a missing or bad executable would be the
+// trampoline's exit status). That the root is charged from its first
+// instruction was checked on Linux 6.18: a root that allocates 200 MiB at
+// once under a limit of 100 MiB is OOM-killed with the tree's peak at the
+// limit (TestLimitsMemoryKillsRoot). Writing "0" to a v1
+// tasks file moves the writing thread alone, which the kernel does without
+// the machine-wide lock (cgroup_threadgroup_rwsem) that a move of another
+// thread or process takes for writing, and so without waiting for an RCU
+// grace period: measured on Linux 6.18, 20 to 100 µs per hierarchy, where
+// writing the thread's id takes 8 to 16 ms on an idle machine.
+//
+// While the thread is in the tree's cgroups it is no threat to the host,
+// provided it is not the process's main thread (see goLocked). Memory is
+// charged to the owner of the address space, the main thread, which stays
+// in the host's memory cgroup, so the host's pages are never charged to
+// the tree; and a memory cgroup's OOM killer weighs the thread-group
+// leaders in it, which the thread is not. Both were checked on Linux 6.18:
+// a host holding 300 MiB whose forking thread stayed in a 100 MiB tree for
+// a second while the tree allocated 200 MiB lost nothing, and the OOM
+// killer listed and killed the tree's process alone
+// (TestLimitsHostSafeWhileForking); when the forking thread was the main
+// thread, the host's own allocations were charged to the tree and waited
+// on its OOM for ever, and a host whose main thread was in a cgroup at its
+// limit was the process the OOM killer took.
+//
+// The pids controller does count the thread: a tree's task limit is
+// raised by one while it is there (see v1Run.apply). A thread that cannot
+// move back out is never used again: its goroutine exits locked, so the
+// runtime ends the thread.
+
+// The v1 controllers, by index.
+const (
+	v1Memory = iota
+	v1Pids
+	v1CPU
+	v1CPUAcct
+	numV1
+)
+
+var v1Names = [numV1]string{"memory", "pids", "cpu", "cpuacct"}
+
+// v1Need is a set of v1 controllers, a bit per index.
+type v1Need uint8
+
+func (n v1Need) has(i int) bool { return n&(1<<i) != 0 }
+
+// A v1Hier is a cgroup v1 hierarchy holding one or more of the controllers
+// (cpu and cpuacct are often mounted together).
+type v1Hier struct {
+	mount string // the mount point
+	root  string // the cgroup path at the mount point ("/" unless a subtree is mounted)
+	own   string // the host's cgroup in it, a directory
+	home  string // the host's home in it, a directory; "" when err is set
+	err   error  // why it cannot be used
+}
+
+// v1Host is what the host has of cgroup v1: a hierarchy per controller
+// (nil where the controller is not mounted; co-mounted controllers share
+// one) and the homes made there.
+type v1Host struct {
+	hier [numV1]*v1Hier
+	seq  atomic.Uint64
+
+	mu sync.Mutex // guards limits
+	// limits are the home's limits (SetHostLimits): every tree is then
+	// placed in the limited hierarchies.
+	limits Limits
+}
+
+var v1State struct {
+	mu sync.Mutex
+	h  *v1Host
+}
+
+// theV1 returns the host's cgroup v1 hierarchies, finding them and making
+// the homes on first use. A hierarchy that cannot be used says why.
+func theV1() *v1Host {
+	v1State.mu.Lock()
+	defer v1State.mu.Unlock()
+	if v1State.h == nil {
+		v1State.h = openV1(v1Root)
+	}
+	return v1State.h
+}
+
+// v1IfOpen returns the host's v1 hierarchies if something has used them,
+// else nil.
+func v1IfOpen() *v1Host {
+	v1State.mu.Lock()
+	defer v1State.mu.Unlock()
+	return v1State.h
+}
+
+// v1Root is the directory under which v1 hierarchies are looked for:
+// every hierarchy mounted there (a hierarchy mounted again elsewhere, by a
+// container runtime say, is not the host's).
+const v1Root = "/sys/fs/cgroup"
+
+// openV1 finds the v1 hierarchies mounted under under, and makes the
+// host's home in each.
+func openV1(under string) *v1Host {
+	h := &v1Host{}
+	mi, err := os.ReadFile("/proc/self/mountinfo")
+	if err != nil {
+		return h
+	}
+	cg, err := os.ReadFile("/proc/self/cgroup")
+	if err != nil {
+		return h
+	}
+	h.hier = v1Hierarchies(mi, cg, under)
+	host, err := readStat(int32(os.Getpid()))
+	if err != nil {
+		for _, x := range h.hier {
+			if x != nil {
+				x.err = fmt.Errorf("reading the host's start time: %w", err)
+			}
+		}
+		return h
+	}
+	name := fmt.Sprintf("clinvoke-%d-%d-%d", pidNamespace(), host.pid, host.start)
+	done := map[*v1Hier]bool{}
+	for _, x := range h.hier {
+		if x == nil || done[x] || x.err != nil {
+			continue
+		}
+		done[x] = true
+		dir := filepath.Join(x.own, name)
+		if err := os.Mkdir(dir, 0o755); err != nil && !errors.Is(err, fs.ErrExist) {
+			x.err = fmt.Errorf("making a cgroup in %s: %w", x.own, err)
+			continue
+		}
+		x.home = dir
+		removeDeadV1Homes(x.own, dir)
+	}
+	return h
+}
+
+// v1Hierarchies parses mountinfo and the host's /proc/self/cgroup into
+// the v1 hierarchies of the controllers, mounted under under.
+func v1Hierarchies(mountinfo, cgroup []byte, under string) (hier [numV1]*v1Hier) {
+	own := cgroupPaths(cgroup)
+	sc := bufio.NewScanner(bytes.NewReader(mountinfo))
+	for sc.Scan() {
+		// 30 24 0:27 / /sys/fs/cgroup/memory rw,... shared:12 - cgroup cgroup rw,memory
+		pre, post, ok := strings.Cut(sc.Text(), " - ")
+		if !ok {
+			continue
+		}
+		pf, qf := strings.Fields(pre), strings.Fields(post)
+		if len(pf) < 5 || len(qf) < 3 || qf[0] != "cgroup" {
+			continue
+		}
+		mount, root := unescapeMount(pf[4]), unescapeMount(pf[3])
+		if under != "" && filepath.Dir(mount) != filepath.Clean(under) {
+			continue
+		}
+		var x *v1Hier
+		for opt := range strings.SplitSeq(qf[2], ",") {
+			for i, name := range v1Names {
+				if opt != name || hier[i] != nil {
+					continue
+				}
+				if x == nil {
+					x = &v1Hier{mount: mount, root: root}
+					path, ok := own[name]
+					rel, inside := strings.CutPrefix(path, root)
+					switch {
+					case !ok:
+						x.err = fmt.Errorf("no %s line in /proc/self/cgroup", name)
+					case !inside:
+						x.err = fmt.Errorf("the host's %s cgroup %s is outside the mount's root %s", name, path, root)
+					default:
+						x.own = filepath.Join(mount, rel)
+					}
+				}
+				hier[i] = x
+			}
+		}
+	}
+	return hier
+}
+
+// cgroupPaths parses a /proc/PID/cgroup file into the cgroup path of each
+// v1 controller.
+func cgroupPaths(b []byte) map[string]string {
+	paths := map[string]string{}
+	for line := range bytes.SplitSeq(b, []byte("\n")) {
+		// 4:memory:/user.slice or 2:cpu,cpuacct:/
+		f := strings.SplitN(string(line), ":", 3)
+		if len(f) != 3 || f[1] == "" {
+			continue
+		}
+		for c := range strings.SplitSeq(f[1], ",") {
+			paths[c] = f[2]
+		}
+	}
+	return paths
+}
+
+// removeDeadV1Homes removes the v1 homes in parent whose host is no longer
+// running, killing what is left in them (a tree of a host that died
+// without a keeper: tracking level).
+func removeDeadV1Homes(parent, own string) {
+	entries, err := os.ReadDir(parent)
+	if err != nil {
+		return
+	}
+	for _, e := range entries {
+		var ns, start uint64
+		var pid int32
+		dir := filepath.Join(parent, e.Name())
+		if !e.IsDir() || dir == own {
+			continue
+		}
+		if n, _ := fmt.Sscanf(e.Name(), "clinvoke-%d-%d-%d", &ns, &pid, &start); n != 3 || ns != pidNamespace() {
+			continue
+		}
+		if p, err := readStat(pid); err == nil && p.start == start {
+			continue
+		} else if err != nil && !gone(err) {
+			continue
+		}
+		runs, _ := os.ReadDir(dir)
+		for _, r := range runs {
+			if r.IsDir() {
+				emptyV1(filepath.Join(dir, r.Name()), time.Now().Add(time.Second))
+			}
+		}
+		unix.Rmdir(dir)
+	}
+}
+
+// emptyV1 kills every process in the v1 cgroup dir (each through a pidfd
+// checked to be in it) until it is empty or deadline passes, then removes
+// it. A v1 cgroup.procs lists a process when any of its threads is in the
+// cgroup: the host itself, with a forking thread that could not move back
+// out (see goLocked), is never signalled.
+func emptyV1(dir string, deadline time.Time) {
+	host := int32(os.Getpid())
+	for {
+		if unix.Rmdir(dir) != unix.EBUSY || time.Now().After(deadline) {
+			return
+		}
+		for _, pid := range listPids(filepath.Join(dir, "cgroup.procs")) {
+			if pid == host {
+				continue
+			}
+			fd, err := unix.PidfdOpen(int(pid), 0)
+			if err != nil {
+				continue
+			}
+			if slices.Contains(listPids(filepath.Join(dir, "cgroup.procs")), pid) {
+				unix.PidfdSendSignal(fd, unix.SIGKILL, nil, 0)
+			}
+			unix.Close(fd)
+		}
+		time.Sleep(time.Millisecond)
+	}
+}
+
+// listPids reads a cgroup.procs or tasks file.
+func listPids(path string) []int32 {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return nil
+	}
+	var pids []int32
+	for f := range bytes.FieldsSeq(b) {
+		if n, err := strconv.ParseInt(string(f), 10, 32); err == nil {
+			pids = append(pids, int32(n))
+		}
+	}
+	return pids
+}
+
+// usable returns the hierarchy of controller i, or why it cannot be used.
+func (h *v1Host) usable(i int) (*v1Hier, error) {
+	x := h.hier[i]
+	switch {
+	case x == nil:
+		return nil, fmt.Errorf("no cgroup v1 %s hierarchy is mounted", v1Names[i])
+	case x.err != nil:
+		return nil, x.err
+	}
+	return x, nil
+}
+
+// homes returns the home directories made, one per hierarchy.
+func (h *v1Host) homes() []string {
+	var out []string
+	done := map[*v1Hier]bool{}
+	for _, x := range h.hier {
+		if x != nil && x.home != "" && !done[x] {
+			done[x] = true
+			out = append(out, x.home)
+		}
+	}
+	return out
+}
+
+// hostNeed returns the controllers every tree must be placed in because
+// the home has limits there.
+func (h *v1Host) hostNeed() v1Need {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	var n v1Need
+	if h.limits.MemoryMax > 0 {
+		n |= 1 << v1Memory
+	}
+	if h.limits.Tasks > 0 {
+		n |= 1 << v1Pids
+	}
+	return n
+}
+
+// setLimits sets the home's limits (SetHostLimits on a v1 host).
+func (h *v1Host) setLimits(l Limits) error {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if l.MemoryMax != 0 || h.limits.MemoryMax != 0 {
+		x, err := h.usable(v1Memory)
+		if err != nil {
+			return err
+		}
+		if err := setV1Memory(x.home, l.MemoryMax); err != nil {
+			return err
+		}
+	}
+	if l.Tasks != 0 || h.limits.Tasks != 0 {
+		x, err := h.usable(v1Pids)
+		if err != nil {
+			return err
+		}
+		if err := writeLimit(filepath.Join(x.home, "pids.max"), l.Tasks); err != nil {
+			return err
+		}
+	}
+	h.limits = l
+	return nil
+}
+
+// A v1Run is a tree's cgroups in the v1 hierarchies it needs.
+type v1Run struct {
+	// dir holds the tree's cgroup per controller; "" where it has none.
+	// Co-mounted controllers share a directory.
+	dir [numV1]string
+	// tasks is the tree's task limit (0: none): the limit written is one
+	// more while the forking thread is in the cgroup.
+	tasks int64
+	// peakBefore is the most memory.max_usage_in_bytes read before the
+	// last reset (see mark): the whole run's peak is the larger of it and
+	// the file.
+	peakBefore atomic.Int64
+}
+
+// newRun makes the tree's cgroups in the hierarchies of need.
+func (h *v1Host) newRun(need v1Need) (*v1Run, error) {
+	r := &v1Run{}
+	name := "r" + strconv.FormatUint(h.seq.Add(1), 10)
+	made := map[*v1Hier]string{}
+	for i := range numV1 {
+		if !need.has(i) {
+			continue
+		}
+		x, err := h.usable(i)
+		if err != nil {
+			r.remove()
+			return nil, err
+		}
+		dir, ok := made[x]
+		if !ok {
+			dir = filepath.Join(x.home, name)
+			if err := os.Mkdir(dir, 0o755); err != nil {
+				r.remove()
+				return nil, fmt.Errorf("making the tree's v1 %s cgroup: %w", v1Names[i], err)
+			}
+			made[x] = dir
+		}
+		r.dir[i] = dir
+	}
+	return r, nil
+}
+
+// dirs returns the tree's distinct v1 directories.
+func (r *v1Run) dirs() []string {
+	var out []string
+	for _, d := range r.dir {
+		if d != "" && !slices.Contains(out, d) {
+			out = append(out, d)
+		}
+	}
+	return out
+}
+
+// apply writes the limits of l that the tree's v1 cgroups hold, before
+// the root starts: memory (and memory+swap), tasks (plus one for the
+// forking thread, see join), CPU quota.
+func (r *v1Run) apply(l Limits) error {
+	if d := r.dir[v1Memory]; d != "" && l.MemoryMax > 0 {
+		if err := setV1Memory(d, l.MemoryMax); err != nil {
+			return err
+		}
+	}
+	if d := r.dir[v1Pids]; d != "" && l.Tasks > 0 {
+		r.tasks = l.Tasks
+		if err := writeLimit(filepath.Join(d, "pids.max"), l.Tasks+1); err != nil {
+			return err
+		}
+	}
+	if d := r.dir[v1CPU]; d != "" && l.CPU > 0 {
+		if err := writeFile(filepath.Join(d, "cpu.cfs_period_us"), strconv.Itoa(cpuPeriod)); err != nil {
+			return err
+		}
+		if err := writeFile(filepath.Join(d, "cpu.cfs_quota_us"), strconv.FormatInt(l.cpuQuota(), 10)); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// setV1Memory sets a v1 memory cgroup's limit to n bytes (0: none), and
+// its memory+swap limit to the same where swap is accounted, in the
+// order the kernel accepts (memory+swap is never below memory).
+func setV1Memory(dir string, n int64) error {
+	v := strconv.FormatInt(n, 10)
+	if n == 0 {
+		v = "-1"
+	}
+	limit, memsw := filepath.Join(dir, "memory.limit_in_bytes"), filepath.Join(dir, "memory.memsw.limit_in_bytes")
+	err := writeFile(limit, v)
+	if errors.Is(err, unix.EINVAL) {
+		// Raising it above memory+swap: raise that first.
+		if err := writeFile(memsw, v); err != nil {
+			return err
+		}
+		return writeFile(limit, v)
+	}
+	if err != nil {
+		return err
+	}
+	if err := writeFile(memsw, v); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return err
+	}
+	return nil
+}
+
+// forkedHook, if set, is called after the fork while the forking thread is
+// still in the tree's v1 cgroups (tests use it to widen that window).
+var forkedHook atomic.Pointer[func()]
+
+// join moves the calling thread, which must be locked to its goroutine,
+// into the tree's v1 cgroups, and returns leave, which moves it back to
+// where it was. A child the thread forks in between is born in them.
+// While the thread is in the tree's memory cgroup, the OOM killers that
+// could pick the host are held off (see the top of this file).
+func (r *v1Run) join() (leave func() error, err error) {
+	b, err := os.ReadFile("/proc/thread-self/cgroup")
+	if err != nil {
+		return nil, err
+	}
+	here := cgroupPaths(b)
+	h := theV1()
+	var back []string
+	leave = func() error {
+		if h := forkedHook.Load(); h != nil {
+			(*h)()
+		}
+		var first error
+		for _, d := range back {
+			if err := writeFile(filepath.Join(d, "tasks"), "0"); err != nil && first == nil {
+				first = fmt.Errorf("moving the forking thread back to %s: %w", d, err)
+			}
+		}
+		return first
+	}
+	done := map[string]bool{}
+	for i, d := range r.dir {
+		if d == "" || done[d] {
+			continue
+		}
+		done[d] = true
+		x := h.hier[i]
+		rel, ok := strings.CutPrefix(here[v1Names[i]], x.root)
+		if here[v1Names[i]] == "" || !ok {
+			leave()
+			return nil, fmt.Errorf("the forking thread's %s cgroup %q is outside %s", v1Names[i], here[v1Names[i]], x.mount)
+		}
+		if err := writeFile(filepath.Join(d, "tasks"), "0"); err != nil {
+			leave()
+			return nil, fmt.Errorf("moving the forking thread into %s: %w", d, err)
+		}
+		back = append(back, filepath.Join(x.mount, rel))
+	}
+	return leave, nil
+}
+
+// started lowers the task limit to the tree's own once the forking thread
+// has left.
+func (r *v1Run) started() error {
+	if r.tasks > 0 {
+		return writeLimit(filepath.Join(r.dir[v1Pids], "pids.max"), r.tasks)
+	}
+	return nil
+}
+
+// remove removes the tree's v1 cgroups. One that still holds a process
+// (a tracking-level tree's escapee) is killed empty first, for at most a
+// second.
+func (r *v1Run) remove() error {
+	var first error
+	for _, d := range r.dirs() {
+		err := unix.Rmdir(d)
+		if err == unix.EBUSY {
+			emptyV1(d, time.Now().Add(time.Second))
+			err = unix.Rmdir(d)
+		}
+		if err != nil && err != unix.ENOENT && first == nil {
+			first = &fs.PathError{Op: "rmdir", Path: d, Err: err}
+		}
+	}
+	return first
+}
+
+// onLockedThread runs f on a locked OS thread of its own, moved into the
+// tree's v1 cgroups for f's time (see join), and waits for it. If the
+// thread cannot be moved back, it is retired with its goroutine.
+func (r *v1Run) onLockedThread(f func()) error {
+	errc := make(chan error, 1)
+	goLocked(func() (retire bool) {
+		leave, err := r.join()
+		if err != nil {
+			errc <- err
+			return false
+		}
+		f()
+		retire = leave() != nil
+		errc <- nil
+		return retire
+	})
+	return <-errc
+}
+
+// goLocked runs f in a new goroutine locked to an OS thread that is not
+// the process's main thread, and returns at once. When f returns, the
+// goroutine unlocks the thread, or, if f says to retire it, ends with it
+// locked, so that the runtime ends the thread.
+//
+// Not the main thread: a thread that joins a tree's cgroup v1 memory
+// cgroup must not be the thread-group leader, which owns the process's
+// address space: every page the host touches is charged to the memory
+// cgroup of the owner, so the host would allocate in the tree's cgroup
+// under its limit (seen on Linux 6.18: a host whose main thread forked
+// into a tree at its limit waited on the tree's OOM for ever). A
+// goroutine that finds itself on the main thread hands f to another,
+// which cannot run there while the first holds the main thread locked.
+func goLocked(f func() (retire bool)) {
+	go func() {
+		runtime.LockOSThread()
+		if unix.Gettid() == unix.Getpid() {
+			locked := make(chan struct{})
+			go func() {
+				runtime.LockOSThread()
+				close(locked)
+				if !f() {
+					runtime.UnlockOSThread()
+				}
+			}()
+			<-locked
+			runtime.UnlockOSThread()
+			return
+		}
+		if !f() {
+			runtime.UnlockOSThread()
+		}
+	}()
+}
+
+// writeFile writes v to an existing file (a cgroup file), truncating it as
+// a plain file would be (cgroupfs ignores the truncation).
+func writeFile(path, v string) error {
+	fd, err := unix.Open(path, unix.O_WRONLY|unix.O_TRUNC|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return &fs.PathError{Op: "open", Path: path, Err: err}
+	}
+	defer unix.Close(fd)
+	if _, err := unix.Write(fd, []byte(v)); err != nil {
+		return &fs.PathError{Op: "write", Path: path, Err: err}
+	}
+	return nil
+}
+
+// writeLimit writes n to a limit file, or "max" for 0.
+func writeLimit(path string, n int64) error {
+	if n == 0 {
+		return writeFile(path, "max")
+	}
+	return writeFile(path, strconv.FormatInt(n, 10))
+}

@@ -1,0 +1,237 @@
+//go:build linux
+
+package proc
+
+import (
+	"bytes"
+	"errors"
+	"io/fs"
+	"path/filepath"
+	"strconv"
+	"strings"
+
+	"golang.org/x/sys/unix"
+)
+
+// Cgroup v2 controllers. A tree's cgroup rN gets the memory, pids and cpu
+// controllers when its home enables them in cgroup.subtree_control, which
+// cgroup v2 allows only when the home's parent enables them too, and the
+// parent can only if it holds no process (the "no internal processes"
+// rule; the root cgroup is exempt). The home never holds a process, so
+// what matters is the parent:
+//
+//   - Attr.CgroupParent naming an empty cgroup the host may write (made by
+//     root, or delegated by systemd): the controllers its own parent gives
+//     it are enabled in it, then in the home.
+//   - The default parent, the host's own cgroup, holds the host: its
+//     controllers are used only if they are already enabled (the root
+//     cgroup, or a cgroup namespace's root as root), or after
+//     DelegateOwnCgroup moved the host into a leaf. The host's cgroup is
+//     never changed otherwise.
+//
+// Every file is written and read through a directory, so that the tests
+// lay out a fake cgroupfs in a temporary directory and check which files
+// are written with which values.
+
+// ctlSet is a set of cgroup v2 controllers.
+type ctlSet uint8
+
+const (
+	ctlMemory ctlSet = 1 << iota
+	ctlPids
+	ctlCPU
+
+	ctlWanted = ctlMemory | ctlPids | ctlCPU
+)
+
+var ctlNames = []struct {
+	c    ctlSet
+	name string
+}{{ctlMemory, "memory"}, {ctlPids, "pids"}, {ctlCPU, "cpu"}}
+
+// String lists the controllers, such as "memory pids cpu".
+func (s ctlSet) String() string {
+	var names []string
+	for _, n := range ctlNames {
+		if s&n.c != 0 {
+			names = append(names, n.name)
+		}
+	}
+	return strings.Join(names, " ")
+}
+
+// parseControllers parses a cgroup.controllers or cgroup.subtree_control
+// file.
+func parseControllers(b []byte) ctlSet {
+	var s ctlSet
+	for f := range bytes.FieldsSeq(b) {
+		for _, n := range ctlNames {
+			if string(f) == n.name {
+				s |= n.c
+			}
+		}
+	}
+	return s
+}
+
+// readControllers reads the controllers of a cgroup.controllers or
+// cgroup.subtree_control file (none if it cannot be read).
+func readControllers(path string) ctlSet {
+	b, err := readSmall(path)
+	if err != nil {
+		return 0
+	}
+	return parseControllers(b)
+}
+
+// enableControllers enables in dir's cgroup.subtree_control the wanted
+// controllers that dir has (cgroup.controllers) and has not enabled yet,
+// and returns those enabled for dir's children afterwards.
+func enableControllers(dir string, want ctlSet) (ctlSet, error) {
+	have := readControllers(filepath.Join(dir, "cgroup.controllers"))
+	on := readControllers(filepath.Join(dir, "cgroup.subtree_control"))
+	add := want & have &^ on
+	if add == 0 {
+		return on & want, nil
+	}
+	var b strings.Builder
+	for _, n := range ctlNames {
+		if add&n.c != 0 {
+			if b.Len() > 0 {
+				b.WriteByte(' ')
+			}
+			b.WriteString("+" + n.name)
+		}
+	}
+	err := writeFile(filepath.Join(dir, "cgroup.subtree_control"), b.String())
+	if err == nil {
+		return (on | add) & want, nil
+	}
+	// One refused controller fails the whole write: try each alone.
+	for _, n := range ctlNames {
+		if add&n.c != 0 && writeFile(filepath.Join(dir, "cgroup.subtree_control"), "+"+n.name) == nil {
+			on |= n.c
+		}
+	}
+	return on & want, err
+}
+
+// setUpControllers gives the home's trees the wanted controllers it can:
+// first in parent, when the caller named it (explicit), then in the home.
+// It returns the controllers the trees' cgroups get, and sets the home's
+// memory.oom.group to 0, so that an OOM kill under the home's limit takes
+// one process, not every tree (a new cgroup's default, set in case the
+// home was made otherwise).
+func setUpControllers(parent, home string, explicit bool) ctlSet {
+	if explicit {
+		enableControllers(parent, ctlWanted) // fails harmlessly if parent holds processes
+	}
+	on, _ := enableControllers(home, ctlWanted)
+	if on&ctlMemory != 0 {
+		writeFile(filepath.Join(home, "memory.oom.group"), "0")
+	}
+	return on
+}
+
+// applyV2 writes, in the tree's v2 cgroup dir, the limits of l whose
+// controllers ctl holds, before the root starts. A fresh cgroup's limits
+// are all "max": only the limits set are written.
+func applyV2(dir string, l Limits, ctl ctlSet) error {
+	if ctl&ctlMemory != 0 {
+		if l.MemoryMax > 0 {
+			if err := writeLimit(filepath.Join(dir, "memory.max"), l.MemoryMax); err != nil {
+				return err
+			}
+			// A hard maximum: no swapping past it. Without swap
+			// accounting there is no file and no swap to bound.
+			if err := writeFile(filepath.Join(dir, "memory.swap.max"), "0"); err != nil && !errors.Is(err, fs.ErrNotExist) {
+				return err
+			}
+		}
+		if l.MemoryHigh > 0 {
+			if err := writeLimit(filepath.Join(dir, "memory.high"), l.MemoryHigh); err != nil {
+				return err
+			}
+		}
+	}
+	if ctl&ctlPids != 0 && l.Tasks > 0 {
+		if err := writeLimit(filepath.Join(dir, "pids.max"), l.Tasks); err != nil {
+			return err
+		}
+	}
+	if ctl&ctlCPU != 0 && l.CPU > 0 {
+		v := strconv.FormatInt(l.cpuQuota(), 10) + " " + strconv.Itoa(cpuPeriod)
+		if err := writeFile(filepath.Join(dir, "cpu.max"), v); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// setV2HostLimits sets the home's memory and task limits (0: none).
+func setV2HostLimits(home string, l Limits, ctl ctlSet) error {
+	if l.MemoryMax != 0 || ctl&ctlMemory != 0 {
+		if err := writeLimit(filepath.Join(home, "memory.max"), l.MemoryMax); err != nil {
+			return err
+		}
+		swap := "0"
+		if l.MemoryMax == 0 {
+			swap = "max"
+		}
+		if err := writeFile(filepath.Join(home, "memory.swap.max"), swap); err != nil && !errors.Is(err, fs.ErrNotExist) {
+			return err
+		}
+	}
+	if l.Tasks != 0 || ctl&ctlPids != 0 {
+		if err := writeLimit(filepath.Join(home, "pids.max"), l.Tasks); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// readSmall reads a small file (a cgroup or /proc file) with one read into
+// a buffer of 4 KiB, without the stat that os.ReadFile makes.
+func readSmall(path string) ([]byte, error) {
+	fd, err := unix.Open(path, unix.O_RDONLY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return nil, &fs.PathError{Op: "open", Path: path, Err: err}
+	}
+	defer unix.Close(fd)
+	buf := make([]byte, 4096)
+	n, err := unix.Read(fd, buf)
+	if err != nil {
+		return nil, &fs.PathError{Op: "read", Path: path, Err: err}
+	}
+	return buf[:n], nil
+}
+
+// readInt reads a file holding one number ("max" reads as -1).
+func readInt(path string) (int64, error) {
+	b, err := readSmall(path)
+	if err != nil {
+		return 0, err
+	}
+	return parseInt(b)
+}
+
+// parseInt parses a file holding one number ("max" is -1).
+func parseInt(b []byte) (int64, error) {
+	b = bytes.TrimSpace(b)
+	if string(b) == "max" {
+		return -1, nil
+	}
+	return strconv.ParseInt(string(b), 10, 64)
+}
+
+// keyed returns the value of key in a flat keyed file ("key value" lines,
+// as cpu.stat, memory.events and pids.events), or 0.
+func keyed(b []byte, key string) int64 {
+	for line := range bytes.SplitSeq(b, []byte("\n")) {
+		if v, ok := bytes.CutPrefix(line, []byte(key+" ")); ok {
+			n, _ := strconv.ParseInt(string(bytes.TrimSpace(v)), 10, 64)
+			return n
+		}
+	}
+	return 0
+}

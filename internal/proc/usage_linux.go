@@ -1,0 +1,338 @@
+//go:build linux
+
+package proc
+
+import (
+	"path/filepath"
+	"sync"
+	"time"
+	"unsafe"
+
+	"golang.org/x/sys/unix"
+)
+
+// acct is a tree's accounting: where its figures are read, what the
+// samples saw, and the marks.
+type acct struct {
+	plan limitPlan
+	v2   string // the tree's v2 cgroup; "" at the tracking level
+	// v2ctl are the controllers of the tree's v2 cgroup (its home's): its
+	// memory.events and pids.events are read when they are there.
+	v2ctl ctlSet
+	v1    *v1Run
+	// cpuBase is cpu.stat's usage_usec when the tree started, in a
+	// cgroup reused from an earlier tree.
+	cpuBase int64
+
+	mu sync.Mutex // guards the fields below
+	// Samples, for the figures the plan samples (see sample).
+	sMem, sTasks         int64         // the most seen
+	sCPU                 time.Duration // the most seen
+	sMarkMem, sMarkTasks int64         // the most seen since the latest mark
+	// markSeq numbers the marks taken.
+	markSeq uint64
+	// markFd is memory.peak, opened and reset at the latest mark (cgroup
+	// v2 on Linux 6.12 and newer): reading it gives the peak since; -1
+	// when there is none.
+	markFd int
+	// markV1 says that the v1 memory peak was reset at the latest mark.
+	markV1 bool
+	// final is the last reading, taken when the tree was released; later
+	// calls report it.
+	final *reading
+}
+
+// reading is one reading of a tree's figures and counters, from its
+// start.
+type reading struct {
+	u Usage
+	// memHits counts the times the tree reached its own memory limit
+	// (v2 memory.events max): an OOM kill without one was caused by a
+	// limit above the tree's. Cgroup v1 does not count them (its failcnt
+	// stays 0 on recent kernels): there the peak tells (see reached).
+	memHits int64
+	// memSinceMark is the peak since the latest mark, -1 if unknown.
+	memSinceMark int64
+}
+
+// newAcct returns the accounting of a tree with plan, or nil when the plan
+// holds nothing to account.
+func newAcct(plan limitPlan, v2 string, v2ctl ctlSet, v1 *v1Run) *acct {
+	if !plan.any() {
+		return nil
+	}
+	return &acct{plan: plan, v2: v2, v2ctl: v2ctl, v1: v1, markFd: -1}
+}
+
+// read reads the tree's figures now (or the final ones).
+func (a *acct) read() reading {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return a.readLocked()
+}
+
+func (a *acct) readLocked() reading {
+	if a.final != nil {
+		return *a.final
+	}
+	r := reading{u: Usage{Limits: a.plan.limits}, memSinceMark: -1}
+	u := &r.u
+	switch a.plan.cpu {
+	case srcV2:
+		if b, err := readSmall(filepath.Join(a.v2, "cpu.stat")); err == nil {
+			u.CPU = time.Duration(keyed(b, "usage_usec")-a.cpuBase) * time.Microsecond
+		}
+	case srcV1:
+		if ns, err := readInt(filepath.Join(a.v1.dir[v1CPUAcct], "cpuacct.usage")); err == nil {
+			u.CPU = time.Duration(ns)
+		}
+	case srcSample:
+		u.CPU, u.CPUSampled = a.sCPU, true
+	}
+	switch a.plan.mem {
+	case srcV2:
+		u.MemoryPeak, _ = readInt(filepath.Join(a.v2, "memory.peak"))
+		if a.markFd >= 0 {
+			var buf [32]byte
+			if n, err := unix.Pread(a.markFd, buf[:], 0); err == nil {
+				if v, err := parseInt(buf[:n]); err == nil {
+					r.memSinceMark = v
+				}
+			}
+		}
+	case srcV1:
+		peak, _ := readInt(filepath.Join(a.v1.dir[v1Memory], "memory.max_usage_in_bytes"))
+		u.MemoryPeak = max(peak, a.v1.peakBefore.Load())
+		if a.markV1 {
+			r.memSinceMark = peak
+		}
+	case srcSample:
+		u.MemoryPeak, u.MemorySampled = a.sMem, true
+		r.memSinceMark = a.sMarkMem
+	}
+	switch a.plan.tasks {
+	case srcV2:
+		u.TasksPeak, _ = readInt(filepath.Join(a.v2, "pids.peak"))
+	case srcV1:
+		u.TasksPeak, _ = readInt(filepath.Join(a.v1.dir[v1Pids], "pids.peak"))
+	case srcSample:
+		u.TasksPeak, u.TasksSampled = a.sTasks, true
+	}
+	switch {
+	case a.v2ctl&ctlMemory != 0:
+		if b, err := readSmall(filepath.Join(a.v2, "memory.events")); err == nil {
+			u.OOMKills, u.Throttled = keyed(b, "oom_kill"), keyed(b, "high")
+			r.memHits = keyed(b, "max")
+		}
+	case a.v1 != nil && a.v1.dir[v1Memory] != "":
+		d := a.v1.dir[v1Memory]
+		if b, err := readSmall(filepath.Join(d, "memory.oom_control")); err == nil {
+			u.OOMKills = keyed(b, "oom_kill")
+		}
+	}
+	switch {
+	case a.v2ctl&ctlPids != 0:
+		if b, err := readSmall(filepath.Join(a.v2, "pids.events")); err == nil {
+			u.ForksRefused = keyed(b, "max")
+		}
+	case a.v1 != nil && a.v1.dir[v1Pids] != "":
+		if b, err := readSmall(filepath.Join(a.v1.dir[v1Pids], "pids.events")); err == nil {
+			u.ForksRefused = keyed(b, "max")
+		}
+	}
+	u.OOMOutside = u.OOMKills > 0 && !a.reached(r.memHits, u.MemoryPeak)
+	return r
+}
+
+// reached reports whether the tree reached its own memory limit, given
+// the v2 count of times it did (hits) or, on cgroup v1, its peak: the
+// charge that fails reaches the limit first, while a tree OOM-killed by a
+// limit above its own stays below it (allowing for the charges the kernel
+// batches per CPU).
+func (a *acct) reached(hits, peak int64) bool {
+	limit := a.plan.limits.MemoryMax
+	switch {
+	case limit == 0:
+		return false
+	case a.v2ctl&ctlMemory != 0:
+		return hits > 0
+	}
+	return peak >= limit-max(1<<20, limit/100)
+}
+
+// mark starts a new period; see Tree.Mark.
+func (a *acct) mark() (uint64, reading) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	r := a.readLocked()
+	a.markSeq++
+	switch a.plan.mem {
+	case srcV2:
+		if a.markFd >= 0 {
+			unix.Close(a.markFd)
+			a.markFd = -1
+		}
+		// Writing memory.peak resets the peak seen through this open
+		// file to the current usage (Linux 6.12); an older kernel
+		// refuses the open for writing or the write.
+		fd, err := unix.Open(filepath.Join(a.v2, "memory.peak"), unix.O_RDWR|unix.O_CLOEXEC, 0)
+		if err == nil {
+			if _, err := unix.Write(fd, []byte("reset\n")); err != nil {
+				unix.Close(fd)
+			} else {
+				a.markFd = fd
+			}
+		}
+	case srcV1:
+		// Writing 0 resets the peak to the current usage, for the whole
+		// cgroup: the run's peak so far is kept aside.
+		p := a.v1.peakBefore.Load()
+		if r.u.MemoryPeak > p {
+			a.v1.peakBefore.Store(r.u.MemoryPeak)
+		}
+		a.markV1 = writeFile(filepath.Join(a.v1.dir[v1Memory], "memory.max_usage_in_bytes"), "0") == nil
+	case srcSample:
+		a.sMarkMem = 0
+	}
+	a.sMarkTasks = 0
+	return a.markSeq, r
+}
+
+// sample records what one look at the tree's members saw: procs are the
+// members found (zombies too: their CPU time is not yet their parent's).
+func (a *acct) sample(procs []procInfo) {
+	var mem, tasks int64
+	var ticks uint64
+	for i := range procs {
+		p := &procs[i]
+		ticks += p.cpu
+		if !p.zombie() {
+			mem += int64(p.rss) * int64(pageSize)
+			tasks += int64(p.threads)
+		}
+	}
+	cpu := time.Duration(ticks) * (time.Second / userHZ)
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if a.final != nil {
+		return
+	}
+	a.sMem, a.sMarkMem = max(a.sMem, mem), max(a.sMarkMem, mem)
+	a.sTasks, a.sMarkTasks = max(a.sTasks, tasks), max(a.sMarkTasks, tasks)
+	a.sCPU = max(a.sCPU, cpu)
+}
+
+// pageSize is the size of the pages rss counts.
+var pageSize = unix.Getpagesize()
+
+// release takes the final reading (rootCPU is the root's rusage, which
+// holds the descendants it reaped: sampled CPU time is at least that) and
+// lets go of the mark's descriptor.
+func (a *acct) release(rootCPU time.Duration) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if a.final != nil {
+		return
+	}
+	if a.plan.cpu == srcSample {
+		a.sCPU = max(a.sCPU, rootCPU)
+	}
+	r := a.readLocked()
+	a.final = &r
+	if a.markFd >= 0 {
+		unix.Close(a.markFd)
+		a.markFd = -1
+	}
+}
+
+// The Tree's accounting methods on Linux.
+
+func (t *Tree) usage() Usage {
+	a := t.sys.acct
+	if a == nil {
+		return Usage{}
+	}
+	r := a.read()
+	u := r.u
+	u.RootOOMKilled = u.OOMKills > 0 && t.rootKilledByKernel()
+	return u
+}
+
+func (t *Tree) mark() Mark {
+	m := Mark{tree: t}
+	if a := t.sys.acct; a != nil {
+		var r reading
+		m.seq, r = a.mark()
+		m.base, m.baseHits = r.u, r.memHits
+	}
+	m.exited = isClosed(t.exited)
+	return m
+}
+
+func (t *Tree) since(m Mark) Usage {
+	a := t.sys.acct
+	if a == nil {
+		return Usage{}
+	}
+	a.mu.Lock()
+	r := a.readLocked()
+	latest := m.seq == a.markSeq
+	a.mu.Unlock()
+	u := r.u
+	if m.seq == 0 {
+		u.RootOOMKilled = u.OOMKills > 0 && t.rootKilledByKernel()
+		return u
+	}
+	b := m.base
+	u.CPU -= b.CPU
+	u.OOMKills -= b.OOMKills
+	u.ForksRefused -= b.ForksRefused
+	u.Throttled -= b.Throttled
+	if latest && r.memSinceMark >= 0 {
+		u.MemoryPeak = r.memSinceMark
+	}
+	u.OOMOutside = u.OOMKills > 0 && !a.reached(r.memHits-m.baseHits, u.MemoryPeak)
+	if latest && a.plan.tasks == srcSample {
+		a.mu.Lock()
+		u.TasksPeak = a.sMarkTasks
+		a.mu.Unlock()
+	}
+	u.RootOOMKilled = u.OOMKills > 0 && !m.exited && t.rootKilledByKernel()
+	return u
+}
+
+// rootKilledByKernel reports whether the root has exited, killed by a
+// SIGKILL that neither Kill nor Signal(Kill) sent.
+func (t *Tree) rootKilledByKernel() bool {
+	if !isClosed(t.exited) {
+		return false
+	}
+	return t.sys.exitSignal == int32(unix.SIGKILL) && !t.sys.killSent.Load()
+}
+
+// exitSignal returns the signal that ended the child described by info
+// (a waitid result), or 0 when it exited by itself.
+func exitSignal(info *unix.Siginfo) int32 {
+	if info.Code != _CLD_KILLED && info.Code != _CLD_DUMPED {
+		return 0
+	}
+	return siginfoStatus(info)
+}
+
+// siginfoStatus returns the si_status of a SIGCHLD siginfo: the exit code,
+// or the signal. The union after the first three fields starts at the
+// first word boundary and holds the pid, the uid, then the status.
+func siginfoStatus(info *unix.Siginfo) int32 {
+	off := unsafe.Sizeof(info.Signo) * 3
+	if align := unsafe.Alignof(uintptr(0)); off%align != 0 {
+		off += align - off%align
+	}
+	return *(*int32)(unsafe.Add(unsafe.Pointer(info), off+8))
+}
+
+// The si_code values of SIGCHLD.
+const (
+	_CLD_EXITED = 1
+	_CLD_KILLED = 2
+	_CLD_DUMPED = 3
+)

@@ -45,7 +45,7 @@ func (e *engine) startOneShot(ctx context.Context, req *invoker.Request, t *turn
 	cb := newCallbacks()
 	o.r = e.newRun(o, cmd, req.Workdir, req.Env, tel, cb)
 	o.r.input = o.prompt != ""
-	t.carry(o, o.r, cb)
+	t.carry(o, o.r, cb, o.r.over()) // the turn ends with the run
 	if err := e.start(ctx, o.r); err != nil {
 		return err
 	}
@@ -87,13 +87,12 @@ func (o *oneShot) stderrLine(line []byte) error {
 	return inspectStderr(func() error { return o.dec.Stderr(line) })
 }
 
-// ended asks the decoder what the run established, and ends the turn: its
-// end is the CLI's exit.
+// ended asks the decoder what the run established, for the turn, whose end
+// is the run's: the CLI's exit.
 func (o *oneShot) ended() {
 	o.mu.Lock()
 	o.t.out = o.outcome()
 	o.mu.Unlock()
-	close(o.t.ended)
 }
 
 // outcome asks the decoder what the run established; a panic in it gives

@@ -140,7 +140,7 @@ func (s *session) deliver(t *turn, events []invoker.Event) {
 		s.mu.Lock()
 		s.cur = nil
 		s.mu.Unlock()
-		close(t.ended)
+		close(t.end)
 	}
 }
 

@@ -37,7 +37,8 @@ func (s *session) Turn(ctx context.Context, tr invoker.TurnRequest) (res *invoke
 // Invoke was checked whole).
 func (s *session) turn(ctx context.Context, tr invoker.TurnRequest, check bool) (*invoker.Result, error) {
 	t := newTurn(s.cfg, tr, s.sreq.Deltas, s.schema)
-	t.carry(s, s.r, s.cb)
+	t.end = make(chan struct{})
+	t.carry(s, s.r, s.cb, t.end)
 	t.res.Containment = s.r.level()
 	fail := func(err error) (*invoker.Result, error) {
 		t.res.Duration = time.Since(t.start)

@@ -53,7 +53,7 @@ type turn struct {
 
 	first     chan struct{} // closed at the turn's first event that is not a warning
 	firstOnce sync.Once
-	ended     chan struct{} // closed when the turn has ended in its carrier's terms; out is set before
+	ended     <-chan struct{} // closed when the turn has ended in its carrier's terms; out is set before
 	out       Outcome
 	approving atomic.Int32 // Approve callbacks deciding: the CLI waits for them, and the timeouts do not count it
 
@@ -72,6 +72,7 @@ type turn struct {
 	questions   map[*question]struct{} // not yet answered or withdrawn (protoMu)
 	interrupted bool                   // the CLI was asked to end the turn (protoMu)
 	last        bool                   // the protocol reported the turn's end: its next KindDone is its last event (protoMu)
+	end         chan struct{}          // ended: the session closes it after the turn's last event
 	base        proc.Baseline          // the tree's members before the turn, for its sweep
 	baseOK      bool                   // base was taken (the tree was not reaped)
 }
@@ -103,13 +104,14 @@ func newTurn(cfg *config, req invoker.TurnRequest, deltas bool, schema *jsonsche
 	return &turn{
 		cfg: cfg, req: req, deltas: deltas, schema: schema,
 		start: time.Now(), res: &invoker.Result{ExitCode: -1},
-		first: make(chan struct{}), ended: make(chan struct{}),
+		first: make(chan struct{}),
 	}
 }
 
-// carry sets what carries the turn, before its run can deliver events.
-func (t *turn) carry(on carrier, r *run, cb *callbacks) {
-	t.on, t.r, t.cb = on, r, cb
+// carry sets what carries the turn, before its run can deliver events, and
+// the channel closed at the turn's end, by its carrier.
+func (t *turn) carry(on carrier, r *run, cb *callbacks, ended <-chan struct{}) {
+	t.on, t.r, t.cb, t.ended = on, r, cb, ended
 }
 
 // run is the one path of every turn: it begins the turn, waits for its

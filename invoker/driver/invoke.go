@@ -94,12 +94,18 @@ func (e *engine) invokeInSession(ctx context.Context, req invoker.Request, schem
 		if err == nil && cerr != nil {
 			err = cerr
 		}
+		end := s.r.end()
 		if err != nil {
 			// A failed or cancelled run reports the CLI's own exit
 			// status, as a one-shot run does (-1 when the ladder killed
 			// it), not a turn's 0 while the CLI ran on.
-			res.ExitCode = s.r.end().state.Code
+			res.ExitCode = end.state.Code
 		}
+		// The tail of the whole run, once its stderr has been read to
+		// its end, as a one-shot run reports it: at the end of the turn,
+		// the stderr reader may not have caught up with what the CLI
+		// wrote.
+		res.Stderr = end.stderr
 		res.Duration = time.Since(start)
 	}()
 	res, err = s.turn(ctx, req.Turn(), false)

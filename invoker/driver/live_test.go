@@ -447,3 +447,25 @@ func TestCancelledBeforeStartNamesTheCause(t *testing.T) {
 		t.Errorf("Turn() after = %+v, %v; want the session to go on", res, err)
 	}
 }
+
+// stderrAtEOF is the echo CLI as a shell loop that writes to its standard
+// error once its input ends: at Close.
+type stderrAtEOF struct{ echoBackend }
+
+func (stderrAtEOF) SessionCommand(*invoker.SessionRequest) (*driver.Command, error) {
+	return &driver.Command{Args: []string{"-c", `while IFS= read -r l; do printf '%s\n' "$l"; done; echo "said at the end" >&2`}}, nil
+}
+
+// A run of Invoke carried by a session reports the stderr tail of the
+// whole run, as a one-shot run does: what the CLI wrote up to its exit,
+// after the end of the turn too.
+func TestRoutedInvokeKeepsTheWholeStderr(t *testing.T) {
+	inv := driver.New(stderrAtEOF{echoBackend{caps: allLive}}, invoker.Options{Binary: "/bin/sh"})
+	res, err := inv.Invoke(context.Background(), invoker.Request{Prompt: "hi", Workdir: t.TempDir(), Deltas: true})
+	if err != nil || res.Text != "hi" {
+		t.Fatalf("Invoke() = %+v, %v; want the answer", res, err)
+	}
+	if !strings.Contains(res.Stderr, "said at the end") {
+		t.Errorf("Result.Stderr = %q, want what the CLI wrote before it exited", res.Stderr)
+	}
+}

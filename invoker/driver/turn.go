@@ -57,7 +57,7 @@ type turn struct {
 	out       Outcome
 	approving atomic.Int32 // Approve callbacks deciding: the CLI waits for them, and the timeouts do not count it
 
-	// Only run's goroutine uses these.
+	// Only the goroutine that runs the turn (run) uses these.
 	cause   error // why the turn was interrupted (its context, a timeout); nil while it is not
 	ignored bool  // the CLI let the turn interrupt grace pass
 	gone    bool  // the run ended before the turn did

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"io"
+	"log/slog"
 	"os"
 	"sync"
 	"time"
@@ -16,9 +17,11 @@ import (
 // and the turn's end the CLI's exit. It is the run's conversation and the
 // turn's carrier.
 type oneShot struct {
-	r      *run
-	t      *turn
-	prompt string // Command.Stdin; "" gives the CLI the null device
+	r       *run
+	t       *turn
+	log     *slog.Logger
+	prompt  string // Command.Stdin; "" gives the CLI the null device
+	maxLine int    // Options.MaxLineSize, for the warning of a skipped line
 
 	// mu guards dec: the engine calls a Decoder from one goroutine at a
 	// time, and the stdout and stderr readers both call it.
@@ -41,10 +44,9 @@ func (e *engine) startOneShot(ctx context.Context, req *invoker.Request, t *turn
 		}
 		return err
 	}
-	o := &oneShot{t: t, prompt: cmd.Stdin, dec: e.b.NewDecoder(req)}
+	o := &oneShot{t: t, log: e.logger(tel), prompt: cmd.Stdin, maxLine: e.cfg.maxLineSize, dec: e.b.NewDecoder(req)}
 	cb := newCallbacks()
-	o.r = e.newRun(o, cmd, req.Workdir, req.Env, tel, cb)
-	o.r.input = o.prompt != ""
+	o.r = e.newRun(runSpec{conv: o, cb: cb, tel: tel, cmd: cmd, workdir: req.Workdir, env: req.Env, input: o.prompt != ""})
 	t.carry(o, o.r, cb, o.r.over()) // the turn ends with the run
 	if err := e.start(ctx, o.r); err != nil {
 		return err
@@ -60,14 +62,14 @@ func (e *engine) startOneShot(ctx context.Context, req *invoker.Request, t *turn
 func (o *oneShot) writeInput(w *os.File, _ <-chan struct{}) {
 	_, err := io.WriteString(w, o.prompt)
 	if err != nil && !errors.Is(err, os.ErrClosed) {
-		o.r.log.Debug("writing the prompt", "err", err)
+		o.log.Debug("writing the prompt", "err", err)
 	}
 	w.Close()
 }
 
 func (o *oneShot) stdoutLine(line []byte) error {
 	o.mu.Lock()
-	events, err := decodeLine(o.r.log, line, func() ([]invoker.Event, error) { return o.dec.Decode(line) })
+	events, err := decodeLine(o.log, line, func() ([]invoker.Event, error) { return o.dec.Decode(line) })
 	o.mu.Unlock()
 	o.ids.stamp(events)
 	o.t.deliver(events)
@@ -78,7 +80,7 @@ func (o *oneShot) stdoutLine(line []byte) error {
 // CLI has exited (the run reads on: the CLI's exit comes after its last
 // line).
 func (o *oneShot) lineSkipped(size int64) {
-	o.t.deliver([]invoker.Event{skippedWarning(size, o.r.cfg.maxLineSize)})
+	o.t.deliver([]invoker.Event{skippedWarning(size, o.maxLine)})
 }
 
 func (o *oneShot) stderrLine(line []byte) error {
@@ -100,7 +102,7 @@ func (o *oneShot) ended() {
 func (o *oneShot) outcome() (out Outcome) {
 	defer func() {
 		if p := recover(); p != nil {
-			o.r.log.Error("decoder panicked in Outcome", "panic", p)
+			o.log.Error("decoder panicked in Outcome", "panic", p)
 			out = Outcome{}
 		}
 	}()

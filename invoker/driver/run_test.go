@@ -76,8 +76,7 @@ func (c *recorder) ended() {
 func startCat(t *testing.T, c *recorder) *run {
 	t.Helper()
 	e := &engine{b: catBackend{}, cfg: newConfig([]invoker.Options{{Binary: "cat", InterruptGrace: 100 * time.Millisecond, TerminateGrace: 100 * time.Millisecond}})}
-	r := e.newRun(c, &Command{}, t.TempDir(), nil, nil, newCallbacks())
-	r.input = true
+	r := e.newRun(runSpec{conv: c, cb: newCallbacks(), cmd: &Command{}, workdir: t.TempDir(), input: true})
 	c.r, c.first = r, make(chan struct{})
 	if err := e.start(context.Background(), r); err != nil {
 		t.Fatalf("start() = %v", err)

@@ -106,9 +106,8 @@ func (e *engine) open(ctx context.Context, req invoker.SessionRequest, schema *j
 		return nil, err
 	}
 	s.tel = e.cfg.tel.session(ctx, s.cli, &req)
-	s.r = e.newRun(s, cmd, req.Workdir, req.Env, s.tel, s.cb)
-	s.r.input, s.r.ctx = true, ctx
-	s.log = s.r.log
+	s.r = e.newRun(runSpec{conv: s, cb: s.cb, tel: s.tel, cmd: cmd, workdir: req.Workdir, env: req.Env, input: true, ctx: ctx})
+	s.log = e.logger(s.tel)
 	// The protocol judges what the CLI asks with the environment the CLI
 	// runs with (a configuration home set in Options.Env), not
 	// Request.Env alone.

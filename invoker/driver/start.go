@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"log/slog"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -18,23 +19,41 @@ import (
 	"github.com/clinvoke/clinvoke/invoker"
 )
 
-// newRun returns a run of cmd for conv, in workdir with the request's
-// environment env, recording in tel; e.start starts it. cb runs the
-// caller's callbacks for it and its conversation.
-func (e *engine) newRun(conv conversation, cmd *Command, workdir string, env []string, tel *span, cb *callbacks) *run {
+// A runSpec says what a run runs, and for whom.
+type runSpec struct {
+	conv    conversation
+	cb      *callbacks // runs the caller's callbacks for the run and its conversation
+	tel     *span
+	cmd     *Command
+	workdir string
+	env     []string        // Request.Env
+	input   bool            // the conversation writes standard input
+	ctx     context.Context // stops the run when done; nil for none
+}
+
+// newRun returns the run sp says; e.start starts it.
+func (e *engine) newRun(sp runSpec) *run {
 	return &run{
 		cfg:     &e.cfg,
-		log:     tel.logger(e.cfg.logger).With("cli", e.b.Name()),
-		tel:     tel,
-		conv:    conv,
-		cb:      cb,
-		cmd:     cmd,
-		workdir: workdir,
-		env:     env,
+		log:     e.logger(sp.tel),
+		tel:     sp.tel,
+		conv:    sp.conv,
+		cb:      sp.cb,
+		cmd:     sp.cmd,
+		workdir: sp.workdir,
+		env:     sp.env,
+		input:   sp.input,
+		ctx:     sp.ctx,
 		start:   time.Now(),
 		stops:   make(chan stopRequest, 1),
 		done:    make(chan struct{}),
 	}
+}
+
+// logger returns the logger of the calls recorded in tel: the Options'
+// logger with the CLI's name and the trace's ids.
+func (e *engine) logger(tel *span) *slog.Logger {
+	return tel.logger(e.cfg.logger).With("cli", e.b.Name())
 }
 
 // start admits the run r and starts its tree: the one place that every

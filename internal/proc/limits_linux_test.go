@@ -117,8 +117,8 @@ func TestLimitsMemoryKillsRoot(t *testing.T) {
 // be killed: the tree's root is the one killed, and the thread is not the
 // main thread, which owns the host's address space.
 func TestLimitsHostSafeWhileForking(t *testing.T) {
+	markUsed("oomhost", "alloc") // also where the test skips: its helpers are not dead code
 	requireLimits(t, Memory)
-	markUsed("oomhost", "alloc")
 	if _, err := theV1().usable(v1Memory); err != nil {
 		t.Skipf("no cgroup v1 memory hierarchy: no thread joins a memory cgroup (%v)", err)
 	}
@@ -138,6 +138,7 @@ func TestLimitsHostSafeWhileForking(t *testing.T) {
 // warning (not Root), also after the root is killed by Kill.
 func TestLimitsMemoryKillsTool(t *testing.T) {
 	noLeaks(t)
+	markUsed("spawnalloc") // also where the test skips
 	requireLimits(t, Memory)
 	limits := Limits{MemoryMax: 100 * mib}
 	r := startRun(t, Attr{Limits: limits, Account: true}, "spawnalloc", "200")
@@ -272,6 +273,7 @@ func TestLimitsForkBomb(t *testing.T) {
 // seconds per second over 3 s.
 func TestLimitsCPU(t *testing.T) {
 	noLeaks(t)
+	markUsed("spin") // also where the test skips
 	requireLimits(t, CPU)
 	r := startRun(t, Attr{Limits: Limits{CPU: 0.5}, Account: true}, "spin")
 	r.expectLine("spinning")

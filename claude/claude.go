@@ -153,8 +153,8 @@ func (backend) NewDecoder(*invoker.Request) driver.Decoder { return newDecoder()
 // control included, was measured with 2.1.197 (see the package doc).
 func (backend) Capabilities() invoker.Capabilities {
 	return invoker.Capabilities{Model: true, Resume: true, SystemPrompt: true,
-		OutputSchema: true, MaxTurns: true, MaxBudget: true, Sessions: true,
-		Fork: true, Deltas: true, Steer: true, SwitchModel: true, SwitchPermission: true,
+		OutputSchema: true, MaxTurns: true, MaxBudget: true,
+		Fork: true, Deltas: true, SwitchModel: true, SwitchPermission: true,
 		Approve: true, GoTools: true, MCPServers: true}
 }
 

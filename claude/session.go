@@ -55,11 +55,17 @@ import (
 var (
 	_ driver.SessionBackend = backend{}
 	_ driver.InBandMCP      = backend{}
+	_ driver.Steerer        = backend{}
 )
 
-// InBandMCP marks the backend as one whose CLI reaches the Go MCP servers
-// over its own protocol (Claude Code's SDK MCP servers).
-func (backend) InBandMCP() {}
+// InBand: Claude Code reaches every Go MCP server over its own protocol,
+// as one of its SDK MCP servers.
+func (backend) InBand(*invoker.SessionRequest) bool { return true }
+
+// Steer steers the turn in progress of p (see protocol.Steer).
+func (backend) Steer(p driver.SessionProtocol, prompt string) ([][]byte, error) {
+	return p.(*protocol).Steer(prompt)
+}
 
 // SessionCommand is Command with stream-json input and no prompt, and the
 // flags of two-way control: with an Approve callback, the permission mode
@@ -119,8 +125,6 @@ func (backend) NewSessionProtocol(req *invoker.SessionRequest) driver.SessionPro
 	}
 	return p
 }
-
-var _ driver.Steerer = (*protocol)(nil)
 
 // protocol drives one session: a decoder per turn, the control requests it
 // sent, the model and permission mode in force, and the steers of the turn

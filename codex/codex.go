@@ -152,7 +152,7 @@ func (backend) NewDecoder(*invoker.Request) driver.Decoder { return newDecoder()
 // turn/steer and turn/start's overrides.
 func (backend) Capabilities() invoker.Capabilities {
 	return invoker.Capabilities{Model: true, Resume: true, Images: true, SystemPrompt: true, OutputSchema: true,
-		Fork: true, Deltas: true, Sessions: true, Steer: true, SwitchModel: true, SwitchPermission: true,
+		Fork: true, Deltas: true, SwitchModel: true, SwitchPermission: true,
 		Approve: true, GoTools: true, MCPServers: true}
 }
 

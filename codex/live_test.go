@@ -224,7 +224,7 @@ func TestLiveSteer(t *testing.T) {
 	p := backend{}.NewSessionProtocol(&req)
 	var turns []*liveTurn
 	steer := func() [][]byte {
-		lines, err := p.(driver.Steerer).Steer("STEER-7f3a also mention the weather")
+		lines, err := backend{}.Steer(p, "STEER-7f3a also mention the weather")
 		if err != nil {
 			t.Fatalf("Steer() error = %v", err)
 		}
@@ -239,7 +239,7 @@ func TestLiveSteer(t *testing.T) {
 	if out := turns[0].out; !out.Success || out.Text != "steered answer" {
 		t.Errorf("Outcome = %+v, want the answer to the steered request", out)
 	}
-	if _, err := p.(driver.Steerer).Steer("late"); !errors.Is(err, invoker.ErrInvalidRequest) {
+	if _, err := (backend{}).Steer(p, "late"); !errors.Is(err, invoker.ErrInvalidRequest) {
 		t.Errorf("Steer() after the turn = %v, want ErrInvalidRequest", err)
 	}
 }
@@ -253,8 +253,7 @@ func TestSteerRequests(t *testing.T) {
 	appDecode(t, p, `{"id":1,"result":{}}`)
 	appDecode(t, p, `{"id":2,"result":{"thread":{"id":"T0"}}}`)
 	lines, _ := p.StartTurn(&invoker.TurnRequest{Prompt: "go"})
-	s := p.(driver.Steerer)
-	if early, err := s.Steer("early"); err != nil || early != nil {
+	if early, err := (backend{}).Steer(p, "early"); err != nil || early != nil {
 		t.Fatalf("Steer() before the turn id = %q, %v; want it held back", early, err)
 	}
 	st := appDecode(t, p, `{"id":`+jsonInt(idOf(t, lines[0]))+`,"result":{"turn":{"id":"U1","status":"inProgress"}}}`)
@@ -263,7 +262,7 @@ func TestSteerRequests(t *testing.T) {
 		t.Fatalf("after turn/start's answer, wrote %q; want the held steer for U1", st.Write)
 	}
 	accepted := idOf(t, st.Write[0])
-	second, _ := s.Steer("second")
+	second, _ := backend{}.Steer(p, "second")
 	st = appDecode(t, p, `{"id":`+jsonInt(idOf(t, second[0]))+`,"error":{"code":-32600,"message":"expected active turn id U1 but found none"}}`)
 	if len(st.Events) != 1 || st.Events[0].Kind != invoker.KindWarning || !strings.Contains(st.Events[0].Text, "expected active turn id") {
 		t.Errorf("refused steer: events %+v, want one warning with Codex's reason", st.Events)
@@ -441,7 +440,7 @@ func TestInSession(t *testing.T) {
 			t.Errorf("InSession(%+v) = %v, want %v", tc.req, got, tc.want)
 		}
 	}
-	c := backend{}.Capabilities()
+	c := New().Capabilities()
 	if !c.Deltas || !c.Fork || !c.Steer || !c.SwitchModel || !c.SwitchPermission || !c.Sessions {
 		t.Errorf("Capabilities() = %v, want deltas, fork, steer and both switches (measured with 0.169.0)", c)
 	}

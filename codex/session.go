@@ -48,7 +48,15 @@ import (
 // turn/steer, and rate-limit snapshots and retries become events (see
 // the package documentation, Live turns).
 
-var _ driver.SessionBackend = backend{}
+var (
+	_ driver.SessionBackend = backend{}
+	_ driver.Steerer        = backend{}
+)
+
+// Steer steers the turn in progress of p (see protocol.Steer).
+func (backend) Steer(p driver.SessionProtocol, prompt string) ([][]byte, error) {
+	return p.(*protocol).Steer(prompt)
+}
 
 // SessionCommand starts the app-server; everything else of the request
 // goes in the protocol.
@@ -331,7 +339,7 @@ func sandboxPolicy(mode string) map[string]any {
 	return map[string]any{"type": "readOnly", "networkAccess": false}
 }
 
-// Steer implements driver.Steerer with turn/steer, which adds prompt to
+// Steer is backend.Steer's: it sends turn/steer, which adds prompt to
 // the running turn: Codex gives it to the model with the turn's next
 // request. A steer given before Codex answered turn/start waits for the
 // turn's id, which turn/steer must name.

@@ -164,7 +164,7 @@ func (backend) NewDecoder(*invoker.Request) driver.Decoder { return newDecoder()
 // in e2e's live and two-way scenarios). Neither ACP nor Gemini's own
 // commands can add to a turn in progress or copy a conversation.
 func (backend) Capabilities() invoker.Capabilities {
-	return invoker.Capabilities{Model: true, Resume: true, Deltas: true, Sessions: true,
+	return invoker.Capabilities{Model: true, Resume: true, Deltas: true,
 		SwitchModel: true, SwitchPermission: true, Approve: true, GoTools: true, MCPServers: true}
 }
 

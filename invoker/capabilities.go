@@ -1,6 +1,9 @@
 package invoker
 
-import "strings"
+import (
+	"reflect"
+	"strings"
+)
 
 // Capabilities says which optional Request fields a CLI honours, whether it
 // can hold a Session, and how this machine contains its runs. Each backend
@@ -75,11 +78,9 @@ func (c Capabilities) Supports(field string) bool {
 			return f.ok
 		}
 	}
-	switch field {
-	case "Prompt", "Workdir", "Permission", "Env", "ExtraArgs", "OnEvent":
-		return true
-	}
-	return false
+	// Every other field of Request means the same for every CLI.
+	_, ok := reflect.TypeFor[Request]().FieldByName(field)
+	return ok
 }
 
 // Unsupported returns the Go names of the optional Request fields c does
@@ -102,7 +103,8 @@ type capability struct {
 }
 
 // fields lists the optional Request fields in the order of the Request's
-// fields. It is the one place that ties a capability to its field.
+// fields. It is the one place that ties a capability to its field; the
+// engine finds the field a name stands for by the name.
 func (c Capabilities) fields() []capability {
 	return []capability{
 		{"Model", c.Model},
@@ -120,22 +122,15 @@ func (c Capabilities) fields() []capability {
 }
 
 // String lists what the CLI supports by the names of c's fields, as in
-// "Capabilities{Model Resume SystemPrompt Sessions}": the supported
-// optional fields and Sessions. (The containment level, a fact of the
+// "Capabilities{Model Resume SystemPrompt Sessions}": every field that is
+// true, in the order of the struct. (The containment level, a fact of the
 // machine, is in the Containment field.)
 func (c Capabilities) String() string {
 	var parts []string
-	for _, f := range []struct {
-		name string
-		ok   bool
-	}{
-		{"Model", c.Model}, {"Resume", c.Resume}, {"Images", c.Images}, {"SystemPrompt", c.SystemPrompt},
-		{"OutputSchema", c.OutputSchema}, {"MaxTurns", c.MaxTurns}, {"MaxBudget", c.MaxBudget}, {"Fork", c.Fork}, {"Deltas", c.Deltas},
-		{"Approve", c.Approve}, {"GoTools", c.GoTools}, {"MCPServers", c.MCPServers},
-		{"Sessions", c.Sessions}, {"Steer", c.Steer}, {"SwitchModel", c.SwitchModel}, {"SwitchPermission", c.SwitchPermission},
-	} {
-		if f.ok {
-			parts = append(parts, f.name)
+	v := reflect.ValueOf(c)
+	for i := range v.NumField() {
+		if f := v.Field(i); f.Kind() == reflect.Bool && f.Bool() {
+			parts = append(parts, v.Type().Field(i).Name)
 		}
 	}
 	return "Capabilities{" + strings.Join(parts, " ") + "}"

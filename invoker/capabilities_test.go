@@ -1,6 +1,7 @@
 package invoker_test
 
 import (
+	"reflect"
 	"slices"
 	"testing"
 
@@ -45,5 +46,27 @@ func TestCapabilities(t *testing.T) {
 	}
 	if !c.Supports("Deltas") || c.Supports("Fork") || c.Supports("Steer") {
 		t.Errorf("Supports: Deltas %v, Fork %v, Steer %v; want true, false, false (Steer is no Request field)", c.Supports("Deltas"), c.Supports("Fork"), c.Supports("Steer"))
+	}
+}
+
+// Each optional field Unsupported names is a field of Request, which the
+// engine finds by that name, and every other field of Request is one
+// every CLI honours.
+func TestCapabilitiesNameRequestFields(t *testing.T) {
+	optional := (invoker.Capabilities{}).Unsupported()
+	always := []string{"Prompt", "Workdir", "Permission", "Env", "ExtraArgs", "OnEvent"}
+	rt := reflect.TypeFor[invoker.Request]()
+	for _, name := range optional {
+		if _, ok := rt.FieldByName(name); !ok {
+			t.Errorf("Unsupported() names %q, which is no field of Request", name)
+		}
+	}
+	for f := range rt.Fields() {
+		if !slices.Contains(optional, f.Name) && !slices.Contains(always, f.Name) {
+			t.Errorf("Request.%s is neither optional (a capability) nor one every CLI honours", f.Name)
+		}
+		if got := (invoker.Capabilities{}).Supports(f.Name); got == slices.Contains(optional, f.Name) {
+			t.Errorf("Capabilities{}.Supports(%q) = %v", f.Name, got)
+		}
 	}
 }

@@ -20,7 +20,11 @@ import (
 //
 // New takes the Options as a variadic argument so that New() alone works;
 // when several are given, each non-zero field of a later one replaces the
-// same field of an earlier one (Env is appended).
+// same field of an earlier one (Env is appended). A bool field (PTY,
+// Subreaper, SweepEveryTurn) is therefore switched on by any of them and
+// never off again: false is its zero value, which means "not set", as
+// zero means the default for every other field. Leave a bool out of every
+// Options that should not set it.
 type Options struct {
 	// Binary is the CLI's executable: a name looked up on PATH, or a path.
 	// The default is the CLI's usual name ("codex", "gemini", "claude").

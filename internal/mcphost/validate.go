@@ -9,6 +9,7 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/clinvoke/clinvoke/internal/schematype"
 	"github.com/google/jsonschema-go/jsonschema"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
@@ -128,56 +129,10 @@ func checkSchema(server string, t *mcp.Tool) error {
 		return bad("the schema does not resolve", err)
 	}
 	// Resolve accepts any string as a type; the model's API does not.
-	var raw any
-	json.Unmarshal(data, &raw) // it decoded above
-	if typ, ok := unknownType(raw); !ok {
+	if typ, ok := schematype.Unknown(data); !ok {
 		return bad(fmt.Sprintf("%q is not a JSON Schema type", typ), nil)
 	}
 	return nil
-}
-
-// unknownType walks a decoded schema and returns the first "type" value that
-// is not a JSON Schema type, and false; or "", true. Keywords whose values
-// are data, not schemas, are not entered.
-func unknownType(v any) (string, bool) {
-	switch v := v.(type) {
-	case map[string]any:
-		for k, sub := range v {
-			switch k {
-			case "enum", "const", "default", "examples":
-				continue
-			case "type":
-				var types []any
-				switch t := sub.(type) {
-				case string:
-					types = []any{t}
-				case []any:
-					types = t
-				}
-				for _, t := range types {
-					name, _ := t.(string)
-					switch name {
-					case "null", "boolean", "object", "array", "number", "string", "integer":
-					default:
-						return fmt.Sprint(t), false
-					}
-				}
-				if types != nil {
-					continue
-				}
-			}
-			if typ, ok := unknownType(sub); !ok {
-				return typ, false
-			}
-		}
-	case []any:
-		for _, sub := range v {
-			if typ, ok := unknownType(sub); !ok {
-				return typ, false
-			}
-		}
-	}
-	return "", true
 }
 
 // listTools returns s's tools, read over an in-memory session.

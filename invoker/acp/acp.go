@@ -228,7 +228,7 @@ func (b *backend) InstallHint() string { return b.a.InstallHint }
 // lacks mcpCapabilities.http fails at session/new with an error matching
 // invoker.ErrUnsupported that names the server.
 func (b *backend) Capabilities() invoker.Capabilities {
-	return invoker.Capabilities{Model: true, Resume: true, Deltas: true, Sessions: true, SwitchModel: true, SwitchPermission: true,
+	return invoker.Capabilities{Model: true, Resume: true, Deltas: true, SwitchModel: true, SwitchPermission: true,
 		Approve: true, GoTools: true, MCPServers: true}
 }
 

@@ -11,7 +11,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/clinvoke/clinvoke/internal/testkit/fakeacp"
 	"github.com/clinvoke/clinvoke/internal/testkit/fakeagent"
 	"github.com/clinvoke/clinvoke/invoker"
 	"github.com/clinvoke/clinvoke/invoker/acp"
@@ -45,18 +44,18 @@ func (r *run) kinds() []invoker.EventKind {
 }
 
 // invoke runs req on the fake s, with agent changed by mod (if not nil).
-func invoke(t *testing.T, s fakeacp.Script, mod func(*acp.Agent), opts invoker.Options, req invoker.Request) *run {
+func invoke(t *testing.T, s fakeagent.Script, mod func(*acp.Agent), opts invoker.Options, req invoker.Request) *run {
 	t.Helper()
 	return invokeWith(t, context.Background(), s, mod, opts, req)
 }
 
 // invokeCtx runs req on the fake agent s with ctx.
-func invokeCtx(t *testing.T, ctx context.Context, s fakeacp.Script, req invoker.Request) *run {
+func invokeCtx(t *testing.T, ctx context.Context, s fakeagent.Script, req invoker.Request) *run {
 	t.Helper()
 	return invokeWith(t, ctx, s, nil, invoker.Options{}, req)
 }
 
-func invokeWith(t *testing.T, ctx context.Context, s fakeacp.Script, mod func(*acp.Agent), opts invoker.Options, req invoker.Request) *run {
+func invokeWith(t *testing.T, ctx context.Context, s fakeagent.Script, mod func(*acp.Agent), opts invoker.Options, req invoker.Request) *run {
 	t.Helper()
 	s.Tag = fakeagent.NewTag()
 	a := fakeAgent(s)
@@ -85,14 +84,15 @@ func invokeWith(t *testing.T, ctx context.Context, s fakeacp.Script, mod func(*a
 func TestBadInput(t *testing.T) {
 	t.Parallel()
 	for _, tc := range []struct {
-		name  string
-		s     fakeacp.Script
-		opts  invoker.Options
-		check func(t *testing.T, r *run)
+		name   string
+		s      fakeagent.Script
+		opts   invoker.Options
+		prompt string // "" for the default
+		check  func(t *testing.T, r *run)
 	}{
 		{
 			name: "initialize never answered",
-			s:    fakeacp.Script{SilentInit: true},
+			s:    fakeagent.Script{ACP: fakeagent.ACPOptions{SilentInit: true}},
 			opts: invoker.Options{FirstEventTimeout: 300 * time.Millisecond},
 			check: func(t *testing.T, r *run) {
 				if !errors.Is(r.err, invoker.ErrFirstEventTimeout) {
@@ -102,7 +102,7 @@ func TestBadInput(t *testing.T) {
 		},
 		{
 			name: "unknown protocol version",
-			s:    fakeacp.Script{ProtocolVersion: 2},
+			s:    fakeagent.Script{ACP: fakeagent.ACPOptions{ProtocolVersion: 2}},
 			check: func(t *testing.T, r *run) {
 				var ve *acp.VersionError
 				if !errors.As(r.err, &ve) || ve.Client != 1 || ve.Agent != 2 {
@@ -118,7 +118,7 @@ func TestBadInput(t *testing.T) {
 		},
 		{
 			name: "a JSON object that is no JSON-RPC message",
-			s:    fakeacp.Script{Malformed: "object"},
+			s:    fakeagent.Script{ACP: fakeagent.ACPOptions{Break: "object"}},
 			check: func(t *testing.T, r *run) {
 				if !errors.Is(r.err, acp.ErrProtocol) || !strings.Contains(r.err.Error(), `{"hello":"world"}`) {
 					t.Errorf("Invoke() error = %v, want ErrProtocol quoting the line", r.err)
@@ -127,7 +127,7 @@ func TestBadInput(t *testing.T) {
 		},
 		{
 			name: "a prompt response that is no object",
-			s:    fakeacp.Script{Malformed: "result", Answer: "lost in the end"},
+			s:    fakeagent.Script{ACP: fakeagent.ACPOptions{Break: "result"}, Answer: "lost in the end"},
 			check: func(t *testing.T, r *run) {
 				if !errors.Is(r.err, acp.ErrProtocol) || !strings.Contains(r.err.Error(), "session/prompt") {
 					t.Errorf("Invoke() error = %v, want ErrProtocol naming session/prompt", r.err)
@@ -139,7 +139,7 @@ func TestBadInput(t *testing.T) {
 		},
 		{
 			name: "a line that is not JSON",
-			s:    fakeacp.Script{Malformed: "text", Answer: "fine"},
+			s:    fakeagent.Script{ACP: fakeagent.ACPOptions{Break: "text"}, Answer: "fine"},
 			check: func(t *testing.T, r *run) {
 				if r.err != nil || r.res.Text != "fine" {
 					t.Errorf("Invoke() = %q, %v; want %q, nil", r.res.Text, r.err, "fine")
@@ -150,8 +150,9 @@ func TestBadInput(t *testing.T) {
 			},
 		},
 		{
-			name: "agent exits mid-turn",
-			s:    fakeacp.Script{ExitCode: 3, Answer: "partial answer", Chunks: 2, Stderr: "fakeacp: dying\n"},
+			name:   "agent exits mid-turn",
+			s:      fakeagent.Script{Answer: "partial answer", Chunks: 2, Stderr: "fakeacp: dying\n"},
+			prompt: "hello " + fakeagent.PromptDie, // exit 3 after the first chunk
 			check: func(t *testing.T, r *run) {
 				// Invoke reads as a one-shot run: the caller opened no
 				// session.
@@ -167,7 +168,7 @@ func TestBadInput(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
-			tc.check(t, invoke(t, tc.s, nil, tc.opts, invoker.Request{}))
+			tc.check(t, invoke(t, tc.s, nil, tc.opts, invoker.Request{Prompt: tc.prompt}))
 		})
 	}
 }
@@ -180,7 +181,7 @@ func TestUnservedRequests(t *testing.T) {
 	for _, method := range []string{"fs/read_text_file", "fs/write_text_file", "terminal/create", "x/unknown"} {
 		t.Run(method, func(t *testing.T) {
 			t.Parallel()
-			r := invoke(t, fakeacp.Script{ClientRequest: method, Answer: "went on"}, nil, invoker.Options{}, invoker.Request{})
+			r := invoke(t, fakeagent.Script{ACP: fakeagent.ACPOptions{ClientRequest: method}, Answer: "went on"}, nil, invoker.Options{}, invoker.Request{})
 			if r.err != nil || r.res.Text != "went on" {
 				t.Errorf("Invoke() = %q, %v; want %q, nil", r.res.Text, r.err, "went on")
 			}
@@ -199,7 +200,7 @@ func TestUnservedRequests(t *testing.T) {
 // once, tool calls and results, usage and done.
 func TestEvents(t *testing.T) {
 	t.Parallel()
-	s := fakeacp.Script{SessionID: "events-1", Thought: "thinking", Tool: true, Answer: "one two three", Chunks: 3}
+	s := fakeagent.Script{SessionID: "events-1", ACP: fakeagent.ACPOptions{Thought: "thinking"}, Tool: true, Answer: "one two three", Chunks: 3}
 	for _, deltas := range []bool{true, false} {
 		r := invoke(t, s, nil, invoker.Options{}, invoker.Request{Deltas: deltas})
 		if r.err != nil || r.res.Text != s.Answer || r.res.SessionID != s.SessionID {
@@ -265,7 +266,7 @@ func TestPermissions(t *testing.T) {
 	} {
 		t.Run(string(tc.perm)+"/"+tc.kind, func(t *testing.T) {
 			t.Parallel()
-			r := invoke(t, fakeacp.Script{Permission: tc.kind, Answer: "done"}, nil, invoker.Options{}, invoker.Request{Permission: tc.perm})
+			r := invoke(t, fakeagent.Script{ACP: fakeagent.ACPOptions{Permission: tc.kind}, Answer: "done"}, nil, invoker.Options{}, invoker.Request{Permission: tc.perm})
 			if r.err != nil {
 				t.Fatalf("Invoke() error = %v", r.err)
 			}
@@ -287,7 +288,7 @@ func TestSwitches(t *testing.T) {
 	t.Parallel()
 	modes := map[invoker.Permission]string{invoker.ReadOnly: "default", invoker.WorkspaceWrite: "autoEdit", invoker.Unlimited: "yolo"}
 	for _, configModel := range []bool{false, true} {
-		s := fakeacp.Script{Modes: []string{"default", "autoEdit", "yolo"}, Models: []string{"m1", "m2"}, ConfigModel: configModel, ReportState: true, Tag: fakeagent.NewTag()}
+		s := fakeagent.Script{ACP: fakeagent.ACPOptions{Modes: []string{"default", "autoEdit", "yolo"}, Models: []string{"m1", "m2"}, ConfigModel: configModel, ReportState: true}, Tag: fakeagent.NewTag()}
 		a := fakeAgent(s)
 		a.Modes = modes
 		sess, err := acp.New(a, quick).OpenSession(context.Background(), invoker.SessionRequest{Workdir: t.TempDir(), Permission: invoker.Unlimited, Model: "m2"})
@@ -328,7 +329,7 @@ func TestSwitches(t *testing.T) {
 // only.
 func TestRefusedSwitch(t *testing.T) {
 	t.Parallel()
-	s := fakeacp.Script{Modes: []string{"default", "yolo"}, Answer: "ok", Tag: fakeagent.NewTag()}
+	s := fakeagent.Script{ACP: fakeagent.ACPOptions{Modes: []string{"default", "yolo"}}, Answer: "ok", Tag: fakeagent.NewTag()}
 	a := fakeAgent(s)
 	a.Modes = map[invoker.Permission]string{invoker.WorkspaceWrite: "bogus", invoker.Unlimited: "yolo"}
 	sess, err := acp.New(a, quick).OpenSession(context.Background(), invoker.SessionRequest{Workdir: t.TempDir(), Permission: invoker.Unlimited})
@@ -355,12 +356,12 @@ func TestRefusedByAgent(t *testing.T) {
 	t.Parallel()
 	for _, tc := range []struct {
 		name string
-		s    fakeacp.Script
+		s    fakeagent.Script
 		req  invoker.Request
 		want string
 	}{
-		{"model without models", fakeacp.Script{}, invoker.Request{Model: "m9"}, "no choice of model"},
-		{"resume without loadSession", fakeacp.Script{NoLoadSession: true}, invoker.Request{SessionID: "s-1"}, "loadSession"},
+		{"model without models", fakeagent.Script{}, invoker.Request{Model: "m9"}, "no choice of model"},
+		{"resume without loadSession", fakeagent.Script{ACP: fakeagent.ACPOptions{NoLoadSession: true}}, invoker.Request{SessionID: "s-1"}, "loadSession"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
@@ -372,7 +373,7 @@ func TestRefusedByAgent(t *testing.T) {
 	}
 	t.Run("turn model without models", func(t *testing.T) {
 		t.Parallel()
-		s := fakeacp.Script{Answer: "still here", Tag: fakeagent.NewTag()}
+		s := fakeagent.Script{Answer: "still here", Tag: fakeagent.NewTag()}
 		sess, err := acp.New(fakeAgent(s), quick).OpenSession(context.Background(), invoker.SessionRequest{Workdir: t.TempDir()})
 		if err != nil {
 			t.Fatalf("OpenSession() error = %v", err)
@@ -394,7 +395,7 @@ func TestRefusedByAgent(t *testing.T) {
 // the id it was given.
 func TestResume(t *testing.T) {
 	t.Parallel()
-	r := invoke(t, fakeacp.Script{Answer: "back"}, nil, invoker.Options{}, invoker.Request{SessionID: "resumed-7"})
+	r := invoke(t, fakeagent.Script{Answer: "back"}, nil, invoker.Options{}, invoker.Request{SessionID: "resumed-7"})
 	if r.err != nil || r.res.SessionID != "resumed-7" || r.res.Text != "back" {
 		t.Errorf("Invoke(SessionID) = {%q, %q}, %v; want the resumed id and the answer", r.res.SessionID, r.res.Text, r.err)
 	}
@@ -415,7 +416,7 @@ func TestStopReasons(t *testing.T) {
 	} {
 		t.Run(tc.reason, func(t *testing.T) {
 			t.Parallel()
-			r := invoke(t, fakeacp.Script{StopReason: tc.reason, SessionID: "stop-1", Answer: "some"}, nil, invoker.Options{}, invoker.Request{})
+			r := invoke(t, fakeagent.Script{ACP: fakeagent.ACPOptions{StopReason: tc.reason}, SessionID: "stop-1", Answer: "some"}, nil, invoker.Options{}, invoker.Request{})
 			var se *invoker.StreamError
 			if !errors.As(r.err, &se) || se.Type != tc.reason {
 				t.Fatalf("Invoke() error = %v, want a *StreamError of type %q", r.err, tc.reason)
@@ -439,20 +440,20 @@ func TestStopReasons(t *testing.T) {
 // TestAuth checks the choice of the authentication method.
 func TestAuth(t *testing.T) {
 	t.Parallel()
-	key := fakeacp.AuthMethod{ID: "api-key", Type: "env_var", Vars: []string{"FAKEACP_TEST_KEY"}}
-	login := fakeacp.AuthMethod{ID: "login"}
+	key := fakeagent.AuthMethod{ID: "api-key", Type: "env_var", Vars: []string{"FAKEACP_TEST_KEY"}}
+	login := fakeagent.AuthMethod{ID: "login"}
 	for _, tc := range []struct {
 		name   string
-		s      fakeacp.Script
+		s      fakeagent.Script
 		method string
 		env    []string
 		want   error // nil for success
 	}{
-		{"env_var method with its variable", fakeacp.Script{AuthMethods: []fakeacp.AuthMethod{login, key}, RequireAuth: true}, "", []string{"FAKEACP_TEST_KEY=k"}, nil},
-		{"env_var method without its variable", fakeacp.Script{AuthMethods: []fakeacp.AuthMethod{login, key}, RequireAuth: true}, "", nil, invoker.ErrAuthRequired},
-		{"chosen method", fakeacp.Script{AuthMethods: []fakeacp.AuthMethod{login, key}, RequireAuth: true}, "login", nil, nil},
-		{"chosen method not listed", fakeacp.Script{AuthMethods: []fakeacp.AuthMethod{key}}, "login", nil, invoker.ErrInvalidRequest},
-		{"no methods, no authentication", fakeacp.Script{}, "login", nil, nil},
+		{"env_var method with its variable", fakeagent.Script{ACP: fakeagent.ACPOptions{AuthMethods: []fakeagent.AuthMethod{login, key}, RequireAuth: true}}, "", []string{"FAKEACP_TEST_KEY=k"}, nil},
+		{"env_var method without its variable", fakeagent.Script{ACP: fakeagent.ACPOptions{AuthMethods: []fakeagent.AuthMethod{login, key}, RequireAuth: true}}, "", nil, invoker.ErrAuthRequired},
+		{"chosen method", fakeagent.Script{ACP: fakeagent.ACPOptions{AuthMethods: []fakeagent.AuthMethod{login, key}, RequireAuth: true}}, "login", nil, nil},
+		{"chosen method not listed", fakeagent.Script{ACP: fakeagent.ACPOptions{AuthMethods: []fakeagent.AuthMethod{key}}}, "login", nil, invoker.ErrInvalidRequest},
+		{"no methods, no authentication", fakeagent.Script{}, "login", nil, nil},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
@@ -473,7 +474,7 @@ func TestAuth(t *testing.T) {
 func TestInitialize(t *testing.T) {
 	t.Parallel()
 	tr := filepath.Join(t.TempDir(), "transcript")
-	if r := invoke(t, fakeacp.Script{Transcript: tr}, nil, invoker.Options{}, invoker.Request{}); r.err != nil {
+	if r := invoke(t, fakeagent.Script{Transcript: tr}, nil, invoker.Options{}, invoker.Request{}); r.err != nil {
 		t.Fatalf("Invoke() error = %v", r.err)
 	}
 	b, err := os.ReadFile(tr)
@@ -505,7 +506,7 @@ func TestInitialize(t *testing.T) {
 // stopped with the ladder, and the session closed.
 func TestCancelIgnored(t *testing.T) {
 	t.Parallel()
-	s := fakeacp.Script{Stream: true, IgnoreCancel: true, Grandchild: true, Escapee: true, Tag: fakeagent.NewTag()}
+	s := fakeagent.Script{StreamFor: time.Hour, IgnoreInterrupt: true, Grandchild: true, Escapee: true, Tag: fakeagent.NewTag()}
 	sess, err := acp.New(fakeAgent(s), quick, invoker.Options{TurnInterruptGrace: 200 * time.Millisecond}).OpenSession(context.Background(), invoker.SessionRequest{Workdir: t.TempDir()})
 	if err != nil {
 		t.Fatalf("OpenSession() error = %v", err)

@@ -6,29 +6,28 @@ import (
 
 	"go.uber.org/goleak"
 
-	"github.com/clinvoke/clinvoke/internal/testkit/fakeacp"
 	"github.com/clinvoke/clinvoke/internal/testkit/fakeagent"
 	"github.com/clinvoke/clinvoke/invoker"
 	"github.com/clinvoke/clinvoke/invoker/acp"
 )
 
-// TestMain runs the fake ACP agent (or, for the examples, invokertest's
-// agent, or the MCP server of TestMCPServers) when the test binary is
-// started as one, and fails the run if a
+// TestMain runs the fake agent (of the ACP flavour, or, for the examples,
+// invokertest's; or the MCP server of TestMCPServers) when the test binary
+// is started as one, and fails the run if a
 // process of a fake or a goroutine outlives the tests.
 func TestMain(m *testing.M) {
 	if os.Getenv(envMCPEcho) != "" {
 		mcpEcho()
 		os.Exit(0)
 	}
-	fakeacp.Main()
 	fakeagent.Main()
 	goleak.VerifyTestMain(fakeagent.CheckOrphans(m))
 }
 
-// fakeAgent returns the Agent that runs the test binary as the fake ACP
-// agent s.
-func fakeAgent(s fakeacp.Script) acp.Agent {
+// fakeAgent returns the Agent that runs the test binary as the fake agent
+// s, of the ACP flavour.
+func fakeAgent(s fakeagent.Script) acp.Agent {
+	s.Flavor = fakeagent.ACP
 	// "--acp" is a flag the test binary refuses: started without the
 	// fake's script it exits at once instead of running the tests again.
 	return acp.Agent{Name: "fakeacp", Command: []string{os.Args[0], "--acp"}, Env: s.Env()}

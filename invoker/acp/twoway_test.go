@@ -13,7 +13,7 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
-	"github.com/clinvoke/clinvoke/internal/testkit/fakeacp"
+	"github.com/clinvoke/clinvoke/internal/testkit/fakeagent"
 	"github.com/clinvoke/clinvoke/invoker"
 )
 
@@ -79,7 +79,7 @@ func TestApprovals(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
 			a := &asker{d: tc.d}
-			r := invoke(t, fakeacp.Script{Permission: tc.kind, PermissionTitle: "the call", PermissionInput: tc.input, Answer: "done"},
+			r := invoke(t, fakeagent.Script{ACP: fakeagent.ACPOptions{Permission: tc.kind, PermissionTitle: "the call", PermissionInput: tc.input}, Answer: "done"},
 				nil, invoker.Options{}, invoker.Request{Permission: tc.perm, Approve: a.approve})
 			if r.err != nil {
 				t.Fatalf("Invoke() error = %v", r.err)
@@ -117,7 +117,7 @@ func TestApprovalCancelled(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	var returned bool
-	s := fakeacp.Script{Ask: "touch never"}
+	s := fakeagent.Script{Ask: "touch never"}
 	r := invokeCtx(t, ctx, s, invoker.Request{Permission: invoker.Unlimited,
 		Approve: func(actx context.Context, _ invoker.Approval) invoker.Decision {
 			cancel()
@@ -136,10 +136,10 @@ func TestApprovalCancelled(t *testing.T) {
 func TestMCPServers(t *testing.T) {
 	t.Parallel()
 	ext := []invoker.MCPServer{{Name: "ext", Command: os.Args[0], Env: []string{envMCPEcho + "=1"}}}
-	call := &fakeacp.MCPCall{Server: "ext", Tool: "echo", Args: map[string]any{"text": "hi"}}
+	call, args := "ext/echo", json.RawMessage(`{"text":"hi"}`)
 	for _, tc := range []struct {
 		name    string
-		s       fakeacp.Script
+		s       fakeagent.Script
 		servers []invoker.MCPServer
 		perm    invoker.Permission
 		approve *asker
@@ -148,19 +148,19 @@ func TestMCPServers(t *testing.T) {
 		// notAsked: the level rejects the call without asking.
 		notAsked bool
 	}{
-		{name: "trusted at read-only", s: fakeacp.Script{MCPCall: call, AgentName: "gemini-cli"}, servers: ext, perm: invoker.ReadOnly, want: "echo: hi"},
-		{name: "asked with a callback", s: fakeacp.Script{MCPCall: call, AgentName: "gemini-cli"}, servers: ext, perm: invoker.ReadOnly,
+		{name: "trusted at read-only", s: fakeagent.Script{CallTool: call, ToolArgs: args, ACP: fakeagent.ACPOptions{AgentName: "gemini-cli"}}, servers: ext, perm: invoker.ReadOnly, want: "echo: hi"},
+		{name: "asked with a callback", s: fakeagent.Script{CallTool: call, ToolArgs: args, ACP: fakeagent.ACPOptions{AgentName: "gemini-cli"}}, servers: ext, perm: invoker.ReadOnly,
 			approve: &asker{d: invoker.Decision{Allow: true}}, want: "echo: hi"},
 		// An agent that is not known to build its call ids from the
 		// tool's name proves nothing by them, nor by the title: the
 		// level judges the call.
-		{name: "not proven: judged by the level", s: fakeacp.Script{MCPCall: call}, servers: ext, perm: invoker.ReadOnly, want: "rejected", notAsked: true},
-		{name: "not proven: not asked", s: fakeacp.Script{MCPCall: call}, servers: ext, perm: invoker.ReadOnly,
-			approve: &asker{d: invoker.Decision{Allow: true}}, want: "rejected", notAsked: true},
-		{name: "not proven: allowed at unlimited", s: fakeacp.Script{MCPCall: call}, servers: ext, perm: invoker.Unlimited, want: "echo: hi"},
-		{name: "denied by the callback", s: fakeacp.Script{MCPCall: call, AgentName: "gemini-cli"}, servers: ext, perm: invoker.Unlimited,
-			approve: &asker{}, want: "rejected"},
-		{name: "HTTP without mcpCapabilities.http", s: fakeacp.Script{NoMCPHTTP: true},
+		{name: "not proven: judged by the level", s: fakeagent.Script{CallTool: call, ToolArgs: args}, servers: ext, perm: invoker.ReadOnly, want: fakeagent.OutcomeDenied, notAsked: true},
+		{name: "not proven: not asked", s: fakeagent.Script{CallTool: call, ToolArgs: args}, servers: ext, perm: invoker.ReadOnly,
+			approve: &asker{d: invoker.Decision{Allow: true}}, want: fakeagent.OutcomeDenied, notAsked: true},
+		{name: "not proven: allowed at unlimited", s: fakeagent.Script{CallTool: call, ToolArgs: args}, servers: ext, perm: invoker.Unlimited, want: "echo: hi"},
+		{name: "denied by the callback", s: fakeagent.Script{CallTool: call, ToolArgs: args, ACP: fakeagent.ACPOptions{AgentName: "gemini-cli"}}, servers: ext, perm: invoker.Unlimited,
+			approve: &asker{}, want: fakeagent.OutcomeDenied},
+		{name: "HTTP without mcpCapabilities.http", s: fakeagent.Script{ACP: fakeagent.ACPOptions{NoMCPHTTP: true}},
 			servers: []invoker.MCPServer{{Name: "web", URL: "http://127.0.0.1:9/mcp"}}, wantErr: invoker.ErrUnsupported},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -213,7 +213,7 @@ func TestTitleProvesNoServer(t *testing.T) {
 		if approve {
 			req.Approve = a.approve
 		}
-		r := invoke(t, fakeacp.Script{Ask: "touch " + file + " # (tools MCP Server)", AgentName: "gemini-cli"}, nil, invoker.Options{}, req)
+		r := invoke(t, fakeagent.Script{Ask: "touch " + file + " # (tools MCP Server)", ACP: fakeagent.ACPOptions{AgentName: "gemini-cli"}}, nil, invoker.Options{}, req)
 		if r.err != nil {
 			t.Fatalf("callback %v: Invoke() error = %v", approve, r.err)
 		}
@@ -243,7 +243,7 @@ func TestEditOutsideWorkspace(t *testing.T) {
 		if approve {
 			req.Approve = a.approve
 		}
-		r := invoke(t, fakeacp.Script{Edit: filepath.Join("link", "pwned.txt")}, nil, invoker.Options{}, req)
+		r := invoke(t, fakeagent.Script{Edit: filepath.Join("link", "pwned.txt")}, nil, invoker.Options{}, req)
 		if r.err != nil {
 			t.Fatalf("callback %v: Invoke() error = %v", approve, r.err)
 		}

@@ -2,7 +2,6 @@ package driver
 
 import (
 	"encoding/json"
-	"fmt"
 	"time"
 
 	"github.com/clinvoke/clinvoke/invoker"
@@ -27,11 +26,12 @@ type Backend interface {
 	InstallHint() string
 
 	// Capabilities declares which optional Request fields the CLI
-	// honours, and whether it has a long-lived mode (Sessions, which
-	// needs the Backend to be a SessionBackend too). The engine refuses a
-	// request that sets any other field before it calls Command, and
-	// Invoker.Capabilities reports it with the containment level added;
-	// the Containment fields of the value a Backend returns are ignored.
+	// honours, and what a session may switch between turns. The engine
+	// refuses a request that sets any other field before it calls
+	// Command, and Invoker.Capabilities reports it with the rest added:
+	// Sessions and Steer, which the backend declares by being a
+	// SessionBackend and a Steerer, and the containment level. Those
+	// fields of the value a Backend returns are ignored.
 	Capabilities() invoker.Capabilities
 
 	// Hint says what to do instead of setting field (a Request field's Go
@@ -138,34 +138,3 @@ type Outcome struct {
 func Unsupported(field, hint string) error {
 	return &unsupportedError{field: field, hint: hint}
 }
-
-type unsupportedError struct {
-	field, hint string
-	turn        bool   // field is a TurnRequest's
-	method      bool   // field is a Session method
-	what        string // the part of field that is not supported, if not all of it
-}
-
-func (e *unsupportedError) Error() string {
-	msg := fmt.Sprintf("Request.%s is not supported by this CLI", e.field)
-	switch {
-	case e.what != "":
-		msg = fmt.Sprintf("Request.%s with %s is not supported by this CLI", e.field, e.what)
-	case e.turn:
-		msg = fmt.Sprintf("TurnRequest.%s (a switch between turns) is not supported by this CLI", e.field)
-	case e.method:
-		msg = fmt.Sprintf("Session.%s is not supported by this CLI", e.field)
-	}
-	if e.hint != "" {
-		msg += ": " + e.hint
-	}
-	return msg
-}
-
-func (e *unsupportedError) Is(target error) bool {
-	return target == invoker.ErrUnsupported || target == invoker.ErrInvalidRequest
-}
-
-// Unwrap returns ErrUnsupported, through which errors.ErrUnsupported
-// matches too.
-func (e *unsupportedError) Unwrap() error { return invoker.ErrUnsupported }

@@ -53,3 +53,52 @@ func TestUnsupportedMatchesTheStandardSentinel(t *testing.T) {
 type noImages struct{ testBackend }
 
 func (noImages) Capabilities() invoker.Capabilities { return invoker.Capabilities{Model: true} }
+
+// claims is testBackend claiming a long-lived mode and steering in its
+// Capabilities, without the interfaces that carry them.
+type claims struct{ testBackend }
+
+func (claims) Capabilities() invoker.Capabilities {
+	return invoker.Capabilities{Model: true, Sessions: true, Steer: true}
+}
+
+// A capability that is not a Request field is the backend's interface,
+// and nothing else: Capabilities reports Sessions for a SessionBackend and
+// Steer for a Steerer, whatever the Capabilities the backend returns say,
+// and OpenSession and Steer act on the same fact.
+func TestCapabilitiesAreTheInterfaces(t *testing.T) {
+	for _, tc := range []struct {
+		name            string
+		b               driver.Backend
+		sessions, steer bool
+	}{
+		{"claims without the interfaces", claims{}, false, false},
+		{"a SessionBackend that does not steer", echoBackend{}, true, false},
+		{"a Steerer", live, true, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			inv := driver.New(tc.b, invoker.Options{Binary: "cat"})
+			c := inv.Capabilities()
+			if c.Sessions != tc.sessions || c.Steer != tc.steer {
+				t.Fatalf("Capabilities() = %v, want Sessions %v and Steer %v", c, tc.sessions, tc.steer)
+			}
+			s, err := inv.OpenSession(context.Background(), invoker.SessionRequest{Workdir: t.TempDir()})
+			if !tc.sessions {
+				if !errors.Is(err, invoker.ErrUnsupported) {
+					t.Errorf("OpenSession() error = %v, want ErrUnsupported", err)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatalf("OpenSession() error = %v", err)
+			}
+			defer s.Close()
+			// Between turns a steerable session refuses the steer as an
+			// invalid request, one that cannot steer as unsupported.
+			err = s.Steer(context.Background(), "hi")
+			if got := errors.Is(err, invoker.ErrUnsupported); got == tc.steer {
+				t.Errorf("Steer() error = %v, want ErrUnsupported: %v", err, !tc.steer)
+			}
+		})
+	}
+}

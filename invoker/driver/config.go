@@ -50,8 +50,10 @@ type config struct {
 	tel *telemetry
 }
 
-// merge returns opts folded into one: each non-zero field of a later
-// Options replaces the field of an earlier one, and Env is appended.
+// merge returns opts folded into one, as invoker.Options documents it:
+// each non-zero field of a later Options replaces the field of an earlier
+// one, and Env is appended. A bool is no exception: its zero value, false,
+// means "not set", so a later Options switches one on and never off.
 func merge(opts []invoker.Options) invoker.Options {
 	var o invoker.Options
 	for _, n := range opts {
@@ -74,11 +76,11 @@ func merge(opts []invoker.Options) invoker.Options {
 		if n.Logger != nil {
 			o.Logger = n.Logger
 		}
-		o.PTY = o.PTY || n.PTY
-		o.Subreaper = o.Subreaper || n.Subreaper
+		set(&o.PTY, n.PTY)
+		set(&o.Subreaper, n.Subreaper)
 		set(&o.Containment, n.Containment)
 		set(&o.CgroupParent, n.CgroupParent)
-		o.SweepEveryTurn = o.SweepEveryTurn || n.SweepEveryTurn
+		set(&o.SweepEveryTurn, n.SweepEveryTurn)
 		if n.TracerProvider != nil {
 			o.TracerProvider = n.TracerProvider
 		}

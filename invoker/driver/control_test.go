@@ -32,7 +32,7 @@ type controlBackend struct {
 // inBandBackend is controlBackend whose CLI reaches Go servers in band.
 type inBandBackend struct{ controlBackend }
 
-func (inBandBackend) InBandMCP() {}
+func (inBandBackend) InBand(*invoker.SessionRequest) bool { return true }
 
 var (
 	_ driver.SessionBackend = controlBackend{}
@@ -40,7 +40,7 @@ var (
 )
 
 // allControl is every capability of two-way control.
-var allControl = invoker.Capabilities{Sessions: true, Approve: true, GoTools: true, MCPServers: true}
+var allControl = invoker.Capabilities{Approve: true, GoTools: true, MCPServers: true}
 
 func (b controlBackend) NewSessionProtocol(req *invoker.SessionRequest) driver.SessionProtocol {
 	if b.got != nil {
@@ -555,8 +555,8 @@ func TestMCPServersChecked(t *testing.T) {
 		{"bad url with credentials", allControl, []invoker.MCPServer{{Name: "a", URL: "ftp://user:s3cret@h/"}}, invoker.ErrInvalidRequest, "not an http"},
 		{"bad header value", allControl, []invoker.MCPServer{{Name: "a", URL: "http://h/", Headers: map[string]string{"Authorization": "Bearer s3cret\n"}}}, invoker.ErrInvalidRequest, `"Authorization" holds a control character`},
 		{"bad header", allControl, []invoker.MCPServer{{Name: "a", URL: "http://h/", Headers: map[string]string{"X": "a\nb"}}}, invoker.ErrInvalidRequest, "header"},
-		{"go tools unsupported", invoker.Capabilities{Sessions: true, MCPServers: true}, []invoker.MCPServer{{Name: "a", Server: srv}}, invoker.ErrUnsupported, "written in Go"},
-		{"external unsupported", invoker.Capabilities{Sessions: true, GoTools: true}, []invoker.MCPServer{{Name: "a", Command: "x"}}, invoker.ErrUnsupported, "MCPServers"},
+		{"go tools unsupported", invoker.Capabilities{MCPServers: true}, []invoker.MCPServer{{Name: "a", Server: srv}}, invoker.ErrUnsupported, "written in Go"},
+		{"external unsupported", invoker.Capabilities{GoTools: true}, []invoker.MCPServer{{Name: "a", Command: "x"}}, invoker.ErrUnsupported, "MCPServers"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			inv := driver.New(controlBackend{echoBackend: echoBackend{caps: tc.caps}}, invoker.Options{Binary: "cat"})

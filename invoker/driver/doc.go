@@ -17,11 +17,12 @@
 // A backend contains no process handling. The engine starts the CLI under
 // the containment of the machine, reads its output without a line limit,
 // writes its input, stops it with the ladder, sweeps its tree and reaps it,
-// for every backend alike: one core, a process tree with line streams,
-// driven by two thin drivers, one for a run of one turn (Invoke) and one
-// for a session's turns. The verdict of a turn is one function for both,
-// so that the same output of a CLI gives the same result and error either
-// way.
+// for every backend alike. A turn takes one path whatever carries it: the
+// one-shot mode (Invoke: the prompt on standard input, the turn's end the
+// CLI's exit) or the long-lived mode (a Session's turns, or a run of
+// Invoke that only it can honour), so that the same output of a CLI gives
+// the same result and error either way. docs/engine.md maps the engine
+// for its maintainers.
 //
 // Package invoker/invokertest checks a backend against the contract, with
 // a scripted stand-in for its CLI.

@@ -15,7 +15,8 @@ func NewWithoutTelemetry(b Backend, opts ...invoker.Options) invoker.Invoker {
 // the benchmark that measures what the sweep costs.
 func WithoutCancelledSweep(inv invoker.Invoker) invoker.Invoker {
 	e := inv.(*engine)
-	n := &engine{b: e.b, cfg: e.cfg}
+	n := New(e.b).(*engine)
+	n.cfg = e.cfg
 	n.cfg.keepCancelled = true
 	return n
 }

@@ -1,131 +1,174 @@
 package driver
 
 import (
+	"context"
 	"errors"
 	"time"
 
 	"github.com/clinvoke/clinvoke/internal/proc"
 )
 
-// supervise waits until the root process exits. Meanwhile it watches the
-// caller's context, the timeouts and fatal conditions, and walks the
-// cancellation ladder when one of them fires. It returns why the run was
-// stopped, or nil if the CLI exited by itself.
+// supervise waits until the root process exits. Meanwhile it takes the
+// requests to stop the run (stop: a turn's cancel or timeout, a fatal
+// condition a reader found, a session's end), watches the run's context
+// and the caller's callbacks, and walks the ladder when one of them asks.
+// It returns why the run was stopped, or nil if the CLI exited by itself.
 func (r *run) supervise() error {
-	cfg := r.cfg
 	var stopErr error
-	ctxDone := r.ctx.Done()
-	fatal := r.fatal
-	panicCh := r.panicCh
-
-	// The run's one turn has the turn timeouts a session's turns have.
-	timers := newTurnTimers(cfg, r)
-	defer timers.stop()
-	firstEvent := r.firstEvent
-
-	// The ladder: interrupt, then terminate, then kill, each step after the
-	// previous one's grace period. Steps with a zero grace are skipped, and
-	// so is a signal the CLI ignores (SIG_IGN, which the kernel discards:
-	// waiting its grace would only delay the next step). A stop for the
-	// caller's context may bring graces of its own (see
-	// Options.StopGraces).
-	g := graces{interrupt: cfg.interruptGrace, terminate: cfg.terminateGrace}
-	var ladder *time.Timer
-	var ladderC <-chan time.Time
-	step := 0
-	next := func() {
-		for step < 3 {
-			step++
-			var grace time.Duration
-			switch step {
-			case 1:
-				if grace = g.interrupt; grace == 0 {
-					continue
-				}
-				// Ctrl-C through the terminal reaches a CLI that reads it
-				// raw whatever its disposition for SIGINT.
-				if r.pty == nil && r.ignored(stepInterrupt, proc.Interrupt) {
-					continue
-				}
-				r.interrupt()
-			case 2:
-				if grace = g.terminate; grace == 0 || r.ignored(stepTerminate, proc.Terminate) {
-					continue
-				}
-				r.log.Debug("signal", "pid", r.tree.Pid(), "signal", proc.Terminate.String())
-				r.tel.ladder(stepTerminate)
-				r.tree.Signal(proc.Terminate)
-			case 3:
-				r.log.Debug("signal", "pid", r.tree.Pid(), "signal", proc.Kill.String())
-				r.tel.ladder(stepKill)
-				rep := r.tree.Kill()
-				r.log.Debug("killed process tree", "killed", rep.Killed, "elapsed", rep.Elapsed)
-				return
-			}
-			if ladder == nil {
-				ladder = time.NewTimer(grace)
-			} else {
-				ladder.Reset(grace)
-			}
-			ladderC = ladder.C
-			return
-		}
+	l := ladder{r: r}
+	defer l.stopTimer()
+	var ctxDone <-chan struct{}
+	if r.ctx != nil {
+		ctxDone = r.ctx.Done()
 	}
-	defer func() {
-		if ladder != nil {
-			ladder.Stop()
-		}
-	}()
-	stop := func(err error) {
+	panicked := r.cb.done
+	stop := func(why error, g graces) {
 		if stopErr != nil {
-			return
+			return // the first stop wins
 		}
-		stopErr = err
-		r.tel.stopping(err)
-		r.log.Debug("stopping", "pid", r.tree.Pid(), "reason", err)
-		next()
+		stopErr = why
+		r.tel.stopping(why)
+		r.log.Debug("stopping", "pid", r.tree.Pid(), "reason", why)
+		l.begin(g)
 	}
-
 	for {
 		select {
 		case <-r.tree.Exited():
 			return stopErr
 		case <-ctxDone:
 			ctxDone = nil
-			if stopErr == nil {
-				g = cfg.stopGraces(r.ctx)
-			}
-			stop(ctxError(r.ctx))
-		case err := <-fatal:
-			fatal = nil
-			stop(err)
-		case <-panicCh:
-			// A panic in OnEvent is a bug of the caller's: do not wait
+			stop(ctxError(r.ctx), r.cfg.stopGraces(r.ctx))
+		case req := <-r.stops:
+			stop(req.why, req.g)
+		case <-panicked:
+			// A panic in a callback is a bug of the caller's: do not wait
 			// for a polite exit.
-			panicCh = nil
+			panicked = nil
 			if stopErr == nil {
-				stopErr = errors.New(r.panicWhat + " panicked")
+				stopErr = errors.New(r.cb.what + " panicked")
 				r.tel.stopping(stopErr)
 			}
-			step = 3
-			r.tel.ladder(stepKill)
-			r.log.Debug("signal", "pid", r.tree.Pid(), "signal", proc.Kill.String(), "reason", r.panicWhat+" panicked")
-			r.tree.Kill()
-		case <-firstEvent:
-			firstEvent = nil
-			timers.firstEvent()
-		case <-timers.firstC:
-			if err := timers.firstDue(r.firstEvent); err != nil {
-				stop(err)
+			if r.cb.stack != nil {
+				r.log.Error(r.cb.what+" panicked", "panic", r.cb.val, "stack", string(r.cb.stack))
 			}
-		case <-timers.idleC:
-			if err := timers.idleDue(); err != nil {
-				stop(err)
-			}
-		case <-ladderC:
-			ladderC = nil
-			next()
+			l.kill(r.cb.what + " panicked")
+		case <-l.c:
+			l.next()
 		}
+	}
+}
+
+// graces are the two grace periods of the cancellation ladder; zero skips
+// a step.
+type graces struct {
+	interrupt time.Duration
+	terminate time.Duration
+}
+
+// graces returns the Invoker's own graces, for a stop that is not for a
+// context.
+func (c *config) graces() graces {
+	return graces{interrupt: c.interruptGrace, terminate: c.terminateGrace}
+}
+
+// stopGraces returns the grace periods of a run or session stopped because
+// ctx is done: Options.StopGraces's answer for the cancel's cause, if it
+// gives one, else the Invoker's own.
+func (c *config) stopGraces(ctx context.Context) graces {
+	return c.gracesFor(context.Cause(ctx))
+}
+
+// gracesFor returns Options.StopGraces's answer for cause, if it gives
+// one, else the Invoker's own graces.
+func (c *config) gracesFor(cause error) graces {
+	g := c.graces()
+	if c.choose == nil {
+		return g
+	}
+	if i, t, ok := c.choose(cause); ok {
+		g = graces{interrupt: max(i, 0), terminate: max(t, 0)}
+	}
+	return g
+}
+
+// A ladder walks the steps of a stop: interrupt, then terminate, then
+// kill, each after the previous one's grace. Steps with a zero grace are
+// skipped, and so is a signal the CLI ignores (SIG_IGN, which the kernel
+// discards: waiting its grace would only delay the next step). Only
+// supervise uses it.
+type ladder struct {
+	r     *run
+	g     graces
+	step  int // the last step taken: 0 none, 1 interrupt, 2 terminate, 3 kill
+	timer *time.Timer
+	c     <-chan time.Time // fires when the current step's grace has passed
+}
+
+// begin walks the ladder with the graces g.
+func (l *ladder) begin(g graces) {
+	l.g = g
+	l.next()
+}
+
+// next takes the next step that is not skipped, and sets the timer for its
+// grace.
+func (l *ladder) next() {
+	l.c = nil
+	r := l.r
+	for l.step < 3 {
+		l.step++
+		var grace time.Duration
+		switch l.step {
+		case 1:
+			if grace = l.g.interrupt; grace == 0 {
+				continue
+			}
+			// Ctrl-C through the terminal reaches a CLI that reads it
+			// raw whatever its disposition for SIGINT.
+			if r.pty == nil && r.ignored(stepInterrupt, proc.Interrupt) {
+				continue
+			}
+			r.interrupt()
+		case 2:
+			if grace = l.g.terminate; grace == 0 || r.ignored(stepTerminate, proc.Terminate) {
+				continue
+			}
+			r.log.Debug("signal", "pid", r.tree.Pid(), "signal", proc.Terminate.String())
+			r.tel.ladder(stepTerminate)
+			r.tree.Signal(proc.Terminate)
+		case 3:
+			l.kill("")
+			return
+		}
+		if l.timer == nil {
+			l.timer = time.NewTimer(grace)
+		} else {
+			l.timer.Reset(grace)
+		}
+		l.c = l.timer.C
+		return
+	}
+}
+
+// kill takes the last step at once, for reason ("" for the end of the
+// ladder).
+func (l *ladder) kill(reason string) {
+	l.step, l.c = 3, nil
+	r := l.r
+	r.tel.ladder(stepKill)
+	if reason != "" {
+		r.log.Debug("signal", "pid", r.tree.Pid(), "signal", proc.Kill.String(), "reason", reason)
+		r.tree.Kill()
+		return
+	}
+	r.log.Debug("signal", "pid", r.tree.Pid(), "signal", proc.Kill.String())
+	rep := r.tree.Kill()
+	r.log.Debug("killed process tree", "killed", rep.Killed, "elapsed", rep.Elapsed)
+}
+
+func (l *ladder) stopTimer() {
+	if l.timer != nil {
+		l.timer.Stop()
 	}
 }
 

@@ -193,8 +193,21 @@ func lines(ss []string) [][]byte {
 	return out
 }
 
-// allLive is every capability of live turns.
-var allLive = invoker.Capabilities{Model: true, Sessions: true, Deltas: true, Fork: true, Resume: true, Steer: true, SwitchModel: true, SwitchPermission: true}
+// steerEcho is echoBackend whose CLI takes a message during a turn.
+type steerEcho struct{ echoBackend }
+
+var _ driver.Steerer = steerEcho{}
+
+func (steerEcho) Steer(p driver.SessionProtocol, prompt string) ([][]byte, error) {
+	return p.(*echoProtocol).Steer(prompt)
+}
+
+// allLive is every capability of live turns a Backend declares; live is
+// the echo CLI with them, steering included.
+var (
+	allLive = invoker.Capabilities{Model: true, Deltas: true, Fork: true, Resume: true, SwitchModel: true, SwitchPermission: true}
+	live    = steerEcho{echoBackend{caps: allLive}}
+)
 
 // kinds records the events of a turn.
 type kinds struct {
@@ -221,9 +234,9 @@ func (k *kinds) String() string {
 	return b.String()
 }
 
-func openEcho(t *testing.T, caps invoker.Capabilities, req invoker.SessionRequest) invoker.Session {
+func openEcho(t *testing.T, b driver.SessionBackend, req invoker.SessionRequest) invoker.Session {
 	t.Helper()
-	inv := driver.New(echoBackend{caps: caps}, invoker.Options{Binary: "cat"})
+	inv := driver.New(b, invoker.Options{Binary: "cat"})
 	if req.Workdir == "" {
 		req.Workdir = t.TempDir()
 	}
@@ -245,7 +258,7 @@ func openEcho(t *testing.T, caps invoker.Capabilities, req invoker.SessionReques
 func TestDeltasDeliveredOnlyWhenAsked(t *testing.T) {
 	for _, deltas := range []bool{false, true} {
 		t.Run(fmt.Sprint("deltas=", deltas), func(t *testing.T) {
-			s := openEcho(t, allLive, invoker.SessionRequest{Deltas: deltas})
+			s := openEcho(t, live, invoker.SessionRequest{Deltas: deltas})
 			var k kinds
 			res, err := s.Turn(context.Background(), invoker.TurnRequest{Prompt: "stream one two", OnEvent: k.on})
 			if err != nil || res.Text != "one two" {
@@ -266,7 +279,7 @@ func TestDeltasDeliveredOnlyWhenAsked(t *testing.T) {
 // runs as a session of one turn, with its deltas, its session id and
 // nothing left; others run one-shot.
 func TestInvokeRoutedToSession(t *testing.T) {
-	inv := driver.New(echoBackend{caps: allLive}, invoker.Options{Binary: "cat"})
+	inv := driver.New(live, invoker.Options{Binary: "cat"})
 	for _, tc := range []struct {
 		deltas      bool
 		want, wantS string
@@ -292,7 +305,7 @@ func TestInvokeRoutedToSession(t *testing.T) {
 // protocol; a permission above the session's is refused before anything
 // is sent, and a CLI without the capability refuses with ErrUnsupported.
 func TestSwitchesBetweenTurns(t *testing.T) {
-	s := openEcho(t, allLive, invoker.SessionRequest{Permission: invoker.WorkspaceWrite, Model: "m1"})
+	s := openEcho(t, live, invoker.SessionRequest{Permission: invoker.WorkspaceWrite, Model: "m1"})
 	var k kinds
 	if _, err := s.Turn(context.Background(), invoker.TurnRequest{Prompt: "a", Model: "m2", Permission: invoker.ReadOnly, OnEvent: k.on}); err != nil {
 		t.Fatal(err)
@@ -311,7 +324,7 @@ func TestSwitchesBetweenTurns(t *testing.T) {
 		t.Errorf("an unknown permission: error = %v, want ErrInvalidRequest", err)
 	}
 
-	plain := openEcho(t, invoker.Capabilities{Sessions: true}, invoker.SessionRequest{Permission: invoker.Unlimited})
+	plain := openEcho(t, echoBackend{}, invoker.SessionRequest{Permission: invoker.Unlimited})
 	for _, tr := range []invoker.TurnRequest{{Prompt: "x", Model: "m"}, {Prompt: "x", Permission: invoker.ReadOnly}} {
 		if _, err := plain.Turn(context.Background(), tr); !errors.Is(err, invoker.ErrUnsupported) || !strings.Contains(err.Error(), "TurnRequest.") {
 			t.Errorf("Turn(%+v) without the capability: error = %v, want ErrUnsupported naming the TurnRequest field", tr, err)
@@ -325,7 +338,7 @@ func TestSwitchesBetweenTurns(t *testing.T) {
 // TestSteer: a steer reaches the running turn, which goes on to end with
 // it; without a turn in progress Steer is an invalid request.
 func TestSteer(t *testing.T) {
-	s := openEcho(t, allLive, invoker.SessionRequest{Deltas: true})
+	s := openEcho(t, live, invoker.SessionRequest{Deltas: true})
 	if err := s.Steer(context.Background(), "now"); !errors.Is(err, invoker.ErrInvalidRequest) {
 		t.Errorf("Steer() between turns: error = %v, want ErrInvalidRequest", err)
 	}
@@ -364,7 +377,7 @@ func TestSteer(t *testing.T) {
 // *LimitError matching ErrRateLimited, with the session and when the limit
 // resets, and still the CLI's own error.
 func TestRateLimitedTurn(t *testing.T) {
-	s := openEcho(t, allLive, invoker.SessionRequest{})
+	s := openEcho(t, live, invoker.SessionRequest{})
 	reset := time.Date(2026, 11, 27, 3, 0, 0, 0, time.UTC)
 	var k kinds
 	_, err := s.Turn(context.Background(), invoker.TurnRequest{Prompt: "429 " + reset.Format(time.RFC3339), OnEvent: k.on})
@@ -386,12 +399,12 @@ func TestRateLimitedTurn(t *testing.T) {
 
 // TestForkNeedsSessionID: Fork names the conversation it copies.
 func TestForkNeedsSessionID(t *testing.T) {
-	inv := driver.New(echoBackend{caps: allLive}, invoker.Options{Binary: "cat"})
+	inv := driver.New(live, invoker.Options{Binary: "cat"})
 	_, err := inv.Invoke(context.Background(), invoker.Request{Prompt: "x", Workdir: t.TempDir(), Fork: true})
 	if !errors.Is(err, invoker.ErrInvalidRequest) || !strings.Contains(err.Error(), "SessionID") {
 		t.Errorf("Invoke(Fork without SessionID) error = %v, want ErrInvalidRequest naming SessionID", err)
 	}
-	_, err = driver.New(echoBackend{caps: invoker.Capabilities{Sessions: true, Resume: true}}, invoker.Options{Binary: "cat"}).
+	_, err = driver.New(echoBackend{caps: invoker.Capabilities{Resume: true}}, invoker.Options{Binary: "cat"}).
 		Invoke(context.Background(), invoker.Request{Prompt: "x", Workdir: t.TempDir(), Fork: true, SessionID: "s"})
 	if !errors.Is(err, invoker.ErrUnsupported) {
 		t.Errorf("Invoke(Fork) on a CLI without forks: error = %v, want ErrUnsupported", err)
@@ -402,11 +415,57 @@ func TestForkNeedsSessionID(t *testing.T) {
 // once with ErrLineTooLong (here the handshake's answer, without which the
 // session was never ready), and leaves nothing running.
 func TestLineOverLimitInHandshake(t *testing.T) {
-	inv := driver.New(echoBackend{caps: allLive}, invoker.Options{Binary: "cat", MaxLineSize: 64 << 10})
+	inv := driver.New(live, invoker.Options{Binary: "cat", MaxLineSize: 64 << 10})
 	ctx, cancel := context.WithTimeout(context.Background(), testenv.Timeout(testenv.Hang))
 	defer cancel()
 	s, err := inv.OpenSession(ctx, invoker.SessionRequest{Workdir: t.TempDir(), Model: "huge handshake"})
 	if s != nil || !errors.Is(err, invoker.ErrLineTooLong) || errors.Is(err, context.DeadlineExceeded) {
 		t.Errorf("OpenSession() = %v, %v; want nil and ErrLineTooLong at once", s, err)
+	}
+}
+
+// A Turn or a Steer whose context is already cancelled sends nothing and
+// says why as Invoke does: the error matches context.Canceled and names
+// the cancel's cause, which it does not match.
+func TestCancelledBeforeStartNamesTheCause(t *testing.T) {
+	s := openEcho(t, live, invoker.SessionRequest{})
+	cause := errors.New("the user went away")
+	ctx, cancel := context.WithCancelCause(context.Background())
+	cancel(cause)
+	_, turnErr := s.Turn(ctx, invoker.TurnRequest{Prompt: "x"})
+	steerErr := s.Steer(ctx, "x")
+	_, invokeErr := driver.New(live, invoker.Options{Binary: "cat"}).Invoke(ctx, invoker.Request{Prompt: "x", Workdir: t.TempDir()})
+	for _, c := range []struct {
+		call string
+		err  error
+	}{{"Turn", turnErr}, {"Steer", steerErr}, {"Invoke", invokeErr}} {
+		if !errors.Is(c.err, context.Canceled) || errors.Is(c.err, cause) || !strings.Contains(fmt.Sprint(c.err), cause.Error()) {
+			t.Errorf("%s() error = %v, want context.Canceled naming the cause %q", c.call, c.err, cause)
+		}
+	}
+	if res, err := s.Turn(context.Background(), invoker.TurnRequest{Prompt: "after"}); err != nil || res.Text != "after" {
+		t.Errorf("Turn() after = %+v, %v; want the session to go on", res, err)
+	}
+}
+
+// stderrAtEOF is the echo CLI as a shell loop that writes to its standard
+// error once its input ends: at Close.
+type stderrAtEOF struct{ echoBackend }
+
+func (stderrAtEOF) SessionCommand(*invoker.SessionRequest) (*driver.Command, error) {
+	return &driver.Command{Args: []string{"-c", `while IFS= read -r l; do printf '%s\n' "$l"; done; echo "said at the end" >&2`}}, nil
+}
+
+// A run of Invoke carried by a session reports the stderr tail of the
+// whole run, as a one-shot run does: what the CLI wrote up to its exit,
+// after the end of the turn too.
+func TestRoutedInvokeKeepsTheWholeStderr(t *testing.T) {
+	inv := driver.New(stderrAtEOF{echoBackend{caps: allLive}}, invoker.Options{Binary: "/bin/sh"})
+	res, err := inv.Invoke(context.Background(), invoker.Request{Prompt: "hi", Workdir: t.TempDir(), Deltas: true})
+	if err != nil || res.Text != "hi" {
+		t.Fatalf("Invoke() = %+v, %v; want the answer", res, err)
+	}
+	if !strings.Contains(res.Stderr, "said at the end") {
+		t.Errorf("Result.Stderr = %q, want what the CLI wrote before it exited", res.Stderr)
 	}
 }

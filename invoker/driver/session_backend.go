@@ -4,10 +4,11 @@ import "github.com/clinvoke/clinvoke/invoker"
 
 // A SessionBackend is a Backend whose CLI can hold a conversation in one
 // long-lived process: Claude Code's stream-json input, Codex's app-server,
-// Gemini CLI's Agent Client Protocol. The engine checks for it by type
-// assertion when a session is opened, and only when the backend's
-// Capabilities also declare Sessions; it keeps all process code, and the
-// backend only says how to start the CLI and how to speak its protocol.
+// Gemini CLI's Agent Client Protocol. Being one is the backend's
+// declaration of invoker.Capabilities.Sessions: the engine finds it by
+// type assertion, as database/sql finds a driver's optional interfaces. It
+// keeps all process code; the backend only says how to start the CLI and
+// how to speak its protocol.
 type SessionBackend interface {
 	Backend
 
@@ -115,32 +116,37 @@ type MCPCall struct {
 	Answer  func(reply []byte, err error) [][]byte
 }
 
-// An InBandMCP is a SessionBackend whose CLI reaches the Go MCP servers
+// An InBandMCP is a SessionBackend whose CLI can reach the Go MCP servers
 // of a request (invoker.MCPServer.Server) through its own protocol, as
-// Claude Code does its SDK servers: the engine hands their messages to
-// the servers (Step.Calls), and the backend's SessionCommand and protocol
-// see those entries as they are.
+// Claude Code does its SDK servers. For a session whose InBand is true
+// the engine hands their messages to the servers (Step.Calls), and the
+// backend's SessionCommand and protocol see those entries as they are.
 //
-// For every other SessionBackend the engine serves the Go servers over
-// streamable HTTP on 127.0.0.1, and SessionCommand and NewSessionProtocol
-// see each such entry replaced by one with the URL of its endpoint and an
-// Authorization header carrying the run's bearer token: a URL server, to
-// be configured like any other. The token is a secret: it belongs in the
-// CLI's environment or protocol, not on its command line, where ps shows
-// it.
+// Otherwise, and for every other SessionBackend, the engine serves the Go
+// servers over streamable HTTP on 127.0.0.1, and SessionCommand and
+// NewSessionProtocol see each such entry replaced by one with the URL of
+// its endpoint and an Authorization header carrying the run's bearer
+// token: a URL server, to be configured like any other. The token is a
+// secret: it belongs in the CLI's environment or protocol, not on its
+// command line, where ps shows it.
 type InBandMCP interface {
 	SessionBackend
-	// InBandMCP is a marker; the engine never calls it.
-	InBandMCP()
+	// InBand reports whether the CLI of a session of req reaches its Go
+	// servers in band. The engine asks once per session or run that has
+	// Go servers, before SessionCommand.
+	InBand(req *invoker.SessionRequest) bool
 }
 
-// A Steerer is a SessionProtocol whose CLI takes a message during a turn
-// (Capabilities.Steer): Session.Steer calls it, from the goroutine that
-// calls the protocol's other methods, while a turn is in progress.
+// A Steerer is a SessionBackend whose CLI takes a message during a turn:
+// being one is the backend's declaration of invoker.Capabilities.Steer.
+// Session.Steer calls Steer while a turn is in progress, under the lock
+// that guards the protocol's methods.
 type Steerer interface {
-	// Steer returns the lines that add prompt to the turn in progress. An
-	// error should wrap ErrInvalidRequest or ErrUnsupported.
-	Steer(prompt string) ([][]byte, error)
+	SessionBackend
+	// Steer returns the lines that add prompt to the turn in progress of
+	// p, a protocol this backend's NewSessionProtocol returned. An error
+	// should wrap ErrInvalidRequest or ErrUnsupported.
+	Steer(p SessionProtocol, prompt string) ([][]byte, error)
 }
 
 // A SessionRouter is a SessionBackend whose one-shot mode cannot honour

@@ -1,41 +1,94 @@
 package driver
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"io/fs"
+	"log/slog"
 	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
 	"syscall"
+	"time"
 
+	"github.com/clinvoke/clinvoke/internal/jsonl"
 	"github.com/clinvoke/clinvoke/internal/pipe"
 	"github.com/clinvoke/clinvoke/internal/proc"
 	"github.com/clinvoke/clinvoke/invoker"
 )
 
+// A runSpec says what a run runs, and for whom.
+type runSpec struct {
+	conv    conversation
+	cb      *callbacks // runs the caller's callbacks for the run and its conversation
+	tel     *span
+	cmd     *Command
+	workdir string
+	env     []string        // Request.Env
+	input   bool            // the conversation writes standard input
+	ctx     context.Context // stops the run when done; nil for none
+}
+
+// newRun returns the run sp says; e.start starts it.
+func (e *engine) newRun(sp runSpec) *run {
+	return &run{
+		cfg:     &e.cfg,
+		log:     e.logger(sp.tel),
+		tel:     sp.tel,
+		conv:    sp.conv,
+		cb:      sp.cb,
+		cmd:     sp.cmd,
+		workdir: sp.workdir,
+		env:     sp.env,
+		input:   sp.input,
+		ctx:     sp.ctx,
+		start:   time.Now(),
+		stops:   make(chan stopRequest, 1),
+		done:    make(chan struct{}),
+	}
+}
+
+// logger returns the logger of the calls recorded in tel: the Options'
+// logger with the CLI's name and the trace's ids.
+func (e *engine) logger(tel *span) *slog.Logger {
+	return tel.logger(e.cfg.logger).With("cli", e.b.Name())
+}
+
+// start admits the run r and starts its tree: the one place that every
+// run, one-shot or a session's, goes through before a process exists. It
+// finds the CLI's executable, refuses a context already done, starts the
+// tree with its streams and hands it to wait. On failure nothing runs,
+// the Command's Cleanup has been called, and the error says why.
+func (e *engine) start(ctx context.Context, r *run) error {
+	path, err := e.lookPath()
+	if err == nil && ctx.Err() != nil {
+		// Never start a process for a call already cancelled; report it
+		// as a cancel during the call is reported.
+		err = ctxError(ctx)
+	}
+	if err == nil {
+		r.path = path
+		err = r.startTree()
+	}
+	if err != nil {
+		if r.cmd.Cleanup != nil {
+			r.cmd.Cleanup()
+		}
+		return err
+	}
+	go r.wait()
+	return nil
+}
+
 // startTree creates the run's streams and starts the root process.
 func (r *run) startTree() (err error) {
-	cfg := r.cfg
-	want, err := cfg.want()
+	attr, err := r.attr()
 	if err != nil {
 		return err
 	}
-	marker := newMarker()
-	attr := &proc.Attr{
-		Path:      r.path,
-		Args:      append([]string{r.path}, r.cmd.Args...),
-		Env:       environ(r.cfg, r.cmd, r.env, marker, r.tel.environ()),
-		Dir:       r.workdir,
-		Marker:    marker,
-		Subreaper: cfg.subreaper,
-		Logger:    r.log,
-
-		Containment:  want,
-		CgroupParent: cfg.cgroupParent,
-	}
-	if err := commandNoNUL(r.cmd, attr.Env); err != nil {
-		return err
-	}
-	var closeAfterStart []*os.File
+	closeAfterStart, err := r.openStreams(attr)
 	defer func() {
 		for _, f := range closeAfterStart {
 			f.Close()
@@ -48,11 +101,59 @@ func (r *run) startTree() (err error) {
 			}
 		}
 	}()
+	if err != nil {
+		return err
+	}
+	t, err := proc.Start(attr)
+	if err != nil {
+		return r.startError(err)
+	}
+	r.tree = t
+	r.containment = level(t.Containment())
+	r.tail = jsonl.NewTail(r.cfg.stderrTail)
+	r.tel.started(t.Pid(), r.containment)
+	r.stdoutW = &watchedFile{f: r.stdout, r: r, pty: r.pty != nil}
+	r.stderrW = &watchedFile{f: r.stderr, r: r}
+	r.log.Debug("started", "pid", t.Pid(), "path", r.path, "args", len(attr.Args)-1, "pty", r.cfg.pty, "containment", r.containment)
+	return nil
+}
 
-	if cfg.pty {
+// attr returns how proc starts the CLI: its command line, environment
+// (with a fresh run marker), working directory and containment.
+func (r *run) attr() (*proc.Attr, error) {
+	want, err := r.cfg.want()
+	if err != nil {
+		return nil, err
+	}
+	marker := newMarker()
+	attr := &proc.Attr{
+		Path:      r.path,
+		Args:      append([]string{r.path}, r.cmd.Args...),
+		Env:       environ(r.cfg, r.cmd, r.env, marker, r.tel.environ()),
+		Dir:       r.workdir,
+		Marker:    marker,
+		Subreaper: r.cfg.subreaper,
+		Logger:    r.log,
+
+		Containment:  want,
+		CgroupParent: r.cfg.cgroupParent,
+	}
+	if err := commandNoNUL(r.cmd, attr.Env); err != nil {
+		return nil, err
+	}
+	return attr, nil
+}
+
+// openStreams opens the CLI's standard output (a pipe, or a PTY in PTY
+// mode), standard error and, when the conversation has input, standard
+// input, keeping our ends in r and setting the CLI's in attr. It returns
+// the CLI's ends, to be closed once the CLI has started; on error the
+// caller closes those and ours.
+func (r *run) openStreams(attr *proc.Attr) (closeAfterStart []*os.File, err error) {
+	if r.cfg.pty {
 		master, tty, err := pipe.OpenPTY()
 		if err != nil {
-			return fmt.Errorf("PTY mode: %w", err)
+			return nil, fmt.Errorf("PTY mode: %w", err)
 		}
 		r.stdout, r.pty = master, master
 		attr.Stdout, attr.TTY = tty, tty
@@ -60,43 +161,65 @@ func (r *run) startTree() (err error) {
 	} else {
 		pr, pw, err := os.Pipe()
 		if err != nil {
-			return err
+			return nil, err
 		}
 		r.stdout, attr.Stdout = pr, pw
 		closeAfterStart = append(closeAfterStart, pw)
 	}
 	pr, pw, err := os.Pipe()
 	if err != nil {
-		return err
+		return closeAfterStart, err
 	}
 	r.stderr, attr.Stderr = pr, pw
 	closeAfterStart = append(closeAfterStart, pw)
-	if r.input != nil {
+	if r.input {
 		pr, pw, err := os.Pipe()
 		if err != nil {
-			return err
+			return closeAfterStart, err
 		}
 		attr.Stdin, r.stdin = pr, pw
 		closeAfterStart = append(closeAfterStart, pr)
 	} // else the child's stdin is the null device: never the host's
+	return closeAfterStart, nil
+}
 
-	t, err := proc.Start(attr)
+// startError is the error of a run whose root process did not start.
+func (r *run) startError(err error) error {
 	if errors.Is(err, proc.ErrUnavailable) {
-		return containmentError(err, cfg.cgroupParent)
+		return containmentError(err, r.cfg.cgroupParent)
 	}
-	if err != nil {
-		if errors.Is(err, fs.ErrNotExist) || errors.Is(err, fs.ErrPermission) || errors.Is(err, syscall.ENOEXEC) {
-			// Removed since the lookup, not executable, or a bad
-			// interpreter line: the CLI is not installed properly.
-			return fmt.Errorf("%w: starting %s: %w", invoker.ErrNotInstalled, r.path, err)
+	if errors.Is(err, fs.ErrNotExist) || errors.Is(err, fs.ErrPermission) || errors.Is(err, syscall.ENOEXEC) {
+		// Removed since the lookup, not executable, or a bad interpreter
+		// line: the CLI is not installed properly.
+		return fmt.Errorf("%w: starting %s: %w", invoker.ErrNotInstalled, r.path, err)
+	}
+	return fmt.Errorf("starting %s: %w", r.path, err)
+}
+
+// lookPath resolves the CLI's executable. A missing binary is an error that
+// matches ErrNotInstalled (and exec.ErrNotFound when looked up on PATH).
+func (e *engine) lookPath() (string, error) {
+	bin := e.cfg.binary
+	if bin == "" {
+		bin = e.b.Binary()
+	}
+	hint := e.b.InstallHint()
+	if !strings.ContainsRune(bin, filepath.Separator) && !strings.ContainsRune(bin, '/') {
+		p, err := exec.LookPath(bin)
+		if err != nil {
+			return "", fmt.Errorf("%w: %q is not on PATH; install it with `%s` or set its path with invoker.Options.Binary (%w)", invoker.ErrNotInstalled, bin, hint, err)
 		}
-		return fmt.Errorf("starting %s: %w", r.path, err)
+		return p, nil
 	}
-	r.tree = t
-	r.res.Containment = level(t.Containment())
-	r.tel.started(t.Pid(), r.res.Containment)
-	r.stdoutW = &watchedFile{f: r.stdout, r: r, pty: r.pty != nil}
-	r.stderrW = &watchedFile{f: r.stderr, r: r}
-	r.log.Debug("started", "pid", t.Pid(), "path", r.path, "args", len(attr.Args)-1, "pty", cfg.pty, "containment", r.res.Containment)
-	return nil
+	fi, err := os.Stat(bin)
+	if err != nil {
+		return "", fmt.Errorf("%w: %s; install it with `%s` or fix the path given in invoker.Options.Binary (%w)", invoker.ErrNotInstalled, bin, hint, err)
+	}
+	if fi.IsDir() {
+		return "", fmt.Errorf("%w: %s is a directory, not the CLI's executable", invoker.ErrNotInstalled, bin)
+	}
+	if _, err := exec.LookPath(bin); err != nil {
+		return "", fmt.Errorf("%w: %s is not executable (%w)", invoker.ErrNotInstalled, bin, err)
+	}
+	return bin, nil
 }

@@ -8,44 +8,34 @@ import (
 	"github.com/clinvoke/clinvoke/invoker"
 )
 
-// Steer implements invoker.Session: it hands prompt to the protocol's
+// Steer implements invoker.Session: it hands prompt to the backend's
 // Steerer while a turn is in progress, and queues the lines it returns.
 func (s *session) Steer(ctx context.Context, prompt string) error {
-	fail := func(err error) error { return &cliError{CLI: s.cli, Err: err} }
+	if err := s.steer(ctx, prompt); err != nil {
+		return s.e.named(err)
+	}
+	return nil
+}
+
+func (s *session) steer(ctx context.Context, prompt string) error {
 	if prompt == "" {
-		return fail(fmt.Errorf("%w: Session.Steer needs a prompt", invoker.ErrInvalidRequest))
+		return fmt.Errorf("%w: Session.Steer needs a prompt", invoker.ErrInvalidRequest)
 	}
-	st, ok := s.proto.(Steerer)
-	if !ok || !s.e.b.Capabilities().Steer {
-		return fail(&unsupportedError{field: "Steer", hint: s.e.b.Hint("Steer"), method: true})
+	st := s.e.steerer
+	if st == nil {
+		return &unsupportedError{field: "Steer", hint: s.e.b.Hint("Steer"), method: true}
 	}
-	if err := ctx.Err(); err != nil {
-		return fail(err)
+	if ctx.Err() != nil {
+		return ctxError(ctx)
 	}
-	// Under the decoder lock, the turn in flight and whether the protocol
-	// reported its end are what the reader established: a turn whose end
-	// was decoded (its done event delivered, or about to be) takes no
-	// steer, which the CLI would answer with a turn of its own after it.
-	r := s.r
-	r.decMu.Lock()
-	s.mu.Lock()
-	cur, closing := s.cur, s.closing
-	s.mu.Unlock()
-	var refused error
-	select {
-	case <-s.done:
-		refused = s.closedError()
-	default:
-		switch {
-		case closing:
-			refused = s.closedError()
-		case cur == nil || cur.last:
-			refused = fmt.Errorf("%w: no turn is in progress to steer; send the message with Session.Turn", invoker.ErrInvalidRequest)
-		}
-	}
-	if refused != nil {
-		r.decMu.Unlock()
-		return fail(refused)
+	// Under protoMu, the turn in flight and whether the protocol reported
+	// its end are what the stdout reader established: a turn whose end was
+	// decoded (its done event delivered, or about to be) takes no steer,
+	// which the CLI would answer with a turn of its own after it.
+	s.protoMu.Lock()
+	if err := s.steerable(); err != nil {
+		s.protoMu.Unlock()
+		return err
 	}
 	lines, err := func() (lines [][]byte, err error) {
 		defer func() {
@@ -53,16 +43,31 @@ func (s *session) Steer(ctx context.Context, prompt string) error {
 				err = fmt.Errorf("the session protocol failed to steer the turn: %v", p)
 			}
 		}()
-		return st.Steer(prompt)
+		return st.Steer(s.proto, prompt)
 	}()
-	r.decMu.Unlock()
+	s.protoMu.Unlock()
 	if err != nil {
 		if !errors.Is(err, invoker.ErrInvalidRequest) && !errors.Is(err, invoker.ErrUnsupported) {
 			err = fmt.Errorf("%w: %w", invoker.ErrInvalidRequest, err)
 		}
-		return fail(err)
+		return err
 	}
 	s.write(lines...)
+	return nil
+}
+
+// steerable returns why no turn can be steered now, or nil; the caller
+// holds protoMu.
+func (s *session) steerable() error {
+	if err := s.usable(); err != nil {
+		return err
+	}
+	s.mu.Lock()
+	cur := s.cur
+	s.mu.Unlock()
+	if cur == nil || cur.last {
+		return fmt.Errorf("%w: no turn is in progress to steer; send the message with Session.Turn", invoker.ErrInvalidRequest)
+	}
 	return nil
 }
 

@@ -5,8 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"os"
-	"runtime"
 	"runtime/debug"
 
 	"github.com/clinvoke/clinvoke/internal/jsonl"
@@ -18,24 +18,19 @@ import (
 // ErrNoResult's message.
 const junkMax = 200
 
-// readStdout decodes stdout line by line and delivers the events.
+// readStdout reads stdout line by line, without a fixed line limit, and
+// hands each line to the conversation.
 func (r *run) readStdout() {
 	rd := jsonl.NewReader(r.stdoutW, r.cfg.maxLineSize)
-	failed := false // the decoder returned a fatal error
+	failed := false // the conversation returned a fatal error
 	for {
 		line, err := rd.ReadLine()
 		if err != nil {
 			var tooLong *jsonl.LineTooLongError
 			if errors.As(err, &tooLong) {
-				r.skipped++
-				r.skippedMax = max(r.skippedMax, tooLong.Size)
-				if r.onSkip != nil {
-					r.onSkip(tooLong.Size)
-				}
-				r.deliver([]invoker.Event{{
-					Kind: invoker.KindWarning,
-					Text: fmt.Sprintf("skipped a stdout line of %d bytes: it exceeds the line limit of %d bytes (see Options.MaxLineSize); the turn will fail with ErrLineTooLong", tooLong.Size, tooLong.Max),
-				}})
+				r.stats.skipped++
+				r.stats.skippedMax = max(r.stats.skippedMax, tooLong.Size)
+				r.conv.lineSkipped(tooLong.Size)
 				continue
 			}
 			if err != io.EOF && !errors.Is(err, os.ErrClosed) && !pipe.IsPTYEnd(err) {
@@ -47,10 +42,10 @@ func (r *run) readStdout() {
 		if len(trimmed) == 0 {
 			continue
 		}
-		r.lines++
-		if r.junk == nil && trimmed[0] != '{' {
+		r.stats.lines++
+		if r.stats.junk == nil && trimmed[0] != '{' {
 			// Not an event: keep its start for ErrNoResult's message.
-			r.junk = bytes.Clone(trimmed[:min(len(trimmed), junkMax)])
+			r.stats.junk = bytes.Clone(trimmed[:min(len(trimmed), junkMax)])
 		}
 		if failed {
 			// After a fatal error the decoder's state is not to be
@@ -58,105 +53,15 @@ func (r *run) readStdout() {
 			// success. The rest is drained, not decoded.
 			continue
 		}
-		events, ferr := r.decode(line)
-		r.deliver(events)
-		if r.afterLine != nil {
-			r.afterLine()
-		}
-		if ferr != nil {
+		if err := r.conv.stdoutLine(line); err != nil {
 			failed = true
-			r.fail(ferr)
+			r.fail(err)
 		}
 	}
 }
 
-// decode runs the decoder on one line; a panic in it becomes a warning.
-func (r *run) decode(line []byte) (events []invoker.Event, err error) {
-	r.decMu.Lock()
-	defer r.decMu.Unlock()
-	defer func() {
-		if p := recover(); p != nil {
-			r.log.Error("decoder panicked", "panic", p, "stack", string(debug.Stack()))
-			events = []invoker.Event{{Kind: invoker.KindWarning, Text: fmt.Sprintf("decoder failed on a line: %v", p), Raw: safeRaw(line)}}
-			err = nil
-		}
-	}()
-	return r.dec.Decode(line)
-}
-
-// deliver hands events to OnEvent. If OnEvent panics or calls
-// runtime.Goexit, the run is killed at once, no further event is
-// delivered, and Invoke re-raises the panic (or calls Goexit) after the
-// tree is reaped.
-func (r *run) deliver(events []invoker.Event) {
-	for _, ev := range events {
-		// Every event carries the session id once the CLI reported it,
-		// whichever backend decoded it.
-		if ev.SessionID != "" {
-			r.sessionID = ev.SessionID
-		} else {
-			ev.SessionID = r.sessionID
-		}
-		if ev.Kind != invoker.KindWarning {
-			r.firstOnce.Do(func() { close(r.firstEvent) })
-		}
-		if ev.Kind == invoker.KindDelta && !r.deltas {
-			continue
-		}
-		if r.onEvent == nil || r.panicked.Load() {
-			continue
-		}
-		r.callOnEvent(ev)
-	}
-}
-
-func (r *run) callOnEvent(ev invoker.Event) { r.call("OnEvent", func() { r.onEvent(ev) }) }
-
-// call runs fn, a callback of the caller's named what (OnEvent, Approve),
-// and reports whether it returned. A panic or runtime.Goexit in it is
-// recorded (see recordPanic) and ends the goroutine that runs it: after
-// Goexit at once, after a panic once call has returned false.
-func (r *run) call(what string, fn func()) bool {
-	returned := false
-	defer func() {
-		if returned {
-			return
-		}
-		p := recover() // nil when fn called runtime.Goexit
-		r.recordPanic(what, p, p == nil)
-		// After a panic this goroutine goes on without calling back;
-		// after Goexit it ends here and the kill stops the CLI.
-	}()
-	fn()
-	returned = true
-	return true
-}
-
-// panicCause says which callback panicked, once one has.
-func (r *run) panicCause() string {
-	if r.goexit {
-		return r.panicWhat + " called runtime.Goexit"
-	}
-	return fmt.Sprintf("%s panicked: %v", r.panicWhat, r.panicVal)
-}
-
-// recordPanic records the first panic (or runtime.Goexit, when goexit is
-// set) of a callback of the caller's, a bug of the caller's: the ladder
-// kills the tree at once, no further event is delivered, and reraise
-// re-raises it on the goroutine that called Invoke or Turn.
-func (r *run) recordPanic(what string, p any, goexit bool) {
-	r.panicOnce.Do(func() {
-		r.panicVal, r.goexit, r.panicWhat = p, goexit, what
-		if !goexit {
-			r.log.Error(what+" panicked", "panic", p, "stack", string(debug.Stack()))
-		}
-		r.panicked.Store(true)
-		close(r.panicCh)
-	})
-}
-
-// readStderr keeps the tail of stderr and shows each line to the decoder,
-// which may recognise a fatal signature in it.
+// readStderr keeps the tail of stderr and shows each line to the
+// conversation, which may recognise a fatal signature in it.
 func (r *run) readStderr() {
 	// Small: a run holds it for its whole life, CLIs write little to
 	// stderr, and the tail keeps its own copy.
@@ -168,17 +73,7 @@ func (r *run) readStderr() {
 		if len(bytes.TrimSpace(line)) == 0 {
 			return
 		}
-		r.decMu.Lock()
-		err := func() (err error) {
-			defer func() {
-				if p := recover(); p != nil {
-					err = nil
-				}
-			}()
-			return r.dec.Stderr(line)
-		}()
-		r.decMu.Unlock()
-		if err != nil {
+		if err := r.conv.stderrLine(line); err != nil {
 			r.fail(err)
 		}
 	}
@@ -218,26 +113,52 @@ func (r *run) readStderr() {
 	}
 }
 
-// writePrompt writes the prompt and closes stdin, so that CLIs that read
-// their prompt to end of file start working. It runs concurrently with the
-// readers, so a prompt larger than the pipe's buffer cannot deadlock.
-func (r *run) writePrompt() {
-	_, err := io.WriteString(r.stdin, r.cmd.Stdin)
-	if err != nil && !errors.Is(err, os.ErrClosed) {
-		r.log.Debug("writing the prompt", "err", err)
-	}
-	r.stdin.Close()
+// decodeLine runs decode, a decoder's or protocol's reading of line, and
+// turns a panic in it into a warning: a decoder must never panic, and a
+// panic of one must not take the program down.
+func decodeLine(log *slog.Logger, line []byte, decode func() ([]invoker.Event, error)) (events []invoker.Event, err error) {
+	defer func() {
+		if p := recover(); p != nil {
+			log.Error("decoder panicked", "panic", p, "stack", string(debug.Stack()))
+			events = []invoker.Event{{Kind: invoker.KindWarning, Text: fmt.Sprintf("decoder failed on a line: %v", p), Raw: safeRaw(line)}}
+			err = nil
+		}
+	}()
+	return decode()
 }
 
-// reraise hands a panic (or runtime.Goexit, as from t.FailNow) of OnEvent
-// back to the goroutine that called Invoke or Turn, once the tree is
-// reaped; it returns when OnEvent did neither.
-func (r *run) reraise() {
-	if !r.panicked.Load() {
-		return
+// inspectStderr runs inspect, a decoder's or protocol's Stderr, on one
+// line; a panic in it is dropped.
+func inspectStderr(inspect func() error) (err error) {
+	defer func() {
+		if recover() != nil {
+			err = nil
+		}
+	}()
+	return inspect()
+}
+
+// skippedWarning is the event of a stdout line of size bytes skipped over
+// the line limit max.
+func skippedWarning(size int64, max int) invoker.Event {
+	return invoker.Event{
+		Kind: invoker.KindWarning,
+		Text: fmt.Sprintf("skipped a stdout line of %d bytes: it exceeds the line limit of %d bytes (see Options.MaxLineSize); the turn will fail with ErrLineTooLong", size, max),
 	}
-	if r.goexit {
-		runtime.Goexit()
+}
+
+// A stamper sets on each event that has none the latest session id an
+// event reported, so that every event carries the session once the CLI
+// reported it, whichever backend decoded it. Only a run's stdout reader
+// uses it.
+type stamper struct{ id string }
+
+func (s *stamper) stamp(events []invoker.Event) {
+	for i := range events {
+		if events[i].SessionID != "" {
+			s.id = events[i].SessionID
+		} else {
+			events[i].SessionID = s.id
+		}
 	}
-	panic(r.panicVal)
 }

@@ -5,9 +5,9 @@ import (
 	"encoding/json"
 	"fmt"
 	"math"
-	"reflect"
 	"strings"
 
+	"github.com/clinvoke/clinvoke/internal/schematype"
 	"github.com/clinvoke/clinvoke/invoker"
 	"github.com/google/jsonschema-go/jsonschema"
 )
@@ -38,8 +38,9 @@ func compileSchema(req *invoker.SessionRequest) (*jsonschema.Resolved, error) {
 	if err := json.Unmarshal(raw, &s); err != nil {
 		return nil, invalid("Request.OutputSchema is not a valid JSON Schema: %v", err)
 	}
-	if err := checkTypes(&s); err != nil {
-		return nil, invalid("Request.OutputSchema is not a valid JSON Schema: %v", err)
+	if typ, ok := schematype.Unknown(raw); !ok {
+		// Resolve accepts any string as a type; the model's API does not.
+		return nil, invalid("Request.OutputSchema is not a valid JSON Schema: type %q is not a JSON type (%s)", typ, schematype.Names)
 	}
 	rs, err := s.Resolve(nil)
 	if err != nil {
@@ -72,50 +73,3 @@ func structured(schema *jsonschema.Resolved, out *Outcome) (json.RawMessage, err
 	}
 	return b.Bytes(), nil
 }
-
-// jsonTypes are the type names of JSON Schema.
-var jsonTypes = map[string]bool{"null": true, "boolean": true, "object": true, "array": true, "number": true, "string": true, "integer": true}
-
-// checkTypes reports a "type" that names no JSON type, in s or any of its
-// subschemas: jsonschema-go's Resolve leaves that unchecked, and a schema
-// such as {"type":"objekt"} would otherwise reach the CLI.
-func checkTypes(s *jsonschema.Schema) error {
-	if s == nil {
-		return nil
-	}
-	for _, t := range append([]string{s.Type}, s.Types...) {
-		if t != "" && !jsonTypes[t] {
-			return fmt.Errorf("type %q is not a JSON type (null, boolean, object, array, number, string, integer)", t)
-		}
-	}
-	// Walk every field that holds subschemas, whatever jsonschema-go
-	// version adds.
-	v := reflect.ValueOf(s).Elem()
-	for i := range v.NumField() {
-		f := v.Field(i)
-		if !v.Type().Field(i).IsExported() {
-			continue
-		}
-		switch f.Type() {
-		case schemaPtr:
-			if err := checkTypes(f.Interface().(*jsonschema.Schema)); err != nil {
-				return err
-			}
-		case reflect.SliceOf(schemaPtr):
-			for _, c := range f.Interface().([]*jsonschema.Schema) {
-				if err := checkTypes(c); err != nil {
-					return err
-				}
-			}
-		case reflect.MapOf(reflect.TypeFor[string](), schemaPtr):
-			for _, c := range f.Interface().(map[string]*jsonschema.Schema) {
-				if err := checkTypes(c); err != nil {
-					return err
-				}
-			}
-		}
-	}
-	return nil
-}
-
-var schemaPtr = reflect.TypeFor[*jsonschema.Schema]()

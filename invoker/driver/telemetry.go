@@ -607,3 +607,15 @@ func (s *span) logger(l *slog.Logger) *slog.Logger {
 	}
 	return l.With("trace_id", sc.TraceID().String(), "span_id", sc.SpanID().String())
 }
+
+// turnInterrupted records, on the turn's span (the span in the turn's
+// context, which Turn made), that the turn was asked to end in the CLI's
+// protocol, and why.
+func (t *telemetry) turnInterrupted(ctx context.Context, why error) {
+	if t == nil {
+		return
+	}
+	if sp := trace.SpanFromContext(ctx); sp.IsRecording() {
+		sp.AddEvent(stepInterrupt, trace.WithAttributes(keyReason.String(outcome(why, false)), attribute.String("clinvoke.interrupt.via", "protocol")))
+	}
+}

@@ -1,134 +1,216 @@
 package driver
 
 import (
-	"errors"
-	"fmt"
+	"context"
+	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/google/jsonschema-go/jsonschema"
 
+	"github.com/clinvoke/clinvoke/internal/detach"
+	"github.com/clinvoke/clinvoke/internal/proc"
 	"github.com/clinvoke/clinvoke/invoker"
 )
 
-// decide is the part of a turn's verdict that both drivers share, so that
-// the same output of the CLI gives the same outcome through Invoke and
-// through Session.Turn. It weighs what the CLI reported about the turn
-// (out), why the turn was stopped (stopErr, nil when it was not), the
-// stdout lines skipped during it, and the schema its answer must satisfy;
-// it fills res.Structured. Success needs the CLI's terminal success event
-// and nothing skipped. done is false when none of that decides (the CLI
-// neither ended the turn in its own terms nor was stopped), and the driver
-// says what it knows instead: the exit status of a one-turn run, no result
-// for a session's turn.
-func decide(out *Outcome, stopErr error, skipped *lineTooLongError, schema *jsonschema.Resolved, res *invoker.Result) (err error, done bool) {
-	switch {
-	case out.Success && skipped == nil:
-		// The CLI reported success before any stop took effect: the turn
-		// is complete, and nothing of it is lost. Its answer must still
-		// satisfy the OutputSchema, if one is set.
-		res.Structured, err = structured(schema, out)
-		return err, true
-	case stopErr != nil:
-		return stopErr, true
-	case out.Err != nil:
-		return rateLimited(out, res), true
-	case out.Success:
-		// The terminal event came, but a line before it was skipped: it
-		// may have held (part of) the answer, which is then lost.
-		skipped.success = true
-		return skipped, true
-	}
-	return nil, false
+// A turn is the engine's one request, as a request is net/http's: one
+// prompt, its events, its timeouts and its verdict, whatever carries it.
+// Invoke runs a turn on a one-shot run (oneShot: the prompt on standard
+// input, the turn's end the CLI's exit) or on a session of one turn (a
+// request only the long-lived mode honours); Session.Turn runs one on its
+// session. Each takes the same path, run: begin, await the end
+// (interrupting the turn when its context is done or a timeout fires),
+// the verdict, end, and the re-raise of a panic of the caller's.
+//
+// The goroutine that called Invoke or Turn runs the turn. The run's stdout
+// reader delivers its events (deliver) and ends it; approvals and Go tool
+// calls run on goroutines of their own, which end waits for.
+type turn struct {
+	// Set when the turn is made, read-only after.
+	cfg    *config
+	on     carrier
+	r      *run // the run that carries it; set before run
+	cb     *callbacks
+	req    invoker.TurnRequest
+	deltas bool // deliver KindDelta events (Request.Deltas)
+	schema *jsonschema.Resolved
+	start  time.Time
+	res    *invoker.Result
+	// ctx is the turn's context for Approve and Go tool calls, set by a
+	// session's begin: it has the values and deadline of the context Turn
+	// was given, and is done once the turn is interrupted (for that
+	// context, a timeout or Close) and when Turn returns. It is not done
+	// by the caller's context directly: a callback that returns because
+	// it was cancelled must find the CLI already asked to end the turn,
+	// or its answer could complete the turn as if nothing was cancelled.
+	// (A detach.Context: its Err says DeadlineExceeded once the deadline
+	// has passed, although the engine, not the deadline, cancels it.)
+	ctx *detach.Context
+	// caller is the context Turn was given: once it is done, the turn is
+	// about to be interrupted for it (await does), and a decision made
+	// meanwhile is left to the interrupt's withdrawal (see askApprove).
+	caller context.Context
+
+	first     chan struct{} // closed at the turn's first event that is not a warning
+	firstOnce sync.Once
+	ended     <-chan struct{} // closed when the turn has ended in its carrier's terms; out is set before
+	out       Outcome
+	approving atomic.Int32 // Approve callbacks deciding: the CLI waits for them, and the timeouts do not count it
+
+	// Only the goroutine that runs the turn (run) uses these.
+	cause   error // why the turn was interrupted (its context, a timeout); nil while it is not
+	ignored bool  // the CLI let the turn interrupt grace pass
+	gone    bool  // the run ended before the turn did
+
+	// A session's turn: its questions (approvals.go), its sweep and what
+	// its protocol said, guarded by the session's locks as marked.
+	calls       sync.WaitGroup         // the goroutines of its approvals, which end waits for
+	waiting     int                    // questions waiting for Approve (mu)
+	over        bool                   // the turn is ending: no approval may start (mu)
+	skipped     int                    // stdout lines skipped over the line limit (mu)
+	skippedMax  int64                  // bytes in the longest of them (mu)
+	questions   map[*question]struct{} // not yet answered or withdrawn (protoMu)
+	interrupted bool                   // the CLI was asked to end the turn (protoMu)
+	last        bool                   // the protocol reported the turn's end: its next KindDone is its last event (protoMu)
+	end         chan struct{}          // ended: the session closes it after the turn's last event
+	base        proc.Baseline          // the tree's members before the turn, for its sweep
+	baseOK      bool                   // base was taken (the tree was not reaped)
 }
 
-// turnTimers are a turn's first-event and idle timeouts.
-type turnTimers struct {
-	r             *run
-	idle, firstD  time.Duration
-	first, idleT  *time.Timer
-	firstC, idleC <-chan time.Time
+// A carrier is what a turn runs on, and all the turn knows of it besides
+// its run: a one-shot run (oneShot), whose turn ends with the CLI's exit,
+// or a session, whose turns end in its protocol.
+type carrier interface {
+	// begin starts the turn: a session sends its prompt in the protocol
+	// (a one-shot run has sent it on standard input already). ctx is the
+	// turn's.
+	begin(t *turn, ctx context.Context) error
+	// interrupt asks the CLI to end the turn, for why, and returns how
+	// long it has to (0 for no wait): a session asks in its protocol, a
+	// one-shot run is stopped with the ladder and the graces g.
+	interrupt(t *turn, why error, g graces) time.Duration
+	// escalate stops the CLI that let the grace interrupt gave pass.
+	escalate(t *turn, why error)
+	// verdict fills t.res and returns the turn's error, once the turn has
+	// ended (t.ended) or its run is over (t.gone).
+	verdict(t *turn) error
+	// end ends the turn after its verdict: its approvals answered or
+	// withdrawn, their callbacks returned.
+	end(t *turn)
 }
 
-func newTurnTimers(cfg *config, r *run) *turnTimers {
-	t := &turnTimers{r: r, idle: cfg.idleTimeout, firstD: cfg.firstEventTimeout}
-	if d := cfg.firstEventTimeout; d > 0 {
-		t.first = time.NewTimer(d)
-		t.firstC = t.first.C
-	}
-	if t.idle > 0 {
-		t.idleT = time.NewTimer(t.idle)
-		t.idleC = t.idleT.C
-	}
-	return t
-}
-
-// firstEvent stops the first-event timeout: the turn's first event came.
-func (t *turnTimers) firstEvent() {
-	if t.first != nil {
-		t.first.Stop()
-		t.firstC = nil
-	}
-}
-
-// firstDue is called when the first-event timer fires: it returns the
-// timeout's error, unless first (closed at the turn's first event) shows
-// that the event came in time after all.
-func (t *turnTimers) firstDue(first <-chan struct{}) error {
-	if t.r.approving.Load() > 0 {
-		// The CLI waits for the program's decision, not the other way
-		// round: the wait is not the CLI's silence.
-		t.first.Reset(t.firstD)
-		return nil
-	}
-	t.firstC = nil
-	select {
-	case <-first:
-		return nil
-	default:
-		return fmt.Errorf("%w (%v)", invoker.ErrFirstEventTimeout, t.firstD)
+// newTurn returns a turn of req for a run of cfg.
+func newTurn(cfg *config, req invoker.TurnRequest, deltas bool, schema *jsonschema.Resolved) *turn {
+	return &turn{
+		cfg: cfg, req: req, deltas: deltas, schema: schema,
+		start: time.Now(), res: &invoker.Result{ExitCode: -1},
+		first: make(chan struct{}),
 	}
 }
 
-// idleDue is called when the idle timer fires: it returns the timeout's
-// error if the CLI has been silent for the idle timeout, and if not, sets
-// the timer for the rest of it and returns nil. Time the CLI spends
-// waiting for an Approve callback is not silence.
-func (t *turnTimers) idleDue() error {
-	if t.r.approving.Load() > 0 {
-		// Waiting for Approve (a person, maybe) is not the CLI's
-		// silence; the idle time counts again once it has decided.
-		t.idleT.Reset(t.idle)
-		return nil
-	}
-	quiet := t.r.quiet()
-	if quiet >= t.idle {
-		t.idleC = nil
-		return fmt.Errorf("%w (%v)", invoker.ErrIdleTimeout, t.idle)
-	}
-	t.idleT.Reset(t.idle - quiet)
-	return nil
+// carry sets what carries the turn, before its run can deliver events, and
+// the channel closed at the turn's end, by its carrier.
+func (t *turn) carry(on carrier, r *run, cb *callbacks, ended <-chan struct{}) {
+	t.on, t.r, t.cb, t.ended = on, r, cb, ended
 }
 
-func (t *turnTimers) stop() {
-	for _, tm := range []*time.Timer{t.first, t.idleT} {
-		if tm != nil {
-			tm.Stop()
+// run is the one path of every turn: it begins the turn, waits for its
+// end, gives its verdict, ends it, and re-raises a panic of a callback of
+// the caller's once the tree it killed is gone. The error is not yet
+// named with the CLI.
+func (t *turn) run(ctx context.Context) (*invoker.Result, error) {
+	if err := t.on.begin(t, ctx); err != nil {
+		t.res.Duration = time.Since(t.start)
+		return t.res, err
+	}
+	t.await(ctx)
+	err := t.on.verdict(t)
+	t.on.end(t)
+	if t.cb.failed() {
+		<-t.r.over()
+		t.cb.reraise()
+	}
+	t.res.Duration = time.Since(t.start)
+	return t.res, err
+}
+
+// await waits for the end of the turn, or of its run, interrupting the
+// turn when ctx is done or a timeout fires, and escalating when the CLI
+// lets the interrupt's grace pass.
+func (t *turn) await(ctx context.Context) {
+	timers := newTurnTimers(t.cfg.firstEventTimeout, t.cfg.idleTimeout, t)
+	defer timers.stop()
+	ctxDone, first := ctx.Done(), t.first
+	var grace *time.Timer
+	var graceC <-chan time.Time
+	defer func() {
+		if grace != nil {
+			grace.Stop()
+		}
+	}()
+	interrupt := func(why error, g graces) {
+		if t.cause != nil {
+			return
+		}
+		t.cause = why
+		timers.stop()
+		if d := t.on.interrupt(t, why, g); d > 0 {
+			grace = time.NewTimer(d)
+			graceC = grace.C
 		}
 	}
-	t.firstC, t.idleC = nil, nil
+	for {
+		select {
+		case <-t.ended:
+			return
+		case <-t.r.over():
+			select {
+			case <-t.ended: // the turn was complete before the run ended
+			default:
+				t.gone = true
+			}
+			return
+		case <-ctxDone:
+			ctxDone = nil
+			interrupt(ctxError(ctx), t.cfg.stopGraces(ctx))
+		case <-first:
+			first = nil
+			timers.firstEvent()
+		case <-timers.firstC:
+			if err := timers.firstDue(t.first); err != nil {
+				interrupt(err, t.cfg.graces())
+			}
+		case <-timers.idleC:
+			if err := timers.idleDue(); err != nil {
+				interrupt(err, t.cfg.graces())
+			}
+		case <-graceC:
+			graceC = nil
+			t.ignored = true
+			t.on.escalate(t, t.cause)
+		}
+	}
 }
 
-// rateLimited returns out.Err, as a *LimitError for ErrRateLimited when it
-// matches that sentinel and is not one already: a rate limit is a limit
-// the turn reached, with the session to resume and when it resets.
-func rateLimited(out *Outcome, res *invoker.Result) error {
-	var le *invoker.LimitError
-	if !errors.Is(out.Err, invoker.ErrRateLimited) || errors.As(out.Err, &le) {
-		return out.Err
+// deliver hands events of the turn to its OnEvent, in order; the run's
+// stdout reader calls it. The first that is not a warning is the turn's
+// first event; KindDelta events go only to a turn that asked for them.
+// Once a callback of the caller's panicked, nothing more is delivered.
+func (t *turn) deliver(events []invoker.Event) {
+	for _, ev := range events {
+		if ev.Kind != invoker.KindWarning {
+			t.firstOnce.Do(func() { close(t.first) })
+		}
+		if ev.Kind == invoker.KindDelta && !t.deltas {
+			continue
+		}
+		if t.req.OnEvent == nil || t.cb.failed() {
+			continue
+		}
+		t.cb.call("OnEvent", func() { t.req.OnEvent(ev) })
 	}
-	id := res.SessionID
-	if id == "" {
-		id = out.SessionID
-	}
-	return &invoker.LimitError{Limit: invoker.ErrRateLimited, SessionID: id, ResetsAt: out.ResetsAt, Err: out.Err}
 }
+
+// quiet and deciding are what the turn's timers ask (turnTimers).
+func (t *turn) quiet() time.Duration { return t.r.quiet() }
+func (t *turn) deciding() bool       { return t.approving.Load() > 0 }

@@ -6,7 +6,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/clinvoke/clinvoke/internal/proc"
 	"github.com/clinvoke/clinvoke/invoker"
 )
 
@@ -55,9 +54,8 @@ func TestVerdictNamesWhatWasLost(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			r := newTestRun(time.Second)
-			r.res = &invoker.Result{}
-			r.skipped, r.skippedMax, r.waitDelayed = tt.skipped, 100<<20, tt.waitDelayed
-			err := r.verdict(tt.out, nil, proc.State{}, nil)
+			r.stats.skipped, r.stats.skippedMax, r.exit.cut = tt.skipped, 100<<20, tt.waitDelayed
+			err := r.verdict(&tt.out, r.skippedError(), nil, &invoker.Result{})
 			if tt.want == nil {
 				if err != nil {
 					t.Errorf("verdict() = %v, want nil", err)

@@ -1,7 +1,6 @@
 package invokertest
 
 import (
-	"encoding/json"
 	"os"
 	"testing"
 	"time"
@@ -177,43 +176,7 @@ type Agent struct {
 // CLI: the test binary as Binary, and a's script in Env. Add options of
 // your own to New after them.
 func (a Agent) Options() invoker.Options {
-	s := fakeagent.Script{
-		Flavor:        a.CLI,
-		SessionID:     a.SessionID,
-		Answer:        a.Answer,
-		Answers:       a.Answers,
-		Chunks:        a.Chunks,
-		AnswerSize:    a.AnswerSize,
-		HugeLine:      a.HugeLine,
-		Interval:      10 * time.Millisecond,
-		Tool:          a.Tool,
-		StreamFor:     a.Progress,
-		SilentFor:     a.Silence,
-		StallFor:      a.Stall,
-		Fail:          a.Fail,
-		NoTerminal:    a.NoResult,
-		ExitCode:      a.ExitCode,
-		Stderr:        a.Stderr,
-		IgnoreSignals: a.IgnoreSignals,
-		Grandchild:    a.LeaveBehind,
-		Escapee:       a.LeaveBehind,
-		TurnSpawns:    a.LeaveBehind,
-		Ask:           a.Ask,
-		AskCount:      a.AskCount,
-		Edit:          a.Edit,
-		CallTool:      a.CallTool,
-	}
-	if a.ToolArgs != nil {
-		b, err := json.Marshal(a.ToolArgs)
-		if err != nil {
-			panic("invokertest: Agent.ToolArgs: " + err.Error())
-		}
-		s.ToolArgs = b
-	}
-	if s.Flavor == "" {
-		s.Flavor = fakeagent.Codex
-	}
-	return invoker.Options{Binary: os.Args[0], Env: s.Env()}
+	return invoker.Options{Binary: os.Args[0], Env: fakeagent.Agent(a).Script().Env()}
 }
 
 // Main runs the agent when the test binary was started as one, and

@@ -14,6 +14,7 @@ import (
 // the MCP servers of session/new, and what the session allowed.
 type acpTwoWay struct {
 	mu      sync.Mutex
+	byMode  bool // the mode decides what is asked (Gemini CLI's modes)
 	mode    string
 	servers []mcpServer
 	allowed map[string]bool // "shell:<command>", "server:<name>", "tool:<server>/<tool>"
@@ -98,12 +99,12 @@ func (g *acpAgent) ask(ctx context.Context, toolCall obj, options []obj) (string
 }
 
 // asks reports whether the agent asks before a call of kind that the
-// session has not allowed under any of keys: never in yolo mode, nor for
-// an edit in autoEdit mode.
+// session has not allowed under any of keys: for Gemini CLI, never in yolo
+// mode, nor for an edit in autoEdit mode.
 func (t *acpTwoWay) asks(kind string, keys ...string) bool {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	if t.mode == "yolo" || t.mode == "autoEdit" && kind == "edit" {
+	if t.byMode && (t.mode == "yolo" || t.mode == "autoEdit" && kind == "edit") {
 		return false
 	}
 	for _, k := range keys {
@@ -118,12 +119,6 @@ func (t *acpTwoWay) allow(key string) {
 	t.mu.Lock()
 	t.allowed[key] = true
 	t.mu.Unlock()
-}
-
-// acpActions runs the turn's actions and returns their outcome lines; an
-// error means ctx (a cancel) ended the turn.
-func (g *acpAgent) acpActions(ctx context.Context) (outcomes, error) {
-	return g.a.s.actions(ctx, turnActions{ask: g.acpAsk, edit: g.acpEdit, call: g.acpCallTool})
 }
 
 // textContent is a tool call's content holding text.
@@ -249,8 +244,10 @@ func (g *acpAgent) acpCallTool(ctx context.Context) (string, error) {
 	g.two.mu.Unlock()
 	// Gemini CLI's id: the tool's registry name, "__", and an id of its own.
 	name := "mcp_" + server + "_" + tool
+	// Its content is the call's arguments, as JSON text.
+	argText, _ := json.Marshal(args)
 	call := acpCall{id: name + "__" + name + "_" + randHex(6), title: tool + " (" + server + " MCP Server)",
-		kind: "other", content: []obj{}, locations: []obj{}}
+		kind: "other", content: textContent(string(argText)), locations: []obj{}}
 	fail := func(msg string) (string, error) {
 		g.toolUpdate(call.id, "failed", msg)
 		return OutcomeToolFailed + ": " + msg, nil

@@ -90,8 +90,8 @@ func run(s Script) int {
 	if isCodexAppServer(s.flavor(), a.args) {
 		return a.codexAppServer(rec)
 	}
-	if isGeminiACP(s.flavor(), a.args) {
-		return a.geminiACP(rec)
+	if isACP(s.flavor(), a.args) {
+		return a.acpSession(rec)
 	}
 	if !s.SkipStdin {
 		in, err := io.ReadAll(os.Stdin)

@@ -99,14 +99,22 @@
 // thread, SilentFor delays every answer (a slow start), thread/backgroundTerminals/clean answers {}, and end of input exits
 // 0 even with a turn in flight, as the real app-server does.
 //
-// With the Gemini flavour and --acp, the fake is an Agent Client Protocol
-// agent: initialize, session/new or session/load, session/set_mode, and per
-// session/prompt the turn's session/update notifications (tool_call and
-// tool_call_update for Tool, agent_thought_chunk for StreamFor,
-// agent_message_chunk for the answer), then the prompt's response with stop
-// reason end_turn; session/cancel ends the turn with stop reason cancelled
-// (IgnoreInterrupt: not at all). With Fail, session/new and session/load
-// fail with an Internal error whose details are Fail, as Gemini's do.
+// With the Gemini flavour and --acp, and with the ACP flavour whatever its
+// arguments, the fake is an Agent Client Protocol agent: initialize,
+// authenticate, session/new or session/load, session/set_mode,
+// session/set_model or session/set_config_option, and per session/prompt
+// the turn's session/update notifications (see acpAgent.prompt for their
+// order: tool_call and tool_call_update for Tool, agent_thought_chunk for
+// StreamFor, agent_message_chunk for the answer), then the prompt's
+// response with stop reason end_turn and the usage; session/cancel ends
+// the turn with stop reason cancelled (IgnoreInterrupt: not at all).
+// Script.ACP tunes what differs between agents (the initialize response,
+// modes, models, authentication, requests of their own, broken lines). The
+// Gemini flavour speaks as Gemini CLI 0.61.0 does: its tool call ids, its
+// usage in _meta.quota, modes that decide what is asked (yolo asks
+// nothing, autoEdit no edit), and with Fail session/new and session/load
+// fail with an Internal error whose details are Fail; the ACP flavour's
+// Fail fails the prompt instead.
 //
 // In each of the three protocols, SessionHelper starts a helper before the
 // first turn that the fake keeps and uses on every turn, as a CLI keeps an

@@ -45,6 +45,10 @@ const (
 	Codex  = "codex"
 	Gemini = "gemini"
 	Claude = "claude"
+	// ACP is an agent of the Agent Client Protocol other than Gemini CLI,
+	// as invoker/acp runs one: it speaks the protocol whatever its
+	// arguments (see ACPOptions).
+	ACP = "acp"
 )
 
 // DefaultAnswer is the final answer of a Script without Answer.
@@ -228,6 +232,11 @@ type Script struct {
 	// ExitCode still apply. Env makes the path absolute.
 	Replay string `json:"replay,omitempty"`
 
+	// Transcript, if set, is a file to which a session (see "Sessions" in
+	// the package documentation) appends every line of its input, as it
+	// reads it. Env makes the path absolute.
+	Transcript string `json:"transcript,omitempty"`
+
 	// RecordDir, if set, is an existing directory where the fake records
 	// what it saw, for ReadRecord: its arguments, working directory,
 	// environment and standard input, and one line per process of its tree
@@ -360,6 +369,11 @@ type Script struct {
 	// all its descendants, so that Survivors(Tag) finds any that are left.
 	// Use a value unique to the run, such as one from NewTag.
 	Tag string `json:"tag,omitempty"`
+
+	// ACP is what an agent of the Agent Client Protocol does beyond the
+	// rest of the Script: the ACP flavour, and the Gemini flavour with
+	// --acp.
+	ACP ACPOptions `json:"acp,omitzero"`
 }
 
 // Env returns the KEY=VALUE entries that make a binary calling Main run s.
@@ -377,6 +391,11 @@ func (s Script) Env() []string {
 	if s.Replay != "" {
 		if abs, err := filepath.Abs(s.Replay); err == nil {
 			s.Replay = abs
+		}
+	}
+	if s.Transcript != "" {
+		if abs, err := filepath.Abs(s.Transcript); err == nil {
+			s.Transcript = abs
 		}
 	}
 	b, err := json.Marshal(s)
@@ -456,7 +475,7 @@ func parseScript(v string) (Script, error) {
 		return s, fmt.Errorf("bad %s: %w", EnvScript, err)
 	}
 	switch s.Flavor {
-	case "", Codex, Gemini, Claude:
+	case "", Codex, Gemini, Claude, ACP:
 	default:
 		return s, fmt.Errorf("unknown flavor %q", s.Flavor)
 	}

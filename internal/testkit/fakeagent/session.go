@@ -155,16 +155,28 @@ func pauseUnless(d time.Duration, intr <-chan struct{}) bool {
 }
 
 // readInput reads the client's lines from standard input until its end,
-// records all of them so far after each one, and hands each line that
-// holds JSON to handle, decoded into a new value of the protocol's type.
+// records all of them so far after each one (and appends each to the
+// Transcript), and hands each line that holds JSON to handle, decoded into
+// a new value of the protocol's type.
 func readInput[M any](a *agent, rec recorder, handle func(*M)) {
 	in := bufio.NewReader(os.Stdin)
+	var transcript io.Writer = io.Discard
+	if a.s.Transcript != "" {
+		f, err := os.OpenFile(a.s.Transcript, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "fakeagent: transcript:", err)
+		} else {
+			defer f.Close()
+			transcript = f
+		}
+	}
 	var all []byte
 	for {
 		b, err := in.ReadBytes('\n')
 		if len(strings.TrimSpace(string(b))) > 0 {
 			all = append(all, b...)
 			rec.writeRun(a.args, all)
+			transcript.Write(b)
 			m := new(M)
 			if jerr := json.Unmarshal(b, m); jerr != nil {
 				fmt.Fprintln(os.Stderr, "fakeagent: bad input line:", jerr)

@@ -5,13 +5,75 @@ import (
 	"fmt"
 	"io/fs"
 	"os"
-	"os/exec"
 	"path/filepath"
+	"reflect"
+	"slices"
 	"strings"
 
 	"github.com/clinvoke/clinvoke/invoker"
 	"github.com/google/jsonschema-go/jsonschema"
 )
+
+// The checks of a request, made once at the entry of each call before
+// anything starts: Invoke checks its Request whole (checkRequest),
+// OpenSession the conversation (checkConversation), Session.Turn the turn
+// (session.checkTurn). Their errors match ErrInvalidRequest, and name the
+// field and the fix.
+
+// checkRequest checks req, a whole run of Invoke: its conversation, its
+// turn and the fields its CLI supports. It returns the resolved
+// OutputSchema (nil when none is set). The images are checked once the
+// backend's Command has taken the request (validateImages).
+func (e *engine) checkRequest(req *invoker.Request) (*jsonschema.Resolved, error) {
+	sreq, turn := req.Session(), req.Turn()
+	schema, err := e.checkSession(&sreq)
+	if err != nil {
+		return nil, err
+	}
+	if err := checkTurn(&turn); err != nil {
+		return nil, err
+	}
+	if err := e.checkSupported(req); err != nil {
+		return nil, err
+	}
+	return schema, nil
+}
+
+// checkConversation checks the settings of a session, and the fields its
+// CLI supports.
+func (e *engine) checkConversation(req *invoker.SessionRequest) (*jsonschema.Resolved, error) {
+	schema, err := e.checkSession(req)
+	if err != nil {
+		return nil, err
+	}
+	full := req.Request(invoker.TurnRequest{})
+	return schema, e.checkSupported(&full)
+}
+
+// checkTurn checks a turn of the session: its prompt, its switches of
+// model and permission, the fields its CLI supports, and its images.
+func (s *session) checkTurn(t *invoker.TurnRequest) error {
+	if err := checkTurn(t); err != nil {
+		return err
+	}
+	if err := s.checkSwitch(t); err != nil {
+		return err
+	}
+	full := s.sreq.Request(*t)
+	if err := s.e.checkSupported(&full); err != nil {
+		return err
+	}
+	return validateImages(t.Images)
+}
+
+// asInvalid returns err, a backend's refusal of a request, as an error
+// that matches ErrInvalidRequest.
+func asInvalid(err error) error {
+	if errors.Is(err, invoker.ErrInvalidRequest) {
+		return err
+	}
+	return fmt.Errorf("%w: %w", invoker.ErrInvalidRequest, err)
+}
 
 // checkSession checks the settings of a conversation (of a session, or of
 // a one-turn run) that mean the same for every CLI, and returns the
@@ -73,38 +135,27 @@ func checkTurn(t *invoker.TurnRequest) error {
 	return nil
 }
 
-// fieldSet says, for each optional field of a Request, whether req sets
-// it. Its keys are the names Capabilities.Unsupported returns.
-var fieldSet = map[string]func(req *invoker.Request) bool{
-	"Model":        func(r *invoker.Request) bool { return r.Model != "" },
-	"SessionID":    func(r *invoker.Request) bool { return r.SessionID != "" },
-	"Fork":         func(r *invoker.Request) bool { return r.Fork },
-	"Deltas":       func(r *invoker.Request) bool { return r.Deltas },
-	"Images":       func(r *invoker.Request) bool { return len(r.Images) > 0 },
-	"SystemPrompt": func(r *invoker.Request) bool { return r.SystemPrompt != "" },
-	"OutputSchema": func(r *invoker.Request) bool { return len(r.OutputSchema) > 0 },
-	"MaxTurns":     func(r *invoker.Request) bool { return r.MaxTurns != 0 },
-	"MaxBudgetUSD": func(r *invoker.Request) bool { return r.MaxBudgetUSD != 0 },
-	"Approve":      func(r *invoker.Request) bool { return r.Approve != nil },
-	"MCPServers": func(r *invoker.Request) bool {
-		for _, s := range r.MCPServers {
-			if s.Server == nil {
-				return true
-			}
-		}
-		return false
-	},
-}
-
 // checkSupported refuses a request that sets a field the backend does not
-// support, naming the field and what to do instead.
+// support, naming the field and what to do instead. The fields are those
+// invoker.Capabilities lists, found in the Request by their names.
 func (e *engine) checkSupported(req *invoker.Request) error {
 	for _, f := range e.b.Capabilities().Unsupported() {
-		if set := fieldSet[f]; set != nil && set(req) {
+		if sets(req, f) {
 			return &unsupportedError{field: f, hint: e.b.Hint(f)}
 		}
 	}
 	return e.checkTwoWay(req)
+}
+
+// sets reports whether req sets its field named field. MCPServers counts
+// the servers of other programs only: a Go server needs GoTools instead
+// (checkTwoWay).
+func sets(req *invoker.Request, field string) bool {
+	if field == "MCPServers" {
+		return slices.ContainsFunc(req.MCPServers, func(s invoker.MCPServer) bool { return s.Server == nil })
+	}
+	f := reflect.ValueOf(req).Elem().FieldByName(field)
+	return f.IsValid() && !f.IsZero()
 }
 
 // noNUL rejects a NUL byte in any field that reaches the CLI's argument
@@ -191,32 +242,4 @@ func validateImages(images []string) error {
 
 func invalid(format string, args ...any) error {
 	return fmt.Errorf("%w: "+format, append([]any{invoker.ErrInvalidRequest}, args...)...)
-}
-
-// lookPath resolves the CLI's executable. A missing binary is an error that
-// matches ErrNotInstalled (and exec.ErrNotFound when looked up on PATH).
-func (e *engine) lookPath() (string, error) {
-	bin := e.cfg.binary
-	if bin == "" {
-		bin = e.b.Binary()
-	}
-	hint := e.b.InstallHint()
-	if !strings.ContainsRune(bin, filepath.Separator) && !strings.ContainsRune(bin, '/') {
-		p, err := exec.LookPath(bin)
-		if err != nil {
-			return "", fmt.Errorf("%w: %q is not on PATH; install it with `%s` or set its path with invoker.Options.Binary (%w)", invoker.ErrNotInstalled, bin, hint, err)
-		}
-		return p, nil
-	}
-	fi, err := os.Stat(bin)
-	if err != nil {
-		return "", fmt.Errorf("%w: %s; install it with `%s` or fix the path given in invoker.Options.Binary (%w)", invoker.ErrNotInstalled, bin, hint, err)
-	}
-	if fi.IsDir() {
-		return "", fmt.Errorf("%w: %s is a directory, not the CLI's executable", invoker.ErrNotInstalled, bin)
-	}
-	if _, err := exec.LookPath(bin); err != nil {
-		return "", fmt.Errorf("%w: %s is not executable (%w)", invoker.ErrNotInstalled, bin, err)
-	}
-	return bin, nil
 }

@@ -1,0 +1,236 @@
+package driver
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/url"
+	"strings"
+
+	"github.com/clinvoke/clinvoke/internal/mcphost"
+	"github.com/clinvoke/clinvoke/invoker"
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+)
+
+// Go tools for the CLI: the checks of Request.MCPServers and of two-way
+// control, the hosting of Go MCP servers for the length of a session, and
+// the delivery of the in-band MCP messages a session protocol hands over
+// (Step.Calls). The approvals are in approvals.go.
+
+// checkMCPServers checks the MCP servers of a conversation: unique, usable
+// names, and exactly one way to reach each. Its errors match
+// ErrInvalidRequest.
+func checkMCPServers(servers []invoker.MCPServer) error {
+	seen := make(map[string]bool, len(servers))
+	for i, s := range servers {
+		at := fmt.Sprintf("Request.MCPServers[%d] (%q)", i, s.Name)
+		if err := mcphost.CheckName(s.Name); err != nil {
+			return invalid("%s: %v", at, err)
+		}
+		if seen[s.Name] {
+			return invalid("%s: the name is given twice: give each server its own name", at)
+		}
+		seen[s.Name] = true
+		n := 0
+		for _, set := range []bool{s.Server != nil, s.Command != "", s.URL != ""} {
+			if set {
+				n++
+			}
+		}
+		if n != 1 {
+			return invalid("%s: set exactly one of Server (tools written in Go), Command (a stdio server) and URL (an HTTP server); %d are set", at, n)
+		}
+		if s.Command == "" && (len(s.Args) > 0 || len(s.Env) > 0) {
+			return invalid("%s: Args and Env are for a Command server", at)
+		}
+		if s.URL == "" && len(s.Headers) > 0 {
+			return invalid("%s: Headers are for a URL server", at)
+		}
+		if s.URL != "" {
+			// The URL is not quoted back: it may carry a credential.
+			u, err := url.Parse(s.URL)
+			if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+				return invalid("%s: URL is not an http or https URL with a host", at)
+			}
+		}
+		for _, v := range append([]string{s.Command}, s.Args...) {
+			if strings.IndexByte(v, 0) >= 0 {
+				return invalid("%s: Command and Args cannot hold a NUL byte", at)
+			}
+		}
+		for j, kv := range s.Env {
+			if problem := envProblem(kv); problem != "" {
+				return invalid("%s: Env[%d] %s", at, j, problem)
+			}
+		}
+		for k, v := range s.Headers {
+			if !headerName(k) {
+				return invalid("%s: header name %q is not an HTTP token", at, k)
+			}
+			if strings.ContainsFunc(v, func(r rune) bool { return r < ' ' && r != '\t' || r == 0x7f }) {
+				return invalid("%s: the value of header %q holds a control character", at, k)
+			}
+		}
+	}
+	return nil
+}
+
+// headerName reports whether k is an HTTP header name: a token of
+// RFC 9110's tchar.
+func headerName(k string) bool {
+	if k == "" {
+		return false
+	}
+	for _, r := range k {
+		if r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || strings.ContainsRune("!#$%&'*+-.^_`|~", r) {
+			continue
+		}
+		return false
+	}
+	return true
+}
+
+// goServers returns the Go servers of servers by name, or nil when there
+// is none.
+func goServers(servers []invoker.MCPServer) map[string]*mcp.Server {
+	var out map[string]*mcp.Server
+	for _, s := range servers {
+		if s.Server != nil {
+			if out == nil {
+				out = make(map[string]*mcp.Server)
+			}
+			out[s.Name] = s.Server
+		}
+	}
+	return out
+}
+
+// checkTwoWay refuses Go servers for a backend that cannot serve them,
+// and two-way control for one without a long-lived mode, which alone
+// carries it.
+func (e *engine) checkTwoWay(req *invoker.Request) error {
+	c := e.declared()
+	if !c.GoTools && goServers(req.MCPServers) != nil {
+		return &unsupportedError{field: "MCPServers", hint: e.b.Hint("GoTools"),
+			what: "tools written in Go (MCPServer.Server; Capabilities.GoTools is false)"}
+	}
+	if !c.Sessions {
+		const hint = "two-way control needs the CLI's long-lived mode, and Capabilities.Sessions is false"
+		if req.Approve != nil {
+			return &unsupportedError{field: "Approve", hint: hint}
+		}
+		if len(req.MCPServers) > 0 {
+			return &unsupportedError{field: "MCPServers", hint: hint}
+		}
+	}
+	return nil
+}
+
+// tools hosts a session's Go MCP servers: in band through a Bridge for a
+// backend whose protocol carries their messages (InBandMCP), else over
+// loopback HTTP.
+type tools struct {
+	host   *mcphost.Host
+	bridge *mcphost.Bridge
+}
+
+// startTools starts hosting the Go servers of req, if it has any, and
+// returns req as the backend must see it: for a Host, each Go server
+// replaced by its URL and the token's header. opts are the session's
+// hooks and limits (a handler's panic, a call's context, the longest
+// reply in band). Its errors come before anything else starts: a
+// *mcphost.ConfigError (a bad tool schema, a tool name clash) wrapped in
+// ErrInvalidRequest, or the listener's error.
+func (e *engine) startTools(req invoker.SessionRequest, opts *mcphost.Options) (*tools, invoker.SessionRequest, error) {
+	servers := goServers(req.MCPServers)
+	if servers == nil {
+		return &tools{}, req, nil
+	}
+	if e.inBand != nil && e.inBand.InBand(&req) {
+		b, err := mcphost.NewBridge(context.Background(), servers, opts)
+		if err != nil {
+			return nil, req, fmt.Errorf("%w: %w", invoker.ErrInvalidRequest, err)
+		}
+		return &tools{bridge: b}, req, nil
+	}
+	h, err := mcphost.Serve(context.Background(), servers, opts)
+	if err != nil {
+		var le *mcphost.ListenError
+		if errors.As(err, &le) {
+			// The listener's error (a *net.OpError) is in the chain.
+			return nil, req, fmt.Errorf("cannot serve the Go MCP servers: %w", err)
+		}
+		return nil, req, fmt.Errorf("%w: %w", invoker.ErrInvalidRequest, err)
+	}
+	rewritten := make([]invoker.MCPServer, len(req.MCPServers))
+	for i, s := range req.MCPServers {
+		if s.Server != nil {
+			s = invoker.MCPServer{Name: s.Name, URL: h.URL(s.Name),
+				Headers: map[string]string{"Authorization": "Bearer " + h.Token()}}
+		}
+		rewritten[i] = s
+	}
+	req.MCPServers = rewritten
+	return &tools{host: h}, req, nil
+}
+
+// callContext is the context of a Go tool call that begins now: the
+// turn's, so that the handler has the values and the deadline of the
+// context Turn was given and is cancelled with the turn; between turns,
+// the session's.
+func (s *session) callContext() context.Context {
+	s.mu.Lock()
+	ts := s.cur
+	s.mu.Unlock()
+	if ts != nil {
+		return ts.ctx
+	}
+	return s.betweenTurns
+}
+
+// cancelCalls cancels the contexts of the tool calls in flight, for a turn
+// that is being interrupted.
+func (t *tools) cancelCalls() {
+	if t.host != nil {
+		t.host.CancelCalls()
+	}
+	if t.bridge != nil {
+		t.bridge.CancelCalls()
+	}
+}
+
+// close ends the hosting and returns once no handler runs.
+func (t *tools) close() {
+	if t.host != nil {
+		t.host.Close()
+	}
+	if t.bridge != nil {
+		t.bridge.Close()
+	}
+}
+
+// callInBand hands one in-band MCP message of the protocol's to the
+// session's Go servers, for the turn ts (nil between turns), and writes the
+// answer. A call's context is the turn's, cancelled when the turn is;
+// between turns it is the session's. The caller holds protoMu.
+func (s *session) callInBand(ts *turn, c MCPCall) {
+	if s.tools.bridge == nil {
+		s.write(safeLines(func() [][]byte {
+			return c.Answer(nil, fmt.Errorf("no Go MCP server named %q in this session", c.Server))
+		})...)
+		return
+	}
+	ctx := s.betweenTurns
+	if ts != nil {
+		ctx = ts.ctx
+	}
+	s.inBand.Add(1)
+	go func() {
+		defer s.inBand.Done()
+		reply, err := s.tools.bridge.Handle(ctx, c.Server, c.Message)
+		s.protoMu.Lock()
+		lines := safeLines(func() [][]byte { return c.Answer(reply, err) })
+		s.protoMu.Unlock()
+		s.write(lines...)
+	}()
+}

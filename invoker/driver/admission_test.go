@@ -203,3 +203,36 @@ func TestAdmissionNoWait(t *testing.T) {
 		t.Errorf("Invoke: %v, Queued %v, %d KindQueued events; want no wait", err, res.Queued, evs.count(invoker.KindQueued))
 	}
 }
+
+// A run of Invoke carried by a session of one turn (a run with Approve)
+// waits for the Budget as a one-shot run does: its KindQueued events go to
+// its OnEvent, and its Result says how long it waited.
+func TestAdmissionRoutedRun(t *testing.T) {
+	budget := &invoker.Budget{Runs: 1}
+	holder := newLimitRun(t, fakeagent.Script{}, invoker.Options{Budget: budget})
+	s, err := holder.inv.OpenSession(context.Background(), holder.req.Session())
+	if err != nil {
+		t.Fatalf("OpenSession: %v", err)
+	}
+	r := newLimitRun(t, fakeagent.Script{Answer: "routed"}, invoker.Options{Budget: budget})
+	r.req.Approve = func(context.Context, invoker.Approval) invoker.Decision { return invoker.Decision{Allow: true} }
+	queued := make(chan struct{})
+	var once sync.Once
+	r.req.OnEvent = func(ev invoker.Event) {
+		if ev.Kind == invoker.KindQueued {
+			once.Do(func() { close(queued) })
+		}
+	}
+	var res *invoker.Result
+	done := make(chan error, 1)
+	go func() {
+		var err error
+		res, err = r.inv.Invoke(context.Background(), r.req)
+		done <- err
+	}()
+	<-queued
+	s.Close()
+	if err := <-done; err != nil || res.Text != "routed" || res.Queued <= 0 || res.Resources.CPUTime <= 0 {
+		t.Errorf("Invoke: %v, %+v; want the answer, the wait and the run's resources", err, res)
+	}
+}

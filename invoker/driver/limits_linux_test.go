@@ -7,6 +7,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -424,4 +425,43 @@ func TestLimitsCapabilities(t *testing.T) {
 		}
 	}
 	requireLimits(t, r.inv, "Memory", "Processes", "CPU")
+}
+
+// A host out of descriptors fails the run before anything starts with a
+// *LimitError for "descriptors" that names the limit in force and how to
+// raise it, never a bare "too many open files".
+func TestLimitsOutOfDescriptors(t *testing.T) {
+	r := newLimitRun(t, fakeagent.Script{})
+	if _, err := r.inv.Invoke(context.Background(), r.req); err != nil {
+		t.Fatalf("Invoke: %v", err) // whatever the engine opens once is open now
+	}
+	var lim syscall.Rlimit
+	if err := syscall.Getrlimit(syscall.RLIMIT_NOFILE, &lim); err != nil {
+		t.Fatal(err)
+	}
+	ents, err := os.ReadDir("/proc/self/fd")
+	if err != nil {
+		t.Fatal(err)
+	}
+	low := lim
+	low.Cur = uint64(len(ents)) // ReadDir's own descriptor is closed again
+	if err := syscall.Setrlimit(syscall.RLIMIT_NOFILE, &low); err != nil {
+		t.Fatal(err)
+	}
+	res, err := r.inv.Invoke(context.Background(), r.req)
+	if err := syscall.Setrlimit(syscall.RLIMIT_NOFILE, &lim); err != nil {
+		t.Fatal(err)
+	}
+	var le *invoker.LimitError
+	if !errors.Is(err, invoker.ErrResourceLimit) || !errors.As(err, &le) || le.Resource != "descriptors" {
+		t.Fatalf("Invoke() error = %v, want a *LimitError for descriptors", err)
+	}
+	for _, want := range []string{"ran out of file descriptors", "RLIMIT_NOFILE", "ulimit -n"} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("error %q does not say %q", err, want)
+		}
+	}
+	if !errors.Is(err, syscall.EMFILE) || res.Containment != "" {
+		t.Errorf("error matches EMFILE: %v; Containment %q: want the call's error kept, nothing started", errors.Is(err, syscall.EMFILE), res.Containment)
+	}
 }

@@ -107,8 +107,8 @@ func (r *run) startTree() (err error) {
 		return err
 	}
 	closeAfterStart, err := r.openStreams(attr)
-	if err != nil {
-		err = proc.Exhausted(err) // out of descriptors: say which limit
+	if le := exhaustedError(err); le != nil {
+		err = le // out of descriptors: say which limit
 	}
 	defer func() {
 		for _, f := range closeAfterStart {

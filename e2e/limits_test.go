@@ -3,12 +3,18 @@
 package e2e
 
 import (
+	"context"
+	"errors"
 	"fmt"
+	"net/http"
 	"os"
+	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/clinvoke/clinvoke/internal/testkit/fakemodel"
 	"github.com/clinvoke/clinvoke/invoker"
@@ -100,4 +106,115 @@ func snippet(s string) string {
 		return s[:160] + "…"
 	}
 	return s
+}
+
+// A run that fails rate limited, with the reset time the CLI read from the
+// fake model's 429, closes its backend's gate (Budget.WaitRateLimits): the
+// next run waits there, told when it opens, starts after, and answers.
+// Each CLI is rate limited the way it reports a reset (see its
+// live_<cli>_test.go): Codex from the rate-limit headers of an earlier
+// answer of its session, Gemini CLI from the 429's RetryInfo, Claude Code
+// with a claude.ai login from the unified rate-limit headers.
+func TestLimitsRateLimitGate(t *testing.T) {
+	forEachRig(t, clis, func(t *testing.T, r *rig) {
+		opts := r.opts
+		opts.Budget = &invoker.Budget{WaitRateLimits: true}
+		inv := r.cli.new(opts)
+		resets := rateLimitOnce(t, r, inv)
+		t.Logf("%s: rate limited until %v (%v from now)", r.cli.name, resets, time.Until(resets).Round(time.Millisecond))
+
+		r.srv.Enqueue(fakemodel.Answer("after the reset"))
+		req := r.request("and now")
+		var mu sync.Mutex
+		var queued []invoker.Event
+		var started time.Time
+		req.OnEvent = func(ev invoker.Event) {
+			mu.Lock()
+			defer mu.Unlock()
+			switch {
+			case ev.Kind == invoker.KindQueued:
+				queued = append(queued, ev)
+			case started.IsZero():
+				started = time.Now()
+			}
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+		defer cancel()
+		res, err := inv.Invoke(ctx, req)
+		if err != nil || res.Text != "after the reset" {
+			t.Fatalf("the next run: %v, %q", err, res.Text)
+		}
+		mu.Lock()
+		defer mu.Unlock()
+		t.Logf("%s: the next run waited %v, %d KindQueued events, started %v after the reset", r.cli.name, res.Queued, len(queued), started.Sub(resets))
+		if len(queued) == 0 || queued[0].RateLimit == nil || !queued[0].RateLimit.ResetsAt.Equal(resets) {
+			t.Errorf("KindQueued events %s, want one at the gate until %v", jsonString(queued), resets)
+		}
+		if started.Before(resets) || res.Queued <= 0 {
+			t.Errorf("the next run started at %v (queued %v), before the reset at %v", started, res.Queued, resets)
+		}
+	})
+}
+
+// rateLimitOnce makes a run (or a session's turn) of inv fail rate
+// limited, with a reset a few seconds ahead, and returns the reset.
+func rateLimitOnce(t *testing.T, r *rig, inv invoker.Invoker) time.Time {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+	defer cancel()
+	var err error
+	switch r.cli.name {
+	case "gemini":
+		writeFile(t, filepath.Join(r.home, ".gemini", "settings.json"), `{
+  "security": {"auth": {"selectedType": "gemini-api-key"}},
+  "general": {"maxAttempts": 2},
+  "privacy": {"usageStatisticsEnabled": false}
+}
+`)
+		limited := fakemodel.Turn{Status: http.StatusTooManyRequests, Message: "Resource has been exhausted (e.g. check quota).",
+			Header: http.Header{"Retry-After": {"2"}}}
+		r.srv.Enqueue(limited, limited)
+		_, err = inv.Invoke(ctx, r.request("hi"))
+	case "claude":
+		resets := time.Now().Add(3 * time.Second).Truncate(time.Second)
+		r.srv.Enqueue(fakemodel.Turn{Status: http.StatusTooManyRequests, Message: "rate limited", Header: http.Header{
+			"Anthropic-Ratelimit-Unified-Status":               {"rejected"},
+			"Anthropic-Ratelimit-Unified-Reset":                {strconv.FormatInt(resets.Unix(), 10)},
+			"Anthropic-Ratelimit-Unified-Representative-Claim": {"five_hour"},
+		}})
+		req := r.request("hi")
+		req.Env = []string{"ANTHROPIC_API_KEY=", "CLAUDE_CODE_OAUTH_TOKEN=sk-ant-oat01-fakemodel", "CLAUDE_CODE_MAX_RETRIES=1"}
+		_, err = inv.Invoke(ctx, req)
+	case "codex":
+		cfg := filepath.Join(r.home, ".codex", "config.toml")
+		b, rerr := os.ReadFile(cfg)
+		if rerr != nil {
+			t.Fatal(rerr)
+		}
+		writeFile(t, cfg, strings.NewReplacer("request_max_retries = 0", "request_max_retries = 1",
+			"stream_max_retries = 0", "stream_max_retries = 1").Replace(string(b)))
+		resets := time.Now().Add(4 * time.Second).Truncate(time.Second)
+		refused := fakemodel.Turn{Status: http.StatusTooManyRequests, Message: "Rate limit reached for requests",
+			Header: http.Header{"Retry-After": {"1"}}}
+		r.srv.Enqueue(fakemodel.Turn{Text: "plenty left", Header: rateHeaders(resets)}, refused, refused)
+		s, oerr := inv.OpenSession(ctx, r.sessionRequest(invoker.ReadOnly))
+		if oerr != nil {
+			t.Fatalf("OpenSession: %v", oerr)
+		}
+		if _, terr := s.Turn(ctx, invoker.TurnRequest{Prompt: "first"}); terr != nil {
+			t.Fatalf("first Turn: %v", terr)
+		}
+		_, err = s.Turn(ctx, invoker.TurnRequest{Prompt: "second"})
+		r.closeAndCheck(t, s)
+	default:
+		t.Skipf("no rate-limit script for %s", r.cli.name)
+	}
+	var le *invoker.LimitError
+	if !errors.As(err, &le) || !errors.Is(err, invoker.ErrRateLimited) || le.ResetsAt.IsZero() {
+		t.Fatalf("error = %v, want a *LimitError for the rate limit with its reset", err)
+	}
+	if ps := r.survivors(); len(ps) > 0 {
+		t.Errorf("processes of the rate-limited run alive:\n%s", strings.Join(ps, "\n"))
+	}
+	return le.ResetsAt
 }

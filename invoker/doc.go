@@ -167,7 +167,9 @@
 // keeps them), and Invoke refuses a field the CLI cannot honour with
 // [ErrUnsupported], naming the field and what to do instead, before
 // anything starts. The MCP adapter builds its tool schemas from the same
-// declaration.
+// declaration. What depends on the machine rather than the CLI is there
+// too: the containment level (Containment, ContainmentNote) and the limits
+// the host can enforce (Limits, LimitsNote), found once per Invoker.
 //
 // # Sessions
 //

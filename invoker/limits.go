@@ -75,7 +75,8 @@ type Resources struct {
 	// memory, the figure Limits.Memory is held to. Sampled, it is the sum
 	// of the processes' resident set sizes (RSS, page cache not included;
 	// pages shared between processes count once per process, so it can
-	// overstate).
+	// overstate), and at the end at least the CLI's own peak RSS, with
+	// the children it waited for.
 	PeakMemory int64 `json:"peak_memory,omitempty"`
 	// CPUTime is the user and system CPU time of the run's processes,
 	// those that exited included (cgroup v2 cpu.stat, v1 cpuacct.usage;

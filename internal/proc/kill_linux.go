@@ -84,21 +84,19 @@ func (v *victim) check() error {
 // errNoFreeze says that a victim could not be sent SIGSTOP safely.
 var errNoFreeze = errors.New("proc: no pidfd to stop the process through")
 
-// killPid is kill(2); tests replace it to see which signals go by pid.
-var killPid = unix.Kill
-
 // signal sends sig to v, through its pidfd or, without one held (past
 // maxPidfds), through a pidfd opened for this signal and checked to name v
 // (same starttime), then closed: a pid alone could have been reused. Only
 // when no pidfd can be opened at all (descriptors exhausted, or a kernel
-// without pidfds) does it fall back to kill(2) after a starttime check,
-// with a gap between the two in which the pid could be reused only if the
-// process exited and was reaped meanwhile. SIGSTOP goes only through a held
-// pidfd (errNoFreeze otherwise: the caller sends SIGKILL instead), so that
-// nothing is left stopped that the later SIGKILL might not reach. The root is signalled by pid: it is
-// not reaped before Wait. An error other than ESRCH or EPERM means that v
-// was not signalled and may be alive.
-func (v *victim) signal(sig unix.Signal) error {
+// without pidfds) does it fall back to killPid (kill(2), see
+// treeSys.killPid) after a starttime check, with a gap between the two in
+// which the pid could be reused only if the process exited and was reaped
+// meanwhile. SIGSTOP goes only through a held pidfd (errNoFreeze
+// otherwise: the caller sends SIGKILL instead), so that nothing is left
+// stopped that the later SIGKILL might not reach. The root is signalled by
+// pid: it is not reaped before Wait. An error other than ESRCH or EPERM
+// means that v was not signalled and may be alive.
+func (v *victim) signal(sig unix.Signal, killPid func(int, unix.Signal) error) error {
 	if v.fd >= 0 {
 		return unix.PidfdSendSignal(v.fd, sig, nil, 0)
 	}
@@ -259,7 +257,7 @@ func (t *Tree) kill() Report {
 func (k *killer) scan() (*snapshot, bool) {
 	after := k.after
 	k.after = time.Time{}
-	sn, err, ok := scanAfter(&k.s.tune, after, k.minStart, k.s.rootStart, nil, k.expired)
+	sn, err, ok := k.s.scanner().scanAfter(&k.s.tune, after, k.minStart, k.s.rootStart, nil, k.expired)
 	if ok && err == nil {
 		k.last = sn
 		return sn, true
@@ -394,10 +392,10 @@ func (k *killer) freeze(alive []procInfo) ([]procInfo, bool) {
 			if v == nil {
 				continue
 			}
-			err = v.signal(unix.SIGSTOP)
+			err = v.signal(unix.SIGSTOP, k.s.killPid)
 			if err == errNoFreeze {
 				// It cannot be stopped safely: kill it now.
-				err = v.signal(unix.SIGKILL)
+				err = v.signal(unix.SIGKILL, k.s.killPid)
 				k.t.log.Debug("proc: kill unfrozen", "pid", k.t.pid, "member", v.pid, "err", err)
 				if err == nil || err == unix.ESRCH {
 					k.killed(v)
@@ -535,7 +533,7 @@ func (k *killer) killAll(alive []procInfo) (pending []*victim, ok bool) {
 		k.t.log.Debug("proc: kill group", "pid", k.t.pid, "pgid", g, "err", err)
 	}
 	for _, v := range victims {
-		err := v.signal(unix.SIGKILL)
+		err := v.signal(unix.SIGKILL, k.s.killPid)
 		k.t.log.Debug("proc: kill", "pid", k.t.pid, "member", v.pid, "pidfd", v.fd >= 0, "err", err)
 		if err == unix.EPERM {
 			k.deny(v)

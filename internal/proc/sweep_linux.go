@@ -130,7 +130,7 @@ func (t *Tree) baseline(b *Baseline) {
 		minStart = s.rootStart
 	}
 	timer := time.NewTimer(s.tune.signalScanTimeout)
-	sn, err, ok := scanUntil(&s.tune, minStart, s.rootStart, nil, timer.C)
+	sn, err, ok := s.scanner().scanUntil(&s.tune, minStart, s.rootStart, nil, timer.C)
 	timer.Stop()
 	if ok && err == nil {
 		for _, p := range s.members(sn) {

@@ -11,16 +11,16 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// A victim is a process Kill signals, held by a pidfd where the kernel has
-// them (and maxPidfds allows).
+// A victim is a process Kill or SweepSince signals, held by a pidfd where
+// the kernel has them (and, at the tracking level, maxPidfds allows).
 type victim struct {
 	pid     int32
-	start   uint64
-	fd      int  // pidfd, or -1
-	pinned  bool // the root: its pid cannot be reused before Wait reaps it
-	killed  bool // sent SIGKILL
-	stopped bool // sent SIGSTOP
-	gone    bool // seen exited (its pidfd is closed)
+	start   uint64 // 0 for a cgroup member Kill killed: its pidfd holds it
+	fd      int    // pidfd, or -1
+	pinned  bool   // the root: its pid cannot be reused before Wait reaps it
+	killed  bool   // sent SIGKILL
+	stopped bool   // sent SIGSTOP
+	gone    bool   // seen exited (its pidfd is closed)
 }
 
 // gone reports whether err, from reading /proc/<pid>/... or opening a
@@ -569,28 +569,13 @@ func (k *killer) unsure(p procInfo, err error) {
 	}
 }
 
-// awaitGone polls until every victim in pending has exited or until, and
-// returns those that have not. It closes each victim's pidfd as soon as
-// the victim is gone. It backs off from 200µs to 10ms: a killed process
-// usually takes microseconds to go, one stuck in the kernel may take much
-// longer.
+// awaitGone is awaitGone for k's victims: it keeps count of the pidfds k
+// holds.
 func (k *killer) awaitGone(pending []*victim, until time.Time) []*victim {
-	backoff := 200 * time.Microsecond
-	for {
-		pending = slices.DeleteFunc(pending, func(v *victim) bool {
-			if v.gone || v.exited() {
-				v.gone = true
-				k.closeVictim(v)
-				return true
-			}
-			return false
-		})
-		if len(pending) == 0 || !time.Now().Before(until) {
-			return pending
-		}
-		time.Sleep(backoff)
-		backoff = min(2*backoff, 10*time.Millisecond)
-	}
+	held := heldPidfds(pending)
+	left := awaitGone(pending, until)
+	k.fds -= held - heldPidfds(left)
+	return left
 }
 
 // giveUp waits tune.lastGrace at most for pending, which has just been sent
@@ -599,11 +584,79 @@ func (k *killer) giveUp(pending []*victim) {
 	k.survive(k.awaitGone(pending, time.Now().Add(k.s.tune.lastGrace)))
 }
 
+// survive lists left, victims that have not exited in time, as survivors.
 func (k *killer) survive(left []*victim) {
-	for _, v := range left {
-		k.rep.Survivors = append(k.rep.Survivors, int(v.pid))
-	}
+	k.rep.survive(left)
 	if len(left) > 0 {
 		k.t.log.Debug("proc: kill gave up", "pid", k.t.pid, "survivors", k.rep.Survivors)
 	}
+}
+
+// survive lists left, victims that have not exited in time, as survivors.
+func (r *Report) survive(left []*victim) {
+	for _, v := range left {
+		r.Survivors = append(r.Survivors, int(v.pid))
+	}
+}
+
+// awaitGone waits until every victim in pending has exited, or until
+// until, and returns those that have not; it looks at least once, even
+// past until. It closes each victim's pidfd as soon as the victim is seen
+// gone. While every victim left holds a pidfd it sleeps in poll(2), which
+// wakes as one exits; else it looks again after a backoff from 200µs to
+// 10ms: a killed process usually takes microseconds to go, one stuck in
+// the kernel may take much longer.
+func awaitGone(pending []*victim, until time.Time) []*victim {
+	backoff := 200 * time.Microsecond
+	var poll []unix.PollFd
+	polled := false // poll's revents say which of pending have exited
+	for {
+		pending = slices.DeleteFunc(pending, func(v *victim) bool {
+			if !v.gone && !(polled && v.fd >= 0) && v.exited() {
+				v.gone = true
+			}
+			if v.gone {
+				v.close()
+				return true
+			}
+			return false
+		})
+		wait := time.Until(until)
+		if len(pending) == 0 || wait <= 0 {
+			return pending
+		}
+		polled = false
+		if heldPidfds(pending) == len(pending) {
+			poll = poll[:0]
+			for _, v := range pending {
+				poll = append(poll, unix.PollFd{Fd: int32(v.fd), Events: unix.POLLIN})
+			}
+			_, err := unix.Poll(poll, int(wait/time.Millisecond)+1)
+			if err == nil {
+				polled = true
+				for i, v := range pending {
+					if poll[i].Revents != 0 {
+						v.gone = true
+					}
+				}
+				continue
+			}
+			if err == unix.EINTR {
+				continue
+			}
+		}
+		time.Sleep(min(backoff, wait))
+		backoff = min(2*backoff, 10*time.Millisecond)
+	}
+}
+
+// heldPidfds counts the victims in vs that hold a pidfd.
+func heldPidfds(vs []*victim) int {
+	n := 0
+	for _, v := range vs {
+		if v.fd >= 0 {
+			n++
+		}
+	}
+	return n
 }

@@ -569,16 +569,18 @@ func turnCgroup(b testing.TB, s *sessionRun) (moves, kill time.Duration) {
 	// As Kill does: pidfds to wait on, since the kernel notifies
 	// cgroup.events at most once per 10 ms.
 	c := &runCgroup{dir: dir}
-	var fds []int
+	var held []*victim
 	for _, pid := range c.pids() {
 		if fd, err := unix.PidfdOpen(int(pid), 0); err == nil {
-			fds = append(fds, fd)
+			held = append(held, &victim{pid: pid, fd: fd})
 		}
 	}
 	if err := os.WriteFile(filepath.Join(dir, "cgroup.kill"), []byte("1"), 0); err != nil {
 		b.Fatal(err)
 	}
-	awaitPidfds(fds, time.Now().Add(5*time.Second))
+	for _, v := range awaitGone(held, time.Now().Add(5*time.Second)) {
+		v.close()
+	}
 	if !c.awaitEmpty(time.Now().Add(5 * time.Second)) {
 		b.Fatal("the turn's cgroup did not empty")
 	}

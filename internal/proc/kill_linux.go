@@ -145,11 +145,26 @@ func (v *victim) close() {
 	}
 }
 
-// A killer is the state of one Kill.
+// A killer is the state of one Kill or SweepSince at the tracking level.
+// Each works in rounds (see rounds), each one the same steps:
+//
+//   - scan /proc for the members to kill (scan, targets);
+//   - freeze them, scanning again until no new one appears (freeze);
+//   - kill them, through checked pidfds, and the tree's process groups
+//     when it is a Kill (killAll);
+//   - await them gone (awaitGone);
+//   - report those that are not as survivors (survive, giveUp).
+//
+// When a scan or a signal cannot be had, fallback kills what it can reach
+// without one and gives up. A sweep (spare not nil) differs from a Kill
+// only in what it leaves alone: the root, the members spare spares, and
+// every process group (the root's holds spared members).
 type killer struct {
 	t        *Tree
 	s        *treeSys
+	begin    time.Time
 	deadline time.Time
+	timer    *time.Timer
 	expired  <-chan time.Time // fires at deadline
 	minStart uint64           // for scans: environments of processes started since
 	victims  map[int32]*victim
@@ -169,81 +184,142 @@ type killer struct {
 	spare *Baseline
 }
 
-func (t *Tree) kill() Report {
+// newKiller begins one Kill (spare nil) or SweepSince (see killer) of t
+// at the tracking level, bounded by killTimeout from now. It takes
+// t.sys.mu, which serialises Kills and sweeps, and holds it until
+// release.
+func (t *Tree) newKiller(spare *Baseline) *killer {
 	s := &t.sys
-	if s.cg != nil {
-		return t.killCgroup()
-	}
 	s.mu.Lock()
-	defer s.mu.Unlock()
 	begin := time.Now()
-	if s.gone {
-		// Membership is known complete: nothing to scan for.
-		return Report{Elapsed: time.Since(begin)}
-	}
 	timer := time.NewTimer(s.tune.killTimeout)
-	defer timer.Stop()
 	k := &killer{
 		t: t, s: s,
+		begin:    begin,
 		deadline: begin.Add(s.tune.killTimeout),
+		timer:    timer,
 		expired:  timer.C,
 		minStart: math.MaxUint64,
 		victims:  map[int32]*victim{},
 		denied:   map[procKey]bool{},
 		unsureOf: map[procKey]bool{},
+		spare:    spare,
 	}
 	if s.marker != "" {
 		k.minStart = s.rootStart
 	}
+	return k
+}
+
+// release ends k: it closes the pidfds k holds, stops its timer and
+// lets the next Kill or sweep begin.
+func (k *killer) release() {
+	k.timer.Stop()
+	for _, v := range k.victims {
+		v.close()
+	}
+	k.s.mu.Unlock()
+}
+
+// report returns what k did, and how long it took.
+func (k *killer) report() Report {
+	k.rep.Elapsed = time.Since(k.begin)
+	return k.rep
+}
+
+func (t *Tree) kill() Report {
+	s := &t.sys
+	if s.cg != nil {
+		return t.killCgroup()
+	}
+	k := t.newKiller(nil)
+	defer k.release()
+	if s.gone {
+		// Membership is known complete: nothing to scan for.
+		return k.report()
+	}
 	if isClosed(t.exited) {
 		k.after = s.exitedAt
 	}
-	defer func() {
-		for _, v := range k.victims {
-			v.close()
-		}
-	}()
-	clean := false // the loop ended with a scan that found the tree gone
+	last := k.rounds()
+	if last != nil {
+		s.gone = !last.unsure
+	}
+	if s.reaps() {
+		late := s.reap(t, k.last, k.killedKeys())
+		s.knownMu.Lock()
+		s.late = late
+		s.knownMu.Unlock()
+		s.reapLate.Store(last == nil || len(late) > 0)
+	}
+	rep := k.report()
+	t.log.Debug("proc: killed", "pid", t.pid, "killed", len(rep.Killed), "survivors", rep.Survivors, "elapsed", rep.Elapsed)
+	return rep
+}
+
+// rounds scans the tree and kills what the scan found (see round), again
+// and again, until a scan finds nothing left to kill: for a Kill, no live
+// member, once the root has exited. It returns that scan, or nil when the
+// work ended otherwise (a scan missing, the deadline, survivors), as k.rep
+// then says.
+func (k *killer) rounds() *snapshot {
 	for scans := 1; ; scans++ {
 		sn, ok := k.scan()
 		if !ok {
 			k.fallback(nil)
-			break
+			return nil
 		}
-		alive := k.alive(sn)
-		if len(alive) == 0 {
-			if !k.rootExited() {
-				// The scan found no live member, yet the root has not
-				// exited: something is wrong with what the scan saw.
-				t.log.Debug("proc: root missing from scan", "pid", t.pid)
-				k.fallback(nil)
-				break
+		targets := k.targets(sn)
+		if len(targets) == 0 {
+			if k.spare == nil {
+				if !k.rootExited() {
+					// The scan found no live member, yet the root has
+					// not exited: something is wrong with what the scan
+					// saw.
+					k.t.log.Debug("proc: root missing from scan", "pid", k.t.pid)
+					k.fallback(nil)
+					return nil
+				}
+				k.t.log.Debug("proc: tree gone", "pid", k.t.pid, "scans", scans)
 			}
-			t.log.Debug("proc: tree gone", "pid", t.pid, "scans", scans)
-			clean = true
-			s.gone = !sn.unsure
-			break
+			return sn
 		}
-		if !k.round(alive, k.fallback) {
-			break
+		if !k.round(targets) {
+			return nil
 		}
 	}
-	if s.reaps() {
-		var killed []procKey
-		for _, v := range k.victims {
-			if v.killed && !v.pinned {
-				killed = append(killed, procKey{v.pid, v.start})
-			}
-		}
-		late := s.reap(t, k.last, killed)
-		s.knownMu.Lock()
-		s.late = late
-		s.knownMu.Unlock()
-		s.reapLate.Store(!clean || len(late) > 0)
+}
+
+// round freezes, kills and awaits the targets a scan found. It reports
+// whether the caller should scan again; when it does not, what happened
+// is recorded in k (through fallback when a member could not be stopped
+// or signalled, giveUp when the deadline passed, survive when the killed
+// did not all exit).
+func (k *killer) round(targets []procInfo) bool {
+	targets, ok := k.freeze(targets)
+	if !ok {
+		k.fallback(targets)
+		return false
 	}
-	k.rep.Elapsed = time.Since(begin)
-	t.log.Debug("proc: killed", "pid", t.pid, "killed", len(k.rep.Killed), "survivors", k.rep.Survivors, "elapsed", k.rep.Elapsed)
-	return k.rep
+	pending, ok := k.killAll(targets)
+	if !ok {
+		// A member could not be signalled (its state unreadable):
+		// scanning again would find it again; kill what can be
+		// reached and report the rest.
+		k.fallback(targets)
+		return false
+	}
+	if !time.Now().Before(k.deadline) {
+		// Out of time: whatever was found has had its SIGKILL, even if
+		// the scan that found it ended past the deadline.
+		k.giveUp(pending)
+		return false
+	}
+	if left := k.awaitGone(pending, k.deadline); len(left) > 0 {
+		k.survive(left)
+		return false
+	}
+	return true
 }
 
 // scan takes a snapshot, waiting for it no later than the deadline; ok is
@@ -284,74 +360,9 @@ func (k *killer) rootExited() bool {
 	}
 }
 
-// fallback kills, without a scan, what can be reached without one: the
-// root's process group, the root, the known members, the victims stopped
-// by a freeze and alive (found by an earlier scan); then it waits briefly
-// and gives up. Members it cannot signal (their state unreadable) are
-// survivors.
-// round stops, kills and awaits the processes a scan found alive: one
-// round of Kill and of SweepSince. It reports whether the caller should
-// scan again; when it does not, what happened is recorded in k (through
-// fallback when a member could not be stopped or signalled, giveUp when
-// the deadline passed, survive when the killed did not all exit).
-func (k *killer) round(alive []procInfo, fallback func([]procInfo)) bool {
-	alive, ok := k.freeze(alive)
-	if !ok {
-		fallback(alive)
-		return false
-	}
-	pending, ok := k.killAll(alive)
-	if !ok {
-		// A member could not be signalled (its state unreadable):
-		// scanning again would find it again; kill what can be
-		// reached and report the rest.
-		fallback(alive)
-		return false
-	}
-	if !time.Now().Before(k.deadline) {
-		// Out of time: whatever was found has had its SIGKILL, even if
-		// the scan that found it ended past the deadline.
-		k.giveUp(pending)
-		return false
-	}
-	if left := k.awaitGone(pending, k.deadline); len(left) > 0 {
-		k.survive(left)
-		return false
-	}
-	return true
-}
-
-func (k *killer) fallback(alive []procInfo) {
-	seen := map[int32]bool{}
-	var all []procInfo
-	add := func(p procInfo) {
-		if !seen[p.pid] && !k.denied[procKey{p.pid, p.start}] {
-			seen[p.pid] = true
-			all = append(all, p)
-		}
-	}
-	add(procInfo{pid: k.s.root, start: k.s.rootStart})
-	for _, p := range alive {
-		add(p)
-	}
-	for _, v := range k.victims {
-		if !v.gone {
-			add(procInfo{pid: v.pid, start: v.start})
-		}
-	}
-	k.s.knownMu.Lock()
-	for pid, start := range k.s.known {
-		add(procInfo{pid: pid, start: start})
-	}
-	k.s.knownMu.Unlock()
-	k.fellBack = true
-	pending, _ := k.killAll(all)
-	k.giveUp(pending)
-}
-
-// alive returns the live members in sn, less those that refused a signal
-// and, in a sweep, those it spares.
-func (k *killer) alive(sn *snapshot) []procInfo {
+// targets returns the members in sn to kill: the live ones, less those
+// that refused a signal and, in a sweep, those it spares.
+func (k *killer) targets(sn *snapshot) []procInfo {
 	alive, ids := k.s.memberSet(sn)
 	k.ids = ids
 	return slices.DeleteFunc(alive, func(p procInfo) bool {
@@ -360,6 +371,44 @@ func (k *killer) alive(sn *snapshot) []procInfo {
 		}
 		return k.denied[procKey{p.pid, p.start}]
 	})
+}
+
+// fallback kills, without another scan, what can be reached without one,
+// then waits briefly and gives up: the targets found (found), and every
+// victim not seen gone, those a freeze stopped among them (nothing may
+// stay stopped); for a Kill also the root, its process group (see
+// killAll) and the known members. Members it cannot signal (their state
+// unreadable) are survivors.
+func (k *killer) fallback(found []procInfo) {
+	k.fellBack = true
+	seen := map[int32]bool{}
+	var all []procInfo
+	add := func(p procInfo) {
+		if !seen[p.pid] && !k.denied[procKey{p.pid, p.start}] {
+			seen[p.pid] = true
+			all = append(all, p)
+		}
+	}
+	if k.spare == nil {
+		add(procInfo{pid: k.s.root, start: k.s.rootStart})
+	}
+	for _, p := range found {
+		add(p)
+	}
+	for _, v := range k.victims {
+		if !v.gone {
+			add(procInfo{pid: v.pid, start: v.start})
+		}
+	}
+	if k.spare == nil {
+		k.s.knownMu.Lock()
+		for pid, start := range k.s.known {
+			add(procInfo{pid: pid, start: start})
+		}
+		k.s.knownMu.Unlock()
+	}
+	pending, _ := k.killAll(all)
+	k.giveUp(pending)
 }
 
 // freeze stops every member with SIGSTOP and scans again, until a scan
@@ -423,7 +472,7 @@ func (k *killer) freeze(alive []procInfo) ([]procInfo, bool) {
 		}
 		// Members that were stopped but are missing from the new scan
 		// have exited; the new scan has every live one.
-		alive = k.alive(sn)
+		alive = k.targets(sn)
 	}
 }
 
@@ -567,6 +616,18 @@ func (k *killer) unsure(p procInfo, err error) {
 		k.unsureOf[key] = true
 		k.rep.Survivors = append(k.rep.Survivors, int(p.pid))
 	}
+}
+
+// killedKeys returns the processes k sent SIGKILL, but the root (Wait
+// reaps it).
+func (k *killer) killedKeys() []procKey {
+	var keys []procKey
+	for _, v := range k.victims {
+		if v.killed && !v.pinned {
+			keys = append(keys, procKey{v.pid, v.start})
+		}
+	}
+	return keys
 }
 
 // awaitGone is awaitGone for k's victims: it keeps count of the pidfds k

@@ -265,72 +265,20 @@ func (s *treeSys) addLate(late []procKey) {
 }
 
 // sweepTracking is SweepSince at the Tracking level: Kill's rounds (scan,
-// freeze, kill, wait) over the members b does not spare, without group
-// kills.
+// freeze, kill, await gone) over the members b does not spare, without
+// group kills.
 func (t *Tree) sweepTracking(b *Baseline) Report {
 	s := &t.sys
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	begin := time.Now()
+	k := t.newKiller(b)
+	defer k.release()
 	if s.gone {
-		return Report{Elapsed: time.Since(begin)}
+		return k.report()
 	}
-	timer := time.NewTimer(s.tune.killTimeout)
-	defer timer.Stop()
-	k := &killer{
-		t: t, s: s,
-		deadline: begin.Add(s.tune.killTimeout),
-		expired:  timer.C,
-		minStart: math.MaxUint64,
-		victims:  map[int32]*victim{},
-		denied:   map[procKey]bool{},
-		unsureOf: map[procKey]bool{},
-		spare:    b,
+	k.rounds()
+	if killed := k.killedKeys(); len(killed) > 0 && s.reaps() {
+		s.addLate(s.reap(t, nil, killed))
 	}
-	if s.marker != "" {
-		k.minStart = s.rootStart
-	}
-	defer func() {
-		for _, v := range k.victims {
-			v.close()
-		}
-	}()
-	for {
-		sn, ok := k.scan()
-		if !ok {
-			k.sweepFallback(nil)
-			break
-		}
-		alive := k.alive(sn)
-		if len(alive) == 0 {
-			break
-		}
-		if !k.round(alive, k.sweepFallback) {
-			break
-		}
-	}
-	if s.reaps() {
-		var killed []procKey
-		for _, v := range k.victims {
-			if v.killed {
-				killed = append(killed, procKey{v.pid, v.start})
-			}
-		}
-		if len(killed) > 0 {
-			s.addLate(s.reap(t, nil, killed))
-		}
-	}
-	k.rep.Elapsed = time.Since(begin)
-	t.log.Debug("proc: swept", "pid", t.pid, "killed", k.rep.Killed, "survivors", k.rep.Survivors, "elapsed", k.rep.Elapsed)
-	return k.rep
-}
-
-// sweepFallback kills, without another scan, the members to kill found so
-// far (alive, and every victim a freeze stopped: nothing may stay
-// stopped), then waits briefly and gives up; what it cannot signal is a
-// survivor.
-func (k *killer) sweepFallback(alive []procInfo) {
-	k.fellBack = true
-	pending, _ := k.killAll(alive)
-	k.giveUp(pending)
+	rep := k.report()
+	t.log.Debug("proc: swept", "pid", t.pid, "killed", rep.Killed, "survivors", rep.Survivors, "elapsed", rep.Elapsed)
+	return rep
 }

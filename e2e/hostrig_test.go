@@ -26,7 +26,7 @@ import (
 )
 
 // A hostRig is one test's setup for a real MCP host (codex, gemini or
-// claude) configured as the README shows (package hostconfig) to start
+// claude) configured as docs/hosts.md shows (package hostconfig) to start
 // examples/mcpserver, with the host's own model a fakemodel.Server on
 // 127.0.0.1. Unless the rig is made for the real CLIs, the agent CLIs the
 // server runs are the fake agent: a directory placed first on the host's
@@ -42,7 +42,7 @@ type hostRig struct {
 	root       string // the server's -root
 	project    string // the workdir the model asks for, under root
 	transcript string // the server's -transcript
-	config     string // the file holding the README's configuration
+	config     string // the file holding the configuration of docs/hosts.md
 	tag        string // tagVar's value in the host's environment
 	agent      fakeagent.Script
 	env        []string // the host's environment, on top of os.Environ
@@ -56,7 +56,7 @@ var hostModels = map[string]string{"codex": "gpt-5", "gemini": "gemini-2.5-pro"}
 // newHostRig finds the host on PATH (failing under CI=true, skipping
 // otherwise), starts its fake model and writes the host's configuration:
 // the test's part (model provider, no telemetry, from env_test.go) and the
-// README's part rendered for the rig's directories. agent is the fake
+// part of docs/hosts.md rendered for the rig's directories. agent is the fake
 // agent the server runs; a zero Flavor is set per CLI, and Tag is set.
 // With realCLIs, no fake is installed and the server runs the real CLIs.
 func newHostRig(t *testing.T, host hostconfig.Host, agent fakeagent.Script, realCLIs bool) *hostRig {
@@ -89,7 +89,7 @@ func newHostRigServing(t *testing.T, host hostconfig.Host, agent fakeagent.Scrip
 		t.Fatal(err)
 	}
 	// Codex runs only in a git repository (or with --skip-git-repo-check,
-	// which the README's command does not pass).
+	// which the command of docs/hosts.md does not pass).
 	if out, err := exec.Command("git", "init", "-q", r.project).CombinedOutput(); err != nil {
 		t.Fatalf("git init: %v\n%s", err, out)
 	}
@@ -119,7 +119,7 @@ func newHostRigServing(t *testing.T, host hostconfig.Host, agent fakeagent.Scrip
 	)
 	switch host.Name {
 	case "codex":
-		// The README's block goes after the test's model provider; the
+		// The block of docs/hosts.md goes after the test's model provider; the
 		// model is a top-level key, so it goes first.
 		cfg := filepath.Join(r.home, ".codex", "config.toml")
 		base, err := os.ReadFile(cfg)
@@ -129,13 +129,13 @@ func newHostRigServing(t *testing.T, host hostconfig.Host, agent fakeagent.Scrip
 		writeFile(t, cfg, fmt.Sprintf("model = %q\n%s\n%s", hostModels["codex"], base, host.Config(v)))
 		r.config = cfg
 	case "gemini":
-		// settings.json is one JSON object: the README's mcpServers joins
+		// settings.json is one JSON object: docs/hosts.md's mcpServers joins
 		// the test's settings.
 		cfg := filepath.Join(r.home, ".gemini", "settings.json")
 		var settings, snippet map[string]any
 		readJSON(t, cfg, &settings)
 		if err := json.Unmarshal([]byte(host.Config(v)), &snippet); err != nil {
-			t.Fatalf("the README's Gemini settings are not JSON: %v", err)
+			t.Fatalf("the Gemini settings of docs/hosts.md are not JSON: %v", err)
 		}
 		for k, val := range snippet {
 			settings[k] = val
@@ -145,7 +145,7 @@ func newHostRigServing(t *testing.T, host hostconfig.Host, agent fakeagent.Scrip
 		writeFile(t, cfg, string(b))
 		r.config = cfg
 	case "claude":
-		// The README's command names the file in the current directory.
+		// The command of docs/hosts.md names the file in the current directory.
 		r.config = filepath.Join(r.project, host.ConfigFile)
 		writeFile(t, r.config, host.Config(v))
 	}
@@ -153,7 +153,7 @@ func newHostRigServing(t *testing.T, host hostconfig.Host, agent fakeagent.Scrip
 	return r
 }
 
-// editConfig replaces old by new in the file holding the README's
+// editConfig replaces old by new in the file holding docs/hosts.md's
 // configuration, failing the test if old is not there.
 func (r *hostRig) editConfig(old, new string) {
 	r.t.Helper()
@@ -197,7 +197,7 @@ func readJSON(t *testing.T, path string, v any) {
 	}
 }
 
-// callTurn is the model turn that calls the host's tool for the README's
+// callTurn is the model turn that calls the host's tool for docs/hosts.md's
 // CLI, with prompt in the rig's project (and input's other fields).
 func (r *hostRig) callTurn(prompt string, input map[string]any) fakemodel.Turn {
 	name, ns := r.host.ToolName(r.host.Tool)
@@ -208,7 +208,7 @@ func (r *hostRig) callTurn(prompt string, input map[string]any) fakemodel.Turn {
 	return fakemodel.Turn{Call: &fakemodel.Call{Name: name, Namespace: ns, Input: args}}
 }
 
-// command returns the README's headless command for the host, to run in
+// command returns docs/hosts.md's headless command for the host, to run in
 // the project with the rig's environment. The host's binary is the one on
 // the test's PATH (the pinned one under e2e/run), not the fake.
 func (r *hostRig) command() *exec.Cmd {

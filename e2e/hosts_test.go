@@ -27,7 +27,7 @@ import (
 )
 
 // The host tests run each real host (codex, gemini, claude) with the
-// README's configuration and headless command (package hostconfig),
+// configuration of docs/hosts.md and headless command (package hostconfig),
 // starting the built examples/mcpserver, the host's model scripted to call
 // the server's tool. Run them with `e2e/run -run TestHost`.
 
@@ -52,7 +52,7 @@ func TestHostAnswer(t *testing.T) {
 				t.Errorf("the host asked its model %d times, want 2, the second carrying the tool's result %q", len(reqs), answer)
 			}
 			// The model is offered the server's tools under the names
-			// the README gives: declared, or (Claude Code 2.1.331) listed
+			// docs/hosts.md gives: declared, or (Claude Code 2.1.331) listed
 			// by name for its ToolSearch tool to load.
 			var first []byte
 			if len(reqs) > 0 {
@@ -103,7 +103,7 @@ func TestHostAnswer(t *testing.T) {
 	}
 }
 
-// TestHostUnapproved checks what the README says of the approval settings:
+// TestHostUnapproved checks what docs/hosts.md says of the approval settings:
 // without default_tools_approval_mode = "approve", codex exec fails every
 // call of the server's tools; without "trust": true, gemini -p does not
 // offer them. Either way no agent runs.
@@ -148,7 +148,7 @@ const hostSession = "019a0c16-0000-7000-8000-000000000016"
 
 // TestHostInterrupt interrupts each host while the server's tool runs a
 // fake agent that streams until stopped and has started a grandchild and a
-// setsid escapee, in each of the ways the README's table lists: SIGINT,
+// setsid escapee, in each of the ways docs/hosts.md's table lists: SIGINT,
 // SIGTERM and SIGKILL to the real host process; SIGINT to the host's
 // process group, as a terminal in its usual (cooked) mode sends on Ctrl-C
 // and as job control does; and Ctrl-C typed on the terminal where the host
@@ -207,7 +207,7 @@ func TestHostInterrupt(t *testing.T) {
 	}
 }
 
-// TestHostRealCodexInterrupted is the README's Claude Code configuration
+// TestHostRealCodexInterrupted is docs/hosts.md's Claude Code configuration
 // calling the server's codex tool with the real Codex underneath (its own
 // model a second fake), interrupted by a SIGINT to Claude Code while
 // Codex's shell tool runs: Claude Code's shutdown burst (SIGINT; SIGINT
@@ -216,7 +216,7 @@ func TestHostInterrupt(t *testing.T) {
 func TestHostRealCodexInterrupted(t *testing.T) {
 	h := hostconfig.Hosts[0]
 	if h.Name != "claude" || h.Tool != "codex" {
-		t.Fatalf("the README's first host is %s calling %s, want claude calling codex", h.Name, h.Tool)
+		t.Fatalf("the first host of docs/hosts.md is %s calling %s, want claude calling codex", h.Name, h.Tool)
 	}
 	codex := cliNamed("codex")
 	lookPathCI(t, codex)
@@ -455,7 +455,7 @@ func probeRecords(t *testing.T, file string) []probeRecord {
 }
 
 // TestHostElicitation measures, for each host run headless with the
-// README's configuration, whether it declares elicitation in its
+// configuration of docs/hosts.md, whether it declares elicitation in its
 // initialize request, and what it answers when the server's tool asks it
 // a question (elicitation/create) during a call: the measurement
 // docs/approvals.md records. A new CLI version that changes either fails

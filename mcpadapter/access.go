@@ -46,8 +46,13 @@ import (
 // written in its transcript lines, its log records and its span
 // (enduser.id), limits the runs it may have at once
 // (Options.MaxConcurrentPerIdentity), and is what [Tools.Calls] lists and
-// [Tools.Cancel] stops. The SDK binds a session to the identity that
-// opened it: another identity's requests for it get 403.
+// [Tools.Cancel] stops. The SDK binds an MCP session to the identity that
+// opened it: another identity's requests for it get 403. An agent's
+// session belongs to the identity that ran it: another identity's call
+// naming its session_id, to continue or fork it, is refused before
+// anything starts. The owners of the last 100,000 sessions are kept in
+// memory; a session the server did not run (or ran before a restart) is
+// guarded by its id alone.
 //
 // A server that authenticates with a middleware of its own instead
 // (auth.RequireBearerToken around Tools.Handler, with a verifier that sets

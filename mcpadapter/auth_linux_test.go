@@ -197,10 +197,11 @@ func (s closingSink) Handle(_ context.Context, rec slog.Record) error {
 	return nil
 }
 
-// TestWarmSessionKeepsToItsIdentity: a warm session answers the calls of
-// the identity that opened it; another identity continuing the
-// conversation gets a process of its own.
-func TestWarmSessionKeepsToItsIdentity(t *testing.T) {
+// TestSessionKeepsToItsIdentity: a session answers the calls of the
+// identity that ran it: another identity naming its session_id, to
+// continue or to fork it, is refused with nothing started, and the owner's
+// warm session is left as it was.
+func TestSessionKeepsToItsIdentity(t *testing.T) {
 	s := fakeagent.Script{Flavor: fakeagent.Claude, RecordDir: t.TempDir(), Tag: fakeagent.NewTag()}
 	inv := claude.New(invoker.Options{Binary: os.Args[0], Env: s.Env(), InterruptGrace: 200 * time.Millisecond, TerminateGrace: 200 * time.Millisecond})
 	tokens, err := mcpadapter.ParseTokens("alice:" + aliceToken + "\nbob:" + bobToken)
@@ -225,33 +226,48 @@ func TestWarmSessionKeepsToItsIdentity(t *testing.T) {
 		}
 		return n
 	}
-	ask := func(token, sessionID string) mcpadapter.Output {
+	ask := func(token string, kv ...any) (*mcp.CallToolResult, mcpadapter.Output) {
 		t.Helper()
 		cs := as.connect(t, token)
-		kv := []any{}
-		if sessionID != "" {
-			kv = append(kv, "session_id", sessionID)
-		}
 		res, err := cs.CallTool(context.Background(), &mcp.CallToolParams{Name: "claude", Arguments: args("hi", root, kv...)})
+		if err != nil {
+			t.Fatalf("CallTool() error = %v", err)
+		}
 		var out mcpadapter.Output
-		if err == nil {
-			decode(t, res, &out)
-		}
-		if err != nil || res.IsError || out.SessionID == "" {
-			t.Fatalf("CallTool() = %v %+v, want an answer with a session", err, out)
-		}
-		return out
+		decode(t, res, &out)
+		return res, out
 	}
-	first := ask(aliceToken, "")
-	ask(aliceToken, first.SessionID)
+	res, first := ask(aliceToken)
+	if res.IsError || first.SessionID == "" {
+		t.Fatalf("alice's first call = %+v, want an answer with a session", first)
+	}
+	if res, out := ask(aliceToken, "session_id", first.SessionID); res.IsError {
+		t.Fatalf("alice continuing her session = %+v, want an answer", out)
+	}
 	if n := agents(); n != 1 {
 		t.Fatalf("alice's two calls ran %d processes, want one warm session", n)
 	}
-	ask(bobToken, first.SessionID)
-	if why := recv(t, closing, "alice's warm session to close"); !strings.Contains(why, "identity") {
-		t.Errorf("the warm session closed because %q, want the identity named", why)
+	for _, kv := range [][]any{{"session_id", first.SessionID}, {"session_id", first.SessionID, "fork", true}} {
+		res, out := ask(bobToken, kv...)
+		if !res.IsError || out.Status != mcpadapter.StatusRefused || !strings.Contains(out.Error, "another client") || strings.Contains(out.Error, "alice") {
+			t.Errorf("bob naming alice's session %v = %+v, want refused as another client's, without naming her", kv, out)
+		}
 	}
-	if n := agents(); n != 2 {
-		t.Errorf("bob's call ran in %d processes in all, want a process of its own (2)", n)
+	if n := agents(); n != 1 {
+		t.Errorf("bob's refused calls left %d processes in all, want alice's one", n)
+	}
+	if res, out := ask(aliceToken, "session_id", first.SessionID); res.IsError {
+		t.Fatalf("alice continuing after bob's attempts = %+v, want an answer", out)
+	}
+	if n := agents(); n != 1 {
+		t.Errorf("alice's third call ran %d processes in all, want her warm session still (1)", n)
+	}
+	select {
+	case why := <-closing:
+		t.Errorf("a warm session closed (%q), want alice's kept", why)
+	default:
+	}
+	if res, out := ask(bobToken); res.IsError || out.SessionID == first.SessionID {
+		t.Errorf("bob's own call = %+v, want an answer in a session of his own", out)
 	}
 }

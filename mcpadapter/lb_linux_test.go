@@ -2,7 +2,7 @@ package mcpadapter_test
 
 // Two replicas of the example server in -stateless mode behind a real
 // load balancer (nginx, started as a process of this test with a
-// generated configuration), as README's "Scaling out" shows, each
+// generated configuration), as docs/serving.md's "Scaling out" shows, each
 // requiring a bearer token of the same file.
 
 import (

@@ -38,6 +38,9 @@ func (t *tool) runTask(ctx context.Context, rep *reporter, creq *mcp.CallToolReq
 		req = requestOf(in) // record what was asked for
 		return t.output(ctx, nil, err)
 	}
+	if err = t.owners.check(req.SessionID, identityFrom(ctx)); err != nil {
+		return t.output(ctx, nil, err)
+	}
 	if err := ctx.Err(); err != nil {
 		return t.output(ctx, nil, fmt.Errorf("not started: %w", err))
 	}
@@ -59,6 +62,7 @@ func (t *tool) runTask(ctx context.Context, rep *reporter, creq *mcp.CallToolReq
 	defer t.sem.Release(1)
 
 	obs := &observer{prefix: prefix, rep: rep, onSession: func(sid string) {
+		t.owners.claim(sid, identityFrom(ctx))
 		t.recordStart(ctx, toolName, index, runID, &req, sid, start)
 	}}
 	req.OnEvent = obs.onEvent
@@ -72,6 +76,7 @@ func (t *tool) runTask(ctx context.Context, rep *reporter, creq *mcp.CallToolReq
 		sid, text := obs.partial()
 		res = &invoker.Result{SessionID: sid, Text: text, ExitCode: -1, Duration: time.Since(start)}
 	}
+	t.owners.claim(res.SessionID, identityFrom(ctx))
 	return t.output(ctx, res, err)
 }
 

@@ -38,6 +38,8 @@ type shared struct {
 	tr    *transcript
 	warm  *warmPool // nil when Options.WarmSessions keeps none
 	calls *callSet
+	// owners: which identity ran each session, for the resume check.
+	owners sessionOwners
 	// life is done once Shutdown is called, with ErrShuttingDown as its
 	// cause; stop ends it.
 	life context.Context

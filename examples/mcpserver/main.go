@@ -96,7 +96,7 @@
 // OTLP/HTTP. A tool call continues the client's trace (from the request's
 // _meta or its HTTP headers) and each CLI gets its run's span in
 // TRACEPARENT. Log records carry trace_id and span_id. Without these flags
-// nothing is recorded. README: "Observability" lists the metrics and what
+// nothing is recorded. docs/observability.md lists the metrics and what
 // to alert on.
 //
 // # HTTP
@@ -151,7 +151,7 @@
 // With -stateless, each request is served on its own: no Mcp-Session-Id,
 // no state kept between requests, a call lives exactly as long as its POST.
 // Any number of replicas can then sit behind any HTTP load balancer
-// (README: "Scaling out"). Progress notifications still reach the client,
+// (docs/serving.md: "Scaling out"). Progress notifications still reach the client,
 // on the call's own response stream; requests from the server to the
 // client (sampling, elicitation) are not possible in this mode. A stateful
 // server behind a load balancer needs sticky routing by the Mcp-Session-Id

@@ -353,20 +353,64 @@ func (c *runCgroup) kill() error {
 	})
 }
 
-// killMember sends SIGKILL to pid through a pidfd, if pid is still in the
-// cgroup (or below it) once the pidfd is open, and returns the pidfd, or
-// -1 when pid is no member (or its state cannot be read).
-func (c *runCgroup) killMember(pid int32) int {
+// killMember sends SIGKILL to pid if, once a pidfd is open for it, it is
+// a member of the cgroup (or below it) and, for a sweep, a live one that
+// spare does not spare (spare is nil for a Kill, which spares none and
+// needs no start time). The checks read the process's state after the
+// pidfd is open, so if the pid was reused meanwhile, the pidfd names a
+// process that has exited and the signal reaches no one. It returns the
+// victim, held by its pidfd, or nil when it sent nothing; the error says
+// that it cannot tell (the state cannot be read: descriptors exhausted,
+// say) or that the signal was refused (EPERM).
+func (c *runCgroup) killMember(pid int32, spare *Baseline) (*victim, error) {
 	fd, err := unix.PidfdOpen(int(pid), 0)
 	if err != nil {
-		return -1
+		if gone(err) {
+			return nil, nil
+		}
+		return nil, err
 	}
-	if in, _ := c.member(pid); in {
-		unix.PidfdSendSignal(fd, unix.SIGKILL, nil, 0)
-		return fd
+	v := &victim{pid: pid, fd: fd}
+	skip := func(err error) (*victim, error) {
+		v.close()
+		if err != nil && gone(err) {
+			err = nil
+		}
+		return nil, err
 	}
-	unix.Close(fd)
-	return -1
+	if spare != nil {
+		p, err := readStat(pid)
+		if err != nil {
+			return skip(err)
+		}
+		if p.zombie() || spared(spare, pid, p.start, fd) {
+			return skip(nil)
+		}
+		v.start = p.start
+	}
+	if in, err := c.member(pid); err != nil || !in {
+		return skip(err)
+	}
+	if err := unix.PidfdSendSignal(fd, unix.SIGKILL, nil, 0); err != nil && err != unix.ESRCH {
+		return skip(err)
+	}
+	return v, nil
+}
+
+// member reports whether pid is in the cgroup or below it, as
+// /proc/PID/cgroup says; the error says it cannot tell.
+func (c *runCgroup) member(pid int32) (bool, error) {
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(int(pid)) + "/cgroup")
+	if err != nil {
+		return false, err
+	}
+	want := "/" + c.base()
+	for line := range strings.SplitSeq(string(b), "\n") {
+		if path, ok := strings.CutPrefix(line, "0::"); ok && (strings.HasSuffix(path, want) || strings.Contains(path, want+"/")) {
+			return true, nil
+		}
+	}
+	return false, nil
 }
 
 // pids returns the processes in the cgroup and below it, read from

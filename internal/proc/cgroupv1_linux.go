@@ -391,6 +391,9 @@ type v1Run struct {
 	// last reset (see mark): the whole run's peak is the larger of it and
 	// the file.
 	peakBefore atomic.Int64
+	// forked, if not nil, is called after the fork while the forking
+	// thread is still in the tree's cgroups (a test's hook, see hooks).
+	forked func()
 }
 
 // newRun makes the tree's cgroups in the hierarchies of need.
@@ -484,10 +487,6 @@ func setV1Memory(dir string, n int64) error {
 	return nil
 }
 
-// forkedHook, if set, is called after the fork while the forking thread is
-// still in the tree's v1 cgroups (tests use it to widen that window).
-var forkedHook atomic.Pointer[func()]
-
 // join moves the calling thread, which must be locked to its goroutine,
 // into the tree's v1 cgroups, and returns leave, which moves it back to
 // where it was. A child the thread forks in between is born in them.
@@ -502,8 +501,8 @@ func (r *v1Run) join() (leave func() error, err error) {
 	h := theV1()
 	var back []string
 	leave = func() error {
-		if h := forkedHook.Load(); h != nil {
-			(*h)()
+		if r.forked != nil {
+			r.forked()
 		}
 		var first error
 		for _, d := range back {

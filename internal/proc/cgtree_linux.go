@@ -10,8 +10,6 @@ import (
 	"os"
 	"sync"
 	"time"
-
-	"golang.org/x/sys/unix"
 )
 
 // The Tree methods at the Cgroup level: membership is the kernel's, so
@@ -52,13 +50,15 @@ func (t *Tree) killCgroup() Report {
 	// their process exits, while the kernel sends at most one
 	// cgroup.events notification per 10 ms. The populated flag has the
 	// last word.
-	var held []int
+	var pending []*victim
 	for _, pid := range c.pids() {
-		if fd := c.killMember(pid); fd >= 0 {
-			held = append(held, fd)
+		if v, _ := c.killMember(pid, nil); v != nil {
+			pending = append(pending, v)
 		}
 	}
-	awaitPidfds(held, begin.Add(s.tune.killTimeout))
+	for _, v := range awaitGone(pending, begin.Add(s.tune.killTimeout)) {
+		v.close()
+	}
 	if c.awaitEmpty(begin.Add(s.tune.killTimeout)) {
 		s.cgEmpty = isClosed(t.exited)
 	} else {
@@ -363,39 +363,5 @@ func removeQueued() {
 		if err := r.remove(); err != nil {
 			log.Warn("proc: removing a tree's cgroup v1 cgroups", "err", err)
 		}
-	}
-}
-
-// awaitPidfds waits until every process of fds has exited, or until
-// deadline, and closes fds.
-func awaitPidfds(fds []int, deadline time.Time) {
-	defer func() {
-		for _, fd := range fds {
-			unix.Close(fd)
-		}
-	}()
-	poll := make([]unix.PollFd, len(fds))
-	for i, fd := range fds {
-		poll[i] = unix.PollFd{Fd: int32(fd), Events: unix.POLLIN}
-	}
-	for len(poll) > 0 {
-		wait := time.Until(deadline)
-		if wait <= 0 {
-			return
-		}
-		n, err := unix.Poll(poll, int(wait/time.Millisecond)+1)
-		if err == unix.EINTR {
-			continue
-		}
-		if err != nil || n == 0 {
-			return
-		}
-		left := poll[:0]
-		for _, p := range poll {
-			if p.Revents == 0 {
-				left = append(left, p)
-			}
-		}
-		poll = left
 	}
 }

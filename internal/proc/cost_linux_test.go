@@ -9,29 +9,84 @@ import (
 	"time"
 )
 
-// countScans counts the scans of /proc that start until the test ends,
-// from a moment when no scan is running or asked for (see awaitNoScan).
-// The proc tests do not run in parallel, so every scan counted is one the
-// test caused, or one of a tracker while a tree is tracked: the tracker
-// scans every period while a tracked root runs, never less often than
-// defaultTuning.trackEvery whatever the trees' own periods (see track).
-func countScans(t *testing.T) *atomic.Int64 {
+// A testScanner is a scanner of a test's own (see newScanner): the trees
+// the test starts with its tuning (tuned) are scanned and tracked through
+// it, and no other test's are. The test sets its hooks while it runs; a
+// nil one does nothing.
+type testScanner struct {
+	*scanner
+	onScan  atomic.Pointer[func()]       // called at the start of every scan
+	scanErr atomic.Pointer[func() error] // likewise; the scan fails with its error
+	onJoin  atomic.Pointer[func()]       // called when joinAfter hands out the running scan
+	onEnv   atomic.Pointer[func(int32)]  // called before each environ read
+}
+
+func newTestScanner() *testScanner {
+	ts := &testScanner{}
+	ts.scanner = newScanner(scanHooks{
+		scan: func() error {
+			if h := ts.onScan.Load(); h != nil {
+				(*h)()
+			}
+			if h := ts.scanErr.Load(); h != nil {
+				return (*h)()
+			}
+			return nil
+		},
+		joined: func() {
+			if h := ts.onJoin.Load(); h != nil {
+				(*h)()
+			}
+		},
+		environ: func(pid int32) {
+			if h := ts.onEnv.Load(); h != nil {
+				(*h)(pid)
+			}
+		},
+	})
+	return ts
+}
+
+// tuned returns the default tuning changed by f (if not nil), for trees
+// scanned and tracked through ts.
+func (ts *testScanner) tuned(f func(*tuning)) *tuning {
+	return tuned(func(tu *tuning) {
+		tu.hooks = &hooks{scanner: ts.scanner}
+		if f != nil {
+			f(tu)
+		}
+	})
+}
+
+// tracked returns how many trees ts's tracker records.
+func (ts *testScanner) tracked() int {
+	ts.tracker.mu.Lock()
+	defer ts.tracker.mu.Unlock()
+	return len(ts.tracker.trees)
+}
+
+// countScans counts the scans of /proc by ts that start until the test
+// ends, from a moment when no scan is running or asked for (see
+// awaitNoScan). Every scan counted is one the test caused, or one of ts's
+// tracker while a tree is tracked: the tracker scans every period while a
+// tracked root runs, never less often than defaultTuning.trackEvery
+// whatever the trees' own periods (see track).
+func countScans(t *testing.T, ts *testScanner) *atomic.Int64 {
 	t.Helper()
-	awaitNoScan(t)
+	awaitNoScan(t, ts)
 	var n atomic.Int64
 	hook := func() { n.Add(1) }
-	scanHook.Store(&hook)
-	t.Cleanup(func() { scanHook.Store(nil) })
+	ts.onScan.Store(&hook)
 	return &n
 }
 
-// awaitNoScan waits until no scan is running or asked for, on the
+// awaitNoScan waits until no scan of ts is running or asked for, on the
 // scanner's broadcast at the end of each scan: a scan whose goroutine has
-// started but not yet reached scanHook is then none left over. Only a
+// started but not yet reached its hook is then none left over. Only a
 // request made later can start another.
-func awaitNoScan(t *testing.T) {
+func awaitNoScan(t *testing.T, ts *testScanner) {
 	t.Helper()
-	s := theScanner()
+	s := ts.scanner
 	idle := make(chan struct{})
 	go func() {
 		s.mu.Lock()
@@ -48,24 +103,24 @@ func awaitNoScan(t *testing.T) {
 	}
 }
 
-// scanAsked reports whether someone has asked for a scan that has not
+// scanAsked reports whether someone has asked ts for a scan that has not
 // started yet: while a scan runs, every request joins the next batch.
-func scanAsked() bool {
-	s := theScanner()
+func (ts *testScanner) scanAsked() bool {
+	s := ts.scanner
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.next.asked
 }
 
-// holdNextScan holds the next scan to start at its start (in scanHook,
-// before it reads anything) and returns once it is held; release lets it
-// go on (the test's end does too). While it is held no other scan can
-// start: the scanner runs one at a time, and a request made meanwhile
-// joins the next batch (scanAsked) or is handed the held scan (joinHook).
-// Whoever asked for the held scan waits for it.
-func holdNextScan(t *testing.T) (release func()) {
+// holdNextScan holds the next scan of ts to start at its start (in its
+// hook, before it reads anything) and returns once it is held; release
+// lets it go on (the test's end does too). While it is held no other scan
+// of ts can start: the scanner runs one at a time, and a request made
+// meanwhile joins the next batch (scanAsked) or is handed the held scan
+// (onJoin). Whoever asked for the held scan waits for it.
+func holdNextScan(t *testing.T, ts *testScanner) (release func()) {
 	t.Helper()
-	awaitNoScan(t)
+	awaitNoScan(t, ts)
 	held, rel := make(chan struct{}), make(chan struct{})
 	var first atomic.Bool
 	hook := func() {
@@ -74,9 +129,9 @@ func holdNextScan(t *testing.T) (release func()) {
 			<-rel
 		}
 	}
-	scanHook.Store(&hook)
+	ts.onScan.Store(&hook)
 	release = func() {
-		if scanHook.CompareAndSwap(&hook, nil) {
+		if ts.onScan.CompareAndSwap(&hook, nil) {
 			close(rel)
 		}
 	}
@@ -99,18 +154,16 @@ func TestCgroupRunScansNothing(t *testing.T) {
 	if lvl, err := Probe(Cgroup, ""); lvl != Cgroup {
 		t.Skipf("cgroup level not available here: %v", err)
 	}
-	// The tracker scans while some tree is tracked: none may be (every
-	// earlier test waited for its trees), or a scan counted may be its.
-	tracker.mu.Lock()
-	tracked := len(tracker.trees)
-	tracker.mu.Unlock()
-	if tracked != 0 {
-		t.Fatalf("%d trees of earlier tests still tracked: their tracker scans /proc", tracked)
-	}
-	scans := countScans(t)
-	r := startRun(t, Attr{Containment: Cgroup, Marker: marker(t)}, "spawn", "setsid", "hangint", "hang")
+	ts := newTestScanner()
+	scans := countScans(t, ts)
+	r := startRun(t, Attr{Containment: Cgroup, Marker: marker(t), tune: ts.tuned(nil)}, "spawn", "setsid", "hangint", "hang")
 	if got := r.tree.Containment(); got != Cgroup {
 		t.Fatalf("Containment() = %v, want cgroup", got)
+	}
+	// The tracker scans while some tree is tracked: a cgroup-level tree
+	// must not be.
+	if n := ts.tracked(); n != 0 {
+		t.Fatalf("a cgroup-level tree is tracked (%d trees): its tracker scans /proc", n)
 	}
 	pids := r.awaitPids(2)
 	r.tree.Snapshot()
@@ -139,18 +192,18 @@ func TestSignalRecordsWithoutScan(t *testing.T) {
 	// holds the tracker's next scan at its start: the tracker waits for
 	// it, so it asks for no other, and no scan can start until it ends.
 	// Whatever asks for a scan meanwhile is Snapshot or Signal.
-	tune := tuned(func(tu *tuning) { tu.trackEvery = 20 * time.Millisecond })
+	ts := newTestScanner()
+	tune := ts.tuned(func(tu *tuning) { tu.trackEvery = 20 * time.Millisecond })
 	r := startRun(t, Attr{Containment: Tracking, tune: tune}, "spawn", "setsid", "hangint", "hang")
 	r.awaitPids(2)
 	child := r.otherPid()
-	release := holdNextScan(t) // nothing but the tracker asks for a scan here
-	if scanAsked() {
+	release := holdNextScan(t, ts) // nothing but the tracker asks for a scan here
+	if ts.scanAsked() {
 		t.Fatal("a scan was asked for while the tracker's is held: the tracker is not alone in scanning")
 	}
 	var handed atomic.Int64 // requests served by the held scan
 	jh := func() { handed.Add(1) }
-	joinHook.Store(&jh)
-	t.Cleanup(func() { joinHook.Store(nil) })
+	ts.onJoin.Store(&jh)
 	// The tracker may have recorded the child already: forget it, so that
 	// only Snapshot or Signal can record it (the tracker waits).
 	s := &r.tree.sys
@@ -161,7 +214,7 @@ func TestSignalRecordsWithoutScan(t *testing.T) {
 	if err := r.tree.Signal(Interrupt); err != nil {
 		t.Fatalf("Signal(Interrupt) error = %v", err)
 	}
-	if scanAsked() || handed.Load() != 0 {
+	if ts.scanAsked() || handed.Load() != 0 {
 		t.Errorf("Snapshot and Signal asked for a scan of /proc, want none")
 	}
 	s.knownMu.Lock()
@@ -183,14 +236,15 @@ func TestSignalRecordsWithoutScan(t *testing.T) {
 func TestTrackerSharesScans(t *testing.T) {
 	noLeaks(t)
 	const trees, every = 6, 50 * time.Millisecond
-	tune := tuned(func(tu *tuning) { tu.trackEvery = every })
+	ts := newTestScanner()
+	tune := ts.tuned(func(tu *tuning) { tu.trackEvery = every })
 	var runs []*run
 	for range trees {
 		r := startRun(t, Attr{Containment: Tracking, tune: tune}, "spawn", "setsid-envi", "hang", "hang")
 		r.awaitPids(2)
 		runs = append(runs, r)
 	}
-	scans := countScans(t)
+	scans := countScans(t, ts)
 	begin := time.Now()
 	for _, r := range runs {
 		r.awaitKnown(r.otherPid()) // recorded by the tracker
@@ -215,14 +269,15 @@ func TestKillAfterTreeGoneScansNothing(t *testing.T) {
 	noLeaks(t)
 	// No marker: the scans read no environment, so none is unsure (on a
 	// busy machine some other process may be in the middle of execve).
-	r := startRun(t, Attr{Containment: Tracking}, "spawn", "same", "hang", "hang")
+	ts := newTestScanner()
+	r := startRun(t, Attr{Containment: Tracking, tune: ts.tuned(nil)}, "spawn", "same", "hang", "hang")
 	pids := r.awaitPids(2)
 	assertKilled(t, r.tree.Kill(), pids)
 	r.exited()
 	if rep := r.tree.Kill(); len(rep.Killed) != 0 || len(rep.Survivors) != 0 {
 		t.Fatalf("Kill() after the tree was killed = %+v, want nothing", rep)
 	}
-	scans := countScans(t)
+	scans := countScans(t, ts)
 	if rep := r.tree.Kill(); len(rep.Killed) != 0 || len(rep.Survivors) != 0 {
 		t.Errorf("third Kill() = %+v, want nothing", rep)
 	}
@@ -236,6 +291,7 @@ func TestKillAfterTreeGoneScansNothing(t *testing.T) {
 // TestScansCoalesce: requests for a scan made while one runs are all
 // served by the next scan, one for all of them, however many they are.
 func TestScansCoalesce(t *testing.T) {
+	t.Parallel() // its scans are its own
 	const callers = 50
 	var scans atomic.Int64
 	running, release := make(chan struct{}), make(chan struct{})
@@ -245,9 +301,8 @@ func TestScansCoalesce(t *testing.T) {
 			<-release
 		}
 	}
-	scanHook.Store(&hook)
-	t.Cleanup(func() { scanHook.Store(nil) })
-	s := theScanner()
+	s := newTestScanner()
+	s.onScan.Store(&hook)
 	first, _ := s.join(math.MaxUint64, 0, defaultTuning.killTimeout)
 	<-running
 	var next []*scanBatch
@@ -273,7 +328,8 @@ func TestScansCoalesce(t *testing.T) {
 // already running serves it, rather than a scan of its own after that one.
 func TestKillAfterExitJoinsRunningScan(t *testing.T) {
 	noLeaks(t)
-	tune := tuned(func(tu *tuning) { tu.trackEvery = time.Hour }) // no tracker scan
+	ts := newTestScanner()
+	tune := ts.tuned(func(tu *tuning) { tu.trackEvery = time.Hour }) // no tracker scan
 	r := startRun(t, Attr{Containment: Tracking, tune: tune}, "exit", "0")
 	r.exited()
 	var scans atomic.Int64
@@ -284,14 +340,12 @@ func TestKillAfterExitJoinsRunningScan(t *testing.T) {
 			<-release
 		}
 	}
-	scanHook.Store(&hook)
-	t.Cleanup(func() { scanHook.Store(nil) })
+	ts.onScan.Store(&hook)
 	joined := make(chan struct{})
 	jh := func() { close(joined) }
-	joinHook.Store(&jh)
-	t.Cleanup(func() { joinHook.Store(nil) })
+	ts.onJoin.Store(&jh)
 	// A scan started after the exit (another Kill's, say) is running.
-	other, _ := theScanner().join(math.MaxUint64, 0, defaultTuning.killTimeout)
+	other, _ := ts.join(math.MaxUint64, 0, defaultTuning.killTimeout)
 	<-running
 	done := make(chan Report)
 	go func() { done <- r.tree.Kill() }()

@@ -458,9 +458,9 @@ var helpers = map[string]func(args []string) int{
 			}
 			time.Sleep(time.Second)
 		}
-		forkedHook.Store(&hook)
 		cmd := helperCmd("alloc", "200")
-		t, err := Start(&Attr{Path: cmd.Path, Args: cmd.Args, Env: cmd.Env, Limits: Limits{MemoryMax: 100 << 20}})
+		tune := tuned(func(tu *tuning) { tu.hooks = &hooks{forked: hook} })
+		t, err := Start(&Attr{Path: cmd.Path, Args: cmd.Args, Env: cmd.Env, Limits: Limits{MemoryMax: 100 << 20}, tune: tune})
 		if err != nil {
 			fmt.Fprintln(os.Stderr, err)
 			return 2

@@ -47,8 +47,8 @@ while [ $i -lt 50 ]; do
 done
 `
 
-// keeperShell runs the keeper; a variable so that tests can break it.
-var keeperShell = "/bin/sh"
+// keeperShell runs the keeper.
+const keeperShell = "/bin/sh"
 
 // A keeper is the process that kills a home's trees when the host dies.
 type keeper struct {

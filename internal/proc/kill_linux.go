@@ -11,16 +11,16 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// A victim is a process Kill signals, held by a pidfd where the kernel has
-// them (and maxPidfds allows).
+// A victim is a process Kill or SweepSince signals, held by a pidfd where
+// the kernel has them (and, at the tracking level, maxPidfds allows).
 type victim struct {
 	pid     int32
-	start   uint64
-	fd      int  // pidfd, or -1
-	pinned  bool // the root: its pid cannot be reused before Wait reaps it
-	killed  bool // sent SIGKILL
-	stopped bool // sent SIGSTOP
-	gone    bool // seen exited (its pidfd is closed)
+	start   uint64 // 0 for a cgroup member Kill killed: its pidfd holds it
+	fd      int    // pidfd, or -1
+	pinned  bool   // the root: its pid cannot be reused before Wait reaps it
+	killed  bool   // sent SIGKILL
+	stopped bool   // sent SIGSTOP
+	gone    bool   // seen exited (its pidfd is closed)
 }
 
 // gone reports whether err, from reading /proc/<pid>/... or opening a
@@ -84,21 +84,19 @@ func (v *victim) check() error {
 // errNoFreeze says that a victim could not be sent SIGSTOP safely.
 var errNoFreeze = errors.New("proc: no pidfd to stop the process through")
 
-// killPid is kill(2); tests replace it to see which signals go by pid.
-var killPid = unix.Kill
-
 // signal sends sig to v, through its pidfd or, without one held (past
 // maxPidfds), through a pidfd opened for this signal and checked to name v
 // (same starttime), then closed: a pid alone could have been reused. Only
 // when no pidfd can be opened at all (descriptors exhausted, or a kernel
-// without pidfds) does it fall back to kill(2) after a starttime check,
-// with a gap between the two in which the pid could be reused only if the
-// process exited and was reaped meanwhile. SIGSTOP goes only through a held
-// pidfd (errNoFreeze otherwise: the caller sends SIGKILL instead), so that
-// nothing is left stopped that the later SIGKILL might not reach. The root is signalled by pid: it is
-// not reaped before Wait. An error other than ESRCH or EPERM means that v
-// was not signalled and may be alive.
-func (v *victim) signal(sig unix.Signal) error {
+// without pidfds) does it fall back to killPid (kill(2), see
+// treeSys.killPid) after a starttime check, with a gap between the two in
+// which the pid could be reused only if the process exited and was reaped
+// meanwhile. SIGSTOP goes only through a held pidfd (errNoFreeze
+// otherwise: the caller sends SIGKILL instead), so that nothing is left
+// stopped that the later SIGKILL might not reach. The root is signalled by
+// pid: it is not reaped before Wait. An error other than ESRCH or EPERM
+// means that v was not signalled and may be alive.
+func (v *victim) signal(sig unix.Signal, killPid func(int, unix.Signal) error) error {
 	if v.fd >= 0 {
 		return unix.PidfdSendSignal(v.fd, sig, nil, 0)
 	}
@@ -147,11 +145,26 @@ func (v *victim) close() {
 	}
 }
 
-// A killer is the state of one Kill.
+// A killer is the state of one Kill or SweepSince at the tracking level.
+// Each works in rounds (see rounds), each one the same steps:
+//
+//   - scan /proc for the members to kill (scan, targets);
+//   - freeze them, scanning again until no new one appears (freeze);
+//   - kill them, through checked pidfds, and the tree's process groups
+//     when it is a Kill (killAll);
+//   - await them gone (awaitGone);
+//   - report those that are not as survivors (survive, giveUp).
+//
+// When a scan or a signal cannot be had, fallback kills what it can reach
+// without one and gives up. A sweep (spare not nil) differs from a Kill
+// only in what it leaves alone: the root, the members spare spares, and
+// every process group (the root's holds spared members).
 type killer struct {
 	t        *Tree
 	s        *treeSys
+	begin    time.Time
 	deadline time.Time
+	timer    *time.Timer
 	expired  <-chan time.Time // fires at deadline
 	minStart uint64           // for scans: environments of processes started since
 	victims  map[int32]*victim
@@ -171,81 +184,142 @@ type killer struct {
 	spare *Baseline
 }
 
-func (t *Tree) kill() Report {
+// newKiller begins one Kill (spare nil) or SweepSince (see killer) of t
+// at the tracking level, bounded by killTimeout from now. It takes
+// t.sys.mu, which serialises Kills and sweeps, and holds it until
+// release.
+func (t *Tree) newKiller(spare *Baseline) *killer {
 	s := &t.sys
-	if s.cg != nil {
-		return t.killCgroup()
-	}
 	s.mu.Lock()
-	defer s.mu.Unlock()
 	begin := time.Now()
-	if s.gone {
-		// Membership is known complete: nothing to scan for.
-		return Report{Elapsed: time.Since(begin)}
-	}
 	timer := time.NewTimer(s.tune.killTimeout)
-	defer timer.Stop()
 	k := &killer{
 		t: t, s: s,
+		begin:    begin,
 		deadline: begin.Add(s.tune.killTimeout),
+		timer:    timer,
 		expired:  timer.C,
 		minStart: math.MaxUint64,
 		victims:  map[int32]*victim{},
 		denied:   map[procKey]bool{},
 		unsureOf: map[procKey]bool{},
+		spare:    spare,
 	}
 	if s.marker != "" {
 		k.minStart = s.rootStart
 	}
+	return k
+}
+
+// release ends k: it closes the pidfds k holds, stops its timer and
+// lets the next Kill or sweep begin.
+func (k *killer) release() {
+	k.timer.Stop()
+	for _, v := range k.victims {
+		v.close()
+	}
+	k.s.mu.Unlock()
+}
+
+// report returns what k did, and how long it took.
+func (k *killer) report() Report {
+	k.rep.Elapsed = time.Since(k.begin)
+	return k.rep
+}
+
+func (t *Tree) kill() Report {
+	s := &t.sys
+	if s.cg != nil {
+		return t.killCgroup()
+	}
+	k := t.newKiller(nil)
+	defer k.release()
+	if s.gone {
+		// Membership is known complete: nothing to scan for.
+		return k.report()
+	}
 	if isClosed(t.exited) {
 		k.after = s.exitedAt
 	}
-	defer func() {
-		for _, v := range k.victims {
-			v.close()
-		}
-	}()
-	clean := false // the loop ended with a scan that found the tree gone
+	last := k.rounds()
+	if last != nil {
+		s.gone = !last.unsure
+	}
+	if s.reaps() {
+		late := s.reap(t, k.last, k.killedKeys())
+		s.knownMu.Lock()
+		s.late = late
+		s.knownMu.Unlock()
+		s.reapLate.Store(last == nil || len(late) > 0)
+	}
+	rep := k.report()
+	t.log.Debug("proc: killed", "pid", t.pid, "killed", len(rep.Killed), "survivors", rep.Survivors, "elapsed", rep.Elapsed)
+	return rep
+}
+
+// rounds scans the tree and kills what the scan found (see round), again
+// and again, until a scan finds nothing left to kill: for a Kill, no live
+// member, once the root has exited. It returns that scan, or nil when the
+// work ended otherwise (a scan missing, the deadline, survivors), as k.rep
+// then says.
+func (k *killer) rounds() *snapshot {
 	for scans := 1; ; scans++ {
 		sn, ok := k.scan()
 		if !ok {
 			k.fallback(nil)
-			break
+			return nil
 		}
-		alive := k.alive(sn)
-		if len(alive) == 0 {
-			if !k.rootExited() {
-				// The scan found no live member, yet the root has not
-				// exited: something is wrong with what the scan saw.
-				t.log.Debug("proc: root missing from scan", "pid", t.pid)
-				k.fallback(nil)
-				break
+		targets := k.targets(sn)
+		if len(targets) == 0 {
+			if k.spare == nil {
+				if !k.rootExited() {
+					// The scan found no live member, yet the root has
+					// not exited: something is wrong with what the scan
+					// saw.
+					k.t.log.Debug("proc: root missing from scan", "pid", k.t.pid)
+					k.fallback(nil)
+					return nil
+				}
+				k.t.log.Debug("proc: tree gone", "pid", k.t.pid, "scans", scans)
 			}
-			t.log.Debug("proc: tree gone", "pid", t.pid, "scans", scans)
-			clean = true
-			s.gone = !sn.unsure
-			break
+			return sn
 		}
-		if !k.round(alive, k.fallback) {
-			break
+		if !k.round(targets) {
+			return nil
 		}
 	}
-	if s.reaps() {
-		var killed []procKey
-		for _, v := range k.victims {
-			if v.killed && !v.pinned {
-				killed = append(killed, procKey{v.pid, v.start})
-			}
-		}
-		late := s.reap(t, k.last, killed)
-		s.knownMu.Lock()
-		s.late = late
-		s.knownMu.Unlock()
-		s.reapLate.Store(!clean || len(late) > 0)
+}
+
+// round freezes, kills and awaits the targets a scan found. It reports
+// whether the caller should scan again; when it does not, what happened
+// is recorded in k (through fallback when a member could not be stopped
+// or signalled, giveUp when the deadline passed, survive when the killed
+// did not all exit).
+func (k *killer) round(targets []procInfo) bool {
+	targets, ok := k.freeze(targets)
+	if !ok {
+		k.fallback(targets)
+		return false
 	}
-	k.rep.Elapsed = time.Since(begin)
-	t.log.Debug("proc: killed", "pid", t.pid, "killed", len(k.rep.Killed), "survivors", k.rep.Survivors, "elapsed", k.rep.Elapsed)
-	return k.rep
+	pending, ok := k.killAll(targets)
+	if !ok {
+		// A member could not be signalled (its state unreadable):
+		// scanning again would find it again; kill what can be
+		// reached and report the rest.
+		k.fallback(targets)
+		return false
+	}
+	if !time.Now().Before(k.deadline) {
+		// Out of time: whatever was found has had its SIGKILL, even if
+		// the scan that found it ended past the deadline.
+		k.giveUp(pending)
+		return false
+	}
+	if left := k.awaitGone(pending, k.deadline); len(left) > 0 {
+		k.survive(left)
+		return false
+	}
+	return true
 }
 
 // scan takes a snapshot, waiting for it no later than the deadline; ok is
@@ -259,7 +333,7 @@ func (t *Tree) kill() Report {
 func (k *killer) scan() (*snapshot, bool) {
 	after := k.after
 	k.after = time.Time{}
-	sn, err, ok := scanAfter(&k.s.tune, after, k.minStart, k.s.rootStart, nil, k.expired)
+	sn, err, ok := k.s.scanner().scanAfter(&k.s.tune, after, k.minStart, k.s.rootStart, nil, k.expired)
 	if ok && err == nil {
 		k.last = sn
 		return sn, true
@@ -286,74 +360,9 @@ func (k *killer) rootExited() bool {
 	}
 }
 
-// fallback kills, without a scan, what can be reached without one: the
-// root's process group, the root, the known members, the victims stopped
-// by a freeze and alive (found by an earlier scan); then it waits briefly
-// and gives up. Members it cannot signal (their state unreadable) are
-// survivors.
-// round stops, kills and awaits the processes a scan found alive: one
-// round of Kill and of SweepSince. It reports whether the caller should
-// scan again; when it does not, what happened is recorded in k (through
-// fallback when a member could not be stopped or signalled, giveUp when
-// the deadline passed, survive when the killed did not all exit).
-func (k *killer) round(alive []procInfo, fallback func([]procInfo)) bool {
-	alive, ok := k.freeze(alive)
-	if !ok {
-		fallback(alive)
-		return false
-	}
-	pending, ok := k.killAll(alive)
-	if !ok {
-		// A member could not be signalled (its state unreadable):
-		// scanning again would find it again; kill what can be
-		// reached and report the rest.
-		fallback(alive)
-		return false
-	}
-	if !time.Now().Before(k.deadline) {
-		// Out of time: whatever was found has had its SIGKILL, even if
-		// the scan that found it ended past the deadline.
-		k.giveUp(pending)
-		return false
-	}
-	if left := k.awaitGone(pending, k.deadline); len(left) > 0 {
-		k.survive(left)
-		return false
-	}
-	return true
-}
-
-func (k *killer) fallback(alive []procInfo) {
-	seen := map[int32]bool{}
-	var all []procInfo
-	add := func(p procInfo) {
-		if !seen[p.pid] && !k.denied[procKey{p.pid, p.start}] {
-			seen[p.pid] = true
-			all = append(all, p)
-		}
-	}
-	add(procInfo{pid: k.s.root, start: k.s.rootStart})
-	for _, p := range alive {
-		add(p)
-	}
-	for _, v := range k.victims {
-		if !v.gone {
-			add(procInfo{pid: v.pid, start: v.start})
-		}
-	}
-	k.s.knownMu.Lock()
-	for pid, start := range k.s.known {
-		add(procInfo{pid: pid, start: start})
-	}
-	k.s.knownMu.Unlock()
-	k.fellBack = true
-	pending, _ := k.killAll(all)
-	k.giveUp(pending)
-}
-
-// alive returns the live members in sn, less those that refused a signal
-// and, in a sweep, those it spares.
-func (k *killer) alive(sn *snapshot) []procInfo {
+// targets returns the members in sn to kill: the live ones, less those
+// that refused a signal and, in a sweep, those it spares.
+func (k *killer) targets(sn *snapshot) []procInfo {
 	alive, ids := k.s.memberSet(sn)
 	k.ids = ids
 	return slices.DeleteFunc(alive, func(p procInfo) bool {
@@ -362,6 +371,44 @@ func (k *killer) alive(sn *snapshot) []procInfo {
 		}
 		return k.denied[procKey{p.pid, p.start}]
 	})
+}
+
+// fallback kills, without another scan, what can be reached without one,
+// then waits briefly and gives up: the targets found (found), and every
+// victim not seen gone, those a freeze stopped among them (nothing may
+// stay stopped); for a Kill also the root, its process group (see
+// killAll) and the known members. Members it cannot signal (their state
+// unreadable) are survivors.
+func (k *killer) fallback(found []procInfo) {
+	k.fellBack = true
+	seen := map[int32]bool{}
+	var all []procInfo
+	add := func(p procInfo) {
+		if !seen[p.pid] && !k.denied[procKey{p.pid, p.start}] {
+			seen[p.pid] = true
+			all = append(all, p)
+		}
+	}
+	if k.spare == nil {
+		add(procInfo{pid: k.s.root, start: k.s.rootStart})
+	}
+	for _, p := range found {
+		add(p)
+	}
+	for _, v := range k.victims {
+		if !v.gone {
+			add(procInfo{pid: v.pid, start: v.start})
+		}
+	}
+	if k.spare == nil {
+		k.s.knownMu.Lock()
+		for pid, start := range k.s.known {
+			add(procInfo{pid: pid, start: start})
+		}
+		k.s.knownMu.Unlock()
+	}
+	pending, _ := k.killAll(all)
+	k.giveUp(pending)
 }
 
 // freeze stops every member with SIGSTOP and scans again, until a scan
@@ -394,10 +441,10 @@ func (k *killer) freeze(alive []procInfo) ([]procInfo, bool) {
 			if v == nil {
 				continue
 			}
-			err = v.signal(unix.SIGSTOP)
+			err = v.signal(unix.SIGSTOP, k.s.killPid)
 			if err == errNoFreeze {
 				// It cannot be stopped safely: kill it now.
-				err = v.signal(unix.SIGKILL)
+				err = v.signal(unix.SIGKILL, k.s.killPid)
 				k.t.log.Debug("proc: kill unfrozen", "pid", k.t.pid, "member", v.pid, "err", err)
 				if err == nil || err == unix.ESRCH {
 					k.killed(v)
@@ -425,7 +472,7 @@ func (k *killer) freeze(alive []procInfo) ([]procInfo, bool) {
 		}
 		// Members that were stopped but are missing from the new scan
 		// have exited; the new scan has every live one.
-		alive = k.alive(sn)
+		alive = k.targets(sn)
 	}
 }
 
@@ -535,7 +582,7 @@ func (k *killer) killAll(alive []procInfo) (pending []*victim, ok bool) {
 		k.t.log.Debug("proc: kill group", "pid", k.t.pid, "pgid", g, "err", err)
 	}
 	for _, v := range victims {
-		err := v.signal(unix.SIGKILL)
+		err := v.signal(unix.SIGKILL, k.s.killPid)
 		k.t.log.Debug("proc: kill", "pid", k.t.pid, "member", v.pid, "pidfd", v.fd >= 0, "err", err)
 		if err == unix.EPERM {
 			k.deny(v)
@@ -571,28 +618,25 @@ func (k *killer) unsure(p procInfo, err error) {
 	}
 }
 
-// awaitGone polls until every victim in pending has exited or until, and
-// returns those that have not. It closes each victim's pidfd as soon as
-// the victim is gone. It backs off from 200µs to 10ms: a killed process
-// usually takes microseconds to go, one stuck in the kernel may take much
-// longer.
-func (k *killer) awaitGone(pending []*victim, until time.Time) []*victim {
-	backoff := 200 * time.Microsecond
-	for {
-		pending = slices.DeleteFunc(pending, func(v *victim) bool {
-			if v.gone || v.exited() {
-				v.gone = true
-				k.closeVictim(v)
-				return true
-			}
-			return false
-		})
-		if len(pending) == 0 || !time.Now().Before(until) {
-			return pending
+// killedKeys returns the processes k sent SIGKILL, but the root (Wait
+// reaps it).
+func (k *killer) killedKeys() []procKey {
+	var keys []procKey
+	for _, v := range k.victims {
+		if v.killed && !v.pinned {
+			keys = append(keys, procKey{v.pid, v.start})
 		}
-		time.Sleep(backoff)
-		backoff = min(2*backoff, 10*time.Millisecond)
 	}
+	return keys
+}
+
+// awaitGone is awaitGone for k's victims: it keeps count of the pidfds k
+// holds.
+func (k *killer) awaitGone(pending []*victim, until time.Time) []*victim {
+	held := heldPidfds(pending)
+	left := awaitGone(pending, until)
+	k.fds -= held - heldPidfds(left)
+	return left
 }
 
 // giveUp waits tune.lastGrace at most for pending, which has just been sent
@@ -601,11 +645,79 @@ func (k *killer) giveUp(pending []*victim) {
 	k.survive(k.awaitGone(pending, time.Now().Add(k.s.tune.lastGrace)))
 }
 
+// survive lists left, victims that have not exited in time, as survivors.
 func (k *killer) survive(left []*victim) {
-	for _, v := range left {
-		k.rep.Survivors = append(k.rep.Survivors, int(v.pid))
-	}
+	k.rep.survive(left)
 	if len(left) > 0 {
 		k.t.log.Debug("proc: kill gave up", "pid", k.t.pid, "survivors", k.rep.Survivors)
 	}
+}
+
+// survive lists left, victims that have not exited in time, as survivors.
+func (r *Report) survive(left []*victim) {
+	for _, v := range left {
+		r.Survivors = append(r.Survivors, int(v.pid))
+	}
+}
+
+// awaitGone waits until every victim in pending has exited, or until
+// until, and returns those that have not; it looks at least once, even
+// past until. It closes each victim's pidfd as soon as the victim is seen
+// gone. While every victim left holds a pidfd it sleeps in poll(2), which
+// wakes as one exits; else it looks again after a backoff from 200µs to
+// 10ms: a killed process usually takes microseconds to go, one stuck in
+// the kernel may take much longer.
+func awaitGone(pending []*victim, until time.Time) []*victim {
+	backoff := 200 * time.Microsecond
+	var poll []unix.PollFd
+	polled := false // poll's revents say which of pending have exited
+	for {
+		pending = slices.DeleteFunc(pending, func(v *victim) bool {
+			if !v.gone && !(polled && v.fd >= 0) && v.exited() {
+				v.gone = true
+			}
+			if v.gone {
+				v.close()
+				return true
+			}
+			return false
+		})
+		wait := time.Until(until)
+		if len(pending) == 0 || wait <= 0 {
+			return pending
+		}
+		polled = false
+		if heldPidfds(pending) == len(pending) {
+			poll = poll[:0]
+			for _, v := range pending {
+				poll = append(poll, unix.PollFd{Fd: int32(v.fd), Events: unix.POLLIN})
+			}
+			_, err := unix.Poll(poll, int(wait/time.Millisecond)+1)
+			if err == nil {
+				polled = true
+				for i, v := range pending {
+					if poll[i].Revents != 0 {
+						v.gone = true
+					}
+				}
+				continue
+			}
+			if err == unix.EINTR {
+				continue
+			}
+		}
+		time.Sleep(min(backoff, wait))
+		backoff = min(2*backoff, 10*time.Millisecond)
+	}
+}
+
+// heldPidfds counts the victims in vs that hold a pidfd.
+func heldPidfds(vs []*victim) int {
+	n := 0
+	for _, v := range vs {
+		if v.fd >= 0 {
+			n++
+		}
+	}
+	return n
 }

@@ -30,7 +30,10 @@ import (
 // (descriptors exhausted for a moment, say) is logged and the next period
 // tries again: stopping would leave every later descendant unrecorded for
 // the rest of the run.
-var tracker struct {
+//
+// The tracker is the scanner's (scanner.tracker): the host's tracks the
+// host's Trees, and a test's scanner the trees of that test.
+type tracker struct {
 	mu    sync.Mutex
 	trees map[*treeSys]trackedTree
 	quit  chan struct{} // closed when trees becomes empty
@@ -41,9 +44,11 @@ type trackedTree struct {
 	log    *slog.Logger
 }
 
-// startTracking adds s to the trees the tracker records, starting the
-// tracker if it is not running.
+// startTracking adds s to the trees its scanner's tracker records,
+// starting the tracker if it is not running.
 func (s *treeSys) startTracking(exited <-chan struct{}, log *slog.Logger) {
+	sc := s.scanner()
+	tracker := &sc.tracker
 	tracker.mu.Lock()
 	defer tracker.mu.Unlock()
 	if tracker.trees == nil {
@@ -52,13 +57,14 @@ func (s *treeSys) startTracking(exited <-chan struct{}, log *slog.Logger) {
 	tracker.trees[s] = trackedTree{exited, log}
 	if tracker.quit == nil {
 		tracker.quit = make(chan struct{})
-		go track(tracker.quit)
+		go sc.track(tracker.quit)
 	}
 }
 
 // stopTracking removes s from the tracked trees: once it returns, the
 // tracker no longer records into s.
 func (s *treeSys) stopTracking() {
+	tracker := &s.scanner().tracker
 	tracker.mu.Lock()
 	defer tracker.mu.Unlock()
 	if _, ok := tracker.trees[s]; !ok {
@@ -71,10 +77,11 @@ func (s *treeSys) stopTracking() {
 	}
 }
 
-// track is the tracker's loop; it returns when quit is closed. Its periods
-// start at multiples of trackEvery (the shortest of the trees'), whoever
-// started it.
-func track(quit chan struct{}) {
+// track is the loop of sc's tracker; it returns when quit is closed. Its
+// periods start at multiples of trackEvery (the shortest of the trees'),
+// whoever started it.
+func (sc *scanner) track(quit chan struct{}) {
+	tracker := &sc.tracker
 	timer := time.NewTimer(time.Hour)
 	defer timer.Stop()
 	for {
@@ -107,7 +114,7 @@ func track(quit chan struct{}) {
 		if !any {
 			continue
 		}
-		sn, err, ok := scanUntil(&tune, math.MaxUint64, fresh, quit, nil)
+		sn, err, ok := sc.scanUntil(&tune, math.MaxUint64, fresh, quit, nil)
 		if !ok {
 			continue // quit, or the scanner is wedged: try next period
 		}
@@ -136,14 +143,14 @@ func track(quit chan struct{}) {
 // shared, so a caller with a deadline must not wait on it for ever;
 // waiting costs no goroutine (see scanner.join), so callers that give up
 // leave nothing behind.
-func scanUntil(tune *tuning, minStart, freshFrom uint64, stop <-chan struct{}, expired <-chan time.Time) (sn *snapshot, err error, ok bool) {
-	return scanAfter(tune, time.Time{}, minStart, freshFrom, stop, expired)
+func (sc *scanner) scanUntil(tune *tuning, minStart, freshFrom uint64, stop <-chan struct{}, expired <-chan time.Time) (sn *snapshot, err error, ok bool) {
+	return sc.scanAfter(tune, time.Time{}, minStart, freshFrom, stop, expired)
 }
 
 // scanAfter is scanUntil for a caller that needs only a scan started at or
 // after after (see scanner.joinAfter): one already running may serve it.
-func scanAfter(tune *tuning, after time.Time, minStart, freshFrom uint64, stop <-chan struct{}, expired <-chan time.Time) (sn *snapshot, err error, ok bool) {
-	b, wedged := theScanner().joinAfter(after, minStart, freshFrom, tune.killTimeout)
+func (sc *scanner) scanAfter(tune *tuning, after time.Time, minStart, freshFrom uint64, stop <-chan struct{}, expired <-chan time.Time) (sn *snapshot, err error, ok bool) {
+	b, wedged := sc.joinAfter(after, minStart, freshFrom, tune.killTimeout)
 	var short <-chan time.Time
 	if wedged {
 		timer := time.NewTimer(tune.wedgedWait)
@@ -189,7 +196,7 @@ func (t *Tree) snapshot() {
 		t.log.Debug("proc: walk failed; scanning", "pid", t.pid, "err", err)
 	}
 	timer := time.NewTimer(t.sys.tune.signalScanTimeout)
-	if sn, err, ok := scanUntil(&t.sys.tune, math.MaxUint64, t.sys.rootStart, nil, timer.C); ok && err == nil {
+	if sn, err, ok := t.sys.scanner().scanUntil(&t.sys.tune, math.MaxUint64, t.sys.rootStart, nil, timer.C); ok && err == nil {
 		t.sys.members(sn)
 	}
 	timer.Stop()

@@ -794,7 +794,9 @@ func TestKillSlowScan(t *testing.T) {
 		hung bool
 	}{{"slow", false}, {"hung", true}} {
 		t.Run(tt.name, func(t *testing.T) {
-			tune := tuned(func(tu *tuning) {
+			t.Parallel() // each with scans of its own
+			ts := newTestScanner()
+			tune := ts.tuned(func(tu *tuning) {
 				tu.killTimeout = 2 * time.Second
 				tu.lastGrace = stuck
 			})
@@ -812,11 +814,11 @@ func TestKillSlowScan(t *testing.T) {
 					time.Sleep(delay)
 				}
 			}
-			scanHook.Store(&hook)
+			ts.onScan.Store(&hook)
 			begin := time.Now()
 			rep := r.tree.Kill()
 			elapsed := time.Since(begin)
-			scanHook.Store(nil)
+			ts.onScan.Store(nil)
 			close(release)
 			// The slow scan Kill gave up on ends on its own: wait for it, so
 			// that its goroutine is not taken for a leak.
@@ -948,11 +950,12 @@ func withFewDescriptors[T any](t *testing.T, free int, f func() T) T {
 // member that is never sent SIGKILL stays stopped for ever.
 func TestKillStaleSnapshot(t *testing.T) {
 	noLeaks(t)
-	stale, err := theScanner().scan(math.MaxUint64) // taken before the tree exists
+	ts := newTestScanner()
+	stale, err := ts.scan(math.MaxUint64) // taken before the tree exists
 	if err != nil {
 		t.Fatal(err)
 	}
-	r := startRun(t, Attr{Containment: Tracking}, "spawn", "same", "hang", "spawn", "setsid-envi", "hangint", "hang")
+	r := startRun(t, Attr{Containment: Tracking, tune: ts.tuned(nil)}, "spawn", "same", "hang", "spawn", "setsid-envi", "hangint", "hang")
 	pids := r.awaitPids(3)
 	var mid, orphan int
 	for _, p := range pids {
@@ -974,9 +977,9 @@ func TestKillStaleSnapshot(t *testing.T) {
 			r.tree.sys.members(stale)
 		}
 	}
-	scanHook.Store(&hook)
+	ts.onScan.Store(&hook)
 	rep := r.tree.Kill()
-	scanHook.Store(nil)
+	ts.onScan.Store(nil)
 	assertKilled(t, rep, []int{r.tree.Pid(), orphan})
 	assertGone(t, r.pids)
 	r.exited()
@@ -1102,16 +1105,17 @@ func TestKillWedgedScanner(t *testing.T) {
 	// run the killed processes' exits that soon, and Kill rightly lists
 	// them as survivors. The test is about the wait for the scan, so
 	// lastGrace waits as long as SIGKILL takes.
-	tune := tuned(func(tu *tuning) {
+	ts := newTestScanner()
+	tune := ts.tuned(func(tu *tuning) {
 		tu.killTimeout = 20 * tu.wedgedWait
 		tu.lastGrace = stuck
 	})
 	release := make(chan struct{})
 	hook := func() { <-release }
-	scanHook.Store(&hook)
+	ts.onScan.Store(&hook)
 	released := false
 	t.Cleanup(func() {
-		scanHook.Store(nil)
+		ts.onScan.Store(nil)
 		if !released {
 			close(release)
 		}
@@ -1155,7 +1159,7 @@ func TestKillWedgedScanner(t *testing.T) {
 	if slices.Max(grew) > 1 {
 		t.Errorf("goroutines grew by %v after each Kill with the scanner wedged, want no growth", grew)
 	}
-	scanHook.Store(nil)
+	ts.onScan.Store(nil)
 	close(release)
 	released = true
 	// Without a scan, Kill could not tell which orphans re-parented to a
@@ -1203,9 +1207,10 @@ func TestKillHungEnvironRead(t *testing.T) {
 			<-release
 		}
 	}
-	envHook.Store(&hook)
-	t.Cleanup(func() { envHook.Store(nil); close(release) })
-	r := startRun(t, Attr{Containment: Tracking, Marker: marker(t)}, "spawn", "same", "hang", "spawn", "setsid", "hang", "hang")
+	ts := newTestScanner()
+	ts.onEnv.Store(&hook)
+	t.Cleanup(func() { close(release) })
+	r := startRun(t, Attr{Containment: Tracking, Marker: marker(t), tune: ts.tuned(nil)}, "spawn", "same", "hang", "spawn", "setsid", "hang", "hang")
 	r.awaitPids(3)
 	mid := 0
 	for _, p := range r.pids {
@@ -1317,17 +1322,19 @@ func TestReapLeaderStartTime(t *testing.T) {
 // checked and closed for it.
 func TestKillPastPidfdCapSignalsThroughPidfds(t *testing.T) {
 	noLeaks(t)
-	savedKill := killPid
 	var mu sync.Mutex
 	var byPid []int
-	killPid = func(pid int, sig unix.Signal) error {
+	killPid := func(pid int, sig unix.Signal) error {
 		mu.Lock()
 		byPid = append(byPid, pid)
 		mu.Unlock()
 		return unix.Kill(pid, sig)
 	}
-	t.Cleanup(func() { killPid = savedKill })
-	r := startRun(t, Attr{Containment: Tracking, tune: tuned(func(tu *tuning) { tu.maxPidfds = 0 })}, "spawn", "same", "hang", "spawn", "setsid", "hang", "hang")
+	tune := tuned(func(tu *tuning) {
+		tu.maxPidfds = 0
+		tu.hooks = &hooks{killPid: killPid}
+	})
+	r := startRun(t, Attr{Containment: Tracking, tune: tune}, "spawn", "same", "hang", "spawn", "setsid", "hang", "hang")
 	pids := r.awaitPids(3)
 	before := openPidfds(t)
 	rep := r.tree.Kill()
@@ -1362,9 +1369,9 @@ func TestTrackerSurvivesScanErrors(t *testing.T) {
 		}
 		return nil
 	}
-	scanErrHook.Store(&hook)
-	t.Cleanup(func() { scanErrHook.Store(nil) })
-	r := startRun(t, Attr{Containment: Tracking}, "spawn", "setsid-envi", "hang", "hang")
+	ts := newTestScanner()
+	ts.scanErr.Store(&hook)
+	r := startRun(t, Attr{Containment: Tracking, tune: ts.tuned(nil)}, "spawn", "setsid-envi", "hang", "hang")
 	r.awaitPids(2)
 	child := r.otherPid()
 	until(t, "two scans fail", func() bool { return failed.Load() >= 2 })
@@ -1376,7 +1383,7 @@ func TestTrackerSurvivesScanErrors(t *testing.T) {
 		_, ok := s.known[int32(child)]
 		return ok
 	})
-	scanErrHook.Store(nil)
+	ts.scanErr.Store(nil)
 	assertKilled(t, r.tree.Kill(), []int{child})
 	r.exited()
 	r.wait()

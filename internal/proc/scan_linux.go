@@ -226,9 +226,16 @@ func (s *snapshot) children(ppid int32) []int32 {
 // start time has not changed. Such a process can be no tree's member, and
 // a scan that finds nothing new costs a few getdents calls.
 //
-// It is package state, shared on purpose: it owns nothing a caller can
-// configure, only the coordination between Trees and a cache.
+// The host's scanner (theScanner) is package state, shared on purpose: it
+// owns nothing a caller can configure, only the coordination between Trees
+// and a cache. It also runs the tracker of the Trees it scans for (see
+// members_linux.go). A test makes a scanner of its own with newScanner,
+// with hooks, for the trees it starts (see hooks).
 type scanner struct {
+	// hooks are a test's; the host's scanner has none.
+	hooks   scanHooks
+	tracker tracker
+
 	mu      sync.Mutex
 	cond    sync.Cond // broadcast when a scan ends
 	running bool
@@ -291,8 +298,29 @@ type scanBatch struct {
 	err       error
 }
 
-var theScanner = sync.OnceValue(func() *scanner {
+// theScanner is the host's scanner, shared by all its Trees.
+var theScanner = sync.OnceValue(func() *scanner { return newScanner(scanHooks{}) })
+
+// scanHooks let a test watch and steer the scans of a scanner of its own.
+// A nil field does nothing.
+type scanHooks struct {
+	// scan is called at the start of every scan, before anything is
+	// read; the scan fails with the error it returns (tests make scans
+	// slow, hang or fail, as a blocked or failed read of /proc would).
+	scan func() error
+	// joined is called when joinAfter hands a caller the running scan
+	// (tests learn that a caller waits on it).
+	joined func()
+	// environ is called before each environ read, in the read's
+	// goroutine (tests make reads hang, as on a hung mount).
+	environ func(pid int32)
+}
+
+// newScanner returns a scanner with hooks h: the host's (theScanner), or
+// a test's own.
+func newScanner(h scanHooks) *scanner {
 	s := &scanner{
+		hooks:    h,
 		next:     newBatch(),
 		markers:  map[string]int{},
 		envCache: map[procKey]envResult{},
@@ -304,7 +332,7 @@ var theScanner = sync.OnceValue(func() *scanner {
 	}
 	s.cond.L = &s.mu
 	return s
-})
+}
 
 func newBatch() *scanBatch {
 	return &scanBatch{minStart: math.MaxUint64, freshFrom: math.MaxUint64, done: make(chan struct{})}
@@ -387,8 +415,8 @@ func (s *scanner) joinAfter(after time.Time, minStart, freshFrom uint64, wedgeAf
 			c.freshFrom <= freshFrom && c.minStart <= minStart
 		s.mu.Unlock()
 		if ok {
-			if h := joinHook.Load(); h != nil {
-				(*h)()
+			if s.hooks.joined != nil {
+				s.hooks.joined()
 			}
 			return c, false
 		}
@@ -419,25 +447,10 @@ func (s *scanner) startLocked() {
 	}()
 }
 
-// scanHook, if set, is called at the start of every scan (tests use it
-// to make scans slow or hang, as a blocked read of /proc would).
-var scanHook atomic.Pointer[func()]
-
-// joinHook, if set, is called when joinAfter hands out the running scan
-// (tests use it to know that a caller waits on it).
-var joinHook atomic.Pointer[func()]
-
-// scanErrHook, if set, is called at the start of every scan; a scan fails
-// with the error it returns (tests use it to make scans fail).
-var scanErrHook atomic.Pointer[func() error]
-
 // run performs one scan. Only one runs at a time.
 func (s *scanner) run(minStart, freshFrom uint64, markers map[string]int, gen uint64) (*snapshot, error) {
-	if h := scanHook.Load(); h != nil {
-		(*h)()
-	}
-	if h := scanErrHook.Load(); h != nil {
-		if err := (*h)(); err != nil {
+	if s.hooks.scan != nil {
+		if err := s.hooks.scan(); err != nil {
 			return nil, err
 		}
 	}
@@ -556,10 +569,6 @@ func (s *scanner) pids() ([]dirent, error) {
 	}
 }
 
-// envHook, if set, is called before each environ read, in the read's
-// goroutine (tests use it to make reads hang, as on a hung mount).
-var envHook atomic.Pointer[func(pid int32)]
-
 // An envRead is one read of a process's environment, in a goroutine of
 // its own.
 type envRead struct {
@@ -591,8 +600,8 @@ func (s *scanner) readMarker(key procKey, markers map[string]int, gen uint64) *e
 	if r == nil {
 		r = &envRead{done: make(chan struct{}), gen: gen}
 		go func() {
-			if h := envHook.Load(); h != nil {
-				(*h)(key.pid)
+			if s.hooks.environ != nil {
+				s.hooks.environ(key.pid)
 			}
 			e := envReaders.Get().(*envReader)
 			r.marker, r.sure = e.readMarker(key.pid, markers)

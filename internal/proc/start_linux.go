@@ -153,7 +153,7 @@ func start(a *Attr) (*Tree, error) {
 	if s.marker != "" {
 		// Before the fork, so that no scan can read a marked environment
 		// without knowing the marker (see envResult).
-		theScanner().register(s.marker)
+		s.scanner().register(s.marker)
 	}
 	started := make(chan error, 1)
 	var pid int
@@ -161,7 +161,7 @@ func start(a *Attr) (*Tree, error) {
 	if err := <-started; err != nil {
 		<-s.done
 		if s.marker != "" {
-			theScanner().unregister(s.marker)
+			s.scanner().unregister(s.marker)
 		}
 		lim.remove()
 		return nil, exhausted(err)

@@ -6,8 +6,6 @@ import (
 	"math"
 	"os"
 	"slices"
-	"strconv"
-	"strings"
 	"sync"
 	"time"
 
@@ -130,7 +128,7 @@ func (t *Tree) baseline(b *Baseline) {
 		minStart = s.rootStart
 	}
 	timer := time.NewTimer(s.tune.signalScanTimeout)
-	sn, err, ok := scanUntil(&s.tune, minStart, s.rootStart, nil, timer.C)
+	sn, err, ok := s.scanner().scanUntil(&s.tune, minStart, s.rootStart, nil, timer.C)
 	timer.Stop()
 	if ok && err == nil {
 		for _, p := range s.members(sn) {
@@ -166,12 +164,6 @@ func (t *Tree) sweepSince(b Baseline) Report {
 	return t.sweepTracking(&b)
 }
 
-// swept is a process a sweep sent SIGKILL, held by its pidfd.
-type swept struct {
-	fd  int
-	key procKey
-}
-
 // sweepCgroup is SweepSince at the Cgroup level.
 func (t *Tree) sweepCgroup(b *Baseline) Report {
 	s := &t.sys
@@ -186,14 +178,14 @@ func (t *Tree) sweepCgroup(b *Baseline) Report {
 		return rep
 	}
 	var (
-		pending []swept
+		pending []*victim
 		killed  []procKey
 		seen    = map[procKey]bool{}
 		unsure  []int
 	)
 	defer func() {
-		for _, p := range pending {
-			unix.Close(p.fd)
+		for _, v := range pending {
+			v.close()
 		}
 	}()
 	for {
@@ -202,7 +194,7 @@ func (t *Tree) sweepCgroup(b *Baseline) Report {
 			if pid == s.root {
 				continue
 			}
-			fd, key, err := c.sweepOne(pid, b)
+			v, err := c.killMember(pid, b)
 			if err != nil {
 				t.log.Debug("proc: cannot sweep member", "pid", t.pid, "member", pid, "err", err)
 				if !slices.Contains(unsure, int(pid)) {
@@ -210,25 +202,26 @@ func (t *Tree) sweepCgroup(b *Baseline) Report {
 				}
 				continue
 			}
-			if fd < 0 {
+			if v == nil {
 				continue
 			}
+			key := procKey{v.pid, v.start}
 			if seen[key] {
-				unix.Close(fd) // killed before, not gone yet
+				v.close() // killed before, not gone yet
 				continue
 			}
 			seen[key] = true
 			fresh = true
 			rep.Killed = append(rep.Killed, int(pid))
 			killed = append(killed, key)
-			pending = append(pending, swept{fd, key})
+			pending = append(pending, v)
 		}
 		if !fresh {
 			break
 		}
 		// Wait for the killed: a process forked by one of them before
 		// its SIGKILL is listed by the next round.
-		if pending = awaitSwept(pending, deadline); len(pending) > 0 {
+		if pending = awaitGone(pending, deadline); len(pending) > 0 {
 			break // out of time
 		}
 		if !time.Now().Before(deadline) {
@@ -242,9 +235,7 @@ func (t *Tree) sweepCgroup(b *Baseline) Report {
 			break
 		}
 	}
-	for _, p := range pending {
-		rep.Survivors = append(rep.Survivors, int(p.key.pid))
-	}
+	rep.survive(pending)
 	for _, pid := range unsure {
 		if !slices.Contains(rep.Survivors, pid) {
 			rep.Survivors = append(rep.Survivors, pid)
@@ -256,97 +247,6 @@ func (t *Tree) sweepCgroup(b *Baseline) Report {
 	rep.Elapsed = time.Since(begin)
 	t.log.Debug("proc: swept cgroup", "pid", t.pid, "cgroup", c.dir, "killed", rep.Killed, "survivors", rep.Survivors, "elapsed", rep.Elapsed)
 	return rep
-}
-
-// sweepOne sends SIGKILL to pid if, once a pidfd is open for it, it is a
-// live member of the cgroup that b does not spare: the checks read the
-// process's state after the pidfd is open, so if the pid was reused
-// meanwhile, the pidfd names a process that has exited and the signal
-// reaches no one. It returns the pidfd (-1 when it sent nothing) and the
-// process's key, or an error when it cannot tell (the state cannot be
-// read: descriptors exhausted, say) or the signal was refused (EPERM).
-func (c *runCgroup) sweepOne(pid int32, b *Baseline) (int, procKey, error) {
-	fd, err := unix.PidfdOpen(int(pid), 0)
-	if err != nil {
-		if gone(err) {
-			return -1, procKey{}, nil
-		}
-		return -1, procKey{}, err
-	}
-	skip := func(err error) (int, procKey, error) {
-		unix.Close(fd)
-		if err != nil && gone(err) {
-			err = nil
-		}
-		return -1, procKey{}, err
-	}
-	p, err := readStat(pid)
-	if err != nil {
-		return skip(err)
-	}
-	if p.zombie() || spared(b, pid, p.start, fd) {
-		return skip(nil)
-	}
-	if in, err := c.member(pid); err != nil || !in {
-		return skip(err)
-	}
-	if err := unix.PidfdSendSignal(fd, unix.SIGKILL, nil, 0); err != nil && err != unix.ESRCH {
-		return skip(err)
-	}
-	return fd, procKey{pid, p.start}, nil
-}
-
-// member reports whether pid is in the cgroup or below it, as
-// /proc/PID/cgroup says; the error says it cannot tell.
-func (c *runCgroup) member(pid int32) (bool, error) {
-	b, err := os.ReadFile("/proc/" + strconv.Itoa(int(pid)) + "/cgroup")
-	if err != nil {
-		return false, err
-	}
-	want := "/" + c.base()
-	for line := range strings.SplitSeq(string(b), "\n") {
-		if path, ok := strings.CutPrefix(line, "0::"); ok && (strings.HasSuffix(path, want) || strings.Contains(path, want+"/")) {
-			return true, nil
-		}
-	}
-	return false, nil
-}
-
-// awaitSwept polls the pidfds of ps until every process has exited or
-// until deadline, closes the pidfds of those that have, and returns the
-// others.
-func awaitSwept(ps []swept, deadline time.Time) []swept {
-	poll := make([]unix.PollFd, 0, len(ps))
-	for len(ps) > 0 {
-		poll = poll[:0]
-		for _, p := range ps {
-			poll = append(poll, unix.PollFd{Fd: int32(p.fd), Events: unix.POLLIN})
-		}
-		wait := time.Until(deadline)
-		if wait < 0 {
-			wait = 0
-		}
-		n, err := unix.Poll(poll, int(wait/time.Millisecond)+1)
-		if err == unix.EINTR {
-			continue
-		}
-		if err != nil {
-			return ps
-		}
-		left := ps[:0]
-		for i, p := range ps {
-			if poll[i].Revents != 0 {
-				unix.Close(p.fd)
-			} else {
-				left = append(left, p)
-			}
-		}
-		ps = left
-		if n == 0 && !time.Now().Before(deadline) {
-			return ps
-		}
-	}
-	return ps
 }
 
 // addLate adds zombies a sweep could not reap yet to those Wait reaps.
@@ -365,72 +265,20 @@ func (s *treeSys) addLate(late []procKey) {
 }
 
 // sweepTracking is SweepSince at the Tracking level: Kill's rounds (scan,
-// freeze, kill, wait) over the members b does not spare, without group
-// kills.
+// freeze, kill, await gone) over the members b does not spare, without
+// group kills.
 func (t *Tree) sweepTracking(b *Baseline) Report {
 	s := &t.sys
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	begin := time.Now()
+	k := t.newKiller(b)
+	defer k.release()
 	if s.gone {
-		return Report{Elapsed: time.Since(begin)}
+		return k.report()
 	}
-	timer := time.NewTimer(s.tune.killTimeout)
-	defer timer.Stop()
-	k := &killer{
-		t: t, s: s,
-		deadline: begin.Add(s.tune.killTimeout),
-		expired:  timer.C,
-		minStart: math.MaxUint64,
-		victims:  map[int32]*victim{},
-		denied:   map[procKey]bool{},
-		unsureOf: map[procKey]bool{},
-		spare:    b,
+	k.rounds()
+	if killed := k.killedKeys(); len(killed) > 0 && s.reaps() {
+		s.addLate(s.reap(t, nil, killed))
 	}
-	if s.marker != "" {
-		k.minStart = s.rootStart
-	}
-	defer func() {
-		for _, v := range k.victims {
-			v.close()
-		}
-	}()
-	for {
-		sn, ok := k.scan()
-		if !ok {
-			k.sweepFallback(nil)
-			break
-		}
-		alive := k.alive(sn)
-		if len(alive) == 0 {
-			break
-		}
-		if !k.round(alive, k.sweepFallback) {
-			break
-		}
-	}
-	if s.reaps() {
-		var killed []procKey
-		for _, v := range k.victims {
-			if v.killed {
-				killed = append(killed, procKey{v.pid, v.start})
-			}
-		}
-		if len(killed) > 0 {
-			s.addLate(s.reap(t, nil, killed))
-		}
-	}
-	k.rep.Elapsed = time.Since(begin)
-	t.log.Debug("proc: swept", "pid", t.pid, "killed", k.rep.Killed, "survivors", k.rep.Survivors, "elapsed", k.rep.Elapsed)
-	return k.rep
-}
-
-// sweepFallback kills, without another scan, the members to kill found so
-// far (alive, and every victim a freeze stopped: nothing may stay
-// stopped), then waits briefly and gives up; what it cannot signal is a
-// survivor.
-func (k *killer) sweepFallback(alive []procInfo) {
-	k.fellBack = true
-	pending, _ := k.killAll(alive)
-	k.giveUp(pending)
+	rep := k.report()
+	t.log.Debug("proc: swept", "pid", t.pid, "killed", rep.Killed, "survivors", rep.Survivors, "elapsed", rep.Elapsed)
+	return rep
 }

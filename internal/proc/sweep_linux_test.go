@@ -27,12 +27,18 @@ type sessionRun struct {
 // and its helper to report.
 func startSession(t testing.TB, level Containment) *sessionRun {
 	t.Helper()
+	return startSessionTuned(t, level, nil)
+}
+
+// startSessionTuned is startSession with tune for the tree.
+func startSessionTuned(t testing.TB, level Containment, tune *tuning) *sessionRun {
+	t.Helper()
 	markUsed("session", "hang", "spawn")
 	in, w, err := os.Pipe()
 	if err != nil {
 		t.Fatal(err)
 	}
-	r := startRun(t, Attr{Containment: level, Marker: marker(t), Stdin: in}, "session")
+	r := startRun(t, Attr{Containment: level, Marker: marker(t), Stdin: in, tune: tune}, "session")
 	in.Close()
 	t.Cleanup(func() { w.Close() }) // before the run's cleanup kills the tree
 	if got := r.tree.Containment(); got != level {
@@ -101,8 +107,9 @@ func TestSweepSince(t *testing.T) {
 	for _, mode := range []string{"children", "orphans"} {
 		for _, level := range levels(t) {
 			t.Run(mode+"/"+level.String(), func(t *testing.T) {
-				scans := countScans(t)
-				s := startSession(t, level)
+				ts := newTestScanner()
+				scans := countScans(t, ts)
+				s := startSessionTuned(t, level, ts.tuned(nil))
 				for cycle := 1; cycle <= 2; cycle++ {
 					b := s.tree.Baseline()
 					if got, want := b.Pids(), pidsOf([]procKey{s.root, s.helper}); !slices.Equal(got, want) {
@@ -562,16 +569,18 @@ func turnCgroup(b testing.TB, s *sessionRun) (moves, kill time.Duration) {
 	// As Kill does: pidfds to wait on, since the kernel notifies
 	// cgroup.events at most once per 10 ms.
 	c := &runCgroup{dir: dir}
-	var fds []int
+	var held []*victim
 	for _, pid := range c.pids() {
 		if fd, err := unix.PidfdOpen(int(pid), 0); err == nil {
-			fds = append(fds, fd)
+			held = append(held, &victim{pid: pid, fd: fd})
 		}
 	}
 	if err := os.WriteFile(filepath.Join(dir, "cgroup.kill"), []byte("1"), 0); err != nil {
 		b.Fatal(err)
 	}
-	awaitPidfds(fds, time.Now().Add(5*time.Second))
+	for _, v := range awaitGone(held, time.Now().Add(5*time.Second)) {
+		v.close()
+	}
 	if !c.awaitEmpty(time.Now().Add(5 * time.Second)) {
 		b.Fatal("the turn's cgroup did not empty")
 	}

@@ -53,6 +53,9 @@ func prepareLimits(a *Attr, cg *runCgroup) (*treeLimits, error) {
 			v1.remove()
 			return nil, fmt.Errorf("proc: setting the tree's limits: %w", err)
 		}
+		if a.tune != nil && a.tune.hooks != nil {
+			v1.forked = a.tune.hooks.forked
+		}
 		l.v1 = v1
 	}
 	if cg != nil && cg.reused && plan.cpu == srcV2 && plan.any() {

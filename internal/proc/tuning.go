@@ -3,8 +3,8 @@ package proc
 import "time"
 
 // tuning holds the bounds a Tree's Kill and tracking work with. Start
-// gives each Tree defaultTuning; tests give shorter ones through
-// Attr.tune.
+// gives each Tree defaultTuning; tests give shorter ones, and hooks,
+// through Attr.tune.
 type tuning struct {
 	// killTimeout bounds Kill.
 	killTimeout time.Duration
@@ -33,4 +33,6 @@ type tuning struct {
 	// host without cgroup controllers: no limit can be had, and figures
 	// are sampled.
 	noControllers bool
+	// hooks, if not nil, are a test's hooks into the tree's work (Linux).
+	hooks *hooks
 }

@@ -21,7 +21,7 @@ func (t *Tree) wait() (State, error) {
 	if s.reapLate.Load() {
 		// Before the root is reaped: its group and session ids stay valid.
 		timer := time.NewTimer(s.tune.signalScanTimeout)
-		sn, err, ok := scanUntil(&s.tune, math.MaxUint64, s.rootStart, nil, timer.C)
+		sn, err, ok := s.scanner().scanUntil(&s.tune, math.MaxUint64, s.rootStart, nil, timer.C)
 		timer.Stop()
 		if !ok || err != nil {
 			sn = nil
@@ -32,7 +32,7 @@ func (t *Tree) wait() (State, error) {
 	st, cpu, err := s.reapRoot()
 	<-s.done
 	if s.marker != "" {
-		theScanner().unregister(s.marker)
+		s.scanner().unregister(s.marker)
 	}
 	t.finish(cpu)
 	if err != nil {

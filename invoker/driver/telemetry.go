@@ -79,7 +79,7 @@ const (
 )
 
 // The outcomes of clinvoke.outcome, one word for each way a run or turn
-// ends (the README's Observability section says what each means).
+// ends (docs/observability.md says what each means).
 const (
 	outcomeAnswered    = "answered"
 	outcomeCancelled   = "cancelled"

@@ -1,16 +1,16 @@
 // Package hostconfig is the one source of the configuration that points an
-// MCP host (Codex CLI, Gemini CLI, Claude Code) at examples/mcpserver: the
-// README shows what [Snippets] renders with [Example], and the e2e tests run
-// each real host with what it renders for their temporary directories, so
-// the two cannot drift. TestREADME fails when the README's copy differs;
-// `go generate ./internal/hostconfig` rewrites it.
+// MCP host (Codex CLI, Gemini CLI, Claude Code) at examples/mcpserver:
+// docs/hosts.md shows what [Snippets] renders with [Example], and the e2e
+// tests run each real host with what it renders for their temporary
+// directories, so the two cannot drift. TestPage fails when the page's copy
+// differs; `go generate ./internal/testkit/hostconfig` rewrites it.
 //
 // Each host gets a configuration file (or part of one) and a headless
 // command. What each setting permits, and what the hosts do when
-// interrupted, is measured and written in the README beside the snippets.
+// interrupted, is measured and written in docs/hosts.md beside the snippets.
 package hostconfig
 
-//go:generate go test -run TestREADME -update
+//go:generate go test -run TestPage -update
 
 import (
 	"encoding/json"
@@ -23,7 +23,7 @@ import (
 // part of the tool names the host's model sees.
 const ServerName = "clinvoke"
 
-// Values are what changes between the README and a test: where the server
+// Values are what changes between docs/hosts.md and a test: where the server
 // binary is, the one root under which workdirs must lie, and the
 // transcript file.
 type Values struct {
@@ -38,7 +38,7 @@ type Values struct {
 	Transcript string
 }
 
-// Example holds the values the README shows.
+// Example holds the values docs/hosts.md shows.
 var Example = Values{Command: "mcpserver", Root: "~/src", Transcript: "~/clinvoke.jsonl"}
 
 // A Host is one MCP host and how it is set up to call the server.
@@ -48,11 +48,11 @@ type Host struct {
 	// CLIs are the agent CLIs the server serves to this host (its -cli):
 	// the other two, so that one agent delegates to another.
 	CLIs []string
-	// Tool is the CLI whose tool the README's prompt asks for.
+	// Tool is the CLI whose tool the page's prompt asks for.
 	Tool string
-	// ConfigFile is where the host reads Config, as the README names it.
+	// ConfigFile is where the host reads Config, as the page names it.
 	ConfigFile string
-	// ConfigLang is the language of Config, for the README's code fence.
+	// ConfigLang is the language of Config, for the page's code fence.
 	ConfigLang string
 	// config is the template of the host's configuration of the server,
 	// executed with a [configData].
@@ -63,7 +63,7 @@ type Host struct {
 	Command []string
 }
 
-// Prompt is the task the README's headless commands give the host.
+// Prompt is the task the page's headless commands give the host.
 func (h Host) Prompt() string {
 	return fmt.Sprintf("Ask %s, through the %s tools, to review main.go", h.Tool, ServerName)
 }
@@ -89,7 +89,7 @@ func (h Host) Args(v Values) []string {
 	return []string{"-root", v.Root, "-cli", strings.Join(h.CLIs, ","), "-transcript", v.Transcript}
 }
 
-// Hosts are the three hosts, in the README's order.
+// Hosts are the three hosts, in the order of docs/hosts.md.
 var Hosts = []Host{
 	{
 		Name: "claude",
@@ -164,9 +164,9 @@ func (h Host) CommandLine() string {
 	return b.String() + "\n"
 }
 
-// A Snippet is one code block of the README.
+// A Snippet is one code block of docs/hosts.md.
 type Snippet struct {
-	// ID names the block in the README's markers
+	// ID names the block in the page's markers
 	// (<!-- hostconfig:ID --> ... <!-- /hostconfig -->).
 	ID string
 	// Lang is the code fence's language.

@@ -11,21 +11,22 @@ import (
 	"testing"
 )
 
-var update = flag.Bool("update", false, "rewrite the README's host snippets from Snippets(Example)")
+var update = flag.Bool("update", false, "rewrite the host snippets of docs/hosts.md from Snippets(Example)")
 
-const readme = "../../../README.md"
+// page is the documentation page that shows the snippets.
+const page = "../../../docs/hosts.md"
 
-// region matches one marked block of the README: its id and its content.
+// region matches one marked block of the page: its id and its content.
 var region = regexp.MustCompile("(?s)<!-- hostconfig:([a-z-]+) -->\n(.*?)<!-- /hostconfig -->")
 
-// fenced returns a snippet as the README shows it.
+// fenced returns a snippet as the page shows it.
 func fenced(s Snippet) string { return "```" + s.Lang + "\n" + s.Text + "```\n" }
 
-// TestREADME checks that every host snippet appears in the README exactly
-// once, as Snippets(Example) renders it, and that the README marks no
-// block that has no snippet. With -update it rewrites the marked blocks.
-func TestREADME(t *testing.T) {
-	doc, err := os.ReadFile(readme)
+// TestPage checks that every host snippet appears in docs/hosts.md exactly
+// once, as Snippets(Example) renders it, and that the page marks no block
+// that has no snippet. With -update it rewrites the marked blocks.
+func TestPage(t *testing.T) {
+	doc, err := os.ReadFile(page)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -41,25 +42,25 @@ func TestREADME(t *testing.T) {
 		s, ok := want[id]
 		switch {
 		case !ok:
-			t.Errorf("README marks a block %q that package hostconfig does not render; remove the markers or add the snippet", id)
+			t.Errorf("%s marks a block %q that package hostconfig does not render; remove the markers or add the snippet", page, id)
 			return m
 		case body != fenced(s):
 			if !*update {
-				t.Errorf("README block %q differs from what Snippets(Example) renders; run go generate ./internal/hostconfig\n got:\n%s\nwant:\n%s", id, body, fenced(s))
+				t.Errorf("%s: block %q differs from what Snippets(Example) renders; run go generate ./internal/testkit/hostconfig\n got:\n%s\nwant:\n%s", page, id, body, fenced(s))
 			}
 		}
 		return []byte(fmt.Sprintf("<!-- hostconfig:%s -->\n%s<!-- /hostconfig -->", id, fenced(s)))
 	})
 	for id := range want {
 		if seen[id] != 1 {
-			t.Errorf("README has %d blocks marked <!-- hostconfig:%s -->, want 1 (add the marker pair where the snippet belongs)", seen[id], id)
+			t.Errorf("%s has %d blocks marked <!-- hostconfig:%s -->, want 1 (add the marker pair where the snippet belongs)", page, seen[id], id)
 		}
 	}
 	if *update && !t.Failed() && !bytes.Equal(got, doc) {
-		if err := os.WriteFile(readme, got, 0o644); err != nil {
+		if err := os.WriteFile(page, got, 0o644); err != nil {
 			t.Fatal(err)
 		}
-		t.Logf("rewrote the host snippets in %s", readme)
+		t.Logf("rewrote the host snippets in %s", page)
 	}
 }
 

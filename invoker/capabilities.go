@@ -67,6 +67,19 @@ type Capabilities struct {
 	// their system ("cgroup" on Linux), and how to get it; "" when they
 	// get it.
 	ContainmentNote string
+	// Limits lists the fields of Limits this host can enforce on the
+	// Invoker's runs, by their Go names in the order of the struct,
+	// separated by spaces: "Memory MemoryHigh Processes CPU" where cgroup
+	// v2 controllers are delegated, "Memory Processes CPU" on a hybrid
+	// host as root, "" where none can be (strings.Fields splits it; a
+	// string keeps Capabilities comparable). A run that asks for another
+	// fails with ErrUnsupported before anything starts.
+	Limits string
+	// LimitsNote says where the limits are held (cgroup v2 or v1
+	// controllers), why the others cannot be and how to get them, whether
+	// the kernel can hold a Budget's memory sum, and how Result.Resources
+	// are measured (counted by the kernel, or sampled from /proc).
+	LimitsNote string
 }
 
 // Supports reports whether the Request field named field (its Go name, as

@@ -167,7 +167,9 @@
 // keeps them), and Invoke refuses a field the CLI cannot honour with
 // [ErrUnsupported], naming the field and what to do instead, before
 // anything starts. The MCP adapter builds its tool schemas from the same
-// declaration.
+// declaration. What depends on the machine rather than the CLI is there
+// too: the containment level (Containment, ContainmentNote) and the limits
+// the host can enforce (Limits, LimitsNote), found once per Invoker.
 //
 // # Sessions
 //
@@ -217,6 +219,54 @@
 // runs in the CLI's long-lived mode; Capabilities.Approve, GoTools and
 // MCPServers say which CLIs can.
 //
+// # Limits and accounting
+//
+// Many agents on one host share its memory, processes and CPU, and a tool
+// that runs away (a test suite, npm install, a fork bomb) would take the
+// host and every other run with it. Limits (Options.Limits, Request.Limits,
+// SessionRequest.Limits) have the kernel hold each run to a most memory, a
+// most processes and a share of CPU, set on the run's cgroups before the
+// CLI's first instruction. What happens past them:
+//
+//   - memory: the kernel's OOM killer kills the run's process that uses the
+//     most, usually the runaway tool, never a process of another run. The CLI
+//     sees its tool fail, as with any failing command, the run gets a
+//     KindWarning event ("1 process of the run killed by the memory limit of
+//     512 MiB (peak 511.8 MiB); the CLI runs on"), and the turn goes on. A
+//     CLI killed itself fails the run with a *LimitError matching
+//     ErrResourceLimit ("claude: the CLI was killed by the memory limit of
+//     512 MiB (peak 511.8 MiB); resume session …"), and closes a session
+//     with it.
+//   - processes: a fork past the limit fails, nothing is killed; a
+//     KindWarning event says so, and a run that then fails is a *LimitError
+//     for "processes".
+//   - CPU: the run is throttled to its share in every 100 ms.
+//
+// Every run and every turn is accounted, limits or not: Result.Resources
+// holds its peak memory, CPU time and most processes at once, and what the
+// limits did (OOM kills, forks refused). Where no cgroup controller holds
+// the run (a user on a host without delegated cgroup v2 controllers, macOS,
+// Windows), no limit can be enforced: a request for one fails with
+// ErrUnsupported before anything starts, naming the limit, why and how to
+// get it, and the figures are sampled from /proc (Resources.Sampled).
+// Capabilities.Limits lists what this host enforces, and LimitsNote why
+// not the rest and how usage is measured. A host that runs out of
+// descriptors or processes fails the run before anything starts with a
+// *LimitError for "descriptors" or "processes" naming the limit in force
+// and how to raise it.
+//
+// A Budget (Options.Budget, one pointer shared by every Invoker of the
+// process) bounds the runs at once and the memory they promise together:
+// a run that does not fit waits, first come first served, visibly
+// (KindQueued events, Result.Queued) and cancellably, before anything
+// starts; with Budget.WaitRateLimits, a run that fails rate limited holds
+// the backend's next runs back until the limit resets. Where it can, the
+// kernel holds the Budget's memory sum too, so that runs that use more
+// than they promise still cannot take the host. docs/limits.md says how to
+// set a host up (root, a systemd service or user scope with Delegate=yes
+// and Options.DelegateCgroup, Options.CgroupParent) and what each host
+// gives.
+//
 // # Telemetry
 //
 // Runs record through the OpenTelemetry API only: Options.TracerProvider and
@@ -234,17 +284,27 @@
 // output_tokens, error.type, process.exit.code) and are under clinvoke.*
 // otherwise: clinvoke.cli, clinvoke.mode ("invoke", "turn", "session"),
 // clinvoke.permission, clinvoke.containment, clinvoke.outcome,
-// clinvoke.exit.signal, clinvoke.sweep.killed and clinvoke.sweep.survivors.
+// clinvoke.exit.signal, clinvoke.sweep.killed and clinvoke.sweep.survivors,
+// and the resources used (Result.Resources: clinvoke.memory.peak in bytes,
+// clinvoke.cpu.time in seconds, clinvoke.processes.peak,
+// clinvoke.resources.sampled) with, for a run a limit ended,
+// clinvoke.limit.resource ("memory", "processes", "descriptors") and
+// clinvoke.limit.max.
 // Events mark the start (process.pid), the first event, each tool call
 // (gen_ai.tool.name), the decision to stop (clinvoke.stop with its reason),
 // each step of the ladder (clinvoke.interrupt, clinvoke.terminate,
 // clinvoke.kill; a step skipped because the CLI ignores its signal is
-// marked clinvoke.signal.ignored) and the sweep.
+// marked clinvoke.signal.ignored) and the sweep; a run that waits for the
+// Budget has an event clinvoke.queued when the wait starts and at each
+// change (clinvoke.queue.ahead; at a rate limit's gate clinvoke.queue.gate
+// and clinvoke.queue.until) and clinvoke.admitted when it ends
+// (clinvoke.queue.waited in seconds, clinvoke.queue.admitted false when the
+// context ended it). A session's wait is on its process span.
 //
 // clinvoke.outcome says how a run or turn ended: "answered" (nil error),
 // "cancelled" and "deadline" (the caller's context), "timeout" (first-event
 // or idle timeout), "rate_limited", "auth_required", "limit" (MaxTurns,
-// MaxBudgetUSD), "rejected" (nothing started: invalid request, not
+// MaxBudgetUSD), "resource_limit" (ErrResourceLimit), "rejected" (nothing started: invalid request, not
 // installed, containment unavailable, a turn already running), "panic"
 // (OnEvent panicked) and "failed" (anything else: the CLI's own failure, an
 // exit status, no result); a session's process span ends "closed".
@@ -257,7 +317,11 @@
 // counters clinvoke.sweep.processes (killed by the sweep) and
 // clinvoke.sweep.survivors (alive after SIGKILL: it must stay 0);
 // gen_ai.client.token.usage by gen_ai.token.type, and clinvoke.cost in US
-// dollars where the CLI reports one.
+// dollars where the CLI reports one; the histograms clinvoke.run.memory.peak
+// (bytes) and clinvoke.run.cpu.time (seconds) of each run of Invoke and each
+// session's whole life; for the Budget, the histogram clinvoke.run.queued
+// (seconds waited, by clinvoke.queue.admitted) and the up/down counter
+// clinvoke.runs.waiting.
 //
 // The CLI receives the span's context in the W3C Trace Context variables
 // TRACEPARENT and TRACESTATE (replacing any the host inherited; Options.Env

@@ -3,6 +3,7 @@ package invoker
 import (
 	"errors"
 	"fmt"
+	"strconv"
 	"strings"
 	"time"
 
@@ -89,6 +90,17 @@ var (
 	// ErrMaxBudget is matched by a *LimitError for a turn the CLI stopped
 	// at Request.MaxBudgetUSD.
 	ErrMaxBudget = errors.New("budget limit reached")
+
+	// ErrResourceLimit is matched by a *LimitError whose Resource says
+	// which resource of the host ran out: a run whose CLI the kernel
+	// killed at its memory limit (Limits.Memory, or the Budget's sum held
+	// by the kernel), a run that failed while forks were refused at its
+	// process limit (Limits.Processes), and a run that could not start
+	// because the host ran out of descriptors or processes (nothing
+	// started; the message names the limit and how to raise it). A session
+	// whose CLI was killed is closed with it. A tool killed or refused a
+	// fork while the CLI lives is not an error but a KindWarning event.
+	ErrResourceLimit = errors.New("resource limit reached")
 
 	// ErrTurnInProgress is returned at once by Session.Turn when another
 	// turn of the same session is running: a session runs one turn at a
@@ -197,14 +209,18 @@ func (e *StreamError) Error() string {
 // Unwrap returns the recognised sentinel, if any.
 func (e *StreamError) Unwrap() error { return e.Err }
 
-// A LimitError reports a turn that the CLI stopped at a limit: one the
-// Request set (Request.MaxTurns, Request.MaxBudgetUSD), or a rate limit of
-// the model provider that the CLI's retries did not outlast. The
-// conversation is intact: resume it with the session id to go on (after
-// ResetsAt, for a rate limit).
+// A LimitError reports a turn stopped at a limit: one the CLI keeps and
+// the Request set (Request.MaxTurns, Request.MaxBudgetUSD), a rate limit of
+// the model provider that the CLI's retries did not outlast, or a limit of
+// the host's resources the kernel holds (ErrResourceLimit: Resource says
+// which). For the CLI's limits the conversation is intact: resume it with
+// the session id to go on (after ResetsAt, for a rate limit). A CLI killed
+// at its memory limit may have lost the turn in progress; the session id
+// resumes what the CLI had recorded.
 type LimitError struct {
 	// Limit is the sentinel of the limit reached: ErrMaxTurns,
-	// ErrMaxBudget or ErrRateLimited. errors.Is matches it.
+	// ErrMaxBudget, ErrRateLimited or ErrResourceLimit. errors.Is
+	// matches it.
 	Limit error
 	// SessionID is the session to resume, if the CLI reported one.
 	SessionID string
@@ -212,7 +228,25 @@ type LimitError struct {
 	// error, or in a KindRateLimit or retry event of the turn); zero
 	// otherwise.
 	ResetsAt time.Time
-	// Err is what the CLI reported, usually a *StreamError; may be nil.
+	// Resource, for ErrResourceLimit, is the resource: "memory" (the CLI
+	// was killed by the kernel's OOM killer), "processes" (forks were
+	// refused at Limits.Processes and the run failed; or, with nothing
+	// started, the host could start no process) or "descriptors" (the
+	// host ran out of file descriptors; nothing started). "" for the
+	// other limits.
+	Resource string
+	// Max is the limit that was reached: bytes for "memory", processes
+	// for "processes" (Limits.Processes). 0 when the limit was not the
+	// run's own: for memory, the Budget's sum held by the kernel or the
+	// system's memory; for a host out of descriptors or processes, see
+	// the message, which names the limits in force.
+	Max int64
+	// Peak is the most the run used of Resource: bytes of memory, or
+	// processes at once. 0 when unknown.
+	Peak int64
+	// Err is what the CLI reported, usually a *StreamError, or for
+	// ErrResourceLimit how the run ended (an *ExitError for a CLI killed
+	// by a signal, say) or why nothing could start; may be nil.
 	Err error
 }
 
@@ -227,6 +261,8 @@ func (e *LimitError) Error() string {
 		if !e.ResetsAt.IsZero() {
 			what += " (it resets at " + e.ResetsAt.UTC().Format(time.RFC3339) + ")"
 		}
+	case ErrResourceLimit:
+		what = e.resource()
 	}
 	if e.SessionID != "" {
 		what += "; resume session " + e.SessionID + " to continue"
@@ -235,6 +271,49 @@ func (e *LimitError) Error() string {
 		what += ": " + e.Err.Error()
 	}
 	return what
+}
+
+// resource describes a limit of the host's resources.
+func (e *LimitError) resource() string {
+	switch e.Resource {
+	case "memory":
+		what := "the CLI was killed by the memory limit of " + formatBytes(e.Max)
+		if e.Max == 0 {
+			what = "the CLI was killed by the kernel's OOM killer under a memory limit above the run's own (the host's Budget.Memory, or the system's memory)"
+		}
+		if e.Peak > 0 {
+			what += " (peak " + formatBytes(e.Peak) + ")"
+		}
+		return what
+	case "processes":
+		if e.Max > 0 {
+			what := fmt.Sprintf("the run failed while forks were refused at its process limit of %d (Limits.Processes)", e.Max)
+			if e.Peak > 0 {
+				what += fmt.Sprintf(" (peak %d)", e.Peak)
+			}
+			return what
+		}
+		return "the host ran out of processes; nothing was started"
+	case "descriptors":
+		return "the host ran out of file descriptors; nothing was started"
+	}
+	return "a resource limit was reached"
+}
+
+// formatBytes formats n bytes in binary units: "512 MiB", "511.8 MiB".
+func formatBytes(n int64) string {
+	const units = "KMGTPE"
+	if n < 1024 {
+		return fmt.Sprintf("%d B", n)
+	}
+	v, i := float64(n)/1024, 0
+	for v >= 1024 && i < len(units)-1 {
+		v /= 1024
+		i++
+	}
+	s := strconv.FormatFloat(v, 'f', 1, 64)
+	s = strings.TrimSuffix(s, ".0")
+	return s + " " + units[i:i+1] + "iB"
 }
 
 // Unwrap returns the limit's sentinel and what the CLI reported.

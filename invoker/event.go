@@ -51,6 +51,14 @@ const (
 	// KindRateLimit reports the state of a rate limit of the model
 	// provider, as the CLI relays it; Event.RateLimit is set.
 	KindRateLimit
+	// KindQueued reports that the run waits to be admitted to the host's
+	// Budget (Options.Budget), before anything starts: once when the wait
+	// starts and again whenever its place changes. Event.Ahead is how many
+	// runs are ahead of it, and Text says the same ("queued: 3 ahead").
+	// While it waits at the gate of a rate limit (Budget.WaitRateLimits),
+	// Event.RateLimit is set, its ResetsAt the time the gate opens. The
+	// run's other events come after the last of them.
+	KindQueued
 )
 
 var kindNames = [...]string{
@@ -66,6 +74,7 @@ var kindNames = [...]string{
 	KindRaw:        "raw",
 	KindDelta:      "delta",
 	KindRateLimit:  "rate_limit",
+	KindQueued:     "queued",
 }
 
 // String returns the kind's lower-case name, such as "tool_call".
@@ -117,14 +126,21 @@ type Event struct {
 	// written: KindMessage or KindReasoning. It is zero on other events.
 	Delta EventKind `json:"delta,omitempty"`
 	// Tool describes the tool for KindToolCall and KindToolResult, and
-	// the tool call that a permission request was about on the
-	// KindWarning event of one refused without asking Approve (see
-	// Request.Approve).
+	// on a KindWarning event the tool call it is about: one whose
+	// permission request was refused without asking Approve (see
+	// Request.Approve), or the tool whose result came as a process of the
+	// run was killed at its memory limit or refused a fork at its process
+	// limit (see Limits).
 	Tool *Tool `json:"tool,omitempty"`
 	// Usage is set on KindUsage events.
 	Usage *Usage `json:"usage,omitempty"`
-	// RateLimit is set on KindRateLimit events.
+	// RateLimit is set on KindRateLimit events, and on KindQueued events
+	// of a run waiting at a rate limit's gate (Budget.WaitRateLimits).
 	RateLimit *RateLimit `json:"rate_limit,omitempty"`
+	// Ahead, on a KindQueued event, is how many runs are ahead of this
+	// one: in the queue for the Budget, or at the rate limit's gate. At 0
+	// the run is at the head, waiting for enough to be released.
+	Ahead int `json:"ahead,omitempty"`
 	// Retry is set on a KindWarning event that reports a retry of a model
 	// request.
 	Retry *Retry `json:"retry,omitempty"`

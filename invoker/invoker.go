@@ -155,7 +155,12 @@ type Request struct {
 	ExtraArgs []string
 
 	// OnEvent, if not nil, is called for every event as it arrives, in
-	// order, from a single goroutine. It should return quickly: reading
+	// order and one at a time: each call returns before the next begins
+	// (and happens before it, in the terms of the Go memory model), so it
+	// needs no lock of its own. The KindQueued events of a run waiting
+	// for the Budget come on the goroutine that called Invoke, before the
+	// run starts; every other event comes from one goroutine of the run's.
+	// It should return quickly: reading
 	// the CLI's output waits for it (time spent in it does not count
 	// towards the idle timeout), and Invoke waits for it to return. If it
 	// panics or calls runtime.Goexit (as t.FailNow does), no further event
@@ -223,6 +228,10 @@ type Request struct {
 	// permission level decides). A run with MCPServers runs in the CLI's
 	// long-lived mode.
 	MCPServers []MCPServer
+
+	// Limits bound what the run's processes use together (see Limits):
+	// each non-zero field replaces the same field of Options.Limits.
+	Limits Limits
 }
 
 // Session returns the conversation settings of r: everything but Prompt,
@@ -233,7 +242,7 @@ func (r Request) Session() SessionRequest {
 		Fork: r.Fork, Deltas: r.Deltas,
 		SystemPrompt: r.SystemPrompt, Env: r.Env, ExtraArgs: r.ExtraArgs,
 		OutputSchema: r.OutputSchema, MaxTurns: r.MaxTurns, MaxBudgetUSD: r.MaxBudgetUSD,
-		Approve: r.Approve, MCPServers: r.MCPServers,
+		Approve: r.Approve, MCPServers: r.MCPServers, Limits: r.Limits,
 	}
 }
 
@@ -288,6 +297,10 @@ type SessionRequest struct {
 	// MCPServers are the MCP servers whose tools the agent may call, for
 	// the session's length (see Request.MCPServers).
 	MCPServers []MCPServer
+	// Limits bound what the session's processes use together, the CLI
+	// and every turn's tools, for the session's whole life (see Limits;
+	// each non-zero field replaces the same field of Options.Limits).
+	Limits Limits
 }
 
 // Request returns the Request of turn t in the conversation r: the
@@ -306,7 +319,7 @@ func (r SessionRequest) Request(t TurnRequest) Request {
 		Fork: r.Fork, Deltas: r.Deltas,
 		SystemPrompt: r.SystemPrompt, Env: r.Env, ExtraArgs: r.ExtraArgs,
 		OutputSchema: r.OutputSchema, MaxTurns: r.MaxTurns, MaxBudgetUSD: r.MaxBudgetUSD,
-		Approve: r.Approve, MCPServers: r.MCPServers,
+		Approve: r.Approve, MCPServers: r.MCPServers, Limits: r.Limits,
 	}
 }
 
@@ -356,8 +369,20 @@ type Result struct {
 	ExitCode int
 	// Stderr is a bounded tail of the CLI's standard error.
 	Stderr string
-	// Duration is the wall time from start to the reaping of the tree.
+	// Duration is the wall time from the call (or for a session's Turn,
+	// the turn) to the reaping of the tree, less Queued.
 	Duration time.Duration
+	// Queued is how long the run waited to be admitted to the host's
+	// Budget (Options.Budget) before it started: in the queue, or at a
+	// rate limit's gate. It is not part of Duration: the call took Queued
+	// plus Duration. 0 without a Budget, and for a session's Turn (the
+	// session waited when it was opened).
+	Queued time.Duration
+	// Resources are what the run's processes used (see Resources): for
+	// Invoke the whole run's, for a session's Turn the turn's. They are
+	// measured for every run, with limits or without; zero when nothing
+	// started.
+	Resources Resources
 	// Containment is the level that held the run's processes: "cgroup",
 	// "tracking" (Linux), "job" (Windows) or "group" (macOS, BSD); see the
 	// package documentation. It is "" when no process was started.

@@ -20,8 +20,9 @@ import (
 //
 // New takes the Options as a variadic argument so that New() alone works;
 // when several are given, each non-zero field of a later one replaces the
-// same field of an earlier one (Env is appended). A bool field (PTY,
-// Subreaper, SweepEveryTurn) is therefore switched on by any of them and
+// same field of an earlier one (Env is appended; each non-zero field of
+// Limits replaces the same field). A bool field (PTY, Subreaper,
+// SweepEveryTurn, DelegateCgroup) is therefore switched on by any of them and
 // never off again: false is its zero value, which means "not set", as
 // zero means the default for every other field. Leave a bool out of every
 // Options that should not set it.
@@ -160,6 +161,32 @@ type Options struct {
 	// MeterProvider receives the runs' metrics: runs started, ended (by
 	// outcome) and in flight, durations, time to first event, how long a
 	// stop takes to leave nothing behind, processes swept, survivors,
-	// tokens and cost. Nil means otel.GetMeterProvider().
+	// tokens and cost, the resources the runs used, and the waits for the
+	// Budget. Nil means otel.GetMeterProvider().
 	MeterProvider metric.MeterProvider
+
+	// Limits bound what the processes of each run (and each session, for
+	// its whole life) use together: memory, processes, CPU (see Limits).
+	// Request.Limits and SessionRequest.Limits replace its non-zero
+	// fields for one run. Capabilities.Limits says which this host can
+	// enforce.
+	Limits Limits
+
+	// Budget, if not nil, bounds the runs of every Invoker given the same
+	// pointer: the most runs and sessions at once and the most memory
+	// they promise (see Budget). A run that does not fit waits, first
+	// come first served, before anything starts.
+	Budget *Budget
+
+	// DelegateCgroup moves the host process into a leaf cgroup below its
+	// own cgroup (clinvoke-host), so that its cgroup can give the cgroup v2
+	// memory, pids and cpu controllers systemd delegated to it to the
+	// runs' cgroups below it, and Limits can be enforced there. It is
+	// meant for a host that owns its cgroup: a systemd service with
+	// Delegate=yes, or a scope made by `systemd-run --user -p Delegate=yes
+	// --scope`; it fails, changing nothing, when the cgroup holds other
+	// processes (a login session's). It changes the whole process, once,
+	// when the first Invoker with it is made: opt-in, as Subreaper is.
+	// Capabilities.LimitsNote says whether it worked, and why not.
+	DelegateCgroup bool
 }

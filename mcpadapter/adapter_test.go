@@ -853,3 +853,52 @@ func TestParallelFailFast(t *testing.T) {
 		t.Errorf("invoker called %d times, want 2 (the third task never starts)", n)
 	}
 }
+
+// A run that waits for the host's budget shows it in its progress
+// ("queued, 2 ahead"), and its Output (and transcript line) carry the wait
+// and what the run used.
+func TestQueuedProgressAndResources(t *testing.T) {
+	used := invoker.Resources{PeakMemory: 300 << 20, CPUTime: 2 * time.Second, PeakProcesses: 12, OOMKills: 1}
+	release := make(chan struct{})
+	inv := &stub{name: "claude", fn: func(ctx context.Context, req invoker.Request) (*invoker.Result, error) {
+		req.OnEvent(invoker.Event{Kind: invoker.KindQueued, Ahead: 2, Text: "queued: 2 ahead"})
+		select { // the wait goes on until the client has seen it
+		case <-release:
+		case <-ctx.Done():
+			return &invoker.Result{}, ctx.Err()
+		}
+		req.OnEvent(invoker.Event{Kind: invoker.KindSession, SessionID: "s-q"})
+		return &invoker.Result{SessionID: "s-q", Text: "done", Queued: 1500 * time.Millisecond, Resources: used}, nil
+	}}
+	transcript := filepath.Join(t.TempDir(), "runs.jsonl")
+	h := newHarness(t, &mcpadapter.Options{ProgressInterval: time.Nanosecond, TranscriptPath: transcript}, inv)
+	done := make(chan *mcp.CallToolResult, 1)
+	go func() {
+		params := &mcp.CallToolParams{Name: "claude", Arguments: args("hi", t.TempDir())}
+		params.SetProgressToken("tok-q")
+		res, err := h.cs.CallTool(context.Background(), params)
+		if err != nil {
+			t.Errorf("CallTool() error = %v", err)
+		}
+		done <- res
+	}()
+	for p := range h.progress {
+		if p.Message == "queued, 2 ahead" {
+			break
+		}
+	}
+	close(release)
+	res := <-done
+	var out mcpadapter.Output
+	b, _ := json.Marshal(res.StructuredContent)
+	if err := json.Unmarshal(b, &out); err != nil {
+		t.Fatal(err)
+	}
+	if out.QueuedMS != 1500 || out.Resources != used {
+		t.Errorf("output queued_ms %d, resources %+v; want 1500 and %+v", out.QueuedMS, out.Resources, used)
+	}
+	lines, err := os.ReadFile(transcript)
+	if err != nil || !strings.Contains(string(lines), `"queued_ms":1500`) || !strings.Contains(string(lines), `"peak_memory":314572800`) {
+		t.Errorf("transcript %s (%v): want the wait and the resources", lines, err)
+	}
+}

@@ -153,6 +153,19 @@
 // slots; a call (or a parallel call's task) beyond it waits, until its
 // context is done, and reports that it is queued.
 //
+// MaxConcurrent bounds the calls this server runs; the host's budget
+// (invoker.Options.Budget, given to the invokers) bounds the runs of the
+// whole process, every Invoker given the same *invoker.Budget, this
+// server's and others', by count and by the memory they promise
+// (invoker.Limits.Memory). They compose: a call first takes one of
+// MaxConcurrent's slots, then its run waits for the budget, reported in
+// its progress as "queued, 3 ahead" (the run's KindQueued events; "until
+// the rate limit resets at …" at a rate limit's gate) and in its Output as
+// queued_ms. A server alone on its host needs only one of them; a server
+// beside other programs that run agents shares one Budget with them. Each
+// run's Output and transcript line also carry what it used (resources:
+// peak memory, CPU time, peak processes, whether sampled).
+//
 // # Tracing
 //
 // Each tool call is a server span "tools/call <tool>" of

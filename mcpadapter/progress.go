@@ -268,6 +268,11 @@ func describe(ev invoker.Event, streamed string) string {
 		return "error: " + snippet(ev.Text, maxSnippet, false)
 	case invoker.KindDone:
 		return "finishing"
+	case invoker.KindQueued:
+		if ev.RateLimit != nil && !ev.RateLimit.ResetsAt.IsZero() {
+			return fmt.Sprintf("queued, %d ahead, until the rate limit resets at %s", ev.Ahead, ev.RateLimit.ResetsAt.UTC().Format(time.RFC3339))
+		}
+		return fmt.Sprintf("queued, %d ahead", ev.Ahead)
 	}
 	return ""
 }

@@ -174,6 +174,9 @@ func TestDescribe(t *testing.T) {
 		{invoker.Event{Kind: invoker.KindSession, SessionID: "s1"}, "", "session s1"},
 		{invoker.Event{Kind: invoker.KindUsage}, "", ""},
 		{invoker.Event{Kind: invoker.KindRaw}, "", ""},
+		{invoker.Event{Kind: invoker.KindQueued, Ahead: 3, Text: "queued: 3 ahead"}, "", "queued, 3 ahead"},
+		{invoker.Event{Kind: invoker.KindQueued, RateLimit: &invoker.RateLimit{ResetsAt: time.Date(2026, 11, 28, 12, 0, 0, 0, time.UTC)}}, "",
+			"queued, 0 ahead, until the rate limit resets at 2026-11-28T12:00:00Z"},
 	} {
 		if got := describe(tc.ev, tc.streamed); got != tc.want {
 			t.Errorf("describe(%v %s) = %q, want %q", tc.ev.Kind, tc.ev.Text, got, tc.want)

@@ -25,6 +25,8 @@ func (t *tool) output(ctx context.Context, res *invoker.Result, err error) Outpu
 		out.ExitCode = res.ExitCode
 		out.DurationMS = res.Duration.Milliseconds()
 		out.Usage = res.Usage
+		out.Resources = res.Resources
+		out.QueuedMS = res.Queued.Milliseconds()
 		setStructured(&out, res)
 	}
 	if err == nil {

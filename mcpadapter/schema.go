@@ -84,6 +84,15 @@ type Output struct {
 	Structured any `json:"structured_output,omitempty" jsonschema:"the answer as JSON, when output_schema was given and the answer satisfies it"`
 	// Turns is the number of turns the CLI reported (Claude Code), or 0.
 	Turns int `json:"turns,omitempty" jsonschema:"the number of agent turns, where the CLI reports it"`
+	// Resources are what the run's processes used (invoker.Result.Resources:
+	// peak memory in bytes, CPU time in nanoseconds, the most processes at
+	// once, whether sampled, and what the limits did); absent when nothing
+	// was started.
+	Resources invoker.Resources `json:"resources,omitzero" jsonschema:"what the run's processes used: peak_memory (bytes), cpu_time (nanoseconds), peak_processes, sampled (from /proc rather than counted by the kernel), oom_kills, forks_refused"`
+	// QueuedMS is how long the run waited for the server's host budget
+	// before it started (invoker.Result.Queued), in milliseconds; not part
+	// of DurationMS.
+	QueuedMS int64 `json:"queued_ms,omitempty" jsonschema:"how long the run waited for room on the host before it started, in milliseconds (not part of duration_ms)"`
 }
 
 // ParallelInput is the argument of a parallel tool (named after the invoker

@@ -261,6 +261,8 @@ func run() error {
 		access         accessFlags
 	)
 	access.register(flag.CommandLine)
+	var limits limitFlags
+	limits.register(flag.CommandLine)
 	var acpAgents []acp.Agent
 	flag.Func("acp", "serve an Agent Client Protocol agent as a tool: NAME=COMMAND, such as -acp 'opencode=opencode acp' (repeatable; with -acp and no -cli, only the ACP agents are served)", func(s string) error {
 		name, command, ok := strings.Cut(s, "=")
@@ -355,6 +357,10 @@ func run() error {
 	if err := checkApprovals(*approvals, *fallback); err != nil {
 		return err
 	}
+	if err := limits.check(); err != nil {
+		return err
+	}
+	limitOpts := limits.options()
 	var names []string
 	if len(acpAgents) == 0 || *clis != "" {
 		if names, err = selectCLIs(*clis, binaries, logger); err != nil {
@@ -364,6 +370,9 @@ func run() error {
 	var invokers []invoker.Invoker
 	options := func(name string) invoker.Options {
 		return invoker.Options{
+			Limits:         limitOpts.Limits,
+			Budget:         limitOpts.Budget, // one Budget for every CLI: the host's
+			DelegateCgroup: limitOpts.DelegateCgroup,
 			Logger:         logger.With("cli", name),
 			TracerProvider: tel.tp,
 			MeterProvider:  tel.mp,
@@ -386,6 +395,11 @@ func run() error {
 	for _, a := range acpAgents {
 		invokers = append(invokers, acp.New(a, options(a.Name)))
 		names = append(names, a.Name)
+	}
+	if len(invokers) > 0 {
+		if err := limits.checkHost(invokers[0]); err != nil {
+			return err
+		}
 	}
 
 	sd := newShutdown(logger)

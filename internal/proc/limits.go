@@ -224,7 +224,10 @@ type Usage struct {
 	// memory.max_usage_in_bytes: anonymous memory, page cache and kernel
 	// memory); sampled, it is the sum of the members' resident set sizes
 	// (RSS: pages shared between members are counted once per member, so
-	// it can overstate; not PSS, which costs a walk of every page table).
+	// it can overstate; not PSS, which costs a walk of every page table),
+	// and at Wait at least the root's peak RSS (its rusage's ru_maxrss,
+	// which holds the descendants it reaped), for a tree that ended
+	// between two samples.
 	MemoryPeak int64
 	// CPU is the user and system CPU time of the tree's processes, those
 	// that have exited included (cpu.stat usage_usec, v1 cpuacct.usage).
@@ -234,7 +237,8 @@ type Usage struct {
 	// to a parent outside the tree (an orphan reaped by init) is missed.
 	CPU time.Duration
 	// TasksPeak is the most tasks (processes and threads) of the tree at
-	// once (pids.peak); sampled, the most seen in one sample.
+	// once (pids.peak); sampled, the most seen in one sample, and at Wait
+	// at least 1 (the root).
 	TasksPeak int64
 	// MemorySampled, CPUSampled and TasksSampled say which figures were
 	// sampled rather than read from a controller.

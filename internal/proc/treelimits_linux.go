@@ -175,6 +175,9 @@ func (s *treeSys) reapRoot() (State, time.Duration, error) {
 		break
 	}
 	cpu := time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+	if s.acct != nil {
+		s.acct.noteRootRSS(ru.Maxrss * 1024) // KiB
+	}
 	if sig := exitSignal(&info); sig != 0 {
 		return State{Code: -1, Signal: unix.SignalName(syscall.Signal(sig))}, cpu, nil
 	}

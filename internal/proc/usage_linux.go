@@ -40,6 +40,11 @@ type acct struct {
 	// final is the last reading, taken when the tree was released; later
 	// calls report it.
 	final *reading
+	// rootRSS is the root's peak resident set size when it was reaped
+	// (its rusage's ru_maxrss: its own, and its reaped descendants'), in
+	// bytes: the least a sampled memory peak is, for a tree that ended
+	// between two samples.
+	rootRSS int64
 }
 
 // reading is one reading of a tree's figures and counters, from its
@@ -237,6 +242,12 @@ func (a *acct) release(rootCPU time.Duration) {
 	if a.plan.cpu == srcSample {
 		a.sCPU = max(a.sCPU, rootCPU)
 	}
+	if a.plan.mem == srcSample {
+		a.sMem, a.sMarkMem = max(a.sMem, a.rootRSS), max(a.sMarkMem, a.rootRSS)
+	}
+	if a.plan.tasks == srcSample {
+		a.sTasks, a.sMarkTasks = max(a.sTasks, 1), max(a.sMarkTasks, 1) // the root, at least
+	}
 	r := a.readLocked()
 	a.final = &r
 	if a.markFd >= 0 {
@@ -336,3 +347,11 @@ const (
 	_CLD_KILLED = 2
 	_CLD_DUMPED = 3
 )
+
+// noteRootRSS records the root's peak resident set size, in bytes, once
+// it is reaped (see acct.rootRSS).
+func (a *acct) noteRootRSS(n int64) {
+	a.mu.Lock()
+	a.rootRSS = n
+	a.mu.Unlock()
+}

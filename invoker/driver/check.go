@@ -114,6 +114,9 @@ func (e *engine) checkSession(req *invoker.SessionRequest) (*jsonschema.Resolved
 	if _, err := e.cfg.want(); err != nil {
 		return nil, err
 	}
+	if err := e.checkLimits(req.Limits); err != nil {
+		return nil, err
+	}
 	return compileSchema(req)
 }
 

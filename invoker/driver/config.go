@@ -4,6 +4,7 @@ import (
 	"log/slog"
 	"time"
 
+	"github.com/clinvoke/clinvoke/internal/admit"
 	"github.com/clinvoke/clinvoke/invoker"
 )
 
@@ -24,6 +25,7 @@ const (
 // config is the engine's reading of the user's invoker.Options, with every
 // default applied. Durations are never negative: zero means "none".
 type config struct {
+	cli               string // the backend's name
 	binary            string
 	interruptGrace    time.Duration
 	terminateGrace    time.Duration
@@ -42,6 +44,19 @@ type config struct {
 	containment       string
 	cgroupParent      string
 	sweepTurns        bool
+	// limits are Options.Limits; a request's replace its non-zero fields.
+	limits invoker.Limits
+	// budget is Options.Budget, and queue the Queue every Invoker given
+	// the same *Budget shares (nil without one); budgetErr says why a
+	// Budget cannot be used (a negative field), for every call.
+	budget    *invoker.Budget
+	queue     *admit.Queue
+	budgetErr error
+	// delegateErr is why Options.DelegateCgroup failed, if it did.
+	delegateErr error
+	// account measures every run's usage (proc.Attr.Account); only the
+	// benchmark of its cost turns it off (export_test.go).
+	account bool
 	// keepCancelled skips the sweep of cancelled turns; only the
 	// benchmark of the sweep's cost sets it (export_test.go).
 	keepCancelled bool
@@ -81,6 +96,11 @@ func merge(opts []invoker.Options) invoker.Options {
 		set(&o.Containment, n.Containment)
 		set(&o.CgroupParent, n.CgroupParent)
 		set(&o.SweepEveryTurn, n.SweepEveryTurn)
+		o.Limits = overrideLimits(o.Limits, n.Limits)
+		if n.Budget != nil {
+			o.Budget = n.Budget
+		}
+		set(&o.DelegateCgroup, n.DelegateCgroup)
 		if n.TracerProvider != nil {
 			o.TracerProvider = n.TracerProvider
 		}
@@ -121,6 +141,12 @@ func newConfig(opts []invoker.Options) config {
 		containment:       o.Containment,
 		cgroupParent:      o.CgroupParent,
 		sweepTurns:        o.SweepEveryTurn,
+		limits:            o.Limits,
+		account:           true,
+	}
+	c.budget, c.queue, c.budgetErr = budgetQueue(o.Budget)
+	if o.DelegateCgroup {
+		c.delegateErr = delegate()
 	}
 	if o.MaxLineSize != 0 {
 		c.maxLineSize = max(o.MaxLineSize, 64<<10)

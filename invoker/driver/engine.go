@@ -14,6 +14,7 @@ func New(b Backend, opts ...invoker.Options) invoker.Invoker {
 	e.steerer, _ = b.(Steerer)
 	e.router, _ = b.(SessionRouter)
 	e.inBand, _ = b.(InBandMCP)
+	e.cfg.cli = b.Name()
 	e.cfg.tel.bind(b.Name())
 	return e
 }
@@ -32,15 +33,18 @@ type engine struct {
 	inBand   InBandMCP      // nil when Go MCP servers are served over HTTP
 	cfg      config
 	probe    probe
+	limits   limitsProbe
 }
 
 func (e *engine) Name() string { return e.b.Name() }
 
 // Capabilities returns what the backend declares, with the containment
-// level this engine's runs get on this machine.
+// level this engine's runs get on this machine and the limits it can
+// enforce on them.
 func (e *engine) Capabilities() invoker.Capabilities {
 	c := e.declared()
 	c.Containment, c.ContainmentNote = e.probe.get(&e.cfg)
+	c.Limits, c.LimitsNote = e.limits.capabilities(&e.cfg)
 	return c
 }
 

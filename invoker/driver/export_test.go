@@ -24,3 +24,14 @@ func WithoutCancelledSweep(inv invoker.Invoker) invoker.Invoker {
 // MaxPendingApprovals is the engine's cap on the questions of a turn that
 // wait for Approve at once.
 const MaxPendingApprovals = maxPendingApprovals
+
+// WithoutAccounting returns an Invoker like inv, an Invoker of this
+// package, whose runs are not accounted (proc.Attr.Account off): the
+// baseline of the benchmark that measures what accounting costs.
+func WithoutAccounting(inv invoker.Invoker) invoker.Invoker {
+	e := inv.(*engine)
+	n := New(e.b).(*engine)
+	n.cfg = e.cfg
+	n.cfg.account = false
+	return n
+}

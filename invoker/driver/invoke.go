@@ -47,7 +47,7 @@ func (e *engine) invoke(ctx context.Context, req invoker.Request, sp *span) (*in
 		return e.invokeInSession(ctx, req, schema, t.start)
 	}
 	if err := e.startOneShot(ctx, &req, t, sp); err != nil {
-		t.res.Duration = time.Since(t.start)
+		t.res.Duration = t.elapsed()
 		return t.res, err
 	}
 	return t.run(ctx)
@@ -71,12 +71,13 @@ func (e *engine) routed(req *invoker.Request) bool {
 // is deferred so that the tree is gone before Invoke returns or re-raises
 // a panic of a callback.
 func (e *engine) invokeInSession(ctx context.Context, req invoker.Request, schema *jsonschema.Resolved, start time.Time) (res *invoker.Result, err error) {
-	s, err := e.open(ctx, req.Session(), schema, true)
+	s, queued, err := e.open(ctx, req.Session(), schema, true, req.OnEvent)
 	if err != nil {
-		res := &invoker.Result{ExitCode: -1, Duration: time.Since(start)}
+		res := &invoker.Result{ExitCode: -1, Queued: queued, Duration: time.Since(start) - queued}
 		if s != nil { // started, and ended in the opening: say how
 			end := s.r.end()
 			res.ExitCode, res.Stderr, res.Containment = end.state.Code, end.stderr, s.r.level()
+			res.Resources = resources(end.usage)
 		}
 		return res, err
 	}
@@ -106,7 +107,10 @@ func (e *engine) invokeInSession(ctx context.Context, req invoker.Request, schem
 		// the stderr reader may not have caught up with what the CLI
 		// wrote.
 		res.Stderr = end.stderr
-		res.Duration = time.Since(start)
+		// What the whole run used, as a one-shot run reports it.
+		res.Resources = resources(end.usage)
+		res.Queued = queued
+		res.Duration = time.Since(start) - queued
 	}()
 	res, err = s.turn(ctx, req.Turn(), false)
 	returning = true

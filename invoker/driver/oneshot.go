@@ -46,9 +46,12 @@ func (e *engine) startOneShot(ctx context.Context, req *invoker.Request, t *turn
 	}
 	o := &oneShot{t: t, log: e.logger(tel), prompt: cmd.Stdin, maxLine: e.cfg.maxLineSize, dec: e.b.NewDecoder(req)}
 	cb := newCallbacks()
-	o.r = e.newRun(runSpec{conv: o, cb: cb, tel: tel, cmd: cmd, workdir: req.Workdir, env: req.Env, input: o.prompt != ""})
+	o.r = e.newRun(runSpec{conv: o, cb: cb, tel: tel, cmd: cmd, workdir: req.Workdir, env: req.Env, input: o.prompt != "",
+		limits: e.cfg.limitsFor(req.Limits), onQueued: req.OnEvent})
 	t.carry(o, o.r, cb, o.r.over()) // the turn ends with the run
-	if err := e.start(ctx, o.r); err != nil {
+	err = e.start(ctx, o.r)
+	t.res.Queued = o.r.queued
+	if err != nil {
 		return err
 	}
 	t.res.Containment = o.r.level()
@@ -128,6 +131,7 @@ func (o *oneShot) verdict(t *turn) error {
 	end, out, res := o.r.end(), &t.out, t.res
 	res.ExitCode, res.Stderr, res.OutputCut = end.state.Code, end.stderr, end.cut
 	res.SessionID, res.Text, res.Usage, res.Turns = out.SessionID, out.Text, out.Usage, out.Turns
+	res.Resources = resources(end.usage)
 	if t.cb.failed() {
 		return nil // run re-raises the panic
 	}

@@ -9,8 +9,10 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/clinvoke/clinvoke/internal/admit"
 	"github.com/clinvoke/clinvoke/internal/jsonl"
 	"github.com/clinvoke/clinvoke/internal/proc"
+	"github.com/clinvoke/clinvoke/invoker"
 )
 
 // A run is one process tree with its line streams, the engine's core, as
@@ -40,6 +42,14 @@ type run struct {
 	input   bool            // the conversation writes standard input; else the CLI gets the null device
 	ctx     context.Context // when done, the run is stopped (a session's); nil for one stopped by its turn only
 	start   time.Time
+	limits  invoker.Limits // its limits, checked
+	// onQueued is told of the waits for the Budget (runSpec.onQueued).
+	onQueued func(invoker.Event)
+
+	// Set by start: the run's share of the Budget (nil without one),
+	// released once the tree is reaped, and how long it waited for it.
+	grant  *admit.Grant
+	queued time.Duration
 
 	// Set by startTree, read-only after.
 	tree             *proc.Tree
@@ -56,6 +66,11 @@ type run struct {
 
 	// Only the stdout reader writes stats, before done is closed.
 	stats stdoutStats
+
+	// warned counts what the run's limits did that limitWarnings has
+	// warned of.
+	warnMu sync.Mutex
+	warned struct{ OOMKills, ForksRefused int64 }
 
 	// waitMu orders the tree's Wait after the sweeps of a session's turns
 	// (proc: no Baseline or SweepSince after Wait); waited is set once the
@@ -106,6 +121,7 @@ type exit struct {
 	reapErr error      // why reaping failed, if it did
 	stderr  string     // the tail of standard error
 	cut     bool       // a stream was closed at the wait delay (Result.OutputCut)
+	usage   proc.Usage // what the tree used in all, and what its limits did
 }
 
 // stdoutStats are what the stdout reader saw, for ErrNoResult's message.
@@ -208,6 +224,7 @@ func (r *run) wait() {
 	r.stdout.Close()
 	r.stderr.Close()
 	r.reap()
+	r.grant.Release() // the tree is gone: its share of the Budget is free
 	if r.cmd.Cleanup != nil {
 		r.cmd.Cleanup()
 	}
@@ -227,6 +244,7 @@ func (r *run) reap() {
 	}
 	r.exit.state, r.exit.reapErr = st, err
 	r.exit.stderr = r.stderrTail()
+	r.exit.usage = r.tree.Usage()
 	r.tel.exited(st)
 	r.log.Debug("run ended", "pid", r.tree.Pid(), "exit", st.Code, "signal", st.Signal, "elapsed", time.Since(r.start))
 }
@@ -252,6 +270,21 @@ func (r *run) sweepSince(b proc.Baseline) proc.Report {
 	}
 	return r.tree.SweepSince(b)
 }
+
+// mark starts an accounting period of the tree (a session's turn), unless
+// the tree is reaped: since then measures from the tree's start.
+func (r *run) mark() proc.Mark {
+	r.waitMu.Lock()
+	defer r.waitMu.Unlock()
+	if r.waited {
+		return proc.Mark{}
+	}
+	return r.tree.Mark()
+}
+
+// since returns what the tree used after m (its final figures once it is
+// reaped).
+func (r *run) since(m proc.Mark) proc.Usage { return r.tree.Since(m) }
 
 // snapshot records the tree's parent links, unless it is reaped.
 func (r *run) snapshot() {

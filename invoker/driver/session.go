@@ -83,7 +83,7 @@ func (e *engine) OpenSession(ctx context.Context, req invoker.SessionRequest) (i
 	if err != nil {
 		return nil, e.named(err)
 	}
-	s, err := e.open(ctx, req, schema, false)
+	s, _, err := e.open(ctx, req, schema, false, nil)
 	if err != nil {
 		return nil, e.named(err)
 	}
@@ -91,10 +91,11 @@ func (e *engine) OpenSession(ctx context.Context, req invoker.SessionRequest) (i
 }
 
 // open opens a session of req, checked, for OpenSession, or, with oneTurn,
-// to carry one run of Invoke. When the session's tree started but the
-// opening failed, it returns the session too, over, whose run holds the
-// CLI's exit status and stderr.
-func (e *engine) open(ctx context.Context, req invoker.SessionRequest, schema *jsonschema.Resolved, oneTurn bool) (*session, error) {
+// to carry one run of Invoke, whose KindQueued events go to onQueued; it
+// returns how long the session waited for the Budget. When the session's
+// tree started but the opening failed, it returns the session too, over,
+// whose run holds the CLI's exit status and stderr.
+func (e *engine) open(ctx context.Context, req invoker.SessionRequest, schema *jsonschema.Resolved, oneTurn bool, onQueued func(invoker.Event)) (*session, time.Duration, error) {
 	s := &session{
 		e: e, cli: e.b.Name(), cfg: &e.cfg, sreq: req, schema: schema, ctx: ctx, oneTurn: oneTurn,
 		cb: newCallbacks(), wake: make(chan struct{}, 1), ready: make(chan struct{}),
@@ -103,10 +104,11 @@ func (e *engine) open(ctx context.Context, req invoker.SessionRequest, schema *j
 	cmd, breq, err := s.prepare()
 	if err != nil {
 		s.endCalls(err)
-		return nil, err
+		return nil, 0, err
 	}
 	s.tel = e.cfg.tel.session(ctx, s.cli, &req)
-	s.r = e.newRun(runSpec{conv: s, cb: s.cb, tel: s.tel, cmd: cmd, workdir: req.Workdir, env: req.Env, input: true, ctx: ctx})
+	s.r = e.newRun(runSpec{conv: s, cb: s.cb, tel: s.tel, cmd: cmd, workdir: req.Workdir, env: req.Env, input: true, ctx: ctx,
+		limits: e.cfg.limitsFor(req.Limits), onQueued: onQueued})
 	s.log = e.logger(s.tel)
 	// The protocol judges what the CLI asks with the environment the CLI
 	// runs with (a configuration home set in Options.Env), not
@@ -119,16 +121,32 @@ func (e *engine) open(ctx context.Context, req invoker.SessionRequest, schema *j
 	if ready {
 		s.markReady()
 	}
-	if err := e.start(ctx, s.r); err != nil {
-		s.tools.close()
-		s.tel.end(&invoker.Result{ExitCode: -1}, err, false)
-		s.endCalls(err)
-		return nil, err
+	if err := s.start(ctx); err != nil {
+		return nil, s.r.queued, err
 	}
 	if err := s.handshake(ctx); err != nil {
-		return s, err
+		return s, s.r.queued, err
 	}
-	return s, nil
+	return s, s.r.queued, nil
+}
+
+// start starts the session's run (engine.start). On failure, or a panic
+// of onQueued while the session waits for the Budget, its Go MCP servers
+// are closed and its span ended.
+func (s *session) start(ctx context.Context) (err error) {
+	started := false
+	defer func() {
+		if !started {
+			s.tools.close()
+			s.tel.end(&invoker.Result{ExitCode: -1, Queued: s.r.queued}, err, err == nil)
+			s.endCalls(err)
+		}
+	}()
+	if err := s.e.start(ctx, s.r); err != nil {
+		return err
+	}
+	started = true
+	return nil
 }
 
 // prepare starts hosting the session's Go MCP servers and returns the

@@ -207,8 +207,8 @@ func (s *session) ended() {
 	}
 	s.err = err
 	end := s.r.end()
-	s.tel.end(&invoker.Result{ExitCode: end.state.Code, Stderr: end.stderr, Containment: s.r.level(), SessionID: s.ID(), OutputCut: end.cut},
-		err, s.cb.failed())
+	s.tel.end(&invoker.Result{ExitCode: end.state.Code, Stderr: end.stderr, Containment: s.r.level(), SessionID: s.ID(), OutputCut: end.cut,
+		Queued: s.r.queued, Resources: resources(end.usage)}, err, s.cb.failed())
 	s.endCalls(errSessionOver)
 }
 

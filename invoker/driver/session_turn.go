@@ -89,6 +89,7 @@ func (s *session) usable() error {
 func (s *session) begin(t *turn, ctx context.Context) error {
 	t.ctx, t.caller = detach.New(ctx), ctx
 	t.base, t.baseOK = s.r.baseline()
+	t.mark = s.r.mark()
 	s.protoMu.Lock()
 	lines, err := func() (lines [][]byte, err error) {
 		defer func() {

@@ -29,24 +29,30 @@ type runSpec struct {
 	env     []string        // Request.Env
 	input   bool            // the conversation writes standard input
 	ctx     context.Context // stops the run when done; nil for none
+	limits  invoker.Limits  // the run's limits, checked
+	// onQueued, if not nil, is told of the run's waits for the Budget
+	// (KindQueued events), on the goroutine that starts the run.
+	onQueued func(invoker.Event)
 }
 
 // newRun returns the run sp says; e.start starts it.
 func (e *engine) newRun(sp runSpec) *run {
 	return &run{
-		cfg:     &e.cfg,
-		log:     e.logger(sp.tel),
-		tel:     sp.tel,
-		conv:    sp.conv,
-		cb:      sp.cb,
-		cmd:     sp.cmd,
-		workdir: sp.workdir,
-		env:     sp.env,
-		input:   sp.input,
-		ctx:     sp.ctx,
-		start:   time.Now(),
-		stops:   make(chan stopRequest, 1),
-		done:    make(chan struct{}),
+		cfg:      &e.cfg,
+		log:      e.logger(sp.tel),
+		tel:      sp.tel,
+		conv:     sp.conv,
+		cb:       sp.cb,
+		cmd:      sp.cmd,
+		workdir:  sp.workdir,
+		env:      sp.env,
+		input:    sp.input,
+		ctx:      sp.ctx,
+		limits:   sp.limits,
+		onQueued: sp.onQueued,
+		start:    time.Now(),
+		stops:    make(chan stopRequest, 1),
+		done:     make(chan struct{}),
 	}
 }
 
@@ -58,10 +64,19 @@ func (e *engine) logger(tel *span) *slog.Logger {
 
 // start admits the run r and starts its tree: the one place that every
 // run, one-shot or a session's, goes through before a process exists. It
-// finds the CLI's executable, refuses a context already done, starts the
-// tree with its streams and hands it to wait. On failure nothing runs,
-// the Command's Cleanup has been called, and the error says why.
+// finds the CLI's executable, refuses a context already done, waits for
+// room in the Budget (admission.go), starts the tree with its streams and
+// its limits and hands it to wait, which gives the room back once the
+// tree is reaped. On failure (or a panic of OnEvent while the run waits)
+// nothing runs, nothing is held, the Command's Cleanup has been called,
+// and the error says why.
 func (e *engine) start(ctx context.Context, r *run) error {
+	started := false
+	defer func() {
+		if !started && r.cmd.Cleanup != nil {
+			r.cmd.Cleanup()
+		}
+	}()
 	path, err := e.lookPath()
 	if err == nil && ctx.Err() != nil {
 		// Never start a process for a call already cancelled; report it
@@ -69,15 +84,18 @@ func (e *engine) start(ctx context.Context, r *run) error {
 		err = ctxError(ctx)
 	}
 	if err == nil {
+		err = e.admit(ctx, r)
+	}
+	if err == nil {
 		r.path = path
-		err = r.startTree()
+		if err = r.startTree(); err != nil {
+			r.grant.Release()
+		}
 	}
 	if err != nil {
-		if r.cmd.Cleanup != nil {
-			r.cmd.Cleanup()
-		}
 		return err
 	}
+	started = true
 	go r.wait()
 	return nil
 }
@@ -89,6 +107,9 @@ func (r *run) startTree() (err error) {
 		return err
 	}
 	closeAfterStart, err := r.openStreams(attr)
+	if le := exhaustedError(err); le != nil {
+		err = le // out of descriptors: say which limit
+	}
 	defer func() {
 		for _, f := range closeAfterStart {
 			f.Close()
@@ -137,6 +158,8 @@ func (r *run) attr() (*proc.Attr, error) {
 
 		Containment:  want,
 		CgroupParent: r.cfg.cgroupParent,
+		Limits:       procLimits(r.limits),
+		Account:      r.cfg.account,
 	}
 	if err := commandNoNUL(r.cmd, attr.Env); err != nil {
 		return nil, err
@@ -187,6 +210,13 @@ func (r *run) openStreams(attr *proc.Attr) (closeAfterStart []*os.File, err erro
 func (r *run) startError(err error) error {
 	if errors.Is(err, proc.ErrUnavailable) {
 		return containmentError(err, r.cfg.cgroupParent)
+	}
+	if le := exhaustedError(err); le != nil {
+		return le
+	}
+	var lu *proc.LimitUnavailableError
+	if errors.As(err, &lu) {
+		return &limitUnavailableError{field: limitField(lu.Resource), err: lu, delegate: r.cfg.delegateErr}
 	}
 	if errors.Is(err, fs.ErrNotExist) || errors.Is(err, fs.ErrPermission) || errors.Is(err, syscall.ENOEXEC) {
 		// Removed since the lookup, not executable, or a bad interpreter

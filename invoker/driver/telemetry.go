@@ -88,6 +88,7 @@ const (
 	outcomeRateLimited = "rate_limited"
 	outcomeAuth        = "auth_required"
 	outcomeLimit       = "limit"
+	outcomeResource    = "resource_limit"
 	outcomeRejected    = "rejected"
 	outcomeFailed      = "failed"
 	outcomePanic       = "panic"
@@ -115,6 +116,8 @@ func outcome(err error, panicked bool) string {
 		return outcomeAuth
 	case errors.Is(err, invoker.ErrMaxTurns), errors.Is(err, invoker.ErrMaxBudget):
 		return outcomeLimit
+	case errors.Is(err, invoker.ErrResourceLimit):
+		return outcomeResource
 	case errors.Is(err, invoker.ErrInvalidRequest), errors.Is(err, invoker.ErrNotInstalled),
 		errors.Is(err, invoker.ErrContainment), errors.Is(err, invoker.ErrTurnInProgress):
 		return outcomeRejected
@@ -171,6 +174,9 @@ type telemetry struct {
 	survivors metric.Int64Counter
 	tokens    metric.Int64Histogram
 	cost      metric.Float64Counter
+	res       resourceInstruments
+	admitOnce sync.Once
+	admitOpt  [2]mopts // clinvoke.run.queued, not admitted and admitted
 }
 
 // newTelemetry makes the tracer and the instruments from the providers of
@@ -211,6 +217,7 @@ func newTelemetry(tp trace.TracerProvider, mp metric.MeterProvider) *telemetry {
 		metric.WithExplicitBucketBoundaries(tokenBuckets...))
 	t.cost, _ = m.Float64Counter("clinvoke.cost", metric.WithUnit("{USD}"),
 		metric.WithDescription("Cost the CLI reported for its runs and turns (Claude Code), in US dollars."))
+	t.res = newResourceInstruments(m)
 	t.startOpts = []trace.SpanStartOption{trace.WithSpanKind(trace.SpanKindClient)}
 	return t
 }
@@ -229,7 +236,7 @@ func newMopts(kv ...attribute.KeyValue) mopts {
 
 // allOutcomes are the values of clinvoke.outcome.
 var allOutcomes = []string{outcomeAnswered, outcomeCancelled, outcomeDeadline, outcomeTimeout, outcomeRateLimited,
-	outcomeAuth, outcomeLimit, outcomeRejected, outcomeFailed, outcomePanic, outcomeClosed}
+	outcomeAuth, outcomeLimit, outcomeResource, outcomeRejected, outcomeFailed, outcomePanic, outcomeClosed}
 
 // bind makes the attribute sets of the measurements of cli's runs. New
 // calls it once, with the backend's name.
@@ -515,6 +522,9 @@ func (s *span) end(res *invoker.Result, err error, panicked bool) {
 		if res != nil {
 			s.usage(ctx, &res.Usage)
 		}
+	}
+	if res != nil {
+		s.resources(ctx, res, err)
 	}
 	if s.rec {
 		s.sp.SetAttributes(keyOutcome.String(out))

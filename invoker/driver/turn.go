@@ -75,6 +75,7 @@ type turn struct {
 	end         chan struct{}          // ended: the session closes it after the turn's last event
 	base        proc.Baseline          // the tree's members before the turn, for its sweep
 	baseOK      bool                   // base was taken (the tree was not reaped)
+	mark        proc.Mark              // the start of the turn's accounting (a session's; a one-shot turn's is the run's)
 }
 
 // A carrier is what a turn runs on, and all the turn knows of it besides
@@ -120,19 +121,24 @@ func (t *turn) carry(on carrier, r *run, cb *callbacks, ended <-chan struct{}) {
 // named with the CLI.
 func (t *turn) run(ctx context.Context) (*invoker.Result, error) {
 	if err := t.on.begin(t, ctx); err != nil {
-		t.res.Duration = time.Since(t.start)
+		t.res.Duration = t.elapsed()
 		return t.res, err
 	}
 	t.await(ctx)
 	err := t.on.verdict(t)
+	t.cfg.closeGate(err) // rate limited: the backend's next runs wait for the reset
 	t.on.end(t)
 	if t.cb.failed() {
 		<-t.r.over()
 		t.cb.reraise()
 	}
-	t.res.Duration = time.Since(t.start)
+	t.res.Duration = t.elapsed()
 	return t.res, err
 }
+
+// elapsed is the turn's Duration: the time since it was made, less the
+// wait for the Budget (Result.Queued).
+func (t *turn) elapsed() time.Duration { return time.Since(t.start) - t.res.Queued }
 
 // await waits for the end of the turn, or of its run, interrupting the
 // turn when ctx is done or a timeout fires, and escalating when the CLI
@@ -196,7 +202,25 @@ func (t *turn) await(ctx context.Context) {
 // stdout reader calls it. The first that is not a warning is the turn's
 // first event; KindDelta events go only to a turn that asked for them.
 // Once a callback of the caller's panicked, nothing more is delivered.
+//
+// After a tool's result, and before the turn's terminal event, it asks
+// the run what its limits did meanwhile (limitWarnings): a tool killed at
+// the memory limit or refused a fork is a KindWarning event, and the turn
+// goes on.
 func (t *turn) deliver(events []invoker.Event) {
+	for _, ev := range events {
+		if ev.Kind == invoker.KindDone {
+			t.deliverOne(t.r.limitWarnings(nil)...)
+		}
+		t.deliverOne(ev)
+		if ev.Kind == invoker.KindToolResult {
+			t.deliverOne(t.r.limitWarnings(ev.Tool)...)
+		}
+	}
+}
+
+// deliverOne hands events to OnEvent, in order.
+func (t *turn) deliverOne(events ...invoker.Event) {
 	for _, ev := range events {
 		if ev.Kind != invoker.KindWarning {
 			t.firstOnce.Do(func() { close(t.first) })

@@ -70,14 +70,26 @@ func (r *run) verdict(out *Outcome, skipped *lineTooLongError, schema *jsonschem
 	if errors.As(out.Err, &ee) && ee.ExitCode < 0 && ee.Signal == "" {
 		ee.Signal = end.state.Signal // the decoder cannot know it
 	}
-	if err, done := decide(out, end.stopErr, skipped, schema, res); done {
+	id := res.SessionID
+	if id == "" {
+		id = out.SessionID
+	}
+	err, done := decide(out, end.stopErr, skipped, schema, res)
+	if !out.Success && end.stopErr == nil {
+		// The kernel killed the CLI at a memory limit: whatever it said
+		// before, that is what ended the run.
+		if lim := r.killedByLimit(id); lim != nil {
+			return lim
+		}
+	}
+	if done {
 		return err
 	}
 	switch {
 	case end.reapErr != nil:
 		return fmt.Errorf("reaping the CLI: %w", end.reapErr)
 	case end.state.Code != 0:
-		return &invoker.ExitError{ExitCode: end.state.Code, Signal: end.state.Signal, Stderr: end.stderr}
+		return r.forksRefused(&invoker.ExitError{ExitCode: end.state.Code, Signal: end.state.Signal, Stderr: end.stderr}, id)
 	}
 	// Exit status 0 without the terminal event: say what the CLI printed
 	// instead, and what may have swallowed the event.
@@ -88,7 +100,7 @@ func (r *run) verdict(out *Outcome, skipped *lineTooLongError, schema *jsonschem
 	if end.cut {
 		e.lost = append(e.lost, fmt.Errorf("output streams closed at the wait delay (%v) while a process outside the run held them open: the terminal event may have come after (Result.OutputCut)", r.cfg.waitDelay))
 	}
-	return e
+	return r.forksRefused(e, id)
 }
 
 // printed describes what the CLI printed on stdout, for a run that ended
@@ -139,6 +151,7 @@ func (s *session) turnVerdict(t *turn) error {
 	res := t.res
 	res.ExitCode = 0
 	res.SessionID, res.Text, res.Usage, res.Turns = out.SessionID, out.Text, out.Usage, out.Turns
+	res.Resources = resources(s.r.since(t.mark))
 	if res.SessionID == "" {
 		res.SessionID = s.ID()
 	}
@@ -164,6 +177,7 @@ func (s *session) sessionGone(t *turn, said error) error {
 	<-s.r.over()
 	end, res := s.r.end(), t.res
 	res.ExitCode, res.Stderr, res.SessionID = end.state.Code, end.stderr, s.ID()
+	res.Resources = resources(s.r.since(t.mark))
 	if out := s.turnOutcome(); out.Text != "" {
 		res.Text = out.Text
 	}

@@ -240,6 +240,20 @@ func rows(s samples) []row {
 	info("  with the sweep (`CancelledTurnSweep` sweep-ms)", "BenchmarkCancelledTurnSweep", "sweep-ms", "ms")
 	info("  without it (`CancelledTurnSweep` nosweep-ms)", "BenchmarkCancelledTurnSweep", "nosweep-ms", "ms")
 
+	// Limits, accounting and admission: ratios of pairs run back to back
+	// inside each iteration (medians of the per-iteration ratios), once
+	// their benchmark has run.
+	if s.has("BenchmarkLimits") {
+		v, n = med("BenchmarkLimits", "limits-x")
+		add("Run with memory, process and CPU limits ÷ without (`Limits` limits-x)", v, n, "×", "≤ 1.05×", atMost(1.05))
+		v, n = med("BenchmarkLimits", "account-x")
+		add("Accounted run ÷ one not accounted (`Limits` account-x)", v, n, "×", "", nil)
+		v, n = med("BenchmarkLimits", "admit-x")
+		add("Run admitted to a Budget with room ÷ no Budget (`Limits` admit-x)", v, n, "×", "≤ 1.01×", atMost(1.01))
+		v, n = med("BenchmarkLimits", "fds-per-run")
+		add("Descriptors the host holds per run in flight (`Limits` fds-per-run)", v, n, "", "≤ 4", atMost(4))
+	}
+
 	for _, cli := range []string{"codex", "gemini", "claude"} {
 		info(fmt.Sprintf("Decoding the captured %s streams (`Decode/%s`)", cli, cli), "BenchmarkDecode/"+cli, "MB/s", "MB/s")
 	}
@@ -531,6 +545,15 @@ const methods = `- **InvokeQuick / RawExecQuick** (invoker/bench_test.go): a fak
   and from its tool call's event to its result's (Codex and Gemini CLI
   report a shell command that needs no approval only once it has run, so
   their own-tool figures miss the run: compare their turns).
+- **Limits** (invoker/driver/bench_limits_linux_test.go): the quick fake of
+  InvokeQuick, in every iteration three pairs back to back (alternating which
+  goes first): a run with memory, process and CPU limits (those the host
+  can enforce; limits-x is 0 where it can enforce none) against one without,
+  an accounted run against one not accounted (accounting is on for every
+  run; off only for this baseline), and a run admitted to a Budget with room
+  against one with no Budget. Each figure is the median of the
+  per-iteration ratios. fds-per-run: 50 runs stalled after their answer at
+  once, the host's open descriptors then over before, per run.
 - **survivors**: processes carrying the benchmark's tag still alive after
   the last Invoke returned (a /proc scan of environments).
 `

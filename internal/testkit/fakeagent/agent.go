@@ -139,6 +139,7 @@ func (a *agent) stream() {
 	if s.Malformed {
 		a.malformed()
 	}
+	a.loadInCLI()
 	if s.Tool {
 		f.tool(a)
 		if a.stopped {

@@ -1,6 +1,7 @@
 package fakeagent
 
 import (
+	"fmt"
 	"os"
 	"strconv"
 	"strings"
@@ -73,7 +74,23 @@ func codexCommand(a *agent, command, output string, huge int) {
 	a.emit(ev)
 }
 
-func (codex) tool(a *agent) { codexCommand(a, toolCommand, toolOutput+"\n", 0) }
+func (codex) tool(a *agent) {
+	id := a.itemID()
+	cmd := "/bin/bash -lc '" + a.toolLine() + "'"
+	a.emit(obj{{"type", "item.started"}, {"item", obj{
+		{"id", id}, {"type", "command_execution"}, {"command", cmd},
+		{"aggregated_output", ""}, {"exit_code", nil}, {"status", "in_progress"},
+	}}})
+	t := a.runTool()
+	status := "completed"
+	if t.failed {
+		status = "failed"
+	}
+	a.emit(obj{{"type", "item.completed"}, {"item", obj{
+		{"id", id}, {"type", "command_execution"}, {"command", cmd},
+		{"aggregated_output", t.output + "\n"}, {"exit_code", t.code}, {"status", status},
+	}}})
+}
 
 func (codex) huge(a *agent, size int) { codexCommand(a, hugeCommand, fillerMark, size) }
 
@@ -144,8 +161,14 @@ func geminiToolResult(id, output string) obj {
 
 func (gemini) tool(a *agent) {
 	id := a.geminiToolID("run_shell_command")
-	geminiToolUse(a, "run_shell_command", id, obj{{"command", toolCommand}, {"description", "print hello"}})
-	a.emit(geminiToolResult(id, toolOutput))
+	geminiToolUse(a, "run_shell_command", id, obj{{"command", a.toolLine()}, {"description", "run a command"}})
+	t := a.runTool()
+	res := geminiToolResult(id, t.output)
+	if t.failed {
+		res = obj{{"type", "tool_result"}, {"timestamp", timestamp()}, {"tool_id", id}, {"status", "error"},
+			{"output", t.output}, {"error", obj{{"type", "shell_error"}, {"message", fmt.Sprintf("exit code %d: %s", t.code, t.output)}}}}
+	}
+	a.emit(res)
 }
 
 func (gemini) huge(a *agent, size int) {
@@ -260,7 +283,7 @@ func (a *agent) assistant(block obj) {
 
 // claudeBash prints a Bash tool call in a message of its own and the
 // user event carrying its result; the next block starts a new message.
-func claudeBash(a *agent, command, output string, huge int) {
+func claudeBash(a *agent, command string, run func() toolRun, huge int) {
 	id := "toolu_" + randHex(12)
 	a.newMessage()
 	a.assistant(obj{{"type", "tool_use"}, {"id", id}, {"name", "Bash"},
@@ -269,11 +292,17 @@ func claudeBash(a *agent, command, output string, huge int) {
 	if huge == 0 && claudeBudgetHit(a) {
 		return // Claude Code checks the budget before running the tool
 	}
+	t := run()
+	output := t.output
+	if t.failed {
+		// Claude Code's content of a failed command.
+		output = fmt.Sprintf("Exit code %d\n%s", t.code, t.output)
+	}
 	ev := obj{{"type", "user"}, {"message", obj{{"role", "user"}, {"content", []obj{{
-		{"tool_use_id", id}, {"type", "tool_result"}, {"content", output}, {"is_error", false},
+		{"tool_use_id", id}, {"type", "tool_result"}, {"content", output}, {"is_error", t.failed},
 	}}}}}, {"parent_tool_use_id", nil}, {"session_id", a.sid}, {"uuid", uuid4()},
 		{"timestamp", timestamp()},
-		{"tool_use_result", obj{{"stdout", output}, {"stderr", ""}, {"interrupted", false},
+		{"tool_use_result", obj{{"stdout", t.output}, {"stderr", ""}, {"interrupted", false},
 			{"isImage", false}, {"noOutputExpected", false}}}}
 	if huge > 0 {
 		a.out.line(withFiller(ev, huge))
@@ -283,13 +312,15 @@ func claudeBash(a *agent, command, output string, huge int) {
 }
 
 func (claude) tool(a *agent) {
-	claudeBash(a, toolCommand, toolOutput, 0)
+	claudeBash(a, a.toolLine(), a.runTool, 0)
 	if !a.stopped {
 		claudeTurnsHit(a)
 	}
 }
 
-func (claude) huge(a *agent, size int) { claudeBash(a, hugeCommand, fillerMark, size) }
+func (claude) huge(a *agent, size int) {
+	claudeBash(a, hugeCommand, func() toolRun { return toolRun{output: fillerMark} }, size)
+}
 
 func (claude) progress(a *agent, k int) {
 	a.assistant(obj{{"type", "thinking"}, {"thinking", "Working, step " + strconv.Itoa(k+1) + "."},
@@ -380,6 +411,16 @@ func (claude) done(a *agent) {
 }
 
 func (claude) fail(a *agent) {
+	if at := a.s.RateLimitedUntil; !at.IsZero() {
+		// Captured from Claude Code with a claude.ai login: the rejected
+		// limit, then a result with the API's status.
+		a.emit(obj{{"type", "rate_limit_event"}, {"rate_limit_info", obj{
+			{"status", "rejected"}, {"resetsAt", float64(at.UnixMilli()) / 1000}, {"rateLimitType", "five_hour"},
+			{"overageStatus", "rejected"}, {"isUsingOverage", false},
+		}}, {"uuid", uuid4()}, {"session_id", a.sid}})
+		a.emit(claudeResult(a, true, 429, a.s.Fail, "stop_sequence", 0, 0))
+		return
+	}
 	a.emit(claudeResult(a, true, nil, a.s.Fail, "stop_sequence", 0, 0))
 }
 

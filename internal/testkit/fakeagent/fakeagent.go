@@ -370,6 +370,17 @@ type Script struct {
 	// Use a value unique to the run, such as one from NewTag.
 	Tag string `json:"tag,omitempty"`
 
+	// Load makes the Tool call (or, with Load.InCLI, the fake itself)
+	// use memory, processes or CPU (see Load).
+	Load Load `json:"load,omitzero"`
+
+	// RateLimitedUntil, with Fail, makes the Claude flavour fail the turn
+	// as rate limited until that time: a rate_limit_event whose limit is
+	// rejected and resets then (resetsAt, in Unix seconds), and a result
+	// with is_error and api_error_status 429 whose text is Fail. The other
+	// flavours ignore it.
+	RateLimitedUntil time.Time `json:"rate_limited_until,omitzero"`
+
 	// ACP is what an agent of the Agent Client Protocol does beyond the
 	// rest of the Script: the ACP flavour, and the Gemini flavour with
 	// --acp.

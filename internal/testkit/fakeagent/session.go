@@ -289,6 +289,7 @@ func (a *agent) sessionTurn(n int, prompt string, intr <-chan string) (code int,
 		return interrupted()
 	}
 	c.begin(a)
+	a.loadInCLI()
 	if s.Tool {
 		c.tool(a)
 		if a.stopped {

@@ -249,6 +249,13 @@ func clearedCommand(exe, role string, s *Script, ready *os.File) *exec.Cmd {
 
 // runHelper is the main function of a helper process.
 func runHelper(role string) int {
+	switch role {
+	case roleToolLoad:
+		return runToolLoad()
+	case roleToolChild:
+		sleepOwned(sleepFor)
+		return 0
+	}
 	s, _ := parseScript(os.Getenv(EnvScript))
 	if s.IgnoreSignals {
 		// Notify, unlike Ignore, does not pass SIG_IGN on to exec'd

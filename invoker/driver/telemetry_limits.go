@@ -1,0 +1,139 @@
+package driver
+
+import (
+	"context"
+	"errors"
+	"time"
+
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/metric"
+
+	"github.com/clinvoke/clinvoke/internal/admit"
+	"github.com/clinvoke/clinvoke/invoker"
+)
+
+// Telemetry of limits, accounting and admission: the resources a run used
+// (span attributes, histograms per run), the limit that ended it, and its
+// wait for the Budget (span events, a histogram of the waits and a gauge
+// of the runs waiting).
+
+// Attribute keys of the resources and the waits.
+const (
+	keyMemoryPeak    = attribute.Key("clinvoke.memory.peak")
+	keyCPUTime       = attribute.Key("clinvoke.cpu.time")
+	keyProcessesPeak = attribute.Key("clinvoke.processes.peak")
+	keySampled       = attribute.Key("clinvoke.resources.sampled")
+	keyLimitResource = attribute.Key("clinvoke.limit.resource")
+	keyLimitMax      = attribute.Key("clinvoke.limit.max")
+	keyAhead         = attribute.Key("clinvoke.queue.ahead")
+	keyGate          = attribute.Key("clinvoke.queue.gate")
+	keyGateUntil     = attribute.Key("clinvoke.queue.until")
+	keyWaited        = attribute.Key("clinvoke.queue.waited")
+	keyAdmitted      = attribute.Key("clinvoke.queue.admitted")
+)
+
+// Bucket boundaries: memory in bytes (1 MiB to 64 GiB), CPU time and
+// waits in seconds.
+var (
+	memoryBuckets = []float64{1 << 20, 4 << 20, 16 << 20, 64 << 20, 128 << 20, 256 << 20, 512 << 20, 1 << 30, 2 << 30, 4 << 30, 8 << 30, 16 << 30, 64 << 30}
+	cpuBuckets    = []float64{0.01, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 300, 1200, 3600}
+	queuedBuckets = []float64{0.001, 0.01, 0.1, 0.5, 1, 2.5, 5, 10, 30, 60, 300, 900, 3600}
+)
+
+// resourceInstruments are the metrics of the resources and the waits.
+type resourceInstruments struct {
+	memory  metric.Int64Histogram
+	cpu     metric.Float64Histogram
+	queued  metric.Float64Histogram
+	waiting metric.Int64UpDownCounter
+}
+
+func newResourceInstruments(m metric.Meter) resourceInstruments {
+	var r resourceInstruments
+	r.memory, _ = m.Int64Histogram("clinvoke.run.memory.peak", metric.WithUnit("By"),
+		metric.WithDescription("Peak memory of a run's process tree (Invoke, or a session's whole life), as Result.Resources.PeakMemory."),
+		metric.WithExplicitBucketBoundaries(memoryBuckets...))
+	r.cpu, _ = m.Float64Histogram("clinvoke.run.cpu.time", metric.WithUnit("s"),
+		metric.WithDescription("CPU time of a run's process tree (Invoke, or a session's whole life), as Result.Resources.CPUTime."),
+		metric.WithExplicitBucketBoundaries(cpuBuckets...))
+	r.queued, _ = m.Float64Histogram("clinvoke.run.queued", metric.WithUnit("s"),
+		metric.WithDescription("Time a run or session waited to be admitted to the host's Budget (Result.Queued), by clinvoke.queue.admitted."),
+		metric.WithExplicitBucketBoundaries(queuedBuckets...))
+	r.waiting, _ = m.Int64UpDownCounter("clinvoke.runs.waiting", metric.WithUnit("{run}"),
+		metric.WithDescription("Runs and sessions waiting to be admitted to the host's Budget."))
+	return r
+}
+
+// resources records what a run, turn or session used on its span, and for
+// a run of Invoke or a session's whole life in the histograms; err is how
+// it ended, whose limit (ErrResourceLimit) is named.
+func (s *span) resources(ctx context.Context, res *invoker.Result, err error) {
+	r := res.Resources
+	measured := r != invoker.Resources{}
+	if measured && s.mode != modeTurn {
+		s.t.res.memory.Record(ctx, r.PeakMemory, s.t.cliOpt.rec...)
+		s.t.res.cpu.Record(ctx, r.CPUTime.Seconds(), s.t.cliOpt.rec...)
+	}
+	if !s.rec {
+		return
+	}
+	if measured {
+		s.sp.SetAttributes(keyMemoryPeak.Int64(r.PeakMemory), keyCPUTime.Float64(r.CPUTime.Seconds()),
+			keyProcessesPeak.Int(r.PeakProcesses), keySampled.Bool(r.Sampled))
+	}
+	var le *invoker.LimitError
+	if errors.As(err, &le) && le.Limit == invoker.ErrResourceLimit {
+		s.sp.SetAttributes(keyLimitResource.String(le.Resource))
+		if le.Max > 0 {
+			s.sp.SetAttributes(keyLimitMax.Int64(le.Max))
+		}
+	}
+}
+
+// waiting counts a run that starts (n = 1) or stops (-1) waiting for the
+// Budget.
+func (s *span) waiting(n int64) {
+	if s == nil {
+		return
+	}
+	s.t.res.waiting.Add(context.Background(), n, s.t.cliOpt.add...)
+}
+
+// queued records where a waiting run stands: the span event
+// clinvoke.queued, at the start of the wait and at each change.
+func (s *span) queued(w admit.Wait) {
+	if s == nil || !s.rec {
+		return
+	}
+	kv := []attribute.KeyValue{keyAhead.Int(w.Ahead)}
+	if w.Gate != "" {
+		kv = append(kv, keyGate.String(w.Gate), keyGateUntil.String(w.Until.UTC().Format(time.RFC3339)))
+	}
+	s.event("clinvoke.queued", kv...)
+}
+
+// admitted records the end of a run's admission: the span event
+// clinvoke.admitted after a wait (admitted or given up), and the
+// histogram of the waits, zero ones included.
+func (s *span) admitted(waited time.Duration, ok bool) {
+	if s == nil {
+		return
+	}
+	s.t.res.queued.Record(context.Background(), waited.Seconds(), admittedOpts(s.t, ok).rec...)
+	if s.rec && waited > 0 {
+		s.event("clinvoke.admitted", keyWaited.Float64(waited.Seconds()), keyAdmitted.Bool(ok))
+	}
+}
+
+// admittedOpts are the attribute sets of clinvoke.run.queued, made once.
+func admittedOpts(t *telemetry, ok bool) mopts {
+	t.admitOnce.Do(func() {
+		c := keyCLI.String(t.cli)
+		t.admitOpt[0] = newMopts(c, keyAdmitted.Bool(false))
+		t.admitOpt[1] = newMopts(c, keyAdmitted.Bool(true))
+	})
+	if ok {
+		return t.admitOpt[1]
+	}
+	return t.admitOpt[0]
+}

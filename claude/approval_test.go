@@ -1,11 +1,11 @@
 package claude
 
 import (
-	"os"
 	"path/filepath"
 	"slices"
 	"testing"
 
+	"github.com/clinvoke/clinvoke/internal/testkit/testenv"
 	"github.com/clinvoke/clinvoke/invoker"
 )
 
@@ -15,24 +15,8 @@ import (
 // tool's server and tool by their own names, the request's server found
 // whole even when its name holds "__".
 func TestApprovalForm(t *testing.T) {
-	base, err := filepath.EvalSymlinks(t.TempDir())
-	if err != nil {
-		t.Fatal(err)
-	}
-	w, outside := filepath.Join(base, "w"), filepath.Join(base, "o")
-	for _, d := range []string{w, outside} {
-		if err := os.Mkdir(d, 0o755); err != nil {
-			t.Fatal(err)
-		}
-	}
-	if err := os.Symlink(outside, filepath.Join(w, "link")); err != nil {
-		t.Fatal(err)
-	}
-	// The session's workdir is given through a link to it.
-	alias := filepath.Join(base, "alias")
-	if err := os.Symlink(w, alias); err != nil {
-		t.Fatal(err)
-	}
+	ws := testenv.NewWorkspace(t) // w/link → o; alias → w
+	base, w, outside, alias := ws.Base, ws.W, ws.Outside, ws.Alias
 	home := filepath.Join(base, "home")
 	req := func(perm invoker.Permission) *invoker.SessionRequest {
 		return &invoker.SessionRequest{Workdir: alias, Permission: perm, Approve: approveAll, Env: []string{"HOME=" + home},

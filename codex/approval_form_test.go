@@ -1,11 +1,11 @@
 package codex
 
 import (
-	"os"
 	"path/filepath"
 	"slices"
 	"testing"
 
+	"github.com/clinvoke/clinvoke/internal/testkit/testenv"
 	"github.com/clinvoke/clinvoke/invoker"
 )
 
@@ -14,23 +14,8 @@ import (
 // absolute, clean and resolved (relative ones taken in the working
 // directory); and an MCP tool's server and tool by their own names.
 func TestApprovalForm(t *testing.T) {
-	base, err := filepath.EvalSymlinks(t.TempDir())
-	if err != nil {
-		t.Fatal(err)
-	}
-	w, outside := filepath.Join(base, "w"), filepath.Join(base, "o")
-	for _, d := range []string{w, outside} {
-		if err := os.Mkdir(d, 0o755); err != nil {
-			t.Fatal(err)
-		}
-	}
-	if err := os.Symlink(outside, filepath.Join(w, "link")); err != nil {
-		t.Fatal(err)
-	}
-	alias := filepath.Join(base, "alias") // the session's workdir, through a link
-	if err := os.Symlink(w, alias); err != nil {
-		t.Fatal(err)
-	}
+	ws := testenv.NewWorkspace(t) // w/link → o; alias → w
+	w, outside, alias := ws.W, ws.Outside, ws.Alias
 	command := func(cwd string) string {
 		return `{"method":"item/commandExecution/requestApproval","id":7,"params":{"threadId":"T1","turnId":"U1","itemId":"call_1","command":"make","cwd":"` + cwd + `"}}`
 	}

@@ -1,11 +1,11 @@
 package acp
 
 import (
-	"os"
 	"path/filepath"
 	"slices"
 	"testing"
 
+	"github.com/clinvoke/clinvoke/internal/testkit/testenv"
 	"github.com/clinvoke/clinvoke/invoker"
 )
 
@@ -16,23 +16,8 @@ import (
 // names, read from the fields the agent makes (Gemini CLI's call id,
 // claude-code-acp's _meta), never from the title.
 func TestApprovalForm(t *testing.T) {
-	base, err := filepath.EvalSymlinks(t.TempDir())
-	if err != nil {
-		t.Fatal(err)
-	}
-	w, outside := filepath.Join(base, "w"), filepath.Join(base, "o")
-	for _, d := range []string{w, outside} {
-		if err := os.Mkdir(d, 0o755); err != nil {
-			t.Fatal(err)
-		}
-	}
-	if err := os.Symlink(outside, filepath.Join(w, "link")); err != nil {
-		t.Fatal(err)
-	}
-	alias := filepath.Join(base, "alias") // the session's workdir, through a link
-	if err := os.Symlink(w, alias); err != nil {
-		t.Fatal(err)
-	}
+	ws := testenv.NewWorkspace(t) // w/link → o; alias → w
+	w, outside, alias := ws.W, ws.Outside, ws.Alias
 	servers := []invoker.MCPServer{{Name: "tools", Command: "srv"}, {Name: "my_tools", Command: "srv"}}
 	type mcpName struct{ server, tool string }
 	for _, tc := range []struct {

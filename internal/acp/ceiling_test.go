@@ -242,3 +242,27 @@ func TestDuplicateID(t *testing.T) {
 		})
 	}
 }
+
+// TestNullID checks that a request for permission whose id is null is
+// rejected at once, with the answer under that id and a warning, and never
+// put to the program or allowed: an answer to null is no answer to the
+// request, and an agent may take it for any.
+func TestNullID(t *testing.T) {
+	const read = `{"toolCallId":"c1","title":"Read a.txt","kind":"read","locations":[{"path":"/w/a.txt"}]}`
+	for _, approve := range []bool{true, false} {
+		req := invoker.SessionRequest{Permission: invoker.ReadOnly}
+		if approve {
+			req.Approve = approveAll
+		}
+		x := newProto(t, Config{Name: "agent"}, req)
+		x.open()
+		x.p.StartTurn(&invoker.TurnRequest{Prompt: "p"})
+		st := x.feed(permissionLine("null", read, geminiOptions))
+		if !rejected(t, st) || !strings.Contains(string(st.Write[0]), `"id":null`) {
+			t.Errorf("approve %v: %d approvals, wrote %q; want a rejection without asking", approve, len(st.Approvals), st.Write)
+		}
+		if !slices.ContainsFunc(st.Events, func(e invoker.Event) bool { return e.Kind == invoker.KindWarning && strings.Contains(e.Text, "null") }) {
+			t.Errorf("approve %v: events %v, want a warning naming the null id", approve, kinds(st.Events))
+		}
+	}
+}

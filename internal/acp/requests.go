@@ -91,8 +91,8 @@ func requestKey(id json.RawMessage) string {
 // an Approve callback, and otherwise goes to the callback as a
 // Step.Approvals entry, answered when the program decided. A turn being
 // cancelled answers cancelled, as the protocol asks. A request that does
-// not decode, or reuses the id of one still waiting for the program, is
-// rejected at once (and the waiting one with it: an answer to that id
+// not decode, whose id is null, or that reuses the id of one still
+// waiting for the program, is rejected at once (and the waiting one with it: an answer to that id
 // could reach either).
 func (p *Protocol) permission(m *message, raw json.RawMessage) driver.Step {
 	var r permissionRequest
@@ -104,6 +104,11 @@ func (p *Protocol) permission(m *message, raw json.RawMessage) driver.Step {
 		st := p.turnStep(invoker.Event{Kind: invoker.KindWarning, Raw: raw, Text: why})
 		st.Write = [][]byte{answer(answerReject)}
 		return st
+	}
+	if string(m.ID) == "null" {
+		// An answer to null answers no request: the agent could apply
+		// it to any.
+		return reject(fmt.Sprintf("%s asked for permission with a null request id; rejected", p.cfg.name()))
 	}
 	id := requestKey(m.ID)
 	if w, ok := p.asking[id]; ok {

@@ -85,7 +85,10 @@ type Decision struct {
 	// ForSession, with Allow, also allows actions of the same kind for
 	// the rest of the session without asking again, as the CLI scopes
 	// it (Codex: the same command; Claude Code and Gemini CLI: the same
-	// tool).
+	// tool). With Claude Code and the ACP agents (Gemini CLI among them),
+	// a later request allowed so is still judged by the permission
+	// level, an edit's paths by the path judge, before it is allowed
+	// without asking (see docs/approvals.md).
 	ForSession bool `json:"for_session,omitempty"`
 	// Input, with Allow, replaces the tool call's input (a JSON object),
 	// for CLIs that take a changed input (Claude Code). A CLI that cannot

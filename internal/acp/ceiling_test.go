@@ -4,6 +4,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -263,6 +264,55 @@ func TestNullID(t *testing.T) {
 		}
 		if !slices.ContainsFunc(st.Events, func(e invoker.Event) bool { return e.Kind == invoker.KindWarning && strings.Contains(e.Text, "null") }) {
 			t.Errorf("approve %v: events %v, want a warning naming the null id", approve, kinds(st.Events))
+		}
+	}
+}
+
+// TestEditForSession checks that an edit allowed for the session below
+// Unlimited is answered with the agent's once option, never its
+// allow_always one (which Gemini CLI takes for a switch of the whole
+// session to autoEdit, where it no longer asks): the protocol keeps the
+// grant, so that a later edit of the same tool is still asked, still
+// judged by the path judge, and allowed once within the level without
+// asking the program again. At Unlimited, where paths are not judged, the
+// agent keeps the grant.
+func TestEditForSession(t *testing.T) {
+	w, _ := linkedWorkdir(t)
+	edit := func(id, path string) string {
+		return `{"toolCallId":"write_file__` + id + `","title":"Writing","locations":[{"path":"` + path + `"}],"kind":"edit"}`
+	}
+	once, always := `{"optionId":"proceed_once","outcome":"selected"}`, `{"optionId":"proceed_always","outcome":"selected"}`
+	for _, perm := range []invoker.Permission{invoker.WorkspaceWrite, invoker.Unlimited} {
+		x := newProto(t, geminiConfig, invoker.SessionRequest{Workdir: w, Permission: perm, Approve: approveAll})
+		x.open()
+		x.p.StartTurn(&invoker.TurnRequest{Prompt: "p"})
+		st := x.feed(permissionLine("7", edit("1", filepath.Join(w, "a.txt")), geminiOptions))
+		if len(st.Approvals) != 1 {
+			t.Fatalf("%s: the first edit: %d approvals, wrote %q; want the program asked", perm, len(st.Approvals), st.Write)
+		}
+		lines := st.Approvals[0].Answer(invoker.Decision{Allow: true, ForSession: true})
+		if perm == invoker.Unlimited {
+			if len(lines) != 1 || outcomeOf(t, lines[0]) != always {
+				t.Errorf("%s: allowed for the session, answered %q, want %s", perm, lines, always)
+			}
+			continue
+		}
+		if len(lines) != 1 || outcomeOf(t, lines[0]) != once {
+			t.Fatalf("%s: allowed for the session, answered %q, want %s", perm, lines, once)
+		}
+		st = x.feed(permissionLine("8", edit("2", filepath.Join(w, "b.txt")), geminiOptions))
+		if len(st.Approvals) != 0 || len(st.Write) != 1 || outcomeOf(t, st.Write[0]) != once {
+			t.Errorf("%s: a later edit inside: %d approvals, wrote %q; want it allowed once without asking", perm, len(st.Approvals), st.Write)
+		}
+		for i, path := range []string{filepath.Join(w, ".gemini", "settings.json"), filepath.Join(w, "link", "x")} {
+			if st := x.feed(permissionLine(strconv.Itoa(9+i), edit(strconv.Itoa(3+i), path), geminiOptions)); !rejected(t, st) {
+				t.Errorf("%s: a later edit of %s: %d approvals, wrote %q; want it rejected", perm, path, len(st.Approvals), st.Write)
+			}
+		}
+		// Another tool's edit is the program's to decide.
+		other := `{"toolCallId":"replace__5","title":"Editing","locations":[{"path":"` + filepath.Join(w, "a.txt") + `"}],"kind":"edit"}`
+		if st := x.feed(permissionLine("11", other, geminiOptions)); len(st.Approvals) != 1 {
+			t.Errorf("%s: another tool's edit: %d approvals, wrote %q; want the program asked", perm, len(st.Approvals), st.Write)
 		}
 	}
 }

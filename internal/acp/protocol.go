@@ -42,6 +42,11 @@ type Protocol struct {
 	// decision, by their JSON-RPC id (requestKey), with the lines that
 	// withdraw and reject each.
 	asking map[string]*waiting
+	// granted holds the edits the program allowed for the session below
+	// Unlimited, by kind and tool name (grantKey): the agent was answered
+	// once, and a later request of the same tool, judged by the level,
+	// is allowed once without asking the program.
+	granted map[string]bool
 }
 
 var (
@@ -86,7 +91,7 @@ type authMethod struct {
 // describes.
 func New(cfg *Config, req *invoker.SessionRequest) *Protocol {
 	p := &Protocol{cfg: cfg, req: *req, pending: make(map[int64]replyFunc), perm: req.Permission,
-		ws: workspace.New(req.Workdir, req.Env), asking: make(map[string]*waiting)}
+		ws: workspace.New(req.Workdir, req.Env), asking: make(map[string]*waiting), granted: make(map[string]bool)}
 	p.turn.calls = make(map[string]toolState)
 	return p
 }

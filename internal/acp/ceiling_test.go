@@ -1,6 +1,7 @@
 package acp
 
 import (
+	"context"
 	"os"
 	"path/filepath"
 	"slices"
@@ -10,6 +11,7 @@ import (
 
 	"github.com/clinvoke/clinvoke/invoker"
 	"github.com/clinvoke/clinvoke/invoker/driver"
+	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
 // askedOrAnswered feeds a request for permission of id for toolCall and
@@ -314,5 +316,88 @@ func TestEditForSession(t *testing.T) {
 		if st := x.feed(permissionLine("11", other, geminiOptions)); len(st.Approvals) != 1 {
 			t.Errorf("%s: another tool's edit: %d approvals, wrote %q; want the program asked", perm, len(st.Approvals), st.Write)
 		}
+	}
+}
+
+// goServer returns a go-sdk server with the tools named, which do nothing.
+func goServer(tools ...string) *mcp.Server {
+	s := mcp.NewServer(&mcp.Implementation{Name: "t", Version: "1"}, nil)
+	for _, name := range tools {
+		mcp.AddTool(s, &mcp.Tool{Name: name}, func(context.Context, *mcp.CallToolRequest, struct{}) (*mcp.CallToolResult, any, error) {
+			return nil, nil, nil
+		})
+	}
+	return s
+}
+
+// TestGoServerToolNames checks that a name a Go server of the request
+// does not have is not its tool, though its prefix names it: the library
+// knows the tools of its Go servers, and Gemini CLI's
+// mcp_db_admin_drop is as well the tool drop of a server db_admin of the
+// CLI's settings. Such a call is judged by the level (rejected below
+// Unlimited, never trusted for the session), and an Approval names no
+// server for it; the Go server's own tools stay trusted.
+func TestGoServerToolNames(t *testing.T) {
+	// The engine serves a Go server over HTTP: the protocol sees its URL
+	// and keeps its Server.
+	servers := []invoker.MCPServer{{Name: "db", URL: "http://127.0.0.1:1/mcp/db", Server: goServer("query", "do.it")}}
+	generic := Config{Name: "agent"}
+	for _, tc := range []struct {
+		name     string
+		cfg      Config
+		toolCall string
+		tool     string // the tool of db; "" for none of its tools
+	}{
+		{"gemini, a settings server's tool", geminiConfig, `{"toolCallId":"mcp_db_admin_drop__1","title":"drop (db_admin MCP Server)","kind":"other"}`, ""},
+		{"gemini, a tool db does not have", geminiConfig, `{"toolCallId":"mcp_db_drop__1","title":"drop (db MCP Server)","kind":"other"}`, ""},
+		{"gemini, db's tool", geminiConfig, `{"toolCallId":"mcp_db_query__1","title":"query (db MCP Server)","kind":"other"}`, "query"},
+		{"gemini, db's tool with a dot", geminiConfig, `{"toolCallId":"mcp_db_do.it__1","title":"do.it (db MCP Server)","kind":"other"}`, "do.it"},
+		{"claude-code-acp, a settings server's tool", generic, `{"toolCallId":"toolu_1","title":"drop","_meta":{"claudeCode":{"toolName":"mcp__db__admin__drop"}}}`, ""},
+		{"claude-code-acp, db's tool", generic, `{"toolCallId":"toolu_1","title":"query","_meta":{"claudeCode":{"toolName":"mcp__db__query"}}}`, "query"},
+		{"claude-code-acp, db's tool sanitized", generic, `{"toolCallId":"toolu_1","title":"do.it","_meta":{"claudeCode":{"toolName":"mcp__db__do_it"}}}`, "do.it"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			for _, perm := range []invoker.Permission{invoker.ReadOnly, invoker.Unlimited} {
+				for _, approve := range []bool{false, true} {
+					req := invoker.SessionRequest{Permission: perm, MCPServers: servers}
+					if approve {
+						req.Approve = approveAll
+					}
+					cfg := tc.cfg
+					cfg.Modes = nil
+					x := newProto(t, cfg, req)
+					x.openWith(`{"mcpCapabilities":{"http":true}}`)
+					x.p.StartTurn(&invoker.TurnRequest{Prompt: "p"})
+					st := askedOrAnswered(x, "7", tc.toolCall, mcpOptions)
+					switch {
+					case approve && len(st.Approvals) == 1:
+						a := st.Approvals[0].Request
+						want := [2]string{}
+						if tc.tool != "" {
+							want = [2]string{"db", tc.tool}
+						}
+						if a.Kind != invoker.ApprovalMCPTool || [2]string{a.MCP.Server, a.MCP.Tool} != want {
+							t.Errorf("%s: asked about %s %+v, want an mcp_tool of %q", perm, a.Kind, a.MCP, want)
+						}
+						if tc.tool == "" && perm != invoker.Unlimited {
+							t.Errorf("%s: asked about a tool of no server of the request, want it rejected", perm)
+						}
+					case approve:
+						if tc.tool != "" || perm == invoker.Unlimited || !rejected(t, st) {
+							t.Errorf("%s, callback: answered %q, want the program asked", perm, st.Write)
+						}
+					default:
+						got := outcomeOf(t, st.Write[0])
+						trusted := got == `{"optionId":"proceed_always_server","outcome":"selected"}`
+						if trusted != (tc.tool != "") {
+							t.Errorf("%s, no callback: answered %s, want the server trusted: %v", perm, got, tc.tool != "")
+						}
+						if tc.tool == "" && perm != invoker.Unlimited && !rejected(t, st) {
+							t.Errorf("%s, no callback: answered %s, want a rejection", perm, got)
+						}
+					}
+				}
+			}
+		})
 	}
 }

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"strings"
 
+	"github.com/clinvoke/clinvoke/internal/mcphost"
 	"github.com/clinvoke/clinvoke/internal/workspace"
 	"github.com/clinvoke/clinvoke/invoker"
 	"github.com/clinvoke/clinvoke/invoker/driver"
@@ -47,6 +48,9 @@ type Protocol struct {
 	// once, and a later request of the same tool, judged by the level,
 	// is allowed once without asking the program.
 	granted map[string]bool
+	// names reads the names of MCP tools, knowing the tools of the
+	// request's Go servers (see servers.go).
+	names *mcphost.Names
 }
 
 var (
@@ -93,6 +97,7 @@ func New(cfg *Config, req *invoker.SessionRequest) *Protocol {
 	p := &Protocol{cfg: cfg, req: *req, pending: make(map[int64]replyFunc), perm: req.Permission,
 		ws: workspace.New(req.Workdir, req.Env), asking: make(map[string]*waiting), granted: make(map[string]bool)}
 	p.turn.calls = make(map[string]toolState)
+	p.names = mcphost.NewNames(req.MCPServers)
 	return p
 }
 

@@ -14,7 +14,13 @@ import "time"
 // fields replaces the Options' field. A session's limits hold for its whole
 // life, the CLI and every turn's tools together.
 //
-// A negative value (or a NaN CPU) is ErrInvalidRequest. A limit this host
+// A negative value (or a NaN or infinite CPU) is ErrInvalidRequest, and so
+// is a value above the largest the kernel takes, which it would refuse or
+// read as no limit at all: Memory or MemoryHigh from 2^63 - 4096 bytes up
+// (with 4 KiB pages), Processes above 4194303 (pids.max takes at most the
+// kernel's PID_MAX_LIMIT, 4194304, one of which the run's start counts),
+// CPU above 175921860.44415 cores (a quota of 2^44-1 µs per 100 ms); the
+// message names the field and the largest. A limit this host
 // cannot enforce (Capabilities.Limits does not list it) fails with
 // ErrUnsupported before anything starts, the message naming the limit, why
 // and how to get it. What happens past a limit, and how a host is set up to

@@ -55,7 +55,8 @@ const cpuPeriod = 100_000
 // IsZero reports whether l sets no limit.
 func (l Limits) IsZero() bool { return l == Limits{} }
 
-// validate rejects limits no controller can take.
+// validate rejects limits no controller can take, and limits above
+// MaxLimits.
 func (l Limits) validate() error {
 	switch {
 	case l.MemoryMax < 0, l.MemoryHigh < 0, l.Tasks < 0, l.CPU < 0, math.IsNaN(l.CPU) || math.IsInf(l.CPU, 0):
@@ -67,7 +68,7 @@ func (l Limits) validate() error {
 	case l.CPU > 0 && l.CPU < 0.01:
 		return fmt.Errorf("proc: a CPU limit of %g cores is below the kernel's least quota (0.01)", l.CPU)
 	}
-	return nil
+	return l.checkRange()
 }
 
 // each calls f for every resource l limits, in the order of Resource.

@@ -4,6 +4,8 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"os"
+	"strconv"
 	"strings"
 	"sync"
 
@@ -93,7 +95,34 @@ func validLimits(l invoker.Limits) error {
 	case l.CPU > 0 && l.CPU < 0.01:
 		return invalid("Limits.CPU is %g cores, below the kernel's least quota of 0.01", l.CPU)
 	}
+	return limitsInRange(l)
+}
+
+// limitsInRange rejects limits above the largest the kernel takes
+// (proc.MaxLimits), which it would refuse half-written or, worse, read as
+// no limit at all, naming the field and the largest.
+func limitsInRange(l invoker.Limits) error {
+	m := proc.MaxLimits()
+	switch {
+	case l.Memory > m.MemoryMax:
+		return invalid("Limits.Memory is %d bytes, above the largest the kernel takes: %d (from %d bytes up it holds no limit at all): set at most that, or 0 for no limit", l.Memory, m.MemoryMax, m.MemoryMax+1)
+	case l.MemoryHigh > m.MemoryHigh:
+		return invalid("Limits.MemoryHigh is %d bytes, above the largest the kernel takes: %d (from %d bytes up it holds no throttle level at all): set at most that, or 0 for none", l.MemoryHigh, m.MemoryHigh, m.MemoryHigh+1)
+	case int64(l.Processes) > m.Tasks:
+		return invalid("Limits.Processes is %d, above the largest the kernel takes: %d (pids.max takes at most PID_MAX_LIMIT, one of which the run's start counts; this host has at most %s processes at once, kernel.pid_max): set at most that, or 0 for no limit", l.Processes, m.Tasks, pidMax())
+	case l.CPU > m.CPU:
+		return invalid("Limits.CPU is %g cores, above the largest the kernel takes: %s (a quota of 2^44-1 µs in every period of 100 ms): set at most that, or 0 for no limit", l.CPU, strconv.FormatFloat(m.CPU, 'f', -1, 64))
+	}
 	return nil
+}
+
+// pidMax returns this host's kernel.pid_max, or "?".
+func pidMax() string {
+	b, err := os.ReadFile("/proc/sys/kernel/pid_max")
+	if err != nil {
+		return "?"
+	}
+	return strings.TrimSpace(string(b))
 }
 
 // limitUnavailableError is ErrUnsupported for a limit this host cannot

@@ -236,10 +236,16 @@
 //     CLI killed itself fails the run with a *LimitError matching
 //     ErrResourceLimit ("claude: the CLI was killed by the memory limit of
 //     512 MiB (peak 511.8 MiB); resume session …"), and closes a session
-//     with it.
+//     with it. A run (or a turn) that fails after one of its processes was
+//     killed is a *LimitError for "memory" too.
 //   - processes: a fork past the limit fails, nothing is killed; a
-//     KindWarning event says so, and a run that then fails is a *LimitError
-//     for "processes".
+//     KindWarning event says so, and a run (or a turn) that then fails is
+//     a *LimitError for "processes".
+//
+// What the kernel counted wins over what the CLI said of its failure: a
+// CLI that cannot start a thread may exit with a status its backend reads
+// as a usage error or a crash, or report a failed turn; the error is then
+// the *LimitError, what the CLI said kept in its Err and its message.
 //   - CPU: the run is throttled to its share in every 100 ms.
 //
 // Every run and every turn is accounted, limits or not: Result.Resources

@@ -34,8 +34,9 @@ type Limits struct {
 	// what it can, then kills the run's process that uses the most memory,
 	// one process, usually the runaway tool: the CLI sees its tool fail
 	// (a KindWarning event says why) and the turn goes on. When the CLI
-	// itself is killed, the run fails with a *LimitError matching
-	// ErrResourceLimit. At least 1 MiB.
+	// itself is killed, or the run (or turn) fails after a process of it
+	// was, it fails with a *LimitError matching ErrResourceLimit, whatever
+	// the CLI said of the failure. At least 1 MiB.
 	Memory int64
 	// MemoryHigh is a throttle level, in bytes: above it the run's
 	// allocations are slowed and its memory reclaimed hard, but nothing is
@@ -45,7 +46,10 @@ type Limits struct {
 	// included, as the kernel's pids controller counts tasks (a Node.js
 	// CLI runs a dozen threads before it starts a tool). A fork past it
 	// fails (EAGAIN) and nothing is killed: the tool that forked sees the
-	// error, and a KindWarning event says so.
+	// error, and a KindWarning event says so. A run (or turn) that then
+	// fails fails with a *LimitError matching ErrResourceLimit, whatever
+	// the CLI said of the failure (a CLI that cannot start a thread may
+	// exit with a status that means something else).
 	Processes int
 	// CPU is the most CPU the run may use, in cores: 0.5 is half of one
 	// core, 2 two whole cores, as a quota of CPU time in every period of

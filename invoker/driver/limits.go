@@ -302,16 +302,34 @@ func (r *run) killedByLimit(id string) error {
 	return le
 }
 
-// forksRefused returns err, the error of a run that failed, as a
-// *LimitError for the process limit when forks were refused at it during
-// the run (a CLI that cannot start a thread or a tool fails), or err.
-func (r *run) forksRefused(err error, id string) error {
-	u := r.exit.usage
-	if err == nil || u.ForksRefused == 0 || u.Limits.Tasks == 0 {
+// limitEvidence returns err, the error of a run or a turn that failed on
+// its own (not stopped, not a success), as a *LimitError for
+// ErrResourceLimit when the kernel's counters for it (u) show that a limit
+// acted: processes of the run OOM-killed (Resource "memory"), forks
+// refused at its process limit ("processes"). The kernel's evidence wins
+// over what the CLI or its decoder made of the failure: a CLI that cannot
+// start a thread may exit with a status its decoder reads as a usage error
+// or a crash, and a tool killed or refused a fork may fail the turn in
+// the CLI's own words. err stays in the chain, its text in the message. A
+// limit the CLI reported (a *LimitError already: a turn limit, a rate
+// limit, the CLI killed) is what it says. id is the session to resume.
+func limitEvidence(err error, u proc.Usage, id string) error {
+	var le *invoker.LimitError
+	if err == nil || errors.As(err, &le) {
 		return err
 	}
-	return &invoker.LimitError{Limit: invoker.ErrResourceLimit, Resource: "processes", SessionID: id,
-		Max: u.Limits.Tasks, Peak: u.TasksPeak, Err: err}
+	switch {
+	case u.OOMKills > 0:
+		le = &invoker.LimitError{Limit: invoker.ErrResourceLimit, Resource: "memory", SessionID: id, Peak: u.MemoryPeak, Err: err}
+		if !u.OOMOutside {
+			le.Max = u.Limits.MemoryMax
+		}
+		return le
+	case u.ForksRefused > 0 && u.Limits.Tasks > 0:
+		return &invoker.LimitError{Limit: invoker.ErrResourceLimit, Resource: "processes", SessionID: id,
+			Max: u.Limits.Tasks, Peak: u.TasksPeak, Err: err}
+	}
+	return err
 }
 
 // exhaustedError returns err, an error of a run's start, as a *LimitError

@@ -9,6 +9,22 @@ import "time"
 // the run is born under them, whatever it does to its session or
 // environment. The zero value sets no limit.
 //
+// They hold a process that cannot write cgroupfs. A CLI runs as the
+// host's user: where that is root, the CLI and its tools can leave them.
+// A process that moves itself into another cgroup (of cgroup v2 and of
+// each v1 hierarchy) is out of the run's limits and out of reach of the
+// run's kill, and outlives the run; one that writes its own limit away
+// (-1 to memory.limit_in_bytes, max to memory.max) stays in the run
+// without it. A host run as a non-root user with a delegated cgroup v2
+// runs its CLIs as that user: they cannot leave the delegated cgroup nor
+// the limits systemd holds it to, but own the run's cgroups, and so can
+// still move to another cgroup below the delegated one and rewrite the
+// run's own limits. Memory a run leaves in a tmpfs (a file in /dev/shm)
+// outlives it too, charged to the host's cgroup until the file is
+// deleted, and a run that fills /dev/shm past Memory gets its CLI, not the
+// tool, OOM-killed: the killer weighs processes, not files. docs/limits.md
+// (# What a run can still do) has the measurements.
+//
 // Options.Limits holds for every run of an Invoker, Request.Limits and
 // SessionRequest.Limits for one run or session: each of their non-zero
 // fields replaces the Options' field. A session's limits hold for its whole

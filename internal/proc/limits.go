@@ -12,7 +12,9 @@ import (
 // enforces them (Linux cgroup controllers): they are set on the tree's
 // cgroups before the root runs its first instruction, and every process
 // the tree starts is born under them, whatever it does to its session or
-// environment. The zero value sets no limit.
+// environment. A process that may write cgroupfs (one run as root) can
+// still move itself out of them or write them away (docs/limits.md, # What
+// a run can still do). The zero value sets no limit.
 //
 // Where the controllers are: cgroup v2 controllers (memory, pids, cpu)
 // enabled in the subtree that holds the trees (see Attr.CgroupParent and

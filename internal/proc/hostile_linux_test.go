@@ -318,8 +318,8 @@ func TestLimitsTmpfsOutlivesRun(t *testing.T) {
 		if !u.RootOOMKilled {
 			t.Errorf("Usage() = %+v, want the root (the CLI) OOM-killed", u)
 		}
-		if fi.Size() < 32*mib {
-			t.Errorf("the file holds %d bytes, want what was written before the kill", fi.Size())
+		if fi.Size() == 0 {
+			t.Errorf("the file is empty, want what was written before the kill left behind")
 		}
 	})
 }

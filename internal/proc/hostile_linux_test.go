@@ -3,6 +3,7 @@
 package proc
 
 import (
+	"bufio"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -56,10 +57,33 @@ func init() {
 		hang()
 		return 0
 	}
+	// escapethenexit ARGS...: start escape ARGS... as a child, copy its
+	// lines to stdout until "escaped", then exit 0 (a CLI that ends well
+	// after its tool left the tree's cgroups).
+	helpers["escapethenexit"] = func(args []string) int {
+		cmd := helperCmd("escape", args...)
+		cmd.Stdout, cmd.Stderr = nil, os.Stderr
+		out, err := cmd.StdoutPipe()
+		if err == nil {
+			err = cmd.Start()
+		}
+		if err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			return 2
+		}
+		sc := bufio.NewScanner(out)
+		for sc.Scan() {
+			fmt.Println(sc.Text())
+			if sc.Text() == "escaped" {
+				return 0
+			}
+		}
+		return 1
+	}
 }
 
-// leaveCgroups moves the calling process into the cgroups of its parent's
-// parent (the test process: the host) in cgroup v2 and every v1
+// leaveCgroups moves the calling process into the host's cgroups (those
+// of the test process, PROC_TEST_HOST_PID) in cgroup v2 and every v1
 // hierarchy, by writing its pid to their cgroup.procs.
 func leaveCgroups() error {
 	host := os.Getenv("PROC_TEST_HOST_PID")
@@ -146,11 +170,11 @@ func killAndReap(t *testing.T, pid int) {
 // leaves the tree's limits (it allocates twice the memory limit and is
 // not killed) and its membership: the tree's Kill does not reach it,
 // whether it is the root or a process the root started, and one the root
-// started outlives Wait. One that writes -1 to its memory limit keeps its
+// started outlives Wait, after a Kill or after the root exited 0. One that writes -1 to its memory limit keeps its
 // cgroups and loses the limit.
 func TestLimitsRootLeavesCgroups(t *testing.T) {
 	noLeaks(t)
-	markUsed("escape")
+	markUsed("escape", "escapethenexit")
 	if os.Geteuid() != 0 {
 		t.Skip("needs root: only a process that may write cgroupfs can leave its cgroups")
 	}
@@ -188,6 +212,19 @@ func TestLimitsRootLeavesCgroups(t *testing.T) {
 		r.wait()
 		if !alive(r.pids[0]) {
 			t.Errorf("the child that left its cgroups died with the tree: the documentation says it outlives it")
+		}
+		killAndReap(t, pid)
+	})
+
+	t.Run("child of a CLI that ends well", func(t *testing.T) {
+		r := startRun(t, Attr{Limits: limits, Account: true}, "escapethenexit", "cgroups")
+		r.expectLine("escaped")
+		pid := int(r.pids[0].pid)
+		if st := r.wait(); st.Code != 0 {
+			t.Errorf("the root ended %+v, want exit 0", st)
+		}
+		if !alive(r.pids[0]) {
+			t.Errorf("the child that left its cgroups died in Wait's sweep: the documentation says it outlives the tree")
 		}
 		killAndReap(t, pid)
 	})

@@ -208,6 +208,100 @@ func TestTokenRemovedCancelsItsCalls(t *testing.T) {
 	recv(t, b.cancelled, "a run to be cancelled")
 }
 
+// TestTokenReplacedCancelsItsCalls: a token replaced under the same name
+// stops the calls the old token authorized, though the name stays in the
+// set; a call of the new token goes on.
+func TestTokenReplacedCancelsItsCalls(t *testing.T) {
+	file := filepath.Join(t.TempDir(), "tokens")
+	rotate(t, file, "alice:"+oldToken+"\n")
+	tokens, err := mcpadapter.LoadTokens(file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b := newBlocker("echo")
+	root := t.TempDir()
+	s := newAccessServer(t, &mcpadapter.Options{HTTPAccess: mcpadapter.HTTPAccess{Tokens: tokens}}, false, b)
+	old := s.connect(t, oldToken)
+	olds := asyncCall(old, &mcp.CallToolParams{Name: "echo", Arguments: args("the old token's run", root)})
+	recv(t, b.started, "a run to start")
+
+	rotate(t, file, "alice:"+aliceToken+"\n")
+	alice := s.connect(t, aliceToken) // its requests notice the change
+	if cause := recv(t, b.cancelled, "the old token's run to be cancelled"); !errors.Is(cause, mcpadapter.ErrRevoked) {
+		t.Errorf("the old token's run cancelled with %v, want ErrRevoked", cause)
+	}
+	r := recv(t, olds, "the old token's answer")
+	var out mcpadapter.Output
+	if r.err == nil {
+		decode(t, r.res, &out)
+	}
+	if r.err != nil || out.Status != mcpadapter.StatusCancelled {
+		t.Errorf("the old token's call: %v %+v, want cancelled", r.err, out)
+	}
+	alices := asyncCall(alice, &mcp.CallToolParams{Name: "echo", Arguments: args("the new token's run", root)})
+	recv(t, b.started, "a run to start")
+	if _, err := alice.ListTools(context.Background(), nil); err != nil {
+		t.Fatal(err)
+	}
+	if len(b.cancelled) != 0 || s.tools.Active() != 1 {
+		t.Errorf("the new token's call was cancelled too (%d calls active)", s.tools.Active())
+	}
+	s.tools.Cancel("alice")
+	recv(t, alices, "the call's answer")
+	recv(t, b.cancelled, "a run to be cancelled")
+}
+
+// TestTokenRotationOverlaps: a name may have two tokens at once, both
+// accepted; removing the old one stops only the calls it authorized.
+func TestTokenRotationOverlaps(t *testing.T) {
+	file := filepath.Join(t.TempDir(), "tokens")
+	rotate(t, file, "alice:"+oldToken+"\n")
+	tokens, err := mcpadapter.LoadTokens(file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b := newBlocker("echo")
+	root := t.TempDir()
+	s := newAccessServer(t, &mcpadapter.Options{HTTPAccess: mcpadapter.HTTPAccess{Tokens: tokens}}, false, b)
+	old := s.connect(t, oldToken)
+	olds := asyncCall(old, &mcp.CallToolParams{Name: "echo", Arguments: args("the old token's run", root)})
+	recv(t, b.started, "a run to start")
+
+	// The overlap: both tokens of alice are accepted.
+	rotate(t, file, "alice:"+oldToken+"\nalice:"+newToken+"\n")
+	if err := tokens.Err(); err != nil {
+		t.Fatalf("Err() = %v, want the file with two tokens of alice taken", err)
+	}
+	if got := strings.Join(tokens.Names(), ","); got != "alice" {
+		t.Errorf("Names() = %s, want alice once", got)
+	}
+	alice := s.connect(t, newToken)
+	news := asyncCall(alice, &mcp.CallToolParams{Name: "echo", Arguments: args("the new token's run", root)})
+	recv(t, b.started, "a run to start")
+	if len(b.cancelled) != 0 || s.tools.Active() != 2 {
+		t.Fatalf("a call was cancelled by adding a token (%d calls active)", s.tools.Active())
+	}
+
+	// The end of the overlap: the old token goes, and its call with it.
+	rotate(t, file, "alice:"+newToken+"\n")
+	if _, err := alice.ListTools(context.Background(), nil); err != nil {
+		t.Fatal(err)
+	}
+	if cause := recv(t, b.cancelled, "the old token's run to be cancelled"); !errors.Is(cause, mcpadapter.ErrRevoked) {
+		t.Errorf("the old token's run cancelled with %v, want ErrRevoked", cause)
+	}
+	recv(t, olds, "the old token's answer")
+	if _, err := alice.ListTools(context.Background(), nil); err != nil {
+		t.Fatal(err)
+	}
+	if len(b.cancelled) != 0 || s.tools.Active() != 1 {
+		t.Errorf("the new token's call was cancelled too (%d calls active)", s.tools.Active())
+	}
+	s.tools.Cancel("alice")
+	recv(t, news, "the call's answer")
+	recv(t, b.cancelled, "a run to be cancelled")
+}
+
 // TestDeleteOfAnotherIdentitysSession: a DELETE naming a session of
 // another identity is refused by the SDK (403) and cancels none of its
 // calls; the owner's DELETE does.
@@ -283,7 +377,8 @@ func TestIdentityOnTheSpan(t *testing.T) {
 }
 
 // TestTokensFile: the format's errors name the line and the fix; a file
-// replaced with a broken one leaves the set as it was.
+// replaced with a broken one leaves the set as it was, and Err says why
+// until a good one replaces it.
 func TestTokensFile(t *testing.T) {
 	for _, tc := range []struct {
 		text, want string
@@ -294,7 +389,6 @@ func TestTokensFile(t *testing.T) {
 		{"alice:short", "too short"},
 		{"al ice:" + aliceToken, `character ' ' is not allowed`},
 		{"alice:" + aliceToken + "!", "letters, digits"},
-		{"alice:" + aliceToken + "\nbob:" + bobToken + "\nalice:" + oldToken, "line 3: the name \"alice\" is also on line 1"},
 		{"alice:" + aliceToken + "\nbob:" + aliceToken, "line 2: token \"bob\" is the token of line 1"},
 	} {
 		if _, err := mcpadapter.ParseTokens(tc.text); err == nil || !strings.Contains(err.Error(), tc.want) {
@@ -322,9 +416,15 @@ func TestTokensFile(t *testing.T) {
 			t.Errorf("Verify(%.8q) = %+v, %v; want %s with an expiration", tc.token, info, err, tc.name)
 		}
 	}
+	if err := tokens.Err(); err != nil {
+		t.Errorf("Err() = %v, want nil", err)
+	}
 	rotate(t, file, "alice:"+aliceToken+"\nbob:short\n")
 	if got := strings.Join(tokens.Names(), ","); got != "alice,bob" {
 		t.Errorf("after a broken file: Names() = %s, want the set as it was", got)
+	}
+	if err := tokens.Err(); err == nil || !strings.Contains(err.Error(), "too short") {
+		t.Errorf("after a broken file: Err() = %v, want why it was not taken", err)
 	}
 	if err := tokens.Reload(); err == nil || !strings.Contains(err.Error(), "too short") {
 		t.Errorf("Reload() of a broken file: %v, want the error", err)
@@ -332,5 +432,8 @@ func TestTokensFile(t *testing.T) {
 	rotate(t, file, "bob:"+bobToken+"\n")
 	if _, err := tokens.Verify(context.Background(), aliceToken, nil); err == nil {
 		t.Errorf("alice's token is still accepted after its removal")
+	}
+	if err := tokens.Err(); err != nil {
+		t.Errorf("after a good file: Err() = %v, want nil", err)
 	}
 }

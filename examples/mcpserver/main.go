@@ -91,7 +91,9 @@
 //	go run ./examples/mcpserver -http 127.0.0.1:8700 -metrics 127.0.0.1:9464 -otlp http://127.0.0.1:4318/v1/traces
 //
 // -metrics ADDR serves the runs' metrics in Prometheus text on /metrics and
-// "ok" on /healthz; -otlp URL, or the standard OTEL_EXPORTER_OTLP_ENDPOINT
+// "ok" on /healthz, on a listener of their own, or on the MCP listener when
+// ADDR is the -http address; either way behind the same access checks as
+// the MCP endpoint (with -auth-tokens, a scrape needs a token); -otlp URL, or the standard OTEL_EXPORTER_OTLP_ENDPOINT
 // and OTEL_EXPORTER_OTLP_TRACES_ENDPOINT variables, exports the traces over
 // OTLP/HTTP. A tool call continues the client's trace (from the request's
 // _meta or its HTTP headers) and each CLI gets its run's span in
@@ -123,9 +125,13 @@
 //	go run ./examples/mcpserver -http 0.0.0.0:8700 -auth-tokens tokens -max-per-identity 2 -root ~/src
 //
 // -auth-tokens FILE requires a bearer token of the file (one NAME:TOKEN a
-// line; several at once, so a token is rotated by adding the new one and
-// removing the old; the file is read again when it changes, best replaced
-// whole with a rename, and a token removed stops its calls in flight).
+// line; a name may have several tokens, so a token is rotated by adding a
+// line with the new one and removing the old line; the file is read again
+// when it changes, best replaced whole with a rename, and a token removed
+// stops the calls in flight it authorized). A file that does not parse
+// stops the server at start; one that replaces a good file is not taken
+// (the server logs why, and with -metrics clinvoke_tokens_file_rejected
+// is 1 until a good file replaces it).
 // -auth-token-env VAR takes one token (named VAR) or NAME:TOKEN lines from
 // the environment. Clients send "Authorization: Bearer TOKEN"; a token in
 // the URL is refused. -oauth-introspect URL accepts OAuth access tokens
@@ -135,9 +141,9 @@
 // clients reach it); -oauth-issuer names the authorization server in the
 // protected resource metadata the server publishes, -oauth-client-id and
 // -oauth-client-secret-env authenticate the server to the endpoint, and
-// -oauth-scope requires scopes. Everything on the listener is covered:
-// POST, the GET event stream, DELETE, and /metrics when -metrics names
-// the -http address.
+// -oauth-scope requires scopes. Everything the server serves is covered:
+// POST, the GET event stream, DELETE, and /metrics and /healthz, whether
+// -metrics names the -http address or a listener of its own.
 //
 // The identity of a call (the token's name, the OAuth subject) is in its
 // transcript lines, log records and span; -max-per-identity bounds the
@@ -330,6 +336,9 @@ func run() error {
 			logger.Warn("telemetry shutdown", "err", err)
 		}
 	}()
+	if err := observeTokens(tel.mp, httpAccess.Tokens); err != nil {
+		return fmt.Errorf("telemetry: %w", err)
+	}
 
 	explicit := len(roots) > 0
 	if !explicit {

@@ -32,6 +32,13 @@
 // In stdio mode standard output carries only the protocol; logs go to
 // standard error.
 //
+// To try the server with no CLI, no key and no network, -fake-agent serves
+// scripted stand-ins of the CLIs (invokertest.Agent, this program started
+// again) through the real backends: each call reports a session, runs a
+// shell tool, streams progress for two seconds and answers.
+//
+//	go run ./examples/mcpserver -fake-agent -http 127.0.0.1:8700 -root /tmp
+//
 // # Shutdown
 //
 // The first signal (SIGINT, SIGTERM or SIGHUP), standard input reaching end of file
@@ -190,6 +197,7 @@ import (
 	"github.com/clinvoke/clinvoke/gemini"
 	"github.com/clinvoke/clinvoke/invoker"
 	"github.com/clinvoke/clinvoke/invoker/acp"
+	"github.com/clinvoke/clinvoke/invoker/invokertest"
 	"github.com/clinvoke/clinvoke/mcpadapter"
 )
 
@@ -231,6 +239,7 @@ const (
 )
 
 func main() {
+	invokertest.RunAgent() // with -fake-agent, the stand-in agents are this program
 	if err := run(); err != nil {
 		fmt.Fprintln(os.Stderr, "mcpserver:", err)
 		os.Exit(1)
@@ -261,6 +270,7 @@ func run() error {
 		metricsAddr    = flag.String("metrics", "", "serve Prometheus metrics on http://ADDR/metrics and a liveness probe on /healthz (such as 127.0.0.1:9464)")
 		approvals      = flag.String("approvals", "allow", "who answers the agents' requests to run commands, edit files or call MCP tools (CLIs that can ask): allow (the permission level decides, nobody is asked), deny (refuse them all), or elicit (ask the MCP client's user)")
 		fallback       = flag.String("approval-fallback", "deny", "with -approvals elicit: allow or deny the requests of a client that cannot be asked (no elicitation)")
+		fake           = flag.Bool("fake-agent", false, "serve scripted stand-ins of the CLIs (all three unless -cli says otherwise): try the server with no CLI, no key and no network")
 		otlpURL        = flag.String("otlp", "", "export traces over OTLP/HTTP to this URL (such as http://127.0.0.1:4318/v1/traces); the OTEL_EXPORTER_OTLP_* variables work too")
 		roots          []string
 		binaries       = map[string]*string{}
@@ -371,7 +381,14 @@ func run() error {
 	}
 	limitOpts := limits.options()
 	var names []string
-	if len(acpAgents) == 0 || *clis != "" {
+	switch {
+	case *fake && *clis == "":
+		names = order
+	case *fake:
+		if names, err = selectCLIs(*clis, nil, logger); err != nil {
+			return err
+		}
+	case len(acpAgents) == 0 || *clis != "":
 		if names, err = selectCLIs(*clis, binaries, logger); err != nil {
 			return err
 		}
@@ -399,6 +416,11 @@ func run() error {
 	for _, name := range names {
 		opts := options(name)
 		opts.Binary = *binaries[name]
+		if *fake {
+			if opts, err = fakeAgent(name, opts); err != nil {
+				return err
+			}
+		}
 		invokers = append(invokers, flagWorded{Invoker: backends[name](opts), bin: *binaries[name]})
 	}
 	for _, a := range acpAgents {
@@ -734,7 +756,8 @@ func checkRoots(roots []string, explicit bool, home string) (warnings []string, 
 }
 
 // selectCLIs returns the CLIs to serve: those named by list, or else those
-// whose binary is found, or else all of them.
+// whose binary is found, or else all of them. A nil binaries (stand-in
+// agents) checks only the names of list.
 func selectCLIs(list string, binaries map[string]*string, logger *slog.Logger) ([]string, error) {
 	if list != "" {
 		var names []string
@@ -745,6 +768,9 @@ func selectCLIs(list string, binaries map[string]*string, logger *slog.Logger) (
 			}
 			if !slices.Contains(names, n) {
 				names = append(names, n)
+			}
+			if binaries == nil {
+				continue // stand-ins: nothing to look for
 			}
 			bin := n
 			if *binaries[n] != "" {

@@ -220,12 +220,13 @@ type Options struct {
 	// (Approval.Kind invoker.ApprovalMCPTool): under ApprovalsDeny, only an Approve
 	// that allows them lets the agent call them.
 	//
-	// Register copies the list, and refuses it when a name is not a
-	// usable server name or is given twice, when a server sets not
-	// exactly one of Server, Command and URL, or when an invoker's CLI
-	// cannot take a server of the list (Capabilities.GoTools for a Go
-	// server, Capabilities.MCPServers for the others). The invoker's own
-	// checks (a URL, an environment entry) apply at each call. Each run
+	// Register copies the list, and refuses it as a run's request would
+	// be refused (a name that is not a usable server name or is given
+	// twice, a server that sets not exactly one of Server, Command and
+	// URL, a URL that is not http or https, an environment entry that is
+	// not KEY=VALUE, ...), or when an invoker's CLI cannot take a server of
+	// the list (Capabilities.GoTools for a Go server,
+	// Capabilities.MCPServers for the others). Each run
 	// gets a copy of the list, to which an Invoker that wraps another may
 	// append servers of its own (see the package documentation, Go tools).
 	MCPServers []invoker.MCPServer

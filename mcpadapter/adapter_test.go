@@ -685,6 +685,9 @@ func TestWorkdirOutsideRootsRefused(t *testing.T) {
 		{outside, false},
 		{sibling, false},
 		{filepath.Join(root, "escape"), false}, // a link from inside to outside resolves outside
+		// ".." after a link is taken from the link's target, as the
+		// kernel takes it (and the judge of an agent's paths): base.
+		{filepath.Join(root, "escape") + "/..", false},
 		{filepath.Join(root, "..", "other"), false},
 		{"proj", false}, // relative
 		{"", false},     // missing

@@ -11,6 +11,7 @@ import (
 	"slices"
 	"time"
 
+	"github.com/clinvoke/clinvoke/internal/workspace"
 	"github.com/clinvoke/clinvoke/invoker"
 )
 
@@ -386,7 +387,7 @@ func resolveRoot(r string) (string, error) {
 	if !filepath.IsAbs(r) {
 		return "", fmt.Errorf("root %q is not an absolute path", r)
 	}
-	resolved, err := filepath.EvalSymlinks(filepath.Clean(r))
+	resolved, err := workspace.Existing(r)
 	if err != nil {
 		return "", fmt.Errorf("root %q: %w", r, err)
 	}

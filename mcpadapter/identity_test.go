@@ -103,7 +103,10 @@ func TestMaxConcurrentPerIdentity(t *testing.T) {
 	second := asyncCall(alice, params)
 	for {
 		p := recv(t, aliceProgress, "alice's second call to report it is queued")
-		if p.ProgressToken == "alice 2" && strings.Contains(p.Message, "queued") && strings.Contains(p.Message, "alice") {
+		if p.ProgressToken == "alice 2" && strings.Contains(p.Message, "queued") {
+			if want := "queued, 0 ahead for one of the 1 run of alice at once"; p.Message != want {
+				t.Errorf("progress %q, want %q", p.Message, want)
+			}
 			break
 		}
 	}

@@ -44,16 +44,19 @@ type Options struct {
 	// MaxConcurrent bounds how many runs execute at once across all calls
 	// (a parallel call's tasks count one each; a turn of a warm session
 	// counts as a run, an idle warm session does not). A call that would exceed it
-	// waits for a free slot, reporting "queued" progress, until its context
-	// is done. If zero, DefaultMaxConcurrent is used; a negative value means
-	// no limit.
+	// waits for a free slot, first come first served, reporting "queued, N
+	// ahead for one of this server's M runs at once" in its progress, until
+	// its context is done; the wait counts in its queued_ms (see the
+	// package documentation, Concurrency). If zero, DefaultMaxConcurrent is
+	// used; a negative value means no limit.
 	MaxConcurrent int
 
 	// MaxConcurrentPerIdentity, if positive, bounds how many runs of one
 	// identity (see [HTTPAccess]) execute at once, so that one client
 	// cannot take every slot of MaxConcurrent. A run beyond it waits, as
-	// for MaxConcurrent, reporting "queued" progress, until its context
-	// is done; it waits without holding a slot of MaxConcurrent, so the
+	// for MaxConcurrent, reporting "queued, N ahead for one of the M runs
+	// of IDENTITY at once", until its context is done; it waits without
+	// holding a slot of MaxConcurrent, so the
 	// calls of other identities go first. A parallel call's tasks count
 	// one each. Calls without identity (stdio, HTTP without
 	// authentication) are bounded by MaxConcurrent alone. If zero, one

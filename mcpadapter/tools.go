@@ -8,7 +8,6 @@ import (
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
-	"golang.org/x/sync/semaphore"
 )
 
 // Tools is what one [Register] call added to a server: the two tools of
@@ -33,8 +32,7 @@ type Tools struct {
 // shared is what the tools of one Register call have in common.
 type shared struct {
 	cfg   *config
-	sem   *semaphore.Weighted
-	ids   *identitySlots // Options.MaxConcurrentPerIdentity
+	slots *slots // Options.MaxConcurrent and MaxConcurrentPerIdentity
 	tr    *transcript
 	warm  *warmPool // nil when Options.WarmSessions keeps none
 	calls *callSet
@@ -50,8 +48,7 @@ func newShared(cfg *config) *shared {
 	life, stop := context.WithCancelCause(context.Background())
 	sh := &shared{
 		cfg:   cfg,
-		sem:   semaphore.NewWeighted(cfg.maxConcurrent),
-		ids:   &identitySlots{limit: cfg.maxPerIdentity},
+		slots: newSlots(cfg.maxConcurrent, cfg.maxPerIdentity),
 		tr:    &transcript{path: cfg.transcript},
 		calls: new(callSet),
 		life:  life,

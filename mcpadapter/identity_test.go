@@ -211,98 +211,106 @@ func TestTokenRemovedCancelsItsCalls(t *testing.T) {
 	recv(t, b.cancelled, "a run to be cancelled")
 }
 
+// rotation is a server whose tokens follow a file that holds alice's old
+// token, with a call of that token in flight: where the rotation tests
+// start.
+type rotation struct {
+	file   string
+	tokens *mcpadapter.Tokens
+	b      *blocker
+	s      *accessServer
+	root   string
+	old    chan outcome // the old token's call
+}
+
+func startRotation(t *testing.T) *rotation {
+	t.Helper()
+	r := &rotation{file: filepath.Join(t.TempDir(), "tokens"), b: newBlocker("echo"), root: t.TempDir()}
+	rotate(t, r.file, "alice:"+oldToken+"\n")
+	var err error
+	if r.tokens, err = mcpadapter.LoadTokens(r.file); err != nil {
+		t.Fatal(err)
+	}
+	r.s = newAccessServer(t, &mcpadapter.Options{HTTPAccess: mcpadapter.HTTPAccess{Tokens: r.tokens}}, false, r.b)
+	r.old = r.call(t, r.s.connect(t, oldToken), "the old token's run")
+	return r
+}
+
+// call starts a call on cs and waits for its run to start.
+func (r *rotation) call(t *testing.T, cs *mcp.ClientSession, prompt string) chan outcome {
+	t.Helper()
+	c := asyncCall(cs, &mcp.CallToolParams{Name: "echo", Arguments: args(prompt, r.root)})
+	recv(t, r.b.started, "a run to start")
+	return c
+}
+
+// oldRevoked checks that the old token's call was cancelled, with
+// ErrRevoked as its run's cause.
+func (r *rotation) oldRevoked(t *testing.T) {
+	t.Helper()
+	if cause := recv(t, r.b.cancelled, "the old token's run to be cancelled"); !errors.Is(cause, mcpadapter.ErrRevoked) {
+		t.Errorf("the old token's run cancelled with %v, want ErrRevoked", cause)
+	}
+	o := recv(t, r.old, "the old token's answer")
+	var out mcpadapter.Output
+	if o.err == nil {
+		decode(t, o.res, &out)
+	}
+	if o.err != nil || out.Status != mcpadapter.StatusCancelled {
+		t.Errorf("the old token's call: %v %+v, want cancelled", o.err, out)
+	}
+}
+
+// newGoesOn checks, after a request of cs, that the new token's call c is
+// the one call left, then ends it.
+func (r *rotation) newGoesOn(t *testing.T, cs *mcp.ClientSession, c chan outcome) {
+	t.Helper()
+	if _, err := cs.ListTools(context.Background(), nil); err != nil {
+		t.Fatal(err)
+	}
+	if len(r.b.cancelled) != 0 || r.s.tools.Active() != 1 {
+		t.Errorf("the new token's call was cancelled too (%d calls active)", r.s.tools.Active())
+	}
+	r.s.tools.Cancel("alice")
+	recv(t, c, "the call's answer")
+	recv(t, r.b.cancelled, "a run to be cancelled")
+}
+
 // TestTokenReplacedCancelsItsCalls: a token replaced under the same name
 // stops the calls the old token authorized, though the name stays in the
 // set; a call of the new token goes on.
 func TestTokenReplacedCancelsItsCalls(t *testing.T) {
-	file := filepath.Join(t.TempDir(), "tokens")
-	rotate(t, file, "alice:"+oldToken+"\n")
-	tokens, err := mcpadapter.LoadTokens(file)
-	if err != nil {
-		t.Fatal(err)
-	}
-	b := newBlocker("echo")
-	root := t.TempDir()
-	s := newAccessServer(t, &mcpadapter.Options{HTTPAccess: mcpadapter.HTTPAccess{Tokens: tokens}}, false, b)
-	old := s.connect(t, oldToken)
-	olds := asyncCall(old, &mcp.CallToolParams{Name: "echo", Arguments: args("the old token's run", root)})
-	recv(t, b.started, "a run to start")
-
-	rotate(t, file, "alice:"+aliceToken+"\n")
-	alice := s.connect(t, aliceToken) // its requests notice the change
-	if cause := recv(t, b.cancelled, "the old token's run to be cancelled"); !errors.Is(cause, mcpadapter.ErrRevoked) {
-		t.Errorf("the old token's run cancelled with %v, want ErrRevoked", cause)
-	}
-	r := recv(t, olds, "the old token's answer")
-	var out mcpadapter.Output
-	if r.err == nil {
-		decode(t, r.res, &out)
-	}
-	if r.err != nil || out.Status != mcpadapter.StatusCancelled {
-		t.Errorf("the old token's call: %v %+v, want cancelled", r.err, out)
-	}
-	alices := asyncCall(alice, &mcp.CallToolParams{Name: "echo", Arguments: args("the new token's run", root)})
-	recv(t, b.started, "a run to start")
-	if _, err := alice.ListTools(context.Background(), nil); err != nil {
-		t.Fatal(err)
-	}
-	if len(b.cancelled) != 0 || s.tools.Active() != 1 {
-		t.Errorf("the new token's call was cancelled too (%d calls active)", s.tools.Active())
-	}
-	s.tools.Cancel("alice")
-	recv(t, alices, "the call's answer")
-	recv(t, b.cancelled, "a run to be cancelled")
+	r := startRotation(t)
+	rotate(t, r.file, "alice:"+aliceToken+"\n")
+	alice := r.s.connect(t, aliceToken) // its requests notice the change
+	r.oldRevoked(t)
+	r.newGoesOn(t, alice, r.call(t, alice, "the new token's run"))
 }
 
 // TestTokenRotationOverlaps: a name may have two tokens at once, both
 // accepted; removing the old one stops only the calls it authorized.
 func TestTokenRotationOverlaps(t *testing.T) {
-	file := filepath.Join(t.TempDir(), "tokens")
-	rotate(t, file, "alice:"+oldToken+"\n")
-	tokens, err := mcpadapter.LoadTokens(file)
-	if err != nil {
-		t.Fatal(err)
-	}
-	b := newBlocker("echo")
-	root := t.TempDir()
-	s := newAccessServer(t, &mcpadapter.Options{HTTPAccess: mcpadapter.HTTPAccess{Tokens: tokens}}, false, b)
-	old := s.connect(t, oldToken)
-	olds := asyncCall(old, &mcp.CallToolParams{Name: "echo", Arguments: args("the old token's run", root)})
-	recv(t, b.started, "a run to start")
-
+	r := startRotation(t)
 	// The overlap: both tokens of alice are accepted.
-	rotate(t, file, "alice:"+oldToken+"\nalice:"+newToken+"\n")
-	if err := tokens.Err(); err != nil {
+	rotate(t, r.file, "alice:"+oldToken+"\nalice:"+newToken+"\n")
+	if err := r.tokens.Err(); err != nil {
 		t.Fatalf("Err() = %v, want the file with two tokens of alice taken", err)
 	}
-	if got := strings.Join(tokens.Names(), ","); got != "alice" {
+	if got := strings.Join(r.tokens.Names(), ","); got != "alice" {
 		t.Errorf("Names() = %s, want alice once", got)
 	}
-	alice := s.connect(t, newToken)
-	news := asyncCall(alice, &mcp.CallToolParams{Name: "echo", Arguments: args("the new token's run", root)})
-	recv(t, b.started, "a run to start")
-	if len(b.cancelled) != 0 || s.tools.Active() != 2 {
-		t.Fatalf("a call was cancelled by adding a token (%d calls active)", s.tools.Active())
+	alice := r.s.connect(t, newToken)
+	news := r.call(t, alice, "the new token's run")
+	if len(r.b.cancelled) != 0 || r.s.tools.Active() != 2 {
+		t.Fatalf("a call was cancelled by adding a token (%d calls active)", r.s.tools.Active())
 	}
-
 	// The end of the overlap: the old token goes, and its call with it.
-	rotate(t, file, "alice:"+newToken+"\n")
+	rotate(t, r.file, "alice:"+newToken+"\n")
 	if _, err := alice.ListTools(context.Background(), nil); err != nil {
 		t.Fatal(err)
 	}
-	if cause := recv(t, b.cancelled, "the old token's run to be cancelled"); !errors.Is(cause, mcpadapter.ErrRevoked) {
-		t.Errorf("the old token's run cancelled with %v, want ErrRevoked", cause)
-	}
-	recv(t, olds, "the old token's answer")
-	if _, err := alice.ListTools(context.Background(), nil); err != nil {
-		t.Fatal(err)
-	}
-	if len(b.cancelled) != 0 || s.tools.Active() != 1 {
-		t.Errorf("the new token's call was cancelled too (%d calls active)", s.tools.Active())
-	}
-	s.tools.Cancel("alice")
-	recv(t, news, "the call's answer")
-	recv(t, b.cancelled, "a run to be cancelled")
+	r.oldRevoked(t)
+	r.newGoesOn(t, alice, news)
 }
 
 // TestDeleteOfAnotherIdentitysSession: a DELETE naming a session of

@@ -5,7 +5,10 @@ package main
 // CLI's own stream: it reports a session, runs a shell tool (echo hello),
 // streams progress for two seconds (long enough to cancel the call and
 // watch its tree go), then answers in a few chunks. The stand-in is this
-// program, started again: main calls invokertest.RunAgent first.
+// program, started again with standInVar set: main then calls
+// invokertest.RunAgent, and only then, so that a server that inherited
+// the variables of an Agent (a test that hands them to the CLI through
+// the server's environment) is still the server.
 
 import (
 	"fmt"
@@ -18,6 +21,9 @@ import (
 
 // fakeProgress is how long a stand-in streams progress before it answers.
 const fakeProgress = 2 * time.Second
+
+// standInVar marks the environment of the stand-ins this server starts.
+const standInVar = "CLINVOKE_MCPSERVER_STAND_IN"
 
 // fakeAgent returns opts with the binary and environment of the scripted
 // stand-in for cli.
@@ -35,5 +41,6 @@ func fakeAgent(cli string, opts invoker.Options) (invoker.Options, error) {
 	}
 	opts.Binary = exe
 	opts.Env = append(opts.Env, a.Options().Env...)
+	opts.Env = append(opts.Env, standInVar+"=1")
 	return opts, nil
 }

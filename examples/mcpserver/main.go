@@ -239,7 +239,9 @@ const (
 )
 
 func main() {
-	invokertest.RunAgent() // with -fake-agent, the stand-in agents are this program
+	if os.Getenv(standInVar) != "" {
+		invokertest.RunAgent() // a stand-in agent of -fake-agent: this program, started again
+	}
 	if err := run(); err != nil {
 		fmt.Fprintln(os.Stderr, "mcpserver:", err)
 		os.Exit(1)

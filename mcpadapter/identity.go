@@ -39,9 +39,10 @@ func (t *Tools) Calls() []Call {
 // no identity. It does not wait for the runs to end: [Tools.Wait] does.
 //
 // Cancel is how a server that withdraws a client's access stops what the
-// client started; HTTPAccess.Tokens does it for a token removed from its
-// set. New calls of the identity are not refused: that is the
-// authentication's part.
+// client started. HTTPAccess.Tokens stops in the same way the calls of a
+// token removed from its set, and only those: the calls made with the
+// name's other tokens go on. New calls of the identity are not refused:
+// that is the authentication's part.
 func (t *Tools) Cancel(identity string) int {
 	return t.sh.calls.cancelIdentity(identity, ErrRevoked)
 }

@@ -149,19 +149,23 @@
 // # Concurrency
 //
 // The SDK runs the calls of a session concurrently, without limit. The
-// tools of one Register call share a semaphore of Options.MaxConcurrent
-// slots; a call (or a parallel call's task) beyond it waits, until its
-// context is done, and reports that it is queued.
+// tools of one Register call share Options.MaxConcurrent slots, and an
+// identity's calls Options.MaxConcurrentPerIdentity of them; a call (or a
+// parallel call's task) beyond them waits, until its context is done.
 //
-// MaxConcurrent bounds the calls this server runs; the host's budget
+// MaxConcurrent bounds the calls this server runs; the host's Budget
 // (invoker.Options.Budget, given to the invokers) bounds the runs of the
 // whole process, every Invoker given the same *invoker.Budget, this
 // server's and others', by count and by the memory they promise
-// (invoker.Limits.Memory). They compose: a call first takes one of
-// MaxConcurrent's slots, then its run waits for the budget, reported in
-// its progress as "queued, 3 ahead" (the run's KindQueued events; "until
-// the rate limit resets at …" at a rate limit's gate) and in its Output as
-// queued_ms. A server alone on its host needs only one of them; a server
+// (invoker.Limits.Memory). They compose, as one path of admission: a call
+// waits for a slot of its identity, then for one of MaxConcurrent's, then
+// its run waits for the Budget; each is a first-come-first-served queue of
+// the same kind, the call holds nothing of the next while it waits in one,
+// and every wait is told the same way. Its progress says "queued, 3 ahead"
+// and what for ("queued, 0 ahead for one of this server's 4 runs at
+// once"; nothing more for the Budget, the run's KindQueued events; "until
+// the rate limit resets at …" at a rate limit's gate), and its Output's
+// queued_ms is the time waited in all of them. A server alone on its host needs only one of them; a server
 // beside other programs that run agents shares one Budget with them. Each
 // run's Output and transcript line also carry what it used (resources:
 // peak memory, CPU time, peak processes, whether sampled).

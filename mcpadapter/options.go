@@ -11,6 +11,7 @@ import (
 	"slices"
 	"time"
 
+	"github.com/clinvoke/clinvoke/internal/workspace"
 	"github.com/clinvoke/clinvoke/invoker"
 )
 
@@ -43,16 +44,19 @@ type Options struct {
 	// MaxConcurrent bounds how many runs execute at once across all calls
 	// (a parallel call's tasks count one each; a turn of a warm session
 	// counts as a run, an idle warm session does not). A call that would exceed it
-	// waits for a free slot, reporting "queued" progress, until its context
-	// is done. If zero, DefaultMaxConcurrent is used; a negative value means
-	// no limit.
+	// waits for a free slot, first come first served, reporting "queued, N
+	// ahead for one of this server's M runs at once" in its progress, until
+	// its context is done; the wait counts in its queued_ms (see the
+	// package documentation, Concurrency). If zero, DefaultMaxConcurrent is
+	// used; a negative value means no limit.
 	MaxConcurrent int
 
 	// MaxConcurrentPerIdentity, if positive, bounds how many runs of one
 	// identity (see [HTTPAccess]) execute at once, so that one client
 	// cannot take every slot of MaxConcurrent. A run beyond it waits, as
-	// for MaxConcurrent, reporting "queued" progress, until its context
-	// is done; it waits without holding a slot of MaxConcurrent, so the
+	// for MaxConcurrent, reporting "queued, N ahead for one of the M runs
+	// of IDENTITY at once", until its context is done; it waits without
+	// holding a slot of MaxConcurrent, so the
 	// calls of other identities go first. A parallel call's tasks count
 	// one each. Calls without identity (stdio, HTTP without
 	// authentication) are bounded by MaxConcurrent alone. If zero, one
@@ -220,12 +224,13 @@ type Options struct {
 	// (Approval.Kind invoker.ApprovalMCPTool): under ApprovalsDeny, only an Approve
 	// that allows them lets the agent call them.
 	//
-	// Register copies the list, and refuses it when a name is not a
-	// usable server name or is given twice, when a server sets not
-	// exactly one of Server, Command and URL, or when an invoker's CLI
-	// cannot take a server of the list (Capabilities.GoTools for a Go
-	// server, Capabilities.MCPServers for the others). The invoker's own
-	// checks (a URL, an environment entry) apply at each call. Each run
+	// Register copies the list, and refuses it as a run's request would
+	// be refused (a name that is not a usable server name or is given
+	// twice, a server that sets not exactly one of Server, Command and
+	// URL, a URL that is not http or https, an environment entry that is
+	// not KEY=VALUE, ...), or when an invoker's CLI cannot take a server of
+	// the list (Capabilities.GoTools for a Go server,
+	// Capabilities.MCPServers for the others). Each run
 	// gets a copy of the list, to which an Invoker that wraps another may
 	// append servers of its own (see the package documentation, Go tools).
 	MCPServers []invoker.MCPServer
@@ -385,7 +390,7 @@ func resolveRoot(r string) (string, error) {
 	if !filepath.IsAbs(r) {
 		return "", fmt.Errorf("root %q is not an absolute path", r)
 	}
-	resolved, err := filepath.EvalSymlinks(filepath.Clean(r))
+	resolved, err := workspace.Existing(r)
 	if err != nil {
 		return "", fmt.Errorf("root %q: %w", r, err)
 	}

@@ -8,7 +8,6 @@ import (
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
-	"golang.org/x/sync/semaphore"
 )
 
 // Tools is what one [Register] call added to a server: the two tools of
@@ -33,8 +32,7 @@ type Tools struct {
 // shared is what the tools of one Register call have in common.
 type shared struct {
 	cfg   *config
-	sem   *semaphore.Weighted
-	ids   *identitySlots // Options.MaxConcurrentPerIdentity
+	slots *slots // Options.MaxConcurrent and MaxConcurrentPerIdentity
 	tr    *transcript
 	warm  *warmPool // nil when Options.WarmSessions keeps none
 	calls *callSet
@@ -50,16 +48,15 @@ func newShared(cfg *config) *shared {
 	life, stop := context.WithCancelCause(context.Background())
 	sh := &shared{
 		cfg:   cfg,
-		sem:   semaphore.NewWeighted(cfg.maxConcurrent),
-		ids:   &identitySlots{limit: cfg.maxPerIdentity},
+		slots: newSlots(cfg.maxConcurrent, cfg.maxPerIdentity),
 		tr:    &transcript{path: cfg.transcript},
 		calls: new(callSet),
 		life:  life,
 		stop:  stop,
 	}
-	cfg.access.revoke = func(identity string) {
-		n := sh.calls.cancelIdentity(identity, ErrRevoked)
-		cfg.log.Warn("token removed from the set: its calls are cancelled", "identity", identity, "calls", n)
+	cfg.access.revoke = func(token *tokenRef) {
+		n := sh.calls.cancelKey(token.callKey(), ErrRevoked)
+		cfg.log.Warn("token removed from the set: the calls it authorized are cancelled", "identity", token.name, "calls", n)
 	}
 	return sh
 }
@@ -157,17 +154,17 @@ func (t *Tools) Handler(h http.Handler) http.Handler {
 			// calls in flight, whose requests end only once the session
 			// is closed: cancel them first. Only those of the DELETE's
 			// own identity: the SDK refuses another's (403).
-			c.cancelKey(sessionKey(sid, requestIdentity(r)))
+			c.cancelKey(sessionKey(sid, requestIdentity(r)), ErrClientGone)
 		}
 		key := "request " + rand.Text()
 		r.Header.Set(callKeyHeader, key)
 		// A dropped client ends r's context while h still runs (in
 		// stateless mode h waits for the call to end before it returns);
 		// a session closed for being idle makes h return first.
-		stop := context.AfterFunc(r.Context(), func() { c.cancelKey(key) })
+		stop := context.AfterFunc(r.Context(), func() { c.cancelKey(key, ErrClientGone) })
 		h.ServeHTTP(w, r)
 		stop()
-		c.cancelKey(key)
+		c.cancelKey(key, ErrClientGone)
 	}))
 }
 
@@ -237,9 +234,13 @@ func (cs *callSet) begin(ctx context.Context, req *mcp.CallToolRequest, toolName
 	}
 	ctx = withIdentity(ctx, c.info.Identity)
 	ctx = context.WithValue(ctx, callStartKey{}, c.info.Start)
-	// The keys under which Handler finds the call: its HTTP request, and
-	// its session and identity (for a DELETE).
+	// The keys under which Handler finds the call: its HTTP request, its
+	// session and identity (for a DELETE), and the named token that
+	// authorized it (for the token's removal).
 	var keys []string
+	if tok := tokenOf(req); tok != nil {
+		keys = append(keys, tok.callKey())
+	}
 	if req != nil && req.Extra != nil && req.Extra.Header != nil {
 		if k := req.Extra.Header.Get(callKeyHeader); k != "" {
 			keys = append(keys, k)
@@ -308,14 +309,15 @@ func (cs *callSet) addLocked(c *int, delta int) {
 	}
 }
 
-// cancelKey cancels the calls registered under key: those of an HTTP
-// request, or of a session.
-func (cs *callSet) cancelKey(key string) {
+// cancelKey cancels the calls registered under key (those of an HTTP
+// request, of a session, or of a token) with cause, and returns how many.
+func (cs *callSet) cancelKey(key string, cause error) int {
 	cs.mu.Lock()
 	calls := cs.byKey[key]
 	delete(cs.byKey, key)
 	cs.mu.Unlock()
 	for c := range calls {
-		c.cancel(ErrClientGone)
+		c.cancel(cause)
 	}
+	return len(calls)
 }

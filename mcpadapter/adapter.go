@@ -90,6 +90,11 @@ func Register(s *mcp.Server, opts *Options, invokers ...invoker.Invoker) (*Tools
 		mcp.AddTool(s, t.single, t.handle)
 		mcp.AddTool(s, t.parallel, t.handleParallel)
 	}
+	if !cfg.tasks.Disabled {
+		if err := newTaskEngine(sh, cfg.tasks, tools).register(s); err != nil {
+			return nil, fmt.Errorf("mcpadapter: Register: tasks: %w", err)
+		}
+	}
 	return &Tools{sh: sh}, nil
 }
 

@@ -236,6 +236,12 @@ type Options struct {
 	// uses for the protocol.
 	Logger *slog.Logger
 
+	// Tasks configures the tasks of the tools: a tools/call that a client
+	// augments with a task returns the task at once, and its run goes on
+	// without the client's connection, up to an abandonment bound; its
+	// result is kept for a TTL after its end. See [TaskOptions].
+	Tasks TaskOptions
+
 	// TracerProvider receives a span for each tool call ("tools/call
 	// <tool>", a server span), a child of the client's trace when the
 	// request carries one: in its _meta ("traceparent", "tracestate"), or
@@ -272,6 +278,8 @@ type config struct {
 	// approve is Options.Approve; servers is a copy of Options.MCPServers.
 	approve func(ctx context.Context, call *Call, a invoker.Approval) invoker.Decision
 	servers []invoker.MCPServer
+	// tasks is Options.Tasks with its defaults.
+	tasks TaskOptions
 }
 
 func newConfig(o *Options) (*config, error) {
@@ -297,6 +305,10 @@ func newConfig(o *Options) (*config, error) {
 		approvalFallback: o.ApprovalFallback,
 		approve:          o.Approve,
 		servers:          slices.Clone(o.MCPServers),
+		tasks:            o.Tasks,
+	}
+	if err := c.tasks.check(); err != nil {
+		return nil, fmt.Errorf("Options.Tasks: %w", err)
 	}
 	switch {
 	case c.maxConcurrent == 0:

@@ -263,6 +263,8 @@ func run() error {
 	access.register(flag.CommandLine)
 	var limits limitFlags
 	limits.register(flag.CommandLine)
+	var tasks taskFlags
+	tasks.register(flag.CommandLine)
 	var acpAgents []acp.Agent
 	flag.Func("acp", "serve an Agent Client Protocol agent as a tool: NAME=COMMAND, such as -acp 'opencode=opencode acp' (repeatable; with -acp and no -cli, only the ACP agents are served)", func(s string) error {
 		name, command, ok := strings.Cut(s, "=")
@@ -431,6 +433,10 @@ func run() error {
 		serverOpts.Logger = logger.With("component", "mcp")
 	}
 	server := mcp.NewServer(&mcp.Implementation{Name: "clinvoke", Title: "clinvoke agent CLIs", Version: "v0.1.0"}, serverOpts)
+	taskOpts, err := tasks.options()
+	if err != nil {
+		return err
+	}
 	tools, err := mcpadapter.Register(server, &mcpadapter.Options{
 		MaxConcurrent:     *maxRuns,
 		MaxTasks:          *maxTasks,
@@ -449,6 +455,9 @@ func run() error {
 		// Who may call over HTTP, and how many runs each may have.
 		HTTPAccess:               httpAccess,
 		MaxConcurrentPerIdentity: access.maxPerIdentity,
+
+		// Tool calls a client augments with a task: their lifetime.
+		Tasks: taskOpts,
 	}, invokers...)
 	if err != nil {
 		return err

@@ -44,6 +44,7 @@ func Register(s *mcp.Server, opts *Options, invokers ...invoker.Invoker) (*Tools
 		return nil, fmt.Errorf("mcpadapter: Register: %w", err)
 	}
 	sh := newShared(cfg)
+	sh.server = s
 	var tools []*tool
 	seen := map[string]bool{}
 	for _, inv := range invokers {

@@ -242,6 +242,14 @@ type Options struct {
 	// result is kept for a TTL after its end. See [TaskOptions].
 	Tasks TaskOptions
 
+	// SSERetry is the reconnection delay that Tools.Handler writes, as
+	// the retry field, in the priming event of each resumable SSE stream
+	// (SEP-1699): those the SDK primes when StreamableHTTPOptions.EventStore
+	// is set, for clients of protocol 2025-11-25. A client whose stream
+	// drops reconnects after it with Last-Event-ID and gets what it
+	// missed. If zero, DefaultSSERetry is used.
+	SSERetry time.Duration
+
 	// TracerProvider receives a span for each tool call ("tools/call
 	// <tool>", a server span), a child of the client's trace when the
 	// request carries one: in its _meta ("traceparent", "tracestate"), or
@@ -280,6 +288,8 @@ type config struct {
 	servers []invoker.MCPServer
 	// tasks is Options.Tasks with its defaults.
 	tasks TaskOptions
+	// sseRetry is Options.SSERetry, or its default.
+	sseRetry time.Duration
 }
 
 func newConfig(o *Options) (*config, error) {
@@ -306,6 +316,13 @@ func newConfig(o *Options) (*config, error) {
 		approve:          o.Approve,
 		servers:          slices.Clone(o.MCPServers),
 		tasks:            o.Tasks,
+		sseRetry:         o.SSERetry,
+	}
+	switch {
+	case c.sseRetry < 0:
+		return nil, fmt.Errorf("Options.SSERetry is %v: give a positive duration, or 0 for %v", c.sseRetry, DefaultSSERetry)
+	case c.sseRetry == 0:
+		c.sseRetry = DefaultSSERetry
 	}
 	if err := c.tasks.check(); err != nil {
 		return nil, fmt.Errorf("Options.Tasks: %w", err)

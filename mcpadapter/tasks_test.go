@@ -13,6 +13,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strings"
@@ -441,5 +442,142 @@ func TestTaskCapabilities(t *testing.T) {
 	_, body = s.do(t, rawRequest{method: http.MethodPost, path: "/", header: post, body: `{"jsonrpc":"2.0","id":2,"method":"tools/list"}`})
 	if n := strings.Count(body, `"execution":{"taskSupport":"optional"}`); n != 2 {
 		t.Errorf("tools/list marks %d tools as taking a task, want 2: %s", n, body)
+	}
+}
+
+// cutOnce is an http.RoundTripper whose first response to a POST holding
+// match ends, as if the connection dropped, right after its first SSE
+// event (the priming event); cut is closed then.
+type cutOnce struct {
+	base  http.RoundTripper
+	match string
+	cut   chan struct{}
+	done  bool
+}
+
+func (c *cutOnce) RoundTrip(r *http.Request) (*http.Response, error) {
+	var body []byte
+	if r.Body != nil {
+		var err error
+		if body, err = io.ReadAll(r.Body); err != nil {
+			return nil, err
+		}
+		r = r.Clone(r.Context())
+		r.Body = io.NopCloser(bytes.NewReader(body))
+	}
+	resp, err := c.base.RoundTrip(r)
+	if err != nil || c.done || !bytes.Contains(body, []byte(c.match)) {
+		return resp, err
+	}
+	c.done = true
+	resp.Body = &cutBody{rc: resp.Body, cut: c.cut}
+	return resp, nil
+}
+
+type cutBody struct {
+	rc   io.ReadCloser
+	cut  chan struct{}
+	seen []byte
+	done bool
+}
+
+func (b *cutBody) Read(p []byte) (int, error) {
+	if b.done {
+		return 0, io.ErrUnexpectedEOF
+	}
+	n, err := b.rc.Read(p)
+	b.seen = append(b.seen, p[:n]...)
+	if i := bytes.Index(b.seen, []byte("\n\n")); i >= 0 {
+		b.done = true
+		b.rc.Close()
+		close(b.cut)
+		keep := n - (len(b.seen) - (i + 2))
+		return keep, nil
+	}
+	return n, err
+}
+
+func (b *cutBody) Close() error { return b.rc.Close() }
+
+// TestTaskResultStreamResumes: with an event store, the SSE stream of a
+// tasks/result that drops while the task runs is resumed by the client
+// with Last-Event-ID, and the result reaches it; the priming event
+// carries the retry field.
+func TestTaskResultStreamResumes(t *testing.T) {
+	inv := newStepper("agent")
+	server := mcp.NewServer(&mcp.Implementation{Name: "clinvoke-test", Version: "v0.0.1"}, nil)
+	tools, err := mcpadapter.Register(server, &mcpadapter.Options{SSERetry: 10 * time.Millisecond}, inv)
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return server },
+		&mcp.StreamableHTTPOptions{EventStore: mcp.NewMemoryEventStore(nil)})
+	srv := httptest.NewServer(tools.Handler(h))
+	t.Cleanup(srv.Close)
+	t.Cleanup(func() {
+		for ss := range server.Sessions() { // the raw requests' session
+			ss.Close()
+		}
+	})
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), testenv.Timeout(testenv.Hang))
+		defer cancel()
+		if err := tools.Shutdown(ctx); err != nil {
+			t.Errorf("Shutdown() error = %v", err)
+		}
+	})
+	s := &accessServer{url: srv.URL, tools: tools}
+
+	// The priming event of a 2025-11-25 stream has an id and the retry
+	// field, even for a request whose header names an older version.
+	post := map[string]string{"Content-Type": "application/json", "Accept": "application/json, text/event-stream", "Mcp-Protocol-Version": "2025-11-25"}
+	resp, body := s.do(t, rawRequest{method: http.MethodPost, path: "/", header: post,
+		body: `{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"raw","version":"1"}}}`})
+	if !strings.HasPrefix(body, "event: prime\nretry: 10\nid: ") {
+		t.Errorf("initialize's stream begins %q, want a priming event with retry: 10", body)
+	}
+	post["Mcp-Session-Id"], post["Mcp-Protocol-Version"] = resp.Header.Get("Mcp-Session-Id"), "2025-03-26"
+	s.do(t, rawRequest{method: http.MethodPost, path: "/", header: post, body: `{"jsonrpc":"2.0","method":"notifications/initialized"}`})
+	if _, body = s.do(t, rawRequest{method: http.MethodPost, path: "/", header: post, body: `{"jsonrpc":"2.0","id":2,"method":"ping"}`}); !strings.HasPrefix(body, "event: prime\nretry: 10\n") {
+		t.Errorf("a 2025-11-25 session's ping with an older header: stream %q, want it primed", body)
+	}
+
+	cut := &cutOnce{base: taskCalls{base: http.DefaultTransport}, match: `"tasks/result"`, cut: make(chan struct{})}
+	client := mcp.NewClient(&mcp.Implementation{Name: "task-client", Version: "v0.0.1"}, nil)
+	for _, err := range []error{
+		mcp.AddSendingCustomMethod[*taskCallParams, *createTaskRes](client, taskCallMethod),
+		mcp.AddSendingCustomMethod[*taskIDArgs, *taskResultRes](client, "tasks/result"),
+	} {
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	cs, err := client.Connect(ctxT(t), &mcp.StreamableClientTransport{Endpoint: srv.URL, HTTPClient: &http.Client{Transport: cut}, MaxRetries: 3},
+		&mcp.ClientSessionOptions{ProtocolVersion: "2025-11-25"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cs.Close()
+	c := &taskClient{t: t, cs: cs}
+	task := c.create("agent", taskArgs(t.TempDir(), "resume"), map[string]any{})
+	<-inv.reached
+	type outcome struct {
+		res *taskResultRes
+		err error
+	}
+	got := make(chan outcome, 1)
+	go func() {
+		res, err := c.result(task.TaskID)
+		got <- outcome{res, err}
+	}()
+	<-cut.cut // the stream of tasks/result dropped after its priming event
+	inv.release <- struct{}{}
+	o := <-got
+	if o.err != nil {
+		t.Fatalf("tasks/result over a dropped stream: %v", o.err)
+	}
+	var out mcpadapter.Output
+	if err := json.Unmarshal(o.res.StructuredContent, &out); err != nil || out.Text != "done: resume" {
+		t.Errorf("tasks/result over a resumed stream = %+v (%v), want the run's answer", out, err)
 	}
 }

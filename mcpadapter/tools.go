@@ -44,6 +44,8 @@ type shared struct {
 	// cause; stop ends it.
 	life context.Context
 	stop context.CancelCauseFunc
+	// server is the server the tools are registered on.
+	server *mcp.Server
 }
 
 func newShared(cfg *config) *shared {
@@ -154,6 +156,7 @@ func (t *Tools) Handler(h http.Handler) http.Handler {
 	if !t.sh.cfg.tasks.Disabled {
 		h = liftTasks(h) // the "task" of a tools/call, which the SDK drops
 	}
+	h = t.sh.streams(h) // resumable streams: retry field, session's version
 	return t.sh.cfg.access.wrap(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if sid := r.Header.Get(sessionIDHeader); r.Method == http.MethodDelete && sid != "" {
 			// The SDK's DELETE closes the session, which waits for the

@@ -620,6 +620,10 @@ func serveHTTP(sd *shutdown, server *mcp.Server, tools *mcpadapter.Tools, hc htt
 	}
 	if !hc.stateless {
 		opts.SessionTimeout = hc.sessionTimeout
+		// Resumable streams: a client whose SSE stream drops resumes it
+		// with Last-Event-ID and gets the progress and the result it
+		// missed. (Stateless replicas have no session to resume.)
+		opts.EventStore = mcp.NewMemoryEventStore(nil)
 	}
 	handler := mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return server }, opts)
 	mux := http.NewServeMux()

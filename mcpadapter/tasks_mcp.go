@@ -140,16 +140,22 @@ func (e *taskEngine) register(s *mcp.Server) error {
 
 func (e *taskEngine) middleware(next mcp.MethodHandler) mcp.MethodHandler {
 	return func(ctx context.Context, method string, req mcp.Request) (mcp.Result, error) {
+		// Only the clients whose tools/call reach the tools with their
+		// "task" are told that the server takes tasks.
+		lifted := false
+		if ex := req.GetExtra(); ex != nil && ex.Header != nil {
+			lifted = ex.Header.Get(tasksHeader) != ""
+		}
 		switch method {
 		case "initialize":
 			res, err := next(ctx, method, req)
-			if ir, ok := res.(*mcp.InitializeResult); ok && err == nil {
+			if ir, ok := res.(*mcp.InitializeResult); ok && err == nil && lifted {
 				return &initializeResult{ir}, nil
 			}
 			return res, err
 		case "tools/list":
 			res, err := next(ctx, method, req)
-			if lr, ok := res.(*mcp.ListToolsResult); ok && err == nil {
+			if lr, ok := res.(*mcp.ListToolsResult); ok && err == nil && lifted {
 				return &listToolsResult{lr, e.tools}, nil
 			}
 			return res, err

@@ -581,3 +581,70 @@ func TestTaskResultStreamResumes(t *testing.T) {
 		t.Errorf("tasks/result over a resumed stream = %+v (%v), want the run's answer", out, err)
 	}
 }
+
+// renaming is a client transport that sends taskCallMethod as tools/call.
+type renaming struct{ mcp.Transport }
+
+func (r renaming) Connect(ctx context.Context) (mcp.Connection, error) {
+	c, err := r.Transport.Connect(ctx)
+	return renamingConn{c}, err
+}
+
+type renamingConn struct{ mcp.Connection }
+
+func (c renamingConn) Write(ctx context.Context, msg jsonrpc.Message) error {
+	if req, ok := msg.(*jsonrpc.Request); ok && req.Method == taskCallMethod {
+		req.Method = "tools/call"
+	}
+	return c.Connection.Write(ctx, msg)
+}
+
+// TestTaskOverTransport: Tools.Transport serves tasks over a transport
+// other than streamable HTTP (stdio's, here the SDK's in-memory one).
+func TestTaskOverTransport(t *testing.T) {
+	inv := newStepper("agent")
+	server := mcp.NewServer(&mcp.Implementation{Name: "clinvoke-test", Version: "v0.0.1"}, nil)
+	tools, err := mcpadapter.Register(server, nil, inv)
+	if err != nil {
+		t.Fatal(err)
+	}
+	st, ct := mcp.NewInMemoryTransports()
+	ss, err := server.Connect(ctxT(t), tools.Transport(st), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	client := mcp.NewClient(&mcp.Implementation{Name: "task-client", Version: "v0.0.1"}, nil)
+	for _, err := range []error{
+		mcp.AddSendingCustomMethod[*taskCallParams, *createTaskRes](client, taskCallMethod),
+		mcp.AddSendingCustomMethod[*taskIDArgs, *taskResultRes](client, "tasks/result"),
+	} {
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	cs, err := client.Connect(ctxT(t), renaming{ct}, &mcp.ClientSessionOptions{ProtocolVersion: "2025-11-25"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := &taskClient{t: t, cs: cs}
+	task := c.create("agent", taskArgs(t.TempDir(), "over stdio"), map[string]any{})
+	<-inv.reached
+	inv.release <- struct{}{}
+	res, err := c.result(task.TaskID)
+	if err != nil {
+		t.Fatalf("tasks/result: %v", err)
+	}
+	var out mcpadapter.Output
+	if err := json.Unmarshal(res.StructuredContent, &out); err != nil || out.Text != "done: over stdio" {
+		t.Errorf("tasks/result = %+v (%v), want the run's answer", out, err)
+	}
+	if err := cs.Close(); err != nil {
+		t.Errorf("ClientSession.Close() error = %v", err)
+	}
+	ss.Wait()
+	ctx, cancel := context.WithTimeout(context.Background(), testenv.Timeout(testenv.Hang))
+	defer cancel()
+	if err := tools.Shutdown(ctx); err != nil {
+		t.Errorf("Shutdown() error = %v", err)
+	}
+}

@@ -568,7 +568,7 @@ func serveStdio(sd *shutdown, server *mcp.Server, tools *mcpadapter.Tools, maxLi
 	// that the calls it cancels are answered (Server.Run with a cancelled
 	// context would close the session before they are).
 	var answers pending
-	ss, err := server.Connect(context.Background(), answers.transport(&mcp.StdioTransport{MaxLineLength: maxLine}), nil)
+	ss, err := server.Connect(context.Background(), answers.transport(tools.Transport(&mcp.StdioTransport{MaxLineLength: maxLine})), nil)
 	if err != nil {
 		return err
 	}

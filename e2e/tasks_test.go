@@ -215,3 +215,24 @@ func checkTaskStep(t *testing.T, r *tsTaskReport, transcript string) {
 		done("the owner's tasks/result", r.Results.Owner)
 	}
 }
+
+// TestTasksDocSnippet: docs/serving.md quotes the functions that
+// mcptasks.mjs runs, so that the page's snippet is the tested one.
+func TestTasksDocSnippet(t *testing.T) {
+	driver, err := os.ReadFile("mcptasks.mjs")
+	if err != nil {
+		t.Fatal(err)
+	}
+	doc, err := os.ReadFile(filepath.Join("..", "docs", "serving.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, rest, ok := strings.Cut(string(driver), "// --- the snippet of docs/serving.md ---\n")
+	snippet, _, ok2 := strings.Cut(rest, "// --- end of the snippet ---")
+	if !ok || !ok2 {
+		t.Fatal("mcptasks.mjs lacks the snippet's markers")
+	}
+	if !strings.Contains(string(doc), strings.TrimSpace(snippet)) {
+		t.Errorf("docs/serving.md does not quote the snippet of mcptasks.mjs:\n%s", snippet)
+	}
+}

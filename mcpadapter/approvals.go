@@ -183,7 +183,11 @@ func (a *approver) builtin(ctx context.Context, ap invoker.Approval) invoker.Dec
 	defer cancel(nil)
 	stop := context.AfterFunc(ctx, func() { cancel(context.Cause(ctx)) })
 	defer stop()
-	res, err := a.ss.Elicit(ectx, &mcp.ElicitParams{
+	elicit := a.ss.Elicit
+	if task := taskOf(a.call); task != nil {
+		elicit = task.elicit // the task's input_required, asked on a tasks/result
+	}
+	res, err := elicit(ectx, &mcp.ElicitParams{
 		Message:         "The " + a.t.name + " agent asks: " + what + ". Allow it?",
 		RequestedSchema: elicitSchema,
 	})

@@ -110,6 +110,8 @@ type liveTask struct {
 	rec       TaskRecord // the state; saved copies go to the store
 	asked     time.Time  // when a client last asked about it
 	waiting   int        // tasks/result calls blocked on it
+	waiters   []*resultWaiter
+	arrived   chan struct{} // closed, and replaced, when a tasks/result arrives
 	abandoned bool
 	timer     *time.Timer // the abandonment check
 	progress  float64
@@ -192,7 +194,7 @@ func (e *taskEngine) create(ctx context.Context, next mcp.MethodHandler, creq *m
 		ttl = min(time.Duration(*spec.TTL)*time.Millisecond, e.opts.MaxTTL)
 	}
 	now := time.Now()
-	lt := &liveTask{e: e, done: make(chan struct{}), asked: now, rec: TaskRecord{
+	lt := &liveTask{e: e, done: make(chan struct{}), arrived: make(chan struct{}), asked: now, rec: TaskRecord{
 		ID:            rand.Text(),
 		Owner:         identityOf(creq),
 		Tool:          name,
@@ -479,23 +481,18 @@ func (e *taskEngine) get(ctx context.Context, _ *mcp.ServerSession, p *taskIDPar
 	return out, nil
 }
 
-func (e *taskEngine) result(ctx context.Context, _ *mcp.ServerSession, p *taskIDParams) (*mcp.CallToolResult, error) {
+func (e *taskEngine) result(ctx context.Context, ss *mcp.ServerSession, p *taskIDParams) (*mcp.CallToolResult, error) {
 	rec, lt, err := e.lookup(ctx, p.TaskID)
 	if err != nil {
 		return nil, err
 	}
 	if lt != nil {
-		lt.mu.Lock()
-		lt.waiting++
-		lt.mu.Unlock()
+		done := lt.wait(ctx, ss) // the task's questions go on this request's stream
 		select {
 		case <-lt.done:
 		case <-ctx.Done():
 		}
-		lt.mu.Lock()
-		lt.waiting--
-		lt.asked = time.Now()
-		lt.mu.Unlock()
+		done()
 		if err := ctx.Err(); err != nil {
 			return nil, err
 		}

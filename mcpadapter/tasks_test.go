@@ -648,3 +648,68 @@ func TestTaskOverTransport(t *testing.T) {
 		t.Errorf("Shutdown() error = %v", err)
 	}
 }
+
+// TestTaskInputRequired: an approval the run asks for under
+// ApprovalsElicit moves the task to input_required with the question; the
+// client's tasks/result takes the question, related to the task, and its
+// answer reaches the run, whose task then completes.
+func TestTaskInputRequired(t *testing.T) {
+	inv := newAsker("agent")
+	s := newAccessServer(t, &mcpadapter.Options{Approvals: mcpadapter.ApprovalsElicit}, false, inv)
+	el := &elicitations{res: &mcp.ElicitResult{Action: "accept", Content: map[string]any{"decision": "allow"}}}
+	client := mcp.NewClient(&mcp.Implementation{Name: "task-client", Version: "v0.0.1"}, &mcp.ClientOptions{ElicitationHandler: el.handle})
+	for _, err := range []error{
+		mcp.AddSendingCustomMethod[*taskCallParams, *createTaskRes](client, taskCallMethod),
+		mcp.AddSendingCustomMethod[*taskIDArgs, *getTaskRes](client, "tasks/get"),
+		mcp.AddSendingCustomMethod[*taskIDArgs, *taskResultRes](client, "tasks/result"),
+	} {
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	cs, err := client.Connect(ctxT(t), &mcp.StreamableClientTransport{Endpoint: s.url, HTTPClient: &http.Client{Transport: taskCalls{base: http.DefaultTransport}}, MaxRetries: -1},
+		&mcp.ClientSessionOptions{ProtocolVersion: "2025-11-25"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := &taskClient{t: t, cs: cs}
+	t.Cleanup(func() { c.close() })
+	task := c.create("agent", taskArgs(t.TempDir(), "ask first"), map[string]any{})
+
+	ctx := ctxT(t)
+	for {
+		got, err := c.get(task.TaskID)
+		if err != nil {
+			t.Fatalf("tasks/get: %v", err)
+		}
+		if got.Status == mcpadapter.TaskInputRequired {
+			if !strings.Contains(got.StatusMessage, "touch made.txt") {
+				t.Errorf("tasks/get = %+v, want the question as statusMessage", got.wireTask)
+			}
+			break
+		}
+		if ctx.Err() != nil || got.Status != mcpadapter.TaskWorking {
+			t.Fatalf("tasks/get = %+v, want input_required", got.wireTask)
+		}
+	}
+	res, err := c.result(task.TaskID)
+	if err != nil {
+		t.Fatalf("tasks/result: %v", err)
+	}
+	if d := <-inv.decided; !d.Allow {
+		t.Errorf("the run's decision = %+v, want the client's allow", d)
+	}
+	if res.IsError {
+		t.Errorf("tasks/result isError, want the completed run")
+	}
+	if el.count() != 1 {
+		t.Fatalf("the client was asked %d times, want once", el.count())
+	}
+	related, _ := el.seen[0].Meta["io.modelcontextprotocol/related-task"].(map[string]any)
+	if related["taskId"] != task.TaskID {
+		t.Errorf("the elicitation's _meta = %v, want it related to the task", el.seen[0].Meta)
+	}
+	if got, err := c.get(task.TaskID); err != nil || got.Status != mcpadapter.TaskCompleted {
+		t.Errorf("tasks/get after the answer = %+v, %v; want completed", got, err)
+	}
+}

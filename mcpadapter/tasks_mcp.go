@@ -270,6 +270,7 @@ func (lt *liveTask) post(msg string, progress float64) {
 func (lt *liveTask) notify(next notifyFunc) notifyFunc {
 	return func(ctx context.Context, msg string, progress float64) error {
 		lt.post(msg, progress)
+		lt.checkRemoteCancel(ctx)
 		if next == nil {
 			return nil
 		}
@@ -497,9 +498,8 @@ func (e *taskEngine) result(ctx context.Context, ss *mcp.ServerSession, p *taskI
 			return nil, err
 		}
 		rec = lt.snapshot()
-	} else if !rec.Terminal() {
-		return nil, &jsonrpc.Error{Code: jsonrpc.CodeInternalError, Message: fmt.Sprintf(
-			"task %s runs in another process of this server, which answers tasks/result for it: retry, or poll with tasks/get", rec.ID)}
+	} else if rec, err = e.awaitStored(ctx, rec); err != nil {
+		return nil, err
 	}
 	if rec.Result == nil {
 		return nil, &jsonrpc.Error{Code: rec.ErrorCode, Message: rec.ErrorMessage}
@@ -580,8 +580,38 @@ func (e *taskEngine) cancelTask(ctx context.Context, _ *mcp.ServerSession, p *ta
 	if rec.Terminal() {
 		return nil, errCancelTerminal(rec.Status)
 	}
-	return nil, &jsonrpc.Error{Code: jsonrpc.CodeInternalError, Message: fmt.Sprintf(
-		"task %s runs in another process of this server, which cancels it: retry", rec.ID)}
+	// The task runs in another process sharing the store: the cancel
+	// goes through the store, and that process stops the run when it
+	// next reports progress (a heartbeat at the latest).
+	req := *rec
+	req.Status, req.StatusMessage, req.Updated = TaskCancelled, ErrTaskCancelled.Error(), time.Now()
+	if err := e.store.Save(ctx, &req); err != nil {
+		return nil, &jsonrpc.Error{Code: jsonrpc.CodeInternalError, Message: "the task store failed: " + err.Error()}
+	}
+	final, err := e.awaitStored(ctx, &req)
+	if err != nil {
+		return nil, err
+	}
+	return &taskResult{taskWire: e.wire(final)}, nil
+}
+
+// awaitStored waits, polling the store, until the task of rec, which runs
+// in another process, has its end recorded, or ctx is done.
+func (e *taskEngine) awaitStored(ctx context.Context, rec *TaskRecord) (*TaskRecord, error) {
+	for rec.Result == nil && rec.ErrorMessage == "" {
+		select {
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		case <-time.After(e.opts.PollInterval):
+		}
+		r, err := e.store.Load(ctx, rec.ID)
+		if err != nil {
+			return nil, &jsonrpc.Error{Code: jsonrpc.CodeInternalError, Message: fmt.Sprintf(
+				"task %s ran in another process of this server, and its record is gone: %v", rec.ID, err)}
+		}
+		rec = r
+	}
+	return rec, nil
 }
 
 func errCancelTerminal(status string) error {
@@ -641,4 +671,22 @@ func remarshal(v, into any) error {
 		return err
 	}
 	return json.Unmarshal(b, into)
+}
+
+// checkRemoteCancel cancels the run when another process sharing the
+// store recorded a tasks/cancel of the task.
+func (lt *liveTask) checkRemoteCancel(ctx context.Context) {
+	r, err := lt.e.store.Load(ctx, lt.rec.ID)
+	if err != nil || r.Status != TaskCancelled || r.Result != nil {
+		return
+	}
+	lt.mu.Lock()
+	cancelled := lt.rec.Status == TaskCancelled
+	if !lt.rec.Terminal() {
+		lt.rec.Status, lt.rec.StatusMessage, lt.rec.Updated = TaskCancelled, r.StatusMessage, time.Now()
+	}
+	lt.mu.Unlock()
+	if !cancelled {
+		lt.cancel(ErrTaskCancelled)
+	}
 }

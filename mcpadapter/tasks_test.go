@@ -713,3 +713,47 @@ func TestTaskInputRequired(t *testing.T) {
 		t.Errorf("tasks/get after the answer = %+v, %v; want completed", got, err)
 	}
 }
+
+// TestTaskAcrossReplicas: two stateless replicas share a task store; a
+// task created on one is polled, cancelled and its result fetched on the
+// other, and the run stops on the replica that runs it.
+func TestTaskAcrossReplicas(t *testing.T) {
+	store := mcpadapter.NewMemoryTaskStore()
+	opts := func() *mcpadapter.Options {
+		return &mcpadapter.Options{HeartbeatInterval: 5 * time.Millisecond, ProgressInterval: time.Millisecond,
+			Tasks: mcpadapter.TaskOptions{Store: store, PollInterval: 5 * time.Millisecond}}
+	}
+	inv := newStepper("agent")
+	one := newAccessServer(t, opts(), true, inv)
+	two := newAccessServer(t, opts(), true, newStepper("agent"))
+	c1, c2 := one.dialTasks(t, ""), two.dialTasks(t, "")
+
+	task := c1.create("agent", taskArgs(t.TempDir(), "replicated"), map[string]any{})
+	<-inv.reached
+	if got, err := c2.get(task.TaskID); err != nil || got.Status != mcpadapter.TaskWorking {
+		t.Fatalf("tasks/get on the other replica = %+v, %v; want working", got, err)
+	}
+	if l := c2.list(); len(l) != 1 || l[0].TaskID != task.TaskID {
+		t.Errorf("tasks/list on the other replica = %+v, want the task", l)
+	}
+	got, err := c2.cancel(task.TaskID)
+	if err != nil || got.Status != mcpadapter.TaskCancelled {
+		t.Fatalf("tasks/cancel on the other replica = %+v, %v; want cancelled", got, err)
+	}
+	select {
+	case cause := <-inv.causes:
+		if !errors.Is(cause, mcpadapter.ErrTaskCancelled) {
+			t.Errorf("the run's cancellation cause = %v, want ErrTaskCancelled", cause)
+		}
+	default:
+		t.Fatal("tasks/cancel on the other replica answered before the run ended")
+	}
+	res, err := c2.result(task.TaskID)
+	if err != nil {
+		t.Fatalf("tasks/result on the other replica: %v", err)
+	}
+	var out mcpadapter.Output
+	if err := json.Unmarshal(res.StructuredContent, &out); err != nil || !res.IsError || out.Status != mcpadapter.StatusCancelled {
+		t.Errorf("tasks/result on the other replica = %+v (%v), want the cancelled run's output", out, err)
+	}
+}

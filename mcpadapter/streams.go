@@ -24,7 +24,8 @@ const DefaultSSERetry = time.Second
 // header, and a client of 2025-11-25 that sends another header still
 // speaks 2025-11-25).
 
-// versionFeatures are the protocol versions whose streams are resumable.
+// resumableVersion reports whether the streams of protocol version v are
+// resumable: from 2025-11-25 until 2026-07-28, which drops resumption.
 func resumableVersion(v string) bool { return v >= "2025-11-25" && v < "2026-07-28" }
 
 // streams returns h with the retry field on the priming events, and the
@@ -33,7 +34,7 @@ func (sh *shared) streams(h http.Handler) http.Handler {
 	retry := []byte("retry: " + strconv.FormatInt(sh.cfg.sseRetry.Milliseconds(), 10) + "\n")
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if sid := r.Header.Get(sessionIDHeader); sid != "" && sh.server != nil {
-			if v := r.Header.Get("Mcp-Protocol-Version"); v != "" && !resumableVersion(v) && v < "2026-07-28" {
+			if v := r.Header.Get("Mcp-Protocol-Version"); v != "" && v < "2025-11-25" {
 				if nv := negotiated(sh.server, sid); resumableVersion(nv) {
 					r.Header.Set("Mcp-Protocol-Version", nv)
 				}

@@ -118,6 +118,8 @@ await step('reconnect', async () => {
   return { taskId, listed, result: { isError: !!result.isError, out: result.structuredContent } };
 });
 
+let last; // the owner's connection, kept for the last steps
+
 await step('other identity', async () => {
   const owner = await connect(cfg.url, cfg.token);
   const other = await connect(cfg.url, cfg.other);
@@ -135,9 +137,26 @@ await step('other identity', async () => {
   };
   const result = await owner.experimental.tasks.getTaskResult(taskId, CallToolResultSchema);
   results.owner = { isError: !!result.isError, out: result.structuredContent };
-  await owner.close();
+  last = owner;
   await other.close();
   return { taskId, results };
+});
+
+// A task nobody asks about: the server cancels it after its abandonment
+// bound (the test waits for that in the transcript), then says why.
+let abandoned;
+await step('abandon', async () => {
+  await runTask(last, { prompt: 'abandon me', workdir: cfg.root }, (m) => {
+    abandoned = m.task?.taskId;
+    return m.type === 'taskCreated';
+  });
+  return { taskId: abandoned };
+});
+
+await step('abandoned', async () => {
+  const task = await last.experimental.tasks.getTask(abandoned);
+  await last.close();
+  return { taskId: abandoned, after: task };
 });
 
 process.exit(0);

@@ -7,7 +7,9 @@ package e2e
 // bearer tokens, the fake codex underneath (a tool tree of a grandchild
 // and a setsid daemon): a task is returned at once and its polls show
 // progress, its result is a plain call's, tasks/cancel leaves nothing, a
-// new connection gets the result, and another identity sees nothing.
+// new connection gets the result, another identity sees nothing, and a
+// task nobody asks about is cancelled after the abandonment bound, with
+// nothing left.
 
 import (
 	"bufio"
@@ -22,6 +24,7 @@ import (
 	"time"
 
 	"github.com/clinvoke/clinvoke/internal/testkit/fakeagent"
+	"github.com/clinvoke/clinvoke/internal/testkit/testenv"
 	"github.com/clinvoke/clinvoke/mcpadapter"
 )
 
@@ -82,7 +85,7 @@ func TestTypeScriptClientTasks(t *testing.T) {
 	s := fakeagent.Script{Flavor: fakeagent.Codex, Tool: true, StreamFor: 1500 * time.Millisecond, Grandchild: true, Escapee: true,
 		Answer: "done", Tag: fakeagent.NewTag()}
 	srv := exec.Command(server, "-cli", "codex", "-codex-bin", fake, "-root", root, "-transcript", transcript, "-progress", "1ms",
-		"-task-poll", "100ms", "-http", "127.0.0.1:0", "-auth-tokens", tokenFile(t, "ts-client:"+tsToken, "other:"+otherToken))
+		"-task-poll", "100ms", "-task-abandon", "1s", "-http", "127.0.0.1:0", "-auth-tokens", tokenFile(t, "ts-client:"+tsToken, "other:"+otherToken))
 	srv.Env = append(os.Environ(), s.Env()...)
 	url := startLogged(t, srv)
 
@@ -127,12 +130,15 @@ func TestTypeScriptClientTasks(t *testing.T) {
 			t.Fatalf("step %s: the driver failed: %s", r.Step, r.DriverError)
 		}
 		checkTaskStep(t, &r, transcript)
+		if r.Step == "abandon" {
+			waitFinal(t, transcript, "abandon me")
+		}
 		waitRunsEnded(t, transcript)
 		noSurvivorsBut(t, s.Tag, server)
 		os.Stdout.Sync()
 		stdin.Write([]byte("\n"))
 	}
-	if want := []string{"task", "cancel", "reconnect", "other identity"}; !slices.Equal(steps, want) {
+	if want := []string{"task", "cancel", "reconnect", "other identity", "abandon", "abandoned"}; !slices.Equal(steps, want) {
 		t.Errorf("steps %q, want %q", steps, want)
 	}
 	if err := cmd.Wait(); err != nil {
@@ -213,6 +219,25 @@ func checkTaskStep(t *testing.T, r *tsTaskReport, transcript string) {
 			t.Errorf("other identity: tasks/list shows %d tasks, want none", r.Results.Listed)
 		}
 		done("the owner's tasks/result", r.Results.Owner)
+	case "abandoned":
+		if r.After.Status != mcpadapter.TaskCancelled || !strings.Contains(r.After.StatusMessage, "abandoned") {
+			t.Errorf("abandoned: tasks/get = %+v, want cancelled as abandoned", r.After)
+		}
+		if e := finalEntry(t, transcript, "abandon me"); e.Status != mcpadapter.StatusCancelled || !strings.Contains(e.Error, "abandoned") {
+			t.Errorf("abandoned: the transcript's entry %+v, want cancelled as abandoned", e)
+		}
+	}
+}
+
+// waitFinal waits until the run of prompt has its final transcript line.
+func waitFinal(t *testing.T, path, prompt string) {
+	t.Helper()
+	deadline := time.Now().Add(testenv.Timeout(testenv.Hang))
+	for finalEntry(t, path, prompt).Status == "" {
+		if time.Now().After(deadline) {
+			t.Fatalf("the run of %q has no final transcript line", prompt)
+		}
+		time.Sleep(20 * time.Millisecond)
 	}
 }
 

@@ -25,6 +25,9 @@ type resultWaiter struct {
 // elicit asks the task's client params, on the stream of a tasks/result,
 // waiting for one until ctx is done.
 func (lt *liveTask) elicit(ctx context.Context, params *mcp.ElicitParams) (*mcp.ElicitResult, error) {
+	if lt.ext {
+		return lt.askByUpdate(ctx, params)
+	}
 	lt.setStatus(TaskInputRequired, params.Message)
 	defer lt.setStatus(TaskWorking, "the client answered: working")
 	for {

@@ -111,6 +111,9 @@ type liveTask struct {
 	asked     time.Time  // when a client last asked about it
 	waiting   int        // tasks/result calls blocked on it
 	waiters   []*resultWaiter
+	ext       bool                     // created by the 2026-07-28 extension
+	inputs    map[string]*inputRequest // the extension's questions, by key
+	inputSeq  int
 	arrived   chan struct{} // closed, and replaced, when a tasks/result arrives
 	abandoned bool
 	timer     *time.Timer // the abandonment check
@@ -137,6 +140,7 @@ func (e *taskEngine) register(s *mcp.Server) error {
 		mcp.AddReceivingCustomMethod(s, "tasks/result", e.result),
 		mcp.AddReceivingCustomMethod(s, "tasks/list", e.list),
 		mcp.AddReceivingCustomMethod(s, "tasks/cancel", e.cancelTask),
+		mcp.AddReceivingCustomMethod(s, "tasks/update", e.update),
 	)
 }
 
@@ -161,13 +165,22 @@ func (e *taskEngine) middleware(next mcp.MethodHandler) mcp.MethodHandler {
 				return &listToolsResult{lr, e.tools}, nil
 			}
 			return res, err
+		case "server/discover":
+			res, err := next(ctx, method, req)
+			if dr, ok := res.(*mcp.DiscoverResult); ok && err == nil && dr.Capabilities != nil {
+				dr.Capabilities.AddExtension(tasksExtension, nil)
+			}
+			return res, err
 		case "tools/call":
 			if creq, ok := req.(*mcp.CallToolRequest); ok && creq.Params != nil {
 				if raw, ok := creq.Params.Meta[taskRequestKey]; ok {
 					return e.create(ctx, next, creq, raw)
 				}
+				if wantsExtension(creq.Params.Meta) && e.tools[creq.Params.Name] {
+					return e.create(ctx, next, creq, nil)
+				}
 			}
-		case "tasks/get", "tasks/result", "tasks/list", "tasks/cancel":
+		case "tasks/get", "tasks/result", "tasks/list", "tasks/cancel", "tasks/update":
 			// The custom methods' handlers see no RequestExtra: the
 			// caller's identity goes in the context.
 			if ex := req.GetExtra(); ex != nil && ex.TokenInfo != nil {
@@ -185,8 +198,9 @@ func (e *taskEngine) create(ctx context.Context, next mcp.MethodHandler, creq *m
 	if !e.tools[name] {
 		return nil, &jsonrpc.Error{Code: jsonrpc.CodeMethodNotFound, Message: fmt.Sprintf("tool %q does not take a task: call it without one", name)}
 	}
+	ext := raw == nil // the 2026-07-28 extension: the server's choice
 	var spec taskRequest
-	if b, err := json.Marshal(raw); err == nil {
+	if b, err := json.Marshal(raw); raw != nil && err == nil {
 		_ = json.Unmarshal(b, &spec) // a malformed task asks for the defaults
 	}
 	ttl := e.opts.TTL
@@ -194,7 +208,7 @@ func (e *taskEngine) create(ctx context.Context, next mcp.MethodHandler, creq *m
 		ttl = min(time.Duration(*spec.TTL)*time.Millisecond, e.opts.MaxTTL)
 	}
 	now := time.Now()
-	lt := &liveTask{e: e, done: make(chan struct{}), arrived: make(chan struct{}), asked: now, rec: TaskRecord{
+	lt := &liveTask{e: e, ext: ext, done: make(chan struct{}), arrived: make(chan struct{}), asked: now, rec: TaskRecord{
 		ID:            rand.Text(),
 		Owner:         identityOf(creq),
 		Tool:          name,
@@ -244,6 +258,9 @@ func (e *taskEngine) create(ctx context.Context, next mcp.MethodHandler, creq *m
 		cancel(context.Canceled)
 	}()
 
+	if ext {
+		return &extTaskResult{extTask: e.extWire(lt.snapshot(), nil, "task")}, nil
+	}
 	out := &createTaskResult{Task: e.wire(lt.snapshot())}
 	out.Meta = mcp.Meta{immediateResponseKey: fmt.Sprintf("The %s run continues as task %s; its result will be available with tasks/result.", name, lt.rec.ID)}
 	return out, nil
@@ -456,10 +473,13 @@ func (e *taskEngine) wire(r *TaskRecord) taskWire {
 	return w
 }
 
-func (e *taskEngine) get(ctx context.Context, _ *mcp.ServerSession, p *taskIDParams) (*taskResult, error) {
+func (e *taskEngine) get(ctx context.Context, _ *mcp.ServerSession, p *taskIDParams) (mcp.Result, error) {
 	rec, lt, err := e.lookup(ctx, p.TaskID)
 	if err != nil {
 		return nil, err
+	}
+	if extensionRequest(p.Meta) {
+		return &extTaskResult{extTask: e.extWire(rec, lt, "complete")}, nil
 	}
 	out := &taskResult{taskWire: e.wire(rec)}
 	if lt != nil {
@@ -483,6 +503,9 @@ func (e *taskEngine) get(ctx context.Context, _ *mcp.ServerSession, p *taskIDPar
 }
 
 func (e *taskEngine) result(ctx context.Context, ss *mcp.ServerSession, p *taskIDParams) (*mcp.CallToolResult, error) {
+	if extensionRequest(p.Meta) {
+		return nil, errNotInExtension("tasks/result")
+	}
 	rec, lt, err := e.lookup(ctx, p.TaskID)
 	if err != nil {
 		return nil, err
@@ -516,6 +539,9 @@ func (e *taskEngine) result(ctx context.Context, ss *mcp.ServerSession, p *taskI
 }
 
 func (e *taskEngine) list(ctx context.Context, _ *mcp.ServerSession, p *taskListParams) (*taskListResult, error) {
+	if p != nil && extensionRequest(p.Meta) {
+		return nil, errNotInExtension("tasks/list")
+	}
 	recs, err := e.store.List(ctx, identityFrom(ctx))
 	if err != nil {
 		return nil, &jsonrpc.Error{Code: jsonrpc.CodeInternalError, Message: "the task store failed: " + err.Error()}
@@ -552,7 +578,18 @@ func (e *taskEngine) list(ctx context.Context, _ *mcp.ServerSession, p *taskList
 // cancelTask serves tasks/cancel: the run is cancelled with
 // ErrTaskCancelled and the answer waits for it to end (its process tree
 // killed and reaped), or for the request's own end.
-func (e *taskEngine) cancelTask(ctx context.Context, _ *mcp.ServerSession, p *taskIDParams) (*taskResult, error) {
+func (e *taskEngine) cancelTask(ctx context.Context, ss *mcp.ServerSession, p *taskIDParams) (mcp.Result, error) {
+	if extensionRequest(p.Meta) {
+		// The extension's cancel is acknowledged, whatever happens to
+		// the task.
+		_, _ = e.cancel2025(ctx, p)
+		return &extAck{ResultType: "complete"}, nil
+	}
+	return e.cancel2025(ctx, p)
+}
+
+// cancel2025 serves the tasks/cancel of MCP 2025-11-25.
+func (e *taskEngine) cancel2025(ctx context.Context, p *taskIDParams) (*taskResult, error) {
 	rec, lt, err := e.lookup(ctx, p.TaskID)
 	if err != nil {
 		return nil, err

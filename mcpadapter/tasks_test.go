@@ -46,6 +46,14 @@ func (tc taskCalls) RoundTrip(r *http.Request) (*http.Response, error) {
 		r = r.Clone(r.Context())
 		r.Body = io.NopCloser(bytes.NewReader(b))
 		r.ContentLength = int64(len(b))
+		if r.Header.Get("Mcp-Method") == taskCallMethod { // the routing headers of 2026-07-28
+			var msg struct {
+				Params struct{ Name string } `json:"params"`
+			}
+			json.Unmarshal(b, &msg)
+			r.Header.Set("Mcp-Method", "tools/call")
+			r.Header.Set("Mcp-Name", msg.Params.Name)
+		}
 	}
 	return tc.base.RoundTrip(r)
 }

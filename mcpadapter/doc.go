@@ -77,7 +77,10 @@
 // asks about for TaskOptions.AbandonAfter is cancelled with
 // [ErrTaskAbandoned]; a finished one is kept for its TTL. The SDK drops
 // the task of a tools/call: serve HTTP through [Tools.Handler], and other
-// transports through [Tools.Transport]. See [TaskOptions].
+// transports through [Tools.Transport]. A client of MCP 2026-07-28 that
+// declares the tasks extension (io.modelcontextprotocol/tasks) gets a task
+// for every call, polls tasks/get for the result or the run's question,
+// and answers it with tasks/update. See [TaskOptions].
 //
 // # Who may call over HTTP
 //

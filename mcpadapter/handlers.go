@@ -156,7 +156,8 @@ func sessionOf(req *mcp.CallToolRequest) *mcp.ServerSession {
 }
 
 // reporter starts the progress reporter of a call, or returns nil when the
-// client gave no progress token.
+// client gave no progress token and the call is no task's run (whose
+// progress tasks/get shows).
 func (t *tool) reporter(ctx context.Context, req *mcp.CallToolRequest) *reporter {
 	if req == nil || req.Params == nil {
 		return nil

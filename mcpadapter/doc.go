@@ -65,6 +65,23 @@
 // invoker is recovered and answered the same way: one broken run never
 // takes the server down.
 //
+// # Tasks
+//
+// A client that cannot hold a connection as long as a run takes augments
+// its tools/call with a task (MCP 2025-11-25): the call returns the task at
+// once and the run goes on without the connection. tasks/get shows its
+// status, progress and text so far, tasks/result returns what a plain call
+// would have, tasks/list lists the caller's tasks, and tasks/cancel stops
+// the run as a client's cancel of a call does, with [ErrTaskCancelled] as
+// the cause. A task belongs to the identity that made it. A task nobody
+// asks about for TaskOptions.AbandonAfter is cancelled with
+// [ErrTaskAbandoned]; a finished one is kept for its TTL. The SDK drops
+// the task of a tools/call: serve HTTP through [Tools.Handler], and other
+// transports through [Tools.Transport]. A client of MCP 2026-07-28 that
+// declares the tasks extension (io.modelcontextprotocol/tasks) gets a task
+// for every call, polls tasks/get for the result or the run's question,
+// and answers it with tasks/update. See [TaskOptions].
+//
 // # Who may call over HTTP
 //
 // Over streamable HTTP, [Tools.Handler] lets in only whom

@@ -241,6 +241,20 @@ type Options struct {
 	// uses for the protocol.
 	Logger *slog.Logger
 
+	// Tasks configures the tasks of the tools: a tools/call that a client
+	// augments with a task returns the task at once, and its run goes on
+	// without the client's connection, up to an abandonment bound; its
+	// result is kept for a TTL after its end. See [TaskOptions].
+	Tasks TaskOptions
+
+	// SSERetry is the reconnection delay that Tools.Handler writes, as
+	// the retry field, in the priming event of each resumable SSE stream
+	// (SEP-1699): those the SDK primes when StreamableHTTPOptions.EventStore
+	// is set, for clients of protocol 2025-11-25. A client whose stream
+	// drops reconnects after it with Last-Event-ID and gets what it
+	// missed. If zero, DefaultSSERetry is used.
+	SSERetry time.Duration
+
 	// TracerProvider receives a span for each tool call ("tools/call
 	// <tool>", a server span), a child of the client's trace when the
 	// request carries one: in its _meta ("traceparent", "tracestate"), or
@@ -277,6 +291,10 @@ type config struct {
 	// approve is Options.Approve; servers is a copy of Options.MCPServers.
 	approve func(ctx context.Context, call *Call, a invoker.Approval) invoker.Decision
 	servers []invoker.MCPServer
+	// tasks is Options.Tasks with its defaults.
+	tasks TaskOptions
+	// sseRetry is Options.SSERetry, or its default.
+	sseRetry time.Duration
 }
 
 func newConfig(o *Options) (*config, error) {
@@ -302,6 +320,17 @@ func newConfig(o *Options) (*config, error) {
 		approvalFallback: o.ApprovalFallback,
 		approve:          o.Approve,
 		servers:          slices.Clone(o.MCPServers),
+		tasks:            o.Tasks,
+		sseRetry:         o.SSERetry,
+	}
+	switch {
+	case c.sseRetry < 0:
+		return nil, fmt.Errorf("Options.SSERetry is %v: give a positive duration, or 0 for %v", c.sseRetry, DefaultSSERetry)
+	case c.sseRetry == 0:
+		c.sseRetry = DefaultSSERetry
+	}
+	if err := c.tasks.check(); err != nil {
+		return nil, fmt.Errorf("Options.Tasks: %w", err)
 	}
 	switch {
 	case c.maxConcurrent == 0:

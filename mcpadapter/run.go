@@ -58,6 +58,9 @@ func (t *tool) runTask(ctx context.Context, rep *reporter, creq *mcp.CallToolReq
 		t.recordStart(ctx, toolName, index, runID, &req, sid, start)
 	}}
 	req.OnEvent = obs.onEvent
+	if task := taskOf(ctx); task != nil && index == nil {
+		task.observe(obs) // tasks/get shows the text so far
+	}
 	if a := t.approverFor(ctx, newCall(ctx, toolName, index, creq, req), rep, prefix); a != nil {
 		req.Approve = a.approve
 	}

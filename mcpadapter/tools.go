@@ -42,6 +42,8 @@ type shared struct {
 	// cause; stop ends it.
 	life context.Context
 	stop context.CancelCauseFunc
+	// server is the server the tools are registered on.
+	server *mcp.Server
 }
 
 func newShared(cfg *config) *shared {
@@ -148,6 +150,10 @@ const sessionIDHeader = "Mcp-Session-Id"
 // connection whose standard input reached end of file.
 func (t *Tools) Handler(h http.Handler) http.Handler {
 	c := t.sh.calls
+	if !t.sh.cfg.tasks.Disabled {
+		h = liftTasks(h) // the "task" of a tools/call, which the SDK drops
+	}
+	h = t.sh.streams(h) // resumable streams: retry field, session's version
 	return t.sh.cfg.access.wrap(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if sid := r.Header.Get(sessionIDHeader); r.Method == http.MethodDelete && sid != "" {
 			// The SDK's DELETE closes the session, which waits for the

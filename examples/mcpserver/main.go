@@ -281,6 +281,8 @@ func run() error {
 	access.register(flag.CommandLine)
 	var limits limitFlags
 	limits.register(flag.CommandLine)
+	var tasks taskFlags
+	tasks.register(flag.CommandLine)
 	var acpAgents []acp.Agent
 	flag.Func("acp", "serve an Agent Client Protocol agent as a tool: NAME=COMMAND, such as -acp 'opencode=opencode acp' (repeatable; with -acp and no -cli, only the ACP agents are served)", func(s string) error {
 		name, command, ok := strings.Cut(s, "=")
@@ -464,6 +466,10 @@ func run() error {
 		serverOpts.Logger = logger.With("component", "mcp")
 	}
 	server := mcp.NewServer(&mcp.Implementation{Name: "clinvoke", Title: "clinvoke agent CLIs", Version: "v0.1.0"}, serverOpts)
+	taskOpts, err := tasks.options()
+	if err != nil {
+		return err
+	}
 	tools, err := mcpadapter.Register(server, &mcpadapter.Options{
 		MaxConcurrent:     *maxRuns,
 		MaxTasks:          *maxTasks,
@@ -482,6 +488,9 @@ func run() error {
 		// Who may call over HTTP, and how many runs each may have.
 		HTTPAccess:               httpAccess,
 		MaxConcurrentPerIdentity: access.maxPerIdentity,
+
+		// Tool calls a client augments with a task: their lifetime.
+		Tasks: taskOpts,
 	}, invokers...)
 	if err != nil {
 		return err
@@ -592,7 +601,7 @@ func serveStdio(sd *shutdown, server *mcp.Server, tools *mcpadapter.Tools, maxLi
 	// that the calls it cancels are answered (Server.Run with a cancelled
 	// context would close the session before they are).
 	var answers pending
-	ss, err := server.Connect(context.Background(), answers.transport(&mcp.StdioTransport{MaxLineLength: maxLine}), nil)
+	ss, err := server.Connect(context.Background(), answers.transport(tools.Transport(&mcp.StdioTransport{MaxLineLength: maxLine})), nil)
 	if err != nil {
 		return err
 	}
@@ -644,6 +653,10 @@ func serveHTTP(sd *shutdown, server *mcp.Server, tools *mcpadapter.Tools, hc htt
 	}
 	if !hc.stateless {
 		opts.SessionTimeout = hc.sessionTimeout
+		// Resumable streams: a client whose SSE stream drops resumes it
+		// with Last-Event-ID and gets the progress and the result it
+		// missed. (Stateless replicas have no session to resume.)
+		opts.EventStore = mcp.NewMemoryEventStore(nil)
 	}
 	handler := mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return server }, opts)
 	mux := http.NewServeMux()

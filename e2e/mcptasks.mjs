@@ -5,9 +5,11 @@
 //
 //   node mcptasks.mjs CONFIG
 //
-// CONFIG is JSON: {"url", "token", "other", "root"}: the server's URL, the
-// bearer token of the client, the token of another identity, and an
-// allowed workdir. As mcpclient.mjs does, the driver prints one JSON line
+// CONFIG is JSON: {"url", "token", "other", "root", "tool", "args"}: the
+// server's URL, the bearer token of the client, the token of another
+// identity, an allowed workdir, the tool to call (a CLI's name) and the
+// arguments every call carries besides prompt and workdir (model,
+// permission). As mcpclient.mjs does, the driver prints one JSON line
 // per step on stdout and waits for a line on stdin before the next step.
 import readline from 'node:readline';
 import { Client } from '@modelcontextprotocol/sdk/client/index.js';
@@ -39,11 +41,11 @@ async function connect(url, token) {
   return client;
 }
 
-// runTask calls the codex tool as a task and follows it to its end:
-// taskCreated at once, taskStatus at each poll, then result (or error).
-async function runTask(client, args, onMessage) {
+// runTask calls a tool (codex, gemini, claude) as a task and follows it to
+// its end: taskCreated at once, taskStatus at each poll, then result (or error).
+async function runTask(client, tool, args, onMessage) {
   const stream = client.experimental.tasks.callToolStream(
-    { name: 'codex', arguments: args },
+    { name: tool, arguments: args },
     undefined,
     { task: { ttl: 60 * 60 * 1000 } },
   );
@@ -77,23 +79,27 @@ async function refused(fn) {
   }
 }
 
+// call returns the arguments of a call of prompt.
+const call = (prompt) => ({ prompt, workdir: cfg.root, ...cfg.args });
+
 const client = await connect(cfg.url, cfg.token);
 
 await step('task', async () => {
   const messages = [];
   const start = Date.now();
-  await runTask(client, { prompt: 'as a task', workdir: cfg.root }, (m) => {
+  await runTask(client, cfg.tool, call('as a task'), (m) => {
     messages.push({ ...record(m), ms: Date.now() - start });
   });
-  const plain = await client.callTool({ name: 'codex', arguments: { prompt: 'as a task', workdir: cfg.root } }, undefined, { timeout: 600_000 });
+  const plain = await client.callTool({ name: cfg.tool, arguments: call('as a task') }, undefined, { timeout: 600_000 });
   return { messages, plain: { isError: !!plain.isError, out: plain.structuredContent } };
 });
 
 await step('cancel', async () => {
-  let taskId, cancelled;
-  await runTask(client, { prompt: 'cancel this task', workdir: cfg.root }, async (m) => {
+  let taskId, cancelled, seen;
+  await runTask(client, cfg.tool, call('cancel this task'), async (m) => {
     if (m.type === 'taskCreated') taskId = m.task.taskId;
     if (m.type === 'taskStatus' && /running: |thinking|writing/.test(m.task.statusMessage ?? '')) {
+      seen = m.task.statusMessage;
       cancelled = await client.experimental.tasks.cancelTask(taskId);
       return true;
     }
@@ -101,12 +107,12 @@ await step('cancel', async () => {
   const after = await client.experimental.tasks.getTask(taskId);
   const result = await client.experimental.tasks.getTaskResult(taskId, CallToolResultSchema);
   const again = await refused(() => client.experimental.tasks.cancelTask(taskId));
-  return { taskId, cancelled, after, result: { isError: !!result.isError, out: result.structuredContent }, again };
+  return { taskId, seen, cancelled, after, result: { isError: !!result.isError, out: result.structuredContent }, again };
 });
 
 await step('reconnect', async () => {
   let taskId;
-  await runTask(client, { prompt: 'outlive the connection', workdir: cfg.root }, (m) => {
+  await runTask(client, cfg.tool, call('outlive the connection'), (m) => {
     taskId = m.task?.taskId;
     return m.type === 'taskCreated';
   });
@@ -124,7 +130,7 @@ await step('other identity', async () => {
   const owner = await connect(cfg.url, cfg.token);
   const other = await connect(cfg.url, cfg.other);
   let taskId;
-  await runTask(owner, { prompt: 'mine alone', workdir: cfg.root }, (m) => {
+  await runTask(owner, cfg.tool, call('mine alone'), (m) => {
     taskId = m.task?.taskId;
     return m.type === 'taskCreated';
   });
@@ -146,7 +152,7 @@ await step('other identity', async () => {
 // bound (the test waits for that in the transcript), then says why.
 let abandoned;
 await step('abandon', async () => {
-  await runTask(last, { prompt: 'abandon me', workdir: cfg.root }, (m) => {
+  await runTask(last, cfg.tool, call('abandon me'), (m) => {
     abandoned = m.task?.taskId;
     return m.type === 'taskCreated';
   });

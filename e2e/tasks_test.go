@@ -4,8 +4,9 @@ package e2e
 
 // The MCP tasks of examples/mcpserver driven by the official TypeScript
 // SDK's client.experimental.tasks (mcptasks.mjs) over streamable HTTP with
-// bearer tokens, the fake codex underneath (a tool tree of a grandchild
-// and a setsid daemon): a task is returned at once and its polls show
+// bearer tokens, with the fake codex underneath (a tool tree of a
+// grandchild and a setsid daemon) and with each real CLI, its model the
+// loopback fake: a task is returned at once and its polls show
 // progress, its result is a plain call's, tasks/cancel leaves nothing, a
 // new connection gets the result, another identity sees nothing, and a
 // task nobody asks about is cancelled after the abandonment bound, with
@@ -14,6 +15,7 @@ package e2e
 import (
 	"bufio"
 	"encoding/json"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -24,7 +26,9 @@ import (
 	"time"
 
 	"github.com/clinvoke/clinvoke/internal/testkit/fakeagent"
+	"github.com/clinvoke/clinvoke/internal/testkit/fakemodel"
 	"github.com/clinvoke/clinvoke/internal/testkit/testenv"
+	"github.com/clinvoke/clinvoke/invoker"
 	"github.com/clinvoke/clinvoke/mcpadapter"
 )
 
@@ -56,6 +60,7 @@ type tsTaskReport struct {
 	Messages    []tsTaskMessage `json:"messages"`
 	Plain       tsToolResult    `json:"plain"`
 	TaskID      string          `json:"taskId"`
+	Seen        string          `json:"seen"`
 	Cancelled   tsTaskMessage   `json:"cancelled"`
 	After       tsTaskMessage   `json:"after"`
 	Result      tsToolResult    `json:"result"`
@@ -79,17 +84,116 @@ func TestTypeScriptClientTasks(t *testing.T) {
 	}
 	bins := t.TempDir()
 	server := goBuild(t, bins, "mcpserver", "./examples/mcpserver")
-	fake := goBuild(t, bins, "fakecodex", "./examples/demo")
-	root := t.TempDir()
-	transcript := filepath.Join(t.TempDir(), "transcript.jsonl")
-	s := fakeagent.Script{Flavor: fakeagent.Codex, Tool: true, StreamFor: 1500 * time.Millisecond, Grandchild: true, Escapee: true,
-		Answer: "done", Tag: fakeagent.NewTag()}
-	srv := exec.Command(server, "-cli", "codex", "-codex-bin", fake, "-root", root, "-transcript", transcript, "-progress", "1ms",
-		"-task-poll", "100ms", "-task-abandon", "1s", "-http", "127.0.0.1:0", "-auth-tokens", tokenFile(t, "ts-client:"+tsToken, "other:"+otherToken))
-	srv.Env = append(os.Environ(), s.Env()...)
-	url := startLogged(t, srv)
+	tokens := tokenFile(t, "ts-client:"+tsToken, "other:"+otherToken)
 
-	js, err := json.Marshal(map[string]any{"url": url, "token": tsToken, "other": otherToken, "root": root})
+	// The fake codex streams for 1.5 s under a tool tree of a grandchild
+	// and a setsid daemon: every poll of a task finds it at work.
+	t.Run("fake", func(t *testing.T) {
+		fake := goBuild(t, bins, "fakecodex", "./examples/demo")
+		root := t.TempDir()
+		transcript := filepath.Join(t.TempDir(), "transcript.jsonl")
+		s := fakeagent.Script{Flavor: fakeagent.Codex, Tool: true, StreamFor: 1500 * time.Millisecond, Grandchild: true, Escapee: true,
+			Answer: "done", Tag: fakeagent.NewTag()}
+		srv := exec.Command(server, "-cli", "codex", "-codex-bin", fake, "-root", root, "-transcript", transcript, "-progress", "1ms",
+			"-task-poll", "100ms", "-task-abandon", "1s", "-http", "127.0.0.1:0", "-auth-tokens", tokens)
+		srv.Env = append(os.Environ(), s.Env()...)
+		runTasksDriver(t, node, driver, srv, tasksTarget{
+			tool: "codex", root: root, transcript: transcript, pollProgress: true,
+			survivors: func() []string {
+				var left []string
+				for _, pid := range fakeagent.Survivors(s.Tag) {
+					if pid != srv.Process.Pid {
+						left = append(left, fmt.Sprint(pid))
+					}
+				}
+				return left
+			},
+		})
+	})
+
+	// Each real CLI, its model the loopback fake: a run calls the shell
+	// tool, and the runs to cancel or abandon are in a tool that never
+	// ends (longTool), whose process must not outlive them.
+	for _, name := range []string{"codex", "gemini", "claude"} {
+		t.Run(name, func(t *testing.T) {
+			r := newRig(t, cliNamed(name))
+			writeFile(t, filepath.Join(r.workdir, "follow.log"), "")
+			transcript := filepath.Join(t.TempDir(), "transcript.jsonl")
+			args := map[string]any{}
+			if r.cli.model != "" {
+				args["model"] = r.cli.model
+			}
+			if r.cli.shell != invoker.ReadOnly {
+				args["permission"] = string(r.cli.shell)
+			}
+			srv := exec.Command(server, "-cli", name, "-"+name+"-bin", r.opts.Binary, "-root", r.workdir, "-transcript", transcript,
+				"-max-permission", "unlimited", "-progress", "1ms", "-task-poll", "100ms", "-task-abandon", "3s",
+				"-http", "127.0.0.1:0", "-auth-tokens", tokens)
+			srv.Env = append(os.Environ(), r.opts.Env...)
+			answer := []fakemodel.Turn{fakemodel.Shell("echo hello"), fakemodel.Answer("done")}
+			turns := map[string][]fakemodel.Turn{
+				"task":           append(slices.Clone(answer), answer...), // the task, then a plain call
+				"cancel":         {fakemodel.Shell(longTool)},
+				"reconnect":      answer,
+				"other identity": answer,
+				"abandon":        {fakemodel.Shell(longTool)},
+			}
+			start := time.Now()
+			runTasksDriver(t, node, driver, srv, tasksTarget{
+				tool: name, args: args, root: r.workdir, transcript: transcript,
+				before: func(step string) { r.srv.Enqueue(turns[step]...) },
+				after: func(t *testing.T, step string) {
+					// Every turn of the step was taken, but the abandoned
+					// run's, which the bound may cut before the CLI asks
+					// (the CLI's start may take longer).
+					if n := r.srv.Pending(); n != 0 && step != "abandon" && step != "abandoned" {
+						t.Errorf("%s: %d scripted model turns left, want none", step, n)
+					}
+				},
+				survivors: func() []string {
+					var left []string
+					for _, p := range r.survivors() {
+						if !strings.HasPrefix(p, fmt.Sprintf("%d ", srv.Process.Pid)) {
+							left = append(left, p)
+						}
+					}
+					return left
+				},
+			})
+			t.Logf("%s: the six steps took %v", name, time.Since(start).Round(time.Millisecond))
+		})
+	}
+}
+
+// A tasksTarget is one server that TestTypeScriptClientTasks drives.
+type tasksTarget struct {
+	tool       string         // the tool the driver calls
+	args       map[string]any // the arguments of every call besides prompt and workdir
+	root       string         // the workdir of the calls
+	transcript string         // the server's -transcript
+	// pollProgress: the polls of the task step must show the run's
+	// progress (the real CLIs may finish between two polls; their progress
+	// shows in the cancel step's polls).
+	pollProgress bool
+	// before prepares a step before the driver runs it, after runs once
+	// the step's runs ended; either may be nil.
+	before func(step string)
+	after  func(t *testing.T, step string)
+	// survivors lists the processes of the runs still alive (the server's
+	// own excluded).
+	survivors func() []string
+}
+
+// tasksSteps are the steps of mcptasks.mjs, in order.
+var tasksSteps = []string{"task", "cancel", "reconnect", "other identity", "abandon", "abandoned"}
+
+// runTasksDriver starts srv, runs mcptasks.mjs against it step by step,
+// checking each step's report and that no process of the step's runs
+// survived, then stops srv.
+func runTasksDriver(t *testing.T, node, driver string, srv *exec.Cmd, tg tasksTarget) {
+	t.Helper()
+	url := startLogged(t, srv)
+	js, err := json.Marshal(map[string]any{"url": url, "token": tsToken, "other": otherToken, "root": tg.root, "tool": tg.tool, "args": tg.args})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -105,6 +209,12 @@ func TestTypeScriptClientTasks(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	before := func(i int) {
+		if tg.before != nil && i < len(tasksSteps) {
+			tg.before(tasksSteps[i])
+		}
+	}
+	before(0)
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
@@ -117,6 +227,11 @@ func TestTypeScriptClientTasks(t *testing.T) {
 		}
 	})
 
+	noSurvivors := func(what string) {
+		if left := tg.survivors(); len(left) > 0 {
+			t.Errorf("%s: processes survived: %v", what, left)
+		}
+	}
 	sc := bufio.NewScanner(stdout)
 	sc.Buffer(nil, 16<<20)
 	var steps []string
@@ -129,17 +244,20 @@ func TestTypeScriptClientTasks(t *testing.T) {
 		if r.DriverError != "" {
 			t.Fatalf("step %s: the driver failed: %s", r.Step, r.DriverError)
 		}
-		checkTaskStep(t, &r, transcript)
+		checkTaskStep(t, &r, tg.transcript, tg.pollProgress)
 		if r.Step == "abandon" {
-			waitFinal(t, transcript, "abandon me")
+			waitFinal(t, tg.transcript, "abandon me")
 		}
-		waitRunsEnded(t, transcript)
-		noSurvivorsBut(t, s.Tag, server)
-		os.Stdout.Sync()
+		waitRunsEnded(t, tg.transcript)
+		noSurvivors(r.Step)
+		if tg.after != nil {
+			tg.after(t, r.Step)
+		}
+		before(len(steps))
 		stdin.Write([]byte("\n"))
 	}
-	if want := []string{"task", "cancel", "reconnect", "other identity", "abandon", "abandoned"}; !slices.Equal(steps, want) {
-		t.Errorf("steps %q, want %q", steps, want)
+	if !slices.Equal(steps, tasksSteps) {
+		t.Errorf("steps %q, want %q", steps, tasksSteps)
 	}
 	if err := cmd.Wait(); err != nil {
 		t.Errorf("driver: %v", err)
@@ -149,12 +267,12 @@ func TestTypeScriptClientTasks(t *testing.T) {
 	if !srv.ProcessState.Success() {
 		t.Errorf("server exit: %v, want success", srv.ProcessState)
 	}
-	noSurvivorsBut(t, s.Tag)
+	noSurvivors("after the server's exit")
 }
 
 var progressRE = regexp.MustCompile(`running: |thinking|writing`)
 
-func checkTaskStep(t *testing.T, r *tsTaskReport, transcript string) {
+func checkTaskStep(t *testing.T, r *tsTaskReport, transcript string, pollProgress bool) {
 	t.Helper()
 	done := func(name string, res tsToolResult) {
 		if res.IsError || res.Out == nil || res.Out.Status != mcpadapter.StatusCompleted || res.Out.Text != "done" || res.Out.SessionID == "" {
@@ -176,7 +294,7 @@ func checkTaskStep(t *testing.T, r *tsTaskReport, transcript string) {
 				progress = append(progress, s.StatusMessage)
 			}
 		}
-		if len(progress) == 0 {
+		if len(progress) == 0 && pollProgress {
 			t.Errorf("task: no poll showed the run's progress: %+v", m)
 		}
 		last := m[len(m)-1]
@@ -191,6 +309,10 @@ func checkTaskStep(t *testing.T, r *tsTaskReport, transcript string) {
 		}
 		t.Logf("task: %d messages, progress seen: %q", len(m), progress)
 	case "cancel":
+		if !progressRE.MatchString(r.Seen) {
+			t.Errorf("cancel: cancelled on the poll %q, want one showing the run's progress", r.Seen)
+		}
+		t.Logf("cancel: cancelled on the poll %q", r.Seen)
 		if r.Cancelled.Status != mcpadapter.TaskCancelled || r.After.Status != mcpadapter.TaskCancelled {
 			t.Errorf("cancel: tasks/cancel answered %+v, then tasks/get %+v; want cancelled", r.Cancelled, r.After)
 		}

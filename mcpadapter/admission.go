@@ -23,8 +23,28 @@ import (
 // internal/admit, first come first served, and a call waits in one at a
 // time, holding nothing of the next. Every wait is told the same way: as
 // the run's KindQueued event, "queued, N ahead" and what for, in the
-// call's progress; and the time waited in all of them is the call's
-// queued_ms.
+// call's progress; counted in the same metrics and span events
+// (internal/admit's Instruments, told apart by clinvoke.queue); and the
+// time waited in all of them is the call's queued_ms.
+//
+// Why a chain and not one request granted atomically: the Budget's share
+// is the invoker's to decide, at Invoke or OpenSession. What a run
+// promises (its memory limit, from invoker.Options.Limits and
+// Request.Limits), the rate-limit gate it waits at, and whether it needs a
+// share at all (a turn of a warm session takes none: its session holds
+// one until closed) are known there only; and the Budget is shared by
+// every Invoker of the process, those outside any MCP server included.
+//
+// Why it cannot deadlock: every call waits in the same order (identity,
+// server, Budget) and never for a queue before one it holds; a holder of
+// a Budget share waits for no queue at all (a run until its tree is
+// reaped, a warm session until it is closed: at the latest after
+// WarmSessions.IdleTimeout, or at Shutdown). So every wait is for holders
+// that are further along the chain, the last of which end on their own;
+// TestAdmissionChainNoDeadlock drives the chain with cancels. Holding
+// the identity's and the server's slots while waiting for the Budget is
+// what they bound: the calls this server has admitted, running or about
+// to run.
 
 // slots bounds the runs executing at once, for the server
 // (Options.MaxConcurrent) and for each identity

@@ -322,7 +322,8 @@
 // change (clinvoke.queue.ahead; at a rate limit's gate clinvoke.queue.gate
 // and clinvoke.queue.until) and clinvoke.admitted when it ends
 // (clinvoke.queue.waited in seconds, clinvoke.queue.admitted false when the
-// context ended it). A session's wait is on its process span.
+// context ended it), both with clinvoke.queue "budget". A session's wait is
+// on its process span.
 //
 // clinvoke.outcome says how a run or turn ended: "answered" (nil error),
 // "cancelled" and "deadline" (the caller's context), "timeout" (first-event
@@ -344,7 +345,9 @@
 // (bytes) and clinvoke.run.cpu.time (seconds) of each run of Invoke and each
 // session's whole life; for the Budget, the histogram clinvoke.run.queued
 // (seconds waited, by clinvoke.queue.admitted) and the up/down counter
-// clinvoke.runs.waiting.
+// clinvoke.runs.waiting, with clinvoke.queue "budget" (mcpadapter records
+// the waits for its slots in the same instruments, with "server" and
+// "identity").
 //
 // The CLI receives the span's context in the W3C Trace Context variables
 // TRACEPARENT and TRACESTATE (replacing any the host inherited; Options.Env

@@ -198,5 +198,10 @@
 // holds a span (a host's HTTP middleware made one). The runs of the call are
 // its children, and each CLI gets its run's span in TRACEPARENT (see the
 // Telemetry section of package invoker). The call's log records take its
-// context, so that a handler can add its trace and span ids.
+// context, so that a handler can add its trace and span ids. A call that
+// waits for a slot (MaxConcurrent, MaxConcurrentPerIdentity) has the span
+// events of a run that waits for the host's Budget, clinvoke.queued and
+// clinvoke.admitted, with clinvoke.queue "server" or "identity"; the
+// waits are counted in Options.MeterProvider's clinvoke.run.queued and
+// clinvoke.runs.waiting, the instruments of the invokers' waits.
 package mcpadapter

@@ -87,7 +87,8 @@ next:
 }
 
 // checkScrape checks the metrics of a server that ran one answered call
-// and one refused, and that /healthz answers.
+// and one refused, the call's wait for a slot among them, and that
+// /healthz answers.
 func checkScrape(t *testing.T, addr string) {
 	t.Helper()
 	resp, err := http.Get("http://" + addr + "/healthz")
@@ -112,6 +113,9 @@ func checkScrape(t *testing.T, addr string) {
 		{"clinvoke_run_duration_seconds", map[string]string{"clinvoke_outcome": "answered"}, 1},
 		{"clinvoke_run_first_event_seconds", codex, 1},
 		{"clinvoke_sweep_survivors_total", map[string]string{"clinvoke_cli": "codex"}, 0},
+		// The call's wait for a slot of the server (none: 0 s), in the
+		// family of the waits for the Budget.
+		{"clinvoke_run_queued_seconds", map[string]string{"clinvoke_cli": "codex", "clinvoke_queue": "server", "clinvoke_queue_admitted": "true"}, 1},
 	} {
 		v, ok := value(fams, c.name, c.want)
 		if !ok || v != c.val {

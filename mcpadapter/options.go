@@ -3,7 +3,6 @@ package mcpadapter
 import (
 	"context"
 	"fmt"
-	"go.opentelemetry.io/otel/trace"
 	"log/slog"
 	"math"
 	"os"
@@ -11,6 +10,10 @@ import (
 	"slices"
 	"time"
 
+	"go.opentelemetry.io/otel/metric"
+	"go.opentelemetry.io/otel/trace"
+
+	"github.com/clinvoke/clinvoke/internal/admit"
 	"github.com/clinvoke/clinvoke/internal/workspace"
 	"github.com/clinvoke/clinvoke/invoker"
 )
@@ -262,6 +265,15 @@ type Options struct {
 	// runs are its children. Nil means otel.GetTracerProvider(), which
 	// records nothing until the host installs an OpenTelemetry SDK.
 	TracerProvider trace.TracerProvider
+
+	// MeterProvider receives the metrics of the waits for a slot
+	// (MaxConcurrent, MaxConcurrentPerIdentity): the histogram
+	// clinvoke.run.queued and the gauge clinvoke.runs.waiting, the
+	// instruments the invokers record the waits for the host's Budget in,
+	// told apart by clinvoke.queue. Give the invokers' provider
+	// (invoker.Options.MeterProvider) to see every wait of a call in one
+	// place. Nil means otel.GetMeterProvider().
+	MeterProvider metric.MeterProvider
 }
 
 // config is Options with the defaults applied and the roots resolved.
@@ -280,6 +292,7 @@ type config struct {
 	maxTurns      int
 	warm          WarmSessions
 	tracer        trace.Tracer
+	waits         admit.Instruments // of Options.MeterProvider
 	approvals     ApprovalPolicy
 	// approvalFallback is ApprovalsAllow or ApprovalsDeny.
 	approvalFallback ApprovalPolicy
@@ -316,6 +329,7 @@ func newConfig(o *Options) (*config, error) {
 		maxTurns:         o.MaxTurns,
 		warm:             o.WarmSessions,
 		tracer:           tracer(o.TracerProvider),
+		waits:            waitInstruments(o.MeterProvider),
 		approvals:        o.Approvals,
 		approvalFallback: o.ApprovalFallback,
 		approve:          o.Approve,

@@ -47,7 +47,7 @@ func (t *tool) runTask(ctx context.Context, rep *reporter, creq *mcp.CallToolReq
 	// The identity's slot first, so that a call waiting behind its own
 	// identity's runs holds no slot that another identity's call could use
 	// (admission.go).
-	release, waited, err := t.slots.acquire(ctx, identityFrom(ctx), func(ev invoker.Event) { rep.post(prefix + ev.Text) })
+	release, waited, err := t.slots.acquire(ctx, t.name, identityFrom(ctx), func(ev invoker.Event) { rep.post(prefix + ev.Text) })
 	if err != nil {
 		return t.output(ctx, nil, err)
 	}

@@ -50,7 +50,7 @@ func newShared(cfg *config) *shared {
 	life, stop := context.WithCancelCause(context.Background())
 	sh := &shared{
 		cfg:   cfg,
-		slots: newSlots(cfg.maxConcurrent, cfg.maxPerIdentity),
+		slots: newSlots(cfg.maxConcurrent, cfg.maxPerIdentity, cfg.waits),
 		tr:    &transcript{path: cfg.transcript},
 		calls: new(callSet),
 		life:  life,

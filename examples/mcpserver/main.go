@@ -482,6 +482,7 @@ func run() error {
 		WarmSessions:      mcpadapter.WarmSessions{MaxSessions: *warm, IdleTimeout: *warmIdle},
 		Logger:            logger,
 		TracerProvider:    tel.tp,
+		MeterProvider:     tel.mp,
 		Approvals:         mcpadapter.ApprovalPolicy(*approvals),
 		ApprovalFallback:  mcpadapter.ApprovalPolicy(*fallback),
 

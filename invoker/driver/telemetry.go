@@ -179,6 +179,7 @@ type telemetry struct {
 	res       resourceInstruments
 	admitOnce sync.Once
 	admitOpt  [2]mopts // clinvoke.run.queued, not admitted and admitted
+	waitOpt   mopts    // clinvoke.runs.waiting
 }
 
 // newTelemetry makes the tracer and the instruments from the providers of

@@ -25,27 +25,24 @@ const (
 	keySampled       = attribute.Key("clinvoke.resources.sampled")
 	keyLimitResource = attribute.Key("clinvoke.limit.resource")
 	keyLimitMax      = attribute.Key("clinvoke.limit.max")
-	keyAhead         = attribute.Key("clinvoke.queue.ahead")
-	keyGate          = attribute.Key("clinvoke.queue.gate")
-	keyGateUntil     = attribute.Key("clinvoke.queue.until")
-	keyWaited        = attribute.Key("clinvoke.queue.waited")
-	keyAdmitted      = attribute.Key("clinvoke.queue.admitted")
+	// The keys of the waits are internal/admit's, shared with the waits
+	// in mcpadapter's queues.
+	keyQueue    = admit.KeyQueue
+	keyAdmitted = admit.KeyAdmitted
 )
 
-// Bucket boundaries: memory in bytes (1 MiB to 64 GiB), CPU time and
-// waits in seconds.
+// Bucket boundaries: memory in bytes (1 MiB to 64 GiB), CPU time in
+// seconds.
 var (
 	memoryBuckets = []float64{1 << 20, 4 << 20, 16 << 20, 64 << 20, 128 << 20, 256 << 20, 512 << 20, 1 << 30, 2 << 30, 4 << 30, 8 << 30, 16 << 30, 64 << 30}
 	cpuBuckets    = []float64{0.01, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 300, 1200, 3600}
-	queuedBuckets = []float64{0.001, 0.01, 0.1, 0.5, 1, 2.5, 5, 10, 30, 60, 300, 900, 3600}
 )
 
 // resourceInstruments are the metrics of the resources and the waits.
 type resourceInstruments struct {
-	memory  metric.Int64Histogram
-	cpu     metric.Float64Histogram
-	queued  metric.Float64Histogram
-	waiting metric.Int64UpDownCounter
+	memory metric.Int64Histogram
+	cpu    metric.Float64Histogram
+	admit.Instruments
 }
 
 func newResourceInstruments(m metric.Meter) resourceInstruments {
@@ -56,11 +53,7 @@ func newResourceInstruments(m metric.Meter) resourceInstruments {
 	r.cpu, _ = m.Float64Histogram("clinvoke.run.cpu.time", metric.WithUnit("s"),
 		metric.WithDescription("CPU time of a run's process tree (Invoke, or a session's whole life), as Result.Resources.CPUTime."),
 		metric.WithExplicitBucketBoundaries(cpuBuckets...))
-	r.queued, _ = m.Float64Histogram("clinvoke.run.queued", metric.WithUnit("s"),
-		metric.WithDescription("Time a run or session waited to be admitted to the host's Budget (Result.Queued), by clinvoke.queue.admitted."),
-		metric.WithExplicitBucketBoundaries(queuedBuckets...))
-	r.waiting, _ = m.Int64UpDownCounter("clinvoke.runs.waiting", metric.WithUnit("{run}"),
-		metric.WithDescription("Runs and sessions waiting to be admitted to the host's Budget."))
+	r.Instruments = admit.NewInstruments(m)
 	return r
 }
 
@@ -96,7 +89,7 @@ func (s *span) waiting(n int64) {
 	if s == nil {
 		return
 	}
-	s.t.res.waiting.Add(context.Background(), n, s.t.cliOpt.add...)
+	s.t.res.Waiting.Add(context.Background(), n, waitOpts(s.t).add...)
 }
 
 // queued records where a waiting run stands: the span event
@@ -105,11 +98,7 @@ func (s *span) queued(w admit.Wait) {
 	if s == nil || !s.rec {
 		return
 	}
-	kv := []attribute.KeyValue{keyAhead.Int(w.Ahead)}
-	if w.Gate != "" {
-		kv = append(kv, keyGate.String(w.Gate), keyGateUntil.String(w.Until.UTC().Format(time.RFC3339)))
-	}
-	s.event("clinvoke.queued", kv...)
+	s.event(admit.EventQueued, admit.QueuedAttrs(admit.QueueBudget, w)...)
 }
 
 // admitted records the end of a run's admission: the span event
@@ -119,21 +108,33 @@ func (s *span) admitted(waited time.Duration, ok bool) {
 	if s == nil {
 		return
 	}
-	s.t.res.queued.Record(context.Background(), waited.Seconds(), admittedOpts(s.t, ok).rec...)
+	s.t.res.Queued.Record(context.Background(), waited.Seconds(), admittedOpts(s.t, ok).rec...)
 	if s.rec && waited > 0 {
-		s.event("clinvoke.admitted", keyWaited.Float64(waited.Seconds()), keyAdmitted.Bool(ok))
+		s.event(admit.EventAdmitted, admit.AdmittedAttrs(admit.QueueBudget, waited, ok)...)
 	}
 }
 
 // admittedOpts are the attribute sets of clinvoke.run.queued, made once.
 func admittedOpts(t *telemetry, ok bool) mopts {
-	t.admitOnce.Do(func() {
-		c := keyCLI.String(t.cli)
-		t.admitOpt[0] = newMopts(c, keyAdmitted.Bool(false))
-		t.admitOpt[1] = newMopts(c, keyAdmitted.Bool(true))
-	})
+	makeAdmitOpts(t)
 	if ok {
 		return t.admitOpt[1]
 	}
 	return t.admitOpt[0]
+}
+
+// waitOpts is the attribute set of clinvoke.runs.waiting, made once.
+func waitOpts(t *telemetry) mopts {
+	makeAdmitOpts(t)
+	return t.waitOpt
+}
+
+// makeAdmitOpts makes the attribute sets of the waits for the Budget.
+func makeAdmitOpts(t *telemetry) {
+	t.admitOnce.Do(func() {
+		c, q := keyCLI.String(t.cli), keyQueue.String(admit.QueueBudget)
+		t.admitOpt[0] = newMopts(c, q, keyAdmitted.Bool(false))
+		t.admitOpt[1] = newMopts(c, q, keyAdmitted.Bool(true))
+		t.waitOpt = newMopts(c, q)
+	})
 }

@@ -257,15 +257,15 @@ func watchExit(pidfd int, s *treeSys, exited, done chan struct{}) {
 // be reused until Wait reaps it.
 //
 // With cgroup v1 limits the thread first moves into the tree's v1 cgroups,
-// so that the root is born there, and moves back out after the fork (see
-// v1Run.join); a thread that cannot move back is retired.
+// so that the root is born there, and moves back out after the fork, once
+// the start is reported (see v1Run.join); a thread that cannot move back
+// is retired.
 func (s *treeSys) run(path string, args []string, attr *os.ProcAttr, lim *treeLimits, pid *int, exited chan struct{}, started chan<- error) (retire bool) {
 	defer close(s.done)
-	p, err, leaveErr := lim.fork(func() (*os.Process, error) { return os.StartProcess(path, args, attr) })
-	retire = leaveErr != nil
+	p, err, leave := lim.fork(func() (*os.Process, error) { return os.StartProcess(path, args, attr) })
 	if err != nil {
 		started <- err
-		return retire
+		return leave() != nil
 	}
 	*pid = p.Pid
 	root := p.Pid
@@ -273,6 +273,7 @@ func (s *treeSys) run(path string, args []string, attr *os.ProcAttr, lim *treeLi
 	// (a pidfd) is not needed.
 	p.Release()
 	started <- nil
+	retire = leave() != nil
 	var info unix.Siginfo
 	for {
 		err := unix.Waitid(unix.P_PID, root, &info, unix.WEXITED|unix.WNOWAIT, nil)

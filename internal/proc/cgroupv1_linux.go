@@ -588,9 +588,10 @@ func (r *v1Run) remove() error {
 
 // onLockedThread runs f on a locked OS thread of its own, moved into the
 // tree's v1 cgroups for f's time (see join), and waits for f. The thread
-// leaves the cgroups after f, while the caller goes on (the caller's
-// start path does not wait for the moves back), then lowers the task
-// limit (see started); if it cannot leave, it is retired with its
+// leaves the cgroups after f, while the caller goes on (the start path
+// does not wait for the moves back), unless the tree has a task limit,
+// which is lowered once the thread has left (see started) before the
+// caller goes on. If the thread cannot leave, it is retired with its
 // goroutine.
 func (r *v1Run) onLockedThread(f func()) error {
 	errc := make(chan error, 1)
@@ -601,9 +602,14 @@ func (r *v1Run) onLockedThread(f func()) error {
 			return false
 		}
 		f()
-		errc <- nil
+		if r.tasks == 0 {
+			errc <- nil
+		}
 		retire = leave() != nil
 		r.started()
+		if r.tasks != 0 {
+			errc <- nil
+		}
 		return retire
 	})
 	return <-errc

@@ -216,7 +216,7 @@ func Exhausted(err error) error { return exhausted(err) }
 // Usage is what a tree's processes used, and what its limits did to them.
 // Figures come from the cgroup controllers that hold the tree where there
 // are some (exact, including every process that has exited), else from
-// samples of /proc taken every 300 ms while the root runs (see the
+// samples of /proc taken every RecordEvery while the root runs (see the
 // *Sampled fields): a sample misses what lives or peaks between two.
 type Usage struct {
 	// MemoryPeak is the most memory the tree held at once, in bytes. From

@@ -196,7 +196,7 @@ func (p *limitsProbe) capabilities(cfg *config) (string, string) {
 		sampled = append(sampled, "PeakProcesses")
 	}
 	if len(sampled) > 0 {
-		note += "; Result.Resources sampled from /proc every 300 ms: " + strings.Join(sampled, ", ")
+		note += fmt.Sprintf("; Result.Resources sampled from /proc every %d ms: %s", proc.RecordEvery.Milliseconds(), strings.Join(sampled, ", "))
 	} else {
 		note += "; Result.Resources counted by the kernel"
 	}

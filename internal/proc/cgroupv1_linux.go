@@ -10,7 +10,6 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
-	"runtime"
 	"slices"
 	"strconv"
 	"strings"
@@ -250,25 +249,7 @@ func cgroupPaths(b []byte) map[string]string {
 // running, killing what is left in them (a tree of a host that died
 // without a keeper: tracking level).
 func removeDeadV1Homes(parent, own string) {
-	entries, err := os.ReadDir(parent)
-	if err != nil {
-		return
-	}
-	for _, e := range entries {
-		var ns, start uint64
-		var pid int32
-		dir := filepath.Join(parent, e.Name())
-		if !e.IsDir() || dir == own {
-			continue
-		}
-		if n, _ := fmt.Sscanf(e.Name(), "clinvoke-%d-%d-%d", &ns, &pid, &start); n != 3 || ns != pidNamespace() {
-			continue
-		}
-		if p, err := readStat(pid); err == nil && p.start == start {
-			continue
-		} else if err != nil && !gone(err) {
-			continue
-		}
+	for _, dir := range deadHomes(parent, own) {
 		runs, _ := os.ReadDir(dir)
 		for _, r := range runs {
 			if r.IsDir() {
@@ -613,41 +594,6 @@ func (r *v1Run) onLockedThread(f func()) error {
 		return retire
 	})
 	return <-errc
-}
-
-// goLocked runs f in a new goroutine locked to an OS thread that is not
-// the process's main thread, and returns at once. When f returns, the
-// goroutine unlocks the thread, or, if f says to retire it, ends with it
-// locked, so that the runtime ends the thread.
-//
-// Not the main thread: a thread that joins a tree's cgroup v1 memory
-// cgroup must not be the thread-group leader, which owns the process's
-// address space: every page the host touches is charged to the memory
-// cgroup of the owner, so the host would allocate in the tree's cgroup
-// under its limit (seen on Linux 6.18: a host whose main thread forked
-// into a tree at its limit waited on the tree's OOM for ever). A
-// goroutine that finds itself on the main thread hands f to another,
-// which cannot run there while the first holds the main thread locked.
-func goLocked(f func() (retire bool)) {
-	go func() {
-		runtime.LockOSThread()
-		if unix.Gettid() == unix.Getpid() {
-			locked := make(chan struct{})
-			go func() {
-				runtime.LockOSThread()
-				close(locked)
-				if !f() {
-					runtime.UnlockOSThread()
-				}
-			}()
-			<-locked
-			runtime.UnlockOSThread()
-			return
-		}
-		if !f() {
-			runtime.UnlockOSThread()
-		}
-	}()
 }
 
 // writeFile writes v to an existing file (a cgroup file), truncating it as

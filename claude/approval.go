@@ -141,23 +141,20 @@ func (p *protocol) approval(r *permissionRequest, line []byte) (a invoker.Approv
 	return a, named
 }
 
-// mcpTool reads the name of an MCP tool, mcp__SERVER__TOOL: the server is
-// the longest server of the request the name starts with (a name may hold
-// "__"), else the name up to the next "__", as Claude Code reads it.
+// mcpTool reads the name of an MCP tool, mcp__SERVER__TOOL, as
+// mcphost.Names reads it: a tool of a Go server of the request by its own
+// name; else the longest Command or URL server of the request the name
+// starts with (a name may hold "__"); else, when a Go server's name starts
+// it, no server and no tool (a tool that server does not have is another
+// server's, of Claude Code's settings: mcp__tools__admin__drop may be the
+// tool drop of a server tools__admin); else the name up to the next "__",
+// as Claude Code reads it.
 func (p *protocol) mcpTool(name string) (server, tool string, ok bool) {
 	rest, ok := strings.CutPrefix(name, "mcp__")
 	if !ok {
 		return "", "", false
 	}
-	for s := range p.servers {
-		if len(s) > len(server) && strings.HasPrefix(rest, s+"__") {
-			server = s
-		}
-	}
-	if server != "" {
-		return server, rest[len(server)+2:], true
-	}
-	server, tool, _ = strings.Cut(rest, "__")
+	server, tool, _ = p.names.Read(name, rest, "__")
 	return server, tool, true
 }
 

@@ -8,6 +8,7 @@ import (
 	"slices"
 	"strconv"
 
+	"github.com/clinvoke/clinvoke/internal/mcphost"
 	"github.com/clinvoke/clinvoke/internal/workspace"
 	"github.com/clinvoke/clinvoke/invoker"
 	"github.com/clinvoke/clinvoke/invoker/driver"
@@ -117,6 +118,7 @@ func (backend) NewSessionProtocol(req *invoker.SessionRequest) driver.SessionPro
 	if p.asking {
 		p.mode = "default"
 	}
+	p.names = mcphost.NewNames(req.MCPServers)
 	for _, s := range req.MCPServers {
 		p.servers[s.Name] = true
 		if s.Server != nil {
@@ -181,6 +183,9 @@ type protocol struct {
 	// servers are the names of the request's MCP servers, and goServers
 	// those of its Go servers, which mcp_message requests reach.
 	servers, goServers map[string]bool
+	// names reads the names of MCP tools, knowing the tools of the Go
+	// servers.
+	names *mcphost.Names
 	// waiting holds the can_use_tool requests given to the callback and
 	// not answered or withdrawn yet, by request id; forSession the tools allowed for the rest of the session
 	// (Decision.ForSession).

@@ -162,10 +162,19 @@ func answerOf(t *testing.T, line []byte) (id string, resp map[string]any) {
 	return v.Response.RequestID, v.Response.Response
 }
 
+// withMCP returns a with the names of its MCP tool.
+func withMCP(a invoker.Approval, server, tool string) invoker.Approval {
+	a.MCP.Server, a.MCP.Tool = server, tool
+	return a
+}
+
 func TestCanUseTool(t *testing.T) {
 	bash := `{"command":"touch made","description":"d"}`
 	edit := func(path string) string { return `{"file_path":"` + path + `","old_string":"a","new_string":"b"}` }
 	goServer := mcp.NewServer(&mcp.Implementation{Name: "t", Version: "1"}, nil)
+	mcp.AddTool(goServer, &mcp.Tool{Name: "greet"}, func(context.Context, *mcp.CallToolRequest, struct{}) (*mcp.CallToolResult, any, error) {
+		return nil, nil, nil
+	})
 	tests := []struct {
 		name       string
 		permission invoker.Permission
@@ -185,6 +194,11 @@ func TestCanUseTool(t *testing.T) {
 		{name: "read-only asks about a read", tool: "Read", input: `{"file_path":"/etc/hosts"}`,
 			want: invoker.Approval{Kind: "tool", Paths: []string{"/w/made"}}},
 		{name: "read-only asks about its own server's tool", tool: "mcp__tools__greet", input: `{"who":"bob"}`,
+			want: withMCP(invoker.Approval{Kind: "mcp_tool", Paths: []string{"/w/made"}}, "tools", "greet")},
+		// A tool the Go server tools does not have: another server's
+		// (a server tools__admin of Claude Code's settings, say).
+		{name: "read-only denies a tool its Go server does not have", tool: "mcp__tools__admin__drop", input: `{}`, deny: "read-only"},
+		{name: "unlimited asks about a tool its Go server does not have, naming no server", permission: invoker.Unlimited, tool: "mcp__tools__admin__drop", input: `{}`,
 			want: invoker.Approval{Kind: "mcp_tool", Paths: []string{"/w/made"}}},
 		{name: "workspace-write denies a command", permission: invoker.WorkspaceWrite, tool: "Bash", input: bash, deny: "workspace-write"},
 		{name: "workspace-write asks about an edit inside", permission: invoker.WorkspaceWrite, tool: "Edit", input: edit("/w/sub/a.go"),
@@ -232,7 +246,7 @@ func TestCanUseTool(t *testing.T) {
 			want := tt.want
 			want.Tool = invoker.Tool{Name: tt.tool, ID: "toolu_1", Input: json.RawMessage(tt.input)}
 			want.Raw = line
-			if a.Kind != want.Kind || a.Command != want.Command || !slices.Equal(a.Paths, want.Paths) ||
+			if a.Kind != want.Kind || a.MCP != want.MCP || a.Command != want.Command || !slices.Equal(a.Paths, want.Paths) ||
 				a.Tool.Name != want.Tool.Name || a.Tool.ID != want.Tool.ID || string(a.Tool.Input) != string(want.Tool.Input) ||
 				string(a.Raw) != string(want.Raw) {
 				t.Errorf("Approval =\n  %+v\nwant\n  %+v", a, want)

@@ -19,7 +19,9 @@ import (
 //     command line as Codex runs it ("/bin/bash -lc '...'"), its Cwd and
 //     Codex's Reason when it gives one;
 //   - item/fileChange/requestApproval: Kind "file_change", with the Paths
-//     of the change (from the item Codex announced just before);
+//     of the change (from the item Codex announced just before) and its
+//     grantRoot, the directory Codex asks to write under for the rest of
+//     the session, when it names one;
 //   - mcpServer/elicitation/request carrying
 //     _meta.codex_approval_kind = "mcp_tool_call": Kind "mcp_tool", with
 //     the tool named "mcp__SERVER__TOOL" and its arguments, and MCP.Server
@@ -283,7 +285,7 @@ func (p *protocol) serverRequest(m *rpc, raw json.RawMessage) driver.Step {
 				return refuse(why)
 			}
 			a.Kind, a.Tool.Name = invoker.ApprovalFileChange, "file_change"
-			for _, path := range ch.paths {
+			for _, path := range ch.named(params.GrantRoot) {
 				for _, abs := range p.ws.Abs(path, "") {
 					if !slices.Contains(a.Paths, abs) {
 						a.Paths = append(a.Paths, abs)
@@ -371,14 +373,10 @@ func (p *protocol) fileChangeAbove(ch fileChange, grantRoot *string) string {
 	default:
 		return "a file change is above the permission level " + string(p.ceiling)
 	}
-	paths := ch.paths
-	if grantRoot != nil {
-		paths = append(paths[:len(paths):len(paths)], *grantRoot)
-	}
 	if len(ch.paths) == 0 {
 		return "the file change names no file (no fileChange item announced it), and the permission level " + string(p.ceiling) + " allows changes inside the working directory only"
 	}
-	for _, path := range paths {
+	for _, path := range ch.named(grantRoot) {
 		if why := p.ws.Outside(path, ""); why != "" {
 			return "a change of " + path + " is above the permission level " + string(p.ceiling) + ": " + why
 		}
@@ -391,6 +389,15 @@ func (p *protocol) fileChangeAbove(ch fileChange, grantRoot *string) string {
 type fileChange struct {
 	paths []string
 	raw   json.RawMessage
+}
+
+// named returns every path a request to apply ch names: the change's
+// paths, and grantRoot when it is not nil.
+func (ch fileChange) named(grantRoot *string) []string {
+	if grantRoot == nil {
+		return ch.paths
+	}
+	return append(ch.paths[:len(ch.paths):len(ch.paths)], *grantRoot)
 }
 
 // track notes what the approvals of a started item will need: the paths

@@ -12,7 +12,8 @@ import (
 // TestApprovalForm checks what an Approval tells a policy of Codex's
 // requests: the session's Workdir; a command's Cwd and a change's Paths
 // absolute, clean and resolved (relative ones taken in the working
-// directory); and an MCP tool's server and tool by their own names.
+// directory), a grantRoot among them; and an MCP tool's server and tool by
+// their own names.
 func TestApprovalForm(t *testing.T) {
 	ws := testenv.NewWorkspace(t) // w/link → o; alias → w
 	w, outside, alias := ws.W, ws.Outside, ws.Alias
@@ -42,6 +43,9 @@ func TestApprovalForm(t *testing.T) {
 			kind: invoker.ApprovalFileChange, paths: []string{filepath.Join(w, "sub", "a.txt")}},
 		{name: "change through links, moved", lines: change(`[{"path":"` + filepath.Join(alias, "a.txt") + `","kind":{"type":"update","move_path":"link/b.txt"},"diff":"x"}]`),
 			kind: invoker.ApprovalFileChange, paths: []string{filepath.Join(w, "a.txt"), filepath.Join(outside, "b.txt")}},
+		{name: "change with a grant of a root through a link", lines: []string{change(`[{"path":"a.txt","kind":{"type":"add"},"diff":"x"}]`)[0],
+			`{"method":"item/fileChange/requestApproval","id":8,"params":{"threadId":"T1","turnId":"U1","itemId":"call_2","grantRoot":"` + filepath.Join(alias, "link") + `"}}`},
+			kind: invoker.ApprovalFileChange, paths: []string{filepath.Join(w, "a.txt"), outside}},
 		{name: "server tool", lines: []string{
 			`{"method":"item/started","params":{"threadId":"T1","turnId":"U1","item":{"type":"mcpToolCall","id":"call_3","server":"my_tools","tool":"record_it","status":"inProgress","arguments":{}}}}`,
 			`{"method":"mcpServer/elicitation/request","id":9,"params":{"threadId":"T1","turnId":"U1","serverName":"my_tools","mode":"form","_meta":{"codex_approval_kind":"mcp_tool_call","tool_name":"record_it","tool_params":{}},"message":"m"}}`,

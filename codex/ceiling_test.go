@@ -58,6 +58,9 @@ func TestFileChangeCeiling(t *testing.T) {
 		{"workspace, moved outside", invoker.WorkspaceWrite, `[{"path":"` + filepath.Join(w, "a") + `","kind":{"type":"update","move_path":"` + filepath.Join(outside, "a") + `"},"diff":"x"}]`, "", false},
 		{"workspace, in .codex", invoker.WorkspaceWrite, change(filepath.Join(w, ".codex", "config.toml")), "", false},
 		{"workspace, grant of a root outside", invoker.WorkspaceWrite, change(filepath.Join(w, "a.txt")), `,"grantRoot":"` + outside + `"`, false},
+		{"workspace, grant of /", invoker.WorkspaceWrite, change(filepath.Join(w, "a.txt")), `,"grantRoot":"/"`, false},
+		{"workspace, grant of a root through a link", invoker.WorkspaceWrite, change(filepath.Join(w, "a.txt")), `,"grantRoot":"` + filepath.Join(w, "link") + `"`, false},
+		{"workspace, grant of a root inside", invoker.WorkspaceWrite, change(filepath.Join(w, "a.txt")), `,"grantRoot":"` + w + `"`, true},
 		{"workspace, no change announced", invoker.WorkspaceWrite, "", "", false},
 		{"unlimited, outside", invoker.Unlimited, change(filepath.Join(outside, "x")), "", true},
 	} {

@@ -101,11 +101,15 @@
 // file outside the working directory under WorkspaceWrite) is rejected
 // without asking (see docs/approvals.md). Allow answers Gemini's "proceed_once", ForSession its
 // "proceed_always" (the same command or tool for the session, never the
-// option that saves the approval in the user's settings), and a denial
-// its "cancel": Gemini then tells the model `Tool "NAME" was canceled by
-// the user.` — ACP carries no message, so Decision.Message does not reach
-// the model, and a Decision with Input is a denial (Gemini takes no
-// changed input). A turn cancelled while the callback decides answers the
+// option that saves the approval in the user's settings), except for an
+// edit below Unlimited: Gemini would take "proceed_always" for a switch
+// of the session to autoEdit, where no later edit is asked, so the edit
+// is answered "proceed_once" and the session keeps the grant, allowing a
+// later edit of the same tool once it is judged, without asking the
+// program again. A denial answers its "cancel": Gemini then tells the
+// model `Tool "NAME" was canceled by the user.` — ACP carries no message,
+// so Decision.Message does not reach the model, and a Decision with Input
+// is a denial (Gemini takes no changed input). A turn cancelled while the callback decides answers the
 // question "cancelled" and ends with the context's error.
 //
 // MCP servers go to Gemini with session/new, over standard input: a

@@ -30,9 +30,11 @@ type Approval struct {
 	// server of the request, else the name the CLI's own configuration
 	// gives it) and Tool the name the server gives the tool ("record",
 	// which Claude Code calls mcp__tools__record and Gemini CLI
-	// mcp_tools_record). Both are empty for other kinds, and where the
-	// CLI's own fields do not name them; a title the model can word is
-	// never read for them.
+	// mcp_tools_record). Both are empty for other kinds, where the CLI's
+	// own fields do not name them, and for a name whose prefix names a
+	// Go server of the request that has no such tool (it is another
+	// server's, which the name does not tell); a title the model can
+	// word is never read for them.
 	MCP struct {
 		Server string `json:"server,omitempty"`
 		Tool   string `json:"tool,omitempty"`
@@ -85,7 +87,10 @@ type Decision struct {
 	// ForSession, with Allow, also allows actions of the same kind for
 	// the rest of the session without asking again, as the CLI scopes
 	// it (Codex: the same command; Claude Code and Gemini CLI: the same
-	// tool).
+	// tool). With Claude Code and the ACP agents (Gemini CLI among them),
+	// a later request allowed so is still judged by the permission
+	// level, an edit's paths by the path judge, before it is allowed
+	// without asking (see docs/approvals.md).
 	ForSession bool `json:"for_session,omitempty"`
 	// Input, with Allow, replaces the tool call's input (a JSON object),
 	// for CLIs that take a changed input (Claude Code). A CLI that cannot

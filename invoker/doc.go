@@ -50,8 +50,11 @@
 //     delegated cgroup such as systemd-run --user -p Delegate=yes --scope,
 //     or Options.CgroupParent naming a cgroup the host was moved into):
 //     the CLI starts inside a cgroup of its own, so every process it
-//     starts is born there and none can leave, whatever it does to its
-//     session, environment or process title. The sweep is one write to
+//     starts is born there and none can leave by anything it does to its
+//     session, environment or process title. A process that may write
+//     cgroupfs (a CLI run as root, as it runs when the host is root) can
+//     move itself into another cgroup, out of the run's reach: see
+//     # Limits and accounting. The sweep is one write to
 //     cgroup.kill; "gone" is the kernel's word. A keeper process kills
 //     every run of a host that dies without cleaning up (SIGKILL, OOM
 //     kill).
@@ -236,11 +239,31 @@
 //     CLI killed itself fails the run with a *LimitError matching
 //     ErrResourceLimit ("claude: the CLI was killed by the memory limit of
 //     512 MiB (peak 511.8 MiB); resume session …"), and closes a session
-//     with it.
+//     with it. A run (or a turn) that fails after one of its processes was
+//     killed is a *LimitError for "memory" too.
 //   - processes: a fork past the limit fails, nothing is killed; a
-//     KindWarning event says so, and a run that then fails is a *LimitError
-//     for "processes".
+//     KindWarning event says so, and a run (or a turn) that then fails is
+//     a *LimitError for "processes".
+//
+// What the kernel counted wins over what the CLI said of its failure: a
+// CLI that cannot start a thread may exit with a status its backend reads
+// as a usage error or a crash, or report a failed turn; the error is then
+// the *LimitError, what the CLI said kept in its Err and its message.
 //   - CPU: the run is throttled to its share in every 100 ms.
+//
+// The limits hold a run that cannot write cgroupfs. A run as root can
+// leave them: a process of it that moves itself into another cgroup is out
+// of the run's limits and out of reach of the run's kill (cgroup.kill), and
+// outlives the run; one that writes its own memory limit away has none. A
+// host run as a non-root user with a delegated cgroup v2 (a systemd unit
+// or scope with Delegate=yes) runs its CLIs as that user, who cannot leave
+// the delegated cgroup nor the limits systemd set on it, but owns the
+// run's cgroups below it, so a CLI can still move out of its run's cgroup
+// into another below the delegated one and rewrite its run's limits. Memory
+// a run leaves in a tmpfs (/dev/shm) outlives it, charged to the host's
+// cgroup until the file is deleted, and a run that fills /dev/shm past its
+// memory limit gets its CLI OOM-killed rather than the tool. docs/limits.md
+// (# What a run can still do) has the measurements.
 //
 // Every run and every turn is accounted, limits or not: Result.Resources
 // holds its peak memory, CPU time and most processes at once, and what the

@@ -94,8 +94,10 @@ var (
 	// ErrResourceLimit is matched by a *LimitError whose Resource says
 	// which resource of the host ran out: a run whose CLI the kernel
 	// killed at its memory limit (Limits.Memory, or the Budget's sum held
-	// by the kernel), a run that failed while forks were refused at its
-	// process limit (Limits.Processes), and a run that could not start
+	// by the kernel), a run (or a session's turn) that failed after the
+	// kernel killed one of its processes there, or while forks were
+	// refused at its process limit (Limits.Processes), whatever the CLI
+	// said of the failure, and a run that could not start
 	// because the host ran out of descriptors or processes (nothing
 	// started; the message names the limit and how to raise it). A session
 	// whose CLI was killed is closed with it. A tool killed or refused a
@@ -228,12 +230,17 @@ type LimitError struct {
 	// error, or in a KindRateLimit or retry event of the turn); zero
 	// otherwise.
 	ResetsAt time.Time
-	// Resource, for ErrResourceLimit, is the resource: "memory" (the CLI
-	// was killed by the kernel's OOM killer), "processes" (forks were
+	// Resource, for ErrResourceLimit, is the resource: "memory" (the
+	// kernel's OOM killer killed the CLI, Err then being the *ExitError of
+	// its SIGKILL; or killed another process of the run, such as a tool,
+	// and the run failed, Err then being how), "processes" (forks were
 	// refused at Limits.Processes and the run failed; or, with nothing
 	// started, the host could start no process) or "descriptors" (the
 	// host ran out of file descriptors; nothing started). "" for the
-	// other limits.
+	// other limits. What the kernel counted wins over what the CLI said:
+	// a run that failed after such a kill or refusal is this error
+	// whatever the CLI reported (a failed turn, an exit status its backend
+	// explains otherwise), kept in Err.
 	Resource string
 	// Max is the limit that was reached: bytes for "memory", processes
 	// for "processes" (Limits.Processes). 0 when the limit was not the
@@ -246,7 +253,8 @@ type LimitError struct {
 	Peak int64
 	// Err is what the CLI reported, usually a *StreamError, or for
 	// ErrResourceLimit how the run ended (an *ExitError for a CLI killed
-	// by a signal, say) or why nothing could start; may be nil.
+	// by a signal, an exit status or a failure the CLI reported, say) or
+	// why nothing could start; may be nil.
 	Err error
 }
 
@@ -281,6 +289,12 @@ func (e *LimitError) resource() string {
 		if e.Max == 0 {
 			what = "the CLI was killed by the kernel's OOM killer under a memory limit above the run's own (the host's Budget.Memory, or the system's memory)"
 		}
+		if !e.cliKilled() {
+			what = "the run failed after the kernel's OOM killer killed a process of it (Resources.OOMKills) at the memory limit of " + formatBytes(e.Max)
+			if e.Max == 0 {
+				what = "the run failed after the kernel's OOM killer killed a process of it (Resources.OOMKills) under a memory limit above the run's own (the host's Budget.Memory, or the system's memory)"
+			}
+		}
 		if e.Peak > 0 {
 			what += " (peak " + formatBytes(e.Peak) + ")"
 		}
@@ -298,6 +312,17 @@ func (e *LimitError) resource() string {
 		return "the host ran out of file descriptors; nothing was started"
 	}
 	return "a resource limit was reached"
+}
+
+// cliKilled reports whether a memory limit killed the CLI itself: Err is
+// then nil or the *ExitError of its death by SIGKILL. Otherwise Err is
+// how the run failed after another of its processes was killed.
+func (e *LimitError) cliKilled() bool {
+	if e.Err == nil {
+		return true
+	}
+	ee, ok := e.Err.(*ExitError)
+	return ok && ee.ExitCode < 0 && ee.Signal == "SIGKILL"
 }
 
 // formatBytes formats n bytes in binary units: "512 MiB", "511.8 MiB".

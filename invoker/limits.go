@@ -9,12 +9,34 @@ import "time"
 // the run is born under them, whatever it does to its session or
 // environment. The zero value sets no limit.
 //
+// They hold a process that cannot write cgroupfs. A CLI runs as the
+// host's user: where that is root, the CLI and its tools can leave them.
+// A process that moves itself into another cgroup (of cgroup v2 and of
+// each v1 hierarchy) is out of the run's limits and out of reach of the
+// run's kill, and outlives the run; one that writes its own limit away
+// (-1 to memory.limit_in_bytes, max to memory.max) stays in the run
+// without it. A host run as a non-root user with a delegated cgroup v2
+// runs its CLIs as that user: they cannot leave the delegated cgroup nor
+// the limits systemd holds it to, but own the run's cgroups, and so can
+// still move to another cgroup below the delegated one and rewrite the
+// run's own limits. Memory a run leaves in a tmpfs (a file in /dev/shm)
+// outlives it too, charged to the host's cgroup until the file is
+// deleted, and a run that fills /dev/shm past Memory gets its CLI, not the
+// tool, OOM-killed: the killer weighs processes, not files. docs/limits.md
+// (# What a run can still do) has the measurements.
+//
 // Options.Limits holds for every run of an Invoker, Request.Limits and
 // SessionRequest.Limits for one run or session: each of their non-zero
 // fields replaces the Options' field. A session's limits hold for its whole
 // life, the CLI and every turn's tools together.
 //
-// A negative value (or a NaN CPU) is ErrInvalidRequest. A limit this host
+// A negative value (or a NaN or infinite CPU) is ErrInvalidRequest, and so
+// is a value above the largest the kernel takes, which it would refuse or
+// read as no limit at all: Memory or MemoryHigh from 2^63 - 4096 bytes up
+// (with 4 KiB pages), Processes above 4194303 (pids.max takes at most the
+// kernel's PID_MAX_LIMIT, 4194304, one of which the run's start counts),
+// CPU above 175921860.44415 cores (a quota of 2^44-1 µs per 100 ms); the
+// message names the field and the largest. A limit this host
 // cannot enforce (Capabilities.Limits does not list it) fails with
 // ErrUnsupported before anything starts, the message naming the limit, why
 // and how to get it. What happens past a limit, and how a host is set up to
@@ -28,8 +50,9 @@ type Limits struct {
 	// what it can, then kills the run's process that uses the most memory,
 	// one process, usually the runaway tool: the CLI sees its tool fail
 	// (a KindWarning event says why) and the turn goes on. When the CLI
-	// itself is killed, the run fails with a *LimitError matching
-	// ErrResourceLimit. At least 1 MiB.
+	// itself is killed, or the run (or turn) fails after a process of it
+	// was, it fails with a *LimitError matching ErrResourceLimit, whatever
+	// the CLI said of the failure. At least 1 MiB.
 	Memory int64
 	// MemoryHigh is a throttle level, in bytes: above it the run's
 	// allocations are slowed and its memory reclaimed hard, but nothing is
@@ -39,7 +62,10 @@ type Limits struct {
 	// included, as the kernel's pids controller counts tasks (a Node.js
 	// CLI runs a dozen threads before it starts a tool). A fork past it
 	// fails (EAGAIN) and nothing is killed: the tool that forked sees the
-	// error, and a KindWarning event says so.
+	// error, and a KindWarning event says so. A run (or turn) that then
+	// fails fails with a *LimitError matching ErrResourceLimit, whatever
+	// the CLI said of the failure (a CLI that cannot start a thread may
+	// exit with a status that means something else).
 	Processes int
 	// CPU is the most CPU the run may use, in cores: 0.5 is half of one
 	// core, 2 two whole cores, as a quota of CPU time in every period of

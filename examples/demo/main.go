@@ -175,7 +175,8 @@ func containment(caps invoker.Capabilities) string {
 	switch caps.Containment {
 	case "cgroup":
 		b.WriteString("  Each run gets a cgroup of its own: every process the agent starts is born in it\n" +
-			"  and cannot leave it, and stopping the run is one write to cgroup.kill.\n")
+			"  and cannot leave it unless it may write cgroupfs (an agent run as root can),\n" +
+			"  and stopping the run is one write to cgroup.kill.\n")
 	case "tracking":
 		b.WriteString("  No cgroup this process may use, so a run's processes are found by process group,\n" +
 			"  session, parent links recorded as they run, and a marker in their environment.\n" +

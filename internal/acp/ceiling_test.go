@@ -1,14 +1,17 @@
 package acp
 
 import (
+	"context"
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 
 	"github.com/clinvoke/clinvoke/invoker"
 	"github.com/clinvoke/clinvoke/invoker/driver"
+	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
 // askedOrAnswered feeds a request for permission of id for toolCall and
@@ -238,6 +241,162 @@ func TestDuplicateID(t *testing.T) {
 			}
 			if lines := third.Approvals[0].Answer(invoker.Decision{}); len(lines) != 1 {
 				t.Errorf("the third request's answer wrote %q, want one line", lines)
+			}
+		})
+	}
+}
+
+// TestNullID checks that a request for permission whose id is null is
+// rejected at once, with the answer under that id and a warning, and never
+// put to the program or allowed: an answer to null is no answer to the
+// request, and an agent may take it for any.
+func TestNullID(t *testing.T) {
+	const read = `{"toolCallId":"c1","title":"Read a.txt","kind":"read","locations":[{"path":"/w/a.txt"}]}`
+	for _, approve := range []bool{true, false} {
+		req := invoker.SessionRequest{Permission: invoker.ReadOnly}
+		if approve {
+			req.Approve = approveAll
+		}
+		x := newProto(t, Config{Name: "agent"}, req)
+		x.open()
+		x.p.StartTurn(&invoker.TurnRequest{Prompt: "p"})
+		st := x.feed(permissionLine("null", read, geminiOptions))
+		if !rejected(t, st) || !strings.Contains(string(st.Write[0]), `"id":null`) {
+			t.Errorf("approve %v: %d approvals, wrote %q; want a rejection without asking", approve, len(st.Approvals), st.Write)
+		}
+		if !slices.ContainsFunc(st.Events, func(e invoker.Event) bool { return e.Kind == invoker.KindWarning && strings.Contains(e.Text, "null") }) {
+			t.Errorf("approve %v: events %v, want a warning naming the null id", approve, kinds(st.Events))
+		}
+	}
+}
+
+// TestEditForSession checks that an edit allowed for the session below
+// Unlimited is answered with the agent's once option, never its
+// allow_always one (which Gemini CLI takes for a switch of the whole
+// session to autoEdit, where it no longer asks): the protocol keeps the
+// grant, so that a later edit of the same tool is still asked, still
+// judged by the path judge, and allowed once within the level without
+// asking the program again. At Unlimited, where paths are not judged, the
+// agent keeps the grant.
+func TestEditForSession(t *testing.T) {
+	w, _ := linkedWorkdir(t)
+	edit := func(id, path string) string {
+		return `{"toolCallId":"write_file__` + id + `","title":"Writing","locations":[{"path":"` + path + `"}],"kind":"edit"}`
+	}
+	once, always := `{"optionId":"proceed_once","outcome":"selected"}`, `{"optionId":"proceed_always","outcome":"selected"}`
+	for _, perm := range []invoker.Permission{invoker.WorkspaceWrite, invoker.Unlimited} {
+		x := newProto(t, geminiConfig, invoker.SessionRequest{Workdir: w, Permission: perm, Approve: approveAll})
+		x.open()
+		x.p.StartTurn(&invoker.TurnRequest{Prompt: "p"})
+		st := x.feed(permissionLine("7", edit("1", filepath.Join(w, "a.txt")), geminiOptions))
+		if len(st.Approvals) != 1 {
+			t.Fatalf("%s: the first edit: %d approvals, wrote %q; want the program asked", perm, len(st.Approvals), st.Write)
+		}
+		lines := st.Approvals[0].Answer(invoker.Decision{Allow: true, ForSession: true})
+		if perm == invoker.Unlimited {
+			if len(lines) != 1 || outcomeOf(t, lines[0]) != always {
+				t.Errorf("%s: allowed for the session, answered %q, want %s", perm, lines, always)
+			}
+			continue
+		}
+		if len(lines) != 1 || outcomeOf(t, lines[0]) != once {
+			t.Fatalf("%s: allowed for the session, answered %q, want %s", perm, lines, once)
+		}
+		st = x.feed(permissionLine("8", edit("2", filepath.Join(w, "b.txt")), geminiOptions))
+		if len(st.Approvals) != 0 || len(st.Write) != 1 || outcomeOf(t, st.Write[0]) != once {
+			t.Errorf("%s: a later edit inside: %d approvals, wrote %q; want it allowed once without asking", perm, len(st.Approvals), st.Write)
+		}
+		for i, path := range []string{filepath.Join(w, ".gemini", "settings.json"), filepath.Join(w, "link", "x")} {
+			if st := x.feed(permissionLine(strconv.Itoa(9+i), edit(strconv.Itoa(3+i), path), geminiOptions)); !rejected(t, st) {
+				t.Errorf("%s: a later edit of %s: %d approvals, wrote %q; want it rejected", perm, path, len(st.Approvals), st.Write)
+			}
+		}
+		// Another tool's edit is the program's to decide.
+		other := `{"toolCallId":"replace__5","title":"Editing","locations":[{"path":"` + filepath.Join(w, "a.txt") + `"}],"kind":"edit"}`
+		if st := x.feed(permissionLine("11", other, geminiOptions)); len(st.Approvals) != 1 {
+			t.Errorf("%s: another tool's edit: %d approvals, wrote %q; want the program asked", perm, len(st.Approvals), st.Write)
+		}
+	}
+}
+
+// goServer returns a go-sdk server with the tools named, which do nothing.
+func goServer(tools ...string) *mcp.Server {
+	s := mcp.NewServer(&mcp.Implementation{Name: "t", Version: "1"}, nil)
+	for _, name := range tools {
+		mcp.AddTool(s, &mcp.Tool{Name: name}, func(context.Context, *mcp.CallToolRequest, struct{}) (*mcp.CallToolResult, any, error) {
+			return nil, nil, nil
+		})
+	}
+	return s
+}
+
+// TestGoServerToolNames checks that a name a Go server of the request
+// does not have is not its tool, though its prefix names it: the library
+// knows the tools of its Go servers, and Gemini CLI's
+// mcp_db_admin_drop is as well the tool drop of a server db_admin of the
+// CLI's settings. Such a call is judged by the level (rejected below
+// Unlimited, never trusted for the session), and an Approval names no
+// server for it; the Go server's own tools stay trusted.
+func TestGoServerToolNames(t *testing.T) {
+	// The engine serves a Go server over HTTP: the protocol sees its URL
+	// and keeps its Server.
+	servers := []invoker.MCPServer{{Name: "db", URL: "http://127.0.0.1:1/mcp/db", Server: goServer("query", "do.it")}}
+	generic := Config{Name: "agent"}
+	for _, tc := range []struct {
+		name     string
+		cfg      Config
+		toolCall string
+		tool     string // the tool of db; "" for none of its tools
+	}{
+		{"gemini, a settings server's tool", geminiConfig, `{"toolCallId":"mcp_db_admin_drop__1","title":"drop (db_admin MCP Server)","kind":"other"}`, ""},
+		{"gemini, a tool db does not have", geminiConfig, `{"toolCallId":"mcp_db_drop__1","title":"drop (db MCP Server)","kind":"other"}`, ""},
+		{"gemini, db's tool", geminiConfig, `{"toolCallId":"mcp_db_query__1","title":"query (db MCP Server)","kind":"other"}`, "query"},
+		{"gemini, db's tool with a dot", geminiConfig, `{"toolCallId":"mcp_db_do.it__1","title":"do.it (db MCP Server)","kind":"other"}`, "do.it"},
+		{"claude-code-acp, a settings server's tool", generic, `{"toolCallId":"toolu_1","title":"drop","_meta":{"claudeCode":{"toolName":"mcp__db__admin__drop"}}}`, ""},
+		{"claude-code-acp, db's tool", generic, `{"toolCallId":"toolu_1","title":"query","_meta":{"claudeCode":{"toolName":"mcp__db__query"}}}`, "query"},
+		{"claude-code-acp, db's tool sanitized", generic, `{"toolCallId":"toolu_1","title":"do.it","_meta":{"claudeCode":{"toolName":"mcp__db__do_it"}}}`, "do.it"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			for _, perm := range []invoker.Permission{invoker.ReadOnly, invoker.Unlimited} {
+				for _, approve := range []bool{false, true} {
+					req := invoker.SessionRequest{Permission: perm, MCPServers: servers}
+					if approve {
+						req.Approve = approveAll
+					}
+					cfg := tc.cfg
+					cfg.Modes = nil
+					x := newProto(t, cfg, req)
+					x.openWith(`{"mcpCapabilities":{"http":true}}`)
+					x.p.StartTurn(&invoker.TurnRequest{Prompt: "p"})
+					st := askedOrAnswered(x, "7", tc.toolCall, mcpOptions)
+					switch {
+					case approve && len(st.Approvals) == 1:
+						a := st.Approvals[0].Request
+						want := [2]string{}
+						if tc.tool != "" {
+							want = [2]string{"db", tc.tool}
+						}
+						if a.Kind != invoker.ApprovalMCPTool || [2]string{a.MCP.Server, a.MCP.Tool} != want {
+							t.Errorf("%s: asked about %s %+v, want an mcp_tool of %q", perm, a.Kind, a.MCP, want)
+						}
+						if tc.tool == "" && perm != invoker.Unlimited {
+							t.Errorf("%s: asked about a tool of no server of the request, want it rejected", perm)
+						}
+					case approve:
+						if tc.tool != "" || perm == invoker.Unlimited || !rejected(t, st) {
+							t.Errorf("%s, callback: answered %q, want the program asked", perm, st.Write)
+						}
+					default:
+						got := outcomeOf(t, st.Write[0])
+						trusted := got == `{"optionId":"proceed_always_server","outcome":"selected"}`
+						if trusted != (tc.tool != "") {
+							t.Errorf("%s, no callback: answered %s, want the server trusted: %v", perm, got, tc.tool != "")
+						}
+						if tc.tool == "" && perm != invoker.Unlimited && !rejected(t, st) {
+							t.Errorf("%s, no callback: answered %s, want a rejection", perm, got)
+						}
+					}
+				}
 			}
 		})
 	}

@@ -28,7 +28,13 @@
 // decision: allow_once, allow_always for Decision.ForSession, reject_once
 // for a denial (ACP carries no message with it, and no changed input: a
 // Decision with Input is a denial); what the level does not allow is
-// rejected without asking. The session then stays in the mode it opened
+// rejected without asking. An edit, delete or move allowed for the
+// session below Unlimited is answered allow_once instead, and the grant
+// kept by the protocol (Gemini CLI takes allow_always on an edit for a
+// switch of the session to autoEdit, where nothing is asked): a later
+// request of the same kind and tool is judged by the level, then allowed
+// once without asking the program. A request whose id is null is
+// rejected too. The session then stays in the mode it opened
 // in, so that the agent asks. A request still waiting when the turn is
 // cancelled or ends is answered with the outcome cancelled. A request that
 // does not decode is rejected; one that reuses the id of a request still

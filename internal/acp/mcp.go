@@ -14,13 +14,12 @@ import (
 // a URL server as {type "http", name, url, headers}. Headers go over
 // standard input, never on a command line. A URL server needs the agent
 // to advertise agentCapabilities.mcpCapabilities.http; a Go server must
-// have been turned into a URL server by the engine.
+// have been given a URL by the engine (it keeps its Server, whose tools
+// the protocol reads).
 func (p *Protocol) mcpServers() ([]any, error) {
 	servers := []any{}
 	for _, s := range p.req.MCPServers {
 		switch {
-		case s.Server != nil:
-			return nil, fmt.Errorf("%w: MCP server %q is a Go server, which the engine serves over HTTP; this client takes its URL only", invoker.ErrUnsupported, s.Name)
 		case s.Command != "":
 			env := []map[string]string{}
 			for _, kv := range s.Env {
@@ -41,6 +40,8 @@ func (p *Protocol) mcpServers() ([]any, error) {
 				headers = append(headers, map[string]string{"name": k, "value": s.Headers[k]})
 			}
 			servers = append(servers, map[string]any{"type": "http", "name": s.Name, "url": s.URL, "headers": headers})
+		case s.Server != nil:
+			return nil, fmt.Errorf("%w: MCP server %q is a Go server, which the engine serves over HTTP; this client takes its URL only", invoker.ErrUnsupported, s.Name)
 		default:
 			return nil, fmt.Errorf("%w: MCP server %q has no command and no URL", invoker.ErrInvalidRequest, s.Name)
 		}

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"strings"
 
+	"github.com/clinvoke/clinvoke/internal/mcphost"
 	"github.com/clinvoke/clinvoke/internal/workspace"
 	"github.com/clinvoke/clinvoke/invoker"
 	"github.com/clinvoke/clinvoke/invoker/driver"
@@ -42,6 +43,14 @@ type Protocol struct {
 	// decision, by their JSON-RPC id (requestKey), with the lines that
 	// withdraw and reject each.
 	asking map[string]*waiting
+	// granted holds the edits the program allowed for the session below
+	// Unlimited, by kind and tool name (grantKey): the agent was answered
+	// once, and a later request of the same tool, judged by the level,
+	// is allowed once without asking the program.
+	granted map[string]bool
+	// names reads the names of MCP tools, knowing the tools of the
+	// request's Go servers (see servers.go).
+	names *mcphost.Names
 }
 
 var (
@@ -86,8 +95,9 @@ type authMethod struct {
 // describes.
 func New(cfg *Config, req *invoker.SessionRequest) *Protocol {
 	p := &Protocol{cfg: cfg, req: *req, pending: make(map[int64]replyFunc), perm: req.Permission,
-		ws: workspace.New(req.Workdir, req.Env), asking: make(map[string]*waiting)}
+		ws: workspace.New(req.Workdir, req.Env), asking: make(map[string]*waiting), granted: make(map[string]bool)}
 	p.turn.calls = make(map[string]toolState)
+	p.names = mcphost.NewNames(req.MCPServers)
 	return p
 }
 

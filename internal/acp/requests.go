@@ -91,8 +91,8 @@ func requestKey(id json.RawMessage) string {
 // an Approve callback, and otherwise goes to the callback as a
 // Step.Approvals entry, answered when the program decided. A turn being
 // cancelled answers cancelled, as the protocol asks. A request that does
-// not decode, or reuses the id of one still waiting for the program, is
-// rejected at once (and the waiting one with it: an answer to that id
+// not decode, whose id is null, or that reuses the id of one still
+// waiting for the program, is rejected at once (and the waiting one with it: an answer to that id
 // could reach either).
 func (p *Protocol) permission(m *message, raw json.RawMessage) driver.Step {
 	var r permissionRequest
@@ -104,6 +104,11 @@ func (p *Protocol) permission(m *message, raw json.RawMessage) driver.Step {
 		st := p.turnStep(invoker.Event{Kind: invoker.KindWarning, Raw: raw, Text: why})
 		st.Write = [][]byte{answer(answerReject)}
 		return st
+	}
+	if string(m.ID) == "null" {
+		// An answer to null answers no request: the agent could apply
+		// it to any.
+		return reject(fmt.Sprintf("%s asked for permission with a null request id; rejected", p.cfg.name()))
 	}
 	id := requestKey(m.ID)
 	if w, ok := p.asking[id]; ok {
@@ -151,6 +156,12 @@ func (p *Protocol) permission(m *message, raw json.RawMessage) driver.Step {
 		return st
 	case why != "":
 		return reject(fmt.Sprintf("%s asked to run %q (%s); declined: %s", p.cfg.name(), call.Title, cmp.Or(call.Kind, "no kind"), why))
+	case p.granted[grantKey(call)]:
+		// Allowed for the session by the program, and within the
+		// level: once, as the grant was answered.
+		st := p.turnStep(invoker.Event{Kind: invoker.KindRaw, Raw: raw})
+		st.Write = [][]byte{answer(answerAllowOnce)}
+		return st
 	case p.req.Approve == nil:
 		a := answerAllowOnce
 		if call.Server != "" {
@@ -195,6 +206,12 @@ func (p *Protocol) permission(m *message, raw json.RawMessage) driver.Step {
 					// ACP carries no changed input: deny rather than
 					// run the original.
 					return answer(answerReject)
+				case d.ForSession && p.judgesPaths(call):
+					// The agent's allow_always would take the grant
+					// out of the judge's hands: Gemini CLI switches
+					// the session to autoEdit, where no later edit
+					// is asked. The protocol keeps it instead.
+					p.granted[grantKey(call)] = true
 				case d.ForSession:
 					return answer(answerAllowAlways)
 				}
@@ -231,6 +248,15 @@ func (p *Protocol) aboveCeiling(call ToolCall) string {
 	}
 	return ""
 }
+
+// judgesPaths reports whether the level in force judges the paths of
+// call: a call that changes files, below Unlimited.
+func (p *Protocol) judgesPaths(call ToolCall) bool {
+	return call.Server == "" && changesFiles(call.Kind) && p.level() != invoker.Unlimited
+}
+
+// grantKey is the key of call in Protocol.granted: its kind and its tool.
+func grantKey(call ToolCall) string { return call.Kind + "\x00" + call.Name }
 
 // level is the permission level in force.
 func (p *Protocol) level() invoker.Permission {

@@ -21,6 +21,15 @@ import (
 //     claude-code-acp's _meta.claudeCode.toolName ("mcp__SERVER__TOOL").
 //
 // A call with no such name is not a server's tool: the level judges it.
+//
+// The tools of a Go server of the request are known: a name that is not
+// one of them is not that server's, whatever server its prefix names.
+// Gemini CLI's mcp_db_admin_drop is the tool admin_drop of a server db,
+// and as well the tool drop of a server db_admin of the CLI's settings;
+// claude-code-acp's mcp__tools__admin__drop likewise. Such a name is an
+// MCP tool of no server of the request, and no server is named for it.
+// The tools of a Command or URL server are not known: a name its prefix
+// names is its tool.
 
 // callMeta is the _meta of a tool call, as far as it names the tool.
 type callMeta struct {
@@ -131,10 +140,10 @@ func (p *Protocol) mcpNames(names []string) (server, tool string) {
 
 // mcpTool reads an MCP tool's name: claude-code-acp's "mcp__SERVER__TOOL"
 // or Gemini CLI's "mcp_SERVER_TOOL". It reports whether name is an MCP
-// tool's, and returns its server and tool: the server is the longest
-// server of the request the name starts with ("a_b" over "a"; ours), else
-// the server as the agent reads the name, up to the next "__" (Claude
-// Code) or "_" (Gemini CLI's parseMcpToolName).
+// tool's, and returns its server and tool, and whether the server is one
+// of the request's (ours), as mcphost.Names reads them; the separator
+// after the server is "__" (Claude Code) or "_" (Gemini CLI's
+// parseMcpToolName).
 func (p *Protocol) mcpTool(name string) (server, tool string, ours, ok bool) {
 	sep := "__"
 	rest, ok := strings.CutPrefix(name, "mcp__")
@@ -144,14 +153,6 @@ func (p *Protocol) mcpTool(name string) (server, tool string, ours, ok bool) {
 		}
 		sep = "_"
 	}
-	for _, s := range p.req.MCPServers {
-		if s.Name != "" && len(s.Name) > len(server) && strings.HasPrefix(rest, s.Name+sep) {
-			server = s.Name
-		}
-	}
-	if server != "" {
-		return server, rest[len(server)+len(sep):], true, true
-	}
-	server, tool, _ = strings.Cut(rest, sep)
-	return server, tool, false, true
+	server, tool, ours = p.names.Read(name, rest, sep)
+	return server, tool, ours, true
 }

@@ -13,7 +13,9 @@ import (
 // enforces them (Linux cgroup controllers): they are set on the tree's
 // cgroups before the root runs its first instruction, and every process
 // the tree starts is born under them, whatever it does to its session or
-// environment. The zero value sets no limit.
+// environment. A process that may write cgroupfs (one run as root) can
+// still move itself out of them or write them away (docs/limits.md, # What
+// a run can still do). The zero value sets no limit.
 //
 // Where the controllers are: cgroup v2 controllers (memory, pids, cpu)
 // enabled in the subtree that holds the trees (see Attr.CgroupParent and
@@ -56,7 +58,8 @@ const cpuPeriod = 100_000
 // IsZero reports whether l sets no limit.
 func (l Limits) IsZero() bool { return l == Limits{} }
 
-// validate rejects limits no controller can take.
+// validate rejects limits no controller can take, and limits above
+// MaxLimits.
 func (l Limits) validate() error {
 	switch {
 	case l.MemoryMax < 0, l.MemoryHigh < 0, l.Tasks < 0, l.CPU < 0, math.IsNaN(l.CPU) || math.IsInf(l.CPU, 0):
@@ -68,7 +71,7 @@ func (l Limits) validate() error {
 	case l.CPU > 0 && l.CPU < 0.01:
 		return fmt.Errorf("proc: a CPU limit of %g cores is below the kernel's least quota (0.01)", l.CPU)
 	}
-	return nil
+	return l.checkRange()
 }
 
 // each calls f for every resource l limits, in the order of Resource.

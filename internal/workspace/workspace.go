@@ -12,7 +12,11 @@
 // The part of the path that does not exist yet is taken as the directories
 // the CLI would create. A path whose existing part cannot be read (a loop of
 // links, a component that is a file, a directory that cannot be searched)
-// is outside.
+// is outside, and so is a path through a link of the proc file system
+// (/proc/self, /proc/PID/fd/N, /dev/fd/N, /proc/PID/cwd, /proc/PID/root):
+// such a link leads where the process it names sees it, not where the
+// judge would follow it, and a descriptor can be another file by the
+// time the CLI writes.
 //
 // Some files inside the working directory count as outside all the same:
 // the agent CLIs' own configuration, which a later run would obey with
@@ -150,7 +154,11 @@ func (r *Root) Outside(path, cwd string) string {
 	}
 	for _, p := range []string{path, lexical} {
 		real, err := resolve(p)
-		if err != nil {
+		var proc *procLinkError
+		switch {
+		case errors.As(err, &proc):
+			return proc.Error()
+		case err != nil:
 			return fmt.Sprintf("its directories cannot be resolved (%v)", err)
 		}
 		if why := r.judge(real); why != "" {
@@ -197,7 +205,8 @@ func (r *Root) Dir() string {
 // following the link and Node's path.resolve before it, and a leading "~"
 // or "~/", which a CLI may take for the home directory (HOME of the
 // environment New was given). A reading whose links cannot be followed (a
-// loop, a file used as a directory) is given clean, as named. Abs returns
+// loop, a file used as a directory, a link of the proc file system) is
+// given clean, as named. Abs returns
 // nil for an empty path, and for a relative one when the Root has no
 // working directory.
 func (r *Root) Abs(path, cwd string) []string {
@@ -296,13 +305,29 @@ func components(p string) []string {
 // errNotDir is the error of a path that goes on below a file.
 var errNotDir = errors.New("not a directory")
 
+// A procLinkError is the error of a path through a link of the proc file
+// system (/proc/self, /proc/PID/fd/N, /dev/fd/N through it). Such a link
+// leads where the process it names sees it, and that is not the process
+// judging the path: /proc/self is the judge's own, a descriptor number
+// of the CLI's may be any file of the judge's, and a descriptor can be
+// closed and opened again on another directory between the question and
+// the write. The path is not followed: it is outside.
+type procLinkError struct {
+	link string
+}
+
+func (e *procLinkError) Error() string {
+	return "it goes through " + e.link + ", a link of the proc file system, which leads where a process sees it (its descriptors, its working directory, its root), not where the judge can follow it"
+}
+
 // resolve returns the real form of the absolute path p: every symbolic
 // link of its existing part followed, and ".", ".." and repeated
 // separators taken as the kernel takes them. A part of p that does not
 // exist is kept as named, as the directories and file the CLI would
 // create; ".." within it undoes a name. It fails when a link cannot be
-// read, links loop, a component is a file with names after it, or the
-// existing part cannot be examined.
+// read or is on the proc file system (a *procLinkError), links loop, a
+// component is a file with names after it, or the existing part cannot
+// be examined.
 func resolve(p string) (string, error) {
 	vol := filepath.VolumeName(p)
 	root := vol + string(filepath.Separator)
@@ -335,6 +360,9 @@ func resolve(p string) (string, error) {
 		case err != nil:
 			return "", err
 		case fi.Mode()&fs.ModeSymlink != 0:
+			if inProcFS(resolved) {
+				return "", &procLinkError{link: next}
+			}
 			links++
 			if links > maxLinks {
 				return "", fmt.Errorf("%s: too many levels of symbolic links", p)

@@ -65,7 +65,10 @@
 // ("mcp_SERVER_TOOL__..."). Never its title: Gemini CLI titles a shell
 // call with its command line, which the model writes. A call that is not
 // proven a server's tool is judged by the level like any other. Allow selects the agent's allow_once option, ForSession its
-// allow_always, a denial its reject_once; ACP carries no message with a
+// allow_always (for an edit, delete or move below Unlimited, allow_once,
+// the session keeping the grant: a later request of the same tool is
+// judged by the level and allowed without asking again), a denial its
+// reject_once; ACP carries no message with a
 // denial and no changed input (a Decision with Input is a denial). A
 // request above the level is rejected without asking, with a KindWarning
 // event. The session then never switches to the modes of Agent.Modes,

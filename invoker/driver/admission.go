@@ -26,6 +26,9 @@ func budgetQueue(b *invoker.Budget) (*invoker.Budget, *admit.Queue, error) {
 	if b.Runs < 0 || b.Memory < 0 {
 		return b, nil, invalid("Options.Budget has a negative field (Runs %d, Memory %d): set the most runs and bytes at once, or 0 for no bound", b.Runs, b.Memory)
 	}
+	if m := proc.MaxLimits().MemoryMax; b.Memory > m {
+		return b, nil, invalid("Options.Budget.Memory is %d bytes, above the largest the kernel takes: %d (from %d bytes up it holds no limit at all): set at most that, or 0 for no bound", b.Memory, m, m+1)
+	}
 	q := admit.Shared(b, func() *admit.Queue {
 		return admit.New(admit.Amounts{Runs: int64(b.Runs), Memory: b.Memory})
 	})

@@ -486,9 +486,10 @@ func TestGoToolOverHTTP(t *testing.T) {
 	b := controlBackend{echoBackend: echoBackend{caps: allControl}, got: &got}
 	s := openControl(t, b, invoker.SessionRequest{MCPServers: []invoker.MCPServer{
 		{Name: "tools", Server: srv}, {Name: "other", URL: "https://example.com/mcp"}}})
-	if len(got) != 2 || got[0].Server != nil || !strings.HasPrefix(got[0].URL, "http://127.0.0.1:") ||
-		!strings.HasPrefix(got[0].Headers["Authorization"], "Bearer ") || got[1].URL != "https://example.com/mcp" {
-		t.Fatalf("protocol got %+v, want the Go server as a loopback URL with a bearer token, the other as given", got)
+	// The protocol keeps the Go server beside its URL: it reads its tools.
+	if len(got) != 2 || got[0].Server != srv || !strings.HasPrefix(got[0].URL, "http://127.0.0.1:") ||
+		!strings.HasPrefix(got[0].Headers["Authorization"], "Bearer ") || got[1].URL != "https://example.com/mcp" || got[1].Server != nil {
+		t.Fatalf("protocol got %+v, want the Go server as a loopback URL with a bearer token and its Server, the other as given", got)
 	}
 	url, auth := got[0].URL, got[0].Headers["Authorization"]
 

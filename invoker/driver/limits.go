@@ -4,6 +4,8 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"os"
+	"strconv"
 	"strings"
 	"sync"
 
@@ -93,7 +95,34 @@ func validLimits(l invoker.Limits) error {
 	case l.CPU > 0 && l.CPU < 0.01:
 		return invalid("Limits.CPU is %g cores, below the kernel's least quota of 0.01", l.CPU)
 	}
+	return limitsInRange(l)
+}
+
+// limitsInRange rejects limits above the largest the kernel takes
+// (proc.MaxLimits), which it would refuse half-written or, worse, read as
+// no limit at all, naming the field and the largest.
+func limitsInRange(l invoker.Limits) error {
+	m := proc.MaxLimits()
+	switch {
+	case l.Memory > m.MemoryMax:
+		return invalid("Limits.Memory is %d bytes, above the largest the kernel takes: %d (from %d bytes up it holds no limit at all): set at most that, or 0 for no limit", l.Memory, m.MemoryMax, m.MemoryMax+1)
+	case l.MemoryHigh > m.MemoryHigh:
+		return invalid("Limits.MemoryHigh is %d bytes, above the largest the kernel takes: %d (from %d bytes up it holds no throttle level at all): set at most that, or 0 for none", l.MemoryHigh, m.MemoryHigh, m.MemoryHigh+1)
+	case int64(l.Processes) > m.Tasks:
+		return invalid("Limits.Processes is %d, above the largest the kernel takes: %d (pids.max takes at most PID_MAX_LIMIT, one of which the run's start counts; this host has at most %s processes at once, kernel.pid_max): set at most that, or 0 for no limit", l.Processes, m.Tasks, pidMax())
+	case l.CPU > m.CPU:
+		return invalid("Limits.CPU is %g cores, above the largest the kernel takes: %s (a quota of 2^44-1 µs in every period of 100 ms): set at most that, or 0 for no limit", l.CPU, strconv.FormatFloat(m.CPU, 'f', -1, 64))
+	}
 	return nil
+}
+
+// pidMax returns this host's kernel.pid_max, or "?".
+func pidMax() string {
+	b, err := os.ReadFile("/proc/sys/kernel/pid_max")
+	if err != nil {
+		return "?"
+	}
+	return strings.TrimSpace(string(b))
 }
 
 // limitUnavailableError is ErrUnsupported for a limit this host cannot
@@ -273,16 +302,34 @@ func (r *run) killedByLimit(id string) error {
 	return le
 }
 
-// forksRefused returns err, the error of a run that failed, as a
-// *LimitError for the process limit when forks were refused at it during
-// the run (a CLI that cannot start a thread or a tool fails), or err.
-func (r *run) forksRefused(err error, id string) error {
-	u := r.exit.usage
-	if err == nil || u.ForksRefused == 0 || u.Limits.Tasks == 0 {
+// limitEvidence returns err, the error of a run or a turn that failed on
+// its own (not stopped, not a success), as a *LimitError for
+// ErrResourceLimit when the kernel's counters for it (u) show that a limit
+// acted: processes of the run OOM-killed (Resource "memory"), forks
+// refused at its process limit ("processes"). The kernel's evidence wins
+// over what the CLI or its decoder made of the failure: a CLI that cannot
+// start a thread may exit with a status its decoder reads as a usage error
+// or a crash, and a tool killed or refused a fork may fail the turn in
+// the CLI's own words. err stays in the chain, its text in the message. A
+// limit the CLI reported (a *LimitError already: a turn limit, a rate
+// limit, the CLI killed) is what it says. id is the session to resume.
+func limitEvidence(err error, u proc.Usage, id string) error {
+	var le *invoker.LimitError
+	if err == nil || errors.As(err, &le) {
 		return err
 	}
-	return &invoker.LimitError{Limit: invoker.ErrResourceLimit, Resource: "processes", SessionID: id,
-		Max: u.Limits.Tasks, Peak: u.TasksPeak, Err: err}
+	switch {
+	case u.OOMKills > 0:
+		le = &invoker.LimitError{Limit: invoker.ErrResourceLimit, Resource: "memory", SessionID: id, Peak: u.MemoryPeak, Err: err}
+		if !u.OOMOutside {
+			le.Max = u.Limits.MemoryMax
+		}
+		return le
+	case u.ForksRefused > 0 && u.Limits.Tasks > 0:
+		return &invoker.LimitError{Limit: invoker.ErrResourceLimit, Resource: "processes", SessionID: id,
+			Max: u.Limits.Tasks, Peak: u.TasksPeak, Err: err}
+	}
+	return err
 }
 
 // exhaustedError returns err, an error of a run's start, as a *LimitError

@@ -45,7 +45,14 @@ type limitRun struct {
 // checks at the end of the test that nothing of it survived.
 func newLimitRun(t *testing.T, s fakeagent.Script, opts ...invoker.Options) *limitRun {
 	t.Helper()
-	s.Flavor = fakeagent.Claude
+	return newLimitRunOf(t, fakeagent.Claude, claude.New, s, opts...)
+}
+
+// newLimitRunOf is newLimitRun for the fake of flavor on the Invoker made
+// by newInv.
+func newLimitRunOf(t *testing.T, flavor string, newInv func(...invoker.Options) invoker.Invoker, s fakeagent.Script, opts ...invoker.Options) *limitRun {
+	t.Helper()
+	s.Flavor = flavor
 	if s.RecordDir == "" {
 		s.RecordDir = t.TempDir()
 	}
@@ -53,7 +60,7 @@ func newLimitRun(t *testing.T, s fakeagent.Script, opts ...invoker.Options) *lim
 		s.Tag = fakeagent.NewTag()
 	}
 	opts = append([]invoker.Options{{Binary: os.Args[0], Logger: testLogger(t)}}, opts...)
-	r := &limitRun{t: t, script: s, inv: claude.New(opts...)}
+	r := &limitRun{t: t, script: s, inv: newInv(opts...)}
 	r.req = invoker.Request{Prompt: "run the tool", Workdir: t.TempDir(), Env: s.Env()}
 	t.Cleanup(func() {
 		if left := fakeagent.Survivors(s.Tag); len(left) > 0 {

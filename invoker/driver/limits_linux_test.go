@@ -3,6 +3,7 @@ package driver_test
 import (
 	"context"
 	"errors"
+	"math"
 	"os"
 	"slices"
 	"strings"
@@ -280,6 +281,17 @@ func TestLimitsRefusedBeforeStart(t *testing.T) {
 		{"budget without a promise", invoker.Options{Budget: budget}, invoker.Limits{}, "set Options.Limits.Memory"},
 		{"budget too small", invoker.Options{Budget: budget}, invoker.Limits{Memory: 1 << 30}, "more than the whole Budget.Memory"},
 		{"negative budget", invoker.Options{Budget: &invoker.Budget{Runs: -1}}, invoker.Limits{}, "Options.Budget has a negative field"},
+		// Past what the kernel takes: refused, never a limit that fails
+		// half-written, nor one the kernel reads as none.
+		{"CPU past the largest quota", invoker.Options{}, invoker.Limits{CPU: 1e12}, "Limits.CPU is 1e+12 cores, above the largest the kernel takes: 175921860.44415"},
+		{"CPU that overflows the quota", invoker.Options{}, invoker.Limits{CPU: 1e15}, "Limits.CPU is 1e+15 cores, above the largest"},
+		{"largest float CPU", invoker.Options{Limits: invoker.Limits{CPU: math.MaxFloat64}}, invoker.Limits{}, "Limits.CPU is 1.7976931348623157e+308 cores"},
+		{"infinite CPU", invoker.Options{}, invoker.Limits{CPU: math.Inf(1)}, "Limits.CPU is +Inf"},
+		{"processes past pids.max", invoker.Options{}, invoker.Limits{Processes: 5_000_000}, "Limits.Processes is 5000000, above the largest the kernel takes: 4194303"},
+		{"processes MaxInt", invoker.Options{}, invoker.Limits{Processes: math.MaxInt}, "Limits.Processes is 9223372036854775807"},
+		{"memory read as none", invoker.Options{}, invoker.Limits{Memory: math.MaxInt64}, "Limits.Memory is 9223372036854775807 bytes, above the largest the kernel takes: 9223372036854771711"},
+		{"throttle read as none", invoker.Options{}, invoker.Limits{MemoryHigh: math.MaxInt64 - 4095}, "Limits.MemoryHigh is 9223372036854771712 bytes"},
+		{"budget read as none", invoker.Options{Budget: &invoker.Budget{Memory: math.MaxInt64}}, invoker.Limits{Memory: 64 * mib}, "Options.Budget.Memory is 9223372036854775807 bytes, above the largest the kernel takes"},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {

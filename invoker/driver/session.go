@@ -115,6 +115,7 @@ func (e *engine) open(ctx context.Context, req invoker.SessionRequest, schema *j
 	// Request.Env alone.
 	preq := breq
 	preq.Env = environ(&e.cfg, cmd, breq.Env, "", nil)
+	preq.MCPServers = withGoServers(breq.MCPServers, req.MCPServers)
 	s.proto = e.sessions.NewSessionProtocol(&preq)
 	lines, ready := s.opening()
 	s.write(lines...)

@@ -24,7 +24,10 @@ type SessionBackend interface {
 	// CLI will run with (the host's as invoker.Options.InheritEnv keeps
 	// it, invoker.Options.Env, the Command's Env and the request's own
 	// Env, less Command.Unset), so that the protocol judges the CLI's
-	// requests with what the CLI sees.
+	// requests with what the CLI sees. A Go server that SessionCommand
+	// was given as a URL (served over loopback HTTP) keeps its Server
+	// here beside that URL and its Headers, so that the protocol knows
+	// its tools: a tool name that server does not have is not its tool.
 	NewSessionProtocol(req *invoker.SessionRequest) SessionProtocol
 }
 

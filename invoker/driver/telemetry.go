@@ -110,14 +110,16 @@ func outcome(err error, panicked bool) string {
 		return outcomeDeadline
 	case errors.Is(err, invoker.ErrFirstEventTimeout), errors.Is(err, invoker.ErrIdleTimeout):
 		return outcomeTimeout
+	case errors.Is(err, invoker.ErrResourceLimit):
+		// Before what the CLI said, which a *LimitError of the kernel's
+		// evidence keeps in its chain (an authentication failure, say).
+		return outcomeResource
 	case errors.Is(err, invoker.ErrRateLimited):
 		return outcomeRateLimited
 	case errors.Is(err, invoker.ErrAuthRequired):
 		return outcomeAuth
 	case errors.Is(err, invoker.ErrMaxTurns), errors.Is(err, invoker.ErrMaxBudget):
 		return outcomeLimit
-	case errors.Is(err, invoker.ErrResourceLimit):
-		return outcomeResource
 	case errors.Is(err, invoker.ErrInvalidRequest), errors.Is(err, invoker.ErrNotInstalled),
 		errors.Is(err, invoker.ErrContainment), errors.Is(err, invoker.ErrTurnInProgress):
 		return outcomeRejected

@@ -2,14 +2,17 @@ package driver_test
 
 import (
 	"context"
+	"errors"
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"go.opentelemetry.io/otel/attribute"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 
 	"github.com/clinvoke/clinvoke/codex"
+	"github.com/clinvoke/clinvoke/gemini"
 	"github.com/clinvoke/clinvoke/internal/testkit/fakeagent"
 	"github.com/clinvoke/clinvoke/invoker"
 )
@@ -116,4 +119,28 @@ func TestTelemetryResourceLimit(t *testing.T) {
 		attribute.Int64("clinvoke.limit.max", 64*mib),
 	)
 	checkRunMetrics(t, rig.collect(), "codex", "invoke", "resource_limit")
+}
+
+// A run that failed while forks were refused at its process limit, in
+// words its backend reads as an authentication failure (Gemini CLI's exit
+// status 41): the kernel's evidence names the outcome, resource_limit, as
+// it names the error.
+func TestTelemetryEvidenceOutcome(t *testing.T) {
+	rig := newTelRig(t)
+	s := fakeagent.Script{Flavor: fakeagent.Gemini, NoTerminal: true, ExitCode: 41, Tag: fakeagent.NewTag(),
+		Load: fakeagent.Load{Forks: 10000, Hold: 50 * time.Millisecond, InCLI: true}}
+	inv := gemini.New(rig.options(invoker.Options{Limits: invoker.Limits{Processes: 48}})...)
+	requireLimits(t, inv, "Processes")
+	_, err := inv.Invoke(context.Background(), invoker.Request{Prompt: "hi", Workdir: t.TempDir(), Env: s.Env()})
+	if !errors.Is(err, invoker.ErrResourceLimit) || !errors.Is(err, invoker.ErrAuthRequired) {
+		t.Fatalf("Invoke() error = %v, want ErrResourceLimit keeping the CLI's ErrAuthRequired", err)
+	}
+	if left := fakeagent.Survivors(s.Tag); len(left) > 0 {
+		t.Errorf("processes of the run survived: %v", left)
+	}
+	checkAttrs(t, rig.span("invoke_agent gemini"),
+		attribute.String("clinvoke.outcome", "resource_limit"),
+		attribute.String("clinvoke.limit.resource", "processes"),
+		attribute.Int64("clinvoke.limit.max", 48),
+	)
 }

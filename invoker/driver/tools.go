@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net/url"
+	"slices"
 	"strings"
 
 	"github.com/clinvoke/clinvoke/internal/mcphost"
@@ -172,6 +173,23 @@ func (e *engine) startTools(req invoker.SessionRequest, opts *mcphost.Options) (
 	}
 	req.MCPServers = rewritten
 	return &tools{host: h}, req, nil
+}
+
+// withGoServers returns served, the MCP servers of a request as
+// startTools rewrote them, with the Server of each Go server of orig (the
+// request's own, in the same order) kept beside the URL it was given: the
+// protocol reads the tools of the Go servers from it.
+func withGoServers(served, orig []invoker.MCPServer) []invoker.MCPServer {
+	if len(served) != len(orig) {
+		return served
+	}
+	out := slices.Clone(served)
+	for i, s := range orig {
+		if s.Server != nil && out[i].Name == s.Name {
+			out[i].Server = s.Server
+		}
+	}
+	return out
 }
 
 // callContext is the context of a Go tool call that begins now: the

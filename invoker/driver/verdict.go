@@ -75,21 +75,23 @@ func (r *run) verdict(out *Outcome, skipped *lineTooLongError, schema *jsonschem
 		id = out.SessionID
 	}
 	err, done := decide(out, end.stopErr, skipped, schema, res)
-	if !out.Success && end.stopErr == nil {
-		// The kernel killed the CLI at a memory limit: whatever it said
-		// before, that is what ended the run.
-		if lim := r.killedByLimit(id); lim != nil {
-			return lim
-		}
+	if out.Success || end.stopErr != nil {
+		return err
+	}
+	// The run failed on its own: the kernel's evidence wins over what the
+	// CLI said. The kernel killed the CLI at a memory limit: whatever it
+	// said before, that is what ended the run.
+	if lim := r.killedByLimit(id); lim != nil {
+		return lim
 	}
 	if done {
-		return err
+		return limitEvidence(err, end.usage, id)
 	}
 	switch {
 	case end.reapErr != nil:
 		return fmt.Errorf("reaping the CLI: %w", end.reapErr)
 	case end.state.Code != 0:
-		return r.forksRefused(&invoker.ExitError{ExitCode: end.state.Code, Signal: end.state.Signal, Stderr: end.stderr}, id)
+		return limitEvidence(&invoker.ExitError{ExitCode: end.state.Code, Signal: end.state.Signal, Stderr: end.stderr}, end.usage, id)
 	}
 	// Exit status 0 without the terminal event: say what the CLI printed
 	// instead, and what may have swallowed the event.
@@ -100,7 +102,7 @@ func (r *run) verdict(out *Outcome, skipped *lineTooLongError, schema *jsonschem
 	if end.cut {
 		e.lost = append(e.lost, fmt.Errorf("output streams closed at the wait delay (%v) while a process outside the run held them open: the terminal event may have come after (Result.OutputCut)", r.cfg.waitDelay))
 	}
-	return r.forksRefused(e, id)
+	return limitEvidence(e, end.usage, id)
 }
 
 // printed describes what the CLI printed on stdout, for a run that ended
@@ -151,7 +153,8 @@ func (s *session) turnVerdict(t *turn) error {
 	res := t.res
 	res.ExitCode = 0
 	res.SessionID, res.Text, res.Usage, res.Turns = out.SessionID, out.Text, out.Usage, out.Turns
-	res.Resources = resources(s.r.since(t.mark))
+	usage := s.r.since(t.mark)
+	res.Resources = resources(usage)
 	if res.SessionID == "" {
 		res.SessionID = s.ID()
 	}
@@ -165,7 +168,12 @@ func (s *session) turnVerdict(t *turn) error {
 		// of its own.
 		err = &noResultError{printed: "the CLI ended the turn without its terminal success event", stderr: jsonl.LastLines(res.Stderr, 3, 512)}
 	}
-	return err
+	if out.Success || t.cause != nil {
+		return err
+	}
+	// The turn failed on its own: what the kernel counted during it wins
+	// over what the CLI said, as for a run.
+	return limitEvidence(err, usage, res.SessionID)
 }
 
 // sessionGone waits for the end of the session whose turn t it cut short,

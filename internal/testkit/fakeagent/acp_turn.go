@@ -12,10 +12,10 @@ import (
 
 // prompt runs turn n of the ACP agent and answers the prompt request id
 // with its stop reason. In order: ReportState's thought, Thought, Break's
-// line, the Permission request, the Tool call, the turn's two-way actions
-// (Ask, Edit, CallTool), the ClientRequest, the HugeLine, StreamFor's
-// thoughts, the answer in Chunks (or the failure Fail), StallFor, and the
-// response (none with NoTerminal, which exits).
+// line, the Permission request, a Load marked InCLI, the Tool call, the
+// turn's two-way actions (Ask, Edit, CallTool), the ClientRequest, the
+// HugeLine, StreamFor's thoughts, the answer in Chunks (or the failure
+// Fail), StallFor, and the response (none with NoTerminal, which exits).
 func (g *acpAgent) prompt(id json.RawMessage, n int, prompt string, intr <-chan struct{}) {
 	a := g.a
 	sc := &a.s
@@ -41,6 +41,7 @@ func (g *acpAgent) prompt(id json.RawMessage, n int, prompt string, intr <-chan 
 		cancelled()
 		return
 	}
+	a.loadInCLI()
 	if sc.Tool {
 		g.tool()
 	}

@@ -78,21 +78,23 @@ func start(a *Attr) (*Tree, error) {
 	if err != nil {
 		return nil, err
 	}
-	lim, err := prepareLimits(a, cg)
-	if err != nil {
-		if cg != nil {
-			cg.removeAll()
-		}
-		return nil, err
-	}
-	files, ctty, release, err := childFiles(a)
-	defer release()
-	if err != nil {
+	var lim *treeLimits
+	// abandon removes what was made for a tree that does not start (its
+	// cgroup, while it has one, and its limits' cgroups) and returns err.
+	abandon := func(err error) (*Tree, error) {
 		if cg != nil {
 			cg.removeAll()
 		}
 		lim.remove()
-		return nil, exhausted(err)
+		return nil, err
+	}
+	if lim, err = prepareLimits(a, cg); err != nil {
+		return abandon(err)
+	}
+	files, ctty, release, err := childFiles(a)
+	defer release()
+	if err != nil {
+		return abandon(exhausted(err))
 	}
 	args, sys := rootArgs(a), sessionAttr(a, ctty)
 	attr := &os.ProcAttr{Dir: a.Dir, Env: a.Env, Files: files, Sys: sys}
@@ -108,11 +110,7 @@ func start(a *Attr) (*Tree, error) {
 	if a.Subreaper {
 		// Idempotent: setting it again changes nothing.
 		if err := unix.Prctl(unix.PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0); err != nil {
-			if cg != nil {
-				cg.removeAll()
-			}
-			lim.remove()
-			return nil, fmt.Errorf("proc: set child subreaper: %w", err)
+			return abandon(fmt.Errorf("proc: set child subreaper: %w", err))
 		}
 	}
 	s.subreaper = a.Subreaper
@@ -128,17 +126,16 @@ func start(a *Attr) (*Tree, error) {
 		}
 		// The kernel's refusal and the program's failure to execute read
 		// the same (EACCES): ask the kernel which it was.
-		refused := cg.home.recheck(cg)
-		cg.removeAll()
-		if refused == nil {
-			lim.remove()
-			return nil, exhausted(err)
+		switch refused := cg.home.recheck(cg); {
+		case refused == nil:
+			return abandon(exhausted(err))
+		case a.Containment == Cgroup:
+			return abandon(&UnavailableError{Level: Cgroup, Err: refused})
+		default:
+			cg.removeAll()
+			cg = nil
+			log.Debug("proc: the cgroup level is unavailable; tracking", "err", refused)
 		}
-		if a.Containment == Cgroup {
-			lim.remove()
-			return nil, &UnavailableError{Level: Cgroup, Err: refused}
-		}
-		log.Debug("proc: the cgroup level is unavailable; tracking", "err", refused)
 		sys.UseCgroupFD, sys.CgroupFD, sys.PidFD = false, 0, nil
 		if lim, err = lim.replan(a); err != nil {
 			return nil, err
@@ -163,8 +160,7 @@ func start(a *Attr) (*Tree, error) {
 		if s.marker != "" {
 			s.scanner().unregister(s.marker)
 		}
-		lim.remove()
-		return nil, exhausted(err)
+		return abandon(exhausted(err))
 	}
 	t.pid = pid
 	s.root = int32(t.pid)

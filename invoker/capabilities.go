@@ -76,9 +76,10 @@ type Capabilities struct {
 	// fails with ErrUnsupported before anything starts.
 	Limits string
 	// LimitsNote says where the limits are held (cgroup v2 or v1
-	// controllers), why the others cannot be and how to get them, whether
-	// the kernel can hold a Budget's memory sum, and how Result.Resources
-	// are measured (counted by the kernel, or sampled from /proc).
+	// controllers), why each of the others cannot be and, once, how to
+	// get them, whether the kernel can hold a Budget's memory sum, and how
+	// Result.Resources are measured (counted by the kernel, or sampled
+	// from /proc).
 	LimitsNote string
 }
 

@@ -88,7 +88,9 @@ var (
 	ErrMaxTurns = errors.New("turn limit reached")
 
 	// ErrMaxBudget is matched by a *LimitError for a turn the CLI stopped
-	// at Request.MaxBudgetUSD.
+	// at Request.MaxBudgetUSD: a spending cap in US dollars, which has
+	// nothing to do with the host's Budget (Options.Budget), whose runs
+	// wait rather than fail.
 	ErrMaxBudget = errors.New("budget limit reached")
 
 	// ErrResourceLimit is matched by a *LimitError whose Resource says

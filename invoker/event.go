@@ -136,6 +136,12 @@ type Event struct {
 	Usage *Usage `json:"usage,omitempty"`
 	// RateLimit is set on KindRateLimit events, and on KindQueued events
 	// of a run waiting at a rate limit's gate (Budget.WaitRateLimits).
+	// On a KindQueued event it is the library's, not a CLI's: ResetsAt is
+	// when the gate opens, Status is "rejected" (the state of the limit
+	// that closed the gate, as a run of the CLI met it), and the other
+	// fields are zero. The word is Claude Code's; API v1 fixed it, so it
+	// stays, and a KindQueued event is told from a CLI's report by its
+	// Kind, not by Status.
 	RateLimit *RateLimit `json:"rate_limit,omitempty"`
 	// Ahead, on a KindQueued event, is how many runs are ahead of this
 	// one: in the queue for the Budget, or at the rate limit's gate. At 0
@@ -157,7 +163,8 @@ type RateLimit struct {
 	// (Claude Code), "primary", "secondary" (Codex), ...
 	Limit string `json:"limit,omitempty"`
 	// Status is the CLI's word for the limit's state: "allowed",
-	// "allowed_warning", "rejected" (Claude Code).
+	// "allowed_warning", "rejected" (Claude Code). On a KindQueued event
+	// it is "rejected" (see Event.RateLimit).
 	Status string `json:"status,omitempty"`
 	// UsedPercent is how much of the limit is used, from 0 to 100.
 	UsedPercent float64 `json:"used_percent,omitempty"`

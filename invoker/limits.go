@@ -130,7 +130,9 @@ type Resources struct {
 }
 
 // A Budget bounds what the runs of a host use together: the most runs at
-// once and the most memory promised at once. Give the same *Budget to
+// once and the most memory promised at once. It counts runs and bytes,
+// not money: what one run may spend in US dollars is
+// Request.MaxBudgetUSD, and its error ErrMaxBudget. Give the same *Budget to
 // Options.Budget of every Invoker that shares the host (the Invokers of
 // several backends, an mcpadapter serving them): all of them then draw on
 // it. A Budget's fields are read when the first Invoker is made with it;

@@ -61,8 +61,10 @@ import (
 type HTTPAccess struct {
 	// Tokens, if not nil, is the set of named bearer tokens accepted (see
 	// [Tokens]): a request carrying one has the token's name as identity.
-	// A token removed from the set stops its calls in flight, as
-	// Tools.Cancel with ErrRevoked, at the next request the server gets.
+	// A token removed from the set stops the calls in flight that it
+	// authorized, with ErrRevoked as the cause, at the next request the
+	// server gets; those of the name's other tokens go on, so a token
+	// replaced under the same name stops the calls of the old one.
 	Tokens *Tokens
 
 	// Verifier, if not nil, verifies the OAuth 2.1 access tokens of the MCP
@@ -127,10 +129,10 @@ type access struct {
 	metaURL  string       // its URL, for WWW-Authenticate
 
 	// lastTable is the table of tokens the last request saw: a new one
-	// from a file read again tells which names were removed.
+	// from a file read again tells which tokens were removed.
 	lastTable atomic.Pointer[tokenTable]
-	// revoke stops the calls of an identity whose token was removed.
-	revoke func(identity string)
+	// revoke stops the calls that a removed token authorized.
+	revoke func(token *tokenRef)
 }
 
 // compile checks a and returns it ready to serve. Its errors name the
@@ -234,7 +236,7 @@ func (a *access) verify(ctx context.Context, token string, r *http.Request) (*au
 }
 
 // checkRevoked stops the calls of the tokens removed from the set since
-// the last request.
+// the last request: each call is bound to the token that authorized it.
 func (a *access) checkRevoked() {
 	if a.tokens == nil || a.revoke == nil {
 		return
@@ -245,9 +247,8 @@ func (a *access) checkRevoked() {
 	if last == nil || last == cur {
 		return
 	}
-	_, removed := diffNames(last.names, cur.names)
-	for _, name := range removed {
-		a.revoke(name)
+	for _, ref := range removedTokens(last, cur) {
+		a.revoke(ref)
 	}
 }
 

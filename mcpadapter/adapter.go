@@ -44,6 +44,7 @@ func Register(s *mcp.Server, opts *Options, invokers ...invoker.Invoker) (*Tools
 		return nil, fmt.Errorf("mcpadapter: Register: %w", err)
 	}
 	sh := newShared(cfg)
+	sh.server = s
 	var tools []*tool
 	seen := map[string]bool{}
 	for _, inv := range invokers {
@@ -89,6 +90,11 @@ func Register(s *mcp.Server, opts *Options, invokers ...invoker.Invoker) (*Tools
 	for _, t := range tools {
 		mcp.AddTool(s, t.single, t.handle)
 		mcp.AddTool(s, t.parallel, t.handleParallel)
+	}
+	if !cfg.tasks.Disabled {
+		if err := newTaskEngine(sh, cfg.tasks, tools).register(s); err != nil {
+			return nil, fmt.Errorf("mcpadapter: Register: tasks: %w", err)
+		}
 	}
 	return &Tools{sh: sh}, nil
 }

@@ -600,8 +600,13 @@ func TestConcurrencyLimitFreesSlot(t *testing.T) {
 			t.Errorf("CallTool() error = %v", err)
 		}
 	}()
+	// The wait is told as a wait for the host's Budget is ("queued, 2
+	// ahead"), saying what for.
 	for p := range h.progress {
 		if p.ProgressToken == "tok-2" && strings.Contains(p.Message, "queued") {
+			if want := "queued, 0 ahead for one of this server's 1 run at once"; p.Message != want {
+				t.Errorf("progress %q, want %q", p.Message, want)
+			}
 			break
 		}
 	}
@@ -685,6 +690,9 @@ func TestWorkdirOutsideRootsRefused(t *testing.T) {
 		{outside, false},
 		{sibling, false},
 		{filepath.Join(root, "escape"), false}, // a link from inside to outside resolves outside
+		// ".." after a link is taken from the link's target, as the
+		// kernel takes it (and the judge of an agent's paths): base.
+		{filepath.Join(root, "escape") + "/..", false},
 		{filepath.Join(root, "..", "other"), false},
 		{"proj", false}, // relative
 		{"", false},     // missing

@@ -139,7 +139,9 @@ func (t *tool) approverFor(ctx context.Context, c *Call, rep *reporter, prefix s
 	}
 	a := &approver{t: t, c: c, policy: t.cfg.approvals, ss: sessionOf(c.Request), call: ctx, rep: rep, prefix: prefix}
 	if a.policy == ApprovalsElicit {
-		if ok, why := canElicit(a.ss); !ok {
+		// A task of the 2026-07-28 extension asks through tasks/get and
+		// tasks/update, which need no request from the server.
+		if ok, why := canElicit(a.ss); !ok && !extensionTask(ctx) {
 			a.policy, a.why = t.cfg.approvalFallback, why
 		}
 	}
@@ -183,7 +185,11 @@ func (a *approver) builtin(ctx context.Context, ap invoker.Approval) invoker.Dec
 	defer cancel(nil)
 	stop := context.AfterFunc(ctx, func() { cancel(context.Cause(ctx)) })
 	defer stop()
-	res, err := a.ss.Elicit(ectx, &mcp.ElicitParams{
+	elicit := a.ss.Elicit
+	if task := taskOf(a.call); task != nil {
+		elicit = task.elicit // the task's input_required, asked on a tasks/result or tasks/get
+	}
+	res, err := elicit(ectx, &mcp.ElicitParams{
 		Message:         "The " + a.t.name + " agent asks: " + what + ". Allow it?",
 		RequestedSchema: elicitSchema,
 	})

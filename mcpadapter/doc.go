@@ -65,6 +65,23 @@
 // invoker is recovered and answered the same way: one broken run never
 // takes the server down.
 //
+// # Tasks
+//
+// A client that cannot hold a connection as long as a run takes augments
+// its tools/call with a task (MCP 2025-11-25): the call returns the task at
+// once and the run goes on without the connection. tasks/get shows its
+// status, progress and text so far, tasks/result returns what a plain call
+// would have, tasks/list lists the caller's tasks, and tasks/cancel stops
+// the run as a client's cancel of a call does, with [ErrTaskCancelled] as
+// the cause. A task belongs to the identity that made it. A task nobody
+// asks about for TaskOptions.AbandonAfter is cancelled with
+// [ErrTaskAbandoned]; a finished one is kept for its TTL. The SDK drops
+// the task of a tools/call: serve HTTP through [Tools.Handler], and other
+// transports through [Tools.Transport]. A client of MCP 2026-07-28 that
+// declares the tasks extension (io.modelcontextprotocol/tasks) gets a task
+// for every call, polls tasks/get for the result or the run's question,
+// and answers it with tasks/update. See [TaskOptions].
+//
 // # Who may call over HTTP
 //
 // Over streamable HTTP, [Tools.Handler] lets in only whom
@@ -149,19 +166,23 @@
 // # Concurrency
 //
 // The SDK runs the calls of a session concurrently, without limit. The
-// tools of one Register call share a semaphore of Options.MaxConcurrent
-// slots; a call (or a parallel call's task) beyond it waits, until its
-// context is done, and reports that it is queued.
+// tools of one Register call share Options.MaxConcurrent slots, and an
+// identity's calls Options.MaxConcurrentPerIdentity of them; a call (or a
+// parallel call's task) beyond them waits, until its context is done.
 //
-// MaxConcurrent bounds the calls this server runs; the host's budget
+// MaxConcurrent bounds the calls this server runs; the host's Budget
 // (invoker.Options.Budget, given to the invokers) bounds the runs of the
 // whole process, every Invoker given the same *invoker.Budget, this
 // server's and others', by count and by the memory they promise
-// (invoker.Limits.Memory). They compose: a call first takes one of
-// MaxConcurrent's slots, then its run waits for the budget, reported in
-// its progress as "queued, 3 ahead" (the run's KindQueued events; "until
-// the rate limit resets at …" at a rate limit's gate) and in its Output as
-// queued_ms. A server alone on its host needs only one of them; a server
+// (invoker.Limits.Memory). They compose, as one path of admission: a call
+// waits for a slot of its identity, then for one of MaxConcurrent's, then
+// its run waits for the Budget; each is a first-come-first-served queue of
+// the same kind, the call holds nothing of the next while it waits in one,
+// and every wait is told the same way. Its progress says "queued, 3 ahead"
+// and what for ("queued, 0 ahead for one of this server's 4 runs at
+// once"; nothing more for the Budget, the run's KindQueued events; "until
+// the rate limit resets at …" at a rate limit's gate), and its Output's
+// queued_ms is the time waited in all of them. A server alone on its host needs only one of them; a server
 // beside other programs that run agents shares one Budget with them. Each
 // run's Output and transcript line also carry what it used (resources:
 // peak memory, CPU time, peak processes, whether sampled).

@@ -156,22 +156,25 @@ func sessionOf(req *mcp.CallToolRequest) *mcp.ServerSession {
 }
 
 // reporter starts the progress reporter of a call, or returns nil when the
-// client gave no progress token.
+// client gave no progress token and the call is no task's run (whose
+// progress tasks/get shows).
 func (t *tool) reporter(ctx context.Context, req *mcp.CallToolRequest) *reporter {
-	if req == nil || req.Params == nil || req.Session == nil {
+	if req == nil || req.Params == nil {
 		return nil
 	}
-	token := req.Params.GetProgressToken()
-	if token == nil {
-		return nil
+	var notify notifyFunc
+	if token := req.Params.GetProgressToken(); token != nil && req.Session != nil {
+		ss := req.Session
+		notify = func(ctx context.Context, msg string, progress float64) error {
+			return ss.NotifyProgress(ctx, &mcp.ProgressNotificationParams{
+				ProgressToken: token,
+				Message:       msg,
+				Progress:      progress,
+			})
+		}
 	}
-	ss := req.Session
-	notify := func(ctx context.Context, msg string, progress float64) error {
-		return ss.NotifyProgress(ctx, &mcp.ProgressNotificationParams{
-			ProgressToken: token,
-			Message:       msg,
-			Progress:      progress,
-		})
+	if task := taskOf(ctx); task != nil {
+		notify = task.notify(notify) // tasks/get shows the progress
 	}
 	return startReporter(ctx, notify, t.cfg.progressEvery, t.cfg.heartbeat, func(err error) {
 		t.cfg.log.Debug("progress notification failed", "tool", req.Params.Name, "error", err)

@@ -215,6 +215,7 @@ func TestExampleServerHTTPDisconnectAndShutdown(t *testing.T) {
 // out on it), or no listener.
 func serverGone(err error) bool {
 	return errors.Is(err, io.EOF) || errors.Is(err, syscall.ECONNRESET) || errors.Is(err, syscall.ECONNREFUSED) ||
+		errors.Is(err, net.ErrClosed) || // a connection the dropped client's own death closed
 		strings.Contains(err.Error(), "server closed idle connection")
 }
 

@@ -5,11 +5,9 @@ import (
 	"net/http"
 	"slices"
 	"strings"
-	"sync"
 
 	"github.com/modelcontextprotocol/go-sdk/auth"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
-	"golang.org/x/sync/semaphore"
 )
 
 // Who made a call: its identity is the UserID of the TokenInfo that the
@@ -41,9 +39,10 @@ func (t *Tools) Calls() []Call {
 // no identity. It does not wait for the runs to end: [Tools.Wait] does.
 //
 // Cancel is how a server that withdraws a client's access stops what the
-// client started; HTTPAccess.Tokens does it for a token removed from its
-// set. New calls of the identity are not refused: that is the
-// authentication's part.
+// client started. HTTPAccess.Tokens stops in the same way the calls of a
+// token removed from its set, and only those: the calls made with the
+// name's other tokens go on. New calls of the identity are not refused:
+// that is the authentication's part.
 func (t *Tools) Cancel(identity string) int {
 	return t.sh.calls.cancelIdentity(identity, ErrRevoked)
 }
@@ -89,60 +88,6 @@ func logAttrs(ctx context.Context, attrs ...any) []any {
 		attrs = append(attrs, "identity", id)
 	}
 	return attrs
-}
-
-// identitySlots bounds the runs executing at once per identity
-// (Options.MaxConcurrentPerIdentity): one semaphore per identity with runs
-// executing or waiting, dropped when it has none.
-type identitySlots struct {
-	limit int64 // 0: no limit
-
-	mu sync.Mutex
-	m  map[string]*idSem
-}
-
-type idSem struct {
-	sem  *semaphore.Weighted
-	refs int // runs holding or waiting for a slot
-}
-
-// acquire waits for a slot of identity, reporting once that the run is
-// queued, until ctx is done. It returns the function that frees the slot.
-// A call without identity, or a server without a limit, has no slot to
-// wait for.
-func (p *identitySlots) acquire(ctx context.Context, identity string, queued func(string)) (release func(), err error) {
-	if p.limit <= 0 || identity == "" {
-		return func() {}, nil
-	}
-	p.mu.Lock()
-	if p.m == nil {
-		p.m = map[string]*idSem{}
-	}
-	s := p.m[identity]
-	if s == nil {
-		s = &idSem{sem: semaphore.NewWeighted(p.limit)}
-		p.m[identity] = s
-	}
-	s.refs++
-	p.mu.Unlock()
-	drop := func() {
-		p.mu.Lock()
-		if s.refs--; s.refs == 0 {
-			delete(p.m, identity)
-		}
-		p.mu.Unlock()
-	}
-	if !s.sem.TryAcquire(1) {
-		queued(identity)
-		if err := s.sem.Acquire(ctx, 1); err != nil {
-			drop()
-			return nil, err
-		}
-	}
-	return func() {
-		s.sem.Release(1)
-		drop()
-	}, nil
 }
 
 // cancelIdentity cancels the calls of identity with cause.

@@ -103,7 +103,10 @@ func TestMaxConcurrentPerIdentity(t *testing.T) {
 	second := asyncCall(alice, params)
 	for {
 		p := recv(t, aliceProgress, "alice's second call to report it is queued")
-		if p.ProgressToken == "alice 2" && strings.Contains(p.Message, "queued") && strings.Contains(p.Message, "alice") {
+		if p.ProgressToken == "alice 2" && strings.Contains(p.Message, "queued") {
+			if want := "queued, 0 ahead for one of the 1 run of alice at once"; p.Message != want {
+				t.Errorf("progress %q, want %q", p.Message, want)
+			}
 			break
 		}
 	}
@@ -208,6 +211,108 @@ func TestTokenRemovedCancelsItsCalls(t *testing.T) {
 	recv(t, b.cancelled, "a run to be cancelled")
 }
 
+// rotation is a server whose tokens follow a file that holds alice's old
+// token, with a call of that token in flight: where the rotation tests
+// start.
+type rotation struct {
+	file   string
+	tokens *mcpadapter.Tokens
+	b      *blocker
+	s      *accessServer
+	root   string
+	old    chan outcome // the old token's call
+}
+
+func startRotation(t *testing.T) *rotation {
+	t.Helper()
+	r := &rotation{file: filepath.Join(t.TempDir(), "tokens"), b: newBlocker("echo"), root: t.TempDir()}
+	rotate(t, r.file, "alice:"+oldToken+"\n")
+	var err error
+	if r.tokens, err = mcpadapter.LoadTokens(r.file); err != nil {
+		t.Fatal(err)
+	}
+	r.s = newAccessServer(t, &mcpadapter.Options{HTTPAccess: mcpadapter.HTTPAccess{Tokens: r.tokens}}, false, r.b)
+	r.old = r.call(t, r.s.connect(t, oldToken), "the old token's run")
+	return r
+}
+
+// call starts a call on cs and waits for its run to start.
+func (r *rotation) call(t *testing.T, cs *mcp.ClientSession, prompt string) chan outcome {
+	t.Helper()
+	c := asyncCall(cs, &mcp.CallToolParams{Name: "echo", Arguments: args(prompt, r.root)})
+	recv(t, r.b.started, "a run to start")
+	return c
+}
+
+// oldRevoked checks that the old token's call was cancelled, with
+// ErrRevoked as its run's cause.
+func (r *rotation) oldRevoked(t *testing.T) {
+	t.Helper()
+	if cause := recv(t, r.b.cancelled, "the old token's run to be cancelled"); !errors.Is(cause, mcpadapter.ErrRevoked) {
+		t.Errorf("the old token's run cancelled with %v, want ErrRevoked", cause)
+	}
+	o := recv(t, r.old, "the old token's answer")
+	var out mcpadapter.Output
+	if o.err == nil {
+		decode(t, o.res, &out)
+	}
+	if o.err != nil || out.Status != mcpadapter.StatusCancelled {
+		t.Errorf("the old token's call: %v %+v, want cancelled", o.err, out)
+	}
+}
+
+// newGoesOn checks, after a request of cs, that the new token's call c is
+// the one call left, then ends it.
+func (r *rotation) newGoesOn(t *testing.T, cs *mcp.ClientSession, c chan outcome) {
+	t.Helper()
+	if _, err := cs.ListTools(context.Background(), nil); err != nil {
+		t.Fatal(err)
+	}
+	if len(r.b.cancelled) != 0 || r.s.tools.Active() != 1 {
+		t.Errorf("the new token's call was cancelled too (%d calls active)", r.s.tools.Active())
+	}
+	r.s.tools.Cancel("alice")
+	recv(t, c, "the call's answer")
+	recv(t, r.b.cancelled, "a run to be cancelled")
+}
+
+// TestTokenReplacedCancelsItsCalls: a token replaced under the same name
+// stops the calls the old token authorized, though the name stays in the
+// set; a call of the new token goes on.
+func TestTokenReplacedCancelsItsCalls(t *testing.T) {
+	r := startRotation(t)
+	rotate(t, r.file, "alice:"+aliceToken+"\n")
+	alice := r.s.connect(t, aliceToken) // its requests notice the change
+	r.oldRevoked(t)
+	r.newGoesOn(t, alice, r.call(t, alice, "the new token's run"))
+}
+
+// TestTokenRotationOverlaps: a name may have two tokens at once, both
+// accepted; removing the old one stops only the calls it authorized.
+func TestTokenRotationOverlaps(t *testing.T) {
+	r := startRotation(t)
+	// The overlap: both tokens of alice are accepted.
+	rotate(t, r.file, "alice:"+oldToken+"\nalice:"+newToken+"\n")
+	if err := r.tokens.Err(); err != nil {
+		t.Fatalf("Err() = %v, want the file with two tokens of alice taken", err)
+	}
+	if got := strings.Join(r.tokens.Names(), ","); got != "alice" {
+		t.Errorf("Names() = %s, want alice once", got)
+	}
+	alice := r.s.connect(t, newToken)
+	news := r.call(t, alice, "the new token's run")
+	if len(r.b.cancelled) != 0 || r.s.tools.Active() != 2 {
+		t.Fatalf("a call was cancelled by adding a token (%d calls active)", r.s.tools.Active())
+	}
+	// The end of the overlap: the old token goes, and its call with it.
+	rotate(t, r.file, "alice:"+newToken+"\n")
+	if _, err := alice.ListTools(context.Background(), nil); err != nil {
+		t.Fatal(err)
+	}
+	r.oldRevoked(t)
+	r.newGoesOn(t, alice, news)
+}
+
 // TestDeleteOfAnotherIdentitysSession: a DELETE naming a session of
 // another identity is refused by the SDK (403) and cancels none of its
 // calls; the owner's DELETE does.
@@ -283,7 +388,8 @@ func TestIdentityOnTheSpan(t *testing.T) {
 }
 
 // TestTokensFile: the format's errors name the line and the fix; a file
-// replaced with a broken one leaves the set as it was.
+// replaced with a broken one leaves the set as it was, and Err says why
+// until a good one replaces it.
 func TestTokensFile(t *testing.T) {
 	for _, tc := range []struct {
 		text, want string
@@ -294,7 +400,6 @@ func TestTokensFile(t *testing.T) {
 		{"alice:short", "too short"},
 		{"al ice:" + aliceToken, `character ' ' is not allowed`},
 		{"alice:" + aliceToken + "!", "letters, digits"},
-		{"alice:" + aliceToken + "\nbob:" + bobToken + "\nalice:" + oldToken, "line 3: the name \"alice\" is also on line 1"},
 		{"alice:" + aliceToken + "\nbob:" + aliceToken, "line 2: token \"bob\" is the token of line 1"},
 	} {
 		if _, err := mcpadapter.ParseTokens(tc.text); err == nil || !strings.Contains(err.Error(), tc.want) {
@@ -322,9 +427,15 @@ func TestTokensFile(t *testing.T) {
 			t.Errorf("Verify(%.8q) = %+v, %v; want %s with an expiration", tc.token, info, err, tc.name)
 		}
 	}
+	if err := tokens.Err(); err != nil {
+		t.Errorf("Err() = %v, want nil", err)
+	}
 	rotate(t, file, "alice:"+aliceToken+"\nbob:short\n")
 	if got := strings.Join(tokens.Names(), ","); got != "alice,bob" {
 		t.Errorf("after a broken file: Names() = %s, want the set as it was", got)
+	}
+	if err := tokens.Err(); err == nil || !strings.Contains(err.Error(), "too short") {
+		t.Errorf("after a broken file: Err() = %v, want why it was not taken", err)
 	}
 	if err := tokens.Reload(); err == nil || !strings.Contains(err.Error(), "too short") {
 		t.Errorf("Reload() of a broken file: %v, want the error", err)
@@ -332,5 +443,8 @@ func TestTokensFile(t *testing.T) {
 	rotate(t, file, "bob:"+bobToken+"\n")
 	if _, err := tokens.Verify(context.Background(), aliceToken, nil); err == nil {
 		t.Errorf("alice's token is still accepted after its removal")
+	}
+	if err := tokens.Err(); err != nil {
+		t.Errorf("after a good file: Err() = %v, want nil", err)
 	}
 }

@@ -11,6 +11,7 @@ import (
 	"slices"
 	"time"
 
+	"github.com/clinvoke/clinvoke/internal/workspace"
 	"github.com/clinvoke/clinvoke/invoker"
 )
 
@@ -43,16 +44,19 @@ type Options struct {
 	// MaxConcurrent bounds how many runs execute at once across all calls
 	// (a parallel call's tasks count one each; a turn of a warm session
 	// counts as a run, an idle warm session does not). A call that would exceed it
-	// waits for a free slot, reporting "queued" progress, until its context
-	// is done. If zero, DefaultMaxConcurrent is used; a negative value means
-	// no limit.
+	// waits for a free slot, first come first served, reporting "queued, N
+	// ahead for one of this server's M runs at once" in its progress, until
+	// its context is done; the wait counts in its queued_ms (see the
+	// package documentation, Concurrency). If zero, DefaultMaxConcurrent is
+	// used; a negative value means no limit.
 	MaxConcurrent int
 
 	// MaxConcurrentPerIdentity, if positive, bounds how many runs of one
 	// identity (see [HTTPAccess]) execute at once, so that one client
 	// cannot take every slot of MaxConcurrent. A run beyond it waits, as
-	// for MaxConcurrent, reporting "queued" progress, until its context
-	// is done; it waits without holding a slot of MaxConcurrent, so the
+	// for MaxConcurrent, reporting "queued, N ahead for one of the M runs
+	// of IDENTITY at once", until its context is done; it waits without
+	// holding a slot of MaxConcurrent, so the
 	// calls of other identities go first. A parallel call's tasks count
 	// one each. Calls without identity (stdio, HTTP without
 	// authentication) are bounded by MaxConcurrent alone. If zero, one
@@ -220,12 +224,13 @@ type Options struct {
 	// (Approval.Kind invoker.ApprovalMCPTool): under ApprovalsDeny, only an Approve
 	// that allows them lets the agent call them.
 	//
-	// Register copies the list, and refuses it when a name is not a
-	// usable server name or is given twice, when a server sets not
-	// exactly one of Server, Command and URL, or when an invoker's CLI
-	// cannot take a server of the list (Capabilities.GoTools for a Go
-	// server, Capabilities.MCPServers for the others). The invoker's own
-	// checks (a URL, an environment entry) apply at each call. Each run
+	// Register copies the list, and refuses it as a run's request would
+	// be refused (a name that is not a usable server name or is given
+	// twice, a server that sets not exactly one of Server, Command and
+	// URL, a URL that is not http or https, an environment entry that is
+	// not KEY=VALUE, ...), or when an invoker's CLI cannot take a server of
+	// the list (Capabilities.GoTools for a Go server,
+	// Capabilities.MCPServers for the others). Each run
 	// gets a copy of the list, to which an Invoker that wraps another may
 	// append servers of its own (see the package documentation, Go tools).
 	MCPServers []invoker.MCPServer
@@ -235,6 +240,20 @@ type Options struct {
 	// Nothing is ever written to standard output, which a stdio server
 	// uses for the protocol.
 	Logger *slog.Logger
+
+	// Tasks configures the tasks of the tools: a tools/call that a client
+	// augments with a task returns the task at once, and its run goes on
+	// without the client's connection, up to an abandonment bound; its
+	// result is kept for a TTL after its end. See [TaskOptions].
+	Tasks TaskOptions
+
+	// SSERetry is the reconnection delay that Tools.Handler writes, as
+	// the retry field, in the priming event of each resumable SSE stream
+	// (SEP-1699): those the SDK primes when StreamableHTTPOptions.EventStore
+	// is set, for clients of protocol 2025-11-25. A client whose stream
+	// drops reconnects after it with Last-Event-ID and gets what it
+	// missed. If zero, DefaultSSERetry is used.
+	SSERetry time.Duration
 
 	// TracerProvider receives a span for each tool call ("tools/call
 	// <tool>", a server span), a child of the client's trace when the
@@ -272,6 +291,10 @@ type config struct {
 	// approve is Options.Approve; servers is a copy of Options.MCPServers.
 	approve func(ctx context.Context, call *Call, a invoker.Approval) invoker.Decision
 	servers []invoker.MCPServer
+	// tasks is Options.Tasks with its defaults.
+	tasks TaskOptions
+	// sseRetry is Options.SSERetry, or its default.
+	sseRetry time.Duration
 }
 
 func newConfig(o *Options) (*config, error) {
@@ -297,6 +320,17 @@ func newConfig(o *Options) (*config, error) {
 		approvalFallback: o.ApprovalFallback,
 		approve:          o.Approve,
 		servers:          slices.Clone(o.MCPServers),
+		tasks:            o.Tasks,
+		sseRetry:         o.SSERetry,
+	}
+	switch {
+	case c.sseRetry < 0:
+		return nil, fmt.Errorf("Options.SSERetry is %v: give a positive duration, or 0 for %v", c.sseRetry, DefaultSSERetry)
+	case c.sseRetry == 0:
+		c.sseRetry = DefaultSSERetry
+	}
+	if err := c.tasks.check(); err != nil {
+		return nil, fmt.Errorf("Options.Tasks: %w", err)
 	}
 	switch {
 	case c.maxConcurrent == 0:
@@ -385,7 +419,7 @@ func resolveRoot(r string) (string, error) {
 	if !filepath.IsAbs(r) {
 		return "", fmt.Errorf("root %q is not an absolute path", r)
 	}
-	resolved, err := filepath.EvalSymlinks(filepath.Clean(r))
+	resolved, err := workspace.Existing(r)
 	if err != nil {
 		return "", fmt.Errorf("root %q: %w", r, err)
 	}

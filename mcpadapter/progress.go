@@ -269,10 +269,11 @@ func describe(ev invoker.Event, streamed string) string {
 	case invoker.KindDone:
 		return "finishing"
 	case invoker.KindQueued:
-		if ev.RateLimit != nil && !ev.RateLimit.ResetsAt.IsZero() {
-			return fmt.Sprintf("queued, %d ahead, until the rate limit resets at %s", ev.Ahead, ev.RateLimit.ResetsAt.UTC().Format(time.RFC3339))
+		var until time.Time
+		if ev.RateLimit != nil {
+			until = ev.RateLimit.ResetsAt
 		}
-		return fmt.Sprintf("queued, %d ahead", ev.Ahead)
+		return queuedText(ev.Ahead, until, "")
 	}
 	return ""
 }

@@ -198,21 +198,3 @@ func TestObserverPartial(t *testing.T) {
 		t.Errorf("partial() = %q, %q; want s1, Hello", sid, text)
 	}
 }
-
-func TestWithin(t *testing.T) {
-	for _, tc := range []struct {
-		root, p string
-		want    bool
-	}{
-		{"/srv/a", "/srv/a", true},
-		{"/srv/a", "/srv/a/b/c", true},
-		{"/srv/a", "/srv/ab", false},
-		{"/srv/a", "/srv", false},
-		{"/srv/a", "/srv/a/..b", true}, // a name starting with two dots
-		{"/", "/anything", true},
-	} {
-		if got := within(tc.root, tc.p); got != tc.want {
-			t.Errorf("within(%q, %q) = %v, want %v", tc.root, tc.p, got, tc.want)
-		}
-	}
-}

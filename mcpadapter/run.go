@@ -45,27 +45,22 @@ func (t *tool) runTask(ctx context.Context, rep *reporter, creq *mcp.CallToolReq
 		return t.output(ctx, nil, fmt.Errorf("not started: %w", err))
 	}
 	// The identity's slot first, so that a call waiting behind its own
-	// identity's runs holds no slot that another identity's call could use.
-	releaseID, err := t.ids.acquire(ctx, identityFrom(ctx), func(id string) {
-		rep.post(fmt.Sprintf("%squeued: %d runs of %s are executing, the most this server runs at once for one client", prefix, t.ids.limit, id))
-	})
+	// identity's runs holds no slot that another identity's call could use
+	// (admission.go).
+	release, waited, err := t.slots.acquire(ctx, identityFrom(ctx), func(ev invoker.Event) { rep.post(prefix + ev.Text) })
 	if err != nil {
-		return t.output(ctx, nil, fmt.Errorf("not started, still waiting for a free slot of this client: %w", err))
+		return t.output(ctx, nil, err)
 	}
-	defer releaseID()
-	if !t.sem.TryAcquire(1) {
-		rep.post(prefix + "queued: waiting for a free slot")
-		if err := t.sem.Acquire(ctx, 1); err != nil {
-			return t.output(ctx, nil, fmt.Errorf("not started, still waiting for a free slot: %w", err))
-		}
-	}
-	defer t.sem.Release(1)
+	defer release()
 
 	obs := &observer{prefix: prefix, rep: rep, onSession: func(sid string) {
 		t.owners.claim(sid, identityFrom(ctx))
 		t.recordStart(ctx, toolName, index, runID, &req, sid, start)
 	}}
 	req.OnEvent = obs.onEvent
+	if task := taskOf(ctx); task != nil && index == nil {
+		task.observe(obs) // tasks/get shows the text so far
+	}
 	if a := t.approverFor(ctx, newCall(ctx, toolName, index, creq, req), rep, prefix); a != nil {
 		req.Approve = a.approve
 	}
@@ -77,6 +72,7 @@ func (t *tool) runTask(ctx context.Context, rep *reporter, creq *mcp.CallToolReq
 		res = &invoker.Result{SessionID: sid, Text: text, ExitCode: -1, Duration: time.Since(start)}
 	}
 	t.owners.claim(res.SessionID, identityFrom(ctx))
+	res.Queued += waited // the call's waits, then its run's for the Budget
 	return t.output(ctx, res, err)
 }
 

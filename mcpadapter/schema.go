@@ -89,9 +89,10 @@ type Output struct {
 	// once, whether sampled, and what the limits did); absent when nothing
 	// was started.
 	Resources invoker.Resources `json:"resources,omitzero" jsonschema:"what the run's processes used: peak_memory (bytes), cpu_time (nanoseconds), peak_processes, sampled (from /proc rather than counted by the kernel), oom_kills, forks_refused"`
-	// QueuedMS is how long the run waited for the server's host budget
-	// before it started (invoker.Result.Queued), in milliseconds; not part
-	// of DurationMS.
+	// QueuedMS is how long the run waited before it started, in
+	// milliseconds: for a slot of its identity and of the server
+	// (Options.MaxConcurrentPerIdentity, MaxConcurrent), then for the
+	// host's Budget (invoker.Result.Queued); not part of DurationMS.
 	QueuedMS int64 `json:"queued_ms,omitempty" jsonschema:"how long the run waited for room on the host before it started, in milliseconds (not part of duration_ms)"`
 }
 

@@ -8,31 +8,11 @@ import (
 	"github.com/clinvoke/clinvoke/invoker"
 )
 
-// checkServers checks Options.MCPServers as far as no invoker is needed:
-// usable, unique names and exactly one way to reach each server. The
-// invoker checks the rest (a URL, an environment entry) at each call.
+// checkServers checks Options.MCPServers as every run's request would be
+// checked (mcphost.CheckServers), so that a server no run could take is
+// refused at Register rather than at each call.
 func checkServers(servers []invoker.MCPServer) error {
-	seen := make(map[string]bool, len(servers))
-	for i, s := range servers {
-		at := fmt.Sprintf("Options.MCPServers[%d] (%q)", i, s.Name)
-		if err := mcphost.CheckName(s.Name); err != nil {
-			return fmt.Errorf("%s: %w", at, err)
-		}
-		if seen[s.Name] {
-			return fmt.Errorf("%s: the name is given twice: give each server its own name", at)
-		}
-		seen[s.Name] = true
-		n := 0
-		for _, set := range []bool{s.Server != nil, s.Command != "", s.URL != ""} {
-			if set {
-				n++
-			}
-		}
-		if n != 1 {
-			return fmt.Errorf("%s: set exactly one of Server, Command and URL (%d are set)", at, n)
-		}
-	}
-	return nil
+	return mcphost.CheckServers("Options.MCPServers", servers)
 }
 
 // checkTakes refuses an invoker whose CLI cannot take the server's Go

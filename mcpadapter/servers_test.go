@@ -78,7 +78,8 @@ func TestMCPServers(t *testing.T) {
 }
 
 // TestMCPServersRegister: Register refuses servers that no run could take,
-// naming the server and the fix, before anything is added.
+// naming the server and the fix, before anything is added: the same
+// check as a run's request gets.
 func TestMCPServersRegister(t *testing.T) {
 	goServer := toolServer("tickets")
 	plain := func() invoker.Invoker { return answer("codex") } // takes no MCP server
@@ -97,9 +98,17 @@ func TestMCPServersRegister(t *testing.T) {
 		{"name twice", []invoker.MCPServer{{Name: "t", Server: goServer}, {Name: "t", URL: "https://example.com/mcp"}}, serving,
 			[]string{"Options.MCPServers[1]", `"t"`, "twice"}},
 		{"nothing set", []invoker.MCPServer{{Name: "t"}}, serving,
-			[]string{"Options.MCPServers[0]", "exactly one of Server, Command and URL"}},
+			[]string{"Options.MCPServers[0]", "exactly one of Server"}},
 		{"two set", []invoker.MCPServer{{Name: "t", Server: goServer, Command: "x"}}, serving,
-			[]string{"Options.MCPServers[0]", "exactly one of Server, Command and URL"}},
+			[]string{"Options.MCPServers[0]", "exactly one of Server"}},
+		// What a run's request would be refused for is refused at
+		// Register: the check is the engine's.
+		{"not a URL", []invoker.MCPServer{{Name: "t", URL: "ftp://example.com/mcp"}}, serving,
+			[]string{"Options.MCPServers[0]", "not an http or https URL"}},
+		{"bad env entry", []invoker.MCPServer{{Name: "t", Command: "srv", Env: []string{"NOEQUALS"}}}, serving,
+			[]string{"Options.MCPServers[0]", "Env[0] has no '='"}},
+		{"headers without URL", []invoker.MCPServer{{Name: "t", Command: "srv", Headers: map[string]string{"X": "y"}}}, serving,
+			[]string{"Options.MCPServers[0]", "Headers are for a URL server"}},
 		{"Go server, CLI without GoTools", []invoker.MCPServer{{Name: "t", Server: goServer}}, plain,
 			[]string{"Options.MCPServers[0]", `invoker "codex"`, "Capabilities.GoTools"}},
 		{"command server, CLI without MCPServers", []invoker.MCPServer{{Name: "t", Command: "srv"}}, goOnly,

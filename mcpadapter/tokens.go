@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/auth"
+	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
 // MinTokenLength is the shortest bearer token that [ParseTokens] and
@@ -33,19 +34,27 @@ const MinTokenLength = 32
 // has 1 to 64 letters, digits and '.', '_', '-', '@', and TOKEN at least
 // MinTokenLength characters of RFC 6750's token syntax (letters, digits and
 // "-._~+/", then '=' padding). Blank lines and lines starting with '#' are
-// skipped. Names and tokens must be unique:
+// skipped. A token must be unique; a name may have several tokens, each on
+// a line of its own:
 //
 //	# name:token
 //	alice:2c6e0b6f0d1f4e0c9a8b7d6e5f4a3b2c1d0e9f8a7b6c5d4e
 //	ci:9f8e7d6c5b4a39281706f5e4d3c2b1a0ffeeddccbbaa9988
 //
-// Several tokens at once is how a token is rotated: add the new one, move
-// the clients to it, remove the old one. A set loaded from a file
-// ([LoadTokens]) follows the file: each check looks at the file's
-// modification time, size and inode, and reads it again when one changed.
-// A file that no longer parses, or is gone, leaves the set as it was (and
-// says why in Logger's records), so replace it whole (write a new file and
-// rename it over the old one) rather than edit it in place.
+// Several tokens for one name is how a token is rotated without a gap: add
+// a line with the new token under the same name, move the clients to it,
+// remove the old line. A call is bound to the token that authorized it,
+// not only to its name: removing a token stops the calls made with it
+// (see HTTPAccess.Tokens), and those made with the name's other tokens go
+// on.
+//
+// A set loaded from a file ([LoadTokens]) follows the file: each check
+// looks at the file's modification time, size and inode, and reads it
+// again when one changed. A file that no longer parses, or is gone, leaves
+// the set as it was: Logger gets an error record saying why, and
+// [Tokens.Err] returns the error until a file is taken. Replace the file
+// whole (write a new file and rename it over the old one) rather than edit
+// it in place.
 //
 // Only a SHA-256 digest of each token is kept. A token is checked against
 // every digest of the set, in time that does not depend on which one
@@ -62,14 +71,47 @@ type Tokens struct {
 
 	cur atomic.Pointer[tokenTable]
 
-	mu    sync.Mutex // guards stamp and serialises the reads of the file
-	stamp fileStamp  // of the file as last read
+	mu      sync.Mutex // guards stamp and readErr, and serialises the reads of the file
+	stamp   fileStamp  // of the file as last read
+	readErr error      // why the file as it is now was not taken; nil once one is
 }
 
-// A tokenTable is one version of a Tokens set.
+// A tokenTable is one version of a Tokens set: the name of each token, and
+// its digest, at the same index. A name may appear more than once.
 type tokenTable struct {
 	names   []string
 	digests [][sha256.Size]byte
+}
+
+// tokenExtra is the key of TokenInfo.Extra under which Tokens.Verify puts
+// the *tokenRef of the token it matched: what binds a call to the token
+// that authorized it.
+const tokenExtra = "clinvoke_token"
+
+// A tokenRef stands for one token of a set, by its digest. It prints as
+// its name only, so that a TokenInfo that ends up in a log shows no
+// digest.
+type tokenRef struct {
+	name   string
+	digest [sha256.Size]byte
+}
+
+func (r *tokenRef) String() string { return "a token of " + r.name }
+
+// callKey is the key of callSet under which the calls authorized by the
+// token are found.
+func (r *tokenRef) callKey() string { return tokenCallKey(r.digest) }
+
+func tokenCallKey(d [sha256.Size]byte) string { return "token " + string(d[:]) }
+
+// tokenOf returns the token that authorized req, or nil when it was not
+// one of a Tokens set.
+func tokenOf(req *mcp.CallToolRequest) *tokenRef {
+	if req == nil || req.Extra == nil || req.Extra.TokenInfo == nil {
+		return nil
+	}
+	r, _ := req.Extra.TokenInfo.Extra[tokenExtra].(*tokenRef)
+	return r
 }
 
 // fileStamp is what tells that a token file changed.
@@ -114,36 +156,48 @@ func (t *Tokens) Reload() error {
 	return t.readLocked()
 }
 
-// Names returns the names of the tokens in the set, sorted.
+// Names returns the names of the tokens in the set, sorted, each once.
 func (t *Tokens) Names() []string {
 	t.refresh()
-	return slices.Sorted(slices.Values(t.cur.Load().names))
+	return slices.Compact(slices.Sorted(slices.Values(t.cur.Load().names)))
+}
+
+// Err returns why the set's file, as it is now, was not taken (it does not
+// parse, or it is gone), or nil when the set follows the file. While Err
+// is not nil the set is the one of the last file taken. A set made by
+// [ParseTokens] has no file: its Err is always nil.
+func (t *Tokens) Err() error {
+	t.refresh()
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.readErr
 }
 
 // Verify checks token against the set. It is an auth.TokenVerifier, for
 // auth.RequireBearerToken: it returns the TokenInfo of the token's name
-// (UserID the name, Extra["token_name"] the name too), or an error that
+// (UserID the name, Extra["token_name"] the name too, and under another
+// key of Extra what binds the call to this very token), or an error that
 // matches auth.ErrInvalidToken. A named token does not expire: it is good
 // until it leaves the set. Its TokenInfo has an Expiration an hour after
 // the check, for the middleware's expiry check, and no scopes (HTTPAccess
 // gives it the scopes it requires: a named token grants every access).
 func (t *Tokens) Verify(_ context.Context, token string, _ *http.Request) (*auth.TokenInfo, error) {
-	name := t.match(token)
-	if name == "" {
+	ref := t.match(token)
+	if ref == nil {
 		return nil, fmt.Errorf("%w: not one of this server's tokens", auth.ErrInvalidToken)
 	}
 	return &auth.TokenInfo{
-		UserID:     name,
+		UserID:     ref.name,
 		Expiration: time.Now().Add(time.Hour),
-		Extra:      map[string]any{"token_name": name},
+		Extra:      map[string]any{"token_name": ref.name, tokenExtra: ref},
 	}, nil
 }
 
-// match returns the name of token, or "" if it is not in the set. It
-// compares the token's digest with every digest of the set, without
-// stopping at a match, and picks the matching name with constant-time
-// selects: its time depends on the size of the set only.
-func (t *Tokens) match(token string) string {
+// match returns the token of the set that token is, or nil if it is not
+// in the set. It compares the token's digest with every digest of the
+// set, without stopping at a match, and picks the matching name with
+// constant-time selects: its time depends on the size of the set only.
+func (t *Tokens) match(token string) *tokenRef {
 	t.refresh()
 	tab := t.cur.Load()
 	d := sha256.Sum256([]byte(token))
@@ -153,9 +207,9 @@ func (t *Tokens) match(token string) string {
 		found = subtle.ConstantTimeSelect(eq, i, found)
 	}
 	if found < 0 {
-		return ""
+		return nil
 	}
-	return tab.names[found]
+	return &tokenRef{name: tab.names[found], digest: d}
 }
 
 // refresh reads the file again if it changed since it was last read.
@@ -170,7 +224,7 @@ func (t *Tokens) refresh() {
 		return
 	}
 	if err := t.readLocked(); err != nil {
-		t.logger().Error("the token file changed and was not taken; the tokens stay as they were", "path", t.path, "error", err)
+		t.logger().Error("the token file changed and was not taken; the tokens stay as they were until it is fixed", "path", t.path, "error", err)
 		// Do not read a broken file again until it changes once more.
 		if st, serr := statFile(t.path); serr == nil {
 			t.stamp = st
@@ -180,15 +234,8 @@ func (t *Tokens) refresh() {
 
 // readLocked reads the file into the set. t.mu must be held.
 func (t *Tokens) readLocked() error {
-	st, err := statFile(t.path)
-	if err != nil {
-		return fmt.Errorf("tokens: %w", err)
-	}
-	data, err := os.ReadFile(t.path)
-	if err != nil {
-		return fmt.Errorf("tokens: %w", err)
-	}
-	tab, err := parseTokens(string(data), t.path)
+	tab, st, err := readTokens(t.path)
+	t.readErr = err
 	if err != nil {
 		return err
 	}
@@ -196,9 +243,24 @@ func (t *Tokens) readLocked() error {
 	t.stamp = st
 	if old != nil {
 		added, removed := diffNames(old.names, tab.names)
-		t.logger().Info("token file read again", "path", t.path, "tokens", len(tab.names), "added", added, "removed", removed)
+		t.logger().Info("token file read again", "path", t.path, "tokens", len(tab.names), "added", added, "removed", removed,
+			"tokens_removed", len(removedTokens(old, tab)))
 	}
 	return nil
+}
+
+// readTokens reads and parses the file at path.
+func readTokens(path string) (*tokenTable, fileStamp, error) {
+	st, err := statFile(path)
+	if err != nil {
+		return nil, st, fmt.Errorf("tokens: %w", err)
+	}
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, st, fmt.Errorf("tokens: %w", err)
+	}
+	tab, err := parseTokens(string(data), path)
+	return tab, st, err
 }
 
 func (t *Tokens) logger() *slog.Logger {
@@ -227,7 +289,6 @@ func parseTokens(text, src string) (*tokenTable, error) {
 		return fmt.Sprintf("tokens: %s:%d", src, line)
 	}
 	tab := &tokenTable{}
-	seen := map[string]int{}
 	digests := map[[sha256.Size]byte]int{}
 	sc := bufio.NewScanner(strings.NewReader(text))
 	sc.Buffer(nil, 1<<20)
@@ -249,14 +310,11 @@ func parseTokens(text, src string) (*tokenTable, error) {
 		if err := checkToken(token); err != nil {
 			return nil, fmt.Errorf("%s: token %q: %w", where(n), name, err)
 		}
-		if prev, dup := seen[name]; dup {
-			return nil, fmt.Errorf("%s: the name %q is also on line %d: give each token its own name", where(n), name, prev)
-		}
 		d := sha256.Sum256([]byte(token))
 		if prev, dup := digests[d]; dup {
 			return nil, fmt.Errorf("%s: token %q is the token of line %d: give each client its own token", where(n), name, prev)
 		}
-		seen[name], digests[d] = n, n
+		digests[d] = n
 		tab.names = append(tab.names, name)
 		tab.digests = append(tab.digests, d)
 	}
@@ -301,16 +359,27 @@ func checkToken(token string) error {
 	return nil
 }
 
+// removedTokens returns the tokens of before that now does not have.
+func removedTokens(before, now *tokenTable) []*tokenRef {
+	var out []*tokenRef
+	for i, d := range before.digests {
+		if !slices.Contains(now.digests, d) {
+			out = append(out, &tokenRef{name: before.names[i], digest: d})
+		}
+	}
+	return out
+}
+
 // diffNames returns the names of now not in before, and those of before
-// not in now.
+// not in now, each once.
 func diffNames(before, now []string) (added, removed []string) {
 	for _, n := range now {
-		if !slices.Contains(before, n) {
+		if !slices.Contains(before, n) && !slices.Contains(added, n) {
 			added = append(added, n)
 		}
 	}
 	for _, n := range before {
-		if !slices.Contains(now, n) {
+		if !slices.Contains(now, n) && !slices.Contains(removed, n) {
 			removed = append(removed, n)
 		}
 	}

@@ -8,7 +8,6 @@ import (
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
-	"golang.org/x/sync/semaphore"
 )
 
 // Tools is what one [Register] call added to a server: the two tools of
@@ -33,8 +32,7 @@ type Tools struct {
 // shared is what the tools of one Register call have in common.
 type shared struct {
 	cfg   *config
-	sem   *semaphore.Weighted
-	ids   *identitySlots // Options.MaxConcurrentPerIdentity
+	slots *slots // Options.MaxConcurrent and MaxConcurrentPerIdentity
 	tr    *transcript
 	warm  *warmPool // nil when Options.WarmSessions keeps none
 	calls *callSet
@@ -44,22 +42,23 @@ type shared struct {
 	// cause; stop ends it.
 	life context.Context
 	stop context.CancelCauseFunc
+	// server is the server the tools are registered on.
+	server *mcp.Server
 }
 
 func newShared(cfg *config) *shared {
 	life, stop := context.WithCancelCause(context.Background())
 	sh := &shared{
 		cfg:   cfg,
-		sem:   semaphore.NewWeighted(cfg.maxConcurrent),
-		ids:   &identitySlots{limit: cfg.maxPerIdentity},
+		slots: newSlots(cfg.maxConcurrent, cfg.maxPerIdentity),
 		tr:    &transcript{path: cfg.transcript},
 		calls: new(callSet),
 		life:  life,
 		stop:  stop,
 	}
-	cfg.access.revoke = func(identity string) {
-		n := sh.calls.cancelIdentity(identity, ErrRevoked)
-		cfg.log.Warn("token removed from the set: its calls are cancelled", "identity", identity, "calls", n)
+	cfg.access.revoke = func(token *tokenRef) {
+		n := sh.calls.cancelKey(token.callKey(), ErrRevoked)
+		cfg.log.Warn("token removed from the set: the calls it authorized are cancelled", "identity", token.name, "calls", n)
 	}
 	return sh
 }
@@ -151,23 +150,27 @@ const sessionIDHeader = "Mcp-Session-Id"
 // connection whose standard input reached end of file.
 func (t *Tools) Handler(h http.Handler) http.Handler {
 	c := t.sh.calls
+	if !t.sh.cfg.tasks.Disabled {
+		h = liftTasks(h) // the "task" of a tools/call, which the SDK drops
+	}
+	h = t.sh.streams(h) // resumable streams: retry field, session's version
 	return t.sh.cfg.access.wrap(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if sid := r.Header.Get(sessionIDHeader); r.Method == http.MethodDelete && sid != "" {
 			// The SDK's DELETE closes the session, which waits for the
 			// calls in flight, whose requests end only once the session
 			// is closed: cancel them first. Only those of the DELETE's
 			// own identity: the SDK refuses another's (403).
-			c.cancelKey(sessionKey(sid, requestIdentity(r)))
+			c.cancelKey(sessionKey(sid, requestIdentity(r)), ErrClientGone)
 		}
 		key := "request " + rand.Text()
 		r.Header.Set(callKeyHeader, key)
 		// A dropped client ends r's context while h still runs (in
 		// stateless mode h waits for the call to end before it returns);
 		// a session closed for being idle makes h return first.
-		stop := context.AfterFunc(r.Context(), func() { c.cancelKey(key) })
+		stop := context.AfterFunc(r.Context(), func() { c.cancelKey(key, ErrClientGone) })
 		h.ServeHTTP(w, r)
 		stop()
-		c.cancelKey(key)
+		c.cancelKey(key, ErrClientGone)
 	}))
 }
 
@@ -237,9 +240,13 @@ func (cs *callSet) begin(ctx context.Context, req *mcp.CallToolRequest, toolName
 	}
 	ctx = withIdentity(ctx, c.info.Identity)
 	ctx = context.WithValue(ctx, callStartKey{}, c.info.Start)
-	// The keys under which Handler finds the call: its HTTP request, and
-	// its session and identity (for a DELETE).
+	// The keys under which Handler finds the call: its HTTP request, its
+	// session and identity (for a DELETE), and the named token that
+	// authorized it (for the token's removal).
 	var keys []string
+	if tok := tokenOf(req); tok != nil {
+		keys = append(keys, tok.callKey())
+	}
 	if req != nil && req.Extra != nil && req.Extra.Header != nil {
 		if k := req.Extra.Header.Get(callKeyHeader); k != "" {
 			keys = append(keys, k)
@@ -308,14 +315,15 @@ func (cs *callSet) addLocked(c *int, delta int) {
 	}
 }
 
-// cancelKey cancels the calls registered under key: those of an HTTP
-// request, or of a session.
-func (cs *callSet) cancelKey(key string) {
+// cancelKey cancels the calls registered under key (those of an HTTP
+// request, of a session, or of a token) with cause, and returns how many.
+func (cs *callSet) cancelKey(key string, cause error) int {
 	cs.mu.Lock()
 	calls := cs.byKey[key]
 	delete(cs.byKey, key)
 	cs.mu.Unlock()
 	for c := range calls {
-		c.cancel(ErrClientGone)
+		c.cancel(cause)
 	}
+	return len(calls)
 }

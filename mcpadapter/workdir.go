@@ -6,15 +6,19 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+
+	"github.com/clinvoke/clinvoke/internal/workspace"
 )
 
 // checkWorkdir returns the resolved form of dir, or an error when dir is
 // not an absolute path to an existing directory under one of the roots.
 //
-// The resolved path (symbolic links evaluated) is what the run gets, so a
-// link inside a root that points outside cannot smuggle a run out. A link
-// swapped after the check is out of reach of any check made here; roots
-// should not be writable by untrusted parties.
+// The resolved path (symbolic links followed, and ".." taken as the
+// kernel takes it: internal/workspace, the judge of the paths an agent
+// changes) is what the run gets, so a link inside a root that points
+// outside cannot smuggle a run out. A link swapped after the check is out
+// of reach of any check made here; roots should not be writable by
+// untrusted parties.
 func (c *config) checkWorkdir(dir string) (string, error) {
 	if dir == "" {
 		return "", refusef("workdir is required: give the absolute path of the directory the agent works in")
@@ -22,7 +26,7 @@ func (c *config) checkWorkdir(dir string) (string, error) {
 	if !filepath.IsAbs(dir) {
 		return "", refusef("workdir %q is not an absolute path", dir)
 	}
-	resolved, err := filepath.EvalSymlinks(filepath.Clean(dir))
+	resolved, err := workspace.Existing(dir)
 	if err != nil {
 		if errors.Is(err, fs.ErrNotExist) {
 			return "", refusef("workdir %q does not exist", dir)
@@ -52,7 +56,7 @@ func (c *config) checkImage(workdir, path string) (string, error) {
 	if !filepath.IsAbs(path) {
 		path = filepath.Join(workdir, path)
 	}
-	resolved, err := filepath.EvalSymlinks(filepath.Clean(path))
+	resolved, err := workspace.Existing(path)
 	if err != nil {
 		if errors.Is(err, fs.ErrNotExist) {
 			return "", refusef("image %q does not exist", path)
@@ -72,28 +76,18 @@ func (c *config) checkImage(workdir, path string) (string, error) {
 	return resolved, nil
 }
 
-// underRoots reports whether the resolved, clean, absolute path p is one
-// of the roots or lies under one. No roots means no restriction.
+// underRoots reports whether the resolved path p is one of the roots or
+// lies under one. No roots means no restriction.
 func (c *config) underRoots(p string) bool {
 	if len(c.roots) == 0 {
 		return true
 	}
 	for _, r := range c.roots {
-		if within(r, p) {
+		if workspace.Within(r, p) {
 			return true
 		}
 	}
 	return false
-}
-
-// within reports whether p is root or lies under it. Both are clean
-// absolute paths. It compares path elements, so /srv/ab is not under /srv/a.
-func within(root, p string) bool {
-	rel, err := filepath.Rel(root, p)
-	if err != nil {
-		return false
-	}
-	return rel == "." || (rel != ".." && !strings.HasPrefix(rel, ".."+string(filepath.Separator)) && !filepath.IsAbs(rel))
 }
 
 // sessionIDPattern is the shape of the session ids the three CLIs emit, a

@@ -25,7 +25,12 @@ func TestAccessFlags(t *testing.T) {
 	if err := os.WriteFile(file, []byte("alice:"+testToken+"\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
+	broken := filepath.Join(t.TempDir(), "broken")
+	if err := os.WriteFile(broken, []byte("alice:"+testToken+"\nbob:short\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
 	t.Setenv("MCP_TOKEN", testToken)
+	t.Setenv("ROTATING_TOKENS", "alice:"+testToken+"\nalice:"+strings.Repeat("n", 32))
 	t.Setenv("MCP_TOKENS", "ci:"+testToken+"\nbob:"+strings.Repeat("b", 32))
 	t.Setenv("EMPTY_TOKEN", "")
 	t.Setenv("SHORT_TOKEN", "abc")
@@ -51,6 +56,8 @@ func TestAccessFlags(t *testing.T) {
 		{"env unset", accessFlags{tokenEnv: "NO_SUCH_TOKEN_VAR"}, []string{"0.0.0.0:8700"}, []string{"-auth-token-env NO_SUCH_TOKEN_VAR", "not set"}, ""},
 		{"env empty", accessFlags{tokenEnv: "EMPTY_TOKEN"}, []string{"0.0.0.0:8700"}, []string{"not set"}, ""},
 		{"env short", accessFlags{tokenEnv: "SHORT_TOKEN"}, []string{"0.0.0.0:8700"}, []string{"-auth-token-env SHORT_TOKEN", "too short"}, ""},
+		{"two tokens of one name", accessFlags{tokenEnv: "ROTATING_TOKENS"}, []string{"0.0.0.0:8700"}, nil, "alice"},
+		{"broken file at start", accessFlags{tokensFile: broken}, []string{"127.0.0.1:8700"}, []string{"-auth-tokens", "broken:2", "too short"}, ""},
 		{"missing file", accessFlags{tokensFile: file + ".missing"}, []string{"127.0.0.1:8700"}, []string{"-auth-tokens", "no such file"}, ""},
 		{"file and env", accessFlags{tokensFile: file, tokenEnv: "MCP_TOKEN"}, []string{"127.0.0.1:8700"}, []string{"give one"}, ""},
 		{"insecure with tokens", accessFlags{tokensFile: file, insecureNoAuth: true}, []string{"0.0.0.0:8700"}, []string{"drop -insecure-no-auth"}, ""},

@@ -32,6 +32,13 @@
 // In stdio mode standard output carries only the protocol; logs go to
 // standard error.
 //
+// To try the server with no CLI, no key and no network, -fake-agent serves
+// scripted stand-ins of the CLIs (invokertest.Agent, this program started
+// again) through the real backends: each call reports a session, runs a
+// shell tool, streams progress for two seconds and answers.
+//
+//	go run ./examples/mcpserver -fake-agent -http 127.0.0.1:8700 -root /tmp
+//
 // # Shutdown
 //
 // The first signal (SIGINT, SIGTERM or SIGHUP), standard input reaching end of file
@@ -91,7 +98,9 @@
 //	go run ./examples/mcpserver -http 127.0.0.1:8700 -metrics 127.0.0.1:9464 -otlp http://127.0.0.1:4318/v1/traces
 //
 // -metrics ADDR serves the runs' metrics in Prometheus text on /metrics and
-// "ok" on /healthz; -otlp URL, or the standard OTEL_EXPORTER_OTLP_ENDPOINT
+// "ok" on /healthz, on a listener of their own, or on the MCP listener when
+// ADDR is the -http address; either way behind the same access checks as
+// the MCP endpoint (with -auth-tokens, a scrape needs a token); -otlp URL, or the standard OTEL_EXPORTER_OTLP_ENDPOINT
 // and OTEL_EXPORTER_OTLP_TRACES_ENDPOINT variables, exports the traces over
 // OTLP/HTTP. A tool call continues the client's trace (from the request's
 // _meta or its HTTP headers) and each CLI gets its run's span in
@@ -123,9 +132,13 @@
 //	go run ./examples/mcpserver -http 0.0.0.0:8700 -auth-tokens tokens -max-per-identity 2 -root ~/src
 //
 // -auth-tokens FILE requires a bearer token of the file (one NAME:TOKEN a
-// line; several at once, so a token is rotated by adding the new one and
-// removing the old; the file is read again when it changes, best replaced
-// whole with a rename, and a token removed stops its calls in flight).
+// line; a name may have several tokens, so a token is rotated by adding a
+// line with the new one and removing the old line; the file is read again
+// when it changes, best replaced whole with a rename, and a token removed
+// stops the calls in flight it authorized). A file that does not parse
+// stops the server at start; one that replaces a good file is not taken
+// (the server logs why, and with -metrics clinvoke_tokens_file_rejected
+// is 1 until a good file replaces it).
 // -auth-token-env VAR takes one token (named VAR) or NAME:TOKEN lines from
 // the environment. Clients send "Authorization: Bearer TOKEN"; a token in
 // the URL is refused. -oauth-introspect URL accepts OAuth access tokens
@@ -135,9 +148,9 @@
 // clients reach it); -oauth-issuer names the authorization server in the
 // protected resource metadata the server publishes, -oauth-client-id and
 // -oauth-client-secret-env authenticate the server to the endpoint, and
-// -oauth-scope requires scopes. Everything on the listener is covered:
-// POST, the GET event stream, DELETE, and /metrics when -metrics names
-// the -http address.
+// -oauth-scope requires scopes. Everything the server serves is covered:
+// POST, the GET event stream, DELETE, and /metrics and /healthz, whether
+// -metrics names the -http address or a listener of its own.
 //
 // The identity of a call (the token's name, the OAuth subject) is in its
 // transcript lines, log records and span; -max-per-identity bounds the
@@ -184,6 +197,7 @@ import (
 	"github.com/clinvoke/clinvoke/gemini"
 	"github.com/clinvoke/clinvoke/invoker"
 	"github.com/clinvoke/clinvoke/invoker/acp"
+	"github.com/clinvoke/clinvoke/invoker/invokertest"
 	"github.com/clinvoke/clinvoke/mcpadapter"
 )
 
@@ -225,6 +239,9 @@ const (
 )
 
 func main() {
+	if os.Getenv(standInVar) != "" {
+		invokertest.RunAgent() // a stand-in agent of -fake-agent: this program, started again
+	}
 	if err := run(); err != nil {
 		fmt.Fprintln(os.Stderr, "mcpserver:", err)
 		os.Exit(1)
@@ -255,6 +272,7 @@ func run() error {
 		metricsAddr    = flag.String("metrics", "", "serve Prometheus metrics on http://ADDR/metrics and a liveness probe on /healthz (such as 127.0.0.1:9464)")
 		approvals      = flag.String("approvals", "allow", "who answers the agents' requests to run commands, edit files or call MCP tools (CLIs that can ask): allow (the permission level decides, nobody is asked), deny (refuse them all), or elicit (ask the MCP client's user)")
 		fallback       = flag.String("approval-fallback", "deny", "with -approvals elicit: allow or deny the requests of a client that cannot be asked (no elicitation)")
+		fake           = flag.Bool("fake-agent", false, "serve scripted stand-ins of the CLIs (all three unless -cli says otherwise): try the server with no CLI, no key and no network")
 		otlpURL        = flag.String("otlp", "", "export traces over OTLP/HTTP to this URL (such as http://127.0.0.1:4318/v1/traces); the OTEL_EXPORTER_OTLP_* variables work too")
 		roots          []string
 		binaries       = map[string]*string{}
@@ -263,6 +281,8 @@ func run() error {
 	access.register(flag.CommandLine)
 	var limits limitFlags
 	limits.register(flag.CommandLine)
+	var tasks taskFlags
+	tasks.register(flag.CommandLine)
 	var acpAgents []acp.Agent
 	flag.Func("acp", "serve an Agent Client Protocol agent as a tool: NAME=COMMAND, such as -acp 'opencode=opencode acp' (repeatable; with -acp and no -cli, only the ACP agents are served)", func(s string) error {
 		name, command, ok := strings.Cut(s, "=")
@@ -330,6 +350,9 @@ func run() error {
 			logger.Warn("telemetry shutdown", "err", err)
 		}
 	}()
+	if err := observeTokens(tel.mp, httpAccess.Tokens); err != nil {
+		return fmt.Errorf("telemetry: %w", err)
+	}
 
 	explicit := len(roots) > 0
 	if !explicit {
@@ -362,7 +385,14 @@ func run() error {
 	}
 	limitOpts := limits.options()
 	var names []string
-	if len(acpAgents) == 0 || *clis != "" {
+	switch {
+	case *fake && *clis == "":
+		names = order
+	case *fake:
+		if names, err = selectCLIs(*clis, nil, logger); err != nil {
+			return err
+		}
+	case len(acpAgents) == 0 || *clis != "":
 		if names, err = selectCLIs(*clis, binaries, logger); err != nil {
 			return err
 		}
@@ -390,6 +420,11 @@ func run() error {
 	for _, name := range names {
 		opts := options(name)
 		opts.Binary = *binaries[name]
+		if *fake {
+			if opts, err = fakeAgent(name, opts); err != nil {
+				return err
+			}
+		}
 		invokers = append(invokers, flagWorded{Invoker: backends[name](opts), bin: *binaries[name]})
 	}
 	for _, a := range acpAgents {
@@ -431,6 +466,10 @@ func run() error {
 		serverOpts.Logger = logger.With("component", "mcp")
 	}
 	server := mcp.NewServer(&mcp.Implementation{Name: "clinvoke", Title: "clinvoke agent CLIs", Version: "v0.1.0"}, serverOpts)
+	taskOpts, err := tasks.options()
+	if err != nil {
+		return err
+	}
 	tools, err := mcpadapter.Register(server, &mcpadapter.Options{
 		MaxConcurrent:     *maxRuns,
 		MaxTasks:          *maxTasks,
@@ -449,6 +488,9 @@ func run() error {
 		// Who may call over HTTP, and how many runs each may have.
 		HTTPAccess:               httpAccess,
 		MaxConcurrentPerIdentity: access.maxPerIdentity,
+
+		// Tool calls a client augments with a task: their lifetime.
+		Tasks: taskOpts,
 	}, invokers...)
 	if err != nil {
 		return err
@@ -559,7 +601,7 @@ func serveStdio(sd *shutdown, server *mcp.Server, tools *mcpadapter.Tools, maxLi
 	// that the calls it cancels are answered (Server.Run with a cancelled
 	// context would close the session before they are).
 	var answers pending
-	ss, err := server.Connect(context.Background(), answers.transport(&mcp.StdioTransport{MaxLineLength: maxLine}), nil)
+	ss, err := server.Connect(context.Background(), answers.transport(tools.Transport(&mcp.StdioTransport{MaxLineLength: maxLine})), nil)
 	if err != nil {
 		return err
 	}
@@ -611,6 +653,10 @@ func serveHTTP(sd *shutdown, server *mcp.Server, tools *mcpadapter.Tools, hc htt
 	}
 	if !hc.stateless {
 		opts.SessionTimeout = hc.sessionTimeout
+		// Resumable streams: a client whose SSE stream drops resumes it
+		// with Last-Event-ID and gets the progress and the result it
+		// missed. (Stateless replicas have no session to resume.)
+		opts.EventStore = mcp.NewMemoryEventStore(nil)
 	}
 	handler := mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return server }, opts)
 	mux := http.NewServeMux()
@@ -725,7 +771,8 @@ func checkRoots(roots []string, explicit bool, home string) (warnings []string, 
 }
 
 // selectCLIs returns the CLIs to serve: those named by list, or else those
-// whose binary is found, or else all of them.
+// whose binary is found, or else all of them. A nil binaries (stand-in
+// agents) checks only the names of list.
 func selectCLIs(list string, binaries map[string]*string, logger *slog.Logger) ([]string, error) {
 	if list != "" {
 		var names []string
@@ -736,6 +783,9 @@ func selectCLIs(list string, binaries map[string]*string, logger *slog.Logger) (
 			}
 			if !slices.Contains(names, n) {
 				names = append(names, n)
+			}
+			if binaries == nil {
+				continue // stand-ins: nothing to look for
 			}
 			bin := n
 			if *binaries[n] != "" {

@@ -27,6 +27,8 @@ import (
 	"go.opentelemetry.io/otel/sdk/resource"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"go.opentelemetry.io/otel/trace"
+
+	"github.com/clinvoke/clinvoke/mcpadapter"
 )
 
 // telemetry is the server's OpenTelemetry SDK: nil providers when
@@ -148,4 +150,26 @@ func (h traceHandler) WithAttrs(attrs []slog.Attr) slog.Handler {
 
 func (h traceHandler) WithGroup(name string) slog.Handler {
 	return traceHandler{h.Handler.WithGroup(name)}
+}
+
+// observeTokens records whether the token file in place was taken, as the
+// gauge clinvoke.tokens.file.rejected (Prometheus:
+// clinvoke_tokens_file_rejected): 1 while the file does not parse or is
+// gone, and the server still accepts the tokens of the last file it took;
+// 0 once a good file replaces it. Each scrape looks at the file.
+func observeTokens(mp metric.MeterProvider, tokens *mcpadapter.Tokens) error {
+	if mp == nil || tokens == nil {
+		return nil
+	}
+	_, err := mp.Meter("github.com/clinvoke/clinvoke/examples/mcpserver").Int64ObservableGauge("clinvoke.tokens.file.rejected",
+		metric.WithDescription("1 while the token file in place was not taken (it does not parse or is gone): the tokens of the last file taken stay in force"),
+		metric.WithInt64Callback(func(_ context.Context, o metric.Int64Observer) error {
+			v := int64(0)
+			if tokens.Err() != nil {
+				v = 1
+			}
+			o.Observe(v)
+			return nil
+		}))
+	return err
 }

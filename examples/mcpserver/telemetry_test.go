@@ -7,12 +7,16 @@ import (
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
+	"os"
+	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
 	"go.opentelemetry.io/otel/trace"
+
+	"github.com/clinvoke/clinvoke/mcpadapter"
 )
 
 // Log records made with a context that holds a span carry its ids.
@@ -80,5 +84,57 @@ func TestNoTelemetry(t *testing.T) {
 	tel, err := startTelemetry("", "", false, slog.New(slog.DiscardHandler))
 	if err != nil || tel.tp != nil || tel.mp != nil {
 		t.Errorf("startTelemetry() = %+v, %v; want no providers", tel, err)
+	}
+}
+
+// TestTokensRejectedMetric: a token file replaced by one that does not
+// parse shows as clinvoke_tokens_file_rejected 1 on /metrics, until a good
+// file replaces it.
+func TestTokensRejectedMetric(t *testing.T) {
+	file := filepath.Join(t.TempDir(), "tokens")
+	write := func(text string) {
+		t.Helper()
+		if err := os.WriteFile(file+".new", []byte(text), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Rename(file+".new", file); err != nil {
+			t.Fatal(err)
+		}
+	}
+	write("alice:" + testToken + "\n")
+	tokens, err := mcpadapter.LoadTokens(file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tel, err := startTelemetry("127.0.0.1:0", "", true, slog.New(slog.DiscardHandler))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { tel.close(context.Background()) })
+	if err := observeTokens(tel.mp, tokens); err != nil {
+		t.Fatal(err)
+	}
+	scrape := func() string {
+		t.Helper()
+		rec := httptest.NewRecorder()
+		tel.metrics.ServeHTTP(rec, httptest.NewRequest("GET", "/metrics", nil))
+		for _, line := range strings.Split(rec.Body.String(), "\n") {
+			if strings.HasPrefix(line, "clinvoke_tokens_file_rejected") {
+				return line[strings.LastIndexByte(line, ' ')+1:]
+			}
+		}
+		t.Fatalf("no clinvoke_tokens_file_rejected in /metrics:\n%s", rec.Body)
+		return ""
+	}
+	if v := scrape(); v != "0" {
+		t.Errorf("with a good file: clinvoke_tokens_file_rejected %s, want 0", v)
+	}
+	write("alice:short\n")
+	if v := scrape(); v != "1" {
+		t.Errorf("with a broken file: clinvoke_tokens_file_rejected %s, want 1", v)
+	}
+	write("alice:" + testToken + "\n")
+	if v := scrape(); v != "0" {
+		t.Errorf("with a good file again: clinvoke_tokens_file_rejected %s, want 0", v)
 	}
 }

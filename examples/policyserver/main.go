@@ -6,7 +6,12 @@
 // The policy: an agent may change files under -folder only, and may not
 // run rm; whatever else it asks is allowed, within the permission level of
 // the call (workspace-write at most: the agent writes in its workdir, and
-// its CLI's sandbox holds it there). The tool: tickets/create, with which
+// its CLI's sandbox holds it there). At that level Codex asks about its
+// commands, so the rm rule is the policy's; Claude Code's commands (its
+// Bash tool) are above workspace-write and refused before the policy is
+// asked. A server that lets the policy judge Claude Code's commands too
+// serves at unlimited, where the policy is the only gate (docs/approvals.md).
+// The tool: tickets/create, with which
 // an agent files a ticket for work it leaves undone; the server logs it.
 //
 // Run it over stdio from an MCP host, for example Claude Code:

@@ -74,10 +74,12 @@ func TestPolicy(t *testing.T) {
 		{"edit inside", []string{"claude", "codex"}, invokertest.Agent{Edit: "docs/guide.md"}, "docs/guide.md", "edited", ""},
 		{"edit outside", []string{"claude", "codex"}, invokertest.Agent{Edit: "main.go"}, "main.go", "denied", "main.go is outside"},
 		{"edit through a link", []string{"claude", "codex"}, invokertest.Agent{Edit: "docs/link/main.go"}, "main.go", "denied", "main.go is outside"},
-		{"rm", []string{"claude", "codex"}, invokertest.Agent{Ask: "rm -f go.sum"}, "go.sum", "denied", ""},
-		// Codex runs commands in its sandbox and asks about them; Claude
-		// Code's Bash is above workspace-write for the claude backend,
-		// which refuses it without asking.
+		// Codex runs commands in its sandbox and asks about them: the
+		// policy refuses rm. Claude Code's Bash is above workspace-write
+		// for the claude backend, which refuses every command without
+		// asking the policy: the level's reason, not the policy's.
+		{"rm", []string{"codex"}, invokertest.Agent{Ask: "rm -f go.sum"}, "go.sum", "denied", ""},
+		{"rm above the level", []string{"claude"}, invokertest.Agent{Ask: "rm -f go.sum"}, "go.sum", "denied", "Bash is above the permission level workspace-write"},
 		{"other command", []string{"codex"}, invokertest.Agent{Ask: "touch docs/a.txt"}, "docs/a.txt", "approved", ""},
 	} {
 		for _, cli := range tc.clis {
@@ -87,7 +89,7 @@ func TestPolicy(t *testing.T) {
 					t.Fatal(err)
 				}
 				file := filepath.Join(p.root, tc.file)
-				if tc.name == "rm" {
+				if strings.HasPrefix(tc.name, "rm") {
 					if err := os.WriteFile(file, nil, 0o644); err != nil {
 						t.Fatal(err)
 					}
@@ -103,7 +105,7 @@ func TestPolicy(t *testing.T) {
 					t.Errorf("answer %q, want the policy's reason %q", out.Text, tc.says)
 				}
 				_, err = os.Stat(file)
-				if exists, want := err == nil, tc.want != "denied" || tc.name == "rm"; exists != want {
+				if exists, want := err == nil, tc.want != "denied" || strings.HasPrefix(tc.name, "rm"); exists != want {
 					t.Errorf("%s exists: %v, want %v", tc.file, exists, want)
 				}
 			})

@@ -10,6 +10,7 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/clinvoke/clinvoke/internal/mcphost"
 	"github.com/clinvoke/clinvoke/invoker"
 	"github.com/google/jsonschema-go/jsonschema"
 )
@@ -104,7 +105,7 @@ func (e *engine) checkSession(req *invoker.SessionRequest) (*jsonschema.Resolved
 		return nil, invalid("Request.Fork without Request.SessionID: set SessionID to the conversation to fork")
 	}
 	for i, kv := range req.Env {
-		if problem := envProblem(kv); problem != "" {
+		if problem := mcphost.EnvProblem(kv); problem != "" {
 			return nil, invalid("Request.Env[%d] %s", i, problem)
 		}
 	}
@@ -207,25 +208,6 @@ func commandNoNUL(cmd *Command, env []string) error {
 		}
 	}
 	return nil
-}
-
-// envProblem says what keeps the environment entry kv from being a usable
-// KEY=VALUE, or returns "" when nothing does. It may name the key, never
-// the value, which is often a secret: an entry without '=' is not quoted
-// at all, as it may be a value given alone.
-func envProblem(kv string) string {
-	k, v, ok := strings.Cut(kv, "=")
-	switch {
-	case !ok:
-		return "has no '=': write it as KEY=VALUE"
-	case k == "":
-		return "has an empty key before its '=': write it as KEY=VALUE"
-	case strings.IndexByte(k, 0) >= 0:
-		return fmt.Sprintf("has a key that holds a NUL byte (%q): an environment entry cannot carry one", strings.ReplaceAll(k, "\x00", ""))
-	case strings.IndexByte(v, 0) >= 0:
-		return fmt.Sprintf("(%s) has a value that holds a NUL byte: an environment entry cannot carry one", k)
-	}
-	return ""
 }
 
 // validateImages checks Request.Images. It runs after the backend's

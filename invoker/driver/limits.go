@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math"
 	"os"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -134,22 +135,40 @@ type limitUnavailableError struct {
 }
 
 func (e *limitUnavailableError) Error() string {
-	msg := "Limits." + e.field + " cannot be enforced on this host"
-	var le *proc.LimitUnavailableError
-	if errors.As(e.err, &le) {
-		msg += ": " + le.Reason
-		if le.Err != nil {
-			msg += ": " + le.Err.Error()
-		}
-		if e.delegate != nil {
-			msg += "; Options.DelegateCgroup failed: " + strings.TrimPrefix(e.delegate.Error(), "proc: ")
-		}
-		if le.Fix != "" {
-			msg += "; to get it, " + procNames.Replace(le.Fix)
-		}
-		return msg
+	msg := "Limits." + e.field + " cannot be enforced on this host: " + limitReason(e.err)
+	if e.delegate != nil {
+		msg += "; " + delegateFailed(e.delegate)
 	}
-	return msg + ": " + strings.TrimPrefix(e.err.Error(), "proc: ")
+	if fix := limitFix(e.err); fix != "" {
+		msg += "; to get it, " + fix
+	}
+	return msg
+}
+
+// limitReason returns why proc cannot enforce a limit, without the fix.
+func limitReason(err error) string {
+	var le *proc.LimitUnavailableError
+	if !errors.As(err, &le) {
+		return strings.TrimPrefix(err.Error(), "proc: ")
+	}
+	if le.Err != nil {
+		return le.Reason + ": " + le.Err.Error()
+	}
+	return le.Reason
+}
+
+// limitFix returns how to get a limit proc cannot enforce, in the names
+// of Options, or "".
+func limitFix(err error) string {
+	var le *proc.LimitUnavailableError
+	if !errors.As(err, &le) {
+		return ""
+	}
+	return procNames.Replace(le.Fix)
+}
+
+func delegateFailed(err error) string {
+	return "Options.DelegateCgroup failed: " + strings.TrimPrefix(err.Error(), "proc: ")
 }
 
 func (e *limitUnavailableError) Is(target error) bool {
@@ -190,24 +209,38 @@ func (p *limitsProbe) get(cfg *config) proc.Support {
 
 // capabilities returns Capabilities.Limits and LimitsNote.
 func (p *limitsProbe) capabilities(cfg *config) (string, string) {
-	s := p.get(cfg)
-	var names, notes []string
+	return limitsNote(p.get(cfg), cfg.delegateErr)
+}
+
+// limitsNote returns Capabilities.Limits and LimitsNote for what s says
+// this host enforces; delegateErr is why Options.DelegateCgroup failed, if
+// it did. The limits it cannot enforce are named each with its reason, and
+// the fix, the same for all of them on every host proc knows, is said once.
+func limitsNote(s proc.Support, delegateErr error) (string, string) {
+	var names, missing, fixes []string
 	for _, f := range limitFields {
-		if err := s.Err(f.res); err != nil {
-			notes = append(notes, (&limitUnavailableError{field: f.name, err: err}).Error())
-		} else {
+		err := s.Err(f.res)
+		if err == nil {
 			names = append(names, f.name)
+			continue
+		}
+		missing = append(missing, "Limits."+f.name+": "+limitReason(err))
+		if fix := limitFix(err); fix != "" && !slices.Contains(fixes, fix) {
+			fixes = append(fixes, fix)
 		}
 	}
 	note := "limits held by " + s.Where
 	if len(names) == 0 {
 		note = "no limit can be enforced (" + s.Where + ")"
 	}
-	if len(notes) > 0 {
-		note += "; " + strings.Join(notes, "; ")
+	if len(missing) > 0 {
+		note += "; cannot be enforced on this host: " + strings.Join(missing, "; ")
 	}
-	if cfg.delegateErr != nil {
-		note += "; Options.DelegateCgroup failed: " + strings.TrimPrefix(cfg.delegateErr.Error(), "proc: ")
+	if delegateErr != nil {
+		note += "; " + delegateFailed(delegateErr)
+	}
+	if len(fixes) > 0 {
+		note += "; to get " + plural(int64(len(missing)), "it", "them") + ", " + strings.Join(fixes, "; or ")
 	}
 	if s.HostMemory == nil {
 		note += "; the kernel holds a Budget's memory sum"

@@ -244,25 +244,20 @@ var (
 	errClosedPastEOF  = fmt.Errorf("%w by Close: the CLI did not exit at the end of its input", invoker.ErrSessionClosed)
 )
 
-// ID returns the session (thread) id the CLI reported, or "" before it
-// reported one (Claude Code reports it in the first turn). Pass it as
-// Request.SessionID to resume the conversation with Invoke or in another
-// session.
+// ID implements invoker.Session, whose documentation is the contract:
+// the id the stdout reader recorded.
 func (s *session) ID() string {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.id
 }
 
-// Done returns a channel that is closed when the session has ended and its
-// process tree is gone and reaped: after Close, the cancellation of the
-// context given to OpenSession, the ladder after an ignored interrupt, or
-// the CLI's own exit.
+// Done implements invoker.Session: the run's over channel, closed once
+// the tree is reaped.
 func (s *session) Done() <-chan struct{} { return s.r.over() }
 
-// Err returns why the session ended, once Done is closed: nil when Close
-// ended it, else the cause (the context's error, the CLI's exit status,
-// ...). Before Done is closed it returns nil.
+// Err implements invoker.Session: the session's recorded end, named by
+// its CLI, once the run is over.
 func (s *session) Err() error {
 	select {
 	case <-s.r.over():
@@ -272,19 +267,8 @@ func (s *session) Err() error {
 	}
 }
 
-// Close ends the session and returns once the CLI and every process it
-// started are gone. Between turns it closes the CLI's standard input, the
-// end of the conversation for every CLI, and waits the interrupt grace
-// (invoker.Options.TurnInterruptGrace) for it to exit; a turn in flight,
-// or a CLI that does not exit in time, gets the signal ladder, and the
-// turn returns an error matching ErrSessionClosed. Close returns what Err
-// returns then: nil when the tree ended either way (whatever the CLI's
-// exit status at the end of its input; a CLI that had to be stopped is
-// logged), or the reason when the session had already ended for another
-// reason. Close may be called more than once, from any goroutine but one:
-// not from a TurnRequest.OnEvent callback, which would wait for the tree
-// while the tree's output waits for the callback (cancel the turn's
-// context there instead).
+// Close implements invoker.Session (its documentation is the contract):
+// close, with the error named by the CLI.
 func (s *session) Close() error { return s.e.named(s.close()) }
 
 // close is Close, with the error not yet named.

@@ -4,9 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net/url"
 	"slices"
-	"strings"
 
 	"github.com/clinvoke/clinvoke/internal/mcphost"
 	"github.com/clinvoke/clinvoke/invoker"
@@ -18,77 +16,13 @@ import (
 // the delivery of the in-band MCP messages a session protocol hands over
 // (Step.Calls). The approvals are in approvals.go.
 
-// checkMCPServers checks the MCP servers of a conversation: unique, usable
-// names, and exactly one way to reach each. Its errors match
-// ErrInvalidRequest.
+// checkMCPServers checks the MCP servers of a conversation
+// (mcphost.CheckServers). Its errors match ErrInvalidRequest.
 func checkMCPServers(servers []invoker.MCPServer) error {
-	seen := make(map[string]bool, len(servers))
-	for i, s := range servers {
-		at := fmt.Sprintf("Request.MCPServers[%d] (%q)", i, s.Name)
-		if err := mcphost.CheckName(s.Name); err != nil {
-			return invalid("%s: %v", at, err)
-		}
-		if seen[s.Name] {
-			return invalid("%s: the name is given twice: give each server its own name", at)
-		}
-		seen[s.Name] = true
-		n := 0
-		for _, set := range []bool{s.Server != nil, s.Command != "", s.URL != ""} {
-			if set {
-				n++
-			}
-		}
-		if n != 1 {
-			return invalid("%s: set exactly one of Server (tools written in Go), Command (a stdio server) and URL (an HTTP server); %d are set", at, n)
-		}
-		if s.Command == "" && (len(s.Args) > 0 || len(s.Env) > 0) {
-			return invalid("%s: Args and Env are for a Command server", at)
-		}
-		if s.URL == "" && len(s.Headers) > 0 {
-			return invalid("%s: Headers are for a URL server", at)
-		}
-		if s.URL != "" {
-			// The URL is not quoted back: it may carry a credential.
-			u, err := url.Parse(s.URL)
-			if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-				return invalid("%s: URL is not an http or https URL with a host", at)
-			}
-		}
-		for _, v := range append([]string{s.Command}, s.Args...) {
-			if strings.IndexByte(v, 0) >= 0 {
-				return invalid("%s: Command and Args cannot hold a NUL byte", at)
-			}
-		}
-		for j, kv := range s.Env {
-			if problem := envProblem(kv); problem != "" {
-				return invalid("%s: Env[%d] %s", at, j, problem)
-			}
-		}
-		for k, v := range s.Headers {
-			if !headerName(k) {
-				return invalid("%s: header name %q is not an HTTP token", at, k)
-			}
-			if strings.ContainsFunc(v, func(r rune) bool { return r < ' ' && r != '\t' || r == 0x7f }) {
-				return invalid("%s: the value of header %q holds a control character", at, k)
-			}
-		}
+	if err := mcphost.CheckServers("Request.MCPServers", servers); err != nil {
+		return invalid("%v", err)
 	}
 	return nil
-}
-
-// headerName reports whether k is an HTTP header name: a token of
-// RFC 9110's tchar.
-func headerName(k string) bool {
-	if k == "" {
-		return false
-	}
-	for _, r := range k {
-		if r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || strings.ContainsRune("!#$%&'*+-.^_`|~", r) {
-			continue
-		}
-		return false
-	}
-	return true
 }
 
 // goServers returns the Go servers of servers by name, or nil when there

@@ -185,9 +185,18 @@ func (a Agent) Options() invoker.Options {
 //
 //	func TestMain(m *testing.M) { invokertest.Main(m) }
 func Main(m *testing.M) {
-	fakeagent.Main() // returns only when this process is not an agent
+	RunAgent() // returns only when this process is not an agent
 	os.Exit(fakeagent.CheckOrphans(m).Run())
 }
+
+// RunAgent runs the agent, and exits, when this process was started as one
+// (by a backend given an Agent's Options); otherwise it returns at once.
+// Main calls it. A program that is not a test and runs Agents (a server
+// tried with no CLI installed) calls it first thing in main, since the
+// agent is the program itself, started again; it then gives the backend
+// its own path (os.Executable) as Options.Binary, for os.Args[0] may be
+// relative to a directory that is not the run's.
+func RunAgent() { fakeagent.Main() }
 
 // Survivors returns the pids of the processes that Agents of this test
 // binary started (the agents and everything they started) and that are

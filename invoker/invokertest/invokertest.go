@@ -4,7 +4,8 @@
 //
 //   - [Agent], a scripted stand-in for the Codex, Gemini and Claude Code
 //     CLIs that the real backends run with no CLI installed and no network
-//     (the test binary plays it: call [Main] from TestMain). It answers,
+//     (the test binary plays it: call [Main] from TestMain; a program that
+//     is not a test calls [RunAgent] first thing in main). It answers,
 //     streams, calls a tool, stalls, fails, ignores signals, leaves
 //     processes behind, and holds sessions of several turns.
 //   - [Run], a conformance suite that checks that an [invoker.Invoker]

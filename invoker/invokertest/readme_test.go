@@ -7,11 +7,61 @@ import (
 	"os/exec"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"strings"
 	"testing"
 
+	"github.com/clinvoke/clinvoke/claude"
+	"github.com/clinvoke/clinvoke/codex"
+	"github.com/clinvoke/clinvoke/gemini"
 	"github.com/clinvoke/clinvoke/internal/testkit/testenv"
+	"github.com/clinvoke/clinvoke/invoker"
+	"github.com/clinvoke/clinvoke/invoker/invokertest"
 )
+
+// The README's Approve example ("Two-way control") refuses rm at
+// Unlimited, where every CLI asks Approve about commands: the callback
+// sees the command and the file stays. It looks for rm among the words of
+// the command, not at its start: Codex reports a command as its shell
+// runs it (/bin/bash -lc 'rm -f victim'). At WorkspaceWrite only Codex asks
+// (inside its sandbox); Claude Code's Bash and Gemini CLI's shell are
+// above the level and refused before Approve is asked, which is what the
+// README says.
+func TestReadmeApproveSeesCommands(t *testing.T) {
+	backends := map[string]func(...invoker.Options) invoker.Invoker{"codex": codex.New, "gemini": gemini.New, "claude": claude.New}
+	for cli, newInvoker := range backends {
+		for _, perm := range []invoker.Permission{invoker.Unlimited, invoker.WorkspaceWrite} {
+			t.Run(cli+"/"+string(perm), func(t *testing.T) {
+				workdir := t.TempDir()
+				victim := filepath.Join(workdir, "victim")
+				write(t, victim, "keep me\n")
+				var asked []string
+				agent := invokertest.Agent{CLI: cli, Ask: "rm -f victim"}
+				res, err := newInvoker(agent.Options()).Invoke(t.Context(), invoker.Request{
+					Prompt: "Tidy up.", Workdir: workdir, Permission: perm,
+					Approve: func(ctx context.Context, a invoker.Approval) invoker.Decision { // as in the README
+						asked = append(asked, a.Command)
+						words := strings.FieldsFunc(a.Command, func(r rune) bool { return strings.ContainsRune(" \t\n;&|()`$'\"", r) })
+						if a.Kind == invoker.ApprovalCommand && slices.Contains(words, "rm") {
+							return invoker.Decision{Message: "never delete files; move them to ./trash"}
+						}
+						return invoker.Decision{Allow: true}
+					},
+				})
+				if err != nil || !strings.HasPrefix(res.Text, "denied") {
+					t.Fatalf("Invoke() = %q, %v; want a denial (asked %q)", res.Text, err, asked)
+				}
+				if _, err := os.Stat(victim); err != nil {
+					t.Errorf("the file is gone: %v", err)
+				}
+				wantAsked := perm == invoker.Unlimited || cli == "codex"
+				if got := len(asked) > 0; got != wantAsked {
+					t.Errorf("Approve asked %q; want it asked: %v", asked, wantAsked)
+				}
+			})
+		}
+	}
+}
 
 // The README's "Testing your code" snippet, copied as it stands into a
 // fresh module that has only a replace directive to this repository,

@@ -268,8 +268,14 @@ func (s *treeSys) run(path string, args []string, attr *os.ProcAttr, lim *treeLi
 	// The tree reaps its root itself (see reapRoot): Go's handle of it
 	// (a pidfd) is not needed.
 	p.Release()
-	started <- nil
-	retire = leave() != nil
+	if lim.lowersOnLeave() {
+		// The task limit is the tree's own before Start returns.
+		retire = leave() != nil
+		started <- nil
+	} else {
+		started <- nil
+		retire = leave() != nil
+	}
 	var info unix.Siginfo
 	for {
 		err := unix.Waitid(unix.P_PID, root, &info, unix.WEXITED|unix.WNOWAIT, nil)

@@ -224,14 +224,27 @@ func unescapeMount(s string) string {
 // longer running. A home that cannot be emptied within a second is left
 // for the next host.
 func removeDeadHomes(parent, own string) {
+	for _, dir := range deadHomes(parent, own) {
+		c := &runCgroup{dir: dir}
+		c.kill()
+		c.awaitEmpty(time.Now().Add(time.Second))
+		c.removeAll()
+	}
+}
+
+// deadHomes returns the homes in parent, in cgroup v2 or a v1 hierarchy,
+// whose host is no longer running, leaving out own.
+func deadHomes(parent, own string) []string {
 	entries, err := os.ReadDir(parent)
 	if err != nil {
-		return
+		return nil
 	}
+	var dead []string
 	for _, e := range entries {
 		var ns, start uint64
 		var pid int32
-		if !e.IsDir() || filepath.Join(parent, e.Name()) == own {
+		dir := filepath.Join(parent, e.Name())
+		if !e.IsDir() || dir == own {
 			continue
 		}
 		if n, _ := fmt.Sscanf(e.Name(), "clinvoke-%d-%d-%d", &ns, &pid, &start); n != 3 || ns != pidNamespace() {
@@ -244,11 +257,9 @@ func removeDeadHomes(parent, own string) {
 		} else if err != nil && !gone(err) {
 			continue // cannot tell
 		}
-		c := &runCgroup{dir: filepath.Join(parent, e.Name())}
-		c.kill()
-		c.awaitEmpty(time.Now().Add(time.Second))
-		c.removeAll()
+		dead = append(dead, dir)
 	}
+	return dead
 }
 
 // pidNamespace returns the inode number of the host's PID namespace (0 if

@@ -10,7 +10,6 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
-	"runtime"
 	"slices"
 	"strconv"
 	"strings"
@@ -91,6 +90,11 @@ type v1Hier struct {
 	own   string // the host's cgroup in it, a directory
 	home  string // the host's home in it, a directory; "" when err is set
 	err   error  // why it cannot be used
+	pool  v1Pool // the trees' cgroups made ahead, in home
+	// back is the tasks file of own, open for writing for the host's
+	// life: a forking thread moves back through it (see join), with no
+	// descriptor opened per tree. -1 when it could not be opened.
+	back int
 }
 
 // v1Host is what the host has of cgroup v1: a hierarchy per controller
@@ -170,6 +174,10 @@ func openV1(under string) *v1Host {
 			continue
 		}
 		x.home = dir
+		x.back, err = unix.Open(filepath.Join(x.own, "tasks"), unix.O_WRONLY|unix.O_CLOEXEC, 0)
+		if err != nil {
+			x.back = -1
+		}
 		removeDeadV1Homes(x.own, dir)
 	}
 	return h
@@ -241,25 +249,7 @@ func cgroupPaths(b []byte) map[string]string {
 // running, killing what is left in them (a tree of a host that died
 // without a keeper: tracking level).
 func removeDeadV1Homes(parent, own string) {
-	entries, err := os.ReadDir(parent)
-	if err != nil {
-		return
-	}
-	for _, e := range entries {
-		var ns, start uint64
-		var pid int32
-		dir := filepath.Join(parent, e.Name())
-		if !e.IsDir() || dir == own {
-			continue
-		}
-		if n, _ := fmt.Sscanf(e.Name(), "clinvoke-%d-%d-%d", &ns, &pid, &start); n != 3 || ns != pidNamespace() {
-			continue
-		}
-		if p, err := readStat(pid); err == nil && p.start == start {
-			continue
-		} else if err != nil && !gone(err) {
-			continue
-		}
+	for _, dir := range deadHomes(parent, own) {
 		runs, _ := os.ReadDir(dir)
 		for _, r := range runs {
 			if r.IsDir() {
@@ -271,8 +261,9 @@ func removeDeadV1Homes(parent, own string) {
 }
 
 // emptyV1 kills every process in the v1 cgroup dir (each through a pidfd
-// checked to be in it) until it is empty or deadline passes, then removes
-// it. A v1 cgroup.procs lists a process when any of its threads is in the
+// checked to be in it) and removes the empty cgroups below it (a home's
+// cgroups made ahead, see v1Pool) until it is empty or deadline passes,
+// then removes it. A v1 cgroup.procs lists a process when any of its threads is in the
 // cgroup: the host itself, with a forking thread that could not move back
 // out (see goLocked), is never signalled.
 func emptyV1(dir string, deadline time.Time) {
@@ -280,6 +271,14 @@ func emptyV1(dir string, deadline time.Time) {
 	for {
 		if unix.Rmdir(dir) != unix.EBUSY || time.Now().After(deadline) {
 			return
+		}
+		// A home's cgroups made ahead (see v1Pool) are empty.
+		if ents, err := os.ReadDir(dir); err == nil {
+			for _, e := range ents {
+				if e.IsDir() {
+					unix.Rmdir(filepath.Join(dir, e.Name()))
+				}
+			}
 		}
 		for _, pid := range listPids(filepath.Join(dir, "cgroup.procs")) {
 			if pid == host {
@@ -394,12 +393,17 @@ type v1Run struct {
 	// forked, if not nil, is called after the fork while the forking
 	// thread is still in the tree's cgroups (a test's hook, see hooks).
 	forked func()
+	// hiers are the hierarchies the tree took its cgroups from, whose
+	// pools are refilled once the root has started; name names the
+	// cgroups made for them.
+	hiers []*v1Hier
+	name  func() string
 }
 
-// newRun makes the tree's cgroups in the hierarchies of need.
+// newRun gives the tree cgroups in the hierarchies of need, made ahead
+// where the hierarchy has some ready (see v1Pool).
 func (h *v1Host) newRun(need v1Need) (*v1Run, error) {
-	r := &v1Run{}
-	name := "r" + strconv.FormatUint(h.seq.Add(1), 10)
+	r := &v1Run{name: h.runName}
 	made := map[*v1Hier]string{}
 	for i := range numV1 {
 		if !need.has(i) {
@@ -412,12 +416,13 @@ func (h *v1Host) newRun(need v1Need) (*v1Run, error) {
 		}
 		dir, ok := made[x]
 		if !ok {
-			dir = filepath.Join(x.home, name)
-			if err := os.Mkdir(dir, 0o755); err != nil {
+			dir, err = x.take(h.runName)
+			if err != nil {
 				r.remove()
 				return nil, fmt.Errorf("making the tree's v1 %s cgroup: %w", v1Names[i], err)
 			}
 			made[x] = dir
+			r.hiers = append(r.hiers, x)
 		}
 		r.dir[i] = dir
 	}
@@ -489,53 +494,55 @@ func setV1Memory(dir string, n int64) error {
 
 // join moves the calling thread, which must be locked to its goroutine,
 // into the tree's v1 cgroups, and returns leave, which moves it back to
-// where it was. A child the thread forks in between is born in them.
+// the host's cgroups (where the host was when it first used cgroup v1).
+// A child the thread forks in between is born in the tree's cgroups.
 // While the thread is in the tree's memory cgroup, the OOM killers that
-// could pick the host are held off (see the top of this file).
+// could pick the host are held off (see the top of this file). The
+// thread starts in the host's cgroups: a thread the runtime makes while
+// another is locked is made by one that never joins (Go's template
+// thread), and a thread that could not leave is retired.
 func (r *v1Run) join() (leave func() error, err error) {
-	b, err := os.ReadFile("/proc/thread-self/cgroup")
-	if err != nil {
-		return nil, err
-	}
-	here := cgroupPaths(b)
 	h := theV1()
-	var back []string
+	var in []*v1Hier
 	leave = func() error {
 		if r.forked != nil {
 			r.forked()
 		}
 		var first error
-		for _, d := range back {
-			if err := writeFile(filepath.Join(d, "tasks"), "0"); err != nil && first == nil {
-				first = fmt.Errorf("moving the forking thread back to %s: %w", d, err)
+		for _, x := range in {
+			var err error = unix.EBADF
+			if x.back >= 0 {
+				_, err = unix.Write(x.back, []byte("0"))
+			}
+			if err != nil && first == nil {
+				first = fmt.Errorf("moving the forking thread back to %s: %w", x.own, err)
 			}
 		}
 		return first
 	}
-	done := map[string]bool{}
 	for i, d := range r.dir {
-		if d == "" || done[d] {
+		x := h.hier[i]
+		if d == "" || slices.Contains(in, x) {
 			continue
 		}
-		done[d] = true
-		x := h.hier[i]
-		rel, ok := strings.CutPrefix(here[v1Names[i]], x.root)
-		if here[v1Names[i]] == "" || !ok {
-			leave()
-			return nil, fmt.Errorf("the forking thread's %s cgroup %q is outside %s", v1Names[i], here[v1Names[i]], x.mount)
-		}
 		if err := writeFile(filepath.Join(d, "tasks"), "0"); err != nil {
-			leave()
+			if lerr := leave(); lerr != nil {
+				err = errors.Join(err, lerr)
+			}
 			return nil, fmt.Errorf("moving the forking thread into %s: %w", d, err)
 		}
-		back = append(back, filepath.Join(x.mount, rel))
+		in = append(in, x)
 	}
 	return leave, nil
 }
 
 // started lowers the task limit to the tree's own once the forking thread
-// has left.
+// has left, and has the cgroups the tree took made again for the next
+// trees, off their start path (see v1Pool).
 func (r *v1Run) started() error {
+	for _, x := range r.hiers {
+		x.refill(r.name)
+	}
 	if r.tasks > 0 {
 		return writeLimit(filepath.Join(r.dir[v1Pids], "pids.max"), r.tasks)
 	}
@@ -561,8 +568,12 @@ func (r *v1Run) remove() error {
 }
 
 // onLockedThread runs f on a locked OS thread of its own, moved into the
-// tree's v1 cgroups for f's time (see join), and waits for it. If the
-// thread cannot be moved back, it is retired with its goroutine.
+// tree's v1 cgroups for f's time (see join), and waits for f. The thread
+// leaves the cgroups after f, while the caller goes on (the start path
+// does not wait for the moves back), unless the tree has a task limit,
+// which is lowered once the thread has left (see started) before the
+// caller goes on. If the thread cannot leave, it is retired with its
+// goroutine.
 func (r *v1Run) onLockedThread(f func()) error {
 	errc := make(chan error, 1)
 	goLocked(func() (retire bool) {
@@ -572,46 +583,17 @@ func (r *v1Run) onLockedThread(f func()) error {
 			return false
 		}
 		f()
+		if r.tasks == 0 {
+			errc <- nil
+		}
 		retire = leave() != nil
-		errc <- nil
+		r.started()
+		if r.tasks != 0 {
+			errc <- nil
+		}
 		return retire
 	})
 	return <-errc
-}
-
-// goLocked runs f in a new goroutine locked to an OS thread that is not
-// the process's main thread, and returns at once. When f returns, the
-// goroutine unlocks the thread, or, if f says to retire it, ends with it
-// locked, so that the runtime ends the thread.
-//
-// Not the main thread: a thread that joins a tree's cgroup v1 memory
-// cgroup must not be the thread-group leader, which owns the process's
-// address space: every page the host touches is charged to the memory
-// cgroup of the owner, so the host would allocate in the tree's cgroup
-// under its limit (seen on Linux 6.18: a host whose main thread forked
-// into a tree at its limit waited on the tree's OOM for ever). A
-// goroutine that finds itself on the main thread hands f to another,
-// which cannot run there while the first holds the main thread locked.
-func goLocked(f func() (retire bool)) {
-	go func() {
-		runtime.LockOSThread()
-		if unix.Gettid() == unix.Getpid() {
-			locked := make(chan struct{})
-			go func() {
-				runtime.LockOSThread()
-				close(locked)
-				if !f() {
-					runtime.UnlockOSThread()
-				}
-			}()
-			<-locked
-			runtime.UnlockOSThread()
-			return
-		}
-		if !f() {
-			runtime.UnlockOSThread()
-		}
-	}()
 }
 
 // writeFile writes v to an existing file (a cgroup file), truncating it as

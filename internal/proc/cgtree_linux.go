@@ -326,21 +326,19 @@ const removeDelay = 20 * time.Millisecond
 
 // removeLater queues c for removal.
 func removeLater(c *runCgroup, log *slog.Logger) {
-	removals.mu.Lock()
-	defer removals.mu.Unlock()
-	removals.queue = append(removals.queue, c)
-	removals.log = log
-	if !removals.pending {
-		removals.pending = true
-		time.AfterFunc(removeDelay, removeQueued)
-	}
+	queueRemoval(func() { removals.queue = append(removals.queue, c) }, log)
 }
 
 // removeV1Later queues a reaped tree's v1 cgroups for removal.
 func removeV1Later(r *v1Run, log *slog.Logger) {
+	queueRemoval(func() { removals.v1 = append(removals.v1, r) }, log)
+}
+
+// queueRemoval runs add with removals locked, and schedules a flush.
+func queueRemoval(add func(), log *slog.Logger) {
 	removals.mu.Lock()
 	defer removals.mu.Unlock()
-	removals.v1 = append(removals.v1, r)
+	add()
 	removals.log = log
 	if !removals.pending {
 		removals.pending = true

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math"
 	"strings"
+	"sync"
 	"time"
 )
 
@@ -219,7 +220,7 @@ func Exhausted(err error) error { return exhausted(err) }
 // Usage is what a tree's processes used, and what its limits did to them.
 // Figures come from the cgroup controllers that hold the tree where there
 // are some (exact, including every process that has exited), else from
-// samples of /proc taken every 300 ms while the root runs (see the
+// samples of /proc taken every RecordEvery while the root runs (see the
 // *Sampled fields): a sample misses what lives or peaks between two.
 type Usage struct {
 	// MemoryPeak is the most memory the tree held at once, in bytes. From
@@ -463,6 +464,26 @@ func SetHostLimits(cgroupParent string, l Limits) error {
 		return err
 	}
 	return setHostLimits(cgroupParent, l)
+}
+
+// HoldHostMemory asks the kernel to hold the memory of every tree this
+// process starts under cgroupParent to m bytes together (SetHostLimits
+// with MemoryMax m), once per parent and amount: a caller may call it
+// before every start. It returns why the kernel cannot hold the sum on
+// the call that asked, nil on the later ones.
+func HoldHostMemory(cgroupParent string, m int64) error {
+	o, _ := heldSums.LoadOrStore(heldSum{cgroupParent, m}, new(sync.Once))
+	var err error
+	o.(*sync.Once).Do(func() { err = SetHostLimits(cgroupParent, Limits{MemoryMax: m}) })
+	return err
+}
+
+// heldSums records the memory sums HoldHostMemory asked for.
+var heldSums sync.Map // heldSum → *sync.Once
+
+type heldSum struct {
+	parent string
+	m      int64
 }
 
 // DelegateOwnCgroup prepares the host's own cgroup to hold trees with

@@ -406,7 +406,7 @@ func exhausted(err error) error {
 		return &ExhaustedError{
 			Resource: "descriptors",
 			Limits:   []string{fmt.Sprintf("the host's RLIMIT_NOFILE (ulimit -n) is %d, its hard limit %d", lim.Cur, lim.Max)},
-			Fix:      "raise it with ulimit -n, LimitNOFILE= in the systemd unit, or setrlimit; each run holds 4 descriptors: the root's pidfd and the host's ends of its stdin, stdout and stderr",
+			Fix:      "raise it with ulimit -n, LimitNOFILE= in the systemd unit, or setrlimit; each running tree holds one descriptor at the cgroup level (its root's pidfd) and none at the tracking level, besides the host's ends of the command's pipes (two or three per run)",
 			Err:      err,
 		}
 	case errors.Is(err, unix.ENFILE):
@@ -421,7 +421,7 @@ func exhausted(err error) error {
 		return &ExhaustedError{
 			Resource: "processes",
 			Limits:   processLimits(),
-			Fix:      "raise the limit reached: ulimit -u or LimitNPROC= (RLIMIT_NPROC), TasksMax= in the systemd unit (its cgroup's pids.max), the host's task limit (SetHostLimits), or kernel.pid_max and kernel.threads-max with sysctl; or run fewer at once",
+			Fix:      "raise the limit reached: ulimit -u or LimitNPROC= (RLIMIT_NPROC), TasksMax= in the systemd unit (its cgroup's pids.max), or kernel.pid_max and kernel.threads-max with sysctl; or run fewer at once",
 			Err:      err,
 		}
 	}

@@ -34,11 +34,16 @@
 //	u := t.Usage()                            // any time: e.g. after a tool's result
 //	m := t.Mark(); ...turn...; u = t.Since(m) // a session's turn
 //	st, _ := t.Wait(); u = t.Usage()          // the whole run, final
-//	for _, e := range u.Exceeded() { ... }    // e.Root: the root was OOM-killed (an error);
-//	                                          // else a tool was, or forks were refused (warnings)
+//	// u.RootOOMKilled: the root was OOM-killed (an error); u.OOMKills
+//	// without it, u.ForksRefused: a tool was, or forks were refused
+//	// (warnings); u.OOMOutside: by a limit not the tree's own
 //
-// A running tree holds one descriptor, its root's pidfd (none at the
-// tracking level, none once the root has exited).
+// Descriptors: a running tree at the Cgroup level holds one, its root's
+// pidfd, until the root has exited; one at the Tracking level holds none
+// (it holds a locked OS thread instead, see Start). A tree whose Mark
+// reset cgroup v2's memory.peak (Linux 6.12 and newer) holds that file
+// open until Wait. The host holds a few for all its trees: its keeper's
+// pipe, and on cgroup v1 a tasks file per hierarchy.
 //
 // It does not read or write the command's standard streams: the caller
 // passes the child's ends of its pipes (or terminal) in Attr and closes its
@@ -98,6 +103,11 @@ func (s Signal) String() string {
 	}
 	return "signal?"
 }
+
+// RecordEvery is how often, on Linux, a Tracking-level Tree records its
+// members by parent links while its root runs (see Kill), and how often
+// the figures no controller holds are sampled (see Usage).
+const RecordEvery = 300 * time.Millisecond
 
 // Attr describes the command to start.
 type Attr struct {
@@ -204,7 +214,7 @@ type Tree struct {
 // root exits; Go stops the program when it needs more than its maximum
 // number of threads (10000 by default, see runtime/debug.SetMaxThreads),
 // which bounds the number of Trees running at once. The members of each
-// live Tree are also recorded every 300 ms while its root runs (see Kill),
+// live Tree are also recorded every RecordEvery while its root runs (see Kill),
 // by one goroutine and one scan of /proc per period shared by all Trees;
 // the goroutine runs while some Tree is tracked, and Wait stops tracking
 // its Tree.
@@ -276,7 +286,7 @@ func (t *Tree) Ignores(s Signal) bool { return t.ignores(s) }
 //
 // On Linux the tree is found by scanning /proc; scans are shared, so that
 // many Trees killed at once cost about as much as one. While the root
-// runs, the Tree also records its members by parent links every 300 ms,
+// runs, the Tree also records its members by parent links every RecordEvery,
 // so that a descendant that left the session and cleared its environment
 // (env -i: no Marker) is still found after its parent has exited. The
 // members found are first stopped (SIGSTOP) and the tree scanned again
@@ -435,7 +445,7 @@ func (t *Tree) Baseline() Baseline {
 // what Kill misses (see Tracking and Kill): a process that left the
 // session and cleared or overwrote its environment (env -i,
 // setproctitle) and lost its parent before a recording of parent links
-// saw it (one started by a tool that exited within 300 ms, as `setsid -f
+// saw it (one started by a tool that exited within RecordEvery, as `setsid -f
 // env -i CMD` does), and a sibling made with clone(CLONE_PARENT). What a
 // sweep misses stays running until Kill, which misses it too. A session
 // that calls Snapshot when a cancel begins, before it interrupts the

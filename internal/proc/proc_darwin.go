@@ -3,8 +3,6 @@
 package proc
 
 import (
-	"errors"
-	"fmt"
 	"os"
 	"slices"
 	"sync"
@@ -125,14 +123,9 @@ func (t *Tree) signal(s Signal) error {
 }
 
 func (t *Tree) wait() (State, error) {
-	if t.sys.waited.Swap(true) {
-		return State{}, errors.New("proc: Wait called twice")
-	}
-	<-t.exited
-	<-t.sys.done
-	ps, err := t.sys.proc.Wait()
+	ps, err := t.reapOnce(nil)
 	if err != nil {
-		return State{}, fmt.Errorf("proc: wait: %w", err)
+		return State{}, err
 	}
 	return stateOf(ps), nil
 }
@@ -178,24 +171,13 @@ func (s *treeSys) snapshot() ([]darwinProc, error) {
 
 func (t *Tree) kill() Report {
 	s := &t.sys
-	begin := time.Now()
-	deadline := begin.Add(killTimeout)
-	var rep Report
-	for {
+	return t.killRounds(func() ([]darwinProc, error) {
 		alive, err := s.snapshot()
 		if err != nil {
 			signalGroup(t.pid, Kill)
-			break
 		}
-		if len(alive) == 0 {
-			break
-		}
-		if !time.Now().Before(deadline) {
-			for _, p := range alive {
-				rep.Survivors = append(rep.Survivors, int(p.pid))
-			}
-			break
-		}
+		return alive, err
+	}, func(alive []darwinProc) {
 		var groups []int32
 		for _, p := range alive {
 			if p.pgid > 1 && p.pgid != s.hostPg && !slices.Contains(groups, p.pgid) {
@@ -205,8 +187,34 @@ func (t *Tree) kill() Report {
 		for _, g := range groups {
 			unix.Kill(-int(g), unix.SIGKILL)
 		}
+	})
+}
+
+// killRounds kills, in rounds until none is left or killTimeout has
+// passed, the processes members returns (a round ends the work when
+// members fails): before each round's SIGKILLs, each to a process whose
+// start time is unchanged (a guard against pid reuse), first is called
+// with the round's processes (nil: nothing first). Those left at the
+// deadline are the Report's survivors.
+func (t *Tree) killRounds(members func() ([]darwinProc, error), first func([]darwinProc)) Report {
+	begin := time.Now()
+	deadline := begin.Add(killTimeout)
+	var rep Report
+	for {
+		alive, err := members()
+		if err != nil || len(alive) == 0 {
+			break
+		}
+		if !time.Now().Before(deadline) {
+			for _, p := range alive {
+				rep.Survivors = append(rep.Survivors, int(p.pid))
+			}
+			break
+		}
+		if first != nil {
+			first(alive)
+		}
 		for _, p := range alive {
-			// Guard against pid reuse: the start time must be unchanged.
 			if st, ok := startOf(p.pid); ok && st == p.start {
 				unix.Kill(int(p.pid), unix.SIGKILL)
 				if !slices.Contains(rep.Killed, int(p.pid)) {

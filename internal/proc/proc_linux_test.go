@@ -18,6 +18,7 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+	"unsafe"
 
 	"github.com/clinvoke/clinvoke/internal/testkit/testenv"
 
@@ -82,6 +83,9 @@ func startRun(t testing.TB, a Attr, name string, args ...string) *run {
 	a.Stdout = pw
 	if a.Stderr == nil {
 		a.Stderr = os.Stderr
+	}
+	if a.Subreaper {
+		subreaperUntilCleanup(t)
 	}
 	tree, err := Start(&a)
 	pw.Close()
@@ -402,8 +406,9 @@ func TestKillDoubleForkedOrphan(t *testing.T) {
 	}
 }
 
-// TestSubreaper makes the test process a child subreaper, which lasts for
-// the rest of the run; later tests' orphans then re-parent to it.
+// TestSubreaper makes the test process a child subreaper for the test's
+// time (see subreaperUntilCleanup): the tree's orphan re-parents to it, and
+// Kill reaps it.
 func TestSubreaper(t *testing.T) {
 	// An unrelated child of the host, exited and not yet reaped: Kill must
 	// not take its status.
@@ -611,6 +616,25 @@ func TestEnvironCacheSkipsEmptyReads(t *testing.T) {
 
 // noLeaks registers a check, run after every other cleanup of the test
 // (the trees are reaped by then), that no goroutine is left behind.
+// subreaperUntilCleanup makes the test process a child subreaper again
+// only as long as t runs (a Start with Attr.Subreaper makes it one for
+// good): the orphans of later tests, the keepers of the hosts they start
+// among them, then re-parent to init, whatever order the tests run in.
+func subreaperUntilCleanup(t testing.TB) {
+	var was int32
+	if err := unix.Prctl(unix.PR_GET_CHILD_SUBREAPER, uintptr(unsafe.Pointer(&was)), 0, 0, 0); err != nil {
+		t.Fatal(err)
+	}
+	if was != 0 {
+		return
+	}
+	t.Cleanup(func() {
+		if err := unix.Prctl(unix.PR_SET_CHILD_SUBREAPER, 0, 0, 0, 0); err != nil {
+			t.Error(err)
+		}
+	})
+}
+
 func noLeaks(t *testing.T) {
 	t.Cleanup(func() { goleak.VerifyNone(t) })
 }

@@ -203,17 +203,13 @@ func (t *Tree) kill() Report {
 }
 
 func (t *Tree) wait() (State, error) {
-	if t.sys.waited.Swap(true) {
-		return State{}, errors.New("proc: Wait called twice")
-	}
-	<-t.exited
-	<-t.sys.done
-	ps, err := t.sys.proc.Wait()
-	windows.CloseHandle(t.sys.handle)
-	// Closing the job kills whatever is still in it.
-	windows.CloseHandle(t.sys.job)
+	ps, err := t.reapOnce(func() {
+		windows.CloseHandle(t.sys.handle)
+		// Closing the job kills whatever is still in it.
+		windows.CloseHandle(t.sys.job)
+	})
 	if err != nil {
-		return State{}, fmt.Errorf("proc: wait: %w", err)
+		return State{}, err
 	}
 	if code := ps.ExitCode(); uint32(code) != killedExitCode {
 		return State{Code: code}, nil

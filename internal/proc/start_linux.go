@@ -78,21 +78,23 @@ func start(a *Attr) (*Tree, error) {
 	if err != nil {
 		return nil, err
 	}
-	lim, err := prepareLimits(a, cg)
-	if err != nil {
-		if cg != nil {
-			cg.removeAll()
-		}
-		return nil, err
-	}
-	files, ctty, release, err := childFiles(a)
-	defer release()
-	if err != nil {
+	var lim *treeLimits
+	// abandon removes what was made for a tree that does not start (its
+	// cgroup, while it has one, and its limits' cgroups) and returns err.
+	abandon := func(err error) (*Tree, error) {
 		if cg != nil {
 			cg.removeAll()
 		}
 		lim.remove()
-		return nil, exhausted(err)
+		return nil, err
+	}
+	if lim, err = prepareLimits(a, cg); err != nil {
+		return abandon(err)
+	}
+	files, ctty, release, err := childFiles(a)
+	defer release()
+	if err != nil {
+		return abandon(exhausted(err))
 	}
 	args, sys := rootArgs(a), sessionAttr(a, ctty)
 	attr := &os.ProcAttr{Dir: a.Dir, Env: a.Env, Files: files, Sys: sys}
@@ -108,11 +110,7 @@ func start(a *Attr) (*Tree, error) {
 	if a.Subreaper {
 		// Idempotent: setting it again changes nothing.
 		if err := unix.Prctl(unix.PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0); err != nil {
-			if cg != nil {
-				cg.removeAll()
-			}
-			lim.remove()
-			return nil, fmt.Errorf("proc: set child subreaper: %w", err)
+			return abandon(fmt.Errorf("proc: set child subreaper: %w", err))
 		}
 	}
 	s.subreaper = a.Subreaper
@@ -128,17 +126,16 @@ func start(a *Attr) (*Tree, error) {
 		}
 		// The kernel's refusal and the program's failure to execute read
 		// the same (EACCES): ask the kernel which it was.
-		refused := cg.home.recheck(cg)
-		cg.removeAll()
-		if refused == nil {
-			lim.remove()
-			return nil, exhausted(err)
+		switch refused := cg.home.recheck(cg); {
+		case refused == nil:
+			return abandon(exhausted(err))
+		case a.Containment == Cgroup:
+			return abandon(&UnavailableError{Level: Cgroup, Err: refused})
+		default:
+			cg.removeAll()
+			cg = nil
+			log.Debug("proc: the cgroup level is unavailable; tracking", "err", refused)
 		}
-		if a.Containment == Cgroup {
-			lim.remove()
-			return nil, &UnavailableError{Level: Cgroup, Err: refused}
-		}
-		log.Debug("proc: the cgroup level is unavailable; tracking", "err", refused)
 		sys.UseCgroupFD, sys.CgroupFD, sys.PidFD = false, 0, nil
 		if lim, err = lim.replan(a); err != nil {
 			return nil, err
@@ -163,8 +160,7 @@ func start(a *Attr) (*Tree, error) {
 		if s.marker != "" {
 			s.scanner().unregister(s.marker)
 		}
-		lim.remove()
-		return nil, exhausted(err)
+		return abandon(exhausted(err))
 	}
 	t.pid = pid
 	s.root = int32(t.pid)
@@ -257,22 +253,29 @@ func watchExit(pidfd int, s *treeSys, exited, done chan struct{}) {
 // be reused until Wait reaps it.
 //
 // With cgroup v1 limits the thread first moves into the tree's v1 cgroups,
-// so that the root is born there, and moves back out after the fork (see
-// v1Run.join); a thread that cannot move back is retired.
+// so that the root is born there, and moves back out after the fork, once
+// the start is reported (see v1Run.join); a thread that cannot move back
+// is retired.
 func (s *treeSys) run(path string, args []string, attr *os.ProcAttr, lim *treeLimits, pid *int, exited chan struct{}, started chan<- error) (retire bool) {
 	defer close(s.done)
-	p, err, leaveErr := lim.fork(func() (*os.Process, error) { return os.StartProcess(path, args, attr) })
-	retire = leaveErr != nil
+	p, err, leave := lim.fork(func() (*os.Process, error) { return os.StartProcess(path, args, attr) })
 	if err != nil {
 		started <- err
-		return retire
+		return leave() != nil
 	}
 	*pid = p.Pid
 	root := p.Pid
 	// The tree reaps its root itself (see reapRoot): Go's handle of it
 	// (a pidfd) is not needed.
 	p.Release()
-	started <- nil
+	if lim.lowersOnLeave() {
+		// The task limit is the tree's own before Start returns.
+		retire = leave() != nil
+		started <- nil
+	} else {
+		started <- nil
+		retire = leave() != nil
+	}
 	var info unix.Siginfo
 	for {
 		err := unix.Waitid(unix.P_PID, root, &info, unix.WEXITED|unix.WNOWAIT, nil)

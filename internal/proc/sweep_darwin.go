@@ -5,8 +5,6 @@ package proc
 import (
 	"slices"
 	"time"
-
-	"golang.org/x/sys/unix"
 )
 
 // Baseline and SweepSince on macOS, best effort: the members are the
@@ -33,36 +31,10 @@ func (t *Tree) baseline(b *Baseline) {
 
 func (t *Tree) sweepSince(b Baseline) Report {
 	s := &t.sys
-	begin := time.Now()
-	deadline := begin.Add(killTimeout)
-	var rep Report
-	for {
+	return t.killRounds(func() ([]darwinProc, error) {
 		alive, err := s.snapshot()
-		if err != nil {
-			break
-		}
-		alive = slices.DeleteFunc(alive, func(p darwinProc) bool {
+		return slices.DeleteFunc(alive, func(p darwinProc) bool {
 			return p.pid == s.root || b.spares(int(p.pid), p.start)
-		})
-		if len(alive) == 0 {
-			break
-		}
-		if !time.Now().Before(deadline) {
-			for _, p := range alive {
-				rep.Survivors = append(rep.Survivors, int(p.pid))
-			}
-			break
-		}
-		for _, p := range alive {
-			if st, ok := startOf(p.pid); ok && st == p.start {
-				unix.Kill(int(p.pid), unix.SIGKILL)
-				if !slices.Contains(rep.Killed, int(p.pid)) {
-					rep.Killed = append(rep.Killed, int(p.pid))
-				}
-			}
-		}
-		awaitExit(alive, deadline)
-	}
-	rep.Elapsed = time.Since(begin)
-	return rep
+		}), err
+	}, nil)
 }

@@ -108,31 +108,36 @@ func (l *treeLimits) startIn(cg *runCgroup, path string, args []string, attr *os
 	// root itself (see reapRoot).
 	pid = p.Pid
 	p.Release()
-	if l != nil && l.v1 != nil {
-		l.v1.started()
-	}
 	return pid, pidfd, nil
 }
 
 // fork runs start, which forks the root, on the calling thread (locked to
-// its goroutine), moved into the tree's v1 cgroups if it has some. If the
-// thread cannot move back out, leaveErr says so: the caller must not use
-// the thread again.
-func (l *treeLimits) fork(start func() (*os.Process, error)) (p *os.Process, err, leaveErr error) {
+// its goroutine), moved into the tree's v1 cgroups if it has some. The
+// caller calls leave once it has reported the start (the moves back are
+// not on the start path), or before if lowersOnLeave; if leave fails, the
+// caller must not use the thread again.
+func (l *treeLimits) fork(start func() (*os.Process, error)) (p *os.Process, err error, leave func() error) {
 	if l == nil || l.v1 == nil {
 		p, err = start()
-		return p, err, nil
+		return p, err, func() error { return nil }
 	}
-	leave, err := l.v1.join()
+	back, err := l.v1.join()
 	if err != nil {
-		return nil, fmt.Errorf("proc: %w", err), nil
+		return nil, fmt.Errorf("proc: %w", err), func() error { return nil }
 	}
 	p, err = start()
-	leaveErr = leave()
-	if err == nil {
+	return p, err, func() error {
+		err := back()
 		l.v1.started()
+		return err
 	}
-	return p, err, leaveErr
+}
+
+// lowersOnLeave reports whether the forking thread's leave lowers the
+// tree's task limit to its own (see v1Run.started): the caller then leaves
+// before it reports the start.
+func (l *treeLimits) lowersOnLeave() bool {
+	return l != nil && l.v1 != nil && l.v1.tasks > 0
 }
 
 // adopt gives the started tree its accounting, and records its root (see

@@ -9,7 +9,7 @@ var defaultTuning = tuning{
 	killTimeout:       5 * time.Second,
 	lastGrace:         100 * time.Millisecond,
 	signalScanTimeout: 250 * time.Millisecond,
-	trackEvery:        300 * time.Millisecond,
+	trackEvery:        RecordEvery,
 	wedgedWait:        100 * time.Millisecond,
 	rootExitWait:      100 * time.Millisecond,
 	reapWait:          100 * time.Millisecond,

@@ -10,7 +10,7 @@ import (
 // Sampled accounting, for the figures no controller holds (see Usage).
 //
 // At the Tracking level every look at a tree's members (the tracker's
-// recording every 300 ms, Signal's, Kill's) is also a sample: the
+// recording every RecordEvery, Signal's, Kill's) is also a sample: the
 // members' /proc/PID/stat lines are read by the scan or walk anyway, and
 // they hold the CPU times, the resident set size and the thread count
 // (see treeSys.memberSet). It costs nothing more.
@@ -20,7 +20,7 @@ import (
 // and no cgroup v1 the host may write: the usual non-root host) is
 // sampled by the sampler: one goroutine for every such tree of the host,
 // which lists each tree's members from its cgroup.procs and reads their
-// stat lines, every 300 ms. A pass that takes long (thousands of trees)
+// stat lines, every RecordEvery. A pass that takes long (thousands of trees)
 // spaces the next one out to 20 times its length, so that sampling never
 // takes more than 5% of one CPU. The goroutine runs while some tree is
 // sampled.

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"sync"
 	"time"
 
 	"github.com/clinvoke/clinvoke/internal/admit"
@@ -143,28 +142,16 @@ func (c *config) closeGate(err error) {
 	}
 }
 
-// hostSums records, per Budget (its Queue) and cgroup parent, whether the
-// kernel was asked to hold the Budget's memory sum: once each.
-var hostSums sync.Map // hostSum → *sync.Once
-
-type hostSum struct {
-	q      *admit.Queue
-	parent string
-}
-
 // holdSum asks the kernel to hold the Budget's memory sum on the cgroup
-// that holds all of the process's runs under the cgroup parent, once per
-// Budget and parent. Where it cannot, admission alone holds the sum; the
-// log says why (and Capabilities.LimitsNote).
+// that holds all of the process's runs under the cgroup parent (once per
+// parent and sum, see proc.HoldHostMemory). Where it cannot, admission
+// alone holds the sum; the log says why (and Capabilities.LimitsNote).
 func (c *config) holdSum(log interface{ Debug(string, ...any) }) {
 	m := c.queue.Capacity().Memory
 	if m == 0 {
 		return
 	}
-	o, _ := hostSums.LoadOrStore(hostSum{c.queue, c.cgroupParent}, new(sync.Once))
-	o.(*sync.Once).Do(func() {
-		if err := proc.SetHostLimits(c.cgroupParent, proc.Limits{MemoryMax: m}); err != nil {
-			log.Debug("the kernel cannot hold the budget's memory sum; admission alone holds it", "err", err)
-		}
-	})
+	if err := proc.HoldHostMemory(c.cgroupParent, m); err != nil {
+		log.Debug("the kernel cannot hold the budget's memory sum; admission alone holds it", "err", err)
+	}
 }

@@ -258,7 +258,7 @@ func limitsNote(s proc.Support, delegateErr error) (string, string) {
 		sampled = append(sampled, "PeakProcesses")
 	}
 	if len(sampled) > 0 {
-		note += "; Result.Resources sampled from /proc every 300 ms: " + strings.Join(sampled, ", ")
+		note += fmt.Sprintf("; Result.Resources sampled from /proc every %d ms: %s", proc.RecordEvery.Milliseconds(), strings.Join(sampled, ", "))
 	} else {
 		note += "; Result.Resources counted by the kernel"
 	}

@@ -214,6 +214,13 @@ func rows(s samples) []row {
 	info("  `MCPCall` time per call", "BenchmarkMCPCall", "ns/op", "ns")
 	info("  `DirectInvoke` time per run", "BenchmarkDirectInvoke", "ns/op", "ns")
 
+	v, n = ratio("BenchmarkTaskCreate", "BenchmarkTaskPlainCall", "ns/op")
+	add("MCP task: a task-augmented call's answer ÷ a plain call (`TaskCreate` / `TaskPlainCall`)", v, n, "×", "≤ 1.3×", atMost(1.3))
+	info("  `TaskCreate` time per task", "BenchmarkTaskCreate", "ns/op", "ns")
+	v, n = med("BenchmarkFinishedTaskMemory", "heap-B/task")
+	add("MCP task: heap per finished task kept for its TTL, 1 KiB answer (`FinishedTaskMemory` heap-B/task)", v, n, "B", "≤ 8192 B", atMost(8192))
+	info("  the heap of 10,000 finished tasks (`FinishedTaskMemory` heap-MiB/10k)", "BenchmarkFinishedTaskMemory", "heap-MiB/10k", "MiB")
+
 	// A busy host: the same runs beside 3000 idle processes (and none).
 	for _, lvl := range []string{"cgroup", "tracking"} {
 		quick := func(n string) string { return "BenchmarkBusyHost/bg=" + n + "/" + lvl + "/quick" }
@@ -501,6 +508,13 @@ const methods = `- **InvokeQuick / RawExecQuick** (invoker/bench_test.go): a fak
 - **MCPCall / DirectInvoke** (mcpadapter/bench_test.go): the codex backend
   on a fake Codex, called as an MCP tool over in-memory transports (one
   client session) and through Invoke.
+- **TaskCreate / TaskPlainCall** (mcpadapter/tasks_bench_test.go): a
+  task-augmented tools/call answered with its task, against a plain call,
+  over in-memory transports, of an invoker that answers at once; the task's
+  run is let finish outside the timer.
+- **FinishedTaskMemory**: the live heap after 10,000 tasks have finished
+  (each answer 1 KiB, fetched with tasks/result) and are kept for their TTL
+  in the default MemoryTaskStore, measured after a GC.
 - **Decode/{codex,gemini,claude}** (each backend's decode_bench_test.go):
   every captured stream in testdata/*.stdout, a fresh decoder per stream.
 - **Session/{codex,gemini,claude}/TurnVsInvoke** (each backend's

@@ -1,16 +1,205 @@
 package agentflow_test
 
 import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"io"
+	"net/http"
+	"net/http/httptest"
 	"testing"
 	"time"
 
+	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"github.com/stretchr/testify/require"
+	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/testsuite"
 	"go.temporal.io/sdk/workflow"
 
 	agentflow "github.com/clinvoke/clinvoke/examples/temporal"
+	"github.com/clinvoke/clinvoke/internal/testkit/testenv"
+	"github.com/clinvoke/clinvoke/invoker"
 	"github.com/clinvoke/clinvoke/mcpadapter"
 )
+
+// taskCallMethod is the custom method that taskCalls sends as a
+// task-augmented tools/call (the go-sdk client has no tasks).
+const taskCallMethod = "x-test/tools-call-task"
+
+type taskCalls struct{ base http.RoundTripper }
+
+func (tc taskCalls) RoundTrip(r *http.Request) (*http.Response, error) {
+	if r.Body != nil && r.Method == http.MethodPost {
+		b, err := io.ReadAll(r.Body)
+		if err != nil {
+			return nil, err
+		}
+		b = bytes.Replace(b, []byte(`"method":"`+taskCallMethod+`"`), []byte(`"method":"tools/call"`), 1)
+		r = r.Clone(r.Context())
+		r.Body = io.NopCloser(bytes.NewReader(b))
+		r.ContentLength = int64(len(b))
+		if r.Header.Get("Mcp-Method") == taskCallMethod {
+			r.Header.Set("Mcp-Method", "tools/call")
+			r.Header.Set("Mcp-Name", "agent")
+		}
+	}
+	return tc.base.RoundTrip(r)
+}
+
+type taskCallParams struct {
+	mcp.ParamsBase
+	Name      string         `json:"name"`
+	Arguments map[string]any `json:"arguments"`
+	Task      map[string]any `json:"task"`
+}
+
+type wireTask struct {
+	TaskID        string `json:"taskId"`
+	Status        string `json:"status"`
+	StatusMessage string `json:"statusMessage"`
+}
+
+type createTaskRes struct {
+	mcp.ResultBase
+	Task wireTask `json:"task"`
+}
+
+type taskIDArgs struct {
+	mcp.ParamsBase
+	TaskID string `json:"taskId"`
+}
+
+type getTaskRes struct {
+	mcp.ResultBase
+	wireTask
+}
+
+type taskResultRes struct {
+	mcp.ResultBase
+	StructuredContent json.RawMessage `json:"structuredContent"`
+	IsError           bool            `json:"isError"`
+}
+
+// blocker is an agent whose turn runs until it is cancelled.
+type blocker struct {
+	started chan struct{}
+	causes  chan error
+}
+
+func (b *blocker) Name() string                       { return "agent" }
+func (b *blocker) Capabilities() invoker.Capabilities { return invoker.Capabilities{} }
+func (b *blocker) OpenSession(context.Context, invoker.SessionRequest) (invoker.Session, error) {
+	return nil, invoker.ErrUnsupported
+}
+
+func (b *blocker) Invoke(ctx context.Context, req invoker.Request) (*invoker.Result, error) {
+	req.OnEvent(invoker.Event{Kind: invoker.KindSession, SessionID: "sess-blocked"})
+	b.started <- struct{}{}
+	<-ctx.Done()
+	b.causes <- context.Cause(ctx)
+	return &invoker.Result{SessionID: "sess-blocked", ExitCode: -1}, ctx.Err()
+}
+
+// replica serves an MCP server whose tasks are kept by a TaskStore on
+// queue of c, statelessly over HTTP, and returns a client session of it.
+func replica(t *testing.T, c client.Client, queue string, inv invoker.Invoker) (*mcp.ClientSession, *agentflow.TaskStore) {
+	t.Helper()
+	store, err := agentflow.NewTaskStore(c, queue)
+	require.NoError(t, err)
+	t.Cleanup(store.Close)
+	server := mcp.NewServer(&mcp.Implementation{Name: "replica", Version: "v0.0.1"}, nil)
+	tools, err := mcpadapter.Register(server, &mcpadapter.Options{HeartbeatInterval: 20 * time.Millisecond,
+		Tasks: mcpadapter.TaskOptions{Store: store, PollInterval: 20 * time.Millisecond, Lease: 3 * time.Second}}, inv)
+	require.NoError(t, err)
+	h := mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return server }, &mcp.StreamableHTTPOptions{Stateless: true})
+	srv := httptest.NewServer(tools.Handler(h))
+	t.Cleanup(srv.Close)
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), testenv.Timeout(testenv.Hang))
+		defer cancel()
+		require.NoError(t, tools.Shutdown(ctx))
+	})
+	cl := mcp.NewClient(&mcp.Implementation{Name: "task-client", Version: "v0.0.1"}, nil)
+	require.NoError(t, mcp.AddSendingCustomMethod[*taskCallParams, *createTaskRes](cl, taskCallMethod))
+	require.NoError(t, mcp.AddSendingCustomMethod[*taskIDArgs, *getTaskRes](cl, "tasks/get"))
+	require.NoError(t, mcp.AddSendingCustomMethod[*taskIDArgs, *getTaskRes](cl, "tasks/cancel"))
+	require.NoError(t, mcp.AddSendingCustomMethod[*taskIDArgs, *taskResultRes](cl, "tasks/result"))
+	cs, err := cl.Connect(context.Background(), &mcp.StreamableClientTransport{Endpoint: srv.URL,
+		HTTPClient: &http.Client{Transport: taskCalls{base: http.DefaultTransport}}, MaxRetries: -1},
+		&mcp.ClientSessionOptions{ProtocolVersion: "2025-11-25"})
+	require.NoError(t, err)
+	t.Cleanup(func() { cs.Close() })
+	return cs, store
+}
+
+// TestTaskStoreAcrossReplicas: two replicas keep their MCP tasks in
+// Temporal, each through its own client, as two processes would. A task
+// created on one is its workflow (the task id is the workflow id), seen
+// working from the other; cancelling the workflow cancels the task's run,
+// and tasks/cancel on the other replica cancels the workflow.
+func TestTaskStoreAcrossReplicas(t *testing.T) {
+	noLeaks(t)
+	addr, ns := devServer(t)
+	dial := func() client.Client {
+		c, err := client.Dial(client.Options{HostPort: addr, Namespace: ns, Logger: quietLogger()})
+		require.NoError(t, err)
+		t.Cleanup(c.Close)
+		return c
+	}
+	c1, c2 := dial(), dial()
+	const queue = "clinvoke-mcp-tasks"
+	inv := &blocker{started: make(chan struct{}, 2), causes: make(chan error, 2)}
+	one, _ := replica(t, c1, queue, inv)
+	two, store := replica(t, c2, queue, &blocker{started: make(chan struct{}, 2), causes: make(chan error, 2)})
+	ctx, cancel := context.WithTimeout(context.Background(), testenv.Timeout(testenv.Hang))
+	defer cancel()
+	create := func() string {
+		res, err := mcp.CallCustomMethod[*taskCallParams, *createTaskRes](ctx, one, taskCallMethod,
+			&taskCallParams{Name: "agent", Arguments: map[string]any{"prompt": "hold on", "workdir": t.TempDir()}, Task: map[string]any{}})
+		require.NoError(t, err)
+		<-inv.started
+		return res.Task.TaskID
+	}
+
+	// Cancelling the workflow cancels the task's run.
+	id := create()
+	got, err := mcp.CallCustomMethod[*taskIDArgs, *getTaskRes](ctx, two, "tasks/get", &taskIDArgs{TaskID: id})
+	require.NoError(t, err)
+	require.Equal(t, mcpadapter.TaskWorking, got.Status, "tasks/get on the other replica")
+	rec, err := store.Load(ctx, id)
+	require.NoError(t, err)
+	require.Equal(t, id, rec.ID)
+	require.NoError(t, c2.CancelWorkflow(ctx, id, ""))
+	require.ErrorIs(t, <-inv.causes, mcpadapter.ErrTaskCancelled, "the run's cause after the workflow's cancel")
+	res, err := mcp.CallCustomMethod[*taskIDArgs, *taskResultRes](ctx, two, "tasks/result", &taskIDArgs{TaskID: id})
+	require.NoError(t, err)
+	var out mcpadapter.Output
+	require.NoError(t, json.Unmarshal(res.StructuredContent, &out))
+	require.True(t, res.IsError)
+	require.Equal(t, mcpadapter.StatusCancelled, out.Status, "the result of the task whose workflow was cancelled")
+	var final mcpadapter.TaskRecord
+	require.NoError(t, c1.GetWorkflow(ctx, id, "").Get(ctx, &final), "the workflow's result")
+	require.Equal(t, mcpadapter.TaskCancelled, final.Status)
+	require.Equal(t, agentflow.TaskCancelledByWorkflow, final.StatusMessage)
+
+	// tasks/cancel on the other replica cancels the workflow.
+	id = create()
+	got, err = mcp.CallCustomMethod[*taskIDArgs, *getTaskRes](ctx, two, "tasks/cancel", &taskIDArgs{TaskID: id})
+	require.NoError(t, err)
+	require.Equal(t, mcpadapter.TaskCancelled, got.Status, "tasks/cancel on the other replica")
+	require.ErrorIs(t, <-inv.causes, mcpadapter.ErrTaskCancelled, "the run's cause after tasks/cancel")
+	d, err := c1.DescribeWorkflowExecution(ctx, id, "")
+	require.NoError(t, err)
+	require.NotNil(t, d.GetWorkflowExecutionInfo().GetCloseTime(), "the workflow of the cancelled task is closed")
+	hist := c1.GetWorkflowHistory(ctx, id, "", false, 0)
+	requested := false
+	for hist.HasNext() {
+		ev, err := hist.Next()
+		require.NoError(t, err)
+		requested = requested || ev.GetWorkflowExecutionCancelRequestedEventAttributes() != nil
+	}
+	require.True(t, requested, "tasks/cancel requested the cancel of the task's workflow")
+}
 
 // TestTaskRecordWorkflow: the workflow answers its query with the latest
 // record, records the task cancelled when it is cancelled, keeps the

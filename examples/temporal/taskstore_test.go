@@ -1,12 +1,19 @@
 package agentflow_test
 
 import (
+	"bufio"
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"os"
+	"os/exec"
+	"os/signal"
+	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -107,29 +114,45 @@ func replica(t *testing.T, c client.Client, queue string, inv invoker.Invoker) (
 	store, err := agentflow.NewTaskStore(c, queue)
 	require.NoError(t, err)
 	t.Cleanup(store.Close)
-	server := mcp.NewServer(&mcp.Implementation{Name: "replica", Version: "v0.0.1"}, nil)
-	tools, err := mcpadapter.Register(server, &mcpadapter.Options{HeartbeatInterval: 20 * time.Millisecond,
-		Tasks: mcpadapter.TaskOptions{Store: store, PollInterval: 20 * time.Millisecond, Lease: 3 * time.Second}}, inv)
+	srv, tools, err := serveReplica(store, 3*time.Second, inv)
 	require.NoError(t, err)
-	h := mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return server }, &mcp.StreamableHTTPOptions{Stateless: true})
-	srv := httptest.NewServer(tools.Handler(h))
 	t.Cleanup(srv.Close)
 	t.Cleanup(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), testenv.Timeout(testenv.Hang))
 		defer cancel()
 		require.NoError(t, tools.Shutdown(ctx))
 	})
+	return connectTasks(t, srv.URL), store
+}
+
+// serveReplica serves, statelessly over HTTP, an MCP server whose tasks
+// store keeps with a lease of lease.
+func serveReplica(store mcpadapter.TaskStore, lease time.Duration, inv invoker.Invoker) (*httptest.Server, *mcpadapter.Tools, error) {
+	server := mcp.NewServer(&mcp.Implementation{Name: "replica", Version: "v0.0.1"}, nil)
+	tools, err := mcpadapter.Register(server, &mcpadapter.Options{HeartbeatInterval: 20 * time.Millisecond,
+		Tasks: mcpadapter.TaskOptions{Store: store, PollInterval: 20 * time.Millisecond, Lease: lease}}, inv)
+	if err != nil {
+		return nil, nil, err
+	}
+	h := mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return server }, &mcp.StreamableHTTPOptions{Stateless: true})
+	return httptest.NewServer(tools.Handler(h)), tools, nil
+}
+
+// connectTasks returns a client session of the server at url that speaks
+// tasks.
+func connectTasks(t *testing.T, url string) *mcp.ClientSession {
+	t.Helper()
 	cl := mcp.NewClient(&mcp.Implementation{Name: "task-client", Version: "v0.0.1"}, nil)
 	require.NoError(t, mcp.AddSendingCustomMethod[*taskCallParams, *createTaskRes](cl, taskCallMethod))
 	require.NoError(t, mcp.AddSendingCustomMethod[*taskIDArgs, *getTaskRes](cl, "tasks/get"))
 	require.NoError(t, mcp.AddSendingCustomMethod[*taskIDArgs, *getTaskRes](cl, "tasks/cancel"))
 	require.NoError(t, mcp.AddSendingCustomMethod[*taskIDArgs, *taskResultRes](cl, "tasks/result"))
-	cs, err := cl.Connect(context.Background(), &mcp.StreamableClientTransport{Endpoint: srv.URL,
+	cs, err := cl.Connect(context.Background(), &mcp.StreamableClientTransport{Endpoint: url,
 		HTTPClient: &http.Client{Transport: taskCalls{base: http.DefaultTransport}}, MaxRetries: -1},
 		&mcp.ClientSessionOptions{ProtocolVersion: "2025-11-25"})
 	require.NoError(t, err)
 	t.Cleanup(func() { cs.Close() })
-	return cs, store
+	return cs
 }
 
 // TestTaskStoreAcrossReplicas: two replicas keep their MCP tasks in
@@ -247,4 +270,86 @@ func TestTaskRecordWorkflow(t *testing.T) {
 	require.NoError(t, env.GetWorkflowResult(&final))
 	require.Equal(t, mcpadapter.TaskCancelled, final.Status)
 	require.JSONEq(t, `{"isError":true}`, string(final.Result))
+}
+
+// envReplica, set to "ADDRESS NAMESPACE", makes the test binary an MCP
+// server replica keeping its tasks in Temporal, whose blocked turns run
+// until it is killed (see replicaMain).
+const envReplica = "CLINVOKE_TEMPORAL_MCP_REPLICA"
+
+// replicaLease is the lease of the replica process's tasks.
+const replicaLease = 900 * time.Millisecond
+
+// replicaMain serves a replica on 127.0.0.1, prints its URL, and runs
+// until it is signalled.
+func replicaMain(spec string) int {
+	f := strings.Fields(spec)
+	c, err := client.Dial(client.Options{HostPort: f[0], Namespace: f[1], Logger: quietLogger()})
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	store, err := agentflow.NewTaskStore(c, f[2])
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	srv, _, err := serveReplica(store, replicaLease, &blocker{started: make(chan struct{}, 10), causes: make(chan error, 10)})
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	fmt.Println(srv.URL)
+	sig := make(chan os.Signal, 1)
+	signal.Notify(sig, syscall.SIGTERM, os.Interrupt)
+	<-sig
+	return 0
+}
+
+// TestTaskStoreReplicaKilled: a replica process is SIGKILLed while its
+// task runs; another replica, sharing the task through Temporal, reports
+// the task failed with the cause once the dead replica's lease passed, and
+// the task's workflow completes with that record.
+func TestTaskStoreReplicaKilled(t *testing.T) {
+	noLeaks(t)
+	addr, ns := devServer(t)
+	c, err := client.Dial(client.Options{HostPort: addr, Namespace: ns, Logger: quietLogger()})
+	require.NoError(t, err)
+	t.Cleanup(c.Close)
+	const queue = "clinvoke-mcp-tasks-killed"
+	cmd := exec.Command(os.Args[0], "-test.run=^$")
+	cmd.Env = append(os.Environ(), envReplica+"="+addr+" "+ns+" "+queue)
+	cmd.Stderr = os.Stderr
+	out, err := cmd.StdoutPipe()
+	require.NoError(t, err)
+	require.NoError(t, cmd.Start())
+	stopProcess(t, cmd, "replica")
+	url, err := bufio.NewReader(out).ReadString('\n')
+	require.NoError(t, err, "the replica's URL")
+	dead := connectTasks(t, strings.TrimSpace(url))
+	live, store := replica(t, c, queue, &blocker{started: make(chan struct{}, 1), causes: make(chan error, 1)})
+	ctx, cancel := context.WithTimeout(context.Background(), testenv.Timeout(testenv.Hang))
+	defer cancel()
+
+	res, err := mcp.CallCustomMethod[*taskCallParams, *createTaskRes](ctx, dead, taskCallMethod,
+		&taskCallParams{Name: "agent", Arguments: map[string]any{"prompt": "hold on", "workdir": t.TempDir()}, Task: map[string]any{}})
+	require.NoError(t, err)
+	id := res.Task.TaskID
+	got, err := mcp.CallCustomMethod[*taskIDArgs, *getTaskRes](ctx, live, "tasks/get", &taskIDArgs{TaskID: id})
+	require.NoError(t, err)
+	require.Equal(t, mcpadapter.TaskWorking, got.Status, "tasks/get on the live replica before the kill")
+
+	require.NoError(t, cmd.Process.Kill())
+	require.Error(t, cmd.Wait(), "the killed replica's exit")
+	rec, err := store.Load(ctx, id)
+	require.NoError(t, err)
+	require.Equal(t, mcpadapter.TaskWorking, rec.Status, "the record the killed replica left")
+	<-time.After(time.Until(rec.LeaseUntil)) // the lease's end, the condition under test
+	got, err = mcp.CallCustomMethod[*taskIDArgs, *getTaskRes](ctx, live, "tasks/get", &taskIDArgs{TaskID: id})
+	require.NoError(t, err)
+	require.Equal(t, mcpadapter.TaskFailed, got.Status, "tasks/get on the live replica after the lease")
+	require.Contains(t, got.StatusMessage, mcpadapter.ErrTaskReplicaLost.Error())
+	var final mcpadapter.TaskRecord
+	require.NoError(t, c.GetWorkflow(ctx, id, "").Get(ctx, &final), "the workflow's result")
+	require.Equal(t, mcpadapter.TaskFailed, final.Status)
 }

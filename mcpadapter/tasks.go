@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
 	"slices"
 	"sync"
 	"time"
@@ -28,6 +29,10 @@ const (
 	// DefaultTaskPollInterval is the interval between two tasks/get that
 	// a task suggests to its client.
 	DefaultTaskPollInterval = DefaultProgressInterval
+
+	// DefaultTaskLease is how long a running task's record stays valid
+	// without the replica running it renewing it.
+	DefaultTaskLease = 30 * time.Second
 )
 
 // TaskOptions configures the tasks of the tools: tool calls that a client
@@ -66,6 +71,22 @@ type TaskOptions struct {
 	// Store keeps the records of the tasks. If nil, a [MemoryTaskStore]
 	// is used.
 	Store TaskStore
+
+	// Replica names this process in the records of the tasks it runs
+	// (TaskRecord.Replica). If empty, the host name and the process id
+	// are used.
+	Replica string
+
+	// Lease bounds how long the record of a running task stays valid
+	// without its replica renewing it: the replica running the task
+	// renews it every Lease/3 while the run goes on. A replica sharing
+	// the store that reads a running task whose lease has passed (the
+	// replica running it was killed, or lost the store) records the task
+	// "failed", with ErrTaskReplicaLost as the cause, instead of leaving
+	// it "working" forever. Give the replicas sharing a store the same
+	// Lease, well above the store's worst latency. If zero,
+	// DefaultTaskLease is used.
+	Lease time.Duration
 }
 
 // check applies the defaults of o.
@@ -75,6 +96,9 @@ func (o *TaskOptions) check() error {
 	}
 	if o.MaxTTL < 0 {
 		return fmt.Errorf("MaxTTL is %v: give a positive duration, or 0 for %v", o.MaxTTL, DefaultTaskMaxTTL)
+	}
+	if o.Lease < 0 {
+		return fmt.Errorf("Lease is %v: give a positive duration, or 0 for %v", o.Lease, DefaultTaskLease)
 	}
 	if o.PollInterval < 0 {
 		return fmt.Errorf("PollInterval is %v: give a positive duration, or 0 for %v", o.PollInterval, DefaultTaskPollInterval)
@@ -97,6 +121,13 @@ func (o *TaskOptions) check() error {
 	if o.Store == nil {
 		o.Store = NewMemoryTaskStore()
 	}
+	if o.Lease == 0 {
+		o.Lease = DefaultTaskLease
+	}
+	if o.Replica == "" {
+		host, _ := os.Hostname()
+		o.Replica = fmt.Sprintf("%s/%d", host, os.Getpid())
+	}
 	return nil
 }
 
@@ -117,6 +148,11 @@ var ErrTaskCancelled error = &cancelCause{"cancelled by the client (tasks/cancel
 // ErrTaskAbandoned is the cancellation cause of a run whose task no client
 // asked about for TaskOptions.AbandonAfter. It matches context.Canceled.
 var ErrTaskAbandoned error = &cancelCause{"abandoned: no client asked about the task within its abandonment bound (TaskOptions.AbandonAfter)"}
+
+// ErrTaskReplicaLost is the cause of a task recorded "failed" because the
+// replica running it stopped renewing its lease (TaskOptions.Lease): the
+// replica was killed, or lost the store. Call the tool again.
+var ErrTaskReplicaLost = errors.New("the replica running the task stopped answering: its lease lapsed without renewal (TaskOptions.Lease); call the tool again")
 
 // ErrTaskNotFound is what a TaskStore returns for a task it does not hold.
 var ErrTaskNotFound = errors.New("task not found")
@@ -148,6 +184,11 @@ type TaskRecord struct {
 	// call ended with one instead of a result.
 	ErrorCode    int64
 	ErrorMessage string
+	// Replica names the process that runs the task (TaskOptions.Replica).
+	Replica string
+	// LeaseUntil is, while the task runs, when its record lapses unless
+	// Replica renews it; it is zero once the end of the run is recorded.
+	LeaseUntil time.Time
 }
 
 // Terminal reports whether the task ended.
@@ -156,7 +197,8 @@ func (r *TaskRecord) Terminal() bool {
 }
 
 // A TaskStore keeps the records of tasks. The adapter saves a task's
-// record when it is created, when its status changes and when it ends,
+// record when it is created, when its status changes, every third of
+// TaskOptions.Lease while it runs (renewing its lease) and when it ends,
 // and deletes it TTL after its end. Its methods may be called
 // concurrently.
 type TaskStore interface {

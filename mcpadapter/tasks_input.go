@@ -69,9 +69,8 @@ func (lt *liveTask) setStatus(status, msg string) {
 	}
 	lt.rec.Status, lt.rec.StatusMessage, lt.rec.Updated = status, msg, time.Now()
 	lt.message = msg
-	snap := lt.rec
 	lt.mu.Unlock()
-	if err := lt.e.store.Save(context.Background(), &snap); err != nil {
+	if snap, err := lt.save(context.Background()); err != nil {
 		lt.e.sh.cfg.log.Error("the record of a task could not be saved", "task", snap.ID, "error", err)
 	}
 }

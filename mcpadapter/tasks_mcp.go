@@ -106,8 +106,11 @@ type liveTask struct {
 	cancel context.CancelCauseFunc
 	done   chan struct{} // closed once the record of its end is saved
 
+	saveMu sync.Mutex // serializes the saves of the record, in order
+
 	mu        sync.Mutex
 	rec       TaskRecord // the state; saved copies go to the store
+	ended     bool       // the end of the run is in rec
 	asked     time.Time  // when a client last asked about it
 	waiting   int        // tasks/result calls blocked on it
 	waiters   []*resultWaiter
@@ -217,6 +220,8 @@ func (e *taskEngine) create(ctx context.Context, next mcp.MethodHandler, creq *m
 		Created:       now,
 		Updated:       now,
 		TTL:           ttl,
+		Replica:       e.opts.Replica,
+		LeaseUntil:    now.Add(e.opts.Lease),
 	}}
 	if err := e.store.Save(ctx, lt.snapshot()); err != nil {
 		return nil, &jsonrpc.Error{Code: jsonrpc.CodeInternalError, Message: "the task could not be saved: " + err.Error()}
@@ -251,6 +256,7 @@ func (e *taskEngine) create(ctx context.Context, next mcp.MethodHandler, creq *m
 	}
 	release := e.sh.calls.hold() // Tools.Wait and Shutdown wait for the task
 	e.sh.cfg.log.InfoContext(ctx, "task created", logAttrs(withIdentity(ctx, lt.rec.Owner), "tool", name, "task", lt.rec.ID, "ttl", ttl)...)
+	go lt.renewLease()
 	go func() {
 		defer release()
 		res, err := next(tctx, "tools/call", run)
@@ -356,6 +362,8 @@ func (lt *liveTask) finish(res mcp.Result, err error) {
 		status, msg = TaskCancelled, rec.StatusMessage
 	}
 	rec.Status, rec.StatusMessage, rec.Updated = status, msg, time.Now()
+	rec.LeaseUntil = time.Time{}
+	lt.ended = true
 	var jerr *jsonrpc.Error
 	switch {
 	case err != nil && errors.As(err, &jerr):
@@ -370,11 +378,10 @@ func (lt *liveTask) finish(res mcp.Result, err error) {
 		}
 	}
 	lt.obs = nil
-	final := *rec
 	lt.mu.Unlock()
 
-	ctx := context.Background()
-	if err := e.store.Save(ctx, &final); err != nil {
+	final, err := lt.save(context.Background())
+	if err != nil {
 		e.sh.cfg.log.Error("the record of a finished task could not be saved", "task", final.ID, "error", err)
 	}
 	e.mu.Lock()
@@ -450,6 +457,9 @@ func (e *taskEngine) lookup(ctx context.Context, id string) (*TaskRecord, *liveT
 	}
 	if rec.Owner != identityFrom(ctx) {
 		return nil, nil, errTaskNotFound(id)
+	}
+	if lt == nil {
+		rec = e.expire(ctx, rec)
 	}
 	if lt != nil {
 		lt.touch()
@@ -566,6 +576,8 @@ func (e *taskEngine) list(ctx context.Context, _ *mcp.ServerSession, p *taskList
 		if lt != nil {
 			lt.touch()
 			r = lt.snapshot()
+		} else {
+			r = e.expire(ctx, r)
 		}
 		out.Tasks = append(out.Tasks, e.wire(r))
 	}
@@ -602,9 +614,8 @@ func (e *taskEngine) cancel2025(ctx context.Context, p *taskIDParams) (*taskResu
 			lt.mu.Unlock()
 			return nil, errCancelTerminal(lt.rec.Status)
 		}
-		snap := lt.rec
 		lt.mu.Unlock()
-		if err := e.store.Save(ctx, &snap); err != nil {
+		if snap, err := lt.save(ctx); err != nil {
 			e.sh.cfg.log.Error("the record of a cancelled task could not be saved", "task", snap.ID, "error", err)
 		}
 		lt.cancel(ErrTaskCancelled)
@@ -646,7 +657,7 @@ func (e *taskEngine) awaitStored(ctx context.Context, rec *TaskRecord) (*TaskRec
 			return nil, &jsonrpc.Error{Code: jsonrpc.CodeInternalError, Message: fmt.Sprintf(
 				"task %s ran in another process of this server, and its record is gone: %v", rec.ID, err)}
 		}
-		rec = r
+		rec = e.expire(ctx, r)
 	}
 	return rec, nil
 }
@@ -726,4 +737,65 @@ func (lt *liveTask) checkRemoteCancel(ctx context.Context) {
 	if !cancelled {
 		lt.cancel(ErrTaskCancelled)
 	}
+}
+
+// save saves the task's record as it is when the save's turn comes: the
+// saves are serialized, so that the store never goes back to an older
+// state of the task.
+func (lt *liveTask) save(ctx context.Context) (*TaskRecord, error) {
+	lt.saveMu.Lock()
+	defer lt.saveMu.Unlock()
+	snap := lt.snapshot()
+	return snap, lt.e.store.Save(ctx, snap)
+}
+
+// renewLease renews the lease of the task's record every third of
+// TaskOptions.Lease until the end of its run is recorded, and obeys a
+// cancel another replica recorded meanwhile.
+func (lt *liveTask) renewLease() {
+	t := time.NewTicker(lt.e.opts.Lease / 3)
+	defer t.Stop()
+	for {
+		select {
+		case <-lt.done:
+			return
+		case <-t.C:
+		}
+		ctx := context.Background()
+		lt.checkRemoteCancel(ctx)
+		lt.saveMu.Lock()
+		lt.mu.Lock()
+		if lt.ended {
+			lt.mu.Unlock()
+			lt.saveMu.Unlock()
+			return
+		}
+		lt.rec.LeaseUntil = time.Now().Add(lt.e.opts.Lease)
+		snap := lt.rec
+		lt.mu.Unlock()
+		err := lt.e.store.Save(ctx, &snap)
+		lt.saveMu.Unlock()
+		if err != nil {
+			lt.e.sh.cfg.log.Error("the lease of a running task could not be renewed", "task", snap.ID, "error", err)
+		}
+	}
+}
+
+// expire returns rec, or, when rec is the record of a run whose lease
+// passed (the replica running it stopped renewing it), the record of the
+// task's failure with ErrTaskReplicaLost, which it saves.
+func (e *taskEngine) expire(ctx context.Context, rec *TaskRecord) *TaskRecord {
+	now := time.Now()
+	if rec.LeaseUntil.IsZero() || now.Before(rec.LeaseUntil) {
+		return rec
+	}
+	msg := fmt.Sprintf("%v (replica %s, lease lapsed at %s)", ErrTaskReplicaLost, rec.Replica, rec.LeaseUntil.UTC().Format(time.RFC3339Nano))
+	failed := *rec
+	failed.Status, failed.StatusMessage, failed.Updated, failed.LeaseUntil = TaskFailed, msg, now, time.Time{}
+	failed.ErrorCode, failed.ErrorMessage = jsonrpc.CodeInternalError, msg
+	if err := e.store.Save(ctx, &failed); err != nil {
+		e.sh.cfg.log.Error("the record of a task whose replica was lost could not be saved", "task", rec.ID, "error", err)
+	}
+	e.sh.cfg.log.Warn("task failed: the replica running it stopped renewing its lease", "task", rec.ID, "tool", rec.Tool, "replica", rec.Replica)
+	return &failed
 }

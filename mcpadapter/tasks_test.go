@@ -17,6 +17,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -763,5 +764,93 @@ func TestTaskAcrossReplicas(t *testing.T) {
 	var out mcpadapter.Output
 	if err := json.Unmarshal(res.StructuredContent, &out); err != nil || !res.IsError || out.Status != mcpadapter.StatusCancelled {
 		t.Errorf("tasks/result on the other replica = %+v (%v), want the cancelled run's output", out, err)
+	}
+}
+
+// cutStore is a TaskStore shared by replicas that cuts one of them off
+// as a killed process is: once cut, nothing that replica saves arrives.
+type cutStore struct {
+	mcpadapter.TaskStore
+	saves chan *mcpadapter.TaskRecord // what arrived, as it arrives
+
+	mu  sync.Mutex
+	cut bool
+}
+
+func (s *cutStore) Save(ctx context.Context, r *mcpadapter.TaskRecord) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.cut {
+		return nil
+	}
+	select {
+	case s.saves <- r:
+	default:
+	}
+	return s.TaskStore.Save(ctx, r)
+}
+
+// kill cuts the replica off; no save of its is in flight when it returns.
+func (s *cutStore) kill() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.cut = true
+}
+
+func TestTaskReplicaLost(t *testing.T) {
+	store := mcpadapter.NewMemoryTaskStore()
+	cut := &cutStore{TaskStore: store, saves: make(chan *mcpadapter.TaskRecord, 100)}
+	const lease = 150 * time.Millisecond
+	opts := func(s mcpadapter.TaskStore, replica string) *mcpadapter.Options {
+		return &mcpadapter.Options{HeartbeatInterval: 5 * time.Millisecond, ProgressInterval: time.Millisecond,
+			Tasks: mcpadapter.TaskOptions{Store: s, PollInterval: 5 * time.Millisecond, Lease: lease, Replica: replica}}
+	}
+	inv := newStepper("agent")
+	one := newAccessServer(t, opts(cut, "replica-one"), true, inv)
+	two := newAccessServer(t, opts(store, "replica-two"), true, newStepper("agent"))
+	c1, c2 := one.dialTasks(t, ""), two.dialTasks(t, "")
+
+	task := c1.create("agent", taskArgs(t.TempDir(), "replicated"), map[string]any{})
+	<-inv.reached
+	first, err := store.Load(context.Background(), task.TaskID)
+	if err != nil || first.Replica != "replica-one" || first.LeaseUntil.IsZero() {
+		t.Fatalf("the stored record = %+v, %v; want replica-one's, with a lease", first, err)
+	}
+	// The replica running the task renews its lease.
+	for r := range cut.saves {
+		if r.ID == task.TaskID && r.LeaseUntil.After(first.LeaseUntil) {
+			break
+		}
+	}
+	if got, err := c2.get(task.TaskID); err != nil || got.Status != mcpadapter.TaskWorking {
+		t.Fatalf("tasks/get on the other replica while the lease is renewed = %+v, %v; want working", got, err)
+	}
+
+	// The replica is killed: its run never records its end, and its
+	// lease is no longer renewed.
+	cut.kill()
+	last, err := store.Load(context.Background(), task.TaskID)
+	if err != nil || last.Status != mcpadapter.TaskWorking {
+		t.Fatalf("the stored record after the kill = %+v, %v; want working", last, err)
+	}
+	<-time.After(time.Until(last.LeaseUntil)) // the lease's end, the condition under test
+	got, err := c2.get(task.TaskID)
+	if err != nil || got.Status != mcpadapter.TaskFailed || !strings.Contains(got.StatusMessage, "replica-one") ||
+		!strings.Contains(got.StatusMessage, mcpadapter.ErrTaskReplicaLost.Error()) {
+		t.Fatalf("tasks/get on the other replica after the lease = %+v, %v; want failed, the lost replica named", got, err)
+	}
+	if l := c2.list(); len(l) != 1 || l[0].Status != mcpadapter.TaskFailed {
+		t.Errorf("tasks/list on the other replica = %+v, want the task failed", l)
+	}
+	if _, err := c2.result(task.TaskID); err == nil || !strings.Contains(err.Error(), "stopped answering") {
+		t.Errorf("tasks/result on the other replica = %v, want the lost replica's error", err)
+	}
+	if _, err := c2.cancel(task.TaskID); err == nil || !strings.Contains(err.Error(), "terminal status 'failed'") {
+		t.Errorf("tasks/cancel on the other replica = %v, want the error of a failed task", err)
+	}
+	select {
+	case <-inv.causes:
+		t.Fatal("the killed replica's run ended: the test must simulate a replica that never records the end")
+	default:
 	}
 }

@@ -15,5 +15,8 @@ func TestMain(m *testing.M) {
 	if addr := os.Getenv(envWorker); addr != "" {
 		os.Exit(workerMain(addr))
 	}
+	if spec := os.Getenv(envReplica); spec != "" {
+		os.Exit(replicaMain(spec))
+	}
 	invokertest.Main(m)
 }

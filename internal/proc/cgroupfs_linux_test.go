@@ -154,14 +154,14 @@ func TestLimitsV2Files(t *testing.T) {
 		t.Error("release kept the mark's descriptor")
 	}
 
-	if err := setV2HostLimits(homeDir, Limits{MemoryMax: 1 << 30, Tasks: 500}, ctl); err != nil {
+	if err := setV2HostLimits(homeDir, Limits{MemoryMax: 1 << 30}, ctl); err != nil {
 		t.Fatal(err)
 	}
-	wantFiles(t, homeDir, map[string]string{"memory.max": "1073741824", "memory.swap.max": "0", "pids.max": "500"})
+	wantFiles(t, homeDir, map[string]string{"memory.max": "1073741824", "memory.swap.max": "0"})
 	if err := setV2HostLimits(homeDir, Limits{}, ctl); err != nil {
 		t.Fatal(err)
 	}
-	wantFiles(t, homeDir, map[string]string{"memory.max": "max", "memory.swap.max": "max", "pids.max": "max"})
+	wantFiles(t, homeDir, map[string]string{"memory.max": "max", "memory.swap.max": "max"})
 }
 
 // TestLimitsV2Controllers: what the home gets from the cgroups above it.

@@ -343,10 +343,10 @@ type Support struct {
 	// Memory, MemoryHigh, Tasks and CPU are nil when Start can enforce a
 	// limit on the resource, else the *LimitUnavailableError it would return.
 	Memory, MemoryHigh, Tasks, CPU error
-	// HostMemory and HostTasks are nil when SetHostLimits can make the
-	// kernel hold the sum of the trees' memory and tasks, else the
-	// *LimitUnavailableError it would return.
-	HostMemory, HostTasks error
+	// HostMemory is nil when SetHostLimits can make the kernel hold the
+	// sum of the trees' memory, else the *LimitUnavailableError it would
+	// return.
+	HostMemory error
 	// MemorySampled, CPUSampled and TasksSampled say which figures of
 	// an accounted tree's Usage are sampled from /proc.
 	MemorySampled, CPUSampled, TasksSampled bool
@@ -381,8 +381,8 @@ func ProbeLimits(want Containment, cgroupParent string) Support {
 
 // SetHostLimits sets limits on the cgroup that holds every tree this
 // process starts under cgroupParent ("" for the default parent): the
-// kernel then holds the sum of those trees to them (MemoryMax, Tasks;
-// other fields must be 0), so that trees that under-declare their needs
+// kernel then holds the sum of those trees to them (MemoryMax; other
+// fields must be 0), so that trees that under-declare their needs
 // still cannot take the host's memory together. A zero field removes that
 // limit. It applies to the trees running now and later; on a cgroup v1
 // host every later tree is placed under the limited v1 cgroups, even
@@ -390,8 +390,8 @@ func ProbeLimits(want Containment, cgroupParent string) Support {
 // returns a *LimitUnavailableError and sets nothing. Safe for concurrent use;
 // it costs a write or two.
 func SetHostLimits(cgroupParent string, l Limits) error {
-	if l.MemoryHigh != 0 || l.CPU != 0 {
-		return errors.New("proc: SetHostLimits takes MemoryMax and Tasks only")
+	if l.MemoryHigh != 0 || l.Tasks != 0 || l.CPU != 0 {
+		return errors.New("proc: SetHostLimits takes MemoryMax only")
 	}
 	if err := l.validate(); err != nil {
 		return err

@@ -486,9 +486,10 @@ func TestLimitsDescriptorsPerTree(t *testing.T) {
 	}
 }
 
-// TestLimitsExhausted: running out of descriptors, or of processes (here:
-// the host's task limit), makes Start fail with an *ExhaustedError naming
-// the limit and how to raise it.
+// TestLimitsExhausted: running out of descriptors makes Start fail with
+// an *ExhaustedError naming the limit and how to raise it; a fork refused
+// for want of processes (EAGAIN) is one too, naming the host's process
+// limits.
 func TestLimitsExhausted(t *testing.T) {
 	noLeaks(t)
 	cmd := helperCmd("exit", "0")
@@ -500,17 +501,10 @@ func TestLimitsExhausted(t *testing.T) {
 		t.Errorf("Start without descriptors: error = %v, want an *ExhaustedError naming RLIMIT_NOFILE", err)
 	}
 
-	if err := SetHostLimits("", Limits{Tasks: 1}); err != nil {
-		t.Skipf("no task limit for the host here: %v", err)
-	}
-	t.Cleanup(func() {
-		if err := SetHostLimits("", Limits{}); err != nil {
-			t.Error(err)
-		}
-	})
-	_, err = Start(&Attr{Path: cmd.Path, Args: cmd.Args, Env: cmd.Env, Containment: testContainment, Account: true})
-	if !errors.As(err, &ee) || ee.Resource != "processes" || !strings.Contains(err.Error(), "pids.max 1") {
-		t.Errorf("Start past the host's task limit: error = %v, want an *ExhaustedError naming pids.max 1", err)
+	err = Exhausted(&os.SyscallError{Syscall: "clone3", Err: unix.EAGAIN})
+	if !errors.Is(err, ErrExhausted) || !errors.As(err, &ee) || ee.Resource != "processes" || !errors.Is(err, unix.EAGAIN) ||
+		!strings.Contains(err.Error(), "kernel.pid_max") || !strings.Contains(err.Error(), "RLIMIT_NPROC") {
+		t.Errorf("Exhausted(EAGAIN) = %v, want an *ExhaustedError naming RLIMIT_NPROC and kernel.pid_max", err)
 	}
 }
 

@@ -51,8 +51,9 @@
 // the waiter, whose own goroutine reads its latest position and calls
 // OnWait, so a slow OnWait delays nobody else, and positions that change
 // faster than it returns are skipped, the latest being reported. The time
-// waited is [Grant.Waited]; [Queue.Stats] gives counters and gauges for
-// metrics at any time.
+// waited is [Grant.Waited]; [Queue.Stats] gives the Queue's counters and
+// gauges at any time (the metrics recorded come from the waits
+// themselves, see [Instruments]).
 //
 // # Rate limits
 //

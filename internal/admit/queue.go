@@ -261,7 +261,7 @@ func (q *Queue) changed() {
 	}
 }
 
-// Stats are a Queue's counters and gauges, for metrics.
+// Stats are a Queue's counters and gauges at one moment.
 type Stats struct {
 	// Held is what the grants not yet released hold, and Holders how
 	// many they are.

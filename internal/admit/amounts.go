@@ -14,9 +14,6 @@ type Amounts struct {
 	// Memory is bytes of memory promised: the memory limit the run will
 	// be held to (internal/proc's Limits.MemoryMax).
 	Memory int64
-	// Tasks is tasks promised: the task limit the run will be held to
-	// (Limits.Tasks).
-	Tasks int64
 }
 
 // Resource names one of the resources of Amounts.
@@ -28,19 +25,15 @@ const (
 	Runs Resource = iota + 1
 	// Memory is Amounts.Memory.
 	Memory
-	// Tasks is Amounts.Tasks.
-	Tasks
 )
 
-// String returns the resource's name: "runs", "memory" or "tasks".
+// String returns the resource's name: "runs" or "memory".
 func (r Resource) String() string {
 	switch r {
 	case Runs:
 		return "runs"
 	case Memory:
 		return "memory"
-	case Tasks:
-		return "tasks"
 	}
 	return "resource?"
 }
@@ -52,32 +45,29 @@ func (a Amounts) get(r Resource) int64 {
 		return a.Runs
 	case Memory:
 		return a.Memory
-	case Tasks:
-		return a.Tasks
 	}
 	return 0
 }
 
 // add returns a+b.
 func (a Amounts) add(b Amounts) Amounts {
-	return Amounts{Runs: a.Runs + b.Runs, Memory: a.Memory + b.Memory, Tasks: a.Tasks + b.Tasks}
+	return Amounts{Runs: a.Runs + b.Runs, Memory: a.Memory + b.Memory}
 }
 
 // sub returns a-b.
 func (a Amounts) sub(b Amounts) Amounts {
-	return Amounts{Runs: a.Runs - b.Runs, Memory: a.Memory - b.Memory, Tasks: a.Tasks - b.Tasks}
+	return Amounts{Runs: a.Runs - b.Runs, Memory: a.Memory - b.Memory}
 }
 
 // negative reports whether any amount of a is below zero.
-func (a Amounts) negative() bool { return a.Runs < 0 || a.Memory < 0 || a.Tasks < 0 }
+func (a Amounts) negative() bool { return a.Runs < 0 || a.Memory < 0 }
 
 // fits reports whether need fits in capacity c with held already held: for
 // each limited resource (c > 0), held+need <= c, written so that it cannot
 // overflow.
 func fits(c, held, need Amounts) bool {
 	return (c.Runs == 0 || need.Runs <= c.Runs-held.Runs) &&
-		(c.Memory == 0 || need.Memory <= c.Memory-held.Memory) &&
-		(c.Tasks == 0 || need.Tasks <= c.Tasks-held.Tasks)
+		(c.Memory == 0 || need.Memory <= c.Memory-held.Memory)
 }
 
 // format formats n of r: bytes in binary units for Memory.
@@ -87,7 +77,7 @@ func format(r Resource, n int64) string {
 	}
 	name := r.String()
 	if n == 1 {
-		name = name[:len(name)-1] // "1 run", "1 task"
+		name = name[:len(name)-1] // "1 run"
 	}
 	return strconv.FormatInt(n, 10) + " " + name
 }

@@ -1,15 +1,15 @@
 // Package admit decides when a run may start on a host shared by many: it
-// admits requests to a budget of runs, memory and tasks, first come first
+// admits requests to a budget of runs and memory, first come first
 // served, and holds back the runs of a backend whose model provider said it
 // is rate limited until the limit resets.
 //
 // A [Queue] has a capacity for each resource ([Amounts]: runs at once,
-// bytes of memory promised, tasks promised); zero means no limit on that
+// bytes of memory promised); zero means no limit on that
 // resource. A request names what it needs, usually one run and the limits
 // the run will be held to. It fits when, for every limited resource, what
 // is held now plus what it needs is at most the capacity: the Queue counts
 // promises, not use. Holding a run to its promise is the kernel's job
-// (internal/proc's Limits on the run, and SetHostLimits on the cgroup
+// (internal/proc's Limits on the run, and HoldHostMemory on the cgroup
 // that holds every run, so that runs that under-declare cannot exceed the
 // sum together); the Queue only keeps the promises within the budget.
 //
@@ -51,8 +51,9 @@
 // the waiter, whose own goroutine reads its latest position and calls
 // OnWait, so a slow OnWait delays nobody else, and positions that change
 // faster than it returns are skipped, the latest being reported. The time
-// waited is [Grant.Waited]; [Queue.Stats] gives counters and gauges for
-// metrics at any time.
+// waited is [Grant.Waited]; [Queue.Stats] gives the Queue's counters and
+// gauges at any time (the metrics recorded come from the waits
+// themselves, see [Instruments]).
 //
 // # Rate limits
 //

@@ -32,7 +32,7 @@ func (q *Queue) invariants() error {
 	if q.held.negative() || q.holders < 0 {
 		return fmt.Errorf("held %+v by %d holders", q.held, q.holders)
 	}
-	for r := Runs; r <= Tasks; r++ {
+	for r := Runs; r <= Memory; r++ {
 		if c := q.capacity.get(r); c > 0 && q.held.get(r) > c {
 			return fmt.Errorf("%s held %d, over the capacity %d", r, q.held.get(r), c)
 		}

@@ -61,7 +61,7 @@ func (q *Queue) Capacity() Amounts {
 // A Request is what Acquire is asked for.
 type Request struct {
 	// Need is what the request holds once admitted. A run or a session
-	// needs 1 run, and the memory and tasks of its limits. A request
+	// needs 1 run, and the memory of its limit. A request
 	// that needs nothing still waits its turn behind those that came
 	// before it. A negative amount panics Acquire.
 	Need Amounts
@@ -111,14 +111,6 @@ func (g *Grant) Waited() time.Duration {
 		return 0
 	}
 	return g.waited
-}
-
-// Need returns what the grant holds: the request's Need.
-func (g *Grant) Need() Amounts {
-	if g == nil {
-		return Amounts{}
-	}
-	return g.need
 }
 
 // Release gives back what the grant holds and admits the waiters that
@@ -207,10 +199,10 @@ func (q *Queue) Acquire(ctx context.Context, r Request) (*Grant, error) {
 // resource, else nil.
 func (q *Queue) tooLarge(need Amounts) error {
 	c := q.capacity
-	if (c.Runs == 0 || need.Runs <= c.Runs) && (c.Memory == 0 || need.Memory <= c.Memory) && (c.Tasks == 0 || need.Tasks <= c.Tasks) {
+	if (c.Runs == 0 || need.Runs <= c.Runs) && (c.Memory == 0 || need.Memory <= c.Memory) {
 		return nil
 	}
-	for r := Runs; r <= Tasks; r++ {
+	for r := Runs; r <= Memory; r++ {
 		if c, n := q.capacity.get(r), need.get(r); c > 0 && n > c {
 			return &TooLargeError{Resource: r, Need: n, Capacity: c}
 		}
@@ -269,7 +261,7 @@ func (q *Queue) changed() {
 	}
 }
 
-// Stats are a Queue's counters and gauges, for metrics.
+// Stats are a Queue's counters and gauges at one moment.
 type Stats struct {
 	// Held is what the grants not yet released hold, and Holders how
 	// many they are.

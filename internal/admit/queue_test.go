@@ -28,7 +28,6 @@ func TestAdmissionBudget(t *testing.T) {
 		{"runs only", Amounts{Runs: 5}, run(200 * MiB), 40, 5},
 		{"runs tighter than memory", Amounts{Runs: 3, Memory: 1 << 30}, run(200 * MiB), 20, 3},
 		{"memory tighter than runs", Amounts{Runs: 8, Memory: 1 << 30}, run(300 * MiB), 20, 3},
-		{"tasks", Amounts{Tasks: 100}, Amounts{Runs: 1, Tasks: 32}, 10, 3},
 		{"exactly the whole budget each", Amounts{Memory: 1 << 30}, run(1 << 30), 5, 1},
 	}
 	for _, tt := range tests {
@@ -235,7 +234,6 @@ func TestAdmissionTooLarge(t *testing.T) {
 	}{
 		{"memory", Amounts{Runs: 5, Memory: 1 << 30}, run(2 << 30), Memory, "a request of 2 GiB can never fit the budget of 1 GiB: lower the request's memory limit"},
 		{"runs", Amounts{Runs: 1}, Amounts{Runs: 2}, Runs, "a request of 2 runs can never fit the budget of 1 run"},
-		{"tasks", Amounts{Tasks: 64}, Amounts{Runs: 1, Tasks: 65}, Tasks, "a request of 65 tasks can never fit the budget of 64 tasks"},
 		{"first of two", Amounts{Runs: 1, Memory: 1 << 30}, Amounts{Runs: 2, Memory: 2 << 30}, Runs, "2 runs"},
 	}
 	for _, tt := range tests {
@@ -429,8 +427,8 @@ func TestAdmissionOnWaitPanics(t *testing.T) {
 func TestAdmissionGrant(t *testing.T) {
 	q := newChecked(t, Amounts{Runs: 1, Memory: 100})
 	g := mustAcquire(t, q, Amounts{Runs: 1, Memory: 60})
-	if g.Need() != (Amounts{Runs: 1, Memory: 60}) {
-		t.Errorf("Need() = %+v", g.Need())
+	if s := q.Stats(); s.Holders != 1 || s.Held != (Amounts{Runs: 1, Memory: 60}) {
+		t.Errorf("Stats() = %+v, want the grant holding 1 run of 60", s)
 	}
 	g.Release()
 	g.Release() // does nothing
@@ -445,7 +443,7 @@ func TestAdmissionGrant(t *testing.T) {
 	}
 	g.Release()
 	nq.CloseGate("codex", time.Now().Add(time.Hour))
-	if g.Waited() != 0 || g.Need() != (Amounts{}) || nq.Stats() != (Stats{}) || nq.Capacity() != (Amounts{}) {
+	if g.Waited() != 0 || nq.Stats() != (Stats{}) || nq.Capacity() != (Amounts{}) {
 		t.Error("a nil Queue or Grant reports something")
 	}
 }
@@ -454,7 +452,7 @@ func TestAdmissionGrant(t *testing.T) {
 func TestAdmissionNegative(t *testing.T) {
 	for name, f := range map[string]func(){
 		"New":     func() { New(Amounts{Memory: -1}) },
-		"Acquire": func() { New(Amounts{}).Acquire(context.Background(), Request{Need: Amounts{Tasks: -1}}) },
+		"Acquire": func() { New(Amounts{}).Acquire(context.Background(), Request{Need: Amounts{Runs: -1}}) },
 	} {
 		t.Run(name, func(t *testing.T) {
 			defer func() {

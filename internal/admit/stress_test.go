@@ -22,10 +22,10 @@ func TestAdmissionStress(t *testing.T) {
 	if testing.Short() {
 		rounds = 50
 	}
-	capacity := Amounts{Runs: 6, Memory: 1000, Tasks: 50}
+	capacity := Amounts{Runs: 6, Memory: 1000}
 	q := newChecked(t, capacity)
 	var (
-		held                        [3]atomic.Int64 // runs, memory, tasks held by the workers
+		held                        [2]atomic.Int64 // runs and memory held by the workers
 		admitted, cancelled, closes atomic.Int64
 		wg                          sync.WaitGroup
 	)
@@ -35,7 +35,7 @@ func TestAdmissionStress(t *testing.T) {
 			rng := rand.New(rand.NewPCG(uint64(i), 1))
 			for range rounds {
 				r := Request{
-					Need: Amounts{Runs: 1, Memory: rng.Int64N(401), Tasks: rng.Int64N(21)},
+					Need: Amounts{Runs: 1, Memory: rng.Int64N(401)},
 					Gate: keys[rng.IntN(len(keys))],
 				}
 				if rng.IntN(2) == 0 {
@@ -65,7 +65,7 @@ func TestAdmissionStress(t *testing.T) {
 					continue
 				}
 				admitted.Add(1)
-				for j, n := range []int64{r.Need.Runs, r.Need.Memory, r.Need.Tasks} {
+				for j, n := range []int64{r.Need.Runs, r.Need.Memory} {
 					if now := held[j].Add(n); now > capacity.get(Resource(j+1)) {
 						t.Errorf("%v held %d by the holders, over the capacity", Resource(j+1), now)
 					}
@@ -77,7 +77,7 @@ func TestAdmissionStress(t *testing.T) {
 				if rng.IntN(3) == 0 {
 					time.Sleep(time.Duration(rng.IntN(100)) * time.Microsecond) // the run
 				}
-				for j, n := range []int64{r.Need.Runs, r.Need.Memory, r.Need.Tasks} {
+				for j, n := range []int64{r.Need.Runs, r.Need.Memory} {
 					held[j].Add(-n)
 				}
 				g.Release()

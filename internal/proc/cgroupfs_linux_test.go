@@ -154,14 +154,14 @@ func TestLimitsV2Files(t *testing.T) {
 		t.Error("release kept the mark's descriptor")
 	}
 
-	if err := setV2HostLimits(homeDir, Limits{MemoryMax: 1 << 30, Tasks: 500}, ctl); err != nil {
+	if err := setV2HostLimits(homeDir, Limits{MemoryMax: 1 << 30}, ctl); err != nil {
 		t.Fatal(err)
 	}
-	wantFiles(t, homeDir, map[string]string{"memory.max": "1073741824", "memory.swap.max": "0", "pids.max": "500"})
+	wantFiles(t, homeDir, map[string]string{"memory.max": "1073741824", "memory.swap.max": "0"})
 	if err := setV2HostLimits(homeDir, Limits{}, ctl); err != nil {
 		t.Fatal(err)
 	}
-	wantFiles(t, homeDir, map[string]string{"memory.max": "max", "memory.swap.max": "max", "pids.max": "max"})
+	wantFiles(t, homeDir, map[string]string{"memory.max": "max", "memory.swap.max": "max"})
 }
 
 // TestLimitsV2Controllers: what the home gets from the cgroups above it.
@@ -335,26 +335,4 @@ func TestLimitsDelegate(t *testing.T) {
 			t.Errorf("delegate() error = %v, want ErrLimitUnavailable", err)
 		}
 	})
-}
-
-// TestLimitErrors: what the errors say.
-func TestLimitErrors(t *testing.T) {
-	for _, tt := range []struct {
-		err  error
-		want string
-	}{
-		{&LimitError{Resource: Memory, Limit: 512 * mib, Count: 1, Root: true, Peak: 511*mib + 820*1024}, "the root process was killed by the memory limit of 512 MiB (peak 511.8 MiB)"},
-		{&LimitError{Resource: Memory, Limit: 512 * mib, Count: 2, Peak: 512 * mib}, "2 processes were killed by the memory limit of 512 MiB (peak 512 MiB)"},
-		{&LimitError{Resource: Memory, Count: 1, Peak: 3 << 30}, "1 process was killed by the kernel's OOM killer for a memory limit outside the tree (the host's, or the system out of memory) (peak 3 GiB)"},
-		{&LimitError{Resource: Tasks, Limit: 64, Count: 3, Peak: 64}, "3 forks were refused by the task limit of 64 (peak 64 tasks)"},
-	} {
-		if got := tt.err.Error(); got != tt.want {
-			t.Errorf("Error() = %q\nwant      %q", got, tt.want)
-		}
-	}
-	u := Usage{OOMKills: 1, RootOOMKilled: true, ForksRefused: 2, MemoryPeak: 10, TasksPeak: 8, Limits: Limits{MemoryMax: 1 << 30, Tasks: 8}}
-	ex := u.Exceeded()
-	if len(ex) != 2 || !ex[0].Root || ex[0].Limit != 1<<30 || ex[1].Resource != Tasks || ex[1].Count != 2 {
-		t.Errorf("Exceeded() = %v", ex)
-	}
 }

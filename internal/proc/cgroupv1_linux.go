@@ -105,8 +105,8 @@ type v1Host struct {
 	seq  atomic.Uint64
 
 	mu sync.Mutex // guards limits
-	// limits are the home's limits (SetHostLimits): every tree is then
-	// placed in the limited hierarchies.
+	// limits are the home's limits (SetHostLimits, MemoryMax only): every
+	// tree is then placed in the limited memory hierarchy.
 	limits Limits
 }
 
@@ -346,9 +346,6 @@ func (h *v1Host) hostNeed() v1Need {
 	if h.limits.MemoryMax > 0 {
 		n |= 1 << v1Memory
 	}
-	if h.limits.Tasks > 0 {
-		n |= 1 << v1Pids
-	}
 	return n
 }
 
@@ -362,15 +359,6 @@ func (h *v1Host) setLimits(l Limits) error {
 			return err
 		}
 		if err := setV1Memory(x.home, l.MemoryMax); err != nil {
-			return err
-		}
-	}
-	if l.Tasks != 0 || h.limits.Tasks != 0 {
-		x, err := h.usable(v1Pids)
-		if err != nil {
-			return err
-		}
-		if err := writeLimit(filepath.Join(x.home, "pids.max"), l.Tasks); err != nil {
 			return err
 		}
 	}

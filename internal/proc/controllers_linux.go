@@ -168,7 +168,7 @@ func applyV2(dir string, l Limits, ctl ctlSet) error {
 	return nil
 }
 
-// setV2HostLimits sets the home's memory and task limits (0: none).
+// setV2HostLimits sets the home's memory limit (0: none).
 func setV2HostLimits(home string, l Limits, ctl ctlSet) error {
 	if l.MemoryMax != 0 || ctl&ctlMemory != 0 {
 		if err := writeLimit(filepath.Join(home, "memory.max"), l.MemoryMax); err != nil {
@@ -179,11 +179,6 @@ func setV2HostLimits(home string, l Limits, ctl ctlSet) error {
 			swap = "max"
 		}
 		if err := writeFile(filepath.Join(home, "memory.swap.max"), swap); err != nil && !errors.Is(err, fs.ErrNotExist) {
-			return err
-		}
-	}
-	if l.Tasks != 0 || ctl&ctlPids != 0 {
-		if err := writeLimit(filepath.Join(home, "pids.max"), l.Tasks); err != nil {
 			return err
 		}
 	}

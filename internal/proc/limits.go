@@ -272,73 +272,6 @@ type Usage struct {
 	Limits Limits
 }
 
-// Exceeded returns what the tree's limits did, one *LimitError per limit
-// that acted: a memory limit that OOM-killed processes, a task limit that
-// refused forks. A caller turns the one with Root set into the run's
-// error (the root, the CLI, was killed by it) and the others into
-// warnings (a tool was killed or refused a fork, and the root went on).
-func (u Usage) Exceeded() []*LimitError {
-	var out []*LimitError
-	if u.OOMKills > 0 {
-		e := &LimitError{Resource: Memory, Count: u.OOMKills, Root: u.RootOOMKilled, Peak: u.MemoryPeak}
-		if !u.OOMOutside {
-			e.Limit = u.Limits.MemoryMax
-		}
-		out = append(out, e)
-	}
-	if u.ForksRefused > 0 {
-		out = append(out, &LimitError{Resource: Tasks, Limit: u.Limits.Tasks, Count: u.ForksRefused, Peak: u.TasksPeak})
-	}
-	return out
-}
-
-// A LimitError says what a limit did to a tree: the OOM killer killed
-// Count of its processes (Resource Memory), or Count forks were refused
-// (Resource Tasks).
-type LimitError struct {
-	// Resource is Memory or Tasks.
-	Resource Resource
-	// Limit is the tree's own limit (bytes, tasks), or 0 when the tree
-	// was held by another: the host's limit (SetHostLimits) or the
-	// system's memory.
-	Limit int64
-	// Count is how many processes were killed, or forks refused.
-	Count int64
-	// Root says that the root was among the processes killed.
-	Root bool
-	// Peak is the tree's peak memory (bytes) or tasks.
-	Peak int64
-}
-
-func (e *LimitError) Error() string {
-	switch e.Resource {
-	case Tasks:
-		return fmt.Sprintf("%s refused by the task limit of %d (peak %d tasks)", plural(e.Count, "fork was", "forks were"), e.Limit, e.Peak)
-	case Memory:
-		who := plural(e.Count, "process was", "processes were")
-		if e.Root {
-			who = "the root process was"
-			if e.Count > 1 {
-				who = fmt.Sprintf("the root process and %s", plural(e.Count-1, "other was", "others were"))
-			}
-		}
-		by := "by the memory limit of " + FormatBytes(e.Limit)
-		if e.Limit == 0 {
-			by = "by the kernel's OOM killer for a memory limit outside the tree (the host's, or the system out of memory)"
-		}
-		return fmt.Sprintf("%s killed %s (peak %s)", who, by, FormatBytes(e.Peak))
-	}
-	return fmt.Sprintf("the %s limit was reached", e.Resource)
-}
-
-// plural returns "1 one" or "N many".
-func plural(n int64, one, many string) string {
-	if n == 1 {
-		return "1 " + one
-	}
-	return fmt.Sprintf("%d %s", n, many)
-}
-
 // FormatBytes formats n bytes in binary units, such as "512 MiB" or
 // "511.8 MiB".
 func FormatBytes(n int64) string {
@@ -410,10 +343,10 @@ type Support struct {
 	// Memory, MemoryHigh, Tasks and CPU are nil when Start can enforce a
 	// limit on the resource, else the *LimitUnavailableError it would return.
 	Memory, MemoryHigh, Tasks, CPU error
-	// HostMemory and HostTasks are nil when SetHostLimits can make the
-	// kernel hold the sum of the trees' memory and tasks, else the
-	// *LimitUnavailableError it would return.
-	HostMemory, HostTasks error
+	// HostMemory is nil when SetHostLimits can make the kernel hold the
+	// sum of the trees' memory, else the *LimitUnavailableError it would
+	// return.
+	HostMemory error
 	// MemorySampled, CPUSampled and TasksSampled say which figures of
 	// an accounted tree's Usage are sampled from /proc.
 	MemorySampled, CPUSampled, TasksSampled bool
@@ -448,8 +381,8 @@ func ProbeLimits(want Containment, cgroupParent string) Support {
 
 // SetHostLimits sets limits on the cgroup that holds every tree this
 // process starts under cgroupParent ("" for the default parent): the
-// kernel then holds the sum of those trees to them (MemoryMax, Tasks;
-// other fields must be 0), so that trees that under-declare their needs
+// kernel then holds the sum of those trees to them (MemoryMax; other
+// fields must be 0), so that trees that under-declare their needs
 // still cannot take the host's memory together. A zero field removes that
 // limit. It applies to the trees running now and later; on a cgroup v1
 // host every later tree is placed under the limited v1 cgroups, even
@@ -457,8 +390,8 @@ func ProbeLimits(want Containment, cgroupParent string) Support {
 // returns a *LimitUnavailableError and sets nothing. Safe for concurrent use;
 // it costs a write or two.
 func SetHostLimits(cgroupParent string, l Limits) error {
-	if l.MemoryHigh != 0 || l.CPU != 0 {
-		return errors.New("proc: SetHostLimits takes MemoryMax and Tasks only")
+	if l.MemoryHigh != 0 || l.Tasks != 0 || l.CPU != 0 {
+		return errors.New("proc: SetHostLimits takes MemoryMax only")
 	}
 	if err := l.validate(); err != nil {
 		return err

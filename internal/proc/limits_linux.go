@@ -224,8 +224,7 @@ func probeLimits(want Containment, parent string) Support {
 	}
 	p, _ := planLimits(&Attr{Account: true}, home, theV1())
 	s.MemorySampled, s.TasksSampled, s.CPUSampled = p.mem == srcSample, p.tasks == srcSample, p.cpu == srcSample
-	s.HostMemory = hostLimitErr(parent, Memory)
-	s.HostTasks = hostLimitErr(parent, Tasks)
+	s.HostMemory = hostMemoryErr(parent)
 	s.Where = where(home)
 	return s
 }
@@ -257,30 +256,27 @@ func where(home *cgroupHome) string {
 	return strings.Join(parts, "; ")
 }
 
-// hostLimitErr says whether SetHostLimits can hold the sum of r.
-func hostLimitErr(parent string, r Resource) error {
-	c, i := ctlMemory, v1Memory
-	if r == Tasks {
-		c, i = ctlPids, v1Pids
-	}
+// hostMemoryErr says whether SetHostLimits can hold the sum of the
+// trees' memory.
+func hostMemoryErr(parent string) error {
 	home, err := homeFor(parent)
-	if err == nil && home.ctl&c != 0 {
+	if err == nil && home.ctl&ctlMemory != 0 {
 		return nil
 	}
 	v1err := errors.New("no cgroup v1 hierarchy")
 	if v1 := theV1(); v1 != nil {
-		if _, v1err = v1.usable(i); v1err == nil {
+		if _, v1err = v1.usable(v1Memory); v1err == nil {
 			return nil
 		}
 	}
 	if err != nil {
 		home = nil
 	}
-	return unavailable(r, home, c, v1err)
+	return unavailable(Memory, home, ctlMemory, v1err)
 }
 
-// setHostLimits is SetHostLimits on Linux: each limit goes to the v2 home
-// where it has the controller, else to the v1 homes.
+// setHostLimits is SetHostLimits on Linux: the memory limit goes to the
+// v2 home where it has the memory controller, else to the v1 home.
 func setHostLimits(parent string, l Limits) error {
 	home, err := homeFor(parent)
 	var v2 ctlSet
@@ -295,11 +291,6 @@ func setHostLimits(parent string, l Limits) error {
 	} else {
 		onV1.MemoryMax = l.MemoryMax
 	}
-	if v2&ctlPids != 0 {
-		onV2.Tasks = l.Tasks
-	} else {
-		onV1.Tasks = l.Tasks
-	}
 	// Check everything before writing anything.
 	v1 := theV1()
 	if onV1.MemoryMax != 0 {
@@ -307,12 +298,7 @@ func setHostLimits(parent string, l Limits) error {
 			return unavailable(Memory, home, ctlMemory, err)
 		}
 	}
-	if onV1.Tasks != 0 {
-		if _, err := v1.usable(v1Pids); err != nil {
-			return unavailable(Tasks, home, ctlPids, err)
-		}
-	}
-	if home != nil && v2&(ctlMemory|ctlPids) != 0 {
+	if home != nil && v2&ctlMemory != 0 {
 		if err := setV2HostLimits(home.dir, onV2, v2); err != nil {
 			return fmt.Errorf("proc: setting the host's limits: %w", err)
 		}
@@ -447,10 +433,8 @@ func processLimits() []string {
 	}
 	if v1 := v1IfOpen(); v1 != nil {
 		if x, err := v1.usable(v1Pids); err == nil {
-			for _, d := range []string{x.own, x.home} {
-				if b, err := readSmall(filepath.Join(d, "pids.max")); err == nil && strings.TrimSpace(string(b)) != "max" {
-					out = append(out, fmt.Sprintf("%s has pids.max %s", d, strings.TrimSpace(string(b))))
-				}
+			if b, err := readSmall(filepath.Join(x.own, "pids.max")); err == nil && strings.TrimSpace(string(b)) != "max" {
+				out = append(out, fmt.Sprintf("%s has pids.max %s", x.own, strings.TrimSpace(string(b))))
 			}
 		}
 	}

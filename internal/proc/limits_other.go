@@ -31,8 +31,8 @@ func probeLimits(Containment, string) Support {
 	return Support{
 		Memory: unavailableHere(Memory), MemoryHigh: unavailableHere(MemoryHigh),
 		Tasks: unavailableHere(Tasks), CPU: unavailableHere(CPU),
-		HostMemory: unavailableHere(Memory), HostTasks: unavailableHere(Tasks),
-		Where: "no cgroups on " + runtime.GOOS,
+		HostMemory: unavailableHere(Memory),
+		Where:      "no cgroups on " + runtime.GOOS,
 	}
 }
 

@@ -26,22 +26,9 @@ func TestLimitsFlags(t *testing.T) {
 	}
 	for _, c := range cases {
 		t.Run(strings.Join(c.args, " "), func(t *testing.T) {
-			fs := flag.NewFlagSet("mcpserver", flag.ContinueOnError)
-			fs.SetOutput(&strings.Builder{})
 			var l limitFlags
-			l.register(fs)
-			err := fs.Parse(c.args)
-			if err == nil {
-				err = l.check()
-			}
-			if c.wantErr != "" {
-				if err == nil || !strings.Contains(err.Error(), c.wantErr) {
-					t.Errorf("error = %v, want one saying %q", err, c.wantErr)
-				}
+			if !parseFlags(t, c.args, l.register, l.check, c.wantErr) {
 				return
-			}
-			if err != nil {
-				t.Fatalf("error = %v", err)
 			}
 			o := l.options()
 			if o.Limits.Memory != c.memory || (c.budget != 0) != (o.Budget != nil) || o.Budget != nil && o.Budget.Memory != c.budget {
@@ -49,4 +36,28 @@ func TestLimitsFlags(t *testing.T) {
 			}
 		})
 	}
+}
+
+// parseFlags parses args into a flag set that register filled, then runs
+// check. It reports whether the flags are good, failing the test unless
+// wantErr is empty and no error came, or wantErr is part of the error.
+func parseFlags(t *testing.T, args []string, register func(*flag.FlagSet), check func() error, wantErr string) bool {
+	t.Helper()
+	fs := flag.NewFlagSet("mcpserver", flag.ContinueOnError)
+	fs.SetOutput(&strings.Builder{})
+	register(fs)
+	err := fs.Parse(args)
+	if err == nil {
+		err = check()
+	}
+	if wantErr != "" {
+		if err == nil || !strings.Contains(err.Error(), wantErr) {
+			t.Errorf("error = %v, want one saying %q", err, wantErr)
+		}
+		return false
+	}
+	if err != nil {
+		t.Fatalf("error = %v", err)
+	}
+	return true
 }

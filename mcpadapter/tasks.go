@@ -84,10 +84,14 @@ type TaskOptions struct {
 	// replica running it was killed, or lost the store) records the task
 	// "failed", with ErrTaskReplicaLost as the cause, instead of leaving
 	// it "working" forever. Give the replicas sharing a store the same
-	// Lease, well above the store's worst latency. If zero,
-	// DefaultTaskLease is used.
+	// Lease, well above the store's worst latency; it is at least a
+	// millisecond. If zero, DefaultTaskLease is used.
 	Lease time.Duration
 }
+
+// minTaskLease is the shortest TaskOptions.Lease: the owner renews a
+// lease every third of it, which must stay a positive interval.
+const minTaskLease = time.Millisecond
 
 // check applies the defaults of o.
 func (o *TaskOptions) check() error {
@@ -97,8 +101,8 @@ func (o *TaskOptions) check() error {
 	if o.MaxTTL < 0 {
 		return fmt.Errorf("MaxTTL is %v: give a positive duration, or 0 for %v", o.MaxTTL, DefaultTaskMaxTTL)
 	}
-	if o.Lease < 0 {
-		return fmt.Errorf("Lease is %v: give a positive duration, or 0 for %v", o.Lease, DefaultTaskLease)
+	if o.Lease < 0 || (o.Lease > 0 && o.Lease < minTaskLease) {
+		return fmt.Errorf("Lease is %v: give a duration of at least %v, well above the task store's latency, or 0 for %v", o.Lease, minTaskLease, DefaultTaskLease)
 	}
 	if o.PollInterval < 0 {
 		return fmt.Errorf("PollInterval is %v: give a positive duration, or 0 for %v", o.PollInterval, DefaultTaskPollInterval)

@@ -854,3 +854,25 @@ func TestTaskReplicaLost(t *testing.T) {
 	default:
 	}
 }
+
+// TestTaskOptionsRefused: task options that would break a task are refused
+// by Register, naming the option and the fix.
+func TestTaskOptionsRefused(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		opts mcpadapter.TaskOptions
+		want string
+	}{
+		{"negative ttl", mcpadapter.TaskOptions{TTL: -time.Second}, "Options.Tasks: TTL is -1s"},
+		{"negative lease", mcpadapter.TaskOptions{Lease: -time.Second}, "Options.Tasks: Lease is -1s"},
+		{"lease too short to renew", mcpadapter.TaskOptions{Lease: 2 * time.Nanosecond}, "Options.Tasks: Lease is 2ns: give a duration of at least 1ms"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			s := mcp.NewServer(&mcp.Implementation{Name: "test", Version: "v0"}, nil)
+			_, err := mcpadapter.Register(s, &mcpadapter.Options{Tasks: tc.opts}, answer("agent"))
+			if err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Fatalf("Register with %+v: %v, want an error containing %q", tc.opts, err, tc.want)
+			}
+		})
+	}
+}

@@ -169,6 +169,16 @@
 // client (sampling, elicitation) are not possible in this mode. A stateful
 // server behind a load balancer needs sticky routing by the Mcp-Session-Id
 // header instead.
+//
+// # Conformance
+//
+// -conformance-tools (with -http, without -stateless) adds the test tools
+// of the official MCP conformance suite (@modelcontextprotocol/conformance)
+// to the agents' tools: test_reconnection closes the SSE stream of its call
+// (SEP-1699) and answers once the client has resumed it with Last-Event-ID,
+// which shows a call's answer surviving a dropped stream. The suite's
+// server-sse-polling scenario calls it. It is off by default: the tools are
+// for testing the server, not for the clients of agents.
 package main
 
 import (
@@ -273,6 +283,7 @@ func run() error {
 		approvals      = flag.String("approvals", "allow", "who answers the agents' requests to run commands, edit files or call MCP tools (CLIs that can ask): allow (the permission level decides, nobody is asked), deny (refuse them all), or elicit (ask the MCP client's user)")
 		fallback       = flag.String("approval-fallback", "deny", "with -approvals elicit: allow or deny the requests of a client that cannot be asked (no elicitation)")
 		fake           = flag.Bool("fake-agent", false, "serve scripted stand-ins of the CLIs (all three unless -cli says otherwise): try the server with no CLI, no key and no network")
+		conformance    = flag.Bool("conformance-tools", false, "with -http: also serve the test tools of the MCP conformance suite (@modelcontextprotocol/conformance), such as test_reconnection, which closes its call's SSE stream and answers on the resumed one; for testing the server, not for clients")
 		otlpURL        = flag.String("otlp", "", "export traces over OTLP/HTTP to this URL (such as http://127.0.0.1:4318/v1/traces); the OTEL_EXPORTER_OTLP_* variables work too")
 		roots          []string
 		binaries       = map[string]*string{}
@@ -311,6 +322,9 @@ func run() error {
 	}
 	if *httpAddr == "" && *stateless {
 		return errors.New("-stateless applies to HTTP: add -http ADDR")
+	}
+	if *conformance && (*httpAddr == "" || *stateless) {
+		return errors.New("-conformance-tools needs resumable streams: add -http ADDR, without -stateless")
 	}
 
 	// Logs go to stderr: in stdio mode stdout is the protocol channel.
@@ -497,6 +511,11 @@ func run() error {
 		return err
 	}
 	tel.serveMetrics(tools.Handler)
+	var ct *conformanceTools
+	if *conformance {
+		ct = newConformanceTools()
+		ct.register(server)
+	}
 
 	if *httpAddr != "" {
 		hc := httpConfig{
@@ -505,6 +524,7 @@ func run() error {
 			maxBody:        *maxRequest,
 			sessionTimeout: *sessionTimeout,
 			auth:           authSummary(httpAccess),
+			conformance:    ct,
 		}
 		if sharedMetrics {
 			hc.metrics = tel.metrics
@@ -643,8 +663,9 @@ type httpConfig struct {
 	stateless      bool
 	maxBody        int64
 	sessionTimeout time.Duration
-	auth           string       // how clients authenticate, for the log
-	metrics        http.Handler // /metrics and /healthz on this listener, or nil
+	auth           string            // how clients authenticate, for the log
+	metrics        http.Handler      // /metrics and /healthz on this listener, or nil
+	conformance    *conformanceTools // -conformance-tools, or nil
 }
 
 func serveHTTP(sd *shutdown, server *mcp.Server, tools *mcpadapter.Tools, hc httpConfig, names, roots []string, logger *slog.Logger) error {
@@ -659,7 +680,10 @@ func serveHTTP(sd *shutdown, server *mcp.Server, tools *mcpadapter.Tools, hc htt
 		// missed. (Stateless replicas have no session to resume.)
 		opts.EventStore = mcp.NewMemoryEventStore(nil)
 	}
-	handler := mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return server }, opts)
+	var handler http.Handler = mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return server }, opts)
+	if hc.conformance != nil {
+		handler = hc.conformance.handler(handler)
+	}
 	mux := http.NewServeMux()
 	mux.Handle("/", limitBody(handler, hc.maxBody))
 	if hc.metrics != nil {

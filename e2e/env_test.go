@@ -331,6 +331,7 @@ func TestSurvivorScan(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer cmd.Process.Kill() // if the scan failed to kill it
+	awaitExeced(t, cmd.Process.Pid, cmd.Args)
 	if !r.toolRunning("sleep 30") || len(r.survivors()) != 1 {
 		t.Errorf("survivors() = %q, want the tagged sleep", r.survivors())
 	}

@@ -489,7 +489,7 @@ func TestGoToolOverHTTP(t *testing.T) {
 	// The protocol keeps the Go server beside its URL: it reads its tools.
 	if len(got) != 2 || got[0].Server != srv || !strings.HasPrefix(got[0].URL, "http://127.0.0.1:") ||
 		!strings.HasPrefix(got[0].Headers["Authorization"], "Bearer ") || got[1].URL != "https://example.com/mcp" || got[1].Server != nil {
-		t.Fatalf("protocol got %+v, want the Go server as a loopback URL with a bearer token and its Server, the other as given", got)
+		t.Fatalf("protocol got %s, want the Go server as a loopback URL with a bearer token and its Server, the other as given", serversSeen(got))
 	}
 	url, auth := got[0].URL, got[0].Headers["Authorization"]
 
@@ -524,6 +524,25 @@ func TestGoToolOverHTTP(t *testing.T) {
 		resp.Body.Close()
 		t.Errorf("the endpoint still answers after Close: %s", resp.Status)
 	}
+}
+
+// serversSeen describes servers for a failure message without their
+// header values: the Go server's bearer token must not reach a test log.
+func serversSeen(servers []invoker.MCPServer) string {
+	var b strings.Builder
+	for i, s := range servers {
+		if i > 0 {
+			b.WriteString(", ")
+		}
+		auth := s.Headers["Authorization"]
+		if scheme, _, ok := strings.Cut(auth, " "); ok {
+			auth = scheme + " <redacted>"
+		} else if auth != "" {
+			auth = "<redacted>"
+		}
+		fmt.Fprintf(&b, "{Name:%s URL:%s Authorization:%q Server:%v}", s.Name, s.URL, auth, s.Server != nil)
+	}
+	return "[" + b.String() + "]"
 }
 
 type headerTransport struct{ auth string }

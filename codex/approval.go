@@ -35,9 +35,13 @@ import (
 // event of the same call.
 //
 // A Decision is answered with "accept", "acceptForSession" (ForSession:
-// Codex then runs the same command, or files under the same paths, for
-// the rest of the session without asking; an MCP tool accepted with
-// persist "session"), or "decline". Codex takes no changed input and no
+// Codex then runs the same command for the rest of the session without
+// asking; an MCP tool accepted with persist "session"), or "decline". A
+// file change allowed ForSession below Unlimited is answered "accept":
+// Codex's acceptForSession would apply later changes under the same paths
+// without asking, so unjudged; the session keeps the grant instead, and
+// each later file change Codex asks about is judged as below, then
+// accepted without asking the program again. Codex takes no changed input and no
 // message: a Decision with Input is answered with "decline", and the
 // model reads Codex's own words for a refusal, whatever Decision.Message
 // says: for a command, measured with 0.169.0, exec_command failed:
@@ -244,13 +248,19 @@ func (p *protocol) serverRequest(m *rpc, raw json.RawMessage) driver.Step {
 	declined := "codex asked " + m.Method + "; clinvoke declined (sessions run with the approval policy never)"
 	// ask hands a to the program, and answers with what answer makes of
 	// its decision, unless the request is settled otherwise first.
-	ask := func(a invoker.Approval, answer func(d invoker.Decision) []byte) driver.Step {
+	stale := func() string {
 		switch {
 		case !p.inTurn || p.ended:
-			return refuse("the turn has ended")
+			return "the turn has ended"
 		case params.TurnID != "" && p.turn != "" && params.TurnID != p.turn && (params.ThreadID == "" || params.ThreadID == p.thread):
 			// (A sub-agent's thread has turns of its own, within ours.)
-			return refuse("it is of turn " + params.TurnID + ", not of the turn in progress")
+			return "it is of turn " + params.TurnID + ", not of the turn in progress"
+		}
+		return ""
+	}
+	ask := func(a invoker.Approval, answer func(d invoker.Decision) []byte) driver.Step {
+		if why := stale(); why != "" {
+			return refuse(why)
 		}
 		w := &asked{method: m.Method, id: m.ID}
 		p.asking[key] = w
@@ -296,12 +306,27 @@ func (p *protocol) serverRequest(m *rpc, raw json.RawMessage) driver.Step {
 			if a.Reason == "" && params.GrantRoot != nil {
 				a.Reason = "write access under " + *params.GrantRoot + " for the rest of the session"
 			}
+			if p.editsGranted && p.ceiling != invoker.Unlimited {
+				// Judged above, and allowed for the session: once.
+				if why := stale(); why != "" {
+					return refuse(why)
+				}
+				return driver.Step{Write: [][]byte{reply(id, map[string]string{"decision": "accept"})}}
+			}
 		}
+		fileChange := a.Kind == invoker.ApprovalFileChange
 		return ask(a, func(d invoker.Decision) []byte {
 			decision := "decline"
 			switch {
 			case d.Allow && len(d.Input) > 0:
 				// Codex cannot run a changed input.
+			case d.Allow && d.ForSession && fileChange && p.ceiling != invoker.Unlimited:
+				// Codex's acceptForSession would apply later changes
+				// under the same paths without asking, unjudged (a
+				// link swapped in, a grantRoot): the session keeps the
+				// grant instead, and Codex is answered once.
+				p.editsGranted = true
+				decision = "accept"
 			case d.Allow && d.ForSession:
 				decision = "acceptForSession"
 			case d.Allow:

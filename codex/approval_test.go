@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"reflect"
 	"strings"
 	"testing"
@@ -288,5 +289,56 @@ func TestFileChangeForgottenAtNextTurn(t *testing.T) {
 	}
 	if n := len(p.(*protocol).changes); n != 0 {
 		t.Errorf("%d file changes of the last turn still tracked, want 0", n)
+	}
+}
+
+// A file change allowed for the session below Unlimited is answered
+// once: the session keeps the grant, so each later change is still
+// judged, then accepted without asking the program. At Unlimited Codex
+// keeps the grant itself.
+func TestApprovalFileChangeForSession(t *testing.T) {
+	started := func(item, path string) string {
+		return `{"method":"item/started","params":{"threadId":"T1","turnId":"U1","item":{"type":"fileChange","id":"` + item +
+			`","status":"inProgress","changes":[{"path":"` + path + `","kind":{"type":"add"},"diff":"x"}]}}}`
+	}
+	asked := func(id int, item string) string {
+		return fmt.Sprintf(`{"method":"item/fileChange/requestApproval","id":%d,"params":{"threadId":"T1","turnId":"U1","itemId":"%s"}}`, id, item)
+	}
+	for _, tc := range []struct {
+		level       invoker.Permission
+		first       string // the answer to the change allowed for the session
+		later       string // what the next change inside gets
+		laterAsked  bool   // whether the program is asked about it
+		outsideDecl bool   // whether a change outside is declined without asking
+	}{
+		{invoker.WorkspaceWrite, `"decision":"accept"`, `"decision":"accept"`, false, true},
+		{invoker.Unlimited, `"decision":"acceptForSession"`, "", true, false},
+	} {
+		t.Run(string(tc.level), func(t *testing.T) {
+			dir := t.TempDir()
+			p, _ := openTurn(t, &invoker.SessionRequest{Workdir: dir, Permission: tc.level, Approve: allowAll})
+			appDecode(t, p, started("c1", dir+"/a.txt"))
+			st := appDecode(t, p, asked(8, "c1"))
+			if len(st.Approvals) != 1 {
+				t.Fatalf("first change: Step = %+v, want the program asked", st)
+			}
+			if out := st.Approvals[0].Answer(invoker.Decision{Allow: true, ForSession: true}); len(out) != 1 || !strings.Contains(string(out[0]), tc.first) {
+				t.Fatalf("ForSession answered %q, want %s", out, tc.first)
+			}
+			appDecode(t, p, started("c2", dir+"/b.txt"))
+			st = appDecode(t, p, asked(9, "c2"))
+			if got := len(st.Approvals) == 1; got != tc.laterAsked {
+				t.Fatalf("later change inside: Step = %+v, want the program asked: %v", st, tc.laterAsked)
+			}
+			if !tc.laterAsked && (len(st.Write) != 1 || !strings.Contains(string(st.Write[0]), tc.later) || !strings.Contains(string(st.Write[0]), `"id":9`)) {
+				t.Errorf("later change inside: wrote %q, want %s", st.Write, tc.later)
+			}
+			appDecode(t, p, started("c3", "/etc/clinvoke-probe"))
+			st = appDecode(t, p, asked(10, "c3"))
+			declined := len(st.Approvals) == 0 && len(st.Write) == 1 && strings.Contains(string(st.Write[0]), `"decision":"decline"`)
+			if declined != tc.outsideDecl {
+				t.Errorf("change outside the workdir: Step = %+v (wrote %q), want declined without asking: %v", st, st.Write, tc.outsideDecl)
+			}
+		})
 	}
 }

@@ -125,6 +125,10 @@ type protocol struct {
 	asking map[string]*asked
 	// trusted holds the names of the request's MCP servers.
 	trusted map[string]bool
+	// editsGranted says that the program allowed a file change for the
+	// session below Unlimited: kept here rather than given to Codex, so
+	// that each later change is still judged (see approval.go).
+	editsGranted bool
 	// changes holds the file changes started and not completed, by item
 	// id, for their approvals.
 	changes map[string]fileChange

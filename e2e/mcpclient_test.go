@@ -42,6 +42,39 @@ type tsResult struct {
 	Code     int                `json:"code"` // the HTTP status of a failed connection
 }
 
+// startNodeDriver starts a node driver script (mcpclient.mjs, mcptasks.mjs)
+// with its configuration as the one argument, and returns it with its
+// standard input and output (the caller waits for it). At the test's end its input is closed and it is killed and
+// reaped (a no-op once it exited, as it should have); a failed test logs
+// what it and the server wrote to standard error.
+func startNodeDriver(t *testing.T, node, driver string, config []byte) (*exec.Cmd, io.WriteCloser, io.Reader) {
+	t.Helper()
+	cmd := exec.Command(node, driver, string(config))
+	cmd.Dir = filepath.Dir(driver)
+	var stderr strings.Builder
+	cmd.Stderr = &stderr
+	stdin, err := cmd.StdinPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		stdin.Close()
+		cmd.Process.Kill()
+		cmd.Wait()
+		if t.Failed() {
+			t.Logf("driver and server stderr:\n%s", stderr.String())
+		}
+	})
+	return cmd, stdin, stdout
+}
+
 // tsReport is one line of mcpclient.mjs: a step and its calls.
 type tsReport struct {
 	Step        string              `json:"step"`
@@ -124,29 +157,7 @@ func TestTypeScriptClient(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			cmd := exec.Command(node, driver, string(js))
-			cmd.Dir = filepath.Dir(driver)
-			var stderr strings.Builder
-			cmd.Stderr = &stderr
-			stdin, err := cmd.StdinPipe()
-			if err != nil {
-				t.Fatal(err)
-			}
-			stdout, err := cmd.StdoutPipe()
-			if err != nil {
-				t.Fatal(err)
-			}
-			if err := cmd.Start(); err != nil {
-				t.Fatal(err)
-			}
-			t.Cleanup(func() {
-				stdin.Close()
-				cmd.Process.Kill() // no-op once it exited, as it should have
-				cmd.Wait()
-				if t.Failed() {
-					t.Logf("driver and server stderr:\n%s", stderr.String())
-				}
-			})
+			cmd, stdin, stdout := startNodeDriver(t, node, driver, js)
 
 			sc := bufio.NewScanner(stdout)
 			sc.Buffer(nil, 16<<20)

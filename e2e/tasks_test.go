@@ -197,35 +197,13 @@ func runTasksDriver(t *testing.T, node, driver string, srv *exec.Cmd, tg tasksTa
 	if err != nil {
 		t.Fatal(err)
 	}
-	cmd := exec.Command(node, driver, string(js))
-	cmd.Dir = filepath.Dir(driver)
-	var stderr strings.Builder
-	cmd.Stderr = &stderr
-	stdin, err := cmd.StdinPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	stdout, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
 	before := func(i int) {
 		if tg.before != nil && i < len(tasksSteps) {
 			tg.before(tasksSteps[i])
 		}
 	}
 	before(0)
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		stdin.Close()
-		cmd.Process.Kill() // no-op once it exited, as it should have
-		cmd.Wait()
-		if t.Failed() {
-			t.Logf("driver and server stderr:\n%s", stderr.String())
-		}
-	})
+	cmd, stdin, stdout := startNodeDriver(t, node, driver, js)
 
 	noSurvivors := func(what string) {
 		if left := tg.survivors(); len(left) > 0 {

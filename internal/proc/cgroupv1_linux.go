@@ -432,50 +432,10 @@ func (r *v1Run) dirs() []string {
 // the root starts: memory (and memory+swap), tasks (plus one for the
 // forking thread, see join), CPU quota.
 func (r *v1Run) apply(l Limits) error {
-	if d := r.dir[v1Memory]; d != "" && l.MemoryMax > 0 {
-		if err := setV1Memory(d, l.MemoryMax); err != nil {
+	for _, c := range controllers {
+		if err := c.applyV1(r, l); err != nil {
 			return err
 		}
-	}
-	if d := r.dir[v1Pids]; d != "" && l.Tasks > 0 {
-		r.tasks = l.Tasks
-		if err := writeLimit(filepath.Join(d, "pids.max"), l.Tasks+1); err != nil {
-			return err
-		}
-	}
-	if d := r.dir[v1CPU]; d != "" && l.CPU > 0 {
-		if err := writeFile(filepath.Join(d, "cpu.cfs_period_us"), strconv.Itoa(cpuPeriod)); err != nil {
-			return err
-		}
-		if err := writeFile(filepath.Join(d, "cpu.cfs_quota_us"), strconv.FormatInt(l.cpuQuota(), 10)); err != nil {
-			return err
-		}
-	}
-	return nil
-}
-
-// setV1Memory sets a v1 memory cgroup's limit to n bytes (0: none), and
-// its memory+swap limit to the same where swap is accounted, in the
-// order the kernel accepts (memory+swap is never below memory).
-func setV1Memory(dir string, n int64) error {
-	v := strconv.FormatInt(n, 10)
-	if n == 0 {
-		v = "-1"
-	}
-	limit, memsw := filepath.Join(dir, "memory.limit_in_bytes"), filepath.Join(dir, "memory.memsw.limit_in_bytes")
-	err := writeFile(limit, v)
-	if errors.Is(err, unix.EINVAL) {
-		// Raising it above memory+swap: raise that first.
-		if err := writeFile(memsw, v); err != nil {
-			return err
-		}
-		return writeFile(limit, v)
-	}
-	if err != nil {
-		return err
-	}
-	if err := writeFile(memsw, v); err != nil && !errors.Is(err, fs.ErrNotExist) {
-		return err
 	}
 	return nil
 }
@@ -532,7 +492,7 @@ func (r *v1Run) started() error {
 		x.refill(r.name)
 	}
 	if r.tasks > 0 {
-		return writeLimit(filepath.Join(r.dir[v1Pids], "pids.max"), r.tasks)
+		return setTasks(r.dir[v1Pids], r.tasks)
 	}
 	return nil
 }

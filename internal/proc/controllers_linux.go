@@ -4,7 +4,6 @@ package proc
 
 import (
 	"bytes"
-	"errors"
 	"io/fs"
 	"path/filepath"
 	"strconv"
@@ -137,49 +136,11 @@ func setUpControllers(parent, home string, explicit bool) ctlSet {
 // controllers ctl holds, before the root starts. A fresh cgroup's limits
 // are all "max": only the limits set are written.
 func applyV2(dir string, l Limits, ctl ctlSet) error {
-	if ctl&ctlMemory != 0 {
-		if l.MemoryMax > 0 {
-			if err := writeLimit(filepath.Join(dir, "memory.max"), l.MemoryMax); err != nil {
+	for _, c := range controllers {
+		if ctl&c.v2() != 0 {
+			if err := c.applyV2(dir, l); err != nil {
 				return err
 			}
-			// A hard maximum: no swapping past it. Without swap
-			// accounting there is no file and no swap to bound.
-			if err := writeFile(filepath.Join(dir, "memory.swap.max"), "0"); err != nil && !errors.Is(err, fs.ErrNotExist) {
-				return err
-			}
-		}
-		if l.MemoryHigh > 0 {
-			if err := writeLimit(filepath.Join(dir, "memory.high"), l.MemoryHigh); err != nil {
-				return err
-			}
-		}
-	}
-	if ctl&ctlPids != 0 && l.Tasks > 0 {
-		if err := writeLimit(filepath.Join(dir, "pids.max"), l.Tasks); err != nil {
-			return err
-		}
-	}
-	if ctl&ctlCPU != 0 && l.CPU > 0 {
-		v := strconv.FormatInt(l.cpuQuota(), 10) + " " + strconv.Itoa(cpuPeriod)
-		if err := writeFile(filepath.Join(dir, "cpu.max"), v); err != nil {
-			return err
-		}
-	}
-	return nil
-}
-
-// setV2HostLimits sets the home's memory limit (0: none).
-func setV2HostLimits(home string, l Limits, ctl ctlSet) error {
-	if l.MemoryMax != 0 || ctl&ctlMemory != 0 {
-		if err := writeLimit(filepath.Join(home, "memory.max"), l.MemoryMax); err != nil {
-			return err
-		}
-		swap := "0"
-		if l.MemoryMax == 0 {
-			swap = "max"
-		}
-		if err := writeFile(filepath.Join(home, "memory.swap.max"), swap); err != nil && !errors.Is(err, fs.ErrNotExist) {
-			return err
 		}
 	}
 	return nil

@@ -5,7 +5,6 @@ package proc
 import (
 	"fmt"
 	"os"
-	"path/filepath"
 	"syscall"
 	"time"
 
@@ -59,8 +58,8 @@ func prepareLimits(a *Attr, cg *runCgroup) (*treeLimits, error) {
 		l.v1 = v1
 	}
 	if cg != nil && cg.reused && plan.cpu == srcV2 && plan.any() {
-		if b, err := readSmall(filepath.Join(cg.dir, "cpu.stat")); err == nil {
-			l.cpuBase = keyed(b, "usage_usec")
+		if us, err := cpuUsage(cg.dir); err == nil {
+			l.cpuBase = us
 		}
 	}
 	return l, nil

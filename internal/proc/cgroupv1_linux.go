@@ -11,7 +11,6 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
-	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -297,21 +296,6 @@ func emptyV1(dir string, deadline time.Time) {
 	}
 }
 
-// listPids reads a cgroup.procs or tasks file.
-func listPids(path string) []int32 {
-	b, err := os.ReadFile(path)
-	if err != nil {
-		return nil
-	}
-	var pids []int32
-	for f := range bytes.FieldsSeq(b) {
-		if n, err := strconv.ParseInt(string(f), 10, 32); err == nil {
-			pids = append(pids, int32(n))
-		}
-	}
-	return pids
-}
-
 // usable returns the hierarchy of controller i, or why it cannot be used.
 func (h *v1Host) usable(i int) (*v1Hier, error) {
 	x := h.hier[i]
@@ -416,6 +400,10 @@ func (h *v1Host) newRun(need v1Need) (*v1Run, error) {
 	}
 	return r, nil
 }
+
+// has reports whether the tree has a cgroup of v1 controller i (r may be
+// nil: none).
+func (r *v1Run) has(i int) bool { return r != nil && r.dir[i] != "" }
 
 // dirs returns the tree's distinct v1 directories.
 func (r *v1Run) dirs() []string {
@@ -542,26 +530,4 @@ func (r *v1Run) onLockedThread(f func()) error {
 		return retire
 	})
 	return <-errc
-}
-
-// writeFile writes v to an existing file (a cgroup file), truncating it as
-// a plain file would be (cgroupfs ignores the truncation).
-func writeFile(path, v string) error {
-	fd, err := unix.Open(path, unix.O_WRONLY|unix.O_TRUNC|unix.O_CLOEXEC, 0)
-	if err != nil {
-		return &fs.PathError{Op: "open", Path: path, Err: err}
-	}
-	defer unix.Close(fd)
-	if _, err := unix.Write(fd, []byte(v)); err != nil {
-		return &fs.PathError{Op: "write", Path: path, Err: err}
-	}
-	return nil
-}
-
-// writeLimit writes n to a limit file, or "max" for 0.
-func writeLimit(path string, n int64) error {
-	if n == 0 {
-		return writeFile(path, "max")
-	}
-	return writeFile(path, strconv.FormatInt(n, 10))
 }

@@ -18,11 +18,9 @@ import (
 // A new limit is a new controller file, added to controllers, with its
 // field in Limits and Usage (limits.go).
 type controller interface {
-	// v2 is the controller in cgroup v2.
-	v2() ctlSet
-	// place returns where a limit on r can be held, and false when r is
-	// another controller's.
-	place(r Resource) (limitPlace, bool)
+	// places are the limits the controller holds, and where; the first
+	// names its v2 controller.
+	places() []limitPlace
 	// plan sets in p where the controller's figure comes from, and the
 	// controllers that source needs.
 	plan(p *limitPlan, e *planEnv)
@@ -47,13 +45,26 @@ var controllers = [numControllers]controller{memoryController{}, pidsController{
 // numControllers is the number of controllers.
 const numControllers = 3
 
-// limitPlace says where a limit can be held: the v2 controller, and the v1
-// controller (an index of v1Names; -1 with noV1 saying why when cgroup v1
-// cannot hold it).
+// limitPlace says where a limit on r can be held: the v2 controller, and
+// the v1 controller (an index of v1Names; -1 with noV1 saying why when
+// cgroup v1 cannot hold it).
 type limitPlace struct {
+	r    Resource
 	v2   ctlSet
 	v1   int
 	noV1 string
+}
+
+// placeOf returns where a limit on r can be held.
+func placeOf(r Resource) limitPlace {
+	for _, c := range controllers {
+		for _, pl := range c.places() {
+			if pl.r == r {
+				return pl
+			}
+		}
+	}
+	return limitPlace{v1: -1, noV1: "no controller holds it"}
 }
 
 // planEnv is what planLimits plans with: the controllers the tree's v2
@@ -97,6 +108,19 @@ type counters struct{}
 
 func (counters) mark(*acct, *reading)         {}
 func (counters) release(*acct, time.Duration) {}
+
+// eventsIn returns the events read from the tree's v2 cgroup (onV2) where
+// it has the controller (v2), else from its v1 cgroup (onV1) where it has
+// one (v1), else nil.
+func eventsIn(v2, v1 bool, onV2, onV1 figure) figure {
+	switch {
+	case v2:
+		return onV2
+	case v1:
+		return onV1
+	}
+	return nil
+}
 
 // bySource returns the figure for source s: v2, v1 or sampled, nil for
 // srcNone.

@@ -4,12 +4,8 @@ package proc
 
 import (
 	"bytes"
-	"io/fs"
 	"path/filepath"
-	"strconv"
 	"strings"
-
-	"golang.org/x/sys/unix"
 )
 
 // Cgroup v2 controllers. A tree's cgroup rN gets the memory, pids and cpu
@@ -137,57 +133,11 @@ func setUpControllers(parent, home string, explicit bool) ctlSet {
 // are all "max": only the limits set are written.
 func applyV2(dir string, l Limits, ctl ctlSet) error {
 	for _, c := range controllers {
-		if ctl&c.v2() != 0 {
+		if ctl&c.places()[0].v2 != 0 {
 			if err := c.applyV2(dir, l); err != nil {
 				return err
 			}
 		}
 	}
 	return nil
-}
-
-// readSmall reads a small file (a cgroup or /proc file) with one read into
-// a buffer of 4 KiB, without the stat that os.ReadFile makes.
-func readSmall(path string) ([]byte, error) {
-	fd, err := unix.Open(path, unix.O_RDONLY|unix.O_CLOEXEC, 0)
-	if err != nil {
-		return nil, &fs.PathError{Op: "open", Path: path, Err: err}
-	}
-	defer unix.Close(fd)
-	buf := make([]byte, 4096)
-	n, err := unix.Read(fd, buf)
-	if err != nil {
-		return nil, &fs.PathError{Op: "read", Path: path, Err: err}
-	}
-	return buf[:n], nil
-}
-
-// readInt reads a file holding one number ("max" reads as -1).
-func readInt(path string) (int64, error) {
-	b, err := readSmall(path)
-	if err != nil {
-		return 0, err
-	}
-	return parseInt(b)
-}
-
-// parseInt parses a file holding one number ("max" is -1).
-func parseInt(b []byte) (int64, error) {
-	b = bytes.TrimSpace(b)
-	if string(b) == "max" {
-		return -1, nil
-	}
-	return strconv.ParseInt(string(b), 10, 64)
-}
-
-// keyed returns the value of key in a flat keyed file ("key value" lines,
-// as cpu.stat, memory.events and pids.events), or 0.
-func keyed(b []byte, key string) int64 {
-	for line := range bytes.SplitSeq(b, []byte("\n")) {
-		if v, ok := bytes.CutPrefix(line, []byte(key+" ")); ok {
-			n, _ := strconv.ParseInt(string(bytes.TrimSpace(v)), 10, 64)
-			return n
-		}
-	}
-	return 0
 }

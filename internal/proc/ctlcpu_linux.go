@@ -8,19 +8,24 @@ import (
 	"time"
 )
 
+// cpuUsage reads the CPU time a v2 cgroup's processes used, in
+// microseconds (cpu.stat usage_usec).
+func cpuUsage(dir string) (int64, error) {
+	b, err := readSmall(filepath.Join(dir, "cpu.stat"))
+	if err != nil {
+		return 0, err
+	}
+	return keyed(b, "usage_usec"), nil
+}
+
 // cpuController is the cpu controller: Limits.CPU (v2 cpu.max, v1
 // cpu.cfs_quota_us), and the CPU time, read from v2 cpu.stat (a core
 // file, there without the controller) or v1 cpuacct.usage.
 type cpuController struct{}
 
-func (cpuController) v2() ctlSet { return ctlCPU }
+func (cpuController) places() []limitPlace { return cpuPlaces[:] }
 
-func (cpuController) place(r Resource) (limitPlace, bool) {
-	if r == CPU {
-		return limitPlace{v2: ctlCPU, v1: v1CPU}, true
-	}
-	return limitPlace{}, false
-}
+var cpuPlaces = [...]limitPlace{{r: CPU, v2: ctlCPU, v1: v1CPU}}
 
 func (cpuController) plan(p *limitPlan, e *planEnv) {
 	switch {
@@ -56,16 +61,6 @@ func (cpuController) figure(p *limitPlan) figure {
 }
 
 func (cpuController) events(ctlSet, *v1Run) figure { return nil }
-
-// cpuUsage reads the CPU time a v2 cgroup's processes used, in
-// microseconds (cpu.stat usage_usec).
-func cpuUsage(dir string) (int64, error) {
-	b, err := readSmall(filepath.Join(dir, "cpu.stat"))
-	if err != nil {
-		return 0, err
-	}
-	return keyed(b, "usage_usec"), nil
-}
 
 // cpuV2 is the CPU time of the tree's v2 cgroup, less what an earlier
 // tree used in a reused one (acct.cpuBase).

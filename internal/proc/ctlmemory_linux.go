@@ -17,16 +17,11 @@ import (
 // memory peak and the OOM kills.
 type memoryController struct{}
 
-func (memoryController) v2() ctlSet { return ctlMemory }
+func (memoryController) places() []limitPlace { return memoryPlaces[:] }
 
-func (memoryController) place(r Resource) (limitPlace, bool) {
-	switch r {
-	case Memory:
-		return limitPlace{v2: ctlMemory, v1: v1Memory}, true
-	case MemoryHigh:
-		return limitPlace{v2: ctlMemory, v1: -1, noV1: "cgroup v1 has no throttle level (memory.soft_limit_in_bytes only orders reclaim when the whole system runs short)"}, true
-	}
-	return limitPlace{}, false
+var memoryPlaces = [...]limitPlace{
+	{r: Memory, v2: ctlMemory, v1: v1Memory},
+	{r: MemoryHigh, v2: ctlMemory, v1: -1, noV1: "cgroup v1 has no throttle level (memory.soft_limit_in_bytes only orders reclaim when the whole system runs short)"},
 }
 
 func (memoryController) plan(p *limitPlan, e *planEnv) {
@@ -71,13 +66,7 @@ func (memoryController) figure(p *limitPlan) figure {
 }
 
 func (memoryController) events(v2ctl ctlSet, v1 *v1Run) figure {
-	switch {
-	case v2ctl&ctlMemory != 0:
-		return memoryEventsV2{}
-	case v1 != nil && v1.dir[v1Memory] != "":
-		return memoryEventsV1{}
-	}
-	return nil
+	return eventsIn(v2ctl&ctlMemory != 0, v1.has(v1Memory), memoryEventsV2{}, memoryEventsV1{})
 }
 
 // memoryV2 is the memory peak of the tree's v2 cgroup: memory.peak, and

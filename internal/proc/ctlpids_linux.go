@@ -12,13 +12,22 @@ import (
 // v1), the task peak and the forks refused.
 type pidsController struct{}
 
-func (pidsController) v2() ctlSet { return ctlPids }
+func (pidsController) places() []limitPlace { return pidsPlaces[:] }
 
-func (pidsController) place(r Resource) (limitPlace, bool) {
-	if r == Tasks {
-		return limitPlace{v2: ctlPids, v1: v1Pids}, true
+var pidsPlaces = [...]limitPlace{{r: Tasks, v2: ctlPids, v1: v1Pids}}
+
+// hasPidsPeak reports whether the kernel keeps pids.peak in v1 (Linux
+// 6.1 and newer).
+func (h *v1Host) hasPidsPeak() bool {
+	if h == nil {
+		return false
 	}
-	return limitPlace{}, false
+	x, err := h.usable(v1Pids)
+	if err != nil {
+		return false
+	}
+	_, err = os.Stat(filepath.Join(x.home, "pids.peak"))
+	return err == nil
 }
 
 func (pidsController) plan(p *limitPlan, e *planEnv) {
@@ -55,32 +64,12 @@ func (pidsController) figure(p *limitPlan) figure {
 }
 
 func (pidsController) events(v2ctl ctlSet, v1 *v1Run) figure {
-	switch {
-	case v2ctl&ctlPids != 0:
-		return pidsEventsV2{}
-	case v1 != nil && v1.dir[v1Pids] != "":
-		return pidsEventsV1{}
-	}
-	return nil
+	return eventsIn(v2ctl&ctlPids != 0, v1.has(v1Pids), pidsEventsV2{}, pidsEventsV1{})
 }
 
 // setTasks writes a pids cgroup's task limit, v2 or v1 alike.
 func setTasks(dir string, n int64) error {
 	return writeLimit(filepath.Join(dir, "pids.max"), n)
-}
-
-// hasPidsPeak reports whether the kernel keeps pids.peak in v1 (Linux
-// 6.1 and newer).
-func (h *v1Host) hasPidsPeak() bool {
-	if h == nil {
-		return false
-	}
-	x, err := h.usable(v1Pids)
-	if err != nil {
-		return false
-	}
-	_, err = os.Stat(filepath.Join(x.home, "pids.peak"))
-	return err == nil
 }
 
 // pidsV2 is the task peak of the tree's v2 cgroup (pids.peak).

@@ -93,13 +93,7 @@ func planLimits(a *Attr, home *cgroupHome, v1 *v1Host) (limitPlan, error) {
 // controller where the tree's cgroup has it, else the v1 controller. It
 // returns a *LimitUnavailableError when neither can.
 func (e *planEnv) place(p *limitPlan, r Resource) error {
-	var at limitPlace
-	for _, c := range controllers {
-		if pl, ok := c.place(r); ok {
-			at = pl
-			break
-		}
-	}
+	at := placeOf(r)
 	if e.v2&at.v2 != 0 {
 		p.v2 |= at.v2
 		return nil

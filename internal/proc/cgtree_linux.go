@@ -231,6 +231,7 @@ func (l *cgroupLevel) wait(t *Tree) (State, error) {
 	empty = l.empty
 	s.mu.Unlock()
 	// The last reading, before the cgroup can be reused or removed.
+	stopSampling(t)
 	t.finish(cpu)
 	l.cg.home.release(l.cg, empty, t.log)
 	if err != nil {
@@ -329,8 +330,12 @@ func removeLater(c *runCgroup, log *slog.Logger) {
 	queueRemoval(func() { removals.queue = append(removals.queue, c) }, log)
 }
 
-// removeV1Later queues a reaped tree's v1 cgroups for removal.
+// removeV1Later queues a reaped tree's v1 cgroups (nil: none) for
+// removal.
 func removeV1Later(r *v1Run, log *slog.Logger) {
+	if r == nil {
+		return
+	}
 	queueRemoval(func() { removals.v1 = append(removals.v1, r) }, log)
 }
 

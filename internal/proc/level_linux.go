@@ -35,6 +35,10 @@ type membership interface {
 	// parent links are gone by then (Snapshot, and Signal before it
 	// signals).
 	members(t *Tree)
+	// account gives the started tree its accounting (treeSys.acct), as l
+	// planned it, and has its members sampled where the plan samples a
+	// figure.
+	account(t *Tree, l *treeLimits)
 }
 
 // cgroupLevel is the state of a tree at the Cgroup level.
@@ -59,6 +63,27 @@ type trackingLevel struct {
 	// exitedAt is when run saw the root exit; set before exited is
 	// closed.
 	exitedAt time.Time
+}
+
+// account is account at the Cgroup level: the figures of the tree's v2
+// cgroup, and the sampler for those no controller holds (nothing else
+// looks at the members).
+func (c *cgroupLevel) account(t *Tree, l *treeLimits) {
+	s := &t.sys
+	s.acct = newAcct(l.plan, c.cg.dir, c.cg.home.ctl, l.v1)
+	if s.acct == nil {
+		return
+	}
+	s.acct.cpuBase = l.cpuBase
+	if l.plan.sampled() {
+		startSampling(t)
+	}
+}
+
+// account is account at the Tracking level: no v2 cgroup; every look at
+// the members is also a sample (see treeSys.memberSet).
+func (*trackingLevel) account(t *Tree, l *treeLimits) {
+	t.sys.acct = newAcct(l.plan, "", 0, l.v1)
 }
 
 func (t *Tree) kill() Report { return t.sys.membership.kill(t) }

@@ -10,13 +10,15 @@ import (
 // A controller is one resource a tree's cgroups control: memory, pids or
 // cpu, each in its own file (ctlmemory_linux.go, ctlpids_linux.go,
 // ctlcpu_linux.go) with its file names, cgroup v2 and v1 alike. It says
-// which of a tree's limits it holds and where (planLimits), where its
-// figure comes from (plan), writes its limits in a tree's cgroups (applyV2,
-// applyV1), and gives the figure's readers for the source the plan chose
-// (figure, events): one implementation per source, v2, v1 or sampled.
+// which of a tree's limits it holds and where (places, for planLimits),
+// where its figure comes from (plan), writes its limits in a tree's
+// cgroups (applyV2, applyV1), and gives the figure's readers for the
+// source the plan chose (figure, events): one implementation per source,
+// v2, v1 or sampled.
 //
-// A new limit is a new controller file, added to controllers, with its
-// field in Limits and Usage (limits.go).
+// A new limit of one of these resources is one more place of its
+// controller; a new resource is a new controller file, added to
+// controllers. Either has its field in Limits and Usage (limits.go).
 type controller interface {
 	// places are the limits the controller holds, and where; the first
 	// names its v2 controller.

@@ -428,19 +428,8 @@ func (c *runCgroup) member(pid int32) (bool, error) {
 // cgroup.procs.
 func (c *runCgroup) pids() []int32 {
 	var pids []int32
-	add := func(dir string) {
-		b, err := os.ReadFile(filepath.Join(dir, "cgroup.procs"))
-		if err != nil {
-			return
-		}
-		for f := range bytes.FieldsSeq(b) {
-			if n, err := strconv.ParseInt(string(f), 10, 32); err == nil {
-				pids = append(pids, int32(n))
-			}
-		}
-	}
 	for _, dir := range c.tree() {
-		add(dir)
+		pids = appendPids(pids, filepath.Join(dir, "cgroup.procs"))
 	}
 	return pids
 }

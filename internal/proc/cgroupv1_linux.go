@@ -11,7 +11,6 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
-	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -297,21 +296,6 @@ func emptyV1(dir string, deadline time.Time) {
 	}
 }
 
-// listPids reads a cgroup.procs or tasks file.
-func listPids(path string) []int32 {
-	b, err := os.ReadFile(path)
-	if err != nil {
-		return nil
-	}
-	var pids []int32
-	for f := range bytes.FieldsSeq(b) {
-		if n, err := strconv.ParseInt(string(f), 10, 32); err == nil {
-			pids = append(pids, int32(n))
-		}
-	}
-	return pids
-}
-
 // usable returns the hierarchy of controller i, or why it cannot be used.
 func (h *v1Host) usable(i int) (*v1Hier, error) {
 	x := h.hier[i]
@@ -417,6 +401,10 @@ func (h *v1Host) newRun(need v1Need) (*v1Run, error) {
 	return r, nil
 }
 
+// has reports whether the tree has a cgroup of v1 controller i (r may be
+// nil: none).
+func (r *v1Run) has(i int) bool { return r != nil && r.dir[i] != "" }
+
 // dirs returns the tree's distinct v1 directories.
 func (r *v1Run) dirs() []string {
 	var out []string
@@ -432,50 +420,10 @@ func (r *v1Run) dirs() []string {
 // the root starts: memory (and memory+swap), tasks (plus one for the
 // forking thread, see join), CPU quota.
 func (r *v1Run) apply(l Limits) error {
-	if d := r.dir[v1Memory]; d != "" && l.MemoryMax > 0 {
-		if err := setV1Memory(d, l.MemoryMax); err != nil {
+	for _, c := range controllers {
+		if err := c.applyV1(r, l); err != nil {
 			return err
 		}
-	}
-	if d := r.dir[v1Pids]; d != "" && l.Tasks > 0 {
-		r.tasks = l.Tasks
-		if err := writeLimit(filepath.Join(d, "pids.max"), l.Tasks+1); err != nil {
-			return err
-		}
-	}
-	if d := r.dir[v1CPU]; d != "" && l.CPU > 0 {
-		if err := writeFile(filepath.Join(d, "cpu.cfs_period_us"), strconv.Itoa(cpuPeriod)); err != nil {
-			return err
-		}
-		if err := writeFile(filepath.Join(d, "cpu.cfs_quota_us"), strconv.FormatInt(l.cpuQuota(), 10)); err != nil {
-			return err
-		}
-	}
-	return nil
-}
-
-// setV1Memory sets a v1 memory cgroup's limit to n bytes (0: none), and
-// its memory+swap limit to the same where swap is accounted, in the
-// order the kernel accepts (memory+swap is never below memory).
-func setV1Memory(dir string, n int64) error {
-	v := strconv.FormatInt(n, 10)
-	if n == 0 {
-		v = "-1"
-	}
-	limit, memsw := filepath.Join(dir, "memory.limit_in_bytes"), filepath.Join(dir, "memory.memsw.limit_in_bytes")
-	err := writeFile(limit, v)
-	if errors.Is(err, unix.EINVAL) {
-		// Raising it above memory+swap: raise that first.
-		if err := writeFile(memsw, v); err != nil {
-			return err
-		}
-		return writeFile(limit, v)
-	}
-	if err != nil {
-		return err
-	}
-	if err := writeFile(memsw, v); err != nil && !errors.Is(err, fs.ErrNotExist) {
-		return err
 	}
 	return nil
 }
@@ -532,7 +480,7 @@ func (r *v1Run) started() error {
 		x.refill(r.name)
 	}
 	if r.tasks > 0 {
-		return writeLimit(filepath.Join(r.dir[v1Pids], "pids.max"), r.tasks)
+		return setTasks(r.dir[v1Pids], r.tasks)
 	}
 	return nil
 }
@@ -582,26 +530,4 @@ func (r *v1Run) onLockedThread(f func()) error {
 		return retire
 	})
 	return <-errc
-}
-
-// writeFile writes v to an existing file (a cgroup file), truncating it as
-// a plain file would be (cgroupfs ignores the truncation).
-func writeFile(path, v string) error {
-	fd, err := unix.Open(path, unix.O_WRONLY|unix.O_TRUNC|unix.O_CLOEXEC, 0)
-	if err != nil {
-		return &fs.PathError{Op: "open", Path: path, Err: err}
-	}
-	defer unix.Close(fd)
-	if _, err := unix.Write(fd, []byte(v)); err != nil {
-		return &fs.PathError{Op: "write", Path: path, Err: err}
-	}
-	return nil
-}
-
-// writeLimit writes n to a limit file, or "max" for 0.
-func writeLimit(path string, n int64) error {
-	if n == 0 {
-		return writeFile(path, "max")
-	}
-	return writeFile(path, strconv.FormatInt(n, 10))
 }

@@ -15,17 +15,17 @@ import (
 // The Tree methods at the Cgroup level: membership is the kernel's, so
 // Kill is one write and a wait for the populated flag to drop.
 
-// killCgroup is Kill at the Cgroup level.
-func (t *Tree) killCgroup() Report {
+// kill is Kill at the Cgroup level.
+func (l *cgroupLevel) kill(t *Tree) Report {
 	s := &t.sys
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	begin := time.Now()
 	var rep Report
-	c := s.cg
-	if s.cgEmpty || !c.populated() {
+	c := l.cg
+	if l.empty || !c.populated() {
 		// Once the root has exited, an empty cgroup stays empty.
-		s.cgEmpty = isClosed(t.exited)
+		l.empty = isClosed(t.exited)
 		rep.Elapsed = time.Since(begin)
 		return rep
 	}
@@ -60,7 +60,7 @@ func (t *Tree) killCgroup() Report {
 		v.close()
 	}
 	if c.awaitEmpty(begin.Add(s.tune.killTimeout)) {
-		s.cgEmpty = isClosed(t.exited)
+		l.empty = isClosed(t.exited)
 	} else {
 		// Stuck in uninterruptible sleep, most likely: SIGKILL is
 		// pending and takes effect when the sleep ends.
@@ -212,11 +212,11 @@ func isRoot(pid int32) bool {
 	return ok
 }
 
-// waitCgroup is Wait at the Cgroup level, after the root has exited.
-func (t *Tree) waitCgroup() (State, error) {
+// wait is Wait at the Cgroup level, after the root has exited.
+func (l *cgroupLevel) wait(t *Tree) (State, error) {
 	s := &t.sys
 	s.mu.Lock()
-	empty := s.cgEmpty
+	empty := l.empty
 	s.mu.Unlock()
 	if !empty {
 		t.kill() // Wait without Kill, or Kill before the root exited
@@ -228,11 +228,12 @@ func (t *Tree) waitCgroup() (State, error) {
 	st, cpu, err := s.reapRoot()
 	<-s.done
 	s.mu.Lock()
-	empty = s.cgEmpty
+	empty = l.empty
 	s.mu.Unlock()
 	// The last reading, before the cgroup can be reused or removed.
+	stopSampling(t)
 	t.finish(cpu)
-	s.cg.home.release(s.cg, empty, t.log)
+	l.cg.home.release(l.cg, empty, t.log)
 	if err != nil {
 		return State{}, err
 	}
@@ -329,8 +330,12 @@ func removeLater(c *runCgroup, log *slog.Logger) {
 	queueRemoval(func() { removals.queue = append(removals.queue, c) }, log)
 }
 
-// removeV1Later queues a reaped tree's v1 cgroups for removal.
+// removeV1Later queues a reaped tree's v1 cgroups (nil: none) for
+// removal.
 func removeV1Later(r *v1Run, log *slog.Logger) {
+	if r == nil {
+		return
+	}
 	queueRemoval(func() { removals.v1 = append(removals.v1, r) }, log)
 }
 

@@ -4,13 +4,8 @@ package proc
 
 import (
 	"bytes"
-	"errors"
-	"io/fs"
 	"path/filepath"
-	"strconv"
 	"strings"
-
-	"golang.org/x/sys/unix"
 )
 
 // Cgroup v2 controllers. A tree's cgroup rN gets the memory, pids and cpu
@@ -137,96 +132,12 @@ func setUpControllers(parent, home string, explicit bool) ctlSet {
 // controllers ctl holds, before the root starts. A fresh cgroup's limits
 // are all "max": only the limits set are written.
 func applyV2(dir string, l Limits, ctl ctlSet) error {
-	if ctl&ctlMemory != 0 {
-		if l.MemoryMax > 0 {
-			if err := writeLimit(filepath.Join(dir, "memory.max"), l.MemoryMax); err != nil {
+	for _, c := range controllers {
+		if ctl&c.places()[0].v2 != 0 {
+			if err := c.applyV2(dir, l); err != nil {
 				return err
 			}
-			// A hard maximum: no swapping past it. Without swap
-			// accounting there is no file and no swap to bound.
-			if err := writeFile(filepath.Join(dir, "memory.swap.max"), "0"); err != nil && !errors.Is(err, fs.ErrNotExist) {
-				return err
-			}
-		}
-		if l.MemoryHigh > 0 {
-			if err := writeLimit(filepath.Join(dir, "memory.high"), l.MemoryHigh); err != nil {
-				return err
-			}
-		}
-	}
-	if ctl&ctlPids != 0 && l.Tasks > 0 {
-		if err := writeLimit(filepath.Join(dir, "pids.max"), l.Tasks); err != nil {
-			return err
-		}
-	}
-	if ctl&ctlCPU != 0 && l.CPU > 0 {
-		v := strconv.FormatInt(l.cpuQuota(), 10) + " " + strconv.Itoa(cpuPeriod)
-		if err := writeFile(filepath.Join(dir, "cpu.max"), v); err != nil {
-			return err
 		}
 	}
 	return nil
-}
-
-// setV2HostLimits sets the home's memory limit (0: none).
-func setV2HostLimits(home string, l Limits, ctl ctlSet) error {
-	if l.MemoryMax != 0 || ctl&ctlMemory != 0 {
-		if err := writeLimit(filepath.Join(home, "memory.max"), l.MemoryMax); err != nil {
-			return err
-		}
-		swap := "0"
-		if l.MemoryMax == 0 {
-			swap = "max"
-		}
-		if err := writeFile(filepath.Join(home, "memory.swap.max"), swap); err != nil && !errors.Is(err, fs.ErrNotExist) {
-			return err
-		}
-	}
-	return nil
-}
-
-// readSmall reads a small file (a cgroup or /proc file) with one read into
-// a buffer of 4 KiB, without the stat that os.ReadFile makes.
-func readSmall(path string) ([]byte, error) {
-	fd, err := unix.Open(path, unix.O_RDONLY|unix.O_CLOEXEC, 0)
-	if err != nil {
-		return nil, &fs.PathError{Op: "open", Path: path, Err: err}
-	}
-	defer unix.Close(fd)
-	buf := make([]byte, 4096)
-	n, err := unix.Read(fd, buf)
-	if err != nil {
-		return nil, &fs.PathError{Op: "read", Path: path, Err: err}
-	}
-	return buf[:n], nil
-}
-
-// readInt reads a file holding one number ("max" reads as -1).
-func readInt(path string) (int64, error) {
-	b, err := readSmall(path)
-	if err != nil {
-		return 0, err
-	}
-	return parseInt(b)
-}
-
-// parseInt parses a file holding one number ("max" is -1).
-func parseInt(b []byte) (int64, error) {
-	b = bytes.TrimSpace(b)
-	if string(b) == "max" {
-		return -1, nil
-	}
-	return strconv.ParseInt(string(b), 10, 64)
-}
-
-// keyed returns the value of key in a flat keyed file ("key value" lines,
-// as cpu.stat, memory.events and pids.events), or 0.
-func keyed(b []byte, key string) int64 {
-	for line := range bytes.SplitSeq(b, []byte("\n")) {
-		if v, ok := bytes.CutPrefix(line, []byte(key+" ")); ok {
-			n, _ := strconv.ParseInt(string(bytes.TrimSpace(v)), 10, 64)
-			return n
-		}
-	}
-	return 0
 }

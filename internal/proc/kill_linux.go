@@ -227,23 +227,21 @@ func (k *killer) report() Report {
 	return k.rep
 }
 
-func (t *Tree) kill() Report {
+// kill is Kill at the Tracking level.
+func (l *trackingLevel) kill(t *Tree) Report {
 	s := &t.sys
-	if s.cg != nil {
-		return t.killCgroup()
-	}
 	k := t.newKiller(nil)
 	defer k.release()
-	if s.gone {
+	if l.gone {
 		// Membership is known complete: nothing to scan for.
 		return k.report()
 	}
 	if isClosed(t.exited) {
-		k.after = s.exitedAt
+		k.after = l.exitedAt
 	}
 	last := k.rounds()
 	if last != nil {
-		s.gone = !last.unsure
+		l.gone = !last.unsure
 	}
 	if s.reaps() {
 		late := s.reap(t, k.last, k.killedKeys())

@@ -433,3 +433,13 @@ type heldSum struct {
 // children), or no controller is delegated to it. Calling it again after
 // it succeeded does nothing.
 func DelegateOwnCgroup() error { return delegateOwnCgroup() }
+
+// DelegateOwnCgroupOnce is DelegateOwnCgroup once per process, for a
+// caller that asks for it wherever it is configured: the first call
+// delegates, and every call returns that first call's result, a failure
+// included, without trying again (DelegateOwnCgroup itself tries again
+// after a failure).
+func DelegateOwnCgroupOnce() error { return delegatedOnce() }
+
+// delegatedOnce is the first result of DelegateOwnCgroup.
+var delegatedOnce = sync.OnceValue(DelegateOwnCgroup)

@@ -62,85 +62,51 @@ func (p *limitPlan) any() bool {
 // first limit no controller can hold.
 func planLimits(a *Attr, home *cgroupHome, v1 *v1Host) (limitPlan, error) {
 	p := limitPlan{limits: a.Limits, account: a.Account}
-	var v2, peaks ctlSet
+	e := planEnv{home: home, v1: v1, account: a.Account}
 	if home != nil {
-		v2, peaks = home.ctl, home.peaks
+		e.v2, e.peaks = home.ctl, home.peaks
 	}
 	if a.tune != nil && a.tune.noControllers {
-		v2, v1 = 0, nil
-	}
-	// v1ok reports whether v1 controller i can be used, and why not.
-	v1ok := func(i int) error {
-		if v1 == nil {
-			return errors.New("no cgroup v1 hierarchy is in use")
-		}
-		_, err := v1.usable(i)
-		return err
+		e.v2, e.v1 = 0, nil
 	}
 	var first error
 	a.Limits.each(func(r Resource) {
-		var c ctlSet
-		i := -1
-		switch r {
-		case Memory:
-			c, i = ctlMemory, v1Memory
-		case MemoryHigh:
-			c = ctlMemory
-		case Tasks:
-			c, i = ctlPids, v1Pids
-		case CPU:
-			c, i = ctlCPU, v1CPU
-		}
-		if v2&c != 0 {
-			p.v2 |= c
-			return
-		}
-		var v1err error
-		if i >= 0 {
-			if v1err = v1ok(i); v1err == nil {
-				p.need |= 1 << i
-				return
-			}
-		} else {
-			v1err = errors.New("cgroup v1 has no throttle level (memory.soft_limit_in_bytes only orders reclaim when the whole system runs short)")
-		}
-		if first == nil {
-			first = unavailable(r, home, c, v1err)
+		if err := e.place(&p, r); first == nil {
+			first = err
 		}
 	})
 	if first != nil {
 		return p, first
 	}
-	if v1 != nil {
-		p.need |= v1.hostNeed() &^ v2need(v2)
+	if e.v1 != nil {
+		p.need |= e.v1.hostNeed() &^ v2need(e.v2)
 	}
 	// The figures: from the controllers that hold the tree anyway, or,
 	// with Account, from the best there is.
-	switch {
-	case v2&ctlMemory != 0 && peaks&ctlMemory != 0:
-		p.mem, p.v2 = srcV2, p.v2|ctlMemory
-	case p.need.has(v1Memory) || a.Account && v1ok(v1Memory) == nil:
-		p.mem, p.need = srcV1, p.need|1<<v1Memory
-	case a.Account:
-		p.mem = srcSample
-	}
-	switch {
-	case v2&ctlPids != 0 && peaks&ctlPids != 0:
-		p.tasks, p.v2 = srcV2, p.v2|ctlPids
-	case (p.need.has(v1Pids) || a.Account && v1ok(v1Pids) == nil) && v1.hasPidsPeak():
-		p.tasks, p.need = srcV1, p.need|1<<v1Pids
-	case a.Account:
-		p.tasks = srcSample
-	}
-	switch {
-	case home != nil:
-		p.cpu = srcV2
-	case a.Account && v1ok(v1CPUAcct) == nil:
-		p.cpu, p.need = srcV1, p.need|1<<v1CPUAcct
-	case a.Account:
-		p.cpu = srcSample
+	for _, c := range controllers {
+		c.plan(&p, &e)
 	}
 	return p, nil
+}
+
+// place adds to p the controller that holds the limit on r: the v2
+// controller where the tree's cgroup has it, else the v1 controller. It
+// returns a *LimitUnavailableError when neither can.
+func (e *planEnv) place(p *limitPlan, r Resource) error {
+	at := placeOf(r)
+	if e.v2&at.v2 != 0 {
+		p.v2 |= at.v2
+		return nil
+	}
+	if at.v1 < 0 {
+		return unavailable(r, e.home, at.v2, errors.New(at.noV1))
+	}
+	err := e.v1ok(at.v1)
+	if err == nil {
+		p.need |= 1 << at.v1
+		return nil
+	}
+	return unavailable(r, e.home, at.v2, err)
 }
 
 // v2need returns the v1 controllers that the v2 controllers ctl replace.
@@ -153,20 +119,6 @@ func v2need(ctl ctlSet) v1Need {
 		n |= 1 << v1Pids
 	}
 	return n
-}
-
-// hasPidsPeak reports whether the kernel keeps pids.peak in v1 (Linux
-// 6.1 and newer).
-func (h *v1Host) hasPidsPeak() bool {
-	if h == nil {
-		return false
-	}
-	x, err := h.usable(v1Pids)
-	if err != nil {
-		return false
-	}
-	_, err = os.Stat(filepath.Join(x.home, "pids.peak"))
-	return err == nil
 }
 
 // unavailable builds the error for a limit on r that neither the v2

@@ -167,13 +167,16 @@ func (sc *scanner) scanAfter(tune *tuning, after time.Time, minStart, freshFrom 
 	return nil, nil, false
 }
 
+// members does nothing at the Cgroup level: the cgroup keeps every member.
+func (*cgroupLevel) members(*Tree) {}
+
 func (t *Tree) signal(s Signal) error {
 	t.snapshot()
 	t.log.Debug("proc: signal group", "pgid", t.pid, "signal", s.String())
 	return signalGroup(t.pid, s)
 }
 
-// snapshot records the tree's members by their parent links. A signal may
+// members records the tree's members by their parent links. A signal may
 // make a CLI exit and orphan tools it started in other sessions
 // (docs/cli-facts.md, "Cancellation behaviour"), some of which may have cleared
 // their environment of the marker. The parent links, recorded while they
@@ -183,10 +186,7 @@ func (t *Tree) signal(s Signal) error {
 // It walks the tree's parent links from the root and the known members
 // (see walk), which reads the tree's processes only; where the kernel
 // cannot list a process's children, it waits for a scan instead.
-func (t *Tree) snapshot() {
-	if t.sys.cg != nil {
-		return // the cgroup keeps every member
-	}
+func (*trackingLevel) members(t *Tree) {
 	sn, err := t.sys.walk()
 	if err == nil {
 		t.sys.record(sn)

@@ -18,7 +18,6 @@ type treeSys struct {
 	done      chan struct{} // closed when the goroutine that forked has returned
 	root      int32
 	rootStart uint64 // the root's starttime; 0 if unknown
-	marker    string
 	subreaper bool
 	host      int32
 	hostPgid  int32
@@ -40,20 +39,11 @@ type treeSys struct {
 	// known (see members).
 	applied uint64
 
-	// cg is the tree's cgroup at the Cgroup level, else nil; nothing of
-	// the tracking state above is used then.
-	cg *runCgroup
-	// cgEmpty says that Kill found the cgroup empty after the root had
-	// exited: nothing can enter it any more. Guarded by mu.
-	cgEmpty bool
-	// gone says that, at the tracking level, Kill found no member left
-	// after the root had exited, by a scan that read every environment it
-	// had to: no member is left to start another, so a later Kill has
-	// nothing to look for. Guarded by mu.
-	gone bool
-	// exitedAt is when run saw the root exit (tracking); set before
-	// exited is closed.
-	exitedAt time.Time
+	// membership is the tree's containment level: cgroupLevel or
+	// trackingLevel, the one of the two below that holds the level's state.
+	membership membership
+	cgroupLevel
+	trackingLevel
 	// tune holds the bounds Kill and the tracker work with.
 	tune tuning
 
@@ -117,7 +107,7 @@ func start(a *Attr) (*Tree, error) {
 	if cg != nil {
 		pid, pidfd, err := lim.startIn(cg, a.Path, args, attr)
 		if err == nil {
-			t.level, s.cg = Cgroup, cg
+			t.level, s.cg, s.membership = Cgroup, cg, &s.cgroupLevel
 			t.pid, s.root = pid, int32(pid)
 			s.adopt(t, lim)
 			go watchExit(pidfd, s, t.exited, s.done)
@@ -143,7 +133,7 @@ func start(a *Attr) (*Tree, error) {
 	}
 
 	// Tracking: no kernel-kept membership.
-	t.level = Tracking
+	t.level, s.membership = Tracking, &s.trackingLevel
 	sys.Pdeathsig = syscall.SIGKILL
 	s.marker = a.Marker
 	s.known = map[int32]uint64{}

@@ -110,21 +110,21 @@ func spared(b *Baseline, pid int32, start uint64, fd int) bool {
 	return id == 0 || id == m.id
 }
 
-func (t *Tree) baseline(b *Baseline) {
-	s := &t.sys
-	// Before the listing: a process that starts after the listing has a
-	// start time at or after since, one listed is in the set.
-	b.since = bootTicks()
-	if s.cg != nil {
-		for _, pid := range s.cg.pids() {
-			if m, ok := identify(pid, 0); ok {
-				b.members = append(b.members, m)
-			}
+// baseline is Baseline at the Cgroup level: the cgroup's processes.
+func (l *cgroupLevel) baseline(_ *Tree, b *Baseline) {
+	for _, pid := range l.cg.pids() {
+		if m, ok := identify(pid, 0); ok {
+			b.members = append(b.members, m)
 		}
-		return
 	}
+}
+
+// baseline is Baseline at the Tracking level: the members a scan finds,
+// or, without a scan, those known after a walk.
+func (l *trackingLevel) baseline(t *Tree, b *Baseline) {
+	s := &t.sys
 	minStart := uint64(math.MaxUint64)
-	if s.marker != "" {
+	if l.marker != "" {
 		minStart = s.rootStart
 	}
 	timer := time.NewTimer(s.tune.signalScanTimeout)
@@ -157,23 +157,16 @@ func (t *Tree) baseline(b *Baseline) {
 	}
 }
 
-func (t *Tree) sweepSince(b Baseline) Report {
-	if t.sys.cg != nil {
-		return t.sweepCgroup(&b)
-	}
-	return t.sweepTracking(&b)
-}
-
-// sweepCgroup is SweepSince at the Cgroup level.
-func (t *Tree) sweepCgroup(b *Baseline) Report {
+// sweep is SweepSince at the Cgroup level.
+func (l *cgroupLevel) sweep(t *Tree, b *Baseline) Report {
 	s := &t.sys
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	begin := time.Now()
 	deadline := begin.Add(s.tune.killTimeout)
-	c := s.cg
+	c := l.cg
 	var rep Report
-	if s.cgEmpty || !c.populated() {
+	if l.empty || !c.populated() {
 		rep.Elapsed = time.Since(begin)
 		return rep
 	}
@@ -264,14 +257,14 @@ func (s *treeSys) addLate(late []procKey) {
 	s.reapLate.Store(true)
 }
 
-// sweepTracking is SweepSince at the Tracking level: Kill's rounds (scan,
-// freeze, kill, await gone) over the members b does not spare, without
-// group kills.
-func (t *Tree) sweepTracking(b *Baseline) Report {
+// sweep is SweepSince at the Tracking level: Kill's rounds (scan, freeze,
+// kill, await gone) over the members b does not spare, without group
+// kills.
+func (l *trackingLevel) sweep(t *Tree, b *Baseline) Report {
 	s := &t.sys
 	k := t.newKiller(b)
 	defer k.release()
-	if s.gone {
+	if l.gone {
 		return k.report()
 	}
 	k.rounds()

@@ -5,7 +5,6 @@ package proc
 import (
 	"fmt"
 	"os"
-	"path/filepath"
 	"syscall"
 	"time"
 
@@ -59,8 +58,8 @@ func prepareLimits(a *Attr, cg *runCgroup) (*treeLimits, error) {
 		l.v1 = v1
 	}
 	if cg != nil && cg.reused && plan.cpu == srcV2 && plan.any() {
-		if b, err := readSmall(filepath.Join(cg.dir, "cpu.stat")); err == nil {
-			l.cpuBase = keyed(b, "usage_usec")
+		if us, err := cpuUsage(cg.dir); err == nil {
+			l.cpuBase = us
 		}
 	}
 	return l, nil
@@ -149,19 +148,7 @@ func (s *treeSys) adopt(t *Tree, l *treeLimits) {
 		return
 	}
 	s.v1 = l.v1
-	var dir string
-	var ctl ctlSet
-	if s.cg != nil {
-		dir, ctl = s.cg.dir, s.cg.home.ctl
-	}
-	s.acct = newAcct(l.plan, dir, ctl, l.v1)
-	if s.acct == nil {
-		return
-	}
-	s.acct.cpuBase = l.cpuBase
-	if s.cg != nil && l.plan.sampled() {
-		startSampling(t)
-	}
+	s.membership.account(t, l)
 }
 
 // reapRoot reaps the root and returns how it ended, and its CPU time
@@ -190,19 +177,14 @@ func (s *treeSys) reapRoot() (State, time.Duration, error) {
 }
 
 // finish ends the tree's accounting once the root is reaped (rootCPU its
-// CPU time) and every member is gone: the last reading is taken, then the
-// v1 cgroups are queued for removal.
+// CPU time) and every member is gone, and no longer sampled: the last
+// reading is taken, then the v1 cgroups are queued for removal.
 func (t *Tree) finish(rootCPU time.Duration) {
 	s := &t.sys
 	if s.acct != nil {
-		if s.cg != nil {
-			stopSampling(t)
-		}
 		s.acct.release(rootCPU)
 	}
-	if s.v1 != nil {
-		removeV1Later(s.v1, t.log)
-	}
+	removeV1Later(s.v1, t.log)
 }
 
 // noteKill records that Kill or Signal(Kill) was called, if the root had

@@ -3,7 +3,6 @@
 package proc
 
 import (
-	"path/filepath"
 	"sync"
 	"time"
 	"unsafe"
@@ -20,6 +19,10 @@ type acct struct {
 	// memory.events and pids.events are read when they are there.
 	v2ctl ctlSet
 	v1    *v1Run
+	// figs read the figures from the sources plan chose, a figure and its
+	// events per controller (see controller), in figArray.
+	figs     []figure
+	figArray [2 * numControllers]figure
 	// cpuBase is cpu.stat's usage_usec when the tree started, in a
 	// cgroup reused from an earlier tree.
 	cpuBase int64
@@ -66,7 +69,17 @@ func newAcct(plan limitPlan, v2 string, v2ctl ctlSet, v1 *v1Run) *acct {
 	if !plan.any() {
 		return nil
 	}
-	return &acct{plan: plan, v2: v2, v2ctl: v2ctl, v1: v1, markFd: -1}
+	a := &acct{plan: plan, v2: v2, v2ctl: v2ctl, v1: v1, markFd: -1}
+	a.figs = a.figArray[:0]
+	for _, c := range controllers {
+		if f := c.figure(&plan); f != nil {
+			a.figs = append(a.figs, f)
+		}
+		if f := c.events(v2ctl, v1); f != nil {
+			a.figs = append(a.figs, f)
+		}
+	}
+	return a
 }
 
 // read reads the tree's figures now (or the final ones).
@@ -81,70 +94,10 @@ func (a *acct) readLocked() reading {
 		return *a.final
 	}
 	r := reading{u: Usage{Limits: a.plan.limits}, memSinceMark: -1}
+	for _, f := range a.figs {
+		f.read(a, &r)
+	}
 	u := &r.u
-	switch a.plan.cpu {
-	case srcV2:
-		if b, err := readSmall(filepath.Join(a.v2, "cpu.stat")); err == nil {
-			u.CPU = time.Duration(keyed(b, "usage_usec")-a.cpuBase) * time.Microsecond
-		}
-	case srcV1:
-		if ns, err := readInt(filepath.Join(a.v1.dir[v1CPUAcct], "cpuacct.usage")); err == nil {
-			u.CPU = time.Duration(ns)
-		}
-	case srcSample:
-		u.CPU, u.CPUSampled = a.sCPU, true
-	}
-	switch a.plan.mem {
-	case srcV2:
-		u.MemoryPeak, _ = readInt(filepath.Join(a.v2, "memory.peak"))
-		if a.markFd >= 0 {
-			var buf [32]byte
-			if n, err := unix.Pread(a.markFd, buf[:], 0); err == nil {
-				if v, err := parseInt(buf[:n]); err == nil {
-					r.memSinceMark = v
-				}
-			}
-		}
-	case srcV1:
-		peak, _ := readInt(filepath.Join(a.v1.dir[v1Memory], "memory.max_usage_in_bytes"))
-		u.MemoryPeak = max(peak, a.v1.peakBefore.Load())
-		if a.markV1 {
-			r.memSinceMark = peak
-		}
-	case srcSample:
-		u.MemoryPeak, u.MemorySampled = a.sMem, true
-		r.memSinceMark = a.sMarkMem
-	}
-	switch a.plan.tasks {
-	case srcV2:
-		u.TasksPeak, _ = readInt(filepath.Join(a.v2, "pids.peak"))
-	case srcV1:
-		u.TasksPeak, _ = readInt(filepath.Join(a.v1.dir[v1Pids], "pids.peak"))
-	case srcSample:
-		u.TasksPeak, u.TasksSampled = a.sTasks, true
-	}
-	switch {
-	case a.v2ctl&ctlMemory != 0:
-		if b, err := readSmall(filepath.Join(a.v2, "memory.events")); err == nil {
-			u.OOMKills, u.Throttled = keyed(b, "oom_kill"), keyed(b, "high")
-			r.memHits = keyed(b, "max")
-		}
-	case a.v1 != nil && a.v1.dir[v1Memory] != "":
-		d := a.v1.dir[v1Memory]
-		if b, err := readSmall(filepath.Join(d, "memory.oom_control")); err == nil {
-			u.OOMKills = keyed(b, "oom_kill")
-		}
-	}
-	switch {
-	case a.v2ctl&ctlPids != 0:
-		if b, err := readSmall(filepath.Join(a.v2, "pids.events")); err == nil {
-			u.ForksRefused = keyed(b, "max")
-		}
-	case a.v1 != nil && a.v1.dir[v1Pids] != "":
-		if b, err := readSmall(filepath.Join(a.v1.dir[v1Pids], "pids.events")); err == nil {
-			u.ForksRefused = keyed(b, "max")
-		}
-	}
 	u.OOMOutside = u.OOMKills > 0 && !a.reached(r.memHits, u.MemoryPeak)
 	return r
 }
@@ -171,33 +124,8 @@ func (a *acct) mark() (uint64, reading) {
 	defer a.mu.Unlock()
 	r := a.readLocked()
 	a.markSeq++
-	switch a.plan.mem {
-	case srcV2:
-		if a.markFd >= 0 {
-			unix.Close(a.markFd)
-			a.markFd = -1
-		}
-		// Writing memory.peak resets the peak seen through this open
-		// file to the current usage (Linux 6.12); an older kernel
-		// refuses the open for writing or the write.
-		fd, err := unix.Open(filepath.Join(a.v2, "memory.peak"), unix.O_RDWR|unix.O_CLOEXEC, 0)
-		if err == nil {
-			if _, err := unix.Write(fd, []byte("reset\n")); err != nil {
-				unix.Close(fd)
-			} else {
-				a.markFd = fd
-			}
-		}
-	case srcV1:
-		// Writing 0 resets the peak to the current usage, for the whole
-		// cgroup: the run's peak so far is kept aside.
-		p := a.v1.peakBefore.Load()
-		if r.u.MemoryPeak > p {
-			a.v1.peakBefore.Store(r.u.MemoryPeak)
-		}
-		a.markV1 = writeFile(filepath.Join(a.v1.dir[v1Memory], "memory.max_usage_in_bytes"), "0") == nil
-	case srcSample:
-		a.sMarkMem = 0
+	for _, f := range a.figs {
+		f.mark(a, &r)
 	}
 	a.sMarkTasks = 0
 	return a.markSeq, r
@@ -239,14 +167,8 @@ func (a *acct) release(rootCPU time.Duration) {
 	if a.final != nil {
 		return
 	}
-	if a.plan.cpu == srcSample {
-		a.sCPU = max(a.sCPU, rootCPU)
-	}
-	if a.plan.mem == srcSample {
-		a.sMem, a.sMarkMem = max(a.sMem, a.rootRSS), max(a.sMarkMem, a.rootRSS)
-	}
-	if a.plan.tasks == srcSample {
-		a.sTasks, a.sMarkTasks = max(a.sTasks, 1), max(a.sMarkTasks, 1) // the root, at least
+	for _, f := range a.figs {
+		f.release(a, rootCPU)
 	}
 	r := a.readLocked()
 	a.final = &r

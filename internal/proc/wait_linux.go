@@ -3,20 +3,13 @@
 package proc
 
 import (
-	"errors"
 	"math"
 	"time"
 )
 
-func (t *Tree) wait() (State, error) {
+// wait is Wait at the Tracking level, after the root has exited.
+func (l *trackingLevel) wait(t *Tree) (State, error) {
 	s := &t.sys
-	if s.waited.Swap(true) {
-		return State{}, errors.New("proc: Wait called twice")
-	}
-	<-t.exited
-	if s.cg != nil {
-		return t.waitCgroup()
-	}
 	s.stopTracking()
 	if s.reapLate.Load() {
 		// Before the root is reaped: its group and session ids stay valid.
@@ -31,8 +24,8 @@ func (t *Tree) wait() (State, error) {
 	dropRoot(s.root)
 	st, cpu, err := s.reapRoot()
 	<-s.done
-	if s.marker != "" {
-		s.scanner().unregister(s.marker)
+	if l.marker != "" {
+		s.scanner().unregister(l.marker)
 	}
 	t.finish(cpu)
 	if err != nil {

@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/clinvoke/clinvoke/internal/admit"
+	"github.com/clinvoke/clinvoke/internal/proc"
 	"github.com/clinvoke/clinvoke/invoker"
 )
 
@@ -146,7 +147,7 @@ func newConfig(opts []invoker.Options) config {
 	}
 	c.budget, c.queue, c.budgetErr = budgetQueue(o.Budget)
 	if o.DelegateCgroup {
-		c.delegateErr = delegate()
+		c.delegateErr = proc.DelegateOwnCgroupOnce()
 	}
 	if o.MaxLineSize != 0 {
 		c.maxLineSize = max(o.MaxLineSize, 64<<10)

@@ -265,10 +265,6 @@ func limitsNote(s proc.Support, delegateErr error) (string, string) {
 	return strings.Join(names, " "), note
 }
 
-// delegate is Options.DelegateCgroup: proc.DelegateOwnCgroup, once per
-// process.
-var delegate = sync.OnceValue(proc.DelegateOwnCgroup)
-
 // resources returns what proc measured as Result.Resources.
 func resources(u proc.Usage) invoker.Resources {
 	return invoker.Resources{

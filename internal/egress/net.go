@@ -1,0 +1,258 @@
+package egress
+
+import (
+	"errors"
+	"fmt"
+	"net"
+	"net/netip"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+)
+
+// ProxyPort is the port the proxy listens on at 127.0.0.1 inside a run's
+// namespace, unless a forwarded loopback endpoint uses it (then the next
+// free one above). Nothing else listens in a new namespace, so a fixed
+// port is always free, and Env is known before the namespace exists.
+const ProxyPort = 3128
+
+// ErrUnavailable is matched (errors.Is) by every error saying this host
+// cannot give a run a network namespace.
+var ErrUnavailable = errors.New("egress: network namespace unavailable")
+
+// NamespaceError is returned by Enter and Probe when the calling thread
+// cannot be moved into a new network namespace with its loopback up. It
+// matches ErrUnavailable and its cause (errors.Is).
+type NamespaceError struct {
+	// Op is the step that failed: "unshare(CLONE_NEWNET)", "bring lo up",
+	// or "listen on 127.0.0.1:3128".
+	Op string
+	// Missing names what the host lacks, and how to get it.
+	Missing string
+	// Err is the system's error.
+	Err error
+}
+
+func (e *NamespaceError) Error() string {
+	return fmt.Sprintf("egress: cannot give the run its own network namespace: %s: %v: %s", e.Op, e.Err, e.Missing)
+}
+
+// Unwrap returns ErrUnavailable and the cause.
+func (e *NamespaceError) Unwrap() []error { return []error{ErrUnavailable, e.Err} }
+
+// Net is a run's network sandbox: a network namespace for the thread that
+// starts the run's first process, whose only ways out are the proxy and
+// the forwarders of its loopback endpoints, both served from the host's
+// namespace.
+//
+// The life of a Net: New (in the host, before anything starts), Env into
+// the run's environment, Enter on the locked OS thread that then forks
+// the run's first process, Close once the run's tree is gone.
+type Net struct {
+	proxy     *Proxy
+	port      int
+	forwards  []netip.AddrPort
+	enterOnce sync.Once
+	enterErr  error
+}
+
+// New returns the sandbox cfg describes (nil means a zero Config: no
+// host reachable). It checks the rules and the loopback endpoints, and
+// returns a *RuleError or a *LoopbackError; it starts nothing.
+func New(cfg *Config) (*Net, error) {
+	p, err := NewProxy(cfg)
+	if err != nil {
+		return nil, err
+	}
+	n := &Net{proxy: p}
+	for _, s := range p.cfg.Loopback {
+		aps, err := loopbackAddrs(s)
+		if err != nil {
+			return nil, err
+		}
+		for _, ap := range aps {
+			if !slices.Contains(n.forwards, ap) {
+				n.forwards = append(n.forwards, ap)
+			}
+		}
+	}
+	n.port = ProxyPort
+	for slices.ContainsFunc(n.forwards, func(ap netip.AddrPort) bool { return int(ap.Port()) == n.port }) {
+		n.port++
+	}
+	return n, nil
+}
+
+// LoopbackError is returned by New for a loopback endpoint it cannot
+// forward.
+type LoopbackError struct {
+	Endpoint string
+	Problem  string
+}
+
+func (e *LoopbackError) Error() string {
+	return fmt.Sprintf("egress: loopback endpoint %q: %s; write 127.0.0.1:PORT, [::1]:PORT or localhost:PORT", e.Endpoint, e.Problem)
+}
+
+// loopbackAddrs reads a loopback endpoint; localhost:PORT means both
+// 127.0.0.1:PORT and [::1]:PORT.
+func loopbackAddrs(s string) ([]netip.AddrPort, error) {
+	host, ps, err := net.SplitHostPort(s)
+	if err != nil {
+		return nil, &LoopbackError{Endpoint: s, Problem: "not host:port"}
+	}
+	port, err := strconv.Atoi(ps)
+	if err != nil || port < 1 || port > 65535 {
+		return nil, &LoopbackError{Endpoint: s, Problem: "the port is not a number from 1 to 65535"}
+	}
+	if strings.EqualFold(host, "localhost") {
+		return []netip.AddrPort{
+			netip.AddrPortFrom(netip.MustParseAddr("127.0.0.1"), uint16(port)),
+			netip.AddrPortFrom(netip.IPv6Loopback(), uint16(port)),
+		}, nil
+	}
+	a, err := netip.ParseAddr(host)
+	if err != nil || !a.Unmap().IsLoopback() {
+		return nil, &LoopbackError{Endpoint: s, Problem: "not a loopback address"}
+	}
+	return []netip.AddrPort{netip.AddrPortFrom(a.Unmap(), uint16(port))}, nil
+}
+
+// ProxyURL returns the proxy's address as the run sees it:
+// "http://127.0.0.1:3128".
+func (n *Net) ProxyURL() string {
+	return "http://127.0.0.1:" + strconv.Itoa(n.port)
+}
+
+// Enter moves the calling OS thread into a new network namespace, brings
+// its loopback up, opens there the proxy's listener and one listener per
+// loopback endpoint, and serves them from goroutines of the host's
+// namespace (their dials leave from the host). A process the thread
+// forks afterwards is born in the namespace, and so is its whole tree.
+//
+// The caller must hold the thread with runtime.LockOSThread and never
+// unlock it, so that the thread ends with its goroutine instead of
+// running other goroutines in the namespace. Enter runs once; later calls
+// return the first one's result. On error, which is a *NamespaceError
+// (matching ErrUnavailable) when the host cannot give a namespace, the
+// thread may already be in a namespace with nothing in it: start nothing
+// from it.
+func (n *Net) Enter() error {
+	n.enterOnce.Do(func() { n.enterErr = n.enter() })
+	return n.enterErr
+}
+
+// enter is Enter's one run.
+func (n *Net) enter() error {
+	if err := enterNamespace(); err != nil {
+		return err
+	}
+	// Listen on this thread, in the namespace; the accept loops run on
+	// other goroutines, whose sockets (the dials) are the host's.
+	var ls []net.Listener
+	fail := func(op string, err error) error {
+		for _, l := range ls {
+			l.Close()
+		}
+		return &NamespaceError{Op: op, Err: err, Missing: "the new namespace refused a loopback listener"}
+	}
+	pl, err := net.Listen("tcp", net.JoinHostPort("127.0.0.1", strconv.Itoa(n.port)))
+	if err != nil {
+		return fail("listen on "+n.ProxyURL(), err)
+	}
+	ls = append(ls, pl)
+	type fwd struct {
+		l  net.Listener
+		to string
+	}
+	var fwds []fwd
+	for _, ap := range n.forwards {
+		l, err := net.Listen("tcp", ap.String())
+		if err != nil {
+			if ap.Addr().Is6() && !ipv6Loopback() {
+				continue // no IPv6 in this kernel: localhost means 127.0.0.1 only
+			}
+			return fail("listen on "+ap.String(), err)
+		}
+		ls = append(ls, l)
+		fwds = append(fwds, fwd{l, ap.String()})
+	}
+	p := n.proxy
+	p.wg.Add(1 + len(fwds))
+	go func() {
+		defer p.wg.Done()
+		p.Serve(pl)
+	}()
+	for _, f := range fwds {
+		go func() {
+			defer p.wg.Done()
+			p.accept(f.l, func(c net.Conn) { p.forward(c, f.to) })
+		}()
+	}
+	return nil
+}
+
+// forward splices c, accepted inside the namespace, to the same address
+// in the host's namespace.
+func (p *Proxy) forward(c net.Conn, to string) {
+	ap := netip.MustParseAddrPort(to)
+	a := Attempt{Time: time.Now(), Method: "FORWARD", Host: ap.Addr().String(), Port: int(ap.Port()), Allowed: true}
+	d := net.Dialer{Timeout: dialTimeout}
+	up, err := d.DialContext(p.ctx, "tcp", to)
+	if err == nil && !p.trackConn(up) {
+		up.Close()
+		err = ErrClosed
+	}
+	if err != nil {
+		a.Err = err.Error()
+	} else {
+		up = &trackedConn{Conn: up, p: p}
+		defer up.Close()
+		a.Sent, a.Received, err = splice(c, c, up)
+		a.Err = errText(err)
+	}
+	a.Duration = time.Since(a.Time)
+	p.record(a)
+}
+
+// Env returns the variables that send the run's HTTP clients through the
+// proxy: HTTP_PROXY, HTTPS_PROXY and ALL_PROXY with their lower-case
+// twins, and NO_PROXY (and no_proxy) naming the loopback addresses, which
+// inside the namespace hold only the forwarded endpoints, reached
+// directly. Append them to the run's environment after the inherited
+// ones, or use MergeEnv.
+func (n *Net) Env() []string {
+	u := n.ProxyURL()
+	const noProxy = "localhost,127.0.0.1,::1"
+	return []string{
+		"HTTP_PROXY=" + u, "http_proxy=" + u,
+		"HTTPS_PROXY=" + u, "https_proxy=" + u,
+		"ALL_PROXY=" + u, "all_proxy=" + u,
+		"NO_PROXY=" + noProxy, "no_proxy=" + noProxy,
+	}
+}
+
+// MergeEnv returns env without any proxy variable Env sets, followed by
+// Env, so that an inherited NO_PROXY or a proxy of the host's cannot
+// send the run's requests around the sandbox's proxy.
+func (n *Net) MergeEnv(env []string) []string {
+	ours := n.Env()
+	out := make([]string, 0, len(env)+len(ours))
+	for _, kv := range env {
+		k, _, _ := strings.Cut(kv, "=")
+		if !slices.ContainsFunc(ours, func(o string) bool { return strings.HasPrefix(o, k+"=") }) {
+			out = append(out, kv)
+		}
+	}
+	return append(out, ours...)
+}
+
+// Attempts returns a copy of the connection attempts recorded so far.
+func (n *Net) Attempts() []Attempt { return n.proxy.Attempts() }
+
+// Close stops the proxy and the forwarders, closes their connections and
+// returns once every goroutine of the Net has ended. The namespace itself
+// ends with the last process in it and the thread that entered it.
+func (n *Net) Close() error { return n.proxy.Close() }

@@ -1,0 +1,212 @@
+package egress
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"net"
+	"net/netip"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+
+	"go.uber.org/goleak"
+	"golang.org/x/sys/unix"
+)
+
+// startInside enters n on a locked thread that then starts cmd, as the
+// hook that forks a run's first process does; the thread ends with it.
+func startInside(n *Net, cmd *exec.Cmd) error {
+	done := make(chan error)
+	go func() {
+		runtime.LockOSThread() // never unlocked: the thread ends in the namespace
+		if err := n.Enter(); err != nil {
+			done <- err
+			return
+		}
+		done <- cmd.Start()
+	}()
+	return <-done
+}
+
+// hostAddr returns a non-loopback address of this host, if it has one.
+func hostAddr() (netip.Addr, bool) {
+	addrs, _ := net.InterfaceAddrs()
+	for _, a := range addrs {
+		if p, err := netip.ParsePrefix(a.String()); err == nil && p.Addr().Is4() && !p.Addr().IsLoopback() {
+			return p.Addr(), true
+		}
+	}
+	return netip.Addr{}, false
+}
+
+// TestSandboxNetChild: a child forked from the thread that entered the
+// namespace reaches an allowed host through the proxy (plain HTTP and a
+// CONNECT tunnel) and a forwarded loopback endpoint at the host's
+// address, is refused a denied host (recorded), and reaches nothing
+// directly: not a server on the host's loopback, not one on the host's
+// other addresses.
+func TestSandboxNetChild(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("needs root for a network namespace; TestSandboxNetUnprivileged covers this user")
+	}
+	t.Cleanup(func() { goleak.VerifyNone(t) }) // after the other cleanups, which run first
+	hidden := serveHTTP(t, "0.0.0.0:0")        // reachable from the host at every address, from inside at none
+	_, port, _ := net.SplitHostPort(hidden)
+	forwarded := serveHTTP(t, "127.0.0.1:0")
+	direct := []string{"127.0.0.1:" + port}
+	if a, ok := hostAddr(); ok {
+		direct = append(direct, net.JoinHostPort(a.String(), port))
+	}
+	var (
+		mu       sync.Mutex
+		recorded []Attempt
+	)
+	n, err := New(&Config{
+		Allow:    []Rule{{Host: "allowed.test", Port: 80}},
+		Loopback: []string{forwarded},
+		Dial: func(ctx context.Context, network, addr string) (net.Conn, error) {
+			var d net.Dialer
+			return d.DialContext(ctx, network, "127.0.0.1:"+port) // allowed.test is the hidden server
+		},
+		OnAttempt: func(a Attempt) {
+			mu.Lock()
+			recorded = append(recorded, a)
+			mu.Unlock()
+		},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd := helperCmd("inside", strings.Join(direct, ","), forwarded)
+	cmd.Env = n.MergeEnv(append(cmd.Env, "NO_PROXY=allowed.test,denied.test", "HTTPS_PROXY=http://192.0.2.1:1"))
+	var out bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, os.Stderr
+	if err := startInside(n, cmd); err != nil {
+		n.Close()
+		t.Fatal(err)
+	}
+	err = cmd.Wait()
+	n.Close()
+	if err != nil {
+		t.Fatalf("helper: %v\n%s", err, out.String())
+	}
+	var got map[string]string
+	if err := json.Unmarshal(out.Bytes(), &got); err != nil {
+		t.Fatalf("helper printed %q: %v", out.String(), err)
+	}
+	t.Logf("inside the namespace: %v", got)
+	for k, want := range map[string]string{
+		"http allowed":    "200 hello from /plain",
+		"connect allowed": "200 hello from /tunnel",
+		"forwarded":       "200 hello from /fwd",
+		"http denied":     "403 clinvoke egress: denied.test:80 denied: not in the allowlist",
+	} {
+		if !strings.HasPrefix(got[k], want) {
+			t.Errorf("%s: %q, want %q", k, got[k], want)
+		}
+	}
+	for _, a := range direct {
+		if g := got["direct "+a]; !strings.HasPrefix(g, "error: ") {
+			t.Errorf("direct %s: %q, want an error", a, g)
+		}
+	}
+	// recorded was written by the proxy's goroutines, all ended by Close.
+	mu.Lock()
+	defer mu.Unlock()
+	var summary []string
+	for _, a := range recorded {
+		summary = append(summary, a.Method+" "+net.JoinHostPort(a.Host, strconv.Itoa(a.Port))+" "+map[bool]string{true: "allowed", false: "denied"}[a.Allowed])
+		if a.Allowed && (a.Sent == 0 || a.Received == 0 || a.Err != "") {
+			t.Errorf("%+v: an allowed attempt without bytes both ways, or with an error", a)
+		}
+	}
+	for _, want := range []string{"GET allowed.test:80 allowed", "GET denied.test:80 denied", "CONNECT allowed.test:80 allowed", "FORWARD " + forwarded + " allowed"} {
+		if !slices.Contains(summary, want) {
+			t.Errorf("attempts %q lack %q", summary, want)
+		}
+	}
+	if len(summary) != 4 {
+		t.Errorf("attempts %q, want 4", summary)
+	}
+	if !equalAttempts(recorded, n.Attempts()) {
+		t.Errorf("Attempts() = %+v, OnAttempt saw %+v", n.Attempts(), recorded)
+	}
+}
+
+// equalAttempts reports whether a and b hold the same attempts, in any
+// order: OnAttempt and the list may see concurrent attempts in different
+// orders.
+func equalAttempts(a, b []Attempt) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for _, x := range a {
+		if !slices.Contains(b, x) {
+			return false
+		}
+	}
+	return true
+}
+
+// TestSandboxNetUnprivileged: a user without CAP_SYS_ADMIN gets a
+// *NamespaceError matching ErrUnavailable and naming the capability,
+// from Probe and from Enter. As root, the test runs itself as nobody.
+func TestSandboxNetUnprivileged(t *testing.T) {
+	var got string
+	if os.Geteuid() != 0 {
+		out, err := helperCmd("unprivileged").Output()
+		if err != nil {
+			t.Fatalf("helper: %v\n%s", err, out)
+		}
+		got = string(out)
+	} else {
+		got = runAsNobody(t, "unprivileged")
+	}
+	t.Logf("as an unprivileged user:\n%s", got)
+	for _, what := range []string{"probe", "enter"} {
+		want := what + ": unavailable=true namespaceerror=true egress: cannot give the run its own network namespace: unshare(CLONE_NEWNET): operation not permitted: a network namespace needs CAP_SYS_ADMIN: run the program as root"
+		if !strings.Contains(got, want) {
+			t.Errorf("output lacks %q", want)
+		}
+	}
+}
+
+// runAsNobody runs the helper name as the user nobody, from a copy of the
+// test binary nobody may run, and returns its output.
+func runAsNobody(t *testing.T, name string) string {
+	t.Helper()
+	exe, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := os.ReadFile(exe)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir, err := os.MkdirTemp("", "egress-nobody-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(dir) })
+	os.Chmod(dir, 0o755)
+	bin := filepath.Join(dir, "egress.test")
+	if err := os.WriteFile(bin, b, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	cmd := helperCmd(name)
+	cmd.Path, cmd.Args[0], cmd.Dir = bin, bin, dir
+	cmd.SysProcAttr = &unix.SysProcAttr{Credential: &syscall.Credential{Uid: 65534, Gid: 65534}}
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("%s as nobody: %v\n%s", name, err, out)
+	}
+	return string(out)
+}

@@ -1,0 +1,52 @@
+package egress
+
+import (
+	"os"
+	"os/exec"
+	"runtime"
+	"testing"
+)
+
+// BenchmarkSandboxNetSetup compares starting and waiting for /bin/true
+// from a locked thread, plain and inside a new Net (New, Enter, the
+// start, Wait, Close): the namespace's cost per run.
+func BenchmarkSandboxNetSetup(b *testing.B) {
+	if os.Geteuid() != 0 {
+		b.Skip("needs root for a network namespace")
+	}
+	run := func(b *testing.B, n *Net) {
+		cmd := exec.Command("/bin/true")
+		done := make(chan error)
+		go func() {
+			runtime.LockOSThread() // never unlocked: the thread ends with the goroutine
+			if n != nil {
+				if err := n.Enter(); err != nil {
+					done <- err
+					return
+				}
+			}
+			done <- cmd.Start()
+		}()
+		if err := <-done; err != nil {
+			b.Fatal(err)
+		}
+		if err := cmd.Wait(); err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.Run("plain", func(b *testing.B) {
+		for b.Loop() {
+			run(b, nil)
+		}
+	})
+	b.Run("namespace", func(b *testing.B) {
+		for b.Loop() {
+			n, err := New(&Config{Loopback: []string{"127.0.0.1:9"}})
+			if err != nil {
+				b.Fatal(err)
+			}
+			run(b, n)
+			n.Close()
+		}
+	})
+}

@@ -1,0 +1,173 @@
+//go:build e2e
+
+package e2e
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"strings"
+	"testing"
+
+	"github.com/clinvoke/clinvoke/internal/egress"
+	"github.com/clinvoke/clinvoke/internal/testkit/fakemodel"
+)
+
+// The variables that make the test binary the wrapper that runs a CLI in
+// a network sandbox: the CLI, the model's host:port on the host's
+// loopback, the name under which the proxy lets the model through (empty:
+// the model is reached at its loopback address, forwarded), and the file
+// that receives the recorded attempts.
+const (
+	sandboxNetCLI   = "CLINVOKE_E2E_SANDBOXNET_CLI"
+	sandboxNetModel = "CLINVOKE_E2E_SANDBOXNET_MODEL"
+	sandboxNetName  = "CLINVOKE_E2E_SANDBOXNET_NAME"
+	sandboxNetOut   = "CLINVOKE_E2E_SANDBOXNET_OUT"
+)
+
+func init() {
+	if os.Getenv(sandboxNetCLI) != "" {
+		os.Exit(sandboxNetWrap())
+	}
+}
+
+// sandboxNetWrap runs the CLI with the wrapper's arguments and standard
+// streams in an egress.Net, as the library's hook will: entered on the
+// locked thread that starts the CLI. It writes the attempts to the out
+// file and exits with the CLI's code.
+func sandboxNetWrap() int {
+	model, name := os.Getenv(sandboxNetModel), os.Getenv(sandboxNetName)
+	cfg := &egress.Config{Loopback: []string{model}}
+	if name != "" {
+		cfg.Allow = []egress.Rule{{Host: name}}
+		cfg.Dial = func(ctx context.Context, network, addr string) (net.Conn, error) {
+			var d net.Dialer
+			return d.DialContext(ctx, network, model) // the name is the model's
+		}
+	}
+	n, err := egress.New(cfg)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 125
+	}
+	var env []string
+	for _, kv := range os.Environ() {
+		if !strings.HasPrefix(kv, "CLINVOKE_E2E_SANDBOXNET_") {
+			env = append(env, kv)
+		}
+	}
+	cmd := exec.Command(os.Getenv(sandboxNetCLI), os.Args[1:]...)
+	cmd.Stdin, cmd.Stdout, cmd.Stderr, cmd.Env = os.Stdin, os.Stdout, os.Stderr, n.MergeEnv(env)
+	started := make(chan error)
+	go func() {
+		runtime.LockOSThread() // never unlocked: the thread ends in the namespace
+		if err := n.Enter(); err != nil {
+			started <- err
+			return
+		}
+		started <- cmd.Start()
+	}()
+	if err := <-started; err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		n.Close()
+		return 125
+	}
+	err = cmd.Wait()
+	n.Close()
+	b, _ := json.Marshal(n.Attempts())
+	os.WriteFile(os.Getenv(sandboxNetOut), b, 0o644)
+	if err != nil {
+		return cmd.ProcessState.ExitCode()
+	}
+	return 0
+}
+
+// TestSandboxNetModel runs a turn of each real CLI in a network sandbox:
+// "forwarded", the model at its 127.0.0.1 address, reached through the
+// loopback forwarder; "proxied", the model under a name only the proxy
+// resolves, so the answer arrives only if the CLI sends its requests
+// through HTTP(S)_PROXY. Every attempt is recorded.
+func TestSandboxNetModel(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("needs root for a network namespace")
+	}
+	for _, via := range []string{"forwarded", "proxied"} {
+		t.Run(via, func(t *testing.T) {
+			forEachCLI(t, func(t *testing.T, r *rig) {
+				sandboxNetTurn(t, r, via == "proxied")
+			})
+		})
+	}
+}
+
+func sandboxNetTurn(t *testing.T, r *rig, proxied bool) {
+	model := strings.TrimPrefix(r.srv.URL(), "http://")
+	env := append([]string(nil), r.opts.Env...)
+	var name string
+	if proxied {
+		_, port, _ := net.SplitHostPort(model)
+		name = "model.test"
+		env = rewriteModel(t, env, r.home, model, name+":"+port)
+	}
+	out := filepath.Join(t.TempDir(), "attempts.json")
+	self, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	wrapper := filepath.Join(t.TempDir(), r.cli.name)
+	writeWrapper(t, wrapper, self, []string{
+		sandboxNetCLI + "=" + r.opts.Binary, sandboxNetModel + "=" + model,
+		sandboxNetName + "=" + name, sandboxNetOut + "=" + out,
+	})
+	opts := r.opts
+	opts.Binary, opts.Env = wrapper, env
+	r.inv = r.cli.new(opts)
+
+	r.srv.Enqueue(fakemodel.Answer("hi from the sandbox"))
+	res, err := r.invoke(context.Background(), r.request("say hi"))
+	b, _ := os.ReadFile(out)
+	var attempts []egress.Attempt
+	json.Unmarshal(b, &attempts)
+	var seen []string
+	modelAllowed := false
+	for _, a := range attempts {
+		seen = append(seen, fmt.Sprintf("%s %s:%d allowed=%v sent=%d received=%d %s", a.Method, a.Host, a.Port, a.Allowed, a.Sent, a.Received, a.Err))
+		if a.Allowed && a.Received > 0 && (a.Host == name || a.Method == "FORWARD") {
+			modelAllowed = true
+		}
+	}
+	t.Logf("attempts:\n%s", strings.Join(seen, "\n"))
+	if err != nil {
+		t.Fatalf("Invoke() error = %v, want nil; stderr tail:\n%s", err, res.Stderr)
+	}
+	if res.Text != "hi from the sandbox" {
+		t.Errorf("Result.Text = %q, want %q", res.Text, "hi from the sandbox")
+	}
+	if !modelAllowed {
+		t.Errorf("no recorded attempt reached the model")
+	}
+}
+
+// rewriteModel replaces the model's address by to in env and in the
+// files of home that name it (Codex's config.toml).
+func rewriteModel(t *testing.T, env []string, home, from, to string) []string {
+	t.Helper()
+	for i, kv := range env {
+		env[i] = strings.ReplaceAll(kv, from, to)
+	}
+	filepath.WalkDir(home, func(p string, d os.DirEntry, err error) error {
+		if err != nil || d.IsDir() {
+			return err
+		}
+		if b, err := os.ReadFile(p); err == nil && strings.Contains(string(b), from) {
+			writeFile(t, p, strings.ReplaceAll(string(b), from, to))
+		}
+		return nil
+	})
+	return env
+}

@@ -39,12 +39,18 @@
 // A new network namespace needs CAP_SYS_ADMIN: root, a binary given the
 // capability, or a container allowed it (seccomp included). Without it,
 // Enter and Probe return a *NamespaceError matching ErrUnavailable that
-// says what is missing. An unprivileged user namespace does not help: a
-// multithreaded process cannot enter one, and a child born in new user
-// and network namespaces has nothing of the host inside, neither the
-// proxy nor the loopback endpoints, unless a second program run in it
-// hands its sockets back (which slirp4netns and pasta do, and which this
-// package does not).
+// says what is missing.
+//
+// An unprivileged process cannot take this path: a multithreaded process
+// cannot enter a new user namespace, and entering a network namespace
+// needs CAP_SYS_ADMIN in the caller's own. A child can be born in new
+// user and network namespaces (SysProcAttr.Cloneflags), with nothing of
+// the host inside; a first program run there could bring the loopback up,
+// open the listeners and hand them back over an inherited Unix socket
+// (SCM_RIGHTS) before it executes the CLI. Re-executing the host's own
+// binary as that first program works as an unprivileged user, with no
+// other binary, but needs a step that runs before main; this package does
+// not do it.
 //
 // # Environment
 //

@@ -253,6 +253,7 @@ func (n *Net) MergeEnv(env []string) []string {
 func (n *Net) Attempts() []Attempt { return n.proxy.Attempts() }
 
 // Close stops the proxy and the forwarders, closes their connections and
-// returns once every goroutine of the Net has ended. The namespace itself
+// returns once every goroutine of the Net has ended. Call it after Enter
+// has returned (or instead of Enter), once the run's tree is gone. The namespace itself
 // ends with the last process in it and the thread that entered it.
 func (n *Net) Close() error { return n.proxy.Close() }

@@ -25,7 +25,7 @@ func missing(err error) string {
 	switch {
 	case errors.Is(err, unix.EPERM):
 		if os.Geteuid() != 0 {
-			return "a network namespace needs CAP_SYS_ADMIN: run the program as root, or give its binary the capability (setcap cap_sys_admin+ep); unprivileged user namespaces cannot hold the host's endpoints, so there is no way without it"
+			return "a network namespace needs CAP_SYS_ADMIN: run the program as root, or give its binary the capability (setcap cap_sys_admin+ep)"
 		}
 		return "a network namespace needs CAP_SYS_ADMIN and a seccomp profile that allows unshare: in a container, add CAP_SYS_ADMIN (docker run --cap-add SYS_ADMIN) or run it privileged"
 	case errors.Is(err, unix.EINVAL), errors.Is(err, unix.ENOSYS):

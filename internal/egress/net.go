@@ -201,7 +201,7 @@ func (p *Proxy) forward(c net.Conn, to string) {
 	a := Attempt{Time: time.Now(), Method: "FORWARD", Host: ap.Addr().String(), Port: int(ap.Port()), Allowed: true}
 	d := net.Dialer{Timeout: dialTimeout}
 	up, err := d.DialContext(p.ctx, "tcp", to)
-	if err == nil && !p.trackConn(up) {
+	if err == nil && !p.track(up) {
 		up.Close()
 		err = ErrClosed
 	}

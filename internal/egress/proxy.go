@@ -86,11 +86,10 @@ type Proxy struct {
 	cancel context.CancelFunc
 	wg     sync.WaitGroup
 
-	mu        sync.Mutex // protects the fields below
-	closed    bool
-	listeners map[net.Listener]struct{}
-	conns     map[net.Conn]struct{}
-	attempts  []Attempt
+	mu       sync.Mutex // protects the fields below
+	closed   bool
+	open     map[io.Closer]struct{} // listeners and connections
+	attempts []Attempt
 }
 
 // ErrClosed is returned by Serve once the Proxy is closed.
@@ -99,7 +98,7 @@ var ErrClosed = errors.New("egress: proxy closed")
 // NewProxy returns a Proxy for cfg, which it copies; nil means a zero
 // Config. It returns a *RuleError for a rule it cannot use.
 func NewProxy(cfg *Config) (*Proxy, error) {
-	p := &Proxy{listeners: map[net.Listener]struct{}{}, conns: map[net.Conn]struct{}{}}
+	p := &Proxy{open: map[io.Closer]struct{}{}}
 	if cfg != nil {
 		p.cfg = *cfg
 	}
@@ -145,14 +144,14 @@ func (p *Proxy) accept(l net.Listener, serve func(net.Conn)) error {
 			}
 			return err
 		}
-		if !p.trackConn(c) {
+		if !p.track(c) {
 			c.Close()
 			return ErrClosed
 		}
 		p.wg.Add(1)
 		go func() {
 			defer p.wg.Done()
-			defer p.untrackConn(c)
+			defer p.untrack(c)
 			defer c.Close()
 			serve(c)
 		}()
@@ -165,10 +164,7 @@ func (p *Proxy) accept(l net.Listener, serve func(net.Conn)) error {
 func (p *Proxy) Close() error {
 	p.mu.Lock()
 	p.closed = true
-	for l := range p.listeners {
-		l.Close()
-	}
-	for c := range p.conns {
+	for c := range p.open {
 		c.Close()
 	}
 	p.mu.Unlock()
@@ -191,35 +187,22 @@ func (p *Proxy) isClosed() bool {
 	return p.closed
 }
 
-func (p *Proxy) track(l net.Listener) bool {
+// track adds a listener or a connection to what Close closes; it returns
+// false, tracking nothing, once the Proxy is closed.
+func (p *Proxy) track(c io.Closer) bool {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if p.closed {
 		return false
 	}
-	p.listeners[l] = struct{}{}
+	p.open[c] = struct{}{}
 	return true
 }
 
-func (p *Proxy) untrack(l net.Listener) {
+// untrack removes what track added.
+func (p *Proxy) untrack(c io.Closer) {
 	p.mu.Lock()
-	delete(p.listeners, l)
-	p.mu.Unlock()
-}
-
-func (p *Proxy) trackConn(c net.Conn) bool {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	if p.closed {
-		return false
-	}
-	p.conns[c] = struct{}{}
-	return true
-}
-
-func (p *Proxy) untrackConn(c net.Conn) {
-	p.mu.Lock()
-	delete(p.conns, c)
+	delete(p.open, c)
 	p.mu.Unlock()
 }
 
@@ -450,7 +433,7 @@ func (p *Proxy) dial(host string, port int) (net.Conn, error) {
 		}
 		return nil, err
 	}
-	if !p.trackConn(up) {
+	if !p.track(up) {
 		up.Close()
 		return nil, ErrClosed
 	}
@@ -480,7 +463,7 @@ type trackedConn struct {
 
 func (c *trackedConn) Close() error {
 	err := c.Conn.Close()
-	c.once.Do(func() { c.p.untrackConn(c.Conn) })
+	c.once.Do(func() { c.p.untrack(c.Conn) })
 	return err
 }
 

@@ -151,47 +151,60 @@ func (n *Net) enter() error {
 	}
 	// Listen on this thread, in the namespace; the accept loops run on
 	// other goroutines, whose sockets (the dials) are the host's.
-	var ls []net.Listener
-	fail := func(op string, err error) error {
-		for _, l := range ls {
-			l.Close()
-		}
-		return &NamespaceError{Op: op, Err: err, Missing: "the new namespace refused a loopback listener"}
-	}
-	pl, err := net.Listen("tcp", net.JoinHostPort("127.0.0.1", strconv.Itoa(n.port)))
+	ls, err := n.listen()
 	if err != nil {
-		return fail("listen on "+n.ProxyURL(), err)
+		return err
 	}
-	ls = append(ls, pl)
-	type fwd struct {
-		l  net.Listener
-		to string
-	}
-	var fwds []fwd
+	n.serve(ls)
+	return nil
+}
+
+// listenAddrs returns the addresses to listen on inside the namespace:
+// the proxy's, then each forwarded endpoint's.
+func (n *Net) listenAddrs() []string {
+	addrs := []string{net.JoinHostPort("127.0.0.1", strconv.Itoa(n.port))}
 	for _, ap := range n.forwards {
-		l, err := net.Listen("tcp", ap.String())
+		if ap.Addr().Is6() && !ipv6Loopback() {
+			continue // no IPv6 in this kernel: localhost means 127.0.0.1 only
+		}
+		addrs = append(addrs, ap.String())
+	}
+	return addrs
+}
+
+// listen opens, in the calling thread's namespace, the listeners of
+// listenAddrs, in that order.
+func (n *Net) listen() ([]net.Listener, error) {
+	var ls []net.Listener
+	for _, a := range n.listenAddrs() {
+		l, err := net.Listen("tcp", a)
 		if err != nil {
-			if ap.Addr().Is6() && !ipv6Loopback() {
-				continue // no IPv6 in this kernel: localhost means 127.0.0.1 only
+			for _, l := range ls {
+				l.Close()
 			}
-			return fail("listen on "+ap.String(), err)
+			return nil, &NamespaceError{Op: "listen on " + a, Err: err, Missing: "the new namespace refused a loopback listener"}
 		}
 		ls = append(ls, l)
-		fwds = append(fwds, fwd{l, ap.String()})
 	}
+	return ls, nil
+}
+
+// serve serves the listeners of listenAddrs (the proxy's first) from
+// goroutines of the host's namespace.
+func (n *Net) serve(ls []net.Listener) {
 	p := n.proxy
-	p.wg.Add(1 + len(fwds))
+	p.wg.Add(len(ls))
 	go func() {
 		defer p.wg.Done()
-		p.Serve(pl)
+		p.Serve(ls[0])
 	}()
-	for _, f := range fwds {
+	for _, l := range ls[1:] {
+		to := l.Addr().String()
 		go func() {
 			defer p.wg.Done()
-			p.accept(f.l, func(c net.Conn) { p.forward(c, f.to) })
+			p.accept(l, func(c net.Conn) { p.forward(c, to) })
 		}()
 	}
-	return nil
 }
 
 // forward splices c, accepted inside the namespace, to the same address

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net"
 	"net/netip"
+	"os"
 	"slices"
 	"strconv"
 	"strings"
@@ -56,6 +57,8 @@ type Net struct {
 	forwards  []netip.AddrPort
 	enterOnce sync.Once
 	enterErr  error
+	wrapped   *os.File // the host's end of Wrap's socket
+	stageEnd  *os.File // the first stage's end, closed by Started
 }
 
 // New returns the sandbox cfg describes (nil means a zero Config: no
@@ -269,4 +272,10 @@ func (n *Net) Attempts() []Attempt { return n.proxy.Attempts() }
 // returns once every goroutine of the Net has ended. Call it after Enter
 // has returned (or instead of Enter), once the run's tree is gone. The namespace itself
 // ends with the last process in it and the thread that entered it.
-func (n *Net) Close() error { return n.proxy.Close() }
+func (n *Net) Close() error {
+	if n.wrapped != nil {
+		n.stageEnd.Close()
+		n.wrapped.Close()
+	}
+	return n.proxy.Close()
+}

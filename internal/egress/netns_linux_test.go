@@ -47,16 +47,53 @@ func hostAddr() (netip.Addr, bool) {
 	return netip.Addr{}, false
 }
 
-// TestSandboxNetChild: a child forked from the thread that entered the
-// namespace reaches an allowed host through the proxy (plain HTTP and a
+// startWrapped starts cmd through Wrap, the route without CAP_SYS_ADMIN.
+func startWrapped(n *Net, cmd *exec.Cmd) error {
+	if err := n.Wrap(cmd); err != nil {
+		return err
+	}
+	if err := cmd.Start(); err != nil {
+		return err
+	}
+	if err := n.Started(); err != nil {
+		cmd.Wait()
+		return err
+	}
+	return nil
+}
+
+// TestSandboxNetChild: a child started in the namespace, by each route
+// (Enter on the thread that forks it, as root; Wrap, as root and as an
+// unprivileged user), reaches an allowed host through the proxy (plain HTTP and a
 // CONNECT tunnel) and a forwarded loopback endpoint at the host's
 // address, is refused a denied host (recorded), and reaches nothing
 // directly: not a server on the host's loopback, not one on the host's
 // other addresses.
 func TestSandboxNetChild(t *testing.T) {
-	if os.Geteuid() != 0 {
-		t.Skip("needs root for a network namespace; TestSandboxNetUnprivileged covers this user")
-	}
+	t.Run("enter", func(t *testing.T) {
+		if os.Geteuid() != 0 {
+			t.Skip("needs root for a network namespace; TestSandboxNetUnprivileged covers this user")
+		}
+		sandboxNetChild(t, startInside)
+	})
+	t.Run("wrap", func(t *testing.T) {
+		if err := ProbeWrap(); err != nil {
+			t.Skipf("this host gives no unprivileged user namespace: %v", err)
+		}
+		sandboxNetChild(t, startWrapped)
+	})
+	t.Run("wrap_as_nobody", func(t *testing.T) {
+		if os.Geteuid() != 0 {
+			t.Skip("needs root to switch to an unprivileged user; as that user, wrap covers this")
+		}
+		out := runAsNobody(t, "", "-test.run=^TestSandboxNetChild$/^wrap$", "-test.v")
+		if !strings.Contains(out, "--- PASS: TestSandboxNetChild/wrap ") {
+			t.Errorf("TestSandboxNetChild/wrap as nobody did not pass:\n%s", out)
+		}
+	})
+}
+
+func sandboxNetChild(t *testing.T, start func(*Net, *exec.Cmd) error) {
 	t.Cleanup(func() { goleak.VerifyNone(t) }) // after the other cleanups, which run first
 	hidden := serveHTTP(t, "0.0.0.0:0")        // reachable from the host at every address, from inside at none
 	_, port, _ := net.SplitHostPort(hidden)
@@ -89,7 +126,7 @@ func TestSandboxNetChild(t *testing.T) {
 	cmd.Env = n.MergeEnv(append(cmd.Env, "NO_PROXY=allowed.test,denied.test", "HTTPS_PROXY=http://192.0.2.1:1"))
 	var out bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, os.Stderr
-	if err := startInside(n, cmd); err != nil {
+	if err := start(n, cmd); err != nil {
 		n.Close()
 		t.Fatal(err)
 	}
@@ -111,6 +148,13 @@ func TestSandboxNetChild(t *testing.T) {
 	} {
 		if !strings.HasPrefix(got[k], want) {
 			t.Errorf("%s: %q, want %q", k, got[k], want)
+		}
+	}
+	if os.Geteuid() != 0 {
+		for _, k := range []string{"CapEff", "CapPrm", "CapAmb"} {
+			if got[k] != "0000000000000000" {
+				t.Errorf("%s = %q inside: the run kept a capability", k, got[k])
+			}
 		}
 	}
 	for _, a := range direct {
@@ -179,9 +223,10 @@ func TestSandboxNetUnprivileged(t *testing.T) {
 	}
 }
 
-// runAsNobody runs the helper name as the user nobody, from a copy of the
-// test binary nobody may run, and returns its output.
-func runAsNobody(t *testing.T, name string) string {
+// runAsNobody runs the helper name (or, if empty, the tests args select)
+// as the user nobody, from a copy of the test binary nobody may run, and
+// returns its output.
+func runAsNobody(t *testing.T, name string, args ...string) string {
 	t.Helper()
 	exe, err := os.Executable()
 	if err != nil {
@@ -201,7 +246,10 @@ func runAsNobody(t *testing.T, name string) string {
 	if err := os.WriteFile(bin, b, 0o755); err != nil {
 		t.Fatal(err)
 	}
-	cmd := helperCmd(name)
+	cmd := helperCmd(name, args...)
+	if name == "" {
+		cmd.Env = os.Environ()
+	}
 	cmd.Path, cmd.Args[0], cmd.Dir = bin, bin, dir
 	cmd.SysProcAttr = &unix.SysProcAttr{Credential: &syscall.Credential{Uid: 65534, Gid: 65534}}
 	out, err := cmd.Output()

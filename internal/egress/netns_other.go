@@ -2,7 +2,10 @@
 
 package egress
 
-import "errors"
+import (
+	"errors"
+	"os/exec"
+)
 
 // enterNamespace reports that only Linux has network namespaces.
 func enterNamespace() error {
@@ -15,3 +18,14 @@ func ipv6Loopback() bool { return false }
 // nil if so, else a *NamespaceError (matching ErrUnavailable) naming what
 // is missing. Only Linux can.
 func Probe() error { return enterNamespace() }
+
+// Wrap reports that only Linux has network namespaces.
+func (n *Net) Wrap(cmd *exec.Cmd) error { return enterNamespace() }
+
+// Started reports that only Linux has network namespaces.
+func (n *Net) Started() error { return enterNamespace() }
+
+// ProbeWrap reports whether Wrap can give a run a network sandbox here:
+// nil if so, else a *NamespaceError (matching ErrUnavailable) naming what
+// is missing. Only Linux can.
+func ProbeWrap() error { return enterNamespace() }

@@ -8,8 +8,8 @@ import (
 )
 
 // BenchmarkSandboxNetSetup compares starting and waiting for /bin/true
-// from a locked thread, plain and inside a new Net (New, Enter, the
-// start, Wait, Close): the namespace's cost per run.
+// from a locked thread, plain and inside a new Net (New, Enter or Wrap,
+// the start, Wait, Close): the namespace's cost per run.
 func BenchmarkSandboxNetSetup(b *testing.B) {
 	if os.Geteuid() != 0 {
 		b.Skip("needs root for a network namespace")
@@ -46,6 +46,22 @@ func BenchmarkSandboxNetSetup(b *testing.B) {
 				b.Fatal(err)
 			}
 			run(b, n)
+			n.Close()
+		}
+	})
+	b.Run("wrap", func(b *testing.B) {
+		for b.Loop() {
+			n, err := New(&Config{Loopback: []string{"127.0.0.1:9"}})
+			if err != nil {
+				b.Fatal(err)
+			}
+			cmd := exec.Command("/bin/true")
+			if err := startWrapped(n, cmd); err != nil {
+				b.Fatal(err)
+			}
+			if err := cmd.Wait(); err != nil {
+				b.Fatal(err)
+			}
 			n.Close()
 		}
 	})

@@ -25,32 +25,38 @@
 // # How a run uses it
 //
 // New checks the rules in the host before anything starts. Env (or
-// MergeEnv) gives the run's environment the proxy variables. Enter runs
-// on the locked OS thread that then forks the run's first process: it
-// moves that thread alone into a new network namespace, brings its
-// loopback up, and opens there the proxy's listener and the forwarders'.
-// Goroutines of the host's namespace serve them, so their dials leave
-// from the host. The thread must never be unlocked: it ends with its
-// goroutine, and the namespace ends with the last process in it. Close
-// stops everything and waits for every goroutine.
+// MergeEnv) gives the run's environment the proxy variables. Then one of
+// two routes puts the run's first process in the namespace:
+//
+//   - Enter, with CAP_SYS_ADMIN (root): on the locked OS thread that then
+//     forks the run's first process, it moves that thread alone into a new
+//     network namespace, brings its loopback up and opens there the
+//     proxy's listener and the forwarders'. The thread must never be
+//     unlocked: it ends with its goroutine.
+//   - Wrap and Started, without privilege where unprivileged user
+//     namespaces are allowed: the command starts in new user and network
+//     namespaces as this program's own binary, whose first stage (run from
+//     this package's init, before main) brings the loopback up, opens the
+//     listeners, hands them to the host over a Unix socket and executes
+//     the command with its arguments and environment and no capability
+//     left. Its user and group are mapped to themselves; files of other
+//     users show as owned by the overflow user (nobody) inside.
+//
+// Either way, goroutines of the host's namespace serve the listeners, so
+// their dials leave from the host, and the namespace ends with the last
+// process in it. Close stops everything and waits for every goroutine.
 //
 // # What it needs
 //
-// A new network namespace needs CAP_SYS_ADMIN: root, a binary given the
-// capability, or a container allowed it (seccomp included). Without it,
-// Enter and Probe return a *NamespaceError matching ErrUnavailable that
-// says what is missing.
-//
-// An unprivileged process cannot take this path: a multithreaded process
-// cannot enter a new user namespace, and entering a network namespace
-// needs CAP_SYS_ADMIN in the caller's own. A child can be born in new
-// user and network namespaces (SysProcAttr.Cloneflags), with nothing of
-// the host inside; a first program run there could bring the loopback up,
-// open the listeners and hand them back over an inherited Unix socket
-// (SCM_RIGHTS) before it executes the CLI. Re-executing the host's own
-// binary as that first program works as an unprivileged user, with no
-// other binary, but needs a step that runs before main; this package does
-// not do it.
+// Enter needs CAP_SYS_ADMIN: root, a binary given the capability, or a
+// container allowed it (seccomp included); Probe says whether this
+// process has it. Wrap needs unprivileged user namespaces (some
+// distributions restrict them); ProbeWrap says whether they are allowed.
+// Where a route is not available, it returns a *NamespaceError matching
+// ErrUnavailable that says what is missing and how to get it. An
+// unprivileged process cannot use Enter: a multithreaded process cannot
+// enter a new user namespace, and entering a network namespace needs
+// CAP_SYS_ADMIN in the caller's own; hence Wrap's first stage.
 //
 // # Environment
 //

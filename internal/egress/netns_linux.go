@@ -25,7 +25,7 @@ func missing(err error) string {
 	switch {
 	case errors.Is(err, unix.EPERM):
 		if os.Geteuid() != 0 {
-			return "a network namespace needs CAP_SYS_ADMIN: run the program as root, or give its binary the capability (setcap cap_sys_admin+ep)"
+			return "a network namespace needs CAP_SYS_ADMIN: run the program as root, or give its binary the capability (setcap cap_sys_admin+ep); without it, start the run with Wrap where unprivileged user namespaces are allowed"
 		}
 		return "a network namespace needs CAP_SYS_ADMIN and a seccomp profile that allows unshare: in a container, add CAP_SYS_ADMIN (docker run --cap-add SYS_ADMIN) or run it privileged"
 	case errors.Is(err, unix.EINVAL), errors.Is(err, unix.ENOSYS):
@@ -62,7 +62,8 @@ func ipv6Loopback() bool {
 	return err == nil
 }
 
-// Probe reports whether this process can give a run a network namespace:
+// Probe reports whether this process can give a run a network namespace
+// through Enter:
 // nil if so, else a *NamespaceError (matching ErrUnavailable) naming what
 // is missing. It tries, on a thread of its own that ends with the try, so
 // it answers for seccomp filters and container limits too; it costs about

@@ -14,7 +14,8 @@ func enterNamespace() error {
 
 func ipv6Loopback() bool { return false }
 
-// Probe reports whether this process can give a run a network namespace:
+// Probe reports whether this process can give a run a network namespace
+// through Enter:
 // nil if so, else a *NamespaceError (matching ErrUnavailable) naming what
 // is missing. Only Linux can.
 func Probe() error { return enterNamespace() }

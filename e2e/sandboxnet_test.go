@@ -28,6 +28,7 @@ const (
 	sandboxNetModel = "CLINVOKE_E2E_SANDBOXNET_MODEL"
 	sandboxNetName  = "CLINVOKE_E2E_SANDBOXNET_NAME"
 	sandboxNetOut   = "CLINVOKE_E2E_SANDBOXNET_OUT"
+	sandboxNetWrapV = "CLINVOKE_E2E_SANDBOXNET_WRAP" // "1": start the CLI with Wrap, not Enter
 )
 
 func init() {
@@ -63,15 +64,26 @@ func sandboxNetWrap() int {
 	}
 	cmd := exec.Command(os.Getenv(sandboxNetCLI), os.Args[1:]...)
 	cmd.Stdin, cmd.Stdout, cmd.Stderr, cmd.Env = os.Stdin, os.Stdout, os.Stderr, n.MergeEnv(env)
-	started := make(chan error)
-	go func() {
-		runtime.LockOSThread() // never unlocked: the thread ends in the namespace
-		if err := n.Enter(); err != nil {
-			started <- err
-			return
+	started := make(chan error, 1)
+	if os.Getenv(sandboxNetWrapV) == "1" {
+		err := n.Wrap(cmd)
+		if err == nil {
+			err = cmd.Start()
 		}
-		started <- cmd.Start()
-	}()
+		if err == nil {
+			err = n.Started()
+		}
+		started <- err
+	} else {
+		go func() {
+			runtime.LockOSThread() // never unlocked: the thread ends in the namespace
+			if err := n.Enter(); err != nil {
+				started <- err
+				return
+			}
+			started <- cmd.Start()
+		}()
+	}
 	if err := <-started; err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		n.Close()
@@ -87,25 +99,27 @@ func sandboxNetWrap() int {
 	return 0
 }
 
-// TestSandboxNetModel runs a turn of each real CLI in a network sandbox:
-// "forwarded", the model at its 127.0.0.1 address, reached through the
+// TestSandboxNetModel runs a turn of each real CLI in a network sandbox,
+// entered by each route (Enter, Wrap): "forwarded", the model at its 127.0.0.1 address, reached through the
 // loopback forwarder; "proxied", the model under a name only the proxy
 // resolves, so the answer arrives only if the CLI sends its requests
 // through HTTP(S)_PROXY. Every attempt is recorded.
 func TestSandboxNetModel(t *testing.T) {
-	if os.Geteuid() != 0 {
-		t.Skip("needs root for a network namespace")
-	}
-	for _, via := range []string{"forwarded", "proxied"} {
-		t.Run(via, func(t *testing.T) {
-			forEachCLI(t, func(t *testing.T, r *rig) {
-				sandboxNetTurn(t, r, via == "proxied")
+	for _, route := range []string{"enter", "wrap"} {
+		for _, via := range []string{"forwarded", "proxied"} {
+			t.Run(route+"/"+via, func(t *testing.T) {
+				if route == "enter" && os.Geteuid() != 0 {
+					t.Skip("Enter needs root; the wrap subtests cover this user")
+				}
+				forEachCLI(t, func(t *testing.T, r *rig) {
+					sandboxNetTurn(t, r, route == "wrap", via == "proxied")
+				})
 			})
-		})
+		}
 	}
 }
 
-func sandboxNetTurn(t *testing.T, r *rig, proxied bool) {
+func sandboxNetTurn(t *testing.T, r *rig, wrap, proxied bool) {
 	model := strings.TrimPrefix(r.srv.URL(), "http://")
 	env := append([]string(nil), r.opts.Env...)
 	var name string
@@ -123,6 +137,7 @@ func sandboxNetTurn(t *testing.T, r *rig, proxied bool) {
 	writeWrapper(t, wrapper, self, []string{
 		sandboxNetCLI + "=" + r.opts.Binary, sandboxNetModel + "=" + model,
 		sandboxNetName + "=" + name, sandboxNetOut + "=" + out,
+		sandboxNetWrapV + "=" + map[bool]string{true: "1", false: "0"}[wrap],
 	})
 	opts := r.opts
 	opts.Binary, opts.Env = wrapper, env

@@ -55,6 +55,7 @@ type Net struct {
 	proxy     *Proxy
 	port      int
 	forwards  []netip.AddrPort
+	dialTo    map[netip.AddrPort]string // a forward's host address when not its own: "localhost:PORT"
 	enterOnce sync.Once
 	enterErr  error
 	wrapped   *os.File // the host's end of Wrap's socket
@@ -69,7 +70,7 @@ func New(cfg *Config) (*Net, error) {
 	if err != nil {
 		return nil, err
 	}
-	n := &Net{proxy: p}
+	n := &Net{proxy: p, dialTo: map[netip.AddrPort]string{}}
 	for _, s := range p.cfg.Loopback {
 		aps, err := loopbackAddrs(s)
 		if err != nil {
@@ -78,6 +79,11 @@ func New(cfg *Config) (*Net, error) {
 		for _, ap := range aps {
 			if !slices.Contains(n.forwards, ap) {
 				n.forwards = append(n.forwards, ap)
+			}
+			if len(aps) > 1 {
+				// localhost: whichever of the host's addresses answers,
+				// as a client on the host would try both.
+				n.dialTo[ap] = "localhost:" + strconv.Itoa(int(ap.Port()))
 			}
 		}
 	}
@@ -202,18 +208,22 @@ func (n *Net) serve(ls []net.Listener) {
 		p.Serve(ls[0])
 	}()
 	for _, l := range ls[1:] {
-		to := l.Addr().String()
+		ap := l.Addr().(*net.TCPAddr).AddrPort()
+		ap = netip.AddrPortFrom(ap.Addr().Unmap(), ap.Port())
+		to, ok := n.dialTo[ap]
+		if !ok {
+			to = ap.String()
+		}
 		go func() {
 			defer p.wg.Done()
-			p.accept(l, func(c net.Conn) { p.forward(c, to) })
+			p.accept(l, func(c net.Conn) { p.forward(c, ap, to) })
 		}()
 	}
 }
 
-// forward splices c, accepted inside the namespace, to the same address
-// in the host's namespace.
-func (p *Proxy) forward(c net.Conn, to string) {
-	ap := netip.MustParseAddrPort(to)
+// forward splices c, accepted inside the namespace at ap, to the host's
+// address to (ap itself, or localhost:PORT).
+func (p *Proxy) forward(c net.Conn, ap netip.AddrPort, to string) {
 	a := Attempt{Time: time.Now(), Method: "FORWARD", Host: ap.Addr().String(), Port: int(ap.Port()), Allowed: true}
 	d := net.Dialer{Timeout: dialTimeout}
 	up, err := d.DialContext(p.ctx, "tcp", to)

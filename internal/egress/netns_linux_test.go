@@ -258,3 +258,42 @@ func runAsNobody(t *testing.T, name string, args ...string) string {
 	}
 	return string(out)
 }
+
+// TestSandboxNetLocalhost: a loopback endpoint named localhost:PORT is
+// reached inside at 127.0.0.1 and at ::1 alike, whichever of them the
+// host's server listens on.
+func TestSandboxNetLocalhost(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("needs root for Enter; the forwarding is the same through Wrap")
+	}
+	if !ipv6Loopback() {
+		t.Skip("this kernel has no IPv6: localhost is 127.0.0.1 alone")
+	}
+	t.Cleanup(func() { goleak.VerifyNone(t) })
+	srv := serveHTTP(t, "127.0.0.1:0") // IPv4 only
+	_, port, _ := net.SplitHostPort(srv)
+	n, err := New(&Config{Loopback: []string{"localhost:" + port}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd := helperCmd("inside", "127.0.0.1:1", "[::1]:"+port)
+	cmd.Env = n.MergeEnv(cmd.Env)
+	var out bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, os.Stderr
+	if err := startInside(n, cmd); err != nil {
+		n.Close()
+		t.Fatal(err)
+	}
+	err = cmd.Wait()
+	n.Close()
+	if err != nil {
+		t.Fatalf("helper: %v\n%s", err, out.String())
+	}
+	var got map[string]string
+	if err := json.Unmarshal(out.Bytes(), &got); err != nil {
+		t.Fatalf("helper printed %q: %v", out.String(), err)
+	}
+	if got["forwarded"] != "200 hello from /fwd" {
+		t.Errorf("[::1]:%s inside, the host's server on 127.0.0.1 only: %q, want 200", port, got["forwarded"])
+	}
+}

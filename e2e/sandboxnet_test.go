@@ -6,7 +6,10 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"net"
+	"net/http"
+	"net/netip"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -16,6 +19,7 @@ import (
 
 	"github.com/clinvoke/clinvoke/internal/egress"
 	"github.com/clinvoke/clinvoke/internal/testkit/fakemodel"
+	"github.com/clinvoke/clinvoke/invoker"
 )
 
 // The variables that make the test binary the wrapper that runs a CLI in
@@ -128,6 +132,33 @@ func sandboxNetTurn(t *testing.T, r *rig, wrap, proxied bool) {
 		name = "model.test"
 		env = rewriteModel(t, env, r.home, model, name+":"+port)
 	}
+	attempts := sandboxNetInvoker(t, r, env, model, name, wrap)
+
+	r.srv.Enqueue(fakemodel.Answer("hi from the sandbox"))
+	res, err := r.invoke(context.Background(), r.request("say hi"))
+	modelAllowed := false
+	for _, a := range attempts() {
+		if a.Allowed && a.Received > 0 && (a.Host == name || a.Method == "FORWARD") {
+			modelAllowed = true
+		}
+	}
+	if err != nil {
+		t.Fatalf("Invoke() error = %v, want nil; stderr tail:\n%s", err, res.Stderr)
+	}
+	if res.Text != "hi from the sandbox" {
+		t.Errorf("Result.Text = %q, want %q", res.Text, "hi from the sandbox")
+	}
+	if !modelAllowed {
+		t.Errorf("no recorded attempt reached the model")
+	}
+}
+
+// sandboxNetInvoker makes r's Invoker start the CLI in a network sandbox
+// (by Wrap if wrap, else by Enter) with env, the model at model (and
+// under name behind the proxy, if not empty). It returns what reads the
+// attempts the sandbox recorded, once the run is over, and logs them.
+func sandboxNetInvoker(t *testing.T, r *rig, env []string, model, name string, wrap bool) func() []egress.Attempt {
+	t.Helper()
 	out := filepath.Join(t.TempDir(), "attempts.json")
 	self, err := os.Executable()
 	if err != nil {
@@ -142,30 +173,84 @@ func sandboxNetTurn(t *testing.T, r *rig, wrap, proxied bool) {
 	opts := r.opts
 	opts.Binary, opts.Env = wrapper, env
 	r.inv = r.cli.new(opts)
+	return func() []egress.Attempt {
+		b, _ := os.ReadFile(out)
+		var attempts []egress.Attempt
+		json.Unmarshal(b, &attempts)
+		var seen []string
+		for _, a := range attempts {
+			seen = append(seen, fmt.Sprintf("%s %s:%d allowed=%v sent=%d received=%d %s", a.Method, a.Host, a.Port, a.Allowed, a.Sent, a.Received, a.Err))
+		}
+		t.Logf("attempts:\n%s", strings.Join(seen, "\n"))
+		return attempts
+	}
+}
 
-	r.srv.Enqueue(fakemodel.Answer("hi from the sandbox"))
-	res, err := r.invoke(context.Background(), r.request("say hi"))
-	b, _ := os.ReadFile(out)
-	var attempts []egress.Attempt
-	json.Unmarshal(b, &attempts)
-	var seen []string
-	modelAllowed := false
-	for _, a := range attempts {
-		seen = append(seen, fmt.Sprintf("%s %s:%d allowed=%v sent=%d received=%d %s", a.Method, a.Host, a.Port, a.Allowed, a.Sent, a.Received, a.Err))
-		if a.Allowed && a.Received > 0 && (a.Host == name || a.Method == "FORWARD") {
-			modelAllowed = true
+// TestSandboxNetShell: a shell command of each CLI, run with the CLI's own
+// sandbox and approvals off (Unlimited), reaches neither a host the rules
+// do not allow through the proxy (403, recorded as denied) nor a server
+// of the host directly (no route), while the model stays reachable.
+func TestSandboxNetShell(t *testing.T) {
+	hidden := serveHidden(t)
+	forEachCLI(t, func(t *testing.T, r *rig) {
+		model := strings.TrimPrefix(r.srv.URL(), "http://")
+		attempts := sandboxNetInvoker(t, r, r.opts.Env, model, "", os.Geteuid() != 0)
+		cmd := "curl -sS -m 30 http://denied.test/probe; echo; curl -sS -m 30 --noproxy '*' http://" + hidden + "/probe 2>&1; echo end"
+		r.srv.Enqueue(fakemodel.Shell(cmd), fakemodel.EchoToolResult("net: "))
+		req := r.request("probe the network")
+		req.Permission = invoker.Unlimited
+		res, err := r.invoke(context.Background(), req)
+		if err != nil {
+			t.Fatalf("Invoke() error = %v, want nil; stderr tail:\n%s", err, res.Stderr)
+		}
+		t.Logf("the shell printed: %q", res.Text)
+		if !strings.Contains(res.Text, "denied.test:80 denied") || !strings.Contains(res.Text, "end") {
+			t.Errorf("Result.Text = %q, want the proxy's refusal of denied.test and the command's end", res.Text)
+		}
+		if strings.Contains(res.Text, "hidden server") {
+			t.Errorf("Result.Text = %q: the shell reached the host's server directly", res.Text)
+		}
+		denied := false
+		for _, a := range attempts() {
+			if a.Host == "denied.test" && !a.Allowed && strings.Contains(a.Err, "not in the allowlist") {
+				denied = true
+			}
+		}
+		if !denied {
+			t.Error("no denied attempt recorded for denied.test")
+		}
+	})
+}
+
+// serveHidden serves "hidden server" on every address of the host until
+// the test ends, and returns the address to try from inside: a
+// non-loopback one if the host has one, else 127.0.0.1.
+func serveHidden(t *testing.T) string {
+	t.Helper()
+	l, err := net.Listen("tcp4", "0.0.0.0:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { io.WriteString(w, "hidden server") })}
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		s.Serve(l)
+	}()
+	t.Cleanup(func() {
+		s.Close()
+		<-done
+	})
+	_, port, _ := net.SplitHostPort(l.Addr().String())
+	host := "127.0.0.1"
+	addrs, _ := net.InterfaceAddrs()
+	for _, a := range addrs {
+		if p, err := netip.ParsePrefix(a.String()); err == nil && p.Addr().Is4() && !p.Addr().IsLoopback() {
+			host = p.Addr().String()
+			break
 		}
 	}
-	t.Logf("attempts:\n%s", strings.Join(seen, "\n"))
-	if err != nil {
-		t.Fatalf("Invoke() error = %v, want nil; stderr tail:\n%s", err, res.Stderr)
-	}
-	if res.Text != "hi from the sandbox" {
-		t.Errorf("Result.Text = %q, want %q", res.Text, "hi from the sandbox")
-	}
-	if !modelAllowed {
-		t.Errorf("no recorded attempt reached the model")
-	}
+	return net.JoinHostPort(host, port)
 }
 
 // rewriteModel replaces the model's address by to in env and in the

@@ -13,7 +13,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"runtime"
 	"strings"
 	"testing"
 
@@ -79,14 +78,7 @@ func sandboxNetWrap() int {
 		}
 		started <- err
 	} else {
-		go func() {
-			runtime.LockOSThread() // never unlocked: the thread ends in the namespace
-			if err := n.Enter(); err != nil {
-				started <- err
-				return
-			}
-			started <- cmd.Start()
-		}()
+		started <- n.Start(cmd)
 	}
 	if err := <-started; err != nil {
 		fmt.Fprintln(os.Stderr, err)

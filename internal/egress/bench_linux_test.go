@@ -3,31 +3,23 @@ package egress
 import (
 	"os"
 	"os/exec"
-	"runtime"
 	"testing"
 )
 
-// BenchmarkSandboxNetSetup compares starting and waiting for /bin/true
-// from a locked thread, plain and inside a new Net (New, Enter or Wrap,
-// the start, Wait, Close): the namespace's cost per run.
+// BenchmarkSandboxNetSetup compares starting and waiting for /bin/true,
+// plain and inside a new Net (New, Start or Wrap, Wait, Close): the
+// namespace's cost per run.
 func BenchmarkSandboxNetSetup(b *testing.B) {
 	if os.Geteuid() != 0 {
 		b.Skip("needs root for a network namespace")
 	}
 	run := func(b *testing.B, n *Net) {
 		cmd := exec.Command("/bin/true")
-		done := make(chan error)
-		go func() {
-			runtime.LockOSThread() // never unlocked: the thread ends with the goroutine
-			if n != nil {
-				if err := n.Enter(); err != nil {
-					done <- err
-					return
-				}
-			}
-			done <- cmd.Start()
-		}()
-		if err := <-done; err != nil {
+		start := cmd.Start
+		if n != nil {
+			start = func() error { return n.Start(cmd) }
+		}
+		if err := start(); err != nil {
 			b.Fatal(err)
 		}
 		if err := cmd.Wait(); err != nil {

@@ -6,6 +6,8 @@ import (
 	"net"
 	"net/netip"
 	"os"
+	"os/exec"
+	"runtime"
 	"slices"
 	"strconv"
 	"strings"
@@ -151,6 +153,23 @@ func (n *Net) ProxyURL() string {
 func (n *Net) Enter() error {
 	n.enterOnce.Do(func() { n.enterErr = n.enter() })
 	return n.enterErr
+}
+
+// Start starts cmd in the sandbox by Enter, for a caller that starts the
+// run's first process itself: from a new goroutine locked to its thread,
+// which ends once cmd has started, so that the thread runs nothing else
+// in the namespace. It returns Enter's error, or cmd.Start's.
+func (n *Net) Start(cmd *exec.Cmd) error {
+	done := make(chan error, 1)
+	go func() {
+		runtime.LockOSThread() // never unlocked: the thread ends with this goroutine
+		if err := n.Enter(); err != nil {
+			done <- err
+			return
+		}
+		done <- cmd.Start()
+	}()
+	return <-done
 }
 
 // enter is Enter's one run.

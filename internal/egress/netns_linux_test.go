@@ -9,7 +9,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"runtime"
 	"slices"
 	"strconv"
 	"strings"
@@ -21,19 +20,33 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// startInside enters n on a locked thread that then starts cmd, as the
-// hook that forks a run's first process does; the thread ends with it.
-func startInside(n *Net, cmd *exec.Cmd) error {
-	done := make(chan error)
-	go func() {
-		runtime.LockOSThread() // never unlocked: the thread ends in the namespace
-		if err := n.Enter(); err != nil {
-			done <- err
-			return
-		}
-		done <- cmd.Start()
-	}()
-	return <-done
+// startInside starts cmd by Enter, as the hook that forks a run's first
+// process does.
+func startInside(n *Net, cmd *exec.Cmd) error { return n.Start(cmd) }
+
+// runInside runs the helper inside with args in n, started by start with
+// env added to its environment, waits for it, closes n and returns what
+// the helper printed.
+func runInside(t *testing.T, n *Net, start func(*Net, *exec.Cmd) error, env []string, args ...string) map[string]string {
+	t.Helper()
+	cmd := helperCmd("inside", args...)
+	cmd.Env = n.MergeEnv(append(cmd.Env, env...))
+	var out bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, os.Stderr
+	if err := start(n, cmd); err != nil {
+		n.Close()
+		t.Fatal(err)
+	}
+	err := cmd.Wait()
+	n.Close()
+	if err != nil {
+		t.Fatalf("helper: %v\n%s", err, out.String())
+	}
+	var got map[string]string
+	if err := json.Unmarshal(out.Bytes(), &got); err != nil {
+		t.Fatalf("helper printed %q: %v", out.String(), err)
+	}
+	return got
 }
 
 // hostAddr returns a non-loopback address of this host, if it has one.
@@ -122,23 +135,8 @@ func sandboxNetChild(t *testing.T, start func(*Net, *exec.Cmd) error) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	cmd := helperCmd("inside", strings.Join(direct, ","), forwarded)
-	cmd.Env = n.MergeEnv(append(cmd.Env, "NO_PROXY=allowed.test,denied.test", "HTTPS_PROXY=http://192.0.2.1:1"))
-	var out bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &out, os.Stderr
-	if err := start(n, cmd); err != nil {
-		n.Close()
-		t.Fatal(err)
-	}
-	err = cmd.Wait()
-	n.Close()
-	if err != nil {
-		t.Fatalf("helper: %v\n%s", err, out.String())
-	}
-	var got map[string]string
-	if err := json.Unmarshal(out.Bytes(), &got); err != nil {
-		t.Fatalf("helper printed %q: %v", out.String(), err)
-	}
+	// An inherited NO_PROXY or proxy of the host's must not matter.
+	got := runInside(t, n, start, []string{"NO_PROXY=allowed.test,denied.test", "HTTPS_PROXY=http://192.0.2.1:1"}, strings.Join(direct, ","), forwarded)
 	t.Logf("inside the namespace: %v", got)
 	for k, want := range map[string]string{
 		"http allowed":    "200 hello from /plain",
@@ -276,23 +274,7 @@ func TestSandboxNetLocalhost(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	cmd := helperCmd("inside", "127.0.0.1:1", "[::1]:"+port)
-	cmd.Env = n.MergeEnv(cmd.Env)
-	var out bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &out, os.Stderr
-	if err := startInside(n, cmd); err != nil {
-		n.Close()
-		t.Fatal(err)
-	}
-	err = cmd.Wait()
-	n.Close()
-	if err != nil {
-		t.Fatalf("helper: %v\n%s", err, out.String())
-	}
-	var got map[string]string
-	if err := json.Unmarshal(out.Bytes(), &got); err != nil {
-		t.Fatalf("helper printed %q: %v", out.String(), err)
-	}
+	got := runInside(t, n, startInside, nil, "127.0.0.1:1", "[::1]:"+port)
 	if got["forwarded"] != "200 hello from /fwd" {
 		t.Errorf("[::1]:%s inside, the host's server on 127.0.0.1 only: %q, want 200", port, got["forwarded"])
 	}

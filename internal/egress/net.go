@@ -294,8 +294,13 @@ func (n *Net) MergeEnv(env []string) []string {
 	return append(out, ours...)
 }
 
-// Attempts returns a copy of the connection attempts recorded so far.
+// Attempts returns a copy of the connection attempts recorded so far: the
+// first MaxRecorded.
 func (n *Net) Attempts() []Attempt { return n.proxy.Attempts() }
+
+// Dropped returns how many attempts Attempts lacks because MaxRecorded
+// were already kept; OnAttempt saw them all.
+func (n *Net) Dropped() int { return n.proxy.Dropped() }
 
 // Close stops the proxy and the forwarders, closes their connections and
 // returns once every goroutine of the Net has ended. Call it after Enter

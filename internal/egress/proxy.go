@@ -20,6 +20,11 @@ import (
 // Config.MaxHeaderBytes is zero.
 const DefaultMaxHeaderBytes = 64 << 10
 
+// MaxRecorded bounds the attempts a Proxy keeps for Attempts, so that a
+// run looping on refused requests cannot grow the host's memory without
+// end; OnAttempt still sees every attempt, and Dropped counts the others.
+const MaxRecorded = 10000
+
 // headerTimeout bounds the wait for a request's line and headers, so that
 // a client that connects and says nothing does not hold a goroutine for
 // the whole run.
@@ -90,6 +95,7 @@ type Proxy struct {
 	closed   bool
 	open     map[io.Closer]struct{} // listeners and connections
 	attempts []Attempt
+	dropped  int // attempts past MaxRecorded
 }
 
 // ErrClosed is returned by Serve once the Proxy is closed.
@@ -174,11 +180,19 @@ func (p *Proxy) Close() error {
 }
 
 // Attempts returns a copy of the attempts recorded so far, in the order
-// they were settled.
+// they were settled: the first MaxRecorded.
 func (p *Proxy) Attempts() []Attempt {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	return append([]Attempt(nil), p.attempts...)
+}
+
+// Dropped returns how many attempts Attempts lacks because MaxRecorded
+// were already kept.
+func (p *Proxy) Dropped() int {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.dropped
 }
 
 func (p *Proxy) isClosed() bool {
@@ -209,7 +223,11 @@ func (p *Proxy) untrack(c io.Closer) {
 // record keeps a and hands it to OnAttempt.
 func (p *Proxy) record(a Attempt) {
 	p.mu.Lock()
-	p.attempts = append(p.attempts, a)
+	if len(p.attempts) < MaxRecorded {
+		p.attempts = append(p.attempts, a)
+	} else {
+		p.dropped++
+	}
 	p.mu.Unlock()
 	if p.cfg.OnAttempt != nil {
 		p.cfg.OnAttempt(a)

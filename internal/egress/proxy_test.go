@@ -289,3 +289,21 @@ func TestSandboxNetProxyCloseEndsTunnels(t *testing.T) {
 		t.Error("the tunnel still reads after Close")
 	}
 }
+
+// TestSandboxNetProxyBoundsRecord: past MaxRecorded, attempts are counted
+// in Dropped, not kept, and OnAttempt still sees each one.
+func TestSandboxNetProxyBoundsRecord(t *testing.T) {
+	p, err := NewProxy(&Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close()
+	seen := 0
+	p.cfg.OnAttempt = func(Attempt) { seen++ }
+	for range MaxRecorded + 3 {
+		p.record(Attempt{Host: "denied.test", Port: 80})
+	}
+	if n, d := len(p.Attempts()), p.Dropped(); n != MaxRecorded || d != 3 || seen != MaxRecorded+3 {
+		t.Errorf("kept %d, dropped %d, OnAttempt saw %d; want %d, 3, %d", n, d, seen, MaxRecorded, MaxRecorded+3)
+	}
+}

@@ -1,0 +1,69 @@
+// Package egress is the network part of a run's sandbox: a network
+// namespace for the run's process tree whose only ways out are an HTTP
+// proxy run by this package and forwarders of the loopback endpoints the
+// run must reach, with every connection attempt recorded.
+//
+// The proxy lets through CONNECT tunnels and plain HTTP requests with an
+// absolute http:// URI to the hosts its rules allow (an exact name or IP
+// address, "*.domain" for every name below a domain, each on one port or
+// any) and answers 403, with a body saying what was denied and who may
+// allow it, to the others. It never looks inside TLS. By default it also
+// refuses an allowed name that resolves to a loopback, link-local or
+// unspecified address (127.0.0.1, a cloud metadata address), so that a
+// run cannot reach the host's own services through a name it controls;
+// a rule naming the address itself allows it.
+//
+// The namespace holds the rules: a process in it has a loopback device
+// and nothing else, so a tool that ignores the proxy variables gets no
+// connection at all ("network is unreachable"), and the kernel refuses
+// it before anything could record it. The endpoints on the host's
+// loopback that the run must reach (a model server, a tool bridge, MCP
+// servers over HTTP) are reached at the same address from inside:
+// listeners on the same 127.0.0.1:PORT inside the namespace forward each
+// connection to the host's.
+//
+// # How a run uses it
+//
+// New checks the rules in the host before anything starts. Env (or
+// MergeEnv) gives the run's environment the proxy variables. Then one of
+// two routes puts the run's first process in the namespace:
+//
+//   - Enter, with CAP_SYS_ADMIN (root): on the locked OS thread that then
+//     forks the run's first process, it moves that thread alone into a new
+//     network namespace, brings its loopback up and opens there the
+//     proxy's listener and the forwarders'. The thread must never be
+//     unlocked: it ends with its goroutine.
+//   - Wrap and Started, without privilege where unprivileged user
+//     namespaces are allowed: the command starts in new user and network
+//     namespaces as this program's own binary, whose first stage (run from
+//     this package's init, before main) brings the loopback up, opens the
+//     listeners, hands them to the host over a Unix socket and executes
+//     the command with its arguments and environment and no capability
+//     left. Its user and group are mapped to themselves; files of other
+//     users show as owned by the overflow user (nobody) inside.
+//
+// Either way, goroutines of the host's namespace serve the listeners, so
+// their dials leave from the host, and the namespace ends with the last
+// process in it. Close stops everything and waits for every goroutine.
+//
+// # What it needs
+//
+// Enter needs CAP_SYS_ADMIN: root, a binary given the capability, or a
+// container allowed it (seccomp included); Probe says whether this
+// process has it. Wrap needs unprivileged user namespaces (some
+// distributions restrict them); ProbeWrap says whether they are allowed.
+// Where a route is not available, it returns a *NamespaceError matching
+// ErrUnavailable that says what is missing and how to get it. An
+// unprivileged process cannot use Enter: a multithreaded process cannot
+// enter a new user namespace, and entering a network namespace needs
+// CAP_SYS_ADMIN in the caller's own; hence Wrap's first stage.
+//
+// # Environment
+//
+// Env sets HTTP_PROXY, HTTPS_PROXY and ALL_PROXY and their lower-case
+// twins to the proxy's address inside the namespace, and NO_PROXY (and
+// no_proxy) to the loopback addresses, which inside hold only the
+// forwarded endpoints. Codex (reqwest) reads these variables; Gemini CLI
+// and Claude Code (Node) read HTTPS_PROXY and HTTP_PROXY for their model
+// and web requests. A client that ignores them fails to connect.
+package egress

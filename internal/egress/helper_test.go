@@ -1,0 +1,133 @@
+package egress
+
+import (
+	"bufio"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"runtime"
+	"strings"
+	"time"
+)
+
+// helperEnv names the variable that makes the test binary run a helper
+// instead of the tests.
+const helperEnv = "EGRESS_TEST_HELPER"
+
+// helperCmd returns the command that runs the helper name with args.
+func helperCmd(name string, args ...string) *exec.Cmd {
+	exe, err := os.Executable()
+	if err != nil {
+		panic(err)
+	}
+	cmd := exec.Command(exe, args...)
+	cmd.Env = append(os.Environ(), helperEnv+"="+name)
+	return cmd
+}
+
+// runHelper runs the helper name and returns its exit code.
+func runHelper(name string, args []string) int {
+	switch name {
+	case "inside":
+		return inside(args)
+	case "unprivileged":
+		return unprivileged()
+	case "true":
+		return 0
+	}
+	fmt.Fprintf(os.Stderr, "no helper %q\n", name)
+	return 2
+}
+
+// inside runs in the namespace and prints, as one JSON object, what each
+// way out gave: "STATUS BODY" or "error: …". args: the host's address
+// that nothing forwards, then the forwarded one.
+func inside(args []string) int {
+	direct, forwarded := args[0], args[1]
+	out := map[string]string{}
+	client := &http.Client{Transport: &http.Transport{Proxy: http.ProxyFromEnvironment, DisableKeepAlives: true}, Timeout: time.Minute}
+	get := func(url string) string {
+		resp, err := client.Get(url)
+		if err != nil {
+			return "error: " + err.Error()
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return fmt.Sprintf("%d %s", resp.StatusCode, strings.TrimSpace(string(b)))
+	}
+	out["http allowed"] = get("http://allowed.test/plain")
+	out["http denied"] = get("http://denied.test/plain")
+	out["forwarded"] = get("http://" + forwarded + "/fwd")
+	out["connect allowed"] = connect(os.Getenv("HTTP_PROXY"), "allowed.test:80")
+	for _, a := range strings.Split(direct, ",") {
+		c, err := net.DialTimeout("tcp", a, time.Minute)
+		if err != nil {
+			out["direct "+a] = "error: " + err.Error()
+		} else {
+			c.Close()
+			out["direct "+a] = "connected"
+		}
+	}
+	status, _ := os.ReadFile("/proc/self/status")
+	for _, l := range strings.Split(string(status), "\n") {
+		if k, v, ok := strings.Cut(l, ":"); ok && (k == "CapEff" || k == "CapPrm" || k == "CapAmb") {
+			out[k] = strings.TrimSpace(v)
+		}
+	}
+	json.NewEncoder(os.Stdout).Encode(out)
+	return 0
+}
+
+// connect opens a tunnel to target through proxy and sends a GET through
+// it, as a TLS client would send its handshake.
+func connect(proxy, target string) string {
+	c, err := net.DialTimeout("tcp", strings.TrimPrefix(proxy, "http://"), time.Minute)
+	if err != nil {
+		return "error: " + err.Error()
+	}
+	defer c.Close()
+	fmt.Fprintf(c, "CONNECT %s HTTP/1.1\r\nHost: %s\r\n\r\n", target, target)
+	br := bufio.NewReader(c)
+	resp, err := http.ReadResponse(br, nil)
+	if err != nil {
+		return "error: " + err.Error()
+	}
+	if resp.StatusCode != http.StatusOK {
+		return resp.Status
+	}
+	fmt.Fprintf(c, "GET /tunnel HTTP/1.1\r\nHost: %s\r\nConnection: close\r\n\r\n", target)
+	resp, err = http.ReadResponse(br, nil)
+	if err != nil {
+		return "error: " + err.Error()
+	}
+	b, _ := io.ReadAll(resp.Body)
+	return fmt.Sprintf("%d %s", resp.StatusCode, b)
+}
+
+// unprivileged prints what Probe and Enter say to this user: "probe:
+// unavailable=BOOL ERROR" and "enter: unavailable=BOOL ERROR".
+func unprivileged() int {
+	report := func(what string, err error) {
+		_, isNS := err.(*NamespaceError)
+		fmt.Printf("%s: unavailable=%v namespaceerror=%v %v\n", what, errors.Is(err, ErrUnavailable), isNS, err)
+	}
+	report("probe", Probe())
+	n, err := New(nil)
+	if err != nil {
+		report("new", err)
+		return 1
+	}
+	done := make(chan error)
+	go func() {
+		runtime.LockOSThread()
+		done <- n.Enter()
+	}()
+	report("enter", <-done)
+	n.Close()
+	return 0
+}

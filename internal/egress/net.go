@@ -1,0 +1,315 @@
+package egress
+
+import (
+	"errors"
+	"fmt"
+	"net"
+	"net/netip"
+	"os"
+	"os/exec"
+	"runtime"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+)
+
+// ProxyPort is the port the proxy listens on at 127.0.0.1 inside a run's
+// namespace, unless a forwarded loopback endpoint uses it (then the next
+// free one above). Nothing else listens in a new namespace, so a fixed
+// port is always free, and Env is known before the namespace exists.
+const ProxyPort = 3128
+
+// ErrUnavailable is matched (errors.Is) by every error saying this host
+// cannot give a run a network namespace.
+var ErrUnavailable = errors.New("egress: network namespace unavailable")
+
+// NamespaceError is returned by Enter and Probe when the calling thread
+// cannot be moved into a new network namespace with its loopback up. It
+// matches ErrUnavailable and its cause (errors.Is).
+type NamespaceError struct {
+	// Op is the step that failed: "unshare(CLONE_NEWNET)", "bring lo up",
+	// or "listen on 127.0.0.1:3128".
+	Op string
+	// Missing names what the host lacks, and how to get it.
+	Missing string
+	// Err is the system's error.
+	Err error
+}
+
+func (e *NamespaceError) Error() string {
+	return fmt.Sprintf("egress: cannot give the run its own network namespace: %s: %v: %s", e.Op, e.Err, e.Missing)
+}
+
+// Unwrap returns ErrUnavailable and the cause.
+func (e *NamespaceError) Unwrap() []error { return []error{ErrUnavailable, e.Err} }
+
+// Net is a run's network sandbox: a network namespace for the thread that
+// starts the run's first process, whose only ways out are the proxy and
+// the forwarders of its loopback endpoints, both served from the host's
+// namespace.
+//
+// The life of a Net: New (in the host, before anything starts), Env into
+// the run's environment, Enter on the locked OS thread that then forks
+// the run's first process, Close once the run's tree is gone.
+type Net struct {
+	proxy     *Proxy
+	port      int
+	forwards  []netip.AddrPort
+	dialTo    map[netip.AddrPort]string // a forward's host address when not its own: "localhost:PORT"
+	enterOnce sync.Once
+	enterErr  error
+	wrapped   *os.File // the host's end of Wrap's socket
+	stageEnd  *os.File // the first stage's end, closed by Started
+}
+
+// New returns the sandbox cfg describes (nil means a zero Config: no
+// host reachable). It checks the rules and the loopback endpoints, and
+// returns a *RuleError or a *LoopbackError; it starts nothing.
+func New(cfg *Config) (*Net, error) {
+	p, err := NewProxy(cfg)
+	if err != nil {
+		return nil, err
+	}
+	n := &Net{proxy: p, dialTo: map[netip.AddrPort]string{}}
+	for _, s := range p.cfg.Loopback {
+		aps, err := loopbackAddrs(s)
+		if err != nil {
+			return nil, err
+		}
+		for _, ap := range aps {
+			if !slices.Contains(n.forwards, ap) {
+				n.forwards = append(n.forwards, ap)
+			}
+			if len(aps) > 1 {
+				// localhost: whichever of the host's addresses answers,
+				// as a client on the host would try both.
+				n.dialTo[ap] = "localhost:" + strconv.Itoa(int(ap.Port()))
+			}
+		}
+	}
+	n.port = ProxyPort
+	for slices.ContainsFunc(n.forwards, func(ap netip.AddrPort) bool { return int(ap.Port()) == n.port }) {
+		n.port++
+	}
+	return n, nil
+}
+
+// LoopbackError is returned by New for a loopback endpoint it cannot
+// forward.
+type LoopbackError struct {
+	Endpoint string
+	Problem  string
+}
+
+func (e *LoopbackError) Error() string {
+	return fmt.Sprintf("egress: loopback endpoint %q: %s; write 127.0.0.1:PORT, [::1]:PORT or localhost:PORT", e.Endpoint, e.Problem)
+}
+
+// loopbackAddrs reads a loopback endpoint; localhost:PORT means both
+// 127.0.0.1:PORT and [::1]:PORT.
+func loopbackAddrs(s string) ([]netip.AddrPort, error) {
+	host, ps, err := net.SplitHostPort(s)
+	if err != nil {
+		return nil, &LoopbackError{Endpoint: s, Problem: "not host:port"}
+	}
+	port, err := strconv.Atoi(ps)
+	if err != nil || port < 1 || port > 65535 {
+		return nil, &LoopbackError{Endpoint: s, Problem: "the port is not a number from 1 to 65535"}
+	}
+	if strings.EqualFold(host, "localhost") {
+		return []netip.AddrPort{
+			netip.AddrPortFrom(netip.MustParseAddr("127.0.0.1"), uint16(port)),
+			netip.AddrPortFrom(netip.IPv6Loopback(), uint16(port)),
+		}, nil
+	}
+	a, err := netip.ParseAddr(host)
+	if err != nil || !a.Unmap().IsLoopback() {
+		return nil, &LoopbackError{Endpoint: s, Problem: "not a loopback address"}
+	}
+	return []netip.AddrPort{netip.AddrPortFrom(a.Unmap(), uint16(port))}, nil
+}
+
+// ProxyURL returns the proxy's address as the run sees it:
+// "http://127.0.0.1:3128".
+func (n *Net) ProxyURL() string {
+	return "http://127.0.0.1:" + strconv.Itoa(n.port)
+}
+
+// Enter moves the calling OS thread into a new network namespace, brings
+// its loopback up, opens there the proxy's listener and one listener per
+// loopback endpoint, and serves them from goroutines of the host's
+// namespace (their dials leave from the host). A process the thread
+// forks afterwards is born in the namespace, and so is its whole tree.
+//
+// The caller must hold the thread with runtime.LockOSThread and never
+// unlock it, so that the thread ends with its goroutine instead of
+// running other goroutines in the namespace. Enter runs once; later calls
+// return the first one's result. On error, which is a *NamespaceError
+// (matching ErrUnavailable) when the host cannot give a namespace, the
+// thread may already be in a namespace with nothing in it: start nothing
+// from it.
+func (n *Net) Enter() error {
+	n.enterOnce.Do(func() { n.enterErr = n.enter() })
+	return n.enterErr
+}
+
+// Start starts cmd in the sandbox by Enter, for a caller that starts the
+// run's first process itself: from a new goroutine locked to its thread,
+// which ends once cmd has started, so that the thread runs nothing else
+// in the namespace. It returns Enter's error, or cmd.Start's.
+func (n *Net) Start(cmd *exec.Cmd) error {
+	done := make(chan error, 1)
+	go func() {
+		runtime.LockOSThread() // never unlocked: the thread ends with this goroutine
+		if err := n.Enter(); err != nil {
+			done <- err
+			return
+		}
+		done <- cmd.Start()
+	}()
+	return <-done
+}
+
+// enter is Enter's one run.
+func (n *Net) enter() error {
+	if err := enterNamespace(); err != nil {
+		return err
+	}
+	// Listen on this thread, in the namespace; the accept loops run on
+	// other goroutines, whose sockets (the dials) are the host's.
+	ls, err := n.listen()
+	if err != nil {
+		return err
+	}
+	n.serve(ls)
+	return nil
+}
+
+// listenAddrs returns the addresses to listen on inside the namespace:
+// the proxy's, then each forwarded endpoint's.
+func (n *Net) listenAddrs() []string {
+	addrs := []string{net.JoinHostPort("127.0.0.1", strconv.Itoa(n.port))}
+	for _, ap := range n.forwards {
+		if ap.Addr().Is6() && !ipv6Loopback() {
+			continue // no IPv6 in this kernel: localhost means 127.0.0.1 only
+		}
+		addrs = append(addrs, ap.String())
+	}
+	return addrs
+}
+
+// listen opens, in the calling thread's namespace, the listeners of
+// listenAddrs, in that order.
+func (n *Net) listen() ([]net.Listener, error) {
+	var ls []net.Listener
+	for _, a := range n.listenAddrs() {
+		l, err := net.Listen("tcp", a)
+		if err != nil {
+			for _, l := range ls {
+				l.Close()
+			}
+			return nil, &NamespaceError{Op: "listen on " + a, Err: err, Missing: "the new namespace refused a loopback listener"}
+		}
+		ls = append(ls, l)
+	}
+	return ls, nil
+}
+
+// serve serves the listeners of listenAddrs (the proxy's first) from
+// goroutines of the host's namespace.
+func (n *Net) serve(ls []net.Listener) {
+	p := n.proxy
+	p.wg.Add(len(ls))
+	go func() {
+		defer p.wg.Done()
+		p.Serve(ls[0])
+	}()
+	for _, l := range ls[1:] {
+		ap := l.Addr().(*net.TCPAddr).AddrPort()
+		ap = netip.AddrPortFrom(ap.Addr().Unmap(), ap.Port())
+		to, ok := n.dialTo[ap]
+		if !ok {
+			to = ap.String()
+		}
+		go func() {
+			defer p.wg.Done()
+			p.accept(l, func(c net.Conn) { p.forward(c, ap, to) })
+		}()
+	}
+}
+
+// forward splices c, accepted inside the namespace at ap, to the host's
+// address to (ap itself, or localhost:PORT).
+func (p *Proxy) forward(c net.Conn, ap netip.AddrPort, to string) {
+	a := Attempt{Time: time.Now(), Method: "FORWARD", Host: ap.Addr().String(), Port: int(ap.Port()), Allowed: true}
+	d := net.Dialer{Timeout: dialTimeout}
+	up, err := d.DialContext(p.ctx, "tcp", to)
+	if err == nil && !p.track(up) {
+		up.Close()
+		err = ErrClosed
+	}
+	if err != nil {
+		a.Err = err.Error()
+	} else {
+		up = &trackedConn{Conn: up, p: p}
+		defer up.Close()
+		a.Sent, a.Received, err = splice(c, c, up)
+		a.Err = errText(err)
+	}
+	a.Duration = time.Since(a.Time)
+	p.record(a)
+}
+
+// Env returns the variables that send the run's HTTP clients through the
+// proxy: HTTP_PROXY, HTTPS_PROXY and ALL_PROXY with their lower-case
+// twins, and NO_PROXY (and no_proxy) naming the loopback addresses, which
+// inside the namespace hold only the forwarded endpoints, reached
+// directly. Append them to the run's environment after the inherited
+// ones, or use MergeEnv.
+func (n *Net) Env() []string {
+	u := n.ProxyURL()
+	const noProxy = "localhost,127.0.0.1,::1"
+	return []string{
+		"HTTP_PROXY=" + u, "http_proxy=" + u,
+		"HTTPS_PROXY=" + u, "https_proxy=" + u,
+		"ALL_PROXY=" + u, "all_proxy=" + u,
+		"NO_PROXY=" + noProxy, "no_proxy=" + noProxy,
+	}
+}
+
+// MergeEnv returns env without any proxy variable Env sets, followed by
+// Env, so that an inherited NO_PROXY or a proxy of the host's cannot
+// send the run's requests around the sandbox's proxy.
+func (n *Net) MergeEnv(env []string) []string {
+	ours := n.Env()
+	out := make([]string, 0, len(env)+len(ours))
+	for _, kv := range env {
+		k, _, _ := strings.Cut(kv, "=")
+		if !slices.ContainsFunc(ours, func(o string) bool { return strings.HasPrefix(o, k+"=") }) {
+			out = append(out, kv)
+		}
+	}
+	return append(out, ours...)
+}
+
+// Attempts returns a copy of the connection attempts recorded so far: the
+// first MaxRecorded.
+func (n *Net) Attempts() []Attempt { return n.proxy.Attempts() }
+
+// Dropped returns how many attempts Attempts lacks because MaxRecorded
+// were already kept; OnAttempt saw them all.
+func (n *Net) Dropped() int { return n.proxy.Dropped() }
+
+// Close stops the proxy and the forwarders, closes their connections and
+// returns once every goroutine of the Net has ended. Call it after Enter
+// has returned (or instead of Enter), once the run's tree is gone. The namespace itself
+// ends with the last process in it and the thread that entered it.
+func (n *Net) Close() error {
+	if n.wrapped != nil {
+		n.stageEnd.Close()
+		n.wrapped.Close()
+	}
+	return n.proxy.Close()
+}

@@ -1,0 +1,80 @@
+package egress
+
+import (
+	"errors"
+	"os"
+	"runtime"
+
+	"golang.org/x/sys/unix"
+)
+
+// enterNamespace moves the calling thread into a new network namespace
+// and brings its loopback up.
+func enterNamespace() error {
+	if err := unix.Unshare(unix.CLONE_NEWNET); err != nil {
+		return &NamespaceError{Op: "unshare(CLONE_NEWNET)", Err: err, Missing: missing(err)}
+	}
+	if err := loopbackUp(); err != nil {
+		return &NamespaceError{Op: "bring lo up", Err: err, Missing: "the new namespace's loopback refused SIOCSIFFLAGS, which needs CAP_NET_ADMIN: run as root"}
+	}
+	return nil
+}
+
+// missing names what the host lacks when unshare fails with err.
+func missing(err error) string {
+	switch {
+	case errors.Is(err, unix.EPERM):
+		if os.Geteuid() != 0 {
+			return "a network namespace needs CAP_SYS_ADMIN: run the program as root, or give its binary the capability (setcap cap_sys_admin+ep); without it, start the run with Wrap where unprivileged user namespaces are allowed"
+		}
+		return "a network namespace needs CAP_SYS_ADMIN and a seccomp profile that allows unshare: in a container, add CAP_SYS_ADMIN (docker run --cap-add SYS_ADMIN) or run it privileged"
+	case errors.Is(err, unix.EINVAL), errors.Is(err, unix.ENOSYS):
+		return "this kernel has no network namespaces: build it with CONFIG_NET_NS"
+	case errors.Is(err, unix.ENOSPC):
+		return "the limit on network namespaces is reached: raise /proc/sys/user/max_net_namespaces"
+	case errors.Is(err, unix.ENOMEM):
+		return "the kernel is out of memory for a new namespace"
+	}
+	return "the kernel refused a new network namespace"
+}
+
+// loopbackUp sets IFF_UP on lo, in the calling thread's namespace.
+func loopbackUp() error {
+	fd, err := unix.Socket(unix.AF_INET, unix.SOCK_DGRAM|unix.SOCK_CLOEXEC, 0)
+	if err != nil {
+		return err
+	}
+	defer unix.Close(fd)
+	ifr, err := unix.NewIfreq("lo")
+	if err != nil {
+		return err
+	}
+	if err := unix.IoctlIfreq(fd, unix.SIOCGIFFLAGS, ifr); err != nil {
+		return err
+	}
+	ifr.SetUint16(ifr.Uint16() | unix.IFF_UP)
+	return unix.IoctlIfreq(fd, unix.SIOCSIFFLAGS, ifr)
+}
+
+// ipv6Loopback reports whether the kernel has IPv6, so that ::1 exists.
+func ipv6Loopback() bool {
+	_, err := os.Stat("/proc/net/if_inet6")
+	return err == nil
+}
+
+// Probe reports whether this process can give a run a network namespace
+// through Enter:
+// nil if so, else a *NamespaceError (matching ErrUnavailable) naming what
+// is missing. It tries, on a thread of its own that ends with the try, so
+// it answers for seccomp filters and container limits too; it costs about
+// what a run's namespace costs.
+func Probe() error {
+	done := make(chan error, 1)
+	go func() {
+		// Never unlocked: the thread ends with this goroutine, and its
+		// namespace with it.
+		runtime.LockOSThread()
+		done <- enterNamespace()
+	}()
+	return <-done
+}

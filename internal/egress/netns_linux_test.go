@@ -1,0 +1,281 @@
+package egress
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"net"
+	"net/netip"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+
+	"go.uber.org/goleak"
+	"golang.org/x/sys/unix"
+)
+
+// startInside starts cmd by Enter, as the hook that forks a run's first
+// process does.
+func startInside(n *Net, cmd *exec.Cmd) error { return n.Start(cmd) }
+
+// runInside runs the helper inside with args in n, started by start with
+// env added to its environment, waits for it, closes n and returns what
+// the helper printed.
+func runInside(t *testing.T, n *Net, start func(*Net, *exec.Cmd) error, env []string, args ...string) map[string]string {
+	t.Helper()
+	cmd := helperCmd("inside", args...)
+	cmd.Env = n.MergeEnv(append(cmd.Env, env...))
+	var out bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, os.Stderr
+	if err := start(n, cmd); err != nil {
+		n.Close()
+		t.Fatal(err)
+	}
+	err := cmd.Wait()
+	n.Close()
+	if err != nil {
+		t.Fatalf("helper: %v\n%s", err, out.String())
+	}
+	var got map[string]string
+	if err := json.Unmarshal(out.Bytes(), &got); err != nil {
+		t.Fatalf("helper printed %q: %v", out.String(), err)
+	}
+	return got
+}
+
+// hostAddr returns a non-loopback address of this host, if it has one.
+func hostAddr() (netip.Addr, bool) {
+	addrs, _ := net.InterfaceAddrs()
+	for _, a := range addrs {
+		if p, err := netip.ParsePrefix(a.String()); err == nil && p.Addr().Is4() && !p.Addr().IsLoopback() {
+			return p.Addr(), true
+		}
+	}
+	return netip.Addr{}, false
+}
+
+// startWrapped starts cmd through Wrap, the route without CAP_SYS_ADMIN.
+func startWrapped(n *Net, cmd *exec.Cmd) error {
+	if err := n.Wrap(cmd); err != nil {
+		return err
+	}
+	if err := cmd.Start(); err != nil {
+		return err
+	}
+	if err := n.Started(); err != nil {
+		cmd.Wait()
+		return err
+	}
+	return nil
+}
+
+// TestSandboxNetChild: a child started in the namespace, by each route
+// (Enter on the thread that forks it, as root; Wrap, as root and as an
+// unprivileged user), reaches an allowed host through the proxy (plain HTTP and a
+// CONNECT tunnel) and a forwarded loopback endpoint at the host's
+// address, is refused a denied host (recorded), and reaches nothing
+// directly: not a server on the host's loopback, not one on the host's
+// other addresses.
+func TestSandboxNetChild(t *testing.T) {
+	t.Run("enter", func(t *testing.T) {
+		if os.Geteuid() != 0 {
+			t.Skip("needs root for a network namespace; TestSandboxNetUnprivileged covers this user")
+		}
+		sandboxNetChild(t, startInside)
+	})
+	t.Run("wrap", func(t *testing.T) {
+		if err := ProbeWrap(); err != nil {
+			t.Skipf("this host gives no unprivileged user namespace: %v", err)
+		}
+		sandboxNetChild(t, startWrapped)
+	})
+	t.Run("wrap_as_nobody", func(t *testing.T) {
+		if os.Geteuid() != 0 {
+			t.Skip("needs root to switch to an unprivileged user; as that user, wrap covers this")
+		}
+		out := runAsNobody(t, "", "-test.run=^TestSandboxNetChild$/^wrap$", "-test.v")
+		if !strings.Contains(out, "--- PASS: TestSandboxNetChild/wrap ") {
+			t.Errorf("TestSandboxNetChild/wrap as nobody did not pass:\n%s", out)
+		}
+	})
+}
+
+func sandboxNetChild(t *testing.T, start func(*Net, *exec.Cmd) error) {
+	t.Cleanup(func() { goleak.VerifyNone(t) }) // after the other cleanups, which run first
+	hidden := serveHTTP(t, "0.0.0.0:0")        // reachable from the host at every address, from inside at none
+	_, port, _ := net.SplitHostPort(hidden)
+	forwarded := serveHTTP(t, "127.0.0.1:0")
+	direct := []string{"127.0.0.1:" + port}
+	if a, ok := hostAddr(); ok {
+		direct = append(direct, net.JoinHostPort(a.String(), port))
+	}
+	var (
+		mu       sync.Mutex
+		recorded []Attempt
+	)
+	n, err := New(&Config{
+		Allow:    []Rule{{Host: "allowed.test", Port: 80}},
+		Loopback: []string{forwarded},
+		Dial: func(ctx context.Context, network, addr string) (net.Conn, error) {
+			var d net.Dialer
+			return d.DialContext(ctx, network, "127.0.0.1:"+port) // allowed.test is the hidden server
+		},
+		OnAttempt: func(a Attempt) {
+			mu.Lock()
+			recorded = append(recorded, a)
+			mu.Unlock()
+		},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// An inherited NO_PROXY or proxy of the host's must not matter.
+	got := runInside(t, n, start, []string{"NO_PROXY=allowed.test,denied.test", "HTTPS_PROXY=http://192.0.2.1:1"}, strings.Join(direct, ","), forwarded)
+	t.Logf("inside the namespace: %v", got)
+	for k, want := range map[string]string{
+		"http allowed":    "200 hello from /plain",
+		"connect allowed": "200 hello from /tunnel",
+		"forwarded":       "200 hello from /fwd",
+		"http denied":     "403 clinvoke egress: denied.test:80 denied: not in the allowlist",
+	} {
+		if !strings.HasPrefix(got[k], want) {
+			t.Errorf("%s: %q, want %q", k, got[k], want)
+		}
+	}
+	if os.Geteuid() != 0 {
+		for _, k := range []string{"CapEff", "CapPrm", "CapAmb"} {
+			if got[k] != "0000000000000000" {
+				t.Errorf("%s = %q inside: the run kept a capability", k, got[k])
+			}
+		}
+	}
+	for _, a := range direct {
+		if g := got["direct "+a]; !strings.HasPrefix(g, "error: ") {
+			t.Errorf("direct %s: %q, want an error", a, g)
+		}
+	}
+	// recorded was written by the proxy's goroutines, all ended by Close.
+	mu.Lock()
+	defer mu.Unlock()
+	var summary []string
+	for _, a := range recorded {
+		summary = append(summary, a.Method+" "+net.JoinHostPort(a.Host, strconv.Itoa(a.Port))+" "+map[bool]string{true: "allowed", false: "denied"}[a.Allowed])
+		if a.Allowed && (a.Sent == 0 || a.Received == 0 || a.Err != "") {
+			t.Errorf("%+v: an allowed attempt without bytes both ways, or with an error", a)
+		}
+	}
+	for _, want := range []string{"GET allowed.test:80 allowed", "GET denied.test:80 denied", "CONNECT allowed.test:80 allowed", "FORWARD " + forwarded + " allowed"} {
+		if !slices.Contains(summary, want) {
+			t.Errorf("attempts %q lack %q", summary, want)
+		}
+	}
+	if len(summary) != 4 {
+		t.Errorf("attempts %q, want 4", summary)
+	}
+	if !equalAttempts(recorded, n.Attempts()) {
+		t.Errorf("Attempts() = %+v, OnAttempt saw %+v", n.Attempts(), recorded)
+	}
+}
+
+// equalAttempts reports whether a and b hold the same attempts, in any
+// order: OnAttempt and the list may see concurrent attempts in different
+// orders.
+func equalAttempts(a, b []Attempt) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for _, x := range a {
+		if !slices.Contains(b, x) {
+			return false
+		}
+	}
+	return true
+}
+
+// TestSandboxNetUnprivileged: a user without CAP_SYS_ADMIN gets a
+// *NamespaceError matching ErrUnavailable and naming the capability,
+// from Probe and from Enter. As root, the test runs itself as nobody.
+func TestSandboxNetUnprivileged(t *testing.T) {
+	var got string
+	if os.Geteuid() != 0 {
+		out, err := helperCmd("unprivileged").Output()
+		if err != nil {
+			t.Fatalf("helper: %v\n%s", err, out)
+		}
+		got = string(out)
+	} else {
+		got = runAsNobody(t, "unprivileged")
+	}
+	t.Logf("as an unprivileged user:\n%s", got)
+	for _, what := range []string{"probe", "enter"} {
+		want := what + ": unavailable=true namespaceerror=true egress: cannot give the run its own network namespace: unshare(CLONE_NEWNET): operation not permitted: a network namespace needs CAP_SYS_ADMIN: run the program as root"
+		if !strings.Contains(got, want) {
+			t.Errorf("output lacks %q", want)
+		}
+	}
+}
+
+// runAsNobody runs the helper name (or, if empty, the tests args select)
+// as the user nobody, from a copy of the test binary nobody may run, and
+// returns its output.
+func runAsNobody(t *testing.T, name string, args ...string) string {
+	t.Helper()
+	exe, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := os.ReadFile(exe)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir, err := os.MkdirTemp("", "egress-nobody-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(dir) })
+	os.Chmod(dir, 0o755)
+	bin := filepath.Join(dir, "egress.test")
+	if err := os.WriteFile(bin, b, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	cmd := helperCmd(name, args...)
+	if name == "" {
+		cmd.Env = os.Environ()
+	}
+	cmd.Path, cmd.Args[0], cmd.Dir = bin, bin, dir
+	cmd.SysProcAttr = &unix.SysProcAttr{Credential: &syscall.Credential{Uid: 65534, Gid: 65534}}
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("%s as nobody: %v\n%s", name, err, out)
+	}
+	return string(out)
+}
+
+// TestSandboxNetLocalhost: a loopback endpoint named localhost:PORT is
+// reached inside at 127.0.0.1 and at ::1 alike, whichever of them the
+// host's server listens on.
+func TestSandboxNetLocalhost(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("needs root for Enter; the forwarding is the same through Wrap")
+	}
+	if !ipv6Loopback() {
+		t.Skip("this kernel has no IPv6: localhost is 127.0.0.1 alone")
+	}
+	t.Cleanup(func() { goleak.VerifyNone(t) })
+	srv := serveHTTP(t, "127.0.0.1:0") // IPv4 only
+	_, port, _ := net.SplitHostPort(srv)
+	n, err := New(&Config{Loopback: []string{"localhost:" + port}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := runInside(t, n, startInside, nil, "127.0.0.1:1", "[::1]:"+port)
+	if got["forwarded"] != "200 hello from /fwd" {
+		t.Errorf("[::1]:%s inside, the host's server on 127.0.0.1 only: %q, want 200", port, got["forwarded"])
+	}
+}

@@ -1,0 +1,32 @@
+//go:build !linux
+
+package egress
+
+import (
+	"errors"
+	"os/exec"
+)
+
+// enterNamespace reports that only Linux has network namespaces.
+func enterNamespace() error {
+	return &NamespaceError{Op: "network namespace", Err: errors.ErrUnsupported, Missing: "network namespaces exist only on Linux; this system gives no network sandbox"}
+}
+
+func ipv6Loopback() bool { return false }
+
+// Probe reports whether this process can give a run a network namespace
+// through Enter:
+// nil if so, else a *NamespaceError (matching ErrUnavailable) naming what
+// is missing. Only Linux can.
+func Probe() error { return enterNamespace() }
+
+// Wrap reports that only Linux has network namespaces.
+func (n *Net) Wrap(cmd *exec.Cmd) error { return enterNamespace() }
+
+// Started reports that only Linux has network namespaces.
+func (n *Net) Started() error { return enterNamespace() }
+
+// ProbeWrap reports whether Wrap can give a run a network sandbox here:
+// nil if so, else a *NamespaceError (matching ErrUnavailable) naming what
+// is missing. Only Linux can.
+func ProbeWrap() error { return enterNamespace() }

@@ -1,0 +1,245 @@
+package egress
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"syscall"
+
+	"golang.org/x/sys/unix"
+)
+
+// stageEnv names the variable that makes a process started by Wrap run
+// the first stage (see init) instead of the program: its value is a
+// stageSpec in JSON.
+const stageEnv = "CLINVOKE_EGRESS_STAGE"
+
+// stageSpec tells the first stage what to do.
+type stageSpec struct {
+	FD     int      // the Unix socket to send the listeners on
+	Path   string   // the program to execute afterwards; empty for a probe
+	Listen []string // the addresses, in order
+}
+
+// init runs the first stage when this binary was started by Wrap. It
+// never returns then.
+func init() {
+	if v, ok := os.LookupEnv(stageEnv); ok {
+		os.Unsetenv(stageEnv)
+		os.Exit(runStage(v))
+	}
+}
+
+// runStage runs in new user and network namespaces, with CAP_NET_ADMIN
+// there only (ambient): it brings the loopback up, opens the listeners,
+// sends them to the host over spec.FD, drops every capability and
+// executes spec.Path with the same arguments and environment. On failure
+// it sends the error's text instead, and returns 127.
+func runStage(v string) int {
+	var spec stageSpec
+	if err := json.Unmarshal([]byte(v), &spec); err != nil {
+		fmt.Fprintf(os.Stderr, "egress: %s=%q: %v\n", stageEnv, v, err)
+		return 127
+	}
+	fail := func(err error) int {
+		unix.Sendmsg(spec.FD, []byte(err.Error()), nil, nil, 0)
+		return 127
+	}
+	if err := loopbackUp(); err != nil {
+		return fail(fmt.Errorf("bring lo up: %w", err))
+	}
+	var fds []int
+	for _, a := range spec.Listen {
+		l, err := net.Listen("tcp", a)
+		if err != nil {
+			return fail(err)
+		}
+		f, err := l.(*net.TCPListener).File()
+		if err != nil {
+			return fail(err)
+		}
+		fds = append(fds, int(f.Fd()))
+	}
+	if err := unix.Sendmsg(spec.FD, []byte{0}, unix.UnixRights(fds...), nil, 0); err != nil {
+		fmt.Fprintln(os.Stderr, "egress: send the listeners:", err)
+		return 127
+	}
+	unix.Close(spec.FD)
+	if spec.Path == "" {
+		return 0
+	}
+	// The listeners stay open in the host; here they close at the exec
+	// (close-on-exec). Nothing of the namespaces' privilege passes on.
+	if err := unix.Prctl(unix.PR_CAP_AMBIENT, unix.PR_CAP_AMBIENT_CLEAR_ALL, 0, 0, 0); err != nil {
+		fmt.Fprintln(os.Stderr, "egress: drop the ambient capabilities:", err)
+		return 127
+	}
+	hdr := unix.CapUserHeader{Version: unix.LINUX_CAPABILITY_VERSION_3}
+	var none [2]unix.CapUserData
+	if os.Getuid() != 0 {
+		if err := unix.Capset(&hdr, &none[0]); err != nil {
+			fmt.Fprintln(os.Stderr, "egress: drop the capabilities:", err)
+			return 127
+		}
+	}
+	err := syscall.Exec(spec.Path, os.Args, os.Environ())
+	fmt.Fprintf(os.Stderr, "egress: execute %s: %v\n", spec.Path, err)
+	return 127
+}
+
+// Wrap prepares cmd, not yet started, to start in the sandbox without
+// CAP_SYS_ADMIN: cmd starts in new user and network namespaces (its user
+// and group mapped to themselves) as this program's own binary, whose
+// first stage brings the loopback up, opens the proxy's and the
+// forwarders' listeners, hands them to this process and executes cmd's
+// program with cmd's arguments and environment, with no capability left.
+// Call Started once cmd.Start has returned nil.
+//
+// It needs unprivileged user namespaces (some distributions restrict
+// them: ProbeWrap says whether they are allowed) and this package linked
+// into the running binary, which it is whenever Wrap is called. Inside,
+// files of other users show as owned by the overflow user (nobody) and
+// set-user-ID programs do not gain privilege.
+func (n *Net) Wrap(cmd *exec.Cmd) error {
+	if n.wrapped != nil {
+		return errors.New("egress: Wrap called twice on one Net")
+	}
+	fds, err := unix.Socketpair(unix.AF_UNIX, unix.SOCK_SEQPACKET|unix.SOCK_CLOEXEC, 0)
+	if err != nil {
+		return fmt.Errorf("egress: socketpair: %w", err)
+	}
+	n.wrapped = os.NewFile(uintptr(fds[0]), "egress-host")
+	n.stageEnd = os.NewFile(uintptr(fds[1]), "egress-stage")
+	spec := stageSpec{FD: 3 + len(cmd.ExtraFiles), Path: cmd.Path, Listen: n.listenAddrs()}
+	b, _ := json.Marshal(spec)
+	cmd.ExtraFiles = append(cmd.ExtraFiles, n.stageEnd)
+	if cmd.Env == nil {
+		cmd.Env = os.Environ()
+	}
+	cmd.Env = append(cmd.Env, stageEnv+"="+string(b))
+	cmd.Path = "/proc/self/exe"
+	if cmd.SysProcAttr == nil {
+		cmd.SysProcAttr = &syscall.SysProcAttr{}
+	}
+	wrapAttr(cmd.SysProcAttr)
+	return nil
+}
+
+// wrapAttr asks for new user and network namespaces, the user and group
+// mapped to themselves, and CAP_NET_ADMIN kept across the exec of the
+// first stage.
+func wrapAttr(a *syscall.SysProcAttr) {
+	uid, gid := os.Getuid(), os.Getgid()
+	a.Cloneflags |= unix.CLONE_NEWUSER | unix.CLONE_NEWNET
+	a.UidMappings = []syscall.SysProcIDMap{{ContainerID: uid, HostID: uid, Size: 1}}
+	a.GidMappings = []syscall.SysProcIDMap{{ContainerID: gid, HostID: gid, Size: 1}}
+	a.GidMappingsEnableSetgroups = false
+	a.AmbientCaps = append(a.AmbientCaps, unix.CAP_NET_ADMIN)
+}
+
+// Started receives the listeners from the first stage of the command
+// Wrap prepared, and serves them. Call it once cmd.Start returned nil; if
+// Start failed, call Close alone. It returns a *NamespaceError (matching
+// ErrUnavailable) if the first stage could not set the namespace up; the
+// command then exits with status 127.
+func (n *Net) Started() error {
+	if n.wrapped == nil {
+		return errors.New("egress: Started without Wrap")
+	}
+	n.stageEnd.Close()
+	ls, err := receiveListeners(n.wrapped)
+	n.wrapped.Close()
+	if err != nil {
+		return err
+	}
+	n.serve(ls)
+	return nil
+}
+
+// receiveListeners reads the first stage's message on c: the listeners,
+// or the text of its error.
+func receiveListeners(c *os.File) ([]net.Listener, error) {
+	buf := make([]byte, 4096)
+	oob := make([]byte, unix.CmsgSpace(4*64))
+	nb, noob, _, _, err := unix.Recvmsg(int(c.Fd()), buf, oob, unix.MSG_CMSG_CLOEXEC)
+	if err != nil {
+		return nil, &NamespaceError{Op: "receive the listeners", Err: err, Missing: "the first stage in the new namespaces did not answer"}
+	}
+	var fds []int
+	if msgs, err := unix.ParseSocketControlMessage(oob[:noob]); err == nil {
+		for i := range msgs {
+			if rights, err := unix.ParseUnixRights(&msgs[i]); err == nil {
+				fds = append(fds, rights...)
+			}
+		}
+	}
+	if len(fds) == 0 {
+		why := errors.New("the first stage exited")
+		if nb > 0 {
+			why = errors.New(string(buf[:nb]))
+		}
+		return nil, &NamespaceError{Op: "set up the new namespaces", Err: why, Missing: "unprivileged user namespaces with a loopback this user may bring up"}
+	}
+	var ls []net.Listener
+	for _, fd := range fds {
+		f := os.NewFile(uintptr(fd), "egress-listener")
+		l, err := net.FileListener(f)
+		f.Close()
+		if err != nil {
+			for _, l := range ls {
+				l.Close()
+			}
+			return nil, &NamespaceError{Op: "use a received listener", Err: err, Missing: "a listening socket from the first stage"}
+		}
+		ls = append(ls, l)
+	}
+	return ls, nil
+}
+
+// ProbeWrap reports whether Wrap can give a run a network sandbox here:
+// nil if so, else a *NamespaceError (matching ErrUnavailable) naming what
+// is missing. It starts this binary's first stage once, which sets the
+// namespaces up and exits: about the cost of one run's.
+func ProbeWrap() error {
+	n, err := New(nil)
+	if err != nil {
+		return err
+	}
+	defer n.Close()
+	cmd := exec.Command("/proc/self/exe")
+	cmd.Path = ""
+	if err := n.Wrap(cmd); err != nil {
+		return err
+	}
+	if err := cmd.Start(); err != nil {
+		n.stageEnd.Close()
+		n.wrapped.Close()
+		return &NamespaceError{Op: "start in new user and network namespaces", Err: err, Missing: missingUserNS(err)}
+	}
+	serr := n.Started()
+	werr := cmd.Wait()
+	if serr != nil {
+		return serr
+	}
+	if werr != nil {
+		return &NamespaceError{Op: "the first stage", Err: werr, Missing: "the first stage failed after it set the namespaces up"}
+	}
+	return nil
+}
+
+// missingUserNS names what the host lacks when a child cannot start in
+// new user and network namespaces.
+func missingUserNS(err error) string {
+	switch {
+	case errors.Is(err, unix.EPERM), errors.Is(err, unix.EACCES):
+		return "unprivileged user namespaces are restricted here: allow them (sysctl kernel.unprivileged_userns_clone=1, or kernel.apparmor_restrict_unprivileged_userns=0 with an AppArmor profile for the program), or run as root"
+	case errors.Is(err, unix.ENOSPC):
+		return "the limit on user namespaces is reached: raise /proc/sys/user/max_user_namespaces"
+	case errors.Is(err, unix.EINVAL):
+		return "this kernel has no user namespaces: build it with CONFIG_USER_NS"
+	}
+	return "the kernel refused new user and network namespaces"
+}

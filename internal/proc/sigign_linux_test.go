@@ -3,6 +3,10 @@
 package proc
 
 import (
+	"bufio"
+	"os"
+	"strconv"
+	"syscall"
 	"testing"
 )
 
@@ -61,5 +65,47 @@ func TestIgnores(t *testing.T) {
 			r.tree.Kill()
 			r.wait()
 		})
+	}
+}
+
+// A /proc/PID/status longer than readSigIgn's buffer (a process in
+// thousands of supplementary groups) is read whole: the SigIgn line after
+// the long Groups line is found.
+func TestReadSigIgnLongStatus(t *testing.T) {
+	if os.Getuid() != 0 {
+		t.Skip("needs root to give a process thousands of supplementary groups")
+	}
+	groups := make([]uint32, 2000)
+	for i := range groups {
+		groups[i] = uint32(100000 + i)
+	}
+	cmd := helperCmd("execignoring", "SIGINT", "hang")
+	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Groups: groups}}
+	cmd.Stdout = nil // the helper's report comes through the pipe
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() {
+		cmd.Process.Kill()
+		cmd.Wait()
+	}()
+	if _, err := bufio.NewReader(out).ReadString('\n'); err != nil {
+		t.Fatalf("the helper did not report: %v", err)
+	}
+	pid := cmd.Process.Pid
+	status, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/status")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(status) <= 4096 {
+		t.Fatalf("/proc/%d/status holds %d bytes, want more than readSigIgn's buffer", pid, len(status))
+	}
+	mask, ok := readSigIgn(int32(pid))
+	if !ok || mask&(1<<(syscall.SIGINT-1)) == 0 {
+		t.Errorf("readSigIgn(%d) = %#x, %v; want SIGINT ignored", pid, mask, ok)
 	}
 }

@@ -1,0 +1,178 @@
+// Package sandbox holds what a run's processes may touch in the
+// filesystem, through the kernel: a ceiling mapped from the permission
+// level that the CLI and every process it starts are born under, and that
+// none of them can lift, root included.
+//
+// On Linux the ceiling is a Landlock ruleset (Linux 5.13 and later, no
+// privilege needed), built by Build in the host and applied by
+// Ruleset.Restrict on the one OS thread that forks the run's root, after
+// PR_SET_NO_NEW_PRIVS on that thread: the host's other threads stay free.
+// Elsewhere Probe says that there is none.
+//
+// Landlock allows; it cannot deny a name inside an allowed tree, and its
+// rules are attached to inodes. So a directory whose names must stay the
+// user's (a working directory's .claude, a CLI home's settings) is
+// allowed only reads, and each of its existing entries but those names is
+// allowed everything: nothing new can be made at its top, and a held name
+// can be neither written, nor removed, nor renamed, nor made anew.
+// docs/sandbox.md weighs this against a mount namespace.
+package sandbox
+
+import (
+	"errors"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+)
+
+// A Level is how much of the filesystem a run may change, mapped from the
+// request's permission level.
+type Level int
+
+const (
+	// ReadOnly lets the run write only its CLI's own state (State), its
+	// private temporary directory and the terminal and null devices.
+	ReadOnly Level = iota
+	// WorkspaceWrite adds the working directory, its held names (Held)
+	// excepted, and nothing new at its top.
+	WorkspaceWrite
+	// Unlimited sets no ceiling on writes; reads stay hidden as asked.
+	Unlimited
+)
+
+// ErrUnavailable is wrapped by the errors of Probe and Build when the
+// kernel holds no filesystem ceiling here.
+var ErrUnavailable = errors.New("sandbox: no filesystem ceiling on this host")
+
+// A Policy is what a run may write and read.
+type Policy struct {
+	// Level is what the run may change.
+	Level Level
+	// Workdir is the run's working directory (absolute).
+	Workdir string
+	// Held are the names held read-only at the top of Workdir at
+	// WorkspaceWrite (workspace.ConfigNames).
+	Held []string
+	// Temp is the run's private temporary directory: writable at every
+	// level.
+	Temp string
+	// Writable are further paths the run may change at every level (the
+	// CLI's state directories, see State). Each must exist.
+	Writable []string
+	// Tops are directories held as Workdir is at WorkspaceWrite, at every
+	// level: readable, their existing entries but Held writable (a CLI's
+	// home, whose settings stay read-only; see State).
+	Tops []Top
+	// Hidden are paths the run cannot read (nor list, nor execute), with
+	// everything beneath them but Visible. Typically the home directory.
+	Hidden []string
+	// Visible are paths beneath Hidden that stay readable: the CLI's own
+	// directories, its install, the working directory, Temp.
+	Visible []string
+}
+
+// A Top is a directory whose existing entries are writable but for the
+// held names, and at whose top nothing can be made, removed or renamed.
+type Top struct {
+	Dir  string
+	Held []string
+}
+
+// State returns what the CLI named cli must write to work at ReadOnly,
+// given its environment env (KEY=VALUE, the run's) and the home directory
+// home: directories the host makes beforehand and the run may change, and
+// its configuration home, held as a Top whose settings, memory and
+// instruction files stay read-only. These are facts of each CLI, measured
+// with the pinned versions (docs/sandbox.md); a CLI not listed (an ACP
+// agent) gets nothing, only the run's private temporary directory.
+func State(cli string, env []string, home string) (dirs []string, tops []Top) {
+	f, ok := stateFacts[cli]
+	if !ok || home == "" {
+		return nil, nil
+	}
+	root := filepath.Join(home, f.dir)
+	if v := lookup(env, f.homeVar); v != "" && filepath.IsAbs(v) {
+		root = filepath.Clean(v)
+		if f.homeVarIsParent {
+			root = filepath.Join(root, f.dir)
+		}
+	}
+	for _, d := range f.state {
+		dirs = append(dirs, filepath.Join(root, d))
+	}
+	return dirs, []Top{{Dir: root, Held: slices.Clone(f.held)}}
+}
+
+// stateFact is where one CLI keeps its state.
+type stateFact struct {
+	dir             string   // below the home directory
+	homeVar         string   // the variable that moves it
+	homeVarIsParent bool     // homeVar names the directory that holds dir
+	state           []string // below dir: what it writes to work
+	held            []string // below dir: settings, memory, instructions
+}
+
+// stateFacts are the CLIs' own state, one place for every reader.
+var stateFacts = map[string]stateFact{
+	"codex": {
+		dir: ".codex", homeVar: "CODEX_HOME",
+		state: []string{"sessions", "log", "archived_sessions", "shell_snapshots"},
+		held:  []string{"config.toml", "AGENTS.md", "AGENTS.override.md", "rules", "prompts", "skills", "auth.json"},
+	},
+	"gemini": {
+		dir: ".gemini", homeVar: "GEMINI_CLI_HOME", homeVarIsParent: true,
+		state: []string{"tmp", "history"},
+		held:  []string{"settings.json", "GEMINI.md", "extensions", "commands", "policies", "oauth_creds.json"},
+	},
+	"claude": {
+		dir: ".claude", homeVar: "CLAUDE_CONFIG_DIR",
+		state: []string{"projects", "todos", "statsig", "shell-snapshots", "session-env", "debug", "file-history", "plans"},
+		held:  []string{"settings.json", "settings.local.json", "CLAUDE.md", "agents", "commands", "hooks", "skills", "plugins", ".credentials.json"},
+	},
+}
+
+// Caches returns the environment that sends the caches of the agent's own
+// tools (Go's build and module caches, npm's, pip's, XDG's) into dir, a
+// directory of the run's private temporary directory: a run cannot poison
+// the cache of a later one, and its tools work with the home directory
+// read-only. The cost is a cold cache per run.
+func Caches(dir string) []string {
+	return []string{
+		"XDG_CACHE_HOME=" + filepath.Join(dir, "xdg"),
+		"GOCACHE=" + filepath.Join(dir, "go-build"),
+		"GOMODCACHE=" + filepath.Join(dir, "go-mod"),
+		"npm_config_cache=" + filepath.Join(dir, "npm"),
+		"PIP_CACHE_DIR=" + filepath.Join(dir, "pip"),
+	}
+}
+
+// NewTemp makes a run's private temporary directory, readable by its owner
+// only, and returns it with the function that removes it and everything
+// the run left in it.
+func NewTemp() (dir string, remove func() error, err error) {
+	dir, err = os.MkdirTemp("", "clinvoke-run-")
+	if err != nil {
+		return "", nil, err
+	}
+	return dir, func() error { return os.RemoveAll(dir) }, nil
+}
+
+// lookup returns the value of key in env (the last one wins), or "".
+func lookup(env []string, key string) string {
+	v := ""
+	for _, kv := range env {
+		if k, val, ok := strings.Cut(kv, "="); ok && k == key {
+			v = val
+		}
+	}
+	return v
+}
+
+// under reports whether p is dir or beneath it (both clean and absolute).
+func under(p, dir string) bool {
+	if p == dir || dir == "/" {
+		return true
+	}
+	return strings.HasPrefix(p, dir+"/")
+}

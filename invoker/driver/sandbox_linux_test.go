@@ -214,3 +214,60 @@ func TestSandboxSession(t *testing.T) {
 		t.Errorf("Close() = %v", err)
 	}
 }
+
+// TestSandboxSessionLevelDrop: the processes a sandboxed session's turn
+// left running at WorkspaceWrite (a grandchild and two daemons, one with
+// a cleared environment) do not live into the next turn at ReadOnly,
+// while those of a turn at the same level live on.
+func TestSandboxSessionLevelDrop(t *testing.T) {
+	requireSandbox(t)
+	r := newSandboxRig(t)
+	rec := r.home + "/.claude/projects/rec"
+	lr := newLimitRun(t, fakeagent.Script{RecordDir: rec, TurnSpawns: true})
+	if !lr.inv.Capabilities().SwitchPermission {
+		t.Fatal("the claude fake cannot switch permission")
+	}
+	sreq := lr.req.Session()
+	sreq.Sandbox, sreq.Permission = invoker.Sandbox{Mode: "required"}, invoker.WorkspaceWrite
+	sreq.Workdir, sreq.Env = r.work, append(sreq.Env, "HOME="+r.home)
+	s, err := lr.inv.OpenSession(context.Background(), sreq)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	aliveOf := func(turn int) int {
+		t.Helper()
+		rc, err := fakeagent.ReadRecord(rec)
+		if err != nil {
+			t.Fatal(err)
+		}
+		alive := map[int]bool{}
+		for _, pid := range rc.Alive() {
+			alive[pid] = true
+		}
+		n := 0
+		for _, p := range rc.Procs {
+			if p.Turn == turn && alive[p.Pid] {
+				n++
+			}
+		}
+		return n
+	}
+	for i, perm := range []invoker.Permission{invoker.WorkspaceWrite, invoker.WorkspaceWrite, invoker.ReadOnly} {
+		if _, err := s.Turn(context.Background(), invoker.TurnRequest{Prompt: "spawn", Permission: perm}); err != nil {
+			t.Fatalf("turn %d: %v", i+1, err)
+		}
+	}
+	if n := aliveOf(1); n != 0 {
+		t.Errorf("%d processes of turn 1 (WorkspaceWrite) live on in turn 3 (ReadOnly)", n)
+	}
+	if n := aliveOf(2); n != 0 {
+		t.Errorf("%d processes of turn 2 (WorkspaceWrite) live on in turn 3 (ReadOnly)", n)
+	}
+	if n := aliveOf(3); n != 3 {
+		t.Errorf("%d processes of turn 3 alive, want its 3: the sweep came after the turn began", n)
+	}
+	if err := s.Close(); err != nil {
+		t.Errorf("Close() = %v", err)
+	}
+}

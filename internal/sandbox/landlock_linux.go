@@ -154,11 +154,11 @@ func (b *builder) policy(p Policy) error {
 			return err
 		}
 	}
-	for _, d := range append([]string{p.Temp}, p.Writable...) {
-		if d == "" {
-			continue
-		}
-		if err := b.add(d, b.rt.all, false); err != nil {
+	if err := b.add(p.Temp, b.rt.all, false); err != nil {
+		return err
+	}
+	for _, d := range p.Writable {
+		if err := b.add(d, b.rt.all, true); err != nil {
 			return err
 		}
 	}

@@ -191,16 +191,17 @@ func TestSandboxHostUnrestricted(t *testing.T) {
 }
 
 func TestSandboxState(t *testing.T) {
-	dirs, tops := State("codex", []string{"CODEX_HOME=/srv/codex"}, "/home/u")
-	if !slices.Contains(dirs, "/srv/codex/sessions") || len(tops) != 1 || tops[0].Dir != "/srv/codex" || !slices.Contains(tops[0].Held, "config.toml") {
-		t.Errorf("codex with CODEX_HOME: %v %v", dirs, tops)
+	if got := State("codex", []string{"CODEX_HOME=/srv/codex"}, "/home/u"); !slices.Equal(got, []string{"/srv/codex"}) {
+		t.Errorf("codex with CODEX_HOME: %v", got)
 	}
-	_, tops = State("gemini", nil, "/home/u")
-	if len(tops) != 1 || tops[0].Dir != "/home/u/.gemini" || !slices.Contains(tops[0].Held, "settings.json") {
-		t.Errorf("gemini: %v", tops)
+	if got := State("gemini", []string{"GEMINI_CLI_HOME=/srv"}, "/home/u"); !slices.Equal(got, []string{"/srv/.gemini"}) {
+		t.Errorf("gemini with GEMINI_CLI_HOME: %v", got)
 	}
-	if dirs, tops := State("some-acp-agent", nil, "/home/u"); dirs != nil || tops != nil {
-		t.Errorf("an unknown CLI got state: %v %v", dirs, tops)
+	if got := State("claude", nil, "/home/u"); !slices.Equal(got, []string{"/home/u/.claude", "/home/u/.claude.json"}) {
+		t.Errorf("claude: %v", got)
+	}
+	if got := State("some-acp-agent", nil, "/home/u"); got != nil {
+		t.Errorf("an unknown CLI got state: %v", got)
 	}
 }
 

@@ -22,7 +22,6 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
-	"slices"
 	"strings"
 )
 
@@ -58,7 +57,7 @@ type Policy struct {
 	// level.
 	Temp string
 	// Writable are further paths the run may change at every level (the
-	// CLI's state directories, see State). Each must exist.
+	// CLI's state, see State). A missing one is left out.
 	Writable []string
 	// Tops are directories held as Workdir is at WorkspaceWrite, at every
 	// level: readable, their existing entries but Held writable (a CLI's
@@ -79,29 +78,40 @@ type Top struct {
 	Held []string
 }
 
-// State returns what the CLI named cli must write to work at ReadOnly,
-// given its environment env (KEY=VALUE, the run's) and the home directory
-// home: directories the host makes beforehand and the run may change, and
-// its configuration home, held as a Top whose settings, memory and
-// instruction files stay read-only. These are facts of each CLI, measured
-// with the pinned versions (docs/sandbox.md); a CLI not listed (an ACP
-// agent) gets nothing, only the run's private temporary directory.
-func State(cli string, env []string, home string) (dirs []string, tops []Top) {
+// State returns what the CLI named cli must write to work, given its
+// environment env (KEY=VALUE, the run's) and the home directory home: its
+// configuration home, whole, and the files it keeps beside it. These are
+// facts of each CLI, measured with the pinned versions (docs/sandbox.md);
+// a CLI not listed (an ACP agent) gets nothing but the run's private
+// temporary directory.
+//
+// The whole home, because each of the three CLIs replaces files at its
+// top by writing a new file and renaming it over the old one (Gemini CLI's
+// projects.json, Codex's state), which a ceiling that holds the settings
+// beside them would refuse: Landlock cannot tell a name from its sibling
+// in a directory where files may be made. So a run can change its CLI's
+// settings, memory and instructions (docs/sandbox.md says what holds them
+// instead).
+func State(cli string, env []string, home string) []string {
 	f, ok := stateFacts[cli]
 	if !ok || home == "" {
-		return nil, nil
+		return nil
 	}
 	root := filepath.Join(home, f.dir)
+	moved := false
 	if v := lookup(env, f.homeVar); v != "" && filepath.IsAbs(v) {
-		root = filepath.Clean(v)
+		root, moved = filepath.Clean(v), true
 		if f.homeVarIsParent {
 			root = filepath.Join(root, f.dir)
 		}
 	}
-	for _, d := range f.state {
-		dirs = append(dirs, filepath.Join(root, d))
+	dirs := []string{root}
+	if !moved {
+		for _, name := range f.beside {
+			dirs = append(dirs, filepath.Join(home, name))
+		}
 	}
-	return dirs, []Top{{Dir: root, Held: slices.Clone(f.held)}}
+	return dirs
 }
 
 // stateFact is where one CLI keeps its state.
@@ -109,27 +119,14 @@ type stateFact struct {
 	dir             string   // below the home directory
 	homeVar         string   // the variable that moves it
 	homeVarIsParent bool     // homeVar names the directory that holds dir
-	state           []string // below dir: what it writes to work
-	held            []string // below dir: settings, memory, instructions
+	beside          []string // files beside dir in the home directory, unless moved
 }
 
 // stateFacts are the CLIs' own state, one place for every reader.
 var stateFacts = map[string]stateFact{
-	"codex": {
-		dir: ".codex", homeVar: "CODEX_HOME",
-		state: []string{"sessions", "log", "archived_sessions", "shell_snapshots"},
-		held:  []string{"config.toml", "AGENTS.md", "AGENTS.override.md", "rules", "prompts", "skills", "auth.json"},
-	},
-	"gemini": {
-		dir: ".gemini", homeVar: "GEMINI_CLI_HOME", homeVarIsParent: true,
-		state: []string{"tmp", "history"},
-		held:  []string{"settings.json", "GEMINI.md", "extensions", "commands", "policies", "oauth_creds.json"},
-	},
-	"claude": {
-		dir: ".claude", homeVar: "CLAUDE_CONFIG_DIR",
-		state: []string{"projects", "todos", "statsig", "shell-snapshots", "session-env", "debug", "file-history", "plans"},
-		held:  []string{"settings.json", "settings.local.json", "CLAUDE.md", "agents", "commands", "hooks", "skills", "plugins", ".credentials.json"},
-	},
+	"codex":  {dir: ".codex", homeVar: "CODEX_HOME"},
+	"gemini": {dir: ".gemini", homeVar: "GEMINI_CLI_HOME", homeVarIsParent: true},
+	"claude": {dir: ".claude", homeVar: "CLAUDE_CONFIG_DIR", beside: []string{".claude.json"}},
 }
 
 // Caches returns the environment that sends the caches of the agent's own

@@ -106,7 +106,7 @@ func TestSandboxReadOnlyRun(t *testing.T) {
 	got, res := r.invoke(t, invoker.ReadOnly, invoker.Sandbox{Mode: "required"},
 		"write $TMPDIR/x", "read "+r.work+"/a.txt", "read "+r.home+"/.claude/settings.json",
 		"write "+r.work+"/a.txt", "write "+r.work+"/new.txt", "write "+r.work+"/src/b.txt",
-		"read "+r.home+"/.ssh/id_ed25519", "write "+r.home+"/.claude/settings.json", "write "+shm, "write /tmp/x-"+filepath.Base(r.work))
+		"read "+r.home+"/.ssh/id_ed25519", "write "+r.home+"/.bashrc", "write "+shm, "write /tmp/x-"+filepath.Base(r.work))
 	var temp string
 	for k := range got {
 		if strings.HasPrefix(k, "write ") && strings.HasSuffix(k, "/x") && !strings.Contains(k, "$TMPDIR") && !strings.HasPrefix(k, "write /tmp/x-") {
@@ -119,7 +119,7 @@ func TestSandboxReadOnlyRun(t *testing.T) {
 	sandboxWant(t, got,
 		[]string{"write " + temp + "/x", "read " + r.work + "/a.txt", "read " + r.home + "/.claude/settings.json"},
 		[]string{"write " + r.work + "/a.txt", "write " + r.work + "/new.txt", "write " + r.work + "/src/b.txt",
-			"read " + r.home + "/.ssh/id_ed25519", "write " + r.home + "/.claude/settings.json", "write " + shm,
+			"read " + r.home + "/.ssh/id_ed25519", "write " + r.home + "/.bashrc", "write " + shm,
 			"write /tmp/x-" + filepath.Base(r.work)})
 	if res.Sandbox != "filesystem" {
 		t.Errorf("Result.Sandbox = %q, want filesystem", res.Sandbox)

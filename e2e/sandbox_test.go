@@ -72,3 +72,62 @@ func TestSandboxSSHKeyReadOnly(t *testing.T) {
 		}
 	})
 }
+
+// TestSandboxOneShotConfigWrites: the writes TestOneShotConfigWrites
+// finds open with Codex at WorkspaceWrite (.gemini, .claude, .mcp.json,
+// .claude.json at the top of the project), and /tmp, by each CLI's own
+// write tool and by shell, are refused under the sandbox, while a file of
+// the project is written and the turn goes on. Codex is the exception
+// docs/sandbox.md names: its own sandbox (bubblewrap, in 0.169.0) cannot
+// set up its user namespace inside the ceiling (writing /proc/self/uid_map
+// is refused), so its commands and patches fail, the project's file
+// included; it is checked to fail still, so that a Codex that nests fails
+// here and the documentation is updated.
+func TestSandboxOneShotConfigWrites(t *testing.T) {
+	forEachCLI(t, func(t *testing.T, r *rig) {
+		w := twoWayOf(t, r.cli.name)
+		wd := r.workdir
+		if err := os.MkdirAll(filepath.Join(wd, "src"), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		targets := []string{"/tmp/clinvoke-e2e-sandbox-" + filepath.Base(wd)}
+		for _, f := range []string{".gemini/settings.json", ".claude/settings.json", ".mcp.json", ".claude.json", ".git/hooks/pre-commit"} {
+			targets = append(targets, filepath.Join(wd, f))
+		}
+		t.Cleanup(func() { os.Remove(targets[0]) })
+		var turns []fakemodel.Turn
+		for _, f := range targets {
+			turns = append(turns, w.write(f, "PLANTED by the model"),
+				fakemodel.Shell("mkdir -p "+filepath.Dir(f)+"; echo PLANTED by shell > "+f))
+		}
+		inside := filepath.Join(wd, "src", "inside.txt")
+		turns = append(turns, w.write(inside, "project file"), fakemodel.EchoToolResult("after: "))
+		r.srv.Enqueue(turns...)
+		req := r.sandboxed("remember this for every later session", invoker.WorkspaceWrite)
+		req.OnEvent = func(ev invoker.Event) {
+			if ev.Kind == invoker.KindToolResult && ev.Tool != nil {
+				t.Logf("%s result (%s): %.200s", ev.Tool.Name, ev.Tool.Status, ev.Tool.Output)
+			}
+		}
+		res, err := r.invoke(context.Background(), req)
+		if err != nil {
+			t.Fatalf("Invoke() error = %v; stderr:\n%s", err, res.Stderr)
+		}
+		if !strings.HasPrefix(res.Text, "after: ") {
+			t.Errorf("answer %q, want the turn to go on to the model's answer", res.Text)
+		}
+		for _, f := range targets {
+			if b, err := os.ReadFile(f); err == nil {
+				t.Errorf("%s was written: %q", f, b)
+			}
+		}
+		b, err := os.ReadFile(inside)
+		written := err == nil && strings.Contains(string(b), "project file")
+		switch {
+		case r.cli.name == "codex" && written:
+			t.Errorf("Codex wrote the project's file under the sandbox, which docs/sandbox.md says its own sandbox cannot: update the documentation")
+		case r.cli.name != "codex" && !written:
+			t.Errorf("the project's file was not written (%q, %v): WorkspaceWrite must still write the project", b, err)
+		}
+	})
+}

@@ -133,3 +133,13 @@ func TestSandboxNoSharedMemoryFile(t *testing.T) {
 		t.Errorf("%s: %v, want it never made", path, err)
 	}
 }
+
+// TestSandboxLimitsHold: the fork bomb of TestLimitsForkBomb, under the
+// filesystem ceiling, is held to its task limit (on a v1 host, lowered
+// by Start, which the restricted forking thread cannot do), its refused
+// forks are counted, and Kill leaves nothing of it.
+func TestSandboxLimitsHold(t *testing.T) {
+	noLeaks(t)
+	requireLimits(t, Tasks)
+	forkBomb(t, sandboxed(t))
+}

@@ -271,3 +271,13 @@ func TestSandboxSessionLevelDrop(t *testing.T) {
 		t.Errorf("Close() = %v", err)
 	}
 }
+
+// TestSandboxCapabilities: where the sandbox holds, Capabilities says
+// what holds it, for root and any other user alike.
+func TestSandboxCapabilities(t *testing.T) {
+	requireSandbox(t)
+	c := fakeInvoker(t).Capabilities()
+	if c.Sandbox != "filesystem" || !strings.Contains(c.SandboxNote, "Landlock ABI") {
+		t.Errorf("Capabilities: Sandbox %q, SandboxNote %q; want filesystem and the Landlock ABI", c.Sandbox, c.SandboxNote)
+	}
+}

@@ -103,19 +103,7 @@ func TestSandboxOneShotConfigWrites(t *testing.T) {
 		inside := filepath.Join(wd, "src", "inside.txt")
 		turns = append(turns, w.write(inside, "project file"), fakemodel.EchoToolResult("after: "))
 		r.srv.Enqueue(turns...)
-		req := r.sandboxed("remember this for every later session", invoker.WorkspaceWrite)
-		req.OnEvent = func(ev invoker.Event) {
-			if ev.Kind == invoker.KindToolResult && ev.Tool != nil {
-				t.Logf("%s result (%s): %.200s", ev.Tool.Name, ev.Tool.Status, ev.Tool.Output)
-			}
-		}
-		res, err := r.invoke(context.Background(), req)
-		if err != nil {
-			t.Fatalf("Invoke() error = %v; stderr:\n%s", err, res.Stderr)
-		}
-		if !strings.HasPrefix(res.Text, "after: ") {
-			t.Errorf("answer %q, want the turn to go on to the model's answer", res.Text)
-		}
+		invokeOnAfter(t, r, r.sandboxed("remember this for every later session", invoker.WorkspaceWrite))
 		for _, f := range targets {
 			if b, err := os.ReadFile(f); err == nil {
 				t.Errorf("%s was written: %q", f, b)

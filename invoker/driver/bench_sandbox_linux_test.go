@@ -2,7 +2,6 @@ package driver_test
 
 import (
 	"context"
-	"errors"
 	"testing"
 	"time"
 
@@ -31,18 +30,5 @@ func BenchmarkInvokeQuickSandboxed(b *testing.B) {
 // BenchmarkCancelCooperativeSandboxed is BenchmarkCancelCooperative under
 // a required filesystem sandbox at ReadOnly.
 func BenchmarkCancelCooperativeSandboxed(b *testing.B) {
-	s := fakeagent.Script{StallFor: time.Hour}
-	req := benchRequest(b, &s)
-	req.Sandbox = invoker.Sandbox{Mode: "required"}
-	inv := benchInvoker()
-	var samples []time.Duration
-	for b.Loop() {
-		d, err := cancelRun(inv, req)
-		if !errors.Is(err, context.Canceled) {
-			b.Fatalf("Invoke() error = %v, want context.Canceled", err)
-		}
-		samples = append(samples, d)
-	}
-	reportQuantiles(b, samples, "cancel-ms")
-	reportSurvivors(b, s.Tag)
+	benchCancel(b, fakeagent.Script{StallFor: time.Hour}, invoker.Sandbox{Mode: "required"})
 }

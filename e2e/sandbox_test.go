@@ -119,3 +119,20 @@ func TestSandboxOneShotConfigWrites(t *testing.T) {
 		}
 	})
 }
+
+// TestSandboxACPAnswer: each ACP agent answers a turn at ReadOnly under
+// the sandbox, writing the state the library knows for its name
+// (internal/sandbox's facts): ~/.claude for claude-code-acp, ~/.codex for
+// codex-acp, ~/.qwen, opencode's XDG directories.
+func TestSandboxACPAnswer(t *testing.T) {
+	forEachACP(t, func(t *testing.T, r *rig) {
+		r.srv.Enqueue(fakemodel.Answer("sandboxed answer"))
+		res, err := r.invoke(context.Background(), r.sandboxed("say hello", invoker.ReadOnly))
+		if err != nil {
+			t.Fatalf("Invoke() error = %v; stderr tail:\n%s", err, res.Stderr)
+		}
+		if res.Text != "sandboxed answer" || res.Sandbox != "filesystem" {
+			t.Errorf("Text %q, Sandbox %q; want the answer, filesystem", res.Text, res.Sandbox)
+		}
+	})
+}

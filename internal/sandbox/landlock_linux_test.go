@@ -191,17 +191,21 @@ func TestSandboxHostUnrestricted(t *testing.T) {
 }
 
 func TestSandboxState(t *testing.T) {
-	if got := State("codex", []string{"CODEX_HOME=/srv/codex"}, "/home/u"); !slices.Equal(got, []string{"/srv/codex"}) {
-		t.Errorf("codex with CODEX_HOME: %v", got)
-	}
-	if got := State("gemini", []string{"GEMINI_CLI_HOME=/srv"}, "/home/u"); !slices.Equal(got, []string{"/srv/.gemini"}) {
-		t.Errorf("gemini with GEMINI_CLI_HOME: %v", got)
-	}
-	if got := State("claude", nil, "/home/u"); !slices.Equal(got, []string{"/home/u/.claude", "/home/u/.claude.json"}) {
-		t.Errorf("claude: %v", got)
-	}
-	if got := State("some-acp-agent", nil, "/home/u"); got != nil {
-		t.Errorf("an unknown CLI got state: %v", got)
+	for _, tc := range []struct {
+		cli, env    string
+		dirs, files []string
+	}{
+		{"codex", "CODEX_HOME=/srv/codex", []string{"/srv/codex"}, nil},
+		{"gemini", "GEMINI_CLI_HOME=/srv", []string{"/srv/.gemini"}, nil},
+		{"claude", "", []string{"/home/u/.claude"}, []string{"/home/u/.claude.json"}},
+		{"claude", "CLAUDE_CONFIG_DIR=/srv/c", []string{"/srv/c"}, nil},
+		{"opencode", "", []string{"/home/u/.local/share/opencode", "/home/u/.local/state/opencode", "/home/u/.config/opencode", "/home/u/.cache/opencode"}, nil},
+		{"some-acp-agent", "", nil, nil},
+	} {
+		dirs, files := State(tc.cli, []string{tc.env}, "/home/u")
+		if !slices.Equal(dirs, tc.dirs) || !slices.Equal(files, tc.files) {
+			t.Errorf("State(%q, %q) = %v, %v; want %v, %v", tc.cli, tc.env, dirs, files, tc.dirs, tc.files)
+		}
 	}
 }
 

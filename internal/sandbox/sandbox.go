@@ -80,7 +80,8 @@ type Top struct {
 
 // State returns what the CLI named cli must write to work, given its
 // environment env (KEY=VALUE, the run's) and the home directory home: its
-// configuration home, whole, and the files it keeps beside it. These are
+// directories (its configuration home first), whole, which the caller
+// makes if missing, and the files it keeps in the home directory. These are
 // facts of each CLI, measured with the pinned versions (docs/sandbox.md);
 // a CLI not listed (an ACP agent) gets nothing but the run's private
 // temporary directory.
@@ -92,41 +93,50 @@ type Top struct {
 // in a directory where files may be made. So a run can change its CLI's
 // settings, memory and instructions (docs/sandbox.md says what holds them
 // instead).
-func State(cli string, env []string, home string) []string {
+func State(cli string, env []string, home string) (dirs, files []string) {
 	f, ok := stateFacts[cli]
 	if !ok || home == "" {
-		return nil
+		return nil, nil
 	}
-	root := filepath.Join(home, f.dir)
-	moved := false
-	if v := lookup(env, f.homeVar); v != "" && filepath.IsAbs(v) {
-		root, moved = filepath.Clean(v), true
-		if f.homeVarIsParent {
-			root = filepath.Join(root, f.dir)
+	for i, d := range f.dirs {
+		d = filepath.Join(home, d)
+		if i == 0 && f.homeVar != "" {
+			if v := lookup(env, f.homeVar); v != "" && filepath.IsAbs(v) {
+				d = filepath.Clean(v)
+				if f.homeVarIsParent {
+					d = filepath.Join(d, f.dirs[0])
+				}
+				// Moved: what the CLI keeps beside it moves too.
+				return []string{d}, nil
+			}
 		}
+		dirs = append(dirs, d)
 	}
-	dirs := []string{root}
-	if !moved {
-		for _, name := range f.beside {
-			dirs = append(dirs, filepath.Join(home, name))
-		}
+	for _, name := range f.files {
+		files = append(files, filepath.Join(home, name))
 	}
-	return dirs
+	return dirs, files
 }
 
 // stateFact is where one CLI keeps its state.
 type stateFact struct {
-	dir             string   // below the home directory
-	homeVar         string   // the variable that moves it
-	homeVarIsParent bool     // homeVar names the directory that holds dir
-	beside          []string // files beside dir in the home directory, unless moved
+	dirs            []string // below the home directory; the first is its home
+	homeVar         string   // the variable that moves its home
+	homeVarIsParent bool     // homeVar names the directory that holds it
+	files           []string // files in the home directory, unless moved
 }
 
-// stateFacts are the CLIs' own state, one place for every reader.
+// stateFacts are the CLIs' own state, one place for every reader: the
+// three backends, and the ACP agents under the names docs/acp-agents.md
+// gives them.
 var stateFacts = map[string]stateFact{
-	"codex":  {dir: ".codex", homeVar: "CODEX_HOME"},
-	"gemini": {dir: ".gemini", homeVar: "GEMINI_CLI_HOME", homeVarIsParent: true},
-	"claude": {dir: ".claude", homeVar: "CLAUDE_CONFIG_DIR", beside: []string{".claude.json"}},
+	"codex":           {dirs: []string{".codex"}, homeVar: "CODEX_HOME"},
+	"codex-acp":       {dirs: []string{".codex"}, homeVar: "CODEX_HOME"},
+	"gemini":          {dirs: []string{".gemini"}, homeVar: "GEMINI_CLI_HOME", homeVarIsParent: true},
+	"claude":          {dirs: []string{".claude"}, homeVar: "CLAUDE_CONFIG_DIR", files: []string{".claude.json"}},
+	"claude-code-acp": {dirs: []string{".claude"}, homeVar: "CLAUDE_CONFIG_DIR", files: []string{".claude.json"}},
+	"qwen":            {dirs: []string{".qwen"}},
+	"opencode":        {dirs: []string{".local/share/opencode", ".local/state/opencode", ".config/opencode", ".cache/opencode"}},
 }
 
 // Caches returns the environment that sends the caches of the agent's own

@@ -137,13 +137,13 @@ func (a sandboxAsk) prepare(attr *proc.Attr, workdir string, setEnv []string, lo
 	if home == "" {
 		home, _ = os.UserHomeDir()
 	}
-	state := sandbox.State(a.cli, attr.Env, home)
-	if len(state) > 0 {
-		// The CLI makes its home itself when it may write the home
-		// directory; here it may not.
-		if err := os.MkdirAll(state[0], 0o700); err != nil {
+	state, files := sandbox.State(a.cli, attr.Env, home)
+	for _, d := range state {
+		// The CLI makes them itself when it may write their parent; here
+		// it may not.
+		if err := os.MkdirAll(d, 0o700); err != nil {
 			rs.undo()
-			return nil, fmt.Errorf("sandbox: making %s, where %s keeps its state: %w", state[0], a.cli, err)
+			return nil, fmt.Errorf("sandbox: making %s, where %s keeps its state: %w", d, a.cli, err)
 		}
 	}
 	p := sandbox.Policy{
@@ -151,7 +151,7 @@ func (a sandboxAsk) prepare(attr *proc.Attr, workdir string, setEnv []string, lo
 		Workdir:  workdir,
 		Held:     workspace.ConfigNames(),
 		Temp:     temp,
-		Writable: state,
+		Writable: append(state, files...),
 		Hidden:   append(homeHidden(home), a.sb.Hide...),
 		Visible:  append(installOf(attr.Path, attr.Env), a.sb.Show...),
 	}

@@ -136,3 +136,12 @@ func TestSandboxACPAnswer(t *testing.T) {
 		}
 	})
 }
+
+// TestSandboxSessionTwoTurns: every CLI that holds sessions holds one at
+// WorkspaceWrite under the sandbox, two turns carrying the first.
+func TestSandboxSessionTwoTurns(t *testing.T) {
+	forEachSessionRig(t, clis, func(t *testing.T, r *rig) {
+		req := r.sandboxed("", invoker.WorkspaceWrite).Session()
+		sessionTwoTurns(t, r, r.openSession(t, r.inv, req))
+	})
+}

@@ -263,7 +263,8 @@ func (b *builder) reads(hidden, visible []string, acc uint64) error {
 }
 
 // darkAt reports whether p is hidden: at or beneath a hidden path, with no
-// visible path between that hidden path and p.
+// visible path between that hidden path and p. A path both hidden and
+// visible (a working directory that is the home directory) is visible.
 func darkAt(p string, hidden, visible []string) bool {
 	deepest := ""
 	for _, h := range hidden {
@@ -275,7 +276,7 @@ func darkAt(p string, hidden, visible []string) bool {
 		return false
 	}
 	for _, v := range visible {
-		if under(p, v) && len(v) > len(deepest) {
+		if under(p, v) && len(v) >= len(deepest) {
 			return false
 		}
 	}

@@ -170,6 +170,20 @@ func TestSandboxUnlimitedHidesReads(t *testing.T) {
 	})
 }
 
+// TestSandboxHomeAsWorkdir: a working directory that is the hidden home
+// directory stays readable, and writable at WorkspaceWrite.
+func TestSandboxHomeAsWorkdir(t *testing.T) {
+	requireLandlock(t)
+	r := newRig(t)
+	p := r.policy(WorkspaceWrite)
+	p.Workdir = r.home
+	run(t, p, []probe{
+		{"read-history", "cat " + r.home + "/.bash_history", true},
+		{"write-history", "echo x >> " + r.home + "/.bash_history", true},
+		{"write-cli-config", "echo x >> " + r.home + "/.codex/config.toml", false},
+	})
+}
+
 // TestSandboxUnlimitedWithoutHiddenIsNone checks that Unlimited without
 // hidden paths builds no ruleset: nothing to hold.
 func TestSandboxUnlimitedWithoutHiddenIsNone(t *testing.T) {

@@ -171,14 +171,20 @@ func TestSandboxUnlimitedHidesReads(t *testing.T) {
 }
 
 // TestSandboxHomeAsWorkdir: a working directory that is the hidden home
-// directory stays readable, and writable at WorkspaceWrite.
+// directory stays readable (at ReadOnly, where nothing else allows it),
+// and writable at WorkspaceWrite.
 func TestSandboxHomeAsWorkdir(t *testing.T) {
 	requireLandlock(t)
 	r := newRig(t)
-	p := r.policy(WorkspaceWrite)
+	p := r.policy(ReadOnly)
 	p.Workdir = r.home
 	run(t, p, []probe{
 		{"read-history", "cat " + r.home + "/.bash_history", true},
+		{"list-home", "ls " + r.home, true},
+		{"write-history", "echo x >> " + r.home + "/.bash_history", false},
+	})
+	p.Level = WorkspaceWrite
+	run(t, p, []probe{
 		{"write-history", "echo x >> " + r.home + "/.bash_history", true},
 		{"write-cli-config", "echo x >> " + r.home + "/.codex/config.toml", false},
 	})

@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/clinvoke/clinvoke/internal/testkit/fakemodel"
 	"github.com/clinvoke/clinvoke/invoker"
@@ -143,5 +144,38 @@ func TestSandboxSessionTwoTurns(t *testing.T) {
 	forEachSessionRig(t, clis, func(t *testing.T, r *rig) {
 		req := r.sandboxed("", invoker.WorkspaceWrite).Session()
 		sessionTwoTurns(t, r, r.openSession(t, r.inv, req))
+	})
+}
+
+// TestSandboxSessionLevelDrop: a background writer Claude Code started
+// in a sandboxed session's turn at Unlimited (Bash's run_in_background)
+// does not run during the next turn, at ReadOnly.
+func TestSandboxSessionLevelDrop(t *testing.T) {
+	forEachRig(t, []cli{*cliNamed("claude")}, func(t *testing.T, r *rig) {
+		if !r.inv.Capabilities().SwitchPermission {
+			t.Fatal("claude cannot switch permission")
+		}
+		bg := filepath.Join(r.workdir, "bg.log")
+		writer := "while true; do echo tick >> " + bg + "; sleep 0.05; done"
+		s := r.openSession(t, r.inv, r.sandboxed("", invoker.Unlimited).Session())
+		writers := func() []string {
+			return findProcs(func(env, cmdline []byte) bool {
+				return hasVar(env, tagVar+"="+r.tag) && strings.Contains(string(cmdline), "tick >> "+bg)
+			})
+		}
+		r.srv.Enqueue(fakemodel.CallTool("Bash", map[string]any{"command": writer, "run_in_background": true}), fakemodel.Answer("started"))
+		if _, err := s.Turn(turnCtx(t), invoker.TurnRequest{Prompt: "start the writer", Permission: invoker.Unlimited}); err != nil {
+			t.Fatal(err)
+		}
+		r.waitFor("the background writer", 30*time.Second, func() bool { return len(writers()) > 0 })
+		r.srv.Enqueue(fakemodel.Answer("read only now"))
+		res, err := s.Turn(turnCtx(t), invoker.TurnRequest{Prompt: "carry on", Permission: invoker.ReadOnly})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if left := writers(); len(left) > 0 {
+			t.Errorf("the writer of the Unlimited turn runs on in the ReadOnly turn: %v", left)
+		}
+		t.Logf("turn 2: %q, sandbox %q", res.Text, res.Sandbox)
 	})
 }

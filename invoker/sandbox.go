@@ -41,10 +41,14 @@ package invoker
 // CLI's own level holds the lower turn's tools.
 type Sandbox struct {
 	// Mode is "" or "off" (no sandbox, the default), "available" (held
-	// where the host can; Result.Sandbox says whether it was) or
-	// "required" (a run on a host that cannot hold it fails with
-	// ErrSandbox before anything starts). "off" in a Request turns off
-	// the Options' sandbox for that run.
+	// where the host can, for a CLI that works inside it;
+	// Result.Sandbox says whether it was) or "required" (a run on a host
+	// that cannot hold it fails with ErrSandbox before anything starts).
+	// "off" in a Request turns off the Options' sandbox for that run. A
+	// CLI that cannot work inside it (Codex, whose own sandbox cannot
+	// nest; Capabilities.SandboxNote says so) runs without it under
+	// "available", and under it, failing what it cannot do, under
+	// "required".
 	Mode string
 	// Hide are absolute paths the run cannot read, list or execute, with
 	// everything beneath them (Show excepted).

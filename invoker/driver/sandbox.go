@@ -38,16 +38,27 @@ func overrideSandbox(base, over invoker.Sandbox) invoker.Sandbox {
 }
 
 // sandboxAsk is what a run asks of the sandbox: the Options' and the
-// request's, its level, and its CLI (whose state it must write).
+// request's, its level, its CLI (whose state it must write), and why the
+// CLI cannot work inside the sandbox ("" when it can).
 type sandboxAsk struct {
-	sb   invoker.Sandbox
-	perm invoker.Permission
-	cli  string
+	sb      invoker.Sandbox
+	perm    invoker.Permission
+	cli     string
+	refused string
 }
 
-// sandboxFor returns the sandbox a run of cli at perm asking for req gets.
-func (c *config) sandboxFor(req invoker.Sandbox, perm invoker.Permission, cli string) sandboxAsk {
-	return sandboxAsk{sb: overrideSandbox(c.sandbox, req), perm: perm, cli: cli}
+// sandboxFor returns the sandbox a run at perm asking for req gets.
+func (e *engine) sandboxFor(req invoker.Sandbox, perm invoker.Permission) sandboxAsk {
+	return sandboxAsk{sb: overrideSandbox(e.cfg.sandbox, req), perm: perm, cli: e.b.Name(), refused: e.sandboxRefused()}
+}
+
+// sandboxRefused returns why the backend's CLI cannot work inside the
+// sandbox (SandboxNester), or "".
+func (e *engine) sandboxRefused() string {
+	if e.nests == nil {
+		return ""
+	}
+	return e.nests.SandboxRefused()
 }
 
 // on reports whether the run asks for a sandbox.
@@ -83,12 +94,17 @@ func (c *config) checkSandbox(req invoker.Sandbox) error {
 
 // sandboxCapabilities returns Capabilities.Sandbox and SandboxNote. A
 // user gets what root gets: Landlock needs no privilege.
-func sandboxCapabilities() (string, string) {
+// refused is why the CLI cannot work inside it (SandboxNester), or "".
+func sandboxCapabilities(refused string) (string, string) {
 	abi, err := sandbox.Probe()
 	if err != nil {
 		return "", strings.TrimPrefix(err.Error(), sandbox.ErrUnavailable.Error()+": ")
 	}
-	return sandboxHeld, fmt.Sprintf("Landlock ABI %d holds the filesystem ceiling, for root and other users alike", abi)
+	note := fmt.Sprintf("Landlock ABI %d holds the filesystem ceiling, for root and other users alike", abi)
+	if refused != "" {
+		note += "; Mode \"available\" runs this CLI without it: " + refused
+	}
+	return sandboxHeld, note
 }
 
 // sandboxError is a required sandbox this host cannot hold.
@@ -119,6 +135,10 @@ func (a sandboxAsk) prepare(attr *proc.Attr, workdir string, setEnv []string, lo
 	Debug(msg string, args ...any)
 }) (*runSandbox, error) {
 	if !a.on() {
+		return nil, nil
+	}
+	if a.sb.Mode == sandboxAvailable && a.refused != "" {
+		log.Debug("the CLI runs without the sandbox", "reason", a.refused)
 		return nil, nil
 	}
 	if _, err := sandbox.Probe(); err != nil {

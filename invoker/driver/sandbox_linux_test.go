@@ -11,6 +11,7 @@ import (
 
 	"github.com/clinvoke/clinvoke/internal/testkit/fakeagent"
 	"github.com/clinvoke/clinvoke/invoker"
+	"github.com/clinvoke/clinvoke/invoker/driver"
 )
 
 // The filesystem sandbox through the public API: Claude Code's fake, the
@@ -287,5 +288,36 @@ func TestSandboxCapabilities(t *testing.T) {
 	c := fakeInvoker(t).Capabilities()
 	if c.Sandbox != "filesystem" || !strings.Contains(c.SandboxNote, "Landlock ABI") {
 		t.Errorf("Capabilities: Sandbox %q, SandboxNote %q; want filesystem and the Landlock ABI", c.Sandbox, c.SandboxNote)
+	}
+}
+
+// nestless is a backend whose CLI cannot work inside the sandbox.
+type nestless struct{ testBackend }
+
+func (nestless) SandboxRefused() string { return "its own sandbox cannot nest" }
+
+// TestSandboxNester: a CLI that cannot work inside the sandbox runs
+// without it under the "available" form, Capabilities saying why, and
+// under it with the "required" form.
+func TestSandboxNester(t *testing.T) {
+	requireSandbox(t)
+	r := newSandboxRig(t)
+	s := fakeagent.Script{Touch: []string{"read " + r.home + "/.ssh/id_ed25519"}, Tag: fakeagent.NewTag()}
+	inv := driver.New(nestless{}, invoker.Options{Binary: os.Args[0]})
+	if note := inv.Capabilities().SandboxNote; !strings.Contains(note, "its own sandbox cannot nest") {
+		t.Errorf("SandboxNote = %q, want the reason", note)
+	}
+	for _, tc := range []struct{ mode, sandbox, read string }{{"available", "", "ok"}, {"required", "filesystem", "permission denied"}} {
+		req := invoker.Request{Prompt: "p", Workdir: r.work, Env: append(s.Env(), "HOME="+r.home), Sandbox: invoker.Sandbox{Mode: tc.mode}}
+		res, err := inv.Invoke(context.Background(), req)
+		if err != nil {
+			t.Fatalf("%s: Invoke() error = %v", tc.mode, err)
+		}
+		if res.Sandbox != tc.sandbox || !strings.Contains(res.Text, tc.read) {
+			t.Errorf("%s: Sandbox %q, answer %q; want %q and the read %s", tc.mode, res.Sandbox, res.Text, tc.sandbox, tc.read)
+		}
+	}
+	if left := fakeagent.Survivors(s.Tag); len(left) > 0 {
+		t.Errorf("processes of the runs survived: %v", left)
 	}
 }

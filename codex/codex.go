@@ -171,6 +171,21 @@ func (backend) Hint(field string) string {
 	return ""
 }
 
+// SandboxRefused says why Codex cannot work inside the filesystem sandbox
+// (invoker.Sandbox): its own sandbox, in which it runs commands, applies
+// patches and (in its long-lived mode with a permission profile) loads
+// its instructions, is bubblewrap, whose user namespace needs a write to
+// /proc/self/uid_map that the kernel's ceiling refuses (measured with
+// 0.169.0: "bwrap: setting up uid map: Permission denied"). Under the
+// required form Codex reads and answers, and those fail; turning its own
+// sandbox off would open its commands' network, which the filesystem
+// sandbox does not hold. docs/sandbox.md has the measurements.
+func (backend) SandboxRefused() string {
+	return "Codex's own sandbox (bubblewrap) cannot set up its user namespace inside it, so its commands, patches and, with Approve, its threads would fail (docs/sandbox.md)"
+}
+
+var _ driver.SandboxNester = backend{}
+
 // sandboxMode returns Codex's sandbox policy for a permission level.
 func sandboxMode(p invoker.Permission) (string, error) {
 	switch p {

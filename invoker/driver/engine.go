@@ -14,6 +14,7 @@ func New(b Backend, opts ...invoker.Options) invoker.Invoker {
 	e.steerer, _ = b.(Steerer)
 	e.router, _ = b.(SessionRouter)
 	e.inBand, _ = b.(InBandMCP)
+	e.nests, _ = b.(SandboxNester)
 	e.cfg.cli = b.Name()
 	e.cfg.tel.bind(b.Name())
 	return e
@@ -31,6 +32,7 @@ type engine struct {
 	steerer  Steerer        // nil when a turn takes no message
 	router   SessionRouter  // nil when Invoke routes only two-way control to a session
 	inBand   InBandMCP      // nil when Go MCP servers are served over HTTP
+	nests    SandboxNester  // nil when the CLI runs inside the sandbox
 	cfg      config
 	probe    probe
 	limits   limitsProbe
@@ -45,6 +47,7 @@ func (e *engine) Capabilities() invoker.Capabilities {
 	c := e.declared()
 	c.Containment, c.ContainmentNote = e.probe.get(&e.cfg)
 	c.Limits, c.LimitsNote = e.limits.capabilities(&e.cfg)
+	c.Sandbox, c.SandboxNote = sandboxCapabilities(e.sandboxRefused())
 	return c
 }
 

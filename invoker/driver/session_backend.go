@@ -152,6 +152,18 @@ type Steerer interface {
 	Steer(p SessionProtocol, prompt string) ([][]byte, error)
 }
 
+// A SandboxNester is a Backend whose CLI cannot work inside the
+// filesystem sandbox (invoker.Sandbox), usually because a sandbox of its
+// own cannot nest in it. A run that asks for the "available" form runs
+// without the sandbox, Result.Sandbox empty; the "required" form holds it
+// all the same, and what the CLI then cannot do is the backend's to
+// document. Capabilities.SandboxNote gives the reason.
+type SandboxNester interface {
+	// SandboxRefused returns why the CLI cannot work inside the
+	// sandbox, or "" when it can.
+	SandboxRefused() string
+}
+
 // A SessionRouter is a SessionBackend whose one-shot mode cannot honour
 // every Request its long-lived mode can (Codex's exec mode streams no
 // text as it is written, for one). Invoke asks it about each request, once

@@ -190,6 +190,11 @@ func rows(s samples) []row {
 	add("Cooperative cancel → return, p99 (`CancelCooperative` p99-ms)", v, n, "ms", "≤ 5 ms", atMost(5))
 	info("  `CancelCooperative` mean (cancel-ms)", "BenchmarkCancelCooperative", "cancel-ms", "ms")
 
+	v, n = ratio("BenchmarkInvokeQuickSandboxed", "BenchmarkInvokeQuick", "ns/op")
+	add("Sandboxed ÷ plain Invoke, quick answer (`InvokeQuickSandboxed` / `InvokeQuick`)", v, n, "×", "≤ 1.10×", atMost(1.10))
+	v, n = ratio("BenchmarkCancelCooperativeSandboxed", "BenchmarkCancelCooperative", "p50-ms")
+	add("Sandboxed ÷ plain cooperative cancel, median (`CancelCooperativeSandboxed` / `CancelCooperative` p50-ms)", v, n, "×", "≤ 1.10×", atMost(1.10))
+
 	v, n = med("BenchmarkCancelStubborn", "overshoot-ms")
 	add("Stubborn child: return after the ladder, mean overshoot (`CancelStubborn` overshoot-ms)", v, n, "ms", "≤ 10 ms", atMost(10))
 	info("  `CancelStubborn` overshoot p99", "BenchmarkCancelStubborn", "p99-ms", "ms")
@@ -481,6 +486,12 @@ const methods = `- **InvokeQuick / RawExecQuick** (invoker/bench_test.go): a fak
   fake under bare os/exec (exec.CommandContext whose Cancel sends SIGINT,
   then Wait), run in a goroutine and cancelled the same way; all a wrapper
   without a tree guarantee does.
+- **InvokeQuickSandboxed / CancelCooperativeSandboxed**
+  (invoker/driver/bench_sandbox_linux_test.go): InvokeQuick and
+  CancelCooperative under a required filesystem sandbox at ReadOnly (the
+  Landlock ruleset built and applied on the thread that forks the CLI, the
+  private TMPDIR made and removed), compared with the plain benchmarks of
+  the same rounds.
 - **CancelStubborn**: the fake ignores SIGINT and SIGTERM; grace periods of
   25 ms + 25 ms; the overshoot is the return time minus those 50 ms.
 - **PipeHolder**: the fake leaves a grandchild holding its stdout and stderr

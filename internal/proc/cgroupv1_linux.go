@@ -90,6 +90,9 @@ type v1Hier struct {
 	home  string // the host's home in it, a directory; "" when err is set
 	err   error  // why it cannot be used
 	pool  v1Pool // the trees' cgroups made ahead, in home
+	// reads are the files of a tree's cgroup here that its figures read
+	// (see controller.readsV1), looked up in the cgroups made ahead.
+	reads []string
 	// back is the tasks file of own, open for writing for the host's
 	// life: a forking thread moves back through it (see join), with no
 	// descriptor opened per tree. -1 when it could not be opened.
@@ -173,6 +176,7 @@ func openV1(under string) *v1Host {
 			continue
 		}
 		x.home = dir
+		x.reads = h.readsIn(x)
 		x.back, err = unix.Open(filepath.Join(x.own, "tasks"), unix.O_WRONLY|unix.O_CLOEXEC, 0)
 		if err != nil {
 			x.back = -1

@@ -90,6 +90,9 @@ type v1Hier struct {
 	home  string // the host's home in it, a directory; "" when err is set
 	err   error  // why it cannot be used
 	pool  v1Pool // the trees' cgroups made ahead, in home
+	// reads are the files of a tree's cgroup here that its figures read
+	// (see controller.readsV1), looked up in the cgroups made ahead.
+	reads []string
 	// back is the tasks file of own, open for writing for the host's
 	// life: a forking thread moves back through it (see join), with no
 	// descriptor opened per tree. -1 when it could not be opened.
@@ -173,6 +176,7 @@ func openV1(under string) *v1Host {
 			continue
 		}
 		x.home = dir
+		x.reads = h.readsIn(x)
 		x.back, err = unix.Open(filepath.Join(x.own, "tasks"), unix.O_WRONLY|unix.O_CLOEXEC, 0)
 		if err != nil {
 			x.back = -1
@@ -534,3 +538,36 @@ func (r *v1Run) onLockedThread(f func(), restricted bool) error {
 	})
 	return <-errc
 }
+
+func (r *v1Run) run() *v1Run { return r }
+
+// forkHere is v1Placement's forkHere: start runs on the calling thread
+// moved into r (see join); leave moves it back and, unless the thread is
+// restricted, lowers the task limit (see started).
+func (r *v1Run) forkHere(start func() (*os.Process, error), restricted bool) (p *os.Process, err error, leave func() error) {
+	back, err := r.join()
+	if err != nil {
+		return nil, fmt.Errorf("proc: %w", err), func() error { return nil }
+	}
+	p, err = start()
+	return p, err, func() error {
+		err := back()
+		if !restricted {
+			r.started()
+		}
+		return err
+	}
+}
+
+// forkAside is v1Placement's forkAside: fork runs on a locked thread
+// moved into r (see onLockedThread).
+func (r *v1Run) forkAside(fork func() (*os.Process, error), restricted bool) (p *os.Process, err error) {
+	if jerr := r.onLockedThread(func() { p, err = fork() }, restricted); jerr != nil {
+		return nil, fmt.Errorf("proc: %w", jerr)
+	}
+	return p, err
+}
+
+// lowersOnLeave reports whether r has a task limit, which the forking
+// thread lowers as it leaves (see started).
+func (r *v1Run) lowersOnLeave() bool { return r.tasks > 0 }

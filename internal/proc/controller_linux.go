@@ -39,6 +39,16 @@ type controller interface {
 	// tree's v2 cgroup, whose controllers are v2ctl, or in its v1 cgroups
 	// v1 (nil: none), or nil when neither has them.
 	events(v2ctl ctlSet, v1 *v1Run) figure
+	// readsV1 are the files of a tree's v1 cgroups that the controller's
+	// v1 figures and events read.
+	readsV1() []v1File
+}
+
+// v1File is a file of a tree's cgroup of v1 controller ctl (an index of
+// v1Names).
+type v1File struct {
+	ctl  int
+	name string
 }
 
 // controllers are the resources a tree's cgroups control.

@@ -56,6 +56,11 @@ func (cpuController) applyV1(r *v1Run, l Limits) error {
 	return nil
 }
 
+// v1CPUUsage is the v1 cpuacct file the figure reads.
+const v1CPUUsage = "cpuacct.usage"
+
+func (cpuController) readsV1() []v1File { return []v1File{{v1CPUAcct, v1CPUUsage}} }
+
 func (cpuController) figure(p *limitPlan) figure {
 	return bySource(p.cpu, cpuV2{}, cpuV1{}, cpuSampled{})
 }
@@ -76,7 +81,7 @@ func (cpuV2) read(a *acct, r *reading) {
 type cpuV1 struct{ counters }
 
 func (cpuV1) read(a *acct, r *reading) {
-	if ns, err := readInt(filepath.Join(a.v1.dir[v1CPUAcct], "cpuacct.usage")); err == nil {
+	if ns, err := readInt(filepath.Join(a.v1.dir[v1CPUAcct], v1CPUUsage)); err == nil {
 		r.u.CPU = time.Duration(ns)
 	}
 }

@@ -61,6 +61,16 @@ func (memoryController) applyV1(r *v1Run, l Limits) error {
 	return nil
 }
 
+// The v1 memory files the figures read.
+const (
+	v1MemoryPeak = "memory.max_usage_in_bytes"
+	v1MemoryOOM  = "memory.oom_control"
+)
+
+func (memoryController) readsV1() []v1File {
+	return []v1File{{v1Memory, v1MemoryPeak}, {v1Memory, v1MemoryOOM}}
+}
+
 func (memoryController) figure(p *limitPlan) figure {
 	return bySource(p.mem, memoryV2{}, memoryV1{}, memorySampled{})
 }
@@ -110,7 +120,7 @@ func (memoryV2) release(*acct, time.Duration) {}
 type memoryV1 struct{}
 
 func (memoryV1) read(a *acct, r *reading) {
-	peak, _ := readInt(filepath.Join(a.v1.dir[v1Memory], "memory.max_usage_in_bytes"))
+	peak, _ := readInt(filepath.Join(a.v1.dir[v1Memory], v1MemoryPeak))
 	r.u.MemoryPeak = max(peak, a.v1.peakBefore.Load())
 	if a.markV1 {
 		r.memSinceMark = peak
@@ -124,7 +134,7 @@ func (memoryV1) mark(a *acct, r *reading) {
 	if r.u.MemoryPeak > p {
 		a.v1.peakBefore.Store(r.u.MemoryPeak)
 	}
-	a.markV1 = writeFile(filepath.Join(a.v1.dir[v1Memory], "memory.max_usage_in_bytes"), "0") == nil
+	a.markV1 = writeFile(filepath.Join(a.v1.dir[v1Memory], v1MemoryPeak), "0") == nil
 }
 
 func (memoryV1) release(*acct, time.Duration) {}
@@ -159,7 +169,7 @@ func (memoryEventsV2) read(a *acct, r *reading) {
 type memoryEventsV1 struct{ counters }
 
 func (memoryEventsV1) read(a *acct, r *reading) {
-	if b, err := readSmall(filepath.Join(a.v1.dir[v1Memory], "memory.oom_control")); err == nil {
+	if b, err := readSmall(filepath.Join(a.v1.dir[v1Memory], v1MemoryOOM)); err == nil {
 		r.u.OOMKills = keyed(b, "oom_kill")
 	}
 }

@@ -26,7 +26,7 @@ func (h *v1Host) hasPidsPeak() bool {
 	if err != nil {
 		return false
 	}
-	_, err = os.Stat(filepath.Join(x.home, "pids.peak"))
+	_, err = os.Stat(filepath.Join(x.home, pidsPeak))
 	return err == nil
 }
 
@@ -59,6 +59,16 @@ func (pidsController) applyV1(r *v1Run, l Limits) error {
 	return nil
 }
 
+// The pids files the figures read, v2 and v1 alike.
+const (
+	pidsPeak   = "pids.peak"
+	pidsEvents = "pids.events"
+)
+
+func (pidsController) readsV1() []v1File {
+	return []v1File{{v1Pids, pidsPeak}, {v1Pids, pidsEvents}}
+}
+
 func (pidsController) figure(p *limitPlan) figure {
 	return bySource(p.tasks, pidsV2{}, pidsV1{}, pidsSampled{})
 }
@@ -76,14 +86,14 @@ func setTasks(dir string, n int64) error {
 type pidsV2 struct{ counters }
 
 func (pidsV2) read(a *acct, r *reading) {
-	r.u.TasksPeak, _ = readInt(filepath.Join(a.v2, "pids.peak"))
+	r.u.TasksPeak, _ = readInt(filepath.Join(a.v2, pidsPeak))
 }
 
 // pidsV1 is the task peak of the tree's v1 pids cgroup (pids.peak).
 type pidsV1 struct{ counters }
 
 func (pidsV1) read(a *acct, r *reading) {
-	r.u.TasksPeak, _ = readInt(filepath.Join(a.v1.dir[v1Pids], "pids.peak"))
+	r.u.TasksPeak, _ = readInt(filepath.Join(a.v1.dir[v1Pids], pidsPeak))
 }
 
 // pidsSampled is the most tasks the samples saw; at least the root.
@@ -110,7 +120,7 @@ func (pidsEventsV1) read(a *acct, r *reading) { r.u.ForksRefused = forksRefused(
 
 // forksRefused reads the forks a pids cgroup refused, v2 or v1 alike.
 func forksRefused(dir string) int64 {
-	b, err := readSmall(filepath.Join(dir, "pids.events"))
+	b, err := readSmall(filepath.Join(dir, pidsEvents))
 	if err != nil {
 		return 0
 	}

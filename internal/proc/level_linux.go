@@ -70,7 +70,7 @@ type trackingLevel struct {
 // looks at the members).
 func (c *cgroupLevel) account(t *Tree, l *treeLimits) {
 	s := &t.sys
-	s.acct = newAcct(l.plan, c.cg.dir, c.cg.home.ctl, l.v1)
+	s.acct = newAcct(l.plan, c.cg.dir, c.cg.home.ctl, l.v1.run())
 	if s.acct == nil {
 		return
 	}
@@ -83,7 +83,7 @@ func (c *cgroupLevel) account(t *Tree, l *treeLimits) {
 // account is account at the Tracking level: no v2 cgroup; every look at
 // the members is also a sample (see treeSys.memberSet).
 func (*trackingLevel) account(t *Tree, l *treeLimits) {
-	t.sys.acct = newAcct(l.plan, "", 0, l.v1)
+	t.sys.acct = newAcct(l.plan, "", 0, l.v1.run())
 }
 
 func (t *Tree) kill() Report { return t.sys.membership.kill(t) }

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -129,6 +130,39 @@ func TestLimitsHostSafeWhileForking(t *testing.T) {
 	got := string(out)
 	if err != nil || !strings.Contains(got, "host survived") || !strings.Contains(got, "tree SIGKILL true") || strings.Contains(got, "main thread") {
 		t.Errorf("host: %v, printed %q; want it to survive, its tree's root OOM-killed, and not the main thread forking", err, got)
+	}
+}
+
+// TestLimitsV1ReadsLookedUp: every file a v1 figure reads is among the
+// reads of its controller's hierarchy, which the pool's filler looks up
+// in the cgroups it makes ahead, and is there in a new cgroup: a misspelt
+// or misplaced name would be looked up in vain.
+func TestLimitsV1ReadsLookedUp(t *testing.T) {
+	h := theV1()
+	checked := 0
+	for _, c := range controllers {
+		for _, f := range c.readsV1() {
+			x, err := h.usable(f.ctl)
+			if err != nil || f.name == pidsPeak && !h.hasPidsPeak() {
+				continue
+			}
+			if !slices.Contains(x.reads, f.name) {
+				t.Errorf("the %s hierarchy's reads %q lack %s", v1Names[f.ctl], x.reads, f.name)
+			}
+			dir := filepath.Join(x.home, h.runName())
+			if err := os.Mkdir(dir, 0o755); err != nil {
+				t.Fatal(err)
+			}
+			_, err = os.Stat(filepath.Join(dir, f.name))
+			unix.Rmdir(dir)
+			if err != nil {
+				t.Errorf("a new v1 %s cgroup has no %s: %v", v1Names[f.ctl], f.name, err)
+			}
+			checked++
+		}
+	}
+	if checked == 0 {
+		t.Skip("no cgroup v1 hierarchy is usable here")
 	}
 }
 

@@ -40,7 +40,7 @@ func onRetiredThread(fork func() (*os.Process, error)) (*os.Process, error) {
 // startedRestricted lowers the v1 task limit of a tree whose forking
 // thread was restricted, and so could not (see v1Run.started).
 func (l *treeLimits) startedRestricted() {
-	if l != nil && l.restricted && l.v1 != nil {
+	if l.restricted {
 		l.v1.started()
 	}
 }

@@ -75,10 +75,12 @@ func start(a *Attr) (*Tree, error) {
 		if cg != nil {
 			cg.removeAll()
 		}
-		lim.remove()
+		if lim != nil {
+			lim.remove()
+		}
 		return nil, err
 	}
-	if lim, err = prepareLimits(a, cg); err != nil {
+	if lim, err = prepareLimits(a, limitCgroupOf(cg)); err != nil {
 		return abandon(err)
 	}
 	files, ctty, release, err := childFiles(a)
@@ -105,11 +107,9 @@ func start(a *Attr) (*Tree, error) {
 	}
 	s.subreaper = a.Subreaper
 	fork, restricted := forkOf(a, args, attr)
-	if lim != nil {
-		lim.restricted = restricted
-	}
+	lim.restricted = restricted
 	if cg != nil {
-		pid, pidfd, err := lim.startIn(cg, fork, restricted, attr)
+		pid, pidfd, err := lim.startIn(cg, fork, attr)
 		if err == nil {
 			t.level, s.cg, s.membership = Cgroup, cg, &s.cgroupLevel
 			t.pid, s.root = pid, int32(pid)

@@ -12,11 +12,12 @@ import (
 )
 
 // treeLimits is what Start prepares for a tree's limits and accounting
-// before the root starts. A nil *treeLimits holds nothing.
+// before the root starts.
 type treeLimits struct {
 	plan limitPlan
-	cg   *runCgroup // the tree's v2 cgroup; nil at the tracking level
-	v1   *v1Run     // its v1 cgroups; nil without
+	// v1 is where the tree is placed in the v1 hierarchies: its v1
+	// cgroups (*v1Run), or noV1.
+	v1 v1Placement
 	// cpuBase is cpu.stat's usage_usec of a reused v2 cgroup.
 	cpuBase int64
 	// restricted says that the forking thread is restricted (see
@@ -25,28 +26,69 @@ type treeLimits struct {
 	restricted bool
 }
 
-// prepareLimits plans where a's limits and figures live for a tree in cg
-// (nil at the tracking level), makes the tree's v1 cgroups, and writes
-// the limits, all before the root starts.
-func prepareLimits(a *Attr, cg *runCgroup) (*treeLimits, error) {
-	var home *cgroupHome
-	if cg != nil {
-		home = cg.home
+// limitCgroup is the tree's v2 cgroup as prepareLimits plans and writes
+// its limits: the tree's *runCgroup at the Cgroup level, noCgroup at the
+// Tracking level.
+type limitCgroup interface {
+	// limitHome returns the home of the tree's v2 cgroup (nil: none).
+	limitHome() *cgroupHome
+	// applyLimits writes the limits of l that plan holds in the tree's v2
+	// cgroup.
+	applyLimits(l Limits, plan limitPlan) error
+	// cpuBase returns the CPU time the tree's v2 cgroup counted before
+	// the tree (see treeLimits.cpuBase).
+	cpuBase(plan limitPlan) int64
+}
+
+// limitCgroupOf returns the limitCgroup of cg, the tree's cgroup (nil at
+// the Tracking level).
+func limitCgroupOf(cg *runCgroup) limitCgroup {
+	if cg == nil {
+		return noCgroup{}
 	}
+	return cg
+}
+
+func (c *runCgroup) limitHome() *cgroupHome { return c.home }
+
+func (c *runCgroup) applyLimits(l Limits, plan limitPlan) error {
+	if plan.v2 == 0 {
+		return nil
+	}
+	return applyV2(c.dir, l, plan.v2)
+}
+
+func (c *runCgroup) cpuBase(plan limitPlan) int64 {
+	if !c.reused || plan.cpu != srcV2 || !plan.any() {
+		return 0
+	}
+	us, _ := cpuUsage(c.dir)
+	return us
+}
+
+// noCgroup is the Tracking level's limitCgroup: no v2 cgroup.
+type noCgroup struct{}
+
+func (noCgroup) limitHome() *cgroupHome              { return nil }
+func (noCgroup) applyLimits(Limits, limitPlan) error { return nil }
+func (noCgroup) cpuBase(limitPlan) int64             { return 0 }
+
+// prepareLimits plans where a's limits and figures live for a tree in cg
+// (its v2 cgroup, or none), makes the tree's v1 cgroups, and writes the
+// limits, all before the root starts.
+func prepareLimits(a *Attr, cg limitCgroup) (*treeLimits, error) {
 	v1 := v1IfOpen()
 	if !a.Limits.IsZero() || a.Account {
 		v1 = theV1()
 	}
-	plan, err := planLimits(a, home, v1)
+	plan, err := planLimits(a, cg.limitHome(), v1)
 	if err != nil {
 		return nil, err
 	}
-	l := &treeLimits{plan: plan, cg: cg}
-	if cg != nil && plan.v2 != 0 {
-		if err := applyV2(cg.dir, a.Limits, plan.v2); err != nil {
-			return nil, fmt.Errorf("proc: setting the tree's limits: %w", err)
-		}
+	if err := cg.applyLimits(a.Limits, plan); err != nil {
+		return nil, fmt.Errorf("proc: setting the tree's limits: %w", err)
 	}
+	l := &treeLimits{plan: plan, v1: noV1{}, cpuBase: cg.cpuBase(plan)}
 	if plan.need != 0 {
 		v1, err := v1.newRun(plan.need)
 		if err != nil {
@@ -61,11 +103,6 @@ func prepareLimits(a *Attr, cg *runCgroup) (*treeLimits, error) {
 		}
 		l.v1 = v1
 	}
-	if cg != nil && cg.reused && plan.cpu == srcV2 && plan.any() {
-		if us, err := cpuUsage(cg.dir); err == nil {
-			l.cpuBase = us
-		}
-	}
 	return l, nil
 }
 
@@ -73,22 +110,18 @@ func prepareLimits(a *Attr, cg *runCgroup) (*treeLimits, error) {
 // to start the root in its cgroup.
 func (l *treeLimits) replan(a *Attr) (*treeLimits, error) {
 	l.remove()
-	return prepareLimits(a, nil)
+	return prepareLimits(a, noCgroup{})
 }
 
 // remove removes the v1 cgroups of a tree that did not start.
-func (l *treeLimits) remove() {
-	if l != nil && l.v1 != nil {
-		l.v1.remove()
-	}
-}
+func (l *treeLimits) remove() { l.v1.remove() }
 
 // startIn starts the root in cg (clone3 CLONE_INTO_CGROUP), and in the
 // tree's v1 cgroups if it has some (from a thread moved into them, see
 // v1Run.join). It returns the root's pid and pidfd, the one descriptor
 // the tree holds while its root runs: Go's handle of the process is
 // released.
-func (l *treeLimits) startIn(cg *runCgroup, fork func() (*os.Process, error), restricted bool, attr *os.ProcAttr) (pid, pidfd int, err error) {
+func (l *treeLimits) startIn(cg *runCgroup, fork func() (*os.Process, error), attr *os.ProcAttr) (pid, pidfd int, err error) {
 	dirfd, err := cg.openDir()
 	if err != nil {
 		return 0, -1, err
@@ -97,17 +130,7 @@ func (l *treeLimits) startIn(cg *runCgroup, fork func() (*os.Process, error), re
 	sys := attr.Sys
 	pidfd = -1
 	sys.UseCgroupFD, sys.CgroupFD, sys.PidFD = true, dirfd, &pidfd
-	var p *os.Process
-	switch {
-	case restricted && (l == nil || l.v1 == nil):
-		p, err = onRetiredThread(fork)
-	case l == nil || l.v1 == nil:
-		p, err = fork()
-	default:
-		if jerr := l.v1.onLockedThread(func() { p, err = fork() }, restricted); jerr != nil {
-			return 0, -1, fmt.Errorf("proc: %w", jerr)
-		}
-	}
+	p, err := l.v1.forkAside(fork, l.restricted)
 	if err != nil {
 		return 0, -1, err
 	}
@@ -124,40 +147,65 @@ func (l *treeLimits) startIn(cg *runCgroup, fork func() (*os.Process, error), re
 // not on the start path), or before if lowersOnLeave; if leave fails, the
 // caller must not use the thread again.
 func (l *treeLimits) fork(start func() (*os.Process, error)) (p *os.Process, err error, leave func() error) {
-	if l == nil || l.v1 == nil {
-		p, err = start()
-		return p, err, func() error { return nil }
-	}
-	back, err := l.v1.join()
-	if err != nil {
-		return nil, fmt.Errorf("proc: %w", err), func() error { return nil }
-	}
-	p, err = start()
-	return p, err, func() error {
-		err := back()
-		if !l.restricted {
-			l.v1.started()
-		}
-		return err
-	}
+	return l.v1.forkHere(start, l.restricted)
 }
 
 // lowersOnLeave reports whether the forking thread's leave lowers the
 // tree's task limit to its own (see v1Run.started): the caller then leaves
 // before it reports the start.
-func (l *treeLimits) lowersOnLeave() bool {
-	return l != nil && l.v1 != nil && l.v1.tasks > 0
+func (l *treeLimits) lowersOnLeave() bool { return l.v1.lowersOnLeave() }
+
+// v1Placement is a tree's place in the cgroup v1 hierarchies, which the
+// thread that forks its root joins for the fork: its v1 cgroups
+// (*v1Run, cgroupv1_linux.go), or noV1 for a tree that has none.
+type v1Placement interface {
+	// run returns the tree's v1 cgroups, nil for none (its accounting's,
+	// and the removal's once it is reaped).
+	run() *v1Run
+	// forkHere runs start on the calling thread (locked to its goroutine)
+	// moved into the tree's v1 cgroups; see treeLimits.fork.
+	forkHere(start func() (*os.Process, error), restricted bool) (p *os.Process, err error, leave func() error)
+	// forkAside runs fork on a locked thread of its own, moved into the
+	// tree's v1 cgroups for the fork, and waits for it; a restricted
+	// thread is retired.
+	forkAside(fork func() (*os.Process, error), restricted bool) (*os.Process, error)
+	// lowersOnLeave reports whether the forking thread's leave lowers the
+	// tree's task limit.
+	lowersOnLeave() bool
+	// started lowers the task limit to the tree's own once the forking
+	// thread has left, and refills the pools the tree took from.
+	started() error
+	// remove removes the tree's v1 cgroups.
+	remove() error
 }
+
+// noV1 is the v1Placement of a tree with no v1 cgroup.
+type noV1 struct{}
+
+func (noV1) run() *v1Run { return nil }
+
+func (noV1) forkHere(start func() (*os.Process, error), _ bool) (*os.Process, error, func() error) {
+	p, err := start()
+	return p, err, func() error { return nil }
+}
+
+func (noV1) forkAside(fork func() (*os.Process, error), restricted bool) (*os.Process, error) {
+	if restricted {
+		return onRetiredThread(fork)
+	}
+	return fork()
+}
+
+func (noV1) lowersOnLeave() bool { return false }
+func (noV1) started() error      { return nil }
+func (noV1) remove() error       { return nil }
 
 // adopt gives the started tree its accounting, and records its root (see
 // roots; Wait forgets it before it reaps the root, whose pid cannot be
 // reused meanwhile).
 func (s *treeSys) adopt(t *Tree, l *treeLimits) {
 	addRoot(s.root)
-	if l == nil {
-		return
-	}
-	s.v1 = l.v1
+	s.v1 = l.v1.run()
 	s.membership.account(t, l)
 }
 

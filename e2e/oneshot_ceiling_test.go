@@ -79,18 +79,7 @@ func TestOneShotConfigWrites(t *testing.T) {
 				r.srv.Enqueue(turns...)
 				req := r.request("remember this for every later session")
 				req.Workdir, req.Permission = wd, invoker.WorkspaceWrite
-				req.OnEvent = func(ev invoker.Event) {
-					if ev.Kind == invoker.KindToolResult && ev.Tool != nil {
-						t.Logf("%s result (%s): %.200s", ev.Tool.Name, ev.Tool.Status, ev.Tool.Output)
-					}
-				}
-				res, err := r.invoke(context.Background(), req)
-				if err != nil {
-					t.Fatalf("Invoke() error = %v; stderr:\n%s", err, res.Stderr)
-				}
-				if !strings.HasPrefix(res.Text, "after: ") {
-					t.Errorf("answer %q, want the turn to go on to the model's answer", res.Text)
-				}
+				invokeOnAfter(t, r, req)
 				for _, f := range targets {
 					b, _ := os.ReadFile(f)
 					written := string(b) != before[f] && strings.Contains(string(b), "PLANTED")
@@ -124,4 +113,22 @@ func newRigHome(t *testing.T, c *cli) *rig {
 	r.opts.Env = append(c.setup(t, r.srv, home), "HOME="+home, tagVar+"="+r.tag)
 	r.inv = c.new(r.opts)
 	return r
+}
+
+// invokeOnAfter runs req on r, logging its tool results, and checks that
+// the turn went on to the model's answer, "after: …".
+func invokeOnAfter(t *testing.T, r *rig, req invoker.Request) {
+	t.Helper()
+	req.OnEvent = func(ev invoker.Event) {
+		if ev.Kind == invoker.KindToolResult && ev.Tool != nil {
+			t.Logf("%s result (%s): %.200s", ev.Tool.Name, ev.Tool.Status, ev.Tool.Output)
+		}
+	}
+	res, err := r.invoke(context.Background(), req)
+	if err != nil {
+		t.Fatalf("Invoke() error = %v; stderr:\n%s", err, res.Stderr)
+	}
+	if !strings.HasPrefix(res.Text, "after: ") {
+		t.Errorf("answer %q, want the turn to go on to the model's answer", res.Text)
+	}
 }

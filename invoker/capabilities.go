@@ -81,6 +81,13 @@ type Capabilities struct {
 	// Result.Resources are measured (counted by the kernel, or sampled
 	// from /proc).
 	LimitsNote string
+	// Sandbox is the sandbox this host holds for the Invoker's runs that
+	// ask for one (see Sandbox): "filesystem" (Linux with Landlock), or
+	// "" where there is none.
+	Sandbox string
+	// SandboxNote says what holds the sandbox (the Landlock ABI), or why
+	// there is none and how to get it.
+	SandboxNote string
 }
 
 // Supports reports whether the Request field named field (its Go name, as

@@ -54,7 +54,7 @@ func TestCapabilities(t *testing.T) {
 // every CLI honours.
 func TestCapabilitiesNameRequestFields(t *testing.T) {
 	optional := (invoker.Capabilities{}).Unsupported()
-	always := []string{"Prompt", "Workdir", "Permission", "Env", "ExtraArgs", "OnEvent", "Limits"}
+	always := []string{"Prompt", "Workdir", "Permission", "Env", "ExtraArgs", "OnEvent", "Limits", "Sandbox"}
 	rt := reflect.TypeFor[invoker.Request]()
 	for _, name := range optional {
 		if _, ok := rt.FieldByName(name); !ok {

@@ -290,6 +290,21 @@
 // and Options.DelegateCgroup, Options.CgroupParent) and what each host
 // gives.
 //
+// # Sandbox
+//
+// The permission level is enforced on the CLI's requests; Sandbox
+// (Options.Sandbox, Request.Sandbox, SessionRequest.Sandbox) also has the
+// kernel hold it on the run's filesystem: the CLI and every process it
+// starts may write only where the level allows (its own configuration
+// home and a private TMPDIR at ReadOnly; the working directory's existing
+// entries but its configuration names at WorkspaceWrite), and cannot read
+// the home directory beyond the CLI's own files. A sandboxed run cannot
+// write the cgroup filesystem either, so a CLI running as root can no
+// longer leave its limits. Mode "required" fails with ErrSandbox where
+// the host cannot hold it; "available" runs without it there, and
+// Result.Sandbox says which. Capabilities.Sandbox says what this host
+// holds; docs/sandbox.md what it costs.
+//
 // # Telemetry
 //
 // Runs record through the OpenTelemetry API only: Options.TracerProvider and

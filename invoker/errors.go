@@ -83,6 +83,13 @@ var (
 	// get, and ContainmentNote the same reason when it is not the best.
 	ErrContainment = errors.New("containment unavailable")
 
+	// ErrSandbox is returned, before anything starts, when a run asks for
+	// Sandbox Mode "required" on a host that cannot hold it. The message
+	// names what is missing and how to get it, as in "sandbox
+	// unavailable: the kernel has no Landlock (Linux 5.13 or later, …)".
+	// Capabilities.Sandbox says whether this host holds it.
+	ErrSandbox = errors.New("sandbox unavailable")
+
 	// ErrMaxTurns is matched by a *LimitError for a turn the CLI stopped
 	// at Request.MaxTurns.
 	ErrMaxTurns = errors.New("turn limit reached")

@@ -232,6 +232,11 @@ type Request struct {
 	// Limits bound what the run's processes use together (see Limits):
 	// each non-zero field replaces the same field of Options.Limits.
 	Limits Limits
+
+	// Sandbox asks the kernel to hold what the run's processes may touch
+	// (see Sandbox): each non-zero field replaces the same field of
+	// Options.Sandbox (Hide and Show are appended).
+	Sandbox Sandbox
 }
 
 // Session returns the conversation settings of r: everything but Prompt,
@@ -242,7 +247,7 @@ func (r Request) Session() SessionRequest {
 		Fork: r.Fork, Deltas: r.Deltas,
 		SystemPrompt: r.SystemPrompt, Env: r.Env, ExtraArgs: r.ExtraArgs,
 		OutputSchema: r.OutputSchema, MaxTurns: r.MaxTurns, MaxBudgetUSD: r.MaxBudgetUSD,
-		Approve: r.Approve, MCPServers: r.MCPServers, Limits: r.Limits,
+		Approve: r.Approve, MCPServers: r.MCPServers, Limits: r.Limits, Sandbox: r.Sandbox,
 	}
 }
 
@@ -301,6 +306,10 @@ type SessionRequest struct {
 	// and every turn's tools, for the session's whole life (see Limits;
 	// each non-zero field replaces the same field of Options.Limits).
 	Limits Limits
+	// Sandbox asks the kernel to hold what the session's processes may
+	// touch, the CLI and every turn's tools, at the level the session is
+	// opened with, for its whole life (see Sandbox).
+	Sandbox Sandbox
 }
 
 // Request returns the Request of turn t in the conversation r: the
@@ -319,7 +328,7 @@ func (r SessionRequest) Request(t TurnRequest) Request {
 		Fork: r.Fork, Deltas: r.Deltas,
 		SystemPrompt: r.SystemPrompt, Env: r.Env, ExtraArgs: r.ExtraArgs,
 		OutputSchema: r.OutputSchema, MaxTurns: r.MaxTurns, MaxBudgetUSD: r.MaxBudgetUSD,
-		Approve: r.Approve, MCPServers: r.MCPServers, Limits: r.Limits,
+		Approve: r.Approve, MCPServers: r.MCPServers, Limits: r.Limits, Sandbox: r.Sandbox,
 	}
 }
 
@@ -387,6 +396,11 @@ type Result struct {
 	// "tracking" (Linux), "job" (Windows) or "group" (macOS, BSD); see the
 	// package documentation. It is "" when no process was started.
 	Containment string
+	// Sandbox is the sandbox that held the run's processes: "filesystem"
+	// when the kernel held the ceiling of Request.Sandbox, "" when there
+	// was none (not asked for, Unlimited without hidden paths, or Mode
+	// "available" on a host without it).
+	Sandbox string
 	// OutputCut reports that the CLI's stdout or stderr was still held
 	// open by a process outside the run's tree at the wait delay, and was
 	// closed then (see Options.WaitDelay): what that process wrote later

@@ -10,7 +10,9 @@ import "time"
 // environment. The zero value sets no limit.
 //
 // They hold a process that cannot write cgroupfs. A CLI runs as the
-// host's user: where that is root, the CLI and its tools can leave them.
+// host's user: where that is root, the CLI and its tools can leave them,
+// unless the run is sandboxed (see Sandbox), which makes cgroupfs
+// unwritable from inside it.
 // A process that moves itself into another cgroup (of cgroup v2 and of
 // each v1 hierarchy) is out of the run's limits and out of reach of the
 // run's kill, and outlives the run; one that writes its own limit away

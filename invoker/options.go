@@ -172,6 +172,13 @@ type Options struct {
 	// enforce.
 	Limits Limits
 
+	// Sandbox asks the kernel to hold what each run's processes may touch
+	// in the filesystem (see Sandbox); the zero value asks for nothing.
+	// Request.Sandbox and SessionRequest.Sandbox replace its non-zero
+	// fields for one run. Capabilities.Sandbox says whether this host
+	// holds it.
+	Sandbox Sandbox
+
 	// Budget, if not nil, bounds the runs of every Invoker given the same
 	// pointer: the most runs and sessions at once and the most memory
 	// they promise (see Budget). A run that does not fit waits, first

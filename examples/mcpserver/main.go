@@ -280,6 +280,7 @@ func run() error {
 		warmIdle       = flag.Duration("warm-idle", mcpadapter.DefaultWarmIdleTimeout, "with -warm: close a warm conversation's CLI after this long without a call")
 		verbose        = flag.Bool("v", false, "log debug details, including the SDK's")
 		metricsAddr    = flag.String("metrics", "", "serve Prometheus metrics on http://ADDR/metrics and a liveness probe on /healthz (such as 127.0.0.1:9464)")
+		sandboxMode    = flag.String("sandbox", "available", "the filesystem sandbox of the runs (docs/sandbox.md): available (held by the kernel where the host can, for every CLI but codex, whose own sandbox cannot run inside it), required (every CLI, codex included, whose commands and patches then fail; a run fails where the host cannot hold it) or off")
 		approvals      = flag.String("approvals", "allow", "who answers the agents' requests to run commands, edit files or call MCP tools (CLIs that can ask): allow (the permission level decides, nobody is asked), deny (refuse them all), or elicit (ask the MCP client's user)")
 		fallback       = flag.String("approval-fallback", "deny", "with -approvals elicit: allow or deny the requests of a client that cannot be asked (no elicitation)")
 		fake           = flag.Bool("fake-agent", false, "serve scripted stand-ins of the CLIs (all three unless -cli says otherwise): try the server with no CLI, no key and no network")
@@ -398,6 +399,11 @@ func run() error {
 		return err
 	}
 	limitOpts := limits.options()
+	switch *sandboxMode {
+	case "available", "required", "off":
+	default:
+		return fmt.Errorf("-sandbox %q: use available, required or off", *sandboxMode)
+	}
 	var names []string
 	switch {
 	case *fake && *clis == "":
@@ -415,6 +421,7 @@ func run() error {
 	options := func(name string) invoker.Options {
 		return invoker.Options{
 			Limits:         limitOpts.Limits,
+			Sandbox:        invoker.Sandbox{Mode: sandboxFor(name, *sandboxMode)},
 			Budget:         limitOpts.Budget, // one Budget for every CLI: the host's
 			DelegateCgroup: limitOpts.DelegateCgroup,
 			Logger:         logger.With("cli", name),
@@ -859,4 +866,17 @@ func grace(d time.Duration) time.Duration {
 		return -1
 	}
 	return d
+}
+
+// sandboxFor returns the sandbox mode of the CLI name's runs for the
+// -sandbox flag: "available" leaves Codex out, whose own sandbox
+// (bubblewrap) cannot set up its namespaces inside the kernel's ceiling,
+// so that its commands would fail; turning Codex's sandbox off instead
+// would open its commands' network, which the filesystem sandbox does not
+// hold.
+func sandboxFor(name, mode string) string {
+	if mode == "available" && name == "codex" {
+		return "off"
+	}
+	return mode
 }

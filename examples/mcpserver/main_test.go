@@ -103,3 +103,17 @@ func TestMissingCLISpeaksInFlags(t *testing.T) {
 		}
 	}
 }
+
+// TestSandboxFlag: -sandbox available holds every CLI but Codex, whose
+// own sandbox cannot run inside the kernel's; required and off hold for
+// every CLI alike.
+func TestSandboxFlag(t *testing.T) {
+	for _, tc := range []struct{ name, flag, want string }{
+		{"claude", "available", "available"}, {"gemini", "available", "available"}, {"codex", "available", "off"},
+		{"codex", "required", "required"}, {"claude", "off", "off"},
+	} {
+		if got := sandboxFor(tc.name, tc.flag); got != tc.want {
+			t.Errorf("sandboxFor(%q, %q) = %q, want %q", tc.name, tc.flag, got, tc.want)
+		}
+	}
+}

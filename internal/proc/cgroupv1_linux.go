@@ -509,8 +509,9 @@ func (r *v1Run) remove() error {
 // does not wait for the moves back), unless the tree has a task limit,
 // which is lowered once the thread has left (see started) before the
 // caller goes on. If the thread cannot leave, it is retired with its
-// goroutine.
-func (r *v1Run) onLockedThread(f func()) error {
+// goroutine. A restricted thread (see Attr.Restrict) is retired, and
+// cannot lower the task limit: Start does (see startedRestricted).
+func (r *v1Run) onLockedThread(f func(), restricted bool) error {
 	errc := make(chan error, 1)
 	goLocked(func() (retire bool) {
 		leave, err := r.join()
@@ -519,12 +520,14 @@ func (r *v1Run) onLockedThread(f func()) error {
 			return false
 		}
 		f()
-		if r.tasks == 0 {
+		if r.tasks == 0 || restricted {
 			errc <- nil
 		}
-		retire = leave() != nil
-		r.started()
-		if r.tasks != 0 {
+		retire = leave() != nil || restricted
+		if !restricted {
+			r.started()
+		}
+		if r.tasks != 0 && !restricted {
 			errc <- nil
 		}
 		return retire

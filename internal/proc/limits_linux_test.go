@@ -230,10 +230,16 @@ func markedPids(marker string) []int {
 func TestLimitsForkBomb(t *testing.T) {
 	noLeaks(t)
 	requireLimits(t, Tasks)
+	forkBomb(t, nil)
+}
+
+// forkBomb runs TestLimitsForkBomb's fork bomb, its root's thread
+// restricted by restrict when it is not nil.
+func forkBomb(t *testing.T, restrict func() error) {
 	markUsed("perl")
 	const tasks = 32
 	m := marker(t)
-	r := startRun(t, Attr{Limits: Limits{Tasks: tasks}, Account: true, Marker: m}, "perl", "forkbomb")
+	r := startRun(t, Attr{Limits: Limits{Tasks: tasks}, Account: true, Marker: m, Restrict: restrict}, "perl", "forkbomb")
 	r.expectLine("bombing")
 	until(t, "a fork is refused", func() bool { return r.tree.Usage().ForksRefused > 0 })
 	begin := time.Now()

@@ -73,6 +73,7 @@ import (
 	"errors"
 	"log/slog"
 	"os"
+	"runtime"
 	"slices"
 	"time"
 )
@@ -161,6 +162,13 @@ type Attr struct {
 	// (measured on Linux 6.18, BenchmarkLimitsStart); on cgroup v2 it
 	// costs nothing but the sampling where a controller is missing.
 	Account bool
+	// Restrict, if not nil, runs on the OS thread that forks the root,
+	// just before the fork (Linux; Start fails elsewhere): a ceiling the
+	// kernel holds per thread (a Landlock ruleset) set there holds the
+	// root and everything it starts, and not the host. That thread never
+	// runs anything else afterwards: it ends when it is done with the
+	// root. An error from Restrict fails Start before anything starts.
+	Restrict func() error
 
 	// tune, if not nil, replaces the bounds Kill and the tracker work
 	// with (Linux; for tests).
@@ -499,6 +507,9 @@ func checkAttr(a *Attr) error {
 	}
 	if err := a.Limits.validate(); err != nil {
 		return err
+	}
+	if a.Restrict != nil && runtime.GOOS != "linux" {
+		return errors.New("proc: Attr.Restrict is Linux only")
 	}
 	return limitsSupported(a)
 }

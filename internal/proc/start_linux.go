@@ -104,11 +104,16 @@ func start(a *Attr) (*Tree, error) {
 		}
 	}
 	s.subreaper = a.Subreaper
+	fork, restricted := forkOf(a, args, attr)
+	if lim != nil {
+		lim.restricted = restricted
+	}
 	if cg != nil {
-		pid, pidfd, err := lim.startIn(cg, a.Path, args, attr)
+		pid, pidfd, err := lim.startIn(cg, fork, restricted, attr)
 		if err == nil {
 			t.level, s.cg, s.membership = Cgroup, cg, &s.cgroupLevel
 			t.pid, s.root = pid, int32(pid)
+			lim.startedRestricted()
 			s.adopt(t, lim)
 			go watchExit(pidfd, s, t.exited, s.done)
 			log.Debug("proc: started", "pid", t.pid, "path", a.Path, "containment", t.level.String(), "cgroup", cg.dir)
@@ -144,7 +149,7 @@ func start(a *Attr) (*Tree, error) {
 	}
 	started := make(chan error, 1)
 	var pid int
-	goLocked(func() bool { return s.run(a.Path, args, attr, lim, &pid, t.exited, started) })
+	goLocked(func() bool { return s.run(fork, lim, &pid, t.exited, started) || restricted })
 	if err := <-started; err != nil {
 		<-s.done
 		if s.marker != "" {
@@ -154,6 +159,7 @@ func start(a *Attr) (*Tree, error) {
 	}
 	t.pid = pid
 	s.root = int32(t.pid)
+	lim.startedRestricted()
 	s.adopt(t, lim)
 	// The root cannot be reaped before Wait, so its stat is readable.
 	if p, err := readStat(s.root); err == nil {
@@ -246,9 +252,9 @@ func watchExit(pidfd int, s *treeSys, exited, done chan struct{}) {
 // so that the root is born there, and moves back out after the fork, once
 // the start is reported (see v1Run.join); a thread that cannot move back
 // is retired.
-func (s *treeSys) run(path string, args []string, attr *os.ProcAttr, lim *treeLimits, pid *int, exited chan struct{}, started chan<- error) (retire bool) {
+func (s *treeSys) run(fork func() (*os.Process, error), lim *treeLimits, pid *int, exited chan struct{}, started chan<- error) (retire bool) {
 	defer close(s.done)
-	p, err, leave := lim.fork(func() (*os.Process, error) { return os.StartProcess(path, args, attr) })
+	p, err, leave := lim.fork(fork)
 	if err != nil {
 		started <- err
 		return leave() != nil

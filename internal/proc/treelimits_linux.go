@@ -19,6 +19,10 @@ type treeLimits struct {
 	v1   *v1Run     // its v1 cgroups; nil without
 	// cpuBase is cpu.stat's usage_usec of a reused v2 cgroup.
 	cpuBase int64
+	// restricted says that the forking thread is restricted (see
+	// Attr.Restrict): it can no longer write cgroupfs, so the v1 task
+	// limit is lowered by Start (see startedRestricted).
+	restricted bool
 }
 
 // prepareLimits plans where a's limits and figures live for a tree in cg
@@ -84,7 +88,7 @@ func (l *treeLimits) remove() {
 // v1Run.join). It returns the root's pid and pidfd, the one descriptor
 // the tree holds while its root runs: Go's handle of the process is
 // released.
-func (l *treeLimits) startIn(cg *runCgroup, path string, args []string, attr *os.ProcAttr) (pid, pidfd int, err error) {
+func (l *treeLimits) startIn(cg *runCgroup, fork func() (*os.Process, error), restricted bool, attr *os.ProcAttr) (pid, pidfd int, err error) {
 	dirfd, err := cg.openDir()
 	if err != nil {
 		return 0, -1, err
@@ -93,12 +97,16 @@ func (l *treeLimits) startIn(cg *runCgroup, path string, args []string, attr *os
 	sys := attr.Sys
 	pidfd = -1
 	sys.UseCgroupFD, sys.CgroupFD, sys.PidFD = true, dirfd, &pidfd
-	start := func() (*os.Process, error) { return os.StartProcess(path, args, attr) }
 	var p *os.Process
-	if l == nil || l.v1 == nil {
-		p, err = start()
-	} else if jerr := l.v1.onLockedThread(func() { p, err = start() }); jerr != nil {
-		return 0, -1, fmt.Errorf("proc: %w", jerr)
+	switch {
+	case restricted && (l == nil || l.v1 == nil):
+		p, err = onRetiredThread(fork)
+	case l == nil || l.v1 == nil:
+		p, err = fork()
+	default:
+		if jerr := l.v1.onLockedThread(func() { p, err = fork() }, restricted); jerr != nil {
+			return 0, -1, fmt.Errorf("proc: %w", jerr)
+		}
 	}
 	if err != nil {
 		return 0, -1, err
@@ -127,7 +135,9 @@ func (l *treeLimits) fork(start func() (*os.Process, error)) (p *os.Process, err
 	p, err = start()
 	return p, err, func() error {
 		err := back()
-		l.v1.started()
+		if !l.restricted {
+			l.v1.started()
+		}
 		return err
 	}
 }

@@ -214,19 +214,7 @@ func BenchmarkCancelSigIgn(b *testing.B) {
 		{"SIGINT+SIGTERM", []string{"SIGINT", "SIGTERM"}},
 	} {
 		b.Run(c.name, func(b *testing.B) {
-			s := fakeagent.Script{StallFor: time.Hour, SigIgn: c.sigIgn}
-			req := benchRequest(b, &s)
-			inv := benchInvoker()
-			var samples []time.Duration
-			for b.Loop() {
-				d, err := cancelRun(inv, req)
-				if !errors.Is(err, context.Canceled) {
-					b.Fatalf("Invoke() error = %v, want context.Canceled", err)
-				}
-				samples = append(samples, d)
-			}
-			reportQuantiles(b, samples, "cancel-ms")
-			reportSurvivors(b, s.Tag)
+			benchCancel(b, fakeagent.Script{StallFor: time.Hour, SigIgn: c.sigIgn}, invoker.Sandbox{})
 		})
 	}
 }

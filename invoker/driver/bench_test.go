@@ -163,8 +163,14 @@ func cancelRun(inv invoker.Invoker, req invoker.Request) (time.Duration, error) 
 // return, the tree reaped, for a CLI that exits on SIGINT (the first step
 // of the ladder): cancel-ms (mean), p50-ms and p99-ms over the b.N runs.
 func BenchmarkCancelCooperative(b *testing.B) {
-	s := fakeagent.Script{StallFor: time.Hour}
+	benchCancel(b, fakeagent.Script{StallFor: time.Hour}, invoker.Sandbox{})
+}
+
+// benchCancel measures the cancels of runs of s, each under sb: the
+// quantiles of how long Invoke took to return after the cancel.
+func benchCancel(b *testing.B, s fakeagent.Script, sb invoker.Sandbox) {
 	req := benchRequest(b, &s)
+	req.Sandbox = sb
 	inv := benchInvoker()
 	var samples []time.Duration
 	for b.Loop() {

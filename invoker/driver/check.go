@@ -118,6 +118,9 @@ func (e *engine) checkSession(req *invoker.SessionRequest) (*jsonschema.Resolved
 	if err := e.checkLimits(req.Limits); err != nil {
 		return nil, err
 	}
+	if err := e.cfg.checkSandbox(req.Sandbox); err != nil {
+		return nil, err
+	}
 	return compileSchema(req)
 }
 

@@ -46,7 +46,8 @@ type config struct {
 	cgroupParent      string
 	sweepTurns        bool
 	// limits are Options.Limits; a request's replace its non-zero fields.
-	limits invoker.Limits
+	limits  invoker.Limits
+	sandbox invoker.Sandbox // Options.Sandbox
 	// budget is Options.Budget, and queue the Queue every Invoker given
 	// the same *Budget shares (nil without one); budgetErr says why a
 	// Budget cannot be used (a negative field), for every call.
@@ -98,6 +99,7 @@ func merge(opts []invoker.Options) invoker.Options {
 		set(&o.CgroupParent, n.CgroupParent)
 		set(&o.SweepEveryTurn, n.SweepEveryTurn)
 		o.Limits = overrideLimits(o.Limits, n.Limits)
+		o.Sandbox = overrideSandbox(o.Sandbox, n.Sandbox)
 		if n.Budget != nil {
 			o.Budget = n.Budget
 		}
@@ -143,6 +145,7 @@ func newConfig(opts []invoker.Options) config {
 		cgroupParent:      o.CgroupParent,
 		sweepTurns:        o.SweepEveryTurn,
 		limits:            o.Limits,
+		sandbox:           o.Sandbox,
 		account:           true,
 	}
 	c.budget, c.queue, c.budgetErr = budgetQueue(o.Budget)

@@ -45,6 +45,7 @@ func (e *engine) Capabilities() invoker.Capabilities {
 	c := e.declared()
 	c.Containment, c.ContainmentNote = e.probe.get(&e.cfg)
 	c.Limits, c.LimitsNote = e.limits.capabilities(&e.cfg)
+	c.Sandbox, c.SandboxNote = sandboxCapabilities()
 	return c
 }
 

@@ -76,7 +76,7 @@ func (e *engine) invokeInSession(ctx context.Context, req invoker.Request, schem
 		res := &invoker.Result{ExitCode: -1, Queued: queued, Duration: time.Since(start) - queued}
 		if s != nil { // started, and ended in the opening: say how
 			end := s.r.end()
-			res.ExitCode, res.Stderr, res.Containment = end.state.Code, end.stderr, s.r.level()
+			res.ExitCode, res.Stderr, res.Containment, res.Sandbox = end.state.Code, end.stderr, s.r.level(), s.r.sbx.held()
 			res.Resources = resources(end.usage)
 		}
 		return res, err

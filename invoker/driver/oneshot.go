@@ -47,14 +47,14 @@ func (e *engine) startOneShot(ctx context.Context, req *invoker.Request, t *turn
 	o := &oneShot{t: t, log: e.logger(tel), prompt: cmd.Stdin, maxLine: e.cfg.maxLineSize, dec: e.b.NewDecoder(req)}
 	cb := newCallbacks()
 	o.r = e.newRun(runSpec{conv: o, cb: cb, tel: tel, cmd: cmd, workdir: req.Workdir, env: req.Env, input: o.prompt != "",
-		limits: e.cfg.limitsFor(req.Limits), onQueued: req.OnEvent})
+		limits: e.cfg.limitsFor(req.Limits), sandbox: e.cfg.sandboxFor(req.Sandbox, req.Permission, e.b.Name()), onQueued: req.OnEvent})
 	t.carry(o, o.r, cb, o.r.over()) // the turn ends with the run
 	err = e.start(ctx, o.r)
 	t.res.Queued = o.r.queued
 	if err != nil {
 		return err
 	}
-	t.res.Containment = o.r.level()
+	t.res.Containment, t.res.Sandbox = o.r.level(), o.r.sbx.held()
 	return nil
 }
 

@@ -43,6 +43,7 @@ type run struct {
 	ctx     context.Context // when done, the run is stopped (a session's); nil for one stopped by its turn only
 	start   time.Time
 	limits  invoker.Limits // its limits, checked
+	sandbox sandboxAsk     // its sandbox, checked
 	// onQueued is told of the waits for the Budget (runSpec.onQueued).
 	onQueued func(invoker.Event)
 
@@ -55,9 +56,10 @@ type run struct {
 	tree             *proc.Tree
 	stdout, stderr   *os.File // our ends: a pipe or the PTY's master, and a pipe
 	stdoutW, stderrW *watchedFile
-	stdin            *os.File // our end of the input pipe; nil without input
-	pty              *os.File // the PTY's master in PTY mode, else nil
-	containment      string   // the level in force (Result.Containment)
+	stdin            *os.File    // our end of the input pipe; nil without input
+	pty              *os.File    // the PTY's master in PTY mode, else nil
+	containment      string      // the level in force (Result.Containment)
+	sbx              *runSandbox // the sandbox in force, nil without
 	tail             *jsonl.Tail
 
 	stops      chan stopRequest // the requests to stop; the first one taken wins
@@ -224,6 +226,9 @@ func (r *run) wait() {
 	r.stdout.Close()
 	r.stderr.Close()
 	r.reap()
+	if err := r.sbx.undo(); err != nil {
+		r.log.Warn("removing the run's temporary directory", "err", err)
+	}
 	r.grant.Release() // the tree is gone: its share of the Budget is free
 	if r.cmd.Cleanup != nil {
 		r.cmd.Cleanup()

@@ -63,7 +63,10 @@ type session struct {
 	eof     bool   // close standard input once queue is written
 	closing bool   // Close was called
 
-	busy      atomic.Bool    // a Turn is running
+	busy atomic.Bool // a Turn is running
+	// drop is the sandbox's state across turns (sandbox.go), used by the
+	// turn that holds busy.
+	drop      levelDrop
 	inBand    sync.WaitGroup // the goroutines delivering in-band MCP messages
 	wake      chan struct{}  // something was queued, or eof set
 	ready     chan struct{}  // the handshake is complete
@@ -108,7 +111,7 @@ func (e *engine) open(ctx context.Context, req invoker.SessionRequest, schema *j
 	}
 	s.tel = e.cfg.tel.session(ctx, s.cli, &req)
 	s.r = e.newRun(runSpec{conv: s, cb: s.cb, tel: s.tel, cmd: cmd, workdir: req.Workdir, env: req.Env, input: true, ctx: ctx,
-		limits: e.cfg.limitsFor(req.Limits), onQueued: onQueued})
+		limits: e.cfg.limitsFor(req.Limits), sandbox: e.cfg.sandboxFor(req.Sandbox, req.Permission, e.b.Name()), onQueued: onQueued})
 	s.log = e.logger(s.tel)
 	// The protocol judges what the CLI asks with the environment the CLI
 	// runs with (a configuration home set in Options.Env), not

@@ -39,7 +39,7 @@ func (s *session) turn(ctx context.Context, tr invoker.TurnRequest, check bool) 
 	t := newTurn(s.cfg, tr, s.sreq.Deltas, s.schema)
 	t.end = make(chan struct{})
 	t.carry(s, s.r, s.cb, t.end)
-	t.res.Containment = s.r.level()
+	t.res.Containment, t.res.Sandbox = s.r.level(), s.r.sbx.held()
 	fail := func(err error) (*invoker.Result, error) {
 		t.res.Duration = time.Since(t.start)
 		t.res.SessionID = s.ID()
@@ -88,6 +88,7 @@ func (s *session) usable() error {
 // adds is swept when it is cancelled.
 func (s *session) begin(t *turn, ctx context.Context) error {
 	t.ctx, t.caller = detach.New(ctx), ctx
+	s.sweepAtDrop(t)
 	t.base, t.baseOK = s.r.baseline()
 	t.mark = s.r.mark()
 	s.protoMu.Lock()
@@ -100,6 +101,7 @@ func (s *session) begin(t *turn, ctx context.Context) error {
 		return s.proto.StartTurn(&t.req)
 	}()
 	if err == nil {
+		s.drop.level = s.turnLevel(t)
 		s.mu.Lock()
 		s.cur = t
 		s.mu.Unlock()

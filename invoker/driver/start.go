@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"syscall"
 	"time"
@@ -30,6 +31,7 @@ type runSpec struct {
 	input   bool            // the conversation writes standard input
 	ctx     context.Context // stops the run when done; nil for none
 	limits  invoker.Limits  // the run's limits, checked
+	sandbox sandboxAsk      // the run's sandbox, checked
 	// onQueued, if not nil, is told of the run's waits for the Budget
 	// (KindQueued events), on the goroutine that starts the run.
 	onQueued func(invoker.Event)
@@ -49,6 +51,7 @@ func (e *engine) newRun(sp runSpec) *run {
 		input:    sp.input,
 		ctx:      sp.ctx,
 		limits:   sp.limits,
+		sandbox:  sp.sandbox,
 		onQueued: sp.onQueued,
 		start:    time.Now(),
 		stops:    make(chan stopRequest, 1),
@@ -125,10 +128,15 @@ func (r *run) startTree() (err error) {
 	if err != nil {
 		return err
 	}
+	if r.sbx, err = r.sandbox.prepare(attr, r.workdir, slices.Concat(r.cfg.env, r.cmd.Env, r.env), r.log); err != nil {
+		return err
+	}
 	t, err := proc.Start(attr)
 	if err != nil {
+		r.sbx.undo()
 		return r.startError(err)
 	}
+	r.sbx.started()
 	r.tree = t
 	r.containment = level(t.Containment())
 	r.tail = jsonl.NewTail(r.cfg.stderrTail)

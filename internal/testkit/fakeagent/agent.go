@@ -58,6 +58,7 @@ type agent struct {
 
 // run runs the fake agent and returns its exit status.
 func run(s Script) int {
+	s.touch()
 	a := &agent{
 		s:     s,
 		out:   &output{w: os.Stdout},

@@ -121,6 +121,12 @@ type Script struct {
 	// item.completed; gemini tool_use and tool_result run_shell_command;
 	// claude assistant tool_use Bash and user tool_result.
 	Tool bool `json:"tool,omitempty"`
+	// Touch names paths the fake itself tries, before its first event, to
+	// write ("write PATH": append a line, creating the file) or to read
+	// ("read PATH"), as a CLI under a sandbox would; "$TMPDIR" in PATH is
+	// the fake's TMPDIR. Each outcome is a line of the answer, after it:
+	// "write PATH: ok", or the error ("… permission denied").
+	Touch []string `json:"touch,omitempty"`
 
 	// StreamFor keeps printing progress events, one every Interval, for
 	// this long before the answer: codex reasoning items, claude thinking
@@ -540,4 +546,35 @@ func startedAsCLI() bool {
 	}
 	a := os.Args[1]
 	return a == "exec" || a == "app-server" || (strings.HasPrefix(a, "--") && !strings.HasPrefix(a, "--test."))
+}
+
+// touch does what Touch asks and adds each outcome to the answer.
+func (s *Script) touch() {
+	if len(s.Touch) == 0 {
+		return
+	}
+	lines := []string{s.answer()}
+	for _, t := range s.Touch {
+		op, path, _ := strings.Cut(t, " ")
+		path = strings.ReplaceAll(path, "$TMPDIR", os.Getenv("TMPDIR"))
+		var err error
+		switch op {
+		case "write":
+			var f *os.File
+			if f, err = os.OpenFile(path, os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o644); err == nil {
+				_, err = f.WriteString("touched\n")
+				f.Close()
+			}
+		case "read":
+			_, err = os.ReadFile(path)
+		default:
+			err = fmt.Errorf("unknown operation %q", op)
+		}
+		res := "ok"
+		if err != nil {
+			res = err.Error()
+		}
+		lines = append(lines, op+" "+path+": "+res)
+	}
+	s.Answer = strings.Join(lines, "\n")
 }

@@ -1,0 +1,145 @@
+//go:build linux
+
+package proc
+
+import (
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+
+	"github.com/clinvoke/clinvoke/internal/sandbox"
+)
+
+func init() {
+	// escapeeach: try every way out of the caller's cgroups, each on its
+	// own (moving to the host's cgroup of v2 and of each v1 hierarchy,
+	// writing -1 to its own v1 memory limits), print "WAY ERR" for each,
+	// then "done", and run until killed.
+	helpers["escapeeach"] = func(args []string) int {
+		host := os.Getenv("PROC_TEST_HOST_PID")
+		cg, err1 := os.ReadFile("/proc/" + host + "/cgroup")
+		own, err2 := os.ReadFile("/proc/self/cgroup")
+		mi, err3 := os.ReadFile("/proc/self/mountinfo")
+		mount, root, err4 := cgroup2Mount()
+		if err := errors.Join(err1, err2, err3, err4); err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			return 2
+		}
+		pid := strconv.Itoa(os.Getpid())
+		for line := range strings.SplitSeq(string(cg), "\n") {
+			if path, ok := strings.CutPrefix(line, "0::"); ok {
+				rel, _ := strings.CutPrefix(path, root)
+				fmt.Println("v2", writeFile(filepath.Join(mount, rel, "cgroup.procs"), pid))
+			}
+		}
+		for i, h := range v1Hierarchies(mi, cg, "") {
+			if h != nil && h.own != "" {
+				fmt.Println("v1-"+strconv.Itoa(i), writeFile(filepath.Join(h.own, "cgroup.procs"), pid))
+			}
+		}
+		if h := v1Hierarchies(mi, own, "")[v1Memory]; h != nil && h.own != "" {
+			for _, f := range []string{"memory.limit_in_bytes", "memory.memsw.limit_in_bytes"} {
+				if err := writeFile(filepath.Join(h.own, f), "-1"); !errors.Is(err, fs.ErrNotExist) {
+					fmt.Println(f, err)
+				}
+			}
+		}
+		fmt.Println("done")
+		hang()
+		return 0
+	}
+}
+
+// sandboxed returns Attr.Restrict for a ReadOnly ceiling over a working
+// directory and a temporary directory of the test's.
+func sandboxed(t *testing.T) func() error {
+	t.Helper()
+	if _, err := sandbox.Probe(); err != nil {
+		if os.Getenv("CI") == "true" {
+			t.Fatalf("CI runs on a kernel with Landlock: %v", err)
+		}
+		t.Skipf("no Landlock here: %v", err)
+	}
+	rs, err := sandbox.Build(sandbox.Policy{Level: sandbox.ReadOnly, Workdir: t.TempDir(), Temp: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { rs.Close() })
+	return rs.Restrict
+}
+
+// TestSandboxRootCannotLeaveCgroups: the hostile root of
+// TestLimitsRootLeavesCgroups, started under the filesystem ceiling, finds
+// every way out of its cgroups shut (the cgroup filesystem is not
+// writable from inside, root or not), stays in the tree's cgroups under
+// its limits, and is killed with the tree.
+func TestSandboxRootCannotLeaveCgroups(t *testing.T) {
+	noLeaks(t)
+	requireLimits(t, Memory, Tasks)
+	t.Setenv("PROC_TEST_HOST_PID", strconv.Itoa(os.Getpid()))
+	for _, level := range []Containment{Cgroup, Tracking} {
+		t.Run(level.String(), func(t *testing.T) {
+			if level == Cgroup && testContainment == Tracking {
+				t.Skip("no cgroup level here")
+			}
+			a := Attr{Containment: level, Limits: Limits{MemoryMax: 64 * mib, Tasks: 32}, Account: true, Restrict: sandboxed(t)}
+			r := startRun(t, a, "escapeeach")
+			ways := 0
+			for {
+				line := r.next()
+				if line == "done" {
+					break
+				}
+				ways++
+				way, res, _ := strings.Cut(line, " ")
+				if !strings.Contains(res, "permission denied") {
+					t.Errorf("%s: %s, want permission denied", way, res)
+				}
+			}
+			if ways == 0 {
+				t.Fatal("the helper tried no way out")
+			}
+			pid := r.tree.Pid()
+			if cg := cgroupsOf(t, pid); !strings.Contains(cg, "/clinvoke-") {
+				t.Errorf("the root left the tree's cgroups:\n%s", cg)
+			}
+			rep := r.tree.Kill()
+			r.wait()
+			assertGone(t, r.pids)
+			if len(rep.Survivors) != 0 {
+				t.Errorf("Kill() left %v", rep.Survivors)
+			}
+			t.Logf("%d ways out tried, each refused", ways)
+		})
+	}
+}
+
+// TestSandboxNoSharedMemoryFile: a sandboxed tool cannot leave a file in
+// /dev/shm, where it would outlive the run charged to the host's cgroup.
+func TestSandboxNoSharedMemoryFile(t *testing.T) {
+	noLeaks(t)
+	path := filepath.Join("/dev/shm", fmt.Sprintf("clinvoke-sandbox-test-%d", os.Getpid()))
+	t.Cleanup(func() { os.Remove(path) })
+	r := startRun(t, Attr{Restrict: sandboxed(t)}, "shmwrite", "1", path)
+	if st := r.wait(); st.Code != 1 {
+		t.Errorf("shmwrite ended %+v, want exit 1 (its create refused)", st)
+	}
+	if _, err := os.Lstat(path); !errors.Is(err, fs.ErrNotExist) {
+		t.Errorf("%s: %v, want it never made", path, err)
+	}
+}
+
+// TestSandboxLimitsHold: the fork bomb of TestLimitsForkBomb, under the
+// filesystem ceiling, is held to its task limit (on a v1 host, lowered
+// by Start, which the restricted forking thread cannot do), its refused
+// forks are counted, and Kill leaves nothing of it.
+func TestSandboxLimitsHold(t *testing.T) {
+	noLeaks(t)
+	requireLimits(t, Tasks)
+	forkBomb(t, sandboxed(t))
+}

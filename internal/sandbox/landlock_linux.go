@@ -1,0 +1,350 @@
+//go:build linux
+
+package sandbox
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"unsafe"
+
+	"golang.org/x/sys/unix"
+)
+
+// Probe returns the Landlock ABI version of the running kernel, or an
+// error wrapping ErrUnavailable that says what is missing and how to get
+// it. It needs no privilege.
+func Probe() (int, error) {
+	v, _, errno := unix.Syscall(unix.SYS_LANDLOCK_CREATE_RULESET, 0, 0, unix.LANDLOCK_CREATE_RULESET_VERSION)
+	switch {
+	case errno == unix.ENOSYS:
+		return 0, fmt.Errorf("%w: the kernel has no Landlock (Linux 5.13 or later, built with CONFIG_SECURITY_LANDLOCK)", ErrUnavailable)
+	case errno == unix.EOPNOTSUPP:
+		return 0, fmt.Errorf("%w: Landlock is built in but not enabled: add landlock to the kernel's lsm= boot parameter", ErrUnavailable)
+	case errno != 0:
+		return 0, fmt.Errorf("%w: Landlock: %w", ErrUnavailable, errno)
+	}
+	return int(v), nil
+}
+
+// A Ruleset is a built Landlock ruleset, to be applied to the thread that
+// forks a run's root.
+type Ruleset struct {
+	fd int
+}
+
+// Restrict applies r to the calling OS thread, which must be locked to its
+// goroutine and must never run other goroutines afterwards (retire it):
+// the thread, and every process it forks from then on, stays under r.
+func (r *Ruleset) Restrict() error {
+	if err := unix.Prctl(unix.PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0); err != nil {
+		return fmt.Errorf("sandbox: no_new_privs: %w", err)
+	}
+	if _, _, errno := unix.Syscall(unix.SYS_LANDLOCK_RESTRICT_SELF, uintptr(r.fd), 0, 0); errno != 0 {
+		return fmt.Errorf("sandbox: landlock_restrict_self: %w", errno)
+	}
+	return nil
+}
+
+// Close releases the ruleset (a restricted thread keeps it).
+func (r *Ruleset) Close() error {
+	if r == nil || r.fd < 0 {
+		return nil
+	}
+	err := unix.Close(r.fd)
+	r.fd = -1
+	return err
+}
+
+// rights are the access rights a ruleset handles, by kind of grant, for
+// the kernel's ABI.
+type rights struct {
+	all   uint64 // every right handled: what a writable path gets
+	read  uint64 // read, list, execute (and device ioctls)
+	file  uint64 // the rights a rule on a file may carry
+	scope uint64
+}
+
+func rightsFor(abi int) rights {
+	r := rights{
+		read: unix.LANDLOCK_ACCESS_FS_EXECUTE | unix.LANDLOCK_ACCESS_FS_READ_FILE | unix.LANDLOCK_ACCESS_FS_READ_DIR,
+		all: unix.LANDLOCK_ACCESS_FS_EXECUTE | unix.LANDLOCK_ACCESS_FS_WRITE_FILE | unix.LANDLOCK_ACCESS_FS_READ_FILE |
+			unix.LANDLOCK_ACCESS_FS_READ_DIR | unix.LANDLOCK_ACCESS_FS_REMOVE_DIR | unix.LANDLOCK_ACCESS_FS_REMOVE_FILE |
+			unix.LANDLOCK_ACCESS_FS_MAKE_CHAR | unix.LANDLOCK_ACCESS_FS_MAKE_DIR | unix.LANDLOCK_ACCESS_FS_MAKE_REG |
+			unix.LANDLOCK_ACCESS_FS_MAKE_SOCK | unix.LANDLOCK_ACCESS_FS_MAKE_FIFO | unix.LANDLOCK_ACCESS_FS_MAKE_BLOCK |
+			unix.LANDLOCK_ACCESS_FS_MAKE_SYM,
+		file: unix.LANDLOCK_ACCESS_FS_EXECUTE | unix.LANDLOCK_ACCESS_FS_WRITE_FILE | unix.LANDLOCK_ACCESS_FS_READ_FILE,
+	}
+	if abi >= 2 {
+		r.all |= unix.LANDLOCK_ACCESS_FS_REFER
+	}
+	if abi >= 3 {
+		r.all |= unix.LANDLOCK_ACCESS_FS_TRUNCATE
+		r.file |= unix.LANDLOCK_ACCESS_FS_TRUNCATE
+	}
+	if abi >= 5 {
+		r.all |= unix.LANDLOCK_ACCESS_FS_IOCTL_DEV
+		r.read |= unix.LANDLOCK_ACCESS_FS_IOCTL_DEV
+		r.file |= unix.LANDLOCK_ACCESS_FS_IOCTL_DEV
+	}
+	if abi >= 6 {
+		// A run's processes may signal one another, not the host nor
+		// anything else outside the run.
+		r.scope = unix.LANDLOCK_SCOPE_SIGNAL
+	}
+	return r
+}
+
+// devices are the device files every run may write: the null device and
+// the terminals.
+var devices = []string{"/dev/null", "/dev/zero", "/dev/full", "/dev/tty", "/dev/ptmx", "/dev/pts"}
+
+// Build makes the ruleset of p in the host, opening each path it names:
+// a path it cannot open fails it, unless it is one the host may lack (a
+// device, a Visible path). It returns nil and no error at Unlimited
+// without Hidden paths: there is no ceiling to hold.
+func Build(p Policy) (*Ruleset, error) {
+	if p.Level == Unlimited && len(p.Hidden) == 0 {
+		return nil, nil
+	}
+	abi, err := Probe()
+	if err != nil {
+		return nil, err
+	}
+	rt := rightsFor(abi)
+	attr := unix.LandlockRulesetAttr{Handled_access_fs: rt.all, Scoped: rt.scope}
+	size := unsafe.Sizeof(attr)
+	if abi < 6 {
+		size = unsafe.Offsetof(attr.Scoped)
+	}
+	fd, _, errno := unix.Syscall(unix.SYS_LANDLOCK_CREATE_RULESET, uintptr(unsafe.Pointer(&attr)), size, 0)
+	if errno != 0 {
+		return nil, fmt.Errorf("sandbox: landlock_create_ruleset: %w", errno)
+	}
+	r := &Ruleset{fd: int(fd)}
+	b := builder{fd: int(fd), rt: rt}
+	if err := b.policy(p); err != nil {
+		r.Close()
+		return nil, err
+	}
+	return r, nil
+}
+
+// builder adds a policy's rules to a ruleset.
+type builder struct {
+	fd int
+	rt rights
+}
+
+func (b *builder) policy(p Policy) error {
+	visible := append([]string{p.Workdir, p.Temp}, p.Visible...)
+	visible = append(visible, p.Writable...)
+	for _, t := range p.Tops {
+		visible = append(visible, t.Dir)
+	}
+	if p.Level == Unlimited {
+		// Writes everywhere reads are allowed.
+		return b.reads(clean(p.Hidden), clean(visible), b.rt.all)
+	}
+	if err := b.reads(clean(p.Hidden), clean(visible), b.rt.read); err != nil {
+		return err
+	}
+	for _, d := range devices {
+		if err := b.add(d, b.rt.all, true); err != nil {
+			return err
+		}
+	}
+	if err := b.add(p.Temp, b.rt.all, false); err != nil {
+		return err
+	}
+	for _, d := range p.Writable {
+		if err := b.add(d, b.rt.all, true); err != nil {
+			return err
+		}
+	}
+	tops := p.Tops
+	if p.Level == WorkspaceWrite {
+		tops = append(tops, Top{Dir: p.Workdir, Held: p.Held})
+	}
+	for _, t := range tops {
+		if err := b.top(t); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// top allows everything on each existing entry of t.Dir but the held
+// names (a symbolic link is skipped: its target keeps its own rules).
+func (b *builder) top(t Top) error {
+	dirfd, err := unix.Open(t.Dir, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		if os.IsNotExist(err) {
+			return nil // nothing to allow; reads stay as they are
+		}
+		return fmt.Errorf("sandbox: %s: %w", t.Dir, err)
+	}
+	defer unix.Close(dirfd)
+	entries, err := os.ReadDir(t.Dir)
+	if err != nil {
+		return fmt.Errorf("sandbox: list %s: %w", t.Dir, err)
+	}
+	for _, e := range entries {
+		n := e.Name()
+		if isHeld(n, t.Held) {
+			continue
+		}
+		fd, err := unix.Openat(dirfd, n, unix.O_PATH|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+		if err != nil {
+			continue // gone since the listing
+		}
+		err = b.addFD(fd, b.rt.all)
+		unix.Close(fd)
+		if err != nil {
+			return fmt.Errorf("sandbox: %s: %w", filepath.Join(t.Dir, n), err)
+		}
+	}
+	return nil
+}
+
+// isHeld reports whether name is one of held, as the judge compares names.
+func isHeld(name string, held []string) bool {
+	for _, h := range held {
+		if name == h {
+			return true
+		}
+	}
+	return false
+}
+
+// reads allows access on the whole
+// filesystem but hidden paths, where only the visible paths beneath them
+// are allowed. Only the directories that hold a hidden or visible path are
+// listed; they themselves get no right, so that nothing beneath them is
+// allowed through them.
+func (b *builder) reads(hidden, visible []string, acc uint64) error {
+	var walk func(p string) error
+	walk = func(p string) error {
+		split := false
+		for _, h := range hidden {
+			if h != p && under(h, p) {
+				split = true
+			}
+		}
+		if darkAt(p, hidden, visible) {
+			// Dark: only visible paths beneath it, each walked.
+			for _, v := range visible {
+				if v != p && under(v, p) && !covered(v, p, visible) {
+					if err := walk(v); err != nil {
+						return err
+					}
+				}
+			}
+			return nil
+		}
+		if !split {
+			return b.add(p, acc, true)
+		}
+		entries, err := os.ReadDir(p)
+		if err != nil {
+			return nil // unreadable by the host: left out
+		}
+		for _, e := range entries {
+			if e.Type()&os.ModeSymlink != 0 {
+				continue
+			}
+			if err := walk(filepath.Join(p, e.Name())); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
+	return walk("/")
+}
+
+// darkAt reports whether p is hidden: at or beneath a hidden path, with no
+// visible path between that hidden path and p. A path both hidden and
+// visible (a working directory that is the home directory) is visible.
+func darkAt(p string, hidden, visible []string) bool {
+	deepest := ""
+	for _, h := range hidden {
+		if under(p, h) && len(h) > len(deepest) {
+			deepest = h
+		}
+	}
+	if deepest == "" {
+		return false
+	}
+	for _, v := range visible {
+		if under(p, v) && len(v) >= len(deepest) {
+			return false
+		}
+	}
+	return true
+}
+
+// covered reports whether v is beneath another visible path that is
+// itself beneath p (it is walked from there).
+func covered(v, p string, visible []string) bool {
+	for _, o := range visible {
+		if o != v && o != p && under(o, p) && under(v, o) {
+			return true
+		}
+	}
+	return false
+}
+
+// add allows access on path; a missing path is an error unless optional.
+func (b *builder) add(path string, access uint64, optional bool) error {
+	fd, err := unix.Open(path, unix.O_PATH|unix.O_CLOEXEC, 0)
+	if err != nil {
+		if optional {
+			return nil
+		}
+		return fmt.Errorf("sandbox: %s: %w", path, err)
+	}
+	defer unix.Close(fd)
+	if err := b.addFD(fd, access); err != nil {
+		return fmt.Errorf("sandbox: %s: %w", path, err)
+	}
+	return nil
+}
+
+// addFD allows access on the file or directory open at fd, cut to the
+// rights a file may carry when it is not a directory.
+func (b *builder) addFD(fd int, access uint64) error {
+	var st unix.Stat_t
+	if err := unix.Fstat(fd, &st); err != nil {
+		return err
+	}
+	switch st.Mode & unix.S_IFMT {
+	case unix.S_IFDIR:
+	case unix.S_IFLNK:
+		return nil
+	default:
+		access &= b.rt.file
+	}
+	if access == 0 {
+		return nil
+	}
+	rule := unix.LandlockPathBeneathAttr{Allowed_access: access, Parent_fd: int32(fd)}
+	_, _, errno := unix.Syscall6(unix.SYS_LANDLOCK_ADD_RULE, uintptr(b.fd), unix.LANDLOCK_RULE_PATH_BENEATH, uintptr(unsafe.Pointer(&rule)), 0, 0, 0)
+	if errno != 0 {
+		return fmt.Errorf("landlock_add_rule: %w", errno)
+	}
+	return nil
+}
+
+// clean returns the non-empty paths of ps, cleaned and absolute.
+func clean(ps []string) []string {
+	var out []string
+	for _, p := range ps {
+		if p == "" {
+			continue
+		}
+		if a, err := filepath.Abs(p); err == nil {
+			out = append(out, filepath.Clean(a))
+		}
+	}
+	return out
+}

@@ -1,0 +1,260 @@
+//go:build linux
+
+package sandbox
+
+import (
+	"bytes"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"slices"
+	"strings"
+	"testing"
+)
+
+// A probe is one thing a sandboxed shell tries, and whether it must work.
+type probe struct {
+	name    string
+	command string
+	allowed bool
+}
+
+// rig is a working directory, a home with secrets and a CLI home, and a
+// private temporary directory, under one test directory.
+type rig struct {
+	root, work, home, temp string
+}
+
+func newRig(t *testing.T) rig {
+	t.Helper()
+	root := t.TempDir()
+	r := rig{root: root, work: filepath.Join(root, "work"), home: filepath.Join(root, "home"), temp: filepath.Join(root, "run-tmp")}
+	for _, d := range []string{
+		r.work + "/src", r.work + "/.claude", r.work + "/.git",
+		r.home + "/.ssh", r.home + "/.codex/sessions", r.temp,
+	} {
+		if err := os.MkdirAll(d, 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for name, body := range map[string]string{
+		r.work + "/a.txt": "a", r.work + "/src/b.txt": "b", r.work + "/.claude/settings.json": "{}",
+		r.work + "/.git/config": "[core]", r.home + "/.ssh/id_ed25519": "SECRET",
+		r.home + "/.codex/config.toml": "model = 'x'", r.home + "/.bash_history": "history",
+	} {
+		if err := os.WriteFile(name, []byte(body), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return r
+}
+
+func (r rig) policy(level Level) Policy {
+	return Policy{
+		Level: level, Workdir: r.work, Temp: r.temp,
+		Held:     []string{".git", ".claude", ".gemini", ".codex", ".agents", ".mcp.json", ".claude.json"},
+		Writable: []string{r.home + "/.codex/sessions"},
+		Tops:     []Top{{Dir: r.home + "/.codex", Held: []string{"config.toml"}}},
+		Hidden:   []string{r.home},
+	}
+}
+
+// run runs each probe in one shell forked from a thread restricted by the
+// ruleset of p, and reports each that did not end as it must.
+func run(t *testing.T, p Policy, probes []probe) {
+	t.Helper()
+	rs, err := Build(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rs.Close()
+	var script strings.Builder
+	for _, pr := range probes {
+		fmt.Fprintf(&script, "if ( %s ) >/dev/null 2>&1; then echo '%s yes'; else echo '%s no'; fi\n", pr.command, pr.name, pr.name)
+	}
+	type result struct {
+		out []byte
+		err error
+	}
+	done := make(chan result, 1)
+	go func() {
+		// The thread stays locked: it ends with the goroutine, never
+		// running another goroutine under the ruleset.
+		runtime.LockOSThread()
+		if err := rs.Restrict(); err != nil {
+			done <- result{err: err}
+			return
+		}
+		cmd := exec.Command("/bin/sh", "-c", script.String())
+		cmd.Dir = p.Workdir
+		out, err := cmd.Output()
+		done <- result{out, err}
+	}()
+	res := <-done
+	if res.err != nil {
+		t.Fatalf("sandboxed shell: %v", res.err)
+	}
+	got := map[string]bool{}
+	for _, line := range strings.Split(strings.TrimSpace(string(res.out)), "\n") {
+		name, verdict, _ := strings.Cut(line, " ")
+		got[name] = verdict == "yes"
+	}
+	for _, pr := range probes {
+		if ok, seen := got[pr.name]; !seen || ok != pr.allowed {
+			t.Errorf("%s (%s): allowed %v, want %v", pr.name, pr.command, ok, pr.allowed)
+		}
+	}
+}
+
+// commonProbes hold at ReadOnly and WorkspaceWrite alike.
+func commonProbes(r rig) []probe {
+	return []probe{
+		{"read-workdir", "cat " + r.work + "/a.txt", true},
+		{"read-system", "cat /etc/passwd", true},
+		{"read-ssh-key", "cat " + r.home + "/.ssh/id_ed25519", false},
+		{"list-ssh", "ls " + r.home + "/.ssh", false},
+		{"read-history", "cat " + r.home + "/.bash_history", false},
+		{"read-cli-config", "cat " + r.home + "/.codex/config.toml", true},
+		{"write-cli-config", "echo x >> " + r.home + "/.codex/config.toml", false},
+		{"write-cli-state", "echo x > " + r.home + "/.codex/sessions/s.jsonl", true},
+		{"new-in-cli-home", "echo x > " + r.home + "/.codex/new.toml", false},
+		{"write-temp", "echo x > " + r.temp + "/x && mkdir " + r.temp + "/d && mv " + r.temp + "/x " + r.temp + "/d/y", true},
+		{"write-beside-temp", "echo x > " + r.root + "/outside", false},
+		{"write-dev-null", "echo x > /dev/null", true},
+		{"write-tmp", "echo x > /tmp/clinvoke-sandbox-probe-" + filepath.Base(r.root), false},
+		{"write-etc", "echo x >> /etc/hosts", false},
+		{"write-claude-settings", "echo x > " + r.work + "/.claude/settings.json", false},
+		{"write-git-config", "echo x >> " + r.work + "/.git/config", false},
+		{"make-mcp-json", "echo x > " + r.work + "/.mcp.json", false},
+		{"rename-claude", "mv " + r.work + "/.claude " + r.work + "/old", false},
+		{"link-to-mcp-json", "ln -s " + r.temp + " " + r.work + "/.mcp.json", false},
+		{"move-into-mcp-json", "echo x > " + r.temp + "/m && mv " + r.temp + "/m " + r.work + "/.mcp.json", false},
+	}
+}
+
+func TestSandboxReadOnly(t *testing.T) {
+	requireLandlock(t)
+	r := newRig(t)
+	probes := append(commonProbes(r),
+		probe{"write-workdir-file", "echo x >> " + r.work + "/a.txt", false},
+		probe{"write-workdir-dir", "echo x > " + r.work + "/src/new.txt", false},
+		probe{"make-top", "echo x > " + r.work + "/new.txt", false},
+	)
+	run(t, r.policy(ReadOnly), probes)
+	assertUntouched(t, r)
+}
+
+func TestSandboxWorkspaceWrite(t *testing.T) {
+	requireLandlock(t)
+	r := newRig(t)
+	probes := append(commonProbes(r),
+		probe{"write-workdir-file", "echo x >> " + r.work + "/a.txt", true},
+		probe{"write-workdir-dir", "echo x > " + r.work + "/src/new.txt && mkdir -p " + r.work + "/src/d/e && rm " + r.work + "/src/b.txt", true},
+		probe{"make-top", "echo x > " + r.work + "/new.txt", false},
+		probe{"make-claude-in-src", "mkdir " + r.work + "/src/.claude", true},
+	)
+	run(t, r.policy(WorkspaceWrite), probes)
+	assertUntouched(t, r)
+}
+
+func TestSandboxUnlimitedHidesReads(t *testing.T) {
+	requireLandlock(t)
+	r := newRig(t)
+	run(t, r.policy(Unlimited), []probe{
+		{"write-workdir", "echo x > " + r.work + "/new.txt", true},
+		{"write-temp", "echo x > " + r.temp + "/x", true},
+		{"read-ssh-key", "cat " + r.home + "/.ssh/id_ed25519", false},
+		{"read-cli-config", "cat " + r.home + "/.codex/config.toml", true},
+	})
+}
+
+// TestSandboxHomeAsWorkdir: a working directory that is the hidden home
+// directory stays readable (at ReadOnly, where nothing else allows it),
+// and writable at WorkspaceWrite.
+func TestSandboxHomeAsWorkdir(t *testing.T) {
+	requireLandlock(t)
+	r := newRig(t)
+	p := r.policy(ReadOnly)
+	p.Workdir = r.home
+	run(t, p, []probe{
+		{"read-history", "cat " + r.home + "/.bash_history", true},
+		{"list-home", "ls " + r.home, true},
+		{"write-history", "echo x >> " + r.home + "/.bash_history", false},
+	})
+	p.Level = WorkspaceWrite
+	run(t, p, []probe{
+		{"write-history", "echo x >> " + r.home + "/.bash_history", true},
+		{"write-cli-config", "echo x >> " + r.home + "/.codex/config.toml", false},
+	})
+}
+
+// TestSandboxUnlimitedWithoutHiddenIsNone checks that Unlimited without
+// hidden paths builds no ruleset: nothing to hold.
+func TestSandboxUnlimitedWithoutHiddenIsNone(t *testing.T) {
+	rs, err := Build(Policy{Level: Unlimited, Workdir: t.TempDir()})
+	if rs != nil || err != nil {
+		t.Fatalf("Build = %v, %v; want nil, nil", rs, err)
+	}
+}
+
+// TestSandboxHostUnrestricted checks that restricting one thread leaves
+// the host free: the test writes where the sandboxed shell could not.
+func TestSandboxHostUnrestricted(t *testing.T) {
+	requireLandlock(t)
+	r := newRig(t)
+	run(t, r.policy(ReadOnly), []probe{{"write-beside-temp", "echo x > " + r.root + "/outside", false}})
+	if err := os.WriteFile(filepath.Join(r.root, "outside"), []byte("host"), 0o644); err != nil {
+		t.Fatalf("the host was restricted too: %v", err)
+	}
+}
+
+func TestSandboxState(t *testing.T) {
+	for _, tc := range []struct {
+		cli, env    string
+		dirs, files []string
+	}{
+		{"codex", "CODEX_HOME=/srv/codex", []string{"/srv/codex"}, nil},
+		{"gemini", "GEMINI_CLI_HOME=/srv", []string{"/srv/.gemini"}, nil},
+		{"claude", "", []string{"/home/u/.claude"}, []string{"/home/u/.claude.json"}},
+		{"claude", "CLAUDE_CONFIG_DIR=/srv/c", []string{"/srv/c"}, nil},
+		{"opencode", "", []string{"/home/u/.local/share/opencode", "/home/u/.local/state/opencode", "/home/u/.config/opencode", "/home/u/.cache/opencode"}, nil},
+		{"some-acp-agent", "", nil, nil},
+	} {
+		dirs, files := State(tc.cli, []string{tc.env}, "/home/u")
+		if !slices.Equal(dirs, tc.dirs) || !slices.Equal(files, tc.files) {
+			t.Errorf("State(%q, %q) = %v, %v; want %v, %v", tc.cli, tc.env, dirs, files, tc.dirs, tc.files)
+		}
+	}
+}
+
+// assertUntouched checks that the held files kept their contents and
+// that nothing was made outside what the run may write.
+func assertUntouched(t *testing.T, r rig) {
+	t.Helper()
+	for name, body := range map[string]string{
+		r.work + "/.claude/settings.json": "{}", r.work + "/.git/config": "[core]",
+		r.home + "/.codex/config.toml": "model = 'x'",
+	} {
+		if b, err := os.ReadFile(name); err != nil || !bytes.Equal(b, []byte(body)) {
+			t.Errorf("%s: %q, %v; want %q", name, b, err, body)
+		}
+	}
+	for _, name := range []string{r.work + "/.mcp.json", r.root + "/outside", r.work + "/new.txt", "/tmp/clinvoke-sandbox-probe-" + filepath.Base(r.root)} {
+		if _, err := os.Lstat(name); err == nil {
+			t.Errorf("%s was made", name)
+			os.Remove(name)
+		}
+	}
+}
+
+func requireLandlock(t *testing.T) {
+	t.Helper()
+	if _, err := Probe(); err != nil {
+		if os.Getenv("CI") == "true" {
+			t.Fatalf("CI runs on a kernel with Landlock: %v", err)
+		}
+		t.Skipf("no Landlock on this kernel: %v", err)
+	}
+}

@@ -1,0 +1,185 @@
+// Package sandbox holds what a run's processes may touch in the
+// filesystem, through the kernel: a ceiling mapped from the permission
+// level that the CLI and every process it starts are born under, and that
+// none of them can lift, root included.
+//
+// On Linux the ceiling is a Landlock ruleset (Linux 5.13 and later, no
+// privilege needed), built by Build in the host and applied by
+// Ruleset.Restrict on the one OS thread that forks the run's root, after
+// PR_SET_NO_NEW_PRIVS on that thread: the host's other threads stay free.
+// Elsewhere Probe says that there is none.
+//
+// Landlock allows; it cannot deny a name inside an allowed tree, and its
+// rules are attached to inodes. So a directory whose names must stay the
+// user's (a working directory's .claude, a CLI home's settings) is
+// allowed only reads, and each of its existing entries but those names is
+// allowed everything: nothing new can be made at its top, and a held name
+// can be neither written, nor removed, nor renamed, nor made anew.
+// docs/sandbox.md weighs this against a mount namespace.
+package sandbox
+
+import (
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+)
+
+// A Level is how much of the filesystem a run may change, mapped from the
+// request's permission level.
+type Level int
+
+const (
+	// ReadOnly lets the run write only its CLI's own state (State), its
+	// private temporary directory and the terminal and null devices.
+	ReadOnly Level = iota
+	// WorkspaceWrite adds the working directory, its held names (Held)
+	// excepted, and nothing new at its top.
+	WorkspaceWrite
+	// Unlimited sets no ceiling on writes; reads stay hidden as asked.
+	Unlimited
+)
+
+// ErrUnavailable is wrapped by the errors of Probe and Build when the
+// kernel holds no filesystem ceiling here.
+var ErrUnavailable = errors.New("sandbox: no filesystem ceiling on this host")
+
+// A Policy is what a run may write and read.
+type Policy struct {
+	// Level is what the run may change.
+	Level Level
+	// Workdir is the run's working directory (absolute).
+	Workdir string
+	// Held are the names held read-only at the top of Workdir at
+	// WorkspaceWrite (workspace.ConfigNames).
+	Held []string
+	// Temp is the run's private temporary directory: writable at every
+	// level.
+	Temp string
+	// Writable are further paths the run may change at every level (the
+	// CLI's state, see State). A missing one is left out.
+	Writable []string
+	// Tops are directories held as Workdir is at WorkspaceWrite, at every
+	// level: readable, their existing entries but Held writable (a CLI's
+	// home, whose settings stay read-only; see State).
+	Tops []Top
+	// Hidden are paths the run cannot read (nor list, nor execute), with
+	// everything beneath them but Visible. Typically the home directory.
+	Hidden []string
+	// Visible are paths beneath Hidden that stay readable: the CLI's own
+	// directories, its install, the working directory, Temp.
+	Visible []string
+}
+
+// A Top is a directory whose existing entries are writable but for the
+// held names, and at whose top nothing can be made, removed or renamed.
+type Top struct {
+	Dir  string
+	Held []string
+}
+
+// State returns what the CLI named cli must write to work, given its
+// environment env (KEY=VALUE, the run's) and the home directory home: its
+// directories (its configuration home first), whole, which the caller
+// makes if missing, and the files it keeps in the home directory. These are
+// facts of each CLI, measured with the pinned versions (docs/sandbox.md);
+// a CLI not listed (an ACP agent) gets nothing but the run's private
+// temporary directory.
+//
+// The whole home, because each of the three CLIs replaces files at its
+// top by writing a new file and renaming it over the old one (Gemini CLI's
+// projects.json, Codex's state), which a ceiling that holds the settings
+// beside them would refuse: Landlock cannot tell a name from its sibling
+// in a directory where files may be made. So a run can change its CLI's
+// settings, memory and instructions (docs/sandbox.md says what holds them
+// instead).
+func State(cli string, env []string, home string) (dirs, files []string) {
+	f, ok := stateFacts[cli]
+	if !ok || home == "" {
+		return nil, nil
+	}
+	for i, d := range f.dirs {
+		d = filepath.Join(home, d)
+		if i == 0 && f.homeVar != "" {
+			if v := lookup(env, f.homeVar); v != "" && filepath.IsAbs(v) {
+				d = filepath.Clean(v)
+				if f.homeVarIsParent {
+					d = filepath.Join(d, f.dirs[0])
+				}
+				// Moved: what the CLI keeps beside it moves too.
+				return []string{d}, nil
+			}
+		}
+		dirs = append(dirs, d)
+	}
+	for _, name := range f.files {
+		files = append(files, filepath.Join(home, name))
+	}
+	return dirs, files
+}
+
+// stateFact is where one CLI keeps its state.
+type stateFact struct {
+	dirs            []string // below the home directory; the first is its home
+	homeVar         string   // the variable that moves its home
+	homeVarIsParent bool     // homeVar names the directory that holds it
+	files           []string // files in the home directory, unless moved
+}
+
+// stateFacts are the CLIs' own state, one place for every reader: the
+// three backends, and the ACP agents under the names docs/acp-agents.md
+// gives them.
+var stateFacts = map[string]stateFact{
+	"codex":           {dirs: []string{".codex"}, homeVar: "CODEX_HOME"},
+	"codex-acp":       {dirs: []string{".codex"}, homeVar: "CODEX_HOME"},
+	"gemini":          {dirs: []string{".gemini"}, homeVar: "GEMINI_CLI_HOME", homeVarIsParent: true},
+	"claude":          {dirs: []string{".claude"}, homeVar: "CLAUDE_CONFIG_DIR", files: []string{".claude.json"}},
+	"claude-code-acp": {dirs: []string{".claude"}, homeVar: "CLAUDE_CONFIG_DIR", files: []string{".claude.json"}},
+	"qwen":            {dirs: []string{".qwen"}},
+	"opencode":        {dirs: []string{".local/share/opencode", ".local/state/opencode", ".config/opencode", ".cache/opencode"}},
+}
+
+// Caches returns the environment that sends the caches of the agent's own
+// tools (Go's build and module caches, npm's, pip's, XDG's) into dir, a
+// directory of the run's private temporary directory: a run cannot poison
+// the cache of a later one, and its tools work with the home directory
+// read-only. The cost is a cold cache per run.
+func Caches(dir string) []string {
+	return []string{
+		"XDG_CACHE_HOME=" + filepath.Join(dir, "xdg"),
+		"GOCACHE=" + filepath.Join(dir, "go-build"),
+		"GOMODCACHE=" + filepath.Join(dir, "go-mod"),
+		"npm_config_cache=" + filepath.Join(dir, "npm"),
+		"PIP_CACHE_DIR=" + filepath.Join(dir, "pip"),
+	}
+}
+
+// NewTemp makes a run's private temporary directory, readable by its owner
+// only, and returns it with the function that removes it and everything
+// the run left in it.
+func NewTemp() (dir string, remove func() error, err error) {
+	dir, err = os.MkdirTemp("", "clinvoke-run-")
+	if err != nil {
+		return "", nil, err
+	}
+	return dir, func() error { return os.RemoveAll(dir) }, nil
+}
+
+// lookup returns the value of key in env (the last one wins), or "".
+func lookup(env []string, key string) string {
+	v := ""
+	for _, kv := range env {
+		if k, val, ok := strings.Cut(kv, "="); ok && k == key {
+			v = val
+		}
+	}
+	return v
+}
+
+// under reports whether p is dir or beneath it (both clean and absolute).
+func under(p, dir string) bool {
+	if p == dir || dir == "/" {
+		return true
+	}
+	return strings.HasPrefix(p, dir+"/")
+}

@@ -1,0 +1,33 @@
+//go:build !linux
+
+package sandbox
+
+import (
+	"fmt"
+	"runtime"
+)
+
+// Probe returns an error wrapping ErrUnavailable: only Linux holds a
+// filesystem ceiling here.
+func Probe() (int, error) {
+	return 0, fmt.Errorf("%w: %s has none this library can set (Linux with Landlock has)", ErrUnavailable, runtime.GOOS)
+}
+
+// A Ruleset is a built ceiling; there is none on this system.
+type Ruleset struct{}
+
+// Restrict fails: there is no ceiling on this system.
+func (r *Ruleset) Restrict() error { _, err := Probe(); return err }
+
+// Close does nothing.
+func (r *Ruleset) Close() error { return nil }
+
+// Build fails as Probe does, but at Unlimited without Hidden paths, where
+// there is no ceiling to hold.
+func Build(p Policy) (*Ruleset, error) {
+	if p.Level == Unlimited && len(p.Hidden) == 0 {
+		return nil, nil
+	}
+	_, err := Probe()
+	return nil, err
+}

@@ -1,0 +1,324 @@
+package driver
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+
+	"github.com/clinvoke/clinvoke/internal/proc"
+	"github.com/clinvoke/clinvoke/internal/sandbox"
+	"github.com/clinvoke/clinvoke/internal/workspace"
+	"github.com/clinvoke/clinvoke/invoker"
+)
+
+// The filesystem sandbox (invoker.Sandbox): a run's ceiling, built from
+// its permission level when it starts and applied by proc on the thread
+// that forks the CLI; its private temporary directory, removed once the
+// tree is reaped.
+
+// Sandbox modes (invoker.Sandbox.Mode).
+const (
+	sandboxOff       = "off"
+	sandboxAvailable = "available"
+	sandboxRequired  = "required"
+)
+
+// sandboxHeld is Result.Sandbox for a run the filesystem ceiling held.
+const sandboxHeld = "filesystem"
+
+// overrideSandbox returns base with the non-zero fields of over in their
+// place, Hide and Show appended: Options.Sandbox with a request's.
+func overrideSandbox(base, over invoker.Sandbox) invoker.Sandbox {
+	set(&base.Mode, over.Mode)
+	base.Hide = append(slices.Clip(base.Hide), over.Hide...)
+	base.Show = append(slices.Clip(base.Show), over.Show...)
+	return base
+}
+
+// sandboxAsk is what a run asks of the sandbox: the Options' and the
+// request's, its level, and its CLI (whose state it must write).
+type sandboxAsk struct {
+	sb   invoker.Sandbox
+	perm invoker.Permission
+	cli  string
+}
+
+// sandboxFor returns the sandbox a run of cli at perm asking for req gets.
+func (c *config) sandboxFor(req invoker.Sandbox, perm invoker.Permission, cli string) sandboxAsk {
+	return sandboxAsk{sb: overrideSandbox(c.sandbox, req), perm: perm, cli: cli}
+}
+
+// on reports whether the run asks for a sandbox.
+func (a sandboxAsk) on() bool { return a.sb.Mode == sandboxAvailable || a.sb.Mode == sandboxRequired }
+
+// checkSandbox checks a run's sandbox before anything starts: a known
+// mode, absolute paths (ErrInvalidRequest), and a host that holds it when
+// it is required (ErrSandbox).
+func (c *config) checkSandbox(req invoker.Sandbox) error {
+	sb := overrideSandbox(c.sandbox, req)
+	switch sb.Mode {
+	case "", sandboxOff, sandboxAvailable, sandboxRequired:
+	default:
+		return invalid("unknown Sandbox.Mode %q: use %q, %q or %q", sb.Mode, sandboxOff, sandboxAvailable, sandboxRequired)
+	}
+	for _, list := range []struct {
+		name  string
+		paths []string
+	}{{"Hide", sb.Hide}, {"Show", sb.Show}} {
+		for i, p := range list.paths {
+			if !filepath.IsAbs(p) || strings.IndexByte(p, 0) >= 0 {
+				return invalid("Sandbox.%s[%d] %q is not an absolute path: give the path from /", list.name, i, p)
+			}
+		}
+	}
+	if sb.Mode == sandboxRequired {
+		if _, err := sandbox.Probe(); err != nil {
+			return &sandboxError{err: err}
+		}
+	}
+	return nil
+}
+
+// sandboxCapabilities returns Capabilities.Sandbox and SandboxNote. A
+// user gets what root gets: Landlock needs no privilege.
+func sandboxCapabilities() (string, string) {
+	abi, err := sandbox.Probe()
+	if err != nil {
+		return "", strings.TrimPrefix(err.Error(), sandbox.ErrUnavailable.Error()+": ")
+	}
+	return sandboxHeld, fmt.Sprintf("Landlock ABI %d holds the filesystem ceiling, for root and other users alike", abi)
+}
+
+// sandboxError is a required sandbox this host cannot hold.
+type sandboxError struct{ err error }
+
+func (e *sandboxError) Error() string {
+	reason := strings.TrimPrefix(e.err.Error(), sandbox.ErrUnavailable.Error()+": ")
+	return invoker.ErrSandbox.Error() + ": " + reason + "; or set Sandbox.Mode to \"available\" to run without it where the host has none"
+}
+
+func (e *sandboxError) Is(target error) bool { return target == invoker.ErrSandbox }
+func (e *sandboxError) Unwrap() error        { return e.err }
+
+// runSandbox is a started run's sandbox: what to undo once it is over.
+type runSandbox struct {
+	rules *sandbox.Ruleset // until the root is started
+	on    bool             // a ceiling holds the run
+	temp  string
+	drop  func() error // removes temp
+}
+
+// prepare builds the ruleset of a run about to start attr at workdir, sets
+// it as attr.Restrict, and gives the run its private temporary directory
+// (TMPDIR and the caches in attr.Env, unless the program set the caches).
+// It returns nil when the run asks for no sandbox, or for "available" on a
+// host without one.
+func (a sandboxAsk) prepare(attr *proc.Attr, workdir string, setEnv []string, log interface {
+	Debug(msg string, args ...any)
+}) (*runSandbox, error) {
+	if !a.on() {
+		return nil, nil
+	}
+	if _, err := sandbox.Probe(); err != nil {
+		if a.sb.Mode == sandboxRequired {
+			return nil, &sandboxError{err: err}
+		}
+		log.Debug("no sandbox on this host", "err", err)
+		return nil, nil
+	}
+	temp, drop, err := sandbox.NewTemp()
+	if err != nil {
+		return nil, fmt.Errorf("sandbox: making the run's temporary directory: %w", err)
+	}
+	rs := &runSandbox{temp: temp, drop: drop}
+	home := envValue(attr.Env, "HOME")
+	if home == "" {
+		home, _ = os.UserHomeDir()
+	}
+	state, files := sandbox.State(a.cli, attr.Env, home)
+	for _, d := range state {
+		// The CLI makes them itself when it may write their parent; here
+		// it may not.
+		if err := os.MkdirAll(d, 0o700); err != nil {
+			rs.undo()
+			return nil, fmt.Errorf("sandbox: making %s, where %s keeps its state: %w", d, a.cli, err)
+		}
+	}
+	p := sandbox.Policy{
+		Level:    sandboxLevel(a.perm),
+		Workdir:  workdir,
+		Held:     workspace.ConfigNames(),
+		Temp:     temp,
+		Writable: append(state, files...),
+		Hidden:   append(homeHidden(home), a.sb.Hide...),
+		Visible:  append(installOf(attr.Path, attr.Env), a.sb.Show...),
+	}
+	if rs.rules, err = sandbox.Build(p); err != nil {
+		rs.undo()
+		return nil, err
+	}
+	if rs.rules != nil {
+		attr.Restrict, rs.on = rs.rules.Restrict, true
+	}
+	env := []string{"TMPDIR=" + temp, "TMP=" + temp, "TEMP=" + temp}
+	for _, kv := range sandbox.Caches(filepath.Join(temp, "cache")) {
+		k, _, _ := strings.Cut(kv, "=")
+		if envValue(setEnv, k) == "" {
+			env = append(env, kv)
+		}
+	}
+	for _, kv := range env {
+		attr.Env = replaceEnv(attr.Env, kv)
+	}
+	return rs, nil
+}
+
+// held returns Result.Sandbox of the run.
+func (rs *runSandbox) held() string {
+	if rs == nil || !rs.on {
+		return ""
+	}
+	return sandboxHeld
+}
+
+// started releases the ruleset once the root is started (its thread
+// keeps it).
+func (rs *runSandbox) started() {
+	if rs != nil && rs.rules != nil {
+		rs.rules.Close()
+		rs.rules = nil
+	}
+}
+
+// undo releases what prepare made; after the tree is reaped, it removes
+// the private temporary directory with everything the run left in it.
+func (rs *runSandbox) undo() error {
+	if rs == nil {
+		return nil
+	}
+	rs.started()
+	return rs.drop()
+}
+
+// sandboxLevel maps a permission level to the sandbox's.
+func sandboxLevel(p invoker.Permission) sandbox.Level {
+	switch p {
+	case invoker.WorkspaceWrite:
+		return sandbox.WorkspaceWrite
+	case invoker.Unlimited:
+		return sandbox.Unlimited
+	}
+	return sandbox.ReadOnly
+}
+
+// homeHidden returns the home directory as a hidden path, unless it is
+// "/" (a service user's), which would hide everything.
+func homeHidden(home string) []string {
+	if home == "" || filepath.Clean(home) == "/" {
+		return nil
+	}
+	return []string{home}
+}
+
+// installOf returns what the CLI at path needs to read to run: its
+// directory, the node_modules tree that holds it (an npm install), and
+// the directories of PATH (its interpreter, the tools it runs).
+func installOf(path string, env []string) []string {
+	dirs := []string{filepath.Dir(path)}
+	if real, err := filepath.EvalSymlinks(path); err == nil {
+		dirs = append(dirs, filepath.Dir(real))
+		if i := strings.Index(real, "/node_modules/"); i >= 0 {
+			dirs = append(dirs, real[:i+len("/node_modules")])
+		}
+	}
+	for _, d := range filepath.SplitList(envValue(env, "PATH")) {
+		if filepath.IsAbs(d) {
+			dirs = append(dirs, d)
+		}
+	}
+	return dirs
+}
+
+// envValue returns the value of key in env (the first one, as getenv
+// reads it), or "".
+func envValue(env []string, key string) string {
+	for _, kv := range env {
+		if k, v, ok := strings.Cut(kv, "="); ok && k == key {
+			return v
+		}
+	}
+	return ""
+}
+
+// replaceEnv sets kv in env, in place of the key's first value.
+func replaceEnv(env []string, kv string) []string {
+	k, _, _ := strings.Cut(kv, "=")
+	for i, e := range env {
+		if ek, _, ok := strings.Cut(e, "="); ok && ek == k {
+			env[i] = kv
+			return env
+		}
+	}
+	return append(env, kv)
+}
+
+// levelDrop is what a sandboxed session needs to sweep at a lower turn:
+// the processes at its first turn (the CLI and what it started opening),
+// and the level of its latest turn.
+type levelDrop struct {
+	base   proc.Baseline
+	baseOK bool
+	taken  bool
+	level  invoker.Permission // "" before the first turn
+}
+
+// levelRank orders the permission levels.
+func levelRank(p invoker.Permission) int {
+	switch p {
+	case invoker.WorkspaceWrite:
+		return 1
+	case invoker.Unlimited:
+		return 2
+	}
+	return 0
+}
+
+// turnLevel returns the level turn t runs at: its own, else the level of
+// the session's latest turn, else the session's.
+func (s *session) turnLevel(t *turn) invoker.Permission {
+	switch {
+	case t.req.Permission != "":
+		return t.req.Permission
+	case s.drop.level != "":
+		return s.drop.level
+	}
+	return s.sreq.Permission
+}
+
+// sweepAtDrop kills, before a sandboxed session's turn t runs below the
+// level of the turn before, every process that earlier turns started and
+// left running (a shell's background job, a tool run in the background):
+// started under the higher level, it would go on writing where the lower
+// turn may not. The kernel's ceiling stays the session's opening level
+// (a thread's Landlock domain cannot be tightened from outside it); the
+// CLI's own level holds the lower turn's tools, and nothing of the higher
+// turns runs beside them. What the CLI started while opening (its MCP
+// servers) and the CLI are spared.
+func (s *session) sweepAtDrop(t *turn) {
+	if !s.drop.taken {
+		s.drop.base, s.drop.baseOK = s.r.baseline()
+		s.drop.taken = true
+	}
+	prev := s.drop.level
+	if prev == "" || s.r.sbx.held() == "" || !s.drop.baseOK || levelRank(s.turnLevel(t)) >= levelRank(prev) {
+		return
+	}
+	rep := s.r.sweepSince(s.drop.base)
+	s.tel.swept(rep)
+	s.log.Debug("swept the processes of the turns above this turn's level", "from", prev, "to", s.turnLevel(t), "killed", rep.Killed, "survivors", rep.Survivors)
+	if len(rep.Survivors) > 0 {
+		s.log.Warn("processes of a higher turn survived the sweep at a lower one", "pids", rep.Survivors)
+	}
+}

@@ -1,0 +1,291 @@
+package driver_test
+
+import (
+	"context"
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+
+	"github.com/clinvoke/clinvoke/internal/testkit/fakeagent"
+	"github.com/clinvoke/clinvoke/invoker"
+)
+
+// The filesystem sandbox through the public API: Claude Code's fake, the
+// CLI itself, tries to write and read where a hostile agent would, under
+// each permission level (Script.Touch), as root and as any other user
+// (Landlock needs no privilege).
+
+// sandboxRig is a home directory holding a key and the CLI's settings, and
+// a working directory holding a file and configuration.
+type sandboxRig struct {
+	home, work string
+}
+
+func newSandboxRig(t *testing.T) sandboxRig {
+	t.Helper()
+	r := sandboxRig{home: t.TempDir(), work: t.TempDir()}
+	for name, body := range map[string]string{
+		r.home + "/.ssh/id_ed25519":         "KEY",
+		r.home + "/.claude/settings.json":   "{}",
+		r.work + "/a.txt":                   "a",
+		r.work + "/src/b.txt":               "b",
+		r.work + "/.claude/settings.json":   "{}",
+		r.home + "/.claude/projects/.keep":  "",
+		r.home + "/.claude/projects/rec/.k": "",
+	} {
+		if err := os.MkdirAll(filepath.Dir(name), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(name, []byte(body), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return r
+}
+
+// invoke runs the fake at perm under a required sandbox, touching touch,
+// and returns the outcome of each ("write PATH" → "ok" or the error), and
+// the Result.
+func (r sandboxRig) invoke(t *testing.T, perm invoker.Permission, sb invoker.Sandbox, touch ...string) (map[string]string, *invoker.Result) {
+	t.Helper()
+	// The fake records its run in its CLI's state, which it may write at
+	// every level.
+	lr := newLimitRun(t, fakeagent.Script{Touch: touch, RecordDir: r.home + "/.claude/projects/rec"})
+	lr.req.Workdir, lr.req.Permission, lr.req.Sandbox = r.work, perm, sb
+	lr.req.Env = append(lr.req.Env, "HOME="+r.home)
+	res, err := lr.inv.Invoke(context.Background(), lr.req)
+	if err != nil {
+		t.Fatalf("Invoke() error = %v; stderr: %s", err, res.Stderr)
+	}
+	got := map[string]string{}
+	for _, line := range strings.Split(res.Text, "\n")[1:] {
+		k, v, _ := strings.Cut(line, ": ")
+		got[k] = v
+	}
+	return got, res
+}
+
+// sandboxWant checks each outcome: allowed paths "ok", the others refused
+// by the kernel.
+func sandboxWant(t *testing.T, got map[string]string, allowed, denied []string) {
+	t.Helper()
+	for _, k := range allowed {
+		if got[k] != "ok" {
+			t.Errorf("%s: %q, want ok", k, got[k])
+		}
+	}
+	for _, k := range denied {
+		if !strings.Contains(got[k], "permission denied") {
+			t.Errorf("%s: %q, want permission denied", k, got[k])
+		}
+	}
+}
+
+func requireSandbox(t *testing.T) {
+	t.Helper()
+	c := fakeInvoker(t).Capabilities()
+	if c.Sandbox == "" {
+		if os.Getenv("CI") == "true" {
+			t.Fatalf("Capabilities.Sandbox is empty (%s): CI runs on a kernel with Landlock", c.SandboxNote)
+		}
+		t.Skipf("no sandbox here: %s", c.SandboxNote)
+	}
+}
+
+func fakeInvoker(t *testing.T) invoker.Invoker {
+	return newLimitRun(t, fakeagent.Script{}).inv
+}
+
+func TestSandboxReadOnlyRun(t *testing.T) {
+	requireSandbox(t)
+	r := newSandboxRig(t)
+	shm := "/dev/shm/clinvoke-sandbox-" + filepath.Base(r.work)
+	t.Cleanup(func() { os.Remove(shm) })
+	got, res := r.invoke(t, invoker.ReadOnly, invoker.Sandbox{Mode: "required"},
+		"write $TMPDIR/x", "read "+r.work+"/a.txt", "read "+r.home+"/.claude/settings.json",
+		"write "+r.work+"/a.txt", "write "+r.work+"/new.txt", "write "+r.work+"/src/b.txt",
+		"read "+r.home+"/.ssh/id_ed25519", "write "+r.home+"/.bashrc", "write "+shm, "write /tmp/x-"+filepath.Base(r.work))
+	var temp string
+	for k := range got {
+		if strings.HasPrefix(k, "write ") && strings.HasSuffix(k, "/x") && !strings.Contains(k, "$TMPDIR") && !strings.HasPrefix(k, "write /tmp/x-") {
+			temp = filepath.Dir(strings.TrimPrefix(k, "write "))
+		}
+	}
+	if temp == "" {
+		t.Fatalf("the fake's TMPDIR write is missing: %v", got)
+	}
+	sandboxWant(t, got,
+		[]string{"write " + temp + "/x", "read " + r.work + "/a.txt", "read " + r.home + "/.claude/settings.json"},
+		[]string{"write " + r.work + "/a.txt", "write " + r.work + "/new.txt", "write " + r.work + "/src/b.txt",
+			"read " + r.home + "/.ssh/id_ed25519", "write " + r.home + "/.bashrc", "write " + shm,
+			"write /tmp/x-" + filepath.Base(r.work)})
+	if res.Sandbox != "filesystem" {
+		t.Errorf("Result.Sandbox = %q, want filesystem", res.Sandbox)
+	}
+	if _, err := os.Stat(temp); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("the run's TMPDIR %s outlived it: %v", temp, err)
+	}
+}
+
+func TestSandboxWorkspaceWriteRun(t *testing.T) {
+	requireSandbox(t)
+	r := newSandboxRig(t)
+	got, _ := r.invoke(t, invoker.WorkspaceWrite, invoker.Sandbox{Mode: "required"},
+		"write "+r.work+"/a.txt", "write "+r.work+"/src/new.txt", "read "+r.home+"/.ssh/id_ed25519",
+		"write "+r.work+"/.mcp.json", "write "+r.work+"/.claude/settings.json", "write "+r.work+"/.gemini",
+		"write "+r.work+"/new.txt")
+	sandboxWant(t, got,
+		[]string{"write " + r.work + "/a.txt", "write " + r.work + "/src/new.txt"},
+		[]string{"read " + r.home + "/.ssh/id_ed25519", "write " + r.work + "/.mcp.json",
+			"write " + r.work + "/.claude/settings.json", "write " + r.work + "/.gemini", "write " + r.work + "/new.txt"})
+	if b, _ := os.ReadFile(r.work + "/.claude/settings.json"); string(b) != "{}" {
+		t.Errorf(".claude/settings.json = %q, want it untouched", b)
+	}
+}
+
+// TestSandboxShowAndHide: a path the program hides cannot be read even
+// outside the home directory, and one it shows can, inside it.
+func TestSandboxShowAndHide(t *testing.T) {
+	requireSandbox(t)
+	r := newSandboxRig(t)
+	secret := filepath.Join(t.TempDir(), "secret")
+	if err := os.WriteFile(secret, []byte("s"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	got, _ := r.invoke(t, invoker.Unlimited, invoker.Sandbox{Mode: "available", Hide: []string{secret}, Show: []string{r.home + "/.ssh"}},
+		"read "+secret, "read "+r.home+"/.ssh/id_ed25519", "write "+r.work+"/new.txt")
+	sandboxWant(t, got, []string{"read " + r.home + "/.ssh/id_ed25519", "write " + r.work + "/new.txt"}, []string{"read " + secret})
+}
+
+// TestSandboxOffInRequest: a request's Mode "off" turns off the Options'
+// sandbox, and Result.Sandbox says none held.
+func TestSandboxOffInRequest(t *testing.T) {
+	requireSandbox(t)
+	r := newSandboxRig(t)
+	lr := newLimitRun(t, fakeagent.Script{Touch: []string{"read " + r.home + "/.ssh/id_ed25519"}}, invoker.Options{Sandbox: invoker.Sandbox{Mode: "required"}})
+	lr.req.Workdir, lr.req.Sandbox = r.work, invoker.Sandbox{Mode: "off"}
+	lr.req.Env = append(lr.req.Env, "HOME="+r.home)
+	res, err := lr.inv.Invoke(context.Background(), lr.req)
+	if err != nil || res.Sandbox != "" || !strings.Contains(res.Text, "id_ed25519: ok") {
+		t.Errorf("Invoke() = %q, Sandbox %q, %v; want the key read, no sandbox", res.Text, res.Sandbox, err)
+	}
+}
+
+func TestSandboxInvalid(t *testing.T) {
+	inv := fakeInvoker(t)
+	for _, sb := range []invoker.Sandbox{{Mode: "sometimes"}, {Mode: "available", Hide: []string{"relative"}}} {
+		_, err := inv.Invoke(context.Background(), invoker.Request{Prompt: "p", Workdir: t.TempDir(), Sandbox: sb})
+		if !errors.Is(err, invoker.ErrInvalidRequest) {
+			t.Errorf("Sandbox %+v: error = %v, want ErrInvalidRequest", sb, err)
+		}
+	}
+}
+
+// TestSandboxSession: a session's CLI is born under the ceiling of the
+// level it is opened with, and every turn says so.
+func TestSandboxSession(t *testing.T) {
+	requireSandbox(t)
+	r := newSandboxRig(t)
+	lr := newLimitRun(t, fakeagent.Script{RecordDir: r.home + "/.claude/projects/rec",
+		Touch: []string{"write " + r.work + "/a.txt", "read " + r.home + "/.ssh/id_ed25519", "write $TMPDIR/x"}})
+	sreq := lr.req.Session()
+	sreq.Sandbox = invoker.Sandbox{Mode: "required"}
+	sreq.Workdir, sreq.Env = r.work, append(sreq.Env, "HOME="+r.home)
+	s, err := lr.inv.OpenSession(context.Background(), sreq)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	res, err := s.Turn(context.Background(), invoker.TurnRequest{Prompt: "touch"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"a.txt: open " + r.work + "/a.txt: permission denied", "id_ed25519: open " + r.home + "/.ssh/id_ed25519: permission denied", "/x: ok"} {
+		if !strings.Contains(res.Text, want) {
+			t.Errorf("turn's answer %q does not hold %q", res.Text, want)
+		}
+	}
+	if res.Sandbox != "filesystem" {
+		t.Errorf("Result.Sandbox = %q, want filesystem", res.Sandbox)
+	}
+	if err := s.Close(); err != nil {
+		t.Errorf("Close() = %v", err)
+	}
+}
+
+// TestSandboxSessionLevelDrop: the processes a sandboxed session's turn
+// left running at WorkspaceWrite (a grandchild and two daemons, one with
+// a cleared environment) do not live into the next turn at ReadOnly,
+// while those of a turn at the same level live on.
+func TestSandboxSessionLevelDrop(t *testing.T) {
+	requireSandbox(t)
+	r := newSandboxRig(t)
+	rec := r.home + "/.claude/projects/rec"
+	lr := newLimitRun(t, fakeagent.Script{RecordDir: rec, TurnSpawns: true})
+	if !lr.inv.Capabilities().SwitchPermission {
+		t.Fatal("the claude fake cannot switch permission")
+	}
+	sreq := lr.req.Session()
+	sreq.Sandbox, sreq.Permission = invoker.Sandbox{Mode: "required"}, invoker.WorkspaceWrite
+	sreq.Workdir, sreq.Env = r.work, append(sreq.Env, "HOME="+r.home)
+	s, err := lr.inv.OpenSession(context.Background(), sreq)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	var level string
+	for i, perm := range []invoker.Permission{invoker.WorkspaceWrite, invoker.WorkspaceWrite, invoker.ReadOnly} {
+		res, err := s.Turn(context.Background(), invoker.TurnRequest{Prompt: "spawn", Permission: perm})
+		if err != nil {
+			t.Fatalf("turn %d: %v", i+1, err)
+		}
+		level = res.Containment
+	}
+	rc, err := fakeagent.ReadRecord(rec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	alive := map[int]bool{}
+	for _, pid := range rc.Alive() {
+		alive[pid] = true
+	}
+	left := map[int]int{}
+	for _, p := range rc.Procs {
+		if !alive[p.Pid] {
+			continue
+		}
+		if p.Turn < 3 && p.Role == "turn-envi-daemon" && level == "tracking" {
+			// Missed at the tracking level, as by every sweep there
+			// (docs/sessions.md): a daemon with a cleared environment
+			// that lost its parent.
+			t.Logf("tracking level: the cleared-environment daemon of turn %d (pid %d) was missed, as documented", p.Turn, p.Pid)
+			syscall.Kill(p.Pid, syscall.SIGKILL)
+			continue
+		}
+		left[p.Turn]++
+	}
+	for turn := 1; turn <= 2; turn++ {
+		if left[turn] != 0 {
+			t.Errorf("%d processes of turn %d (WorkspaceWrite) live on in turn 3 (ReadOnly)", left[turn], turn)
+		}
+	}
+	if left[3] != 3 {
+		t.Errorf("%d processes of turn 3 alive, want its 3: the sweep came after the turn began", left[3])
+	}
+	if err := s.Close(); err != nil {
+		t.Errorf("Close() = %v", err)
+	}
+}
+
+// TestSandboxCapabilities: where the sandbox holds, Capabilities says
+// what holds it, for root and any other user alike.
+func TestSandboxCapabilities(t *testing.T) {
+	requireSandbox(t)
+	c := fakeInvoker(t).Capabilities()
+	if c.Sandbox != "filesystem" || !strings.Contains(c.SandboxNote, "Landlock ABI") {
+		t.Errorf("Capabilities: Sandbox %q, SandboxNote %q; want filesystem and the Landlock ABI", c.Sandbox, c.SandboxNote)
+	}
+}

@@ -35,3 +35,12 @@ func WithoutAccounting(inv invoker.Invoker) invoker.Invoker {
 	n.cfg.account = false
 	return n
 }
+
+// SetNetProbe makes the network sandbox's probe return err, as on a host
+// without network namespaces, until the test ends. The test must not be
+// parallel.
+func SetNetProbe(t interface{ Cleanup(func()) }, err error) {
+	old := netProbe
+	netProbe = func() error { return err }
+	t.Cleanup(func() { netProbe = old })
+}

@@ -32,22 +32,28 @@ const sandboxHeld = "filesystem"
 // place, Hide and Show appended: Options.Sandbox with a request's.
 func overrideSandbox(base, over invoker.Sandbox) invoker.Sandbox {
 	set(&base.Mode, over.Mode)
+	if len(over.Network) > 0 {
+		base.Network = over.Network
+	}
 	base.Hide = append(slices.Clip(base.Hide), over.Hide...)
 	base.Show = append(slices.Clip(base.Show), over.Show...)
 	return base
 }
 
 // sandboxAsk is what a run asks of the sandbox: the Options' and the
-// request's, its level, and its CLI (whose state it must write).
+// request's, its level, its CLI (whose state it must write) and its MCP
+// servers (which it must reach).
 type sandboxAsk struct {
 	sb   invoker.Sandbox
 	perm invoker.Permission
 	cli  string
+	mcp  []invoker.MCPServer
 }
 
-// sandboxFor returns the sandbox a run of cli at perm asking for req gets.
-func (c *config) sandboxFor(req invoker.Sandbox, perm invoker.Permission, cli string) sandboxAsk {
-	return sandboxAsk{sb: overrideSandbox(c.sandbox, req), perm: perm, cli: cli}
+// sandboxFor returns the sandbox a run of cli at perm asking for req,
+// given the MCP servers mcp (as the CLI sees them), gets.
+func (c *config) sandboxFor(req invoker.Sandbox, perm invoker.Permission, cli string, mcp []invoker.MCPServer) sandboxAsk {
+	return sandboxAsk{sb: overrideSandbox(c.sandbox, req), perm: perm, cli: cli, mcp: mcp}
 }
 
 // on reports whether the run asks for a sandbox.
@@ -78,7 +84,7 @@ func (c *config) checkSandbox(req invoker.Sandbox) error {
 			return &sandboxError{err: err}
 		}
 	}
-	return nil
+	return checkNetwork(sb)
 }
 
 // sandboxCapabilities returns Capabilities.Sandbox and SandboxNote. A
@@ -88,7 +94,12 @@ func sandboxCapabilities() (string, string) {
 	if err != nil {
 		return "", strings.TrimPrefix(err.Error(), sandbox.ErrUnavailable.Error()+": ")
 	}
-	return sandboxHeld, fmt.Sprintf("Landlock ABI %d holds the filesystem ceiling, for root and other users alike", abi)
+	held, note := sandboxHeld, fmt.Sprintf("Landlock ABI %d holds the filesystem ceiling, for root and other users alike", abi)
+	netHeld, netNote := netCapabilities()
+	if netHeld != "" {
+		held += "," + netHeld
+	}
+	return held, note + "; " + netNote
 }
 
 // sandboxError is a required sandbox this host cannot hold.
@@ -108,6 +119,7 @@ type runSandbox struct {
 	on    bool             // a ceiling holds the run
 	temp  string
 	drop  func() error // removes temp
+	net   *runNet      // the network rules in force, nil without
 }
 
 // prepare builds the ruleset of a run about to start attr at workdir, sets
@@ -162,6 +174,24 @@ func (a sandboxAsk) prepare(attr *proc.Attr, workdir string, setEnv []string, lo
 	if rs.rules != nil {
 		attr.Restrict, rs.on = rs.rules.Restrict, true
 	}
+	if rs.net, err = a.startNet(attr.Env, log); err != nil {
+		rs.undo()
+		return nil, err
+	}
+	if rs.net != nil {
+		attr.Env = rs.net.n.MergeEnv(attr.Env)
+		// The namespace first, while the thread may still make it.
+		enter, restrict := rs.net.n.Enter, attr.Restrict
+		attr.Restrict = func() error {
+			if err := enter(); err != nil {
+				return err
+			}
+			if restrict != nil {
+				return restrict()
+			}
+			return nil
+		}
+	}
 	env := []string{"TMPDIR=" + temp, "TMP=" + temp, "TEMP=" + temp}
 	for _, kv := range sandbox.Caches(filepath.Join(temp, "cache")) {
 		k, _, _ := strings.Cut(kv, "=")
@@ -177,10 +207,22 @@ func (a sandboxAsk) prepare(attr *proc.Attr, workdir string, setEnv []string, lo
 
 // held returns Result.Sandbox of the run.
 func (rs *runSandbox) held() string {
-	if rs == nil || !rs.on {
-		return ""
+	var parts []string
+	if rs != nil && rs.on {
+		parts = append(parts, sandboxHeld)
 	}
-	return sandboxHeld
+	if rs != nil && rs.net != nil {
+		parts = append(parts, sandboxNetHeld)
+	}
+	return strings.Join(parts, ",")
+}
+
+// netRules returns the run's network rules in force, nil without.
+func (rs *runSandbox) netRules() *runNet {
+	if rs == nil {
+		return nil
+	}
+	return rs.net
 }
 
 // started releases the ruleset once the root is started (its thread
@@ -199,6 +241,9 @@ func (rs *runSandbox) undo() error {
 		return nil
 	}
 	rs.started()
+	if rs.net != nil {
+		rs.net.n.Close()
+	}
 	return rs.drop()
 }
 

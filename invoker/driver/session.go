@@ -111,7 +111,7 @@ func (e *engine) open(ctx context.Context, req invoker.SessionRequest, schema *j
 	}
 	s.tel = e.cfg.tel.session(ctx, s.cli, &req)
 	s.r = e.newRun(runSpec{conv: s, cb: s.cb, tel: s.tel, cmd: cmd, workdir: req.Workdir, env: req.Env, input: true, ctx: ctx,
-		limits: e.cfg.limitsFor(req.Limits), sandbox: e.cfg.sandboxFor(req.Sandbox, req.Permission, e.b.Name()), onQueued: onQueued})
+		limits: e.cfg.limitsFor(req.Limits), sandbox: e.cfg.sandboxFor(req.Sandbox, req.Permission, e.b.Name(), breq.MCPServers), onQueued: onQueued})
 	s.log = e.logger(s.tel)
 	// The protocol judges what the CLI asks with the environment the CLI
 	// runs with (a configuration home set in Options.Env), not

@@ -60,7 +60,10 @@ func (s *session) turn(ctx context.Context, tr invoker.TurnRequest, check bool) 
 	if ctx.Err() != nil {
 		return fail(ctxError(ctx))
 	}
+	nr := s.r.sbx.netRules()
+	from := nr.count()
 	res, err := t.run(ctx)
+	res.Connections = nr.connections(from)
 	if err != nil && res.SessionID == "" {
 		res.SessionID = s.ID()
 	}

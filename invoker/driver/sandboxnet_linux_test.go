@@ -1,0 +1,216 @@
+package driver_test
+
+import (
+	"context"
+	"errors"
+	"net/http"
+	"net/http/httptest"
+	"net/url"
+	"os"
+	"strconv"
+	"strings"
+	"sync/atomic"
+	"syscall"
+	"testing"
+
+	"github.com/clinvoke/clinvoke/internal/egress"
+	"github.com/clinvoke/clinvoke/internal/testkit/fakeagent"
+	"github.com/clinvoke/clinvoke/invoker"
+	"github.com/clinvoke/clinvoke/invoker/driver"
+)
+
+// The network part of the sandbox through the public API: Claude Code's
+// fake, the CLI itself, asks for its model endpoint, for hosts the rules
+// deny and for a raw connection that ignores the proxy (Script.Touch).
+
+// requireSandboxNet fails (in CI, as root) or skips the test where this
+// host holds no network rules: they need root (CAP_SYS_ADMIN).
+func requireSandboxNet(t *testing.T) {
+	t.Helper()
+	c := fakeInvoker(t).Capabilities()
+	if !strings.Contains(c.Sandbox, "network") {
+		if os.Getenv("CI") == "true" && os.Geteuid() == 0 {
+			t.Fatalf("Capabilities.Sandbox = %q (%s): CI runs as root, where the network rules must hold", c.Sandbox, c.SandboxNote)
+		}
+		t.Skipf("no network sandbox here: %s", c.SandboxNote)
+	}
+}
+
+// countingServer is a server on the host's loopback that counts the
+// requests it answers.
+func countingServer(t *testing.T) (*httptest.Server, *atomic.Int64) {
+	t.Helper()
+	var n atomic.Int64
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		n.Add(1)
+		w.Write([]byte("hello"))
+	}))
+	t.Cleanup(srv.Close)
+	return srv, &n
+}
+
+// touched returns the outcome of each of the fake's Touch lines in its
+// answer ("get URL" → "ok" or the error).
+func touched(res *invoker.Result) map[string]string {
+	got := map[string]string{}
+	for _, line := range strings.Split(res.Text, "\n")[1:] {
+		k, v, _ := strings.Cut(line, ": ")
+		got[k] = v
+	}
+	return got
+}
+
+// portOf returns the port of srv.
+func portOf(t *testing.T, srv *httptest.Server) int {
+	t.Helper()
+	u, _ := url.Parse(srv.URL)
+	p, err := strconv.Atoi(u.Port())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+// findConn returns the first of cs to host:port.
+func findConn(cs []invoker.Connection, host string, port int) (invoker.Connection, bool) {
+	for _, c := range cs {
+		if c.Host == host && c.Port == port {
+			return c, true
+		}
+	}
+	return invoker.Connection{}, false
+}
+
+// TestSandboxNetNone: under "none", the run reaches its model endpoint
+// (on the host's loopback, forwarded) and nothing else: a host through
+// the proxy is refused (403, recorded, a warning event naming it and the
+// rule to add), a connection that ignores the proxy finds no network, and
+// another server on the host's loopback is not there.
+func TestSandboxNetNone(t *testing.T) {
+	requireSandbox(t)
+	requireSandboxNet(t)
+	model, modelHits := countingServer(t)
+	other, otherHits := countingServer(t)
+	var evs evlog
+	lr := newLimitRun(t, fakeagent.Script{Touch: []string{
+		"get " + model.URL + "/v1/messages", "get http://denied.example/", "dial 192.0.2.1:80", "get " + other.URL + "/",
+	}})
+	lr.req.Sandbox = invoker.Sandbox{Mode: "required", Network: []string{"none"}}
+	lr.req.Env = append(lr.req.Env, "ANTHROPIC_BASE_URL="+model.URL)
+	lr.req.OnEvent = evs.on
+	res, err := lr.inv.Invoke(context.Background(), lr.req)
+	if err != nil {
+		t.Fatalf("Invoke() error = %v; stderr: %s", err, res.Stderr)
+	}
+	got := touched(res)
+	if g := got["get "+model.URL+"/v1/messages"]; g != "ok" || modelHits.Load() != 1 {
+		t.Errorf("the model endpoint: %q with %d requests, want ok with 1", g, modelHits.Load())
+	}
+	if g := got["get http://denied.example/"]; g != "403 Forbidden" {
+		t.Errorf("a host through the proxy: %q, want 403 Forbidden", g)
+	}
+	if g := got["dial 192.0.2.1:80"]; !strings.Contains(g, "network is unreachable") {
+		t.Errorf("a connection around the proxy: %q, want network is unreachable", g)
+	}
+	if g := got["get "+other.URL+"/"]; !strings.Contains(g, "connection refused") || otherHits.Load() != 0 {
+		t.Errorf("another server of the host's loopback: %q with %d requests, want connection refused with 0", g, otherHits.Load())
+	}
+	if res.Sandbox != "filesystem,network" {
+		t.Errorf("Result.Sandbox = %q, want filesystem,network", res.Sandbox)
+	}
+	if c, ok := findConn(res.Connections, "127.0.0.1", portOf(t, model)); !ok || !c.Allowed || c.Received == 0 || c.Sent == 0 {
+		t.Errorf("Result.Connections %+v: want the model endpoint allowed, with bytes each way", res.Connections)
+	}
+	if c, ok := findConn(res.Connections, "denied.example", 80); !ok || c.Allowed || c.Sent != 0 {
+		t.Errorf("Result.Connections %+v: want denied.example:80 denied", res.Connections)
+	}
+	if ev, _, ok := evs.first(invoker.KindWarning, "denied.example:80"); !ok || !strings.Contains(ev.Text, `add "denied.example:80" to Sandbox.Network`) {
+		t.Errorf("the warning of the denied connection: %q, want one naming it and the rule to add", ev.Text)
+	}
+	if n := evs.count(invoker.KindWarning); n != 1 {
+		t.Errorf("%d warnings, want 1: the denied connection's", n)
+	}
+}
+
+// TestSandboxNetAllowlist: a host the rules name is reached through the
+// proxy; one they do not is refused, and so is an address of the host's
+// loopback that only a rule naming it allows.
+func TestSandboxNetAllowlist(t *testing.T) {
+	requireSandbox(t)
+	requireSandboxNet(t)
+	allowed, allowedHits := countingServer(t)
+	other, otherHits := countingServer(t)
+	lr := newLimitRun(t, fakeagent.Script{Touch: []string{"proxy " + allowed.URL + "/", "proxy " + other.URL + "/"}},
+		invoker.Options{Sandbox: invoker.Sandbox{Network: []string{"127.0.0.1:" + strconv.Itoa(portOf(t, allowed))}}})
+	lr.req.Sandbox = invoker.Sandbox{Mode: "required"} // the Options' rules hold
+	res, err := lr.inv.Invoke(context.Background(), lr.req)
+	if err != nil {
+		t.Fatalf("Invoke() error = %v; stderr: %s", err, res.Stderr)
+	}
+	got := touched(res)
+	if g := got["proxy "+allowed.URL+"/"]; g != "ok" || allowedHits.Load() != 1 {
+		t.Errorf("the allowed host: %q with %d requests, want ok with 1", g, allowedHits.Load())
+	}
+	if g := got["proxy "+other.URL+"/"]; g != "403 Forbidden" || otherHits.Load() != 0 {
+		t.Errorf("a host not allowed: %q with %d requests, want 403 Forbidden with 0", g, otherHits.Load())
+	}
+	if c, ok := findConn(res.Connections, "127.0.0.1", portOf(t, allowed)); !ok || !c.Allowed || c.Received == 0 {
+		t.Errorf("Result.Connections %+v: want the allowed host allowed, with bytes back", res.Connections)
+	}
+	if c, ok := findConn(res.Connections, "127.0.0.1", portOf(t, other)); !ok || c.Allowed {
+		t.Errorf("Result.Connections %+v: want the other host denied", res.Connections)
+	}
+}
+
+// TestSandboxNetUnavailable: on a host that cannot give a run a network
+// namespace, "required" fails before anything starts with ErrSandbox
+// naming what is missing, and "available" runs with the filesystem
+// ceiling alone, as Result.Sandbox and Capabilities say.
+func TestSandboxNetUnavailable(t *testing.T) {
+	requireSandbox(t)
+	driver.SetNetProbe(t, &egress.NamespaceError{Op: "unshare(CLONE_NEWNET)", Err: syscall.EPERM,
+		Missing: "a network namespace needs CAP_SYS_ADMIN: run the program as root"})
+	lr := newLimitRun(t, fakeagent.Script{})
+	if c := lr.inv.Capabilities(); c.Sandbox != "filesystem" || !strings.Contains(c.SandboxNote, "CAP_SYS_ADMIN") {
+		t.Errorf("Capabilities: Sandbox %q, SandboxNote %q; want filesystem, and what the network rules need", c.Sandbox, c.SandboxNote)
+	}
+	lr.req.Sandbox = invoker.Sandbox{Mode: "required", Network: []string{"none"}}
+	res, err := lr.inv.Invoke(context.Background(), lr.req)
+	if !errors.Is(err, invoker.ErrSandbox) || !strings.Contains(err.Error(), "CAP_SYS_ADMIN") {
+		t.Fatalf("required: error = %v, want ErrSandbox naming CAP_SYS_ADMIN", err)
+	}
+	if res != nil && res.ExitCode != -1 {
+		t.Errorf("required: ExitCode = %d, want -1: nothing started", res.ExitCode)
+	}
+	if runs, _ := os.ReadDir(lr.script.RecordDir); len(runs) != 0 {
+		t.Errorf("required: the CLI ran (%d records), want nothing started", len(runs))
+	}
+	lr.req.Sandbox.Mode = "available"
+	res, err = lr.inv.Invoke(context.Background(), lr.req)
+	if err != nil {
+		t.Fatalf("available: Invoke() error = %v", err)
+	}
+	if res.Sandbox != "filesystem" || res.Connections != nil {
+		t.Errorf("available: Result.Sandbox %q, Connections %v; want filesystem and none", res.Sandbox, res.Connections)
+	}
+}
+
+// TestSandboxNetInvalid: rules that cannot be read, "none" beside rules,
+// and rules without a sandbox mode are refused before anything starts.
+func TestSandboxNetInvalid(t *testing.T) {
+	lr := newLimitRun(t, fakeagent.Script{})
+	for _, sb := range []invoker.Sandbox{
+		{Mode: "available", Network: []string{"none", "example.com"}},
+		{Mode: "available", Network: []string{"exa mple.com"}},
+		{Mode: "available", Network: []string{"example.com:99999"}},
+		{Network: []string{"none"}},
+	} {
+		lr.req.Sandbox = sb
+		if _, err := lr.inv.Invoke(context.Background(), lr.req); !errors.Is(err, invoker.ErrInvalidRequest) {
+			t.Errorf("Sandbox %+v: error = %v, want ErrInvalidRequest", sb, err)
+		}
+	}
+	if runs, _ := os.ReadDir(lr.script.RecordDir); len(runs) != 0 {
+		t.Errorf("the CLI ran (%d records), want nothing started", len(runs))
+	}
+}

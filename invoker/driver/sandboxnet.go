@@ -257,14 +257,6 @@ func (rn *runNet) warnings(tool *invoker.Tool) []invoker.Event {
 	return evs
 }
 
-// count returns how many attempts are recorded so far.
-func (rn *runNet) count() int {
-	if rn == nil {
-		return 0
-	}
-	return len(rn.n.Attempts())
-}
-
 // connections returns the recorded attempts from the from-th on, as
 // Result.Connections; nil without network rules.
 func (rn *runNet) connections(from int) []invoker.Connection {

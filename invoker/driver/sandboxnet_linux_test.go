@@ -214,3 +214,50 @@ func TestSandboxNetInvalid(t *testing.T) {
 		t.Errorf("the CLI ran (%d records), want nothing started", len(runs))
 	}
 }
+
+// TestSandboxNetSession: a warm session's namespace lives as long as the
+// session: the CLI's attempts while opening are in its first turn's
+// Result and warned of there, a later turn reports only its own, and
+// every turn says the network rules held.
+func TestSandboxNetSession(t *testing.T) {
+	requireSandbox(t)
+	requireSandboxNet(t)
+	model, modelHits := countingServer(t)
+	lr := newLimitRun(t, fakeagent.Script{Touch: []string{"get " + model.URL + "/v1/messages", "get http://denied.example/"}})
+	sreq := lr.req.Session()
+	sreq.Sandbox = invoker.Sandbox{Mode: "required", Network: []string{"none"}}
+	sreq.Env = append(sreq.Env, "ANTHROPIC_BASE_URL="+model.URL)
+	s, err := lr.inv.OpenSession(context.Background(), sreq)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	// The model's connection is recorded once it closes, a moment after
+	// the CLI's request: in the first turn, or at the latest the second.
+	var all []invoker.Connection
+	for i := range 2 {
+		var evs evlog
+		res, err := s.Turn(context.Background(), invoker.TurnRequest{Prompt: "touch", OnEvent: evs.on})
+		if err != nil {
+			t.Fatal(err)
+		}
+		all = append(all, res.Connections...)
+		_, denied := findConn(res.Connections, "denied.example", 80)
+		if res.Sandbox != "filesystem,network" || denied != (i == 0) || evs.count(invoker.KindWarning) != 1-i {
+			t.Errorf("turn %d: Result.Sandbox %q, Connections %+v, %d warnings; want filesystem,network, the denied host in the first turn only, and its warning there",
+				i+1, res.Sandbox, res.Connections, evs.count(invoker.KindWarning))
+		}
+		if !strings.Contains(res.Text, "get http://denied.example/: 403 Forbidden") {
+			t.Errorf("turn %d: answer %q, want the denied host refused", i+1, res.Text)
+		}
+	}
+	if c, ok := findConn(all, "127.0.0.1", portOf(t, model)); len(all) != 2 || !ok || !c.Allowed {
+		t.Errorf("the turns' Connections %+v: want the denied host and the model endpoint, allowed, once each", all)
+	}
+	if err := s.Close(); err != nil {
+		t.Errorf("Close() = %v", err)
+	}
+	if modelHits.Load() != 1 {
+		t.Errorf("the model endpoint had %d requests, want 1", modelHits.Load())
+	}
+}

@@ -64,6 +64,9 @@ type session struct {
 	closing bool   // Close was called
 
 	busy atomic.Bool // a Turn is running
+	// netSeen counts the network rules' attempts that turns have
+	// reported (Result.Connections), used by the turn in progress.
+	netSeen int
 	// drop is the sandbox's state across turns (sandbox.go), used by the
 	// turn that holds busy.
 	drop      levelDrop

@@ -60,10 +60,11 @@ func (s *session) turn(ctx context.Context, tr invoker.TurnRequest, check bool) 
 	if ctx.Err() != nil {
 		return fail(ctxError(ctx))
 	}
-	nr := s.r.sbx.netRules()
-	from := nr.count()
 	res, err := t.run(ctx)
-	res.Connections = nr.connections(from)
+	// The attempts since the turn before: those of the opening, or of
+	// the time between turns, go to the next turn.
+	res.Connections = s.r.sbx.netRules().connections(s.netSeen)
+	s.netSeen += len(res.Connections)
 	if err != nil && res.SessionID == "" {
 		res.SessionID = s.ID()
 	}

@@ -599,10 +599,10 @@ func (s *Script) touch() {
 	s.Answer = strings.Join(lines, "\n")
 }
 
-// httpGet asks for u as Touch's "get" does: nil for 200 OK, else the
-// error or the status.
+// httpGet asks for u as Touch's "get" does, on a connection of its own
+// that it closes: nil for 200 OK, else the error or the status.
 func httpGet(u string, proxy func(*http.Request) (*url.URL, error)) error {
-	c := &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{Proxy: proxy}}
+	c := &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{Proxy: proxy, DisableKeepAlives: true}}
 	resp, err := c.Get(u)
 	if err != nil {
 		return err

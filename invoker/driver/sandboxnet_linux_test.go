@@ -25,9 +25,9 @@ import (
 
 // requireSandboxNet fails (in CI, as root) or skips the test where this
 // host holds no network rules: they need root (CAP_SYS_ADMIN).
-func requireSandboxNet(t *testing.T) {
+func requireSandboxNet(t testing.TB) {
 	t.Helper()
-	c := fakeInvoker(t).Capabilities()
+	c := benchInvoker().Capabilities()
 	if !strings.Contains(c.Sandbox, "network") {
 		if os.Getenv("CI") == "true" && os.Geteuid() == 0 {
 			t.Fatalf("Capabilities.Sandbox = %q (%s): CI runs as root, where the network rules must hold", c.Sandbox, c.SandboxNote)

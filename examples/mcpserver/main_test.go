@@ -5,6 +5,7 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -115,5 +116,29 @@ func TestSandboxFlag(t *testing.T) {
 		if got := sandboxFor(tc.name, tc.flag); got != tc.want {
 			t.Errorf("sandboxFor(%q, %q) = %q, want %q", tc.name, tc.flag, got, tc.want)
 		}
+	}
+}
+
+// TestNetworkFlag: -network's rules hold where the sandbox does, and not
+// for Codex under -sandbox available, which runs outside it.
+func TestNetworkFlag(t *testing.T) {
+	if got := networkRules(""); got != nil {
+		t.Errorf("networkRules(\"\") = %q, want nil", got)
+	}
+	rules := networkRules(" none ")
+	if !slices.Equal(rules, []string{"none"}) {
+		t.Errorf("networkRules(\" none \") = %q, want [none]", rules)
+	}
+	if got := networkRules("a.example, *.b.example:443,"); !slices.Equal(got, []string{"a.example", "*.b.example:443"}) {
+		t.Errorf("networkRules(list) = %q", got)
+	}
+	if sb := sandboxOf("claude", "available", rules); sb.Mode != "available" || !slices.Equal(sb.Network, rules) {
+		t.Errorf("sandboxOf(claude, available) = %+v, want the rules held", sb)
+	}
+	if sb := sandboxOf("codex", "available", rules); sb.Mode != "off" || sb.Network != nil {
+		t.Errorf("sandboxOf(codex, available) = %+v, want no sandbox, no rules", sb)
+	}
+	if sb := sandboxOf("codex", "required", rules); sb.Mode != "required" || !slices.Equal(sb.Network, rules) {
+		t.Errorf("sandboxOf(codex, required) = %+v, want the rules held", sb)
 	}
 }

@@ -2,6 +2,7 @@ package driver
 
 import (
 	"context"
+	"errors"
 
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/metric"
@@ -74,17 +75,29 @@ func checkNetwork(sb invoker.Sandbox) error {
 	}
 	if sb.Mode == sandboxRequired {
 		if err := netProbe(); err != nil {
-			return &sandboxError{err: err}
+			return &sandboxError{err: netUnavailable(err)}
 		}
 	}
 	return nil
+}
+
+// netUnavailable returns the probe's error as the Invoker's user reads
+// it: what the network rules need, what failed, and how to get it.
+func netUnavailable(err error) error {
+	var ns *egress.NamespaceError
+	if !errors.As(err, &ns) {
+		return fmt.Errorf("the network rules (Sandbox.Network) need a network namespace for the run: %w", err)
+	}
+	// The unprivileged route of egress (Wrap) is not the Invoker's.
+	missing, _, _ := strings.Cut(ns.Missing, "; without it, start the run with Wrap")
+	return fmt.Errorf("the network rules (Sandbox.Network) need a network namespace for the run: %s: %w: %s", ns.Op, ns.Err, missing)
 }
 
 // netCapabilities returns what Capabilities adds for the network part:
 // the part held, or "" and why not.
 func netCapabilities() (string, string) {
 	if err := netProbe(); err != nil {
-		return "", "no network rules (Sandbox.Network): " + strings.TrimPrefix(err.Error(), "egress: ")
+		return "", "no network part: " + netUnavailable(err).Error()
 	}
 	return sandboxNetHeld, "a network namespace per run, whose only way out is the library's proxy, holds Sandbox.Network"
 }
@@ -214,7 +227,7 @@ func (a sandboxAsk) startNet(env []string, log interface {
 	}
 	if err := netProbe(); err != nil {
 		if a.sb.Mode == sandboxRequired {
-			return nil, &sandboxError{err: err}
+			return nil, &sandboxError{err: netUnavailable(err)}
 		}
 		log.Debug("no network sandbox on this host", "err", err)
 		return nil, nil

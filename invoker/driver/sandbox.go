@@ -178,7 +178,13 @@ func (a sandboxAsk) prepare(attr *proc.Attr, workdir string, setEnv []string, lo
 		rs.undo()
 		return nil, err
 	}
-	if rs.net != nil {
+	if rs.net != nil && rs.net.wrap {
+		attr.Env = rs.net.n.MergeEnv(attr.Env)
+		if err := rs.net.wrapAttr(attr, rs.rules); err != nil {
+			rs.undo()
+			return nil, fmt.Errorf("sandbox: the run's network namespace: %w", err)
+		}
+	} else if rs.net != nil {
 		attr.Env = rs.net.n.MergeEnv(attr.Env)
 		// The namespace first, while the thread may still make it.
 		enter, restrict := rs.net.n.Enter, attr.Restrict
@@ -242,9 +248,24 @@ func (rs *runSandbox) undo() error {
 	}
 	rs.started()
 	if rs.net != nil {
+		rs.net.closeRuleset()
 		rs.net.n.Close()
 	}
 	return rs.drop()
+}
+
+// netStarted completes the network namespace of a run started by Wrap:
+// it receives the first stage's listeners and serves them. An error means
+// the first stage failed, and the CLI is not running under the rules.
+func (rs *runSandbox) netStarted() error {
+	if rs == nil || rs.net == nil || !rs.net.wrap {
+		return nil
+	}
+	rs.net.closeRuleset()
+	if err := rs.net.n.Started(); err != nil {
+		return &sandboxError{err: netUnavailable(err)}
+	}
+	return nil
 }
 
 // sandboxLevel maps a permission level to the sandbox's.

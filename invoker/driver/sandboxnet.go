@@ -35,9 +35,30 @@ const netNone = "none"
 // when the network rules hold.
 const sandboxNetHeld = "network"
 
-// netProbe says once whether this process can give a run a network
-// namespace (egress.Probe: Enter, which needs CAP_SYS_ADMIN).
-var netProbe = sync.OnceValue(egress.Probe)
+// The routes into a run's network namespace (internal/egress).
+const (
+	netEnter = "enter" // egress.Net.Enter on the forking thread: root
+	netWrap  = "wrap"  // egress.Net.Wrap: unprivileged user namespaces
+)
+
+// netProbe says once how this process can give a run a network
+// namespace: by Enter (CAP_SYS_ADMIN), else by Wrap (unprivileged user
+// namespaces), else neither and why (the Wrap route's reason for a user,
+// Enter's for root).
+var netProbe = sync.OnceValues(func() (string, error) {
+	err := egress.Probe()
+	if err == nil {
+		return netEnter, nil
+	}
+	werr := egress.ProbeWrap()
+	if werr == nil {
+		return netWrap, nil
+	}
+	if os.Geteuid() != 0 {
+		err = werr
+	}
+	return "", err
+})
 
 // netWanted reports whether sb asks for a network ceiling.
 func netWanted(sb invoker.Sandbox) bool { return len(sb.Network) > 0 }
@@ -74,7 +95,7 @@ func checkNetwork(sb invoker.Sandbox) error {
 		return err
 	}
 	if sb.Mode == sandboxRequired {
-		if err := netProbe(); err != nil {
+		if _, err := netProbe(); err != nil {
 			return &sandboxError{err: netUnavailable(err)}
 		}
 	}
@@ -88,7 +109,7 @@ func netUnavailable(err error) error {
 	if !errors.As(err, &ns) {
 		return fmt.Errorf("the network rules (Sandbox.Network) need a network namespace for the run: %w", err)
 	}
-	// The unprivileged route of egress (Wrap) is not the Invoker's.
+	// Wrap is tried after Enter, and is not the Invoker's user's to call.
 	missing, _, _ := strings.Cut(ns.Missing, "; without it, start the run with Wrap")
 	return fmt.Errorf("the network rules (Sandbox.Network) need a network namespace for the run: %s: %w: %s", ns.Op, ns.Err, missing)
 }
@@ -96,10 +117,15 @@ func netUnavailable(err error) error {
 // netCapabilities returns what Capabilities adds for the network part:
 // the part held, or "" and why not.
 func netCapabilities() (string, string) {
-	if err := netProbe(); err != nil {
+	route, err := netProbe()
+	if err != nil {
 		return "", "no network part: " + netUnavailable(err).Error()
 	}
-	return sandboxNetHeld, "a network namespace per run, whose only way out is the library's proxy, holds Sandbox.Network"
+	how := "entered as root"
+	if route == netWrap {
+		how = "in a user namespace of the run's own"
+	}
+	return sandboxNetHeld, "a network namespace per run (" + how + "), whose only way out is the library's proxy, holds Sandbox.Network"
 }
 
 // modelFact is where one CLI's model endpoint is configured, and its
@@ -210,7 +236,9 @@ func isLoopbackHost(host string) bool {
 
 // runNet is a run's network sandbox once it holds.
 type runNet struct {
-	n *egress.Net
+	n       *egress.Net
+	wrap    bool     // started by Wrap, not Enter
+	ruleset *os.File // with wrap, the Landlock ruleset its first stage applies; closed once started
 
 	mu      sync.Mutex
 	pending []egress.Attempt // denied, not yet warned of
@@ -225,7 +253,8 @@ func (a sandboxAsk) startNet(env []string, log interface {
 	if !netWanted(a.sb) {
 		return nil, nil
 	}
-	if err := netProbe(); err != nil {
+	route, err := netProbe()
+	if err != nil {
 		if a.sb.Mode == sandboxRequired {
 			return nil, &sandboxError{err: netUnavailable(err)}
 		}
@@ -236,7 +265,7 @@ func (a sandboxAsk) startNet(env []string, log interface {
 	if err != nil {
 		return nil, err
 	}
-	rn := &runNet{}
+	rn := &runNet{wrap: route == netWrap}
 	cfg := netConfig(rules, a.cli, env, a.mcp)
 	cfg.OnAttempt = func(at egress.Attempt) {
 		if !at.Allowed {
@@ -320,5 +349,13 @@ func (s *span) connections(ctx context.Context, cs []invoker.Connection) {
 		if !c.Allowed {
 			s.event("clinvoke.net.denied", attribute.String("server.address", c.Host), attribute.Int("server.port", c.Port))
 		}
+	}
+}
+
+// closeRuleset closes the copy of the ruleset given to the first stage.
+func (rn *runNet) closeRuleset() {
+	if rn.ruleset != nil {
+		rn.ruleset.Close()
+		rn.ruleset = nil
 	}
 }

@@ -7,6 +7,7 @@ import (
 	"net/http/httptest"
 	"net/url"
 	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"sync/atomic"
@@ -168,7 +169,7 @@ func TestSandboxNetAllowlist(t *testing.T) {
 // ceiling alone, as Result.Sandbox and Capabilities say.
 func TestSandboxNetUnavailable(t *testing.T) {
 	requireSandbox(t)
-	driver.SetNetProbe(t, &egress.NamespaceError{Op: "unshare(CLONE_NEWNET)", Err: syscall.EPERM,
+	driver.SetNetProbe(t, "", &egress.NamespaceError{Op: "unshare(CLONE_NEWNET)", Err: syscall.EPERM,
 		Missing: "a network namespace needs CAP_SYS_ADMIN: run the program as root"})
 	lr := newLimitRun(t, fakeagent.Script{})
 	if c := lr.inv.Capabilities(); c.Sandbox != "filesystem" || !strings.Contains(c.SandboxNote, "CAP_SYS_ADMIN") {
@@ -259,5 +260,67 @@ func TestSandboxNetSession(t *testing.T) {
 	}
 	if modelHits.Load() != 1 {
 		t.Errorf("the model endpoint had %d requests, want 1", modelHits.Load())
+	}
+}
+
+// TestSandboxNetWrap: the route a user takes where unprivileged user
+// namespaces are allowed (as root too, made to take it): the CLI born in
+// new user and network namespaces, its first stage applying the
+// filesystem ceiling before it executes the CLI. The model is reached,
+// a host through the proxy is refused, a connection around it finds no
+// network, and the ceiling holds as by the other route.
+func TestSandboxNetWrap(t *testing.T) {
+	requireSandbox(t)
+	requireSandboxNet(t)
+	driver.SetNetProbe(t, "wrap", nil)
+	if c := fakeInvoker(t).Capabilities(); !strings.Contains(c.SandboxNote, "user namespace") {
+		t.Errorf("Capabilities.SandboxNote = %q, want the user namespace route named", c.SandboxNote)
+	}
+	sandboxNetCeiling(t)
+}
+
+// TestSandboxNetCeiling: the filesystem ceiling holds with the network
+// rules, by the route this host takes.
+func TestSandboxNetCeiling(t *testing.T) {
+	requireSandbox(t)
+	requireSandboxNet(t)
+	sandboxNetCeiling(t)
+}
+
+// sandboxNetCeiling runs the fake at ReadOnly under the network rules
+// "none" and checks the network and the filesystem ceilings.
+func sandboxNetCeiling(t *testing.T) {
+	t.Helper()
+	r := newSandboxRig(t)
+	model, modelHits := countingServer(t)
+	sb := invoker.Sandbox{Mode: "required", Network: []string{"none"}}
+	t.Setenv("ANTHROPIC_BASE_URL", model.URL) // the host's environment, which the run inherits
+	cg := "/sys/fs/cgroup/clinvoke-sandboxnet-" + filepath.Base(r.work)
+	t.Cleanup(func() { os.Remove(cg) })
+	got, res := r.invoke(t, invoker.ReadOnly, sb,
+		"get "+model.URL+"/", "get http://denied.example/", "dial 192.0.2.1:80",
+		"write $TMPDIR/x", "write "+r.work+"/a.txt", "read "+r.home+"/.ssh/id_ed25519", "write "+cg)
+	if got["get "+model.URL+"/"] != "ok" || modelHits.Load() != 1 {
+		t.Errorf("the model endpoint: %q with %d requests, want ok with 1", got["get "+model.URL+"/"], modelHits.Load())
+	}
+	if g := got["get http://denied.example/"]; g != "403 Forbidden" {
+		t.Errorf("a host through the proxy: %q, want 403 Forbidden", g)
+	}
+	if g := got["dial 192.0.2.1:80"]; !strings.Contains(g, "network is unreachable") {
+		t.Errorf("a connection around the proxy: %q, want network is unreachable", g)
+	}
+	tempOK := false
+	for k, v := range got {
+		tempOK = tempOK || (strings.HasPrefix(k, "write /") && strings.HasSuffix(k, "/x") && k != "write "+cg && v == "ok")
+	}
+	if !tempOK {
+		t.Errorf("the write to TMPDIR failed: %v", got)
+	}
+	sandboxWant(t, got, nil, []string{"write " + r.work + "/a.txt", "read " + r.home + "/.ssh/id_ed25519", "write " + cg})
+	if res.Sandbox != "filesystem,network" {
+		t.Errorf("Result.Sandbox = %q, want filesystem,network", res.Sandbox)
+	}
+	if _, ok := findConn(res.Connections, "denied.example", 80); !ok {
+		t.Errorf("Result.Connections %+v: want denied.example:80", res.Connections)
 	}
 }

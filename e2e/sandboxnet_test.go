@@ -274,9 +274,6 @@ func rewriteModel(t *testing.T, env []string, home, from, to string) []string {
 func TestSandboxNetInvoker(t *testing.T) {
 	hidden := serveHidden(t)
 	forEachCLI(t, func(t *testing.T, r *rig) {
-		if os.Geteuid() != 0 {
-			t.Skip("the Invoker's network rules need root here (Capabilities.Sandbox)")
-		}
 		cmd := "curl -sS -m 30 http://denied.test/probe; echo; curl -sS -m 30 --noproxy '*' http://" + hidden + "/probe 2>&1; echo end"
 		r.srv.Enqueue(fakemodel.Shell(cmd), fakemodel.EchoToolResult("net: "))
 		req := r.request("probe the network")

@@ -84,7 +84,8 @@ type Capabilities struct {
 	// Sandbox is the sandbox this host holds for the Invoker's runs that
 	// ask for one (see Sandbox): "filesystem" (Linux with Landlock),
 	// "filesystem,network" where Sandbox.Network holds too (Linux, as
-	// root), or "" where there is none.
+	// root or where unprivileged user namespaces are allowed), or ""
+	// where there is none.
 	Sandbox string
 	// SandboxNote says what holds the sandbox (the Landlock ABI, the
 	// network namespace), or why there is none, or no network part, and

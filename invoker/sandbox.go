@@ -37,10 +37,12 @@ package invoker
 // those on the host's loopback are reached at the same address from
 // inside) and the hosts Network allows. Every attempt is in
 // Result.Connections; a denied one is also a KindWarning event naming the
-// host and port and the rule that would allow it. The namespace needs
-// root (CAP_SYS_ADMIN) on Linux: Capabilities.Sandbox says "network" where
-// it is held, and a run asking for Network in Mode "required" elsewhere
-// fails with ErrSandbox.
+// host and port and the rule that would allow it. On Linux the namespace
+// is entered as root (CAP_SYS_ADMIN), and by any other user where
+// unprivileged user namespaces are allowed (the CLI then runs in a user
+// namespace of its own, as the same user): Capabilities.Sandbox says
+// "network" where it is held, and a run asking for Network in Mode
+// "required" elsewhere fails with ErrSandbox.
 //
 // Options.Sandbox holds for every run of an Invoker, Request.Sandbox and
 // SessionRequest.Sandbox for one run or session: each of their non-zero

@@ -35,7 +35,7 @@ func BenchmarkCancelCooperativeSandboxed(b *testing.B) {
 
 // BenchmarkInvokeQuickSandboxedNetwork is BenchmarkInvokeQuickSandboxed
 // with the network rules "none" too: the namespace made and entered, the
-// proxy's listener opened, served and closed (as root).
+// proxy's listener opened, served and closed.
 func BenchmarkInvokeQuickSandboxedNetwork(b *testing.B) {
 	requireSandboxNet(b)
 	s := fakeagent.Script{Answer: "quick"}

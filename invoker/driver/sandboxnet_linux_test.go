@@ -14,6 +14,8 @@ import (
 	"syscall"
 	"testing"
 
+	"go.opentelemetry.io/otel/attribute"
+
 	"github.com/clinvoke/clinvoke/internal/egress"
 	"github.com/clinvoke/clinvoke/internal/testkit/fakeagent"
 	"github.com/clinvoke/clinvoke/invoker"
@@ -322,5 +324,34 @@ func sandboxNetCeiling(t *testing.T) {
 	}
 	if _, ok := findConn(res.Connections, "denied.example", 80); !ok {
 		t.Errorf("Result.Connections %+v: want denied.example:80", res.Connections)
+	}
+}
+
+// TestSandboxNetTelemetry: the run's span counts its allowed and denied
+// connections and names each denied destination in an event; the
+// counter clinvoke.net.connections has both.
+func TestSandboxNetTelemetry(t *testing.T) {
+	requireSandbox(t)
+	requireSandboxNet(t)
+	rig := newTelRig(t)
+	model, _ := countingServer(t)
+	lr := newLimitRun(t, fakeagent.Script{Touch: []string{"get " + model.URL + "/", "get http://denied.example/"}},
+		invoker.Options{TracerProvider: rig.tp, MeterProvider: rig.mp})
+	lr.req.Sandbox = invoker.Sandbox{Mode: "required", Network: []string{"none"}}
+	lr.req.Env = append(lr.req.Env, "ANTHROPIC_BASE_URL="+model.URL)
+	if res, err := lr.inv.Invoke(context.Background(), lr.req); err != nil {
+		t.Fatalf("Invoke() error = %v; stderr: %s", err, res.Stderr)
+	}
+	run := rig.span("invoke_agent claude")
+	checkAttrs(t, run, attribute.Int64("clinvoke.net.allowed", 1), attribute.Int64("clinvoke.net.denied", 1))
+	checkEventAttr(t, run, "clinvoke.net.denied", attribute.String("server.address", "denied.example"))
+	if !hasEvent(run, "clinvoke.net.denied") {
+		t.Errorf("run span events = %v, want clinvoke.net.denied", events(run))
+	}
+	rm := rig.collect()
+	for _, allowed := range []bool{true, false} {
+		if v, ok := sum(rm, "clinvoke.net.connections", attribute.Bool("clinvoke.net.allowed", allowed)); !ok || v != 1 {
+			t.Errorf("clinvoke.net.connections{allowed=%v} = %v (present: %v), want 1", allowed, v, ok)
+		}
 	}
 }

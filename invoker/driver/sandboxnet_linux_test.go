@@ -2,6 +2,7 @@ package driver_test
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"net/http"
 	"net/http/httptest"
@@ -16,6 +17,7 @@ import (
 
 	"go.opentelemetry.io/otel/attribute"
 
+	"github.com/clinvoke/clinvoke/codex"
 	"github.com/clinvoke/clinvoke/internal/egress"
 	"github.com/clinvoke/clinvoke/internal/testkit/fakeagent"
 	"github.com/clinvoke/clinvoke/invoker"
@@ -353,5 +355,33 @@ func TestSandboxNetTelemetry(t *testing.T) {
 		if v, ok := sum(rm, "clinvoke.net.connections", attribute.Bool("clinvoke.net.allowed", allowed)); !ok || v != 1 {
 			t.Errorf("clinvoke.net.connections{allowed=%v} = %v (present: %v), want 1", allowed, v, ok)
 		}
+	}
+}
+
+// TestSandboxNetGoTools: a session's Go tools, served over loopback HTTP
+// from the host, stay reachable from inside the namespace under "none":
+// Codex's fake calls one as an MCP client of its URL.
+func TestSandboxNetGoTools(t *testing.T) {
+	requireSandbox(t)
+	requireSandboxNet(t)
+	srv := newToolServer(make(chan error, 1), make(chan struct{}, 1))
+	lr := newLimitRunOf(t, fakeagent.Codex, codex.New, fakeagent.Script{CallTool: "tools/echo", ToolArgs: json.RawMessage(`{"text":"from inside"}`)})
+	sreq := lr.req.Session()
+	sreq.MCPServers = []invoker.MCPServer{{Name: "tools", Server: srv}}
+	sreq.Sandbox = invoker.Sandbox{Mode: "required", Network: []string{"none"}}
+	s, err := lr.inv.OpenSession(context.Background(), sreq)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	res, err := s.Turn(context.Background(), invoker.TurnRequest{Prompt: "call the tool"})
+	if err != nil {
+		t.Fatalf("Turn() error = %v; stderr: %s", err, res.Stderr)
+	}
+	if !strings.Contains(res.Text, "echo: from inside") || res.Sandbox != "filesystem,network" {
+		t.Errorf("Turn: answer %q, Sandbox %q; want the tool's result under the network rules", res.Text, res.Sandbox)
+	}
+	if err := s.Close(); err != nil {
+		t.Errorf("Close() = %v", err)
 	}
 }

@@ -403,9 +403,11 @@ type Result struct {
 	// Mode "available" on a host without it).
 	Sandbox string
 	// Connections are the connections the run's processes attempted under
-	// Sandbox.Network (for a session's Turn, the turn's), allowed and
-	// denied, in the order they were asked for; nil without network
-	// rules. At most the first 10000 of a run are kept.
+	// Sandbox.Network, allowed and denied: a denied one recorded when it
+	// was asked for, an allowed one when it closed. For a session's Turn,
+	// those recorded since the turn before (the opening's in the first
+	// turn). Nil without network rules; at most the first 10000 of a run
+	// are kept.
 	Connections []Connection
 	// OutputCut reports that the CLI's stdout or stderr was still held
 	// open by a process outside the run's tree at the wait delay, and was

@@ -178,14 +178,15 @@ func (a sandboxAsk) prepare(attr *proc.Attr, workdir string, setEnv []string, lo
 		rs.undo()
 		return nil, err
 	}
-	if rs.net != nil && rs.net.wrap {
+	if rs.net != nil {
 		attr.Env = rs.net.n.MergeEnv(attr.Env)
+	}
+	if rs.net != nil && rs.net.wrap {
 		if err := rs.net.wrapAttr(attr, rs.rules); err != nil {
 			rs.undo()
 			return nil, fmt.Errorf("sandbox: the run's network namespace: %w", err)
 		}
 	} else if rs.net != nil {
-		attr.Env = rs.net.n.MergeEnv(attr.Env)
 		// The namespace first, while the thread may still make it.
 		enter, restrict := rs.net.n.Enter, attr.Restrict
 		attr.Restrict = func() error {

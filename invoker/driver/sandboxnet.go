@@ -335,11 +335,12 @@ func (s *span) connections(ctx context.Context, cs []invoker.Connection) {
 			denied++
 		}
 	}
+	// The attribute sets merge: the CLI's, and whether allowed.
 	if allowed > 0 {
-		s.t.res.conns.Add(ctx, allowed, metric.WithAttributes(keyNetAllowed.Bool(true)))
+		s.t.res.conns.Add(ctx, allowed, append(slices.Clip(s.t.cliOpt.add), metric.WithAttributes(keyNetAllowed.Bool(true)))...)
 	}
 	if denied > 0 {
-		s.t.res.conns.Add(ctx, denied, metric.WithAttributes(keyNetAllowed.Bool(false)))
+		s.t.res.conns.Add(ctx, denied, append(slices.Clip(s.t.cliOpt.add), metric.WithAttributes(keyNetAllowed.Bool(false)))...)
 	}
 	if !s.rec {
 		return

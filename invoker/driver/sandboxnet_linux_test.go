@@ -352,7 +352,7 @@ func TestSandboxNetTelemetry(t *testing.T) {
 	}
 	rm := rig.collect()
 	for _, allowed := range []bool{true, false} {
-		if v, ok := sum(rm, "clinvoke.net.connections", attribute.Bool("clinvoke.net.allowed", allowed)); !ok || v != 1 {
+		if v, ok := sum(rm, "clinvoke.net.connections", attribute.String("clinvoke.cli", "claude"), attribute.Bool("clinvoke.net.allowed", allowed)); !ok || v != 1 {
 			t.Errorf("clinvoke.net.connections{allowed=%v} = %v (present: %v), want 1", allowed, v, ok)
 		}
 	}

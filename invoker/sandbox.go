@@ -72,7 +72,9 @@ type Sandbox struct {
 	// must reach, or hosts it may reach besides: "host", "host:port",
 	// "*.domain" (every name below the domain), "*.domain:port", an IP
 	// address, "[IPv6]:port". A request's non-empty Network replaces the
-	// Options'. It holds only with Mode "available" or "required".
+	// Options'. It holds only with Mode "available" or "required"; set
+	// without a Mode it is an invalid request, and Mode "off" turns it off
+	// with the rest.
 	Network []string
 }
 

@@ -85,11 +85,11 @@ func parseNetwork(rules []string) ([]egress.Rule, error) {
 
 // checkNetwork checks the network part of sb, merged and in a known mode.
 func checkNetwork(sb invoker.Sandbox) error {
-	if !netWanted(sb) {
-		return nil
+	if !netWanted(sb) || sb.Mode == sandboxOff {
+		return nil // "off" turns the rules off with the rest
 	}
-	if sb.Mode != sandboxAvailable && sb.Mode != sandboxRequired {
-		return invalid("Sandbox.Network is set with Sandbox.Mode %q: set Mode to %q or %q for the network rules to hold", sb.Mode, sandboxAvailable, sandboxRequired)
+	if sb.Mode == "" {
+		return invalid("Sandbox.Network is set without Sandbox.Mode: set Mode to %q or %q for the network rules to hold", sandboxAvailable, sandboxRequired)
 	}
 	if _, err := parseNetwork(sb.Network); err != nil {
 		return err

@@ -385,3 +385,17 @@ func TestSandboxNetGoTools(t *testing.T) {
 		t.Errorf("Close() = %v", err)
 	}
 }
+
+// TestSandboxNetOffInRequest: Mode "off" in a request turns off the
+// Options' network rules with the rest of the sandbox.
+func TestSandboxNetOffInRequest(t *testing.T) {
+	lr := newLimitRun(t, fakeagent.Script{}, invoker.Options{Sandbox: invoker.Sandbox{Mode: "required", Network: []string{"none"}}})
+	lr.req.Sandbox = invoker.Sandbox{Mode: "off"}
+	res, err := lr.inv.Invoke(context.Background(), lr.req)
+	if err != nil {
+		t.Fatalf("Invoke() error = %v", err)
+	}
+	if res.Sandbox != "" || res.Connections != nil {
+		t.Errorf("Result.Sandbox %q, Connections %v; want neither", res.Sandbox, res.Connections)
+	}
+}

@@ -399,3 +399,27 @@ func TestSandboxNetOffInRequest(t *testing.T) {
 		t.Errorf("Result.Sandbox %q, Connections %v; want neither", res.Sandbox, res.Connections)
 	}
 }
+
+// TestSandboxNetPTY: a CLI on a terminal (Options.PTY) is born in its
+// namespace by either route, the terminal its controlling one.
+func TestSandboxNetPTY(t *testing.T) {
+	requireSandbox(t)
+	requireSandboxNet(t)
+	for _, route := range []string{"enter", "wrap"} {
+		t.Run(route, func(t *testing.T) {
+			if route == "enter" && os.Geteuid() != 0 {
+				t.Skip("Enter needs root; the wrap subtest covers this user")
+			}
+			driver.SetNetProbe(t, route, nil)
+			lr := newLimitRun(t, fakeagent.Script{Answer: "over a terminal", Touch: []string{"dial 192.0.2.1:80"}}, invoker.Options{PTY: true})
+			lr.req.Sandbox = invoker.Sandbox{Mode: "required", Network: []string{"none"}}
+			res, err := lr.inv.Invoke(context.Background(), lr.req)
+			if err != nil {
+				t.Fatalf("Invoke() error = %v; stderr: %s", err, res.Stderr)
+			}
+			if g := touched(res)["dial 192.0.2.1:80"]; !strings.HasPrefix(res.Text, "over a terminal") || !strings.Contains(g, "network is unreachable") || res.Sandbox != "filesystem,network" {
+				t.Errorf("Text %q, Sandbox %q; want the answer, the connection around the proxy unreachable, and both ceilings", res.Text, res.Sandbox)
+			}
+		})
+	}
+}

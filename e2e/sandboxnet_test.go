@@ -13,6 +13,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -262,4 +263,49 @@ func rewriteModel(t *testing.T, env []string, home, from, to string) []string {
 		return nil
 	})
 	return env
+}
+
+// TestSandboxNetInvoker: each CLI, through the Invoker with Sandbox
+// network "none" and its own sandbox and approvals off (Unlimited),
+// answers from the fake model (its configured base URL, on the host's
+// loopback, forwarded), while a shell command the model asks for reaches
+// neither a host through the proxy (403, a denied Connection and a
+// warning event naming it) nor a server of the host directly.
+func TestSandboxNetInvoker(t *testing.T) {
+	hidden := serveHidden(t)
+	forEachCLI(t, func(t *testing.T, r *rig) {
+		cmd := "curl -sS -m 30 http://denied.test/probe; echo; curl -sS -m 30 --noproxy '*' http://" + hidden + "/probe 2>&1; echo end"
+		r.srv.Enqueue(fakemodel.Shell(cmd), fakemodel.EchoToolResult("net: "))
+		req := r.request("probe the network")
+		req.Permission = invoker.Unlimited
+		req.Sandbox = invoker.Sandbox{Mode: "required", Network: []string{"none"}}
+		var warnings []string
+		req.OnEvent = func(ev invoker.Event) {
+			if ev.Kind == invoker.KindWarning {
+				warnings = append(warnings, ev.Text)
+			}
+		}
+		res, err := r.invoke(context.Background(), req)
+		if err != nil {
+			t.Fatalf("Invoke() error = %v, want nil; stderr tail:\n%s", err, res.Stderr)
+		}
+		t.Logf("the shell printed: %q; connections: %+v", res.Text, res.Connections)
+		if !strings.Contains(res.Text, "denied.test:80 denied") || !strings.Contains(res.Text, "end") || strings.Contains(res.Text, "hidden server") {
+			t.Errorf("Result.Text = %q, want the proxy's refusal of denied.test, the command's end, and not the host's server", res.Text)
+		}
+		if res.Sandbox != "filesystem,network" {
+			t.Errorf("Result.Sandbox = %q, want filesystem,network", res.Sandbox)
+		}
+		var denied, model bool
+		for _, c := range res.Connections {
+			denied = denied || (c.Host == "denied.test" && c.Port == 80 && !c.Allowed)
+			model = model || (c.Allowed && c.Received > 0)
+		}
+		if !denied || !model {
+			t.Errorf("Result.Connections %+v: want denied.test:80 denied and the model reached", res.Connections)
+		}
+		if !slices.ContainsFunc(warnings, func(w string) bool { return strings.Contains(w, `add "denied.test:80" to Sandbox.Network`) }) {
+			t.Errorf("warnings %q: want one naming denied.test:80 and the rule to add", warnings)
+		}
+	})
 }

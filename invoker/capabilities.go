@@ -82,11 +82,14 @@ type Capabilities struct {
 	// from /proc).
 	LimitsNote string
 	// Sandbox is the sandbox this host holds for the Invoker's runs that
-	// ask for one (see Sandbox): "filesystem" (Linux with Landlock), or
-	// "" where there is none.
+	// ask for one (see Sandbox): "filesystem" (Linux with Landlock),
+	// "filesystem,network" where Sandbox.Network holds too (Linux, as
+	// root or where unprivileged user namespaces are allowed), or ""
+	// where there is none.
 	Sandbox string
-	// SandboxNote says what holds the sandbox (the Landlock ABI), or why
-	// there is none and how to get it.
+	// SandboxNote says what holds the sandbox (the Landlock ABI, the
+	// network namespace), or why there is none, or no network part, and
+	// how to get it.
 	SandboxNote string
 }
 

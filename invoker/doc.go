@@ -302,8 +302,13 @@
 // write the cgroup filesystem either, so a CLI running as root can no
 // longer leave its limits. Mode "required" fails with ErrSandbox where
 // the host cannot hold it; "available" runs without it there, and
-// Result.Sandbox says which. Capabilities.Sandbox says what this host
-// holds; docs/sandbox.md what it costs.
+// Result.Sandbox says which. Sandbox.Network adds a network ceiling: the
+// run's tree in a network namespace whose only way out is a proxy the
+// library runs, which lets through the run's model endpoint, its MCP
+// servers and the hosts the rules name; every attempt is in
+// Result.Connections, and a denied one is a KindWarning event.
+// Capabilities.Sandbox says what this host holds; docs/sandbox.md what it
+// costs.
 //
 // # Telemetry
 //

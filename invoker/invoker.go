@@ -397,10 +397,18 @@ type Result struct {
 	// package documentation. It is "" when no process was started.
 	Containment string
 	// Sandbox is the sandbox that held the run's processes: "filesystem"
-	// when the kernel held the ceiling of Request.Sandbox, "" when there
-	// was none (not asked for, Unlimited without hidden paths, or Mode
-	// "available" on a host without it).
+	// when the kernel held the ceiling of Request.Sandbox,
+	// "filesystem,network" when it held its Network rules too, "" when
+	// there was none (not asked for, Unlimited without hidden paths, or
+	// Mode "available" on a host without it).
 	Sandbox string
+	// Connections are the connections the run's processes attempted under
+	// Sandbox.Network, allowed and denied: a denied one recorded when it
+	// was asked for, an allowed one when it closed. For a session's Turn,
+	// those recorded since the turn before (the opening's in the first
+	// turn). Nil without network rules; at most the first 10000 of a run
+	// are kept.
+	Connections []Connection
 	// OutputCut reports that the CLI's stdout or stderr was still held
 	// open by a process outside the run's tree at the wait delay, and was
 	// closed then (see Options.WaitDelay): what that process wrote later

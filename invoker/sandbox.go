@@ -26,8 +26,23 @@ package invoker
 // host holds, how to get it, and what it costs.
 //
 // On Linux the ceiling is Landlock (Linux 5.13 and later; no privilege
-// needed). Capabilities.Sandbox says whether this host holds it. Network
-// rules are not part of the filesystem sandbox.
+// needed). Capabilities.Sandbox says whether this host holds it.
+//
+// Network, when set, also puts the run's processes in a network
+// namespace of their own whose only way out is an HTTP proxy the library
+// runs (CONNECT and plain HTTP, no TLS interception): a tool that ignores
+// the proxy variables gets no connection at all. The proxy lets through
+// what the run must reach at every level (the backend's model endpoint,
+// the MCP servers of the request given by URL, the Go tools' endpoint;
+// those on the host's loopback are reached at the same address from
+// inside) and the hosts Network allows. Every attempt is in
+// Result.Connections; a denied one is also a KindWarning event naming the
+// host and port and the rule that would allow it. On Linux the namespace
+// is entered as root (CAP_SYS_ADMIN), and by any other user where
+// unprivileged user namespaces are allowed (the CLI then runs in a user
+// namespace of its own, as the same user): Capabilities.Sandbox says
+// "network" where it is held, and a run asking for Network in Mode
+// "required" elsewhere fails with ErrSandbox.
 //
 // Options.Sandbox holds for every run of an Invoker, Request.Sandbox and
 // SessionRequest.Sandbox for one run or session: each of their non-zero
@@ -56,4 +71,29 @@ type Sandbox struct {
 	// Show are absolute paths beneath the home directory (or Hide) that
 	// the run may read: a toolchain or a project it needs.
 	Show []string
+	// Network is the run's network ceiling: nil for none (the run
+	// reaches what the host reaches), "none" alone for only what the run
+	// must reach, or hosts it may reach besides: "host", "host:port",
+	// "*.domain" (every name below the domain), "*.domain:port", an IP
+	// address, "[IPv6]:port". A request's non-empty Network replaces the
+	// Options'. It holds only with Mode "available" or "required"; set
+	// without a Mode it is an invalid request, and Mode "off" turns it off
+	// with the rest.
+	Network []string
+}
+
+// A Connection is one connection a sandboxed run's process attempted
+// under Sandbox.Network: through the proxy, or to a loopback endpoint the
+// run must reach.
+type Connection struct {
+	// Host and Port name the destination as the process asked for it.
+	Host string
+	Port int
+	// Allowed reports whether the rules let it through.
+	Allowed bool
+	// Sent and Received count the bytes each way; zero when denied.
+	Sent, Received int64
+	// Err says why it was denied, or why an allowed one failed; empty
+	// when it ended normally.
+	Err string
 }

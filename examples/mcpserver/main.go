@@ -281,6 +281,7 @@ func run() error {
 		verbose        = flag.Bool("v", false, "log debug details, including the SDK's")
 		metricsAddr    = flag.String("metrics", "", "serve Prometheus metrics on http://ADDR/metrics and a liveness probe on /healthz (such as 127.0.0.1:9464)")
 		sandboxMode    = flag.String("sandbox", "available", "the filesystem sandbox of the runs (docs/sandbox.md): available (held by the kernel where the host can, for every CLI that works inside it: not codex, whose own sandbox cannot), required (every CLI, codex included, whose commands and patches then fail; a run fails where the host cannot hold it) or off")
+		network        = flag.String("network", "", "with -sandbox available or required: the runs' network rules (docs/sandbox.md, Network): none (only the CLI's model endpoint and its MCP servers), or a comma-separated list of the hosts the runs may reach besides them (host, host:port, *.domain); empty (the default): no network rules, as a server whose agents fetch from the web expects. Held for root, and for other users where unprivileged user namespaces are allowed; under available, where the host can")
 		approvals      = flag.String("approvals", "allow", "who answers the agents' requests to run commands, edit files or call MCP tools (CLIs that can ask): allow (the permission level decides, nobody is asked), deny (refuse them all), or elicit (ask the MCP client's user)")
 		fallback       = flag.String("approval-fallback", "deny", "with -approvals elicit: allow or deny the requests of a client that cannot be asked (no elicitation)")
 		fake           = flag.Bool("fake-agent", false, "serve scripted stand-ins of the CLIs (all three unless -cli says otherwise): try the server with no CLI, no key and no network")
@@ -404,6 +405,10 @@ func run() error {
 	default:
 		return fmt.Errorf("-sandbox %q: use available, required or off", *sandboxMode)
 	}
+	netRules := networkRules(*network)
+	if netRules != nil && *sandboxMode == "off" {
+		return fmt.Errorf("-network %q with -sandbox off: the network rules hold only in the sandbox; add -sandbox available or required", *network)
+	}
 	var names []string
 	switch {
 	case *fake && *clis == "":
@@ -421,7 +426,7 @@ func run() error {
 	options := func(name string) invoker.Options {
 		return invoker.Options{
 			Limits:         limitOpts.Limits,
-			Sandbox:        invoker.Sandbox{Mode: *sandboxMode},
+			Sandbox:        invoker.Sandbox{Mode: *sandboxMode, Network: netRules},
 			Budget:         limitOpts.Budget, // one Budget for every CLI: the host's
 			DelegateCgroup: limitOpts.DelegateCgroup,
 			Logger:         logger.With("cli", name),
@@ -866,4 +871,16 @@ func grace(d time.Duration) time.Duration {
 		return -1
 	}
 	return d
+}
+
+// networkRules reads the -network flag: nil when empty, else its
+// comma-separated rules (checked by the Invoker at each run).
+func networkRules(flag string) []string {
+	var rules []string
+	for _, r := range strings.Split(flag, ",") {
+		if r = strings.TrimSpace(r); r != "" {
+			rules = append(rules, r)
+		}
+	}
+	return rules
 }

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -101,5 +102,19 @@ func TestMissingCLISpeaksInFlags(t *testing.T) {
 		if c := inv.Capabilities(); !c.Images {
 			t.Errorf("flagWorded.Capabilities() = %v, want codex's", c)
 		}
+	}
+}
+
+// TestNetworkFlag: -network's comma-separated rules, nil when empty.
+func TestNetworkFlag(t *testing.T) {
+	if got := networkRules(""); got != nil {
+		t.Errorf("networkRules(\"\") = %q, want nil", got)
+	}
+	rules := networkRules(" none ")
+	if !slices.Equal(rules, []string{"none"}) {
+		t.Errorf("networkRules(\" none \") = %q, want [none]", rules)
+	}
+	if got := networkRules("a.example, *.b.example:443,"); !slices.Equal(got, []string{"a.example", "*.b.example:443"}) {
+		t.Errorf("networkRules(list) = %q", got)
 	}
 }

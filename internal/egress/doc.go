@@ -41,6 +41,10 @@
 //     the command with its arguments and environment and no capability
 //     left. Its user and group are mapped to themselves; files of other
 //     users show as owned by the overflow user (nobody) inside.
+//     WrapRestricted also has the first stage apply a Landlock ruleset
+//     just before it executes the command: the thread that starts the
+//     command cannot hold the ruleset itself, since the new namespace's
+//     id maps are written from it.
 //
 // Either way, goroutines of the host's namespace serve the listeners, so
 // their dials leave from the host, and the namespace ends with the last

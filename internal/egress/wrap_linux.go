@@ -7,6 +7,7 @@ import (
 	"net"
 	"os"
 	"os/exec"
+	"runtime"
 	"syscall"
 
 	"golang.org/x/sys/unix"
@@ -22,6 +23,9 @@ type stageSpec struct {
 	FD     int      // the Unix socket to send the listeners on
 	Path   string   // the program to execute afterwards; empty for a probe
 	Listen []string // the addresses, in order
+	// Ruleset, if not 0, is the descriptor of a Landlock ruleset to
+	// apply (after PR_SET_NO_NEW_PRIVS) just before the execution.
+	Ruleset int
 }
 
 // init runs the first stage when this binary was started by Wrap. It
@@ -39,6 +43,10 @@ func init() {
 // executes spec.Path with the same arguments and environment. On failure
 // it sends the error's text instead, and returns 127.
 func runStage(v string) int {
+	// Capabilities, no_new_privs and a Landlock domain are the calling
+	// thread's: drop, set and execute from one thread. (init already
+	// runs locked to the main thread; this keeps it so.)
+	runtime.LockOSThread()
 	var spec stageSpec
 	if err := json.Unmarshal([]byte(v), &spec); err != nil {
 		fmt.Fprintf(os.Stderr, "egress: %s=%q: %v\n", stageEnv, v, err)
@@ -85,6 +93,12 @@ func runStage(v string) int {
 			return 127
 		}
 	}
+	if spec.Ruleset != 0 {
+		if err := restrictSelf(spec.Ruleset); err != nil {
+			fmt.Fprintln(os.Stderr, "egress:", err)
+			return 127
+		}
+	}
 	err := syscall.Exec(spec.Path, os.Args, os.Environ())
 	fmt.Fprintf(os.Stderr, "egress: execute %s: %v\n", spec.Path, err)
 	return 127
@@ -103,7 +117,33 @@ func runStage(v string) int {
 // into the running binary, which it is whenever Wrap is called. Inside,
 // files of other users show as owned by the overflow user (nobody) and
 // set-user-ID programs do not gain privilege.
-func (n *Net) Wrap(cmd *exec.Cmd) error {
+func (n *Net) Wrap(cmd *exec.Cmd) error { return n.wrap(cmd, nil) }
+
+// WrapRestricted is Wrap for a command that must also run under the
+// Landlock ruleset whose descriptor ruleset holds: the first stage
+// applies it, after PR_SET_NO_NEW_PRIVS, once the namespaces are set up
+// and just before it executes the command, whose program is then
+// executed, and everything it starts runs, under the ruleset. The caller
+// keeps and closes ruleset. Use it where the thread that starts cmd
+// cannot be restricted itself: writing the new user namespace's id maps
+// from a restricted thread is refused.
+func (n *Net) WrapRestricted(cmd *exec.Cmd, ruleset *os.File) error { return n.wrap(cmd, ruleset) }
+
+// restrictSelf applies the Landlock ruleset fd to the calling thread,
+// the first stage's locked one that then executes the command, and
+// closes fd.
+func restrictSelf(fd int) error {
+	defer unix.Close(fd)
+	if err := unix.Prctl(unix.PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0); err != nil {
+		return fmt.Errorf("no_new_privs: %w", err)
+	}
+	if _, _, errno := unix.Syscall(unix.SYS_LANDLOCK_RESTRICT_SELF, uintptr(fd), 0, 0); errno != 0 {
+		return fmt.Errorf("landlock_restrict_self: %w", errno)
+	}
+	return nil
+}
+
+func (n *Net) wrap(cmd *exec.Cmd, ruleset *os.File) error {
 	if n.wrapped != nil {
 		return errors.New("egress: Wrap called twice on one Net")
 	}
@@ -114,8 +154,12 @@ func (n *Net) Wrap(cmd *exec.Cmd) error {
 	n.wrapped = os.NewFile(uintptr(fds[0]), "egress-host")
 	n.stageEnd = os.NewFile(uintptr(fds[1]), "egress-stage")
 	spec := stageSpec{FD: 3 + len(cmd.ExtraFiles), Path: cmd.Path, Listen: n.listenAddrs()}
-	b, _ := json.Marshal(spec)
 	cmd.ExtraFiles = append(cmd.ExtraFiles, n.stageEnd)
+	if ruleset != nil {
+		spec.Ruleset = 3 + len(cmd.ExtraFiles)
+		cmd.ExtraFiles = append(cmd.ExtraFiles, ruleset)
+	}
+	b, _ := json.Marshal(spec)
 	if cmd.Env == nil {
 		cmd.Env = os.Environ()
 	}

@@ -75,6 +75,7 @@ import (
 	"os"
 	"runtime"
 	"slices"
+	"syscall"
 	"time"
 )
 
@@ -169,6 +170,14 @@ type Attr struct {
 	// runs anything else afterwards: it ends when it is done with the
 	// root. An error from Restrict fails Start before anything starts.
 	Restrict func() error
+	// ExtraFiles are open files the root inherits as descriptors 3 and
+	// up, in order (Unix).
+	ExtraFiles []*os.File
+	// SysAttr, if not nil, changes the attributes of the root's fork
+	// after proc set its own (Linux): the namespaces it is born in and
+	// their id mappings, the capabilities it keeps. It must leave proc's
+	// (the session, the terminal, the cgroup) as they are.
+	SysAttr func(*syscall.SysProcAttr)
 
 	// tune, if not nil, replaces the bounds Kill and the tracker work
 	// with (Linux; for tests).
@@ -510,6 +519,9 @@ func checkAttr(a *Attr) error {
 	}
 	if a.Restrict != nil && runtime.GOOS != "linux" {
 		return errors.New("proc: Attr.Restrict is Linux only")
+	}
+	if a.SysAttr != nil && runtime.GOOS != "linux" {
+		return errors.New("proc: Attr.SysAttr is Linux only")
 	}
 	return limitsSupported(a)
 }

@@ -64,6 +64,7 @@ func childFiles(a *Attr) (files []*os.File, ctty int, release func(), err error)
 		}
 		files[i] = null
 	}
+	files = append(files, a.ExtraFiles...)
 	ctty = -1
 	if a.TTY != nil {
 		for i, f := range files {

@@ -89,6 +89,9 @@ func start(a *Attr) (*Tree, error) {
 		return abandon(exhausted(err))
 	}
 	args, sys := rootArgs(a), sessionAttr(a, ctty)
+	if a.SysAttr != nil {
+		a.SysAttr(sys)
+	}
 	attr := &os.ProcAttr{Dir: a.Dir, Env: a.Env, Files: files, Sys: sys}
 	t := &Tree{exited: make(chan struct{}), log: log, start: time.Now()}
 	s := &t.sys

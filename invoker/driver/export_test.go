@@ -35,3 +35,12 @@ func WithoutAccounting(inv invoker.Invoker) invoker.Invoker {
 	n.cfg.account = false
 	return n
 }
+
+// SetNetProbe makes the network sandbox's probe answer route ("enter",
+// "wrap") or err, as on a host that gives a namespace only that way or
+// none, until the test ends. The test must not be parallel.
+func SetNetProbe(t interface{ Cleanup(func()) }, route string, err error) {
+	old := netProbe
+	netProbe = func() (string, error) { return route, err }
+	t.Cleanup(func() { netProbe = old })
+}

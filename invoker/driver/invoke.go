@@ -78,6 +78,7 @@ func (e *engine) invokeInSession(ctx context.Context, req invoker.Request, schem
 			end := s.r.end()
 			res.ExitCode, res.Stderr, res.Containment, res.Sandbox = end.state.Code, end.stderr, s.r.level(), s.r.sbx.held()
 			res.Resources = resources(end.usage)
+			res.Connections = s.r.sbx.netRules().connections(0)
 		}
 		return res, err
 	}
@@ -109,6 +110,8 @@ func (e *engine) invokeInSession(ctx context.Context, req invoker.Request, schem
 		res.Stderr = end.stderr
 		// What the whole run used, as a one-shot run reports it.
 		res.Resources = resources(end.usage)
+		// Every connection of the whole run, the opening's included.
+		res.Connections = s.r.sbx.netRules().connections(0)
 		res.Queued = queued
 		res.Duration = time.Since(start) - queued
 	}()

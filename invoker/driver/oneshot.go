@@ -47,7 +47,7 @@ func (e *engine) startOneShot(ctx context.Context, req *invoker.Request, t *turn
 	o := &oneShot{t: t, log: e.logger(tel), prompt: cmd.Stdin, maxLine: e.cfg.maxLineSize, dec: e.b.NewDecoder(req)}
 	cb := newCallbacks()
 	o.r = e.newRun(runSpec{conv: o, cb: cb, tel: tel, cmd: cmd, workdir: req.Workdir, env: req.Env, input: o.prompt != "",
-		limits: e.cfg.limitsFor(req.Limits), sandbox: e.sandboxFor(req.Sandbox, req.Permission), onQueued: req.OnEvent})
+		limits: e.cfg.limitsFor(req.Limits), sandbox: e.sandboxFor(req.Sandbox, req.Permission, req.MCPServers), onQueued: req.OnEvent})
 	t.carry(o, o.r, cb, o.r.over()) // the turn ends with the run
 	err = e.start(ctx, o.r)
 	t.res.Queued = o.r.queued
@@ -132,6 +132,7 @@ func (o *oneShot) verdict(t *turn) error {
 	res.ExitCode, res.Stderr, res.OutputCut = end.state.Code, end.stderr, end.cut
 	res.SessionID, res.Text, res.Usage, res.Turns = out.SessionID, out.Text, out.Usage, out.Turns
 	res.Resources = resources(end.usage)
+	res.Connections = o.r.sbx.netRules().connections(0)
 	if t.cb.failed() {
 		return nil // run re-raises the panic
 	}

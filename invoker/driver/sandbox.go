@@ -32,24 +32,30 @@ const sandboxHeld = "filesystem"
 // place, Hide and Show appended: Options.Sandbox with a request's.
 func overrideSandbox(base, over invoker.Sandbox) invoker.Sandbox {
 	set(&base.Mode, over.Mode)
+	if len(over.Network) > 0 {
+		base.Network = over.Network
+	}
 	base.Hide = append(slices.Clip(base.Hide), over.Hide...)
 	base.Show = append(slices.Clip(base.Show), over.Show...)
 	return base
 }
 
 // sandboxAsk is what a run asks of the sandbox: the Options' and the
-// request's, its level, its CLI (whose state it must write), and why the
-// CLI cannot work inside the sandbox ("" when it can).
+// request's, its level, its CLI (whose state it must write), its MCP
+// servers (which it must reach), and why the CLI cannot work inside the
+// sandbox ("" when it can).
 type sandboxAsk struct {
 	sb      invoker.Sandbox
 	perm    invoker.Permission
 	cli     string
+	mcp     []invoker.MCPServer
 	refused string
 }
 
-// sandboxFor returns the sandbox a run at perm asking for req gets.
-func (e *engine) sandboxFor(req invoker.Sandbox, perm invoker.Permission) sandboxAsk {
-	return sandboxAsk{sb: overrideSandbox(e.cfg.sandbox, req), perm: perm, cli: e.b.Name(), refused: e.sandboxRefused()}
+// sandboxFor returns the sandbox a run at perm asking for req, given the
+// MCP servers mcp (as the CLI sees them), gets.
+func (e *engine) sandboxFor(req invoker.Sandbox, perm invoker.Permission, mcp []invoker.MCPServer) sandboxAsk {
+	return sandboxAsk{sb: overrideSandbox(e.cfg.sandbox, req), perm: perm, cli: e.b.Name(), mcp: mcp, refused: e.sandboxRefused()}
 }
 
 // sandboxRefused returns why the backend's CLI cannot work inside the
@@ -89,7 +95,7 @@ func (c *config) checkSandbox(req invoker.Sandbox) error {
 			return &sandboxError{err: err}
 		}
 	}
-	return nil
+	return checkNetwork(sb)
 }
 
 // sandboxCapabilities returns Capabilities.Sandbox and SandboxNote. A
@@ -100,11 +106,16 @@ func sandboxCapabilities(refused string) (string, string) {
 	if err != nil {
 		return "", strings.TrimPrefix(err.Error(), sandbox.ErrUnavailable.Error()+": ")
 	}
-	note := fmt.Sprintf("Landlock ABI %d holds the filesystem ceiling, for root and other users alike", abi)
+	held, note := sandboxHeld, fmt.Sprintf("Landlock ABI %d holds the filesystem ceiling, for root and other users alike", abi)
+	netHeld, netNote := netCapabilities()
+	if netHeld != "" {
+		held += "," + netHeld
+	}
+	note += "; " + netNote
 	if refused != "" {
 		note += "; Mode \"available\" runs this CLI without it: " + refused
 	}
-	return sandboxHeld, note
+	return held, note
 }
 
 // sandboxError is a required sandbox this host cannot hold.
@@ -124,6 +135,7 @@ type runSandbox struct {
 	on    bool             // a ceiling holds the run
 	temp  string
 	drop  func() error // removes temp
+	net   *runNet      // the network rules in force, nil without
 }
 
 // prepare builds the ruleset of a run about to start attr at workdir, sets
@@ -182,6 +194,31 @@ func (a sandboxAsk) prepare(attr *proc.Attr, workdir string, setEnv []string, lo
 	if rs.rules != nil {
 		attr.Restrict, rs.on = rs.rules.Restrict, true
 	}
+	if rs.net, err = a.startNet(attr.Env, log); err != nil {
+		rs.undo()
+		return nil, err
+	}
+	if rs.net != nil {
+		attr.Env = rs.net.n.MergeEnv(attr.Env)
+	}
+	if rs.net != nil && rs.net.wrap {
+		if err := rs.net.wrapAttr(attr, rs.rules); err != nil {
+			rs.undo()
+			return nil, fmt.Errorf("sandbox: the run's network namespace: %w", err)
+		}
+	} else if rs.net != nil {
+		// The namespace first, while the thread may still make it.
+		enter, restrict := rs.net.n.Enter, attr.Restrict
+		attr.Restrict = func() error {
+			if err := enter(); err != nil {
+				return err
+			}
+			if restrict != nil {
+				return restrict()
+			}
+			return nil
+		}
+	}
 	env := []string{"TMPDIR=" + temp, "TMP=" + temp, "TEMP=" + temp}
 	for _, kv := range sandbox.Caches(filepath.Join(temp, "cache")) {
 		k, _, _ := strings.Cut(kv, "=")
@@ -197,10 +234,22 @@ func (a sandboxAsk) prepare(attr *proc.Attr, workdir string, setEnv []string, lo
 
 // held returns Result.Sandbox of the run.
 func (rs *runSandbox) held() string {
-	if rs == nil || !rs.on {
-		return ""
+	var parts []string
+	if rs != nil && rs.on {
+		parts = append(parts, sandboxHeld)
 	}
-	return sandboxHeld
+	if rs != nil && rs.net != nil {
+		parts = append(parts, sandboxNetHeld)
+	}
+	return strings.Join(parts, ",")
+}
+
+// netRules returns the run's network rules in force, nil without.
+func (rs *runSandbox) netRules() *runNet {
+	if rs == nil {
+		return nil
+	}
+	return rs.net
 }
 
 // started releases the ruleset once the root is started (its thread
@@ -219,7 +268,25 @@ func (rs *runSandbox) undo() error {
 		return nil
 	}
 	rs.started()
+	if rs.net != nil {
+		rs.net.closeRuleset()
+		rs.net.n.Close()
+	}
 	return rs.drop()
+}
+
+// netStarted completes the network namespace of a run started by Wrap:
+// it receives the first stage's listeners and serves them. An error means
+// the first stage failed, and the CLI is not running under the rules.
+func (rs *runSandbox) netStarted() error {
+	if rs == nil || rs.net == nil || !rs.net.wrap {
+		return nil
+	}
+	rs.net.closeRuleset()
+	if err := rs.net.n.Started(); err != nil {
+		return &sandboxError{err: netUnavailable(err)}
+	}
+	return nil
 }
 
 // sandboxLevel maps a permission level to the sandbox's.

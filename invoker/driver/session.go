@@ -64,6 +64,9 @@ type session struct {
 	closing bool   // Close was called
 
 	busy atomic.Bool // a Turn is running
+	// netSeen counts the network rules' attempts that turns have
+	// reported (Result.Connections), used by the turn in progress.
+	netSeen int
 	// drop is the sandbox's state across turns (sandbox.go), used by the
 	// turn that holds busy.
 	drop      levelDrop
@@ -111,7 +114,7 @@ func (e *engine) open(ctx context.Context, req invoker.SessionRequest, schema *j
 	}
 	s.tel = e.cfg.tel.session(ctx, s.cli, &req)
 	s.r = e.newRun(runSpec{conv: s, cb: s.cb, tel: s.tel, cmd: cmd, workdir: req.Workdir, env: req.Env, input: true, ctx: ctx,
-		limits: e.cfg.limitsFor(req.Limits), sandbox: e.sandboxFor(req.Sandbox, req.Permission), onQueued: onQueued})
+		limits: e.cfg.limitsFor(req.Limits), sandbox: e.sandboxFor(req.Sandbox, req.Permission, breq.MCPServers), onQueued: onQueued})
 	s.log = e.logger(s.tel)
 	// The protocol judges what the CLI asks with the environment the CLI
 	// runs with (a configuration home set in Options.Env), not

@@ -61,6 +61,10 @@ func (s *session) turn(ctx context.Context, tr invoker.TurnRequest, check bool) 
 		return fail(ctxError(ctx))
 	}
 	res, err := t.run(ctx)
+	// The attempts since the turn before: those of the opening, or of
+	// the time between turns, go to the next turn.
+	res.Connections = s.r.sbx.netRules().connections(s.netSeen)
+	s.netSeen += len(res.Connections)
 	if err != nil && res.SessionID == "" {
 		res.SessionID = s.ID()
 	}

@@ -137,6 +137,12 @@ func (r *run) startTree() (err error) {
 		return r.startError(err)
 	}
 	r.sbx.started()
+	if err := r.sbx.netStarted(); err != nil {
+		t.Kill()
+		t.Wait()
+		r.sbx.undo()
+		return err
+	}
 	r.tree = t
 	r.containment = level(t.Containment())
 	r.tail = jsonl.NewTail(r.cfg.stderrTail)

@@ -42,6 +42,7 @@ var (
 type resourceInstruments struct {
 	memory metric.Int64Histogram
 	cpu    metric.Float64Histogram
+	conns  metric.Int64Counter
 	admit.Instruments
 }
 
@@ -53,6 +54,8 @@ func newResourceInstruments(m metric.Meter) resourceInstruments {
 	r.cpu, _ = m.Float64Histogram("clinvoke.run.cpu.time", metric.WithUnit("s"),
 		metric.WithDescription("CPU time of a run's process tree (Invoke, or a session's whole life), as Result.Resources.CPUTime."),
 		metric.WithExplicitBucketBoundaries(cpuBuckets...))
+	r.conns, _ = m.Int64Counter("clinvoke.net.connections", metric.WithUnit("{connection}"),
+		metric.WithDescription("Connections a sandboxed run's processes attempted under Sandbox.Network, by clinvoke.net.allowed, as Result.Connections."))
 	r.Instruments = admit.NewInstruments(m)
 	return r
 }
@@ -67,6 +70,7 @@ func (s *span) resources(ctx context.Context, res *invoker.Result, err error) {
 		s.t.res.memory.Record(ctx, r.PeakMemory, s.t.cliOpt.rec...)
 		s.t.res.cpu.Record(ctx, r.CPUTime.Seconds(), s.t.cliOpt.rec...)
 	}
+	s.connections(ctx, res.Connections)
 	if !s.rec {
 		return
 	}

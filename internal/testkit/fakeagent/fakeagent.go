@@ -4,7 +4,12 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/url"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -125,7 +130,13 @@ type Script struct {
 	// write ("write PATH": append a line, creating the file) or to read
 	// ("read PATH"), as a CLI under a sandbox would; "$TMPDIR" in PATH is
 	// the fake's TMPDIR. Each outcome is a line of the answer, after it:
-	// "write PATH: ok", or the error ("… permission denied").
+	// "write PATH: ok", or the error ("… permission denied"). "get URL"
+	// asks for URL over HTTP as most clients do, through the proxy that
+	// HTTP_PROXY and HTTPS_PROXY name unless NO_PROXY says otherwise
+	// (outcome "ok", or the status: "403 Forbidden"); "proxy URL" asks
+	// through the proxy HTTP_PROXY names, whatever NO_PROXY says, as
+	// curl -x does; "dial HOST:PORT"
+	// connects over TCP, ignoring any proxy ("ok", or the error).
 	Touch []string `json:"touch,omitempty"`
 
 	// StreamFor keeps printing progress events, one every Interval, for
@@ -567,6 +578,15 @@ func (s *Script) touch() {
 			}
 		case "read":
 			_, err = os.ReadFile(path)
+		case "get":
+			err = httpGet(path, http.ProxyFromEnvironment)
+		case "proxy":
+			err = httpGet(path, func(*http.Request) (*url.URL, error) { return url.Parse(os.Getenv("HTTP_PROXY")) })
+		case "dial":
+			var c net.Conn
+			if c, err = net.DialTimeout("tcp", path, 10*time.Second); err == nil {
+				c.Close()
+			}
 		default:
 			err = fmt.Errorf("unknown operation %q", op)
 		}
@@ -577,4 +597,20 @@ func (s *Script) touch() {
 		lines = append(lines, op+" "+path+": "+res)
 	}
 	s.Answer = strings.Join(lines, "\n")
+}
+
+// httpGet asks for u as Touch's "get" does, on a connection of its own
+// that it closes: nil for 200 OK, else the error or the status.
+func httpGet(u string, proxy func(*http.Request) (*url.URL, error)) error {
+	c := &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{Proxy: proxy, DisableKeepAlives: true}}
+	resp, err := c.Get(u)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	io.Copy(io.Discard, resp.Body)
+	if resp.StatusCode != http.StatusOK {
+		return errors.New(resp.Status)
+	}
+	return nil
 }

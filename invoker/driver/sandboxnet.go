@@ -1,0 +1,362 @@
+package driver
+
+import (
+	"context"
+	"errors"
+
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/metric"
+
+	"fmt"
+	"net"
+	"net/url"
+	"os"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+
+	"github.com/clinvoke/clinvoke/internal/egress"
+	"github.com/clinvoke/clinvoke/invoker"
+)
+
+// The network part of the sandbox (invoker.Sandbox.Network): a network
+// namespace per run (a session's lives as long as the session), entered
+// by the thread that forks the CLI, whose only ways out are internal/
+// egress's proxy and the forwarders of the loopback endpoints the run
+// must reach; every attempt recorded, a denied one a warning event.
+
+// netNone is the Network rule that allows only what the run must reach.
+const netNone = "none"
+
+// sandboxNetHeld is the part Result.Sandbox and Capabilities.Sandbox add
+// when the network rules hold.
+const sandboxNetHeld = "network"
+
+// The routes into a run's network namespace (internal/egress).
+const (
+	netEnter = "enter" // egress.Net.Enter on the forking thread: root
+	netWrap  = "wrap"  // egress.Net.Wrap: unprivileged user namespaces
+)
+
+// netProbe says once how this process can give a run a network
+// namespace: by Enter (CAP_SYS_ADMIN), else by Wrap (unprivileged user
+// namespaces), else neither and why (the Wrap route's reason for a user,
+// Enter's for root).
+var netProbe = sync.OnceValues(func() (string, error) {
+	err := egress.Probe()
+	if err == nil {
+		return netEnter, nil
+	}
+	werr := egress.ProbeWrap()
+	if werr == nil {
+		return netWrap, nil
+	}
+	if os.Geteuid() != 0 {
+		err = werr
+	}
+	return "", err
+})
+
+// netWanted reports whether sb asks for a network ceiling.
+func netWanted(sb invoker.Sandbox) bool { return len(sb.Network) > 0 }
+
+// parseNetwork reads Sandbox.Network: "none" alone, or rules. Its errors
+// match ErrInvalidRequest.
+func parseNetwork(rules []string) ([]egress.Rule, error) {
+	if len(rules) == 1 && rules[0] == netNone {
+		return nil, nil
+	}
+	out := make([]egress.Rule, 0, len(rules))
+	for i, s := range rules {
+		if s == netNone {
+			return nil, invalid("Sandbox.Network[%d] is %q beside other rules: %q alone allows only what the run must reach; drop it to allow the others", i, s, netNone)
+		}
+		r, err := egress.ParseRule(s)
+		if err != nil {
+			return nil, invalid("Sandbox.Network[%d]: %v", i, err)
+		}
+		out = append(out, r)
+	}
+	return out, nil
+}
+
+// checkNetwork checks the network part of sb, merged and in a known mode.
+func checkNetwork(sb invoker.Sandbox) error {
+	if !netWanted(sb) || sb.Mode == sandboxOff {
+		return nil // "off" turns the rules off with the rest
+	}
+	if sb.Mode == "" {
+		return invalid("Sandbox.Network is set without Sandbox.Mode: set Mode to %q or %q for the network rules to hold", sandboxAvailable, sandboxRequired)
+	}
+	if _, err := parseNetwork(sb.Network); err != nil {
+		return err
+	}
+	if sb.Mode == sandboxRequired {
+		if _, err := netProbe(); err != nil {
+			return &sandboxError{err: netUnavailable(err)}
+		}
+	}
+	return nil
+}
+
+// netUnavailable returns the probe's error as the Invoker's user reads
+// it: what the network rules need, what failed, and how to get it.
+func netUnavailable(err error) error {
+	var ns *egress.NamespaceError
+	if !errors.As(err, &ns) {
+		return fmt.Errorf("the network rules (Sandbox.Network) need a network namespace for the run: %w", err)
+	}
+	// Wrap is tried after Enter, and is not the Invoker's user's to call.
+	missing, _, _ := strings.Cut(ns.Missing, "; without it, start the run with Wrap")
+	return fmt.Errorf("the network rules (Sandbox.Network) need a network namespace for the run: %s: %w: %s", ns.Op, ns.Err, missing)
+}
+
+// netCapabilities returns what Capabilities adds for the network part:
+// the part held, or "" and why not.
+func netCapabilities() (string, string) {
+	route, err := netProbe()
+	if err != nil {
+		return "", "no network part: " + netUnavailable(err).Error()
+	}
+	how := "entered as root"
+	if route == netWrap {
+		how = "in a user namespace of the run's own"
+	}
+	return sandboxNetHeld, "a network namespace per run (" + how + "), whose only way out is the library's proxy, holds Sandbox.Network"
+}
+
+// modelFact is where one CLI's model endpoint is configured, and its
+// default API hosts.
+type modelFact struct {
+	env      string   // the variable holding its base URL
+	config   string   // a configuration file below its home (homeVar's, else the home directory's)
+	homeVar  string   // the variable naming the directory config is in
+	key      string   // the key of a base URL in config
+	defaults []string // the hosts it calls when nothing is configured
+}
+
+// modelFacts are the model endpoints of the CLIs, one place for every
+// reader (docs/cli-facts.md, docs/acp-agents.md): the three backends and
+// the ACP agents under the names internal/sandbox gives them. The
+// defaults are the API hosts and their sign-in hosts; a CLI configured
+// another way (Vertex AI, Bedrock, another provider) needs its hosts in
+// Sandbox.Network.
+var modelFacts = map[string]modelFact{
+	"codex":           {config: "config.toml", homeVar: "CODEX_HOME", key: "base_url", defaults: []string{"api.openai.com:443", "chatgpt.com:443", "auth.openai.com:443"}},
+	"codex-acp":       {config: "config.toml", homeVar: "CODEX_HOME", key: "base_url", defaults: []string{"api.openai.com:443", "chatgpt.com:443", "auth.openai.com:443"}},
+	"gemini":          {env: "GOOGLE_GEMINI_BASE_URL", defaults: []string{"generativelanguage.googleapis.com:443", "cloudcode-pa.googleapis.com:443", "oauth2.googleapis.com:443"}},
+	"claude":          {env: "ANTHROPIC_BASE_URL", defaults: []string{"api.anthropic.com:443", "console.anthropic.com:443"}},
+	"claude-code-acp": {env: "ANTHROPIC_BASE_URL", defaults: []string{"api.anthropic.com:443", "console.anthropic.com:443"}},
+	"qwen":            {env: "OPENAI_BASE_URL"},
+	"opencode":        {config: "opencode/opencode.json", homeVar: "XDG_CONFIG_HOME", key: "baseURL"},
+}
+
+// modelURLs returns the base URLs the run of cli is configured with: its
+// variable's, the ones in its configuration file, else none.
+func modelURLs(cli string, env []string) (urls []string, defaults []string) {
+	f := modelFacts[cli]
+	if v := envValue(env, f.env); f.env != "" && v != "" {
+		urls = append(urls, v)
+	}
+	if f.config != "" {
+		dir := envValue(env, f.homeVar)
+		if dir == "" {
+			home := envValue(env, "HOME")
+			if home == "" {
+				home, _ = os.UserHomeDir()
+			}
+			dir = filepath.Join(home, map[string]string{"CODEX_HOME": ".codex", "XDG_CONFIG_HOME": ".config"}[f.homeVar])
+		}
+		if b, err := os.ReadFile(filepath.Join(dir, f.config)); err == nil {
+			re := regexp.MustCompile(regexp.QuoteMeta(f.key) + `"?\s*[=:]\s*"([^"]+)"`)
+			for _, m := range re.FindAllSubmatch(b, -1) {
+				urls = append(urls, string(m[1]))
+			}
+		}
+	}
+	return urls, f.defaults
+}
+
+// netConfig returns the proxy's configuration of a run of cli with env,
+// given mcp and asking for rules: the rules, the model endpoint (its
+// configured base URLs, else its default hosts) and the MCP servers given
+// by URL, those on the loopback forwarded.
+func netConfig(rules []egress.Rule, cli string, env []string, mcp []invoker.MCPServer) *egress.Config {
+	cfg := &egress.Config{Allow: slices.Clone(rules)}
+	urls, defaults := modelURLs(cli, env)
+	if len(urls) == 0 {
+		for _, d := range defaults {
+			if r, err := egress.ParseRule(d); err == nil {
+				cfg.Allow = append(cfg.Allow, r)
+			}
+		}
+	}
+	for _, s := range mcp {
+		if s.URL != "" {
+			urls = append(urls, s.URL)
+		}
+	}
+	for _, raw := range urls {
+		u, err := url.Parse(raw)
+		if err != nil || u.Hostname() == "" {
+			continue
+		}
+		port := u.Port()
+		if port == "" {
+			port = map[string]string{"http": "80", "ws": "80"}[u.Scheme]
+			if port == "" {
+				port = "443"
+			}
+		}
+		hp := net.JoinHostPort(u.Hostname(), port)
+		if isLoopbackHost(u.Hostname()) {
+			if !slices.Contains(cfg.Loopback, hp) {
+				cfg.Loopback = append(cfg.Loopback, hp)
+			}
+			continue
+		}
+		if r, err := egress.ParseRule(hp); err == nil {
+			cfg.Allow = append(cfg.Allow, r)
+		}
+	}
+	return cfg
+}
+
+// isLoopbackHost reports whether host is localhost or a loopback address.
+func isLoopbackHost(host string) bool {
+	if strings.EqualFold(host, "localhost") {
+		return true
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsLoopback()
+}
+
+// runNet is a run's network sandbox once it holds.
+type runNet struct {
+	n       *egress.Net
+	wrap    bool     // started by Wrap, not Enter
+	ruleset *os.File // with wrap, the Landlock ruleset its first stage applies; closed once started
+
+	mu      sync.Mutex
+	pending []egress.Attempt // denied, not yet warned of
+}
+
+// startNet builds the run's egress.Net for a, which asks for network
+// rules, with the run's environment env: nil without one where the host
+// has none and the mode is "available".
+func (a sandboxAsk) startNet(env []string, log interface {
+	Debug(msg string, args ...any)
+}) (*runNet, error) {
+	if !netWanted(a.sb) {
+		return nil, nil
+	}
+	route, err := netProbe()
+	if err != nil {
+		if a.sb.Mode == sandboxRequired {
+			return nil, &sandboxError{err: netUnavailable(err)}
+		}
+		log.Debug("no network sandbox on this host", "err", err)
+		return nil, nil
+	}
+	rules, err := parseNetwork(a.sb.Network)
+	if err != nil {
+		return nil, err
+	}
+	rn := &runNet{wrap: route == netWrap}
+	cfg := netConfig(rules, a.cli, env, a.mcp)
+	cfg.OnAttempt = func(at egress.Attempt) {
+		if !at.Allowed {
+			rn.mu.Lock()
+			rn.pending = append(rn.pending, at)
+			rn.mu.Unlock()
+		}
+	}
+	if rn.n, err = egress.New(cfg); err != nil {
+		return nil, fmt.Errorf("sandbox: the run's network rules: %w", err)
+	}
+	return rn, nil
+}
+
+// warnings returns a KindWarning event for each attempt denied since the
+// last call, naming the host, the port and the rule that would allow it.
+func (rn *runNet) warnings(tool *invoker.Tool) []invoker.Event {
+	if rn == nil {
+		return nil
+	}
+	rn.mu.Lock()
+	denied := rn.pending
+	rn.pending = nil
+	rn.mu.Unlock()
+	evs := make([]invoker.Event, 0, len(denied))
+	for _, at := range denied {
+		hp := net.JoinHostPort(at.Host, strconv.Itoa(at.Port))
+		evs = append(evs, invoker.Event{Kind: invoker.KindWarning, Tool: tool,
+			Text: fmt.Sprintf("the sandbox refused a connection to %s: add %q to Sandbox.Network to allow it (%s)", hp, hp, at.Err)})
+	}
+	return evs
+}
+
+// connections returns the recorded attempts from the from-th on, as
+// Result.Connections; nil without network rules.
+func (rn *runNet) connections(from int) []invoker.Connection {
+	if rn == nil {
+		return nil
+	}
+	ats := rn.n.Attempts()
+	out := make([]invoker.Connection, 0, max(len(ats)-from, 0))
+	for _, at := range ats[min(from, len(ats)):] {
+		out = append(out, invoker.Connection{Host: at.Host, Port: at.Port, Allowed: at.Allowed, Sent: at.Sent, Received: at.Received, Err: at.Err})
+	}
+	return out
+}
+
+// Attribute keys of the network rules' records.
+const (
+	keyNetAllowed = attribute.Key("clinvoke.net.allowed")
+	keyNetDenied  = attribute.Key("clinvoke.net.denied")
+)
+
+// connections records a run's or turn's connections under the network
+// rules: the counter clinvoke.net.connections by clinvoke.net.allowed,
+// the span's counts of allowed and denied ones, and a span event
+// clinvoke.net.denied naming each denied destination.
+func (s *span) connections(ctx context.Context, cs []invoker.Connection) {
+	if len(cs) == 0 {
+		return
+	}
+	var allowed, denied int64
+	for _, c := range cs {
+		if c.Allowed {
+			allowed++
+		} else {
+			denied++
+		}
+	}
+	// The attribute sets merge: the CLI's, and whether allowed.
+	if allowed > 0 {
+		s.t.res.conns.Add(ctx, allowed, append(slices.Clip(s.t.cliOpt.add), metric.WithAttributes(keyNetAllowed.Bool(true)))...)
+	}
+	if denied > 0 {
+		s.t.res.conns.Add(ctx, denied, append(slices.Clip(s.t.cliOpt.add), metric.WithAttributes(keyNetAllowed.Bool(false)))...)
+	}
+	if !s.rec {
+		return
+	}
+	s.sp.SetAttributes(keyNetAllowed.Int64(allowed), keyNetDenied.Int64(denied))
+	for _, c := range cs {
+		if !c.Allowed {
+			s.event("clinvoke.net.denied", attribute.String("server.address", c.Host), attribute.Int("server.port", c.Port))
+		}
+	}
+}
+
+// closeRuleset closes the copy of the ruleset given to the first stage.
+func (rn *runNet) closeRuleset() {
+	if rn.ruleset != nil {
+		rn.ruleset.Close()
+		rn.ruleset = nil
+	}
+}

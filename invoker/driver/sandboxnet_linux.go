@@ -1,0 +1,38 @@
+package driver
+
+import (
+	"os/exec"
+	"syscall"
+
+	"github.com/clinvoke/clinvoke/internal/proc"
+	"github.com/clinvoke/clinvoke/internal/sandbox"
+)
+
+// wrapAttr makes attr start the run by egress's Wrap: the CLI born in new
+// user and network namespaces as this program's binary, whose first stage
+// sets the namespace up, applies rules (if not nil) and executes the CLI.
+// The forking thread is not restricted then: the new namespace's id maps
+// are written from it, which a restricted thread may not.
+func (rn *runNet) wrapAttr(attr *proc.Attr, rules *sandbox.Ruleset) error {
+	cmd := &exec.Cmd{Path: attr.Path, Env: attr.Env, SysProcAttr: &syscall.SysProcAttr{}}
+	if rules != nil {
+		f, err := rules.File()
+		if err != nil {
+			return err
+		}
+		rn.ruleset = f
+		attr.Restrict = nil
+	}
+	if err := rn.n.WrapRestricted(cmd, rn.ruleset); err != nil {
+		return err
+	}
+	attr.Path, attr.Env = cmd.Path, cmd.Env
+	attr.ExtraFiles = append(attr.ExtraFiles, cmd.ExtraFiles...)
+	w := cmd.SysProcAttr
+	attr.SysAttr = func(s *syscall.SysProcAttr) {
+		s.Cloneflags |= w.Cloneflags
+		s.UidMappings, s.GidMappings, s.GidMappingsEnableSetgroups = w.UidMappings, w.GidMappings, w.GidMappingsEnableSetgroups
+		s.AmbientCaps = append(s.AmbientCaps, w.AmbientCaps...)
+	}
+	return nil
+}

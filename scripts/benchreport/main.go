@@ -192,6 +192,8 @@ func rows(s samples) []row {
 
 	v, n = ratio("BenchmarkInvokeQuickSandboxed", "BenchmarkInvokeQuick", "ns/op")
 	add("Sandboxed ÷ plain Invoke, quick answer (`InvokeQuickSandboxed` / `InvokeQuick`)", v, n, "×", "≤ 1.10×", atMost(1.10))
+	v, n = ratio("BenchmarkInvokeQuickSandboxedNetwork", "BenchmarkInvokeQuick", "ns/op")
+	add("Sandboxed with network rules \"none\" ÷ plain Invoke, quick answer (`InvokeQuickSandboxedNetwork` / `InvokeQuick`)", v, n, "×", "≤ 1.10×", atMost(1.10))
 	v, n = ratio("BenchmarkCancelCooperativeSandboxed", "BenchmarkCancelCooperative", "p50-ms")
 	add("Sandboxed ÷ plain cooperative cancel, median (`CancelCooperativeSandboxed` / `CancelCooperative` p50-ms)", v, n, "×", "≤ 1.10×", atMost(1.10))
 
@@ -491,7 +493,9 @@ const methods = `- **InvokeQuick / RawExecQuick** (invoker/bench_test.go): a fak
   CancelCooperative under a required filesystem sandbox at ReadOnly (the
   Landlock ruleset built and applied on the thread that forks the CLI, the
   private TMPDIR made and removed), compared with the plain benchmarks of
-  the same rounds.
+  the same rounds; InvokeQuickSandboxedNetwork adds the network rules
+  "none" (the namespace made and entered, the proxy's listener opened,
+  served and closed).
 - **CancelStubborn**: the fake ignores SIGINT and SIGTERM; grace periods of
   25 ms + 25 ms; the overshoot is the return time minus those 50 ms.
 - **PipeHolder**: the fake leaves a grandchild holding its stdout and stderr

@@ -80,6 +80,7 @@ func sandboxed(t *testing.T) func() error {
 // its limits, and is killed with the tree.
 func TestSandboxRootCannotLeaveCgroups(t *testing.T) {
 	noLeaks(t)
+	markUsed("escapeeach")
 	requireLimits(t, Memory, Tasks)
 	t.Setenv("PROC_TEST_HOST_PID", strconv.Itoa(os.Getpid()))
 	for _, level := range []Containment{Cgroup, Tracking} {

@@ -111,7 +111,10 @@ func newHostRigServing(t *testing.T, host hostconfig.Host, agent fakeagent.Scrip
 		path = bin + string(os.PathListSeparator) + path
 	}
 
-	v := hostconfig.Values{Command: server, Root: r.root, Transcript: r.transcript}
+	// The server's stand-in agents record each run in the test's
+	// temporary directory, which a sandboxed run cannot write: these tests
+	// are about the hosts' cancellation, so the server runs without it.
+	v := hostconfig.Values{Command: server, Root: r.root, Transcript: r.transcript, Extra: []string{"-sandbox", "off"}}
 	r.env = append(c.setup(t, r.model, r.home),
 		"HOME="+r.home,
 		"PATH="+path,

@@ -36,6 +36,9 @@ type Values struct {
 	// Transcript is the server's -transcript: one JSON line per run,
 	// which is where a run cancelled by the host is recorded.
 	Transcript string
+	// Extra are further arguments of the server, after the others (none
+	// in the docs).
+	Extra []string
 }
 
 // Example holds the values docs/hosts.md shows.
@@ -86,7 +89,7 @@ func (h Host) ToolName(tool string) (name, namespace string) {
 
 // Args returns the server's arguments for this host.
 func (h Host) Args(v Values) []string {
-	return []string{"-root", v.Root, "-cli", strings.Join(h.CLIs, ","), "-transcript", v.Transcript}
+	return append([]string{"-root", v.Root, "-cli", strings.Join(h.CLIs, ","), "-transcript", v.Transcript}, v.Extra...)
 }
 
 // Hosts are the three hosts, in the order of docs/hosts.md.

@@ -21,7 +21,13 @@
 // Permission maps to the sandbox: [invoker.ReadOnly] is "read-only",
 // [invoker.WorkspaceWrite] is "workspace-write" and [invoker.Unlimited] is
 // "danger-full-access". Codex in exec mode never asks for approval, so the
-// sandbox is the whole policy. SystemPrompt becomes the developer_instructions
+// sandbox is the whole policy. Under the kernel's sandbox
+// ([invoker.Sandbox]), where the host holds its filesystem and its network,
+// Codex's own sandbox, which cannot run inside it, is off at every level
+// ("danger-full-access", in exec and on the app-server) and the kernel
+// holds the level, below Unlimited with the network rules "none" when the
+// request gives none; with Approve, Codex still asks as it does with its
+// own sandbox (docs/sandbox.md has the measurements). SystemPrompt becomes the developer_instructions
 // setting, added to Codex's own instructions. Images are attached with
 // --image; Codex splits that flag's value at commas, so an image path that
 // contains a comma is rejected with [invoker.ErrInvalidRequest] (copy or link

@@ -6,6 +6,7 @@ import (
 	"os"
 	"regexp"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -270,4 +271,23 @@ func TestOwnSandboxOffUnderOurs(t *testing.T) {
 			t.Errorf("turn/start %s lacks %s", lines[0], w)
 		}
 	}
+}
+
+// TestSandboxNote: Capabilities.SandboxNote says how Codex runs under the
+// kernel's sandbox on this host, and why.
+func TestSandboxNote(t *testing.T) {
+	c := New().Capabilities()
+	var want []string
+	switch c.Sandbox {
+	case "filesystem,network":
+		want = []string{"runs inside it with its own sandbox off", `gets \"none\"`, "bubblewrap"}
+	case "filesystem":
+		want = []string{`Mode \"available\" runs this CLI without it and \"required\" fails`, "needs the network part", "bubblewrap"}
+	}
+	for _, w := range want {
+		if !strings.Contains(strconv.Quote(c.SandboxNote), w) {
+			t.Errorf("Sandbox %q, SandboxNote %q: want %s", c.Sandbox, c.SandboxNote, w)
+		}
+	}
+	t.Logf("Sandbox %q: %s", c.Sandbox, c.SandboxNote)
 }

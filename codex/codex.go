@@ -21,7 +21,13 @@
 // Permission maps to the sandbox: [invoker.ReadOnly] is "read-only",
 // [invoker.WorkspaceWrite] is "workspace-write" and [invoker.Unlimited] is
 // "danger-full-access". Codex in exec mode never asks for approval, so the
-// sandbox is the whole policy. SystemPrompt becomes the developer_instructions
+// sandbox is the whole policy. Under the kernel's sandbox
+// ([invoker.Sandbox]), where the host holds its filesystem and its network,
+// Codex's own sandbox, which cannot run inside it, is off at every level
+// ("danger-full-access", in exec and on the app-server) and the kernel
+// holds the level, below Unlimited with the network rules "none" when the
+// request gives none; with Approve, Codex still asks as it does with its
+// own sandbox (docs/sandbox.md has the measurements). SystemPrompt becomes the developer_instructions
 // setting, added to Codex's own instructions. Images are attached with
 // --image; Codex splits that flag's value at commas, so an image path that
 // contains a comma is rejected with [invoker.ErrInvalidRequest] (copy or link
@@ -172,35 +178,51 @@ func (backend) Hint(field string) string {
 }
 
 // SandboxRefused says why Codex cannot work inside the filesystem sandbox
-// (invoker.Sandbox): its own sandbox, in which it runs commands, applies
-// patches and (in its long-lived mode with a permission profile) loads
-// its instructions, is bubblewrap, whose user namespace needs a write to
-// /proc/self/uid_map that the kernel's ceiling refuses (measured with
-// 0.169.0: "bwrap: setting up uid map: Permission denied"). Under the
-// required form Codex reads and answers, and those fail; turning its own
-// sandbox off would open its commands' network, which the filesystem
-// sandbox does not hold. docs/sandbox.md has the measurements.
+// (invoker.Sandbox) with its own sandbox on: its own sandbox, in which it
+// runs commands, applies patches and (in its long-lived mode with a
+// permission profile) loads its instructions, is bubblewrap, whose user
+// namespace needs a write to /proc/self/uid_map that the kernel's ceiling
+// refuses (measured with 0.169.0: "bwrap: setting up uid map: Permission
+// denied"). Where the kernel holds the network too, the engine runs Codex
+// inside it and tells the backend (driver.SandboxNester), which turns
+// Codex's own sandbox off (ownSandboxOff). docs/sandbox.md has the
+// measurements.
 func (backend) SandboxRefused() string {
-	return "Codex's own sandbox (bubblewrap) cannot set up its user namespace inside it, so its commands, patches and, with Approve, its threads would fail (docs/sandbox.md)"
+	return "Codex's own sandbox (bubblewrap) cannot set up its user namespace inside it, and keeps Codex's commands off the network (docs/sandbox.md)"
 }
 
 var _ driver.SandboxNester = backend{}
 
-// sandboxMode returns Codex's sandbox policy for a permission level.
-func sandboxMode(p invoker.Permission) (string, error) {
+// ownSandboxOff reports whether a run whose request carries sb runs
+// with Codex's own sandbox off: the engine tells a SandboxNester so with
+// Mode "required" and the network rules in force, where the kernel holds
+// the run's filesystem and network. Its level is then the kernel's, and
+// the library's judge of Codex's questions (approval.go) still asks the
+// program where it did.
+func ownSandboxOff(sb invoker.Sandbox) bool {
+	return sb.Mode == "required" && len(sb.Network) > 0
+}
+
+// sandboxMode returns Codex's sandbox policy for a permission level, under
+// the sandbox sb the engine gives the run: "danger-full-access" at every
+// level where the kernel holds it (ownSandboxOff).
+func sandboxMode(p invoker.Permission, sb invoker.Sandbox) (string, error) {
 	switch p {
-	case "", invoker.ReadOnly:
-		return "read-only", nil
-	case invoker.WorkspaceWrite:
-		return "workspace-write", nil
-	case invoker.Unlimited:
-		return "danger-full-access", nil
+	case "", invoker.ReadOnly, invoker.WorkspaceWrite, invoker.Unlimited:
+	default:
+		return "", fmt.Errorf("%w: unknown permission %q", invoker.ErrInvalidRequest, string(p))
 	}
-	return "", fmt.Errorf("%w: unknown permission %q", invoker.ErrInvalidRequest, string(p))
+	switch {
+	case ownSandboxOff(sb), p == invoker.Unlimited:
+		return "danger-full-access", nil
+	case p == invoker.WorkspaceWrite:
+		return "workspace-write", nil
+	}
+	return "read-only", nil
 }
 
 func (backend) Command(req *invoker.Request) (*driver.Command, error) {
-	mode, err := sandboxMode(req.Permission)
+	mode, err := sandboxMode(req.Permission, req.Sandbox)
 	if err != nil {
 		return nil, err
 	}

@@ -6,6 +6,7 @@ import (
 	"os"
 	"regexp"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -208,4 +209,85 @@ func TestTOMLString(t *testing.T) {
 			t.Errorf("tomlString(%q) = %s, want %s", in, got, want)
 		}
 	}
+}
+
+// TestOwnSandboxOffUnderOurs: where the engine says the kernel holds the
+// run's filesystem and network (Mode "required" with network rules),
+// Codex's own sandbox is off at every level, in exec, exec resume, the
+// app-server's opening and a turn's switch, with and without Approve;
+// elsewhere each level keeps its own.
+func TestOwnSandboxOffUnderOurs(t *testing.T) {
+	held := invoker.Sandbox{Mode: "required", Network: []string{"none"}}
+	fsOnly := invoker.Sandbox{Mode: "required"}
+	for _, tc := range []struct {
+		perm invoker.Permission
+		sb   invoker.Sandbox
+		want string
+	}{
+		{invoker.ReadOnly, held, "danger-full-access"},
+		{"", held, "danger-full-access"},
+		{invoker.WorkspaceWrite, held, "danger-full-access"},
+		{invoker.WorkspaceWrite, invoker.Sandbox{Mode: "required", Network: []string{"example.com"}}, "danger-full-access"},
+		{invoker.Unlimited, held, "danger-full-access"},
+		{invoker.ReadOnly, fsOnly, "read-only"},
+		{invoker.WorkspaceWrite, fsOnly, "workspace-write"},
+		{invoker.WorkspaceWrite, invoker.Sandbox{Mode: "off"}, "workspace-write"},
+		{invoker.Unlimited, fsOnly, "danger-full-access"},
+	} {
+		req := invoker.Request{Prompt: "p", Workdir: "/w", Permission: tc.perm, Sandbox: tc.sb}
+		cmd, err := backend{}.Command(&req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !slices.Contains(cmd.Args, "--sandbox="+tc.want) {
+			t.Errorf("%q under %+v: exec Args %q lack --sandbox=%s", tc.perm, tc.sb, cmd.Args, tc.want)
+		}
+		req.SessionID = "T0"
+		if cmd, err = (backend{}).Command(&req); err != nil || !slices.Contains(cmd.Args, `--config=sandbox_mode="`+tc.want+`"`) {
+			t.Errorf("%q under %+v: resume Args %q (%v) lack sandbox_mode %s", tc.perm, tc.sb, cmd.Args, err, tc.want)
+		}
+		sreq := invoker.SessionRequest{Workdir: "/w", Permission: tc.perm, Sandbox: tc.sb}
+		if _, open := openTurn(t, &sreq); !strings.Contains(string(open), `"sandbox":"`+tc.want+`"`) {
+			t.Errorf("%q under %+v: thread/start %s lacks the sandbox %s", tc.perm, tc.sb, open, tc.want)
+		}
+		sreq.Approve = allowAll
+		if cmd, err = (backend{}).SessionCommand(&sreq); err != nil || !slices.Contains(cmd.Args, `--config=default_permissions="`+profileOf(tc.want)+`"`) {
+			t.Errorf("%q under %+v, Approve: app-server Args %q (%v) lack the profile of %s", tc.perm, tc.sb, cmd.Args, err, tc.want)
+		}
+		if _, open := openTurn(t, &sreq); !strings.Contains(string(open), `"permissions":"`+profileOf(tc.want)+`"`) || !strings.Contains(string(open), `"approvalPolicy":"untrusted"`) {
+			t.Errorf("%q under %+v, Approve: thread/start %s lacks the profile of %s, or untrusted", tc.perm, tc.sb, open, tc.want)
+		}
+	}
+	// A turn's switch keeps Codex's own sandbox off; without Approve,
+	// the policy stays "never".
+	p, _ := openTurn(t, &invoker.SessionRequest{Workdir: "/w", Sandbox: held})
+	appDecode(t, p, `{"method":"turn/completed","params":{"threadId":"T1","turn":{"id":"U1","status":"completed"}}}`)
+	lines, err := p.StartTurn(&invoker.TurnRequest{Prompt: "more", Permission: invoker.WorkspaceWrite})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, w := range []string{`"type":"dangerFullAccess"`, `"approvalPolicy":"never"`} {
+		if !strings.Contains(string(lines[0]), w) {
+			t.Errorf("turn/start %s lacks %s", lines[0], w)
+		}
+	}
+}
+
+// TestSandboxNote: Capabilities.SandboxNote says how Codex runs under the
+// kernel's sandbox on this host, and why.
+func TestSandboxNote(t *testing.T) {
+	c := New().Capabilities()
+	var want []string
+	switch c.Sandbox {
+	case "filesystem,network":
+		want = []string{"runs inside it with its own sandbox off", `gets \"none\"`, "bubblewrap"}
+	case "filesystem":
+		want = []string{`Mode \"available\" runs this CLI without it and \"required\" fails`, "needs the network part", "bubblewrap"}
+	}
+	for _, w := range want {
+		if !strings.Contains(strconv.Quote(c.SandboxNote), w) {
+			t.Errorf("Sandbox %q, SandboxNote %q: want %s", c.Sandbox, c.SandboxNote, w)
+		}
+	}
+	t.Logf("Sandbox %q: %s", c.Sandbox, c.SandboxNote)
 }

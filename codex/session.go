@@ -61,7 +61,7 @@ func (backend) Steer(p driver.SessionProtocol, prompt string) ([][]byte, error) 
 // SessionCommand starts the app-server; everything else of the request
 // goes in the protocol.
 func (backend) SessionCommand(req *invoker.SessionRequest) (*driver.Command, error) {
-	mode, err := sandboxMode(req.Permission)
+	mode, err := sandboxMode(req.Permission, req.Sandbox)
 	if err != nil {
 		return nil, err
 	}
@@ -85,12 +85,12 @@ func inHostEnv(name string) bool {
 
 // NewSessionProtocol returns the JSON-RPC driver of one app-server session.
 func (backend) NewSessionProtocol(req *invoker.SessionRequest) driver.SessionProtocol {
-	mode, _ := sandboxMode(req.Permission)
+	mode, _ := sandboxMode(req.Permission, req.Sandbox)
 	p := &protocol{
 		workdir: req.Workdir, model: req.Model, mode: mode,
 		instructions: req.SystemPrompt, resume: req.SessionID, fork: req.Fork,
 		schema: req.OutputSchema, approve: req.Approve != nil,
-		ceiling: req.Permission, ws: workspace.New(req.Workdir, req.Env), asking: make(map[string]*asked),
+		sandbox: req.Sandbox, ceiling: req.Permission, ws: workspace.New(req.Workdir, req.Env), asking: make(map[string]*asked),
 		next: 1, called: make(map[string]bool), steers: make(map[int64]bool),
 		limits: make(map[string]rateWindow), trusted: make(map[string]bool),
 		changes: make(map[string]fileChange), mcpCalls: make(map[string]string),
@@ -116,6 +116,9 @@ type protocol struct {
 	schema                                     json.RawMessage // every turn's outputSchema
 	// approve: the program decides Codex's questions (see approval.go).
 	approve bool
+	// sandbox is the one the engine gives the session, which turns
+	// Codex's own off at every level where the kernel holds it.
+	sandbox invoker.Sandbox
 	// ceiling is the permission level in force, which bounds what the
 	// program is asked; ws judges the paths of file changes under
 	// WorkspaceWrite.
@@ -299,7 +302,7 @@ func (p *protocol) StartTurn(t *invoker.TurnRequest) ([][]byte, error) {
 		params["model"] = t.Model
 	}
 	if t.Permission != "" {
-		mode, err := sandboxMode(t.Permission)
+		mode, err := sandboxMode(t.Permission, p.sandbox)
 		if err != nil {
 			return nil, err
 		}

@@ -6,6 +6,7 @@ import (
 	"context"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -36,11 +37,22 @@ func TestSandboxTurn(t *testing.T) {
 			if err != nil {
 				t.Fatalf("%s: Invoke() error = %v; stderr:\n%s", perm, err, res.Stderr)
 			}
-			if res.Text != "sandboxed answer" || res.Sandbox != "filesystem" {
-				t.Errorf("%s: Text %q, Sandbox %q; want the answer, filesystem", perm, res.Text, res.Sandbox)
+			if want := heldFor(r.cli.name); res.Text != "sandboxed answer" || res.Sandbox != want {
+				t.Errorf("%s: Text %q, Sandbox %q; want the answer, %s", perm, res.Text, res.Sandbox, want)
 			}
 		}
 	})
+}
+
+// heldFor returns Result.Sandbox of a run of cli below Unlimited under a
+// sandbox without network rules, on a host that holds both parts: Codex,
+// which runs inside with its own sandbox off, gets the rules "none"
+// (docs/sandbox.md).
+func heldFor(cli string) string {
+	if cli == "codex" {
+		return "filesystem,network"
+	}
+	return "filesystem"
 }
 
 // TestSandboxSSHKeyReadOnly: a key planted in ~/.ssh is not read by a
@@ -76,14 +88,10 @@ func TestSandboxSSHKeyReadOnly(t *testing.T) {
 
 // TestSandboxOneShotConfigWrites: the writes TestOneShotConfigWrites
 // finds open with Codex at WorkspaceWrite (.gemini, .claude, .mcp.json,
-// .claude.json at the top of the project), and /tmp, by each CLI's own
-// write tool and by shell, are refused under the sandbox, while a file of
-// the project is written and the turn goes on. Codex is the exception
-// docs/sandbox.md names: its own sandbox (bubblewrap, in 0.169.0) cannot
-// set up its user namespace inside the ceiling (writing /proc/self/uid_map
-// is refused), so its commands and patches fail, the project's file
-// included; it is checked to fail still, so that a Codex that nests fails
-// here and the documentation is updated.
+// .claude.json at the top of the project), .codex and .git there, and
+// /tmp, by each CLI's own write tool and by shell, are refused under the
+// sandbox, while a file of the project is written and the turn goes on:
+// Codex's too, which runs inside with its own sandbox off.
 func TestSandboxOneShotConfigWrites(t *testing.T) {
 	forEachCLI(t, func(t *testing.T, r *rig) {
 		w := twoWayOf(t, r.cli.name)
@@ -92,7 +100,7 @@ func TestSandboxOneShotConfigWrites(t *testing.T) {
 			t.Fatal(err)
 		}
 		targets := []string{"/tmp/clinvoke-e2e-sandbox-" + filepath.Base(wd)}
-		for _, f := range []string{".gemini/settings.json", ".claude/settings.json", ".mcp.json", ".claude.json", ".git/hooks/pre-commit"} {
+		for _, f := range []string{".gemini/settings.json", ".claude/settings.json", ".codex/config.toml", ".mcp.json", ".claude.json", ".git/hooks/pre-commit"} {
 			targets = append(targets, filepath.Join(wd, f))
 		}
 		t.Cleanup(func() { os.Remove(targets[0]) })
@@ -110,12 +118,7 @@ func TestSandboxOneShotConfigWrites(t *testing.T) {
 				t.Errorf("%s was written: %q", f, b)
 			}
 		}
-		b, err := os.ReadFile(inside)
-		written := err == nil && strings.Contains(string(b), "project file")
-		switch {
-		case r.cli.name == "codex" && written:
-			t.Errorf("Codex wrote the project's file under the sandbox, which docs/sandbox.md says its own sandbox cannot: update the documentation")
-		case r.cli.name != "codex" && !written:
+		if b, err := os.ReadFile(inside); err != nil || !strings.Contains(string(b), "project file") {
 			t.Errorf("the project's file was not written (%q, %v): WorkspaceWrite must still write the project", b, err)
 		}
 	})
@@ -182,24 +185,10 @@ func TestSandboxSessionLevelDrop(t *testing.T) {
 
 // TestSandboxGoTool: a Go tool the run serves over loopback is reachable
 // from inside the sandbox, and its result reaches the model; with Approve,
-// the CLI's long-lived mode runs under it too. Codex is the exception
-// docs/sandbox.md names: with Approve its app-server loads its
-// instructions through its own sandbox, which cannot nest, so the thread
-// does not start; that is checked to hold still.
+// the CLI's long-lived mode runs under it too (Codex's app-server starts
+// its thread with its own sandbox off).
 func TestSandboxGoTool(t *testing.T) {
 	forEachCLI(t, func(t *testing.T, r *rig) {
-		if r.cli.name == "codex" {
-			req := r.sandboxed("record it", invoker.ReadOnly)
-			var rec recorder
-			req.MCPServers = []invoker.MCPServer{{Name: "gotools", Server: recordServer(rec.handle)}}
-			var a approvals
-			req.Approve = a.decide(invoker.Decision{Allow: true})
-			_, err := r.invoke(context.Background(), req)
-			if err == nil || !strings.Contains(err.Error(), "bwrap") {
-				t.Errorf("Invoke() error = %v, want Codex's thread refused by its own sandbox (bwrap): update docs/sandbox.md", err)
-			}
-			return
-		}
 		w := twoWayOf(t, r.cli.name)
 		var rec recorder
 		r.srv.Enqueue(w.call("gotools", "record", map[string]any{"text": "from the sandbox"}), fakemodel.EchoToolResult("after: "))
@@ -217,8 +206,130 @@ func TestSandboxGoTool(t *testing.T) {
 		if body := lastScripted(t, r.srv); !strings.Contains(body, "recorded: from the sandbox") {
 			t.Errorf("the model's next request lacks the tool's result:\n%s", body)
 		}
-		if res.Sandbox != "filesystem" {
-			t.Errorf("Result.Sandbox = %q, want filesystem", res.Sandbox)
+		if want := heldFor(r.cli.name); res.Sandbox != want {
+			t.Errorf("Result.Sandbox = %q, want %s", res.Sandbox, want)
+		}
+	})
+}
+
+// TestSandboxCodexAvailable: Codex under the "available" form at
+// WorkspaceWrite, on a host that holds the filesystem and the network,
+// runs inside the sandbox with its own off and the network rules "none":
+// its patch and its shell write inside the working directory; the shell's
+// writes to /tmp and to CODEX_HOME's config.toml are measured (the kernel
+// refuses the first; the second is the hole docs/sandbox.md names); what it
+// writes in $TMPDIR goes with the run; a connection elsewhere is refused
+// with a warning event.
+func TestSandboxCodexAvailable(t *testing.T) {
+	forEachRig(t, []cli{*cliNamed("codex")}, func(t *testing.T, r *rig) {
+		w := twoWayOf(t, "codex")
+		wd := r.workdir
+		if err := os.MkdirAll(filepath.Join(wd, "src"), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		outside := "/tmp/clinvoke-e2e-codex-" + filepath.Base(wd)
+		t.Cleanup(func() { os.Remove(outside) })
+		config := filepath.Join(r.home, ".codex", "config.toml")
+		before, err := os.ReadFile(config)
+		if err != nil {
+			t.Fatal(err)
+		}
+		patched, shelled, tmpdir := filepath.Join(wd, "src", "patched.txt"), filepath.Join(wd, "src", "shelled.txt"), filepath.Join(wd, "src", "tmpdir.txt")
+		r.srv.Enqueue(w.write(patched, "by patch"),
+			fakemodel.Shell("echo by shell > "+shelled+"; echo kept > $TMPDIR/kept; echo $TMPDIR > "+tmpdir),
+			fakemodel.Shell("echo PLANTED > "+outside),
+			fakemodel.Shell("echo '# PLANTED by shell' >> "+config),
+			fakemodel.Shell("curl -sS -m 30 http://denied.test/probe; echo end"),
+			fakemodel.EchoToolResult("after: "))
+		req := r.request("work in the project")
+		req.Permission, req.Sandbox = invoker.WorkspaceWrite, invoker.Sandbox{Mode: "available"}
+		var warnings []string
+		req.OnEvent = func(ev invoker.Event) {
+			switch {
+			case ev.Kind == invoker.KindWarning:
+				warnings = append(warnings, ev.Text)
+			case ev.Kind == invoker.KindToolResult && ev.Tool != nil:
+				t.Logf("%s result (%s): %.200s", ev.Tool.Name, ev.Tool.Status, ev.Tool.Output)
+			}
+		}
+		res, err := r.invoke(context.Background(), req)
+		if err != nil {
+			t.Fatalf("Invoke() error = %v; stderr:\n%s", err, res.Stderr)
+		}
+		if res.Sandbox != "filesystem,network" {
+			t.Errorf("Result.Sandbox = %q, want filesystem,network", res.Sandbox)
+		}
+		for f, want := range map[string]string{patched: "by patch", shelled: "by shell"} {
+			if b, err := os.ReadFile(f); err != nil || !strings.Contains(string(b), want) {
+				t.Errorf("%s: %q, %v; want it written %s", f, b, err, want)
+			}
+		}
+		if b, err := os.ReadFile(outside); err == nil {
+			t.Errorf("%s was written: %q", outside, b)
+		}
+		if b, err := os.ReadFile(tmpdir); err != nil {
+			t.Errorf("the shell did not record its TMPDIR: %v", err)
+		} else if dir := strings.TrimSpace(string(b)); !strings.HasPrefix(dir, "/tmp/clinvoke-run-") {
+			t.Errorf("TMPDIR = %q, want the run's private directory", dir)
+		} else if _, err := os.Stat(dir); !os.IsNotExist(err) {
+			t.Errorf("the run's TMPDIR %s outlived it (%v)", dir, err)
+		}
+		after, _ := os.ReadFile(config)
+		t.Logf("CODEX_HOME's config.toml written by the shell: %v", string(after) != string(before))
+		if string(after) == string(before) {
+			t.Errorf("CODEX_HOME's config.toml was not written, which docs/sandbox.md names as open: update it")
+		}
+		if !strings.Contains(res.Text, "denied.test:80 denied") {
+			t.Errorf("Result.Text = %q, want the proxy's refusal of denied.test", res.Text)
+		}
+		if !slices.ContainsFunc(warnings, func(w string) bool { return strings.Contains(w, "denied.test:80") }) {
+			t.Errorf("warnings %q, want one naming denied.test:80", warnings)
+		}
+	})
+}
+
+// TestSandboxCodexApprovals: with Approve, Codex inside the sandbox with
+// its own off (the approval policy "untrusted", as without the sandbox)
+// still asks the program before a command at ReadOnly and WorkspaceWrite,
+// and before a file change at WorkspaceWrite; a file change at ReadOnly is
+// declined without asking. What the program allows, the kernel still
+// holds: an approved write at ReadOnly fails.
+func TestSandboxCodexApprovals(t *testing.T) {
+	forEachRig(t, []cli{*cliNamed("codex")}, func(t *testing.T, r *rig) {
+		w := twoWayOf(t, "codex")
+		if err := os.MkdirAll(filepath.Join(r.workdir, "src"), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		for _, perm := range []invoker.Permission{invoker.ReadOnly, invoker.WorkspaceWrite} {
+			touched, patched := filepath.Join(r.workdir, "src", "touched-"+string(perm)), filepath.Join(r.workdir, "src", "patched-"+string(perm))
+			r.srv.Enqueue(fakemodel.Shell("touch "+touched), w.write(patched, "by patch"), fakemodel.EchoToolResult("after: "))
+			var a approvals
+			req := r.request("do it")
+			req.Permission, req.Approve, req.Sandbox = perm, a.decide(invoker.Decision{Allow: true}), invoker.Sandbox{Mode: "available"}
+			res, err := r.invoke(context.Background(), req)
+			if err != nil {
+				t.Fatalf("%s: Invoke() error = %v; stderr:\n%s", perm, err, res.Stderr)
+			}
+			var kinds []string
+			for _, ap := range a.list() {
+				kinds = append(kinds, ap.Kind)
+			}
+			t.Logf("%s: asked %q, Sandbox %q", perm, kinds, res.Sandbox)
+			if res.Sandbox != "filesystem,network" {
+				t.Errorf("%s: Result.Sandbox = %q, want filesystem,network", perm, res.Sandbox)
+			}
+			want := []string{invoker.ApprovalCommand}
+			if perm == invoker.WorkspaceWrite {
+				want = append(want, invoker.ApprovalFileChange)
+			}
+			if !slices.Equal(kinds, want) {
+				t.Errorf("%s: the program was asked %q, want %q", perm, kinds, want)
+			}
+			_, errT := os.Stat(touched)
+			_, errP := os.Stat(patched)
+			if (perm == invoker.ReadOnly) != (errT != nil) || (perm == invoker.ReadOnly) != (errP != nil) {
+				t.Errorf("%s: the command's file: %v, the patch's: %v; want both written at WorkspaceWrite only", perm, errT, errP)
+			}
 		}
 	})
 }

@@ -60,10 +60,12 @@ type Sandbox struct {
 	// Result.Sandbox says whether it was) or "required" (a run on a host
 	// that cannot hold it fails with ErrSandbox before anything starts).
 	// "off" in a Request turns off the Options' sandbox for that run. A
-	// CLI that cannot work inside it (Codex, whose own sandbox cannot
-	// nest; Capabilities.SandboxNote says so) runs without it under
-	// "available", and under it, failing what it cannot do, under
-	// "required".
+	// CLI whose own sandbox cannot run inside it (Codex;
+	// Capabilities.SandboxNote says so) runs inside it with its own
+	// sandbox off where the host holds the network part too, below
+	// Unlimited with Network "none" when the run gives no rules; where the
+	// host holds the filesystem alone it runs without it under
+	// "available", and "required" fails with ErrSandbox.
 	Mode string
 	// Hide are absolute paths the run cannot read, list or execute, with
 	// everything beneath them (Show excepted).

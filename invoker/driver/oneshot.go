@@ -34,7 +34,10 @@ type oneShot struct {
 // startOneShot starts the one-shot run of t for req: the backend's command
 // and decoder, on the run's one-shot conversation. On error nothing runs.
 func (e *engine) startOneShot(ctx context.Context, req *invoker.Request, t *turn, tel *span) error {
-	cmd, err := e.b.Command(req)
+	sb := e.sandboxFor(req.Sandbox, req.Permission, req.MCPServers)
+	breq := *req
+	breq.Sandbox = sb.backendSandbox(req.Sandbox)
+	cmd, err := e.b.Command(&breq)
 	if err != nil {
 		return asInvalid(err)
 	}
@@ -47,7 +50,7 @@ func (e *engine) startOneShot(ctx context.Context, req *invoker.Request, t *turn
 	o := &oneShot{t: t, log: e.logger(tel), prompt: cmd.Stdin, maxLine: e.cfg.maxLineSize, dec: e.b.NewDecoder(req)}
 	cb := newCallbacks()
 	o.r = e.newRun(runSpec{conv: o, cb: cb, tel: tel, cmd: cmd, workdir: req.Workdir, env: req.Env, input: o.prompt != "",
-		limits: e.cfg.limitsFor(req.Limits), sandbox: e.sandboxFor(req.Sandbox, req.Permission, req.MCPServers), onQueued: req.OnEvent})
+		limits: e.cfg.limitsFor(req.Limits), sandbox: sb, onQueued: req.OnEvent})
 	t.carry(o, o.r, cb, o.r.over()) // the turn ends with the run
 	err = e.start(ctx, o.r)
 	t.res.Queued = o.r.queued

@@ -50,12 +50,60 @@ type sandboxAsk struct {
 	cli     string
 	mcp     []invoker.MCPServer
 	refused string
+	// nester: the CLI is a SandboxNester; netMissing is why the host
+	// cannot hold the network part that would let it nest, or nil.
+	nester     bool
+	netMissing error
 }
 
 // sandboxFor returns the sandbox a run at perm asking for req, given the
 // MCP servers mcp (as the CLI sees them), gets.
 func (e *engine) sandboxFor(req invoker.Sandbox, perm invoker.Permission, mcp []invoker.MCPServer) sandboxAsk {
-	return sandboxAsk{sb: overrideSandbox(e.cfg.sandbox, req), perm: perm, cli: e.b.Name(), mcp: mcp, refused: e.sandboxRefused()}
+	a := sandboxAsk{sb: overrideSandbox(e.cfg.sandbox, req), perm: perm, cli: e.b.Name(), mcp: mcp, refused: e.sandboxRefused()}
+	if a.refused != "" {
+		a.nest()
+	}
+	return a
+}
+
+// nest settles the ask of a SandboxNester's run (see SandboxNester): at
+// Unlimited, or where the host holds the network part, the CLI runs
+// inside the sandbox, below Unlimited with the rules "none" unless the
+// run gives its own; elsewhere refused stands.
+func (a *sandboxAsk) nest() {
+	a.nester = true
+	if !a.on() {
+		return
+	}
+	if a.perm == invoker.Unlimited {
+		a.refused = ""
+		return
+	}
+	if _, err := netProbe(); err != nil {
+		a.netMissing = netUnavailable(err)
+		return
+	}
+	a.refused = ""
+	if !netWanted(a.sb) {
+		a.sb.Network = []string{netNone}
+	}
+}
+
+// backendSandbox returns the Sandbox a SandboxNester's backend sees in
+// its request: Mode "required" and the rules in force where the kernel
+// holds the run, Mode "off" where it does not. Other backends see the
+// request's own.
+func (a sandboxAsk) backendSandbox(own invoker.Sandbox) invoker.Sandbox {
+	if !a.nester {
+		return own
+	}
+	if !a.on() || a.refused != "" {
+		return invoker.Sandbox{Mode: sandboxOff}
+	}
+	if _, err := sandbox.Probe(); err != nil {
+		return invoker.Sandbox{Mode: sandboxOff}
+	}
+	return invoker.Sandbox{Mode: sandboxRequired, Network: a.sb.Network, Hide: a.sb.Hide, Show: a.sb.Show}
 }
 
 // sandboxRefused returns why the backend's CLI cannot work inside the
@@ -112,8 +160,11 @@ func sandboxCapabilities(refused string) (string, string) {
 		held += "," + netHeld
 	}
 	note += "; " + netNote
-	if refused != "" {
-		note += "; Mode \"available\" runs this CLI without it: " + refused
+	switch {
+	case refused != "" && netHeld != "":
+		note += "; this CLI runs inside it with its own sandbox off, its commands held by the kernel, network included (below Unlimited a run that gives no Sandbox.Network gets \"none\"), since " + refused
+	case refused != "":
+		note += "; below Unlimited, Mode \"available\" runs this CLI without it and \"required\" fails, since " + refused + ", and turning that off needs the network part"
 	}
 	return held, note
 }
@@ -128,6 +179,24 @@ func (e *sandboxError) Error() string {
 
 func (e *sandboxError) Is(target error) bool { return target == invoker.ErrSandbox }
 func (e *sandboxError) Unwrap() error        { return e.err }
+
+// nestError is a required sandbox that cannot hold a SandboxNester's
+// CLI: the host lacks the network part that would let it turn its own
+// sandbox off.
+type nestError struct {
+	cli, refused string
+	missing      error
+}
+
+func (e *nestError) Error() string {
+	msg := e.cli + " runs inside the sandbox with its own sandbox off only where the network part holds too (" + e.refused + ")"
+	if e.missing != nil {
+		msg += ", and " + e.missing.Error()
+	}
+	return msg
+}
+
+func (e *nestError) Unwrap() error { return e.missing }
 
 // runSandbox is a started run's sandbox: what to undo once it is over.
 type runSandbox struct {
@@ -159,6 +228,9 @@ func (a sandboxAsk) prepare(attr *proc.Attr, workdir string, setEnv []string, lo
 		}
 		log.Debug("no sandbox on this host", "err", err)
 		return nil, nil
+	}
+	if a.refused != "" {
+		return nil, &sandboxError{err: &nestError{cli: a.cli, refused: a.refused, missing: a.netMissing}}
 	}
 	temp, drop, err := sandbox.NewTemp()
 	if err != nil {

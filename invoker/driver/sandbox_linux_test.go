@@ -5,10 +5,12 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"reflect"
 	"strings"
 	"syscall"
 	"testing"
 
+	"github.com/clinvoke/clinvoke/internal/egress"
 	"github.com/clinvoke/clinvoke/internal/testkit/fakeagent"
 	"github.com/clinvoke/clinvoke/invoker"
 	"github.com/clinvoke/clinvoke/invoker/driver"
@@ -291,33 +293,110 @@ func TestSandboxCapabilities(t *testing.T) {
 	}
 }
 
-// nestless is a backend whose CLI cannot work inside the sandbox.
-type nestless struct{ testBackend }
+// nestless is a backend whose CLI cannot work inside the sandbox with
+// its own sandbox on; seen records the Sandbox its Command saw.
+type nestless struct {
+	testBackend
+	seen *invoker.Sandbox
+}
 
 func (nestless) SandboxRefused() string { return "its own sandbox cannot nest" }
 
-// TestSandboxNester: a CLI that cannot work inside the sandbox runs
-// without it under the "available" form, Capabilities saying why, and
-// under it with the "required" form.
-func TestSandboxNester(t *testing.T) {
-	requireSandbox(t)
+func (b nestless) Command(req *invoker.Request) (*driver.Command, error) {
+	*b.seen = req.Sandbox
+	return b.testBackend.Command(req)
+}
+
+// nesterCase is one run of a SandboxNester: what it asks for, and what
+// it gets (Result.Sandbox, the read of the hidden key, the Sandbox the
+// backend saw).
+type nesterCase struct {
+	mode    string
+	perm    invoker.Permission
+	network []string
+	sandbox string
+	read    string
+	seen    invoker.Sandbox
+}
+
+// runNester runs each case with a nestless backend, reading a hidden
+// key, and checks that nothing survived.
+func runNester(t *testing.T, cases []nesterCase) {
 	r := newSandboxRig(t)
 	s := fakeagent.Script{Touch: []string{"read " + r.home + "/.ssh/id_ed25519"}, Tag: fakeagent.NewTag()}
-	inv := driver.New(nestless{}, invoker.Options{Binary: os.Args[0]})
+	var seen invoker.Sandbox
+	inv := driver.New(nestless{seen: &seen}, invoker.Options{Binary: os.Args[0]})
 	if note := inv.Capabilities().SandboxNote; !strings.Contains(note, "its own sandbox cannot nest") {
 		t.Errorf("SandboxNote = %q, want the reason", note)
 	}
-	for _, tc := range []struct{ mode, sandbox, read string }{{"available", "", "ok"}, {"required", "filesystem", "permission denied"}} {
-		req := invoker.Request{Prompt: "p", Workdir: r.work, Env: append(s.Env(), "HOME="+r.home), Sandbox: invoker.Sandbox{Mode: tc.mode}}
+	for _, tc := range cases {
+		seen = invoker.Sandbox{}
+		req := invoker.Request{Prompt: "p", Workdir: r.work, Permission: tc.perm, Env: append(s.Env(), "HOME="+r.home),
+			Sandbox: invoker.Sandbox{Mode: tc.mode, Network: tc.network}}
 		res, err := inv.Invoke(context.Background(), req)
 		if err != nil {
-			t.Fatalf("%s: Invoke() error = %v", tc.mode, err)
+			t.Fatalf("%s at %s: Invoke() error = %v", tc.mode, tc.perm, err)
 		}
 		if res.Sandbox != tc.sandbox || !strings.Contains(res.Text, tc.read) {
-			t.Errorf("%s: Sandbox %q, answer %q; want %q and the read %s", tc.mode, res.Sandbox, res.Text, tc.sandbox, tc.read)
+			t.Errorf("%s at %s: Sandbox %q, answer %q; want %q and the read %s", tc.mode, tc.perm, res.Sandbox, res.Text, tc.sandbox, tc.read)
+		}
+		if !reflect.DeepEqual(seen, tc.seen) {
+			t.Errorf("%s at %s: the backend saw %+v, want %+v", tc.mode, tc.perm, seen, tc.seen)
 		}
 	}
 	if left := fakeagent.Survivors(s.Tag); len(left) > 0 {
 		t.Errorf("processes of the runs survived: %v", left)
+	}
+}
+
+// TestSandboxNester: where the host holds the network part, a CLI that
+// cannot work inside the sandbox with its own sandbox on runs inside it
+// under either form, below Unlimited with the network rules "none" when
+// it gives none, and its backend is told so (to turn the CLI's own
+// sandbox off); at Unlimited it is held as any other.
+func TestSandboxNester(t *testing.T) {
+	requireSandbox(t)
+	requireSandboxNet(t)
+	required := func(network ...string) invoker.Sandbox {
+		return invoker.Sandbox{Mode: "required", Network: network}
+	}
+	runNester(t, []nesterCase{
+		{"available", invoker.ReadOnly, nil, "filesystem,network", "permission denied", required("none")},
+		{"required", invoker.WorkspaceWrite, nil, "filesystem,network", "permission denied", required("none")},
+		{"available", invoker.WorkspaceWrite, []string{"example.com"}, "filesystem,network", "permission denied", required("example.com")},
+		{"available", invoker.Unlimited, nil, "filesystem", "permission denied", required()},
+		{"off", invoker.ReadOnly, nil, "", "ok", invoker.Sandbox{Mode: "off"}},
+	})
+}
+
+// TestSandboxNesterWithoutNetwork: where the host holds the filesystem
+// alone, a CLI that cannot work inside it with its own sandbox on runs
+// without it under "available" below Unlimited; "required" fails before
+// anything starts, naming what is missing; at Unlimited it is held.
+func TestSandboxNesterWithoutNetwork(t *testing.T) {
+	requireSandbox(t)
+	driver.SetNetProbe(t, "", &egress.NamespaceError{Op: "unshare(CLONE_NEWNET)", Err: syscall.EPERM,
+		Missing: "a network namespace needs CAP_SYS_ADMIN: run the program as root"})
+	runNester(t, []nesterCase{
+		{"available", invoker.WorkspaceWrite, nil, "", "ok", invoker.Sandbox{Mode: "off"}},
+		{"available", invoker.Unlimited, nil, "filesystem", "permission denied", invoker.Sandbox{Mode: "required"}},
+	})
+	r := newSandboxRig(t)
+	s := fakeagent.Script{RecordDir: t.TempDir()}
+	var seen invoker.Sandbox
+	inv := driver.New(nestless{seen: &seen}, invoker.Options{Binary: os.Args[0]})
+	if note := inv.Capabilities().SandboxNote; !strings.Contains(note, "needs the network part") {
+		t.Errorf("SandboxNote = %q, want why the CLI runs without the sandbox", note)
+	}
+	req := invoker.Request{Prompt: "p", Workdir: r.work, Env: append(s.Env(), "HOME="+r.home), Sandbox: invoker.Sandbox{Mode: "required"}}
+	res, err := inv.Invoke(context.Background(), req)
+	if !errors.Is(err, invoker.ErrSandbox) || !strings.Contains(err.Error(), "its own sandbox cannot nest") || !strings.Contains(err.Error(), "CAP_SYS_ADMIN") {
+		t.Fatalf("required: error = %v, want ErrSandbox naming the reason and CAP_SYS_ADMIN", err)
+	}
+	if res != nil && res.ExitCode != -1 {
+		t.Errorf("required: ExitCode = %d, want -1: nothing started", res.ExitCode)
+	}
+	if runs, _ := os.ReadDir(s.RecordDir); len(runs) != 0 {
+		t.Errorf("required: the CLI ran (%d records), want nothing started", len(runs))
 	}
 }

@@ -107,14 +107,14 @@ func (e *engine) open(ctx context.Context, req invoker.SessionRequest, schema *j
 		cb: newCallbacks(), wake: make(chan struct{}, 1), ready: make(chan struct{}),
 	}
 	s.betweenTurns, s.endCalls = context.WithCancelCause(ctx)
-	cmd, breq, err := s.prepare()
+	cmd, breq, sb, err := s.prepare()
 	if err != nil {
 		s.endCalls(err)
 		return nil, 0, err
 	}
 	s.tel = e.cfg.tel.session(ctx, s.cli, &req)
 	s.r = e.newRun(runSpec{conv: s, cb: s.cb, tel: s.tel, cmd: cmd, workdir: req.Workdir, env: req.Env, input: true, ctx: ctx,
-		limits: e.cfg.limitsFor(req.Limits), sandbox: e.sandboxFor(req.Sandbox, req.Permission, breq.MCPServers), onQueued: onQueued})
+		limits: e.cfg.limitsFor(req.Limits), sandbox: sb, onQueued: onQueued})
 	s.log = e.logger(s.tel)
 	// The protocol judges what the CLI asks with the environment the CLI
 	// runs with (a configuration home set in Options.Env), not
@@ -157,29 +157,31 @@ func (s *session) start(ctx context.Context) (err error) {
 }
 
 // prepare starts hosting the session's Go MCP servers and returns the
-// backend's command, and the request as the backend sees it (see
-// startTools). The Go servers are hosted before the CLI starts, which
-// must be told where they are; a panic of a handler is the caller's, as
-// one of OnEvent is, and a call's context is its turn's. A reply in band
-// goes to the CLI on one line: the line limit bounds it, and a longer one
-// fails its call alone.
-func (s *session) prepare() (*Command, invoker.SessionRequest, error) {
+// backend's command, the request as the backend sees it (see startTools
+// and SandboxNester), and the sandbox the session asks for. The Go
+// servers are hosted before the CLI starts, which must be told where they
+// are; a panic of a handler is the caller's, as one of OnEvent is, and a
+// call's context is its turn's. A reply in band goes to the CLI on one
+// line: the line limit bounds it, and a longer one fails its call alone.
+func (s *session) prepare() (*Command, invoker.SessionRequest, sandboxAsk, error) {
 	tl, breq, err := s.e.startTools(s.sreq, &mcphost.Options{
 		OnPanic:     func(p any, goexit bool) { s.cb.record("an MCP tool handler", p, goexit) },
 		CallContext: s.callContext,
 		MaxReply:    s.cfg.maxLineSize,
 	})
 	if err != nil {
-		return nil, breq, err
+		return nil, breq, sandboxAsk{}, err
 	}
+	sb := s.e.sandboxFor(s.sreq.Sandbox, s.sreq.Permission, breq.MCPServers)
+	breq.Sandbox = sb.backendSandbox(breq.Sandbox)
 	cmd, err := s.e.sessions.SessionCommand(&breq)
 	if err != nil {
 		tl.close()
-		return nil, breq, asInvalid(err)
+		return nil, breq, sb, asInvalid(err)
 	}
 	cmd.Stdin = ""
 	s.tools, s.runsPastEOF = tl, cmd.RunsPastEOF
-	return cmd, breq, nil
+	return cmd, breq, sb, nil
 }
 
 // opening returns the protocol's opening lines, and whether it is ready.

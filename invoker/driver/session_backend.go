@@ -152,15 +152,25 @@ type Steerer interface {
 	Steer(p SessionProtocol, prompt string) ([][]byte, error)
 }
 
-// A SandboxNester is a Backend whose CLI cannot work inside the
-// filesystem sandbox (invoker.Sandbox), usually because a sandbox of its
-// own cannot nest in it. A run that asks for the "available" form runs
-// without the sandbox, Result.Sandbox empty; the "required" form holds it
-// all the same, and what the CLI then cannot do is the backend's to
-// document. Capabilities.SandboxNote gives the reason.
+// A SandboxNester is a Backend whose CLI has a sandbox of its own that
+// cannot work inside the filesystem sandbox (invoker.Sandbox), and that
+// keeps its commands off the network: the CLI runs inside the kernel's
+// sandbox with its own turned off only where the kernel holds its network
+// too. Below Unlimited, a run of a SandboxNester that asks for the sandbox
+// and gives no Network rules gets the rules "none" (its model endpoint
+// and MCP servers only) where the host holds the network part; the
+// Request and SessionRequest that its Command, SessionCommand and
+// NewSessionProtocol see then carry Sandbox.Mode "required" and the
+// rules in force, and the backend turns its CLI's own sandbox off. Where
+// the host holds the filesystem alone, a run that asks for the
+// "available" form runs without the sandbox (Result.Sandbox empty), and
+// one that asks for the "required" form fails with invoker.ErrSandbox
+// before anything starts; the backend sees Sandbox.Mode "off". At
+// Unlimited the CLI runs inside the sandbox as any other.
+// Capabilities.SandboxNote says which holds, and why.
 type SandboxNester interface {
 	// SandboxRefused returns why the CLI cannot work inside the
-	// sandbox, or "" when it can.
+	// filesystem sandbox with its own sandbox on, or "" when it can.
 	SandboxRefused() string
 }
 

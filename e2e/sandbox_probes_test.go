@@ -206,7 +206,9 @@ func TestSandboxProbeLevelDrop(t *testing.T) {
 		case "gemini":
 			start = fakemodel.CallTool("run_shell_command", map[string]any{"command": loop, "is_background": true})
 		default:
-			start = fakemodel.Shell("sh -c '" + loop + "' >/dev/null 2>&1 &")
+			// Codex ends the process group of a command when it returns:
+			// the writer leaves it.
+			start = fakemodel.Shell("setsid sh -c '" + loop + "' </dev/null >/dev/null 2>&1 &")
 		}
 		s := r.openSession(t, r.inv, r.sandboxed("", invoker.Unlimited).Session())
 		writers := func() []string {
@@ -215,12 +217,15 @@ func TestSandboxProbeLevelDrop(t *testing.T) {
 			})
 		}
 		r.srv.Enqueue(start, fakemodel.Answer("started"))
-		if res, err := s.Turn(turnCtx(t), invoker.TurnRequest{Prompt: "start the writer", Permission: invoker.Unlimited}); err != nil {
+		var ev probeEvents
+		res, err := s.Turn(turnCtx(t), invoker.TurnRequest{Prompt: "start the writer", Permission: invoker.Unlimited, OnEvent: ev.on})
+		ev.log(t)
+		if err != nil {
 			t.Fatalf("turn 1: %v; stderr tail:\n%s", err, res.Stderr)
 		}
 		r.waitFor("the background writer", 30*time.Second, func() bool { return len(writers()) > 0 })
 		r.srv.Enqueue(fakemodel.Answer("read only now"))
-		res, err := s.Turn(turnCtx(t), invoker.TurnRequest{Prompt: "carry on", Permission: invoker.ReadOnly})
+		res, err = s.Turn(turnCtx(t), invoker.TurnRequest{Prompt: "carry on", Permission: invoker.ReadOnly})
 		if err != nil {
 			t.Fatalf("turn 2: %v; stderr tail:\n%s", err, res.Stderr)
 		}
@@ -233,53 +238,81 @@ func TestSandboxProbeLevelDrop(t *testing.T) {
 }
 
 // TestSandboxProbeSSHKeyApproved: a key planted in the test's ~/.ssh is
-// not read at ReadOnly even when the Approve callback allows the read
-// (Claude's Read, Gemini's read_file), and never reaches the model; the
-// attempt shows as a failed tool result. Codex's cat with Approve cannot
-// run under the sandbox: its thread does not start (codexThreadRefused).
+// not read at ReadOnly even when the Approve callback allows the read, and
+// never reaches the model; the attempt shows as a failed tool result.
+// Measured with the pinned versions: Claude Code asks about its Read of
+// a path outside the working directory, and the callback allows it: the
+// kernel refuses the open (EACCES), where without the sandbox ("off",
+// kept as the proof that the probe is real) the key reaches the model.
+// Gemini CLI refuses its read_file of a path outside its workspace on its
+// own, without asking. Codex's cat with Approve cannot run under the
+// sandbox: its thread does not start (codexThreadRefused).
 func TestSandboxProbeSSHKeyApproved(t *testing.T) {
 	forEachCLI(t, func(t *testing.T, r *rig) {
-		const secret = "SECRET-KEY-a1b2c3d4"
-		key := filepath.Join(r.home, ".ssh", "id_ed25519")
-		if err := os.MkdirAll(filepath.Dir(key), 0o700); err != nil {
-			t.Fatal(err)
+		modes := []string{"required"}
+		if r.cli.name == "claude" {
+			modes = append(modes, "off")
 		}
-		if err := os.WriteFile(key, []byte(secret+"\n"), 0o600); err != nil {
-			t.Fatal(err)
-		}
-		var read fakemodel.Turn
-		switch r.cli.name {
-		case "claude":
-			read = fakemodel.CallTool("Read", map[string]any{"file_path": key})
-		case "gemini":
-			read = fakemodel.CallTool("read_file", map[string]any{"file_path": key})
-		default:
-			read = fakemodel.Shell("cat " + key)
-		}
-		r.srv.Enqueue(read, fakemodel.EchoToolResult("after: "))
-		req := r.sandboxed("show me the key", invoker.ReadOnly)
-		var a approvals
-		req.Approve = a.decide(invoker.Decision{Allow: true})
-		var ev probeEvents
-		req.OnEvent = ev.on
-		res, err := r.invoke(context.Background(), req)
-		ev.log(t)
-		neverSent(t, r.srv, secret)
-		if r.cli.name == "codex" {
-			codexThreadRefused(t, err)
-			return
-		}
-		if err != nil {
-			t.Fatalf("Invoke() error = %v; stderr:\n%s", err, res.Stderr)
-		}
-		t.Logf("asked: %s; answer: %.300s", jsonString(a.list()), res.Text)
-		if strings.Contains(res.Text, secret) {
-			t.Errorf("the key reached the answer: %q", res.Text)
-		}
-		if !ev.refused() {
-			t.Errorf("no tool result or warning shows the refused read")
+		for _, mode := range modes {
+			t.Run(mode, func(t *testing.T) { sshKeyApproved(t, newRig(t, r.cli), mode) })
 		}
 	})
+}
+
+// sshKeyApproved runs the probe of TestSandboxProbeSSHKeyApproved on r,
+// with the sandbox's mode.
+func sshKeyApproved(t *testing.T, r *rig, mode string) {
+	const secret = "SECRET-KEY-a1b2c3d4"
+	key := filepath.Join(r.home, ".ssh", "id_ed25519")
+	if err := os.MkdirAll(filepath.Dir(key), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(key, []byte(secret+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	var read fakemodel.Turn
+	switch r.cli.name {
+	case "claude":
+		read = fakemodel.CallTool("Read", map[string]any{"file_path": key})
+	case "gemini":
+		read = fakemodel.CallTool("read_file", map[string]any{"file_path": key})
+	default:
+		read = fakemodel.Shell("cat " + key)
+	}
+	r.srv.Enqueue(read, fakemodel.EchoToolResult("after: "))
+	req := r.sandboxed("show me the key", invoker.ReadOnly)
+	req.Sandbox.Mode = mode
+	var a approvals
+	req.Approve = a.decide(invoker.Decision{Allow: true})
+	var ev probeEvents
+	req.OnEvent = ev.on
+	res, err := r.invoke(context.Background(), req)
+	ev.log(t)
+	if mode == "off" {
+		if !slices.ContainsFunc(r.srv.Requests(), func(q fakemodel.Request) bool { return q.Contains(secret) }) {
+			t.Errorf("without the sandbox the key did not reach the model either: the probe proves nothing")
+		}
+		return
+	}
+	neverSent(t, r.srv, secret)
+	if r.cli.name == "codex" {
+		codexThreadRefused(t, err)
+		return
+	}
+	if err != nil {
+		t.Fatalf("Invoke() error = %v; stderr:\n%s", err, res.Stderr)
+	}
+	asked := a.list()
+	t.Logf("asked: %d; answer: %.300s", len(asked), res.Text)
+	if r.cli.name == "claude" && len(asked) == 0 {
+		t.Errorf("Approve was never asked: the probe is of a read the program allows")
+	}
+	if strings.Contains(res.Text, secret) {
+		t.Errorf("the key reached the answer: %q", res.Text)
+	}
+	if !ev.refused() {
+		t.Errorf("no tool result or warning shows the refused read")
+	}
 }
 
 // TestSandboxProbeNetDirect: with network rules "none", a shell command

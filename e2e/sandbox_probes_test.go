@@ -317,11 +317,13 @@ func sshKeyApproved(t *testing.T, r *rig, mode string) {
 
 // TestSandboxProbeNetDirect: with network rules "none", a shell command
 // of each CLI (its own sandbox and approvals off, Unlimited) reaches
-// neither a host through the proxy by CONNECT (https, a denied
-// connection and a warning naming it) nor a server on the host's
-// loopback directly, while the model stays reachable.
-// TestSandboxNetInvoker holds plain http through the proxy and a server
-// on another address of the host.
+// neither a host through the proxy by CONNECT (https: a denied
+// connection and a warning naming it) nor, bypassing the proxy, a server
+// on the host's loopback or an address outside, while the model stays
+// reachable. TestSandboxNetInvoker holds plain http through the proxy and
+// a server on another address of the host. The attempts that bypass the
+// proxy are refused by the kernel (no listener, no route) and recorded
+// nowhere: docs/sandbox.md says so.
 func TestSandboxProbeNetDirect(t *testing.T) {
 	hidden := serveHidden(t)
 	_, port, err := net.SplitHostPort(hidden)
@@ -330,7 +332,8 @@ func TestSandboxProbeNetDirect(t *testing.T) {
 	}
 	loopback := net.JoinHostPort("127.0.0.1", port)
 	forEachCLI(t, func(t *testing.T, r *rig) {
-		cmd := "curl -sS -m 30 https://denied.test/probe 2>&1; echo; curl -sS -m 30 --noproxy '*' http://" + loopback + "/probe 2>&1; echo end"
+		cmd := "curl -sS -m 30 https://denied.test/probe 2>&1; echo; curl -sS -m 30 --noproxy '*' http://" + loopback + "/probe 2>&1; " +
+			"curl -sS -m 30 --noproxy '*' http://192.0.2.1/probe 2>&1; echo end"
 		r.srv.Enqueue(fakemodel.Shell(cmd), fakemodel.EchoToolResult("net: "))
 		req := r.request("probe the network")
 		req.Permission = invoker.Unlimited

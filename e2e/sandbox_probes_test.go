@@ -190,8 +190,9 @@ func linkSwap(t *testing.T, r *rig, link, mode string) {
 // switches permission, a background writer an allowed command starts in a
 // sandboxed session's turn at Unlimited (a shell's &, Claude's
 // run_in_background, Gemini's is_background) does not run during the
-// next turn, at ReadOnly. TestSandboxSessionLevelDrop holds Claude's
-// run_in_background; this holds each CLI's own way.
+// next turn, at ReadOnly, whose first event, a warning, says so.
+// TestSandboxSessionLevelDrop holds Claude's run_in_background; this
+// holds each CLI's own way.
 func TestSandboxProbeLevelDrop(t *testing.T) {
 	forEachSessionRig(t, clis, func(t *testing.T, r *rig) {
 		if !r.inv.Capabilities().SwitchPermission {
@@ -225,12 +226,17 @@ func TestSandboxProbeLevelDrop(t *testing.T) {
 		}
 		r.waitFor("the background writer", 30*time.Second, func() bool { return len(writers()) > 0 })
 		r.srv.Enqueue(fakemodel.Answer("read only now"))
-		res, err = s.Turn(turnCtx(t), invoker.TurnRequest{Prompt: "carry on", Permission: invoker.ReadOnly})
+		var ev2 probeEvents
+		res, err = s.Turn(turnCtx(t), invoker.TurnRequest{Prompt: "carry on", Permission: invoker.ReadOnly, OnEvent: ev2.on})
+		ev2.log(t)
 		if err != nil {
 			t.Fatalf("turn 2: %v; stderr tail:\n%s", err, res.Stderr)
 		}
 		if left := writers(); len(left) > 0 {
 			t.Errorf("the writer of the Unlimited turn runs on in the ReadOnly turn: %v", left)
+		}
+		if !slices.ContainsFunc(ev2.warns, func(w string) bool { return strings.Contains(w, "the sandbox ended") }) {
+			t.Errorf("warnings of the ReadOnly turn %q: want one saying what the sandbox ended", ev2.warns)
 		}
 		b, _ := os.ReadFile(bg)
 		t.Logf("turn 2: %q, sandbox %q; the writer wrote %d ticks before the drop", res.Text, res.Sandbox, strings.Count(string(b), "tick"))

@@ -190,57 +190,75 @@ func linkSwap(t *testing.T, r *rig, link, mode string) {
 // switches permission, a background writer an allowed command starts in a
 // sandboxed session's turn at Unlimited (a shell's &, Claude's
 // run_in_background, Gemini's is_background) does not run during the
-// next turn, at ReadOnly, whose first event, a warning, says so.
-// TestSandboxSessionLevelDrop holds Claude's run_in_background; this
+// next turn, at ReadOnly, whose first event, a warning, says so. Without
+// the sandbox ("off", the proof that the probe is real) the writer runs
+// on. TestSandboxSessionLevelDrop holds Claude's run_in_background; this
 // holds each CLI's own way.
 func TestSandboxProbeLevelDrop(t *testing.T) {
 	forEachSessionRig(t, clis, func(t *testing.T, r *rig) {
 		if !r.inv.Capabilities().SwitchPermission {
 			t.Fatalf("%s cannot switch permission", r.cli.name)
 		}
-		bg := filepath.Join(r.workdir, "bg.log")
-		loop := "while true; do echo tick >> " + bg + "; sleep 0.05; done"
-		var start fakemodel.Turn
-		switch r.cli.name {
-		case "claude":
-			start = fakemodel.CallTool("Bash", map[string]any{"command": loop, "run_in_background": true})
-		case "gemini":
-			start = fakemodel.CallTool("run_shell_command", map[string]any{"command": loop, "is_background": true})
-		default:
-			// Codex ends the process group of a command when it returns:
-			// the writer leaves it.
-			start = fakemodel.Shell("setsid sh -c '" + loop + "' </dev/null >/dev/null 2>&1 &")
+		for _, mode := range []string{"required", "off"} {
+			t.Run(mode, func(t *testing.T) { levelDrop(t, newRig(t, r.cli), mode) })
 		}
-		s := r.openSession(t, r.inv, r.sandboxed("", invoker.Unlimited).Session())
-		writers := func() []string {
-			return findProcs(func(env, cmdline []byte) bool {
-				return hasVar(env, tagVar+"="+r.tag) && strings.Contains(string(cmdline), "tick >> "+bg)
-			})
-		}
-		r.srv.Enqueue(start, fakemodel.Answer("started"))
-		var ev probeEvents
-		res, err := s.Turn(turnCtx(t), invoker.TurnRequest{Prompt: "start the writer", Permission: invoker.Unlimited, OnEvent: ev.on})
-		ev.log(t)
-		if err != nil {
-			t.Fatalf("turn 1: %v; stderr tail:\n%s", err, res.Stderr)
-		}
-		r.waitFor("the background writer", 30*time.Second, func() bool { return len(writers()) > 0 })
-		r.srv.Enqueue(fakemodel.Answer("read only now"))
-		var ev2 probeEvents
-		res, err = s.Turn(turnCtx(t), invoker.TurnRequest{Prompt: "carry on", Permission: invoker.ReadOnly, OnEvent: ev2.on})
-		ev2.log(t)
-		if err != nil {
-			t.Fatalf("turn 2: %v; stderr tail:\n%s", err, res.Stderr)
-		}
-		if left := writers(); len(left) > 0 {
-			t.Errorf("the writer of the Unlimited turn runs on in the ReadOnly turn: %v", left)
-		}
-		if !slices.ContainsFunc(ev2.warns, func(w string) bool { return strings.Contains(w, "the sandbox ended") }) {
-			t.Errorf("warnings of the ReadOnly turn %q: want one saying what the sandbox ended", ev2.warns)
-		}
-		b, _ := os.ReadFile(bg)
-		t.Logf("turn 2: %q, sandbox %q; the writer wrote %d ticks before the drop", res.Text, res.Sandbox, strings.Count(string(b), "tick"))
 	})
+}
+
+// levelDrop runs the probe of TestSandboxProbeLevelDrop on r, with the
+// sandbox's mode.
+func levelDrop(t *testing.T, r *rig, mode string) {
+	bg := filepath.Join(r.workdir, "bg.log")
+	loop := "while true; do echo tick >> " + bg + "; sleep 0.05; done"
+	var start fakemodel.Turn
+	switch r.cli.name {
+	case "claude":
+		start = fakemodel.CallTool("Bash", map[string]any{"command": loop, "run_in_background": true})
+	case "gemini":
+		start = fakemodel.CallTool("run_shell_command", map[string]any{"command": loop, "is_background": true})
+	default:
+		// Codex ends the process group of a command when it returns: the
+		// writer leaves it.
+		start = fakemodel.Shell("setsid sh -c '" + loop + "' </dev/null >/dev/null 2>&1 &")
+	}
+	req := r.sandboxed("", invoker.Unlimited)
+	req.Sandbox.Mode = mode
+	s := r.openSession(t, r.inv, req.Session())
+	writers := func() []string {
+		return findProcs(func(env, cmdline []byte) bool {
+			return hasVar(env, tagVar+"="+r.tag) && strings.Contains(string(cmdline), "tick >> "+bg)
+		})
+	}
+	r.srv.Enqueue(start, fakemodel.Answer("started"))
+	var ev probeEvents
+	res, err := s.Turn(turnCtx(t), invoker.TurnRequest{Prompt: "start the writer", Permission: invoker.Unlimited, OnEvent: ev.on})
+	ev.log(t)
+	if err != nil {
+		t.Fatalf("turn 1: %v; stderr tail:\n%s", err, res.Stderr)
+	}
+	r.waitFor("the background writer", 30*time.Second, func() bool { return len(writers()) > 0 })
+	r.srv.Enqueue(fakemodel.Answer("read only now"))
+	var ev2 probeEvents
+	res, err = s.Turn(turnCtx(t), invoker.TurnRequest{Prompt: "carry on", Permission: invoker.ReadOnly, OnEvent: ev2.on})
+	ev2.log(t)
+	if err != nil {
+		t.Fatalf("turn 2: %v; stderr tail:\n%s", err, res.Stderr)
+	}
+	left := writers()
+	b, _ := os.ReadFile(bg)
+	t.Logf("turn 2: %q, sandbox %q; %d ticks written; writers alive: %v", res.Text, res.Sandbox, strings.Count(string(b), "tick"), left)
+	if mode == "off" {
+		if len(left) == 0 {
+			t.Errorf("without the sandbox the writer ended too: the probe proves nothing")
+		}
+		return
+	}
+	if len(left) > 0 {
+		t.Errorf("the writer of the Unlimited turn runs on in the ReadOnly turn: %v", left)
+	}
+	if !slices.ContainsFunc(ev2.warns, func(w string) bool { return strings.Contains(w, "the sandbox ended") }) {
+		t.Errorf("warnings of the ReadOnly turn %q: want one saying what the sandbox ended", ev2.warns)
+	}
 }
 
 // TestSandboxProbeSSHKeyApproved: a key planted in the test's ~/.ssh is

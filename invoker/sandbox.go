@@ -52,8 +52,9 @@ package invoker
 // that runs below the level of the turn before (TurnRequest.Permission)
 // therefore starts with every process the earlier turns left running
 // killed (a shell's background job, a tool run in the background), the
-// CLI and what it started while opening (its MCP servers) spared; the
-// CLI's own level holds the lower turn's tools.
+// CLI and what it started while opening (its MCP servers) spared, and a
+// KindWarning event, the turn's first, names what was killed; the CLI's
+// own level holds the lower turn's tools.
 type Sandbox struct {
 	// Mode is "" or "off" (no sandbox, the default), "available" (held
 	// where the host can, for a CLI that works inside it;

@@ -464,7 +464,9 @@ func (s *session) turnLevel(t *turn) invoker.Permission {
 // (a thread's Landlock domain cannot be tightened from outside it); the
 // CLI's own level holds the lower turn's tools, and nothing of the higher
 // turns runs beside them. What the CLI started while opening (its MCP
-// servers) and the CLI are spared.
+// servers) and the CLI are spared. A sweep that ended processes is a
+// KindWarning event of turn t, the first it delivers, so that the program
+// sees what the lower level stopped.
 func (s *session) sweepAtDrop(t *turn) {
 	if !s.drop.taken {
 		s.drop.base, s.drop.baseOK = s.r.baseline()
@@ -479,5 +481,12 @@ func (s *session) sweepAtDrop(t *turn) {
 	s.log.Debug("swept the processes of the turns above this turn's level", "from", prev, "to", s.turnLevel(t), "killed", rep.Killed, "survivors", rep.Survivors)
 	if len(rep.Survivors) > 0 {
 		s.log.Warn("processes of a higher turn survived the sweep at a lower one", "pids", rep.Survivors)
+	}
+	if len(rep.Killed) > 0 {
+		t.deliverOne(invoker.Event{Kind: invoker.KindWarning, Text: fmt.Sprintf(
+			"the sandbox ended %d processes that turns at %s left running (pids %v) before this turn at %s: "+
+				"the kernel's ceiling of a session cannot be lowered for processes already running; "+
+				"run them in a turn at this level, or in a session opened at it",
+			len(rep.Killed), prev, rep.Killed, s.turnLevel(t))})
 	}
 }

@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
+	"slices"
 	"strings"
 	"syscall"
 	"testing"
@@ -222,7 +223,8 @@ func TestSandboxSession(t *testing.T) {
 // TestSandboxSessionLevelDrop: the processes a sandboxed session's turn
 // left running at WorkspaceWrite (a grandchild and two daemons, one with
 // a cleared environment) do not live into the next turn at ReadOnly,
-// while those of a turn at the same level live on.
+// while those of a turn at the same level live on; the lower turn tells
+// the program with a warning.
 func TestSandboxSessionLevelDrop(t *testing.T) {
 	requireSandbox(t)
 	r := newSandboxRig(t)
@@ -240,12 +242,21 @@ func TestSandboxSessionLevelDrop(t *testing.T) {
 	}
 	defer s.Close()
 	var level string
+	var swept []int // the turns warned of a sweep
 	for i, perm := range []invoker.Permission{invoker.WorkspaceWrite, invoker.WorkspaceWrite, invoker.ReadOnly} {
-		res, err := s.Turn(context.Background(), invoker.TurnRequest{Prompt: "spawn", Permission: perm})
+		res, err := s.Turn(context.Background(), invoker.TurnRequest{Prompt: "spawn", Permission: perm, OnEvent: func(ev invoker.Event) {
+			if ev.Kind == invoker.KindWarning && strings.Contains(ev.Text, "the sandbox ended") {
+				t.Logf("turn %d: %s", i+1, ev.Text)
+				swept = append(swept, i+1)
+			}
+		}})
 		if err != nil {
 			t.Fatalf("turn %d: %v", i+1, err)
 		}
 		level = res.Containment
+	}
+	if !slices.Equal(swept, []int{3}) {
+		t.Errorf("turns warned of a sweep: %v, want the ReadOnly one alone", swept)
 	}
 	rc, err := fakeagent.ReadRecord(rec)
 	if err != nil {

@@ -75,6 +75,20 @@ func (p *probeEvents) refused() bool {
 	return slices.ContainsFunc(p.warns, denial)
 }
 
+// probe runs req on r with its events recorded, logs them, and fails t
+// if Invoke fails.
+func probe(t *testing.T, r *rig, req invoker.Request) (*invoker.Result, *probeEvents) {
+	t.Helper()
+	var ev probeEvents
+	req.OnEvent = ev.on
+	res, err := r.invoke(context.Background(), req)
+	ev.log(t)
+	if err != nil {
+		t.Fatalf("Invoke() error = %v; stderr tail:\n%s", err, res.Stderr)
+	}
+	return res, &ev
+}
+
 // neverSent fails t if a request the fake model received contains secret.
 func neverSent(t *testing.T, srv *fakemodel.Server, secret string) {
 	t.Helper()
@@ -144,16 +158,10 @@ func linkSwap(t *testing.T, r *rig, link, mode string) {
 		}
 		return allow(ctx, ap)
 	}
-	var ev probeEvents
-	req.OnEvent = ev.on
 	r.srv.Enqueue(twoWayOf(t, r.cli.name).write(target, "PLANTED through the link"), fakemodel.EchoToolResult("after: "))
-	res, err := r.invoke(context.Background(), req)
-	ev.log(t)
+	res, ev := probe(t, r, req)
 	b, statErr := os.ReadFile(escaped)
 	landed := statErr == nil
-	if err != nil {
-		t.Fatalf("Invoke() error = %v; stderr:\n%s", err, res.Stderr)
-	}
 	if !swapped.Load() {
 		t.Fatalf("Approve was asked %s, want a file change to swap the link in; answer: %.300s", jsonString(a.list()), res.Text)
 	}
@@ -210,8 +218,9 @@ func levelDrop(t *testing.T, r *rig, mode string) {
 		start = fakemodel.Shell("setsid sh -c '" + loop + "' </dev/null >/dev/null 2>&1 &")
 		if mode == "required" {
 			// Its commands run inside the sandbox at WorkspaceWrite.
-			// With the sandbox off they run in Codex's own, which ends
-			// the writer with the command: the proof runs at Unlimited.
+			// With the sandbox off they run in Codex's own there, after
+			// which no writer was found running: the proof runs at
+			// Unlimited.
 			level = invoker.WorkspaceWrite
 		}
 	}
@@ -296,13 +305,7 @@ func sshKeyApproved(t *testing.T, r *rig, mode string) {
 	req.Sandbox.Mode = mode
 	var a approvals
 	req.Approve = a.decide(invoker.Decision{Allow: true})
-	var ev probeEvents
-	req.OnEvent = ev.on
-	res, err := r.invoke(context.Background(), req)
-	ev.log(t)
-	if err != nil {
-		t.Fatalf("Invoke() error = %v; stderr:\n%s", err, res.Stderr)
-	}
+	res, ev := probe(t, r, req)
 	asked := a.list()
 	t.Logf("asked: %d; answer: %.300s", len(asked), res.Text)
 	if r.cli.name != "gemini" && len(asked) == 0 {
@@ -346,13 +349,7 @@ func TestSandboxProbeNetDirect(t *testing.T) {
 		req := r.request("probe the network")
 		req.Permission = invoker.Unlimited
 		req.Sandbox = invoker.Sandbox{Mode: "required", Network: []string{"none"}}
-		var ev probeEvents
-		req.OnEvent = ev.on
-		res, err := r.invoke(context.Background(), req)
-		ev.log(t)
-		if err != nil {
-			t.Fatalf("Invoke() error = %v, want nil; stderr tail:\n%s", err, res.Stderr)
-		}
+		res, ev := probe(t, r, req)
 		t.Logf("the shell printed: %q; connections: %+v", res.Text, res.Connections)
 		if !strings.Contains(res.Text, "end") || strings.Contains(res.Text, "hidden server") {
 			t.Errorf("Result.Text = %q, want the command's end, and not the host's loopback server", res.Text)

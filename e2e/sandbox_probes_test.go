@@ -75,6 +75,20 @@ func (p *probeEvents) refused() bool {
 	return slices.ContainsFunc(p.warns, denial)
 }
 
+// probe runs req on r with its events recorded, logs them, and fails t
+// if Invoke fails.
+func probe(t *testing.T, r *rig, req invoker.Request) (*invoker.Result, *probeEvents) {
+	t.Helper()
+	var ev probeEvents
+	req.OnEvent = ev.on
+	res, err := r.invoke(context.Background(), req)
+	ev.log(t)
+	if err != nil {
+		t.Fatalf("Invoke() error = %v; stderr tail:\n%s", err, res.Stderr)
+	}
+	return res, &ev
+}
+
 // neverSent fails t if a request the fake model received contains secret.
 func neverSent(t *testing.T, srv *fakemodel.Server, secret string) {
 	t.Helper()
@@ -83,18 +97,6 @@ func neverSent(t *testing.T, srv *fakemodel.Server, secret string) {
 			t.Errorf("the secret reached the model")
 			return
 		}
-	}
-}
-
-// codexThreadRefused checks what docs/sandbox.md says of Codex with
-// Approve under the required sandbox: its app-server cannot start a
-// thread, since it loads its instructions through its own sandbox
-// (bubblewrap), which cannot nest. A Codex that nests fails here, and the
-// probe must then be written for it as for the others.
-func codexThreadRefused(t *testing.T, err error) {
-	t.Helper()
-	if err == nil || !strings.Contains(err.Error(), "bwrap") {
-		t.Errorf("Invoke() error = %v, want Codex's thread refused by its own sandbox (bwrap): write the probe for a Codex that nests, and update docs/sandbox.md", err)
 	}
 }
 
@@ -109,16 +111,15 @@ func codexThreadRefused(t *testing.T, err error) {
 // with the pinned versions, both CLIs re-check after the approval and
 // refuse both links, Claude Code ("its parent-directory symlink
 // resolution changed after permission was checked") and Gemini CLI
-// ("resolves outside the allowed workspace directories"). Codex with
-// Approve cannot start its thread under the sandbox (codexThreadRefused).
+// ("resolves outside the allowed workspace directories"). Codex, under
+// the approval policy "untrusted", asks before its apply_patch and does
+// not check again: without the sandbox its own lets the write through
+// either link into the directory outside (under /tmp, which Codex's
+// workspace-write leaves writable); under it the patch fails.
 func TestSandboxProbeLinkSwap(t *testing.T) {
 	forEachCLI(t, func(t *testing.T, r *rig) {
-		modes := []string{"required", "off"}
-		if r.cli.name == "codex" {
-			modes = modes[:1] // its file changes do not run under the sandbox
-		}
 		for _, link := range []string{"dir", "file"} {
-			for _, mode := range modes {
+			for _, mode := range []string{"required", "off"} {
 				t.Run(link+"/"+mode, func(t *testing.T) {
 					linkSwap(t, newRig(t, r.cli), link, mode)
 				})
@@ -157,25 +158,12 @@ func linkSwap(t *testing.T, r *rig, link, mode string) {
 		}
 		return allow(ctx, ap)
 	}
-	var ev probeEvents
-	req.OnEvent = ev.on
-	r.srv.Enqueue(twoWayOf(t, r.cli.name).write(target, "PLANTED through the link\n"), fakemodel.EchoToolResult("after: "))
-	res, err := r.invoke(context.Background(), req)
-	ev.log(t)
+	r.srv.Enqueue(twoWayOf(t, r.cli.name).write(target, "PLANTED through the link"), fakemodel.EchoToolResult("after: "))
+	res, ev := probe(t, r, req)
 	b, statErr := os.ReadFile(escaped)
 	landed := statErr == nil
-	if r.cli.name == "codex" {
-		codexThreadRefused(t, err)
-		if landed {
-			t.Errorf("%s was written: %q", escaped, b)
-		}
-		return
-	}
-	if err != nil {
-		t.Fatalf("Invoke() error = %v; stderr:\n%s", err, res.Stderr)
-	}
 	if !swapped.Load() {
-		t.Fatalf("Approve was asked %s, want a file change to swap the link in", jsonString(a.list()))
+		t.Fatalf("Approve was asked %s, want a file change to swap the link in; answer: %.300s", jsonString(a.list()), res.Text)
 	}
 	t.Logf("answer: %.300s; outside: %q", res.Text, b)
 	switch {
@@ -188,12 +176,13 @@ func linkSwap(t *testing.T, r *rig, link, mode string) {
 
 // TestSandboxProbeLevelDrop: for each CLI that holds sessions and
 // switches permission, a background writer an allowed command starts in a
-// sandboxed session's turn at Unlimited (a shell's &, Claude's
-// run_in_background, Gemini's is_background) does not run during the
-// next turn, at ReadOnly, whose first event, a warning, says so. Without
-// the sandbox ("off", the proof that the probe is real) the writer runs
-// on. TestSandboxSessionLevelDrop holds Claude's run_in_background; this
-// holds each CLI's own way.
+// sandboxed session's turn (a shell's &, Claude's run_in_background,
+// Gemini's is_background) does not run during the next turn, at ReadOnly,
+// whose first event, a warning, says so. The writer's turn is at
+// Unlimited, or at WorkspaceWrite for Codex, whose commands run inside the
+// sandbox there with its own sandbox off. Without the sandbox ("off", the
+// proof that the probe is real) the writer runs on. TestSandboxSessionLevelDrop
+// holds Claude's run_in_background; this holds each CLI's own way.
 func TestSandboxProbeLevelDrop(t *testing.T) {
 	forEachSessionRig(t, clis, func(t *testing.T, r *rig) {
 		if !r.inv.Capabilities().SwitchPermission {
@@ -208,9 +197,16 @@ func TestSandboxProbeLevelDrop(t *testing.T) {
 // levelDrop runs the probe of TestSandboxProbeLevelDrop on r, with the
 // sandbox's mode.
 func levelDrop(t *testing.T, r *rig, mode string) {
-	bg := filepath.Join(r.workdir, "bg.log")
+	// A subdirectory: nothing can be made at the top of the working
+	// directory at WorkspaceWrite.
+	logs := filepath.Join(r.workdir, "logs")
+	if err := os.Mkdir(logs, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	bg := filepath.Join(logs, "bg.log")
 	loop := "while true; do echo tick >> " + bg + "; sleep 0.05; done"
 	var start fakemodel.Turn
+	level := invoker.Unlimited
 	switch r.cli.name {
 	case "claude":
 		start = fakemodel.CallTool("Bash", map[string]any{"command": loop, "run_in_background": true})
@@ -220,8 +216,15 @@ func levelDrop(t *testing.T, r *rig, mode string) {
 		// Codex ends the process group of a command when it returns: the
 		// writer leaves it.
 		start = fakemodel.Shell("setsid sh -c '" + loop + "' </dev/null >/dev/null 2>&1 &")
+		if mode == "required" {
+			// Its commands run inside the sandbox at WorkspaceWrite.
+			// With the sandbox off they run in Codex's own there, after
+			// which no writer was found running: the proof runs at
+			// Unlimited.
+			level = invoker.WorkspaceWrite
+		}
 	}
-	req := r.sandboxed("", invoker.Unlimited)
+	req := r.sandboxed("", level)
 	req.Sandbox.Mode = mode
 	s := r.openSession(t, r.inv, req.Session())
 	writers := func() []string {
@@ -231,7 +234,7 @@ func levelDrop(t *testing.T, r *rig, mode string) {
 	}
 	r.srv.Enqueue(start, fakemodel.Answer("started"))
 	var ev probeEvents
-	res, err := s.Turn(turnCtx(t), invoker.TurnRequest{Prompt: "start the writer", Permission: invoker.Unlimited, OnEvent: ev.on})
+	res, err := s.Turn(turnCtx(t), invoker.TurnRequest{Prompt: "start the writer", Permission: level, OnEvent: ev.on})
 	ev.log(t)
 	if err != nil {
 		t.Fatalf("turn 1: %v; stderr tail:\n%s", err, res.Stderr)
@@ -254,7 +257,7 @@ func levelDrop(t *testing.T, r *rig, mode string) {
 		return
 	}
 	if len(left) > 0 {
-		t.Errorf("the writer of the Unlimited turn runs on in the ReadOnly turn: %v", left)
+		t.Errorf("the writer of the %s turn runs on in the ReadOnly turn: %v", level, left)
 	}
 	if !slices.ContainsFunc(ev2.warns, func(w string) bool { return strings.Contains(w, "the sandbox ended") }) {
 		t.Errorf("warnings of the ReadOnly turn %q: want one saying what the sandbox ended", ev2.warns)
@@ -265,16 +268,16 @@ func levelDrop(t *testing.T, r *rig, mode string) {
 // not read at ReadOnly even when the Approve callback allows the read, and
 // never reaches the model; the attempt shows as a failed tool result.
 // Measured with the pinned versions: Claude Code asks about its Read of
-// a path outside the working directory, and the callback allows it: the
+// a path outside the working directory, and Codex, under the approval
+// policy "untrusted", about its cat; the callback allows each, and the
 // kernel refuses the open (EACCES), where without the sandbox ("off",
 // kept as the proof that the probe is real) the key reaches the model.
 // Gemini CLI refuses its read_file of a path outside its workspace on its
-// own, without asking. Codex's cat with Approve cannot run under the
-// sandbox: its thread does not start (codexThreadRefused).
+// own, without asking.
 func TestSandboxProbeSSHKeyApproved(t *testing.T) {
 	forEachCLI(t, func(t *testing.T, r *rig) {
 		modes := []string{"required"}
-		if r.cli.name == "claude" {
+		if r.cli.name != "gemini" {
 			modes = append(modes, "off")
 		}
 		for _, mode := range modes {
@@ -287,13 +290,7 @@ func TestSandboxProbeSSHKeyApproved(t *testing.T) {
 // with the sandbox's mode.
 func sshKeyApproved(t *testing.T, r *rig, mode string) {
 	const secret = "SECRET-KEY-a1b2c3d4"
-	key := filepath.Join(r.home, ".ssh", "id_ed25519")
-	if err := os.MkdirAll(filepath.Dir(key), 0o700); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(key, []byte(secret+"\n"), 0o600); err != nil {
-		t.Fatal(err)
-	}
+	key := plantKey(t, r.home, secret)
 	var read fakemodel.Turn
 	switch r.cli.name {
 	case "claude":
@@ -308,10 +305,12 @@ func sshKeyApproved(t *testing.T, r *rig, mode string) {
 	req.Sandbox.Mode = mode
 	var a approvals
 	req.Approve = a.decide(invoker.Decision{Allow: true})
-	var ev probeEvents
-	req.OnEvent = ev.on
-	res, err := r.invoke(context.Background(), req)
-	ev.log(t)
+	res, ev := probe(t, r, req)
+	asked := a.list()
+	t.Logf("asked: %d; answer: %.300s", len(asked), res.Text)
+	if r.cli.name != "gemini" && len(asked) == 0 {
+		t.Errorf("Approve was never asked: the probe is of a read the program allows")
+	}
 	if mode == "off" {
 		if !slices.ContainsFunc(r.srv.Requests(), func(q fakemodel.Request) bool { return q.Contains(secret) }) {
 			t.Errorf("without the sandbox the key did not reach the model either: the probe proves nothing")
@@ -319,18 +318,6 @@ func sshKeyApproved(t *testing.T, r *rig, mode string) {
 		return
 	}
 	neverSent(t, r.srv, secret)
-	if r.cli.name == "codex" {
-		codexThreadRefused(t, err)
-		return
-	}
-	if err != nil {
-		t.Fatalf("Invoke() error = %v; stderr:\n%s", err, res.Stderr)
-	}
-	asked := a.list()
-	t.Logf("asked: %d; answer: %.300s", len(asked), res.Text)
-	if r.cli.name == "claude" && len(asked) == 0 {
-		t.Errorf("Approve was never asked: the probe is of a read the program allows")
-	}
 	if strings.Contains(res.Text, secret) {
 		t.Errorf("the key reached the answer: %q", res.Text)
 	}
@@ -362,13 +349,7 @@ func TestSandboxProbeNetDirect(t *testing.T) {
 		req := r.request("probe the network")
 		req.Permission = invoker.Unlimited
 		req.Sandbox = invoker.Sandbox{Mode: "required", Network: []string{"none"}}
-		var ev probeEvents
-		req.OnEvent = ev.on
-		res, err := r.invoke(context.Background(), req)
-		ev.log(t)
-		if err != nil {
-			t.Fatalf("Invoke() error = %v, want nil; stderr tail:\n%s", err, res.Stderr)
-		}
+		res, ev := probe(t, r, req)
 		t.Logf("the shell printed: %q; connections: %+v", res.Text, res.Connections)
 		if !strings.Contains(res.Text, "end") || strings.Contains(res.Text, "hidden server") {
 			t.Errorf("Result.Text = %q, want the command's end, and not the host's loopback server", res.Text)

@@ -61,13 +61,7 @@ func heldFor(cli string) string {
 func TestSandboxSSHKeyReadOnly(t *testing.T) {
 	forEachCLI(t, func(t *testing.T, r *rig) {
 		const secret = "SECRET-KEY-0f9e8d7c"
-		key := filepath.Join(r.home, ".ssh", "id_ed25519")
-		if err := os.MkdirAll(filepath.Dir(key), 0o700); err != nil {
-			t.Fatal(err)
-		}
-		if err := os.WriteFile(key, []byte(secret+"\n"), 0o600); err != nil {
-			t.Fatal(err)
-		}
+		key := plantKey(t, r.home, secret)
 		r.srv.Enqueue(fakemodel.Shell("cat "+key), fakemodel.EchoToolResult("after: "))
 		res, err := r.invoke(context.Background(), r.sandboxed("show me the key", invoker.ReadOnly))
 		if err != nil {
@@ -77,13 +71,22 @@ func TestSandboxSSHKeyReadOnly(t *testing.T) {
 		if strings.Contains(res.Text, secret) {
 			t.Errorf("the key reached the answer: %q", res.Text)
 		}
-		for _, q := range r.srv.Requests() {
-			if q.Contains(secret) {
-				t.Errorf("the key reached the model")
-				break
-			}
-		}
+		neverSent(t, r.srv, secret)
 	})
+}
+
+// plantKey writes a private key holding secret to home's
+// .ssh/id_ed25519, as a user's own would be, and returns its path.
+func plantKey(t *testing.T, home, secret string) string {
+	t.Helper()
+	key := filepath.Join(home, ".ssh", "id_ed25519")
+	if err := os.MkdirAll(filepath.Dir(key), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(key, []byte(secret+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return key
 }
 
 // TestSandboxOneShotConfigWrites: the writes TestOneShotConfigWrites

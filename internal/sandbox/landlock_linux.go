@@ -31,12 +31,26 @@ func Probe() (int, error) {
 // forks a run's root.
 type Ruleset struct {
 	fd int
+	rt rights
+
+	private *privatePlan // nil without private roots
+	noPriv  string       // why there are none
+	ran     bool         // Restrict ran
 }
 
 // Restrict applies r to the calling OS thread, which must be locked to its
 // goroutine and must never run other goroutines afterwards (retire it):
 // the thread, and every process it forks from then on, stays under r.
+// With Policy.Private it first gives the thread its private /tmp and
+// /dev/shm; where the host refuses them, r holds without them (Private
+// says why).
 func (r *Ruleset) Restrict() error {
+	r.ran = true
+	if r.private != nil {
+		if err := r.private.enter(&builder{fd: r.fd, rt: r.rt}); err != nil {
+			r.noPriv = err.Error()
+		}
+	}
 	if err := unix.Prctl(unix.PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0); err != nil {
 		return fmt.Errorf("sandbox: no_new_privs: %w", err)
 	}
@@ -121,13 +135,28 @@ func Build(p Policy) (*Ruleset, error) {
 	if errno != 0 {
 		return nil, fmt.Errorf("sandbox: landlock_create_ruleset: %w", errno)
 	}
-	r := &Ruleset{fd: int(fd)}
+	r := &Ruleset{fd: int(fd), rt: rt}
 	b := builder{fd: int(fd), rt: rt}
 	if err := b.policy(p); err != nil {
 		r.Close()
 		return nil, err
 	}
+	r.private, r.noPriv = planPrivate(p)
 	return r, nil
+}
+
+// Private reports, once Restrict has run, whether the run got its private
+// /tmp and /dev/shm, and if not, why.
+func (r *Ruleset) Private() (bool, string) {
+	switch {
+	case r == nil:
+		return false, "no ceiling"
+	case r.private == nil || r.noPriv != "":
+		return false, r.noPriv
+	case !r.ran:
+		return false, "the ruleset was applied by another process"
+	}
+	return true, ""
 }
 
 // builder adds a policy's rules to a ruleset.

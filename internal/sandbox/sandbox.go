@@ -69,6 +69,17 @@ type Policy struct {
 	// Visible are paths beneath Hidden that stay readable: the CLI's own
 	// directories, its install, the working directory, Temp.
 	Visible []string
+	// Private, below Unlimited, gives the run a /tmp and a /dev/shm of
+	// its own where the host allows a mount namespace (CAP_SYS_ADMIN):
+	// fresh tmpfs mounts, writable by the run, gone with it, into which
+	// the paths above that lie beneath them are bound back at their
+	// paths (read-only unless writable above). Ruleset.Private says
+	// whether they held.
+	Private bool
+	// Named are texts of the run's command line and environment: the
+	// paths beneath /tmp or /dev/shm they name (a configuration file the
+	// host wrote for the CLI) are bound read-only into the private ones.
+	Named []string
 }
 
 // A Top is a directory whose existing entries are writable but for the

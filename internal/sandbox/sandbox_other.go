@@ -19,6 +19,9 @@ type Ruleset struct{}
 // Restrict fails: there is no ceiling on this system.
 func (r *Ruleset) Restrict() error { _, err := Probe(); return err }
 
+// Private reports that there are no private /tmp and /dev/shm here.
+func (r *Ruleset) Private() (bool, string) { return false, "no mount namespaces on this system" }
+
 // Close does nothing.
 func (r *Ruleset) Close() error { return nil }
 
@@ -31,3 +34,6 @@ func Build(p Policy) (*Ruleset, error) {
 	_, err := Probe()
 	return nil, err
 }
+
+// ProbePrivate fails: there are no mount namespaces on this system.
+func ProbePrivate() error { _, err := Probe(); return err }

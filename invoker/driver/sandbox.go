@@ -131,11 +131,13 @@ func (e *sandboxError) Unwrap() error        { return e.err }
 
 // runSandbox is a started run's sandbox: what to undo once it is over.
 type runSandbox struct {
-	rules *sandbox.Ruleset // until the root is started
-	on    bool             // a ceiling holds the run
-	temp  string
-	drop  func() error // removes temp
-	net   *runNet      // the network rules in force, nil without
+	rules  *sandbox.Ruleset // until the root is started
+	on     bool             // a ceiling holds the run
+	priv   bool             // the run has its private /tmp and /dev/shm
+	noPriv string           // else why not
+	temp   string
+	drop   func() error // removes temp
+	net    *runNet      // the network rules in force, nil without
 }
 
 // prepare builds the ruleset of a run about to start attr at workdir, sets
@@ -186,6 +188,8 @@ func (a sandboxAsk) prepare(attr *proc.Attr, workdir string, setEnv []string, lo
 		Writable: append(state, files...),
 		Hidden:   append(homeHidden(home), a.sb.Hide...),
 		Visible:  append(installOf(attr.Path, attr.Env), a.sb.Show...),
+		Private:  true,
+		Named:    slices.Concat(attr.Args[1:], attr.Env),
 	}
 	if rs.rules, err = sandbox.Build(p); err != nil {
 		rs.undo()
@@ -244,6 +248,15 @@ func (rs *runSandbox) held() string {
 	return strings.Join(parts, ",")
 }
 
+// private reports whether the run got its private /tmp and /dev/shm, and
+// if not, why; call it once the root is started.
+func (rs *runSandbox) private() (bool, string) {
+	if rs == nil {
+		return false, "no sandbox"
+	}
+	return rs.priv, rs.noPriv
+}
+
 // netRules returns the run's network rules in force, nil without.
 func (rs *runSandbox) netRules() *runNet {
 	if rs == nil {
@@ -253,9 +266,10 @@ func (rs *runSandbox) netRules() *runNet {
 }
 
 // started releases the ruleset once the root is started (its thread
-// keeps it).
+// keeps it), noting whether the run got its private /tmp and /dev/shm.
 func (rs *runSandbox) started() {
 	if rs != nil && rs.rules != nil {
+		rs.priv, rs.noPriv = rs.rules.Private()
 		rs.rules.Close()
 		rs.rules = nil
 	}

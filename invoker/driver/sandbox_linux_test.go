@@ -9,6 +9,7 @@ import (
 	"syscall"
 	"testing"
 
+	"github.com/clinvoke/clinvoke/internal/sandbox"
 	"github.com/clinvoke/clinvoke/internal/testkit/fakeagent"
 	"github.com/clinvoke/clinvoke/invoker"
 	"github.com/clinvoke/clinvoke/invoker/driver"
@@ -27,7 +28,13 @@ type sandboxRig struct {
 
 func newSandboxRig(t *testing.T) sandboxRig {
 	t.Helper()
-	r := sandboxRig{home: t.TempDir(), work: t.TempDir()}
+	return newSandboxRigIn(t, outsideTmp(t))
+}
+
+// newSandboxRigIn is newSandboxRig in the directory base.
+func newSandboxRigIn(t *testing.T, base string) sandboxRig {
+	t.Helper()
+	r := sandboxRig{home: filepath.Join(base, "home"), work: filepath.Join(base, "work")}
 	for name, body := range map[string]string{
 		r.home + "/.ssh/id_ed25519":         "KEY",
 		r.home + "/.claude/settings.json":   "{}",
@@ -85,6 +92,23 @@ func sandboxWant(t *testing.T, got map[string]string, allowed, denied []string) 
 	}
 }
 
+// outsideTmp returns a new directory, removed after the test, outside
+// /tmp and /dev/shm: where the ceiling holds paths by Landlock's rules
+// alone, whether the run gets private ones (TestSandboxPrivateTemp) or not.
+func outsideTmp(t *testing.T) string {
+	t.Helper()
+	base := os.TempDir()
+	if strings.HasPrefix(base+"/", "/tmp/") || strings.HasPrefix(base+"/", "/dev/shm/") {
+		base = "/var/tmp"
+	}
+	dir, err := os.MkdirTemp(base, "clinvoke-sandbox-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(dir) })
+	return dir
+}
+
 func requireSandbox(t *testing.T) {
 	t.Helper()
 	c := fakeInvoker(t).Capabilities()
@@ -103,26 +127,38 @@ func fakeInvoker(t *testing.T) invoker.Invoker {
 func TestSandboxReadOnlyRun(t *testing.T) {
 	requireSandbox(t)
 	r := newSandboxRig(t)
-	shm := "/dev/shm/clinvoke-sandbox-" + filepath.Base(r.work)
-	t.Cleanup(func() { os.Remove(shm) })
+	name := filepath.Base(filepath.Dir(r.work))
+	shm, tmp := "/dev/shm/"+name, "/tmp/x-"+name
+	t.Cleanup(func() { os.Remove(shm); os.Remove(tmp) })
 	got, res := r.invoke(t, invoker.ReadOnly, invoker.Sandbox{Mode: "required"},
 		"write $TMPDIR/x", "read "+r.work+"/a.txt", "read "+r.home+"/.claude/settings.json",
 		"write "+r.work+"/a.txt", "write "+r.work+"/new.txt", "write "+r.work+"/src/b.txt",
-		"read "+r.home+"/.ssh/id_ed25519", "write "+r.home+"/.bashrc", "write "+shm, "write /tmp/x-"+filepath.Base(r.work))
+		"read "+r.home+"/.ssh/id_ed25519", "write "+r.home+"/.bashrc", "write "+shm, "write "+tmp)
 	var temp string
 	for k := range got {
-		if strings.HasPrefix(k, "write ") && strings.HasSuffix(k, "/x") && !strings.Contains(k, "$TMPDIR") && !strings.HasPrefix(k, "write /tmp/x-") {
+		if strings.HasPrefix(k, "write ") && strings.HasSuffix(k, "/x") && !strings.Contains(k, "$TMPDIR") {
 			temp = filepath.Dir(strings.TrimPrefix(k, "write "))
 		}
 	}
 	if temp == "" {
 		t.Fatalf("the fake's TMPDIR write is missing: %v", got)
 	}
-	sandboxWant(t, got,
-		[]string{"write " + temp + "/x", "read " + r.work + "/a.txt", "read " + r.home + "/.claude/settings.json"},
-		[]string{"write " + r.work + "/a.txt", "write " + r.work + "/new.txt", "write " + r.work + "/src/b.txt",
-			"read " + r.home + "/.ssh/id_ed25519", "write " + r.home + "/.bashrc", "write " + shm,
-			"write /tmp/x-" + filepath.Base(r.work)})
+	allowed := []string{"write " + temp + "/x", "read " + r.work + "/a.txt", "read " + r.home + "/.claude/settings.json"}
+	denied := []string{"write " + r.work + "/a.txt", "write " + r.work + "/new.txt", "write " + r.work + "/src/b.txt",
+		"read " + r.home + "/.ssh/id_ed25519", "write " + r.home + "/.bashrc"}
+	// /tmp and /dev/shm are the run's own where the host gives a mount
+	// namespace (root), else not writable.
+	if sandbox.ProbePrivate() == nil {
+		allowed = append(allowed, "write "+shm, "write "+tmp)
+	} else {
+		denied = append(denied, "write "+shm, "write "+tmp)
+	}
+	sandboxWant(t, got, allowed, denied)
+	for _, p := range []string{shm, tmp} {
+		if _, err := os.Lstat(p); !errors.Is(err, os.ErrNotExist) {
+			t.Errorf("the run's %s reached the host: %v", p, err)
+		}
+	}
 	if res.Sandbox != "filesystem" {
 		t.Errorf("Result.Sandbox = %q, want filesystem", res.Sandbox)
 	}
@@ -319,5 +355,96 @@ func TestSandboxNester(t *testing.T) {
 	}
 	if left := fakeagent.Survivors(s.Tag); len(left) > 0 {
 		t.Errorf("processes of the runs survived: %v", left)
+	}
+}
+
+// TestSandboxPrivateTemp: where the host gives a mount namespace (root),
+// a sandboxed run's /tmp and /dev/shm are its own: what it writes there is
+// seen neither by the host nor by a run beside it, and the host's mounts
+// are unchanged. Its working directory and home beneath /tmp are bound
+// back at their paths, held as the ceiling holds them elsewhere.
+func TestSandboxPrivateTemp(t *testing.T) {
+	requireSandbox(t)
+	if err := sandbox.ProbePrivate(); err != nil {
+		t.Skipf("no private /tmp for a user run on this route: %v", err)
+	}
+	mounts := func() string {
+		b, err := os.ReadFile("/proc/self/mountinfo")
+		if err != nil {
+			t.Fatal(err)
+		}
+		return string(b)
+	}
+	before := mounts()
+	r := newSandboxRigIn(t, t.TempDir())
+	name := filepath.Base(filepath.Dir(r.work))
+	tmp, shm := "/tmp/private-"+name, "/dev/shm/private-"+name
+	t.Cleanup(func() { os.Remove(tmp); os.Remove(shm) })
+	lr := newLimitRun(t, fakeagent.Script{RecordDir: r.home + "/.claude/projects/rec", Touch: []string{
+		"write " + tmp, "write " + shm, "read " + tmp, "read " + shm,
+		"write " + r.work + "/a.txt", "write " + r.work + "/src/new.txt", "write " + r.work + "/new.txt",
+		"write " + r.work + "/.claude/settings.json", "write " + r.work + "/.mcp.json",
+		"read " + r.home + "/.ssh/id_ed25519", "write $TMPDIR/x"}})
+	sreq := lr.req.Session()
+	sreq.Sandbox, sreq.Permission = invoker.Sandbox{Mode: "required"}, invoker.WorkspaceWrite
+	sreq.Workdir, sreq.Env = r.work, append(sreq.Env, "HOME="+r.home)
+	s, err := lr.inv.OpenSession(context.Background(), sreq)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	res, err := s.Turn(context.Background(), invoker.TurnRequest{Prompt: "touch"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := map[string]string{}
+	for _, line := range strings.Split(res.Text, "\n")[1:] {
+		k, v, _ := strings.Cut(line, ": ")
+		got[k] = v
+	}
+	for _, k := range []string{"write " + tmp, "write " + shm, "read " + tmp, "read " + shm,
+		"write " + r.work + "/a.txt", "write " + r.work + "/src/new.txt"} {
+		if got[k] != "ok" {
+			t.Errorf("%s: %q, want ok", k, got[k])
+		}
+	}
+	for _, k := range []string{"write " + r.work + "/new.txt", "write " + r.work + "/.claude/settings.json", "write " + r.work + "/.mcp.json"} {
+		if !strings.Contains(got[k], "read-only file system") {
+			t.Errorf("%s: %q, want read-only file system", k, got[k])
+		}
+	}
+	if k := "read " + r.home + "/.ssh/id_ed25519"; !strings.Contains(got[k], "no such file or directory") {
+		t.Errorf("%s: %q, want no such file or directory (the home is not bound)", k, got[k])
+	}
+
+	// While the session's CLI holds them: the host and a run beside it
+	// see nothing of them.
+	for _, p := range []string{tmp, shm} {
+		if _, err := os.Lstat(p); !errors.Is(err, os.ErrNotExist) {
+			t.Errorf("the run's %s reached the host: %v", p, err)
+		}
+	}
+	other := newLimitRun(t, fakeagent.Script{Touch: []string{"read " + tmp, "read " + shm}})
+	other.req.Sandbox, other.req.Workdir = invoker.Sandbox{Mode: "required"}, outsideTmp(t)
+	ores, err := other.inv.Invoke(context.Background(), other.req)
+	if err != nil {
+		t.Fatalf("Invoke() error = %v", err)
+	}
+	for _, p := range []string{tmp, shm} {
+		if want := "read " + p + ": open " + p + ": no such file or directory"; !strings.Contains(ores.Text, want) {
+			t.Errorf("the run beside it: %q does not hold %q", ores.Text, want)
+		}
+	}
+	if during := mounts(); during != before {
+		t.Errorf("the host's mounts changed during the run:\nbefore:\n%s\nduring:\n%s", before, during)
+	}
+	if b, _ := os.ReadFile(r.work + "/a.txt"); string(b) != "a\ntouched\n" && string(b) != "atouched\n" {
+		t.Errorf("a.txt = %q, want the run's line appended on the host", b)
+	}
+	if err := s.Close(); err != nil {
+		t.Errorf("Close() = %v", err)
+	}
+	if after := mounts(); after != before {
+		t.Errorf("the host's mounts changed after the run:\nbefore:\n%s\nafter:\n%s", before, after)
 	}
 }

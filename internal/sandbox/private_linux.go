@@ -41,7 +41,8 @@ type bind struct {
 // privatePlan is what the forking thread mounts: binds sorted so that a
 // path comes after the paths above it.
 type privatePlan struct {
-	binds []bind
+	binds    []bind
+	settings []string // files bound read-only over themselves
 }
 
 // namedPath matches a path beneath a private root inside a longer text
@@ -131,7 +132,13 @@ func planPrivate(p Policy) (*privatePlan, string) {
 			}
 		}
 	}
-	return &privatePlan{binds: binds}, ""
+	pl := &privatePlan{binds: binds}
+	for _, f := range clean(p.Settings) {
+		if fi, err := os.Lstat(f); err == nil && fi.Mode().IsRegular() {
+			pl.settings = append(pl.settings, f)
+		}
+	}
+	return pl, ""
 }
 
 // beneathPrivate reports whether p is beneath one of the private roots.
@@ -202,10 +209,34 @@ func (pl *privatePlan) enter(b *builder) error {
 		unix.Close(clones[i])
 		clones[i] = 0
 	}
-	for _, root := range mounted {
+	for _, f := range pl.settings {
+		if err := holdFile(f); err != nil {
+			return undo(err)
+		}
+		mounted = append(mounted, f)
+	}
+	for _, root := range mounted[:len(mounted)-len(pl.settings)] {
 		if err := b.add(root, b.rt.all, false); err != nil {
 			return undo(err)
 		}
+	}
+	return nil
+}
+
+// holdFile binds the file at path read-only over itself: it can then be
+// neither written, nor truncated (EROFS), nor removed, nor renamed, nor
+// replaced by a rename (EBUSY: a mount point).
+func holdFile(path string) error {
+	fd, err := unix.OpenTree(unix.AT_FDCWD, path, unix.OPEN_TREE_CLONE|unix.O_CLOEXEC)
+	if err != nil {
+		return fmt.Errorf("clone %s: %w", path, err)
+	}
+	defer unix.Close(fd)
+	if err := unix.MountSetattr(fd, "", unix.AT_EMPTY_PATH, &unix.MountAttr{Attr_set: unix.MOUNT_ATTR_RDONLY}); err != nil {
+		return fmt.Errorf("make the clone of %s read-only: %w", path, err)
+	}
+	if err := unix.MoveMount(fd, "", unix.AT_FDCWD, path, unix.MOVE_MOUNT_F_EMPTY_PATH); err != nil {
+		return fmt.Errorf("hold %s read-only: %w", path, err)
 	}
 	return nil
 }

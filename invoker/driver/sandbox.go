@@ -189,6 +189,7 @@ func (a sandboxAsk) prepare(attr *proc.Attr, workdir string, setEnv []string, lo
 		Hidden:   append(homeHidden(home), a.sb.Hide...),
 		Visible:  append(installOf(attr.Path, attr.Env), a.sb.Show...),
 		Private:  true,
+		Settings: sandbox.Settings(a.cli, attr.Env, home),
 		Named:    slices.Concat(attr.Args[1:], attr.Env),
 	}
 	if rs.rules, err = sandbox.Build(p); err != nil {

@@ -448,3 +448,52 @@ func TestSandboxPrivateTemp(t *testing.T) {
 		t.Errorf("the host's mounts changed after the run:\nbefore:\n%s\nafter:\n%s", before, after)
 	}
 }
+
+// TestSandboxSettingsHeld: where the run gets a mount namespace (root),
+// its CLI's settings and instructions in its configuration home are bound
+// read-only over themselves: a write, a replacement by a rename over them
+// and a removal all fail, while the rest of the home stays writable; and
+// nothing reaches the host's copies.
+func TestSandboxSettingsHeld(t *testing.T) {
+	requireSandbox(t)
+	if err := sandbox.ProbePrivate(); err != nil {
+		t.Skipf("no mount namespace for a user run on this route: %v", err)
+	}
+	for _, base := range []string{"outside /tmp", "beneath /tmp"} {
+		t.Run(base, func(t *testing.T) {
+			dir := outsideTmp(t)
+			if base == "beneath /tmp" {
+				dir = t.TempDir()
+			}
+			r := newSandboxRigIn(t, dir)
+			claudeMD := r.home + "/.claude/CLAUDE.md"
+			if err := os.WriteFile(claudeMD, []byte("be kind"), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			settings := r.home + "/.claude/settings.json"
+			got, _ := r.invoke(t, invoker.WorkspaceWrite, invoker.Sandbox{Mode: "required"},
+				"write "+settings, "replace "+settings, "remove "+settings, "write "+claudeMD, "replace "+claudeMD,
+				"remove "+claudeMD, "read "+settings, "write "+r.home+"/.claude/projects/new.jsonl")
+			for _, k := range []string{"write " + settings, "write " + claudeMD} {
+				if !strings.Contains(got[k], "read-only file system") {
+					t.Errorf("%s: %q, want read-only file system", k, got[k])
+				}
+			}
+			for _, k := range []string{"replace " + settings, "remove " + settings, "replace " + claudeMD, "remove " + claudeMD} {
+				if !strings.Contains(got[k], "device or resource busy") {
+					t.Errorf("%s: %q, want device or resource busy (a mount point)", k, got[k])
+				}
+			}
+			for _, k := range []string{"read " + settings, "write " + r.home + "/.claude/projects/new.jsonl"} {
+				if got[k] != "ok" {
+					t.Errorf("%s: %q, want ok", k, got[k])
+				}
+			}
+			for f, want := range map[string]string{settings: "{}", claudeMD: "be kind"} {
+				if b, err := os.ReadFile(f); err != nil || string(b) != want {
+					t.Errorf("%s = %q, %v; want %q untouched", f, b, err, want)
+				}
+			}
+		})
+	}
+}

@@ -6,6 +6,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync"
 
 	"github.com/clinvoke/clinvoke/internal/proc"
 	"github.com/clinvoke/clinvoke/internal/sandbox"
@@ -107,6 +108,11 @@ func sandboxCapabilities(refused string) (string, string) {
 		return "", strings.TrimPrefix(err.Error(), sandbox.ErrUnavailable.Error()+": ")
 	}
 	held, note := sandboxHeld, fmt.Sprintf("Landlock ABI %d holds the filesystem ceiling, for root and other users alike", abi)
+	if privateProbe() == nil {
+		note += "; a mount namespace per run gives it its own /tmp and /dev/shm and holds its CLI's settings and instruction files read-only"
+	} else {
+		note += "; no mount namespace for this process (root has one): /tmp and /dev/shm are not writable and the CLI's settings and instruction files are not held"
+	}
 	netHeld, netNote := netCapabilities()
 	if netHeld != "" {
 		held += "," + netHeld
@@ -117,6 +123,10 @@ func sandboxCapabilities(refused string) (string, string) {
 	}
 	return held, note
 }
+
+// privateProbe says once whether this process can give a run its private
+// /tmp and /dev/shm (a mount namespace).
+var privateProbe = sync.OnceValue(sandbox.ProbePrivate)
 
 // sandboxError is a required sandbox this host cannot hold.
 type sandboxError struct{ err error }

@@ -52,9 +52,11 @@ var namedPath = regexp.MustCompile(`(?:/tmp|/dev/shm)(?:/[^\s"',;:=]*)?`)
 // planPrivate returns what p's run needs bound into its private roots,
 // or nil and why it keeps the host's /tmp and /dev/shm.
 func planPrivate(p Policy) (*privatePlan, string) {
-	if !p.Private || p.Level == Unlimited {
+	if !p.Private {
 		return nil, "not asked"
 	}
+	// At Unlimited the run may write everything it is given.
+	open := p.Level == Unlimited
 	hidden, visible := clean(p.Hidden), clean(append([]string{p.Workdir, p.Temp}, append(p.Visible, p.Writable...)...))
 	var binds []bind
 	add := func(path string, rw bool) {
@@ -79,13 +81,13 @@ func planPrivate(p Policy) (*privatePlan, string) {
 		add(w, true)
 	}
 	for _, v := range p.Visible {
-		add(v, false)
+		add(v, open)
 	}
 	tops := p.Tops
 	if p.Level == WorkspaceWrite {
 		tops = append(slices.Clip(tops), Top{Dir: p.Workdir, Held: p.Held})
 	} else {
-		add(p.Workdir, false)
+		add(p.Workdir, open)
 	}
 	for _, t := range tops {
 		// The top read-only, its existing entries but the held names
@@ -109,7 +111,7 @@ func planPrivate(p Policy) (*privatePlan, string) {
 	for _, text := range p.Named {
 		for _, m := range namedPath.FindAllString(text, -1) {
 			if !slices.ContainsFunc(binds[:given], func(b bind) bool { return under(filepath.Clean(m), b.path) }) {
-				add(m, false)
+				add(m, open)
 			}
 		}
 	}
@@ -133,6 +135,9 @@ func planPrivate(p Policy) (*privatePlan, string) {
 		}
 	}
 	pl := &privatePlan{binds: binds}
+	if open {
+		return pl, "" // no ceiling on writes: the settings too
+	}
 	for _, f := range clean(p.Settings) {
 		if fi, err := os.Lstat(f); err == nil && fi.Mode().IsRegular() {
 			pl.settings = append(pl.settings, f)

@@ -69,16 +69,17 @@ type Policy struct {
 	// Visible are paths beneath Hidden that stay readable: the CLI's own
 	// directories, its install, the working directory, Temp.
 	Visible []string
-	// Private, below Unlimited, gives the run a /tmp and a /dev/shm of
-	// its own where the host allows a mount namespace (CAP_SYS_ADMIN):
-	// fresh tmpfs mounts, writable by the run, gone with it, into which
-	// the paths above that lie beneath them are bound back at their
-	// paths (read-only unless writable above). Ruleset.Private says
-	// whether they held.
+	// Private gives the run a /tmp and a /dev/shm of its own where the
+	// host allows a mount namespace (CAP_SYS_ADMIN): fresh tmpfs mounts,
+	// writable by the run, gone with it, into which the paths above that
+	// lie beneath them are bound back at their paths (read-only unless
+	// writable above or at Unlimited). Ruleset.Private says whether they
+	// held.
 	Private bool
-	// Settings are files held read-only, bound over themselves, where
-	// the run gets its private /tmp (Private): the CLI's settings, memory
-	// and instructions (see Settings). A missing one is left out.
+	// Settings are files held read-only, bound over themselves, below
+	// Unlimited where the run gets its private /tmp (Private): the CLI's
+	// settings, memory and instructions (see Settings). A missing one is
+	// left out.
 	Settings []string
 	// Named are texts of the run's command line and environment: the
 	// paths beneath /tmp or /dev/shm they name (a configuration file the

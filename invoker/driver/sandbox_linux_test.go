@@ -188,7 +188,7 @@ func TestSandboxWorkspaceWriteRun(t *testing.T) {
 func TestSandboxShowAndHide(t *testing.T) {
 	requireSandbox(t)
 	r := newSandboxRig(t)
-	secret := filepath.Join(t.TempDir(), "secret")
+	secret := filepath.Join(outsideTmp(t), "secret")
 	if err := os.WriteFile(secret, []byte("s"), 0o600); err != nil {
 		t.Fatal(err)
 	}

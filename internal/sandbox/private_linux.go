@@ -58,6 +58,9 @@ func planPrivate(p Policy) (*privatePlan, string) {
 	// At Unlimited the run may write everything it is given.
 	open := p.Level == Unlimited
 	hidden, visible := clean(p.Hidden), clean(append([]string{p.Workdir, p.Temp}, append(p.Visible, p.Writable...)...))
+	for _, t := range p.Tops {
+		visible = append(visible, clean([]string{t.Dir})...)
+	}
 	var binds []bind
 	add := func(path string, rw bool) {
 		if path == "" || !filepath.IsAbs(path) {
@@ -139,6 +142,9 @@ func planPrivate(p Policy) (*privatePlan, string) {
 		return pl, "" // no ceiling on writes: the settings too
 	}
 	for _, f := range clean(p.Settings) {
+		if beneathPrivate(f) && !slices.ContainsFunc(binds, func(b bind) bool { return under(f, b.path) }) {
+			continue // not the run's to see
+		}
 		if fi, err := os.Lstat(f); err == nil && fi.Mode().IsRegular() {
 			pl.settings = append(pl.settings, f)
 		}

@@ -68,12 +68,39 @@ func (r sandboxRig) invoke(t *testing.T, perm invoker.Permission, sb invoker.San
 	if err != nil {
 		t.Fatalf("Invoke() error = %v; stderr: %s", err, res.Stderr)
 	}
+	return outcomes(res.Text), res
+}
+
+// session opens a session of the fake at perm under a required sandbox,
+// touching touch at each turn, and runs its first turn; the caller closes
+// it.
+func (r sandboxRig) session(t *testing.T, perm invoker.Permission, touch ...string) (invoker.Session, *invoker.Result) {
+	t.Helper()
+	lr := newLimitRun(t, fakeagent.Script{RecordDir: r.home + "/.claude/projects/rec", Touch: touch})
+	sreq := lr.req.Session()
+	sreq.Sandbox, sreq.Permission = invoker.Sandbox{Mode: "required"}, perm
+	sreq.Workdir, sreq.Env = r.work, append(sreq.Env, "HOME="+r.home)
+	s, err := lr.inv.OpenSession(context.Background(), sreq)
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, err := s.Turn(context.Background(), invoker.TurnRequest{Prompt: "touch"})
+	if err != nil {
+		s.Close()
+		t.Fatal(err)
+	}
+	return s, res
+}
+
+// outcomes reads the fake's answer to Touch: each "OP PATH" and its
+// outcome.
+func outcomes(text string) map[string]string {
 	got := map[string]string{}
-	for _, line := range strings.Split(res.Text, "\n")[1:] {
+	for _, line := range strings.Split(text, "\n")[1:] {
 		k, v, _ := strings.Cut(line, ": ")
 		got[k] = v
 	}
-	return got, res
+	return got
 }
 
 // sandboxWant checks each outcome: allowed paths "ok", the others refused
@@ -226,20 +253,8 @@ func TestSandboxInvalid(t *testing.T) {
 func TestSandboxSession(t *testing.T) {
 	requireSandbox(t)
 	r := newSandboxRig(t)
-	lr := newLimitRun(t, fakeagent.Script{RecordDir: r.home + "/.claude/projects/rec",
-		Touch: []string{"write " + r.work + "/a.txt", "read " + r.home + "/.ssh/id_ed25519", "write $TMPDIR/x"}})
-	sreq := lr.req.Session()
-	sreq.Sandbox = invoker.Sandbox{Mode: "required"}
-	sreq.Workdir, sreq.Env = r.work, append(sreq.Env, "HOME="+r.home)
-	s, err := lr.inv.OpenSession(context.Background(), sreq)
-	if err != nil {
-		t.Fatal(err)
-	}
+	s, res := r.session(t, invoker.ReadOnly, "write "+r.work+"/a.txt", "read "+r.home+"/.ssh/id_ed25519", "write $TMPDIR/x")
 	defer s.Close()
-	res, err := s.Turn(context.Background(), invoker.TurnRequest{Prompt: "touch"})
-	if err != nil {
-		t.Fatal(err)
-	}
 	for _, want := range []string{"a.txt: open " + r.work + "/a.txt: permission denied", "id_ed25519: open " + r.home + "/.ssh/id_ed25519: permission denied", "/x: ok"} {
 		if !strings.Contains(res.Text, want) {
 			t.Errorf("turn's answer %q does not hold %q", res.Text, want)
@@ -380,28 +395,13 @@ func TestSandboxPrivateTemp(t *testing.T) {
 	name := filepath.Base(filepath.Dir(r.work))
 	tmp, shm := "/tmp/private-"+name, "/dev/shm/private-"+name
 	t.Cleanup(func() { os.Remove(tmp); os.Remove(shm) })
-	lr := newLimitRun(t, fakeagent.Script{RecordDir: r.home + "/.claude/projects/rec", Touch: []string{
-		"write " + tmp, "write " + shm, "read " + tmp, "read " + shm,
-		"write " + r.work + "/a.txt", "write " + r.work + "/src/new.txt", "write " + r.work + "/new.txt",
-		"write " + r.work + "/.claude/settings.json", "write " + r.work + "/.mcp.json",
-		"read " + r.home + "/.ssh/id_ed25519", "write $TMPDIR/x"}})
-	sreq := lr.req.Session()
-	sreq.Sandbox, sreq.Permission = invoker.Sandbox{Mode: "required"}, invoker.WorkspaceWrite
-	sreq.Workdir, sreq.Env = r.work, append(sreq.Env, "HOME="+r.home)
-	s, err := lr.inv.OpenSession(context.Background(), sreq)
-	if err != nil {
-		t.Fatal(err)
-	}
+	s, res := r.session(t, invoker.WorkspaceWrite,
+		"write "+tmp, "write "+shm, "read "+tmp, "read "+shm,
+		"write "+r.work+"/a.txt", "write "+r.work+"/src/new.txt", "write "+r.work+"/new.txt",
+		"write "+r.work+"/.claude/settings.json", "write "+r.work+"/.mcp.json",
+		"read "+r.home+"/.ssh/id_ed25519", "write $TMPDIR/x")
 	defer s.Close()
-	res, err := s.Turn(context.Background(), invoker.TurnRequest{Prompt: "touch"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	got := map[string]string{}
-	for _, line := range strings.Split(res.Text, "\n")[1:] {
-		k, v, _ := strings.Cut(line, ": ")
-		got[k] = v
-	}
+	got := outcomes(res.Text)
 	for _, k := range []string{"write " + tmp, "write " + shm, "read " + tmp, "read " + shm,
 		"write " + r.work + "/a.txt", "write " + r.work + "/src/new.txt"} {
 		if got[k] != "ok" {

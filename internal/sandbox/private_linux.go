@@ -3,6 +3,7 @@
 package sandbox
 
 import (
+	"encoding/json"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -293,4 +294,52 @@ func ProbePrivate() error {
 		return fmt.Errorf("a mount namespace for the run's private /tmp and /dev/shm needs CAP_SYS_ADMIN: unshare(CLONE_NEWNS): %w", err)
 	}
 	return nil
+}
+
+// wirePlan is a privatePlan as PrivatePlan hands it to another process.
+type wirePlan struct {
+	Binds    []wireBind `json:"binds"`
+	Settings []string   `json:"settings,omitempty"`
+}
+
+type wireBind struct {
+	Path string `json:"path"`
+	RW   bool   `json:"rw,omitempty"`
+}
+
+// PrivatePlan returns r's private /tmp and /dev/shm as a process that
+// applies r itself (File) gives them to itself with EnterPrivate, or nil
+// where r has none.
+func (r *Ruleset) PrivatePlan() []byte {
+	if r == nil || r.private == nil {
+		return nil
+	}
+	w := wirePlan{Settings: r.private.settings}
+	for _, b := range r.private.binds {
+		w.Binds = append(w.Binds, wireBind{Path: b.path, RW: b.rw})
+	}
+	out, _ := json.Marshal(w)
+	return out
+}
+
+// EnterPrivate gives the calling thread (locked, about to execute the
+// run's program, in a mount namespace of its own and with CAP_SYS_ADMIN
+// there) the private /tmp and /dev/shm of plan (PrivatePlan), adding to
+// the ruleset open at fd the rule that lets the run use them; apply the
+// ruleset afterwards. On error the thread's view of the filesystem is the
+// one it had.
+func EnterPrivate(plan []byte, fd int) error {
+	var w wirePlan
+	if err := json.Unmarshal(plan, &w); err != nil {
+		return fmt.Errorf("sandbox: the private roots' plan: %w", err)
+	}
+	abi, err := Probe()
+	if err != nil {
+		return err
+	}
+	pl := &privatePlan{settings: w.Settings}
+	for _, b := range w.Binds {
+		pl.binds = append(pl.binds, bind{path: b.Path, rw: b.RW})
+	}
+	return pl.enter(&builder{fd: fd, rt: rightsFor(abi)})
 }

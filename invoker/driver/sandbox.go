@@ -200,7 +200,7 @@ func (a sandboxAsk) prepare(attr *proc.Attr, workdir string, setEnv []string, lo
 		Visible:  append(installOf(attr.Path, attr.Env), a.sb.Show...),
 		Private:  true,
 		Settings: sandbox.Settings(a.cli, attr.Env, home),
-		Named:    slices.Concat(attr.Args[1:], attr.Env),
+		Named:    slices.Concat([]string{attr.Path}, attr.Args[1:], attr.Env),
 	}
 	if rs.rules, err = sandbox.Build(p); err != nil {
 		rs.undo()
@@ -310,6 +310,9 @@ func (rs *runSandbox) netStarted() error {
 	rs.net.closeRuleset()
 	if err := rs.net.n.Started(); err != nil {
 		return &sandboxError{err: netUnavailable(err)}
+	}
+	if rs.priv = rs.net.n.PrivateHeld(); !rs.priv && rs.on {
+		rs.noPriv = "the first stage in the run's user namespace could not make them"
 	}
 	return nil
 }

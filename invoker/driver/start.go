@@ -137,14 +137,14 @@ func (r *run) startTree() (err error) {
 		return r.startError(err)
 	}
 	r.sbx.started()
-	if ok, why := r.sbx.private(); r.sbx.held() != "" && !ok {
-		r.log.Debug("the run keeps the host's /tmp and /dev/shm", "reason", why)
-	}
 	if err := r.sbx.netStarted(); err != nil {
 		t.Kill()
 		t.Wait()
 		r.sbx.undo()
 		return err
+	}
+	if ok, why := r.sbx.private(); r.sbx.held() != "" && !ok {
+		r.log.Debug("the run keeps the host's /tmp and /dev/shm", "reason", why)
 	}
 	r.tree = t
 	r.containment = level(t.Containment())

@@ -112,6 +112,9 @@ func sandboxCapabilities(refused string) (string, string) {
 		note += "; a mount namespace per run gives it its own /tmp and /dev/shm and holds its CLI's settings and instruction files read-only"
 	} else {
 		note += "; no mount namespace for this process (root has one): /tmp and /dev/shm are not writable and the CLI's settings and instruction files are not held"
+		if route, err := netProbe(); err == nil && route == netWrap {
+			note += ", but for a run under network rules, whose user namespace gives them"
+		}
 	}
 	netHeld, netNote := netCapabilities()
 	if netHeld != "" {

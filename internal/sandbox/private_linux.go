@@ -57,7 +57,7 @@ func planPrivate(p Policy) (*privatePlan, string) {
 		return nil, "not asked"
 	}
 	// At Unlimited the run may write everything it is given.
-	open := p.Level == Unlimited
+	all := p.Level == Unlimited
 	hidden, visible := clean(p.Hidden), clean(append([]string{p.Workdir, p.Temp}, append(p.Visible, p.Writable...)...))
 	for _, t := range p.Tops {
 		visible = append(visible, clean([]string{t.Dir})...)
@@ -85,13 +85,13 @@ func planPrivate(p Policy) (*privatePlan, string) {
 		add(w, true)
 	}
 	for _, v := range p.Visible {
-		add(v, open)
+		add(v, all)
 	}
 	tops := p.Tops
 	if p.Level == WorkspaceWrite {
 		tops = append(slices.Clip(tops), Top{Dir: p.Workdir, Held: p.Held})
 	} else {
-		add(p.Workdir, open)
+		add(p.Workdir, all)
 	}
 	for _, t := range tops {
 		// The top read-only, its existing entries but the held names
@@ -115,7 +115,7 @@ func planPrivate(p Policy) (*privatePlan, string) {
 	for _, text := range p.Named {
 		for _, m := range namedPath.FindAllString(text, -1) {
 			if !slices.ContainsFunc(binds[:given], func(b bind) bool { return under(filepath.Clean(m), b.path) }) {
-				add(m, open)
+				add(m, all)
 			}
 		}
 	}
@@ -139,7 +139,7 @@ func planPrivate(p Policy) (*privatePlan, string) {
 		}
 	}
 	pl := &privatePlan{binds: binds}
-	if open {
+	if all {
 		return pl, "" // no ceiling on writes: the settings too
 	}
 	for _, f := range clean(p.Settings) {

@@ -116,3 +116,40 @@ func BenchmarkRestrict(b *testing.B) {
 		})
 	}
 }
+
+// TestSandboxPrivateNamed: the files the command line and the environment
+// name beneath /tmp (a flag's value, a quoted TOML value) are planned as
+// read-only binds, and a name beneath the hidden home is not.
+func TestSandboxPrivateNamed(t *testing.T) {
+	r := newRig(t)
+	dir, err := os.MkdirTemp("/tmp", "clinvoke-named-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(dir) })
+	cfg, bin := filepath.Join(dir, "mcp.json"), filepath.Join(dir, "bin")
+	for _, f := range []string{cfg, bin} {
+		if err := os.WriteFile(f, nil, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	p := r.policy(ReadOnly)
+	p.Private = true
+	p.Named = []string{"--mcp-config=" + cfg, `mcp_servers.a.command="` + bin + `"`, "KEY=" + r.home + "/.ssh/id_ed25519"}
+	pl, why := planPrivate(p)
+	if pl == nil {
+		t.Fatalf("planPrivate() = nil, %q", why)
+	}
+	got := map[string]bool{}
+	for _, b := range pl.binds {
+		got[b.path] = b.rw
+	}
+	for _, f := range []string{cfg, bin} {
+		if rw, ok := got[f]; !ok || rw {
+			t.Errorf("%s: planned %v, writable %v; want a read-only bind", f, ok, rw)
+		}
+	}
+	if _, ok := got[r.home+"/.ssh/id_ed25519"]; ok {
+		t.Errorf("the hidden key is planned as a bind: %v", pl.binds)
+	}
+}

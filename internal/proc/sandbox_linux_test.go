@@ -148,7 +148,7 @@ func TestSandboxPrivateShmUncharged(t *testing.T) {
 	if err := sandbox.ProbePrivate(); err != nil {
 		t.Skipf("no mount namespace for this process: %v", err)
 	}
-	restrict := sandboxedWith(t, sandbox.Policy{Private: true, Visible: []string{filepath.Dir(os.Args[0])}})
+	rs := buildRuleset(t, sandbox.Policy{Private: true, Visible: []string{filepath.Dir(os.Args[0])}})
 	// The forking thread holds the namespace until it exits: wait for it
 	// by a pidfd of the thread.
 	thread := -1
@@ -171,7 +171,7 @@ func TestSandboxPrivateShmUncharged(t *testing.T) {
 			return fmt.Errorf("pidfd of the forking thread: %w", err)
 		}
 		thread = fd
-		return restrict()
+		return rs.Restrict()
 	}}, "shmwrite", "20", path)
 	if st := r.wait(); st.Code != 0 {
 		t.Fatalf("the tool ended %+v", st)
@@ -185,6 +185,13 @@ func TestSandboxPrivateShmUncharged(t *testing.T) {
 			break
 		}
 	}
+	// The caller's hold on the namespace (Ruleset.Namespace), released as
+	// the library releases it once the tree is reaped.
+	if ns := rs.Namespace(); ns == nil {
+		t.Error("Namespace() = nil, want the run's mount namespace held")
+	} else {
+		ns.Close()
+	}
 	after := homeMemory(t, r)
 	t.Logf("the host's home: %.1f MiB before the run wrote 20 MiB to its /dev/shm, %.1f MiB after", float64(before)/mib, float64(after)/mib)
 	if after-before > 10*mib {
@@ -195,6 +202,13 @@ func TestSandboxPrivateShmUncharged(t *testing.T) {
 // sandboxedWith returns Attr.Restrict for p, its working and temporary
 // directories the test's when unset.
 func sandboxedWith(t *testing.T, p sandbox.Policy) func() error {
+	t.Helper()
+	return buildRuleset(t, p).Restrict
+}
+
+// buildRuleset builds the ruleset of p, its working and temporary
+// directories the test's when unset, closed after the test.
+func buildRuleset(t *testing.T, p sandbox.Policy) *sandbox.Ruleset {
 	t.Helper()
 	if _, err := sandbox.Probe(); err != nil {
 		if os.Getenv("CI") == "true" {
@@ -213,5 +227,5 @@ func sandboxedWith(t *testing.T, p sandbox.Policy) func() error {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { rs.Close() })
-	return rs.Restrict
+	return rs
 }

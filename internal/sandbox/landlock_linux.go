@@ -36,6 +36,7 @@ type Ruleset struct {
 	private *privatePlan // nil without private roots
 	noPriv  string       // why there are none
 	ran     bool         // Restrict ran
+	ns      *os.File     // the private roots' mount namespace, held (see Namespace)
 }
 
 // Restrict applies r to the calling OS thread, which must be locked to its
@@ -49,6 +50,8 @@ func (r *Ruleset) Restrict() error {
 	if r.private != nil {
 		if err := r.private.enter(&builder{fd: r.fd, rt: r.rt}); err != nil {
 			r.noPriv = err.Error()
+		} else if fd, err := unix.Open("/proc/thread-self/ns/mnt", unix.O_RDONLY|unix.O_CLOEXEC, 0); err == nil {
+			r.ns = os.NewFile(uintptr(fd), "mnt-namespace")
 		}
 	}
 	if err := unix.Prctl(unix.PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0); err != nil {
@@ -61,13 +64,32 @@ func (r *Ruleset) Restrict() error {
 }
 
 // Close releases the ruleset (a restricted thread keeps it).
+// It also releases the private roots' namespace, unless Namespace took it.
 func (r *Ruleset) Close() error {
 	if r == nil || r.fd < 0 {
 		return nil
 	}
+	if ns := r.Namespace(); ns != nil {
+		ns.Close()
+	}
 	err := unix.Close(r.fd)
 	r.fd = -1
 	return err
+}
+
+// Namespace hands the caller, once Restrict has run, the mount namespace
+// of the private roots (nil without): holding it keeps the namespace and
+// its tmpfs mounts alive after the run's last process exits. Close it once
+// the run's tree is gone: their teardown (some milliseconds, the unmounts
+// waiting for an RCU grace period) then runs in the closing thread rather
+// than on the exit of the run's last process, which the run waits for.
+func (r *Ruleset) Namespace() *os.File {
+	if r == nil {
+		return nil
+	}
+	ns := r.ns
+	r.ns = nil
+	return ns
 }
 
 // rights are the access rights a ruleset handles, by kind of grant, for

@@ -4,6 +4,7 @@ package sandbox
 
 import (
 	"fmt"
+	"os"
 	"runtime"
 )
 
@@ -21,6 +22,9 @@ func (r *Ruleset) Restrict() error { _, err := Probe(); return err }
 
 // Private reports that there are no private /tmp and /dev/shm here.
 func (r *Ruleset) Private() (bool, string) { return false, "no mount namespaces on this system" }
+
+// Namespace returns nil: there are no mount namespaces on this system.
+func (r *Ruleset) Namespace() *os.File { return nil }
 
 // Close does nothing.
 func (r *Ruleset) Close() error { return nil }

@@ -148,6 +148,7 @@ type runSandbox struct {
 	on     bool             // a ceiling holds the run
 	priv   bool             // the run has its private /tmp and /dev/shm
 	noPriv string           // else why not
+	ns     *os.File         // their mount namespace, held until the tree is reaped
 	temp   string
 	drop   func() error // removes temp
 	net    *runNet      // the network rules in force, nil without
@@ -284,6 +285,7 @@ func (rs *runSandbox) netRules() *runNet {
 func (rs *runSandbox) started() {
 	if rs != nil && rs.rules != nil {
 		rs.priv, rs.noPriv = rs.rules.Private()
+		rs.ns = rs.rules.Namespace()
 		rs.rules.Close()
 		rs.rules = nil
 	}
@@ -296,6 +298,14 @@ func (rs *runSandbox) undo() error {
 		return nil
 	}
 	rs.started()
+	if ns := rs.ns; ns != nil {
+		// The namespace, its tmpfs mounts and their pages end here, after
+		// the tree: their teardown waits for an RCU grace period, off the
+		// run's return (held, it is not on the exit of the run's last
+		// process either).
+		rs.ns = nil
+		go ns.Close()
+	}
 	if rs.net != nil {
 		rs.net.closeRuleset()
 		rs.net.n.Close()

@@ -314,3 +314,7 @@ func (n *Net) Close() error {
 	}
 	return n.proxy.Close()
 }
+
+// PrivateHeld reports, once Started returned nil, whether the first
+// stage of WrapPrivate gave the run its private /tmp and /dev/shm.
+func (n *Net) PrivateHeld() bool { return n.private }

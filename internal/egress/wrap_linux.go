@@ -150,10 +150,6 @@ func (n *Net) WrapPrivate(cmd *exec.Cmd, ruleset *os.File, plan []byte) error {
 	return n.wrap(cmd, ruleset, plan)
 }
 
-// PrivateHeld reports, once Started returned nil, whether the first
-// stage of WrapPrivate gave the run its private /tmp and /dev/shm.
-func (n *Net) PrivateHeld() bool { return n.private }
-
 // restrictSelf applies the Landlock ruleset fd to the calling thread,
 // the first stage's locked one that then executes the command, and
 // closes fd.

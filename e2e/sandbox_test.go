@@ -4,6 +4,7 @@ package e2e
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"path/filepath"
 	"slices"
@@ -11,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/clinvoke/clinvoke/internal/sandbox"
 	"github.com/clinvoke/clinvoke/internal/testkit/fakemodel"
 	"github.com/clinvoke/clinvoke/invoker"
 )
@@ -219,8 +221,9 @@ func TestSandboxGoTool(t *testing.T) {
 // WorkspaceWrite, on a host that holds the filesystem and the network,
 // runs inside the sandbox with its own off and the network rules "none":
 // its patch and its shell write inside the working directory; the shell's
-// writes to /tmp and to CODEX_HOME's config.toml are measured (the kernel
-// refuses the first; the second is the hole docs/sandbox.md names); what it
+// write to /tmp lands in the run's own /tmp (or is refused where the host
+// gives no mount namespace), never the host's; its append to CODEX_HOME's
+// config.toml fails (the file is bound read-only over itself); what it
 // writes in $TMPDIR goes with the run; a connection elsewhere is refused
 // with a warning event.
 func TestSandboxCodexAvailable(t *testing.T) {
@@ -278,9 +281,8 @@ func TestSandboxCodexAvailable(t *testing.T) {
 			t.Errorf("the run's TMPDIR %s outlived it (%v)", dir, err)
 		}
 		after, _ := os.ReadFile(config)
-		t.Logf("CODEX_HOME's config.toml written by the shell: %v", string(after) != string(before))
-		if string(after) == string(before) {
-			t.Errorf("CODEX_HOME's config.toml was not written, which docs/sandbox.md names as open: update it")
+		if string(after) != string(before) {
+			t.Errorf("CODEX_HOME's config.toml was written by the shell: %q, want it held read-only", after)
 		}
 		if !strings.Contains(res.Text, "denied.test:80 denied") {
 			t.Errorf("Result.Text = %q, want the proxy's refusal of denied.test", res.Text)
@@ -332,6 +334,64 @@ func TestSandboxCodexApprovals(t *testing.T) {
 			_, errP := os.Stat(patched)
 			if (perm == invoker.ReadOnly) != (errT != nil) || (perm == invoker.ReadOnly) != (errP != nil) {
 				t.Errorf("%s: the command's file: %v, the patch's: %v; want both written at WorkspaceWrite only", perm, errT, errP)
+			}
+		}
+	})
+}
+
+// TestSandboxPrivateTemp: at Unlimited under the sandbox, where each CLI
+// runs the model's shell commands unasked, a command reads a secret the
+// host left in /tmp and writes /tmp and /dev/shm: nothing of it reaches
+// the host. As root, where the run has a /tmp and a /dev/shm of its own,
+// the writes succeed inside the run and the host's file is not there to
+// read: the secret never reaches the model. (The CLI's settings files,
+// held read-only below Unlimited, are refused at those levels by the
+// CLIs and the library's rules first: TestSandboxSettingsHeld in
+// invoker/driver shows the kernel's hold. Codex's commands cannot run
+// inside the sandbox: TestSandboxOneShotConfigWrites.)
+func TestSandboxPrivateTemp(t *testing.T) {
+	forEachCLI(t, func(t *testing.T, r *rig) {
+		const secret = "HOST-TMP-SECRET-5a4b3c"
+		name := "clinvoke-e2e-private-" + filepath.Base(filepath.Dir(r.workdir))
+		tmp, shm, host := "/tmp/"+name, "/dev/shm/"+name, "/tmp/"+name+"-host"
+		t.Cleanup(func() { os.Remove(tmp); os.Remove(shm); os.Remove(host) })
+		if err := os.WriteFile(host, []byte(secret+"\n"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		r.srv.Enqueue(fakemodel.Shell(fmt.Sprintf("cat %s; echo in-tmp > %s && cat %s; echo in-shm > %s && cat %s", host, tmp, tmp, shm, shm)),
+			fakemodel.EchoToolResult("after: "))
+		var out strings.Builder
+		req := r.sandboxed("keep scratch files", invoker.Unlimited)
+		req.OnEvent = func(ev invoker.Event) {
+			if ev.Kind == invoker.KindToolResult && ev.Tool != nil {
+				out.WriteString(ev.Tool.Output)
+			}
+		}
+		res, err := r.invoke(context.Background(), req)
+		if err != nil {
+			t.Fatalf("Invoke() error = %v; stderr:\n%s", err, res.Stderr)
+		}
+		t.Logf("the command's output: %.300s", out.String())
+		for _, p := range []string{tmp, shm} {
+			if b, err := os.ReadFile(p); err == nil {
+				t.Errorf("%s reached the host: %q", p, b)
+			}
+		}
+		if sandbox.ProbePrivate() != nil {
+			return // a user's run reads the host's /tmp, and cannot write it
+		}
+		for _, q := range r.srv.Requests() {
+			if q.Contains(secret) {
+				t.Errorf("the host's file in /tmp reached the model")
+				break
+			}
+		}
+		if r.cli.name == "codex" {
+			return
+		}
+		for _, want := range []string{"in-tmp", "in-shm"} {
+			if !strings.Contains(out.String(), want) {
+				t.Errorf("the command's output %q does not hold %q: the run's own /tmp and /dev/shm must be writable", out.String(), want)
 			}
 		}
 	})

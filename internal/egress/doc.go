@@ -44,7 +44,9 @@
 //     WrapRestricted also has the first stage apply a Landlock ruleset
 //     just before it executes the command: the thread that starts the
 //     command cannot hold the ruleset itself, since the new namespace's
-//     id maps are written from it.
+//     id maps are written from it. WrapPrivate also has it give the run
+//     its private /tmp and /dev/shm first, in a mount namespace of its
+//     own (internal/sandbox's plan).
 //
 // Either way, goroutines of the host's namespace serve the listeners, so
 // their dials leave from the host, and the namespace ends with the last

@@ -62,6 +62,7 @@ type Net struct {
 	enterErr  error
 	wrapped   *os.File // the host's end of Wrap's socket
 	stageEnd  *os.File // the first stage's end, closed by Started
+	private   bool     // the first stage gave the run its private /tmp and /dev/shm
 }
 
 // New returns the sandbox cfg describes (nil means a zero Config: no
@@ -313,3 +314,7 @@ func (n *Net) Close() error {
 	}
 	return n.proxy.Close()
 }
+
+// PrivateHeld reports, once Started returned nil, whether the first
+// stage of WrapPrivate gave the run its private /tmp and /dev/shm.
+func (n *Net) PrivateHeld() bool { return n.private }

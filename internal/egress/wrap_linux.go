@@ -11,6 +11,8 @@ import (
 	"syscall"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/clinvoke/clinvoke/internal/sandbox"
 )
 
 // stageEnv names the variable that makes a process started by Wrap run
@@ -26,6 +28,9 @@ type stageSpec struct {
 	// Ruleset, if not 0, is the descriptor of a Landlock ruleset to
 	// apply (after PR_SET_NO_NEW_PRIVS) just before the execution.
 	Ruleset int
+	// Private, if not empty, is the ruleset's private /tmp and /dev/shm
+	// (sandbox.Ruleset.PrivatePlan), made before the listeners are sent.
+	Private json.RawMessage `json:",omitempty"`
 }
 
 // init runs the first stage when this binary was started by Wrap. It
@@ -71,7 +76,14 @@ func runStage(v string) int {
 		}
 		fds = append(fds, int(f.Fd()))
 	}
-	if err := unix.Sendmsg(spec.FD, []byte{0}, unix.UnixRights(fds...), nil, 0); err != nil {
+	// The first byte says whether the private roots hold (1) or not (0).
+	held := []byte{0}
+	if len(spec.Private) > 0 && spec.Ruleset != 0 {
+		if err := sandbox.EnterPrivate(spec.Private, spec.Ruleset); err == nil {
+			held[0] = 1
+		}
+	}
+	if err := unix.Sendmsg(spec.FD, held, unix.UnixRights(fds...), nil, 0); err != nil {
 		fmt.Fprintln(os.Stderr, "egress: send the listeners:", err)
 		return 127
 	}
@@ -117,7 +129,7 @@ func runStage(v string) int {
 // into the running binary, which it is whenever Wrap is called. Inside,
 // files of other users show as owned by the overflow user (nobody) and
 // set-user-ID programs do not gain privilege.
-func (n *Net) Wrap(cmd *exec.Cmd) error { return n.wrap(cmd, nil) }
+func (n *Net) Wrap(cmd *exec.Cmd) error { return n.wrap(cmd, nil, nil) }
 
 // WrapRestricted is Wrap for a command that must also run under the
 // Landlock ruleset whose descriptor ruleset holds: the first stage
@@ -127,7 +139,16 @@ func (n *Net) Wrap(cmd *exec.Cmd) error { return n.wrap(cmd, nil) }
 // keeps and closes ruleset. Use it where the thread that starts cmd
 // cannot be restricted itself: writing the new user namespace's id maps
 // from a restricted thread is refused.
-func (n *Net) WrapRestricted(cmd *exec.Cmd, ruleset *os.File) error { return n.wrap(cmd, ruleset) }
+func (n *Net) WrapRestricted(cmd *exec.Cmd, ruleset *os.File) error { return n.wrap(cmd, ruleset, nil) }
+
+// WrapPrivate is WrapRestricted for a ruleset with private /tmp and
+// /dev/shm, whose plan (sandbox.Ruleset.PrivatePlan) the first stage
+// carries out in a mount namespace of its own (in the new user
+// namespace, with CAP_SYS_ADMIN there) before it applies the ruleset.
+// PrivateHeld says, once Started returned, whether they hold.
+func (n *Net) WrapPrivate(cmd *exec.Cmd, ruleset *os.File, plan []byte) error {
+	return n.wrap(cmd, ruleset, plan)
+}
 
 // restrictSelf applies the Landlock ruleset fd to the calling thread,
 // the first stage's locked one that then executes the command, and
@@ -143,7 +164,7 @@ func restrictSelf(fd int) error {
 	return nil
 }
 
-func (n *Net) wrap(cmd *exec.Cmd, ruleset *os.File) error {
+func (n *Net) wrap(cmd *exec.Cmd, ruleset *os.File, plan []byte) error {
 	if n.wrapped != nil {
 		return errors.New("egress: Wrap called twice on one Net")
 	}
@@ -158,6 +179,7 @@ func (n *Net) wrap(cmd *exec.Cmd, ruleset *os.File) error {
 	if ruleset != nil {
 		spec.Ruleset = 3 + len(cmd.ExtraFiles)
 		cmd.ExtraFiles = append(cmd.ExtraFiles, ruleset)
+		spec.Private = plan
 	}
 	b, _ := json.Marshal(spec)
 	if cmd.Env == nil {
@@ -169,6 +191,11 @@ func (n *Net) wrap(cmd *exec.Cmd, ruleset *os.File) error {
 		cmd.SysProcAttr = &syscall.SysProcAttr{}
 	}
 	wrapAttr(cmd.SysProcAttr)
+	if len(spec.Private) > 0 {
+		// For the mount namespace; dropped with the rest before the
+		// execution.
+		cmd.SysProcAttr.AmbientCaps = append(cmd.SysProcAttr.AmbientCaps, unix.CAP_SYS_ADMIN)
+	}
 	return nil
 }
 
@@ -194,23 +221,24 @@ func (n *Net) Started() error {
 		return errors.New("egress: Started without Wrap")
 	}
 	n.stageEnd.Close()
-	ls, err := receiveListeners(n.wrapped)
+	ls, held, err := receiveListeners(n.wrapped)
 	n.wrapped.Close()
 	if err != nil {
 		return err
 	}
+	n.private = held
 	n.serve(ls)
 	return nil
 }
 
 // receiveListeners reads the first stage's message on c: the listeners,
 // or the text of its error.
-func receiveListeners(c *os.File) ([]net.Listener, error) {
+func receiveListeners(c *os.File) ([]net.Listener, bool, error) {
 	buf := make([]byte, 4096)
 	oob := make([]byte, unix.CmsgSpace(4*64))
 	nb, noob, _, _, err := unix.Recvmsg(int(c.Fd()), buf, oob, unix.MSG_CMSG_CLOEXEC)
 	if err != nil {
-		return nil, &NamespaceError{Op: "receive the listeners", Err: err, Missing: "the first stage in the new namespaces did not answer"}
+		return nil, false, &NamespaceError{Op: "receive the listeners", Err: err, Missing: "the first stage in the new namespaces did not answer"}
 	}
 	var fds []int
 	if msgs, err := unix.ParseSocketControlMessage(oob[:noob]); err == nil {
@@ -225,7 +253,7 @@ func receiveListeners(c *os.File) ([]net.Listener, error) {
 		if nb > 0 {
 			why = errors.New(string(buf[:nb]))
 		}
-		return nil, &NamespaceError{Op: "set up the new namespaces", Err: why, Missing: "unprivileged user namespaces with a loopback this user may bring up"}
+		return nil, false, &NamespaceError{Op: "set up the new namespaces", Err: why, Missing: "unprivileged user namespaces with a loopback this user may bring up"}
 	}
 	var ls []net.Listener
 	for _, fd := range fds {
@@ -236,11 +264,11 @@ func receiveListeners(c *os.File) ([]net.Listener, error) {
 			for _, l := range ls {
 				l.Close()
 			}
-			return nil, &NamespaceError{Op: "use a received listener", Err: err, Missing: "a listening socket from the first stage"}
+			return nil, false, &NamespaceError{Op: "use a received listener", Err: err, Missing: "a listening socket from the first stage"}
 		}
 		ls = append(ls, l)
 	}
-	return ls, nil
+	return ls, nb > 0 && buf[0] == 1, nil
 }
 
 // ProbeWrap reports whether Wrap can give a run a network sandbox here:

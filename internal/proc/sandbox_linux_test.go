@@ -13,6 +13,7 @@ import (
 	"testing"
 
 	"github.com/clinvoke/clinvoke/internal/sandbox"
+	"golang.org/x/sys/unix"
 )
 
 func init() {
@@ -59,18 +60,7 @@ func init() {
 // directory and a temporary directory of the test's.
 func sandboxed(t *testing.T) func() error {
 	t.Helper()
-	if _, err := sandbox.Probe(); err != nil {
-		if os.Getenv("CI") == "true" {
-			t.Fatalf("CI runs on a kernel with Landlock: %v", err)
-		}
-		t.Skipf("no Landlock here: %v", err)
-	}
-	rs, err := sandbox.Build(sandbox.Policy{Level: sandbox.ReadOnly, Workdir: t.TempDir(), Temp: t.TempDir()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { rs.Close() })
-	return rs.Restrict
+	return sandboxedWith(t, sandbox.Policy{Level: sandbox.ReadOnly})
 }
 
 // TestSandboxRootCannotLeaveCgroups: the hostile root of
@@ -143,4 +133,99 @@ func TestSandboxLimitsHold(t *testing.T) {
 	noLeaks(t)
 	requireLimits(t, Tasks)
 	forkBomb(t, sandboxed(t))
+}
+
+// TestSandboxPrivateShmUncharged: a root tool under a memory limit and the
+// ceiling with private roots writes 20 MiB to /dev/shm and exits. The file
+// was never the host's, and once the run's last process and its retired
+// forking thread are gone, so is its charge: the host's home holds no
+// more than before (TestLimitsTmpfsOutlivesRun measures the 20 MiB that
+// outlive a run without them).
+func TestSandboxPrivateShmUncharged(t *testing.T) {
+	noLeaks(t)
+	markUsed("shmwrite")
+	requireLimits(t, Memory)
+	if err := sandbox.ProbePrivate(); err != nil {
+		t.Skipf("no mount namespace for this process: %v", err)
+	}
+	rs := buildRuleset(t, sandbox.Policy{Private: true, Visible: []string{filepath.Dir(os.Args[0])}})
+	// The forking thread holds the namespace until it exits: wait for it
+	// by a pidfd of the thread.
+	thread := -1
+	t.Cleanup(func() {
+		if thread >= 0 {
+			unix.Close(thread)
+		}
+	})
+	path := fmt.Sprintf("/dev/shm/clinvoke-private-test-%d", os.Getpid())
+	t.Cleanup(func() { os.Remove(path) })
+	// The home's charge before: after a run that writes nothing.
+	r0 := startRun(t, Attr{Limits: Limits{MemoryMax: 64 * mib}, Account: true, Restrict: sandboxedWith(t, sandbox.Policy{Private: true, Visible: []string{filepath.Dir(os.Args[0])}})}, "shmwrite", "0", path)
+	if st := r0.wait(); st.Code != 0 {
+		t.Fatalf("the empty write ended %+v", st)
+	}
+	before := homeMemory(t, r0)
+	r := startRun(t, Attr{Limits: Limits{MemoryMax: 64 * mib}, Account: true, Restrict: func() error {
+		fd, err := unix.PidfdOpen(unix.Gettid(), unix.PIDFD_THREAD)
+		if err != nil {
+			return fmt.Errorf("pidfd of the forking thread: %w", err)
+		}
+		thread = fd
+		return rs.Restrict()
+	}}, "shmwrite", "20", path)
+	if st := r.wait(); st.Code != 0 {
+		t.Fatalf("the tool ended %+v", st)
+	}
+	if _, err := os.Lstat(path); !errors.Is(err, fs.ErrNotExist) {
+		t.Errorf("%s: %v, want it never the host's", path, err)
+	}
+	fds := []unix.PollFd{{Fd: int32(thread), Events: unix.POLLIN}}
+	for {
+		if _, err := unix.Poll(fds, -1); err != unix.EINTR {
+			break
+		}
+	}
+	// The caller's hold on the namespace (Ruleset.Namespace), released as
+	// the library releases it once the tree is reaped.
+	if ns := rs.Namespace(); ns == nil {
+		t.Error("Namespace() = nil, want the run's mount namespace held")
+	} else {
+		ns.Close()
+	}
+	after := homeMemory(t, r)
+	t.Logf("the host's home: %.1f MiB before the run wrote 20 MiB to its /dev/shm, %.1f MiB after", float64(before)/mib, float64(after)/mib)
+	if after-before > 10*mib {
+		t.Errorf("the host's home grew by %d bytes across the run, want the 20 MiB in the run's /dev/shm freed with it", after-before)
+	}
+}
+
+// sandboxedWith returns Attr.Restrict for p, its working and temporary
+// directories the test's when unset.
+func sandboxedWith(t *testing.T, p sandbox.Policy) func() error {
+	t.Helper()
+	return buildRuleset(t, p).Restrict
+}
+
+// buildRuleset builds the ruleset of p, its working and temporary
+// directories the test's when unset, closed after the test.
+func buildRuleset(t *testing.T, p sandbox.Policy) *sandbox.Ruleset {
+	t.Helper()
+	if _, err := sandbox.Probe(); err != nil {
+		if os.Getenv("CI") == "true" {
+			t.Fatalf("CI runs on a kernel with Landlock: %v", err)
+		}
+		t.Skipf("no Landlock here: %v", err)
+	}
+	if p.Workdir == "" {
+		p.Workdir = t.TempDir()
+	}
+	if p.Temp == "" {
+		p.Temp = t.TempDir()
+	}
+	rs, err := sandbox.Build(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { rs.Close() })
+	return rs
 }

@@ -31,12 +31,29 @@ func Probe() (int, error) {
 // forks a run's root.
 type Ruleset struct {
 	fd int
+	rt rights
+
+	private *privatePlan // nil without private roots
+	noPriv  string       // why there are none
+	ran     bool         // Restrict ran
+	ns      *os.File     // the private roots' mount namespace, held (see Namespace)
 }
 
 // Restrict applies r to the calling OS thread, which must be locked to its
 // goroutine and must never run other goroutines afterwards (retire it):
 // the thread, and every process it forks from then on, stays under r.
+// With Policy.Private it first gives the thread its private /tmp and
+// /dev/shm; where the host refuses them, r holds without them (Private
+// says why).
 func (r *Ruleset) Restrict() error {
+	r.ran = true
+	if r.private != nil {
+		if err := r.private.enter(&builder{fd: r.fd, rt: r.rt}); err != nil {
+			r.noPriv = err.Error()
+		} else if fd, err := unix.Open("/proc/thread-self/ns/mnt", unix.O_RDONLY|unix.O_CLOEXEC, 0); err == nil {
+			r.ns = os.NewFile(uintptr(fd), "mnt-namespace")
+		}
+	}
 	if err := unix.Prctl(unix.PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0); err != nil {
 		return fmt.Errorf("sandbox: no_new_privs: %w", err)
 	}
@@ -47,13 +64,32 @@ func (r *Ruleset) Restrict() error {
 }
 
 // Close releases the ruleset (a restricted thread keeps it).
+// It also releases the private roots' namespace, unless Namespace took it.
 func (r *Ruleset) Close() error {
 	if r == nil || r.fd < 0 {
 		return nil
 	}
+	if ns := r.Namespace(); ns != nil {
+		ns.Close()
+	}
 	err := unix.Close(r.fd)
 	r.fd = -1
 	return err
+}
+
+// Namespace hands the caller, once Restrict has run, the mount namespace
+// of the private roots (nil without): holding it keeps the namespace and
+// its tmpfs mounts alive after the run's last process exits. Close it once
+// the run's tree is gone: their teardown (some milliseconds, the unmounts
+// waiting for an RCU grace period) then runs in the closing thread rather
+// than on the exit of the run's last process, which the run waits for.
+func (r *Ruleset) Namespace() *os.File {
+	if r == nil {
+		return nil
+	}
+	ns := r.ns
+	r.ns = nil
+	return ns
 }
 
 // rights are the access rights a ruleset handles, by kind of grant, for
@@ -121,13 +157,28 @@ func Build(p Policy) (*Ruleset, error) {
 	if errno != 0 {
 		return nil, fmt.Errorf("sandbox: landlock_create_ruleset: %w", errno)
 	}
-	r := &Ruleset{fd: int(fd)}
+	r := &Ruleset{fd: int(fd), rt: rt}
 	b := builder{fd: int(fd), rt: rt}
 	if err := b.policy(p); err != nil {
 		r.Close()
 		return nil, err
 	}
+	r.private, r.noPriv = planPrivate(p)
 	return r, nil
+}
+
+// Private reports, once Restrict has run, whether the run got its private
+// /tmp and /dev/shm, and if not, why.
+func (r *Ruleset) Private() (bool, string) {
+	switch {
+	case r == nil:
+		return false, "no ceiling"
+	case r.private == nil || r.noPriv != "":
+		return false, r.noPriv
+	case !r.ran:
+		return false, "the ruleset was applied by another process"
+	}
+	return true, ""
 }
 
 // builder adds a policy's rules to a ruleset.

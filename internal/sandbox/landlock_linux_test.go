@@ -27,7 +27,7 @@ type rig struct {
 	root, work, home, temp string
 }
 
-func newRig(t *testing.T) rig {
+func newRig(t testing.TB) rig {
 	t.Helper()
 	root := t.TempDir()
 	r := rig{root: root, work: filepath.Join(root, "work"), home: filepath.Join(root, "home"), temp: filepath.Join(root, "run-tmp")}
@@ -249,7 +249,7 @@ func assertUntouched(t *testing.T, r rig) {
 	}
 }
 
-func requireLandlock(t *testing.T) {
+func requireLandlock(t testing.TB) {
 	t.Helper()
 	if _, err := Probe(); err != nil {
 		if os.Getenv("CI") == "true" {

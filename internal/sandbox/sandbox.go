@@ -69,6 +69,22 @@ type Policy struct {
 	// Visible are paths beneath Hidden that stay readable: the CLI's own
 	// directories, its install, the working directory, Temp.
 	Visible []string
+	// Private gives the run a /tmp and a /dev/shm of its own where the
+	// host allows a mount namespace (CAP_SYS_ADMIN): fresh tmpfs mounts,
+	// writable by the run, gone with it, into which the paths above that
+	// lie beneath them are bound back at their paths (read-only unless
+	// writable above or at Unlimited). Ruleset.Private says whether they
+	// held.
+	Private bool
+	// Settings are files held read-only, bound over themselves, below
+	// Unlimited where the run gets its private /tmp (Private): the CLI's
+	// settings, memory and instructions (see Settings). A missing one is
+	// left out.
+	Settings []string
+	// Named are texts of the run's command line and environment: the
+	// paths beneath /tmp or /dev/shm they name (a configuration file the
+	// host wrote for the CLI) are bound read-only into the private ones.
+	Named []string
 }
 
 // A Top is a directory whose existing entries are writable but for the
@@ -118,26 +134,50 @@ func State(cli string, env []string, home string) (dirs, files []string) {
 	return dirs, files
 }
 
+// Settings returns the CLI's own settings, memory and instruction files
+// in its configuration home (as State finds it), which the run may read
+// but not change: held read-only where the run has a mount namespace
+// (Policy.Private). These are facts of each CLI, like State's.
+func Settings(cli string, env []string, home string) []string {
+	dirs, _ := State(cli, env, home)
+	if len(dirs) == 0 {
+		return nil
+	}
+	var out []string
+	for _, name := range stateFacts[cli].settings {
+		out = append(out, filepath.Join(dirs[0], name))
+	}
+	return out
+}
+
 // stateFact is where one CLI keeps its state.
 type stateFact struct {
 	dirs            []string // below the home directory; the first is its home
 	homeVar         string   // the variable that moves its home
 	homeVarIsParent bool     // homeVar names the directory that holds it
 	files           []string // files in the home directory, unless moved
+	settings        []string // its settings, memory and instructions, in its home
 }
 
 // stateFacts are the CLIs' own state, one place for every reader: the
 // three backends, and the ACP agents under the names docs/acp-agents.md
 // gives them.
 var stateFacts = map[string]stateFact{
-	"codex":           {dirs: []string{".codex"}, homeVar: "CODEX_HOME"},
-	"codex-acp":       {dirs: []string{".codex"}, homeVar: "CODEX_HOME"},
-	"gemini":          {dirs: []string{".gemini"}, homeVar: "GEMINI_CLI_HOME", homeVarIsParent: true},
-	"claude":          {dirs: []string{".claude"}, homeVar: "CLAUDE_CONFIG_DIR", files: []string{".claude.json"}},
-	"claude-code-acp": {dirs: []string{".claude"}, homeVar: "CLAUDE_CONFIG_DIR", files: []string{".claude.json"}},
-	"qwen":            {dirs: []string{".qwen"}},
+	"codex":           {dirs: []string{".codex"}, homeVar: "CODEX_HOME", settings: codexSettings},
+	"codex-acp":       {dirs: []string{".codex"}, homeVar: "CODEX_HOME", settings: codexSettings},
+	"gemini":          {dirs: []string{".gemini"}, homeVar: "GEMINI_CLI_HOME", homeVarIsParent: true, settings: []string{"settings.json", "GEMINI.md"}},
+	"claude":          {dirs: []string{".claude"}, homeVar: "CLAUDE_CONFIG_DIR", files: []string{".claude.json"}, settings: claudeSettings},
+	"claude-code-acp": {dirs: []string{".claude"}, homeVar: "CLAUDE_CONFIG_DIR", files: []string{".claude.json"}, settings: claudeSettings},
+	"qwen":            {dirs: []string{".qwen"}, settings: []string{"settings.json", "QWEN.md"}},
 	"opencode":        {dirs: []string{".local/share/opencode", ".local/state/opencode", ".config/opencode", ".cache/opencode"}},
 }
+
+// The settings, memory and instruction files of Codex and Claude Code in
+// their homes.
+var (
+	codexSettings  = []string{"config.toml", "AGENTS.md", "AGENTS.override.md"}
+	claudeSettings = []string{"settings.json", "CLAUDE.md"}
+)
 
 // Caches returns the environment that sends the caches of the agent's own
 // tools (Go's build and module caches, npm's, pip's, XDG's) into dir, a

@@ -4,6 +4,7 @@ package sandbox
 
 import (
 	"fmt"
+	"os"
 	"runtime"
 )
 
@@ -19,6 +20,12 @@ type Ruleset struct{}
 // Restrict fails: there is no ceiling on this system.
 func (r *Ruleset) Restrict() error { _, err := Probe(); return err }
 
+// Private reports that there are no private /tmp and /dev/shm here.
+func (r *Ruleset) Private() (bool, string) { return false, "no mount namespaces on this system" }
+
+// Namespace returns nil: there are no mount namespaces on this system.
+func (r *Ruleset) Namespace() *os.File { return nil }
+
 // Close does nothing.
 func (r *Ruleset) Close() error { return nil }
 
@@ -31,3 +38,6 @@ func Build(p Policy) (*Ruleset, error) {
 	_, err := Probe()
 	return nil, err
 }
+
+// ProbePrivate fails: there are no mount namespaces on this system.
+func ProbePrivate() error { _, err := Probe(); return err }

@@ -6,6 +6,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync"
 
 	"github.com/clinvoke/clinvoke/internal/proc"
 	"github.com/clinvoke/clinvoke/internal/sandbox"
@@ -155,6 +156,14 @@ func sandboxCapabilities(refused string) (string, string) {
 		return "", strings.TrimPrefix(err.Error(), sandbox.ErrUnavailable.Error()+": ")
 	}
 	held, note := sandboxHeld, fmt.Sprintf("Landlock ABI %d holds the filesystem ceiling, for root and other users alike", abi)
+	if privateProbe() == nil {
+		note += "; a mount namespace per run gives it its own /tmp and /dev/shm and holds its CLI's settings and instruction files read-only"
+	} else {
+		note += "; no mount namespace for this process (root has one): /tmp and /dev/shm are not writable and the CLI's settings and instruction files are not held"
+		if route, err := netProbe(); err == nil && route == netWrap {
+			note += ", but for a run under network rules, whose user namespace gives them"
+		}
+	}
 	netHeld, netNote := netCapabilities()
 	if netHeld != "" {
 		held += "," + netHeld
@@ -168,6 +177,10 @@ func sandboxCapabilities(refused string) (string, string) {
 	}
 	return held, note
 }
+
+// privateProbe says once whether this process can give a run its private
+// /tmp and /dev/shm (a mount namespace).
+var privateProbe = sync.OnceValue(sandbox.ProbePrivate)
 
 // sandboxError is a required sandbox this host cannot hold.
 type sandboxError struct{ err error }
@@ -200,11 +213,14 @@ func (e *nestError) Unwrap() error { return e.missing }
 
 // runSandbox is a started run's sandbox: what to undo once it is over.
 type runSandbox struct {
-	rules *sandbox.Ruleset // until the root is started
-	on    bool             // a ceiling holds the run
-	temp  string
-	drop  func() error // removes temp
-	net   *runNet      // the network rules in force, nil without
+	rules  *sandbox.Ruleset // until the root is started
+	on     bool             // a ceiling holds the run
+	priv   bool             // the run has its private /tmp and /dev/shm
+	noPriv string           // else why not
+	ns     *os.File         // their mount namespace, held until the tree is reaped
+	temp   string
+	drop   func() error // removes temp
+	net    *runNet      // the network rules in force, nil without
 }
 
 // prepare builds the ruleset of a run about to start attr at workdir, sets
@@ -258,6 +274,9 @@ func (a sandboxAsk) prepare(attr *proc.Attr, workdir string, setEnv []string, lo
 		Writable: append(state, files...),
 		Hidden:   append(homeHidden(home), a.sb.Hide...),
 		Visible:  append(installOf(attr.Path, attr.Env), a.sb.Show...),
+		Private:  true,
+		Settings: sandbox.Settings(a.cli, attr.Env, home),
+		Named:    slices.Concat([]string{attr.Path}, attr.Args[1:], attr.Env),
 	}
 	if rs.rules, err = sandbox.Build(p); err != nil {
 		rs.undo()
@@ -316,6 +335,15 @@ func (rs *runSandbox) held() string {
 	return strings.Join(parts, ",")
 }
 
+// private reports whether the run got its private /tmp and /dev/shm, and
+// if not, why; call it once the root is started.
+func (rs *runSandbox) private() (bool, string) {
+	if rs == nil {
+		return false, "no sandbox"
+	}
+	return rs.priv, rs.noPriv
+}
+
 // netRules returns the run's network rules in force, nil without.
 func (rs *runSandbox) netRules() *runNet {
 	if rs == nil {
@@ -325,9 +353,11 @@ func (rs *runSandbox) netRules() *runNet {
 }
 
 // started releases the ruleset once the root is started (its thread
-// keeps it).
+// keeps it), noting whether the run got its private /tmp and /dev/shm.
 func (rs *runSandbox) started() {
 	if rs != nil && rs.rules != nil {
+		rs.priv, rs.noPriv = rs.rules.Private()
+		rs.ns = rs.rules.Namespace()
 		rs.rules.Close()
 		rs.rules = nil
 	}
@@ -340,6 +370,14 @@ func (rs *runSandbox) undo() error {
 		return nil
 	}
 	rs.started()
+	if ns := rs.ns; ns != nil {
+		// The namespace, its tmpfs mounts and their pages end here, after
+		// the tree: their teardown waits for an RCU grace period, off the
+		// run's return (held, it is not on the exit of the run's last
+		// process either).
+		rs.ns = nil
+		go ns.Close()
+	}
 	if rs.net != nil {
 		rs.net.closeRuleset()
 		rs.net.n.Close()
@@ -357,6 +395,9 @@ func (rs *runSandbox) netStarted() error {
 	rs.net.closeRuleset()
 	if err := rs.net.n.Started(); err != nil {
 		return &sandboxError{err: netUnavailable(err)}
+	}
+	if rs.priv = rs.net.n.PrivateHeld(); !rs.priv && rs.on {
+		rs.noPriv = "the first stage in the run's user namespace could not make them"
 	}
 	return nil
 }

@@ -12,6 +12,7 @@ import (
 	"testing"
 
 	"github.com/clinvoke/clinvoke/internal/egress"
+	"github.com/clinvoke/clinvoke/internal/sandbox"
 	"github.com/clinvoke/clinvoke/internal/testkit/fakeagent"
 	"github.com/clinvoke/clinvoke/invoker"
 	"github.com/clinvoke/clinvoke/invoker/driver"
@@ -30,7 +31,13 @@ type sandboxRig struct {
 
 func newSandboxRig(t *testing.T) sandboxRig {
 	t.Helper()
-	r := sandboxRig{home: t.TempDir(), work: t.TempDir()}
+	return newSandboxRigIn(t, outsideTmp(t))
+}
+
+// newSandboxRigIn is newSandboxRig in the directory base.
+func newSandboxRigIn(t *testing.T, base string) sandboxRig {
+	t.Helper()
+	r := sandboxRig{home: filepath.Join(base, "home"), work: filepath.Join(base, "work")}
 	for name, body := range map[string]string{
 		r.home + "/.ssh/id_ed25519":         "KEY",
 		r.home + "/.claude/settings.json":   "{}",
@@ -64,12 +71,39 @@ func (r sandboxRig) invoke(t *testing.T, perm invoker.Permission, sb invoker.San
 	if err != nil {
 		t.Fatalf("Invoke() error = %v; stderr: %s", err, res.Stderr)
 	}
+	return outcomes(res.Text), res
+}
+
+// session opens a session of the fake at perm under a required sandbox,
+// touching touch at each turn, and runs its first turn; the caller closes
+// it.
+func (r sandboxRig) session(t *testing.T, perm invoker.Permission, touch ...string) (invoker.Session, *invoker.Result) {
+	t.Helper()
+	lr := newLimitRun(t, fakeagent.Script{RecordDir: r.home + "/.claude/projects/rec", Touch: touch})
+	sreq := lr.req.Session()
+	sreq.Sandbox, sreq.Permission = invoker.Sandbox{Mode: "required"}, perm
+	sreq.Workdir, sreq.Env = r.work, append(sreq.Env, "HOME="+r.home)
+	s, err := lr.inv.OpenSession(context.Background(), sreq)
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, err := s.Turn(context.Background(), invoker.TurnRequest{Prompt: "touch"})
+	if err != nil {
+		s.Close()
+		t.Fatal(err)
+	}
+	return s, res
+}
+
+// outcomes reads the fake's answer to Touch: each "OP PATH" and its
+// outcome.
+func outcomes(text string) map[string]string {
 	got := map[string]string{}
-	for _, line := range strings.Split(res.Text, "\n")[1:] {
+	for _, line := range strings.Split(text, "\n")[1:] {
 		k, v, _ := strings.Cut(line, ": ")
 		got[k] = v
 	}
-	return got, res
+	return got
 }
 
 // sandboxWant checks each outcome: allowed paths "ok", the others refused
@@ -86,6 +120,23 @@ func sandboxWant(t *testing.T, got map[string]string, allowed, denied []string) 
 			t.Errorf("%s: %q, want permission denied", k, got[k])
 		}
 	}
+}
+
+// outsideTmp returns a new directory, removed after the test, outside
+// /tmp and /dev/shm: where the ceiling holds paths by Landlock's rules
+// alone, whether the run gets private ones (TestSandboxPrivateTemp) or not.
+func outsideTmp(t *testing.T) string {
+	t.Helper()
+	base := os.TempDir()
+	if strings.HasPrefix(base+"/", "/tmp/") || strings.HasPrefix(base+"/", "/dev/shm/") {
+		base = "/var/tmp"
+	}
+	dir, err := os.MkdirTemp(base, "clinvoke-sandbox-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(dir) })
+	return dir
 }
 
 func requireSandbox(t *testing.T) {
@@ -106,26 +157,38 @@ func fakeInvoker(t *testing.T) invoker.Invoker {
 func TestSandboxReadOnlyRun(t *testing.T) {
 	requireSandbox(t)
 	r := newSandboxRig(t)
-	shm := "/dev/shm/clinvoke-sandbox-" + filepath.Base(r.work)
-	t.Cleanup(func() { os.Remove(shm) })
+	name := filepath.Base(filepath.Dir(r.work))
+	shm, tmp := "/dev/shm/"+name, "/tmp/x-"+name
+	t.Cleanup(func() { os.Remove(shm); os.Remove(tmp) })
 	got, res := r.invoke(t, invoker.ReadOnly, invoker.Sandbox{Mode: "required"},
 		"write $TMPDIR/x", "read "+r.work+"/a.txt", "read "+r.home+"/.claude/settings.json",
 		"write "+r.work+"/a.txt", "write "+r.work+"/new.txt", "write "+r.work+"/src/b.txt",
-		"read "+r.home+"/.ssh/id_ed25519", "write "+r.home+"/.bashrc", "write "+shm, "write /tmp/x-"+filepath.Base(r.work))
+		"read "+r.home+"/.ssh/id_ed25519", "write "+r.home+"/.bashrc", "write "+shm, "write "+tmp)
 	var temp string
 	for k := range got {
-		if strings.HasPrefix(k, "write ") && strings.HasSuffix(k, "/x") && !strings.Contains(k, "$TMPDIR") && !strings.HasPrefix(k, "write /tmp/x-") {
+		if strings.HasPrefix(k, "write ") && strings.HasSuffix(k, "/x") && !strings.Contains(k, "$TMPDIR") {
 			temp = filepath.Dir(strings.TrimPrefix(k, "write "))
 		}
 	}
 	if temp == "" {
 		t.Fatalf("the fake's TMPDIR write is missing: %v", got)
 	}
-	sandboxWant(t, got,
-		[]string{"write " + temp + "/x", "read " + r.work + "/a.txt", "read " + r.home + "/.claude/settings.json"},
-		[]string{"write " + r.work + "/a.txt", "write " + r.work + "/new.txt", "write " + r.work + "/src/b.txt",
-			"read " + r.home + "/.ssh/id_ed25519", "write " + r.home + "/.bashrc", "write " + shm,
-			"write /tmp/x-" + filepath.Base(r.work)})
+	allowed := []string{"write " + temp + "/x", "read " + r.work + "/a.txt", "read " + r.home + "/.claude/settings.json"}
+	denied := []string{"write " + r.work + "/a.txt", "write " + r.work + "/new.txt", "write " + r.work + "/src/b.txt",
+		"read " + r.home + "/.ssh/id_ed25519", "write " + r.home + "/.bashrc"}
+	// /tmp and /dev/shm are the run's own where the host gives a mount
+	// namespace (root), else not writable.
+	if sandbox.ProbePrivate() == nil {
+		allowed = append(allowed, "write "+shm, "write "+tmp)
+	} else {
+		denied = append(denied, "write "+shm, "write "+tmp)
+	}
+	sandboxWant(t, got, allowed, denied)
+	for _, p := range []string{shm, tmp} {
+		if _, err := os.Lstat(p); !errors.Is(err, os.ErrNotExist) {
+			t.Errorf("the run's %s reached the host: %v", p, err)
+		}
+	}
 	if res.Sandbox != "filesystem" {
 		t.Errorf("Result.Sandbox = %q, want filesystem", res.Sandbox)
 	}
@@ -155,7 +218,7 @@ func TestSandboxWorkspaceWriteRun(t *testing.T) {
 func TestSandboxShowAndHide(t *testing.T) {
 	requireSandbox(t)
 	r := newSandboxRig(t)
-	secret := filepath.Join(t.TempDir(), "secret")
+	secret := filepath.Join(outsideTmp(t), "secret")
 	if err := os.WriteFile(secret, []byte("s"), 0o600); err != nil {
 		t.Fatal(err)
 	}
@@ -193,20 +256,8 @@ func TestSandboxInvalid(t *testing.T) {
 func TestSandboxSession(t *testing.T) {
 	requireSandbox(t)
 	r := newSandboxRig(t)
-	lr := newLimitRun(t, fakeagent.Script{RecordDir: r.home + "/.claude/projects/rec",
-		Touch: []string{"write " + r.work + "/a.txt", "read " + r.home + "/.ssh/id_ed25519", "write $TMPDIR/x"}})
-	sreq := lr.req.Session()
-	sreq.Sandbox = invoker.Sandbox{Mode: "required"}
-	sreq.Workdir, sreq.Env = r.work, append(sreq.Env, "HOME="+r.home)
-	s, err := lr.inv.OpenSession(context.Background(), sreq)
-	if err != nil {
-		t.Fatal(err)
-	}
+	s, res := r.session(t, invoker.ReadOnly, "write "+r.work+"/a.txt", "read "+r.home+"/.ssh/id_ed25519", "write $TMPDIR/x")
 	defer s.Close()
-	res, err := s.Turn(context.Background(), invoker.TurnRequest{Prompt: "touch"})
-	if err != nil {
-		t.Fatal(err)
-	}
 	for _, want := range []string{"a.txt: open " + r.work + "/a.txt: permission denied", "id_ed25519: open " + r.home + "/.ssh/id_ed25519: permission denied", "/x: ok"} {
 		if !strings.Contains(res.Text, want) {
 			t.Errorf("turn's answer %q does not hold %q", res.Text, want)
@@ -409,5 +460,130 @@ func TestSandboxNesterWithoutNetwork(t *testing.T) {
 	}
 	if runs, _ := os.ReadDir(s.RecordDir); len(runs) != 0 {
 		t.Errorf("required: the CLI ran (%d records), want nothing started", len(runs))
+	}
+}
+
+// TestSandboxPrivateTemp: where the host gives a mount namespace (root),
+// a sandboxed run's /tmp and /dev/shm are its own: what it writes there is
+// seen neither by the host nor by a run beside it, and the host's mounts
+// are unchanged. Its working directory and home beneath /tmp are bound
+// back at their paths, held as the ceiling holds them elsewhere.
+func TestSandboxPrivateTemp(t *testing.T) {
+	requireSandbox(t)
+	if err := sandbox.ProbePrivate(); err != nil {
+		t.Skipf("no private /tmp for a user run on this route: %v", err)
+	}
+	mounts := func() string {
+		b, err := os.ReadFile("/proc/self/mountinfo")
+		if err != nil {
+			t.Fatal(err)
+		}
+		return string(b)
+	}
+	before := mounts()
+	r := newSandboxRigIn(t, t.TempDir())
+	name := filepath.Base(filepath.Dir(r.work))
+	tmp, shm := "/tmp/private-"+name, "/dev/shm/private-"+name
+	t.Cleanup(func() { os.Remove(tmp); os.Remove(shm) })
+	s, res := r.session(t, invoker.WorkspaceWrite,
+		"write "+tmp, "write "+shm, "read "+tmp, "read "+shm,
+		"write "+r.work+"/a.txt", "write "+r.work+"/src/new.txt", "write "+r.work+"/new.txt",
+		"write "+r.work+"/.claude/settings.json", "write "+r.work+"/.mcp.json",
+		"read "+r.home+"/.ssh/id_ed25519", "write $TMPDIR/x")
+	defer s.Close()
+	got := outcomes(res.Text)
+	for _, k := range []string{"write " + tmp, "write " + shm, "read " + tmp, "read " + shm,
+		"write " + r.work + "/a.txt", "write " + r.work + "/src/new.txt"} {
+		if got[k] != "ok" {
+			t.Errorf("%s: %q, want ok", k, got[k])
+		}
+	}
+	for _, k := range []string{"write " + r.work + "/new.txt", "write " + r.work + "/.claude/settings.json", "write " + r.work + "/.mcp.json"} {
+		if !strings.Contains(got[k], "read-only file system") {
+			t.Errorf("%s: %q, want read-only file system", k, got[k])
+		}
+	}
+	if k := "read " + r.home + "/.ssh/id_ed25519"; !strings.Contains(got[k], "no such file or directory") {
+		t.Errorf("%s: %q, want no such file or directory (the home is not bound)", k, got[k])
+	}
+
+	// While the session's CLI holds them: the host and a run beside it
+	// see nothing of them.
+	for _, p := range []string{tmp, shm} {
+		if _, err := os.Lstat(p); !errors.Is(err, os.ErrNotExist) {
+			t.Errorf("the run's %s reached the host: %v", p, err)
+		}
+	}
+	other := newLimitRun(t, fakeagent.Script{Touch: []string{"read " + tmp, "read " + shm}})
+	other.req.Sandbox, other.req.Workdir = invoker.Sandbox{Mode: "required"}, outsideTmp(t)
+	ores, err := other.inv.Invoke(context.Background(), other.req)
+	if err != nil {
+		t.Fatalf("Invoke() error = %v", err)
+	}
+	for _, p := range []string{tmp, shm} {
+		if want := "read " + p + ": open " + p + ": no such file or directory"; !strings.Contains(ores.Text, want) {
+			t.Errorf("the run beside it: %q does not hold %q", ores.Text, want)
+		}
+	}
+	if during := mounts(); during != before {
+		t.Errorf("the host's mounts changed during the run:\nbefore:\n%s\nduring:\n%s", before, during)
+	}
+	if b, _ := os.ReadFile(r.work + "/a.txt"); string(b) != "a\ntouched\n" && string(b) != "atouched\n" {
+		t.Errorf("a.txt = %q, want the run's line appended on the host", b)
+	}
+	if err := s.Close(); err != nil {
+		t.Errorf("Close() = %v", err)
+	}
+	if after := mounts(); after != before {
+		t.Errorf("the host's mounts changed after the run:\nbefore:\n%s\nafter:\n%s", before, after)
+	}
+}
+
+// TestSandboxSettingsHeld: where the run gets a mount namespace (root),
+// its CLI's settings and instructions in its configuration home are bound
+// read-only over themselves: a write, a replacement by a rename over them
+// and a removal all fail, while the rest of the home stays writable; and
+// nothing reaches the host's copies.
+func TestSandboxSettingsHeld(t *testing.T) {
+	requireSandbox(t)
+	if err := sandbox.ProbePrivate(); err != nil {
+		t.Skipf("no mount namespace for a user run on this route: %v", err)
+	}
+	for _, base := range []string{"outside /tmp", "beneath /tmp"} {
+		t.Run(base, func(t *testing.T) {
+			dir := outsideTmp(t)
+			if base == "beneath /tmp" {
+				dir = t.TempDir()
+			}
+			r := newSandboxRigIn(t, dir)
+			claudeMD := r.home + "/.claude/CLAUDE.md"
+			if err := os.WriteFile(claudeMD, []byte("be kind"), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			settings := r.home + "/.claude/settings.json"
+			got, _ := r.invoke(t, invoker.WorkspaceWrite, invoker.Sandbox{Mode: "required"},
+				"write "+settings, "replace "+settings, "remove "+settings, "write "+claudeMD, "replace "+claudeMD,
+				"remove "+claudeMD, "read "+settings, "write "+r.home+"/.claude/projects/new.jsonl")
+			for _, k := range []string{"write " + settings, "write " + claudeMD} {
+				if !strings.Contains(got[k], "read-only file system") {
+					t.Errorf("%s: %q, want read-only file system", k, got[k])
+				}
+			}
+			for _, k := range []string{"replace " + settings, "remove " + settings, "replace " + claudeMD, "remove " + claudeMD} {
+				if !strings.Contains(got[k], "device or resource busy") {
+					t.Errorf("%s: %q, want device or resource busy (a mount point)", k, got[k])
+				}
+			}
+			for _, k := range []string{"read " + settings, "write " + r.home + "/.claude/projects/new.jsonl"} {
+				if got[k] != "ok" {
+					t.Errorf("%s: %q, want ok", k, got[k])
+				}
+			}
+			for f, want := range map[string]string{settings: "{}", claudeMD: "be kind"} {
+				if b, err := os.ReadFile(f); err != nil || string(b) != want {
+					t.Errorf("%s = %q, %v; want %q untouched", f, b, err, want)
+				}
+			}
+		})
 	}
 }

@@ -23,7 +23,7 @@ func (rn *runNet) wrapAttr(attr *proc.Attr, rules *sandbox.Ruleset) error {
 		rn.ruleset = f
 		attr.Restrict = nil
 	}
-	if err := rn.n.WrapRestricted(cmd, rn.ruleset); err != nil {
+	if err := rn.n.WrapPrivate(cmd, rn.ruleset, rules.PrivatePlan()); err != nil {
 		return err
 	}
 	attr.Path, attr.Env = cmd.Path, cmd.Env

@@ -403,6 +403,61 @@ func TestSandboxNetOffInRequest(t *testing.T) {
 // TestSandboxNetPTY: a CLI on a terminal (Options.PTY) is born in its
 // namespace by either route, the terminal its controlling one.
 func TestSandboxNetPTY(t *testing.T) {
+	eachNetRoute(t, func(t *testing.T) {
+		lr := newLimitRun(t, fakeagent.Script{Answer: "over a terminal", Touch: []string{"dial 192.0.2.1:80"}}, invoker.Options{PTY: true})
+		lr.req.Sandbox = invoker.Sandbox{Mode: "required", Network: []string{"none"}}
+		res, err := lr.inv.Invoke(context.Background(), lr.req)
+		if err != nil {
+			t.Fatalf("Invoke() error = %v; stderr: %s", err, res.Stderr)
+		}
+		if g := touched(res)["dial 192.0.2.1:80"]; !strings.HasPrefix(res.Text, "over a terminal") || !strings.Contains(g, "network is unreachable") || res.Sandbox != "filesystem,network" {
+			t.Errorf("Text %q, Sandbox %q; want the answer, the connection around the proxy unreachable, and both ceilings", res.Text, res.Sandbox)
+		}
+	})
+}
+
+// TestSandboxNetPrivateTemp: under the network rules, by either route,
+// the run has its own /tmp and /dev/shm, its working directory and home
+// beneath /tmp bound back, and its CLI's settings held: by the root's
+// forking thread on the Enter route, by the first stage in the run's user
+// namespace on the Wrap route, which a user takes too.
+func TestSandboxNetPrivateTemp(t *testing.T) {
+	eachNetRoute(t, func(t *testing.T) {
+		r := newSandboxRigIn(t, t.TempDir())
+		name := filepath.Base(filepath.Dir(r.work))
+		tmp, shm := "/tmp/private-"+name, "/dev/shm/private-"+name
+		t.Cleanup(func() { os.Remove(tmp); os.Remove(shm) })
+		settings := r.home + "/.claude/settings.json"
+		got, res := r.invoke(t, invoker.WorkspaceWrite, invoker.Sandbox{Mode: "required", Network: []string{"none"}},
+			"write "+tmp, "read "+tmp, "write "+shm, "write "+r.work+"/a.txt", "write "+r.work+"/new.txt",
+			"read "+r.home+"/.ssh/id_ed25519", "write "+settings, "replace "+settings, "write $TMPDIR/x")
+		for _, k := range []string{"write " + tmp, "read " + tmp, "write " + shm, "write " + r.work + "/a.txt"} {
+			if got[k] != "ok" {
+				t.Errorf("%s: %q, want ok", k, got[k])
+			}
+		}
+		for k, want := range map[string]string{"write " + r.work + "/new.txt": "read-only file system",
+			"read " + r.home + "/.ssh/id_ed25519": "no such file or directory",
+			"write " + settings:                   "read-only file system", "replace " + settings: "device or resource busy"} {
+			if !strings.Contains(got[k], want) {
+				t.Errorf("%s: %q, want %s", k, got[k], want)
+			}
+		}
+		for _, p := range []string{tmp, shm} {
+			if _, err := os.Lstat(p); !errors.Is(err, os.ErrNotExist) {
+				t.Errorf("the run's %s reached the host: %v", p, err)
+			}
+		}
+		if res.Sandbox != "filesystem,network" {
+			t.Errorf("Result.Sandbox = %q, want filesystem,network", res.Sandbox)
+		}
+	})
+}
+
+// eachNetRoute runs f as a subtest per route into the run's network
+// namespace ("enter", as root; "wrap"), the network probe answering it.
+func eachNetRoute(t *testing.T, f func(t *testing.T)) {
+	t.Helper()
 	requireSandbox(t)
 	requireSandboxNet(t)
 	for _, route := range []string{"enter", "wrap"} {
@@ -411,15 +466,7 @@ func TestSandboxNetPTY(t *testing.T) {
 				t.Skip("Enter needs root; the wrap subtest covers this user")
 			}
 			driver.SetNetProbe(t, route, nil)
-			lr := newLimitRun(t, fakeagent.Script{Answer: "over a terminal", Touch: []string{"dial 192.0.2.1:80"}}, invoker.Options{PTY: true})
-			lr.req.Sandbox = invoker.Sandbox{Mode: "required", Network: []string{"none"}}
-			res, err := lr.inv.Invoke(context.Background(), lr.req)
-			if err != nil {
-				t.Fatalf("Invoke() error = %v; stderr: %s", err, res.Stderr)
-			}
-			if g := touched(res)["dial 192.0.2.1:80"]; !strings.HasPrefix(res.Text, "over a terminal") || !strings.Contains(g, "network is unreachable") || res.Sandbox != "filesystem,network" {
-				t.Errorf("Text %q, Sandbox %q; want the answer, the connection around the proxy unreachable, and both ceilings", res.Text, res.Sandbox)
-			}
+			f(t)
 		})
 	}
 }

@@ -143,6 +143,9 @@ func (r *run) startTree() (err error) {
 		r.sbx.undo()
 		return err
 	}
+	if ok, why := r.sbx.private(); r.sbx.held() != "" && !ok {
+		r.log.Debug("the run keeps the host's /tmp and /dev/shm", "reason", why)
+	}
 	r.tree = t
 	r.containment = level(t.Containment())
 	r.tail = jsonl.NewTail(r.cfg.stderrTail)

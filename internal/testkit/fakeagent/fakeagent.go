@@ -128,7 +128,9 @@ type Script struct {
 	Tool bool `json:"tool,omitempty"`
 	// Touch names paths the fake itself tries, before its first event, to
 	// write ("write PATH": append a line, creating the file) or to read
-	// ("read PATH"), as a CLI under a sandbox would; "$TMPDIR" in PATH is
+	// ("read PATH"), to remove ("remove PATH") or to replace by a rename
+	// over it ("replace PATH": write PATH.new, rename it to PATH), as a
+	// CLI under a sandbox would; "$TMPDIR" in PATH is
 	// the fake's TMPDIR. Each outcome is a line of the answer, after it:
 	// "write PATH: ok", or the error ("… permission denied"). "get URL"
 	// asks for URL over HTTP as most clients do, through the proxy that
@@ -578,6 +580,14 @@ func (s *Script) touch() {
 			}
 		case "read":
 			_, err = os.ReadFile(path)
+		case "remove":
+			err = os.Remove(path)
+		case "replace":
+			if err = os.WriteFile(path+".new", []byte("replaced\n"), 0o644); err == nil {
+				if err = os.Rename(path+".new", path); err != nil {
+					os.Remove(path + ".new")
+				}
+			}
 		case "get":
 			err = httpGet(path, http.ProxyFromEnvironment)
 		case "proxy":

@@ -58,15 +58,7 @@ func TestRunTurnSandboxed(t *testing.T) {
 	env := suite().NewTestWorkflowEnvironment()
 	env.SetTestTimeout(time.Minute)
 	agentflow.Register(env, a)
-	env.ExecuteWorkflow(agentflow.FanOutWorkflow, agentflow.FanOutInput{
-		HeartbeatTimeout: testHeartbeatTimeout,
-		Turns:            []agentflow.TurnInput{{CLI: "claude", Prompt: "hi", Workdir: t.TempDir()}},
-	})
-	require.NoError(t, env.GetWorkflowError())
-	var res agentflow.FanOutOutput
-	require.NoError(t, env.GetWorkflowResult(&res))
-	require.Equal(t, agentflow.StateDone, res.Results[0].State, "%+v", res.Results[0])
-	out := res.Results[0].Output
+	out := runOneTurn(t, env)
 	require.Equal(t, "held", out.Text)
 	want := ""
 	if inv.Capabilities().Sandbox != "" {

@@ -39,7 +39,7 @@ func ladderSteps(s sdktrace.ReadOnlySpan) []string {
 // for the rest of its process group, whose tools may handle it: the
 // ladder then goes on to the next step at once instead of waiting its
 // grace, and straight to SIGKILL for a CLI that ignores both SIGINT and
-// SIGTERM. A helper of the group that catches signals sees SIGINT first.
+// SIGTERM. A helper of the group that catches signals gets SIGINT.
 // The ladder's own record says which steps were taken; the graces are
 // long, so that a step waited out shows (BenchmarkCancelSigIgn shows the
 // time).
@@ -49,7 +49,7 @@ func TestLadderSkipsIgnoredSignals(t *testing.T) {
 		sigIgn []string
 		want   []string
 		exit   attribute.KeyValue
-		group  string // the signal the group's helper catches first; "" not looked at
+		group  string // a signal the group's helper catches; "" not looked at
 	}{
 		{"none ignored", nil, []string{"interrupt"}, attribute.Int("process.exit.code", 1), "SIGINT"},
 		// Codex exits 143 on SIGTERM.
@@ -85,8 +85,8 @@ func TestLadderSkipsIgnoredSignals(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if got := rec.Signals[rec.Pid("sleeper")]; got != tt.group {
-				t.Errorf("the group's helper caught %q first, want %q", got, tt.group)
+			if got := rec.Signals[rec.Pid("sleeper")]; !slices.Contains(got, tt.group) {
+				t.Errorf("the group's helper caught %q, want %s among them", got, tt.group)
 			}
 		})
 	}

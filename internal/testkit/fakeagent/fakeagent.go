@@ -187,10 +187,10 @@ type Script struct {
 
 	// GrandchildTraps makes the Grandchild helper catch SIGINT and
 	// SIGTERM, whatever dispositions it inherited, as a tool that installs
-	// its own handlers does: at the first of them it records the signal
-	// (Record.Signals) and exits. The fake, when a signal ends it, waits
-	// for the helper first, so that the record is complete once the fake
-	// has exited. (Unix.)
+	// its own handlers does: it records each one it catches
+	// (Record.Signals), and exits once it has caught SIGINT. The fake, when
+	// a signal ends it, waits for the helper first, so that the record is
+	// complete once the fake has exited. (Unix.)
 	GrandchildTraps bool `json:"grandchild_traps,omitempty"`
 
 	// Escapee starts a helper that calls setsid (a new session and process

@@ -53,8 +53,9 @@ type Record struct {
 	// order they recorded themselves.
 	Procs []Proc
 	// Signals are the signals caught by helpers with
-	// Script.GrandchildTraps, "SIGINT" or "SIGTERM", by the helper's pid.
-	Signals map[int]string
+	// Script.GrandchildTraps, "SIGINT" or "SIGTERM", in the order they were
+	// caught, by the helper's pid.
+	Signals map[int][]string
 
 	dir string
 }
@@ -113,11 +114,11 @@ func (r *Record) readSignals() error {
 	if err != nil {
 		return fmt.Errorf("fakeagent: bad record: %w", err)
 	}
-	r.Signals = make(map[int]string)
+	r.Signals = make(map[int][]string)
 	for l := range strings.Lines(string(b)) {
 		if pid, name, ok := strings.Cut(strings.TrimSpace(l), " "); ok {
 			if n, err := strconv.Atoi(pid); err == nil {
-				r.Signals[n] = name
+				r.Signals[n] = append(r.Signals[n], name)
 			}
 		}
 	}

@@ -324,7 +324,14 @@ func runHelper(role string) int {
 			sleepOwned(sleepFor)
 			os.Exit(0)
 		}()
-		recorder{dir: s.RecordDir}.addSignal(<-caught)
+		// Signals sent one after the other may be caught in any order
+		// by the helper's threads: each is recorded.
+		for sig := range caught {
+			recorder{dir: s.RecordDir}.addSignal(sig)
+			if sig == os.Interrupt {
+				return 0
+			}
+		}
 		return 0
 	}
 	fmt.Fprintf(os.Stderr, "fakeagent: unknown role %q\n", role)

@@ -85,8 +85,10 @@
 // The CLI exiting at any step ends the ladder and starts the sweep. On
 // Linux a step whose signal the CLI's process ignores (SIG_IGN, as a CLI
 // started by a host that ignores SIGINT inherits it: nohup, a shell
-// script's background command) is skipped rather than waited out, so a CLI
-// that ignores both SIGINT and SIGTERM gets SIGKILL at once. SIGINT
+// script's background command) is not waited out: the signal is sent to
+// the group all the same, for the tools in it that handle it, and the next
+// step follows at once, so a CLI that ignores both SIGINT and SIGTERM gets
+// SIGINT, SIGTERM and SIGKILL at once. SIGINT
 // comes first because it is the signal the real CLIs handle best: Claude
 // Code records the turn and stops its own tools on SIGINT, but orphans them
 // on SIGTERM. The error then matches ctx.Err() (errors.Is(err,
@@ -336,8 +338,8 @@
 // Events mark the start (process.pid), the first event, each tool call
 // (gen_ai.tool.name), the decision to stop (clinvoke.stop with its reason),
 // each step of the ladder (clinvoke.interrupt, clinvoke.terminate,
-// clinvoke.kill; a step skipped because the CLI ignores its signal is
-// marked clinvoke.signal.ignored) and the sweep; a run that waits for the
+// clinvoke.kill; a step whose signal the CLI ignores, its grace not
+// waited, is marked clinvoke.signal.ignored) and the sweep; a run that waits for the
 // Budget has an event clinvoke.queued when the wait starts and at each
 // change (clinvoke.queue.ahead; at a rate limit's gate clinvoke.queue.gate
 // and clinvoke.queue.until) and clinvoke.admitted when it ends

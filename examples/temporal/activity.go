@@ -70,6 +70,10 @@ type TurnOutput struct {
 	Turns       int           `json:",omitempty"`
 	Duration    time.Duration // the turn's run, start to the reaping of its tree
 	Containment string
+	// Sandbox is the sandbox that held the turn's processes
+	// (invoker.Result.Sandbox): "filesystem", "filesystem,network", or
+	// "" for none (see SandboxOf).
+	Sandbox string
 
 	// Attempt is the activity attempt that completed the turn (1 for the
 	// first), and Resumed says that it resumed the session of an earlier
@@ -211,6 +215,7 @@ func (a *Activities) RunTurn(ctx context.Context, in TurnInput) (*TurnOutput, er
 			Turns:       res.Turns,
 			Duration:    res.Duration,
 			Containment: res.Containment,
+			Sandbox:     res.Sandbox,
 			Attempt:     info.Attempt,
 			Resumed:     resumed,
 			Worker:      a.Worker,

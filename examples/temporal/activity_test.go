@@ -69,15 +69,7 @@ func TestRunTurnHeartbeatsProgress(t *testing.T) {
 		}
 	})
 
-	env.ExecuteWorkflow(agentflow.FanOutWorkflow, agentflow.FanOutInput{
-		HeartbeatTimeout: testHeartbeatTimeout,
-		Turns:            []agentflow.TurnInput{{CLI: "claude", Prompt: "hi", Workdir: t.TempDir()}},
-	})
-	require.NoError(t, env.GetWorkflowError())
-	var res agentflow.FanOutOutput
-	require.NoError(t, env.GetWorkflowResult(&res))
-	require.Equal(t, agentflow.StateDone, res.Results[0].State, "%+v", res.Results[0])
-	out := res.Results[0].Output
+	out := runOneTurn(t, env)
 	assert.Equal(t, "all done", out.Text)
 	assert.Equal(t, "sess-hb", out.SessionID)
 	assert.Equal(t, int32(1), out.Attempt)
@@ -94,6 +86,21 @@ func TestRunTurnHeartbeatsProgress(t *testing.T) {
 	assert.NotEmpty(t, lastBeat.Kind)
 	assert.Positive(t, lastBeat.Events)
 	assert.Equal(t, "test-worker", lastBeat.Worker)
+}
+
+// runOneTurn runs in env a FanOut of one claude turn, "hi" in a
+// temporary directory, and returns its output once it is done.
+func runOneTurn(t *testing.T, env *testsuite.TestWorkflowEnvironment) *agentflow.TurnOutput {
+	t.Helper()
+	env.ExecuteWorkflow(agentflow.FanOutWorkflow, agentflow.FanOutInput{
+		HeartbeatTimeout: testHeartbeatTimeout,
+		Turns:            []agentflow.TurnInput{{CLI: "claude", Prompt: "hi", Workdir: t.TempDir()}},
+	})
+	require.NoError(t, env.GetWorkflowError())
+	var res agentflow.FanOutOutput
+	require.NoError(t, env.GetWorkflowResult(&res))
+	require.Equal(t, agentflow.StateDone, res.Results[0].State, "%+v", res.Results[0])
+	return res.Results[0].Output
 }
 
 // TestRunTurnCancelledThroughHeartbeat cancels a turn from its workflow while

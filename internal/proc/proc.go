@@ -274,11 +274,12 @@ func (t *Tree) Signal(s Signal) error {
 // exec from a host started with the signal ignored (nohup'ed programs and
 // the background commands of a shell script ignore SIGINT), and a shell
 // script cannot trap a signal its shell was started with ignored. The
-// ladder skips a step whose signal the root ignores. It is read at each
+// ladder, having sent a step's signal, asks Ignores whether to wait the
+// step's grace: not when the root ignores it. It is read at each
 // call, since a process may change its dispositions. A blocked signal is
 // not ignored: it stays pending and is delivered once unblocked. Ignores
 // is false for Kill, and when it cannot tell (the root is gone; systems
-// other than Linux, whose ladder sends every step). It must not be called
+// other than Linux, whose ladder waits out every step). It must not be called
 // after Wait, when the pid may name another process.
 func (t *Tree) Ignores(s Signal) bool { return t.ignores(s) }
 

@@ -24,8 +24,8 @@ func (t *Tree) ignores(s Signal) bool {
 }
 
 // readSigIgn reads the mask of ignored signals of /proc/PID/status, and
-// whether it was read. The ladder reads it before its first signal, so
-// that a cancel waits for it: one read into a buffer on the stack, as
+// whether it was read. The ladder reads it after each signal, before it
+// waits the signal's grace: one read into a buffer on the stack, as
 // the kernel makes the whole file at the first read, costs a fifth of
 // os.ReadFile's growing reads (10 µs against 50 on a quiet machine). A
 // file the buffer cannot hold (thousands of supplementary groups) is read

@@ -200,8 +200,8 @@ func startIdle(b *testing.B, n int) {
 // time from cancel() to Invoke's return with the default graces (1 s,
 // 2 s), for a CLI that handles SIGINT (handled, the baseline), one whose
 // process ignores SIGINT (SIG_IGN, as a host started with SIGINT ignored
-// passes it on: the ladder skips to SIGTERM) and one that ignores both
-// (straight to SIGKILL). With the steps skipped, the three are within a
+// passes it on: the ladder sends SIGTERM right after SIGINT) and one that
+// ignores both (SIGKILL right after). With the graces not waited, the three are within a
 // few milliseconds of each other; waited out, the second would take the
 // interrupt grace and the third both graces.
 func BenchmarkCancelSigIgn(b *testing.B) {

@@ -93,8 +93,11 @@ func (c *config) gracesFor(cause error) graces {
 
 // A ladder walks the steps of a stop: interrupt, then terminate, then
 // kill, each after the previous one's grace. Steps with a zero grace are
-// skipped, and so is a signal the CLI ignores (SIG_IGN, which the kernel
-// discards: waiting its grace would only delay the next step). Only
+// skipped. A step's signal is sent at once, and only then does the ladder
+// ask whether the CLI's process ignores it (SIG_IGN, which the kernel
+// discards): if it does, waiting its grace would only delay the next
+// step, which the ladder takes at once. The rest of the process group has
+// received the signal all the same, and its tools may handle it. Only
 // supervise uses it.
 type ladder struct {
 	r     *run
@@ -120,22 +123,13 @@ func (l *ladder) next() {
 		var grace time.Duration
 		switch l.step {
 		case 1:
-			if grace = l.g.interrupt; grace == 0 {
+			if grace = l.g.interrupt; grace == 0 || !r.interrupt() {
 				continue
 			}
-			// Ctrl-C through the terminal reaches a CLI that reads it
-			// raw whatever its disposition for SIGINT.
-			if r.pty == nil && r.ignored(stepInterrupt, proc.Interrupt) {
-				continue
-			}
-			r.interrupt()
 		case 2:
-			if grace = l.g.terminate; grace == 0 || r.ignored(stepTerminate, proc.Terminate) {
+			if grace = l.g.terminate; grace == 0 || !r.signal(stepTerminate, proc.Terminate) {
 				continue
 			}
-			r.log.Debug("signal", "pid", r.tree.Pid(), "signal", proc.Terminate.String())
-			r.tel.ladder(stepTerminate)
-			r.tree.Signal(proc.Terminate)
 		case 3:
 			l.kill("")
 			return
@@ -172,30 +166,38 @@ func (l *ladder) stopTimer() {
 	}
 }
 
-// ignored reports whether the CLI's process ignores sig now, and then
-// records the ladder's step as skipped: the signal would be discarded.
-func (r *run) ignored(step string, sig proc.Signal) bool {
-	if !r.tree.Ignores(sig) {
+// signal sends sig to the root's process group as the ladder's step, and
+// reports whether the step's grace is to be waited: false when the root
+// ignores sig, which is then recorded as the step, skipped. The signal is
+// sent before that is asked, so that reading the root's dispositions does
+// not delay a cancel.
+func (r *run) signal(step string, sig proc.Signal) bool {
+	r.log.Debug("signal", "pid", r.tree.Pid(), "signal", sig.String())
+	r.tree.Signal(sig)
+	if r.tree.Ignores(sig) {
+		r.log.Debug("signal ignored by the CLI: its grace skipped", "pid", r.tree.Pid(), "signal", sig.String())
+		r.tel.ladderSkipped(step)
 		return false
 	}
-	r.log.Debug("signal skipped: the CLI ignores it", "pid", r.tree.Pid(), "signal", sig.String())
-	r.tel.ladderSkipped(step)
+	r.tel.ladder(step)
 	return true
 }
 
 // interrupt is the ladder's first step: Ctrl-C through the terminal in PTY
-// mode, else SIGINT to the root's process group. SIGINT comes first because
-// it is the signal the real CLIs handle best: Claude Code records the turn
-// and kills its own tools only on SIGINT (docs/cli-facts.md).
-func (r *run) interrupt() {
-	r.tel.ladder(stepInterrupt)
+// mode, else SIGINT to the root's process group (signal). It reports
+// whether the step's grace is to be waited. SIGINT comes first because it
+// is the signal the real CLIs handle best: Claude Code records the turn
+// and kills its own tools only on SIGINT (docs/cli-facts.md). Ctrl-C
+// through the terminal reaches a CLI that reads it raw whatever its
+// disposition for SIGINT.
+func (r *run) interrupt() bool {
 	if r.pty != nil {
 		r.tree.Snapshot() // Signal would take it; Ctrl-C bypasses Signal
 		r.log.Debug("signal", "pid", r.tree.Pid(), "signal", "Ctrl-C (PTY)")
 		if _, err := r.pty.Write([]byte{0x03}); err == nil {
-			return
+			r.tel.ladder(stepInterrupt)
+			return true
 		}
 	}
-	r.log.Debug("signal", "pid", r.tree.Pid(), "signal", proc.Interrupt.String())
-	r.tree.Signal(proc.Interrupt)
+	return r.signal(stepInterrupt, proc.Interrupt)
 }

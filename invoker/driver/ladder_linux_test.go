@@ -35,27 +35,32 @@ func ladderSteps(s sdktrace.ReadOnlySpan) []string {
 
 // A CLI whose process ignores a signal (SIG_IGN: a host started with
 // SIGINT ignored, as nohup and a shell script's `cmd &` leave it, passes
-// that on, and a shell-script CLI cannot trap it) is not sent it: the
-// ladder skips the step instead of waiting its grace, and goes straight
-// to SIGKILL for a CLI that ignores both SIGINT and SIGTERM. The ladder's
-// own record says which steps were taken; the graces are long, so that a
-// step waited out shows (BenchmarkCancelIgnoringSIGINT shows the time).
+// that on, and a shell-script CLI cannot trap it) is sent it all the same,
+// for the rest of its process group, whose tools may handle it: the
+// ladder then goes on to the next step at once instead of waiting its
+// grace, and straight to SIGKILL for a CLI that ignores both SIGINT and
+// SIGTERM. A helper of the group that catches signals gets SIGINT.
+// The ladder's own record says which steps were taken; the graces are
+// long, so that a step waited out shows (BenchmarkCancelSigIgn shows the
+// time).
 func TestLadderSkipsIgnoredSignals(t *testing.T) {
 	tests := []struct {
 		name   string
 		sigIgn []string
 		want   []string
 		exit   attribute.KeyValue
+		group  string // a signal the group's helper catches; "" not looked at
 	}{
-		{"none ignored", nil, []string{"interrupt"}, attribute.Int("process.exit.code", 1)},
+		{"none ignored", nil, []string{"interrupt"}, attribute.Int("process.exit.code", 1), "SIGINT"},
 		// Codex exits 143 on SIGTERM.
-		{"SIGINT ignored", []string{"SIGINT"}, []string{"interrupt (ignored)", "terminate"}, attribute.Int("process.exit.code", 143)},
-		{"SIGINT and SIGTERM ignored", []string{"SIGINT", "SIGTERM"}, []string{"interrupt (ignored)", "terminate (ignored)", "kill"}, attribute.String("clinvoke.exit.signal", "SIGKILL")},
+		{"SIGINT ignored", []string{"SIGINT"}, []string{"interrupt (ignored)", "terminate"}, attribute.Int("process.exit.code", 143), "SIGINT"},
+		// Killed outright, the fake cannot wait for its helper to record.
+		{"SIGINT and SIGTERM ignored", []string{"SIGINT", "SIGTERM"}, []string{"interrupt (ignored)", "terminate (ignored)", "kill"}, attribute.String("clinvoke.exit.signal", "SIGKILL"), ""},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			rig := newTelRig(t)
-			s := codexScript(t, fakeagent.Script{StreamFor: time.Hour, SigIgn: tt.sigIgn, Grandchild: true})
+			s := codexScript(t, fakeagent.Script{StreamFor: time.Hour, SigIgn: tt.sigIgn, Grandchild: true, GrandchildTraps: tt.group != ""})
 			inv := codex.New(rig.options(invoker.Options{InterruptGrace: 30 * time.Second, TerminateGrace: 30 * time.Second})...)
 			ctx, cancel := context.WithCancel(context.Background())
 			defer cancel()
@@ -73,6 +78,16 @@ func TestLadderSkipsIgnoredSignals(t *testing.T) {
 				t.Errorf("ladder steps = %q, want %q", got, tt.want)
 			}
 			checkAttrs(t, run, tt.exit)
+			if tt.group == "" {
+				return
+			}
+			rec, err := fakeagent.ReadRecord(s.RecordDir)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := rec.Signals[rec.Pid("sleeper")]; !slices.Contains(got, tt.group) {
+				t.Errorf("the group's helper caught %q, want %s among them", got, tt.group)
+			}
 		})
 	}
 }

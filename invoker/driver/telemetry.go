@@ -462,8 +462,8 @@ func (s *span) ladder(step string) {
 	s.event(step)
 }
 
-// ladderSkipped records a step of the ladder that was not taken because
-// the CLI's process ignores its signal: the step's event, marked
+// ladderSkipped records a step of the ladder whose grace was not waited
+// because the CLI's process ignores its signal: the step's event, marked
 // clinvoke.signal.ignored.
 func (s *span) ladderSkipped(step string) {
 	s.event(step, keySignalIgnored.Bool(true))

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"os/exec"
 	"os/signal"
 	"slices"
 	"strconv"
@@ -54,6 +55,18 @@ type agent struct {
 	claude  *claudeTwoWay          // Claude Code's session: two-way control
 	stopped bool                   // a limit ended the turn: exit status 1
 	aborted bool                   // the session turn in progress was interrupted
+
+	grandchild atomic.Pointer[exec.Cmd] // the Grandchild helper (read by the signal handler)
+}
+
+// startHelpers starts the helpers of the script (startHelpers), keeping
+// the Grandchild's command for the signal handler.
+func (a *agent) startHelpers() error {
+	c, err := startHelpers(&a.s)
+	if c != nil {
+		a.grandchild.Store(c)
+	}
+	return err
 }
 
 // run runs the fake agent and returns its exit status.
@@ -109,7 +122,7 @@ func run(s Script) int {
 		return 1
 	}
 
-	if err := startHelpers(&s); err != nil {
+	if err := a.startHelpers(); err != nil {
 		fmt.Fprintln(os.Stderr, "fakeagent:", err)
 		return 2
 	}
@@ -221,6 +234,9 @@ func (a *agent) handleSignals() {
 				continue
 			}
 			a.out.mu.Lock() // never released: no line after this one
+			if c := a.grandchild.Load(); c != nil && a.s.GrandchildTraps {
+				c.Wait() // until it has recorded what it caught
+			}
 			code := 0
 			switch a.s.flavor() {
 			case Codex:
@@ -397,6 +413,24 @@ func (r recorder) addProc(role string) {
 		line += " " + strconv.Itoa(n)
 	}
 	f.WriteString(line + "\n")
+}
+
+// addSignal records that the process caught sig (Script.GrandchildTraps).
+func (r recorder) addSignal(sig os.Signal) {
+	if r.dir == "" {
+		return
+	}
+	name := "SIGINT"
+	if sig == syscall.SIGTERM {
+		name = "SIGTERM"
+	}
+	f, err := os.OpenFile(r.dir+string(os.PathSeparator)+"signals", os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o644)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "fakeagent:", err)
+		return
+	}
+	defer f.Close()
+	f.WriteString(strconv.Itoa(os.Getpid()) + " " + name + "\n")
 }
 
 func writeAtomic(dir, name string, b []byte) error {

@@ -187,6 +187,14 @@ type Script struct {
 	// sleeps for ten minutes, with standard streams on the null device.
 	Grandchild bool `json:"grandchild,omitempty"`
 
+	// GrandchildTraps makes the Grandchild helper catch SIGINT and
+	// SIGTERM, whatever dispositions it inherited, as a tool that installs
+	// its own handlers does: it records each one it catches
+	// (Record.Signals), and exits once it has caught SIGINT. The fake, when
+	// a signal ends it, waits for the helper first, so that the record is
+	// complete once the fake has exited. (Unix.)
+	GrandchildTraps bool `json:"grandchild_traps,omitempty"`
+
 	// Escapee starts a helper that calls setsid (a new session and process
 	// group) and starts a child of its own, then exits, so that the child
 	// is orphaned and re-parented to init (or to a child subreaper). The

@@ -4,7 +4,9 @@ import (
 	"bufio"
 	"bytes"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -50,6 +52,10 @@ type Record struct {
 	// Procs are the fake and every helper process it started, in the
 	// order they recorded themselves.
 	Procs []Proc
+	// Signals are the signals caught by helpers with
+	// Script.GrandchildTraps, "SIGINT" or "SIGTERM", in the order they were
+	// caught, by the helper's pid.
+	Signals map[int][]string
 
 	dir string
 }
@@ -93,7 +99,30 @@ func ReadRecord(dir string) (*Record, error) {
 			r.Procs = append(r.Procs, p)
 		}
 	}
-	return r, sc.Err()
+	if err := sc.Err(); err != nil {
+		return nil, err
+	}
+	return r, r.readSignals()
+}
+
+// readSignals reads the signals the helpers caught, if any did.
+func (r *Record) readSignals() error {
+	b, err := os.ReadFile(filepath.Join(r.dir, "signals"))
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("fakeagent: bad record: %w", err)
+	}
+	r.Signals = make(map[int][]string)
+	for l := range strings.Lines(string(b)) {
+		if pid, name, ok := strings.Cut(strings.TrimSpace(l), " "); ok {
+			if n, err := strconv.Atoi(pid); err == nil {
+				r.Signals[n] = append(r.Signals[n], name)
+			}
+		}
+	}
+	return nil
 }
 
 // Getenv returns the value of key in the fake's environment.

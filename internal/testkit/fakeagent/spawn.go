@@ -66,20 +66,22 @@ func startReady(mk func(w *os.File) []*exec.Cmd) ([]*exec.Cmd, error) {
 
 // startHelpers starts the helper processes the script asks for and waits
 // until each has recorded its pid, so that once the fake prints its first
-// event, every process of its tree exists and is in the record.
-func startHelpers(s *Script) error {
+// event, every process of its tree exists and is in the record. It returns
+// the Grandchild helper's command, if one was started.
+func startHelpers(s *Script) (*exec.Cmd, error) {
 	if !s.Grandchild && !s.Escapee && !s.HoldStdout {
-		return nil
+		return nil, nil
 	}
 	exe, err := os.Executable()
 	if err != nil {
-		return err
+		return nil, err
 	}
-	var escapee *exec.Cmd
+	var escapee, sleeper *exec.Cmd
 	_, err = startReady(func(w *os.File) []*exec.Cmd {
 		var cmds []*exec.Cmd
 		if s.Grandchild {
-			cmds = append(cmds, helperCommand(exe, roleSleeper, w))
+			sleeper = helperCommand(exe, roleSleeper, w)
+			cmds = append(cmds, sleeper)
 		}
 		if s.HoldStdout {
 			cmd := helperCommand(exe, roleHolder, w)
@@ -94,18 +96,18 @@ func startHelpers(s *Script) error {
 		return cmds
 	})
 	if err != nil {
-		return err
+		return nil, err
 	}
 	if escapee != nil {
 		escapee.Wait() // it exits at once, leaving its child orphaned
 	}
-	return nil
+	return sleeper, nil
 }
 
 // startSession starts what a session starts before its first turn: the
 // helpers of Grandchild, Escapee and HoldStdout, and the session helper.
 func (a *agent) startSession() error {
-	if err := startHelpers(&a.s); err != nil {
+	if err := a.startHelpers(); err != nil {
 		return err
 	}
 	h, err := startSessionHelper(&a.s)
@@ -304,10 +306,32 @@ func runHelper(role string) int {
 		sleepOwned(sleepFor)
 		return 0
 	case roleSleeper, roleHolder, roleEscaped, roleTurnGrandchild, roleTurnDaemon, roleTurnEnvi:
+		var caught chan os.Signal
+		if role == roleSleeper && s.GrandchildTraps {
+			// Notify, unlike a disposition inherited as SIG_IGN,
+			// receives the signals: set before the helper is ready.
+			caught = make(chan os.Signal, 2)
+			signal.Notify(caught, os.Interrupt, syscall.SIGTERM)
+		}
 		if ready != nil {
 			ready.Close()
 		}
-		sleepOwned(sleepFor)
+		if caught == nil {
+			sleepOwned(sleepFor)
+			return 0
+		}
+		go func() {
+			sleepOwned(sleepFor)
+			os.Exit(0)
+		}()
+		// Signals sent one after the other may be caught in any order
+		// by the helper's threads: each is recorded.
+		for sig := range caught {
+			recorder{dir: s.RecordDir}.addSignal(sig)
+			if sig == os.Interrupt {
+				return 0
+			}
+		}
 		return 0
 	}
 	fmt.Fprintf(os.Stderr, "fakeagent: unknown role %q\n", role)

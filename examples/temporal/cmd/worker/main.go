@@ -9,6 +9,13 @@
 // WorkerStopped error, so that another worker resumes them. A worker killed outright
 // takes its agents' trees with it (cgroup containment's keeper), and the
 // server retries its turns on another worker once their heartbeats time out.
+//
+// Its turns run under the library's sandbox (docs/sandbox.md): -sandbox
+// available (the default) has the kernel hold what each turn may touch
+// where the host can, for every CLI that works inside it (not codex, whose
+// own sandbox cannot nest); required fails a turn where the host cannot
+// hold it; off runs without. -network adds network rules: none, or the
+// hosts the turns may reach besides their model endpoint and MCP servers.
 package main
 
 import (
@@ -36,7 +43,15 @@ func main() {
 	queue := flag.String("task-queue", agentflow.TaskQueue, "task `queue` to poll")
 	host, _ := os.Hostname()
 	identity := flag.String("identity", fmt.Sprintf("%d@%s", os.Getpid(), host), "worker `name` in heartbeats and results")
+	sandbox := flag.String("sandbox", agentflow.DefaultSandbox, "the filesystem sandbox of the turns (docs/sandbox.md): available (held by the kernel where the host can, for every CLI that works inside it: not codex), required (every CLI, codex included; a turn fails where the host cannot hold it) or off")
+	network := flag.String("network", "", "with -sandbox available or required: the turns' network rules: none (only the CLI's model endpoint and its MCP servers), or a comma-separated list of the hosts the turns may reach besides them (host, host:port, *.domain); empty (the default): no network rules")
 	flag.Parse()
+	sb, err := agentflow.SandboxOf(*sandbox, *network)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "worker: -"+err.Error())
+		os.Exit(2)
+	}
+	opts := invoker.Options{Sandbox: sb}
 
 	logger := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelInfo}))
 	c, err := client.Dial(client.Options{HostPort: *address, Namespace: *namespace, Identity: *identity,
@@ -49,9 +64,9 @@ func main() {
 
 	a := &agentflow.Activities{
 		Invokers: map[string]invoker.Invoker{
-			"codex":  codex.New(),
-			"gemini": gemini.New(),
-			"claude": claude.New(),
+			"codex":  codex.New(opts),
+			"gemini": gemini.New(opts),
+			"claude": claude.New(opts),
 		},
 		Worker: *identity,
 	}

@@ -42,7 +42,7 @@ var addrRE = regexp.MustCompile(`transport=http://(127\.0\.0\.1:[0-9]+)`)
 // serving the codex backend with this test binary running s.
 func startHTTPServer(t *testing.T, bin string, s fakeagent.Script, root, transcript string, flags ...string) *httpServer {
 	t.Helper()
-	cmd := exec.Command(bin, append([]string{"-http", "127.0.0.1:0", "-cli", "codex", "-codex-bin", os.Args[0], "-root", root,
+	cmd := exec.Command(bin, append([]string{"-http", "127.0.0.1:0", "-cli", "codex", "-sandbox", "off", "-codex-bin", os.Args[0], "-root", root,
 		"-transcript", transcript, "-progress", "1ms"}, flags...)...)
 	cmd.Env = append(os.Environ(), s.Env()...)
 	stderr, err := cmd.StderrPipe()

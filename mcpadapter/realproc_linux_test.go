@@ -242,10 +242,13 @@ func buildServer(t *testing.T) string {
 }
 
 // startServer starts the example server over stdio, serving the codex
-// backend with this test binary as its binary, running s.
+// backend with this test binary as its binary, running s. The server runs
+// without its default sandbox (-sandbox off): these tests prove its
+// serving, shutdown and cancellation, and the fake records its runs in the
+// test's temporary directory, which a sandboxed run cannot write.
 func startServer(t *testing.T, bin string, s fakeagent.Script, root, transcript string, flags ...string) (*mcp.ClientSession, *exec.Cmd, chan *mcp.ProgressNotificationParams) {
 	t.Helper()
-	cmd := exec.Command(bin, append([]string{"-cli", "codex", "-codex-bin", os.Args[0], "-root", root,
+	cmd := exec.Command(bin, append([]string{"-cli", "codex", "-sandbox", "off", "-codex-bin", os.Args[0], "-root", root,
 		"-transcript", transcript, "-progress", "1ms"}, flags...)...)
 	cmd.Env = append(os.Environ(), s.Env()...)
 	var stderr strings.Builder

@@ -61,7 +61,7 @@ type serverProc struct {
 // for the calls in flight before it closes the server's standard input.
 func startServerPipes(t *testing.T, bin, fake string, s fakeagent.Script, root, transcript string) (*mcp.ClientSession, *serverProc, chan *mcp.ProgressNotificationParams) {
 	t.Helper()
-	cmd := exec.Command(bin, "-cli", "codex", "-codex-bin", fake, "-root", root, "-transcript", transcript, "-progress", "1ms")
+	cmd := exec.Command(bin, "-cli", "codex", "-sandbox", "off", "-codex-bin", fake, "-root", root, "-transcript", transcript, "-progress", "1ms")
 	cmd.Env = append(os.Environ(), s.Env()...)
 	// Standard error on a pipe of our own too, so that a test can close it
 	// as a host that went away does.

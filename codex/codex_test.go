@@ -271,6 +271,17 @@ func TestOwnSandboxOffUnderOurs(t *testing.T) {
 			t.Errorf("turn/start %s lacks %s", lines[0], w)
 		}
 	}
+	// A turn below the opening's level, whose kernel ceiling cannot be
+	// lowered, gets Codex's own sandbox for its level back: its commands
+	// fail inside the kernel's rather than run at the opening's level.
+	p, _ = openTurn(t, &invoker.SessionRequest{Workdir: "/w", Permission: invoker.WorkspaceWrite, Sandbox: held})
+	appDecode(t, p, `{"method":"turn/completed","params":{"threadId":"T1","turn":{"id":"U1","status":"completed"}}}`)
+	if lines, err = p.StartTurn(&invoker.TurnRequest{Prompt: "less", Permission: invoker.ReadOnly}); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(string(lines[0]), `"type":"readOnly"`) || strings.Contains(string(lines[0]), "dangerFullAccess") {
+		t.Errorf("a lower turn's turn/start %s, want Codex's own read-only sandbox", lines[0])
+	}
 }
 
 // TestSandboxNote: Capabilities.SandboxNote says how Codex runs under the

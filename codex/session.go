@@ -90,7 +90,7 @@ func (backend) NewSessionProtocol(req *invoker.SessionRequest) driver.SessionPro
 		workdir: req.Workdir, model: req.Model, mode: mode,
 		instructions: req.SystemPrompt, resume: req.SessionID, fork: req.Fork,
 		schema: req.OutputSchema, approve: req.Approve != nil,
-		sandbox: req.Sandbox, ceiling: req.Permission, ws: workspace.New(req.Workdir, req.Env), asking: make(map[string]*asked),
+		sandbox: req.Sandbox, opened: req.Permission, ceiling: req.Permission, ws: workspace.New(req.Workdir, req.Env), asking: make(map[string]*asked),
 		next: 1, called: make(map[string]bool), steers: make(map[int64]bool),
 		limits: make(map[string]rateWindow), trusted: make(map[string]bool),
 		changes: make(map[string]fileChange), mcpCalls: make(map[string]string),
@@ -117,8 +117,10 @@ type protocol struct {
 	// approve: the program decides Codex's questions (see approval.go).
 	approve bool
 	// sandbox is the one the engine gives the session, which turns
-	// Codex's own off at every level where the kernel holds it.
+	// Codex's own off at every level where the kernel holds it; opened is
+	// the level the session was opened with, the kernel's ceiling.
 	sandbox invoker.Sandbox
+	opened  invoker.Permission
 	// ceiling is the permission level in force, which bounds what the
 	// program is asked; ws judges the paths of file changes under
 	// WorkspaceWrite.
@@ -302,7 +304,15 @@ func (p *protocol) StartTurn(t *invoker.TurnRequest) ([][]byte, error) {
 		params["model"] = t.Model
 	}
 	if t.Permission != "" {
-		mode, err := sandboxMode(t.Permission, p.sandbox)
+		// The kernel's ceiling is the opening's level and cannot be
+		// lowered: a turn below it runs under Codex's own sandbox for its
+		// level, which cannot work inside the kernel's, so that its
+		// commands and patches fail rather than run at the opening's level.
+		sb := p.sandbox
+		if t.Permission.Rank() < p.opened.Rank() {
+			sb = invoker.Sandbox{}
+		}
+		mode, err := sandboxMode(t.Permission, sb)
 		if err != nil {
 			return nil, err
 		}

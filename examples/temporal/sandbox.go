@@ -8,15 +8,17 @@ import (
 )
 
 // DefaultSandbox is the sandbox mode of the example's workers unless told
-// otherwise: the kernel holds what each turn may touch where the host can,
-// for every CLI that works inside it (not Codex, whose own sandbox cannot
-// nest), and a turn runs without it where the host cannot.
+// otherwise: the kernel holds what each turn may touch where the host can
+// (Codex, whose own sandbox cannot nest, with its own off where the network
+// part holds too, else without), and a turn runs without it where the host
+// cannot.
 const DefaultSandbox = "available"
 
 // SandboxOf returns the sandbox a worker's runs start under, from the
 // worker's -sandbox and -network flags (the library's docs/sandbox.md):
 // mode is "available", "required" (a turn fails where the host cannot hold
-// it, Codex's commands and patches fail inside it) or "off"; network is ""
+// it, and a Codex turn below Unlimited where the network part does not)
+// or "off"; network is ""
 // (no network rules: the turns reach what the host reaches), "none" (only
 // the CLI's model endpoint and its MCP servers) or a comma-separated list
 // of the hosts the turns may reach besides them ("host", "host:port",

@@ -47,8 +47,10 @@ type privatePlan struct {
 }
 
 // namedPath matches a path beneath a private root inside a longer text
-// (an argument "--mcp-config=/tmp/x/mcp.json", a TOML value).
-var namedPath = regexp.MustCompile(`(?:/tmp|/dev/shm)(?:/[^\s"',;:=]*)?`)
+// (an argument "--mcp-config=/tmp/x/mcp.json", a TOML value): its first
+// group, which starts the text or follows a character that cannot be part
+// of a longer path ("/var/tmp/x" names no /tmp path).
+var namedPath = regexp.MustCompile(`(?:^|[^\w./~-])((?:/tmp|/dev/shm)(?:/[^\s"',;:=]*)?)`)
 
 // planPrivate returns what p's run needs bound into its private roots,
 // or nil and why it keeps the host's /tmp and /dev/shm.
@@ -113,7 +115,8 @@ func planPrivate(p Policy) (*privatePlan, string) {
 	// read-only, unless what is bound above gives it already.
 	given := len(binds)
 	for _, text := range p.Named {
-		for _, m := range namedPath.FindAllString(text, -1) {
+		for _, sm := range namedPath.FindAllStringSubmatch(text, -1) {
+			m := sm[1]
 			if !slices.ContainsFunc(binds[:given], func(b bind) bool { return under(filepath.Clean(m), b.path) }) {
 				add(m, all)
 			}

@@ -152,4 +152,13 @@ func TestSandboxPrivateNamed(t *testing.T) {
 	if _, ok := got[r.home+"/.ssh/id_ed25519"]; ok {
 		t.Errorf("the hidden key is planned as a bind: %v", pl.binds)
 	}
+	// A longer path that ends like one beneath /tmp names no /tmp path.
+	p.Named = []string{"X=/var" + cfg, "--cache=/home/u" + bin}
+	if pl, _ = planPrivate(p); pl != nil {
+		for _, b := range pl.binds {
+			if b.path == cfg || b.path == bin {
+				t.Errorf("%s planned as a bind from a path that only ends like it", b.path)
+			}
+		}
+	}
 }

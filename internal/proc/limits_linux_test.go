@@ -554,7 +554,7 @@ func TestLimitsExhausted(t *testing.T) {
 // limit that is not their own.
 func TestLimitsHostMemory(t *testing.T) {
 	noLeaks(t)
-	if err := SetHostLimits("", Limits{MemoryMax: 150 * mib}); err != nil {
+	if err := SetHostLimits("", Limits{MemoryMax: 180 * mib}); err != nil {
 		if os.Getenv("CI") == "true" && os.Geteuid() == 0 {
 			t.Fatal(err)
 		}

@@ -10,6 +10,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -27,6 +28,10 @@ import (
 type controlBackend struct {
 	echoBackend
 	got *[]invoker.MCPServer
+	// early, if not nil, is set when the answer to a tool call is made
+	// after the turn's interrupt and before the turn's end: an answer a
+	// CLI could take to go on with a cancelled turn.
+	early *atomic.Bool
 }
 
 // inBandBackend is controlBackend whose CLI reaches Go servers in band.
@@ -46,7 +51,7 @@ func (b controlBackend) NewSessionProtocol(req *invoker.SessionRequest) driver.S
 	if b.got != nil {
 		*b.got = req.MCPServers
 	}
-	return &controlProtocol{echoProtocol: echoProtocol{model: req.Model, perm: req.Permission}}
+	return &controlProtocol{echoProtocol: echoProtocol{model: req.Model, perm: req.Permission}, early: b.early}
 }
 
 type controlProtocol struct {
@@ -54,10 +59,12 @@ type controlProtocol struct {
 	server      string
 	pending     string // the tool call to make once the server is initialized
 	interrupted bool   // the turn was interrupted: it ends without success
+	ended       bool   // the interrupted turn has ended
+	early       *atomic.Bool
 }
 
 func (p *controlProtocol) Interrupt() [][]byte {
-	p.interrupted = true
+	p.interrupted, p.ended = true, false
 	return p.echoProtocol.Interrupt()
 }
 
@@ -139,6 +146,9 @@ func (p *controlProtocol) Decode(line []byte) (driver.Step, error) {
 			"params": map[string]any{"name": name, "arguments": json.RawMessage(args)}})
 		return driver.Step{Calls: []driver.MCPCall{{Server: p.server, Message: msg,
 			Answer: func(reply []byte, err error) [][]byte {
+				if p.early != nil && p.interrupted && !p.ended {
+					p.early.Store(true)
+				}
 				text := "error: "
 				if err != nil {
 					text += err.Error()
@@ -157,7 +167,11 @@ func (p *controlProtocol) Decode(line []byte) (driver.Step, error) {
 				return [][]byte{raw(text)}
 			}}}}, nil
 	}
-	return p.echoProtocol.Decode(line)
+	st, err := p.echoProtocol.Decode(line)
+	if st.TurnEnded && p.interrupted {
+		p.ended = true
+	}
+	return st, err
 }
 
 func openControl(t *testing.T, b driver.SessionBackend, req invoker.SessionRequest) invoker.Session {
@@ -452,7 +466,8 @@ func TestGoToolInBand(t *testing.T) {
 	cancelled, started := make(chan error, 1), make(chan struct{}, 1)
 	srv := newToolServer(cancelled, started)
 	var got []invoker.MCPServer
-	b := inBandBackend{controlBackend{echoBackend: echoBackend{caps: allControl}, got: &got}}
+	var early atomic.Bool
+	b := inBandBackend{controlBackend{echoBackend: echoBackend{caps: allControl}, got: &got, early: &early}}
 	s := openControl(t, b, invoker.SessionRequest{MCPServers: []invoker.MCPServer{{Name: "tools", Server: srv}}})
 	if len(got) != 1 || got[0].Server != srv {
 		t.Fatalf("protocol got %+v, want the Go server as given", got)
@@ -462,7 +477,9 @@ func TestGoToolInBand(t *testing.T) {
 		t.Fatalf("Turn = %q, %v; want the tool's result", res.Text, err)
 	}
 
-	// A turn cancelled while the handler blocks cancels its context.
+	// A turn cancelled while the handler blocks cancels its context, and
+	// the call's answer goes to the CLI only once the turn has ended: it
+	// cannot let the CLI go on with the cancelled turn.
 	ctx, cancel := context.WithCancel(t.Context())
 	done := make(chan error, 1)
 	go func() {
@@ -476,6 +493,9 @@ func TestGoToolInBand(t *testing.T) {
 	}
 	if err := <-done; !errors.Is(err, context.Canceled) {
 		t.Errorf("Turn error = %v, want context.Canceled", err)
+	}
+	if early.Load() {
+		t.Error("the cancelled call's answer went to the CLI before the interrupted turn ended")
 	}
 }
 

@@ -71,6 +71,7 @@ type session struct {
 	// turn that holds busy.
 	drop      levelDrop
 	inBand    sync.WaitGroup // the goroutines delivering in-band MCP messages
+	reaped    chan struct{}  // closed once the tree is reaped, before ended waits for inBand
 	wake      chan struct{}  // something was queued, or eof set
 	ready     chan struct{}  // the handshake is complete
 	readyOnce sync.Once
@@ -104,7 +105,7 @@ func (e *engine) OpenSession(ctx context.Context, req invoker.SessionRequest) (i
 func (e *engine) open(ctx context.Context, req invoker.SessionRequest, schema *jsonschema.Resolved, oneTurn bool, onQueued func(invoker.Event)) (*session, time.Duration, error) {
 	s := &session{
 		e: e, cli: e.b.Name(), cfg: &e.cfg, sreq: req, schema: schema, ctx: ctx, oneTurn: oneTurn,
-		cb: newCallbacks(), wake: make(chan struct{}, 1), ready: make(chan struct{}),
+		cb: newCallbacks(), wake: make(chan struct{}, 1), ready: make(chan struct{}), reaped: make(chan struct{}),
 	}
 	s.betweenTurns, s.endCalls = context.WithCancelCause(ctx)
 	cmd, breq, sb, err := s.prepare()

@@ -193,6 +193,7 @@ func (s *session) lineSkipped(size int64) {
 // the tree made and waits for their handlers, and records why the session
 // ended (Err).
 func (s *session) ended() {
+	close(s.reaped)
 	s.tools.close()
 	s.inBand.Wait()
 	err := s.r.verdict(s.processOutcome(), nil, nil, &invoker.Result{})

@@ -140,6 +140,30 @@ func (s *session) callContext() context.Context {
 	return s.betweenTurns
 }
 
+// holdReply returns once the answer to an in-band Go tool call made for
+// the turn whose context is owner may go to the CLI: at once, unless that
+// turn is being interrupted; then when the turn is over, or the session's
+// tree is reaped. The interrupt is written before the calls' contexts are
+// cancelled, but Claude Code reads the interrupt and the answer on its own
+// schedule: given the cancelled call's error soon after the interrupt, it
+// has been seen to take the error, ask the model again and report the turn
+// a success. Held back, the answer cannot complete a turn the caller
+// cancelled; Claude Code ends the pending call on the interrupt, as it
+// ends its own tools. (Over HTTP nothing is held: Codex waits for the
+// answers of its MCP calls before it ends an interrupted turn.)
+func (s *session) holdReply(owner context.Context) {
+	s.mu.Lock()
+	ts := s.cur
+	s.mu.Unlock()
+	if ts == nil || owner != context.Context(ts.ctx) || ts.ctx.Err() == nil {
+		return
+	}
+	select {
+	case <-ts.end:
+	case <-s.reaped:
+	}
+}
+
 // cancelCalls cancels the contexts of the tool calls in flight, for a turn
 // that is being interrupted.
 func (t *tools) cancelCalls() {
@@ -164,7 +188,9 @@ func (t *tools) close() {
 // callInBand hands one in-band MCP message of the protocol's to the
 // session's Go servers, for the turn ts (nil between turns), and writes the
 // answer. A call's context is the turn's, cancelled when the turn is;
-// between turns it is the session's. The caller holds protoMu.
+// between turns it is the session's. The answer to a call of a turn being
+// interrupted waits for the turn's end (holdReply). The caller holds
+// protoMu.
 func (s *session) callInBand(ts *turn, c MCPCall) {
 	if s.tools.bridge == nil {
 		s.write(safeLines(func() [][]byte {
@@ -180,6 +206,7 @@ func (s *session) callInBand(ts *turn, c MCPCall) {
 	go func() {
 		defer s.inBand.Done()
 		reply, err := s.tools.bridge.Handle(ctx, c.Server, c.Message)
+		s.holdReply(ctx)
 		s.protoMu.Lock()
 		lines := safeLines(func() [][]byte { return c.Answer(reply, err) })
 		s.protoMu.Unlock()

@@ -11,6 +11,7 @@ import (
 	"runtime"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 )
 
@@ -152,6 +153,7 @@ func doLoad(l Load, w *os.File) int {
 	}
 	var children []*exec.Cmd
 	if l.Forks > 0 {
+		warmThreads(16)
 		exe, _ := os.Executable()
 		for len(children) < l.Forks {
 			cmd := exec.Command(exe, "fakeagent-"+roleToolChild)
@@ -194,6 +196,33 @@ func doLoad(l Load, w *os.File) int {
 	}
 	runtime.KeepAlive(mem)
 	return status
+}
+
+// warmThreads makes the Go runtime start n OS threads now and keep them
+// idle. A process about to fork until its task limit refuses a fork must
+// hold the threads its runtime needs afterwards: a thread the runtime
+// cannot create kills a Go program (exit 2, "failed to create new OS
+// thread") before it can report the refused fork and exit as its script
+// says. Each goroutine locked to its thread holds that thread while the
+// others start; unlocked and returned, the threads stay in the runtime's
+// idle pool.
+func warmThreads(n int) {
+	var ready, running sync.WaitGroup
+	release := make(chan struct{})
+	ready.Add(n)
+	running.Add(n)
+	for range n {
+		go func() {
+			defer running.Done()
+			runtime.LockOSThread()
+			ready.Done()
+			<-release
+			runtime.UnlockOSThread()
+		}()
+	}
+	ready.Wait()
+	close(release)
+	running.Wait()
 }
 
 // allocateHeap returns n bytes of the Go heap, every page written.

@@ -70,6 +70,13 @@ func run(t *testing.T, p Policy, probes []probe) {
 		t.Fatal(err)
 	}
 	defer rs.Close()
+	runBuilt(t, rs, p.Workdir, probes)
+}
+
+// runBuilt is run for the ruleset rs, built beforehand, the shell started
+// in dir.
+func runBuilt(t *testing.T, rs *Ruleset, dir string, probes []probe) {
+	t.Helper()
 	var script strings.Builder
 	for _, pr := range probes {
 		fmt.Fprintf(&script, "if ( %s ) >/dev/null 2>&1; then echo '%s yes'; else echo '%s no'; fi\n", pr.command, pr.name, pr.name)
@@ -88,7 +95,7 @@ func run(t *testing.T, p Policy, probes []probe) {
 			return
 		}
 		cmd := exec.Command("/bin/sh", "-c", script.String())
-		cmd.Dir = p.Workdir
+		cmd.Dir = dir
 		out, err := cmd.Output()
 		done <- result{out, err}
 	}()

@@ -4,6 +4,7 @@ package sandbox
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -31,6 +32,10 @@ import (
 
 // privateRoots are the directories a run gets a tmpfs of its own on.
 var privateRoots = []string{"/tmp", "/dev/shm"}
+
+// clonedHook, if not nil, runs once the binds are cloned, before the
+// tmpfs covers them: a test changes the host there.
+var clonedHook func()
 
 // A bind is a host path given to the run beneath a private root, cloned
 // back at its path.
@@ -170,6 +175,13 @@ func beneathPrivate(p string) bool {
 // its private roots, and adds to b the rule that lets the run use them. It
 // returns an error, with the thread's view of the filesystem the host's
 // again, when a step fails (no CAP_SYS_ADMIN: EPERM).
+//
+// What changed in the host since the plan costs only its own bind: a path
+// gone (ENOENT, ENOTDIR) is left out, and so is one that could be moved
+// back only by making something outside the private roots' own tmpfs (in
+// a tree bound from the host) or through a symbolic link. A path that is
+// a symbolic link is made again as one in the tmpfs, its target bound
+// where the run is given it.
 func (pl *privatePlan) enter(b *builder) error {
 	if err := unix.Unshare(unix.CLONE_NEWNS); err != nil {
 		return fmt.Errorf("unshare(CLONE_NEWNS): %w", err)
@@ -178,25 +190,53 @@ func (pl *privatePlan) enter(b *builder) error {
 	if err := unix.Mount("", "/", "", unix.MS_REC|unix.MS_SLAVE, ""); err != nil {
 		return fmt.Errorf("make / a slave: %w", err)
 	}
-	clones := make([]int, len(pl.binds))
+	// Each bind's clone (fd > 0), or the target of the link it is (link
+	// set), or neither: gone from the host.
+	type source struct {
+		fd   int
+		dir  bool
+		link string
+	}
+	srcs := make([]source, len(pl.binds))
 	defer func() {
-		for _, fd := range clones {
-			if fd > 0 {
-				unix.Close(fd)
+		for _, s := range srcs {
+			if s.fd > 0 {
+				unix.Close(s.fd)
 			}
 		}
 	}()
 	for i, bd := range pl.binds {
-		fd, err := unix.OpenTree(unix.AT_FDCWD, bd.path, unix.OPEN_TREE_CLONE|unix.O_CLOEXEC|unix.AT_RECURSIVE)
+		var err error
+		if srcs[i].link, err = os.Readlink(bd.path); err == nil {
+			continue
+		}
+		fd, err := unix.OpenTree(unix.AT_FDCWD, bd.path, unix.OPEN_TREE_CLONE|unix.O_CLOEXEC|unix.AT_RECURSIVE|unix.AT_SYMLINK_NOFOLLOW)
+		if gone(err) {
+			continue
+		}
 		if err != nil {
 			return fmt.Errorf("clone %s: %w", bd.path, err)
 		}
-		clones[i] = fd
+		srcs[i].fd = fd
+		var st unix.Stat_t
+		if err := unix.Fstat(fd, &st); err != nil {
+			return fmt.Errorf("stat the clone of %s: %w", bd.path, err)
+		}
+		if st.Mode&unix.S_IFMT == unix.S_IFLNK {
+			// Made a link since Readlink: left out.
+			unix.Close(fd)
+			srcs[i].fd = 0
+			continue
+		}
+		srcs[i].dir = st.Mode&unix.S_IFMT == unix.S_IFDIR
 		if !bd.rw {
 			if err := unix.MountSetattr(fd, "", unix.AT_EMPTY_PATH|unix.AT_RECURSIVE, &unix.MountAttr{Attr_set: unix.MOUNT_ATTR_RDONLY}); err != nil {
 				return fmt.Errorf("make the clone of %s read-only: %w", bd.path, err)
 			}
 		}
+	}
+	if clonedHook != nil {
+		clonedHook()
 	}
 	var mounted []string
 	undo := func(err error) error {
@@ -205,6 +245,7 @@ func (pl *privatePlan) enter(b *builder) error {
 		}
 		return err
 	}
+	var tmpfs []uint64 // the mount IDs of the private roots' tmpfs
 	for _, root := range privateRoots {
 		if fi, err := os.Lstat(root); err != nil || !fi.IsDir() {
 			continue // a host without it, or a link: left as it is
@@ -213,24 +254,41 @@ func (pl *privatePlan) enter(b *builder) error {
 			return undo(fmt.Errorf("mount a tmpfs on %s: %w", root, err))
 		}
 		mounted = append(mounted, root)
+		id, err := mountID(root)
+		if err != nil {
+			return undo(err)
+		}
+		tmpfs = append(tmpfs, id)
 	}
 	for i, bd := range pl.binds {
-		if err := mountPoint(clones[i], bd.path); err != nil {
+		s := srcs[i]
+		if s.fd <= 0 && s.link == "" {
+			continue // gone
+		}
+		ok, err := mountPoint(bd.path, s.dir, s.link, tmpfs)
+		if err != nil {
 			return undo(err)
 		}
-		if err := unix.MoveMount(clones[i], "", unix.AT_FDCWD, bd.path, unix.MOVE_MOUNT_F_EMPTY_PATH); err != nil {
+		if !ok || s.link != "" {
+			continue
+		}
+		if err := unix.MoveMount(s.fd, "", unix.AT_FDCWD, bd.path, unix.MOVE_MOUNT_F_EMPTY_PATH); err != nil && !gone(err) {
 			return undo(fmt.Errorf("bind %s back: %w", bd.path, err))
 		}
-		unix.Close(clones[i])
-		clones[i] = 0
+		unix.Close(s.fd)
+		srcs[i].fd = 0
 	}
+	roots := len(mounted)
 	for _, f := range pl.settings {
-		if err := holdFile(f); err != nil {
+		held, err := holdFile(f)
+		if err != nil {
 			return undo(err)
 		}
-		mounted = append(mounted, f)
+		if held {
+			mounted = append(mounted, f)
+		}
 	}
-	for _, root := range mounted[:len(mounted)-len(pl.settings)] {
+	for _, root := range mounted[:roots] {
 		if err := b.add(root, b.rt.all, false); err != nil {
 			return undo(err)
 		}
@@ -238,48 +296,95 @@ func (pl *privatePlan) enter(b *builder) error {
 	return nil
 }
 
+// gone reports whether err says that a path is no longer there.
+func gone(err error) bool {
+	return errors.Is(err, unix.ENOENT) || errors.Is(err, unix.ENOTDIR)
+}
+
+// mountID returns the ID of the mount path is on (not following a final
+// symbolic link).
+func mountID(path string) (uint64, error) {
+	var stx unix.Statx_t
+	if err := unix.Statx(unix.AT_FDCWD, path, unix.AT_SYMLINK_NOFOLLOW, unix.STATX_MNT_ID, &stx); err != nil {
+		return 0, fmt.Errorf("statx %s: %w", path, err)
+	}
+	if stx.Mask&unix.STATX_MNT_ID == 0 {
+		return 0, fmt.Errorf("statx %s: the kernel gave no mount ID (Linux 5.8 or later)", path)
+	}
+	return stx.Mnt_id, nil
+}
+
 // holdFile binds the file at path read-only over itself: it can then be
 // neither written, nor truncated (EROFS), nor removed, nor renamed, nor
-// replaced by a rename (EBUSY: a mount point).
-func holdFile(path string) error {
+// replaced by a rename (EBUSY: a mount point). It returns false, and no
+// error, where the file is gone.
+func holdFile(path string) (bool, error) {
 	fd, err := unix.OpenTree(unix.AT_FDCWD, path, unix.OPEN_TREE_CLONE|unix.O_CLOEXEC)
+	if gone(err) {
+		return false, nil
+	}
 	if err != nil {
-		return fmt.Errorf("clone %s: %w", path, err)
+		return false, fmt.Errorf("clone %s: %w", path, err)
 	}
 	defer unix.Close(fd)
 	if err := unix.MountSetattr(fd, "", unix.AT_EMPTY_PATH, &unix.MountAttr{Attr_set: unix.MOUNT_ATTR_RDONLY}); err != nil {
-		return fmt.Errorf("make the clone of %s read-only: %w", path, err)
+		return false, fmt.Errorf("make the clone of %s read-only: %w", path, err)
 	}
-	if err := unix.MoveMount(fd, "", unix.AT_FDCWD, path, unix.MOVE_MOUNT_F_EMPTY_PATH); err != nil {
-		return fmt.Errorf("hold %s read-only: %w", path, err)
+	err = unix.MoveMount(fd, "", unix.AT_FDCWD, path, unix.MOVE_MOUNT_F_EMPTY_PATH)
+	if gone(err) {
+		return false, nil
 	}
-	return nil
+	if err != nil {
+		return false, fmt.Errorf("hold %s read-only: %w", path, err)
+	}
+	return true, nil
 }
 
-// mountPoint makes path, in a private root, a place to move the clone
-// open at fd onto: a directory or an empty file, as the clone is.
-func mountPoint(fd int, path string) error {
-	if _, err := os.Lstat(path); err == nil {
-		return nil // in the host's tree bound above it
-	}
-	var st unix.Stat_t
-	if err := unix.Fstat(fd, &st); err != nil {
-		return fmt.Errorf("stat the clone of %s: %w", path, err)
-	}
-	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
-		return fmt.Errorf("a mount point for %s: %w", path, err)
-	}
-	if st.Mode&unix.S_IFMT == unix.S_IFDIR {
-		if err := os.Mkdir(path, 0o755); err != nil {
-			return fmt.Errorf("a mount point for %s: %w", path, err)
+// mountPoint makes path, in a private root, a place to move a clone onto
+// (a directory where dir, else an empty file), or, where link is not
+// empty, a symbolic link to link. It makes what is missing only in the
+// private roots' own tmpfs (their mount IDs): it returns false, having
+// made nothing, where path or a directory above it is missing in a tree
+// bound from the host (or outside the roots), is a symbolic link, or is
+// not of the clone's kind. An existing link is left as it is (true).
+func mountPoint(path string, dir bool, link string, tmpfs []uint64) (bool, error) {
+	p := "/"
+	for _, name := range strings.Split(strings.TrimPrefix(path, "/"), "/") {
+		parent := p
+		p = filepath.Join(p, name)
+		last := p == path
+		fi, err := os.Lstat(p)
+		switch {
+		case err == nil && fi.Mode()&os.ModeSymlink != 0:
+			return last && link != "", nil
+		case err == nil && last:
+			return link == "" && fi.IsDir() == dir, nil
+		case err == nil && !fi.IsDir():
+			return false, nil
+		case err == nil:
+			continue
+		case !errors.Is(err, os.ErrNotExist):
+			return false, fmt.Errorf("a mount point for %s: %w", path, err)
 		}
-		return nil
+		if id, err := mountID(parent); err != nil || !slices.Contains(tmpfs, id) {
+			return false, nil // it would be made in the host's tree
+		}
+		switch {
+		case !last || (dir && link == ""):
+			err = os.Mkdir(p, 0o755)
+		case link != "":
+			err = os.Symlink(link, p)
+		default:
+			var f *os.File
+			if f, err = os.OpenFile(p, os.O_CREATE|os.O_EXCL|os.O_WRONLY, 0o600); err == nil {
+				err = f.Close()
+			}
+		}
+		if err != nil {
+			return false, fmt.Errorf("a mount point for %s: %w", path, err)
+		}
 	}
-	f, err := os.OpenFile(path, os.O_CREATE|os.O_EXCL|os.O_WRONLY, 0o600)
-	if err != nil {
-		return fmt.Errorf("a mount point for %s: %w", path, err)
-	}
-	return f.Close()
+	return true, nil
 }
 
 // ProbePrivate reports whether this process can give a run private /tmp

@@ -54,15 +54,16 @@ func (e *NamespaceError) Unwrap() []error { return []error{ErrUnavailable, e.Err
 // the run's environment, Enter on the locked OS thread that then forks
 // the run's first process, Close once the run's tree is gone.
 type Net struct {
-	proxy     *Proxy
-	port      int
-	forwards  []netip.AddrPort
-	dialTo    map[netip.AddrPort]string // a forward's host address when not its own: "localhost:PORT"
-	enterOnce sync.Once
-	enterErr  error
-	wrapped   *os.File // the host's end of Wrap's socket
-	stageEnd  *os.File // the first stage's end, closed by Started
-	private   bool     // the first stage gave the run its private /tmp and /dev/shm
+	proxy      *Proxy
+	port       int
+	forwards   []netip.AddrPort
+	dialTo     map[netip.AddrPort]string // a forward's host address when not its own: "localhost:PORT"
+	enterOnce  sync.Once
+	enterErr   error
+	wrapped    *os.File // the host's end of Wrap's socket
+	stageEnd   *os.File // the first stage's end, closed by Started
+	private    bool     // the first stage gave the run its private /tmp and /dev/shm
+	privateWhy string   // else why not, as the first stage said
 }
 
 // New returns the sandbox cfg describes (nil means a zero Config: no
@@ -318,3 +319,8 @@ func (n *Net) Close() error {
 // PrivateHeld reports, once Started returned nil, whether the first
 // stage of WrapPrivate gave the run its private /tmp and /dev/shm.
 func (n *Net) PrivateHeld() bool { return n.private }
+
+// PrivateWhy returns, once Started returned nil, why the first stage of
+// WrapPrivate could not give the run its private /tmp and /dev/shm, as
+// it said: empty where they hold, or where they were not asked for.
+func (n *Net) PrivateWhy() string { return n.privateWhy }

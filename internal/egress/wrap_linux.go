@@ -76,11 +76,14 @@ func runStage(v string) int {
 		}
 		fds = append(fds, int(f.Fd()))
 	}
-	// The first byte says whether the private roots hold (1) or not (0).
+	// The first byte says whether the private roots hold (1) or not (0);
+	// where they were asked for and do not, the rest says why.
 	held := []byte{0}
 	if len(spec.Private) > 0 && spec.Ruleset != 0 {
 		if err := sandbox.EnterPrivate(spec.Private, spec.Ruleset); err == nil {
 			held[0] = 1
+		} else {
+			held = append(held, truncate(err.Error(), maxWhy)...)
 		}
 	}
 	if err := unix.Sendmsg(spec.FD, held, unix.UnixRights(fds...), nil, 0); err != nil {
@@ -221,24 +224,37 @@ func (n *Net) Started() error {
 		return errors.New("egress: Started without Wrap")
 	}
 	n.stageEnd.Close()
-	ls, held, err := receiveListeners(n.wrapped)
+	ls, held, why, err := receiveListeners(n.wrapped)
 	n.wrapped.Close()
 	if err != nil {
 		return err
 	}
-	n.private = held
+	n.private, n.privateWhy = held, why
 	n.serve(ls)
 	return nil
 }
 
+// maxWhy bounds the first stage's reason for not giving the private
+// roots, so that its message fits the host's buffer.
+const maxWhy = 2048
+
+// truncate returns s cut to at most n bytes.
+func truncate(s string, n int) string {
+	if len(s) > n {
+		return s[:n]
+	}
+	return s
+}
+
 // receiveListeners reads the first stage's message on c: the listeners,
-// or the text of its error.
-func receiveListeners(c *os.File) ([]net.Listener, bool, error) {
+// whether the private roots hold and if not why, or the text of its
+// error.
+func receiveListeners(c *os.File) (ls []net.Listener, held bool, why string, err error) {
 	buf := make([]byte, 4096)
 	oob := make([]byte, unix.CmsgSpace(4*64))
 	nb, noob, _, _, err := unix.Recvmsg(int(c.Fd()), buf, oob, unix.MSG_CMSG_CLOEXEC)
 	if err != nil {
-		return nil, false, &NamespaceError{Op: "receive the listeners", Err: err, Missing: "the first stage in the new namespaces did not answer"}
+		return nil, false, "", &NamespaceError{Op: "receive the listeners", Err: err, Missing: "the first stage in the new namespaces did not answer"}
 	}
 	var fds []int
 	if msgs, err := unix.ParseSocketControlMessage(oob[:noob]); err == nil {
@@ -249,13 +265,12 @@ func receiveListeners(c *os.File) ([]net.Listener, bool, error) {
 		}
 	}
 	if len(fds) == 0 {
-		why := errors.New("the first stage exited")
+		cause := errors.New("the first stage exited")
 		if nb > 0 {
-			why = errors.New(string(buf[:nb]))
+			cause = errors.New(string(buf[:nb]))
 		}
-		return nil, false, &NamespaceError{Op: "set up the new namespaces", Err: why, Missing: "unprivileged user namespaces with a loopback this user may bring up"}
+		return nil, false, "", &NamespaceError{Op: "set up the new namespaces", Err: cause, Missing: "unprivileged user namespaces with a loopback this user may bring up"}
 	}
-	var ls []net.Listener
 	for _, fd := range fds {
 		f := os.NewFile(uintptr(fd), "egress-listener")
 		l, err := net.FileListener(f)
@@ -264,11 +279,14 @@ func receiveListeners(c *os.File) ([]net.Listener, bool, error) {
 			for _, l := range ls {
 				l.Close()
 			}
-			return nil, false, &NamespaceError{Op: "use a received listener", Err: err, Missing: "a listening socket from the first stage"}
+			return nil, false, "", &NamespaceError{Op: "use a received listener", Err: err, Missing: "a listening socket from the first stage"}
 		}
 		ls = append(ls, l)
 	}
-	return ls, nb > 0 && buf[0] == 1, nil
+	if nb > 1 {
+		why = string(buf[1:nb])
+	}
+	return ls, nb > 0 && buf[0] == 1, why, nil
 }
 
 // ProbeWrap reports whether Wrap can give a run a network sandbox here:

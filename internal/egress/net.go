@@ -7,12 +7,13 @@ import (
 	"net/netip"
 	"os"
 	"os/exec"
-	"runtime"
 	"slices"
 	"strconv"
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/clinvoke/clinvoke/internal/sandbox"
 )
 
 // ProxyPort is the port the proxy listens on at 127.0.0.1 inside a run's
@@ -162,16 +163,12 @@ func (n *Net) Enter() error {
 // which ends once cmd has started, so that the thread runs nothing else
 // in the namespace. It returns Enter's error, or cmd.Start's.
 func (n *Net) Start(cmd *exec.Cmd) error {
-	done := make(chan error, 1)
-	go func() {
-		runtime.LockOSThread() // never unlocked: the thread ends with this goroutine
+	return sandbox.Retired(func() error {
 		if err := n.Enter(); err != nil {
-			done <- err
-			return
+			return err
 		}
-		done <- cmd.Start()
-	}()
-	return <-done
+		return cmd.Start()
+	})
 }
 
 // enter is Enter's one run.

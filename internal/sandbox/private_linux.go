@@ -9,7 +9,6 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
-	"runtime"
 	"slices"
 	"strings"
 
@@ -389,16 +388,9 @@ func mountPoint(path string, dir bool, link string, tmpfs []uint64) (bool, error
 
 // ProbePrivate reports whether this process can give a run private /tmp
 // and /dev/shm: nil if so (it may make a mount namespace), else why not.
-// It tries on a thread of its own, which ends with the try.
+// It tries on a thread of its own, which ends with the try (Retired).
 func ProbePrivate() error {
-	done := make(chan error, 1)
-	go func() {
-		// Never unlocked: the thread ends with this goroutine, and its
-		// namespace with it.
-		runtime.LockOSThread()
-		done <- unix.Unshare(unix.CLONE_NEWNS)
-	}()
-	if err := <-done; err != nil {
+	if err := Retired(func() error { return unix.Unshare(unix.CLONE_NEWNS) }); err != nil {
 		return fmt.Errorf("a mount namespace for the run's private /tmp and /dev/shm needs CAP_SYS_ADMIN: unshare(CLONE_NEWNS): %w", err)
 	}
 	return nil

@@ -6,7 +6,6 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
-	"runtime"
 	"strings"
 	"testing"
 )
@@ -100,12 +99,7 @@ func BenchmarkRestrict(b *testing.B) {
 					b.Fatal(err)
 				}
 				b.StartTimer()
-				done := make(chan error, 1)
-				go func() {
-					runtime.LockOSThread() // never unlocked: retired with the goroutine
-					done <- rs.Restrict()
-				}()
-				if err := <-done; err != nil {
+				if err := Retired(rs.Restrict); err != nil {
 					b.Fatal(err)
 				}
 				if ok, why := rs.Private(); ok != private {

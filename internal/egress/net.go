@@ -63,6 +63,7 @@ type Net struct {
 	enterErr   error
 	wrapped    *os.File // the host's end of Wrap's socket
 	stageEnd   *os.File // the first stage's end, closed by Started
+	plan       *os.File // the private roots' plan for the first stage, closed by Started
 	private    bool     // the first stage gave the run its private /tmp and /dev/shm
 	privateWhy string   // else why not, as the first stage said
 }
@@ -310,7 +311,16 @@ func (n *Net) Close() error {
 		n.stageEnd.Close()
 		n.wrapped.Close()
 	}
+	n.closePlan()
 	return n.proxy.Close()
+}
+
+// closePlan closes the host's copy of the private roots' plan, if any.
+func (n *Net) closePlan() {
+	if n.plan != nil {
+		n.plan.Close()
+		n.plan = nil
+	}
 }
 
 // PrivateHeld reports, once Started returned nil, whether the first

@@ -39,15 +39,16 @@ var clonedHook func()
 // A bind is a host path given to the run beneath a private root, cloned
 // back at its path.
 type bind struct {
-	path string
-	rw   bool
+	Path string `json:"path"`
+	RW   bool   `json:"rw,omitempty"`
 }
 
 // privatePlan is what the forking thread mounts: binds sorted so that a
-// path comes after the paths above it.
+// path comes after the paths above it. PrivatePlan hands it to another
+// process in JSON.
 type privatePlan struct {
-	binds    []bind
-	settings []string // files bound read-only over themselves
+	Binds    []bind   `json:"binds"`
+	Settings []string `json:"settings,omitempty"` // files bound read-only over themselves
 }
 
 // namedPath matches a path beneath a private root inside a longer text
@@ -81,7 +82,7 @@ func planPrivate(p Policy) (*privatePlan, string) {
 		for _, q := range paths {
 			if beneathPrivate(q) && !darkAt(q, hidden, visible) {
 				if _, err := os.Lstat(q); err == nil {
-					binds = append(binds, bind{path: q, rw: rw})
+					binds = append(binds, bind{Path: q, RW: rw})
 				}
 			}
 		}
@@ -121,17 +122,17 @@ func planPrivate(p Policy) (*privatePlan, string) {
 	for _, text := range p.Named {
 		for _, sm := range namedPath.FindAllStringSubmatch(text, -1) {
 			m := sm[1]
-			if !slices.ContainsFunc(binds[:given], func(b bind) bool { return under(filepath.Clean(m), b.path) }) {
+			if !slices.ContainsFunc(binds[:given], func(b bind) bool { return under(filepath.Clean(m), b.Path) }) {
 				add(m, all)
 			}
 		}
 	}
-	slices.SortStableFunc(binds, func(a, b bind) int { return strings.Compare(a.path, b.path) })
+	slices.SortStableFunc(binds, func(a, b bind) int { return strings.Compare(a.Path, b.Path) })
 	// One bind per path, writable if any asks so.
 	var out []bind
 	for _, b := range binds {
-		if n := len(out); n > 0 && out[n-1].path == b.path {
-			out[n-1].rw = out[n-1].rw || b.rw
+		if n := len(out); n > 0 && out[n-1].Path == b.Path {
+			out[n-1].RW = out[n-1].RW || b.RW
 			continue
 		}
 		out = append(out, b)
@@ -139,22 +140,22 @@ func planPrivate(p Policy) (*privatePlan, string) {
 	binds = out
 	for _, b := range binds {
 		for _, h := range hidden {
-			if h != b.path && under(h, b.path) {
+			if h != b.Path && under(h, b.Path) {
 				// The tmpfs's rule would make it readable through the bind.
-				return nil, fmt.Sprintf("the hidden path %s lies beneath %s, which the run is given beneath a private root", h, b.path)
+				return nil, fmt.Sprintf("the hidden path %s lies beneath %s, which the run is given beneath a private root", h, b.Path)
 			}
 		}
 	}
-	pl := &privatePlan{binds: binds}
+	pl := &privatePlan{Binds: binds}
 	if all {
 		return pl, "" // no ceiling on writes: the settings too
 	}
 	for _, f := range clean(p.Settings) {
-		if beneathPrivate(f) && !slices.ContainsFunc(binds, func(b bind) bool { return under(f, b.path) }) {
+		if beneathPrivate(f) && !slices.ContainsFunc(binds, func(b bind) bool { return under(f, b.Path) }) {
 			continue // not the run's to see
 		}
 		if fi, err := os.Lstat(f); err == nil && fi.Mode().IsRegular() {
-			pl.settings = append(pl.settings, f)
+			pl.Settings = append(pl.Settings, f)
 		}
 	}
 	return pl, ""
@@ -196,7 +197,7 @@ func (pl *privatePlan) enter(b *builder) error {
 		dir  bool
 		link string
 	}
-	srcs := make([]source, len(pl.binds))
+	srcs := make([]source, len(pl.Binds))
 	defer func() {
 		for _, s := range srcs {
 			if s.fd > 0 {
@@ -204,22 +205,22 @@ func (pl *privatePlan) enter(b *builder) error {
 			}
 		}
 	}()
-	for i, bd := range pl.binds {
+	for i, bd := range pl.Binds {
 		var err error
-		if srcs[i].link, err = os.Readlink(bd.path); err == nil {
+		if srcs[i].link, err = os.Readlink(bd.Path); err == nil {
 			continue
 		}
-		fd, err := unix.OpenTree(unix.AT_FDCWD, bd.path, unix.OPEN_TREE_CLONE|unix.O_CLOEXEC|unix.AT_RECURSIVE|unix.AT_SYMLINK_NOFOLLOW)
+		fd, err := unix.OpenTree(unix.AT_FDCWD, bd.Path, unix.OPEN_TREE_CLONE|unix.O_CLOEXEC|unix.AT_RECURSIVE|unix.AT_SYMLINK_NOFOLLOW)
 		if gone(err) {
 			continue
 		}
 		if err != nil {
-			return fmt.Errorf("clone %s: %w", bd.path, err)
+			return fmt.Errorf("clone %s: %w", bd.Path, err)
 		}
 		srcs[i].fd = fd
 		var st unix.Stat_t
 		if err := unix.Fstat(fd, &st); err != nil {
-			return fmt.Errorf("stat the clone of %s: %w", bd.path, err)
+			return fmt.Errorf("stat the clone of %s: %w", bd.Path, err)
 		}
 		if st.Mode&unix.S_IFMT == unix.S_IFLNK {
 			// Made a link since Readlink: left out.
@@ -228,9 +229,9 @@ func (pl *privatePlan) enter(b *builder) error {
 			continue
 		}
 		srcs[i].dir = st.Mode&unix.S_IFMT == unix.S_IFDIR
-		if !bd.rw {
+		if !bd.RW {
 			if err := unix.MountSetattr(fd, "", unix.AT_EMPTY_PATH|unix.AT_RECURSIVE, &unix.MountAttr{Attr_set: unix.MOUNT_ATTR_RDONLY}); err != nil {
-				return fmt.Errorf("make the clone of %s read-only: %w", bd.path, err)
+				return fmt.Errorf("make the clone of %s read-only: %w", bd.Path, err)
 			}
 		}
 	}
@@ -259,26 +260,26 @@ func (pl *privatePlan) enter(b *builder) error {
 		}
 		tmpfs = append(tmpfs, id)
 	}
-	for i, bd := range pl.binds {
+	for i, bd := range pl.Binds {
 		s := srcs[i]
 		if s.fd <= 0 && s.link == "" {
 			continue // gone
 		}
-		ok, err := mountPoint(bd.path, s.dir, s.link, tmpfs)
+		ok, err := mountPoint(bd.Path, s.dir, s.link, tmpfs)
 		if err != nil {
 			return undo(err)
 		}
 		if !ok || s.link != "" {
 			continue
 		}
-		if err := unix.MoveMount(s.fd, "", unix.AT_FDCWD, bd.path, unix.MOVE_MOUNT_F_EMPTY_PATH); err != nil && !gone(err) {
-			return undo(fmt.Errorf("bind %s back: %w", bd.path, err))
+		if err := unix.MoveMount(s.fd, "", unix.AT_FDCWD, bd.Path, unix.MOVE_MOUNT_F_EMPTY_PATH); err != nil && !gone(err) {
+			return undo(fmt.Errorf("bind %s back: %w", bd.Path, err))
 		}
 		unix.Close(s.fd)
 		srcs[i].fd = 0
 	}
 	roots := len(mounted)
-	for _, f := range pl.settings {
+	for _, f := range pl.Settings {
 		held, err := holdFile(f)
 		if err != nil {
 			return undo(err)
@@ -396,17 +397,6 @@ func ProbePrivate() error {
 	return nil
 }
 
-// wirePlan is a privatePlan as PrivatePlan hands it to another process.
-type wirePlan struct {
-	Binds    []wireBind `json:"binds"`
-	Settings []string   `json:"settings,omitempty"`
-}
-
-type wireBind struct {
-	Path string `json:"path"`
-	RW   bool   `json:"rw,omitempty"`
-}
-
 // PrivatePlan returns r's private /tmp and /dev/shm as a process that
 // applies r itself (File) gives them to itself with EnterPrivate, or nil
 // where r has none.
@@ -414,11 +404,7 @@ func (r *Ruleset) PrivatePlan() []byte {
 	if r == nil || r.private == nil {
 		return nil
 	}
-	w := wirePlan{Settings: r.private.settings}
-	for _, b := range r.private.binds {
-		w.Binds = append(w.Binds, wireBind{Path: b.path, RW: b.rw})
-	}
-	out, _ := json.Marshal(w)
+	out, _ := json.Marshal(r.private)
 	return out
 }
 
@@ -429,17 +415,13 @@ func (r *Ruleset) PrivatePlan() []byte {
 // ruleset afterwards. On error the thread's view of the filesystem is the
 // one it had.
 func EnterPrivate(plan []byte, fd int) error {
-	var w wirePlan
-	if err := json.Unmarshal(plan, &w); err != nil {
+	var pl privatePlan
+	if err := json.Unmarshal(plan, &pl); err != nil {
 		return fmt.Errorf("sandbox: the private roots' plan: %w", err)
 	}
 	abi, err := Probe()
 	if err != nil {
 		return err
-	}
-	pl := &privatePlan{settings: w.Settings}
-	for _, b := range w.Binds {
-		pl.binds = append(pl.binds, bind{path: b.Path, rw: b.RW})
 	}
 	return pl.enter(&builder{fd: fd, rt: rightsFor(abi)})
 }

@@ -135,8 +135,8 @@ func TestSandboxPrivateNamed(t *testing.T) {
 		t.Fatalf("planPrivate() = nil, %q", why)
 	}
 	got := map[string]bool{}
-	for _, b := range pl.binds {
-		got[b.path] = b.rw
+	for _, b := range pl.Binds {
+		got[b.Path] = b.RW
 	}
 	for _, f := range []string{cfg, bin} {
 		if rw, ok := got[f]; !ok || rw {
@@ -144,14 +144,14 @@ func TestSandboxPrivateNamed(t *testing.T) {
 		}
 	}
 	if _, ok := got[r.home+"/.ssh/id_ed25519"]; ok {
-		t.Errorf("the hidden key is planned as a bind: %v", pl.binds)
+		t.Errorf("the hidden key is planned as a bind: %v", pl.Binds)
 	}
 	// A longer path that ends like one beneath /tmp names no /tmp path.
 	p.Named = []string{"X=/var" + cfg, "--cache=/home/u" + bin}
 	if pl, _ = planPrivate(p); pl != nil {
-		for _, b := range pl.binds {
-			if b.path == cfg || b.path == bin {
-				t.Errorf("%s planned as a bind from a path that only ends like it", b.path)
+		for _, b := range pl.Binds {
+			if b.Path == cfg || b.Path == bin {
+				t.Errorf("%s planned as a bind from a path that only ends like it", b.Path)
 			}
 		}
 	}

@@ -11,6 +11,7 @@ import (
 	"regexp"
 	"slices"
 	"strings"
+	"sync"
 
 	"golang.org/x/sys/unix"
 )
@@ -387,6 +388,9 @@ func mountPoint(path string, dir bool, link string, tmpfs []uint64) (bool, error
 	return true, nil
 }
 
+// privateProbe is ProbePrivate's answer, asked once.
+var privateProbe = sync.OnceValue(ProbePrivate)
+
 // ProbePrivate reports whether this process can give a run private /tmp
 // and /dev/shm: nil if so (it may make a mount namespace), else why not.
 // It tries on a thread of its own, which ends with the try (Retired).
@@ -399,8 +403,13 @@ func ProbePrivate() error {
 
 // PrivatePlan returns r's private /tmp and /dev/shm as a process that
 // applies r itself (File) gives them to itself with EnterPrivate, or nil
-// where r has none.
+// where r has none. Where this process cannot make them (ProbePrivate),
+// Build leaves them unplanned and the first call plans them.
 func (r *Ruleset) PrivatePlan() []byte {
+	if r != nil && r.later != nil {
+		r.private, r.noPriv = planPrivate(*r.later)
+		r.later = nil
+	}
 	if r == nil || r.private == nil {
 		return nil
 	}

@@ -64,7 +64,8 @@ func TestSandboxPrivateRoots(t *testing.T) {
 
 // TestSandboxPrivateHiddenBeneath: a hidden path beneath a path the run
 // is given beneath /tmp would be readable through the tmpfs's rule, so
-// the run keeps the host's /tmp, and Private says why.
+// the run keeps the host's /tmp, no plan is handed to a first stage, and
+// Private says why.
 func TestSandboxPrivateHiddenBeneath(t *testing.T) {
 	requireLandlock(t)
 	r := newRig(t)
@@ -75,6 +76,9 @@ func TestSandboxPrivateHiddenBeneath(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer rs.Close()
+	if plan := rs.PrivatePlan(); plan != nil {
+		t.Errorf("PrivatePlan() = %s; want none", plan)
+	}
 	if ok, why := rs.Private(); ok || !strings.Contains(why, r.work+"/src") {
 		t.Errorf("Private() = %v, %q; want false, naming the hidden path", ok, why)
 	}
@@ -288,4 +292,30 @@ func TestSandboxPrivateLinkBeneathBind(t *testing.T) {
 		{"write-tmp", "echo x > " + tmp + " && cat " + tmp, true},
 	})
 	assertPrivate(t, rs)
+}
+
+// TestSandboxPrivatePlannedWhereItHolds: Build plans the private roots
+// only where this process can make them (the forking thread's route);
+// elsewhere Private says why from the start, and PrivatePlan still plans
+// them for a first stage that can (in a user namespace of its own).
+func TestSandboxPrivatePlannedWhereItHolds(t *testing.T) {
+	requireLandlock(t)
+	r := newRig(t)
+	p := r.policy(ReadOnly)
+	p.Private = true
+	rs, err := Build(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rs.Close()
+	probe := ProbePrivate()
+	if planned := rs.private != nil; planned != (probe == nil) {
+		t.Errorf("planned by Build: %v; ProbePrivate() = %v", planned, probe)
+	}
+	if ok, why := rs.Private(); probe != nil && (ok || !strings.Contains(why, "CAP_SYS_ADMIN")) {
+		t.Errorf("Private() = %v, %q; want false, naming the capability", ok, why)
+	}
+	if rs.PrivatePlan() == nil {
+		t.Error("PrivatePlan() = nil; want a plan for a first stage")
+	}
 }

@@ -13,17 +13,24 @@ import (
 	"github.com/clinvoke/clinvoke/internal/sandbox"
 )
 
-// TestSandboxNetPrivateWhy: where the first stage of WrapPrivate cannot
-// give the run its private /tmp and /dev/shm (here: the descriptor it is
-// given is no Landlock ruleset), the host learns why, not only that.
-func TestSandboxNetPrivateWhy(t *testing.T) {
-	defer goleak.VerifyNone(t)
+// requireWrapLandlock skips t where the host has no Landlock or no
+// unprivileged user namespace for WrapPrivate.
+func requireWrapLandlock(t *testing.T) {
+	t.Helper()
 	if _, err := sandbox.Probe(); err != nil {
 		t.Skipf("no Landlock here: %v", err)
 	}
 	if err := ProbeWrap(); err != nil {
 		t.Skipf("this host gives no unprivileged user namespace: %v", err)
 	}
+}
+
+// TestSandboxNetPrivateWhy: where the first stage of WrapPrivate cannot
+// give the run its private /tmp and /dev/shm (here: the descriptor it is
+// given is no Landlock ruleset), the host learns why, not only that.
+func TestSandboxNetPrivateWhy(t *testing.T) {
+	defer goleak.VerifyNone(t)
+	requireWrapLandlock(t)
 	n, err := New(nil)
 	if err != nil {
 		t.Fatal(err)
@@ -61,12 +68,7 @@ func TestSandboxNetPrivateWhy(t *testing.T) {
 // reaches the first stage, which binds every file back.
 func TestSandboxNetPrivateLargePlan(t *testing.T) {
 	defer goleak.VerifyNone(t)
-	if _, err := sandbox.Probe(); err != nil {
-		t.Skipf("no Landlock here: %v", err)
-	}
-	if err := ProbeWrap(); err != nil {
-		t.Skipf("this host gives no unprivileged user namespace: %v", err)
-	}
+	requireWrapLandlock(t)
 	work := t.TempDir()
 	dir, err := os.MkdirTemp("/tmp", "clinvoke-many-")
 	if err != nil {

@@ -46,7 +46,8 @@
 //     command cannot hold the ruleset itself, since the new namespace's
 //     id maps are written from it. WrapPrivate also has it give the run
 //     its private /tmp and /dev/shm first, in a mount namespace of its
-//     own (internal/sandbox's plan).
+//     own (internal/sandbox's plan); where it cannot, it tells the host
+//     why in the same message (PrivateWhy).
 //
 // Either way, goroutines of the host's namespace serve the listeners, so
 // their dials leave from the host, and the namespace ends with the last

@@ -10,9 +10,10 @@ import (
 	"net/http"
 	"os"
 	"os/exec"
-	"runtime"
 	"strings"
 	"time"
+
+	"github.com/clinvoke/clinvoke/internal/sandbox"
 )
 
 // helperEnv names the variable that makes the test binary run a helper
@@ -122,12 +123,7 @@ func unprivileged() int {
 		report("new", err)
 		return 1
 	}
-	done := make(chan error)
-	go func() {
-		runtime.LockOSThread()
-		done <- n.Enter()
-	}()
-	report("enter", <-done)
+	report("enter", sandbox.Retired(n.Enter))
 	n.Close()
 	return 0
 }

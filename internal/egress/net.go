@@ -7,12 +7,13 @@ import (
 	"net/netip"
 	"os"
 	"os/exec"
-	"runtime"
 	"slices"
 	"strconv"
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/clinvoke/clinvoke/internal/sandbox"
 )
 
 // ProxyPort is the port the proxy listens on at 127.0.0.1 inside a run's
@@ -54,15 +55,17 @@ func (e *NamespaceError) Unwrap() []error { return []error{ErrUnavailable, e.Err
 // the run's environment, Enter on the locked OS thread that then forks
 // the run's first process, Close once the run's tree is gone.
 type Net struct {
-	proxy     *Proxy
-	port      int
-	forwards  []netip.AddrPort
-	dialTo    map[netip.AddrPort]string // a forward's host address when not its own: "localhost:PORT"
-	enterOnce sync.Once
-	enterErr  error
-	wrapped   *os.File // the host's end of Wrap's socket
-	stageEnd  *os.File // the first stage's end, closed by Started
-	private   bool     // the first stage gave the run its private /tmp and /dev/shm
+	proxy      *Proxy
+	port       int
+	forwards   []netip.AddrPort
+	dialTo     map[netip.AddrPort]string // a forward's host address when not its own: "localhost:PORT"
+	enterOnce  sync.Once
+	enterErr   error
+	wrapped    *os.File // the host's end of Wrap's socket
+	stageEnd   *os.File // the first stage's end, closed by Started
+	plan       *os.File // the private roots' plan for the first stage, closed by Started
+	private    bool     // the first stage gave the run its private /tmp and /dev/shm
+	privateWhy string   // else why not, as the first stage said
 }
 
 // New returns the sandbox cfg describes (nil means a zero Config: no
@@ -161,16 +164,12 @@ func (n *Net) Enter() error {
 // which ends once cmd has started, so that the thread runs nothing else
 // in the namespace. It returns Enter's error, or cmd.Start's.
 func (n *Net) Start(cmd *exec.Cmd) error {
-	done := make(chan error, 1)
-	go func() {
-		runtime.LockOSThread() // never unlocked: the thread ends with this goroutine
+	return sandbox.Retired(func() error {
 		if err := n.Enter(); err != nil {
-			done <- err
-			return
+			return err
 		}
-		done <- cmd.Start()
-	}()
-	return <-done
+		return cmd.Start()
+	})
 }
 
 // enter is Enter's one run.
@@ -312,9 +311,23 @@ func (n *Net) Close() error {
 		n.stageEnd.Close()
 		n.wrapped.Close()
 	}
+	n.closePlan()
 	return n.proxy.Close()
+}
+
+// closePlan closes the host's copy of the private roots' plan, if any.
+func (n *Net) closePlan() {
+	if n.plan != nil {
+		n.plan.Close()
+		n.plan = nil
+	}
 }
 
 // PrivateHeld reports, once Started returned nil, whether the first
 // stage of WrapPrivate gave the run its private /tmp and /dev/shm.
 func (n *Net) PrivateHeld() bool { return n.private }
+
+// PrivateWhy returns, once Started returned nil, why the first stage of
+// WrapPrivate could not give the run its private /tmp and /dev/shm, as
+// it said: empty where they hold, or where they were not asked for.
+func (n *Net) PrivateWhy() string { return n.privateWhy }

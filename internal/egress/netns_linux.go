@@ -3,9 +3,10 @@ package egress
 import (
 	"errors"
 	"os"
-	"runtime"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/clinvoke/clinvoke/internal/sandbox"
 )
 
 // enterNamespace moves the calling thread into a new network namespace
@@ -68,13 +69,4 @@ func ipv6Loopback() bool {
 // is missing. It tries, on a thread of its own that ends with the try, so
 // it answers for seccomp filters and container limits too; it costs about
 // what a run's namespace costs.
-func Probe() error {
-	done := make(chan error, 1)
-	go func() {
-		// Never unlocked: the thread ends with this goroutine, and its
-		// namespace with it.
-		runtime.LockOSThread()
-		done <- enterNamespace()
-	}()
-	return <-done
-}
+func Probe() error { return sandbox.Retired(enterNamespace) }

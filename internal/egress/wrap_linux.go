@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"os"
 	"os/exec"
@@ -28,9 +29,12 @@ type stageSpec struct {
 	// Ruleset, if not 0, is the descriptor of a Landlock ruleset to
 	// apply (after PR_SET_NO_NEW_PRIVS) just before the execution.
 	Ruleset int
-	// Private, if not empty, is the ruleset's private /tmp and /dev/shm
-	// (sandbox.Ruleset.PrivatePlan), made before the listeners are sent.
-	Private json.RawMessage `json:",omitempty"`
+	// Private, if not 0, is the descriptor of a file that holds the
+	// ruleset's private /tmp and /dev/shm (sandbox.Ruleset.PrivatePlan),
+	// made before the listeners are sent. A file, not this variable: a
+	// plan may name thousands of paths, and one string of the environment
+	// holds at most 128 KiB (E2BIG).
+	Private int `json:",omitempty"`
 }
 
 // init runs the first stage when this binary was started by Wrap. It
@@ -64,7 +68,10 @@ func runStage(v string) int {
 	if err := loopbackUp(); err != nil {
 		return fail(fmt.Errorf("bring lo up: %w", err))
 	}
+	// The listeners' files stay referenced until they are sent: a
+	// collected *os.File closes its descriptor.
 	var fds []int
+	var files []*os.File
 	for _, a := range spec.Listen {
 		l, err := net.Listen("tcp", a)
 		if err != nil {
@@ -74,19 +81,27 @@ func runStage(v string) int {
 		if err != nil {
 			return fail(err)
 		}
-		fds = append(fds, int(f.Fd()))
+		fds, files = append(fds, int(f.Fd())), append(files, f)
 	}
-	// The first byte says whether the private roots hold (1) or not (0).
+	// The first byte says whether the private roots hold (1) or not (0);
+	// where they were asked for and do not, the rest says why.
 	held := []byte{0}
-	if len(spec.Private) > 0 && spec.Ruleset != 0 {
-		if err := sandbox.EnterPrivate(spec.Private, spec.Ruleset); err == nil {
+	if spec.Private != 0 && spec.Ruleset != 0 {
+		plan, err := readPlan(spec.Private)
+		if err == nil {
+			err = sandbox.EnterPrivate(plan, spec.Ruleset)
+		}
+		if err == nil {
 			held[0] = 1
+		} else {
+			held = append(held, truncate(err.Error(), maxWhy)...)
 		}
 	}
 	if err := unix.Sendmsg(spec.FD, held, unix.UnixRights(fds...), nil, 0); err != nil {
 		fmt.Fprintln(os.Stderr, "egress: send the listeners:", err)
 		return 127
 	}
+	runtime.KeepAlive(files)
 	unix.Close(spec.FD)
 	if spec.Path == "" {
 		return 0
@@ -114,6 +129,36 @@ func runStage(v string) int {
 	err := syscall.Exec(spec.Path, os.Args, os.Environ())
 	fmt.Fprintf(os.Stderr, "egress: execute %s: %v\n", spec.Path, err)
 	return 127
+}
+
+// readPlan reads the private roots' plan from the file open at fd, and
+// closes it.
+func readPlan(fd int) ([]byte, error) {
+	f := os.NewFile(uintptr(fd), "private-plan")
+	defer f.Close()
+	plan, err := io.ReadAll(f)
+	if err != nil {
+		return nil, fmt.Errorf("egress: read the private roots' plan: %w", err)
+	}
+	return plan, nil
+}
+
+// planFile returns a file in memory that holds plan, read from its start.
+func planFile(plan []byte) (*os.File, error) {
+	fd, err := unix.MemfdCreate("clinvoke-private-plan", unix.MFD_CLOEXEC)
+	if err != nil {
+		return nil, fmt.Errorf("egress: a file for the private roots' plan: memfd_create: %w", err)
+	}
+	f := os.NewFile(uintptr(fd), "private-plan")
+	if _, err := f.Write(plan); err != nil {
+		f.Close()
+		return nil, fmt.Errorf("egress: write the private roots' plan: %w", err)
+	}
+	if _, err := f.Seek(0, io.SeekStart); err != nil {
+		f.Close()
+		return nil, fmt.Errorf("egress: rewind the private roots' plan: %w", err)
+	}
+	return f, nil
 }
 
 // Wrap prepares cmd, not yet started, to start in the sandbox without
@@ -179,7 +224,13 @@ func (n *Net) wrap(cmd *exec.Cmd, ruleset *os.File, plan []byte) error {
 	if ruleset != nil {
 		spec.Ruleset = 3 + len(cmd.ExtraFiles)
 		cmd.ExtraFiles = append(cmd.ExtraFiles, ruleset)
-		spec.Private = plan
+		if len(plan) > 0 {
+			if n.plan, err = planFile(plan); err != nil {
+				return err // Close closes the socket
+			}
+			spec.Private = 3 + len(cmd.ExtraFiles)
+			cmd.ExtraFiles = append(cmd.ExtraFiles, n.plan)
+		}
 	}
 	b, _ := json.Marshal(spec)
 	if cmd.Env == nil {
@@ -191,7 +242,7 @@ func (n *Net) wrap(cmd *exec.Cmd, ruleset *os.File, plan []byte) error {
 		cmd.SysProcAttr = &syscall.SysProcAttr{}
 	}
 	wrapAttr(cmd.SysProcAttr)
-	if len(spec.Private) > 0 {
+	if spec.Private != 0 {
 		// For the mount namespace; dropped with the rest before the
 		// execution.
 		cmd.SysProcAttr.AmbientCaps = append(cmd.SysProcAttr.AmbientCaps, unix.CAP_SYS_ADMIN)
@@ -221,24 +272,38 @@ func (n *Net) Started() error {
 		return errors.New("egress: Started without Wrap")
 	}
 	n.stageEnd.Close()
-	ls, held, err := receiveListeners(n.wrapped)
+	n.closePlan()
+	ls, held, why, err := receiveListeners(n.wrapped)
 	n.wrapped.Close()
 	if err != nil {
 		return err
 	}
-	n.private = held
+	n.private, n.privateWhy = held, why
 	n.serve(ls)
 	return nil
 }
 
+// maxWhy bounds the first stage's reason for not giving the private
+// roots, so that its message fits the host's buffer.
+const maxWhy = 2048
+
+// truncate returns s cut to at most n bytes.
+func truncate(s string, n int) string {
+	if len(s) > n {
+		return s[:n]
+	}
+	return s
+}
+
 // receiveListeners reads the first stage's message on c: the listeners,
-// or the text of its error.
-func receiveListeners(c *os.File) ([]net.Listener, bool, error) {
+// whether the private roots hold and if not why, or the text of its
+// error.
+func receiveListeners(c *os.File) (ls []net.Listener, held bool, why string, err error) {
 	buf := make([]byte, 4096)
 	oob := make([]byte, unix.CmsgSpace(4*64))
 	nb, noob, _, _, err := unix.Recvmsg(int(c.Fd()), buf, oob, unix.MSG_CMSG_CLOEXEC)
 	if err != nil {
-		return nil, false, &NamespaceError{Op: "receive the listeners", Err: err, Missing: "the first stage in the new namespaces did not answer"}
+		return nil, false, "", &NamespaceError{Op: "receive the listeners", Err: err, Missing: "the first stage in the new namespaces did not answer"}
 	}
 	var fds []int
 	if msgs, err := unix.ParseSocketControlMessage(oob[:noob]); err == nil {
@@ -249,13 +314,12 @@ func receiveListeners(c *os.File) ([]net.Listener, bool, error) {
 		}
 	}
 	if len(fds) == 0 {
-		why := errors.New("the first stage exited")
+		cause := errors.New("the first stage exited")
 		if nb > 0 {
-			why = errors.New(string(buf[:nb]))
+			cause = errors.New(string(buf[:nb]))
 		}
-		return nil, false, &NamespaceError{Op: "set up the new namespaces", Err: why, Missing: "unprivileged user namespaces with a loopback this user may bring up"}
+		return nil, false, "", &NamespaceError{Op: "set up the new namespaces", Err: cause, Missing: "unprivileged user namespaces with a loopback this user may bring up"}
 	}
-	var ls []net.Listener
 	for _, fd := range fds {
 		f := os.NewFile(uintptr(fd), "egress-listener")
 		l, err := net.FileListener(f)
@@ -264,11 +328,14 @@ func receiveListeners(c *os.File) ([]net.Listener, bool, error) {
 			for _, l := range ls {
 				l.Close()
 			}
-			return nil, false, &NamespaceError{Op: "use a received listener", Err: err, Missing: "a listening socket from the first stage"}
+			return nil, false, "", &NamespaceError{Op: "use a received listener", Err: err, Missing: "a listening socket from the first stage"}
 		}
 		ls = append(ls, l)
 	}
-	return ls, nb > 0 && buf[0] == 1, nil
+	if nb > 1 {
+		why = string(buf[1:nb])
+	}
+	return ls, nb > 0 && buf[0] == 1, why, nil
 }
 
 // ProbeWrap reports whether Wrap can give a run a network sandbox here:

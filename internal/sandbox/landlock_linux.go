@@ -35,6 +35,7 @@ type Ruleset struct {
 
 	private *privatePlan // nil without private roots
 	noPriv  string       // why there are none
+	later   *Policy      // planned by PrivatePlan only: this process cannot make them
 	ran     bool         // Restrict ran
 	ns      *os.File     // the private roots' mount namespace, held (see Namespace)
 }
@@ -162,6 +163,14 @@ func Build(p Policy) (*Ruleset, error) {
 	if err := b.policy(p); err != nil {
 		r.Close()
 		return nil, err
+	}
+	if p.Private {
+		if err := privateProbe(); err != nil {
+			// Restrict could not make them; a first stage in a user
+			// namespace of its own may (PrivatePlan).
+			r.noPriv, r.later = err.Error(), &p
+			return r, nil
+		}
 	}
 	r.private, r.noPriv = planPrivate(p)
 	return r, nil

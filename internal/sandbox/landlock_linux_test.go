@@ -8,7 +8,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"runtime"
 	"slices"
 	"strings"
 	"testing"
@@ -70,34 +69,35 @@ func run(t *testing.T, p Policy, probes []probe) {
 		t.Fatal(err)
 	}
 	defer rs.Close()
+	runBuilt(t, rs, p.Workdir, probes)
+}
+
+// runBuilt is run for the ruleset rs, built beforehand, the shell started
+// in dir.
+func runBuilt(t *testing.T, rs *Ruleset, dir string, probes []probe) {
+	t.Helper()
 	var script strings.Builder
 	for _, pr := range probes {
 		fmt.Fprintf(&script, "if ( %s ) >/dev/null 2>&1; then echo '%s yes'; else echo '%s no'; fi\n", pr.command, pr.name, pr.name)
 	}
-	type result struct {
-		out []byte
-		err error
-	}
-	done := make(chan result, 1)
-	go func() {
-		// The thread stays locked: it ends with the goroutine, never
-		// running another goroutine under the ruleset.
-		runtime.LockOSThread()
+	// The thread ends with the shell's run, never running another
+	// goroutine under the ruleset.
+	var out []byte
+	err := Retired(func() error {
 		if err := rs.Restrict(); err != nil {
-			done <- result{err: err}
-			return
+			return err
 		}
 		cmd := exec.Command("/bin/sh", "-c", script.String())
-		cmd.Dir = p.Workdir
-		out, err := cmd.Output()
-		done <- result{out, err}
-	}()
-	res := <-done
-	if res.err != nil {
-		t.Fatalf("sandboxed shell: %v", res.err)
+		cmd.Dir = dir
+		var err error
+		out, err = cmd.Output()
+		return err
+	})
+	if err != nil {
+		t.Fatalf("sandboxed shell: %v", err)
 	}
 	got := map[string]bool{}
-	for _, line := range strings.Split(strings.TrimSpace(string(res.out)), "\n") {
+	for _, line := range strings.Split(strings.TrimSpace(string(out)), "\n") {
 		name, verdict, _ := strings.Cut(line, " ")
 		got[name] = verdict == "yes"
 	}

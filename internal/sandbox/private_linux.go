@@ -4,13 +4,14 @@ package sandbox
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
 	"regexp"
-	"runtime"
 	"slices"
 	"strings"
+	"sync"
 
 	"golang.org/x/sys/unix"
 )
@@ -32,18 +33,23 @@ import (
 // privateRoots are the directories a run gets a tmpfs of its own on.
 var privateRoots = []string{"/tmp", "/dev/shm"}
 
+// clonedHook, if not nil, runs once the binds are cloned, before the
+// tmpfs covers them: a test changes the host there.
+var clonedHook func()
+
 // A bind is a host path given to the run beneath a private root, cloned
 // back at its path.
 type bind struct {
-	path string
-	rw   bool
+	Path string `json:"path"`
+	RW   bool   `json:"rw,omitempty"`
 }
 
 // privatePlan is what the forking thread mounts: binds sorted so that a
-// path comes after the paths above it.
+// path comes after the paths above it. PrivatePlan hands it to another
+// process in JSON.
 type privatePlan struct {
-	binds    []bind
-	settings []string // files bound read-only over themselves
+	Binds    []bind   `json:"binds"`
+	Settings []string `json:"settings,omitempty"` // files bound read-only over themselves
 }
 
 // namedPath matches a path beneath a private root inside a longer text
@@ -77,7 +83,7 @@ func planPrivate(p Policy) (*privatePlan, string) {
 		for _, q := range paths {
 			if beneathPrivate(q) && !darkAt(q, hidden, visible) {
 				if _, err := os.Lstat(q); err == nil {
-					binds = append(binds, bind{path: q, rw: rw})
+					binds = append(binds, bind{Path: q, RW: rw})
 				}
 			}
 		}
@@ -117,17 +123,17 @@ func planPrivate(p Policy) (*privatePlan, string) {
 	for _, text := range p.Named {
 		for _, sm := range namedPath.FindAllStringSubmatch(text, -1) {
 			m := sm[1]
-			if !slices.ContainsFunc(binds[:given], func(b bind) bool { return under(filepath.Clean(m), b.path) }) {
+			if !slices.ContainsFunc(binds[:given], func(b bind) bool { return under(filepath.Clean(m), b.Path) }) {
 				add(m, all)
 			}
 		}
 	}
-	slices.SortStableFunc(binds, func(a, b bind) int { return strings.Compare(a.path, b.path) })
+	slices.SortStableFunc(binds, func(a, b bind) int { return strings.Compare(a.Path, b.Path) })
 	// One bind per path, writable if any asks so.
 	var out []bind
 	for _, b := range binds {
-		if n := len(out); n > 0 && out[n-1].path == b.path {
-			out[n-1].rw = out[n-1].rw || b.rw
+		if n := len(out); n > 0 && out[n-1].Path == b.Path {
+			out[n-1].RW = out[n-1].RW || b.RW
 			continue
 		}
 		out = append(out, b)
@@ -135,22 +141,22 @@ func planPrivate(p Policy) (*privatePlan, string) {
 	binds = out
 	for _, b := range binds {
 		for _, h := range hidden {
-			if h != b.path && under(h, b.path) {
+			if h != b.Path && under(h, b.Path) {
 				// The tmpfs's rule would make it readable through the bind.
-				return nil, fmt.Sprintf("the hidden path %s lies beneath %s, which the run is given beneath a private root", h, b.path)
+				return nil, fmt.Sprintf("the hidden path %s lies beneath %s, which the run is given beneath a private root", h, b.Path)
 			}
 		}
 	}
-	pl := &privatePlan{binds: binds}
+	pl := &privatePlan{Binds: binds}
 	if all {
 		return pl, "" // no ceiling on writes: the settings too
 	}
 	for _, f := range clean(p.Settings) {
-		if beneathPrivate(f) && !slices.ContainsFunc(binds, func(b bind) bool { return under(f, b.path) }) {
+		if beneathPrivate(f) && !slices.ContainsFunc(binds, func(b bind) bool { return under(f, b.Path) }) {
 			continue // not the run's to see
 		}
 		if fi, err := os.Lstat(f); err == nil && fi.Mode().IsRegular() {
-			pl.settings = append(pl.settings, f)
+			pl.Settings = append(pl.Settings, f)
 		}
 	}
 	return pl, ""
@@ -170,6 +176,13 @@ func beneathPrivate(p string) bool {
 // its private roots, and adds to b the rule that lets the run use them. It
 // returns an error, with the thread's view of the filesystem the host's
 // again, when a step fails (no CAP_SYS_ADMIN: EPERM).
+//
+// What changed in the host since the plan costs only its own bind: a path
+// gone (ENOENT, ENOTDIR) is left out, and so is one that could be moved
+// back only by making something outside the private roots' own tmpfs (in
+// a tree bound from the host) or through a symbolic link. A path that is
+// a symbolic link is made again as one in the tmpfs, its target bound
+// where the run is given it.
 func (pl *privatePlan) enter(b *builder) error {
 	if err := unix.Unshare(unix.CLONE_NEWNS); err != nil {
 		return fmt.Errorf("unshare(CLONE_NEWNS): %w", err)
@@ -178,25 +191,53 @@ func (pl *privatePlan) enter(b *builder) error {
 	if err := unix.Mount("", "/", "", unix.MS_REC|unix.MS_SLAVE, ""); err != nil {
 		return fmt.Errorf("make / a slave: %w", err)
 	}
-	clones := make([]int, len(pl.binds))
+	// Each bind's clone (fd > 0), or the target of the link it is (link
+	// set), or neither: gone from the host.
+	type source struct {
+		fd   int
+		dir  bool
+		link string
+	}
+	srcs := make([]source, len(pl.Binds))
 	defer func() {
-		for _, fd := range clones {
-			if fd > 0 {
-				unix.Close(fd)
+		for _, s := range srcs {
+			if s.fd > 0 {
+				unix.Close(s.fd)
 			}
 		}
 	}()
-	for i, bd := range pl.binds {
-		fd, err := unix.OpenTree(unix.AT_FDCWD, bd.path, unix.OPEN_TREE_CLONE|unix.O_CLOEXEC|unix.AT_RECURSIVE)
-		if err != nil {
-			return fmt.Errorf("clone %s: %w", bd.path, err)
+	for i, bd := range pl.Binds {
+		var err error
+		if srcs[i].link, err = os.Readlink(bd.Path); err == nil {
+			continue
 		}
-		clones[i] = fd
-		if !bd.rw {
+		fd, err := unix.OpenTree(unix.AT_FDCWD, bd.Path, unix.OPEN_TREE_CLONE|unix.O_CLOEXEC|unix.AT_RECURSIVE|unix.AT_SYMLINK_NOFOLLOW)
+		if gone(err) {
+			continue
+		}
+		if err != nil {
+			return fmt.Errorf("clone %s: %w", bd.Path, err)
+		}
+		srcs[i].fd = fd
+		var st unix.Stat_t
+		if err := unix.Fstat(fd, &st); err != nil {
+			return fmt.Errorf("stat the clone of %s: %w", bd.Path, err)
+		}
+		if st.Mode&unix.S_IFMT == unix.S_IFLNK {
+			// Made a link since Readlink: left out.
+			unix.Close(fd)
+			srcs[i].fd = 0
+			continue
+		}
+		srcs[i].dir = st.Mode&unix.S_IFMT == unix.S_IFDIR
+		if !bd.RW {
 			if err := unix.MountSetattr(fd, "", unix.AT_EMPTY_PATH|unix.AT_RECURSIVE, &unix.MountAttr{Attr_set: unix.MOUNT_ATTR_RDONLY}); err != nil {
-				return fmt.Errorf("make the clone of %s read-only: %w", bd.path, err)
+				return fmt.Errorf("make the clone of %s read-only: %w", bd.Path, err)
 			}
 		}
+	}
+	if clonedHook != nil {
+		clonedHook()
 	}
 	var mounted []string
 	undo := func(err error) error {
@@ -205,6 +246,7 @@ func (pl *privatePlan) enter(b *builder) error {
 		}
 		return err
 	}
+	var tmpfs []uint64 // the mount IDs of the private roots' tmpfs
 	for _, root := range privateRoots {
 		if fi, err := os.Lstat(root); err != nil || !fi.IsDir() {
 			continue // a host without it, or a link: left as it is
@@ -213,24 +255,41 @@ func (pl *privatePlan) enter(b *builder) error {
 			return undo(fmt.Errorf("mount a tmpfs on %s: %w", root, err))
 		}
 		mounted = append(mounted, root)
-	}
-	for i, bd := range pl.binds {
-		if err := mountPoint(clones[i], bd.path); err != nil {
+		id, err := mountID(root)
+		if err != nil {
 			return undo(err)
 		}
-		if err := unix.MoveMount(clones[i], "", unix.AT_FDCWD, bd.path, unix.MOVE_MOUNT_F_EMPTY_PATH); err != nil {
-			return undo(fmt.Errorf("bind %s back: %w", bd.path, err))
-		}
-		unix.Close(clones[i])
-		clones[i] = 0
+		tmpfs = append(tmpfs, id)
 	}
-	for _, f := range pl.settings {
-		if err := holdFile(f); err != nil {
+	for i, bd := range pl.Binds {
+		s := srcs[i]
+		if s.fd <= 0 && s.link == "" {
+			continue // gone
+		}
+		ok, err := mountPoint(bd.Path, s.dir, s.link, tmpfs)
+		if err != nil {
 			return undo(err)
 		}
-		mounted = append(mounted, f)
+		if !ok || s.link != "" {
+			continue
+		}
+		if err := unix.MoveMount(s.fd, "", unix.AT_FDCWD, bd.Path, unix.MOVE_MOUNT_F_EMPTY_PATH); err != nil && !gone(err) {
+			return undo(fmt.Errorf("bind %s back: %w", bd.Path, err))
+		}
+		unix.Close(s.fd)
+		srcs[i].fd = 0
 	}
-	for _, root := range mounted[:len(mounted)-len(pl.settings)] {
+	roots := len(mounted)
+	for _, f := range pl.Settings {
+		held, err := holdFile(f)
+		if err != nil {
+			return undo(err)
+		}
+		if held {
+			mounted = append(mounted, f)
+		}
+	}
+	for _, root := range mounted[:roots] {
 		if err := b.add(root, b.rt.all, false); err != nil {
 			return undo(err)
 		}
@@ -238,90 +297,123 @@ func (pl *privatePlan) enter(b *builder) error {
 	return nil
 }
 
+// gone reports whether err says that a path is no longer there.
+func gone(err error) bool {
+	return errors.Is(err, unix.ENOENT) || errors.Is(err, unix.ENOTDIR)
+}
+
+// mountID returns the ID of the mount path is on (not following a final
+// symbolic link).
+func mountID(path string) (uint64, error) {
+	var stx unix.Statx_t
+	if err := unix.Statx(unix.AT_FDCWD, path, unix.AT_SYMLINK_NOFOLLOW, unix.STATX_MNT_ID, &stx); err != nil {
+		return 0, fmt.Errorf("statx %s: %w", path, err)
+	}
+	if stx.Mask&unix.STATX_MNT_ID == 0 {
+		return 0, fmt.Errorf("statx %s: the kernel gave no mount ID (Linux 5.8 or later)", path)
+	}
+	return stx.Mnt_id, nil
+}
+
 // holdFile binds the file at path read-only over itself: it can then be
 // neither written, nor truncated (EROFS), nor removed, nor renamed, nor
-// replaced by a rename (EBUSY: a mount point).
-func holdFile(path string) error {
+// replaced by a rename (EBUSY: a mount point). It returns false, and no
+// error, where the file is gone.
+func holdFile(path string) (bool, error) {
 	fd, err := unix.OpenTree(unix.AT_FDCWD, path, unix.OPEN_TREE_CLONE|unix.O_CLOEXEC)
+	if gone(err) {
+		return false, nil
+	}
 	if err != nil {
-		return fmt.Errorf("clone %s: %w", path, err)
+		return false, fmt.Errorf("clone %s: %w", path, err)
 	}
 	defer unix.Close(fd)
 	if err := unix.MountSetattr(fd, "", unix.AT_EMPTY_PATH, &unix.MountAttr{Attr_set: unix.MOUNT_ATTR_RDONLY}); err != nil {
-		return fmt.Errorf("make the clone of %s read-only: %w", path, err)
+		return false, fmt.Errorf("make the clone of %s read-only: %w", path, err)
 	}
-	if err := unix.MoveMount(fd, "", unix.AT_FDCWD, path, unix.MOVE_MOUNT_F_EMPTY_PATH); err != nil {
-		return fmt.Errorf("hold %s read-only: %w", path, err)
+	err = unix.MoveMount(fd, "", unix.AT_FDCWD, path, unix.MOVE_MOUNT_F_EMPTY_PATH)
+	if gone(err) {
+		return false, nil
 	}
-	return nil
+	if err != nil {
+		return false, fmt.Errorf("hold %s read-only: %w", path, err)
+	}
+	return true, nil
 }
 
-// mountPoint makes path, in a private root, a place to move the clone
-// open at fd onto: a directory or an empty file, as the clone is.
-func mountPoint(fd int, path string) error {
-	if _, err := os.Lstat(path); err == nil {
-		return nil // in the host's tree bound above it
-	}
-	var st unix.Stat_t
-	if err := unix.Fstat(fd, &st); err != nil {
-		return fmt.Errorf("stat the clone of %s: %w", path, err)
-	}
-	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
-		return fmt.Errorf("a mount point for %s: %w", path, err)
-	}
-	if st.Mode&unix.S_IFMT == unix.S_IFDIR {
-		if err := os.Mkdir(path, 0o755); err != nil {
-			return fmt.Errorf("a mount point for %s: %w", path, err)
+// mountPoint makes path, in a private root, a place to move a clone onto
+// (a directory where dir, else an empty file), or, where link is not
+// empty, a symbolic link to link. It makes what is missing only in the
+// private roots' own tmpfs (their mount IDs): it returns false, having
+// made nothing, where path or a directory above it is missing in a tree
+// bound from the host (or outside the roots), is a symbolic link, or is
+// not of the clone's kind. An existing link is left as it is (true).
+func mountPoint(path string, dir bool, link string, tmpfs []uint64) (bool, error) {
+	p := "/"
+	for _, name := range strings.Split(strings.TrimPrefix(path, "/"), "/") {
+		parent := p
+		p = filepath.Join(p, name)
+		last := p == path
+		fi, err := os.Lstat(p)
+		switch {
+		case err == nil && fi.Mode()&os.ModeSymlink != 0:
+			return last && link != "", nil
+		case err == nil && last:
+			return link == "" && fi.IsDir() == dir, nil
+		case err == nil && !fi.IsDir():
+			return false, nil
+		case err == nil:
+			continue
+		case !errors.Is(err, os.ErrNotExist):
+			return false, fmt.Errorf("a mount point for %s: %w", path, err)
 		}
-		return nil
+		if id, err := mountID(parent); err != nil || !slices.Contains(tmpfs, id) {
+			return false, nil // it would be made in the host's tree
+		}
+		switch {
+		case !last || (dir && link == ""):
+			err = os.Mkdir(p, 0o755)
+		case link != "":
+			err = os.Symlink(link, p)
+		default:
+			var f *os.File
+			if f, err = os.OpenFile(p, os.O_CREATE|os.O_EXCL|os.O_WRONLY, 0o600); err == nil {
+				err = f.Close()
+			}
+		}
+		if err != nil {
+			return false, fmt.Errorf("a mount point for %s: %w", path, err)
+		}
 	}
-	f, err := os.OpenFile(path, os.O_CREATE|os.O_EXCL|os.O_WRONLY, 0o600)
-	if err != nil {
-		return fmt.Errorf("a mount point for %s: %w", path, err)
-	}
-	return f.Close()
+	return true, nil
 }
+
+// privateProbe is ProbePrivate's answer, asked once.
+var privateProbe = sync.OnceValue(ProbePrivate)
 
 // ProbePrivate reports whether this process can give a run private /tmp
 // and /dev/shm: nil if so (it may make a mount namespace), else why not.
-// It tries on a thread of its own, which ends with the try.
+// It tries on a thread of its own, which ends with the try (Retired).
 func ProbePrivate() error {
-	done := make(chan error, 1)
-	go func() {
-		// Never unlocked: the thread ends with this goroutine, and its
-		// namespace with it.
-		runtime.LockOSThread()
-		done <- unix.Unshare(unix.CLONE_NEWNS)
-	}()
-	if err := <-done; err != nil {
+	if err := Retired(func() error { return unix.Unshare(unix.CLONE_NEWNS) }); err != nil {
 		return fmt.Errorf("a mount namespace for the run's private /tmp and /dev/shm needs CAP_SYS_ADMIN: unshare(CLONE_NEWNS): %w", err)
 	}
 	return nil
 }
 
-// wirePlan is a privatePlan as PrivatePlan hands it to another process.
-type wirePlan struct {
-	Binds    []wireBind `json:"binds"`
-	Settings []string   `json:"settings,omitempty"`
-}
-
-type wireBind struct {
-	Path string `json:"path"`
-	RW   bool   `json:"rw,omitempty"`
-}
-
 // PrivatePlan returns r's private /tmp and /dev/shm as a process that
 // applies r itself (File) gives them to itself with EnterPrivate, or nil
-// where r has none.
+// where r has none. Where this process cannot make them (ProbePrivate),
+// Build leaves them unplanned and the first call plans them.
 func (r *Ruleset) PrivatePlan() []byte {
+	if r != nil && r.later != nil {
+		r.private, r.noPriv = planPrivate(*r.later)
+		r.later = nil
+	}
 	if r == nil || r.private == nil {
 		return nil
 	}
-	w := wirePlan{Settings: r.private.settings}
-	for _, b := range r.private.binds {
-		w.Binds = append(w.Binds, wireBind{Path: b.path, RW: b.rw})
-	}
-	out, _ := json.Marshal(w)
+	out, _ := json.Marshal(r.private)
 	return out
 }
 
@@ -332,17 +424,13 @@ func (r *Ruleset) PrivatePlan() []byte {
 // ruleset afterwards. On error the thread's view of the filesystem is the
 // one it had.
 func EnterPrivate(plan []byte, fd int) error {
-	var w wirePlan
-	if err := json.Unmarshal(plan, &w); err != nil {
+	var pl privatePlan
+	if err := json.Unmarshal(plan, &pl); err != nil {
 		return fmt.Errorf("sandbox: the private roots' plan: %w", err)
 	}
 	abi, err := Probe()
 	if err != nil {
 		return err
-	}
-	pl := &privatePlan{settings: w.Settings}
-	for _, b := range w.Binds {
-		pl.binds = append(pl.binds, bind{path: b.Path, rw: b.RW})
 	}
 	return pl.enter(&builder{fd: fd, rt: rightsFor(abi)})
 }

@@ -6,7 +6,6 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
-	"runtime"
 	"strings"
 	"testing"
 )
@@ -65,7 +64,8 @@ func TestSandboxPrivateRoots(t *testing.T) {
 
 // TestSandboxPrivateHiddenBeneath: a hidden path beneath a path the run
 // is given beneath /tmp would be readable through the tmpfs's rule, so
-// the run keeps the host's /tmp, and Private says why.
+// the run keeps the host's /tmp, no plan is handed to a first stage, and
+// Private says why.
 func TestSandboxPrivateHiddenBeneath(t *testing.T) {
 	requireLandlock(t)
 	r := newRig(t)
@@ -76,6 +76,9 @@ func TestSandboxPrivateHiddenBeneath(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer rs.Close()
+	if plan := rs.PrivatePlan(); plan != nil {
+		t.Errorf("PrivatePlan() = %s; want none", plan)
+	}
 	if ok, why := rs.Private(); ok || !strings.Contains(why, r.work+"/src") {
 		t.Errorf("Private() = %v, %q; want false, naming the hidden path", ok, why)
 	}
@@ -100,12 +103,7 @@ func BenchmarkRestrict(b *testing.B) {
 					b.Fatal(err)
 				}
 				b.StartTimer()
-				done := make(chan error, 1)
-				go func() {
-					runtime.LockOSThread() // never unlocked: retired with the goroutine
-					done <- rs.Restrict()
-				}()
-				if err := <-done; err != nil {
+				if err := Retired(rs.Restrict); err != nil {
 					b.Fatal(err)
 				}
 				if ok, why := rs.Private(); ok != private {
@@ -141,8 +139,8 @@ func TestSandboxPrivateNamed(t *testing.T) {
 		t.Fatalf("planPrivate() = nil, %q", why)
 	}
 	got := map[string]bool{}
-	for _, b := range pl.binds {
-		got[b.path] = b.rw
+	for _, b := range pl.Binds {
+		got[b.Path] = b.RW
 	}
 	for _, f := range []string{cfg, bin} {
 		if rw, ok := got[f]; !ok || rw {
@@ -150,15 +148,174 @@ func TestSandboxPrivateNamed(t *testing.T) {
 		}
 	}
 	if _, ok := got[r.home+"/.ssh/id_ed25519"]; ok {
-		t.Errorf("the hidden key is planned as a bind: %v", pl.binds)
+		t.Errorf("the hidden key is planned as a bind: %v", pl.Binds)
 	}
 	// A longer path that ends like one beneath /tmp names no /tmp path.
 	p.Named = []string{"X=/var" + cfg, "--cache=/home/u" + bin}
 	if pl, _ = planPrivate(p); pl != nil {
-		for _, b := range pl.binds {
-			if b.path == cfg || b.path == bin {
-				t.Errorf("%s planned as a bind from a path that only ends like it", b.path)
+		for _, b := range pl.Binds {
+			if b.Path == cfg || b.Path == bin {
+				t.Errorf("%s planned as a bind from a path that only ends like it", b.Path)
 			}
 		}
+	}
+}
+
+// privateDir makes a directory beneath the host's /tmp, removed after t.
+func privateDir(t *testing.T, pattern string) string {
+	t.Helper()
+	dir, err := os.MkdirTemp("/tmp", pattern)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(dir) })
+	return dir
+}
+
+// assertPrivate fails t unless rs gave its run the private roots.
+func assertPrivate(t *testing.T, rs *Ruleset) {
+	t.Helper()
+	if ok, why := rs.Private(); !ok {
+		t.Errorf("Private() = false, %q; want the private /tmp to hold", why)
+	}
+}
+
+// TestSandboxPrivateVanishedMountPoint: a path the run is given beneath
+// another one it may write, removed from the host once cloned, is not
+// made again on the host to move its clone onto (the bind is left out),
+// and the run still gets its private /tmp.
+func TestSandboxPrivateVanishedMountPoint(t *testing.T) {
+	requirePrivate(t)
+	r := newRig(t)
+	dir := privateDir(t, "clinvoke-vanish-")
+	sub := filepath.Join(dir, "sub")
+	if err := os.Mkdir(sub, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	p := r.policy(ReadOnly)
+	p.Private, p.Writable = true, append(p.Writable, dir, sub)
+	rs, err := Build(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rs.Close()
+	clonedHook = func() {
+		if err := os.Remove(sub); err != nil {
+			t.Error(err)
+		}
+	}
+	t.Cleanup(func() { clonedHook = nil })
+	tmp := "/tmp/clinvoke-sandbox-probe-" + filepath.Base(dir)
+	runBuilt(t, rs, p.Workdir, []probe{
+		{"write-given", "echo x > " + dir + "/f && cat " + dir + "/f", true},
+		{"write-tmp", "echo x > " + tmp + " && cat " + tmp, true},
+	})
+	assertPrivate(t, rs)
+	if _, err := os.Lstat(sub); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("%s was made again on the host: %v", sub, err)
+	}
+	if _, err := os.Lstat(tmp); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("%s reached the host: %v", tmp, err)
+	}
+}
+
+// TestSandboxPrivateVanishedSource: a settings file and a named file
+// removed from the host between Build and Restrict (a CLI saving by
+// rename) cost only their own binds: the run still gets its private /tmp
+// and the rest of what it is given there.
+func TestSandboxPrivateVanishedSource(t *testing.T) {
+	requirePrivate(t)
+	r := newRig(t)
+	dir := privateDir(t, "clinvoke-vanish-")
+	named, kept := filepath.Join(dir, "mcp.json"), filepath.Join(dir, "schema.json")
+	for _, f := range []string{named, kept} {
+		if err := os.WriteFile(f, []byte("{}"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	settings := r.home + "/.codex/config.toml"
+	p := r.policy(ReadOnly)
+	p.Private, p.Settings = true, []string{settings}
+	p.Named = []string{"--mcp-config=" + named, "--output-schema=" + kept}
+	rs, err := Build(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rs.Close()
+	for _, f := range []string{named, settings} {
+		if err := os.Remove(f); err != nil {
+			t.Fatal(err)
+		}
+	}
+	tmp := "/tmp/clinvoke-sandbox-probe-" + filepath.Base(dir)
+	runBuilt(t, rs, p.Workdir, []probe{
+		{"read-kept", "cat " + kept, true},
+		{"write-kept", "echo x > " + kept, false},
+		{"write-tmp", "echo x > " + tmp + " && cat " + tmp, true},
+	})
+	assertPrivate(t, rs)
+	if _, err := os.Lstat(tmp); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("%s reached the host: %v", tmp, err)
+	}
+}
+
+// TestSandboxPrivateLinkBeneathBind: a path the run is given that is a
+// symbolic link, beneath another path it is given, costs nothing: the
+// link reads through to its target, bound at its own path, and a link
+// given at the top of the private /tmp is made there.
+func TestSandboxPrivateLinkBeneathBind(t *testing.T) {
+	requirePrivate(t)
+	r := newRig(t)
+	dir, target := privateDir(t, "clinvoke-link-"), privateDir(t, "clinvoke-target-")
+	if err := os.WriteFile(target+"/f", []byte("target"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	link, top := filepath.Join(dir, "link"), "/tmp/clinvoke-toplink-"+filepath.Base(dir)
+	for _, l := range []string{link, top} {
+		if err := os.Symlink(target, l); err != nil {
+			t.Fatal(err)
+		}
+	}
+	t.Cleanup(func() { os.Remove(top) })
+	p := r.policy(ReadOnly)
+	p.Private, p.Writable = true, append(p.Writable, dir)
+	p.Visible = append(p.Visible, link, top)
+	tmp := "/tmp/clinvoke-sandbox-probe-" + filepath.Base(dir)
+	rs, err := Build(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rs.Close()
+	runBuilt(t, rs, p.Workdir, []probe{
+		{"read-through-link", "test \"$(cat " + link + "/f)\" = target", true},
+		{"read-through-top-link", "test -L " + top + " && test \"$(cat " + top + "/f)\" = target", true},
+		{"write-tmp", "echo x > " + tmp + " && cat " + tmp, true},
+	})
+	assertPrivate(t, rs)
+}
+
+// TestSandboxPrivatePlannedWhereItHolds: Build plans the private roots
+// only where this process can make them (the forking thread's route);
+// elsewhere Private says why from the start, and PrivatePlan still plans
+// them for a first stage that can (in a user namespace of its own).
+func TestSandboxPrivatePlannedWhereItHolds(t *testing.T) {
+	requireLandlock(t)
+	r := newRig(t)
+	p := r.policy(ReadOnly)
+	p.Private = true
+	rs, err := Build(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rs.Close()
+	probe := ProbePrivate()
+	if planned := rs.private != nil; planned != (probe == nil) {
+		t.Errorf("planned by Build: %v; ProbePrivate() = %v", planned, probe)
+	}
+	if ok, why := rs.Private(); probe != nil && (ok || !strings.Contains(why, "CAP_SYS_ADMIN")) {
+		t.Errorf("Private() = %v, %q; want false, naming the capability", ok, why)
+	}
+	if rs.PrivatePlan() == nil {
+		t.Error("PrivatePlan() = nil; want a plan for a first stage")
 	}
 }

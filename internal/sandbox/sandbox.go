@@ -22,6 +22,7 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"runtime"
 	"strings"
 )
 
@@ -203,6 +204,20 @@ func NewTemp() (dir string, remove func() error, err error) {
 		return "", nil, err
 	}
 	return dir, func() error { return os.RemoveAll(dir) }, nil
+}
+
+// Retired runs f on an OS thread of its own, locked to f's goroutine and
+// never unlocked, and returns f's error. The thread ends with the
+// goroutine, and with it whatever f changed in the thread (a namespace, a
+// Landlock domain): no other goroutine ever runs there, and the calling
+// thread (the main one, say) is left as it was.
+func Retired(f func() error) error {
+	done := make(chan error, 1)
+	go func() {
+		runtime.LockOSThread() // never unlocked: the thread ends with this goroutine
+		done <- f()
+	}()
+	return <-done
 }
 
 // lookup returns the value of key in env (the last one wins), or "".

@@ -396,8 +396,8 @@ func (rs *runSandbox) netStarted() error {
 	if err := rs.net.n.Started(); err != nil {
 		return &sandboxError{err: netUnavailable(err)}
 	}
-	if rs.priv = rs.net.n.PrivateHeld(); !rs.priv && rs.on {
-		rs.noPriv = "the first stage in the run's user namespace could not make them"
+	if rs.priv = rs.net.n.PrivateHeld(); !rs.priv && rs.on && rs.net.n.PrivateWhy() != "" {
+		rs.noPriv = "the first stage in the run's user namespace could not make them: " + rs.net.n.PrivateWhy()
 	}
 	return nil
 }

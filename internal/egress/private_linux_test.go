@@ -1,0 +1,125 @@
+package egress
+
+import (
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"go.uber.org/goleak"
+
+	"github.com/clinvoke/clinvoke/internal/sandbox"
+)
+
+// requireWrapLandlock skips t where the host has no Landlock or no
+// unprivileged user namespace for WrapPrivate.
+func requireWrapLandlock(t *testing.T) {
+	t.Helper()
+	if _, err := sandbox.Probe(); err != nil {
+		t.Skipf("no Landlock here: %v", err)
+	}
+	if err := ProbeWrap(); err != nil {
+		t.Skipf("this host gives no unprivileged user namespace: %v", err)
+	}
+}
+
+// TestSandboxNetPrivateWhy: where the first stage of WrapPrivate cannot
+// give the run its private /tmp and /dev/shm (here: the descriptor it is
+// given is no Landlock ruleset), the host learns why, not only that.
+func TestSandboxNetPrivateWhy(t *testing.T) {
+	defer goleak.VerifyNone(t)
+	requireWrapLandlock(t)
+	n, err := New(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer n.Close()
+	notRuleset, err := os.Open(os.DevNull)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer notRuleset.Close()
+	cmd := exec.Command("/bin/true")
+	if err := n.WrapPrivate(cmd, notRuleset, []byte(`{"binds":[]}`)); err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	serr := n.Started()
+	// The stage then fails to apply the ruleset and exits 127.
+	if err := cmd.Wait(); err == nil {
+		t.Error("the command ran without its ruleset")
+	}
+	if serr != nil {
+		t.Fatal(serr)
+	}
+	held, why := n.PrivateHeld(), n.PrivateWhy()
+	if held || !strings.Contains(why, "landlock_add_rule") {
+		t.Errorf("PrivateHeld() = %v, PrivateWhy() = %q; want false and the first stage's reason", held, why)
+	}
+	t.Logf("the first stage's reason: %s", why)
+}
+
+// TestSandboxNetPrivateLargePlan: a plan beyond what one string of the
+// environment may hold (128 KiB: thousands of files named beneath /tmp)
+// reaches the first stage, which binds every file back.
+func TestSandboxNetPrivateLargePlan(t *testing.T) {
+	defer goleak.VerifyNone(t)
+	requireWrapLandlock(t)
+	work := t.TempDir()
+	dir, err := os.MkdirTemp("/tmp", "clinvoke-many-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(dir) })
+	var named []string
+	for i := range 2000 {
+		f := filepath.Join(dir, fmt.Sprintf("file-%04d-%s", i, strings.Repeat("x", 40)))
+		if err := os.WriteFile(f, []byte(fmt.Sprint(i)), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		named = append(named, "--file="+f)
+	}
+	rs, err := sandbox.Build(sandbox.Policy{Level: sandbox.ReadOnly, Workdir: work, Temp: work, Private: true, Named: named})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rs.Close()
+	plan := rs.PrivatePlan()
+	if len(plan) <= 128<<10 {
+		t.Fatalf("the plan holds %d bytes; want more than 128 KiB", len(plan))
+	}
+	ruleset, err := rs.File()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ruleset.Close()
+	n, err := New(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer n.Close()
+	last := strings.TrimPrefix(named[len(named)-1], "--file=")
+	cmd := exec.Command("/bin/cat", last)
+	if err := n.WrapPrivate(cmd, ruleset, plan); err != nil {
+		t.Fatal(err)
+	}
+	var out strings.Builder
+	cmd.Stdout = &out
+	var stderr strings.Builder
+	cmd.Stderr = &stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	serr := n.Started()
+	werr := cmd.Wait()
+	if serr != nil || werr != nil {
+		t.Fatalf("Started: %v; the command: %v\n%s", serr, werr, stderr.String())
+	}
+	if !n.PrivateHeld() || out.String() != "1999" {
+		t.Errorf("PrivateHeld() = %v (%s), the last file read %q; want true and %q", n.PrivateHeld(), n.PrivateWhy(), out.String(), "1999")
+	}
+}

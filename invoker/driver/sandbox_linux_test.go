@@ -16,6 +16,7 @@ import (
 	"github.com/clinvoke/clinvoke/internal/testkit/fakeagent"
 	"github.com/clinvoke/clinvoke/invoker"
 	"github.com/clinvoke/clinvoke/invoker/driver"
+	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
 // The filesystem sandbox through the public API: Claude Code's fake, the
@@ -585,5 +586,79 @@ func TestSandboxSettingsHeld(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// nestEcho is controlBackend whose CLI cannot work inside the sandbox
+// with its own sandbox on (a SandboxNester); asked calls its hook when
+// the backend is asked for the CLI's command, once the Go servers are
+// hosted.
+type nestEcho struct {
+	controlBackend
+	asked func()
+}
+
+func (nestEcho) SandboxRefused() string { return "its own sandbox cannot nest" }
+
+func (b nestEcho) Command(req *invoker.Request) (*driver.Command, error) {
+	b.asked()
+	return b.controlBackend.Command(req)
+}
+
+func (b nestEcho) SessionCommand(req *invoker.SessionRequest) (*driver.Command, error) {
+	b.asked()
+	return b.controlBackend.SessionCommand(req)
+}
+
+// TestSandboxNesterRequiredFailsFirst: where the host lacks the network
+// part, a SandboxNester's run that requires the sandbox below Unlimited
+// fails with ErrSandbox in its check, for OpenSession and Invoke alike:
+// it waits for no room in a full Budget, hosts none of its Go MCP servers
+// and never asks the backend for a command (which would stop the call).
+func TestSandboxNesterRequiredFailsFirst(t *testing.T) {
+	requireSandbox(t)
+	driver.SetNetProbe(t, "", &egress.NamespaceError{Op: "unshare(CLONE_NEWNET)", Err: syscall.EPERM,
+		Missing: "a network namespace needs CAP_SYS_ADMIN: run the program as root"})
+	budget := &invoker.Budget{Runs: 1}
+	work := t.TempDir()
+	holder, err := driver.New(echoBackend{}, invoker.Options{Budget: budget}).OpenSession(context.Background(), invoker.SessionRequest{Workdir: work})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer holder.Close()
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	asked := 0
+	inv := driver.New(nestEcho{controlBackend: controlBackend{echoBackend: echoBackend{caps: allControl}}, asked: func() {
+		asked++
+		cancel() // the run would wait for the Budget: end the wait
+	}}, invoker.Options{Budget: budget})
+	srv := mcp.NewServer(&mcp.Implementation{Name: "tools", Version: "1"}, nil)
+	sreq := invoker.SessionRequest{Workdir: work, Permission: invoker.WorkspaceWrite, Sandbox: invoker.Sandbox{Mode: "required"},
+		MCPServers: []invoker.MCPServer{{Name: "tools", Server: srv}}}
+	queued := 0
+	req := sreq.Request(invoker.TurnRequest{Prompt: "p", OnEvent: func(ev invoker.Event) {
+		if ev.Kind == invoker.KindQueued {
+			queued++
+		}
+	}})
+	_, err = inv.OpenSession(ctx, sreq)
+	res, ierr := inv.Invoke(ctx, req)
+	for _, c := range []struct {
+		call string
+		err  error
+	}{{"OpenSession", err}, {"Invoke", ierr}} {
+		if !errors.Is(c.err, invoker.ErrSandbox) || !strings.Contains(c.err.Error(), "its own sandbox cannot nest") || !strings.Contains(c.err.Error(), "CAP_SYS_ADMIN") {
+			t.Errorf("%s: error = %v, want ErrSandbox naming the reason and CAP_SYS_ADMIN", c.call, c.err)
+		}
+	}
+	if asked != 0 || queued != 0 {
+		t.Errorf("the backend was asked for %d commands and the run queued %d times, want none: the check comes first", asked, queued)
+	}
+	if res == nil || res.ExitCode != -1 || res.Queued != 0 {
+		t.Errorf("Invoke: Result %+v, want ExitCode -1 and no wait", res)
+	}
+	if err := holder.Close(); err != nil {
+		t.Errorf("Close() = %v", err)
 	}
 }

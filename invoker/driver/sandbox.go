@@ -472,7 +472,7 @@ func replaceEnv(env []string, kv string) []string {
 
 // levelDrop is what a sandboxed session needs to sweep at a lower turn:
 // the processes at its first turn (the CLI and what it started opening),
-// and the level of its latest turn.
+// and the level of its latest turn that started.
 type levelDrop struct {
 	base   proc.Baseline
 	baseOK bool
@@ -511,9 +511,11 @@ func (s *session) turnLevel(t *turn) invoker.Permission {
 // (a thread's Landlock domain cannot be tightened from outside it); the
 // CLI's own level holds the lower turn's tools, and nothing of the higher
 // turns runs beside them. What the CLI started while opening (its MCP
-// servers) and the CLI are spared. A sweep that ended processes is a
-// KindWarning event of turn t, the first it delivers, so that the program
-// sees what the lower level stopped.
+// servers) and the CLI are spared. It runs once the protocol has taken
+// the turn and before its prompt goes: a turn the protocol refuses runs
+// nothing, and leaves the sweep to the next turn that starts. A sweep that
+// ended processes is a KindWarning event of turn t, the first it
+// delivers, so that the program sees what the lower level stopped.
 func (s *session) sweepAtDrop(t *turn) {
 	if !s.drop.taken {
 		s.drop.base, s.drop.baseOK = s.r.baseline()

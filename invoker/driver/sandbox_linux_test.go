@@ -662,3 +662,78 @@ func TestSandboxNesterRequiredFailsFirst(t *testing.T) {
 		t.Errorf("Close() = %v", err)
 	}
 }
+
+// spawnEcho is echoBackend whose CLI is a shell echoing each line, which
+// first starts a sleep in the background for a line that holds "spawn",
+// and whose protocol refuses the turn "reject".
+type spawnEcho struct{ echoBackend }
+
+func (spawnEcho) Binary() string { return "sh" }
+
+func (spawnEcho) SessionCommand(*invoker.SessionRequest) (*driver.Command, error) {
+	return &driver.Command{Args: []string{"-c", `while IFS= read -r l; do case $l in *spawn*) sleep 600 & ;; esac; printf '%s\n' "$l"; done`}}, nil
+}
+
+func (spawnEcho) NewSessionProtocol(req *invoker.SessionRequest) driver.SessionProtocol {
+	return &rejectingProtocol{echoProtocol{model: req.Model, perm: req.Permission}}
+}
+
+// rejectingProtocol is echoProtocol refusing the turn "reject", as a
+// protocol refuses a TurnRequest it cannot send.
+type rejectingProtocol struct{ echoProtocol }
+
+func (p *rejectingProtocol) StartTurn(t *invoker.TurnRequest) ([][]byte, error) {
+	if t.Prompt == "reject" {
+		return nil, errors.New("the echo CLI takes no turn \"reject\"")
+	}
+	return p.echoProtocol.StartTurn(t)
+}
+
+// TestSandboxLevelDropWarnsStartedTurn: the warning of a sweep at a lower
+// level is the first event of the turn that runs there: a lower turn the
+// protocol refuses gets none (and sweeps nothing), and the next lower
+// turn that starts gets it.
+func TestSandboxLevelDropWarnsStartedTurn(t *testing.T) {
+	requireSandbox(t)
+	r := newSandboxRig(t)
+	tag := fakeagent.NewTag()
+	t.Cleanup(func() {
+		if left := fakeagent.Survivors(tag); len(left) > 0 {
+			t.Errorf("processes of the session survived: %v", left)
+		}
+	})
+	inv := driver.New(spawnEcho{echoBackend{caps: invoker.Capabilities{SwitchPermission: true}}}, invoker.Options{Logger: testLogger(t)})
+	s, err := inv.OpenSession(context.Background(), invoker.SessionRequest{Workdir: r.work, Permission: invoker.WorkspaceWrite,
+		Env: fakeagent.Script{Tag: tag}.Env(), Sandbox: invoker.Sandbox{Mode: "required"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	turn := func(prompt string, perm invoker.Permission) ([]invoker.Event, error) {
+		var evs []invoker.Event
+		_, err := s.Turn(context.Background(), invoker.TurnRequest{Prompt: prompt, Permission: perm, OnEvent: func(ev invoker.Event) {
+			evs = append(evs, ev)
+		}})
+		return evs, err
+	}
+	if _, err := turn("spawn", invoker.WorkspaceWrite); err != nil {
+		t.Fatalf("turn at WorkspaceWrite: %v", err)
+	}
+	evs, err := turn("reject", invoker.ReadOnly)
+	if !errors.Is(err, invoker.ErrInvalidRequest) {
+		t.Errorf("refused turn: error = %v, want ErrInvalidRequest", err)
+	}
+	if len(evs) != 0 {
+		t.Errorf("refused turn: events %+v, want none", evs)
+	}
+	evs, err = turn("hello", invoker.ReadOnly)
+	if err != nil {
+		t.Fatalf("turn at ReadOnly: %v", err)
+	}
+	if len(evs) == 0 || evs[0].Kind != invoker.KindWarning || !strings.Contains(evs[0].Text, "the sandbox ended 1 processes that turns at workspace-write left running") {
+		t.Errorf("turn at ReadOnly: events %+v, want the sweep's warning first", evs)
+	}
+	if err := s.Close(); err != nil {
+		t.Errorf("Close() = %v", err)
+	}
+}

@@ -19,36 +19,43 @@ import (
 // anything starts: Invoke checks its Request whole (checkRequest),
 // OpenSession the conversation (checkConversation), Session.Turn the turn
 // (session.checkTurn). Their errors match ErrInvalidRequest, and name the
-// field and the fix.
+// field and the fix; a required sandbox the host cannot hold is refused
+// there too, with ErrSandbox.
+
+// checked is what the check of a conversation decided, carried to its
+// run: the resolved OutputSchema (nil when none is set) and the sandbox.
+type checked struct {
+	schema  *jsonschema.Resolved
+	sandbox sandboxAsk
+}
 
 // checkRequest checks req, a whole run of Invoke: its conversation, its
-// turn and the fields its CLI supports. It returns the resolved
-// OutputSchema (nil when none is set). The images are checked once the
+// turn and the fields its CLI supports. The images are checked once the
 // backend's Command has taken the request (validateImages).
-func (e *engine) checkRequest(req *invoker.Request) (*jsonschema.Resolved, error) {
+func (e *engine) checkRequest(req *invoker.Request) (checked, error) {
 	sreq, turn := req.Session(), req.Turn()
-	schema, err := e.checkSession(&sreq)
+	c, err := e.checkSession(&sreq)
 	if err != nil {
-		return nil, err
+		return checked{}, err
 	}
 	if err := checkTurn(&turn); err != nil {
-		return nil, err
+		return checked{}, err
 	}
 	if err := e.checkSupported(req); err != nil {
-		return nil, err
+		return checked{}, err
 	}
-	return schema, nil
+	return c, nil
 }
 
 // checkConversation checks the settings of a session, and the fields its
 // CLI supports.
-func (e *engine) checkConversation(req *invoker.SessionRequest) (*jsonschema.Resolved, error) {
-	schema, err := e.checkSession(req)
+func (e *engine) checkConversation(req *invoker.SessionRequest) (checked, error) {
+	c, err := e.checkSession(req)
 	if err != nil {
-		return nil, err
+		return checked{}, err
 	}
 	full := req.Request(invoker.TurnRequest{})
-	return schema, e.checkSupported(&full)
+	return c, e.checkSupported(&full)
 }
 
 // checkTurn checks a turn of the session: its prompt, its switches of
@@ -77,51 +84,58 @@ func asInvalid(err error) error {
 }
 
 // checkSession checks the settings of a conversation (of a session, or of
-// a one-turn run) that mean the same for every CLI, and returns the
-// resolved OutputSchema (nil when none is set). It runs before any process
-// starts; its errors match ErrInvalidRequest.
-func (e *engine) checkSession(req *invoker.SessionRequest) (*jsonschema.Resolved, error) {
+// a one-turn run) that mean the same for every CLI, and returns what it
+// decided: the resolved OutputSchema and the sandbox. It runs before any
+// process starts, and before the conversation waits for the Budget or
+// hosts its Go MCP servers; its errors match ErrInvalidRequest, or
+// ErrSandbox for a required sandbox the host cannot hold.
+func (e *engine) checkSession(req *invoker.SessionRequest) (checked, error) {
 	if err := noNUL(req); err != nil {
-		return nil, err
+		return checked{}, err
 	}
 	if req.Workdir == "" {
-		return nil, invalid("no workdir: set Request.Workdir to an absolute directory path")
+		return checked{}, invalid("no workdir: set Request.Workdir to an absolute directory path")
 	}
 	if !filepath.IsAbs(req.Workdir) {
-		return nil, invalid("workdir %q is relative: Request.Workdir must be an absolute path", req.Workdir)
+		return checked{}, invalid("workdir %q is relative: Request.Workdir must be an absolute path", req.Workdir)
 	}
 	switch fi, err := os.Stat(req.Workdir); {
 	case errors.Is(err, fs.ErrNotExist):
-		return nil, invalid("workdir %q does not exist: create it or pass an existing directory", req.Workdir)
+		return checked{}, invalid("workdir %q does not exist: create it or pass an existing directory", req.Workdir)
 	case err != nil:
-		return nil, invalid("workdir %q: %v", req.Workdir, err)
+		return checked{}, invalid("workdir %q: %v", req.Workdir, err)
 	case !fi.IsDir():
-		return nil, invalid("workdir %q is not a directory", req.Workdir)
+		return checked{}, invalid("workdir %q is not a directory", req.Workdir)
 	}
 	if !req.Permission.Valid() {
-		return nil, invalid("unknown permission %q: use %q, %q or %q", string(req.Permission), invoker.ReadOnly, invoker.WorkspaceWrite, invoker.Unlimited)
+		return checked{}, invalid("unknown permission %q: use %q, %q or %q", string(req.Permission), invoker.ReadOnly, invoker.WorkspaceWrite, invoker.Unlimited)
 	}
 	if req.Fork && req.SessionID == "" {
-		return nil, invalid("Request.Fork without Request.SessionID: set SessionID to the conversation to fork")
+		return checked{}, invalid("Request.Fork without Request.SessionID: set SessionID to the conversation to fork")
 	}
 	for i, kv := range req.Env {
 		if problem := mcphost.EnvProblem(kv); problem != "" {
-			return nil, invalid("Request.Env[%d] %s", i, problem)
+			return checked{}, invalid("Request.Env[%d] %s", i, problem)
 		}
 	}
 	if err := checkMCPServers(req.MCPServers); err != nil {
-		return nil, err
+		return checked{}, err
 	}
 	if _, err := e.cfg.want(); err != nil {
-		return nil, err
+		return checked{}, err
 	}
 	if err := e.checkLimits(req.Limits); err != nil {
-		return nil, err
+		return checked{}, err
 	}
-	if err := e.cfg.checkSandbox(req.Sandbox); err != nil {
-		return nil, err
+	sb, err := e.sandboxFor(req.Sandbox, req.Permission)
+	if err != nil {
+		return checked{}, err
 	}
-	return compileSchema(req)
+	schema, err := compileSchema(req)
+	if err != nil {
+		return checked{}, err
+	}
+	return checked{schema: schema, sandbox: sb}, nil
 }
 
 // checkTurn checks one turn: a prompt that is not blank, and no NUL byte

@@ -5,7 +5,6 @@ import (
 	"time"
 
 	"github.com/clinvoke/clinvoke/invoker"
-	"github.com/google/jsonschema-go/jsonschema"
 )
 
 // Invoke runs one turn inside its span: the span starts before the request
@@ -31,12 +30,12 @@ func (e *engine) Invoke(ctx context.Context, req invoker.Request) (res *invoker.
 // mode honours (see routed). The error is not yet named with the CLI.
 func (e *engine) invoke(ctx context.Context, req invoker.Request, sp *span) (*invoker.Result, error) {
 	t := newTurn(&e.cfg, req.Turn(), req.Deltas, nil)
-	schema, err := e.checkRequest(&req)
+	c, err := e.checkRequest(&req)
 	if err != nil {
 		t.res.Duration = time.Since(t.start)
 		return t.res, err
 	}
-	t.schema = schema
+	t.schema = c.schema
 	if e.routed(&req) {
 		// Checked here as Session.Turn checks them, before the session
 		// that would carry the turn starts.
@@ -44,9 +43,9 @@ func (e *engine) invoke(ctx context.Context, req invoker.Request, sp *span) (*in
 			t.res.Duration = time.Since(t.start)
 			return t.res, err
 		}
-		return e.invokeInSession(ctx, req, schema, t.start)
+		return e.invokeInSession(ctx, req, c, t.start)
 	}
-	if err := e.startOneShot(ctx, &req, t, sp); err != nil {
+	if err := e.startOneShot(ctx, &req, c.sandbox, t, sp); err != nil {
 		t.res.Duration = t.elapsed()
 		return t.res, err
 	}
@@ -70,8 +69,8 @@ func (e *engine) routed(req *invoker.Request) bool {
 // invokeInSession runs req, checked, as the one turn of a session. Close
 // is deferred so that the tree is gone before Invoke returns or re-raises
 // a panic of a callback.
-func (e *engine) invokeInSession(ctx context.Context, req invoker.Request, schema *jsonschema.Resolved, start time.Time) (res *invoker.Result, err error) {
-	s, queued, err := e.open(ctx, req.Session(), schema, true, req.OnEvent)
+func (e *engine) invokeInSession(ctx context.Context, req invoker.Request, c checked, start time.Time) (res *invoker.Result, err error) {
+	s, queued, err := e.open(ctx, req.Session(), c, true, req.OnEvent)
 	if err != nil {
 		res := &invoker.Result{ExitCode: -1, Queued: queued, Duration: time.Since(start) - queued}
 		if s != nil { // started, and ended in the opening: say how

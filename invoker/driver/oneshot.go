@@ -31,10 +31,11 @@ type oneShot struct {
 	ids stamper // the stdout reader's
 }
 
-// startOneShot starts the one-shot run of t for req: the backend's command
-// and decoder, on the run's one-shot conversation. On error nothing runs.
-func (e *engine) startOneShot(ctx context.Context, req *invoker.Request, t *turn, tel *span) error {
-	sb := e.sandboxFor(req.Sandbox, req.Permission, req.MCPServers)
+// startOneShot starts the one-shot run of t for req, whose check decided
+// the sandbox sb: the backend's command and decoder, on the run's one-shot
+// conversation. On error nothing runs.
+func (e *engine) startOneShot(ctx context.Context, req *invoker.Request, sb sandboxAsk, t *turn, tel *span) error {
+	sb.mcp = req.MCPServers
 	breq := *req
 	breq.Sandbox = sb.backendSandbox(req.Sandbox)
 	cmd, err := e.b.Command(&breq)

@@ -41,54 +41,75 @@ func overrideSandbox(base, over invoker.Sandbox) invoker.Sandbox {
 	return base
 }
 
-// sandboxAsk is what a run asks of the sandbox: the Options' and the
-// request's, its level, its CLI (whose state it must write), its MCP
-// servers (which it must reach), and why the CLI cannot work inside the
-// sandbox ("" when it can).
+// sandboxAsk is what a run asks of the sandbox, and what its check
+// decided: the Options' and the request's, its level, its CLI (whose
+// state it must write), its MCP servers (which it must reach), and
+// whether the kernel holds it. It is decided once, when the request is
+// checked (engine.sandboxFor), and carried to the run, which neither
+// probes nor decides again.
 type sandboxAsk struct {
-	sb      invoker.Sandbox
-	perm    invoker.Permission
-	cli     string
-	mcp     []invoker.MCPServer
-	refused string
-	// nester: the CLI is a SandboxNester; netMissing is why the host
-	// cannot hold the network part that would let it nest, or nil.
-	nester     bool
-	netMissing error
+	sb   invoker.Sandbox
+	perm invoker.Permission
+	cli  string
+	mcp  []invoker.MCPServer // as the CLI sees them; set once the Go servers are hosted
+	// nester: the CLI is a SandboxNester.
+	nester bool
+	// without is why a run that asks for the "available" sandbox runs
+	// without it: the host has no filesystem ceiling, or the CLI cannot
+	// work inside it (a *nestError); nil when it holds.
+	without error
 }
 
-// sandboxFor returns the sandbox a run at perm asking for req, given the
-// MCP servers mcp (as the CLI sees them), gets.
-func (e *engine) sandboxFor(req invoker.Sandbox, perm invoker.Permission, mcp []invoker.MCPServer) sandboxAsk {
-	a := sandboxAsk{sb: overrideSandbox(e.cfg.sandbox, req), perm: perm, cli: e.b.Name(), mcp: mcp, refused: e.sandboxRefused()}
-	if a.refused != "" {
-		a.nest()
+// sandboxFor decides, in the check of a request and before anything
+// starts, the sandbox of a run at perm that asks for req: its fields
+// checked (checkSandbox, checkNetwork), whether the kernel holds it, and
+// for a SandboxNester whether its CLI runs inside it (nest). A required
+// sandbox that cannot hold is an error matching ErrSandbox; so are
+// required network rules on a host without the network part.
+func (e *engine) sandboxFor(req invoker.Sandbox, perm invoker.Permission) (sandboxAsk, error) {
+	refused := e.sandboxRefused()
+	a := sandboxAsk{sb: overrideSandbox(e.cfg.sandbox, req), perm: perm, cli: e.b.Name(), nester: refused != ""}
+	if err := checkSandbox(a.sb); err != nil {
+		return sandboxAsk{}, err
 	}
-	return a
-}
-
-// nest settles the ask of a SandboxNester's run (see SandboxNester): at
-// Unlimited, or where the host holds the network part, the CLI runs
-// inside the sandbox, below Unlimited with the rules "none" unless the
-// run gives its own; elsewhere refused stands.
-func (a *sandboxAsk) nest() {
-	a.nester = true
+	if err := checkNetwork(a.sb); err != nil {
+		return sandboxAsk{}, err
+	}
 	if !a.on() {
-		return
+		return a, nil
 	}
+	if _, err := landlockProbe(); err != nil {
+		a.without = err
+	} else if a.nester {
+		a.without = a.nest(refused)
+	}
+	if a.without != nil && a.sb.Mode == sandboxRequired {
+		return sandboxAsk{}, &sandboxError{err: a.without}
+	}
+	return a, nil
+}
+
+// nest settles the sandbox of a SandboxNester's run, whose CLI cannot
+// work inside it with its own sandbox on (refused says why; see
+// SandboxNester): at Unlimited, or where the host holds the network part, the CLI runs
+// inside the sandbox, below Unlimited with the rules "none" unless the
+// run gives its own; elsewhere it cannot, and nest returns why.
+func (a *sandboxAsk) nest(refused string) error {
 	if a.perm == invoker.Unlimited {
-		a.refused = ""
-		return
+		return nil
 	}
 	if _, err := netProbe(); err != nil {
-		a.netMissing = netUnavailable(err)
-		return
+		return &nestError{cli: a.cli, refused: refused, missing: netUnavailable(err)}
 	}
-	a.refused = ""
 	if !netWanted(a.sb) {
 		a.sb.Network = []string{netNone}
 	}
+	return nil
 }
+
+// holds reports whether the kernel holds the run: it asks for the
+// sandbox, and its check found nothing missing.
+func (a sandboxAsk) holds() bool { return a.on() && a.without == nil }
 
 // backendSandbox returns the Sandbox a SandboxNester's backend sees in
 // its request: Mode "required" and the rules in force where the kernel
@@ -98,10 +119,7 @@ func (a sandboxAsk) backendSandbox(own invoker.Sandbox) invoker.Sandbox {
 	if !a.nester {
 		return own
 	}
-	if !a.on() || a.refused != "" {
-		return invoker.Sandbox{Mode: sandboxOff}
-	}
-	if _, err := sandbox.Probe(); err != nil {
+	if !a.holds() {
 		return invoker.Sandbox{Mode: sandboxOff}
 	}
 	return invoker.Sandbox{Mode: sandboxRequired, Network: a.sb.Network, Hide: a.sb.Hide, Show: a.sb.Show}
@@ -119,11 +137,9 @@ func (e *engine) sandboxRefused() string {
 // on reports whether the run asks for a sandbox.
 func (a sandboxAsk) on() bool { return a.sb.Mode == sandboxAvailable || a.sb.Mode == sandboxRequired }
 
-// checkSandbox checks a run's sandbox before anything starts: a known
-// mode, absolute paths (ErrInvalidRequest), and a host that holds it when
-// it is required (ErrSandbox).
-func (c *config) checkSandbox(req invoker.Sandbox) error {
-	sb := overrideSandbox(c.sandbox, req)
+// checkSandbox checks the fields of a run's sandbox, merged with the
+// Options' as sb: a known mode and absolute paths (ErrInvalidRequest).
+func checkSandbox(sb invoker.Sandbox) error {
 	switch sb.Mode {
 	case "", sandboxOff, sandboxAvailable, sandboxRequired:
 	default:
@@ -139,19 +155,14 @@ func (c *config) checkSandbox(req invoker.Sandbox) error {
 			}
 		}
 	}
-	if sb.Mode == sandboxRequired {
-		if _, err := sandbox.Probe(); err != nil {
-			return &sandboxError{err: err}
-		}
-	}
-	return checkNetwork(sb)
+	return nil
 }
 
 // sandboxCapabilities returns Capabilities.Sandbox and SandboxNote. A
 // user gets what root gets: Landlock needs no privilege.
 // refused is why the CLI cannot work inside it (SandboxNester), or "".
 func sandboxCapabilities(refused string) (string, string) {
-	abi, err := sandbox.Probe()
+	abi, err := landlockProbe()
 	if err != nil {
 		return "", strings.TrimPrefix(err.Error(), sandbox.ErrUnavailable.Error()+": ")
 	}
@@ -177,6 +188,11 @@ func sandboxCapabilities(refused string) (string, string) {
 	}
 	return held, note
 }
+
+// landlockProbe says once whether the kernel holds the filesystem
+// ceiling: Landlock's ABI, or why not. The answer is the running kernel's
+// (how it was built and booted), which cannot change in a process's life.
+var landlockProbe = sync.OnceValues(sandbox.Probe)
 
 // privateProbe says once whether this process can give a run its private
 // /tmp and /dev/shm (a mount namespace).
@@ -226,27 +242,17 @@ type runSandbox struct {
 // prepare builds the ruleset of a run about to start attr at workdir, sets
 // it as attr.Restrict, and gives the run its private temporary directory
 // (TMPDIR and the caches in attr.Env, unless the program set the caches).
-// It returns nil when the run asks for no sandbox, or for "available" on a
-// host without one.
+// It returns nil when the run asks for no sandbox, or for "available"
+// where its check found that it cannot hold (sandboxAsk.without).
 func (a sandboxAsk) prepare(attr *proc.Attr, workdir string, setEnv []string, log interface {
 	Debug(msg string, args ...any)
 }) (*runSandbox, error) {
 	if !a.on() {
 		return nil, nil
 	}
-	if a.sb.Mode == sandboxAvailable && a.refused != "" {
-		log.Debug("the CLI runs without the sandbox", "reason", a.refused)
+	if a.without != nil {
+		log.Debug("the run goes without the sandbox", "reason", a.without)
 		return nil, nil
-	}
-	if _, err := sandbox.Probe(); err != nil {
-		if a.sb.Mode == sandboxRequired {
-			return nil, &sandboxError{err: err}
-		}
-		log.Debug("no sandbox on this host", "err", err)
-		return nil, nil
-	}
-	if a.refused != "" {
-		return nil, &sandboxError{err: &nestError{cli: a.cli, refused: a.refused, missing: a.netMissing}}
 	}
 	temp, drop, err := sandbox.NewTemp()
 	if err != nil {
@@ -466,7 +472,7 @@ func replaceEnv(env []string, kv string) []string {
 
 // levelDrop is what a sandboxed session needs to sweep at a lower turn:
 // the processes at its first turn (the CLI and what it started opening),
-// and the level of its latest turn.
+// and the level of its latest turn that started.
 type levelDrop struct {
 	base   proc.Baseline
 	baseOK bool
@@ -505,9 +511,11 @@ func (s *session) turnLevel(t *turn) invoker.Permission {
 // (a thread's Landlock domain cannot be tightened from outside it); the
 // CLI's own level holds the lower turn's tools, and nothing of the higher
 // turns runs beside them. What the CLI started while opening (its MCP
-// servers) and the CLI are spared. A sweep that ended processes is a
-// KindWarning event of turn t, the first it delivers, so that the program
-// sees what the lower level stopped.
+// servers) and the CLI are spared. It runs once the protocol has taken
+// the turn and before its prompt goes: a turn the protocol refuses runs
+// nothing, and leaves the sweep to the next turn that starts. A sweep that
+// ended processes is a KindWarning event of turn t, the first it
+// delivers, so that the program sees what the lower level stopped.
 func (s *session) sweepAtDrop(t *turn) {
 	if !s.drop.taken {
 		s.drop.base, s.drop.baseOK = s.r.baseline()

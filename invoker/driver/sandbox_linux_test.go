@@ -16,6 +16,7 @@ import (
 	"github.com/clinvoke/clinvoke/internal/testkit/fakeagent"
 	"github.com/clinvoke/clinvoke/invoker"
 	"github.com/clinvoke/clinvoke/invoker/driver"
+	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
 // The filesystem sandbox through the public API: Claude Code's fake, the
@@ -585,5 +586,154 @@ func TestSandboxSettingsHeld(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// nestEcho is controlBackend whose CLI cannot work inside the sandbox
+// with its own sandbox on (a SandboxNester); asked calls its hook when
+// the backend is asked for the CLI's command, once the Go servers are
+// hosted.
+type nestEcho struct {
+	controlBackend
+	asked func()
+}
+
+func (nestEcho) SandboxRefused() string { return "its own sandbox cannot nest" }
+
+func (b nestEcho) Command(req *invoker.Request) (*driver.Command, error) {
+	b.asked()
+	return b.controlBackend.Command(req)
+}
+
+func (b nestEcho) SessionCommand(req *invoker.SessionRequest) (*driver.Command, error) {
+	b.asked()
+	return b.controlBackend.SessionCommand(req)
+}
+
+// TestSandboxNesterRequiredFailsFirst: where the host lacks the network
+// part, a SandboxNester's run that requires the sandbox below Unlimited
+// fails with ErrSandbox in its check, for OpenSession and Invoke alike:
+// it waits for no room in a full Budget, hosts none of its Go MCP servers
+// and never asks the backend for a command (which would stop the call).
+func TestSandboxNesterRequiredFailsFirst(t *testing.T) {
+	requireSandbox(t)
+	driver.SetNetProbe(t, "", &egress.NamespaceError{Op: "unshare(CLONE_NEWNET)", Err: syscall.EPERM,
+		Missing: "a network namespace needs CAP_SYS_ADMIN: run the program as root"})
+	budget := &invoker.Budget{Runs: 1}
+	work := t.TempDir()
+	holder, err := driver.New(echoBackend{}, invoker.Options{Budget: budget}).OpenSession(context.Background(), invoker.SessionRequest{Workdir: work})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer holder.Close()
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	asked := 0
+	inv := driver.New(nestEcho{controlBackend: controlBackend{echoBackend: echoBackend{caps: allControl}}, asked: func() {
+		asked++
+		cancel() // the run would wait for the Budget: end the wait
+	}}, invoker.Options{Budget: budget})
+	srv := mcp.NewServer(&mcp.Implementation{Name: "tools", Version: "1"}, nil)
+	sreq := invoker.SessionRequest{Workdir: work, Permission: invoker.WorkspaceWrite, Sandbox: invoker.Sandbox{Mode: "required"},
+		MCPServers: []invoker.MCPServer{{Name: "tools", Server: srv}}}
+	queued := 0
+	req := sreq.Request(invoker.TurnRequest{Prompt: "p", OnEvent: func(ev invoker.Event) {
+		if ev.Kind == invoker.KindQueued {
+			queued++
+		}
+	}})
+	_, err = inv.OpenSession(ctx, sreq)
+	res, ierr := inv.Invoke(ctx, req)
+	for _, c := range []struct {
+		call string
+		err  error
+	}{{"OpenSession", err}, {"Invoke", ierr}} {
+		if !errors.Is(c.err, invoker.ErrSandbox) || !strings.Contains(c.err.Error(), "its own sandbox cannot nest") || !strings.Contains(c.err.Error(), "CAP_SYS_ADMIN") {
+			t.Errorf("%s: error = %v, want ErrSandbox naming the reason and CAP_SYS_ADMIN", c.call, c.err)
+		}
+	}
+	if asked != 0 || queued != 0 {
+		t.Errorf("the backend was asked for %d commands and the run queued %d times, want none: the check comes first", asked, queued)
+	}
+	if res == nil || res.ExitCode != -1 || res.Queued != 0 {
+		t.Errorf("Invoke: Result %+v, want ExitCode -1 and no wait", res)
+	}
+	if err := holder.Close(); err != nil {
+		t.Errorf("Close() = %v", err)
+	}
+}
+
+// spawnEcho is echoBackend whose CLI is a shell echoing each line, which
+// first starts a sleep in the background for a line that holds "spawn",
+// and whose protocol refuses the turn "reject".
+type spawnEcho struct{ echoBackend }
+
+func (spawnEcho) Binary() string { return "sh" }
+
+func (spawnEcho) SessionCommand(*invoker.SessionRequest) (*driver.Command, error) {
+	return &driver.Command{Args: []string{"-c", `while IFS= read -r l; do case $l in *spawn*) sleep 600 & ;; esac; printf '%s\n' "$l"; done`}}, nil
+}
+
+func (spawnEcho) NewSessionProtocol(req *invoker.SessionRequest) driver.SessionProtocol {
+	return &rejectingProtocol{echoProtocol{model: req.Model, perm: req.Permission}}
+}
+
+// rejectingProtocol is echoProtocol refusing the turn "reject", as a
+// protocol refuses a TurnRequest it cannot send.
+type rejectingProtocol struct{ echoProtocol }
+
+func (p *rejectingProtocol) StartTurn(t *invoker.TurnRequest) ([][]byte, error) {
+	if t.Prompt == "reject" {
+		return nil, errors.New("the echo CLI takes no turn \"reject\"")
+	}
+	return p.echoProtocol.StartTurn(t)
+}
+
+// TestSandboxLevelDropWarnsStartedTurn: the warning of a sweep at a lower
+// level is the first event of the turn that runs there: a lower turn the
+// protocol refuses gets none (and sweeps nothing), and the next lower
+// turn that starts gets it.
+func TestSandboxLevelDropWarnsStartedTurn(t *testing.T) {
+	requireSandbox(t)
+	r := newSandboxRig(t)
+	tag := fakeagent.NewTag()
+	t.Cleanup(func() {
+		if left := fakeagent.Survivors(tag); len(left) > 0 {
+			t.Errorf("processes of the session survived: %v", left)
+		}
+	})
+	inv := driver.New(spawnEcho{echoBackend{caps: invoker.Capabilities{SwitchPermission: true}}}, invoker.Options{Logger: testLogger(t)})
+	s, err := inv.OpenSession(context.Background(), invoker.SessionRequest{Workdir: r.work, Permission: invoker.WorkspaceWrite,
+		Env: fakeagent.Script{Tag: tag}.Env(), Sandbox: invoker.Sandbox{Mode: "required"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	turn := func(prompt string, perm invoker.Permission) ([]invoker.Event, error) {
+		var evs []invoker.Event
+		_, err := s.Turn(context.Background(), invoker.TurnRequest{Prompt: prompt, Permission: perm, OnEvent: func(ev invoker.Event) {
+			evs = append(evs, ev)
+		}})
+		return evs, err
+	}
+	if _, err := turn("spawn", invoker.WorkspaceWrite); err != nil {
+		t.Fatalf("turn at WorkspaceWrite: %v", err)
+	}
+	evs, err := turn("reject", invoker.ReadOnly)
+	if !errors.Is(err, invoker.ErrInvalidRequest) {
+		t.Errorf("refused turn: error = %v, want ErrInvalidRequest", err)
+	}
+	if len(evs) != 0 {
+		t.Errorf("refused turn: events %+v, want none", evs)
+	}
+	evs, err = turn("hello", invoker.ReadOnly)
+	if err != nil {
+		t.Fatalf("turn at ReadOnly: %v", err)
+	}
+	if len(evs) == 0 || evs[0].Kind != invoker.KindWarning || !strings.Contains(evs[0].Text, "the sandbox ended 1 processes that turns at workspace-write left running") {
+		t.Errorf("turn at ReadOnly: events %+v, want the sweep's warning first", evs)
+	}
+	if err := s.Close(); err != nil {
+		t.Errorf("Close() = %v", err)
 	}
 }

@@ -86,29 +86,29 @@ func (e *engine) OpenSession(ctx context.Context, req invoker.SessionRequest) (i
 	if e.sessions == nil {
 		return nil, e.named(sessionsUnsupported(e.b.Hint("Sessions")))
 	}
-	schema, err := e.checkConversation(&req)
+	c, err := e.checkConversation(&req)
 	if err != nil {
 		return nil, e.named(err)
 	}
-	s, _, err := e.open(ctx, req, schema, false, nil)
+	s, _, err := e.open(ctx, req, c, false, nil)
 	if err != nil {
 		return nil, e.named(err)
 	}
 	return s, nil
 }
 
-// open opens a session of req, checked, for OpenSession, or, with oneTurn,
-// to carry one run of Invoke, whose KindQueued events go to onQueued; it
-// returns how long the session waited for the Budget. When the session's
+// open opens a session of req, whose check decided c, for OpenSession,
+// or, with oneTurn, to carry one run of Invoke, whose KindQueued events go
+// to onQueued; it returns how long the session waited for the Budget. When the session's
 // tree started but the opening failed, it returns the session too, over,
 // whose run holds the CLI's exit status and stderr.
-func (e *engine) open(ctx context.Context, req invoker.SessionRequest, schema *jsonschema.Resolved, oneTurn bool, onQueued func(invoker.Event)) (*session, time.Duration, error) {
+func (e *engine) open(ctx context.Context, req invoker.SessionRequest, c checked, oneTurn bool, onQueued func(invoker.Event)) (*session, time.Duration, error) {
 	s := &session{
-		e: e, cli: e.b.Name(), cfg: &e.cfg, sreq: req, schema: schema, ctx: ctx, oneTurn: oneTurn,
+		e: e, cli: e.b.Name(), cfg: &e.cfg, sreq: req, schema: c.schema, ctx: ctx, oneTurn: oneTurn,
 		cb: newCallbacks(), wake: make(chan struct{}, 1), ready: make(chan struct{}), reaped: make(chan struct{}),
 	}
 	s.betweenTurns, s.endCalls = context.WithCancelCause(ctx)
-	cmd, breq, sb, err := s.prepare()
+	cmd, breq, sb, err := s.prepare(c.sandbox)
 	if err != nil {
 		s.endCalls(err)
 		return nil, 0, err
@@ -159,12 +159,13 @@ func (s *session) start(ctx context.Context) (err error) {
 
 // prepare starts hosting the session's Go MCP servers and returns the
 // backend's command, the request as the backend sees it (see startTools
-// and SandboxNester), and the sandbox the session asks for. The Go
+// and SandboxNester), and sb, the sandbox its check decided, with the
+// MCP servers the CLI must reach. The Go
 // servers are hosted before the CLI starts, which must be told where they
 // are; a panic of a handler is the caller's, as one of OnEvent is, and a
 // call's context is its turn's. A reply in band goes to the CLI on one
 // line: the line limit bounds it, and a longer one fails its call alone.
-func (s *session) prepare() (*Command, invoker.SessionRequest, sandboxAsk, error) {
+func (s *session) prepare(sb sandboxAsk) (*Command, invoker.SessionRequest, sandboxAsk, error) {
 	tl, breq, err := s.e.startTools(s.sreq, &mcphost.Options{
 		OnPanic:     func(p any, goexit bool) { s.cb.record("an MCP tool handler", p, goexit) },
 		CallContext: s.callContext,
@@ -173,7 +174,7 @@ func (s *session) prepare() (*Command, invoker.SessionRequest, sandboxAsk, error
 	if err != nil {
 		return nil, breq, sandboxAsk{}, err
 	}
-	sb := s.e.sandboxFor(s.sreq.Sandbox, s.sreq.Permission, breq.MCPServers)
+	sb.mcp = breq.MCPServers
 	breq.Sandbox = sb.backendSandbox(breq.Sandbox)
 	cmd, err := s.e.sessions.SessionCommand(&breq)
 	if err != nil {

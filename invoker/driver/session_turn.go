@@ -89,12 +89,11 @@ func (s *session) usable() error {
 
 // begin sends the turn's prompt in the protocol. What runs now, with the
 // CLI idle between turns, is what it keeps across turns; what the turn
-// adds is swept when it is cancelled.
+// adds is swept when it is cancelled. A turn the protocol refuses ends
+// here, having changed nothing: it sweeps nothing at a lower level, and
+// gets no event.
 func (s *session) begin(t *turn, ctx context.Context) error {
 	t.ctx, t.caller = detach.New(ctx), ctx
-	s.sweepAtDrop(t)
-	t.base, t.baseOK = s.r.baseline()
-	t.mark = s.r.mark()
 	s.protoMu.Lock()
 	lines, err := func() (lines [][]byte, err error) {
 		defer func() {
@@ -104,17 +103,20 @@ func (s *session) begin(t *turn, ctx context.Context) error {
 		}()
 		return s.proto.StartTurn(&t.req)
 	}()
-	if err == nil {
-		s.drop.level = s.turnLevel(t)
-		s.mu.Lock()
-		s.cur = t
-		s.mu.Unlock()
-	}
 	s.protoMu.Unlock()
 	if err != nil {
 		t.ctx.Cancel(errTurnOver)
 		return asInvalid(err)
 	}
+	// The turn is taken; its prompt has not gone yet, and what the CLI
+	// prints until it does belongs to no turn.
+	s.sweepAtDrop(t)
+	s.drop.level = s.turnLevel(t)
+	t.base, t.baseOK = s.r.baseline()
+	t.mark = s.r.mark()
+	s.mu.Lock()
+	s.cur = t
+	s.mu.Unlock()
 	s.write(lines...)
 	return nil
 }

@@ -7,6 +7,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -103,4 +104,45 @@ func (a *authRecorder) header() string {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	return a.auth
+}
+
+// TestCodexGoToolResumed: Codex keeps no MCP server of a thread with the
+// thread, so a session that resumes it, and a run that forks it, give the
+// servers again (each with its own endpoint and token): the model's call
+// of the Go tool works in each.
+func TestCodexGoToolResumed(t *testing.T) {
+	forEachRig(t, []cli{*cliNamed("codex")}, func(t *testing.T, r *rig) {
+		w := twoWayOf(t, "codex")
+		var rec recorder
+		servers := []invoker.MCPServer{{Name: "gotools", Server: recordServer(rec.handle)}}
+		for _, text := range []string{"opened", "resumed", "forked"} {
+			r.srv.Enqueue(w.call("gotools", "record", map[string]any{"text": text}), fakemodel.EchoToolResult("after: "))
+		}
+		req := r.sessionRequest(invoker.ReadOnly)
+		req.MCPServers = servers
+		s := r.openSession(t, r.inv, req)
+		first, err := s.Turn(turnCtx(t), invoker.TurnRequest{Prompt: "record it"})
+		if err != nil || first.SessionID == "" {
+			t.Fatalf("Turn() = %s, %v; want a session id", jsonString(first), err)
+		}
+		if err := s.Close(); err != nil {
+			t.Fatalf("Close() = %v", err)
+		}
+		req.SessionID = first.SessionID
+		s = r.openSession(t, r.inv, req)
+		if res, err := s.Turn(turnCtx(t), invoker.TurnRequest{Prompt: "record it again"}); err != nil || res.SessionID != first.SessionID {
+			t.Fatalf("resumed Turn() = %s, %v; want a turn of %s", jsonString(res), err, first.SessionID)
+		}
+		if err := s.Close(); err != nil {
+			t.Fatalf("Close() = %v", err)
+		}
+		fork := r.request("record it in a fork")
+		fork.Permission, fork.SessionID, fork.Fork, fork.MCPServers = invoker.ReadOnly, first.SessionID, true, servers
+		if res, err := r.invoke(context.Background(), fork); err != nil || res.SessionID == first.SessionID {
+			t.Fatalf("forked Invoke() = %s, %v; want a new thread", jsonString(res), err)
+		}
+		if seen := rec.texts(); !slices.Equal(seen, []string{"opened", "resumed", "forked"}) {
+			t.Errorf("the handler saw %q, want one call in the opened, the resumed and the forked thread", seen)
+		}
+	})
 }

@@ -194,42 +194,62 @@ func TestApprovalAnsweredAtOnce(t *testing.T) {
 	}
 }
 
-// The request's MCP servers become mcp_servers overrides; the secrets go
-// into the environment, named by the entries, never on the command line.
-// A command server's variables that only the server has are set empty for
-// the agent's own commands; one the host has, or Request.Env gives the
-// same value, is left alone.
+// The request's MCP servers become mcp_servers entries of the config map
+// of the thread's opening, written to app-server's standard input: no
+// secret (a command server's Env, a URL server's header values) is on the
+// command line or in the environment, where the agent's commands could
+// read it from /proc. A resume and a fork give the entries again.
 func TestMCPServersConfig(t *testing.T) {
-	t.Setenv("CLINVOKE_TEST_HOST_VAR", "host")
 	req := invoker.SessionRequest{Workdir: "/w", ExtraArgs: []string{"--enable=x"}, Env: []string{"CLINVOKE_TEST_MODE=x"}, MCPServers: []invoker.MCPServer{
 		{Name: "echo", Command: "/bin/mcpecho", Args: []string{"-v", `a "b"`},
-			Env: []string{"CLINVOKE_TEST_API_KEY=s3cret", "CLINVOKE_TEST_MODE=x", "CLINVOKE_TEST_HOST_VAR=server"}},
+			Env: []string{"CLINVOKE_TEST_API_KEY=s3cret", "CLINVOKE_TEST_MODE=x"}},
 		{Name: "go-tools", URL: "http://127.0.0.1:4000/mcp/go-tools", Headers: map[string]string{"Authorization": "Bearer tok3n", "X-Team": "blue"}},
 	}}
 	cmd, err := backend{}.SessionCommand(&req)
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := []string{"app-server",
-		`--config=mcp_servers.echo.command="/bin/mcpecho"`,
-		`--config=mcp_servers.echo.args=["-v","a \"b\""]`,
-		`--config=mcp_servers.echo.env_vars=["CLINVOKE_TEST_API_KEY","CLINVOKE_TEST_MODE","CLINVOKE_TEST_HOST_VAR"]`,
-		`--config=shell_environment_policy.set.CLINVOKE_TEST_API_KEY=""`,
-		`--config=mcp_servers.echo.default_tools_approval_mode="approve"`,
-		`--config=mcp_servers.go-tools.url="http://127.0.0.1:4000/mcp/go-tools"`,
-		`--config=mcp_servers.go-tools.env_http_headers={"Authorization"="CLINVOKE_MCP_1_H0_TOKEN","X-Team"="CLINVOKE_MCP_1_H1_TOKEN"}`,
-		`--config=mcp_servers.go-tools.default_tools_approval_mode="approve"`,
-		"--enable=x"}
-	if !reflect.DeepEqual(cmd.Args, want) {
-		t.Errorf("Args =\n%q\nwant\n%q", cmd.Args, want)
+	if want := []string{"app-server", "--enable=x"}; !reflect.DeepEqual(cmd.Args, want) {
+		t.Errorf("Args = %q, want %q", cmd.Args, want)
 	}
-	wantEnv := []string{"CLINVOKE_TEST_API_KEY=s3cret", "CLINVOKE_TEST_MODE=x", "CLINVOKE_TEST_HOST_VAR=server", "CLINVOKE_MCP_1_H0_TOKEN=Bearer tok3n", "CLINVOKE_MCP_1_H1_TOKEN=blue"}
-	if !reflect.DeepEqual(cmd.Env, wantEnv) {
-		t.Errorf("Env = %q, want %q", cmd.Env, wantEnv)
+	if len(cmd.Env) != 0 {
+		t.Errorf("Env = %q, want none", cmd.Env)
 	}
-	for _, a := range cmd.Args {
-		if strings.Contains(a, "s3cret") || strings.Contains(a, "tok3n") {
-			t.Errorf("a secret is on the command line: %q", a)
+	for _, a := range append(append([]string(nil), cmd.Args...), cmd.Env...) {
+		for _, secret := range []string{"s3cret", "tok3n", "blue"} {
+			if strings.Contains(a, secret) {
+				t.Errorf("a secret is on the command line or in the environment: %q", a)
+			}
+		}
+	}
+	want := map[string]any{
+		"mcp_servers.echo.command":                         "/bin/mcpecho",
+		"mcp_servers.echo.args":                            []any{"-v", `a "b"`},
+		"mcp_servers.echo.env":                             map[string]any{"CLINVOKE_TEST_API_KEY": "s3cret", "CLINVOKE_TEST_MODE": "x"},
+		"mcp_servers.echo.default_tools_approval_mode":     "approve",
+		"mcp_servers.go-tools.url":                         "http://127.0.0.1:4000/mcp/go-tools",
+		"mcp_servers.go-tools.http_headers":                map[string]any{"Authorization": "Bearer tok3n", "X-Team": "blue"},
+		"mcp_servers.go-tools.default_tools_approval_mode": "approve",
+	}
+	for _, tc := range []struct {
+		resume string
+		fork   bool
+		method string
+	}{
+		{"", false, "thread/start"}, {"T0", false, "thread/resume"}, {"T0", true, "thread/fork"},
+	} {
+		r := req
+		r.SessionID, r.Fork = tc.resume, tc.fork
+		_, open := openTurn(t, &r)
+		var m struct {
+			Method string
+			Params struct{ Config map[string]any }
+		}
+		if err := json.Unmarshal(open, &m); err != nil {
+			t.Fatal(err)
+		}
+		if m.Method != tc.method || !reflect.DeepEqual(m.Params.Config, want) {
+			t.Errorf("opening %s with config\n%v\nwant %s with\n%v", m.Method, m.Params.Config, tc.method, want)
 		}
 	}
 
@@ -242,8 +262,8 @@ func TestMCPServersConfig(t *testing.T) {
 		t.Fatal(err)
 	}
 	all := strings.Join(cmd.Args, " ")
-	if strings.Contains(all, "default_tools_approval_mode") {
-		t.Errorf("with Approve, Args %q still pre-approve the servers' tools", cmd.Args)
+	if _, open := openTurn(t, &req); !strings.Contains(string(open), `"mcp_servers.echo.command"`) || strings.Contains(string(open), "default_tools_approval_mode") {
+		t.Errorf("with Approve, the opening %s lacks the servers or still pre-approves their tools", open)
 	}
 	for _, w := range []string{`permissions.clinvoke-read-only.filesystem=`, `permissions.clinvoke-workspace-write.filesystem=`, `default_permissions="clinvoke-workspace-write"`, `"/nonexistent-clinvoke-sandbox-ceiling"="none"`} {
 		if !strings.Contains(all, w) {
@@ -262,9 +282,6 @@ func TestMCPServersInvalid(t *testing.T) {
 		{{Name: "a", Command: "x", URL: "http://h"}},
 		{{Name: "a", Command: "x", Env: []string{"s3cret-alone"}}},
 		{{Name: "a", Command: "x", Env: []string{"=s3cret-unnamed"}}},
-		{{Name: "a", Command: "x", Env: []string{"DB=one"}}, {Name: "b", Command: "y", Env: []string{"DB=two"}}},
-		{{Name: "a", Command: "x", Env: []string{"REQ=two"}}},        // Request.Env's value would reach the server
-		{{Name: "a", Command: "x", Env: []string{"CLINVOKE.DOT=1"}}}, // not a name Codex can keep from its commands
 		{{Name: "a", Server: mcp.NewServer(&mcp.Implementation{Name: "s"}, nil)}},
 	} {
 		_, err := (backend{}).SessionCommand(&invoker.SessionRequest{MCPServers: servers, Env: []string{"REQ=one"}})

@@ -116,14 +116,16 @@
 // approved command outside it), and Codex takes neither a changed input
 // nor a refusal's message: the model reads Codex's own words. Go MCP
 // servers are served on 127.0.0.1 and reached by URL; every server of the
-// request is an mcp_servers override on the command line, with header
-// values and the bearer token only in the environment, named by
-// env_http_headers; a command server's Env goes through app-server's
-// environment too, and each of its variables the host does not already
-// have is set empty for the agent's own commands, so that they do not see
-// the server's secrets. Without Approve their tools run without asking. The
-// wire shapes are documented with the protocol (approval.go, mcp.go); all
-// of it was measured with 0.169.0.
+// request is an mcp_servers entry of the config map of the thread's
+// opening (thread/start, thread/resume, thread/fork), written to
+// app-server's standard input, with its header values (the Go servers'
+// bearer token) and a command server's Env: none of it is on the command
+// line or in app-server's environment, which the agent's commands, running
+// as Codex's user inside the same sandbox, could read in /proc. Codex's
+// memory still holds them, and a command can read that (docs/sandbox.md).
+// Without Approve their tools run without asking. The wire shapes are
+// documented with the protocol (approval.go, mcp.go); all of it was
+// measured with 0.169.0.
 package codex
 
 import (

@@ -3,7 +3,6 @@ package codex
 import (
 	"encoding/json"
 	"fmt"
-	"os"
 	"regexp"
 	"strconv"
 	"strings"
@@ -69,26 +68,21 @@ func (backend) SessionCommand(req *invoker.SessionRequest) (*driver.Command, err
 	if req.Approve != nil {
 		args = append(args, profileArgs(mode)...)
 	}
-	mcpArgs, env, err := mcpConfig(req.MCPServers, req.Approve == nil, req.Env, inHostEnv)
-	if err != nil {
+	// The servers go in the thread's opening (NewSessionProtocol); they
+	// are checked here, before anything starts.
+	if _, err := mcpConfig(req.MCPServers, req.Approve == nil); err != nil {
 		return nil, err
 	}
-	args = append(args, mcpArgs...)
-	return &driver.Command{Args: append(args, req.ExtraArgs...), Env: env}, nil
-}
-
-// inHostEnv reports whether the host's environment holds the variable name.
-func inHostEnv(name string) bool {
-	_, ok := os.LookupEnv(name)
-	return ok
+	return &driver.Command{Args: append(args, req.ExtraArgs...)}, nil
 }
 
 // NewSessionProtocol returns the JSON-RPC driver of one app-server session.
 func (backend) NewSessionProtocol(req *invoker.SessionRequest) driver.SessionProtocol {
 	mode, _ := sandboxMode(req.Permission, req.Sandbox)
+	mcp, _ := mcpConfig(served(req.MCPServers), req.Approve == nil) // checked by SessionCommand
 	p := &protocol{
 		workdir: req.Workdir, model: req.Model, mode: mode,
-		instructions: req.SystemPrompt, resume: req.SessionID, fork: req.Fork,
+		instructions: req.SystemPrompt, resume: req.SessionID, fork: req.Fork, mcp: mcp,
 		schema: req.OutputSchema, approve: req.Approve != nil,
 		sandbox: req.Sandbox, opened: req.Permission, ceiling: req.Permission, ws: workspace.New(req.Workdir, req.Env), asking: make(map[string]*asked),
 		next: 1, called: make(map[string]bool), steers: make(map[int64]bool),
@@ -102,6 +96,20 @@ func (backend) NewSessionProtocol(req *invoker.SessionRequest) driver.SessionPro
 		p.trusted[s.Name] = true
 	}
 	return p
+}
+
+// served returns servers as SessionCommand had them: a Go server the
+// engine serves keeps its Server here beside its URL (see
+// driver.SessionBackend), and is a URL server to Codex.
+func served(servers []invoker.MCPServer) []invoker.MCPServer {
+	out := make([]invoker.MCPServer, len(servers))
+	for i, s := range servers {
+		if s.URL != "" {
+			s.Server = nil
+		}
+		out[i] = s
+	}
+	return out
 }
 
 // Request ids of the session's own calls.
@@ -130,6 +138,10 @@ type protocol struct {
 	asking map[string]*asked
 	// trusted holds the names of the request's MCP servers.
 	trusted map[string]bool
+	// mcp holds the servers' entries of the opening's config map
+	// (mcp.go), secrets included: they never go on app-server's command
+	// line or into its environment.
+	mcp map[string]any
 	// editsGranted says that the program allowed a file change for the
 	// session below Unlimited: kept here rather than given to Codex, so
 	// that each later change is still judged (see approval.go).
@@ -270,6 +282,11 @@ func (p *protocol) open() []byte {
 	}
 	if p.instructions != "" {
 		params["developerInstructions"] = p.instructions
+	}
+	if len(p.mcp) > 0 {
+		// Codex does not keep a thread's servers with the thread: a
+		// resume or a fork names them again.
+		params["config"] = p.mcp
 	}
 	method := "thread/start"
 	if p.approve && p.resume == "" {

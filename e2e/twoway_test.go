@@ -326,11 +326,15 @@ type recordArgs struct {
 }
 
 // recordServer returns a go-sdk server with the tool "record", which calls
-// handle with its arguments and answers "recorded: " and the text.
-func recordServer(handle func(ctx context.Context, a recordArgs) error) *mcp.Server {
+// each observe with the call, then handle with its arguments, and answers
+// "recorded: " and the text.
+func recordServer(handle func(ctx context.Context, a recordArgs) error, observe ...func(*mcp.CallToolRequest)) *mcp.Server {
 	s := mcp.NewServer(&mcp.Implementation{Name: "gotools", Version: "1"}, nil)
 	mcp.AddTool(s, &mcp.Tool{Name: "record", Description: "Record a text."},
-		func(ctx context.Context, _ *mcp.CallToolRequest, a recordArgs) (*mcp.CallToolResult, any, error) {
+		func(ctx context.Context, req *mcp.CallToolRequest, a recordArgs) (*mcp.CallToolResult, any, error) {
+			for _, o := range observe {
+				o(req)
+			}
 			if err := handle(ctx, a); err != nil {
 				return nil, nil, err
 			}
@@ -533,9 +537,9 @@ func mcpServerScenarios(t *testing.T, r *rig, w *twoWayCLI) {
 		}
 	})
 	// A server's Env is the server's: the agent's own commands do not see
-	// it (Codex hands it over through its own environment, which its
-	// shell would otherwise inherit). At Unlimited, env runs without a
-	// question in every CLI.
+	// it (Codex takes it in the thread's configuration, never in its own
+	// environment, which its shell would inherit). At Unlimited, env runs
+	// without a question in every CLI.
 	t.Run("stdio env", func(t *testing.T) {
 		text, marker := run(t, newRig(t, r.cli), "what does the shell see?", invoker.Unlimited, fakemodel.Shell("env"), fakemodel.EchoToolResult("after: "))
 		if !strings.Contains(text, "PATH=") {

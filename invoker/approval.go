@@ -130,8 +130,7 @@ type MCPServer struct {
 	Server *mcp.Server
 	// Command and Args start a server that speaks MCP on its standard
 	// input and output; Env holds KEY=VALUE pairs for it, which the
-	// agent's own commands do not see (for Codex, unless the host's
-	// environment already has the variable: see package codex).
+	// agent's own commands do not see.
 	Command string
 	Args    []string
 	Env     []string

@@ -1,0 +1,148 @@
+//go:build e2e
+
+package e2e
+
+import (
+	"context"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/clinvoke/clinvoke/internal/testkit/fakemodel"
+	"github.com/clinvoke/clinvoke/invoker"
+)
+
+// ancestorsEnviron is a shell command that walks up from the shell to the
+// first process and prints, for each ancestor whose /proc/PID/environ it
+// can read, how many variables it read there, then every variable that
+// holds a bearer token or names an MCP server's header.
+const ancestorsEnviron = `p=$$; n=0; while [ "$p" -gt 1 ] 2>/dev/null; do
+if e=$(tr '\0' '\n' < /proc/$p/environ 2>/dev/null); then n=$((n+1)); echo "environ of $p: $(printf '%s\n' "$e" | wc -l) variables"; printf '%s\n' "$e" | grep -a -i -e bearer -e CLINVOKE_MCP; fi
+p=$(awk '/^PPid:/{print $2}' /proc/$p/status 2>/dev/null); done; echo "walked $n environs"`
+
+// TestSandboxCodexToken: Codex under the "available" form at
+// WorkspaceWrite runs inside the sandbox with its own off, as the same
+// user as its commands, and the network rules let its commands reach the
+// Go tools' endpoint on 127.0.0.1. The bearer token of that endpoint must
+// therefore be nowhere a command can read: a shell command the model asks
+// for reads /proc/PID/environ of every ancestor (app-server, its launcher,
+// the engine's own) and the token is neither in what reaches the model nor
+// in any file of CODEX_HOME, while a call of the Go tool through Codex
+// works, with the token. (Codex's memory still holds the token: a command
+// that reads /proc/PID/mem of app-server finds it, measured with 0.169.0,
+// see docs/sandbox.md; the processes outside the sandbox refuse that.)
+func TestSandboxCodexToken(t *testing.T) {
+	forEachRig(t, []cli{*cliNamed("codex")}, func(t *testing.T, r *rig) {
+		w := twoWayOf(t, "codex")
+		var auth authRecorder
+		r.srv.Enqueue(w.call("gotools", "record", map[string]any{"text": "with the token"}),
+			fakemodel.Shell(ancestorsEnviron),
+			fakemodel.EchoToolResult("after: "))
+		req := r.request("look around")
+		req.Permission, req.Sandbox = invoker.WorkspaceWrite, invoker.Sandbox{Mode: "available"}
+		req.MCPServers = []invoker.MCPServer{{Name: "gotools", Server: auth.server()}}
+		res, ev := probe(t, r, req)
+		if res.Sandbox != "filesystem,network" {
+			t.Errorf("Result.Sandbox = %q, want filesystem,network", res.Sandbox)
+		}
+		header := auth.header()
+		token, ok := strings.CutPrefix(header, "Bearer ")
+		if !ok || len(token) < 16 {
+			t.Fatalf("the Go tool saw Authorization %q, want a bearer token: the call did not come through Codex", header)
+		}
+		body := lastScripted(t, r.srv)
+		if !strings.Contains(body, "walked ") || !strings.Contains(body, "variables") {
+			t.Fatalf("the model's last request lacks the walk of the ancestors' environ (the probe read none):\n%.2000s", body)
+		}
+		neverSent(t, r.srv, token)
+		for _, res := range ev.results {
+			if res.Name == "command_execution" {
+				t.Logf("the walk: %s", res.Output)
+			}
+			if strings.Contains(res.Output, token) {
+				t.Errorf("the %s result shows the token", res.Name)
+			}
+		}
+		filepath.WalkDir(r.home, func(path string, d fs.DirEntry, err error) error {
+			if err != nil || !d.Type().IsRegular() {
+				return nil
+			}
+			if b, err := os.ReadFile(path); err == nil && strings.Contains(string(b), token) {
+				t.Errorf("%s holds the token", path)
+			}
+			return nil
+		})
+	})
+}
+
+// An authRecorder is a Go MCP server whose record tool keeps the
+// Authorization header of the calls that reach it.
+type authRecorder struct {
+	mu   sync.Mutex
+	auth string
+}
+
+// server returns the server of a.
+func (a *authRecorder) server() *mcp.Server {
+	return recordServer(func(context.Context, recordArgs) error { return nil }, func(req *mcp.CallToolRequest) {
+		if req.Extra != nil {
+			a.mu.Lock()
+			a.auth = req.Extra.Header.Get("Authorization")
+			a.mu.Unlock()
+		}
+	})
+}
+
+// header returns the Authorization header of the last call.
+func (a *authRecorder) header() string {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return a.auth
+}
+
+// TestCodexGoToolResumed: Codex keeps no MCP server of a thread with the
+// thread, so a session that resumes it, and a run that forks it, give the
+// servers again (each with its own endpoint and token): the model's call
+// of the Go tool works in each.
+func TestCodexGoToolResumed(t *testing.T) {
+	forEachRig(t, []cli{*cliNamed("codex")}, func(t *testing.T, r *rig) {
+		w := twoWayOf(t, "codex")
+		var rec recorder
+		servers := []invoker.MCPServer{{Name: "gotools", Server: recordServer(rec.handle)}}
+		for _, text := range []string{"opened", "resumed", "forked"} {
+			r.srv.Enqueue(w.call("gotools", "record", map[string]any{"text": text}), fakemodel.EchoToolResult("after: "))
+		}
+		req := r.sessionRequest(invoker.ReadOnly)
+		req.MCPServers = servers
+		s := r.openSession(t, r.inv, req)
+		first, err := s.Turn(turnCtx(t), invoker.TurnRequest{Prompt: "record it"})
+		if err != nil || first.SessionID == "" {
+			t.Fatalf("Turn() = %s, %v; want a session id", jsonString(first), err)
+		}
+		if err := s.Close(); err != nil {
+			t.Fatalf("Close() = %v", err)
+		}
+		req.SessionID = first.SessionID
+		s = r.openSession(t, r.inv, req)
+		if res, err := s.Turn(turnCtx(t), invoker.TurnRequest{Prompt: "record it again"}); err != nil || res.SessionID != first.SessionID {
+			t.Fatalf("resumed Turn() = %s, %v; want a turn of %s", jsonString(res), err, first.SessionID)
+		}
+		if err := s.Close(); err != nil {
+			t.Fatalf("Close() = %v", err)
+		}
+		fork := r.request("record it in a fork")
+		fork.Permission, fork.SessionID, fork.Fork, fork.MCPServers = invoker.ReadOnly, first.SessionID, true, servers
+		if res, err := r.invoke(context.Background(), fork); err != nil || res.SessionID == first.SessionID {
+			t.Fatalf("forked Invoke() = %s, %v; want a new thread", jsonString(res), err)
+		}
+		if seen := rec.texts(); !slices.Equal(seen, []string{"opened", "resumed", "forked"}) {
+			t.Errorf("the handler saw %q, want one call in the opened, the resumed and the forked thread", seen)
+		}
+	})
+}

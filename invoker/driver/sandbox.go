@@ -182,7 +182,7 @@ func sandboxCapabilities(refused string) (string, string) {
 	note += "; " + netNote
 	switch {
 	case refused != "" && netHeld != "":
-		note += "; this CLI runs inside it with its own sandbox off, its commands held by the kernel, network included (below Unlimited a run that gives no Sandbox.Network gets \"none\"), since " + refused
+		note += "; this CLI runs inside it with its own sandbox off, its commands held by the kernel, network included (below Unlimited a run that gives no Sandbox.Network gets \"none\": its model endpoint and its MCP servers' URLs only, for the command MCP servers it starts too), since " + refused
 	case refused != "":
 		note += "; below Unlimited, Mode \"available\" runs this CLI without it and \"required\" fails, since " + refused + ", and turning that off needs the network part"
 	}

@@ -43,7 +43,7 @@ func main() {
 	queue := flag.String("task-queue", agentflow.TaskQueue, "task `queue` to poll")
 	host, _ := os.Hostname()
 	identity := flag.String("identity", fmt.Sprintf("%d@%s", os.Getpid(), host), "worker `name` in heartbeats and results")
-	sandbox := flag.String("sandbox", agentflow.DefaultSandbox, "the filesystem sandbox of the turns (docs/sandbox.md): available (held by the kernel where the host can; codex with its own sandbox off where the network part holds too, below Unlimited with the network rules none unless -network says more, else without), required (every CLI; a turn fails where the host cannot hold it, a codex turn below Unlimited where the network part does not hold) or off")
+	sandbox := flag.String("sandbox", agentflow.DefaultSandbox, "the filesystem sandbox of the turns (docs/sandbox.md): available (held by the kernel where the host can; codex with its own sandbox off where the network part holds too, below Unlimited with the network rules none unless -network says more (the command MCP servers it starts too), else without), required (every CLI; a turn fails where the host cannot hold it, a codex turn below Unlimited where the network part does not hold) or off")
 	network := flag.String("network", "", "with -sandbox available or required: the turns' network rules: none (only the CLI's model endpoint and its MCP servers), or a comma-separated list of the hosts the turns may reach besides them (host, host:port, *.domain); empty (the default): no network rules")
 	flag.Parse()
 	sb, err := agentflow.SandboxOf(*sandbox, *network)

@@ -43,8 +43,9 @@ func init() {
 }
 
 // runStage runs in new user and network namespaces, with CAP_NET_ADMIN
-// there only (ambient): it brings the loopback up, opens the listeners,
-// sends them to the host over spec.FD, drops every capability and
+// and CAP_NET_RAW there only (ambient): it brings the loopback up, sets
+// up the catch-all route of direct connections (catchDirect), opens the
+// listeners, sends them and the route's socket to the host over spec.FD, drops every capability and
 // executes spec.Path with the same arguments and environment. On failure
 // it sends the error's text instead, and returns 127.
 func runStage(v string) int {
@@ -64,6 +65,9 @@ func runStage(v string) int {
 	if err := loopbackUp(); err != nil {
 		return fail(fmt.Errorf("bring lo up: %w", err))
 	}
+	// The catch-all route's socket goes last, after the listeners; if it
+	// cannot be had, the message says why after its first byte.
+	direct, derr := catchDirect()
 	var fds []int
 	for _, a := range spec.Listen {
 		l, err := net.Listen("tcp", a)
@@ -77,13 +81,18 @@ func runStage(v string) int {
 		fds = append(fds, int(f.Fd()))
 	}
 	// The first byte says whether the private roots hold (1) or not (0).
-	held := []byte{0}
+	msg := []byte{0}
 	if len(spec.Private) > 0 && spec.Ruleset != 0 {
 		if err := sandbox.EnterPrivate(spec.Private, spec.Ruleset); err == nil {
-			held[0] = 1
+			msg[0] = 1
 		}
 	}
-	if err := unix.Sendmsg(spec.FD, held, unix.UnixRights(fds...), nil, 0); err != nil {
+	if derr != nil {
+		msg = append(msg, derr.Error()...)
+	} else {
+		fds = append(fds, direct)
+	}
+	if err := unix.Sendmsg(spec.FD, msg, unix.UnixRights(fds...), nil, 0); err != nil {
 		fmt.Fprintln(os.Stderr, "egress: send the listeners:", err)
 		return 127
 	}
@@ -200,15 +209,15 @@ func (n *Net) wrap(cmd *exec.Cmd, ruleset *os.File, plan []byte) error {
 }
 
 // wrapAttr asks for new user and network namespaces, the user and group
-// mapped to themselves, and CAP_NET_ADMIN kept across the exec of the
-// first stage.
+// mapped to themselves, and CAP_NET_ADMIN and CAP_NET_RAW (the catch-all
+// route's packet socket) kept across the exec of the first stage.
 func wrapAttr(a *syscall.SysProcAttr) {
 	uid, gid := os.Getuid(), os.Getgid()
 	a.Cloneflags |= unix.CLONE_NEWUSER | unix.CLONE_NEWNET
 	a.UidMappings = []syscall.SysProcIDMap{{ContainerID: uid, HostID: uid, Size: 1}}
 	a.GidMappings = []syscall.SysProcIDMap{{ContainerID: gid, HostID: gid, Size: 1}}
 	a.GidMappingsEnableSetgroups = false
-	a.AmbientCaps = append(a.AmbientCaps, unix.CAP_NET_ADMIN)
+	a.AmbientCaps = append(a.AmbientCaps, unix.CAP_NET_ADMIN, unix.CAP_NET_RAW)
 }
 
 // Started receives the listeners from the first stage of the command
@@ -221,24 +230,38 @@ func (n *Net) Started() error {
 		return errors.New("egress: Started without Wrap")
 	}
 	n.stageEnd.Close()
-	ls, held, err := receiveListeners(n.wrapped)
+	m, err := receiveListeners(n.wrapped, len(n.listenAddrs()))
 	n.wrapped.Close()
 	if err != nil {
 		return err
 	}
-	n.private = held
-	n.serve(ls)
+	n.private = m.held
+	n.serve(m.listeners)
+	if m.direct >= 0 {
+		n.recordDirect(m.direct)
+	} else {
+		n.bypassErr = m.directErr
+	}
 	return nil
 }
 
-// receiveListeners reads the first stage's message on c: the listeners,
-// or the text of its error.
-func receiveListeners(c *os.File) ([]net.Listener, bool, error) {
+// stageMessage is what the first stage sends the host.
+type stageMessage struct {
+	listeners []net.Listener
+	held      bool  // the private roots hold
+	direct    int   // the catch-all route's packet socket, or -1
+	directErr error // why there is none
+}
+
+// receiveListeners reads the first stage's message on c: nl listeners
+// and the catch-all route's socket, or the text of its error.
+func receiveListeners(c *os.File, nl int) (stageMessage, error) {
+	m := stageMessage{direct: -1}
 	buf := make([]byte, 4096)
 	oob := make([]byte, unix.CmsgSpace(4*64))
 	nb, noob, _, _, err := unix.Recvmsg(int(c.Fd()), buf, oob, unix.MSG_CMSG_CLOEXEC)
 	if err != nil {
-		return nil, false, &NamespaceError{Op: "receive the listeners", Err: err, Missing: "the first stage in the new namespaces did not answer"}
+		return m, &NamespaceError{Op: "receive the listeners", Err: err, Missing: "the first stage in the new namespaces did not answer"}
 	}
 	var fds []int
 	if msgs, err := unix.ParseSocketControlMessage(oob[:noob]); err == nil {
@@ -248,27 +271,38 @@ func receiveListeners(c *os.File) ([]net.Listener, bool, error) {
 			}
 		}
 	}
-	if len(fds) == 0 {
+	if len(fds) < nl || len(fds) > nl+1 {
+		for _, fd := range fds {
+			unix.Close(fd)
+		}
 		why := errors.New("the first stage exited")
 		if nb > 0 {
 			why = errors.New(string(buf[:nb]))
 		}
-		return nil, false, &NamespaceError{Op: "set up the new namespaces", Err: why, Missing: "unprivileged user namespaces with a loopback this user may bring up"}
+		return m, &NamespaceError{Op: "set up the new namespaces", Err: why, Missing: "unprivileged user namespaces with a loopback this user may bring up"}
 	}
-	var ls []net.Listener
-	for _, fd := range fds {
+	m.held = buf[0] == 1
+	if len(fds) > nl {
+		m.direct = fds[nl]
+	} else {
+		m.directErr = errors.New(string(buf[1:nb]))
+	}
+	for i, fd := range fds[:nl] {
 		f := os.NewFile(uintptr(fd), "egress-listener")
 		l, err := net.FileListener(f)
 		f.Close()
 		if err != nil {
-			for _, l := range ls {
+			for _, l := range m.listeners {
 				l.Close()
 			}
-			return nil, false, &NamespaceError{Op: "use a received listener", Err: err, Missing: "a listening socket from the first stage"}
+			for _, fd := range fds[i+1:] {
+				unix.Close(fd)
+			}
+			return m, &NamespaceError{Op: "use a received listener", Err: err, Missing: "a listening socket from the first stage"}
 		}
-		ls = append(ls, l)
+		m.listeners = append(m.listeners, l)
 	}
-	return ls, nb > 0 && buf[0] == 1, nil
+	return m, nil
 }
 
 // ProbeWrap reports whether Wrap can give a run a network sandbox here:

@@ -19,10 +19,10 @@ import (
 // every address the namespace's own for TCP: the policy rules that read
 // the local table are replaced by one for the loopback's addresses (every
 // protocol) and one for TCP, so that a UDP datagram or a ping to an
-// outside address still finds no route ("network is unreachable"), as
-// before. A SYN to any address and port is then delivered on the
-// loopback, where nothing listens but the proxy and the forwarders, and
-// the kernel answers at once with a reset ("connection refused"). A
+// outside address still finds no route ("network is unreachable"). A
+// SYN to any address and port is then delivered on the loopback, where
+// nothing listens but the proxy and the forwarders, and the kernel
+// answers at once with a reset ("connection refused"). A
 // packet socket bound to the loopback keeps those resets (a classic BPF
 // filter drops everything else in the kernel), and the host reads them:
 // each names the address and port a connection was tried to.

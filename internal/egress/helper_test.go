@@ -67,7 +67,7 @@ func inside(args []string) int {
 	// A connection to a listener of the run's own, aborted (a reset
 	// that answers no SYN), is no refusal: nothing is recorded.
 	out["own"] = ownAborted()
-	// A datagram to an outside address finds no route, as before.
+	// A datagram to an outside address finds no route.
 	if c, err := net.Dial("udp", "192.0.2.1:53"); err != nil {
 		out["udp"] = "error: " + err.Error()
 	} else {

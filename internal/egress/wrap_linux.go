@@ -45,9 +45,10 @@ func init() {
 // runStage runs in new user and network namespaces, with CAP_NET_ADMIN
 // and CAP_NET_RAW there only (ambient): it brings the loopback up, sets
 // up the catch-all route of direct connections (catchDirect), opens the
-// listeners, sends them and the route's socket to the host over spec.FD, drops every capability and
-// executes spec.Path with the same arguments and environment. On failure
-// it sends the error's text instead, and returns 127.
+// listeners, sends them and the route's socket to the host over
+// spec.FD, drops every capability and executes spec.Path with the same
+// arguments and environment. On failure it sends the error's text
+// instead, and returns 127.
 func runStage(v string) int {
 	// Capabilities, no_new_privs and a Landlock domain are the calling
 	// thread's: drop, set and execute from one thread. (init already

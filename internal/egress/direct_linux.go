@@ -114,36 +114,39 @@ func catchDirect() (fd int, err error) {
 func htons(v uint16) uint16 { return v<<8 | v>>8 }
 
 // catchAll makes, for the address family fam, every address local to
-// the namespace for TCP: a route of type local for every address through
-// lo in the local table, which the rule of priority 0 stops reading, and
-// the rules that read it for the loopback's addresses and for TCP.
+// the namespace for TCP: the rules that read the local table for the
+// loopback's addresses and for TCP, the rule of priority 0 (which reads
+// it for everything) removed, then a route of type local for every
+// address through lo in the local table. In this order a step that
+// fails leaves a namespace whose loopback works and whose other
+// addresses find no route: only the recording is lost.
 func catchAll(nl int, fam uint8, lo int) error {
-	// struct rtmsg: family, dst_len, src_len, tos, table, protocol,
-	// scope, type, flags.
-	rt := []byte{fam, 0, 0, 0, unix.RT_TABLE_LOCAL, unix.RTPROT_STATIC, unix.RT_SCOPE_HOST, unix.RTN_LOCAL, 0, 0, 0, 0}
-	if err := netlinkDo(nl, unix.RTM_NEWROUTE, rt, rtattr(unix.RTA_OIF, u32(uint32(lo)))); err != nil {
-		return fmt.Errorf("add the catch-all route: %w", err)
-	}
 	// struct fib_rule_hdr: family, dst_len, src_len, tos, table, res1,
 	// res2, action, flags.
 	rule := func(dstLen uint8) []byte {
 		return []byte{fam, dstLen, 0, 0, unix.RT_TABLE_LOCAL, 0, 0, unix.FR_ACT_TO_TBL, 0, 0, 0, 0}
 	}
 	table := rtattr(unix.FRA_TABLE, u32(unix.RT_TABLE_LOCAL))
-	if err := netlinkDo(nl, unix.RTM_DELRULE, rule(0), table); err != nil {
-		return fmt.Errorf("remove the rule that reads the local table: %w", err)
-	}
-	lo4, lo6 := []byte{127, 0, 0, 0}, make([]byte, 16)
-	lo6[15] = 1
-	dst, dstLen := lo4, uint8(8)
+	dst, dstLen := []byte{127, 0, 0, 0}, uint8(8)
 	if fam == unix.AF_INET6 {
-		dst, dstLen = lo6, 128
+		dst, dstLen = make([]byte, 16), 128
+		dst[15] = 1 // ::1
 	}
 	if err := netlinkDo(nl, unix.RTM_NEWRULE, rule(dstLen), table, rtattr(unix.FRA_DST, dst), rtattr(unix.FRA_PRIORITY, u32(loopbackPriority))); err != nil {
 		return fmt.Errorf("add the rule for the loopback: %w", err)
 	}
 	if err := netlinkDo(nl, unix.RTM_NEWRULE, rule(0), table, rtattr(unix.FRA_PRIORITY, u32(tcpPriority)), rtattr(unix.FRA_IP_PROTO, []byte{unix.IPPROTO_TCP})); err != nil {
 		return fmt.Errorf("add the rule for TCP (a kernel with policy routing, 4.17 or later): %w", err)
+	}
+	// The first rule of the list that reads the local table: priority 0's.
+	if err := netlinkDo(nl, unix.RTM_DELRULE, rule(0), table); err != nil {
+		return fmt.Errorf("remove the rule that reads the local table: %w", err)
+	}
+	// struct rtmsg: family, dst_len, src_len, tos, table, protocol,
+	// scope, type, flags.
+	rt := []byte{fam, 0, 0, 0, unix.RT_TABLE_LOCAL, unix.RTPROT_STATIC, unix.RT_SCOPE_HOST, unix.RTN_LOCAL, 0, 0, 0, 0}
+	if err := netlinkDo(nl, unix.RTM_NEWROUTE, rt, rtattr(unix.RTA_OIF, u32(uint32(lo)))); err != nil {
+		return fmt.Errorf("add the catch-all route: %w", err)
 	}
 	return nil
 }

@@ -333,8 +333,9 @@ func sshKeyApproved(t *testing.T, r *rig, mode string) {
 // on the host's loopback or an address outside, while the model stays
 // reachable. TestSandboxNetInvoker holds plain http through the proxy and
 // a server on another address of the host. The attempts that bypass the
-// proxy are refused by the kernel (no listener, no route) and recorded
-// nowhere: docs/sandbox.md says so.
+// proxy are refused at once by the namespace (curl's "Couldn't connect",
+// not its timeout) and recorded like the proxy's: each a denied
+// Connection with its address and port, and a warning naming them.
 func TestSandboxProbeNetDirect(t *testing.T) {
 	hidden := serveHidden(t)
 	_, port, err := net.SplitHostPort(hidden)
@@ -366,6 +367,21 @@ func TestSandboxProbeNetDirect(t *testing.T) {
 		}
 		if !slices.ContainsFunc(ev.warns, func(w string) bool { return strings.Contains(w, `add "denied.test:443" to Sandbox.Network`) }) {
 			t.Errorf("warnings %q: want one naming denied.test:443 and the rule to add", ev.warns)
+		}
+		if strings.Contains(res.Text, "timed out") {
+			t.Errorf("Result.Text = %q: a connection around the proxy waited for curl's timeout, want an immediate refusal", res.Text)
+		}
+		for _, hp := range []string{loopback, "192.0.2.1:80"} {
+			if !slices.ContainsFunc(res.Connections, func(c invoker.Connection) bool {
+				return !c.Allowed && net.JoinHostPort(c.Host, strconv.Itoa(c.Port)) == hp
+			}) {
+				t.Errorf("Result.Connections %+v: want %s, which bypassed the proxy, denied", res.Connections, hp)
+			}
+			if !slices.ContainsFunc(ev.warns, func(w string) bool {
+				return strings.Contains(w, "connection to "+hp+" that bypassed its proxy")
+			}) {
+				t.Errorf("warnings %q: want one naming %s and the proxy it bypassed", ev.warns, hp)
+			}
 		}
 	})
 }

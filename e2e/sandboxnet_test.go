@@ -182,7 +182,7 @@ func sandboxNetInvoker(t *testing.T, r *rig, env []string, model, name string, w
 // TestSandboxNetShell: a shell command of each CLI, run with the CLI's own
 // sandbox and approvals off (Unlimited), reaches neither a host the rules
 // do not allow through the proxy (403, recorded as denied) nor a server
-// of the host directly (no route), while the model stays reachable.
+// of the host directly (refused), while the model stays reachable.
 func TestSandboxNetShell(t *testing.T) {
 	hidden := serveHidden(t)
 	forEachCLI(t, func(t *testing.T, r *rig) {

@@ -15,8 +15,12 @@
 //
 // The namespace holds the rules: a process in it has a loopback device
 // and nothing else, so a tool that ignores the proxy variables gets no
-// connection at all ("network is unreachable"), and the kernel refuses
-// it before anything could record it. The endpoints on the host's
+// connection at all. Its TCP connection, to any address, is refused at
+// once ("connection refused": every address is the namespace's own for
+// TCP, and nothing listens there) and recorded as a denied attempt
+// (MethodDirect) from the kernel's reset, which a packet socket on the
+// namespace's loopback hands to the host; a UDP datagram to an outside
+// address finds no route. The endpoints on the host's
 // loopback that the run must reach (a model server, a tool bridge, MCP
 // servers over HTTP) are reached at the same address from inside:
 // listeners on the same 127.0.0.1:PORT inside the namespace forward each

@@ -65,6 +65,17 @@ func inside(args []string) int {
 	out["http denied"] = get("http://denied.test/plain")
 	out["forwarded"] = get("http://" + forwarded + "/fwd")
 	out["connect allowed"] = connect(os.Getenv("HTTP_PROXY"), "allowed.test:80")
+	// A connection to a listener of the run's own, aborted (a reset
+	// that answers no SYN), is no refusal: nothing is recorded.
+	out["own"] = ownAborted()
+	// A datagram to an outside address finds no route.
+	if c, err := net.Dial("udp", "192.0.2.1:53"); err != nil {
+		out["udp"] = "error: " + err.Error()
+	} else {
+		_, err := c.Write([]byte("x"))
+		out["udp"] = fmt.Sprintf("sent: %v", err)
+		c.Close()
+	}
 	for _, a := range strings.Split(direct, ",") {
 		c, err := net.DialTimeout("tcp", a, time.Minute)
 		if err != nil {
@@ -82,6 +93,31 @@ func inside(args []string) int {
 	}
 	json.NewEncoder(os.Stdout).Encode(out)
 	return 0
+}
+
+// ownAborted connects to a listener of its own in the namespace and
+// aborts the connection with a reset: "aborted", or "error: …".
+func ownAborted() string {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return "error: " + err.Error()
+	}
+	defer l.Close()
+	c, err := net.Dial("tcp", l.Addr().String())
+	if err != nil {
+		return "error: " + err.Error()
+	}
+	defer c.Close()
+	s, err := l.Accept()
+	if err != nil {
+		return "error: " + err.Error()
+	}
+	s.(*net.TCPConn).SetLinger(0)
+	s.Close()
+	if _, err := c.Read(make([]byte, 1)); err == nil || !strings.Contains(err.Error(), "reset") {
+		return fmt.Sprintf("error: read after the reset: %v", err)
+	}
+	return "aborted"
 }
 
 // connect opens a tunnel to target through proxy and sends a GET through

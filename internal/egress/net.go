@@ -11,6 +11,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 	"time"
 
 	"github.com/clinvoke/clinvoke/internal/sandbox"
@@ -66,6 +67,10 @@ type Net struct {
 	plan       *os.File // the private roots' plan for the first stage, closed by Started
 	private    bool     // the first stage gave the run its private /tmp and /dev/shm
 	privateWhy string   // else why not, as the first stage said
+
+	direct    syscall.RawConn // the packet socket that sees the refused direct connections
+	directMu  sync.Mutex      // held from a refusal's read until it is recorded
+	bypassErr error           // why direct connections are not recorded; nil once they are
 }
 
 // New returns the sandbox cfg describes (nil means a zero Config: no
@@ -76,7 +81,7 @@ func New(cfg *Config) (*Net, error) {
 	if err != nil {
 		return nil, err
 	}
-	n := &Net{proxy: p, dialTo: map[netip.AddrPort]string{}}
+	n := &Net{proxy: p, dialTo: map[netip.AddrPort]string{}, bypassErr: errNotCaught}
 	for _, s := range p.cfg.Loopback {
 		aps, err := loopbackAddrs(s)
 		if err != nil {
@@ -183,7 +188,13 @@ func (n *Net) enter() error {
 	if err != nil {
 		return err
 	}
+	fd, err := catchDirect()
 	n.serve(ls)
+	if err != nil {
+		n.bypassErr = err
+	} else {
+		n.recordDirect(fd)
+	}
 	return nil
 }
 
@@ -294,19 +305,24 @@ func (n *Net) MergeEnv(env []string) []string {
 	return append(out, ours...)
 }
 
-// Attempts returns a copy of the connection attempts recorded so far: the
-// first MaxRecorded.
-func (n *Net) Attempts() []Attempt { return n.proxy.Attempts() }
+// Attempts returns a copy of the connection attempts recorded so far,
+// after Flush: the first MaxRecorded.
+func (n *Net) Attempts() []Attempt {
+	n.Flush()
+	return n.proxy.Attempts()
+}
 
 // Dropped returns how many attempts Attempts lacks because MaxRecorded
 // were already kept; OnAttempt saw them all.
 func (n *Net) Dropped() int { return n.proxy.Dropped() }
 
-// Close stops the proxy and the forwarders, closes their connections and
+// Close records the refused direct connections not yet recorded (Flush),
+// stops the proxy and the forwarders, closes their connections and
 // returns once every goroutine of the Net has ended. Call it after Enter
 // has returned (or instead of Enter), once the run's tree is gone. The namespace itself
 // ends with the last process in it and the thread that entered it.
 func (n *Net) Close() error {
+	n.Flush()
 	if n.wrapped != nil {
 		n.stageEnd.Close()
 		n.wrapped.Close()

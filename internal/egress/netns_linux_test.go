@@ -81,7 +81,11 @@ func startWrapped(n *Net, cmd *exec.Cmd) error {
 // CONNECT tunnel) and a forwarded loopback endpoint at the host's
 // address, is refused a denied host (recorded), and reaches nothing
 // directly: not a server on the host's loopback, not one on the host's
-// other addresses.
+// other addresses, not an outside address (IPv4 and IPv6). Each direct
+// connection is refused at once ("connection refused": the dial returns
+// an error, not a timeout) and recorded as a denied MethodDirect attempt
+// naming its address and port; a UDP datagram to an outside address still
+// finds no route.
 func TestSandboxNetChild(t *testing.T) {
 	t.Run("enter", func(t *testing.T) {
 		if os.Geteuid() != 0 {
@@ -111,9 +115,12 @@ func sandboxNetChild(t *testing.T, start func(*Net, *exec.Cmd) error) {
 	hidden := serveHTTP(t, "0.0.0.0:0")        // reachable from the host at every address, from inside at none
 	_, port, _ := net.SplitHostPort(hidden)
 	forwarded := serveHTTP(t, "127.0.0.1:0")
-	direct := []string{"127.0.0.1:" + port}
+	direct := []string{"127.0.0.1:" + port, "192.0.2.1:80"}
 	if a, ok := hostAddr(); ok {
 		direct = append(direct, net.JoinHostPort(a.String(), port))
+	}
+	if ipv6Loopback() {
+		direct = append(direct, "[2001:db8::1]:443")
 	}
 	var (
 		mu       sync.Mutex
@@ -143,6 +150,7 @@ func sandboxNetChild(t *testing.T, start func(*Net, *exec.Cmd) error) {
 		"connect allowed": "200 hello from /tunnel",
 		"forwarded":       "200 hello from /fwd",
 		"http denied":     "403 clinvoke egress: denied.test:80 denied: not in the allowlist",
+		"own":             "aborted",
 	} {
 		if !strings.HasPrefix(got[k], want) {
 			t.Errorf("%s: %q, want %q", k, got[k], want)
@@ -156,9 +164,15 @@ func sandboxNetChild(t *testing.T, start func(*Net, *exec.Cmd) error) {
 		}
 	}
 	for _, a := range direct {
-		if g := got["direct "+a]; !strings.HasPrefix(g, "error: ") {
-			t.Errorf("direct %s: %q, want an error", a, g)
+		if g := got["direct "+a]; !strings.HasPrefix(g, "error: ") || !strings.Contains(g, "connection refused") {
+			t.Errorf("direct %s: %q, want an error: connection refused", a, g)
 		}
+	}
+	if g := got["udp"]; !strings.Contains(g, "network is unreachable") {
+		t.Errorf("udp 192.0.2.1:53: %q, want an error: network is unreachable", g)
+	}
+	if err := n.BypassRecorded(); err != nil {
+		t.Errorf("BypassRecorded() = %v", err)
 	}
 	// recorded was written by the proxy's goroutines, all ended by Close.
 	mu.Lock()
@@ -170,13 +184,17 @@ func sandboxNetChild(t *testing.T, start func(*Net, *exec.Cmd) error) {
 			t.Errorf("%+v: an allowed attempt without bytes both ways, or with an error", a)
 		}
 	}
-	for _, want := range []string{"GET allowed.test:80 allowed", "GET denied.test:80 denied", "CONNECT allowed.test:80 allowed", "FORWARD " + forwarded + " allowed"} {
+	wants := []string{"GET allowed.test:80 allowed", "GET denied.test:80 denied", "CONNECT allowed.test:80 allowed", "FORWARD " + forwarded + " allowed"}
+	for _, a := range direct {
+		wants = append(wants, MethodDirect+" "+a+" denied")
+	}
+	for _, want := range wants {
 		if !slices.Contains(summary, want) {
 			t.Errorf("attempts %q lack %q", summary, want)
 		}
 	}
-	if len(summary) != 4 {
-		t.Errorf("attempts %q, want 4", summary)
+	if len(summary) != len(wants) {
+		t.Errorf("attempts %q, want %d", summary, len(wants))
 	}
 	if !equalAttempts(recorded, n.Attempts()) {
 		t.Errorf("Attempts() = %+v, OnAttempt saw %+v", n.Attempts(), recorded)

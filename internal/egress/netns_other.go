@@ -14,6 +14,15 @@ func enterNamespace() error {
 
 func ipv6Loopback() bool { return false }
 
+// catchDirect reports that only Linux has network namespaces.
+func catchDirect() (int, error) { return -1, errors.ErrUnsupported }
+
+// recordDirect is never called where catchDirect fails.
+func (n *Net) recordDirect(fd int) {}
+
+// drain is never called without recordDirect.
+func (n *Net) drain(fd uintptr) {}
+
 // Probe reports whether this process can give a run a network namespace
 // through Enter:
 // nil if so, else a *NamespaceError (matching ErrUnavailable) naming what

@@ -34,14 +34,17 @@ const headerTimeout = time.Minute
 const dialTimeout = 30 * time.Second
 
 // An Attempt is one connection the run asked for: through the proxy
-// (CONNECT or a plain HTTP request) or to a forwarded loopback endpoint.
+// (CONNECT or a plain HTTP request), to a forwarded loopback endpoint, or
+// straight to an address, bypassing the proxy (Net only).
 type Attempt struct {
 	// Time is when the request arrived.
 	Time time.Time
 	// Method is "CONNECT", the HTTP method of a plain request ("GET",
-	// "POST", …), or "FORWARD" for a loopback endpoint.
+	// "POST", …), "FORWARD" for a loopback endpoint, or MethodDirect
+	// for a TCP connection that bypassed the proxy (always denied).
 	Method string
-	// Host and Port name the destination as the run asked for it.
+	// Host and Port name the destination as the run asked for it (an
+	// IP address for MethodDirect).
 	Host string
 	Port int
 	// Allowed reports whether the rules let the connection through.

@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/exec"
 	"runtime"
+	"strings"
 	"syscall"
 
 	"golang.org/x/sys/unix"
@@ -47,10 +48,12 @@ func init() {
 }
 
 // runStage runs in new user and network namespaces, with CAP_NET_ADMIN
-// there only (ambient): it brings the loopback up, opens the listeners,
-// sends them to the host over spec.FD, drops every capability and
-// executes spec.Path with the same arguments and environment. On failure
-// it sends the error's text instead, and returns 127.
+// and CAP_NET_RAW there only (ambient): it brings the loopback up, sets
+// up the catch-all route of direct connections (catchDirect), opens the
+// listeners, sends them and the route's socket to the host over
+// spec.FD, drops every capability and executes spec.Path with the same
+// arguments and environment. On failure it sends the error's text
+// instead, and returns 127.
 func runStage(v string) int {
 	// Capabilities, no_new_privs and a Landlock domain are the calling
 	// thread's: drop, set and execute from one thread. (init already
@@ -68,8 +71,11 @@ func runStage(v string) int {
 	if err := loopbackUp(); err != nil {
 		return fail(fmt.Errorf("bring lo up: %w", err))
 	}
-	// The listeners' files stay referenced until they are sent: a
-	// collected *os.File closes its descriptor.
+	// The catch-all route's socket goes last, after the listeners; if it
+	// cannot be had, the message says why. The listeners' files stay
+	// referenced until they are sent: a collected *os.File closes its
+	// descriptor.
+	direct, derr := catchDirect()
 	var fds []int
 	var files []*os.File
 	for _, a := range spec.Listen {
@@ -84,20 +90,28 @@ func runStage(v string) int {
 		fds, files = append(fds, int(f.Fd())), append(files, f)
 	}
 	// The first byte says whether the private roots hold (1) or not (0);
-	// where they were asked for and do not, the rest says why.
-	held := []byte{0}
+	// after it come why they do not, where they were asked for, and after
+	// a NUL why direct connections are not recorded, where they are not.
+	msg := []byte{0}
+	var privateWhy string
 	if spec.Private != 0 && spec.Ruleset != 0 {
 		plan, err := readPlan(spec.Private)
 		if err == nil {
 			err = sandbox.EnterPrivate(plan, spec.Ruleset)
 		}
 		if err == nil {
-			held[0] = 1
+			msg[0] = 1
 		} else {
-			held = append(held, truncate(err.Error(), maxWhy)...)
+			privateWhy = truncate(err.Error(), maxWhy)
 		}
 	}
-	if err := unix.Sendmsg(spec.FD, held, unix.UnixRights(fds...), nil, 0); err != nil {
+	msg = append(append(msg, privateWhy...), 0)
+	if derr != nil {
+		msg = append(msg, truncate(derr.Error(), maxWhy)...)
+	} else {
+		fds = append(fds, direct)
+	}
+	if err := unix.Sendmsg(spec.FD, msg, unix.UnixRights(fds...), nil, 0); err != nil {
 		fmt.Fprintln(os.Stderr, "egress: send the listeners:", err)
 		return 127
 	}
@@ -251,15 +265,15 @@ func (n *Net) wrap(cmd *exec.Cmd, ruleset *os.File, plan []byte) error {
 }
 
 // wrapAttr asks for new user and network namespaces, the user and group
-// mapped to themselves, and CAP_NET_ADMIN kept across the exec of the
-// first stage.
+// mapped to themselves, and CAP_NET_ADMIN and CAP_NET_RAW (the catch-all
+// route's packet socket) kept across the exec of the first stage.
 func wrapAttr(a *syscall.SysProcAttr) {
 	uid, gid := os.Getuid(), os.Getgid()
 	a.Cloneflags |= unix.CLONE_NEWUSER | unix.CLONE_NEWNET
 	a.UidMappings = []syscall.SysProcIDMap{{ContainerID: uid, HostID: uid, Size: 1}}
 	a.GidMappings = []syscall.SysProcIDMap{{ContainerID: gid, HostID: gid, Size: 1}}
 	a.GidMappingsEnableSetgroups = false
-	a.AmbientCaps = append(a.AmbientCaps, unix.CAP_NET_ADMIN)
+	a.AmbientCaps = append(a.AmbientCaps, unix.CAP_NET_ADMIN, unix.CAP_NET_RAW)
 }
 
 // Started receives the listeners from the first stage of the command
@@ -273,19 +287,24 @@ func (n *Net) Started() error {
 	}
 	n.stageEnd.Close()
 	n.closePlan()
-	ls, held, why, err := receiveListeners(n.wrapped)
+	m, err := receiveListeners(n.wrapped, len(n.listenAddrs()))
 	n.wrapped.Close()
 	if err != nil {
 		return err
 	}
-	n.private, n.privateWhy = held, why
-	n.serve(ls)
+	n.private, n.privateWhy = m.held, m.privateWhy
+	n.serve(m.listeners)
+	if m.direct >= 0 {
+		n.recordDirect(m.direct)
+	} else {
+		n.bypassErr = m.directErr
+	}
 	return nil
 }
 
-// maxWhy bounds the first stage's reason for not giving the private
-// roots, so that its message fits the host's buffer.
-const maxWhy = 2048
+// maxWhy bounds each reason in the first stage's message, so that the
+// message fits the host's buffer.
+const maxWhy = 2000
 
 // truncate returns s cut to at most n bytes.
 func truncate(s string, n int) string {
@@ -295,15 +314,25 @@ func truncate(s string, n int) string {
 	return s
 }
 
-// receiveListeners reads the first stage's message on c: the listeners,
-// whether the private roots hold and if not why, or the text of its
-// error.
-func receiveListeners(c *os.File) (ls []net.Listener, held bool, why string, err error) {
+// stageMessage is what the first stage sends the host.
+type stageMessage struct {
+	listeners  []net.Listener
+	held       bool   // the private roots hold
+	privateWhy string // else why not, where they were asked for
+	direct     int    // the catch-all route's packet socket, or -1
+	directErr  error  // why there is none
+}
+
+// receiveListeners reads the first stage's message on c: nl listeners,
+// whether the private roots hold and if not why, and the catch-all
+// route's socket or why there is none; or the text of its error.
+func receiveListeners(c *os.File, nl int) (stageMessage, error) {
+	m := stageMessage{direct: -1}
 	buf := make([]byte, 4096)
 	oob := make([]byte, unix.CmsgSpace(4*64))
 	nb, noob, _, _, err := unix.Recvmsg(int(c.Fd()), buf, oob, unix.MSG_CMSG_CLOEXEC)
 	if err != nil {
-		return nil, false, "", &NamespaceError{Op: "receive the listeners", Err: err, Missing: "the first stage in the new namespaces did not answer"}
+		return m, &NamespaceError{Op: "receive the listeners", Err: err, Missing: "the first stage in the new namespaces did not answer"}
 	}
 	var fds []int
 	if msgs, err := unix.ParseSocketControlMessage(oob[:noob]); err == nil {
@@ -313,29 +342,40 @@ func receiveListeners(c *os.File) (ls []net.Listener, held bool, why string, err
 			}
 		}
 	}
-	if len(fds) == 0 {
-		cause := errors.New("the first stage exited")
-		if nb > 0 {
-			cause = errors.New(string(buf[:nb]))
+	if len(fds) < nl || len(fds) > nl+1 || nb == 0 {
+		for _, fd := range fds {
+			unix.Close(fd)
 		}
-		return nil, false, "", &NamespaceError{Op: "set up the new namespaces", Err: cause, Missing: "unprivileged user namespaces with a loopback this user may bring up"}
+		why := errors.New("the first stage exited")
+		if nb > 0 {
+			why = errors.New(string(buf[:nb]))
+		}
+		return m, &NamespaceError{Op: "set up the new namespaces", Err: why, Missing: "unprivileged user namespaces with a loopback this user may bring up"}
 	}
-	for _, fd := range fds {
+	m.held = buf[0] == 1
+	privateWhy, directWhy, _ := strings.Cut(string(buf[1:nb]), "\x00")
+	m.privateWhy = privateWhy
+	if len(fds) > nl {
+		m.direct = fds[nl]
+	} else {
+		m.directErr = errors.New(directWhy)
+	}
+	for i, fd := range fds[:nl] {
 		f := os.NewFile(uintptr(fd), "egress-listener")
 		l, err := net.FileListener(f)
 		f.Close()
 		if err != nil {
-			for _, l := range ls {
+			for _, l := range m.listeners {
 				l.Close()
 			}
-			return nil, false, "", &NamespaceError{Op: "use a received listener", Err: err, Missing: "a listening socket from the first stage"}
+			for _, fd := range fds[i+1:] {
+				unix.Close(fd)
+			}
+			return m, &NamespaceError{Op: "use a received listener", Err: err, Missing: "a listening socket from the first stage"}
 		}
-		ls = append(ls, l)
+		m.listeners = append(m.listeners, l)
 	}
-	if nb > 1 {
-		why = string(buf[1:nb])
-	}
-	return ls, nb > 0 && buf[0] == 1, why, nil
+	return m, nil
 }
 
 // ProbeWrap reports whether Wrap can give a run a network sandbox here:

@@ -281,11 +281,14 @@ func (a sandboxAsk) startNet(env []string, log interface {
 }
 
 // warnings returns a KindWarning event for each attempt denied since the
-// last call, naming the host, the port and the rule that would allow it.
+// last call (the connections that bypassed the proxy and were refused
+// included: Flush), naming the host, the port and the rule that would
+// allow it through the proxy.
 func (rn *runNet) warnings(tool *invoker.Tool) []invoker.Event {
 	if rn == nil {
 		return nil
 	}
+	rn.n.Flush()
 	rn.mu.Lock()
 	denied := rn.pending
 	rn.pending = nil
@@ -293,8 +296,11 @@ func (rn *runNet) warnings(tool *invoker.Tool) []invoker.Event {
 	evs := make([]invoker.Event, 0, len(denied))
 	for _, at := range denied {
 		hp := net.JoinHostPort(at.Host, strconv.Itoa(at.Port))
-		evs = append(evs, invoker.Event{Kind: invoker.KindWarning, Tool: tool,
-			Text: fmt.Sprintf("the sandbox refused a connection to %s: add %q to Sandbox.Network to allow it (%s)", hp, hp, at.Err)})
+		text := fmt.Sprintf("the sandbox refused a connection to %s: add %q to Sandbox.Network to allow it (%s)", hp, hp, at.Err)
+		if at.Method == egress.MethodDirect {
+			text = fmt.Sprintf("the sandbox refused a connection to %s that bypassed its proxy: only connections through the proxy the run's HTTPS_PROXY and HTTP_PROXY name leave the sandbox; to let one through, send it through the proxy and add %q to Sandbox.Network", hp, hp)
+		}
+		evs = append(evs, invoker.Event{Kind: invoker.KindWarning, Tool: tool, Text: text})
 	}
 	return evs
 }

@@ -89,8 +89,10 @@ func findConn(cs []invoker.Connection, host string, port int) (invoker.Connectio
 // TestSandboxNetNone: under "none", the run reaches its model endpoint
 // (on the host's loopback, forwarded) and nothing else: a host through
 // the proxy is refused (403, recorded, a warning event naming it and the
-// rule to add), a connection that ignores the proxy finds no network, and
-// another server on the host's loopback is not there.
+// rule to add); a connection that ignores the proxy, to an outside
+// address or to another server on the host's loopback, is refused at
+// once ("connection refused") and recorded the same way, a denied
+// Connection and a warning naming its address and port.
 func TestSandboxNetNone(t *testing.T) {
 	requireSandbox(t)
 	requireSandboxNet(t)
@@ -114,8 +116,8 @@ func TestSandboxNetNone(t *testing.T) {
 	if g := got["get http://denied.example/"]; g != "403 Forbidden" {
 		t.Errorf("a host through the proxy: %q, want 403 Forbidden", g)
 	}
-	if g := got["dial 192.0.2.1:80"]; !strings.Contains(g, "network is unreachable") {
-		t.Errorf("a connection around the proxy: %q, want network is unreachable", g)
+	if g := got["dial 192.0.2.1:80"]; !strings.Contains(g, "connection refused") {
+		t.Errorf("a connection around the proxy: %q, want connection refused", g)
 	}
 	if g := got["get "+other.URL+"/"]; !strings.Contains(g, "connection refused") || otherHits.Load() != 0 {
 		t.Errorf("another server of the host's loopback: %q with %d requests, want connection refused with 0", g, otherHits.Load())
@@ -132,8 +134,19 @@ func TestSandboxNetNone(t *testing.T) {
 	if ev, _, ok := evs.first(invoker.KindWarning, "denied.example:80"); !ok || !strings.Contains(ev.Text, `add "denied.example:80" to Sandbox.Network`) {
 		t.Errorf("the warning of the denied connection: %q, want one naming it and the rule to add", ev.Text)
 	}
-	if n := evs.count(invoker.KindWarning); n != 1 {
-		t.Errorf("%d warnings, want 1: the denied connection's", n)
+	direct := []string{"192.0.2.1:80", "127.0.0.1:" + strconv.Itoa(portOf(t, other))}
+	for _, hp := range direct {
+		host, port, _ := strings.Cut(hp, ":")
+		p, _ := strconv.Atoi(port)
+		if c, ok := findConn(res.Connections, host, p); !ok || c.Allowed || c.Sent != 0 || c.Received != 0 {
+			t.Errorf("Result.Connections %+v: want %s denied", res.Connections, hp)
+		}
+		if ev, _, ok := evs.first(invoker.KindWarning, hp); !ok || !strings.Contains(ev.Text, "bypassed its proxy") {
+			t.Errorf("the warning of the connection to %s: %q, want one naming it and the proxy it bypassed", hp, ev.Text)
+		}
+	}
+	if n := evs.count(invoker.KindWarning); n != 1+len(direct) {
+		t.Errorf("%d warnings, want %d: each denied connection's", n, 1+len(direct))
 	}
 }
 
@@ -271,8 +284,8 @@ func TestSandboxNetSession(t *testing.T) {
 // namespaces are allowed (as root too, made to take it): the CLI born in
 // new user and network namespaces, its first stage applying the
 // filesystem ceiling before it executes the CLI. The model is reached,
-// a host through the proxy is refused, a connection around it finds no
-// network, and the ceiling holds as by the other route.
+// a host through the proxy is refused, a connection around it is refused
+// at once, and the ceiling holds as by the other route.
 func TestSandboxNetWrap(t *testing.T) {
 	requireSandbox(t)
 	requireSandboxNet(t)
@@ -310,8 +323,8 @@ func sandboxNetCeiling(t *testing.T) {
 	if g := got["get http://denied.example/"]; g != "403 Forbidden" {
 		t.Errorf("a host through the proxy: %q, want 403 Forbidden", g)
 	}
-	if g := got["dial 192.0.2.1:80"]; !strings.Contains(g, "network is unreachable") {
-		t.Errorf("a connection around the proxy: %q, want network is unreachable", g)
+	if g := got["dial 192.0.2.1:80"]; !strings.Contains(g, "connection refused") {
+		t.Errorf("a connection around the proxy: %q, want connection refused", g)
 	}
 	tempOK := false
 	for k, v := range got {
@@ -324,8 +337,13 @@ func sandboxNetCeiling(t *testing.T) {
 	if res.Sandbox != "filesystem,network" {
 		t.Errorf("Result.Sandbox = %q, want filesystem,network", res.Sandbox)
 	}
-	if _, ok := findConn(res.Connections, "denied.example", 80); !ok {
-		t.Errorf("Result.Connections %+v: want denied.example:80", res.Connections)
+	for _, hp := range []struct {
+		host string
+		port int
+	}{{"denied.example", 80}, {"192.0.2.1", 80}} {
+		if c, ok := findConn(res.Connections, hp.host, hp.port); !ok || c.Allowed {
+			t.Errorf("Result.Connections %+v: want %s:%d denied", res.Connections, hp.host, hp.port)
+		}
 	}
 }
 
@@ -410,8 +428,11 @@ func TestSandboxNetPTY(t *testing.T) {
 		if err != nil {
 			t.Fatalf("Invoke() error = %v; stderr: %s", err, res.Stderr)
 		}
-		if g := touched(res)["dial 192.0.2.1:80"]; !strings.HasPrefix(res.Text, "over a terminal") || !strings.Contains(g, "network is unreachable") || res.Sandbox != "filesystem,network" {
-			t.Errorf("Text %q, Sandbox %q; want the answer, the connection around the proxy unreachable, and both ceilings", res.Text, res.Sandbox)
+		if g := touched(res)["dial 192.0.2.1:80"]; !strings.HasPrefix(res.Text, "over a terminal") || !strings.Contains(g, "connection refused") || res.Sandbox != "filesystem,network" {
+			t.Errorf("Text %q, Sandbox %q; want the answer, the connection around the proxy refused, and both ceilings", res.Text, res.Sandbox)
+		}
+		if c, ok := findConn(res.Connections, "192.0.2.1", 80); !ok || c.Allowed {
+			t.Errorf("Result.Connections %+v: want 192.0.2.1:80 denied", res.Connections)
 		}
 	})
 }

@@ -381,7 +381,10 @@ func TestTelemetryCancelled(t *testing.T) {
 func TestTelemetryTimeout(t *testing.T) {
 	rig := newTelRig(t)
 	s := codexScript(t, fakeagent.Script{SessionID: "thread-t", StallFor: time.Minute})
-	inv := codex.New(rig.options(invoker.Options{IdleTimeout: 300 * time.Millisecond})...)
+	// The idle timer runs from the start: it must outlast the fake's own
+	// start (under -race on a loaded machine, 300 ms did not, and the fake
+	// was stopped before it recorded its run), and fire in its stall.
+	inv := codex.New(rig.options(invoker.Options{IdleTimeout: 2 * time.Second})...)
 	_, err := inv.Invoke(context.Background(), invoker.Request{Prompt: "hi", Workdir: t.TempDir(), Env: s.Env()})
 	if !errors.Is(err, invoker.ErrIdleTimeout) {
 		t.Fatalf("Invoke() error = %v, want ErrIdleTimeout", err)

@@ -171,12 +171,18 @@ func (p *Proxy) accept(l net.Listener, serve func(net.Conn)) error {
 // every goroutine of the Proxy has ended. It is safe to call more than
 // once.
 func (p *Proxy) Close() error {
+	// Closed outside mu: closing a file waits for its readers, and the
+	// reader of the refusals' socket records what it read under mu.
 	p.mu.Lock()
 	p.closed = true
+	open := make([]io.Closer, 0, len(p.open))
 	for c := range p.open {
-		c.Close()
+		open = append(open, c)
 	}
 	p.mu.Unlock()
+	for _, c := range open {
+		c.Close()
+	}
 	p.cancel()
 	p.wg.Wait()
 	return nil

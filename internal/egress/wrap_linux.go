@@ -11,6 +11,7 @@ import (
 	"runtime"
 	"strings"
 	"syscall"
+	"unicode/utf8"
 
 	"golang.org/x/sys/unix"
 
@@ -306,12 +307,37 @@ func (n *Net) Started() error {
 // message fits the host's buffer.
 const maxWhy = 2000
 
-// truncate returns s cut to at most n bytes.
+// truncate returns s cut to at most n bytes, at a character's start, and
+// without NUL bytes, which separate the reasons of the first stage's
+// message.
 func truncate(s string, n int) string {
-	if len(s) > n {
-		return s[:n]
+	s = strings.ReplaceAll(s, "\x00", " ")
+	if len(s) <= n {
+		return s
+	}
+	s = s[:n]
+	for len(s) > 0 {
+		if r, size := utf8.DecodeLastRuneInString(s); r != utf8.RuneError || size > 1 {
+			break
+		}
+		s = s[:len(s)-1]
 	}
 	return s
+}
+
+// closeRights closes the descriptors the control messages oob carry.
+func closeRights(oob []byte) {
+	msgs, err := unix.ParseSocketControlMessage(oob)
+	if err != nil {
+		return
+	}
+	for i := range msgs {
+		if rights, err := unix.ParseUnixRights(&msgs[i]); err == nil {
+			for _, fd := range rights {
+				unix.Close(fd)
+			}
+		}
+	}
 }
 
 // stageMessage is what the first stage sends the host.
@@ -329,9 +355,15 @@ type stageMessage struct {
 func receiveListeners(c *os.File, nl int) (stageMessage, error) {
 	m := stageMessage{direct: -1}
 	buf := make([]byte, 4096)
-	oob := make([]byte, unix.CmsgSpace(4*64))
-	nb, noob, _, _, err := unix.Recvmsg(int(c.Fd()), buf, oob, unix.MSG_CMSG_CLOEXEC)
+	oob := make([]byte, unix.CmsgSpace(4*(nl+1)))
+	nb, noob, flags, _, err := unix.Recvmsg(int(c.Fd()), buf, oob, unix.MSG_CMSG_CLOEXEC)
+	if err == nil && flags&(unix.MSG_CTRUNC|unix.MSG_TRUNC) != 0 {
+		err = fmt.Errorf("the message was cut (flags %#x): more than %d descriptors or %d bytes", flags, nl+1, len(buf))
+	}
 	if err != nil {
+		if noob > 0 {
+			closeRights(oob[:noob])
+		}
 		return m, &NamespaceError{Op: "receive the listeners", Err: err, Missing: "the first stage in the new namespaces did not answer"}
 	}
 	var fds []int

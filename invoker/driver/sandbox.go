@@ -341,6 +341,16 @@ func (rs *runSandbox) held() string {
 	return strings.Join(parts, ",")
 }
 
+// bypassUnrecorded returns why the run's connections that bypass the
+// network rules' proxy are refused without being recorded, or nil (also
+// without network rules); call it once the root is started.
+func (rs *runSandbox) bypassUnrecorded() error {
+	if rs == nil || rs.net == nil || rs.net.n == nil {
+		return nil
+	}
+	return rs.net.n.BypassRecorded()
+}
+
 // private reports whether the run got its private /tmp and /dev/shm, and
 // if not, why; call it once the root is started.
 func (rs *runSandbox) private() (bool, string) {

@@ -242,7 +242,15 @@ type runNet struct {
 
 	mu      sync.Mutex
 	pending []egress.Attempt // denied, not yet warned of
+	// warned holds the addresses of the refused direct connections
+	// already warned of: a tool that polls a port gets one warning per
+	// address, not one per attempt (each is still a Connection).
+	warned map[string]bool
 }
+
+// maxPending bounds the denied attempts waiting for their warning: past
+// it, the run's warnings say how many more were refused.
+const maxPending = 1000
 
 // startNet builds the run's egress.Net for a, which asks for network
 // rules, with the run's environment env: nil without one where the host
@@ -268,10 +276,23 @@ func (a sandboxAsk) startNet(env []string, log interface {
 	rn := &runNet{wrap: route == netWrap}
 	cfg := netConfig(rules, a.cli, env, a.mcp)
 	cfg.OnAttempt = func(at egress.Attempt) {
-		if !at.Allowed {
-			rn.mu.Lock()
+		if at.Allowed {
+			return
+		}
+		rn.mu.Lock()
+		defer rn.mu.Unlock()
+		if at.Method == egress.MethodDirect {
+			hp := net.JoinHostPort(at.Host, strconv.Itoa(at.Port))
+			if rn.warned[hp] {
+				return
+			}
+			if rn.warned == nil {
+				rn.warned = make(map[string]bool)
+			}
+			rn.warned[hp] = true
+		}
+		if len(rn.pending) < maxPending {
 			rn.pending = append(rn.pending, at)
-			rn.mu.Unlock()
 		}
 	}
 	if rn.n, err = egress.New(cfg); err != nil {
@@ -297,7 +318,10 @@ func (rn *runNet) warnings(tool *invoker.Tool) []invoker.Event {
 	for _, at := range denied {
 		hp := net.JoinHostPort(at.Host, strconv.Itoa(at.Port))
 		text := fmt.Sprintf("the sandbox refused a connection to %s: add %q to Sandbox.Network to allow it (%s)", hp, hp, at.Err)
-		if at.Method == egress.MethodDirect {
+		switch {
+		case at.Method == egress.MethodDirect && isLoopbackHost(at.Host):
+			text = fmt.Sprintf("the sandbox refused a connection to %s that bypassed its proxy: nothing in the run listens there, and the host's loopback is out of the run's reach (its network namespace has a loopback of its own); add %q to Sandbox.Network to reach the host's server at that address", hp, hp)
+		case at.Method == egress.MethodDirect:
 			text = fmt.Sprintf("the sandbox refused a connection to %s that bypassed its proxy: only connections through the proxy the run's HTTPS_PROXY and HTTP_PROXY name leave the sandbox; to let one through, send it through the proxy and add %q to Sandbox.Network", hp, hp)
 		}
 		evs = append(evs, invoker.Event{Kind: invoker.KindWarning, Tool: tool, Text: text})

@@ -101,6 +101,7 @@ func TestSandboxNetNone(t *testing.T) {
 	var evs evlog
 	lr := newLimitRun(t, fakeagent.Script{Touch: []string{
 		"get " + model.URL + "/v1/messages", "get http://denied.example/", "dial 192.0.2.1:80", "get " + other.URL + "/",
+		"dial 192.0.2.1:80", "dial 192.0.2.1:80",
 	}})
 	lr.req.Sandbox = invoker.Sandbox{Mode: "required", Network: []string{"none"}}
 	lr.req.Env = append(lr.req.Env, "ANTHROPIC_BASE_URL="+model.URL)
@@ -146,7 +147,16 @@ func TestSandboxNetNone(t *testing.T) {
 		}
 	}
 	if n := evs.count(invoker.KindWarning); n != 1+len(direct) {
-		t.Errorf("%d warnings, want %d: each denied connection's", n, 1+len(direct))
+		t.Errorf("%d warnings, want %d: each denied connection's, one per address", n, 1+len(direct))
+	}
+	n := 0
+	for _, c := range res.Connections {
+		if c.Host == "192.0.2.1" && c.Port == 80 {
+			n++
+		}
+	}
+	if n != 3 {
+		t.Errorf("%d Connections to 192.0.2.1:80, want 3: each attempt is recorded, though warned of once", n)
 	}
 }
 

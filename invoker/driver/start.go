@@ -146,6 +146,9 @@ func (r *run) startTree() (err error) {
 	if ok, why := r.sbx.private(); r.sbx.held() != "" && !ok {
 		r.log.Debug("the run keeps the host's /tmp and /dev/shm", "reason", why)
 	}
+	if why := r.sbx.bypassUnrecorded(); why != nil {
+		r.log.Debug("connections that bypass the network rules' proxy are refused but not recorded", "reason", why)
+	}
 	r.tree = t
 	r.containment = level(t.Containment())
 	r.tail = jsonl.NewTail(r.cfg.stderrTail)

@@ -140,24 +140,26 @@ func (s *session) callContext() context.Context {
 	return s.betweenTurns
 }
 
-// holdReply returns once the answer to an in-band Go tool call made for
-// the turn whose context is owner may go to the CLI: at once, unless that
-// turn is being interrupted; then when the turn is over, or the session's
-// tree is reaped. The interrupt is written before the calls' contexts are
-// cancelled, but Claude Code reads the interrupt and the answer on its own
-// schedule: given the cancelled call's error soon after the interrupt, it
-// has been seen to take the error, ask the model again and report the turn
-// a success. Held back, the answer cannot complete a turn the caller
-// cancelled; Claude Code ends the pending call on the interrupt, as it
-// ends its own tools. (Over HTTP nothing is held: Codex waits for the
-// answers of its MCP calls before it ends an interrupted turn.)
-func (s *session) holdReply(owner context.Context) {
-	s.mu.Lock()
-	ts := s.cur
-	s.mu.Unlock()
-	if ts == nil || owner != context.Context(ts.ctx) || ts.ctx.Err() == nil {
+// holdReply waits, with protoMu held by the caller and released while it
+// waits, until the answer to an in-band Go tool call made for the turn ts
+// may go to the CLI: at once, unless the CLI was asked to end ts; then
+// when ts is over, or the session's tree is reaped. The interrupt is
+// written before the calls' contexts are cancelled, but Claude Code reads
+// the interrupt and the answer on its own schedule: given the cancelled
+// call's error soon after the interrupt, it has been seen to take the
+// error, ask the model again and report the turn a success. Held back,
+// the answer cannot complete a turn the caller cancelled; Claude Code ends
+// the pending call on the interrupt, as it ends its own tools. (Over HTTP
+// nothing is held: Codex waits for the answers of its MCP calls before it
+// ends an interrupted turn.) A backend that carries Go servers in band
+// must end a pending call on the interrupt, or the turn interrupt grace
+// passes and the session is stopped.
+func (s *session) holdReply(ts *turn) {
+	if ts == nil || !ts.interrupted {
 		return
 	}
+	s.protoMu.Unlock()
+	defer s.protoMu.Lock()
 	select {
 	case <-ts.end:
 	case <-s.reaped:
@@ -206,10 +208,11 @@ func (s *session) callInBand(ts *turn, c MCPCall) {
 	go func() {
 		defer s.inBand.Done()
 		reply, err := s.tools.bridge.Handle(ctx, c.Server, c.Message)
-		s.holdReply(ctx)
+		// Decided and written under protoMu, so that the interrupt is
+		// either written after the answer or holds it back.
 		s.protoMu.Lock()
-		lines := safeLines(func() [][]byte { return c.Answer(reply, err) })
-		s.protoMu.Unlock()
-		s.write(lines...)
+		defer s.protoMu.Unlock()
+		s.holdReply(ts)
+		s.write(safeLines(func() [][]byte { return c.Answer(reply, err) })...)
 	}()
 }

@@ -282,6 +282,7 @@ func TestMCPServersInvalid(t *testing.T) {
 		{{Name: "a", Command: "x", URL: "http://h"}},
 		{{Name: "a", Command: "x", Env: []string{"s3cret-alone"}}},
 		{{Name: "a", Command: "x", Env: []string{"=s3cret-unnamed"}}},
+		{{Name: "a", Command: "x", Env: []string{"K=s3cret-one", "K=s3cret-two"}}},
 		{{Name: "a", Server: mcp.NewServer(&mcp.Implementation{Name: "s"}, nil)}},
 	} {
 		_, err := (backend{}).SessionCommand(&invoker.SessionRequest{MCPServers: servers, Env: []string{"REQ=one"}})

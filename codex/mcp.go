@@ -75,6 +75,9 @@ func mcpConfig(servers []invoker.MCPServer, trusted bool) (map[string]any, error
 						// The entry is not quoted: it may hold a secret.
 						return nil, fmt.Errorf("%w: MCPServers[%d] (%s): Env[%d] is not KEY=VALUE", invoker.ErrInvalidRequest, i, s.Name, j)
 					}
+					if _, dup := env[name]; dup {
+						return nil, fmt.Errorf("%w: MCPServers[%d] (%s): Env names %s twice; give each variable once", invoker.ErrInvalidRequest, i, s.Name, name)
+					}
 					env[name] = value
 				}
 				config[key+"env"] = env

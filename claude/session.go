@@ -236,11 +236,26 @@ const initID = "clinvoke-init"
 // The session is ready then, so its start-up is paid by OpenSession, not by
 // the first turn, and what the CLI started by then is its own, spared by a
 // cancelled turn's sweep.
+//
+// The request names the Go servers (sdkMcpServers), as the Agent SDKs'
+// does beside their "sdk" entries of --mcp-config: without it, Claude
+// Code 2.1.197 at times took the first prompt before it had listed those
+// servers' tools, and the model's call of one failed ("No such tool
+// available").
 func (p *protocol) Open() ([][]byte, bool) {
+	req := map[string]any{"subtype": "initialize", "hooks": nil}
+	if len(p.goServers) > 0 {
+		names := make([]string, 0, len(p.goServers))
+		for name := range p.goServers {
+			names = append(names, name)
+		}
+		slices.Sort(names)
+		req["sdkMcpServers"] = names
+	}
 	b, _ := json.Marshal(map[string]any{
 		"type":       "control_request",
 		"request_id": initID,
-		"request":    map[string]any{"subtype": "initialize", "hooks": nil},
+		"request":    req,
 	})
 	return [][]byte{b}, false
 }

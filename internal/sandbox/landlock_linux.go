@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"unsafe"
 
 	"golang.org/x/sys/unix"
@@ -211,8 +212,7 @@ type builder struct {
 }
 
 func (b *builder) policy(p Policy) error {
-	visible := append([]string{p.Workdir, p.Temp}, p.Visible...)
-	visible = append(visible, p.Writable...)
+	visible := slices.Concat([]string{p.Workdir, p.Temp}, p.Visible, p.Writable, linkedTargets(p.Settings))
 	for _, t := range p.Tops {
 		visible = append(visible, t.Dir)
 	}

@@ -544,26 +544,37 @@ func TestSandboxPrivateTemp(t *testing.T) {
 // its CLI's settings and instructions in its configuration home are bound
 // read-only over themselves: a write, a replacement by a rename over them
 // and a removal all fail, while the rest of the home stays writable; and
-// nothing reaches the host's copies.
+// nothing reaches the host's copies. One that is a symbolic link into the
+// hidden home (a dotfiles repository) reads through, and is held as a
+// link, its target too.
 func TestSandboxSettingsHeld(t *testing.T) {
 	requireSandbox(t)
 	if err := sandbox.ProbePrivate(); err != nil {
 		t.Skipf("no mount namespace for a user run on this route: %v", err)
 	}
-	for _, base := range []string{"outside /tmp", "beneath /tmp"} {
+	for _, base := range []string{"outside /tmp", "beneath /tmp", "a link"} {
 		t.Run(base, func(t *testing.T) {
 			dir := outsideTmp(t)
 			if base == "beneath /tmp" {
 				dir = t.TempDir()
 			}
 			r := newSandboxRigIn(t, dir)
-			claudeMD := r.home + "/.claude/CLAUDE.md"
-			if err := os.WriteFile(claudeMD, []byte("be kind"), 0o644); err != nil {
+			claudeMD, target := r.home+"/.claude/CLAUDE.md", r.home+"/.claude/CLAUDE.md"
+			if base == "a link" {
+				target = r.home + "/dotfiles/CLAUDE.md"
+				if err := os.MkdirAll(filepath.Dir(target), 0o755); err != nil {
+					t.Fatal(err)
+				}
+				if err := os.Symlink("../dotfiles/CLAUDE.md", claudeMD); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if err := os.WriteFile(target, []byte("be kind"), 0o644); err != nil {
 				t.Fatal(err)
 			}
 			settings := r.home + "/.claude/settings.json"
 			got, _ := r.invoke(t, invoker.WorkspaceWrite, invoker.Sandbox{Mode: "required"},
-				"write "+settings, "replace "+settings, "remove "+settings, "write "+claudeMD, "replace "+claudeMD,
+				"read "+claudeMD, "write "+settings, "replace "+settings, "remove "+settings, "write "+claudeMD, "replace "+claudeMD,
 				"remove "+claudeMD, "read "+settings, "write "+r.home+"/.claude/projects/new.jsonl")
 			for _, k := range []string{"write " + settings, "write " + claudeMD} {
 				if !strings.Contains(got[k], "read-only file system") {
@@ -575,15 +586,18 @@ func TestSandboxSettingsHeld(t *testing.T) {
 					t.Errorf("%s: %q, want device or resource busy (a mount point)", k, got[k])
 				}
 			}
-			for _, k := range []string{"read " + settings, "write " + r.home + "/.claude/projects/new.jsonl"} {
+			for _, k := range []string{"read " + settings, "read " + claudeMD, "write " + r.home + "/.claude/projects/new.jsonl"} {
 				if got[k] != "ok" {
 					t.Errorf("%s: %q, want ok", k, got[k])
 				}
 			}
-			for f, want := range map[string]string{settings: "{}", claudeMD: "be kind"} {
+			for f, want := range map[string]string{settings: "{}", target: "be kind"} {
 				if b, err := os.ReadFile(f); err != nil || string(b) != want {
 					t.Errorf("%s = %q, %v; want %q untouched", f, b, err, want)
 				}
+			}
+			if l, err := os.Readlink(claudeMD); base == "a link" && l != "../dotfiles/CLAUDE.md" {
+				t.Errorf("%s links to %q, %v; want the link untouched", claudeMD, l, err)
 			}
 		})
 	}

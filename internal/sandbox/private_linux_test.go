@@ -369,6 +369,14 @@ func TestSandboxPrivateLinkedSettings(t *testing.T) {
 			{"relink", "ln -sfn /etc/hostname " + agents, false},
 			{"write-cli-state", "echo x > " + codex + "/sessions/s.jsonl", true},
 		})
+		// Without the mount namespace (a user's), Landlock alone: the
+		// target still reads through the link, and a write through it
+		// fails where the target is not the run's to write.
+		p.Private = false
+		run(t, p, []probe{
+			{"read-through-link", "test \"$(cat " + agents + ")\" = 'be kind'", true},
+			{"write-through-link", "echo x >> " + agents, false},
+		})
 		for name, body := range files {
 			if b, err := os.ReadFile(name); err != nil || string(b) != body {
 				t.Errorf("%v: %s = %q, %v; want %q untouched", level, name, b, err, body)

@@ -396,3 +396,45 @@ func TestSandboxPrivateTemp(t *testing.T) {
 		}
 	})
 }
+
+// TestSandboxSettingsNotMade: none of the CLIs makes a settings, memory
+// or instruction file of its own (sandbox.Settings) in a turn whose model
+// asks for a shell command, under the sandbox: the ones missing when the run starts,
+// which the sandbox cannot hold, are still missing after it, and no
+// warning names one. So a KindWarning saying that a run made one
+// (docs/sandbox.md) means that a tool of the run made it.
+func TestSandboxSettingsNotMade(t *testing.T) {
+	forEachCLI(t, func(t *testing.T, r *rig) {
+		var missing []string
+		for _, f := range sandbox.Settings(r.cli.name, r.opts.Env, r.home) {
+			if _, err := os.Lstat(f); err != nil {
+				missing = append(missing, f)
+			}
+		}
+		if len(missing) == 0 {
+			t.Fatal("the rig leaves no settings file missing: nothing to measure")
+		}
+		r.srv.Enqueue(fakemodel.Shell("echo hi"), fakemodel.EchoToolResult("after: "))
+		req := r.sandboxed("say something", invoker.WorkspaceWrite)
+		var warnings []string
+		req.OnEvent = func(ev invoker.Event) {
+			if ev.Kind == invoker.KindWarning {
+				warnings = append(warnings, ev.Text)
+			}
+		}
+		res, err := r.invoke(context.Background(), req)
+		if err != nil {
+			t.Fatalf("Invoke() error = %v; stderr:\n%s", err, res.Stderr)
+		}
+		for _, f := range missing {
+			if _, err := os.Lstat(f); err == nil {
+				t.Errorf("%s made %s in a plain turn", r.cli.name, f)
+			}
+			for _, w := range warnings {
+				if strings.Contains(w, f) {
+					t.Errorf("a warning names %s: %q", f, w)
+				}
+			}
+		}
+	})
+}

@@ -603,6 +603,58 @@ func TestSandboxSettingsHeld(t *testing.T) {
 	}
 }
 
+// TestSandboxSettingsMadeWarned: a settings file of the CLI that did not
+// exist when the run started cannot be held (a bind needs a file to bind
+// over); one the run makes is a KindWarning event naming it, once, before
+// the turn's end, and the file is left where the run made it. One that
+// existed is held, and no warning names it; at Unlimited, where nothing is
+// held, none is given.
+func TestSandboxSettingsMadeWarned(t *testing.T) {
+	requireSandbox(t)
+	for _, perm := range []invoker.Permission{invoker.ReadOnly, invoker.WorkspaceWrite, invoker.Unlimited} {
+		t.Run(string(perm), func(t *testing.T) {
+			r := newSandboxRigIn(t, t.TempDir())
+			claudeMD, settings := r.home+"/.claude/CLAUDE.md", r.home+"/.claude/settings.json"
+			lr := newLimitRun(t, fakeagent.Script{Touch: []string{"write " + claudeMD, "write " + settings}})
+			lr.req.Workdir, lr.req.Permission, lr.req.Sandbox = r.work, perm, invoker.Sandbox{Mode: "required", Hide: []string{r.home + "/.ssh"}}
+			lr.req.Env = append(lr.req.Env, "HOME="+r.home)
+			var warnings []string
+			var kinds []invoker.EventKind
+			lr.req.OnEvent = func(ev invoker.Event) {
+				kinds = append(kinds, ev.Kind)
+				if ev.Kind == invoker.KindWarning {
+					warnings = append(warnings, ev.Text)
+				}
+			}
+			res, err := lr.inv.Invoke(context.Background(), lr.req)
+			if err != nil {
+				t.Fatalf("Invoke() error = %v; stderr: %s", err, res.Stderr)
+			}
+			if got := outcomes(res.Text)["write "+claudeMD]; got != "ok" {
+				t.Fatalf("write %s: %q, want ok (the CLI's home is writable)", claudeMD, got)
+			}
+			var named []string
+			for _, w := range warnings {
+				if strings.Contains(w, claudeMD) {
+					named = append(named, w)
+				}
+				if strings.Contains(w, settings) {
+					t.Errorf("a warning names %s, which existed and was held: %q", settings, w)
+				}
+			}
+			if want := map[bool]int{true: 0, false: 1}[perm == invoker.Unlimited]; len(named) != want {
+				t.Errorf("warnings naming %s: %q, want %d", claudeMD, named, want)
+			}
+			if i := slices.Index(kinds, invoker.KindDone); len(named) > 0 && i >= 0 && !slices.Contains(kinds[:i], invoker.KindWarning) {
+				t.Errorf("events %v: want the warning before the turn's end", kinds)
+			}
+			if _, err := os.Stat(claudeMD); err != nil {
+				t.Errorf("%s: %v; want it left where the run made it", claudeMD, err)
+			}
+		})
+	}
+}
+
 // nestEcho is controlBackend whose CLI cannot work inside the sandbox
 // with its own sandbox on (a SandboxNester); asked calls its hook when
 // the backend is asked for the CLI's command, once the Go servers are

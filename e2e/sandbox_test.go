@@ -438,3 +438,38 @@ func TestSandboxSettingsNotMade(t *testing.T) {
 		}
 	})
 }
+
+// TestSandboxLinkedSettings: Gemini CLI's settings.json (which selects its
+// authentication here) as a dotfiles manager leaves it, a link into a
+// repository in the hidden home: under the sandbox Gemini CLI still reads
+// it through the link and answers, and the link and its target are as
+// they were after the run.
+func TestSandboxLinkedSettings(t *testing.T) {
+	r := newRig(t, cliNamed("gemini"))
+	link := filepath.Join(r.home, ".gemini", "settings.json")
+	target := filepath.Join(r.home, "dotfiles", "gemini", "settings.json")
+	body, err := os.ReadFile(link)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.MkdirAll(filepath.Dir(target), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Rename(link, target); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink("../dotfiles/gemini/settings.json", link); err != nil {
+		t.Fatal(err)
+	}
+	r.srv.Enqueue(fakemodel.Answer("linked answer"))
+	res, err := r.invoke(context.Background(), r.sandboxed("say something", invoker.ReadOnly))
+	if err != nil || res.Text != "linked answer" {
+		t.Fatalf("Invoke() = %q, %v; want the answer; stderr:\n%s", res.Text, err, res.Stderr)
+	}
+	if l, err := os.Readlink(link); err != nil || l != "../dotfiles/gemini/settings.json" {
+		t.Errorf("%s links to %q, %v; want it untouched", link, l, err)
+	}
+	if b, err := os.ReadFile(target); err != nil || string(b) != string(body) {
+		t.Errorf("%s = %q, %v; want it untouched", target, b, err)
+	}
+}

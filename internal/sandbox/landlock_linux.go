@@ -212,7 +212,7 @@ type builder struct {
 }
 
 func (b *builder) policy(p Policy) error {
-	visible := slices.Concat([]string{p.Workdir, p.Temp}, p.Visible, p.Writable, linkedTargets(p.Settings))
+	visible := slices.Concat([]string{p.Workdir, p.Temp}, p.Visible, p.Writable, linkedTargets(p.Settings, p.Hidden))
 	for _, t := range p.Tops {
 		visible = append(visible, t.Dir)
 	}

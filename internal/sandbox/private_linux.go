@@ -66,7 +66,7 @@ func planPrivate(p Policy) (*privatePlan, string) {
 	}
 	// At Unlimited the run may write everything it is given.
 	all := p.Level == Unlimited
-	targets := linkedTargets(p.Settings)
+	targets := linkedTargets(p.Settings, p.Hidden)
 	hidden, visible := clean(p.Hidden), clean(slices.Concat([]string{p.Workdir, p.Temp}, p.Visible, p.Writable, targets))
 	for _, t := range p.Tops {
 		visible = append(visible, clean([]string{t.Dir})...)
@@ -199,16 +199,27 @@ func linkChain(path string) []string {
 }
 
 // linkedTargets returns the files that the settings files which are
-// symbolic links end at: readable by the run, though they may lie in its
-// hidden home (a dotfiles repository), as the links are.
-func linkedTargets(settings []string) []string {
+// symbolic links end at, made readable by the run though they may lie in
+// its hidden home (a dotfiles repository), as the links are: only a
+// target of the settings file's own name (as dotfiles managers keep it),
+// and not beneath a hidden path that leaves the settings file readable.
+// So a link that an earlier run made from a settings name to a secret
+// (CLAUDE.md to ~/.ssh/id_ed25519, to a file of Policy.Hidden) does not
+// make the secret readable, and the CLI does not read it as its own.
+func linkedTargets(settings, hidden []string) []string {
+	hidden = clean(hidden)
 	var out []string
 	for _, f := range clean(settings) {
 		chain := linkChain(f)
-		if last := chain[len(chain)-1]; len(chain) > 1 {
-			if fi, err := os.Lstat(last); err == nil && fi.Mode().IsRegular() {
-				out = append(out, last)
-			}
+		last := chain[len(chain)-1]
+		if len(chain) == 1 || filepath.Base(last) != filepath.Base(f) {
+			continue
+		}
+		if slices.ContainsFunc(hidden, func(h string) bool { return under(last, h) && !under(f, h) }) {
+			continue
+		}
+		if fi, err := os.Lstat(last); err == nil && fi.Mode().IsRegular() {
+			out = append(out, last)
 		}
 	}
 	return out

@@ -336,7 +336,10 @@ func TestSandboxPrivateLinkedSettings(t *testing.T) {
 		if err := os.MkdirAll(r.home+"/dotfiles/codex", 0o755); err != nil {
 			t.Fatal(err)
 		}
-		files := map[string]string{r.home + "/dotfiles/codex/AGENTS.md": "be kind", r.work + "/src/dot.md": "override"}
+		if err := os.MkdirAll(r.home+"/private", 0o755); err != nil {
+			t.Fatal(err)
+		}
+		files := map[string]string{r.home + "/dotfiles/codex/AGENTS.md": "be kind", r.work + "/src/dot.md": "override", r.home + "/private/GEMINI.md": "private"}
 		for name, body := range files {
 			if err := os.WriteFile(name, []byte(body), 0o644); err != nil {
 				t.Fatal(err)
@@ -346,6 +349,10 @@ func TestSandboxPrivateLinkedSettings(t *testing.T) {
 			codex + "/AGENTS.md":          "../dotfiles/codex/AGENTS.md", // relative
 			codex + "/AGENTS.override.md": codex + "/chain.md",           // a link to a link
 			codex + "/chain.md":           r.work + "/src/dot.md",
+			// A link an earlier run made to a secret, and one into a
+			// hidden path of the program's (Hide).
+			codex + "/CLAUDE.md": r.home + "/.ssh/id_ed25519",
+			codex + "/GEMINI.md": r.home + "/private/GEMINI.md",
 		}
 		for l, target := range links {
 			if err := os.Symlink(target, l); err != nil {
@@ -355,7 +362,8 @@ func TestSandboxPrivateLinkedSettings(t *testing.T) {
 		p := r.policy(level)
 		// The CLI's home writable whole, as a run's is.
 		p.Private, p.Writable, p.Tops = true, append(p.Writable, codex), nil
-		p.Settings = []string{codex + "/config.toml", codex + "/AGENTS.md", codex + "/AGENTS.override.md"}
+		p.Settings = []string{codex + "/config.toml", codex + "/AGENTS.md", codex + "/AGENTS.override.md", codex + "/CLAUDE.md", codex + "/GEMINI.md"}
+		p.Hidden = append(p.Hidden, r.home+"/private")
 		agents, override := codex+"/AGENTS.md", codex+"/AGENTS.override.md"
 		run(t, p, []probe{
 			{"read-through-link", "test \"$(cat " + agents + ")\" = 'be kind'", true},
@@ -368,6 +376,8 @@ func TestSandboxPrivateLinkedSettings(t *testing.T) {
 			{"remove-link", "rm -f " + override, false},
 			{"relink", "ln -sfn /etc/hostname " + agents, false},
 			{"write-cli-state", "echo x > " + codex + "/sessions/s.jsonl", true},
+			{"read-secret-through-link", "cat " + codex + "/CLAUDE.md", false},
+			{"read-hidden-through-link", "cat " + codex + "/GEMINI.md", false},
 		})
 		// Without the mount namespace (a user's), Landlock alone: the
 		// target still reads through the link, and a write through it

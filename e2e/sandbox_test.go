@@ -396,3 +396,78 @@ func TestSandboxPrivateTemp(t *testing.T) {
 		}
 	})
 }
+
+// TestSandboxSettingsNotMade: none of the CLIs makes a settings, memory
+// or instruction file of its own (sandbox.Settings) in a turn whose model
+// asks for a shell command, under the sandbox: the ones missing when the run starts,
+// which the sandbox cannot hold, are still missing after it, and no
+// warning names one. So a KindWarning saying that a run made one
+// (docs/sandbox.md) means that a tool of the run made it.
+func TestSandboxSettingsNotMade(t *testing.T) {
+	forEachCLI(t, func(t *testing.T, r *rig) {
+		var missing []string
+		for _, f := range sandbox.Settings(r.cli.name, r.opts.Env, r.home) {
+			if _, err := os.Lstat(f); err != nil {
+				missing = append(missing, f)
+			}
+		}
+		if len(missing) == 0 {
+			t.Fatal("the rig leaves no settings file missing: nothing to measure")
+		}
+		r.srv.Enqueue(fakemodel.Shell("echo hi"), fakemodel.EchoToolResult("after: "))
+		req := r.sandboxed("say something", invoker.WorkspaceWrite)
+		var warned strings.Builder
+		req.OnEvent = func(ev invoker.Event) {
+			if ev.Kind == invoker.KindWarning {
+				fmt.Fprintln(&warned, ev.Text)
+			}
+		}
+		res, err := r.invoke(context.Background(), req)
+		if err != nil {
+			t.Fatalf("Invoke() error = %v; stderr:\n%s", err, res.Stderr)
+		}
+		for _, f := range missing {
+			if _, err := os.Lstat(f); err == nil {
+				t.Errorf("%s made %s in a plain turn", r.cli.name, f)
+			}
+			if strings.Contains(warned.String(), f) {
+				t.Errorf("a warning names %s:\n%s", f, warned.String())
+			}
+		}
+	})
+}
+
+// TestSandboxLinkedSettings: Gemini CLI's settings.json (which selects its
+// authentication here) as a dotfiles manager leaves it, a link into a
+// repository in the hidden home: under the sandbox Gemini CLI still reads
+// it through the link and answers, and the link and its target are as
+// they were after the run.
+func TestSandboxLinkedSettings(t *testing.T) {
+	r := newRig(t, cliNamed("gemini"))
+	link := filepath.Join(r.home, ".gemini", "settings.json")
+	target := filepath.Join(r.home, "dotfiles", "gemini", "settings.json")
+	body, err := os.ReadFile(link)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.MkdirAll(filepath.Dir(target), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Rename(link, target); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink("../dotfiles/gemini/settings.json", link); err != nil {
+		t.Fatal(err)
+	}
+	r.srv.Enqueue(fakemodel.Answer("linked answer"))
+	res, err := r.invoke(context.Background(), r.sandboxed("say something", invoker.ReadOnly))
+	if err != nil || res.Text != "linked answer" {
+		t.Fatalf("Invoke() = %q, %v; want the answer; stderr:\n%s", res.Text, err, res.Stderr)
+	}
+	if l, err := os.Readlink(link); err != nil || l != "../dotfiles/gemini/settings.json" {
+		t.Errorf("%s links to %q, %v; want it untouched", link, l, err)
+	}
+	if b, err := os.ReadFile(target); err != nil || string(b) != string(body) {
+		t.Errorf("%s = %q, %v; want it untouched", target, b, err)
+	}
+}

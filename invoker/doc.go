@@ -308,7 +308,10 @@
 // run's tree in a network namespace whose only way out is a proxy the
 // library runs, which lets through the run's model endpoint, its MCP
 // servers and the hosts the rules name; every attempt is in
-// Result.Connections, and a denied one is a KindWarning event.
+// Result.Connections, and a denied one is a KindWarning event. Where the
+// run gets a mount namespace, the CLI's settings, memory and instruction
+// files are held read-only; one that was missing when the run started
+// cannot be, and one the run makes is a KindWarning event naming it.
 // Capabilities.Sandbox says what this host holds; docs/sandbox.md what it
 // costs.
 //

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"unsafe"
 
 	"golang.org/x/sys/unix"
@@ -55,10 +56,16 @@ func (r *Ruleset) Restrict() error {
 			r.ns = os.NewFile(uintptr(fd), "mnt-namespace")
 		}
 	}
+	return restrictSelf(r.fd, r.rt.restrict)
+}
+
+// restrictSelf applies the ruleset open at fd to the calling thread, after
+// PR_SET_NO_NEW_PRIVS, with landlock_restrict_self's flags.
+func restrictSelf(fd int, flags uintptr) error {
 	if err := unix.Prctl(unix.PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0); err != nil {
 		return fmt.Errorf("sandbox: no_new_privs: %w", err)
 	}
-	if _, _, errno := unix.Syscall(unix.SYS_LANDLOCK_RESTRICT_SELF, uintptr(r.fd), 0, 0); errno != 0 {
+	if _, _, errno := unix.Syscall(unix.SYS_LANDLOCK_RESTRICT_SELF, uintptr(fd), flags, 0); errno != 0 {
 		return fmt.Errorf("sandbox: landlock_restrict_self: %w", errno)
 	}
 	return nil
@@ -100,6 +107,11 @@ type rights struct {
 	read  uint64 // read, list, execute (and device ioctls)
 	file  uint64 // the rights a rule on a file may carry
 	scope uint64
+	// restrict are landlock_restrict_self's flags: from ABI 7, the
+	// denials of the programs the thread executes are logged (they are
+	// not by default, only the thread's own before its execve), which a
+	// host with audit enabled records and one without ignores.
+	restrict uintptr
 }
 
 func rightsFor(abi int) rights {
@@ -128,6 +140,9 @@ func rightsFor(abi int) rights {
 		// A run's processes may signal one another, not the host nor
 		// anything else outside the run.
 		r.scope = unix.LANDLOCK_SCOPE_SIGNAL
+	}
+	if abi >= 7 {
+		r.restrict = unix.LANDLOCK_RESTRICT_SELF_LOG_NEW_EXEC_ON
 	}
 	return r
 }
@@ -197,8 +212,7 @@ type builder struct {
 }
 
 func (b *builder) policy(p Policy) error {
-	visible := append([]string{p.Workdir, p.Temp}, p.Visible...)
-	visible = append(visible, p.Writable...)
+	visible := slices.Concat([]string{p.Workdir, p.Temp}, p.Visible, p.Writable, linkedTargets(p.Settings, p.Hidden))
 	for _, t := range p.Tops {
 		visible = append(visible, t.Dir)
 	}

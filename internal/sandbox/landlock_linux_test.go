@@ -4,6 +4,7 @@ package sandbox
 
 import (
 	"bytes"
+	"errors"
 	"fmt"
 	"os"
 	"os/exec"
@@ -11,6 +12,8 @@ import (
 	"slices"
 	"strings"
 	"testing"
+
+	"golang.org/x/sys/unix"
 )
 
 // A probe is one thing a sandboxed shell tries, and whether it must work.
@@ -256,5 +259,65 @@ func requireLandlock(t testing.TB) {
 			t.Fatalf("CI runs on a kernel with Landlock: %v", err)
 		}
 		t.Skipf("no Landlock on this kernel: %v", err)
+	}
+}
+
+// TestSandboxRestrictLogsAfterExec: from Landlock ABI 7 the ruleset is
+// applied with LANDLOCK_RESTRICT_SELF_LOG_NEW_EXEC_ON, so that a host with
+// audit enabled records the denials of the run's programs (after execve);
+// an older kernel, which refuses the flag, gets none. On this host the
+// call with the flag succeeds, and the ceiling holds; an unknown flag is
+// refused (EINVAL), so the success says the kernel took the flag.
+func TestSandboxRestrictLogsAfterExec(t *testing.T) {
+	for abi := 1; abi <= 8; abi++ {
+		want := uintptr(0)
+		if abi >= 7 {
+			want = unix.LANDLOCK_RESTRICT_SELF_LOG_NEW_EXEC_ON
+		}
+		if got := rightsFor(abi).restrict; got != want {
+			t.Errorf("rightsFor(%d).restrict = %#x, want %#x", abi, got, want)
+		}
+	}
+	requireLandlock(t)
+	abi, _ := Probe()
+	r := newRig(t)
+	rs, err := Build(r.policy(ReadOnly))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rs.Close()
+	if want := rightsFor(abi).restrict; rs.rt.restrict != want {
+		t.Errorf("the ruleset's flags on ABI %d = %#x, want %#x", abi, rs.rt.restrict, want)
+	}
+	runBuilt(t, rs, r.work, []probe{{"write-beside-temp", "echo x > " + r.root + "/outside", false}, {"write-temp", "echo x > " + r.temp + "/x", true}})
+	// The route of a process that applies the ruleset itself.
+	f, err := rs.File()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	if err := Retired(func() error { return RestrictSelf(int(f.Fd())) }); err != nil {
+		t.Errorf("RestrictSelf: %v", err)
+	}
+	if abi < 7 {
+		t.Logf("Landlock ABI %d: the flag is not the kernel's", abi)
+		return
+	}
+	other, err := Build(r.policy(ReadOnly))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer other.Close()
+	err = Retired(func() error {
+		if err := unix.Prctl(unix.PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0); err != nil {
+			return err
+		}
+		if _, _, errno := unix.Syscall(unix.SYS_LANDLOCK_RESTRICT_SELF, uintptr(other.fd), 1<<20, 0); errno != 0 {
+			return errno
+		}
+		return nil
+	})
+	if !errors.Is(err, unix.EINVAL) {
+		t.Errorf("landlock_restrict_self with an unknown flag: %v, want EINVAL", err)
 	}
 }

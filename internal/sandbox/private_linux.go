@@ -66,7 +66,8 @@ func planPrivate(p Policy) (*privatePlan, string) {
 	}
 	// At Unlimited the run may write everything it is given.
 	all := p.Level == Unlimited
-	hidden, visible := clean(p.Hidden), clean(append([]string{p.Workdir, p.Temp}, append(p.Visible, p.Writable...)...))
+	targets := linkedTargets(p.Settings, p.Hidden)
+	hidden, visible := clean(p.Hidden), clean(slices.Concat([]string{p.Workdir, p.Temp}, p.Visible, p.Writable, targets))
 	for _, t := range p.Tops {
 		visible = append(visible, clean([]string{t.Dir})...)
 	}
@@ -92,7 +93,7 @@ func planPrivate(p Policy) (*privatePlan, string) {
 	for _, w := range p.Writable {
 		add(w, true)
 	}
-	for _, v := range p.Visible {
+	for _, v := range slices.Concat(p.Visible, targets) {
 		add(v, all)
 	}
 	tops := p.Tops
@@ -152,14 +153,76 @@ func planPrivate(p Policy) (*privatePlan, string) {
 		return pl, "" // no ceiling on writes: the settings too
 	}
 	for _, f := range clean(p.Settings) {
-		if beneathPrivate(f) && !slices.ContainsFunc(binds, func(b bind) bool { return under(f, b.Path) }) {
-			continue // not the run's to see
-		}
-		if fi, err := os.Lstat(f); err == nil && fi.Mode().IsRegular() {
-			pl.Settings = append(pl.Settings, f)
+		for _, q := range linkChain(f) {
+			if beneathPrivate(q) && !slices.ContainsFunc(binds, func(b bind) bool { return under(q, b.Path) }) {
+				continue // not the run's to see
+			}
+			if fi, err := os.Lstat(q); err == nil && (fi.Mode().IsRegular() || fi.Mode()&os.ModeSymlink != 0) && !slices.Contains(pl.Settings, q) {
+				pl.Settings = append(pl.Settings, q)
+			}
 		}
 	}
 	return pl, ""
+}
+
+// maxLinks is how many symbolic links linkChain follows, as the kernel
+// does before ELOOP.
+const maxLinks = 40
+
+// linkChain returns path, each symbolic link it leads through when it is
+// one (the link, the links it names in turn) and the path they end at:
+// what holding a settings file that a dotfiles manager links elsewhere
+// takes. A link's relative target is read from the directory the link is
+// really in.
+func linkChain(path string) []string {
+	var out []string
+	for range maxLinks {
+		out = append(out, path)
+		fi, err := os.Lstat(path)
+		if err != nil || fi.Mode()&os.ModeSymlink == 0 {
+			return out
+		}
+		target, err := os.Readlink(path)
+		if err != nil {
+			return out
+		}
+		if !filepath.IsAbs(target) {
+			dir, err := filepath.EvalSymlinks(filepath.Dir(path))
+			if err != nil {
+				return out
+			}
+			target = filepath.Join(dir, target)
+		}
+		path = filepath.Clean(target)
+	}
+	return out
+}
+
+// linkedTargets returns the files that the settings files which are
+// symbolic links end at, made readable by the run though they may lie in
+// its hidden home (a dotfiles repository), as the links are: only a
+// target of the settings file's own name (as dotfiles managers keep it),
+// and not beneath a hidden path that leaves the settings file readable.
+// So a link that an earlier run made from a settings name to a secret
+// (CLAUDE.md to ~/.ssh/id_ed25519, to a file of Policy.Hidden) does not
+// make the secret readable, and the CLI does not read it as its own.
+func linkedTargets(settings, hidden []string) []string {
+	hidden = clean(hidden)
+	var out []string
+	for _, f := range clean(settings) {
+		chain := linkChain(f)
+		last := chain[len(chain)-1]
+		if len(chain) == 1 || filepath.Base(last) != filepath.Base(f) {
+			continue
+		}
+		if slices.ContainsFunc(hidden, func(h string) bool { return under(last, h) && !under(f, h) }) {
+			continue
+		}
+		if fi, err := os.Lstat(last); err == nil && fi.Mode().IsRegular() {
+			out = append(out, last)
+		}
+	}
+	return out
 }
 
 // beneathPrivate reports whether p is beneath one of the private roots.
@@ -317,10 +380,13 @@ func mountID(path string) (uint64, error) {
 
 // holdFile binds the file at path read-only over itself: it can then be
 // neither written, nor truncated (EROFS), nor removed, nor renamed, nor
-// replaced by a rename (EBUSY: a mount point). It returns false, and no
-// error, where the file is gone.
+// replaced by a rename (EBUSY: a mount point). A symbolic link is bound
+// over itself, not followed (a link can be a mount point): it still leads
+// where it did, and can be neither removed nor replaced; its target is
+// held apart (linkChain). It returns false, and no error, where the file
+// is gone.
 func holdFile(path string) (bool, error) {
-	fd, err := unix.OpenTree(unix.AT_FDCWD, path, unix.OPEN_TREE_CLONE|unix.O_CLOEXEC)
+	fd, err := unix.OpenTree(unix.AT_FDCWD, path, unix.OPEN_TREE_CLONE|unix.O_CLOEXEC|unix.AT_SYMLINK_NOFOLLOW)
 	if gone(err) {
 		return false, nil
 	}

@@ -319,3 +319,84 @@ func TestSandboxPrivatePlannedWhereItHolds(t *testing.T) {
 		t.Error("PrivatePlan() = nil; want a plan for a first stage")
 	}
 }
+
+// TestSandboxPrivateLinkedSettings: a settings file that is a symbolic
+// link (a dotfiles manager's) is held whole: its target reads through
+// it, though the home that holds the target is hidden; the link and
+// every link on the way are bound read-only over themselves (a rename
+// over one, its removal, a link made in its place: EBUSY), and so is the
+// final target, so a write through the link and one to the target's own
+// path fail (EROFS), even where the run may write the target's directory
+// (a target in the working directory at WorkspaceWrite).
+func TestSandboxPrivateLinkedSettings(t *testing.T) {
+	requirePrivate(t)
+	for _, level := range []Level{ReadOnly, WorkspaceWrite} {
+		r := newRig(t)
+		codex := r.home + "/.codex"
+		if err := os.MkdirAll(r.home+"/dotfiles/codex", 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.MkdirAll(r.home+"/private", 0o755); err != nil {
+			t.Fatal(err)
+		}
+		files := map[string]string{r.home + "/dotfiles/codex/AGENTS.md": "be kind", r.work + "/src/dot.md": "override", r.home + "/private/GEMINI.md": "private"}
+		for name, body := range files {
+			if err := os.WriteFile(name, []byte(body), 0o644); err != nil {
+				t.Fatal(err)
+			}
+		}
+		links := map[string]string{
+			codex + "/AGENTS.md":          "../dotfiles/codex/AGENTS.md", // relative
+			codex + "/AGENTS.override.md": codex + "/chain.md",           // a link to a link
+			codex + "/chain.md":           r.work + "/src/dot.md",
+			// A link an earlier run made to a secret, and one into a
+			// hidden path of the program's (Hide).
+			codex + "/CLAUDE.md": r.home + "/.ssh/id_ed25519",
+			codex + "/GEMINI.md": r.home + "/private/GEMINI.md",
+		}
+		for l, target := range links {
+			if err := os.Symlink(target, l); err != nil {
+				t.Fatal(err)
+			}
+		}
+		p := r.policy(level)
+		// The CLI's home writable whole, as a run's is.
+		p.Private, p.Writable, p.Tops = true, append(p.Writable, codex), nil
+		p.Settings = []string{codex + "/config.toml", codex + "/AGENTS.md", codex + "/AGENTS.override.md", codex + "/CLAUDE.md", codex + "/GEMINI.md"}
+		p.Hidden = append(p.Hidden, r.home+"/private")
+		agents, override := codex+"/AGENTS.md", codex+"/AGENTS.override.md"
+		run(t, p, []probe{
+			{"read-through-link", "test \"$(cat " + agents + ")\" = 'be kind'", true},
+			{"read-through-chain", "test \"$(cat " + override + ")\" = override", true},
+			{"write-through-link", "echo x >> " + agents, false},
+			{"write-through-chain", "echo x >> " + override, false},
+			{"write-target", "echo x >> " + r.work + "/src/dot.md", false},
+			{"replace-link", "echo x > " + codex + "/sessions/c && mv " + codex + "/sessions/c " + agents, false},
+			{"replace-link-in-chain", "echo x > " + codex + "/sessions/d && mv " + codex + "/sessions/d " + codex + "/chain.md", false},
+			{"remove-link", "rm -f " + override, false},
+			{"relink", "ln -sfn /etc/hostname " + agents, false},
+			{"write-cli-state", "echo x > " + codex + "/sessions/s.jsonl", true},
+			{"read-secret-through-link", "cat " + codex + "/CLAUDE.md", false},
+			{"read-hidden-through-link", "cat " + codex + "/GEMINI.md", false},
+		})
+		// Without the mount namespace (a user's), Landlock alone: the
+		// target still reads through the link, and a write through it
+		// fails where the target is not the run's to write.
+		p.Private = false
+		run(t, p, []probe{
+			{"read-through-link", "test \"$(cat " + agents + ")\" = 'be kind'", true},
+			{"write-through-link", "echo x >> " + agents, false},
+		})
+		for name, body := range files {
+			if b, err := os.ReadFile(name); err != nil || string(b) != body {
+				t.Errorf("%v: %s = %q, %v; want %q untouched", level, name, b, err, body)
+			}
+		}
+		for l, target := range links {
+			if got, err := os.Readlink(l); err != nil || got != target {
+				t.Errorf("%v: %s links to %q, %v; want %q", level, l, got, err, target)
+			}
+		}
+		assertUntouched(t, r)
+	}
+}

@@ -80,7 +80,11 @@ type Policy struct {
 	// Settings are files held read-only, bound over themselves, below
 	// Unlimited where the run gets its private /tmp (Private): the CLI's
 	// settings, memory and instructions (see Settings). A missing one is
-	// left out.
+	// left out. One that is a symbolic link is held as a link, with each
+	// link it leads through and the file they end at, which the run may
+	// read though it lies in the hidden home (a dotfiles repository),
+	// where it has the settings file's name and is not beneath a Hidden
+	// path that leaves the settings file readable.
 	Settings []string
 	// Named are texts of the run's command line and environment: the
 	// paths beneath /tmp or /dev/shm they name (a configuration file the

@@ -1,6 +1,7 @@
 package driver
 
 import (
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -237,6 +238,10 @@ type runSandbox struct {
 	temp   string
 	drop   func() error // removes temp
 	net    *runNet      // the network rules in force, nil without
+
+	cli      string
+	unheldMu sync.Mutex
+	unheld   []string // the CLI's settings files missing when the run started, not yet warned of
 }
 
 // prepare builds the ruleset of a run about to start attr at workdir, sets
@@ -283,6 +288,16 @@ func (a sandboxAsk) prepare(attr *proc.Attr, workdir string, setEnv []string, lo
 		Private:  true,
 		Settings: sandbox.Settings(a.cli, attr.Env, home),
 		Named:    slices.Concat([]string{attr.Path}, attr.Args[1:], attr.Env),
+	}
+	if p.Level != sandbox.Unlimited {
+		// Nothing can be bound over a file that does not exist: one the
+		// run makes is warned of instead (settingsWarnings).
+		rs.cli = a.cli
+		for _, f := range p.Settings {
+			if _, err := os.Lstat(f); errors.Is(err, os.ErrNotExist) {
+				rs.unheld = append(rs.unheld, f)
+			}
+		}
 	}
 	if rs.rules, err = sandbox.Build(p); err != nil {
 		rs.undo()
@@ -358,6 +373,32 @@ func (rs *runSandbox) private() (bool, string) {
 		return false, "no sandbox"
 	}
 	return rs.priv, rs.noPriv
+}
+
+// settingsWarnings returns a KindWarning event for each settings,
+// memory or instruction file of the CLI (sandbox.Settings) that did not
+// exist when the run started, below Unlimited, and exists now: the run
+// made it, and the sandbox, which holds such a file read-only by binding
+// it over itself, could not hold one that was missing. Each is warned of
+// once, and left where the run made it. tool is the tool whose result
+// prompted the look, or nil. The stdout reader calls it after a tool's
+// result and at a turn's end, as it does limitWarnings.
+func (rs *runSandbox) settingsWarnings(tool *invoker.Tool) []invoker.Event {
+	if rs == nil {
+		return nil
+	}
+	rs.unheldMu.Lock()
+	defer rs.unheldMu.Unlock()
+	var evs []invoker.Event
+	rs.unheld = slices.DeleteFunc(rs.unheld, func(f string) bool {
+		if _, err := os.Lstat(f); err != nil {
+			return false
+		}
+		evs = append(evs, invoker.Event{Kind: invoker.KindWarning, Tool: tool, Text: fmt.Sprintf(
+			"the run made %s, which %s reads at its next start (its settings, memory or instructions): the sandbox holds such a file read-only only when it exists as the run starts; review it before the next run", f, rs.cli)})
+		return true
+	})
+	return evs
 }
 
 // netRules returns the run's network rules in force, nil without.

@@ -544,26 +544,37 @@ func TestSandboxPrivateTemp(t *testing.T) {
 // its CLI's settings and instructions in its configuration home are bound
 // read-only over themselves: a write, a replacement by a rename over them
 // and a removal all fail, while the rest of the home stays writable; and
-// nothing reaches the host's copies.
+// nothing reaches the host's copies. One that is a symbolic link into the
+// hidden home (a dotfiles repository) reads through, and is held as a
+// link, its target too.
 func TestSandboxSettingsHeld(t *testing.T) {
 	requireSandbox(t)
 	if err := sandbox.ProbePrivate(); err != nil {
 		t.Skipf("no mount namespace for a user run on this route: %v", err)
 	}
-	for _, base := range []string{"outside /tmp", "beneath /tmp"} {
+	for _, base := range []string{"outside /tmp", "beneath /tmp", "a link"} {
 		t.Run(base, func(t *testing.T) {
 			dir := outsideTmp(t)
 			if base == "beneath /tmp" {
 				dir = t.TempDir()
 			}
 			r := newSandboxRigIn(t, dir)
-			claudeMD := r.home + "/.claude/CLAUDE.md"
-			if err := os.WriteFile(claudeMD, []byte("be kind"), 0o644); err != nil {
+			claudeMD, target := r.home+"/.claude/CLAUDE.md", r.home+"/.claude/CLAUDE.md"
+			if base == "a link" {
+				target = r.home + "/dotfiles/CLAUDE.md"
+				if err := os.MkdirAll(filepath.Dir(target), 0o755); err != nil {
+					t.Fatal(err)
+				}
+				if err := os.Symlink("../dotfiles/CLAUDE.md", claudeMD); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if err := os.WriteFile(target, []byte("be kind"), 0o644); err != nil {
 				t.Fatal(err)
 			}
 			settings := r.home + "/.claude/settings.json"
 			got, _ := r.invoke(t, invoker.WorkspaceWrite, invoker.Sandbox{Mode: "required"},
-				"write "+settings, "replace "+settings, "remove "+settings, "write "+claudeMD, "replace "+claudeMD,
+				"read "+claudeMD, "write "+settings, "replace "+settings, "remove "+settings, "write "+claudeMD, "replace "+claudeMD,
 				"remove "+claudeMD, "read "+settings, "write "+r.home+"/.claude/projects/new.jsonl")
 			for _, k := range []string{"write " + settings, "write " + claudeMD} {
 				if !strings.Contains(got[k], "read-only file system") {
@@ -575,15 +586,70 @@ func TestSandboxSettingsHeld(t *testing.T) {
 					t.Errorf("%s: %q, want device or resource busy (a mount point)", k, got[k])
 				}
 			}
-			for _, k := range []string{"read " + settings, "write " + r.home + "/.claude/projects/new.jsonl"} {
+			for _, k := range []string{"read " + settings, "read " + claudeMD, "write " + r.home + "/.claude/projects/new.jsonl"} {
 				if got[k] != "ok" {
 					t.Errorf("%s: %q, want ok", k, got[k])
 				}
 			}
-			for f, want := range map[string]string{settings: "{}", claudeMD: "be kind"} {
+			for f, want := range map[string]string{settings: "{}", target: "be kind"} {
 				if b, err := os.ReadFile(f); err != nil || string(b) != want {
 					t.Errorf("%s = %q, %v; want %q untouched", f, b, err, want)
 				}
+			}
+			if l, err := os.Readlink(claudeMD); base == "a link" && l != "../dotfiles/CLAUDE.md" {
+				t.Errorf("%s links to %q, %v; want the link untouched", claudeMD, l, err)
+			}
+		})
+	}
+}
+
+// TestSandboxSettingsMadeWarned: a settings file of the CLI that did not
+// exist when the run started cannot be held (a bind needs a file to bind
+// over); one the run makes is a KindWarning event naming it, once, before
+// the turn's end, and the file is left where the run made it. One that
+// existed is held, and no warning names it; at Unlimited, where nothing is
+// held, none is given.
+func TestSandboxSettingsMadeWarned(t *testing.T) {
+	requireSandbox(t)
+	for _, perm := range []invoker.Permission{invoker.ReadOnly, invoker.WorkspaceWrite, invoker.Unlimited} {
+		t.Run(string(perm), func(t *testing.T) {
+			r := newSandboxRigIn(t, t.TempDir())
+			claudeMD, settings := r.home+"/.claude/CLAUDE.md", r.home+"/.claude/settings.json"
+			lr := newLimitRun(t, fakeagent.Script{Touch: []string{"write " + claudeMD, "write " + settings}})
+			lr.req.Workdir, lr.req.Permission, lr.req.Sandbox = r.work, perm, invoker.Sandbox{Mode: "required", Hide: []string{r.home + "/.ssh"}}
+			lr.req.Env = append(lr.req.Env, "HOME="+r.home)
+			var warnings []string
+			var kinds []invoker.EventKind
+			lr.req.OnEvent = func(ev invoker.Event) {
+				kinds = append(kinds, ev.Kind)
+				if ev.Kind == invoker.KindWarning {
+					warnings = append(warnings, ev.Text)
+				}
+			}
+			res, err := lr.inv.Invoke(context.Background(), lr.req)
+			if err != nil {
+				t.Fatalf("Invoke() error = %v; stderr: %s", err, res.Stderr)
+			}
+			if got := outcomes(res.Text)["write "+claudeMD]; got != "ok" {
+				t.Fatalf("write %s: %q, want ok (the CLI's home is writable)", claudeMD, got)
+			}
+			var named []string
+			for _, w := range warnings {
+				if strings.Contains(w, claudeMD) {
+					named = append(named, w)
+				}
+				if strings.Contains(w, settings) {
+					t.Errorf("a warning names %s, which existed and was held: %q", settings, w)
+				}
+			}
+			if want := map[bool]int{true: 0, false: 1}[perm == invoker.Unlimited]; len(named) != want {
+				t.Errorf("warnings naming %s: %q, want %d", claudeMD, named, want)
+			}
+			if i := slices.Index(kinds, invoker.KindDone); len(named) > 0 && i >= 0 && !slices.Contains(kinds[:i], invoker.KindWarning) {
+				t.Errorf("events %v: want the warning before the turn's end", kinds)
+			}
+			if _, err := os.Stat(claudeMD); err != nil {
+				t.Errorf("%s: %v; want it left where the run made it", claudeMD, err)
 			}
 		})
 	}

@@ -449,7 +449,8 @@ func TestSandboxNetPTY(t *testing.T) {
 
 // TestSandboxNetPrivateTemp: under the network rules, by either route,
 // the run has its own /tmp and /dev/shm, its working directory and home
-// beneath /tmp bound back, and its CLI's settings held: by the root's
+// beneath /tmp bound back, and its CLI's settings held (one that is a
+// link into the hidden home read through, and held as a link): by the root's
 // forking thread on the Enter route, by the first stage in the run's user
 // namespace on the Wrap route, which a user takes too.
 func TestSandboxNetPrivateTemp(t *testing.T) {
@@ -458,18 +459,29 @@ func TestSandboxNetPrivateTemp(t *testing.T) {
 		name := filepath.Base(filepath.Dir(r.work))
 		tmp, shm := "/tmp/private-"+name, "/dev/shm/private-"+name
 		t.Cleanup(func() { os.Remove(tmp); os.Remove(shm) })
-		settings := r.home + "/.claude/settings.json"
+		settings, linked := r.home+"/.claude/settings.json", r.home+"/.claude/CLAUDE.md"
+		if err := os.MkdirAll(r.home+"/dotfiles", 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(r.home+"/dotfiles/CLAUDE.md", []byte("be kind"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Symlink("../dotfiles/CLAUDE.md", linked); err != nil {
+			t.Fatal(err)
+		}
 		got, res := r.invoke(t, invoker.WorkspaceWrite, invoker.Sandbox{Mode: "required", Network: []string{"none"}},
 			"write "+tmp, "read "+tmp, "write "+shm, "write "+r.work+"/a.txt", "write "+r.work+"/new.txt",
-			"read "+r.home+"/.ssh/id_ed25519", "write "+settings, "replace "+settings, "write $TMPDIR/x")
-		for _, k := range []string{"write " + tmp, "read " + tmp, "write " + shm, "write " + r.work + "/a.txt"} {
+			"read "+r.home+"/.ssh/id_ed25519", "write "+settings, "replace "+settings, "write $TMPDIR/x",
+			"read "+linked, "write "+linked, "remove "+linked)
+		for _, k := range []string{"write " + tmp, "read " + tmp, "write " + shm, "write " + r.work + "/a.txt", "read " + linked} {
 			if got[k] != "ok" {
 				t.Errorf("%s: %q, want ok", k, got[k])
 			}
 		}
 		for k, want := range map[string]string{"write " + r.work + "/new.txt": "read-only file system",
 			"read " + r.home + "/.ssh/id_ed25519": "no such file or directory",
-			"write " + settings:                   "read-only file system", "replace " + settings: "device or resource busy"} {
+			"write " + settings:                   "read-only file system", "replace " + settings: "device or resource busy",
+			"write " + linked: "read-only file system", "remove " + linked: "device or resource busy"} {
 			if !strings.Contains(got[k], want) {
 				t.Errorf("%s: %q, want %s", k, got[k], want)
 			}

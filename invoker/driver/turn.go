@@ -206,18 +206,21 @@ func (t *turn) await(ctx context.Context) {
 // After a tool's result, and before the turn's terminal event, it asks
 // the run what its limits did meanwhile (limitWarnings): a tool killed at
 // the memory limit or refused a fork is a KindWarning event, and the turn
-// goes on. So is a connection the sandbox's network rules refused.
+// goes on. So is a connection the sandbox's network rules refused, and a
+// settings file of the CLI that the run made (settingsWarnings).
 func (t *turn) deliver(events []invoker.Event) {
 	nr := t.r.sbx.netRules()
 	for _, ev := range events {
 		if ev.Kind == invoker.KindDone {
 			t.deliverOne(t.r.limitWarnings(nil)...)
 			t.deliverOne(nr.warnings(nil)...)
+			t.deliverOne(t.r.sbx.settingsWarnings(nil)...)
 		}
 		t.deliverOne(ev)
 		if ev.Kind == invoker.KindToolResult {
 			t.deliverOne(t.r.limitWarnings(ev.Tool)...)
 			t.deliverOne(nr.warnings(ev.Tool)...)
+			t.deliverOne(t.r.sbx.settingsWarnings(ev.Tool)...)
 		}
 	}
 }

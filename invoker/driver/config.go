@@ -62,6 +62,10 @@ type config struct {
 	// keepCancelled skips the sweep of cancelled turns; only the
 	// benchmark of the sweep's cost sets it (export_test.go).
 	keepCancelled bool
+	// published, if not nil, is called by a session's begin once the turn
+	// is the session's current one; only a test of what may reach the CLI
+	// meanwhile sets it (export_test.go).
+	published func()
 	// tel records the runs' spans and metrics; nil records nothing (a
 	// baseline for benchmarks).
 	tel *telemetry

@@ -36,6 +36,17 @@ func WithoutAccounting(inv invoker.Invoker) invoker.Invoker {
 	return n
 }
 
+// OnTurnPublished returns an Invoker like inv, an Invoker of this package,
+// whose sessions call f when a turn has become the session's current one,
+// on the goroutine of its Turn, before Turn goes on.
+func OnTurnPublished(inv invoker.Invoker, f func()) invoker.Invoker {
+	e := inv.(*engine)
+	n := New(e.b).(*engine)
+	n.cfg = e.cfg
+	n.cfg.published = f
+	return n
+}
+
 // SetNetProbe makes the network sandbox's probe answer route ("enter",
 // "wrap") or err, as on a host that gives a namespace only that way or
 // none, until the test ends. The test must not be parallel.

@@ -469,3 +469,45 @@ func TestRoutedInvokeKeepsTheWholeStderr(t *testing.T) {
 		t.Errorf("Result.Stderr = %q, want what the CLI wrote before it exited", res.Stderr)
 	}
 }
+
+// TestSteerWaitsForThePrompt: a steer that comes once the turn is the
+// session's current one, before its prompt was written, reaches the CLI
+// after the prompt: the echoed lines come back in the order they were
+// written, the prompt's first.
+func TestSteerWaitsForThePrompt(t *testing.T) {
+	published, resume := make(chan struct{}), make(chan struct{})
+	inv := driver.OnTurnPublished(driver.New(live, invoker.Options{Binary: "cat"}), func() {
+		close(published)
+		<-resume
+	})
+	s, err := inv.OpenSession(context.Background(), invoker.SessionRequest{Workdir: t.TempDir(), Deltas: true})
+	if err != nil {
+		t.Fatalf("OpenSession() error = %v", err)
+	}
+	t.Cleanup(func() {
+		if err := s.Close(); err != nil {
+			t.Errorf("Close() = %v", err)
+		}
+	})
+	var k kinds
+	done := make(chan error, 1)
+	go func() {
+		res, err := s.Turn(context.Background(), invoker.TurnRequest{Prompt: "wait", OnEvent: k.on})
+		if err == nil && res.Text != "steered: early" {
+			err = fmt.Errorf("answer %q, want the steered one", res.Text)
+		}
+		done <- err
+	}()
+	<-published
+	steerErr := s.Steer(context.Background(), "early")
+	close(resume)
+	if steerErr != nil {
+		t.Fatalf("Steer() once the turn is published = %v", steerErr)
+	}
+	if err := <-done; err != nil {
+		t.Fatalf("steered Turn() = %v", err)
+	}
+	if got, want := k.String(), "delta:waiting|raw:early|message:steered: early|"; got != want {
+		t.Errorf("events = %s, want %s (the prompt's lines first)", got, want)
+	}
+}

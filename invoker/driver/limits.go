@@ -284,7 +284,8 @@ func resources(u proc.Usage) invoker.Resources {
 // a tool's result and at a turn's end: it reads the counters alone (two
 // files where a controller counts; nothing where the figures are sampled,
 // which count no kill), and the peaks its warnings name only when a
-// counter rose. A run's figures are then read once, by the reap.
+// counter rose: a one-shot run that ends well reads its figures once, at
+// the reap.
 func (r *run) limitWarnings(tool *invoker.Tool) []invoker.Event {
 	if r.tree == nil {
 		return nil

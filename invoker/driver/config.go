@@ -66,6 +66,10 @@ type config struct {
 	// is the session's current one; only a test of what may reach the CLI
 	// meanwhile sets it (export_test.go).
 	published func()
+	// steered, if not nil, is called by Steer once the protocol made the
+	// steer's lines and they are queued; only a test of what may reach the
+	// CLI meanwhile sets it (export_test.go).
+	steered func()
 	// tel records the runs' spans and metrics; nil records nothing (a
 	// baseline for benchmarks).
 	tel *telemetry

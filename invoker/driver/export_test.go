@@ -47,6 +47,17 @@ func OnTurnPublished(inv invoker.Invoker, f func()) invoker.Invoker {
 	return n
 }
 
+// OnSteered returns an Invoker like inv, an Invoker of this package,
+// whose sessions' Steer calls f once its lines are queued, before it
+// returns.
+func OnSteered(inv invoker.Invoker, f func()) invoker.Invoker {
+	e := inv.(*engine)
+	n := New(e.b).(*engine)
+	n.cfg = e.cfg
+	n.cfg.steered = f
+	return n
+}
+
 // SetNetProbe makes the network sandbox's probe answer route ("enter",
 // "wrap") or err, as on a host that gives a namespace only that way or
 // none, until the test ends. The test must not be parallel.

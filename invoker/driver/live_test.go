@@ -511,3 +511,52 @@ func TestSteerWaitsForThePrompt(t *testing.T) {
 		t.Errorf("events = %s, want %s (the prompt's lines first)", got, want)
 	}
 }
+
+// TestSteerBeforeInterrupt: a steer the protocol made before the turn was
+// interrupted reaches the CLI before the interrupt, in the order the
+// protocol made them: here the CLI answers the steer and ends the turn,
+// and the interrupt comes after.
+func TestSteerBeforeInterrupt(t *testing.T) {
+	steered, resume := make(chan struct{}), make(chan struct{})
+	inv := driver.OnSteered(driver.New(live, invoker.Options{Binary: "cat"}), func() {
+		close(steered)
+		<-resume
+	})
+	s, err := inv.OpenSession(context.Background(), invoker.SessionRequest{Workdir: t.TempDir(), Deltas: true})
+	if err != nil {
+		t.Fatalf("OpenSession() error = %v", err)
+	}
+	t.Cleanup(func() {
+		if err := s.Close(); err != nil {
+			t.Errorf("Close() = %v", err)
+		}
+	})
+	started := make(chan struct{})
+	var once sync.Once
+	var k kinds
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	done := make(chan error, 1)
+	go func() {
+		_, err := s.Turn(ctx, invoker.TurnRequest{Prompt: "wait", OnEvent: func(ev invoker.Event) {
+			k.on(ev)
+			if ev.Kind == invoker.KindDelta {
+				once.Do(func() { close(started) })
+			}
+		}})
+		done <- err
+	}()
+	<-started
+	steerErr := make(chan error, 1)
+	go func() { steerErr <- s.Steer(context.Background(), "early") }()
+	<-steered
+	cancel()
+	<-done
+	close(resume)
+	if err := <-steerErr; err != nil {
+		t.Fatalf("Steer() = %v", err)
+	}
+	if got, want := k.String(), "delta:waiting|raw:early|message:steered: early|"; got != want {
+		t.Errorf("events = %s, want %s (the steer's lines before the interrupt's)", got, want)
+	}
+}

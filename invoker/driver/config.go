@@ -70,6 +70,10 @@ type config struct {
 	// steer's lines and they are queued; only a test of what may reach the
 	// CLI meanwhile sets it (export_test.go).
 	steered func()
+	// answered, if not nil, is called once a decision of Approve is
+	// settled and its answer queued; only a test of what may reach the
+	// CLI meanwhile sets it (export_test.go).
+	answered func()
 	// tel records the runs' spans and metrics; nil records nothing (a
 	// baseline for benchmarks).
 	tel *telemetry

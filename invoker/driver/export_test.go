@@ -58,6 +58,17 @@ func OnSteered(inv invoker.Invoker, f func()) invoker.Invoker {
 	return n
 }
 
+// OnAnswered returns an Invoker like inv, an Invoker of this package,
+// whose sessions call f once a decision of Approve is settled and its
+// answer queued, on the goroutine that called Approve.
+func OnAnswered(inv invoker.Invoker, f func()) invoker.Invoker {
+	e := inv.(*engine)
+	n := New(e.b).(*engine)
+	n.cfg = e.cfg
+	n.cfg.answered = f
+	return n
+}
+
 // SetNetProbe makes the network sandbox's probe answer route ("enter",
 // "wrap") or err, as on a host that gives a namespace only that way or
 // none, until the test ends. The test must not be parallel.

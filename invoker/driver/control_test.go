@@ -902,17 +902,10 @@ func BenchmarkHeldQuestions(b *testing.B) {
 // reaches the CLI before the interrupt: here the CLI ends the turn with
 // the answer, and the interrupt comes after it.
 func TestApprovalAnswerBeforeInterrupt(t *testing.T) {
-	answered, resume := make(chan struct{}), make(chan struct{})
-	inv := driver.OnAnswered(driver.New(controlBackend{echoBackend: echoBackend{caps: allControl}}, invoker.Options{Binary: "cat"}), func() {
-		close(answered)
-		<-resume
-	})
-	s, err := inv.OpenSession(t.Context(), invoker.SessionRequest{Workdir: t.TempDir(),
+	answered := newPause()
+	inv := driver.OnAnswered(driver.New(controlBackend{echoBackend: echoBackend{caps: allControl}}, invoker.Options{Binary: "cat"}), answered.hook)
+	s := openOn(t, inv, invoker.SessionRequest{
 		Approve: func(context.Context, invoker.Approval) invoker.Decision { return invoker.Decision{Allow: true} }})
-	if err != nil {
-		t.Fatalf("OpenSession: %v", err)
-	}
-	t.Cleanup(func() { s.Close() })
 	ctx, cancel := context.WithCancel(t.Context())
 	defer cancel()
 	first := make(chan string, 1)
@@ -928,10 +921,10 @@ func TestApprovalAnswerBeforeInterrupt(t *testing.T) {
 		}})
 		done <- err
 	}()
-	<-answered
+	<-answered.reached
 	cancel()
 	got := <-first
-	close(resume)
+	close(answered.resume)
 	<-done
 	if got != "approved" {
 		t.Errorf("the turn's first message = %q, want approved (the answer before the interrupt)", got)

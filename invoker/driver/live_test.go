@@ -236,7 +236,12 @@ func (k *kinds) String() string {
 
 func openEcho(t *testing.T, b driver.SessionBackend, req invoker.SessionRequest) invoker.Session {
 	t.Helper()
-	inv := driver.New(b, invoker.Options{Binary: "cat"})
+	return openOn(t, driver.New(b, invoker.Options{Binary: "cat"}), req)
+}
+
+// openOn opens a session of inv, closed when the test ends.
+func openOn(t *testing.T, inv invoker.Invoker, req invoker.SessionRequest) invoker.Session {
+	t.Helper()
 	if req.Workdir == "" {
 		req.Workdir = t.TempDir()
 	}
@@ -345,32 +350,42 @@ func TestSteer(t *testing.T) {
 	if err := s.Steer(context.Background(), ""); !errors.Is(err, invoker.ErrInvalidRequest) {
 		t.Errorf("Steer(\"\"): error = %v, want ErrInvalidRequest", err)
 	}
-	started := make(chan struct{})
-	var once sync.Once
 	var k kinds
-	done := make(chan error, 1)
-	go func() {
-		res, err := s.Turn(context.Background(), invoker.TurnRequest{Prompt: "wait", OnEvent: func(ev invoker.Event) {
-			k.on(ev)
-			if ev.Kind == invoker.KindDelta {
-				once.Do(func() { close(started) })
-			}
-		}})
-		if err == nil && res.Text != "steered: this way" {
-			err = fmt.Errorf("answer %q, want the steered one", res.Text)
-		}
-		done <- err
-	}()
+	started, done := waitTurn(context.Background(), s, &k)
 	<-started
 	if err := s.Steer(context.Background(), "this way"); err != nil {
 		t.Fatalf("Steer() during the turn = %v", err)
 	}
-	if err := <-done; err != nil {
-		t.Fatalf("steered Turn() = %v", err)
+	if end := <-done; end.err != nil || end.text != "steered: this way" {
+		t.Fatalf("steered Turn() = %q, %v; want the steered answer", end.text, end.err)
 	}
 	if got, want := k.String(), "delta:waiting|raw:this way|message:steered: this way|"; got != want {
 		t.Errorf("events = %s, want %s", got, want)
 	}
+}
+
+// turnEnd is what a turn returned.
+type turnEnd struct {
+	text string
+	err  error
+}
+
+// waitTurn runs the turn "wait" of s on a goroutine of its own, its events
+// recorded in k: started is closed at its first delta, and done gets what
+// it returned.
+func waitTurn(ctx context.Context, s invoker.Session, k *kinds) (started <-chan struct{}, done <-chan turnEnd) {
+	first, end := make(chan struct{}), make(chan turnEnd, 1)
+	var once sync.Once
+	go func() {
+		res, err := s.Turn(ctx, invoker.TurnRequest{Prompt: "wait", OnEvent: func(ev invoker.Event) {
+			k.on(ev)
+			if ev.Kind == invoker.KindDelta {
+				once.Do(func() { close(first) })
+			}
+		}})
+		end <- turnEnd{res.Text, err}
+	}()
+	return first, end
 }
 
 // TestRateLimitedTurn: a turn the CLI failed rate limited is a
@@ -470,42 +485,34 @@ func TestRoutedInvokeKeepsTheWholeStderr(t *testing.T) {
 	}
 }
 
+// A pause is a hook of the engine's that, called once, says so (reached)
+// and waits until the test closes resume.
+type pause struct{ reached, resume chan struct{} }
+
+func newPause() pause { return pause{make(chan struct{}), make(chan struct{})} }
+
+func (p pause) hook() {
+	close(p.reached)
+	<-p.resume
+}
+
 // TestSteerWaitsForThePrompt: a steer that comes once the turn is the
 // session's current one, before its prompt was written, reaches the CLI
 // after the prompt: the echoed lines come back in the order they were
 // written, the prompt's first.
 func TestSteerWaitsForThePrompt(t *testing.T) {
-	published, resume := make(chan struct{}), make(chan struct{})
-	inv := driver.OnTurnPublished(driver.New(live, invoker.Options{Binary: "cat"}), func() {
-		close(published)
-		<-resume
-	})
-	s, err := inv.OpenSession(context.Background(), invoker.SessionRequest{Workdir: t.TempDir(), Deltas: true})
-	if err != nil {
-		t.Fatalf("OpenSession() error = %v", err)
-	}
-	t.Cleanup(func() {
-		if err := s.Close(); err != nil {
-			t.Errorf("Close() = %v", err)
-		}
-	})
+	published := newPause()
+	s := openOn(t, driver.OnTurnPublished(driver.New(live, invoker.Options{Binary: "cat"}), published.hook), invoker.SessionRequest{Deltas: true})
 	var k kinds
-	done := make(chan error, 1)
-	go func() {
-		res, err := s.Turn(context.Background(), invoker.TurnRequest{Prompt: "wait", OnEvent: k.on})
-		if err == nil && res.Text != "steered: early" {
-			err = fmt.Errorf("answer %q, want the steered one", res.Text)
-		}
-		done <- err
-	}()
-	<-published
+	_, done := waitTurn(context.Background(), s, &k)
+	<-published.reached
 	steerErr := s.Steer(context.Background(), "early")
-	close(resume)
+	close(published.resume)
 	if steerErr != nil {
 		t.Fatalf("Steer() once the turn is published = %v", steerErr)
 	}
-	if err := <-done; err != nil {
-		t.Fatalf("steered Turn() = %v", err)
+	if end := <-done; end.err != nil || end.text != "steered: early" {
+		t.Fatalf("steered Turn() = %q, %v; want the steered answer", end.text, end.err)
 	}
 	if got, want := k.String(), "delta:waiting|raw:early|message:steered: early|"; got != want {
 		t.Errorf("events = %s, want %s (the prompt's lines first)", got, want)
@@ -517,42 +524,19 @@ func TestSteerWaitsForThePrompt(t *testing.T) {
 // protocol made them: here the CLI answers the steer and ends the turn,
 // and the interrupt comes after.
 func TestSteerBeforeInterrupt(t *testing.T) {
-	steered, resume := make(chan struct{}), make(chan struct{})
-	inv := driver.OnSteered(driver.New(live, invoker.Options{Binary: "cat"}), func() {
-		close(steered)
-		<-resume
-	})
-	s, err := inv.OpenSession(context.Background(), invoker.SessionRequest{Workdir: t.TempDir(), Deltas: true})
-	if err != nil {
-		t.Fatalf("OpenSession() error = %v", err)
-	}
-	t.Cleanup(func() {
-		if err := s.Close(); err != nil {
-			t.Errorf("Close() = %v", err)
-		}
-	})
-	started := make(chan struct{})
-	var once sync.Once
+	steered := newPause()
+	s := openOn(t, driver.OnSteered(driver.New(live, invoker.Options{Binary: "cat"}), steered.hook), invoker.SessionRequest{Deltas: true})
 	var k kinds
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	done := make(chan error, 1)
-	go func() {
-		_, err := s.Turn(ctx, invoker.TurnRequest{Prompt: "wait", OnEvent: func(ev invoker.Event) {
-			k.on(ev)
-			if ev.Kind == invoker.KindDelta {
-				once.Do(func() { close(started) })
-			}
-		}})
-		done <- err
-	}()
+	started, done := waitTurn(ctx, s, &k)
 	<-started
 	steerErr := make(chan error, 1)
 	go func() { steerErr <- s.Steer(context.Background(), "early") }()
-	<-steered
+	<-steered.reached
 	cancel()
 	<-done
-	close(resume)
+	close(steered.resume)
 	if err := <-steerErr; err != nil {
 		t.Fatalf("Steer() = %v", err)
 	}

@@ -268,7 +268,21 @@ func (p *protocol) Open() ([][]byte, bool) {
 	return [][]byte{b}, false
 }
 
-// open returns the thread/start (or thread/resume) call.
+// opening returns the method that opens the session's thread and what it
+// does, in the words of an error: a new thread, a fork or a resume of the
+// thread the session names.
+func (p *protocol) opening() (method, what string) {
+	switch {
+	case p.resume != "" && p.fork:
+		return "thread/fork", "fork thread " + p.resume
+	case p.resume != "":
+		return "thread/resume", "resume thread " + p.resume
+	}
+	return "thread/start", "start a thread"
+}
+
+// open returns the call that opens the session's thread: thread/start,
+// thread/resume or thread/fork (opening).
 func (p *protocol) open() []byte {
 	params := map[string]any{"cwd": p.workdir, "approvalPolicy": "never", "sandbox": p.mode}
 	if p.approve {
@@ -288,21 +302,19 @@ func (p *protocol) open() []byte {
 		// resume or a fork names them again.
 		params["config"] = p.mcp
 	}
-	method := "thread/start"
 	if p.approve && p.resume == "" {
 		params["permissions"] = profileOf(p.mode)
 	}
-	switch {
-	case p.resume != "" && p.fork:
+	method, _ := p.opening()
+	switch method {
+	case "thread/fork":
 		// A fork is a new thread holding a copy of the old one's
 		// history; the old thread is not touched.
-		method = "thread/fork"
 		params["threadId"] = p.resume
 		// The reply need not copy the history back (Codex deprecates
 		// that for forks, 0.169.0).
 		params["excludeTurns"] = true
-	case p.resume != "":
-		method = "thread/resume"
+	case "thread/resume":
 		params["threadId"] = p.resume
 	}
 	b, _ := json.Marshal(map[string]any{"jsonrpc": "2.0", "id": openID, "method": method, "params": params})
@@ -444,14 +456,8 @@ func (p *protocol) Decode(line []byte) (driver.Step, error) {
 		return driver.Step{Write: [][]byte{notification("initialized"), p.open()}}, nil
 	case id == openID:
 		if m.Error != nil {
-			what := "start a thread"
-			switch {
-			case p.resume != "" && p.fork:
-				what = "fork thread " + p.resume
-			case p.resume != "":
-				what = "resume thread " + p.resume
-			}
-			return driver.Step{}, &invoker.StreamError{Message: fmt.Sprintf("codex app-server could not %s: %s", what, m.Error.Message), Type: "thread/start", Err: classify(m.Error.Message)}
+			method, what := p.opening()
+			return driver.Step{}, &invoker.StreamError{Message: fmt.Sprintf("codex app-server could not %s: %s", what, m.Error.Message), Type: method, Err: classify(m.Error.Message)}
 		}
 		var r struct {
 			Thread struct {

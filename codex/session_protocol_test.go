@@ -70,14 +70,30 @@ func TestAppServerTurnEndsAfterClean(t *testing.T) {
 
 func jsonInt(n int64) string { b, _ := json.Marshal(n); return string(b) }
 
-// A thread Codex cannot resume fails the session's opening with the reason.
-func TestAppServerResumeRefused(t *testing.T) {
-	p := backend{}.NewSessionProtocol(&invoker.SessionRequest{Workdir: "/w", SessionID: "T9"})
-	p.Open()
-	appDecode(t, p, `{"id":1,"result":{}}`)
-	_, err := p.Decode([]byte(`{"id":2,"error":{"code":-32600,"message":"no rollout found for thread id T9"}}`))
-	var se *invoker.StreamError
-	if !errors.As(err, &se) || !strings.Contains(se.Message, "resume thread T9") || !strings.Contains(se.Message, "no rollout found") {
-		t.Errorf("Decode(error) = %v, want a StreamError naming the thread and Codex's reason", err)
+// A thread Codex cannot start, resume or fork fails the session's opening
+// with the reason, and the StreamError's Type is the method that failed.
+func TestAppServerOpeningRefused(t *testing.T) {
+	for _, tc := range []struct {
+		req          invoker.SessionRequest
+		method, what string
+	}{
+		{invoker.SessionRequest{}, "thread/start", "start a thread"},
+		{invoker.SessionRequest{SessionID: "T9"}, "thread/resume", "resume thread T9"},
+		{invoker.SessionRequest{SessionID: "T9", Fork: true}, "thread/fork", "fork thread T9"},
+	} {
+		t.Run(tc.method, func(t *testing.T) {
+			tc.req.Workdir = "/w"
+			p := backend{}.NewSessionProtocol(&tc.req)
+			p.Open()
+			st := appDecode(t, p, `{"id":1,"result":{}}`)
+			if len(st.Write) != 2 || !strings.Contains(string(st.Write[1]), `"method":"`+tc.method+`"`) {
+				t.Fatalf("after initialize, wrote %q; want initialized and %s", st.Write, tc.method)
+			}
+			_, err := p.Decode([]byte(`{"id":2,"error":{"code":-32600,"message":"no rollout found for thread id T9"}}`))
+			var se *invoker.StreamError
+			if !errors.As(err, &se) || se.Type != tc.method || !strings.Contains(se.Message, tc.what) || !strings.Contains(se.Message, "no rollout found") {
+				t.Errorf("Decode(error) = %v (%#v), want a StreamError of Type %s saying it could not %s, with Codex's reason", err, se, tc.method, tc.what)
+			}
+		})
 	}
 }

@@ -291,12 +291,21 @@ func FormatBytes(n int64) string {
 // what it used in all, which no longer changes. It costs a few reads of
 // small cgroup files (up to five; 40 to 80 µs measured on Linux 6.18 with
 // cgroup v1, BenchmarkLimitsUsage), or nothing where the figures are
-// sampled; call it whenever something happened, such as a tool's result
-// (to warn that a tool was OOM-killed), and after Wait.
+// sampled; call it after Wait, and while the tree runs where its peaks
+// are wanted. To learn whether a limit did something (a tool OOM-killed
+// at a tool's result), Counts reads less.
 //
 // Without Attr.Account, only the figures of the controllers that hold the
 // tree's limits are there (and the counters of what those limits did).
 func (t *Tree) Usage() Usage { return t.usage() }
+
+// Counts returns the counters of what the tree's limits did so far
+// (OOMKills, RootOOMKilled, Throttled, ForksRefused) and its Limits, with
+// neither its peaks nor its CPU time, nor OOMOutside, which needs the
+// memory peak on cgroup v1: it reads only the controllers' event files
+// (two, where Usage reads up to five). After Wait it returns what Usage
+// does.
+func (t *Tree) Counts() Usage { return t.counts() }
 
 // A Mark is a moment of a tree's accounting, taken by Tree.Mark, from
 // which Tree.Since measures. The zero Mark is the tree's start.

@@ -213,6 +213,44 @@ func TestLimitsMemoryPeak(t *testing.T) {
 	}
 }
 
+// TestLimitsCountsReadAlone: Counts reads the counters of what the limits
+// did and no figure; a tree's figures are read once on its way out (the
+// final reading), and neither Usage nor Counts reads anything after Wait.
+func TestLimitsCountsReadAlone(t *testing.T) {
+	noLeaks(t)
+	requireLimits(t, Memory)
+	r := startRun(t, Attr{Limits: Limits{MemoryMax: 512 * mib}, Account: true}, "alloc", "20")
+	r.expectLine("allocated")
+	a := r.tree.sys.acct
+	reads := func() (int, int) {
+		a.mu.Lock()
+		defer a.mu.Unlock()
+		return a.reads, a.counts
+	}
+	full, _ := reads()
+	for range 2 {
+		if u := r.tree.Counts(); u.MemoryPeak != 0 || u.CPU != 0 || u.OOMKills != 0 || u.Limits.MemoryMax != 512*mib {
+			t.Errorf("Counts() = %+v, want the limits, no figure and no OOM kill", u)
+		}
+	}
+	if f, c := reads(); f != full || c != 2 {
+		t.Errorf("after two Counts: %d full readings and %d of the counters, want %d and 2", f, c, full)
+	}
+	if u := r.tree.Usage(); u.MemoryPeak < 20*mib {
+		t.Errorf("Usage() = %+v, want the peak of 20 MiB allocated", u)
+	}
+	full++
+	r.tree.Kill()
+	r.wait()
+	u := r.tree.Usage()
+	if c := r.tree.Counts(); c != u {
+		t.Errorf("after Wait, Counts() = %+v, want Usage()'s %+v", c, u)
+	}
+	if f, c := reads(); f != full+1 || c != 2 {
+		t.Errorf("after Wait, Usage and Counts: %d full readings and %d of the counters, want %d (the final one) and 2", f, c, full+1)
+	}
+}
+
 // TestLimitsCgroupsRemoved: a tree's cgroup v1 cgroups are removed once
 // it is reaped.
 func TestLimitsCgroupsRemoved(t *testing.T) {
@@ -710,7 +748,13 @@ func BenchmarkLimitsStart(b *testing.B) {
 }
 
 // BenchmarkLimitsUsage reads a running accounted tree's usage.
-func BenchmarkLimitsUsage(b *testing.B) {
+func BenchmarkLimitsUsage(b *testing.B) { benchRead(b, (*Tree).Usage) }
+
+// BenchmarkLimitsCounts reads a running accounted tree's counters alone,
+// as a look for a limit's warning does.
+func BenchmarkLimitsCounts(b *testing.B) { benchRead(b, (*Tree).Counts) }
+
+func benchRead(b *testing.B, read func(*Tree) Usage) {
 	tree, err := Start(&Attr{Path: "/bin/sleep", Args: []string{"sleep", "1000"}, Account: true, Containment: testContainment})
 	if err != nil {
 		b.Fatal(err)
@@ -720,6 +764,6 @@ func BenchmarkLimitsUsage(b *testing.B) {
 		tree.Wait()
 	}()
 	for b.Loop() {
-		tree.Usage()
+		read(tree)
 	}
 }

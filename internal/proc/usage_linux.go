@@ -19,9 +19,12 @@ type acct struct {
 	// memory.events and pids.events are read when they are there.
 	v2ctl ctlSet
 	v1    *v1Run
-	// figs read the figures from the sources plan chose, a figure and its
-	// events per controller (see controller), in figArray.
+	// figs read the figures from the sources plan chose, in figArray: the
+	// figures first (peaks, CPU time), then from nFig on the counters of
+	// what the limits did (the controllers' events; see controller), which
+	// Counts reads alone.
 	figs     []figure
+	nFig     int
 	figArray [2 * numControllers]figure
 	// cpuBase is cpu.stat's usage_usec when the tree started, in a
 	// cgroup reused from an earlier tree.
@@ -43,6 +46,10 @@ type acct struct {
 	// final is the last reading, taken when the tree was released; later
 	// calls report it.
 	final *reading
+	// reads counts the readings of every figure (Usage, Mark, Since, the
+	// final one) and counts those of the counters alone (Counts): what a
+	// tree's accounting costs in reads, which tests check.
+	reads, counts int
 	// rootRSS is the root's peak resident set size when it was reaped
 	// (its rusage's ru_maxrss: its own, and its reaped descendants'), in
 	// bytes: the least a sampled memory peak is, for a tree that ended
@@ -75,6 +82,9 @@ func newAcct(plan limitPlan, v2 string, v2ctl ctlSet, v1 *v1Run) *acct {
 		if f := c.figure(&plan); f != nil {
 			a.figs = append(a.figs, f)
 		}
+	}
+	a.nFig = len(a.figs)
+	for _, c := range controllers {
 		if f := c.events(v2ctl, v1); f != nil {
 			a.figs = append(a.figs, f)
 		}
@@ -93,6 +103,7 @@ func (a *acct) readLocked() reading {
 	if a.final != nil {
 		return *a.final
 	}
+	a.reads++
 	r := reading{u: Usage{Limits: a.plan.limits}, memSinceMark: -1}
 	for _, f := range a.figs {
 		f.read(a, &r)
@@ -100,6 +111,22 @@ func (a *acct) readLocked() reading {
 	u := &r.u
 	u.OOMOutside = u.OOMKills > 0 && !a.reached(r.memHits, u.MemoryPeak)
 	return r
+}
+
+// readCounts reads the counters alone (see Tree.Counts), or the final
+// reading.
+func (a *acct) readCounts() Usage {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if a.final != nil {
+		return a.final.u
+	}
+	a.counts++
+	r := reading{u: Usage{Limits: a.plan.limits}, memSinceMark: -1}
+	for _, f := range a.figs[a.nFig:] {
+		f.read(a, &r)
+	}
+	return r.u
 }
 
 // reached reports whether the tree reached its own memory limit, given
@@ -187,6 +214,16 @@ func (t *Tree) usage() Usage {
 	}
 	r := a.read()
 	u := r.u
+	u.RootOOMKilled = u.OOMKills > 0 && t.rootKilledByKernel()
+	return u
+}
+
+func (t *Tree) counts() Usage {
+	a := t.sys.acct
+	if a == nil {
+		return Usage{}
+	}
+	u := a.readCounts()
 	u.RootOOMKilled = u.OOMKills > 0 && t.rootKilledByKernel()
 	return u
 }

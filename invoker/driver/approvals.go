@@ -171,8 +171,14 @@ func (s *session) askApprove(ts *turn, q *question, approve func(context.Context
 	} else {
 		lines = answerApproval(q.a, d)
 	}
-	s.protoMu.Unlock()
+	// Queued under protoMu, where it was decided: an interrupt made after
+	// the decision reaches the CLI after the answer, not before it (the
+	// CLI would then take the answer to go on with the turn).
 	s.write(lines...)
+	s.protoMu.Unlock()
+	if s.cfg.answered != nil {
+		s.cfg.answered()
+	}
 }
 
 // withdraw withdraws every question of the turn ts that is still waiting

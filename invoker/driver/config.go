@@ -62,6 +62,18 @@ type config struct {
 	// keepCancelled skips the sweep of cancelled turns; only the
 	// benchmark of the sweep's cost sets it (export_test.go).
 	keepCancelled bool
+	// published, if not nil, is called by a session's begin once the turn
+	// is the session's current one; only a test of what may reach the CLI
+	// meanwhile sets it (export_test.go).
+	published func()
+	// steered, if not nil, is called by Steer once the protocol made the
+	// steer's lines and they are queued; only a test of what may reach the
+	// CLI meanwhile sets it (export_test.go).
+	steered func()
+	// answered, if not nil, is called once a decision of Approve is
+	// settled and its answer queued; only a test of what may reach the
+	// CLI meanwhile sets it (export_test.go).
+	answered func()
 	// tel records the runs' spans and metrics; nil records nothing (a
 	// baseline for benchmarks).
 	tel *telemetry

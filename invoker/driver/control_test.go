@@ -897,3 +897,36 @@ func BenchmarkHeldQuestions(b *testing.B) {
 		b.ReportMetric(float64(s)/(1<<20), "stack-MiB-held")
 	}
 }
+
+// An answer to a question, decided before the turn was interrupted,
+// reaches the CLI before the interrupt: here the CLI ends the turn with
+// the answer, and the interrupt comes after it.
+func TestApprovalAnswerBeforeInterrupt(t *testing.T) {
+	answered := newPause()
+	inv := driver.OnAnswered(driver.New(controlBackend{echoBackend: echoBackend{caps: allControl}}, invoker.Options{Binary: "cat"}), answered.hook)
+	s := openOn(t, inv, invoker.SessionRequest{
+		Approve: func(context.Context, invoker.Approval) invoker.Decision { return invoker.Decision{Allow: true} }})
+	ctx, cancel := context.WithCancel(t.Context())
+	defer cancel()
+	first := make(chan string, 1)
+	done := make(chan error, 1)
+	go func() {
+		_, err := s.Turn(ctx, invoker.TurnRequest{Prompt: "ask touch /tmp/x", OnEvent: func(ev invoker.Event) {
+			if ev.Kind == invoker.KindMessage {
+				select {
+				case first <- ev.Text:
+				default:
+				}
+			}
+		}})
+		done <- err
+	}()
+	<-answered.reached
+	cancel()
+	got := <-first
+	close(answered.resume)
+	<-done
+	if got != "approved" {
+		t.Errorf("the turn's first message = %q, want approved (the answer before the interrupt)", got)
+	}
+}

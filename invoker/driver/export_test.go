@@ -14,11 +14,7 @@ func NewWithoutTelemetry(b Backend, opts ...invoker.Options) invoker.Invoker {
 // package, whose sessions do not sweep cancelled turns: the baseline of
 // the benchmark that measures what the sweep costs.
 func WithoutCancelledSweep(inv invoker.Invoker) invoker.Invoker {
-	e := inv.(*engine)
-	n := New(e.b).(*engine)
-	n.cfg = e.cfg
-	n.cfg.keepCancelled = true
-	return n
+	return like(inv, func(c *config) { c.keepCancelled = true })
 }
 
 // MaxPendingApprovals is the engine's cap on the questions of a turn that
@@ -29,10 +25,37 @@ const MaxPendingApprovals = maxPendingApprovals
 // package, whose runs are not accounted (proc.Attr.Account off): the
 // baseline of the benchmark that measures what accounting costs.
 func WithoutAccounting(inv invoker.Invoker) invoker.Invoker {
+	return like(inv, func(c *config) { c.account = false })
+}
+
+// OnTurnPublished returns an Invoker like inv, an Invoker of this package,
+// whose sessions call f when a turn has become the session's current one,
+// on the goroutine of its Turn, before Turn goes on.
+func OnTurnPublished(inv invoker.Invoker, f func()) invoker.Invoker {
+	return like(inv, func(c *config) { c.published = f })
+}
+
+// OnSteered returns an Invoker like inv, an Invoker of this package,
+// whose sessions' Steer calls f once its lines are queued, before it
+// returns.
+func OnSteered(inv invoker.Invoker, f func()) invoker.Invoker {
+	return like(inv, func(c *config) { c.steered = f })
+}
+
+// OnAnswered returns an Invoker like inv, an Invoker of this package,
+// whose sessions call f once a decision of Approve is settled and its
+// answer queued, on the goroutine that called Approve.
+func OnAnswered(inv invoker.Invoker, f func()) invoker.Invoker {
+	return like(inv, func(c *config) { c.answered = f })
+}
+
+// like returns an Invoker like inv, an Invoker of this package, with its
+// configuration changed by set.
+func like(inv invoker.Invoker, set func(*config)) invoker.Invoker {
 	e := inv.(*engine)
 	n := New(e.b).(*engine)
 	n.cfg = e.cfg
-	n.cfg.account = false
+	set(&n.cfg)
 	return n
 }
 

@@ -281,15 +281,22 @@ func resources(u proc.Usage) invoker.Resources {
 // limits did since the last call while the CLI lives: processes killed at
 // the memory limit, forks refused at the process limit. tool is the tool
 // whose result prompted the look, or nil. The stdout reader calls it after
-// a tool's result and at a turn's end (40 to 80 µs where a controller
-// counts; nothing where the figures are sampled, which count no kill).
+// a tool's result and at a turn's end: it reads the counters alone (two
+// files where a controller counts; nothing where the figures are sampled,
+// which count no kill), and the peaks its warnings name only when a
+// counter rose: a one-shot run that ends well reads its figures once, at
+// the reap.
 func (r *run) limitWarnings(tool *invoker.Tool) []invoker.Event {
 	if r.tree == nil {
 		return nil
 	}
-	u := r.tree.Usage()
+	u := r.tree.Counts()
 	r.warnMu.Lock()
 	defer r.warnMu.Unlock()
+	if u.OOMKills <= r.warned.OOMKills && u.ForksRefused <= r.warned.ForksRefused {
+		return nil
+	}
+	u = r.tree.Usage()
 	var evs []invoker.Event
 	if n := u.OOMKills - r.warned.OOMKills; n > 0 && !u.RootOOMKilled {
 		text := fmt.Sprintf("%s of the run killed by the memory limit of %s (peak %s); the CLI runs on", processes(n), proc.FormatBytes(u.Limits.MemoryMax), proc.FormatBytes(u.MemoryPeak))

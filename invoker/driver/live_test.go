@@ -236,7 +236,12 @@ func (k *kinds) String() string {
 
 func openEcho(t *testing.T, b driver.SessionBackend, req invoker.SessionRequest) invoker.Session {
 	t.Helper()
-	inv := driver.New(b, invoker.Options{Binary: "cat"})
+	return openOn(t, driver.New(b, invoker.Options{Binary: "cat"}), req)
+}
+
+// openOn opens a session of inv, closed when the test ends.
+func openOn(t *testing.T, inv invoker.Invoker, req invoker.SessionRequest) invoker.Session {
+	t.Helper()
 	if req.Workdir == "" {
 		req.Workdir = t.TempDir()
 	}
@@ -345,32 +350,42 @@ func TestSteer(t *testing.T) {
 	if err := s.Steer(context.Background(), ""); !errors.Is(err, invoker.ErrInvalidRequest) {
 		t.Errorf("Steer(\"\"): error = %v, want ErrInvalidRequest", err)
 	}
-	started := make(chan struct{})
-	var once sync.Once
 	var k kinds
-	done := make(chan error, 1)
-	go func() {
-		res, err := s.Turn(context.Background(), invoker.TurnRequest{Prompt: "wait", OnEvent: func(ev invoker.Event) {
-			k.on(ev)
-			if ev.Kind == invoker.KindDelta {
-				once.Do(func() { close(started) })
-			}
-		}})
-		if err == nil && res.Text != "steered: this way" {
-			err = fmt.Errorf("answer %q, want the steered one", res.Text)
-		}
-		done <- err
-	}()
+	started, done := waitTurn(context.Background(), s, &k)
 	<-started
 	if err := s.Steer(context.Background(), "this way"); err != nil {
 		t.Fatalf("Steer() during the turn = %v", err)
 	}
-	if err := <-done; err != nil {
-		t.Fatalf("steered Turn() = %v", err)
+	if end := <-done; end.err != nil || end.text != "steered: this way" {
+		t.Fatalf("steered Turn() = %q, %v; want the steered answer", end.text, end.err)
 	}
 	if got, want := k.String(), "delta:waiting|raw:this way|message:steered: this way|"; got != want {
 		t.Errorf("events = %s, want %s", got, want)
 	}
+}
+
+// turnEnd is what a turn returned.
+type turnEnd struct {
+	text string
+	err  error
+}
+
+// waitTurn runs the turn "wait" of s on a goroutine of its own, its events
+// recorded in k: started is closed at its first delta, and done gets what
+// it returned.
+func waitTurn(ctx context.Context, s invoker.Session, k *kinds) (started <-chan struct{}, done <-chan turnEnd) {
+	first, end := make(chan struct{}), make(chan turnEnd, 1)
+	var once sync.Once
+	go func() {
+		res, err := s.Turn(ctx, invoker.TurnRequest{Prompt: "wait", OnEvent: func(ev invoker.Event) {
+			k.on(ev)
+			if ev.Kind == invoker.KindDelta {
+				once.Do(func() { close(first) })
+			}
+		}})
+		end <- turnEnd{res.Text, err}
+	}()
+	return first, end
 }
 
 // TestRateLimitedTurn: a turn the CLI failed rate limited is a
@@ -467,5 +482,65 @@ func TestRoutedInvokeKeepsTheWholeStderr(t *testing.T) {
 	}
 	if !strings.Contains(res.Stderr, "said at the end") {
 		t.Errorf("Result.Stderr = %q, want what the CLI wrote before it exited", res.Stderr)
+	}
+}
+
+// A pause is a hook of the engine's that, called once, says so (reached)
+// and waits until the test closes resume.
+type pause struct{ reached, resume chan struct{} }
+
+func newPause() pause { return pause{make(chan struct{}), make(chan struct{})} }
+
+func (p pause) hook() {
+	close(p.reached)
+	<-p.resume
+}
+
+// TestSteerWaitsForThePrompt: a steer that comes once the turn is the
+// session's current one, before its prompt was written, reaches the CLI
+// after the prompt: the echoed lines come back in the order they were
+// written, the prompt's first.
+func TestSteerWaitsForThePrompt(t *testing.T) {
+	published := newPause()
+	s := openOn(t, driver.OnTurnPublished(driver.New(live, invoker.Options{Binary: "cat"}), published.hook), invoker.SessionRequest{Deltas: true})
+	var k kinds
+	_, done := waitTurn(context.Background(), s, &k)
+	<-published.reached
+	steerErr := s.Steer(context.Background(), "early")
+	close(published.resume)
+	if steerErr != nil {
+		t.Fatalf("Steer() once the turn is published = %v", steerErr)
+	}
+	if end := <-done; end.err != nil || end.text != "steered: early" {
+		t.Fatalf("steered Turn() = %q, %v; want the steered answer", end.text, end.err)
+	}
+	if got, want := k.String(), "delta:waiting|raw:early|message:steered: early|"; got != want {
+		t.Errorf("events = %s, want %s (the prompt's lines first)", got, want)
+	}
+}
+
+// TestSteerBeforeInterrupt: a steer the protocol made before the turn was
+// interrupted reaches the CLI before the interrupt, in the order the
+// protocol made them: here the CLI answers the steer and ends the turn,
+// and the interrupt comes after.
+func TestSteerBeforeInterrupt(t *testing.T) {
+	steered := newPause()
+	s := openOn(t, driver.OnSteered(driver.New(live, invoker.Options{Binary: "cat"}), steered.hook), invoker.SessionRequest{Deltas: true})
+	var k kinds
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	started, done := waitTurn(ctx, s, &k)
+	<-started
+	steerErr := make(chan error, 1)
+	go func() { steerErr <- s.Steer(context.Background(), "early") }()
+	<-steered.reached
+	cancel()
+	<-done
+	close(steered.resume)
+	if err := <-steerErr; err != nil {
+		t.Fatalf("Steer() = %v", err)
+	}
+	if got, want := k.String(), "delta:waiting|raw:early|message:steered: early|"; got != want {
+		t.Errorf("events = %s, want %s (the steer's lines before the interrupt's)", got, want)
 	}
 }

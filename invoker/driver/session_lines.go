@@ -12,18 +12,26 @@ import (
 // (writeInput, write) and in (stdoutLine, stderrLine, lineSkipped), and
 // the end of the session (ended).
 
-// write queues lines, each with a newline, for standard input.
+// write queues lines, each with a newline, for standard input. It never
+// blocks: writeInput writes the queue, so write may be called under
+// protoMu.
 func (s *session) write(lines ...[]byte) {
 	if len(lines) == 0 {
 		return
 	}
 	s.mu.Lock()
+	s.enqueue(lines)
+	s.mu.Unlock()
+	s.signal()
+}
+
+// enqueue appends lines, each with a newline, to the stdin queue; the
+// caller holds mu and signals the writer once it lets mu go.
+func (s *session) enqueue(lines [][]byte) {
 	for _, l := range lines {
 		s.queue = append(s.queue, l...)
 		s.queue = append(s.queue, '\n')
 	}
-	s.mu.Unlock()
-	s.signal()
 }
 
 func (s *session) signal() {

@@ -114,10 +114,19 @@ func (s *session) begin(t *turn, ctx context.Context) error {
 	s.drop.level = s.turnLevel(t)
 	t.base, t.baseOK = s.r.baseline()
 	t.mark = s.r.mark()
+	// The turn is published and its prompt queued at once, under mu:
+	// whatever else of the turn goes to the CLI (a steer, which needs the
+	// turn current; an interrupt, an answer to an approval or to a Go
+	// tool, which come once begin has returned or the CLI has the prompt)
+	// is queued after the prompt.
 	s.mu.Lock()
 	s.cur = t
+	s.enqueue(lines)
 	s.mu.Unlock()
-	s.write(lines...)
+	s.signal()
+	if s.cfg.published != nil {
+		s.cfg.published()
+	}
 	return nil
 }
 

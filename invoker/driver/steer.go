@@ -31,7 +31,10 @@ func (s *session) steer(ctx context.Context, prompt string) error {
 	// Under protoMu, the turn in flight and whether the protocol reported
 	// its end are what the stdout reader established: a turn whose end was
 	// decoded (its done event delivered, or about to be) takes no steer,
-	// which the CLI would answer with a turn of its own after it.
+	// which the CLI would answer with a turn of its own after it. The
+	// steer's lines are queued under it too (write does not block), so
+	// that they reach the CLI in the order the protocol made them: before
+	// an interrupt made after them, not after it.
 	s.protoMu.Lock()
 	if err := s.steerable(); err != nil {
 		s.protoMu.Unlock()
@@ -45,6 +48,9 @@ func (s *session) steer(ctx context.Context, prompt string) error {
 		}()
 		return st.Steer(s.proto, prompt)
 	}()
+	if err == nil {
+		s.write(lines...)
+	}
 	s.protoMu.Unlock()
 	if err != nil {
 		if !errors.Is(err, invoker.ErrInvalidRequest) && !errors.Is(err, invoker.ErrUnsupported) {
@@ -52,7 +58,9 @@ func (s *session) steer(ctx context.Context, prompt string) error {
 		}
 		return err
 	}
-	s.write(lines...)
+	if s.cfg.steered != nil {
+		s.cfg.steered()
+	}
 	return nil
 }
 

@@ -167,7 +167,7 @@ func sandboxCapabilities(refused string) (string, string) {
 		return "", strings.TrimPrefix(err.Error(), sandbox.ErrUnavailable.Error()+": ")
 	}
 	held, note := sandboxHeld, fmt.Sprintf("Landlock ABI %d holds the filesystem ceiling, for root and other users alike", abi)
-	if privateProbe() == nil {
+	if sandbox.ProbePrivate() == nil {
 		note += "; a mount namespace per run gives it its own /tmp and /dev/shm and holds its CLI's settings and instruction files read-only"
 	} else {
 		note += "; no mount namespace for this process (root has one): /tmp and /dev/shm are not writable and the CLI's settings and instruction files are not held"
@@ -193,10 +193,6 @@ func sandboxCapabilities(refused string) (string, string) {
 // ceiling: Landlock's ABI, or why not. The answer is the running kernel's
 // (how it was built and booted), which cannot change in a process's life.
 var landlockProbe = sync.OnceValues(sandbox.Probe)
-
-// privateProbe says once whether this process can give a run its private
-// /tmp and /dev/shm (a mount namespace).
-var privateProbe = sync.OnceValue(sandbox.ProbePrivate)
 
 // sandboxError is a required sandbox this host cannot hold.
 type sandboxError struct{ err error }

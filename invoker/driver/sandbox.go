@@ -250,11 +250,22 @@ func (a sandboxAsk) prepare(attr *proc.Attr, workdir string, setEnv []string, lo
 		log.Debug("the run goes without the sandbox", "reason", a.without)
 		return nil, nil
 	}
+	rs := &runSandbox{drop: func() error { return nil }}
+	var err error
+	if rs.net, err = a.startNet(attr.Env, log); err != nil {
+		return nil, err
+	}
+	if rs.net != nil && !rs.net.wrap {
+		// Made on a thread of its own while the ceiling is built below:
+		// the forking thread only joins it (Enter).
+		rs.net.n.Prepare()
+	}
 	temp, drop, err := sandbox.NewTemp()
 	if err != nil {
+		rs.undo()
 		return nil, fmt.Errorf("sandbox: making the run's temporary directory: %w", err)
 	}
-	rs := &runSandbox{temp: temp, drop: drop}
+	rs.temp, rs.drop = temp, drop
 	home := envValue(attr.Env, "HOME")
 	if home == "" {
 		home, _ = os.UserHomeDir()
@@ -287,10 +298,6 @@ func (a sandboxAsk) prepare(attr *proc.Attr, workdir string, setEnv []string, lo
 	if rs.rules != nil {
 		attr.Restrict, rs.on = rs.rules.Restrict, true
 	}
-	if rs.net, err = a.startNet(attr.Env, log); err != nil {
-		rs.undo()
-		return nil, err
-	}
 	if rs.net != nil {
 		attr.Env = rs.net.n.MergeEnv(attr.Env)
 	}
@@ -300,7 +307,8 @@ func (a sandboxAsk) prepare(attr *proc.Attr, workdir string, setEnv []string, lo
 			return nil, fmt.Errorf("sandbox: the run's network namespace: %w", err)
 		}
 	} else if rs.net != nil {
-		// The namespace first, while the thread may still make it.
+		// The namespace first, joined before the ceiling restricts the
+		// thread.
 		enter, restrict := rs.net.n.Enter, attr.Restrict
 		attr.Restrict = func() error {
 			if err := enter(); err != nil {

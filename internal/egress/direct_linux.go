@@ -198,10 +198,15 @@ func netlinkDo(nl int, typ uint16, hdr []byte, attrs ...[]byte) error {
 }
 
 // recordDirect reads the refusals catchDirect's socket fd sees, until
-// Close, and records each as a denied attempt. It owns fd.
+// Close, and records each as a denied attempt. It owns fd. A second
+// descriptor of the socket (directRef) keeps it open past the reader's
+// close, for releaseDirect.
 func (n *Net) recordDirect(fd int) {
 	n.bypassErr = nil
 	unix.SetNonblock(fd, true)
+	if ref, err := unix.FcntlInt(uintptr(fd), unix.F_DUPFD_CLOEXEC, 0); err == nil {
+		n.directRef = ref
+	}
 	f := os.NewFile(uintptr(fd), "egress-direct")
 	rc, err := f.SyscallConn()
 	p := n.proxy
@@ -223,6 +228,19 @@ func (n *Net) recordDirect(fd int) {
 			return false
 		})
 	}()
+}
+
+// releaseDirect releases the packet socket of recordDirect, once its
+// reader has closed its descriptor, by closing the last one on a
+// goroutine of its own: the kernel's release of a packet socket waits for
+// an RCU grace period (synchronize_net), which need not hold Close.
+func (n *Net) releaseDirect() {
+	if n.directRef < 0 {
+		return
+	}
+	ref := n.directRef
+	n.directRef = -1
+	go unix.Close(ref)
 }
 
 // drain records every refusal waiting on the socket fd. The lock is held

@@ -32,10 +32,13 @@
 // MergeEnv) gives the run's environment the proxy variables. Then one of
 // two routes puts the run's first process in the namespace:
 //
-//   - Enter, with CAP_SYS_ADMIN (root): on the locked OS thread that then
-//     forks the run's first process, it moves that thread alone into a new
-//     network namespace, brings its loopback up and opens there the
-//     proxy's listener and the forwarders'. The thread must never be
+//   - Prepare and Enter, with CAP_SYS_ADMIN (root): Prepare makes the
+//     namespace in the background, on an OS thread of its own that ends
+//     once it is done: it brings the loopback up, opens there the proxy's
+//     listener and the forwarders' and sets up the catch-all route, while
+//     the run's other start work goes on. Enter, on the locked OS thread
+//     that then forks the run's first process, waits for it and moves
+//     that thread alone into it (setns). The thread must never be
 //     unlocked: it ends with its goroutine.
 //   - Wrap and Started, without privilege where unprivileged user
 //     namespaces are allowed: the command starts in new user and network
@@ -55,7 +58,9 @@
 //
 // Either way, goroutines of the host's namespace serve the listeners, so
 // their dials leave from the host, and the namespace ends with the last
-// process in it. Close stops everything and waits for every goroutine.
+// process in it. Close stops everything and waits for every goroutine,
+// but for the release of the packet socket, which waits for an RCU grace
+// period in the kernel and ends on a goroutine of its own, after the run.
 //
 // # What it needs
 //

@@ -7,6 +7,7 @@ import (
 	"net/netip"
 	"os"
 	"os/exec"
+	"runtime"
 	"slices"
 	"strconv"
 	"strings"
@@ -53,8 +54,9 @@ func (e *NamespaceError) Unwrap() []error { return []error{ErrUnavailable, e.Err
 // namespace.
 //
 // The life of a Net: New (in the host, before anything starts), Env into
-// the run's environment, Enter on the locked OS thread that then forks
-// the run's first process, Close once the run's tree is gone.
+// the run's environment, Prepare as early as the run allows, Enter on the
+// locked OS thread that then forks the run's first process, Close once
+// the run's tree is gone.
 type Net struct {
 	proxy      *Proxy
 	port       int
@@ -62,15 +64,22 @@ type Net struct {
 	dialTo     map[netip.AddrPort]string // a forward's host address when not its own: "localhost:PORT"
 	enterOnce  sync.Once
 	enterErr   error
-	wrapped    *os.File // the host's end of Wrap's socket
-	stageEnd   *os.File // the first stage's end, closed by Started
-	plan       *os.File // the private roots' plan for the first stage, closed by Started
-	private    bool     // the first stage gave the run its private /tmp and /dev/shm
-	privateWhy string   // else why not, as the first stage said
+	prepOnce   sync.Once
+	made       chan struct{} // closed once Prepare's thread is done; nil until Prepare, and after Close without it
+	ns         *os.File      // the namespace Prepare made, until Close
+	madeErr    error         // else why it could not be made
+	wrapped    *os.File      // the host's end of Wrap's socket
+	stageEnd   *os.File      // the first stage's end, closed by Started
+	plan       *os.File      // the private roots' plan for the first stage, closed by Started
+	private    bool          // the first stage gave the run its private /tmp and /dev/shm
+	privateWhy string        // else why not, as the first stage said
 
 	direct    syscall.RawConn // the packet socket that sees the refused direct connections
 	directMu  sync.Mutex      // held from a refusal's read until it is recorded
 	bypassErr error           // why direct connections are not recorded; nil once they are
+	// directRef is a second descriptor of the packet socket, or -1: Close
+	// releases the socket through it in the background (releaseDirect).
+	directRef int
 }
 
 // New returns the sandbox cfg describes (nil means a zero Config: no
@@ -81,7 +90,7 @@ func New(cfg *Config) (*Net, error) {
 	if err != nil {
 		return nil, err
 	}
-	n := &Net{proxy: p, dialTo: map[netip.AddrPort]string{}, bypassErr: errNotCaught}
+	n := &Net{proxy: p, dialTo: map[netip.AddrPort]string{}, bypassErr: errNotCaught, directRef: -1}
 	for _, s := range p.cfg.Loopback {
 		aps, err := loopbackAddrs(s)
 		if err != nil {
@@ -146,19 +155,40 @@ func (n *Net) ProxyURL() string {
 	return "http://127.0.0.1:" + strconv.Itoa(n.port)
 }
 
-// Enter moves the calling OS thread into a new network namespace, brings
-// its loopback up, opens there the proxy's listener and one listener per
-// loopback endpoint, and serves them from goroutines of the host's
-// namespace (their dials leave from the host). A process the thread
-// forks afterwards is born in the namespace, and so is its whole tree.
+// Prepare starts making the run's network namespace in the background,
+// on an OS thread of its own that ends once it is done: the namespace
+// with its loopback up, the proxy's listener and one listener per
+// loopback endpoint opened there and served from goroutines of the
+// host's namespace (their dials leave from the host), and the connections
+// that bypass the proxy caught (BypassRecorded). Enter then only moves
+// the forking thread into it. Call Prepare as soon as the run is known to
+// need the namespace, so that making it overlaps the run's other start
+// work; Enter calls it if nothing did. Later calls, and calls after
+// Close, do nothing.
+func (n *Net) Prepare() {
+	n.prepOnce.Do(func() {
+		n.made = make(chan struct{})
+		go func() {
+			runtime.LockOSThread() // never unlocked: the thread, in the namespace, ends with this goroutine
+			defer close(n.made)
+			n.ns, n.madeErr = n.makeNamespace()
+		}()
+	})
+}
+
+// Enter moves the calling OS thread into the run's network namespace,
+// made by Prepare (called now if nothing called it before), once it is
+// ready. A process the thread forks afterwards is born in the namespace,
+// and so is its whole tree: every listener and the catch-all route are
+// in place before it.
 //
 // The caller must hold the thread with runtime.LockOSThread and never
 // unlock it, so that the thread ends with its goroutine instead of
 // running other goroutines in the namespace. Enter runs once; later calls
 // return the first one's result. On error, which is a *NamespaceError
-// (matching ErrUnavailable) when the host cannot give a namespace, the
-// thread may already be in a namespace with nothing in it: start nothing
-// from it.
+// (matching ErrUnavailable) when the host cannot give a namespace, or
+// ErrClosed after Close, the thread may already be in a namespace with
+// nothing in it: start nothing from it.
 func (n *Net) Enter() error {
 	n.enterOnce.Do(func() { n.enterErr = n.enter() })
 	return n.enterErr
@@ -179,14 +209,34 @@ func (n *Net) Start(cmd *exec.Cmd) error {
 
 // enter is Enter's one run.
 func (n *Net) enter() error {
+	n.Prepare()
+	if n.made == nil {
+		return ErrClosed
+	}
+	<-n.made
+	if n.madeErr != nil {
+		return n.madeErr
+	}
+	return joinNamespace(n.ns)
+}
+
+// makeNamespace is Prepare's work, on its locked thread: it moves the
+// thread into a new network namespace, sets it up, and returns a file of
+// the namespace for Enter to join.
+func (n *Net) makeNamespace() (*os.File, error) {
 	if err := enterNamespace(); err != nil {
-		return err
+		return nil, err
+	}
+	ns, err := openNamespace()
+	if err != nil {
+		return nil, err
 	}
 	// Listen on this thread, in the namespace; the accept loops run on
 	// other goroutines, whose sockets (the dials) are the host's.
 	ls, err := n.listen()
 	if err != nil {
-		return err
+		ns.Close()
+		return nil, err
 	}
 	fd, err := catchDirect()
 	n.serve(ls)
@@ -195,7 +245,7 @@ func (n *Net) enter() error {
 	} else {
 		n.recordDirect(fd)
 	}
-	return nil
+	return ns, nil
 }
 
 // listenAddrs returns the addresses to listen on inside the namespace:
@@ -318,17 +368,31 @@ func (n *Net) Dropped() int { return n.proxy.Dropped() }
 
 // Close records the refused direct connections not yet recorded (Flush),
 // stops the proxy and the forwarders, closes their connections and
-// returns once every goroutine of the Net has ended. Call it after Enter
-// has returned (or instead of Enter), once the run's tree is gone. The namespace itself
-// ends with the last process in it and the thread that entered it.
+// returns once every goroutine of the Net has ended, Prepare's included.
+// Call it after Enter has returned (or instead of Enter), once the run's
+// tree is gone. The namespace itself ends with the last process in it
+// and the thread that entered it. The packet socket that saw the
+// connections around the proxy is released on a goroutine of its own,
+// which ends soon after: the kernel's release of a packet socket waits
+// for an RCU grace period (about a millisecond, more on a busy host),
+// which would otherwise hold the run's return.
 func (n *Net) Close() error {
+	n.prepOnce.Do(func() {}) // no namespace is made after Close
+	if n.made != nil {
+		<-n.made
+		if n.ns != nil {
+			n.ns.Close()
+		}
+	}
 	n.Flush()
 	if n.wrapped != nil {
 		n.stageEnd.Close()
 		n.wrapped.Close()
 	}
 	n.closePlan()
-	return n.proxy.Close()
+	err := n.proxy.Close()
+	n.releaseDirect()
+	return err
 }
 
 // closePlan closes the host's copy of the private roots' plan, if any.

@@ -63,10 +63,35 @@ func ipv6Loopback() bool {
 	return err == nil
 }
 
+// openNamespace returns a file of the calling thread's network namespace.
+func openNamespace() (*os.File, error) {
+	f, err := os.Open("/proc/thread-self/ns/net")
+	if err != nil {
+		return nil, &NamespaceError{Op: "open the new namespace", Err: err, Missing: "a /proc that shows this thread (/proc/thread-self, Linux 3.17 or later)"}
+	}
+	return f, nil
+}
+
+// joinNamespace moves the calling thread into the network namespace ns.
+func joinNamespace(ns *os.File) error {
+	if err := unix.Setns(int(ns.Fd()), unix.CLONE_NEWNET); err != nil {
+		return &NamespaceError{Op: "setns(CLONE_NEWNET)", Err: err, Missing: "joining a network namespace needs CAP_SYS_ADMIN and a seccomp profile that allows setns, as making one does"}
+	}
+	return nil
+}
+
 // Probe reports whether this process can give a run a network namespace
 // through Enter:
 // nil if so, else a *NamespaceError (matching ErrUnavailable) naming what
-// is missing. It tries, on a thread of its own that ends with the try, so
-// it answers for seccomp filters and container limits too; it costs about
+// is missing. It makes one as a run does (Prepare), on a thread of its
+// own that ends with the try, and has another such thread join it, so it
+// answers for seccomp filters and container limits too; it costs about
 // what a run's namespace costs.
-func Probe() error { return sandbox.Retired(enterNamespace) }
+func Probe() error {
+	n, err := New(nil)
+	if err != nil {
+		return err
+	}
+	defer n.Close()
+	return sandbox.Retired(n.Enter)
+}

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"maps"
 	"net"
 	"net/netip"
 	"os"
@@ -295,5 +296,77 @@ func TestSandboxNetLocalhost(t *testing.T) {
 	got := runInside(t, n, startInside, nil, "127.0.0.1:1", "[::1]:"+port)
 	if got["forwarded"] != "200 hello from /fwd" {
 		t.Errorf("[::1]:%s inside, the host's server on 127.0.0.1 only: %q, want 200", port, got["forwarded"])
+	}
+}
+
+// openFiles returns what this process's descriptors refer to, by number.
+func openFiles(t *testing.T) map[string]string {
+	t.Helper()
+	ents, err := os.ReadDir("/proc/self/fd")
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := map[string]string{}
+	for _, e := range ents {
+		if target, err := os.Readlink("/proc/self/fd/" + e.Name()); err == nil {
+			out[e.Name()] = target
+		}
+	}
+	return out
+}
+
+// TestSandboxNetCloseReleases: Close ends every goroutine of a Net and
+// releases every descriptor it opened (the namespace's file, the
+// listeners, the packet socket of the connections around the proxy,
+// which it releases in the background), whether the namespace Prepare
+// made was entered and a child ran in it, or was never entered; after
+// Close, Prepare makes nothing and Enter returns ErrClosed.
+func TestSandboxNetCloseReleases(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("needs root for Enter; Wrap's descriptors are the first stage's")
+	}
+	if err := Probe(); err != nil { // the runtime's own descriptors (the poller) opened before the count
+		t.Fatal(err)
+	}
+	goleak.VerifyNone(t) // the probe's packet socket released
+	for _, tc := range []struct {
+		name string
+		use  func(t *testing.T, n *Net)
+	}{
+		{"entered", func(t *testing.T, n *Net) {
+			n.Prepare()
+			cmd := exec.Command("/bin/true")
+			if err := n.Start(cmd); err != nil {
+				t.Fatal(err)
+			}
+			if err := cmd.Wait(); err != nil {
+				t.Fatal(err)
+			}
+			if err := n.BypassRecorded(); err != nil {
+				t.Errorf("BypassRecorded() = %v", err)
+			}
+		}},
+		{"prepared", func(t *testing.T, n *Net) { n.Prepare() }},
+		{"closed first", func(t *testing.T, n *Net) {
+			n.Close()
+			n.Prepare()
+			if err := n.Enter(); err != ErrClosed {
+				t.Errorf("Enter() after Close = %v, want ErrClosed", err)
+			}
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			before := openFiles(t)
+			n, err := New(&Config{Loopback: []string{"127.0.0.1:9"}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			tc.use(t, n)
+			n.Close()
+			goleak.VerifyNone(t) // waits for the packet socket's release
+			if after := openFiles(t); !maps.Equal(before, after) {
+				t.Errorf("descriptors after Close: %v, want those before New: %v", after, before)
+			}
+		})
 	}
 }

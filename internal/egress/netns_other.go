@@ -4,6 +4,7 @@ package egress
 
 import (
 	"errors"
+	"os"
 	"os/exec"
 )
 
@@ -19,6 +20,15 @@ func catchDirect() (int, error) { return -1, errors.ErrUnsupported }
 
 // recordDirect is never called where catchDirect fails.
 func (n *Net) recordDirect(fd int) {}
+
+// releaseDirect has nothing to release without recordDirect.
+func (n *Net) releaseDirect() {}
+
+// openNamespace is never called where enterNamespace fails.
+func openNamespace() (*os.File, error) { return nil, enterNamespace() }
+
+// joinNamespace is never called where openNamespace fails.
+func joinNamespace(*os.File) error { return enterNamespace() }
 
 // drain is never called without recordDirect.
 func (n *Net) drain(fd uintptr) {}

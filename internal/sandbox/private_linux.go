@@ -454,18 +454,19 @@ func mountPoint(path string, dir bool, link string, tmpfs []uint64) (bool, error
 	return true, nil
 }
 
-// privateProbe is ProbePrivate's answer, asked once.
-var privateProbe = sync.OnceValue(ProbePrivate)
-
 // ProbePrivate reports whether this process can give a run private /tmp
 // and /dev/shm: nil if so (it may make a mount namespace), else why not.
-// It tries on a thread of its own, which ends with the try (Retired).
-func ProbePrivate() error {
+// It tries once, on a thread of its own which ends with the try
+// (Retired); later calls return the first answer.
+func ProbePrivate() error { return privateProbe() }
+
+// privateProbe is ProbePrivate's answer, asked once.
+var privateProbe = sync.OnceValue(func() error {
 	if err := Retired(func() error { return unix.Unshare(unix.CLONE_NEWNS) }); err != nil {
 		return fmt.Errorf("a mount namespace for the run's private /tmp and /dev/shm needs CAP_SYS_ADMIN: unshare(CLONE_NEWNS): %w", err)
 	}
 	return nil
-}
+})
 
 // PrivatePlan returns r's private /tmp and /dev/shm as a process that
 // applies r itself (File) gives them to itself with EnterPrivate, or nil

@@ -168,7 +168,7 @@ func sandboxCapabilities(refused string) (string, string) {
 		return "", strings.TrimPrefix(err.Error(), sandbox.ErrUnavailable.Error()+": ")
 	}
 	held, note := sandboxHeld, fmt.Sprintf("Landlock ABI %d holds the filesystem ceiling, for root and other users alike", abi)
-	if privateProbe() == nil {
+	if sandbox.ProbePrivate() == nil {
 		note += "; a mount namespace per run gives it its own /tmp and /dev/shm and holds its CLI's settings and instruction files read-only"
 	} else {
 		note += "; no mount namespace for this process (root has one): /tmp and /dev/shm are not writable and the CLI's settings and instruction files are not held"
@@ -194,10 +194,6 @@ func sandboxCapabilities(refused string) (string, string) {
 // ceiling: Landlock's ABI, or why not. The answer is the running kernel's
 // (how it was built and booted), which cannot change in a process's life.
 var landlockProbe = sync.OnceValues(sandbox.Probe)
-
-// privateProbe says once whether this process can give a run its private
-// /tmp and /dev/shm (a mount namespace).
-var privateProbe = sync.OnceValue(sandbox.ProbePrivate)
 
 // sandboxError is a required sandbox this host cannot hold.
 type sandboxError struct{ err error }
@@ -259,11 +255,22 @@ func (a sandboxAsk) prepare(attr *proc.Attr, workdir string, setEnv []string, lo
 		log.Debug("the run goes without the sandbox", "reason", a.without)
 		return nil, nil
 	}
+	rs := &runSandbox{drop: func() error { return nil }}
+	var err error
+	if rs.net, err = a.startNet(attr.Env, log); err != nil {
+		return nil, err
+	}
+	if rs.net != nil && !rs.net.wrap {
+		// Made on a thread of its own while the ceiling is built below:
+		// the forking thread only joins it (Enter).
+		rs.net.n.Prepare()
+	}
 	temp, drop, err := sandbox.NewTemp()
 	if err != nil {
+		rs.undo()
 		return nil, fmt.Errorf("sandbox: making the run's temporary directory: %w", err)
 	}
-	rs := &runSandbox{temp: temp, drop: drop}
+	rs.temp, rs.drop = temp, drop
 	home := envValue(attr.Env, "HOME")
 	if home == "" {
 		home, _ = os.UserHomeDir()
@@ -306,10 +313,6 @@ func (a sandboxAsk) prepare(attr *proc.Attr, workdir string, setEnv []string, lo
 	if rs.rules != nil {
 		attr.Restrict, rs.on = rs.rules.Restrict, true
 	}
-	if rs.net, err = a.startNet(attr.Env, log); err != nil {
-		rs.undo()
-		return nil, err
-	}
 	if rs.net != nil {
 		attr.Env = rs.net.n.MergeEnv(attr.Env)
 	}
@@ -319,7 +322,8 @@ func (a sandboxAsk) prepare(attr *proc.Attr, workdir string, setEnv []string, lo
 			return nil, fmt.Errorf("sandbox: the run's network namespace: %w", err)
 		}
 	} else if rs.net != nil {
-		// The namespace first, while the thread may still make it.
+		// The namespace first, joined before the ceiling restricts the
+		// thread.
 		enter, restrict := rs.net.n.Enter, attr.Restrict
 		attr.Restrict = func() error {
 			if err := enter(); err != nil {

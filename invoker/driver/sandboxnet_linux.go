@@ -2,6 +2,7 @@ package driver
 
 import (
 	"os/exec"
+	"slices"
 	"syscall"
 
 	"github.com/clinvoke/clinvoke/internal/proc"
@@ -12,9 +13,10 @@ import (
 // user and network namespaces as this program's binary, whose first stage
 // sets the namespace up, applies rules (if not nil) and executes the CLI.
 // The forking thread is not restricted then: the new namespace's id maps
-// are written from it, which a restricted thread may not.
+// are written from it, which a restricted thread may not. The first
+// stage's files follow attr's own ExtraFiles, which keep their numbers.
 func (rn *runNet) wrapAttr(attr *proc.Attr, rules *sandbox.Ruleset) error {
-	cmd := &exec.Cmd{Path: attr.Path, Env: attr.Env, SysProcAttr: &syscall.SysProcAttr{}}
+	cmd := &exec.Cmd{Path: attr.Path, Env: attr.Env, ExtraFiles: slices.Clip(attr.ExtraFiles), SysProcAttr: &syscall.SysProcAttr{}}
 	if rules != nil {
 		f, err := rules.File()
 		if err != nil {
@@ -27,7 +29,7 @@ func (rn *runNet) wrapAttr(attr *proc.Attr, rules *sandbox.Ruleset) error {
 		return err
 	}
 	attr.Path, attr.Env = cmd.Path, cmd.Env
-	attr.ExtraFiles = append(attr.ExtraFiles, cmd.ExtraFiles...)
+	attr.ExtraFiles = cmd.ExtraFiles
 	w := cmd.SysProcAttr
 	attr.SysAttr = func(s *syscall.SysProcAttr) {
 		s.Cloneflags |= w.Cloneflags

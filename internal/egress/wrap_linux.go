@@ -211,17 +211,13 @@ func (n *Net) WrapPrivate(cmd *exec.Cmd, ruleset *os.File, plan []byte) error {
 }
 
 // restrictSelf applies the Landlock ruleset fd to the calling thread,
-// the first stage's locked one that then executes the command, and
-// closes fd.
+// the first stage's locked one that then executes the command, as the
+// route without a user namespace does (sandbox.RestrictSelf: with
+// Landlock's logging of the denials after the execve where the ABI has
+// it), and closes fd.
 func restrictSelf(fd int) error {
 	defer unix.Close(fd)
-	if err := unix.Prctl(unix.PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0); err != nil {
-		return fmt.Errorf("no_new_privs: %w", err)
-	}
-	if _, _, errno := unix.Syscall(unix.SYS_LANDLOCK_RESTRICT_SELF, uintptr(fd), 0, 0); errno != 0 {
-		return fmt.Errorf("landlock_restrict_self: %w", errno)
-	}
-	return nil
+	return sandbox.RestrictSelf(fd)
 }
 
 func (n *Net) wrap(cmd *exec.Cmd, ruleset *os.File, plan []byte) error {

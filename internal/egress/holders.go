@@ -17,11 +17,15 @@ type Holder struct {
 	Comm    string // its command name, as in /proc/PID/comm
 }
 
+// MethodForward is the Method of an Attempt to a forwarded loopback
+// endpoint.
+const MethodForward = "FORWARD"
+
 // A Guard decides whether a connection accepted for a forwarded loopback
 // endpoint may be forwarded: endpoint is the listener's address inside
 // the namespace, peer the client's. It returns "" to forward it, else why
 // not: the connection is then closed at once and recorded as a denied
-// Attempt (Method "FORWARD") with that reason as its Err.
+// Attempt (MethodForward) with that reason as its Err.
 type Guard func(endpoint, peer netip.AddrPort) string
 
 // SocketHolders returns the processes that hold the TCP socket whose own

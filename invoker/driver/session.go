@@ -175,6 +175,9 @@ func (s *session) prepare(sb sandboxAsk) (*Command, invoker.SessionRequest, sand
 		return nil, breq, sandboxAsk{}, err
 	}
 	sb.mcp = breq.MCPServers
+	if tl.host != nil {
+		sb.goTools = tl.host.Addr().String()
+	}
 	breq.Sandbox = sb.backendSandbox(breq.Sandbox)
 	cmd, err := s.e.sessions.SessionCommand(&breq)
 	if err != nil {

@@ -137,6 +137,7 @@ func (r *run) startTree() (err error) {
 		return r.startError(err)
 	}
 	r.sbx.started()
+	r.sbx.rootStarted(t.Pid())
 	if err := r.sbx.netStarted(); err != nil {
 		t.Kill()
 		t.Wait()

@@ -52,9 +52,9 @@ type sandboxAsk struct {
 	perm invoker.Permission
 	cli  string
 	mcp  []invoker.MCPServer // as the CLI sees them; set once the Go servers are hosted
-	// goTools is the address of the Go tools' endpoint (mcphost.Host),
-	// "" when they are not served over loopback HTTP.
-	goTools string
+	// tools admits the CLI alone to the Go tools' endpoint; nil when they
+	// are not served over loopback HTTP.
+	tools *toolsGuard
 	// nester: the CLI is a SandboxNester.
 	nester bool
 	// without is why a run that asks for the "available" sandbox runs
@@ -369,15 +369,6 @@ func (rs *runSandbox) netRules() *runNet {
 		return nil
 	}
 	return rs.net
-}
-
-// rootStarted tells the network rules the pid of the run's root, the
-// CLI's session leader, which the Go tools' endpoint admits alone with
-// its session (runNet.guard).
-func (rs *runSandbox) rootStarted(pid int) {
-	if rs != nil && rs.net != nil {
-		rs.net.root.Store(int64(pid))
-	}
 }
 
 // started releases the ruleset once the root is started (its thread

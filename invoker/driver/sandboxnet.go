@@ -9,7 +9,6 @@ import (
 
 	"fmt"
 	"net"
-	"net/netip"
 	"net/url"
 	"os"
 	"path/filepath"
@@ -18,7 +17,6 @@ import (
 	"strconv"
 	"strings"
 	"sync"
-	"sync/atomic"
 
 	"github.com/clinvoke/clinvoke/internal/egress"
 	"github.com/clinvoke/clinvoke/invoker"
@@ -248,9 +246,6 @@ type runNet struct {
 	// already warned of: a tool that polls a port gets one warning per
 	// address, not one per attempt (each is still a Connection).
 	warned map[string]bool
-
-	tools netip.AddrPort // the Go tools' endpoint, if served over loopback HTTP
-	root  atomic.Int64   // the pid of the run's root once started
 }
 
 // maxPending bounds the denied attempts waiting for their warning: past
@@ -300,45 +295,13 @@ func (a sandboxAsk) startNet(env []string, log interface {
 			rn.pending = append(rn.pending, at)
 		}
 	}
-	if ap, err := netip.ParseAddrPort(a.goTools); err == nil {
-		rn.tools = netip.AddrPortFrom(ap.Addr().Unmap(), ap.Port())
-		cfg.Guard = rn.guard
+	if g := a.tools; g != nil {
+		cfg.Guard = g.forwarded
 	}
 	if rn.n, err = egress.New(cfg); err != nil {
 		return nil, fmt.Errorf("sandbox: the run's network rules: %w", err)
 	}
 	return rn, nil
-}
-
-// guard admits a connection to the Go tools' endpoint only from the
-// CLI's own process: every process holding the client's socket must be
-// in the session of the run's root. The library starts the CLI as a
-// session leader, its wrapper's relaunched child (Codex's node shim,
-// Gemini CLI's relaunch) and the MCP servers it starts stay in that
-// session, and the CLIs run each command in a session of its own, which
-// neither it nor anything it starts can leave for the CLI's (setsid
-// makes a new session, and setpgid moves only within one). A command
-// that found the bearer token (in the CLI's memory) and connects with
-// it, or one that took a copy of the CLI's socket (pidfd_getfd), is
-// refused. Other forwarded endpoints are not its concern.
-func (rn *runNet) guard(ep, peer netip.AddrPort) string {
-	if ep != rn.tools {
-		return ""
-	}
-	root := int(rn.root.Load())
-	if root == 0 {
-		return "the run's CLI has not started yet"
-	}
-	hs, err := egress.SocketHolders(root, peer, ep)
-	if err != nil {
-		return fmt.Sprintf("the process that opened it could not be found (%v)", err)
-	}
-	for _, h := range hs {
-		if h.Session != root {
-			return fmt.Sprintf("it came from pid %d (%s), a process of the run outside the CLI's session, as the commands the CLI runs are", h.Pid, h.Comm)
-		}
-	}
-	return ""
 }
 
 // warnings returns a KindWarning event for each attempt denied since the
@@ -360,7 +323,7 @@ func (rn *runNet) warnings(tool *invoker.Tool) []invoker.Event {
 		text := fmt.Sprintf("the sandbox refused a connection to %s: add %q to Sandbox.Network to allow it (%s)", hp, hp, at.Err)
 		switch {
 		case at.Method == egress.MethodForward:
-			text = fmt.Sprintf("the sandbox refused a connection to the Go tools' endpoint %s: %s; only the CLI's own process may call the run's Go tools, not a command it runs, even with the endpoint's token", hp, at.Err)
+			text = toolsRefused(hp, at.Err)
 		case at.Method == egress.MethodDirect && isLoopbackHost(at.Host):
 			text = fmt.Sprintf("the sandbox refused a connection to %s that bypassed its proxy: nothing in the run listens there, and the host's loopback is out of the run's reach (its network namespace has a loopback of its own); add %q to Sandbox.Network to reach the host's server at that address", hp, hp)
 		case at.Method == egress.MethodDirect:

@@ -425,15 +425,26 @@ func TestSandboxNetGoTools(t *testing.T) {
 func TestSandboxNetGoToolsCommand(t *testing.T) {
 	requireSandbox(t)
 	requireSandboxNet(t)
-	t.Run("enter", goToolsCommand)
+	none := invoker.Sandbox{Mode: "required", Network: []string{"none"}}
+	t.Run("enter", func(t *testing.T) { goToolsCommand(t, none) })
 	t.Run("wrap", func(t *testing.T) {
 		driver.SetNetProbe(t, "wrap", nil)
-		goToolsCommand(t)
+		goToolsCommand(t, none)
 	})
 }
 
-// goToolsCommand is TestSandboxNetGoToolsCommand by the route in force.
-func goToolsCommand(t *testing.T) {
+// TestGoToolsCommand: without network rules, where the CLI and its
+// commands reach the Go tools' endpoint on the host's loopback directly,
+// the endpoint still answers the CLI alone: the command's connection is
+// closed at once and the turn has a warning naming it (no Connection is
+// recorded without network rules).
+func TestGoToolsCommand(t *testing.T) {
+	goToolsCommand(t, invoker.Sandbox{})
+}
+
+// goToolsCommand is TestSandboxNetGoToolsCommand under sb, by the route
+// in force.
+func goToolsCommand(t *testing.T, sb invoker.Sandbox) {
 	var calls atomic.Int64
 	srv := mcp.NewServer(&mcp.Implementation{Name: "tools", Version: "1"}, nil)
 	mcp.AddTool(srv, &mcp.Tool{Name: "echo"}, func(ctx context.Context, _ *mcp.CallToolRequest, a struct {
@@ -445,7 +456,7 @@ func goToolsCommand(t *testing.T) {
 	lr := newLimitRunOf(t, fakeagent.Codex, codex.New, fakeagent.Script{CallTool: "tools/echo", ToolArgs: json.RawMessage(`{"text":"from inside"}`), CommandCallsTool: true})
 	sreq := lr.req.Session()
 	sreq.MCPServers = []invoker.MCPServer{{Name: "tools", Server: srv}}
-	sreq.Sandbox = invoker.Sandbox{Mode: "required", Network: []string{"none"}}
+	sreq.Sandbox = sb
 	s, err := lr.inv.OpenSession(context.Background(), sreq)
 	if err != nil {
 		t.Fatal(err)
@@ -476,7 +487,10 @@ func goToolsCommand(t *testing.T) {
 			refused = append(refused, c)
 		}
 	}
-	if len(refused) == 0 || refused[0].Host != "127.0.0.1" || !strings.Contains(refused[0].Err, "outside the CLI's session") {
+	switch {
+	case len(sb.Network) == 0 && len(res.Connections) != 0:
+		t.Errorf("Connections %+v without network rules, want none", res.Connections)
+	case len(sb.Network) != 0 && (len(refused) == 0 || refused[0].Host != "127.0.0.1" || !strings.Contains(refused[0].Err, "outside the CLI's session")):
 		t.Errorf("denied connections %+v, want the command's to the Go tools' endpoint", refused)
 	}
 	if len(warnings) == 0 || !strings.Contains(warnings[0], "Go tools' endpoint") || !strings.Contains(warnings[0], "not the CLI") && !strings.Contains(warnings[0], "not a command") {

@@ -104,34 +104,7 @@ func TestSandboxCodexToken(t *testing.T) {
 		if !strings.Contains(walk, "variables") {
 			t.Fatalf("no walk of the ancestors' environ among the results (the probe read none): %q", walk)
 		}
-		// The memory scan finds the token, and its call is refused.
-		sum := sha256.Sum256([]byte(token))
-		mine := fmt.Sprintf("candidate %x from pid ", sum[:6])
-		i := strings.Index(scan, mine)
-		if i < 0 {
-			t.Fatalf("the scan of the ancestors' memory did not find the token (%x…): %q", sum[:6], scan)
-		}
-		line, _, _ := strings.Cut(scan[i:], "\n")
-		t.Logf("the memory scan: %s", scan)
-		if !strings.Contains(line, "http 000") {
-			t.Errorf("the command's call with the token it found: %q, want it closed unanswered (http 000)", line)
-		}
-		var port int
-		if j := strings.Index(scan, "endpoint port "); j >= 0 {
-			fmt.Sscanf(scan[j:], "endpoint port %d", &port)
-		}
-		var refused []invoker.Connection
-		for _, c := range res.Connections {
-			if !c.Allowed && c.Host == "127.0.0.1" && c.Port == port {
-				refused = append(refused, c)
-			}
-		}
-		if len(refused) == 0 || !strings.Contains(refused[0].Err, "outside the CLI's session") {
-			t.Errorf("denied connections to the Go tools' endpoint (port %d) %+v in %+v, want the command's", port, refused, res.Connections)
-		}
-		if !slices.ContainsFunc(ev.warns, func(w string) bool { return strings.Contains(w, "Go tools' endpoint") }) {
-			t.Errorf("warnings %q, want one for the command's call of the Go tools' endpoint", ev.warns)
-		}
+		memoryTokenRefused(t, token, scan, res, ev, true)
 		neverSent(t, r.srv, token)
 		for _, res := range ev.results {
 			if res.Name == "command_execution" {
@@ -150,6 +123,83 @@ func TestSandboxCodexToken(t *testing.T) {
 			}
 			return nil
 		})
+	})
+}
+
+// memoryTokenRefused checks the output scan of memoryToken in a run whose
+// Go tools' endpoint has token: the scan found the token, and the call it
+// made with it was closed unanswered, with a warning and, where the run
+// has network rules (recorded), a denied Connection to the endpoint.
+func memoryTokenRefused(t *testing.T, token, scan string, res *invoker.Result, ev *probeEvents, recorded bool) {
+	t.Helper()
+	sum := sha256.Sum256([]byte(token))
+	mine := fmt.Sprintf("candidate %x from pid ", sum[:6])
+	i := strings.Index(scan, mine)
+	if i < 0 {
+		t.Fatalf("the scan of the ancestors' memory did not find the token (%x…): %q", sum[:6], scan)
+	}
+	line, _, _ := strings.Cut(scan[i:], "\n")
+	t.Logf("the memory scan: %s", scan)
+	if !strings.Contains(line, "http 000") {
+		t.Errorf("the command's call with the token it found: %q, want it closed unanswered (http 000)", line)
+	}
+	var port int
+	if j := strings.Index(scan, "endpoint port "); j >= 0 {
+		fmt.Sscanf(scan[j:], "endpoint port %d", &port)
+	}
+	var refused []invoker.Connection
+	for _, c := range res.Connections {
+		if !c.Allowed && c.Host == "127.0.0.1" && c.Port == port {
+			refused = append(refused, c)
+		}
+	}
+	if recorded && (len(refused) == 0 || !strings.Contains(refused[0].Err, "outside the CLI's session")) {
+		t.Errorf("denied connections to the Go tools' endpoint (port %d) %+v in %+v, want the command's", port, refused, res.Connections)
+	}
+	if !slices.ContainsFunc(ev.warns, func(w string) bool { return strings.Contains(w, "Go tools' endpoint") }) {
+		t.Errorf("warnings %q, want one for the command's call of the Go tools' endpoint", ev.warns)
+	}
+}
+
+// TestSandboxGeminiToken: Gemini CLI gets the Go tools' URL and bearer
+// token in session/new of its ACP session, on its standard input, so the
+// token is in the memory of its node process, which its shell commands
+// (same user, and inside the sandbox the same Landlock domain) can read.
+// A command that scans its ancestors' memory finds the token, and its
+// call of the endpoint is closed unanswered, with a warning: under the
+// network rules (through the namespace's forwarder, a denied Connection
+// too) and with no sandbox (straight to the host's loopback); the Go
+// tool call through Gemini CLI works in both.
+func TestSandboxGeminiToken(t *testing.T) {
+	forEachRig(t, []cli{*cliNamed("gemini")}, func(t *testing.T, r *rig) {
+		for _, c := range []struct {
+			name string
+			sb   invoker.Sandbox
+		}{
+			{"network", invoker.Sandbox{Mode: "required", Network: []string{"none"}}},
+			{"nosandbox", invoker.Sandbox{}},
+		} {
+			t.Run(c.name, func(t *testing.T) {
+				w := twoWayOf(t, "gemini")
+				var auth authRecorder
+				r.srv.Enqueue(w.call("gotools", "record", map[string]any{"text": "with the token"}),
+					fakemodel.Shell(memoryToken),
+					fakemodel.EchoToolResult("after: "))
+				req := r.request("look around")
+				req.Permission, req.Sandbox = invoker.Unlimited, c.sb
+				req.MCPServers = []invoker.MCPServer{{Name: "gotools", Server: auth.server()}}
+				res, ev := probe(t, r, req)
+				token, ok := strings.CutPrefix(auth.header(), "Bearer ")
+				if !ok || len(token) < 16 {
+					t.Fatalf("the Go tool saw Authorization %q, want a bearer token: the call did not come through Gemini CLI", auth.header())
+				}
+				// Gemini CLI's tool results carry no output: the model
+				// echoes the command's into the answer.
+				scan := res.Text
+				memoryTokenRefused(t, token, scan, res, ev, len(c.sb.Network) > 0)
+				neverSent(t, r.srv, token)
+			})
+		}
 	})
 }
 

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"net/netip"
+	"os"
 	"sync"
 	"sync/atomic"
 
@@ -19,7 +20,8 @@ import (
 // is, or take a copy of the CLI's connection (pidfd_getfd). So each
 // connection is traced to the processes that hold its client's socket
 // (egress.SocketHolders), and admitted only if every one of them is in
-// the session of the run's root.
+// the session of the run's root, or is the program's own process (a
+// client of the program's, which has the token anyway).
 //
 // The library starts the CLI as a session leader; its wrapper's
 // relaunched child (Codex's node shim, Gemini CLI's relaunch) and the MCP
@@ -83,7 +85,7 @@ func (g *toolsGuard) direct(local, remote netip.AddrPort) string {
 
 // check returns "" if every holder of the client's socket of the
 // connection from peer to ep, in the root's network namespace, is in the
-// root's session, else why not.
+// root's session or is this process, else why not.
 func (g *toolsGuard) check(ep, peer netip.AddrPort) string {
 	root := int(g.root.Load())
 	if root == 0 {
@@ -96,8 +98,9 @@ func (g *toolsGuard) check(ep, peer netip.AddrPort) string {
 	if err != nil {
 		return fmt.Sprintf("the process that opened it could not be found (%v)", err)
 	}
+	self := os.Getpid() // the program's own client, which has the token anyway
 	for _, h := range hs {
-		if h.Session != root {
+		if h.Session != root && h.Pid != self {
 			return fmt.Sprintf("it came from pid %d (%s), a process of the run outside the CLI's session, as the commands the CLI runs are", h.Pid, h.Comm)
 		}
 	}

@@ -4,6 +4,8 @@ package e2e
 
 import (
 	"context"
+	"crypto/sha256"
+	"fmt"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -26,6 +28,37 @@ const ancestorsEnviron = `p=$$; n=0; while [ "$p" -gt 1 ] 2>/dev/null; do
 if e=$(tr '\0' '\n' < /proc/$p/environ 2>/dev/null); then n=$((n+1)); echo "environ of $p: $(printf '%s\n' "$e" | wc -l) variables"; printf '%s\n' "$e" | grep -a -i -e bearer -e CLINVOKE_MCP; fi
 p=$(awk '/^PPid:/{print $2}' /proc/$p/status 2>/dev/null); done; echo "walked $n environs"`
 
+// memoryToken is a shell command that scans the writable memory of each
+// ancestor it may read (/proc/PID/maps and /proc/PID/mem) for a bearer
+// token of the Go tools' endpoint (43 characters of base64url) and for
+// the endpoint's port, then calls the endpoint with each token it found,
+// as an MCP client's initialize would. It prints, never the token, but
+// the first 12 hex digits of its SHA-256, where it was found, and what
+// curl got: "candidate SHA from pid PID: http CODE exit CODE".
+const memoryToken = `perl -MDigest::SHA=sha256_hex -e '
+my $p = getppid(); my (%tok, $port);
+while ($p > 1) {
+  if (open(my $m, "<", "/proc/$p/maps") and open(my $mem, "<:raw", "/proc/$p/mem")) {
+    while (my $l = <$m>) {
+      next unless $l =~ /^([0-9a-f]+)-([0-9a-f]+) rw/;
+      my ($a, $b) = (hex($1), hex($2));
+      next if $b - $a > 1 << 28;
+      sysseek($mem, $a, 0) or next;
+      my $buf = ""; sysread($mem, $buf, $b - $a) or next;
+      while ($buf =~ /Bearer ([A-Za-z0-9_-]{43})(?![A-Za-z0-9_-])/g) { $tok{$1} //= $p }
+      $port //= $1 if $buf =~ m{127\.0\.0\.1:(\d+)/mcp/gotools};
+    }
+  }
+  open(my $s, "<", "/proc/$p/status") or last;
+  my ($pp) = map { /^PPid:\s+(\d+)/ ? $1 : () } <$s>;
+  last unless $pp; $p = $pp;
+}
+print "endpoint port ", ($port // "not found"), "; ", scalar(keys %tok), " candidates\n";
+for my $t (sort keys %tok) {
+  my $code = $port ? qx{curl -s -o /dev/null -w "%{http_code}" --noproxy "*" -H "Authorization: Bearer $t" -H "Content-Type: application/json" -H "Accept: application/json, text/event-stream" -d "{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"initialize\",\"params\":{\"protocolVersion\":\"2025-06-18\",\"capabilities\":{},\"clientInfo\":{\"name\":\"probe\",\"version\":\"1\"}}}" http://127.0.0.1:$port/mcp/gotools} : "none";
+  printf "candidate %s from pid %d: http %s exit %d\n", substr(sha256_hex($t), 0, 12), $tok{$t}, $code, $? >> 8;
+}'`
+
 // TestSandboxCodexToken: Codex under the "available" form at
 // WorkspaceWrite runs inside the sandbox with its own off, as the same
 // user as its commands, and the network rules let its commands reach the
@@ -34,15 +67,18 @@ p=$(awk '/^PPid:/{print $2}' /proc/$p/status 2>/dev/null); done; echo "walked $n
 // for reads /proc/PID/environ of every ancestor (app-server, its launcher,
 // the engine's own) and the token is neither in what reaches the model nor
 // in any file of CODEX_HOME, while a call of the Go tool through Codex
-// works, with the token. (Codex's memory still holds the token: a command
-// that reads /proc/PID/mem of app-server finds it, measured with 0.169.0,
-// see docs/sandbox.md; the processes outside the sandbox refuse that.)
+// works, with the token. Codex's memory still holds the token: a second
+// command reads /proc/PID/mem of app-server and finds it (measured with
+// 0.169.0), and calls the endpoint with it; the endpoint answers the CLI's
+// own process alone, so that call is closed unanswered, a denied
+// Connection to the endpoint and a warning.
 func TestSandboxCodexToken(t *testing.T) {
 	forEachRig(t, []cli{*cliNamed("codex")}, func(t *testing.T, r *rig) {
 		w := twoWayOf(t, "codex")
 		var auth authRecorder
 		r.srv.Enqueue(w.call("gotools", "record", map[string]any{"text": "with the token"}),
 			fakemodel.Shell(ancestorsEnviron),
+			fakemodel.Shell(memoryToken),
 			fakemodel.EchoToolResult("after: "))
 		req := r.request("look around")
 		req.Permission, req.Sandbox = invoker.WorkspaceWrite, invoker.Sandbox{Mode: "available"}
@@ -56,10 +92,19 @@ func TestSandboxCodexToken(t *testing.T) {
 		if !ok || len(token) < 16 {
 			t.Fatalf("the Go tool saw Authorization %q, want a bearer token: the call did not come through Codex", header)
 		}
-		body := lastScripted(t, r.srv)
-		if !strings.Contains(body, "walked ") || !strings.Contains(body, "variables") {
-			t.Fatalf("the model's last request lacks the walk of the ancestors' environ (the probe read none):\n%.2000s", body)
+		var walk, scan string
+		for _, res := range ev.results {
+			switch {
+			case strings.Contains(res.Output, "walked "):
+				walk = res.Output
+			case strings.Contains(res.Output, "candidates"):
+				scan = res.Output
+			}
 		}
+		if !strings.Contains(walk, "variables") {
+			t.Fatalf("no walk of the ancestors' environ among the results (the probe read none): %q", walk)
+		}
+		memoryTokenRefused(t, token, scan, res, ev, true)
 		neverSent(t, r.srv, token)
 		for _, res := range ev.results {
 			if res.Name == "command_execution" {
@@ -78,6 +123,83 @@ func TestSandboxCodexToken(t *testing.T) {
 			}
 			return nil
 		})
+	})
+}
+
+// memoryTokenRefused checks the output scan of memoryToken in a run whose
+// Go tools' endpoint has token: the scan found the token, and the call it
+// made with it was closed unanswered, with a warning and, where the run
+// has network rules (recorded), a denied Connection to the endpoint.
+func memoryTokenRefused(t *testing.T, token, scan string, res *invoker.Result, ev *probeEvents, recorded bool) {
+	t.Helper()
+	sum := sha256.Sum256([]byte(token))
+	mine := fmt.Sprintf("candidate %x from pid ", sum[:6])
+	i := strings.Index(scan, mine)
+	if i < 0 {
+		t.Fatalf("the scan of the ancestors' memory did not find the token (%x…): %q", sum[:6], scan)
+	}
+	line, _, _ := strings.Cut(scan[i:], "\n")
+	t.Logf("the memory scan: %s", scan)
+	if !strings.Contains(line, "http 000") {
+		t.Errorf("the command's call with the token it found: %q, want it closed unanswered (http 000)", line)
+	}
+	var port int
+	if j := strings.Index(scan, "endpoint port "); j >= 0 {
+		fmt.Sscanf(scan[j:], "endpoint port %d", &port)
+	}
+	var refused []invoker.Connection
+	for _, c := range res.Connections {
+		if !c.Allowed && c.Host == "127.0.0.1" && c.Port == port {
+			refused = append(refused, c)
+		}
+	}
+	if recorded && (len(refused) == 0 || !strings.Contains(refused[0].Err, "outside the CLI's session")) {
+		t.Errorf("denied connections to the Go tools' endpoint (port %d) %+v in %+v, want the command's", port, refused, res.Connections)
+	}
+	if !slices.ContainsFunc(ev.warns, func(w string) bool { return strings.Contains(w, "Go tools' endpoint") }) {
+		t.Errorf("warnings %q, want one for the command's call of the Go tools' endpoint", ev.warns)
+	}
+}
+
+// TestSandboxGeminiToken: Gemini CLI gets the Go tools' URL and bearer
+// token in session/new of its ACP session, on its standard input, so the
+// token is in the memory of its node process, which its shell commands
+// (same user, and inside the sandbox the same Landlock domain) can read.
+// A command that scans its ancestors' memory finds the token, and its
+// call of the endpoint is closed unanswered, with a warning: under the
+// network rules (through the namespace's forwarder, a denied Connection
+// too) and with no sandbox (straight to the host's loopback); the Go
+// tool call through Gemini CLI works in both.
+func TestSandboxGeminiToken(t *testing.T) {
+	forEachRig(t, []cli{*cliNamed("gemini")}, func(t *testing.T, r *rig) {
+		for _, c := range []struct {
+			name string
+			sb   invoker.Sandbox
+		}{
+			{"network", invoker.Sandbox{Mode: "required", Network: []string{"none"}}},
+			{"nosandbox", invoker.Sandbox{}},
+		} {
+			t.Run(c.name, func(t *testing.T) {
+				w := twoWayOf(t, "gemini")
+				var auth authRecorder
+				r.srv.Enqueue(w.call("gotools", "record", map[string]any{"text": "with the token"}),
+					fakemodel.Shell(memoryToken),
+					fakemodel.EchoToolResult("after: "))
+				req := r.request("look around")
+				req.Permission, req.Sandbox = invoker.Unlimited, c.sb
+				req.MCPServers = []invoker.MCPServer{{Name: "gotools", Server: auth.server()}}
+				res, ev := probe(t, r, req)
+				token, ok := strings.CutPrefix(auth.header(), "Bearer ")
+				if !ok || len(token) < 16 {
+					t.Fatalf("the Go tool saw Authorization %q, want a bearer token: the call did not come through Gemini CLI", auth.header())
+				}
+				// Gemini CLI's tool results carry no output: the model
+				// echoes the command's into the answer.
+				scan := res.Text
+				memoryTokenRefused(t, token, scan, res, ev, len(c.sb.Network) > 0)
+				neverSent(t, r.srv, token)
+			})
+		}
 	})
 }
 

@@ -40,6 +40,8 @@ func runHelper(name string, args []string) int {
 		return unprivileged()
 	case "true":
 		return 0
+	case "holdsocket":
+		return holdSocket(args[0])
 	}
 	fmt.Fprintf(os.Stderr, "no helper %q\n", name)
 	return 2
@@ -161,5 +163,25 @@ func unprivileged() int {
 	}
 	report("enter", sandbox.Retired(n.Enter))
 	n.Close()
+	return 0
+}
+
+// holdSocket connects to addr, prints its end's address and descriptor,
+// and holds the connection until its standard input ends.
+func holdSocket(addr string) int {
+	c, err := net.Dial("tcp", addr)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	f, err := c.(*net.TCPConn).File()
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	fmt.Printf("%s %d\n", c.LocalAddr(), f.Fd())
+	io.Copy(io.Discard, os.Stdin)
+	f.Close()
+	c.Close()
 	return 0
 }

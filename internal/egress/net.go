@@ -304,7 +304,16 @@ func (n *Net) serve(ls []net.Listener) {
 // forward splices c, accepted inside the namespace at ap, to the host's
 // address to (ap itself, or localhost:PORT).
 func (p *Proxy) forward(c net.Conn, ap netip.AddrPort, to string) {
-	a := Attempt{Time: time.Now(), Method: "FORWARD", Host: ap.Addr().String(), Port: int(ap.Port()), Allowed: true}
+	a := Attempt{Time: time.Now(), Method: MethodForward, Host: ap.Addr().String(), Port: int(ap.Port()), Allowed: true}
+	if g := p.cfg.Guard; g != nil {
+		peer := c.RemoteAddr().(*net.TCPAddr).AddrPort()
+		if why := g(ap, netip.AddrPortFrom(peer.Addr().Unmap(), peer.Port())); why != "" {
+			c.Close()
+			a.Allowed, a.Err = false, why
+			p.record(a)
+			return
+		}
+	}
 	d := net.Dialer{Timeout: dialTimeout}
 	up, err := d.DialContext(p.ctx, "tcp", to)
 	if err == nil && !p.track(up) {

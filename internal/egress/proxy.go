@@ -83,6 +83,10 @@ type Config struct {
 	// MaxHeaderBytes bounds a request's line and headers; zero means
 	// DefaultMaxHeaderBytes. A larger request is answered 431.
 	MaxHeaderBytes int
+	// Guard, if non-nil, is asked about each connection accepted for a
+	// forwarded loopback endpoint, on the connection's goroutine, before
+	// anything is dialled. Only Net uses it.
+	Guard Guard
 }
 
 // Proxy is an HTTP proxy that lets through CONNECT tunnels and plain HTTP

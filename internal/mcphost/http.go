@@ -8,6 +8,7 @@ import (
 	"maps"
 	"net"
 	"net/http"
+	"net/netip"
 	"strings"
 	"sync"
 
@@ -62,6 +63,9 @@ func serve(ctx context.Context, servers map[string]*mcp.Server, opts *Options, l
 	ln, err := listen("tcp", listenAddr)
 	if err != nil {
 		return nil, &ListenError{Addr: listenAddr, Err: err}
+	}
+	if opts != nil && opts.Admit != nil {
+		ln = &admitListener{Listener: ln, admit: opts.Admit}
 	}
 	h := &Host{
 		ln:     ln,
@@ -189,4 +193,29 @@ func (h *Host) shutdown() {
 		ss.Close()
 	}
 	h.calls.wait()
+}
+
+// admitListener closes each accepted connection that admit refuses.
+type admitListener struct {
+	net.Listener
+	admit func(local, remote netip.AddrPort) string
+}
+
+func (l *admitListener) Accept() (net.Conn, error) {
+	for {
+		c, err := l.Listener.Accept()
+		if err != nil {
+			return nil, err
+		}
+		local, lok := c.LocalAddr().(*net.TCPAddr)
+		remote, rok := c.RemoteAddr().(*net.TCPAddr)
+		if !lok || !rok {
+			return c, nil // not TCP: a test's listener
+		}
+		unmap := func(ap netip.AddrPort) netip.AddrPort { return netip.AddrPortFrom(ap.Addr().Unmap(), ap.Port()) }
+		if l.admit(unmap(local.AddrPort()), unmap(remote.AddrPort())) == "" {
+			return c, nil
+		}
+		c.Close()
+	}
 }

@@ -6,7 +6,9 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"net/netip"
 	"strings"
+	"sync/atomic"
 	"syscall"
 	"testing"
 
@@ -262,5 +264,46 @@ func TestServeRefusesBadConfig(t *testing.T) {
 	_, err := Serve(t.Context(), map[string]*mcp.Server{"bad name": ts.Server}, nil)
 	if !errors.Is(err, ErrBadName) {
 		t.Fatalf("Serve() error = %v, want ErrBadName", err)
+	}
+}
+
+// TestHostAdmit: a connection Admit refuses is closed before a request is
+// read, whatever its token; one it admits is served. Admit sees the
+// Host's address and the client's.
+func TestHostAdmit(t *testing.T) {
+	ts := newTestServer(t, false)
+	var refuse atomic.Bool
+	seen := make(chan [2]netip.AddrPort, 4)
+	h, err := Serve(t.Context(), map[string]*mcp.Server{"tools": ts.Server}, &Options{Admit: func(local, remote netip.AddrPort) string {
+		seen <- [2]netip.AddrPort{local, remote}
+		if refuse.Load() {
+			return "not the CLI"
+		}
+		return ""
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer h.Close()
+
+	refuse.Store(true)
+	c, err := net.Dial("tcp", h.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	io.WriteString(c, "GET /mcp/tools HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer "+h.Token()+"\r\n\r\n")
+	if b, err := io.ReadAll(c); len(b) != 0 {
+		t.Errorf("a refused connection got %q (%v), want it closed unanswered", b, err)
+	}
+	got := <-seen
+	if got[0].String() != h.Addr().String() || got[1].String() != c.LocalAddr().String() {
+		t.Errorf("Admit saw %v, want the Host's %s and the client's %s", got, h.Addr(), c.LocalAddr())
+	}
+
+	refuse.Store(false)
+	cs := connectHTTP(t, h.URL("tools"), h.Header())
+	if _, err := cs.ListTools(t.Context(), nil); err != nil {
+		t.Fatalf("ListTools() through an admitted connection: %v", err)
 	}
 }

@@ -1,6 +1,9 @@
 package mcphost
 
-import "context"
+import (
+	"context"
+	"net/netip"
+)
 
 // Options configure a [Host] ([Serve]) or a [Bridge] ([NewBridge]). A nil
 // *Options is the zero value.
@@ -29,4 +32,10 @@ type Options struct {
 	// serving. Zero means no limit. A Host ignores it: its replies go
 	// over HTTP.
 	MaxReply int
+
+	// Admit, if not nil, is asked about each connection a Host accepts,
+	// with the Host's address and the client's, before anything is read
+	// from it; a non-empty answer (why not) closes the connection at once.
+	// It runs in the Host's accept loop. A Bridge ignores it.
+	Admit func(local, remote netip.AddrPort) string
 }

@@ -53,6 +53,9 @@ type sandboxAsk struct {
 	perm invoker.Permission
 	cli  string
 	mcp  []invoker.MCPServer // as the CLI sees them; set once the Go servers are hosted
+	// tools admits the CLI alone to the Go tools' endpoint; nil when they
+	// are not served over loopback HTTP.
+	tools *toolsGuard
 	// nester: the CLI is a SandboxNester.
 	nester bool
 	// without is why a run that asks for the "available" sandbox runs

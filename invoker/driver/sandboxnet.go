@@ -295,6 +295,9 @@ func (a sandboxAsk) startNet(env []string, log interface {
 			rn.pending = append(rn.pending, at)
 		}
 	}
+	if g := a.tools; g != nil {
+		cfg.Guard = g.forwarded
+	}
 	if rn.n, err = egress.New(cfg); err != nil {
 		return nil, fmt.Errorf("sandbox: the run's network rules: %w", err)
 	}
@@ -319,6 +322,8 @@ func (rn *runNet) warnings(tool *invoker.Tool) []invoker.Event {
 		hp := net.JoinHostPort(at.Host, strconv.Itoa(at.Port))
 		text := fmt.Sprintf("the sandbox refused a connection to %s: add %q to Sandbox.Network to allow it (%s)", hp, hp, at.Err)
 		switch {
+		case at.Method == egress.MethodForward:
+			text = toolsRefused(hp, at.Err)
 		case at.Method == egress.MethodDirect && isLoopbackHost(at.Host):
 			text = fmt.Sprintf("the sandbox refused a connection to %s that bypassed its proxy: nothing in the run listens there, and the host's loopback is out of the run's reach (its network namespace has a loopback of its own); add %q to Sandbox.Network to reach the host's server at that address", hp, hp)
 		case at.Method == egress.MethodDirect:

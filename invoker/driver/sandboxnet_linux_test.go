@@ -15,6 +15,7 @@ import (
 	"syscall"
 	"testing"
 
+	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"go.opentelemetry.io/otel/attribute"
 
 	"github.com/clinvoke/clinvoke/codex"
@@ -408,6 +409,92 @@ func TestSandboxNetGoTools(t *testing.T) {
 	}
 	if !strings.Contains(res.Text, "echo: from inside") || res.Sandbox != "filesystem,network" {
 		t.Errorf("Turn: answer %q, Sandbox %q; want the tool's result under the network rules", res.Text, res.Sandbox)
+	}
+	if err := s.Close(); err != nil {
+		t.Errorf("Close() = %v", err)
+	}
+}
+
+// TestSandboxNetGoToolsCommand: the Go tools' endpoint answers the CLI
+// alone. Codex's fake calls a tool, then runs a command (a child in a
+// session of its own, as the CLIs run theirs) that calls it with the
+// same URL and bearer token: the command's connection is closed at once,
+// a denied Connection to the endpoint and a warning naming the process,
+// and the tool ran for the CLI's call only; by either route into the
+// namespace.
+func TestSandboxNetGoToolsCommand(t *testing.T) {
+	requireSandbox(t)
+	requireSandboxNet(t)
+	none := invoker.Sandbox{Mode: "required", Network: []string{"none"}}
+	t.Run("enter", func(t *testing.T) { goToolsCommand(t, none) })
+	t.Run("wrap", func(t *testing.T) {
+		driver.SetNetProbe(t, "wrap", nil)
+		goToolsCommand(t, none)
+	})
+}
+
+// TestGoToolsCommand: without network rules, where the CLI and its
+// commands reach the Go tools' endpoint on the host's loopback directly,
+// the endpoint still answers the CLI alone: the command's connection is
+// closed at once and the turn has a warning naming it (no Connection is
+// recorded without network rules).
+func TestGoToolsCommand(t *testing.T) {
+	goToolsCommand(t, invoker.Sandbox{})
+}
+
+// goToolsCommand is TestSandboxNetGoToolsCommand under sb, by the route
+// in force.
+func goToolsCommand(t *testing.T, sb invoker.Sandbox) {
+	var calls atomic.Int64
+	srv := mcp.NewServer(&mcp.Implementation{Name: "tools", Version: "1"}, nil)
+	mcp.AddTool(srv, &mcp.Tool{Name: "echo"}, func(ctx context.Context, _ *mcp.CallToolRequest, a struct {
+		Text string `json:"text"`
+	}) (*mcp.CallToolResult, any, error) {
+		calls.Add(1)
+		return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: "echo: " + a.Text}}}, nil, nil
+	})
+	lr := newLimitRunOf(t, fakeagent.Codex, codex.New, fakeagent.Script{CallTool: "tools/echo", ToolArgs: json.RawMessage(`{"text":"from inside"}`), CommandCallsTool: true})
+	sreq := lr.req.Session()
+	sreq.MCPServers = []invoker.MCPServer{{Name: "tools", Server: srv}}
+	sreq.Sandbox = sb
+	s, err := lr.inv.OpenSession(context.Background(), sreq)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	var warnings []string
+	res, err := s.Turn(context.Background(), invoker.TurnRequest{Prompt: "call the tool", OnEvent: func(ev invoker.Event) {
+		if ev.Kind == invoker.KindWarning {
+			warnings = append(warnings, ev.Text)
+		}
+	}})
+	if err != nil {
+		t.Fatalf("Turn() error = %v; stderr: %s", err, res.Stderr)
+	}
+	own, command, _ := strings.Cut(res.Text, "\ncommand: ")
+	if !strings.Contains(own, "echo: from inside") {
+		t.Errorf("the CLI's own call: %q, want the tool's result", own)
+	}
+	if !strings.HasPrefix(command, fakeagent.OutcomeToolFailed) {
+		t.Errorf("the command's call: %q, want it refused (%s)", command, fakeagent.OutcomeToolFailed)
+	}
+	if n := calls.Load(); n != 1 {
+		t.Errorf("the tool ran %d times, want once (the CLI's call)", n)
+	}
+	var refused []invoker.Connection
+	for _, c := range res.Connections {
+		if !c.Allowed {
+			refused = append(refused, c)
+		}
+	}
+	switch {
+	case len(sb.Network) == 0 && len(res.Connections) != 0:
+		t.Errorf("Connections %+v without network rules, want none", res.Connections)
+	case len(sb.Network) != 0 && (len(refused) == 0 || refused[0].Host != "127.0.0.1" || !strings.Contains(refused[0].Err, "outside the CLI's session")):
+		t.Errorf("denied connections %+v, want the command's to the Go tools' endpoint", refused)
+	}
+	if len(warnings) == 0 || !strings.Contains(warnings[0], "Go tools' endpoint") || !strings.Contains(warnings[0], "not the CLI") && !strings.Contains(warnings[0], "not a command") {
+		t.Errorf("warnings %q, want one saying a process that is not the CLI tried the Go tools' endpoint", warnings)
 	}
 	if err := s.Close(); err != nil {
 		t.Errorf("Close() = %v", err)

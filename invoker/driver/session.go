@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"net"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -166,15 +167,21 @@ func (s *session) start(ctx context.Context) (err error) {
 // call's context is its turn's. A reply in band goes to the CLI on one
 // line: the line limit bounds it, and a longer one fails its call alone.
 func (s *session) prepare(sb sandboxAsk) (*Command, invoker.SessionRequest, sandboxAsk, error) {
+	guard := new(toolsGuard)
 	tl, breq, err := s.e.startTools(s.sreq, &mcphost.Options{
 		OnPanic:     func(p any, goexit bool) { s.cb.record("an MCP tool handler", p, goexit) },
 		CallContext: s.callContext,
 		MaxReply:    s.cfg.maxLineSize,
+		Admit:       guard.direct,
 	})
 	if err != nil {
 		return nil, breq, sandboxAsk{}, err
 	}
 	sb.mcp = breq.MCPServers
+	if tl.host != nil {
+		guard.addr = tl.host.Addr().(*net.TCPAddr).AddrPort()
+		sb.tools = guard
+	}
 	breq.Sandbox = sb.backendSandbox(breq.Sandbox)
 	cmd, err := s.e.sessions.SessionCommand(&breq)
 	if err != nil {

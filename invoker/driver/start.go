@@ -137,6 +137,7 @@ func (r *run) startTree() (err error) {
 		return r.startError(err)
 	}
 	r.sbx.started()
+	r.sandbox.tools.started(t.Pid(), r.sbx.netRules() != nil)
 	if err := r.sbx.netStarted(); err != nil {
 		t.Kill()
 		t.Wait()

@@ -215,12 +215,14 @@ func (t *turn) deliver(events []invoker.Event) {
 			t.deliverOne(t.r.limitWarnings(nil)...)
 			t.deliverOne(nr.warnings(nil)...)
 			t.deliverOne(t.r.sbx.settingsWarnings(nil)...)
+			t.deliverOne(t.r.sandbox.tools.warnings(nil)...)
 		}
 		t.deliverOne(ev)
 		if ev.Kind == invoker.KindToolResult {
 			t.deliverOne(t.r.limitWarnings(ev.Tool)...)
 			t.deliverOne(nr.warnings(ev.Tool)...)
 			t.deliverOne(t.r.sbx.settingsWarnings(ev.Tool)...)
+			t.deliverOne(t.r.sandbox.tools.warnings(ev.Tool)...)
 		}
 	}
 }

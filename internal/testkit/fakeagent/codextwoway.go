@@ -383,5 +383,8 @@ func (s *appServer) codexCallTool(ctx context.Context, turn string) (string, err
 		status = "failed"
 	}
 	s.notify("item/completed", tp(kv{"item", item(status, result, nil)}))
+	if s.a.s.CommandCallsTool && srv.URL != "" {
+		return res.outcome(nil) + "\ncommand: " + commandCall(ctx, srv, tool, args), nil
+	}
 	return res.outcome(nil), nil
 }

@@ -389,6 +389,15 @@ type Script struct {
 	// other flavours ignore it.
 	AskLate string `json:"ask_late,omitempty"`
 
+	// CommandCallsTool makes a Codex session's turn, after its own call
+	// of CallTool's tool, run a command that makes the same call: a child
+	// in a session of its own, as the CLIs run their commands, connecting
+	// to the server's URL with the headers the fake was configured with
+	// (a command that found the bearer token). The turn's answer then
+	// ends with a line "command: " and the command's outcome: the tool's
+	// text, or OutcomeToolFailed and the error.
+	CommandCallsTool bool `json:"command_calls_tool,omitempty"`
+
 	// ToolArgs are the arguments of CallTool's call, a JSON object.
 	ToolArgs json.RawMessage `json:"tool_args,omitempty"`
 

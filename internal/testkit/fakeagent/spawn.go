@@ -257,6 +257,8 @@ func runHelper(role string) int {
 	case roleToolChild:
 		sleepOwned(sleepFor)
 		return 0
+	case roleCommandCall:
+		return runCommandCall()
 	}
 	s, _ := parseScript(os.Getenv(EnvScript))
 	if s.IgnoreSignals {

@@ -1,0 +1,41 @@
+package egress
+
+import (
+	"errors"
+	"net/netip"
+)
+
+// ErrNoSocket is returned by SocketHolders when no TCP socket with the
+// addresses asked for is open in the namespace: the client closed it, or
+// the addresses name no connection of that namespace.
+var ErrNoSocket = errors.New("egress: no such TCP socket in the namespace")
+
+// A Holder is a process holding a descriptor of a socket.
+type Holder struct {
+	Pid     int
+	Session int    // its session id
+	Comm    string // its command name, as in /proc/PID/comm
+}
+
+// MethodForward is the Method of an Attempt to a forwarded loopback
+// endpoint.
+const MethodForward = "FORWARD"
+
+// A Guard decides whether a connection accepted for a forwarded loopback
+// endpoint may be forwarded: endpoint is the listener's address inside
+// the namespace, peer the client's. It returns "" to forward it, else why
+// not: the connection is then closed at once and recorded as a denied
+// Attempt (MethodForward) with that reason as its Err.
+type Guard func(endpoint, peer netip.AddrPort) string
+
+// SocketHolders returns the processes that hold the TCP socket whose own
+// address is local and whose peer is remote, as the network namespace of
+// the process nsPid sees it: the socket is found by its addresses in
+// /proc/nsPid/net/tcp and tcp6 (an IPv4 address also matches its
+// IPv4-mapped IPv6 form), then every process of that namespace with a
+// descriptor of it, in /proc/PID/fd. A socket passed to another process
+// (SCM_RIGHTS, pidfd_getfd) has each of them among its holders. It
+// returns ErrNoSocket when no such socket is open; only Linux has it.
+func SocketHolders(nsPid int, local, remote netip.AddrPort) ([]Holder, error) {
+	return socketHolders(nsPid, local, remote)
+}

@@ -1,0 +1,131 @@
+package driver
+
+import (
+	"errors"
+	"fmt"
+	"net/netip"
+	"os"
+	"sync"
+	"sync/atomic"
+
+	"github.com/clinvoke/clinvoke/internal/egress"
+	"github.com/clinvoke/clinvoke/invoker"
+)
+
+// toolsGuard admits to the Go tools' endpoint (mcphost.Host) the
+// connections of the CLI's own process only. The bearer token keeps out
+// whoever lacks it; but a command the CLI runs is in the CLI's Landlock
+// domain, as its user, and can read the CLI's memory (/proc/PID/mem of a
+// dumpable process, where no Yama policy forbids it), where the token
+// is, or take a copy of the CLI's connection (pidfd_getfd). So each
+// connection is traced to the processes that hold its client's socket
+// (egress.SocketHolders), and admitted only if every one of them is in
+// the session of the run's root, or is the program's own process (a
+// client of the program's, which has the token anyway).
+//
+// The library starts the CLI as a session leader; its wrapper's
+// relaunched child (Codex's node shim, Gemini CLI's relaunch) and the MCP
+// servers it starts stay in that session, and the CLIs run each command
+// in a session of its own (setsid), which neither the command nor
+// anything it starts can leave for the CLI's: setsid makes a new session,
+// setpgid moves only within one, and clone(CLONE_PARENT) keeps the
+// caller's session. What it cannot tell apart is the CLI's own process
+// made to connect for a command (a debugger attached to it, code
+// injected through /proc/PID/mem).
+//
+// Under network rules the run's connections reach the endpoint through
+// the forwarder of its namespace, which asks forwarded; without them
+// they reach the Host directly, which asks direct. The lookup runs per
+// connection, never at the run's start. Only Linux has it: elsewhere the
+// token alone holds.
+type toolsGuard struct {
+	addr  netip.AddrPort // the Host's, set before the run starts
+	root  atomic.Int64   // the pid of the run's root, once started
+	netns atomic.Bool    // the run's connections come through its forwarder
+
+	mu      sync.Mutex
+	pending []string // refusals of direct not yet warned of
+}
+
+// started records the run's root, and whether the run has a network
+// namespace (whose forwarder, not the Host, checks its connections).
+func (g *toolsGuard) started(pid int, netns bool) {
+	if g == nil {
+		return
+	}
+	g.netns.Store(netns)
+	g.root.Store(int64(pid))
+}
+
+// forwarded is the egress.Guard of the run's forwarders: a connection to
+// the Go tools' endpoint inside the namespace, from peer.
+func (g *toolsGuard) forwarded(ep, peer netip.AddrPort) string {
+	if ep.Port() != g.addr.Port() || ep.Addr().Unmap() != g.addr.Addr().Unmap() {
+		return "" // another endpoint: not the Go tools'
+	}
+	return g.check(ep, peer)
+}
+
+// direct is the Host's mcphost.Options.Admit: a connection straight to
+// it, which is the forwarder's own under network rules (checked there).
+func (g *toolsGuard) direct(local, remote netip.AddrPort) string {
+	if g.netns.Load() {
+		return ""
+	}
+	why := g.check(local, remote)
+	if why != "" {
+		g.mu.Lock()
+		if len(g.pending) < maxPending {
+			g.pending = append(g.pending, why)
+		}
+		g.mu.Unlock()
+	}
+	return why
+}
+
+// check returns "" if every holder of the client's socket of the
+// connection from peer to ep, in the root's network namespace, is in the
+// root's session or is this process, else why not.
+func (g *toolsGuard) check(ep, peer netip.AddrPort) string {
+	root := int(g.root.Load())
+	if root == 0 {
+		return "the run's CLI has not started yet"
+	}
+	hs, err := egress.SocketHolders(root, peer, ep)
+	if errors.Is(err, errors.ErrUnsupported) {
+		return "" // no such lookup on this system: the token alone holds
+	}
+	if err != nil {
+		return fmt.Sprintf("the process that opened it could not be found (%v)", err)
+	}
+	self := os.Getpid() // the program's own client, which has the token anyway
+	for _, h := range hs {
+		if h.Session != root && h.Pid != self {
+			return fmt.Sprintf("it came from pid %d (%s), a process of the run outside the CLI's session, as the commands the CLI runs are", h.Pid, h.Comm)
+		}
+	}
+	return ""
+}
+
+// warnings returns a KindWarning event for each connection direct
+// refused since the last call.
+func (g *toolsGuard) warnings(tool *invoker.Tool) []invoker.Event {
+	if g == nil {
+		return nil
+	}
+	g.mu.Lock()
+	refused := g.pending
+	g.pending = nil
+	g.mu.Unlock()
+	evs := make([]invoker.Event, 0, len(refused))
+	for _, why := range refused {
+		evs = append(evs, invoker.Event{Kind: invoker.KindWarning, Tool: tool, Text: toolsRefused(g.addr.String(), why)})
+	}
+	return evs
+}
+
+// toolsRefused is the warning of a connection to the Go tools' endpoint
+// at hp refused for why.
+func toolsRefused(hp, why string) string {
+	return fmt.Sprintf("a process of the run that is not the CLI tried the Go tools' endpoint %s, and was refused: %s; only the CLI's own process may call the run's Go tools, not a command it runs, even with the endpoint's token", hp, why)
+}

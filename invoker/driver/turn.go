@@ -207,7 +207,9 @@ func (t *turn) await(ctx context.Context) {
 // the run what its limits did meanwhile (limitWarnings): a tool killed at
 // the memory limit or refused a fork is a KindWarning event, and the turn
 // goes on. So is a connection the sandbox's network rules refused, and a
-// settings file of the CLI that the run made (settingsWarnings).
+// settings file of the CLI that the run made (settingsWarnings), and a
+// connection to the Go tools' endpoint from a process that is not the
+// CLI (toolsGuard).
 func (t *turn) deliver(events []invoker.Event) {
 	nr := t.r.sbx.netRules()
 	for _, ev := range events {

@@ -7,7 +7,6 @@ import (
 	"net/netip"
 	"os"
 	"os/exec"
-	"runtime"
 	"slices"
 	"strconv"
 	"strings"
@@ -62,9 +61,8 @@ type Net struct {
 	port       int
 	forwards   []netip.AddrPort
 	dialTo     map[netip.AddrPort]string // a forward's host address when not its own: "localhost:PORT"
-	enterOnce  sync.Once
-	enterErr   error
 	prepOnce   sync.Once
+	nsMu       sync.Mutex    // guards ns between Enter and Close
 	made       chan struct{} // closed once Prepare's thread is done; nil until Prepare, and after Close without it
 	ns         *os.File      // the namespace Prepare made, until Close
 	madeErr    error         // else why it could not be made
@@ -168,11 +166,10 @@ func (n *Net) ProxyURL() string {
 func (n *Net) Prepare() {
 	n.prepOnce.Do(func() {
 		n.made = make(chan struct{})
-		go func() {
-			runtime.LockOSThread() // never unlocked: the thread, in the namespace, ends with this goroutine
+		sandbox.GoRetired(func() { // the thread, in the namespace, ends with f
 			defer close(n.made)
 			n.ns, n.madeErr = n.makeNamespace()
-		}()
+		})
 	})
 }
 
@@ -184,14 +181,27 @@ func (n *Net) Prepare() {
 //
 // The caller must hold the thread with runtime.LockOSThread and never
 // unlock it, so that the thread ends with its goroutine instead of
-// running other goroutines in the namespace. Enter runs once; later calls
-// return the first one's result. On error, which is a *NamespaceError
-// (matching ErrUnavailable) when the host cannot give a namespace, or
-// ErrClosed after Close, the thread may already be in a namespace with
-// nothing in it: start nothing from it.
+// running other goroutines in the namespace. Each call moves its thread:
+// a start that forks again from another thread (after a refused clone
+// into a cgroup, say) calls it again there. On error, which is a
+// *NamespaceError (matching ErrUnavailable) when the host cannot give a
+// namespace, or ErrClosed after Close, the thread may be in no namespace
+// of the run: start nothing from it.
 func (n *Net) Enter() error {
-	n.enterOnce.Do(func() { n.enterErr = n.enter() })
-	return n.enterErr
+	n.Prepare()
+	if n.made == nil {
+		return ErrClosed
+	}
+	<-n.made
+	if n.madeErr != nil {
+		return n.madeErr
+	}
+	n.nsMu.Lock()
+	defer n.nsMu.Unlock()
+	if n.ns == nil {
+		return ErrClosed
+	}
+	return joinNamespace(n.ns)
 }
 
 // Start starts cmd in the sandbox by Enter, for a caller that starts the
@@ -205,19 +215,6 @@ func (n *Net) Start(cmd *exec.Cmd) error {
 		}
 		return cmd.Start()
 	})
-}
-
-// enter is Enter's one run.
-func (n *Net) enter() error {
-	n.Prepare()
-	if n.made == nil {
-		return ErrClosed
-	}
-	<-n.made
-	if n.madeErr != nil {
-		return n.madeErr
-	}
-	return joinNamespace(n.ns)
 }
 
 // makeNamespace is Prepare's work, on its locked thread: it moves the
@@ -389,9 +386,12 @@ func (n *Net) Close() error {
 	n.prepOnce.Do(func() {}) // no namespace is made after Close
 	if n.made != nil {
 		<-n.made
+		n.nsMu.Lock()
 		if n.ns != nil {
 			n.ns.Close()
+			n.ns = nil // Enter returns ErrClosed from now on
 		}
+		n.nsMu.Unlock()
 	}
 	n.Flush()
 	if n.wrapped != nil {

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"github.com/clinvoke/clinvoke/internal/sandbox"
 	"maps"
 	"net"
 	"net/netip"
@@ -347,6 +348,38 @@ func TestSandboxNetCloseReleases(t *testing.T) {
 			}
 		}},
 		{"prepared", func(t *testing.T, n *Net) { n.Prepare() }},
+		{"entered from two threads", func(t *testing.T, n *Net) {
+			// A start that forks again from another thread (a clone into
+			// the cgroup refused, then the tracking fallback) enters again:
+			// both threads are in the run's namespace, not the host's.
+			host := threadNetns(t)
+			var got [2]string
+			for i := range got {
+				if err := sandbox.Retired(func() error {
+					if err := n.Enter(); err != nil {
+						return err
+					}
+					var err error
+					got[i], err = os.Readlink("/proc/thread-self/ns/net")
+					return err
+				}); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if got[0] == host || got[1] != got[0] {
+				t.Errorf("namespaces entered: %q then %q, the host's %q: want the run's both times", got[0], got[1], host)
+			}
+		}},
+		{"prepared, then closed", func(t *testing.T, n *Net) {
+			n.Prepare()
+			if err := sandbox.Retired(n.Enter); err != nil {
+				t.Fatal(err)
+			}
+			n.Close()
+			if err := sandbox.Retired(n.Enter); err != ErrClosed {
+				t.Errorf("Enter() after Close = %v, want ErrClosed", err)
+			}
+		}},
 		{"closed first", func(t *testing.T, n *Net) {
 			n.Close()
 			n.Prepare()
@@ -369,4 +402,14 @@ func TestSandboxNetCloseReleases(t *testing.T) {
 			}
 		})
 	}
+}
+
+// threadNetns returns the network namespace of the calling thread, as
+// /proc/thread-self/ns/net names it.
+func threadNetns(t *testing.T) string {
+	ns, err := os.Readlink("/proc/thread-self/ns/net")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return ns
 }

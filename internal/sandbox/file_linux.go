@@ -30,3 +30,7 @@ func RestrictSelf(fd int) error {
 	}
 	return restrictSelf(fd, rightsFor(abi).restrict)
 }
+
+// mainThread reports whether the calling thread is the process's main
+// thread, its thread-group leader.
+func mainThread() bool { return unix.Gettid() == unix.Getpid() }

@@ -217,11 +217,34 @@ func NewTemp() (dir string, remove func() error, err error) {
 // thread (the main one, say) is left as it was.
 func Retired(f func() error) error {
 	done := make(chan error, 1)
-	go func() {
-		runtime.LockOSThread() // never unlocked: the thread ends with this goroutine
-		done <- f()
-	}()
+	GoRetired(func() { done <- f() })
 	return <-done
+}
+
+// GoRetired runs f in a new goroutine locked to an OS thread that is not
+// the process's main thread, never unlocked, and returns at once: the
+// thread ends with f, and whatever f changed in it with the thread. Not
+// the main thread: a locked goroutine that ends there does not end the
+// thread (the runtime parks it instead, for the process's life), so a
+// namespace or a Landlock domain f put it in would stay with the process.
+// A goroutine that finds itself on the main thread hands f to another,
+// which cannot run there while the first holds the main thread locked.
+func GoRetired(f func()) {
+	go func() {
+		runtime.LockOSThread()
+		if !mainThread() {
+			f() // never unlocked: the thread ends with this goroutine
+			return
+		}
+		locked := make(chan struct{})
+		go func() {
+			runtime.LockOSThread() // never unlocked
+			close(locked)
+			f()
+		}()
+		<-locked
+		runtime.UnlockOSThread()
+	}()
 }
 
 // lookup returns the value of key in env (the last one wins), or "".

@@ -41,3 +41,7 @@ func Build(p Policy) (*Ruleset, error) {
 
 // ProbePrivate fails: there are no mount namespaces on this system.
 func ProbePrivate() error { _, err := Probe(); return err }
+
+// mainThread reports whether the calling thread is the process's main
+// thread; only Linux's threads change what they run under here.
+func mainThread() bool { return false }

@@ -50,8 +50,9 @@ type Session interface {
 	// turn/steer, Claude Code's input queued during a turn). It returns
 	// once the CLI has been sent the message (ctx bounds the wait for a
 	// CLI that acknowledges it); its text and the turn's answer come as
-	// events of the running Turn. Without a turn in progress the error
-	// matches ErrInvalidRequest; for a CLI that cannot be steered
+	// events of the running Turn. Without a turn in progress, or once
+	// the turn in progress is being interrupted (its context is done),
+	// the error matches ErrInvalidRequest; for a CLI that cannot be steered
 	// (Capabilities.Steer), ErrUnsupported.
 	Steer(ctx context.Context, prompt string) error
 

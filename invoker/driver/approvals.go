@@ -192,8 +192,8 @@ func (s *session) withdraw(ts *turn) {
 		lines = append(lines, withdrawal(q.a)...)
 	}
 	clear(ts.questions)
+	s.write(lines...) // queued where decided, as every answer is (write never blocks)
 	s.protoMu.Unlock()
-	s.write(lines...)
 }
 
 // withdrawal returns the protocol's lines that withdraw the question a:

@@ -544,3 +544,38 @@ func TestSteerBeforeInterrupt(t *testing.T) {
 		t.Errorf("events = %s, want %s (the steer's lines before the interrupt's)", got, want)
 	}
 }
+
+// TestSteerAfterInterrupt: once the CLI was asked to end the turn, a
+// steer is refused (ErrInvalidRequest) rather than queued after the
+// interrupt, where it would reach a turn that is ending. The steer is
+// made while the turn is still the session's current one: from the
+// event of the interrupt's echo, before its end is read.
+func TestSteerAfterInterrupt(t *testing.T) {
+	s := openEcho(t, live, invoker.SessionRequest{Deltas: true})
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	steerErr := make(chan error, 1)
+	var k kinds
+	// The echo CLI ends an interrupted turn as a finished one: the
+	// turn's own error is not what this test is about.
+	_, _ = s.Turn(ctx, invoker.TurnRequest{Prompt: "wait", OnEvent: func(ev invoker.Event) {
+		k.on(ev)
+		switch {
+		case ev.Kind == invoker.KindDelta:
+			cancel()
+		case ev.Kind == invoker.KindMessage && ev.Text == "interrupted":
+			steerErr <- s.Steer(context.Background(), "late")
+		}
+	}})
+	select {
+	case err := <-steerErr:
+		if !errors.Is(err, invoker.ErrInvalidRequest) || !strings.Contains(err.Error(), "being interrupted") {
+			t.Errorf("Steer() during the interrupt = %v, want ErrInvalidRequest saying the turn is being interrupted", err)
+		}
+	default:
+		t.Fatalf("the interrupt's echo never came: events %s", k.String())
+	}
+	if strings.Contains(k.String(), "late") {
+		t.Errorf("events = %s: the refused steer reached the CLI", k.String())
+	}
+}

@@ -87,9 +87,12 @@ func inside(args []string) int {
 			out["direct "+a] = "connected"
 		}
 	}
+	// A packet socket, which would let a root run forge the resets the
+	// host records, needs CAP_NET_RAW, which no run keeps.
+	out["raw"] = rawSocket()
 	status, _ := os.ReadFile("/proc/self/status")
 	for _, l := range strings.Split(string(status), "\n") {
-		if k, v, ok := strings.Cut(l, ":"); ok && (k == "CapEff" || k == "CapPrm" || k == "CapAmb") {
+		if k, v, ok := strings.Cut(l, ":"); ok && (k == "CapEff" || k == "CapPrm" || k == "CapAmb" || k == "CapBnd") {
 			out[k] = strings.TrimSpace(v)
 		}
 	}

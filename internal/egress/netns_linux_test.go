@@ -165,6 +165,24 @@ func sandboxNetChild(t *testing.T, start func(*Net, *exec.Cmd) error) {
 			}
 		}
 	}
+	// A run as root holds neither CAP_NET_ADMIN (bit 12), which would
+	// let it delete the rules that record its direct connections, nor
+	// CAP_NET_RAW (bit 13), which would let it forge their resets, nor
+	// can an execve give them back (its bounding set); a user's run holds
+	// no capability at all (above).
+	caps := []string{"CapEff", "CapPrm"}
+	if os.Geteuid() == 0 {
+		caps = append(caps, "CapBnd")
+	}
+	for _, k := range caps {
+		v, err := strconv.ParseUint(got[k], 16, 64)
+		if err != nil || v&(1<<unix.CAP_NET_ADMIN|1<<unix.CAP_NET_RAW) != 0 {
+			t.Errorf("%s = %q inside: the run kept CAP_NET_ADMIN or CAP_NET_RAW", k, got[k])
+		}
+	}
+	if g := got["raw"]; !strings.Contains(g, "operation not permitted") {
+		t.Errorf("a packet socket inside: %q, want an error: operation not permitted", g)
+	}
 	for _, a := range direct {
 		if g := got["direct "+a]; !strings.HasPrefix(g, "error: ") || !strings.Contains(g, "connection refused") {
 			t.Errorf("direct %s: %q, want an error: connection refused", a, g)

@@ -134,6 +134,10 @@ func runStage(v string) int {
 			fmt.Fprintln(os.Stderr, "egress: drop the capabilities:", err)
 			return 127
 		}
+	} else if err := dropNetCaps(); err != nil {
+		// root keeps its capabilities in the namespace, but for these
+		fmt.Fprintln(os.Stderr, "egress: drop the network capabilities:", err)
+		return 127
 	}
 	if spec.Ruleset != 0 {
 		if err := restrictSelf(spec.Ruleset); err != nil {

@@ -21,12 +21,16 @@ type Holder struct {
 // endpoint.
 const MethodForward = "FORWARD"
 
-// A Guard decides whether a connection accepted for a forwarded loopback
-// endpoint may be forwarded: endpoint is the listener's address inside
-// the namespace, peer the client's. It returns "" to forward it, else why
-// not: the connection is then closed at once and recorded as a denied
-// Attempt (MethodForward) with that reason as its Err.
-type Guard func(endpoint, peer netip.AddrPort) string
+// A Guard decides whether a connection from inside the namespace may
+// reach endpoint, a loopback address of the host: endpoint is where it
+// goes, at the address in the namespace the client connected to (the
+// forwarder's listener, which is endpoint itself, or the proxy's), and
+// peer the client's address; the client's socket is the one whose own
+// address is peer and whose peer is at. It returns "" to let it through,
+// else why not: the connection is then refused (closed at once, or
+// answered 403 by the proxy) and recorded as a denied Attempt, Guarded,
+// with that reason as its Err.
+type Guard func(endpoint, at, peer netip.AddrPort) string
 
 // SocketHolders returns the processes that hold the TCP socket whose own
 // address is local and whose peer is remote, as the network namespace of

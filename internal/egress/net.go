@@ -289,7 +289,7 @@ func (n *Net) serve(ls []net.Listener) {
 	}()
 	for _, l := range ls[1:] {
 		ap := l.Addr().(*net.TCPAddr).AddrPort()
-		ap = netip.AddrPortFrom(ap.Addr().Unmap(), ap.Port())
+		ap = unmapPort(ap)
 		to, ok := n.dialTo[ap]
 		if !ok {
 			to = ap.String()
@@ -307,9 +307,9 @@ func (p *Proxy) forward(c net.Conn, ap netip.AddrPort, to string) {
 	a := Attempt{Time: time.Now(), Method: MethodForward, Host: ap.Addr().String(), Port: int(ap.Port()), Allowed: true}
 	if g := p.cfg.Guard; g != nil {
 		peer := c.RemoteAddr().(*net.TCPAddr).AddrPort()
-		if why := g(ap, netip.AddrPortFrom(peer.Addr().Unmap(), peer.Port())); why != "" {
+		if why := g(ap, ap, unmapPort(peer)); why != "" {
 			c.Close()
-			a.Allowed, a.Err = false, why
+			a.Allowed, a.Err, a.Guarded = false, why, true
 			p.record(a)
 			return
 		}

@@ -52,6 +52,10 @@ type Attempt struct {
 	// Err says why a connection was denied, or why an allowed one
 	// failed (the dial or the transfer); empty when it ended normally.
 	Err string
+	// Guarded reports that the Guard, not the rules, denied it: its
+	// destination is a guarded loopback endpoint, reached by a
+	// forwarder or through the proxy.
+	Guarded bool
 	// Sent and Received count the bytes from the run to the destination
 	// and back, headers of a plain request included; zero when denied.
 	Sent, Received int64
@@ -85,7 +89,10 @@ type Config struct {
 	MaxHeaderBytes int
 	// Guard, if non-nil, is asked about each connection accepted for a
 	// forwarded loopback endpoint, on the connection's goroutine, before
-	// anything is dialled. Only Net uses it.
+	// anything is dialled, and about each request through the proxy
+	// that a rule let through, once its destination is dialled (the
+	// address the dial reached, so that a name or 0.0.0.0 leading to a
+	// guarded endpoint is asked about as that endpoint). Only Net uses it.
 	Guard Guard
 }
 
@@ -308,6 +315,15 @@ func (p *Proxy) handle(c net.Conn) {
 		return
 	}
 	up, err := p.dial(a.Host, a.Port)
+	if err == nil {
+		if why := p.guard(c, up); why != "" {
+			up.Close()
+			a.Err, a.Guarded = why, true
+			p.record(a)
+			reply(c, http.StatusForbidden, "clinvoke egress: "+net.JoinHostPort(a.Host, strconv.Itoa(a.Port))+" refused: "+why)
+			return
+		}
+	}
 	if err != nil {
 		a.Err = err.Error()
 		var d *deniedError
@@ -337,6 +353,28 @@ func (p *Proxy) handle(c net.Conn) {
 	}
 	a.Duration = time.Since(a.Time)
 	p.record(a)
+}
+
+// guard asks the Guard about the proxy's client c, inside the run's
+// namespace, whose request reached up's address: "" to go on, else why
+// not.
+func (p *Proxy) guard(c, up net.Conn) string {
+	g := p.cfg.Guard
+	if g == nil {
+		return ""
+	}
+	to, tok := up.RemoteAddr().(*net.TCPAddr)
+	at, aok := c.LocalAddr().(*net.TCPAddr)
+	peer, pok := c.RemoteAddr().(*net.TCPAddr)
+	if !tok || !aok || !pok {
+		return "" // not TCP: a test's connection
+	}
+	return g(unmapPort(to.AddrPort()), unmapPort(at.AddrPort()), unmapPort(peer.AddrPort()))
+}
+
+// unmapPort is ap with an IPv4-mapped IPv6 address unmapped.
+func unmapPort(ap netip.AddrPort) netip.AddrPort {
+	return netip.AddrPortFrom(ap.Addr().Unmap(), ap.Port())
 }
 
 // forwardRequest sends req to up in origin form with "Connection: close",

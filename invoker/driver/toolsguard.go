@@ -57,13 +57,13 @@ func (g *toolsGuard) started(pid int, netns bool) {
 	g.root.Store(int64(pid))
 }
 
-// forwarded is the egress.Guard of the run's forwarders: a connection to
-// the Go tools' endpoint inside the namespace, from peer.
-func (g *toolsGuard) forwarded(ep, peer netip.AddrPort) string {
+// forwarded is the egress.Guard of the run's forwarders and proxy: a
+// connection from peer inside the namespace, accepted at at, to ep.
+func (g *toolsGuard) forwarded(ep, at, peer netip.AddrPort) string {
 	if ep.Port() != g.addr.Port() || ep.Addr().Unmap() != g.addr.Addr().Unmap() {
 		return "" // another endpoint: not the Go tools'
 	}
-	return g.check(ep, peer)
+	return g.check(at, peer)
 }
 
 // direct is the Host's mcphost.Options.Admit: a connection straight to

@@ -95,6 +95,9 @@ func (g *toolsGuard) check(ep, peer netip.AddrPort) string {
 	if errors.Is(err, errors.ErrUnsupported) {
 		return "" // no such lookup on this system: the token alone holds
 	}
+	if errors.Is(err, egress.ErrHoldersHidden) {
+		return "the processes holding its socket are hidden from this program (not dumpable, or another user's): which process opened it cannot be told, so it is refused; a program with CAP_SYS_PTRACE sees them"
+	}
 	if err != nil {
 		return fmt.Sprintf("the process that opened it could not be found (%v)", err)
 	}

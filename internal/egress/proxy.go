@@ -9,6 +9,7 @@ import (
 	"net"
 	"net/http"
 	"net/netip"
+	"os"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -105,6 +106,8 @@ type Proxy struct {
 	cancel context.CancelFunc
 	wg     sync.WaitGroup
 
+	guards chan struct{} // maxGuarding: the Guard calls running
+
 	mu       sync.Mutex // protects the fields below
 	closed   bool
 	open     map[io.Closer]struct{} // listeners and connections
@@ -118,7 +121,7 @@ var ErrClosed = errors.New("egress: proxy closed")
 // NewProxy returns a Proxy for cfg, which it copies; nil means a zero
 // Config. It returns a *RuleError for a rule it cannot use.
 func NewProxy(cfg *Config) (*Proxy, error) {
-	p := &Proxy{open: map[io.Closer]struct{}{}}
+	p := &Proxy{open: map[io.Closer]struct{}{}, guards: make(chan struct{}, maxGuarding)}
 	if cfg != nil {
 		p.cfg = *cfg
 	}
@@ -344,7 +347,7 @@ func (p *Proxy) handle(c net.Conn) {
 		if _, err := io.WriteString(c, "HTTP/1.1 200 Connection established\r\n\r\n"); err != nil {
 			a.Err = err.Error()
 		} else {
-			a.Sent, a.Received, err = splice(c, br, up)
+			a.Sent, a.Received, err = splice(c, br, up, 0)
 			a.Err = errText(err)
 		}
 	} else {
@@ -369,7 +372,19 @@ func (p *Proxy) guard(c, up net.Conn) string {
 	if !tok || !aok || !pok {
 		return "" // not TCP: a test's connection
 	}
-	return g(unmapPort(to.AddrPort()), unmapPort(at.AddrPort()), unmapPort(peer.AddrPort()))
+	return p.ask(g, unmapPort(to.AddrPort()), unmapPort(at.AddrPort()), unmapPort(peer.AddrPort()))
+}
+
+// maxGuarding bounds the Guard calls that run at once, so that a run
+// opening connections by the hundred cannot make as many lookups run
+// together.
+const maxGuarding = 4
+
+// ask calls g, at most maxGuarding at once.
+func (p *Proxy) ask(g Guard, endpoint, at, peer netip.AddrPort) string {
+	p.guards <- struct{}{}
+	defer func() { <-p.guards }()
+	return g(endpoint, at, peer)
 }
 
 // unmapPort is ap with an IPv4-mapped IPv6 address unmapped.
@@ -396,8 +411,10 @@ func forwardRequest(c net.Conn, req *http.Request, up net.Conn) (sent, received 
 }
 
 // splice copies both ways between the client (read through br, which may
-// hold bytes it has already read from c) and up, until both directions end.
-func splice(c net.Conn, br io.Reader, up net.Conn) (sent, received int64, err error) {
+// hold bytes it has already read from c) and up, until both directions
+// end. If grace is not zero, the client has grace after up has finished
+// sending to finish on its side, then its connection is ended.
+func splice(c net.Conn, br io.Reader, up net.Conn, grace time.Duration) (sent, received int64, err error) {
 	done := make(chan error, 1)
 	go func() {
 		n, err := io.Copy(up, br)
@@ -407,12 +424,15 @@ func splice(c net.Conn, br io.Reader, up net.Conn) (sent, received int64, err er
 	}()
 	received, err = io.Copy(c, up)
 	closeWrite(c)
+	if grace != 0 {
+		c.SetReadDeadline(time.Now().Add(grace))
+	}
 	if err != nil {
 		// The destination failed: end the other direction too.
 		c.Close()
 		up.Close()
 	}
-	if e := <-done; err == nil {
+	if e := <-done; err == nil && (grace == 0 || !errors.Is(e, os.ErrDeadlineExceeded)) {
 		err = e
 	}
 	return atomic.LoadInt64(&sent), received, err

@@ -21,7 +21,10 @@ import (
 // connection is traced to the processes that hold its client's socket
 // (egress.SocketHolders), and admitted only if every one of them is in
 // the session of the run's root, or is the program's own process (a
-// client of the program's, which has the token anyway).
+// client of the program's, which has the token anyway). A copy taken
+// before that check is refused with the connection; one taken after it
+// finds the connection carrying the CLI's one request only, since the
+// Host serves one request per connection when it has a guard.
 //
 // The library starts the CLI as a session leader; its wrapper's
 // relaunched child (Codex's node shim, Gemini CLI's relaunch) and the MCP
@@ -31,7 +34,13 @@ import (
 // setpgid moves only within one, and clone(CLONE_PARENT) keeps the
 // caller's session. What it cannot tell apart is the CLI's own process
 // made to connect for a command (a debugger attached to it, code
-// injected through /proc/PID/mem).
+// injected through /proc/PID/mem), a copy taken between the check and
+// the CLI's own request, and a holder this program may not read (not
+// dumpable, as a user without CAP_SYS_PTRACE).
+//
+// Requests through the run's proxy are asked about too (forwarded), at
+// the address the proxy's dial reached, with the proxy's client's
+// socket inside the namespace.
 //
 // Under network rules the run's connections reach the endpoint through
 // the forwarder of its namespace, which asks forwarded; without them

@@ -4,7 +4,9 @@ import (
 	"bytes"
 	"encoding/binary"
 	"encoding/hex"
+	"errors"
 	"fmt"
+	"io/fs"
 	"net/netip"
 	"os"
 	"strconv"
@@ -16,7 +18,7 @@ func socketHolders(nsPid int, local, remote netip.AddrPort) ([]Holder, error) {
 	ns := "/proc/" + strconv.Itoa(nsPid)
 	var inode string
 	for _, f := range []string{"/net/tcp", "/net/tcp6"} {
-		b, err := os.ReadFile(ns + f)
+		b, err := readTable(ns + f)
 		if err != nil {
 			if f == "/net/tcp6" && os.IsNotExist(err) {
 				continue // no IPv6 in this kernel
@@ -45,6 +47,7 @@ func socketHolders(nsPid int, local, remote netip.AddrPort) ([]Holder, error) {
 	}
 	want := "socket:[" + inode + "]"
 	var out []Holder
+	hidden := false // a process of the namespace whose descriptors cannot be read
 	for _, name := range names {
 		pid, err := strconv.Atoi(name)
 		if err != nil {
@@ -55,32 +58,50 @@ func socketHolders(nsPid int, local, remote netip.AddrPort) ([]Holder, error) {
 		if syscall.Stat(dir+"/ns/net", &pst) != nil || pst.Ino != st.Ino || pst.Dev != st.Dev {
 			continue // gone, or in another namespace
 		}
-		if holds(dir+"/fd", want) {
+		has, err := holds(dir+"/fd", want)
+		if has {
 			out = append(out, holder(pid))
 		}
+		hidden = hidden || errors.Is(err, fs.ErrPermission)
 	}
-	if len(out) == 0 {
-		// Closed between the two reads, or held only by processes this
-		// one may not see.
-		return nil, ErrNoSocket
+	switch {
+	case len(out) != 0:
+		return out, nil
+	case hidden && socketOpen(ns, local, remote):
+		return nil, ErrHoldersHidden
 	}
-	return out, nil
+	return nil, ErrNoSocket // closed between the two reads
 }
 
-// holds reports whether the descriptor directory fds has a link to want.
-func holds(fds, want string) bool {
+// readTable reads a socket table; a variable for tests.
+var readTable = os.ReadFile
+
+// socketOpen reports whether the socket from local to remote is still
+// in the tables of the namespace of the process whose /proc is ns.
+func socketOpen(ns string, local, remote netip.AddrPort) bool {
+	for _, f := range []string{"/net/tcp", "/net/tcp6"} {
+		if b, err := readTable(ns + f); err == nil && findSocket(b, local, remote) != "" {
+			return true
+		}
+	}
+	return false
+}
+
+// holds reports whether the descriptor directory fds has a link to want,
+// and the error that kept it from reading fds.
+func holds(fds, want string) (bool, error) {
 	d, err := os.Open(fds)
 	if err != nil {
-		return false
+		return false, err
 	}
 	names, _ := d.Readdirnames(-1)
 	d.Close()
 	for _, fd := range names {
 		if l, err := os.Readlink(fds + "/" + fd); err == nil && l == want {
-			return true
+			return true, nil
 		}
 	}
-	return false
+	return false, nil
 }
 
 // holder reads the session and command name of pid; -1 and "" where they

@@ -147,3 +147,39 @@ func TestSocketHolders(t *testing.T) {
 		})
 	}
 }
+
+// TestSocketHoldersRetry: a read of the socket tables that misses the
+// socket (the kernel skips entries under churn) is not the answer: the
+// lookup reads them again and finds the socket's holder.
+func TestSocketHoldersRetry(t *testing.T) {
+	defer goleak.VerifyNone(t)
+	ln, err := net.Listen("tcp4", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	c, err := net.Dial("tcp4", ln.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	s, err := ln.Accept()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+
+	missed := false
+	readTable = func(name string) ([]byte, error) {
+		if !missed {
+			missed = true
+			return []byte("  sl  local_address rem_address   st tx_queue rx_queue tr tm->when retrnsmt   uid  timeout inode\n"), nil
+		}
+		return os.ReadFile(name)
+	}
+	defer func() { readTable = os.ReadFile }()
+	hs, err := SocketHolders(os.Getpid(), addrPort(c.LocalAddr()), addrPort(c.RemoteAddr()))
+	if err != nil || !slices.Equal(pids(hs), []int{os.Getpid()}) {
+		t.Errorf("SocketHolders() after a read that missed the socket = %+v, %v; want this process", hs, err)
+	}
+}

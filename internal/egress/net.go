@@ -286,7 +286,7 @@ func (n *Net) serve(ls []net.Listener) {
 	}()
 	for _, l := range ls[1:] {
 		ap := l.Addr().(*net.TCPAddr).AddrPort()
-		ap = netip.AddrPortFrom(ap.Addr().Unmap(), ap.Port())
+		ap = unmapPort(ap)
 		to, ok := n.dialTo[ap]
 		if !ok {
 			to = ap.String()
@@ -298,15 +298,19 @@ func (n *Net) serve(ls []net.Listener) {
 	}
 }
 
+// forwardGrace is how long a forwarded connection's client has, once
+// the endpoint has finished sending, to close its side.
+const forwardGrace = time.Second
+
 // forward splices c, accepted inside the namespace at ap, to the host's
 // address to (ap itself, or localhost:PORT).
 func (p *Proxy) forward(c net.Conn, ap netip.AddrPort, to string) {
 	a := Attempt{Time: time.Now(), Method: MethodForward, Host: ap.Addr().String(), Port: int(ap.Port()), Allowed: true}
 	if g := p.cfg.Guard; g != nil {
 		peer := c.RemoteAddr().(*net.TCPAddr).AddrPort()
-		if why := g(ap, netip.AddrPortFrom(peer.Addr().Unmap(), peer.Port())); why != "" {
+		if why := p.ask(g, ap, ap, unmapPort(peer)); why != "" {
 			c.Close()
-			a.Allowed, a.Err = false, why
+			a.Allowed, a.Err, a.Guarded = false, why, true
 			p.record(a)
 			return
 		}
@@ -322,7 +326,11 @@ func (p *Proxy) forward(c net.Conn, ap netip.AddrPort, to string) {
 	} else {
 		up = &trackedConn{Conn: up, p: p}
 		defer up.Close()
-		a.Sent, a.Received, err = splice(c, c, up)
+		// An endpoint's server ending its side ends the connection:
+		// the Go tools' endpoint answers one request per connection, and
+		// a client (or a copy of its socket) left holding it gets no
+		// more from it.
+		a.Sent, a.Received, err = splice(c, c, up, forwardGrace)
 		a.Err = errText(err)
 	}
 	a.Duration = time.Since(a.Time)

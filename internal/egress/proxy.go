@@ -9,6 +9,7 @@ import (
 	"net"
 	"net/http"
 	"net/netip"
+	"os"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -52,6 +53,10 @@ type Attempt struct {
 	// Err says why a connection was denied, or why an allowed one
 	// failed (the dial or the transfer); empty when it ended normally.
 	Err string
+	// Guarded reports that the Guard, not the rules, denied it: its
+	// destination is a guarded loopback endpoint, reached by a
+	// forwarder or through the proxy.
+	Guarded bool
 	// Sent and Received count the bytes from the run to the destination
 	// and back, headers of a plain request included; zero when denied.
 	Sent, Received int64
@@ -85,7 +90,10 @@ type Config struct {
 	MaxHeaderBytes int
 	// Guard, if non-nil, is asked about each connection accepted for a
 	// forwarded loopback endpoint, on the connection's goroutine, before
-	// anything is dialled. Only Net uses it.
+	// anything is dialled, and about each request through the proxy
+	// that a rule let through, once its destination is dialled (the
+	// address the dial reached, so that a name or 0.0.0.0 leading to a
+	// guarded endpoint is asked about as that endpoint). Only Net uses it.
 	Guard Guard
 }
 
@@ -97,6 +105,8 @@ type Proxy struct {
 	ctx    context.Context
 	cancel context.CancelFunc
 	wg     sync.WaitGroup
+
+	guards chan struct{} // maxGuarding: the Guard calls running
 
 	mu       sync.Mutex // protects the fields below
 	closed   bool
@@ -111,7 +121,7 @@ var ErrClosed = errors.New("egress: proxy closed")
 // NewProxy returns a Proxy for cfg, which it copies; nil means a zero
 // Config. It returns a *RuleError for a rule it cannot use.
 func NewProxy(cfg *Config) (*Proxy, error) {
-	p := &Proxy{open: map[io.Closer]struct{}{}}
+	p := &Proxy{open: map[io.Closer]struct{}{}, guards: make(chan struct{}, maxGuarding)}
 	if cfg != nil {
 		p.cfg = *cfg
 	}
@@ -308,6 +318,15 @@ func (p *Proxy) handle(c net.Conn) {
 		return
 	}
 	up, err := p.dial(a.Host, a.Port)
+	if err == nil {
+		if why := p.guard(c, up); why != "" {
+			up.Close()
+			a.Err, a.Guarded = why, true
+			p.record(a)
+			reply(c, http.StatusForbidden, "clinvoke egress: "+net.JoinHostPort(a.Host, strconv.Itoa(a.Port))+" refused: "+why)
+			return
+		}
+	}
 	if err != nil {
 		a.Err = err.Error()
 		var d *deniedError
@@ -328,7 +347,7 @@ func (p *Proxy) handle(c net.Conn) {
 		if _, err := io.WriteString(c, "HTTP/1.1 200 Connection established\r\n\r\n"); err != nil {
 			a.Err = err.Error()
 		} else {
-			a.Sent, a.Received, err = splice(c, br, up)
+			a.Sent, a.Received, err = splice(c, br, up, 0)
 			a.Err = errText(err)
 		}
 	} else {
@@ -337,6 +356,40 @@ func (p *Proxy) handle(c net.Conn) {
 	}
 	a.Duration = time.Since(a.Time)
 	p.record(a)
+}
+
+// guard asks the Guard about the proxy's client c, inside the run's
+// namespace, whose request reached up's address: "" to go on, else why
+// not.
+func (p *Proxy) guard(c, up net.Conn) string {
+	g := p.cfg.Guard
+	if g == nil {
+		return ""
+	}
+	to, tok := up.RemoteAddr().(*net.TCPAddr)
+	at, aok := c.LocalAddr().(*net.TCPAddr)
+	peer, pok := c.RemoteAddr().(*net.TCPAddr)
+	if !tok || !aok || !pok {
+		return "" // not TCP: a test's connection
+	}
+	return p.ask(g, unmapPort(to.AddrPort()), unmapPort(at.AddrPort()), unmapPort(peer.AddrPort()))
+}
+
+// maxGuarding bounds the Guard calls that run at once, so that a run
+// opening connections by the hundred cannot make as many lookups run
+// together.
+const maxGuarding = 4
+
+// ask calls g, at most maxGuarding at once.
+func (p *Proxy) ask(g Guard, endpoint, at, peer netip.AddrPort) string {
+	p.guards <- struct{}{}
+	defer func() { <-p.guards }()
+	return g(endpoint, at, peer)
+}
+
+// unmapPort is ap with an IPv4-mapped IPv6 address unmapped.
+func unmapPort(ap netip.AddrPort) netip.AddrPort {
+	return netip.AddrPortFrom(ap.Addr().Unmap(), ap.Port())
 }
 
 // forwardRequest sends req to up in origin form with "Connection: close",
@@ -358,8 +411,10 @@ func forwardRequest(c net.Conn, req *http.Request, up net.Conn) (sent, received 
 }
 
 // splice copies both ways between the client (read through br, which may
-// hold bytes it has already read from c) and up, until both directions end.
-func splice(c net.Conn, br io.Reader, up net.Conn) (sent, received int64, err error) {
+// hold bytes it has already read from c) and up, until both directions
+// end. If grace is not zero, the client has grace after up has finished
+// sending to finish on its side, then its connection is ended.
+func splice(c net.Conn, br io.Reader, up net.Conn, grace time.Duration) (sent, received int64, err error) {
 	done := make(chan error, 1)
 	go func() {
 		n, err := io.Copy(up, br)
@@ -369,12 +424,15 @@ func splice(c net.Conn, br io.Reader, up net.Conn) (sent, received int64, err er
 	}()
 	received, err = io.Copy(c, up)
 	closeWrite(c)
+	if grace != 0 {
+		c.SetReadDeadline(time.Now().Add(grace))
+	}
 	if err != nil {
 		// The destination failed: end the other direction too.
 		c.Close()
 		up.Close()
 	}
-	if e := <-done; err == nil {
+	if e := <-done; err == nil && (grace == 0 || !errors.Is(e, os.ErrDeadlineExceeded)) {
 		err = e
 	}
 	return atomic.LoadInt64(&sent), received, err

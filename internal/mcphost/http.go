@@ -5,6 +5,7 @@ import (
 	"crypto/rand"
 	"crypto/subtle"
 	"encoding/base64"
+	"errors"
 	"maps"
 	"net"
 	"net/http"
@@ -65,7 +66,7 @@ func serve(ctx context.Context, servers map[string]*mcp.Server, opts *Options, l
 		return nil, &ListenError{Addr: listenAddr, Err: err}
 	}
 	if opts != nil && opts.Admit != nil {
-		ln = &admitListener{Listener: ln, admit: opts.Admit}
+		ln = newAdmitListener(ln, opts.Admit)
 	}
 	h := &Host{
 		ln:     ln,
@@ -82,6 +83,13 @@ func serve(ctx context.Context, servers map[string]*mcp.Server, opts *Options, l
 		mux.Handle(path, mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return s }, nil))
 	}
 	h.srv = &http.Server{Handler: h.guard(mux)}
+	if opts != nil && opts.Admit != nil {
+		// One request per connection, so that each request is on a
+		// connection Admit was asked about when it arrived: a copy of an
+		// admitted client's socket, taken after that, has no request of
+		// its own to send on it.
+		h.srv.SetKeepAlivesEnabled(false)
+	}
 	go func() {
 		defer close(h.served)
 		h.srv.Serve(ln) // returns http.ErrServerClosed after Close
@@ -195,27 +203,70 @@ func (h *Host) shutdown() {
 	h.calls.wait()
 }
 
-// admitListener closes each accepted connection that admit refuses.
+// maxAdmitting bounds the Admit calls that run at once, so that a
+// client opening connections by the hundred cannot make the Host run as
+// many lookups together.
+const maxAdmitting = 4
+
+// admitListener wraps each accepted connection so that Admit is asked
+// about it on the connection's own goroutine, before its first read,
+// never in the accept loop, where a slow answer would hold every other
+// client's connection.
 type admitListener struct {
 	net.Listener
 	admit func(local, remote netip.AddrPort) string
+	slots chan struct{} // maxAdmitting
+}
+
+func newAdmitListener(ln net.Listener, admit func(local, remote netip.AddrPort) string) *admitListener {
+	return &admitListener{Listener: ln, admit: admit, slots: make(chan struct{}, maxAdmitting)}
 }
 
 func (l *admitListener) Accept() (net.Conn, error) {
-	for {
-		c, err := l.Listener.Accept()
-		if err != nil {
-			return nil, err
-		}
-		local, lok := c.LocalAddr().(*net.TCPAddr)
-		remote, rok := c.RemoteAddr().(*net.TCPAddr)
-		if !lok || !rok {
-			return c, nil // not TCP: a test's listener
-		}
-		unmap := func(ap netip.AddrPort) netip.AddrPort { return netip.AddrPortFrom(ap.Addr().Unmap(), ap.Port()) }
-		if l.admit(unmap(local.AddrPort()), unmap(remote.AddrPort())) == "" {
-			return c, nil
-		}
-		c.Close()
+	c, err := l.Listener.Accept()
+	if err != nil {
+		return nil, err
 	}
+	return &admitConn{Conn: c, l: l}, nil
+}
+
+// errRefused is the read error of a connection Admit refused.
+var errRefused = errors.New("mcphost: connection refused by Admit")
+
+// admitConn is an accepted connection whose first Read asks Admit about
+// it, and closes it if refused.
+type admitConn struct {
+	net.Conn
+	l    *admitListener
+	once sync.Once
+	err  error
+}
+
+func (c *admitConn) Read(b []byte) (int, error) {
+	c.once.Do(c.check)
+	if c.err != nil {
+		return 0, c.err
+	}
+	return c.Conn.Read(b)
+}
+
+// check asks Admit about c, at most maxAdmitting at once.
+func (c *admitConn) check() {
+	local, lok := c.LocalAddr().(*net.TCPAddr)
+	remote, rok := c.RemoteAddr().(*net.TCPAddr)
+	if !lok || !rok {
+		return // not TCP: a test's listener
+	}
+	c.l.slots <- struct{}{}
+	why := c.l.admit(unmapPort(local.AddrPort()), unmapPort(remote.AddrPort()))
+	<-c.l.slots
+	if why != "" {
+		c.err = errRefused
+		c.Conn.Close()
+	}
+}
+
+// unmapPort is ap with an IPv4-mapped IPv6 address unmapped.
+func unmapPort(ap netip.AddrPort) netip.AddrPort {
+	return netip.AddrPortFrom(ap.Addr().Unmap(), ap.Port())
 }

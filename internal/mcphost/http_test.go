@@ -11,7 +11,9 @@ import (
 	"sync/atomic"
 	"syscall"
 	"testing"
+	"time"
 
+	"github.com/clinvoke/clinvoke/internal/testkit/testenv"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
@@ -275,7 +277,10 @@ func TestHostAdmit(t *testing.T) {
 	var refuse atomic.Bool
 	seen := make(chan [2]netip.AddrPort, 4)
 	h, err := Serve(t.Context(), map[string]*mcp.Server{"tools": ts.Server}, &Options{Admit: func(local, remote netip.AddrPort) string {
-		seen <- [2]netip.AddrPort{local, remote}
+		select {
+		case seen <- [2]netip.AddrPort{local, remote}:
+		default: // the admitted client's connections, one per request
+		}
 		if refuse.Load() {
 			return "not the CLI"
 		}
@@ -305,5 +310,72 @@ func TestHostAdmit(t *testing.T) {
 	cs := connectHTTP(t, h.URL("tools"), h.Header())
 	if _, err := cs.ListTools(t.Context(), nil); err != nil {
 		t.Fatalf("ListTools() through an admitted connection: %v", err)
+	}
+}
+
+// TestHostAdmitOneRequest: with Admit, a connection carries one request:
+// of two sent together on an admitted connection, the Host answers the
+// first and closes it, so that a second request always comes on a
+// connection Admit is asked about.
+func TestHostAdmitOneRequest(t *testing.T) {
+	ts := newTestServer(t, false)
+	var asked atomic.Int64
+	h, err := Serve(t.Context(), map[string]*mcp.Server{"tools": ts.Server}, &Options{Admit: func(local, remote netip.AddrPort) string {
+		asked.Add(1)
+		return ""
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer h.Close()
+	c, err := net.Dial("tcp", h.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	req := "GET /mcp/tools HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer wrong\r\n\r\n"
+	io.WriteString(c, req+req)
+	c.SetReadDeadline(time.Now().Add(testenv.Timeout(testenv.Hang)))
+	b, err := io.ReadAll(c)
+	if n := strings.Count(string(b), "HTTP/1.1 401"); n != 1 || err != nil {
+		t.Errorf("two requests on one connection: %d answers, read error %v; want one answer, then the connection closed", n, err)
+	}
+	if n := asked.Load(); n != 1 {
+		t.Errorf("Admit asked %d times, want once", n)
+	}
+}
+
+// TestHostAdmitConcurrent: Admit runs on the connection's goroutine, not
+// in the accept loop: while it has not answered for one connection,
+// another is admitted and served.
+func TestHostAdmitConcurrent(t *testing.T) {
+	ts := newTestServer(t, false)
+	release, entered := make(chan struct{}), make(chan struct{})
+	var first atomic.Bool
+	h, err := Serve(t.Context(), map[string]*mcp.Server{"tools": ts.Server}, &Options{Admit: func(local, remote netip.AddrPort) string {
+		if first.CompareAndSwap(false, true) {
+			close(entered)
+			<-release
+			return "held"
+		}
+		return ""
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer h.Close()
+	defer close(release)
+	held, err := net.Dial("tcp", h.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer held.Close()
+	io.WriteString(held, "GET /mcp/tools HTTP/1.1\r\nHost: x\r\n\r\n")
+	<-entered // Admit holds the first connection
+	ctx, cancel := context.WithTimeout(t.Context(), testenv.Timeout(testenv.Hang))
+	defer cancel()
+	cs := connectHTTP(t, h.URL("tools"), h.Header())
+	if _, err := cs.ListTools(ctx, nil); err != nil {
+		t.Fatalf("ListTools() while Admit holds another connection: %v", err)
 	}
 }

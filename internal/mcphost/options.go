@@ -36,6 +36,9 @@ type Options struct {
 	// Admit, if not nil, is asked about each connection a Host accepts,
 	// with the Host's address and the client's, before anything is read
 	// from it; a non-empty answer (why not) closes the connection at once.
-	// It runs in the Host's accept loop. A Bridge ignores it.
+	// It runs on the connection's own goroutine, at most four at once,
+	// never in the accept loop. With Admit the Host serves one request
+	// per connection (no keep-alive), so that every request arrives on a
+	// connection Admit was asked about. A Bridge ignores it.
 	Admit func(local, remote netip.AddrPort) string
 }

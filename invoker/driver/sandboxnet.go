@@ -322,7 +322,7 @@ func (rn *runNet) warnings(tool *invoker.Tool) []invoker.Event {
 		hp := net.JoinHostPort(at.Host, strconv.Itoa(at.Port))
 		text := fmt.Sprintf("the sandbox refused a connection to %s: add %q to Sandbox.Network to allow it (%s)", hp, hp, at.Err)
 		switch {
-		case at.Method == egress.MethodForward:
+		case at.Guarded:
 			text = toolsRefused(hp, at.Err)
 		case at.Method == egress.MethodDirect && isLoopbackHost(at.Host):
 			text = fmt.Sprintf("the sandbox refused a connection to %s that bypassed its proxy: nothing in the run listens there, and the host's loopback is out of the run's reach (its network namespace has a loopback of its own); add %q to Sandbox.Network to reach the host's server at that address", hp, hp)

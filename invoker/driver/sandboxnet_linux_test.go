@@ -433,6 +433,16 @@ func TestSandboxNetGoToolsCommand(t *testing.T) {
 	})
 }
 
+// TestSandboxNetGoToolsProxy: under a rule naming 127.0.0.1, which lets
+// the proxy reach the host's loopback, a command that sends its call to
+// the Go tools' endpoint through the proxy is refused as one that
+// connects through the forwarder is, while the CLI's own call works.
+func TestSandboxNetGoToolsProxy(t *testing.T) {
+	requireSandbox(t)
+	requireSandboxNet(t)
+	goToolsCommandVia(t, invoker.Sandbox{Mode: "required", Network: []string{"127.0.0.1"}}, true)
+}
+
 // TestGoToolsCommand: without network rules, where the CLI and its
 // commands reach the Go tools' endpoint on the host's loopback directly,
 // the endpoint still answers the CLI alone: the command's connection is
@@ -444,7 +454,11 @@ func TestGoToolsCommand(t *testing.T) {
 
 // goToolsCommand is TestSandboxNetGoToolsCommand under sb, by the route
 // in force.
-func goToolsCommand(t *testing.T, sb invoker.Sandbox) {
+func goToolsCommand(t *testing.T, sb invoker.Sandbox) { goToolsCommandVia(t, sb, false) }
+
+// goToolsCommandVia is goToolsCommand with the command's call sent
+// through the run's proxy if viaProxy.
+func goToolsCommandVia(t *testing.T, sb invoker.Sandbox, viaProxy bool) {
 	var calls atomic.Int64
 	srv := mcp.NewServer(&mcp.Implementation{Name: "tools", Version: "1"}, nil)
 	mcp.AddTool(srv, &mcp.Tool{Name: "echo"}, func(ctx context.Context, _ *mcp.CallToolRequest, a struct {
@@ -453,7 +467,7 @@ func goToolsCommand(t *testing.T, sb invoker.Sandbox) {
 		calls.Add(1)
 		return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: "echo: " + a.Text}}}, nil, nil
 	})
-	lr := newLimitRunOf(t, fakeagent.Codex, codex.New, fakeagent.Script{CallTool: "tools/echo", ToolArgs: json.RawMessage(`{"text":"from inside"}`), CommandCallsTool: true})
+	lr := newLimitRunOf(t, fakeagent.Codex, codex.New, fakeagent.Script{CallTool: "tools/echo", ToolArgs: json.RawMessage(`{"text":"from inside"}`), CommandCallsTool: true, CommandViaProxy: viaProxy})
 	sreq := lr.req.Session()
 	sreq.MCPServers = []invoker.MCPServer{{Name: "tools", Server: srv}}
 	sreq.Sandbox = sb

@@ -21,7 +21,10 @@ import (
 // connection is traced to the processes that hold its client's socket
 // (egress.SocketHolders), and admitted only if every one of them is in
 // the session of the run's root, or is the program's own process (a
-// client of the program's, which has the token anyway).
+// client of the program's, which has the token anyway). A copy taken
+// before that check is refused with the connection; one taken after it
+// finds the connection carrying the CLI's one request only, since the
+// Host serves one request per connection when it has a guard.
 //
 // The library starts the CLI as a session leader; its wrapper's
 // relaunched child (Codex's node shim, Gemini CLI's relaunch) and the MCP
@@ -31,7 +34,13 @@ import (
 // setpgid moves only within one, and clone(CLONE_PARENT) keeps the
 // caller's session. What it cannot tell apart is the CLI's own process
 // made to connect for a command (a debugger attached to it, code
-// injected through /proc/PID/mem).
+// injected through /proc/PID/mem), a copy taken between the check and
+// the CLI's own request, and a holder this program may not read (not
+// dumpable, as a user without CAP_SYS_PTRACE).
+//
+// Requests through the run's proxy are asked about too (forwarded), at
+// the address the proxy's dial reached, with the proxy's client's
+// socket inside the namespace.
 //
 // Under network rules the run's connections reach the endpoint through
 // the forwarder of its namespace, which asks forwarded; without them
@@ -57,13 +66,13 @@ func (g *toolsGuard) started(pid int, netns bool) {
 	g.root.Store(int64(pid))
 }
 
-// forwarded is the egress.Guard of the run's forwarders: a connection to
-// the Go tools' endpoint inside the namespace, from peer.
-func (g *toolsGuard) forwarded(ep, peer netip.AddrPort) string {
+// forwarded is the egress.Guard of the run's forwarders and proxy: a
+// connection from peer inside the namespace, accepted at at, to ep.
+func (g *toolsGuard) forwarded(ep, at, peer netip.AddrPort) string {
 	if ep.Port() != g.addr.Port() || ep.Addr().Unmap() != g.addr.Addr().Unmap() {
 		return "" // another endpoint: not the Go tools'
 	}
-	return g.check(ep, peer)
+	return g.check(at, peer)
 }
 
 // direct is the Host's mcphost.Options.Admit: a connection straight to
@@ -94,6 +103,9 @@ func (g *toolsGuard) check(ep, peer netip.AddrPort) string {
 	hs, err := egress.SocketHolders(root, peer, ep)
 	if errors.Is(err, errors.ErrUnsupported) {
 		return "" // no such lookup on this system: the token alone holds
+	}
+	if errors.Is(err, egress.ErrHoldersHidden) {
+		return "the processes holding its socket are hidden from this program (not dumpable, or another user's): which process opened it cannot be told, so it is refused; a program with CAP_SYS_PTRACE sees them"
 	}
 	if err != nil {
 		return fmt.Sprintf("the process that opened it could not be found (%v)", err)

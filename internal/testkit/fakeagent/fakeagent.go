@@ -397,6 +397,10 @@ type Script struct {
 	// ends with a line "command: " and the command's outcome: the tool's
 	// text, or OutcomeToolFailed and the error.
 	CommandCallsTool bool `json:"command_calls_tool,omitempty"`
+	// CommandViaProxy makes CommandCallsTool's command send its call
+	// through the proxy its HTTP_PROXY names, loopback URL included (a
+	// command that tries the sandbox's proxy to reach the endpoint).
+	CommandViaProxy bool `json:"command_via_proxy,omitempty"`
 
 	// ToolArgs are the arguments of CallTool's call, a JSON object.
 	ToolArgs json.RawMessage `json:"tool_args,omitempty"`

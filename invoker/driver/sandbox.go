@@ -463,7 +463,8 @@ func (rs *runSandbox) settingsWarnings(tool *invoker.Tool) []invoker.Event {
 
 // linkWarnings returns, once, a KindWarning event for each settings file
 // of the CLI that links into a path the sandbox hides (sandbox.HiddenLinks):
-// the turn delivers them before the run's first event.
+// the turn delivers them before the run's first event, or at its end where
+// the run gave none (a CLI that could not start without its settings).
 func (rs *runSandbox) linkWarnings() []invoker.Event {
 	if rs == nil {
 		return nil
@@ -477,12 +478,11 @@ func (rs *runSandbox) linkWarnings() []invoker.Event {
 
 // endWarnings logs, once the run's tree is reaped, what of the settings
 // was made or changed after the last event that could tell the program (a
-// turn that ended in an error, or a writer in the background), and each
-// hidden link no turn delivered.
+// turn that ended in an error, or a writer in the background).
 func (rs *runSandbox) endWarnings(log interface {
 	Warn(msg string, args ...any)
 }) {
-	for _, ev := range slices.Concat(rs.linkWarnings(), rs.settingsWarnings(nil)) {
+	for _, ev := range rs.settingsWarnings(nil) {
 		log.Warn("the sandbox could not tell the program of a settings file", "warning", ev.Text)
 	}
 }

@@ -607,6 +607,29 @@ func TestSandboxSettingsHeld(t *testing.T) {
 	}
 }
 
+// invokeEvents runs the fake at perm under sb with HOME the rig's,
+// touching touch, and returns the Result, the text of each warning and
+// the kind of each event, in order.
+func (r sandboxRig) invokeEvents(t *testing.T, perm invoker.Permission, sb invoker.Sandbox, touch ...string) (*invoker.Result, []string, []invoker.EventKind) {
+	t.Helper()
+	lr := newLimitRun(t, fakeagent.Script{Touch: touch})
+	lr.req.Workdir, lr.req.Permission, lr.req.Sandbox = r.work, perm, sb
+	lr.req.Env = append(lr.req.Env, "HOME="+r.home)
+	var warnings []string
+	var kinds []invoker.EventKind
+	lr.req.OnEvent = func(ev invoker.Event) {
+		kinds = append(kinds, ev.Kind)
+		if ev.Kind == invoker.KindWarning {
+			warnings = append(warnings, ev.Text)
+		}
+	}
+	res, err := lr.inv.Invoke(context.Background(), lr.req)
+	if err != nil {
+		t.Fatalf("Invoke() error = %v; stderr: %s", err, res.Stderr)
+	}
+	return res, warnings, kinds
+}
+
 // TestSandboxSettingsMadeWarned: a settings file of the CLI that did not
 // exist when the run started cannot be held (a bind needs a file to bind
 // over); one the run makes is a KindWarning event naming it, once, before
@@ -619,21 +642,7 @@ func TestSandboxSettingsMadeWarned(t *testing.T) {
 		t.Run(string(perm), func(t *testing.T) {
 			r := newSandboxRigIn(t, t.TempDir())
 			claudeMD, settings := r.home+"/.claude/CLAUDE.md", r.home+"/.claude/settings.json"
-			lr := newLimitRun(t, fakeagent.Script{Touch: []string{"write " + claudeMD, "write " + settings}})
-			lr.req.Workdir, lr.req.Permission, lr.req.Sandbox = r.work, perm, invoker.Sandbox{Mode: "required", Hide: []string{r.home + "/.ssh"}}
-			lr.req.Env = append(lr.req.Env, "HOME="+r.home)
-			var warnings []string
-			var kinds []invoker.EventKind
-			lr.req.OnEvent = func(ev invoker.Event) {
-				kinds = append(kinds, ev.Kind)
-				if ev.Kind == invoker.KindWarning {
-					warnings = append(warnings, ev.Text)
-				}
-			}
-			res, err := lr.inv.Invoke(context.Background(), lr.req)
-			if err != nil {
-				t.Fatalf("Invoke() error = %v; stderr: %s", err, res.Stderr)
-			}
+			res, warnings, kinds := r.invokeEvents(t, perm, invoker.Sandbox{Mode: "required", Hide: []string{r.home + "/.ssh"}}, "write "+claudeMD, "write "+settings)
 			if got := outcomes(res.Text)["write "+claudeMD]; got != "ok" {
 				t.Fatalf("write %s: %q, want ok (the CLI's home is writable)", claudeMD, got)
 			}
@@ -683,25 +692,11 @@ func TestSandboxSettingsHiddenLinkWarned(t *testing.T) {
 			if err := os.Symlink(target, link); err != nil {
 				t.Fatal(err)
 			}
-			lr := newLimitRun(t, fakeagent.Script{Touch: []string{"read " + link}})
 			sb := invoker.Sandbox{Mode: "required"}
 			if show {
 				sb.Show = []string{filepath.Dir(target)}
 			}
-			lr.req.Workdir, lr.req.Permission, lr.req.Sandbox = r.work, invoker.WorkspaceWrite, sb
-			lr.req.Env = append(lr.req.Env, "HOME="+r.home)
-			var warnings []string
-			var kinds []invoker.EventKind
-			lr.req.OnEvent = func(ev invoker.Event) {
-				kinds = append(kinds, ev.Kind)
-				if ev.Kind == invoker.KindWarning {
-					warnings = append(warnings, ev.Text)
-				}
-			}
-			res, err := lr.inv.Invoke(context.Background(), lr.req)
-			if err != nil {
-				t.Fatalf("Invoke() error = %v; stderr: %s", err, res.Stderr)
-			}
+			res, warnings, kinds := r.invokeEvents(t, invoker.WorkspaceWrite, sb, "read "+link)
 			if got := outcomes(res.Text)["read "+link]; (got == "ok") != show {
 				t.Errorf("read %s: %q, want it readable only with %s shown", link, got, filepath.Dir(target))
 			}

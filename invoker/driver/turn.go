@@ -125,6 +125,9 @@ func (t *turn) run(ctx context.Context) (*invoker.Result, error) {
 		return t.res, err
 	}
 	t.await(ctx)
+	// The turn's events are over: the settings links into hidden paths
+	// of a run that gave none.
+	t.deliverOne(t.r.sbx.linkWarnings()...)
 	err := t.on.verdict(t)
 	t.cfg.closeGate(err) // rate limited: the backend's next runs wait for the reset
 	t.on.end(t)

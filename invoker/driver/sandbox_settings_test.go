@@ -29,7 +29,7 @@ func TestSettingsChangedWarned(t *testing.T) {
 	if err := os.Symlink("a", relinked); err != nil {
 		t.Fatal(err)
 	}
-	rs := &runSandbox{cli: "claude", unheld: []string{made}, links: nil}
+	rs := &runSandbox{cli: "claude", unheld: []string{made}}
 	for _, f := range []string{written, relinked, kept} {
 		rs.seen = append(rs.seen, seeSettings(f))
 	}

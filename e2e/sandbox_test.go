@@ -439,9 +439,11 @@ func TestSandboxSettingsNotMade(t *testing.T) {
 
 // TestSandboxLinkedSettings: Gemini CLI's settings.json (which selects its
 // authentication here) as a dotfiles manager leaves it, a link into a
-// repository in the hidden home: under the sandbox Gemini CLI still reads
-// it through the link and answers, and the link and its target are as
-// they were after the run.
+// repository in the hidden home. With the repository in Sandbox.Show,
+// Gemini CLI reads it through the link and answers; without, the sandbox
+// keeps the target unreadable (a link a run planted reads nothing) and
+// the run gets a warning naming the link, its target and the fix, before
+// its first event. The link and its target are as they were after both.
 func TestSandboxLinkedSettings(t *testing.T) {
 	r := newRig(t, cliNamed("gemini"))
 	link := filepath.Join(r.home, ".gemini", "settings.json")
@@ -460,9 +462,31 @@ func TestSandboxLinkedSettings(t *testing.T) {
 		t.Fatal(err)
 	}
 	r.srv.Enqueue(fakemodel.Answer("linked answer"))
-	res, err := r.invoke(context.Background(), r.sandboxed("say something", invoker.ReadOnly))
+	req := r.sandboxed("say something", invoker.ReadOnly)
+	req.Sandbox.Show = []string{filepath.Join(r.home, "dotfiles")}
+	res, err := r.invoke(context.Background(), req)
 	if err != nil || res.Text != "linked answer" {
-		t.Fatalf("Invoke() = %q, %v; want the answer; stderr:\n%s", res.Text, err, res.Stderr)
+		t.Fatalf("Invoke() with the dotfiles shown = %q, %v; want the answer; stderr:\n%s", res.Text, err, res.Stderr)
+	}
+	// Without Show: the warning, first (Gemini CLI then fails to
+	// authenticate, its settings unread).
+	req = r.sandboxed("say something", invoker.ReadOnly)
+	var kinds []invoker.EventKind
+	var warned []string
+	req.OnEvent = func(ev invoker.Event) {
+		kinds = append(kinds, ev.Kind)
+		if ev.Kind == invoker.KindWarning && strings.Contains(ev.Text, link) {
+			warned = append(warned, ev.Text)
+		}
+	}
+	res, err = r.invoke(context.Background(), req)
+	t.Logf("without Show: exit status %d, %v", res.ExitCode, err)
+	want := "add " + filepath.Dir(target) + " to Sandbox.Show"
+	if len(warned) != 1 || !strings.Contains(warned[0], target) || !strings.Contains(warned[0], want) {
+		t.Errorf("warnings naming %s: %q; want one naming %s and %q", link, warned, target, want)
+	}
+	if len(kinds) == 0 || kinds[0] != invoker.KindWarning {
+		t.Errorf("events %v: want the warning first", kinds)
 	}
 	if l, err := os.Readlink(link); err != nil || l != "../dotfiles/gemini/settings.json" {
 		t.Errorf("%s links to %q, %v; want it untouched", link, l, err)

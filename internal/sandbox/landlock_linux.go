@@ -205,6 +205,17 @@ func (r *Ruleset) Private() (bool, string) {
 	return true, ""
 }
 
+// Unheld returns, once Restrict ran, the links that settings files lead
+// through (and the files they end at) that could not be held read-only,
+// each with why: each is left as it is, the other holds and the private
+// roots stand.
+func (r *Ruleset) Unheld() []string {
+	if r == nil || r.private == nil {
+		return nil
+	}
+	return r.private.skipped
+}
+
 // builder adds a policy's rules to a ruleset.
 type builder struct {
 	fd int
@@ -212,7 +223,7 @@ type builder struct {
 }
 
 func (b *builder) policy(p Policy) error {
-	visible := slices.Concat([]string{p.Workdir, p.Temp}, p.Visible, p.Writable, linkedTargets(p.Settings, p.Hidden))
+	visible := slices.Concat([]string{p.Workdir, p.Temp}, p.Visible, p.Writable)
 	for _, t := range p.Tops {
 		visible = append(visible, t.Dir)
 	}

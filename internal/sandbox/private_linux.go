@@ -50,6 +50,12 @@ type bind struct {
 type privatePlan struct {
 	Binds    []bind   `json:"binds"`
 	Settings []string `json:"settings,omitempty"` // files bound read-only over themselves
+	// Links are the links a settings file leads through and the file they
+	// end at, bound read-only over themselves as Settings are; one that
+	// cannot be is left as it is (skipped), not fatal.
+	Links []string `json:"links,omitempty"`
+
+	skipped []string // the Links enter could not hold, and why
 }
 
 // namedPath matches a path beneath a private root inside a longer text
@@ -66,8 +72,7 @@ func planPrivate(p Policy) (*privatePlan, string) {
 	}
 	// At Unlimited the run may write everything it is given.
 	all := p.Level == Unlimited
-	targets := linkedTargets(p.Settings, p.Hidden)
-	hidden, visible := clean(p.Hidden), clean(slices.Concat([]string{p.Workdir, p.Temp}, p.Visible, p.Writable, targets))
+	hidden, visible := clean(p.Hidden), clean(slices.Concat([]string{p.Workdir, p.Temp}, p.Visible, p.Writable))
 	for _, t := range p.Tops {
 		visible = append(visible, clean([]string{t.Dir})...)
 	}
@@ -93,7 +98,7 @@ func planPrivate(p Policy) (*privatePlan, string) {
 	for _, w := range p.Writable {
 		add(w, true)
 	}
-	for _, v := range slices.Concat(p.Visible, targets) {
+	for _, v := range p.Visible {
 		add(v, all)
 	}
 	tops := p.Tops
@@ -153,12 +158,18 @@ func planPrivate(p Policy) (*privatePlan, string) {
 		return pl, "" // no ceiling on writes: the settings too
 	}
 	for _, f := range clean(p.Settings) {
-		for _, q := range linkChain(f) {
+		for i, q := range linkChain(f) {
 			if beneathPrivate(q) && !slices.ContainsFunc(binds, func(b bind) bool { return under(q, b.Path) }) {
 				continue // not the run's to see
 			}
-			if fi, err := os.Lstat(q); err == nil && (fi.Mode().IsRegular() || fi.Mode()&os.ModeSymlink != 0) && !slices.Contains(pl.Settings, q) {
+			fi, err := os.Lstat(q)
+			if err != nil || !(fi.Mode().IsRegular() || fi.Mode()&os.ModeSymlink != 0) || slices.Contains(pl.Settings, q) || slices.Contains(pl.Links, q) {
+				continue
+			}
+			if i == 0 {
 				pl.Settings = append(pl.Settings, q)
+			} else {
+				pl.Links = append(pl.Links, q)
 			}
 		}
 	}
@@ -173,7 +184,9 @@ const maxLinks = 40
 // one (the link, the links it names in turn) and the path they end at:
 // what holding a settings file that a dotfiles manager links elsewhere
 // takes. A link's relative target is read from the directory the link is
-// really in.
+// really in. It stops before a target in /proc, /sys or /dev (a link
+// through /proc/<pid>/root leads anywhere, and none of them is a file to
+// hold).
 func linkChain(path string) []string {
 	var out []string
 	for range maxLinks {
@@ -194,32 +207,54 @@ func linkChain(path string) []string {
 			target = filepath.Join(dir, target)
 		}
 		path = filepath.Clean(target)
+		if slices.ContainsFunc(kernelTrees, func(k string) bool { return under(path, k) }) {
+			return out
+		}
 	}
 	return out
 }
 
-// linkedTargets returns the files that the settings files which are
-// symbolic links end at, made readable by the run though they may lie in
-// its hidden home (a dotfiles repository), as the links are: only a
-// target of the settings file's own name (as dotfiles managers keep it),
-// and not beneath a hidden path that leaves the settings file readable.
-// So a link that an earlier run made from a settings name to a secret
-// (CLAUDE.md to ~/.ssh/id_ed25519, to a file of Policy.Hidden) does not
-// make the secret readable, and the CLI does not read it as its own.
-func linkedTargets(settings, hidden []string) []string {
-	hidden = clean(hidden)
-	var out []string
-	for _, f := range clean(settings) {
+// kernelTrees are the trees linkChain never follows a link into.
+var kernelTrees = []string{"/proc", "/sys", "/dev"}
+
+// HiddenLinks returns the files of p.Settings that are symbolic links to
+// a file the run cannot read: one at or beneath a Hidden path with no
+// Visible (nor writable, nor working) path between, its path resolved.
+// The CLI cannot read such a file as its own; a dotfiles manager's link
+// needs the target's directory in Visible, and a link that an earlier
+// run made to another tool's file (its keys) reads nothing.
+func HiddenLinks(p Policy) []Link {
+	hidden := resolved(p.Hidden)
+	vis := slices.Concat([]string{p.Workdir, p.Temp}, p.Visible, p.Writable)
+	for _, t := range p.Tops {
+		vis = append(vis, t.Dir)
+	}
+	visible := resolved(vis)
+	var out []Link
+	for _, f := range clean(p.Settings) {
 		chain := linkChain(f)
-		last := chain[len(chain)-1]
-		if len(chain) == 1 || filepath.Base(last) != filepath.Base(f) {
+		if len(chain) == 1 {
 			continue
 		}
-		if slices.ContainsFunc(hidden, func(h string) bool { return under(last, h) && !under(f, h) }) {
-			continue
+		target := chain[len(chain)-1]
+		if real, err := filepath.EvalSymlinks(f); err == nil {
+			target = real
 		}
-		if fi, err := os.Lstat(last); err == nil && fi.Mode().IsRegular() {
-			out = append(out, last)
+		if darkAt(target, hidden, visible) {
+			out = append(out, Link{Path: f, Target: target})
+		}
+	}
+	return out
+}
+
+// resolved returns paths, cleaned, each followed by the path it resolves
+// to where that differs (the rules hold the file, not the name).
+func resolved(paths []string) []string {
+	var out []string
+	for _, p := range clean(paths) {
+		out = append(out, p)
+		if real, err := filepath.EvalSymlinks(p); err == nil && real != p {
+			out = append(out, real)
 		}
 	}
 	return out
@@ -347,6 +382,18 @@ func (pl *privatePlan) enter(b *builder) error {
 		held, err := holdFile(f)
 		if err != nil {
 			return undo(err)
+		}
+		if held {
+			mounted = append(mounted, f)
+		}
+	}
+	for _, f := range pl.Links {
+		// A link on the way, or the file it ends at, that cannot be held
+		// (on a mount that cannot be cloned) costs its own hold, not the
+		// private roots and every other hold.
+		held, err := holdFile(f)
+		if err != nil {
+			pl.skipped = append(pl.skipped, err.Error())
 		}
 		if held {
 			mounted = append(mounted, f)

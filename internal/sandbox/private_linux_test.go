@@ -6,8 +6,11 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
+
+	"golang.org/x/sys/unix"
 )
 
 func requirePrivate(t testing.TB) {
@@ -321,25 +324,30 @@ func TestSandboxPrivatePlannedWhereItHolds(t *testing.T) {
 }
 
 // TestSandboxPrivateLinkedSettings: a settings file that is a symbolic
-// link (a dotfiles manager's) is held whole: its target reads through
-// it, though the home that holds the target is hidden; the link and
-// every link on the way are bound read-only over themselves (a rename
-// over one, its removal, a link made in its place: EBUSY), and so is the
-// final target, so a write through the link and one to the target's own
-// path fail (EROFS), even where the run may write the target's directory
-// (a target in the working directory at WorkspaceWrite).
+// link (a dotfiles manager's) is held whole: the link and every link on
+// the way are bound read-only over themselves (a rename over one, its
+// removal, a link made in its place: EBUSY), and so is the final target,
+// so a write through the link and one to the target's own path fail
+// (EROFS), even where the run may write the target's directory (a target
+// in the working directory at WorkspaceWrite). The target reads through
+// the link only where it is visible anyway: in the hidden home only with
+// its directory in Visible, so a link an earlier run planted to another
+// tool's file of the same name (its keys) reads nothing, and HiddenLinks
+// names each link that leads into a hidden path.
 func TestSandboxPrivateLinkedSettings(t *testing.T) {
 	requirePrivate(t)
 	for _, level := range []Level{ReadOnly, WorkspaceWrite} {
 		r := newRig(t)
-		codex := r.home + "/.codex"
-		if err := os.MkdirAll(r.home+"/dotfiles/codex", 0o755); err != nil {
-			t.Fatal(err)
+		codex, claude := r.home+"/.codex", r.home+"/.claude"
+		for _, d := range []string{r.home + "/dotfiles/codex", r.home + "/private", r.home + "/.gemini", claude} {
+			if err := os.MkdirAll(d, 0o755); err != nil {
+				t.Fatal(err)
+			}
 		}
-		if err := os.MkdirAll(r.home+"/private", 0o755); err != nil {
-			t.Fatal(err)
+		files := map[string]string{
+			r.home + "/dotfiles/codex/AGENTS.md": "be kind", r.work + "/src/dot.md": "override",
+			r.home + "/private/GEMINI.md": "private", r.home + "/.gemini/settings.json": "TOKEN",
 		}
-		files := map[string]string{r.home + "/dotfiles/codex/AGENTS.md": "be kind", r.work + "/src/dot.md": "override", r.home + "/private/GEMINI.md": "private"}
 		for name, body := range files {
 			if err := os.WriteFile(name, []byte(body), 0o644); err != nil {
 				t.Fatal(err)
@@ -349,10 +357,12 @@ func TestSandboxPrivateLinkedSettings(t *testing.T) {
 			codex + "/AGENTS.md":          "../dotfiles/codex/AGENTS.md", // relative
 			codex + "/AGENTS.override.md": codex + "/chain.md",           // a link to a link
 			codex + "/chain.md":           r.work + "/src/dot.md",
-			// A link an earlier run made to a secret, and one into a
-			// hidden path of the program's (Hide).
-			codex + "/CLAUDE.md": r.home + "/.ssh/id_ed25519",
-			codex + "/GEMINI.md": r.home + "/private/GEMINI.md",
+			// Links an earlier run made: to a secret, into a hidden path
+			// of the program's (Hide), to another tool's file of the
+			// same name.
+			codex + "/CLAUDE.md":      r.home + "/.ssh/id_ed25519",
+			codex + "/GEMINI.md":      r.home + "/private/GEMINI.md",
+			claude + "/settings.json": r.home + "/.gemini/settings.json",
 		}
 		for l, target := range links {
 			if err := os.Symlink(target, l); err != nil {
@@ -360,12 +370,35 @@ func TestSandboxPrivateLinkedSettings(t *testing.T) {
 			}
 		}
 		p := r.policy(level)
-		// The CLI's home writable whole, as a run's is.
-		p.Private, p.Writable, p.Tops = true, append(p.Writable, codex), nil
-		p.Settings = []string{codex + "/config.toml", codex + "/AGENTS.md", codex + "/AGENTS.override.md", codex + "/CLAUDE.md", codex + "/GEMINI.md"}
+		// The CLIs' homes writable whole, as a run's is.
+		p.Private, p.Writable, p.Tops = true, append(p.Writable, codex, claude), nil
+		p.Settings = []string{codex + "/config.toml", codex + "/AGENTS.md", codex + "/AGENTS.override.md", codex + "/CLAUDE.md", codex + "/GEMINI.md", claude + "/settings.json"}
 		p.Hidden = append(p.Hidden, r.home+"/private")
 		agents, override := codex+"/AGENTS.md", codex+"/AGENTS.override.md"
-		run(t, p, []probe{
+		secrets := []probe{
+			{"read-secret-through-link", "cat " + codex + "/CLAUDE.md", false},
+			{"read-hidden-through-link", "cat " + codex + "/GEMINI.md", false},
+			{"read-same-name-through-link", "cat " + claude + "/settings.json", false},
+		}
+		hiddenLinks := []Link{
+			{Path: agents, Target: r.home + "/dotfiles/codex/AGENTS.md"},
+			{Path: codex + "/CLAUDE.md", Target: r.home + "/.ssh/id_ed25519"},
+			{Path: codex + "/GEMINI.md", Target: r.home + "/private/GEMINI.md"},
+			{Path: claude + "/settings.json", Target: r.home + "/.gemini/settings.json"},
+		}
+		if got := HiddenLinks(p); !slices.Equal(got, hiddenLinks) {
+			t.Errorf("%v: HiddenLinks = %v, want %v", level, got, hiddenLinks)
+		}
+		run(t, p, append([]probe{
+			{"read-through-hidden-link", "cat " + agents, false},
+			{"read-through-chain", "test \"$(cat " + override + ")\" = override", true},
+		}, secrets...))
+		// The dotfiles repository shown (Sandbox.Show).
+		p.Visible = append(p.Visible, r.home+"/dotfiles")
+		if got := HiddenLinks(p); !slices.Equal(got, hiddenLinks[1:]) {
+			t.Errorf("%v: HiddenLinks with the target's directory visible = %v, want %v", level, got, hiddenLinks[1:])
+		}
+		run(t, p, append([]probe{
 			{"read-through-link", "test \"$(cat " + agents + ")\" = 'be kind'", true},
 			{"read-through-chain", "test \"$(cat " + override + ")\" = override", true},
 			{"write-through-link", "echo x >> " + agents, false},
@@ -376,17 +409,16 @@ func TestSandboxPrivateLinkedSettings(t *testing.T) {
 			{"remove-link", "rm -f " + override, false},
 			{"relink", "ln -sfn /etc/hostname " + agents, false},
 			{"write-cli-state", "echo x > " + codex + "/sessions/s.jsonl", true},
-			{"read-secret-through-link", "cat " + codex + "/CLAUDE.md", false},
-			{"read-hidden-through-link", "cat " + codex + "/GEMINI.md", false},
-		})
+		}, secrets...))
 		// Without the mount namespace (a user's), Landlock alone: the
-		// target still reads through the link, and a write through it
-		// fails where the target is not the run's to write.
+		// target still reads through the link, a write through it fails
+		// where the target is not the run's to write, and the secrets
+		// stay unread.
 		p.Private = false
-		run(t, p, []probe{
+		run(t, p, append([]probe{
 			{"read-through-link", "test \"$(cat " + agents + ")\" = 'be kind'", true},
 			{"write-through-link", "echo x >> " + agents, false},
-		})
+		}, secrets...))
 		for name, body := range files {
 			if b, err := os.ReadFile(name); err != nil || string(b) != body {
 				t.Errorf("%v: %s = %q, %v; want %q untouched", level, name, b, err, body)
@@ -399,4 +431,81 @@ func TestSandboxPrivateLinkedSettings(t *testing.T) {
 		}
 		assertUntouched(t, r)
 	}
+}
+
+// TestSandboxPrivateLinkCannotBeHeld: a link that a settings file leads
+// through which cannot be held (to a file on an unbindable mount) is
+// skipped, named by Unheld: the private roots and the other holds stand,
+// and the link itself is held.
+// A link through /proc (/proc/self/root leads anywhere) is not followed.
+func TestSandboxPrivateLinkCannotBeHeld(t *testing.T) {
+	requirePrivate(t)
+	r := newRig(t)
+	codex := r.home + "/.codex"
+	// Outside the private roots, which would give the run a clone of it.
+	dir, err := os.MkdirTemp("/var/tmp", "clinvoke-unbindable-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.Remove(dir) })
+	if err := unix.Mount("tmpfs", dir, "tmpfs", 0, "mode=0755"); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { unix.Unmount(dir, unix.MNT_DETACH) })
+	if err := os.WriteFile(dir+"/AGENTS.md", []byte("be kind"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for l, target := range map[string]string{
+		codex + "/AGENTS.md":          dir + "/AGENTS.md",
+		codex + "/AGENTS.override.md": "/proc/self/root" + r.work + "/src/b.txt",
+	} {
+		if err := os.Symlink(target, l); err != nil {
+			t.Fatal(err)
+		}
+	}
+	p := r.policy(WorkspaceWrite)
+	p.Private, p.Writable, p.Tops = true, append(p.Writable, codex), nil
+	p.Visible = append(p.Visible, dir)
+	p.Settings = []string{codex + "/config.toml", codex + "/AGENTS.md", codex + "/AGENTS.override.md"}
+	pl, why := planPrivate(p)
+	if pl == nil {
+		t.Fatalf("no private roots: %s", why)
+	}
+	for _, f := range slices.Concat(pl.Settings, pl.Links) {
+		if strings.HasPrefix(f, "/proc/") {
+			t.Errorf("the plan holds %s, in /proc", f)
+		}
+	}
+	rs, err := Build(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rs.Close()
+	// Unbindable in the run's namespace only, once the private roots
+	// made every mount a slave.
+	clonedHook = func() {
+		if err := unix.Mount("", dir, "", unix.MS_UNBINDABLE, ""); err != nil {
+			t.Error(err)
+		}
+	}
+	t.Cleanup(func() { clonedHook = nil })
+	name := "/tmp/clinvoke-sandbox-probe-" + filepath.Base(r.root) + "-unheld"
+	t.Cleanup(func() { os.Remove(name) })
+	runBuilt(t, rs, p.Workdir, []probe{
+		{"write-private-tmp", "echo x > " + name, true},
+		{"read-through-link", "test \"$(cat " + codex + "/AGENTS.md)\" = 'be kind'", true},
+		{"remove-link", "rm -f " + codex + "/AGENTS.md", false},
+		{"remove-proc-link", "rm -f " + codex + "/AGENTS.override.md", false},
+		{"replace-cli-config", "echo x > " + codex + "/sessions/c && mv " + codex + "/sessions/c " + codex + "/config.toml", false},
+	})
+	if ok, why := rs.Private(); !ok {
+		t.Errorf("Private() = false (%s), want the private roots held", why)
+	}
+	if got := rs.Unheld(); len(got) != 1 || !strings.Contains(got[0], dir+"/AGENTS.md") {
+		t.Errorf("Unheld() = %q, want the file on the unbindable mount", got)
+	}
+	if _, err := os.Lstat(name); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("%s reached the host: %v", name, err)
+	}
+	assertUntouched(t, r)
 }

@@ -81,15 +81,23 @@ type Policy struct {
 	// Unlimited where the run gets its private /tmp (Private): the CLI's
 	// settings, memory and instructions (see Settings). A missing one is
 	// left out. One that is a symbolic link is held as a link, with each
-	// link it leads through and the file they end at, which the run may
-	// read though it lies in the hidden home (a dotfiles repository),
-	// where it has the settings file's name and is not beneath a Hidden
-	// path that leaves the settings file readable.
+	// link it leads through and the file they end at (not in /proc, /sys
+	// or /dev; one of them that cannot be held is skipped, see
+	// Ruleset.Unheld). The target is readable only where it is visible
+	// anyway: one in a Hidden path is not (HiddenLinks).
 	Settings []string
 	// Named are texts of the run's command line and environment: the
 	// paths beneath /tmp or /dev/shm they name (a configuration file the
 	// host wrote for the CLI) are bound read-only into the private ones.
 	Named []string
+}
+
+// A Link is a settings file (Policy.Settings) that is a symbolic link to
+// a file the run cannot read.
+type Link struct {
+	// Path is the settings file, Target the file its links end at
+	// (resolved).
+	Path, Target string
 }
 
 // A Top is a directory whose existing entries are writable but for the

@@ -26,6 +26,12 @@ func (r *Ruleset) Private() (bool, string) { return false, "no mount namespaces 
 // Namespace returns nil: there are no mount namespaces on this system.
 func (r *Ruleset) Namespace() *os.File { return nil }
 
+// Unheld returns nil: nothing is held on this system.
+func (r *Ruleset) Unheld() []string { return nil }
+
+// HiddenLinks returns nil: nothing is hidden on this system.
+func HiddenLinks(p Policy) []Link { return nil }
+
 // Close does nothing.
 func (r *Ruleset) Close() error { return nil }
 

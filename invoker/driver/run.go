@@ -226,6 +226,7 @@ func (r *run) wait() {
 	r.stdout.Close()
 	r.stderr.Close()
 	r.reap()
+	r.sbx.endWarnings(r.log)
 	if err := r.sbx.undo(); err != nil {
 		r.log.Warn("removing the run's temporary directory", "err", err)
 	}

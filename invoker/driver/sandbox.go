@@ -240,7 +240,35 @@ type runSandbox struct {
 
 	cli      string
 	unheldMu sync.Mutex
-	unheld   []string // the CLI's settings files missing when the run started, not yet warned of
+	unheld   []string        // the CLI's settings files missing when the run started, not yet warned of
+	seen     []settingsSeen  // those that existed, not yet warned of
+	links    []invoker.Event // the settings links into hidden paths, until the first event
+	skipped  []string        // the links on the way to a settings file that could not be held
+}
+
+// settingsSeen is a settings file as the run found it at its start: the
+// file it leads to (os.Stat), and where it leads when it is a link.
+type settingsSeen struct {
+	path   string
+	fi     os.FileInfo
+	target string
+}
+
+// seeSettings returns what path is now; fi is nil where it is gone.
+func seeSettings(path string) settingsSeen {
+	s := settingsSeen{path: path}
+	s.fi, _ = os.Stat(path)
+	s.target, _ = os.Readlink(path)
+	return s
+}
+
+// changed reports whether the file now differs from s: another file
+// (inode), size or modification time, or a link that leads elsewhere.
+func (s settingsSeen) changed(now settingsSeen) bool {
+	if (s.fi == nil) != (now.fi == nil) || s.target != now.target {
+		return true
+	}
+	return s.fi != nil && (!os.SameFile(s.fi, now.fi) || s.fi.Size() != now.fi.Size() || !s.fi.ModTime().Equal(now.fi.ModTime()))
 }
 
 // prepare builds the ruleset of a run about to start attr at workdir, sets
@@ -301,13 +329,23 @@ func (a sandboxAsk) prepare(attr *proc.Attr, workdir string, setEnv []string, lo
 	}
 	if p.Level != sandbox.Unlimited {
 		// Nothing can be bound over a file that does not exist: one the
-		// run makes is warned of instead (settingsWarnings).
+		// run makes is warned of instead (settingsWarnings), and so is one
+		// that changes where the files are not held (no mount namespace).
 		rs.cli = a.cli
 		for _, f := range p.Settings {
 			if _, err := os.Lstat(f); errors.Is(err, os.ErrNotExist) {
 				rs.unheld = append(rs.unheld, f)
+			} else if err == nil {
+				rs.seen = append(rs.seen, seeSettings(f))
 			}
 		}
+	}
+	for _, l := range sandbox.HiddenLinks(p) {
+		dir := filepath.Dir(l.Target)
+		log.Debug("a settings file links into a hidden path: the CLI cannot read it", "link", l.Path, "target", l.Target, "show", dir)
+		rs.links = append(rs.links, invoker.Event{Kind: invoker.KindWarning, Text: fmt.Sprintf(
+			"%s is a symbolic link to %s, which the sandbox hides: %s cannot read it as its settings, memory or instructions; "+
+				"add %s to Sandbox.Show to let the CLI read it (if the link is yours), or remove the link", l.Path, l.Target, a.cli, dir)})
 	}
 	if rs.rules, err = sandbox.Build(p); err != nil {
 		rs.undo()
@@ -386,10 +424,13 @@ func (rs *runSandbox) private() (bool, string) {
 // memory or instruction file of the CLI (sandbox.Settings) that did not
 // exist when the run started, below Unlimited, and exists now: the run
 // made it, and the sandbox, which holds such a file read-only by binding
-// it over itself, could not hold one that was missing. Each is warned of
-// once, and left where the run made it. tool is the tool whose result
-// prompted the look, or nil. The stdout reader calls it after a tool's
-// result and at a turn's end, as it does limitWarnings.
+// it over itself, could not hold one that was missing. So is each that
+// existed and has changed (another file, size, modification time, or a
+// link that leads elsewhere): the sandbox held it only where the run got
+// its mount namespace. Each is warned of once, and left as the run left
+// it. tool is the tool whose result prompted the look, or nil. The stdout
+// reader calls it after a tool's result and at a turn's end, as it does
+// limitWarnings; the run's end looks a last time (endWarnings).
 func (rs *runSandbox) settingsWarnings(tool *invoker.Tool) []invoker.Event {
 	if rs == nil {
 		return nil
@@ -402,10 +443,48 @@ func (rs *runSandbox) settingsWarnings(tool *invoker.Tool) []invoker.Event {
 			return false
 		}
 		evs = append(evs, invoker.Event{Kind: invoker.KindWarning, Tool: tool, Text: fmt.Sprintf(
-			"the run made %s, which %s reads at its next start (its settings, memory or instructions): the sandbox holds such a file read-only only when it exists as the run starts; review it before the next run", f, rs.cli)})
+			"the run made %s, which %s reads at its next start (its settings, memory or instructions): the sandbox could not hold it read-only, as it did not exist when the run started; review it before the next run", f, rs.cli)})
+		return true
+	})
+	rs.seen = slices.DeleteFunc(rs.seen, func(s settingsSeen) bool {
+		if !s.changed(seeSettings(s.path)) {
+			return false
+		}
+		why := "it was held read-only, but not what it links to"
+		if !rs.priv {
+			why = "the sandbox could not hold it read-only (no mount namespace for the run)"
+		}
+		evs = append(evs, invoker.Event{Kind: invoker.KindWarning, Tool: tool, Text: fmt.Sprintf(
+			"the run changed %s, which %s reads at its next start (its settings, memory or instructions): %s; review it before the next run", s.path, rs.cli, why)})
 		return true
 	})
 	return evs
+}
+
+// linkWarnings returns, once, a KindWarning event for each settings file
+// of the CLI that links into a path the sandbox hides (sandbox.HiddenLinks):
+// the turn delivers them before the run's first event, or at its end where
+// the run gave none (a CLI that could not start without its settings).
+func (rs *runSandbox) linkWarnings() []invoker.Event {
+	if rs == nil {
+		return nil
+	}
+	rs.unheldMu.Lock()
+	defer rs.unheldMu.Unlock()
+	evs := rs.links
+	rs.links = nil
+	return evs
+}
+
+// endWarnings logs, once the run's tree is reaped, what of the settings
+// was made or changed after the last event that could tell the program (a
+// turn that ended in an error, or a writer in the background).
+func (rs *runSandbox) endWarnings(log interface {
+	Warn(msg string, args ...any)
+}) {
+	for _, ev := range rs.settingsWarnings(nil) {
+		log.Warn("the sandbox could not tell the program of a settings file", "warning", ev.Text)
+	}
 }
 
 // netRules returns the run's network rules in force, nil without.
@@ -421,6 +500,7 @@ func (rs *runSandbox) netRules() *runNet {
 func (rs *runSandbox) started() {
 	if rs != nil && rs.rules != nil {
 		rs.priv, rs.noPriv = rs.rules.Private()
+		rs.skipped = rs.rules.Unheld()
 		rs.ns = rs.rules.Namespace()
 		rs.rules.Close()
 		rs.rules = nil
@@ -596,4 +676,14 @@ func (s *session) sweepAtDrop(t *turn) {
 				"run them in a turn at this level, or in a session opened at it",
 			len(rep.Killed), prev, rep.Killed, s.turnLevel(t))})
 	}
+}
+
+// unheldLinks returns the links on the way to a settings file (and the
+// files they end at) that could not be held read-only, each with why;
+// call it once the root is started.
+func (rs *runSandbox) unheldLinks() []string {
+	if rs == nil {
+		return nil
+	}
+	return rs.skipped
 }

@@ -545,8 +545,8 @@ func TestSandboxPrivateTemp(t *testing.T) {
 // read-only over themselves: a write, a replacement by a rename over them
 // and a removal all fail, while the rest of the home stays writable; and
 // nothing reaches the host's copies. One that is a symbolic link into the
-// hidden home (a dotfiles repository) reads through, and is held as a
-// link, its target too.
+// hidden home (a dotfiles repository, shown) reads through, and is held
+// as a link, its target too.
 func TestSandboxSettingsHeld(t *testing.T) {
 	requireSandbox(t)
 	if err := sandbox.ProbePrivate(); err != nil {
@@ -573,7 +573,11 @@ func TestSandboxSettingsHeld(t *testing.T) {
 				t.Fatal(err)
 			}
 			settings := r.home + "/.claude/settings.json"
-			got, _ := r.invoke(t, invoker.WorkspaceWrite, invoker.Sandbox{Mode: "required"},
+			sb := invoker.Sandbox{Mode: "required"}
+			if base == "a link" {
+				sb.Show = []string{r.home + "/dotfiles"}
+			}
+			got, _ := r.invoke(t, invoker.WorkspaceWrite, sb,
 				"read "+claudeMD, "write "+settings, "replace "+settings, "remove "+settings, "write "+claudeMD, "replace "+claudeMD,
 				"remove "+claudeMD, "read "+settings, "write "+r.home+"/.claude/projects/new.jsonl")
 			for _, k := range []string{"write " + settings, "write " + claudeMD} {
@@ -603,6 +607,29 @@ func TestSandboxSettingsHeld(t *testing.T) {
 	}
 }
 
+// invokeEvents runs the fake at perm under sb with HOME the rig's,
+// touching touch, and returns the Result, the text of each warning and
+// the kind of each event, in order.
+func (r sandboxRig) invokeEvents(t *testing.T, perm invoker.Permission, sb invoker.Sandbox, touch ...string) (*invoker.Result, []string, []invoker.EventKind) {
+	t.Helper()
+	lr := newLimitRun(t, fakeagent.Script{Touch: touch})
+	lr.req.Workdir, lr.req.Permission, lr.req.Sandbox = r.work, perm, sb
+	lr.req.Env = append(lr.req.Env, "HOME="+r.home)
+	var warnings []string
+	var kinds []invoker.EventKind
+	lr.req.OnEvent = func(ev invoker.Event) {
+		kinds = append(kinds, ev.Kind)
+		if ev.Kind == invoker.KindWarning {
+			warnings = append(warnings, ev.Text)
+		}
+	}
+	res, err := lr.inv.Invoke(context.Background(), lr.req)
+	if err != nil {
+		t.Fatalf("Invoke() error = %v; stderr: %s", err, res.Stderr)
+	}
+	return res, warnings, kinds
+}
+
 // TestSandboxSettingsMadeWarned: a settings file of the CLI that did not
 // exist when the run started cannot be held (a bind needs a file to bind
 // over); one the run makes is a KindWarning event naming it, once, before
@@ -615,21 +642,7 @@ func TestSandboxSettingsMadeWarned(t *testing.T) {
 		t.Run(string(perm), func(t *testing.T) {
 			r := newSandboxRigIn(t, t.TempDir())
 			claudeMD, settings := r.home+"/.claude/CLAUDE.md", r.home+"/.claude/settings.json"
-			lr := newLimitRun(t, fakeagent.Script{Touch: []string{"write " + claudeMD, "write " + settings}})
-			lr.req.Workdir, lr.req.Permission, lr.req.Sandbox = r.work, perm, invoker.Sandbox{Mode: "required", Hide: []string{r.home + "/.ssh"}}
-			lr.req.Env = append(lr.req.Env, "HOME="+r.home)
-			var warnings []string
-			var kinds []invoker.EventKind
-			lr.req.OnEvent = func(ev invoker.Event) {
-				kinds = append(kinds, ev.Kind)
-				if ev.Kind == invoker.KindWarning {
-					warnings = append(warnings, ev.Text)
-				}
-			}
-			res, err := lr.inv.Invoke(context.Background(), lr.req)
-			if err != nil {
-				t.Fatalf("Invoke() error = %v; stderr: %s", err, res.Stderr)
-			}
+			res, warnings, kinds := r.invokeEvents(t, perm, invoker.Sandbox{Mode: "required", Hide: []string{r.home + "/.ssh"}}, "write "+claudeMD, "write "+settings)
 			if got := outcomes(res.Text)["write "+claudeMD]; got != "ok" {
 				t.Fatalf("write %s: %q, want ok (the CLI's home is writable)", claudeMD, got)
 			}
@@ -650,6 +663,61 @@ func TestSandboxSettingsMadeWarned(t *testing.T) {
 			}
 			if _, err := os.Stat(claudeMD); err != nil {
 				t.Errorf("%s: %v; want it left where the run made it", claudeMD, err)
+			}
+		})
+	}
+}
+
+// TestSandboxSettingsHiddenLinkWarned: a settings file of the CLI that
+// links into the hidden home (one an earlier run planted to another
+// tool's file of the same name, with its keys) reads nothing through the
+// link, and the run gets a KindWarning event naming the link, its target
+// and the fix, before its first event; with the target's directory in
+// Show, the CLI reads it and no warning is given.
+func TestSandboxSettingsHiddenLinkWarned(t *testing.T) {
+	requireSandbox(t)
+	for _, show := range []bool{false, true} {
+		t.Run(map[bool]string{false: "hidden", true: "shown"}[show], func(t *testing.T) {
+			r := newSandboxRigIn(t, t.TempDir())
+			link, target := r.home+"/.claude/settings.json", r.home+"/.gemini/settings.json"
+			if err := os.MkdirAll(filepath.Dir(target), 0o755); err != nil {
+				t.Fatal(err)
+			}
+			if err := os.WriteFile(target, []byte(`{"apiKey":"KEY"}`), 0o600); err != nil {
+				t.Fatal(err)
+			}
+			if err := os.Remove(link); err != nil {
+				t.Fatal(err)
+			}
+			if err := os.Symlink(target, link); err != nil {
+				t.Fatal(err)
+			}
+			sb := invoker.Sandbox{Mode: "required"}
+			if show {
+				sb.Show = []string{filepath.Dir(target)}
+			}
+			res, warnings, kinds := r.invokeEvents(t, invoker.WorkspaceWrite, sb, "read "+link)
+			if got := outcomes(res.Text)["read "+link]; (got == "ok") != show {
+				t.Errorf("read %s: %q, want it readable only with %s shown", link, got, filepath.Dir(target))
+			}
+			var named []string
+			for _, w := range warnings {
+				if strings.Contains(w, link) {
+					named = append(named, w)
+				}
+			}
+			if show {
+				if len(named) != 0 {
+					t.Errorf("warnings %q, want none with the target shown", named)
+				}
+				return
+			}
+			want := "add " + filepath.Dir(target) + " to Sandbox.Show"
+			if len(named) != 1 || !strings.Contains(named[0], target) || !strings.Contains(named[0], want) {
+				t.Errorf("warnings %q, want one naming %s, %s and %q", named, link, target, want)
+			}
+			if len(kinds) == 0 || kinds[0] != invoker.KindWarning {
+				t.Errorf("events %v: want the warning first", kinds)
 			}
 		})
 	}

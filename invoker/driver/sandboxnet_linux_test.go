@@ -551,7 +551,8 @@ func TestSandboxNetPTY(t *testing.T) {
 // TestSandboxNetPrivateTemp: under the network rules, by either route,
 // the run has its own /tmp and /dev/shm, its working directory and home
 // beneath /tmp bound back, and its CLI's settings held (one that is a
-// link into the hidden home read through, and held as a link): by the root's
+// link into a shown directory of the hidden home read through, and held
+// as a link): by the root's
 // forking thread on the Enter route, by the first stage in the run's user
 // namespace on the Wrap route, which a user takes too.
 func TestSandboxNetPrivateTemp(t *testing.T) {
@@ -570,7 +571,7 @@ func TestSandboxNetPrivateTemp(t *testing.T) {
 		if err := os.Symlink("../dotfiles/CLAUDE.md", linked); err != nil {
 			t.Fatal(err)
 		}
-		got, res := r.invoke(t, invoker.WorkspaceWrite, invoker.Sandbox{Mode: "required", Network: []string{"none"}},
+		got, res := r.invoke(t, invoker.WorkspaceWrite, invoker.Sandbox{Mode: "required", Network: []string{"none"}, Show: []string{r.home + "/dotfiles"}},
 			"write "+tmp, "read "+tmp, "write "+shm, "write "+r.work+"/a.txt", "write "+r.work+"/new.txt",
 			"read "+r.home+"/.ssh/id_ed25519", "write "+settings, "replace "+settings, "write $TMPDIR/x",
 			"read "+linked, "write "+linked, "remove "+linked)

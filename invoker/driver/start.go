@@ -147,6 +147,9 @@ func (r *run) startTree() (err error) {
 	if ok, why := r.sbx.private(); r.sbx.held() != "" && !ok {
 		r.log.Debug("the run keeps the host's /tmp and /dev/shm", "reason", why)
 	}
+	for _, why := range r.sbx.unheldLinks() {
+		r.log.Debug("a link on the way to a settings file is not held read-only", "reason", why)
+	}
 	if why := r.sbx.bypassUnrecorded(); why != nil {
 		r.log.Debug("connections that bypass the network rules' proxy are refused but not recorded", "reason", why)
 	}

@@ -125,6 +125,9 @@ func (t *turn) run(ctx context.Context) (*invoker.Result, error) {
 		return t.res, err
 	}
 	t.await(ctx)
+	// The turn's events are over: the settings links into hidden paths
+	// of a run that gave none.
+	t.deliverOne(t.r.sbx.linkWarnings()...)
 	err := t.on.verdict(t)
 	t.cfg.closeGate(err) // rate limited: the backend's next runs wait for the reset
 	t.on.end(t)
@@ -206,12 +209,16 @@ func (t *turn) await(ctx context.Context) {
 // After a tool's result, and before the turn's terminal event, it asks
 // the run what its limits did meanwhile (limitWarnings): a tool killed at
 // the memory limit or refused a fork is a KindWarning event, and the turn
-// goes on. So is a connection the sandbox's network rules refused, and a
-// settings file of the CLI that the run made (settingsWarnings), and a
-// connection to the Go tools' endpoint from a process that is not the
-// CLI (toolsGuard).
+// goes on. So is a connection the sandbox's network rules refused, a
+// settings file of the CLI that the run made or changed
+// (settingsWarnings), and a connection to the Go tools' endpoint from a
+// process that is not the CLI (toolsGuard).
+//
+// Before the run's first event goes each settings link of the CLI that
+// leads into a hidden path (linkWarnings).
 func (t *turn) deliver(events []invoker.Event) {
 	nr := t.r.sbx.netRules()
+	t.deliverOne(t.r.sbx.linkWarnings()...)
 	for _, ev := range events {
 		if ev.Kind == invoker.KindDone {
 			t.deliverOne(t.r.limitWarnings(nil)...)

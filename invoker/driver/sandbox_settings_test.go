@@ -1,0 +1,65 @@
+package driver
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// warnLog records what endWarnings logs.
+type warnLog []string
+
+func (l *warnLog) Warn(msg string, args ...any) { *l = append(*l, fmt.Sprint(msg, args)) }
+
+// TestSettingsChangedWarned: where the settings are not held (no mount
+// namespace for the run), a settings file that existed and changes (its
+// size, or a link that now leads elsewhere) is warned of once, naming it;
+// an unchanged one is not; what no event could tell any more (the run's
+// end) goes to the run's log.
+func TestSettingsChangedWarned(t *testing.T) {
+	dir := t.TempDir()
+	written, relinked, kept, made := filepath.Join(dir, "CLAUDE.md"), filepath.Join(dir, "settings.json"), filepath.Join(dir, "AGENTS.md"), filepath.Join(dir, "GEMINI.md")
+	for _, f := range []string{written, kept, filepath.Join(dir, "a"), filepath.Join(dir, "b")} {
+		if err := os.WriteFile(f, []byte("x"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := os.Symlink("a", relinked); err != nil {
+		t.Fatal(err)
+	}
+	rs := &runSandbox{cli: "claude", unheld: []string{made}}
+	for _, f := range []string{written, relinked, kept} {
+		rs.seen = append(rs.seen, seeSettings(f))
+	}
+	if evs := rs.settingsWarnings(nil); len(evs) != 0 {
+		t.Fatalf("warnings %v before any change, want none", evs)
+	}
+	if err := os.WriteFile(written, []byte("xy"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Remove(relinked); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink("b", relinked); err != nil {
+		t.Fatal(err)
+	}
+	evs := rs.settingsWarnings(nil)
+	if len(evs) != 2 || !strings.Contains(evs[0].Text, "the run changed "+written) || !strings.Contains(evs[1].Text, "the run changed "+relinked) ||
+		!strings.Contains(evs[0].Text, "could not hold it read-only") {
+		t.Errorf("warnings %v, want one for %s and one for %s", evs, written, relinked)
+	}
+	if evs := rs.settingsWarnings(nil); len(evs) != 0 {
+		t.Errorf("warnings %v a second time, want each once", evs)
+	}
+	// Made after the last event: the run's end logs it.
+	if err := os.WriteFile(made, []byte("x"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	var log warnLog
+	rs.endWarnings(&log)
+	if len(log) != 1 || !strings.Contains(log[0], "the run made "+made) {
+		t.Errorf("logged %q, want the made %s", log, made)
+	}
+}

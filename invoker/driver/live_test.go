@@ -563,6 +563,11 @@ func TestSteerAfterInterrupt(t *testing.T) {
 		switch {
 		case ev.Kind == invoker.KindDelta:
 			cancel()
+			// The turn's context is done; its interrupt may not be
+			// written yet: the steer is refused already.
+			if err := s.Steer(context.Background(), "early"); !errors.Is(err, invoker.ErrInvalidRequest) {
+				t.Errorf("Steer() once the turn's context is done = %v, want ErrInvalidRequest", err)
+			}
 		case ev.Kind == invoker.KindMessage && ev.Text == "interrupted":
 			steerErr <- s.Steer(context.Background(), "late")
 		}
@@ -575,7 +580,7 @@ func TestSteerAfterInterrupt(t *testing.T) {
 	default:
 		t.Fatalf("the interrupt's echo never came: events %s", k.String())
 	}
-	if strings.Contains(k.String(), "late") {
-		t.Errorf("events = %s: the refused steer reached the CLI", k.String())
+	if strings.Contains(k.String(), "late") || strings.Contains(k.String(), "early") {
+		t.Errorf("events = %s: a refused steer reached the CLI", k.String())
 	}
 }

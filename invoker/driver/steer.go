@@ -76,8 +76,9 @@ func (s *session) steerable() error {
 	if cur == nil || cur.last {
 		return fmt.Errorf("%w: no turn is in progress to steer; send the message with Session.Turn", invoker.ErrInvalidRequest)
 	}
-	if cur.interrupted {
-		// Queued after the interrupt, the steer would reach a turn the CLI
+	if cur.interrupted || cur.caller.Err() != nil {
+		// Queued after the interrupt (made, or on its way for the
+		// caller's done context), the steer would reach a turn the CLI
 		// was asked to end, and some CLIs take it as a new turn.
 		return fmt.Errorf("%w: the turn in progress is being interrupted; send the message with Session.Turn once it has ended", invoker.ErrInvalidRequest)
 	}

@@ -88,38 +88,13 @@ func joinNamespace(ns *os.File) error {
 var netCaps = []int{unix.CAP_NET_ADMIN, unix.CAP_NET_RAW}
 
 // dropNetCaps takes netCaps from the calling thread, the locked one that
-// forks the run, and so from everything the run starts: from its
-// bounding set, so that no execve gives them back, and from its
-// effective, permitted and inheritable sets (the ambient set follows).
-// Where the bounding set cannot be lowered (no CAP_SETPCAP), it sets
-// no_new_privs instead, under which an execve gains no capability the
-// thread lacks.
+// forks the run, and so from everything the run starts
+// (sandbox.DropCaps). CAP_SYS_ADMIN stays for now: the ceiling's private
+// roots, made next on this thread, need it, and the ceiling drops it
+// (sandbox.EscapeCaps).
 func dropNetCaps() error {
-	bounded := true
-	for _, c := range netCaps {
-		if err := unix.Prctl(unix.PR_CAPBSET_DROP, uintptr(c), 0, 0, 0); err != nil && !errors.Is(err, unix.EINVAL) {
-			bounded = false
-		}
-	}
-	hdr := unix.CapUserHeader{Version: unix.LINUX_CAPABILITY_VERSION_3}
-	var data [2]unix.CapUserData
-	if err := unix.Capget(&hdr, &data[0]); err != nil {
-		return &NamespaceError{Op: "capget", Err: err, Missing: "the thread's capabilities could not be read"}
-	}
-	for _, c := range netCaps {
-		bit := uint32(1) << (c % 32)
-		d := &data[c/32]
-		d.Effective &^= bit
-		d.Permitted &^= bit
-		d.Inheritable &^= bit
-	}
-	if err := unix.Capset(&hdr, &data[0]); err != nil {
-		return &NamespaceError{Op: "capset", Err: err, Missing: "the run's network capabilities could not be dropped"}
-	}
-	if !bounded {
-		if err := unix.Prctl(unix.PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0); err != nil {
-			return &NamespaceError{Op: "no_new_privs", Err: err, Missing: "the run's network capabilities could not be held dropped"}
-		}
+	if err := sandbox.DropCaps(netCaps...); err != nil {
+		return &NamespaceError{Op: "drop CAP_NET_ADMIN and CAP_NET_RAW", Err: err, Missing: "the run's network capabilities could not be dropped"}
 	}
 	return nil
 }

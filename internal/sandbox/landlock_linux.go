@@ -56,7 +56,11 @@ func (r *Ruleset) Restrict() error {
 			r.ns = os.NewFile(uintptr(fd), "mnt-namespace")
 		}
 	}
-	return restrictSelf(r.fd, r.rt.restrict)
+	if err := restrictSelf(r.fd, r.rt.restrict); err != nil {
+		return err
+	}
+	// Last, since the private roots' mounts needed CAP_SYS_ADMIN.
+	return DropCaps(EscapeCaps...)
 }
 
 // restrictSelf applies the ruleset open at fd to the calling thread, after

@@ -137,10 +137,31 @@ func commonProbes(r rig) []probe {
 	}
 }
 
+// capProbes: a run as root keeps no capability that reaches past the
+// ceiling (EscapeCaps), in its bounding set (so no execve gives it back)
+// nor its effective set, and keeps the rest of root's (CAP_DAC_OVERRIDE,
+// bit 1). A user's run has none to give up.
+func capProbes() []probe {
+	if os.Geteuid() != 0 {
+		return nil
+	}
+	has := func(set string, bit int) string {
+		return fmt.Sprintf("[ $(( 0x$(awk '/^%s:/{print $2}' /proc/self/status) & (1<<%d) )) -ne 0 ]", set, bit)
+	}
+	ps := []probe{{"keeps-dac-override", has("CapEff", unix.CAP_DAC_OVERRIDE), true}}
+	for _, c := range []struct {
+		name string
+		bit  int
+	}{{"sys-admin", unix.CAP_SYS_ADMIN}, {"sys-module", unix.CAP_SYS_MODULE}, {"bpf", unix.CAP_BPF}, {"net-admin", unix.CAP_NET_ADMIN}, {"sys-ptrace", unix.CAP_SYS_PTRACE}} {
+		ps = append(ps, probe{"bounding-" + c.name, has("CapBnd", c.bit), false}, probe{"effective-" + c.name, has("CapEff", c.bit), false})
+	}
+	return ps
+}
+
 func TestSandboxReadOnly(t *testing.T) {
 	requireLandlock(t)
 	r := newRig(t)
-	probes := append(commonProbes(r),
+	probes := append(append(commonProbes(r), capProbes()...),
 		probe{"write-workdir-file", "echo x >> " + r.work + "/a.txt", false},
 		probe{"write-workdir-dir", "echo x > " + r.work + "/src/new.txt", false},
 		probe{"make-top", "echo x > " + r.work + "/new.txt", false},

@@ -51,3 +51,9 @@ func ProbePrivate() error { _, err := Probe(); return err }
 // mainThread reports whether the calling thread is the process's main
 // thread; only Linux's threads change what they run under here.
 func mainThread() bool { return false }
+
+// EscapeCaps is Linux's: no other system's threads hold capabilities.
+var EscapeCaps []int
+
+// DropCaps does nothing: only Linux has capabilities to drop.
+func DropCaps(...int) error { return nil }

@@ -371,9 +371,11 @@ func (a sandboxAsk) prepare(attr *proc.Attr, workdir string, setEnv []string, lo
 				return err
 			}
 			if restrict != nil {
-				return restrict()
+				return restrict() // drops the capabilities that reach past it
 			}
-			return nil
+			// No filesystem ceiling (Unlimited, nothing hidden): a run as
+			// root could still leave the namespace (setns, eBPF) with them.
+			return sandbox.DropCaps(sandbox.EscapeCaps...)
 		}
 	}
 	env := []string{"TMPDIR=" + temp, "TMP=" + temp, "TEMP=" + temp}

@@ -63,3 +63,38 @@ func TestSettingsChangedWarned(t *testing.T) {
 		t.Errorf("logged %q, want the made %s", log, made)
 	}
 }
+
+// TestSettingsChangedAgainWarned: a settings file the run made or changed
+// is warned of again at each later change, not only at the first: the
+// look keeps the file as it was last warned of.
+func TestSettingsChangedAgainWarned(t *testing.T) {
+	dir := t.TempDir()
+	written, made := filepath.Join(dir, "CLAUDE.md"), filepath.Join(dir, "GEMINI.md")
+	if err := os.WriteFile(written, []byte("x"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	rs := &runSandbox{cli: "claude", unheld: []string{made}, seen: []settingsSeen{seeSettings(written)}}
+	for i, content := range []string{"xy", "xyz", "xyzw"} {
+		for _, f := range []string{written, made} {
+			if err := os.WriteFile(f, []byte(content), 0o644); err != nil {
+				t.Fatal(err)
+			}
+		}
+		evs := rs.settingsWarnings(nil)
+		wantMade := "the run changed " + made
+		if i == 0 {
+			wantMade = "the run made " + made
+		}
+		var texts []string
+		for _, ev := range evs {
+			texts = append(texts, ev.Text)
+		}
+		joined := strings.Join(texts, "\n")
+		if len(evs) != 2 || !strings.Contains(joined, "the run changed "+written) || !strings.Contains(joined, wantMade) {
+			t.Errorf("change %d: warnings %q, want one for %s and one %q", i+1, texts, written, wantMade)
+		}
+		if evs := rs.settingsWarnings(nil); len(evs) != 0 {
+			t.Errorf("change %d: warnings %v with nothing changed since, want none", i+1, evs)
+		}
+	}
+}

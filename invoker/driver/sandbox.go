@@ -484,10 +484,15 @@ func (rs *runSandbox) linkWarnings() []invoker.Event {
 
 // endWarnings logs, once the run's tree is reaped, what of the settings
 // was made or changed after the last event that could tell the program (a
-// turn that ended in an error, or a writer in the background).
+// turn that ended in an error, or a writer in the background), and the
+// settings links into hidden paths no turn delivered (a session whose CLI
+// exited before its first turn).
 func (rs *runSandbox) endWarnings(log interface {
 	Warn(msg string, args ...any)
 }) {
+	for _, ev := range rs.linkWarnings() {
+		log.Warn("the sandbox could not tell the program of a settings link", "warning", ev.Text)
+	}
 	for _, ev := range rs.settingsWarnings(nil) {
 		log.Warn("the sandbox could not tell the program of a settings file", "warning", ev.Text)
 	}

@@ -6,6 +6,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/clinvoke/clinvoke/invoker"
 )
 
 // warnLog records what endWarnings logs.
@@ -96,5 +98,29 @@ func TestSettingsChangedAgainWarned(t *testing.T) {
 		if evs := rs.settingsWarnings(nil); len(evs) != 0 {
 			t.Errorf("change %d: warnings %v with nothing changed since, want none", i+1, evs)
 		}
+	}
+}
+
+// TestSettingsLinkWarningLogged: a warning of a settings link into a
+// hidden path that no turn delivered (the CLI exited before the first)
+// goes to the run's log at its end, once; one a turn delivered does not.
+func TestSettingsLinkWarningLogged(t *testing.T) {
+	text := "~/.claude/settings.json links into the hidden ~/.gemini"
+	rs := &runSandbox{cli: "claude", links: []invoker.Event{{Kind: invoker.KindWarning, Text: text}}}
+	var log warnLog
+	rs.endWarnings(&log)
+	if len(log) != 1 || !strings.Contains(log[0], text) {
+		t.Errorf("logged %q, want the undelivered %q", log, text)
+	}
+	log = nil
+	rs.endWarnings(&log)
+	if len(log) != 0 {
+		t.Errorf("logged %q a second time, want nothing", log)
+	}
+	delivered := &runSandbox{cli: "claude", links: []invoker.Event{{Kind: invoker.KindWarning, Text: text}}}
+	delivered.linkWarnings()
+	delivered.endWarnings(&log)
+	if len(log) != 0 {
+		t.Errorf("logged %q after a turn delivered the warning, want nothing", log)
 	}
 }

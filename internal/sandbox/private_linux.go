@@ -224,12 +224,7 @@ var kernelTrees = []string{"/proc", "/sys", "/dev"}
 // needs the target's directory in Visible, and a link that an earlier
 // run made to another tool's file (its keys) reads nothing.
 func HiddenLinks(p Policy) []Link {
-	hidden := resolved(p.Hidden)
-	vis := slices.Concat([]string{p.Workdir, p.Temp}, p.Visible, p.Writable)
-	for _, t := range p.Tops {
-		vis = append(vis, t.Dir)
-	}
-	visible := resolved(vis)
+	hidden, visible := sight(p, true)
 	var out []Link
 	for _, f := range clean(p.Settings) {
 		chain := linkChain(f)
@@ -245,6 +240,26 @@ func HiddenLinks(p Policy) []Link {
 		}
 	}
 	return out
+}
+
+// sight returns the hidden paths of p and the visible ones beneath them
+// (the working, temporary, writable and top directories and Visible),
+// cleaned, each hidden path followed by the path it resolves to where
+// that differs: the rules hold the file, not the name, and a hidden path
+// reached through a link must be dark by its real path too. The visible
+// paths are resolved as well where all is set or a hidden path resolves
+// elsewhere (a visible path beneath it must light its real path); else
+// their names serve, as a rule's path is followed when it is added.
+func sight(p Policy, all bool) (hidden, visible []string) {
+	hidden = resolved(p.Hidden)
+	visible = slices.Concat([]string{p.Workdir, p.Temp}, p.Visible, p.Writable)
+	for _, t := range p.Tops {
+		visible = append(visible, t.Dir)
+	}
+	if all || len(hidden) > len(clean(p.Hidden)) {
+		return hidden, resolved(visible)
+	}
+	return hidden, clean(visible)
 }
 
 // resolved returns paths, cleaned, each followed by the path it resolves

@@ -429,7 +429,8 @@ func (rs *runSandbox) private() (bool, string) {
 // it over itself, could not hold one that was missing. So is each that
 // existed and has changed (another file, size, modification or change
 // time, or a link that leads elsewhere): the sandbox held it only where
-// the run got its mount namespace. Each change is warned of once, and the
+// the run got its mount namespace, and where it did, the change came from
+// outside the run and is worded so. Each change is warned of once, and the
 // file left as the run left it; a later change of the same file (or of
 // one the run made) is warned of again. tool is the tool whose result prompted the look, or nil. The stdout
 // reader calls it after a tool's result and at a turn's end, as it does
@@ -447,12 +448,14 @@ func (rs *runSandbox) settingsWarnings(tool *invoker.Tool) []invoker.Event {
 			continue
 		}
 		rs.seen[i] = now
-		why := "it was held read-only, but not what it links to"
-		if !rs.priv {
-			why = "the sandbox could not hold it read-only (no mount namespace for the run)"
+		what, why := "the run changed "+s.path, "the sandbox could not hold it read-only (no mount namespace for the run)"
+		if rs.priv {
+			// Held read-only for the run: written from outside it, or
+			// through a link on the way that could not be held.
+			what, why = s.path+" changed while the run was running", "the sandbox held it read-only for the run, so the change came from outside the run or through a link on the way that could not be held"
 		}
 		evs = append(evs, invoker.Event{Kind: invoker.KindWarning, Tool: tool, Text: fmt.Sprintf(
-			"the run changed %s, which %s reads at its next start (its settings, memory or instructions): %s; review it before the next run", s.path, rs.cli, why)})
+			"%s, which %s reads at its next start (its settings, memory or instructions): %s; review it before the next run", what, rs.cli, why)})
 	}
 	rs.unheld = slices.DeleteFunc(rs.unheld, func(f string) bool {
 		now := seeSettings(f)

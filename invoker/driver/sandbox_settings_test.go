@@ -124,3 +124,21 @@ func TestSettingsLinkWarningLogged(t *testing.T) {
 		t.Errorf("logged %q after a turn delivered the warning, want nothing", log)
 	}
 }
+
+// TestSettingsHeldChangeWording: where the run had its settings held
+// read-only (its mount namespace), a change is not the run's: the
+// warning says the file changed while the run was running.
+func TestSettingsHeldChangeWording(t *testing.T) {
+	f := filepath.Join(t.TempDir(), "CLAUDE.md")
+	if err := os.WriteFile(f, []byte("x"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	rs := &runSandbox{cli: "claude", priv: true, seen: []settingsSeen{seeSettings(f)}}
+	if err := os.WriteFile(f, []byte("xy"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	evs := rs.settingsWarnings(nil)
+	if len(evs) != 1 || !strings.Contains(evs[0].Text, f+" changed while the run was running") || strings.Contains(evs[0].Text, "the run changed") {
+		t.Errorf("warnings %v, want one saying %s changed while the run was running, not that the run changed it", evs, f)
+	}
+}

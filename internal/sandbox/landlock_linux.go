@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"slices"
 	"unsafe"
 
 	"golang.org/x/sys/unix"
@@ -227,15 +226,12 @@ type builder struct {
 }
 
 func (b *builder) policy(p Policy) error {
-	visible := slices.Concat([]string{p.Workdir, p.Temp}, p.Visible, p.Writable)
-	for _, t := range p.Tops {
-		visible = append(visible, t.Dir)
-	}
+	hidden, visible := sight(p, false)
 	if p.Level == Unlimited {
 		// Writes everywhere reads are allowed.
-		return b.reads(clean(p.Hidden), clean(visible), b.rt.all)
+		return b.reads(hidden, visible, b.rt.all)
 	}
-	if err := b.reads(clean(p.Hidden), clean(visible), b.rt.read); err != nil {
+	if err := b.reads(hidden, visible, b.rt.read); err != nil {
 		return err
 	}
 	for _, d := range devices {

@@ -342,3 +342,37 @@ func TestSandboxRestrictLogsAfterExec(t *testing.T) {
 		t.Errorf("landlock_restrict_self with an unknown flag: %v, want EINVAL", err)
 	}
 }
+
+// TestSandboxHiddenThroughLink: a Hide path reached through a symbolic
+// link to a directory (/srv/keys with /srv a link to /data/srv) is hidden
+// by both names, its Visible path beneath it stays readable by both, and
+// the rest of the link's target stays readable.
+func TestSandboxHiddenThroughLink(t *testing.T) {
+	requireLandlock(t)
+	r := newRig(t)
+	data, srv := r.root+"/data/srv", r.root+"/srv"
+	if err := os.MkdirAll(data+"/keys/pub", 0o755); err != nil {
+		t.Fatal(err)
+	}
+	for name, body := range map[string]string{data + "/keys/id": "SECRET", data + "/keys/pub/id.pub": "PUBLIC", data + "/other": "other"} {
+		if err := os.WriteFile(name, []byte(body), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := os.Symlink("data/srv", srv); err != nil {
+		t.Fatal(err)
+	}
+	for _, level := range []Level{ReadOnly, Unlimited} {
+		p := r.policy(level)
+		p.Hidden = append(p.Hidden, srv+"/keys")
+		p.Visible = append(p.Visible, srv+"/keys/pub")
+		run(t, p, []probe{
+			{"read-key-by-link", "cat " + srv + "/keys/id", false},
+			{"read-key", "cat " + data + "/keys/id", false},
+			{"list-keys", "ls " + data + "/keys", false},
+			{"read-shown-by-link", "cat " + srv + "/keys/pub/id.pub", true},
+			{"read-shown", "cat " + data + "/keys/pub/id.pub", true},
+			{"read-other", "cat " + data + "/other", true},
+		})
+	}
+}

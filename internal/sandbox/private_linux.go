@@ -72,10 +72,7 @@ func planPrivate(p Policy) (*privatePlan, string) {
 	}
 	// At Unlimited the run may write everything it is given.
 	all := p.Level == Unlimited
-	hidden, visible := clean(p.Hidden), clean(slices.Concat([]string{p.Workdir, p.Temp}, p.Visible, p.Writable))
-	for _, t := range p.Tops {
-		visible = append(visible, clean([]string{t.Dir})...)
-	}
+	hidden, visible := sight(p, false)
 	var binds []bind
 	add := func(path string, rw bool) {
 		if path == "" || !filepath.IsAbs(path) {
@@ -222,29 +219,52 @@ var kernelTrees = []string{"/proc", "/sys", "/dev"}
 // Visible (nor writable, nor working) path between, its path resolved.
 // The CLI cannot read such a file as its own; a dotfiles manager's link
 // needs the target's directory in Visible, and a link that an earlier
-// run made to another tool's file (its keys) reads nothing.
+// run made to another tool's file (its keys) reads nothing. Where no
+// settings file is a link, as on most hosts, it costs one lstat a file:
+// the hidden and visible paths are resolved only once one is.
 func HiddenLinks(p Policy) []Link {
-	hidden := resolved(p.Hidden)
-	vis := slices.Concat([]string{p.Workdir, p.Temp}, p.Visible, p.Writable)
-	for _, t := range p.Tops {
-		vis = append(vis, t.Dir)
-	}
-	visible := resolved(vis)
+	var hidden, visible []string
+	lit := false // hidden and visible resolved
 	var out []Link
 	for _, f := range clean(p.Settings) {
-		chain := linkChain(f)
-		if len(chain) == 1 {
+		if fi, err := os.Lstat(f); err != nil || fi.Mode()&os.ModeSymlink == 0 {
 			continue
 		}
-		target := chain[len(chain)-1]
-		if real, err := filepath.EvalSymlinks(f); err == nil {
-			target = real
+		target, err := filepath.EvalSymlinks(f)
+		if err != nil {
+			// Dangling, or a loop: where the links end.
+			chain := linkChain(f)
+			target = chain[len(chain)-1]
+		}
+		if !lit {
+			hidden, visible = sight(p, true)
+			lit = true
 		}
 		if darkAt(target, hidden, visible) {
 			out = append(out, Link{Path: f, Target: target})
 		}
 	}
 	return out
+}
+
+// sight returns the hidden paths of p and the visible ones beneath them
+// (the working, temporary, writable and top directories and Visible),
+// cleaned, each hidden path followed by the path it resolves to where
+// that differs: the rules hold the file, not the name, and a hidden path
+// reached through a link must be dark by its real path too. The visible
+// paths are resolved as well where all is set or a hidden path resolves
+// elsewhere (a visible path beneath it must light its real path); else
+// their names serve, as a rule's path is followed when it is added.
+func sight(p Policy, all bool) (hidden, visible []string) {
+	hidden = resolved(p.Hidden)
+	visible = slices.Concat([]string{p.Workdir, p.Temp}, p.Visible, p.Writable)
+	for _, t := range p.Tops {
+		visible = append(visible, t.Dir)
+	}
+	if all || len(hidden) > len(clean(p.Hidden)) {
+		return hidden, resolved(visible)
+	}
+	return hidden, clean(visible)
 }
 
 // resolved returns paths, cleaned, each followed by the path it resolves

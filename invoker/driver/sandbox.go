@@ -240,8 +240,8 @@ type runSandbox struct {
 
 	cli      string
 	unheldMu sync.Mutex
-	unheld   []string        // the CLI's settings files missing when the run started, not yet warned of
-	seen     []settingsSeen  // those that existed, not yet warned of
+	unheld   []string        // the CLI's settings files missing when the run started, not yet made
+	seen     []settingsSeen  // the others, as they were at the start or last warned of
 	links    []invoker.Event // the settings links into hidden paths, until the first event
 	skipped  []string        // the links on the way to a settings file that could not be held
 }
@@ -263,12 +263,14 @@ func seeSettings(path string) settingsSeen {
 }
 
 // changed reports whether the file now differs from s: another file
-// (inode), size or modification time, or a link that leads elsewhere.
+// (inode), size, modification or change time (the run owns the file and
+// can set back the one, never the other), or a link that leads elsewhere.
 func (s settingsSeen) changed(now settingsSeen) bool {
 	if (s.fi == nil) != (now.fi == nil) || s.target != now.target {
 		return true
 	}
-	return s.fi != nil && (!os.SameFile(s.fi, now.fi) || s.fi.Size() != now.fi.Size() || !s.fi.ModTime().Equal(now.fi.ModTime()))
+	return s.fi != nil && (!os.SameFile(s.fi, now.fi) || s.fi.Size() != now.fi.Size() ||
+		!s.fi.ModTime().Equal(now.fi.ModTime()) || !ctimeOf(s.fi).Equal(ctimeOf(now.fi)))
 }
 
 // prepare builds the ruleset of a run about to start attr at workdir, sets
@@ -427,10 +429,12 @@ func (rs *runSandbox) private() (bool, string) {
 // exist when the run started, below Unlimited, and exists now: the run
 // made it, and the sandbox, which holds such a file read-only by binding
 // it over itself, could not hold one that was missing. So is each that
-// existed and has changed (another file, size, modification time, or a
-// link that leads elsewhere): the sandbox held it only where the run got
-// its mount namespace. Each is warned of once, and left as the run left
-// it. tool is the tool whose result prompted the look, or nil. The stdout
+// existed and has changed (another file, size, modification or change
+// time, or a link that leads elsewhere): the sandbox held it only where
+// the run got its mount namespace, and where it did, the change came from
+// outside the run and is worded so. Each change is warned of once, and the
+// file left as the run left it; a later change of the same file (or of
+// one the run made) is warned of again. tool is the tool whose result prompted the look, or nil. The stdout
 // reader calls it after a tool's result and at a turn's end, as it does
 // limitWarnings; the run's end looks a last time (endWarnings).
 func (rs *runSandbox) settingsWarnings(tool *invoker.Tool) []invoker.Event {
@@ -440,24 +444,29 @@ func (rs *runSandbox) settingsWarnings(tool *invoker.Tool) []invoker.Event {
 	rs.unheldMu.Lock()
 	defer rs.unheldMu.Unlock()
 	var evs []invoker.Event
+	for i, s := range rs.seen {
+		now := seeSettings(s.path)
+		if !s.changed(now) {
+			continue
+		}
+		rs.seen[i] = now
+		what, why := "the run changed "+s.path, "the sandbox could not hold it read-only (no mount namespace for the run)"
+		if rs.priv {
+			// Held read-only for the run: written from outside it, or
+			// through a link on the way that could not be held.
+			what, why = s.path+" changed while the run was running", "the sandbox held it read-only for the run, so the change came from outside the run or through a link on the way that could not be held"
+		}
+		evs = append(evs, invoker.Event{Kind: invoker.KindWarning, Tool: tool, Text: fmt.Sprintf(
+			"%s, which %s reads at its next start (its settings, memory or instructions): %s; review it before the next run", what, rs.cli, why)})
+	}
 	rs.unheld = slices.DeleteFunc(rs.unheld, func(f string) bool {
-		if _, err := os.Lstat(f); err != nil {
+		now := seeSettings(f)
+		if now.fi == nil && now.target == "" {
 			return false
 		}
+		rs.seen = append(rs.seen, now)
 		evs = append(evs, invoker.Event{Kind: invoker.KindWarning, Tool: tool, Text: fmt.Sprintf(
 			"the run made %s, which %s reads at its next start (its settings, memory or instructions): the sandbox could not hold it read-only, as it did not exist when the run started; review it before the next run", f, rs.cli)})
-		return true
-	})
-	rs.seen = slices.DeleteFunc(rs.seen, func(s settingsSeen) bool {
-		if !s.changed(seeSettings(s.path)) {
-			return false
-		}
-		why := "it was held read-only, but not what it links to"
-		if !rs.priv {
-			why = "the sandbox could not hold it read-only (no mount namespace for the run)"
-		}
-		evs = append(evs, invoker.Event{Kind: invoker.KindWarning, Tool: tool, Text: fmt.Sprintf(
-			"the run changed %s, which %s reads at its next start (its settings, memory or instructions): %s; review it before the next run", s.path, rs.cli, why)})
 		return true
 	})
 	return evs
@@ -480,10 +489,15 @@ func (rs *runSandbox) linkWarnings() []invoker.Event {
 
 // endWarnings logs, once the run's tree is reaped, what of the settings
 // was made or changed after the last event that could tell the program (a
-// turn that ended in an error, or a writer in the background).
+// turn that ended in an error, or a writer in the background), and the
+// settings links into hidden paths no turn delivered (a session whose CLI
+// exited before its first turn).
 func (rs *runSandbox) endWarnings(log interface {
 	Warn(msg string, args ...any)
 }) {
+	for _, ev := range rs.linkWarnings() {
+		log.Warn("the sandbox could not tell the program of a settings link", "warning", ev.Text)
+	}
 	for _, ev := range rs.settingsWarnings(nil) {
 		log.Warn("the sandbox could not tell the program of a settings file", "warning", ev.Text)
 	}

@@ -634,8 +634,10 @@ func (r sandboxRig) invokeEvents(t *testing.T, perm invoker.Permission, sb invok
 // exist when the run started cannot be held (a bind needs a file to bind
 // over); one the run makes is a KindWarning event naming it, once, before
 // the turn's end, and the file is left where the run made it. One that
-// existed is held, and no warning names it; at Unlimited, where nothing is
-// held, none is given.
+// existed is held where the run has its mount namespace, its write is
+// refused and no warning names it; where it is not held (no namespace,
+// as for an unprivileged user) the write succeeds and one warning names
+// it as changed. At Unlimited, where nothing is held, none is given.
 func TestSandboxSettingsMadeWarned(t *testing.T) {
 	requireSandbox(t)
 	for _, perm := range []invoker.Permission{invoker.ReadOnly, invoker.WorkspaceWrite, invoker.Unlimited} {
@@ -646,14 +648,22 @@ func TestSandboxSettingsMadeWarned(t *testing.T) {
 			if got := outcomes(res.Text)["write "+claudeMD]; got != "ok" {
 				t.Fatalf("write %s: %q, want ok (the CLI's home is writable)", claudeMD, got)
 			}
-			var named []string
+			var named, changed []string
 			for _, w := range warnings {
 				if strings.Contains(w, claudeMD) {
 					named = append(named, w)
 				}
 				if strings.Contains(w, settings) {
-					t.Errorf("a warning names %s, which existed and was held: %q", settings, w)
+					changed = append(changed, w)
 				}
+			}
+			held := outcomes(res.Text)["write "+settings] != "ok"
+			if held || perm == invoker.Unlimited {
+				if len(changed) != 0 {
+					t.Errorf("warnings naming %s: %q, want none (held %v, %s)", settings, changed, held, perm)
+				}
+			} else if len(changed) != 1 || !strings.Contains(changed[0], "changed") {
+				t.Errorf("warnings naming %s: %q, want one naming it as changed (its write succeeded: not held)", settings, changed)
 			}
 			if want := map[bool]int{true: 0, false: 1}[perm == invoker.Unlimited]; len(named) != want {
 				t.Errorf("warnings naming %s: %q, want %d", claudeMD, named, want)

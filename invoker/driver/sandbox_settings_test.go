@@ -6,6 +6,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/clinvoke/clinvoke/invoker"
 )
 
 // warnLog records what endWarnings logs.
@@ -61,5 +63,82 @@ func TestSettingsChangedWarned(t *testing.T) {
 	rs.endWarnings(&log)
 	if len(log) != 1 || !strings.Contains(log[0], "the run made "+made) {
 		t.Errorf("logged %q, want the made %s", log, made)
+	}
+}
+
+// TestSettingsChangedAgainWarned: a settings file the run made or changed
+// is warned of again at each later change, not only at the first: the
+// look keeps the file as it was last warned of.
+func TestSettingsChangedAgainWarned(t *testing.T) {
+	dir := t.TempDir()
+	written, made := filepath.Join(dir, "CLAUDE.md"), filepath.Join(dir, "GEMINI.md")
+	if err := os.WriteFile(written, []byte("x"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	rs := &runSandbox{cli: "claude", unheld: []string{made}, seen: []settingsSeen{seeSettings(written)}}
+	for i, content := range []string{"xy", "xyz", "xyzw"} {
+		for _, f := range []string{written, made} {
+			if err := os.WriteFile(f, []byte(content), 0o644); err != nil {
+				t.Fatal(err)
+			}
+		}
+		evs := rs.settingsWarnings(nil)
+		wantMade := "the run changed " + made
+		if i == 0 {
+			wantMade = "the run made " + made
+		}
+		var texts []string
+		for _, ev := range evs {
+			texts = append(texts, ev.Text)
+		}
+		joined := strings.Join(texts, "\n")
+		if len(evs) != 2 || !strings.Contains(joined, "the run changed "+written) || !strings.Contains(joined, wantMade) {
+			t.Errorf("change %d: warnings %q, want one for %s and one %q", i+1, texts, written, wantMade)
+		}
+		if evs := rs.settingsWarnings(nil); len(evs) != 0 {
+			t.Errorf("change %d: warnings %v with nothing changed since, want none", i+1, evs)
+		}
+	}
+}
+
+// TestSettingsLinkWarningLogged: a warning of a settings link into a
+// hidden path that no turn delivered (the CLI exited before the first)
+// goes to the run's log at its end, once; one a turn delivered does not.
+func TestSettingsLinkWarningLogged(t *testing.T) {
+	text := "~/.claude/settings.json links into the hidden ~/.gemini"
+	rs := &runSandbox{cli: "claude", links: []invoker.Event{{Kind: invoker.KindWarning, Text: text}}}
+	var log warnLog
+	rs.endWarnings(&log)
+	if len(log) != 1 || !strings.Contains(log[0], text) {
+		t.Errorf("logged %q, want the undelivered %q", log, text)
+	}
+	log = nil
+	rs.endWarnings(&log)
+	if len(log) != 0 {
+		t.Errorf("logged %q a second time, want nothing", log)
+	}
+	delivered := &runSandbox{cli: "claude", links: []invoker.Event{{Kind: invoker.KindWarning, Text: text}}}
+	delivered.linkWarnings()
+	delivered.endWarnings(&log)
+	if len(log) != 0 {
+		t.Errorf("logged %q after a turn delivered the warning, want nothing", log)
+	}
+}
+
+// TestSettingsHeldChangeWording: where the run had its settings held
+// read-only (its mount namespace), a change is not the run's: the
+// warning says the file changed while the run was running.
+func TestSettingsHeldChangeWording(t *testing.T) {
+	f := filepath.Join(t.TempDir(), "CLAUDE.md")
+	if err := os.WriteFile(f, []byte("x"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	rs := &runSandbox{cli: "claude", priv: true, seen: []settingsSeen{seeSettings(f)}}
+	if err := os.WriteFile(f, []byte("xy"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	evs := rs.settingsWarnings(nil)
+	if len(evs) != 1 || !strings.Contains(evs[0].Text, f+" changed while the run was running") || strings.Contains(evs[0].Text, "the run changed") {
+		t.Errorf("warnings %v, want one saying %s changed while the run was running, not that the run changed it", evs, f)
 	}
 }

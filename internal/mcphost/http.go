@@ -230,8 +230,9 @@ func (l *admitListener) Accept() (net.Conn, error) {
 	return &admitConn{Conn: c, l: l}, nil
 }
 
-// errRefused is the read error of a connection Admit refused.
-var errRefused = errors.New("mcphost: connection refused by Admit")
+// errRefused is the read error of a connection Admit refused: a read
+// error, as net/http expects of a connection that is gone.
+var errRefused = &net.OpError{Op: "read", Net: "tcp", Err: errors.New("mcphost: connection refused by Admit")}
 
 // admitConn is an accepted connection whose first Read asks Admit about
 // it, and closes it if refused.
@@ -240,6 +241,15 @@ type admitConn struct {
 	l    *admitListener
 	once sync.Once
 	err  error
+}
+
+// CloseWrite half-closes the connection where it can, as net/http does
+// before it closes a connection whose request it did not read whole.
+func (c *admitConn) CloseWrite() error {
+	if cw, ok := c.Conn.(interface{ CloseWrite() error }); ok {
+		return cw.CloseWrite()
+	}
+	return nil
 }
 
 func (c *admitConn) Read(b []byte) (int, error) {
@@ -257,13 +267,16 @@ func (c *admitConn) check() {
 	if !lok || !rok {
 		return // not TCP: a test's listener
 	}
+	// Refused until Admit answers: a panic in it leaves the connection
+	// refused and its slot free.
+	c.err = errRefused
 	c.l.slots <- struct{}{}
-	why := c.l.admit(unmapPort(local.AddrPort()), unmapPort(remote.AddrPort()))
-	<-c.l.slots
-	if why != "" {
-		c.err = errRefused
+	defer func() { <-c.l.slots }()
+	if why := c.l.admit(unmapPort(local.AddrPort()), unmapPort(remote.AddrPort())); why != "" {
 		c.Conn.Close()
+		return
 	}
+	c.err = nil
 }
 
 // unmapPort is ap with an IPv4-mapped IPv6 address unmapped.

@@ -7,6 +7,7 @@ import (
 	"net"
 	"net/http"
 	"net/netip"
+	"os"
 	"strings"
 	"sync/atomic"
 	"syscall"
@@ -377,5 +378,43 @@ func TestHostAdmitConcurrent(t *testing.T) {
 	cs := connectHTTP(t, h.URL("tools"), h.Header())
 	if _, err := cs.ListTools(ctx, nil); err != nil {
 		t.Fatalf("ListTools() while Admit holds another connection: %v", err)
+	}
+}
+
+// TestHostAdmitPanics: an Admit that panics leaves its connection closed
+// unanswered and its slot free: after more panics than there are slots,
+// an admitted client is still served.
+func TestHostAdmitPanics(t *testing.T) {
+	ts := newTestServer(t, false)
+	var panics atomic.Int64
+	h, err := Serve(t.Context(), map[string]*mcp.Server{"tools": ts.Server}, &Options{Admit: func(local, remote netip.AddrPort) string {
+		if panics.Add(1) <= maxAdmitting+1 {
+			panic("admit failed")
+		}
+		return ""
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer h.Close()
+	for range maxAdmitting + 1 {
+		c, err := net.Dial("tcp", h.Addr().String())
+		if err != nil {
+			t.Fatal(err)
+		}
+		io.WriteString(c, "GET /mcp/tools HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer "+h.Token()+"\r\n\r\n")
+		c.SetReadDeadline(time.Now().Add(testenv.Timeout(testenv.Hang)))
+		// Closed unanswered: an end of file, or a reset where the
+		// request was left unread.
+		if b, err := io.ReadAll(c); len(b) != 0 || errors.Is(err, os.ErrDeadlineExceeded) {
+			t.Errorf("a connection whose Admit panicked got %q (%v), want it closed unanswered", b, err)
+		}
+		c.Close()
+	}
+	ctx, cancel := context.WithTimeout(t.Context(), testenv.Timeout(testenv.Hang))
+	defer cancel()
+	cs := connectHTTP(t, h.URL("tools"), h.Header())
+	if _, err := cs.ListTools(ctx, nil); err != nil {
+		t.Fatalf("ListTools() after %d panics of Admit: %v", maxAdmitting+1, err)
 	}
 }

@@ -490,13 +490,21 @@ func (rs *runSandbox) linkWarnings() []invoker.Event {
 // endWarnings logs, once the run's tree is reaped, what of the settings
 // was made or changed after the last event that could tell the program (a
 // turn that ended in an error, or a writer in the background), and the
-// settings links into hidden paths no turn delivered (a session whose CLI
-// exited before its first turn).
+// settings links into hidden paths no turn has delivered yet (a session
+// whose CLI exited before its first turn). It leaves those for the turn
+// whose end may still deliver them (a one-shot run whose CLI gave no
+// event ends its turn after the reap), so that they are logged, and
+// events too where a turn is still there to carry them.
 func (rs *runSandbox) endWarnings(log interface {
 	Warn(msg string, args ...any)
 }) {
-	for _, ev := range rs.linkWarnings() {
-		log.Warn("the sandbox could not tell the program of a settings link", "warning", ev.Text)
+	if rs != nil {
+		rs.unheldMu.Lock()
+		links := slices.Clone(rs.links)
+		rs.unheldMu.Unlock()
+		for _, ev := range links {
+			log.Warn("a settings link into a hidden path", "warning", ev.Text)
+		}
 	}
 	for _, ev := range rs.settingsWarnings(nil) {
 		log.Warn("the sandbox could not tell the program of a settings file", "warning", ev.Text)

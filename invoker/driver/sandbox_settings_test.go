@@ -102,8 +102,10 @@ func TestSettingsChangedAgainWarned(t *testing.T) {
 }
 
 // TestSettingsLinkWarningLogged: a warning of a settings link into a
-// hidden path that no turn delivered (the CLI exited before the first)
-// goes to the run's log at its end, once; one a turn delivered does not.
+// hidden path that no turn delivered yet (the CLI exited before the
+// first) goes to the run's log at its end, and stays for the turn whose
+// end delivers it after the reap (a one-shot run whose CLI gave no
+// event); one a turn delivered is not logged.
 func TestSettingsLinkWarningLogged(t *testing.T) {
 	text := "~/.claude/settings.json links into the hidden ~/.gemini"
 	rs := &runSandbox{cli: "claude", links: []invoker.Event{{Kind: invoker.KindWarning, Text: text}}}
@@ -113,9 +115,8 @@ func TestSettingsLinkWarningLogged(t *testing.T) {
 		t.Errorf("logged %q, want the undelivered %q", log, text)
 	}
 	log = nil
-	rs.endWarnings(&log)
-	if len(log) != 0 {
-		t.Errorf("logged %q a second time, want nothing", log)
+	if evs := rs.linkWarnings(); len(evs) != 1 || evs[0].Text != text {
+		t.Errorf("the turn's end got %v after the run's end logged it, want the warning still", evs)
 	}
 	delivered := &runSandbox{cli: "claude", links: []invoker.Event{{Kind: invoker.KindWarning, Text: text}}}
 	delivered.linkWarnings()

@@ -626,7 +626,17 @@ func TestLimitsHostMemory(t *testing.T) {
 	}
 	t.Logf("root OOM-killed by the host's limit at peak %s", FormatBytes(u.MemoryPeak))
 	if isClosed(other.tree.Exited()) {
-		t.Error("both roots exited")
+		// The kernel may take a second victim when the first one's
+		// memory is not yet given back as the other keeps faulting
+		// (seen about once in 20 runs with v1 memory controllers): it
+		// must have been taken by the same host limit, not by anything
+		// of its own.
+		other.wait()
+		if o := other.tree.Usage(); !o.RootOOMKilled || !o.OOMOutside {
+			t.Errorf("the other root exited too, Usage() = %+v, want it running or OOM-killed by the host's limit", o)
+		} else {
+			t.Logf("the kernel took the other root too, by the host's limit, at peak %s", FormatBytes(o.MemoryPeak))
+		}
 	}
 }
 

@@ -41,11 +41,12 @@ type Attempt struct {
 	// Time is when the request arrived.
 	Time time.Time
 	// Method is "CONNECT", the HTTP method of a plain request ("GET",
-	// "POST", …), "FORWARD" for a loopback endpoint, or MethodDirect
-	// for a TCP connection that bypassed the proxy (always denied).
+	// "POST", …), "FORWARD" for a loopback endpoint, MethodDirect for a
+	// TCP connection that bypassed the proxy, or MethodDirectUDP for a
+	// UDP datagram (both always denied).
 	Method string
 	// Host and Port name the destination as the run asked for it (an
-	// IP address for MethodDirect).
+	// IP address for MethodDirect and MethodDirectUDP).
 	Host string
 	Port int
 	// Allowed reports whether the rules let the connection through.

@@ -115,8 +115,8 @@ func (n *Net) Flush() {
 }
 
 // BypassRecorded reports, once Enter or Started returned nil, whether the
-// connections that bypass the proxy are recorded (Attempts with Method
-// MethodDirect and MethodDirectUDP): nil if so, else why this kernel cannot, in which case
-// they are refused ("network is unreachable", or "connection refused" on
-// the loopback) unrecorded.
+// connections and datagrams that bypass the proxy are recorded (Attempts
+// with Method MethodDirect and MethodDirectUDP): nil if so, else why this
+// kernel cannot, in which case they are refused ("network is
+// unreachable", or "connection refused" on the loopback) unrecorded.
 func (n *Net) BypassRecorded() error { return n.bypassErr }

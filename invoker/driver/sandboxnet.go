@@ -242,9 +242,10 @@ type runNet struct {
 
 	mu      sync.Mutex
 	pending []egress.Attempt // denied, not yet warned of
-	// warned holds the addresses of the refused direct connections
-	// already warned of: a tool that polls a port gets one warning per
-	// address, not one per attempt (each is still a Connection).
+	// warned holds the protocols and addresses of the refused direct
+	// connections and datagrams already warned of: a tool that polls a
+	// port (or a resolver that retries) gets one warning per address, not
+	// one per attempt (each is still a Connection).
 	warned map[string]bool
 }
 
@@ -281,8 +282,8 @@ func (a sandboxAsk) startNet(env []string, log interface {
 		}
 		rn.mu.Lock()
 		defer rn.mu.Unlock()
-		if at.Method == egress.MethodDirect {
-			hp := net.JoinHostPort(at.Host, strconv.Itoa(at.Port))
+		if at.Method == egress.MethodDirect || at.Method == egress.MethodDirectUDP {
+			hp := at.Method + " " + net.JoinHostPort(at.Host, strconv.Itoa(at.Port))
 			if rn.warned[hp] {
 				return
 			}
@@ -326,6 +327,8 @@ func (rn *runNet) warnings(tool *invoker.Tool) []invoker.Event {
 			text = toolsRefused(hp, at.Err)
 		case at.Method == egress.MethodDirect && isLoopbackHost(at.Host):
 			text = fmt.Sprintf("the sandbox refused a connection to %s that bypassed its proxy: nothing in the run listens there, and the host's loopback is out of the run's reach (its network namespace has a loopback of its own); add %q to Sandbox.Network to reach the host's server at that address", hp, hp)
+		case at.Method == egress.MethodDirectUDP:
+			text = fmt.Sprintf("the sandbox refused a UDP datagram to %s that bypassed its proxy: only TCP connections through the proxy the run's HTTPS_PROXY and HTTP_PROXY name leave the sandbox, and no rule lets UDP out (DNS, QUIC); a DNS lookup inside fails at once, as the proxy resolves the hosts it is asked for", hp)
 		case at.Method == egress.MethodDirect:
 			text = fmt.Sprintf("the sandbox refused a connection to %s that bypassed its proxy: only connections through the proxy the run's HTTPS_PROXY and HTTP_PROXY name leave the sandbox; to let one through, send it through the proxy and add %q to Sandbox.Network", hp, hp)
 		}

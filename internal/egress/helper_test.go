@@ -110,6 +110,11 @@ func inside(args []string) int {
 	// A packet socket, which would let a root run forge the resets the
 	// host records, needs CAP_NET_RAW, which no run keeps.
 	out["raw"] = rawSocket()
+	// The namespace's ICMP rate masks, which its start sets.
+	for k, f := range map[string]string{"ratemask": "/proc/sys/net/ipv4/icmp_ratemask", "ratemask6": "/proc/sys/net/ipv6/icmp/ratemask"} {
+		b, _ := os.ReadFile(f)
+		out[k] = strings.TrimSpace(string(b))
+	}
 	status, _ := os.ReadFile("/proc/self/status")
 	for _, l := range strings.Split(string(status), "\n") {
 		if k, v, ok := strings.Cut(l, ":"); ok && (k == "CapEff" || k == "CapPrm" || k == "CapAmb" || k == "CapBnd") {

@@ -198,6 +198,14 @@ func sandboxNetChild(t *testing.T, start func(*Net, *exec.Cmd) error) {
 			t.Errorf("udp %s: %q, want an error: connection refused", a, g)
 		}
 	}
+	// Destination unreachable (3; ICMPv6's 1) is exempt from the
+	// namespace's rate limits, so that a burst is answered in full.
+	if m, err := strconv.Atoi(got["ratemask"]); err != nil || m&(1<<3) != 0 {
+		t.Errorf("net.ipv4.icmp_ratemask inside = %q, want destination unreachable (bit 3) clear", got["ratemask"])
+	}
+	if g := got["ratemask6"]; ipv6Loopback() && g != "0,3-127" {
+		t.Errorf("net.ipv6.icmp.ratemask inside = %q, want 0,3-127", g)
+	}
 	if g := got["udp unconnected"]; g != "sent: <nil>" {
 		t.Errorf("udp 192.0.2.2:9 unconnected: %q, want sent", g)
 	}

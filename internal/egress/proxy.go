@@ -493,16 +493,24 @@ func (e *deniedError) Error() string {
 	return fmt.Sprintf("clinvoke egress: %s denied: %s; the program that runs the agent may allow it in the run's network rules", e.target, e.why)
 }
 
+// rule returns the first rule of c that allows host:port, or nil.
+func (c *Config) rule(host string, port int) *Rule {
+	for i := range c.Allow {
+		if c.Allow[i].matches(host, port) {
+			return &c.Allow[i]
+		}
+	}
+	return nil
+}
+
+// Allows reports whether a rule of c lets a connection to host:port
+// through the proxy.
+func (c *Config) Allows(host string, port int) bool { return c.rule(host, port) != nil }
+
 // dial connects to host:port if a rule allows it.
 func (p *Proxy) dial(host string, port int) (net.Conn, error) {
 	target := net.JoinHostPort(host, strconv.Itoa(port))
-	var rule *Rule
-	for i := range p.cfg.Allow {
-		if p.cfg.Allow[i].matches(host, port) {
-			rule = &p.cfg.Allow[i]
-			break
-		}
-	}
+	rule := p.cfg.rule(host, port)
 	if rule == nil {
 		return nil, &deniedError{target: target, why: "not in the allowlist"}
 	}

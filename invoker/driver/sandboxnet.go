@@ -154,6 +154,43 @@ var modelFacts = map[string]modelFact{
 	"opencode":        {config: "opencode/opencode.json", homeVar: "XDG_CONFIG_HOME", key: "baseURL"},
 }
 
+// quietFact is a CLI's switch for its traffic besides the model's
+// (telemetry, error reports, update checks, feature flags), and the host
+// that traffic goes to.
+type quietFact struct {
+	env  string // set to 1, it turns that traffic off
+	host string // host:port
+}
+
+// quietFacts are the CLIs whose own traffic the network rules would
+// refuse in every run, each refusal a warning (docs/cli-facts.md): Claude
+// Code 2.1.197 sends 6 connections to api.anthropic.com:443 in a one-turn
+// run, none with CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC set.
+var quietFacts = map[string]quietFact{
+	"claude":          {env: "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC", host: "api.anthropic.com:443"},
+	"claude-code-acp": {env: "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC", host: "api.anthropic.com:443"},
+}
+
+// quietEnv returns what the environment of a run of cli with env adds
+// under the network rules of cfg: the CLI's switch for its own traffic,
+// set where the rules would refuse that traffic (its model is elsewhere)
+// and the run's environment does not set it already.
+func quietEnv(cli string, env []string, cfg *egress.Config) []string {
+	f, ok := quietFacts[cli]
+	if !ok {
+		return nil
+	}
+	if envValue(env, f.env) != "" {
+		return nil
+	}
+	host, port, _ := net.SplitHostPort(f.host)
+	p, _ := strconv.Atoi(port)
+	if cfg.Allows(host, p) {
+		return nil
+	}
+	return []string{f.env + "=1"}
+}
+
 // modelURLs returns the base URLs the run of cli is configured with: its
 // variable's, the ones in its configuration file, else none.
 func modelURLs(cli string, env []string) (urls []string, defaults []string) {
@@ -239,6 +276,7 @@ type runNet struct {
 	n       *egress.Net
 	wrap    bool     // started by Wrap, not Enter
 	ruleset *os.File // with wrap, the Landlock ruleset its first stage applies; closed once started
+	env     []string // what the run's environment adds besides the proxy's variables (quietEnv)
 
 	mu      sync.Mutex
 	pending []egress.Attempt // denied, not yet warned of
@@ -276,6 +314,7 @@ func (a sandboxAsk) startNet(env []string, log interface {
 	}
 	rn := &runNet{wrap: route == netWrap}
 	cfg := netConfig(rules, a.cli, env, a.mcp)
+	rn.env = quietEnv(a.cli, env, cfg)
 	cfg.OnAttempt = func(at egress.Attempt) {
 		if at.Allowed {
 			return

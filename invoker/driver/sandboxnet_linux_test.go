@@ -11,6 +11,7 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
+	"slices"
 	"strings"
 	"sync/atomic"
 	"syscall"
@@ -189,6 +190,55 @@ func TestSandboxNetNone(t *testing.T) {
 	}
 	if n := count("192.0.2.1", 53); n != 2 {
 		t.Errorf("%d Connections to 192.0.2.1:53, want 2: each datagram is recorded, though warned of once", n)
+	}
+}
+
+// TestSandboxNetQuiet: under network rules that refuse Claude Code's own
+// traffic (its model elsewhere than api.anthropic.com), the run's
+// environment sets CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC=1, so that the
+// CLI does not send it and no run warns of it; not where the rules let it
+// through (the default model hosts), not without network rules, and never
+// over the value the caller set.
+func TestSandboxNetQuiet(t *testing.T) {
+	requireSandbox(t)
+	requireSandboxNet(t)
+	const quiet = "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC"
+	model, _ := countingServer(t)
+	for _, c := range []struct {
+		name    string
+		network []string
+		env     []string
+		want    string // the CLI's value, "" for unset
+	}{
+		{"model elsewhere", []string{"none"}, []string{"ANTHROPIC_BASE_URL=" + model.URL}, "1"},
+		{"an allowlist without the host", []string{"example.com:443"}, []string{"ANTHROPIC_BASE_URL=" + model.URL}, "1"},
+		{"the default model hosts", []string{"none"}, nil, ""},
+		{"the host allowed", []string{"api.anthropic.com:443"}, []string{"ANTHROPIC_BASE_URL=" + model.URL}, ""},
+		{"set by the caller", []string{"none"}, []string{"ANTHROPIC_BASE_URL=" + model.URL, quiet + "=0"}, "0"},
+		{"no network rules", nil, []string{"ANTHROPIC_BASE_URL=" + model.URL}, ""},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			lr := newLimitRun(t, fakeagent.Script{})
+			lr.req.Permission = invoker.Unlimited // no filesystem ceiling: the fake writes its record
+			lr.req.Sandbox = invoker.Sandbox{Mode: "required", Network: c.network}
+			lr.req.Env = append(lr.req.Env, c.env...)
+			if res, err := lr.inv.Invoke(context.Background(), lr.req); err != nil {
+				t.Fatalf("Invoke() error = %v; stderr: %s", err, res.Stderr)
+			}
+			rec, err := fakeagent.ReadRecord(lr.script.RecordDir)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var got []string
+			for _, kv := range rec.Env {
+				if k, v, _ := strings.Cut(kv, "="); k == quiet {
+					got = append(got, v)
+				}
+			}
+			if want := []string{c.want}; (c.want == "" && len(got) != 0) || (c.want != "" && !slices.Equal(got, want)) {
+				t.Errorf("%s in the CLI's environment: %q, want %q", quiet, got, c.want)
+			}
+		})
 	}
 }
 

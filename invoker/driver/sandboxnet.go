@@ -155,8 +155,8 @@ var modelFacts = map[string]modelFact{
 }
 
 // quietFact is a CLI's switch for its traffic besides the model's
-// (telemetry, error reports, update checks, feature flags), and the host
-// that traffic goes to.
+// (telemetry, error reports, update checks), and the host that traffic
+// goes to.
 type quietFact struct {
 	env  string // set to 1, it turns that traffic off
 	host string // host:port

@@ -57,13 +57,7 @@ func refusal(b []byte) (Attempt, bool) {
 		if len(payload) < 20 || payload[13]&(tcpRST|tcpACK) != tcpRST|tcpACK || binary.BigEndian.Uint32(payload[4:8]) != 0 {
 			break
 		}
-		return Attempt{
-			Time:   time.Now(),
-			Method: MethodDirect,
-			Host:   src.String(),
-			Port:   int(binary.BigEndian.Uint16(payload[0:2])),
-			Err:    "refused: the connection bypassed the proxy, the network namespace's only way out",
-		}, true
+		return refused(MethodDirect, src, payload[0:2], "the connection bypassed the proxy, the network namespace's only way out"), true
 	case proto == protoICMP && b[0]>>4 == 4, proto == protoICMPv6 && b[0]>>4 == 6:
 		want := uint16(icmpPortUnreachable)
 		if proto == protoICMPv6 {
@@ -77,15 +71,15 @@ func refusal(b []byte) (Attempt, bool) {
 		if !ok || proto != protoUDP || len(udp) < 4 {
 			break
 		}
-		return Attempt{
-			Time:   time.Now(),
-			Method: MethodDirectUDP,
-			Host:   dst.String(),
-			Port:   int(binary.BigEndian.Uint16(udp[2:4])),
-			Err:    "refused: a UDP datagram bypassed the proxy, the network namespace's only way out, which carries TCP alone",
-		}, true
+		return refused(MethodDirectUDP, dst, udp[2:4], "a UDP datagram bypassed the proxy, the network namespace's only way out, which carries TCP alone"), true
 	}
 	return Attempt{}, false
+}
+
+// refused returns a denied attempt of method to addr and the port in
+// network byte order, refused because of why.
+func refused(method string, addr netip.Addr, port []byte, why string) Attempt {
+	return Attempt{Time: time.Now(), Method: method, Host: addr.String(), Port: int(binary.BigEndian.Uint16(port)), Err: "refused: " + why}
 }
 
 // ipHeader reads an IPv4 header, or an IPv6 header without extension

@@ -335,7 +335,9 @@ func sshKeyApproved(t *testing.T, r *rig, mode string) {
 // a server on another address of the host. The attempts that bypass the
 // proxy are refused at once by the namespace (curl's "Couldn't connect",
 // not its timeout) and recorded like the proxy's: each a denied
-// Connection with its address and port, and a warning naming them.
+// Connection with its address and port, and a warning naming them. So is
+// a UDP datagram the shell sends (bash's /dev/udp), its Connection and
+// warning naming UDP.
 func TestSandboxProbeNetDirect(t *testing.T) {
 	hidden := serveHidden(t)
 	_, port, err := net.SplitHostPort(hidden)
@@ -345,7 +347,7 @@ func TestSandboxProbeNetDirect(t *testing.T) {
 	loopback := net.JoinHostPort("127.0.0.1", port)
 	forEachCLI(t, func(t *testing.T, r *rig) {
 		cmd := "curl -sS -m 30 https://denied.test/probe 2>&1; echo; curl -sS -m 30 --noproxy '*' http://" + loopback + "/probe 2>&1; " +
-			"curl -sS -m 30 --noproxy '*' http://192.0.2.1/probe 2>&1; echo end"
+			"curl -sS -m 30 --noproxy '*' http://192.0.2.1/probe 2>&1; bash -c 'echo probe > /dev/udp/192.0.2.1/53' 2>&1; echo end"
 		r.srv.Enqueue(fakemodel.Shell(cmd), fakemodel.EchoToolResult("net: "))
 		req := r.request("probe the network")
 		req.Permission = invoker.Unlimited
@@ -382,6 +384,16 @@ func TestSandboxProbeNetDirect(t *testing.T) {
 			}) {
 				t.Errorf("warnings %q: want one naming %s and the proxy it bypassed", ev.warns, hp)
 			}
+		}
+		if !slices.ContainsFunc(res.Connections, func(c invoker.Connection) bool {
+			return !c.Allowed && c.Host == "192.0.2.1" && c.Port == 53 && strings.Contains(c.Err, "UDP")
+		}) {
+			t.Errorf("Result.Connections %+v: want the UDP datagram to 192.0.2.1:53 denied", res.Connections)
+		}
+		if !slices.ContainsFunc(ev.warns, func(w string) bool {
+			return strings.Contains(w, "UDP datagram to 192.0.2.1:53 that bypassed its proxy")
+		}) {
+			t.Errorf("warnings %q: want one naming the UDP datagram to 192.0.2.1:53", ev.warns)
 		}
 	})
 }

@@ -86,8 +86,9 @@ type Sandbox struct {
 }
 
 // A Connection is one connection a sandboxed run's process attempted
-// under Sandbox.Network: through the proxy, or to a loopback endpoint the
-// run must reach.
+// under Sandbox.Network: through the proxy, to a loopback endpoint the
+// run must reach, or around the proxy (a TCP connection or a UDP
+// datagram sent straight to an address, always denied: Err says which).
 type Connection struct {
 	// Host and Port name the destination as the process asked for it.
 	Host string

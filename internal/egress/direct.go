@@ -12,47 +12,90 @@ import (
 // namespace refused at once (the process sees "connection refused").
 const MethodDirect = "DIRECT"
 
+// MethodDirectUDP is the Method of an Attempt that sent a UDP datagram
+// around the proxy (DNS to a resolver, QUIC): the namespace refused it at
+// once (a connected socket sees "connection refused").
+const MethodDirectUDP = "DIRECT-UDP"
+
 // TCP flags.
 const (
 	tcpRST = 0x04
 	tcpACK = 0x10
 )
 
+// The IP protocols refusal reads.
+const (
+	protoICMP   = 1
+	protoTCP    = 6
+	protoUDP    = 17
+	protoICMPv6 = 58
+)
+
+// ICMP's port unreachable, as the 16 bits of type and code: the value
+// a policy rule's destination port range matches for ICMP (the kernel's
+// flow keeps type and code where a port would be), and the filter's.
+const (
+	icmpPortUnreachable   = 3<<8 | 3 // ICMP destination unreachable, port unreachable
+	icmpv6PortUnreachable = 1<<8 | 4 // ICMPv6 destination unreachable, port unreachable
+)
+
 // errNotCaught is BypassRecorded's answer before the namespace exists.
 var errNotCaught = errors.New("the namespace is not set up yet")
 
-// refusal reads a packet the filter kept, from the network header on: a
-// TCP reset the namespace sent in answer to a SYN to an address and port
-// where nothing listens (sequence number 0, ACK set: RFC 9293's answer to
-// a segment without ACK), sent from that address and port. Other resets
-// (a connection aborted) are not refusals.
+// refusal reads a packet the filter kept, from the network header on:
+// either a TCP reset the namespace sent in answer to a SYN to an address
+// and port where nothing listens (sequence number 0, ACK set: RFC 9293's
+// answer to a segment without ACK), sent from that address and port, or
+// an ICMP (ICMPv6 over IPv6) port unreachable error the namespace sent in
+// answer to a UDP datagram, which carries the datagram's headers. Other
+// resets (a connection aborted) and other errors are not refusals.
 func refusal(b []byte) (Attempt, bool) {
-	var (
-		src netip.Addr
-		tcp []byte
-	)
+	src, _, proto, payload, ok := ipHeader(b)
+	switch {
+	case !ok:
+	case proto == protoTCP:
+		if len(payload) < 20 || payload[13]&(tcpRST|tcpACK) != tcpRST|tcpACK || binary.BigEndian.Uint32(payload[4:8]) != 0 {
+			break
+		}
+		return refused(MethodDirect, src, payload[0:2], "the connection bypassed the proxy, the network namespace's only way out"), true
+	case proto == protoICMP && b[0]>>4 == 4, proto == protoICMPv6 && b[0]>>4 == 6:
+		want := uint16(icmpPortUnreachable)
+		if proto == protoICMPv6 {
+			want = icmpv6PortUnreachable
+		}
+		if len(payload) < 8 || binary.BigEndian.Uint16(payload[0:2]) != want {
+			break
+		}
+		// The datagram's own headers follow ICMP's.
+		_, dst, proto, udp, ok := ipHeader(payload[8:])
+		if !ok || proto != protoUDP || len(udp) < 4 {
+			break
+		}
+		return refused(MethodDirectUDP, dst, udp[2:4], "a UDP datagram bypassed the proxy, the network namespace's only way out, which carries TCP alone"), true
+	}
+	return Attempt{}, false
+}
+
+// refused returns a denied attempt of method to addr and the port in
+// network byte order, refused because of why.
+func refused(method string, addr netip.Addr, port []byte, why string) Attempt {
+	return Attempt{Time: time.Now(), Method: method, Host: addr.String(), Port: int(binary.BigEndian.Uint16(port)), Err: "refused: " + why}
+}
+
+// ipHeader reads an IPv4 header, or an IPv6 header without extension
+// headers: the addresses, the protocol and what follows the header.
+func ipHeader(b []byte) (src, dst netip.Addr, proto byte, payload []byte, ok bool) {
 	switch {
 	case len(b) >= 20 && b[0]>>4 == 4:
 		ihl := int(b[0]&0x0f) * 4
-		if len(b) < ihl+20 {
-			return Attempt{}, false
+		if ihl < 20 || len(b) < ihl {
+			return
 		}
-		src, tcp = netip.AddrFrom4([4]byte(b[12:16])), b[ihl:]
-	case len(b) >= 60 && b[0]>>4 == 6:
-		src, tcp = netip.AddrFrom16([16]byte(b[8:24])).Unmap(), b[40:]
-	default:
-		return Attempt{}, false
+		return netip.AddrFrom4([4]byte(b[12:16])), netip.AddrFrom4([4]byte(b[16:20])), b[9], b[ihl:], true
+	case len(b) >= 40 && b[0]>>4 == 6:
+		return netip.AddrFrom16([16]byte(b[8:24])).Unmap(), netip.AddrFrom16([16]byte(b[24:40])).Unmap(), b[6], b[40:], true
 	}
-	if tcp[13]&(tcpRST|tcpACK) != tcpRST|tcpACK || binary.BigEndian.Uint32(tcp[4:8]) != 0 {
-		return Attempt{}, false
-	}
-	return Attempt{
-		Time:   time.Now(),
-		Method: MethodDirect,
-		Host:   src.String(),
-		Port:   int(binary.BigEndian.Uint16(tcp[0:2])),
-		Err:    "refused: the connection bypassed the proxy, the network namespace's only way out",
-	}, true
+	return
 }
 
 // Flush records the connections that bypassed the proxy which the
@@ -66,8 +109,8 @@ func (n *Net) Flush() {
 }
 
 // BypassRecorded reports, once Enter or Started returned nil, whether the
-// connections that bypass the proxy are recorded (Attempts with Method
-// MethodDirect): nil if so, else why this kernel cannot, in which case
-// they are refused ("network is unreachable", or "connection refused" on
-// the loopback) unrecorded.
+// connections and datagrams that bypass the proxy are recorded (Attempts
+// with Method MethodDirect and MethodDirectUDP): nil if so, else why this
+// kernel cannot, in which case they are refused ("network is
+// unreachable", or "connection refused" on the loopback) unrecorded.
 func (n *Net) BypassRecorded() error { return n.bypassErr }

@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"strconv"
+	"strings"
 	"syscall"
 
 	"golang.org/x/sys/unix"
@@ -16,49 +18,68 @@ import (
 // route, or no listener. catchDirect makes every such attempt a refusal
 // the host sees. A route of type local for every address (in the local
 // table, as the kernel wants of an address a socket connects from) makes
-// every address the namespace's own for TCP: the policy rules that read
-// the local table are replaced by one for the loopback's addresses (every
-// protocol) and one for TCP, so that a UDP datagram or a ping to an
-// outside address still finds no route ("network is unreachable"). A
-// SYN to any address and port is then delivered on the loopback, where
-// nothing listens but the proxy and the forwarders, and the kernel
-// answers at once with a reset ("connection refused"). A
-// packet socket bound to the loopback keeps those resets (a classic BPF
-// filter drops everything else in the kernel), and the host reads them:
-// each names the address and port a connection was tried to.
+// every address the namespace's own for TCP and UDP: the policy rules
+// that read the local table are replaced by one for the loopback's
+// addresses (every protocol), one for TCP, one for UDP and one for the
+// kernel's own ICMP "port unreachable" errors (which answer a datagram
+// from the address it was sent to), so that a ping to an outside address
+// still finds no route ("network is unreachable"). A SYN to any address
+// and port is then delivered on the loopback, where nothing listens but
+// the proxy and the forwarders, and the kernel answers at once with a
+// reset ("connection refused"); a UDP datagram is delivered there too,
+// where nothing listens, and the kernel answers with ICMP (or ICMPv6)
+// port unreachable, which carries the datagram's own header (a connected
+// socket reads "connection refused"). A packet socket bound to the
+// loopback keeps those resets and errors (a classic BPF filter drops
+// everything else in the kernel), and the host reads them: each names the
+// address and port a connection or a datagram was sent to.
 
 // The priorities of catchDirect's rules: before the main table's (32766).
 const (
 	loopbackPriority = 1 // the loopback's addresses, every protocol
 	tcpPriority      = 2 // TCP, every address
+	icmpPriority     = 3 // ICMP port unreachable, every address
+	udpPriority      = 4 // UDP, every address
 )
 
 // skfPktType is SKF_AD_OFF + SKF_AD_PKTTYPE: a classic BPF load of the
 // packet's type (host, outgoing, …) instead of its bytes.
 const skfPktType = 0xfffff000 + 4
 
-// resetFilter keeps the TCP resets the namespace receives (IPv4 or IPv6
-// without extension headers), each copy once: the loopback shows a packet
-// as sent and again as received. The offsets are the network header's: a
+// keepBytes is how much of a packet the filter keeps: an IPv4 header
+// with options, ICMP's, the datagram's IPv4 header with options and the
+// start of its UDP header.
+const keepBytes = 192
+
+// refusalFilter keeps the TCP resets and the ICMP and ICMPv6 port
+// unreachable errors the namespace receives (IPv4, or IPv6 without
+// extension headers), each copy once: the loopback shows a packet as
+// sent and again as received. The offsets are the network header's: a
 // SOCK_DGRAM packet socket sees no link-layer header.
-var resetFilter = []unix.SockFilter{
-	{Code: unix.BPF_LD | unix.BPF_H | unix.BPF_ABS, K: skfPktType},                    // 0: A = the packet's type
-	{Code: unix.BPF_JMP | unix.BPF_JEQ | unix.BPF_K, K: unix.PACKET_OUTGOING, Jt: 14}, // 1: sent: drop
-	{Code: unix.BPF_LD | unix.BPF_B | unix.BPF_ABS, K: 0},                             // 2: A = version and length
-	{Code: unix.BPF_ALU | unix.BPF_AND | unix.BPF_K, K: 0xf0},                         // 3
-	{Code: unix.BPF_JMP | unix.BPF_JEQ | unix.BPF_K, K: 0x60, Jt: 6},                  // 4: IPv6: to 11
-	{Code: unix.BPF_JMP | unix.BPF_JEQ | unix.BPF_K, K: 0x40, Jf: 10},                 // 5: not IPv4: drop
-	{Code: unix.BPF_LD | unix.BPF_B | unix.BPF_ABS, K: 9},                             // 6: A = protocol
-	{Code: unix.BPF_JMP | unix.BPF_JEQ | unix.BPF_K, K: unix.IPPROTO_TCP, Jf: 8},      // 7: not TCP: drop
-	{Code: unix.BPF_LDX | unix.BPF_B | unix.BPF_MSH, K: 0},                            // 8: X = IPv4 header's length
-	{Code: unix.BPF_LD | unix.BPF_B | unix.BPF_IND, K: 13},                            // 9: A = TCP flags
-	{Code: unix.BPF_JMP | unix.BPF_JSET | unix.BPF_K, K: tcpRST, Jt: 4, Jf: 5},        // 10: RST: keep
-	{Code: unix.BPF_LD | unix.BPF_B | unix.BPF_ABS, K: 6},                             // 11: A = IPv6 next header
-	{Code: unix.BPF_JMP | unix.BPF_JEQ | unix.BPF_K, K: unix.IPPROTO_TCP, Jf: 3},      // 12: not TCP: drop
-	{Code: unix.BPF_LD | unix.BPF_B | unix.BPF_ABS, K: 40 + 13},                       // 13: A = TCP flags
-	{Code: unix.BPF_JMP | unix.BPF_JSET | unix.BPF_K, K: tcpRST, Jf: 1},               // 14: RST: keep
-	{Code: unix.BPF_RET | unix.BPF_K, K: 128},                                         // 15: keep the headers
-	{Code: unix.BPF_RET | unix.BPF_K},                                                 // 16: drop
+var refusalFilter = []unix.SockFilter{
+	{Code: unix.BPF_LD | unix.BPF_H | unix.BPF_ABS, K: skfPktType},                         // 0: A = the packet's type
+	{Code: unix.BPF_JMP | unix.BPF_JEQ | unix.BPF_K, K: unix.PACKET_OUTGOING, Jt: 20},      // 1: sent: drop
+	{Code: unix.BPF_LD | unix.BPF_B | unix.BPF_ABS, K: 0},                                  // 2: A = version and length
+	{Code: unix.BPF_ALU | unix.BPF_AND | unix.BPF_K, K: 0xf0},                              // 3
+	{Code: unix.BPF_JMP | unix.BPF_JEQ | unix.BPF_K, K: 0x60, Jt: 9},                       // 4: IPv6: to 14
+	{Code: unix.BPF_JMP | unix.BPF_JEQ | unix.BPF_K, K: 0x40, Jf: 16},                      // 5: not IPv4: drop
+	{Code: unix.BPF_LDX | unix.BPF_B | unix.BPF_MSH, K: 0},                                 // 6: X = IPv4 header's length
+	{Code: unix.BPF_LD | unix.BPF_B | unix.BPF_ABS, K: 9},                                  // 7: A = protocol
+	{Code: unix.BPF_JMP | unix.BPF_JEQ | unix.BPF_K, K: unix.IPPROTO_TCP, Jf: 2},           // 8: not TCP: to 11
+	{Code: unix.BPF_LD | unix.BPF_B | unix.BPF_IND, K: 13},                                 // 9: A = TCP flags
+	{Code: unix.BPF_JMP | unix.BPF_JSET | unix.BPF_K, K: tcpRST, Jt: 10, Jf: 11},           // 10: RST: keep
+	{Code: unix.BPF_JMP | unix.BPF_JEQ | unix.BPF_K, K: unix.IPPROTO_ICMP, Jf: 10},         // 11: not ICMP: drop
+	{Code: unix.BPF_LD | unix.BPF_H | unix.BPF_IND, K: 0},                                  // 12: A = ICMP type and code
+	{Code: unix.BPF_JMP | unix.BPF_JEQ | unix.BPF_K, K: icmpPortUnreachable, Jt: 7, Jf: 8}, // 13: keep
+	{Code: unix.BPF_LD | unix.BPF_B | unix.BPF_ABS, K: 6},                                  // 14: A = IPv6 next header
+	{Code: unix.BPF_JMP | unix.BPF_JEQ | unix.BPF_K, K: unix.IPPROTO_TCP, Jf: 2},           // 15: not TCP: to 18
+	{Code: unix.BPF_LD | unix.BPF_B | unix.BPF_ABS, K: 40 + 13},                            // 16: A = TCP flags
+	{Code: unix.BPF_JMP | unix.BPF_JSET | unix.BPF_K, K: tcpRST, Jt: 3, Jf: 4},             // 17: RST: keep
+	{Code: unix.BPF_JMP | unix.BPF_JEQ | unix.BPF_K, K: unix.IPPROTO_ICMPV6, Jf: 3},        // 18: not ICMPv6: drop
+	{Code: unix.BPF_LD | unix.BPF_H | unix.BPF_ABS, K: 40},                                 // 19: A = ICMPv6 type and code
+	{Code: unix.BPF_JMP | unix.BPF_JEQ | unix.BPF_K, K: icmpv6PortUnreachable, Jf: 1},      // 20: keep
+	{Code: unix.BPF_RET | unix.BPF_K, K: keepBytes},                                        // 21: keep the headers
+	{Code: unix.BPF_RET | unix.BPF_K},                                                      // 22: drop
 }
 
 // catchDirect, on a thread in the run's new namespace with CAP_NET_ADMIN
@@ -86,7 +107,7 @@ func catchDirect() (fd int, err error) {
 		return -1, fmt.Errorf("find lo: %w", err)
 	}
 	lo := int(ifr.Uint32())
-	prog := unix.SockFprog{Len: uint16(len(resetFilter)), Filter: &resetFilter[0]}
+	prog := unix.SockFprog{Len: uint16(len(refusalFilter)), Filter: &refusalFilter[0]}
 	if err := unix.SetsockoptSockFprog(fd, unix.SOL_SOCKET, unix.SO_ATTACH_FILTER, &prog); err != nil {
 		return -1, fmt.Errorf("filter the packet socket: %w", err)
 	}
@@ -99,6 +120,7 @@ func catchDirect() (fd int, err error) {
 		return -1, fmt.Errorf("open a netlink socket: %w", err)
 	}
 	defer unix.Close(nl)
+	unlimitUnreachable()
 	if err := catchAll(nl, unix.AF_INET, lo); err != nil {
 		return -1, err
 	}
@@ -110,12 +132,33 @@ func catchDirect() (fd int, err error) {
 	return fd, nil
 }
 
+// unlimitUnreachable exempts, in the calling thread's namespace, ICMP
+// and ICMPv6 destination unreachable from the kernel's rate limits, so
+// that every datagram caught is answered and recorded: an older kernel
+// applies its global limit (net.ipv4.icmp_msgs_per_sec, 1000 a second in
+// bursts of 50) on the loopback too, and a datagram left unanswered waits
+// for its client's timeout. The masks are the
+// namespace's own; where one cannot be written (an older kernel has no
+// IPv6 mask) the limit stays, and only a burst loses answers.
+func unlimitUnreachable() {
+	// IPv4: the default mask (6168) without destination unreachable (3).
+	if b, err := os.ReadFile("/proc/sys/net/ipv4/icmp_ratemask"); err == nil {
+		if m, err := strconv.Atoi(strings.TrimSpace(string(b))); err == nil {
+			os.WriteFile("/proc/sys/net/ipv4/icmp_ratemask", []byte(strconv.Itoa(m&^(1<<3))), 0)
+		}
+	}
+	// IPv6: the default mask ("0-1,3-127") without destination
+	// unreachable (1).
+	os.WriteFile("/proc/sys/net/ipv6/icmp/ratemask", []byte("0,3-127"), 0)
+}
+
 // htons returns v in network byte order, as a packet socket's protocol.
 func htons(v uint16) uint16 { return v<<8 | v>>8 }
 
 // catchAll makes, for the address family fam, every address local to
-// the namespace for TCP: the rules that read the local table for the
-// loopback's addresses and for TCP, the rule of priority 0 (which reads
+// the namespace for TCP and UDP: the rules that read the local table for
+// the loopback's addresses, for TCP, for ICMP port unreachable and for
+// UDP, the rule of priority 0 (which reads
 // it for everything) removed, then a route of type local for every
 // address through lo in the local table. In this order a step that
 // fails leaves a namespace whose loopback works and whose other
@@ -137,6 +180,19 @@ func catchAll(nl int, fam uint8, lo int) error {
 	}
 	if err := netlinkDo(nl, unix.RTM_NEWRULE, rule(0), table, rtattr(unix.FRA_PRIORITY, u32(tcpPriority)), rtattr(unix.FRA_IP_PROTO, []byte{unix.IPPROTO_TCP})); err != nil {
 		return fmt.Errorf("add the rule for TCP (a kernel with policy routing, 4.17 or later): %w", err)
+	}
+	// The rule for the port unreachable errors first: a datagram caught
+	// before it is answered would wait for its client's timeout.
+	icmp, unreachable := byte(unix.IPPROTO_ICMP), uint16(icmpPortUnreachable)
+	if fam == unix.AF_INET6 {
+		icmp, unreachable = unix.IPPROTO_ICMPV6, icmpv6PortUnreachable
+	}
+	ports := binary.NativeEndian.AppendUint16(binary.NativeEndian.AppendUint16(nil, unreachable), unreachable) // struct fib_rule_port_range
+	if err := netlinkDo(nl, unix.RTM_NEWRULE, rule(0), table, rtattr(unix.FRA_PRIORITY, u32(icmpPriority)), rtattr(unix.FRA_IP_PROTO, []byte{icmp}), rtattr(unix.FRA_DPORT_RANGE, ports)); err != nil {
+		return fmt.Errorf("add the rule for ICMP port unreachable: %w", err)
+	}
+	if err := netlinkDo(nl, unix.RTM_NEWRULE, rule(0), table, rtattr(unix.FRA_PRIORITY, u32(udpPriority)), rtattr(unix.FRA_IP_PROTO, []byte{unix.IPPROTO_UDP})); err != nil {
+		return fmt.Errorf("add the rule for UDP: %w", err)
 	}
 	// The first rule of the list that reads the local table: priority 0's.
 	if err := netlinkDo(nl, unix.RTM_DELRULE, rule(0), table); err != nil {
@@ -249,7 +305,7 @@ func (n *Net) releaseDirect() {
 func (n *Net) drain(fd uintptr) {
 	n.directMu.Lock()
 	defer n.directMu.Unlock()
-	var buf [128]byte
+	var buf [keepBytes]byte
 	for {
 		nb, _, err := unix.Recvfrom(int(fd), buf[:], unix.MSG_DONTWAIT)
 		if err != nil {

@@ -3,6 +3,7 @@ package egress
 import (
 	"encoding/binary"
 	"net/netip"
+	"strings"
 	"testing"
 )
 
@@ -55,6 +56,70 @@ func TestSandboxNetRefusal(t *testing.T) {
 			got = netip.AddrPortFrom(netip.MustParseAddr(at.Host), uint16(at.Port)).String()
 			if at.Method != MethodDirect || at.Allowed || at.Err == "" {
 				t.Errorf("%s: %+v, want a denied %s attempt with its reason", c.name, at, MethodDirect)
+			}
+		}
+		if got != c.want {
+			t.Errorf("%s: refusal() = %q, want %q", c.name, got, c.want)
+		}
+	}
+}
+
+// TestSandboxNetRefusalUDP: refusal reads the kernel's ICMP (ICMPv6) port
+// unreachable in answer to a UDP datagram, over IPv4 with or without
+// options and over IPv6, as a refused MethodDirectUDP attempt naming the
+// datagram's destination address and port (from the headers the error
+// carries, not the error's own source), and takes no other error for
+// one: another ICMP type or code, ICMP in IPv6 or ICMPv6 in IPv4, an error
+// about a TCP segment, a truncated one.
+func TestSandboxNetRefusalUDP(t *testing.T) {
+	// header returns an IP header from src to dst carrying proto, with
+	// options bytes of IPv4 options.
+	header := func(src, dst string, proto byte, options int) []byte {
+		s, d := netip.MustParseAddr(src), netip.MustParseAddr(dst)
+		if s.Is4() {
+			b := make([]byte, 20+options)
+			b[0] = 0x40 | byte(5+options/4)
+			b[9] = proto
+			copy(b[12:16], s.AsSlice())
+			copy(b[16:20], d.AsSlice())
+			return b
+		}
+		b := make([]byte, 40)
+		b[0] = 0x60
+		b[6] = proto
+		copy(b[8:24], s.AsSlice())
+		copy(b[24:40], d.AsSlice())
+		return b
+	}
+	// unreachable returns the error, from the namespace's address from,
+	// about a datagram of protocol inner sent to dst:dport.
+	unreachable := func(proto, typ, code byte, from, dst string, inner byte, dport uint16, options int) []byte {
+		b := header(from, from, proto, options)
+		b = append(b, typ, code, 0, 0, 0, 0, 0, 0)
+		b = append(b, header(from, dst, inner, options)...)
+		return binary.BigEndian.AppendUint16(binary.BigEndian.AppendUint16(b, 40000), dport)
+	}
+	for _, c := range []struct {
+		name string
+		b    []byte
+		want string // "host:port", or "" for no refusal
+	}{
+		{"IPv4", unreachable(protoICMP, 3, 3, "192.0.2.1", "192.0.2.1", protoUDP, 53, 0), "192.0.2.1:53"},
+		{"IPv4 with options", unreachable(protoICMP, 3, 3, "127.0.0.1", "10.0.0.53", protoUDP, 5353, 8), "10.0.0.53:5353"},
+		{"IPv6", unreachable(protoICMPv6, 1, 4, "::1", "2001:db8::1", protoUDP, 443, 0), "[2001:db8::1]:443"},
+		{"host unreachable", unreachable(protoICMP, 3, 1, "192.0.2.1", "192.0.2.1", protoUDP, 53, 0), ""},
+		{"an echo reply", unreachable(protoICMP, 0, 0, "192.0.2.1", "192.0.2.1", protoUDP, 53, 0), ""},
+		{"ICMPv6 type and code in ICMP", unreachable(protoICMP, 1, 4, "192.0.2.1", "192.0.2.1", protoUDP, 53, 0), ""},
+		{"ICMP in IPv6", unreachable(protoICMP, 3, 3, "::1", "2001:db8::1", protoUDP, 53, 0), ""},
+		{"about TCP", unreachable(protoICMP, 3, 3, "192.0.2.1", "192.0.2.1", protoTCP, 53, 0), ""},
+		{"truncated", unreachable(protoICMP, 3, 3, "192.0.2.1", "192.0.2.1", protoUDP, 53, 0)[:50], ""},
+	} {
+		at, ok := refusal(c.b)
+		got := ""
+		if ok {
+			got = netip.AddrPortFrom(netip.MustParseAddr(at.Host), uint16(at.Port)).String()
+			if at.Method != MethodDirectUDP || at.Allowed || !strings.Contains(at.Err, "UDP") {
+				t.Errorf("%s: %+v, want a denied %s attempt naming UDP", c.name, at, MethodDirectUDP)
 			}
 		}
 		if got != c.want {

@@ -19,8 +19,11 @@
 // once ("connection refused": every address is the namespace's own for
 // TCP, and nothing listens there) and recorded as a denied attempt
 // (MethodDirect) from the kernel's reset, which a packet socket on the
-// namespace's loopback hands to the host; a UDP datagram to an outside
-// address finds no route. The endpoints on the host's
+// namespace's loopback hands to the host. So is its UDP datagram, to
+// any address where nothing of the run listens (MethodDirectUDP, from the
+// kernel's ICMP port unreachable: a connected socket reads "connection
+// refused", so a DNS lookup fails at once); other protocols (a ping)
+// find no route. The endpoints on the host's
 // loopback that the run must reach (a model server, a tool bridge, MCP
 // servers over HTTP) are reached at the same address from inside:
 // listeners on the same 127.0.0.1:PORT inside the namespace forward each

@@ -2,6 +2,7 @@ package egress
 
 import (
 	"bufio"
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -48,8 +49,9 @@ func runHelper(name string, args []string) int {
 }
 
 // inside runs in the namespace and prints, as one JSON object, what each
-// way out gave: "STATUS BODY" or "error: …". args: the host's address
-// that nothing forwards, then the forwarded one.
+// way out gave: "STATUS BODY" or "error: …". args: the host's addresses
+// that nothing forwards, then the forwarded one, then (optionally) the
+// addresses to send UDP datagrams to.
 func inside(args []string) int {
 	direct, forwarded := args[0], args[1]
 	out := map[string]string{}
@@ -70,13 +72,31 @@ func inside(args []string) int {
 	// A connection to a listener of the run's own, aborted (a reset
 	// that answers no SYN), is no refusal: nothing is recorded.
 	out["own"] = ownAborted()
-	// A datagram to an outside address finds no route.
-	if c, err := net.Dial("udp", "192.0.2.1:53"); err != nil {
-		out["udp"] = "error: " + err.Error()
-	} else {
-		_, err := c.Write([]byte("x"))
-		out["udp"] = fmt.Sprintf("sent: %v", err)
-		c.Close()
+	// A datagram to any address but the run's own listeners is refused:
+	// a connected socket reads "connection refused", at once; an
+	// unconnected one sees nothing, but its datagram is refused all the
+	// same.
+	if len(args) > 2 {
+		for _, a := range strings.Split(args[2], ",") {
+			out["udp "+a] = udpRefused(a)
+		}
+		if c, err := net.ListenPacket("udp", ":0"); err == nil {
+			if dst, err := net.ResolveUDPAddr("udp", "192.0.2.2:9"); err == nil {
+				_, err := c.WriteTo([]byte("x"), dst)
+				out["udp unconnected"] = fmt.Sprintf("sent: %v", err)
+			}
+			c.Close()
+		}
+		// A DNS lookup fails at once: its resolver's datagrams are refused.
+		r := &net.Resolver{PreferGo: true, Dial: func(ctx context.Context, network, _ string) (net.Conn, error) {
+			var d net.Dialer
+			return d.DialContext(ctx, network, "192.0.2.53:53")
+		}}
+		start := time.Now()
+		_, err := r.LookupHost(context.Background(), "example.com")
+		var dnsErr *net.DNSError
+		out["dns"] = fmt.Sprintf("error: %v timeout=%v", err, errors.As(err, &dnsErr) && dnsErr.IsTimeout)
+		out["dns took"] = time.Since(start).String()
 	}
 	for _, a := range strings.Split(direct, ",") {
 		c, err := net.DialTimeout("tcp", a, time.Minute)
@@ -90,6 +110,11 @@ func inside(args []string) int {
 	// A packet socket, which would let a root run forge the resets the
 	// host records, needs CAP_NET_RAW, which no run keeps.
 	out["raw"] = rawSocket()
+	// The namespace's ICMP rate masks, which its start sets.
+	for k, f := range map[string]string{"ratemask": "/proc/sys/net/ipv4/icmp_ratemask", "ratemask6": "/proc/sys/net/ipv6/icmp/ratemask"} {
+		b, _ := os.ReadFile(f)
+		out[k] = strings.TrimSpace(string(b))
+	}
 	status, _ := os.ReadFile("/proc/self/status")
 	for _, l := range strings.Split(string(status), "\n") {
 		if k, v, ok := strings.Cut(l, ":"); ok && (k == "CapEff" || k == "CapPrm" || k == "CapAmb" || k == "CapBnd") {
@@ -187,4 +212,25 @@ func holdSocket(addr string) int {
 	f.Close()
 	c.Close()
 	return 0
+}
+
+// udpRefused sends a datagram to addr from a connected socket and reads
+// the answer: "error: …" ("connection refused" where the namespace
+// refused it), or what came back.
+func udpRefused(addr string) string {
+	c, err := net.Dial("udp", addr)
+	if err != nil {
+		return "error: " + err.Error()
+	}
+	defer c.Close()
+	if _, err := c.Write([]byte("x")); err != nil {
+		return "error: " + err.Error()
+	}
+	c.SetReadDeadline(time.Now().Add(time.Minute))
+	var b [16]byte
+	n, err := c.Read(b[:])
+	if err != nil {
+		return "error: " + err.Error()
+	}
+	return fmt.Sprintf("answered %q", b[:n])
 }

@@ -86,8 +86,11 @@ func startWrapped(n *Net, cmd *exec.Cmd) error {
 // other addresses, not an outside address (IPv4 and IPv6). Each direct
 // connection is refused at once ("connection refused": the dial returns
 // an error, not a timeout) and recorded as a denied MethodDirect attempt
-// naming its address and port; a UDP datagram to an outside address still
-// finds no route.
+// naming its address and port. So is every UDP datagram to an address
+// outside or to the loopback where nothing listens (IPv4 and IPv6), as a
+// denied MethodDirectUDP attempt: a connected socket reads "connection
+// refused", an unconnected one's datagram is recorded all the same, and a
+// DNS lookup fails at once ("connection refused", not a timeout).
 func TestSandboxNetChild(t *testing.T) {
 	t.Run("enter", func(t *testing.T) {
 		if os.Geteuid() != 0 {
@@ -121,8 +124,10 @@ func sandboxNetChild(t *testing.T, start func(*Net, *exec.Cmd) error) {
 	if a, ok := hostAddr(); ok {
 		direct = append(direct, net.JoinHostPort(a.String(), port))
 	}
+	udp := []string{"192.0.2.1:53", "127.0.0.1:" + port}
 	if ipv6Loopback() {
 		direct = append(direct, "[2001:db8::1]:443")
+		udp = append(udp, "[2001:db8::1]:443")
 	}
 	var (
 		mu       sync.Mutex
@@ -145,7 +150,7 @@ func sandboxNetChild(t *testing.T, start func(*Net, *exec.Cmd) error) {
 		t.Fatal(err)
 	}
 	// An inherited NO_PROXY or proxy of the host's must not matter.
-	got := runInside(t, n, start, []string{"NO_PROXY=allowed.test,denied.test", "HTTPS_PROXY=http://192.0.2.1:1"}, strings.Join(direct, ","), forwarded)
+	got := runInside(t, n, start, []string{"NO_PROXY=allowed.test,denied.test", "HTTPS_PROXY=http://192.0.2.1:1"}, strings.Join(direct, ","), forwarded, strings.Join(udp, ","))
 	t.Logf("inside the namespace: %v", got)
 	for k, want := range map[string]string{
 		"http allowed":    "200 hello from /plain",
@@ -188,8 +193,24 @@ func sandboxNetChild(t *testing.T, start func(*Net, *exec.Cmd) error) {
 			t.Errorf("direct %s: %q, want an error: connection refused", a, g)
 		}
 	}
-	if g := got["udp"]; !strings.Contains(g, "network is unreachable") {
-		t.Errorf("udp 192.0.2.1:53: %q, want an error: network is unreachable", g)
+	for _, a := range udp {
+		if g := got["udp "+a]; !strings.HasPrefix(g, "error: ") || !strings.Contains(g, "connection refused") {
+			t.Errorf("udp %s: %q, want an error: connection refused", a, g)
+		}
+	}
+	// Destination unreachable (3; ICMPv6's 1) is exempt from the
+	// namespace's rate limits, so that a burst is answered in full.
+	if m, err := strconv.Atoi(got["ratemask"]); err != nil || m&(1<<3) != 0 {
+		t.Errorf("net.ipv4.icmp_ratemask inside = %q, want destination unreachable (bit 3) clear", got["ratemask"])
+	}
+	if g := got["ratemask6"]; ipv6Loopback() && g != "0,3-127" {
+		t.Errorf("net.ipv6.icmp.ratemask inside = %q, want 0,3-127", g)
+	}
+	if g := got["udp unconnected"]; g != "sent: <nil>" {
+		t.Errorf("udp 192.0.2.2:9 unconnected: %q, want sent", g)
+	}
+	if g := got["dns"]; !strings.Contains(g, "connection refused") || !strings.HasSuffix(g, "timeout=false") {
+		t.Errorf("a DNS lookup: %q, want an error: connection refused, not a timeout", g)
 	}
 	if err := n.BypassRecorded(); err != nil {
 		t.Errorf("BypassRecorded() = %v", err)
@@ -208,13 +229,19 @@ func sandboxNetChild(t *testing.T, start func(*Net, *exec.Cmd) error) {
 	for _, a := range direct {
 		wants = append(wants, MethodDirect+" "+a+" denied")
 	}
+	for _, a := range append(udp, "192.0.2.2:9", "192.0.2.53:53") {
+		wants = append(wants, MethodDirectUDP+" "+a+" denied")
+	}
 	for _, want := range wants {
 		if !slices.Contains(summary, want) {
 			t.Errorf("attempts %q lack %q", summary, want)
 		}
 	}
-	if len(summary) != len(wants) {
-		t.Errorf("attempts %q, want %d", summary, len(wants))
+	// The resolver's datagrams are one attempt each, as many as it
+	// sends: the distinct ones are counted.
+	slices.Sort(summary)
+	if distinct := slices.Compact(slices.Clone(summary)); len(distinct) != len(wants) {
+		t.Errorf("attempts %q, want %d distinct", summary, len(wants))
 	}
 	if !equalAttempts(recorded, n.Attempts()) {
 		t.Errorf("Attempts() = %+v, OnAttempt saw %+v", n.Attempts(), recorded)

@@ -41,11 +41,12 @@ type Attempt struct {
 	// Time is when the request arrived.
 	Time time.Time
 	// Method is "CONNECT", the HTTP method of a plain request ("GET",
-	// "POST", …), "FORWARD" for a loopback endpoint, or MethodDirect
-	// for a TCP connection that bypassed the proxy (always denied).
+	// "POST", …), "FORWARD" for a loopback endpoint, MethodDirect for a
+	// TCP connection that bypassed the proxy, or MethodDirectUDP for a
+	// UDP datagram (both always denied).
 	Method string
 	// Host and Port name the destination as the run asked for it (an
-	// IP address for MethodDirect).
+	// IP address for MethodDirect and MethodDirectUDP).
 	Host string
 	Port int
 	// Allowed reports whether the rules let the connection through.
@@ -492,16 +493,24 @@ func (e *deniedError) Error() string {
 	return fmt.Sprintf("clinvoke egress: %s denied: %s; the program that runs the agent may allow it in the run's network rules", e.target, e.why)
 }
 
+// rule returns the first rule of c that allows host:port, or nil.
+func (c *Config) rule(host string, port int) *Rule {
+	for i := range c.Allow {
+		if c.Allow[i].matches(host, port) {
+			return &c.Allow[i]
+		}
+	}
+	return nil
+}
+
+// Allows reports whether a rule of c lets a connection to host:port
+// through the proxy.
+func (c *Config) Allows(host string, port int) bool { return c.rule(host, port) != nil }
+
 // dial connects to host:port if a rule allows it.
 func (p *Proxy) dial(host string, port int) (net.Conn, error) {
 	target := net.JoinHostPort(host, strconv.Itoa(port))
-	var rule *Rule
-	for i := range p.cfg.Allow {
-		if p.cfg.Allow[i].matches(host, port) {
-			rule = &p.cfg.Allow[i]
-			break
-		}
-	}
+	rule := p.cfg.rule(host, port)
 	if rule == nil {
 		return nil, &deniedError{target: target, why: "not in the allowlist"}
 	}

@@ -357,7 +357,7 @@ func (a sandboxAsk) prepare(attr *proc.Attr, workdir string, setEnv []string, lo
 		attr.Restrict, rs.on = rs.rules.Restrict, true
 	}
 	if rs.net != nil {
-		attr.Env = rs.net.n.MergeEnv(attr.Env)
+		attr.Env = append(rs.net.n.MergeEnv(attr.Env), rs.net.env...)
 	}
 	if rs.net != nil && rs.net.wrap {
 		if err := rs.net.wrapAttr(attr, rs.rules); err != nil {

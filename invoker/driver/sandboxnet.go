@@ -154,6 +154,43 @@ var modelFacts = map[string]modelFact{
 	"opencode":        {config: "opencode/opencode.json", homeVar: "XDG_CONFIG_HOME", key: "baseURL"},
 }
 
+// quietFact is a CLI's switch for its traffic besides the model's
+// (telemetry, error reports, update checks), and the host that traffic
+// goes to.
+type quietFact struct {
+	env  string // set to 1, it turns that traffic off
+	host string // host:port
+}
+
+// quietFacts are the CLIs whose own traffic the network rules would
+// refuse in every run, each refusal a warning (docs/cli-facts.md): Claude
+// Code 2.1.197 sends 6 connections to api.anthropic.com:443 in a one-turn
+// run, none with CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC set.
+var quietFacts = map[string]quietFact{
+	"claude":          {env: "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC", host: "api.anthropic.com:443"},
+	"claude-code-acp": {env: "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC", host: "api.anthropic.com:443"},
+}
+
+// quietEnv returns what the environment of a run of cli with env adds
+// under the network rules of cfg: the CLI's switch for its own traffic,
+// set where the rules would refuse that traffic (its model is elsewhere)
+// and the run's environment does not set it already.
+func quietEnv(cli string, env []string, cfg *egress.Config) []string {
+	f, ok := quietFacts[cli]
+	if !ok {
+		return nil
+	}
+	if envValue(env, f.env) != "" {
+		return nil
+	}
+	host, port, _ := net.SplitHostPort(f.host)
+	p, _ := strconv.Atoi(port)
+	if cfg.Allows(host, p) {
+		return nil
+	}
+	return []string{f.env + "=1"}
+}
+
 // modelURLs returns the base URLs the run of cli is configured with: its
 // variable's, the ones in its configuration file, else none.
 func modelURLs(cli string, env []string) (urls []string, defaults []string) {
@@ -239,12 +276,14 @@ type runNet struct {
 	n       *egress.Net
 	wrap    bool     // started by Wrap, not Enter
 	ruleset *os.File // with wrap, the Landlock ruleset its first stage applies; closed once started
+	env     []string // what the run's environment adds besides the proxy's variables (quietEnv)
 
 	mu      sync.Mutex
 	pending []egress.Attempt // denied, not yet warned of
-	// warned holds the addresses of the refused direct connections
-	// already warned of: a tool that polls a port gets one warning per
-	// address, not one per attempt (each is still a Connection).
+	// warned holds the protocols and addresses of the refused direct
+	// connections and datagrams already warned of: a tool that polls a
+	// port (or a resolver that retries) gets one warning per address, not
+	// one per attempt (each is still a Connection).
 	warned map[string]bool
 }
 
@@ -275,14 +314,15 @@ func (a sandboxAsk) startNet(env []string, log interface {
 	}
 	rn := &runNet{wrap: route == netWrap}
 	cfg := netConfig(rules, a.cli, env, a.mcp)
+	rn.env = quietEnv(a.cli, env, cfg)
 	cfg.OnAttempt = func(at egress.Attempt) {
 		if at.Allowed {
 			return
 		}
 		rn.mu.Lock()
 		defer rn.mu.Unlock()
-		if at.Method == egress.MethodDirect {
-			hp := net.JoinHostPort(at.Host, strconv.Itoa(at.Port))
+		if at.Method == egress.MethodDirect || at.Method == egress.MethodDirectUDP {
+			hp := at.Method + " " + net.JoinHostPort(at.Host, strconv.Itoa(at.Port))
 			if rn.warned[hp] {
 				return
 			}
@@ -326,6 +366,8 @@ func (rn *runNet) warnings(tool *invoker.Tool) []invoker.Event {
 			text = toolsRefused(hp, at.Err)
 		case at.Method == egress.MethodDirect && isLoopbackHost(at.Host):
 			text = fmt.Sprintf("the sandbox refused a connection to %s that bypassed its proxy: nothing in the run listens there, and the host's loopback is out of the run's reach (its network namespace has a loopback of its own); add %q to Sandbox.Network to reach the host's server at that address", hp, hp)
+		case at.Method == egress.MethodDirectUDP:
+			text = fmt.Sprintf("the sandbox refused a UDP datagram to %s that bypassed its proxy: only TCP connections through the proxy the run's HTTPS_PROXY and HTTP_PROXY name leave the sandbox, and no rule lets UDP out (DNS, QUIC); a DNS lookup inside fails at once, as the proxy resolves the hosts it is asked for", hp)
 		case at.Method == egress.MethodDirect:
 			text = fmt.Sprintf("the sandbox refused a connection to %s that bypassed its proxy: only connections through the proxy the run's HTTPS_PROXY and HTTP_PROXY name leave the sandbox; to let one through, send it through the proxy and add %q to Sandbox.Network", hp, hp)
 		}

@@ -4,11 +4,13 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync/atomic"
@@ -93,17 +95,26 @@ func findConn(cs []invoker.Connection, host string, port int) (invoker.Connectio
 // rule to add); a connection that ignores the proxy, to an outside
 // address or to another server on the host's loopback, is refused at
 // once ("connection refused") and recorded the same way, a denied
-// Connection and a warning naming its address and port.
+// Connection and a warning naming its address and port; so is a UDP
+// datagram (IPv4 and IPv6), its Connection and warning naming UDP.
 func TestSandboxNetNone(t *testing.T) {
 	requireSandbox(t)
 	requireSandboxNet(t)
 	model, modelHits := countingServer(t)
 	other, otherHits := countingServer(t)
 	var evs evlog
-	lr := newLimitRun(t, fakeagent.Script{Touch: []string{
+	udp := []string{"192.0.2.1:53"}
+	if _, err := os.Stat("/proc/net/if_inet6"); err == nil {
+		udp = append(udp, "[2001:db8::1]:443") // where the namespace has IPv6
+	}
+	touch := []string{
 		"get " + model.URL + "/v1/messages", "get http://denied.example/", "dial 192.0.2.1:80", "get " + other.URL + "/",
-		"dial 192.0.2.1:80", "dial 192.0.2.1:80",
-	}})
+		"dial 192.0.2.1:80", "dial 192.0.2.1:80", "udp 192.0.2.1:53",
+	}
+	for _, a := range udp {
+		touch = append(touch, "udp "+a)
+	}
+	lr := newLimitRun(t, fakeagent.Script{Touch: touch})
 	lr.req.Sandbox = invoker.Sandbox{Mode: "required", Network: []string{"none"}}
 	lr.req.Env = append(lr.req.Env, "ANTHROPIC_BASE_URL="+model.URL)
 	lr.req.OnEvent = evs.on
@@ -120,6 +131,11 @@ func TestSandboxNetNone(t *testing.T) {
 	}
 	if g := got["dial 192.0.2.1:80"]; !strings.Contains(g, "connection refused") {
 		t.Errorf("a connection around the proxy: %q, want connection refused", g)
+	}
+	for _, a := range udp {
+		if g := got["udp "+a]; !strings.Contains(g, "connection refused") {
+			t.Errorf("a UDP datagram around the proxy to %s: %q, want connection refused", a, g)
+		}
 	}
 	if g := got["get "+other.URL+"/"]; !strings.Contains(g, "connection refused") || otherHits.Load() != 0 {
 		t.Errorf("another server of the host's loopback: %q with %d requests, want connection refused with 0", g, otherHits.Load())
@@ -147,17 +163,82 @@ func TestSandboxNetNone(t *testing.T) {
 			t.Errorf("the warning of the connection to %s: %q, want one naming it and the proxy it bypassed", hp, ev.Text)
 		}
 	}
-	if n := evs.count(invoker.KindWarning); n != 1+len(direct) {
-		t.Errorf("%d warnings, want %d: each denied connection's, one per address", n, 1+len(direct))
-	}
-	n := 0
-	for _, c := range res.Connections {
-		if c.Host == "192.0.2.1" && c.Port == 80 {
-			n++
+	for _, hp := range udp {
+		host, port, _ := net.SplitHostPort(hp)
+		p, _ := strconv.Atoi(port)
+		if c, ok := findConn(res.Connections, host, p); !ok || c.Allowed || c.Sent != 0 || c.Received != 0 || !strings.Contains(c.Err, "UDP") {
+			t.Errorf("Result.Connections %+v: want %s denied, naming UDP", res.Connections, hp)
+		}
+		if ev, _, ok := evs.first(invoker.KindWarning, hp); !ok || !strings.Contains(ev.Text, "UDP datagram to "+hp+" that bypassed its proxy") {
+			t.Errorf("the warning of the datagram to %s: %q, want one naming it and UDP", hp, ev.Text)
 		}
 	}
-	if n != 3 {
+	if n := evs.count(invoker.KindWarning); n != 1+len(direct)+len(udp) {
+		t.Errorf("%d warnings, want %d: each denied connection's, one per address", n, 1+len(direct)+len(udp))
+	}
+	count := func(host string, port int) int {
+		n := 0
+		for _, c := range res.Connections {
+			if c.Host == host && c.Port == port {
+				n++
+			}
+		}
+		return n
+	}
+	if n := count("192.0.2.1", 80); n != 3 {
 		t.Errorf("%d Connections to 192.0.2.1:80, want 3: each attempt is recorded, though warned of once", n)
+	}
+	if n := count("192.0.2.1", 53); n != 2 {
+		t.Errorf("%d Connections to 192.0.2.1:53, want 2: each datagram is recorded, though warned of once", n)
+	}
+}
+
+// TestSandboxNetQuiet: under network rules that refuse Claude Code's own
+// traffic (its model elsewhere than api.anthropic.com), the run's
+// environment sets CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC=1, so that the
+// CLI does not send it and no run warns of it; not where the rules let it
+// through (the default model hosts), not without network rules, and never
+// over the value the caller set.
+func TestSandboxNetQuiet(t *testing.T) {
+	requireSandbox(t)
+	requireSandboxNet(t)
+	const quiet = "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC"
+	model, _ := countingServer(t)
+	for _, c := range []struct {
+		name    string
+		network []string
+		env     []string
+		want    string // the CLI's value, "" for unset
+	}{
+		{"model elsewhere", []string{"none"}, []string{"ANTHROPIC_BASE_URL=" + model.URL}, "1"},
+		{"an allowlist without the host", []string{"example.com:443"}, []string{"ANTHROPIC_BASE_URL=" + model.URL}, "1"},
+		{"the default model hosts", []string{"none"}, nil, ""},
+		{"the host allowed", []string{"api.anthropic.com:443"}, []string{"ANTHROPIC_BASE_URL=" + model.URL}, ""},
+		{"set by the caller", []string{"none"}, []string{"ANTHROPIC_BASE_URL=" + model.URL, quiet + "=0"}, "0"},
+		{"no network rules", nil, []string{"ANTHROPIC_BASE_URL=" + model.URL}, ""},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			lr := newLimitRun(t, fakeagent.Script{})
+			lr.req.Permission = invoker.Unlimited // no filesystem ceiling: the fake writes its record
+			lr.req.Sandbox = invoker.Sandbox{Mode: "required", Network: c.network}
+			lr.req.Env = append(lr.req.Env, c.env...)
+			if res, err := lr.inv.Invoke(context.Background(), lr.req); err != nil {
+				t.Fatalf("Invoke() error = %v; stderr: %s", err, res.Stderr)
+			}
+			rec, err := fakeagent.ReadRecord(lr.script.RecordDir)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var got []string
+			for _, kv := range rec.Env {
+				if k, v, _ := strings.Cut(kv, "="); k == quiet {
+					got = append(got, v)
+				}
+			}
+			if want := []string{c.want}; (c.want == "" && len(got) != 0) || (c.want != "" && !slices.Equal(got, want)) {
+				t.Errorf("%s in the CLI's environment: %q, want %q", quiet, got, c.want)
+			}
+		})
 	}
 }
 

@@ -138,7 +138,9 @@ type Script struct {
 	// (outcome "ok", or the status: "403 Forbidden"); "proxy URL" asks
 	// through the proxy HTTP_PROXY names, whatever NO_PROXY says, as
 	// curl -x does; "dial HOST:PORT"
-	// connects over TCP, ignoring any proxy ("ok", or the error).
+	// connects over TCP, ignoring any proxy ("ok", or the error); "udp
+	// HOST:PORT" sends a datagram from a connected UDP socket and reads
+	// the answer ("ok" for one, or the error: "… connection refused").
 	Touch []string `json:"touch,omitempty"`
 
 	// StreamFor keeps printing progress events, one every Interval, for
@@ -618,6 +620,8 @@ func (s *Script) touch() {
 			if c, err = net.DialTimeout("tcp", path, 10*time.Second); err == nil {
 				c.Close()
 			}
+		case "udp":
+			err = udpSend(path)
 		default:
 			err = fmt.Errorf("unknown operation %q", op)
 		}
@@ -628,6 +632,23 @@ func (s *Script) touch() {
 		lines = append(lines, op+" "+path+": "+res)
 	}
 	s.Answer = strings.Join(lines, "\n")
+}
+
+// udpSend sends a datagram to addr as Touch's "udp" does and reads the
+// answer: nil for one, else the error.
+func udpSend(addr string) error {
+	c, err := net.Dial("udp", addr)
+	if err != nil {
+		return err
+	}
+	defer c.Close()
+	if _, err := c.Write([]byte("x")); err != nil {
+		return err
+	}
+	c.SetReadDeadline(time.Now().Add(10 * time.Second))
+	var b [16]byte
+	_, err = c.Read(b[:])
+	return err
 }
 
 // httpGet asks for u as Touch's "get" does, on a connection of its own

@@ -123,3 +123,59 @@ func TestSandboxNetPrivateLargePlan(t *testing.T) {
 		t.Errorf("PrivateHeld() = %v (%s), the last file read %q; want true and %q", n.PrivateHeld(), n.PrivateWhy(), out.String(), "1999")
 	}
 }
+
+// TestSandboxNetPrivateSkipped: a link on the way to a settings file that
+// the first stage of WrapPrivate cannot hold (in a directory its user
+// namespace may not search: mode 0, or for root owned by a user the
+// namespace does not map) is sent back with the listeners, the private
+// roots standing.
+func TestSandboxNetPrivateSkipped(t *testing.T) {
+	defer goleak.VerifyNone(t)
+	requireWrapLandlock(t)
+	dir, err := os.MkdirTemp("/var/tmp", "clinvoke-unsearchable-") // outside the private /tmp
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.Chmod(dir, 0o700); os.RemoveAll(dir) })
+	locked := filepath.Join(dir, "config.toml")
+	if err := os.WriteFile(locked, nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if os.Geteuid() == 0 {
+		if err := os.Chown(dir, 65534, 65534); err != nil {
+			t.Fatal(err)
+		}
+	} else if err := os.Chmod(dir, 0); err != nil {
+		t.Fatal(err)
+	}
+	work := t.TempDir()
+	rs, err := sandbox.Build(sandbox.Policy{Level: sandbox.ReadOnly, Workdir: work, Temp: work})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rs.Close()
+	ruleset, err := rs.File()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ruleset.Close()
+	n, err := New(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer n.Close()
+	cmd := exec.Command("/bin/true")
+	if err := n.WrapPrivate(cmd, ruleset, []byte(`{"binds":[],"links":["`+locked+`"]}`)); err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	serr := n.Started()
+	if werr := cmd.Wait(); serr != nil || werr != nil {
+		t.Fatalf("Started: %v; the command: %v", serr, werr)
+	}
+	if got := n.PrivateSkipped(); !n.PrivateHeld() || len(got) != 1 || !strings.Contains(got[0], locked) {
+		t.Errorf("PrivateHeld() = %v (%s), PrivateSkipped() = %q; want true and %s", n.PrivateHeld(), n.PrivateWhy(), got, locked)
+	}
+}

@@ -164,48 +164,20 @@ func (n *Net) wrap(cmd *exec.Cmd, ruleset *os.File, plan []byte) error {
 	if n.wrapped != nil {
 		return errors.New("egress: Wrap called twice on one Net")
 	}
-	fds, err := unix.Socketpair(unix.AF_UNIX, unix.SOCK_SEQPACKET|unix.SOCK_CLOEXEC, 0)
+	sf, err := sandbox.PrepareStage(cmd, ruleset, plan)
 	if err != nil {
-		return fmt.Errorf("egress: socketpair: %w", err)
+		return err
 	}
-	n.wrapped = os.NewFile(uintptr(fds[0]), "egress-host")
-	n.stageEnd = os.NewFile(uintptr(fds[1]), "egress-stage")
-	spec := stageSpec{FD: 3 + len(cmd.ExtraFiles), Path: cmd.Path, Listen: n.listenAddrs()}
-	cmd.ExtraFiles = append(cmd.ExtraFiles, n.stageEnd)
-	if ruleset != nil {
-		spec.Ruleset = 3 + len(cmd.ExtraFiles)
-		cmd.ExtraFiles = append(cmd.ExtraFiles, ruleset)
-		if len(plan) > 0 {
-			if n.plan, err = sandbox.PlanFile(plan); err != nil {
-				return err // Close closes the socket
-			}
-			spec.Private = 3 + len(cmd.ExtraFiles)
-			cmd.ExtraFiles = append(cmd.ExtraFiles, n.plan)
-		}
-	}
-	b, _ := json.Marshal(spec)
-	if cmd.Env == nil {
-		cmd.Env = os.Environ()
-	}
-	cmd.Env = append(cmd.Env, stageEnv+"="+string(b))
-	cmd.Path = "/proc/self/exe"
-	if cmd.SysProcAttr == nil {
-		cmd.SysProcAttr = &syscall.SysProcAttr{}
-	}
+	n.wrapped, n.stageEnd, n.plan = sf.Host, sf.Stage, sf.Plan
+	sandbox.SetStageEnv(cmd, stageEnv, stageSpec{FD: sf.FD, Path: sf.Path, Listen: n.listenAddrs(), Ruleset: sf.Ruleset, Private: sf.Private})
 	wrapAttr(cmd.SysProcAttr)
-	if spec.Private != 0 {
-		// For the mount namespace; dropped with the rest before the
-		// execution.
-		cmd.SysProcAttr.AmbientCaps = append(cmd.SysProcAttr.AmbientCaps, unix.CAP_SYS_ADMIN)
-	}
 	return nil
 }
 
-// wrapAttr asks for new user and network namespaces, the user and group
-// mapped to themselves, and CAP_NET_ADMIN and CAP_NET_RAW (the catch-all
+// wrapAttr adds to the new user namespace (sandbox.PrepareStage) a new
+// network namespace, and CAP_NET_ADMIN and CAP_NET_RAW (the catch-all
 // route's packet socket) kept across the exec of the first stage.
 func wrapAttr(a *syscall.SysProcAttr) {
-	sandbox.UserNSAttr(a)
 	a.Cloneflags |= unix.CLONE_NEWNET
 	a.AmbientCaps = append(a.AmbientCaps, unix.CAP_NET_ADMIN, unix.CAP_NET_RAW)
 }

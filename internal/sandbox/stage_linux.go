@@ -236,6 +236,69 @@ func UserNSAttr(a *syscall.SysProcAttr) {
 	a.GidMappingsEnableSetgroups = false
 }
 
+// StageFiles are what a first stage is handed, and where the command
+// finds them.
+type StageFiles struct {
+	Host, Stage *os.File // the socket's host end, and the stage's
+	Plan        *os.File // the private roots' plan, or nil
+	Path        string   // the program the stage executes (the command's)
+	// FD, Ruleset and Private are the descriptors of the stage's end,
+	// the ruleset and the plan in the command, 0 where there is none.
+	FD, Ruleset, Private int
+}
+
+// PrepareStage prepares cmd, not yet started, to start as this program's
+// own binary in a new user namespace (UserNSAttr): it hands the command
+// one end of a new socket for the stage's message, the ruleset (if not
+// nil) and, with a ruleset and a plan, the plan in a file (with
+// CAP_SYS_ADMIN kept across the execution, for the mount namespace). The
+// caller adds its namespaces and its spec (SetStageEnv), and closes the
+// files it is given once the command started, or failed to.
+func PrepareStage(cmd *exec.Cmd, ruleset *os.File, plan []byte) (*StageFiles, error) {
+	fds, err := unix.Socketpair(unix.AF_UNIX, unix.SOCK_SEQPACKET|unix.SOCK_CLOEXEC, 0)
+	if err != nil {
+		return nil, fmt.Errorf("sandbox: socketpair: %w", err)
+	}
+	sf := &StageFiles{Host: os.NewFile(uintptr(fds[0]), "stage-host"), Stage: os.NewFile(uintptr(fds[1]), "stage"), Path: cmd.Path}
+	sf.FD = 3 + len(cmd.ExtraFiles)
+	cmd.ExtraFiles = append(cmd.ExtraFiles, sf.Stage)
+	if ruleset != nil {
+		sf.Ruleset = 3 + len(cmd.ExtraFiles)
+		cmd.ExtraFiles = append(cmd.ExtraFiles, ruleset)
+		if len(plan) > 0 {
+			if sf.Plan, err = PlanFile(plan); err != nil {
+				sf.Host.Close()
+				sf.Stage.Close()
+				return nil, err
+			}
+			sf.Private = 3 + len(cmd.ExtraFiles)
+			cmd.ExtraFiles = append(cmd.ExtraFiles, sf.Plan)
+		}
+	}
+	cmd.Path = "/proc/self/exe"
+	if cmd.SysProcAttr == nil {
+		cmd.SysProcAttr = &syscall.SysProcAttr{}
+	}
+	UserNSAttr(cmd.SysProcAttr)
+	if sf.Private != 0 {
+		// For the mount namespace; dropped with the rest before the
+		// execution.
+		cmd.SysProcAttr.AmbientCaps = append(cmd.SysProcAttr.AmbientCaps, unix.CAP_SYS_ADMIN)
+	}
+	return sf, nil
+}
+
+// SetStageEnv adds to cmd's environment (this process's where it has
+// none) the variable name, whose value is spec in JSON: what makes the
+// program's binary run as a first stage.
+func SetStageEnv(cmd *exec.Cmd, name string, spec any) {
+	b, _ := json.Marshal(spec)
+	if cmd.Env == nil {
+		cmd.Env = os.Environ()
+	}
+	cmd.Env = append(cmd.Env, name+"="+string(b))
+}
+
 // A Stage is the host's end of a command Wrap prepared.
 type Stage struct {
 	host, stage *os.File // the socket's two ends
@@ -253,37 +316,17 @@ type Stage struct {
 // Close. The thread that starts cmd must not be restricted: writing the
 // new user namespace's id maps from a restricted thread is refused.
 func Wrap(cmd *exec.Cmd, ruleset *os.File, plan []byte) (*Stage, error) {
-	fds, err := unix.Socketpair(unix.AF_UNIX, unix.SOCK_SEQPACKET|unix.SOCK_CLOEXEC, 0)
+	sf, err := PrepareStage(cmd, ruleset, plan)
 	if err != nil {
-		return nil, fmt.Errorf("sandbox: socketpair: %w", err)
+		return nil, err
 	}
-	s := &Stage{host: os.NewFile(uintptr(fds[0]), "sandbox-host"), stage: os.NewFile(uintptr(fds[1]), "sandbox-stage")}
-	spec := stageSpec{FD: 3 + len(cmd.ExtraFiles), Path: cmd.Path}
-	cmd.ExtraFiles = append(cmd.ExtraFiles, s.stage)
-	if ruleset != nil {
-		spec.Ruleset = 3 + len(cmd.ExtraFiles)
-		cmd.ExtraFiles = append(cmd.ExtraFiles, ruleset)
+	if sf.Private == 0 {
+		// Without a plan (a probe) the stage makes a mount namespace all
+		// the same.
+		cmd.SysProcAttr.AmbientCaps = append(cmd.SysProcAttr.AmbientCaps, unix.CAP_SYS_ADMIN)
 	}
-	if len(plan) > 0 {
-		if s.plan, err = PlanFile(plan); err != nil {
-			s.Close()
-			return nil, err
-		}
-		spec.Private = 3 + len(cmd.ExtraFiles)
-		cmd.ExtraFiles = append(cmd.ExtraFiles, s.plan)
-	}
-	b, _ := json.Marshal(spec)
-	if cmd.Env == nil {
-		cmd.Env = os.Environ()
-	}
-	cmd.Env = append(cmd.Env, stageEnv+"="+string(b))
-	cmd.Path = "/proc/self/exe"
-	if cmd.SysProcAttr == nil {
-		cmd.SysProcAttr = &syscall.SysProcAttr{}
-	}
-	UserNSAttr(cmd.SysProcAttr)
-	cmd.SysProcAttr.AmbientCaps = append(cmd.SysProcAttr.AmbientCaps, unix.CAP_SYS_ADMIN)
-	return s, nil
+	SetStageEnv(cmd, stageEnv, stageSpec{FD: sf.FD, Path: sf.Path, Ruleset: sf.Ruleset, Private: sf.Private})
+	return &Stage{host: sf.Host, stage: sf.Stage, plan: sf.Plan}, nil
 }
 
 // Started receives the first stage's report, once cmd.Start returned nil:

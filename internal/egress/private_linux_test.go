@@ -25,6 +25,28 @@ func requireWrapLandlock(t *testing.T) {
 	}
 }
 
+// wrapRig returns p's ruleset and its file, closed at t's end, and a Net
+// to wrap a command with, for the caller to close (before its goroutines
+// are checked).
+func wrapRig(t *testing.T, p sandbox.Policy) (*sandbox.Ruleset, *os.File, *Net) {
+	t.Helper()
+	rs, err := sandbox.Build(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { rs.Close() })
+	ruleset, err := rs.File()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { ruleset.Close() })
+	n, err := New(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return rs, ruleset, n
+}
+
 // TestSandboxNetPrivateWhy: where the first stage of WrapPrivate cannot
 // give the run its private /tmp and /dev/shm (here: the descriptor it is
 // given is no Landlock ruleset), the host learns why, not only that.
@@ -83,25 +105,12 @@ func TestSandboxNetPrivateLargePlan(t *testing.T) {
 		}
 		named = append(named, "--file="+f)
 	}
-	rs, err := sandbox.Build(sandbox.Policy{Level: sandbox.ReadOnly, Workdir: work, Temp: work, Private: true, Named: named})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer rs.Close()
+	rs, ruleset, n := wrapRig(t, sandbox.Policy{Level: sandbox.ReadOnly, Workdir: work, Temp: work, Private: true, Named: named})
+	defer n.Close()
 	plan := rs.PrivatePlan()
 	if len(plan) <= 128<<10 {
 		t.Fatalf("the plan holds %d bytes; want more than 128 KiB", len(plan))
 	}
-	ruleset, err := rs.File()
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ruleset.Close()
-	n, err := New(nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer n.Close()
 	last := strings.TrimPrefix(named[len(named)-1], "--file=")
 	cmd := exec.Command("/bin/cat", last)
 	if err := n.WrapPrivate(cmd, ruleset, plan); err != nil {
@@ -149,20 +158,7 @@ func TestSandboxNetPrivateSkipped(t *testing.T) {
 		t.Fatal(err)
 	}
 	work := t.TempDir()
-	rs, err := sandbox.Build(sandbox.Policy{Level: sandbox.ReadOnly, Workdir: work, Temp: work})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer rs.Close()
-	ruleset, err := rs.File()
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ruleset.Close()
-	n, err := New(nil)
-	if err != nil {
-		t.Fatal(err)
-	}
+	_, ruleset, n := wrapRig(t, sandbox.Policy{Level: sandbox.ReadOnly, Workdir: work, Temp: work})
 	defer n.Close()
 	cmd := exec.Command("/bin/true")
 	if err := n.WrapPrivate(cmd, ruleset, []byte(`{"binds":[],"links":["`+locked+`"]}`)); err != nil {

@@ -57,7 +57,11 @@
 //     id maps are written from it. WrapPrivate also has it give the run
 //     its private /tmp and /dev/shm first, in a mount namespace of its
 //     own (internal/sandbox's plan); where it cannot, it tells the host
-//     why in the same message (PrivateWhy).
+//     why in the same message (PrivateWhy), with the settings links it
+//     could not hold (PrivateSkipped). The stage's generic part (its
+//     files, the private roots, dropping the capabilities, applying the
+//     ruleset and executing the command) is internal/sandbox's, whose
+//     own first stage does the same without a network namespace.
 //
 // Either way, goroutines of the host's namespace serve the listeners, so
 // their dials leave from the host, and the namespace ends with the last

@@ -71,6 +71,7 @@ type Net struct {
 	plan       *os.File      // the private roots' plan for the first stage, closed by Started
 	private    bool          // the first stage gave the run its private /tmp and /dev/shm
 	privateWhy string        // else why not, as the first stage said
+	skipped    []string      // the settings links the first stage left as they are
 
 	direct    syscall.RawConn // the packet socket that sees the refused direct connections
 	directMu  sync.Mutex      // held from a refusal's read until it is recorded
@@ -428,3 +429,9 @@ func (n *Net) PrivateHeld() bool { return n.private }
 // WrapPrivate could not give the run its private /tmp and /dev/shm, as
 // it said: empty where they hold, or where they were not asked for.
 func (n *Net) PrivateWhy() string { return n.privateWhy }
+
+// PrivateSkipped returns, once Started returned nil, the links on the way
+// to a settings file (and the files they end at) that the first stage of
+// WrapPrivate could not hold read-only, each with why (as
+// sandbox.Ruleset.Unheld says on the route without a user namespace).
+func (n *Net) PrivateSkipped() []string { return n.skipped }

@@ -25,6 +25,28 @@ func requireWrapLandlock(t *testing.T) {
 	}
 }
 
+// wrapRig returns p's ruleset and its file, closed at t's end, and a Net
+// to wrap a command with, for the caller to close (before its goroutines
+// are checked).
+func wrapRig(t *testing.T, p sandbox.Policy) (*sandbox.Ruleset, *os.File, *Net) {
+	t.Helper()
+	rs, err := sandbox.Build(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { rs.Close() })
+	ruleset, err := rs.File()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { ruleset.Close() })
+	n, err := New(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return rs, ruleset, n
+}
+
 // TestSandboxNetPrivateWhy: where the first stage of WrapPrivate cannot
 // give the run its private /tmp and /dev/shm (here: the descriptor it is
 // given is no Landlock ruleset), the host learns why, not only that.
@@ -83,25 +105,12 @@ func TestSandboxNetPrivateLargePlan(t *testing.T) {
 		}
 		named = append(named, "--file="+f)
 	}
-	rs, err := sandbox.Build(sandbox.Policy{Level: sandbox.ReadOnly, Workdir: work, Temp: work, Private: true, Named: named})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer rs.Close()
+	rs, ruleset, n := wrapRig(t, sandbox.Policy{Level: sandbox.ReadOnly, Workdir: work, Temp: work, Private: true, Named: named})
+	defer n.Close()
 	plan := rs.PrivatePlan()
 	if len(plan) <= 128<<10 {
 		t.Fatalf("the plan holds %d bytes; want more than 128 KiB", len(plan))
 	}
-	ruleset, err := rs.File()
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ruleset.Close()
-	n, err := New(nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer n.Close()
 	last := strings.TrimPrefix(named[len(named)-1], "--file=")
 	cmd := exec.Command("/bin/cat", last)
 	if err := n.WrapPrivate(cmd, ruleset, plan); err != nil {
@@ -121,5 +130,48 @@ func TestSandboxNetPrivateLargePlan(t *testing.T) {
 	}
 	if !n.PrivateHeld() || out.String() != "1999" {
 		t.Errorf("PrivateHeld() = %v (%s), the last file read %q; want true and %q", n.PrivateHeld(), n.PrivateWhy(), out.String(), "1999")
+	}
+}
+
+// TestSandboxNetPrivateSkipped: a link on the way to a settings file that
+// the first stage of WrapPrivate cannot hold (in a directory its user
+// namespace may not search: mode 0, or for root owned by a user the
+// namespace does not map) is sent back with the listeners, the private
+// roots standing.
+func TestSandboxNetPrivateSkipped(t *testing.T) {
+	defer goleak.VerifyNone(t)
+	requireWrapLandlock(t)
+	dir, err := os.MkdirTemp("/var/tmp", "clinvoke-unsearchable-") // outside the private /tmp
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.Chmod(dir, 0o700); os.RemoveAll(dir) })
+	locked := filepath.Join(dir, "config.toml")
+	if err := os.WriteFile(locked, nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if os.Geteuid() == 0 {
+		if err := os.Chown(dir, 65534, 65534); err != nil {
+			t.Fatal(err)
+		}
+	} else if err := os.Chmod(dir, 0); err != nil {
+		t.Fatal(err)
+	}
+	work := t.TempDir()
+	_, ruleset, n := wrapRig(t, sandbox.Policy{Level: sandbox.ReadOnly, Workdir: work, Temp: work})
+	defer n.Close()
+	cmd := exec.Command("/bin/true")
+	if err := n.WrapPrivate(cmd, ruleset, []byte(`{"binds":[],"links":["`+locked+`"]}`)); err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	serr := n.Started()
+	if werr := cmd.Wait(); serr != nil || werr != nil {
+		t.Fatalf("Started: %v; the command: %v", serr, werr)
+	}
+	if got := n.PrivateSkipped(); !n.PrivateHeld() || len(got) != 1 || !strings.Contains(got[0], locked) {
+		t.Errorf("PrivateHeld() = %v (%s), PrivateSkipped() = %q; want true and %s", n.PrivateHeld(), n.PrivateWhy(), got, locked)
 	}
 }

@@ -4,14 +4,12 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"net"
 	"os"
 	"os/exec"
 	"runtime"
 	"strings"
 	"syscall"
-	"unicode/utf8"
 
 	"golang.org/x/sys/unix"
 
@@ -90,28 +88,25 @@ func runStage(v string) int {
 		}
 		fds, files = append(fds, int(f.Fd())), append(files, f)
 	}
-	// The first byte says whether the private roots hold (1) or not (0);
-	// after it come why they do not, where they were asked for, and after
-	// a NUL why direct connections are not recorded, where they are not.
-	msg := []byte{0}
-	var privateWhy string
-	if spec.Private != 0 && spec.Ruleset != 0 {
-		plan, err := readPlan(spec.Private)
-		if err == nil {
-			err = sandbox.EnterPrivate(plan, spec.Ruleset)
-		}
-		if err == nil {
-			msg[0] = 1
-		} else {
-			privateWhy = truncate(err.Error(), maxWhy)
-		}
-	}
-	msg = append(append(msg, privateWhy...), 0)
+	// Why direct connections are not recorded, where they are not, then
+	// after a NUL the private roots' report (sandbox.PrivateReport).
+	var msg []byte
 	if derr != nil {
-		msg = append(msg, truncate(derr.Error(), maxWhy)...)
+		msg = append(msg, sandbox.CutReason(derr.Error())...)
 	} else {
 		fds = append(fds, direct)
 	}
+	var rep sandbox.PrivateReport
+	if spec.Private != 0 && spec.Ruleset != 0 {
+		plan, err := sandbox.ReadPlan(spec.Private)
+		if err == nil {
+			rep.Skipped, err = sandbox.EnterPrivate(plan, spec.Ruleset)
+		}
+		if rep.Held = err == nil; err != nil {
+			rep.Why = err.Error()
+		}
+	}
+	msg = rep.Append(append(msg, 0))
 	if err := unix.Sendmsg(spec.FD, msg, unix.UnixRights(fds...), nil, 0); err != nil {
 		fmt.Fprintln(os.Stderr, "egress: send the listeners:", err)
 		return 127
@@ -122,62 +117,13 @@ func runStage(v string) int {
 		return 0
 	}
 	// The listeners stay open in the host; here they close at the exec
-	// (close-on-exec). Nothing of the namespaces' privilege passes on.
-	if err := unix.Prctl(unix.PR_CAP_AMBIENT, unix.PR_CAP_AMBIENT_CLEAR_ALL, 0, 0, 0); err != nil {
-		fmt.Fprintln(os.Stderr, "egress: drop the ambient capabilities:", err)
-		return 127
-	}
-	hdr := unix.CapUserHeader{Version: unix.LINUX_CAPABILITY_VERSION_3}
-	var none [2]unix.CapUserData
-	if os.Getuid() != 0 {
-		if err := unix.Capset(&hdr, &none[0]); err != nil {
-			fmt.Fprintln(os.Stderr, "egress: drop the capabilities:", err)
-			return 127
-		}
-	} else if err := dropNetCaps(); err != nil {
-		// root keeps its capabilities in the namespace, but for these
-		fmt.Fprintln(os.Stderr, "egress: drop the network capabilities:", err)
-		return 127
-	}
-	if spec.Ruleset != 0 {
-		if err := restrictSelf(spec.Ruleset); err != nil {
-			fmt.Fprintln(os.Stderr, "egress:", err)
-			return 127
-		}
-	}
-	err := syscall.Exec(spec.Path, os.Args, os.Environ())
-	fmt.Fprintf(os.Stderr, "egress: execute %s: %v\n", spec.Path, err)
+	// (close-on-exec). Nothing of the namespaces' privilege passes on
+	// (as root, the network capabilities: sandbox.StageExec), the ruleset
+	// is applied as the route without a user namespace applies it
+	// (sandbox.RestrictSelf: with Landlock's logging of the denials after
+	// the execve where the ABI has it).
+	fmt.Fprintln(os.Stderr, "egress:", sandbox.StageExec(spec.Path, spec.Ruleset))
 	return 127
-}
-
-// readPlan reads the private roots' plan from the file open at fd, and
-// closes it.
-func readPlan(fd int) ([]byte, error) {
-	f := os.NewFile(uintptr(fd), "private-plan")
-	defer f.Close()
-	plan, err := io.ReadAll(f)
-	if err != nil {
-		return nil, fmt.Errorf("egress: read the private roots' plan: %w", err)
-	}
-	return plan, nil
-}
-
-// planFile returns a file in memory that holds plan, read from its start.
-func planFile(plan []byte) (*os.File, error) {
-	fd, err := unix.MemfdCreate("clinvoke-private-plan", unix.MFD_CLOEXEC)
-	if err != nil {
-		return nil, fmt.Errorf("egress: a file for the private roots' plan: memfd_create: %w", err)
-	}
-	f := os.NewFile(uintptr(fd), "private-plan")
-	if _, err := f.Write(plan); err != nil {
-		f.Close()
-		return nil, fmt.Errorf("egress: write the private roots' plan: %w", err)
-	}
-	if _, err := f.Seek(0, io.SeekStart); err != nil {
-		f.Close()
-		return nil, fmt.Errorf("egress: rewind the private roots' plan: %w", err)
-	}
-	return f, nil
 }
 
 // Wrap prepares cmd, not yet started, to start in the sandbox without
@@ -214,66 +160,25 @@ func (n *Net) WrapPrivate(cmd *exec.Cmd, ruleset *os.File, plan []byte) error {
 	return n.wrap(cmd, ruleset, plan)
 }
 
-// restrictSelf applies the Landlock ruleset fd to the calling thread,
-// the first stage's locked one that then executes the command, as the
-// route without a user namespace does (sandbox.RestrictSelf: with
-// Landlock's logging of the denials after the execve where the ABI has
-// it), and closes fd.
-func restrictSelf(fd int) error {
-	defer unix.Close(fd)
-	return sandbox.RestrictSelf(fd)
-}
-
 func (n *Net) wrap(cmd *exec.Cmd, ruleset *os.File, plan []byte) error {
 	if n.wrapped != nil {
 		return errors.New("egress: Wrap called twice on one Net")
 	}
-	fds, err := unix.Socketpair(unix.AF_UNIX, unix.SOCK_SEQPACKET|unix.SOCK_CLOEXEC, 0)
+	sf, err := sandbox.PrepareStage(cmd, ruleset, plan)
 	if err != nil {
-		return fmt.Errorf("egress: socketpair: %w", err)
+		return err
 	}
-	n.wrapped = os.NewFile(uintptr(fds[0]), "egress-host")
-	n.stageEnd = os.NewFile(uintptr(fds[1]), "egress-stage")
-	spec := stageSpec{FD: 3 + len(cmd.ExtraFiles), Path: cmd.Path, Listen: n.listenAddrs()}
-	cmd.ExtraFiles = append(cmd.ExtraFiles, n.stageEnd)
-	if ruleset != nil {
-		spec.Ruleset = 3 + len(cmd.ExtraFiles)
-		cmd.ExtraFiles = append(cmd.ExtraFiles, ruleset)
-		if len(plan) > 0 {
-			if n.plan, err = planFile(plan); err != nil {
-				return err // Close closes the socket
-			}
-			spec.Private = 3 + len(cmd.ExtraFiles)
-			cmd.ExtraFiles = append(cmd.ExtraFiles, n.plan)
-		}
-	}
-	b, _ := json.Marshal(spec)
-	if cmd.Env == nil {
-		cmd.Env = os.Environ()
-	}
-	cmd.Env = append(cmd.Env, stageEnv+"="+string(b))
-	cmd.Path = "/proc/self/exe"
-	if cmd.SysProcAttr == nil {
-		cmd.SysProcAttr = &syscall.SysProcAttr{}
-	}
+	n.wrapped, n.stageEnd, n.plan = sf.Host, sf.Stage, sf.Plan
+	sandbox.SetStageEnv(cmd, stageEnv, stageSpec{FD: sf.FD, Path: sf.Path, Listen: n.listenAddrs(), Ruleset: sf.Ruleset, Private: sf.Private})
 	wrapAttr(cmd.SysProcAttr)
-	if spec.Private != 0 {
-		// For the mount namespace; dropped with the rest before the
-		// execution.
-		cmd.SysProcAttr.AmbientCaps = append(cmd.SysProcAttr.AmbientCaps, unix.CAP_SYS_ADMIN)
-	}
 	return nil
 }
 
-// wrapAttr asks for new user and network namespaces, the user and group
-// mapped to themselves, and CAP_NET_ADMIN and CAP_NET_RAW (the catch-all
+// wrapAttr adds to the new user namespace (sandbox.PrepareStage) a new
+// network namespace, and CAP_NET_ADMIN and CAP_NET_RAW (the catch-all
 // route's packet socket) kept across the exec of the first stage.
 func wrapAttr(a *syscall.SysProcAttr) {
-	uid, gid := os.Getuid(), os.Getgid()
-	a.Cloneflags |= unix.CLONE_NEWUSER | unix.CLONE_NEWNET
-	a.UidMappings = []syscall.SysProcIDMap{{ContainerID: uid, HostID: uid, Size: 1}}
-	a.GidMappings = []syscall.SysProcIDMap{{ContainerID: gid, HostID: gid, Size: 1}}
-	a.GidMappingsEnableSetgroups = false
+	a.Cloneflags |= unix.CLONE_NEWNET
 	a.AmbientCaps = append(a.AmbientCaps, unix.CAP_NET_ADMIN, unix.CAP_NET_RAW)
 }
 
@@ -293,7 +198,7 @@ func (n *Net) Started() error {
 	if err != nil {
 		return err
 	}
-	n.private, n.privateWhy = m.held, m.privateWhy
+	n.private, n.privateWhy, n.skipped = m.private.Held, m.private.Why, m.private.Skipped
 	n.serve(m.listeners)
 	if m.direct >= 0 {
 		n.recordDirect(m.direct)
@@ -301,28 +206,6 @@ func (n *Net) Started() error {
 		n.bypassErr = m.directErr
 	}
 	return nil
-}
-
-// maxWhy bounds each reason in the first stage's message, so that the
-// message fits the host's buffer.
-const maxWhy = 2000
-
-// truncate returns s cut to at most n bytes, at a character's start, and
-// without NUL bytes, which separate the reasons of the first stage's
-// message.
-func truncate(s string, n int) string {
-	s = strings.ReplaceAll(s, "\x00", " ")
-	if len(s) <= n {
-		return s
-	}
-	s = s[:n]
-	for len(s) > 0 {
-		if r, size := utf8.DecodeLastRuneInString(s); r != utf8.RuneError || size > 1 {
-			break
-		}
-		s = s[:len(s)-1]
-	}
-	return s
 }
 
 // closeRights closes the descriptors the control messages oob carry.
@@ -342,19 +225,18 @@ func closeRights(oob []byte) {
 
 // stageMessage is what the first stage sends the host.
 type stageMessage struct {
-	listeners  []net.Listener
-	held       bool   // the private roots hold
-	privateWhy string // else why not, where they were asked for
-	direct     int    // the catch-all route's packet socket, or -1
-	directErr  error  // why there is none
+	listeners []net.Listener
+	private   sandbox.PrivateReport // the private roots, where they were asked for
+	direct    int                   // the catch-all route's packet socket, or -1
+	directErr error                 // why there is none
 }
 
 // receiveListeners reads the first stage's message on c: nl listeners,
-// whether the private roots hold and if not why, and the catch-all
-// route's socket or why there is none; or the text of its error.
+// the catch-all route's socket or why there is none, and the private
+// roots' report; or the text of its error.
 func receiveListeners(c *os.File, nl int) (stageMessage, error) {
 	m := stageMessage{direct: -1}
-	buf := make([]byte, 4096)
+	buf := make([]byte, sandbox.StageBuffer)
 	oob := make([]byte, unix.CmsgSpace(4*(nl+1)))
 	nb, noob, flags, _, err := unix.Recvmsg(int(c.Fd()), buf, oob, unix.MSG_CMSG_CLOEXEC)
 	if err == nil && flags&(unix.MSG_CTRUNC|unix.MSG_TRUNC) != 0 {
@@ -384,9 +266,8 @@ func receiveListeners(c *os.File, nl int) (stageMessage, error) {
 		}
 		return m, &NamespaceError{Op: "set up the new namespaces", Err: why, Missing: "unprivileged user namespaces with a loopback this user may bring up"}
 	}
-	m.held = buf[0] == 1
-	privateWhy, directWhy, _ := strings.Cut(string(buf[1:nb]), "\x00")
-	m.privateWhy = privateWhy
+	directWhy, rep, _ := strings.Cut(string(buf[:nb]), "\x00")
+	m.private = sandbox.ParsePrivateReport([]byte(rep))
 	if len(fds) > nl {
 		m.direct = fds[nl]
 	} else {
@@ -428,7 +309,7 @@ func ProbeWrap() error {
 	if err := cmd.Start(); err != nil {
 		n.stageEnd.Close()
 		n.wrapped.Close()
-		return &NamespaceError{Op: "start in new user and network namespaces", Err: err, Missing: missingUserNS(err)}
+		return &NamespaceError{Op: "start in new user and network namespaces", Err: err, Missing: sandbox.MissingUserNS(err)}
 	}
 	serr := n.Started()
 	werr := cmd.Wait()
@@ -439,18 +320,4 @@ func ProbeWrap() error {
 		return &NamespaceError{Op: "the first stage", Err: werr, Missing: "the first stage failed after it set the namespaces up"}
 	}
 	return nil
-}
-
-// missingUserNS names what the host lacks when a child cannot start in
-// new user and network namespaces.
-func missingUserNS(err error) string {
-	switch {
-	case errors.Is(err, unix.EPERM), errors.Is(err, unix.EACCES):
-		return "unprivileged user namespaces are restricted here: allow them (sysctl kernel.unprivileged_userns_clone=1, or kernel.apparmor_restrict_unprivileged_userns=0 with an AppArmor profile for the program), or run as root"
-	case errors.Is(err, unix.ENOSPC):
-		return "the limit on user namespaces is reached: raise /proc/sys/user/max_user_namespaces"
-	case errors.Is(err, unix.EINVAL):
-		return "this kernel has no user namespaces: build it with CONFIG_USER_NS"
-	}
-	return "the kernel refused new user and network namespaces"
 }

@@ -555,16 +555,21 @@ func (r *Ruleset) PrivatePlan() []byte {
 // run's program, in a mount namespace of its own and with CAP_SYS_ADMIN
 // there) the private /tmp and /dev/shm of plan (PrivatePlan), adding to
 // the ruleset open at fd the rule that lets the run use them; apply the
-// ruleset afterwards. On error the thread's view of the filesystem is the
+// ruleset afterwards. It returns the links on the way to a settings file
+// (and the files they end at) that it left as they are, each with why
+// (Ruleset.Unheld). On error the thread's view of the filesystem is the
 // one it had.
-func EnterPrivate(plan []byte, fd int) error {
+func EnterPrivate(plan []byte, fd int) ([]string, error) {
 	var pl privatePlan
 	if err := json.Unmarshal(plan, &pl); err != nil {
-		return fmt.Errorf("sandbox: the private roots' plan: %w", err)
+		return nil, fmt.Errorf("sandbox: the private roots' plan: %w", err)
 	}
 	abi, err := Probe()
 	if err != nil {
-		return err
+		return nil, err
 	}
-	return pl.enter(&builder{fd: fd, rt: rightsFor(abi)})
+	if err := pl.enter(&builder{fd: fd, rt: rightsFor(abi)}); err != nil {
+		return nil, err
+	}
+	return pl.skipped, nil
 }

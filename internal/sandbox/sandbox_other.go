@@ -57,3 +57,22 @@ var EscapeCaps []int
 
 // DropCaps does nothing: only Linux has capabilities to drop.
 func DropCaps(...int) error { return nil }
+
+// A Stage is a first stage in a user namespace; there is none on this
+// system.
+type Stage struct{}
+
+// Started fails: there are no user namespaces on this system.
+func (s *Stage) Started() error { _, err := Probe(); return err }
+
+// Private reports that there are no private /tmp and /dev/shm here.
+func (s *Stage) Private() (bool, string) { return false, "no user namespaces on this system" }
+
+// Skipped returns nil: nothing is held on this system.
+func (s *Stage) Skipped() []string { return nil }
+
+// Close does nothing.
+func (s *Stage) Close() error { return nil }
+
+// PrivatePlan returns nil: there are no private /tmp and /dev/shm here.
+func (r *Ruleset) PrivatePlan() []byte { return nil }

@@ -174,9 +174,10 @@ func sandboxCapabilities(refused string) (string, string) {
 	if sandbox.ProbePrivate() == nil {
 		note += "; a mount namespace per run gives it its own /tmp and /dev/shm and holds its CLI's settings and instruction files read-only"
 	} else {
-		note += "; no mount namespace for this process (root has one): /tmp and /dev/shm are not writable and the CLI's settings and instruction files are not held"
-		if route, err := netProbe(); err == nil && route == netWrap {
-			note += ", but for a run under network rules, whose user namespace gives them"
+		if err := stageProbe(); err == nil {
+			note += "; a user namespace per run (this program's binary executed again as its first stage) gives it its own /tmp and /dev/shm and holds its CLI's settings and instruction files read-only"
+		} else {
+			note += "; no mount namespace for this process (root has one), nor a user namespace per run (" + err.Error() + "): /tmp and /dev/shm are not writable and the CLI's settings and instruction files are not held"
 		}
 	}
 	netHeld, netNote := netCapabilities()
@@ -237,6 +238,10 @@ type runSandbox struct {
 	temp   string
 	drop   func() error // removes temp
 	net    *runNet      // the network rules in force, nil without
+
+	stage        *sandbox.Stage // a user's run born by a first stage in a user namespace (no network rules)
+	stageRuleset *os.File       // its ruleset, until the root is started
+	noStage      string         // why a user's run without network rules has no such stage
 
 	cli      string
 	unheldMu sync.Mutex
@@ -355,6 +360,19 @@ func (a sandboxAsk) prepare(attr *proc.Attr, workdir string, setEnv []string, lo
 	}
 	if rs.rules != nil {
 		attr.Restrict, rs.on = rs.rules.Restrict, true
+	}
+	if rs.net == nil && rs.rules != nil && sandbox.ProbePrivate() != nil {
+		// A user's run: its private roots and held settings by a first
+		// stage in user and mount namespaces of its own, where the host
+		// allows them (under network rules, Wrap's first stage makes them).
+		if err := stageProbe(); err != nil {
+			rs.noStage = err.Error()
+		} else if plan := rs.rules.PrivatePlan(); plan != nil {
+			if err := rs.stageAttr(attr, plan); err != nil {
+				rs.undo()
+				return nil, fmt.Errorf("sandbox: the run's user namespace: %w", err)
+			}
+		}
 	}
 	if rs.net != nil {
 		attr.Env = append(rs.net.n.MergeEnv(attr.Env), rs.net.env...)
@@ -524,6 +542,9 @@ func (rs *runSandbox) netRules() *runNet {
 func (rs *runSandbox) started() {
 	if rs != nil && rs.rules != nil {
 		rs.priv, rs.noPriv = rs.rules.Private()
+		if rs.noStage != "" {
+			rs.noPriv += "; nor could a user namespace of the run's own: " + rs.noStage
+		}
 		rs.skipped = rs.rules.Unheld()
 		rs.ns = rs.rules.Namespace()
 		rs.rules.Close()
@@ -538,6 +559,7 @@ func (rs *runSandbox) undo() error {
 		return nil
 	}
 	rs.started()
+	rs.closeStage()
 	if ns := rs.ns; ns != nil {
 		// The namespace, its tmpfs mounts and their pages end here, after
 		// the tree: their teardown waits for an RCU grace period, off the
@@ -553,11 +575,26 @@ func (rs *runSandbox) undo() error {
 	return rs.drop()
 }
 
-// netStarted completes the network namespace of a run started by Wrap:
-// it receives the first stage's listeners and serves them. An error means
-// the first stage failed, and the CLI is not running under the rules.
-func (rs *runSandbox) netStarted() error {
-	if rs == nil || rs.net == nil || !rs.net.wrap {
+// stageStarted completes a run born by a first stage in a user namespace
+// of its own: it receives the stage's report (the private roots, the
+// settings links left as they are) and, under network rules (egress's
+// Wrap), the listeners, and serves them. An error means the first stage
+// failed, and the CLI is not running under the ceiling.
+func (rs *runSandbox) stageStarted() error {
+	if rs == nil {
+		return nil
+	}
+	if rs.stage != nil {
+		err := rs.stage.Started()
+		rs.closeStage()
+		if err != nil {
+			return &sandboxError{err: err}
+		}
+		rs.priv, rs.noPriv = rs.stage.Private()
+		rs.skipped = rs.stage.Skipped()
+		return nil
+	}
+	if rs.net == nil || !rs.net.wrap {
 		return nil
 	}
 	rs.net.closeRuleset()
@@ -567,7 +604,20 @@ func (rs *runSandbox) netStarted() error {
 	if rs.priv = rs.net.n.PrivateHeld(); !rs.priv && rs.on && rs.net.n.PrivateWhy() != "" {
 		rs.noPriv = "the first stage in the run's user namespace could not make them: " + rs.net.n.PrivateWhy()
 	}
+	rs.skipped = rs.net.n.PrivateSkipped()
 	return nil
+}
+
+// closeStage closes what the host keeps of a first stage without network
+// rules: its ruleset, and its end of the stage's socket.
+func (rs *runSandbox) closeStage() {
+	if rs.stageRuleset != nil {
+		rs.stageRuleset.Close()
+		rs.stageRuleset = nil
+	}
+	if rs.stage != nil {
+		rs.stage.Close()
+	}
 }
 
 // sandboxLevel maps a permission level to the sandbox's.

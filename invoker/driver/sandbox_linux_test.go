@@ -151,6 +151,30 @@ func requireSandbox(t *testing.T) {
 	}
 }
 
+// privateRoots reports whether a sandboxed run without network rules gets
+// its private /tmp and /dev/shm here: as root by a mount namespace of the
+// forking thread, as a user by a first stage in a user namespace of the
+// run's own.
+func privateRoots(t *testing.T) bool {
+	t.Helper()
+	return sandbox.ProbePrivate() == nil || sandbox.ProbeStage() == nil
+}
+
+// requirePrivateRoots skips t where a run cannot get its private /tmp
+// and /dev/shm (a user where user namespaces are restricted); in CI,
+// which allows them, it fails t instead.
+func requirePrivateRoots(t *testing.T) {
+	t.Helper()
+	if privateRoots(t) {
+		return
+	}
+	err := sandbox.ProbeStage()
+	if os.Getenv("CI") == "true" {
+		t.Fatalf("no private /tmp and /dev/shm for a run: %v; CI allows unprivileged user namespaces", err)
+	}
+	t.Skipf("no private /tmp and /dev/shm for a run here: %v", err)
+}
+
 func fakeInvoker(t *testing.T) invoker.Invoker {
 	return newLimitRun(t, fakeagent.Script{}).inv
 }
@@ -178,8 +202,9 @@ func TestSandboxReadOnlyRun(t *testing.T) {
 	denied := []string{"write " + r.work + "/a.txt", "write " + r.work + "/new.txt", "write " + r.work + "/src/b.txt",
 		"read " + r.home + "/.ssh/id_ed25519", "write " + r.home + "/.bashrc"}
 	// /tmp and /dev/shm are the run's own where the host gives a mount
-	// namespace (root), else not writable.
-	if sandbox.ProbePrivate() == nil {
+	// namespace (root, or a user where user namespaces are allowed), else
+	// not writable.
+	if privateRoots(t) {
 		allowed = append(allowed, "write "+shm, "write "+tmp)
 	} else {
 		denied = append(denied, "write "+shm, "write "+tmp)
@@ -464,16 +489,16 @@ func TestSandboxNesterWithoutNetwork(t *testing.T) {
 	}
 }
 
-// TestSandboxPrivateTemp: where the host gives a mount namespace (root),
-// a sandboxed run's /tmp and /dev/shm are its own: what it writes there is
+// TestSandboxPrivateTemp: where the host gives a mount namespace (root,
+// or a user where user namespaces are allowed: a first stage in a user
+// namespace of the run's own makes it), a sandboxed run's /tmp and
+// /dev/shm are its own: what it writes there is
 // seen neither by the host nor by a run beside it, and the host's mounts
 // are unchanged. Its working directory and home beneath /tmp are bound
 // back at their paths, held as the ceiling holds them elsewhere.
 func TestSandboxPrivateTemp(t *testing.T) {
 	requireSandbox(t)
-	if err := sandbox.ProbePrivate(); err != nil {
-		t.Skipf("no private /tmp for a user run on this route: %v", err)
-	}
+	requirePrivateRoots(t)
 	mounts := func() string {
 		b, err := os.ReadFile("/proc/self/mountinfo")
 		if err != nil {
@@ -540,7 +565,8 @@ func TestSandboxPrivateTemp(t *testing.T) {
 	}
 }
 
-// TestSandboxSettingsHeld: where the run gets a mount namespace (root),
+// TestSandboxSettingsHeld: where the run gets a mount namespace (root, or
+// a user where user namespaces are allowed),
 // its CLI's settings and instructions in its configuration home are bound
 // read-only over themselves: a write, a replacement by a rename over them
 // and a removal all fail, while the rest of the home stays writable; and
@@ -549,9 +575,7 @@ func TestSandboxPrivateTemp(t *testing.T) {
 // as a link, its target too.
 func TestSandboxSettingsHeld(t *testing.T) {
 	requireSandbox(t)
-	if err := sandbox.ProbePrivate(); err != nil {
-		t.Skipf("no mount namespace for a user run on this route: %v", err)
-	}
+	requirePrivateRoots(t)
 	for _, base := range []string{"outside /tmp", "beneath /tmp", "a link"} {
 		t.Run(base, func(t *testing.T) {
 			dir := outsideTmp(t)

@@ -1,10 +1,6 @@
 package driver
 
 import (
-	"os/exec"
-	"slices"
-	"syscall"
-
 	"github.com/clinvoke/clinvoke/internal/proc"
 	"github.com/clinvoke/clinvoke/internal/sandbox"
 )
@@ -16,7 +12,7 @@ import (
 // are written from it, which a restricted thread may not. The first
 // stage's files follow attr's own ExtraFiles, which keep their numbers.
 func (rn *runNet) wrapAttr(attr *proc.Attr, rules *sandbox.Ruleset) error {
-	cmd := &exec.Cmd{Path: attr.Path, Env: attr.Env, ExtraFiles: slices.Clip(attr.ExtraFiles), SysProcAttr: &syscall.SysProcAttr{}}
+	cmd := stageCmd(attr)
 	if rules != nil {
 		f, err := rules.File()
 		if err != nil {
@@ -28,13 +24,6 @@ func (rn *runNet) wrapAttr(attr *proc.Attr, rules *sandbox.Ruleset) error {
 	if err := rn.n.WrapPrivate(cmd, rn.ruleset, rules.PrivatePlan()); err != nil {
 		return err
 	}
-	attr.Path, attr.Env = cmd.Path, cmd.Env
-	attr.ExtraFiles = cmd.ExtraFiles
-	w := cmd.SysProcAttr
-	attr.SysAttr = func(s *syscall.SysProcAttr) {
-		s.Cloneflags |= w.Cloneflags
-		s.UidMappings, s.GidMappings, s.GidMappingsEnableSetgroups = w.UidMappings, w.GidMappings, w.GidMappingsEnableSetgroups
-		s.AmbientCaps = append(s.AmbientCaps, w.AmbientCaps...)
-	}
+	fromCmd(attr, cmd)
 	return nil
 }

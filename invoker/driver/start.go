@@ -138,7 +138,7 @@ func (r *run) startTree() (err error) {
 	}
 	r.sbx.started()
 	r.sandbox.tools.started(t.Pid(), r.sbx.netRules() != nil)
-	if err := r.sbx.netStarted(); err != nil {
+	if err := r.sbx.stageStarted(); err != nil {
 		t.Kill()
 		t.Wait()
 		r.sbx.undo()

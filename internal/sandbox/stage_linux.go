@@ -1,0 +1,426 @@
+package sandbox
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"runtime"
+	"strings"
+	"sync"
+	"syscall"
+	"unicode/utf8"
+
+	"golang.org/x/sys/unix"
+)
+
+// A run of a process that may not make a mount namespace (not root) gets
+// its private /tmp and /dev/shm by another route where unprivileged user
+// namespaces are allowed: the run is born in new user and mount
+// namespaces (its user and group mapped to themselves) as this program's
+// own binary, whose first stage (init, before main) carries out the
+// ruleset's plan (EnterPrivate), tells the host how it went, drops every
+// capability, applies the ruleset and executes the run's program. The
+// host's network is the run's, unchanged. internal/egress's first stage
+// does the same in a network namespace, with its own network steps.
+
+// stageEnv names the variable that makes a process started by Wrap run
+// the first stage instead of the program: its value is a stageSpec in
+// JSON.
+const stageEnv = "CLINVOKE_SANDBOX_STAGE"
+
+// stageSpec tells the first stage what to do.
+type stageSpec struct {
+	FD      int    // the Unix socket to send the report on
+	Path    string // the program to execute afterwards; empty for a probe
+	Ruleset int    // the Landlock ruleset to apply, or 0 for a probe
+	Private int    // the file that holds the private roots' plan, or 0
+}
+
+// init runs the first stage when this binary was started by Wrap. It
+// never returns then.
+func init() {
+	if v, ok := os.LookupEnv(stageEnv); ok {
+		os.Unsetenv(stageEnv)
+		os.Exit(runStage(v))
+	}
+}
+
+// runStage runs in new user and mount namespaces with CAP_SYS_ADMIN there
+// only (ambient): it makes the private roots of the plan, sends the
+// report (PrivateReport) over spec.FD, drops every capability, applies
+// the ruleset and executes spec.Path with the same arguments and
+// environment. A probe (no Path) makes a mount namespace, reports and
+// returns 0. On failure it writes why to its standard error and returns
+// 127.
+func runStage(v string) int {
+	// Capabilities, no_new_privs, the mount namespace and a Landlock
+	// domain are the calling thread's: all from one thread.
+	runtime.LockOSThread()
+	var spec stageSpec
+	if err := json.Unmarshal([]byte(v), &spec); err != nil {
+		fmt.Fprintf(os.Stderr, "sandbox: %s=%q: %v\n", stageEnv, v, err)
+		return 127
+	}
+	var rep PrivateReport
+	switch {
+	case spec.Path == "":
+		if err := unix.Unshare(unix.CLONE_NEWNS); err != nil {
+			rep.Why = "unshare(CLONE_NEWNS): " + err.Error()
+		} else {
+			rep.Held = true
+		}
+	case spec.Private != 0:
+		plan, err := ReadPlan(spec.Private)
+		if err == nil {
+			rep.Skipped, err = EnterPrivate(plan, spec.Ruleset)
+		}
+		rep.Held, rep.Why = err == nil, ""
+		if err != nil {
+			rep.Why = err.Error()
+		}
+	}
+	if err := unix.Sendmsg(spec.FD, rep.Append(nil), nil, nil, 0); err != nil {
+		fmt.Fprintln(os.Stderr, "sandbox: send the report:", err)
+		return 127
+	}
+	unix.Close(spec.FD)
+	if spec.Path == "" {
+		return 0
+	}
+	if err := StageExec(spec.Path, spec.Ruleset); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+	}
+	return 127
+}
+
+// StageExec ends a first stage in a user namespace of the run's own: it
+// drops every capability the namespace gave the calling thread (as root,
+// the network ones only: CAP_NET_ADMIN and CAP_NET_RAW), applies the
+// Landlock ruleset open at ruleset (if not 0; closing it) and executes
+// path with this process's arguments and environment. It returns only on
+// failure.
+func StageExec(path string, ruleset int) error {
+	if err := unix.Prctl(unix.PR_CAP_AMBIENT, unix.PR_CAP_AMBIENT_CLEAR_ALL, 0, 0, 0); err != nil {
+		return fmt.Errorf("sandbox: drop the ambient capabilities: %w", err)
+	}
+	if os.Getuid() != 0 {
+		hdr := unix.CapUserHeader{Version: unix.LINUX_CAPABILITY_VERSION_3}
+		var none [2]unix.CapUserData
+		if err := unix.Capset(&hdr, &none[0]); err != nil {
+			return fmt.Errorf("sandbox: drop the capabilities: %w", err)
+		}
+	} else if err := DropCaps(unix.CAP_NET_ADMIN, unix.CAP_NET_RAW); err != nil {
+		// root keeps its capabilities in the namespace, but for these
+		return fmt.Errorf("sandbox: drop the network capabilities: %w", err)
+	}
+	if ruleset != 0 {
+		err := RestrictSelf(ruleset)
+		unix.Close(ruleset)
+		if err != nil {
+			return err
+		}
+	}
+	err := syscall.Exec(path, os.Args, os.Environ())
+	return fmt.Errorf("sandbox: execute %s: %w", path, err)
+}
+
+// PrivateReport is what a first stage tells the host of the private
+// roots it was asked for.
+type PrivateReport struct {
+	Held    bool     // they hold
+	Why     string   // else why not
+	Skipped []string // the links on the way to a settings file left as they are, each with why
+}
+
+// MaxReason bounds each reason a first stage sends, so that its message
+// fits the host's buffer (StageBuffer).
+const MaxReason = 2000
+
+// maxSkipped bounds the skipped links a report carries.
+const maxSkipped = 16
+
+// StageBuffer is the size of the buffer a first stage's message fits.
+const StageBuffer = 1 << 16
+
+// CutReason returns s cut to at most MaxReason bytes, at a character's
+// start, and without NUL bytes, which separate the parts of a first
+// stage's message.
+func CutReason(s string) string {
+	s = strings.ReplaceAll(s, "\x00", " ")
+	if len(s) <= MaxReason {
+		return s
+	}
+	s = s[:MaxReason]
+	for len(s) > 0 {
+		if r, size := utf8.DecodeLastRuneInString(s); r != utf8.RuneError || size > 1 {
+			break
+		}
+		s = s[:len(s)-1]
+	}
+	return s
+}
+
+// Append appends the report to b: a byte that says whether the roots
+// hold (1) or not (0), why not, and each skipped link after a NUL.
+func (r PrivateReport) Append(b []byte) []byte {
+	held := byte(0)
+	if r.Held {
+		held = 1
+	}
+	b = append(append(b, held), CutReason(r.Why)...)
+	for i, s := range r.Skipped {
+		if i == maxSkipped {
+			s = fmt.Sprintf("and %d more", len(r.Skipped)-i)
+		}
+		b = append(append(b, 0), CutReason(s)...)
+		if i == maxSkipped {
+			break
+		}
+	}
+	return b
+}
+
+// ParsePrivateReport reads a report that Append wrote.
+func ParsePrivateReport(b []byte) PrivateReport {
+	if len(b) == 0 {
+		return PrivateReport{Why: "the first stage sent no report"}
+	}
+	parts := strings.Split(string(b[1:]), "\x00")
+	return PrivateReport{Held: b[0] == 1, Why: parts[0], Skipped: parts[1:]}
+}
+
+// ReadPlan reads the private roots' plan from the file open at fd, and
+// closes it.
+func ReadPlan(fd int) ([]byte, error) {
+	f := os.NewFile(uintptr(fd), "private-plan")
+	defer f.Close()
+	plan, err := io.ReadAll(f)
+	if err != nil {
+		return nil, fmt.Errorf("sandbox: read the private roots' plan: %w", err)
+	}
+	return plan, nil
+}
+
+// PlanFile returns a file in memory that holds plan, read from its start,
+// for a first stage to read (ReadPlan): a file, not a variable of the
+// environment, since a plan may name thousands of paths and one string of
+// the environment holds at most 128 KiB (E2BIG).
+func PlanFile(plan []byte) (*os.File, error) {
+	fd, err := unix.MemfdCreate("clinvoke-private-plan", unix.MFD_CLOEXEC)
+	if err != nil {
+		return nil, fmt.Errorf("sandbox: a file for the private roots' plan: memfd_create: %w", err)
+	}
+	f := os.NewFile(uintptr(fd), "private-plan")
+	if _, err := f.Write(plan); err != nil {
+		f.Close()
+		return nil, fmt.Errorf("sandbox: write the private roots' plan: %w", err)
+	}
+	if _, err := f.Seek(0, io.SeekStart); err != nil {
+		f.Close()
+		return nil, fmt.Errorf("sandbox: rewind the private roots' plan: %w", err)
+	}
+	return f, nil
+}
+
+// UserNSAttr asks a in new user namespace with this process's user and
+// group mapped to themselves (setgroups denied), as a first stage's
+// namespaces are made.
+func UserNSAttr(a *syscall.SysProcAttr) {
+	uid, gid := os.Getuid(), os.Getgid()
+	a.Cloneflags |= unix.CLONE_NEWUSER
+	a.UidMappings = []syscall.SysProcIDMap{{ContainerID: uid, HostID: uid, Size: 1}}
+	a.GidMappings = []syscall.SysProcIDMap{{ContainerID: gid, HostID: gid, Size: 1}}
+	a.GidMappingsEnableSetgroups = false
+}
+
+// StageFiles are what a first stage is handed, and where the command
+// finds them.
+type StageFiles struct {
+	Host, Stage *os.File // the socket's host end, and the stage's
+	Plan        *os.File // the private roots' plan, or nil
+	Path        string   // the program the stage executes (the command's)
+	// FD, Ruleset and Private are the descriptors of the stage's end,
+	// the ruleset and the plan in the command, 0 where there is none.
+	FD, Ruleset, Private int
+}
+
+// PrepareStage prepares cmd, not yet started, to start as this program's
+// own binary in a new user namespace (UserNSAttr): it hands the command
+// one end of a new socket for the stage's message, the ruleset (if not
+// nil) and, with a ruleset and a plan, the plan in a file (with
+// CAP_SYS_ADMIN kept across the execution, for the mount namespace). The
+// caller adds its namespaces and its spec (SetStageEnv), and closes the
+// files it is given once the command started, or failed to.
+func PrepareStage(cmd *exec.Cmd, ruleset *os.File, plan []byte) (*StageFiles, error) {
+	fds, err := unix.Socketpair(unix.AF_UNIX, unix.SOCK_SEQPACKET|unix.SOCK_CLOEXEC, 0)
+	if err != nil {
+		return nil, fmt.Errorf("sandbox: socketpair: %w", err)
+	}
+	sf := &StageFiles{Host: os.NewFile(uintptr(fds[0]), "stage-host"), Stage: os.NewFile(uintptr(fds[1]), "stage"), Path: cmd.Path}
+	sf.FD = 3 + len(cmd.ExtraFiles)
+	cmd.ExtraFiles = append(cmd.ExtraFiles, sf.Stage)
+	if ruleset != nil {
+		sf.Ruleset = 3 + len(cmd.ExtraFiles)
+		cmd.ExtraFiles = append(cmd.ExtraFiles, ruleset)
+		if len(plan) > 0 {
+			if sf.Plan, err = PlanFile(plan); err != nil {
+				sf.Host.Close()
+				sf.Stage.Close()
+				return nil, err
+			}
+			sf.Private = 3 + len(cmd.ExtraFiles)
+			cmd.ExtraFiles = append(cmd.ExtraFiles, sf.Plan)
+		}
+	}
+	cmd.Path = "/proc/self/exe"
+	if cmd.SysProcAttr == nil {
+		cmd.SysProcAttr = &syscall.SysProcAttr{}
+	}
+	UserNSAttr(cmd.SysProcAttr)
+	if sf.Private != 0 {
+		// For the mount namespace; dropped with the rest before the
+		// execution.
+		cmd.SysProcAttr.AmbientCaps = append(cmd.SysProcAttr.AmbientCaps, unix.CAP_SYS_ADMIN)
+	}
+	return sf, nil
+}
+
+// SetStageEnv adds to cmd's environment (this process's where it has
+// none) the variable name, whose value is spec in JSON: what makes the
+// program's binary run as a first stage.
+func SetStageEnv(cmd *exec.Cmd, name string, spec any) {
+	b, _ := json.Marshal(spec)
+	if cmd.Env == nil {
+		cmd.Env = os.Environ()
+	}
+	cmd.Env = append(cmd.Env, name+"="+string(b))
+}
+
+// A Stage is the host's end of a command Wrap prepared.
+type Stage struct {
+	host, stage *os.File // the socket's two ends
+	plan        *os.File
+	rep         PrivateReport
+}
+
+// Wrap prepares cmd, not yet started, to start in new user and mount
+// namespaces as this program's own binary, whose first stage gives the
+// command the private /tmp and /dev/shm of plan (Ruleset.PrivatePlan,
+// none if empty), applies the Landlock ruleset open as ruleset (the
+// caller keeps and closes it) and executes cmd's program with cmd's
+// arguments and environment, with no capability left. The host's network
+// stays the command's. Call Started once cmd.Start returned nil, else
+// Close. The thread that starts cmd must not be restricted: writing the
+// new user namespace's id maps from a restricted thread is refused.
+func Wrap(cmd *exec.Cmd, ruleset *os.File, plan []byte) (*Stage, error) {
+	sf, err := PrepareStage(cmd, ruleset, plan)
+	if err != nil {
+		return nil, err
+	}
+	if sf.Private == 0 {
+		// Without a plan (a probe) the stage makes a mount namespace all
+		// the same.
+		cmd.SysProcAttr.AmbientCaps = append(cmd.SysProcAttr.AmbientCaps, unix.CAP_SYS_ADMIN)
+	}
+	SetStageEnv(cmd, stageEnv, stageSpec{FD: sf.FD, Path: sf.Path, Ruleset: sf.Ruleset, Private: sf.Private})
+	return &Stage{host: sf.Host, stage: sf.Stage, plan: sf.Plan}, nil
+}
+
+// Started receives the first stage's report, once cmd.Start returned nil:
+// whether the private roots hold (Private), and the settings links they
+// left as they are (Skipped). An error means the first stage ended
+// without a report; the command then exits with status 127.
+func (s *Stage) Started() error {
+	s.stage.Close()
+	s.closePlan()
+	buf := make([]byte, StageBuffer)
+	n, _, flags, _, err := unix.Recvmsg(int(s.host.Fd()), buf, nil, 0)
+	s.host.Close()
+	switch {
+	case err != nil:
+		return fmt.Errorf("sandbox: receive the first stage's report: %w", err)
+	case n == 0:
+		return errors.New("sandbox: the first stage in the run's user namespace exited before its report: see the run's standard error")
+	case flags&unix.MSG_TRUNC != 0:
+		return fmt.Errorf("sandbox: the first stage's report was cut at %d bytes", len(buf))
+	}
+	s.rep = ParsePrivateReport(buf[:n])
+	return nil
+}
+
+// Private reports, once Started returned nil, whether the run got its
+// private /tmp and /dev/shm, and if not, why.
+func (s *Stage) Private() (bool, string) {
+	if s.rep.Held {
+		return true, ""
+	}
+	return false, "the first stage in the run's user namespace could not make them: " + s.rep.Why
+}
+
+// Skipped returns, once Started returned nil, the links on the way to a
+// settings file (and the files they end at) that could not be held
+// read-only, each with why.
+func (s *Stage) Skipped() []string { return s.rep.Skipped }
+
+// Close releases what Wrap made and Started has not.
+func (s *Stage) Close() error {
+	s.host.Close()
+	s.stage.Close()
+	s.closePlan()
+	return nil
+}
+
+func (s *Stage) closePlan() {
+	if s.plan != nil {
+		s.plan.Close()
+		s.plan = nil
+	}
+}
+
+// ProbeStage reports whether Wrap can give a run its private /tmp and
+// /dev/shm here: nil if so, else why not (unprivileged user namespaces
+// restricted, most often). It starts the first stage once, which makes a
+// mount namespace in a new user namespace and exits; later calls return
+// the first answer.
+func ProbeStage() error { return stageProbe() }
+
+var stageProbe = sync.OnceValue(func() error {
+	cmd := exec.Command("/proc/self/exe")
+	cmd.Path = ""
+	s, err := Wrap(cmd, nil, nil)
+	if err != nil {
+		return err
+	}
+	if err := cmd.Start(); err != nil {
+		s.Close()
+		return fmt.Errorf("a user namespace for the run's private /tmp and /dev/shm: %w: %s", err, MissingUserNS(err))
+	}
+	serr := s.Started()
+	werr := cmd.Wait()
+	switch {
+	case serr != nil:
+		return serr
+	case !s.rep.Held:
+		return fmt.Errorf("a mount namespace in the run's user namespace: %s", s.rep.Why)
+	case werr != nil:
+		return fmt.Errorf("the first stage in the run's user namespace: %w", werr)
+	}
+	return nil
+})
+
+// MissingUserNS names what the host lacks when a child cannot start in a
+// new user namespace, and how to get it.
+func MissingUserNS(err error) string {
+	switch {
+	case errors.Is(err, unix.EPERM), errors.Is(err, unix.EACCES):
+		return "unprivileged user namespaces are restricted here: allow them (sysctl kernel.unprivileged_userns_clone=1, or kernel.apparmor_restrict_unprivileged_userns=0 with an AppArmor profile for the program), or run as root"
+	case errors.Is(err, unix.ENOSPC):
+		return "the limit on user namespaces is reached: raise /proc/sys/user/max_user_namespaces"
+	case errors.Is(err, unix.EINVAL):
+		return "this kernel has no user namespaces: build it with CONFIG_USER_NS"
+	}
+	return "the kernel refused a new user namespace"
+}

@@ -315,16 +315,13 @@ func (p *Proxy) forward(c net.Conn, ap netip.AddrPort, to string) {
 			return
 		}
 	}
-	d := net.Dialer{Timeout: dialTimeout}
-	up, err := d.DialContext(p.ctx, "tcp", to)
-	if err == nil && !p.track(up) {
-		up.Close()
-		err = ErrClosed
+	up, key, keyed, err := p.cfg.Dials.dial(p.ctx, net.Dialer{Timeout: dialTimeout}, "tcp", to)
+	if err == nil {
+		up, err = p.tracked(up, key, keyed)
 	}
 	if err != nil {
 		a.Err = err.Error()
 	} else {
-		up = &trackedConn{Conn: up, p: p}
 		defer up.Close()
 		// An endpoint's server ending its side ends the connection:
 		// the Go tools' endpoint answers one request per connection, and

@@ -95,6 +95,11 @@ type Config struct {
 	// address the dial reached, so that a name or 0.0.0.0 leading to a
 	// guarded endpoint is asked about as that endpoint). Only Net uses it.
 	Guard Guard
+	// Dials, if non-nil, holds the local address of each connection the
+	// proxy and the forwarders dial (with the default dialer: not with
+	// Dial), while it is open: a guarded endpoint admits those, whose
+	// clients the Guard checked, and no other client of the host.
+	Dials *Dials
 }
 
 // Proxy is an HTTP proxy that lets through CONNECT tunnels and plain HTTP
@@ -507,14 +512,18 @@ func (p *Proxy) dial(host string, port int) (net.Conn, error) {
 	}
 	ctx, cancel := context.WithTimeout(p.ctx, dialTimeout)
 	defer cancel()
-	dial := p.cfg.Dial
-	if dial == nil {
-		d := &net.Dialer{Control: func(_, address string, _ syscall.RawConn) error {
+	var up net.Conn
+	var err error
+	var key netip.AddrPort
+	var keyed bool
+	if p.cfg.Dial != nil {
+		up, err = p.cfg.Dial(ctx, "tcp", target)
+	} else {
+		d := net.Dialer{Control: func(_, address string, _ syscall.RawConn) error {
 			return checkAddr(target, address, rule.literal())
 		}}
-		dial = d.DialContext
+		up, key, keyed, err = p.cfg.Dials.dial(ctx, d, "tcp", target)
 	}
-	up, err := dial(ctx, "tcp", target)
 	if err != nil {
 		var d *deniedError
 		if errors.As(err, &d) {
@@ -522,11 +531,18 @@ func (p *Proxy) dial(host string, port int) (net.Conn, error) {
 		}
 		return nil, err
 	}
+	return p.tracked(up, key, keyed)
+}
+
+// tracked returns up tracked for Close, its key in Dials (if keyed)
+// removed once it is closed; ErrClosed, up closed, once the Proxy is.
+func (p *Proxy) tracked(up net.Conn, key netip.AddrPort, keyed bool) (net.Conn, error) {
+	c := &trackedConn{Conn: up, p: p, key: key, keyed: keyed}
 	if !p.track(up) {
-		up.Close()
+		c.Close()
 		return nil, ErrClosed
 	}
-	return &trackedConn{Conn: up, p: p}, nil
+	return c, nil
 }
 
 // checkAddr refuses an address that is not meant to be reached from a
@@ -546,13 +562,20 @@ func checkAddr(target, address string, explicit bool) error {
 // trackedConn is an upstream connection that Close ends.
 type trackedConn struct {
 	net.Conn
-	p    *Proxy
-	once sync.Once
+	p     *Proxy
+	key   netip.AddrPort // its local address in Dials, if keyed
+	keyed bool
+	once  sync.Once
 }
 
 func (c *trackedConn) Close() error {
 	err := c.Conn.Close()
-	c.once.Do(func() { c.p.untrack(c.Conn) })
+	c.once.Do(func() {
+		c.p.untrack(c.Conn)
+		if c.keyed {
+			c.p.cfg.Dials.remove(c.key)
+		}
+	})
 	return err
 }
 

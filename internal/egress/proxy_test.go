@@ -307,3 +307,58 @@ func TestSandboxNetProxyBoundsRecord(t *testing.T) {
 		t.Errorf("kept %d, dropped %d, OnAttempt saw %d; want %d, 3, %d", n, d, seen, MaxRecorded, MaxRecorded+3)
 	}
 }
+
+// TestSandboxNetProxyDials: while a tunnel is open, the address its
+// destination sees as the client's is in Dials, and the address of a
+// client that did not come through the proxy is not; once the proxy is
+// closed, and after a dial that failed, the set is empty.
+func TestSandboxNetProxyDials(t *testing.T) {
+	t.Cleanup(func() { goleak.VerifyNone(t) }) // after the other cleanups, which run first
+	hold, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer hold.Close()
+	var dials Dials
+	rig := newProxyRig(t, Config{Allow: []Rule{{Host: "127.0.0.1"}}, Dials: &dials}, false)
+	closed, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	closed.Close()
+	if resp, _ := rig.exchange(t, fmt.Sprintf("CONNECT %s HTTP/1.1\r\n\r\n", closed.Addr())); resp.StatusCode != http.StatusBadGateway {
+		t.Errorf("CONNECT to a closed port: %s, want 502", resp.Status)
+	}
+	c, err := net.Dial("tcp", rig.addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	fmt.Fprintf(c, "CONNECT %s HTTP/1.1\r\n\r\n", hold.Addr())
+	resp, err := http.ReadResponse(bufio.NewReader(c), nil)
+	if err != nil || resp.StatusCode != http.StatusOK {
+		t.Fatalf("CONNECT: %v %v", resp, err)
+	}
+	up, err := hold.Accept()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer up.Close()
+	other, err := net.Dial("tcp", hold.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer other.Close()
+	if ap := up.RemoteAddr().(*net.TCPAddr).AddrPort(); !dials.Has(ap) {
+		t.Errorf("Dials lacks the tunnel's client address %s", ap)
+	}
+	if ap := other.LocalAddr().(*net.TCPAddr).AddrPort(); dials.Has(ap) {
+		t.Errorf("Dials has %s, a client that did not come through the proxy", ap)
+	}
+	rig.p.Close()
+	dials.mu.Lock()
+	defer dials.mu.Unlock()
+	if len(dials.open) != 0 {
+		t.Errorf("Dials holds %v once the proxy is closed, want nothing", dials.open)
+	}
+}

@@ -296,7 +296,7 @@ func (a sandboxAsk) startNet(env []string, log interface {
 		}
 	}
 	if g := a.tools; g != nil {
-		cfg.Guard = g.forwarded
+		cfg.Guard, cfg.Dials = g.forwarded, &g.dials
 	}
 	if rn.n, err = egress.New(cfg); err != nil {
 		return nil, fmt.Errorf("sandbox: the run's network rules: %w", err)

@@ -88,13 +88,18 @@ type Config struct {
 	// MaxHeaderBytes bounds a request's line and headers; zero means
 	// DefaultMaxHeaderBytes. A larger request is answered 431.
 	MaxHeaderBytes int
-	// Guard, if non-nil, is asked about each connection accepted for a
-	// forwarded loopback endpoint, on the connection's goroutine, before
-	// anything is dialled, and about each request through the proxy
-	// that a rule let through, once its destination is dialled (the
-	// address the dial reached, so that a name or 0.0.0.0 leading to a
-	// guarded endpoint is asked about as that endpoint). Only Net uses it.
+	// Guard, if non-nil, is asked about each connection whose dial
+	// reached Guarded: a connection accepted for a forwarded loopback
+	// endpoint, or a request through the proxy that a rule let through,
+	// on the connection's goroutine, once its destination is dialled and
+	// before anything is sent to it (the address the dial reached, so
+	// that a name, localhost or 0.0.0.0 leading to the guarded endpoint
+	// is asked about as that endpoint). Only Net uses it.
 	Guard Guard
+	// Guarded is the host's endpoint Guard is asked about; connections
+	// to any other go through unasked, without waiting for a Guard call
+	// to end (maxGuarding), and a forwarded one without forwardGrace.
+	Guarded netip.AddrPort
 	// Dials, if non-nil, holds the local address of each connection the
 	// proxy and the forwarders dial (with the default dialer: not with
 	// Dial), while it is open: a guarded endpoint admits those, whose
@@ -371,18 +376,30 @@ func (p *Proxy) guard(c, up net.Conn) string {
 	if g == nil {
 		return ""
 	}
-	to, tok := up.RemoteAddr().(*net.TCPAddr)
+	to, ok := p.guarded(up)
 	at, aok := c.LocalAddr().(*net.TCPAddr)
 	peer, pok := c.RemoteAddr().(*net.TCPAddr)
-	if !tok || !aok || !pok {
-		return "" // not TCP: a test's connection
+	if !ok || !aok || !pok {
+		return "" // not the guarded endpoint, or not TCP: a test's connection
 	}
-	return p.ask(g, unmapPort(to.AddrPort()), unmapPort(at.AddrPort()), unmapPort(peer.AddrPort()))
+	return p.ask(g, to, unmapPort(at.AddrPort()), unmapPort(peer.AddrPort()))
+}
+
+// guarded returns the address up reached, and whether it is the
+// guarded endpoint (the Guard set).
+func (p *Proxy) guarded(up net.Conn) (netip.AddrPort, bool) {
+	to, ok := up.RemoteAddr().(*net.TCPAddr)
+	if p.cfg.Guard == nil || !ok {
+		return netip.AddrPort{}, false
+	}
+	ap := unmapPort(to.AddrPort())
+	return ap, ap == unmapPort(p.cfg.Guarded)
 }
 
 // maxGuarding bounds the Guard calls that run at once, so that a run
-// opening connections by the hundred cannot make as many lookups run
-// together.
+// opening connections to the guarded endpoint by the hundred cannot make
+// as many lookups run together; connections to other destinations never
+// wait for them.
 const maxGuarding = 4
 
 // ask calls g, at most maxGuarding at once.

@@ -7,10 +7,12 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"net/netip"
 	"slices"
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"go.uber.org/goleak"
 )
@@ -360,5 +362,77 @@ func TestSandboxNetProxyDials(t *testing.T) {
 	defer dials.mu.Unlock()
 	if len(dials.open) != 0 {
 		t.Errorf("Dials holds %v once the proxy is closed, want nothing", dials.open)
+	}
+}
+
+// TestSandboxNetProxyGuardOnlyGuarded: while Guard calls about the
+// guarded endpoint fill every slot and more wait for one, a request to
+// another destination is neither asked about nor kept waiting.
+func TestSandboxNetProxyGuardOnlyGuarded(t *testing.T) {
+	t.Cleanup(func() { goleak.VerifyNone(t) }) // after the other cleanups, which run first
+	guarded, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer guarded.Close()
+	entered, release := make(chan netip.AddrPort, 2*maxGuarding), make(chan struct{})
+	var releaseOnce sync.Once
+	free := func() { releaseOnce.Do(func() { close(release) }) }
+	cfg := Config{Allow: []Rule{{Host: "127.0.0.1"}}, Guarded: guarded.Addr().(*net.TCPAddr).AddrPort(),
+		Guard: func(ep, _, _ netip.AddrPort) string {
+			entered <- ep
+			<-release
+			return "held"
+		}}
+	rig := newProxyRig(t, cfg, false)
+	t.Cleanup(free) // runs before the proxy's Close, which waits for the Guard's calls
+	var flood []net.Conn
+	defer func() {
+		for _, c := range flood {
+			c.Close()
+		}
+	}()
+	for range maxGuarding + 1 {
+		c, err := net.Dial("tcp", rig.addr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		flood = append(flood, c)
+		fmt.Fprintf(c, "CONNECT %s HTTP/1.1\r\n\r\n", guarded.Addr())
+	}
+	for range maxGuarding {
+		if ep := <-entered; ep != cfg.Guarded {
+			t.Errorf("Guard asked about %s, want only the guarded %s", ep, cfg.Guarded)
+		}
+	}
+	// Every slot is taken, and one more request waits for one: a request
+	// elsewhere must not. The deadline fails the test, it does not order it.
+	c, err := net.Dial("tcp", rig.addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	c.SetDeadline(time.Now().Add(10 * time.Second))
+	fmt.Fprintf(c, "GET http://%s/other HTTP/1.1\r\nHost: x\r\n\r\n", rig.server)
+	resp, err := http.ReadResponse(bufio.NewReader(c), nil)
+	if err != nil {
+		t.Fatalf("a request to another destination while the guarded one's checks are queued: %v", err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK || string(body) != "hello from /other" {
+		t.Errorf("the other request: %s %q, want 200 hello from /other", resp.Status, body)
+	}
+	free()
+	for _, c := range flood {
+		resp, err := http.ReadResponse(bufio.NewReader(c), nil)
+		if err != nil || resp.StatusCode != http.StatusForbidden {
+			t.Errorf("a request to the guarded endpoint: %v %v, want 403", resp, err)
+		}
+	}
+	for range len(entered) {
+		if ep := <-entered; ep != cfg.Guarded {
+			t.Errorf("Guard asked about %s, want only the guarded %s", ep, cfg.Guarded)
+		}
 	}
 }

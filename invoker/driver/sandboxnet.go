@@ -276,8 +276,8 @@ func (a sandboxAsk) startNet(env []string, log interface {
 	rn := &runNet{wrap: route == netWrap}
 	cfg := netConfig(rules, a.cli, env, a.mcp)
 	cfg.OnAttempt = func(at egress.Attempt) {
-		if at.Allowed {
-			return
+		if at.Allowed || at.Guarded && at.Err == clientGone {
+			return // a client that gave up before its check: nothing to warn of
 		}
 		rn.mu.Lock()
 		defer rn.mu.Unlock()
@@ -296,7 +296,7 @@ func (a sandboxAsk) startNet(env []string, log interface {
 		}
 	}
 	if g := a.tools; g != nil {
-		cfg.Guard, cfg.Dials = g.forwarded, &g.dials
+		cfg.Guard, cfg.Guarded, cfg.Dials = g.forwarded, g.addr, &g.dials
 	}
 	if rn.n, err = egress.New(cfg); err != nil {
 		return nil, fmt.Errorf("sandbox: the run's network rules: %w", err)

@@ -98,7 +98,7 @@ func (g *toolsGuard) direct(local, remote netip.AddrPort) string {
 	case !g.dials.Has(remote):
 		why = fmt.Sprintf("it came from %s on the host, not through the run's forwarder or proxy: a server on the host that the run may reach and that relays connections (an HTTP proxy, a fetch tool) cannot carry a call to it", remote)
 	}
-	if why != "" {
+	if why != "" && why != clientGone {
 		g.mu.Lock()
 		if len(g.pending) < maxPending {
 			g.pending = append(g.pending, why)
@@ -107,6 +107,12 @@ func (g *toolsGuard) direct(local, remote netip.AddrPort) string {
 	}
 	return why
 }
+
+// clientGone is check's answer for a connection whose client's socket
+// is no longer open (its client gave up, while the check waited for its
+// turn, say): refused, and not warned of, since which process opened it
+// cannot be told and nothing is left to serve.
+const clientGone = "its client closed the connection before it was checked"
 
 // check returns "" if every holder of the client's socket of the
 // connection from peer to ep, in the root's network namespace, is in the
@@ -119,6 +125,9 @@ func (g *toolsGuard) check(ep, peer netip.AddrPort) string {
 	hs, err := egress.SocketHolders(root, peer, ep)
 	if errors.Is(err, errors.ErrUnsupported) {
 		return "" // no such lookup on this system: the token alone holds
+	}
+	if errors.Is(err, egress.ErrNoSocket) {
+		return clientGone
 	}
 	if errors.Is(err, egress.ErrHoldersHidden) {
 		return "the processes holding its socket are hidden from this program (not dumpable, or another user's): which process opened it cannot be told, so it is refused; a program with CAP_SYS_PTRACE sees them"

@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"net/netip"
 	"os"
-	"sync"
 	"sync/atomic"
 
 	"github.com/clinvoke/clinvoke/internal/egress"
@@ -64,8 +63,7 @@ type toolsGuard struct {
 	netns atomic.Bool    // the run's connections come through its forwarder
 	dials egress.Dials   // under network rules, the forwarder's and the proxy's connections
 
-	mu      sync.Mutex
-	pending []string // refusals of direct not yet warned of
+	refused pending[string] // refusals of direct not yet warned of
 }
 
 // started records the run's root, and whether the run has a network
@@ -99,11 +97,7 @@ func (g *toolsGuard) direct(local, remote netip.AddrPort) string {
 		why = fmt.Sprintf("it came from %s on the host, not through the run's forwarder or proxy: a server on the host that the run may reach and that relays connections (an HTTP proxy, a fetch tool) cannot carry a call to it", remote)
 	}
 	if why != "" && why != clientGone {
-		g.mu.Lock()
-		if len(g.pending) < maxPending {
-			g.pending = append(g.pending, why)
-		}
-		g.mu.Unlock()
+		g.refused.add(why)
 	}
 	return why
 }
@@ -150,10 +144,7 @@ func (g *toolsGuard) warnings(tool *invoker.Tool) []invoker.Event {
 	if g == nil {
 		return nil
 	}
-	g.mu.Lock()
-	refused := g.pending
-	g.pending = nil
-	g.mu.Unlock()
+	refused := g.refused.take()
 	evs := make([]invoker.Event, 0, len(refused))
 	for _, why := range refused {
 		evs = append(evs, invoker.Event{Kind: invoker.KindWarning, Tool: tool, Text: toolsRefused(g.addr.String(), why)})

@@ -184,6 +184,27 @@ func (r *proxyRig) exchange(t *testing.T, raw string) (*http.Response, string) {
 	return resp, string(body)
 }
 
+// tunnel opens a CONNECT tunnel through the proxy to hold, and returns
+// the client's connection and the one hold accepted from the proxy.
+func (r *proxyRig) tunnel(t *testing.T, hold net.Listener) (c, up net.Conn) {
+	t.Helper()
+	c, err := net.Dial("tcp", r.addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	fmt.Fprintf(c, "CONNECT %s HTTP/1.1\r\n\r\n", hold.Addr())
+	resp, err := http.ReadResponse(bufio.NewReader(c), nil)
+	if err != nil || resp.StatusCode != http.StatusOK {
+		c.Close()
+		t.Fatalf("CONNECT: %v %v", resp, err)
+	}
+	if up, err = hold.Accept(); err != nil {
+		c.Close()
+		t.Fatal(err)
+	}
+	return c, up
+}
+
 // attempts returns what OnAttempt was given, after the proxy closed, so
 // that every connection has settled.
 func (r *proxyRig) attempts() []Attempt {
@@ -271,20 +292,8 @@ func TestSandboxNetProxyCloseEndsTunnels(t *testing.T) {
 	}
 	defer hold.Close()
 	rig := newProxyRig(t, Config{Allow: []Rule{{Host: "127.0.0.1"}}}, false)
-	c, err := net.Dial("tcp", rig.addr)
-	if err != nil {
-		t.Fatal(err)
-	}
+	c, up := rig.tunnel(t, hold)
 	defer c.Close()
-	fmt.Fprintf(c, "CONNECT %s HTTP/1.1\r\n\r\n", hold.Addr())
-	resp, err := http.ReadResponse(bufio.NewReader(c), nil)
-	if err != nil || resp.StatusCode != http.StatusOK {
-		t.Fatalf("CONNECT: %v %v", resp, err)
-	}
-	up, err := hold.Accept()
-	if err != nil {
-		t.Fatal(err)
-	}
 	defer up.Close()
 	rig.p.Close()
 	if _, err := c.Read(make([]byte, 1)); err == nil {
@@ -331,20 +340,8 @@ func TestSandboxNetProxyDials(t *testing.T) {
 	if resp, _ := rig.exchange(t, fmt.Sprintf("CONNECT %s HTTP/1.1\r\n\r\n", closed.Addr())); resp.StatusCode != http.StatusBadGateway {
 		t.Errorf("CONNECT to a closed port: %s, want 502", resp.Status)
 	}
-	c, err := net.Dial("tcp", rig.addr)
-	if err != nil {
-		t.Fatal(err)
-	}
+	c, up := rig.tunnel(t, hold)
 	defer c.Close()
-	fmt.Fprintf(c, "CONNECT %s HTTP/1.1\r\n\r\n", hold.Addr())
-	resp, err := http.ReadResponse(bufio.NewReader(c), nil)
-	if err != nil || resp.StatusCode != http.StatusOK {
-		t.Fatalf("CONNECT: %v %v", resp, err)
-	}
-	up, err := hold.Accept()
-	if err != nil {
-		t.Fatal(err)
-	}
 	defer up.Close()
 	other, err := net.Dial("tcp", hold.Addr().String())
 	if err != nil {

@@ -300,38 +300,41 @@ func (n *Net) serve(ls []net.Listener) {
 }
 
 // forwardGrace is how long a forwarded connection's client has, once
-// the endpoint has finished sending, to close its side.
+// the guarded endpoint has finished sending, to close its side.
 const forwardGrace = time.Second
 
 // forward splices c, accepted inside the namespace at ap, to the host's
-// address to (ap itself, or localhost:PORT).
+// address to (ap itself, or localhost:PORT). The Guard is asked once
+// the dial has reached the guarded endpoint, before anything is sent.
 func (p *Proxy) forward(c net.Conn, ap netip.AddrPort, to string) {
 	a := Attempt{Time: time.Now(), Method: MethodForward, Host: ap.Addr().String(), Port: int(ap.Port()), Allowed: true}
-	if g := p.cfg.Guard; g != nil {
-		peer := c.RemoteAddr().(*net.TCPAddr).AddrPort()
-		if why := p.ask(g, ap, ap, unmapPort(peer)); why != "" {
-			c.Close()
-			a.Allowed, a.Err, a.Guarded = false, why, true
-			p.record(a)
-			return
-		}
-	}
-	d := net.Dialer{Timeout: dialTimeout}
-	up, err := d.DialContext(p.ctx, "tcp", to)
-	if err == nil && !p.track(up) {
-		up.Close()
-		err = ErrClosed
+	up, key, keyed, err := p.cfg.Dials.dial(p.ctx, net.Dialer{Timeout: dialTimeout}, "tcp", to)
+	if err == nil {
+		up, err = p.tracked(up, key, keyed)
 	}
 	if err != nil {
 		a.Err = err.Error()
 	} else {
-		up = &trackedConn{Conn: up, p: p}
 		defer up.Close()
-		// An endpoint's server ending its side ends the connection:
-		// the Go tools' endpoint answers one request per connection, and
-		// a client (or a copy of its socket) left holding it gets no
-		// more from it.
-		a.Sent, a.Received, err = splice(c, c, up, forwardGrace)
+		ep, guarded := p.guarded(up)
+		if guarded {
+			peer := c.RemoteAddr().(*net.TCPAddr).AddrPort()
+			if why := p.ask(p.cfg.Guard, ep, ap, unmapPort(peer)); why != "" {
+				c.Close()
+				a.Allowed, a.Err, a.Guarded = false, why, true
+				p.record(a)
+				return
+			}
+		}
+		// The guarded endpoint's server ending its side ends the
+		// connection: the Go tools' endpoint answers one request per
+		// connection, and a client (or a copy of its socket) left
+		// holding it gets no more from it.
+		grace := time.Duration(0)
+		if guarded {
+			grace = forwardGrace
+		}
+		a.Sent, a.Received, err = splice(c, c, up, grace)
 		a.Err = errText(err)
 	}
 	a.Duration = time.Since(a.Time)

@@ -89,13 +89,23 @@ type Config struct {
 	// MaxHeaderBytes bounds a request's line and headers; zero means
 	// DefaultMaxHeaderBytes. A larger request is answered 431.
 	MaxHeaderBytes int
-	// Guard, if non-nil, is asked about each connection accepted for a
-	// forwarded loopback endpoint, on the connection's goroutine, before
-	// anything is dialled, and about each request through the proxy
-	// that a rule let through, once its destination is dialled (the
-	// address the dial reached, so that a name or 0.0.0.0 leading to a
-	// guarded endpoint is asked about as that endpoint). Only Net uses it.
+	// Guard, if non-nil, is asked about each connection whose dial
+	// reached Guarded: a connection accepted for a forwarded loopback
+	// endpoint, or a request through the proxy that a rule let through,
+	// on the connection's goroutine, once its destination is dialled and
+	// before anything is sent to it (the address the dial reached, so
+	// that a name, localhost or 0.0.0.0 leading to the guarded endpoint
+	// is asked about as that endpoint). Only Net uses it.
 	Guard Guard
+	// Guarded is the host's endpoint Guard is asked about; connections
+	// to any other go through unasked, without waiting for a Guard call
+	// to end (maxGuarding), and a forwarded one without forwardGrace.
+	Guarded netip.AddrPort
+	// Dials, if non-nil, holds the local address of each connection the
+	// proxy and the forwarders dial (with the default dialer: not with
+	// Dial), while it is open: a guarded endpoint admits those, whose
+	// clients the Guard checked, and no other client of the host.
+	Dials *Dials
 }
 
 // Proxy is an HTTP proxy that lets through CONNECT tunnels and plain HTTP
@@ -367,18 +377,30 @@ func (p *Proxy) guard(c, up net.Conn) string {
 	if g == nil {
 		return ""
 	}
-	to, tok := up.RemoteAddr().(*net.TCPAddr)
+	to, ok := p.guarded(up)
 	at, aok := c.LocalAddr().(*net.TCPAddr)
 	peer, pok := c.RemoteAddr().(*net.TCPAddr)
-	if !tok || !aok || !pok {
-		return "" // not TCP: a test's connection
+	if !ok || !aok || !pok {
+		return "" // not the guarded endpoint, or not TCP: a test's connection
 	}
-	return p.ask(g, unmapPort(to.AddrPort()), unmapPort(at.AddrPort()), unmapPort(peer.AddrPort()))
+	return p.ask(g, to, unmapPort(at.AddrPort()), unmapPort(peer.AddrPort()))
+}
+
+// guarded returns the address up reached, and whether it is the
+// guarded endpoint (the Guard set).
+func (p *Proxy) guarded(up net.Conn) (netip.AddrPort, bool) {
+	to, ok := up.RemoteAddr().(*net.TCPAddr)
+	if p.cfg.Guard == nil || !ok {
+		return netip.AddrPort{}, false
+	}
+	ap := unmapPort(to.AddrPort())
+	return ap, ap == unmapPort(p.cfg.Guarded)
 }
 
 // maxGuarding bounds the Guard calls that run at once, so that a run
-// opening connections by the hundred cannot make as many lookups run
-// together.
+// opening connections to the guarded endpoint by the hundred cannot make
+// as many lookups run together; connections to other destinations never
+// wait for them.
 const maxGuarding = 4
 
 // ask calls g, at most maxGuarding at once.
@@ -516,14 +538,18 @@ func (p *Proxy) dial(host string, port int) (net.Conn, error) {
 	}
 	ctx, cancel := context.WithTimeout(p.ctx, dialTimeout)
 	defer cancel()
-	dial := p.cfg.Dial
-	if dial == nil {
-		d := &net.Dialer{Control: func(_, address string, _ syscall.RawConn) error {
+	var up net.Conn
+	var err error
+	var key netip.AddrPort
+	var keyed bool
+	if p.cfg.Dial != nil {
+		up, err = p.cfg.Dial(ctx, "tcp", target)
+	} else {
+		d := net.Dialer{Control: func(_, address string, _ syscall.RawConn) error {
 			return checkAddr(target, address, rule.literal())
 		}}
-		dial = d.DialContext
+		up, key, keyed, err = p.cfg.Dials.dial(ctx, d, "tcp", target)
 	}
-	up, err := dial(ctx, "tcp", target)
 	if err != nil {
 		var d *deniedError
 		if errors.As(err, &d) {
@@ -531,11 +557,18 @@ func (p *Proxy) dial(host string, port int) (net.Conn, error) {
 		}
 		return nil, err
 	}
+	return p.tracked(up, key, keyed)
+}
+
+// tracked returns up tracked for Close, its key in Dials (if keyed)
+// removed once it is closed; ErrClosed, up closed, once the Proxy is.
+func (p *Proxy) tracked(up net.Conn, key netip.AddrPort, keyed bool) (net.Conn, error) {
+	c := &trackedConn{Conn: up, p: p, key: key, keyed: keyed}
 	if !p.track(up) {
-		up.Close()
+		c.Close()
 		return nil, ErrClosed
 	}
-	return &trackedConn{Conn: up, p: p}, nil
+	return c, nil
 }
 
 // checkAddr refuses an address that is not meant to be reached from a
@@ -555,13 +588,20 @@ func checkAddr(target, address string, explicit bool) error {
 // trackedConn is an upstream connection that Close ends.
 type trackedConn struct {
 	net.Conn
-	p    *Proxy
-	once sync.Once
+	p     *Proxy
+	key   netip.AddrPort // its local address in Dials, if keyed
+	keyed bool
+	once  sync.Once
 }
 
 func (c *trackedConn) Close() error {
 	err := c.Conn.Close()
-	c.once.Do(func() { c.p.untrack(c.Conn) })
+	c.once.Do(func() {
+		c.p.untrack(c.Conn)
+		if c.keyed {
+			c.p.cfg.Dials.remove(c.key)
+		}
+	})
 	return err
 }
 

@@ -7,10 +7,12 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"net/netip"
 	"slices"
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"go.uber.org/goleak"
 )
@@ -182,6 +184,27 @@ func (r *proxyRig) exchange(t *testing.T, raw string) (*http.Response, string) {
 	return resp, string(body)
 }
 
+// tunnel opens a CONNECT tunnel through the proxy to hold, and returns
+// the client's connection and the one hold accepted from the proxy.
+func (r *proxyRig) tunnel(t *testing.T, hold net.Listener) (c, up net.Conn) {
+	t.Helper()
+	c, err := net.Dial("tcp", r.addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	fmt.Fprintf(c, "CONNECT %s HTTP/1.1\r\n\r\n", hold.Addr())
+	resp, err := http.ReadResponse(bufio.NewReader(c), nil)
+	if err != nil || resp.StatusCode != http.StatusOK {
+		c.Close()
+		t.Fatalf("CONNECT: %v %v", resp, err)
+	}
+	if up, err = hold.Accept(); err != nil {
+		c.Close()
+		t.Fatal(err)
+	}
+	return c, up
+}
+
 // attempts returns what OnAttempt was given, after the proxy closed, so
 // that every connection has settled.
 func (r *proxyRig) attempts() []Attempt {
@@ -269,20 +292,8 @@ func TestSandboxNetProxyCloseEndsTunnels(t *testing.T) {
 	}
 	defer hold.Close()
 	rig := newProxyRig(t, Config{Allow: []Rule{{Host: "127.0.0.1"}}}, false)
-	c, err := net.Dial("tcp", rig.addr)
-	if err != nil {
-		t.Fatal(err)
-	}
+	c, up := rig.tunnel(t, hold)
 	defer c.Close()
-	fmt.Fprintf(c, "CONNECT %s HTTP/1.1\r\n\r\n", hold.Addr())
-	resp, err := http.ReadResponse(bufio.NewReader(c), nil)
-	if err != nil || resp.StatusCode != http.StatusOK {
-		t.Fatalf("CONNECT: %v %v", resp, err)
-	}
-	up, err := hold.Accept()
-	if err != nil {
-		t.Fatal(err)
-	}
 	defer up.Close()
 	rig.p.Close()
 	if _, err := c.Read(make([]byte, 1)); err == nil {
@@ -305,5 +316,120 @@ func TestSandboxNetProxyBoundsRecord(t *testing.T) {
 	}
 	if n, d := len(p.Attempts()), p.Dropped(); n != MaxRecorded || d != 3 || seen != MaxRecorded+3 {
 		t.Errorf("kept %d, dropped %d, OnAttempt saw %d; want %d, 3, %d", n, d, seen, MaxRecorded, MaxRecorded+3)
+	}
+}
+
+// TestSandboxNetProxyDials: while a tunnel is open, the address its
+// destination sees as the client's is in Dials, and the address of a
+// client that did not come through the proxy is not; once the proxy is
+// closed, and after a dial that failed, the set is empty.
+func TestSandboxNetProxyDials(t *testing.T) {
+	t.Cleanup(func() { goleak.VerifyNone(t) }) // after the other cleanups, which run first
+	hold, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer hold.Close()
+	var dials Dials
+	rig := newProxyRig(t, Config{Allow: []Rule{{Host: "127.0.0.1"}}, Dials: &dials}, false)
+	closed, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	closed.Close()
+	if resp, _ := rig.exchange(t, fmt.Sprintf("CONNECT %s HTTP/1.1\r\n\r\n", closed.Addr())); resp.StatusCode != http.StatusBadGateway {
+		t.Errorf("CONNECT to a closed port: %s, want 502", resp.Status)
+	}
+	c, up := rig.tunnel(t, hold)
+	defer c.Close()
+	defer up.Close()
+	other, err := net.Dial("tcp", hold.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer other.Close()
+	if ap := up.RemoteAddr().(*net.TCPAddr).AddrPort(); !dials.Has(ap) {
+		t.Errorf("Dials lacks the tunnel's client address %s", ap)
+	}
+	if ap := other.LocalAddr().(*net.TCPAddr).AddrPort(); dials.Has(ap) {
+		t.Errorf("Dials has %s, a client that did not come through the proxy", ap)
+	}
+	rig.p.Close()
+	dials.mu.Lock()
+	defer dials.mu.Unlock()
+	if len(dials.open) != 0 {
+		t.Errorf("Dials holds %v once the proxy is closed, want nothing", dials.open)
+	}
+}
+
+// TestSandboxNetProxyGuardOnlyGuarded: while Guard calls about the
+// guarded endpoint fill every slot and more wait for one, a request to
+// another destination is neither asked about nor kept waiting.
+func TestSandboxNetProxyGuardOnlyGuarded(t *testing.T) {
+	t.Cleanup(func() { goleak.VerifyNone(t) }) // after the other cleanups, which run first
+	guarded, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer guarded.Close()
+	entered, release := make(chan netip.AddrPort, 2*maxGuarding), make(chan struct{})
+	var releaseOnce sync.Once
+	free := func() { releaseOnce.Do(func() { close(release) }) }
+	cfg := Config{Allow: []Rule{{Host: "127.0.0.1"}}, Guarded: guarded.Addr().(*net.TCPAddr).AddrPort(),
+		Guard: func(ep, _, _ netip.AddrPort) string {
+			entered <- ep
+			<-release
+			return "held"
+		}}
+	rig := newProxyRig(t, cfg, false)
+	t.Cleanup(free) // runs before the proxy's Close, which waits for the Guard's calls
+	var flood []net.Conn
+	defer func() {
+		for _, c := range flood {
+			c.Close()
+		}
+	}()
+	for range maxGuarding + 1 {
+		c, err := net.Dial("tcp", rig.addr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		flood = append(flood, c)
+		fmt.Fprintf(c, "CONNECT %s HTTP/1.1\r\n\r\n", guarded.Addr())
+	}
+	for range maxGuarding {
+		if ep := <-entered; ep != cfg.Guarded {
+			t.Errorf("Guard asked about %s, want only the guarded %s", ep, cfg.Guarded)
+		}
+	}
+	// Every slot is taken, and one more request waits for one: a request
+	// elsewhere must not. The deadline fails the test, it does not order it.
+	c, err := net.Dial("tcp", rig.addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	c.SetDeadline(time.Now().Add(10 * time.Second))
+	fmt.Fprintf(c, "GET http://%s/other HTTP/1.1\r\nHost: x\r\n\r\n", rig.server)
+	resp, err := http.ReadResponse(bufio.NewReader(c), nil)
+	if err != nil {
+		t.Fatalf("a request to another destination while the guarded one's checks are queued: %v", err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK || string(body) != "hello from /other" {
+		t.Errorf("the other request: %s %q, want 200 hello from /other", resp.Status, body)
+	}
+	free()
+	for _, c := range flood {
+		resp, err := http.ReadResponse(bufio.NewReader(c), nil)
+		if err != nil || resp.StatusCode != http.StatusForbidden {
+			t.Errorf("a request to the guarded endpoint: %v %v, want 403", resp, err)
+		}
+	}
+	for range len(entered) {
+		if ep := <-entered; ep != cfg.Guarded {
+			t.Errorf("Guard asked about %s, want only the guarded %s", ep, cfg.Guarded)
+		}
 	}
 }

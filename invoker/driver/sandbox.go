@@ -245,10 +245,10 @@ type runSandbox struct {
 
 	cli      string
 	unheldMu sync.Mutex
-	unheld   []string        // the CLI's settings files missing when the run started, not yet made
-	seen     []settingsSeen  // the others, as they were at the start or last warned of
-	links    []invoker.Event // the settings links into hidden paths, until the first event
-	skipped  []string        // the links on the way to a settings file that could not be held
+	unheld   []string               // the CLI's settings files missing when the run started, not yet made
+	seen     []settingsSeen         // the others, as they were at the start or last warned of
+	links    pending[invoker.Event] // the settings links into hidden paths, until the first event
+	skipped  []string               // the links on the way to a settings file that could not be held
 }
 
 // settingsSeen is a settings file as the run found it at its start: the
@@ -350,7 +350,7 @@ func (a sandboxAsk) prepare(attr *proc.Attr, workdir string, setEnv []string, lo
 	for _, l := range sandbox.HiddenLinks(p) {
 		dir := filepath.Dir(l.Target)
 		log.Debug("a settings file links into a hidden path: the CLI cannot read it", "link", l.Path, "target", l.Target, "show", dir)
-		rs.links = append(rs.links, invoker.Event{Kind: invoker.KindWarning, Text: fmt.Sprintf(
+		rs.links.add(invoker.Event{Kind: invoker.KindWarning, Text: fmt.Sprintf(
 			"%s is a symbolic link to %s, which the sandbox hides: %s cannot read it as its settings, memory or instructions; "+
 				"add %s to Sandbox.Show to let the CLI read it (if the link is yours), or remove the link", l.Path, l.Target, a.cli, dir)})
 	}
@@ -498,11 +498,7 @@ func (rs *runSandbox) linkWarnings() []invoker.Event {
 	if rs == nil {
 		return nil
 	}
-	rs.unheldMu.Lock()
-	defer rs.unheldMu.Unlock()
-	evs := rs.links
-	rs.links = nil
-	return evs
+	return rs.links.take()
 }
 
 // endWarnings logs, once the run's tree is reaped, what of the settings
@@ -517,10 +513,7 @@ func (rs *runSandbox) endWarnings(log interface {
 	Warn(msg string, args ...any)
 }) {
 	if rs != nil {
-		rs.unheldMu.Lock()
-		links := slices.Clone(rs.links)
-		rs.unheldMu.Unlock()
-		for _, ev := range links {
+		for _, ev := range rs.links.peek() {
 			log.Warn("a settings link into a hidden path", "warning", ev.Text)
 		}
 	}

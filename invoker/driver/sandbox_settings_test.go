@@ -108,7 +108,8 @@ func TestSettingsChangedAgainWarned(t *testing.T) {
 // event); one a turn delivered is not logged.
 func TestSettingsLinkWarningLogged(t *testing.T) {
 	text := "~/.claude/settings.json links into the hidden ~/.gemini"
-	rs := &runSandbox{cli: "claude", links: []invoker.Event{{Kind: invoker.KindWarning, Text: text}}}
+	rs := &runSandbox{cli: "claude"}
+	rs.links.add(invoker.Event{Kind: invoker.KindWarning, Text: text})
 	var log warnLog
 	rs.endWarnings(&log)
 	if len(log) != 1 || !strings.Contains(log[0], text) {
@@ -118,7 +119,8 @@ func TestSettingsLinkWarningLogged(t *testing.T) {
 	if evs := rs.linkWarnings(); len(evs) != 1 || evs[0].Text != text {
 		t.Errorf("the turn's end got %v after the run's end logged it, want the warning still", evs)
 	}
-	delivered := &runSandbox{cli: "claude", links: []invoker.Event{{Kind: invoker.KindWarning, Text: text}}}
+	delivered := &runSandbox{cli: "claude"}
+	delivered.links.add(invoker.Event{Kind: invoker.KindWarning, Text: text})
 	delivered.linkWarnings()
 	delivered.endWarnings(&log)
 	if len(log) != 0 {

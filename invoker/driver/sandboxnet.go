@@ -278,18 +278,15 @@ type runNet struct {
 	ruleset *os.File // with wrap, the Landlock ruleset its first stage applies; closed once started
 	env     []string // what the run's environment adds besides the proxy's variables (quietEnv)
 
-	mu      sync.Mutex
-	pending []egress.Attempt // denied, not yet warned of
+	denied pending[egress.Attempt] // not yet warned of
+
+	mu sync.Mutex
 	// warned holds the protocols and addresses of the refused direct
 	// connections and datagrams already warned of: a tool that polls a
 	// port (or a resolver that retries) gets one warning per address, not
 	// one per attempt (each is still a Connection).
 	warned map[string]bool
 }
-
-// maxPending bounds the denied attempts waiting for their warning: past
-// it, the run's warnings say how many more were refused.
-const maxPending = 1000
 
 // startNet builds the run's egress.Net for a, which asks for network
 // rules, with the run's environment env: nil without one where the host
@@ -316,32 +313,37 @@ func (a sandboxAsk) startNet(env []string, log interface {
 	cfg := netConfig(rules, a.cli, env, a.mcp)
 	rn.env = quietEnv(a.cli, env, cfg)
 	cfg.OnAttempt = func(at egress.Attempt) {
-		if at.Allowed {
+		if at.Allowed || at.Guarded && at.Err == clientGone {
+			return // a client that gave up before its check: nothing to warn of
+		}
+		if (at.Method == egress.MethodDirect || at.Method == egress.MethodDirectUDP) && !rn.firstDirect(at) {
 			return
 		}
-		rn.mu.Lock()
-		defer rn.mu.Unlock()
-		if at.Method == egress.MethodDirect || at.Method == egress.MethodDirectUDP {
-			hp := at.Method + " " + net.JoinHostPort(at.Host, strconv.Itoa(at.Port))
-			if rn.warned[hp] {
-				return
-			}
-			if rn.warned == nil {
-				rn.warned = make(map[string]bool)
-			}
-			rn.warned[hp] = true
-		}
-		if len(rn.pending) < maxPending {
-			rn.pending = append(rn.pending, at)
-		}
+		rn.denied.add(at)
 	}
 	if g := a.tools; g != nil {
-		cfg.Guard = g.forwarded
+		cfg.Guard, cfg.Guarded, cfg.Dials = g.forwarded, g.addr, &g.dials
 	}
 	if rn.n, err = egress.New(cfg); err != nil {
 		return nil, fmt.Errorf("sandbox: the run's network rules: %w", err)
 	}
 	return rn, nil
+}
+
+// firstDirect reports whether at, a refused direct connection or
+// datagram, is the first of its protocol to its address, and marks it.
+func (rn *runNet) firstDirect(at egress.Attempt) bool {
+	hp := at.Method + " " + net.JoinHostPort(at.Host, strconv.Itoa(at.Port))
+	rn.mu.Lock()
+	defer rn.mu.Unlock()
+	if rn.warned[hp] {
+		return false
+	}
+	if rn.warned == nil {
+		rn.warned = make(map[string]bool)
+	}
+	rn.warned[hp] = true
+	return true
 }
 
 // warnings returns a KindWarning event for each attempt denied since the
@@ -353,10 +355,7 @@ func (rn *runNet) warnings(tool *invoker.Tool) []invoker.Event {
 		return nil
 	}
 	rn.n.Flush()
-	rn.mu.Lock()
-	denied := rn.pending
-	rn.pending = nil
-	rn.mu.Unlock()
+	denied := rn.denied.take()
 	evs := make([]invoker.Event, 0, len(denied))
 	for _, at := range denied {
 		hp := net.JoinHostPort(at.Host, strconv.Itoa(at.Port))

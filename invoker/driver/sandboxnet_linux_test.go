@@ -1,9 +1,11 @@
 package driver_test
 
 import (
+	"bufio"
 	"context"
 	"encoding/json"
 	"errors"
+	"io"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -13,6 +15,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"syscall"
 	"testing"
@@ -521,7 +524,80 @@ func TestSandboxNetGoToolsCommand(t *testing.T) {
 func TestSandboxNetGoToolsProxy(t *testing.T) {
 	requireSandbox(t)
 	requireSandboxNet(t)
-	goToolsCommandVia(t, invoker.Sandbox{Mode: "required", Network: []string{"127.0.0.1"}}, true)
+	goToolsCommandVia(t, invoker.Sandbox{Mode: "required", Network: []string{"127.0.0.1"}}, true, "")
+}
+
+// TestSandboxNetGoToolsRelay: under a rule allowing a relay on the
+// host's loopback (a server the run may reach that connects where it is
+// told, as an HTTP proxy or a fetch tool does), a command that sends its
+// call through the relay reaches the Go tools' endpoint from a host
+// process, not through the run's forwarder or proxy: it is refused and
+// warned of, while the CLI's own call works.
+func TestSandboxNetGoToolsRelay(t *testing.T) {
+	requireSandbox(t)
+	requireSandboxNet(t)
+	relay, relayed := hostRelay(t)
+	goToolsCommandVia(t, invoker.Sandbox{Mode: "required", Network: []string{relay}}, false, relay)
+	if relayed.Load() == 0 {
+		t.Errorf("the relay at %s carried no connection: the command's call did not go through it", relay)
+	}
+}
+
+// hostRelay starts a relay on the host's loopback, ended with the test:
+// each connection names on its first line the host:port to connect to,
+// and the relay splices the rest both ways. It returns its address and
+// the count of the connections it made.
+func hostRelay(t *testing.T) (string, *atomic.Int64) {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var wg sync.WaitGroup
+	var relayed atomic.Int64
+	t.Cleanup(func() {
+		l.Close()
+		wg.Wait()
+	})
+	relay := func(c net.Conn) {
+		defer c.Close()
+		br := bufio.NewReader(c)
+		target, err := br.ReadString('\n')
+		if err != nil {
+			return
+		}
+		up, err := net.Dial("tcp", strings.TrimSpace(target))
+		if err != nil {
+			return
+		}
+		defer up.Close()
+		relayed.Add(1)
+		done := make(chan struct{})
+		go func() {
+			defer close(done)
+			io.Copy(up, br)
+			up.(*net.TCPConn).CloseWrite()
+		}()
+		io.Copy(c, up)
+		c.Close()
+		<-done
+	}
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		for {
+			c, err := l.Accept()
+			if err != nil {
+				return
+			}
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				relay(c)
+			}()
+		}
+	}()
+	return l.Addr().String(), &relayed
 }
 
 // TestGoToolsCommand: without network rules, where the CLI and its
@@ -535,11 +611,12 @@ func TestGoToolsCommand(t *testing.T) {
 
 // goToolsCommand is TestSandboxNetGoToolsCommand under sb, by the route
 // in force.
-func goToolsCommand(t *testing.T, sb invoker.Sandbox) { goToolsCommandVia(t, sb, false) }
+func goToolsCommand(t *testing.T, sb invoker.Sandbox) { goToolsCommandVia(t, sb, false, "") }
 
 // goToolsCommandVia is goToolsCommand with the command's call sent
-// through the run's proxy if viaProxy.
-func goToolsCommandVia(t *testing.T, sb invoker.Sandbox, viaProxy bool) {
+// through the run's proxy if viaProxy, through the relay on the host at
+// relay if not empty.
+func goToolsCommandVia(t *testing.T, sb invoker.Sandbox, viaProxy bool, relay string) {
 	var calls atomic.Int64
 	srv := mcp.NewServer(&mcp.Implementation{Name: "tools", Version: "1"}, nil)
 	mcp.AddTool(srv, &mcp.Tool{Name: "echo"}, func(ctx context.Context, _ *mcp.CallToolRequest, a struct {
@@ -548,7 +625,7 @@ func goToolsCommandVia(t *testing.T, sb invoker.Sandbox, viaProxy bool) {
 		calls.Add(1)
 		return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: "echo: " + a.Text}}}, nil, nil
 	})
-	lr := newLimitRunOf(t, fakeagent.Codex, codex.New, fakeagent.Script{CallTool: "tools/echo", ToolArgs: json.RawMessage(`{"text":"from inside"}`), CommandCallsTool: true, CommandViaProxy: viaProxy})
+	lr := newLimitRunOf(t, fakeagent.Codex, codex.New, fakeagent.Script{CallTool: "tools/echo", ToolArgs: json.RawMessage(`{"text":"from inside"}`), CommandCallsTool: true, CommandViaProxy: viaProxy, CommandRelay: relay})
 	sreq := lr.req.Session()
 	sreq.MCPServers = []invoker.MCPServer{{Name: "tools", Server: srv}}
 	sreq.Sandbox = sb
@@ -585,11 +662,16 @@ func goToolsCommandVia(t *testing.T, sb invoker.Sandbox, viaProxy bool) {
 	switch {
 	case len(sb.Network) == 0 && len(res.Connections) != 0:
 		t.Errorf("Connections %+v without network rules, want none", res.Connections)
-	case len(sb.Network) != 0 && (len(refused) == 0 || refused[0].Host != "127.0.0.1" || !strings.Contains(refused[0].Err, "outside the CLI's session")):
+	case relay != "" && len(refused) != 0:
+		t.Errorf("denied connections %+v, want none: the relay is allowed, and the endpoint refuses the relay's connection itself", refused)
+	case relay == "" && len(sb.Network) != 0 && (len(refused) == 0 || refused[0].Host != "127.0.0.1" || !strings.Contains(refused[0].Err, "outside the CLI's session")):
 		t.Errorf("denied connections %+v, want the command's to the Go tools' endpoint", refused)
 	}
 	if len(warnings) == 0 || !strings.Contains(warnings[0], "Go tools' endpoint") || !strings.Contains(warnings[0], "not the CLI") && !strings.Contains(warnings[0], "not a command") {
 		t.Errorf("warnings %q, want one saying a process that is not the CLI tried the Go tools' endpoint", warnings)
+	}
+	if relay != "" && (len(warnings) == 0 || !strings.Contains(warnings[0], "not through the run's forwarder or proxy")) {
+		t.Errorf("warnings %q, want one saying the connection came from the host, not through the run's forwarder or proxy", warnings)
 	}
 	if err := s.Close(); err != nil {
 		t.Errorf("Close() = %v", err)

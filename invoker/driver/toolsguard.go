@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"net/netip"
 	"os"
-	"sync"
 	"sync/atomic"
 
 	"github.com/clinvoke/clinvoke/internal/egress"
@@ -47,13 +46,24 @@ import (
 // they reach the Host directly, which asks direct. The lookup runs per
 // connection, never at the run's start. Only Linux has it: elsewhere the
 // token alone holds.
+//
+// Under network rules the Host admits only the connections of the run's
+// forwarder and proxy, whose clients forwarded checked: those whose
+// client's address is the local address of one of their dials (dials).
+// Any other, from a process on the host, is refused and warned of: a
+// server the run may reach that relays connections (an HTTP proxy, a
+// fetch tool, a model proxy) would otherwise carry a command's call,
+// with the token it read, to the endpoint. The program's own process is
+// no exception there, as it is without network rules: it may be the
+// relay (a server it hosts for the run), and its holding the socket
+// cannot tell its own client from the relay's.
 type toolsGuard struct {
 	addr  netip.AddrPort // the Host's, set before the run starts
 	root  atomic.Int64   // the pid of the run's root, once started
 	netns atomic.Bool    // the run's connections come through its forwarder
+	dials egress.Dials   // under network rules, the forwarder's and the proxy's connections
 
-	mu      sync.Mutex
-	pending []string // refusals of direct not yet warned of
+	refused pending[string] // refusals of direct not yet warned of
 }
 
 // started records the run's root, and whether the run has a network
@@ -76,21 +86,27 @@ func (g *toolsGuard) forwarded(ep, at, peer netip.AddrPort) string {
 }
 
 // direct is the Host's mcphost.Options.Admit: a connection straight to
-// it, which is the forwarder's own under network rules (checked there).
+// it, which under network rules must be one the forwarder or the proxy
+// dialled (their clients checked by forwarded).
 func (g *toolsGuard) direct(local, remote netip.AddrPort) string {
-	if g.netns.Load() {
-		return ""
+	var why string
+	switch {
+	case !g.netns.Load():
+		why = g.check(local, remote)
+	case !g.dials.Has(remote):
+		why = fmt.Sprintf("it came from %s on the host, not through the run's forwarder or proxy: a server on the host that the run may reach and that relays connections (an HTTP proxy, a fetch tool) cannot carry a call to it", remote)
 	}
-	why := g.check(local, remote)
-	if why != "" {
-		g.mu.Lock()
-		if len(g.pending) < maxPending {
-			g.pending = append(g.pending, why)
-		}
-		g.mu.Unlock()
+	if why != "" && why != clientGone {
+		g.refused.add(why)
 	}
 	return why
 }
+
+// clientGone is check's answer for a connection whose client's socket
+// is no longer open (its client gave up, while the check waited for its
+// turn, say): refused, and not warned of, since which process opened it
+// cannot be told and nothing is left to serve.
+const clientGone = "its client closed the connection before it was checked"
 
 // check returns "" if every holder of the client's socket of the
 // connection from peer to ep, in the root's network namespace, is in the
@@ -103,6 +119,9 @@ func (g *toolsGuard) check(ep, peer netip.AddrPort) string {
 	hs, err := egress.SocketHolders(root, peer, ep)
 	if errors.Is(err, errors.ErrUnsupported) {
 		return "" // no such lookup on this system: the token alone holds
+	}
+	if errors.Is(err, egress.ErrNoSocket) {
+		return clientGone
 	}
 	if errors.Is(err, egress.ErrHoldersHidden) {
 		return "the processes holding its socket are hidden from this program (not dumpable, or another user's): which process opened it cannot be told, so it is refused; a program with CAP_SYS_PTRACE sees them"
@@ -125,10 +144,7 @@ func (g *toolsGuard) warnings(tool *invoker.Tool) []invoker.Event {
 	if g == nil {
 		return nil
 	}
-	g.mu.Lock()
-	refused := g.pending
-	g.pending = nil
-	g.mu.Unlock()
+	refused := g.refused.take()
 	evs := make([]invoker.Event, 0, len(refused))
 	for _, why := range refused {
 		evs = append(evs, invoker.Event{Kind: invoker.KindWarning, Tool: tool, Text: toolsRefused(g.addr.String(), why)})

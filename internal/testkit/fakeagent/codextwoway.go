@@ -384,7 +384,7 @@ func (s *appServer) codexCallTool(ctx context.Context, turn string) (string, err
 	}
 	s.notify("item/completed", tp(kv{"item", item(status, result, nil)}))
 	if s.a.s.CommandCallsTool && srv.URL != "" {
-		return res.outcome(nil) + "\ncommand: " + commandCall(ctx, srv, tool, args, s.a.s.CommandViaProxy), nil
+		return res.outcome(nil) + "\ncommand: " + commandCall(ctx, srv, tool, args, s.a.s.CommandViaProxy, s.a.s.CommandRelay), nil
 	}
 	return res.outcome(nil), nil
 }

@@ -403,6 +403,13 @@ type Script struct {
 	// through the proxy its HTTP_PROXY names, loopback URL included (a
 	// command that tries the sandbox's proxy to reach the endpoint).
 	CommandViaProxy bool `json:"command_via_proxy,omitempty"`
+	// CommandRelay, if not empty, makes CommandCallsTool's command send
+	// its call through a relay on the host at this host:port, reached
+	// through a tunnel of the proxy its HTTP_PROXY names (CONNECT): on
+	// the tunnel it writes the server's host:port and a newline, then
+	// speaks HTTP to the server (a command that found a server the run
+	// may reach which relays connections).
+	CommandRelay string `json:"command_relay,omitempty"`
 
 	// ToolArgs are the arguments of CallTool's call, a JSON object.
 	ToolArgs json.RawMessage `json:"tool_args,omitempty"`

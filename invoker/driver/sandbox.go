@@ -586,6 +586,9 @@ func (rs *runSandbox) stageStarted() error {
 	}
 	if rs.stage != nil {
 		err := rs.stage.Started()
+		// The run's mount namespace, held until the tree is reaped and
+		// released by undo, as on root's route.
+		rs.ns = rs.stage.Namespace()
 		rs.closeStage()
 		if err != nil {
 			return &sandboxError{err: err}

@@ -352,7 +352,7 @@ func (s *Stage) Started() error {
 	n, noob, flags, _, err := unix.Recvmsg(int(s.host.Fd()), buf, oob, unix.MSG_CMSG_CLOEXEC)
 	s.host.Close()
 	if err == nil {
-		s.ns = NamespaceRights(oob[:noob])
+		s.ns = namespaceRights(oob[:noob])
 	}
 	switch {
 	case err != nil:
@@ -366,10 +366,10 @@ func (s *Stage) Started() error {
 	return nil
 }
 
-// NamespaceRights returns the first file passed in oob (a control
+// namespaceRights returns the first file passed in oob (a control
 // message of SCM_RIGHTS), closing any other, or nil if none: the mount
 // namespace a first stage sends with its report.
-func NamespaceRights(oob []byte) *os.File {
+func namespaceRights(oob []byte) *os.File {
 	msgs, err := unix.ParseSocketControlMessage(oob)
 	if err != nil {
 		return nil

@@ -587,7 +587,8 @@ func (rs *runSandbox) stageStarted() error {
 	if rs.stage != nil {
 		err := rs.stage.Started()
 		// The run's mount namespace, held until the tree is reaped and
-		// released by undo, as on root's route.
+		// released by undo, as on root's route (with network rules too,
+		// below).
 		rs.ns = rs.stage.Namespace()
 		rs.closeStage()
 		if err != nil {
@@ -608,6 +609,8 @@ func (rs *runSandbox) stageStarted() error {
 		rs.noPriv = "the first stage in the run's user namespace could not make them: " + rs.net.n.PrivateWhy()
 	}
 	rs.skipped = rs.net.n.PrivateSkipped()
+	// Held until the tree is reaped and released by undo, as above.
+	rs.ns = rs.net.n.MountNamespace()
 	return nil
 }
 

@@ -69,6 +69,7 @@ type Net struct {
 	wrapped    *os.File      // the host's end of Wrap's socket
 	stageEnd   *os.File      // the first stage's end, closed by Started
 	plan       *os.File      // the private roots' plan for the first stage, closed by Started
+	mntNS      *os.File      // the run's mount namespace its first stage sent, until handed over
 	private    bool          // the first stage gave the run its private /tmp and /dev/shm
 	privateWhy string        // else why not, as the first stage said
 	skipped    []string      // the settings links the first stage left as they are
@@ -389,7 +390,8 @@ func (n *Net) Dropped() int { return n.proxy.Dropped() }
 // returns once every goroutine of the Net has ended, Prepare's included.
 // Call it after Enter has returned (or instead of Enter), once the run's
 // tree is gone. The namespace itself ends with the last process in it
-// and the thread that entered it. The packet socket that saw the
+// and the thread that entered it. A run's mount namespace that a first
+// stage sent and MountNamespace did not hand over is released here. The packet socket that saw the
 // connections around the proxy is released on a goroutine of its own,
 // which ends soon after: the kernel's release of a packet socket waits
 // for an RCU grace period (about a millisecond, more on a busy host),
@@ -411,6 +413,9 @@ func (n *Net) Close() error {
 		n.wrapped.Close()
 	}
 	n.closePlan()
+	if ns := n.MountNamespace(); ns != nil {
+		ns.Close()
+	}
 	err := n.proxy.Close()
 	n.releaseDirect()
 	return err
@@ -422,6 +427,17 @@ func (n *Net) closePlan() {
 		n.plan.Close()
 		n.plan = nil
 	}
+}
+
+// MountNamespace hands over, once Started returned nil, the run's mount
+// namespace, which the first stage of WrapPrivate sent where it gave the
+// run its private roots (nil otherwise): the caller closes it once the
+// run is reaped, so that the namespace's teardown is not on the exit of
+// the run's last process. One not handed over is released by Close.
+func (n *Net) MountNamespace() *os.File {
+	ns := n.mntNS
+	n.mntNS = nil
+	return ns
 }
 
 // PrivateHeld reports, once Started returned nil, whether the first

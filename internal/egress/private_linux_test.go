@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"go.uber.org/goleak"
+	"golang.org/x/sys/unix"
 
 	"github.com/clinvoke/clinvoke/internal/sandbox"
 )
@@ -173,5 +174,60 @@ func TestSandboxNetPrivateSkipped(t *testing.T) {
 	}
 	if got := n.PrivateSkipped(); !n.PrivateHeld() || len(got) != 1 || !strings.Contains(got[0], locked) {
 		t.Errorf("PrivateHeld() = %v (%s), PrivateSkipped() = %q; want true and %s", n.PrivateHeld(), n.PrivateWhy(), got, locked)
+	}
+}
+
+// TestSandboxNetPrivateNamespaceHeld: the first stage of WrapPrivate sends
+// the host the mount namespace the run runs in, which the host holds after
+// the run exited and which no file of the host refers to once released.
+func TestSandboxNetPrivateNamespaceHeld(t *testing.T) {
+	defer goleak.VerifyNone(t)
+	requireWrapLandlock(t)
+	work := t.TempDir()
+	rs, ruleset, n := wrapRig(t, sandbox.Policy{Level: sandbox.ReadOnly, Workdir: work, Temp: work, Private: true})
+	defer n.Close()
+	cmd := exec.Command("/bin/readlink", "/proc/self/ns/mnt")
+	var out, stderr strings.Builder
+	cmd.Stdout, cmd.Stderr = &out, &stderr
+	if err := n.WrapPrivate(cmd, ruleset, rs.PrivatePlan()); err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	serr := n.Started()
+	if werr := cmd.Wait(); serr != nil || werr != nil {
+		t.Fatalf("Started: %v; the command: %v\n%s", serr, werr, stderr.String())
+	}
+	ns := n.MountNamespace()
+	if ns == nil {
+		t.Fatalf("MountNamespace() = nil (private roots held: %v, %s), want the run's mount namespace", n.PrivateHeld(), n.PrivateWhy())
+	}
+	var st unix.Stat_t
+	if err := unix.Fstat(int(ns.Fd()), &st); err != nil {
+		t.Fatal(err)
+	}
+	want := fmt.Sprintf("mnt:[%d]", st.Ino)
+	if got := strings.TrimSpace(out.String()); got != want {
+		t.Errorf("the run's mount namespace is %s, the host holds %s", got, want)
+	}
+	held := func() (n int) {
+		ents, err := os.ReadDir("/proc/self/fd")
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, e := range ents {
+			if l, err := os.Readlink("/proc/self/fd/" + e.Name()); err == nil && l == want {
+				n++
+			}
+		}
+		return n
+	}
+	if got := held(); got != 1 {
+		t.Errorf("%d files of the host refer to %s after the run, want the one held", got, want)
+	}
+	ns.Close()
+	if got := held(); got != 0 {
+		t.Errorf("%d files of the host refer to %s once released, want none", got, want)
 	}
 }

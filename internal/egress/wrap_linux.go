@@ -90,9 +90,14 @@ func runStage(v string) int {
 	}
 	// Why direct connections are not recorded, where they are not, then
 	// after a NUL the private roots' report (sandbox.PrivateReport).
+	// Empty where the socket is sent: the host tells the two apart by it.
 	var msg []byte
 	if derr != nil {
-		msg = append(msg, sandbox.CutReason(derr.Error())...)
+		why := sandbox.CutReason(derr.Error())
+		if why == "" {
+			why = "no reason given"
+		}
+		msg = append(msg, why...)
 	} else {
 		fds = append(fds, direct)
 	}
@@ -107,6 +112,15 @@ func runStage(v string) int {
 		}
 	}
 	msg = rep.Append(append(msg, 0))
+	// The mount namespace goes last, where there is one: the host holds
+	// it until the run is reaped, so that its teardown is not on the exit
+	// of the run's last process.
+	if rep.Held && spec.Path != "" {
+		if ns, err := unix.Open("/proc/self/ns/mnt", unix.O_RDONLY|unix.O_CLOEXEC, 0); err == nil {
+			fds = append(fds, ns)
+			defer unix.Close(ns)
+		}
+	}
 	if err := unix.Sendmsg(spec.FD, msg, unix.UnixRights(fds...), nil, 0); err != nil {
 		fmt.Fprintln(os.Stderr, "egress: send the listeners:", err)
 		return 127
@@ -199,6 +213,7 @@ func (n *Net) Started() error {
 		return err
 	}
 	n.private, n.privateWhy, n.skipped = m.private.Held, m.private.Why, m.private.Skipped
+	n.mntNS = m.ns
 	n.serve(m.listeners)
 	if m.direct >= 0 {
 		n.recordDirect(m.direct)
@@ -229,6 +244,7 @@ type stageMessage struct {
 	private   sandbox.PrivateReport // the private roots, where they were asked for
 	direct    int                   // the catch-all route's packet socket, or -1
 	directErr error                 // why there is none
+	ns        *os.File              // the run's mount namespace, or nil
 }
 
 // receiveListeners reads the first stage's message on c: nl listeners,
@@ -237,10 +253,10 @@ type stageMessage struct {
 func receiveListeners(c *os.File, nl int) (stageMessage, error) {
 	m := stageMessage{direct: -1}
 	buf := make([]byte, sandbox.StageBuffer)
-	oob := make([]byte, unix.CmsgSpace(4*(nl+1)))
+	oob := make([]byte, unix.CmsgSpace(4*(nl+2)))
 	nb, noob, flags, _, err := unix.Recvmsg(int(c.Fd()), buf, oob, unix.MSG_CMSG_CLOEXEC)
 	if err == nil && flags&(unix.MSG_CTRUNC|unix.MSG_TRUNC) != 0 {
-		err = fmt.Errorf("the message was cut (flags %#x): more than %d descriptors or %d bytes", flags, nl+1, len(buf))
+		err = fmt.Errorf("the message was cut (flags %#x): more than %d descriptors or %d bytes", flags, nl+2, len(buf))
 	}
 	if err != nil {
 		if noob > 0 {
@@ -256,7 +272,7 @@ func receiveListeners(c *os.File, nl int) (stageMessage, error) {
 			}
 		}
 	}
-	if len(fds) < nl || len(fds) > nl+1 || nb == 0 {
+	if len(fds) < nl || len(fds) > nl+2 || nb == 0 {
 		for _, fd := range fds {
 			unix.Close(fd)
 		}
@@ -268,10 +284,21 @@ func receiveListeners(c *os.File, nl int) (stageMessage, error) {
 	}
 	directWhy, rep, _ := strings.Cut(string(buf[:nb]), "\x00")
 	m.private = sandbox.ParsePrivateReport([]byte(rep))
-	if len(fds) > nl {
-		m.direct = fds[nl]
-	} else {
+	rest := fds[nl:]
+	switch {
+	case directWhy != "":
 		m.directErr = errors.New(directWhy)
+	case len(rest) > 0:
+		m.direct, rest = rest[0], rest[1:]
+	default:
+		m.directErr = errors.New("the first stage sent no socket")
+	}
+	for i, fd := range rest {
+		if i == 0 {
+			m.ns = os.NewFile(uintptr(fd), "stage-mnt-ns")
+		} else {
+			unix.Close(fd)
+		}
 	}
 	for i, fd := range fds[:nl] {
 		f := os.NewFile(uintptr(fd), "egress-listener")

@@ -61,8 +61,12 @@ type privatePlan struct {
 // namedPath matches a path beneath a private root inside a longer text
 // (an argument "--mcp-config=/tmp/x/mcp.json", a TOML value): its first
 // group, which starts the text or follows a character that cannot be part
-// of a longer path ("/var/tmp/x" names no /tmp path).
-var namedPath = regexp.MustCompile(`(?:^|[^\w./~-])((?:/tmp|/dev/shm)(?:/[^\s"',;:=]*)?)`)
+// of a longer path ("/var/tmp/x" names no /tmp path). Compiled when the
+// host first needs it, not by the package's initialisation, which a first
+// stage pays too before it can start.
+var namedPath = sync.OnceValue(func() *regexp.Regexp {
+	return regexp.MustCompile(`(?:^|[^\w./~-])((?:/tmp|/dev/shm)(?:/[^\s"',;:=]*)?)`)
+})
 
 // planPrivate returns what p's run needs bound into its private roots,
 // or nil and why it keeps the host's /tmp and /dev/shm.
@@ -124,7 +128,7 @@ func planPrivate(p Policy) (*privatePlan, string) {
 	// read-only, unless what is bound above gives it already.
 	given := len(binds)
 	for _, text := range p.Named {
-		for _, sm := range namedPath.FindAllStringSubmatch(text, -1) {
+		for _, sm := range namedPath().FindAllStringSubmatch(text, -1) {
 			m := sm[1]
 			if !slices.ContainsFunc(binds[:given], func(b bind) bool { return under(filepath.Clean(m), b.Path) }) {
 				add(m, all)

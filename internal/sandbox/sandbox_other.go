@@ -74,5 +74,8 @@ func (s *Stage) Skipped() []string { return nil }
 // Close does nothing.
 func (s *Stage) Close() error { return nil }
 
+// Namespace returns nil: there is no namespace to hold on this system.
+func (s *Stage) Namespace() *os.File { return nil }
+
 // PrivatePlan returns nil: there are no private /tmp and /dev/shm here.
 func (r *Ruleset) PrivatePlan() []byte { return nil }

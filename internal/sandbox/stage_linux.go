@@ -82,7 +82,17 @@ func runStage(v string) int {
 			rep.Why = err.Error()
 		}
 	}
-	if err := unix.Sendmsg(spec.FD, rep.Append(nil), nil, nil, 0); err != nil {
+	// The mount namespace goes to the host with the report, which holds
+	// it until the run is reaped: its teardown (the unmounts and an RCU
+	// grace period) is then not on the exit of the run's last process.
+	var rights []byte
+	if rep.Held && spec.Path != "" {
+		if ns, err := unix.Open("/proc/self/ns/mnt", unix.O_RDONLY|unix.O_CLOEXEC, 0); err == nil {
+			rights = unix.UnixRights(ns)
+			defer unix.Close(ns)
+		}
+	}
+	if err := unix.Sendmsg(spec.FD, rep.Append(nil), rights, nil, 0); err != nil {
 		fmt.Fprintln(os.Stderr, "sandbox: send the report:", err)
 		return 127
 	}
@@ -303,6 +313,7 @@ func SetStageEnv(cmd *exec.Cmd, name string, spec any) {
 type Stage struct {
 	host, stage *os.File // the socket's two ends
 	plan        *os.File
+	ns          *os.File // the run's mount namespace, until handed over
 	rep         PrivateReport
 }
 
@@ -337,8 +348,12 @@ func (s *Stage) Started() error {
 	s.stage.Close()
 	s.closePlan()
 	buf := make([]byte, StageBuffer)
-	n, _, flags, _, err := unix.Recvmsg(int(s.host.Fd()), buf, nil, 0)
+	oob := make([]byte, unix.CmsgSpace(4))
+	n, noob, flags, _, err := unix.Recvmsg(int(s.host.Fd()), buf, oob, unix.MSG_CMSG_CLOEXEC)
 	s.host.Close()
+	if err == nil {
+		s.ns = namespaceRights(oob[:noob])
+	}
 	switch {
 	case err != nil:
 		return fmt.Errorf("sandbox: receive the first stage's report: %w", err)
@@ -349,6 +364,42 @@ func (s *Stage) Started() error {
 	}
 	s.rep = ParsePrivateReport(buf[:n])
 	return nil
+}
+
+// namespaceRights returns the first file passed in oob (a control
+// message of SCM_RIGHTS), closing any other, or nil if none: the mount
+// namespace a first stage sends with its report.
+func namespaceRights(oob []byte) *os.File {
+	msgs, err := unix.ParseSocketControlMessage(oob)
+	if err != nil {
+		return nil
+	}
+	var ns *os.File
+	for _, m := range msgs {
+		fds, err := unix.ParseUnixRights(&m)
+		if err != nil {
+			continue
+		}
+		for _, fd := range fds {
+			if ns == nil {
+				ns = os.NewFile(uintptr(fd), "stage-mnt-ns")
+			} else {
+				unix.Close(fd)
+			}
+		}
+	}
+	return ns
+}
+
+// Namespace hands over, once Started returned nil, the run's mount
+// namespace, which the first stage sent with its report (nil if it sent
+// none): the caller closes it once the run is reaped, so that the
+// namespace's teardown is not on the exit of the run's last process. A
+// namespace not handed over is released by Close.
+func (s *Stage) Namespace() *os.File {
+	ns := s.ns
+	s.ns = nil
+	return ns
 }
 
 // Private reports, once Started returned nil, whether the run got its
@@ -370,6 +421,10 @@ func (s *Stage) Close() error {
 	s.host.Close()
 	s.stage.Close()
 	s.closePlan()
+	if s.ns != nil {
+		s.ns.Close()
+		s.ns = nil
+	}
 	return nil
 }
 
@@ -399,6 +454,7 @@ var stageProbe = sync.OnceValue(func() error {
 		return fmt.Errorf("a user namespace for the run's private /tmp and /dev/shm: %w: %s", err, MissingUserNS(err))
 	}
 	serr := s.Started()
+	s.Close()
 	werr := cmd.Wait()
 	switch {
 	case serr != nil:

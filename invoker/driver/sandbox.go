@@ -579,6 +579,10 @@ func (rs *runSandbox) stageStarted() error {
 	}
 	if rs.stage != nil {
 		err := rs.stage.Started()
+		// The run's mount namespace, held until the tree is reaped and
+		// released by undo, as on root's route (with network rules too,
+		// below).
+		rs.ns = rs.stage.Namespace()
 		rs.closeStage()
 		if err != nil {
 			return &sandboxError{err: err}
@@ -598,6 +602,8 @@ func (rs *runSandbox) stageStarted() error {
 		rs.noPriv = "the first stage in the run's user namespace could not make them: " + rs.net.n.PrivateWhy()
 	}
 	rs.skipped = rs.net.n.PrivateSkipped()
+	// Held until the tree is reaped and released by undo, as above.
+	rs.ns = rs.net.n.MountNamespace()
 	return nil
 }
 

@@ -2,6 +2,7 @@ package egress
 
 import (
 	"context"
+	"errors"
 	"net"
 	"net/netip"
 	"sync"
@@ -16,12 +17,12 @@ import (
 // that is not in the set.
 //
 // Each dial binds its socket to a port of its own before it connects,
-// and the port is in the set from then until the connection is closed:
-// so the address is in the set before the endpoint can accept the
-// connection, and no other socket of the host's namespace can use that
-// port for as long as it is in the set (the socket holds it bound to
-// every address of its family). Only Linux records them; elsewhere the
-// set stays empty. The zero Dials is an empty set ready to use; a nil
+// and the port is in the set from then until just before the connection
+// is closed: so the address is in the set before the endpoint can accept
+// the connection, and no other socket of the host's namespace can use
+// that port for as long as it is in the set (the socket holds it bound
+// to every address of its family). Only Linux records them; elsewhere
+// the set stays empty. The zero Dials is an empty set ready to use; a nil
 // *Dials records nothing.
 type Dials struct {
 	mu   sync.Mutex
@@ -67,15 +68,25 @@ func (d *Dials) remove(k netip.AddrPort) {
 	d.mu.Unlock()
 }
 
+// errDialReturned refuses a connection attempt of a dial that has
+// already returned (the other address family's, under Happy Eyeballs,
+// that the net package starts or keeps going after the first success):
+// its socket is never bound nor added to the set, so no port of it can
+// outlive the dial there.
+var errDialReturned = errors.New("egress: the dial this connection attempt belonged to has already returned")
+
 // dial dials addr with dialer, each socket's local address in d from
 // before it connects: it returns the connection and its key in d, to
-// remove once the connection is closed (!ok: nothing to remove).
+// remove before the connection is closed (!ok: nothing to remove). The
+// keys of the sockets the dial tried and closed are removed before it
+// returns, and an attempt that comes after that is refused.
 func (d *Dials) dial(ctx context.Context, dialer net.Dialer, network, addr string) (c net.Conn, key netip.AddrPort, ok bool, err error) {
 	if d == nil {
 		c, err = dialer.DialContext(ctx, network, addr)
 		return c, key, false, err
 	}
 	var mu sync.Mutex
+	var done bool              // the dial has returned: no more sockets
 	var bound []netip.AddrPort // one per socket the dial tried
 	prev := dialer.Control
 	dialer.Control = func(network, address string, rc syscall.RawConn) error {
@@ -84,14 +95,17 @@ func (d *Dials) dial(ctx context.Context, dialer net.Dialer, network, addr strin
 				return err
 			}
 		}
+		mu.Lock()
+		defer mu.Unlock()
+		if done {
+			return errDialReturned
+		}
 		k, ok, err := bindPort(network, rc)
 		if err != nil || !ok {
 			return err
 		}
 		d.add(k)
-		mu.Lock()
 		bound = append(bound, k)
-		mu.Unlock()
 		return nil
 	}
 	c, err = dialer.DialContext(ctx, network, addr)
@@ -101,10 +115,11 @@ func (d *Dials) dial(ctx context.Context, dialer net.Dialer, network, addr strin
 		}
 	}
 	mu.Lock()
-	defer mu.Unlock()
+	done = true
+	mu.Unlock()
 	for _, k := range bound {
 		if c != nil && k == key && !ok {
-			ok = true // the connection's own: removed at its close
+			ok = true // the connection's own: removed before its close
 			continue
 		}
 		d.remove(k) // a socket the dial tried and closed

@@ -5,8 +5,10 @@ import (
 	"errors"
 	"net"
 	"net/netip"
+	"strings"
 	"sync"
 	"syscall"
+	"time"
 )
 
 // Dials is the set of the local addresses of the connections a Proxy's
@@ -77,10 +79,160 @@ var errDialReturned = errors.New("egress: the dial this connection attempt belon
 
 // dial dials addr with dialer, each socket's local address in d from
 // before it connects: it returns the connection and its key in d, to
-// remove before the connection is closed (!ok: nothing to remove). The
-// keys of the sockets the dial tried and closed are removed before it
-// returns, and an attempt that comes after that is refused.
-func (d *Dials) dial(ctx context.Context, dialer net.Dialer, network, addr string) (c net.Conn, key netip.AddrPort, ok bool, err error) {
+// remove before the connection is closed (!ok: nothing to remove).
+//
+// A name is resolved here and its addresses dialled one at a time, as
+// the net package does (the first family's in turn, the other's from
+// dialer.FallbackDelay on, Happy Eyeballs), so that the key of each
+// attempt that fails leaves the set as soon as its socket is closed,
+// not once the whole dial returns, which another address may keep
+// waiting up to its share of the timeout.
+func (d *Dials) dial(ctx context.Context, dialer net.Dialer, network, addr string) (net.Conn, netip.AddrPort, bool, error) {
+	host, port, err := net.SplitHostPort(addr)
+	if d == nil || err != nil || (network != "tcp" && network != "tcp4" && network != "tcp6") {
+		return d.dialOne(ctx, dialer, network, addr)
+	}
+	if _, err := netip.ParseAddr(host); err == nil {
+		return d.dialOne(ctx, dialer, network, addr)
+	}
+	if dialer.Timeout > 0 {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, dialer.Timeout)
+		defer cancel()
+	}
+	if !dialer.Deadline.IsZero() {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithDeadline(ctx, dialer.Deadline)
+		defer cancel()
+	}
+	dialer.Timeout, dialer.Deadline = 0, time.Time{} // the attempts' share of ctx's deadline instead
+	r := dialer.Resolver
+	if r == nil {
+		r = net.DefaultResolver
+	}
+	ips, err := r.LookupNetIP(ctx, "ip"+strings.TrimPrefix(network, "tcp"), host)
+	if err != nil {
+		return nil, netip.AddrPort{}, false, &net.OpError{Op: "dial", Net: network, Err: err}
+	}
+	primaries, fallbacks := ips, []netip.Addr(nil)
+	if dialer.FallbackDelay >= 0 && len(ips) > 0 {
+		primaries = nil
+		for _, ip := range ips {
+			if ip.Unmap().Is4() == ips[0].Unmap().Is4() {
+				primaries = append(primaries, ip)
+			} else {
+				fallbacks = append(fallbacks, ip)
+			}
+		}
+	}
+	if len(fallbacks) == 0 {
+		return d.dialSerial(ctx, dialer, network, primaries, port)
+	}
+	delay := dialer.FallbackDelay
+	if delay == 0 {
+		delay = 300 * time.Millisecond // the net package's default
+	}
+	type result struct {
+		c       net.Conn
+		key     netip.AddrPort
+		ok      bool
+		err     error
+		primary bool
+	}
+	results := make(chan result)
+	returned := make(chan struct{})
+	defer close(returned)
+	start := func(ctx context.Context, ips []netip.Addr, primary bool) {
+		c, key, ok, err := d.dialSerial(ctx, dialer, network, ips, port)
+		select {
+		case results <- result{c, key, ok, err, primary}:
+		case <-returned:
+			if c != nil { // the other family's won
+				if ok {
+					d.remove(key)
+				}
+				c.Close()
+			}
+		}
+	}
+	primaryCtx, primaryCancel := context.WithCancel(ctx)
+	defer primaryCancel()
+	go start(primaryCtx, primaries, true)
+	fallbackTimer := time.NewTimer(delay)
+	defer fallbackTimer.Stop()
+	var firstErr error
+	var primaryDone, fallbackDone bool
+	for {
+		select {
+		case <-fallbackTimer.C:
+			fallbackCtx, fallbackCancel := context.WithCancel(ctx)
+			defer fallbackCancel()
+			go start(fallbackCtx, fallbacks, false)
+		case res := <-results:
+			if res.err == nil {
+				return res.c, res.key, res.ok, nil
+			}
+			if res.primary {
+				primaryDone = true
+			} else {
+				fallbackDone = true
+			}
+			if firstErr == nil || res.primary {
+				firstErr = res.err // the primary's error, as the net package reports
+			}
+			if primaryDone && fallbackDone {
+				return nil, netip.AddrPort{}, false, firstErr
+			}
+			if res.primary && fallbackTimer.Stop() {
+				fallbackTimer.Reset(0) // the primaries failed: the fallbacks at once
+			}
+		}
+	}
+}
+
+// dialSerial dials the addresses ips at port in turn, each with its
+// share of the time left to ctx's deadline (as the net package does), and
+// returns the first connection made, or the first attempt's error.
+func (d *Dials) dialSerial(ctx context.Context, dialer net.Dialer, network string, ips []netip.Addr, port string) (net.Conn, netip.AddrPort, bool, error) {
+	var firstErr error
+	for i, ip := range ips {
+		if err := ctx.Err(); err != nil {
+			if firstErr == nil {
+				firstErr = &net.OpError{Op: "dial", Net: network, Err: err}
+			}
+			break
+		}
+		actx := ctx
+		if deadline, has := ctx.Deadline(); has {
+			left := time.Until(deadline)
+			share := left / time.Duration(len(ips)-i)
+			const saneMinimum = 2 * time.Second // the net package's
+			if share < saneMinimum {
+				share = min(left, saneMinimum)
+			}
+			var cancel context.CancelFunc
+			actx, cancel = context.WithTimeout(ctx, share)
+			defer cancel()
+		}
+		c, key, ok, err := d.dialOne(actx, dialer, network, net.JoinHostPort(ip.Unmap().String(), port))
+		if err == nil {
+			return c, key, ok, nil
+		}
+		if firstErr == nil {
+			firstErr = err
+		}
+	}
+	if firstErr == nil {
+		firstErr = &net.OpError{Op: "dial", Net: network, Err: &net.AddrError{Err: "no suitable address found"}}
+	}
+	return nil, netip.AddrPort{}, false, firstErr
+}
+
+// dialOne dials addr with dialer, each socket's local address in d from
+// before it connects, as dial does: the keys of the sockets it tried and
+// closed are removed before it returns, and an attempt that comes after
+// that is refused.
+func (d *Dials) dialOne(ctx context.Context, dialer net.Dialer, network, addr string) (c net.Conn, key netip.AddrPort, ok bool, err error) {
 	if d == nil {
 		c, err = dialer.DialContext(ctx, network, addr)
 		return c, key, false, err

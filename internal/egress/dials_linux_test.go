@@ -154,3 +154,41 @@ func TestSandboxNetDialsLateAttempt(t *testing.T) {
 		t.Errorf("the set holds %v once the connection is closed, want nothing", keys)
 	}
 }
+
+// TestSandboxNetDialsFailedAttempt: when a dial's first address refuses
+// it, that socket's key has left the set by the time the dial tries the
+// next address, not once the whole dial returns; the connection made is
+// in the set until it is removed.
+func TestSandboxNetDialsFailedAttempt(t *testing.T) {
+	t.Cleanup(func() { goleak.VerifyNone(t) }) // after the other cleanups, which run first
+	rig := newDualRig(t, false)
+	var d Dials
+	var networks []string
+	var during map[string]int
+	dialer := net.Dialer{FallbackDelay: time.Hour, Resolver: rig.resolver,
+		Control: func(network, _ string, _ syscall.RawConn) error {
+			networks = append(networks, network) // the fallback starts once the first attempt failed
+			if len(networks) == 2 {
+				during = openKeys(&d)
+			}
+			return nil
+		}}
+	c, key, ok, err := d.dial(context.Background(), dialer, "tcp", net.JoinHostPort("dual.test", strconv.Itoa(rig.port)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	if len(networks) != 2 || networks[0] != "tcp6" {
+		t.Fatalf("the dial tried %v, want tcp6 (refused) then tcp4", networks)
+	}
+	if len(during) != 0 {
+		t.Errorf("while the second address was tried, the set held %v, want nothing: the first's socket is closed", during)
+	}
+	if !ok || !d.Has(c.LocalAddr().(*net.TCPAddr).AddrPort()) {
+		t.Errorf("the connection's address %s is not in the set (key %v, ok %v)", c.LocalAddr(), key, ok)
+	}
+	d.remove(key)
+	if keys := openKeys(&d); len(keys) != 0 {
+		t.Errorf("the set holds %v once the connection's key is removed, want nothing", keys)
+	}
+}

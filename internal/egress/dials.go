@@ -70,11 +70,11 @@ func (d *Dials) remove(k netip.AddrPort) {
 	d.mu.Unlock()
 }
 
-// errDialReturned refuses a connection attempt of a dial that has
-// already returned (the other address family's, under Happy Eyeballs,
-// that the net package starts or keeps going after the first success):
-// its socket is never bound nor added to the set, so no port of it can
-// outlive the dial there.
+// errDialReturned refuses a connection attempt that the net package
+// starts or keeps going after the dial it belongs to returned (the other
+// family's, under Happy Eyeballs, of a dial of a name): its socket is
+// never bound nor added to the set, so no port of it can outlive the
+// dial there.
 var errDialReturned = errors.New("egress: the dial this connection attempt belonged to has already returned")
 
 // dial dials addr with dialer, each socket's local address in d from

@@ -112,9 +112,9 @@ func openKeys(d *Dials) map[string]int {
 
 // TestSandboxNetDialsLateAttempt: a dial of a name with addresses of
 // both families returns on the first attempt's success without waiting
-// for the other's; that attempt, coming after the dial returned, is
-// refused before its socket is bound, so no port of it stays in the
-// set once the connection is closed.
+// for the other's; that attempt, going on after the dial returned,
+// leaves no port of it in the set once it has ended and the connection
+// is closed.
 func TestSandboxNetDialsLateAttempt(t *testing.T) {
 	t.Cleanup(func() { goleak.VerifyNone(t) }) // after the other cleanups, which run first
 	rig := newDualRig(t, true)

@@ -564,7 +564,7 @@ func (p *Proxy) dial(host string, port int) (net.Conn, error) {
 // removed once it is closed; ErrClosed, up closed, once the Proxy is.
 func (p *Proxy) tracked(up net.Conn, key netip.AddrPort, keyed bool) (net.Conn, error) {
 	c := &trackedConn{Conn: up, p: p, key: key, keyed: keyed}
-	if !p.track(up) {
+	if !p.track(c) { // Close closes c, which takes its key out of Dials first
 		c.Close()
 		return nil, ErrClosed
 	}
@@ -594,15 +594,16 @@ type trackedConn struct {
 	once  sync.Once
 }
 
+// Close removes the connection's key from Dials before it closes it, so
+// that the key is never in the set once the port is free.
 func (c *trackedConn) Close() error {
-	err := c.Conn.Close()
 	c.once.Do(func() {
-		c.p.untrack(c.Conn)
+		c.p.untrack(c)
 		if c.keyed {
 			c.p.cfg.Dials.remove(c.key)
 		}
 	})
-	return err
+	return c.Conn.Close()
 }
 
 func (c *trackedConn) CloseWrite() error {

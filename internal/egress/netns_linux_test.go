@@ -37,13 +37,16 @@ func runInside(t *testing.T, n *Net, start func(*Net, *exec.Cmd) error, env []st
 }
 
 // runHelperInside runs cmd, a helper, in n's namespace, started by
-// start, calls exited (if non-nil) once it has exited, closes n and
-// returns what the helper printed (one JSON object).
+// start, calls exited (if non-nil) once it has exited or failed to
+// start, closes n and returns what the helper printed (one JSON object).
 func runHelperInside(t *testing.T, n *Net, start func(*Net, *exec.Cmd) error, cmd *exec.Cmd, exited func()) map[string]string {
 	t.Helper()
 	var out bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, os.Stderr
 	if err := start(n, cmd); err != nil {
+		if exited != nil {
+			exited()
+		}
 		n.Close()
 		t.Fatal(err)
 	}

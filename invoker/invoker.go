@@ -407,7 +407,9 @@ type Result struct {
 	// was asked for, an allowed one when it closed. For a session's Turn,
 	// those recorded since the turn before (the opening's in the first
 	// turn). Nil without network rules; at most the first 10000 of a run
-	// are kept.
+	// are kept. Refusals of connections around the proxy that a burst
+	// made faster than the host could read them are not in it: a
+	// KindWarning event counts them ("N refusals were lost: …").
 	Connections []Connection
 	// OutputCut reports that the CLI's stdout or stderr was still held
 	// open by a process outside the run's tree at the wait delay, and was

@@ -13,8 +13,9 @@ import (
 const MethodDirect = "DIRECT"
 
 // MethodDirectUDP is the Method of an Attempt that sent a UDP datagram
-// around the proxy (DNS to a resolver, QUIC): the namespace refused it at
-// once (a connected socket sees "connection refused").
+// around the proxy (DNS to a resolver, QUIC), or a UDP-Lite one (its Err
+// names which): the namespace refused it at once (a connected socket
+// sees "connection refused").
 const MethodDirectUDP = "DIRECT-UDP"
 
 // TCP flags.
@@ -25,10 +26,11 @@ const (
 
 // The IP protocols refusal reads.
 const (
-	protoICMP   = 1
-	protoTCP    = 6
-	protoUDP    = 17
-	protoICMPv6 = 58
+	protoICMP    = 1
+	protoTCP     = 6
+	protoUDP     = 17
+	protoICMPv6  = 58
+	protoUDPLite = 136
 )
 
 // ICMP's port unreachable, as the 16 bits of type and code: the value
@@ -47,8 +49,9 @@ var errNotCaught = errors.New("the namespace is not set up yet")
 // and port where nothing listens (sequence number 0, ACK set: RFC 9293's
 // answer to a segment without ACK), sent from that address and port, or
 // an ICMP (ICMPv6 over IPv6) port unreachable error the namespace sent in
-// answer to a UDP datagram, which carries the datagram's headers. Other
-// resets (a connection aborted) and other errors are not refusals.
+// answer to a UDP or UDP-Lite datagram, which carries the datagram's
+// headers (of the error's own IP version). Other resets (a connection
+// aborted) and other errors are not refusals.
 func refusal(b []byte) (Attempt, bool) {
 	src, _, proto, payload, ok := ipHeader(b)
 	switch {
@@ -66,12 +69,15 @@ func refusal(b []byte) (Attempt, bool) {
 		if len(payload) < 8 || binary.BigEndian.Uint16(payload[0:2]) != want {
 			break
 		}
-		// The datagram's own headers follow ICMP's.
-		_, dst, proto, udp, ok := ipHeader(payload[8:])
-		if !ok || proto != protoUDP || len(udp) < 4 {
+		// The datagram's own headers follow ICMP's, of the same IP
+		// version.
+		inner := payload[8:]
+		_, dst, proto, udp, ok := ipHeader(inner)
+		if !ok || inner[0]>>4 != b[0]>>4 || proto != protoUDP && proto != protoUDPLite || len(udp) < 4 {
 			break
 		}
-		return refused(MethodDirectUDP, dst, udp[2:4], "a UDP datagram bypassed the proxy, the network namespace's only way out, which carries TCP alone"), true
+		what := map[byte]string{protoUDP: "UDP", protoUDPLite: "UDP-Lite"}[proto]
+		return refused(MethodDirectUDP, dst, udp[2:4], "a "+what+" datagram bypassed the proxy, the network namespace's only way out, which carries TCP alone"), true
 	}
 	return Attempt{}, false
 }

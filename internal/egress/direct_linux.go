@@ -107,6 +107,7 @@ func catchDirect() (fd int, err error) {
 		return -1, fmt.Errorf("find lo: %w", err)
 	}
 	lo := int(ifr.Uint32())
+	raiseBuffer(fd)
 	prog := unix.SockFprog{Len: uint16(len(refusalFilter)), Filter: &refusalFilter[0]}
 	if err := unix.SetsockoptSockFprog(fd, unix.SOL_SOCKET, unix.SO_ATTACH_FILTER, &prog); err != nil {
 		return -1, fmt.Errorf("filter the packet socket: %w", err)
@@ -130,6 +131,25 @@ func catchDirect() (fd int, err error) {
 		catchAll(nl, unix.AF_INET6, lo)
 	}
 	return fd, nil
+}
+
+// directBuffer is the receive buffer the packet socket asks for: a
+// burst of some 20000 refusals held at once (each costs the socket about
+// 400 bytes, whatever the filter keeps of the packet), which the reader
+// then drains. A buffer's memory is taken only as
+// packets wait in it.
+const directBuffer = 8 << 20
+
+// raiseBuffer raises the receive buffer of the packet socket fd to
+// directBuffer: SO_RCVBUFFORCE where the process may (CAP_NET_ADMIN over
+// the host's namespace: root's Enter), else SO_RCVBUF, which the kernel
+// caps at net.core.rmem_max (212992 bytes by default: about 500
+// refusals). What a burst overflows is counted (drain), not lost in
+// silence.
+func raiseBuffer(fd int) {
+	if unix.SetsockoptInt(fd, unix.SOL_SOCKET, unix.SO_RCVBUFFORCE, directBuffer) != nil {
+		unix.SetsockoptInt(fd, unix.SOL_SOCKET, unix.SO_RCVBUF, directBuffer)
+	}
 }
 
 // unlimitUnreachable exempts, in the calling thread's namespace, ICMP
@@ -299,9 +319,10 @@ func (n *Net) releaseDirect() {
 	go unix.Close(ref)
 }
 
-// drain records every refusal waiting on the socket fd. The lock is held
-// from a packet's read until it is recorded, so that Flush returns only
-// once what was read is recorded.
+// drain records every refusal waiting on the socket fd, then counts
+// those the kernel dropped unread (Lost, OnLost). The lock is held from
+// a packet's read until it is recorded, so that Flush returns only once
+// what was read is recorded.
 func (n *Net) drain(fd uintptr) {
 	n.directMu.Lock()
 	defer n.directMu.Unlock()
@@ -309,10 +330,19 @@ func (n *Net) drain(fd uintptr) {
 	for {
 		nb, _, err := unix.Recvfrom(int(fd), buf[:], unix.MSG_DONTWAIT)
 		if err != nil {
-			return
+			break
 		}
 		if at, ok := refusal(buf[:nb]); ok {
 			n.proxy.record(at)
+		}
+	}
+	// The refusals the kernel dropped since the last read of the
+	// counter, the buffer full (the read resets it): after the reads,
+	// so that a Flush counts those dropped before it.
+	if st, err := unix.GetsockoptTpacketStats(int(fd), unix.SOL_PACKET, unix.PACKET_STATISTICS); err == nil && st.Drops > 0 {
+		n.lost += int(st.Drops)
+		if f := n.proxy.cfg.OnLost; f != nil {
+			f(int(st.Drops))
 		}
 	}
 }

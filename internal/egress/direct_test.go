@@ -68,9 +68,10 @@ func TestSandboxNetRefusal(t *testing.T) {
 // unreachable in answer to a UDP datagram, over IPv4 with or without
 // options and over IPv6, as a refused MethodDirectUDP attempt naming the
 // datagram's destination address and port (from the headers the error
-// carries, not the error's own source), and takes no other error for
-// one: another ICMP type or code, ICMP in IPv6 or ICMPv6 in IPv4, an error
-// about a TCP segment, a truncated one.
+// carries, not the error's own source), a UDP-Lite datagram's as well,
+// and takes no other error for one: another ICMP type or code, ICMP in
+// IPv6 or ICMPv6 in IPv4, headers inside of another IP version than the
+// error's, an error about a TCP segment, a truncated one.
 func TestSandboxNetRefusalUDP(t *testing.T) {
 	// header returns an IP header from src to dst carrying proto, with
 	// options bytes of IPv4 options.
@@ -99,6 +100,12 @@ func TestSandboxNetRefusalUDP(t *testing.T) {
 		b = append(b, header(from, dst, inner, options)...)
 		return binary.BigEndian.AppendUint16(binary.BigEndian.AppendUint16(b, 40000), dport)
 	}
+	// mixed returns outer, then icmp, then inner and a UDP header to
+	// port 53: an error whose inner headers need not match its own.
+	mixed := func(outer, icmp, inner []byte) []byte {
+		b := append(append(outer, icmp...), inner...)
+		return binary.BigEndian.AppendUint16(binary.BigEndian.AppendUint16(b, 40000), 53)
+	}
 	for _, c := range []struct {
 		name string
 		b    []byte
@@ -113,6 +120,10 @@ func TestSandboxNetRefusalUDP(t *testing.T) {
 		{"ICMP in IPv6", unreachable(protoICMP, 3, 3, "::1", "2001:db8::1", protoUDP, 53, 0), ""},
 		{"about TCP", unreachable(protoICMP, 3, 3, "192.0.2.1", "192.0.2.1", protoTCP, 53, 0), ""},
 		{"truncated", unreachable(protoICMP, 3, 3, "192.0.2.1", "192.0.2.1", protoUDP, 53, 0)[:50], ""},
+		{"UDP-Lite", unreachable(protoICMP, 3, 3, "127.0.0.1", "127.0.0.1", protoUDPLite, 9, 0), "127.0.0.1:9"},
+		{"UDP-Lite over IPv6", unreachable(protoICMPv6, 1, 4, "::1", "::1", protoUDPLite, 9, 0), "[::1]:9"},
+		{"IPv6 headers in ICMP", mixed(header("192.0.2.1", "192.0.2.1", protoICMP, 0), []byte{3, 3, 0, 0, 0, 0, 0, 0}, header("::1", "2001:db8::1", protoUDP, 0)), ""},
+		{"IPv4 headers in ICMPv6", mixed(header("::1", "::1", protoICMPv6, 0), []byte{1, 4, 0, 0, 0, 0, 0, 0}, header("192.0.2.1", "192.0.2.1", protoUDP, 0)), ""},
 	} {
 		at, ok := refusal(c.b)
 		got := ""

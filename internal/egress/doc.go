@@ -20,10 +20,13 @@
 // TCP, and nothing listens there) and recorded as a denied attempt
 // (MethodDirect) from the kernel's reset, which a packet socket on the
 // namespace's loopback hands to the host. So is its UDP datagram, to
-// any address where nothing of the run listens (MethodDirectUDP, from the
+// any unicast address where nothing of the run listens (MethodDirectUDP, from the
 // kernel's ICMP port unreachable: a connected socket reads "connection
-// refused", so a DNS lookup fails at once); other protocols (a ping)
-// find no route. The endpoints on the host's
+// refused", so a DNS lookup fails at once); a broadcast or multicast
+// datagram, which the kernel answers with no error, is not recorded, and
+// other protocols (a ping) find no route. A refusal the kernel drops
+// before the host reads it (a burst that outran the reader) is counted:
+// Lost, OnLost. The endpoints on the host's
 // loopback that the run must reach (a model server, a tool bridge, MCP
 // servers over HTTP) are reached at the same address from inside:
 // listeners on the same 127.0.0.1:PORT inside the namespace forward each

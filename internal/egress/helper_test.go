@@ -9,8 +9,10 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"net/netip"
 	"os"
 	"os/exec"
+	"strconv"
 	"strings"
 	"time"
 
@@ -43,6 +45,8 @@ func runHelper(name string, args []string) int {
 		return 0
 	case "holdsocket":
 		return holdSocket(args[0])
+	case "flood":
+		return flood(args[0], args[1])
 	}
 	fmt.Fprintf(os.Stderr, "no helper %q\n", name)
 	return 2
@@ -233,4 +237,28 @@ func udpRefused(addr string) string {
 		return "error: " + err.Error()
 	}
 	return fmt.Sprintf("answered %q", b[:n])
+}
+
+// flood sends count datagrams at once from one unconnected socket to
+// addr's host, one to each port from addr's on (below the ephemeral
+// ports: one to the socket's own port would come back to it), and prints
+// how many were sent, as {"sent": "N"}.
+func flood(addr, count string) int {
+	n, err := strconv.Atoi(count)
+	dst, rerr := netip.ParseAddrPort(addr)
+	c, lerr := net.ListenPacket("udp", ":0")
+	if err = errors.Join(err, rerr, lerr); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	defer c.Close()
+	sent := 0
+	for i := range n {
+		to := net.UDPAddrFromAddrPort(netip.AddrPortFrom(dst.Addr(), dst.Port()+uint16(i)))
+		if _, err := c.WriteTo([]byte("x"), to); err == nil {
+			sent++
+		}
+	}
+	json.NewEncoder(os.Stdout).Encode(map[string]string{"sent": strconv.Itoa(sent)})
+	return 0
 }

@@ -76,6 +76,7 @@ type Net struct {
 
 	direct    syscall.RawConn // the packet socket that sees the refused direct connections
 	directMu  sync.Mutex      // held from a refusal's read until it is recorded
+	lost      int             // the refusals the kernel dropped unread (Lost), under directMu
 	bypassErr error           // why direct connections are not recorded; nil once they are
 	// directRef is a second descriptor of the packet socket, or -1: Close
 	// releases the socket through it in the background (releaseDirect).
@@ -384,6 +385,16 @@ func (n *Net) Attempts() []Attempt {
 // Dropped returns how many attempts Attempts lacks because MaxRecorded
 // were already kept; OnAttempt saw them all.
 func (n *Net) Dropped() int { return n.proxy.Dropped() }
+
+// Lost returns how many refusals of direct connections and datagrams
+// the kernel dropped before they could be read, after Flush: attempts
+// the run made that Attempts lacks, each counted once by OnLost.
+func (n *Net) Lost() int {
+	n.Flush()
+	n.directMu.Lock()
+	defer n.directMu.Unlock()
+	return n.lost
+}
 
 // Close records the refused direct connections not yet recorded (Flush),
 // stops the proxy and the forwarders, closes their connections and

@@ -80,6 +80,13 @@ type Config struct {
 	// be concurrent; each runs on the connection's goroutine, so a slow
 	// callback slows that connection only.
 	OnAttempt func(Attempt)
+	// OnLost, if non-nil, is called with how many refusals of direct
+	// connections and datagrams (MethodDirect, MethodDirectUDP) the
+	// kernel dropped unread since its last call, when it is more than
+	// none: attempts the run made that were refused but are not
+	// recorded (a burst of datagrams that outran the reader). Only Net
+	// calls it, on the reader's goroutine or in Flush.
+	OnLost func(n int)
 	// Dial, if non-nil, dials an allowed destination. Nil means a
 	// net.Dialer that refuses loopback, link-local, multicast and
 	// unspecified addresses unless the rule that allowed the connection

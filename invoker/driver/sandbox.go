@@ -498,7 +498,8 @@ func (rs *runSandbox) linkWarnings() []invoker.Event {
 	if rs == nil {
 		return nil
 	}
-	return rs.links.take()
+	links, _ := rs.links.take() // one per link the policy names: never past maxPending
+	return links
 }
 
 // endWarnings logs, once the run's tree is reaped, what of the settings
@@ -661,12 +662,19 @@ func installOf(path string, env []string) []string {
 // envValue returns the value of key in env (the first one, as getenv
 // reads it), or "".
 func envValue(env []string, key string) string {
+	v, _ := envLookup(env, key)
+	return v
+}
+
+// envLookup returns the value of key's first entry in env, and whether
+// env has one (set empty included).
+func envLookup(env []string, key string) (string, bool) {
 	for _, kv := range env {
 		if k, v, ok := strings.Cut(kv, "="); ok && k == key {
-			return v
+			return v, true
 		}
 	}
-	return ""
+	return "", false
 }
 
 // replaceEnv sets kv in env, in place of the key's first value.

@@ -17,6 +17,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 
 	"github.com/clinvoke/clinvoke/internal/egress"
 	"github.com/clinvoke/clinvoke/invoker"
@@ -174,14 +175,15 @@ var quietFacts = map[string]quietFact{
 // quietEnv returns what the environment of a run of cli with env adds
 // under the network rules of cfg: the CLI's switch for its own traffic,
 // set where the rules would refuse that traffic (its model is elsewhere)
-// and the run's environment does not set it already.
+// and the run's environment lacks the variable (set, even empty, it is
+// the caller's).
 func quietEnv(cli string, env []string, cfg *egress.Config) []string {
 	f, ok := quietFacts[cli]
 	if !ok {
 		return nil
 	}
-	if envValue(env, f.env) != "" {
-		return nil
+	if _, set := envLookup(env, f.env); set {
+		return nil // the caller's decision, even empty
 	}
 	host, port, _ := net.SplitHostPort(f.host)
 	p, _ := strconv.Atoi(port)
@@ -279,6 +281,7 @@ type runNet struct {
 	env     []string // what the run's environment adds besides the proxy's variables (quietEnv)
 
 	denied pending[egress.Attempt] // not yet warned of
+	lost   atomic.Int64            // refusals the kernel dropped unread, not yet warned of (egress.Config.OnLost)
 
 	mu sync.Mutex
 	// warned holds the protocols and addresses of the refused direct
@@ -312,15 +315,7 @@ func (a sandboxAsk) startNet(env []string, log interface {
 	rn := &runNet{wrap: route == netWrap}
 	cfg := netConfig(rules, a.cli, env, a.mcp)
 	rn.env = quietEnv(a.cli, env, cfg)
-	cfg.OnAttempt = func(at egress.Attempt) {
-		if at.Allowed || at.Guarded && at.Err == clientGone {
-			return // a client that gave up before its check: nothing to warn of
-		}
-		if (at.Method == egress.MethodDirect || at.Method == egress.MethodDirectUDP) && !rn.firstDirect(at) {
-			return
-		}
-		rn.denied.add(at)
-	}
+	cfg.OnAttempt, cfg.OnLost = rn.onAttempt, rn.onLost
 	if g := a.tools; g != nil {
 		cfg.Guard, cfg.Guarded, cfg.Dials = g.forwarded, g.addr, &g.dials
 	}
@@ -330,21 +325,34 @@ func (a sandboxAsk) startNet(env []string, log interface {
 	return rn, nil
 }
 
-// firstDirect reports whether at, a refused direct connection or
-// datagram, is the first of its protocol to its address, and marks it.
-func (rn *runNet) firstDirect(at egress.Attempt) bool {
+// onAttempt queues the warning of at, a recorded attempt, if one is due:
+// for a denied one, save a refused direct connection or datagram whose
+// protocol and address were warned of already. An address is marked
+// warned of only once its warning is queued: one the full queue dropped
+// is warned of again at its next refusal.
+func (rn *runNet) onAttempt(at egress.Attempt) {
+	if at.Allowed || at.Guarded && at.Err == clientGone {
+		return // a client that gave up before its check: nothing to warn of
+	}
+	if at.Method != egress.MethodDirect && at.Method != egress.MethodDirectUDP {
+		rn.denied.add(at)
+		return
+	}
 	hp := at.Method + " " + net.JoinHostPort(at.Host, strconv.Itoa(at.Port))
 	rn.mu.Lock()
 	defer rn.mu.Unlock()
-	if rn.warned[hp] {
-		return false
+	if rn.warned[hp] || !rn.denied.add(at) {
+		return
 	}
 	if rn.warned == nil {
 		rn.warned = make(map[string]bool)
 	}
 	rn.warned[hp] = true
-	return true
 }
+
+// onLost counts k refusals the kernel dropped unread, for the next
+// warnings.
+func (rn *runNet) onLost(k int) { rn.lost.Add(int64(k)) }
 
 // warnings returns a KindWarning event for each attempt denied since the
 // last call (the connections that bypassed the proxy and were refused
@@ -355,7 +363,14 @@ func (rn *runNet) warnings(tool *invoker.Tool) []invoker.Event {
 		return nil
 	}
 	rn.n.Flush()
-	denied := rn.denied.take()
+	return rn.deniedWarnings(tool)
+}
+
+// deniedWarnings returns the warnings of what is queued, then one
+// counting the refusals the queue dropped and one counting those the
+// kernel dropped unread (onLost), where there are any.
+func (rn *runNet) deniedWarnings(tool *invoker.Tool) []invoker.Event {
+	denied, dropped := rn.denied.take()
 	evs := make([]invoker.Event, 0, len(denied))
 	for _, at := range denied {
 		hp := net.JoinHostPort(at.Host, strconv.Itoa(at.Port))
@@ -371,6 +386,12 @@ func (rn *runNet) warnings(tool *invoker.Tool) []invoker.Event {
 			text = fmt.Sprintf("the sandbox refused a connection to %s that bypassed its proxy: only connections through the proxy the run's HTTPS_PROXY and HTTP_PROXY name leave the sandbox; to let one through, send it through the proxy and add %q to Sandbox.Network", hp, hp)
 		}
 		evs = append(evs, invoker.Event{Kind: invoker.KindWarning, Tool: tool, Text: text})
+	}
+	if dropped > 0 {
+		evs = append(evs, invoker.Event{Kind: invoker.KindWarning, Tool: tool, Text: fmt.Sprintf("the sandbox refused %d more connections not listed in these warnings (more than %d waited at once): the run's Connections record each", dropped, maxPending)})
+	}
+	if lost := rn.lost.Swap(0); lost > 0 {
+		evs = append(evs, invoker.Event{Kind: invoker.KindWarning, Tool: tool, Text: fmt.Sprintf("%d refusals were lost: the run made %d more connections or datagrams around the sandbox's proxy, refused as the others, that were not recorded (a burst outran the sandbox's reader); neither the run's Connections nor these warnings name them", lost, lost)})
 	}
 	return evs
 }

@@ -1,9 +1,11 @@
 package driver
 
 import (
+	"fmt"
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 	"testing"
 
 	"github.com/clinvoke/clinvoke/internal/egress"
@@ -38,6 +40,72 @@ func TestSandboxNetMustReach(t *testing.T) {
 		wantLoop := append(tc.loopback, "localhost:4200")
 		if !slices.Equal(cfg.Allow, wantAllow) || !slices.Equal(cfg.Loopback, wantLoop) {
 			t.Errorf("%s %v: Allow %v, Loopback %v; want %v, %v", tc.cli, tc.env, cfg.Allow, cfg.Loopback, wantAllow, wantLoop)
+		}
+	}
+}
+
+// TestSandboxNetPendingDropped: past maxPending refusals waiting for
+// their warnings, the others are dropped from the queue but never in
+// silence: the next warnings end with one that counts them, and an
+// address whose refusal was dropped is warned of when it is refused
+// again, as one never seen (while an address warned of stays quiet).
+func TestSandboxNetPendingDropped(t *testing.T) {
+	rn := &runNet{}
+	refuse := func(i int) {
+		rn.onAttempt(egress.Attempt{Method: egress.MethodDirectUDP, Host: fmt.Sprintf("192.0.2.%d", i%250), Port: 1000 + i, Err: "refused"})
+	}
+	const extra = 5
+	for i := range maxPending + extra {
+		refuse(i)
+	}
+	evs := rn.deniedWarnings(nil)
+	if len(evs) != maxPending+1 {
+		t.Fatalf("%d warnings, want %d: one per queued refusal and one counting the dropped", len(evs), maxPending+1)
+	}
+	if last := evs[len(evs)-1].Text; !strings.Contains(last, fmt.Sprintf("%d more", extra)) {
+		t.Errorf("the last warning %q does not count the %d refusals dropped", last, extra)
+	}
+	refuse(maxPending) // dropped before
+	refuse(0)          // warned of
+	if evs := rn.deniedWarnings(nil); len(evs) != 1 || !strings.Contains(evs[0].Text, fmt.Sprintf("192.0.2.%d:%d", maxPending%250, 1000+maxPending)) {
+		t.Errorf("after the drops, warnings %+v, want one for the address dropped before", evs)
+	}
+}
+
+// TestSandboxNetLostWarning: refusals the kernel dropped unread (OnLost)
+// are one warning saying that many attempts were made and not recorded,
+// once.
+func TestSandboxNetLostWarning(t *testing.T) {
+	rn := &runNet{}
+	rn.onLost(7)
+	rn.onLost(3)
+	evs := rn.deniedWarnings(nil)
+	if len(evs) != 1 || evs[0].Kind != invoker.KindWarning || !strings.HasPrefix(evs[0].Text, "10 refusals were lost: ") || !strings.Contains(evs[0].Text, "not recorded") {
+		t.Fatalf("warnings %+v, want one: 10 refusals were lost: … not recorded", evs)
+	}
+	if evs := rn.deniedWarnings(nil); len(evs) != 0 {
+		t.Errorf("warnings again: %+v, want none", evs)
+	}
+}
+
+// TestSandboxNetQuietEnv: the switch of a CLI's own traffic is added only
+// where the caller's environment lacks the variable: one set, even
+// empty, is the caller's decision and is never added a second time.
+func TestSandboxNetQuietEnv(t *testing.T) {
+	const quiet = "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC"
+	model := "ANTHROPIC_BASE_URL=http://127.0.0.1:9"
+	cfg := netConfig(nil, "claude", []string{model}, nil)
+	for _, c := range []struct {
+		env  []string
+		want []string
+	}{
+		{[]string{model}, []string{quiet + "=1"}},
+		{[]string{model, quiet + "="}, nil},
+		{[]string{model, quiet + "=0"}, nil},
+		{[]string{model, quiet + "=1"}, nil},
+	} {
+		if got := quietEnv("claude", c.env, cfg); !slices.Equal(got, c.want) {
+			t.Errorf("quietEnv(%q) = %q, want %q", c.env, got, c.want)
 		}
 	}
 }

@@ -201,7 +201,7 @@ func TestSandboxNetNone(t *testing.T) {
 // environment sets CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC=1, so that the
 // CLI does not send it and no run warns of it; not where the rules let it
 // through (the default model hosts), not without network rules, and never
-// over the value the caller set.
+// over the value the caller set, even empty: the variable appears once.
 func TestSandboxNetQuiet(t *testing.T) {
 	requireSandbox(t)
 	requireSandboxNet(t)
@@ -211,14 +211,15 @@ func TestSandboxNetQuiet(t *testing.T) {
 		name    string
 		network []string
 		env     []string
-		want    string // the CLI's value, "" for unset
+		want    []string // the CLI's values, in order
 	}{
-		{"model elsewhere", []string{"none"}, []string{"ANTHROPIC_BASE_URL=" + model.URL}, "1"},
-		{"an allowlist without the host", []string{"example.com:443"}, []string{"ANTHROPIC_BASE_URL=" + model.URL}, "1"},
-		{"the default model hosts", []string{"none"}, nil, ""},
-		{"the host allowed", []string{"api.anthropic.com:443"}, []string{"ANTHROPIC_BASE_URL=" + model.URL}, ""},
-		{"set by the caller", []string{"none"}, []string{"ANTHROPIC_BASE_URL=" + model.URL, quiet + "=0"}, "0"},
-		{"no network rules", nil, []string{"ANTHROPIC_BASE_URL=" + model.URL}, ""},
+		{"model elsewhere", []string{"none"}, []string{"ANTHROPIC_BASE_URL=" + model.URL}, []string{"1"}},
+		{"an allowlist without the host", []string{"example.com:443"}, []string{"ANTHROPIC_BASE_URL=" + model.URL}, []string{"1"}},
+		{"the default model hosts", []string{"none"}, nil, nil},
+		{"the host allowed", []string{"api.anthropic.com:443"}, []string{"ANTHROPIC_BASE_URL=" + model.URL}, nil},
+		{"set by the caller", []string{"none"}, []string{"ANTHROPIC_BASE_URL=" + model.URL, quiet + "=0"}, []string{"0"}},
+		{"set empty by the caller", []string{"none"}, []string{"ANTHROPIC_BASE_URL=" + model.URL, quiet + "="}, []string{""}},
+		{"no network rules", nil, []string{"ANTHROPIC_BASE_URL=" + model.URL}, nil},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			lr := newLimitRun(t, fakeagent.Script{})
@@ -238,7 +239,7 @@ func TestSandboxNetQuiet(t *testing.T) {
 					got = append(got, v)
 				}
 			}
-			if want := []string{c.want}; (c.want == "" && len(got) != 0) || (c.want != "" && !slices.Equal(got, want)) {
+			if !slices.Equal(got, c.want) {
 				t.Errorf("%s in the CLI's environment: %q, want %q", quiet, got, c.want)
 			}
 		})

@@ -144,7 +144,7 @@ func (g *toolsGuard) warnings(tool *invoker.Tool) []invoker.Event {
 	if g == nil {
 		return nil
 	}
-	refused := g.refused.take()
+	refused, _ := g.refused.take()
 	evs := make([]invoker.Event, 0, len(refused))
 	for _, why := range refused {
 		evs = append(evs, invoker.Event{Kind: invoker.KindWarning, Tool: tool, Text: toolsRefused(g.addr.String(), why)})

@@ -291,3 +291,35 @@ func TestSandboxNetStageNoNewPrivs(t *testing.T) {
 		t.Errorf("the run's status:\n%s\nwant NoNewPrivs 1", out)
 	}
 }
+
+// TestSandboxNetStageRootMountSetattr: as root, a run born by the first
+// stage holds no CAP_SYS_ADMIN over its own mount namespace, so
+// mount_setattr(2), which Landlock does not refuse, cannot make a held
+// bind writable (here the working directory beneath /tmp, bound back
+// read-only: its one entry is a held name).
+func TestSandboxNetStageRootMountSetattr(t *testing.T) {
+	defer goleak.VerifyNone(t)
+	if os.Getuid() != 0 {
+		t.Skip("a user's first stage drops every capability")
+	}
+	requireWrapLandlock(t)
+	work := t.TempDir()
+	if !strings.HasPrefix(work, "/tmp/") {
+		t.Skipf("the test's directory %s is not beneath /tmp", work)
+	}
+	if err := os.WriteFile(work+"/AGENTS.md", []byte("be kind"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	exe, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := sandbox.Policy{Level: sandbox.WorkspaceWrite, Workdir: work, Held: []string{"AGENTS.md"}, Temp: t.TempDir(), Private: true, Named: []string{exe}}
+	serr, werr, out := wrapRun(t, p, helperCmd("mountsetattr", work), nil)
+	if serr != nil || werr != nil {
+		t.Fatalf("Started: %v; the command: %v\n%s", serr, werr, out)
+	}
+	if !strings.Contains(out, "mount_setattr: operation not permitted") {
+		t.Errorf("the run said %q, want mount_setattr refused (EPERM)", out)
+	}
+}

@@ -255,13 +255,7 @@ func TestSandboxNetStageSpec(t *testing.T) {
 func TestSandboxNetStageWorkdirBeneathTmp(t *testing.T) {
 	defer goleak.VerifyNone(t)
 	requireWrapLandlock(t)
-	work := t.TempDir()
-	if !strings.HasPrefix(work, "/tmp/") {
-		t.Skipf("the test's directory %s is not beneath /tmp", work)
-	}
-	if err := os.WriteFile(work+"/AGENTS.md", []byte("be kind"), 0o644); err != nil {
-		t.Fatal(err)
-	}
+	work := heldWorkdir(t)
 	p := sandbox.Policy{Level: sandbox.WorkspaceWrite, Workdir: work, Held: []string{"AGENTS.md"}, Temp: t.TempDir(), Private: true}
 	cmd := exec.Command("/bin/sh", "-c", "echo x > AGENTS.md")
 	cmd.Dir = work
@@ -303,13 +297,7 @@ func TestSandboxNetStageRootMountSetattr(t *testing.T) {
 		t.Skip("a user's first stage drops every capability")
 	}
 	requireWrapLandlock(t)
-	work := t.TempDir()
-	if !strings.HasPrefix(work, "/tmp/") {
-		t.Skipf("the test's directory %s is not beneath /tmp", work)
-	}
-	if err := os.WriteFile(work+"/AGENTS.md", []byte("be kind"), 0o644); err != nil {
-		t.Fatal(err)
-	}
+	work := heldWorkdir(t)
 	exe, err := os.Executable()
 	if err != nil {
 		t.Fatal(err)
@@ -322,4 +310,18 @@ func TestSandboxNetStageRootMountSetattr(t *testing.T) {
 	if !strings.Contains(out, "mount_setattr: operation not permitted") {
 		t.Errorf("the run said %q, want mount_setattr refused (EPERM)", out)
 	}
+}
+
+// heldWorkdir returns a new working directory beneath /tmp (else t is
+// skipped) whose one entry, AGENTS.md, is a held name; removed at t's end.
+func heldWorkdir(t *testing.T) string {
+	t.Helper()
+	work := t.TempDir()
+	if !strings.HasPrefix(work, "/tmp/") {
+		t.Skipf("the test's directory %s is not beneath /tmp", work)
+	}
+	if err := os.WriteFile(work+"/AGENTS.md", []byte("be kind"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return work
 }

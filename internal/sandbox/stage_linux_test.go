@@ -29,16 +29,7 @@ func TestStagePrivateSkipped(t *testing.T) {
 	}
 	locked := unsearchable(t)
 	work := t.TempDir()
-	rs, err := Build(Policy{Level: ReadOnly, Workdir: work, Temp: work})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer rs.Close()
-	ruleset, err := rs.File()
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ruleset.Close()
+	_, ruleset := built(t, Policy{Level: ReadOnly, Workdir: work, Temp: work})
 	name := "/tmp/clinvoke-stage-" + filepath.Base(work)
 	cmd := exec.Command("/bin/sh", "-c", "echo x > "+name+" && cat "+name)
 	var out, stderr strings.Builder
@@ -156,16 +147,7 @@ func BenchmarkStage(b *testing.B) {
 // output.
 func stageRun(t *testing.T, p Policy, cmd *exec.Cmd, edit func(*exec.Cmd)) (serr, werr error, out string) {
 	t.Helper()
-	rs, err := Build(p)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer rs.Close()
-	ruleset, err := rs.File()
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ruleset.Close()
+	rs, ruleset := built(t, p)
 	var b strings.Builder
 	cmd.Stdout, cmd.Stderr = &b, &b
 	s, err := Wrap(cmd, ruleset, rs.PrivatePlan())
@@ -185,6 +167,22 @@ func stageRun(t *testing.T, p Policy, cmd *exec.Cmd, edit func(*exec.Cmd)) (serr
 	}
 	werr = cmd.Wait()
 	return serr, werr, b.String()
+}
+
+// built returns the ruleset of p and its file, both closed at t's end.
+func built(t *testing.T, p Policy) (*Ruleset, *os.File) {
+	t.Helper()
+	rs, err := Build(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { rs.Close() })
+	ruleset, err := rs.File()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { ruleset.Close() })
+	return rs, ruleset
 }
 
 func requireStage(t *testing.T) {

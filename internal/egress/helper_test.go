@@ -16,6 +16,8 @@ import (
 	"strings"
 	"time"
 
+	"golang.org/x/sys/unix"
+
 	"github.com/clinvoke/clinvoke/internal/sandbox"
 )
 
@@ -47,6 +49,8 @@ func runHelper(name string, args []string) int {
 		return holdSocket(args[0])
 	case "flood":
 		return flood(args[0], args[1])
+	case "mountsetattr":
+		return mountSetattr(args[0])
 	}
 	fmt.Fprintf(os.Stderr, "no helper %q\n", name)
 	return 2
@@ -260,5 +264,14 @@ func flood(addr, count string) int {
 		}
 	}
 	json.NewEncoder(os.Stdout).Encode(map[string]string{"sent": strconv.Itoa(sent)})
+	return 0
+}
+
+// mountSetattr asks that the mount at path be made writable by
+// mount_setattr(2), which Landlock does not refuse, and prints what the
+// kernel said.
+func mountSetattr(path string) int {
+	err := unix.MountSetattr(unix.AT_FDCWD, path, 0, &unix.MountAttr{Attr_clr: unix.MOUNT_ATTR_RDONLY})
+	fmt.Println("mount_setattr:", err)
 	return 0
 }

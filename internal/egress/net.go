@@ -68,6 +68,7 @@ type Net struct {
 	madeErr    error         // else why it could not be made
 	wrapped    *os.File      // the host's end of Wrap's socket
 	stageEnd   *os.File      // the first stage's end, closed by Started
+	stageNonce string        // what the first stage's message begins with
 	plan       *os.File      // the private roots' plan for the first stage, closed by Started
 	mntNS      *os.File      // the run's mount namespace its first stage sent, until handed over
 	private    bool          // the first stage gave the run its private /tmp and /dev/shm

@@ -1,6 +1,7 @@
 package egress
 
 import (
+	"errors"
 	"fmt"
 	"os"
 	"os/exec"
@@ -230,4 +231,153 @@ func TestSandboxNetPrivateNamespaceHeld(t *testing.T) {
 	if got := held(); got != 0 {
 		t.Errorf("%d files of the host refer to %s once released, want none", got, want)
 	}
+}
+
+// wrapRun starts cmd by WrapPrivate under the ruleset of p (with its
+// plan), or by Wrap alone where p has no Workdir, after edit (if not nil)
+// changed the command prepared, and returns what Started returned, the
+// command's end and its output.
+func wrapRun(t *testing.T, p sandbox.Policy, cmd *exec.Cmd, edit func(*exec.Cmd)) (serr, werr error, out string) {
+	t.Helper()
+	var n *Net
+	var err error
+	if p.Workdir == "" {
+		if n, err = New(nil); err == nil {
+			err = n.Wrap(cmd)
+		}
+	} else {
+		var rs *sandbox.Ruleset
+		var ruleset *os.File
+		rs, ruleset, n = wrapRig(t, p)
+		err = n.WrapPrivate(cmd, ruleset, rs.PrivatePlan())
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer n.Close()
+	var b strings.Builder
+	cmd.Stdout, cmd.Stderr = &b, &b
+	if edit != nil {
+		edit(cmd)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	if serr = n.Started(); serr != nil {
+		cmd.Process.Kill()
+	}
+	werr = cmd.Wait()
+	return serr, werr, b.String()
+}
+
+// TestSandboxNetStageSpec: the first stage runs the host's spec alone: a
+// spec in the command's own environment is dropped, and a stage that ran
+// another (without the host's nonce) has its message refused.
+func TestSandboxNetStageSpec(t *testing.T) {
+	defer goleak.VerifyNone(t)
+	requireWrapLandlock(t)
+	work, err := os.MkdirTemp("/var/tmp", "clinvoke-egress-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(work) })
+	p := sandbox.Policy{Level: sandbox.ReadOnly, Workdir: work, Temp: t.TempDir(), Private: true}
+	cmd := exec.Command("/bin/sh", "-c", "echo x > "+work+"/new.txt")
+	forged := stageEnv + `={"FD":3,"Path":"/bin/sh","Ruleset":0}`
+	cmd.Env = []string{forged, sandbox.SandboxStageVar + `={"FD":3}`, "PATH=/usr/bin:/bin"}
+	serr, werr, out := wrapRun(t, p, cmd, nil)
+	if serr != nil {
+		t.Fatalf("Started: %v\n%s", serr, out)
+	}
+	if werr == nil || !strings.Contains(out, "ermission denied") {
+		t.Errorf("the write at ReadOnly: %v %q, want it refused", werr, out)
+	}
+	if _, err := os.Lstat(work + "/new.txt"); err == nil {
+		t.Errorf("%s/new.txt was written through a forged spec", work)
+	}
+	serr, _, out = wrapRun(t, p, exec.Command("/bin/true"), func(cmd *exec.Cmd) {
+		last := &cmd.Env[len(cmd.Env)-1]
+		*last = strings.Replace(*last, `"Nonce":"`, `"Nonce":"X`, 1)
+	})
+	var se *sandbox.StageSpecError
+	if !errors.As(serr, &se) {
+		t.Errorf("Started = %v (%s), want a *sandbox.StageSpecError", serr, out)
+	}
+}
+
+// TestSandboxNetStageWorkdirBeneathTmp: a working directory beneath /tmp
+// is entered again once the private roots are made: a relative write to
+// a held name meets the read-only bind, not the host's directory.
+func TestSandboxNetStageWorkdirBeneathTmp(t *testing.T) {
+	defer goleak.VerifyNone(t)
+	requireWrapLandlock(t)
+	work := heldWorkdir(t)
+	p := sandbox.Policy{Level: sandbox.WorkspaceWrite, Workdir: work, Held: []string{"AGENTS.md"}, Temp: t.TempDir(), Private: true}
+	cmd := exec.Command("/bin/sh", "-c", "echo x > AGENTS.md")
+	cmd.Dir = work
+	serr, werr, out := wrapRun(t, p, cmd, nil)
+	if serr != nil {
+		t.Fatalf("Started: %v\n%s", serr, out)
+	}
+	if werr == nil || !strings.Contains(out, "ead-only file system") {
+		t.Errorf("the relative write to a held name: %v %q, want read-only file system", werr, out)
+	}
+	if b, _ := os.ReadFile(work + "/AGENTS.md"); string(b) != "be kind" {
+		t.Errorf("AGENTS.md = %q, want it untouched", b)
+	}
+}
+
+// TestSandboxNetStageNoNewPrivs: a run under network rules alone (no
+// ruleset) runs under no_new_privs all the same, so that no program with
+// file capabilities regains any in the run's user namespace.
+func TestSandboxNetStageNoNewPrivs(t *testing.T) {
+	defer goleak.VerifyNone(t)
+	requireWrapLandlock(t)
+	serr, werr, out := wrapRun(t, sandbox.Policy{}, exec.Command("/bin/cat", "/proc/self/status"), nil)
+	if serr != nil || werr != nil {
+		t.Fatalf("Started: %v; the command: %v\n%s", serr, werr, out)
+	}
+	if !strings.Contains(out, "\nNoNewPrivs:\t1\n") {
+		t.Errorf("the run's status:\n%s\nwant NoNewPrivs 1", out)
+	}
+}
+
+// TestSandboxNetStageRootMountSetattr: as root, a run born by the first
+// stage holds no CAP_SYS_ADMIN over its own mount namespace, so
+// mount_setattr(2), which Landlock does not refuse, cannot make a held
+// bind writable (here the working directory beneath /tmp, bound back
+// read-only: its one entry is a held name).
+func TestSandboxNetStageRootMountSetattr(t *testing.T) {
+	defer goleak.VerifyNone(t)
+	if os.Getuid() != 0 {
+		t.Skip("a user's first stage drops every capability")
+	}
+	requireWrapLandlock(t)
+	work := heldWorkdir(t)
+	exe, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := sandbox.Policy{Level: sandbox.WorkspaceWrite, Workdir: work, Held: []string{"AGENTS.md"}, Temp: t.TempDir(), Private: true, Named: []string{exe}}
+	serr, werr, out := wrapRun(t, p, helperCmd("mountsetattr", work), nil)
+	if serr != nil || werr != nil {
+		t.Fatalf("Started: %v; the command: %v\n%s", serr, werr, out)
+	}
+	if !strings.Contains(out, "mount_setattr: operation not permitted") {
+		t.Errorf("the run said %q, want mount_setattr refused (EPERM)", out)
+	}
+}
+
+// heldWorkdir returns a new working directory beneath /tmp (else t is
+// skipped) whose one entry, AGENTS.md, is a held name; removed at t's end.
+func heldWorkdir(t *testing.T) string {
+	t.Helper()
+	work := t.TempDir()
+	if !strings.HasPrefix(work, "/tmp/") {
+		t.Skipf("the test's directory %s is not beneath /tmp", work)
+	}
+	if err := os.WriteFile(work+"/AGENTS.md", []byte("be kind"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return work
 }

@@ -19,7 +19,7 @@ import (
 // stageEnv names the variable that makes a process started by Wrap run
 // the first stage (see init) instead of the program: its value is a
 // stageSpec in JSON.
-const stageEnv = "CLINVOKE_EGRESS_STAGE"
+const stageEnv = sandbox.EgressStageVar
 
 // stageSpec tells the first stage what to do.
 type stageSpec struct {
@@ -35,6 +35,11 @@ type stageSpec struct {
 	// plan may name thousands of paths, and one string of the environment
 	// holds at most 128 KiB (E2BIG).
 	Private int `json:",omitempty"`
+	// Restricted says that the host asked for a ruleset: the stage
+	// refuses to execute Path without one then.
+	Restricted bool   `json:",omitempty"`
+	Nonce      string // begins the message: the host's check that this spec is its own
+	Dir        string // the run's working directory, entered again once the private roots are made
 }
 
 // init runs the first stage when this binary was started by Wrap. It
@@ -61,6 +66,10 @@ func runStage(v string) int {
 	var spec stageSpec
 	if err := json.Unmarshal([]byte(v), &spec); err != nil {
 		fmt.Fprintf(os.Stderr, "egress: %s=%q: %v\n", stageEnv, v, err)
+		return 127
+	}
+	if err := sandbox.CheckStageSpec(spec.Path, spec.Restricted, spec.Ruleset); err != nil {
+		fmt.Fprintln(os.Stderr, "egress:", err)
 		return 127
 	}
 	fail := func(err error) int {
@@ -90,8 +99,9 @@ func runStage(v string) int {
 	}
 	// Why direct connections are not recorded, where they are not, then
 	// after a NUL the private roots' report (sandbox.PrivateReport).
-	// Empty where the socket is sent: the host tells the two apart by it.
-	var msg []byte
+	// After the nonce: empty where the socket is sent, which is how the
+	// host tells the two apart.
+	msg := []byte(spec.Nonce)
 	if derr != nil {
 		why := sandbox.CutReason(derr.Error())
 		if why == "" {
@@ -109,6 +119,9 @@ func runStage(v string) int {
 		}
 		if rep.Held = err == nil; err != nil {
 			rep.Why = err.Error()
+		}
+		if err := sandbox.EnterDir(spec.Dir); err != nil {
+			return fail(err)
 		}
 	}
 	msg = rep.Append(append(msg, 0))
@@ -182,8 +195,9 @@ func (n *Net) wrap(cmd *exec.Cmd, ruleset *os.File, plan []byte) error {
 	if err != nil {
 		return err
 	}
-	n.wrapped, n.stageEnd, n.plan = sf.Host, sf.Stage, sf.Plan
-	sandbox.SetStageEnv(cmd, stageEnv, stageSpec{FD: sf.FD, Path: sf.Path, Listen: n.listenAddrs(), Ruleset: sf.Ruleset, Private: sf.Private})
+	n.wrapped, n.stageEnd, n.plan, n.stageNonce = sf.Host, sf.Stage, sf.Plan, sf.Nonce
+	sandbox.SetStageEnv(cmd, stageEnv, stageSpec{FD: sf.FD, Path: sf.Path, Listen: n.listenAddrs(), Ruleset: sf.Ruleset, Private: sf.Private,
+		Restricted: sf.Ruleset != 0, Nonce: sf.Nonce, Dir: sf.Dir})
 	wrapAttr(cmd.SysProcAttr)
 	return nil
 }
@@ -207,7 +221,7 @@ func (n *Net) Started() error {
 	}
 	n.stageEnd.Close()
 	n.closePlan()
-	m, err := receiveListeners(n.wrapped, len(n.listenAddrs()))
+	m, err := receiveListeners(n.wrapped, len(n.listenAddrs()), n.stageNonce)
 	n.wrapped.Close()
 	if err != nil {
 		return err
@@ -249,8 +263,9 @@ type stageMessage struct {
 
 // receiveListeners reads the first stage's message on c: nl listeners,
 // the catch-all route's socket or why there is none, and the private
-// roots' report; or the text of its error.
-func receiveListeners(c *os.File, nl int) (stageMessage, error) {
+// roots' report, after nonce; or the text of its error. A message with
+// the descriptors but without nonce is a *sandbox.StageSpecError.
+func receiveListeners(c *os.File, nl int, nonce string) (stageMessage, error) {
 	m := stageMessage{direct: -1}
 	buf := make([]byte, sandbox.StageBuffer)
 	oob := make([]byte, unix.CmsgSpace(4*(nl+2)))
@@ -282,7 +297,14 @@ func receiveListeners(c *os.File, nl int) (stageMessage, error) {
 		}
 		return m, &NamespaceError{Op: "set up the new namespaces", Err: why, Missing: "unprivileged user namespaces with a loopback this user may bring up"}
 	}
-	directWhy, rep, _ := strings.Cut(string(buf[:nb]), "\x00")
+	body, err := sandbox.CutNonce(buf[:nb], nonce, stageEnv)
+	if err != nil {
+		for _, fd := range fds {
+			unix.Close(fd)
+		}
+		return m, err
+	}
+	directWhy, rep, _ := strings.Cut(string(body), "\x00")
 	m.private = sandbox.ParsePrivateReport([]byte(rep))
 	rest := fds[nl:]
 	switch {

@@ -1,6 +1,8 @@
 package sandbox
 
 import (
+	"bytes"
+	"crypto/rand"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -8,6 +10,7 @@ import (
 	"os"
 	"os/exec"
 	"runtime"
+	"slices"
 	"strings"
 	"sync"
 	"syscall"
@@ -29,7 +32,7 @@ import (
 // stageEnv names the variable that makes a process started by Wrap run
 // the first stage instead of the program: its value is a stageSpec in
 // JSON.
-const stageEnv = "CLINVOKE_SANDBOX_STAGE"
+const stageEnv = SandboxStageVar
 
 // stageSpec tells the first stage what to do.
 type stageSpec struct {
@@ -37,6 +40,11 @@ type stageSpec struct {
 	Path    string // the program to execute afterwards; empty for a probe
 	Ruleset int    // the Landlock ruleset to apply, or 0 for a probe
 	Private int    // the file that holds the private roots' plan, or 0
+	// Restricted says that the host asked for a ruleset: the stage
+	// refuses to execute Path without one then.
+	Restricted bool
+	Nonce      string // begins the report: the host's check that this spec is its own
+	Dir        string // the run's working directory, entered again once the private roots are made
 }
 
 // init runs the first stage when this binary was started by Wrap. It
@@ -64,6 +72,10 @@ func runStage(v string) int {
 		fmt.Fprintf(os.Stderr, "sandbox: %s=%q: %v\n", stageEnv, v, err)
 		return 127
 	}
+	if err := CheckStageSpec(spec.Path, spec.Restricted, spec.Ruleset); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 127
+	}
 	var rep PrivateReport
 	switch {
 	case spec.Path == "":
@@ -81,6 +93,10 @@ func runStage(v string) int {
 		if err != nil {
 			rep.Why = err.Error()
 		}
+		if err := EnterDir(spec.Dir); err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			return 127
+		}
 	}
 	// The mount namespace goes to the host with the report, which holds
 	// it until the run is reaped: its teardown (the unmounts and an RCU
@@ -92,7 +108,7 @@ func runStage(v string) int {
 			defer unix.Close(ns)
 		}
 	}
-	if err := unix.Sendmsg(spec.FD, rep.Append(nil), rights, nil, 0); err != nil {
+	if err := unix.Sendmsg(spec.FD, rep.Append([]byte(spec.Nonce)), rights, nil, 0); err != nil {
 		fmt.Fprintln(os.Stderr, "sandbox: send the report:", err)
 		return 127
 	}
@@ -108,7 +124,9 @@ func runStage(v string) int {
 
 // StageExec ends a first stage in a user namespace of the run's own: it
 // drops every capability the namespace gave the calling thread (as root,
-// the network ones only: CAP_NET_ADMIN and CAP_NET_RAW), applies the
+// EscapeCaps and CAP_NET_RAW, from the bounding set too, as the route
+// without a user namespace does), sets no_new_privs (so that no program
+// with file capabilities regains any in the namespace), applies the
 // Landlock ruleset open at ruleset (if not 0; closing it) and executes
 // path with this process's arguments and environment. It returns only on
 // failure.
@@ -122,9 +140,12 @@ func StageExec(path string, ruleset int) error {
 		if err := unix.Capset(&hdr, &none[0]); err != nil {
 			return fmt.Errorf("sandbox: drop the capabilities: %w", err)
 		}
-	} else if err := DropCaps(unix.CAP_NET_ADMIN, unix.CAP_NET_RAW); err != nil {
+	} else if err := DropCaps(append(slices.Clone(EscapeCaps), unix.CAP_NET_RAW)...); err != nil {
 		// root keeps its capabilities in the namespace, but for these
-		return fmt.Errorf("sandbox: drop the network capabilities: %w", err)
+		return fmt.Errorf("sandbox: drop the capabilities that reach past the sandbox: %w", err)
+	}
+	if err := unix.Prctl(unix.PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0); err != nil {
+		return fmt.Errorf("sandbox: no_new_privs: %w", err)
 	}
 	if ruleset != 0 {
 		err := RestrictSelf(ruleset)
@@ -135,6 +156,50 @@ func StageExec(path string, ruleset int) error {
 	}
 	err := syscall.Exec(path, os.Args, os.Environ())
 	return fmt.Errorf("sandbox: execute %s: %w", path, err)
+}
+
+// CheckStageSpec refuses a first stage's spec that would execute path
+// without a ruleset where the host asked for one (restricted).
+func CheckStageSpec(path string, restricted bool, ruleset int) error {
+	if path != "" && restricted && ruleset == 0 {
+		return fmt.Errorf("sandbox: the first stage's spec asks for a ruleset but names none: %s is not executed unrestricted", path)
+	}
+	return nil
+}
+
+// EnterDir enters dir again by its path, if not empty, once a first stage
+// made the run's private roots: the working directory the stage was born
+// in is the host's, beneath the new /tmp or /dev/shm where it lies there,
+// and relative paths would reach through it past the read-only binds.
+func EnterDir(dir string) error {
+	if dir == "" {
+		return nil
+	}
+	if err := unix.Chdir(dir); err != nil {
+		return fmt.Errorf("sandbox: enter the working directory %s in the run's private roots: %w", dir, err)
+	}
+	return nil
+}
+
+// A StageSpecError is a first stage's report that does not begin with the
+// nonce its host put in the stage's spec: the stage ran a spec other than
+// its host's, so nothing of what it reports holds, and the run fails.
+type StageSpecError struct {
+	Var string // the variable that carries the stage's spec
+}
+
+func (e *StageSpecError) Error() string {
+	return "sandbox: the first stage ran a spec other than this process's; remove " + e.Var + " from the run's environment"
+}
+
+// CutNonce returns the report msg without the nonce it must begin with,
+// or a *StageSpecError naming the spec's variable v.
+func CutNonce(msg []byte, nonce, v string) ([]byte, error) {
+	rest, ok := bytes.CutPrefix(msg, []byte(nonce))
+	if !ok || nonce == "" {
+		return nil, &StageSpecError{Var: v}
+	}
+	return rest, nil
 }
 
 // PrivateReport is what a first stage tells the host of the private
@@ -252,6 +317,8 @@ type StageFiles struct {
 	Host, Stage *os.File // the socket's host end, and the stage's
 	Plan        *os.File // the private roots' plan, or nil
 	Path        string   // the program the stage executes (the command's)
+	Dir         string   // the command's working directory (this process's where it has none)
+	Nonce       string   // a random string the stage's report must begin with (CutNonce)
 	// FD, Ruleset and Private are the descriptors of the stage's end,
 	// the ruleset and the plan in the command, 0 where there is none.
 	FD, Ruleset, Private int
@@ -269,7 +336,10 @@ func PrepareStage(cmd *exec.Cmd, ruleset *os.File, plan []byte) (*StageFiles, er
 	if err != nil {
 		return nil, fmt.Errorf("sandbox: socketpair: %w", err)
 	}
-	sf := &StageFiles{Host: os.NewFile(uintptr(fds[0]), "stage-host"), Stage: os.NewFile(uintptr(fds[1]), "stage"), Path: cmd.Path}
+	sf := &StageFiles{Host: os.NewFile(uintptr(fds[0]), "stage-host"), Stage: os.NewFile(uintptr(fds[1]), "stage"), Path: cmd.Path, Dir: cmd.Dir, Nonce: rand.Text()}
+	if sf.Dir == "" {
+		sf.Dir, _ = os.Getwd()
+	}
 	sf.FD = 3 + len(cmd.ExtraFiles)
 	cmd.ExtraFiles = append(cmd.ExtraFiles, sf.Stage)
 	if ruleset != nil {
@@ -298,15 +368,23 @@ func PrepareStage(cmd *exec.Cmd, ruleset *os.File, plan []byte) (*StageFiles, er
 	return sf, nil
 }
 
-// SetStageEnv adds to cmd's environment (this process's where it has
+// SetStageEnv sets in cmd's environment (this process's where it has
 // none) the variable name, whose value is spec in JSON: what makes the
-// program's binary run as a first stage.
+// program's binary run as a first stage. Every entry of the first
+// stages' variables (IsStageVar) cmd's environment held is removed: the
+// first of duplicates would be the one the stage reads.
 func SetStageEnv(cmd *exec.Cmd, name string, spec any) {
 	b, _ := json.Marshal(spec)
 	if cmd.Env == nil {
 		cmd.Env = os.Environ()
 	}
-	cmd.Env = append(cmd.Env, name+"="+string(b))
+	env := make([]string, 0, len(cmd.Env)+1)
+	for _, kv := range cmd.Env {
+		if k, _, _ := strings.Cut(kv, "="); !IsStageVar(k) {
+			env = append(env, kv)
+		}
+	}
+	cmd.Env = append(env, name+"="+string(b))
 }
 
 // A Stage is the host's end of a command Wrap prepared.
@@ -314,6 +392,7 @@ type Stage struct {
 	host, stage *os.File // the socket's two ends
 	plan        *os.File
 	ns          *os.File // the run's mount namespace, until handed over
+	nonce       string   // the report's first bytes
 	rep         PrivateReport
 }
 
@@ -336,14 +415,17 @@ func Wrap(cmd *exec.Cmd, ruleset *os.File, plan []byte) (*Stage, error) {
 		// the same.
 		cmd.SysProcAttr.AmbientCaps = append(cmd.SysProcAttr.AmbientCaps, unix.CAP_SYS_ADMIN)
 	}
-	SetStageEnv(cmd, stageEnv, stageSpec{FD: sf.FD, Path: sf.Path, Ruleset: sf.Ruleset, Private: sf.Private})
-	return &Stage{host: sf.Host, stage: sf.Stage, plan: sf.Plan}, nil
+	SetStageEnv(cmd, stageEnv, stageSpec{FD: sf.FD, Path: sf.Path, Ruleset: sf.Ruleset, Private: sf.Private,
+		Restricted: sf.Ruleset != 0, Nonce: sf.Nonce, Dir: sf.Dir})
+	return &Stage{host: sf.Host, stage: sf.Stage, plan: sf.Plan, nonce: sf.Nonce}, nil
 }
 
 // Started receives the first stage's report, once cmd.Start returned nil:
 // whether the private roots hold (Private), and the settings links they
 // left as they are (Skipped). An error means the first stage ended
-// without a report; the command then exits with status 127.
+// without a report (the command then exits with status 127), or with one
+// that does not carry this process's nonce (a *StageSpecError: the
+// command must not run).
 func (s *Stage) Started() error {
 	s.stage.Close()
 	s.closePlan()
@@ -362,7 +444,11 @@ func (s *Stage) Started() error {
 	case flags&unix.MSG_TRUNC != 0:
 		return fmt.Errorf("sandbox: the first stage's report was cut at %d bytes", len(buf))
 	}
-	s.rep = ParsePrivateReport(buf[:n])
+	msg, err := CutNonce(buf[:n], s.nonce, stageEnv)
+	if err != nil {
+		return err
+	}
+	s.rep = ParsePrivateReport(msg)
 	return nil
 }
 
@@ -439,10 +525,42 @@ func (s *Stage) closePlan() {
 // /dev/shm here: nil if so, else why not (unprivileged user namespaces
 // restricted, most often). It starts the first stage once, which makes a
 // mount namespace in a new user namespace and exits; later calls return
-// the first answer.
-func ProbeStage() error { return stageProbe() }
+// the first lasting answer: a success, or a refusal that stays (EPERM,
+// EACCES, EINVAL); a passing failure (the user namespaces' limit reached)
+// is asked again.
+func ProbeStage() error { return stageProbe.get() }
 
-var stageProbe = sync.OnceValue(func() error {
+var stageProbe = lastingOnce{f: probeStage}
+
+// lastingOnce calls f until it returns nil or a lasting refusal
+// (lasting), and returns that answer from then on.
+type lastingOnce struct {
+	f    func() error
+	mu   sync.Mutex
+	done bool
+	err  error
+}
+
+func (o *lastingOnce) get() error {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if o.done {
+		return o.err
+	}
+	err := o.f()
+	if err == nil || lasting(err) {
+		o.done, o.err = true, err
+	}
+	return err
+}
+
+// lasting reports whether err is a refusal that stays: one no later
+// attempt would change.
+func lasting(err error) bool {
+	return errors.Is(err, unix.EPERM) || errors.Is(err, unix.EACCES) || errors.Is(err, unix.EINVAL) || errors.Is(err, unix.ENOSYS)
+}
+
+func probeStage() error {
 	cmd := exec.Command("/proc/self/exe")
 	cmd.Path = ""
 	s, err := Wrap(cmd, nil, nil)
@@ -465,7 +583,7 @@ var stageProbe = sync.OnceValue(func() error {
 		return fmt.Errorf("the first stage in the run's user namespace: %w", werr)
 	}
 	return nil
-})
+}
 
 // MissingUserNS names what the host lacks when a child cannot start in a
 // new user namespace, and how to get it.

@@ -1,10 +1,13 @@
 package sandbox
 
 import (
+	"errors"
 	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -26,16 +29,7 @@ func TestStagePrivateSkipped(t *testing.T) {
 	}
 	locked := unsearchable(t)
 	work := t.TempDir()
-	rs, err := Build(Policy{Level: ReadOnly, Workdir: work, Temp: work})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer rs.Close()
-	ruleset, err := rs.File()
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ruleset.Close()
+	_, ruleset := built(t, Policy{Level: ReadOnly, Workdir: work, Temp: work})
 	name := "/tmp/clinvoke-stage-" + filepath.Base(work)
 	cmd := exec.Command("/bin/sh", "-c", "echo x > "+name+" && cat "+name)
 	var out, stderr strings.Builder
@@ -236,4 +230,233 @@ func BenchmarkStage(b *testing.B) {
 			}
 		})
 	}
+}
+
+// stageRun starts cmd by Wrap under a ruleset of p (and its private
+// roots, with p.Private), after edit (if not nil) changed the command Wrap
+// prepared, and returns what Started returned, the command's end and its
+// output.
+func stageRun(t *testing.T, p Policy, cmd *exec.Cmd, edit func(*exec.Cmd)) (serr, werr error, out string) {
+	t.Helper()
+	rs, ruleset := built(t, p)
+	var b strings.Builder
+	cmd.Stdout, cmd.Stderr = &b, &b
+	s, err := Wrap(cmd, ruleset, rs.PrivatePlan())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	if edit != nil {
+		edit(cmd)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	serr = s.Started()
+	if serr != nil {
+		cmd.Process.Kill()
+	}
+	werr = cmd.Wait()
+	return serr, werr, b.String()
+}
+
+// built returns the ruleset of p and its file, both closed at t's end.
+func built(t *testing.T, p Policy) (*Ruleset, *os.File) {
+	t.Helper()
+	rs, err := Build(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { rs.Close() })
+	ruleset, err := rs.File()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { ruleset.Close() })
+	return rs, ruleset
+}
+
+func requireStage(t *testing.T) {
+	t.Helper()
+	requireLandlock(t)
+	if err := ProbeStage(); err != nil {
+		t.Skipf("no user namespace for a first stage here: %v", err)
+	}
+}
+
+// TestStageSpecFromEnvIgnored: a first stage's spec in the command's own
+// environment (the caller's, set before Wrap's) is dropped: the stage runs
+// the host's spec, and the ceiling holds.
+func TestStageSpecFromEnvIgnored(t *testing.T) {
+	defer goleak.VerifyNone(t)
+	requireStage(t)
+	work := outsideTmpDir(t)
+	forged := stageEnv + `={"FD":3,"Path":"/bin/sh","Ruleset":0}`
+	cmd := exec.Command("/bin/sh", "-c", "echo x > "+work+"/new.txt")
+	cmd.Env = []string{forged, EgressStageVar + `={"FD":3}`, "PATH=/usr/bin:/bin", forged}
+	serr, werr, out := stageRun(t, Policy{Level: ReadOnly, Workdir: work, Temp: work + "/t"}, cmd, func(cmd *exec.Cmd) {
+		n := 0
+		for _, kv := range cmd.Env {
+			if k, _, _ := strings.Cut(kv, "="); IsStageVar(k) {
+				n++
+			}
+		}
+		if n != 1 {
+			t.Errorf("the command's environment holds %d stage variables, want the host's alone: %q", n, cmd.Env)
+		}
+	})
+	if serr != nil {
+		t.Fatalf("Started: %v\n%s", serr, out)
+	}
+	if werr == nil || !strings.Contains(out, "ermission denied") {
+		t.Errorf("the write at ReadOnly: %v %q, want it refused", werr, out)
+	}
+	if _, err := os.Lstat(work + "/new.txt"); err == nil {
+		t.Errorf("%s/new.txt was written through a forged spec", work)
+	}
+}
+
+// TestStageForeignSpecVoid: a first stage that ran a spec other than its
+// host's (without the host's nonce) has its report refused, as a
+// *StageSpecError, and the stage refuses a spec that asks for a ruleset
+// but names none.
+func TestStageForeignSpecVoid(t *testing.T) {
+	defer goleak.VerifyNone(t)
+	requireStage(t)
+	work := outsideTmpDir(t)
+	for name, spec := range map[string]string{
+		"no nonce":      `{"FD":3,"Path":"/bin/true","Ruleset":4,"Restricted":true}`,
+		"no ruleset":    `{"FD":3,"Path":"/bin/true","Ruleset":0,"Restricted":true}`,
+		"another nonce": `{"FD":3,"Path":"/bin/true","Ruleset":4,"Restricted":true,"Nonce":"ABCDEFGHIJKLMNOPQRSTUVWXYZ234567"}`,
+	} {
+		t.Run(name, func(t *testing.T) {
+			cmd := exec.Command("/bin/true")
+			serr, werr, out := stageRun(t, Policy{Level: ReadOnly, Workdir: work, Temp: work + "/t"}, cmd, func(cmd *exec.Cmd) {
+				cmd.Env[len(cmd.Env)-1] = stageEnv + "=" + spec
+			})
+			var se *StageSpecError
+			if serr == nil || (name != "no ruleset" && !errors.As(serr, &se)) {
+				t.Errorf("Started = %v, want the report refused", serr)
+			}
+			if name == "no ruleset" && !strings.Contains(out, "names none") {
+				t.Errorf("the stage said %q (%v), want its refusal", out, werr)
+			}
+		})
+	}
+}
+
+// TestStageWorkdirBeneathTmp: a working directory beneath /tmp is entered
+// again once the private roots are made, so that a relative write to a
+// held name meets the read-only bind, not the host's directory beneath
+// the new tmpfs.
+func TestStageWorkdirBeneathTmp(t *testing.T) {
+	defer goleak.VerifyNone(t)
+	requireStage(t)
+	r := newRig(t)
+	if !strings.HasPrefix(r.work, "/tmp/") {
+		t.Skipf("the test's directory %s is not beneath /tmp", r.work)
+	}
+	p := r.policy(WorkspaceWrite)
+	p.Private = true
+	cmd := exec.Command("/bin/sh", "-c", "echo x > .claude/settings.json; echo x > .mcp.json; echo y >> src/b.txt")
+	cmd.Dir = r.work
+	serr, werr, out := stageRun(t, p, cmd, nil)
+	if serr != nil {
+		t.Fatalf("Started: %v\n%s", serr, out)
+	}
+	if werr != nil {
+		t.Fatalf("the command: %v\n%s", werr, out)
+	}
+	if n := strings.Count(out, "ead-only file system"); n != 2 {
+		t.Errorf("the command said %q, want both writes to held names refused (read-only file system)", out)
+	}
+	if b, _ := os.ReadFile(r.work + "/.claude/settings.json"); string(b) != "{}" {
+		t.Errorf(".claude/settings.json = %q, want it untouched", b)
+	}
+	if _, err := os.Lstat(r.work + "/.mcp.json"); err == nil {
+		t.Errorf(".mcp.json reached the host")
+	}
+	if b, _ := os.ReadFile(r.work + "/src/b.txt"); string(b) != "by\n" {
+		t.Errorf("src/b.txt = %q, want the run's line appended", b)
+	}
+}
+
+// TestStageRootCaps: as root, a run born by a first stage holds none of
+// EscapeCaps, in its effective and bounding sets alike, and runs under
+// no_new_privs; so mount_setattr cannot make a held bind writable.
+func TestStageRootCaps(t *testing.T) {
+	defer goleak.VerifyNone(t)
+	if os.Getuid() != 0 {
+		t.Skip("a user's first stage drops every capability (the other route)")
+	}
+	requireStage(t)
+	work := outsideTmpDir(t)
+	cmd := exec.Command("/bin/cat", "/proc/self/status")
+	serr, werr, out := stageRun(t, Policy{Level: WorkspaceWrite, Workdir: work, Temp: work + "/t", Private: true}, cmd, nil)
+	if serr != nil || werr != nil {
+		t.Fatalf("Started: %v; the command: %v\n%s", serr, werr, out)
+	}
+	fields := map[string]string{}
+	for _, line := range strings.Split(out, "\n") {
+		k, v, _ := strings.Cut(line, ":")
+		fields[k] = strings.TrimSpace(v)
+	}
+	for _, set := range []string{"CapEff", "CapPrm", "CapBnd"} {
+		v, err := strconv.ParseUint(fields[set], 16, 64)
+		if err != nil {
+			t.Fatalf("%s: %q: %v", set, fields[set], err)
+		}
+		for _, c := range append(slices.Clone(EscapeCaps), unix.CAP_NET_RAW) {
+			if v&(1<<c) != 0 {
+				t.Errorf("%s = %s holds capability %d", set, fields[set], c)
+			}
+		}
+		if v&(1<<unix.CAP_DAC_OVERRIDE) == 0 && set != "CapBnd" {
+			t.Errorf("%s = %s lacks CAP_DAC_OVERRIDE, which root keeps", set, fields[set])
+		}
+	}
+	if fields["NoNewPrivs"] != "1" {
+		t.Errorf("NoNewPrivs = %q, want 1", fields["NoNewPrivs"])
+	}
+}
+
+// TestStageProbeRetriesPassing: the probe's answer is kept once it is a
+// success or a lasting refusal; a passing failure is asked again.
+func TestStageProbeRetriesPassing(t *testing.T) {
+	answers := []error{fmt.Errorf("start: %w", unix.ENOSPC), nil, unix.EPERM}
+	calls := 0
+	o := lastingOnce{f: func() error { calls++; return answers[calls-1] }}
+	if err := o.get(); !errors.Is(err, unix.ENOSPC) {
+		t.Fatalf("first = %v, want ENOSPC", err)
+	}
+	for range 2 {
+		if err := o.get(); err != nil {
+			t.Fatalf("later = %v, want nil", err)
+		}
+	}
+	if calls != 2 {
+		t.Errorf("%d calls, want 2: the success kept", calls)
+	}
+	calls, answers = 0, []error{fmt.Errorf("start: %w", unix.EPERM)}
+	o = lastingOnce{f: func() error { calls++; return answers[0] }}
+	o.get()
+	if err := o.get(); !errors.Is(err, unix.EPERM) || calls != 1 {
+		t.Errorf("after EPERM: %v after %d calls, want EPERM kept after 1", err, calls)
+	}
+}
+
+// outsideTmpDir returns a new directory outside /tmp (which a first
+// stage's private roots cover), holding an empty t for a run's own
+// temporary directory, removed at t's end.
+func outsideTmpDir(t *testing.T) string {
+	t.Helper()
+	dir, err := os.MkdirTemp("/var/tmp", "clinvoke-stage-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(dir) })
+	if err := os.Mkdir(dir+"/t", 0o755); err != nil {
+		t.Fatal(err)
+	}
+	return dir
 }

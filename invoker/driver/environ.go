@@ -7,6 +7,8 @@ import (
 	"runtime"
 	"slices"
 	"strings"
+
+	"github.com/clinvoke/clinvoke/internal/sandbox"
 )
 
 // MarkerVar is the environment variable that carries each run's unique
@@ -26,13 +28,15 @@ var nestedBreakers = []string{"CLAUDECODE"}
 // the backend's variables, Request.Env and the run marker, later entries
 // overriding earlier ones: a trace context the host inherited is replaced
 // by the run's, and one the caller sets explicitly wins. An empty marker
-// is left out.
+// is left out, and so are the variables that make this program's binary
+// run as a first stage (sandbox.IsStageVar), whoever sets them: a first
+// stage's spec is the engine's alone.
 func environ(cfg *config, cmd *Command, reqEnv []string, marker string, trace []string) []string {
 	var env envList
 	keep := cfg.inheritEnv
 	for _, kv := range os.Environ() {
 		k, _, _ := strings.Cut(kv, "=")
-		if k == "" || envKey(k) == envKey(MarkerVar) || hasKey(nestedBreakers, k) || hasKey(cmd.Unset, k) {
+		if k == "" || envKey(k) == envKey(MarkerVar) || sandbox.IsStageVar(envKey(k)) || hasKey(nestedBreakers, k) || hasKey(cmd.Unset, k) {
 			continue
 		}
 		if keep != nil && !keep(k) {
@@ -42,7 +46,9 @@ func environ(cfg *config, cmd *Command, reqEnv []string, marker string, trace []
 	}
 	for _, list := range [][]string{trace, cfg.env, cmd.Env, reqEnv} {
 		for _, kv := range list {
-			env.set(kv)
+			if k, _, _ := strings.Cut(kv, "="); !sandbox.IsStageVar(envKey(k)) {
+				env.set(kv)
+			}
 		}
 	}
 	if marker != "" {

@@ -905,3 +905,41 @@ func TestSandboxLevelDropWarnsStartedTurn(t *testing.T) {
 		t.Errorf("Close() = %v", err)
 	}
 }
+
+// TestSandboxStageSpecFromCallerEnv: a first stage's spec set by the
+// caller, in Options.Env or Request.Env, never reaches the run (where the
+// first of duplicates would win over the engine's): the run is born
+// under the ceiling, which holds, and the sandbox is reported held.
+func TestSandboxStageSpecFromCallerEnv(t *testing.T) {
+	requireSandbox(t)
+	forged := []string{
+		sandbox.SandboxStageVar + `={"FD":3,"Path":"/bin/sh","Ruleset":0}`,
+		sandbox.EgressStageVar + `={"FD":3,"Path":"/bin/sh","Ruleset":0}`,
+	}
+	for _, where := range []string{"Options.Env", "Request.Env"} {
+		t.Run(where, func(t *testing.T) {
+			r := newSandboxRig(t)
+			var opts []invoker.Options
+			if where == "Options.Env" {
+				opts = append(opts, invoker.Options{Env: forged})
+			}
+			lr := newLimitRun(t, fakeagent.Script{Touch: []string{"write " + r.work + "/new.txt", "read " + r.work + "/a.txt"}, RecordDir: r.home + "/.claude/projects/rec"}, opts...)
+			lr.req.Workdir, lr.req.Permission, lr.req.Sandbox = r.work, invoker.ReadOnly, invoker.Sandbox{Mode: "required"}
+			lr.req.Env = append(lr.req.Env, "HOME="+r.home)
+			if where == "Request.Env" {
+				lr.req.Env = append(slices.Clone(forged), lr.req.Env...)
+			}
+			res, err := lr.inv.Invoke(context.Background(), lr.req)
+			if err != nil {
+				t.Fatalf("Invoke() error = %v; stderr: %s", err, res.Stderr)
+			}
+			sandboxWant(t, outcomes(res.Text), []string{"read " + r.work + "/a.txt"}, []string{"write " + r.work + "/new.txt"})
+			if _, err := os.Lstat(r.work + "/new.txt"); err == nil {
+				t.Errorf("new.txt was written at ReadOnly")
+			}
+			if res.Sandbox != "filesystem" {
+				t.Errorf("Result.Sandbox = %q, want filesystem", res.Sandbox)
+			}
+		})
+	}
+}

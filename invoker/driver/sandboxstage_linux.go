@@ -32,10 +32,11 @@ func (rs *runSandbox) stageAttr(attr *proc.Attr, plan []byte) error {
 	return nil
 }
 
-// stageCmd returns the command a first stage prepares for attr: its
-// files follow attr's own ExtraFiles, which keep their numbers.
+// stageCmd returns the command a first stage prepares for attr, in its
+// working directory: its files follow attr's own ExtraFiles, which keep
+// their numbers.
 func stageCmd(attr *proc.Attr) *exec.Cmd {
-	return &exec.Cmd{Path: attr.Path, Env: attr.Env, ExtraFiles: slices.Clip(attr.ExtraFiles), SysProcAttr: &syscall.SysProcAttr{}}
+	return &exec.Cmd{Path: attr.Path, Dir: attr.Dir, Env: attr.Env, ExtraFiles: slices.Clip(attr.ExtraFiles), SysProcAttr: &syscall.SysProcAttr{}}
 }
 
 // fromCmd gives attr what a first stage's Wrap prepared in cmd: the

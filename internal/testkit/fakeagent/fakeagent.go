@@ -142,6 +142,14 @@ type Script struct {
 	// HOST:PORT" sends a datagram from a connected UDP socket and reads
 	// the answer ("ok" for one, or the error: "… connection refused").
 	Touch []string `json:"touch,omitempty"`
+	// TouchAtExit names what the fake tries, as Touch does, after its
+	// terminal event and before it exits, as a CLI that reports to its
+	// vendor at exit does; each outcome is a line on standard error.
+	TouchAtExit []string `json:"touch_at_exit,omitempty"`
+	// ExitGate, if set, is a path the fake opens and reads to its end
+	// after its terminal event, before TouchAtExit: a FIFO there (see
+	// NewExitGate) holds the fake until the test has seen that event.
+	ExitGate string `json:"exit_gate,omitempty"`
 
 	// StreamFor keeps printing progress events, one every Interval, for
 	// this long before the answer: codex reasoning items, claude thinking
@@ -596,8 +604,27 @@ func (s *Script) touch() {
 	if len(s.Touch) == 0 {
 		return
 	}
-	lines := []string{s.answer()}
-	for _, t := range s.Touch {
+	s.Answer = strings.Join(append([]string{s.answer()}, touchAll(s.Touch)...), "\n")
+}
+
+// touchAtExit does what TouchAtExit asks and writes each outcome to
+// standard error.
+func (s *Script) touchAtExit() {
+	if s.ExitGate != "" {
+		if err := passGate(s.ExitGate); err != nil {
+			fmt.Fprintln(os.Stderr, "fakeagent: the exit gate:", err)
+		}
+	}
+	for _, l := range touchAll(s.TouchAtExit) {
+		fmt.Fprintln(os.Stderr, l)
+	}
+}
+
+// touchAll does each operation of Touch's ops and returns their outcomes,
+// one line each.
+func touchAll(ops []string) []string {
+	var lines []string
+	for _, t := range ops {
 		op, path, _ := strings.Cut(t, " ")
 		path = strings.ReplaceAll(path, "$TMPDIR", os.Getenv("TMPDIR"))
 		var err error
@@ -638,7 +665,7 @@ func (s *Script) touch() {
 		}
 		lines = append(lines, op+" "+path+": "+res)
 	}
-	s.Answer = strings.Join(lines, "\n")
+	return lines
 }
 
 // udpSend sends a datagram to addr as Touch's "udp" does and reads the
@@ -672,4 +699,16 @@ func httpGet(u string, proxy func(*http.Request) (*url.URL, error)) error {
 		return errors.New(resp.Status)
 	}
 	return nil
+}
+
+// passGate opens path and reads it to its end: a FIFO there blocks until
+// its writer has opened and closed it.
+func passGate(path string) error {
+	f, err := os.Open(path)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	_, err = io.Copy(io.Discard, f)
+	return err
 }

@@ -196,6 +196,41 @@ func TestSandboxNetNone(t *testing.T) {
 	}
 }
 
+// TestSandboxNetAfterDone: a connection the CLI tries after its terminal
+// event and before it exits (as a CLI that reports to its vendor at exit
+// does) is denied, recorded in Result.Connections, and warned of by a
+// KindWarning event after KindDone, before Invoke returns.
+func TestSandboxNetAfterDone(t *testing.T) {
+	requireSandbox(t)
+	requireSandboxNet(t)
+	var evs evlog
+	lr := newLimitRun(t, fakeagent.Script{TouchAtExit: []string{"dial 192.0.2.1:80"}})
+	lr.req.Sandbox = invoker.Sandbox{Mode: "required", Network: []string{"none"}}
+	lr.req.OnEvent = evs.on
+	lr.gateAtDone()
+	res, err := lr.inv.Invoke(context.Background(), lr.req)
+	if err != nil {
+		t.Fatalf("Invoke() error = %v; stderr: %s", err, res.Stderr)
+	}
+	if !strings.Contains(res.Stderr, "dial 192.0.2.1:80: ") || !strings.Contains(res.Stderr, "connection refused") {
+		t.Errorf("the fake's stderr %q: want its connection at exit refused", res.Stderr)
+	}
+	if c, ok := findConn(res.Connections, "192.0.2.1", 80); !ok || c.Allowed {
+		t.Errorf("Result.Connections %+v: want 192.0.2.1:80 denied", res.Connections)
+	}
+	_, done, okDone := evs.first(invoker.KindDone, "")
+	ev, warned, ok := evs.first(invoker.KindWarning, "192.0.2.1:80")
+	if !okDone || !ok || !strings.Contains(ev.Text, "bypassed its proxy") || warned.Before(done) {
+		t.Errorf("KindDone %v, the warning of the connection at exit %q (%v): want one naming it, after KindDone", okDone, ev.Text, ok)
+	}
+	evs.mu.Lock()
+	last := evs.evs[len(evs.evs)-1]
+	evs.mu.Unlock()
+	if last.Kind != invoker.KindWarning {
+		t.Errorf("the last event is %v, want the warning after KindDone", last.Kind)
+	}
+}
+
 // TestSandboxNetQuiet: under network rules that refuse Claude Code's own
 // traffic (its model elsewhere than api.anthropic.com), the run's
 // environment sets CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC=1, so that the

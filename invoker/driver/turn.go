@@ -72,7 +72,7 @@ type turn struct {
 	skippedMax  int64                  // bytes in the longest of them (mu)
 	questions   map[*question]struct{} // not yet answered or withdrawn (protoMu)
 	interrupted bool                   // the CLI was asked to end the turn (protoMu)
-	last        bool                   // the protocol reported the turn's end: its next KindDone is its last event (protoMu)
+	last        bool                   // the protocol reported the turn's end: its next KindDone is its last event from the CLI (protoMu)
 	end         chan struct{}          // ended: the session closes it after the turn's last event
 	base        proc.Baseline          // the tree's members before the turn, for its sweep
 	baseOK      bool                   // base was taken (the tree was not reaped)

@@ -231,6 +231,40 @@ func TestSandboxNetAfterDone(t *testing.T) {
 	}
 }
 
+// TestSandboxNetSessionAfterDone: in a session, a connection the CLI
+// tries after a turn's terminal event, before the turn has ended, is
+// denied, in the turn's Connections, and a warning after its KindDone.
+func TestSandboxNetSessionAfterDone(t *testing.T) {
+	requireSandbox(t)
+	requireSandboxNet(t)
+	var evs evlog
+	lr := newLimitRun(t, fakeagent.Script{TouchAtExit: []string{"dial 192.0.2.1:80"}})
+	lr.req.OnEvent = evs.on
+	lr.gateAtDone()
+	sreq := lr.req.Session()
+	sreq.Sandbox = invoker.Sandbox{Mode: "required", Network: []string{"none"}}
+	s, err := lr.inv.OpenSession(context.Background(), sreq)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	res, err := s.Turn(context.Background(), invoker.TurnRequest{Prompt: "touch", OnEvent: lr.req.OnEvent})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c, ok := findConn(res.Connections, "192.0.2.1", 80); !ok || c.Allowed {
+		t.Errorf("the turn's Connections %+v: want 192.0.2.1:80 denied", res.Connections)
+	}
+	_, done, okDone := evs.first(invoker.KindDone, "")
+	ev, warned, ok := evs.first(invoker.KindWarning, "192.0.2.1:80")
+	if !okDone || !ok || !strings.Contains(ev.Text, "bypassed its proxy") || warned.Before(done) {
+		t.Errorf("KindDone %v, the warning of the connection after it %q (%v): want one naming it, after KindDone", okDone, ev.Text, ok)
+	}
+	if err := s.Close(); err != nil {
+		t.Errorf("Close() = %v", err)
+	}
+}
+
 // TestSandboxNetQuiet: under network rules that refuse Claude Code's own
 // traffic (its model elsewhere than api.anthropic.com), the run's
 // environment sets CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC=1, so that the

@@ -3,26 +3,26 @@
 package fakeagent
 
 import (
-	"os"
 	"path/filepath"
 	"syscall"
 )
 
-// NewExitGate makes a FIFO in dir for Script.ExitGate and returns its
-// path and the function that opens it, letting the fake go on: call it
-// once, after the fake's terminal event (an OnEvent of KindDone). The
-// fake waits at the gate only once it has printed that event, so the
-// function returns as soon as the fake reaches it.
+// NewExitGate makes the FIFOs of Script.ExitGate in dir and returns the
+// path to set and the function that opens the gate: call it after the
+// fake's terminal event (an OnEvent of KindDone), once per such event. It
+// returns once the fake has done its TouchAtExit. The fake waits at the
+// gate only once it has printed that event, so neither side waits long.
 func NewExitGate(dir string) (path string, open func() error, err error) {
 	path = filepath.Join(dir, "exit-gate")
-	if err := syscall.Mkfifo(path, 0o644); err != nil {
-		return "", nil, err
+	for _, p := range []string{path, path + ".passed"} {
+		if err := syscall.Mkfifo(p, 0o644); err != nil {
+			return "", nil, err
+		}
 	}
 	return path, func() error {
-		f, err := os.OpenFile(path, os.O_WRONLY, 0)
-		if err != nil {
+		if err := writeFIFO(path); err != nil {
 			return err
 		}
-		return f.Close()
+		return readFIFO(path + ".passed")
 	}, nil
 }

@@ -144,11 +144,12 @@ type Script struct {
 	Touch []string `json:"touch,omitempty"`
 	// TouchAtExit names what the fake tries, as Touch does, after its
 	// terminal event and before it exits, as a CLI that reports to its
-	// vendor at exit does; each outcome is a line on standard error.
+	// vendor at exit does (in a Claude session, after each turn's
+	// terminal event); each outcome is a line on standard error.
 	TouchAtExit []string `json:"touch_at_exit,omitempty"`
-	// ExitGate, if set, is a path the fake opens and reads to its end
-	// after its terminal event, before TouchAtExit: a FIFO there (see
-	// NewExitGate) holds the fake until the test has seen that event.
+	// ExitGate, if set, is the path of the FIFOs NewExitGate made: after
+	// its terminal event the fake waits until the test opens the gate,
+	// does TouchAtExit, and then tells the test it has.
 	ExitGate string `json:"exit_gate,omitempty"`
 
 	// StreamFor keeps printing progress events, one every Interval, for
@@ -611,12 +612,17 @@ func (s *Script) touch() {
 // standard error.
 func (s *Script) touchAtExit() {
 	if s.ExitGate != "" {
-		if err := passGate(s.ExitGate); err != nil {
+		if err := readFIFO(s.ExitGate); err != nil {
 			fmt.Fprintln(os.Stderr, "fakeagent: the exit gate:", err)
 		}
 	}
 	for _, l := range touchAll(s.TouchAtExit) {
 		fmt.Fprintln(os.Stderr, l)
+	}
+	if s.ExitGate != "" {
+		if err := writeFIFO(s.ExitGate + ".passed"); err != nil {
+			fmt.Fprintln(os.Stderr, "fakeagent: the exit gate:", err)
+		}
 	}
 }
 
@@ -701,9 +707,9 @@ func httpGet(u string, proxy func(*http.Request) (*url.URL, error)) error {
 	return nil
 }
 
-// passGate opens path and reads it to its end: a FIFO there blocks until
+// readFIFO opens path and reads it to its end: a FIFO there blocks until
 // its writer has opened and closed it.
-func passGate(path string) error {
+func readFIFO(path string) error {
 	f, err := os.Open(path)
 	if err != nil {
 		return err
@@ -711,4 +717,14 @@ func passGate(path string) error {
 	defer f.Close()
 	_, err = io.Copy(io.Discard, f)
 	return err
+}
+
+// writeFIFO opens path for writing and closes it: a FIFO there blocks
+// until its reader has opened it.
+func writeFIFO(path string) error {
+	f, err := os.OpenFile(path, os.O_WRONLY, 0)
+	if err != nil {
+		return err
+	}
+	return f.Close()
 }

@@ -124,6 +124,7 @@ func (a *agent) claudeSession(rec recorder) int {
 		if exit {
 			return code
 		}
+		a.s.touchAtExit()
 		interrupted = interrupted || a.aborted
 	}
 }

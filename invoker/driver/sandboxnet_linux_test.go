@@ -215,19 +215,25 @@ func TestSandboxNetAfterDone(t *testing.T) {
 	if !strings.Contains(res.Stderr, "dial 192.0.2.1:80: ") || !strings.Contains(res.Stderr, "connection refused") {
 		t.Errorf("the fake's stderr %q: want its connection at exit refused", res.Stderr)
 	}
+	deniedAfterDone(t, res, &evs)
+}
+
+// deniedAfterDone checks that res holds the fake's connection to
+// 192.0.2.1:80 (TouchAtExit) denied, and that its warning came after
+// KindDone, the last of the events.
+func deniedAfterDone(t *testing.T, res *invoker.Result, evs *evlog) {
+	t.Helper()
 	if c, ok := findConn(res.Connections, "192.0.2.1", 80); !ok || c.Allowed {
 		t.Errorf("Result.Connections %+v: want 192.0.2.1:80 denied", res.Connections)
 	}
-	_, done, okDone := evs.first(invoker.KindDone, "")
-	ev, warned, ok := evs.first(invoker.KindWarning, "192.0.2.1:80")
-	if !okDone || !ok || !strings.Contains(ev.Text, "bypassed its proxy") || warned.Before(done) {
-		t.Errorf("KindDone %v, the warning of the connection at exit %q (%v): want one naming it, after KindDone", okDone, ev.Text, ok)
-	}
 	evs.mu.Lock()
-	last := evs.evs[len(evs.evs)-1]
-	evs.mu.Unlock()
-	if last.Kind != invoker.KindWarning {
-		t.Errorf("the last event is %v, want the warning after KindDone", last.Kind)
+	defer evs.mu.Unlock()
+	done := slices.IndexFunc(evs.evs, func(ev invoker.Event) bool { return ev.Kind == invoker.KindDone })
+	warned := slices.IndexFunc(evs.evs, func(ev invoker.Event) bool {
+		return ev.Kind == invoker.KindWarning && strings.Contains(ev.Text, "192.0.2.1:80") && strings.Contains(ev.Text, "bypassed its proxy")
+	})
+	if done < 0 || warned < done || warned != len(evs.evs)-1 {
+		t.Errorf("events %v: KindDone at %d, the warning of the connection after it at %d; want it after KindDone, last", evs.evs, done, warned)
 	}
 }
 
@@ -252,14 +258,7 @@ func TestSandboxNetSessionAfterDone(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if c, ok := findConn(res.Connections, "192.0.2.1", 80); !ok || c.Allowed {
-		t.Errorf("the turn's Connections %+v: want 192.0.2.1:80 denied", res.Connections)
-	}
-	_, done, okDone := evs.first(invoker.KindDone, "")
-	ev, warned, ok := evs.first(invoker.KindWarning, "192.0.2.1:80")
-	if !okDone || !ok || !strings.Contains(ev.Text, "bypassed its proxy") || warned.Before(done) {
-		t.Errorf("KindDone %v, the warning of the connection after it %q (%v): want one naming it, after KindDone", okDone, ev.Text, ok)
-	}
+	deniedAfterDone(t, res, &evs)
 	if err := s.Close(); err != nil {
 		t.Errorf("Close() = %v", err)
 	}

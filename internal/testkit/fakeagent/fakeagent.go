@@ -86,6 +86,7 @@ const sleepFor = 10 * time.Minute
 //	Malformed lines, the Tool call and its result, progress events for
 //	StreamFor, the HugeLine, the answer in Chunks, StallFor passes,
 //	the terminal event (success, or Fail) unless NoTerminal,
+//	the ExitGate and TouchAtExit,
 //
 // and exits with ExitCode. Every line is written with one write call.
 type Script struct {

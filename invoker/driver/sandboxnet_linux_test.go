@@ -218,6 +218,25 @@ func TestSandboxNetAfterDone(t *testing.T) {
 	deniedAfterDone(t, res, &evs)
 }
 
+// TestSandboxNetOneTurnSessionAfterDone: Invoke carried by a session of
+// one turn (Approve), whose CLI tries a connection as it exits at the end
+// of its input, after the turn has ended: the denial is in
+// Result.Connections and a warning after KindDone, before Invoke returns.
+func TestSandboxNetOneTurnSessionAfterDone(t *testing.T) {
+	requireSandbox(t)
+	requireSandboxNet(t)
+	var evs evlog
+	lr := newLimitRun(t, fakeagent.Script{TouchAtExit: []string{"dial 192.0.2.1:80"}})
+	lr.req.Sandbox = invoker.Sandbox{Mode: "required", Network: []string{"none"}}
+	lr.req.OnEvent = evs.on
+	lr.req.Approve = func(context.Context, invoker.Approval) invoker.Decision { return invoker.Decision{Allow: true} }
+	res, err := lr.inv.Invoke(context.Background(), lr.req)
+	if err != nil {
+		t.Fatalf("Invoke() error = %v; stderr: %s", err, res.Stderr)
+	}
+	deniedAfterDone(t, res, &evs)
+}
+
 // deniedAfterDone checks that res holds the fake's connection to
 // 192.0.2.1:80 (TouchAtExit) denied, and that its warning came after
 // KindDone, the last of the events.
@@ -233,7 +252,11 @@ func deniedAfterDone(t *testing.T, res *invoker.Result, evs *evlog) {
 		return ev.Kind == invoker.KindWarning && strings.Contains(ev.Text, "192.0.2.1:80") && strings.Contains(ev.Text, "bypassed its proxy")
 	})
 	if done < 0 || warned < done || warned != len(evs.evs)-1 {
-		t.Errorf("events %v: KindDone at %d, the warning of the connection after it at %d; want it after KindDone, last", evs.evs, done, warned)
+		var kinds []invoker.EventKind
+		for _, ev := range evs.evs {
+			kinds = append(kinds, ev.Kind)
+		}
+		t.Errorf("events %v: KindDone at %d, the warning of the connection after it at %d; want it after KindDone, last", kinds, done, warned)
 	}
 }
 

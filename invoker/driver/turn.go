@@ -222,26 +222,26 @@ func (t *turn) deliver(events []invoker.Event) {
 	t.deliverOne(t.r.sbx.linkWarnings()...)
 	for _, ev := range events {
 		if ev.Kind == invoker.KindDone {
-			t.deliverOne(t.warnings(nil)...)
+			t.deliverOne(t.r.warnings(nil)...)
 		}
 		t.deliverOne(ev)
 		if ev.Kind == invoker.KindToolResult {
-			t.deliverOne(t.warnings(ev.Tool)...)
+			t.deliverOne(t.r.warnings(ev.Tool)...)
 		}
 	}
 }
 
 // warnings returns a KindWarning event for each thing the run did since
-// the last look that the turn warns of (see deliver): what its limits did,
-// the connections its network rules refused, the settings files it made
-// or changed, the Go tools' endpoint's refusals. tool is the tool whose
-// result prompted the look, or nil.
-func (t *turn) warnings(tool *invoker.Tool) []invoker.Event {
+// the last look that a turn warns of (see turn.deliver): what its limits
+// did, the connections its network rules refused, the settings files it
+// made or changed, the Go tools' endpoint's refusals. tool is the tool
+// whose result prompted the look, or nil.
+func (r *run) warnings(tool *invoker.Tool) []invoker.Event {
 	return slices.Concat(
-		t.r.limitWarnings(tool),
-		t.r.sbx.netRules().warnings(tool),
-		t.r.sbx.settingsWarnings(tool),
-		t.r.sandbox.tools.warnings(tool),
+		r.limitWarnings(tool),
+		r.sbx.netRules().warnings(tool),
+		r.sbx.settingsWarnings(tool),
+		r.sandbox.tools.warnings(tool),
 	)
 }
 
@@ -259,7 +259,7 @@ func (t *turn) deliverLate() {
 		}
 		return
 	}
-	t.deliverOne(t.warnings(nil)...)
+	t.deliverOne(t.r.warnings(nil)...)
 }
 
 // deliverOne hands events to OnEvent, in order.

@@ -145,8 +145,9 @@ type Script struct {
 	Touch []string `json:"touch,omitempty"`
 	// TouchAtExit names what the fake tries, as Touch does, after its
 	// terminal event and before it exits, as a CLI that reports to its
-	// vendor at exit does (in a Claude session, after each turn's
-	// terminal event); each outcome is a line on standard error.
+	// vendor at exit does (in a Claude session: with ExitGate, after each
+	// turn's terminal event; without, at the end of its input); each
+	// outcome is a line on standard error.
 	TouchAtExit []string `json:"touch_at_exit,omitempty"`
 	// ExitGate, if set, is the path of the FIFOs NewExitGate made: after
 	// its terminal event the fake waits until the test opens the gate,
@@ -610,9 +611,10 @@ func (s *Script) touch() {
 }
 
 // touchAtExit does what TouchAtExit asks and writes each outcome to
-// standard error.
+// standard error, after the ExitGate if there is one.
 func (s *Script) touchAtExit() {
-	if s.ExitGate != "" {
+	gate := s.ExitGate != ""
+	if gate {
 		if err := readFIFO(s.ExitGate); err != nil {
 			fmt.Fprintln(os.Stderr, "fakeagent: the exit gate:", err)
 		}
@@ -620,7 +622,7 @@ func (s *Script) touchAtExit() {
 	for _, l := range touchAll(s.TouchAtExit) {
 		fmt.Fprintln(os.Stderr, l)
 	}
-	if s.ExitGate != "" {
+	if gate {
 		if err := writeFIFO(s.ExitGate + ".passed"); err != nil {
 			fmt.Fprintln(os.Stderr, "fakeagent: the exit gate:", err)
 		}

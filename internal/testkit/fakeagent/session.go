@@ -113,6 +113,9 @@ func (a *agent) claudeSession(rec recorder) int {
 				default:
 					// Claude Code 2.1.197 exits 1 at the end of its
 					// input after a turn it aborted.
+					if a.s.ExitGate == "" {
+						a.s.touchAtExit()
+					}
 					if interrupted {
 						return a.endOfInput(1)
 					}
@@ -124,7 +127,9 @@ func (a *agent) claudeSession(rec recorder) int {
 		if exit {
 			return code
 		}
-		a.s.touchAtExit()
+		if a.s.ExitGate != "" {
+			a.s.touchAtExit()
+		}
 		interrupted = interrupted || a.aborted
 	}
 }

@@ -199,42 +199,33 @@ func TestSandboxNetNone(t *testing.T) {
 // TestSandboxNetAfterDone: a connection the CLI tries after its terminal
 // event and before it exits (as a CLI that reports to its vendor at exit
 // does) is denied, recorded in Result.Connections, and warned of by a
-// KindWarning event after KindDone, before Invoke returns.
+// KindWarning event after KindDone, before Invoke returns: of a one-shot
+// run, and of Invoke carried by a session of one turn (Approve), whose
+// CLI tries it as it exits at the end of its input, after the turn.
 func TestSandboxNetAfterDone(t *testing.T) {
 	requireSandbox(t)
 	requireSandboxNet(t)
-	var evs evlog
-	lr := newLimitRun(t, fakeagent.Script{TouchAtExit: []string{"dial 192.0.2.1:80"}})
-	lr.req.Sandbox = invoker.Sandbox{Mode: "required", Network: []string{"none"}}
-	lr.req.OnEvent = evs.on
-	lr.gateAtDone()
-	res, err := lr.inv.Invoke(context.Background(), lr.req)
-	if err != nil {
-		t.Fatalf("Invoke() error = %v; stderr: %s", err, res.Stderr)
+	for _, session := range []bool{false, true} {
+		t.Run(map[bool]string{false: "one-shot", true: "one-turn session"}[session], func(t *testing.T) {
+			var evs evlog
+			lr := newLimitRun(t, fakeagent.Script{TouchAtExit: []string{"dial 192.0.2.1:80"}})
+			lr.req.Sandbox = invoker.Sandbox{Mode: "required", Network: []string{"none"}}
+			lr.req.OnEvent = evs.on
+			if session {
+				lr.req.Approve = func(context.Context, invoker.Approval) invoker.Decision { return invoker.Decision{Allow: true} }
+			} else {
+				lr.gateAtDone()
+			}
+			res, err := lr.inv.Invoke(context.Background(), lr.req)
+			if err != nil {
+				t.Fatalf("Invoke() error = %v; stderr: %s", err, res.Stderr)
+			}
+			if !strings.Contains(res.Stderr, "dial 192.0.2.1:80: ") || !strings.Contains(res.Stderr, "connection refused") {
+				t.Errorf("the fake's stderr %q: want its connection at exit refused", res.Stderr)
+			}
+			deniedAfterDone(t, res, &evs)
+		})
 	}
-	if !strings.Contains(res.Stderr, "dial 192.0.2.1:80: ") || !strings.Contains(res.Stderr, "connection refused") {
-		t.Errorf("the fake's stderr %q: want its connection at exit refused", res.Stderr)
-	}
-	deniedAfterDone(t, res, &evs)
-}
-
-// TestSandboxNetOneTurnSessionAfterDone: Invoke carried by a session of
-// one turn (Approve), whose CLI tries a connection as it exits at the end
-// of its input, after the turn has ended: the denial is in
-// Result.Connections and a warning after KindDone, before Invoke returns.
-func TestSandboxNetOneTurnSessionAfterDone(t *testing.T) {
-	requireSandbox(t)
-	requireSandboxNet(t)
-	var evs evlog
-	lr := newLimitRun(t, fakeagent.Script{TouchAtExit: []string{"dial 192.0.2.1:80"}})
-	lr.req.Sandbox = invoker.Sandbox{Mode: "required", Network: []string{"none"}}
-	lr.req.OnEvent = evs.on
-	lr.req.Approve = func(context.Context, invoker.Approval) invoker.Decision { return invoker.Decision{Allow: true} }
-	res, err := lr.inv.Invoke(context.Background(), lr.req)
-	if err != nil {
-		t.Fatalf("Invoke() error = %v; stderr: %s", err, res.Stderr)
-	}
-	deniedAfterDone(t, res, &evs)
 }
 
 // deniedAfterDone checks that res holds the fake's connection to

@@ -309,3 +309,38 @@ func TestSandboxNetInvoker(t *testing.T) {
 		}
 	})
 }
+
+// TestSandboxNetCodexExitWarned: Codex with its analytics on, under
+// network "none", connects to ab.chatgpt.com:443 as it exits, after its
+// terminal event: the denial is a denied Connection and a warning event
+// after KindDone, before Invoke returns.
+func TestSandboxNetCodexExitWarned(t *testing.T) {
+	r := newRig(t, cliNamed("codex"))
+	r.srv.Enqueue(fakemodel.Answer("hi from the sandbox"))
+	req := r.request("say hi")
+	req.Sandbox = invoker.Sandbox{Mode: "required", Network: []string{"none"}}
+	req.ExtraArgs = []string{"-c", "analytics.enabled=true"}
+	var evs []invoker.Event
+	req.OnEvent = func(ev invoker.Event) { evs = append(evs, ev) }
+	res, err := r.invoke(context.Background(), req)
+	if err != nil {
+		t.Fatalf("Invoke() error = %v, want nil; stderr tail:\n%s", err, res.Stderr)
+	}
+	t.Logf("connections: %+v", res.Connections)
+	if !slices.ContainsFunc(res.Connections, func(c invoker.Connection) bool {
+		return c.Host == "ab.chatgpt.com" && c.Port == 443 && !c.Allowed
+	}) {
+		t.Errorf("Result.Connections %+v: want ab.chatgpt.com:443 denied", res.Connections)
+	}
+	done := slices.IndexFunc(evs, func(ev invoker.Event) bool { return ev.Kind == invoker.KindDone })
+	warned := slices.IndexFunc(evs, func(ev invoker.Event) bool {
+		return ev.Kind == invoker.KindWarning && strings.Contains(ev.Text, "ab.chatgpt.com:443")
+	})
+	if done < 0 || warned < done {
+		var kinds []string
+		for _, ev := range evs {
+			kinds = append(kinds, ev.Kind.String()+" "+ev.Text)
+		}
+		t.Errorf("events:\n%s\nwant the warning of ab.chatgpt.com:443 after KindDone", strings.Join(kinds, "\n"))
+	}
+}

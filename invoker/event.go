@@ -30,11 +30,16 @@ const (
 	KindUsage
 	// KindWarning reports a non-fatal notice: a retry of a model request
 	// (Event.Retry is set), an unknown model, a line that could not be
-	// decoded or exceeded the line limit.
+	// decoded or exceeded the line limit, or what the run did that its
+	// limits or sandbox warn of. A warning of what the run did after the
+	// CLI's terminal event (a connection the sandbox refused at the CLI's
+	// exit, say) comes after KindDone, before Invoke or Turn returns.
 	KindWarning
 	// KindError reports an error the CLI printed in its stream.
 	KindError
-	// KindDone marks the CLI's terminal event (success or failure).
+	// KindDone marks the CLI's terminal event (success or failure). It
+	// need not be the turn's last event: warnings of what the run did
+	// after it follow it (KindWarning).
 	KindDone
 	// KindRaw passes through a line that carries something the other
 	// kinds do not describe, such as an event type the decoder does not

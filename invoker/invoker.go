@@ -159,7 +159,10 @@ type Request struct {
 	// (and happens before it, in the terms of the Go memory model), so it
 	// needs no lock of its own. The KindQueued events of a run waiting
 	// for the Budget come on the goroutine that called Invoke, before the
-	// run starts; every other event comes from one goroutine of the run's.
+	// run starts, and so do the warnings (KindWarning) of what the run
+	// did after the CLI's terminal event, after KindDone, once the run
+	// has ended and before Invoke returns; every other event comes from
+	// one goroutine of the run's.
 	// It should return quickly: reading
 	// the CLI's output waits for it (time spent in it does not count
 	// towards the idle timeout), and Invoke waits for it to return. If it

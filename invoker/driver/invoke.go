@@ -84,6 +84,16 @@ func (e *engine) invokeInSession(ctx context.Context, req invoker.Request, c che
 	returning := false // the turn returned rather than re-raised a panic
 	defer func() {
 		cerr := s.close()
+		if returning && req.OnEvent != nil && !s.cb.failed() {
+			// What the run did after the turn's end, until the CLI
+			// exited (a connection it tried at exit), as a one-shot
+			// run's turn delivers it.
+			for _, ev := range s.r.warnings(nil) {
+				if !s.cb.call("OnEvent", func() { req.OnEvent(ev) }) {
+					break
+				}
+			}
+		}
 		if returning && s.cb.failed() {
 			// A callback of the caller's panicked after the turn (a tool
 			// handler still running): re-raise it as Invoke does.

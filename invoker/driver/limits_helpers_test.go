@@ -70,6 +70,30 @@ func newLimitRunOf(t *testing.T, flavor string, newInv func(...invoker.Options) 
 	return r
 }
 
+// gateAtDone makes the fake wait, after its terminal event and before
+// its TouchAtExit, until the run has delivered KindDone (the warnings of
+// what came before it included): a FIFO in the run's Workdir, opened by
+// the run's OnEvent at KindDone. Call it once Workdir and OnEvent are set,
+// before anything is added to Env.
+func (r *limitRun) gateAtDone() {
+	r.t.Helper()
+	path, open, err := fakeagent.NewExitGate(r.req.Workdir)
+	if err != nil {
+		r.t.Fatal(err)
+	}
+	r.script.ExitGate = path
+	r.req.Env = r.script.Env()
+	on := r.req.OnEvent
+	r.req.OnEvent = func(ev invoker.Event) {
+		on(ev)
+		if ev.Kind == invoker.KindDone {
+			if err := open(); err != nil {
+				r.t.Errorf("opening the exit gate: %v", err)
+			}
+		}
+	}
+}
+
 // events collects a run's events, with the time each came.
 type evlog struct {
 	mu  sync.Mutex

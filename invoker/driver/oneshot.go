@@ -50,7 +50,7 @@ func (e *engine) startOneShot(ctx context.Context, req *invoker.Request, sb sand
 	}
 	o := &oneShot{t: t, log: e.logger(tel), prompt: cmd.Stdin, maxLine: e.cfg.maxLineSize, dec: e.b.NewDecoder(req)}
 	cb := newCallbacks()
-	o.r = e.newRun(runSpec{conv: o, cb: cb, tel: tel, cmd: cmd, workdir: req.Workdir, env: req.Env, input: o.prompt != "",
+	o.r = e.newRun(runSpec{conv: o, cb: cb, tel: tel, cmd: cmd, workdir: req.Workdir, env: req.Env, input: o.prompt != "", turnAfter: true,
 		limits: e.cfg.limitsFor(req.Limits), sandbox: sb, onQueued: req.OnEvent})
 	t.carry(o, o.r, cb, o.r.over()) // the turn ends with the run
 	err = e.start(ctx, o.r)

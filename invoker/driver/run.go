@@ -38,12 +38,15 @@ type run struct {
 	cmd     *Command
 	path    string // the CLI's executable, set by start
 	workdir string
-	env     []string        // Request.Env
-	input   bool            // the conversation writes standard input; else the CLI gets the null device
-	ctx     context.Context // when done, the run is stopped (a session's); nil for one stopped by its turn only
-	start   time.Time
-	limits  invoker.Limits // its limits, checked
-	sandbox sandboxAsk     // its sandbox, checked
+	env     []string // Request.Env
+	input   bool     // the conversation writes standard input; else the CLI gets the null device
+	// turnAfter says that the run's turn ends after the run does and
+	// delivers what the run's end found (a one-shot run's: deliverLate).
+	turnAfter bool
+	ctx       context.Context // when done, the run is stopped (a session's); nil for one stopped by its turn only
+	start     time.Time
+	limits    invoker.Limits // its limits, checked
+	sandbox   sandboxAsk     // its sandbox, checked
 	// onQueued is told of the waits for the Budget (runSpec.onQueued).
 	onQueued func(invoker.Event)
 
@@ -226,7 +229,7 @@ func (r *run) wait() {
 	r.stdout.Close()
 	r.stderr.Close()
 	r.reap()
-	r.sbx.endWarnings(r.log)
+	r.sbx.endWarnings(r.log, r.turnAfter)
 	if err := r.sbx.undo(); err != nil {
 		r.log.Warn("removing the run's temporary directory", "err", err)
 	}

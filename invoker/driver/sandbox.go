@@ -502,22 +502,35 @@ func (rs *runSandbox) linkWarnings() []invoker.Event {
 	return links
 }
 
-// endWarnings logs, once the run's tree is reaped, what of the settings
+// endWarnings logs, once the run's tree is reaped, the settings links
+// into hidden paths no turn has delivered yet (a session whose CLI exited
+// before its first turn) and, unless a turn ends after the run and looks
+// itself (a one-shot run's: see turn.deliverLate), what of the settings
 // was made or changed after the last event that could tell the program (a
-// turn that ended in an error, or a writer in the background), and the
-// settings links into hidden paths no turn has delivered yet (a session
-// whose CLI exited before its first turn). It leaves those for the turn
-// whose end may still deliver them (a one-shot run whose CLI gave no
-// event ends its turn after the reap), so that they are logged, and
-// events too where a turn is still there to carry them.
-func (rs *runSandbox) endWarnings(log interface {
-	Warn(msg string, args ...any)
-}) {
+// session's CLI that wrote it between turns, or a writer in the
+// background). It leaves the links for the turn whose end may still
+// deliver them (a one-shot run whose CLI gave no event ends its turn after
+// the reap), so that they are logged, and events too where a turn is still
+// there to carry them.
+func (rs *runSandbox) endWarnings(log logger, turnAfter bool) {
 	if rs != nil {
 		for _, ev := range rs.links.peek() {
 			log.Warn("a settings link into a hidden path", "warning", ev.Text)
 		}
 	}
+	if !turnAfter {
+		rs.logSettings(log)
+	}
+}
+
+// logger is what endWarnings and logSettings log with.
+type logger interface {
+	Warn(msg string, args ...any)
+}
+
+// logSettings logs what of the settings was made or changed since the
+// last look (settingsWarnings), where no event can tell the program.
+func (rs *runSandbox) logSettings(log logger) {
 	for _, ev := range rs.settingsWarnings(nil) {
 		log.Warn("the sandbox could not tell the program of a settings file", "warning", ev.Text)
 	}

@@ -636,9 +636,15 @@ func TestSandboxSettingsHeld(t *testing.T) {
 // the kind of each event, in order.
 func (r sandboxRig) invokeEvents(t *testing.T, perm invoker.Permission, sb invoker.Sandbox, touch ...string) (*invoker.Result, []string, []invoker.EventKind) {
 	t.Helper()
-	lr := newLimitRun(t, fakeagent.Script{Touch: touch})
+	return r.invokeScript(t, perm, sb, fakeagent.Script{Touch: touch})
+}
+
+// invokeScript is invokeEvents with the fake's whole script; its
+// TouchAtExit comes after the run has delivered KindDone (gateAtDone).
+func (r sandboxRig) invokeScript(t *testing.T, perm invoker.Permission, sb invoker.Sandbox, script fakeagent.Script) (*invoker.Result, []string, []invoker.EventKind) {
+	t.Helper()
+	lr := newLimitRun(t, script)
 	lr.req.Workdir, lr.req.Permission, lr.req.Sandbox = r.work, perm, sb
-	lr.req.Env = append(lr.req.Env, "HOME="+r.home)
 	var warnings []string
 	var kinds []invoker.EventKind
 	lr.req.OnEvent = func(ev invoker.Event) {
@@ -647,6 +653,10 @@ func (r sandboxRig) invokeEvents(t *testing.T, perm invoker.Permission, sb invok
 			warnings = append(warnings, ev.Text)
 		}
 	}
+	if len(script.TouchAtExit) > 0 {
+		lr.gateAtDone()
+	}
+	lr.req.Env = append(lr.req.Env, "HOME="+r.home)
 	res, err := lr.inv.Invoke(context.Background(), lr.req)
 	if err != nil {
 		t.Fatalf("Invoke() error = %v; stderr: %s", err, res.Stderr)
@@ -699,6 +709,25 @@ func TestSandboxSettingsMadeWarned(t *testing.T) {
 				t.Errorf("%s: %v; want it left where the run made it", claudeMD, err)
 			}
 		})
+	}
+}
+
+// TestSandboxSettingsMadeAtExitWarned: a settings file the CLI makes
+// after its terminal event, before it exits, is a KindWarning event after
+// KindDone, before Invoke returns; without OnEvent, the run's log has it.
+func TestSandboxSettingsMadeAtExitWarned(t *testing.T) {
+	requireSandbox(t)
+	r := newSandboxRigIn(t, t.TempDir())
+	claudeMD := r.home + "/.claude/CLAUDE.md"
+	res, warnings, kinds := r.invokeScript(t, invoker.WorkspaceWrite, invoker.Sandbox{Mode: "required"}, fakeagent.Script{TouchAtExit: []string{"write " + claudeMD}})
+	if !strings.Contains(res.Stderr, "write "+claudeMD+": ok") {
+		t.Fatalf("the fake's stderr %q: want its write of %s at exit ok", res.Stderr, claudeMD)
+	}
+	if len(warnings) != 1 || !strings.Contains(warnings[0], "the run made "+claudeMD) {
+		t.Errorf("warnings %q, want one naming %s as made", warnings, claudeMD)
+	}
+	if i := slices.Index(kinds, invoker.KindDone); i < 0 || kinds[len(kinds)-1] != invoker.KindWarning || slices.Contains(kinds[:i], invoker.KindWarning) {
+		t.Errorf("events %v: want the warning after KindDone", kinds)
 	}
 }
 

@@ -55,12 +55,17 @@ func TestSettingsChangedWarned(t *testing.T) {
 	if evs := rs.settingsWarnings(nil); len(evs) != 0 {
 		t.Errorf("warnings %v a second time, want each once", evs)
 	}
-	// Made after the last event: the run's end logs it.
+	// Made after the last event: the run's end leaves it to a turn that
+	// ends after the run (a one-shot run's), and logs it where none does.
 	if err := os.WriteFile(made, []byte("x"), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	var log warnLog
-	rs.endWarnings(&log)
+	rs.endWarnings(&log, true)
+	if len(log) != 0 {
+		t.Errorf("logged %q with a turn after the run, want it left to the turn", log)
+	}
+	rs.endWarnings(&log, false)
 	if len(log) != 1 || !strings.Contains(log[0], "the run made "+made) {
 		t.Errorf("logged %q, want the made %s", log, made)
 	}
@@ -111,7 +116,7 @@ func TestSettingsLinkWarningLogged(t *testing.T) {
 	rs := &runSandbox{cli: "claude"}
 	rs.links.add(invoker.Event{Kind: invoker.KindWarning, Text: text})
 	var log warnLog
-	rs.endWarnings(&log)
+	rs.endWarnings(&log, false)
 	if len(log) != 1 || !strings.Contains(log[0], text) {
 		t.Errorf("logged %q, want the undelivered %q", log, text)
 	}
@@ -122,7 +127,7 @@ func TestSettingsLinkWarningLogged(t *testing.T) {
 	delivered := &runSandbox{cli: "claude"}
 	delivered.links.add(invoker.Event{Kind: invoker.KindWarning, Text: text})
 	delivered.linkWarnings()
-	delivered.endWarnings(&log)
+	delivered.endWarnings(&log, false)
 	if len(log) != 0 {
 		t.Errorf("logged %q after a turn delivered the warning, want nothing", log)
 	}

@@ -196,6 +196,88 @@ func TestSandboxNetNone(t *testing.T) {
 	}
 }
 
+// TestSandboxNetAfterDone: a connection the CLI tries after its terminal
+// event and before it exits (as a CLI that reports to its vendor at exit
+// does) is denied, recorded in Result.Connections, and warned of by a
+// KindWarning event after KindDone, before Invoke returns: of a one-shot
+// run, and of Invoke carried by a session of one turn (Approve), whose
+// CLI tries it as it exits at the end of its input, after the turn.
+func TestSandboxNetAfterDone(t *testing.T) {
+	requireSandbox(t)
+	requireSandboxNet(t)
+	for _, session := range []bool{false, true} {
+		t.Run(map[bool]string{false: "one-shot", true: "one-turn session"}[session], func(t *testing.T) {
+			var evs evlog
+			lr := newLimitRun(t, fakeagent.Script{TouchAtExit: []string{"dial 192.0.2.1:80"}})
+			lr.req.Sandbox = invoker.Sandbox{Mode: "required", Network: []string{"none"}}
+			lr.req.OnEvent = evs.on
+			if session {
+				lr.req.Approve = func(context.Context, invoker.Approval) invoker.Decision { return invoker.Decision{Allow: true} }
+			} else {
+				lr.gateAtDone()
+			}
+			res, err := lr.inv.Invoke(context.Background(), lr.req)
+			if err != nil {
+				t.Fatalf("Invoke() error = %v; stderr: %s", err, res.Stderr)
+			}
+			if !strings.Contains(res.Stderr, "dial 192.0.2.1:80: ") || !strings.Contains(res.Stderr, "connection refused") {
+				t.Errorf("the fake's stderr %q: want its connection at exit refused", res.Stderr)
+			}
+			deniedAfterDone(t, res, &evs)
+		})
+	}
+}
+
+// deniedAfterDone checks that res holds the fake's connection to
+// 192.0.2.1:80 (TouchAtExit) denied, and that its warning came after
+// KindDone, the last of the events.
+func deniedAfterDone(t *testing.T, res *invoker.Result, evs *evlog) {
+	t.Helper()
+	if c, ok := findConn(res.Connections, "192.0.2.1", 80); !ok || c.Allowed {
+		t.Errorf("Result.Connections %+v: want 192.0.2.1:80 denied", res.Connections)
+	}
+	evs.mu.Lock()
+	defer evs.mu.Unlock()
+	done := slices.IndexFunc(evs.evs, func(ev invoker.Event) bool { return ev.Kind == invoker.KindDone })
+	warned := slices.IndexFunc(evs.evs, func(ev invoker.Event) bool {
+		return ev.Kind == invoker.KindWarning && strings.Contains(ev.Text, "192.0.2.1:80") && strings.Contains(ev.Text, "bypassed its proxy")
+	})
+	if done < 0 || warned < done || warned != len(evs.evs)-1 {
+		var kinds []invoker.EventKind
+		for _, ev := range evs.evs {
+			kinds = append(kinds, ev.Kind)
+		}
+		t.Errorf("events %v: KindDone at %d, the warning of the connection after it at %d; want it after KindDone, last", kinds, done, warned)
+	}
+}
+
+// TestSandboxNetSessionAfterDone: in a session, a connection the CLI
+// tries after a turn's terminal event, before the turn has ended, is
+// denied, in the turn's Connections, and a warning after its KindDone.
+func TestSandboxNetSessionAfterDone(t *testing.T) {
+	requireSandbox(t)
+	requireSandboxNet(t)
+	var evs evlog
+	lr := newLimitRun(t, fakeagent.Script{TouchAtExit: []string{"dial 192.0.2.1:80"}})
+	lr.req.OnEvent = evs.on
+	lr.gateAtDone()
+	sreq := lr.req.Session()
+	sreq.Sandbox = invoker.Sandbox{Mode: "required", Network: []string{"none"}}
+	s, err := lr.inv.OpenSession(context.Background(), sreq)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	res, err := s.Turn(context.Background(), invoker.TurnRequest{Prompt: "touch", OnEvent: lr.req.OnEvent})
+	if err != nil {
+		t.Fatal(err)
+	}
+	deniedAfterDone(t, res, &evs)
+	if err := s.Close(); err != nil {
+		t.Errorf("Close() = %v", err)
+	}
+}
+
 // TestSandboxNetQuiet: under network rules that refuse Claude Code's own
 // traffic (its model elsewhere than api.anthropic.com), the run's
 // environment sets CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC=1, so that the

@@ -27,11 +27,14 @@ type runSpec struct {
 	tel     *span
 	cmd     *Command
 	workdir string
-	env     []string        // Request.Env
-	input   bool            // the conversation writes standard input
-	ctx     context.Context // stops the run when done; nil for none
-	limits  invoker.Limits  // the run's limits, checked
-	sandbox sandboxAsk      // the run's sandbox, checked
+	env     []string // Request.Env
+	input   bool     // the conversation writes standard input
+	// turnAfter: the run's turn ends after it (a one-shot run), and
+	// delivers what the run did after its last event (deliverLate).
+	turnAfter bool
+	ctx       context.Context // stops the run when done; nil for none
+	limits    invoker.Limits  // the run's limits, checked
+	sandbox   sandboxAsk      // the run's sandbox, checked
 	// onQueued, if not nil, is told of the run's waits for the Budget
 	// (KindQueued events), on the goroutine that starts the run.
 	onQueued func(invoker.Event)
@@ -40,22 +43,23 @@ type runSpec struct {
 // newRun returns the run sp says; e.start starts it.
 func (e *engine) newRun(sp runSpec) *run {
 	return &run{
-		cfg:      &e.cfg,
-		log:      e.logger(sp.tel),
-		tel:      sp.tel,
-		conv:     sp.conv,
-		cb:       sp.cb,
-		cmd:      sp.cmd,
-		workdir:  sp.workdir,
-		env:      sp.env,
-		input:    sp.input,
-		ctx:      sp.ctx,
-		limits:   sp.limits,
-		sandbox:  sp.sandbox,
-		onQueued: sp.onQueued,
-		start:    time.Now(),
-		stops:    make(chan stopRequest, 1),
-		done:     make(chan struct{}),
+		cfg:       &e.cfg,
+		log:       e.logger(sp.tel),
+		tel:       sp.tel,
+		conv:      sp.conv,
+		cb:        sp.cb,
+		cmd:       sp.cmd,
+		workdir:   sp.workdir,
+		env:       sp.env,
+		input:     sp.input,
+		turnAfter: sp.turnAfter,
+		ctx:       sp.ctx,
+		limits:    sp.limits,
+		sandbox:   sp.sandbox,
+		onQueued:  sp.onQueued,
+		start:     time.Now(),
+		stops:     make(chan stopRequest, 1),
+		done:      make(chan struct{}),
 	}
 }
 

@@ -2,6 +2,7 @@ package driver
 
 import (
 	"context"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -71,7 +72,7 @@ type turn struct {
 	skippedMax  int64                  // bytes in the longest of them (mu)
 	questions   map[*question]struct{} // not yet answered or withdrawn (protoMu)
 	interrupted bool                   // the CLI was asked to end the turn (protoMu)
-	last        bool                   // the protocol reported the turn's end: its next KindDone is its last event (protoMu)
+	last        bool                   // the protocol reported the turn's end: its next KindDone is its last event from the CLI (protoMu)
 	end         chan struct{}          // ended: the session closes it after the turn's last event
 	base        proc.Baseline          // the tree's members before the turn, for its sweep
 	baseOK      bool                   // base was taken (the tree was not reaped)
@@ -126,8 +127,9 @@ func (t *turn) run(ctx context.Context) (*invoker.Result, error) {
 	}
 	t.await(ctx)
 	// The turn's events are over: the settings links into hidden paths
-	// of a run that gave none.
+	// of a run that gave none, and what the run did after its last event.
 	t.deliverOne(t.r.sbx.linkWarnings()...)
+	t.deliverLate()
 	err := t.on.verdict(t)
 	t.cfg.closeGate(err) // rate limited: the backend's next runs wait for the reset
 	t.on.end(t)
@@ -217,23 +219,47 @@ func (t *turn) await(ctx context.Context) {
 // Before the run's first event goes each settings link of the CLI that
 // leads into a hidden path (linkWarnings).
 func (t *turn) deliver(events []invoker.Event) {
-	nr := t.r.sbx.netRules()
 	t.deliverOne(t.r.sbx.linkWarnings()...)
 	for _, ev := range events {
 		if ev.Kind == invoker.KindDone {
-			t.deliverOne(t.r.limitWarnings(nil)...)
-			t.deliverOne(nr.warnings(nil)...)
-			t.deliverOne(t.r.sbx.settingsWarnings(nil)...)
-			t.deliverOne(t.r.sandbox.tools.warnings(nil)...)
+			t.deliverOne(t.r.warnings(nil)...)
 		}
 		t.deliverOne(ev)
 		if ev.Kind == invoker.KindToolResult {
-			t.deliverOne(t.r.limitWarnings(ev.Tool)...)
-			t.deliverOne(nr.warnings(ev.Tool)...)
-			t.deliverOne(t.r.sbx.settingsWarnings(ev.Tool)...)
-			t.deliverOne(t.r.sandbox.tools.warnings(ev.Tool)...)
+			t.deliverOne(t.r.warnings(ev.Tool)...)
 		}
 	}
+}
+
+// warnings returns a KindWarning event for each thing the run did since
+// the last look that a turn warns of (see turn.deliver): what its limits
+// did, the connections its network rules refused, the settings files it
+// made or changed, the Go tools' endpoint's refusals. tool is the tool
+// whose result prompted the look, or nil.
+func (r *run) warnings(tool *invoker.Tool) []invoker.Event {
+	return slices.Concat(
+		r.limitWarnings(tool),
+		r.sbx.netRules().warnings(tool),
+		r.sbx.settingsWarnings(tool),
+		r.sandbox.tools.warnings(tool),
+	)
+}
+
+// deliverLate delivers, once the turn has ended (a one-shot run's after
+// its tree is reaped and its network rules have read their last refusals;
+// a session's turn after its terminal event), what is still to be warned
+// of: what the run did after its last event, such as a connection a CLI
+// tries at exit, which come after KindDone. A one-shot run's settings
+// files made or changed that no callback can be told of are logged
+// instead, as the run's end logs them for a session (endWarnings).
+func (t *turn) deliverLate() {
+	if t.req.OnEvent == nil || t.cb.failed() {
+		if t.r.turnAfter {
+			t.r.sbx.logSettings(t.r.log)
+		}
+		return
+	}
+	t.deliverOne(t.r.warnings(nil)...)
 }
 
 // deliverOne hands events to OnEvent, in order.

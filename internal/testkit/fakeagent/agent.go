@@ -136,6 +136,7 @@ func run(s Script) int {
 		return s.ExitCode
 	}
 	a.stream()
+	a.s.touchAtExit()
 	if a.stopped && s.ExitCode == 0 {
 		return 1
 	}

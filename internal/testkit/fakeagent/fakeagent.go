@@ -86,6 +86,7 @@ const sleepFor = 10 * time.Minute
 //	Malformed lines, the Tool call and its result, progress events for
 //	StreamFor, the HugeLine, the answer in Chunks, StallFor passes,
 //	the terminal event (success, or Fail) unless NoTerminal,
+//	the ExitGate and TouchAtExit,
 //
 // and exits with ExitCode. Every line is written with one write call.
 type Script struct {
@@ -142,6 +143,16 @@ type Script struct {
 	// HOST:PORT" sends a datagram from a connected UDP socket and reads
 	// the answer ("ok" for one, or the error: "… connection refused").
 	Touch []string `json:"touch,omitempty"`
+	// TouchAtExit names what the fake tries, as Touch does, after its
+	// terminal event and before it exits, as a CLI that reports to its
+	// vendor at exit does (in a Claude session: with ExitGate, after each
+	// turn's terminal event; without, at the end of its input); each
+	// outcome is a line on standard error.
+	TouchAtExit []string `json:"touch_at_exit,omitempty"`
+	// ExitGate, if set, is the path of the FIFOs NewExitGate made: after
+	// its terminal event the fake waits until the test opens the gate,
+	// does TouchAtExit, and then tells the test it has.
+	ExitGate string `json:"exit_gate,omitempty"`
 
 	// StreamFor keeps printing progress events, one every Interval, for
 	// this long before the answer: codex reasoning items, claude thinking
@@ -596,8 +607,33 @@ func (s *Script) touch() {
 	if len(s.Touch) == 0 {
 		return
 	}
-	lines := []string{s.answer()}
-	for _, t := range s.Touch {
+	s.Answer = strings.Join(append([]string{s.answer()}, touchAll(s.Touch)...), "\n")
+}
+
+// touchAtExit does what TouchAtExit asks and writes each outcome to
+// standard error, after the ExitGate if there is one.
+func (s *Script) touchAtExit() {
+	gate := s.ExitGate != ""
+	if gate {
+		if err := readFIFO(s.ExitGate); err != nil {
+			fmt.Fprintln(os.Stderr, "fakeagent: the exit gate:", err)
+		}
+	}
+	for _, l := range touchAll(s.TouchAtExit) {
+		fmt.Fprintln(os.Stderr, l)
+	}
+	if gate {
+		if err := writeFIFO(s.ExitGate + ".passed"); err != nil {
+			fmt.Fprintln(os.Stderr, "fakeagent: the exit gate:", err)
+		}
+	}
+}
+
+// touchAll does each operation of Touch's ops and returns their outcomes,
+// one line each.
+func touchAll(ops []string) []string {
+	var lines []string
+	for _, t := range ops {
 		op, path, _ := strings.Cut(t, " ")
 		path = strings.ReplaceAll(path, "$TMPDIR", os.Getenv("TMPDIR"))
 		var err error
@@ -638,7 +674,7 @@ func (s *Script) touch() {
 		}
 		lines = append(lines, op+" "+path+": "+res)
 	}
-	s.Answer = strings.Join(lines, "\n")
+	return lines
 }
 
 // udpSend sends a datagram to addr as Touch's "udp" does and reads the
@@ -672,4 +708,26 @@ func httpGet(u string, proxy func(*http.Request) (*url.URL, error)) error {
 		return errors.New(resp.Status)
 	}
 	return nil
+}
+
+// readFIFO opens path and reads it to its end: a FIFO there blocks until
+// its writer has opened and closed it.
+func readFIFO(path string) error {
+	f, err := os.Open(path)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	_, err = io.Copy(io.Discard, f)
+	return err
+}
+
+// writeFIFO opens path for writing and closes it: a FIFO there blocks
+// until its reader has opened it.
+func writeFIFO(path string) error {
+	f, err := os.OpenFile(path, os.O_WRONLY, 0)
+	if err != nil {
+		return err
+	}
+	return f.Close()
 }

@@ -113,6 +113,9 @@ func (a *agent) claudeSession(rec recorder) int {
 				default:
 					// Claude Code 2.1.197 exits 1 at the end of its
 					// input after a turn it aborted.
+					if a.s.ExitGate == "" {
+						a.s.touchAtExit()
+					}
 					if interrupted {
 						return a.endOfInput(1)
 					}
@@ -123,6 +126,9 @@ func (a *agent) claudeSession(rec recorder) int {
 		code, exit := a.sessionTurn(n, prompt, intr)
 		if exit {
 			return code
+		}
+		if a.s.ExitGate != "" {
+			a.s.touchAtExit()
 		}
 		interrupted = interrupted || a.aborted
 	}

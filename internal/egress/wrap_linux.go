@@ -330,8 +330,14 @@ func receiveListeners(c *os.File, nl int, nonce string) (stageMessage, error) {
 			for _, l := range m.listeners {
 				l.Close()
 			}
-			for _, fd := range fds[i+1:] {
+			for _, fd := range fds[i+1 : nl] {
 				unix.Close(fd)
+			}
+			if m.direct >= 0 {
+				unix.Close(m.direct)
+			}
+			if m.ns != nil {
+				m.ns.Close() // an *os.File: never closed by its number, which may be reused
 			}
 			return m, &NamespaceError{Op: "use a received listener", Err: err, Missing: "a listening socket from the first stage"}
 		}

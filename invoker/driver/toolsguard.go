@@ -139,15 +139,18 @@ func (g *toolsGuard) check(ep, peer netip.AddrPort) string {
 }
 
 // warnings returns a KindWarning event for each connection direct
-// refused since the last call.
+// refused since the last call, and one counting those the queue dropped.
 func (g *toolsGuard) warnings(tool *invoker.Tool) []invoker.Event {
 	if g == nil {
 		return nil
 	}
-	refused, _ := g.refused.take()
-	evs := make([]invoker.Event, 0, len(refused))
+	refused, dropped := g.refused.take()
+	evs := make([]invoker.Event, 0, len(refused)+1)
 	for _, why := range refused {
 		evs = append(evs, invoker.Event{Kind: invoker.KindWarning, Tool: tool, Text: toolsRefused(g.addr.String(), why)})
+	}
+	if dropped > 0 {
+		evs = append(evs, invoker.Event{Kind: invoker.KindWarning, Tool: tool, Text: fmt.Sprintf("the Go tools' endpoint %s refused %d more connections of processes of the run that are not the CLI, not listed in these warnings (more than %d waited at once)", g.addr, dropped, maxPending)})
 	}
 	return evs
 }

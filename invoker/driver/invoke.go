@@ -78,6 +78,7 @@ func (e *engine) invokeInSession(ctx context.Context, req invoker.Request, c che
 			res.ExitCode, res.Stderr, res.Containment, res.Sandbox = end.state.Code, end.stderr, s.r.level(), s.r.sbx.held()
 			res.Resources = resources(end.usage)
 			res.Connections = s.r.sbx.netRules().connections(0)
+			s.r.logWarnings() // no turn to carry them
 		}
 		return res, err
 	}
@@ -86,14 +87,15 @@ func (e *engine) invokeInSession(ctx context.Context, req invoker.Request, c che
 		cerr := s.close()
 		if returning && req.OnEvent != nil && !s.cb.failed() {
 			// What the run did after the turn's end, until the CLI
-			// exited (a connection it tried at exit), as a one-shot
-			// run's turn delivers it.
+			// exited (a connection it tried at exit, a settings file it
+			// wrote), as a one-shot run's turn delivers it.
 			for _, ev := range s.r.warnings(nil) {
 				if !s.cb.call("OnEvent", func() { req.OnEvent(ev) }) {
 					break
 				}
 			}
 		}
+		s.r.logWarnings() // what no callback could be told of
 		if returning && s.cb.failed() {
 			// A callback of the caller's panicked after the turn (a tool
 			// handler still running): re-raise it as Invoke does.

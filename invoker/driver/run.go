@@ -40,8 +40,9 @@ type run struct {
 	workdir string
 	env     []string // Request.Env
 	input   bool     // the conversation writes standard input; else the CLI gets the null device
-	// turnAfter says that the run's turn ends after the run does and
-	// delivers what the run's end found (a one-shot run's: deliverLate).
+	// turnAfter says that what carries the run's one turn ends after the
+	// run does and delivers what the run's end found (a one-shot run's
+	// turn: deliverLate; Invoke's session of one turn: invokeInSession).
 	turnAfter bool
 	ctx       context.Context // when done, the run is stopped (a session's); nil for one stopped by its turn only
 	start     time.Time

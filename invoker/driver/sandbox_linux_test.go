@@ -28,6 +28,9 @@ import (
 // a working directory holding a file and configuration.
 type sandboxRig struct {
 	home, work string
+	// oneTurn makes invokeScript's Invoke go through a session of one
+	// turn (an Approve callback that allows all), not a one-shot run.
+	oneTurn bool
 }
 
 func newSandboxRig(t *testing.T) sandboxRig {
@@ -653,7 +656,10 @@ func (r sandboxRig) invokeScript(t *testing.T, perm invoker.Permission, sb invok
 			warnings = append(warnings, ev.Text)
 		}
 	}
-	if len(script.TouchAtExit) > 0 {
+	switch {
+	case r.oneTurn:
+		lr.req.Approve = func(context.Context, invoker.Approval) invoker.Decision { return invoker.Decision{Allow: true} }
+	case len(script.TouchAtExit) > 0:
 		lr.gateAtDone()
 	}
 	lr.req.Env = append(lr.req.Env, "HOME="+r.home)
@@ -717,17 +723,22 @@ func TestSandboxSettingsMadeWarned(t *testing.T) {
 // KindDone, before Invoke returns; without OnEvent, the run's log has it.
 func TestSandboxSettingsMadeAtExitWarned(t *testing.T) {
 	requireSandbox(t)
-	r := newSandboxRigIn(t, t.TempDir())
-	claudeMD := r.home + "/.claude/CLAUDE.md"
-	res, warnings, kinds := r.invokeScript(t, invoker.WorkspaceWrite, invoker.Sandbox{Mode: "required"}, fakeagent.Script{TouchAtExit: []string{"write " + claudeMD}})
-	if !strings.Contains(res.Stderr, "write "+claudeMD+": ok") {
-		t.Fatalf("the fake's stderr %q: want its write of %s at exit ok", res.Stderr, claudeMD)
-	}
-	if len(warnings) != 1 || !strings.Contains(warnings[0], "the run made "+claudeMD) {
-		t.Errorf("warnings %q, want one naming %s as made", warnings, claudeMD)
-	}
-	if i := slices.Index(kinds, invoker.KindDone); i < 0 || kinds[len(kinds)-1] != invoker.KindWarning || slices.Contains(kinds[:i], invoker.KindWarning) {
-		t.Errorf("events %v: want the warning after KindDone", kinds)
+	for _, oneTurn := range []bool{false, true} {
+		t.Run(map[bool]string{false: "one-shot", true: "one-turn session"}[oneTurn], func(t *testing.T) {
+			r := newSandboxRigIn(t, t.TempDir())
+			r.oneTurn = oneTurn
+			claudeMD := r.home + "/.claude/CLAUDE.md"
+			res, warnings, kinds := r.invokeScript(t, invoker.WorkspaceWrite, invoker.Sandbox{Mode: "required"}, fakeagent.Script{TouchAtExit: []string{"write " + claudeMD}})
+			if !strings.Contains(res.Stderr, "write "+claudeMD+": ok") {
+				t.Fatalf("the fake's stderr %q: want its write of %s at exit ok", res.Stderr, claudeMD)
+			}
+			if len(warnings) != 1 || !strings.Contains(warnings[0], "the run made "+claudeMD) {
+				t.Errorf("warnings %q, want one naming %s as made", warnings, claudeMD)
+			}
+			if i := slices.Index(kinds, invoker.KindDone); i < 0 || kinds[len(kinds)-1] != invoker.KindWarning || slices.Contains(kinds[:i], invoker.KindWarning) {
+				t.Errorf("events %v: want the warning after KindDone", kinds)
+			}
+		})
 	}
 }
 

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"io"
+	"log/slog"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -860,4 +861,56 @@ func eachNetRoute(t *testing.T, f func(t *testing.T)) {
 			f(t)
 		})
 	}
+}
+
+// TestSandboxNetSessionClosedLogged: a connection a session's CLI tries
+// after its last turn, at its exit, has no turn left to carry its
+// warning: Close logs it, once, and the turn before did not warn of it.
+func TestSandboxNetSessionClosedLogged(t *testing.T) {
+	requireSandbox(t)
+	requireSandboxNet(t)
+	var log syncBuffer
+	lr := newLimitRun(t, fakeagent.Script{TouchAtExit: []string{"dial 192.0.2.1:80"}}, invoker.Options{Logger: slog.New(slog.NewTextHandler(&log, nil))})
+	sreq := lr.req.Session()
+	sreq.Sandbox = invoker.Sandbox{Mode: "required", Network: []string{"none"}}
+	s, err := lr.inv.OpenSession(context.Background(), sreq)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	var evs evlog
+	if _, err := s.Turn(context.Background(), invoker.TurnRequest{Prompt: "hello", OnEvent: evs.on}); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Close(); err != nil {
+		t.Errorf("Close() = %v", err)
+	}
+	evs.mu.Lock()
+	for _, ev := range evs.evs {
+		if strings.Contains(ev.Text, "192.0.2.1:80") {
+			t.Errorf("the turn warned %q of a connection made after it", ev.Text)
+		}
+	}
+	evs.mu.Unlock()
+	if got := strings.Count(log.String(), "no event could carry"); got != 1 || !strings.Contains(log.String(), "192.0.2.1:80") {
+		t.Errorf("the run's log:\n%s\nwant one record of the connection at exit to 192.0.2.1:80", log.String())
+	}
+}
+
+// syncBuffer is a strings.Builder safe for a logger's concurrent writes.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  strings.Builder
+}
+
+func (b *syncBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.b.Write(p)
+}
+
+func (b *syncBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.b.String()
 }

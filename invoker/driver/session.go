@@ -116,7 +116,7 @@ func (e *engine) open(ctx context.Context, req invoker.SessionRequest, c checked
 	}
 	s.tel = e.cfg.tel.session(ctx, s.cli, &req)
 	s.r = e.newRun(runSpec{conv: s, cb: s.cb, tel: s.tel, cmd: cmd, workdir: req.Workdir, env: req.Env, input: true, ctx: ctx,
-		limits: e.cfg.limitsFor(req.Limits), sandbox: sb, onQueued: onQueued})
+		turnAfter: oneTurn, limits: e.cfg.limitsFor(req.Limits), sandbox: sb, onQueued: onQueued})
 	s.log = e.logger(s.tel)
 	// The protocol judges what the CLI asks with the environment the CLI
 	// runs with (a configuration home set in Options.Env), not
@@ -314,6 +314,12 @@ func (s *session) close() error {
 		s.closeErr = s.err // Close and Err agree
 	})
 	<-s.r.over()
+	if !s.oneTurn {
+		// What the run did after its last turn's end, until the CLI
+		// exited: no turn is left to carry it (Invoke's session of one
+		// turn delivers it once closed). Logged once: it is taken.
+		s.r.logWarnings()
+	}
 	return s.closeErr
 }
 

@@ -29,8 +29,9 @@ type runSpec struct {
 	workdir string
 	env     []string // Request.Env
 	input   bool     // the conversation writes standard input
-	// turnAfter: the run's turn ends after it (a one-shot run), and
-	// delivers what the run did after its last event (deliverLate).
+	// turnAfter: what carries the run's one turn ends after it (a
+	// one-shot run, Invoke's session of one turn), and delivers what the
+	// run did after its last event.
 	turnAfter bool
 	ctx       context.Context // stops the run when done; nil for none
 	limits    invoker.Limits  // the run's limits, checked

@@ -249,17 +249,26 @@ func (r *run) warnings(tool *invoker.Tool) []invoker.Event {
 // its tree is reaped and its network rules have read their last refusals;
 // a session's turn after its terminal event), what is still to be warned
 // of: what the run did after its last event, such as a connection a CLI
-// tries at exit, which come after KindDone. A one-shot run's settings
-// files made or changed that no callback can be told of are logged
-// instead, as the run's end logs them for a session (endWarnings).
+// tries at exit, which come after KindDone. Where no callback can be
+// told of them, a one-shot run's (and Invoke's session of one turn's)
+// are logged instead (logWarnings); a session's wait for its next turn.
 func (t *turn) deliverLate() {
 	if t.req.OnEvent == nil || t.cb.failed() {
 		if t.r.turnAfter {
-			t.r.sbx.logSettings(t.r.log)
+			t.r.logWarnings()
 		}
 		return
 	}
 	t.deliverOne(t.r.warnings(nil)...)
+}
+
+// logWarnings logs what is still to be warned of once nothing can carry
+// it as an event (a session closed after its last turn, a callback that
+// panicked, a run without OnEvent).
+func (r *run) logWarnings() {
+	for _, ev := range r.warnings(nil) {
+		r.log.Warn("the run's warning no event could carry", "warning", ev.Text)
+	}
 }
 
 // deliverOne hands events to OnEvent, in order.

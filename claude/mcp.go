@@ -151,7 +151,8 @@ func withCleanup(cmd *driver.Command, f func()) {
 // Claude Agent SDKs answer (Claude Code expects an answer to every
 // control request). Claude Code connects to each SDK server twice at the
 // start of the first turn (two initialize handshakes, then tools/list on
-// each), and cancels a call when the turn is interrupted with a
+// each, at once and under the same ids; mcphost.Bridge serves both on one
+// connection), and cancels a call when the turn is interrupted with a
 // notifications/cancelled message (measured with 2.1.197). A message for
 // one of the request's Go servers goes to the engine (Step.Calls); one for
 // any other server is answered at once with a JSON-RPC error.

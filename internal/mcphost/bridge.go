@@ -18,12 +18,15 @@ import (
 // control_response. It is made by [NewBridge] and ended by [Bridge.Close].
 // Its methods are safe for concurrent use.
 //
-// Each server gets one connection, opened by the first message for it. The
-// CLI's own initialize is the handshake: the Bridge does not make one.
-// Claude Code re-initializes a server in some situations; the go-sdk refuses
-// a second initialize on a live session, so an initialize on a connection
-// that has seen one opens a new connection, and the old one is closed (its
-// calls cancelled) in the background.
+// The messages carry no mark of the client that sent them, and Claude Code
+// connects to each SDK server more than once at the same time (two clients,
+// each numbering its requests from 0), so the Bridge serves every client of
+// a server on one connection: the CLI's first initialize is the handshake
+// (the Bridge does not make one), a later initialize is answered with the
+// first one's result and its notifications/initialized is not passed on,
+// and each request goes to the server under an id of the Bridge's own, its
+// reply carrying the id the CLI gave it. A notifications/cancelled reaches
+// every request in flight that the CLI gave the id it names.
 type Bridge struct {
 	servers  map[string]*mcp.Server
 	calls    *calls
@@ -32,7 +35,7 @@ type Bridge struct {
 	mu      sync.Mutex
 	closed  bool
 	conns   map[string]*bridgeConn
-	retired sync.WaitGroup // connections replaced and being closed
+	retired sync.WaitGroup // connections that ended, being closed
 
 	stopAfter func() bool
 	closeOnce sync.Once
@@ -66,17 +69,16 @@ func NewBridge(ctx context.Context, servers map[string]*mcp.Server, opts *Option
 // returns the JSON-RPC reply for a request, or nil for a notification or a
 // response. It blocks until the server has replied, ctx is done, or the
 // Bridge closes; run it on a goroutine of its own if other messages must go
-// on meanwhile.
+// on meanwhile. Requests may be in flight at once under the same id.
 //
-// A request the Bridge cannot deliver (no server of that name, an id already
-// in flight, a connection that ended) is answered with a JSON-RPC error
-// reply, so that the CLI fails that one request; so is one whose reply is
-// longer than [Options].MaxReply (a tools/call with a tool error result).
-// An error is returned for a message that is not JSON-RPC, for a
-// notification that cannot be delivered, after Close
-// ([ErrClosed]), and when ctx is done (ctx.Err()); in the last case the
-// request is cancelled on the server, as the client's notifications/cancelled
-// would, and its id stays in use until the server has answered.
+// A request the Bridge cannot deliver (no server of that name, a request
+// other than initialize on a connection that ended) is answered with a
+// JSON-RPC error reply, so that the CLI fails that one request; so is one
+// whose reply is longer than [Options].MaxReply (a tools/call with a tool
+// error result). An error is returned for a message that is not JSON-RPC,
+// for a notification that cannot be delivered, after Close ([ErrClosed]),
+// and when ctx is done (ctx.Err()); in the last case the request is
+// cancelled on the server, as the client's notifications/cancelled would.
 //
 // Claude Code expects a control_response for every mcp_message, even one that
 // carried a notification: for a nil reply, the caller sends
@@ -100,33 +102,60 @@ func (b *Bridge) Handle(ctx context.Context, server string, msg []byte) ([]byte,
 		return nil, err
 	}
 	if !req.IsCall() {
-		return nil, c.conn.Write(ctx, req)
+		return nil, c.notify(ctx, req)
 	}
-	ch, err := c.expect(req.ID)
+	if req.Method == "initialize" {
+		return b.initialize(ctx, server, c, req)
+	}
+	ch, id, err := c.expect(req.ID, nil)
 	if err != nil {
-		code := int64(jsonrpc.CodeInvalidRequest)
-		if err == errConnEnded {
-			code = jsonrpc.CodeInternalError
-		}
-		return errorReply(req.ID, code, fmt.Sprintf("mcphost: server %q: %v", server, err))
+		return errorReply(req.ID, jsonrpc.CodeInternalError, fmt.Sprintf("mcphost: server %q: %v", server, err))
 	}
-	if err := c.conn.Write(ctx, req); err != nil {
-		c.forget(req.ID)
+	resp, err := c.send(ctx, req, ch, id)
+	if err != nil {
 		return nil, fmt.Errorf("mcphost: server %q: %w", server, err)
 	}
-	select {
-	case resp := <-ch:
-		return b.reply(server, req, resp)
-	case <-c.done:
-		select {
-		case resp := <-ch: // answered just before the connection ended
-			return b.reply(server, req, resp)
-		default:
-			return nil, ErrClosed
+	return b.reply(server, req, resp)
+}
+
+// initialize answers req, an initialize of the CLI's, with the result of
+// the connection's handshake: the first initialize is sent to the server,
+// and every other waits for its result. A refused handshake is not kept:
+// the next initialize is sent.
+func (b *Bridge) initialize(ctx context.Context, server string, c *bridgeConn, req *jsonrpc.Request) ([]byte, error) {
+	for {
+		h, first := c.initReply()
+		if first {
+			_, id, err := c.expect(req.ID, h) // the reader ends h with the response
+			if err != nil {
+				h.end(nil)
+				return errorReply(req.ID, jsonrpc.CodeInternalError, fmt.Sprintf("mcphost: server %q: %v", server, err))
+			}
+			if err := c.write(ctx, req, id); err != nil {
+				c.forget(id)
+				h.end(nil)
+				return nil, fmt.Errorf("mcphost: server %q: %w", server, err)
+			}
 		}
-	case <-ctx.Done():
-		c.cancel(req.ID)
-		return nil, ctx.Err()
+		select {
+		case <-h.done:
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		}
+		switch {
+		case h.resp == nil:
+			select {
+			case <-c.done:
+				return errorReply(req.ID, jsonrpc.CodeInternalError, fmt.Sprintf("mcphost: server %q: %v", server, errConnEnded))
+			default:
+				continue // the first one's sender gave up: send this one
+			}
+		case h.resp.Error != nil && !first:
+			continue // refused: this one is sent on its own
+		}
+		resp := *h.resp
+		resp.ID = req.ID
+		return b.reply(server, req, &resp)
 	}
 }
 
@@ -153,7 +182,7 @@ func errorReply(id jsonrpc.ID, code int64, message string) ([]byte, error) {
 }
 
 // conn returns the connection to the named server, opening it if need be,
-// and a new one for a handshake on a connection that has had one.
+// and a new one for a handshake on a connection that has ended.
 func (b *Bridge) conn(name string, handshake bool) (*bridgeConn, error) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
@@ -165,9 +194,8 @@ func (b *Bridge) conn(name string, handshake bool) (*bridgeConn, error) {
 		return nil, fmt.Errorf("mcphost: no server named %q", name)
 	}
 	c := b.conns[name]
-	if c != nil && handshake && c.initialized {
-		old := c
-		b.retired.Go(old.close)
+	if c != nil && handshake && c.ended() {
+		b.retired.Go(c.close)
 		c = nil
 	}
 	if c == nil {
@@ -176,9 +204,6 @@ func (b *Bridge) conn(name string, handshake bool) (*bridgeConn, error) {
 			return nil, fmt.Errorf("mcphost: server %q: %w", name, err)
 		}
 		b.conns[name] = c
-	}
-	if handshake {
-		c.initialized = true
 	}
 	return c, nil
 }
@@ -194,7 +219,7 @@ func (b *Bridge) open(s *mcp.Server) (*bridgeConn, error) {
 	c := &bridgeConn{
 		ss:      ss,
 		conn:    conn,
-		pending: make(map[jsonrpc.ID]chan *jsonrpc.Response),
+		pending: make(map[int64]*bridgeCall),
 		done:    make(chan struct{}),
 	}
 	go c.read()
@@ -230,46 +255,183 @@ func (b *Bridge) shutdown() {
 	b.calls.wait()
 }
 
-// A bridgeConn is the client end of one in-memory connection to a server.
+// A bridgeConn is the client end of one in-memory connection to a server,
+// shared by every client of the CLI's.
 type bridgeConn struct {
-	ss          *mcp.ServerSession
-	conn        mcp.Connection // the client end
-	initialized bool           // an initialize was sent; guarded by Bridge.mu
-	done        chan struct{}  // closed when read has returned
+	ss   *mcp.ServerSession
+	conn mcp.Connection // the client end
+	done chan struct{}  // closed when read has returned
 
-	mu      sync.Mutex
-	pending map[jsonrpc.ID]chan *jsonrpc.Response // nil once read has returned
+	mu          sync.Mutex
+	next        int64                 // the id of the next request sent
+	pending     map[int64]*bridgeCall // by the id sent; nil once read has returned
+	hs          *initReply            // the first initialize, nil until one is sent or after a refusal
+	initialized bool                  // notifications/initialized was passed on
+}
+
+// A bridgeCall is a request of the CLI's in flight on a connection.
+type bridgeCall struct {
+	id jsonrpc.ID             // the id the CLI gave it
+	ch chan *jsonrpc.Response // where its response goes
+	hs *initReply             // the handshake it makes, for an initialize
+}
+
+// An initReply is the answer to the connection's first initialize; done is closed once
+// resp, its response, is known (nil if none came).
+type initReply struct {
+	done chan struct{}
+	resp *jsonrpc.Response
+	once sync.Once
+}
+
+func (h *initReply) end(resp *jsonrpc.Response) {
+	h.once.Do(func() {
+		h.resp = resp
+		close(h.done)
+	})
 }
 
 // errConnEnded is why a request on a connection that has ended fails.
 var errConnEnded = errors.New("the connection to the server has ended: the client must initialize it again")
 
-// expect reserves id for a request and returns where its response will
-// arrive, or why it cannot: id is in flight, or the connection has ended.
-func (c *bridgeConn) expect(id jsonrpc.ID) (<-chan *jsonrpc.Response, error) {
+func (c *bridgeConn) ended() bool {
+	select {
+	case <-c.done:
+		return true
+	default:
+		return false
+	}
+}
+
+// initReply returns the answer to the connection's handshake, and whether
+// the caller makes the handshake: true if there was none, or the last one failed.
+func (c *bridgeConn) initReply() (*initReply, bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if h := c.hs; h != nil {
+		select {
+		case <-h.done:
+			if h.resp != nil && h.resp.Error == nil {
+				return h, false
+			}
+		default:
+			return h, false
+		}
+	}
+	c.hs = &initReply{done: make(chan struct{})}
+	return c.hs, true
+}
+
+// expect reserves an id of the connection's for a request the CLI gave id
+// and returns it, with where its response will arrive, or why it cannot:
+// the connection has ended. hs is the handshake the request makes, if it
+// is an initialize.
+func (c *bridgeConn) expect(id jsonrpc.ID, hs *initReply) (<-chan *jsonrpc.Response, int64, error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.pending == nil {
-		return nil, errConnEnded
+		return nil, 0, errConnEnded
 	}
-	if _, busy := c.pending[id]; busy {
-		return nil, fmt.Errorf("request id %v is already in flight", id.Raw())
-	}
+	c.next++
 	ch := make(chan *jsonrpc.Response, 1)
-	c.pending[id] = ch
-	return ch, nil
+	c.pending[c.next] = &bridgeCall{id: id, ch: ch, hs: hs}
+	return ch, c.next, nil
 }
 
-func (c *bridgeConn) forget(id jsonrpc.ID) {
+func (c *bridgeConn) forget(id int64) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	delete(c.pending, id)
 }
 
-// cancel tells the server that the request id is cancelled, as a client
-// would. The id stays reserved until the server answers.
-func (c *bridgeConn) cancel(id jsonrpc.ID) {
-	n := &jsonrpc.Request{Method: "notifications/cancelled", Params: mustJSON(mcp.CancelledParams{RequestID: id.Raw(), Reason: "cancelled by the caller"})}
+// write sends req to the server under the connection's id.
+func (c *bridgeConn) write(ctx context.Context, req *jsonrpc.Request, id int64) error {
+	sent := *req
+	sent.ID = wireID(id)
+	return c.conn.Write(ctx, &sent)
+}
+
+// send sends req under id, reserved by expect with ch, and returns the
+// server's response with the CLI's id. When ctx is done first the request
+// is cancelled on the server and ctx.Err() returned.
+func (c *bridgeConn) send(ctx context.Context, req *jsonrpc.Request, ch <-chan *jsonrpc.Response, id int64) (*jsonrpc.Response, error) {
+	if err := c.write(ctx, req, id); err != nil {
+		c.forget(id)
+		return nil, err
+	}
+	var resp *jsonrpc.Response
+	select {
+	case resp = <-ch:
+	case <-c.done:
+		select {
+		case resp = <-ch: // answered just before the connection ended
+		default:
+			return nil, ErrClosed
+		}
+	case <-ctx.Done():
+		c.cancel(id, "cancelled by the caller")
+		return nil, ctx.Err()
+	}
+	out := *resp
+	out.ID = req.ID
+	return &out, nil
+}
+
+// wireID is the JSON-RPC id of the connection's request id.
+func wireID(id int64) jsonrpc.ID {
+	v, _ := jsonrpc.MakeID(float64(id)) // a float64 is always an id
+	return v
+}
+
+// notify passes a notification of the CLI's on: notifications/initialized
+// once per connection, notifications/cancelled to each request in flight
+// under the id it names, any other as it is.
+func (c *bridgeConn) notify(ctx context.Context, n *jsonrpc.Request) error {
+	switch n.Method {
+	case "notifications/initialized":
+		c.mu.Lock()
+		again := c.initialized
+		c.initialized = true
+		c.mu.Unlock()
+		if again {
+			return nil
+		}
+	case "notifications/cancelled":
+		var p mcp.CancelledParams
+		if err := json.Unmarshal(n.Params, &p); err != nil {
+			return fmt.Errorf("mcphost: malformed notifications/cancelled: %w", err)
+		}
+		id, err := jsonrpc.MakeID(p.RequestID)
+		if err != nil {
+			return fmt.Errorf("mcphost: notifications/cancelled: %w", err)
+		}
+		for _, sent := range c.inFlight(id) {
+			c.cancel(sent, p.Reason)
+		}
+		return nil
+	}
+	return c.conn.Write(ctx, n)
+}
+
+// inFlight returns the ids the connection sent the requests in flight the
+// CLI gave id under, but an initialize, which is never cancelled.
+func (c *bridgeConn) inFlight(id jsonrpc.ID) []int64 {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	var ids []int64
+	for sent, call := range c.pending {
+		if call.id == id && call.hs == nil {
+			ids = append(ids, sent)
+		}
+	}
+	return ids
+}
+
+// cancel tells the server that the request it got under id is cancelled,
+// for reason, as a client would. The id stays reserved until the server
+// answers.
+func (c *bridgeConn) cancel(id int64, reason string) {
+	n := &jsonrpc.Request{Method: "notifications/cancelled", Params: mustJSON(mcp.CancelledParams{RequestID: id, Reason: reason})}
 	c.conn.Write(context.Background(), n) // fails only if the connection is gone, and the call with it
 }
 
@@ -280,8 +442,14 @@ func (c *bridgeConn) read() {
 	defer close(c.done)
 	defer func() {
 		c.mu.Lock()
+		pending := c.pending
 		c.pending = nil
 		c.mu.Unlock()
+		for _, call := range pending {
+			if call.hs != nil {
+				call.hs.end(nil)
+			}
+		}
 	}()
 	for {
 		m, err := c.conn.Read(context.Background())
@@ -290,13 +458,18 @@ func (c *bridgeConn) read() {
 		}
 		switch m := m.(type) {
 		case *jsonrpc.Response:
+			id, _ := m.ID.Raw().(int64)
 			c.mu.Lock()
-			ch := c.pending[m.ID]
-			delete(c.pending, m.ID)
+			call := c.pending[id]
+			delete(c.pending, id)
 			c.mu.Unlock()
-			if ch != nil {
-				ch <- m
+			if call == nil {
+				continue
 			}
+			if call.hs != nil {
+				call.hs.end(m)
+			}
+			call.ch <- m
 		case *jsonrpc.Request:
 			if m.IsCall() {
 				c.conn.Write(context.Background(), answerServer(m))

@@ -184,23 +184,33 @@ func TestBridgeRefusals(t *testing.T) {
 	}
 }
 
-func TestBridgeDuplicateID(t *testing.T) {
+// Two requests in flight under one id (Claude Code's two clients of a
+// server each number from 0) are both served, each reply with its id.
+func TestBridgeSameIDInFlight(t *testing.T) {
 	ts := newTestServer(t, false)
 	b := newTestBridge(t, map[string]*mcp.Server{"tools": ts.Server})
 	handshake(t, b, "tools")
-	errc := make(chan error, 1)
+	type result struct {
+		out []byte
+		err error
+	}
+	done := make(chan result, 1)
 	go func() {
-		_, err := b.Handle(context.Background(), "tools", []byte(`{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"name":"block","arguments":{}}}`))
-		errc <- err
+		out, err := b.Handle(context.Background(), "tools", []byte(`{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"name":"block","arguments":{}}}`))
+		done <- result{out, err}
 	}()
 	<-ts.started
 	r := handle(t, b, "tools", `{"jsonrpc":"2.0","id":7,"method":"tools/list"}`)
-	if r.Error == nil || r.Error.Code != -32600 {
-		t.Errorf("reply to a reused id = %+v, want error -32600", r)
+	if r.Error != nil || r.ID != float64(7) || !strings.Contains(string(r.Result), `"block"`) {
+		t.Errorf("tools/list under an id in flight = %+v, want the tools under id 7", r)
 	}
 	b.CancelCalls()
-	if err := <-errc; err != nil {
-		t.Errorf("blocked Handle() error = %v, want a reply", err)
+	res := <-done
+	if res.err != nil {
+		t.Fatalf("blocked Handle() error = %v, want a reply", res.err)
+	}
+	if r := decodeReply(t, res.out); r.ID != float64(7) {
+		t.Errorf("blocked call's reply = %s, want id 7", res.out)
 	}
 }
 
@@ -261,23 +271,111 @@ func TestBridgeHandleContextCancelsCall(t *testing.T) {
 	}
 }
 
-func TestBridgeReinitialize(t *testing.T) {
+// A second client's handshake is answered with the first one's result and
+// takes nothing from the first client: its call goes on, and both list and
+// call the tools.
+func TestBridgeSecondClient(t *testing.T) {
+	ts := newTestServer(t, false)
+	b := newTestBridge(t, map[string]*mcp.Server{"tools": ts.Server})
+	ts.inits.Store(0) // NewBridge listed the tools to check them
+	first := handshake(t, b, "tools")
+	if first.Error != nil {
+		t.Fatalf("initialize reply = %+v, want a result", first)
+	}
+	done := make(chan []byte, 1)
+	go func() {
+		out, err := b.Handle(context.Background(), "tools", []byte(`{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"block","arguments":{}}}`))
+		if err != nil {
+			t.Errorf("first client's call: Handle() error = %v", err)
+		}
+		done <- out
+	}()
+	<-ts.started
+	second := handshake(t, b, "tools")
+	if second.Error != nil || string(second.Result) != string(first.Result) || second.ID != float64(0) {
+		t.Errorf("second initialize reply = %+v, want the first one's result %s under id 0", second, first.Result)
+	}
+	r := handle(t, b, "tools", `{"jsonrpc":"2.0","id":1,"method":"tools/list"}`)
+	if r.Error != nil || !strings.Contains(string(r.Result), `"echo"`) {
+		t.Errorf("second client's tools/list = %+v, want the tools", r)
+	}
+	r = handle(t, b, "tools", `{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"echo","arguments":{"text":"two"}}}`)
+	if r.Error != nil || !strings.Contains(string(r.Result), "two") {
+		t.Errorf("second client's call = %+v", r)
+	}
+	select {
+	case cause := <-ts.causes:
+		t.Fatalf("the first client's call ended (cause %v) when a second client initialized", cause)
+	default:
+	}
+	// The CLI cancels the first client's call by the id it gave it.
+	if out, err := b.Handle(t.Context(), "tools", []byte(`{"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":1,"reason":"interrupted"}}`)); err != nil || out != nil {
+		t.Fatalf("Handle(cancelled) = %q, %v, want nil, nil", out, err)
+	}
+	if cause := <-ts.causes; !errors.Is(cause, context.Canceled) {
+		t.Errorf("cancelled call's cause = %v, want context.Canceled", cause)
+	}
+	if r := decodeReply(t, <-done); r.ID != float64(1) {
+		t.Errorf("cancelled call's reply id = %v, want 1", r.ID)
+	}
+	if n := ts.inits.Load(); n != 1 {
+		t.Errorf("server received %d initialize requests, want 1 (one handshake for both clients)", n)
+	}
+}
+
+// Claude Code's two clients of a server open at once: both handshakes and
+// both tools/list under the same ids, overlapping, must succeed.
+func TestBridgeClientsAtOnce(t *testing.T) {
+	for round := range 50 {
+		ts := newTestServer(t, false)
+		b := newTestBridge(t, map[string]*mcp.Server{"tools": ts.Server})
+		var wg sync.WaitGroup
+		for client := range 2 {
+			wg.Go(func() {
+				for _, msg := range []string{initializeMsg, initializedMsg, `{"jsonrpc":"2.0","id":1,"method":"tools/list"}`} {
+					out, err := b.Handle(t.Context(), "tools", []byte(msg))
+					if err != nil {
+						t.Errorf("round %d, client %d: Handle(%s) error = %v", round, client, msg, err)
+						return
+					}
+					if out == nil {
+						continue
+					}
+					if r := decodeReply(t, out); r.Error != nil || len(r.Result) == 0 {
+						t.Errorf("round %d, client %d: Handle(%s) = %s, want a result", round, client, msg, out)
+						return
+					} else if strings.Contains(msg, "tools/list") && !strings.Contains(string(r.Result), `"echo"`) {
+						t.Errorf("round %d, client %d: tools/list = %s, want the tools", round, client, out)
+					}
+				}
+			})
+		}
+		wg.Wait()
+		b.Close()
+	}
+}
+
+// A connection that ended answers requests with an error until the CLI
+// initializes again, which opens a new one.
+func TestBridgeConnectionEnded(t *testing.T) {
 	ts := newTestServer(t, false)
 	b := newTestBridge(t, map[string]*mcp.Server{"tools": ts.Server})
 	handshake(t, b, "tools")
-	errc := callBridgeBlocked(t, ts, b, context.Background(), 1)
-	// A second handshake starts a new session; the old one's call is cancelled.
-	r := handshake(t, b, "tools")
-	if r.Error != nil {
-		t.Fatalf("second initialize reply = %+v, want a result", r)
+	b.mu.Lock()
+	c := b.conns["tools"]
+	b.mu.Unlock()
+	c.ss.Close()
+	<-c.done
+	r := handle(t, b, "tools", `{"jsonrpc":"2.0","id":3,"method":"tools/list"}`)
+	if r.Error == nil || !strings.Contains(r.Error.Message, "initialize it again") {
+		t.Errorf("tools/list on an ended connection = %+v, want an error saying to initialize again", r)
 	}
-	if cause := <-ts.causes; cause == nil {
-		t.Error("the old session's call was not cancelled")
+	if r := handshake(t, b, "tools"); r.Error != nil {
+		t.Fatalf("initialize after the end = %+v, want a result", r)
 	}
-	<-errc
-	r = handle(t, b, "tools", `{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"echo","arguments":{"text":"new"}}}`)
-	if r.Error != nil {
-		t.Errorf("call on the new session = %+v", r)
+	r = handle(t, b, "tools", `{"jsonrpc":"2.0","id":4,"method":"tools/call","params":{"name":"echo","arguments":{"text":"again"}}}`)
+	if r.Error != nil || !strings.Contains(string(r.Result), "again") {
+		t.Errorf("call on the new connection = %+v", r)
 	}
 }
 

@@ -22,6 +22,7 @@ type echoOut struct {
 type testServer struct {
 	*mcp.Server
 	received atomic.Int64  // requests and notifications that reached the server
+	inits    atomic.Int64  // initialize requests that reached the server
 	started  chan struct{} // a "block" call has started
 	causes   chan error    // context.Cause of a "block" call when its context ended
 	errs     chan error    // and its Err
@@ -59,6 +60,9 @@ func newTestServer(t *testing.T, holdAfterCancel bool) *testServer {
 	ts.AddReceivingMiddleware(func(next mcp.MethodHandler) mcp.MethodHandler {
 		return func(ctx context.Context, method string, req mcp.Request) (mcp.Result, error) {
 			ts.received.Add(1)
+			if method == "initialize" {
+				ts.inits.Add(1)
+			}
 			return next(ctx, method, req)
 		}
 	})

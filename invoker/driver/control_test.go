@@ -1,6 +1,7 @@
 package driver_test
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -32,6 +33,10 @@ type controlBackend struct {
 	// after the turn's interrupt and before the turn's end: an answer a
 	// CLI could take to go on with a cancelled turn.
 	early *atomic.Bool
+	// listed, if not nil, makes the CLI list a server's tools as a turn
+	// that called one is interrupted (Claude Code may open a server
+	// then), and receives the list's outcome.
+	listed chan<- error
 }
 
 // inBandBackend is controlBackend whose CLI reaches Go servers in band.
@@ -51,7 +56,7 @@ func (b controlBackend) NewSessionProtocol(req *invoker.SessionRequest) driver.S
 	if b.got != nil {
 		*b.got = req.MCPServers
 	}
-	return &controlProtocol{echoProtocol: echoProtocol{model: req.Model, perm: req.Permission}, early: b.early}
+	return &controlProtocol{echoProtocol: echoProtocol{model: req.Model, perm: req.Permission}, early: b.early, listed: b.listed}
 }
 
 type controlProtocol struct {
@@ -61,10 +66,14 @@ type controlProtocol struct {
 	interrupted bool   // the turn was interrupted: it ends without success
 	ended       bool   // the interrupted turn has ended
 	early       *atomic.Bool
+	listed      chan<- error
 }
 
 func (p *controlProtocol) Interrupt() [][]byte {
 	p.interrupted, p.ended = true, false
+	if p.listed != nil && p.server != "" {
+		return append(lines([]string{echoLine("mcp-list", "")}), p.echoProtocol.Interrupt()...)
+	}
 	return p.echoProtocol.Interrupt()
 }
 
@@ -140,6 +149,15 @@ func (p *controlProtocol) Decode(line []byte) (driver.Step, error) {
 	case "mcp-ready":
 		return driver.Step{Calls: []driver.MCPCall{{Server: p.server, Message: []byte(`{"jsonrpc":"2.0","method":"notifications/initialized"}`),
 			Answer: func([]byte, error) [][]byte { return lines([]string{echoLine("tool", p.pending)}) }}}}, nil
+	case "mcp-list":
+		return driver.Step{Calls: []driver.MCPCall{{Server: p.server, Message: []byte(`{"jsonrpc":"2.0","id":3,"method":"tools/list"}`),
+			Answer: func(reply []byte, err error) [][]byte {
+				if err == nil && !bytes.Contains(reply, []byte(`"block"`)) {
+					err = fmt.Errorf("tools/list answered %s, want the tools", reply)
+				}
+				p.listed <- err
+				return nil
+			}}}}, nil
 	case "tool":
 		name, args, _ := strings.Cut(l.Text, " ")
 		msg, _ := json.Marshal(map[string]any{"jsonrpc": "2.0", "id": 2, "method": "tools/call",
@@ -496,6 +514,32 @@ func TestGoToolInBand(t *testing.T) {
 	}
 	if early.Load() {
 		t.Error("the cancelled call's answer went to the CLI before the interrupted turn ended")
+	}
+}
+
+// Only a tool call belongs to its turn: a tools/list the CLI sends as the
+// turn is interrupted is answered with the tools, not cancelled with the
+// turn (Claude Code keeps a server whose list failed without its tools).
+func TestGoToolInBandListAtInterrupt(t *testing.T) {
+	cancelled, started := make(chan error, 1), make(chan struct{}, 1)
+	srv := newToolServer(cancelled, started)
+	listed := make(chan error, 1)
+	b := inBandBackend{controlBackend{echoBackend: echoBackend{caps: allControl}, listed: listed}}
+	s := openControl(t, b, invoker.SessionRequest{MCPServers: []invoker.MCPServer{{Name: "tools", Server: srv}}})
+	ctx, cancel := context.WithCancel(t.Context())
+	done := make(chan error, 1)
+	go func() {
+		_, err := s.Turn(ctx, invoker.TurnRequest{Prompt: `call tools block {"text":"x"}`})
+		done <- err
+	}()
+	<-started
+	cancel()
+	<-cancelled
+	if err := <-listed; err != nil {
+		t.Errorf("tools/list at the interrupt: %v, want the tools", err)
+	}
+	if err := <-done; !errors.Is(err, context.Canceled) {
+		t.Errorf("Turn error = %v, want context.Canceled", err)
 	}
 }
 

@@ -2,6 +2,7 @@ package driver
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"slices"
@@ -189,16 +190,25 @@ func (t *tools) close() {
 
 // callInBand hands one in-band MCP message of the protocol's to the
 // session's Go servers, for the turn ts (nil between turns), and writes the
-// answer. A call's context is the turn's, cancelled when the turn is;
-// between turns it is the session's. The answer to a call of a turn being
-// interrupted waits for the turn's end (holdReply). The caller holds
-// protoMu.
+// answer. A tool call's context is the turn's, cancelled when the turn is,
+// and its answer, in a turn being interrupted, waits for the turn's end
+// (holdReply). Any other message (a handshake, tools/list) belongs to the
+// CLI's connection, not to a turn: the CLI keeps a server whose tools/list
+// failed without its tools, so the session's context is its own. The caller
+// holds protoMu.
 func (s *session) callInBand(ts *turn, c MCPCall) {
 	if s.tools.bridge == nil {
 		s.write(safeLines(func() [][]byte {
 			return c.Answer(nil, fmt.Errorf("no Go MCP server named %q in this session", c.Server))
 		})...)
 		return
+	}
+	var head struct {
+		Method string `json:"method"`
+	}
+	_ = json.Unmarshal(c.Message, &head) // the Bridge answers a malformed message
+	if head.Method != "tools/call" {
+		ts = nil
 	}
 	ctx := s.betweenTurns
 	if ts != nil {

@@ -430,15 +430,17 @@ func (a *agent) claudeCallTool(ctx context.Context) (string, error) {
 }
 
 // claudeInband speaks MCP to the client's SDK server over mcp_message
-// control requests: initialize and notifications/initialized on first
-// use, then tools/list and tools/call. A call that ctx ends is cancelled
-// with notifications/cancelled.
+// control requests: on first use, as Claude Code does, two clients at once,
+// each numbering its requests from 0, send initialize,
+// notifications/initialized and tools/list; then tools/list and tools/call
+// on the second. A call that ctx ends is cancelled with
+// notifications/cancelled.
 func (a *agent) claudeInband(ctx context.Context, server, tool string, args map[string]any) (toolResult, error) {
 	if a.claude.inband == nil {
 		a.claude.inband = map[string]*inbandServer{}
 	}
 	st := a.claude.inband[server]
-	rpc := func(method string, params any) (json.RawMessage, error) {
+	rpcOn := func(st *inbandServer, method string, params any) (json.RawMessage, error) {
 		msg := obj{{"jsonrpc", "2.0"}}
 		id := -1
 		if !strings.HasPrefix(method, "notifications/") {
@@ -479,16 +481,31 @@ func (a *agent) claudeInband(ctx context.Context, server, tool string, args map[
 		return r.MCPResponse.Result, nil
 	}
 	if st == nil {
-		st = &inbandServer{}
-		if _, err := rpc("initialize", obj{{"protocolVersion", "2025-06-18"}, {"capabilities", obj{}},
-			{"clientInfo", obj{{"name", "claude-code"}, {"version", claudeVersion}}}}); err != nil {
+		clients := []*inbandServer{{}, {}}
+		errs := make([]error, len(clients))
+		var wg sync.WaitGroup
+		for i, c := range clients {
+			wg.Go(func() {
+				if _, err := rpcOn(c, "initialize", obj{{"protocolVersion", "2025-06-18"}, {"capabilities", obj{}},
+					{"clientInfo", obj{{"name", "claude-code"}, {"version", claudeVersion}}}}); err != nil {
+					errs[i] = err
+					return
+				}
+				if _, err := rpcOn(c, "notifications/initialized", obj{}); err != nil {
+					errs[i] = err
+					return
+				}
+				_, errs[i] = rpcOn(c, "tools/list", obj{})
+			})
+		}
+		wg.Wait()
+		if err := errors.Join(errs...); err != nil {
 			return toolResult{}, err
 		}
-		if _, err := rpc("notifications/initialized", obj{}); err != nil {
-			return toolResult{}, err
-		}
+		st = clients[1]
 		a.claude.inband[server] = st
 	}
+	rpc := func(method string, params any) (json.RawMessage, error) { return rpcOn(st, method, params) }
 	b, err := rpc("tools/list", obj{})
 	if err != nil {
 		return toolResult{}, err

@@ -145,8 +145,8 @@ func (b *Bridge) initialize(ctx context.Context, server string, c *bridgeConn, r
 		switch {
 		case h.resp == nil:
 			select {
-			case <-c.done:
-				return errorReply(req.ID, jsonrpc.CodeInternalError, fmt.Sprintf("mcphost: server %q: %v", server, errConnEnded))
+			case <-c.done: // as for any request in flight when it ends
+				return nil, fmt.Errorf("mcphost: server %q: %w", server, ErrClosed)
 			default:
 				continue // the first one's sender gave up: send this one
 			}

@@ -498,14 +498,7 @@ func TestGoToolInBand(t *testing.T) {
 	// A turn cancelled while the handler blocks cancels its context, and
 	// the call's answer goes to the CLI only once the turn has ended: it
 	// cannot let the CLI go on with the cancelled turn.
-	ctx, cancel := context.WithCancel(t.Context())
-	done := make(chan error, 1)
-	go func() {
-		_, err := s.Turn(ctx, invoker.TurnRequest{Prompt: `call tools block {"text":"x"}`})
-		done <- err
-	}()
-	<-started
-	cancel()
+	done := cancelBlockedCall(t, s, started)
 	if cause := <-cancelled; cause == nil {
 		t.Error("the handler's context was not cancelled")
 	}
@@ -517,6 +510,22 @@ func TestGoToolInBand(t *testing.T) {
 	}
 }
 
+// cancelBlockedCall starts a turn of s that calls the tool "block", cancels
+// it once the handler has started, and returns where Turn's error arrives.
+func cancelBlockedCall(t *testing.T, s invoker.Session, started <-chan struct{}) <-chan error {
+	t.Helper()
+	ctx, cancel := context.WithCancel(t.Context())
+	done := make(chan error, 1)
+	go func() {
+		defer cancel()
+		_, err := s.Turn(ctx, invoker.TurnRequest{Prompt: `call tools block {"text":"x"}`})
+		done <- err
+	}()
+	<-started
+	cancel()
+	return done
+}
+
 // Only a tool call belongs to its turn: a tools/list the CLI sends as the
 // turn is interrupted is answered with the tools, not cancelled with the
 // turn (Claude Code keeps a server whose list failed without its tools).
@@ -526,14 +535,7 @@ func TestGoToolInBandListAtInterrupt(t *testing.T) {
 	listed := make(chan error, 1)
 	b := inBandBackend{controlBackend{echoBackend: echoBackend{caps: allControl}, listed: listed}}
 	s := openControl(t, b, invoker.SessionRequest{MCPServers: []invoker.MCPServer{{Name: "tools", Server: srv}}})
-	ctx, cancel := context.WithCancel(t.Context())
-	done := make(chan error, 1)
-	go func() {
-		_, err := s.Turn(ctx, invoker.TurnRequest{Prompt: `call tools block {"text":"x"}`})
-		done <- err
-	}()
-	<-started
-	cancel()
+	done := cancelBlockedCall(t, s, started)
 	<-cancelled
 	if err := <-listed; err != nil {
 		t.Errorf("tools/list at the interrupt: %v, want the tools", err)

@@ -358,6 +358,12 @@ func (pl *privatePlan) enter(b *builder) error {
 			}
 		}
 	}
+	// The shells too, before the tmpfs covers what they are bound to.
+	shells, err := cloneShells()
+	if err != nil {
+		return err
+	}
+	defer shells.close()
 	if clonedHook != nil {
 		clonedHook()
 	}
@@ -421,6 +427,11 @@ func (pl *privatePlan) enter(b *builder) error {
 		}
 		if held {
 			mounted = append(mounted, f)
+		}
+	}
+	if slices.Contains(mounted[:roots], "/tmp") {
+		if err := shells.mount(&mounted); err != nil {
+			return undo(err)
 		}
 	}
 	for _, root := range mounted[:roots] {

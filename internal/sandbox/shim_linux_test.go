@@ -1,0 +1,104 @@
+//go:build linux
+
+package sandbox
+
+import (
+	"os/exec"
+	"slices"
+	"strings"
+	"testing"
+
+	"go.uber.org/goleak"
+)
+
+// shellScript is what a command of a fake CLI runs through bash -c: the
+// CLI is timeout(1), a program that is no shell and stays its parent, as
+// a CLI's node or app-server does.
+func shellScript(work string) string {
+	return strings.Join([]string{
+		`if (exec 3</proc/$PPID/mem) 2>/dev/null; then echo "mem yes"; else echo "mem no"; fi`,
+		`if cat /proc/$PPID/maps >/dev/null 2>&1; then echo "maps yes"; else echo "maps no"; fi`,
+		`if cat /proc/$PPID/environ >/dev/null 2>&1; then echo "environ yes"; else echo "environ no"; fi`,
+		`echo "bash ${BASH_VERSION:+yes}"`,
+		`/bin/bash -c 'exit 3'; echo "exit $?"`,
+		`/bin/bash -c 'kill -TERM $$'; echo "signal $?"`,
+		`echo hi | /bin/sh -c 'read x; echo "stdin $x"'`,
+		`/bin/sh -c 'echo "argv0 $0"'`,
+		`(exec -a sh /bin/bash -c 'case :$SHELLOPTS: in *:posix:*) echo "sh-mode posix";; *) echo "sh-mode bash";; esac')`,
+		`env -i /bin/bash -c 'echo "env-i ${BASH_VERSION:+bash}"'`,
+		`/usr/bin/env bash -c 'echo "nested-mem $(if (exec 3</proc/$PPID/mem) 2>/dev/null; then echo yes; else echo no; fi)"'`,
+		`if echo x >> ` + work + `/src/b.txt; then echo "write yes"; else echo "write no"; fi`,
+		`if echo x > ` + work + `/new.txt 2>/dev/null; then echo "write-top yes"; else echo "write-top no"; fi`,
+		`if echo x > ` + ShimDir + `/usr/bin/bash 2>/dev/null; then echo "real-shell-writable yes"; else echo "real-shell-writable no"; fi`,
+	}, "\n")
+}
+
+// wantShell is what shellScript prints where the command runs in a
+// domain nested in the CLI's: the CLI's memory, maps and environment
+// refused, and everything else as a shell does it.
+var wantShell = []string{
+	"mem no", "maps no", "environ no", "bash yes", "exit 3", "signal 143", "stdin hi", "argv0 /bin/sh",
+	"sh-mode posix", "env-i bash", "nested-mem no", "write yes", "write-top no", "real-shell-writable no",
+}
+
+// checkShell reports each line of wantShell that out lacks.
+func checkShell(t *testing.T, route, out string) {
+	t.Helper()
+	lines := strings.Split(strings.TrimSpace(out), "\n")
+	for _, w := range wantShell {
+		if !slices.Contains(lines, w) {
+			t.Errorf("%s: the command printed %q, want a line %q", route, out, w)
+		}
+	}
+}
+
+// TestSandboxShellNested: a command a sandboxed CLI runs through a shell
+// is in a Landlock domain nested in the CLI's, on root's route and on a
+// user's (the first stage): it can read neither the CLI's memory nor its
+// maps nor its environment, and runs as the shell does (exit status,
+// signals, standard input, argv[0] and sh mode, an empty environment,
+// writes where the level allows).
+func TestSandboxShellNested(t *testing.T) {
+	defer goleak.VerifyNone(t)
+	requireLandlock(t)
+	r := newRig(t)
+	p := r.policy(WorkspaceWrite)
+	p.Private = true
+	fakeCLI := func() *exec.Cmd {
+		cmd := exec.Command("timeout", "60", "/bin/bash", "-c", shellScript(r.work))
+		cmd.Dir = r.work
+		return cmd
+	}
+	t.Run("root", func(t *testing.T) {
+		requirePrivate(t)
+		rs, err := Build(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer rs.Close()
+		var out []byte
+		err = Retired(func() error {
+			if err := rs.Restrict(); err != nil {
+				return err
+			}
+			var err error
+			out, err = fakeCLI().CombinedOutput()
+			return err
+		})
+		if err != nil {
+			t.Fatalf("sandboxed CLI: %v: %s", err, out)
+		}
+		if ok, why := rs.Private(); !ok {
+			t.Fatalf("Private() = false, %q", why)
+		}
+		checkShell(t, "root's route", string(out))
+	})
+	t.Run("stage", func(t *testing.T) {
+		requireStage(t)
+		serr, werr, out := stageRun(t, p, fakeCLI(), nil)
+		if serr != nil || werr != nil {
+			t.Fatalf("sandboxed CLI by the first stage: Started() = %v, Wait() = %v: %s", serr, werr, out)
+		}
+		checkShell(t, "the first stage", out)
+	})
+}

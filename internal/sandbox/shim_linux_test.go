@@ -3,7 +3,9 @@
 package sandbox
 
 import (
+	"fmt"
 	"os/exec"
+	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -101,4 +103,43 @@ func TestSandboxShellNested(t *testing.T) {
 		}
 		checkShell(t, "the first stage", out)
 	})
+}
+
+// BenchmarkShellNested measures what the shim adds to a command: a
+// sandboxed shell on root's route runs /bin/sh -c : b.N times, through
+// the shim (this test binary started, the domain nested, the real shell
+// executed) and straight through the real shell kept beneath ShimDir.
+func BenchmarkShellNested(b *testing.B) {
+	requirePrivate(b)
+	real, err := filepath.EvalSymlinks("/bin/sh")
+	if err != nil {
+		b.Fatal(err)
+	}
+	for _, c := range []struct{ name, sh string }{{"shim", "/bin/sh"}, {"real", ShimDir + real}} {
+		b.Run(c.name, func(b *testing.B) {
+			r := newRig(b)
+			p := r.policy(WorkspaceWrite)
+			p.Private = true
+			rs, err := Build(p)
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer rs.Close()
+			script := fmt.Sprintf("i=0; while [ $i -lt %d ]; do %s -c : || exit 1; i=$((i+1)); done", b.N, c.sh)
+			b.ResetTimer()
+			err = Retired(func() error {
+				if err := rs.Restrict(); err != nil {
+					return err
+				}
+				out, err := exec.Command(real, "-c", script).CombinedOutput()
+				if err != nil {
+					return fmt.Errorf("%w: %s", err, out)
+				}
+				return nil
+			})
+			if err != nil {
+				b.Fatal(err)
+			}
+		})
+	}
 }

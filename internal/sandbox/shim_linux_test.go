@@ -4,6 +4,7 @@ package sandbox
 
 import (
 	"fmt"
+	"os"
 	"os/exec"
 	"path/filepath"
 	"slices"
@@ -71,9 +72,12 @@ func TestSandboxShellNested(t *testing.T) {
 		cmd.Dir = r.work
 		return cmd
 	}
-	t.Run("root", func(t *testing.T) {
+	// onRootsRoute runs the fake CLI on root's route under the ruleset of
+	// q, and returns what it printed.
+	onRootsRoute := func(t *testing.T, q Policy) string {
+		t.Helper()
 		requirePrivate(t)
-		rs, err := Build(p)
+		rs, err := Build(q)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -93,7 +97,22 @@ func TestSandboxShellNested(t *testing.T) {
 		if ok, why := rs.Private(); !ok {
 			t.Fatalf("Private() = false, %q", why)
 		}
-		checkShell(t, "root's route", string(out))
+		return string(out)
+	}
+	t.Run("root", func(t *testing.T) {
+		checkShell(t, "root's route", onRootsRoute(t, p))
+	})
+	t.Run("hidden-binary", func(t *testing.T) {
+		// The program's binary in a hidden path (a Go program in ~/go/bin
+		// beneath a hidden home) still runs as the shim: it is executed
+		// by the shell's path, bound over it.
+		exe, err := os.Executable()
+		if err != nil {
+			t.Fatal(err)
+		}
+		q := p
+		q.Hidden = append(slices.Clip(q.Hidden), filepath.Dir(exe))
+		checkShell(t, "a hidden binary", onRootsRoute(t, q))
 	})
 	t.Run("stage", func(t *testing.T) {
 		requireStage(t)

@@ -125,40 +125,73 @@ func TestSandboxShellNested(t *testing.T) {
 }
 
 // BenchmarkShellNested measures what the shim adds to a command: a
-// sandboxed shell on root's route runs /bin/sh -c : b.N times, through
-// the shim (this test binary started, the domain nested, the real shell
-// executed) and straight through the real shell kept beneath ShimDir.
+// sandboxed shell runs /bin/sh -c : b.N times, through the shim (this
+// test binary started, the domain nested, the real shell executed) and
+// straight through the real shell kept beneath ShimDir, on root's route
+// and by the first stage (a user's).
 func BenchmarkShellNested(b *testing.B) {
-	requirePrivate(b)
+	requireLandlock(b)
 	real, err := filepath.EvalSymlinks("/bin/sh")
 	if err != nil {
 		b.Fatal(err)
 	}
-	for _, c := range []struct{ name, sh string }{{"shim", "/bin/sh"}, {"real", ShimDir + real}} {
-		b.Run(c.name, func(b *testing.B) {
-			r := newRig(b)
-			p := r.policy(WorkspaceWrite)
-			p.Private = true
-			rs, err := Build(p)
-			if err != nil {
-				b.Fatal(err)
-			}
-			defer rs.Close()
-			script := fmt.Sprintf("i=0; while [ $i -lt %d ]; do %s -c : || exit 1; i=$((i+1)); done", b.N, c.sh)
-			b.ResetTimer()
-			err = Retired(func() error {
-				if err := rs.Restrict(); err != nil {
-					return err
+	for _, route := range []string{"root", "stage"} {
+		for _, c := range []struct{ name, sh string }{{"shim", "/bin/sh"}, {"real", ShimDir + real}} {
+			b.Run(route+"/"+c.name, func(b *testing.B) {
+				r := newRig(b)
+				p := r.policy(WorkspaceWrite)
+				p.Private = true
+				script := fmt.Sprintf("i=0; while [ $i -lt %d ]; do %s -c : || exit 1; i=$((i+1)); done", b.N, c.sh)
+				cmd := exec.Command(real, "-c", script)
+				var out strings.Builder
+				cmd.Stdout, cmd.Stderr = &out, &out
+				if err := shellOnRoute(b, route, p, cmd); err != nil {
+					b.Fatalf("%v: %s", err, out.String())
 				}
-				out, err := exec.Command(real, "-c", script).CombinedOutput()
-				if err != nil {
-					return fmt.Errorf("%w: %s", err, out)
-				}
-				return nil
 			})
-			if err != nil {
-				b.Fatal(err)
+		}
+	}
+}
+
+// shellOnRoute runs cmd under the ruleset of p and its private roots, on
+// root's route or by the first stage, skipping b where the route is not
+// this process's.
+func shellOnRoute(b *testing.B, route string, p Policy, cmd *exec.Cmd) error {
+	if route == "root" {
+		requirePrivate(b)
+	} else if err := ProbeStage(); err != nil {
+		b.Skipf("no user namespace for a first stage here: %v", err)
+	}
+	rs, err := Build(p)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer rs.Close()
+	b.ResetTimer()
+	if route == "root" {
+		return Retired(func() error {
+			if err := rs.Restrict(); err != nil {
+				return err
 			}
+			return cmd.Run()
 		})
 	}
+	f, err := rs.File()
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer f.Close()
+	st, err := Wrap(cmd, f, rs.PrivatePlan())
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer st.Close()
+	if err := cmd.Start(); err != nil {
+		return err
+	}
+	serr := st.Started()
+	if werr := cmd.Wait(); serr == nil {
+		serr = werr
+	}
+	return serr
 }

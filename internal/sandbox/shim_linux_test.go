@@ -12,6 +12,7 @@ import (
 	"testing"
 
 	"go.uber.org/goleak"
+	"golang.org/x/sys/unix"
 )
 
 // shellScript is what a command of a fake CLI runs through bash -c: the
@@ -194,4 +195,73 @@ func shellOnRoute(b *testing.B, route string, p Policy, cmd *exec.Cmd) error {
 		serr = werr
 	}
 	return serr
+}
+
+// TestShimRefusesForgedShells: this program's binary started through a
+// shell's path where ShimDir is not the run's read-only mount (a
+// directory anyone may make in a /tmp, holding a "real shell" of their
+// own) executes nothing and does not run as the program: it exits 126
+// and says why, whatever its environment.
+func TestShimRefusesForgedShells(t *testing.T) {
+	defer goleak.VerifyNone(t)
+	requirePrivate(t)
+	real, err := filepath.EvalSymlinks("/bin/sh")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, env := range [][]string{nil, {}} {
+		var out []byte
+		var code int
+		err := Retired(func() error {
+			// A mount namespace of this thread's own, nothing of it
+			// reaching the host: a tmpfs on /tmp holding a forged
+			// ShimDir, and this binary bound over the shell.
+			if err := unix.Unshare(unix.CLONE_NEWNS); err != nil {
+				return err
+			}
+			if err := unix.Mount("", "/", "", unix.MS_REC|unix.MS_SLAVE, ""); err != nil {
+				return err
+			}
+			exe, err := readOnlyClone(unix.AT_FDCWD, mustReadlink(t, "/proc/self/exe"), unix.AT_SYMLINK_NOFOLLOW)
+			if err != nil {
+				return err
+			}
+			defer unix.Close(exe)
+			if err := unix.Mount("tmpfs", "/tmp", "tmpfs", 0, "mode=1777"); err != nil {
+				return err
+			}
+			forged := ShimDir + real
+			if err := os.MkdirAll(filepath.Dir(forged), 0o755); err != nil {
+				return err
+			}
+			if err := os.WriteFile(forged, []byte("#!/usr/bin/perl\nprint \"forged shell ran\\n\";\n"), 0o755); err != nil {
+				return err
+			}
+			if err := unix.MoveMount(exe, "", unix.AT_FDCWD, real, unix.MOVE_MOUNT_F_EMPTY_PATH); err != nil {
+				return err
+			}
+			cmd := exec.Command("/bin/sh", "-c", "echo shell ran")
+			cmd.Env = env
+			out, err = cmd.CombinedOutput()
+			if ee, ok := err.(*exec.ExitError); ok {
+				code, err = ee.ExitCode(), nil
+			}
+			return err
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if code != 126 || !strings.Contains(string(out), "is not the run's read-only mount of the real shells") || strings.Contains(string(out), "ran") || strings.Contains(string(out), "PASS") {
+			t.Errorf("env %q: /bin/sh exited %d: %q; want 126, the refusal, and neither the forged shell nor this program run", env, code, out)
+		}
+	}
+}
+
+func mustReadlink(t *testing.T, path string) string {
+	t.Helper()
+	s, err := os.Readlink(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
 }

@@ -78,8 +78,18 @@ type shim struct {
 	exes   []int // a clone of this program's binary for each shell
 }
 
+// unnested says why the run's shells are not bound, in a run that keeps
+// its private roots and holds: its commands share the CLI's domain.
+func unnested(err error) string {
+	return "the shells are not bound, so the commands the CLI runs share its Landlock domain and can read its memory: " + err.Error()
+}
+
+// shimFault, if not nil, is asked once the shells are cloned, before
+// this program's binary is: a test makes binding the shells fail there.
+var shimFault func() error
+
 // cloneShells clones each shell of this host read-only, before anything
-// is mounted over them.
+// is mounted over them. On error it returns a shim that binds nothing.
 func cloneShells() (*shim, error) {
 	s := &shim{}
 	for _, sh := range shellPaths() {
@@ -89,19 +99,25 @@ func cloneShells() (*shim, error) {
 		}
 		if err != nil {
 			s.close()
-			return nil, err
+			return &shim{}, err
 		}
 		s.shells, s.clones = append(s.shells, sh), append(s.clones, fd)
 	}
 	if len(s.shells) == 0 {
 		return s, nil
 	}
+	if shimFault != nil {
+		if err := shimFault(); err != nil {
+			s.close()
+			return &shim{}, err
+		}
+	}
 	// The binary by its path: /proc/self/exe leads to the mount of the
 	// host's namespace, which cannot be cloned from the run's (EINVAL).
 	exe, err := os.Readlink("/proc/self/exe")
 	if err != nil {
 		s.close()
-		return nil, fmt.Errorf("this program's binary: %w", err)
+		return &shim{}, fmt.Errorf("this program's binary: %w", err)
 	}
 	for range s.shells {
 		fd, err := readOnlyClone(unix.AT_FDCWD, exe, unix.AT_SYMLINK_NOFOLLOW)
@@ -110,7 +126,7 @@ func cloneShells() (*shim, error) {
 		}
 		if err != nil {
 			s.close()
-			return nil, fmt.Errorf("this program's binary, to bind over the shells: %w", err)
+			return &shim{}, fmt.Errorf("this program's binary (%s), to bind over the shells: %w", exe, err)
 		}
 		s.exes = append(s.exes, fd)
 	}

@@ -3,6 +3,7 @@
 package sandbox
 
 import (
+	"errors"
 	"fmt"
 	"os"
 	"os/exec"
@@ -264,4 +265,48 @@ func mustReadlink(t *testing.T, path string) string {
 		t.Fatal(err)
 	}
 	return s
+}
+
+// TestShimFailureKeepsPrivateRoots: shells that cannot be bound (this
+// program's binary replaced on disk since it started, say) cost the
+// nesting of the CLI's commands only: the run keeps its private roots,
+// Unheld says why, and the command runs in the real shell, unnested.
+func TestShimFailureKeepsPrivateRoots(t *testing.T) {
+	defer goleak.VerifyNone(t)
+	requirePrivate(t)
+	shimFault = func() error { return errors.New("the file at its path is another one now") }
+	t.Cleanup(func() { shimFault = nil })
+	r := newRig(t)
+	p := r.policy(WorkspaceWrite)
+	p.Private = true
+	rs, err := Build(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rs.Close()
+	var out []byte
+	err = Retired(func() error {
+		if err := rs.Restrict(); err != nil {
+			return err
+		}
+		var err error
+		out, err = exec.Command("timeout", "60", "/bin/bash", "-c", `readlink /proc/$$/exe; if (exec 3</proc/$PPID/mem) 2>/dev/null; then echo "mem yes"; fi; echo x > /tmp/f && echo "private tmp"`).CombinedOutput()
+		return err
+	})
+	if err != nil {
+		t.Fatalf("sandboxed CLI: %v: %s", err, out)
+	}
+	if ok, why := rs.Private(); !ok {
+		t.Errorf("Private() = false, %q; want the private roots kept", why)
+	}
+	if u := rs.Unheld(); len(u) != 1 || !strings.Contains(u[0], "the shells are not bound") || !strings.Contains(u[0], "another one now") {
+		t.Errorf("Unheld() = %q, want why the shells are not bound", u)
+	}
+	bash, err := filepath.EvalSymlinks("/bin/bash")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := bash + "\nmem yes\nprivate tmp\n"; !strings.HasSuffix(string(out), want) {
+		t.Errorf("the command printed %q, want %q: the real shell, unnested, in the private /tmp", out, want)
+	}
 }

@@ -74,35 +74,9 @@ func TestSandboxShellNested(t *testing.T) {
 		cmd.Dir = r.work
 		return cmd
 	}
-	// onRootsRoute runs the fake CLI on root's route under the ruleset of
-	// q, and returns what it printed.
-	onRootsRoute := func(t *testing.T, q Policy) string {
-		t.Helper()
-		requirePrivate(t)
-		rs, err := Build(q)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer rs.Close()
-		var out []byte
-		err = Retired(func() error {
-			if err := rs.Restrict(); err != nil {
-				return err
-			}
-			var err error
-			out, err = fakeCLI().CombinedOutput()
-			return err
-		})
-		if err != nil {
-			t.Fatalf("sandboxed CLI: %v: %s", err, out)
-		}
-		if ok, why := rs.Private(); !ok {
-			t.Fatalf("Private() = false, %q", why)
-		}
-		return string(out)
-	}
 	t.Run("root", func(t *testing.T) {
-		checkShell(t, "root's route", onRootsRoute(t, p))
+		_, out := onRootsRoute(t, p, fakeCLI())
+		checkShell(t, "root's route", out)
 	})
 	t.Run("hidden-binary", func(t *testing.T) {
 		// The program's binary in a hidden path (a Go program in ~/go/bin
@@ -114,7 +88,8 @@ func TestSandboxShellNested(t *testing.T) {
 		}
 		q := p
 		q.Hidden = append(slices.Clip(q.Hidden), filepath.Dir(exe))
-		checkShell(t, "a hidden binary", onRootsRoute(t, q))
+		_, out := onRootsRoute(t, q, fakeCLI())
+		checkShell(t, "a hidden binary", out)
 	})
 	t.Run("stage", func(t *testing.T) {
 		requireStage(t)
@@ -124,6 +99,35 @@ func TestSandboxShellNested(t *testing.T) {
 		}
 		checkShell(t, "the first stage", out)
 	})
+}
+
+// onRootsRoute runs cmd, as a fake CLI, on root's route under the ruleset
+// of p (closed at t's end), which must give it its private roots, and
+// returns the ruleset and what cmd printed.
+func onRootsRoute(t *testing.T, p Policy, cmd *exec.Cmd) (*Ruleset, string) {
+	t.Helper()
+	requirePrivate(t)
+	rs, err := Build(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { rs.Close() })
+	var out []byte
+	err = Retired(func() error {
+		if err := rs.Restrict(); err != nil {
+			return err
+		}
+		var err error
+		out, err = cmd.CombinedOutput()
+		return err
+	})
+	if err != nil {
+		t.Fatalf("sandboxed CLI: %v: %s", err, out)
+	}
+	if ok, why := rs.Private(); !ok {
+		t.Fatalf("Private() = false, %q; want the private roots", why)
+	}
+	return rs, string(out)
 }
 
 // BenchmarkShellNested measures what the shim adds to a command: a
@@ -279,26 +283,7 @@ func TestShimFailureKeepsPrivateRoots(t *testing.T) {
 	r := newRig(t)
 	p := r.policy(WorkspaceWrite)
 	p.Private = true
-	rs, err := Build(p)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer rs.Close()
-	var out []byte
-	err = Retired(func() error {
-		if err := rs.Restrict(); err != nil {
-			return err
-		}
-		var err error
-		out, err = exec.Command("timeout", "60", "/bin/bash", "-c", `readlink /proc/$$/exe; if (exec 3</proc/$PPID/mem) 2>/dev/null; then echo "mem yes"; fi; echo x > /tmp/f && echo "private tmp"`).CombinedOutput()
-		return err
-	})
-	if err != nil {
-		t.Fatalf("sandboxed CLI: %v: %s", err, out)
-	}
-	if ok, why := rs.Private(); !ok {
-		t.Errorf("Private() = false, %q; want the private roots kept", why)
-	}
+	rs, out := onRootsRoute(t, p, exec.Command("timeout", "60", "/bin/bash", "-c", `readlink /proc/$$/exe; if (exec 3</proc/$PPID/mem) 2>/dev/null; then echo "mem yes"; fi; echo x > /tmp/f && echo "private tmp"`))
 	if u := rs.Unheld(); len(u) != 1 || !strings.Contains(u[0], "the shells are not bound") || !strings.Contains(u[0], "another one now") {
 		t.Errorf("Unheld() = %q, want why the shells are not bound", u)
 	}
@@ -306,7 +291,7 @@ func TestShimFailureKeepsPrivateRoots(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if want := bash + "\nmem yes\nprivate tmp\n"; !strings.HasSuffix(string(out), want) {
+	if want := bash + "\nmem yes\nprivate tmp\n"; !strings.HasSuffix(out, want) {
 		t.Errorf("the command printed %q, want %q: the real shell, unnested, in the private /tmp", out, want)
 	}
 }

@@ -16,6 +16,7 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/clinvoke/clinvoke/internal/sandbox"
 	"github.com/clinvoke/clinvoke/internal/testkit/fakemodel"
 	"github.com/clinvoke/clinvoke/invoker"
 )
@@ -34,8 +35,11 @@ p=$(awk '/^PPid:/{print $2}' /proc/$p/status 2>/dev/null); done; echo "walked $n
 // the endpoint's port, then calls the endpoint with each token it found,
 // as an MCP client's initialize would. It prints, never the token, but
 // the first 12 hex digits of its SHA-256, where it was found, and what
-// curl got: "candidate SHA from pid PID: http CODE exit CODE".
-const memoryToken = `perl -MDigest::SHA=sha256_hex -e '
+// curl got: "candidate SHA from pid PID: http CODE exit CODE". It begins
+// with the shell the CLI ran it through: "shell EXE" and "argv ARGV",
+// the executable the kernel started and its first arguments (no command
+// substitution: Gemini CLI refuses a command with one).
+const memoryToken = `readlink /proc/$$/exe | sed 's/^/shell /'; tr '\0' ' ' </proc/$$/cmdline | head -1 | cut -c1-24 | sed 's/^/argv /'; echo; perl -MDigest::SHA=sha256_hex -e '
 my $p = getppid(); my (%tok, $port);
 while ($p > 1) {
   if (open(my $m, "<", "/proc/$p/maps") and open(my $mem, "<:raw", "/proc/$p/mem")) {
@@ -67,11 +71,10 @@ for my $t (sort keys %tok) {
 // for reads /proc/PID/environ of every ancestor (app-server, its launcher,
 // the engine's own) and the token is neither in what reaches the model nor
 // in any file of CODEX_HOME, while a call of the Go tool through Codex
-// works, with the token. Codex's memory still holds the token: a second
-// command reads /proc/PID/mem of app-server and finds it (measured with
-// 0.169.0), and calls the endpoint with it; the endpoint answers the CLI's
-// own process alone, so that call is closed unanswered, a denied
-// Connection to the endpoint and a warning.
+// works, with the token. Codex's memory holds the token too, but its
+// commands run through a shell whose domain is nested in app-server's: a
+// second command that scans its ancestors' memory (/proc/PID/mem) can
+// read none of it, and finds no token.
 func TestSandboxCodexToken(t *testing.T) {
 	forEachRig(t, []cli{*cliNamed("codex")}, func(t *testing.T, r *rig) {
 		w := twoWayOf(t, "codex")
@@ -104,7 +107,7 @@ func TestSandboxCodexToken(t *testing.T) {
 		if !strings.Contains(walk, "variables") {
 			t.Fatalf("no walk of the ancestors' environ among the results (the probe read none): %q", walk)
 		}
-		memoryTokenRefused(t, token, scan, res, ev, true)
+		memoryTokenHeld(t, scan)
 		neverSent(t, r.srv, token)
 		for _, res := range ev.results {
 			if res.Name == "command_execution" {
@@ -126,11 +129,27 @@ func TestSandboxCodexToken(t *testing.T) {
 	})
 }
 
-// memoryTokenRefused checks the output scan of memoryToken in a run whose
-// Go tools' endpoint has token: the scan found the token, and the call it
-// made with it was closed unanswered, with a warning and, where the run
-// has network rules (recorded), a denied Connection to the endpoint.
-func memoryTokenRefused(t *testing.T, token, scan string, res *invoker.Result, ev *probeEvents, recorded bool) {
+// memoryTokenHeld checks the output scan of memoryToken in a sandboxed
+// run: the command ran through the real shell kept in the run's mount
+// namespace (this program's binary bound over the shell put it in a
+// nested domain first), and found no token, as it could read no
+// ancestor's memory.
+func memoryTokenHeld(t *testing.T, scan string) {
+	t.Helper()
+	t.Logf("the memory scan: %s", scan)
+	if !strings.Contains(scan, "shell "+sandbox.ShimDir+"/") {
+		t.Errorf("the command's shell: %q, want the real shell beneath %s", scan, sandbox.ShimDir)
+	}
+	if !strings.Contains(scan, "; 0 candidates") {
+		t.Errorf("the scan of the ancestors' memory: %q, want no candidate: it must read none of the CLI's memory", scan)
+	}
+}
+
+// memoryTokenRefused checks the output scan of memoryToken in a run
+// without the sandbox, whose Go tools' endpoint has token: the scan found
+// the token (the command reads the memory of the CLI, its user's), and
+// the call it made with it was closed unanswered, with a warning.
+func memoryTokenRefused(t *testing.T, token, scan string, ev *probeEvents) {
 	t.Helper()
 	sum := sha256.Sum256([]byte(token))
 	mine := fmt.Sprintf("candidate %x from pid ", sum[:6])
@@ -143,19 +162,6 @@ func memoryTokenRefused(t *testing.T, token, scan string, res *invoker.Result, e
 	if !strings.Contains(line, "http 000") {
 		t.Errorf("the command's call with the token it found: %q, want it closed unanswered (http 000)", line)
 	}
-	var port int
-	if j := strings.Index(scan, "endpoint port "); j >= 0 {
-		fmt.Sscanf(scan[j:], "endpoint port %d", &port)
-	}
-	var refused []invoker.Connection
-	for _, c := range res.Connections {
-		if !c.Allowed && c.Host == "127.0.0.1" && c.Port == port {
-			refused = append(refused, c)
-		}
-	}
-	if recorded && (len(refused) == 0 || !strings.Contains(refused[0].Err, "outside the CLI's session")) {
-		t.Errorf("denied connections to the Go tools' endpoint (port %d) %+v in %+v, want the command's", port, refused, res.Connections)
-	}
 	if !slices.ContainsFunc(ev.warns, func(w string) bool { return strings.Contains(w, "Go tools' endpoint") }) {
 		t.Errorf("warnings %q, want one for the command's call of the Go tools' endpoint", ev.warns)
 	}
@@ -163,13 +169,12 @@ func memoryTokenRefused(t *testing.T, token, scan string, res *invoker.Result, e
 
 // TestSandboxGeminiToken: Gemini CLI gets the Go tools' URL and bearer
 // token in session/new of its ACP session, on its standard input, so the
-// token is in the memory of its node process, which its shell commands
-// (same user, and inside the sandbox the same Landlock domain) can read.
-// A command that scans its ancestors' memory finds the token, and its
-// call of the endpoint is closed unanswered, with a warning: under the
-// network rules (through the namespace's forwarder, a denied Connection
-// too) and with no sandbox (straight to the host's loopback); the Go
-// tool call through Gemini CLI works in both.
+// token is in the memory of its node process. Under the sandbox (network
+// rules) its shell commands run in a Landlock domain nested in node's,
+// and a command that scans its ancestors' memory finds no token. With no
+// sandbox it finds the token (same user), and its call of the endpoint
+// is closed unanswered, with a warning (straight to the host's loopback).
+// The Go tool call through Gemini CLI works in both.
 func TestSandboxGeminiToken(t *testing.T) {
 	forEachRig(t, []cli{*cliNamed("gemini")}, func(t *testing.T, r *rig) {
 		for _, c := range []struct {
@@ -196,7 +201,11 @@ func TestSandboxGeminiToken(t *testing.T) {
 				// Gemini CLI's tool results carry no output: the model
 				// echoes the command's into the answer.
 				scan := res.Text
-				memoryTokenRefused(t, token, scan, res, ev, len(c.sb.Network) > 0)
+				if c.sb.Mode != "" {
+					memoryTokenHeld(t, scan)
+				} else {
+					memoryTokenRefused(t, token, scan, ev)
+				}
 				neverSent(t, r.srv, token)
 			})
 		}
@@ -265,6 +274,45 @@ func TestCodexGoToolResumed(t *testing.T) {
 		}
 		if seen := rec.texts(); !slices.Equal(seen, []string{"opened", "resumed", "forked"}) {
 			t.Errorf("the handler saw %q, want one call in the opened, the resumed and the forked thread", seen)
+		}
+	})
+}
+
+// shellProbe is a shell command that prints the shell the CLI ran it
+// through ("shell EXE", "argv ARGV": the executable the kernel started
+// and its first arguments) and whether it may read its parent's memory
+// map, which a process of the same Landlock domain may and one of a
+// nested domain may not.
+const shellProbe = `readlink /proc/$$/exe | sed 's/^/shell /'; tr '\0' ' ' </proc/$$/cmdline | head -1 | cut -c1-24 | sed 's/^/argv /'; echo; cat /proc/$PPID/maps >/dev/null 2>&1 && echo "parent maps read" || echo "parent maps refused"`
+
+// TestSandboxShellNested: each CLI runs a command the model asks for
+// through a shell, which under the sandbox is the real shell kept in the
+// run's mount namespace, started in a Landlock domain nested in the CLI's
+// (docs/sandbox.md): the command cannot read its parent's memory map.
+// Without the sandbox it can. Each run logs which shell the CLI executed,
+// by which path.
+func TestSandboxShellNested(t *testing.T) {
+	forEachCLI(t, func(t *testing.T, r *rig) {
+		for _, mode := range []string{"required", "off"} {
+			t.Run(mode, func(t *testing.T) {
+				r.srv.Enqueue(fakemodel.Shell(shellProbe), fakemodel.EchoToolResult("after: "))
+				req := r.request("look at your shell")
+				req.Permission, req.Sandbox = invoker.Unlimited, invoker.Sandbox{Mode: mode}
+				res, ev := probe(t, r, req)
+				out := res.Text
+				for _, tr := range ev.results {
+					out += "\n" + tr.Output
+				}
+				t.Logf("%s: %s", mode, out)
+				nested := mode == "required"
+				if got := strings.Contains(out, "shell "+sandbox.ShimDir+"/"); got != nested {
+					t.Errorf("%s: the real shell beneath %s: %v, want %v: %q", mode, sandbox.ShimDir, got, nested, out)
+				}
+				want := map[bool]string{true: "parent maps refused", false: "parent maps read"}[nested]
+				if !strings.Contains(out, want) {
+					t.Errorf("%s: the command printed %q, want %q", mode, out, want)
+				}
+			})
 		}
 	})
 }

@@ -210,8 +210,9 @@ func (r *Ruleset) Private() (bool, string) {
 
 // Unheld returns, once Restrict ran, the links that settings files lead
 // through (and the files they end at) that could not be held read-only,
-// each with why: each is left as it is, the other holds and the private
-// roots stand.
+// each with why, and why the shells are not bound where they could not
+// be: each is left as it is, the other holds and the private roots
+// stand.
 func (r *Ruleset) Unheld() []string {
 	if r == nil || r.private == nil {
 		return nil

@@ -358,6 +358,14 @@ func (pl *privatePlan) enter(b *builder) error {
 			}
 		}
 	}
+	// The shells too, before the tmpfs covers what they are bound to.
+	// Shells that cannot be bound cost the nesting of the CLI's
+	// commands, not the private roots and the holds.
+	shells, err := cloneShells()
+	if err != nil {
+		pl.skipped = append(pl.skipped, unnested(err))
+	}
+	defer shells.close()
 	if clonedHook != nil {
 		clonedHook()
 	}
@@ -421,6 +429,16 @@ func (pl *privatePlan) enter(b *builder) error {
 		}
 		if held {
 			mounted = append(mounted, f)
+		}
+	}
+	if slices.Contains(mounted[:roots], "/tmp") {
+		n := len(mounted)
+		if err := shells.mount(&mounted); err != nil {
+			for _, m := range slices.Backward(mounted[n:]) {
+				unix.Unmount(m, unix.MNT_DETACH)
+			}
+			mounted = mounted[:n]
+			pl.skipped = append(pl.skipped, unnested(err))
 		}
 	}
 	for _, root := range mounted[:roots] {

@@ -47,9 +47,13 @@ type stageSpec struct {
 	Dir        string // the run's working directory, entered again once the private roots are made
 }
 
-// init runs the first stage when this binary was started by Wrap. It
-// never returns then.
+// init runs the first stage when this binary was started by Wrap, and
+// the real shell in a nested domain when it was started through a shell's
+// path in a run's mount namespace (shimmed). It never returns then.
 func init() {
+	if real, ok := shimmed(); ok {
+		os.Exit(runShim(real))
+	}
 	if v, ok := os.LookupEnv(stageEnv); ok {
 		os.Unsetenv(stageEnv)
 		os.Exit(runStage(v))

@@ -172,12 +172,12 @@ func sandboxCapabilities(refused string) (string, string) {
 	}
 	held, note := sandboxHeld, fmt.Sprintf("Landlock ABI %d holds the filesystem ceiling, for root and other users alike", abi)
 	if sandbox.ProbePrivate() == nil {
-		note += "; a mount namespace per run gives it its own /tmp and /dev/shm and holds its CLI's settings and instruction files read-only"
+		note += "; a mount namespace per run gives it its own /tmp and /dev/shm, holds its CLI's settings and instruction files read-only" + nestedNote
 	} else {
 		if err := stageProbe(); err == nil {
-			note += "; a user namespace per run (this program's binary executed again as its first stage) gives it its own /tmp and /dev/shm and holds its CLI's settings and instruction files read-only"
+			note += "; a user namespace per run (this program's binary executed again as its first stage) gives it its own /tmp and /dev/shm, holds its CLI's settings and instruction files read-only" + nestedNote
 		} else {
-			note += "; no mount namespace for this process (root has one), nor a user namespace per run (" + err.Error() + "): /tmp and /dev/shm are not writable and the CLI's settings and instruction files are not held"
+			note += "; no mount namespace for this process (root has one), nor a user namespace per run (" + err.Error() + "): /tmp and /dev/shm are not writable, the CLI's settings and instruction files are not held, and the commands the CLI runs share its Landlock domain, so they can read and write its memory"
 		}
 	}
 	netHeld, netNote := netCapabilities()
@@ -193,6 +193,10 @@ func sandboxCapabilities(refused string) (string, string) {
 	}
 	return held, note
 }
+
+// nestedNote ends SandboxNote's part on a run's mount namespace: what
+// the shells bound there hold.
+const nestedNote = ", and starts the commands the CLI runs through a shell in a Landlock domain nested in the CLI's (this program's binary bound over the shells), so that they can neither read nor write its memory"
 
 // landlockProbe says once whether the kernel holds the filesystem
 // ceiling: Landlock's ABI, or why not. The answer is the running kernel's

@@ -382,6 +382,13 @@ func TestSandboxCapabilities(t *testing.T) {
 	if !strings.HasPrefix(c.Sandbox, "filesystem") || !strings.Contains(c.SandboxNote, "Landlock ABI") {
 		t.Errorf("Capabilities: Sandbox %q, SandboxNote %q; want filesystem and the Landlock ABI", c.Sandbox, c.SandboxNote)
 	}
+	// Whether the CLI's commands get a domain of their own follows the
+	// run's mount namespace, by either route.
+	nested := sandbox.ProbePrivate() == nil || sandbox.ProbeStage() == nil
+	want := map[bool]string{true: "in a Landlock domain nested in the CLI's", false: "share its Landlock domain"}[nested]
+	if !strings.Contains(c.SandboxNote, want) {
+		t.Errorf("SandboxNote %q; want it to say %q", c.SandboxNote, want)
+	}
 }
 
 // nestless is a backend whose CLI cannot work inside the sandbox with

@@ -13,7 +13,8 @@ import (
 
 // TestSandboxStageRefused: where a user's run cannot have a user
 // namespace of its own, it keeps today's route (the forking thread
-// restricted, no first stage) and the host's /tmp and /dev/shm, and both
+// restricted, no first stage), the host's /tmp and /dev/shm and its
+// commands in the CLI's Landlock domain, and both
 // Capabilities.SandboxNote and the run's reason say why. Root keeps its
 // route whatever the probe says.
 func TestSandboxStageRefused(t *testing.T) {
@@ -41,7 +42,7 @@ func TestSandboxStageRefused(t *testing.T) {
 		}
 		return
 	}
-	if !strings.Contains(note, refused) || !strings.Contains(note, "/tmp and /dev/shm are not writable") {
+	if !strings.Contains(note, refused) || !strings.Contains(note, "/tmp and /dev/shm are not writable") || !strings.Contains(note, "share its Landlock domain") {
 		t.Errorf("SandboxNote = %q, want the refusal and what it costs", note)
 	}
 	rs.started()

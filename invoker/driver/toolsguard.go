@@ -13,10 +13,13 @@ import (
 
 // toolsGuard admits to the Go tools' endpoint (mcphost.Host) the
 // connections of the CLI's own process only. The bearer token keeps out
-// whoever lacks it; but a command the CLI runs is in the CLI's Landlock
-// domain, as its user, and can read the CLI's memory (/proc/PID/mem of a
-// dumpable process, where no Yama policy forbids it), where the token
-// is, or take a copy of the CLI's connection (pidfd_getfd). So each
+// whoever lacks it; but a command the CLI runs, as its user, can read
+// the CLI's memory (/proc/PID/mem of a dumpable process, where no Yama
+// policy forbids it), where the token is, or take a copy of the CLI's
+// connection (pidfd_getfd), unless the sandbox put it in a Landlock
+// domain nested in the CLI's (a shell's command where the run has its
+// mount namespace: internal/sandbox's shim), and a program the CLI runs
+// without a shell stays in the CLI's domain. So each
 // connection is traced to the processes that hold its client's socket
 // (egress.SocketHolders), and admitted only if every one of them is in
 // the session of the run's root, or is the program's own process (a

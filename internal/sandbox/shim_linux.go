@@ -1,0 +1,294 @@
+//go:build linux
+
+package sandbox
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"runtime"
+	"slices"
+	"syscall"
+	"unsafe"
+
+	"golang.org/x/sys/unix"
+)
+
+// The commands a CLI runs through a shell live in a Landlock domain
+// nested in the CLI's. Under one domain a command, as the CLI's user,
+// could read and write the CLI's memory (/proc/PID/mem, ptrace): read the
+// secrets the CLI holds, or make the CLI itself do what the command may
+// not. Landlock refuses a process of a nested domain the memory and
+// ptrace of a process of the domain around it.
+//
+// So where the run has its private roots (a mount namespace of its own),
+// the real shells are bound read-only beneath ShimDir, a small read-only
+// tmpfs in the run's /tmp, and this program's own binary is bound
+// read-only over each shell. A CLI that executes /bin/sh or /bin/bash
+// starts this binary, whose init recognises it by /proc/self/exe alone (a
+// shell's path, which only the binds make this binary's; nothing of the
+// environment), applies a ruleset that handles one right nobody's
+// command needs (making block devices) and so makes a new domain nested
+// in the CLI's, and executes the real shell with the same arguments
+// (argv[0] kept) and environment.
+
+// ShimDir is where a run's mount namespace keeps its real shells, each at
+// its own path beneath it (ShimDir + "/usr/bin/bash").
+const ShimDir = "/tmp/.clinvoke-shells"
+
+// shellDirs and shellNames make the paths of the shells a CLI may run its
+// commands through: the ones that exist, resolved, are shimmed.
+var (
+	shellDirs  = []string{"/bin", "/usr/bin"}
+	shellNames = []string{"sh", "bash", "dash", "zsh"}
+)
+
+// isShell reports whether path (resolved) is one of the paths a shell is
+// shimmed at.
+func isShell(path string) bool {
+	return slices.Contains(shellDirs, filepath.Dir(path)) && slices.Contains(shellNames, filepath.Base(path))
+}
+
+// shellPaths returns the shells of this host, each by its real path, once:
+// the regular files the shells' paths lead to that are themselves at a
+// shell's path (a shell reached through a link elsewhere is not shimmed).
+func shellPaths() []string {
+	var out []string
+	for _, d := range shellDirs {
+		for _, n := range shellNames {
+			real, err := filepath.EvalSymlinks(filepath.Join(d, n))
+			if err != nil || !isShell(real) || slices.Contains(out, real) {
+				continue
+			}
+			if fi, err := os.Stat(real); err == nil && fi.Mode().IsRegular() {
+				out = append(out, real)
+			}
+		}
+	}
+	return out
+}
+
+// shim is the shells' part of the private roots: each real shell cloned
+// before the tmpfs covers /tmp, then kept beneath ShimDir, and this
+// program's binary bound over it.
+type shim struct {
+	shells []string
+	clones []int // each shell's clone, read-only
+	exes   []int // a clone of this program's binary for each shell
+}
+
+// unnested says why the run's shells are not bound, in a run that keeps
+// its private roots and holds: its commands share the CLI's domain.
+func unnested(err error) string {
+	return "the shells are not bound, so the commands the CLI runs share its Landlock domain and can read its memory: " + err.Error()
+}
+
+// shimFault, if not nil, is asked once the shells are cloned, before
+// this program's binary is: a test makes binding the shells fail there.
+var shimFault func() error
+
+// cloneShells clones each shell of this host read-only, before anything
+// is mounted over them. On error it returns a shim that binds nothing.
+func cloneShells() (*shim, error) {
+	s := &shim{}
+	for _, sh := range shellPaths() {
+		fd, err := readOnlyClone(unix.AT_FDCWD, sh, unix.AT_SYMLINK_NOFOLLOW)
+		if gone(err) {
+			continue
+		}
+		if err != nil {
+			s.close()
+			return &shim{}, err
+		}
+		s.shells, s.clones = append(s.shells, sh), append(s.clones, fd)
+	}
+	if len(s.shells) == 0 {
+		return s, nil
+	}
+	if shimFault != nil {
+		if err := shimFault(); err != nil {
+			s.close()
+			return &shim{}, err
+		}
+	}
+	// The binary by its path: /proc/self/exe leads to the mount of the
+	// host's namespace, which cannot be cloned from the run's (EINVAL).
+	exe, err := os.Readlink("/proc/self/exe")
+	if err != nil {
+		s.close()
+		return &shim{}, fmt.Errorf("this program's binary: %w", err)
+	}
+	for range s.shells {
+		fd, err := readOnlyClone(unix.AT_FDCWD, exe, unix.AT_SYMLINK_NOFOLLOW)
+		if err == nil {
+			err = sameFile(fd, "/proc/self/exe")
+		}
+		if err != nil {
+			s.close()
+			return &shim{}, fmt.Errorf("this program's binary (%s), to bind over the shells: %w", exe, err)
+		}
+		s.exes = append(s.exes, fd)
+	}
+	return s, nil
+}
+
+// sameFile checks that the file open at fd is the one at path: this
+// program's binary, not a file since put at its path.
+func sameFile(fd int, path string) error {
+	var a, b unix.Stat_t
+	if err := unix.Fstat(fd, &a); err != nil {
+		return err
+	}
+	if err := unix.Stat(path, &b); err != nil {
+		return err
+	}
+	if a.Dev != b.Dev || a.Ino != b.Ino {
+		return errors.New("the file at its path is another one now")
+	}
+	return nil
+}
+
+// readOnlyClone returns a read-only clone of the file at path (relative
+// to dirfd), a detached mount ready to be moved.
+func readOnlyClone(dirfd int, path string, flags uint) (int, error) {
+	fd, err := unix.OpenTree(dirfd, path, unix.OPEN_TREE_CLONE|unix.O_CLOEXEC|flags)
+	if err != nil {
+		return -1, fmt.Errorf("clone %s: %w", path, err)
+	}
+	if err := unix.MountSetattr(fd, "", unix.AT_EMPTY_PATH, &unix.MountAttr{Attr_set: unix.MOUNT_ATTR_RDONLY}); err != nil {
+		unix.Close(fd)
+		return -1, fmt.Errorf("make the clone of %s read-only: %w", path, err)
+	}
+	return fd, nil
+}
+
+func (s *shim) close() {
+	for _, fds := range [][]int{s.clones, s.exes} {
+		for i, fd := range fds {
+			if fd > 0 {
+				unix.Close(fd)
+				fds[i] = -1
+			}
+		}
+	}
+}
+
+// mount keeps the real shells beneath ShimDir (in the run's own /tmp,
+// mounted already) and binds this program's binary over each, appending
+// each mount it made to mounted.
+func (s *shim) mount(mounted *[]string) error {
+	defer s.close()
+	if len(s.shells) == 0 {
+		return nil
+	}
+	if err := os.Mkdir(ShimDir, 0o755); err != nil {
+		return fmt.Errorf("the real shells' directory: %w", err)
+	}
+	if err := unix.Mount("tmpfs", ShimDir, "tmpfs", unix.MS_NOSUID|unix.MS_NODEV, "mode=0755,size=64k"); err != nil {
+		return fmt.Errorf("mount a tmpfs on %s: %w", ShimDir, err)
+	}
+	*mounted = append(*mounted, ShimDir)
+	for i, sh := range s.shells {
+		kept := ShimDir + sh
+		if err := os.MkdirAll(filepath.Dir(kept), 0o755); err != nil {
+			return fmt.Errorf("a place for the real %s: %w", sh, err)
+		}
+		if err := os.WriteFile(kept, nil, 0o755); err != nil {
+			return fmt.Errorf("a place for the real %s: %w", sh, err)
+		}
+		if err := unix.MoveMount(s.clones[i], "", unix.AT_FDCWD, kept, unix.MOVE_MOUNT_F_EMPTY_PATH); err != nil {
+			return fmt.Errorf("keep the real %s at %s: %w", sh, kept, err)
+		}
+		unix.Close(s.clones[i])
+		s.clones[i] = -1
+	}
+	if err := unix.MountSetattr(unix.AT_FDCWD, ShimDir, unix.AT_RECURSIVE, &unix.MountAttr{Attr_set: unix.MOUNT_ATTR_RDONLY}); err != nil {
+		return fmt.Errorf("make %s read-only: %w", ShimDir, err)
+	}
+	for i, sh := range s.shells {
+		err := unix.MoveMount(s.exes[i], "", unix.AT_FDCWD, sh, unix.MOVE_MOUNT_F_EMPTY_PATH)
+		unix.Close(s.exes[i])
+		s.exes[i] = -1
+		if err != nil {
+			return fmt.Errorf("bind this program over %s: %w", sh, err)
+		}
+		*mounted = append(*mounted, sh)
+	}
+	return nil
+}
+
+// shimmed returns the real shell this process must execute when it is
+// this program's binary started through a shell's path (bound over it by
+// shim.mount), and whether it is. It trusts nothing of the environment:
+// only the path the kernel gives as this process's executable.
+func shimmed() (string, bool) {
+	exe, err := os.Readlink("/proc/self/exe")
+	if err != nil || !isShell(exe) {
+		return "", false
+	}
+	return ShimDir + exe, true
+}
+
+// runShim executes the real shell real, in a Landlock domain nested in
+// the one it was started in, with this process's arguments and
+// environment. It returns only on failure, with the status a shell gives
+// a command it cannot execute (126), having said why on standard error:
+// a command never runs unnested, and never as this program.
+func runShim(real string) int {
+	runtime.LockOSThread()
+	if err := checkShimDir(); err != nil {
+		fmt.Fprintf(os.Stderr, "sandbox: %s is this program's binary: %v\n", os.Args[0], err)
+		return 126
+	}
+	if err := nest(); err != nil {
+		fmt.Fprintf(os.Stderr, "sandbox: %s: %v\n", os.Args[0], err)
+		return 126
+	}
+	err := syscall.Exec(real, os.Args, os.Environ())
+	fmt.Fprintf(os.Stderr, "sandbox: execute %s: %v\n", real, err)
+	return 126
+}
+
+// checkShimDir makes sure that ShimDir is what shim.mount made: a
+// read-only mount of its own, not a directory of the host's /tmp.
+func checkShimDir() error {
+	dir, err := mountID(ShimDir)
+	if err != nil {
+		return fmt.Errorf("no real shell beside it: %w", err)
+	}
+	parent, err := mountID(filepath.Dir(ShimDir))
+	if err != nil {
+		return err
+	}
+	var st unix.Statfs_t
+	if err := unix.Statfs(ShimDir, &st); err != nil {
+		return fmt.Errorf("statfs %s: %w", ShimDir, err)
+	}
+	if dir == parent || st.Flags&unix.ST_RDONLY == 0 {
+		return fmt.Errorf("%s is not the run's read-only mount of the real shells", ShimDir)
+	}
+	return nil
+}
+
+// nest makes the calling thread's Landlock domain a new one nested in the
+// one it is in: a ruleset that handles making block devices and allows it
+// nowhere (no agent's command makes one, and only root may), after
+// no_new_privs (which the run has already).
+func nest() error {
+	abi, err := Probe()
+	if err != nil {
+		return err
+	}
+	attr := unix.LandlockRulesetAttr{Handled_access_fs: unix.LANDLOCK_ACCESS_FS_MAKE_BLOCK}
+	size := unsafe.Sizeof(attr)
+	if abi < 6 {
+		size = unsafe.Offsetof(attr.Scoped)
+	}
+	fd, _, errno := unix.Syscall(unix.SYS_LANDLOCK_CREATE_RULESET, uintptr(unsafe.Pointer(&attr)), size, 0)
+	if errno != 0 {
+		return fmt.Errorf("landlock_create_ruleset: %w", errno)
+	}
+	defer unix.Close(int(fd))
+	return restrictSelf(int(fd), rightsFor(abi).restrict)
+}

@@ -1,0 +1,297 @@
+//go:build linux
+
+package sandbox
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+
+	"go.uber.org/goleak"
+	"golang.org/x/sys/unix"
+)
+
+// shellScript is what a command of a fake CLI runs through bash -c: the
+// CLI is timeout(1), a program that is no shell and stays its parent, as
+// a CLI's node or app-server does.
+func shellScript(work string) string {
+	return strings.Join([]string{
+		`if (exec 3</proc/$PPID/mem) 2>/dev/null; then echo "mem yes"; else echo "mem no"; fi`,
+		`if cat /proc/$PPID/maps >/dev/null 2>&1; then echo "maps yes"; else echo "maps no"; fi`,
+		`if cat /proc/$PPID/environ >/dev/null 2>&1; then echo "environ yes"; else echo "environ no"; fi`,
+		`echo "bash ${BASH_VERSION:+yes}"`,
+		`/bin/bash -c 'exit 3'; echo "exit $?"`,
+		`/bin/bash -c 'kill -TERM $$'; echo "signal $?"`,
+		`echo hi | /bin/sh -c 'read x; echo "stdin $x"'`,
+		`/bin/sh -c 'echo "argv0 $0"'`,
+		`(exec -a sh /bin/bash -c 'case :$SHELLOPTS: in *:posix:*) echo "sh-mode posix";; *) echo "sh-mode bash";; esac')`,
+		`env -i /bin/bash -c 'echo "env-i ${BASH_VERSION:+bash}"'`,
+		`/usr/bin/env bash -c 'echo "nested-mem $(if (exec 3</proc/$PPID/mem) 2>/dev/null; then echo yes; else echo no; fi)"'`,
+		`if echo x >> ` + work + `/src/b.txt; then echo "write yes"; else echo "write no"; fi`,
+		`if echo x > ` + work + `/new.txt 2>/dev/null; then echo "write-top yes"; else echo "write-top no"; fi`,
+		`if echo x > ` + ShimDir + `/usr/bin/bash 2>/dev/null; then echo "real-shell-writable yes"; else echo "real-shell-writable no"; fi`,
+	}, "\n")
+}
+
+// wantShell is what shellScript prints where the command runs in a
+// domain nested in the CLI's: the CLI's memory, maps and environment
+// refused, and everything else as a shell does it.
+var wantShell = []string{
+	"mem no", "maps no", "environ no", "bash yes", "exit 3", "signal 143", "stdin hi", "argv0 /bin/sh",
+	"sh-mode posix", "env-i bash", "nested-mem no", "write yes", "write-top no", "real-shell-writable no",
+}
+
+// checkShell reports each line of wantShell that out lacks.
+func checkShell(t *testing.T, route, out string) {
+	t.Helper()
+	lines := strings.Split(strings.TrimSpace(out), "\n")
+	for _, w := range wantShell {
+		if !slices.Contains(lines, w) {
+			t.Errorf("%s: the command printed %q, want a line %q", route, out, w)
+		}
+	}
+}
+
+// TestSandboxShellNested: a command a sandboxed CLI runs through a shell
+// is in a Landlock domain nested in the CLI's, on root's route and on a
+// user's (the first stage): it can read neither the CLI's memory nor its
+// maps nor its environment, and runs as the shell does (exit status,
+// signals, standard input, argv[0] and sh mode, an empty environment,
+// writes where the level allows).
+func TestSandboxShellNested(t *testing.T) {
+	defer goleak.VerifyNone(t)
+	requireLandlock(t)
+	r := newRig(t)
+	p := r.policy(WorkspaceWrite)
+	p.Private = true
+	fakeCLI := func() *exec.Cmd {
+		cmd := exec.Command("timeout", "60", "/bin/bash", "-c", shellScript(r.work))
+		cmd.Dir = r.work
+		return cmd
+	}
+	t.Run("root", func(t *testing.T) {
+		_, out := onRootsRoute(t, p, fakeCLI())
+		checkShell(t, "root's route", out)
+	})
+	t.Run("hidden-binary", func(t *testing.T) {
+		// The program's binary in a hidden path (a Go program in ~/go/bin
+		// beneath a hidden home) still runs as the shim: it is executed
+		// by the shell's path, bound over it.
+		exe, err := os.Executable()
+		if err != nil {
+			t.Fatal(err)
+		}
+		q := p
+		q.Hidden = append(slices.Clip(q.Hidden), filepath.Dir(exe))
+		_, out := onRootsRoute(t, q, fakeCLI())
+		checkShell(t, "a hidden binary", out)
+	})
+	t.Run("stage", func(t *testing.T) {
+		requireStage(t)
+		serr, werr, out := stageRun(t, p, fakeCLI(), nil)
+		if serr != nil || werr != nil {
+			t.Fatalf("sandboxed CLI by the first stage: Started() = %v, Wait() = %v: %s", serr, werr, out)
+		}
+		checkShell(t, "the first stage", out)
+	})
+}
+
+// onRootsRoute runs cmd, as a fake CLI, on root's route under the ruleset
+// of p (closed at t's end), which must give it its private roots, and
+// returns the ruleset and what cmd printed.
+func onRootsRoute(t *testing.T, p Policy, cmd *exec.Cmd) (*Ruleset, string) {
+	t.Helper()
+	requirePrivate(t)
+	rs, err := Build(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { rs.Close() })
+	var out []byte
+	err = Retired(func() error {
+		if err := rs.Restrict(); err != nil {
+			return err
+		}
+		var err error
+		out, err = cmd.CombinedOutput()
+		return err
+	})
+	if err != nil {
+		t.Fatalf("sandboxed CLI: %v: %s", err, out)
+	}
+	if ok, why := rs.Private(); !ok {
+		t.Fatalf("Private() = false, %q; want the private roots", why)
+	}
+	return rs, string(out)
+}
+
+// BenchmarkShellNested measures what the shim adds to a command: a
+// sandboxed shell runs /bin/sh -c : b.N times, through the shim (this
+// test binary started, the domain nested, the real shell executed) and
+// straight through the real shell kept beneath ShimDir, on root's route
+// and by the first stage (a user's).
+func BenchmarkShellNested(b *testing.B) {
+	requireLandlock(b)
+	real, err := filepath.EvalSymlinks("/bin/sh")
+	if err != nil {
+		b.Fatal(err)
+	}
+	for _, route := range []string{"root", "stage"} {
+		for _, c := range []struct{ name, sh string }{{"shim", "/bin/sh"}, {"real", ShimDir + real}} {
+			b.Run(route+"/"+c.name, func(b *testing.B) {
+				r := newRig(b)
+				p := r.policy(WorkspaceWrite)
+				p.Private = true
+				script := fmt.Sprintf("i=0; while [ $i -lt %d ]; do %s -c : || exit 1; i=$((i+1)); done", b.N, c.sh)
+				cmd := exec.Command(real, "-c", script)
+				var out strings.Builder
+				cmd.Stdout, cmd.Stderr = &out, &out
+				if err := shellOnRoute(b, route, p, cmd); err != nil {
+					b.Fatalf("%v: %s", err, out.String())
+				}
+			})
+		}
+	}
+}
+
+// shellOnRoute runs cmd under the ruleset of p and its private roots, on
+// root's route or by the first stage, skipping b where the route is not
+// this process's.
+func shellOnRoute(b *testing.B, route string, p Policy, cmd *exec.Cmd) error {
+	if route == "root" {
+		requirePrivate(b)
+	} else if err := ProbeStage(); err != nil {
+		b.Skipf("no user namespace for a first stage here: %v", err)
+	}
+	rs, err := Build(p)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer rs.Close()
+	b.ResetTimer()
+	if route == "root" {
+		return Retired(func() error {
+			if err := rs.Restrict(); err != nil {
+				return err
+			}
+			return cmd.Run()
+		})
+	}
+	f, err := rs.File()
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer f.Close()
+	st, err := Wrap(cmd, f, rs.PrivatePlan())
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer st.Close()
+	if err := cmd.Start(); err != nil {
+		return err
+	}
+	serr := st.Started()
+	if werr := cmd.Wait(); serr == nil {
+		serr = werr
+	}
+	return serr
+}
+
+// TestShimRefusesForgedShells: this program's binary started through a
+// shell's path where ShimDir is not the run's read-only mount (a
+// directory anyone may make in a /tmp, holding a "real shell" of their
+// own) executes nothing and does not run as the program: it exits 126
+// and says why, whatever its environment.
+func TestShimRefusesForgedShells(t *testing.T) {
+	defer goleak.VerifyNone(t)
+	requirePrivate(t)
+	real, err := filepath.EvalSymlinks("/bin/sh")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, env := range [][]string{nil, {}} {
+		var out []byte
+		var code int
+		err := Retired(func() error {
+			// A mount namespace of this thread's own, nothing of it
+			// reaching the host: a tmpfs on /tmp holding a forged
+			// ShimDir, and this binary bound over the shell.
+			if err := unix.Unshare(unix.CLONE_NEWNS); err != nil {
+				return err
+			}
+			if err := unix.Mount("", "/", "", unix.MS_REC|unix.MS_SLAVE, ""); err != nil {
+				return err
+			}
+			exe, err := readOnlyClone(unix.AT_FDCWD, mustReadlink(t, "/proc/self/exe"), unix.AT_SYMLINK_NOFOLLOW)
+			if err != nil {
+				return err
+			}
+			defer unix.Close(exe)
+			if err := unix.Mount("tmpfs", "/tmp", "tmpfs", 0, "mode=1777"); err != nil {
+				return err
+			}
+			forged := ShimDir + real
+			if err := os.MkdirAll(filepath.Dir(forged), 0o755); err != nil {
+				return err
+			}
+			if err := os.WriteFile(forged, []byte("#!/usr/bin/perl\nprint \"forged shell ran\\n\";\n"), 0o755); err != nil {
+				return err
+			}
+			if err := unix.MoveMount(exe, "", unix.AT_FDCWD, real, unix.MOVE_MOUNT_F_EMPTY_PATH); err != nil {
+				return err
+			}
+			cmd := exec.Command("/bin/sh", "-c", "echo shell ran")
+			cmd.Env = env
+			out, err = cmd.CombinedOutput()
+			if ee, ok := err.(*exec.ExitError); ok {
+				code, err = ee.ExitCode(), nil
+			}
+			return err
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if code != 126 || !strings.Contains(string(out), "is not the run's read-only mount of the real shells") || strings.Contains(string(out), "ran") || strings.Contains(string(out), "PASS") {
+			t.Errorf("env %q: /bin/sh exited %d: %q; want 126, the refusal, and neither the forged shell nor this program run", env, code, out)
+		}
+	}
+}
+
+func mustReadlink(t *testing.T, path string) string {
+	t.Helper()
+	s, err := os.Readlink(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
+// TestShimFailureKeepsPrivateRoots: shells that cannot be bound (this
+// program's binary replaced on disk since it started, say) cost the
+// nesting of the CLI's commands only: the run keeps its private roots,
+// Unheld says why, and the command runs in the real shell, unnested.
+func TestShimFailureKeepsPrivateRoots(t *testing.T) {
+	defer goleak.VerifyNone(t)
+	requirePrivate(t)
+	shimFault = func() error { return errors.New("the file at its path is another one now") }
+	t.Cleanup(func() { shimFault = nil })
+	r := newRig(t)
+	p := r.policy(WorkspaceWrite)
+	p.Private = true
+	rs, out := onRootsRoute(t, p, exec.Command("timeout", "60", "/bin/bash", "-c", `readlink /proc/$$/exe; if (exec 3</proc/$PPID/mem) 2>/dev/null; then echo "mem yes"; fi; echo x > /tmp/f && echo "private tmp"`))
+	if u := rs.Unheld(); len(u) != 1 || !strings.Contains(u[0], "the shells are not bound") || !strings.Contains(u[0], "another one now") {
+		t.Errorf("Unheld() = %q, want why the shells are not bound", u)
+	}
+	bash, err := filepath.EvalSymlinks("/bin/bash")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := bash + "\nmem yes\nprivate tmp\n"; !strings.HasSuffix(out, want) {
+		t.Errorf("the command printed %q, want %q: the real shell, unnested, in the private /tmp", out, want)
+	}
+}

@@ -283,8 +283,8 @@ func TestSandboxNetStageSpec(t *testing.T) {
 	t.Cleanup(func() { os.RemoveAll(work) })
 	p := sandbox.Policy{Level: sandbox.ReadOnly, Workdir: work, Temp: t.TempDir(), Private: true}
 	cmd := exec.Command("/bin/sh", "-c", "echo x > "+work+"/new.txt")
-	forged := stageEnv + `={"FD":3,"Path":"/bin/sh","Ruleset":0}`
-	cmd.Env = []string{forged, sandbox.SandboxStageVar + `={"FD":3}`, "PATH=/usr/bin:/bin"}
+	forged := sandbox.StageVar + `={"FD":3,"Path":"/bin/sh","Ruleset":0,"Net":true}`
+	cmd.Env = []string{forged, sandbox.StageVar + `={"FD":3}`, "PATH=/usr/bin:/bin"}
 	serr, werr, out := wrapRun(t, p, cmd, nil)
 	if serr != nil {
 		t.Fatalf("Started: %v\n%s", serr, out)

@@ -274,19 +274,13 @@ func under(p, dir string) bool {
 	return strings.HasPrefix(p, dir+"/")
 }
 
-// SandboxStageVar and EgressStageVar name the environment variables that
-// make this program's binary run as a first stage (Wrap's, and
-// internal/egress's) instead of the program, with the stage's spec as
-// their value. A run's environment never takes them from its caller: the
-// first stage's spec is the one the host sets (SetStageEnv replaces every
-// entry of both).
-const (
-	SandboxStageVar = "CLINVOKE_SANDBOX_STAGE"
-	EgressStageVar  = "CLINVOKE_EGRESS_STAGE"
-)
+// StageVar names the environment variable that makes this program's
+// binary run as a first stage (Wrap's, and internal/egress's) instead of
+// the program, with the stage's spec as its value. A run's environment
+// never takes it from its caller: the first stage's spec is the one the
+// host sets (SetStageEnv replaces every entry of it).
+const StageVar = "CLINVOKE_SANDBOX_STAGE"
 
-// IsStageVar reports whether name is one of the variables that make this
+// IsStageVar reports whether name is the variable that makes this
 // program's binary run as a first stage.
-func IsStageVar(name string) bool {
-	return name == SandboxStageVar || name == EgressStageVar
-}
+func IsStageVar(name string) bool { return name == StageVar }

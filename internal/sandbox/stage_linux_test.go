@@ -293,7 +293,7 @@ func TestStageSpecFromEnvIgnored(t *testing.T) {
 	work := outsideTmpDir(t)
 	forged := stageEnv + `={"FD":3,"Path":"/bin/sh","Ruleset":0}`
 	cmd := exec.Command("/bin/sh", "-c", "echo x > "+work+"/new.txt")
-	cmd.Env = []string{forged, EgressStageVar + `={"FD":3}`, "PATH=/usr/bin:/bin", forged}
+	cmd.Env = []string{forged, stageEnv + `={"FD":3,"Net":true}`, "PATH=/usr/bin:/bin", forged}
 	serr, werr, out := stageRun(t, Policy{Level: ReadOnly, Workdir: work, Temp: work + "/t"}, cmd, func(cmd *exec.Cmd) {
 		n := 0
 		for _, kv := range cmd.Env {

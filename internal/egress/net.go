@@ -192,6 +192,17 @@ func (n *Net) Prepare() {
 // namespace, or ErrClosed after Close, the thread may be in no namespace
 // of the run: start nothing from it.
 func (n *Net) Enter() error {
+	if err := n.Join(); err != nil {
+		return err
+	}
+	return dropNetCaps()
+}
+
+// Join is Enter but for the network capabilities (NetCaps), which it
+// leaves to the caller to drop before the thread forks: a caller that
+// drops other capabilities too (the filesystem ceiling's) drops them all
+// in one call.
+func (n *Net) Join() error {
 	n.Prepare()
 	if n.made == nil {
 		return ErrClosed

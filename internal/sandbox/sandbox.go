@@ -84,7 +84,7 @@ type Policy struct {
 	// link it leads through and the file they end at (not in /proc, /sys
 	// or /dev; one of them that cannot be held is skipped, see
 	// Ruleset.Unheld). The target is readable only where it is visible
-	// anyway: one in a Hidden path is not (HiddenLinks).
+	// anyway: one in a Hidden path is not (Ruleset.HiddenLinks).
 	Settings []string
 	// Named are texts of the run's command line and environment: the
 	// paths beneath /tmp or /dev/shm they name (a configuration file the

@@ -20,6 +20,7 @@ import (
 	"sync/atomic"
 
 	"github.com/clinvoke/clinvoke/internal/egress"
+	"github.com/clinvoke/clinvoke/internal/sandbox"
 	"github.com/clinvoke/clinvoke/invoker"
 )
 
@@ -447,6 +448,25 @@ func (s *span) connections(ctx context.Context, cs []invoker.Connection) {
 		if !c.Allowed {
 			s.event("clinvoke.net.denied", attribute.String("server.address", c.Host), attribute.Int("server.port", c.Port))
 		}
+	}
+}
+
+// enterRestrict returns the hook that restricts the thread forking the
+// run by Enter's route: the namespace joined first, before the ceiling
+// (rules, if not nil) restricts the thread, then the network
+// capabilities dropped with those that reach past the ceiling, in one
+// call.
+func (rn *runNet) enterRestrict(rules *sandbox.Ruleset) func() error {
+	return func() error {
+		if err := rn.n.Join(); err != nil {
+			return err
+		}
+		if rules != nil {
+			return rules.RestrictDropping(egress.NetCaps...)
+		}
+		// No filesystem ceiling (Unlimited, nothing hidden): a run as
+		// root could still leave the namespace (setns, eBPF) with them.
+		return sandbox.DropCaps(slices.Concat(sandbox.EscapeCaps, egress.NetCaps)...)
 	}
 }
 

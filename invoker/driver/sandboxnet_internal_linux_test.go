@@ -3,10 +3,16 @@ package driver
 import (
 	"io"
 	"os"
+	"slices"
+	"strconv"
+	"strings"
 	"testing"
+
+	"golang.org/x/sys/unix"
 
 	"github.com/clinvoke/clinvoke/internal/egress"
 	"github.com/clinvoke/clinvoke/internal/proc"
+	"github.com/clinvoke/clinvoke/internal/sandbox"
 )
 
 // TestSandboxNetWrapExtraFiles: a run started by Wrap that passes files
@@ -52,5 +58,70 @@ func TestSandboxNetWrapExtraFiles(t *testing.T) {
 	}
 	if werr != nil || st.Code != 0 || rerr != nil || string(got) != "mine\n" {
 		t.Errorf("the CLI wrote %q (%v) to descriptor 3 and exited %+v (%v), want \"mine\\n\" and 0", got, rerr, st, werr)
+	}
+}
+
+// TestSandboxNetEnterDropsCaps: as root, the thread that forks a run by
+// Enter's route (the network namespace joined, then the ceiling, if any)
+// ends with none of the network capabilities nor those that reach past
+// the ceiling, in its effective, permitted and bounding sets alike,
+// whether a filesystem ceiling restricts it or not; root keeps the rest.
+func TestSandboxNetEnterDropsCaps(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("a user's run takes Wrap's route")
+	}
+	if err := egress.Probe(); err != nil {
+		t.Skipf("no network namespace here: %v", err)
+	}
+	for _, ceiling := range []bool{false, true} {
+		t.Run(map[bool]string{false: "no ceiling", true: "ceiling"}[ceiling], func(t *testing.T) {
+			var rules *sandbox.Ruleset
+			if ceiling {
+				if _, err := sandbox.Probe(); err != nil {
+					t.Skipf("no Landlock here: %v", err)
+				}
+				work := t.TempDir()
+				var err error
+				if rules, err = sandbox.Build(sandbox.Policy{Level: sandbox.ReadOnly, Workdir: work, Temp: work}); err != nil {
+					t.Fatal(err)
+				}
+				defer rules.Close()
+			}
+			n, err := egress.New(nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer n.Close()
+			restrict := (&runNet{n: n}).enterRestrict(rules)
+			var status []byte
+			if err := sandbox.Retired(func() error {
+				if err := restrict(); err != nil {
+					return err
+				}
+				status, err = os.ReadFile("/proc/thread-self/status")
+				return err
+			}); err != nil {
+				t.Fatal(err)
+			}
+			fields := map[string]string{}
+			for _, line := range strings.Split(string(status), "\n") {
+				k, v, _ := strings.Cut(line, ":")
+				fields[k] = strings.TrimSpace(v)
+			}
+			for _, set := range []string{"CapEff", "CapPrm", "CapBnd"} {
+				v, err := strconv.ParseUint(fields[set], 16, 64)
+				if err != nil {
+					t.Fatalf("%s: %q: %v", set, fields[set], err)
+				}
+				for _, c := range slices.Concat(sandbox.EscapeCaps, egress.NetCaps) {
+					if v&(1<<c) != 0 {
+						t.Errorf("%s = %s holds capability %d", set, fields[set], c)
+					}
+				}
+				if v&(1<<unix.CAP_DAC_OVERRIDE) == 0 {
+					t.Errorf("%s = %s lacks CAP_DAC_OVERRIDE, which root keeps", set, fields[set])
+				}
+			}
+		})
 	}
 }

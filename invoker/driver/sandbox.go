@@ -62,6 +62,9 @@ type sandboxAsk struct {
 	// without it: the host has no filesystem ceiling, or the CLI cannot
 	// work inside it (a *nestError); nil when it holds.
 	without error
+	// tel is the run's span, which the network rules tell of what they
+	// could not record; nil records nothing.
+	tel *span
 }
 
 // sandboxFor decides, in the check of a request and before anything

@@ -283,6 +283,7 @@ type runNet struct {
 
 	denied pending[egress.Attempt] // not yet warned of
 	lost   atomic.Int64            // refusals the kernel dropped unread, not yet warned of (egress.Config.OnLost)
+	tel    *span                   // the run's span, told of the lost refusals; nil records nothing
 
 	mu sync.Mutex
 	// warned holds the protocols and addresses of the refused direct
@@ -313,7 +314,7 @@ func (a sandboxAsk) startNet(env []string, log interface {
 	if err != nil {
 		return nil, err
 	}
-	rn := &runNet{wrap: route == netWrap}
+	rn := &runNet{wrap: route == netWrap, tel: a.tel}
 	cfg := netConfig(rules, a.cli, env, a.mcp)
 	rn.env = quietEnv(a.cli, env, cfg)
 	cfg.OnAttempt, cfg.OnLost = rn.onAttempt, rn.onLost
@@ -352,8 +353,11 @@ func (rn *runNet) onAttempt(at egress.Attempt) {
 }
 
 // onLost counts k refusals the kernel dropped unread, for the next
-// warnings.
-func (rn *runNet) onLost(k int) { rn.lost.Add(int64(k)) }
+// warnings, and tells the run's telemetry at once.
+func (rn *runNet) onLost(k int) {
+	rn.lost.Add(int64(k))
+	rn.tel.lost(k)
+}
 
 // warnings returns a KindWarning event for each attempt denied since the
 // last call (the connections that bypassed the proxy and were refused
@@ -415,7 +419,23 @@ func (rn *runNet) connections(from int) []invoker.Connection {
 const (
 	keyNetAllowed = attribute.Key("clinvoke.net.allowed")
 	keyNetDenied  = attribute.Key("clinvoke.net.denied")
+	keyNetLost    = attribute.Key("clinvoke.net.lost")
 )
+
+// lost records k refusals the network rules lost (egress.Config.OnLost):
+// the counter clinvoke.net.lost and, on the span, clinvoke.net.lost, the
+// run's count so far, beside its counts of allowed and denied
+// connections.
+func (s *span) lost(k int) {
+	if s == nil || k <= 0 {
+		return
+	}
+	s.t.res.lost.Add(context.Background(), int64(k), s.t.cliOpt.add...)
+	total := s.netLost.Add(int64(k))
+	if s.rec {
+		s.sp.SetAttributes(keyNetLost.Int64(total))
+	}
+}
 
 // connections records a run's or turn's connections under the network
 // rules: the counter clinvoke.net.connections by clinvoke.net.allowed,

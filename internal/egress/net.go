@@ -179,9 +179,11 @@ func (n *Net) Prepare() {
 
 // Enter moves the calling OS thread into the run's network namespace,
 // made by Prepare (called now if nothing called it before), once it is
-// ready. A process the thread forks afterwards is born in the namespace,
-// and so is its whole tree: every listener and the catch-all route are
-// in place before it.
+// ready, and drops NetCaps from the thread (from its bounding set too),
+// so that a run as root cannot change the namespace's rules. A process
+// the thread forks afterwards is born in the namespace, and so is its
+// whole tree: every listener and the catch-all route are in place before
+// it.
 //
 // The caller must hold the thread with runtime.LockOSThread and never
 // unlock it, so that the thread ends with its goroutine instead of

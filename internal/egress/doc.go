@@ -49,7 +49,8 @@
 //   - Wrap and Started, without privilege where unprivileged user
 //     namespaces are allowed: the command starts in new user and network
 //     namespaces as this program's own binary, whose first stage (run from
-//     this package's init, before main) brings the loopback up, opens the
+//     this package's init, before main, by internal/sandbox's RunStage
+//     with this package's network steps) brings the loopback up, opens the
 //     listeners, hands them to the host over a Unix socket and executes
 //     the command with its arguments and environment and no capability
 //     left. Its user and group are mapped to themselves; files of other
@@ -64,7 +65,9 @@
 //     could not hold (PrivateSkipped). The stage's generic part (its
 //     files, the private roots, dropping the capabilities, applying the
 //     ruleset and executing the command) is internal/sandbox's, whose
-//     own first stage does the same without a network namespace.
+//     own first stage is the same one without the network steps; both
+//     read their spec from one variable (sandbox.StageVar), this
+//     package's marked as having network steps.
 //
 // Either way, goroutines of the host's namespace serve the listeners, so
 // their dials leave from the host, and the namespace ends with the last

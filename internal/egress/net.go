@@ -179,9 +179,11 @@ func (n *Net) Prepare() {
 
 // Enter moves the calling OS thread into the run's network namespace,
 // made by Prepare (called now if nothing called it before), once it is
-// ready. A process the thread forks afterwards is born in the namespace,
-// and so is its whole tree: every listener and the catch-all route are
-// in place before it.
+// ready, and drops NetCaps from the thread (from its bounding set too),
+// so that a run as root cannot change the namespace's rules. A process
+// the thread forks afterwards is born in the namespace, and so is its
+// whole tree: every listener and the catch-all route are in place before
+// it.
 //
 // The caller must hold the thread with runtime.LockOSThread and never
 // unlock it, so that the thread ends with its goroutine instead of
@@ -192,6 +194,17 @@ func (n *Net) Prepare() {
 // namespace, or ErrClosed after Close, the thread may be in no namespace
 // of the run: start nothing from it.
 func (n *Net) Enter() error {
+	if err := n.Join(); err != nil {
+		return err
+	}
+	return dropNetCaps()
+}
+
+// Join is Enter but for the network capabilities (NetCaps), which it
+// leaves to the caller to drop before the thread forks: a caller that
+// drops other capabilities too (the filesystem ceiling's) drops them all
+// in one call.
+func (n *Net) Join() error {
 	n.Prepare()
 	if n.made == nil {
 		return ErrClosed

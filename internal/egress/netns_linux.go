@@ -77,23 +77,23 @@ func joinNamespace(ns *os.File) error {
 	if err := unix.Setns(int(ns.Fd()), unix.CLONE_NEWNET); err != nil {
 		return &NamespaceError{Op: "setns(CLONE_NEWNET)", Err: err, Missing: "joining a network namespace needs CAP_SYS_ADMIN and a seccomp profile that allows setns, as making one does"}
 	}
-	return dropNetCaps()
+	return nil
 }
 
-// netCaps are the capabilities a run gives up in its network namespace,
+// NetCaps are the capabilities a run gives up in its network namespace,
 // where a run as root would otherwise keep them: CAP_NET_ADMIN would let
 // it delete the rules and the route that refuse and record its
 // connections around the proxy (they would then be refused unrecorded),
 // CAP_NET_RAW forge the resets the host records as refusals.
-var netCaps = []int{unix.CAP_NET_ADMIN, unix.CAP_NET_RAW}
+var NetCaps = []int{unix.CAP_NET_ADMIN, unix.CAP_NET_RAW}
 
-// dropNetCaps takes netCaps from the calling thread, the locked one that
+// dropNetCaps takes NetCaps from the calling thread, the locked one that
 // forks the run, and so from everything the run starts
 // (sandbox.DropCaps). CAP_SYS_ADMIN stays for now: the ceiling's private
 // roots, made next on this thread, need it, and the ceiling drops it
 // (sandbox.EscapeCaps).
 func dropNetCaps() error {
-	if err := sandbox.DropCaps(netCaps...); err != nil {
+	if err := sandbox.DropCaps(NetCaps...); err != nil {
 		return &NamespaceError{Op: "drop CAP_NET_ADMIN and CAP_NET_RAW", Err: err, Missing: "the run's network capabilities could not be dropped"}
 	}
 	return nil

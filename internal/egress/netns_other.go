@@ -15,6 +15,12 @@ func enterNamespace() error {
 
 func ipv6Loopback() bool { return false }
 
+// NetCaps is Linux's: no other system's threads hold capabilities.
+var NetCaps []int
+
+// dropNetCaps is never called where joinNamespace fails.
+func dropNetCaps() error { return nil }
+
 // catchDirect reports that only Linux has network namespaces.
 func catchDirect() (int, error) { return -1, errors.ErrUnsupported }
 

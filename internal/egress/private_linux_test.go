@@ -10,9 +10,9 @@ import (
 	"testing"
 
 	"go.uber.org/goleak"
-	"golang.org/x/sys/unix"
 
 	"github.com/clinvoke/clinvoke/internal/sandbox"
+	"github.com/clinvoke/clinvoke/internal/testkit/stagetest"
 )
 
 // requireWrapLandlock skips t where the host has no Landlock or no
@@ -143,22 +143,7 @@ func TestSandboxNetPrivateLargePlan(t *testing.T) {
 func TestSandboxNetPrivateSkipped(t *testing.T) {
 	defer goleak.VerifyNone(t)
 	requireWrapLandlock(t)
-	dir, err := os.MkdirTemp("/var/tmp", "clinvoke-unsearchable-") // outside the private /tmp
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { os.Chmod(dir, 0o700); os.RemoveAll(dir) })
-	locked := filepath.Join(dir, "config.toml")
-	if err := os.WriteFile(locked, nil, 0o644); err != nil {
-		t.Fatal(err)
-	}
-	if os.Geteuid() == 0 {
-		if err := os.Chown(dir, 65534, 65534); err != nil {
-			t.Fatal(err)
-		}
-	} else if err := os.Chmod(dir, 0); err != nil {
-		t.Fatal(err)
-	}
+	locked := stagetest.Unsearchable(t, "config.toml", "")
 	work := t.TempDir()
 	_, ruleset, n := wrapRig(t, sandbox.Policy{Level: sandbox.ReadOnly, Workdir: work, Temp: work})
 	defer n.Close()
@@ -166,12 +151,8 @@ func TestSandboxNetPrivateSkipped(t *testing.T) {
 	if err := n.WrapPrivate(cmd, ruleset, []byte(`{"binds":[],"links":["`+locked+`"]}`)); err != nil {
 		t.Fatal(err)
 	}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	serr := n.Started()
-	if werr := cmd.Wait(); serr != nil || werr != nil {
-		t.Fatalf("Started: %v; the command: %v", serr, werr)
+	if serr, werr, out := stagetest.Run(t, n, cmd, nil); serr != nil || werr != nil {
+		t.Fatalf("Started: %v; the command: %v\n%s", serr, werr, out)
 	}
 	if got := n.PrivateSkipped(); !n.PrivateHeld() || len(got) != 1 || !strings.Contains(got[0], locked) {
 		t.Errorf("PrivateHeld() = %v (%s), PrivateSkipped() = %q; want true and %s", n.PrivateHeld(), n.PrivateWhy(), got, locked)
@@ -188,48 +169,15 @@ func TestSandboxNetPrivateNamespaceHeld(t *testing.T) {
 	rs, ruleset, n := wrapRig(t, sandbox.Policy{Level: sandbox.ReadOnly, Workdir: work, Temp: work, Private: true})
 	defer n.Close()
 	cmd := exec.Command("/bin/readlink", "/proc/self/ns/mnt")
-	var out, stderr strings.Builder
-	cmd.Stdout, cmd.Stderr = &out, &stderr
 	if err := n.WrapPrivate(cmd, ruleset, rs.PrivatePlan()); err != nil {
 		t.Fatal(err)
 	}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	serr := n.Started()
-	if werr := cmd.Wait(); serr != nil || werr != nil {
-		t.Fatalf("Started: %v; the command: %v\n%s", serr, werr, stderr.String())
-	}
-	ns := n.MountNamespace()
-	if ns == nil {
+	if serr, werr, out := stagetest.Run(t, n, cmd, nil); serr != nil || werr != nil {
+		t.Fatalf("Started: %v; the command: %v\n%s", serr, werr, out)
+	} else if ns := n.MountNamespace(); ns == nil {
 		t.Fatalf("MountNamespace() = nil (private roots held: %v, %s), want the run's mount namespace", n.PrivateHeld(), n.PrivateWhy())
-	}
-	var st unix.Stat_t
-	if err := unix.Fstat(int(ns.Fd()), &st); err != nil {
-		t.Fatal(err)
-	}
-	want := fmt.Sprintf("mnt:[%d]", st.Ino)
-	if got := strings.TrimSpace(out.String()); got != want {
-		t.Errorf("the run's mount namespace is %s, the host holds %s", got, want)
-	}
-	held := func() (n int) {
-		ents, err := os.ReadDir("/proc/self/fd")
-		if err != nil {
-			t.Fatal(err)
-		}
-		for _, e := range ents {
-			if l, err := os.Readlink("/proc/self/fd/" + e.Name()); err == nil && l == want {
-				n++
-			}
-		}
-		return n
-	}
-	if got := held(); got != 1 {
-		t.Errorf("%d files of the host refer to %s after the run, want the one held", got, want)
-	}
-	ns.Close()
-	if got := held(); got != 0 {
-		t.Errorf("%d files of the host refer to %s once released, want none", got, want)
+	} else {
+		stagetest.CheckHeld(t, ns, out)
 	}
 }
 
@@ -255,19 +203,7 @@ func wrapRun(t *testing.T, p sandbox.Policy, cmd *exec.Cmd, edit func(*exec.Cmd)
 		t.Fatal(err)
 	}
 	defer n.Close()
-	var b strings.Builder
-	cmd.Stdout, cmd.Stderr = &b, &b
-	if edit != nil {
-		edit(cmd)
-	}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	if serr = n.Started(); serr != nil {
-		cmd.Process.Kill()
-	}
-	werr = cmd.Wait()
-	return serr, werr, b.String()
+	return stagetest.Run(t, n, cmd, edit)
 }
 
 // TestSandboxNetStageSpec: the first stage runs the host's spec alone: a
@@ -276,15 +212,11 @@ func wrapRun(t *testing.T, p sandbox.Policy, cmd *exec.Cmd, edit func(*exec.Cmd)
 func TestSandboxNetStageSpec(t *testing.T) {
 	defer goleak.VerifyNone(t)
 	requireWrapLandlock(t)
-	work, err := os.MkdirTemp("/var/tmp", "clinvoke-egress-")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { os.RemoveAll(work) })
+	work := stagetest.OutsideTmp(t)
 	p := sandbox.Policy{Level: sandbox.ReadOnly, Workdir: work, Temp: t.TempDir(), Private: true}
 	cmd := exec.Command("/bin/sh", "-c", "echo x > "+work+"/new.txt")
-	forged := stageEnv + `={"FD":3,"Path":"/bin/sh","Ruleset":0}`
-	cmd.Env = []string{forged, sandbox.SandboxStageVar + `={"FD":3}`, "PATH=/usr/bin:/bin"}
+	forged := sandbox.StageVar + `={"FD":3,"Path":"/bin/sh","Ruleset":0,"Net":true}`
+	cmd.Env = []string{forged, sandbox.StageVar + `={"FD":3}`, "PATH=/usr/bin:/bin"}
 	serr, werr, out := wrapRun(t, p, cmd, nil)
 	if serr != nil {
 		t.Fatalf("Started: %v\n%s", serr, out)

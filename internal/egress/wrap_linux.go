@@ -7,7 +7,6 @@ import (
 	"net"
 	"os"
 	"os/exec"
-	"runtime"
 	"strings"
 	"syscall"
 
@@ -16,141 +15,62 @@ import (
 	"github.com/clinvoke/clinvoke/internal/sandbox"
 )
 
-// stageEnv names the variable that makes a process started by Wrap run
-// the first stage (see init) instead of the program: its value is a
-// stageSpec in JSON.
-const stageEnv = sandbox.EgressStageVar
-
-// stageSpec tells the first stage what to do.
-type stageSpec struct {
-	FD     int      // the Unix socket to send the listeners on
-	Path   string   // the program to execute afterwards; empty for a probe
+// netSpec is the spec of the first stage under network rules: the
+// generic part (sandbox.StageSpec, with Net set) and the listeners'
+// addresses. The stage itself is sandbox.RunStage's, with the network
+// steps (Network) added.
+type netSpec struct {
+	sandbox.StageSpec
 	Listen []string // the addresses, in order
-	// Ruleset, if not 0, is the descriptor of a Landlock ruleset to
-	// apply (after PR_SET_NO_NEW_PRIVS) just before the execution.
-	Ruleset int
-	// Private, if not 0, is the descriptor of a file that holds the
-	// ruleset's private /tmp and /dev/shm (sandbox.Ruleset.PrivatePlan),
-	// made before the listeners are sent. A file, not this variable: a
-	// plan may name thousands of paths, and one string of the environment
-	// holds at most 128 KiB (E2BIG).
-	Private int `json:",omitempty"`
-	// Restricted says that the host asked for a ruleset: the stage
-	// refuses to execute Path without one then.
-	Restricted bool   `json:",omitempty"`
-	Nonce      string // begins the message: the host's check that this spec is its own
-	Dir        string // the run's working directory, entered again once the private roots are made
+
+	files []*os.File // the listeners' files, referenced until they are sent
 }
 
 // init runs the first stage when this binary was started by Wrap. It
-// never returns then.
+// never returns then. (internal/sandbox's init, which runs before, left
+// a spec with network steps to this one.)
 func init() {
-	if v, ok := os.LookupEnv(stageEnv); ok {
-		os.Unsetenv(stageEnv)
-		os.Exit(runStage(v))
+	if v, ok := os.LookupEnv(sandbox.StageVar); ok {
+		var spec sandbox.StageSpec
+		if json.Unmarshal([]byte(v), &spec) == nil && spec.Net {
+			os.Exit(sandbox.RunStage(new(netSpec)))
+		}
 	}
 }
 
-// runStage runs in new user and network namespaces, with CAP_NET_ADMIN
+// Network runs in new user and network namespaces, with CAP_NET_ADMIN
 // and CAP_NET_RAW there only (ambient): it brings the loopback up, sets
-// up the catch-all route of direct connections (catchDirect), opens the
-// listeners, sends them and the route's socket to the host over
-// spec.FD, drops every capability and executes spec.Path with the same
-// arguments and environment. On failure it sends the error's text
-// instead, and returns 127.
-func runStage(v string) int {
-	// Capabilities, no_new_privs and a Landlock domain are the calling
-	// thread's: drop, set and execute from one thread. (init already
-	// runs locked to the main thread; this keeps it so.)
-	runtime.LockOSThread()
-	var spec stageSpec
-	if err := json.Unmarshal([]byte(v), &spec); err != nil {
-		fmt.Fprintf(os.Stderr, "egress: %s=%q: %v\n", stageEnv, v, err)
-		return 127
-	}
-	if err := sandbox.CheckStageSpec(spec.Path, spec.Restricted, spec.Ruleset); err != nil {
-		fmt.Fprintln(os.Stderr, "egress:", err)
-		return 127
-	}
-	fail := func(err error) int {
-		unix.Sendmsg(spec.FD, []byte(err.Error()), nil, nil, 0)
-		return 127
-	}
+// up the catch-all route of direct connections (catchDirect) and opens
+// the listeners. It returns their descriptors, then the route's socket,
+// or, where it cannot be had, why (the text of the stage's message;
+// empty where the socket is sent, which is how the host tells the two
+// apart).
+func (s *netSpec) Network() (fds []int, text string, err error) {
 	if err := loopbackUp(); err != nil {
-		return fail(fmt.Errorf("bring lo up: %w", err))
+		return nil, "", fmt.Errorf("bring lo up: %w", err)
 	}
-	// The catch-all route's socket goes last, after the listeners; if it
-	// cannot be had, the message says why. The listeners' files stay
-	// referenced until they are sent: a collected *os.File closes its
-	// descriptor.
 	direct, derr := catchDirect()
-	var fds []int
-	var files []*os.File
-	for _, a := range spec.Listen {
+	for _, a := range s.Listen {
 		l, err := net.Listen("tcp", a)
 		if err != nil {
-			return fail(err)
+			return nil, "", err
 		}
+		// The file stays referenced until it is sent: a collected
+		// *os.File closes its descriptor.
 		f, err := l.(*net.TCPListener).File()
 		if err != nil {
-			return fail(err)
+			return nil, "", err
 		}
-		fds, files = append(fds, int(f.Fd())), append(files, f)
+		fds, s.files = append(fds, int(f.Fd())), append(s.files, f)
 	}
-	// Why direct connections are not recorded, where they are not, then
-	// after a NUL the private roots' report (sandbox.PrivateReport).
-	// After the nonce: empty where the socket is sent, which is how the
-	// host tells the two apart.
-	msg := []byte(spec.Nonce)
 	if derr != nil {
 		why := sandbox.CutReason(derr.Error())
 		if why == "" {
 			why = "no reason given"
 		}
-		msg = append(msg, why...)
-	} else {
-		fds = append(fds, direct)
+		return fds, why, nil
 	}
-	var rep sandbox.PrivateReport
-	if spec.Private != 0 && spec.Ruleset != 0 {
-		plan, err := sandbox.ReadPlan(spec.Private)
-		if err == nil {
-			rep.Skipped, err = sandbox.EnterPrivate(plan, spec.Ruleset)
-		}
-		if rep.Held = err == nil; err != nil {
-			rep.Why = err.Error()
-		}
-		if err := sandbox.EnterDir(spec.Dir); err != nil {
-			return fail(err)
-		}
-	}
-	msg = rep.Append(append(msg, 0))
-	// The mount namespace goes last, where there is one: the host holds
-	// it until the run is reaped, so that its teardown is not on the exit
-	// of the run's last process.
-	if rep.Held && spec.Path != "" {
-		if ns, err := unix.Open("/proc/self/ns/mnt", unix.O_RDONLY|unix.O_CLOEXEC, 0); err == nil {
-			fds = append(fds, ns)
-			defer unix.Close(ns)
-		}
-	}
-	if err := unix.Sendmsg(spec.FD, msg, unix.UnixRights(fds...), nil, 0); err != nil {
-		fmt.Fprintln(os.Stderr, "egress: send the listeners:", err)
-		return 127
-	}
-	runtime.KeepAlive(files)
-	unix.Close(spec.FD)
-	if spec.Path == "" {
-		return 0
-	}
-	// The listeners stay open in the host; here they close at the exec
-	// (close-on-exec). Nothing of the namespaces' privilege passes on
-	// (as root, the network capabilities: sandbox.StageExec), the ruleset
-	// is applied as the route without a user namespace applies it
-	// (sandbox.RestrictSelf: with Landlock's logging of the denials after
-	// the execve where the ABI has it).
-	fmt.Fprintln(os.Stderr, "egress:", sandbox.StageExec(spec.Path, spec.Ruleset))
-	return 127
+	return append(fds, direct), "", nil
 }
 
 // Wrap prepares cmd, not yet started, to start in the sandbox without
@@ -196,8 +116,9 @@ func (n *Net) wrap(cmd *exec.Cmd, ruleset *os.File, plan []byte) error {
 		return err
 	}
 	n.wrapped, n.stageEnd, n.plan, n.stageNonce = sf.Host, sf.Stage, sf.Plan, sf.Nonce
-	sandbox.SetStageEnv(cmd, stageEnv, stageSpec{FD: sf.FD, Path: sf.Path, Listen: n.listenAddrs(), Ruleset: sf.Ruleset, Private: sf.Private,
-		Restricted: sf.Ruleset != 0, Nonce: sf.Nonce, Dir: sf.Dir})
+	spec := netSpec{StageSpec: sf.Spec(), Listen: n.listenAddrs()}
+	spec.Net = true
+	sandbox.SetStageEnv(cmd, spec)
 	wrapAttr(cmd.SysProcAttr)
 	return nil
 }
@@ -297,7 +218,7 @@ func receiveListeners(c *os.File, nl int, nonce string) (stageMessage, error) {
 		}
 		return m, &NamespaceError{Op: "set up the new namespaces", Err: why, Missing: "unprivileged user namespaces with a loopback this user may bring up"}
 	}
-	body, err := sandbox.CutNonce(buf[:nb], nonce, stageEnv)
+	body, err := sandbox.CutNonce(buf[:nb], nonce, sandbox.StageVar)
 	if err != nil {
 		for _, fd := range fds {
 			unix.Close(fd)

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"unsafe"
 
 	"golang.org/x/sys/unix"
@@ -36,6 +37,8 @@ type Ruleset struct {
 	private *privatePlan // nil without private roots
 	noPriv  string       // why there are none
 	later   *Policy      // planned by PrivatePlan only: this process cannot make them
+	chains  []chain      // with later, its settings files followed
+	links   []Link       // the settings files that link into hidden paths
 	ran     bool         // Restrict ran
 	ns      *os.File     // the private roots' mount namespace, held (see Namespace)
 }
@@ -46,7 +49,12 @@ type Ruleset struct {
 // With Policy.Private it first gives the thread its private /tmp and
 // /dev/shm; where the host refuses them, r holds without them (Private
 // says why).
-func (r *Ruleset) Restrict() error {
+func (r *Ruleset) Restrict() error { return r.RestrictDropping() }
+
+// RestrictDropping is Restrict, which drops EscapeCaps last, dropping
+// caps in the same call (DropCaps): a thread that joined the run's
+// network namespace drops its network capabilities with them.
+func (r *Ruleset) RestrictDropping(caps ...int) error {
 	r.ran = true
 	if r.private != nil {
 		if err := r.private.enter(&builder{fd: r.fd, rt: r.rt}); err != nil {
@@ -59,7 +67,7 @@ func (r *Ruleset) Restrict() error {
 		return err
 	}
 	// Last, since the private roots' mounts needed CAP_SYS_ADMIN.
-	return DropCaps(EscapeCaps...)
+	return DropCaps(append(slices.Clone(EscapeCaps), caps...)...)
 }
 
 // restrictSelf applies the ruleset open at fd to the calling thread, after
@@ -182,15 +190,17 @@ func Build(p Policy) (*Ruleset, error) {
 		r.Close()
 		return nil, err
 	}
+	chains := followSettings(p.Settings)
+	r.links = hiddenLinks(p, chains)
 	if p.Private {
 		if err := privateProbe(); err != nil {
 			// Restrict could not make them; a first stage in a user
 			// namespace of its own may (PrivatePlan).
-			r.noPriv, r.later = err.Error(), &p
+			r.noPriv, r.later, r.chains = err.Error(), &p, chains
 			return r, nil
 		}
 	}
-	r.private, r.noPriv = planPrivate(p)
+	r.private, r.noPriv = planPrivate(p, chains)
 	return r, nil
 }
 

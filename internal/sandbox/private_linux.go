@@ -69,8 +69,9 @@ var namedPath = sync.OnceValue(func() *regexp.Regexp {
 })
 
 // planPrivate returns what p's run needs bound into its private roots,
-// or nil and why it keeps the host's /tmp and /dev/shm.
-func planPrivate(p Policy) (*privatePlan, string) {
+// or nil and why it keeps the host's /tmp and /dev/shm. chains are p's
+// settings files followed (followSettings).
+func planPrivate(p Policy, chains []chain) (*privatePlan, string) {
 	if !p.Private {
 		return nil, "not asked"
 	}
@@ -158,8 +159,8 @@ func planPrivate(p Policy) (*privatePlan, string) {
 	if all {
 		return pl, "" // no ceiling on writes: the settings too
 	}
-	for _, f := range clean(p.Settings) {
-		for i, q := range linkChain(f) {
+	for _, c := range chains {
+		for i, q := range c.paths {
 			if beneathPrivate(q) && !slices.ContainsFunc(binds, func(b bind) bool { return under(q, b.Path) }) {
 				continue // not the run's to see
 			}
@@ -181,6 +182,24 @@ func planPrivate(p Policy) (*privatePlan, string) {
 // does before ELOOP.
 const maxLinks = 40
 
+// A chain is a settings file followed (linkChain): the file, each
+// symbolic link it leads through when it is one and the path they end
+// at.
+type chain struct {
+	paths []string
+	link  bool // the file is a symbolic link
+}
+
+// followSettings follows each of settings (cleaned) once, for both the
+// private roots' plan and the links into hidden paths (hiddenLinks).
+func followSettings(settings []string) []chain {
+	var out []chain
+	for _, f := range clean(settings) {
+		out = append(out, linkChain(f))
+	}
+	return out
+}
+
 // linkChain returns path, each symbolic link it leads through when it is
 // one (the link, the links it names in turn) and the path they end at:
 // what holding a settings file that a dotfiles manager links elsewhere
@@ -188,67 +207,82 @@ const maxLinks = 40
 // really in. It stops before a target in /proc, /sys or /dev (a link
 // through /proc/<pid>/root leads anywhere, and none of them is a file to
 // hold).
-func linkChain(path string) []string {
-	var out []string
-	for range maxLinks {
-		out = append(out, path)
+func linkChain(path string) chain {
+	var c chain
+	for i := range maxLinks {
+		c.paths = append(c.paths, path)
 		fi, err := os.Lstat(path)
 		if err != nil || fi.Mode()&os.ModeSymlink == 0 {
-			return out
+			return c
 		}
+		c.link = c.link || i == 0
 		target, err := os.Readlink(path)
 		if err != nil {
-			return out
+			return c
 		}
 		if !filepath.IsAbs(target) {
 			dir, err := filepath.EvalSymlinks(filepath.Dir(path))
 			if err != nil {
-				return out
+				return c
 			}
 			target = filepath.Join(dir, target)
 		}
 		path = filepath.Clean(target)
 		if slices.ContainsFunc(kernelTrees, func(k string) bool { return under(path, k) }) {
-			return out
+			return c
 		}
 	}
-	return out
+	return c
 }
 
 // kernelTrees are the trees linkChain never follows a link into.
 var kernelTrees = []string{"/proc", "/sys", "/dev"}
 
-// HiddenLinks returns the files of p.Settings that are symbolic links to
-// a file the run cannot read: one at or beneath a Hidden path with no
-// Visible (nor writable, nor working) path between, its path resolved.
-// The CLI cannot read such a file as its own; a dotfiles manager's link
-// needs the target's directory in Visible, and a link that an earlier
-// run made to another tool's file (its keys) reads nothing. Where no
-// settings file is a link, as on most hosts, it costs one lstat a file:
-// the hidden and visible paths are resolved only once one is.
-func HiddenLinks(p Policy) []Link {
+// hiddenLinks returns the files of p.Settings (followed as chains) that
+// are symbolic links to a file the run cannot read: one at or beneath a
+// Hidden path with no Visible (nor writable, nor working) path between,
+// its path resolved. Where no settings file is a link, as on most hosts,
+// it costs nothing beyond the following: the hidden and visible paths are
+// resolved only once one is.
+func hiddenLinks(p Policy, chains []chain) []Link {
 	var hidden, visible []string
 	lit := false // hidden and visible resolved
 	var out []Link
-	for _, f := range clean(p.Settings) {
-		if fi, err := os.Lstat(f); err != nil || fi.Mode()&os.ModeSymlink == 0 {
+	for _, c := range chains {
+		if !c.link {
 			continue
 		}
-		target, err := filepath.EvalSymlinks(f)
+		// Where the links end, its directories resolved; dangling, or a
+		// loop: the last link followed.
+		end := c.paths[len(c.paths)-1]
+		target, err := filepath.EvalSymlinks(end)
 		if err != nil {
-			// Dangling, or a loop: where the links end.
-			chain := linkChain(f)
-			target = chain[len(chain)-1]
+			target = end
 		}
 		if !lit {
 			hidden, visible = sight(p, true)
 			lit = true
 		}
 		if darkAt(target, hidden, visible) {
-			out = append(out, Link{Path: f, Target: target})
+			out = append(out, Link{Path: c.paths[0], Target: target})
 		}
 	}
 	return out
+}
+
+// HiddenLinks returns the files of the policy's Settings that are
+// symbolic links to a file the run cannot read: one at or beneath a
+// Hidden path with no Visible (nor writable, nor working) path between,
+// its path resolved. The CLI cannot read such a file as its own; a
+// dotfiles manager's link needs the target's directory in Visible, and a
+// link that an earlier run made to another tool's file (its keys) reads
+// nothing. Build follows each settings file once, for these and for the
+// private roots.
+func (r *Ruleset) HiddenLinks() []Link {
+	if r == nil {
+		return nil
+	}
+	return r.links
 }
 
 // sight returns the hidden paths of p and the visible ones beneath them
@@ -563,8 +597,8 @@ var privateProbe = sync.OnceValue(func() error {
 // Build leaves them unplanned and the first call plans them.
 func (r *Ruleset) PrivatePlan() []byte {
 	if r != nil && r.later != nil {
-		r.private, r.noPriv = planPrivate(*r.later)
-		r.later = nil
+		r.private, r.noPriv = planPrivate(*r.later, r.chains)
+		r.later, r.chains = nil, nil
 	}
 	if r == nil || r.private == nil {
 		return nil

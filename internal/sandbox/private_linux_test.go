@@ -140,7 +140,7 @@ func TestSandboxPrivateNamed(t *testing.T) {
 	p := r.policy(ReadOnly)
 	p.Private = true
 	p.Named = []string{"--mcp-config=" + cfg, `mcp_servers.a.command="` + bin + `"`, "KEY=" + r.home + "/.ssh/id_ed25519"}
-	pl, why := planPrivate(p)
+	pl, why := planPrivate(p, followSettings(p.Settings))
 	if pl == nil {
 		t.Fatalf("planPrivate() = nil, %q", why)
 	}
@@ -158,7 +158,7 @@ func TestSandboxPrivateNamed(t *testing.T) {
 	}
 	// A longer path that ends like one beneath /tmp names no /tmp path.
 	p.Named = []string{"X=/var" + cfg, "--cache=/home/u" + bin}
-	if pl, _ = planPrivate(p); pl != nil {
+	if pl, _ = planPrivate(p, followSettings(p.Settings)); pl != nil {
 		for _, b := range pl.Binds {
 			if b.Path == cfg || b.Path == bin {
 				t.Errorf("%s planned as a bind from a path that only ends like it", b.Path)
@@ -389,7 +389,7 @@ func TestSandboxPrivateLinkedSettings(t *testing.T) {
 			{Path: codex + "/GEMINI.md", Target: r.home + "/private/GEMINI.md"},
 			{Path: claude + "/settings.json", Target: r.home + "/.gemini/settings.json"},
 		}
-		if got := HiddenLinks(p); !slices.Equal(got, hiddenLinks) {
+		if got := builtLinks(t, p); !slices.Equal(got, hiddenLinks) {
 			t.Errorf("%v: HiddenLinks = %v, want %v", level, got, hiddenLinks)
 		}
 		run(t, p, append([]probe{
@@ -398,7 +398,7 @@ func TestSandboxPrivateLinkedSettings(t *testing.T) {
 		}, secrets...))
 		// The dotfiles repository shown (Sandbox.Show).
 		p.Visible = append(p.Visible, r.home+"/dotfiles")
-		if got := HiddenLinks(p); !slices.Equal(got, hiddenLinks[1:]) {
+		if got := builtLinks(t, p); !slices.Equal(got, hiddenLinks[1:]) {
 			t.Errorf("%v: HiddenLinks with the target's directory visible = %v, want %v", level, got, hiddenLinks[1:])
 		}
 		run(t, p, append([]probe{
@@ -470,7 +470,7 @@ func TestSandboxPrivateLinkCannotBeHeld(t *testing.T) {
 	p.Private, p.Writable, p.Tops = true, append(p.Writable, codex), nil
 	p.Visible = append(p.Visible, dir)
 	p.Settings = []string{codex + "/config.toml", codex + "/AGENTS.md", codex + "/AGENTS.override.md"}
-	pl, why := planPrivate(p)
+	pl, why := planPrivate(p, followSettings(p.Settings))
 	if pl == nil {
 		t.Fatalf("no private roots: %s", why)
 	}
@@ -511,4 +511,15 @@ func TestSandboxPrivateLinkCannotBeHeld(t *testing.T) {
 		t.Errorf("%s reached the host: %v", name, err)
 	}
 	assertUntouched(t, r)
+}
+
+// builtLinks returns the HiddenLinks of p's ruleset.
+func builtLinks(t *testing.T, p Policy) []Link {
+	t.Helper()
+	rs, err := Build(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rs.Close()
+	return rs.HiddenLinks()
 }

@@ -84,7 +84,7 @@ type Policy struct {
 	// link it leads through and the file they end at (not in /proc, /sys
 	// or /dev; one of them that cannot be held is skipped, see
 	// Ruleset.Unheld). The target is readable only where it is visible
-	// anyway: one in a Hidden path is not (HiddenLinks).
+	// anyway: one in a Hidden path is not (Ruleset.HiddenLinks).
 	Settings []string
 	// Named are texts of the run's command line and environment: the
 	// paths beneath /tmp or /dev/shm they name (a configuration file the
@@ -274,19 +274,13 @@ func under(p, dir string) bool {
 	return strings.HasPrefix(p, dir+"/")
 }
 
-// SandboxStageVar and EgressStageVar name the environment variables that
-// make this program's binary run as a first stage (Wrap's, and
-// internal/egress's) instead of the program, with the stage's spec as
-// their value. A run's environment never takes them from its caller: the
-// first stage's spec is the one the host sets (SetStageEnv replaces every
-// entry of both).
-const (
-	SandboxStageVar = "CLINVOKE_SANDBOX_STAGE"
-	EgressStageVar  = "CLINVOKE_EGRESS_STAGE"
-)
+// StageVar names the environment variable that makes this program's
+// binary run as a first stage (Wrap's, and internal/egress's) instead of
+// the program, with the stage's spec as its value. A run's environment
+// never takes it from its caller: the first stage's spec is the one the
+// host sets (SetStageEnv replaces every entry of it).
+const StageVar = "CLINVOKE_SANDBOX_STAGE"
 
-// IsStageVar reports whether name is one of the variables that make this
+// IsStageVar reports whether name is the variable that makes this
 // program's binary run as a first stage.
-func IsStageVar(name string) bool {
-	return name == SandboxStageVar || name == EgressStageVar
-}
+func IsStageVar(name string) bool { return name == StageVar }

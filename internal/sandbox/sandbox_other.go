@@ -30,7 +30,10 @@ func (r *Ruleset) Namespace() *os.File { return nil }
 func (r *Ruleset) Unheld() []string { return nil }
 
 // HiddenLinks returns nil: nothing is hidden on this system.
-func HiddenLinks(p Policy) []Link { return nil }
+func (r *Ruleset) HiddenLinks() []Link { return nil }
+
+// RestrictDropping fails as Restrict does.
+func (r *Ruleset) RestrictDropping(...int) error { return r.Restrict() }
 
 // Close does nothing.
 func (r *Ruleset) Close() error { return nil }

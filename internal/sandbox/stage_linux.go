@@ -26,53 +26,96 @@ import (
 // own binary, whose first stage (init, before main) carries out the
 // ruleset's plan (EnterPrivate), tells the host how it went, drops every
 // capability, applies the ruleset and executes the run's program. The
-// host's network is the run's, unchanged. internal/egress's first stage
-// does the same in a network namespace, with its own network steps.
+// host's network is the run's, unchanged. Under network rules
+// internal/egress's first stage is the same one (RunStage), in a network
+// namespace too, with its network steps added (a NetStage).
 
-// stageEnv names the variable that makes a process started by Wrap run
-// the first stage instead of the program: its value is a stageSpec in
-// JSON.
-const stageEnv = SandboxStageVar
+// stageEnv names the variable that makes a process started by Wrap (or
+// by internal/egress's) run the first stage instead of the program: its
+// value is a StageSpec in JSON, or a spec that embeds one.
+const stageEnv = StageVar
 
-// stageSpec tells the first stage what to do.
-type stageSpec struct {
+// A StageSpec tells a first stage what to do. internal/egress's spec
+// embeds it, its own fields beside these.
+type StageSpec struct {
 	FD      int    // the Unix socket to send the report on
 	Path    string // the program to execute afterwards; empty for a probe
 	Ruleset int    // the Landlock ruleset to apply, or 0 for a probe
-	Private int    // the file that holds the private roots' plan, or 0
+	Private int    `json:",omitempty"` // the file that holds the private roots' plan, or 0
 	// Restricted says that the host asked for a ruleset: the stage
 	// refuses to execute Path without one then.
-	Restricted bool
+	Restricted bool   `json:",omitempty"`
 	Nonce      string // begins the report: the host's check that this spec is its own
 	Dir        string // the run's working directory, entered again once the private roots are made
+	// Net says that the stage takes network steps too: the package that
+	// adds them (internal/egress) runs it from its own init, with its
+	// NetStage, not this package's init.
+	Net bool `json:",omitempty"`
 }
 
-// init runs the first stage when this binary was started by Wrap, and
-// the real shell in a nested domain when it was started through a shell's
-// path in a run's mount namespace (shimmed). It never returns then.
+// Stage returns s: what RunStage reads of a spec that embeds a StageSpec.
+func (s *StageSpec) Stage() *StageSpec { return s }
+
+// A NetStage is what a first stage under network rules adds to RunStage:
+// its spec, which embeds a StageSpec (Stage returns it), and its network
+// steps.
+type NetStage interface {
+	Stage() *StageSpec
+	// Network runs first, in the new namespaces with the network
+	// capabilities the command kept: it returns the descriptors the host
+	// is sent, before the mount namespace, and the text the message
+	// carries before the private roots' report. An error ends the stage,
+	// its text sent to the host instead.
+	Network() (fds []int, text string, err error)
+}
+
+// init runs the real shell in a nested domain when this binary was
+// started through a shell's path in a run's mount namespace (shimmed), and
+// the first stage when it was started by Wrap. It never returns then. A
+// spec with network steps (Net) is left to internal/egress's init, which
+// runs after this one (it imports this package), and which every binary
+// that writes such a spec links.
 func init() {
 	if real, ok := shimmed(); ok {
 		os.Exit(runShim(real))
 	}
-	if v, ok := os.LookupEnv(stageEnv); ok {
-		os.Unsetenv(stageEnv)
-		os.Exit(runStage(v))
+	v, ok := os.LookupEnv(stageEnv)
+	if !ok {
+		return
 	}
+	var spec StageSpec
+	if json.Unmarshal([]byte(v), &spec) == nil && spec.Net {
+		return
+	}
+	os.Exit(RunStage(nil))
 }
 
-// runStage runs in new user and mount namespaces with CAP_SYS_ADMIN there
-// only (ambient): it makes the private roots of the plan, sends the
-// report (PrivateReport) over spec.FD, drops every capability, applies
-// the ruleset and executes spec.Path with the same arguments and
-// environment. A probe (no Path) makes a mount namespace, reports and
-// returns 0. On failure it writes why to its standard error and returns
-// 127.
-func runStage(v string) int {
-	// Capabilities, no_new_privs, the mount namespace and a Landlock
-	// domain are the calling thread's: all from one thread.
+// RunStage runs the first stage whose spec the variable StageVar holds,
+// and removes it: in new user and mount namespaces (and a network
+// namespace, with net) with CAP_SYS_ADMIN there only (ambient), it takes
+// net's network steps (if net is not nil), makes the private roots of
+// the plan, sends the report (PrivateReport, after net's descriptors and
+// text) over the spec's FD, drops every capability, applies the ruleset
+// and executes the spec's Path with the same arguments and environment.
+// A probe (no Path) makes a mount namespace without net, reports and
+// returns 0. On failure it returns 127, having written why to its
+// standard error, or, with net, sent it to the host.
+func RunStage(net NetStage) int {
+	// Capabilities, no_new_privs, the namespaces and a Landlock domain
+	// are the calling thread's: all from one thread. (init already runs
+	// locked to the main thread; this keeps it so.)
 	runtime.LockOSThread()
-	var spec stageSpec
-	if err := json.Unmarshal([]byte(v), &spec); err != nil {
+	v := os.Getenv(stageEnv)
+	os.Unsetenv(stageEnv)
+	var spec *StageSpec
+	var into any
+	if net != nil {
+		spec, into = net.Stage(), net
+	} else {
+		spec = new(StageSpec)
+		into = spec
+	}
+	if err := json.Unmarshal([]byte(v), into); err != nil {
 		fmt.Fprintf(os.Stderr, "sandbox: %s=%q: %v\n", stageEnv, v, err)
 		return 127
 	}
@@ -80,46 +123,71 @@ func runStage(v string) int {
 		fmt.Fprintln(os.Stderr, err)
 		return 127
 	}
+	fail := func(err error) int {
+		if net != nil {
+			// The host reads it as the message.
+			unix.Sendmsg(spec.FD, []byte(err.Error()), nil, nil, 0)
+		} else {
+			fmt.Fprintln(os.Stderr, err)
+		}
+		return 127
+	}
+	msg := []byte(spec.Nonce)
+	var fds []int
+	if net != nil {
+		nfds, text, err := net.Network()
+		if err != nil {
+			return fail(err)
+		}
+		fds = nfds
+		msg = append(append(msg, text...), 0)
+	}
 	var rep PrivateReport
 	switch {
-	case spec.Path == "":
+	case spec.Path == "" && net == nil:
+		// The probe of this route; the network route's answers by its
+		// network steps.
 		if err := unix.Unshare(unix.CLONE_NEWNS); err != nil {
 			rep.Why = "unshare(CLONE_NEWNS): " + err.Error()
 		} else {
 			rep.Held = true
 		}
-	case spec.Private != 0:
+	case spec.Private != 0 && spec.Ruleset != 0:
 		plan, err := ReadPlan(spec.Private)
 		if err == nil {
 			rep.Skipped, err = EnterPrivate(plan, spec.Ruleset)
 		}
-		rep.Held, rep.Why = err == nil, ""
-		if err != nil {
+		if rep.Held = err == nil; err != nil {
 			rep.Why = err.Error()
 		}
 		if err := EnterDir(spec.Dir); err != nil {
-			fmt.Fprintln(os.Stderr, err)
-			return 127
+			return fail(err)
 		}
 	}
-	// The mount namespace goes to the host with the report, which holds
-	// it until the run is reaped: its teardown (the unmounts and an RCU
-	// grace period) is then not on the exit of the run's last process.
-	var rights []byte
+	// The mount namespace goes to the host last, which holds it until
+	// the run is reaped: its teardown (the unmounts and an RCU grace
+	// period) is then not on the exit of the run's last process.
 	if rep.Held && spec.Path != "" {
 		if ns, err := unix.Open("/proc/self/ns/mnt", unix.O_RDONLY|unix.O_CLOEXEC, 0); err == nil {
-			rights = unix.UnixRights(ns)
+			fds = append(fds, ns)
 			defer unix.Close(ns)
 		}
 	}
-	if err := unix.Sendmsg(spec.FD, rep.Append([]byte(spec.Nonce)), rights, nil, 0); err != nil {
-		fmt.Fprintln(os.Stderr, "sandbox: send the report:", err)
+	var rights []byte
+	if len(fds) > 0 {
+		rights = unix.UnixRights(fds...)
+	}
+	if err := unix.Sendmsg(spec.FD, rep.Append(msg), rights, nil, 0); err != nil {
+		fmt.Fprintln(os.Stderr, "sandbox: send the first stage's report:", err)
 		return 127
 	}
+	runtime.KeepAlive(net) // what it holds open until sent
 	unix.Close(spec.FD)
 	if spec.Path == "" {
 		return 0
 	}
+	// What the namespaces gave closes at the execution (close-on-exec) or
+	// is dropped (StageExec).
 	if err := StageExec(spec.Path, spec.Ruleset); err != nil {
 		fmt.Fprintln(os.Stderr, err)
 	}
@@ -328,6 +396,13 @@ type StageFiles struct {
 	FD, Ruleset, Private int
 }
 
+// Spec returns the spec of the stage f prepares: its descriptors, the
+// program, the working directory and the nonce; Restricted where it has
+// a ruleset.
+func (f *StageFiles) Spec() StageSpec {
+	return StageSpec{FD: f.FD, Path: f.Path, Ruleset: f.Ruleset, Private: f.Private, Restricted: f.Ruleset != 0, Nonce: f.Nonce, Dir: f.Dir}
+}
+
 // PrepareStage prepares cmd, not yet started, to start as this program's
 // own binary in a new user namespace (UserNSAttr): it hands the command
 // one end of a new socket for the stage's message, the ruleset (if not
@@ -373,11 +448,12 @@ func PrepareStage(cmd *exec.Cmd, ruleset *os.File, plan []byte) (*StageFiles, er
 }
 
 // SetStageEnv sets in cmd's environment (this process's where it has
-// none) the variable name, whose value is spec in JSON: what makes the
-// program's binary run as a first stage. Every entry of the first
-// stages' variables (IsStageVar) cmd's environment held is removed: the
-// first of duplicates would be the one the stage reads.
-func SetStageEnv(cmd *exec.Cmd, name string, spec any) {
+// none) the variable StageVar, whose value is spec (a StageSpec, or a
+// value that embeds one) in JSON: what makes the program's binary run as
+// a first stage. Every entry of the variable (IsStageVar) cmd's
+// environment held is removed: the first of duplicates would be the one
+// the stage reads.
+func SetStageEnv(cmd *exec.Cmd, spec any) {
 	b, _ := json.Marshal(spec)
 	if cmd.Env == nil {
 		cmd.Env = os.Environ()
@@ -388,7 +464,7 @@ func SetStageEnv(cmd *exec.Cmd, name string, spec any) {
 			env = append(env, kv)
 		}
 	}
-	cmd.Env = append(env, name+"="+string(b))
+	cmd.Env = append(env, stageEnv+"="+string(b))
 }
 
 // A Stage is the host's end of a command Wrap prepared.
@@ -419,8 +495,7 @@ func Wrap(cmd *exec.Cmd, ruleset *os.File, plan []byte) (*Stage, error) {
 		// the same.
 		cmd.SysProcAttr.AmbientCaps = append(cmd.SysProcAttr.AmbientCaps, unix.CAP_SYS_ADMIN)
 	}
-	SetStageEnv(cmd, stageEnv, stageSpec{FD: sf.FD, Path: sf.Path, Ruleset: sf.Ruleset, Private: sf.Private,
-		Restricted: sf.Ruleset != 0, Nonce: sf.Nonce, Dir: sf.Dir})
+	SetStageEnv(cmd, sf.Spec())
 	return &Stage{host: sf.Host, stage: sf.Stage, plan: sf.Plan, nonce: sf.Nonce}, nil
 }
 

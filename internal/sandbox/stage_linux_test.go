@@ -7,13 +7,14 @@ import (
 	"os/exec"
 	"path/filepath"
 	"slices"
-	"strconv"
 	"strings"
 	"syscall"
 	"testing"
 
 	"go.uber.org/goleak"
 	"golang.org/x/sys/unix"
+
+	"github.com/clinvoke/clinvoke/internal/testkit/stagetest"
 )
 
 // TestStagePrivateSkipped: a first stage started by Wrap makes the
@@ -27,28 +28,22 @@ func TestStagePrivateSkipped(t *testing.T) {
 	if err := ProbeStage(); err != nil {
 		t.Skipf("no user namespace for a first stage here: %v", err)
 	}
-	locked := unsearchable(t)
+	locked := stagetest.Unsearchable(t, "AGENTS.md", "be kind")
 	work := t.TempDir()
 	_, ruleset := built(t, Policy{Level: ReadOnly, Workdir: work, Temp: work})
 	name := "/tmp/clinvoke-stage-" + filepath.Base(work)
 	cmd := exec.Command("/bin/sh", "-c", "echo x > "+name+" && cat "+name)
-	var out, stderr strings.Builder
-	cmd.Stdout, cmd.Stderr = &out, &stderr
 	s, err := Wrap(cmd, ruleset, []byte(`{"binds":[],"links":["`+locked+`"]}`))
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer s.Close()
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	serr := s.Started()
-	werr := cmd.Wait()
+	serr, werr, out := stagetest.Run(t, s, cmd, nil)
 	if serr != nil || werr != nil {
-		t.Fatalf("Started: %v; the command: %v\n%s", serr, werr, stderr.String())
+		t.Fatalf("Started: %v; the command: %v\n%s", serr, werr, out)
 	}
-	if ok, why := s.Private(); !ok || out.String() != "x\n" {
-		t.Errorf("Private() = %v (%s), the command read %q; want true and its own /tmp file", ok, why, out.String())
+	if ok, why := s.Private(); !ok || out != "x\n" {
+		t.Errorf("Private() = %v (%s), the command read %q; want true and its own /tmp file", ok, why, out)
 	}
 	if got := s.Skipped(); len(got) != 1 || !strings.Contains(got[0], locked) {
 		t.Errorf("Skipped() = %q, want %s, which the namespace may not search", got, locked)
@@ -70,32 +65,21 @@ func TestStageNamespaceHeld(t *testing.T) {
 		t.Skipf("no user namespace for a first stage here: %v", err)
 	}
 	work := t.TempDir()
-	rs, err := Build(Policy{Level: ReadOnly, Workdir: work, Temp: work, Private: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer rs.Close()
-	ruleset, err := rs.File()
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ruleset.Close()
+	rs, ruleset := built(t, Policy{Level: ReadOnly, Workdir: work, Temp: work, Private: true})
 	cmd := exec.Command("/bin/readlink", "/proc/self/ns/mnt")
-	var out, stderr strings.Builder
-	cmd.Stdout, cmd.Stderr = &out, &stderr
 	s, err := Wrap(cmd, ruleset, rs.PrivatePlan())
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer s.Close()
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	serr := s.Started()
-	ns := s.Namespace()
-	werr := cmd.Wait()
+	var ns *os.File
+	serr, werr, out := stagetest.Run(t, stagetest.StartedFunc(func() error {
+		err := s.Started()
+		ns = s.Namespace()
+		return err
+	}), cmd, nil)
 	if serr != nil || werr != nil {
-		t.Fatalf("Started: %v; the command: %v\n%s", serr, werr, stderr.String())
+		t.Fatalf("Started: %v; the command: %v\n%s", serr, werr, out)
 	}
 	if ns == nil {
 		t.Fatal("Namespace() = nil, want the run's mount namespace")
@@ -103,66 +87,7 @@ func TestStageNamespaceHeld(t *testing.T) {
 	if s.Namespace() != nil {
 		t.Error("Namespace() handed the namespace over twice")
 	}
-	var st unix.Stat_t
-	if err := unix.Fstat(int(ns.Fd()), &st); err != nil {
-		t.Fatal(err)
-	}
-	want := fmt.Sprintf("mnt:[%d]", st.Ino)
-	if got := strings.TrimSpace(out.String()); got != want {
-		t.Errorf("the run's mount namespace is %s, the host holds %s", got, want)
-	}
-	if got := filesTo(t, want); len(got) != 1 {
-		t.Errorf("files of the host that refer to %s after the run: %q, want the one held", want, got)
-	}
-	ns.Close()
-	if got := filesTo(t, want); len(got) != 0 {
-		t.Errorf("files of the host that refer to %s once released: %q, want none", want, got)
-	}
-}
-
-// filesTo returns this process's open files that are target (a link of
-// /proc/self/fd).
-func filesTo(t *testing.T, target string) []string {
-	t.Helper()
-	ents, err := os.ReadDir("/proc/self/fd")
-	if err != nil {
-		t.Fatal(err)
-	}
-	var fds []string
-	for _, e := range ents {
-		if l, err := os.Readlink("/proc/self/fd/" + e.Name()); err == nil && l == target {
-			fds = append(fds, e.Name())
-		}
-	}
-	return fds
-}
-
-// unsearchable returns a file in a directory that a user namespace of
-// this process may not search: mode 0 for a user, and for root owned by
-// a user the namespace does not map, mode 0700. Removed at t's end.
-func unsearchable(t *testing.T) string {
-	t.Helper()
-	// Outside /tmp, which the run's own tmpfs covers.
-	dir, err := os.MkdirTemp("/var/tmp", "clinvoke-unsearchable-")
-	if err != nil {
-		t.Fatal(err)
-	}
-	f := filepath.Join(dir, "AGENTS.md")
-	if err := os.WriteFile(f, []byte("be kind"), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	mode := os.FileMode(0)
-	if os.Geteuid() == 0 {
-		mode = 0o700
-		if err := os.Chown(dir, 65534, 65534); err != nil {
-			t.Fatal(err)
-		}
-	}
-	if err := os.Chmod(dir, mode); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { os.Chmod(dir, 0o700); os.RemoveAll(dir) })
-	return f
+	stagetest.CheckHeld(t, ns, out)
 }
 
 // BenchmarkStage is the cost of a first stage: /bin/true started and
@@ -239,25 +164,12 @@ func BenchmarkStage(b *testing.B) {
 func stageRun(t *testing.T, p Policy, cmd *exec.Cmd, edit func(*exec.Cmd)) (serr, werr error, out string) {
 	t.Helper()
 	rs, ruleset := built(t, p)
-	var b strings.Builder
-	cmd.Stdout, cmd.Stderr = &b, &b
 	s, err := Wrap(cmd, ruleset, rs.PrivatePlan())
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer s.Close()
-	if edit != nil {
-		edit(cmd)
-	}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	serr = s.Started()
-	if serr != nil {
-		cmd.Process.Kill()
-	}
-	werr = cmd.Wait()
-	return serr, werr, b.String()
+	return stagetest.Run(t, s, cmd, edit)
 }
 
 // built returns the ruleset of p and its file, both closed at t's end.
@@ -293,7 +205,7 @@ func TestStageSpecFromEnvIgnored(t *testing.T) {
 	work := outsideTmpDir(t)
 	forged := stageEnv + `={"FD":3,"Path":"/bin/sh","Ruleset":0}`
 	cmd := exec.Command("/bin/sh", "-c", "echo x > "+work+"/new.txt")
-	cmd.Env = []string{forged, EgressStageVar + `={"FD":3}`, "PATH=/usr/bin:/bin", forged}
+	cmd.Env = []string{forged, stageEnv + `={"FD":3,"Net":true}`, "PATH=/usr/bin:/bin", forged}
 	serr, werr, out := stageRun(t, Policy{Level: ReadOnly, Workdir: work, Temp: work + "/t"}, cmd, func(cmd *exec.Cmd) {
 		n := 0
 		for _, kv := range cmd.Env {
@@ -396,25 +308,7 @@ func TestStageRootCaps(t *testing.T) {
 	if serr != nil || werr != nil {
 		t.Fatalf("Started: %v; the command: %v\n%s", serr, werr, out)
 	}
-	fields := map[string]string{}
-	for _, line := range strings.Split(out, "\n") {
-		k, v, _ := strings.Cut(line, ":")
-		fields[k] = strings.TrimSpace(v)
-	}
-	for _, set := range []string{"CapEff", "CapPrm", "CapBnd"} {
-		v, err := strconv.ParseUint(fields[set], 16, 64)
-		if err != nil {
-			t.Fatalf("%s: %q: %v", set, fields[set], err)
-		}
-		for _, c := range append(slices.Clone(EscapeCaps), unix.CAP_NET_RAW) {
-			if v&(1<<c) != 0 {
-				t.Errorf("%s = %s holds capability %d", set, fields[set], c)
-			}
-		}
-		if v&(1<<unix.CAP_DAC_OVERRIDE) == 0 && set != "CapBnd" {
-			t.Errorf("%s = %s lacks CAP_DAC_OVERRIDE, which root keeps", set, fields[set])
-		}
-	}
+	fields := stagetest.CheckCaps(t, out, append(slices.Clone(EscapeCaps), unix.CAP_NET_RAW), unix.CAP_DAC_OVERRIDE)
 	if fields["NoNewPrivs"] != "1" {
 		t.Errorf("NoNewPrivs = %q, want 1", fields["NoNewPrivs"])
 	}
@@ -450,11 +344,7 @@ func TestStageProbeRetriesPassing(t *testing.T) {
 // temporary directory, removed at t's end.
 func outsideTmpDir(t *testing.T) string {
 	t.Helper()
-	dir, err := os.MkdirTemp("/var/tmp", "clinvoke-stage-")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { os.RemoveAll(dir) })
+	dir := stagetest.OutsideTmp(t)
 	if err := os.Mkdir(dir+"/t", 0o755); err != nil {
 		t.Fatal(err)
 	}

@@ -62,6 +62,9 @@ type sandboxAsk struct {
 	// without it: the host has no filesystem ceiling, or the CLI cannot
 	// work inside it (a *nestError); nil when it holds.
 	without error
+	// tel is the run's span, which the network rules tell of what they
+	// could not record; nil records nothing.
+	tel *span
 }
 
 // sandboxFor decides, in the check of a request and before anything
@@ -351,16 +354,16 @@ func (a sandboxAsk) prepare(attr *proc.Attr, workdir string, setEnv []string, lo
 			}
 		}
 	}
-	for _, l := range sandbox.HiddenLinks(p) {
+	if rs.rules, err = sandbox.Build(p); err != nil {
+		rs.undo()
+		return nil, err
+	}
+	for _, l := range rs.rules.HiddenLinks() {
 		dir := filepath.Dir(l.Target)
 		log.Debug("a settings file links into a hidden path: the CLI cannot read it", "link", l.Path, "target", l.Target, "show", dir)
 		rs.links.add(invoker.Event{Kind: invoker.KindWarning, Text: fmt.Sprintf(
 			"%s is a symbolic link to %s, which the sandbox hides: %s cannot read it as its settings, memory or instructions; "+
 				"add %s to Sandbox.Show to let the CLI read it (if the link is yours), or remove the link", l.Path, l.Target, a.cli, dir)})
-	}
-	if rs.rules, err = sandbox.Build(p); err != nil {
-		rs.undo()
-		return nil, err
 	}
 	if rs.rules != nil {
 		attr.Restrict, rs.on = rs.rules.Restrict, true
@@ -387,20 +390,7 @@ func (a sandboxAsk) prepare(attr *proc.Attr, workdir string, setEnv []string, lo
 			return nil, fmt.Errorf("sandbox: the run's network namespace: %w", err)
 		}
 	} else if rs.net != nil {
-		// The namespace first, joined before the ceiling restricts the
-		// thread.
-		enter, restrict := rs.net.n.Enter, attr.Restrict
-		attr.Restrict = func() error {
-			if err := enter(); err != nil {
-				return err
-			}
-			if restrict != nil {
-				return restrict() // drops the capabilities that reach past it
-			}
-			// No filesystem ceiling (Unlimited, nothing hidden): a run as
-			// root could still leave the namespace (setns, eBPF) with them.
-			return sandbox.DropCaps(sandbox.EscapeCaps...)
-		}
+		attr.Restrict = rs.net.enterRestrict(rs.rules)
 	}
 	env := []string{"TMPDIR=" + temp, "TMP=" + temp, "TEMP=" + temp}
 	for _, kv := range sandbox.Caches(filepath.Join(temp, "cache")) {
@@ -495,7 +485,7 @@ func (rs *runSandbox) settingsWarnings(tool *invoker.Tool) []invoker.Event {
 }
 
 // linkWarnings returns, once, a KindWarning event for each settings file
-// of the CLI that links into a path the sandbox hides (sandbox.HiddenLinks):
+// of the CLI that links into a path the sandbox hides (Ruleset.HiddenLinks):
 // the turn delivers them before the run's first event, or at its end where
 // the run gave none (a CLI that could not start without its settings).
 func (rs *runSandbox) linkWarnings() []invoker.Event {

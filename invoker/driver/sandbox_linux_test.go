@@ -960,8 +960,8 @@ func TestSandboxLevelDropWarnsStartedTurn(t *testing.T) {
 func TestSandboxStageSpecFromCallerEnv(t *testing.T) {
 	requireSandbox(t)
 	forged := []string{
-		sandbox.SandboxStageVar + `={"FD":3,"Path":"/bin/sh","Ruleset":0}`,
-		sandbox.EgressStageVar + `={"FD":3,"Path":"/bin/sh","Ruleset":0}`,
+		sandbox.StageVar + `={"FD":3,"Path":"/bin/sh","Ruleset":0}`,
+		sandbox.StageVar + `={"FD":3,"Path":"/bin/sh","Ruleset":0,"Net":true}`,
 	}
 	for _, where := range []string{"Options.Env", "Request.Env"} {
 		t.Run(where, func(t *testing.T) {

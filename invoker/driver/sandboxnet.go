@@ -20,6 +20,7 @@ import (
 	"sync/atomic"
 
 	"github.com/clinvoke/clinvoke/internal/egress"
+	"github.com/clinvoke/clinvoke/internal/sandbox"
 	"github.com/clinvoke/clinvoke/invoker"
 )
 
@@ -282,6 +283,7 @@ type runNet struct {
 
 	denied pending[egress.Attempt] // not yet warned of
 	lost   atomic.Int64            // refusals the kernel dropped unread, not yet warned of (egress.Config.OnLost)
+	tel    *span                   // the run's span, told of the lost refusals; nil records nothing
 
 	mu sync.Mutex
 	// warned holds the protocols and addresses of the refused direct
@@ -312,7 +314,7 @@ func (a sandboxAsk) startNet(env []string, log interface {
 	if err != nil {
 		return nil, err
 	}
-	rn := &runNet{wrap: route == netWrap}
+	rn := &runNet{wrap: route == netWrap, tel: a.tel}
 	cfg := netConfig(rules, a.cli, env, a.mcp)
 	rn.env = quietEnv(a.cli, env, cfg)
 	cfg.OnAttempt, cfg.OnLost = rn.onAttempt, rn.onLost
@@ -351,8 +353,11 @@ func (rn *runNet) onAttempt(at egress.Attempt) {
 }
 
 // onLost counts k refusals the kernel dropped unread, for the next
-// warnings.
-func (rn *runNet) onLost(k int) { rn.lost.Add(int64(k)) }
+// warnings, and tells the run's telemetry at once.
+func (rn *runNet) onLost(k int) {
+	rn.lost.Add(int64(k))
+	rn.tel.lost(k)
+}
 
 // warnings returns a KindWarning event for each attempt denied since the
 // last call (the connections that bypassed the proxy and were refused
@@ -414,7 +419,23 @@ func (rn *runNet) connections(from int) []invoker.Connection {
 const (
 	keyNetAllowed = attribute.Key("clinvoke.net.allowed")
 	keyNetDenied  = attribute.Key("clinvoke.net.denied")
+	keyNetLost    = attribute.Key("clinvoke.net.lost")
 )
+
+// lost records k refusals the network rules lost (egress.Config.OnLost):
+// the counter clinvoke.net.lost and, on the span, clinvoke.net.lost, the
+// run's count so far, beside its counts of allowed and denied
+// connections.
+func (s *span) lost(k int) {
+	if s == nil || k <= 0 {
+		return
+	}
+	s.t.res.lost.Add(context.Background(), int64(k), s.t.cliOpt.add...)
+	total := s.netLost.Add(int64(k))
+	if s.rec {
+		s.sp.SetAttributes(keyNetLost.Int64(total))
+	}
+}
 
 // connections records a run's or turn's connections under the network
 // rules: the counter clinvoke.net.connections by clinvoke.net.allowed,
@@ -447,6 +468,25 @@ func (s *span) connections(ctx context.Context, cs []invoker.Connection) {
 		if !c.Allowed {
 			s.event("clinvoke.net.denied", attribute.String("server.address", c.Host), attribute.Int("server.port", c.Port))
 		}
+	}
+}
+
+// enterRestrict returns the hook that restricts the thread forking the
+// run by Enter's route: the namespace joined first, before the ceiling
+// (rules, if not nil) restricts the thread, then the network
+// capabilities dropped with those that reach past the ceiling, in one
+// call.
+func (rn *runNet) enterRestrict(rules *sandbox.Ruleset) func() error {
+	return func() error {
+		if err := rn.n.Join(); err != nil {
+			return err
+		}
+		if rules != nil {
+			return rules.RestrictDropping(egress.NetCaps...)
+		}
+		// No filesystem ceiling (Unlimited, nothing hidden): a run as
+		// root could still leave the namespace (setns, eBPF) with them.
+		return sandbox.DropCaps(slices.Concat(sandbox.EscapeCaps, egress.NetCaps)...)
 	}
 }
 

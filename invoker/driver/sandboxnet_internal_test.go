@@ -1,12 +1,19 @@
 package driver
 
 import (
+	"context"
 	"fmt"
 	"os"
 	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
+
+	"go.opentelemetry.io/otel/attribute"
+	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
+	"go.opentelemetry.io/otel/sdk/metric/metricdata"
+	sdktrace "go.opentelemetry.io/otel/sdk/trace"
+	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 
 	"github.com/clinvoke/clinvoke/internal/egress"
 	"github.com/clinvoke/clinvoke/invoker"
@@ -85,6 +92,60 @@ func TestSandboxNetLostWarning(t *testing.T) {
 	}
 	if evs := rn.deniedWarnings(nil); len(evs) != 0 {
 		t.Errorf("warnings again: %+v, want none", evs)
+	}
+}
+
+// TestSandboxNetLostTelemetry: refusals the kernel dropped unread reach
+// the run's telemetry as they are learned, where its denied connections
+// go: the counter clinvoke.net.lost by the CLI, and the span's
+// clinvoke.net.lost, the run's count; the warning still counts them.
+func TestSandboxNetLostTelemetry(t *testing.T) {
+	spans, rd := tracetest.NewSpanRecorder(), sdkmetric.NewManualReader()
+	tp := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(spans))
+	mp := sdkmetric.NewMeterProvider(sdkmetric.WithReader(rd))
+	defer tp.Shutdown(context.Background())
+	defer mp.Shutdown(context.Background())
+	tel := newTelemetry(tp, mp)
+	tel.bind("claude")
+	_, sp := tel.begin(context.Background(), modeInvoke, "claude", &invoker.SessionRequest{})
+	rn := &runNet{tel: sp}
+	rn.onLost(7)
+	rn.onLost(3)
+	if evs := rn.deniedWarnings(nil); len(evs) != 1 || !strings.HasPrefix(evs[0].Text, "10 refusals were lost: ") {
+		t.Errorf("warnings %+v, want one: 10 refusals were lost", evs)
+	}
+	sp.end(&invoker.Result{}, nil, false)
+	ended := spans.Ended()
+	if len(ended) != 1 {
+		t.Fatalf("%d spans ended, want 1", len(ended))
+	}
+	var got attribute.Value
+	for _, kv := range ended[0].Attributes() {
+		if kv.Key == "clinvoke.net.lost" {
+			got = kv.Value
+		}
+	}
+	if got.AsInt64() != 10 {
+		t.Errorf("span attribute clinvoke.net.lost = %v, want 10", got.Emit())
+	}
+	var rm metricdata.ResourceMetrics
+	if err := rd.Collect(context.Background(), &rm); err != nil {
+		t.Fatal(err)
+	}
+	var total int64
+	for _, sm := range rm.ScopeMetrics {
+		for _, m := range sm.Metrics {
+			if d, ok := m.Data.(metricdata.Sum[int64]); ok && m.Name == "clinvoke.net.lost" {
+				for _, p := range d.DataPoints {
+					if v, _ := p.Attributes.Value("clinvoke.cli"); v.AsString() == "claude" {
+						total += p.Value
+					}
+				}
+			}
+		}
+	}
+	if total != 10 {
+		t.Errorf("clinvoke.net.lost{clinvoke.cli=claude} = %d, want 10", total)
 	}
 }
 

@@ -133,6 +133,7 @@ func (r *run) startTree() (err error) {
 	if err != nil {
 		return err
 	}
+	r.sandbox.tel = r.tel
 	if r.sbx, err = r.sandbox.prepare(attr, r.workdir, slices.Concat(r.cfg.env, r.cmd.Env, r.env), r.log); err != nil {
 		return err
 	}

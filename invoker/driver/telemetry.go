@@ -321,6 +321,7 @@ type span struct {
 	signal     string       // the signal that ended the CLI, if any
 	pid        int
 	ended      atomic.Bool
+	netLost    atomic.Int64 // refusals the network rules lost (netLost)
 }
 
 // begin starts the span of a run (modeInvoke), a turn or a session, as a

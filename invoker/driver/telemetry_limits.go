@@ -43,6 +43,7 @@ type resourceInstruments struct {
 	memory metric.Int64Histogram
 	cpu    metric.Float64Histogram
 	conns  metric.Int64Counter
+	lost   metric.Int64Counter
 	admit.Instruments
 }
 
@@ -56,6 +57,8 @@ func newResourceInstruments(m metric.Meter) resourceInstruments {
 		metric.WithExplicitBucketBoundaries(cpuBuckets...))
 	r.conns, _ = m.Int64Counter("clinvoke.net.connections", metric.WithUnit("{connection}"),
 		metric.WithDescription("Connections a sandboxed run's processes attempted under Sandbox.Network, by clinvoke.net.allowed, as Result.Connections."))
+	r.lost, _ = m.Int64Counter("clinvoke.net.lost", metric.WithUnit("{connection}"),
+		metric.WithDescription("Connections and datagrams a sandboxed run's processes sent around the proxy under Sandbox.Network, refused, that a burst kept from being recorded: not in Result.Connections, counted by a warning."))
 	r.Instruments = admit.NewInstruments(m)
 	return r
 }

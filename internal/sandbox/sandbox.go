@@ -277,16 +277,21 @@ func under(p, dir string) bool {
 // SandboxStageVar and EgressStageVar name the environment variables that
 // make this program's binary run as a first stage (Wrap's, and
 // internal/egress's) instead of the program, with the stage's spec as
-// their value. A run's environment never takes them from its caller: the
-// first stage's spec is the one the host sets (SetStageEnv replaces every
-// entry of both).
+// their value. StageOnlyVar names, in a first stage's environment, the
+// variables the host set for the stage alone (its Go runtime's
+// GOMAXPROCS), which the stage removes before it executes the run's
+// program. A run's environment never takes them from its caller: the
+// first stage's are the ones the host sets (SetStageEnv replaces every
+// entry of the three).
 const (
 	SandboxStageVar = "CLINVOKE_SANDBOX_STAGE"
 	EgressStageVar  = "CLINVOKE_EGRESS_STAGE"
+	StageOnlyVar    = "CLINVOKE_STAGE_ONLY"
 )
 
 // IsStageVar reports whether name is one of the variables that make this
-// program's binary run as a first stage.
+// program's binary run as a first stage, or tell the stage what it runs
+// with.
 func IsStageVar(name string) bool {
-	return name == SandboxStageVar || name == EgressStageVar
+	return name == SandboxStageVar || name == EgressStageVar || name == StageOnlyVar
 }

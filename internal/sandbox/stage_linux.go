@@ -154,6 +154,7 @@ func StageExec(path string, ruleset int) error {
 			return err
 		}
 	}
+	unsetStageOnly()
 	err := syscall.Exec(path, os.Args, os.Environ())
 	return fmt.Errorf("sandbox: execute %s: %w", path, err)
 }
@@ -384,7 +385,7 @@ func SetStageEnv(cmd *exec.Cmd, name string, spec any) {
 			env = append(env, kv)
 		}
 	}
-	cmd.Env = append(env, name+"="+string(b))
+	cmd.Env = append(stageOnlyEnv(env), name+"="+string(b))
 }
 
 // A Stage is the host's end of a command Wrap prepared.

@@ -373,7 +373,9 @@ func PrepareStage(cmd *exec.Cmd, ruleset *os.File, plan []byte) (*StageFiles, er
 // none) the variable name, whose value is spec in JSON: what makes the
 // program's binary run as a first stage. Every entry of the first
 // stages' variables (IsStageVar) cmd's environment held is removed: the
-// first of duplicates would be the one the stage reads.
+// first of duplicates would be the one the stage reads. The stage's own
+// GOMAXPROCS=1 is added where cmd's environment sets none (stageOnlyEnv),
+// before the spec, which comes last.
 func SetStageEnv(cmd *exec.Cmd, name string, spec any) {
 	b, _ := json.Marshal(spec)
 	if cmd.Env == nil {

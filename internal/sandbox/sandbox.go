@@ -276,11 +276,18 @@ func under(p, dir string) bool {
 
 // StageVar names the environment variable that makes this program's
 // binary run as a first stage (Wrap's, and internal/egress's) instead of
-// the program, with the stage's spec as its value. A run's environment
-// never takes it from its caller: the first stage's spec is the one the
-// host sets (SetStageEnv replaces every entry of it).
-const StageVar = "CLINVOKE_SANDBOX_STAGE"
+// the program, with the stage's spec as its value. StageOnlyVar names, in
+// a first stage's environment, the variables the host set for the stage
+// alone (its Go runtime's GOMAXPROCS), which the stage removes before it
+// executes the run's program. A run's environment never takes either from
+// its caller: the first stage's are the ones the host sets (SetStageEnv
+// replaces every entry of both).
+const (
+	StageVar     = "CLINVOKE_SANDBOX_STAGE"
+	StageOnlyVar = "CLINVOKE_STAGE_ONLY"
+)
 
-// IsStageVar reports whether name is the variable that makes this
-// program's binary run as a first stage.
-func IsStageVar(name string) bool { return name == StageVar }
+// IsStageVar reports whether name is one of the variables that make this
+// program's binary run as a first stage, or tell the stage what it runs
+// with.
+func IsStageVar(name string) bool { return name == StageVar || name == StageOnlyVar }

@@ -226,6 +226,7 @@ func StageExec(path string, ruleset int) error {
 			return err
 		}
 	}
+	unsetStageOnly()
 	err := syscall.Exec(path, os.Args, os.Environ())
 	return fmt.Errorf("sandbox: execute %s: %w", path, err)
 }
@@ -450,9 +451,10 @@ func PrepareStage(cmd *exec.Cmd, ruleset *os.File, plan []byte) (*StageFiles, er
 // SetStageEnv sets in cmd's environment (this process's where it has
 // none) the variable StageVar, whose value is spec (a StageSpec, or a
 // value that embeds one) in JSON: what makes the program's binary run as
-// a first stage. Every entry of the variable (IsStageVar) cmd's
-// environment held is removed: the first of duplicates would be the one
-// the stage reads.
+// a first stage. Every entry of the first stages' variables (IsStageVar)
+// cmd's environment held is removed: the first of duplicates would be the
+// one the stage reads. The stage's own GOMAXPROCS=1 is added where cmd's
+// environment sets none (stageOnlyEnv), before the spec, which comes last.
 func SetStageEnv(cmd *exec.Cmd, spec any) {
 	b, _ := json.Marshal(spec)
 	if cmd.Env == nil {
@@ -464,7 +466,7 @@ func SetStageEnv(cmd *exec.Cmd, spec any) {
 			env = append(env, kv)
 		}
 	}
-	cmd.Env = append(env, stageEnv+"="+string(b))
+	cmd.Env = append(stageOnlyEnv(env), stageEnv+"="+string(b))
 }
 
 // A Stage is the host's end of a command Wrap prepared.

@@ -29,8 +29,8 @@ var nestedBreakers = []string{"CLAUDECODE"}
 // overriding earlier ones: a trace context the host inherited is replaced
 // by the run's, and one the caller sets explicitly wins. An empty marker
 // is left out, and so are the variables that make this program's binary
-// run as a first stage (sandbox.IsStageVar), whoever sets them: a first
-// stage's spec is the engine's alone.
+// run as a first stage or tell it what it runs with (sandbox.IsStageVar),
+// whoever sets them: a first stage's spec is the engine's alone.
 func environ(cfg *config, cmd *Command, reqEnv []string, marker string, trace []string) []string {
 	var env envList
 	keep := cfg.inheritEnv

@@ -49,6 +49,8 @@ func runHelper(name string, args []string) int {
 		return holdSocket(args[0])
 	case "flood":
 		return flood(args[0], args[1])
+	case "broadcast":
+		return broadcast(args)
 	case "mountsetattr":
 		return mountSetattr(args[0])
 	}
@@ -241,6 +243,49 @@ func udpRefused(addr string) string {
 		return "error: " + err.Error()
 	}
 	return fmt.Sprintf("answered %q", b[:n])
+}
+
+// broadcast sends one datagram to each address of args from an
+// unconnected socket allowed to broadcast (SO_BROADCAST), and prints
+// what each send returned, as {"ADDR": "sent: <nil>"}.
+func broadcast(args []string) int {
+	out := map[string]string{}
+	for _, a := range args {
+		ap, err := netip.ParseAddrPort(a)
+		if err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			return 1
+		}
+		network := "udp4"
+		if ap.Addr().Is6() {
+			network = "udp6"
+		}
+		c, err := net.ListenPacket(network, ":0")
+		if err == nil {
+			err = setBroadcast(c.(*net.UDPConn))
+			if err == nil {
+				_, err = c.WriteTo([]byte("x"), net.UDPAddrFromAddrPort(ap))
+			}
+			c.Close()
+		}
+		out[a] = fmt.Sprintf("sent: %v", err)
+	}
+	json.NewEncoder(os.Stdout).Encode(out)
+	return 0
+}
+
+// setBroadcast sets SO_BROADCAST on c, without which a datagram to a
+// broadcast address is refused by the sender's own kernel (EACCES).
+func setBroadcast(c *net.UDPConn) error {
+	rc, err := c.SyscallConn()
+	if err != nil {
+		return err
+	}
+	var serr error
+	if err := rc.Control(func(fd uintptr) { serr = unix.SetsockoptInt(int(fd), unix.SOL_SOCKET, unix.SO_BROADCAST, 1) }); err != nil {
+		return err
+	}
+	return serr
 }
 
 // flood sends count datagrams at once from one unconnected socket to

@@ -332,6 +332,66 @@ func sandboxNetUDPFlood(t *testing.T, start func(*Net, *exec.Cmd) error) {
 	}
 }
 
+// TestSandboxNetBroadcast: a datagram to a broadcast or multicast
+// address, which the kernel answers with no error, is recorded by each
+// route all the same, IPv4 and IPv6, as a denied MethodDirectUDP attempt
+// naming the address and port: the limited broadcast, the loopback's
+// broadcast, a subnet's broadcast of an address outside (which the
+// namespace takes for one of its own, and refuses as any other),
+// multicast groups of each family.
+func TestSandboxNetBroadcast(t *testing.T) {
+	t.Run("enter", func(t *testing.T) {
+		if os.Geteuid() != 0 {
+			t.Skip("needs root for a network namespace; wrap covers this user")
+		}
+		sandboxNetBroadcast(t, startInside)
+	})
+	t.Run("wrap", func(t *testing.T) {
+		if err := ProbeWrap(); err != nil {
+			t.Skipf("this host gives no unprivileged user namespace: %v", err)
+		}
+		sandboxNetBroadcast(t, startWrapped)
+	})
+}
+
+func sandboxNetBroadcast(t *testing.T, start func(*Net, *exec.Cmd) error) {
+	t.Cleanup(func() { goleak.VerifyNone(t) })
+	to := []string{"255.255.255.255:67", "127.255.255.255:9", "192.168.77.255:137", "224.0.0.251:5353", "239.255.255.250:1900"}
+	if ipv6Loopback() {
+		to = append(to, "[ff02::1]:9", "[ff05::1:3]:547")
+	}
+	var (
+		mu       sync.Mutex
+		recorded []string
+	)
+	n, err := New(&Config{OnAttempt: func(a Attempt) {
+		mu.Lock()
+		defer mu.Unlock()
+		if a.Method == MethodDirectUDP && !a.Allowed {
+			recorded = append(recorded, net.JoinHostPort(a.Host, strconv.Itoa(a.Port)))
+		}
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd := helperCmd("broadcast", to...)
+	cmd.Env = n.MergeEnv(cmd.Env)
+	got := runHelperInside(t, n, start, cmd, nil)
+	if err := n.BypassRecorded(); err != nil {
+		t.Fatalf("BypassRecorded() = %v", err)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	for _, a := range to {
+		if got[a] != "sent: <nil>" {
+			t.Errorf("a datagram to %s: %q, want sent", a, got[a])
+		}
+		if c := strings.Count(strings.Join(recorded, " ")+" ", a+" "); c != 1 {
+			t.Errorf("a datagram to %s recorded %d times, want once (recorded: %q)", a, c, recorded)
+		}
+	}
+}
+
 // equalAttempts reports whether a and b hold the same attempts, in any
 // order: OnAttempt and the list may see concurrent attempts in different
 // orders.

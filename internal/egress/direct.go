@@ -136,10 +136,13 @@ func ipHeader(b []byte) (src, dst netip.Addr, proto byte, payload []byte, ok boo
 // Flush records the connections that bypassed the proxy which the
 // namespace has refused and which are not recorded yet, so that
 // Attempts, and the OnAttempt calls made before Flush returns, include
-// every one refused before the call. Attempts flushes first too.
+// every one refused before the call, and counts lost those refused
+// without the answer they are recorded from (unanswered.go). Attempts
+// flushes first too.
 func (n *Net) Flush() {
 	if n.direct != nil {
 		n.direct.Control(n.drain)
+		n.countUnanswered()
 	}
 }
 

@@ -391,7 +391,7 @@ func (rn *runNet) deniedWarnings(tool *invoker.Tool) []invoker.Event {
 		evs = append(evs, invoker.Event{Kind: invoker.KindWarning, Tool: tool, Text: fmt.Sprintf("the sandbox refused %d more connections not listed in these warnings (more than %d waited at once): the run's Connections record each", dropped, maxPending)})
 	}
 	if lost := rn.lost.Swap(0); lost > 0 {
-		evs = append(evs, invoker.Event{Kind: invoker.KindWarning, Tool: tool, Text: fmt.Sprintf("%d refusals were lost: the run made %d more connections or datagrams around the sandbox's proxy, refused as the others, that were not recorded (a burst outran the sandbox's reader); neither the run's Connections nor these warnings name them", lost, lost)})
+		evs = append(evs, invoker.Event{Kind: invoker.KindWarning, Tool: tool, Text: fmt.Sprintf("%d refusals were lost: the run made %d more connections or datagrams around the sandbox's proxy, refused as the others, that were not recorded (a burst outran the sandbox's reader, or the kernel's rate limits left datagrams unanswered); neither the run's Connections nor these warnings name them", lost, lost)})
 	}
 	return evs
 }

@@ -26,8 +26,10 @@
 // broadcast or multicast address, which the kernel answers with no
 // error, from the datagram itself. Other protocols (a ping) find no
 // route. A refusal the kernel drops
-// before the host reads it (a burst that outran the reader) is counted:
-// Lost, OnLost. The endpoints on the host's
+// before the host reads it (a burst that outran the reader), and a
+// datagram it refused without the error it is recorded from (an older
+// kernel's rate limits, which a run as root may set back), are counted
+// from the kernel's own counters: Lost, OnLost. The endpoints on the host's
 // loopback that the run must reach (a model server, a tool bridge, MCP
 // servers over HTTP) are reached at the same address from inside:
 // listeners on the same 127.0.0.1:PORT inside the namespace forward each

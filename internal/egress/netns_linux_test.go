@@ -387,7 +387,7 @@ func sandboxNetUnansweredBurst(t *testing.T, start func(*Net, *exec.Cmd) error) 
 	)
 	got := runHelperInside(t, n, start, cmd, func() {
 		if n.counters != nil { // read before Close closes them
-			refused, _, read = n.counters.read()
+			refused, _, read = n.counters.read(0)
 		}
 	})
 	if err := n.BypassRecorded(); err != nil {

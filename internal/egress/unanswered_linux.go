@@ -1,8 +1,9 @@
 package egress
 
 import (
-	"io"
 	"os"
+
+	"golang.org/x/sys/unix"
 )
 
 // counters holds a namespace's /proc/net/snmp and snmp6, opened by a
@@ -28,24 +29,35 @@ func openCounters(dir string) *counters {
 }
 
 // read returns the datagrams the namespace refused and the errors it
-// sent (parseCounters), refused read first and answered after: the
-// kernel counts a datagram refused just before it sends the error, so
-// that a datagram counted in the first read has its error counted by the
-// second, and a burst under way does not read as unanswered.
-func (c *counters) read() (refused, answered int, ok bool) {
-	refused, _, ok1 := parseCounters(readFile(c.snmp), readFile(c.snmp6))
-	_, answered, ok2 := parseCounters(readFile(c.snmp), readFile(c.snmp6))
-	return refused, answered, ok1 && ok2
+// sent (parseCounters). snmp shows ICMP's line before UDP's, and the
+// kernel counts a datagram refused just before it sends the error: a
+// datagram refused while snmp was read may show without its error. So
+// where the first read shows more unanswered than last counted (more
+// than last), the errors are read again, after the refusals: a burst
+// under way does not read as unanswered.
+func (c *counters) read(last int) (refused, answered int, ok bool) {
+	refused, answered, ok = parseCounters(readFile(c.snmp), readFile(c.snmp6))
+	if !ok || refused-answered <= last {
+		return refused, answered, ok
+	}
+	_, answered, ok = parseCounters(readFile(c.snmp), readFile(c.snmp6))
+	return refused, answered, ok
 }
 
-// readFile returns f's content from its start, by positioned reads, so
-// that concurrent reads need no lock; nil for a nil f.
+// readFile returns f's content, by one positioned read from its start
+// (no lock between concurrent reads; a /proc/net file read at another
+// offset is made again whole): nil for a nil f. The counters' files are
+// a few KiB.
 func readFile(f *os.File) []byte {
 	if f == nil {
 		return nil
 	}
-	b, _ := io.ReadAll(io.NewSectionReader(f, 0, 1<<20))
-	return b
+	b := make([]byte, 64<<10)
+	n, err := unix.Pread(int(f.Fd()), b, 0)
+	if err != nil {
+		return nil
+	}
+	return b[:n]
 }
 
 // close closes the files; c may be nil.
@@ -66,7 +78,10 @@ func (n *Net) countUnanswered() {
 	if n.counters == nil {
 		return
 	}
-	if refused, answered, ok := n.counters.read(); ok {
+	n.directMu.Lock()
+	last := n.unanswered
+	n.directMu.Unlock()
+	if refused, answered, ok := n.counters.read(last); ok {
 		n.addUnanswered(refused, answered)
 	}
 }

@@ -237,7 +237,16 @@ func catchAll(nl int, fam uint8, lo int) error {
 	// struct rtmsg: family, dst_len, src_len, tos, table, protocol,
 	// scope, type, flags.
 	rt := []byte{fam, 0, 0, 0, unix.RT_TABLE_LOCAL, unix.RTPROT_STATIC, unix.RT_SCOPE_HOST, unix.RTN_LOCAL, 0, 0, 0, 0}
-	if err := netlinkDo(nl, unix.RTM_NEWROUTE, rt, rtattr(unix.RTA_OIF, u32(uint32(lo)))); err != nil {
+	attrs := [][]byte{rtattr(unix.RTA_OIF, u32(uint32(lo)))}
+	if fam == unix.AF_INET {
+		// The route's source for a socket that connects: 127.0.0.1. A
+		// route of type local otherwise gives the destination itself,
+		// which for a broadcast or multicast address is no source, and
+		// the connect fails ("invalid argument") before any datagram
+		// could be recorded. (IPv6 picks ::1 by itself.)
+		attrs = append(attrs, rtattr(unix.RTA_PREFSRC, []byte{127, 0, 0, 1}))
+	}
+	if err := netlinkDo(nl, unix.RTM_NEWROUTE, rt, attrs...); err != nil {
 		return fmt.Errorf("add the catch-all route: %w", err)
 	}
 	return nil

@@ -247,8 +247,11 @@ func udpRefused(addr string) string {
 }
 
 // broadcast sends one datagram to each address of args from an
-// unconnected socket allowed to broadcast (SO_BROADCAST), and prints
-// what each send returned, as {"ADDR": "sent: <nil>"}.
+// unconnected socket allowed to broadcast (SO_BROADCAST), and one from a
+// socket connected to it (as bash's /dev/udp does; Go's sockets may
+// broadcast; a link-local IPv6 group on the loopback), and prints what
+// each send returned, as {"ADDR": "sent: <nil>", "connected ADDR":
+// "sent: <nil>"}.
 func broadcast(args []string) int {
 	out := map[string]string{}
 	for _, a := range args {
@@ -270,6 +273,16 @@ func broadcast(args []string) int {
 			c.Close()
 		}
 		out[a] = fmt.Sprintf("sent: %v", err)
+		to := ap.Addr()
+		if to.IsLinkLocalMulticast() {
+			to = to.WithZone("lo")
+		}
+		cc, err := net.Dial("udp", netip.AddrPortFrom(to, ap.Port()).String())
+		if err == nil {
+			_, err = cc.Write([]byte("x"))
+			cc.Close()
+		}
+		out["connected "+a] = fmt.Sprintf("sent: %v", err)
 	}
 	json.NewEncoder(os.Stdout).Encode(out)
 	return 0

@@ -111,6 +111,18 @@ func cast(dst netip.Addr) string {
 	return ""
 }
 
+// Cast returns "broadcast" or "multicast" for a MethodDirectUDP attempt
+// sent to such an address (a discovery protocol's: DHCP, mDNS, SSDP),
+// which no error answers and which reaches no host beyond the run, else
+// "".
+func (a Attempt) Cast() string {
+	addr, err := netip.ParseAddr(a.Host)
+	if a.Method != MethodDirectUDP || err != nil {
+		return ""
+	}
+	return cast(addr)
+}
+
 // refused returns a denied attempt of method to addr and the port in
 // network byte order, refused because of why.
 func refused(method string, addr netip.Addr, port []byte, why string) Attempt {

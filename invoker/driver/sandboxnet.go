@@ -380,6 +380,8 @@ func (rn *runNet) deniedWarnings(tool *invoker.Tool) []invoker.Event {
 			text = toolsRefused(hp, at.Err)
 		case at.Method == egress.MethodDirect && isLoopbackHost(at.Host):
 			text = fmt.Sprintf("the sandbox refused a connection to %s that bypassed its proxy: nothing in the run listens there, and the host's loopback is out of the run's reach (its network namespace has a loopback of its own); add %q to Sandbox.Network to reach the host's server at that address", hp, hp)
+		case at.Cast() != "":
+			text = fmt.Sprintf("the sandbox refused a UDP datagram to %s, a %s address, as it refuses every datagram: nothing leaves the run's network namespace but TCP connections through the proxy the run's HTTPS_PROXY and HTTP_PROXY name, and no rule lets UDP out; a tool looking for servers or devices on the network that way (DHCP, mDNS, SSDP) finds none", hp, at.Cast())
 		case at.Method == egress.MethodDirectUDP:
 			text = fmt.Sprintf("the sandbox refused a UDP datagram to %s that bypassed its proxy: only TCP connections through the proxy the run's HTTPS_PROXY and HTTP_PROXY name leave the sandbox, and no rule lets UDP out (DNS, QUIC); a DNS lookup inside fails at once, as the proxy resolves the hosts it is asked for", hp)
 		case at.Method == egress.MethodDirect:

@@ -32,9 +32,9 @@ func openCounters(dir string) *counters {
 // sent (parseCounters). snmp shows ICMP's line before UDP's, and the
 // kernel counts a datagram refused just before it sends the error: a
 // datagram refused while snmp was read may show without its error. So
-// where the first read shows more unanswered than last counted (more
-// than last), the errors are read again, after the refusals: a burst
-// under way does not read as unanswered.
+// where the first read shows more unanswered than last, the count so
+// far, the errors are read again, after the refusals: a burst under way
+// does not read as unanswered.
 func (c *counters) read(last int) (refused, answered int, ok bool) {
 	refused, answered, ok = parseCounters(readFile(c.snmp), readFile(c.snmp6))
 	if !ok || refused-answered <= last {
@@ -46,15 +46,24 @@ func (c *counters) read(last int) (refused, answered int, ok bool) {
 
 // readFile returns f's content, by one positioned read from its start
 // (no lock between concurrent reads; a /proc/net file read at another
-// offset is made again whole): nil for a nil f. The counters' files are
-// a few KiB.
+// offset is made again whole), or nil for a nil or closed f. The
+// counters' files are a few KiB.
 func readFile(f *os.File) []byte {
 	if f == nil {
 		return nil
 	}
-	b := make([]byte, 64<<10)
-	n, err := unix.Pread(int(f.Fd()), b, 0)
+	rc, err := f.SyscallConn()
 	if err != nil {
+		return nil
+	}
+	b := make([]byte, 64<<10)
+	n := 0
+	// Read holds the descriptor open for the call: a Close meanwhile
+	// waits, and never leaves the number to another file.
+	if rc.Read(func(fd uintptr) bool {
+		n, err = unix.Pread(int(fd), b, 0)
+		return true
+	}) != nil || err != nil {
 		return nil
 	}
 	return b[:n]

@@ -337,7 +337,9 @@ func sshKeyApproved(t *testing.T, r *rig, mode string) {
 // not its timeout) and recorded like the proxy's: each a denied
 // Connection with its address and port, and a warning naming them. So is
 // a UDP datagram the shell sends (bash's /dev/udp), its Connection and
-// warning naming UDP.
+// warning naming UDP, and one it sends to a multicast group (mDNS's),
+// which the kernel answers with no error, its Connection naming the
+// multicast address.
 func TestSandboxProbeNetDirect(t *testing.T) {
 	hidden := serveHidden(t)
 	_, port, err := net.SplitHostPort(hidden)
@@ -347,7 +349,8 @@ func TestSandboxProbeNetDirect(t *testing.T) {
 	loopback := net.JoinHostPort("127.0.0.1", port)
 	forEachCLI(t, func(t *testing.T, r *rig) {
 		cmd := "curl -sS -m 30 https://denied.test/probe 2>&1; echo; curl -sS -m 30 --noproxy '*' http://" + loopback + "/probe 2>&1; " +
-			"curl -sS -m 30 --noproxy '*' http://192.0.2.1/probe 2>&1; bash -c 'echo probe > /dev/udp/192.0.2.1/53' 2>&1; echo end"
+			"curl -sS -m 30 --noproxy '*' http://192.0.2.1/probe 2>&1; bash -c 'echo probe > /dev/udp/192.0.2.1/53' 2>&1; " +
+			"bash -c 'echo probe > /dev/udp/224.0.0.251/5353' 2>&1; echo end"
 		r.srv.Enqueue(fakemodel.Shell(cmd), fakemodel.EchoToolResult("net: "))
 		req := r.request("probe the network")
 		req.Permission = invoker.Unlimited
@@ -394,6 +397,16 @@ func TestSandboxProbeNetDirect(t *testing.T) {
 			return strings.Contains(w, "UDP datagram to 192.0.2.1:53 that bypassed its proxy")
 		}) {
 			t.Errorf("warnings %q: want one naming the UDP datagram to 192.0.2.1:53", ev.warns)
+		}
+		if !slices.ContainsFunc(res.Connections, func(c invoker.Connection) bool {
+			return !c.Allowed && c.Host == "224.0.0.251" && c.Port == 5353 && strings.Contains(c.Err, "multicast")
+		}) {
+			t.Errorf("Result.Connections %+v: want the UDP datagram to the multicast group 224.0.0.251:5353 denied", res.Connections)
+		}
+		if !slices.ContainsFunc(ev.warns, func(w string) bool {
+			return strings.Contains(w, "UDP datagram to 224.0.0.251:5353")
+		}) {
+			t.Errorf("warnings %q: want one naming the UDP datagram to 224.0.0.251:5353", ev.warns)
 		}
 	})
 }

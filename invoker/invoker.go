@@ -411,8 +411,10 @@ type Result struct {
 	// those recorded since the turn before (the opening's in the first
 	// turn). Nil without network rules; at most the first 10000 of a run
 	// are kept. Refusals of connections around the proxy that a burst
-	// made faster than the host could read them are not in it: a
-	// KindWarning event counts them ("N refusals were lost: …").
+	// made faster than the host could read them, and datagrams an older
+	// kernel's rate limits left without the error they are recorded
+	// from, are not in it: a KindWarning event counts them ("N refusals
+	// were lost: …").
 	Connections []Connection
 	// OutputCut reports that the CLI's stdout or stderr was still held
 	// open by a process outside the run's tree at the wait delay, and was

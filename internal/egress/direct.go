@@ -15,7 +15,9 @@ const MethodDirect = "DIRECT"
 // MethodDirectUDP is the Method of an Attempt that sent a UDP datagram
 // around the proxy (DNS to a resolver, QUIC), or a UDP-Lite one (its Err
 // names which): the namespace refused it at once (a connected socket
-// sees "connection refused").
+// sees "connection refused"). A datagram to a broadcast or multicast
+// address (DHCP, mDNS, SSDP) is one too, its Err saying which kind of
+// address: the sender is told nothing, as on any host.
 const MethodDirectUDP = "DIRECT-UDP"
 
 // TCP flags.
@@ -50,10 +52,12 @@ var errNotCaught = errors.New("the namespace is not set up yet")
 // answer to a segment without ACK), sent from that address and port, or
 // an ICMP (ICMPv6 over IPv6) port unreachable error the namespace sent in
 // answer to a UDP or UDP-Lite datagram, which carries the datagram's
-// headers (of the error's own IP version). Other resets (a connection
-// aborted) and other errors are not refusals.
+// headers (of the error's own IP version), or a UDP or UDP-Lite
+// datagram to a broadcast or multicast address, which no error answers
+// (cast). Other resets (a connection aborted), other errors and datagrams
+// to a unicast address are not refusals.
 func refusal(b []byte) (Attempt, bool) {
-	src, _, proto, payload, ok := ipHeader(b)
+	src, dst, proto, payload, ok := ipHeader(b)
 	switch {
 	case !ok:
 	case proto == protoTCP:
@@ -76,10 +80,47 @@ func refusal(b []byte) (Attempt, bool) {
 		if !ok || inner[0]>>4 != b[0]>>4 || proto != protoUDP && proto != protoUDPLite || len(udp) < 4 {
 			break
 		}
-		what := map[byte]string{protoUDP: "UDP", protoUDPLite: "UDP-Lite"}[proto]
-		return refused(MethodDirectUDP, dst, udp[2:4], "a "+what+" datagram bypassed the proxy, the network namespace's only way out, which carries TCP alone"), true
+		return refused(MethodDirectUDP, dst, udp[2:4], "a "+udpName[proto]+" datagram bypassed the proxy, the network namespace's only way out, which carries TCP alone"), true
+	case proto == protoUDP, proto == protoUDPLite:
+		// A datagram to a broadcast or multicast address, which the
+		// kernel answers with no error: the datagram itself.
+		kind := cast(dst)
+		if kind == "" || len(payload) < 4 {
+			break
+		}
+		return refused(MethodDirectUDP, dst, payload[2:4], "a "+udpName[proto]+" datagram to a "+kind+" address, which never leaves the network namespace: only TCP connections through the proxy do"), true
 	}
 	return Attempt{}, false
+}
+
+// udpName names the datagram protocols refusal reads.
+var udpName = map[byte]string{protoUDP: "UDP", protoUDPLite: "UDP-Lite"}
+
+// cast returns "broadcast" or "multicast" for such a destination of the
+// namespace (IPv4's limited broadcast, the loopback's broadcast, the only
+// subnet of the namespace; 224.0.0.0/4; IPv6's ff00::/8), else "": a
+// unicast address, where a datagram either reaches a process of the run
+// or is answered by the kernel's error.
+func cast(dst netip.Addr) string {
+	switch {
+	case dst.IsMulticast():
+		return "multicast"
+	case dst == netip.AddrFrom4([4]byte{255, 255, 255, 255}), dst == netip.AddrFrom4([4]byte{127, 255, 255, 255}):
+		return "broadcast"
+	}
+	return ""
+}
+
+// Cast returns "broadcast" or "multicast" for a MethodDirectUDP attempt
+// sent to such an address (a discovery protocol's: DHCP, mDNS, SSDP),
+// which no error answers and which reaches no host beyond the run, else
+// "".
+func (a Attempt) Cast() string {
+	addr, err := netip.ParseAddr(a.Host)
+	if a.Method != MethodDirectUDP || err != nil {
+		return ""
+	}
+	return cast(addr)
 }
 
 // refused returns a denied attempt of method to addr and the port in
@@ -107,10 +148,13 @@ func ipHeader(b []byte) (src, dst netip.Addr, proto byte, payload []byte, ok boo
 // Flush records the connections that bypassed the proxy which the
 // namespace has refused and which are not recorded yet, so that
 // Attempts, and the OnAttempt calls made before Flush returns, include
-// every one refused before the call. Attempts flushes first too.
+// every one refused before the call, and counts lost those refused
+// without the answer they are recorded from (unanswered.go). Attempts
+// flushes first too.
 func (n *Net) Flush() {
 	if n.direct != nil {
 		n.direct.Control(n.drain)
+		n.countUnanswered()
 	}
 }
 

@@ -29,10 +29,12 @@ import (
 // reset ("connection refused"); a UDP datagram is delivered there too,
 // where nothing listens, and the kernel answers with ICMP (or ICMPv6)
 // port unreachable, which carries the datagram's own header (a connected
-// socket reads "connection refused"). A packet socket bound to the
-// loopback keeps those resets and errors (a classic BPF filter drops
-// everything else in the kernel), and the host reads them: each names the
-// address and port a connection or a datagram was sent to.
+// socket reads "connection refused"). A datagram to a broadcast or
+// multicast address is delivered on the loopback too, and answered by no
+// error. A packet socket bound to the loopback keeps those resets and
+// errors, and those datagrams (a classic BPF filter drops everything else
+// in the kernel), and the host reads them: each names the address and
+// port a connection or a datagram was sent to.
 
 // The priorities of catchDirect's rules: before the main table's (32766).
 const (
@@ -52,34 +54,48 @@ const skfPktType = 0xfffff000 + 4
 const keepBytes = 192
 
 // refusalFilter keeps the TCP resets and the ICMP and ICMPv6 port
-// unreachable errors the namespace receives (IPv4, or IPv6 without
-// extension headers), each copy once: the loopback shows a packet as
-// sent and again as received. The offsets are the network header's: a
-// SOCK_DGRAM packet socket sees no link-layer header.
+// unreachable errors the namespace receives, and the UDP and UDP-Lite
+// datagrams it receives to a broadcast or multicast address, which no
+// error answers (IPv4's limited broadcast and the loopback's, 224.0.0.0/4;
+// IPv6's ff00::/8) (IPv4, or IPv6 without extension headers), each copy
+// once: the loopback shows a packet as sent and again as received. The
+// offsets are the network header's: a SOCK_DGRAM packet socket sees no
+// link-layer header.
 var refusalFilter = []unix.SockFilter{
-	{Code: unix.BPF_LD | unix.BPF_H | unix.BPF_ABS, K: skfPktType},                         // 0: A = the packet's type
-	{Code: unix.BPF_JMP | unix.BPF_JEQ | unix.BPF_K, K: unix.PACKET_OUTGOING, Jt: 20},      // 1: sent: drop
-	{Code: unix.BPF_LD | unix.BPF_B | unix.BPF_ABS, K: 0},                                  // 2: A = version and length
-	{Code: unix.BPF_ALU | unix.BPF_AND | unix.BPF_K, K: 0xf0},                              // 3
-	{Code: unix.BPF_JMP | unix.BPF_JEQ | unix.BPF_K, K: 0x60, Jt: 9},                       // 4: IPv6: to 14
-	{Code: unix.BPF_JMP | unix.BPF_JEQ | unix.BPF_K, K: 0x40, Jf: 16},                      // 5: not IPv4: drop
-	{Code: unix.BPF_LDX | unix.BPF_B | unix.BPF_MSH, K: 0},                                 // 6: X = IPv4 header's length
-	{Code: unix.BPF_LD | unix.BPF_B | unix.BPF_ABS, K: 9},                                  // 7: A = protocol
-	{Code: unix.BPF_JMP | unix.BPF_JEQ | unix.BPF_K, K: unix.IPPROTO_TCP, Jf: 2},           // 8: not TCP: to 11
-	{Code: unix.BPF_LD | unix.BPF_B | unix.BPF_IND, K: 13},                                 // 9: A = TCP flags
-	{Code: unix.BPF_JMP | unix.BPF_JSET | unix.BPF_K, K: tcpRST, Jt: 10, Jf: 11},           // 10: RST: keep
-	{Code: unix.BPF_JMP | unix.BPF_JEQ | unix.BPF_K, K: unix.IPPROTO_ICMP, Jf: 10},         // 11: not ICMP: drop
-	{Code: unix.BPF_LD | unix.BPF_H | unix.BPF_IND, K: 0},                                  // 12: A = ICMP type and code
-	{Code: unix.BPF_JMP | unix.BPF_JEQ | unix.BPF_K, K: icmpPortUnreachable, Jt: 7, Jf: 8}, // 13: keep
-	{Code: unix.BPF_LD | unix.BPF_B | unix.BPF_ABS, K: 6},                                  // 14: A = IPv6 next header
-	{Code: unix.BPF_JMP | unix.BPF_JEQ | unix.BPF_K, K: unix.IPPROTO_TCP, Jf: 2},           // 15: not TCP: to 18
-	{Code: unix.BPF_LD | unix.BPF_B | unix.BPF_ABS, K: 40 + 13},                            // 16: A = TCP flags
-	{Code: unix.BPF_JMP | unix.BPF_JSET | unix.BPF_K, K: tcpRST, Jt: 3, Jf: 4},             // 17: RST: keep
-	{Code: unix.BPF_JMP | unix.BPF_JEQ | unix.BPF_K, K: unix.IPPROTO_ICMPV6, Jf: 3},        // 18: not ICMPv6: drop
-	{Code: unix.BPF_LD | unix.BPF_H | unix.BPF_ABS, K: 40},                                 // 19: A = ICMPv6 type and code
-	{Code: unix.BPF_JMP | unix.BPF_JEQ | unix.BPF_K, K: icmpv6PortUnreachable, Jf: 1},      // 20: keep
-	{Code: unix.BPF_RET | unix.BPF_K, K: keepBytes},                                        // 21: keep the headers
-	{Code: unix.BPF_RET | unix.BPF_K},                                                      // 22: drop
+	{Code: unix.BPF_LD | unix.BPF_H | unix.BPF_ABS, K: skfPktType},                           // 0: A = the packet's type
+	{Code: unix.BPF_JMP | unix.BPF_JEQ | unix.BPF_K, K: unix.PACKET_OUTGOING, Jt: 31},        // 1: sent: drop
+	{Code: unix.BPF_LD | unix.BPF_B | unix.BPF_ABS, K: 0},                                    // 2: A = version and length
+	{Code: unix.BPF_ALU | unix.BPF_AND | unix.BPF_K, K: 0xf0},                                // 3
+	{Code: unix.BPF_JMP | unix.BPF_JEQ | unix.BPF_K, K: 0x60, Jt: 16},                        // 4: IPv6: to 21
+	{Code: unix.BPF_JMP | unix.BPF_JEQ | unix.BPF_K, K: 0x40, Jf: 27},                        // 5: not IPv4: drop
+	{Code: unix.BPF_LDX | unix.BPF_B | unix.BPF_MSH, K: 0},                                   // 6: X = IPv4 header's length
+	{Code: unix.BPF_LD | unix.BPF_B | unix.BPF_ABS, K: 9},                                    // 7: A = protocol
+	{Code: unix.BPF_JMP | unix.BPF_JEQ | unix.BPF_K, K: unix.IPPROTO_TCP, Jf: 2},             // 8: not TCP: to 11
+	{Code: unix.BPF_LD | unix.BPF_B | unix.BPF_IND, K: 13},                                   // 9: A = TCP flags
+	{Code: unix.BPF_JMP | unix.BPF_JSET | unix.BPF_K, K: tcpRST, Jt: 21, Jf: 22},             // 10: RST: keep
+	{Code: unix.BPF_JMP | unix.BPF_JEQ | unix.BPF_K, K: unix.IPPROTO_ICMP, Jf: 2},            // 11: not ICMP: to 14
+	{Code: unix.BPF_LD | unix.BPF_H | unix.BPF_IND, K: 0},                                    // 12: A = ICMP type and code
+	{Code: unix.BPF_JMP | unix.BPF_JEQ | unix.BPF_K, K: icmpPortUnreachable, Jt: 18, Jf: 19}, // 13: keep
+	{Code: unix.BPF_JMP | unix.BPF_JEQ | unix.BPF_K, K: unix.IPPROTO_UDP, Jt: 1},             // 14: UDP: to 16
+	{Code: unix.BPF_JMP | unix.BPF_JEQ | unix.BPF_K, K: unix.IPPROTO_UDPLITE, Jf: 17},        // 15: not UDP-Lite: drop
+	{Code: unix.BPF_LD | unix.BPF_W | unix.BPF_ABS, K: 16},                                   // 16: A = destination
+	{Code: unix.BPF_JMP | unix.BPF_JEQ | unix.BPF_K, K: 0xffffffff, Jt: 14},                  // 17: limited broadcast: keep
+	{Code: unix.BPF_JMP | unix.BPF_JEQ | unix.BPF_K, K: 0x7fffffff, Jt: 13},                  // 18: the loopback's broadcast: keep
+	{Code: unix.BPF_ALU | unix.BPF_AND | unix.BPF_K, K: 0xf0000000},                          // 19
+	{Code: unix.BPF_JMP | unix.BPF_JEQ | unix.BPF_K, K: 0xe0000000, Jt: 11, Jf: 12},          // 20: multicast: keep
+	{Code: unix.BPF_LD | unix.BPF_B | unix.BPF_ABS, K: 6},                                    // 21: A = IPv6 next header
+	{Code: unix.BPF_JMP | unix.BPF_JEQ | unix.BPF_K, K: unix.IPPROTO_TCP, Jf: 2},             // 22: not TCP: to 25
+	{Code: unix.BPF_LD | unix.BPF_B | unix.BPF_ABS, K: 40 + 13},                              // 23: A = TCP flags
+	{Code: unix.BPF_JMP | unix.BPF_JSET | unix.BPF_K, K: tcpRST, Jt: 7, Jf: 8},               // 24: RST: keep
+	{Code: unix.BPF_JMP | unix.BPF_JEQ | unix.BPF_K, K: unix.IPPROTO_ICMPV6, Jf: 2},          // 25: not ICMPv6: to 28
+	{Code: unix.BPF_LD | unix.BPF_H | unix.BPF_ABS, K: 40},                                   // 26: A = ICMPv6 type and code
+	{Code: unix.BPF_JMP | unix.BPF_JEQ | unix.BPF_K, K: icmpv6PortUnreachable, Jt: 4, Jf: 5}, // 27: keep
+	{Code: unix.BPF_JMP | unix.BPF_JEQ | unix.BPF_K, K: unix.IPPROTO_UDP, Jt: 1},             // 28: UDP: to 30
+	{Code: unix.BPF_JMP | unix.BPF_JEQ | unix.BPF_K, K: unix.IPPROTO_UDPLITE, Jf: 3},         // 29: not UDP-Lite: drop
+	{Code: unix.BPF_LD | unix.BPF_B | unix.BPF_ABS, K: 24},                                   // 30: A = destination's first byte
+	{Code: unix.BPF_JMP | unix.BPF_JEQ | unix.BPF_K, K: 0xff, Jf: 1},                         // 31: multicast: keep
+	{Code: unix.BPF_RET | unix.BPF_K, K: keepBytes},                                          // 32: keep the headers
+	{Code: unix.BPF_RET | unix.BPF_K},                                                        // 33: drop
 }
 
 // catchDirect, on a thread in the run's new namespace with CAP_NET_ADMIN
@@ -221,7 +237,16 @@ func catchAll(nl int, fam uint8, lo int) error {
 	// struct rtmsg: family, dst_len, src_len, tos, table, protocol,
 	// scope, type, flags.
 	rt := []byte{fam, 0, 0, 0, unix.RT_TABLE_LOCAL, unix.RTPROT_STATIC, unix.RT_SCOPE_HOST, unix.RTN_LOCAL, 0, 0, 0, 0}
-	if err := netlinkDo(nl, unix.RTM_NEWROUTE, rt, rtattr(unix.RTA_OIF, u32(uint32(lo)))); err != nil {
+	attrs := [][]byte{rtattr(unix.RTA_OIF, u32(uint32(lo)))}
+	if fam == unix.AF_INET {
+		// The route's source for a socket that connects: 127.0.0.1. A
+		// route of type local otherwise gives the destination itself,
+		// which for a broadcast or multicast address is no source, and
+		// the connect fails ("invalid argument") before any datagram
+		// could be recorded. (IPv6 picks ::1 by itself.)
+		attrs = append(attrs, rtattr(unix.RTA_PREFSRC, []byte{127, 0, 0, 1}))
+	}
+	if err := netlinkDo(nl, unix.RTM_NEWROUTE, rt, attrs...); err != nil {
 		return fmt.Errorf("add the catch-all route: %w", err)
 	}
 	return nil

@@ -138,3 +138,63 @@ func TestSandboxNetRefusalUDP(t *testing.T) {
 		}
 	}
 }
+
+// TestSandboxNetRefusalBroadcast: refusal reads a UDP or UDP-Lite
+// datagram to a broadcast or multicast address (IPv4's limited
+// broadcast, the loopback's broadcast, 224.0.0.0/4, IPv6's ff00::/8),
+// which the kernel answers with no error, from the datagram itself: a
+// refused MethodDirectUDP attempt naming its destination address and
+// port. A datagram to a unicast address is no refusal (it may reach a
+// process of the run; the kernel's error says when it did not), nor is a
+// truncated one, nor a TCP segment to such an address.
+func TestSandboxNetRefusalBroadcast(t *testing.T) {
+	datagram := func(dst string, proto byte, dport uint16) []byte {
+		d := netip.MustParseAddr(dst)
+		var b []byte
+		if d.Is4() {
+			b = make([]byte, 20)
+			b[0] = 0x45
+			b[9] = proto
+			copy(b[12:16], d.AsSlice()) // the kernel's source: the address itself
+			copy(b[16:20], d.AsSlice())
+		} else {
+			b = make([]byte, 40)
+			b[0] = 0x60
+			b[6] = proto
+			b[23] = 1 // ::1
+			copy(b[24:40], d.AsSlice())
+		}
+		return binary.BigEndian.AppendUint16(binary.BigEndian.AppendUint16(b, 40000), dport)
+	}
+	for _, c := range []struct {
+		name string
+		b    []byte
+		want string // "host:port", or "" for no refusal
+	}{
+		{"limited broadcast", datagram("255.255.255.255", protoUDP, 67), "255.255.255.255:67"},
+		{"the loopback's broadcast", datagram("127.255.255.255", protoUDP, 9), "127.255.255.255:9"},
+		{"mDNS", datagram("224.0.0.251", protoUDP, 5353), "224.0.0.251:5353"},
+		{"SSDP", datagram("239.255.255.250", protoUDP, 1900), "239.255.255.250:1900"},
+		{"UDP-Lite multicast", datagram("239.1.2.3", protoUDPLite, 9), "239.1.2.3:9"},
+		{"IPv6 all nodes", datagram("ff02::1", protoUDP, 9), "[ff02::1]:9"},
+		{"IPv6 DHCP servers", datagram("ff05::1:3", protoUDP, 547), "[ff05::1:3]:547"},
+		{"UDP-Lite IPv6 multicast", datagram("ff02::fb", protoUDPLite, 5353), "[ff02::fb]:5353"},
+		{"unicast", datagram("192.0.2.1", protoUDP, 53), ""},
+		{"unicast IPv6", datagram("2001:db8::1", protoUDP, 443), ""},
+		{"the loopback", datagram("127.0.0.1", protoUDP, 9), ""},
+		{"truncated", datagram("224.0.0.251", protoUDP, 5353)[:22], ""},
+		{"TCP", datagram("224.0.0.251", protoTCP, 5353), ""},
+	} {
+		at, ok := refusal(c.b)
+		got := ""
+		if ok {
+			got = netip.AddrPortFrom(netip.MustParseAddr(at.Host), uint16(at.Port)).String()
+			if at.Method != MethodDirectUDP || at.Allowed || !strings.Contains(at.Err, "UDP") || !strings.Contains(at.Err, "cast") {
+				t.Errorf("%s: %+v, want a denied %s attempt naming UDP and the kind of address", c.name, at, MethodDirectUDP)
+			}
+		}
+		if got != c.want {
+			t.Errorf("%s: refusal() = %q, want %q", c.name, got, c.want)
+		}
+	}
+}

@@ -22,11 +22,14 @@
 // namespace's loopback hands to the host. So is its UDP datagram, to
 // any unicast address where nothing of the run listens (MethodDirectUDP, from the
 // kernel's ICMP port unreachable: a connected socket reads "connection
-// refused", so a DNS lookup fails at once); a broadcast or multicast
-// datagram, which the kernel answers with no error, is not recorded, and
-// other protocols (a ping) find no route. A refusal the kernel drops
-// before the host reads it (a burst that outran the reader) is counted:
-// Lost, OnLost. The endpoints on the host's
+// refused", so a DNS lookup fails at once); and its datagram to a
+// broadcast or multicast address, which the kernel answers with no
+// error, from the datagram itself. Other protocols (a ping) find no
+// route. A refusal the kernel drops
+// before the host reads it (a burst that outran the reader), and a
+// datagram it refused without the error it is recorded from (an older
+// kernel's rate limits, which a run as root may set back), are counted
+// from the kernel's own counters: Lost, OnLost. The endpoints on the host's
 // loopback that the run must reach (a model server, a tool bridge, MCP
 // servers over HTTP) are reached at the same address from inside:
 // listeners on the same 127.0.0.1:PORT inside the namespace forward each

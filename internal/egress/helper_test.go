@@ -12,6 +12,7 @@ import (
 	"net/netip"
 	"os"
 	"os/exec"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -48,7 +49,9 @@ func runHelper(name string, args []string) int {
 	case "holdsocket":
 		return holdSocket(args[0])
 	case "flood":
-		return flood(args[0], args[1])
+		return flood(args[0], args[1], args[2:]...)
+	case "broadcast":
+		return broadcast(args)
 	case "mountsetattr":
 		return mountSetattr(args[0])
 	}
@@ -243,11 +246,76 @@ func udpRefused(addr string) string {
 	return fmt.Sprintf("answered %q", b[:n])
 }
 
+// broadcast sends one datagram to each address of args from an
+// unconnected socket allowed to broadcast (SO_BROADCAST), and one from a
+// socket connected to it (as bash's /dev/udp does; Go's sockets may
+// broadcast; a link-local IPv6 group on the loopback), and prints what
+// each send returned, as {"ADDR": "sent: <nil>", "connected ADDR":
+// "sent: <nil>"}.
+func broadcast(args []string) int {
+	out := map[string]string{}
+	for _, a := range args {
+		ap, err := netip.ParseAddrPort(a)
+		if err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			return 1
+		}
+		network := "udp4"
+		if ap.Addr().Is6() {
+			network = "udp6"
+		}
+		c, err := net.ListenPacket(network, ":0")
+		if err == nil {
+			err = setBroadcast(c.(*net.UDPConn))
+			if err == nil {
+				_, err = c.WriteTo([]byte("x"), net.UDPAddrFromAddrPort(ap))
+			}
+			c.Close()
+		}
+		out[a] = fmt.Sprintf("sent: %v", err)
+		to := ap.Addr()
+		if to.IsLinkLocalMulticast() {
+			to = to.WithZone("lo")
+		}
+		cc, err := net.Dial("udp", netip.AddrPortFrom(to, ap.Port()).String())
+		if err == nil {
+			_, err = cc.Write([]byte("x"))
+			cc.Close()
+		}
+		out["connected "+a] = fmt.Sprintf("sent: %v", err)
+	}
+	json.NewEncoder(os.Stdout).Encode(out)
+	return 0
+}
+
+// setBroadcast sets SO_BROADCAST on c, without which a datagram to a
+// broadcast address is refused by the sender's own kernel (EACCES).
+func setBroadcast(c *net.UDPConn) error {
+	rc, err := c.SyscallConn()
+	if err != nil {
+		return err
+	}
+	var serr error
+	if err := rc.Control(func(fd uintptr) { serr = unix.SetsockoptInt(int(fd), unix.SOL_SOCKET, unix.SO_BROADCAST, 1) }); err != nil {
+		return err
+	}
+	return serr
+}
+
 // flood sends count datagrams at once from one unconnected socket to
 // addr's host, one to each port from addr's on (below the ephemeral
 // ports: one to the socket's own port would come back to it), and prints
-// how many were sent, as {"sent": "N"}.
-func flood(addr, count string) int {
+// how many were sent, as {"sent": "N"}. With "ratemask", it first sets
+// the namespace's ICMP and ICMPv6 rate masks back to limit destination
+// unreachable, as a run as root can, and prints what the writes
+// returned too ({"ratemask": "<nil>"}).
+func flood(addr, count string, opts ...string) int {
+	out := map[string]string{}
+	if slices.Contains(opts, "ratemask") {
+		out["ratemask"] = fmt.Sprint(errors.Join(
+			os.WriteFile("/proc/sys/net/ipv4/icmp_ratemask", []byte("6176"), 0),
+			os.WriteFile("/proc/sys/net/ipv6/icmp/ratemask", []byte("0-127"), 0)))
+	}
 	n, err := strconv.Atoi(count)
 	dst, rerr := netip.ParseAddrPort(addr)
 	c, lerr := net.ListenPacket("udp", ":0")
@@ -263,7 +331,8 @@ func flood(addr, count string) int {
 			sent++
 		}
 	}
-	json.NewEncoder(os.Stdout).Encode(map[string]string{"sent": strconv.Itoa(sent)})
+	out["sent"] = strconv.Itoa(sent)
+	json.NewEncoder(os.Stdout).Encode(out)
 	return 0
 }
 

@@ -77,11 +77,17 @@ type Net struct {
 
 	direct    syscall.RawConn // the packet socket that sees the refused direct connections
 	directMu  sync.Mutex      // held from a refusal's read until it is recorded
-	lost      int             // the refusals the kernel dropped unread (Lost), under directMu
+	lost      int             // the refusals the kernel dropped unread or left unanswered (Lost), under directMu
 	bypassErr error           // why direct connections are not recorded; nil once they are
 	// directRef is a second descriptor of the packet socket, or -1: Close
 	// releases the socket through it in the background (releaseDirect).
 	directRef int
+	// counters reads the namespace's counts of refused datagrams and of
+	// the errors that answered them (unanswered.go), or is nil;
+	// unanswered is how many datagrams they showed refused without an
+	// error, counted in lost, under directMu.
+	counters   *counters
+	unanswered int
 }
 
 // New returns the sandbox cfg describes (nil means a zero Config: no
@@ -257,6 +263,7 @@ func (n *Net) makeNamespace() (*os.File, error) {
 	if err != nil {
 		n.bypassErr = err
 	} else {
+		n.counters = openCounters("/proc/thread-self/net")
 		n.recordDirect(fd)
 	}
 	return ns, nil
@@ -401,8 +408,10 @@ func (n *Net) Attempts() []Attempt {
 func (n *Net) Dropped() int { return n.proxy.Dropped() }
 
 // Lost returns how many refusals of direct connections and datagrams
-// the kernel dropped before they could be read, after Flush: attempts
-// the run made that Attempts lacks, each counted once by OnLost.
+// the kernel dropped before they could be read, or made without the
+// answer they are recorded from (a datagram its rate limits left
+// unanswered), after Flush: attempts the run made that Attempts lacks,
+// each counted once by OnLost.
 func (n *Net) Lost() int {
 	n.Flush()
 	n.directMu.Lock()
@@ -443,6 +452,7 @@ func (n *Net) Close() error {
 	}
 	err := n.proxy.Close()
 	n.releaseDirect()
+	n.counters.close()
 	return err
 }
 

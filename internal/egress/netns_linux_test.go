@@ -229,6 +229,9 @@ func sandboxNetChild(t *testing.T, start func(*Net, *exec.Cmd) error) {
 	if err := n.BypassRecorded(); err != nil {
 		t.Errorf("BypassRecorded() = %v", err)
 	}
+	if n.counters == nil {
+		t.Errorf("the Net opened no counters of the namespace: a datagram left unanswered would go uncounted")
+	}
 	// recorded was written by the proxy's goroutines, all ended by Close.
 	mu.Lock()
 	defer mu.Unlock()
@@ -329,6 +332,145 @@ func sandboxNetUDPFlood(t *testing.T, start func(*Net, *exec.Cmd) error) {
 	}
 	if n.Lost() != lost {
 		t.Errorf("Lost() = %d, OnLost counted %d", n.Lost(), lost)
+	}
+}
+
+// TestSandboxNetUnansweredBurst: a run as root (by each route) may set
+// its namespace's ICMP rate masks back, so that an older kernel leaves a
+// burst of its datagrams unanswered: the write succeeds (the namespace's
+// /proc/sys/net is its root's, whatever capabilities it gave up), and
+// the burst is never lost in silence all the same: each datagram is
+// recorded or counted by OnLost and Lost, from the namespace's own
+// counters, which the Net reads (they count the burst: not the host's).
+func TestSandboxNetUnansweredBurst(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("needs root: a run of another user cannot write its namespace's rate masks")
+	}
+	t.Run("enter", func(t *testing.T) { sandboxNetUnansweredBurst(t, startInside) })
+	t.Run("wrap", func(t *testing.T) {
+		if err := ProbeWrap(); err != nil {
+			t.Skipf("this host gives no unprivileged user namespace: %v", err)
+		}
+		sandboxNetUnansweredBurst(t, startWrapped)
+	})
+}
+
+func sandboxNetUnansweredBurst(t *testing.T, start func(*Net, *exec.Cmd) error) {
+	t.Cleanup(func() { goleak.VerifyNone(t) })
+	const count, to = 3000, "192.0.2.201"
+	var (
+		mu             sync.Mutex
+		recorded, lost int
+	)
+	n, err := New(&Config{
+		OnAttempt: func(a Attempt) {
+			mu.Lock()
+			defer mu.Unlock()
+			if a.Method == MethodDirectUDP && a.Host == to && !a.Allowed {
+				recorded++
+			}
+		},
+		OnLost: func(k int) {
+			mu.Lock()
+			defer mu.Unlock()
+			lost += k
+		},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd := helperCmd("flood", to+":1", strconv.Itoa(count), "ratemask")
+	cmd.Env = n.MergeEnv(cmd.Env)
+	var (
+		refused int
+		read    bool
+	)
+	got := runHelperInside(t, n, start, cmd, func() {
+		if n.counters != nil { // read before Close closes them
+			refused, _, read = n.counters.read(0)
+		}
+	})
+	if err := n.BypassRecorded(); err != nil {
+		t.Fatalf("BypassRecorded() = %v", err)
+	}
+	if got["ratemask"] != "<nil>" {
+		t.Errorf("the run's write of its rate masks: %q, want it to succeed (the namespace's root owns them)", got["ratemask"])
+	}
+	if got["sent"] != strconv.Itoa(count) {
+		t.Fatalf("the helper sent %s datagrams, want %d", got["sent"], count)
+	}
+	if !read || refused < count {
+		t.Errorf("the namespace's counters read %d datagrams refused (read %v), want at least the %d of the burst", refused, read, count)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	t.Logf("%d datagrams with the masks set back: %d recorded, %d counted lost", count, recorded, lost)
+	if recorded+lost != count {
+		t.Errorf("%d datagrams: %d recorded and %d counted lost, want every one either", count, recorded, lost)
+	}
+}
+
+// TestSandboxNetBroadcast: a datagram to a broadcast or multicast
+// address, which the kernel answers with no error, is recorded by each
+// route all the same, IPv4 and IPv6, as a denied MethodDirectUDP attempt
+// naming the address and port: the limited broadcast, the loopback's
+// broadcast, a subnet's broadcast of an address outside (which the
+// namespace takes for one of its own, and refuses as any other),
+// multicast groups of each family; each from an unconnected socket and
+// from a connected one, whose connect succeeds as on any host (bash's
+// /dev/udp connects).
+func TestSandboxNetBroadcast(t *testing.T) {
+	t.Run("enter", func(t *testing.T) {
+		if os.Geteuid() != 0 {
+			t.Skip("needs root for a network namespace; wrap covers this user")
+		}
+		sandboxNetBroadcast(t, startInside)
+	})
+	t.Run("wrap", func(t *testing.T) {
+		if err := ProbeWrap(); err != nil {
+			t.Skipf("this host gives no unprivileged user namespace: %v", err)
+		}
+		sandboxNetBroadcast(t, startWrapped)
+	})
+}
+
+func sandboxNetBroadcast(t *testing.T, start func(*Net, *exec.Cmd) error) {
+	t.Cleanup(func() { goleak.VerifyNone(t) })
+	to := []string{"255.255.255.255:67", "127.255.255.255:9", "192.168.77.255:137", "224.0.0.251:5353", "239.255.255.250:1900"}
+	if ipv6Loopback() {
+		to = append(to, "[ff02::1]:9", "[ff05::1:3]:547")
+	}
+	var (
+		mu       sync.Mutex
+		recorded []string
+	)
+	n, err := New(&Config{OnAttempt: func(a Attempt) {
+		mu.Lock()
+		defer mu.Unlock()
+		if a.Method == MethodDirectUDP && !a.Allowed {
+			recorded = append(recorded, net.JoinHostPort(a.Host, strconv.Itoa(a.Port)))
+		}
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd := helperCmd("broadcast", to...)
+	cmd.Env = n.MergeEnv(cmd.Env)
+	got := runHelperInside(t, n, start, cmd, nil)
+	if err := n.BypassRecorded(); err != nil {
+		t.Fatalf("BypassRecorded() = %v", err)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	for _, a := range to {
+		for _, k := range []string{a, "connected " + a} {
+			if got[k] != "sent: <nil>" {
+				t.Errorf("a datagram to %s: %q, want sent", k, got[k])
+			}
+		}
+		if c := len(slices.DeleteFunc(slices.Clone(recorded), func(r string) bool { return r != a })); c != 2 {
+			t.Errorf("the datagrams to %s recorded %d times, want twice (recorded: %q)", a, c, recorded)
+		}
 	}
 }
 

@@ -82,10 +82,12 @@ type Config struct {
 	OnAttempt func(Attempt)
 	// OnLost, if non-nil, is called with how many refusals of direct
 	// connections and datagrams (MethodDirect, MethodDirectUDP) the
-	// kernel dropped unread since its last call, when it is more than
-	// none: attempts the run made that were refused but are not
-	// recorded (a burst of datagrams that outran the reader). Only Net
-	// calls it, on the reader's goroutine or in Flush.
+	// kernel dropped unread, or refused without the error they are
+	// recorded from, since its last call, when it is more than none:
+	// attempts the run made that were refused but are not recorded (a
+	// burst of datagrams that outran the reader, or that an older
+	// kernel's rate limits left unanswered). Only Net calls it, on the
+	// reader's goroutine or in Flush.
 	OnLost func(n int)
 	// Dial, if non-nil, dials an allowed destination. Nil means a
 	// net.Dialer that refuses loopback, link-local, multicast and

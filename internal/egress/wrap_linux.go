@@ -116,6 +116,8 @@ func (n *Net) wrap(cmd *exec.Cmd, ruleset *os.File, plan []byte) error {
 		return err
 	}
 	n.wrapped, n.stageEnd, n.plan, n.stageNonce = sf.Host, sf.Stage, sf.Plan, sf.Nonce
+	// The stage's message carries its process ID (receiveListeners).
+	unix.SetsockoptInt(int(sf.Host.Fd()), unix.SOL_SOCKET, unix.SO_PASSCRED, 1)
 	spec := netSpec{StageSpec: sf.Spec(), Listen: n.listenAddrs()}
 	spec.Net = true
 	sandbox.SetStageEnv(cmd, spec)
@@ -151,6 +153,11 @@ func (n *Net) Started() error {
 	n.mntNS = m.ns
 	n.serve(m.listeners)
 	if m.direct >= 0 {
+		// The first stage, now the run's first process, is in the
+		// namespace until it exits.
+		if m.pid > 0 {
+			n.counters = openCounters(fmt.Sprintf("/proc/%d/net", m.pid))
+		}
 		n.recordDirect(m.direct)
 	} else {
 		n.bypassErr = m.directErr
@@ -180,6 +187,7 @@ type stageMessage struct {
 	direct    int                   // the catch-all route's packet socket, or -1
 	directErr error                 // why there is none
 	ns        *os.File              // the run's mount namespace, or nil
+	pid       int                   // the first stage's process ID, or 0
 }
 
 // receiveListeners reads the first stage's message on c: nl listeners,
@@ -189,7 +197,7 @@ type stageMessage struct {
 func receiveListeners(c *os.File, nl int, nonce string) (stageMessage, error) {
 	m := stageMessage{direct: -1}
 	buf := make([]byte, sandbox.StageBuffer)
-	oob := make([]byte, unix.CmsgSpace(4*(nl+2)))
+	oob := make([]byte, unix.CmsgSpace(4*(nl+2))+unix.CmsgSpace(unix.SizeofUcred))
 	nb, noob, flags, _, err := unix.Recvmsg(int(c.Fd()), buf, oob, unix.MSG_CMSG_CLOEXEC)
 	if err == nil && flags&(unix.MSG_CTRUNC|unix.MSG_TRUNC) != 0 {
 		err = fmt.Errorf("the message was cut (flags %#x): more than %d descriptors or %d bytes", flags, nl+2, len(buf))
@@ -205,6 +213,8 @@ func receiveListeners(c *os.File, nl int, nonce string) (stageMessage, error) {
 		for i := range msgs {
 			if rights, err := unix.ParseUnixRights(&msgs[i]); err == nil {
 				fds = append(fds, rights...)
+			} else if cred, err := unix.ParseUnixCredentials(&msgs[i]); err == nil {
+				m.pid = int(cred.Pid) // SO_PASSCRED: the sender's, as the kernel checks it
 			}
 		}
 	}

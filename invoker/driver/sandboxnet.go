@@ -385,6 +385,8 @@ func (rn *runNet) deniedWarnings(tool *invoker.Tool) []invoker.Event {
 			text = toolsRefused(hp, at.Err)
 		case at.Method == egress.MethodDirect && isLoopbackHost(at.Host):
 			text = fmt.Sprintf("the sandbox refused a connection to %s that bypassed its proxy: nothing in the run listens there, and the host's loopback is out of the run's reach (its network namespace has a loopback of its own); add %q to Sandbox.Network to reach the host's server at that address", hp, hp)
+		case at.Cast() != "":
+			text = fmt.Sprintf("the sandbox refused a UDP datagram to %s, a %s address, as it refuses every datagram: nothing leaves the run's network namespace but TCP connections through the proxy the run's HTTPS_PROXY and HTTP_PROXY name, and no rule lets UDP out; a tool looking for servers or devices on the network that way (DHCP, mDNS, SSDP) finds none", hp, at.Cast())
 		case at.Method == egress.MethodDirectUDP:
 			text = fmt.Sprintf("the sandbox refused a UDP datagram to %s that bypassed its proxy: only TCP connections through the proxy the run's HTTPS_PROXY and HTTP_PROXY name leave the sandbox, and no rule lets UDP out (DNS, QUIC); a DNS lookup inside fails at once, as the proxy resolves the hosts it is asked for", hp)
 		case at.Method == egress.MethodDirect:
@@ -396,7 +398,7 @@ func (rn *runNet) deniedWarnings(tool *invoker.Tool) []invoker.Event {
 		evs = append(evs, invoker.Event{Kind: invoker.KindWarning, Tool: tool, Text: fmt.Sprintf("the sandbox refused %d more connections not listed in these warnings (more than %d waited at once): the run's Connections record each", dropped, maxPending)})
 	}
 	if lost := rn.lost.Swap(0); lost > 0 {
-		evs = append(evs, invoker.Event{Kind: invoker.KindWarning, Tool: tool, Text: fmt.Sprintf("%d refusals were lost: the run made %d more connections or datagrams around the sandbox's proxy, refused as the others, that were not recorded (a burst outran the sandbox's reader); neither the run's Connections nor these warnings name them", lost, lost)})
+		evs = append(evs, invoker.Event{Kind: invoker.KindWarning, Tool: tool, Text: fmt.Sprintf("%d refusals were lost: the run made %d more connections or datagrams around the sandbox's proxy, refused as the others, that were not recorded (a burst outran the sandbox's reader, or the kernel's rate limits left datagrams unanswered); neither the run's Connections nor these warnings name them", lost, lost)})
 	}
 	return evs
 }

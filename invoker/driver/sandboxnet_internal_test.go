@@ -170,3 +170,22 @@ func TestSandboxNetQuietEnv(t *testing.T) {
 		}
 	}
 }
+
+// TestSandboxNetCastWarning: a datagram to a broadcast or multicast
+// address is warned of as one (discovery that never leaves the run),
+// while a unicast one keeps the warning of a datagram around the proxy.
+func TestSandboxNetCastWarning(t *testing.T) {
+	rn := &runNet{}
+	for _, host := range []string{"224.0.0.251", "255.255.255.255", "ff02::1", "192.0.2.1"} {
+		rn.onAttempt(egress.Attempt{Method: egress.MethodDirectUDP, Host: host, Port: 5353, Err: "refused"})
+	}
+	evs := rn.deniedWarnings(nil)
+	if len(evs) != 4 {
+		t.Fatalf("%d warnings, want 4: %+v", len(evs), evs)
+	}
+	for i, want := range []string{"UDP datagram to 224.0.0.251:5353, a multicast address,", "UDP datagram to 255.255.255.255:5353, a broadcast address,", "UDP datagram to [ff02::1]:5353, a multicast address,", "UDP datagram to 192.0.2.1:5353 that bypassed its proxy"} {
+		if !strings.Contains(evs[i].Text, want) {
+			t.Errorf("warning %q, want it to say %q", evs[i].Text, want)
+		}
+	}
+}

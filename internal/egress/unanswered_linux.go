@@ -1,0 +1,96 @@
+package egress
+
+import (
+	"os"
+
+	"golang.org/x/sys/unix"
+)
+
+// counters holds a namespace's /proc/net/snmp and snmp6, opened by a
+// task in it: a file of /proc/net reads the namespace it was opened in,
+// whoever reads it later and from wherever (the host, once the run's
+// tasks are gone).
+type counters struct{ snmp, snmp6 *os.File }
+
+// openCounters opens snmp and snmp6 in dir, the /proc/net of a task in
+// the namespace (/proc/thread-self/net on a thread in it, or
+// /proc/PID/net), or returns nil if snmp cannot be opened. snmp6 is nil
+// where the kernel has no IPv6.
+func openCounters(dir string) *counters {
+	snmp, err := os.Open(dir + "/snmp")
+	if err != nil {
+		return nil
+	}
+	c := &counters{snmp: snmp}
+	if f, err := os.Open(dir + "/snmp6"); err == nil {
+		c.snmp6 = f
+	}
+	return c
+}
+
+// read returns the datagrams the namespace refused and the errors it
+// sent (parseCounters). snmp shows ICMP's line before UDP's, and the
+// kernel counts a datagram refused just before it sends the error: a
+// datagram refused while snmp was read may show without its error. So
+// where the first read shows more unanswered than last, the count so
+// far, the errors are read again, after the refusals: a burst under way
+// does not read as unanswered.
+func (c *counters) read(last int) (refused, answered int, ok bool) {
+	refused, answered, ok = parseCounters(readFile(c.snmp), readFile(c.snmp6))
+	if !ok || refused-answered <= last {
+		return refused, answered, ok
+	}
+	_, answered, ok = parseCounters(readFile(c.snmp), readFile(c.snmp6))
+	return refused, answered, ok
+}
+
+// readFile returns f's content, by one positioned read from its start
+// (no lock between concurrent reads; a /proc/net file read at another
+// offset is made again whole), or nil for a nil or closed f. The
+// counters' files are a few KiB.
+func readFile(f *os.File) []byte {
+	if f == nil {
+		return nil
+	}
+	rc, err := f.SyscallConn()
+	if err != nil {
+		return nil
+	}
+	b := make([]byte, 64<<10)
+	n := 0
+	// Read holds the descriptor open for the call: a Close meanwhile
+	// waits, and never leaves the number to another file.
+	if rc.Read(func(fd uintptr) bool {
+		n, err = unix.Pread(int(fd), b, 0)
+		return true
+	}) != nil || err != nil {
+		return nil
+	}
+	return b[:n]
+}
+
+// close closes the files; c may be nil.
+func (c *counters) close() {
+	if c == nil {
+		return
+	}
+	c.snmp.Close()
+	if c.snmp6 != nil {
+		c.snmp6.Close()
+	}
+}
+
+// countUnanswered counts lost the datagrams the namespace refused
+// without an error since the last call (addUnanswered), where its
+// counters could be opened.
+func (n *Net) countUnanswered() {
+	if n.counters == nil {
+		return
+	}
+	n.directMu.Lock()
+	last := n.unanswered
+	n.directMu.Unlock()
+	if refused, answered, ok := n.counters.read(last); ok {
+		n.addUnanswered(refused, answered)
+	}
+}

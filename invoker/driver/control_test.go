@@ -428,7 +428,14 @@ func TestGoToolContext(t *testing.T) {
 				prompt = "wait"
 			}
 			s := openControl(t, b, invoker.SessionRequest{Deltas: true, MCPServers: []invoker.MCPServer{{Name: "tools", Server: srv}}})
-			ctx, cancel := context.WithTimeout(context.WithValue(t.Context(), ctxKey{}, "turn value"), 300*time.Millisecond)
+			// Over HTTP the deadline must leave the test's client time to
+			// connect and call (a lookup of who connects, the handshake) on
+			// a loaded machine.
+			d := 300 * time.Millisecond
+			if !tc.inBand {
+				d = 2 * time.Second
+			}
+			ctx, cancel := context.WithTimeout(context.WithValue(t.Context(), ctxKey{}, "turn value"), d)
 			defer cancel()
 			waiting := make(chan struct{})
 			var once sync.Once
@@ -452,7 +459,12 @@ func TestGoToolContext(t *testing.T) {
 				defer cs.Close()
 				go cs.CallTool(t.Context(), &mcp.CallToolParams{Name: "context", Arguments: map[string]any{}})
 			}
-			got1 := <-seen
+			var got1 ctxSeen
+			select {
+			case got1 = <-seen:
+			case err := <-done:
+				t.Fatalf("Turn returned (%v) before the tool's handler ran", err)
+			}
 			want, _ := ctx.Deadline()
 			if got1.value != "turn value" || !got1.deadline.Equal(want) || got1.err != context.DeadlineExceeded {
 				t.Errorf("handler's context: value %v, deadline %v, Err %v; want %q, %v, context.DeadlineExceeded", got1.value, got1.deadline, got1.err, "turn value", want)

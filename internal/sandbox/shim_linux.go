@@ -34,7 +34,8 @@ import (
 // environment), applies a ruleset that handles one right nobody's
 // command needs (making block devices) and so makes a new domain nested
 // in the CLI's, and executes the real shell with the same arguments
-// (argv[0] kept) and environment.
+// (argv[0] kept) and environment. A shell below a command's shell is in
+// a domain nested below the CLI's already and adds no layer (placed).
 
 // ShimDir is where a run's mount namespace keeps its real shells, each at
 // its own path beneath it (ShimDir + "/usr/bin/bash").
@@ -252,9 +253,10 @@ func shimmed() (string, bool) {
 	return ShimDir + exe, true
 }
 
-// runShim executes the real shell real, in a Landlock domain nested in
-// the one it was started in, with this process's arguments and
-// environment. It returns only on failure, with the status a shell gives
+// runShim executes the real shell real, in a Landlock domain nested
+// below the CLI's (a new one nested in the one it was started in, unless
+// placed finds it in such a domain already: Landlock allows 16 layers),
+// with this process's arguments and environment. It returns only on failure, with the status a shell gives
 // a command it cannot execute (126), having said why on standard error:
 // a command never runs unnested, and never as this program.
 func runShim(real string) int {

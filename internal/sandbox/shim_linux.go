@@ -271,7 +271,7 @@ func runShim(real string) int {
 	}
 	if !nested {
 		if err := nest(); errors.Is(err, unix.E2BIG) {
-			fmt.Fprintf(os.Stderr, "sandbox: %s: the command's own Landlock domain would be a 17th layer and Landlock allows 16 (the program itself runs under layers besides the run's, or a chain of programs between shells spent them); it does not run in the CLI's domain: %v\n", os.Args[0], err)
+			fmt.Fprintf(os.Stderr, "sandbox: %s: the command's own Landlock domain would be a 17th layer and Landlock allows 16 (the program itself runs under layers besides the run's): the command does not run in the CLI's domain instead: %v\n", os.Args[0], err)
 			return 126
 		} else if err != nil {
 			fmt.Fprintf(os.Stderr, "sandbox: %s: %v\n", os.Args[0], err)

@@ -352,3 +352,44 @@ func TestShimDepth(t *testing.T) {
 		})
 	}
 }
+
+// TestShimLayerLimit: where the CLI already runs under 16 Landlock layers
+// (the program's own and the run's), a shell it starts cannot have a
+// domain of its own: it exits 126 and says why, and the command does not
+// run in the CLI's domain instead.
+func TestShimLayerLimit(t *testing.T) {
+	defer goleak.VerifyNone(t)
+	requireLandlock(t)
+	requirePrivate(t)
+	r := newRig(t)
+	p := r.policy(WorkspaceWrite)
+	p.Private = true
+	rs, err := Build(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rs.Close()
+	cmd := exec.Command("/bin/sh", "-c", "echo ran")
+	cmd.Dir = r.work
+	var out []byte
+	err = Retired(func() error {
+		if err := rs.Restrict(); err != nil {
+			return err
+		}
+		for range 15 {
+			if err := nest(); err != nil {
+				return err
+			}
+		}
+		var err error
+		out, err = cmd.CombinedOutput()
+		return err
+	})
+	var exit *exec.ExitError
+	if !errors.As(err, &exit) || exit.ExitCode() != 126 {
+		t.Fatalf("a shell under 16 layers: %v, want exit status 126: %s", err, out)
+	}
+	if !strings.Contains(string(out), "17th layer") || strings.Contains(string(out), "ran") {
+		t.Errorf("a shell under 16 layers printed %q, want why it did not run, and no command's output", out)
+	}
+}

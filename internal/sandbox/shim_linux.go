@@ -3,12 +3,15 @@
 package sandbox
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
 	"runtime"
 	"slices"
+	"strconv"
+	"strings"
 	"syscall"
 	"unsafe"
 
@@ -31,11 +34,21 @@ import (
 // environment), applies a ruleset that handles one right nobody's
 // command needs (making block devices) and so makes a new domain nested
 // in the CLI's, and executes the real shell with the same arguments
-// (argv[0] kept) and environment.
+// (argv[0] kept) and environment. A shell below a command's shell is in
+// a domain nested below the CLI's already and adds no layer (placed).
 
 // ShimDir is where a run's mount namespace keeps its real shells, each at
 // its own path beneath it (ShimDir + "/usr/bin/bash").
 const ShimDir = "/tmp/.clinvoke-shells"
+
+// firstDir keeps the real shells a second time, for a shell whose parent
+// it cannot inspect: the run's CLI itself started through a shell (a
+// wrapper script), or a shell whose parent has gone. A shell beneath it
+// never spares a command below it its own domain: the CLI may share it.
+const firstDir = ShimDir + "/first"
+
+// maxAncestors bounds the walk up a shell's ancestors.
+const maxAncestors = 64
 
 // shellDirs and shellNames make the paths of the shells a CLI may run its
 // commands through: the ones that exist, resolved, are shimmed.
@@ -202,6 +215,16 @@ func (s *shim) mount(mounted *[]string) error {
 		}
 		unix.Close(s.clones[i])
 		s.clones[i] = -1
+		first := firstDir + sh
+		if err := os.MkdirAll(filepath.Dir(first), 0o755); err != nil {
+			return fmt.Errorf("a place for the real %s: %w", sh, err)
+		}
+		if err := os.WriteFile(first, nil, 0o755); err != nil {
+			return fmt.Errorf("a place for the real %s: %w", sh, err)
+		}
+		if err := unix.Mount(kept, first, "", unix.MS_BIND, ""); err != nil {
+			return fmt.Errorf("keep the real %s at %s: %w", sh, first, err)
+		}
 	}
 	if err := unix.MountSetattr(unix.AT_FDCWD, ShimDir, unix.AT_RECURSIVE, &unix.MountAttr{Attr_set: unix.MOUNT_ATTR_RDONLY}); err != nil {
 		return fmt.Errorf("make %s read-only: %w", ShimDir, err)
@@ -230,9 +253,10 @@ func shimmed() (string, bool) {
 	return ShimDir + exe, true
 }
 
-// runShim executes the real shell real, in a Landlock domain nested in
-// the one it was started in, with this process's arguments and
-// environment. It returns only on failure, with the status a shell gives
+// runShim executes the real shell real, in a Landlock domain nested
+// below the CLI's (a new one nested in the one it was started in, unless
+// placed finds it in such a domain already: Landlock allows 16 layers),
+// with this process's arguments and environment. It returns only on failure, with the status a shell gives
 // a command it cannot execute (126), having said why on standard error:
 // a command never runs unnested, and never as this program.
 func runShim(real string) int {
@@ -241,13 +265,92 @@ func runShim(real string) int {
 		fmt.Fprintf(os.Stderr, "sandbox: %s is this program's binary: %v\n", os.Args[0], err)
 		return 126
 	}
-	if err := nest(); err != nil {
-		fmt.Fprintf(os.Stderr, "sandbox: %s: %v\n", os.Args[0], err)
-		return 126
+	nested, first := placed()
+	if first {
+		real = firstDir + strings.TrimPrefix(real, ShimDir)
+	}
+	if !nested {
+		if err := nest(); errors.Is(err, unix.E2BIG) {
+			fmt.Fprintf(os.Stderr, "sandbox: %s: the command's own Landlock domain would be a 17th layer and Landlock allows 16 (the program itself runs under layers besides the run's): the command does not run in the CLI's domain instead: %v\n", os.Args[0], err)
+			return 126
+		} else if err != nil {
+			fmt.Fprintf(os.Stderr, "sandbox: %s: %v\n", os.Args[0], err)
+			return 126
+		}
 	}
 	err := syscall.Exec(real, os.Args, os.Environ())
 	fmt.Fprintf(os.Stderr, "sandbox: execute %s: %v\n", real, err)
 	return 126
+}
+
+// placed tells how a shell is to start, from its ancestors: nested, when
+// it is already in a domain nested below the CLI's, so that it needs no
+// new layer; first, when its parent cannot be inspected (an enclosing
+// domain: the CLI itself starts, or its parent has gone), so that it runs
+// the real shell beneath firstDir and a shell below it nests again.
+//
+// A shell is nested when, walking up from its parent through ancestors
+// this process may inspect (only a process of its own domain or of one
+// nested in it), it meets a real shell beneath ShimDir but not beneath
+// firstDir before any other ancestor refuses it. That shell is one the
+// CLI (or a program below it) started, in a domain nested below the
+// CLI's, and this process descends from it: its domain is that one or
+// deeper. A process in the CLI's own domain inspects the CLI and what
+// started the CLI, and the CLI's start, if it was a shell, runs beneath
+// firstDir. Each ancestor must have started no later than its child: a
+// pid reused on the way is no ancestor.
+func placed() (nested, first bool) {
+	self, ok := procStat(os.Getpid())
+	if !ok {
+		return false, false
+	}
+	child := self
+	for pid, n := self.ppid, 0; pid > 1 && n < maxAncestors; n++ {
+		exe, err := os.Readlink(fmt.Sprintf("/proc/%d/exe", pid))
+		if err != nil {
+			return false, n == 0
+		}
+		st, ok := procStat(pid)
+		if !ok || st.start > child.start {
+			return false, false
+		}
+		if strings.HasPrefix(exe, firstDir+"/") {
+			return false, false
+		}
+		if sh, ok := strings.CutPrefix(exe, ShimDir); ok && isShell(sh) {
+			return true, false
+		}
+		child, pid = st, st.ppid
+	}
+	return false, false
+}
+
+// stat is what placed reads of a process's /proc/PID/stat.
+type stat struct {
+	ppid  int
+	start uint64 // clock ticks after boot
+}
+
+// procStat reads the parent and the start time of process pid.
+func procStat(pid int) (stat, bool) {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return stat{}, false
+	}
+	i := bytes.LastIndexByte(b, ')')
+	if i < 0 {
+		return stat{}, false
+	}
+	f := strings.Fields(string(b[i+1:]))
+	if len(f) < 20 {
+		return stat{}, false
+	}
+	ppid, err1 := strconv.Atoi(f[1])
+	start, err2 := strconv.ParseUint(f[19], 10, 64)
+	if err1 != nil || err2 != nil {
+		return stat{}, false
+	}
+	return stat{ppid, start}, true
 }
 
 // checkShimDir makes sure that ShimDir is what shim.mount made: a

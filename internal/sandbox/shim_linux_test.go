@@ -31,7 +31,7 @@ func shellScript(work string) string {
 		`/bin/sh -c 'echo "argv0 $0"'`,
 		`(exec -a sh /bin/bash -c 'case :$SHELLOPTS: in *:posix:*) echo "sh-mode posix";; *) echo "sh-mode bash";; esac')`,
 		`env -i /bin/bash -c 'echo "env-i ${BASH_VERSION:+bash}"'`,
-		`/usr/bin/env bash -c 'echo "nested-mem $(if (exec 3</proc/$PPID/mem) 2>/dev/null; then echo yes; else echo no; fi)"'`,
+		`CLI=$PPID /usr/bin/env bash -c 'echo "nested-mem $(if (exec 3</proc/$CLI/mem) 2>/dev/null; then echo yes; else echo no; fi)"'`,
 		`if echo x >> ` + work + `/src/b.txt; then echo "write yes"; else echo "write no"; fi`,
 		`if echo x > ` + work + `/new.txt 2>/dev/null; then echo "write-top yes"; else echo "write-top no"; fi`,
 		`if echo x > ` + ShimDir + `/usr/bin/bash 2>/dev/null; then echo "real-shell-writable yes"; else echo "real-shell-writable no"; fi`,
@@ -293,5 +293,103 @@ func TestShimFailureKeepsPrivateRoots(t *testing.T) {
 	}
 	if want := bash + "\nmem yes\nprivate tmp\n"; !strings.HasSuffix(out, want) {
 		t.Errorf("the command printed %q, want %q: the real shell, unnested, in the private /tmp", out, want)
+	}
+}
+
+// depthScript is a shell script that runs itself through /bin/sh to the
+// depth of its first argument and, at depths 1 and 5, tries to open the
+// memory of the CLI (its second argument, or the parent of depth 1).
+const depthScript = `d=$1; cli=${3:-$PPID}
+case $d in 1|5) if (exec 3</proc/$cli/mem) 2>/dev/null; then echo "mem $d yes"; else echo "mem $d no"; fi;; esac
+if [ "$d" -lt "$2" ]; then /bin/sh "$0" $((d+1)) "$2" "$cli" || { echo "depth $d: child failed with $?"; exit 1; }; else echo "depth $d"; fi
+`
+
+// TestShimDepth: a chain of 30 shells, each started by the one above it,
+// runs in a sandbox (Landlock allows 16 layers: a shell beneath a shell
+// of a command's domain adds none), on root's route and by the first
+// stage, and a command at depth 1 and at depth 5 still cannot open its
+// CLI's memory, whether the CLI runs shells itself or was started through
+// a shell (a wrapper script) and runs them from a program of its own.
+func TestShimDepth(t *testing.T) {
+	defer goleak.VerifyNone(t)
+	requireLandlock(t)
+	r := newRig(t)
+	p := r.policy(WorkspaceWrite)
+	p.Private = true
+	script := filepath.Join(r.work, "depth.sh")
+	if err := os.WriteFile(script, []byte(depthScript), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	want := []string{"mem 1 no", "mem 5 no", "depth 30"}
+	clis := map[string]func() *exec.Cmd{
+		"direct": func() *exec.Cmd { return exec.Command("timeout", "60", "/bin/sh", script, "1", "30") },
+		"wrapper": func() *exec.Cmd {
+			return exec.Command("/bin/sh", "-c", "timeout 60 /bin/sh "+script+" 1 30; exit $?")
+		},
+	}
+	for name, cli := range clis {
+		check := func(t *testing.T, out string) {
+			lines := strings.Split(strings.TrimSpace(out), "\n")
+			if !slices.Equal(lines, want) {
+				t.Errorf("%s CLI: the chain printed %q, want %q", name, out, want)
+			}
+		}
+		t.Run(name+"/root", func(t *testing.T) {
+			cmd := cli()
+			cmd.Dir = r.work
+			_, out := onRootsRoute(t, p, cmd)
+			check(t, out)
+		})
+		t.Run(name+"/stage", func(t *testing.T) {
+			requireStage(t)
+			cmd := cli()
+			cmd.Dir = r.work
+			serr, werr, out := stageRun(t, p, cmd, nil)
+			if serr != nil || werr != nil {
+				t.Fatalf("sandboxed CLI by the first stage: Started() = %v, Wait() = %v: %s", serr, werr, out)
+			}
+			check(t, out)
+		})
+	}
+}
+
+// TestShimLayerLimit: where the CLI already runs under 16 Landlock layers
+// (the program's own and the run's), a shell it starts cannot have a
+// domain of its own: it exits 126 and says why, and the command does not
+// run in the CLI's domain instead.
+func TestShimLayerLimit(t *testing.T) {
+	defer goleak.VerifyNone(t)
+	requireLandlock(t)
+	requirePrivate(t)
+	r := newRig(t)
+	p := r.policy(WorkspaceWrite)
+	p.Private = true
+	rs, err := Build(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rs.Close()
+	cmd := exec.Command("/bin/sh", "-c", "echo ran")
+	cmd.Dir = r.work
+	var out []byte
+	err = Retired(func() error {
+		if err := rs.Restrict(); err != nil {
+			return err
+		}
+		for range 15 {
+			if err := nest(); err != nil {
+				return err
+			}
+		}
+		var err error
+		out, err = cmd.CombinedOutput()
+		return err
+	})
+	var exit *exec.ExitError
+	if !errors.As(err, &exit) || exit.ExitCode() != 126 {
+		t.Fatalf("a shell under 16 layers: %v, want exit status 126: %s", err, out)
+	}
+	if !strings.Contains(string(out), "17th layer") || strings.Contains(string(out), "ran") {
+		t.Errorf("a shell under 16 layers printed %q, want why it did not run, and no command's output", out)
 	}
 }

@@ -1011,26 +1011,35 @@ func TestSandboxNodeOptions(t *testing.T) {
 		{"no sandbox, none", "off", nil, nil},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			lr := newLimitRun(t, fakeagent.Script{})
-			lr.req.Permission = invoker.Unlimited // no filesystem ceiling: the fake writes its record
-			lr.req.Sandbox = invoker.Sandbox{Mode: c.mode}
-			lr.req.Env = append(lr.req.Env, c.env...)
-			if res, err := lr.inv.Invoke(context.Background(), lr.req); err != nil {
-				t.Fatalf("Invoke() error = %v; stderr: %s", err, res.Stderr)
-			}
-			rec, err := fakeagent.ReadRecord(lr.script.RecordDir)
-			if err != nil {
-				t.Fatal(err)
-			}
-			var got []string
-			for _, kv := range rec.Env {
-				if k, v, _ := strings.Cut(kv, "="); k == "NODE_OPTIONS" {
-					got = append(got, v)
-				}
-			}
+			got := runEnvValues(t, invoker.Sandbox{Mode: c.mode}, c.env, "NODE_OPTIONS")
 			if !slices.Equal(got, c.want) {
 				t.Errorf("NODE_OPTIONS in the CLI's environment: %q, want %q", got, c.want)
 			}
 		})
 	}
+}
+
+// runEnvValues runs the fake CLI under sb with env added to its
+// environment, and returns the values of key in the environment it saw,
+// in order. The run is Unlimited (no filesystem ceiling): the fake writes
+// its record.
+func runEnvValues(t *testing.T, sb invoker.Sandbox, env []string, key string) []string {
+	t.Helper()
+	lr := newLimitRun(t, fakeagent.Script{})
+	lr.req.Permission, lr.req.Sandbox = invoker.Unlimited, sb
+	lr.req.Env = append(lr.req.Env, env...)
+	if res, err := lr.inv.Invoke(context.Background(), lr.req); err != nil {
+		t.Fatalf("Invoke() error = %v; stderr: %s", err, res.Stderr)
+	}
+	rec, err := fakeagent.ReadRecord(lr.script.RecordDir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, kv := range rec.Env {
+		if k, v, _ := strings.Cut(kv, "="); k == key {
+			got = append(got, v)
+		}
+	}
+	return got
 }

@@ -20,7 +20,21 @@ import (
 // closed. Without the sandbox (the control) the command evaluates code
 // in the CLI through it.
 func TestSandboxInspectorGemini(t *testing.T) {
-	forEachRig(t, []cli{*cliNamed("gemini")}, func(t *testing.T, r *rig) {
+	inspectorRuns(t, "gemini")
+}
+
+// TestSandboxInspectorCodex: TestSandboxInspectorGemini for Codex, whose
+// nearest node ancestor of a command is its npm launcher, the parent of
+// the native codex.
+func TestSandboxInspectorCodex(t *testing.T) {
+	inspectorRuns(t, "codex")
+}
+
+// inspectorRuns runs inspector.Attack as a command of the model of name,
+// under the sandbox (network rules) and without, and checks that the
+// inspector is refused under the sandbox and reached without it.
+func inspectorRuns(t *testing.T, name string) {
+	forEachRig(t, []cli{*cliNamed(name)}, func(t *testing.T, r *rig) {
 		attack := filepath.Join(r.workdir, "inspector-attack.js")
 		if err := os.WriteFile(attack, []byte(inspector.Attack), 0o644); err != nil {
 			t.Fatal(err)
@@ -37,11 +51,15 @@ func TestSandboxInspectorGemini(t *testing.T) {
 				r.srv.Enqueue(fakemodel.Shell("node "+attack), fakemodel.EchoToolResult("after: "))
 				req := r.request("look around")
 				req.Permission, req.Sandbox = invoker.Unlimited, c.sb
-				res, _ := probe(t, r, req)
+				res, ev := probe(t, r, req)
 				// Gemini CLI's tool results carry no output: the model
 				// echoes the command's into the answer.
-				if !strings.Contains(res.Text, "attack: node ancestor ") || !strings.Contains(res.Text, c.want) {
-					t.Errorf("the command's output: %q, want %q", res.Text, c.want)
+				out := res.Text
+				for _, x := range ev.results {
+					out += "\n" + x.Output
+				}
+				if !strings.Contains(out, "attack: node ancestor ") || !strings.Contains(out, c.want) {
+					t.Errorf("the command's output: %q, want %q", out, c.want)
 				}
 			})
 		}

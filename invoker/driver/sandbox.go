@@ -287,7 +287,9 @@ func (s settingsSeen) changed(now settingsSeen) bool {
 
 // prepare builds the ruleset of a run about to start attr at workdir, sets
 // it as attr.Restrict, and gives the run its private temporary directory
-// (TMPDIR and the caches in attr.Env, unless the program set the caches).
+// (TMPDIR and the caches in attr.Env, unless the program set the caches),
+// and its node processes a SIGUSR1 that opens no inspector (NODE_OPTIONS,
+// sandbox.NodeOptions).
 // It returns nil when the run asks for no sandbox, or for "available"
 // where its check found that it cannot hold (sandboxAsk.without).
 func (a sandboxAsk) prepare(attr *proc.Attr, workdir string, setEnv []string, log interface {
@@ -392,7 +394,8 @@ func (a sandboxAsk) prepare(attr *proc.Attr, workdir string, setEnv []string, lo
 	} else if rs.net != nil {
 		attr.Restrict = rs.net.enterRestrict(rs.rules)
 	}
-	env := []string{"TMPDIR=" + temp, "TMP=" + temp, "TEMP=" + temp}
+	env := []string{"TMPDIR=" + temp, "TMP=" + temp, "TEMP=" + temp,
+		"NODE_OPTIONS=" + sandbox.NodeOptions(envValue(attr.Env, "NODE_OPTIONS"))}
 	for _, kv := range sandbox.Caches(filepath.Join(temp, "cache")) {
 		k, _, _ := strings.Cut(kv, "=")
 		if envValue(setEnv, k) == "" {

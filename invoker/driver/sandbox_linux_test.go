@@ -990,3 +990,56 @@ func TestSandboxStageSpecFromCallerEnv(t *testing.T) {
 		})
 	}
 }
+
+// TestSandboxNodeOptions: a sandboxed run's NODE_OPTIONS ends with
+// sandbox.NodeInspectorOff, after the caller's options, which it keeps,
+// and holds it once where the caller gave it already; a run without the
+// sandbox keeps the caller's value as it is, or none.
+func TestSandboxNodeOptions(t *testing.T) {
+	requireSandbox(t)
+	off := sandbox.NodeInspectorOff
+	for _, c := range []struct {
+		name string
+		mode string
+		env  []string
+		want []string // the CLI's values, in order
+	}{
+		{"sandboxed", "required", nil, []string{off}},
+		{"the caller's kept", "required", []string{"NODE_OPTIONS=--max-old-space-size=512"}, []string{"--max-old-space-size=512 " + off}},
+		{"given already", "required", []string{"NODE_OPTIONS=" + off + " --no-warnings"}, []string{off + " --no-warnings"}},
+		{"no sandbox", "off", []string{"NODE_OPTIONS=--max-old-space-size=512"}, []string{"--max-old-space-size=512"}},
+		{"no sandbox, none", "off", nil, nil},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			got := runEnvValues(t, invoker.Sandbox{Mode: c.mode}, c.env, "NODE_OPTIONS")
+			if !slices.Equal(got, c.want) {
+				t.Errorf("NODE_OPTIONS in the CLI's environment: %q, want %q", got, c.want)
+			}
+		})
+	}
+}
+
+// runEnvValues runs the fake CLI under sb with env added to its
+// environment, and returns the values of key in the environment it saw,
+// in order. The run is Unlimited (no filesystem ceiling): the fake writes
+// its record.
+func runEnvValues(t *testing.T, sb invoker.Sandbox, env []string, key string) []string {
+	t.Helper()
+	lr := newLimitRun(t, fakeagent.Script{})
+	lr.req.Permission, lr.req.Sandbox = invoker.Unlimited, sb
+	lr.req.Env = append(lr.req.Env, env...)
+	if res, err := lr.inv.Invoke(context.Background(), lr.req); err != nil {
+		t.Fatalf("Invoke() error = %v; stderr: %s", err, res.Stderr)
+	}
+	rec, err := fakeagent.ReadRecord(lr.script.RecordDir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, kv := range rec.Env {
+		if k, v, _ := strings.Cut(kv, "="); k == key {
+			got = append(got, v)
+		}
+	}
+	return got
+}

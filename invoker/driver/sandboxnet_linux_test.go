@@ -305,23 +305,7 @@ func TestSandboxNetQuiet(t *testing.T) {
 		{"no network rules", nil, []string{"ANTHROPIC_BASE_URL=" + model.URL}, nil},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			lr := newLimitRun(t, fakeagent.Script{})
-			lr.req.Permission = invoker.Unlimited // no filesystem ceiling: the fake writes its record
-			lr.req.Sandbox = invoker.Sandbox{Mode: "required", Network: c.network}
-			lr.req.Env = append(lr.req.Env, c.env...)
-			if res, err := lr.inv.Invoke(context.Background(), lr.req); err != nil {
-				t.Fatalf("Invoke() error = %v; stderr: %s", err, res.Stderr)
-			}
-			rec, err := fakeagent.ReadRecord(lr.script.RecordDir)
-			if err != nil {
-				t.Fatal(err)
-			}
-			var got []string
-			for _, kv := range rec.Env {
-				if k, v, _ := strings.Cut(kv, "="); k == quiet {
-					got = append(got, v)
-				}
-			}
+			got := runEnvValues(t, invoker.Sandbox{Mode: "required", Network: c.network}, c.env, quiet)
 			if !slices.Equal(got, c.want) {
 				t.Errorf("%s in the CLI's environment: %q, want %q", quiet, got, c.want)
 			}

@@ -1,0 +1,67 @@
+//go:build e2e
+
+package e2e
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/clinvoke/clinvoke/internal/testkit/fakemodel"
+	"github.com/clinvoke/clinvoke/internal/testkit/inspector"
+	"github.com/clinvoke/clinvoke/invoker"
+)
+
+// TestSandboxInspectorGemini: a command of Gemini CLI's model sends
+// SIGUSR1 to Gemini CLI's node and looks for its inspector. Under the
+// sandbox (network rules; the command nested in the CLI's domain) the run's
+// NODE_OPTIONS makes node listen for the signal, and the inspector stays
+// closed. Without the sandbox (the control) the command evaluates code
+// in the CLI through it.
+func TestSandboxInspectorGemini(t *testing.T) {
+	inspectorRuns(t, "gemini")
+}
+
+// TestSandboxInspectorCodex: TestSandboxInspectorGemini for Codex, whose
+// nearest node ancestor of a command is its npm launcher, the parent of
+// the native codex.
+func TestSandboxInspectorCodex(t *testing.T) {
+	inspectorRuns(t, "codex")
+}
+
+// inspectorRuns runs inspector.Attack as a command of the model of name,
+// under the sandbox (network rules) and without, and checks that the
+// inspector is refused under the sandbox and reached without it.
+func inspectorRuns(t *testing.T, name string) {
+	forEachRig(t, []cli{*cliNamed(name)}, func(t *testing.T, r *rig) {
+		attack := filepath.Join(r.workdir, "inspector-attack.js")
+		if err := os.WriteFile(attack, []byte(inspector.Attack), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		for _, c := range []struct {
+			name string
+			sb   invoker.Sandbox
+			want string
+		}{
+			{"network", invoker.Sandbox{Mode: "required", Network: []string{"none"}}, "attack: inspector closed ECONNREFUSED"},
+			{"nosandbox", invoker.Sandbox{}, "attack: evaluated in pid "},
+		} {
+			t.Run(c.name, func(t *testing.T) {
+				r.srv.Enqueue(fakemodel.Shell("node "+attack), fakemodel.EchoToolResult("after: "))
+				req := r.request("look around")
+				req.Permission, req.Sandbox = invoker.Unlimited, c.sb
+				res, ev := probe(t, r, req)
+				// Gemini CLI's tool results carry no output: the model
+				// echoes the command's into the answer.
+				out := res.Text
+				for _, x := range ev.results {
+					out += "\n" + x.Output
+				}
+				if !strings.Contains(out, "attack: node ancestor ") || !strings.Contains(out, c.want) {
+					t.Errorf("the command's output: %q, want %q", out, c.want)
+				}
+			})
+		}
+	})
+}

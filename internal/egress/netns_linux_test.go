@@ -285,30 +285,49 @@ func TestSandboxNetUDPFlood(t *testing.T) {
 	})
 }
 
-func sandboxNetUDPFlood(t *testing.T, start func(*Net, *exec.Cmd) error) {
-	t.Cleanup(func() { goleak.VerifyNone(t) })
-	const count, to = 30000, "192.0.2.200"
-	var (
-		mu             sync.Mutex
-		recorded, lost int
-	)
+// udpTally counts the refused datagrams to one address a Net recorded and
+// the refusals it counted lost.
+type udpTally struct {
+	mu             sync.Mutex
+	recorded, lost int
+}
+
+// newTallyNet returns a Net whose refused datagrams to the address to and
+// lost refusals the returned udpTally counts.
+func newTallyNet(t *testing.T, to string) (*Net, *udpTally) {
+	t.Helper()
+	c := &udpTally{}
 	n, err := New(&Config{
 		OnAttempt: func(a Attempt) {
-			mu.Lock()
-			defer mu.Unlock()
+			c.mu.Lock()
+			defer c.mu.Unlock()
 			if a.Method == MethodDirectUDP && a.Host == to && !a.Allowed {
-				recorded++
+				c.recorded++
 			}
 		},
 		OnLost: func(k int) {
-			mu.Lock()
-			defer mu.Unlock()
-			lost += k
+			c.mu.Lock()
+			defer c.mu.Unlock()
+			c.lost += k
 		},
 	})
 	if err != nil {
 		t.Fatal(err)
 	}
+	return n, c
+}
+
+// counts returns what c counted so far.
+func (c *udpTally) counts() (recorded, lost int) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.recorded, c.lost
+}
+
+func sandboxNetUDPFlood(t *testing.T, start func(*Net, *exec.Cmd) error) {
+	t.Cleanup(func() { goleak.VerifyNone(t) })
+	const count, to = 30000, "192.0.2.200"
+	n, tally := newTallyNet(t, to)
 	// The reader is held until the helper has exited: the burst meets
 	// a socket nobody drains, as it would a reader outrun.
 	n.directMu.Lock()
@@ -318,8 +337,7 @@ func sandboxNetUDPFlood(t *testing.T, start func(*Net, *exec.Cmd) error) {
 	if err := n.BypassRecorded(); err != nil {
 		t.Fatalf("BypassRecorded() = %v", err)
 	}
-	mu.Lock()
-	defer mu.Unlock()
+	recorded, lost := tally.counts()
 	t.Logf("%d datagrams: %d recorded, %d lost", count, recorded, lost)
 	if got["sent"] != strconv.Itoa(count) {
 		t.Fatalf("the helper sent %s datagrams, want %d", got["sent"], count)
@@ -358,27 +376,7 @@ func TestSandboxNetUnansweredBurst(t *testing.T) {
 func sandboxNetUnansweredBurst(t *testing.T, start func(*Net, *exec.Cmd) error) {
 	t.Cleanup(func() { goleak.VerifyNone(t) })
 	const count, to = 3000, "192.0.2.201"
-	var (
-		mu             sync.Mutex
-		recorded, lost int
-	)
-	n, err := New(&Config{
-		OnAttempt: func(a Attempt) {
-			mu.Lock()
-			defer mu.Unlock()
-			if a.Method == MethodDirectUDP && a.Host == to && !a.Allowed {
-				recorded++
-			}
-		},
-		OnLost: func(k int) {
-			mu.Lock()
-			defer mu.Unlock()
-			lost += k
-		},
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
+	n, tally := newTallyNet(t, to)
 	cmd := helperCmd("flood", to+":1", strconv.Itoa(count), "ratemask")
 	cmd.Env = n.MergeEnv(cmd.Env)
 	var (
@@ -402,8 +400,7 @@ func sandboxNetUnansweredBurst(t *testing.T, start func(*Net, *exec.Cmd) error) 
 	if !read || refused < count {
 		t.Errorf("the namespace's counters read %d datagrams refused (read %v), want at least the %d of the burst", refused, read, count)
 	}
-	mu.Lock()
-	defer mu.Unlock()
+	recorded, lost := tally.counts()
 	t.Logf("%d datagrams with the masks set back: %d recorded, %d counted lost", count, recorded, lost)
 	if recorded+lost != count {
 		t.Errorf("%d datagrams: %d recorded and %d counted lost, want every one either", count, recorded, lost)

@@ -27,8 +27,10 @@ import (
 // zero means the default for every other field. Leave a bool out of every
 // Options that should not set it.
 type Options struct {
-	// Binary is the CLI's executable: a name looked up on PATH, or a path.
-	// The default is the CLI's usual name ("codex", "gemini", "claude").
+	// Binary is the CLI's executable: a name looked up on PATH, or a path
+	// (a relative one from the program's working directory at each run,
+	// not from the run's Workdir). The default is the CLI's usual name
+	// ("codex", "gemini", "claude").
 	Binary string
 
 	// Env holds KEY=VALUE pairs added to the environment of every run;

@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"runtime"
 	"strings"
 	"sync"
@@ -640,4 +641,38 @@ func TestBrokenBinaryIsNotInstalled(t *testing.T) {
 			}
 		})
 	}
+}
+
+// A relative Options.Binary names a file from the program's working
+// directory, where Invoke checks it, not from the run's Workdir, where the
+// CLI starts: a project's file of the same name never runs instead.
+func TestRelativeBinaryIsTheProgramsPath(t *testing.T) {
+	exe, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	prog := t.TempDir()
+	if err := os.MkdirAll(filepath.Join(prog, "bin"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink(exe, filepath.Join(prog, "bin", "cli")); err != nil {
+		t.Fatal(err)
+	}
+	t.Chdir(prog)
+	f := newFixture(t, fakeagent.Script{Answer: "done"}, invoker.Options{Binary: "./bin/cli"})
+	planted := filepath.Join(f.req.Workdir, "planted-ran")
+	if err := os.MkdirAll(filepath.Join(f.req.Workdir, "bin"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(f.req.Workdir, "bin", "cli"), []byte("#!/bin/sh\ntouch "+planted+"\nexit 3\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	res, err := f.inv.Invoke(t.Context(), f.req)
+	if err != nil || res.Text != "done" {
+		t.Errorf("Invoke() = %q, %v; want the CLI's answer", res.Text, err)
+	}
+	if _, err := os.Stat(planted); err == nil {
+		t.Error("the Workdir's bin/cli ran instead of the program's")
+	}
+	f.assertReaped(1)
 }

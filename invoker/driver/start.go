@@ -256,8 +256,11 @@ func (r *run) startError(err error) error {
 	return fmt.Errorf("starting %s: %w", r.path, err)
 }
 
-// lookPath resolves the CLI's executable. A missing binary is an error that
-// matches ErrNotInstalled (and exec.ErrNotFound when looked up on PATH).
+// lookPath resolves the CLI's executable: a name on PATH, or a path, made
+// absolute from the program's working directory (the CLI starts in the
+// run's Workdir, where a relative path would name another file). A missing
+// binary is an error that matches ErrNotInstalled (and exec.ErrNotFound
+// when looked up on PATH).
 func (e *engine) lookPath() (string, error) {
 	bin := e.cfg.binary
 	if bin == "" {
@@ -270,6 +273,9 @@ func (e *engine) lookPath() (string, error) {
 			return "", fmt.Errorf("%w: %q is not on PATH; install it with `%s` or set its path with invoker.Options.Binary (%w)", invoker.ErrNotInstalled, bin, hint, err)
 		}
 		return p, nil
+	}
+	if abs, err := filepath.Abs(bin); err == nil {
+		bin = abs
 	}
 	fi, err := os.Stat(bin)
 	if err != nil {

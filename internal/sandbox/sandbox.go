@@ -24,6 +24,7 @@ import (
 	"path/filepath"
 	"runtime"
 	"strings"
+	"sync"
 )
 
 // A Level is how much of the filesystem a run may change, mapped from the
@@ -207,16 +208,26 @@ func Caches(dir string) []string {
 	}
 }
 
+// tempPrefix begins the name of a run's private temporary directory in the
+// host's temporary directory; tempOwner follows it.
+const tempPrefix = "clinvoke-run-"
+
 // NewTemp makes a run's private temporary directory, readable by its owner
 // only, and returns it with the function that removes it and everything
-// the run left in it.
+// the run left in it. Its name carries this process's identity, so that
+// the first NewTemp of a later process removes the directories of a
+// program that died before it could (killed outright, say), caches and
+// all (sweepTemps).
 func NewTemp() (dir string, remove func() error, err error) {
-	dir, err = os.MkdirTemp("", "clinvoke-run-")
+	sweepOnce.Do(sweepTemps)
+	dir, err = os.MkdirTemp("", tempPrefix+tempOwner())
 	if err != nil {
 		return "", nil, err
 	}
 	return dir, func() error { return os.RemoveAll(dir) }, nil
 }
+
+var sweepOnce sync.Once
 
 // Retired runs f on an OS thread of its own, locked to f's goroutine and
 // never unlocked, and returns f's error. The thread ends with the

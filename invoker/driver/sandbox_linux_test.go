@@ -226,6 +226,38 @@ func TestSandboxReadOnlyRun(t *testing.T) {
 	}
 }
 
+// TestSandboxTempFresh: runs that follow each other (the later ones
+// taking the directory made ahead as the earlier started) each get a
+// TMPDIR of their own, empty: none finds what an earlier run left there,
+// and none outlives its run.
+func TestSandboxTempFresh(t *testing.T) {
+	requireSandbox(t)
+	r := newSandboxRig(t)
+	seen := map[string]bool{}
+	for i := range 3 {
+		got, _ := r.invoke(t, invoker.ReadOnly, invoker.Sandbox{Mode: "required"}, "read $TMPDIR/x", "write $TMPDIR/x")
+		var temp string
+		for k, v := range got {
+			if p, ok := strings.CutPrefix(k, "read "); ok {
+				temp = filepath.Dir(p)
+				if !strings.Contains(v, "no such file") {
+					t.Errorf("run %d: %s: %q, want no such file (a TMPDIR of its own, empty)", i, k, v)
+				}
+			}
+		}
+		if temp == "" || got["write "+temp+"/x"] != "ok" {
+			t.Fatalf("run %d: the fake's TMPDIR write is missing or refused: %v", i, got)
+		}
+		if seen[temp] {
+			t.Errorf("run %d: TMPDIR %s was an earlier run's", i, temp)
+		}
+		seen[temp] = true
+		if _, err := os.Stat(temp); !errors.Is(err, os.ErrNotExist) {
+			t.Errorf("run %d: TMPDIR %s outlived it: %v", i, temp, err)
+		}
+	}
+}
+
 func TestSandboxWorkspaceWriteRun(t *testing.T) {
 	requireSandbox(t)
 	r := newSandboxRig(t)

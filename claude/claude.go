@@ -26,7 +26,7 @@
 // [invoker.WorkspaceWrite] is "acceptEdits" (edits in the working
 // directories are approved, other commands that need approval are denied),
 // with Edit rules in --disallowedTools that keep the agent CLIs'
-// configuration in them out of reach (.gemini, .codex, .agents, ...:
+// configuration in them out of reach (.gemini, .codex, .agents, .env, ...:
 // Claude Code protects only its own; see configDenied);
 // [invoker.Unlimited] is "bypassPermissions", with IS_SANDBOX=1 in the
 // environment because Claude Code refuses that mode as root otherwise. The

@@ -27,7 +27,8 @@ func TestBackendNames(t *testing.T) {
 // configRules are the rules of a turn at WorkspaceWrite: every agent
 // CLI's configuration, as a file or a directory, at any depth.
 const configRules = "--disallowedTools=Edit(**/.git),Edit(**/.git/**),Edit(**/.claude),Edit(**/.claude/**),Edit(**/.gemini),Edit(**/.gemini/**)," +
-	"Edit(**/.codex),Edit(**/.codex/**),Edit(**/.agents),Edit(**/.agents/**),Edit(**/.mcp.json),Edit(**/.mcp.json/**),Edit(**/.claude.json),Edit(**/.claude.json/**)"
+	"Edit(**/.codex),Edit(**/.codex/**),Edit(**/.agents),Edit(**/.agents/**),Edit(**/.mcp.json),Edit(**/.mcp.json/**),Edit(**/.claude.json),Edit(**/.claude.json/**)," +
+	"Edit(**/.env),Edit(**/.env/**)"
 
 func TestCommand(t *testing.T) {
 	base := invoker.Request{Prompt: "say hi", Workdir: "/work/p"}

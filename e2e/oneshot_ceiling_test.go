@@ -18,7 +18,8 @@ import (
 // plant instructions or commands for later runs: the user's memory and
 // settings files of the CLI (outside the working directory), and every
 // agent CLI's configuration inside it (.gemini, .claude, .codex, .agents,
-// .git, .mcp.json, .claude.json), once with the home directory apart and
+// .git, .mcp.json, .claude.json, and .env, which Gemini CLI reads into its
+// environment), once with the home directory apart and
 // once as the working directory itself. Nothing of it may be written; a
 // file of the project is, and the turn goes on to its answer. Gemini's
 // model also asks for its save_memory tool.
@@ -52,13 +53,13 @@ func TestOneShotConfigWrites(t *testing.T) {
 					targets = append(targets, filepath.Join(r.home, f))
 				}
 				for _, f := range []string{".gemini/settings.json", ".claude/settings.json", ".codex/config.toml",
-					".agents/skills/x/SKILL.md", ".mcp.json", ".claude.json", ".git/hooks/pre-commit"} {
+					".agents/skills/x/SKILL.md", ".mcp.json", ".claude.json", ".env", ".git/hooks/pre-commit"} {
 					targets = append(targets, filepath.Join(wd, f))
 				}
 				// Known open (docs/approvals.md): written, and checked to be.
 				open := map[string]bool{}
 				if r.cli.name == "codex" {
-					for _, f := range []string{".gemini/settings.json", ".claude/settings.json", ".mcp.json", ".claude.json"} {
+					for _, f := range []string{".gemini/settings.json", ".claude/settings.json", ".mcp.json", ".claude.json", ".env"} {
 						open[filepath.Join(wd, f)] = true
 					}
 				}

@@ -12,7 +12,7 @@ package invoker
 //     the working directory and the cgroup filesystem are not writable.
 //   - WorkspaceWrite: the above, plus the working directory's existing
 //     entries, except the configuration names (.git, .claude, .gemini,
-//     .codex, .agents, .mcp.json, .claude.json), which stay read-only:
+//     .codex, .agents, .mcp.json, .claude.json, .env), which stay read-only:
 //     nothing can be written in them, nor can they be removed, renamed,
 //     linked or made anew. Nothing new can be made at the top of the
 //     working directory (inside its existing directories, anything).

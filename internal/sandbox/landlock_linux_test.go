@@ -14,6 +14,8 @@ import (
 	"testing"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/clinvoke/clinvoke/internal/workspace"
 )
 
 // A probe is one thing a sandboxed shell tries, and whether it must work.
@@ -43,7 +45,7 @@ func newRig(t testing.TB) rig {
 	}
 	for name, body := range map[string]string{
 		r.work + "/a.txt": "a", r.work + "/src/b.txt": "b", r.work + "/.claude/settings.json": "{}",
-		r.work + "/.git/config": "[core]", r.home + "/.ssh/id_ed25519": "SECRET",
+		r.work + "/.git/config": "[core]", r.work + "/.env": "APP=1\n", r.home + "/.ssh/id_ed25519": "SECRET",
 		r.home + "/.codex/config.toml": "model = 'x'", r.home + "/.bash_history": "history",
 	} {
 		if err := os.WriteFile(name, []byte(body), 0o644); err != nil {
@@ -56,7 +58,7 @@ func newRig(t testing.TB) rig {
 func (r rig) policy(level Level) Policy {
 	return Policy{
 		Level: level, Workdir: r.work, Temp: r.temp,
-		Held:     []string{".git", ".claude", ".gemini", ".codex", ".agents", ".mcp.json", ".claude.json"},
+		Held:     workspace.ConfigNames(),
 		Writable: []string{r.home + "/.codex/sessions"},
 		Tops:     []Top{{Dir: r.home + "/.codex", Held: []string{"config.toml"}}},
 		Hidden:   []string{r.home},
@@ -130,6 +132,8 @@ func commonProbes(r rig) []probe {
 		{"write-etc", "echo x >> /etc/hosts", false},
 		{"write-claude-settings", "echo x > " + r.work + "/.claude/settings.json", false},
 		{"write-git-config", "echo x >> " + r.work + "/.git/config", false},
+		{"write-dotenv", "echo X=1 >> " + r.work + "/.env", false},
+		{"replace-dotenv", "echo X=1 > " + r.temp + "/e && mv " + r.temp + "/e " + r.work + "/.env", false},
 		{"make-mcp-json", "echo x > " + r.work + "/.mcp.json", false},
 		{"rename-claude", "mv " + r.work + "/.claude " + r.work + "/old", false},
 		{"link-to-mcp-json", "ln -s " + r.temp + " " + r.work + "/.mcp.json", false},

@@ -23,8 +23,13 @@
 // more power than the permission level gives (Claude Code's hooks, the MCP
 // server commands of every CLI) or read as instructions for every later
 // session of the user: any file or directory named .git, .claude, .gemini,
-// .codex or .agents, a .mcp.json or .claude.json, and everything under the
-// configuration homes that CODEX_HOME and CLAUDE_CONFIG_DIR name. (Without
+// .codex or .agents, a .mcp.json or .claude.json, a .env, and everything
+// under the configuration homes that CODEX_HOME and CLAUDE_CONFIG_DIR name.
+// A .env is Gemini CLI's configuration: in a trusted folder (which the
+// gemini backend requires) it reads the first .env walking up from its
+// working directory and sets each variable the file names that its
+// environment lacks (a proxy, NODE_OPTIONS, a base URL), for itself and
+// every command it runs. (Without
 // those variables the homes are ~/.codex and ~/.claude, which the names
 // already cover when the working directory holds the home directory.) A
 // path starting with "~" is outside: a CLI may take it for a home
@@ -54,7 +59,9 @@ import (
 // configNames are the names of the agent CLIs' configuration files and
 // directories: one of them anywhere below the working directory is outside
 // it.
-var configNames = []string{".git", ".claude", ".gemini", ".codex", ".agents", ".mcp.json", ".claude.json"}
+// .env is among them because Gemini CLI takes the variables of a working
+// directory's .env into its own environment (see the package doc).
+var configNames = []string{".git", ".claude", ".gemini", ".codex", ".agents", ".mcp.json", ".claude.json", ".env"}
 
 // ConfigNames returns the names of the agent CLIs' configuration files and
 // directories, each of which counts as outside the working directory

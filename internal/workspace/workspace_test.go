@@ -67,6 +67,8 @@ func TestOutside(t *testing.T) {
 		{path: filepath.Join(w, "in", "a.go")},
 		{path: filepath.Join(w, "missing", "..", "a.go")},
 		{path: filepath.Join(w, ".gitignore")},
+		{path: filepath.Join(w, ".env.example")},
+		{path: filepath.Join(w, ".envrc")},
 		{path: filepath.Join(w, "sub", "deep", "..", "a.go")},
 
 		{path: filepath.Join(o, "a.go"), want: "outside the working directory"},
@@ -93,6 +95,9 @@ func TestOutside(t *testing.T) {
 		{path: filepath.Join(w, ".Codex", "config.toml"), want: ".codex"},
 		{path: filepath.Join(w, ".agents", "skills", "x.md"), want: ".agents"},
 		{path: filepath.Join(w, ".mcp.json"), want: ".mcp.json"},
+		{path: filepath.Join(w, ".env"), want: ".env"},
+		{path: ".env", cwd: "sub", want: ".env"},
+		{path: filepath.Join(w, ".ENV"), want: ".env"},
 		{path: filepath.Join(w, "cfg", "settings.json"), want: ".claude"},
 		{path: filepath.Join(home, "config.toml"), want: "configuration home"},
 

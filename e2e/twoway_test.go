@@ -462,8 +462,9 @@ func goToolScenarios(t *testing.T, r *rig, w *twoWayCLI) {
 }
 
 // stdioMCPEnv, set in a process's environment, makes the test binary a
-// stdio MCP server with one tool, echo, which answers "echo: ", its text,
-// its pid and the value of the variable (a marker).
+// stdio MCP server with two tools: echo, which answers "echo: ", its text,
+// its pid and the value of the variable (a marker), and nodeoptions, which
+// answers "node_options=" and the server's NODE_OPTIONS.
 const stdioMCPEnv = "CLINVOKE_E2E_STDIO_MCP"
 
 // The test binary doubles as the stdio MCP server of mcpServerScenarios,
@@ -481,6 +482,11 @@ func stdioMCP() int {
 	mcp.AddTool(s, &mcp.Tool{Name: "echo", Description: "Echoes the text, saying which process serves the call."},
 		func(ctx context.Context, _ *mcp.CallToolRequest, a recordArgs) (*mcp.CallToolResult, any, error) {
 			text := fmt.Sprintf("echo: %s pid=%d marker=%s", a.Text, os.Getpid(), os.Getenv(stdioMCPEnv))
+			return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: text}}}, nil, nil
+		})
+	mcp.AddTool(s, &mcp.Tool{Name: "nodeoptions", Description: "Says the server's NODE_OPTIONS."},
+		func(context.Context, *mcp.CallToolRequest, struct{}) (*mcp.CallToolResult, any, error) {
+			text := fmt.Sprintf("node_options=%q", os.Getenv("NODE_OPTIONS"))
 			return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: text}}}, nil, nil
 		})
 	if err := s.Run(context.Background(), &mcp.StdioTransport{}); err != nil && !errors.Is(err, context.Canceled) {

@@ -72,12 +72,14 @@ func inspectorRuns(t *testing.T, name string) {
 }
 
 // TestSandboxInspectorMCPServer: a stdio MCP server that a sandboxed run
-// of Codex starts gets the run's NODE_OPTIONS, with the option that keeps
-// node's inspector closed, though Codex passes a server only a fixed list
-// of variables and those its env_vars names; without the sandbox (the
-// control) the server gets no NODE_OPTIONS.
+// of Codex or Claude Code starts gets the run's NODE_OPTIONS, with the
+// option that keeps node's inspector closed (Codex passes a server only a
+// fixed list of variables and those its env_vars names; Claude Code passes
+// its environment); without the sandbox (the control) the server gets no
+// NODE_OPTIONS. (claude-code-acp and codex-acp pass a server none:
+// docs/sandbox.md.)
 func TestSandboxInspectorMCPServer(t *testing.T) {
-	forEachRig(t, []cli{*cliNamed("codex")}, func(t *testing.T, r *rig) {
+	forEachRig(t, []cli{*cliNamed("codex"), *cliNamed("claude")}, func(t *testing.T, r *rig) {
 		w := twoWayOf(t, r.cli.name)
 		self, err := os.Executable()
 		if err != nil {

@@ -19,6 +19,7 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/clinvoke/clinvoke/internal/procstat"
 	"github.com/clinvoke/clinvoke/internal/testkit/fakemodel"
 	"github.com/clinvoke/clinvoke/invoker"
 )
@@ -233,13 +234,11 @@ func alive(pid int) bool {
 	if syscall.Kill(pid, 0) != nil {
 		return false
 	}
-	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
-	if err != nil {
+	st, err := procstat.Read(pid)
+	if err != nil && !errors.Is(err, procstat.ErrMalformed) {
 		return false
 	}
-	s := string(b)
-	i := strings.LastIndexByte(s, ')')
-	return i < 0 || i+2 >= len(s) || s[i+2] != 'Z'
+	return err != nil || st.State != 'Z'
 }
 
 // cancelOn returns a context that is cancelled once ready is closed (or

@@ -17,7 +17,7 @@ func tempOwner() string {
 	if !ok {
 		return ""
 	}
-	return fmt.Sprintf("%d.%d-", os.Getpid(), st.start)
+	return fmt.Sprintf("%d.%d-", os.Getpid(), st.Start)
 }
 
 // sweepTemps removes, from the host's temporary directory, the runs'
@@ -40,7 +40,7 @@ func sweepTemps() {
 		if !ok || pid == os.Getpid() {
 			continue
 		}
-		if st, alive := procStat(pid); alive && st.start == start {
+		if st, alive := procStat(pid); alive && st.Start == start {
 			continue
 		}
 		path := filepath.Join(tmp, e.Name())

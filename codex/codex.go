@@ -205,6 +205,13 @@ func ownSandboxOff(sb invoker.Sandbox) bool {
 	return sb.Mode == "required" && len(sb.Network) > 0
 }
 
+// sandboxed reports whether the kernel holds a run whose request carries
+// sb: the engine gives a SandboxNester Mode "required" where it does, and
+// "off" where it does not (driver's backendSandbox).
+func sandboxed(sb invoker.Sandbox) bool {
+	return sb.Mode == "required"
+}
+
 // sandboxMode returns Codex's sandbox policy for a permission level, under
 // the sandbox sb the engine gives the run: "danger-full-access" at every
 // level where the kernel holds it (ownSandboxOff).

@@ -5,6 +5,7 @@ import (
 	"regexp"
 	"strings"
 
+	"github.com/clinvoke/clinvoke/internal/sandbox"
 	"github.com/clinvoke/clinvoke/invoker"
 )
 
@@ -29,6 +30,14 @@ import (
 // top of the few variables (HOME, PATH, ...) it passes every server, and
 // the agent's commands never see it.
 //
+// Under the kernel's sandbox every node process of the run gets the run's
+// NODE_OPTIONS (sandbox.NodeOptions), which keeps node's inspector closed
+// to a SIGUSR1 from a command. Codex (0.169.0) starts a command server
+// with a fixed list of variables (HOME, PATH, ...) and those its env_vars
+// names, so a sandboxed run's entry names NODE_OPTIONS in env_vars, after
+// the names the caller gave it (a --config override of ExtraArgs), and an
+// Env that sets NODE_OPTIONS gets the option after the caller's options.
+//
 // Without an Approve callback the servers of the request are trusted:
 // default_tools_approval_mode = "approve" lets their tools run without the
 // question Codex otherwise asks (and fails under the approval policy
@@ -43,8 +52,10 @@ var bareKey = regexp.MustCompile(`^[A-Za-z0-9_-]+$`)
 // servers (nil when there are none), and an error wrapping
 // ErrInvalidRequest for an entry Codex cannot take. Entries with a Go
 // Server are the engine's to serve: it hands the backend a URL entry in
-// their place, so one that is still here is refused.
-func mcpConfig(servers []invoker.MCPServer, trusted bool) (map[string]any, error) {
+// their place, so one that is still here is refused. A sandboxed run's
+// command servers pass NODE_OPTIONS on (above); extra are the run's
+// ExtraArgs, where the caller may have given a server's env_vars.
+func mcpConfig(servers []invoker.MCPServer, trusted, sandboxed bool, extra []string) (map[string]any, error) {
 	if len(servers) == 0 {
 		return nil, nil
 	}
@@ -78,9 +89,19 @@ func mcpConfig(servers []invoker.MCPServer, trusted bool) (map[string]any, error
 					if _, dup := env[name]; dup {
 						return nil, fmt.Errorf("%w: MCPServers[%d] (%s): Env names %s twice; give each variable once", invoker.ErrInvalidRequest, i, s.Name, name)
 					}
+					if name == nodeOptions && sandboxed {
+						value = sandbox.NodeOptions(value)
+					}
 					env[name] = value
 				}
 				config[key+"env"] = env
+			}
+			if sandboxed {
+				names, err := envVars(extra, key+"env_vars")
+				if err != nil {
+					return nil, fmt.Errorf("%w: MCPServers[%d] (%s): %v", invoker.ErrInvalidRequest, i, s.Name, err)
+				}
+				config[key+"env_vars"] = addName(names, nodeOptions)
 			}
 		case s.URL != "" && s.Command == "":
 			config[key+"url"] = s.URL

@@ -18,6 +18,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/clinvoke/clinvoke/internal/procstat"
 	"github.com/clinvoke/clinvoke/internal/testkit/fakeagent"
 	"github.com/clinvoke/clinvoke/internal/testkit/fakemodel"
 	"github.com/clinvoke/clinvoke/internal/testkit/hostconfig"
@@ -312,31 +313,11 @@ func childrenOf(pid int) []int {
 		if err != nil {
 			continue
 		}
-		if st, ok := procStat(p); ok && st.ppid == pid {
+		if st, err := procstat.Read(p); err == nil && st.PPID == pid {
 			out = append(out, p)
 		}
 	}
 	return out
-}
-
-type stat struct{ ppid int }
-
-func procStat(pid int) (stat, bool) {
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
-	if err != nil {
-		return stat{}, false
-	}
-	// The command name is in parentheses and may hold spaces.
-	i := bytes.LastIndexByte(b, ')')
-	if i < 0 {
-		return stat{}, false
-	}
-	f := strings.Fields(string(b[i+1:]))
-	if len(f) < 2 {
-		return stat{}, false
-	}
-	ppid, _ := strconv.Atoi(f[1])
-	return stat{ppid: ppid}, true
 }
 
 // waitUntil polls cond until it holds, failing the test after the bound.

@@ -3,11 +3,13 @@
 package e2e
 
 import (
+	"context"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 
+	"github.com/clinvoke/clinvoke/internal/sandbox"
 	"github.com/clinvoke/clinvoke/internal/testkit/fakemodel"
 	"github.com/clinvoke/clinvoke/internal/testkit/inspector"
 	"github.com/clinvoke/clinvoke/invoker"
@@ -63,6 +65,52 @@ func inspectorRuns(t *testing.T, name string) {
 				}
 				if !strings.Contains(out, "attack: node ancestor ") || !strings.Contains(out, c.want) {
 					t.Errorf("the command's output: %q, want %q", out, c.want)
+				}
+			})
+		}
+	})
+}
+
+// TestSandboxInspectorMCPServer: a stdio MCP server that a sandboxed run
+// of Codex or Claude Code starts gets the run's NODE_OPTIONS, with the
+// option that keeps node's inspector closed (Codex passes a server only a
+// fixed list of variables and those its env_vars names; Claude Code passes
+// its environment); without the sandbox (the control) the server gets no
+// NODE_OPTIONS. (claude-code-acp and codex-acp pass a server none:
+// docs/sandbox.md.)
+func TestSandboxInspectorMCPServer(t *testing.T) {
+	forEachRig(t, []cli{*cliNamed("codex"), *cliNamed("claude")}, func(t *testing.T, r *rig) {
+		w := twoWayOf(t, r.cli.name)
+		self, err := os.Executable()
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, c := range []struct {
+			name   string
+			sb     invoker.Sandbox
+			inside bool
+		}{
+			{"network", invoker.Sandbox{Mode: "required", Network: []string{"none"}}, true},
+			{"nosandbox", invoker.Sandbox{}, false},
+		} {
+			t.Run(c.name, func(t *testing.T) {
+				r.srv.Enqueue(w.call("ext", "nodeoptions", map[string]any{}), fakemodel.EchoToolResult("after: "))
+				req := r.request("what does the server see?")
+				req.Permission, req.Sandbox = invoker.Unlimited, c.sb
+				req.MCPServers = []invoker.MCPServer{{Name: "ext", Command: self, Env: []string{stdioMCPEnv + "=m"}}}
+				// The test binary lies beneath /tmp, which the sandbox
+				// covers with the run's own: a path the CLI's environment
+				// names is kept there.
+				req.Env = append(req.Env, "CLINVOKE_E2E_MCP_SERVER="+self)
+				res, err := r.invoke(context.Background(), req)
+				if err != nil {
+					t.Fatalf("Invoke() error = %v; stderr:\n%s", err, res.Stderr)
+				}
+				if !strings.Contains(res.Text, "node_options=") {
+					t.Fatalf("answer %q, want the server's NODE_OPTIONS; stderr:\n%s", res.Text, res.Stderr)
+				}
+				if got := strings.Contains(res.Text, sandbox.NodeInspectorOff); got != c.inside {
+					t.Errorf("answer %q: the server's NODE_OPTIONS holds %s: %v, want %v", res.Text, sandbox.NodeInspectorOff, got, c.inside)
 				}
 			})
 		}

@@ -19,6 +19,7 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/clinvoke/clinvoke/internal/procstat"
 	"github.com/clinvoke/clinvoke/internal/testkit/fakemodel"
 	"github.com/clinvoke/clinvoke/invoker"
 )
@@ -233,13 +234,11 @@ func alive(pid int) bool {
 	if syscall.Kill(pid, 0) != nil {
 		return false
 	}
-	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
-	if err != nil {
+	st, err := procstat.Read(pid)
+	if err != nil && !errors.Is(err, procstat.ErrMalformed) {
 		return false
 	}
-	s := string(b)
-	i := strings.LastIndexByte(s, ')')
-	return i < 0 || i+2 >= len(s) || s[i+2] != 'Z'
+	return err != nil || st.State != 'Z'
 }
 
 // cancelOn returns a context that is cancelled once ready is closed (or
@@ -462,8 +461,9 @@ func goToolScenarios(t *testing.T, r *rig, w *twoWayCLI) {
 }
 
 // stdioMCPEnv, set in a process's environment, makes the test binary a
-// stdio MCP server with one tool, echo, which answers "echo: ", its text,
-// its pid and the value of the variable (a marker).
+// stdio MCP server with two tools: echo, which answers "echo: ", its text,
+// its pid and the value of the variable (a marker), and nodeoptions, which
+// answers "node_options=" and the server's NODE_OPTIONS.
 const stdioMCPEnv = "CLINVOKE_E2E_STDIO_MCP"
 
 // The test binary doubles as the stdio MCP server of mcpServerScenarios,
@@ -481,6 +481,11 @@ func stdioMCP() int {
 	mcp.AddTool(s, &mcp.Tool{Name: "echo", Description: "Echoes the text, saying which process serves the call."},
 		func(ctx context.Context, _ *mcp.CallToolRequest, a recordArgs) (*mcp.CallToolResult, any, error) {
 			text := fmt.Sprintf("echo: %s pid=%d marker=%s", a.Text, os.Getpid(), os.Getenv(stdioMCPEnv))
+			return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: text}}}, nil, nil
+		})
+	mcp.AddTool(s, &mcp.Tool{Name: "nodeoptions", Description: "Says the server's NODE_OPTIONS."},
+		func(context.Context, *mcp.CallToolRequest, struct{}) (*mcp.CallToolResult, any, error) {
+			text := fmt.Sprintf("node_options=%q", os.Getenv("NODE_OPTIONS"))
 			return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: text}}}, nil, nil
 		})
 	if err := s.Run(context.Background(), &mcp.StdioTransport{}); err != nil && !errors.Is(err, context.Canceled) {

@@ -12,6 +12,8 @@ import (
 	"strconv"
 	"strings"
 	"syscall"
+
+	"github.com/clinvoke/clinvoke/internal/procstat"
 )
 
 func socketHolders(nsPid int, local, remote netip.AddrPort) ([]Holder, error) {
@@ -112,19 +114,13 @@ func holder(pid int) Holder {
 	if err != nil {
 		return h
 	}
-	// pid (comm) state ppid pgrp session ...; comm may hold spaces and
-	// parentheses, so read after its last ')'.
-	i := bytes.LastIndexByte(b, ')')
-	j := bytes.IndexByte(b, '(')
-	if i < 0 || j < 0 || j > i {
+	comm, ok := procstat.Comm(b)
+	if !ok {
 		return h
 	}
-	h.Comm = string(b[j+1 : i])
-	fields := strings.Fields(string(b[i+1:]))
-	if len(fields) >= 4 {
-		if s, err := strconv.Atoi(fields[3]); err == nil {
-			h.Session = s
-		}
+	h.Comm = string(comm)
+	if st, err := procstat.Parse(b); err == nil {
+		h.Session = st.Session
 	}
 	return h
 }

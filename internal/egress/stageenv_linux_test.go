@@ -3,12 +3,12 @@ package egress
 import (
 	"os/exec"
 	"slices"
-	"strings"
 	"testing"
 
 	"go.uber.org/goleak"
 
 	"github.com/clinvoke/clinvoke/internal/sandbox"
+	"github.com/clinvoke/clinvoke/internal/testkit/stagetest"
 )
 
 // TestSandboxNetStageOnlyEnv: the first stage under network rules starts
@@ -25,10 +25,5 @@ func TestSandboxNetStageOnlyEnv(t *testing.T) {
 			t.Errorf("the stage's environment %q sets no GOMAXPROCS=1", cmd.Env)
 		}
 	})
-	if serr != nil || werr != nil {
-		t.Fatalf("Started: %v; the command: %v\n%s", serr, werr, out)
-	}
-	if got, want := strings.Fields(out), []string{"PATH=/usr/bin:/bin"}; !slices.Equal(got, want) {
-		t.Errorf("the run's environment = %q, want %q", got, want)
-	}
+	stagetest.CheckEnv(t, serr, werr, out, []string{"PATH=/usr/bin:/bin"})
 }

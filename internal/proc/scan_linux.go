@@ -6,7 +6,6 @@ import (
 	"bytes"
 	"cmp"
 	"encoding/binary"
-	"errors"
 	"fmt"
 	"math"
 	"os"
@@ -18,6 +17,8 @@ import (
 	"unsafe"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/clinvoke/clinvoke/internal/procstat"
 )
 
 // procInfo is /proc/<pid>/stat reduced to what Kill and the sampled
@@ -39,83 +40,20 @@ type procInfo struct {
 // Z (ps shows "Zl"), but it is alive: a true zombie has one thread left.
 func (p *procInfo) zombie() bool { return (p.state == 'Z' || p.state == 'X') && p.threads <= 1 }
 
-// pfKthread is PF_KTHREAD in the flags field of /proc/<pid>/stat.
-const pfKthread = 0x00200000
-
-var errBadStat = errors.New("proc: malformed /proc/<pid>/stat")
-
-// parseStat parses the fields of /proc/<pid>/stat that Kill needs. The
-// command name (field 2) is in parentheses and may itself hold spaces and
-// parentheses, so the fixed fields are counted from the last ')'.
+// parseStat parses the fields of /proc/<pid>/stat that Kill needs
+// (procstat.Parse, which allocates nothing).
 func parseStat(pid int32, b []byte) (procInfo, error) {
-	p := procInfo{pid: pid}
-	i := bytes.LastIndexByte(b, ')')
-	if i < 0 || i+3 >= len(b) {
-		return p, errBadStat
+	s, err := procstat.Parse(b)
+	if err != nil {
+		return procInfo{pid: pid}, err
 	}
-	f := b[i+2:]
-	p.state = f[0]
-	f = f[1:]
-	// Fields after the state: 1 ppid, 2 pgrp, 3 session, 4 tty_nr,
-	// 5 tpgid, 6 flags, ..., 11 utime, 12 stime, 13 cutime, 14 cstime,
-	// ..., 17 num_threads, 19 starttime, 20 vsize, 21 rss.
-	for k := 1; k <= 21; k++ {
-		if k > 19 && len(bytes.TrimSpace(f)) == 0 {
-			break // a short line (tests): no rss
-		}
-		if len(f) == 0 || f[0] != ' ' {
-			return p, errBadStat
-		}
-		f = f[1:]
-		j := bytes.IndexByte(f, ' ')
-		if j < 0 {
-			j = len(f)
-		}
-		tok := f[:j]
-		f = f[j:]
-		if k > 3 && k != 6 && (k < 11 || k > 14) && k != 17 && k != 19 && k != 21 {
-			continue
-		}
-		v, ok := atou(tok)
-		if !ok {
-			return p, errBadStat
-		}
-		switch k {
-		case 1:
-			p.ppid = int32(v)
-		case 2:
-			p.pgrp = int32(v)
-		case 3:
-			p.sid = int32(v)
-		case 6:
-			p.kthread = v&pfKthread != 0
-		case 17:
-			p.threads = int32(v)
-		case 11, 12, 13, 14:
-			p.cpu += v
-		case 19:
-			p.start = v
-		case 21:
-			p.rss = v
-		}
-	}
-	return p, nil
+	return procInfo{pid: pid, ppid: int32(s.PPID), pgrp: int32(s.Pgrp), sid: int32(s.Session),
+		start: s.Start, state: s.State, threads: int32(s.Threads), kthread: s.Flags&procstat.PFKthread != 0,
+		cpu: s.CPU, rss: s.RSS}, nil
 }
 
-// atou parses a decimal number without allocating.
-func atou(b []byte) (uint64, bool) {
-	if len(b) == 0 {
-		return 0, false
-	}
-	var v uint64
-	for _, c := range b {
-		if c < '0' || c > '9' {
-			return 0, false
-		}
-		v = v*10 + uint64(c-'0')
-	}
-	return v, true
-}
+// atou parses a decimal number without allocating (procstat.Decimal).
+func atou(b []byte) (uint64, bool) { return procstat.Decimal(b) }
 
 // procReader reads files under /proc/<pid>/ with fixed buffers, so that a
 // scan of every process allocates nothing per process.

@@ -3,19 +3,19 @@
 package sandbox
 
 import (
-	"bytes"
 	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
 	"runtime"
 	"slices"
-	"strconv"
 	"strings"
 	"syscall"
 	"unsafe"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/clinvoke/clinvoke/internal/procstat"
 )
 
 // The commands a CLI runs through a shell live in a Landlock domain
@@ -305,13 +305,13 @@ func placed() (nested, first bool) {
 		return false, false
 	}
 	child := self
-	for pid, n := self.ppid, 0; pid > 1 && n < maxAncestors; n++ {
+	for pid, n := self.PPID, 0; pid > 1 && n < maxAncestors; n++ {
 		exe, err := os.Readlink(fmt.Sprintf("/proc/%d/exe", pid))
 		if err != nil {
 			return false, n == 0
 		}
 		st, ok := procStat(pid)
-		if !ok || st.start > child.start {
+		if !ok || st.Start > child.Start {
 			return false, false
 		}
 		if strings.HasPrefix(exe, firstDir+"/") {
@@ -320,37 +320,16 @@ func placed() (nested, first bool) {
 		if sh, ok := strings.CutPrefix(exe, ShimDir); ok && isShell(sh) {
 			return true, false
 		}
-		child, pid = st, st.ppid
+		child, pid = st, st.PPID
 	}
 	return false, false
 }
 
-// stat is what placed reads of a process's /proc/PID/stat.
-type stat struct {
-	ppid  int
-	start uint64 // clock ticks after boot
-}
-
-// procStat reads the parent and the start time of process pid.
-func procStat(pid int) (stat, bool) {
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
-	if err != nil {
-		return stat{}, false
-	}
-	i := bytes.LastIndexByte(b, ')')
-	if i < 0 {
-		return stat{}, false
-	}
-	f := strings.Fields(string(b[i+1:]))
-	if len(f) < 20 {
-		return stat{}, false
-	}
-	ppid, err1 := strconv.Atoi(f[1])
-	start, err2 := strconv.ParseUint(f[19], 10, 64)
-	if err1 != nil || err2 != nil {
-		return stat{}, false
-	}
-	return stat{ppid, start}, true
+// procStat reads /proc/PID/stat of process pid: placed reads its parent
+// and its start time.
+func procStat(pid int) (procstat.Stat, bool) {
+	st, err := procstat.Read(pid)
+	return st, err == nil
 }
 
 // checkShimDir makes sure that ShimDir is what shim.mount made: a

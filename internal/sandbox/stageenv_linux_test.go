@@ -7,6 +7,8 @@ import (
 	"testing"
 
 	"go.uber.org/goleak"
+
+	"github.com/clinvoke/clinvoke/internal/testkit/stagetest"
 )
 
 // TestStageOnlyEnv: a first stage's Go runtime starts with GOMAXPROCS=1
@@ -49,12 +51,7 @@ func TestStageOnlyEnv(t *testing.T) {
 					t.Errorf("the stage's environment ends with %q, want its spec", cmd.Env[len(cmd.Env)-1])
 				}
 			})
-			if serr != nil || werr != nil {
-				t.Fatalf("Started: %v; the command: %v\n%s", serr, werr, out)
-			}
-			if got := strings.Fields(out); !slices.Equal(got, tc.run) {
-				t.Errorf("the run's environment = %q, want %q", got, tc.run)
-			}
+			stagetest.CheckEnv(t, serr, werr, out, tc.run)
 		})
 	}
 }

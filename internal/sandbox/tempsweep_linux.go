@@ -6,19 +6,21 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 )
 
 // tempOwner names this process in its runs' temporary directories: its
 // process ID and start time ("PID.START-"), which no other process has
-// while it lives.
-func tempOwner() string {
+// while it lives. Neither changes, so /proc/self/stat is read once, at
+// the first run's NewTemp.
+var tempOwner = sync.OnceValue(func() string {
 	st, ok := procStat(os.Getpid())
 	if !ok {
 		return ""
 	}
-	return fmt.Sprintf("%d.%d-", os.Getpid(), st.start)
-}
+	return fmt.Sprintf("%d.%d-", os.Getpid(), st.Start)
+})
 
 // sweepTemps removes, from the host's temporary directory, the runs'
 // temporary directories of this user whose program is gone: its process ID
@@ -40,7 +42,7 @@ func sweepTemps() {
 		if !ok || pid == os.Getpid() {
 			continue
 		}
-		if st, alive := procStat(pid); alive && st.start == start {
+		if st, alive := procStat(pid); alive && st.Start == start {
 			continue
 		}
 		path := filepath.Join(tmp, e.Name())

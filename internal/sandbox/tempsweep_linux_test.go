@@ -30,9 +30,9 @@ func TestSweepTemps(t *testing.T) {
 		t.Fatal(err)
 	}
 	dirs := map[string]bool{ // name → removed
-		fmt.Sprintf("%d.%d-1", dead.Process.Pid, st.start):   true,
-		fmt.Sprintf("%d.%d-2", live.Process.Pid, st.start+1): true, // its pid taken by another process
-		fmt.Sprintf("%d.%d-3", live.Process.Pid, st.start):   false,
+		fmt.Sprintf("%d.%d-1", dead.Process.Pid, st.Start):   true,
+		fmt.Sprintf("%d.%d-2", live.Process.Pid, st.Start+1): true, // its pid taken by another process
+		fmt.Sprintf("%d.%d-3", live.Process.Pid, st.Start):   false,
 		tempOwner() + "4": false,
 		"5":               false, // names no program
 	}

@@ -22,6 +22,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/clinvoke/clinvoke/internal/procstat"
 	"github.com/clinvoke/clinvoke/internal/testkit/fakeagent"
 	"github.com/clinvoke/clinvoke/invoker"
 )
@@ -206,13 +207,8 @@ func readPidfile(t *testing.T, path string) []pidRecord {
 // alive reports whether the recorded process still runs (same start time,
 // not a zombie).
 func (p pidRecord) alive() bool {
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", p.pid))
-	if err != nil {
-		return false
-	}
-	s := string(b)
-	f := strings.Fields(s[strings.LastIndexByte(s, ')')+2:])
-	return len(f) > 19 && f[19] == p.start && f[0] != "Z"
+	st, err := procstat.Read(p.pid)
+	return err == nil && strconv.FormatUint(st.Start, 10) == p.start && st.State != 'Z'
 }
 
 func (p pidRecord) kill(t *testing.T) {

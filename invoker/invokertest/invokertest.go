@@ -48,6 +48,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/clinvoke/clinvoke/internal/procstat"
 	"github.com/clinvoke/clinvoke/invoker"
 )
 
@@ -248,11 +249,11 @@ func survivors(tag string) []int {
 		if err != nil || !strings.Contains(string(env)+"\x00", string(want)) {
 			continue
 		}
-		stat, err := os.ReadFile("/proc/" + e.Name() + "/stat")
-		if err != nil {
+		st, err := procstat.Read(pid)
+		if err != nil && !errors.Is(err, procstat.ErrMalformed) {
 			continue
 		}
-		if i := strings.LastIndexByte(string(stat), ')'); i > 0 && i+2 < len(stat) && stat[i+2] == 'Z' {
+		if err == nil && st.State == 'Z' {
 			continue // a zombie is dead; init reaps it
 		}
 		pids = append(pids, pid)

@@ -8,6 +8,8 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/clinvoke/clinvoke/internal/procstat"
 )
 
 // stat holds the fields of /proc/<pid>/stat that the package uses.
@@ -19,29 +21,13 @@ type stat struct {
 	start   uint64 // clock ticks after boot
 }
 
-// readStat parses /proc/<pid>/stat.
+// readStat reads /proc/<pid>/stat.
 func readStat(pid int) (stat, bool) {
-	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	st, err := procstat.Read(pid)
 	if err != nil {
 		return stat{}, false
 	}
-	// The command name is in parentheses and may hold anything,
-	// including ") ": the fields start after the last ')'.
-	i := bytes.LastIndexByte(b, ')')
-	if i < 0 {
-		return stat{}, false
-	}
-	f := strings.Fields(string(b[i+1:]))
-	if len(f) < 20 {
-		return stat{}, false
-	}
-	var st stat
-	st.state = f[0][0]
-	st.ppid, _ = strconv.Atoi(f[1])
-	st.pgrp, _ = strconv.Atoi(f[2])
-	st.session, _ = strconv.Atoi(f[3])
-	st.start, _ = strconv.ParseUint(f[19], 10, 64) // field 22 of proc(5)
-	return st, true
+	return stat{state: st.State, ppid: st.PPID, pgrp: st.Pgrp, session: st.Session, start: st.Start}, true
 }
 
 // startTime returns the start time of pid, which with the pid identifies a

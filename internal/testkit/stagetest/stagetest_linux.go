@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -145,6 +146,18 @@ func CheckCaps(t testing.TB, status string, gone []int, kept int) map[string]str
 		}
 	}
 	return fields
+}
+
+// CheckEnv checks a run of /usr/bin/env a stage started (Run's serr, werr
+// and out): it started and exited, and the run's environment is want.
+func CheckEnv(t testing.TB, serr, werr error, out string, want []string) {
+	t.Helper()
+	if serr != nil || werr != nil {
+		t.Fatalf("Started: %v; the command: %v\n%s", serr, werr, out)
+	}
+	if got := strings.Fields(out); !slices.Equal(got, want) {
+		t.Errorf("the run's environment = %q, want %q", got, want)
+	}
 }
 
 // StartedFunc is a Host whose Started calls the function: a host's

@@ -222,7 +222,7 @@ const tempPrefix = "clinvoke-run-"
 func NewTemp() (dir string, remove func() error, err error) {
 	sweepOnce.Do(sweepTemps)
 	if dir = takeTemp(); dir == "" {
-		if dir, err = os.MkdirTemp("", tempPrefix+tempOwnerOnce()); err != nil {
+		if dir, err = os.MkdirTemp("", tempPrefix+tempOwner()); err != nil {
 			return "", nil, err
 		}
 	}

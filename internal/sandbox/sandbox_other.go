@@ -97,5 +97,3 @@ func takeTemp() string { return "" }
 // directory.
 func MakeTempAhead() {}
 
-// tempOwnerOnce is tempOwner.
-func tempOwnerOnce() string { return "" }

@@ -97,7 +97,7 @@ func MakeTempAhead() {
 func fillTemp() {
 	defer tempPool.made.Done()
 	sweepOnce.Do(sweepTemps)
-	dir, err := os.MkdirTemp("", tempPrefix+tempOwnerOnce())
+	dir, err := os.MkdirTemp("", tempPrefix+tempOwner())
 	p := &tempPool
 	p.mu.Lock()
 	defer p.mu.Unlock()
@@ -128,10 +128,6 @@ func drainTemp() {
 		os.RemoveAll(dir)
 	}
 }
-
-// tempOwnerOnce is tempOwner, read once: this process's identity does
-// not change.
-var tempOwnerOnce = sync.OnceValue(tempOwner)
 
 // ownedByMe reports whether fi is of a file this process's user owns.
 func ownedByMe(fi os.FileInfo) bool {

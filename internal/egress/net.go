@@ -236,7 +236,11 @@ func (n *Net) Start(cmd *exec.Cmd) error {
 		if err := n.Enter(); err != nil {
 			return err
 		}
-		return cmd.Start()
+		if err := cmd.Start(); err != nil {
+			return err
+		}
+		n.Running()
+		return nil
 	})
 }
 

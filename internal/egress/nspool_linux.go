@@ -15,10 +15,11 @@ import (
 // route's rules and routes, its packet socket, the counters' files) costs
 // about a millisecond of CPU, most of it the kernel's, which a run would
 // otherwise spend while it starts. Up to nsPoolSize namespaces are kept
-// ready, made by a goroutine that a Net starts once its run is over
-// (Close), on a thread of its own that ends once they are made; Prepare
-// takes one and joins it to open the run's listeners there, and makes
-// its own only when none is ready (the first run, or many at once).
+// ready, made by a goroutine that a Net starts once its run has started
+// (Running) or is over (Close), on a thread of its own that ends once
+// they are made; Prepare takes one and joins it to open the run's
+// listeners there, and makes its own only when none is ready (the first
+// run, or many at once).
 //
 // A namespace is used by one run only, never kept after it: a run can
 // leave state in its namespace (sockets, connections waiting to be
@@ -206,3 +207,14 @@ func (n *Net) makeNamespace() (*os.File, error) {
 // refillNamespaces makes, in the background, the namespaces the pool
 // lacks.
 func refillNamespaces() { namespaces.refill() }
+
+// Running tells the Net, on Enter's route, that the run's first process
+// has started: the namespaces of the next runs are then made in the
+// background, off this run's start and, where this run lasts, off the
+// next run's (Close has them made too, for a run that never started). On
+// Wrap's route, and after Close, it does nothing.
+func (n *Net) Running() {
+	if n.made != nil && n.wrapped == nil {
+		refillNamespaces()
+	}
+}

@@ -22,7 +22,7 @@ func settleNamespaces() {
 // run's, whether it was made ahead (every run after the first) or made
 // for the run (none ready: the first, and one after the kept ones were
 // released); each is fresh (its counters at zero, its direct connections
-// recorded) and a closed run's namespace is replaced by a new one.
+// recorded), and the kept ones are replaced once a run has started.
 func TestSandboxNetNamespaceOncePerRun(t *testing.T) {
 	if os.Geteuid() != 0 {
 		t.Skip("needs root for Enter")
@@ -88,10 +88,17 @@ func TestSandboxNetNamespaceOncePerRun(t *testing.T) {
 		if err := cmd.Wait(); err != nil {
 			t.Fatal(err)
 		}
-		n.Close()
 		namespaces.fillers.Wait()
 		namespaces.mu.Lock()
 		kept := len(namespaces.ready)
+		namespaces.mu.Unlock()
+		if kept != nsPoolSize {
+			t.Errorf("run %d started: %d namespaces kept ready, want %d", i, kept, nsPoolSize)
+		}
+		n.Close()
+		namespaces.fillers.Wait()
+		namespaces.mu.Lock()
+		kept = len(namespaces.ready)
 		namespaces.mu.Unlock()
 		if kept != nsPoolSize {
 			t.Errorf("after run %d: %d namespaces kept ready, want %d", i, kept, nsPoolSize)

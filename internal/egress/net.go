@@ -405,9 +405,9 @@ func (n *Net) Lost() int {
 // a goroutine of its own, which ends soon after: the kernel's release of
 // a packet socket waits for an RCU grace period (about a millisecond,
 // more on a busy host), which would otherwise hold the run's return.
-// Once a Net that Prepare
-// gave a namespace is closed, the next run's namespace is made in the
-// background (nspool_linux.go), on a goroutine that is not the Net's.
+// Once a Net that Prepare gave a namespace is closed, the next runs'
+// namespaces are made in the background (nspool_linux.go), on a
+// goroutine that is not the Net's.
 func (n *Net) Close() error {
 	n.prepOnce.Do(func() {}) // no namespace is made after Close
 	if n.made != nil {

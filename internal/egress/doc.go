@@ -41,14 +41,16 @@
 // MergeEnv) gives the run's environment the proxy variables. Then one of
 // two routes puts the run's first process in the namespace:
 //
-//   - Prepare and Enter, with CAP_SYS_ADMIN (root): Prepare makes the
+//   - Prepare and Enter, with CAP_SYS_ADMIN (root): Prepare readies the
 //     namespace in the background, on an OS thread of its own that ends
-//     once it is done: it brings the loopback up, opens there the proxy's
-//     listener and the forwarders' and sets up the catch-all route, while
-//     the run's other start work goes on. Enter, on the locked OS thread
-//     that then forks the run's first process, waits for it and moves
-//     that thread alone into it (setns). The thread must never be
-//     unlocked: it ends with its goroutine.
+//     once it is done: it takes one made ahead (its loopback up, its
+//     catch-all route set up; see nspool_linux.go), or makes one, and
+//     opens there the proxy's listener and the forwarders', while the
+//     run's other start work goes on. Enter, on the locked OS thread that
+//     then forks the run's first process, waits for it and moves that
+//     thread alone into it (setns). The thread must never be unlocked: it
+//     ends with its goroutine. Running, once the run has started, has the
+//     next runs' namespaces made.
 //   - Wrap and Started, without privilege where unprivileged user
 //     namespaces are allowed: the command starts in new user and network
 //     namespaces as this program's own binary, whose first stage (run from

@@ -236,37 +236,12 @@ func (n *Net) Start(cmd *exec.Cmd) error {
 		if err := n.Enter(); err != nil {
 			return err
 		}
-		return cmd.Start()
+		if err := cmd.Start(); err != nil {
+			return err
+		}
+		n.Running()
+		return nil
 	})
-}
-
-// makeNamespace is Prepare's work, on its locked thread: it moves the
-// thread into a new network namespace, sets it up, and returns a file of
-// the namespace for Enter to join.
-func (n *Net) makeNamespace() (*os.File, error) {
-	if err := enterNamespace(); err != nil {
-		return nil, err
-	}
-	ns, err := openNamespace()
-	if err != nil {
-		return nil, err
-	}
-	// Listen on this thread, in the namespace; the accept loops run on
-	// other goroutines, whose sockets (the dials) are the host's.
-	ls, err := n.listen()
-	if err != nil {
-		ns.Close()
-		return nil, err
-	}
-	fd, err := catchDirect()
-	n.serve(ls)
-	if err != nil {
-		n.bypassErr = err
-	} else {
-		n.counters = openCounters("/proc/thread-self/net")
-		n.recordDirect(fd)
-	}
-	return ns, nil
 }
 
 // listenAddrs returns the addresses to listen on inside the namespace:
@@ -425,11 +400,14 @@ func (n *Net) Lost() int {
 // Call it after Enter has returned (or instead of Enter), once the run's
 // tree is gone. The namespace itself ends with the last process in it
 // and the thread that entered it. A run's mount namespace that a first
-// stage sent and MountNamespace did not hand over is released here. The packet socket that saw the
-// connections around the proxy is released on a goroutine of its own,
-// which ends soon after: the kernel's release of a packet socket waits
-// for an RCU grace period (about a millisecond, more on a busy host),
-// which would otherwise hold the run's return.
+// stage sent and MountNamespace did not hand over is released here. The
+// packet socket that saw the connections around the proxy is released on
+// a goroutine of its own, which ends soon after: the kernel's release of
+// a packet socket waits for an RCU grace period (about a millisecond,
+// more on a busy host), which would otherwise hold the run's return.
+// Once a Net that Prepare gave a namespace is closed, the next runs'
+// namespaces are made in the background (nspool_linux.go), on a
+// goroutine that is not the Net's.
 func (n *Net) Close() error {
 	n.prepOnce.Do(func() {}) // no namespace is made after Close
 	if n.made != nil {
@@ -453,6 +431,9 @@ func (n *Net) Close() error {
 	err := n.proxy.Close()
 	n.releaseDirect()
 	n.counters.close()
+	if n.made != nil {
+		refillNamespaces() // the next run's, made now that this one is over
+	}
 	return err
 }
 

@@ -657,6 +657,7 @@ func TestSandboxNetCloseReleases(t *testing.T) {
 		}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
+			settleNamespaces()
 			before := openFiles(t)
 			n, err := New(&Config{Loopback: []string{"127.0.0.1:9"}})
 			if err != nil {
@@ -664,6 +665,7 @@ func TestSandboxNetCloseReleases(t *testing.T) {
 			}
 			tc.use(t, n)
 			n.Close()
+			settleNamespaces()   // the next run's, made ahead
 			goleak.VerifyNone(t) // waits for the packet socket's release
 			if after := openFiles(t); !maps.Equal(before, after) {
 				t.Errorf("descriptors after Close: %v, want those before New: %v", after, before)

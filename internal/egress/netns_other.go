@@ -65,3 +65,12 @@ func (c *counters) close() {}
 
 // countUnanswered is never called without recordDirect.
 func (n *Net) countUnanswered() {}
+
+// makeNamespace reports that only Linux has network namespaces.
+func (n *Net) makeNamespace() (*os.File, error) { return nil, enterNamespace() }
+
+// refillNamespaces has nothing to make where there are no namespaces.
+func refillNamespaces() {}
+
+// Running has no namespaces to make where there are none.
+func (n *Net) Running() {}

@@ -1,10 +1,8 @@
 package egress
 
 import (
-	"bufio"
 	"bytes"
 	"strconv"
-	"strings"
 )
 
 // A datagram around the proxy is recorded from the kernel's answer, an
@@ -24,50 +22,78 @@ import (
 // socket for and the destination unreachable errors it sent; ok is
 // false if snmp lacks either.
 func parseCounters(snmp, snmp6 []byte) (refused, answered int, ok bool) {
-	// snmp: a line of names, then one of values, for each protocol.
+	// snmp: a line of names, then one of values, for each protocol. It is
+	// read at every Flush: nothing here allocates.
 	var found int
-	var names []string
-	sc := bufio.NewScanner(bytes.NewReader(snmp))
-	for sc.Scan() {
-		proto, fields, _ := strings.Cut(sc.Text(), ": ")
-		f := strings.Fields(fields)
-		if len(f) == 0 || f[0][0] < '0' || f[0][0] > '9' {
-			names = f
+	var names []byte
+	for rest := snmp; len(rest) > 0; {
+		var line []byte
+		line, rest, _ = bytes.Cut(rest, []byte("\n"))
+		proto, fields, _ := bytes.Cut(line, []byte(": "))
+		if p := string(proto); p != "Udp" && p != "UdpLite" && p != "Icmp" {
+			continue // names and values alike
+		}
+		first, _ := nextField(fields)
+		if len(first) == 0 || first[0] < '0' || first[0] > '9' {
+			names = fields
 			continue
 		}
-		for i, name := range names {
-			if i >= len(f) {
+		for ns, vs := names, fields; ; {
+			var name, val []byte
+			name, ns = nextField(ns)
+			val, vs = nextField(vs)
+			if len(name) == 0 || len(val) == 0 {
 				break
 			}
-			v, err := strconv.Atoi(f[i])
 			switch {
-			case err != nil:
-			case name == "NoPorts" && (proto == "Udp" || proto == "UdpLite"):
-				refused += v
-				found |= 1
-			case name == "OutDestUnreachs" && proto == "Icmp":
-				answered += v
-				found |= 2
+			case string(name) == "NoPorts" && (string(proto) == "Udp" || string(proto) == "UdpLite"):
+				if v, err := strconv.Atoi(string(val)); err == nil {
+					refused += v
+					found |= 1
+				}
+			case string(name) == "OutDestUnreachs" && string(proto) == "Icmp":
+				if v, err := strconv.Atoi(string(val)); err == nil {
+					answered += v
+					found |= 2
+				}
 			}
 		}
 	}
 	// snmp6: a name and its value on each line.
-	sc = bufio.NewScanner(bytes.NewReader(snmp6))
-	for sc.Scan() {
-		f := strings.Fields(sc.Text())
-		if len(f) != 2 {
+	for rest := snmp6; len(rest) > 0; {
+		var line []byte
+		line, rest, _ = bytes.Cut(rest, []byte("\n"))
+		if !bytes.HasPrefix(line, []byte("Udp")) && !bytes.HasPrefix(line, []byte("Icmp6OutDest")) {
 			continue
 		}
-		v, err := strconv.Atoi(f[1])
-		switch {
-		case err != nil:
-		case f[0] == "Udp6NoPorts", f[0] == "UdpLite6NoPorts":
-			refused += v
-		case f[0] == "Icmp6OutDestUnreachs":
-			answered += v
+		name, tail := nextField(line)
+		val, tail := nextField(tail)
+		if extra, _ := nextField(tail); len(val) == 0 || len(extra) != 0 {
+			continue
+		}
+		switch string(name) {
+		case "Udp6NoPorts", "UdpLite6NoPorts":
+			if v, err := strconv.Atoi(string(val)); err == nil {
+				refused += v
+			}
+		case "Icmp6OutDestUnreachs":
+			if v, err := strconv.Atoi(string(val)); err == nil {
+				answered += v
+			}
 		}
 	}
 	return refused, answered, found == 3
+}
+
+// nextField returns the first field of b, separated by spaces or tabs,
+// and what follows it; an empty field where b holds none.
+func nextField(b []byte) (field, rest []byte) {
+	b = bytes.TrimLeft(b, " \t")
+	i := bytes.IndexAny(b, " \t")
+	if i < 0 {
+		return b, nil
+	}
+	return b[:i], b[i:]
 }
 
 // addUnanswered counts lost, from the namespace's counters (refused,

@@ -2,6 +2,7 @@ package egress
 
 import (
 	"os"
+	"sync"
 
 	"golang.org/x/sys/unix"
 )
@@ -36,19 +37,33 @@ func openCounters(dir string) *counters {
 // far, the errors are read again, after the refusals: a burst under way
 // does not read as unanswered.
 func (c *counters) read(last int) (refused, answered int, ok bool) {
-	refused, answered, ok = parseCounters(readFile(c.snmp), readFile(c.snmp6))
+	b4, b6 := counterBufs.Get().(*[]byte), counterBufs.Get().(*[]byte)
+	defer counterBufs.Put(b4)
+	defer counterBufs.Put(b6)
+	refused, answered, ok = parseCounters(readFile(c.snmp, b4), readFile(c.snmp6, b6))
 	if !ok || refused-answered <= last {
 		return refused, answered, ok
 	}
-	_, answered, ok = parseCounters(readFile(c.snmp), readFile(c.snmp6))
+	_, answered, ok = parseCounters(readFile(c.snmp, b4), readFile(c.snmp6, b6))
 	return refused, answered, ok
 }
 
+// counterBufs holds the buffers the counters' files are read into, at
+// every Flush: a buffer made for each read would cost more than the read.
+var counterBufs = sync.Pool{New: func() any {
+	b := make([]byte, 16<<10)
+	return &b
+}}
+
+// maxCounters bounds what readFile reads of a counters' file.
+const maxCounters = 1 << 20
+
 // readFile returns f's content, by one positioned read from its start
-// (no lock between concurrent reads; a /proc/net file read at another
-// offset is made again whole), or nil for a nil or closed f. The
-// counters' files are a few KiB.
-func readFile(f *os.File) []byte {
+// into *buf (no lock between concurrent reads; a /proc/net file read at
+// another offset is made again whole), or nil for a nil or closed f. The
+// counters' files are a few KiB; a file that fills *buf is read again
+// into a buffer twice as large, which then replaces it.
+func readFile(f *os.File, buf *[]byte) []byte {
 	if f == nil {
 		return nil
 	}
@@ -56,17 +71,21 @@ func readFile(f *os.File) []byte {
 	if err != nil {
 		return nil
 	}
-	b := make([]byte, 64<<10)
-	n := 0
-	// Read holds the descriptor open for the call: a Close meanwhile
-	// waits, and never leaves the number to another file.
-	if rc.Read(func(fd uintptr) bool {
-		n, err = unix.Pread(int(fd), b, 0)
-		return true
-	}) != nil || err != nil {
-		return nil
+	for {
+		b, n := *buf, 0
+		// Read holds the descriptor open for the call: a Close meanwhile
+		// waits, and never leaves the number to another file.
+		if rc.Read(func(fd uintptr) bool {
+			n, err = unix.Pread(int(fd), b, 0)
+			return true
+		}) != nil || err != nil {
+			return nil
+		}
+		if n < len(b) || len(b) >= maxCounters {
+			return b[:n]
+		}
+		*buf = make([]byte, 2*len(b))
 	}
-	return b[:n]
 }
 
 // close closes the files; c may be nil.

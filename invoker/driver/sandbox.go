@@ -608,7 +608,13 @@ func (rs *runSandbox) stageStarted() error {
 		rs.skipped = rs.stage.Skipped()
 		return nil
 	}
-	if rs.net == nil || !rs.net.wrap {
+	if rs.net == nil {
+		return nil
+	}
+	if !rs.net.wrap {
+		// The run is born: the next runs' namespaces are made from now
+		// on, off this start's path.
+		rs.net.n.Running()
 		return nil
 	}
 	rs.net.closeRuleset()

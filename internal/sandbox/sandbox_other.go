@@ -96,4 +96,3 @@ func takeTemp() string { return "" }
 // MakeTempAhead does nothing on this system: NewTemp makes each run's
 // directory.
 func MakeTempAhead() {}
-

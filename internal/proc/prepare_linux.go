@@ -3,6 +3,7 @@
 package proc
 
 import (
+	"errors"
 	"io/fs"
 	"path/filepath"
 
@@ -58,10 +59,12 @@ func (c *runCgroup) releaseEvents() {
 	}
 }
 
-// prepare opens the files of the figures, for the final reading: one
-// reading that keeps them open, whose figures are not kept and which is
-// not counted among the tree's readings (acct.reads). It does nothing
-// once the final reading is taken.
+// prepare opens the files of the figures, for the final reading: it
+// walks the figures' reads with holding set, which opens each file and
+// reads none (the figures take the error for a file they could not read,
+// and their figures are dropped), and is not counted among the tree's
+// readings (acct.reads). It does nothing once the final reading is
+// taken.
 func (a *acct) prepare() {
 	a.mu.Lock()
 	defer a.mu.Unlock()
@@ -77,20 +80,27 @@ func (a *acct) prepare() {
 	a.holding = false
 }
 
+// errHeld is what a figure's read gets while prepare opens its file.
+var errHeld = errors.New("proc: file opened ahead, not read")
+
 // readSmall is readSmall for the figures: through the file's descriptor
-// if prepare opened it, and opening it to keep while prepare reads. a.mu
-// is held.
+// if prepare opened it; while prepare walks the reads, it opens the file
+// to keep and reads nothing (errHeld). a.mu is held.
 func (a *acct) readSmall(path string) ([]byte, error) {
 	fd, ok := a.held[path]
-	if !ok {
+	if !ok || a.holding {
 		if !a.holding {
 			return readSmall(path)
+		}
+		if ok {
+			return nil, errHeld
 		}
 		var err error
 		if fd, err = unix.Open(path, unix.O_RDONLY|unix.O_CLOEXEC, 0); err != nil {
 			return nil, &fs.PathError{Op: "open", Path: path, Err: err}
 		}
 		a.held[path] = fd
+		return nil, errHeld
 	}
 	buf := make([]byte, 4096)
 	n, err := unix.Pread(fd, buf, 0)

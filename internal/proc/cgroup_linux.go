@@ -315,6 +315,10 @@ type runCgroup struct {
 	// Linux 6.18) then kills every process later started into the cgroup
 	// with CLONE_INTO_CGROUP, so such a cgroup is never reused.
 	killed bool
+	// eventsFd is cgroup.events, opened ahead by Tree.Prepare when
+	// eventsHeld (see holdEvents); guarded by treeSys.mu.
+	eventsFd   int
+	eventsHeld bool
 }
 
 // openDir opens the cgroup's directory, for CLONE_INTO_CGROUP; the caller
@@ -338,10 +342,15 @@ func (c *runCgroup) base() string {
 func (c *runCgroup) populated() bool {
 	var buf [128]byte
 	n := 0
-	err := withFile(filepath.Join(c.dir, "cgroup.events"), unix.O_RDONLY, func(fd int) (err error) {
-		n, err = unix.Read(fd, buf[:])
-		return err
-	})
+	var err error
+	if c.eventsHeld {
+		n, err = unix.Pread(c.eventsFd, buf[:], 0)
+	} else {
+		err = withFile(filepath.Join(c.dir, "cgroup.events"), unix.O_RDONLY, func(fd int) (err error) {
+			n, err = unix.Read(fd, buf[:])
+			return err
+		})
+	}
 	if err != nil {
 		return !errors.Is(err, unix.ENOENT)
 	}

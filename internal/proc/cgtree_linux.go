@@ -229,6 +229,7 @@ func (l *cgroupLevel) wait(t *Tree) (State, error) {
 	<-s.done
 	s.mu.Lock()
 	empty = l.empty
+	l.cg.releaseEvents()
 	s.mu.Unlock()
 	// The last reading, before the cgroup can be reused or removed.
 	stopSampling(t)

@@ -72,7 +72,8 @@ func (cpuController) events(ctlSet, *v1Run) figure { return nil }
 type cpuV2 struct{ counters }
 
 func (cpuV2) read(a *acct, r *reading) {
-	if us, err := cpuUsage(a.v2); err == nil {
+	if b, err := a.readSmall(filepath.Join(a.v2, "cpu.stat")); err == nil {
+		us := keyed(b, "usage_usec")
 		r.u.CPU = time.Duration(us-a.cpuBase) * time.Microsecond
 	}
 }
@@ -81,7 +82,7 @@ func (cpuV2) read(a *acct, r *reading) {
 type cpuV1 struct{ counters }
 
 func (cpuV1) read(a *acct, r *reading) {
-	if ns, err := readInt(filepath.Join(a.v1.dir[v1CPUAcct], v1CPUUsage)); err == nil {
+	if ns, err := a.readInt(filepath.Join(a.v1.dir[v1CPUAcct], v1CPUUsage)); err == nil {
 		r.u.CPU = time.Duration(ns)
 	}
 }

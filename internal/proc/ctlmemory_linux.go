@@ -84,7 +84,7 @@ func (memoryController) events(v2ctl ctlSet, v1 *v1Run) figure {
 type memoryV2 struct{}
 
 func (memoryV2) read(a *acct, r *reading) {
-	r.u.MemoryPeak, _ = readInt(filepath.Join(a.v2, "memory.peak"))
+	r.u.MemoryPeak, _ = a.readInt(filepath.Join(a.v2, "memory.peak"))
 	if a.markFd >= 0 {
 		var buf [32]byte
 		if n, err := unix.Pread(a.markFd, buf[:], 0); err == nil {
@@ -120,7 +120,7 @@ func (memoryV2) release(*acct, time.Duration) {}
 type memoryV1 struct{}
 
 func (memoryV1) read(a *acct, r *reading) {
-	peak, _ := readInt(filepath.Join(a.v1.dir[v1Memory], v1MemoryPeak))
+	peak, _ := a.readInt(filepath.Join(a.v1.dir[v1Memory], v1MemoryPeak))
 	r.u.MemoryPeak = max(peak, a.v1.peakBefore.Load())
 	if a.markV1 {
 		r.memSinceMark = peak
@@ -158,7 +158,7 @@ func (memorySampled) release(a *acct, _ time.Duration) {
 type memoryEventsV2 struct{ counters }
 
 func (memoryEventsV2) read(a *acct, r *reading) {
-	if b, err := readSmall(filepath.Join(a.v2, "memory.events")); err == nil {
+	if b, err := a.readSmall(filepath.Join(a.v2, "memory.events")); err == nil {
 		r.u.OOMKills, r.u.Throttled = keyed(b, "oom_kill"), keyed(b, "high")
 		r.memHits = keyed(b, "max")
 	}
@@ -169,7 +169,7 @@ func (memoryEventsV2) read(a *acct, r *reading) {
 type memoryEventsV1 struct{ counters }
 
 func (memoryEventsV1) read(a *acct, r *reading) {
-	if b, err := readSmall(filepath.Join(a.v1.dir[v1Memory], v1MemoryOOM)); err == nil {
+	if b, err := a.readSmall(filepath.Join(a.v1.dir[v1Memory], v1MemoryOOM)); err == nil {
 		r.u.OOMKills = keyed(b, "oom_kill")
 	}
 }

@@ -86,14 +86,14 @@ func setTasks(dir string, n int64) error {
 type pidsV2 struct{ counters }
 
 func (pidsV2) read(a *acct, r *reading) {
-	r.u.TasksPeak, _ = readInt(filepath.Join(a.v2, pidsPeak))
+	r.u.TasksPeak, _ = a.readInt(filepath.Join(a.v2, pidsPeak))
 }
 
 // pidsV1 is the task peak of the tree's v1 pids cgroup (pids.peak).
 type pidsV1 struct{ counters }
 
 func (pidsV1) read(a *acct, r *reading) {
-	r.u.TasksPeak, _ = readInt(filepath.Join(a.v1.dir[v1Pids], pidsPeak))
+	r.u.TasksPeak, _ = a.readInt(filepath.Join(a.v1.dir[v1Pids], pidsPeak))
 }
 
 // pidsSampled is the most tasks the samples saw; at least the root.
@@ -110,17 +110,17 @@ func (pidsSampled) release(a *acct, _ time.Duration) {
 // pidsEventsV2 are the forks the tree's v2 cgroup refused (pids.events).
 type pidsEventsV2 struct{ counters }
 
-func (pidsEventsV2) read(a *acct, r *reading) { r.u.ForksRefused = forksRefused(a.v2) }
+func (pidsEventsV2) read(a *acct, r *reading) { r.u.ForksRefused = forksRefused(a, a.v2) }
 
 // pidsEventsV1 are the forks the tree's v1 pids cgroup refused
 // (pids.events).
 type pidsEventsV1 struct{ counters }
 
-func (pidsEventsV1) read(a *acct, r *reading) { r.u.ForksRefused = forksRefused(a.v1.dir[v1Pids]) }
+func (pidsEventsV1) read(a *acct, r *reading) { r.u.ForksRefused = forksRefused(a, a.v1.dir[v1Pids]) }
 
 // forksRefused reads the forks a pids cgroup refused, v2 or v1 alike.
-func forksRefused(dir string) int64 {
-	b, err := readSmall(filepath.Join(dir, pidsEvents))
+func forksRefused(a *acct, dir string) int64 {
+	b, err := a.readSmall(filepath.Join(dir, pidsEvents))
 	if err != nil {
 		return 0
 	}

@@ -283,6 +283,15 @@ func (t *Tree) Signal(s Signal) error {
 // after Wait, when the pid may name another process.
 func (t *Tree) Ignores(s Signal) bool { return t.ignores(s) }
 
+// Prepare tells the tree that its end is near (a signal asking it to stop
+// has been sent): on Linux it opens ahead the cgroup files that Kill and
+// Wait read once the root has exited (cgroup.events at the Cgroup level,
+// the files of the accounting's final reading), so that the return from
+// Wait does not wait for their opening. They are held until Wait. It does
+// nothing after Wait, on a second call, or where it cannot open them (Kill
+// and Wait then open them as they would have).
+func (t *Tree) Prepare() { t.prepare() }
+
 // Kill sends SIGKILL to every process of the tree and waits until they are
 // gone (zombies count as gone). It is bounded: after about 5 s it gives up
 // and lists the survivors.

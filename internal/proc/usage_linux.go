@@ -50,6 +50,11 @@ type acct struct {
 	// final one) and counts those of the counters alone (Counts): what a
 	// tree's accounting costs in reads, which tests check.
 	reads, counts int
+	// held are the figures' files prepare opened (path → descriptor),
+	// read with pread until the final reading; holding says that
+	// prepare is reading, and keeps what it opens.
+	held    map[string]int
+	holding bool
 	// rootRSS is the root's peak resident set size when it was reaped
 	// (its rusage's ru_maxrss: its own, and its reaped descendants'), in
 	// bytes: the least a sampled memory peak is, for a tree that ended
@@ -199,6 +204,7 @@ func (a *acct) release(rootCPU time.Duration) {
 	}
 	r := a.readLocked()
 	a.final = &r
+	a.closeHeld()
 	if a.markFd >= 0 {
 		unix.Close(a.markFd)
 		a.markFd = -1

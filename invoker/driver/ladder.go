@@ -140,6 +140,9 @@ func (l *ladder) next() {
 			l.timer.Reset(grace)
 		}
 		l.c = l.timer.C
+		// The CLI was asked to stop and is given its grace: open now
+		// what the end of the run reads once it has exited.
+		r.tree.Prepare()
 		return
 	}
 }

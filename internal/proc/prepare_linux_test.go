@@ -1,0 +1,86 @@
+//go:build linux
+
+package proc
+
+import (
+	"maps"
+	"os"
+	"strconv"
+	"testing"
+)
+
+// TestPrepareHeldUntilWait: Prepare opens the files the end of a tree
+// reads (cgroup.events at the Cgroup level, the accounting's files) once,
+// without counting a reading; Kill and Wait read through them, and Wait
+// closes them, with the final figures read as without Prepare.
+func TestPrepareHeldUntilWait(t *testing.T) {
+	tests := []struct {
+		name    string
+		prepare int // calls of Prepare
+	}{
+		{name: "unprepared", prepare: 0},
+		{name: "prepared", prepare: 1},
+		{name: "prepared twice", prepare: 2},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			noLeaks(t)
+			r := startRun(t, Attr{Account: true}, "hang")
+			s := &r.tree.sys
+			a := s.acct
+			if a == nil {
+				t.Fatal("no accounting for an accounted tree")
+			}
+			a.mu.Lock()
+			reads := a.reads
+			a.mu.Unlock()
+			var held map[string]int
+			for range tt.prepare {
+				r.tree.Prepare()
+				a.mu.Lock()
+				if held == nil {
+					held = maps.Clone(a.held)
+				} else if !maps.Equal(held, a.held) {
+					t.Errorf("a second Prepare held %v, want the first one's %v", a.held, held)
+				}
+				a.mu.Unlock()
+			}
+			a.mu.Lock()
+			if a.reads != reads {
+				t.Errorf("Prepare counted %d readings, want none", a.reads-reads)
+			}
+			a.mu.Unlock()
+			cg := s.cgroupLevel.cg
+			s.mu.Lock()
+			events := cg != nil && cg.eventsHeld
+			s.mu.Unlock()
+			if want := tt.prepare > 0 && r.tree.Containment() == Cgroup; events != want {
+				t.Errorf("cgroup.events held = %v, want %v", events, want)
+			}
+			if rep := r.tree.Kill(); len(rep.Survivors) > 0 {
+				t.Fatalf("Kill() survivors %v", rep.Survivors)
+			}
+			r.wait()
+			u := r.tree.Usage()
+			if u.CPU <= 0 || u.TasksPeak < 1 {
+				t.Errorf("Usage() after Wait = %+v, want the CPU time and the task peak", u)
+			}
+			if sampled := u.CPUSampled && u.MemorySampled && u.TasksSampled; tt.prepare > 0 && !sampled && len(held) == 0 {
+				t.Errorf("Prepare held no file, want those of the figures read from cgroups (Usage %+v)", u)
+			}
+			a.mu.Lock()
+			if a.held != nil {
+				t.Errorf("after Wait, held %v, want none", a.held)
+			}
+			a.mu.Unlock()
+			if cg != nil && cg.eventsHeld {
+				t.Error("after Wait, cgroup.events is still held")
+			}
+			for path, fd := range held {
+				if link, err := os.Readlink("/proc/self/fd/" + strconv.Itoa(fd)); err == nil && link == path {
+					t.Errorf("after Wait, descriptor %d still open on %s", fd, path)
+				}
+			}
+		})
+	}
+}

@@ -1,6 +1,8 @@
 package sandbox
 
 import (
+	"errors"
+	"io"
 	"os"
 	"path/filepath"
 	"sync"
@@ -16,7 +18,9 @@ import (
 // cost of a sandboxed run's start. NewTemp takes the directory made ahead
 // when there is one, and makes its own otherwise (the first run, or many
 // at once); MakeTempAhead, which the run calls once its root has started,
-// makes the next one in a goroutine of its own.
+// makes the next one in a goroutine of its own, once runs follow each
+// other: from the second NewTemp of the process on, so that a program that
+// sandboxes one run makes no directory it never uses.
 //
 // A directory made ahead is the same as one made by NewTemp: in the
 // host's temporary directory, mode 0700, named by this process (so that a
@@ -33,7 +37,9 @@ const tempIdle = 30 * time.Second
 var tempPool struct {
 	mu      sync.Mutex
 	ready   string         // made ahead, not taken; "" if none
+	at      time.Time      // when ready was made
 	filling bool           // a goroutine is making it
+	news    int            // the NewTemps of this process, up to 2
 	idle    *time.Timer    // removes ready (drainTemp)
 	made    sync.WaitGroup // the goroutines making it
 }
@@ -43,6 +49,7 @@ var tempPool struct {
 func takeTemp() string {
 	p := &tempPool
 	p.mu.Lock()
+	p.news = min(p.news+1, 2)
 	dir := p.ready
 	p.ready = ""
 	p.mu.Unlock()
@@ -73,7 +80,7 @@ func tempFits(dir string) bool {
 	}
 	defer f.Close()
 	names, err := f.Readdirnames(1)
-	return len(names) == 0 && err != nil
+	return len(names) == 0 && errors.Is(err, io.EOF)
 }
 
 // MakeTempAhead makes, in a goroutine of its own, the directory the next
@@ -83,13 +90,13 @@ func tempFits(dir string) bool {
 func MakeTempAhead() {
 	p := &tempPool
 	p.mu.Lock()
-	start := !p.filling && p.ready == ""
-	p.filling = p.filling || start
-	p.mu.Unlock()
-	if start {
-		p.made.Add(1)
-		go fillTemp()
+	defer p.mu.Unlock()
+	if p.filling || p.ready != "" || p.news < 2 {
+		return
 	}
+	p.filling = true
+	p.made.Add(1)
+	go fillTemp()
 }
 
 // fillTemp makes the directory ahead and keeps it until a run takes it
@@ -109,20 +116,33 @@ func fillTemp() {
 		os.RemoveAll(dir)
 		return
 	}
-	p.ready = dir
+	p.ready, p.at = dir, time.Now()
 	if p.idle == nil {
-		p.idle = time.AfterFunc(tempIdle, drainTemp)
+		p.idle = time.AfterFunc(tempIdle, idleTemp)
 	} else {
 		p.idle.Reset(tempIdle)
 	}
 }
 
 // drainTemp removes the directory made ahead that no run took.
-func drainTemp() {
+func drainTemp() { dropTemp(true) }
+
+// idleTemp, the idle timer's function, is drainTemp unless a directory
+// was made again since the timer was set (the timer, reset, fires again).
+func idleTemp() { dropTemp(false) }
+
+// dropTemp removes the directory made ahead: always, or where it has
+// waited tempIdle.
+func dropTemp(always bool) {
 	p := &tempPool
 	p.mu.Lock()
 	dir := p.ready
-	p.ready = ""
+	if !always && time.Since(p.at) < tempIdle {
+		dir = ""
+	}
+	if dir != "" {
+		p.ready = ""
+	}
 	p.mu.Unlock()
 	if dir != "" {
 		os.RemoveAll(dir)

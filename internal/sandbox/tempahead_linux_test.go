@@ -14,6 +14,9 @@ func madeAhead(t *testing.T) string {
 	t.Helper()
 	drainTemp()
 	t.Setenv("TMPDIR", t.TempDir())
+	tempPool.mu.Lock()
+	tempPool.news = 2 // runs follow each other
+	tempPool.mu.Unlock()
 	MakeTempAhead()
 	tempPool.made.Wait()
 	tempPool.mu.Lock()
@@ -156,5 +159,35 @@ func BenchmarkNewTemp(b *testing.B) {
 				}
 			}
 		})
+	}
+}
+
+// TestTempAheadOnceRunsFollow: a process's first run makes no directory
+// ahead (a program that sandboxes one run would leave it unused); from the
+// second on, one is made for the next.
+func TestTempAheadOnceRunsFollow(t *testing.T) {
+	defer goleak.VerifyNone(t)
+	drainTemp()
+	t.Setenv("TMPDIR", t.TempDir())
+	t.Cleanup(drainTemp)
+	tempPool.mu.Lock()
+	saved := tempPool.news
+	tempPool.news = 0
+	tempPool.mu.Unlock()
+	t.Cleanup(func() { tempPool.mu.Lock(); tempPool.news = saved; tempPool.mu.Unlock() })
+	for run, want := range []bool{false, true} {
+		_, remove, err := NewTemp()
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer remove()
+		MakeTempAhead()
+		tempPool.made.Wait()
+		tempPool.mu.Lock()
+		made := tempPool.ready != ""
+		tempPool.mu.Unlock()
+		if made != want {
+			t.Errorf("run %d: a directory made ahead: %v, want %v", run+1, made, want)
+		}
 	}
 }

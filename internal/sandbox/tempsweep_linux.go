@@ -7,7 +7,6 @@ import (
 	"strconv"
 	"strings"
 	"sync"
-	"syscall"
 )
 
 // tempOwner names this process in its runs' temporary directories: its
@@ -32,7 +31,6 @@ func sweepTemps() {
 	if err != nil {
 		return
 	}
-	uid := uint32(os.Getuid())
 	for _, e := range entries {
 		owner, ok := strings.CutPrefix(e.Name(), tempPrefix)
 		if !ok || !e.IsDir() {
@@ -50,7 +48,7 @@ func sweepTemps() {
 		if err != nil || !fi.IsDir() {
 			continue
 		}
-		if sys, ok := fi.Sys().(*syscall.Stat_t); !ok || sys.Uid != uid {
+		if !ownedByMe(fi) {
 			continue
 		}
 		os.RemoveAll(path)

@@ -226,8 +226,8 @@ func TestSandboxReadOnlyRun(t *testing.T) {
 	}
 }
 
-// TestSandboxTempFresh: runs that follow each other (the later ones
-// taking the directory made ahead as the earlier started) each get a
+// TestSandboxTempFresh: runs that follow each other (the later ones may
+// take the directory made ahead as the earlier ran) each get a
 // TMPDIR of their own, empty: none finds what an earlier run left there,
 // and none outlives its run.
 func TestSandboxTempFresh(t *testing.T) {

@@ -85,6 +85,8 @@ type nsPool struct {
 	// the kept ones were released since (it releases what it makes
 	// then).
 	filling, drained bool
+	takes            int         // the runs that asked for one, up to 2
+	last             time.Time   // when the pool was last used (touch)
 	idle             *time.Timer // releases the kept namespaces (drain)
 	fillers          sync.WaitGroup
 }
@@ -97,6 +99,7 @@ func (p *nsPool) take() *readyNS {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	p.touch()
+	p.takes = min(p.takes+1, 2)
 	n := len(p.ready)
 	if n == 0 {
 		return nil
@@ -110,20 +113,23 @@ func (p *nsPool) take() *readyNS {
 // touch, under mu, postpones the release of the kept namespaces.
 func (p *nsPool) touch() {
 	p.drained = false
+	p.last = time.Now()
 	if p.idle == nil {
-		p.idle = time.AfterFunc(nsPoolIdle, p.drain)
+		p.idle = time.AfterFunc(nsPoolIdle, p.idled)
 	} else {
 		p.idle.Reset(nsPoolIdle)
 	}
 }
 
 // refill makes, on a thread of its own, the namespaces the pool lacks,
-// unless a goroutine is already at it.
+// unless a goroutine is already at it or runs do not follow each other
+// yet: before a process's second run, so that a program with one run
+// makes none it never uses.
 func (p *nsPool) refill() {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	p.touch()
-	if p.filling || len(p.ready) >= nsPoolSize {
+	if p.filling || len(p.ready) >= nsPoolSize || p.takes < 2 {
 		return
 	}
 	p.filling = true
@@ -155,6 +161,17 @@ func (p *nsPool) fill() {
 		if full {
 			return
 		}
+	}
+}
+
+// idled, the idle timer's function, is drain unless the pool was used
+// since the timer was set (the timer, reset, fires again).
+func (p *nsPool) idled() {
+	p.mu.Lock()
+	used := time.Since(p.last) < nsPoolIdle
+	p.mu.Unlock()
+	if !used {
+		p.drain()
 	}
 }
 

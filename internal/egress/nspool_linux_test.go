@@ -2,10 +2,13 @@ package egress
 
 import (
 	"errors"
+	"fmt"
 	"net"
 	"os"
 	"os/exec"
 	"testing"
+
+	"golang.org/x/sys/unix"
 
 	"github.com/clinvoke/clinvoke/internal/sandbox"
 )
@@ -18,20 +21,45 @@ func settleNamespaces() {
 	namespaces.drain()
 }
 
+// keptNames returns the namespaces kept ready, as /proc/PID/ns/net reads
+// them.
+func keptNames(t *testing.T) map[string]bool {
+	namespaces.mu.Lock()
+	defer namespaces.mu.Unlock()
+	names := map[string]bool{}
+	for _, r := range namespaces.ready {
+		var st unix.Stat_t
+		if err := unix.Fstat(int(r.ns.Fd()), &st); err != nil {
+			t.Fatal(err)
+		}
+		names[fmt.Sprintf("net:[%d]", st.Ino)] = true
+	}
+	return names
+}
+
 // TestSandboxNetNamespaceOncePerRun: a run's namespace is never another
-// run's, whether it was made ahead (every run after the first) or made
-// for the run (none ready: the first, and one after the kept ones were
-// released); each is fresh (its counters at zero, its direct connections
-// recorded), and the kept ones are replaced once a run has started.
+// run's, whether it was made ahead (a kept one is taken: every run from
+// the third on but the one after the kept ones were released) or made for
+// the run (none ready); each is fresh (its counters at zero, its direct
+// connections recorded); none is made ahead until runs follow each other
+// (the second run), and from then on the kept ones are replaced once a
+// run has started.
 func TestSandboxNetNamespaceOncePerRun(t *testing.T) {
 	if os.Geteuid() != 0 {
 		t.Skip("needs root for Enter")
 	}
 	settleNamespaces()
+	namespaces.mu.Lock()
+	namespaces.takes = 0 // the process's first run
+	namespaces.mu.Unlock()
 	seen := map[string]int{}
 	for i := range 6 {
 		if i == 3 {
 			settleNamespaces() // none kept: the run makes its own
+		}
+		kept := keptNames(t)
+		if want := i >= 2 && i != 3; len(kept) > 0 != want {
+			t.Errorf("run %d: %d namespaces kept ready as it starts, want some: %v", i, len(kept), want)
 		}
 		n, err := New(nil)
 		if err != nil {
@@ -80,6 +108,9 @@ func TestSandboxNetNamespaceOncePerRun(t *testing.T) {
 		if j, ok := seen[ns]; ok {
 			t.Errorf("run %d got namespace %s, run %d's", i, ns, j)
 		}
+		if len(kept) > 0 && !kept[ns] {
+			t.Errorf("run %d got namespace %s, none of those kept ready %v", i, ns, kept)
+		}
 		seen[ns] = i
 		cmd := exec.Command("/bin/true")
 		if err := n.Start(cmd); err != nil {
@@ -88,20 +119,18 @@ func TestSandboxNetNamespaceOncePerRun(t *testing.T) {
 		if err := cmd.Wait(); err != nil {
 			t.Fatal(err)
 		}
+		want := nsPoolSize
+		if i == 0 {
+			want = 0 // runs do not follow each other yet
+		}
 		namespaces.fillers.Wait()
-		namespaces.mu.Lock()
-		kept := len(namespaces.ready)
-		namespaces.mu.Unlock()
-		if kept != nsPoolSize {
-			t.Errorf("run %d started: %d namespaces kept ready, want %d", i, kept, nsPoolSize)
+		if got := len(keptNames(t)); got != want {
+			t.Errorf("run %d started: %d namespaces kept ready, want %d", i, got, want)
 		}
 		n.Close()
 		namespaces.fillers.Wait()
-		namespaces.mu.Lock()
-		kept = len(namespaces.ready)
-		namespaces.mu.Unlock()
-		if kept != nsPoolSize {
-			t.Errorf("after run %d: %d namespaces kept ready, want %d", i, kept, nsPoolSize)
+		if got := len(keptNames(t)); got != want {
+			t.Errorf("after run %d: %d namespaces kept ready, want %d", i, got, want)
 		}
 	}
 	settleNamespaces()

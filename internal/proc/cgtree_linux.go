@@ -10,6 +10,8 @@ import (
 	"os"
 	"sync"
 	"time"
+
+	"github.com/clinvoke/clinvoke/internal/procstat"
 )
 
 // The Tree methods at the Cgroup level: membership is the kernel's, so
@@ -170,7 +172,7 @@ func listChildren() []int32 {
 			continue
 		}
 		for f := range bytes.FieldsSeq(b) {
-			if pid, ok := atou(f); ok && pid <= math.MaxInt32 && !isRoot(int32(pid)) {
+			if pid, ok := procstat.Decimal(f); ok && pid <= math.MaxInt32 && !isRoot(int32(pid)) {
 				pids = append(pids, int32(pid))
 			}
 		}

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"io/fs"
 	"path/filepath"
+	"sync/atomic"
 
 	"golang.org/x/sys/unix"
 )
@@ -18,11 +19,30 @@ import (
 // them while the ladder waits for the CLI to exit, which takes far longer
 // (milliseconds), so that the reads after the exit are preads alone. The
 // descriptors are held from the ladder's first step until Wait: a tree
-// that is not being stopped holds none.
+// that is not being stopped holds none. At most maxPrepared trees hold
+// them at once, so that a mass cancel (a thousand runs stopped together)
+// adds a bounded number of descriptors: the trees beyond it open their
+// files after the exit, as without Prepare.
+
+// maxPrepared bounds the trees whose files Prepare holds at once: each
+// holds up to six (cgroup.events and five figures' files on a hybrid
+// host).
+const maxPrepared = 128
+
+// preparedTrees counts the trees whose files Prepare holds.
+var preparedTrees atomic.Int32
 
 func (t *Tree) prepare() {
 	s := &t.sys
-	if s.waited.Load() {
+	if s.waited.Load() || s.prepared.Load() {
+		return
+	}
+	if preparedTrees.Add(1) > maxPrepared {
+		preparedTrees.Add(-1)
+		return
+	}
+	if s.prepared.Swap(true) {
+		preparedTrees.Add(-1) // another call got here first
 		return
 	}
 	if c := s.cgroupLevel.cg; c != nil {

@@ -34,6 +34,7 @@ func TestPrepareHeldUntilWait(t *testing.T) {
 			a.mu.Lock()
 			reads := a.reads
 			a.mu.Unlock()
+			counted := preparedTrees.Load()
 			var held map[string]int
 			for range tt.prepare {
 				r.tree.Prepare()
@@ -61,6 +62,9 @@ func TestPrepareHeldUntilWait(t *testing.T) {
 				t.Fatalf("Kill() survivors %v", rep.Survivors)
 			}
 			r.wait()
+			if got := preparedTrees.Load(); got != counted {
+				t.Errorf("after Wait, %d trees counted as prepared, want %d as before", got, counted)
+			}
 			u := r.tree.Usage()
 			if u.CPU <= 0 || u.TasksPeak < 1 {
 				t.Errorf("Usage() after Wait = %+v, want the CPU time and the task peak", u)
@@ -82,5 +86,32 @@ func TestPrepareHeldUntilWait(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestPrepareBounded: beyond maxPrepared trees holding their files, Prepare
+// opens nothing, and the tree's end reads as without it.
+func TestPrepareBounded(t *testing.T) {
+	noLeaks(t)
+	preparedTrees.Add(maxPrepared)
+	defer preparedTrees.Add(-maxPrepared)
+	r := startRun(t, Attr{Account: true}, "hang")
+	r.tree.Prepare()
+	a := r.tree.sys.acct
+	a.mu.Lock()
+	held := len(a.held)
+	a.mu.Unlock()
+	if cg := r.tree.sys.cgroupLevel.cg; held > 0 || cg != nil && cg.eventsHeld {
+		t.Errorf("Prepare beyond the bound held %d files (cgroup.events: %v), want none", held, cg != nil && cg.eventsHeld)
+	}
+	if rep := r.tree.Kill(); len(rep.Survivors) > 0 {
+		t.Fatalf("Kill() survivors %v", rep.Survivors)
+	}
+	r.wait()
+	if got := preparedTrees.Load(); got != maxPrepared {
+		t.Errorf("after Wait, %d trees counted as prepared, want the %d set", got, maxPrepared)
+	}
+	if u := r.tree.Usage(); u.CPU <= 0 || u.TasksPeak < 1 {
+		t.Errorf("Usage() after Wait = %+v, want the CPU time and the task peak", u)
 	}
 }

@@ -52,9 +52,6 @@ func parseStat(pid int32, b []byte) (procInfo, error) {
 		cpu: s.CPU, rss: s.RSS}, nil
 }
 
-// atou parses a decimal number without allocating (procstat.Decimal).
-func atou(b []byte) (uint64, bool) { return procstat.Decimal(b) }
-
 // procReader reads files under /proc/<pid>/ with fixed buffers, so that a
 // scan of every process allocates nothing per process.
 type procReader struct {
@@ -499,7 +496,7 @@ func (s *scanner) pids() ([]dirent, error) {
 			if j := bytes.IndexByte(name, 0); j >= 0 {
 				name = name[:j]
 			}
-			if v, ok := atou(name); ok && v > 0 && v <= math.MaxInt32 {
+			if v, ok := procstat.Decimal(name); ok && v > 0 && v <= math.MaxInt32 {
 				pids = append(pids, dirent{pid: int32(v), ino: binary.NativeEndian.Uint64(b[0:8])})
 			}
 			b = b[reclen:]

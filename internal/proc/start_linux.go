@@ -22,6 +22,7 @@ type treeSys struct {
 	host      int32
 	hostPgid  int32
 	waited    atomic.Bool
+	prepared  atomic.Bool // counted in preparedTrees (Prepare)
 	// reapLate says that a Kill ended without a scan after its last
 	// SIGKILL, so it could not reap what it killed; Wait tries again.
 	reapLate atomic.Bool

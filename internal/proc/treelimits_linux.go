@@ -242,6 +242,9 @@ func (t *Tree) finish(rootCPU time.Duration) {
 	if s.acct != nil {
 		s.acct.release(rootCPU)
 	}
+	if s.prepared.Load() {
+		preparedTrees.Add(-1) // its files are closed (releaseEvents, release)
+	}
 	removeV1Later(s.v1, t.log)
 }
 

@@ -7,6 +7,8 @@ import (
 	"errors"
 	"os"
 	"strconv"
+
+	"github.com/clinvoke/clinvoke/internal/procstat"
 )
 
 // errNoChildren says that the kernel has no /proc/<pid>/task/<tid>/children
@@ -105,7 +107,7 @@ func children(r *procReader, p procInfo) ([]int32, error) {
 	}
 	tids := []int32{p.pid}
 	for _, e := range ents {
-		if v, ok := atou([]byte(e.Name())); ok && int32(v) != p.pid {
+		if v, ok := procstat.Decimal([]byte(e.Name())); ok && int32(v) != p.pid {
 			tids = append(tids, int32(v))
 		}
 	}
@@ -124,7 +126,7 @@ func children(r *procReader, p procInfo) ([]int32, error) {
 			return nil, err
 		}
 		for f := range bytes.FieldsSeq(b) {
-			if v, ok := atou(f); ok && v > 0 {
+			if v, ok := procstat.Decimal(f); ok && v > 0 {
 				kids = append(kids, int32(v))
 			}
 		}

@@ -74,7 +74,8 @@ func inspectorRuns(t *testing.T, name string) {
 // TestSandboxInspectorMCPServer: a stdio MCP server that a sandboxed run
 // of Codex or Claude Code starts gets the run's NODE_OPTIONS, with the
 // option that keeps node's inspector closed (Codex passes a server only a
-// fixed list of variables and those its env_vars names; Claude Code passes
+// fixed list of variables, those its env_vars names and its env table,
+// where the codex backend sets NODE_OPTIONS; Claude Code passes
 // its environment); without the sandbox (the control) the server gets no
 // NODE_OPTIONS. (claude-code-acp and codex-acp pass a server none:
 // docs/sandbox.md.)

@@ -33,15 +33,20 @@ import (
 // Under the kernel's sandbox every node process of the run gets the run's
 // NODE_OPTIONS (sandbox.NodeOptions), which keeps node's inspector closed
 // to a SIGUSR1 from a command. Codex (0.169.0) starts a command server
-// with a fixed list of variables (HOME, PATH, ...) and those its env_vars
-// names, so a sandboxed run's entry names NODE_OPTIONS in env_vars, after
-// the names the caller gave it (a --config override of ExtraArgs), and an
-// Env that sets NODE_OPTIONS gets the option after the caller's options.
+// with a fixed list of variables (HOME, PATH, ...), those its env_vars
+// names and its env table, so a sandboxed run's entry sets NODE_OPTIONS in
+// its env table: the option, after the caller's options where Env sets
+// NODE_OPTIONS. The entry sets no env_vars, so an env_vars the caller
+// gives (a --config override of ExtraArgs) reaches Codex as it was given.
 //
 // Without an Approve callback the servers of the request are trusted:
 // default_tools_approval_mode = "approve" lets their tools run without the
 // question Codex otherwise asks (and fails under the approval policy
 // never). With Approve, Codex asks, and the question goes to the callback.
+
+// nodeOptions is the variable that carries a sandboxed run's inspector
+// option to a command server's node processes (above).
+const nodeOptions = "NODE_OPTIONS"
 
 // bareKey is what Codex takes as a bare TOML key in a configuration
 // override's dotted path; a server's name must be one, and is shown to the
@@ -53,9 +58,8 @@ var bareKey = regexp.MustCompile(`^[A-Za-z0-9_-]+$`)
 // ErrInvalidRequest for an entry Codex cannot take. Entries with a Go
 // Server are the engine's to serve: it hands the backend a URL entry in
 // their place, so one that is still here is refused. A sandboxed run's
-// command servers pass NODE_OPTIONS on (above); extra are the run's
-// ExtraArgs, where the caller may have given a server's env_vars.
-func mcpConfig(servers []invoker.MCPServer, trusted, sandboxed bool, extra []string) (map[string]any, error) {
+// command servers get NODE_OPTIONS in their env table (above).
+func mcpConfig(servers []invoker.MCPServer, trusted, sandboxed bool) (map[string]any, error) {
 	if len(servers) == 0 {
 		return nil, nil
 	}
@@ -78,30 +82,23 @@ func mcpConfig(servers []invoker.MCPServer, trusted, sandboxed bool, extra []str
 			if len(s.Args) > 0 {
 				config[key+"args"] = s.Args
 			}
-			if len(s.Env) > 0 {
-				env := make(map[string]string, len(s.Env))
-				for j, kv := range s.Env {
-					name, value, ok := strings.Cut(kv, "=")
-					if !ok || name == "" {
-						// The entry is not quoted: it may hold a secret.
-						return nil, fmt.Errorf("%w: MCPServers[%d] (%s): Env[%d] is not KEY=VALUE", invoker.ErrInvalidRequest, i, s.Name, j)
-					}
-					if _, dup := env[name]; dup {
-						return nil, fmt.Errorf("%w: MCPServers[%d] (%s): Env names %s twice; give each variable once", invoker.ErrInvalidRequest, i, s.Name, name)
-					}
-					if name == nodeOptions && sandboxed {
-						value = sandbox.NodeOptions(value)
-					}
-					env[name] = value
+			env := make(map[string]string, len(s.Env)+1)
+			for j, kv := range s.Env {
+				name, value, ok := strings.Cut(kv, "=")
+				if !ok || name == "" {
+					// The entry is not quoted: it may hold a secret.
+					return nil, fmt.Errorf("%w: MCPServers[%d] (%s): Env[%d] is not KEY=VALUE", invoker.ErrInvalidRequest, i, s.Name, j)
 				}
-				config[key+"env"] = env
+				if _, dup := env[name]; dup {
+					return nil, fmt.Errorf("%w: MCPServers[%d] (%s): Env names %s twice; give each variable once", invoker.ErrInvalidRequest, i, s.Name, name)
+				}
+				env[name] = value
 			}
 			if sandboxed {
-				names, err := envVars(extra, key+"env_vars")
-				if err != nil {
-					return nil, fmt.Errorf("%w: MCPServers[%d] (%s): %v", invoker.ErrInvalidRequest, i, s.Name, err)
-				}
-				config[key+"env_vars"] = addName(names, nodeOptions)
+				env[nodeOptions] = sandbox.NodeOptions(env[nodeOptions])
+			}
+			if len(env) > 0 {
+				config[key+"env"] = env
 			}
 		case s.URL != "" && s.Command == "":
 			config[key+"url"] = s.URL

@@ -70,7 +70,7 @@ func (backend) SessionCommand(req *invoker.SessionRequest) (*driver.Command, err
 	}
 	// The servers go in the thread's opening (NewSessionProtocol); they
 	// are checked here, before anything starts.
-	if _, err := mcpConfig(req.MCPServers, req.Approve == nil, sandboxed(req.Sandbox), req.ExtraArgs); err != nil {
+	if _, err := mcpConfig(req.MCPServers, req.Approve == nil, sandboxed(req.Sandbox)); err != nil {
 		return nil, err
 	}
 	return &driver.Command{Args: append(args, req.ExtraArgs...)}, nil
@@ -79,7 +79,7 @@ func (backend) SessionCommand(req *invoker.SessionRequest) (*driver.Command, err
 // NewSessionProtocol returns the JSON-RPC driver of one app-server session.
 func (backend) NewSessionProtocol(req *invoker.SessionRequest) driver.SessionProtocol {
 	mode, _ := sandboxMode(req.Permission, req.Sandbox)
-	mcp, _ := mcpConfig(served(req.MCPServers), req.Approve == nil, sandboxed(req.Sandbox), req.ExtraArgs) // checked by SessionCommand
+	mcp, _ := mcpConfig(served(req.MCPServers), req.Approve == nil, sandboxed(req.Sandbox)) // checked by SessionCommand
 	p := &protocol{
 		workdir: req.Workdir, model: req.Model, mode: mode,
 		instructions: req.SystemPrompt, resume: req.SessionID, fork: req.Fork, mcp: mcp,

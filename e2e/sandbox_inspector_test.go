@@ -74,10 +74,12 @@ func inspectorRuns(t *testing.T, name string) {
 // TestSandboxInspectorMCPServer: a stdio MCP server that a sandboxed run
 // of Codex or Claude Code starts gets the run's NODE_OPTIONS, with the
 // option that keeps node's inspector closed (Codex passes a server only a
-// fixed list of variables and those its env_vars names; Claude Code passes
+// fixed list of variables, those its env_vars names and its env table,
+// where the codex backend sets NODE_OPTIONS; Claude Code passes
 // its environment); without the sandbox (the control) the server gets no
 // NODE_OPTIONS. (claude-code-acp and codex-acp pass a server none:
-// docs/sandbox.md.)
+// docs/sandbox.md.) A caller's env_vars override in Codex's ExtraArgs
+// (one a trailing comment ends) reaches the server beside the option.
 func TestSandboxInspectorMCPServer(t *testing.T) {
 	forEachRig(t, []cli{*cliNamed("codex"), *cliNamed("claude")}, func(t *testing.T, r *rig) {
 		w := twoWayOf(t, r.cli.name)
@@ -85,14 +87,18 @@ func TestSandboxInspectorMCPServer(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		for _, c := range []struct {
-			name   string
-			sb     invoker.Sandbox
-			inside bool
-		}{
-			{"network", invoker.Sandbox{Mode: "required", Network: []string{"none"}}, true},
-			{"nosandbox", invoker.Sandbox{}, false},
-		} {
+		type tcase struct {
+			name    string
+			sb      invoker.Sandbox
+			inside  bool
+			envVars bool // the caller's env_vars names CLINVOKE_E2E_PASSED
+		}
+		on := invoker.Sandbox{Mode: "required", Network: []string{"none"}}
+		cases := []tcase{{"network", on, true, false}, {"nosandbox", invoker.Sandbox{}, false, false}}
+		if r.cli.name == "codex" {
+			cases = append(cases, tcase{"network_env_vars", on, true, true})
+		}
+		for _, c := range cases {
 			t.Run(c.name, func(t *testing.T) {
 				r.srv.Enqueue(w.call("ext", "nodeoptions", map[string]any{}), fakemodel.EchoToolResult("after: "))
 				req := r.request("what does the server see?")
@@ -101,7 +107,15 @@ func TestSandboxInspectorMCPServer(t *testing.T) {
 				// The test binary lies beneath /tmp, which the sandbox
 				// covers with the run's own: a path the CLI's environment
 				// names is kept there.
-				req.Env = append(req.Env, "CLINVOKE_E2E_MCP_SERVER="+self)
+				req.Env = append(req.Env, "CLINVOKE_E2E_MCP_SERVER="+self, "CLINVOKE_E2E_PASSED=yes")
+				if c.envVars {
+					// Codex refuses an override of a server its
+					// config.toml lacks unless it names a command; the
+					// request's entry replaces it (/bin/false would
+					// answer nothing).
+					req.ExtraArgs = append(req.ExtraArgs, "-c", `mcp_servers.ext.command="/bin/false"`,
+						"-c", `mcp_servers.ext.env_vars=["CLINVOKE_E2E_PASSED"] # the caller's`)
+				}
 				res, err := r.invoke(context.Background(), req)
 				if err != nil {
 					t.Fatalf("Invoke() error = %v; stderr:\n%s", err, res.Stderr)
@@ -111,6 +125,11 @@ func TestSandboxInspectorMCPServer(t *testing.T) {
 				}
 				if got := strings.Contains(res.Text, sandbox.NodeInspectorOff); got != c.inside {
 					t.Errorf("answer %q: the server's NODE_OPTIONS holds %s: %v, want %v", res.Text, sandbox.NodeInspectorOff, got, c.inside)
+				}
+				// Claude Code passes its environment on; Codex only
+				// what env_vars names (the controls: its other cases).
+				if got := strings.Contains(res.Text, `passed="yes"`); got != (c.envVars || r.cli.name == "claude") {
+					t.Errorf("answer %q: the server got CLINVOKE_E2E_PASSED: %v", res.Text, got)
 				}
 			})
 		}

@@ -463,7 +463,8 @@ func goToolScenarios(t *testing.T, r *rig, w *twoWayCLI) {
 // stdioMCPEnv, set in a process's environment, makes the test binary a
 // stdio MCP server with two tools: echo, which answers "echo: ", its text,
 // its pid and the value of the variable (a marker), and nodeoptions, which
-// answers "node_options=" and the server's NODE_OPTIONS.
+// answers "node_options=" and the server's NODE_OPTIONS, then "passed=" and
+// its CLINVOKE_E2E_PASSED.
 const stdioMCPEnv = "CLINVOKE_E2E_STDIO_MCP"
 
 // The test binary doubles as the stdio MCP server of mcpServerScenarios,
@@ -485,7 +486,7 @@ func stdioMCP() int {
 		})
 	mcp.AddTool(s, &mcp.Tool{Name: "nodeoptions", Description: "Says the server's NODE_OPTIONS."},
 		func(context.Context, *mcp.CallToolRequest, struct{}) (*mcp.CallToolResult, any, error) {
-			text := fmt.Sprintf("node_options=%q", os.Getenv("NODE_OPTIONS"))
+			text := fmt.Sprintf("node_options=%q passed=%q", os.Getenv("NODE_OPTIONS"), os.Getenv("CLINVOKE_E2E_PASSED"))
 			return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: text}}}, nil, nil
 		})
 	if err := s.Run(context.Background(), &mcp.StdioTransport{}); err != nil && !errors.Is(err, context.Canceled) {

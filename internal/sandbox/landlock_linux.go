@@ -192,6 +192,7 @@ func Build(p Policy) (*Ruleset, error) {
 	}
 	chains := followSettings(p.Settings)
 	r.links = hiddenLinks(p, chains)
+	chains = append(chains, followHeld(p)...)
 	if p.Private {
 		if err := privateProbe(); err != nil {
 			// Restrict could not make them; a first stage in a user

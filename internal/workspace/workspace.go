@@ -266,6 +266,9 @@ func (r *Root) judge(p string) string {
 	if !inside {
 		return "it is outside the working directory " + r.dirs[0]
 	}
+	if why := r.linked(p); why != "" {
+		return why
+	}
 	for _, home := range r.homes {
 		if _, ok := under(home, p); ok {
 			return "it is in " + home + ", the configuration home of an agent CLI"
@@ -290,6 +293,30 @@ func (r *Root) names(p string) string {
 					return "it is in " + n + ", which holds an agent CLI's configuration"
 				}
 			}
+		}
+	}
+	return ""
+}
+
+// linked reports why the real path p, inside the working directory, is
+// (or is beneath) what a configuration name at the top of the working
+// directory leads to as a symbolic link (.env -> .env.local,
+// .mcp.json -> tools/mcp.json), or "": a write there is a write to the
+// name. It costs one Lstat a name; only a link is resolved. A name that
+// is a link deeper below is not followed.
+func (r *Root) linked(p string) string {
+	dir := r.Dir()
+	for _, n := range configNames {
+		l := filepath.Join(dir, n)
+		if fi, err := os.Lstat(l); err != nil || fi.Mode()&os.ModeSymlink == 0 {
+			continue
+		}
+		target, err := resolve(l)
+		if err != nil {
+			continue
+		}
+		if _, ok := under(target, p); ok {
+			return "it is what " + n + ", which holds an agent CLI's configuration, leads to (" + target + ")"
 		}
 	}
 	return ""

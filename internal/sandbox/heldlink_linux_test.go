@@ -5,6 +5,7 @@ package sandbox
 import (
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 )
 
@@ -67,5 +68,48 @@ func TestSandboxPrivateHeldLink(t *testing.T) {
 				t.Errorf("%s links to %q, %v; want %q", link, got, err, c.target)
 			}
 		})
+	}
+}
+
+// TestSandboxHeldLinkUnheld: without a mount namespace (Landlock alone)
+// a held name that is a symbolic link cannot have its target held, and
+// Unheld names the link and its target (the run's log warns of it); with
+// the private roots it is held and Unheld names nothing.
+func TestSandboxHeldLinkUnheld(t *testing.T) {
+	requireLandlock(t)
+	r := newRig(t)
+	if err := os.Remove(r.work + "/.env"); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(r.work+"/src/dev.env", []byte("APP=1\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink("src/dev.env", r.work+"/.env"); err != nil {
+		t.Fatal(err)
+	}
+	unheld := func(p Policy) []string {
+		t.Helper()
+		rs, err := Build(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer rs.Close()
+		runBuilt(t, rs, p.Workdir, []probe{{"read-through-link", "cat " + r.work + "/.env", true}})
+		return rs.Unheld()
+	}
+	p := r.policy(WorkspaceWrite)
+	got := unheld(p)
+	if len(got) != 1 || !strings.Contains(got[0], r.work+"/.env") || !strings.Contains(got[0], r.work+"/src/dev.env") {
+		t.Errorf("without a mount namespace: Unheld = %q, want one naming %s and %s", got, r.work+"/.env", r.work+"/src/dev.env")
+	}
+	if got := unheld(r.policy(ReadOnly)); len(got) != 0 {
+		t.Errorf("at ReadOnly: Unheld = %q, want nothing (the target is not writable)", got)
+	}
+	if ProbePrivate() != nil {
+		return // a user's: the first stage's route is TestStageHeldLink
+	}
+	p.Private = true
+	if got := unheld(p); len(got) != 0 {
+		t.Errorf("with the private roots: Unheld = %q, want nothing", got)
 	}
 }

@@ -29,6 +29,8 @@ import (
 // run sees neither; the project's other files are still written. Without
 // the sandbox Codex's own sandbox lets both through, which
 // docs/approvals.md states as open: the test checks that it still is.
+// A .env that is a symbolic link to .env.local is held with its target
+// where the run has a mount namespace (root's here).
 func TestSandboxProbeDotEnv(t *testing.T) {
 	for _, tc := range []struct {
 		name    string
@@ -38,10 +40,15 @@ func TestSandboxProbeDotEnv(t *testing.T) {
 		// Landlock alone.
 		base    string
 		planted bool
+		// link makes .env a symbolic link to .env.local, which the run
+		// may write as an entry of its own: the mount namespace holds
+		// the link's target too.
+		link bool
 	}{
-		{"sandbox", invoker.Sandbox{Mode: "required"}, "", false},
-		{"sandbox beyond tmp", invoker.Sandbox{Mode: "required"}, "/var/tmp", false},
-		{"nosandbox", invoker.Sandbox{}, "", true},
+		{"sandbox", invoker.Sandbox{Mode: "required"}, "", false, false},
+		{"sandbox beyond tmp", invoker.Sandbox{Mode: "required"}, "/var/tmp", false, false},
+		{"sandbox link", invoker.Sandbox{Mode: "required"}, "", false, true},
+		{"nosandbox", invoker.Sandbox{}, "", true, false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			cx := newRig(t, cliNamed("codex"))
@@ -54,7 +61,14 @@ func TestSandboxProbeDotEnv(t *testing.T) {
 				cx.workdir = wd
 			}
 			env := filepath.Join(cx.workdir, ".env")
-			writeFile(t, env, "APP_MODE=dev\n")
+			if tc.link {
+				writeFile(t, env+".local", "APP_MODE=dev\n")
+				if err := os.Symlink(".env.local", env); err != nil {
+					t.Fatal(err)
+				}
+			} else {
+				writeFile(t, env, "APP_MODE=dev\n")
+			}
 			inside := filepath.Join(cx.workdir, "notes.txt")
 			writeFile(t, inside, "before\n")
 			patch := func(path, old, add string) fakemodel.Turn {

@@ -39,6 +39,7 @@ type Ruleset struct {
 	later   *Policy      // planned by PrivatePlan only: this process cannot make them
 	chains  []chain      // with later, its settings files followed
 	links   []Link       // the settings files that link into hidden paths
+	held    []chain      // the held names of the working directory that are links
 	ran     bool         // Restrict ran
 	ns      *os.File     // the private roots' mount namespace, held (see Namespace)
 }
@@ -192,6 +193,8 @@ func Build(p Policy) (*Ruleset, error) {
 	}
 	chains := followSettings(p.Settings)
 	r.links = hiddenLinks(p, chains)
+	r.held = followHeld(p)
+	chains = append(chains, r.held...)
 	if p.Private {
 		if err := privateProbe(); err != nil {
 			// Restrict could not make them; a first stage in a user
@@ -222,12 +225,33 @@ func (r *Ruleset) Private() (bool, string) {
 // through (and the files they end at) that could not be held read-only,
 // each with why, and why the shells are not bound where they could not
 // be: each is left as it is, the other holds and the private roots
-// stand.
+// stand. Without private roots (no mount namespace: Landlock alone) it
+// names each held name of the working directory that is a symbolic link:
+// its target keeps its own rules (a writable entry of the working
+// directory, as a rule cannot be given by name), and only a mount holds
+// it.
 func (r *Ruleset) Unheld() []string {
-	if r == nil || r.private == nil {
+	if r == nil {
 		return nil
 	}
+	if r.private == nil {
+		return unheldNames(r.held)
+	}
 	return r.private.skipped
+}
+
+// unheldNames returns, for each of held (held names followed), why the
+// file it ends at is not held.
+func unheldNames(held []chain) []string {
+	var out []string
+	for _, c := range held {
+		end := c.paths[len(c.paths)-1]
+		if real, err := filepath.EvalSymlinks(end); err == nil {
+			end = real
+		}
+		out = append(out, fmt.Sprintf("%s is a symbolic link to %s, which the run writes wherever its rules allow (a writable entry of the working directory): without a mount namespace the sandbox cannot hold it read-only", c.paths[0], end))
+	}
+	return out
 }
 
 // builder adds a policy's rules to a ruleset.

@@ -168,7 +168,10 @@ func planPrivate(p Policy, chains []chain) (*privatePlan, string) {
 			if err != nil || !(fi.Mode().IsRegular() || fi.Mode()&os.ModeSymlink != 0) || slices.Contains(pl.Settings, q) || slices.Contains(pl.Links, q) {
 				continue
 			}
-			if i == 0 {
+			// A held name's chain, the link first, is held as a
+			// settings file's links are: one that cannot be held costs
+			// its own hold (the ruleset refuses the link itself anyway).
+			if i == 0 && !c.held {
 				pl.Settings = append(pl.Settings, q)
 			} else {
 				pl.Links = append(pl.Links, q)
@@ -188,6 +191,7 @@ const maxLinks = 40
 type chain struct {
 	paths []string
 	link  bool // the file is a symbolic link
+	held  bool // a held name of the working directory (followHeld)
 }
 
 // followSettings follows each of settings (cleaned) once, for both the
@@ -196,6 +200,27 @@ func followSettings(settings []string) []chain {
 	var out []chain
 	for _, f := range clean(settings) {
 		out = append(out, linkChain(f))
+	}
+	return out
+}
+
+// followHeld follows, at WorkspaceWrite, each of p's held names at the
+// top of the working directory that is a symbolic link (.env ->
+// .env.local, .mcp.json -> tools/mcp.json): the ruleset gives the link no
+// right, but the file it ends at keeps its own (a writable entry of the
+// working directory), so the private roots' mount namespace holds the
+// chain read-only as it holds a settings file's. A name that is no link
+// costs one Lstat.
+func followHeld(p Policy) []chain {
+	if p.Level != WorkspaceWrite || p.Workdir == "" {
+		return nil
+	}
+	var out []chain
+	for _, n := range p.Held {
+		if c := linkChain(filepath.Join(filepath.Clean(p.Workdir), n)); c.link {
+			c.held = true
+			out = append(out, c)
+		}
 	}
 	return out
 }

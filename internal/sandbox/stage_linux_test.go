@@ -364,3 +364,43 @@ func outsideTmpDir(t *testing.T) string {
 	}
 	return dir
 }
+
+// TestStageHeldLink: by a first stage (a user's route), a held name of
+// the working directory that is a symbolic link to a file in it is held
+// with the file it ends at: a write through the link and one to the
+// target's own path are refused (read-only file system), and a write
+// beside them is not.
+func TestStageHeldLink(t *testing.T) {
+	defer goleak.VerifyNone(t)
+	requireStage(t)
+	r := newRig(t)
+	if err := os.Remove(r.work + "/.env"); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(r.work+"/src/dev.env", []byte("APP=1\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink("src/dev.env", r.work+"/.env"); err != nil {
+		t.Fatal(err)
+	}
+	p := r.policy(WorkspaceWrite)
+	p.Private = true
+	cmd := exec.Command("/bin/sh", "-c", "echo X=1 >> .env; echo X=1 >> src/dev.env; echo y >> src/b.txt")
+	cmd.Dir = r.work
+	serr, werr, out := stageRun(t, p, cmd, nil)
+	if serr != nil {
+		t.Fatalf("Started: %v\n%s", serr, out)
+	}
+	if werr != nil {
+		t.Fatalf("the command: %v\n%s", werr, out)
+	}
+	if n := strings.Count(out, "ead-only file system"); n != 2 {
+		t.Errorf("the command said %q, want the write through the link and the one to its target refused (read-only file system)", out)
+	}
+	if b, _ := os.ReadFile(r.work + "/src/dev.env"); string(b) != "APP=1\n" {
+		t.Errorf("src/dev.env = %q, want it untouched", b)
+	}
+	if b, _ := os.ReadFile(r.work + "/src/b.txt"); string(b) != "by\n" {
+		t.Errorf("src/b.txt = %q, want the run's line appended", b)
+	}
+}

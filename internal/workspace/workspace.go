@@ -159,6 +159,8 @@ func (r *Root) Outside(path, cwd string) string {
 	if why := r.names(lexical); why != "" {
 		return why
 	}
+	var held []heldTarget
+	looked := false // held listed, once for both readings
 	for _, p := range []string{path, lexical} {
 		real, err := resolve(p)
 		var proc *procLinkError
@@ -169,6 +171,12 @@ func (r *Root) Outside(path, cwd string) string {
 			return fmt.Sprintf("its directories cannot be resolved (%v)", err)
 		}
 		if why := r.judge(real); why != "" {
+			return why
+		}
+		if !looked {
+			held, looked = r.heldTargets(), true
+		}
+		if why := linkedTo(held, real); why != "" {
 			return why
 		}
 	}
@@ -290,6 +298,43 @@ func (r *Root) names(p string) string {
 					return "it is in " + n + ", which holds an agent CLI's configuration"
 				}
 			}
+		}
+	}
+	return ""
+}
+
+// A heldTarget is what a configuration name at the top of the working
+// directory leads to as a symbolic link, resolved.
+type heldTarget struct {
+	name, target string
+}
+
+// heldTargets returns what each configuration name at the top of the
+// working directory that is a symbolic link (.env -> .env.local,
+// .mcp.json -> tools/mcp.json) leads to: a write there is a write to the
+// name. It costs one Lstat a name; only a link is resolved. A name that
+// is a link deeper below is not followed.
+func (r *Root) heldTargets() []heldTarget {
+	dir := r.Dir()
+	var out []heldTarget
+	for _, n := range configNames {
+		l := filepath.Join(dir, n)
+		if fi, err := os.Lstat(l); err != nil || fi.Mode()&os.ModeSymlink == 0 {
+			continue
+		}
+		if target, err := resolve(l); err == nil {
+			out = append(out, heldTarget{name: n, target: target})
+		}
+	}
+	return out
+}
+
+// linkedTo reports why the real path p is (or is beneath) one of held,
+// or "".
+func linkedTo(held []heldTarget, p string) string {
+	for _, h := range held {
+		if _, ok := under(h.target, p); ok {
+			return "it is what " + h.name + ", which holds an agent CLI's configuration, leads to (" + h.target + ")"
 		}
 	}
 	return ""

@@ -220,3 +220,54 @@ func TestDirThroughLink(t *testing.T) {
 		}
 	}
 }
+
+// TestOutsideHeldLinkTarget checks that a configuration name at the top
+// of the working directory that is a symbolic link (.env -> .env.local, a
+// common layout) holds the file it leads to as well: that file, by any
+// path, is outside, as are the files beneath a directory it leads to; a
+// file beside the target is not.
+func TestOutsideHeldLinkTarget(t *testing.T) {
+	w, _ := layout(t)
+	for _, d := range []string{"tools", "shared/claude", "config"} {
+		if err := os.MkdirAll(filepath.Join(w, d), 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for link, target := range map[string]string{
+		".env":       ".env.local",     // a sibling that does not exist yet
+		".mcp.json":  "tools/mcp.json", // beneath
+		".claude":    "shared/claude",  // a directory
+		".agents":    "config/hop",     // a link to a link
+		"config/hop": "agents.md",
+		".gemini":    "sub", // through which sub/deep is held
+	} {
+		if err := os.Symlink(target, filepath.Join(w, link)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	r := New(w, nil)
+	tests := []struct {
+		path, cwd string
+		want      string // a part of the reason, or "" for inside
+	}{
+		{path: filepath.Join(w, ".env.local"), want: ".env"},
+		{path: ".env.local", want: ".env"},
+		{path: "mcp.json", cwd: "tools", want: ".mcp.json"},
+		{path: filepath.Join(w, "tools", "..", "tools", "mcp.json"), want: ".mcp.json"},
+		{path: filepath.Join(w, "shared", "claude", "settings.json"), want: ".claude"},
+		{path: filepath.Join(w, "config", "agents.md"), want: ".agents"},
+		{path: filepath.Join(w, "config", "hop"), want: ".agents"},
+		{path: filepath.Join(w, "sub", "deep", "x"), want: ".gemini"},
+
+		{path: filepath.Join(w, ".env.example")},
+		{path: filepath.Join(w, "tools", "other.json")},
+		{path: filepath.Join(w, "shared", "x")},
+		{path: filepath.Join(w, "config", "other.md")},
+	}
+	for _, tt := range tests {
+		got := r.Outside(tt.path, tt.cwd)
+		if tt.want == "" && got != "" || tt.want != "" && !strings.Contains(got, tt.want) {
+			t.Errorf("Outside(%q, %q) = %q, want %q", tt.path, tt.cwd, got, tt.want)
+		}
+	}
+}

@@ -126,12 +126,9 @@ func (n *Net) makeNamespace() (*os.File, error) {
 // lacks.
 func refillNamespaces() { namespaces.Fill() }
 
-// Running tells the Net, on Enter's route, that the run's first process
-// has started: the namespaces of the next runs are then made in the
-// background, off this run's start and, where this run lasts, off the
-// next run's (Close has them made too, for a run that never started). On
-// Wrap's route, and after Close, it does nothing.
-func (n *Net) Running() {
+// running is Running's: the namespaces of the next runs are made on
+// Enter's route only.
+func (n *Net) running() {
 	if n.made != nil && n.wrapped == nil {
 		refillNamespaces()
 	}

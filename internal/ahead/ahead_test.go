@@ -226,49 +226,50 @@ func TestPoolIdleTimer(t *testing.T) {
 	}
 }
 
-// TestPoolDrainWhileFilling: what a goroutine is making when the pool is
-// drained is released, not kept; a later Fill makes again.
-func TestPoolDrainWhileFilling(t *testing.T) {
-	r := newRig(t, 1, 0)
-	r.follow(t)
-	gate := make(chan struct{})
-	r.gate = gate
-	r.p.Fill()
-	r.p.Drain()
-	close(gate)
-	r.p.Wait()
-	if kept := r.p.Kept(); len(kept) != 0 {
-		t.Errorf("kept %v made while drained", kept)
-	}
-	if made, released := r.counts(); made != 1 || !slices.Equal(released, []int{1}) {
-		t.Errorf("%d made, released %v; want the one made released", made, released)
-	}
-	r.mu.Lock()
-	r.gate = nil
-	r.mu.Unlock()
-	if kept := r.filled(); len(kept) != 1 {
-		t.Errorf("Fill after the drain: kept %v, want one", kept)
-	}
-}
-
-// TestPoolMakeFails: a failing Make ends the fill with nothing kept; Get
-// returns its error; a later Fill tries again.
-func TestPoolMakeFails(t *testing.T) {
-	r := newRig(t, 2, 0)
-	r.follow(t)
+// TestPoolFillStopped: a fill the pool is drained during releases what
+// it makes; one whose Make fails keeps nothing, and Get returns Make's
+// error; either way a later Fill makes again.
+func TestPoolFillStopped(t *testing.T) {
 	errNo := errors.New("no")
-	r.fail = errNo
-	if kept := r.filled(); len(kept) != 0 {
-		t.Errorf("kept %v with Make failing", kept)
-	}
-	if _, err := r.p.Get(); !errors.Is(err, errNo) {
-		t.Errorf("Get() error = %v, want Make's", err)
-	}
-	r.mu.Lock()
-	r.fail = nil
-	r.mu.Unlock()
-	if kept := r.filled(); len(kept) != 2 {
-		t.Errorf("kept %v once Make works, want two", kept)
+	for _, tc := range []struct {
+		name   string
+		size   int
+		stop   func(t *testing.T, r *rig) // a Fill that keeps nothing
+		resume func(r *rig)               // under r.mu
+	}{
+		{"drained while making", 1, func(t *testing.T, r *rig) {
+			gate := make(chan struct{})
+			r.gate = gate
+			r.p.Fill()
+			r.p.Drain()
+			close(gate)
+			r.p.Wait()
+			if made, released := r.counts(); made != 1 || !slices.Equal(released, []int{1}) {
+				t.Errorf("%d made, released %v; want the one made released", made, released)
+			}
+		}, func(r *rig) { r.gate = nil }},
+		{"Make fails", 2, func(t *testing.T, r *rig) {
+			r.fail = errNo
+			r.filled()
+			if _, err := r.p.Get(); !errors.Is(err, errNo) {
+				t.Errorf("Get() error = %v, want Make's", err)
+			}
+		}, func(r *rig) { r.fail = nil }},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			r := newRig(t, tc.size, 0)
+			r.follow(t)
+			tc.stop(t, r)
+			if kept := r.p.Kept(); len(kept) != 0 {
+				t.Errorf("kept %v from a stopped fill", kept)
+			}
+			r.mu.Lock()
+			tc.resume(r)
+			r.mu.Unlock()
+			if kept := r.filled(); len(kept) != tc.size {
+				t.Errorf("a later Fill kept %v, want %d", kept, tc.size)
+			}
+		})
 	}
 }
 

@@ -26,8 +26,8 @@ import (
 // closed, counters), and a new one starts with none. Until it is taken,
 // nothing runs in a kept namespace and nothing but its loopback exists
 // there: its packet socket sees nothing, its counters stay at zero. The
-// kept namespaces are released once no run has taken one for
-// nsPoolIdle.
+// kept namespaces are released once nsPoolIdle has passed with no run
+// taking one, starting or ending (internal/ahead's Pool holds them).
 //
 // The route without CAP_SYS_ADMIN (Wrap) has no such pool: its network
 // namespace is made by the clone of the run's first stage, inside the
@@ -37,7 +37,7 @@ const (
 	// nsPoolSize bounds the namespaces kept ready.
 	nsPoolSize = 2
 	// nsPoolIdle is how long kept namespaces outlive the last run that
-	// took one or ended.
+	// took one, started or ended.
 	nsPoolIdle = time.Minute
 )
 

@@ -4,6 +4,8 @@ import (
 	"os"
 	"os/exec"
 	"testing"
+
+	"github.com/clinvoke/clinvoke/internal/sandbox"
 )
 
 // BenchmarkSandboxNetSetup compares starting and waiting for /bin/true,
@@ -57,4 +59,45 @@ func BenchmarkSandboxNetSetup(b *testing.B) {
 			n.Close()
 		}
 	})
+}
+
+// BenchmarkSandboxNetJoin is a run's wait for its network namespace as
+// the forking thread sees it, Prepare then Join at once (the worst case:
+// no start work to overlap), on a thread of its own: "ready" takes a
+// namespace the pool kept (nspool_linux.go), "made" finds none (the pool
+// emptied outside the timer) and makes its own. New, and Close with the
+// pool's refill, are outside the timer.
+func BenchmarkSandboxNetJoin(b *testing.B) {
+	if os.Geteuid() != 0 {
+		b.Skip("needs root for Enter's route")
+	}
+	for _, ready := range []bool{true, false} {
+		b.Run(map[bool]string{true: "ready", false: "made"}[ready], func(b *testing.B) {
+			settleNamespaces()
+			defer settleNamespaces()
+			for i := 0; i < b.N; i++ {
+				b.StopTimer()
+				if ready {
+					namespaces.Wait() // the last Close's refill
+				} else {
+					settleNamespaces()
+				}
+				n, err := New(nil)
+				if err != nil {
+					b.Fatal(err)
+				}
+				b.StartTimer()
+				err = sandbox.Retired(func() error {
+					n.Prepare()
+					return n.Join()
+				})
+				b.StopTimer()
+				if err != nil {
+					b.Fatal(err)
+				}
+				n.Close()
+				b.StartTimer()
+			}
+		})
+	}
 }

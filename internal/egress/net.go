@@ -244,6 +244,14 @@ func (n *Net) Start(cmd *exec.Cmd) error {
 	})
 }
 
+// Running tells the Net, on Enter's route, that the run's first process
+// has started: the namespaces of the next runs are then made in the
+// background, off this run's start and, where this run lasts, off the
+// next run's (Close has them made too, for a run that never started). On
+// Wrap's route, after Close, and on systems without network namespaces,
+// it does nothing.
+func (n *Net) Running() { n.running() }
+
 // listenAddrs returns the addresses to listen on inside the namespace:
 // the proxy's, then each forwarded endpoint's.
 func (n *Net) listenAddrs() []string {

@@ -72,5 +72,5 @@ func (n *Net) makeNamespace() (*os.File, error) { return nil, enterNamespace() }
 // refillNamespaces has nothing to make where there are no namespaces.
 func refillNamespaces() {}
 
-// Running has no namespaces to make where there are none.
-func (n *Net) Running() {}
+// running has no namespaces to make where there are none.
+func (n *Net) running() {}

@@ -2,11 +2,11 @@ package egress
 
 import (
 	"os"
-	"sync"
 	"time"
 
 	"golang.org/x/sys/unix"
 
+	"github.com/clinvoke/clinvoke/internal/ahead"
 	"github.com/clinvoke/clinvoke/internal/sandbox"
 )
 
@@ -26,8 +26,8 @@ import (
 // closed, counters), and a new one starts with none. Until it is taken,
 // nothing runs in a kept namespace and nothing but its loopback exists
 // there: its packet socket sees nothing, its counters stay at zero. The
-// kept namespaces are released once no run has taken one for
-// nsPoolIdle.
+// kept namespaces are released once nsPoolIdle has passed with no run
+// taking one, starting or ending (internal/ahead's Pool holds them).
 //
 // The route without CAP_SYS_ADMIN (Wrap) has no such pool: its network
 // namespace is made by the clone of the run's first stage, inside the
@@ -37,7 +37,7 @@ const (
 	// nsPoolSize bounds the namespaces kept ready.
 	nsPoolSize = 2
 	// nsPoolIdle is how long kept namespaces outlive the last run that
-	// took one or ended.
+	// took one, started or ended.
 	nsPoolIdle = time.Minute
 )
 
@@ -77,114 +77,22 @@ func (r *readyNS) close() {
 	r.counters.close()
 }
 
-// nsPool holds the namespaces made ahead.
-type nsPool struct {
-	mu    sync.Mutex
-	ready []*readyNS
-	// filling says that a goroutine is making namespaces; drained that
-	// the kept ones were released since (it releases what it makes
-	// then).
-	filling, drained bool
-	takes            int         // the runs that asked for one, up to 2
-	last             time.Time   // when the pool was last used (touch)
-	idle             *time.Timer // releases the kept namespaces (drain)
-	fillers          sync.WaitGroup
-}
+// namespaces is the process's pool of namespaces made ahead.
+var namespaces = newNamespacePool()
 
-// namespaces is the process's pool.
-var namespaces nsPool
-
-// take returns a kept namespace, or nil if none is ready.
-func (p *nsPool) take() *readyNS {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	p.touch()
-	p.takes = min(p.takes+1, 2)
-	n := len(p.ready)
-	if n == 0 {
-		return nil
-	}
-	r := p.ready[n-1]
-	p.ready[n-1] = nil
-	p.ready = p.ready[:n-1]
-	return r
-}
-
-// touch, under mu, postpones the release of the kept namespaces.
-func (p *nsPool) touch() {
-	p.drained = false
-	p.last = time.Now()
-	if p.idle == nil {
-		p.idle = time.AfterFunc(nsPoolIdle, p.idled)
-	} else {
-		p.idle.Reset(nsPoolIdle)
-	}
-}
-
-// refill makes, on a thread of its own, the namespaces the pool lacks,
-// unless a goroutine is already at it or runs do not follow each other
-// yet: before a process's second run, so that a program with one run
-// makes none it never uses.
-func (p *nsPool) refill() {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	p.touch()
-	if p.filling || len(p.ready) >= nsPoolSize || p.takes < 2 {
-		return
-	}
-	p.filling = true
-	p.fillers.Add(1)
-	sandbox.GoRetired(p.fill)
-}
-
-// fill is refill's work, on a locked thread that ends with it: each
-// namespace it makes moves the thread into a new one.
-func (p *nsPool) fill() {
-	defer p.fillers.Done()
-	for {
-		r, err := makeReady()
-		p.mu.Lock()
-		if err != nil || p.drained {
-			p.filling = false
-			p.mu.Unlock()
-			if r != nil {
-				r.close()
-			}
-			return // a run that finds none makes its own, and says why it cannot
-		}
-		p.ready = append(p.ready, r)
-		full := len(p.ready) >= nsPoolSize
-		if full {
-			p.filling = false
-		}
-		p.mu.Unlock()
-		if full {
-			return
-		}
-	}
-}
-
-// idled, the idle timer's function, is drain unless the pool was used
-// since the timer was set (the timer, reset, fires again).
-func (p *nsPool) idled() {
-	p.mu.Lock()
-	used := time.Since(p.last) < nsPoolIdle
-	p.mu.Unlock()
-	if !used {
-		p.drain()
-	}
-}
-
-// drain releases the kept namespaces, and those a goroutine is making.
-func (p *nsPool) drain() {
-	p.mu.Lock()
-	rs := p.ready
-	p.ready = nil
-	p.drained = true
-	p.mu.Unlock()
-	for _, r := range rs {
-		r.close()
-	}
+// newNamespacePool returns a pool that keeps nsPoolSize namespaces, made
+// on a retired thread of its own (sandbox.GoRetired): each one it makes
+// moves the thread into a new namespace. A kept namespace is taken only
+// if the taking thread can join it.
+func newNamespacePool() *ahead.Pool[*readyNS] {
+	return ahead.New(ahead.Config[*readyNS]{
+		Size:    nsPoolSize,
+		Idle:    nsPoolIdle,
+		Make:    makeReady,
+		Check:   func(r *readyNS) bool { return joinNamespace(r.ns) == nil },
+		Release: (*readyNS).close,
+		Go:      sandbox.GoRetired,
+	})
 }
 
 // makeNamespace is Prepare's work, on its locked thread: it moves the
@@ -193,16 +101,9 @@ func (p *nsPool) drain() {
 // the connections around the proxy, and returns a file of the namespace
 // for Enter to join.
 func (n *Net) makeNamespace() (*os.File, error) {
-	r := namespaces.take()
-	if r != nil && joinNamespace(r.ns) != nil {
-		r.close()
-		r = nil
-	}
-	if r == nil {
-		var err error
-		if r, err = makeReady(); err != nil {
-			return nil, err
-		}
+	r, err := namespaces.Get() // joined, or made here
+	if err != nil {
+		return nil, err
 	}
 	// Listen on this thread, in the namespace; the accept loops run on
 	// other goroutines, whose sockets (the dials) are the host's.
@@ -223,14 +124,11 @@ func (n *Net) makeNamespace() (*os.File, error) {
 
 // refillNamespaces makes, in the background, the namespaces the pool
 // lacks.
-func refillNamespaces() { namespaces.refill() }
+func refillNamespaces() { namespaces.Fill() }
 
-// Running tells the Net, on Enter's route, that the run's first process
-// has started: the namespaces of the next runs are then made in the
-// background, off this run's start and, where this run lasts, off the
-// next run's (Close has them made too, for a run that never started). On
-// Wrap's route, and after Close, it does nothing.
-func (n *Net) Running() {
+// running is Running's: the namespaces of the next runs are made on
+// Enter's route only.
+func (n *Net) running() {
 	if n.made != nil && n.wrapped == nil {
 		refillNamespaces()
 	}

@@ -16,18 +16,13 @@ import (
 // settleNamespaces waits for the goroutine making namespaces ahead, if
 // any, and releases those kept: a test that counts descriptors counts
 // none of the pool's.
-func settleNamespaces() {
-	namespaces.fillers.Wait()
-	namespaces.drain()
-}
+func settleNamespaces() { namespaces.Settle() }
 
 // keptNames returns the namespaces kept ready, as /proc/PID/ns/net reads
 // them.
 func keptNames(t *testing.T) map[string]bool {
-	namespaces.mu.Lock()
-	defer namespaces.mu.Unlock()
 	names := map[string]bool{}
-	for _, r := range namespaces.ready {
+	for _, r := range namespaces.Kept() {
 		var st unix.Stat_t
 		if err := unix.Fstat(int(r.ns.Fd()), &st); err != nil {
 			t.Fatal(err)
@@ -49,9 +44,9 @@ func TestSandboxNetNamespaceOncePerRun(t *testing.T) {
 		t.Skip("needs root for Enter")
 	}
 	settleNamespaces()
-	namespaces.mu.Lock()
-	namespaces.takes = 0 // the process's first run
-	namespaces.mu.Unlock()
+	saved := namespaces
+	namespaces = newNamespacePool() // the process's first run
+	t.Cleanup(func() { namespaces.Close(); namespaces = saved })
 	seen := map[string]int{}
 	for i := range 6 {
 		if i == 3 {
@@ -123,12 +118,12 @@ func TestSandboxNetNamespaceOncePerRun(t *testing.T) {
 		if i == 0 {
 			want = 0 // runs do not follow each other yet
 		}
-		namespaces.fillers.Wait()
+		namespaces.Wait()
 		if got := len(keptNames(t)); got != want {
 			t.Errorf("run %d started: %d namespaces kept ready, want %d", i, got, want)
 		}
 		n.Close()
-		namespaces.fillers.Wait()
+		namespaces.Wait()
 		if got := len(keptNames(t)); got != want {
 			t.Errorf("after run %d: %d namespaces kept ready, want %d", i, got, want)
 		}

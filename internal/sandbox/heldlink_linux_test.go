@@ -106,7 +106,7 @@ func TestSandboxHeldLinkUnheld(t *testing.T) {
 		t.Errorf("at ReadOnly: Unheld = %q, want nothing (the target is not writable)", got)
 	}
 	if ProbePrivate() != nil {
-		return // a user's: the first stage's route is TestStageHeldLink
+		return // a user's: the first stage's route is TestStageHeldNames
 	}
 	p.Private = true
 	if got := unheld(p); len(got) != 0 {

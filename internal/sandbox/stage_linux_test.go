@@ -271,42 +271,6 @@ func TestStageForeignSpecVoid(t *testing.T) {
 	}
 }
 
-// TestStageWorkdirBeneathTmp: a working directory beneath /tmp is entered
-// again once the private roots are made, so that a relative write to a
-// held name meets the read-only bind, not the host's directory beneath
-// the new tmpfs.
-func TestStageWorkdirBeneathTmp(t *testing.T) {
-	defer goleak.VerifyNone(t)
-	requireStage(t)
-	r := newRig(t)
-	if !strings.HasPrefix(r.work, "/tmp/") {
-		t.Skipf("the test's directory %s is not beneath /tmp", r.work)
-	}
-	p := r.policy(WorkspaceWrite)
-	p.Private = true
-	cmd := exec.Command("/bin/sh", "-c", "echo x > .claude/settings.json; echo x > .mcp.json; echo y >> src/b.txt")
-	cmd.Dir = r.work
-	serr, werr, out := stageRun(t, p, cmd, nil)
-	if serr != nil {
-		t.Fatalf("Started: %v\n%s", serr, out)
-	}
-	if werr != nil {
-		t.Fatalf("the command: %v\n%s", werr, out)
-	}
-	if n := strings.Count(out, "ead-only file system"); n != 2 {
-		t.Errorf("the command said %q, want both writes to held names refused (read-only file system)", out)
-	}
-	if b, _ := os.ReadFile(r.work + "/.claude/settings.json"); string(b) != "{}" {
-		t.Errorf(".claude/settings.json = %q, want it untouched", b)
-	}
-	if _, err := os.Lstat(r.work + "/.mcp.json"); err == nil {
-		t.Errorf(".mcp.json reached the host")
-	}
-	if b, _ := os.ReadFile(r.work + "/src/b.txt"); string(b) != "by\n" {
-		t.Errorf("src/b.txt = %q, want the run's line appended", b)
-	}
-}
-
 // TestStageRootCaps: as root, a run born by a first stage holds none of
 // EscapeCaps, in its effective and bounding sets alike, and runs under
 // no_new_privs; so mount_setattr cannot make a held bind writable.
@@ -365,42 +329,87 @@ func outsideTmpDir(t *testing.T) string {
 	return dir
 }
 
-// TestStageHeldLink: by a first stage (a user's route), a held name of
-// the working directory that is a symbolic link to a file in it is held
-// with the file it ends at: a write through the link and one to the
-// target's own path are refused (read-only file system), and a write
-// beside them is not.
-func TestStageHeldLink(t *testing.T) {
+// TestStageHeldNames: by a first stage (a user's route), a run's writes
+// to two held names of its working directory are refused (read-only file
+// system) and its write beside them is not:
+//   - "workdir beneath /tmp": a working directory beneath /tmp is entered
+//     again once the private roots are made, so that a relative write to
+//     a held name meets the read-only bind, not the host's directory
+//     beneath the new tmpfs;
+//   - "link": a held name that is a symbolic link to a file in the
+//     working directory is held with the file it ends at, so that a write
+//     through the link and one to the target's own path are refused.
+func TestStageHeldNames(t *testing.T) {
 	defer goleak.VerifyNone(t)
 	requireStage(t)
-	r := newRig(t)
-	if err := os.Remove(r.work + "/.env"); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(r.work+"/src/dev.env", []byte("APP=1\n"), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.Symlink("src/dev.env", r.work+"/.env"); err != nil {
-		t.Fatal(err)
-	}
-	p := r.policy(WorkspaceWrite)
-	p.Private = true
-	cmd := exec.Command("/bin/sh", "-c", "echo X=1 >> .env; echo X=1 >> src/dev.env; echo y >> src/b.txt")
-	cmd.Dir = r.work
-	serr, werr, out := stageRun(t, p, cmd, nil)
-	if serr != nil {
-		t.Fatalf("Started: %v\n%s", serr, out)
-	}
-	if werr != nil {
-		t.Fatalf("the command: %v\n%s", werr, out)
-	}
-	if n := strings.Count(out, "ead-only file system"); n != 2 {
-		t.Errorf("the command said %q, want the write through the link and the one to its target refused (read-only file system)", out)
-	}
-	if b, _ := os.ReadFile(r.work + "/src/dev.env"); string(b) != "APP=1\n" {
-		t.Errorf("src/dev.env = %q, want it untouched", b)
-	}
-	if b, _ := os.ReadFile(r.work + "/src/b.txt"); string(b) != "by\n" {
-		t.Errorf("src/b.txt = %q, want the run's line appended", b)
+	for _, tc := range []struct {
+		name    string
+		setup   func(t *testing.T, work string)
+		writes  string // the command's two writes to held names
+		refused string // what they are, for the error
+		check   func(t *testing.T, work string)
+	}{
+		{
+			name: "workdir beneath /tmp",
+			setup: func(t *testing.T, work string) {
+				if !strings.HasPrefix(work, "/tmp/") {
+					t.Skipf("the test's directory %s is not beneath /tmp", work)
+				}
+			},
+			writes:  "echo x > .claude/settings.json; echo x > .mcp.json",
+			refused: "both writes to held names",
+			check: func(t *testing.T, work string) {
+				if b, _ := os.ReadFile(work + "/.claude/settings.json"); string(b) != "{}" {
+					t.Errorf(".claude/settings.json = %q, want it untouched", b)
+				}
+				if _, err := os.Lstat(work + "/.mcp.json"); err == nil {
+					t.Errorf(".mcp.json reached the host")
+				}
+			},
+		},
+		{
+			name: "link",
+			setup: func(t *testing.T, work string) {
+				if err := os.Remove(work + "/.env"); err != nil {
+					t.Fatal(err)
+				}
+				if err := os.WriteFile(work+"/src/dev.env", []byte("APP=1\n"), 0o644); err != nil {
+					t.Fatal(err)
+				}
+				if err := os.Symlink("src/dev.env", work+"/.env"); err != nil {
+					t.Fatal(err)
+				}
+			},
+			writes:  "echo X=1 >> .env; echo X=1 >> src/dev.env",
+			refused: "the write through the link and the one to its target",
+			check: func(t *testing.T, work string) {
+				if b, _ := os.ReadFile(work + "/src/dev.env"); string(b) != "APP=1\n" {
+					t.Errorf("src/dev.env = %q, want it untouched", b)
+				}
+			},
+		},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			r := newRig(t)
+			tc.setup(t, r.work)
+			p := r.policy(WorkspaceWrite)
+			p.Private = true
+			cmd := exec.Command("/bin/sh", "-c", tc.writes+"; echo y >> src/b.txt")
+			cmd.Dir = r.work
+			serr, werr, out := stageRun(t, p, cmd, nil)
+			if serr != nil {
+				t.Fatalf("Started: %v\n%s", serr, out)
+			}
+			if werr != nil {
+				t.Fatalf("the command: %v\n%s", werr, out)
+			}
+			if n := strings.Count(out, "ead-only file system"); n != 2 {
+				t.Errorf("the command said %q, want %s refused (read-only file system)", out, tc.refused)
+			}
+			tc.check(t, r.work)
+			if b, _ := os.ReadFile(r.work + "/src/b.txt"); string(b) != "by\n" {
+				t.Errorf("src/b.txt = %q, want the run's line appended", b)
+			}
+		})
 	}
 }

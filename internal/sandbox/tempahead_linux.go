@@ -5,9 +5,10 @@ import (
 	"io"
 	"os"
 	"path/filepath"
-	"sync"
 	"syscall"
 	"time"
+
+	"github.com/clinvoke/clinvoke/internal/ahead"
 )
 
 // A run's private temporary directory is made ahead, off the start path:
@@ -27,39 +28,33 @@ import (
 // later program's sweep removes it if this one dies), used by one run
 // only. It is taken only if it is still a directory of this user's, mode
 // 0700, in the temporary directory in force when it is taken, and empty;
-// else it is removed and a new one made. It is removed once no run has
-// taken it for tempIdle.
+// else it is removed and a new one made. It is removed once tempIdle has
+// passed with no NewTemp and no MakeTempAhead (internal/ahead's Pool).
 
 // tempIdle is how long a directory made ahead waits for a run.
 const tempIdle = 30 * time.Second
 
 // tempPool holds the directory made ahead.
-var tempPool struct {
-	mu      sync.Mutex
-	ready   string         // made ahead, not taken; "" if none
-	at      time.Time      // when ready was made
-	filling bool           // a goroutine is making it
-	news    int            // the NewTemps of this process, up to 2
-	idle    *time.Timer    // removes ready (drainTemp)
-	made    sync.WaitGroup // the goroutines making it
+var tempPool = newTempPool()
+
+// newTempPool returns a pool that makes one directory ahead.
+func newTempPool() *ahead.Pool[string] {
+	return ahead.New(ahead.Config[string]{
+		Size: 1,
+		Idle: tempIdle,
+		Make: func() (string, error) {
+			sweepOnce.Do(sweepTemps)
+			return os.MkdirTemp("", tempPrefix+tempOwner())
+		},
+		Check:   tempFits,
+		Release: func(dir string) { os.RemoveAll(dir) },
+	})
 }
 
 // takeTemp returns the directory made ahead, or "" when there is none that
 // may be taken.
 func takeTemp() string {
-	p := &tempPool
-	p.mu.Lock()
-	p.news = min(p.news+1, 2)
-	dir := p.ready
-	p.ready = ""
-	p.mu.Unlock()
-	if dir == "" {
-		return ""
-	}
-	if !tempFits(dir) {
-		os.RemoveAll(dir)
-		return ""
-	}
+	dir, _ := tempPool.Take()
 	return dir
 }
 
@@ -87,67 +82,11 @@ func tempFits(dir string) bool {
 // NewTemp takes, unless there is one or a goroutine is at it already.
 // Call it once a run's root has started, so that the mkdir does not
 // compete with that start.
-func MakeTempAhead() {
-	p := &tempPool
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	if p.filling || p.ready != "" || p.news < 2 {
-		return
-	}
-	p.filling = true
-	p.made.Add(1)
-	go fillTemp()
-}
+func MakeTempAhead() { tempPool.Fill() }
 
-// fillTemp makes the directory ahead and keeps it until a run takes it
-// or tempIdle passes.
-func fillTemp() {
-	defer tempPool.made.Done()
-	sweepOnce.Do(sweepTemps)
-	dir, err := os.MkdirTemp("", tempPrefix+tempOwner())
-	p := &tempPool
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	p.filling = false
-	if err != nil {
-		return
-	}
-	if p.ready != "" {
-		os.RemoveAll(dir)
-		return
-	}
-	p.ready, p.at = dir, time.Now()
-	if p.idle == nil {
-		p.idle = time.AfterFunc(tempIdle, idleTemp)
-	} else {
-		p.idle.Reset(tempIdle)
-	}
-}
-
-// drainTemp removes the directory made ahead that no run took.
-func drainTemp() { dropTemp(true) }
-
-// idleTemp, the idle timer's function, is drainTemp unless a directory
-// was made again since the timer was set (the timer, reset, fires again).
-func idleTemp() { dropTemp(false) }
-
-// dropTemp removes the directory made ahead: always, or where it has
-// waited tempIdle.
-func dropTemp(always bool) {
-	p := &tempPool
-	p.mu.Lock()
-	dir := p.ready
-	if !always && time.Since(p.at) < tempIdle {
-		dir = ""
-	}
-	if dir != "" {
-		p.ready = ""
-	}
-	p.mu.Unlock()
-	if dir != "" {
-		os.RemoveAll(dir)
-	}
-}
+// drainTemp removes the directory made ahead that no run took, once the
+// goroutine making it, if any, is done.
+func drainTemp() { tempPool.Settle() }
 
 // ownedByMe reports whether fi is of a file this process's user owns.
 func ownedByMe(fi os.FileInfo) bool {

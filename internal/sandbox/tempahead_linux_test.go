@@ -14,17 +14,15 @@ func madeAhead(t *testing.T) string {
 	t.Helper()
 	drainTemp()
 	t.Setenv("TMPDIR", t.TempDir())
-	tempPool.mu.Lock()
-	tempPool.news = 2 // runs follow each other
-	tempPool.mu.Unlock()
+	takeTemp() // runs follow each other: two taken, none kept
+	takeTemp()
 	MakeTempAhead()
-	tempPool.made.Wait()
-	tempPool.mu.Lock()
-	dir := tempPool.ready
-	tempPool.mu.Unlock()
-	if dir == "" {
-		t.Fatal("MakeTempAhead made no directory")
+	tempPool.Wait()
+	kept := tempPool.Kept()
+	if len(kept) != 1 {
+		t.Fatalf("MakeTempAhead made %v, want one directory", kept)
 	}
+	dir := kept[0]
 	t.Cleanup(drainTemp)
 	return dir
 }
@@ -147,7 +145,7 @@ func BenchmarkNewTemp(b *testing.B) {
 				if ahead {
 					b.StopTimer()
 					MakeTempAhead()
-					tempPool.made.Wait()
+					tempPool.Wait()
 					b.StartTimer()
 				}
 				dir, remove, err := NewTemp()
@@ -170,11 +168,9 @@ func TestTempAheadOnceRunsFollow(t *testing.T) {
 	drainTemp()
 	t.Setenv("TMPDIR", t.TempDir())
 	t.Cleanup(drainTemp)
-	tempPool.mu.Lock()
-	saved := tempPool.news
-	tempPool.news = 0
-	tempPool.mu.Unlock()
-	t.Cleanup(func() { tempPool.mu.Lock(); tempPool.news = saved; tempPool.mu.Unlock() })
+	saved := tempPool
+	tempPool = newTempPool() // the process's first run
+	t.Cleanup(func() { tempPool.Close(); tempPool = saved })
 	for run, want := range []bool{false, true} {
 		_, remove, err := NewTemp()
 		if err != nil {
@@ -182,10 +178,8 @@ func TestTempAheadOnceRunsFollow(t *testing.T) {
 		}
 		defer remove()
 		MakeTempAhead()
-		tempPool.made.Wait()
-		tempPool.mu.Lock()
-		made := tempPool.ready != ""
-		tempPool.mu.Unlock()
+		tempPool.Wait()
+		made := len(tempPool.Kept()) != 0
 		if made != want {
 			t.Errorf("run %d: a directory made ahead: %v, want %v", run+1, made, want)
 		}

@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/clinvoke/clinvoke/internal/ahead"
 	"github.com/clinvoke/clinvoke/internal/testkit/fakeagent"
 	"github.com/clinvoke/clinvoke/invoker"
 )
@@ -360,6 +361,10 @@ func TestLimitsOutOfDescriptors(t *testing.T) {
 	if err := syscall.Getrlimit(syscall.RLIMIT_NOFILE, &lim); err != nil {
 		t.Fatal(err)
 	}
+	// The pools of what is made ahead (a run's TMPDIR, its network
+	// namespace) are emptied and their idle timers stopped: a release in
+	// the instant the limit is lowered would free descriptors for the run.
+	ahead.SettleAll()
 	ents, err := os.ReadDir("/proc/self/fd")
 	if err != nil {
 		t.Fatal(err)

@@ -55,25 +55,35 @@ func appendPids(pids []int32, path string) []int32 {
 	return pids
 }
 
+// unheld is the held descriptor of readSmall and readInt for a file that
+// is not held open: they open it.
+const unheld = -1
+
 // readSmall reads a small file (a cgroup or /proc file) with one read into
-// a buffer of 4 KiB, without the stat that os.ReadFile makes.
-func readSmall(path string) ([]byte, error) {
-	fd, err := unix.Open(path, unix.O_RDONLY|unix.O_CLOEXEC, 0)
-	if err != nil {
-		return nil, &fs.PathError{Op: "open", Path: path, Err: err}
+// a buffer of 4 KiB, without the stat that os.ReadFile makes. held is a
+// descriptor of path opened ahead (see Tree.Prepare), read from its start
+// with a pread, or unheld: then path is opened for the read and closed.
+func readSmall(path string, held int) ([]byte, error) {
+	fd := held
+	if held < 0 {
+		var err error
+		if fd, err = unix.Open(path, unix.O_RDONLY|unix.O_CLOEXEC, 0); err != nil {
+			return nil, &fs.PathError{Op: "open", Path: path, Err: err}
+		}
+		defer unix.Close(fd)
 	}
-	defer unix.Close(fd)
 	buf := make([]byte, 4096)
-	n, err := unix.Read(fd, buf)
+	n, err := unix.Pread(fd, buf, 0)
 	if err != nil {
 		return nil, &fs.PathError{Op: "read", Path: path, Err: err}
 	}
 	return buf[:n], nil
 }
 
-// readInt reads a file holding one number ("max" reads as -1).
-func readInt(path string) (int64, error) {
-	b, err := readSmall(path)
+// readInt reads a file holding one number ("max" reads as -1), through
+// held as readSmall does.
+func readInt(path string, held int) (int64, error) {
+	b, err := readSmall(path, held)
 	if err != nil {
 		return 0, err
 	}

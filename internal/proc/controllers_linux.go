@@ -72,7 +72,7 @@ func parseControllers(b []byte) ctlSet {
 // readControllers reads the controllers of a cgroup.controllers or
 // cgroup.subtree_control file (none if it cannot be read).
 func readControllers(path string) ctlSet {
-	b, err := readSmall(path)
+	b, err := readSmall(path, unheld)
 	if err != nil {
 		return 0
 	}

@@ -8,10 +8,15 @@ import (
 	"time"
 )
 
+// cpuStat is a v2 cgroup's file of CPU time, a core file (there without
+// the cpu controller).
+const cpuStat = "cpu.stat"
+
 // cpuUsage reads the CPU time a v2 cgroup's processes used, in
-// microseconds (cpu.stat usage_usec).
-func cpuUsage(dir string) (int64, error) {
-	b, err := readSmall(filepath.Join(dir, "cpu.stat"))
+// microseconds, from its cpu.stat file (usage_usec), through held as
+// readSmall does.
+func cpuUsage(file string, held int) (int64, error) {
+	b, err := readSmall(file, held)
 	if err != nil {
 		return 0, err
 	}
@@ -72,9 +77,11 @@ func (cpuController) events(ctlSet, *v1Run) figure { return nil }
 type cpuV2 struct{ counters }
 
 func (cpuV2) read(a *acct, r *reading) {
-	if b, err := a.readSmall(filepath.Join(a.v2, "cpu.stat")); err == nil {
-		us := keyed(b, "usage_usec")
-		r.u.CPU = time.Duration(us-a.cpuBase) * time.Microsecond
+	file := filepath.Join(a.v2, cpuStat)
+	if held, err := a.fd(file); err == nil {
+		if us, err := cpuUsage(file, held); err == nil {
+			r.u.CPU = time.Duration(us-a.cpuBase) * time.Microsecond
+		}
 	}
 }
 

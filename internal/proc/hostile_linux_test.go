@@ -305,7 +305,7 @@ func homeMemory(t *testing.T, r *run) int64 {
 	case r.tree.sys.cg != nil:
 		file = filepath.Join(r.tree.sys.cg.home.dir, "memory.current")
 	}
-	n, err := readInt(file)
+	n, err := readInt(file, unheld)
 	if err != nil {
 		t.Fatal(err)
 	}

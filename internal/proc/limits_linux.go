@@ -379,13 +379,13 @@ func processLimits() []string {
 		out = append(out, s)
 	}
 	if own, err := ownCgroup(); err == nil {
-		if b, err := readSmall(filepath.Join(own, "pids.max")); err == nil {
+		if b, err := readSmall(filepath.Join(own, "pids.max"), unheld); err == nil {
 			out = append(out, fmt.Sprintf("the host's cgroup %s has pids.max %s", own, strings.TrimSpace(string(b))))
 		}
 	}
 	if v1 := v1IfOpen(); v1 != nil {
 		if x, err := v1.usable(v1Pids); err == nil {
-			if b, err := readSmall(filepath.Join(x.own, "pids.max")); err == nil && strings.TrimSpace(string(b)) != "max" {
+			if b, err := readSmall(filepath.Join(x.own, "pids.max"), unheld); err == nil && strings.TrimSpace(string(b)) != "max" {
 				out = append(out, fmt.Sprintf("%s has pids.max %s", x.own, strings.TrimSpace(string(b))))
 			}
 		}

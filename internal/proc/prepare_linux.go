@@ -4,7 +4,6 @@ package proc
 
 import (
 	"errors"
-	"io/fs"
 	"path/filepath"
 	"sync/atomic"
 
@@ -103,40 +102,42 @@ func (a *acct) prepare() {
 // errHeld is what a figure's read gets while prepare opens its file.
 var errHeld = errors.New("proc: file opened ahead, not read")
 
-// readSmall is readSmall for the figures: through the file's descriptor
-// if prepare opened it; while prepare walks the reads, it opens the file
-// to keep and reads nothing (errHeld). a.mu is held.
-func (a *acct) readSmall(path string) ([]byte, error) {
+// fd returns the descriptor a figure reads path through: the one prepare
+// opened, or unheld. While prepare walks the reads it opens path to keep
+// instead, if it can, and returns errHeld: the figure reads nothing. a.mu
+// is held.
+func (a *acct) fd(path string) (int, error) {
 	fd, ok := a.held[path]
-	if !ok || a.holding {
-		if !a.holding {
-			return readSmall(path)
+	if a.holding {
+		if !ok {
+			if fd, err := unix.Open(path, unix.O_RDONLY|unix.O_CLOEXEC, 0); err == nil {
+				a.held[path] = fd
+			}
 		}
-		if ok {
-			return nil, errHeld
-		}
-		var err error
-		if fd, err = unix.Open(path, unix.O_RDONLY|unix.O_CLOEXEC, 0); err != nil {
-			return nil, &fs.PathError{Op: "open", Path: path, Err: err}
-		}
-		a.held[path] = fd
-		return nil, errHeld
+		return unheld, errHeld
 	}
-	buf := make([]byte, 4096)
-	n, err := unix.Pread(fd, buf, 0)
-	if err != nil {
-		return nil, &fs.PathError{Op: "read", Path: path, Err: err}
+	if !ok {
+		return unheld, nil
 	}
-	return buf[:n], nil
+	return fd, nil
 }
 
-// readInt is readInt through readSmall.
+// readSmall is readSmall for the figures, through fd.
+func (a *acct) readSmall(path string) ([]byte, error) {
+	held, err := a.fd(path)
+	if err != nil {
+		return nil, err
+	}
+	return readSmall(path, held)
+}
+
+// readInt is readInt for the figures, through fd.
 func (a *acct) readInt(path string) (int64, error) {
-	b, err := a.readSmall(path)
+	held, err := a.fd(path)
 	if err != nil {
 		return 0, err
 	}
-	return parseInt(b)
+	return readInt(path, held)
 }
 
 // closeHeld closes the files prepare opened; a.mu is held.

@@ -5,6 +5,7 @@ package proc
 import (
 	"fmt"
 	"os"
+	"path/filepath"
 	"syscall"
 	"time"
 
@@ -62,7 +63,7 @@ func (c *runCgroup) cpuBase(plan limitPlan) int64 {
 	if !c.reused || plan.cpu != srcV2 || !plan.any() {
 		return 0
 	}
-	us, _ := cpuUsage(c.dir)
+	us, _ := cpuUsage(filepath.Join(c.dir, cpuStat), unheld)
 	return us
 }
 

@@ -72,34 +72,61 @@ func inspectorRuns(t *testing.T, name string) {
 }
 
 // TestSandboxInspectorMCPServer: a stdio MCP server that a sandboxed run
-// of Codex or Claude Code starts gets the run's NODE_OPTIONS, with the
-// option that keeps node's inspector closed (Codex passes a server only a
-// fixed list of variables, those its env_vars names and its env table,
-// where the codex backend sets NODE_OPTIONS; Claude Code passes
-// its environment); without the sandbox (the control) the server gets no
-// NODE_OPTIONS. (claude-code-acp and codex-acp pass a server none:
-// docs/sandbox.md.) A caller's env_vars override in Codex's ExtraArgs
-// (one a trailing comment ends) reaches the server beside the option.
+// of Codex, Claude Code, claude-code-acp or codex-acp starts gets the
+// run's NODE_OPTIONS, with the option that keeps node's inspector closed,
+// also where only Options.Sandbox asks for the sandbox (Codex passes a
+// server only a fixed list of variables, those its env_vars names and its
+// env table, where the codex backend sets NODE_OPTIONS; Claude Code passes
+// its environment; claude-code-acp its environment but NODE_OPTIONS, and
+// codex-acp nothing of it, beside the env of session/new, where the ACP
+// client sets NODE_OPTIONS); without the sandbox (the control) the server
+// gets no NODE_OPTIONS. A caller's env_vars override in Codex's ExtraArgs (one
+// a trailing comment ends) reaches the server beside the option.
 func TestSandboxInspectorMCPServer(t *testing.T) {
-	forEachRig(t, []cli{*cliNamed("codex"), *cliNamed("claude")}, func(t *testing.T, r *rig) {
-		w := twoWayOf(t, r.cli.name)
+	agents := []cli{*cliNamed("codex"), *cliNamed("claude")}
+	for _, a := range acpAgents {
+		if a.name == "claude-code-acp" || a.name == "codex-acp" {
+			agents = append(agents, a)
+		}
+	}
+	// passes: the CLIs that pass their own environment on to a stdio
+	// server (CLINVOKE_E2E_PASSED, set in the request's Env).
+	passes := map[string]bool{"claude": true, "claude-code-acp": true}
+	forEachRig(t, agents, func(t *testing.T, r *rig) {
+		tools := r.cli.name
+		if n, ok := acpToolCLI[tools]; ok {
+			tools = n
+		}
+		w := twoWayOf(t, tools)
 		self, err := os.Executable()
 		if err != nil {
 			t.Fatal(err)
 		}
 		type tcase struct {
 			name    string
+			opts    invoker.Sandbox // Options.Sandbox
 			sb      invoker.Sandbox
 			inside  bool
 			envVars bool // the caller's env_vars names CLINVOKE_E2E_PASSED
 		}
 		on := invoker.Sandbox{Mode: "required", Network: []string{"none"}}
-		cases := []tcase{{"network", on, true, false}, {"nosandbox", invoker.Sandbox{}, false, false}}
+		cases := []tcase{
+			{"network", invoker.Sandbox{}, on, true, false},
+			{"options", on, invoker.Sandbox{}, true, false},
+			{"nosandbox", invoker.Sandbox{}, invoker.Sandbox{}, false, false},
+		}
 		if r.cli.name == "codex" {
-			cases = append(cases, tcase{"network_env_vars", on, true, true})
+			cases = append(cases, tcase{"network_env_vars", invoker.Sandbox{}, on, true, true})
 		}
 		for _, c := range cases {
 			t.Run(c.name, func(t *testing.T) {
+				r := r
+				if c.opts.Mode != "" {
+					rr := *r
+					rr.opts.Sandbox = c.opts
+					rr.inv = r.cli.new(rr.opts)
+					r = &rr
+				}
 				r.srv.Enqueue(w.call("ext", "nodeoptions", map[string]any{}), fakemodel.EchoToolResult("after: "))
 				req := r.request("what does the server see?")
 				req.Permission, req.Sandbox = invoker.Unlimited, c.sb
@@ -126,9 +153,10 @@ func TestSandboxInspectorMCPServer(t *testing.T) {
 				if got := strings.Contains(res.Text, sandbox.NodeInspectorOff); got != c.inside {
 					t.Errorf("answer %q: the server's NODE_OPTIONS holds %s: %v, want %v", res.Text, sandbox.NodeInspectorOff, got, c.inside)
 				}
-				// Claude Code passes its environment on; Codex only
-				// what env_vars names (the controls: its other cases).
-				if got := strings.Contains(res.Text, `passed="yes"`); got != (c.envVars || r.cli.name == "claude") {
+				// Claude Code and claude-code-acp pass their environment
+				// on; Codex only what env_vars names (the controls: its
+				// other cases); codex-acp what session/new's env holds.
+				if got := strings.Contains(res.Text, `passed="yes"`); got != (c.envVars || passes[r.cli.name]) {
 					t.Errorf("answer %q: the server got CLINVOKE_E2E_PASSED: %v", res.Text, got)
 				}
 			})

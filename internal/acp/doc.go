@@ -43,9 +43,11 @@
 //
 // The request's MCP servers are sent with session/new: a command as a stdio
 // server, a URL as an http server with its headers, which needs the agent's
-// mcpCapabilities.http. Their tools are trusted: a request for permission
-// for one is allowed at every level (for the rest of the session, with no
-// callback), or goes to the callback as an "mcp_tool". A call is such a
+// mcpCapabilities.http; under the kernel's sandbox a stdio server's env
+// sets NODE_OPTIONS with the inspector option (mcp.go). Their tools are
+// trusted: a request for permission for one is allowed at every level
+// (for the rest of the session, with no callback), or goes to the
+// callback as an "mcp_tool". A call is such a
 // tool only when fields the agent makes prove it (servers.go), never by
 // its title, which the model writes.
 //

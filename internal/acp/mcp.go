@@ -6,8 +6,13 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/clinvoke/clinvoke/internal/sandbox"
 	"github.com/clinvoke/clinvoke/invoker"
 )
+
+// nodeOptions is the variable that carries a sandboxed run's inspector
+// option to a stdio server's node processes (mcpServers).
+const nodeOptions = "NODE_OPTIONS"
 
 // mcpServers returns the request's MCP servers as session/new and
 // session/load take them: a stdio server as {name, command, args, env},
@@ -16,15 +21,32 @@ import (
 // to advertise agentCapabilities.mcpCapabilities.http; a Go server must
 // have been given a URL by the engine (it keeps its Server, whose tools
 // the protocol reads).
+//
+// Where the kernel holds the run (the engine's Sandbox Mode "required"),
+// every stdio server's env sets NODE_OPTIONS with the option that keeps
+// node's inspector closed to a SIGUSR1 from a command
+// (sandbox.NodeOptions): after the server's own options where its Env sets
+// NODE_OPTIONS, else after the options of the agent's environment, which
+// the run's own NODE_OPTIONS starts with. An agent may start a server with
+// the variables of its env only (claude-code-acp 0.16.2 and codex-acp
+// 0.16.0 gave theirs no NODE_OPTIONS), or drop NODE_OPTIONS from what it
+// passes on (Gemini CLI 0.61.0 where GITHUB_SHA is set).
 func (p *Protocol) mcpServers() ([]any, error) {
 	servers := []any{}
 	for _, s := range p.req.MCPServers {
 		switch {
 		case s.Command != "":
 			env := []map[string]string{}
+			own := false
 			for _, kv := range s.Env {
 				k, v, _ := strings.Cut(kv, "=")
+				if k == nodeOptions && p.sandboxed() {
+					v, own = sandbox.NodeOptions(v), true
+				}
 				env = append(env, map[string]string{"name": k, "value": v})
+			}
+			if p.sandboxed() && !own {
+				env = append(env, map[string]string{"name": nodeOptions, "value": sandbox.NodeOptions(envValue(p.req.Env, nodeOptions))})
 			}
 			args := s.Args
 			if args == nil {
@@ -47,4 +69,21 @@ func (p *Protocol) mcpServers() ([]any, error) {
 		}
 	}
 	return servers, nil
+}
+
+// sandboxed reports whether the kernel holds the session's run: the
+// engine gives every backend the sandbox its check decided, Mode
+// "required" where the kernel holds the run and "off" where it does not
+// (driver.Backend.Command).
+func (p *Protocol) sandboxed() bool { return p.req.Sandbox.Mode == "required" }
+
+// envValue returns the value of key's first entry in env (as getenv reads
+// it), or "".
+func envValue(env []string, key string) string {
+	for _, kv := range env {
+		if k, v, ok := strings.Cut(kv, "="); ok && k == key {
+			return v
+		}
+	}
+	return ""
 }

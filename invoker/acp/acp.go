@@ -81,10 +81,13 @@
 // an http server ({type "http", name, url, headers}), which needs the
 // agent's mcpCapabilities.http, and a Go server as the URL at which the
 // run serves it on 127.0.0.1, its bearer token in the Authorization
-// header, over standard input. Their tools are trusted at every level:
-// without a callback the agent's question about one (proven as above) is
-// allowed for the rest of the session (its first allow_always option),
-// with one it goes to the callback.
+// header, over standard input. Where the kernel's sandbox holds the run
+// (invoker.Sandbox), a stdio server's env also sets NODE_OPTIONS with the
+// option that keeps node's inspector closed to a command's SIGUSR1, after
+// the server's own options (docs/sandbox.md). Their tools are trusted at
+// every level: without a callback the agent's question about one (proven
+// as above) is allowed for the rest of the session (its first
+// allow_always option), with one it goes to the callback.
 //
 // # Events and results
 //

@@ -13,8 +13,10 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/clinvoke/clinvoke/internal/sandbox"
 	"github.com/clinvoke/clinvoke/internal/testkit/fakeagent"
 	"github.com/clinvoke/clinvoke/invoker"
+	"github.com/clinvoke/clinvoke/invoker/acp"
 )
 
 // envMCPEcho makes the test binary an MCP server on standard input and
@@ -22,8 +24,9 @@ import (
 // TestMCPServers.
 const envMCPEcho = "CLINVOKE_ACP_TEST_MCPECHO"
 
-// mcpEcho serves the tool "echo", which answers "echo: " and its text,
-// on standard input and output until the client goes away.
+// mcpEcho serves the tool "echo", which answers "echo: ", its text and
+// the server's NODE_OPTIONS, on standard input and output until the
+// client goes away.
 func mcpEcho() {
 	s := mcp.NewServer(&mcp.Implementation{Name: "mcpecho", Version: "1"}, nil)
 	type args struct {
@@ -31,7 +34,7 @@ func mcpEcho() {
 	}
 	mcp.AddTool(s, &mcp.Tool{Name: "echo", Description: "Echo the text back."},
 		func(_ context.Context, _ *mcp.CallToolRequest, a args) (*mcp.CallToolResult, any, error) {
-			return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: "echo: " + a.Text}}}, nil, nil
+			return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: "echo: " + a.Text + " node_options=" + os.Getenv("NODE_OPTIONS")}}}, nil, nil
 		})
 	s.Run(context.Background(), &mcp.StdioTransport{})
 }
@@ -193,6 +196,48 @@ func TestMCPServers(t *testing.T) {
 				if len(a.got) != 1 || a.got[0].Kind != "mcp_tool" || string(a.got[0].Tool.Input) != `{"text":"hi"}` {
 					t.Errorf("Approve was asked %v, want one mcp_tool approval with the call's arguments", a.got)
 				}
+			}
+		})
+	}
+}
+
+// TestMCPServerNodeOptions: a stdio server of a run the kernel holds gets
+// the inspector option after its own NODE_OPTIONS, also where only
+// Options.Sandbox asks for the sandbox (the backend sees the sandbox the
+// engine decided, not the request's); without the sandbox it gets its
+// own alone. (The fake agent passes its environment on beneath the
+// server's Env, as Gemini CLI does: the server's own NODE_OPTIONS
+// replaced the run's there.)
+func TestMCPServerNodeOptions(t *testing.T) {
+	t.Parallel()
+	if c := acp.New(fakeAgent(fakeagent.Script{})).Capabilities(); c.Sandbox == "" {
+		if os.Getenv("CI") == "true" {
+			t.Fatalf("Capabilities.Sandbox is empty (%s): CI runs on a kernel with Landlock", c.SandboxNote)
+		}
+		t.Skipf("no sandbox here: %s", c.SandboxNote)
+	}
+	ext := []invoker.MCPServer{{Name: "ext", Command: os.Args[0], Env: []string{envMCPEcho + "=1", "NODE_OPTIONS=--no-warnings"}}}
+	s := fakeagent.Script{CallTool: "ext/echo", ToolArgs: json.RawMessage(`{"text":"hi"}`)}
+	for _, tc := range []struct {
+		name      string
+		opts, req invoker.Sandbox
+		want      string
+	}{
+		{"Options only", invoker.Sandbox{Mode: "required"}, invoker.Sandbox{}, "--no-warnings " + sandbox.NodeInspectorOff},
+		{"request", invoker.Sandbox{}, invoker.Sandbox{Mode: "required"}, "--no-warnings " + sandbox.NodeInspectorOff},
+		{"no sandbox", invoker.Sandbox{}, invoker.Sandbox{}, "--no-warnings"},
+		{"off in the request", invoker.Sandbox{Mode: "required"}, invoker.Sandbox{Mode: "off"}, "--no-warnings"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			opts := quick
+			opts.Sandbox = tc.opts
+			r := invoke(t, s, nil, opts, invoker.Request{Permission: invoker.Unlimited, MCPServers: ext, Sandbox: tc.req})
+			if r.err != nil {
+				t.Fatalf("Invoke() error = %v; stderr: %s", r.err, r.res.Stderr)
+			}
+			if want := "echo: hi node_options=" + tc.want; !strings.HasPrefix(r.res.Text, want) || strings.HasPrefix(r.res.Text, want+" ") {
+				t.Errorf("answer %q, want %q: the server's NODE_OPTIONS", r.res.Text, want)
 			}
 		})
 	}

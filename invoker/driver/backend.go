@@ -41,7 +41,11 @@ type Backend interface {
 
 	// Command returns the arguments, environment and standard input for
 	// req. The engine has already checked the fields it knows (prompt,
-	// workdir, permission, capabilities). An error should wrap
+	// workdir, permission, capabilities). req.Sandbox is the sandbox the
+	// engine decided for the run, with Options.Sandbox merged in: Mode
+	// "required" and the rules in force where the kernel holds the run,
+	// Mode "off" where it does not (the same in the SessionRequest that
+	// SessionCommand and NewSessionProtocol see). An error should wrap
 	// ErrInvalidRequest (see also Unsupported).
 	Command(req *invoker.Request) (*Command, error)
 

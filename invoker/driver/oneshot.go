@@ -37,7 +37,7 @@ type oneShot struct {
 func (e *engine) startOneShot(ctx context.Context, req *invoker.Request, sb sandboxAsk, t *turn, tel *span) error {
 	sb.mcp = req.MCPServers
 	breq := *req
-	breq.Sandbox = sb.backendSandbox(req.Sandbox)
+	breq.Sandbox = sb.backendSandbox()
 	cmd, err := e.b.Command(&breq)
 	if err != nil {
 		return asInvalid(err)

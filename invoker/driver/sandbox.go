@@ -118,14 +118,15 @@ func (a *sandboxAsk) nest(refused string) error {
 // sandbox, and its check found nothing missing.
 func (a sandboxAsk) holds() bool { return a.on() && a.without == nil }
 
-// backendSandbox returns the Sandbox a SandboxNester's backend sees in
-// its request: Mode "required" and the rules in force where the kernel
-// holds the run, Mode "off" where it does not. Other backends see the
-// request's own.
-func (a sandboxAsk) backendSandbox(own invoker.Sandbox) invoker.Sandbox {
-	if !a.nester {
-		return own
-	}
+// backendSandbox returns the Sandbox a backend sees in its request: the
+// one its check decided, not the request's own (which may leave the mode
+// to Options.Sandbox, and cannot say whether the host holds it). It is
+// Mode "required" with the rules in force where the kernel holds the run
+// (a SandboxNester's "none" below Unlimited included), Mode "off" where it
+// does not: so a backend knows what a CLI it configures runs inside (a
+// SandboxNester turns its own sandbox off; an ACP agent's command MCP
+// servers get NODE_OPTIONS).
+func (a sandboxAsk) backendSandbox() invoker.Sandbox {
 	if !a.holds() {
 		return invoker.Sandbox{Mode: sandboxOff}
 	}

@@ -182,7 +182,7 @@ func (s *session) prepare(sb sandboxAsk) (*Command, invoker.SessionRequest, sand
 		guard.addr = tl.host.Addr().(*net.TCPAddr).AddrPort()
 		sb.tools = guard
 	}
-	breq.Sandbox = sb.backendSandbox(breq.Sandbox)
+	breq.Sandbox = sb.backendSandbox()
 	cmd, err := s.e.sessions.SessionCommand(&breq)
 	if err != nil {
 		tl.close()

@@ -161,7 +161,8 @@ type Steerer interface {
 // and MCP servers only) where the host holds the network part; the
 // Request and SessionRequest that its Command, SessionCommand and
 // NewSessionProtocol see then carry Sandbox.Mode "required" and the
-// rules in force, and the backend turns its CLI's own sandbox off. Where
+// rules in force (as every backend's do where the kernel holds the run:
+// see Backend.Command), and the backend turns its CLI's own sandbox off. Where
 // the host holds the filesystem alone, a run that asks for the
 // "available" form runs without the sandbox (Result.Sandbox empty), and
 // one that asks for the "required" form fails with invoker.ErrSandbox

@@ -1,0 +1,234 @@
+//go:build linux
+
+package sandbox
+
+import (
+	"cmp"
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"testing"
+
+	"github.com/clinvoke/clinvoke/internal/workspace"
+)
+
+// benchPolicy is a policy like the driver's for a run in a fresh working
+// directory: the real home hidden, PATH's directories visible.
+func benchPolicy(b testing.TB, level Level) Policy {
+	home, _ := os.UserHomeDir()
+	work := b.TempDir()
+	for _, d := range []string{".git", "src", "docs", "internal", "cmd"} {
+		if err := os.Mkdir(filepath.Join(work, d), 0o755); err != nil {
+			b.Fatal(err)
+		}
+	}
+	for _, f := range []string{"go.mod", "go.sum", "README.md", "Makefile", ".gitignore"} {
+		if err := os.WriteFile(filepath.Join(work, f), nil, 0o644); err != nil {
+			b.Fatal(err)
+		}
+	}
+	p := Policy{
+		Level: level, Workdir: work, Temp: b.TempDir(), Held: workspace.ConfigNames(),
+		Hidden: []string{home}, Private: true,
+		Visible: filepath.SplitList(os.Getenv("PATH")),
+		Named:   []string{"/usr/bin/true", "HOME=" + home, "PATH=" + os.Getenv("PATH")},
+	}
+	return p
+}
+
+// BenchmarkBuild builds the ruleset of a policy like the driver's at
+// each level: fresh (the record dropped before each build), and from the
+// record of the build before, checked first.
+func BenchmarkBuild(b *testing.B) {
+	for _, level := range []Level{ReadOnly, WorkspaceWrite} {
+		for _, reuse := range []bool{false, true} {
+			b.Run(fmt.Sprintf("%s/%s", map[Level]string{ReadOnly: "read-only", WorkspaceWrite: "workspace-write"}[level],
+				map[bool]string{false: "fresh", true: "reused"}[reuse]), func(b *testing.B) {
+				p := benchPolicy(b, level)
+				records.reset()
+				defer records.reset()
+				warm, err := Build(p)
+				if err != nil {
+					b.Fatal(err)
+				}
+				warm.Close()
+				for b.Loop() {
+					if !reuse {
+						b.StopTimer()
+						records.reset()
+						b.StartTimer()
+					}
+					rs, err := Build(p)
+					if err != nil {
+						b.Fatal(err)
+					}
+					if rs.reused != reuse {
+						b.Fatalf("reused = %v; want %v", rs.reused, reuse)
+					}
+					rs.Close()
+				}
+			})
+		}
+	}
+}
+
+// canon returns the rules rs added and what it plans beyond them, in a
+// form that compares equal for equal rulesets.
+func canon(t *testing.T, rs *Ruleset) string {
+	t.Helper()
+	rules := slices.Clone(rs.applied)
+	slices.SortFunc(rules, func(a, b appliedRule) int {
+		return cmp.Or(cmp.Compare(a.dev, b.dev), cmp.Compare(a.ino, b.ino), cmp.Compare(a.access, b.access))
+	})
+	plan := "none"
+	if rs.private != nil {
+		plan = fmt.Sprintf("%+v", *rs.private)
+	}
+	return fmt.Sprintf("rules %v\nplan %s (%s)\nheld %+v\nlinks %+v", slices.Compact(rules), plan, rs.noPriv, rs.held, rs.links)
+}
+
+// openFDs returns how many files this process has open.
+func openFDs(t *testing.T) int {
+	t.Helper()
+	es, err := os.ReadDir("/proc/self/fd")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return len(es)
+}
+
+// TestSandboxRecordReuse: a policy built again, after a change between
+// the builds, gets the rules and the plan a fresh build gets: the record
+// of the first is reused only where nothing it read has changed, and
+// never allows more. The changes are made at once after the first build,
+// within the filesystem's clock tick.
+func TestSandboxRecordReuse(t *testing.T) {
+	must := func(t *testing.T, err error) {
+		t.Helper()
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, tc := range []struct {
+		name   string
+		level  Level
+		setup  func(t *testing.T, r rig, p *Policy)
+		change func(t *testing.T, r rig)
+		reused bool // the second build reuses the first's record
+	}{
+		{name: "nothing changed", level: WorkspaceWrite, change: func(*testing.T, rig) {}, reused: true},
+		{name: "nothing changed, read-only", level: ReadOnly, change: func(*testing.T, rig) {}, reused: true},
+		{name: "nothing changed, unlimited", level: Unlimited, change: func(*testing.T, rig) {}, reused: true},
+		{name: "a file written in an entry", level: WorkspaceWrite, change: func(t *testing.T, r rig) {
+			must(t, os.WriteFile(r.work+"/src/c.txt", []byte("c"), 0o644))
+		}, reused: true},
+		{name: "a new top-level entry", level: WorkspaceWrite, change: func(t *testing.T, r rig) {
+			must(t, os.WriteFile(r.work+"/new.txt", nil, 0o644))
+		}},
+		{name: "a held name made", level: WorkspaceWrite, change: func(t *testing.T, r rig) {
+			must(t, os.WriteFile(r.work+"/.mcp.json", []byte("{}"), 0o644))
+		}},
+		{name: "an entry renamed to a held name", level: WorkspaceWrite, change: func(t *testing.T, r rig) {
+			must(t, os.Remove(r.work+"/.env"))
+			must(t, os.Rename(r.work+"/a.txt", r.work+"/.env"))
+			must(t, os.WriteFile(r.work+"/a.txt", nil, 0o644))
+		}},
+		{name: "a settings file replaced by a link", level: ReadOnly, change: func(t *testing.T, r rig) {
+			must(t, os.Remove(r.home+"/.codex/config.toml"))
+			must(t, os.Symlink(r.work+"/a.txt", r.home+"/.codex/config.toml"))
+		}},
+		{name: "a held link retargeted", level: WorkspaceWrite, setup: func(t *testing.T, r rig, _ *Policy) {
+			must(t, os.Remove(r.work+"/.env"))
+			must(t, os.Symlink("a.txt", r.work+"/.env"))
+		}, change: func(t *testing.T, r rig) {
+			must(t, os.Remove(r.work+"/.env"))
+			must(t, os.Symlink("src/b.txt", r.work+"/.env"))
+		}, reused: true}, // the held names' chains are followed for each build
+		{name: "an entry renamed away and another made under its name", level: WorkspaceWrite, change: func(t *testing.T, r rig) {
+			must(t, os.Rename(r.work+"/src", r.home+"/src-old")) // the home is never listed
+			must(t, os.Mkdir(r.work+"/src", 0o755))
+		}},
+		{name: "a directory entry replaced by a file", level: WorkspaceWrite, change: func(t *testing.T, r rig) {
+			must(t, os.Rename(r.work+"/src", r.root+"/src-old"))
+			must(t, os.WriteFile(r.work+"/src", nil, 0o644))
+		}},
+		{name: "an entry replaced by a link out", level: WorkspaceWrite, change: func(t *testing.T, r rig) {
+			must(t, os.Rename(r.work+"/src", r.root+"/src-old"))
+			must(t, os.Symlink(r.home+"/.ssh", r.work+"/src"))
+		}},
+		{name: "a new entry above the hidden home", level: ReadOnly, change: func(t *testing.T, r rig) {
+			must(t, os.Mkdir(r.root+"/new", 0o755))
+		}},
+		{name: "an entry above the hidden home renamed and remade", level: ReadOnly, change: func(t *testing.T, r rig) {
+			must(t, os.Rename(r.work, r.home+"/work-old"))
+			must(t, os.Mkdir(r.work, 0o755))
+		}},
+		{name: "a new directory in the home", level: ReadOnly, change: func(t *testing.T, r rig) {
+			must(t, os.Mkdir(r.home+"/.aws", 0o700))
+		}, reused: true}, // dark: never listed
+		{name: "a new entry in a top", level: ReadOnly, change: func(t *testing.T, r rig) {
+			must(t, os.Mkdir(r.home+"/.codex/log", 0o700))
+		}},
+		{name: "a hidden path appearing", level: ReadOnly, setup: func(t *testing.T, r rig, p *Policy) {
+			p.Hidden = append(p.Hidden, r.root+"/secrets/keys")
+		}, change: func(t *testing.T, r rig) {
+			must(t, os.MkdirAll(r.root+"/secrets/keys", 0o700))
+		}},
+		{name: "a hidden path appearing as a link", level: ReadOnly, setup: func(t *testing.T, r rig, p *Policy) {
+			p.Hidden = append(p.Hidden, r.root+"/keys")
+		}, change: func(t *testing.T, r rig) {
+			must(t, os.Symlink(r.work+"/src", r.root+"/keys"))
+		}},
+		{name: "a writable path made", level: ReadOnly, setup: func(t *testing.T, r rig, p *Policy) {
+			p.Writable = append(p.Writable, r.home+"/.cache")
+		}, change: func(t *testing.T, r rig) {
+			must(t, os.Mkdir(r.home+"/.cache", 0o700))
+		}},
+		{name: "a visible link retargeted", level: ReadOnly, setup: func(t *testing.T, r rig, p *Policy) {
+			must(t, os.Symlink(r.home+"/.codex", r.home+"/bin"))
+			p.Visible = append(p.Visible, r.home+"/bin")
+		}, change: func(t *testing.T, r rig) {
+			must(t, os.Remove(r.home+"/bin"))
+			must(t, os.Symlink(r.home+"/.ssh", r.home+"/bin"))
+		}},
+		{name: "a temporary directory beneath the hidden home", level: ReadOnly, setup: func(t *testing.T, r rig, p *Policy) {
+			p.Temp = r.home + "/tmp"
+			must(t, os.Mkdir(p.Temp, 0o700))
+		}, change: func(*testing.T, rig) {}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			records.reset()
+			fds := openFDs(t)
+			r := newRig(t)
+			p := r.policy(tc.level)
+			p.Private, p.Settings = true, []string{r.home + "/.codex/config.toml"}
+			if tc.setup != nil {
+				tc.setup(t, r, &p)
+			}
+			first, err := Build(p)
+			must(t, err)
+			first.Close()
+			tc.change(t, r)
+			second, err := Build(p)
+			must(t, err)
+			defer second.Close()
+			records.reset()
+			fresh, err := Build(p)
+			must(t, err)
+			defer fresh.Close()
+			if second.reused != tc.reused || fresh.reused {
+				t.Errorf("reused = %v, fresh %v; want %v, false", second.reused, fresh.reused, tc.reused)
+			}
+			if got, want := canon(t, second), canon(t, fresh); got != want {
+				t.Errorf("the second build differs from a fresh one:\n%s\nwant\n%s", got, want)
+			}
+			records.reset()
+			second.Close()
+			fresh.Close()
+			if n := openFDs(t); n != fds {
+				t.Errorf("%d files open after the builds, %d before", n, fds)
+			}
+		})
+	}
+}

@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"sync"
 	"testing"
 	"time"
 
@@ -86,6 +87,21 @@ func canon(t *testing.T, rs *Ruleset) string {
 		plan = fmt.Sprintf("%+v", *rs.private)
 	}
 	return fmt.Sprintf("rules %v\nplan %s (%s)\nheld %+v\nlinks %+v", slices.Compact(rules), plan, rs.noPriv, rs.held, rs.links)
+}
+
+// quietRig is newRig beneath a directory of /dev/shm rather than the
+// host's temporary directory: the directories above a rig's hidden home
+// are listed by each build, and /tmp (or /var/tmp), where other programs
+// come and go, would differ between two builds made to be compared.
+func quietRig(t *testing.T) rig {
+	t.Helper()
+	dir, err := os.MkdirTemp("/dev/shm", "clinvoke-records-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(dir) })
+	t.Setenv("TMPDIR", dir)
+	return newRig(t)
 }
 
 // openFDs returns how many files this process has open.
@@ -200,7 +216,7 @@ func TestSandboxRecordReuse(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			records.reset()
 			fds := openFDs(t)
-			r := newRig(t)
+			r := quietRig(t)
 			p := r.policy(tc.level)
 			p.Private, p.Settings = true, []string{r.home + "/.codex/config.toml"}
 			if tc.setup != nil {
@@ -230,5 +246,74 @@ func TestSandboxRecordReuse(t *testing.T) {
 				t.Errorf("%d files open after the builds, %d before", n, fds)
 			}
 		})
+	}
+}
+
+// TestSandboxRecordConcurrent: builds of more policies than are kept, run
+// at once, each get the rules of a fresh build of their policy, while
+// records are dropped under builds that use them; at most maxRecords are
+// kept, and none leaves a file open once they are dropped.
+func TestSandboxRecordConcurrent(t *testing.T) {
+	records.reset()
+	fds := openFDs(t)
+	var policies []Policy
+	for i := range maxRecords + 2 {
+		r := quietRig(t)
+		policies = append(policies, r.policy(Level(i%2))) // ReadOnly and WorkspaceWrite
+	}
+	var want []string
+	for _, p := range policies {
+		records.reset()
+		rs, err := Build(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		want = append(want, canon(t, rs))
+		rs.Close()
+	}
+	var wg sync.WaitGroup
+	errs := make(chan string, 8*20)
+	reused := make(chan bool, 8*20)
+	for g := range 8 {
+		wg.Go(func() {
+			for i := range 20 {
+				k := (g + i) % len(policies)
+				rs, err := Build(policies[k])
+				if err != nil {
+					errs <- err.Error()
+					return
+				}
+				if got := canon(t, rs); got != want[k] {
+					errs <- fmt.Sprintf("policy %d:\n%s\nwant\n%s", k, got, want[k])
+				}
+				reused <- rs.reused
+				rs.Close()
+			}
+		})
+	}
+	wg.Wait()
+	close(errs)
+	close(reused)
+	for e := range errs {
+		t.Error(e)
+	}
+	n := 0
+	for r := range reused {
+		if r {
+			n++
+		}
+	}
+	if n == 0 {
+		t.Error("no build reused a record")
+	}
+	records.mu.Lock()
+	kept := len(records.entries)
+	records.mu.Unlock()
+	if kept > maxRecords {
+		t.Errorf("%d records kept; want at most %d", kept, maxRecords)
+	}
+	records.reset()
+	if got := openFDs(t); got != fds {
+		t.Errorf("%d files open after the builds, %d before", got, fds)
 	}
 }

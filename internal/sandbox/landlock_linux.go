@@ -34,14 +34,16 @@ type Ruleset struct {
 	fd int
 	rt rights
 
-	private *privatePlan // nil without private roots
-	noPriv  string       // why there are none
-	later   *Policy      // planned by PrivatePlan only: this process cannot make them
-	chains  []chain      // with later, its settings files followed
-	links   []Link       // the settings files that link into hidden paths
-	held    []chain      // the held names of the working directory that are links
-	ran     bool         // Restrict ran
-	ns      *os.File     // the private roots' mount namespace, held (see Namespace)
+	private *privatePlan  // nil without private roots
+	noPriv  string        // why there are none
+	later   *Policy       // planned by PrivatePlan only: this process cannot make them
+	chains  []chain       // with later, its settings files followed
+	links   []Link        // the settings files that link into hidden paths
+	held    []chain       // the held names of the working directory that are links
+	applied []appliedRule // the rules added, in order
+	reused  bool          // built from a cached record (rulecache_linux.go)
+	ran     bool          // Restrict ran
+	ns      *os.File      // the private roots' mount namespace, held (see Namespace)
 }
 
 // Restrict applies r to the calling OS thread, which must be locked to its
@@ -187,10 +189,11 @@ func Build(p Policy) (*Ruleset, error) {
 	}
 	r := &Ruleset{fd: int(fd), rt: rt}
 	b := builder{fd: int(fd), rt: rt}
-	if err := b.policy(p); err != nil {
+	if err := b.cached(p, abi); err != nil {
 		r.Close()
 		return nil, err
 	}
+	r.applied, r.reused = b.applied, b.reused
 	chains := followSettings(p.Settings)
 	r.links = hiddenLinks(p, chains)
 	r.held = followHeld(p)
@@ -258,10 +261,39 @@ func unheldNames(held []chain) []string {
 type builder struct {
 	fd int
 	rt rights
+
+	rec     *ruleRecord   // where the paths it reads are recorded, or nil
+	applied []appliedRule // the rules it added
+	reused  bool          // it added a cached record's rules
 }
 
-func (b *builder) policy(p Policy) error {
-	hidden, visible := sight(p, false)
+// An appliedRule is one rule added to a ruleset: the file's identity and
+// the access it was allowed.
+type appliedRule struct {
+	dev, ino, access uint64
+}
+
+// policy adds the rules of p to b: fixed's, and the run's temporary
+// directory.
+func (b *builder) policy(p Policy, hidden, visible []string) error {
+	if err := b.fixed(p, hidden, visible); err != nil {
+		return err
+	}
+	return b.temp(p)
+}
+
+// temp allows everything on p's temporary directory, below Unlimited: the
+// one rule that differs from run to run.
+func (b *builder) temp(p Policy) error {
+	if p.Level == Unlimited {
+		return nil
+	}
+	return b.add(p.Temp, b.rt.all, false)
+}
+
+// fixed adds the rules of p but its temporary directory's, with hidden and
+// visible as sight finds them.
+func (b *builder) fixed(p Policy, hidden, visible []string) error {
 	if p.Level == Unlimited {
 		// Writes everywhere reads are allowed.
 		return b.reads(hidden, visible, b.rt.all)
@@ -273,9 +305,6 @@ func (b *builder) policy(p Policy) error {
 		if err := b.add(d, b.rt.all, true); err != nil {
 			return err
 		}
-	}
-	if err := b.add(p.Temp, b.rt.all, false); err != nil {
-		return err
 	}
 	for _, d := range p.Writable {
 		if err := b.add(d, b.rt.all, true); err != nil {
@@ -300,31 +329,43 @@ func (b *builder) top(t Top) error {
 	dirfd, err := unix.Open(t.Dir, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
 	if err != nil {
 		if os.IsNotExist(err) {
+			b.rec.absent(t.Dir, false)
 			return nil // nothing to allow; reads stay as they are
 		}
 		return fmt.Errorf("sandbox: %s: %w", t.Dir, err)
 	}
-	defer unix.Close(dirfd)
+	defer b.release(t.Dir, false, dirfd, 0)
 	entries, err := os.ReadDir(t.Dir)
 	if err != nil {
 		return fmt.Errorf("sandbox: list %s: %w", t.Dir, err)
 	}
+	b.rec.listed(t.Dir, entries, nil)
 	for _, e := range entries {
 		n := e.Name()
 		if isHeld(n, t.Held) {
 			continue
 		}
+		path := filepath.Join(t.Dir, n)
 		fd, err := unix.Openat(dirfd, n, unix.O_PATH|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
 		if err != nil {
+			b.rec.absent(path, true)
 			continue // gone since the listing
 		}
-		err = b.addFD(fd, b.rt.all)
-		unix.Close(fd)
+		acc, err := b.addFD(fd, b.rt.all)
+		b.release(path, true, fd, acc)
 		if err != nil {
-			return fmt.Errorf("sandbox: %s: %w", filepath.Join(t.Dir, n), err)
+			return fmt.Errorf("sandbox: %s: %w", path, err)
 		}
 	}
 	return nil
+}
+
+// release closes fd, open at path (not followed if nofollow) and allowed
+// acc, or hands it to the record being made.
+func (b *builder) release(path string, nofollow bool, fd int, acc uint64) {
+	if b.rec == nil || !b.rec.pin(path, nofollow, fd, acc) {
+		unix.Close(fd)
+	}
 }
 
 // isHeld reports whether name is one of held, as the judge compares names.
@@ -366,6 +407,7 @@ func (b *builder) reads(hidden, visible []string, acc uint64) error {
 			return b.add(p, acc, true)
 		}
 		entries, err := os.ReadDir(p)
+		b.rec.listed(p, entries, err)
 		if err != nil {
 			return nil // unreadable by the host: left out
 		}
@@ -419,31 +461,40 @@ func (b *builder) add(path string, access uint64, optional bool) error {
 	fd, err := unix.Open(path, unix.O_PATH|unix.O_CLOEXEC, 0)
 	if err != nil {
 		if optional {
+			b.rec.absent(path, false)
 			return nil
 		}
 		return fmt.Errorf("sandbox: %s: %w", path, err)
 	}
-	defer unix.Close(fd)
-	if err := b.addFD(fd, access); err != nil {
+	acc, err := b.addFD(fd, access)
+	b.release(path, false, fd, acc)
+	if err != nil {
 		return fmt.Errorf("sandbox: %s: %w", path, err)
 	}
 	return nil
 }
 
 // addFD allows access on the file or directory open at fd, cut to the
-// rights a file may carry when it is not a directory.
-func (b *builder) addFD(fd int, access uint64) error {
+// rights a file may carry when it is not a directory, and returns what it
+// allowed (none on a symbolic link).
+func (b *builder) addFD(fd int, access uint64) (uint64, error) {
 	var st unix.Stat_t
 	if err := unix.Fstat(fd, &st); err != nil {
-		return err
+		return 0, err
 	}
 	switch st.Mode & unix.S_IFMT {
 	case unix.S_IFDIR:
 	case unix.S_IFLNK:
-		return nil
+		return 0, nil
 	default:
 		access &= b.rt.file
 	}
+	return access, b.rule(fd, uint64(st.Dev), st.Ino, access)
+}
+
+// rule adds the rule that allows access on the file open at fd, whose
+// device and inode are dev and ino; none where access is none.
+func (b *builder) rule(fd int, dev, ino, access uint64) error {
 	if access == 0 {
 		return nil
 	}
@@ -452,6 +503,7 @@ func (b *builder) addFD(fd int, access uint64) error {
 	if errno != 0 {
 		return fmt.Errorf("landlock_add_rule: %w", errno)
 	}
+	b.applied = append(b.applied, appliedRule{dev: dev, ino: ino, access: access})
 	return nil
 }
 

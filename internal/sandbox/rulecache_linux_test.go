@@ -1,0 +1,319 @@
+//go:build linux
+
+package sandbox
+
+import (
+	"cmp"
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/clinvoke/clinvoke/internal/workspace"
+)
+
+// benchPolicy is a policy like the driver's for a run in a fresh working
+// directory: the real home hidden, PATH's directories visible.
+func benchPolicy(b testing.TB, level Level) Policy {
+	home, _ := os.UserHomeDir()
+	work := b.TempDir()
+	for _, d := range []string{".git", "src", "docs", "internal", "cmd"} {
+		if err := os.Mkdir(filepath.Join(work, d), 0o755); err != nil {
+			b.Fatal(err)
+		}
+	}
+	for _, f := range []string{"go.mod", "go.sum", "README.md", "Makefile", ".gitignore"} {
+		if err := os.WriteFile(filepath.Join(work, f), nil, 0o644); err != nil {
+			b.Fatal(err)
+		}
+	}
+	p := Policy{
+		Level: level, Workdir: work, Temp: b.TempDir(), Held: workspace.ConfigNames(),
+		Hidden: []string{home}, Private: true,
+		Visible: filepath.SplitList(os.Getenv("PATH")),
+		Named:   []string{"/usr/bin/true", "HOME=" + home, "PATH=" + os.Getenv("PATH")},
+	}
+	return p
+}
+
+// BenchmarkBuild builds the ruleset of a policy like the driver's at
+// each level, paired: in each iteration once fresh (the records dropped)
+// and once from the record of the build before, checked first. It
+// reports each's time a build and their ratio.
+func BenchmarkBuild(b *testing.B) {
+	for _, level := range []Level{ReadOnly, WorkspaceWrite} {
+		b.Run(map[Level]string{ReadOnly: "read-only", WorkspaceWrite: "workspace-write"}[level], func(b *testing.B) {
+			p := benchPolicy(b, level)
+			defer records.reset()
+			build := func(reused bool) time.Duration {
+				start := time.Now()
+				rs, err := Build(p)
+				took := time.Since(start)
+				if err != nil {
+					b.Fatal(err)
+				}
+				if rs.reused != reused {
+					b.Fatalf("reused = %v; want %v", rs.reused, reused)
+				}
+				rs.Close()
+				return took
+			}
+			var fresh, reused time.Duration
+			for b.Loop() {
+				records.reset()
+				fresh += build(false)
+				reused += build(true)
+			}
+			b.ReportMetric(float64(fresh.Microseconds())/float64(b.N), "fresh-µs/op")
+			b.ReportMetric(float64(reused.Microseconds())/float64(b.N), "reused-µs/op")
+			b.ReportMetric(float64(reused)/float64(fresh), "reused/fresh")
+		})
+	}
+}
+
+// canon returns the rules rs added and what it plans beyond them, in a
+// form that compares equal for equal rulesets.
+func canon(t *testing.T, rs *Ruleset) string {
+	t.Helper()
+	rules := slices.Clone(rs.applied)
+	slices.SortFunc(rules, func(a, b appliedRule) int {
+		return cmp.Or(cmp.Compare(a.dev, b.dev), cmp.Compare(a.ino, b.ino), cmp.Compare(a.access, b.access))
+	})
+	plan := "none"
+	if rs.private != nil {
+		plan = fmt.Sprintf("%+v", *rs.private)
+	}
+	return fmt.Sprintf("rules %v\nplan %s (%s)\nheld %+v\nlinks %+v", slices.Compact(rules), plan, rs.noPriv, rs.held, rs.links)
+}
+
+// quietRig is newRig beneath a directory of /dev/shm rather than the
+// host's temporary directory: the directories above a rig's hidden home
+// are listed by each build, and /tmp (or /var/tmp), where other programs
+// come and go, would differ between two builds made to be compared.
+func quietRig(t *testing.T) rig {
+	t.Helper()
+	dir, err := os.MkdirTemp("/dev/shm", "clinvoke-records-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(dir) })
+	t.Setenv("TMPDIR", dir)
+	return newRig(t)
+}
+
+// openFDs returns how many files this process has open.
+func openFDs(t *testing.T) int {
+	t.Helper()
+	es, err := os.ReadDir("/proc/self/fd")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return len(es)
+}
+
+// TestSandboxRecordReuse: a policy built again, after a change between
+// the builds, gets the rules and the plan a fresh build gets: the record
+// of the first is reused only where nothing it read has changed, and
+// never allows more. The changes are made at once after the first build,
+// within the filesystem's clock tick.
+func TestSandboxRecordReuse(t *testing.T) {
+	must := func(t *testing.T, err error) {
+		t.Helper()
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, tc := range []struct {
+		name   string
+		level  Level
+		setup  func(t *testing.T, r rig, p *Policy)
+		change func(t *testing.T, r rig)
+		reused bool // the second build reuses the first's record
+	}{
+		{name: "nothing changed", level: WorkspaceWrite, change: func(*testing.T, rig) {}, reused: true},
+		{name: "nothing changed, read-only", level: ReadOnly, change: func(*testing.T, rig) {}, reused: true},
+		{name: "nothing changed, unlimited", level: Unlimited, change: func(*testing.T, rig) {}, reused: true},
+		{name: "a file written in an entry", level: WorkspaceWrite, change: func(t *testing.T, r rig) {
+			must(t, os.WriteFile(r.work+"/src/c.txt", []byte("c"), 0o644))
+		}, reused: true},
+		{name: "a new top-level entry", level: WorkspaceWrite, change: func(t *testing.T, r rig) {
+			must(t, os.WriteFile(r.work+"/new.txt", nil, 0o644))
+		}},
+		{name: "a held name made", level: WorkspaceWrite, change: func(t *testing.T, r rig) {
+			must(t, os.WriteFile(r.work+"/.mcp.json", []byte("{}"), 0o644))
+		}},
+		{name: "an entry renamed to a held name", level: WorkspaceWrite, change: func(t *testing.T, r rig) {
+			must(t, os.Remove(r.work+"/.env"))
+			must(t, os.Rename(r.work+"/a.txt", r.work+"/.env"))
+			must(t, os.WriteFile(r.work+"/a.txt", nil, 0o644))
+		}},
+		{name: "a settings file replaced by a link", level: ReadOnly, change: func(t *testing.T, r rig) {
+			must(t, os.Remove(r.home+"/.codex/config.toml"))
+			must(t, os.Symlink(r.work+"/a.txt", r.home+"/.codex/config.toml"))
+		}},
+		{name: "a held link retargeted", level: WorkspaceWrite, setup: func(t *testing.T, r rig, _ *Policy) {
+			must(t, os.Remove(r.work+"/.env"))
+			must(t, os.Symlink("a.txt", r.work+"/.env"))
+		}, change: func(t *testing.T, r rig) {
+			must(t, os.Remove(r.work+"/.env"))
+			must(t, os.Symlink("src/b.txt", r.work+"/.env"))
+		}, reused: true}, // the held names' chains are followed for each build
+		{name: "an entry renamed away and another made under its name", level: WorkspaceWrite, change: func(t *testing.T, r rig) {
+			must(t, os.Rename(r.work+"/src", r.home+"/src-old")) // the home is never listed
+			must(t, os.Mkdir(r.work+"/src", 0o755))
+		}},
+		{name: "a directory entry replaced by a file", level: WorkspaceWrite, change: func(t *testing.T, r rig) {
+			must(t, os.Rename(r.work+"/src", r.root+"/src-old"))
+			must(t, os.WriteFile(r.work+"/src", nil, 0o644))
+		}},
+		{name: "an entry replaced by a link out", level: WorkspaceWrite, change: func(t *testing.T, r rig) {
+			must(t, os.Rename(r.work+"/src", r.root+"/src-old"))
+			must(t, os.Symlink(r.home+"/.ssh", r.work+"/src"))
+		}},
+		{name: "a new entry above the hidden home", level: ReadOnly, change: func(t *testing.T, r rig) {
+			must(t, os.Mkdir(r.root+"/new", 0o755))
+		}},
+		{name: "an entry above the hidden home renamed and remade", level: ReadOnly, change: func(t *testing.T, r rig) {
+			must(t, os.Rename(r.work, r.home+"/work-old"))
+			must(t, os.Mkdir(r.work, 0o755))
+		}},
+		{name: "a new directory in the home", level: ReadOnly, change: func(t *testing.T, r rig) {
+			must(t, os.Mkdir(r.home+"/.aws", 0o700))
+		}, reused: true}, // dark: never listed
+		{name: "a new entry in a top", level: ReadOnly, change: func(t *testing.T, r rig) {
+			must(t, os.Mkdir(r.home+"/.codex/log", 0o700))
+		}},
+		{name: "a hidden path appearing", level: ReadOnly, setup: func(t *testing.T, r rig, p *Policy) {
+			p.Hidden = append(p.Hidden, r.root+"/secrets/keys")
+		}, change: func(t *testing.T, r rig) {
+			must(t, os.MkdirAll(r.root+"/secrets/keys", 0o700))
+		}},
+		{name: "a hidden path appearing as a link", level: ReadOnly, setup: func(t *testing.T, r rig, p *Policy) {
+			p.Hidden = append(p.Hidden, r.root+"/keys")
+		}, change: func(t *testing.T, r rig) {
+			must(t, os.Symlink(r.work+"/src", r.root+"/keys"))
+		}},
+		{name: "a writable path made", level: ReadOnly, setup: func(t *testing.T, r rig, p *Policy) {
+			p.Writable = append(p.Writable, r.home+"/.cache")
+		}, change: func(t *testing.T, r rig) {
+			must(t, os.Mkdir(r.home+"/.cache", 0o700))
+		}},
+		{name: "a visible link retargeted", level: ReadOnly, setup: func(t *testing.T, r rig, p *Policy) {
+			must(t, os.Symlink(r.home+"/.codex", r.home+"/bin"))
+			p.Visible = append(p.Visible, r.home+"/bin")
+		}, change: func(t *testing.T, r rig) {
+			must(t, os.Remove(r.home+"/bin"))
+			must(t, os.Symlink(r.home+"/.ssh", r.home+"/bin"))
+		}},
+		{name: "a temporary directory beneath the hidden home", level: ReadOnly, setup: func(t *testing.T, r rig, p *Policy) {
+			p.Temp = r.home + "/tmp"
+			must(t, os.Mkdir(p.Temp, 0o700))
+		}, change: func(*testing.T, rig) {}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			records.reset()
+			fds := openFDs(t)
+			r := quietRig(t)
+			p := r.policy(tc.level)
+			p.Private, p.Settings = true, []string{r.home + "/.codex/config.toml"}
+			if tc.setup != nil {
+				tc.setup(t, r, &p)
+			}
+			first, err := Build(p)
+			must(t, err)
+			first.Close()
+			tc.change(t, r)
+			second, err := Build(p)
+			must(t, err)
+			defer second.Close()
+			records.reset()
+			fresh, err := Build(p)
+			must(t, err)
+			defer fresh.Close()
+			if second.reused != tc.reused || fresh.reused {
+				t.Errorf("reused = %v, fresh %v; want %v, false", second.reused, fresh.reused, tc.reused)
+			}
+			if got, want := canon(t, second), canon(t, fresh); got != want {
+				t.Errorf("the second build differs from a fresh one:\n%s\nwant\n%s", got, want)
+			}
+			records.reset()
+			second.Close()
+			fresh.Close()
+			if n := openFDs(t); n != fds {
+				t.Errorf("%d files open after the builds, %d before", n, fds)
+			}
+		})
+	}
+}
+
+// TestSandboxRecordConcurrent: builds of more policies than are kept, run
+// at once, each get the rules of a fresh build of their policy, while
+// records are dropped under builds that use them; at most maxRecords are
+// kept, and none leaves a file open once they are dropped.
+func TestSandboxRecordConcurrent(t *testing.T) {
+	records.reset()
+	fds := openFDs(t)
+	var policies []Policy
+	for i := range maxRecords + 2 {
+		r := quietRig(t)
+		policies = append(policies, r.policy(Level(i%2))) // ReadOnly and WorkspaceWrite
+	}
+	var want []string
+	for _, p := range policies {
+		records.reset()
+		rs, err := Build(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		want = append(want, canon(t, rs))
+		rs.Close()
+	}
+	var wg sync.WaitGroup
+	errs := make(chan string, 8*20)
+	reused := make(chan bool, 8*20)
+	for g := range 8 {
+		wg.Go(func() {
+			for i := range 20 {
+				k := (g + i) % len(policies)
+				rs, err := Build(policies[k])
+				if err != nil {
+					errs <- err.Error()
+					return
+				}
+				if got := canon(t, rs); got != want[k] {
+					errs <- fmt.Sprintf("policy %d:\n%s\nwant\n%s", k, got, want[k])
+				}
+				reused <- rs.reused
+				rs.Close()
+			}
+		})
+	}
+	wg.Wait()
+	close(errs)
+	close(reused)
+	for e := range errs {
+		t.Error(e)
+	}
+	n := 0
+	for r := range reused {
+		if r {
+			n++
+		}
+	}
+	if n == 0 {
+		t.Error("no build reused a record")
+	}
+	records.mu.Lock()
+	kept := len(records.entries)
+	records.mu.Unlock()
+	if kept > maxRecords {
+		t.Errorf("%d records kept; want at most %d", kept, maxRecords)
+	}
+	records.reset()
+	if got := openFDs(t); got != fds {
+		t.Errorf("%d files open after the builds, %d before", got, fds)
+	}
+}

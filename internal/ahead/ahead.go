@@ -24,18 +24,21 @@ type Config[T any] struct {
 	// Drain, Settle or Close.
 	Idle time.Duration
 	// Make makes one thing, on the filling goroutine (see Go) or on
-	// the goroutine calling Get when none kept fits.
+	// the goroutine calling Get when none kept fits. It is required.
 	Make func() (T, error)
 	// Check, if not nil, reports whether a kept thing may still be
 	// taken: it runs on the goroutine calling Get or Take, which may use
 	// it to ready the thing for its use there. A thing it refuses is
 	// released.
 	Check func(T) bool
-	// Release releases a thing no run took, or that Check refused.
+	// Release releases a thing no run took, or that Check refused. It
+	// is required.
 	Release func(T)
 	// Go, if not nil, runs the filling goroutine's function (on a
 	// thread of its own, say); nil means a plain go statement. The
-	// function makes, one after another, the things the pool lacks.
+	// function makes, one after another, the things the pool lacks. Go
+	// is called without the pool's lock held, so it may run the function
+	// before it returns.
 	Go func(func())
 }
 
@@ -57,7 +60,15 @@ type Pool[T any] struct {
 	// filled is closed once the filling goroutine ends; nil before the
 	// first.
 	filled chan struct{}
+	// releasing counts the Drains releasing things now; released is
+	// signalled, under mu, as each ends (Settle waits for them).
+	releasing int
+	released  *sync.Cond
 }
+
+// testHookSettleWait, if not nil, is called by Settle each time it
+// waits for a Drain releasing things on another goroutine.
+var testHookSettleWait func()
 
 // pools are the open Pools of the process, for SettleAll.
 var pools struct {
@@ -73,7 +84,11 @@ func New[T any](cfg Config[T]) *Pool[T] {
 	if cfg.Go == nil {
 		cfg.Go = func(f func()) { go f() }
 	}
+	if cfg.Make == nil || cfg.Release == nil {
+		panic("ahead: New with a Config whose Make or Release is nil")
+	}
 	p := &Pool[T]{cfg: cfg}
+	p.released = sync.NewCond(&p.mu)
 	pools.mu.Lock()
 	if pools.all == nil {
 		pools.all = map[any]func(){}
@@ -84,28 +99,31 @@ func New[T any](cfg Config[T]) *Pool[T] {
 }
 
 // Take returns a kept thing that Check finds fit, and true; else, where
-// none is kept or Check refused it (it is then released), the zero T and
-// false. It counts a run of the process: Fill makes things from the
-// second on.
+// none is kept or Check refused every one (each is then released), the
+// zero T and false. It counts a run of the process: Fill makes things
+// from the second on.
 func (p *Pool[T]) Take() (T, bool) {
 	var zero T
 	p.mu.Lock()
 	p.touch()
 	p.runs = min(p.runs+1, 2)
-	n := len(p.ready)
-	if n == 0 {
-		p.mu.Unlock()
-		return zero, false
-	}
-	t := p.ready[n-1]
-	p.ready[n-1] = zero
-	p.ready = p.ready[:n-1]
 	p.mu.Unlock()
-	if p.cfg.Check != nil && !p.cfg.Check(t) {
+	for {
+		p.mu.Lock()
+		n := len(p.ready)
+		if n == 0 {
+			p.mu.Unlock()
+			return zero, false
+		}
+		t := p.ready[n-1]
+		p.ready[n-1] = zero
+		p.ready = p.ready[:n-1]
+		p.mu.Unlock()
+		if p.cfg.Check == nil || p.cfg.Check(t) {
+			return t, true
+		}
 		p.cfg.Release(t)
-		return zero, false
 	}
-	return t, true
 }
 
 // Get is Take, or, where it returns nothing, Make on the calling
@@ -122,17 +140,19 @@ func (p *Pool[T]) Get() (T, error) {
 // follow each other yet (before the second Get or Take).
 func (p *Pool[T]) Fill() {
 	p.mu.Lock()
-	defer p.mu.Unlock()
 	if p.closed {
+		p.mu.Unlock()
 		return
 	}
 	p.touch()
 	if p.filling || len(p.ready) >= p.cfg.Size || p.runs < 2 {
+		p.mu.Unlock()
 		return
 	}
 	p.filling = true
 	done := make(chan struct{})
 	p.filled = done
+	p.mu.Unlock()
 	p.cfg.Go(func() {
 		defer close(done)
 		p.fill()
@@ -199,24 +219,39 @@ func (p *Pool[T]) Drain() {
 	ts := p.ready
 	p.ready = nil
 	p.drained = true
+	p.releasing++
 	p.mu.Unlock()
+	defer func() {
+		p.mu.Lock()
+		p.releasing--
+		p.released.Broadcast()
+		p.mu.Unlock()
+	}()
 	for _, t := range ts {
 		p.cfg.Release(t)
 	}
 }
 
 // Settle waits until no goroutine is making things, releases the kept
-// ones and stops the idle timer: until the pool is used again, it holds
-// nothing and releases nothing. The pool is used as before afterwards.
+// ones, stops the idle timer and waits for a release under way on
+// another goroutine (the timer's, fired just before): until the pool is
+// used again, it holds nothing and releases nothing. The pool is used as
+// before afterwards.
 func (p *Pool[T]) Settle() {
 	p.Wait()
 	p.Drain()
 	p.mu.Lock()
+	defer p.mu.Unlock()
 	if p.idle != nil {
 		p.idle.Stop()
 		p.idle = nil
 	}
-	p.mu.Unlock()
+	for p.releasing > 0 {
+		if testHookSettleWait != nil {
+			testHookSettleWait()
+		}
+		p.released.Wait()
+	}
 }
 
 // Close settles the pool for good: Fill makes nothing from now on, Take

@@ -3,7 +3,9 @@ package ahead
 import (
 	"errors"
 	"slices"
+	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -19,6 +21,7 @@ type rig struct {
 	made     int
 	released []int
 	refuse   bool          // Check refuses every thing
+	refuseN  int           // Check refuses this many things, then takes
 	fail     error         // Make's error
 	gate     chan struct{} // if not nil, a filling Make waits on it
 	p        *Pool[int]
@@ -33,6 +36,10 @@ func newRig(t *testing.T, size int, idle time.Duration) *rig {
 		Check: func(int) bool {
 			r.mu.Lock()
 			defer r.mu.Unlock()
+			if r.refuseN > 0 {
+				r.refuseN--
+				return false
+			}
 			return !r.refuse
 		},
 		Release: func(n int) {
@@ -344,5 +351,109 @@ func TestPoolCloseSettle(t *testing.T) {
 	pools.mu.Unlock()
 	if listed {
 		t.Error("a closed pool is still settled by SettleAll")
+	}
+}
+
+// TestPoolTakeRefusedOne: where Check refuses one kept thing and another
+// is kept, Take releases the refused one and returns the other, so that
+// Get makes nothing on its caller.
+func TestPoolTakeRefusedOne(t *testing.T) {
+	r := newRig(t, 2, 0)
+	r.follow(t)
+	kept := r.filled()
+	if len(kept) != 2 {
+		t.Fatalf("kept %v, want 2", kept)
+	}
+	r.mu.Lock()
+	r.refuseN = 1
+	r.mu.Unlock()
+	got, err := r.p.Get()
+	made, released := r.counts()
+	if err != nil || got != kept[0] || made != 2 || !slices.Equal(released, kept[1:]) {
+		t.Errorf("Get() = %d, %v, %d made, released %v; want the kept %d, none made, the refused %d released",
+			got, err, made, released, kept[0], kept[1])
+	}
+}
+
+// TestPoolSettleWaitsRelease: Settle returns only once a Drain releasing
+// things on another goroutine (the idle timer's) has released them all.
+func TestPoolSettleWaitsRelease(t *testing.T) {
+	entered, gate := make(chan struct{}), make(chan struct{})
+	var releasedAll, settledFirst atomic.Bool
+	var settled atomic.Bool
+	p := New(Config[int]{
+		Make: func() (int, error) { return 1, nil },
+		Release: func(int) {
+			close(entered)
+			<-gate
+			settledFirst.Store(settled.Load())
+			releasedAll.Store(true)
+		},
+	})
+	defer p.Close()
+	p.Take()
+	p.Take()
+	p.Fill()
+	p.Wait()
+	drained := make(chan struct{})
+	go func() { defer close(drained); p.Drain() }()
+	<-entered
+	var open sync.Once
+	openGate := func() { open.Do(func() { close(gate) }) }
+	testHookSettleWait = openGate
+	defer func() { testHookSettleWait = nil }()
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		p.Settle()
+		settled.Store(true)
+	}()
+	select {
+	case <-done:
+		if !releasedAll.Load() {
+			t.Errorf("Settle returned while a Drain was releasing")
+		}
+		openGate()
+	case <-drained:
+		<-done
+	}
+	<-drained
+	if settledFirst.Load() {
+		t.Errorf("the release ended after Settle had returned")
+	}
+}
+
+// TestPoolGoRunsNow: a Config.Go that runs the filling function before
+// it returns is allowed (Fill does not hold the pool's lock around it).
+func TestPoolGoRunsNow(t *testing.T) {
+	p := New(Config[int]{
+		Size:    2,
+		Make:    func() (int, error) { return 1, nil },
+		Release: func(int) {},
+		Go:      func(f func()) { f() },
+	})
+	defer p.Close()
+	p.Take()
+	p.Take()
+	p.Fill()
+	if got := len(p.Kept()); got != 2 {
+		t.Errorf("kept %d after a Fill whose Go ran at once, want 2", got)
+	}
+}
+
+// TestNewRequired: New refuses a Config without Make or Release.
+func TestNewRequired(t *testing.T) {
+	for _, cfg := range []Config[int]{
+		{Release: func(int) {}},
+		{Make: func() (int, error) { return 0, nil }},
+	} {
+		func() {
+			defer func() {
+				if v, _ := recover().(string); !strings.HasPrefix(v, "ahead: ") {
+					t.Errorf("New(%+v) panicked with %q, want a panic naming ahead", cfg, v)
+				}
+			}()
+			New(cfg)
+		}()
 	}
 }

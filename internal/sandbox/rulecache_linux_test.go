@@ -96,6 +96,9 @@ func canon(t *testing.T, rs *Ruleset) string {
 	return fmt.Sprintf("rules %v\nplan %s (%s)\nheld %+v\nlinks %+v", slices.Compact(rules), plan, rs.noPriv, rs.held, rs.links)
 }
 
+// pollerOnce opens the runtime's network poller for openFDs.
+var pollerOnce sync.Once
+
 // quietRig is newRig beneath a directory of /dev/shm rather than the
 // host's temporary directory: the directories above a rig's hidden home
 // are listed by each build, and /tmp (or /var/tmp), where other programs
@@ -111,9 +114,19 @@ func quietRig(t *testing.T) rig {
 	return newRig(t)
 }
 
-// openFDs returns how many files this process has open.
+// openFDs returns how many files this process has open, once the
+// runtime's network poller (an epoll and an eventfd, opened with the first
+// pipe or socket) is open: a count taken before it would differ.
 func openFDs(t *testing.T) int {
 	t.Helper()
+	pollerOnce.Do(func() {
+		r, w, err := os.Pipe()
+		if err != nil {
+			t.Fatal(err)
+		}
+		r.Close()
+		w.Close()
+	})
 	es, err := os.ReadDir("/proc/self/fd")
 	if err != nil {
 		t.Fatal(err)

@@ -283,10 +283,22 @@ func (p *Pool[T]) Wait() {
 	}
 }
 
-// SettleAll settles (Settle) every Pool of the process not closed: a
-// test that counts the process's descriptors, or lowers its limit to
-// them, then finds none made or released behind its back, until a run
-// uses a pool again.
+// OnSettle adds f, which releases what a package keeps made ahead beside
+// a Pool and stops its timers, to what SettleAll does, for the life of
+// the process.
+func OnSettle(f func()) {
+	pools.mu.Lock()
+	defer pools.mu.Unlock()
+	if pools.all == nil {
+		pools.all = map[any]func(){}
+	}
+	pools.all[&f] = f
+}
+
+// SettleAll settles (Settle) every Pool of the process not closed, and
+// runs the functions given to OnSettle: a test that counts the process's
+// descriptors, or lowers its limit to them, then finds none made or
+// released behind its back, until a run uses a pool again.
 func SettleAll() {
 	pools.mu.Lock()
 	fs := make([]func(), 0, len(pools.all))

@@ -316,7 +316,8 @@ func TestPoolConcurrentTakes(t *testing.T) {
 
 // TestPoolCloseSettle: Settle and Close leave nothing kept, everything
 // made either taken or released; after Close, Fill makes nothing and Get
-// makes on its caller; SettleAll settles the pools not closed.
+// makes on its caller; SettleAll settles the pools not closed, and runs
+// what OnSettle was given.
 func TestPoolCloseSettle(t *testing.T) {
 	a, b := newRig(t, 2, time.Hour), newRig(t, 1, time.Hour)
 	for _, r := range []*rig{a, b} {
@@ -324,7 +325,12 @@ func TestPoolCloseSettle(t *testing.T) {
 		r.filled()
 	}
 	b.p.Close()
+	onSettle := 0
+	OnSettle(func() { onSettle++ })
 	SettleAll()
+	if onSettle != 1 {
+		t.Errorf("SettleAll ran a function given to OnSettle %d times; want once", onSettle)
+	}
 	for name, r := range map[string]*rig{"settled": a, "closed": b} {
 		made, released := r.counts()
 		if kept := r.p.Kept(); len(kept) != 0 || len(released) != made {

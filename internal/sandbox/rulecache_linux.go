@@ -8,7 +8,9 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"time"
 
+	"github.com/clinvoke/clinvoke/internal/ahead"
 	"golang.org/x/sys/unix"
 )
 
@@ -37,13 +39,34 @@ import (
 // and the effective user. The temporary directory is not in it (its rule is
 // added to each run's ruleset on its own) unless it lies beneath a hidden
 // path, where it changes the walk: such a policy is built fresh.
+//
+// A policy's first build records nothing, only that it was built: its
+// record is made by its second build, and used from its third on. A
+// program that builds each policy once (one run) holds no file after its
+// run. A record not used by a build for recordIdle is dropped, and its
+// files closed once no build uses it: a deleted file it holds frees its
+// disk space, a mount beneath a path it holds can be unmounted.
 
 // maxRecords is how many policies' records are kept, the most recently
 // used first.
 const maxRecords = 4
 
+// recordIdle is how long a record outlives its last use by a build, as
+// long as a kept TMPDIR outlives the last run.
+const recordIdle = 30 * time.Second
+
 // records are the kept records, the most recently used first.
-var records recordCache
+var records = recordCache{idle: recordIdle, after: afterFunc}
+
+// A stopper is a timer that can be stopped, as a *time.Timer.
+type stopper interface{ Stop() bool }
+
+// afterFunc is time.AfterFunc, returning a stopper.
+func afterFunc(d time.Duration, f func()) stopper { return time.AfterFunc(d, f) }
+
+// The records are dropped with the pools of internal/ahead: a test that
+// counts the process's descriptors finds none released behind its back.
+func init() { ahead.OnSettle(records.reset) }
 
 // A ruleRecord is what one build read, and the files it opened, held open.
 type ruleRecord struct {
@@ -164,14 +187,21 @@ func (r *ruleRecord) apply(b *builder) error {
 }
 
 // cached adds the rules of p to b from the record of an equal policy where
-// one holds, else fresh, recording them for the next run.
+// one holds, else fresh, recording them for the next run where p was built
+// before.
 func (b *builder) cached(p Policy, abi int) error {
 	hidden, visible := sight(p, false)
 	key, ok := recordKey(p, abi, hidden)
 	if !ok {
 		return b.policy(p, hidden, visible)
 	}
-	if e := records.get(key); e != nil {
+	e := records.get(key)
+	if e == nil {
+		// The first build of p: it is recorded from the second on.
+		records.put(&cachedRecord{key: key})
+		return b.policy(p, hidden, visible)
+	}
+	if e.rec != nil {
 		held := e.rec.holds()
 		var err error
 		if held {
@@ -184,8 +214,10 @@ func (b *builder) cached(p Policy, abi int) error {
 		if held {
 			return b.temp(p)
 		}
-		records.drop(e)
+	} else {
+		records.release(e)
 	}
+	records.drop(e)
 	b.rec = newRecord()
 	err := b.fixed(p, hidden, visible)
 	rec := b.rec
@@ -238,12 +270,15 @@ func recordKey(p Policy, abi int, hidden []string) (string, bool) {
 	return k.String(), true
 }
 
-// A cachedRecord is a kept record, with the builds using it.
+// A cachedRecord is a kept record, with the builds using it; rec is nil
+// where the policy was built once, unrecorded.
 type cachedRecord struct {
 	key     string
 	rec     *ruleRecord
 	users   int
 	dropped bool
+	uses    uint64  // counts the builds that used it (touch)
+	timer   stopper // drops it once idle
 }
 
 // recordCache keeps the records of the last policies built, safe for
@@ -252,6 +287,9 @@ type cachedRecord struct {
 type recordCache struct {
 	mu      sync.Mutex
 	entries []*cachedRecord // the most recently used first
+	idle    time.Duration   // how long a record outlives its last use
+	after   func(time.Duration, func()) stopper
+	idled   func() // if not nil, called after each idle timer's function
 }
 
 // get returns the record of key, to be released, or nil.
@@ -263,10 +301,37 @@ func (c *recordCache) get(key string) *cachedRecord {
 			copy(c.entries[1:i+1], c.entries[:i])
 			c.entries[0] = e
 			e.users++
+			c.touch(e)
 			return e
 		}
 	}
 	return nil
+}
+
+// touch, under c.mu, counts a use of e and sets its idle timer anew: a
+// timer set before, even one whose function is about to run, finds the
+// record used since and leaves it.
+func (c *recordCache) touch(e *cachedRecord) {
+	e.uses++
+	if e.timer != nil {
+		e.timer.Stop()
+	}
+	uses := e.uses
+	e.timer = c.after(c.idle, func() { c.expire(e, uses) })
+}
+
+// expire, e's idle timer's function, drops e unless it was used since the
+// timer was set (uses) or it was dropped already.
+func (c *recordCache) expire(e *cachedRecord, uses uint64) {
+	c.mu.Lock()
+	if e.uses == uses && !e.dropped {
+		c.remove(e)
+	}
+	idled := c.idled
+	c.mu.Unlock()
+	if idled != nil {
+		idled()
+	}
 }
 
 // release ends a build's use of e.
@@ -275,7 +340,7 @@ func (c *recordCache) release(e *cachedRecord) {
 	defer c.mu.Unlock()
 	e.users--
 	if e.dropped && e.users == 0 {
-		e.rec.close()
+		e.close()
 	}
 }
 
@@ -298,24 +363,37 @@ func (c *recordCache) put(e *cachedRecord) {
 		}
 	}
 	c.entries = append([]*cachedRecord{e}, c.entries...)
+	c.touch(e)
 	for len(c.entries) > maxRecords {
 		c.remove(c.entries[len(c.entries)-1])
 	}
 }
 
-// remove drops e, closing its record unless a build uses it; c.mu held.
+// remove drops e, stopping its idle timer and closing its record unless a
+// build uses it; c.mu held.
 func (c *recordCache) remove(e *cachedRecord) {
 	if e.dropped {
 		return
 	}
 	c.entries = slices.DeleteFunc(c.entries, func(o *cachedRecord) bool { return o == e })
 	e.dropped = true
+	if e.timer != nil {
+		e.timer.Stop()
+		e.timer = nil
+	}
 	if e.users == 0 {
+		e.close()
+	}
+}
+
+// close closes e's record, if it has one.
+func (e *cachedRecord) close() {
+	if e.rec != nil {
 		e.rec.close()
 	}
 }
 
-// reset drops every record.
+// reset drops every record, and stops their idle timers.
 func (c *recordCache) reset() {
 	c.mu.Lock()
 	defer c.mu.Unlock()

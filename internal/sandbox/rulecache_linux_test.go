@@ -4,6 +4,7 @@ package sandbox
 
 import (
 	"cmp"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -13,6 +14,8 @@ import (
 	"time"
 
 	"github.com/clinvoke/clinvoke/internal/workspace"
+	"go.uber.org/goleak"
+	"golang.org/x/sys/unix"
 )
 
 // benchPolicy is a policy like the driver's for a run in a fresh working
@@ -40,9 +43,10 @@ func benchPolicy(b testing.TB, level Level) Policy {
 }
 
 // BenchmarkBuild builds the ruleset of a policy like the driver's at
-// each level, paired: in each iteration once fresh (the records dropped)
-// and once from the record of the build before, checked first. It
-// reports each's time a build and their ratio.
+// each level, paired: in each iteration once fresh (the records dropped:
+// the policy's first build, recording nothing), once fresh and recorded
+// (its second), and once from that record, checked first. It reports
+// each's time a build and the ratios to the first.
 func BenchmarkBuild(b *testing.B) {
 	for _, level := range []Level{ReadOnly, WorkspaceWrite} {
 		b.Run(map[Level]string{ReadOnly: "read-only", WorkspaceWrite: "workspace-write"}[level], func(b *testing.B) {
@@ -61,14 +65,17 @@ func BenchmarkBuild(b *testing.B) {
 				rs.Close()
 				return took
 			}
-			var fresh, reused time.Duration
+			var fresh, recorded, reused time.Duration
 			for b.Loop() {
 				records.reset()
 				fresh += build(false)
+				recorded += build(false)
 				reused += build(true)
 			}
 			b.ReportMetric(float64(fresh.Microseconds())/float64(b.N), "fresh-µs/op")
+			b.ReportMetric(float64(recorded.Microseconds())/float64(b.N), "recorded-µs/op")
 			b.ReportMetric(float64(reused.Microseconds())/float64(b.N), "reused-µs/op")
+			b.ReportMetric(float64(recorded)/float64(fresh), "recorded/fresh")
 			b.ReportMetric(float64(reused)/float64(fresh), "reused/fresh")
 		})
 	}
@@ -89,6 +96,9 @@ func canon(t *testing.T, rs *Ruleset) string {
 	return fmt.Sprintf("rules %v\nplan %s (%s)\nheld %+v\nlinks %+v", slices.Compact(rules), plan, rs.noPriv, rs.held, rs.links)
 }
 
+// pollerOnce opens the runtime's network poller for openFDs.
+var pollerOnce sync.Once
+
 // quietRig is newRig beneath a directory of /dev/shm rather than the
 // host's temporary directory: the directories above a rig's hidden home
 // are listed by each build, and /tmp (or /var/tmp), where other programs
@@ -104,9 +114,19 @@ func quietRig(t *testing.T) rig {
 	return newRig(t)
 }
 
-// openFDs returns how many files this process has open.
+// openFDs returns how many files this process has open, once the
+// runtime's network poller (an epoll and an eventfd, opened with the first
+// pipe or socket) is open: a count taken before it would differ.
 func openFDs(t *testing.T) int {
 	t.Helper()
+	pollerOnce.Do(func() {
+		r, w, err := os.Pipe()
+		if err != nil {
+			t.Fatal(err)
+		}
+		r.Close()
+		w.Close()
+	})
 	es, err := os.ReadDir("/proc/self/fd")
 	if err != nil {
 		t.Fatal(err)
@@ -114,11 +134,11 @@ func openFDs(t *testing.T) int {
 	return len(es)
 }
 
-// TestSandboxRecordReuse: a policy built again, after a change between
-// the builds, gets the rules and the plan a fresh build gets: the record
-// of the first is reused only where nothing it read has changed, and
-// never allows more. The changes are made at once after the first build,
-// within the filesystem's clock tick.
+// TestSandboxRecordReuse: a policy built again, after a change since the
+// build that recorded it (its second), gets the rules and the plan a
+// fresh build gets: the record is reused only where nothing it read has
+// changed, and never allows more. The changes are made at once after the
+// recording build, within the filesystem's clock tick.
 func TestSandboxRecordReuse(t *testing.T) {
 	must := func(t *testing.T, err error) {
 		t.Helper()
@@ -222,9 +242,11 @@ func TestSandboxRecordReuse(t *testing.T) {
 			if tc.setup != nil {
 				tc.setup(t, r, &p)
 			}
-			first, err := Build(p)
-			must(t, err)
-			first.Close()
+			for range 2 { // the second build records
+				first, err := Build(p)
+				must(t, err)
+				first.Close()
+			}
 			tc.change(t, r)
 			second, err := Build(p)
 			must(t, err)
@@ -316,4 +338,202 @@ func TestSandboxRecordConcurrent(t *testing.T) {
 	if got := openFDs(t); got != fds {
 		t.Errorf("%d files open after the builds, %d before", got, fds)
 	}
+}
+
+// A fakeTimer is an idle timer the test fires by hand.
+type fakeTimer struct {
+	f       func()
+	stopped bool
+}
+
+// Stop stops t, as a *time.Timer's Stop: a function already running
+// still runs.
+func (t *fakeTimer) Stop() bool {
+	was := !t.stopped
+	t.stopped = true
+	return was
+}
+
+// fakeTimers makes the records' idle timers ones the test fires by hand,
+// until it ends, and returns those set so far.
+func fakeTimers(t *testing.T) func() []*fakeTimer {
+	t.Helper()
+	records.reset()
+	var mu sync.Mutex
+	var set []*fakeTimer
+	records.mu.Lock()
+	records.after = func(_ time.Duration, f func()) stopper {
+		mu.Lock()
+		defer mu.Unlock()
+		ft := &fakeTimer{f: f}
+		set = append(set, ft)
+		return ft
+	}
+	records.mu.Unlock()
+	t.Cleanup(func() {
+		records.reset()
+		records.mu.Lock()
+		records.after = afterFunc
+		records.mu.Unlock()
+	})
+	return func() []*fakeTimer {
+		mu.Lock()
+		defer mu.Unlock()
+		return slices.Clone(set)
+	}
+}
+
+// kept returns the records kept, and how many of them hold a record
+// (rather than the note of a first build).
+func kept() (n, recorded int) {
+	records.mu.Lock()
+	defer records.mu.Unlock()
+	for _, e := range records.entries {
+		if e.rec != nil {
+			recorded++
+		}
+	}
+	return len(records.entries), recorded
+}
+
+// TestSandboxRecordIdle: a policy's first build holds no file once its
+// ruleset is closed, its second records it, its third reuses the record;
+// a record's idle timer drops it and closes every file it held, unless a
+// build used it since the timer was set, even one that fired before the
+// use and whose function runs after it.
+func TestSandboxRecordIdle(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		// fire fires the timers the test means to, of those set
+		// after each build (set[i] after build i), and reports
+		// the last fired.
+		fire     func(sets [][]*fakeTimer) *fakeTimer
+		dropped  bool // the record is dropped after fire
+		fireLast bool // the last timer set is fired after fire
+	}{
+		{name: "idle after its last use", fire: func(sets [][]*fakeTimer) *fakeTimer {
+			last := sets[len(sets)-1]
+			return last[len(last)-1]
+		}, dropped: true},
+		{name: "timer fired before a use, its function run after it", fire: func(sets [][]*fakeTimer) *fakeTimer {
+			before := sets[len(sets)-2] // set by the recording build
+			return before[len(before)-1]
+		}, fireLast: true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			timers := fakeTimers(t)
+			fds := openFDs(t)
+			p := quietRig(t).policy(WorkspaceWrite)
+			var sets [][]*fakeTimer
+			var reused []bool
+			for i := range 3 {
+				rs, err := Build(p)
+				if err != nil {
+					t.Fatal(err)
+				}
+				reused = append(reused, rs.reused)
+				rs.Close()
+				sets = append(sets, timers())
+				n, recorded := kept()
+				if i == 0 && (n != 1 || recorded != 0 || openFDs(t) != fds) {
+					t.Errorf("after the first build: %d kept, %d recorded, %d files open, %d before; want the build noted, nothing held", n, recorded, openFDs(t), fds)
+				}
+				if i > 0 && (n != 1 || recorded != 1 || openFDs(t) <= fds) {
+					t.Errorf("after build %d: %d kept, %d recorded, %d files open, %d before; want one record, its files held", i+1, n, recorded, openFDs(t), fds)
+				}
+			}
+			if !slices.Equal(reused, []bool{false, false, true}) {
+				t.Errorf("reused %v; want the third build only", reused)
+			}
+			ft := tc.fire(sets)
+			ft.f()
+			if _, recorded := kept(); (recorded == 0) != tc.dropped {
+				t.Errorf("%d records kept after the timer's function; dropped: want %v", recorded, tc.dropped)
+			}
+			if tc.fireLast {
+				last := timers()
+				if lt := last[len(last)-1]; lt.stopped || lt == ft {
+					t.Fatal("the last use set no timer of its own")
+				}
+				last[len(last)-1].f()
+			}
+			if n, _ := kept(); n != 0 {
+				t.Errorf("%d records kept once idle; want none", n)
+			}
+			if n := openFDs(t); n != fds {
+				t.Errorf("%d files open once idle, %d before the builds", n, fds)
+			}
+		})
+	}
+}
+
+// TestSandboxRecordIdleTimer: with the real timer, an idle record is
+// dropped, its files closed, and no goroutine is left behind.
+func TestSandboxRecordIdleTimer(t *testing.T) {
+	defer goleak.VerifyNone(t)
+	records.reset()
+	idled := make(chan struct{}, 16)
+	records.mu.Lock()
+	records.idle, records.idled = time.Millisecond, func() { idled <- struct{}{} }
+	records.mu.Unlock()
+	defer func() {
+		records.reset()
+		records.mu.Lock()
+		records.idle, records.idled = recordIdle, nil
+		records.mu.Unlock()
+	}()
+	fds := openFDs(t)
+	p := quietRig(t).policy(ReadOnly)
+	for range 2 {
+		rs, err := Build(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		rs.Close()
+	}
+	for n := -1; n != 0; n, _ = kept() {
+		<-idled // a timer's function ran: the last set drops the record
+	}
+	if n := openFDs(t); n != fds {
+		t.Errorf("%d files open once idle, %d before the builds", n, fds)
+	}
+}
+
+// TestSandboxRecordUnmount: a filesystem mounted beneath a recorded path
+// cannot be unmounted while the record holds it, and can once the record
+// is dropped as idle.
+func TestSandboxRecordUnmount(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("mounting a tmpfs needs root")
+	}
+	timers := fakeTimers(t)
+	r := quietRig(t)
+	mnt := r.work + "/src"
+	if err := unix.Mount("tmpfs", mnt, "tmpfs", 0, "size=1m"); err != nil {
+		t.Fatalf("mount: %v", err)
+	}
+	mounted := true
+	t.Cleanup(func() {
+		if mounted {
+			unix.Unmount(mnt, unix.MNT_DETACH)
+		}
+	})
+	p := r.policy(WorkspaceWrite)
+	for range 2 {
+		rs, err := Build(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		rs.Close()
+	}
+	if err := unix.Unmount(mnt, 0); !errors.Is(err, unix.EBUSY) {
+		mounted = err != nil
+		t.Fatalf("unmount while recorded: %v; want EBUSY", err)
+	}
+	set := timers()
+	set[len(set)-1].f()
+	if err := unix.Unmount(mnt, 0); err != nil {
+		t.Fatalf("unmount once the record is idle: %v", err)
+	}
+	mounted = false
 }

@@ -55,6 +55,11 @@ const maxRecords = 4
 // long as a kept TMPDIR outlives the last run.
 const recordIdle = 30 * time.Second
 
+// maxPinned bounds the files one record holds open: a working directory
+// the run writes decides how many entries its top has, and a policy with
+// more is built fresh each time rather than hold the host's descriptors.
+const maxPinned = 512
+
 // records are the kept records, the most recently used first.
 var records = recordCache{idle: recordIdle, after: afterFunc}
 
@@ -128,6 +133,12 @@ func names(entries []os.DirEntry) []string {
 // pin keeps fd, open at path and allowed acc, in the record, and reports
 // whether it did; the caller closes it if not.
 func (r *ruleRecord) pin(path string, nofollow bool, fd int, acc uint64) bool {
+	if len(r.pinned) >= maxPinned {
+		r.ok = false
+	}
+	if !r.ok {
+		return false
+	}
 	var st unix.Stat_t
 	if err := unix.Fstat(fd, &st); err != nil {
 		r.ok = false
@@ -147,9 +158,14 @@ func (r *ruleRecord) close() {
 
 // holds reports whether the filesystem still reads as the record says.
 func (r *ruleRecord) holds() bool {
-	var st unix.Stat_t
+	var st, fst unix.Stat_t
 	for _, p := range r.pinned {
 		if unix.Fstatat(unix.AT_FDCWD, p.path, &st, flagsOf(p.nofollow)) != nil || uint64(st.Dev) != p.dev || st.Ino != p.ino {
+			return false
+		}
+		// The descriptor is still the file recorded (nothing in the
+		// process closed it and got its number for another file).
+		if unix.Fstat(p.fd, &fst) != nil || fst.Dev != st.Dev || fst.Ino != st.Ino || fst.Mode&unix.S_IFMT != st.Mode&unix.S_IFMT {
 			return false
 		}
 	}
@@ -208,11 +224,13 @@ func (b *builder) cached(p Policy, abi int) error {
 			err = e.rec.apply(b)
 		}
 		records.release(e)
-		if err != nil {
-			return err
-		}
-		if held {
+		if held && err == nil {
 			return b.temp(p)
+		}
+		if err != nil {
+			// The ruleset has some of the rules: not to be used.
+			records.drop(e)
+			return err
 		}
 	} else {
 		records.release(e)

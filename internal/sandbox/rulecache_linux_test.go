@@ -537,3 +537,109 @@ func TestSandboxRecordUnmount(t *testing.T) {
 	}
 	mounted = false
 }
+
+// TestSandboxRecordDescriptor: a record whose held file was closed behind
+// its back (a stray close elsewhere in the program), or whose number now
+// names another file, is not reused: the next build is fresh, succeeds,
+// and allows nothing of the file now at that number.
+func TestSandboxRecordDescriptor(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		// harm does to fd, a descriptor the record holds for the
+		// working directory's src, what a stray close (and an open
+		// that got its number) elsewhere in the program would.
+		harm func(t *testing.T, r rig, fd int)
+	}{
+		{"closed", func(t *testing.T, _ rig, fd int) { unix.Close(fd) }},
+		{"another file at its number", func(t *testing.T, r rig, fd int) {
+			ssh, err := unix.Open(r.home+"/.ssh", unix.O_PATH|unix.O_CLOEXEC, 0)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer unix.Close(ssh)
+			if err := unix.Dup3(ssh, fd, unix.O_CLOEXEC); err != nil {
+				t.Fatal(err)
+			}
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			records.reset()
+			t.Cleanup(records.reset)
+			r := quietRig(t)
+			p := r.policy(WorkspaceWrite)
+			for range 2 { // the second build records p
+				rs, err := Build(p)
+				if err != nil {
+					t.Fatal(err)
+				}
+				rs.Close()
+			}
+			fd := -1
+			records.mu.Lock()
+			for _, e := range records.entries {
+				if e.rec == nil {
+					continue
+				}
+				for _, pp := range e.rec.pinned {
+					if pp.path == r.work+"/src" {
+						fd = pp.fd
+					}
+				}
+			}
+			records.mu.Unlock()
+			if fd < 0 {
+				t.Fatalf("the record holds no file for %s", r.work+"/src")
+			}
+			tc.harm(t, r, fd)
+			for i := range 2 {
+				rs, err := Build(p)
+				if err != nil {
+					t.Fatalf("build %d after the harm: %v", i, err)
+				}
+				if i == 0 && rs.reused {
+					t.Errorf("build %d reused a record whose file at %d is not the one recorded", i, fd)
+				}
+				if i == 0 {
+					runBuilt(t, rs, r.work, []probe{
+						{"read-hidden-key", "cat " + r.home + "/.ssh/id_ed25519", false},
+						{"write-hidden-dir", "echo x > " + r.home + "/.ssh/planted", false},
+						{"write-src", "echo x > " + r.work + "/src/ok", true},
+					})
+				}
+				rs.Close()
+			}
+		})
+	}
+}
+
+// TestSandboxRecordBounded: a policy whose build would hold more than
+// maxPinned files (a working directory whose top the run filled) is built
+// fresh each time and holds none of them.
+func TestSandboxRecordBounded(t *testing.T) {
+	records.reset()
+	t.Cleanup(records.reset)
+	r := quietRig(t)
+	for i := range maxPinned + 10 {
+		if err := os.WriteFile(filepath.Join(r.work, fmt.Sprint("f", i)), nil, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	before := openFDs(t)
+	p := r.policy(WorkspaceWrite)
+	for i := range 3 {
+		rs, err := Build(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if rs.reused {
+			t.Errorf("build %d reused a record past maxPinned", i)
+		}
+		rs.Close()
+	}
+	if _, recorded := kept(); recorded != 0 {
+		t.Errorf("%d records kept of a policy past maxPinned, want none", recorded)
+	}
+	if after := openFDs(t); after != before {
+		t.Errorf("%d files open after the builds, %d before", after, before)
+	}
+}

@@ -14,9 +14,11 @@ const NodeInspectorOff = "--import=data:text/javascript,process.on('SIGUSR1',()=
 
 // NodeOptions returns the NODE_OPTIONS of a sandboxed run whose
 // environment has current as its value (empty when unset): the caller's
-// options, kept, with NodeInspectorOff after them, once.
+// options, kept, with NodeInspectorOff after them. It is not added again
+// where it is current's last word already; anywhere else (inside a quoted
+// value, say, where node does not read it as an option) it is added.
 func NodeOptions(current string) string {
-	if strings.Contains(current, NodeInspectorOff) {
+	if f := strings.Fields(current); len(f) > 0 && f[len(f)-1] == NodeInspectorOff {
 		return current
 	}
 	return strings.TrimSpace(current + " " + NodeInspectorOff)

@@ -269,13 +269,18 @@ func recordKey(p Policy, abi int, hidden []string) (string, bool) {
 	q := p
 	q.Temp = ""
 	_, visible := sight(q, false)
+	// Each field is its count of strings, each string its length and
+	// bytes: no two policies make the same key, whatever bytes their
+	// paths hold.
 	var k strings.Builder
 	field := func(parts ...string) {
+		k.WriteString(strconv.Itoa(len(parts)))
+		k.WriteByte(';')
 		for _, s := range parts {
+			k.WriteString(strconv.Itoa(len(s)))
+			k.WriteByte(':')
 			k.WriteString(s)
-			k.WriteByte(0)
 		}
-		k.WriteByte(1)
 	}
 	field(strconv.Itoa(int(p.Level)), strconv.Itoa(abi), strconv.Itoa(os.Geteuid()), p.Workdir)
 	field(p.Held...)

@@ -40,7 +40,7 @@ type Ruleset struct {
 	chains  []chain       // with later, its settings files followed
 	links   []Link        // the settings files that link into hidden paths
 	held    []chain       // the held names of the working directory that are links
-	applied []appliedRule // the rules added, in order
+	applied []appliedRule // the rules added, in order: what tests compare of two builds
 	reused  bool          // built from a cached record (rulecache_linux.go)
 	ran     bool          // Restrict ran
 	ns      *os.File      // the private roots' mount namespace, held (see Namespace)

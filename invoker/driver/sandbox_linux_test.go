@@ -1038,7 +1038,9 @@ func TestSandboxNodeOptions(t *testing.T) {
 	}{
 		{"sandboxed", "required", nil, []string{off}},
 		{"the caller's kept", "required", []string{"NODE_OPTIONS=--max-old-space-size=512"}, []string{"--max-old-space-size=512 " + off}},
-		{"given already", "required", []string{"NODE_OPTIONS=" + off + " --no-warnings"}, []string{off + " --no-warnings"}},
+		{"given already", "required", []string{"NODE_OPTIONS=--no-warnings " + off}, []string{"--no-warnings " + off}},
+		{"given first then more", "required", []string{"NODE_OPTIONS=" + off + " --no-warnings"}, []string{off + " --no-warnings " + off}},
+		{"inside a quoted value", "required", []string{`NODE_OPTIONS=--title="x ` + off + `"`}, []string{`--title="x ` + off + `" ` + off}},
 		{"no sandbox", "off", []string{"NODE_OPTIONS=--max-old-space-size=512"}, []string{"--max-old-space-size=512"}},
 		{"no sandbox, none", "off", nil, nil},
 	} {

@@ -395,32 +395,18 @@ var twoWayCases = []testCase{
 			if !k.capabilities().Approve {
 				return
 			}
-			untilCalled(func(ctx context.Context, last bool) bool {
+			untilCalled(r, "Approve", func(ctx context.Context, t *deadlineTry) error {
 				wd := k.workdir()
-				var called atomic.Bool
-				var seen atomic.Pointer[ctxSeen]
 				_, err := k.invoke(r, ctx, Fake{Ask: "touch " + askFile}, invoker.Request{Workdir: wd,
 					Permission: askLevel,
 					Approve: func(ctx context.Context, _ invoker.Approval) invoker.Decision {
-						called.Store(true)
-						seen.Store(seeContext(ctx))
+						t.see(ctx)
 						return invoker.Decision{Allow: true} // too late
 					}})
 				if exists(filepath.Join(wd, askFile)) {
-					r.errorf("the command ran on Approve's late answer (Approve called: %v)", called.Load())
+					r.errorf("the command ran on Approve's late answer (Approve called: %v)", t.called.Load())
 				}
-				if !called.Load() && !last && errors.Is(err, context.DeadlineExceeded) {
-					return false
-				}
-				if !errors.Is(err, context.DeadlineExceeded) {
-					r.errorf("Invoke() error = %v, want context.DeadlineExceeded", err)
-				}
-				if got := seen.Load(); got == nil {
-					r.errorf("Invoke() returned before Approve did (Approve called: %v)", called.Load())
-				} else {
-					got.check(r, "Approve's", ctx)
-				}
-				return true
+				return err
 			})
 		},
 	},
@@ -552,32 +538,16 @@ var twoWayCases = []testCase{
 			if !k.capabilities().GoTools {
 				return
 			}
-			untilCalled(func(ctx context.Context, last bool) bool {
-				var called atomic.Bool
-				var seen atomic.Pointer[ctxSeen]
+			untilCalled(r, "the handler", func(ctx context.Context, t *deadlineTry) error {
 				srv := mcp.NewServer(&mcp.Implementation{Name: "conformance", Version: "1.0.0"}, nil)
 				mcp.AddTool(srv, &mcp.Tool{Name: "block", Description: "Blocks until cancelled."},
 					func(hctx context.Context, _ *mcp.CallToolRequest, _ echoIn) (*mcp.CallToolResult, any, error) {
-						called.Store(true)
-						got := seeContext(hctx)
-						seen.Store(got)
-						return nil, nil, got.err
+						return nil, nil, t.see(hctx).err
 					})
 				f := Fake{CallTool: "conformance/block", ToolArgs: map[string]any{"text": "wait"}}
 				_, err := k.invoke(r, ctx, f, invoker.Request{
 					MCPServers: []invoker.MCPServer{{Name: "conformance", Server: srv}}})
-				if !called.Load() && !last && errors.Is(err, context.DeadlineExceeded) {
-					return false
-				}
-				if !errors.Is(err, context.DeadlineExceeded) {
-					r.errorf("Invoke() error = %v, want context.DeadlineExceeded", err)
-				}
-				if got := seen.Load(); got == nil {
-					r.errorf("Invoke() returned while the handler still ran (handler called: %v)", called.Load())
-				} else {
-					got.check(r, "the handler's", ctx)
-				}
-				return true
+				return err
 			})
 		},
 	},
@@ -589,18 +559,46 @@ var twoWayCases = []testCase{
 // which says nothing of the rule the case checks.
 var callDeadlines = []time.Duration{2 * time.Second, 8 * time.Second, 30 * time.Second}
 
-// untilCalled runs attempt with a context that holds the value of ctxKey
-// and each of callDeadlines in turn, until attempt returns true: it
-// returns false, having reported nothing, when the callback was not called
-// before the deadline passed and last (the final deadline) is false.
-func untilCalled(attempt func(ctx context.Context, last bool) bool) {
+// A deadlineTry is one attempt of a deadline case: whether its callback
+// was called, and what it saw of its context once that was done.
+type deadlineTry struct {
+	called atomic.Bool
+	seen   atomic.Pointer[ctxSeen]
+}
+
+// see is the callback's part: it notes the call, waits for the end of
+// ctx and keeps what it saw.
+func (t *deadlineTry) see(ctx context.Context) *ctxSeen {
+	t.called.Store(true)
+	got := seeContext(ctx)
+	t.seen.Store(got)
+	return got
+}
+
+// untilCalled runs attempt, which returns Invoke's error, with a context
+// that holds the value of ctxKey and each of callDeadlines in turn, until
+// the callback (whose, "Approve" or "the handler") was called before the
+// deadline passed, or the last deadline was tried; that attempt is
+// reported: Invoke returned context.DeadlineExceeded after the callback
+// returned, and the callback saw the run's context.
+func untilCalled(r *report, whose string, attempt func(ctx context.Context, t *deadlineTry) error) {
 	for i, d := range callDeadlines {
 		ctx, cancel := context.WithTimeout(context.WithValue(context.Background(), ctxKey{}, "conformance"), d)
-		done := attempt(ctx, i == len(callDeadlines)-1)
+		var t deadlineTry
+		err := attempt(ctx, &t)
 		cancel()
-		if done {
-			return
+		if !t.called.Load() && i < len(callDeadlines)-1 && errors.Is(err, context.DeadlineExceeded) {
+			continue
 		}
+		if !errors.Is(err, context.DeadlineExceeded) {
+			r.errorf("Invoke() error = %v, want context.DeadlineExceeded", err)
+		}
+		if got := t.seen.Load(); got == nil {
+			r.errorf("Invoke() returned before %s did (called: %v)", whose, t.called.Load())
+		} else {
+			got.check(r, whose+"'s", ctx)
+		}
+		return
 	}
 }
 

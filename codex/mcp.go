@@ -44,10 +44,6 @@ import (
 // question Codex otherwise asks (and fails under the approval policy
 // never). With Approve, Codex asks, and the question goes to the callback.
 
-// nodeOptions is the variable that carries a sandboxed run's inspector
-// option to a command server's node processes (above).
-const nodeOptions = "NODE_OPTIONS"
-
 // bareKey is what Codex takes as a bare TOML key in a configuration
 // override's dotted path; a server's name must be one, and is shown to the
 // model in its tools' namespace (mcp__NAME).
@@ -95,7 +91,7 @@ func mcpConfig(servers []invoker.MCPServer, trusted, sandboxed bool) (map[string
 				env[name] = value
 			}
 			if sandboxed {
-				env[nodeOptions] = sandbox.NodeOptions(env[nodeOptions])
+				env[sandbox.NodeOptionsVar] = sandbox.NodeOptions(env[sandbox.NodeOptionsVar])
 			}
 			if len(env) > 0 {
 				config[key+"env"] = env

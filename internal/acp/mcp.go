@@ -10,10 +10,6 @@ import (
 	"github.com/clinvoke/clinvoke/invoker"
 )
 
-// nodeOptions is the variable that carries a sandboxed run's inspector
-// option to a stdio server's node processes (mcpServers).
-const nodeOptions = "NODE_OPTIONS"
-
 // mcpServers returns the request's MCP servers as session/new and
 // session/load take them: a stdio server as {name, command, args, env},
 // a URL server as {type "http", name, url, headers}. Headers go over
@@ -40,13 +36,13 @@ func (p *Protocol) mcpServers() ([]any, error) {
 			own := false
 			for _, kv := range s.Env {
 				k, v, _ := strings.Cut(kv, "=")
-				if k == nodeOptions && p.sandboxed() {
+				if k == sandbox.NodeOptionsVar && p.sandboxed() {
 					v, own = sandbox.NodeOptions(v), true
 				}
 				env = append(env, map[string]string{"name": k, "value": v})
 			}
 			if p.sandboxed() && !own {
-				env = append(env, map[string]string{"name": nodeOptions, "value": sandbox.NodeOptions(envValue(p.req.Env, nodeOptions))})
+				env = append(env, map[string]string{"name": sandbox.NodeOptionsVar, "value": sandbox.NodeOptions(envValue(p.req.Env, sandbox.NodeOptionsVar))})
 			}
 			args := s.Args
 			if args == nil {

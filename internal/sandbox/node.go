@@ -12,6 +12,11 @@ import "strings"
 // used, as a node before 22.14 refuses to start with it.
 const NodeInspectorOff = "--import=data:text/javascript,process.on('SIGUSR1',()=>{})"
 
+// NodeOptionsVar is the variable that carries NodeInspectorOff to the
+// node processes of a sandboxed run: the run's own, and a server's
+// environment where its CLI starts it with one of its own.
+const NodeOptionsVar = "NODE_OPTIONS"
+
 // NodeOptions returns the NODE_OPTIONS of a sandboxed run whose
 // environment has current as its value (empty when unset): the caller's
 // options, kept, with NodeInspectorOff after them. It is not added again

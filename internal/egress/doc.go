@@ -42,10 +42,13 @@
 // two routes puts the run's first process in the namespace:
 //
 //   - Prepare and Enter, with CAP_SYS_ADMIN (root): Prepare readies the
-//     namespace in the background, on an OS thread of its own that ends
-//     once it is done: it takes one made ahead (its loopback up, its
-//     catch-all route set up; see nspool_linux.go), or makes one, and
-//     opens there the proxy's listener and the forwarders', while the
+//     namespace. It takes one made ahead (its loopback up, its catch-all
+//     route set up, the proxy's listener open; see nspool_linux.go);
+//     where that is all the run needs (no loopback endpoint to forward)
+//     it is ready when Prepare returns. Otherwise Prepare goes on in the
+//     background, on an OS thread of its own that ends once it is done:
+//     it joins the namespace taken, or makes one, and opens there the
+//     forwarders' listeners (and the proxy's, in one it made), while the
 //     run's other start work goes on. Enter, on the locked OS thread that
 //     then forks the run's first process, waits for it and moves that
 //     thread alone into it (setns). The thread must never be unlocked: it

@@ -168,17 +168,24 @@ func (n *Net) ProxyURL() string {
 // with its loopback up, the proxy's listener and one listener per
 // loopback endpoint opened there and served from goroutines of the
 // host's namespace (their dials leave from the host), and the connections
-// that bypass the proxy caught (BypassRecorded). Enter then only moves
-// the forking thread into it. Call Prepare as soon as the run is known to
-// need the namespace, so that making it overlaps the run's other start
-// work; Enter calls it if nothing did. Later calls, and calls after
-// Close, do nothing.
+// that bypass the proxy caught (BypassRecorded). Where a namespace made
+// ahead holds all that already (a run with no loopback endpoint to
+// forward), Prepare takes it before it returns, with no thread. Enter
+// then only moves the forking thread into it. Call Prepare as soon as the
+// run is known to need the namespace, so that making it overlaps the
+// run's other start work; Enter calls it if nothing did. Later calls, and
+// calls after Close, do nothing.
 func (n *Net) Prepare() {
 	n.prepOnce.Do(func() {
 		n.made = make(chan struct{})
+		rest := n.prepareKept()
+		if rest == nil {
+			close(n.made)
+			return
+		}
 		sandbox.GoRetired(func() { // the thread, in the namespace, ends with f
 			defer close(n.made)
-			n.ns, n.madeErr = n.makeNamespace()
+			n.ns, n.madeErr = rest()
 		})
 	})
 }
@@ -268,8 +275,20 @@ func (n *Net) listenAddrs() []string {
 // listen opens, in the calling thread's namespace, the listeners of
 // listenAddrs, in that order.
 func (n *Net) listen() ([]net.Listener, error) {
+	return n.listenOn(n.listenAddrs())
+}
+
+// listenForwards opens, in the calling thread's namespace, the listeners
+// of listenAddrs but the proxy's, in that order.
+func (n *Net) listenForwards() ([]net.Listener, error) {
+	return n.listenOn(n.listenAddrs()[1:])
+}
+
+// listenOn opens, in the calling thread's namespace, a listener on each
+// of addrs, in that order.
+func (n *Net) listenOn(addrs []string) ([]net.Listener, error) {
 	var ls []net.Listener
-	for _, a := range n.listenAddrs() {
+	for _, a := range addrs {
 		l, err := net.Listen("tcp", a)
 		if err != nil {
 			for _, l := range ls {

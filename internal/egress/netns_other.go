@@ -66,8 +66,12 @@ func (c *counters) close() {}
 // countUnanswered is never called without recordDirect.
 func (n *Net) countUnanswered() {}
 
-// makeNamespace reports that only Linux has network namespaces.
-func (n *Net) makeNamespace() (*os.File, error) { return nil, enterNamespace() }
+// prepareKept has no namespace made ahead to take: it returns the work
+// of Prepare's thread, which reports that only Linux has network
+// namespaces.
+func (n *Net) prepareKept() func() (*os.File, error) {
+	return func() (*os.File, error) { return nil, enterNamespace() }
+}
 
 // refillNamespaces has nothing to make where there are no namespaces.
 func refillNamespaces() {}

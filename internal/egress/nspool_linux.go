@@ -1,7 +1,9 @@
 package egress
 
 import (
+	"net"
 	"os"
+	"strconv"
 	"time"
 
 	"golang.org/x/sys/unix"
@@ -12,20 +14,25 @@ import (
 
 // The network namespaces of Enter's route are made ahead, off the run's
 // path: making one (unshare, the loopback brought up, the catch-all
-// route's rules and routes, its packet socket, the counters' files) costs
-// about a millisecond of CPU, most of it the kernel's, which a run would
-// otherwise spend while it starts. Up to nsPoolSize namespaces are kept
-// ready, made by a goroutine that a Net starts once its run has started
-// (Running) or is over (Close), on a thread of its own that ends once
-// they are made; Prepare takes one and joins it to open the run's
-// listeners there, and makes its own only when none is ready (the first
-// run, or many at once).
+// route's rules and routes, its packet socket, the counters' files, the
+// proxy's listener) costs about a millisecond of CPU, most of it the
+// kernel's, which a run would otherwise spend while it starts. Up to
+// nsPoolSize namespaces are kept ready, made by a goroutine that a Net
+// starts once its run has started (Running) or is over (Close), on a
+// thread of its own that ends once they are made. Prepare takes one; a
+// run with no loopback endpoint to forward finds everything it needs
+// there, the proxy's listener on ProxyPort included, and takes it on the
+// calling goroutine, with no thread of its own and no wait for Enter; a
+// run with some joins it on a thread of its own to open their listeners
+// there. A run makes its own only when none is ready (the first run, or
+// many at once).
 //
 // A namespace is used by one run only, never kept after it: a run can
 // leave state in its namespace (sockets, connections waiting to be
 // closed, counters), and a new one starts with none. Until it is taken,
-// nothing runs in a kept namespace and nothing but its loopback exists
-// there: its packet socket sees nothing, its counters stay at zero. The
+// nothing runs in a kept namespace and nothing but its loopback and the
+// proxy's listener exists there: no process can connect to the listener,
+// its packet socket sees nothing, its counters stay at zero. The
 // kept namespaces are released once nsPoolIdle has passed with no run
 // taking one, starting or ending (internal/ahead's Pool holds them).
 //
@@ -47,12 +54,16 @@ type readyNS struct {
 	direct    int       // the catch-all route's packet socket, or -1
 	directErr error     // why there is none
 	counters  *counters // the namespace's counters, or nil
+	// proxy is the proxy's listener at 127.0.0.1:ProxyPort, opened in
+	// the namespace; nil where it could not be (the run then opens its
+	// own, and says why it cannot).
+	proxy net.Listener
 }
 
 // makeReady moves the calling thread, locked and retired (it runs
 // nothing else afterwards), into a new network namespace and sets it up:
 // the loopback up, the catch-all route and its packet socket, the
-// counters opened from inside.
+// counters opened from inside, the proxy's listener on ProxyPort.
 func makeReady() (*readyNS, error) {
 	if err := enterNamespace(); err != nil {
 		return nil, err
@@ -65,6 +76,9 @@ func makeReady() (*readyNS, error) {
 	if r.direct, r.directErr = catchDirect(); r.directErr == nil {
 		r.counters = openCounters("/proc/thread-self/net")
 	}
+	if l, err := net.Listen("tcp", net.JoinHostPort("127.0.0.1", strconv.Itoa(ProxyPort))); err == nil {
+		r.proxy = l
+	}
 	return r, nil
 }
 
@@ -75,6 +89,9 @@ func (r *readyNS) close() {
 		unix.Close(r.direct)
 	}
 	r.counters.close()
+	if r.proxy != nil {
+		r.proxy.Close()
+	}
 }
 
 // namespaces is the process's pool of namespaces made ahead.
@@ -82,28 +99,69 @@ var namespaces = newNamespacePool()
 
 // newNamespacePool returns a pool that keeps nsPoolSize namespaces, made
 // on a retired thread of its own (sandbox.GoRetired): each one it makes
-// moves the thread into a new namespace. A kept namespace is taken only
-// if the taking thread can join it.
+// moves the thread into a new namespace. A kept namespace is checked
+// where it is joined: by the thread that forks the run (Join), and, for
+// a run with endpoints to forward, first by Prepare's thread, which
+// releases one it cannot join and makes its own (makeNamespace).
 func newNamespacePool() *ahead.Pool[*readyNS] {
 	return ahead.New(ahead.Config[*readyNS]{
 		Size:    nsPoolSize,
 		Idle:    nsPoolIdle,
 		Make:    makeReady,
-		Check:   func(r *readyNS) bool { return joinNamespace(r.ns) == nil },
 		Release: (*readyNS).close,
 		Go:      sandbox.GoRetired,
 	})
 }
 
-// makeNamespace is Prepare's work, on its locked thread: it moves the
-// thread into the run's network namespace (a kept one, else one it
-// makes), opens the listeners there, starts serving them and recording
-// the connections around the proxy, and returns a file of the namespace
-// for Enter to join.
-func (n *Net) makeNamespace() (*os.File, error) {
-	r, err := namespaces.Get() // joined, or made here
-	if err != nil {
-		return nil, err
+// prepareKept is Prepare's work on its calling goroutine: it takes a
+// kept namespace, if any, and where that holds all the run needs (its
+// listener on the run's proxy port, and no endpoint to forward) uses it
+// there, in the host's namespace, and returns nil. Otherwise it returns
+// the rest of the work, for a thread of Prepare's own: makeNamespace,
+// with the namespace taken or nil.
+func (n *Net) prepareKept() func() (*os.File, error) {
+	r, ok := namespaces.Take()
+	if !ok {
+		r = nil
+	} else if r.proxy != nil && len(n.forwards) == 0 && n.port == ProxyPort {
+		n.ns = r.ns
+		n.use(r, []net.Listener{r.proxy})
+		return nil
+	}
+	return func() (*os.File, error) { return n.makeNamespace(r) }
+}
+
+// makeNamespace is the rest of Prepare's work where prepareKept did not
+// do it all, on Prepare's locked thread: it moves the thread into the
+// run's network namespace (r, a kept one, if not nil and the thread can
+// join it, else one it makes), opens the listeners there, starts
+// serving them and recording the connections around the proxy, and
+// returns a file of the namespace for Enter to join.
+func (n *Net) makeNamespace(r *readyNS) (*os.File, error) {
+	if r != nil && joinNamespace(r.ns) != nil {
+		r.close()
+		r = nil
+	}
+	if r == nil {
+		var err error
+		if r, err = makeReady(); err != nil {
+			return nil, err
+		}
+	}
+	if r.proxy != nil && n.port == ProxyPort {
+		// Listen on this thread, in the namespace, for the forwarded
+		// endpoints; the proxy's listener is open already.
+		ls, err := n.listenForwards()
+		if err != nil {
+			r.close()
+			return nil, err
+		}
+		n.use(r, append([]net.Listener{r.proxy}, ls...))
+		return r.ns, nil
+	}
+	if r.proxy != nil {
+		r.proxy.Close() // another port: the run's own, below
+		r.proxy = nil
 	}
 	// Listen on this thread, in the namespace; the accept loops run on
 	// other goroutines, whose sockets (the dials) are the host's.
@@ -112,6 +170,14 @@ func (n *Net) makeNamespace() (*os.File, error) {
 		r.close()
 		return nil, err
 	}
+	n.use(r, ls)
+	return r.ns, nil
+}
+
+// use serves ls, the listeners of listenAddrs opened in r's namespace,
+// and records the connections around the proxy that r's packet socket
+// sees.
+func (n *Net) use(r *readyNS, ls []net.Listener) {
 	n.serve(ls)
 	if r.directErr != nil {
 		n.bypassErr = r.directErr
@@ -119,7 +185,6 @@ func (n *Net) makeNamespace() (*os.File, error) {
 		n.counters = r.counters
 		n.recordDirect(r.direct)
 	}
-	return r.ns, nil
 }
 
 // refillNamespaces makes, in the background, the namespaces the pool

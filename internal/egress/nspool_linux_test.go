@@ -1,11 +1,15 @@
 package egress
 
 import (
+	"bufio"
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"os"
 	"os/exec"
+	"strconv"
+	"strings"
 	"testing"
 
 	"golang.org/x/sys/unix"
@@ -127,6 +131,109 @@ func TestSandboxNetNamespaceOncePerRun(t *testing.T) {
 		if got := len(keptNames(t)); got != want {
 			t.Errorf("after run %d: %d namespaces kept ready, want %d", i, got, want)
 		}
+	}
+	settleNamespaces()
+}
+
+// TestSandboxNetKeptReadyAtPrepare: a run with no loopback endpoint to
+// forward that takes a kept namespace finds it ready as Prepare returns,
+// its proxy's listener the one opened ahead there and served; a run with
+// one takes a kept namespace too and opens the forwarder's listener there,
+// on Prepare's thread (ready whenever that thread is done). Either way the proxy answers inside, and the run
+// got a namespace kept ready.
+func TestSandboxNetKeptReadyAtPrepare(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("needs root for Enter")
+	}
+	for _, tc := range []struct {
+		name      string
+		loopback  []string
+		wantReady bool
+	}{
+		{"no endpoint", nil, true},
+		{"an endpoint", []string{"127.0.0.1:9"}, false},
+		// The proxy moves to the next port, and the listener opened
+		// ahead on ProxyPort gives way to the endpoint's.
+		{"an endpoint on the proxy's port", []string{"127.0.0.1:" + strconv.Itoa(ProxyPort)}, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			settleNamespaces()
+			saved := namespaces
+			namespaces = newNamespacePool()
+			t.Cleanup(func() { namespaces.Close(); namespaces = saved })
+			for range 2 { // two runs that found none: runs follow each other
+				namespaces.Take()
+			}
+			namespaces.Fill()
+			namespaces.Wait()
+			kept := keptNames(t)
+			if len(kept) == 0 {
+				t.Fatal("no namespace kept ready once runs follow each other")
+			}
+			n, err := New(&Config{Loopback: tc.loopback})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer n.Close()
+			n.Prepare()
+			ready := false
+			select {
+			case <-n.made:
+				ready = true
+			default:
+			}
+			// With an endpoint, Prepare's thread may or may not be done
+			// by now: only the readiness promised is asserted.
+			if tc.wantReady && !ready {
+				t.Error("namespace not ready as Prepare returns, want it ready")
+			}
+			var ns, status string
+			if err := sandbox.Retired(func() error {
+				if err := n.Enter(); err != nil {
+					return err
+				}
+				var err error
+				if ns, err = os.Readlink("/proc/thread-self/ns/net"); err != nil {
+					return err
+				}
+				for _, ep := range tc.loopback {
+					c, err := net.Dial("tcp", ep)
+					if err != nil {
+						return fmt.Errorf("the endpoint's listener inside: %w", err)
+					}
+					c.Close()
+				}
+				c, err := net.Dial("tcp", strings.TrimPrefix(n.ProxyURL(), "http://"))
+				if err != nil {
+					return err
+				}
+				defer c.Close()
+				if _, err := io.WriteString(c, "GET http://denied.test/ HTTP/1.1\r\nHost: denied.test\r\n\r\n"); err != nil {
+					return err
+				}
+				status, err = bufio.NewReader(c).ReadString('\n')
+				return err
+			}); err != nil {
+				t.Fatal(err)
+			}
+			if !kept[ns] {
+				t.Errorf("the run got namespace %s, none of those kept ready %v", ns, kept)
+			}
+			if want := "HTTP/1.1 403 "; !strings.HasPrefix(status, want) {
+				t.Errorf("the proxy inside answered %q, want %q…", status, want)
+			}
+			// The forwarders' attempts (their dials find nothing on the
+			// host) may be recorded yet or not.
+			var through []Attempt
+			for _, at := range n.Attempts() {
+				if at.Method != MethodForward {
+					through = append(through, at)
+				}
+			}
+			if len(through) != 1 || through[0].Host != "denied.test" || through[0].Allowed {
+				t.Errorf("Attempts() through the proxy = %+v, want the one denied request", through)
+			}
+		})
 	}
 	settleNamespaces()
 }

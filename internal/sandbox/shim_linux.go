@@ -33,9 +33,9 @@ import (
 // new domain nested in the CLI's, and executes the real shell with the
 // same arguments (argv[0] kept) and environment. A shell below a
 // command's shell is in a domain nested below the CLI's already and adds
-// no layer. That package imports os and syscall only, so that its init
-// runs before the initialisers of this package's imports, which a
-// shell's start never needs.
+// no layer. That package imports os, syscall and internal/procstat only,
+// so that its init runs before the initialisers of this package's
+// imports, which a shell's start never needs.
 
 // ShimDir is where a run's mount namespace keeps its real shells, each at
 // its own path beneath it (ShimDir + "/usr/bin/bash").

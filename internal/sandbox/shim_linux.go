@@ -7,15 +7,12 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"runtime"
 	"slices"
-	"strings"
-	"syscall"
-	"unsafe"
 
 	"golang.org/x/sys/unix"
 
 	"github.com/clinvoke/clinvoke/internal/procstat"
+	"github.com/clinvoke/clinvoke/internal/shellshim"
 )
 
 // The commands a CLI runs through a shell live in a Landlock domain
@@ -29,49 +26,34 @@ import (
 // the real shells are bound read-only beneath ShimDir, a small read-only
 // tmpfs in the run's /tmp, and this program's own binary is bound
 // read-only over each shell. A CLI that executes /bin/sh or /bin/bash
-// starts this binary, whose init recognises it by /proc/self/exe alone (a
-// shell's path, which only the binds make this binary's; nothing of the
-// environment), applies a ruleset that handles one right nobody's
-// command needs (making block devices) and so makes a new domain nested
-// in the CLI's, and executes the real shell with the same arguments
-// (argv[0] kept) and environment. A shell below a command's shell is in
-// a domain nested below the CLI's already and adds no layer (placed).
+// starts this binary, whose internal/shellshim init recognises it by
+// /proc/self/exe alone (a shell's path, which only the binds make this
+// binary's; nothing of the environment), applies a ruleset that handles
+// one right nobody's command needs (making block devices) and so makes a
+// new domain nested in the CLI's, and executes the real shell with the
+// same arguments (argv[0] kept) and environment. A shell below a
+// command's shell is in a domain nested below the CLI's already and adds
+// no layer. That package imports os, syscall and internal/procstat only,
+// so that its init runs before the initialisers of this package's
+// imports, which a shell's start never needs.
 
 // ShimDir is where a run's mount namespace keeps its real shells, each at
 // its own path beneath it (ShimDir + "/usr/bin/bash").
-const ShimDir = "/tmp/.clinvoke-shells"
+const ShimDir = shellshim.Dir
 
 // firstDir keeps the real shells a second time, for a shell whose parent
-// it cannot inspect: the run's CLI itself started through a shell (a
-// wrapper script), or a shell whose parent has gone. A shell beneath it
-// never spares a command below it its own domain: the CLI may share it.
-const firstDir = ShimDir + "/first"
-
-// maxAncestors bounds the walk up a shell's ancestors.
-const maxAncestors = 64
-
-// shellDirs and shellNames make the paths of the shells a CLI may run its
-// commands through: the ones that exist, resolved, are shimmed.
-var (
-	shellDirs  = []string{"/bin", "/usr/bin"}
-	shellNames = []string{"sh", "bash", "dash", "zsh"}
-)
-
-// isShell reports whether path (resolved) is one of the paths a shell is
-// shimmed at.
-func isShell(path string) bool {
-	return slices.Contains(shellDirs, filepath.Dir(path)) && slices.Contains(shellNames, filepath.Base(path))
-}
+// it cannot inspect (shellshim.FirstDir).
+const firstDir = shellshim.FirstDir
 
 // shellPaths returns the shells of this host, each by its real path, once:
 // the regular files the shells' paths lead to that are themselves at a
 // shell's path (a shell reached through a link elsewhere is not shimmed).
 func shellPaths() []string {
 	var out []string
-	for _, d := range shellDirs {
-		for _, n := range shellNames {
+	for _, d := range shellshim.Dirs {
+		for _, n := range shellshim.Names {
 			real, err := filepath.EvalSymlinks(filepath.Join(d, n))
-			if err != nil || !isShell(real) || slices.Contains(out, real) {
+			if err != nil || !shellshim.IsShell(real) || slices.Contains(out, real) {
 				continue
 			}
 			if fi, err := os.Stat(real); err == nil && fi.Mode().IsRegular() {
@@ -241,142 +223,9 @@ func (s *shim) mount(mounted *[]string) error {
 	return nil
 }
 
-// shimmed returns the real shell this process must execute when it is
-// this program's binary started through a shell's path (bound over it by
-// shim.mount), and whether it is. It trusts nothing of the environment:
-// only the path the kernel gives as this process's executable.
-func shimmed() (string, bool) {
-	exe, err := os.Readlink("/proc/self/exe")
-	if err != nil || !isShell(exe) {
-		return "", false
-	}
-	return ShimDir + exe, true
-}
-
-// runShim executes the real shell real, in a Landlock domain nested
-// below the CLI's (a new one nested in the one it was started in, unless
-// placed finds it in such a domain already: Landlock allows 16 layers),
-// with this process's arguments and environment. It returns only on failure, with the status a shell gives
-// a command it cannot execute (126), having said why on standard error:
-// a command never runs unnested, and never as this program.
-func runShim(real string) int {
-	runtime.LockOSThread()
-	if err := checkShimDir(); err != nil {
-		fmt.Fprintf(os.Stderr, "sandbox: %s is this program's binary: %v\n", os.Args[0], err)
-		return 126
-	}
-	nested, first := placed()
-	if first {
-		real = firstDir + strings.TrimPrefix(real, ShimDir)
-	}
-	if !nested {
-		if err := nest(); errors.Is(err, unix.E2BIG) {
-			fmt.Fprintf(os.Stderr, "sandbox: %s: the command's own Landlock domain would be a 17th layer and Landlock allows 16 (the program itself runs under layers besides the run's): the command does not run in the CLI's domain instead: %v\n", os.Args[0], err)
-			return 126
-		} else if err != nil {
-			fmt.Fprintf(os.Stderr, "sandbox: %s: %v\n", os.Args[0], err)
-			return 126
-		}
-	}
-	err := syscall.Exec(real, os.Args, os.Environ())
-	fmt.Fprintf(os.Stderr, "sandbox: execute %s: %v\n", real, err)
-	return 126
-}
-
-// placed tells how a shell is to start, from its ancestors: nested, when
-// it is already in a domain nested below the CLI's, so that it needs no
-// new layer; first, when its parent cannot be inspected (an enclosing
-// domain: the CLI itself starts, or its parent has gone), so that it runs
-// the real shell beneath firstDir and a shell below it nests again.
-//
-// A shell is nested when, walking up from its parent through ancestors
-// this process may inspect (only a process of its own domain or of one
-// nested in it), it meets a real shell beneath ShimDir but not beneath
-// firstDir before any other ancestor refuses it. That shell is one the
-// CLI (or a program below it) started, in a domain nested below the
-// CLI's, and this process descends from it: its domain is that one or
-// deeper. A process in the CLI's own domain inspects the CLI and what
-// started the CLI, and the CLI's start, if it was a shell, runs beneath
-// firstDir. Each ancestor must have started no later than its child: a
-// pid reused on the way is no ancestor.
-func placed() (nested, first bool) {
-	self, ok := procStat(os.Getpid())
-	if !ok {
-		return false, false
-	}
-	child := self
-	for pid, n := self.PPID, 0; pid > 1 && n < maxAncestors; n++ {
-		exe, err := os.Readlink(fmt.Sprintf("/proc/%d/exe", pid))
-		if err != nil {
-			return false, n == 0
-		}
-		st, ok := procStat(pid)
-		if !ok || st.Start > child.Start {
-			return false, false
-		}
-		if strings.HasPrefix(exe, firstDir+"/") {
-			return false, false
-		}
-		if sh, ok := strings.CutPrefix(exe, ShimDir); ok && isShell(sh) {
-			return true, false
-		}
-		child, pid = st, st.PPID
-	}
-	return false, false
-}
-
-// procStat reads /proc/PID/stat of process pid: placed reads its parent
-// and its start time.
+// procStat reads /proc/PID/stat of process pid: the sweep of temporary
+// directories reads its parent and its start time.
 func procStat(pid int) (procstat.Stat, bool) {
 	st, err := procstat.Read(pid)
 	return st, err == nil
-}
-
-// checkShimDir makes sure that ShimDir is what shim.mount made: a
-// read-only mount of its own, not a directory of the host's /tmp.
-func checkShimDir() error {
-	dir, err := mountID(ShimDir)
-	if err != nil {
-		return fmt.Errorf("no real shell beside it: %w", err)
-	}
-	parent, err := mountID(filepath.Dir(ShimDir))
-	if err != nil {
-		return err
-	}
-	var st unix.Statfs_t
-	if err := unix.Statfs(ShimDir, &st); err != nil {
-		return fmt.Errorf("statfs %s: %w", ShimDir, err)
-	}
-	if dir == parent || st.Flags&unix.ST_RDONLY == 0 {
-		return fmt.Errorf("%s is not the run's read-only mount of the real shells", ShimDir)
-	}
-	return nil
-}
-
-// nest makes the calling thread's Landlock domain a new one nested in the
-// one it is in: a ruleset that handles making block devices and allows it
-// nowhere (no agent's command makes one, and only root may), after
-// no_new_privs (which the run has already).
-func nest() error {
-	abi, err := Probe()
-	if err != nil {
-		return err
-	}
-	// Signals are scoped too (ABI 6): a command may signal its own
-	// domain's processes (its shell, what it started), not the CLI's, whose
-	// node would open its inspector on SIGUSR1 (the run's NODE_OPTIONS
-	// closes it only once a node process has loaded it, and a node the CLI
-	// starts without that variable, as Codex starts its MCP servers, never
-	// does).
-	attr := unix.LandlockRulesetAttr{Handled_access_fs: unix.LANDLOCK_ACCESS_FS_MAKE_BLOCK, Scoped: rightsFor(abi).scope}
-	size := unsafe.Sizeof(attr)
-	if abi < 6 {
-		size = unsafe.Offsetof(attr.Scoped)
-	}
-	fd, _, errno := unix.Syscall(unix.SYS_LANDLOCK_CREATE_RULESET, uintptr(unsafe.Pointer(&attr)), size, 0)
-	if errno != 0 {
-		return fmt.Errorf("landlock_create_ruleset: %w", errno)
-	}
-	defer unix.Close(int(fd))
-	return restrictSelf(int(fd), rightsFor(abi).restrict)
 }

@@ -14,6 +14,8 @@ import (
 
 	"go.uber.org/goleak"
 	"golang.org/x/sys/unix"
+
+	"github.com/clinvoke/clinvoke/internal/shellshim"
 )
 
 // shellScript is what a command of a fake CLI runs through bash -c: the
@@ -386,7 +388,7 @@ func TestShimLayerLimit(t *testing.T) {
 			return err
 		}
 		for range 15 {
-			if err := nest(); err != nil {
+			if err := shellshim.Nest(); err != nil {
 				return err
 			}
 		}
@@ -400,5 +402,35 @@ func TestShimLayerLimit(t *testing.T) {
 	}
 	if !strings.Contains(string(out), "17th layer") || strings.Contains(string(out), "ran") {
 		t.Errorf("a shell under 16 layers printed %q, want why it did not run, and no command's output", out)
+	}
+}
+
+// TestShimInitFirst: in a binary that links this package, the shell
+// shim's initialiser (internal/shellshim) runs before those of the heavy
+// packages this package imports and a program links (crypto/…,
+// encoding/json, golang.org/x/sys/unix) and before this package's own: a
+// shell's start never pays for them. The order is Go's, printed by
+// GODEBUG=inittrace=1 for this test binary.
+func TestShimInitFirst(t *testing.T) {
+	cmd := exec.Command(os.Args[0], "-test.run=^$")
+	cmd.Env = append(os.Environ(), "GODEBUG=inittrace=1")
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("%v: %s", err, out)
+	}
+	at := map[string]int{}
+	for i, line := range strings.Split(string(out), "\n") {
+		if f := strings.Fields(line); len(f) > 1 && f[0] == "init" {
+			at[f[1]] = i + 1
+		}
+	}
+	shim := at["github.com/clinvoke/clinvoke/internal/shellshim"]
+	if shim == 0 {
+		t.Fatalf("no initialiser of internal/shellshim in the trace: %s", out)
+	}
+	for _, pkg := range []string{"crypto/sha256", "encoding/json", "golang.org/x/sys/unix", "reflect", "github.com/clinvoke/clinvoke/internal/sandbox"} {
+		if at[pkg] == 0 || at[pkg] < shim {
+			t.Errorf("%s initialised at line %d of the trace, internal/shellshim at %d: want it after", pkg, at[pkg], shim)
+		}
 	}
 }

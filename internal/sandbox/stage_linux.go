@@ -69,16 +69,13 @@ type NetStage interface {
 	Network() (fds []int, text string, err error)
 }
 
-// init runs the real shell in a nested domain when this binary was
-// started through a shell's path in a run's mount namespace (shimmed), and
-// the first stage when it was started by Wrap. It never returns then. A
+// init runs the first stage when this binary was started by Wrap (a
+// start through a shell's path is internal/shellshim's, whose init runs
+// before this one). It never returns then. A
 // spec with network steps (Net) is left to internal/egress's init, which
 // runs after this one (it imports this package), and which every binary
 // that writes such a spec links.
 func init() {
-	if real, ok := shimmed(); ok {
-		os.Exit(runShim(real))
-	}
 	v, ok := os.LookupEnv(stageEnv)
 	if !ok {
 		return

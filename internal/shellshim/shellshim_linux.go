@@ -1,0 +1,241 @@
+//go:build linux
+
+package shellshim
+
+import (
+	"os"
+	"runtime"
+	"strconv"
+	"syscall"
+	"unsafe"
+
+	"github.com/clinvoke/clinvoke/internal/procstat"
+)
+
+// Dir is where a run's mount namespace keeps its real shells, each at its
+// own path beneath it (Dir + "/usr/bin/bash"): a read-only tmpfs of its
+// own in the run's /tmp.
+const Dir = "/tmp/.clinvoke-shells"
+
+// FirstDir keeps the real shells a second time, for a shell whose parent
+// it cannot inspect: the run's CLI itself started through a shell (a
+// wrapper script), or a shell whose parent has gone. A shell beneath it
+// never spares a command below it its own domain: the CLI may share it.
+const FirstDir = Dir + "/first"
+
+// maxAncestors bounds the walk up a shell's ancestors.
+const maxAncestors = 64
+
+// Dirs and Names make the paths of the shells a CLI may run its commands
+// through: the sandbox binds this program's binary over the ones that
+// exist, resolved, that are themselves at such a path (IsShell).
+var (
+	Dirs  = []string{"/bin", "/usr/bin"}
+	Names = []string{"sh", "bash", "dash", "zsh"}
+)
+
+// IsShell reports whether path (resolved, clean) is one of the paths a
+// shell is shimmed at: a name of Names in a directory of Dirs.
+func IsShell(path string) bool {
+	i := len(path) - 1
+	for i >= 0 && path[i] != '/' {
+		i--
+	}
+	if i < 0 {
+		return false
+	}
+	dir, name := path[:i], path[i+1:]
+	if dir == "" {
+		dir = "/"
+	}
+	return contains(Dirs, dir) && contains(Names, name)
+}
+
+func contains(list []string, s string) bool {
+	for _, v := range list {
+		if v == s {
+			return true
+		}
+	}
+	return false
+}
+
+// init runs the real shell in a nested domain when this binary was
+// started through a shell's path in a run's mount namespace (shimmed). It
+// never returns then.
+func init() {
+	if real, ok := shimmed(); ok {
+		os.Exit(run(real))
+	}
+}
+
+// shimmed returns the real shell this process must execute when it is
+// this program's binary started through a shell's path (bound over it by
+// the sandbox), and whether it is. It trusts nothing of the environment:
+// only the path the kernel gives as this process's executable.
+func shimmed() (string, bool) {
+	exe, err := os.Readlink("/proc/self/exe")
+	if err != nil || !IsShell(exe) {
+		return "", false
+	}
+	return Dir + exe, true
+}
+
+// arg0 is the name this process was started by, for its messages.
+func arg0() string {
+	if len(os.Args) == 0 {
+		return ""
+	}
+	return os.Args[0]
+}
+
+// fail writes msg on standard error and returns the status a shell gives
+// a command it cannot execute.
+func fail(msg string) int {
+	os.Stderr.WriteString("sandbox: " + msg + "\n")
+	return 126
+}
+
+// run executes the real shell real, in a Landlock domain nested below the
+// CLI's (a new one nested in the one it was started in, unless placed
+// finds it in such a domain already: Landlock allows 16 layers), with
+// this process's arguments and environment. It returns only on failure,
+// with the status a shell gives a command it cannot execute (126), having
+// said why on standard error: a command never runs unnested, and never as
+// this program.
+func run(real string) int {
+	runtime.LockOSThread()
+	if err := checkDir(); err != nil {
+		return fail(arg0() + " is this program's binary: " + err.Error())
+	}
+	nested, first := placed()
+	if first {
+		real = FirstDir + real[len(Dir):]
+	}
+	if !nested {
+		if err := Nest(); unwrapErrno(err) == syscall.E2BIG {
+			return fail(arg0() + ": the command's own Landlock domain would be a 17th layer and Landlock allows 16 (the program itself runs under layers besides the run's): the command does not run in the CLI's domain instead: " + err.Error())
+		} else if err != nil {
+			return fail(arg0() + ": " + err.Error())
+		}
+	}
+	err := syscall.Exec(real, os.Args, os.Environ())
+	return fail("execute " + real + ": " + err.Error())
+}
+
+// unwrapErrno returns the errno err carries, or 0.
+func unwrapErrno(err error) syscall.Errno {
+	switch e := err.(type) {
+	case *callError:
+		return e.errno
+	case syscall.Errno:
+		return e
+	}
+	return 0
+}
+
+// placed tells how a shell is to start, from its ancestors: nested, when
+// it is already in a domain nested below the CLI's, so that it needs no
+// new layer; first, when its parent cannot be inspected (an enclosing
+// domain: the CLI itself starts, or its parent has gone), so that it runs
+// the real shell beneath FirstDir and a shell below it nests again.
+//
+// A shell is nested when, walking up from its parent through ancestors
+// this process may inspect (only a process of its own domain or of one
+// nested in it), it meets a real shell beneath Dir but not beneath
+// FirstDir before any other ancestor refuses it. That shell is one the
+// CLI (or a program below it) started, in a domain nested below the
+// CLI's, and this process descends from it: its domain is that one or
+// deeper. A process in the CLI's own domain inspects the CLI and what
+// started the CLI, and the CLI's start, if it was a shell, runs beneath
+// FirstDir. Each ancestor must have started no later than its child: a
+// pid reused on the way is no ancestor.
+func placed() (nested, first bool) {
+	self, err := procstat.Read(os.Getpid())
+	if err != nil {
+		return false, false
+	}
+	child := self
+	for pid, n := self.PPID, 0; pid > 1 && n < maxAncestors; n++ {
+		exe, err := os.Readlink("/proc/" + strconv.Itoa(pid) + "/exe")
+		if err != nil {
+			return false, n == 0
+		}
+		st, err := procstat.Read(pid)
+		if err != nil || st.Start > child.Start {
+			return false, false
+		}
+		if hasPrefix(exe, FirstDir+"/") {
+			return false, false
+		}
+		if hasPrefix(exe, Dir) && IsShell(exe[len(Dir):]) {
+			return true, false
+		}
+		child, pid = st, st.PPID
+	}
+	return false, false
+}
+
+func hasPrefix(s, prefix string) bool {
+	return len(s) >= len(prefix) && s[:len(prefix)] == prefix
+}
+
+// checkDir makes sure that Dir is what the sandbox mounted: a read-only
+// mount of its own, not a directory of the host's /tmp.
+func checkDir() error {
+	dir, err := mountID(Dir)
+	if err != nil {
+		return &callError{"no real shell beside it: " + err.Error(), unwrapErrno(err)}
+	}
+	parent, err := mountID("/tmp")
+	if err != nil {
+		return err
+	}
+	var st syscall.Statfs_t
+	if err := syscall.Statfs(Dir, &st); err != nil {
+		return &callError{"statfs " + Dir, unwrapErrno(err)}
+	}
+	if dir == parent || int64(st.Flags)&stRdonly == 0 {
+		return &callError{Dir + " is not the run's read-only mount of the real shells", 0}
+	}
+	return nil
+}
+
+// Nest makes the calling thread's Landlock domain a new one nested in the
+// one it is in: a ruleset that handles making block devices and allows it
+// nowhere (no agent's command makes one, and only root may), after
+// no_new_privs (which the run has already). Signals are scoped too (ABI
+// 6): a command may signal its own domain's processes (its shell, what it
+// started), not the CLI's, whose node would open its inspector on SIGUSR1.
+// From ABI 7 the denials of the programs the thread executes are logged,
+// as the run's own ruleset asks.
+func Nest() error {
+	v, _, errno := syscall.Syscall(sysLandlockCreateRuleset, 0, 0, landlockCreateRulesetVersion)
+	if errno != 0 {
+		return &callError{"Landlock is unavailable", errno}
+	}
+	abi := int(v)
+	attr := rulesetAttr{handledAccessFS: landlockAccessFSMakeBlock}
+	size := unsafe.Sizeof(attr)
+	var restrict uintptr
+	if abi >= 6 {
+		attr.scoped = landlockScopeSignal
+	} else {
+		size = unsafe.Offsetof(attr.scoped)
+	}
+	if abi >= 7 {
+		restrict = landlockLogNewExecOn
+	}
+	fd, _, errno := syscall.Syscall(sysLandlockCreateRuleset, uintptr(unsafe.Pointer(&attr)), size, 0)
+	if errno != 0 {
+		return &callError{"landlock_create_ruleset", errno}
+	}
+	defer syscall.Close(int(fd))
+	if _, _, errno := syscall.RawSyscall6(syscall.SYS_PRCTL, prSetNoNewPrivs, 1, 0, 0, 0, 0); errno != 0 {
+		return &callError{"sandbox: no_new_privs", errno}
+	}
+	if _, _, errno := syscall.Syscall(sysLandlockRestrictSelf, fd, restrict, 0); errno != 0 {
+		return &callError{"sandbox: landlock_restrict_self", errno}
+	}
+	return nil
+}

@@ -11,7 +11,9 @@ import (
 	"sync"
 	"time"
 
+	"github.com/clinvoke/clinvoke/internal/ahead"
 	"github.com/clinvoke/clinvoke/internal/procstat"
+	"golang.org/x/sys/unix"
 )
 
 // The Tree methods at the Cgroup level: membership is the kernel's, so
@@ -231,11 +233,11 @@ func (l *cgroupLevel) wait(t *Tree) (State, error) {
 	<-s.done
 	s.mu.Lock()
 	empty = l.empty
-	l.cg.releaseEvents()
+	held := l.cg.releaseEvents(nil)
 	s.mu.Unlock()
 	// The last reading, before the cgroup can be reused or removed.
 	stopSampling(t)
-	t.finish(cpu)
+	t.finish(cpu, held)
 	l.cg.home.release(l.cg, empty, t.log)
 	if err != nil {
 		return State{}, err
@@ -318,12 +320,19 @@ const (
 // next run's start on a small machine. If the host exits first, its keeper
 // removes them.
 var removals struct {
-	mu      sync.Mutex
-	queue   []*runCgroup
-	v1      []*v1Run // cgroup v1 cgroups of reaped trees
-	pending bool     // a flush is scheduled
-	log     *slog.Logger
+	mu    sync.Mutex
+	queue []*runCgroup
+	v1    []*v1Run // cgroup v1 cgroups of reaped trees
+	// fds are the descriptors of reaped trees' cgroup files that
+	// Prepare opened (see closeLater), and prepared the trees whose
+	// files they are, counted in preparedTrees until they are closed.
+	fds      []int
+	prepared int32
+	pending  bool // a flush is scheduled
+	log      *slog.Logger
 }
+
+func init() { ahead.OnSettle(removeQueued) }
 
 // removeDelay is how long a reaped tree's cgroup waits for its batch.
 const removeDelay = 20 * time.Millisecond
@@ -342,6 +351,26 @@ func removeV1Later(r *v1Run, log *slog.Logger) {
 	queueRemoval(func() { removals.v1 = append(removals.v1, r) }, log)
 }
 
+// closeLater queues the descriptors of a reaped tree's cgroup files that
+// Prepare opened, prepared saying whether the tree is counted among the
+// prepared ones (preparedTrees) until they are closed. Closing a cgroup
+// file costs a few microseconds of the kernel's (measured: the six of a
+// hybrid host took tens of microseconds on the loaded two-core machine),
+// which a cancel's return need not wait for: the files hold no process.
+// They are closed with the batch's removals, or at once by a settle
+// (ahead.SettleAll), and before the cgroups are removed.
+func closeLater(fds []int, prepared bool, log *slog.Logger) {
+	if len(fds) == 0 && !prepared {
+		return
+	}
+	queueRemoval(func() {
+		removals.fds = append(removals.fds, fds...)
+		if prepared {
+			removals.prepared++
+		}
+	}, log)
+}
+
 // queueRemoval runs add with removals locked, and schedules a flush.
 func queueRemoval(add func(), log *slog.Logger) {
 	removals.mu.Lock()
@@ -358,8 +387,14 @@ func queueRemoval(add func(), log *slog.Logger) {
 func removeQueued() {
 	removals.mu.Lock()
 	queue, v1, log := removals.queue, removals.v1, removals.log
+	fds, prepared := removals.fds, removals.prepared
 	removals.queue, removals.v1, removals.pending = nil, nil, false
+	removals.fds, removals.prepared = nil, 0
 	removals.mu.Unlock()
+	for _, fd := range fds {
+		unix.Close(fd)
+	}
+	preparedTrees.Add(-prepared)
 	for _, c := range queue {
 		if err := c.removeAll(); err != nil {
 			log.Warn("proc: removing a tree's cgroup", "cgroup", c.dir, "err", err)

@@ -7,12 +7,15 @@ import (
 	"os"
 	"strconv"
 	"testing"
+
+	"github.com/clinvoke/clinvoke/internal/ahead"
 )
 
 // TestPrepareHeldUntilWait: Prepare opens the files the end of a tree
 // reads (cgroup.events at the Cgroup level, the accounting's files) once,
 // without counting a reading; Kill and Wait read through them, and Wait
-// closes them, with the final figures read as without Prepare.
+// lets go of them, with the final figures read as without Prepare; they
+// are closed with the batch of removals that follows, or by a settle.
 func TestPrepareHeldUntilWait(t *testing.T) {
 	tests := []struct {
 		name    string
@@ -62,6 +65,7 @@ func TestPrepareHeldUntilWait(t *testing.T) {
 				t.Fatalf("Kill() survivors %v", rep.Survivors)
 			}
 			r.wait()
+			ahead.SettleAll()
 			if got := preparedTrees.Load(); got != counted {
 				t.Errorf("after Wait, %d trees counted as prepared, want %d as before", got, counted)
 			}
@@ -82,7 +86,7 @@ func TestPrepareHeldUntilWait(t *testing.T) {
 			}
 			for path, fd := range held {
 				if link, err := os.Readlink("/proc/self/fd/" + strconv.Itoa(fd)); err == nil && link == path {
-					t.Errorf("after Wait, descriptor %d still open on %s", fd, path)
+					t.Errorf("after Wait and a settle, descriptor %d still open on %s", fd, path)
 				}
 			}
 		})
@@ -108,6 +112,7 @@ func TestPrepareBounded(t *testing.T) {
 		t.Fatalf("Kill() survivors %v", rep.Survivors)
 	}
 	r.wait()
+	ahead.SettleAll()
 	if got := preparedTrees.Load(); got != maxPrepared {
 		t.Errorf("after Wait, %d trees counted as prepared, want the %d set", got, maxPrepared)
 	}

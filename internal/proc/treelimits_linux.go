@@ -237,15 +237,16 @@ func (s *treeSys) reapRoot() (State, time.Duration, error) {
 
 // finish ends the tree's accounting once the root is reaped (rootCPU its
 // CPU time) and every member is gone, and no longer sampled: the last
-// reading is taken, then the v1 cgroups are queued for removal.
-func (t *Tree) finish(rootCPU time.Duration) {
+// reading is taken, then the files Prepare opened (held, those the
+// caller let go of, and the accounting's) are queued to be closed, and
+// the v1 cgroups for removal.
+func (t *Tree) finish(rootCPU time.Duration, held []int) {
 	s := &t.sys
 	if s.acct != nil {
-		s.acct.release(rootCPU)
+		held = s.acct.release(rootCPU, held)
 	}
-	if s.prepared.Load() {
-		preparedTrees.Add(-1) // its files are closed (releaseEvents, release)
-	}
+	// The tree stays counted as prepared until its files are closed.
+	closeLater(held, s.prepared.Load(), t.log)
 	removeV1Later(s.v1, t.log)
 }
 

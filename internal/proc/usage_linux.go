@@ -192,23 +192,25 @@ var pageSize = unix.Getpagesize()
 
 // release takes the final reading (rootCPU is the root's rusage, which
 // holds the descendants it reaped: sampled CPU time is at least that) and
-// lets go of the mark's descriptor.
-func (a *acct) release(rootCPU time.Duration) {
+// lets go of the mark's descriptor, and of the files prepare opened: it
+// returns fds with their descriptors appended, for the caller to close.
+func (a *acct) release(rootCPU time.Duration, fds []int) []int {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	if a.final != nil {
-		return
+		return fds
 	}
 	for _, f := range a.figs {
 		f.release(a, rootCPU)
 	}
 	r := a.readLocked()
 	a.final = &r
-	a.closeHeld()
+	fds = a.dropHeld(fds)
 	if a.markFd >= 0 {
 		unix.Close(a.markFd)
 		a.markFd = -1
 	}
+	return fds
 }
 
 // The Tree's accounting methods on Linux.

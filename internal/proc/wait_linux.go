@@ -27,7 +27,7 @@ func (l *trackingLevel) wait(t *Tree) (State, error) {
 	if l.marker != "" {
 		s.scanner().unregister(l.marker)
 	}
-	t.finish(cpu)
+	t.finish(cpu, nil)
 	if err != nil {
 		return State{}, err
 	}

@@ -545,6 +545,60 @@ func sandboxNetBroadcast(t *testing.T, start func(*Net, *exec.Cmd) error) {
 	}
 }
 
+// TestSandboxNetBroadcastHeard: a broadcast datagram that a process of
+// the run receives itself (a socket of its own listens on the port) is
+// recorded all the same, once, by each route: the namespace has no
+// interface but the loopback, so each datagram its packet socket sees
+// was sent by the run (the filter keeps the received copy of each, and
+// drops the sent one, PACKET_OUTGOING), and which of them a socket took
+// it does not show.
+func TestSandboxNetBroadcastHeard(t *testing.T) {
+	t.Run("enter", func(t *testing.T) {
+		if os.Geteuid() != 0 {
+			t.Skip("needs root for a network namespace; wrap covers this user")
+		}
+		sandboxNetBroadcastHeard(t, startInside)
+	})
+	t.Run("wrap", func(t *testing.T) {
+		if err := ProbeWrap(); err != nil {
+			t.Skipf("this host gives no unprivileged user namespace: %v", err)
+		}
+		sandboxNetBroadcastHeard(t, startWrapped)
+	})
+}
+
+func sandboxNetBroadcastHeard(t *testing.T, start func(*Net, *exec.Cmd) error) {
+	t.Cleanup(func() { goleak.VerifyNone(t) })
+	var (
+		mu       sync.Mutex
+		recorded []string
+	)
+	n, err := New(&Config{OnAttempt: func(a Attempt) {
+		mu.Lock()
+		defer mu.Unlock()
+		if a.Method == MethodDirectUDP && !a.Allowed {
+			recorded = append(recorded, net.JoinHostPort(a.Host, strconv.Itoa(a.Port)))
+		}
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd := helperCmd("broadcastheard")
+	cmd.Env = n.MergeEnv(cmd.Env)
+	got := runHelperInside(t, n, start, cmd, nil)
+	if err := n.BypassRecorded(); err != nil {
+		t.Fatalf("BypassRecorded() = %v", err)
+	}
+	if got["read"] != `"heard" <nil>` {
+		t.Fatalf("the run's own listener read %s, want the broadcast", got["read"])
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if want := []string{"127.255.255.255:" + got["port"]}; !slices.Equal(recorded, want) {
+		t.Errorf("recorded %q, want %q: the broadcast, once", recorded, want)
+	}
+}
+
 // equalAttempts reports whether a and b hold the same attempts, in any
 // order: OnAttempt and the list may see concurrent attempts in different
 // orders.

@@ -52,6 +52,8 @@ func runHelper(name string, args []string) int {
 		return flood(args[0], args[1], args[2:]...)
 	case "broadcast":
 		return broadcast(args)
+	case "broadcastheard":
+		return broadcastHeard()
 	case "mountsetattr":
 		return mountSetattr(args[0])
 	}
@@ -285,6 +287,34 @@ func broadcast(args []string) int {
 		out["connected "+a] = fmt.Sprintf("sent: %v", err)
 	}
 	json.NewEncoder(os.Stdout).Encode(out)
+	return 0
+}
+
+// broadcastHeard sends a datagram to the loopback's broadcast address at
+// the port a socket of its own listens on (every address), reads it
+// there, and prints the port and what it read.
+func broadcastHeard() int {
+	l, err := net.ListenPacket("udp4", "0.0.0.0:0")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	defer l.Close()
+	port := l.LocalAddr().(*net.UDPAddr).Port
+	c, err := net.ListenPacket("udp4", ":0")
+	if err == nil {
+		defer c.Close()
+		if err = setBroadcast(c.(*net.UDPConn)); err == nil {
+			_, err = c.WriteTo([]byte("heard"), &net.UDPAddr{IP: net.IPv4(127, 255, 255, 255), Port: port})
+		}
+	}
+	b := make([]byte, 16)
+	n := 0
+	if err == nil {
+		l.SetReadDeadline(time.Now().Add(time.Minute))
+		n, _, err = l.ReadFrom(b)
+	}
+	json.NewEncoder(os.Stdout).Encode(map[string]string{"port": strconv.Itoa(port), "read": fmt.Sprintf("%q %v", b[:n], err)})
 	return 0
 }
 

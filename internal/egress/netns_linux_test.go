@@ -407,6 +407,80 @@ func sandboxNetUnansweredBurst(t *testing.T, start func(*Net, *exec.Cmd) error) 
 	}
 }
 
+// TestSandboxNetCountersExited: the route without CAP_SYS_ADMIN holds
+// the namespace's counters however short the run: a run that sends a
+// burst of datagrams and exits before the host has read the first
+// stage's message (the host waits for its exit, leaving it unreaped,
+// before Started) still has them read from its namespace's own counters,
+// which the first stage opened and sent, and every datagram recorded or
+// counted lost. As this user, and as nobody where the test runs as root.
+func TestSandboxNetCountersExited(t *testing.T) {
+	if err := ProbeWrap(); err != nil {
+		t.Skipf("this host gives no unprivileged user namespace: %v", err)
+	}
+	t.Run("wrap", sandboxNetCountersExited)
+	t.Run("wrap_as_nobody", func(t *testing.T) {
+		if os.Geteuid() != 0 {
+			t.Skip("needs root to switch to an unprivileged user; as that user, wrap covers this")
+		}
+		out := runAsNobody(t, "", "-test.run=^TestSandboxNetCountersExited$/^wrap$", "-test.v")
+		if !strings.Contains(out, "--- PASS: TestSandboxNetCountersExited/wrap ") {
+			t.Errorf("TestSandboxNetCountersExited/wrap as nobody did not pass:\n%s", out)
+		}
+	})
+}
+
+func sandboxNetCountersExited(t *testing.T) {
+	t.Cleanup(func() { goleak.VerifyNone(t) })
+	const count, to = 200, "192.0.2.202"
+	n, tally := newTallyNet(t, to)
+	cmd := helperCmd("flood", to+":1", strconv.Itoa(count))
+	cmd.Env = n.MergeEnv(cmd.Env)
+	var (
+		refused int
+		read    bool
+	)
+	got := runHelperInside(t, n, startExited, cmd, func() {
+		if n.counters != nil { // read before Close closes them
+			refused, _, read = n.counters.read(0)
+		}
+	})
+	if err := n.BypassRecorded(); err != nil {
+		t.Fatalf("BypassRecorded() = %v", err)
+	}
+	if got["sent"] != strconv.Itoa(count) {
+		t.Fatalf("the helper sent %s datagrams, want %d", got["sent"], count)
+	}
+	if !read || refused < count {
+		t.Errorf("the namespace's counters read %d datagrams refused (read %v), want at least the %d the run sent before it exited", refused, read, count)
+	}
+	if recorded, lost := tally.counts(); recorded+lost != count {
+		t.Errorf("%d datagrams: %d recorded and %d counted lost, want every one either", count, recorded, lost)
+	}
+}
+
+// startExited starts cmd through Wrap and calls Started only once the
+// run has exited (waited for without reaping it): its /proc/PID is there
+// still, but its namespaces are gone.
+func startExited(n *Net, cmd *exec.Cmd) error {
+	if err := n.Wrap(cmd); err != nil {
+		return err
+	}
+	if err := cmd.Start(); err != nil {
+		return err
+	}
+	var info unix.Siginfo
+	if err := unix.Waitid(unix.P_PID, cmd.Process.Pid, &info, unix.WEXITED|unix.WNOWAIT, nil); err != nil {
+		cmd.Wait()
+		return err
+	}
+	if err := n.Started(); err != nil {
+		cmd.Wait()
+		return err
+	}
+	return nil
+}
+
 // TestSandboxNetBroadcast: a datagram to a broadcast or multicast
 // address, which the kernel answers with no error, is recorded by each
 // route all the same, IPv4 and IPv6, as a denied MethodDirectUDP attempt
@@ -468,6 +542,60 @@ func sandboxNetBroadcast(t *testing.T, start func(*Net, *exec.Cmd) error) {
 		if c := len(slices.DeleteFunc(slices.Clone(recorded), func(r string) bool { return r != a })); c != 2 {
 			t.Errorf("the datagrams to %s recorded %d times, want twice (recorded: %q)", a, c, recorded)
 		}
+	}
+}
+
+// TestSandboxNetBroadcastHeard: a broadcast datagram that a process of
+// the run receives itself (a socket of its own listens on the port) is
+// recorded all the same, once, by each route: the namespace has no
+// interface but the loopback, so each datagram its packet socket sees
+// was sent by the run (the filter keeps the received copy of each, and
+// drops the sent one, PACKET_OUTGOING), and which of them a socket took
+// it does not show.
+func TestSandboxNetBroadcastHeard(t *testing.T) {
+	t.Run("enter", func(t *testing.T) {
+		if os.Geteuid() != 0 {
+			t.Skip("needs root for a network namespace; wrap covers this user")
+		}
+		sandboxNetBroadcastHeard(t, startInside)
+	})
+	t.Run("wrap", func(t *testing.T) {
+		if err := ProbeWrap(); err != nil {
+			t.Skipf("this host gives no unprivileged user namespace: %v", err)
+		}
+		sandboxNetBroadcastHeard(t, startWrapped)
+	})
+}
+
+func sandboxNetBroadcastHeard(t *testing.T, start func(*Net, *exec.Cmd) error) {
+	t.Cleanup(func() { goleak.VerifyNone(t) })
+	var (
+		mu       sync.Mutex
+		recorded []string
+	)
+	n, err := New(&Config{OnAttempt: func(a Attempt) {
+		mu.Lock()
+		defer mu.Unlock()
+		if a.Method == MethodDirectUDP && !a.Allowed {
+			recorded = append(recorded, net.JoinHostPort(a.Host, strconv.Itoa(a.Port)))
+		}
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd := helperCmd("broadcastheard")
+	cmd.Env = n.MergeEnv(cmd.Env)
+	got := runHelperInside(t, n, start, cmd, nil)
+	if err := n.BypassRecorded(); err != nil {
+		t.Fatalf("BypassRecorded() = %v", err)
+	}
+	if got["read"] != `"heard" <nil>` {
+		t.Fatalf("the run's own listener read %s, want the broadcast", got["read"])
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if want := []string{"127.255.255.255:" + got["port"]}; !slices.Equal(recorded, want) {
+		t.Errorf("recorded %q, want %q: the broadcast, once", recorded, want)
 	}
 }
 

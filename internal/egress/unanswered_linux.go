@@ -14,8 +14,9 @@ import (
 type counters struct{ snmp, snmp6 *os.File }
 
 // openCounters opens snmp and snmp6 in dir, the /proc/net of a task in
-// the namespace (/proc/thread-self/net on a thread in it, or
-// /proc/PID/net), or returns nil if snmp cannot be opened. snmp6 is nil
+// the namespace (/proc/thread-self/net on a thread in it: the pool's, by
+// root's route, or the first stage's, which sends them to the host, by
+// the user's), or returns nil if snmp cannot be opened. snmp6 is nil
 // where the kernel has no IPv6.
 func openCounters(dir string) *counters {
 	snmp, err := os.Open(dir + "/snmp")
@@ -25,6 +26,33 @@ func openCounters(dir string) *counters {
 	c := &counters{snmp: snmp}
 	if f, err := os.Open(dir + "/snmp6"); err == nil {
 		c.snmp6 = f
+	}
+	return c
+}
+
+// fds returns the descriptors of c's files (none for a nil c), for the
+// first stage to send: c stays referenced until they are sent.
+func (c *counters) fds() []int {
+	if c == nil {
+		return nil
+	}
+	fds := []int{int(c.snmp.Fd())}
+	if c.snmp6 != nil {
+		fds = append(fds, int(c.snmp6.Fd()))
+	}
+	return fds
+}
+
+// countersOf returns the counters whose files the first stage sent, by
+// their descriptors (snmp, then snmp6 where there is IPv6), or nil for
+// none.
+func countersOf(fds []int) *counters {
+	if len(fds) == 0 {
+		return nil
+	}
+	c := &counters{snmp: os.NewFile(uintptr(fds[0]), "snmp")}
+	if len(fds) > 1 {
+		c.snmp6 = os.NewFile(uintptr(fds[1]), "snmp6")
 	}
 	return c
 }

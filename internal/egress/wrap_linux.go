@@ -7,6 +7,7 @@ import (
 	"net"
 	"os"
 	"os/exec"
+	"strconv"
 	"strings"
 	"syscall"
 
@@ -23,7 +24,8 @@ type netSpec struct {
 	sandbox.StageSpec
 	Listen []string // the addresses, in order
 
-	files []*os.File // the listeners' files, referenced until they are sent
+	files    []*os.File // the listeners' files, referenced until they are sent
+	counters *counters  // the namespace's counters, referenced until they are sent
 }
 
 // init runs the first stage when this binary was started by Wrap. It
@@ -41,10 +43,12 @@ func init() {
 // Network runs in new user and network namespaces, with CAP_NET_ADMIN
 // and CAP_NET_RAW there only (ambient): it brings the loopback up, sets
 // up the catch-all route of direct connections (catchDirect) and opens
-// the listeners. It returns their descriptors, then the route's socket,
-// or, where it cannot be had, why (the text of the stage's message;
-// empty where the socket is sent, which is how the host tells the two
-// apart).
+// the listeners. It returns their descriptors, then the route's socket
+// and the namespace's counters (openCounters: opened here, they are the
+// host's however soon the run exits), or, where the socket cannot be
+// had, why. The text of the stage's message is how many counters' files
+// follow the socket (stageText), then why there is no socket: empty
+// where it is sent, which is how the host tells the two apart.
 func (s *netSpec) Network() (fds []int, text string, err error) {
 	if err := loopbackUp(); err != nil {
 		return nil, "", fmt.Errorf("bring lo up: %w", err)
@@ -68,9 +72,26 @@ func (s *netSpec) Network() (fds []int, text string, err error) {
 		if why == "" {
 			why = "no reason given"
 		}
-		return fds, why, nil
+		return fds, stageText(0, why), nil
 	}
-	return append(fds, direct), "", nil
+	fds = append(fds, direct)
+	s.counters = openCounters("/proc/thread-self/net")
+	cf := s.counters.fds()
+	return append(fds, cf...), stageText(len(cf), ""), nil
+}
+
+// stageText is the text of the first stage's message: k, the number of
+// counters' files sent after the catch-all route's socket (a digit), then
+// why there is no socket, or nothing.
+func stageText(k int, why string) string { return strconv.Itoa(k) + why }
+
+// parseStageText returns what stageText made text of, or 0 and text
+// itself where it does not begin with a digit.
+func parseStageText(text string) (k int, why string) {
+	if text != "" && text[0] >= '0' && text[0] <= '2' {
+		return int(text[0] - '0'), text[1:]
+	}
+	return 0, text
 }
 
 // Wrap prepares cmd, not yet started, to start in the sandbox without
@@ -116,8 +137,6 @@ func (n *Net) wrap(cmd *exec.Cmd, ruleset *os.File, plan []byte) error {
 		return err
 	}
 	n.wrapped, n.stageEnd, n.plan, n.stageNonce = sf.Host, sf.Stage, sf.Plan, sf.Nonce
-	// The stage's message carries its process ID (receiveListeners).
-	unix.SetsockoptInt(int(sf.Host.Fd()), unix.SOL_SOCKET, unix.SO_PASSCRED, 1)
 	spec := netSpec{StageSpec: sf.Spec(), Listen: n.listenAddrs()}
 	spec.Net = true
 	sandbox.SetStageEnv(cmd, spec)
@@ -153,11 +172,7 @@ func (n *Net) Started() error {
 	n.mntNS = m.ns
 	n.serve(m.listeners)
 	if m.direct >= 0 {
-		// The first stage, now the run's first process, is in the
-		// namespace until it exits.
-		if m.pid > 0 {
-			n.counters = openCounters(fmt.Sprintf("/proc/%d/net", m.pid))
-		}
+		n.counters = m.counters
 		n.recordDirect(m.direct)
 	} else {
 		n.bypassErr = m.directErr
@@ -186,21 +201,27 @@ type stageMessage struct {
 	private   sandbox.PrivateReport // the private roots, where they were asked for
 	direct    int                   // the catch-all route's packet socket, or -1
 	directErr error                 // why there is none
+	counters  *counters             // the namespace's counters, with direct, or nil
 	ns        *os.File              // the run's mount namespace, or nil
-	pid       int                   // the first stage's process ID, or 0
 }
 
+// maxStageFDs is how many descriptors the first stage sends besides the
+// listeners, at most: the catch-all route's socket, snmp and snmp6, and
+// the mount namespace.
+const maxStageFDs = 4
+
 // receiveListeners reads the first stage's message on c: nl listeners,
-// the catch-all route's socket or why there is none, and the private
-// roots' report, after nonce; or the text of its error. A message with
+// the catch-all route's socket and the namespace's counters or why there
+// is no socket, and the private roots' report, after nonce; or the text
+// of its error. A message with
 // the descriptors but without nonce is a *sandbox.StageSpecError.
 func receiveListeners(c *os.File, nl int, nonce string) (stageMessage, error) {
 	m := stageMessage{direct: -1}
 	buf := make([]byte, sandbox.StageBuffer)
-	oob := make([]byte, unix.CmsgSpace(4*(nl+2))+unix.CmsgSpace(unix.SizeofUcred))
+	oob := make([]byte, unix.CmsgSpace(4*(nl+maxStageFDs)))
 	nb, noob, flags, _, err := unix.Recvmsg(int(c.Fd()), buf, oob, unix.MSG_CMSG_CLOEXEC)
 	if err == nil && flags&(unix.MSG_CTRUNC|unix.MSG_TRUNC) != 0 {
-		err = fmt.Errorf("the message was cut (flags %#x): more than %d descriptors or %d bytes", flags, nl+2, len(buf))
+		err = fmt.Errorf("the message was cut (flags %#x): more than %d descriptors or %d bytes", flags, nl+maxStageFDs, len(buf))
 	}
 	if err != nil {
 		if noob > 0 {
@@ -213,12 +234,10 @@ func receiveListeners(c *os.File, nl int, nonce string) (stageMessage, error) {
 		for i := range msgs {
 			if rights, err := unix.ParseUnixRights(&msgs[i]); err == nil {
 				fds = append(fds, rights...)
-			} else if cred, err := unix.ParseUnixCredentials(&msgs[i]); err == nil {
-				m.pid = int(cred.Pid) // SO_PASSCRED: the sender's, as the kernel checks it
 			}
 		}
 	}
-	if len(fds) < nl || len(fds) > nl+2 || nb == 0 {
+	if len(fds) < nl || len(fds) > nl+maxStageFDs || nb == 0 {
 		for _, fd := range fds {
 			unix.Close(fd)
 		}
@@ -235,16 +254,23 @@ func receiveListeners(c *os.File, nl int, nonce string) (stageMessage, error) {
 		}
 		return m, err
 	}
-	directWhy, rep, _ := strings.Cut(string(body), "\x00")
+	text, rep, _ := strings.Cut(string(body), "\x00")
+	k, directWhy := parseStageText(text)
 	m.private = sandbox.ParsePrivateReport([]byte(rep))
 	rest := fds[nl:]
 	switch {
 	case directWhy != "":
 		m.directErr = errors.New(directWhy)
-	case len(rest) > 0:
-		m.direct, rest = rest[0], rest[1:]
+	case len(rest) > k:
+		m.direct = rest[0]
+		m.counters = countersOf(rest[1 : 1+k])
+		rest = rest[1+k:]
 	default:
 		m.directErr = errors.New("the first stage sent no socket")
+		for _, fd := range rest {
+			unix.Close(fd)
+		}
+		rest = nil
 	}
 	for i, fd := range rest {
 		if i == 0 {
@@ -267,6 +293,7 @@ func receiveListeners(c *os.File, nl int, nonce string) (stageMessage, error) {
 			if m.direct >= 0 {
 				unix.Close(m.direct)
 			}
+			m.counters.close()
 			if m.ns != nil {
 				m.ns.Close() // an *os.File: never closed by its number, which may be reused
 			}

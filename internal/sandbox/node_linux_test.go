@@ -3,9 +3,12 @@
 package sandbox
 
 import (
+	"bufio"
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -45,8 +48,12 @@ func TestSandboxNodeInspector(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
+	// The inspector's port is one this test alone uses (node's default,
+	// 9229, may be another test's, run at once), and the attack counts
+	// only the inspector of the node it signalled.
+	port := inspectorPort(t)
 	fakeCLI := func(opts string) *exec.Cmd {
-		cmd := exec.Command("timeout", "60", node, cli, node+" "+attack)
+		cmd := exec.Command("timeout", "60", node, "--inspect-port="+port, cli, node+" "+attack+" "+port)
 		cmd.Dir = r.work
 		cmd.Env = os.Environ()
 		if opts != "" {
@@ -81,6 +88,18 @@ func TestSandboxNodeInspector(t *testing.T) {
 	t.Run("option", func(t *testing.T) {
 		held(t, unsandboxed(t, NodeOptions("")), closed)
 	})
+	t.Run("other-inspector", func(t *testing.T) {
+		// Another node's inspector on the port (the control's of a test
+		// run at once, had they shared one) is not the CLI's: the attack
+		// reaches it and reads nothing.
+		stop := otherInspector(t, node, port)
+		out := unsandboxed(t, NodeOptions(""))
+		pid := stop()
+		held(t, out, "attack: another node's inspector, pid "+pid)
+		if !strings.Contains(out, "attack: inspector closed EOTHER") {
+			t.Errorf("want the attack to find no inspector of its own:\n%s", out)
+		}
+	})
 	t.Run("root", func(t *testing.T) {
 		_, out := onRootsRoute(t, p, fakeCLI(NodeOptions("")))
 		held(t, out, sandboxed)
@@ -100,4 +119,46 @@ func TestSandboxNodeInspector(t *testing.T) {
 		}
 		held(t, out, sandboxed)
 	})
+}
+
+// inspectorPort returns a port of 127.0.0.1 that nothing listened on a
+// moment ago, for a node inspector of this test's own.
+func inspectorPort(t *testing.T) string {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	_, port, _ := net.SplitHostPort(l.Addr().String())
+	return port
+}
+
+// otherInspector starts a node that holds the fake CLI's secret with its
+// inspector open on port, and returns once it listens; stop ends it and
+// returns its process ID.
+func otherInspector(t *testing.T, node, port string) (stop func() string) {
+	t.Helper()
+	cmd := exec.Command(node, "--inspect=127.0.0.1:"+port, "-e", "globalThis.SECRET = 'Bearer tok-' + 'abc123XYZ'; setInterval(() => {}, 1000)")
+	stderr, err := cmd.StderrPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	stop = func() string {
+		cmd.Process.Kill()
+		cmd.Wait()
+		return strconv.Itoa(cmd.Process.Pid)
+	}
+	sc := bufio.NewScanner(stderr)
+	for sc.Scan() {
+		if strings.HasPrefix(sc.Text(), "Debugger listening on ") {
+			return stop
+		}
+	}
+	stop()
+	t.Fatalf("node with its inspector on 127.0.0.1:%s did not say it listens", port)
+	return nil
 }

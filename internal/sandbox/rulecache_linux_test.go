@@ -7,9 +7,14 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
+	"regexp"
+	"runtime"
 	"slices"
+	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -99,19 +104,99 @@ func canon(t *testing.T, rs *Ruleset) string {
 // pollerOnce opens the runtime's network poller for openFDs.
 var pollerOnce sync.Once
 
-// quietRig is newRig beneath a directory of /dev/shm rather than the
-// host's temporary directory: the directories above a rig's hidden home
-// are listed by each build, and /tmp (or /var/tmp), where other programs
-// come and go, would differ between two builds made to be compared.
+// quietRig is newRig beneath /mnt, in a test that runs with a tmpfs of
+// its own there (inPrivateMnt), rather than beneath the host's temporary
+// directory: the directories above a rig's hidden home are listed by each
+// build, and /tmp or /dev/shm (or /dev itself), where other programs come
+// and go, would differ between two builds made to be compared. Above the
+// private /mnt there is only /.
 func quietRig(t *testing.T) rig {
 	t.Helper()
-	dir, err := os.MkdirTemp("/dev/shm", "clinvoke-records-")
+	dir, err := os.MkdirTemp("/mnt", "clinvoke-records-")
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { os.RemoveAll(dir) })
 	t.Setenv("TMPDIR", dir)
 	return newRig(t)
+}
+
+// privateMntVar marks a copy of the test binary that inPrivateMnt
+// started: "mount" where it mounts its /mnt, "exec" where it then
+// executes itself again without the capability it mounted with, "done"
+// where that is done.
+const privateMntVar = "CLINVOKE_TEST_PRIVATE_MNT"
+
+var (
+	mntOnce sync.Once
+	mntErr  error
+)
+
+// mountMnt mounts a tmpfs at /mnt, in a mount namespace of this
+// process's own, its mounts made private first.
+func mountMnt() error {
+	if err := unix.Mount("", "/", "", unix.MS_REC|unix.MS_PRIVATE, ""); err != nil {
+		return err
+	}
+	return unix.Mount("tmpfs", "/mnt", "tmpfs", unix.MS_NOSUID|unix.MS_NODEV, "mode=1777,size=64m")
+}
+
+// inPrivateMnt runs the test t again in a copy of this test binary in a
+// mount namespace of its own (and, as a user other than root, a user
+// namespace mapping only that user to itself), with a tmpfs of its own at
+// /mnt, where quietRig puts its rigs: programs that make or remove
+// entries of the host's directories (another run of these tests in
+// /dev/shm, say) cannot change a listing between two builds made to be
+// compared. It returns true where it ran the copy, whose result is then
+// t's, and false in the copy, where the test goes on.
+func inPrivateMnt(t *testing.T) bool {
+	t.Helper()
+	switch os.Getenv(privateMntVar) {
+	case "done":
+		return false
+	case "mount":
+		mntOnce.Do(func() { mntErr = mountMnt() })
+		if mntErr != nil {
+			t.Fatalf("a private /mnt: %v", mntErr)
+		}
+		return false
+	case "exec":
+		// A user's copy holds CAP_SYS_ADMIN in its user namespace
+		// (ambient) to mount; the test runs without: executed again
+		// from a thread without the ambient capability, it has none.
+		runtime.LockOSThread()
+		err := mountMnt()
+		if err == nil {
+			err = unix.Prctl(unix.PR_CAP_AMBIENT, unix.PR_CAP_AMBIENT_CLEAR_ALL, 0, 0, 0)
+		}
+		if err == nil {
+			os.Setenv(privateMntVar, "done")
+			exe, _ := os.Executable()
+			err = syscall.Exec(exe, os.Args, os.Environ())
+		}
+		t.Fatalf("a private /mnt: %v", err)
+	}
+	exe, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(exe, "-test.run=^"+regexp.QuoteMeta(t.Name())+"$", "-test.count=1", "-test.v")
+	cmd.Env = append(os.Environ(), privateMntVar+"=mount")
+	cmd.SysProcAttr = &syscall.SysProcAttr{Cloneflags: unix.CLONE_NEWNS}
+	if uid, gid := os.Geteuid(), os.Getegid(); uid != 0 {
+		cmd.Env[len(cmd.Env)-1] = privateMntVar + "=exec"
+		cmd.SysProcAttr.Cloneflags |= unix.CLONE_NEWUSER
+		cmd.SysProcAttr.AmbientCaps = []uintptr{unix.CAP_SYS_ADMIN}
+		cmd.SysProcAttr.UidMappings = []syscall.SysProcIDMap{{ContainerID: uid, HostID: uid, Size: 1}}
+		cmd.SysProcAttr.GidMappings = []syscall.SysProcIDMap{{ContainerID: gid, HostID: gid, Size: 1}}
+	}
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Errorf("%s in a private /mnt: %v\n%s", t.Name(), err, out)
+	} else if !strings.Contains(string(out), "--- PASS: "+t.Name()+" ") {
+		t.Errorf("%s in a private /mnt did not pass:\n%s", t.Name(), out)
+	}
+	return true
 }
 
 // openFDs returns how many files this process has open, once the
@@ -140,6 +225,9 @@ func openFDs(t *testing.T) int {
 // changed, and never allows more. The changes are made at once after the
 // recording build, within the filesystem's clock tick.
 func TestSandboxRecordReuse(t *testing.T) {
+	if inPrivateMnt(t) {
+		return
+	}
 	must := func(t *testing.T, err error) {
 		t.Helper()
 		if err != nil {
@@ -276,6 +364,9 @@ func TestSandboxRecordReuse(t *testing.T) {
 // records are dropped under builds that use them; at most maxRecords are
 // kept, and none leaves a file open once they are dropped.
 func TestSandboxRecordConcurrent(t *testing.T) {
+	if inPrivateMnt(t) {
+		return
+	}
 	records.reset()
 	fds := openFDs(t)
 	var policies []Policy
@@ -402,6 +493,9 @@ func kept() (n, recorded int) {
 // build used it since the timer was set, even one that fired before the
 // use and whose function runs after it.
 func TestSandboxRecordIdle(t *testing.T) {
+	if inPrivateMnt(t) {
+		return
+	}
 	for _, tc := range []struct {
 		name string
 		// fire fires the timers the test means to, of those set
@@ -470,6 +564,9 @@ func TestSandboxRecordIdle(t *testing.T) {
 // TestSandboxRecordIdleTimer: with the real timer, an idle record is
 // dropped, its files closed, and no goroutine is left behind.
 func TestSandboxRecordIdleTimer(t *testing.T) {
+	if inPrivateMnt(t) {
+		return
+	}
 	defer goleak.VerifyNone(t)
 	records.reset()
 	idled := make(chan struct{}, 16)
@@ -505,6 +602,9 @@ func TestSandboxRecordIdleTimer(t *testing.T) {
 func TestSandboxRecordUnmount(t *testing.T) {
 	if os.Geteuid() != 0 {
 		t.Skip("mounting a tmpfs needs root")
+	}
+	if inPrivateMnt(t) {
+		return
 	}
 	timers := fakeTimers(t)
 	r := quietRig(t)
@@ -543,6 +643,9 @@ func TestSandboxRecordUnmount(t *testing.T) {
 // names another file, is not reused: the next build is fresh, succeeds,
 // and allows nothing of the file now at that number.
 func TestSandboxRecordDescriptor(t *testing.T) {
+	if inPrivateMnt(t) {
+		return
+	}
 	for _, tc := range []struct {
 		name string
 		// harm does to fd, a descriptor the record holds for the
@@ -616,6 +719,9 @@ func TestSandboxRecordDescriptor(t *testing.T) {
 // maxPinned files (a working directory whose top the run filled) is built
 // fresh each time and holds none of them.
 func TestSandboxRecordBounded(t *testing.T) {
+	if inPrivateMnt(t) {
+		return
+	}
 	records.reset()
 	t.Cleanup(records.reset)
 	r := quietRig(t)

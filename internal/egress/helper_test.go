@@ -365,12 +365,3 @@ func flood(addr, count string, opts ...string) int {
 	json.NewEncoder(os.Stdout).Encode(out)
 	return 0
 }
-
-// mountSetattr asks that the mount at path be made writable by
-// mount_setattr(2), which Landlock does not refuse, and prints what the
-// kernel said.
-func mountSetattr(path string) int {
-	err := unix.MountSetattr(unix.AT_FDCWD, path, 0, &unix.MountAttr{Attr_clr: unix.MOUNT_ATTR_RDONLY})
-	fmt.Println("mount_setattr:", err)
-	return 0
-}

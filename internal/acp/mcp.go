@@ -42,7 +42,7 @@ func (p *Protocol) mcpServers() ([]any, error) {
 				env = append(env, map[string]string{"name": k, "value": v})
 			}
 			if p.sandboxed() && !own {
-				env = append(env, map[string]string{"name": sandbox.NodeOptionsVar, "value": sandbox.NodeOptions(envValue(p.req.Env, sandbox.NodeOptionsVar))})
+				env = append(env, map[string]string{"name": sandbox.NodeOptionsVar, "value": sandbox.NodeOptionsIn(p.req.Env)})
 			}
 			args := s.Args
 			if args == nil {
@@ -72,14 +72,3 @@ func (p *Protocol) mcpServers() ([]any, error) {
 // "required" where the kernel holds the run and "off" where it does not
 // (driver.Backend.Command).
 func (p *Protocol) sandboxed() bool { return p.req.Sandbox.Mode == "required" }
-
-// envValue returns the value of key's first entry in env (as getenv reads
-// it), or "".
-func envValue(env []string, key string) string {
-	for _, kv := range env {
-		if k, v, ok := strings.Cut(kv, "="); ok && k == key {
-			return v
-		}
-	}
-	return ""
-}

@@ -28,3 +28,9 @@ func NodeOptions(current string) string {
 	}
 	return strings.TrimSpace(current + " " + NodeInspectorOff)
 }
+
+// NodeOptionsIn returns NodeOptions of env's NODE_OPTIONS: the value a
+// sandboxed run whose environment is env gives the variable.
+func NodeOptionsIn(env []string) string {
+	return NodeOptions(lookup(env, NodeOptionsVar))
+}

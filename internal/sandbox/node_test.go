@@ -19,3 +19,20 @@ func TestNodeOptions(t *testing.T) {
 		}
 	}
 }
+
+// TestNodeOptionsIn: the value is read from an environment (unset is
+// empty), the option after it.
+func TestNodeOptionsIn(t *testing.T) {
+	for _, tc := range []struct {
+		env  []string
+		want string
+	}{
+		{nil, NodeInspectorOff},
+		{[]string{"HOME=/h", "NODE_OPTIONS=--no-warnings"}, "--no-warnings " + NodeInspectorOff},
+		{[]string{"NODE_OPTIONS_X=--no-warnings", "XNODE_OPTIONS=--no-deprecation"}, NodeInspectorOff},
+	} {
+		if got := NodeOptionsIn(tc.env); got != tc.want {
+			t.Errorf("NodeOptionsIn(%q) = %q, want %q", tc.env, got, tc.want)
+		}
+	}
+}

@@ -397,7 +397,7 @@ func (a sandboxAsk) prepare(attr *proc.Attr, workdir string, setEnv []string, lo
 		attr.Restrict = rs.net.enterRestrict(rs.rules)
 	}
 	env := []string{"TMPDIR=" + temp, "TMP=" + temp, "TEMP=" + temp,
-		sandbox.NodeOptionsVar + "=" + sandbox.NodeOptions(envValue(attr.Env, sandbox.NodeOptionsVar))}
+		sandbox.NodeOptionsVar + "=" + sandbox.NodeOptionsIn(attr.Env)}
 	for _, kv := range sandbox.Caches(filepath.Join(temp, "cache")) {
 		k, _, _ := strings.Cut(kv, "=")
 		if envValue(setEnv, k) == "" {

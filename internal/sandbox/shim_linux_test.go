@@ -406,10 +406,10 @@ func TestShimLayerLimit(t *testing.T) {
 }
 
 // TestShimInitFirst: in a binary that links this package, the shell
-// shim's initialiser (internal/shellshim) runs before those of the heavy
-// packages this package imports and a program links (crypto/…,
-// encoding/json, golang.org/x/sys/unix) and before this package's own: a
-// shell's start never pays for them. The order is Go's, printed by
+// shim's initialiser (internal/shellshim) runs right after os's, before
+// those of unicode and of the heavy packages this package imports and a
+// program links (crypto/…, encoding/json, golang.org/x/sys/unix) and
+// before this package's own: a shell's start never pays for them. The order is Go's, printed by
 // GODEBUG=inittrace=1 for this test binary.
 func TestShimInitFirst(t *testing.T) {
 	cmd := exec.Command(os.Args[0], "-test.run=^$")
@@ -428,7 +428,10 @@ func TestShimInitFirst(t *testing.T) {
 	if shim == 0 {
 		t.Fatalf("no initialiser of internal/shellshim in the trace: %s", out)
 	}
-	for _, pkg := range []string{"crypto/sha256", "encoding/json", "golang.org/x/sys/unix", "reflect", "github.com/clinvoke/clinvoke/internal/sandbox"} {
+	if at["os"] == 0 || at["os"]+1 != shim {
+		t.Errorf("internal/shellshim initialised at line %d of the trace, os at %d: want it right after", shim, at["os"])
+	}
+	for _, pkg := range []string{"unicode", "crypto/sha256", "encoding/json", "golang.org/x/sys/unix", "reflect", "github.com/clinvoke/clinvoke/internal/sandbox"} {
 		if at[pkg] == 0 || at[pkg] < shim {
 			t.Errorf("%s initialised at line %d of the trace, internal/shellshim at %d: want it after", pkg, at[pkg], shim)
 		}

@@ -446,7 +446,8 @@ func TestShimInitFirst(t *testing.T) {
 // from testdata/multicall) on a tmpfs over /usr/local/bin, with a link
 // readmem to the latter. A command the fake CLI runs through
 // /usr/local/bin/bash, and the applet it starts with no shell, are in a
-// domain nested in the CLI's, and the applet ran by its name.
+// domain nested in the CLI's, and the applet ran by its name, on root's
+// route and by the first stage (a user's).
 func TestShimOtherPaths(t *testing.T) {
 	defer goleak.VerifyNone(t)
 	requireLandlock(t)
@@ -502,6 +503,36 @@ func TestShimOtherPaths(t *testing.T) {
 				t.Fatalf("Private() = false, %q; want the private roots", why)
 			}
 			c.check(t, string(out))
+		})
+		t.Run(c.name+"-stage", func(t *testing.T) {
+			requireStage(t)
+			rs, ruleset := built(t, p)
+			var out strings.Builder
+			err := Retired(func() error {
+				if err := localShells(multicall); err != nil {
+					return err
+				}
+				cmd := exec.Command(c.cmd[0], c.cmd[1:]...)
+				cmd.Dir, cmd.Stdout, cmd.Stderr = r.work, &out, &out
+				s, err := Wrap(cmd, ruleset, rs.PrivatePlan())
+				if err != nil {
+					return err
+				}
+				defer s.Close()
+				if err := cmd.Start(); err != nil {
+					return err
+				}
+				serr := s.Started()
+				if serr != nil {
+					cmd.Process.Kill()
+				}
+				werr := cmd.Wait()
+				return errors.Join(serr, werr)
+			})
+			if err != nil {
+				t.Fatalf("sandboxed CLI by the first stage: %v: %s", err, out.String())
+			}
+			c.check(t, out.String())
 		})
 	}
 }

@@ -1,5 +1,5 @@
 // Package procstat reads Linux's /proc/PID/stat: the fields after the command
-// name that the module's process tracking needs. It imports only bytes,
-// errors, os and strconv, as the sandbox's shell shim parses a stat line
-// in its init, before the program's own packages are set up.
+// name that the module's process tracking needs. It imports only errors,
+// os and strconv (not bytes, which imports unicode), as the sandbox's
+// shell shim parses a stat line in its init, which runs right after os's.
 package procstat

@@ -1,9 +1,6 @@
 package procstat
 
-import (
-	"bytes"
-	"errors"
-)
+import "errors"
 
 // Stat is /proc/PID/stat reduced to the fields the module reads. The
 // numbers in the comments are those of proc(5).
@@ -41,8 +38,10 @@ const PFKthread = 0x00200000
 // Fields the Stat does not hold are not checked. Parse does not allocate.
 func Parse(b []byte) (Stat, error) {
 	var s Stat
-	b = bytes.TrimRight(b, "\n")
-	i := bytes.LastIndexByte(b, ')')
+	for len(b) > 0 && b[len(b)-1] == '\n' {
+		b = b[:len(b)-1]
+	}
+	i := lastIndex(b, ')')
 	if i < 0 || i+3 >= len(b) || b[i+1] != ' ' {
 		return Stat{}, ErrMalformed
 	}
@@ -53,14 +52,14 @@ func Parse(b []byte) (Stat, error) {
 	// 5 tpgid, 6 flags, ..., 11 utime, 12 stime, 13 cutime, 14 cstime,
 	// ..., 17 num_threads, 19 starttime, 20 vsize, 21 rss.
 	for k := 1; k <= 21; k++ {
-		if k > 19 && len(bytes.TrimSpace(f)) == 0 {
+		if k > 19 && blank(f) {
 			break // a short line: no rss
 		}
 		if len(f) == 0 || f[0] != ' ' {
 			return Stat{}, ErrMalformed
 		}
 		f = f[1:]
-		j := bytes.IndexByte(f, ' ')
+		j := index(f, ' ')
 		if j < 0 {
 			j = len(f)
 		}
@@ -98,8 +97,8 @@ func Parse(b []byte) (Stat, error) {
 // Comm returns the command name (2) of a /proc/PID/stat line: what lies
 // between the first '(' and the last ')'.
 func Comm(b []byte) ([]byte, bool) {
-	i := bytes.LastIndexByte(b, ')')
-	j := bytes.IndexByte(b, '(')
+	i := lastIndex(b, ')')
+	j := index(b, '(')
 	if i < 0 || j < 0 || j > i {
 		return nil, false
 	}
@@ -119,4 +118,38 @@ func Decimal(b []byte) (uint64, bool) {
 		v = v*10 + uint64(c-'0')
 	}
 	return v, true
+}
+
+// index, lastIndex and blank are bytes.IndexByte, bytes.LastIndexByte and
+// a test of bytes.TrimSpace's result, written out: package bytes imports
+// unicode, whose initialiser would run before the shell shim's.
+func index(b []byte, c byte) int {
+	for i, x := range b {
+		if x == c {
+			return i
+		}
+	}
+	return -1
+}
+
+func lastIndex(b []byte, c byte) int {
+	for i := len(b) - 1; i >= 0; i-- {
+		if b[i] == c {
+			return i
+		}
+	}
+	return -1
+}
+
+// blank reports whether b holds only ASCII white space (all a stat line
+// has).
+func blank(b []byte) bool {
+	for _, c := range b {
+		switch c {
+		case ' ', '\t', '\n', '\v', '\f', '\r':
+		default:
+			return false
+		}
+	}
+	return true
 }

@@ -52,7 +52,13 @@ func shellPaths() []string {
 	var out []string
 	for _, d := range shellshim.Dirs {
 		for _, n := range shellshim.Names {
-			real, err := filepath.EvalSymlinks(filepath.Join(d, n))
+			// Most of the paths do not exist: one lstat says so, where
+			// resolving would lstat each element of the path.
+			p := filepath.Join(d, n)
+			if _, err := os.Lstat(p); err != nil {
+				continue
+			}
+			real, err := filepath.EvalSymlinks(p)
 			if err != nil || !shellshim.IsShell(real) || slices.Contains(out, real) {
 				continue
 			}

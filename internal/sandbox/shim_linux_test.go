@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
 	"slices"
 	"strings"
 	"testing"
@@ -406,10 +407,10 @@ func TestShimLayerLimit(t *testing.T) {
 }
 
 // TestShimInitFirst: in a binary that links this package, the shell
-// shim's initialiser (internal/shellshim) runs before those of the heavy
-// packages this package imports and a program links (crypto/…,
-// encoding/json, golang.org/x/sys/unix) and before this package's own: a
-// shell's start never pays for them. The order is Go's, printed by
+// shim's initialiser (internal/shellshim) runs right after os's, before
+// those of unicode and of the heavy packages this package imports and a
+// program links (crypto/…, encoding/json, golang.org/x/sys/unix) and
+// before this package's own: a shell's start never pays for them. The order is Go's, printed by
 // GODEBUG=inittrace=1 for this test binary.
 func TestShimInitFirst(t *testing.T) {
 	cmd := exec.Command(os.Args[0], "-test.run=^$")
@@ -428,9 +429,161 @@ func TestShimInitFirst(t *testing.T) {
 	if shim == 0 {
 		t.Fatalf("no initialiser of internal/shellshim in the trace: %s", out)
 	}
-	for _, pkg := range []string{"crypto/sha256", "encoding/json", "golang.org/x/sys/unix", "reflect", "github.com/clinvoke/clinvoke/internal/sandbox"} {
+	if at["os"] == 0 || at["os"]+1 != shim {
+		t.Errorf("internal/shellshim initialised at line %d of the trace, os at %d: want it right after", shim, at["os"])
+	}
+	for _, pkg := range []string{"unicode", "crypto/sha256", "encoding/json", "golang.org/x/sys/unix", "reflect", "github.com/clinvoke/clinvoke/internal/sandbox"} {
 		if at[pkg] == 0 || at[pkg] < shim {
 			t.Errorf("%s initialised at line %d of the trace, internal/shellshim at %d: want it after", pkg, at[pkg], shim)
 		}
+	}
+}
+
+// TestShimOtherPaths: the shells at the other paths a host may have them
+// are bound too, a bash in /usr/local/bin and a busybox whose applets run
+// through its links: a thread's mount namespace of its own (nothing of it
+// reaching the host) puts a copy of bash and a multi-call binary (built
+// from testdata/multicall) on a tmpfs over /usr/local/bin, with a link
+// readmem to the latter. A command the fake CLI runs through
+// /usr/local/bin/bash, and the applet it starts with no shell, are in a
+// domain nested in the CLI's, and the applet ran by its name, on root's
+// route and by the first stage (a user's).
+func TestShimOtherPaths(t *testing.T) {
+	defer goleak.VerifyNone(t)
+	requireLandlock(t)
+	requirePrivate(t)
+	multicall := filepath.Join(t.TempDir(), "multicall")
+	if out, err := exec.Command(filepath.Join(runtime.GOROOT(), "bin", "go"), "build", "-o", multicall, "./testdata/multicall").CombinedOutput(); err != nil {
+		t.Fatalf("build the multi-call binary: %v: %s", err, out)
+	}
+	r := newRig(t)
+	p := r.policy(WorkspaceWrite)
+	p.Private = true
+	for _, c := range []struct {
+		name  string
+		cmd   []string
+		check func(t *testing.T, out string)
+	}{
+		{"usr-local-bash", []string{"timeout", "60", "/usr/local/bin/bash", "-c", shellScript(r.work)}, func(t *testing.T, out string) {
+			checkShell(t, "/usr/local/bin/bash", out)
+		}},
+		{"busybox-applet", []string{"timeout", "60", "/usr/local/bin/readmem"}, func(t *testing.T, out string) {
+			lines := strings.Split(strings.TrimSpace(out), "\n")
+			for _, w := range []string{"applet mem no", "applet environ no", "applet argv0 /usr/local/bin/readmem"} {
+				if !slices.Contains(lines, w) {
+					t.Errorf("the applet printed %q, want a line %q", out, w)
+				}
+			}
+		}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			rs, err := Build(p)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer rs.Close()
+			var out []byte
+			err = Retired(func() error {
+				if err := localShells(multicall); err != nil {
+					return err
+				}
+				if err := rs.Restrict(); err != nil {
+					return err
+				}
+				cmd := exec.Command(c.cmd[0], c.cmd[1:]...)
+				cmd.Dir = r.work
+				var err error
+				out, err = cmd.CombinedOutput()
+				return err
+			})
+			if err != nil {
+				t.Fatalf("sandboxed CLI: %v: %s", err, out)
+			}
+			if ok, why := rs.Private(); !ok {
+				t.Fatalf("Private() = false, %q; want the private roots", why)
+			}
+			c.check(t, string(out))
+		})
+		t.Run(c.name+"-stage", func(t *testing.T) {
+			requireStage(t)
+			rs, ruleset := built(t, p)
+			var out strings.Builder
+			err := Retired(func() error {
+				if err := localShells(multicall); err != nil {
+					return err
+				}
+				cmd := exec.Command(c.cmd[0], c.cmd[1:]...)
+				cmd.Dir, cmd.Stdout, cmd.Stderr = r.work, &out, &out
+				s, err := Wrap(cmd, ruleset, rs.PrivatePlan())
+				if err != nil {
+					return err
+				}
+				defer s.Close()
+				if err := cmd.Start(); err != nil {
+					return err
+				}
+				serr := s.Started()
+				if serr != nil {
+					cmd.Process.Kill()
+				}
+				werr := cmd.Wait()
+				return errors.Join(serr, werr)
+			})
+			if err != nil {
+				t.Fatalf("sandboxed CLI by the first stage: %v: %s", err, out.String())
+			}
+			c.check(t, out.String())
+		})
+	}
+}
+
+// localShells puts, in a mount namespace of the calling thread's own, a
+// tmpfs on /usr/local/bin holding a copy of /bin/bash, a copy of
+// multicall as busybox and a link readmem to it.
+func localShells(multicall string) error {
+	if err := unix.Unshare(unix.CLONE_NEWNS); err != nil {
+		return err
+	}
+	if err := unix.Mount("", "/", "", unix.MS_REC|unix.MS_SLAVE, ""); err != nil {
+		return err
+	}
+	if err := unix.Mount("tmpfs", "/usr/local/bin", "tmpfs", 0, "mode=0755"); err != nil {
+		return err
+	}
+	for dst, src := range map[string]string{"/usr/local/bin/bash": "/bin/bash", "/usr/local/bin/busybox": multicall} {
+		b, err := os.ReadFile(src)
+		if err != nil {
+			return err
+		}
+		if err := os.WriteFile(dst, b, 0o755); err != nil {
+			return err
+		}
+	}
+	return os.Symlink("busybox", "/usr/local/bin/readmem")
+}
+
+// BenchmarkShellPaths measures the look-up of the host's shells that
+// every run with private roots makes, with today's paths (shellshim.Dirs
+// and Names) against the four names in /bin and /usr/bin alone, in
+// alternating rounds: where the other shells do not exist, what their
+// paths add is a failed look-up each.
+func BenchmarkShellPaths(b *testing.B) {
+	dirs, names := shellshim.Dirs, shellshim.Names
+	defer func() { shellshim.Dirs, shellshim.Names = dirs, names }()
+	for _, c := range []struct {
+		name        string
+		dirs, names []string
+	}{
+		{"two-dirs-four-names", []string{"/bin", "/usr/bin"}, []string{"sh", "bash", "dash", "zsh"}},
+		{"now", dirs, names},
+	} {
+		shellshim.Dirs, shellshim.Names = c.dirs, c.names
+		b.Run(c.name, func(b *testing.B) {
+			n := 0
+			for b.Loop() {
+				n = len(shellPaths())
+			}
+			b.ReportMetric(float64(n), "shells")
+		})
 	}
 }

@@ -6,7 +6,7 @@
 // nested in the CLI's and executes the real shell.
 //
 // It imports only os, syscall, unsafe, runtime, strconv and
-// internal/procstat (bytes, errors, os, strconv), whose initialisers are
+// internal/procstat (errors, os, strconv), whose initialisers are
 // the runtime's own or none: Go initialises, among the packages whose
 // imports are done, the one of the lowest import path first, so this
 // package's init runs before those of crypto/…, encoding/…, the other

@@ -29,9 +29,16 @@ const maxAncestors = 64
 // Dirs and Names make the paths of the shells a CLI may run its commands
 // through: the sandbox binds this program's binary over the ones that
 // exist, resolved, that are themselves at such a path (IsShell).
+// /usr/local/bin holds a bash installed by hand where the distribution's
+// is old; ksh is often a link to ksh93 or mksh; busybox is where Alpine's
+// /bin/sh leads, a multi-call binary: every applet started through one of
+// its links then passes through the shim, which keeps argv[0], by which
+// busybox picks the applet. Not here: the sbin directories (no shell lives
+// there on the usual distributions), and shells no CLI runs its commands
+// through (fish, csh, tcsh, nushell).
 var (
-	Dirs  = []string{"/bin", "/usr/bin"}
-	Names = []string{"sh", "bash", "dash", "zsh"}
+	Dirs  = []string{"/bin", "/usr/bin", "/usr/local/bin"}
+	Names = []string{"sh", "bash", "dash", "zsh", "ash", "ksh", "ksh93", "mksh", "busybox"}
 )
 
 // IsShell reports whether path (resolved, clean) is one of the paths a

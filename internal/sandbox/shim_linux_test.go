@@ -274,6 +274,91 @@ func TestShimRefusesForgedShells(t *testing.T) {
 	}
 }
 
+// deletedBinaryVar marks the copy of this test binary that
+// TestShimDeletedBinary runs and removes.
+const deletedBinaryVar = "CLINVOKE_TEST_SHIM_DELETED"
+
+// TestShimDeletedBinary: a program whose binary is removed or replaced on
+// disk while a run goes on (an upgrade) still nests its CLI's commands.
+// The kernel then names the binary bound over a shell "/usr/bin/bash
+// (deleted)"; the shim recognises it all the same and executes the real
+// shell, rather than run the program's own main in the CLI's domain with
+// the command for arguments. A copy of this test binary is the program:
+// it removes itself once the run's binds are made, before its fake CLI
+// starts its shell.
+func TestShimDeletedBinary(t *testing.T) {
+	defer goleak.VerifyNone(t)
+	requirePrivate(t)
+	if os.Getenv(deletedBinaryVar) == "" {
+		exe, err := os.Executable()
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, err := os.ReadFile(exe)
+		if err != nil {
+			t.Fatal(err)
+		}
+		cp := filepath.Join(t.TempDir(), "sandbox.test")
+		if err := os.WriteFile(cp, b, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		cmd := exec.Command(cp, "-test.run=^TestShimDeletedBinary$", "-test.count=1", "-test.v")
+		cmd.Env = append(os.Environ(), deletedBinaryVar+"=1")
+		out, err := cmd.CombinedOutput()
+		if err != nil || !strings.Contains(string(out), "--- PASS: TestShimDeletedBinary ") {
+			if len(out) > 4096 {
+				out = out[:4096]
+			}
+			t.Fatalf("the removed program: %v\n%s", err, out)
+		}
+		if _, err := os.Stat(cp); !errors.Is(err, os.ErrNotExist) {
+			t.Fatalf("the program's binary was not removed: %v", err)
+		}
+		return
+	}
+	r := newRig(t)
+	p := r.policy(WorkspaceWrite)
+	p.Private = true
+	rs, err := Build(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rs.Close()
+	exe, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The fake CLI (xargs, no shell) waits for its command on standard
+	// input, which comes once the binary is removed.
+	cmd := exec.Command("timeout", "60", "xargs", "-0", "-r", "/bin/bash", "-c")
+	cmd.Dir = r.work
+	in, err := cmd.StdinPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out strings.Builder
+	cmd.Stdout, cmd.Stderr = &out, &out
+	err = Retired(func() error {
+		if err := rs.Restrict(); err != nil {
+			return err
+		}
+		return cmd.Start()
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rmErr := os.Remove(exe)
+	in.Write([]byte(shellScript(r.work) + "\x00"))
+	in.Close()
+	if err := cmd.Wait(); err != nil {
+		t.Errorf("the fake CLI: %v: %s", err, out.String())
+	}
+	if rmErr != nil {
+		t.Fatalf("removing the program's binary: %v", rmErr)
+	}
+	checkShell(t, "a removed binary", out.String())
+}
+
 func mustReadlink(t *testing.T, path string) string {
 	t.Helper()
 	s, err := os.Readlink(path)

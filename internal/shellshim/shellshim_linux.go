@@ -76,13 +76,28 @@ func init() {
 	}
 }
 
+// deletedSuffix is what the kernel adds to the path of an executable
+// whose file was removed.
+const deletedSuffix = " (deleted)"
+
 // shimmed returns the real shell this process must execute when it is
 // this program's binary started through a shell's path (bound over it by
 // the sandbox), and whether it is. It trusts nothing of the environment:
-// only the path the kernel gives as this process's executable.
+// only the path the kernel gives as this process's executable. Where the
+// program's binary was removed or replaced on disk while the run goes on
+// (an upgrade), the kernel names the one bound over a shell by the
+// shell's path with deletedSuffix after it: that is still a shell's start,
+// not the program's (whose main would otherwise run in the CLI's domain,
+// with the command for arguments).
 func shimmed() (string, bool) {
 	exe, err := os.Readlink("/proc/self/exe")
-	if err != nil || !IsShell(exe) {
+	if err != nil {
+		return "", false
+	}
+	if n := len(exe) - len(deletedSuffix); n > 0 && exe[n:] == deletedSuffix {
+		exe = exe[:n]
+	}
+	if !IsShell(exe) {
 		return "", false
 	}
 	return Dir + exe, true

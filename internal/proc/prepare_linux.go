@@ -47,6 +47,16 @@ func (t *Tree) prepare() {
 		preparedTrees.Add(-1) // another call got here first
 		return
 	}
+	// Wait may have begun since the check above, and its finish read
+	// prepared before the Swap: then nothing would take the tree off the
+	// count. Wait is marked before finish claims the count (Swap(false)),
+	// so one of the two sees the other and takes it off, once.
+	if s.waited.Load() {
+		if s.prepared.Swap(false) {
+			preparedTrees.Add(-1)
+		}
+		return
+	}
 	if c := s.cgroupLevel.cg; c != nil {
 		s.mu.Lock()
 		if !s.waited.Load() {

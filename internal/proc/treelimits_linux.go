@@ -245,8 +245,10 @@ func (t *Tree) finish(rootCPU time.Duration, held []int) {
 	if s.acct != nil {
 		held = s.acct.release(rootCPU, held)
 	}
-	// The tree stays counted as prepared until its files are closed.
-	closeLater(held, s.prepared.Load(), t.log)
+	// The tree stays counted as prepared until its files are closed; the
+	// count is claimed here, once (prepare may claim it back where it set
+	// it after Wait began).
+	closeLater(held, s.prepared.Swap(false), t.log)
 	removeV1Later(s.v1, t.log)
 }
 

@@ -99,10 +99,11 @@ var namespaces = newNamespacePool()
 
 // newNamespacePool returns a pool that keeps nsPoolSize namespaces, made
 // on a retired thread of its own (sandbox.GoRetired): each one it makes
-// moves the thread into a new namespace. A kept namespace is checked
-// where it is joined: by the thread that forks the run (Join), and, for
-// a run with endpoints to forward, first by Prepare's thread, which
-// releases one it cannot join and makes its own (makeNamespace).
+// moves the thread into a new namespace. A kept namespace is not checked
+// as it is taken: it is joined by the thread that forks the run (Join),
+// where a failure fails the run, and, for a run with endpoints to forward,
+// first by Prepare's thread, which releases one it cannot join and makes
+// its own (makeNamespace).
 func newNamespacePool() *ahead.Pool[*readyNS] {
 	return ahead.New(ahead.Config[*readyNS]{
 		Size:    nsPoolSize,

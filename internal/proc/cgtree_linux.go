@@ -324,9 +324,10 @@ var removals struct {
 	queue []*runCgroup
 	v1    []*v1Run // cgroup v1 cgroups of reaped trees
 	// fds are the descriptors of reaped trees' cgroup files that
-	// Prepare opened (see closeLater), and prepared the trees whose
-	// files they are, counted in preparedTrees until they are closed.
-	fds      []int
+	// Prepare opened (see closeLater).
+	fds []int
+	// prepared is how many of those trees are counted in preparedTrees:
+	// they stay counted until their files are closed.
 	prepared int32
 	pending  bool // a flush is scheduled
 	log      *slog.Logger
@@ -383,7 +384,9 @@ func queueRemoval(add func(), log *slog.Logger) {
 	}
 }
 
-// removeQueued removes every queued cgroup.
+// removeQueued closes the queued descriptors, takes their trees off
+// preparedTrees, and removes every queued cgroup. A flush already
+// scheduled finds the queue empty.
 func removeQueued() {
 	removals.mu.Lock()
 	queue, v1, log := removals.queue, removals.v1, removals.log

@@ -9,8 +9,10 @@
 // internal/procstat (errors, os, strconv), whose initialisers are
 // the runtime's own or none: Go initialises, among the packages whose
 // imports are done, the one of the lowest import path first, so this
-// package's init runs before those of crypto/…, encoding/…, the other
-// github.com/… packages and everything they import, which a shell's start
-// never needs. Everything here must keep to those imports (internal/sandbox's
+// package's init runs straight after os's: before those of
+// crypto/internal/fips140 and the hashes and ciphers, encoding/json,
+// reflect, unicode, the other github.com/… packages and everything they
+// import, which a shell's start never needs (a few low-level ones, such as
+// crypto's own and encoding/base64's, run before it). Everything here must keep to those imports (internal/sandbox's
 // TestShimInitFirst checks the order in its test binary).
 package shellshim

@@ -207,7 +207,10 @@ func hasPrefix(s, prefix string) bool {
 func checkDir() error {
 	dir, err := mountID(Dir)
 	if err != nil {
-		return &callError{"no real shell beside it: " + err.Error(), unwrapErrno(err)}
+		if ce, ok := err.(*callError); ok {
+			return &callError{"no real shell beside it: " + ce.call, ce.errno}
+		}
+		return err
 	}
 	parent, err := mountID("/tmp")
 	if err != nil {
@@ -254,10 +257,10 @@ func Nest() error {
 	}
 	defer syscall.Close(int(fd))
 	if _, _, errno := syscall.RawSyscall6(syscall.SYS_PRCTL, prSetNoNewPrivs, 1, 0, 0, 0, 0); errno != 0 {
-		return &callError{"sandbox: no_new_privs", errno}
+		return &callError{"no_new_privs", errno}
 	}
 	if _, _, errno := syscall.Syscall(sysLandlockRestrictSelf, fd, restrict, 0); errno != 0 {
-		return &callError{"sandbox: landlock_restrict_self", errno}
+		return &callError{"landlock_restrict_self", errno}
 	}
 	return nil
 }

@@ -450,6 +450,19 @@ func TestShimDepth(t *testing.T) {
 	}
 }
 
+// TestShimNestFlags: a command's nested domain scopes what the run's own
+// ruleset scopes and is restricted with the same flags, at every Landlock
+// ABI (the shim writes its own on syscall alone).
+func TestShimNestFlags(t *testing.T) {
+	for abi := 1; abi <= 8; abi++ {
+		r := rightsFor(abi)
+		scoped, restrict := shellshim.NestFlags(abi)
+		if scoped != r.scope || restrict != r.restrict {
+			t.Errorf("ABI %d: the shim nests with scope %#x, flags %#x; the run's ruleset has %#x, %#x", abi, scoped, restrict, r.scope, r.restrict)
+		}
+	}
+}
+
 // TestShimLayerLimit: where the CLI already runs under 16 Landlock layers
 // (the program's own and the run's), a shell it starts cannot have a
 // domain of its own: it exits 126 and says why, and the command does not

@@ -226,6 +226,20 @@ func checkDir() error {
 	return nil
 }
 
+// NestFlags returns what Nest's domain scopes and the flags it is
+// restricted with at Landlock ABI abi: the run's own ruleset's
+// (internal/sandbox's rights at that ABI, which a test compares), so that
+// a command's domain scopes what the CLI's does and logs as it does.
+func NestFlags(abi int) (scoped uint64, restrict uintptr) {
+	if abi >= 6 {
+		scoped = landlockScopeSignal
+	}
+	if abi >= 7 {
+		restrict = landlockLogNewExecOn
+	}
+	return scoped, restrict
+}
+
 // Nest makes the calling thread's Landlock domain a new one nested in the
 // one it is in: a ruleset that handles making block devices and allows it
 // nowhere (no agent's command makes one, and only root may), after
@@ -239,17 +253,11 @@ func Nest() error {
 	if errno != 0 {
 		return &callError{"Landlock is unavailable", errno}
 	}
-	abi := int(v)
-	attr := rulesetAttr{handledAccessFS: landlockAccessFSMakeBlock}
+	scoped, restrict := NestFlags(int(v))
+	attr := rulesetAttr{handledAccessFS: landlockAccessFSMakeBlock, scoped: scoped}
 	size := unsafe.Sizeof(attr)
-	var restrict uintptr
-	if abi >= 6 {
-		attr.scoped = landlockScopeSignal
-	} else {
-		size = unsafe.Offsetof(attr.scoped)
-	}
-	if abi >= 7 {
-		restrict = landlockLogNewExecOn
+	if scoped == 0 {
+		size = unsafe.Offsetof(attr.scoped) // the struct before ABI 6
 	}
 	fd, _, errno := syscall.Syscall(sysLandlockCreateRuleset, uintptr(unsafe.Pointer(&attr)), size, 0)
 	if errno != 0 {

@@ -31,9 +31,9 @@ import (
 // binary's; nothing of the environment), applies a ruleset that handles
 // one right nobody's command needs (making block devices) and so makes a
 // new domain nested in the CLI's, and executes the real shell with the
-// same arguments (argv[0] kept) and environment. A shell below a
-// command's shell is in a domain nested below the CLI's already and adds
-// no layer. That package imports os, syscall and internal/procstat only,
+// same arguments (argv[0] kept) and environment. A shell a command's
+// shell started is in a domain nested below the CLI's already and adds no
+// layer; a shell any other process started nests again. That package imports os, syscall and internal/procstat only,
 // so that its init runs before the initialisers of this package's
 // imports, which a shell's start never needs.
 

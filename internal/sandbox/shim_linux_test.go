@@ -103,6 +103,17 @@ func TestSandboxShellNested(t *testing.T) {
 		_, out := onRootsRoute(t, q, fakeCLI())
 		checkShell(t, "a hidden binary", out)
 	})
+	t.Run("launched-wrapper", func(t *testing.T) {
+		// A launcher (timeout, no shell) starts a wrapper script, which
+		// starts the CLI (timeout again) without executing it: the
+		// wrapper nests, the CLI shares its domain, and the CLI's
+		// command, though below the wrapper, nests again.
+		cmd := exec.Command("timeout", "60", "/bin/bash", "-c", `timeout 50 /bin/bash -c "$CLINVOKE_TEST_SCRIPT"; true`)
+		cmd.Dir = r.work
+		cmd.Env = append(os.Environ(), "CLINVOKE_TEST_SCRIPT="+shellScript(r.work))
+		_, out := onRootsRoute(t, p, cmd)
+		checkShell(t, "a CLI beneath a launched wrapper", out)
+	})
 	t.Run("stage", func(t *testing.T) {
 		requireStage(t)
 		serr, werr, out := stageRun(t, p, fakeCLI(), nil)

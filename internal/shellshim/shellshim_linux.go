@@ -23,9 +23,6 @@ const Dir = "/tmp/.clinvoke-shells"
 // never spares a command below it its own domain: the CLI may share it.
 const FirstDir = Dir + "/first"
 
-// maxAncestors bounds the walk up a shell's ancestors.
-const maxAncestors = 64
-
 // Dirs and Names make the paths of the shells a CLI may run its commands
 // through: the sandbox binds this program's binary over the ones that
 // exist, resolved, that are themselves at such a path (IsShell).
@@ -156,46 +153,40 @@ func unwrapErrno(err error) syscall.Errno {
 	return 0
 }
 
-// placed tells how a shell is to start, from its ancestors: nested, when
-// it is already in a domain nested below the CLI's, so that it needs no
-// new layer; first, when its parent cannot be inspected (an enclosing
-// domain: the CLI itself starts, or its parent has gone), so that it runs
-// the real shell beneath FirstDir and a shell below it nests again.
+// placed tells how a shell is to start, from its parent: nested, when it
+// is already in a domain nested below the CLI's, so that it needs no new
+// layer; first, when its parent cannot be inspected (an enclosing domain:
+// the CLI itself starts, or its parent has gone), so that it runs the
+// real shell beneath FirstDir and a shell below it nests again.
 //
-// A shell is nested when, walking up from its parent through ancestors
-// this process may inspect (only a process of its own domain or of one
-// nested in it), it meets a real shell beneath Dir but not beneath
-// FirstDir before any other ancestor refuses it. That shell is one the
-// CLI (or a program below it) started, in a domain nested below the
-// CLI's, and this process descends from it: its domain is that one or
-// deeper. A process in the CLI's own domain inspects the CLI and what
-// started the CLI, and the CLI's start, if it was a shell, runs beneath
-// FirstDir. Each ancestor must have started no later than its child: a
-// pid reused on the way is no ancestor.
+// A shell is nested only when its parent, which it may inspect (a process
+// of its own domain or of one nested in it) and which started no later
+// than it (a pid reused is no parent), is a real shell beneath Dir but not
+// beneath FirstDir. By induction such a shell's domain lies strictly below
+// that of the nearest ancestor that is no shell: the shells between nested
+// or were spared by a shell parent. A shell any other process started (the
+// CLI, or a program of a command, such as make or xargs) nests again, even
+// where a shell beneath Dir is further up: that shell may be a wrapper
+// that started the CLI (a launcher, then a wrapper script, then the CLI),
+// whose domain the CLI shares. Each program between two shells so costs a
+// layer of Landlock's 16.
 func placed() (nested, first bool) {
 	self, err := procstat.Read(os.Getpid())
-	if err != nil {
+	if err != nil || self.PPID <= 1 {
 		return false, false
 	}
-	child := self
-	for pid, n := self.PPID, 0; pid > 1 && n < maxAncestors; n++ {
-		exe, err := os.Readlink("/proc/" + strconv.Itoa(pid) + "/exe")
-		if err != nil {
-			return false, n == 0
-		}
-		st, err := procstat.Read(pid)
-		if err != nil || st.Start > child.Start {
-			return false, false
-		}
-		if hasPrefix(exe, FirstDir+"/") {
-			return false, false
-		}
-		if hasPrefix(exe, Dir) && IsShell(exe[len(Dir):]) {
-			return true, false
-		}
-		child, pid = st, st.PPID
+	exe, err := os.Readlink("/proc/" + strconv.Itoa(self.PPID) + "/exe")
+	if err != nil {
+		return false, true
 	}
-	return false, false
+	st, err := procstat.Read(self.PPID)
+	if err != nil || st.Start > self.Start {
+		return false, false
+	}
+	if hasPrefix(exe, FirstDir+"/") {
+		return false, false
+	}
+	return hasPrefix(exe, Dir) && IsShell(exe[len(Dir):]), false
 }
 
 func hasPrefix(s, prefix string) bool {

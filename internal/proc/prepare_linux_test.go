@@ -3,10 +3,13 @@
 package proc
 
 import (
+	"log/slog"
 	"maps"
 	"os"
 	"strconv"
 	"testing"
+
+	"golang.org/x/sys/unix"
 
 	"github.com/clinvoke/clinvoke/internal/ahead"
 )
@@ -118,5 +121,45 @@ func TestPrepareBounded(t *testing.T) {
 	}
 	if u := r.tree.Usage(); u.CPU <= 0 || u.TasksPeak < 1 {
 		t.Errorf("Usage() after Wait = %+v, want the CPU time and the task peak", u)
+	}
+}
+
+// TestCloseLater: the descriptors of a reaped tree's files stay open, and
+// the tree counted among the prepared, until the batch closes them; then
+// both go at once, the count only after the close, so that the bound on
+// descriptors Prepare holds (maxPrepared) is never exceeded.
+func TestCloseLater(t *testing.T) {
+	ahead.SettleAll()
+	var p [2]int
+	if err := unix.Pipe2(p[:], unix.O_CLOEXEC); err != nil {
+		t.Fatal(err)
+	}
+	var before [2]unix.Stat_t
+	for i, fd := range p {
+		if err := unix.Fstat(fd, &before[i]); err != nil {
+			t.Fatal(err)
+		}
+	}
+	counted := preparedTrees.Load()
+	preparedTrees.Add(1) // as Prepare counts a tree
+	closeLater(p[:], true, slog.New(slog.DiscardHandler))
+	for i, fd := range p {
+		var st unix.Stat_t
+		if err := unix.Fstat(fd, &st); err != nil || st.Ino != before[i].Ino {
+			t.Errorf("descriptor %d closed before the batch: %v", fd, err)
+		}
+	}
+	if got := preparedTrees.Load(); got != counted+1 {
+		t.Errorf("before the batch, %d trees counted as prepared, want %d", got, counted+1)
+	}
+	ahead.SettleAll() // the batch, at once
+	for i, fd := range p {
+		var st unix.Stat_t
+		if err := unix.Fstat(fd, &st); err == nil && st.Ino == before[i].Ino {
+			t.Errorf("descriptor %d still open after the batch", fd)
+		}
+	}
+	if got := preparedTrees.Load(); got != counted {
+		t.Errorf("after the batch, %d trees counted as prepared, want %d", got, counted)
 	}
 }

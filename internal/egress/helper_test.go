@@ -17,8 +17,6 @@ import (
 	"strings"
 	"time"
 
-	"golang.org/x/sys/unix"
-
 	"github.com/clinvoke/clinvoke/internal/sandbox"
 )
 
@@ -316,20 +314,6 @@ func broadcastHeard() int {
 	}
 	json.NewEncoder(os.Stdout).Encode(map[string]string{"port": strconv.Itoa(port), "read": fmt.Sprintf("%q %v", b[:n], err)})
 	return 0
-}
-
-// setBroadcast sets SO_BROADCAST on c, without which a datagram to a
-// broadcast address is refused by the sender's own kernel (EACCES).
-func setBroadcast(c *net.UDPConn) error {
-	rc, err := c.SyscallConn()
-	if err != nil {
-		return err
-	}
-	var serr error
-	if err := rc.Control(func(fd uintptr) { serr = unix.SetsockoptInt(int(fd), unix.SOL_SOCKET, unix.SO_BROADCAST, 1) }); err != nil {
-		return err
-	}
-	return serr
 }
 
 // flood sends count datagrams at once from one unconnected socket to

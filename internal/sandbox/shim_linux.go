@@ -11,7 +11,6 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"github.com/clinvoke/clinvoke/internal/procstat"
 	"github.com/clinvoke/clinvoke/internal/shellshim"
 )
 
@@ -227,11 +226,4 @@ func (s *shim) mount(mounted *[]string) error {
 		*mounted = append(*mounted, sh)
 	}
 	return nil
-}
-
-// procStat reads /proc/PID/stat of process pid: the sweep of temporary
-// directories reads its parent and its start time.
-func procStat(pid int) (procstat.Stat, bool) {
-	st, err := procstat.Read(pid)
-	return st, err == nil
 }

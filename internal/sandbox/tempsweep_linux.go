@@ -7,6 +7,8 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+
+	"github.com/clinvoke/clinvoke/internal/procstat"
 )
 
 // tempOwner names this process in its runs' temporary directories: its
@@ -66,4 +68,11 @@ func parseTempOwner(s string) (pid int, start uint64, ok bool) {
 	pid, err1 := strconv.Atoi(p)
 	start, err2 := strconv.ParseUint(st, 10, 64)
 	return pid, start, err1 == nil && err2 == nil && pid > 0
+}
+
+// procStat reads /proc/PID/stat of process pid: the sweep of temporary
+// directories reads its parent and its start time.
+func procStat(pid int) (procstat.Stat, bool) {
+	st, err := procstat.Read(pid)
+	return st, err == nil
 }

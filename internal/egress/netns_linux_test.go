@@ -265,24 +265,32 @@ func sandboxNetChild(t *testing.T, start func(*Net, *exec.Cmd) error) {
 	}
 }
 
+// onBothRoutes runs run on each route into a network namespace: "enter"
+// (root's: the namespace made by this process) and "wrap" (a user's: made
+// in a user namespace of the run's own), each skipped where this host or
+// user cannot take it.
+func onBothRoutes(t *testing.T, run func(*testing.T, func(*Net, *exec.Cmd) error)) {
+	t.Run("enter", func(t *testing.T) {
+		if os.Geteuid() != 0 {
+			t.Skip("needs root for a network namespace; wrap covers this user")
+		}
+		run(t, startInside)
+	})
+	t.Run("wrap", func(t *testing.T) {
+		if err := ProbeWrap(); err != nil {
+			t.Skipf("this host gives no unprivileged user namespace: %v", err)
+		}
+		run(t, startWrapped)
+	})
+}
+
 // TestSandboxNetUDPFlood: a burst of datagrams around the proxy, more
 // than the packet socket holds while its reader is held (by each route),
 // is never lost in silence: each datagram is recorded as a refused
 // MethodDirectUDP attempt, or counted by OnLost and Lost among the
 // refusals the kernel dropped unread.
 func TestSandboxNetUDPFlood(t *testing.T) {
-	t.Run("enter", func(t *testing.T) {
-		if os.Geteuid() != 0 {
-			t.Skip("needs root for a network namespace; wrap covers this user")
-		}
-		sandboxNetUDPFlood(t, startInside)
-	})
-	t.Run("wrap", func(t *testing.T) {
-		if err := ProbeWrap(); err != nil {
-			t.Skipf("this host gives no unprivileged user namespace: %v", err)
-		}
-		sandboxNetUDPFlood(t, startWrapped)
-	})
+	onBothRoutes(t, sandboxNetUDPFlood)
 }
 
 // udpTally counts the refused datagrams to one address a Net recorded and
@@ -491,18 +499,7 @@ func startExited(n *Net, cmd *exec.Cmd) error {
 // from a connected one, whose connect succeeds as on any host (bash's
 // /dev/udp connects).
 func TestSandboxNetBroadcast(t *testing.T) {
-	t.Run("enter", func(t *testing.T) {
-		if os.Geteuid() != 0 {
-			t.Skip("needs root for a network namespace; wrap covers this user")
-		}
-		sandboxNetBroadcast(t, startInside)
-	})
-	t.Run("wrap", func(t *testing.T) {
-		if err := ProbeWrap(); err != nil {
-			t.Skipf("this host gives no unprivileged user namespace: %v", err)
-		}
-		sandboxNetBroadcast(t, startWrapped)
-	})
+	onBothRoutes(t, sandboxNetBroadcast)
 }
 
 func sandboxNetBroadcast(t *testing.T, start func(*Net, *exec.Cmd) error) {
@@ -553,18 +550,7 @@ func sandboxNetBroadcast(t *testing.T, start func(*Net, *exec.Cmd) error) {
 // drops the sent one, PACKET_OUTGOING), and which of them a socket took
 // it does not show.
 func TestSandboxNetBroadcastHeard(t *testing.T) {
-	t.Run("enter", func(t *testing.T) {
-		if os.Geteuid() != 0 {
-			t.Skip("needs root for a network namespace; wrap covers this user")
-		}
-		sandboxNetBroadcastHeard(t, startInside)
-	})
-	t.Run("wrap", func(t *testing.T) {
-		if err := ProbeWrap(); err != nil {
-			t.Skipf("this host gives no unprivileged user namespace: %v", err)
-		}
-		sandboxNetBroadcastHeard(t, startWrapped)
-	})
+	onBothRoutes(t, sandboxNetBroadcastHeard)
 }
 
 func sandboxNetBroadcastHeard(t *testing.T, start func(*Net, *exec.Cmd) error) {

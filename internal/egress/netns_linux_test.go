@@ -508,28 +508,14 @@ func sandboxNetBroadcast(t *testing.T, start func(*Net, *exec.Cmd) error) {
 	if ipv6Loopback() {
 		to = append(to, "[ff02::1]:9", "[ff05::1:3]:547")
 	}
-	var (
-		mu       sync.Mutex
-		recorded []string
-	)
-	n, err := New(&Config{OnAttempt: func(a Attempt) {
-		mu.Lock()
-		defer mu.Unlock()
-		if a.Method == MethodDirectUDP && !a.Allowed {
-			recorded = append(recorded, net.JoinHostPort(a.Host, strconv.Itoa(a.Port)))
-		}
-	}})
-	if err != nil {
-		t.Fatal(err)
-	}
+	n, denied := newDeniedUDPNet(t)
 	cmd := helperCmd("broadcast", to...)
 	cmd.Env = n.MergeEnv(cmd.Env)
 	got := runHelperInside(t, n, start, cmd, nil)
 	if err := n.BypassRecorded(); err != nil {
 		t.Fatalf("BypassRecorded() = %v", err)
 	}
-	mu.Lock()
-	defer mu.Unlock()
+	recorded := denied()
 	for _, a := range to {
 		for _, k := range []string{a, "connected " + a} {
 			if got[k] != "sent: <nil>" {
@@ -555,6 +541,25 @@ func TestSandboxNetBroadcastHeard(t *testing.T) {
 
 func sandboxNetBroadcastHeard(t *testing.T, start func(*Net, *exec.Cmd) error) {
 	t.Cleanup(func() { goleak.VerifyNone(t) })
+	n, denied := newDeniedUDPNet(t)
+	cmd := helperCmd("broadcastheard")
+	cmd.Env = n.MergeEnv(cmd.Env)
+	got := runHelperInside(t, n, start, cmd, nil)
+	if err := n.BypassRecorded(); err != nil {
+		t.Fatalf("BypassRecorded() = %v", err)
+	}
+	if got["read"] != `"heard" <nil>` {
+		t.Fatalf("the run's own listener read %s, want the broadcast", got["read"])
+	}
+	if want, recorded := []string{"127.255.255.255:" + got["port"]}, denied(); !slices.Equal(recorded, want) {
+		t.Errorf("recorded %q, want %q: the broadcast, once", recorded, want)
+	}
+}
+
+// newDeniedUDPNet returns a Net that records the refused datagrams its
+// run sends around the proxy, and a function that returns them so far,
+// each as its host:port.
+func newDeniedUDPNet(t *testing.T) (*Net, func() []string) {
 	var (
 		mu       sync.Mutex
 		recorded []string
@@ -569,19 +574,10 @@ func sandboxNetBroadcastHeard(t *testing.T, start func(*Net, *exec.Cmd) error) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	cmd := helperCmd("broadcastheard")
-	cmd.Env = n.MergeEnv(cmd.Env)
-	got := runHelperInside(t, n, start, cmd, nil)
-	if err := n.BypassRecorded(); err != nil {
-		t.Fatalf("BypassRecorded() = %v", err)
-	}
-	if got["read"] != `"heard" <nil>` {
-		t.Fatalf("the run's own listener read %s, want the broadcast", got["read"])
-	}
-	mu.Lock()
-	defer mu.Unlock()
-	if want := []string{"127.255.255.255:" + got["port"]}; !slices.Equal(recorded, want) {
-		t.Errorf("recorded %q, want %q: the broadcast, once", recorded, want)
+	return n, func() []string {
+		mu.Lock()
+		defer mu.Unlock()
+		return slices.Clone(recorded)
 	}
 }
 

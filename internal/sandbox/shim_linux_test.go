@@ -129,6 +129,13 @@ func TestSandboxShellNested(t *testing.T) {
 // returns the ruleset and what cmd printed.
 func onRootsRoute(t *testing.T, p Policy, cmd *exec.Cmd) (*Ruleset, string) {
 	t.Helper()
+	return onRootsRouteAfter(t, p, nil, cmd)
+}
+
+// onRootsRouteAfter is onRootsRoute with before, if not nil, run first
+// on the thread that restricts itself and forks cmd.
+func onRootsRouteAfter(t *testing.T, p Policy, before func() error, cmd *exec.Cmd) (*Ruleset, string) {
+	t.Helper()
 	requirePrivate(t)
 	rs, err := Build(p)
 	if err != nil {
@@ -137,6 +144,11 @@ func onRootsRoute(t *testing.T, p Policy, cmd *exec.Cmd) (*Ruleset, string) {
 	t.Cleanup(func() { rs.Close() })
 	var out []byte
 	err = Retired(func() error {
+		if before != nil {
+			if err := before(); err != nil {
+				return err
+			}
+		}
 		if err := rs.Restrict(); err != nil {
 			return err
 		}
@@ -586,32 +598,10 @@ func TestShimOtherPaths(t *testing.T) {
 		}},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			rs, err := Build(p)
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer rs.Close()
-			var out []byte
-			err = Retired(func() error {
-				if err := localShells(multicall); err != nil {
-					return err
-				}
-				if err := rs.Restrict(); err != nil {
-					return err
-				}
-				cmd := exec.Command(c.cmd[0], c.cmd[1:]...)
-				cmd.Dir = r.work
-				var err error
-				out, err = cmd.CombinedOutput()
-				return err
-			})
-			if err != nil {
-				t.Fatalf("sandboxed CLI: %v: %s", err, out)
-			}
-			if ok, why := rs.Private(); !ok {
-				t.Fatalf("Private() = false, %q; want the private roots", why)
-			}
-			c.check(t, string(out))
+			cmd := exec.Command(c.cmd[0], c.cmd[1:]...)
+			cmd.Dir = r.work
+			_, out := onRootsRouteAfter(t, p, func() error { return localShells(multicall) }, cmd)
+			c.check(t, out)
 		})
 		t.Run(c.name+"-stage", func(t *testing.T) {
 			requireStage(t)

@@ -1,0 +1,75 @@
+//go:build linux
+
+package proc
+
+import (
+	"os"
+	"strconv"
+	"sync"
+
+	"golang.org/x/sys/unix"
+)
+
+// A sandboxed root gets its standard descriptors and Attr's files, and no
+// other descriptor of the program: os.StartProcess leaves open in the
+// child every descriptor without close-on-exec (one the program inherited
+// from its own parent, or opened by cgo without the flag), and Landlock
+// checks a file where it is opened, not where an open descriptor is
+// used. Around a sandboxed fork, those descriptors are marked
+// close-on-exec and cleared again afterwards (hideStray), so that the
+// program's own later children get them as before.
+//
+// strayMu keeps two sandboxed forks from overlapping: one would take the
+// other's marks for the program's own and leave them set. A fork
+// elsewhere in the program (not sandboxed) inside that window misses the
+// marked descriptors.
+var strayMu sync.Mutex
+
+// A strayFD is a descriptor hideStray marked, and the file it was then.
+type strayFD struct {
+	fd       int
+	dev, ino uint64
+}
+
+// hideStray marks close-on-exec every descriptor of this process from 3
+// up that lacks it, and returns the function that clears it again on
+// those that still name the file they named. The caller holds strayMu.
+func hideStray() (restore func()) {
+	d, err := os.Open("/proc/self/fd")
+	if err != nil {
+		return func() {}
+	}
+	names, _ := d.Readdirnames(-1)
+	d.Close()
+	var marked []strayFD
+	for _, n := range names {
+		fd, err := strconv.Atoi(n)
+		if err != nil || fd < 3 {
+			continue
+		}
+		flags, err := unix.FcntlInt(uintptr(fd), unix.F_GETFD, 0)
+		if err != nil || flags&unix.FD_CLOEXEC != 0 {
+			continue
+		}
+		var st unix.Stat_t
+		if unix.Fstat(fd, &st) != nil {
+			continue
+		}
+		if _, err := unix.FcntlInt(uintptr(fd), unix.F_SETFD, flags|unix.FD_CLOEXEC); err == nil {
+			marked = append(marked, strayFD{fd, st.Dev, st.Ino})
+		}
+	}
+	return func() {
+		for _, m := range marked {
+			// A descriptor closed and its number reused meanwhile (by a
+			// file opened close-on-exec) is left as it is.
+			var st unix.Stat_t
+			if unix.Fstat(m.fd, &st) != nil || st.Dev != m.dev || st.Ino != m.ino {
+				continue
+			}
+			if flags, err := unix.FcntlInt(uintptr(m.fd), unix.F_GETFD, 0); err == nil {
+				unix.FcntlInt(uintptr(m.fd), unix.F_SETFD, flags&^unix.FD_CLOEXEC)
+			}
+		}
+	}
+}

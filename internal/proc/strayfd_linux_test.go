@@ -1,0 +1,103 @@
+//go:build linux
+
+package proc
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+
+	"golang.org/x/sys/unix"
+)
+
+func init() {
+	// fds: print "N TARGET" for each of the process's descriptors, then
+	// "done".
+	helpers["fds"] = func(args []string) int {
+		ents, err := os.ReadDir("/proc/self/fd")
+		if err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			return 2
+		}
+		for _, e := range ents {
+			target, _ := os.Readlink("/proc/self/fd/" + e.Name())
+			fmt.Println(e.Name(), target)
+		}
+		fmt.Println("done")
+		return 0
+	}
+}
+
+// openStray opens a file of the test's without close-on-exec, as a
+// descriptor the program inherited from its parent is, and returns it and
+// the file's path; it is closed after the test.
+func openStray(t *testing.T) (int, string) {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), "stray")
+	fd, err := unix.Open(path, unix.O_RDWR|unix.O_CREAT, 0o600)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { unix.Close(fd) })
+	return fd, path
+}
+
+// fdsOf returns the descriptors the helper fds of r listed, by target.
+func fdsOf(r *run) map[string]int {
+	got := map[string]int{}
+	for {
+		line := r.next()
+		if line == "done" {
+			break
+		}
+		n, target, _ := strings.Cut(line, " ")
+		fd, _ := strconv.Atoi(n)
+		got[target] = fd
+	}
+	r.wait()
+	return got
+}
+
+// TestSandboxStrayDescriptor: a descriptor of the program without
+// close-on-exec (one it inherited, or opened by cgo) does not reach a
+// sandboxed root, which gets its standard descriptors and the engine's
+// ExtraFiles at their numbers; the program's descriptor keeps its flags
+// (it still lacks close-on-exec afterwards, for the program's own later
+// children). A plain run inherits it, as os.StartProcess leaves it.
+func TestSandboxStrayDescriptor(t *testing.T) {
+	noLeaks(t)
+	for _, tc := range []struct {
+		name      string
+		sandboxed bool
+	}{
+		{"sandboxed", true},
+		{"plain", false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			fd, stray := openStray(t)
+			passed, err := os.Create(filepath.Join(t.TempDir(), "passed"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer passed.Close()
+			a := Attr{ExtraFiles: []*os.File{passed}}
+			if tc.sandboxed {
+				a.Restrict = sandboxed(t)
+			}
+			got := fdsOf(startRun(t, a, "fds"))
+			if n, ok := got[stray]; ok != !tc.sandboxed {
+				t.Errorf("the root holds %s: %v (descriptor %d); want %v", stray, ok, n, !tc.sandboxed)
+			}
+			if n, ok := got[passed.Name()]; !ok || n != 3 {
+				t.Errorf("the passed file is the root's descriptor %d (%v), want 3\n%v", n, ok, got)
+			}
+			flags, err := unix.FcntlInt(uintptr(fd), unix.F_GETFD, 0)
+			if err != nil || flags&unix.FD_CLOEXEC != 0 {
+				t.Errorf("the program's descriptor after Start: flags %#x, %v; want close-on-exec still clear", flags, err)
+			}
+		})
+	}
+}

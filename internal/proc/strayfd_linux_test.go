@@ -4,10 +4,12 @@ package proc
 
 import (
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 
 	"golang.org/x/sys/unix"
@@ -99,6 +101,56 @@ func TestSandboxStrayDescriptor(t *testing.T) {
 				t.Errorf("the program's descriptor after Start: flags %#x, %v; want close-on-exec still clear", flags, err)
 			}
 		})
+	}
+}
+
+// TestSandboxStrayDescriptorConcurrent: sandboxed starts at the same
+// time each keep the program's stray descriptor out of their root (one
+// start's marks are not taken for the program's own by another), and the
+// descriptor lacks close-on-exec once they all started.
+func TestSandboxStrayDescriptorConcurrent(t *testing.T) {
+	noLeaks(t)
+	fd, stray := openStray(t)
+	const n = 6
+	markUsed("fds")
+	restrict := sandboxed(t)
+	cmd := helperCmd("fds")
+	var outs [n]*os.File
+	var trees [n]*Tree
+	var errs [n]error
+	var wg sync.WaitGroup
+	for i := range n {
+		pr, pw, err := os.Pipe()
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer pr.Close()
+		outs[i] = pr
+		a := Attr{Path: cmd.Path, Args: cmd.Args, Env: cmd.Env, Containment: testContainment, Stdout: pw, Stderr: os.Stderr, Restrict: restrict}
+		wg.Go(func() {
+			defer pw.Close()
+			trees[i], errs[i] = Start(&a)
+		})
+	}
+	wg.Wait()
+	for i := range n {
+		if errs[i] != nil {
+			t.Errorf("Start() error = %v", errs[i])
+			continue
+		}
+		// The helper's few lines fit in the pipe: it exits unread.
+		out, err := io.ReadAll(outs[i])
+		trees[i].Wait()
+		if err != nil || !strings.HasSuffix(string(out), "done\n") {
+			t.Errorf("the helper printed %q (%v)", out, err)
+		}
+		if strings.Contains(string(out), " "+stray+"\n") {
+			t.Errorf("a root holds %s:\n%s", stray, out)
+		}
+	}
+	flags, err := unix.FcntlInt(uintptr(fd), unix.F_GETFD, 0)
+	if err != nil || flags&unix.FD_CLOEXEC != 0 {
+		t.Errorf("the program's descriptor after the starts: flags %#x, %v; want close-on-exec still clear", flags, err)
 	}
 }
 

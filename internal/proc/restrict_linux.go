@@ -17,7 +17,11 @@ func forkOf(a *Attr, args []string, attr *os.ProcAttr) (fork func() (*os.Process
 		strayMu.Lock()
 		defer strayMu.Unlock()
 		// Before Restrict: the ceiling may not cover /proc.
-		defer hideStray()()
+		restore, err := hideStray()
+		if err != nil {
+			return nil, err
+		}
+		defer restore()
 		if err := a.Restrict(); err != nil {
 			return nil, err
 		}

@@ -3,6 +3,7 @@
 package proc
 
 import (
+	"fmt"
 	"strconv"
 	"sync"
 
@@ -32,10 +33,15 @@ type strayFD struct {
 
 // hideStray marks close-on-exec every descriptor of this process from 3
 // up that lacks it, and returns the function that clears it again on
-// those that still name the file they named. The caller holds strayMu.
-func hideStray() (restore func()) {
+// those that still name the file they named; or an error where it cannot
+// list them. The caller holds strayMu.
+func hideStray() (restore func(), err error) {
+	names, err := fdNames()
+	if err != nil {
+		return nil, fmt.Errorf("proc: list the descriptors a sandboxed run must not inherit: %w", err)
+	}
 	var marked []strayFD
-	for _, n := range fdNames() {
+	for _, n := range names {
 		fd, err := strconv.Atoi(n)
 		if err != nil || fd < 3 {
 			continue
@@ -64,24 +70,27 @@ func hideStray() (restore func()) {
 				unix.FcntlInt(uintptr(m.fd), unix.F_SETFD, flags&^unix.FD_CLOEXEC)
 			}
 		}
-	}
+	}, nil
 }
 
-// fdNames returns the names in /proc/self/fd: this process's descriptors
-// (its own listing's among them), or none where it cannot be read. It
-// reads the directory by getdents, at half the cost of an *os.File's.
-func fdNames() []string {
+// fdNames returns the names in /proc/self/fd: this process's descriptors,
+// its own listing's among them. It reads the directory by getdents, at
+// half the cost of an *os.File's.
+func fdNames() ([]string, error) {
 	d, err := unix.Open("/proc/self/fd", unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
 	if err != nil {
-		return nil
+		return nil, err
 	}
 	defer unix.Close(d)
 	var buf [4096]byte
 	var names []string
 	for {
 		n, err := unix.Getdents(d, buf[:])
-		if err != nil || n <= 0 {
-			return names
+		if err != nil {
+			return nil, err
+		}
+		if n <= 0 {
+			return names, nil
 		}
 		_, _, names = unix.ParseDirent(buf[:n], -1, names)
 	}

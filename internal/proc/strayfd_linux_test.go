@@ -185,10 +185,15 @@ func BenchmarkSandboxStray(b *testing.B) {
 			}
 			for b.Loop() {
 				strayMu.Lock()
-				hideStray()()
+				restore, err := hideStray()
+				if err != nil {
+					b.Fatal(err)
+				}
+				restore()
 				strayMu.Unlock()
 			}
-			b.ReportMetric(float64(len(fdNames())-1), "fds")
+			names, _ := fdNames()
+			b.ReportMetric(float64(len(names)-1), "fds")
 		})
 	}
 }

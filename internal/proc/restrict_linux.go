@@ -6,13 +6,22 @@ import "os"
 
 // forkOf returns the function that forks the root as a and attr say, and
 // whether it restricts its thread first (Attr.Restrict): the caller then
-// retires that thread.
+// retires that thread. A restricted root inherits none of the program's
+// descriptors but attr's files (hideStray).
 func forkOf(a *Attr, args []string, attr *os.ProcAttr) (fork func() (*os.Process, error), restricted bool) {
 	plain := func() (*os.Process, error) { return os.StartProcess(a.Path, args, attr) }
 	if a.Restrict == nil {
 		return plain, false
 	}
 	return func() (*os.Process, error) {
+		strayMu.Lock()
+		defer strayMu.Unlock()
+		// Before Restrict: the ceiling may not cover /proc.
+		restore, err := hideStray()
+		if err != nil {
+			return nil, err
+		}
+		defer restore()
 		if err := a.Restrict(); err != nil {
 			return nil, err
 		}

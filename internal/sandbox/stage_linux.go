@@ -11,6 +11,7 @@ import (
 	"os/exec"
 	"runtime"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -184,7 +185,12 @@ func RunStage(net NetStage) int {
 		return 0
 	}
 	// What the namespaces gave closes at the execution (close-on-exec) or
-	// is dropped (StageExec).
+	// is dropped (StageExec); so does every descriptor from the stage's
+	// own up, the host program's stray ones among them.
+	if err := CloseStrayOnExec(spec.FD); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 127
+	}
 	if err := StageExec(spec.Path, spec.Ruleset); err != nil {
 		fmt.Fprintln(os.Stderr, err)
 	}
@@ -226,6 +232,44 @@ func StageExec(path string, ruleset int) error {
 	unsetStageOnly()
 	err := syscall.Exec(path, os.Args, os.Environ())
 	return fmt.Errorf("sandbox: execute %s: %w", path, err)
+}
+
+// CloseStrayOnExec marks close-on-exec every descriptor of this process
+// from from up. A first stage's command gets its standard descriptors and
+// the files its host passed it at 3 up to the stage's own, which come
+// after them (PrepareStage); every other descriptor it holds is one the
+// host's program had without close-on-exec (inherited from its own
+// parent, or opened by cgo), and must not reach the program the stage
+// executes: Landlock checks a file where it is opened, not where an open
+// descriptor is used.
+func CloseStrayOnExec(from int) error {
+	if from < 3 {
+		return fmt.Errorf("sandbox: the first stage's descriptors begin at %d, below 3", from)
+	}
+	err := unix.CloseRange(uint(from), ^uint(0), unix.CLOSE_RANGE_CLOEXEC)
+	if err == nil {
+		return nil
+	}
+	// Before Linux 5.11: one by one.
+	d, err := os.Open("/proc/self/fd")
+	if err != nil {
+		return fmt.Errorf("sandbox: list the descriptors to close at the execution: %w", err)
+	}
+	names, err := d.Readdirnames(-1)
+	d.Close()
+	if err != nil {
+		return fmt.Errorf("sandbox: list the descriptors to close at the execution: %w", err)
+	}
+	for _, n := range names {
+		fd, err := strconv.Atoi(n)
+		if err != nil || fd < from {
+			continue
+		}
+		if _, err := unix.FcntlInt(uintptr(fd), unix.F_SETFD, unix.FD_CLOEXEC); err != nil && err != unix.EBADF {
+			return fmt.Errorf("sandbox: mark descriptor %d close-on-exec: %w", fd, err)
+		}
+	}
+	return nil
 }
 
 // CheckStageSpec refuses a first stage's spec that would execute path

@@ -339,14 +339,7 @@ func TestShimDeletedBinary(t *testing.T) {
 		}
 		return
 	}
-	r := newRig(t)
-	p := r.policy(WorkspaceWrite)
-	p.Private = true
-	rs, err := Build(p)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer rs.Close()
+	r, rs := privateWorkspace(t)
 	exe, err := os.Executable()
 	if err != nil {
 		t.Fatal(err)
@@ -380,6 +373,21 @@ func TestShimDeletedBinary(t *testing.T) {
 		t.Fatalf("removing the program's binary: %v", rmErr)
 	}
 	checkShell(t, "a removed binary", out.String())
+}
+
+// privateWorkspace returns a rig and the ruleset of its WorkspaceWrite
+// policy with private roots, closed at t's end.
+func privateWorkspace(t *testing.T) (rig, *Ruleset) {
+	t.Helper()
+	r := newRig(t)
+	p := r.policy(WorkspaceWrite)
+	p.Private = true
+	rs, err := Build(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { rs.Close() })
+	return r, rs
 }
 
 func mustReadlink(t *testing.T, path string) string {
@@ -494,18 +502,11 @@ func TestShimLayerLimit(t *testing.T) {
 	defer goleak.VerifyNone(t)
 	requireLandlock(t)
 	requirePrivate(t)
-	r := newRig(t)
-	p := r.policy(WorkspaceWrite)
-	p.Private = true
-	rs, err := Build(p)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer rs.Close()
+	r, rs := privateWorkspace(t)
 	cmd := exec.Command("/bin/sh", "-c", "echo ran")
 	cmd.Dir = r.work
 	var out []byte
-	err = Retired(func() error {
+	err := Retired(func() error {
 		if err := rs.Restrict(); err != nil {
 			return err
 		}

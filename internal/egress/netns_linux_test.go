@@ -381,21 +381,26 @@ func TestSandboxNetUnansweredBurst(t *testing.T) {
 	})
 }
 
+// runReadingCounters runs the helper cmd as runHelperInside does, and
+// reads the namespace's counters once it has exited, before Close closes
+// them: the datagrams refused, and whether they could be read.
+func runReadingCounters(t *testing.T, n *Net, start func(*Net, *exec.Cmd) error, cmd *exec.Cmd) (got map[string]string, refused int, read bool) {
+	t.Helper()
+	got = runHelperInside(t, n, start, cmd, func() {
+		if n.counters != nil {
+			refused, _, read = n.counters.read(0)
+		}
+	})
+	return got, refused, read
+}
+
 func sandboxNetUnansweredBurst(t *testing.T, start func(*Net, *exec.Cmd) error) {
 	t.Cleanup(func() { goleak.VerifyNone(t) })
 	const count, to = 3000, "192.0.2.201"
 	n, tally := newTallyNet(t, to)
 	cmd := helperCmd("flood", to+":1", strconv.Itoa(count), "ratemask")
 	cmd.Env = n.MergeEnv(cmd.Env)
-	var (
-		refused int
-		read    bool
-	)
-	got := runHelperInside(t, n, start, cmd, func() {
-		if n.counters != nil { // read before Close closes them
-			refused, _, read = n.counters.read(0)
-		}
-	})
+	got, refused, read := runReadingCounters(t, n, start, cmd)
 	if err := n.BypassRecorded(); err != nil {
 		t.Fatalf("BypassRecorded() = %v", err)
 	}
@@ -444,15 +449,7 @@ func sandboxNetCountersExited(t *testing.T) {
 	n, tally := newTallyNet(t, to)
 	cmd := helperCmd("flood", to+":1", strconv.Itoa(count))
 	cmd.Env = n.MergeEnv(cmd.Env)
-	var (
-		refused int
-		read    bool
-	)
-	got := runHelperInside(t, n, startExited, cmd, func() {
-		if n.counters != nil { // read before Close closes them
-			refused, _, read = n.counters.read(0)
-		}
-	})
+	got, refused, read := runReadingCounters(t, n, startExited, cmd)
 	if err := n.BypassRecorded(); err != nil {
 		t.Fatalf("BypassRecorded() = %v", err)
 	}

@@ -23,7 +23,8 @@ import (
 // the project is refused even where the kernel's level allows it (the
 // two ceilings intersect); and its seccomp refuses the command a
 // connection to the fake model on the loopback, which full-access
-// reaches under the same kernel sandbox. Its auto mode (workspace-write)
+// reaches under the same kernel sandbox; and a key the kernel's sandbox
+// hides stays unread though Codex's read-only mode reads everywhere. Its auto mode (workspace-write)
 // gets no sandbox from that pipeline: every command fails
 // (docs/sandbox.md).
 func TestSandboxACPCodexLegacyLandlock(t *testing.T) {
@@ -57,7 +58,9 @@ func TestSandboxACPCodexLegacyLandlock(t *testing.T) {
 					fmt.Sprintf("[projects.%q]\ntrust_level = \"trusted\"\n", r.workdir))
 				r.inv = acp.New(acp.Agent{Name: "codex-acp", Command: []string{"codex-acp"},
 					Modes: map[invoker.Permission]string{tc.perm: tc.mode}}, r.opts)
-				r.srv.Enqueue(fakemodel.Shell("echo ran; touch inside.txt; curl -sS -m 10 -o /dev/null "+r.srv.OpenAIBaseURL()+"/models; echo curl=$?"),
+				const secret = "SECRET-KEY-5b1e0c"
+				key := plantKey(t, r.home, secret)
+				r.srv.Enqueue(fakemodel.Shell("echo ran; cat "+key+"; touch inside.txt; curl -sS -m 10 -o /dev/null "+r.srv.OpenAIBaseURL()+"/models; echo curl=$?"),
 					fakemodel.EchoToolResult("after: "))
 				req := r.sandboxed("run it", tc.perm)
 				res, err := r.invoke(context.Background(), req)
@@ -77,6 +80,10 @@ func TestSandboxACPCodexLegacyLandlock(t *testing.T) {
 				if tc.curl != "" && !strings.Contains(res.Text, "curl="+tc.curl+"\n") {
 					t.Errorf("curl to the fake model did not exit %s", tc.curl)
 				}
+				if strings.Contains(res.Text, secret) {
+					t.Errorf("the command read the key hidden by the kernel's sandbox")
+				}
+				neverSent(t, r.srv, secret)
 				_, err = os.Stat(filepath.Join(r.workdir, "inside.txt"))
 				if wrote := err == nil; wrote != tc.wrote {
 					t.Errorf("inside.txt written: %v, want %v", wrote, tc.wrote)

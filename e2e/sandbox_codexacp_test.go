@@ -19,14 +19,14 @@ import (
 // with its configuration's features.use_legacy_landlock runs its
 // commands in its own Landlock and seccomp sandbox, which nests inside
 // the kernel's where its bubblewrap cannot ("bwrap: setting up uid map:
-// Permission denied"): in its read-only mode a command runs; a write to
-// the project is refused even where the kernel's level allows it (the
-// two ceilings intersect); and its seccomp refuses the command a
-// connection to the fake model on the loopback, which full-access
-// reaches under the same kernel sandbox; and a key the kernel's sandbox
-// hides stays unread though Codex's read-only mode reads everywhere. Its auto mode (workspace-write)
-// gets no sandbox from that pipeline: every command fails
-// (docs/sandbox.md).
+// Permission denied"). In its read-only mode a command runs; its write
+// to an existing directory of the project is refused at the kernel's
+// WorkspaceWrite, which allows it, and a key the kernel's sandbox hides
+// stays unread though Codex's read-only reads everywhere (the two
+// ceilings intersect); its seccomp refuses a connection to the fake model
+// on the loopback, which full-access reaches under the kernel's sandbox.
+// Its auto mode (workspace-write) gets no sandbox from that pipeline:
+// every command fails (docs/sandbox.md).
 func TestSandboxACPCodexLegacyLandlock(t *testing.T) {
 	tests := []struct {
 		name  string
@@ -41,6 +41,8 @@ func TestSandboxACPCodexLegacyLandlock(t *testing.T) {
 		{name: "read-only at WorkspaceWrite", perm: invoker.WorkspaceWrite, mode: "read-only", ran: true, curl: "7"},
 		{name: "auto at WorkspaceWrite", perm: invoker.WorkspaceWrite, mode: "auto",
 			fails: "permission profiles requiring direct runtime enforcement are incompatible with --use-legacy-landlock"},
+		// full-access cannot be set below Unlimited under the kernel's
+		// sandbox: it writes config.toml, held read-only there.
 		{name: "full-access at Unlimited", perm: invoker.Unlimited, mode: "full-access", ran: true, wrote: true, curl: "0"},
 	}
 	for _, tc := range tests {
@@ -58,9 +60,14 @@ func TestSandboxACPCodexLegacyLandlock(t *testing.T) {
 					fmt.Sprintf("[projects.%q]\ntrust_level = \"trusted\"\n", r.workdir))
 				r.inv = acp.New(acp.Agent{Name: "codex-acp", Command: []string{"codex-acp"},
 					Modes: map[invoker.Permission]string{tc.perm: tc.mode}}, r.opts)
+				// An existing directory: nothing new is made at the top of
+				// the project at WorkspaceWrite.
+				if err := os.Mkdir(filepath.Join(r.workdir, "src"), 0o755); err != nil {
+					t.Fatal(err)
+				}
 				const secret = "SECRET-KEY-5b1e0c"
 				key := plantKey(t, r.home, secret)
-				r.srv.Enqueue(fakemodel.Shell("echo ran; cat "+key+"; touch inside.txt; curl -sS -m 10 -o /dev/null "+r.srv.OpenAIBaseURL()+"/models; echo curl=$?"),
+				r.srv.Enqueue(fakemodel.Shell("echo ran; cat "+key+"; touch src/inside.txt; curl -sS -m 10 -o /dev/null "+r.srv.OpenAIBaseURL()+"/models; echo curl=$?"),
 					fakemodel.EchoToolResult("after: "))
 				req := r.sandboxed("run it", tc.perm)
 				res, err := r.invoke(context.Background(), req)
@@ -84,7 +91,7 @@ func TestSandboxACPCodexLegacyLandlock(t *testing.T) {
 					t.Errorf("the command read the key hidden by the kernel's sandbox")
 				}
 				neverSent(t, r.srv, secret)
-				_, err = os.Stat(filepath.Join(r.workdir, "inside.txt"))
+				_, err = os.Stat(filepath.Join(r.workdir, "src", "inside.txt"))
 				if wrote := err == nil; wrote != tc.wrote {
 					t.Errorf("inside.txt written: %v, want %v", wrote, tc.wrote)
 				}

@@ -185,7 +185,10 @@ func (backend) Hint(field string) string {
 // permission profile) loads its instructions, is bubblewrap, whose user
 // namespace needs a write to /proc/self/uid_map that the kernel's ceiling
 // refuses (measured with 0.169.0: "bwrap: setting up uid map: Permission
-// denied"). Where the kernel holds the network too, the engine runs Codex
+// denied"); its legacy Landlock pipeline (features.use_legacy_landlock)
+// refuses every command whose policy restricts the filesystem ("requires
+// bubblewrap to isolate app-server sockets"). Where the kernel holds the
+// network too, the engine runs Codex
 // inside it and tells the backend (driver.SandboxNester), which turns
 // Codex's own sandbox off (ownSandboxOff). docs/sandbox.md has the
 // measurements.

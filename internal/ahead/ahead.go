@@ -284,8 +284,10 @@ func (p *Pool[T]) Wait() {
 }
 
 // OnSettle adds f, which releases what a package keeps made ahead beside
-// a Pool and stops its timers, to what SettleAll does, for the life of
-// the process.
+// a Pool, to what SettleAll does, for the life of the process. A timer
+// of that package's still pending after f must then find nothing to do
+// (internal/proc's batch of removals leaves its flush scheduled, to find
+// an empty queue).
 func OnSettle(f func()) {
 	pools.mu.Lock()
 	defer pools.mu.Unlock()

@@ -115,6 +115,7 @@ func TestSandboxNetPrivateLargePlan(t *testing.T) {
 	}
 	last := strings.TrimPrefix(named[len(named)-1], "--file=")
 	cmd := exec.Command("/bin/cat", last)
+	cmd.Dir = "/" // not the test's own, which may lie beneath /tmp
 	if err := n.WrapPrivate(cmd, ruleset, plan); err != nil {
 		t.Fatal(err)
 	}
@@ -148,6 +149,7 @@ func TestSandboxNetPrivateSkipped(t *testing.T) {
 	_, ruleset, n := wrapRig(t, sandbox.Policy{Level: sandbox.ReadOnly, Workdir: work, Temp: work})
 	defer n.Close()
 	cmd := exec.Command("/bin/true")
+	cmd.Dir = "/" // not the test's own, which may lie beneath /tmp
 	if err := n.WrapPrivate(cmd, ruleset, []byte(`{"binds":[],"links":["`+locked+`"]}`)); err != nil {
 		t.Fatal(err)
 	}
@@ -169,6 +171,7 @@ func TestSandboxNetPrivateNamespaceHeld(t *testing.T) {
 	rs, ruleset, n := wrapRig(t, sandbox.Policy{Level: sandbox.ReadOnly, Workdir: work, Temp: work, Private: true})
 	defer n.Close()
 	cmd := exec.Command("/bin/readlink", "/proc/self/ns/mnt")
+	cmd.Dir = "/" // not the test's own, which may lie beneath /tmp
 	if err := n.WrapPrivate(cmd, ruleset, rs.PrivatePlan()); err != nil {
 		t.Fatal(err)
 	}
@@ -197,6 +200,11 @@ func wrapRun(t *testing.T, p sandbox.Policy, cmd *exec.Cmd, edit func(*exec.Cmd)
 		var rs *sandbox.Ruleset
 		var ruleset *os.File
 		rs, ruleset, n = wrapRig(t, p)
+		if cmd.Dir == "" {
+			// The test's own directory may lie beneath /tmp, which the
+			// private roots cover.
+			cmd.Dir = p.Workdir
+		}
 		err = n.WrapPrivate(cmd, ruleset, rs.PrivatePlan())
 	}
 	if err != nil {

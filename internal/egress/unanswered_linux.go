@@ -45,10 +45,21 @@ func (c *counters) fds() []int {
 
 // countersOf returns the counters whose files the first stage sent, by
 // their descriptors (snmp, then snmp6 where there is IPv6), or nil for
-// none.
+// none. Each must be a file of procfs: where one is not, every one is
+// closed and the run's refused datagrams go uncounted rather than be read
+// from another file.
 func countersOf(fds []int) *counters {
 	if len(fds) == 0 {
 		return nil
+	}
+	for _, fd := range fds {
+		var fs unix.Statfs_t
+		if unix.Fstatfs(fd, &fs) != nil || fs.Type != unix.PROC_SUPER_MAGIC {
+			for _, fd := range fds {
+				unix.Close(fd)
+			}
+			return nil
+		}
 	}
 	c := &counters{snmp: os.NewFile(uintptr(fds[0]), "snmp")}
 	if len(fds) > 1 {

@@ -5,6 +5,8 @@ import (
 	"os"
 	"path/filepath"
 	"testing"
+
+	"golang.org/x/sys/unix"
 )
 
 // TestSandboxNetCountersReadWhole: readFile reads a counters' file whole,
@@ -41,5 +43,62 @@ func TestSandboxNetCountersReadWhole(t *testing.T) {
 	buf := make([]byte, 16)
 	if got := readFile(nil, &buf); got != nil {
 		t.Errorf("readFile(nil) = %q, want nil", got)
+	}
+}
+
+// TestSandboxNetCountersOfProcOnly: the counters' descriptors a first
+// stage sends are taken only where each is a file of procfs; otherwise
+// every one of them is closed and the run has no counters.
+func TestSandboxNetCountersOfProcOnly(t *testing.T) {
+	open := func(t *testing.T, path string) int {
+		t.Helper()
+		fd, err := unix.Open(path, unix.O_RDONLY|unix.O_CLOEXEC, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return fd
+	}
+	closed := func(fd int) bool {
+		_, err := unix.FcntlInt(uintptr(fd), unix.F_GETFD, 0)
+		return err == unix.EBADF
+	}
+	other := filepath.Join(t.TempDir(), "snmp")
+	if err := os.WriteFile(other, []byte("Udp: 1 2 3\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		name  string
+		paths []string
+		taken bool
+	}{
+		{"snmp", []string{"/proc/self/net/snmp"}, true},
+		{"snmp and snmp6", []string{"/proc/self/net/snmp", "/proc/self/net/snmp6"}, true},
+		{"a file elsewhere", []string{other}, false},
+		{"snmp6 elsewhere", []string{"/proc/self/net/snmp", other}, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if _, err := os.Stat(tc.paths[len(tc.paths)-1]); err != nil {
+				t.Skipf("%s: %v (no IPv6?)", tc.paths[len(tc.paths)-1], err)
+			}
+			var fds []int
+			for _, p := range tc.paths {
+				fds = append(fds, open(t, p))
+			}
+			c := countersOf(fds)
+			if got := c != nil; got != tc.taken {
+				t.Fatalf("countersOf(%s) taken = %v, want %v", tc.paths, got, tc.taken)
+			}
+			if c != nil {
+				c.close()
+			}
+			for i, fd := range fds {
+				if !closed(fd) {
+					if !tc.taken {
+						t.Errorf("descriptor %d (%s) left open", i, tc.paths[i])
+					}
+					unix.Close(fd)
+				}
+			}
+		})
 	}
 }

@@ -34,31 +34,16 @@ type strayFD struct {
 // hideStray marks close-on-exec every descriptor of this process from 3
 // up that lacks it, and returns the function that clears it again on
 // those that still name the file they named; or an error where it cannot
-// list them. The caller holds strayMu.
+// list them, or cannot mark one that is still open (those marked are
+// cleared again then). A descriptor closed meanwhile (EBADF) needs no
+// mark. The caller holds strayMu.
 func hideStray() (restore func(), err error) {
 	names, err := fdNames()
 	if err != nil {
 		return nil, fmt.Errorf("proc: list the descriptors a sandboxed run must not inherit: %w", err)
 	}
 	var marked []strayFD
-	for _, n := range names {
-		fd, err := strconv.Atoi(n)
-		if err != nil || fd < 3 {
-			continue
-		}
-		flags, err := unix.FcntlInt(uintptr(fd), unix.F_GETFD, 0)
-		if err != nil || flags&unix.FD_CLOEXEC != 0 {
-			continue
-		}
-		var st unix.Stat_t
-		if unix.Fstat(fd, &st) != nil {
-			continue
-		}
-		if _, err := unix.FcntlInt(uintptr(fd), unix.F_SETFD, flags|unix.FD_CLOEXEC); err == nil {
-			marked = append(marked, strayFD{fd, st.Dev, st.Ino})
-		}
-	}
-	return func() {
+	restore = func() {
 		for _, m := range marked {
 			// A descriptor closed and its number reused meanwhile (by a
 			// file opened close-on-exec) is left as it is.
@@ -70,7 +55,32 @@ func hideStray() (restore func(), err error) {
 				unix.FcntlInt(uintptr(m.fd), unix.F_SETFD, flags&^unix.FD_CLOEXEC)
 			}
 		}
-	}, nil
+	}
+	for _, n := range names {
+		fd, err := strconv.Atoi(n)
+		if err != nil || fd < 3 {
+			continue
+		}
+		flags, err := unix.FcntlInt(uintptr(fd), unix.F_GETFD, 0)
+		if err == nil && flags&unix.FD_CLOEXEC != 0 {
+			continue
+		}
+		var st unix.Stat_t
+		if err == nil {
+			err = unix.Fstat(fd, &st)
+		}
+		if err == nil {
+			_, err = unix.FcntlInt(uintptr(fd), unix.F_SETFD, flags|unix.FD_CLOEXEC)
+		}
+		switch {
+		case err == nil:
+			marked = append(marked, strayFD{fd, st.Dev, st.Ino})
+		case err != unix.EBADF:
+			restore()
+			return nil, fmt.Errorf("proc: mark descriptor %d close-on-exec, which a sandboxed run must not inherit: %w", fd, err)
+		}
+	}
+	return restore, nil
 }
 
 // fdNames returns the names in /proc/self/fd: this process's descriptors,

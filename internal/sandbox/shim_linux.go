@@ -47,10 +47,13 @@ const firstDir = shellshim.FirstDir
 // shellPaths returns the shells of this host, each by its real path, once:
 // the regular files the shells' paths lead to that are themselves at a
 // shell's path (a shell reached through a link elsewhere is not shimmed).
-func shellPaths() []string {
+func shellPaths() []string { return shellPathsIn(shellshim.Dirs(), shellshim.Names()) }
+
+// shellPathsIn is shellPaths over the names given in the directories given.
+func shellPathsIn(dirs, names []string) []string {
 	var out []string
-	for _, d := range shellshim.Dirs {
-		for _, n := range shellshim.Names {
+	for _, d := range dirs {
+		for _, n := range names {
 			// Most of the paths do not exist: one lstat says so, where
 			// resolving would lstat each element of the path.
 			p := filepath.Join(d, n)

@@ -23,8 +23,8 @@ const Dir = "/tmp/.clinvoke-shells"
 // never spares a command below it its own domain: the CLI may share it.
 const FirstDir = Dir + "/first"
 
-// Dirs and Names make the paths of the shells a CLI may run its commands
-// through: the sandbox binds this program's binary over the ones that
+// dirs and names make the paths of the shells a CLI may run its commands
+// through (Dirs, Names): the sandbox binds this program's binary over the ones that
 // exist, resolved, that are themselves at such a path (IsShell).
 // /usr/local/bin holds a bash installed by hand where the distribution's
 // is old; ksh is often a link to ksh93 or mksh; busybox is where Alpine's
@@ -34,9 +34,16 @@ const FirstDir = Dir + "/first"
 // there on the usual distributions), and shells no CLI runs its commands
 // through (fish, csh, tcsh, nushell).
 var (
-	Dirs  = []string{"/bin", "/usr/bin", "/usr/local/bin"}
-	Names = []string{"sh", "bash", "dash", "zsh", "ash", "ksh", "ksh93", "mksh", "busybox"}
+	dirs  = []string{"/bin", "/usr/bin", "/usr/local/bin"}
+	names = []string{"sh", "bash", "dash", "zsh", "ash", "ksh", "ksh93", "mksh", "busybox"}
 )
+
+// Dirs returns the directories a shell is shimmed in, a copy of its own.
+func Dirs() []string { return append([]string(nil), dirs...) }
+
+// Names returns the names a shell is shimmed by in each of Dirs, a copy of
+// its own.
+func Names() []string { return append([]string(nil), names...) }
 
 // IsShell reports whether path (resolved, clean) is one of the paths a
 // shell is shimmed at: a name of Names in a directory of Dirs.
@@ -52,7 +59,7 @@ func IsShell(path string) bool {
 	if dir == "" {
 		dir = "/"
 	}
-	return contains(Dirs, dir) && contains(Names, name)
+	return contains(dirs, dir) && contains(names, name)
 }
 
 func contains(list []string, s string) bool {

@@ -75,14 +75,25 @@ func BenchmarkSandboxNetSetup(b *testing.B) {
 // the forking thread sees it, Prepare then Join at once (the worst case:
 // no start work to overlap), on a thread of its own: "ready" takes a
 // namespace the pool kept (nspool_linux.go), "made" finds none (the pool
-// emptied outside the timer) and makes its own. New, and Close with the
-// pool's refill, are outside the timer.
+// emptied outside the timer) and makes its own; "ready-endpoint" takes a
+// kept one for a run with a loopback endpoint to forward (a model
+// endpoint on the loopback), whose listener is opened there too. New,
+// and Close with the pool's refill, are outside the timer.
 func BenchmarkSandboxNetJoin(b *testing.B) {
 	if os.Geteuid() != 0 {
 		b.Skip("needs root for Enter's route")
 	}
-	for _, ready := range []bool{true, false} {
-		b.Run(map[bool]string{true: "ready", false: "made"}[ready], func(b *testing.B) {
+	for _, tc := range []struct {
+		name     string
+		ready    bool
+		loopback []string
+	}{
+		{"ready", true, nil},
+		{"made", false, nil},
+		{"ready-endpoint", true, []string{"127.0.0.1:9"}},
+	} {
+		ready := tc.ready
+		b.Run(tc.name, func(b *testing.B) {
 			settleNamespaces()
 			defer settleNamespaces()
 			for i := 0; i < b.N; i++ {
@@ -92,7 +103,7 @@ func BenchmarkSandboxNetJoin(b *testing.B) {
 				} else {
 					settleNamespaces()
 				}
-				n, err := New(nil)
+				n, err := New(&Config{Loopback: tc.loopback})
 				if err != nil {
 					b.Fatal(err)
 				}

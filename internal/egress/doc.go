@@ -44,8 +44,10 @@
 //   - Prepare and Enter, with CAP_SYS_ADMIN (root): Prepare readies the
 //     namespace. It takes one made ahead (its loopback up, its catch-all
 //     route set up, the proxy's listener open; see nspool_linux.go);
-//     where that is all the run needs (no loopback endpoint to forward)
-//     it is ready when Prepare returns. Otherwise Prepare goes on in the
+//     it is ready when Prepare returns, the forwarders' listeners, if
+//     any, opened there by a thread of the runtime's that visits the
+//     namespace and comes back. Otherwise (none kept, the proxy on
+//     another port, a visit that failed) Prepare goes on in the
 //     background, on an OS thread of its own that ends once it is done:
 //     it joins the namespace taken, or makes one, and opens there the
 //     forwarders' listeners (and the proxy's, in one it made), while the

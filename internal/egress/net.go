@@ -169,8 +169,10 @@ func (n *Net) ProxyURL() string {
 // loopback endpoint opened there and served from goroutines of the
 // host's namespace (their dials leave from the host), and the connections
 // that bypass the proxy caught (BypassRecorded). Where a namespace made
-// ahead holds all that already (a run with no loopback endpoint to
-// forward), Prepare takes it before it returns, with no thread. Enter
+// ahead holds the proxy's listener on the run's port, Prepare takes it
+// before it returns, with no thread of its own: the loopback endpoints'
+// listeners, if any, are opened there by a thread of the runtime's that
+// visits it and comes back (listenIn). Enter
 // then only moves the forking thread into it. Call Prepare as soon as the
 // run is known to need the namespace, so that making it overlaps the
 // run's other start work; Enter calls it if nothing did. Later calls, and

@@ -1,8 +1,11 @@
 package egress
 
 import (
+	"errors"
+	"fmt"
 	"net"
 	"os"
+	"runtime"
 	"strconv"
 	"time"
 
@@ -23,8 +26,10 @@ import (
 // run with no loopback endpoint to forward finds everything it needs
 // there, the proxy's listener on ProxyPort included, and takes it on the
 // calling goroutine, with no thread of its own and no wait for Enter; a
-// run with some joins it on a thread of its own to open their listeners
-// there. A run makes its own only when none is ready (the first run, or
+// run with some opens their listeners there as Prepare returns too, from
+// a thread of the runtime's that visits the namespace and comes back
+// (listenIn), and joins it on a thread of its own only where that visit
+// fails. A run makes its own only when none is ready (the first run, or
 // many at once).
 //
 // A namespace is used by one run only, never kept after it: a run can
@@ -115,21 +120,114 @@ func newNamespacePool() *ahead.Pool[*readyNS] {
 }
 
 // prepareKept is Prepare's work on its calling goroutine: it takes a
-// kept namespace, if any, and where that holds all the run needs (its
-// listener on the run's proxy port, and no endpoint to forward) uses it
-// there, in the host's namespace, and returns nil. Otherwise it returns
-// the rest of the work, for a thread of Prepare's own: makeNamespace,
-// with the namespace taken or nil.
+// kept namespace, if any, and where that holds the run's listener on its
+// proxy port uses it there and returns nil: the loopback endpoints to
+// forward, if any, get their listeners from a visit to the namespace
+// (listenIn). Otherwise (no namespace kept, the proxy on another port, a
+// visit that failed) it returns the rest of the work, for a thread of
+// Prepare's own: makeNamespace, with the namespace taken or nil.
 func (n *Net) prepareKept() func() (*os.File, error) {
 	r, ok := namespaces.Take()
 	if !ok {
 		r = nil
-	} else if r.proxy != nil && len(n.forwards) == 0 && n.port == ProxyPort {
+	} else if r.proxy != nil && n.port == ProxyPort {
+		ls := []net.Listener{r.proxy}
+		if len(n.forwards) > 0 {
+			fw, err := listenIn(r.ns, n.listenForwards)
+			if err != nil {
+				return func() (*os.File, error) { return n.makeNamespace(r) }
+			}
+			ls = append(ls, fw...)
+		}
 		n.ns = r.ns
-		n.use(r, []net.Listener{r.proxy})
+		n.use(r, ls)
 		return nil
 	}
 	return func() (*os.File, error) { return n.makeNamespace(r) }
+}
+
+// visitFault, if not nil, is asked by listenIn once its thread is in the
+// namespace, before it listens: a test makes the visit fail there.
+var visitFault func() error
+
+// listenIn calls listen on a thread that visits the network namespace ns
+// and comes back: a goroutine of its own, locked to a thread the runtime
+// has already (none is made for it), moves that thread into ns, listens
+// there and moves it back into the namespace it left; the thread is
+// unlocked, to run other goroutines again, only once it is back. Where it
+// cannot go back, the goroutine ends locked and the runtime ends the
+// thread with it. It returns listen's listeners, or an error, with every
+// listener it opened closed, where the thread could not visit ns (the
+// caller then joins it on a thread of its own) or listen failed. It never
+// moves the process's main thread, whose namespace /proc/self shows: a
+// goroutine that finds itself there hands the visit to another, which
+// cannot run there while the first holds it (as sandbox.GoRetired does).
+func listenIn(ns *os.File, listen func() ([]net.Listener, error)) ([]net.Listener, error) {
+	done := make(chan visited, 1)
+	go func() {
+		runtime.LockOSThread()
+		if unix.Gettid() != unix.Getpid() {
+			done <- visitLocked(ns, listen)
+			return
+		}
+		locked := make(chan struct{})
+		go func() {
+			runtime.LockOSThread()
+			close(locked)
+			done <- visitLocked(ns, listen)
+		}()
+		<-locked
+		runtime.UnlockOSThread()
+	}()
+	r := <-done
+	return r.ls, r.err
+}
+
+// visited is what a visit of listenIn's opened, or why it failed.
+type visited struct {
+	ls  []net.Listener
+	err error
+}
+
+// visitLocked is listenIn's visit on the calling goroutine's locked
+// thread: it unlocks the thread once it is back, and leaves it locked
+// (to end with the goroutine, which must return next) where it is not.
+func visitLocked(ns *os.File, listen func() ([]net.Listener, error)) visited {
+	ls, back, err := visit(ns, listen)
+	if back {
+		runtime.UnlockOSThread()
+	}
+	return visited{ls, err}
+}
+
+// visit is listenIn's work on its locked thread; back reports whether the
+// thread is in the namespace it was in before (where it never left, or
+// where it came back). On error it closes what listen opened.
+func visit(ns *os.File, listen func() ([]net.Listener, error)) (ls []net.Listener, back bool, err error) {
+	if unix.Gettid() == unix.Getpid() {
+		return nil, true, errors.New("listenIn: on the main thread")
+	}
+	home, err := unix.Open("/proc/thread-self/ns/net", unix.O_RDONLY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return nil, true, fmt.Errorf("listenIn: the thread's namespace: %w", err)
+	}
+	defer unix.Close(home)
+	if err := joinNamespace(ns); err != nil {
+		return nil, true, err
+	}
+	if visitFault != nil {
+		err = visitFault()
+	}
+	if err == nil {
+		ls, err = listen()
+	}
+	if berr := unix.Setns(home, unix.CLONE_NEWNET); berr != nil {
+		for _, l := range ls {
+			l.Close()
+		}
+		return nil, false, errors.Join(err, fmt.Errorf("listenIn: back to the thread's namespace: %w", berr))
+	}
+	return ls, true, err
 }
 
 // makeNamespace is the rest of Prepare's work where prepareKept did not

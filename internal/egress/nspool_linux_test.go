@@ -36,6 +36,68 @@ func keptNames(t *testing.T) map[string]bool {
 	return names
 }
 
+// TestSandboxNetListenIn: listenIn's listeners are opened in the
+// namespace visited, on a thread that is back in the host's namespace
+// when it returns (and still the process's: it was not ended), never the
+// main thread; a visit that fails in the namespace returns its error and
+// no listener, its thread back too.
+func TestSandboxNetListenIn(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("needs root to join a namespace")
+	}
+	host, err := os.Readlink("/proc/thread-self/ns/net")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var r *readyNS
+	if err := sandbox.Retired(func() (err error) { r, err = makeReady(); return err }); err != nil {
+		t.Fatal(err)
+	}
+	defer r.close()
+	var st unix.Stat_t
+	if err := unix.Fstat(int(r.ns.Fd()), &st); err != nil {
+		t.Fatal(err)
+	}
+	inside := fmt.Sprintf("net:[%d]", st.Ino)
+	for _, fault := range []bool{false, true} {
+		for range 10 {
+			var tid int
+			var seen string
+			listen := func() ([]net.Listener, error) {
+				tid = unix.Gettid()
+				seen, _ = os.Readlink("/proc/thread-self/ns/net")
+				l, err := net.Listen("tcp", "127.0.0.1:0")
+				if err != nil {
+					return nil, err
+				}
+				return []net.Listener{l}, nil
+			}
+			if fault {
+				visitFault = func() error { return errors.New("a visit made to fail") }
+			}
+			ls, err := listenIn(r.ns, listen)
+			visitFault = nil
+			for _, l := range ls {
+				l.Close()
+			}
+			switch {
+			case fault && (err == nil || len(ls) != 0 || tid != 0):
+				t.Fatalf("a failing visit: %d listeners, listen called on %d, error %v; want none, not called, an error", len(ls), tid, err)
+			case !fault && (err != nil || len(ls) != 1 || seen != inside):
+				t.Fatalf("listenIn: %d listeners, opened in %s, error %v; want one, in %s", len(ls), seen, err, inside)
+			case tid == unix.Getpid():
+				t.Fatal("the main thread visited the namespace")
+			}
+			if tid != 0 {
+				now, err := os.Readlink(fmt.Sprintf("/proc/self/task/%d/ns/net", tid))
+				if err != nil || now != host {
+					t.Fatalf("the visiting thread %d is in %q (%v) after the visit, want %s", tid, now, err, host)
+				}
+			}
+		}
+	}
+}
+
 // TestSandboxNetNamespaceOncePerRun: a run's namespace is never another
 // run's, whether it was made ahead (a kept one is taken: every run from
 // the third on but the one after the kept ones were released) or made for
@@ -135,12 +197,14 @@ func TestSandboxNetNamespaceOncePerRun(t *testing.T) {
 	settleNamespaces()
 }
 
-// TestSandboxNetKeptReadyAtPrepare: a run with no loopback endpoint to
-// forward that takes a kept namespace finds it ready as Prepare returns,
-// its proxy's listener the one opened ahead there and served; a run with
-// one takes a kept namespace too and opens the forwarder's listener there,
-// on Prepare's thread (ready whenever that thread is done). Either way the proxy answers inside, and the run
-// got a namespace kept ready.
+// TestSandboxNetKeptReadyAtPrepare: a run that takes a kept namespace
+// finds it ready as Prepare returns, its proxy's listener the one opened
+// ahead there and served, and its loopback endpoints' listeners, if any,
+// opened there by a visit of a thread of the runtime's (listenIn, whose
+// thread comes back: TestSandboxNetListenIn). Where the proxy's port is an endpoint's (the proxy
+// moves), or the visit fails, the run opens them on Prepare's thread of
+// its own (ready whenever that thread is done). Either way the endpoints
+// and the proxy answer inside, and the run got a namespace kept ready.
 func TestSandboxNetKeptReadyAtPrepare(t *testing.T) {
 	if os.Geteuid() != 0 {
 		t.Skip("needs root for Enter")
@@ -148,19 +212,27 @@ func TestSandboxNetKeptReadyAtPrepare(t *testing.T) {
 	for _, tc := range []struct {
 		name      string
 		loopback  []string
+		fault     bool // the visit fails once in the namespace
 		wantReady bool
 	}{
-		{"no endpoint", nil, true},
-		{"an endpoint", []string{"127.0.0.1:9"}, false},
+		{"no endpoint", nil, false, true},
+		{"an endpoint", []string{"127.0.0.1:9"}, false, true},
+		{"two endpoints", []string{"127.0.0.1:9", "[::1]:9"}, false, true},
+		{"an endpoint, the visit failing", []string{"127.0.0.1:9"}, true, false},
 		// The proxy moves to the next port, and the listener opened
 		// ahead on ProxyPort gives way to the endpoint's.
-		{"an endpoint on the proxy's port", []string{"127.0.0.1:" + strconv.Itoa(ProxyPort)}, false},
+		{"an endpoint on the proxy's port", []string{"127.0.0.1:" + strconv.Itoa(ProxyPort)}, false, false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			settleNamespaces()
 			saved := namespaces
 			namespaces = newNamespacePool()
 			t.Cleanup(func() { namespaces.Close(); namespaces = saved })
+			visits := 0
+			if tc.fault {
+				visitFault = func() error { visits++; return errors.New("a visit made to fail") }
+				t.Cleanup(func() { visitFault = nil })
+			}
 			for range 2 { // two runs that found none: runs follow each other
 				namespaces.Take()
 			}
@@ -187,6 +259,10 @@ func TestSandboxNetKeptReadyAtPrepare(t *testing.T) {
 			if tc.wantReady && !ready {
 				t.Error("namespace not ready as Prepare returns, want it ready")
 			}
+			if tc.fault && visits != 1 {
+				t.Errorf("%d visits failed, want the one", visits)
+			}
+
 			var ns, status string
 			if err := sandbox.Retired(func() error {
 				if err := n.Enter(); err != nil {

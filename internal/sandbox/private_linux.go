@@ -85,12 +85,15 @@ func planPrivate(p Policy, chains []chain) (*privatePlan, string) {
 		}
 		path = filepath.Clean(path)
 		paths := []string{path}
-		if real, err := filepath.EvalSymlinks(path); err == nil && real != path {
+		real, err := resolve(path)
+		if err == nil && real != path {
 			paths = append(paths, real)
 		}
 		for _, q := range paths {
 			if beneathPrivate(q) && !darkAt(q, hidden, visible) {
-				if _, err := os.Lstat(q); err == nil {
+				// Resolved, path and real are there; else path may
+				// still be (a dangling link).
+				if err == nil || lexists(q) {
 					binds = append(binds, bind{Path: q, RW: rw})
 				}
 			}
@@ -129,6 +132,9 @@ func planPrivate(p Policy, chains []chain) (*privatePlan, string) {
 	// read-only, unless what is bound above gives it already.
 	given := len(binds)
 	for _, text := range p.Named {
+		if !namesPrivate(text) {
+			continue // most of the environment: no match to look for
+		}
 		for _, sm := range namedPath().FindAllStringSubmatch(text, -1) {
 			m := sm[1]
 			if !slices.ContainsFunc(binds[:given], func(b bind) bool { return under(filepath.Clean(m), b.Path) }) {
@@ -179,6 +185,34 @@ func planPrivate(p Policy, chains []chain) (*privatePlan, string) {
 		}
 	}
 	return pl, ""
+}
+
+// lexists reports whether there is a file at path, a symbolic link not
+// followed.
+func lexists(path string) bool {
+	_, err := os.Lstat(path)
+	return err == nil
+}
+
+// namesPrivate reports whether text holds a private root's path at all,
+// which namedPath needs to match: a test of each root's bytes, cheaper
+// than the expression over most of a run's environment.
+func namesPrivate(text string) bool {
+	return slices.ContainsFunc(privateRoots, func(r string) bool { return strings.Contains(text, r) })
+}
+
+// resolve returns filepath.EvalSymlinks(path) for path absolute and
+// clean: where no element of path is a symbolic link, path itself, found
+// by one openat2 (RESOLVE_NO_SYMLINKS) rather than an lstat of each
+// element; else (a link on the way, or openat2 refused) what
+// EvalSymlinks returns.
+func resolve(path string) (string, error) {
+	fd, err := unix.Openat2(unix.AT_FDCWD, path, &unix.OpenHow{Flags: unix.O_PATH | unix.O_CLOEXEC, Resolve: unix.RESOLVE_NO_SYMLINKS})
+	if err == nil {
+		unix.Close(fd)
+		return path, nil
+	}
+	return filepath.EvalSymlinks(path)
 }
 
 // maxLinks is how many symbolic links linkChain follows, as the kernel
@@ -336,7 +370,7 @@ func resolved(paths []string) []string {
 	var out []string
 	for _, p := range clean(paths) {
 		out = append(out, p)
-		if real, err := filepath.EvalSymlinks(p); err == nil && real != p {
+		if real, err := resolve(p); err == nil && real != p {
 			out = append(out, real)
 		}
 	}

@@ -19,7 +19,9 @@
 //
 // A ratio is computed for each pair of runs (the target and its baseline
 // back to back, paired in the order they were printed) and the median of
-// those ratios is reported.
+// those ratios is reported. The sandboxed benchmarks are paired with their
+// own baselines by place: each run with the baseline's run printed right
+// before or after it (see pairedRatio).
 package main
 
 import (
@@ -39,8 +41,23 @@ import (
 )
 
 // samples maps benchmark name (without the -GOMAXPROCS suffix) → unit →
-// one value per run, in the order they were printed.
+// one value per run, in the order they were printed. The pseudo-unit
+// seqUnit holds each run's place among all the result lines parsed.
 type samples map[string]map[string][]float64
+
+// seqUnit is the pseudo-unit under which parse records each run's place in
+// the output (0 for the first result line, across every input parsed into
+// the same samples); no benchmark reports a unit starting with '#'.
+const seqUnit = "#seq"
+
+// runs returns the number of result lines parsed into s so far.
+func (s samples) runs() int {
+	n := 0
+	for _, units := range s {
+		n += len(units[seqUnit])
+	}
+	return n
+}
 
 var suffix = regexp.MustCompile(`-\d+$`)
 
@@ -63,9 +80,11 @@ func parse(r io.Reader, s samples, cpu *string) error {
 			continue // not a result line (e.g. a log line)
 		}
 		name := suffix.ReplaceAllString(f[0], "")
+		seq := float64(s.runs())
 		if s[name] == nil {
 			s[name] = map[string][]float64{}
 		}
+		s[name][seqUnit] = append(s[name][seqUnit], seq)
 		for i := 2; i+1 < len(f); i += 2 {
 			v, err := strconv.ParseFloat(f[i], 64)
 			if err != nil {
@@ -144,6 +163,36 @@ func (s samples) ratio(name, base, unit string) (float64, int) {
 	return median(r), len(r)
 }
 
+// pairedRatio pairs each run of name with a run of base printed right
+// before it or, failing that, right after it (each run of base in one pair
+// at most): the runs scripts/bench makes back to back. It returns the
+// ratio of each pair in unit, in the order of name's runs; none when no
+// run of name has its baseline beside it.
+func (s samples) pairedRatio(name, base, unit string) []float64 {
+	a, ok1 := s.get(name, unit)
+	b, ok2 := s.get(base, unit)
+	aSeq, bSeq := s[name][seqUnit], s[base][seqUnit]
+	if !ok1 || !ok2 || len(aSeq) != len(a) || len(bSeq) != len(b) {
+		return nil
+	}
+	at := make(map[float64]int, len(bSeq)) // place → index in b
+	for j, q := range bSeq {
+		at[q] = j
+	}
+	used := make([]bool, len(b))
+	var r []float64
+	for i, q := range aSeq {
+		for _, p := range []float64{q - 1, q + 1} {
+			if j, ok := at[p]; ok && !used[j] {
+				used[j] = true
+				r = append(r, a[i]/b[j])
+				break
+			}
+		}
+	}
+	return r
+}
+
 func atMost(t float64) func(float64) bool   { return func(v float64) bool { return v <= t } }
 func lessThan(t float64) func(float64) bool { return func(v float64) bool { return v < t } }
 
@@ -164,6 +213,21 @@ func rows(s samples) []row {
 			}
 		}
 		return s.ratio(name, base, unit)
+	}
+	// paired is a sandboxed benchmark's ratio to its own baseline, run
+	// beside it (pairedRatio); output in which the baseline never ran
+	// (older rounds ran the sandboxed benchmarks once, against the plain
+	// benchmarks of the round) gives the ratio to old as before, and the
+	// figure says which.
+	paired := func(figure, name, base, old, unit string) (string, float64, int) {
+		short := func(n string) string { return "`" + strings.TrimPrefix(n, "Benchmark") + "`" }
+		if _, ok := s.get(base, unit); ok {
+			r := s.pairedRatio(name, base, unit)
+			last = r
+			return fmt.Sprintf(figure, short(name)+" / "+short(base)+" run beside it"), median(r), len(r)
+		}
+		v, n := ratio(name, old, unit)
+		return fmt.Sprintf(figure, short(name)+" / "+short(old)), v, n
 	}
 	add := func(figure string, v float64, n int, unit, target string, ok func(float64) bool) {
 		out = append(out, row{figure: figure, value: v, unit: unit, target: target, ok: ok, n: n, rounds: last})
@@ -190,12 +254,17 @@ func rows(s samples) []row {
 	add("Cooperative cancel → return, p99 (`CancelCooperative` p99-ms)", v, n, "ms", "≤ 5 ms", atMost(5))
 	info("  `CancelCooperative` mean (cancel-ms)", "BenchmarkCancelCooperative", "cancel-ms", "ms")
 
-	v, n = ratio("BenchmarkInvokeQuickSandboxed", "BenchmarkInvokeQuick", "ns/op")
-	add("Sandboxed ÷ plain Invoke, quick answer (`InvokeQuickSandboxed` / `InvokeQuick`)", v, n, "×", "≤ 1.10×", atMost(1.10))
-	v, n = ratio("BenchmarkInvokeQuickSandboxedNetwork", "BenchmarkInvokeQuick", "ns/op")
-	add("Sandboxed with network rules \"none\" ÷ plain Invoke, quick answer (`InvokeQuickSandboxedNetwork` / `InvokeQuick`)", v, n, "×", "≤ 1.10×", atMost(1.10))
-	v, n = ratio("BenchmarkCancelCooperativeSandboxed", "BenchmarkCancelCooperative", "p50-ms")
-	add("Sandboxed ÷ plain cooperative cancel, median (`CancelCooperativeSandboxed` / `CancelCooperative` p50-ms)", v, n, "×", "≤ 1.10×", atMost(1.10))
+	f, v, n := paired("Sandboxed ÷ plain Invoke, quick answer (%s)", "BenchmarkInvokeQuickSandboxed", "BenchmarkInvokeQuickPlain", "BenchmarkInvokeQuick", "ns/op")
+	add(f, v, n, "×", "≤ 1.10×", atMost(1.10))
+	f, v, n = paired("Sandboxed with network rules \"none\" ÷ plain Invoke, quick answer (%s)", "BenchmarkInvokeQuickSandboxedNetwork", "BenchmarkInvokeQuickPlain", "BenchmarkInvokeQuick", "ns/op")
+	add(f, v, n, "×", "≤ 1.10×", atMost(1.10))
+	f, v, n = paired("Sandboxed ÷ plain cooperative cancel, median (%s p50-ms)", "BenchmarkCancelCooperativeSandboxed", "BenchmarkCancelCooperativePlain", "BenchmarkCancelCooperative", "p50-ms")
+	add(f, v, n, "×", "≤ 1.10×", atMost(1.10))
+	if s.has("BenchmarkInvokeQuickPlain") {
+		info("  `InvokeQuickSandboxed` time per run", "BenchmarkInvokeQuickSandboxed", "ns/op", "ns")
+		info("  `InvokeQuickSandboxedNetwork` time per run", "BenchmarkInvokeQuickSandboxedNetwork", "ns/op", "ns")
+		info("  `InvokeQuickPlain` time per run", "BenchmarkInvokeQuickPlain", "ns/op", "ns")
+	}
 
 	v, n = med("BenchmarkCancelStubborn", "overshoot-ms")
 	add("Stubborn child: return after the ladder, mean overshoot (`CancelStubborn` overshoot-ms)", v, n, "ms", "≤ 10 ms", atMost(10))
@@ -492,10 +561,13 @@ const methods = `- **InvokeQuick / RawExecQuick** (invoker/bench_test.go): a fak
   (invoker/driver/bench_sandbox_linux_test.go): InvokeQuick and
   CancelCooperative under a required filesystem sandbox at ReadOnly (the
   Landlock ruleset built and applied on the thread that forks the CLI, the
-  private TMPDIR made and removed), compared with the plain benchmarks of
-  the same rounds; InvokeQuickSandboxedNetwork adds the network rules
-  "none" (the namespace made and entered, the proxy's listener opened,
-  served and closed).
+  private TMPDIR made and removed); InvokeQuickSandboxedNetwork adds the
+  network rules "none" (the namespace made and entered, the proxy's
+  listener opened, served and closed). Each is paired with a baseline run
+  of its own, InvokeQuickPlain or CancelCooperativePlain (the same work,
+  no sandbox), back to back, alternating which goes first, three pairs
+  per round; a ratio pairs each run with the baseline run printed beside
+  it.
 - **CancelStubborn**: the fake ignores SIGINT and SIGTERM; grace periods of
   25 ms + 25 ms; the overshoot is the return time minus those 50 ms.
 - **PipeHolder**: the fake leaves a grandchild holding its stdout and stderr

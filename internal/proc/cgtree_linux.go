@@ -378,6 +378,24 @@ func queueRemoval(add func(), log *slog.Logger) {
 	defer removals.mu.Unlock()
 	add()
 	removals.log = log
+	armRemovalsLocked()
+}
+
+// armRemovals schedules a flush of the batch, unless one is scheduled.
+// Prepare calls it, so that the Wait that follows finds the flush
+// scheduled and queues its files alone: arming a timer sooner than the
+// runtime's others wakes its poller, which took 12-13 µs of a cancel's
+// return (medians of 150 cancels under chrt -f 50), the most of
+// closeLater's 14-15. A flush re-arms itself while a tree counted as
+// prepared has not queued its files yet (its CLI still exiting).
+func armRemovals() {
+	removals.mu.Lock()
+	defer removals.mu.Unlock()
+	armRemovalsLocked()
+}
+
+// armRemovalsLocked is armRemovals with removals locked.
+func armRemovalsLocked() {
 	if !removals.pending {
 		removals.pending = true
 		time.AfterFunc(removeDelay, removeQueued)
@@ -386,7 +404,8 @@ func queueRemoval(add func(), log *slog.Logger) {
 
 // removeQueued closes the queued descriptors, takes their trees off
 // preparedTrees, and removes every queued cgroup. A flush already
-// scheduled finds the queue empty.
+// scheduled finds the queue empty. While trees stay counted as prepared,
+// it schedules the next flush.
 func removeQueued() {
 	removals.mu.Lock()
 	queue, v1, log := removals.queue, removals.v1, removals.log
@@ -397,7 +416,11 @@ func removeQueued() {
 	for _, fd := range fds {
 		unix.Close(fd)
 	}
-	preparedTrees.Add(-prepared)
+	if preparedTrees.Add(-prepared) > 0 {
+		// A prepared tree's Wait is still to come: keep a flush
+		// scheduled for its files (see armRemovals).
+		armRemovals()
+	}
 	for _, c := range queue {
 		if err := c.removeAll(); err != nil {
 			log.Warn("proc: removing a tree's cgroup", "cgroup", c.dir, "err", err)

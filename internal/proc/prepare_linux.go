@@ -57,6 +57,7 @@ func (t *Tree) prepare() {
 		}
 		return
 	}
+	armRemovals()
 	if c := s.cgroupLevel.cg; c != nil {
 		s.mu.Lock()
 		if !s.waited.Load() {

@@ -163,3 +163,50 @@ func TestCloseLater(t *testing.T) {
 		t.Errorf("after the batch, %d trees counted as prepared, want %d", got, counted)
 	}
 }
+
+// TestPrepareArmsRemovals: Prepare schedules the batch of removals, so
+// that Wait queues the tree's files without arming a timer on its return;
+// a flush that comes before Wait schedules the next while the tree is
+// counted as prepared, and the files are closed by a flush after Wait.
+func TestPrepareArmsRemovals(t *testing.T) {
+	noLeaks(t)
+	ahead.SettleAll()
+	pending := func() bool {
+		removals.mu.Lock()
+		defer removals.mu.Unlock()
+		return removals.pending
+	}
+	r := startRun(t, Attr{Account: true}, "hang")
+	counted := preparedTrees.Load()
+	r.tree.Prepare()
+	if !pending() {
+		t.Error("after Prepare, no flush of the removals scheduled")
+	}
+	if got := preparedTrees.Load(); got != counted+1 {
+		t.Fatalf("after Prepare, %d trees counted as prepared, want %d", got, counted+1)
+	}
+	removeQueued() // a flush before Wait, the CLI still exiting
+	if !pending() {
+		t.Error("after a flush before Wait, no flush scheduled for the prepared tree's files")
+	}
+	a := r.tree.sys.acct
+	a.mu.Lock()
+	held := maps.Clone(a.held)
+	a.mu.Unlock()
+	if rep := r.tree.Kill(); len(rep.Survivors) > 0 {
+		t.Fatalf("Kill() survivors %v", rep.Survivors)
+	}
+	r.wait()
+	if !pending() {
+		t.Error("after Wait, no flush scheduled for the tree's files")
+	}
+	ahead.SettleAll()
+	if got := preparedTrees.Load(); got != counted {
+		t.Errorf("after Wait and a flush, %d trees counted as prepared, want %d", got, counted)
+	}
+	for path, fd := range held {
+		if link, err := os.Readlink("/proc/self/fd/" + strconv.Itoa(fd)); err == nil && link == path {
+			t.Errorf("after Wait and a flush, descriptor %d still open on %s", fd, path)
+		}
+	}
+}

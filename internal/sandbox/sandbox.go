@@ -226,7 +226,7 @@ func NewTemp() (dir string, remove func() error, err error) {
 			return "", nil, err
 		}
 	}
-	return dir, func() error { return os.RemoveAll(dir) }, nil
+	return dir, func() error { return removeTemp(dir) }, nil
 }
 
 var sweepOnce sync.Once

@@ -93,6 +93,9 @@ func sweepTemps() {}
 // takeTemp finds no directory made ahead on this system.
 func takeTemp() string { return "" }
 
+// removeTemp removes dir and everything in it.
+func removeTemp(dir string) error { return os.RemoveAll(dir) }
+
 // MakeTempAhead does nothing on this system: NewTemp makes each run's
 // directory.
 func MakeTempAhead() {}

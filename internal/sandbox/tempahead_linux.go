@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/clinvoke/clinvoke/internal/ahead"
+	"golang.org/x/sys/unix"
 )
 
 // A run's private temporary directory is made ahead, off the start path:
@@ -92,4 +93,19 @@ func drainTemp() { tempPool.Settle() }
 func ownedByMe(fi os.FileInfo) bool {
 	st, ok := fi.Sys().(*syscall.Stat_t)
 	return ok && st.Uid == uint32(os.Getuid())
+}
+
+// removeTemp removes a run's temporary directory and everything in it. It
+// asks for the directory's own removal first, which is all it takes when
+// the run left nothing there (most runs: the fake CLI's cancel, say):
+// os.RemoveAll would first try to unlink it as a file, a failed lookup of
+// the path, some 4-7 µs of a sandboxed run's return on the loaded
+// two-core machine (medians of 150 cancels under chrt -f 50: 51.5, 51.7
+// and 47.8 µs against 47.5, 44.5 and 44.1). What a run did leave there
+// (ENOTEMPTY, or anything else) is removed as os.RemoveAll does.
+func removeTemp(dir string) error {
+	if err := unix.Rmdir(dir); err == nil || errors.Is(err, unix.ENOENT) {
+		return nil
+	}
+	return os.RemoveAll(dir)
 }

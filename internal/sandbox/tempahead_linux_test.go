@@ -1,6 +1,7 @@
 package sandbox
 
 import (
+	"errors"
 	"os"
 	"path/filepath"
 	"testing"
@@ -183,5 +184,49 @@ func TestTempAheadOnceRunsFollow(t *testing.T) {
 		if made != want {
 			t.Errorf("run %d: a directory made ahead: %v, want %v", run+1, made, want)
 		}
+	}
+}
+
+// TestRemoveTemp: a run's temporary directory is removed with whatever the
+// run left in it, empty or not, and one already gone is no error.
+func TestRemoveTemp(t *testing.T) {
+	cases := []struct {
+		name string
+		fill func(t *testing.T, dir string)
+	}{
+		{"empty", func(*testing.T, string) {}},
+		{"files and directories", func(t *testing.T, dir string) {
+			if err := os.MkdirAll(filepath.Join(dir, "a", "b"), 0o700); err != nil {
+				t.Fatal(err)
+			}
+			for _, f := range []string{"f", "a/g", "a/b/h"} {
+				if err := os.WriteFile(filepath.Join(dir, f), []byte("x"), 0o600); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if err := os.Symlink("/", filepath.Join(dir, "root")); err != nil {
+				t.Fatal(err)
+			}
+		}},
+		{"gone already", func(t *testing.T, dir string) {
+			if err := os.Remove(dir); err != nil {
+				t.Fatal(err)
+			}
+		}},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			dir := filepath.Join(t.TempDir(), "run")
+			if err := os.Mkdir(dir, 0o700); err != nil {
+				t.Fatal(err)
+			}
+			tc.fill(t, dir)
+			if err := removeTemp(dir); err != nil {
+				t.Errorf("removeTemp() = %v, want nil", err)
+			}
+			if _, err := os.Lstat(dir); !errors.Is(err, os.ErrNotExist) {
+				t.Errorf("after removeTemp, Lstat(%s) = %v, want it gone", dir, err)
+			}
+		})
 	}
 }

@@ -3,11 +3,14 @@
 package sandbox
 
 import (
+	"bytes"
+	"encoding/binary"
 	"fmt"
-	"os"
 	"path/filepath"
 	"slices"
 	"strings"
+
+	"golang.org/x/sys/unix"
 )
 
 // The held names of a working directory (a nested repository's .git, a
@@ -29,7 +32,7 @@ type walkBudget struct {
 // tens of thousands of entries is walked whole in some milliseconds
 // (docs/sandbox.md, BenchmarkNestedWalk), and one larger is cut, the cut
 // reported.
-var nestedBudget = walkBudget{entries: 50000, depth: 32}
+var nestedBudget = walkBudget{entries: 10000, depth: 16}
 
 // unwalked are the directory names the walk does not enter: the
 // packages a tool installed, which no user's git or CLI runs in.
@@ -67,6 +70,7 @@ func walkNested(dir string, held []string, budget walkBudget) nestedWalk {
 	}
 	queue := []level{{dir, 0}}
 	read := 0
+	var buf [32 << 10]byte
 	for len(queue) > 0 {
 		d := queue[0]
 		queue = queue[1:]
@@ -74,7 +78,7 @@ func walkNested(dir string, held []string, budget walkBudget) nestedWalk {
 			w.Cut = fmt.Sprintf("the walk for held names below the top of %s stopped at %s, %d directories deep (names below it, and in %d more directories as deep, are not held)", dir, d.dir, budget.depth, len(queue))
 			break
 		}
-		entries, err := os.ReadDir(d.dir)
+		entries, err := listDir(d.dir, buf[:])
 		if err != nil {
 			continue // the run's user cannot list it either, or it is gone
 		}
@@ -83,10 +87,12 @@ func walkNested(dir string, held []string, budget walkBudget) nestedWalk {
 			break
 		}
 		read += len(entries)
+		// In order of name, so that a cut falls where it would in a
+		// copy of the tree.
+		slices.SortFunc(entries, func(a, b dirent) int { return strings.Compare(a.name, b.name) })
 		for _, e := range entries {
-			name := e.Name()
-			path := filepath.Join(d.dir, name)
-			if isHeld(name, held) {
+			path := filepath.Join(d.dir, e.name)
+			if isHeld(e.name, held) {
 				if d.depth == 0 {
 					continue // the ruleset's
 				}
@@ -98,7 +104,7 @@ func walkNested(dir string, held []string, budget walkBudget) nestedWalk {
 				}
 				continue
 			}
-			if e.IsDir() && !slices.Contains(unwalked, name) {
+			if e.dir && !slices.Contains(unwalked, e.name) {
 				queue = append(queue, level{path, d.depth + 1})
 			}
 		}
@@ -106,4 +112,59 @@ func walkNested(dir string, held []string, budget walkBudget) nestedWalk {
 	slices.Sort(w.Names)
 	slices.SortFunc(w.Links, func(a, b chain) int { return strings.Compare(a.paths[0], b.paths[0]) })
 	return w
+}
+
+// A dirent is one entry listDir read: its name, and whether it is a
+// directory (not a symbolic link to one).
+type dirent struct {
+	name string
+	dir  bool
+}
+
+// listDir returns the entries of the directory at path (not following a
+// final symbolic link), in the file system's order, but "." and "..",
+// read with buf: the
+// fewest system calls a listing takes (os.ReadDir also registers the
+// descriptor with the poller and sorts), since a walk lists thousands.
+// An entry whose type the file system does not give is asked for it.
+func listDir(path string, buf []byte) ([]dirent, error) {
+	fd, err := unix.Open(path, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return nil, err
+	}
+	defer unix.Close(fd)
+	var out []dirent
+	for {
+		n, err := unix.Getdents(fd, buf)
+		if err != nil {
+			return nil, err
+		}
+		if n <= 0 {
+			return out, nil
+		}
+		for b := buf[:n]; len(b) >= 19; {
+			// struct linux_dirent64: d_ino, d_off, d_reclen, d_type, d_name.
+			reclen := int(binary.NativeEndian.Uint16(b[16:18]))
+			if reclen < 19 || reclen > len(b) {
+				return nil, fmt.Errorf("list %s: a malformed directory entry", path)
+			}
+			typ := b[18]
+			name := b[19:reclen]
+			if i := bytes.IndexByte(name, 0); i >= 0 {
+				name = name[:i]
+			}
+			b = b[reclen:]
+			if string(name) == "." || string(name) == ".." {
+				continue
+			}
+			e := dirent{name: string(name), dir: typ == unix.DT_DIR}
+			if typ == unix.DT_UNKNOWN {
+				var st unix.Stat_t
+				if unix.Fstatat(fd, e.name, &st, unix.AT_SYMLINK_NOFOLLOW) == nil {
+					e.dir = st.Mode&unix.S_IFMT == unix.S_IFDIR
+				}
+			}
+			out = append(out, e)
+		}
+	}
 }

@@ -55,13 +55,17 @@ const (
 // for a directory) fails with EROFS, a rename over it and its removal
 // with EBUSY; a held name that is a symbolic link is held whole, the link
 // and the file it ends at. The rest of the tree stays writable, and a
-// held name the run makes is not held (a mount needs a source).
+// held name the run makes is not held (a mount needs a source), nor one
+// made where a directory holding a held name was renamed away.
 func TestSandboxNestedHeld(t *testing.T) {
 	requirePrivate(t)
 	r := newRig(t)
 	nestedTree(t, r.work)
 	w := r.work
 	if err := os.WriteFile(r.temp+"/new", []byte("x"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.MkdirAll(w+"/src/moved/.git", 0o755); err != nil {
 		t.Fatal(err)
 	}
 	var probes []probe
@@ -86,6 +90,9 @@ func TestSandboxNestedHeld(t *testing.T) {
 		probe{"relink", fails("ln -sfn other "+w+"/lib/.env", ebusy), true},
 		probe{"write-beside", "echo x >> " + w + "/sub/main.go && echo x > " + w + "/pkg/new && mkdir " + w + "/src/deep/d", true},
 		probe{"new-nested-name", "mkdir -p " + w + "/src/new/.claude && echo x > " + w + "/src/new/.claude/settings.json", true},
+		// Open: the directory above a held name moves, the hold with it,
+		// and a new one takes its name.
+		probe{"rename-parent", "mv " + w + "/src/moved " + w + "/src/gone && " + fails("touch "+w+"/src/gone/.git/x", erofs) + " && mkdir -p " + w + "/src/moved/.git && touch " + w + "/src/moved/.git/x", true},
 	)
 	p := r.policy(WorkspaceWrite)
 	p.Private = true

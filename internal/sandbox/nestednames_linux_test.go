@@ -59,7 +59,26 @@ const (
 // made where a directory holding a held name was renamed away.
 func TestSandboxNestedHeld(t *testing.T) {
 	requirePrivate(t)
+	// A working directory beneath /tmp has its top's entries bound into
+	// the private /tmp, the held names below them bound over those; one
+	// elsewhere is the host's own tree.
+	for _, base := range []string{"", "/var/tmp"} {
+		t.Run("base="+base, func(t *testing.T) { nestedHeld(t, base) })
+	}
+}
+
+// nestedHeld is TestSandboxNestedHeld for a working directory made in
+// base, or the test's own directory where base is empty.
+func nestedHeld(t *testing.T, base string) {
 	r := newRig(t)
+	if base != "" {
+		work, err := os.MkdirTemp(base, "clinvoke-nested-")
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { os.RemoveAll(work) })
+		r.work = work
+	}
 	nestedTree(t, r.work)
 	w := r.work
 	if err := os.WriteFile(r.temp+"/new", []byte("x"), 0o644); err != nil {

@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"reflect"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -257,6 +258,43 @@ func BenchmarkNestedWalk(b *testing.B) {
 			b.ReportMetric(float64(len(pl.Nested)), "names")
 			if pl.Walk != "" && c.name == "with" {
 				b.Logf("cut: %s", pl.Walk)
+			}
+		})
+	}
+}
+
+// BenchmarkNestedHolds pairs the forking thread's work with the private
+// roots (BenchmarkRestrict's "private") for a working directory without
+// held names below its top and with 100 of them (a tree of vendored
+// repositories, each a .git bound read-only over itself).
+func BenchmarkNestedHolds(b *testing.B) {
+	requirePrivate(b)
+	for _, n := range []int{0, 100} {
+		b.Run("names="+strconv.Itoa(n), func(b *testing.B) {
+			r := newRig(b)
+			for i := range n {
+				if err := os.MkdirAll(filepath.Join(r.work, "src", "vendor", strconv.Itoa(i), ".git"), 0o755); err != nil {
+					b.Fatal(err)
+				}
+			}
+			p := r.policy(WorkspaceWrite)
+			p.Private = true
+			for b.Loop() {
+				b.StopTimer()
+				rs, err := Build(p)
+				if err != nil {
+					b.Fatal(err)
+				}
+				b.StartTimer()
+				if err := Retired(rs.Restrict); err != nil {
+					b.Fatal(err)
+				}
+				if ok, why := rs.Private(); !ok {
+					b.Fatalf("Private() = false (%s)", why)
+				}
+				b.StopTimer()
+				rs.Close()
+				b.StartTimer()
 			}
 		})
 	}

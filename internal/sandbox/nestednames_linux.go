@@ -25,13 +25,13 @@ import (
 // how deep below the top it goes.
 type walkBudget struct {
 	entries int // entries read, in every directory listed
-	depth   int // directories below the top it lists (the top's entries are 1)
+	depth   int // how deep below the top a directory it lists may be (the top's entries are 1 deep)
 }
 
-// nestedBudget is the walk a run's plan makes: a working directory of
-// tens of thousands of entries is walked whole in some milliseconds
-// (docs/sandbox.md, BenchmarkNestedWalk), and one larger is cut, the cut
-// reported.
+// nestedBudget is the walk a run's plan makes: a working directory of a
+// few thousand entries is walked whole in a millisecond or a few, and one
+// of more than 10,000 is cut after tens of milliseconds, the cut reported
+// (docs/sandbox.md, BenchmarkNestedWalk).
 var nestedBudget = walkBudget{entries: 10000, depth: 16}
 
 // unwalked are the directory names the walk does not enter: the
@@ -56,14 +56,18 @@ type nestedWalk struct {
 // ruleset), within budget. It enters neither a held name (held whole),
 // nor a symbolic link, nor a directory of unwalked, nor one it cannot
 // list; an entry beyond the budget is not read, and Cut says where the
-// walk stopped. It reads the filesystem only: the same tree gives the
-// same walk.
+// walk stopped. A dir that is reached through a symbolic link is walked
+// at its real path, which the names found are under. It reads the
+// filesystem only: the same tree gives the same walk.
 func walkNested(dir string, held []string, budget walkBudget) nestedWalk {
 	var w nestedWalk
 	if dir == "" || len(held) == 0 {
 		return w
 	}
 	dir = filepath.Clean(dir)
+	if real, err := filepath.EvalSymlinks(dir); err == nil {
+		dir = real // listDir follows no link
+	}
 	type level struct {
 		dir   string
 		depth int

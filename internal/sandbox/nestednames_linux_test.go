@@ -167,6 +167,9 @@ func TestNestedWalk(t *testing.T) {
 	if err := os.Symlink(work+"/src", work+"/srclink"); err != nil {
 		t.Fatal(err)
 	}
+	if err := os.Symlink(work, work+"-link"); err != nil {
+		t.Fatal(err)
+	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			w := walkNested(work, held, c.budget)
@@ -190,6 +193,9 @@ func TestNestedWalk(t *testing.T) {
 			}
 			if again := walkNested(work, held, c.budget); !reflect.DeepEqual(again, w) {
 				t.Errorf("a second walk of the same tree gave %+v, want %+v", again, w)
+			}
+			if linked := walkNested(work+"-link", held, c.budget); !reflect.DeepEqual(linked, w) {
+				t.Errorf("the walk of a link to the tree gave %+v, want the tree's %+v", linked, w)
 			}
 		})
 	}

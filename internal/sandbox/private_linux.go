@@ -54,6 +54,12 @@ type privatePlan struct {
 	// end at, bound read-only over themselves as Settings are; one that
 	// cannot be is left as it is (skipped), not fatal.
 	Links []string `json:"links,omitempty"`
+	// Nested are the held names below the top of the working directory
+	// at WorkspaceWrite (walkNested), bound read-only over themselves,
+	// whole; one that cannot be is skipped, as Links are. Walk says
+	// where the walk for them stopped short, or is empty.
+	Nested []string `json:"nested,omitempty"`
+	Walk   string   `json:"walk,omitempty"`
 
 	skipped []string // the Links enter could not hold, and why
 }
@@ -165,9 +171,24 @@ func planPrivate(p Policy, chains []chain) (*privatePlan, string) {
 	if all {
 		return pl, "" // no ceiling on writes: the settings too
 	}
+	seen := func(q string) bool {
+		// Beneath a private root, only what is bound there is the run's
+		// to see.
+		return !beneathPrivate(q) || slices.ContainsFunc(binds, func(b bind) bool { return under(q, b.Path) })
+	}
+	if p.Level == WorkspaceWrite {
+		w := walkNested(p.Workdir, p.Held, nestedBudget)
+		pl.Walk = w.Cut
+		for _, q := range w.Names {
+			if seen(q) {
+				pl.Nested = append(pl.Nested, q)
+			}
+		}
+		chains = append(slices.Clip(chains), w.Links...)
+	}
 	for _, c := range chains {
 		for i, q := range c.paths {
-			if beneathPrivate(q) && !slices.ContainsFunc(binds, func(b bind) bool { return under(q, b.Path) }) {
+			if !seen(q) {
 				continue // not the run's to see
 			}
 			fi, err := os.Lstat(q)
@@ -524,6 +545,20 @@ func (pl *privatePlan) enter(b *builder) error {
 			mounted = append(mounted, f)
 		}
 	}
+	for _, f := range pl.Nested {
+		// As a link on the way: one that cannot be held costs its own
+		// hold.
+		held, err := holdTree(f)
+		if err != nil {
+			pl.skipped = append(pl.skipped, err.Error())
+		}
+		if held {
+			mounted = append(mounted, f)
+		}
+	}
+	if pl.Walk != "" {
+		pl.skipped = append(pl.skipped, pl.Walk)
+	}
 	if slices.Contains(mounted[:roots], "/tmp") {
 		n := len(mounted)
 		if err := shells.mount(&mounted); err != nil {
@@ -567,8 +602,17 @@ func mountID(path string) (uint64, error) {
 // where it did, and can be neither removed nor replaced; its target is
 // held apart (linkChain). It returns false, and no error, where the file
 // is gone.
-func holdFile(path string) (bool, error) {
-	fd, err := unix.OpenTree(unix.AT_FDCWD, path, unix.OPEN_TREE_CLONE|unix.O_CLOEXEC|unix.AT_SYMLINK_NOFOLLOW)
+func holdFile(path string) (bool, error) { return hold(path, 0) }
+
+// holdTree binds the file or directory at path read-only over itself, as
+// holdFile does, with every mount beneath it: a directory is held whole.
+// It returns false, and no error, where path is gone.
+func holdTree(path string) (bool, error) { return hold(path, unix.AT_RECURSIVE) }
+
+// hold binds path read-only over itself, with the mounts beneath it where
+// flags has AT_RECURSIVE.
+func hold(path string, flags uint) (bool, error) {
+	fd, err := unix.OpenTree(unix.AT_FDCWD, path, unix.OPEN_TREE_CLONE|unix.O_CLOEXEC|unix.AT_SYMLINK_NOFOLLOW|flags)
 	if gone(err) {
 		return false, nil
 	}
@@ -576,7 +620,7 @@ func holdFile(path string) (bool, error) {
 		return false, fmt.Errorf("clone %s: %w", path, err)
 	}
 	defer unix.Close(fd)
-	if err := unix.MountSetattr(fd, "", unix.AT_EMPTY_PATH, &unix.MountAttr{Attr_set: unix.MOUNT_ATTR_RDONLY}); err != nil {
+	if err := unix.MountSetattr(fd, "", unix.AT_EMPTY_PATH|flags&unix.AT_RECURSIVE, &unix.MountAttr{Attr_set: unix.MOUNT_ATTR_RDONLY}); err != nil {
 		return false, fmt.Errorf("make the clone of %s read-only: %w", path, err)
 	}
 	err = unix.MoveMount(fd, "", unix.AT_FDCWD, path, unix.MOVE_MOUNT_F_EMPTY_PATH)

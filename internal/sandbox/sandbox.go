@@ -53,7 +53,9 @@ type Policy struct {
 	// Workdir is the run's working directory (absolute).
 	Workdir string
 	// Held are the names held read-only at the top of Workdir at
-	// WorkspaceWrite (workspace.ConfigNames).
+	// WorkspaceWrite (workspace.ConfigNames), and below it where the run
+	// gets its private roots (Private): each that exists when the run
+	// starts, within a bounded walk (docs/sandbox.md).
 	Held []string
 	// Temp is the run's private temporary directory: writable at every
 	// level.

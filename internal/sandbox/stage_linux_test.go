@@ -338,7 +338,9 @@ func outsideTmpDir(t *testing.T) string {
 //     beneath the new tmpfs;
 //   - "link": a held name that is a symbolic link to a file in the
 //     working directory is held with the file it ends at, so that a write
-//     through the link and one to the target's own path are refused.
+//     through the link and one to the target's own path are refused;
+//   - "nested": held names below the top (a nested repository's .git, a
+//     subdirectory's .claude) are bound read-only as well.
 func TestStageHeldNames(t *testing.T) {
 	defer goleak.VerifyNone(t)
 	requireStage(t)
@@ -385,6 +387,17 @@ func TestStageHeldNames(t *testing.T) {
 			check: func(t *testing.T, work string) {
 				if b, _ := os.ReadFile(work + "/src/dev.env"); string(b) != "APP=1\n" {
 					t.Errorf("src/dev.env = %q, want it untouched", b)
+				}
+			},
+		},
+		{
+			name:    "nested",
+			setup:   func(t *testing.T, work string) { nestedTree(t, work) },
+			writes:  "echo x >> sub/.git/config; echo x > src/.claude/settings.json",
+			refused: "the writes to a nested repository's config and a subdirectory's settings",
+			check: func(t *testing.T, work string) {
+				if b, _ := os.ReadFile(work + "/sub/.git/config"); string(b) != "[core]" {
+					t.Errorf("sub/.git/config = %q, want it untouched", b)
 				}
 			},
 		},

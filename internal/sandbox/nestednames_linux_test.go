@@ -1,0 +1,307 @@
+//go:build linux
+
+package sandbox
+
+import (
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"reflect"
+	"slices"
+	"strconv"
+	"strings"
+	"testing"
+
+	"github.com/clinvoke/clinvoke/internal/workspace"
+)
+
+// nestedTree adds to the working directory work the held names below its
+// top that a run must not change: a subdirectory's .claude settings and
+// .mcp.json, a nested repository's config and hook, a .env two levels
+// down, and a .env that is a symbolic link to a file beside it.
+func nestedTree(t testing.TB, work string) {
+	t.Helper()
+	for _, d := range []string{"src/.claude", "pkg", "sub/.git/hooks", "src/deep", "lib"} {
+		if err := os.MkdirAll(filepath.Join(work, d), 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for name, body := range map[string]string{
+		"src/.claude/settings.json": "{}", "pkg/.mcp.json": "{}", "sub/.git/config": "[core]",
+		"sub/.git/hooks/x": "#!/bin/sh\n", "src/deep/.env": "APP=1\n", "lib/dev.env": "APP=2\n",
+		"sub/main.go": "package main\n",
+	} {
+		if err := os.WriteFile(filepath.Join(work, name), []byte(body), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := os.Symlink("dev.env", filepath.Join(work, "lib/.env")); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// fails is a probe's command that succeeds where cmd fails saying msg.
+func fails(cmd, msg string) string {
+	return "( " + cmd + " ) 2>&1 | grep -q '" + msg + "'"
+}
+
+const (
+	erofs = "Read-only file system"
+	ebusy = "Device or resource busy"
+)
+
+// TestSandboxNestedHeld: at WorkspaceWrite with the private roots, each
+// held name below the top of the working directory that exists when the
+// run starts is bound read-only over itself: a write to it (or into it,
+// for a directory) fails with EROFS, a rename over it and its removal
+// with EBUSY; a held name that is a symbolic link is held whole, the link
+// and the file it ends at. The rest of the tree stays writable, and a
+// held name the run makes is not held (a mount needs a source), nor one
+// made where a directory holding a held name was renamed away.
+func TestSandboxNestedHeld(t *testing.T) {
+	requirePrivate(t)
+	// A working directory beneath /tmp has its top's entries bound into
+	// the private /tmp, the held names below them bound over those; one
+	// elsewhere is the host's own tree.
+	for _, base := range []string{"", "/var/tmp"} {
+		t.Run("base="+base, func(t *testing.T) { nestedHeld(t, base) })
+	}
+}
+
+// nestedHeld is TestSandboxNestedHeld for a working directory made in
+// base, or the test's own directory where base is empty.
+func nestedHeld(t *testing.T, base string) {
+	r := newRig(t)
+	if base != "" {
+		work, err := os.MkdirTemp(base, "clinvoke-nested-")
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { os.RemoveAll(work) })
+		r.work = work
+	}
+	nestedTree(t, r.work)
+	w := r.work
+	if err := os.WriteFile(r.temp+"/new", []byte("x"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.MkdirAll(w+"/src/moved/.git", 0o755); err != nil {
+		t.Fatal(err)
+	}
+	var probes []probe
+	for _, f := range []string{"src/.claude/settings.json", "pkg/.mcp.json", "sub/.git/config", "sub/.git/hooks/x", "src/deep/.env"} {
+		path := w + "/" + f
+		probes = append(probes,
+			probe{"write:" + f, fails("echo x >> "+path, erofs), true},
+			probe{"truncate:" + f, fails(": > "+path, erofs), true},
+			probe{"rename-over:" + f, fails("cp "+r.temp+"/new "+r.temp+"/n && mv -f "+r.temp+"/n "+path, erofs+"\\|"+ebusy), true},
+		)
+	}
+	probes = append(probes,
+		probe{"remove-settings", fails("rm -f "+w+"/src/.claude/settings.json", erofs), true},
+		probe{"remove-.claude", fails("rm -rf "+w+"/src/.claude", erofs), true},
+		probe{"rename-.claude", fails("mv "+w+"/src/.claude "+w+"/src/c", ebusy), true},
+		probe{"remove-.mcp.json", fails("rm -f "+w+"/pkg/.mcp.json", ebusy), true},
+		probe{"remove-.env", fails("rm -f "+w+"/src/deep/.env", ebusy), true},
+		probe{"rename-.git", fails("mv "+w+"/sub/.git "+w+"/sub/git", ebusy), true},
+		probe{"new-hook", fails("echo x > "+w+"/sub/.git/hooks/pre-commit", erofs), true},
+		probe{"write-through-link", fails("echo X=1 >> "+w+"/lib/.env", erofs), true},
+		probe{"write-link-target", fails("echo X=1 >> "+w+"/lib/dev.env", erofs), true},
+		probe{"relink", fails("ln -sfn other "+w+"/lib/.env", ebusy), true},
+		probe{"write-beside", "echo x >> " + w + "/sub/main.go && echo x > " + w + "/pkg/new && mkdir " + w + "/src/deep/d", true},
+		probe{"new-nested-name", "mkdir -p " + w + "/src/new/.claude && echo x > " + w + "/src/new/.claude/settings.json", true},
+		// Open: the directory above a held name moves, the hold with it,
+		// and a new one takes its name.
+		probe{"rename-parent", "mv " + w + "/src/moved " + w + "/src/gone && " + fails("touch "+w+"/src/gone/.git/x", erofs) + " && mkdir -p " + w + "/src/moved/.git && touch " + w + "/src/moved/.git/x", true},
+	)
+	p := r.policy(WorkspaceWrite)
+	p.Private = true
+	rs, err := Build(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rs.Close()
+	runBuilt(t, rs, p.Workdir, probes)
+	assertPrivate(t, rs)
+	if got := rs.Unheld(); len(got) != 0 {
+		t.Errorf("Unheld = %q, want nothing", got)
+	}
+	for f, want := range map[string]string{
+		"src/.claude/settings.json": "{}", "pkg/.mcp.json": "{}", "sub/.git/config": "[core]",
+		"sub/.git/hooks/x": "#!/bin/sh\n", "src/deep/.env": "APP=1\n", "lib/dev.env": "APP=2\n",
+	} {
+		if b, err := os.ReadFile(filepath.Join(w, f)); err != nil || string(b) != want {
+			t.Errorf("%s = %q, %v; want it untouched", f, b, err)
+		}
+	}
+	if got, err := os.Readlink(w + "/lib/.env"); err != nil || got != "dev.env" {
+		t.Errorf("lib/.env links to %q, %v; want dev.env", got, err)
+	}
+}
+
+// TestNestedWalk: the walk finds the held names below the top (the top's
+// own are the ruleset's), enters neither a held name, nor a link, nor
+// node_modules, follows a held name that is a link, and stops at its
+// budget saying where; the same tree gives the same walk.
+func TestNestedWalk(t *testing.T) {
+	held := workspace.ConfigNames()
+	cases := []struct {
+		name   string
+		budget walkBudget
+		names  []string // relative to the working directory
+		links  []string
+		cut    string // a part of Cut, or "" for none
+	}{
+		{"whole", nestedBudget, []string{"far/.git", "pkg/.mcp.json", "src/.claude", "src/deep/.env", "sub/.git"}, []string{"lib/.env"}, ""},
+		{"shallow", walkBudget{entries: 1000, depth: 1}, []string{"far/.git", "pkg/.mcp.json", "src/.claude", "sub/.git"}, []string{"lib/.env"}, "stopped at WORK/src/deep, 1 directories deep"},
+		// The top's 8 entries and far's 1; lib's 2 would pass 10.
+		{"few entries", walkBudget{entries: 10, depth: 32}, []string{"far/.git"}, nil, "stopped after 9 entries, at WORK/lib "},
+	}
+	work := t.TempDir()
+	nestedTree(t, work)
+	for _, d := range []string{".git/hooks", "node_modules/m/.git", "far/.git/x/.claude", "src/.claude/.git"} {
+		if err := os.MkdirAll(filepath.Join(work, d), 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := os.Symlink(work+"/src", work+"/srclink"); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink(work, work+"-link"); err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			w := walkNested(work, held, c.budget)
+			want := c.names
+			cut := strings.ReplaceAll(c.cut, "WORK", work)
+			var got, links []string
+			for _, n := range w.Names {
+				got = append(got, strings.TrimPrefix(n, work+"/"))
+			}
+			for _, l := range w.Links {
+				links = append(links, strings.TrimPrefix(l.paths[0], work+"/"))
+				if !l.held || !l.link || l.paths[len(l.paths)-1] != work+"/lib/dev.env" {
+					t.Errorf("the link %s followed as %+v, want a held link ending at lib/dev.env", l.paths[0], l)
+				}
+			}
+			if !slices.Equal(got, want) || !slices.Equal(links, c.links) {
+				t.Errorf("walk found %q and links %q, want %q and %q", got, links, want, c.links)
+			}
+			if (w.Cut == "") != (cut == "") || !strings.Contains(w.Cut, cut) {
+				t.Errorf("Cut = %q, want one saying %q", w.Cut, cut)
+			}
+			if again := walkNested(work, held, c.budget); !reflect.DeepEqual(again, w) {
+				t.Errorf("a second walk of the same tree gave %+v, want %+v", again, w)
+			}
+			if linked := walkNested(work+"-link", held, c.budget); !reflect.DeepEqual(linked, w) {
+				t.Errorf("the walk of a link to the tree gave %+v, want the tree's %+v", linked, w)
+			}
+		})
+	}
+}
+
+// TestSandboxNestedWalkCut: a walk its budget cuts is reported as the
+// run's held links that could not be held are (Unheld, a Warn record of
+// the run's log), through the plan a first stage is handed too, and the
+// names it reached before the cut are held.
+func TestSandboxNestedWalkCut(t *testing.T) {
+	requirePrivate(t)
+	r := newRig(t)
+	nestedTree(t, r.work)
+	saved := nestedBudget
+	nestedBudget = walkBudget{entries: 1000, depth: 1}
+	defer func() { nestedBudget = saved }()
+	p := r.policy(WorkspaceWrite)
+	p.Private = true
+	rs, err := Build(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rs.Close()
+	var pl privatePlan
+	if err := json.Unmarshal(rs.PrivatePlan(), &pl); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(pl.Walk, r.work+"/src/deep") {
+		t.Errorf("the plan's Walk = %q, want it to name %s/src/deep, where it stopped", pl.Walk, r.work)
+	}
+	runBuilt(t, rs, p.Workdir, []probe{
+		{"write-nested-config", fails("echo x >> "+r.work+"/sub/.git/config", erofs), true},
+		{"write-beyond-the-cut", "echo X=1 >> " + r.work + "/src/deep/.env", true},
+	})
+	if got := rs.Unheld(); len(got) != 1 || got[0] != pl.Walk {
+		t.Errorf("Unheld = %q, want the walk's cut %q", got, pl.Walk)
+	}
+}
+
+// BenchmarkNestedWalk pairs the private roots' plan of a working
+// directory at WorkspaceWrite without the walk for held names below its
+// top and with it: the working directory is this module's checkout, or
+// the tree CLINVOKE_NESTED_TREE names (a copy of a large node_modules
+// under another name, say).
+func BenchmarkNestedWalk(b *testing.B) {
+	work, err := filepath.Abs("../..")
+	if err != nil {
+		b.Fatal(err)
+	}
+	if dir := os.Getenv("CLINVOKE_NESTED_TREE"); dir != "" {
+		work = dir
+	}
+	p := Policy{Level: WorkspaceWrite, Workdir: work, Temp: b.TempDir(), Held: workspace.ConfigNames(), Private: true}
+	saved := nestedBudget
+	defer func() { nestedBudget = saved }()
+	for _, c := range []struct {
+		name   string
+		budget walkBudget
+	}{{"without", walkBudget{depth: -1}}, {"with", saved}} {
+		b.Run(c.name, func(b *testing.B) {
+			nestedBudget = c.budget
+			var pl *privatePlan
+			for b.Loop() {
+				pl, _ = planPrivate(p, nil)
+			}
+			b.ReportMetric(float64(len(pl.Nested)), "names")
+			if pl.Walk != "" && c.name == "with" {
+				b.Logf("cut: %s", pl.Walk)
+			}
+		})
+	}
+}
+
+// BenchmarkNestedHolds pairs the forking thread's work with the private
+// roots (BenchmarkRestrict's "private") for a working directory without
+// held names below its top and with 100 of them (a tree of vendored
+// repositories, each a .git bound read-only over itself).
+func BenchmarkNestedHolds(b *testing.B) {
+	requirePrivate(b)
+	for _, n := range []int{0, 100} {
+		b.Run("names="+strconv.Itoa(n), func(b *testing.B) {
+			r := newRig(b)
+			for i := range n {
+				if err := os.MkdirAll(filepath.Join(r.work, "src", "vendor", strconv.Itoa(i), ".git"), 0o755); err != nil {
+					b.Fatal(err)
+				}
+			}
+			p := r.policy(WorkspaceWrite)
+			p.Private = true
+			for b.Loop() {
+				b.StopTimer()
+				rs, err := Build(p)
+				if err != nil {
+					b.Fatal(err)
+				}
+				b.StartTimer()
+				if err := Retired(rs.Restrict); err != nil {
+					b.Fatal(err)
+				}
+				if ok, why := rs.Private(); !ok {
+					b.Fatalf("Private() = false (%s)", why)
+				}
+				b.StopTimer()
+				rs.Close()
+				b.StartTimer()
+			}
+		})
+	}
+}

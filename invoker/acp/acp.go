@@ -76,6 +76,12 @@
 // waiting when the turn is cancelled is answered with the outcome
 // cancelled, after session/cancel, as ACP asks.
 //
+// An agent with a sandbox of its own that cannot work inside the kernel's
+// (invoker.Sandbox), such as codex-acp's bubblewrap, is run with it off by
+// Agent.SandboxOff where the kernel holds the run's filesystem and
+// network; the session then sets no mode of Agent.Modes, and the kernel's
+// level is the ceiling of its commands (docs/sandbox.md).
+//
 // Request.MCPServers go with session/new (and session/load): a Command
 // server as a stdio server ({name, command, args, env}), a URL server as
 // an http server ({type "http", name, url, headers}), which needs the

@@ -110,7 +110,8 @@ func codexACPSandboxOff(approvals string) []string {
 
 // TestSandboxACPCodexSandboxOff: codex-acp 0.16.0 with Agent.SandboxOff
 // (Codex's danger-full-access and an approval policy, by -c) runs at
-// WorkspaceWrite under the kernel's sandbox, with the e2e's modes, whose
+// WorkspaceWrite (and ReadOnly, where the kernel refuses its writes) under
+// the kernel's sandbox, with the e2e's modes, whose
 // auto would fail there (it writes the project's trust to config.toml,
 // held read-only). The engine gives it the network rules "none". Under
 // "never" nothing is asked: its patch and its command write in the
@@ -122,14 +123,18 @@ func codexACPSandboxOff(approvals string) []string {
 func TestSandboxACPCodexSandboxOff(t *testing.T) {
 	tests := []struct {
 		name      string
+		perm      invoker.Permission
 		approvals string   // approval_policy
 		approve   bool     // the request has an Approve callback allowing everything
 		ran       bool     // the command ran
+		wrote     bool     // the patch and the command's write were made in the project
 		cancelled bool     // codex-acp ends the turn as cancelled
 		asked     []string // the kinds the callback is asked about
 	}{
-		{name: "never", approvals: `"never"`, ran: true},
-		{name: "untrusted with Approve", approvals: `"untrusted"`, approve: true, cancelled: true, asked: []string{"file_change"}},
+		{name: "never", perm: invoker.WorkspaceWrite, approvals: `"never"`, ran: true, wrote: true},
+		{name: "never at ReadOnly", perm: invoker.ReadOnly, approvals: `"never"`, ran: true},
+		{name: "untrusted with Approve", perm: invoker.WorkspaceWrite, approvals: `"untrusted"`, approve: true, wrote: true,
+			cancelled: true, asked: []string{"file_change"}},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -164,7 +169,7 @@ func TestSandboxACPCodexSandboxOff(t *testing.T) {
 					fakemodel.Shell("echo ran; touch src/inside.txt; touch "+outside+"; echo outside=$?; "+
 						"curl -sS -m 30 http://denied.test/probe"),
 					fakemodel.EchoToolResult("after: "))
-				req := r.sandboxed("run it", invoker.WorkspaceWrite)
+				req := r.sandboxed("run it", tc.perm)
 				var a approvals
 				if tc.approve {
 					req.Approve = a.decide(invoker.Decision{Allow: true})
@@ -185,15 +190,16 @@ func TestSandboxACPCodexSandboxOff(t *testing.T) {
 				if res.Sandbox != "filesystem,network" {
 					t.Errorf("Result.Sandbox = %q, want filesystem,network", res.Sandbox)
 				}
-				if b, err := os.ReadFile(patched); err != nil || !strings.Contains(string(b), "by patch") {
-					t.Errorf("the patch inside the project: %q, %v", b, err)
+				b, err := os.ReadFile(patched)
+				if patchedOK := err == nil && strings.Contains(string(b), "by patch"); patchedOK != tc.wrote {
+					t.Errorf("the patch inside the project: %q, %v; want it made: %v", b, err, tc.wrote)
 				}
 				if got := strings.Contains(res.Text, "ran\n"); got != tc.ran {
 					t.Errorf("the command ran: %v, want %v", got, tc.ran)
 				}
 				if tc.ran {
-					if _, err := os.Stat(filepath.Join(r.workdir, "src", "inside.txt")); err != nil {
-						t.Errorf("the command's write inside the project: %v", err)
+					if _, err := os.Stat(filepath.Join(r.workdir, "src", "inside.txt")); (err == nil) != tc.wrote {
+						t.Errorf("the command's write inside the project: %v, want it made: %v", err, tc.wrote)
 					}
 					if !strings.Contains(res.Text, "outside=1\n") {
 						t.Errorf("the touch outside the project did not fail")

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -94,6 +95,130 @@ func TestSandboxACPCodexLegacyLandlock(t *testing.T) {
 				_, err = os.Stat(filepath.Join(r.workdir, "src", "inside.txt"))
 				if wrote := err == nil; wrote != tc.wrote {
 					t.Errorf("inside.txt written: %v, want %v", wrote, tc.wrote)
+				}
+			})
+		})
+	}
+}
+
+// codexACPSandboxOff turns codex-acp's own sandbox off with approvals
+// (a TOML value of approval_policy): Codex's danger-full-access, set when
+// the session opens, so that no mode is set after.
+func codexACPSandboxOff(approvals string) []string {
+	return []string{"-c", `sandbox_mode="danger-full-access"`, "-c", "approval_policy=" + approvals}
+}
+
+// TestSandboxACPCodexSandboxOff: codex-acp 0.16.0 with Agent.SandboxOff
+// (Codex's danger-full-access and an approval policy, by -c) runs at
+// WorkspaceWrite (and ReadOnly, where the kernel refuses its writes) under
+// the kernel's sandbox, with the e2e's modes, whose
+// auto would fail there (it writes the project's trust to config.toml,
+// held read-only). The engine gives it the network rules "none". Under
+// "never" nothing is asked: its patch and its command write in the
+// project, the command's write outside it is refused by the kernel, its
+// curl by the proxy. Under "untrusted" with an Approve callback, the
+// patch goes to the callback and the command is declined by the level
+// without asking (execute is Unlimited's). config.toml stays as it was
+// (docs/acp-agents.md).
+func TestSandboxACPCodexSandboxOff(t *testing.T) {
+	tests := []struct {
+		name      string
+		perm      invoker.Permission
+		approvals string   // approval_policy
+		approve   bool     // the request has an Approve callback allowing everything
+		ran       bool     // the command ran
+		wrote     bool     // the patch and the command's write were made in the project
+		cancelled bool     // codex-acp ends the turn as cancelled
+		asked     []string // the kinds the callback is asked about
+	}{
+		{name: "never", perm: invoker.WorkspaceWrite, approvals: `"never"`, ran: true, wrote: true},
+		{name: "never at ReadOnly", perm: invoker.ReadOnly, approvals: `"never"`, ran: true},
+		{name: "untrusted with Approve", perm: invoker.WorkspaceWrite, approvals: `"untrusted"`, approve: true, wrote: true,
+			cancelled: true, asked: []string{"file_change"}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			forEachRig(t, []cli{*acpNamed("codex-acp")}, func(t *testing.T, r *rig) {
+				config := filepath.Join(r.home, ".codex", "config.toml")
+				before, err := os.ReadFile(config)
+				if err != nil {
+					t.Fatal(err)
+				}
+				r.inv = acp.New(acp.Agent{Name: "codex-acp", Command: []string{"codex-acp"},
+					Modes: map[invoker.Permission]string{invoker.ReadOnly: "read-only", invoker.WorkspaceWrite: "auto",
+						invoker.Unlimited: "full-access"},
+					SandboxOff: codexACPSandboxOff(tc.approvals)}, r.opts)
+				// An existing directory: nothing new is made at the top of
+				// the project at WorkspaceWrite.
+				if err := os.Mkdir(filepath.Join(r.workdir, "src"), 0o755); err != nil {
+					t.Fatal(err)
+				}
+				// A directory anyone may write, outside the project and
+				// outside /tmp (the run has its own).
+				dir, err := os.MkdirTemp("/var/tmp", "clinvoke-e2e-outside-")
+				if err != nil {
+					t.Fatal(err)
+				}
+				t.Cleanup(func() { os.RemoveAll(dir) })
+				if err := os.Chmod(dir, 0o777); err != nil {
+					t.Fatal(err)
+				}
+				outside := filepath.Join(dir, "outside.txt")
+				patched := filepath.Join(r.workdir, "src", "patched.txt")
+				r.srv.Enqueue(twoWayOf(t, "codex").write(patched, "by patch"),
+					fakemodel.Shell("echo ran; touch src/inside.txt; touch "+outside+"; echo outside=$?; "+
+						"curl -sS -m 30 http://denied.test/probe"),
+					fakemodel.EchoToolResult("after: "))
+				req := r.sandboxed("run it", tc.perm)
+				var a approvals
+				if tc.approve {
+					req.Approve = a.decide(invoker.Decision{Allow: true})
+				}
+				req.OnEvent = func(ev invoker.Event) {
+					if ev.Kind == invoker.KindWarning {
+						t.Logf("warning: %s", ev.Text)
+					}
+				}
+				res, err := r.invoke(context.Background(), req)
+				switch {
+				case tc.cancelled && (err == nil || !strings.Contains(err.Error(), "cancelled")):
+					t.Errorf("Invoke() error = %v, want the turn cancelled by codex-acp", err)
+				case !tc.cancelled && err != nil:
+					t.Fatalf("Invoke() error = %v; stderr tail:\n%s", err, res.Stderr)
+				}
+				t.Logf("answer: %.600s", res.Text)
+				if res.Sandbox != "filesystem,network" {
+					t.Errorf("Result.Sandbox = %q, want filesystem,network", res.Sandbox)
+				}
+				b, err := os.ReadFile(patched)
+				if patchedOK := err == nil && strings.Contains(string(b), "by patch"); patchedOK != tc.wrote {
+					t.Errorf("the patch inside the project: %q, %v; want it made: %v", b, err, tc.wrote)
+				}
+				if got := strings.Contains(res.Text, "ran\n"); got != tc.ran {
+					t.Errorf("the command ran: %v, want %v", got, tc.ran)
+				}
+				if tc.ran {
+					if _, err := os.Stat(filepath.Join(r.workdir, "src", "inside.txt")); (err == nil) != tc.wrote {
+						t.Errorf("the command's write inside the project: %v, want it made: %v", err, tc.wrote)
+					}
+					if !strings.Contains(res.Text, "outside=1\n") {
+						t.Errorf("the touch outside the project did not fail")
+					}
+					if !strings.Contains(res.Text, "denied.test:80 denied") {
+						t.Errorf("the proxy did not refuse curl to denied.test")
+					}
+				}
+				absent(t, outside, "the write outside the project happened")
+				if after, _ := os.ReadFile(config); string(after) != string(before) {
+					t.Errorf("config.toml changed: %q, want %q", after, before)
+				}
+				var kinds []string
+				for _, ap := range a.list() {
+					t.Logf("asked: %s %q %v", ap.Kind, ap.Command, ap.Paths)
+					kinds = append(kinds, ap.Kind)
+				}
+				if !slices.Equal(kinds, tc.asked) {
+					t.Errorf("Approve was asked about %q, want %q", kinds, tc.asked)
 				}
 			})
 		})

@@ -76,6 +76,12 @@
 // waiting when the turn is cancelled is answered with the outcome
 // cancelled, after session/cancel, as ACP asks.
 //
+// An agent with a sandbox of its own that cannot work inside the kernel's
+// (invoker.Sandbox), such as codex-acp's bubblewrap, is run with it off by
+// Agent.SandboxOff where the kernel holds the run's filesystem and
+// network; the session then sets no mode of Agent.Modes, and the kernel's
+// level is the ceiling of its commands (docs/sandbox.md).
+//
 // Request.MCPServers go with session/new (and session/load): a Command
 // server as a stdio server ({name, command, args, env}), a URL server as
 // an http server ({type "http", name, url, headers}), which needs the
@@ -169,6 +175,31 @@ type Agent struct {
 	// own login.
 	AuthMethod string
 
+	// SandboxOff holds the arguments that turn the agent's own sandbox
+	// off, for an agent that runs its commands in a sandbox of its own
+	// that cannot work inside the kernel's filesystem sandbox
+	// (invoker.Sandbox), such as codex-acp's bubblewrap:
+	//
+	//	{"-c", `sandbox_mode="danger-full-access"`, "-c", `approval_policy="never"`}
+	//
+	// With SandboxOff set, the agent is run as package codex runs Codex
+	// (driver.SandboxNester): below Unlimited, a run that asks for the
+	// sandbox gets the network rules "none" (its model endpoint and MCP
+	// servers only) unless it gives its own, where the host holds the
+	// network part; where it does not, the "available" form runs without
+	// the sandbox and the "required" form fails with invoker.ErrSandbox.
+	// Where the kernel holds the run's filesystem and network, SandboxOff
+	// goes on the command line (after Command's arguments, before
+	// Request.ExtraArgs) and the session sets none of Modes: it keeps the
+	// mode it opened in, since the agent's modes set its own sandbox again
+	// (codex-acp's auto and full-access also write the project's trust to
+	// its config.toml, which the kernel's sandbox holds read-only). The
+	// kernel's level is then the ceiling of every command, and requests for
+	// permission are still answered from the level or by Approve; which
+	// ones the agent asks is set by SandboxOff (docs/acp-agents.md).
+	// Elsewhere SandboxOff is not used.
+	SandboxOff []string
+
 	// InstallHint is the command that installs the agent, named in the
 	// error when Command[0] is not found, such as
 	// "npm install -g @google/gemini-cli".
@@ -184,8 +215,12 @@ func New(agent Agent, opts ...invoker.Options) invoker.Invoker {
 	agent.Command = slices.Clone(agent.Command)
 	agent.Env = slices.Clone(agent.Env)
 	agent.Modes = maps.Clone(agent.Modes)
+	agent.SandboxOff = slices.Clone(agent.SandboxOff)
 	if agent.Name == "" {
 		agent.Name = filepath.Base(agent.Command[0])
+	}
+	if len(agent.SandboxOff) > 0 {
+		return driver.New(&nester{backend{a: agent}}, opts...)
 	}
 	return driver.New(&backend{a: agent}, opts...)
 }
@@ -271,7 +306,11 @@ func (b *backend) NewDecoder(*invoker.Request) driver.Decoder { return nil }
 
 // SessionCommand starts the agent's ACP mode.
 func (b *backend) SessionCommand(req *invoker.SessionRequest) (*driver.Command, error) {
-	args := append(slices.Clone(b.a.Command[1:]), req.ExtraArgs...)
+	args := slices.Clone(b.a.Command[1:])
+	if b.ownSandboxOff(req.Sandbox) {
+		args = append(args, b.a.SandboxOff...)
+	}
+	args = append(args, req.ExtraArgs...)
 	// ACP adapters serve until stopped (claude-code-acp keeps its input
 	// open on purpose, codex-acp stays up at its end): Close stops them
 	// with the ladder after a second, as the end of the conversation.
@@ -281,9 +320,15 @@ func (b *backend) SessionCommand(req *invoker.SessionRequest) (*driver.Command, 
 // NewSessionProtocol returns the ACP client of one session.
 func (b *backend) NewSessionProtocol(req *invoker.SessionRequest) driver.SessionProtocol {
 	env := append(slices.Clone(b.a.Env), req.Env...)
+	modes := b.a.Modes
+	if b.ownSandboxOff(req.Sandbox) {
+		// The agent's modes set its own sandbox: the session keeps the
+		// mode SandboxOff opened it in.
+		modes = nil
+	}
 	return internal.New(&internal.Config{
 		Name:       b.a.Name,
-		Modes:      b.a.Modes,
+		Modes:      modes,
 		AuthMethod: b.a.AuthMethod,
 		LookupEnv: func(key string) (string, bool) {
 			// The last entry wins, as in the agent's environment.

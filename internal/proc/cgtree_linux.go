@@ -387,7 +387,8 @@ func queueRemoval(add func(), log *slog.Logger) {
 // runtime's others wakes its poller, which took 12-13 µs of a cancel's
 // return (medians of 150 cancels under chrt -f 50), the most of
 // closeLater's 14-15. A flush re-arms itself while a tree counted as
-// prepared has not queued its files yet (its CLI still exiting).
+// prepared has not queued its files yet (its CLI still exiting): every
+// removeDelay, for as long as the ladder waits for that CLI at most.
 func armRemovals() {
 	removals.mu.Lock()
 	defer removals.mu.Unlock()
@@ -412,15 +413,18 @@ func removeQueued() {
 	fds, prepared := removals.fds, removals.prepared
 	removals.queue, removals.v1, removals.pending = nil, nil, false
 	removals.fds, removals.prepared = nil, 0
+	if preparedTrees.Load() > prepared {
+		// A prepared tree's Wait is still to come: keep a flush
+		// scheduled for its files (see armRemovals), decided under
+		// the lock, so that a Wait queueing its files meanwhile finds
+		// it scheduled.
+		armRemovalsLocked()
+	}
 	removals.mu.Unlock()
 	for _, fd := range fds {
 		unix.Close(fd)
 	}
-	if preparedTrees.Add(-prepared) > 0 {
-		// A prepared tree's Wait is still to come: keep a flush
-		// scheduled for its files (see armRemovals).
-		armRemovals()
-	}
+	preparedTrees.Add(-prepared)
 	for _, c := range queue {
 		if err := c.removeAll(); err != nil {
 			log.Warn("proc: removing a tree's cgroup", "cgroup", c.dir, "err", err)

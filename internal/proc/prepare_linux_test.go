@@ -197,7 +197,9 @@ func TestPrepareArmsRemovals(t *testing.T) {
 		t.Fatalf("Kill() survivors %v", rep.Survivors)
 	}
 	r.wait()
-	if !pending() {
+	if !pending() && preparedTrees.Load() != counted {
+		// Not scheduled, and not flushed already by the one armed
+		// before (removeDelay may pass on a loaded host).
 		t.Error("after Wait, no flush scheduled for the tree's files")
 	}
 	ahead.SettleAll()

@@ -34,6 +34,7 @@ func TestStagePrivateSkipped(t *testing.T) {
 	_, ruleset := built(t, Policy{Level: ReadOnly, Workdir: work, Temp: work})
 	name := "/tmp/clinvoke-stage-" + filepath.Base(work)
 	cmd := exec.Command("/bin/sh", "-c", "echo x > "+name+" && cat "+name)
+	cmd.Dir = "/" // not the test's own, which may lie beneath /tmp
 	s, err := Wrap(cmd, ruleset, []byte(`{"binds":[],"links":["`+locked+`"]}`))
 	if err != nil {
 		t.Fatal(err)
@@ -68,6 +69,7 @@ func TestStageNamespaceHeld(t *testing.T) {
 	work := t.TempDir()
 	rs, ruleset := built(t, Policy{Level: ReadOnly, Workdir: work, Temp: work, Private: true})
 	cmd := exec.Command("/bin/readlink", "/proc/self/ns/mnt")
+	cmd.Dir = "/" // not the test's own, which may lie beneath /tmp
 	s, err := Wrap(cmd, ruleset, rs.PrivatePlan())
 	if err != nil {
 		t.Fatal(err)
@@ -178,6 +180,11 @@ func BenchmarkStage(b *testing.B) {
 func stageRun(t *testing.T, p Policy, cmd *exec.Cmd, edit func(*exec.Cmd)) (serr, werr error, out string) {
 	t.Helper()
 	rs, ruleset := built(t, p)
+	if cmd.Dir == "" {
+		// The test's own directory may lie beneath /tmp, which the
+		// private roots cover.
+		cmd.Dir = p.Workdir
+	}
 	s, err := Wrap(cmd, ruleset, rs.PrivatePlan())
 	if err != nil {
 		t.Fatal(err)

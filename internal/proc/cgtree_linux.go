@@ -386,9 +386,11 @@ func queueRemoval(add func(), log *slog.Logger) {
 // scheduled and queues its files alone: arming a timer sooner than the
 // runtime's others wakes its poller, which took 12-13 µs of a cancel's
 // return (medians of 150 cancels under chrt -f 50), the most of
-// closeLater's 14-15. A flush re-arms itself while a tree counted as
-// prepared has not queued its files yet (its CLI still exiting): every
-// removeDelay, for as long as the ladder waits for that CLI at most.
+// closeLater's 14-15. A CLI that takes longer than removeDelay to exit
+// finds the flush gone and arms the next itself, as before: a flush does
+// not re-arm itself for trees still exiting, which would wake the
+// process every removeDelay for as long as one does not exit (a process
+// stuck in the kernel).
 func armRemovals() {
 	removals.mu.Lock()
 	defer removals.mu.Unlock()
@@ -405,21 +407,13 @@ func armRemovalsLocked() {
 
 // removeQueued closes the queued descriptors, takes their trees off
 // preparedTrees, and removes every queued cgroup. A flush already
-// scheduled finds the queue empty. While trees stay counted as prepared,
-// it schedules the next flush.
+// scheduled finds the queue empty.
 func removeQueued() {
 	removals.mu.Lock()
 	queue, v1, log := removals.queue, removals.v1, removals.log
 	fds, prepared := removals.fds, removals.prepared
 	removals.queue, removals.v1, removals.pending = nil, nil, false
 	removals.fds, removals.prepared = nil, 0
-	if preparedTrees.Load() > prepared {
-		// A prepared tree's Wait is still to come: keep a flush
-		// scheduled for its files (see armRemovals), decided under
-		// the lock, so that a Wait queueing its files meanwhile finds
-		// it scheduled.
-		armRemovalsLocked()
-	}
 	removals.mu.Unlock()
 	for _, fd := range fds {
 		unix.Close(fd)

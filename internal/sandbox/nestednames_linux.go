@@ -5,6 +5,7 @@ package sandbox
 import (
 	"bytes"
 	"encoding/binary"
+	"errors"
 	"fmt"
 	"path/filepath"
 	"slices"
@@ -72,19 +73,36 @@ func walkNested(dir string, held []string, budget walkBudget) nestedWalk {
 		dir   string
 		depth int
 	}
+	top, err := unix.Open(dir, unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return w
+	}
+	defer unix.Close(top)
 	queue := []level{{dir, 0}}
 	read := 0
+	var unlisted []string
 	var buf [32 << 10]byte
 	for len(queue) > 0 {
 		d := queue[0]
 		queue = queue[1:]
 		if d.depth > budget.depth {
-			w.Cut = fmt.Sprintf("the walk for held names below the top of %s stopped at %s, %d directories deep (names below it, and in %d more directories as deep, are not held)", dir, d.dir, budget.depth, len(queue))
+			w.Cut = fmt.Sprintf("the walk for held names below the top of %s stopped at %s, past its depth of %d (names below it, and in %d more directories as deep, are not held)", dir, d.dir, budget.depth, len(queue))
 			break
 		}
-		entries, err := listDir(d.dir, buf[:])
+		rel := "."
+		if d.dir != dir {
+			rel = d.dir[len(dir)+1:]
+		}
+		entries, err := listDir(top, rel, buf[:])
+		if errors.Is(err, unix.ENOENT) {
+			continue // gone
+		}
 		if err != nil {
-			continue // the run's user cannot list it either, or it is gone
+			// The run's user may not list it either, but may know a name
+			// in it; or it was replaced by a symbolic link since its
+			// parent was listed, which the walk does not follow.
+			unlisted = append(unlisted, d.dir)
+			continue
 		}
 		if read+len(entries) > budget.entries {
 			w.Cut = fmt.Sprintf("the walk for held names below the top of %s stopped after %d entries, at %s (names in it and in %d more directories are not held)", dir, read, d.dir, len(queue))
@@ -113,6 +131,16 @@ func walkNested(dir string, held []string, budget walkBudget) nestedWalk {
 			}
 		}
 	}
+	if len(unlisted) > 0 {
+		if w.Cut != "" {
+			w.Cut += "; "
+		}
+		w.Cut += fmt.Sprintf("the walk for held names below the top of %s could not list %s", dir, unlisted[0])
+		if len(unlisted) > 1 {
+			w.Cut += fmt.Sprintf(" and %d more directories", len(unlisted)-1)
+		}
+		w.Cut += " (names in them are not held)"
+	}
 	slices.Sort(w.Names)
 	slices.SortFunc(w.Links, func(a, b chain) int { return strings.Compare(a.paths[0], b.paths[0]) })
 	return w
@@ -125,14 +153,19 @@ type dirent struct {
 	dir  bool
 }
 
-// listDir returns the entries of the directory at path (not following a
-// final symbolic link), in the file system's order, but "." and "..",
-// read with buf: the
+// listDir returns the entries of the directory at path, relative to the
+// directory top and beneath it, reached through no symbolic link (a
+// directory replaced by one since its parent was listed is not followed
+// out of the working directory: ELOOP), in the file system's order, but
+// "." and "..", read with buf: the
 // fewest system calls a listing takes (os.ReadDir also registers the
 // descriptor with the poller and sorts), since a walk lists thousands.
 // An entry whose type the file system does not give is asked for it.
-func listDir(path string, buf []byte) ([]dirent, error) {
-	fd, err := unix.Open(path, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+func listDir(top int, path string, buf []byte) ([]dirent, error) {
+	fd, err := unix.Openat2(top, path, &unix.OpenHow{
+		Flags:   unix.O_RDONLY | unix.O_DIRECTORY | unix.O_NOFOLLOW | unix.O_CLOEXEC,
+		Resolve: unix.RESOLVE_BENEATH | unix.RESOLVE_NO_SYMLINKS,
+	})
 	if err != nil {
 		return nil, err
 	}

@@ -13,6 +13,7 @@ import (
 	"testing"
 
 	"github.com/clinvoke/clinvoke/internal/workspace"
+	"golang.org/x/sys/unix"
 )
 
 // nestedTree adds to the working directory work the held names below its
@@ -153,7 +154,7 @@ func TestNestedWalk(t *testing.T) {
 		cut    string // a part of Cut, or "" for none
 	}{
 		{"whole", nestedBudget, []string{"far/.git", "pkg/.mcp.json", "src/.claude", "src/deep/.env", "sub/.git"}, []string{"lib/.env"}, ""},
-		{"shallow", walkBudget{entries: 1000, depth: 1}, []string{"far/.git", "pkg/.mcp.json", "src/.claude", "sub/.git"}, []string{"lib/.env"}, "stopped at WORK/src/deep, 1 directories deep"},
+		{"shallow", walkBudget{entries: 1000, depth: 1}, []string{"far/.git", "pkg/.mcp.json", "src/.claude", "sub/.git"}, []string{"lib/.env"}, "stopped at WORK/src/deep, past its depth of 1"},
 		// The top's 8 entries and far's 1; lib's 2 would pass 10.
 		{"few entries", walkBudget{entries: 10, depth: 32}, []string{"far/.git"}, nil, "stopped after 9 entries, at WORK/lib "},
 	}
@@ -232,6 +233,85 @@ func TestSandboxNestedWalkCut(t *testing.T) {
 	})
 	if got := rs.Unheld(); len(got) != 1 || got[0] != pl.Walk {
 		t.Errorf("Unheld = %q, want the walk's cut %q", got, pl.Walk)
+	}
+}
+
+// TestNestedListDir: the walk lists a directory beneath the working
+// directory's top only through no symbolic link: a directory replaced by a
+// link (to one outside, or inside) since its parent was listed is not
+// listed, nor is a path out of the top.
+func TestNestedListDir(t *testing.T) {
+	work, outside := t.TempDir(), t.TempDir()
+	for _, d := range []string{work + "/a/b", outside + "/secret/.git"} {
+		if err := os.MkdirAll(d, 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for link, target := range map[string]string{"out": outside + "/secret", "in": "a", "a/up": ".."} {
+		if err := os.Symlink(target, filepath.Join(work, link)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	top, err := unix.Open(work, unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer unix.Close(top)
+	var buf [4096]byte
+	for _, tc := range []struct {
+		path string
+		ok   bool
+	}{
+		{".", true}, {"a", true}, {"a/b", true},
+		{"out", false}, {"in", false}, {"in/b", false}, {"a/up", false}, {"..", false}, {outside, false},
+	} {
+		_, err := listDir(top, tc.path, buf[:])
+		if (err == nil) != tc.ok {
+			t.Errorf("listDir(%q) = %v, want listed %v", tc.path, err, tc.ok)
+		}
+	}
+}
+
+// TestSandboxNestedLinkToDir: a nested repository whose .git is a
+// symbolic link to a directory elsewhere in the working directory (as the
+// repo tool lays projects out) has that directory held whole: a new hook
+// and a write to its config are refused. A held name linked to a directory
+// the working directory lies in is not held (it would hold the run's whole
+// tree) and is named in Unheld.
+func TestSandboxNestedLinkToDir(t *testing.T) {
+	requirePrivate(t)
+	r := newRig(t)
+	w := r.work
+	for _, d := range []string{"proj/sub", "store/sub.git/hooks", "up"} {
+		if err := os.MkdirAll(filepath.Join(w, d), 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := os.WriteFile(w+"/store/sub.git/config", []byte("[core]\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for link, target := range map[string]string{"proj/sub/.git": "../../store/sub.git", "up/.claude": ".."} {
+		if err := os.Symlink(target, filepath.Join(w, link)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	p := r.policy(WorkspaceWrite)
+	p.Private = true
+	rs, err := Build(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rs.Close()
+	runBuilt(t, rs, p.Workdir, []probe{
+		{"new-hook-through-link", fails("echo x > "+w+"/proj/sub/.git/hooks/pre-commit", erofs), true},
+		{"write-config-through-link", fails("echo x >> "+w+"/proj/sub/.git/config", erofs), true},
+		{"write-beside", "echo x > " + w + "/up/notes.txt", true},
+	})
+	if _, err := os.Stat(w + "/proj/sub/.git/hooks/pre-commit"); err == nil {
+		t.Error("the hook was planted through the link")
+	}
+	if got := rs.Unheld(); len(got) != 1 || !strings.Contains(got[0], w+"/up/.claude") {
+		t.Errorf("Unheld = %q, want the link to the working directory named", got)
 	}
 }
 

@@ -55,11 +55,14 @@ type privatePlan struct {
 	// cannot be is left as it is (skipped), not fatal.
 	Links []string `json:"links,omitempty"`
 	// Nested are the held names below the top of the working directory
-	// at WorkspaceWrite (walkNested), bound read-only over themselves,
-	// whole; one that cannot be is skipped, as Links are. Walk says
-	// where the walk for them stopped short, or is empty.
+	// at WorkspaceWrite (walkNested), and the directories a held name's
+	// link leads to, bound read-only over themselves, whole; one that
+	// cannot be is skipped, as Links are. Walk says where the walk for
+	// them stopped short, or is empty; Unheld, why a held name's
+	// directory is not held.
 	Nested []string `json:"nested,omitempty"`
 	Walk   string   `json:"walk,omitempty"`
+	Unheld []string `json:"unheld,omitempty"`
 
 	skipped []string // the Links enter could not hold, and why
 }
@@ -192,6 +195,19 @@ func planPrivate(p Policy, chains []chain) (*privatePlan, string) {
 				continue // not the run's to see
 			}
 			fi, err := os.Lstat(q)
+			if err == nil && fi.IsDir() && c.held && i > 0 && !slices.Contains(pl.Nested, q) {
+				// A held name that is a link to a directory (a nested
+				// repository's .git kept elsewhere): the directory is
+				// held whole, as a held name that is one; but not one
+				// the working directory lies in, which would hold the
+				// run's whole tree.
+				if under(p.Workdir, q) {
+					pl.Unheld = append(pl.Unheld, fmt.Sprintf("%s is a symbolic link to %s, which holds the working directory: not held read-only", c.paths[0], q))
+				} else {
+					pl.Nested = append(pl.Nested, q)
+				}
+				continue
+			}
 			if err != nil || !(fi.Mode().IsRegular() || fi.Mode()&os.ModeSymlink != 0) || slices.Contains(pl.Settings, q) || slices.Contains(pl.Links, q) {
 				continue
 			}
@@ -559,6 +575,7 @@ func (pl *privatePlan) enter(b *builder) error {
 	if pl.Walk != "" {
 		pl.skipped = append(pl.skipped, pl.Walk)
 	}
+	pl.skipped = append(pl.skipped, pl.Unheld...)
 	if slices.Contains(mounted[:roots], "/tmp") {
 		n := len(mounted)
 		if err := shells.mount(&mounted); err != nil {
@@ -610,12 +627,22 @@ func holdFile(path string) (bool, error) { return hold(path, 0) }
 func holdTree(path string) (bool, error) { return hold(path, unix.AT_RECURSIVE) }
 
 // hold binds path read-only over itself, with the mounts beneath it where
-// flags has AT_RECURSIVE.
+// flags has AT_RECURSIVE. The path is looked up once (a final symbolic
+// link not followed), and the clone of what it found is mounted on that
+// same file: a directory above it renamed or replaced by a link between
+// two look-ups cannot have a file from elsewhere mounted at the path,
+// where the run would reach it through the path's rules. Wherever the
+// path leads, a file is bound over itself, which shows nothing new.
 func hold(path string, flags uint) (bool, error) {
-	fd, err := unix.OpenTree(unix.AT_FDCWD, path, unix.OPEN_TREE_CLONE|unix.O_CLOEXEC|unix.AT_SYMLINK_NOFOLLOW|flags)
+	at, err := unix.Openat2(unix.AT_FDCWD, path, &unix.OpenHow{Flags: unix.O_PATH | unix.O_NOFOLLOW | unix.O_CLOEXEC, Resolve: unix.RESOLVE_NO_MAGICLINKS})
 	if gone(err) {
 		return false, nil
 	}
+	if err != nil {
+		return false, fmt.Errorf("open %s: %w", path, err)
+	}
+	defer unix.Close(at)
+	fd, err := unix.OpenTree(at, "", unix.OPEN_TREE_CLONE|unix.O_CLOEXEC|unix.AT_EMPTY_PATH|flags)
 	if err != nil {
 		return false, fmt.Errorf("clone %s: %w", path, err)
 	}
@@ -623,7 +650,7 @@ func hold(path string, flags uint) (bool, error) {
 	if err := unix.MountSetattr(fd, "", unix.AT_EMPTY_PATH|flags&unix.AT_RECURSIVE, &unix.MountAttr{Attr_set: unix.MOUNT_ATTR_RDONLY}); err != nil {
 		return false, fmt.Errorf("make the clone of %s read-only: %w", path, err)
 	}
-	err = unix.MoveMount(fd, "", unix.AT_FDCWD, path, unix.MOVE_MOUNT_F_EMPTY_PATH)
+	err = unix.MoveMount(fd, "", at, "", unix.MOVE_MOUNT_F_EMPTY_PATH|unix.MOVE_MOUNT_T_EMPTY_PATH)
 	if gone(err) {
 		return false, nil
 	}

@@ -30,9 +30,10 @@ type walkBudget struct {
 }
 
 // nestedBudget is the walk a run's plan makes: a working directory of a
-// few thousand entries is walked whole in a millisecond or a few, and one
-// of more than 10,000 is cut after tens of milliseconds, the cut reported
-// (docs/sandbox.md, BenchmarkNestedWalk).
+// few thousand entries is walked whole in a millisecond or two, and one
+// of more than 10,000 is cut after about 20 ms on a quiet machine (more
+// under load or with a cold cache), the cut reported (docs/sandbox.md,
+// BenchmarkNestedWalk).
 var nestedBudget = walkBudget{entries: 10000, depth: 16}
 
 // unwalked are the directory names the walk does not enter: the

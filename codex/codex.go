@@ -199,14 +199,11 @@ func (backend) SandboxRefused() string {
 var _ driver.SandboxNester = backend{}
 
 // ownSandboxOff reports whether a run whose request carries sb runs
-// with Codex's own sandbox off: the engine tells a SandboxNester so with
-// Mode "required" and the network rules in force, where the kernel holds
-// the run's filesystem and network. Its level is then the kernel's, and
-// the library's judge of Codex's questions (approval.go) still asks the
-// program where it did.
-func ownSandboxOff(sb invoker.Sandbox) bool {
-	return sb.Mode == "required" && len(sb.Network) > 0
-}
+// with Codex's own sandbox off (driver.OwnSandboxOff), where the kernel
+// holds the run's filesystem and network. Its level is then the kernel's,
+// and the library's judge of Codex's questions (approval.go) still asks
+// the program where it did.
+func ownSandboxOff(sb invoker.Sandbox) bool { return driver.OwnSandboxOff(sb) }
 
 // sandboxed reports whether the kernel holds a run whose request carries
 // sb: the engine gives a SandboxNester Mode "required" where it does, and

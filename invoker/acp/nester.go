@@ -21,7 +21,7 @@ func (n *nester) SandboxRefused() string {
 // ownSandboxOff reports whether a session whose request carries sb runs
 // with the agent's own sandbox off: only an Agent with SandboxOff does,
 // where the engine says the kernel holds the run's filesystem and
-// network (Mode "required" and the network rules in force).
+// network (driver.OwnSandboxOff).
 func (b *backend) ownSandboxOff(sb invoker.Sandbox) bool {
-	return len(b.a.SandboxOff) > 0 && sb.Mode == "required" && len(sb.Network) > 0
+	return len(b.a.SandboxOff) > 0 && driver.OwnSandboxOff(sb)
 }

@@ -175,6 +175,14 @@ type SandboxNester interface {
 	SandboxRefused() string
 }
 
+// OwnSandboxOff reports whether a SandboxNester's run whose Request (or
+// SessionRequest) carries sb turns its CLI's own sandbox off: the engine
+// hands it Mode "required" with the network rules in force exactly where
+// the kernel holds the run's filesystem and network.
+func OwnSandboxOff(sb invoker.Sandbox) bool {
+	return sb.Mode == sandboxRequired && len(sb.Network) > 0
+}
+
 // A SessionRouter is a SessionBackend whose one-shot mode cannot honour
 // every Request its long-lived mode can (Codex's exec mode streams no
 // text as it is written, for one). Invoke asks it about each request, once

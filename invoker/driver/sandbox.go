@@ -122,7 +122,8 @@ func (a sandboxAsk) holds() bool { return a.on() && a.without == nil }
 // one its check decided, not the request's own (which may leave the mode
 // to Options.Sandbox, and cannot say whether the host holds it). It is
 // Mode "required" with the rules in force where the kernel holds the run
-// (a SandboxNester's "none" below Unlimited included), Mode "off" where it
+// (a SandboxNester's "none" below Unlimited included; none where the host
+// holds no network rules), Mode "off" where it
 // does not: so a backend knows what a CLI it configures runs inside (a
 // SandboxNester turns its own sandbox off; an ACP agent's command MCP
 // servers get NODE_OPTIONS).
@@ -130,7 +131,15 @@ func (a sandboxAsk) backendSandbox() invoker.Sandbox {
 	if !a.holds() {
 		return invoker.Sandbox{Mode: sandboxOff}
 	}
-	return invoker.Sandbox{Mode: sandboxRequired, Network: a.sb.Network, Hide: a.sb.Hide, Show: a.sb.Show}
+	network := a.sb.Network
+	if netWanted(a.sb) {
+		if _, err := netProbe(); err != nil {
+			// The "available" form where the host holds no network
+			// rules (startNet runs without them): none are in force.
+			network = nil
+		}
+	}
+	return invoker.Sandbox{Mode: sandboxRequired, Network: network, Hide: a.sb.Hide, Show: a.sb.Show}
 }
 
 // sandboxRefused returns why the backend's CLI cannot work inside the

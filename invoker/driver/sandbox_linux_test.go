@@ -502,7 +502,8 @@ func TestSandboxNester(t *testing.T) {
 // TestSandboxNesterWithoutNetwork: where the host holds the filesystem
 // alone, a CLI that cannot work inside it with its own sandbox on runs
 // without it under "available" below Unlimited; "required" fails before
-// anything starts, naming what is missing; at Unlimited it is held.
+// anything starts, naming what is missing; at Unlimited it is held, its
+// backend told of no network rules even where the run gave some.
 func TestSandboxNesterWithoutNetwork(t *testing.T) {
 	requireSandbox(t)
 	driver.SetNetProbe(t, "", &egress.NamespaceError{Op: "unshare(CLONE_NEWNET)", Err: syscall.EPERM,
@@ -510,6 +511,9 @@ func TestSandboxNesterWithoutNetwork(t *testing.T) {
 	runNester(t, []nesterCase{
 		{"available", invoker.WorkspaceWrite, nil, "", "ok", invoker.Sandbox{Mode: "off"}},
 		{"available", invoker.Unlimited, nil, "filesystem", "permission denied", invoker.Sandbox{Mode: "required"}},
+		// Network rules the host cannot hold are not in force: the
+		// backend is not told they are.
+		{"available", invoker.Unlimited, []string{"none"}, "filesystem", "permission denied", invoker.Sandbox{Mode: "required"}},
 	})
 	r := newSandboxRig(t)
 	s := fakeagent.Script{RecordDir: t.TempDir()}

@@ -3,6 +3,7 @@
 package proc
 
 import (
+	"errors"
 	"fmt"
 	"strconv"
 	"sync"
@@ -75,7 +76,7 @@ func hideStray() (restore func(), err error) {
 		switch {
 		case err == nil:
 			marked = append(marked, strayFD{fd, st.Dev, st.Ino})
-		case err != unix.EBADF:
+		case !errors.Is(err, unix.EBADF):
 			restore()
 			return nil, fmt.Errorf("proc: mark descriptor %d close-on-exec, which a sandboxed run must not inherit: %w", fd, err)
 		}

@@ -52,14 +52,7 @@ func TestSandboxProbeDotEnv(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			cx := newRig(t, cliNamed("codex"))
-			if tc.base != "" {
-				wd, err := os.MkdirTemp(tc.base, "clinvoke-e2e-dotenv-")
-				if err != nil {
-					t.Fatal(err)
-				}
-				t.Cleanup(func() { os.RemoveAll(wd) })
-				cx.workdir = wd
-			}
+			cx.workIn(tc.base, "clinvoke-e2e-dotenv-")
 			env := filepath.Join(cx.workdir, ".env")
 			if tc.link {
 				writeFile(t, env+".local", "APP_MODE=dev\n")

@@ -186,6 +186,22 @@ func newRig(t *testing.T, c *cli) *rig {
 	return r
 }
 
+// workIn makes the rig's working directory a new one beneath base
+// (named prefix and a random part, removed at the test's end), for a
+// test that needs it outside /tmp; an empty base keeps t.TempDir's.
+func (r *rig) workIn(base, prefix string) {
+	r.t.Helper()
+	if base == "" {
+		return
+	}
+	wd, err := os.MkdirTemp(base, prefix)
+	if err != nil {
+		r.t.Fatal(err)
+	}
+	r.t.Cleanup(func() { os.RemoveAll(wd) })
+	r.workdir = wd
+}
+
 // lookPathCI finds c on PATH, failing the test under CI=true and skipping
 // it otherwise when c is missing.
 func lookPathCI(t *testing.T, c *cli) string {

@@ -40,14 +40,7 @@ func TestSandboxProbeNestedConfig(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			cx := newRig(t, cliNamed("codex"))
-			if tc.base != "" {
-				wd, err := os.MkdirTemp(tc.base, "clinvoke-e2e-nested-")
-				if err != nil {
-					t.Fatal(err)
-				}
-				t.Cleanup(func() { os.RemoveAll(wd) })
-				cx.workdir = wd
-			}
+			cx.workIn(tc.base, "clinvoke-e2e-nested-")
 			settings := filepath.Join(cx.workdir, "sub", ".claude", "settings.json")
 			hook := filepath.Join(cx.workdir, "sub", ".git", "hooks", "pre-commit")
 			for _, d := range []string{filepath.Dir(settings), filepath.Dir(hook)} {

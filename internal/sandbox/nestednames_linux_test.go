@@ -365,23 +365,7 @@ func BenchmarkNestedHolds(b *testing.B) {
 			}
 			p := r.policy(WorkspaceWrite)
 			p.Private = true
-			for b.Loop() {
-				b.StopTimer()
-				rs, err := Build(p)
-				if err != nil {
-					b.Fatal(err)
-				}
-				b.StartTimer()
-				if err := Retired(rs.Restrict); err != nil {
-					b.Fatal(err)
-				}
-				if ok, why := rs.Private(); !ok {
-					b.Fatalf("Private() = false (%s)", why)
-				}
-				b.StopTimer()
-				rs.Close()
-				b.StartTimer()
-			}
+			benchRestrict(b, p)
 		})
 	}
 }

@@ -15,6 +15,7 @@ import (
 	"github.com/clinvoke/clinvoke/internal/sandbox"
 	"github.com/clinvoke/clinvoke/internal/testkit/fakemodel"
 	"github.com/clinvoke/clinvoke/invoker"
+	"github.com/clinvoke/clinvoke/invoker/acp"
 )
 
 // The filesystem sandbox with the real CLIs: a plain turn works at each
@@ -142,6 +143,32 @@ func TestSandboxACPAnswer(t *testing.T) {
 		}
 		if res.Text != "sandboxed answer" || res.Sandbox != "filesystem" {
 			t.Errorf("Text %q, Sandbox %q; want the answer, filesystem", res.Text, res.Sandbox)
+		}
+	})
+}
+
+// TestSandboxACPAnswerLevels: every ACP agent answers a turn under the
+// sandbox at WorkspaceWrite and Unlimited too (ReadOnly is
+// TestSandboxACPAnswer's), in the e2e's modes; codex-acp, whose modes
+// below Unlimited cannot work inside the kernel's sandbox, with
+// Agent.SandboxOff, as a program that runs it there sets it.
+func TestSandboxACPAnswerLevels(t *testing.T) {
+	forEachACP(t, func(t *testing.T, r *rig) {
+		if r.cli.name == "codex-acp" {
+			r.inv = acp.New(acp.Agent{Name: "codex-acp", Command: []string{"codex-acp"},
+				Modes: map[invoker.Permission]string{invoker.ReadOnly: "read-only", invoker.WorkspaceWrite: "auto",
+					invoker.Unlimited: "full-access"},
+				SandboxOff: codexACPSandboxOff(`"never"`)}, r.opts)
+		}
+		for _, perm := range []invoker.Permission{invoker.WorkspaceWrite, invoker.Unlimited} {
+			r.srv.Enqueue(fakemodel.Answer("sandboxed answer"))
+			res, err := r.invoke(context.Background(), r.sandboxed("say hello", perm))
+			if err != nil {
+				t.Fatalf("%s: Invoke() error = %v; stderr tail:\n%s", perm, err, res.Stderr)
+			}
+			if res.Text != "sandboxed answer" || !strings.HasPrefix(res.Sandbox, "filesystem") {
+				t.Errorf("%s: Text %q, Sandbox %q; want the answer, held", perm, res.Text, res.Sandbox)
+			}
 		}
 	})
 }

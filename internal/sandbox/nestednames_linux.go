@@ -157,16 +157,14 @@ type dirent struct {
 // listDir returns the entries of the directory at path, relative to the
 // directory top and beneath it, reached through no symbolic link (a
 // directory replaced by one since its parent was listed is not followed
-// out of the working directory: ELOOP), in the file system's order, but
+// out of the working directory: ELOOP; where openat2 is refused, only a
+// final link is not followed), in the file system's order, but
 // "." and "..", read with buf: the
 // fewest system calls a listing takes (os.ReadDir also registers the
 // descriptor with the poller and sorts), since a walk lists thousands.
 // An entry whose type the file system does not give is asked for it.
 func listDir(top int, path string, buf []byte) ([]dirent, error) {
-	fd, err := unix.Openat2(top, path, &unix.OpenHow{
-		Flags:   unix.O_RDONLY | unix.O_DIRECTORY | unix.O_NOFOLLOW | unix.O_CLOEXEC,
-		Resolve: unix.RESOLVE_BENEATH | unix.RESOLVE_NO_SYMLINKS,
-	})
+	fd, err := openat2(top, path, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, unix.RESOLVE_BENEATH|unix.RESOLVE_NO_SYMLINKS)
 	if err != nil {
 		return nil, err
 	}

@@ -272,6 +272,26 @@ func TestNestedListDir(t *testing.T) {
 	}
 }
 
+// TestOpenat2Refused: where a container's seccomp profile refuses
+// openat2 (ENOSYS), the holds and the walk open their paths by openat,
+// and still hold the nested names.
+func TestOpenat2Refused(t *testing.T) {
+	saved := sysOpenat2
+	sysOpenat2 = func(int, string, *unix.OpenHow) (int, error) { return -1, unix.ENOSYS }
+	defer func() { sysOpenat2 = saved }()
+	work := t.TempDir()
+	nestedTree(t, work)
+	w := walkNested(work, workspace.ConfigNames(), nestedBudget)
+	if !slices.Contains(w.Names, work+"/sub/.git") || w.Cut != "" {
+		t.Errorf("walkNested() = %q, cut %q; want sub/.git found, no cut", w.Names, w.Cut)
+	}
+	fd, err := openat2(unix.AT_FDCWD, work+"/sub/.git", unix.O_PATH|unix.O_NOFOLLOW|unix.O_CLOEXEC, unix.RESOLVE_NO_MAGICLINKS)
+	if err != nil {
+		t.Fatalf("openat2() with the system call refused: %v", err)
+	}
+	unix.Close(fd)
+}
+
 // TestSandboxNestedLinkToDir: a nested repository whose .git is a
 // symbolic link to a directory elsewhere in the working directory (as the
 // repo tool lays projects out) has that directory held whole: a new hook

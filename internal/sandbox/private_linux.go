@@ -634,7 +634,7 @@ func holdTree(path string) (bool, error) { return hold(path, unix.AT_RECURSIVE) 
 // where the run would reach it through the path's rules. Wherever the
 // path leads, a file is bound over itself, which shows nothing new.
 func hold(path string, flags uint) (bool, error) {
-	at, err := unix.Openat2(unix.AT_FDCWD, path, &unix.OpenHow{Flags: unix.O_PATH | unix.O_NOFOLLOW | unix.O_CLOEXEC, Resolve: unix.RESOLVE_NO_MAGICLINKS})
+	at, err := openat2(unix.AT_FDCWD, path, unix.O_PATH|unix.O_NOFOLLOW|unix.O_CLOEXEC, unix.RESOLVE_NO_MAGICLINKS)
 	if gone(err) {
 		return false, nil
 	}
@@ -658,6 +658,22 @@ func hold(path string, flags uint) (bool, error) {
 		return false, fmt.Errorf("hold %s read-only: %w", path, err)
 	}
 	return true, nil
+}
+
+// openat2 opens path relative to dirfd with flags, resolved within
+// resolve (RESOLVE_* flags). Where the system call is refused as unknown
+// (a container's seccomp profile older than it: ENOSYS, or EPERM) it
+// opens path with flags alone, one look-up still, without resolve's
+// limits but O_NOFOLLOW's.
+// sysOpenat2 is the system call openat2 makes first (a test refuses it).
+var sysOpenat2 = unix.Openat2
+
+func openat2(dirfd int, path string, flags int, resolve uint64) (int, error) {
+	fd, err := sysOpenat2(dirfd, path, &unix.OpenHow{Flags: uint64(flags), Resolve: resolve})
+	if errors.Is(err, unix.ENOSYS) || errors.Is(err, unix.EPERM) {
+		return unix.Openat(dirfd, path, flags, 0)
+	}
+	return fd, err
 }
 
 // mountPoint makes path, in a private root, a place to move a clone onto

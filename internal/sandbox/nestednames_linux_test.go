@@ -115,13 +115,7 @@ func nestedHeld(t *testing.T, base string) {
 		// and a new one takes its name.
 		probe{"rename-parent", "mv " + w + "/src/moved " + w + "/src/gone && " + fails("touch "+w+"/src/gone/.git/x", erofs) + " && mkdir -p " + w + "/src/moved/.git && touch " + w + "/src/moved/.git/x", true},
 	)
-	p := r.policy(WorkspaceWrite)
-	p.Private = true
-	rs, err := Build(p)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer rs.Close()
+	p, rs := r.builtPrivate(t)
 	runBuilt(t, rs, p.Workdir, probes)
 	assertPrivate(t, rs)
 	if got := rs.Unheld(); len(got) != 0 {
@@ -138,6 +132,20 @@ func nestedHeld(t *testing.T, base string) {
 	if got, err := os.Readlink(w + "/lib/.env"); err != nil || got != "dev.env" {
 		t.Errorf("lib/.env links to %q, %v; want dev.env", got, err)
 	}
+}
+
+// builtPrivate builds r's policy at WorkspaceWrite with private roots,
+// the ruleset closed at t's end.
+func (r rig) builtPrivate(t *testing.T) (Policy, *Ruleset) {
+	t.Helper()
+	p := r.policy(WorkspaceWrite)
+	p.Private = true
+	rs, err := Build(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { rs.Close() })
+	return p, rs
 }
 
 // TestNestedWalk: the walk finds the held names below the top (the top's
@@ -213,13 +221,7 @@ func TestSandboxNestedWalkCut(t *testing.T) {
 	saved := nestedBudget
 	nestedBudget = walkBudget{entries: 1000, depth: 1}
 	defer func() { nestedBudget = saved }()
-	p := r.policy(WorkspaceWrite)
-	p.Private = true
-	rs, err := Build(p)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer rs.Close()
+	p, rs := r.builtPrivate(t)
 	var pl privatePlan
 	if err := json.Unmarshal(rs.PrivatePlan(), &pl); err != nil {
 		t.Fatal(err)
@@ -315,13 +317,7 @@ func TestSandboxNestedLinkToDir(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	p := r.policy(WorkspaceWrite)
-	p.Private = true
-	rs, err := Build(p)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer rs.Close()
+	p, rs := r.builtPrivate(t)
 	runBuilt(t, rs, p.Workdir, []probe{
 		{"new-hook-through-link", fails("echo x > "+w+"/proj/sub/.git/hooks/pre-commit", erofs), true},
 		{"write-config-through-link", fails("echo x >> "+w+"/proj/sub/.git/config", erofs), true},

@@ -549,29 +549,22 @@ func (pl *privatePlan) enter(b *builder) error {
 			mounted = append(mounted, f)
 		}
 	}
-	for _, f := range pl.Links {
-		// A link on the way, or the file it ends at, that cannot be held
-		// (on a mount that cannot be cloned) costs its own hold, not the
-		// private roots and every other hold.
-		held, err := holdFile(f)
-		if err != nil {
-			pl.skipped = append(pl.skipped, err.Error())
-		}
-		if held {
-			mounted = append(mounted, f)
-		}
-	}
-	for _, f := range pl.Nested {
-		// As a link on the way: one that cannot be held costs its own
-		// hold.
-		held, err := holdTree(f)
-		if err != nil {
-			pl.skipped = append(pl.skipped, err.Error())
-		}
-		if held {
-			mounted = append(mounted, f)
+	// A link on the way, the file it ends at, or a held name below the
+	// top, that cannot be held (on a mount that cannot be cloned) costs
+	// its own hold, not the private roots and every other hold.
+	holdEach := func(paths []string, hold func(string) (bool, error)) {
+		for _, f := range paths {
+			held, err := hold(f)
+			if err != nil {
+				pl.skipped = append(pl.skipped, err.Error())
+			}
+			if held {
+				mounted = append(mounted, f)
+			}
 		}
 	}
+	holdEach(pl.Links, holdFile)
+	holdEach(pl.Nested, holdTree)
 	if pl.Walk != "" {
 		pl.skipped = append(pl.skipped, pl.Walk)
 	}

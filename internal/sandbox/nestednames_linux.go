@@ -67,7 +67,7 @@ func walkNested(dir string, held []string, budget walkBudget) nestedWalk {
 		return w
 	}
 	dir = filepath.Clean(dir)
-	if real, err := filepath.EvalSymlinks(dir); err == nil {
+	if real, err := resolve(dir); err == nil {
 		dir = real // listDir follows no link
 	}
 	type level struct {

@@ -64,7 +64,7 @@ type privatePlan struct {
 	Walk   string   `json:"walk,omitempty"`
 	Unheld []string `json:"unheld,omitempty"`
 
-	skipped []string // the Links enter could not hold, and why
+	skipped []string // the holds enter could not make, and why (Walk and Unheld too)
 }
 
 // namedPath matches a path beneath a private root inside a longer text

@@ -258,7 +258,7 @@ func rows(s samples) []row {
 	add(f, v, n, "×", "≤ 1.10×", atMost(1.10))
 	f, v, n = paired("Sandboxed with network rules \"none\" ÷ plain Invoke, quick answer (%s)", "BenchmarkInvokeQuickSandboxedNetwork", "BenchmarkInvokeQuickPlain", "BenchmarkInvokeQuick", "ns/op")
 	add(f, v, n, "×", "≤ 1.10×", atMost(1.10))
-	f, v, n = paired("Sandboxed ÷ plain cooperative cancel, median (%s p50-ms)", "BenchmarkCancelCooperativeSandboxed", "BenchmarkCancelCooperativePlain", "BenchmarkCancelCooperative", "p50-ms")
+	f, v, n = paired("Sandboxed ÷ plain cooperative cancel, median (%s; p50-ms)", "BenchmarkCancelCooperativeSandboxed", "BenchmarkCancelCooperativePlain", "BenchmarkCancelCooperative", "p50-ms")
 	add(f, v, n, "×", "≤ 1.10×", atMost(1.10))
 	if s.has("BenchmarkInvokeQuickPlain") {
 		info("  `InvokeQuickSandboxed` time per run", "BenchmarkInvokeQuickSandboxed", "ns/op", "ns")

@@ -338,3 +338,60 @@ func toolMarked(fd int, entries []dirent) bool {
 	n, err := unix.Pread(f, sig[:], 0)
 	return err == nil && n == len(sig) && string(sig[:]) == cacheDirSignature
 }
+
+// A Walked is the walk for held names below the top of a run's working
+// directory that its plan made at its start (WorkspaceWrite, with the
+// private roots): what a walk once the run's tree is gone compares with.
+type Walked struct {
+	dir   string
+	held  []string
+	found map[string]uint64 // inode numbers, as nestedWalk.Found
+}
+
+// Walked returns the walk the plan of the run's private roots made for
+// the held names below the top of its working directory, or nil where it
+// made none (below WorkspaceWrite, at Unlimited, without private roots);
+// call it once the plan is made (Build, or PrivatePlan where a first
+// stage makes the roots).
+func (r *Ruleset) Walked() *Walked {
+	if r == nil || r.private == nil {
+		return nil
+	}
+	return r.private.walked
+}
+
+// Since walks the working directory again, with the walk's rules and
+// budget, and returns, sorted, the held names below its top that exist
+// now and that the walk at the run's start did not find (made since: the
+// mounts that hold names bind only what exists, so none of these was
+// held), and those it found that are another file now (replaced: a
+// directory above one renamed away and another made at its name). A name
+// found at another path, the same file (the directory above it renamed,
+// the hold with it), is neither; the walk enters no other mount, so an
+// inode number names one file.
+func (w *Walked) Since() (made, replaced []string) {
+	if w == nil {
+		return nil, nil
+	}
+	now := walkNested(w.dir, w.held, nestedBudget)
+	var moved map[uint64]bool
+	for path, ino := range now.Found {
+		was, ok := w.found[path]
+		if !ok && moved == nil {
+			moved = map[uint64]bool{}
+			for _, i := range w.found {
+				moved[i] = true
+			}
+		}
+		switch {
+		case !ok && moved[ino]:
+		case !ok:
+			made = append(made, path)
+		case was != ino:
+			replaced = append(replaced, path)
+		}
+	}
+	slices.Sort(made)
+	slices.Sort(replaced)
+	return made, replaced
+}

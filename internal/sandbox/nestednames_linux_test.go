@@ -472,3 +472,40 @@ func TestNestedWalkMarked(t *testing.T) {
 		t.Errorf("walk found %q, cut %q; want %q, no cut", got, w.Cut, want)
 	}
 }
+
+// TestNestedWalkSince: a walk at the run's end names the held names below
+// the top made since the walk at its start (in a directory that had none,
+// in a new directory) and those replaced (the directory above renamed away
+// and made again), but not one moved with its directory, nor the top's.
+func TestNestedWalkSince(t *testing.T) {
+	work := t.TempDir()
+	nestedTree(t, work)
+	w := &Walked{dir: work, held: workspace.ConfigNames()}
+	w.found = walkNested(work, w.held, nestedBudget).Found
+	if made, replaced := w.Since(); made != nil || replaced != nil {
+		t.Fatalf("Since() of an unchanged tree = %q, %q; want nothing", made, replaced)
+	}
+	for _, d := range []string{"pkg/.git/hooks", "new/.claude", ".codex"} {
+		if err := os.MkdirAll(filepath.Join(work, d), 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := os.Rename(work+"/src", work+"/moved"); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.MkdirAll(work+"/src/.claude", 0o755); err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range []string{"pkg/.git/hooks/pre-commit", "new/.claude/settings.json", "src/.claude/settings.json"} {
+		if err := os.WriteFile(filepath.Join(work, f), []byte("x"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	made, replaced := w.Since()
+	if want := []string{work + "/new/.claude", work + "/pkg/.git"}; !slices.Equal(made, want) {
+		t.Errorf("Since() made %q, want %q", made, want)
+	}
+	if want := []string{work + "/src/.claude"}; !slices.Equal(replaced, want) {
+		t.Errorf("Since() replaced %q, want %q", replaced, want)
+	}
+}

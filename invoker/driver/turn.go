@@ -241,6 +241,7 @@ func (r *run) warnings(tool *invoker.Tool) []invoker.Event {
 		r.limitWarnings(tool),
 		r.sbx.netRules().warnings(tool),
 		r.sbx.settingsWarnings(tool),
+		r.sbx.walkWarnings(tool),
 		r.sandbox.tools.warnings(tool),
 	)
 }

@@ -197,7 +197,7 @@ type dirent struct {
 // for walkNested, with one buffer.
 type lister struct {
 	top int          // the top, O_PATH
-	at  unix.Statx_t // the top's mount (Mnt_id, or the device where the kernel gives none)
+	at  unix.Statx_t // the top's mount (Mnt_id, or the device where the kernel gives none), once sameMount needs it
 	buf [32 << 10]byte
 }
 
@@ -207,12 +207,7 @@ func newLister(dir string) (*lister, error) {
 	if err != nil {
 		return nil, err
 	}
-	l := &lister{top: top}
-	if err := unix.Statx(top, "", unix.AT_EMPTY_PATH, unix.STATX_MNT_ID, &l.at); err != nil {
-		unix.Close(top)
-		return nil, err
-	}
-	return l, nil
+	return &lister{top: top}, nil
 }
 
 func (l *lister) close() { unix.Close(l.top) }
@@ -289,6 +284,11 @@ func (l *lister) list(path string, marks bool) ([]dirent, bool, error) {
 // gives none, before Linux 5.8), asking the file system no server
 // (AT_STATX_DONT_SYNC) and triggering no automount; or why it cannot tell.
 func (l *lister) sameMount(path string) error {
+	if l.at.Mask == 0 {
+		if err := unix.Statx(l.top, "", unix.AT_EMPTY_PATH, unix.STATX_MNT_ID, &l.at); err != nil {
+			return err
+		}
+	}
 	var st unix.Statx_t
 	if err := unix.Statx(l.top, path, unix.AT_SYMLINK_NOFOLLOW|unix.AT_NO_AUTOMOUNT|unix.AT_STATX_DONT_SYNC, unix.STATX_MNT_ID, &st); err != nil {
 		return err

@@ -566,7 +566,7 @@ func (rs *runSandbox) walkAtEnd() {
 	}
 	ev := invoker.Event{Kind: invoker.KindWarning, Text: fmt.Sprintf(
 		"the run %s below the working directory: configuration names (a nested repository's .git, a CLI's settings) that a CLI or git there obeys, "+
-			"which the kernel did not hold read-only, as they did not exist when the run started; review them before the next run or git command there",
+			"which the kernel did not hold read-only, as it holds only the files that were there when the run started; review them before the next run or git command there",
 		strings.Join(parts, "; and "))}
 	rs.unheldMu.Lock()
 	rs.walkEnd = append(rs.walkEnd, ev)

@@ -84,3 +84,43 @@ func TestSandboxProbeNestedConfig(t *testing.T) {
 		})
 	}
 }
+
+// TestSandboxProbeNestedConfigMade: a configuration name below the top
+// that does not exist when the run starts cannot be held (a bind needs a
+// file to bind over). A Codex run at WorkspaceWrite under the sandbox is
+// driven to make a new directory's .claude/settings.json and a nested
+// repository's hook in a directory that had no .git, by its shell: both
+// are written, and the run's end names both in one KindWarning event,
+// after the turn's last tool result.
+func TestSandboxProbeNestedConfigMade(t *testing.T) {
+	cx := newRig(t, cliNamed("codex"))
+	cx.workIn("", "clinvoke-e2e-nested-made-")
+	if err := os.MkdirAll(filepath.Join(cx.workdir, "sub"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	cx.srv.Enqueue(
+		fakemodel.Shell(`mkdir -p sub/new/.claude && echo '{}' > sub/new/.claude/settings.json`),
+		fakemodel.Shell(`mkdir -p sub/.git/hooks && printf '#!/bin/sh\n' > sub/.git/hooks/pre-commit`),
+		fakemodel.EchoToolResult("after: "))
+	req := cx.request("set the project up")
+	req.Permission, req.Sandbox = invoker.WorkspaceWrite, invoker.Sandbox{Mode: "required"}
+	res, ev := probe(t, cx, req)
+	if !strings.HasPrefix(res.Text, "after: ") {
+		t.Errorf("answer %q, want the turn to go on to the model's answer", res.Text)
+	}
+	made := []string{filepath.Join(cx.workdir, "sub", "new", ".claude"), filepath.Join(cx.workdir, "sub", ".git")}
+	for _, m := range made {
+		if _, err := os.Stat(m); err != nil {
+			t.Fatalf("%s: %v; want the run to have made it (nothing held it)", m, err)
+		}
+	}
+	var named []string
+	for _, w := range ev.warns {
+		if strings.Contains(w, "below the working directory") {
+			named = append(named, w)
+		}
+	}
+	if len(named) != 1 || !strings.Contains(named[0], made[0]) || !strings.Contains(named[0], made[1]) {
+		t.Errorf("warnings %q, want one naming %q", ev.warns, made)
+	}
+}

@@ -429,7 +429,9 @@ func TestSandboxPrivateTemp(t *testing.T) {
 // asks for a shell command, under the sandbox: the ones missing when the run starts,
 // which the sandbox cannot hold, are still missing after it, and no
 // warning names one. So a KindWarning saying that a run made one
-// (docs/sandbox.md) means that a tool of the run made it.
+// (docs/sandbox.md) means that a tool of the run made it. Nor does the
+// run's end name a held name made below the top of the working directory:
+// the CLIs make none there themselves.
 func TestSandboxSettingsNotMade(t *testing.T) {
 	forEachCLI(t, func(t *testing.T, r *rig) {
 		var missing []string
@@ -440,6 +442,10 @@ func TestSandboxSettingsNotMade(t *testing.T) {
 		}
 		if len(missing) == 0 {
 			t.Fatal("the rig leaves no settings file missing: nothing to measure")
+		}
+		// A directory below the top, which the run's end walks.
+		if err := os.MkdirAll(filepath.Join(r.workdir, "src", "pkg"), 0o755); err != nil {
+			t.Fatal(err)
 		}
 		r.srv.Enqueue(fakemodel.Shell("echo hi"), fakemodel.EchoToolResult("after: "))
 		req := r.sandboxed("say something", invoker.WorkspaceWrite)
@@ -460,6 +466,9 @@ func TestSandboxSettingsNotMade(t *testing.T) {
 			if strings.Contains(warned.String(), f) {
 				t.Errorf("a warning names %s:\n%s", f, warned.String())
 			}
+		}
+		if strings.Contains(warned.String(), "below the working directory") {
+			t.Errorf("a warning names held names made below the working directory in a plain turn:\n%s", warned.String())
 		}
 	})
 }

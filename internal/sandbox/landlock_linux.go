@@ -227,7 +227,8 @@ func (r *Ruleset) Private() (bool, string) {
 // Unheld returns, once Restrict ran, the links that settings files lead
 // through (and the files they end at) and the held names below the top of
 // the working directory that could not be held read-only, each with why,
-// where the walk for those names stopped short, and why the shells are
+// where the walk for those names stopped short or which mounts it did
+// not enter, and why the shells are
 // not bound where they could not be: each is left as it is, the other
 // holds and the private roots stand. Without private roots (no mount namespace: Landlock alone) it
 // names each held name of the working directory that is a symbolic link:

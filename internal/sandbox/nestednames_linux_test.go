@@ -254,12 +254,11 @@ func TestNestedListDir(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	top, err := unix.Open(work, unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+	l, err := newLister(work)
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer unix.Close(top)
-	var buf [4096]byte
+	defer l.close()
 	for _, tc := range []struct {
 		path string
 		ok   bool
@@ -267,9 +266,9 @@ func TestNestedListDir(t *testing.T) {
 		{".", true}, {"a", true}, {"a/b", true},
 		{"out", false}, {"in", false}, {"in/b", false}, {"a/up", false}, {"..", false}, {outside, false},
 	} {
-		_, err := listDir(top, tc.path, buf[:])
+		_, _, err := l.list(tc.path, true)
 		if (err == nil) != tc.ok {
-			t.Errorf("listDir(%q) = %v, want listed %v", tc.path, err, tc.ok)
+			t.Errorf("list(%q) = %v, want listed %v", tc.path, err, tc.ok)
 		}
 	}
 }
@@ -383,5 +382,130 @@ func BenchmarkNestedHolds(b *testing.B) {
 			p.Private = true
 			benchRestrict(b, p)
 		})
+	}
+}
+
+// TestNestedWalkMount: the walk does not enter another mount below the
+// top (a bind of the same file system here, whose device is the top's:
+// a hung network mount would stall the run's start), and names it in
+// Cut, as it does where openat2 is refused.
+func TestNestedWalkMount(t *testing.T) {
+	requirePrivate(t)
+	work, other := t.TempDir(), t.TempDir()
+	for _, d := range []string{work + "/vol", work + "/src/.git", other + "/.git/hooks", other + "/deep/.claude"} {
+		if err := os.MkdirAll(d, 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, refused := range []bool{false, true} {
+		t.Run("openat2-refused="+strconv.FormatBool(refused), func(t *testing.T) {
+			if refused {
+				saved := sysOpenat2
+				sysOpenat2 = func(int, string, *unix.OpenHow) (int, error) { return -1, unix.ENOSYS }
+				defer func() { sysOpenat2 = saved }()
+			}
+			var w nestedWalk
+			// The bind is the thread's own mount namespace's, and ends
+			// with the thread.
+			err := Retired(func() error {
+				if err := unix.Unshare(unix.CLONE_NEWNS); err != nil {
+					return err
+				}
+				if err := unix.Mount("", "/", "", unix.MS_REC|unix.MS_SLAVE, ""); err != nil {
+					return err
+				}
+				if err := unix.Mount(other, work+"/vol", "", unix.MS_BIND, ""); err != nil {
+					return err
+				}
+				w = walkNested(work, workspace.ConfigNames(), nestedBudget)
+				return nil
+			})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if want := []string{work + "/src/.git"}; !slices.Equal(w.Names, want) {
+				t.Errorf("walk found %q, want %q: nothing in the mount", w.Names, want)
+			}
+			if want := "did not enter " + work + "/vol, another mount"; !strings.Contains(w.Cut, want) {
+				t.Errorf("Cut = %q, want one saying %q", w.Cut, want)
+			}
+		})
+	}
+}
+
+// TestNestedWalkMarked: the walk lists a directory below the top that a
+// tool marked as its own (a Python virtual environment's pyvenv.cfg, a
+// cache's CACHEDIR.TAG with the specification's signature), holding its
+// own held names, but enters none of its subdirectories; a tag without
+// the signature, a marker that is no regular file, and the top's own
+// marker are not followed.
+func TestNestedWalkMarked(t *testing.T) {
+	work := t.TempDir()
+	for _, d := range []string{
+		".venv/lib/python3/site-packages/p/.git", "target/debug/build/.git", "fake/sub/.git",
+		"odd/pyvenv.cfg", "odd/sub/.git", "src/.claude",
+	} {
+		if err := os.MkdirAll(filepath.Join(work, d), 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for name, body := range map[string]string{
+		"pyvenv.cfg":            "home = /usr/bin\n",
+		".venv/pyvenv.cfg":      "home = /usr/bin\n",
+		".venv/.env":            "A=1\n",
+		"target/CACHEDIR.TAG":   cacheDirSignature + "\n# This file is a cache directory tag created by cargo.\n",
+		"fake/CACHEDIR.TAG":     "Signature: not the one\n",
+		"target/debug/.env":     "A=2\n",
+		"target/debug/keep.txt": "",
+	} {
+		if err := os.WriteFile(filepath.Join(work, name), []byte(body), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	w := walkNested(work, workspace.ConfigNames(), nestedBudget)
+	var got []string
+	for _, n := range w.Names {
+		got = append(got, strings.TrimPrefix(n, work+"/"))
+	}
+	want := []string{".venv/.env", "fake/sub/.git", "odd/sub/.git", "src/.claude"}
+	if !slices.Equal(got, want) || w.Cut != "" {
+		t.Errorf("walk found %q, cut %q; want %q, no cut", got, w.Cut, want)
+	}
+}
+
+// TestNestedWalkSince: a walk at the run's end names the held names below
+// the top made since the walk at its start (in a directory that had none,
+// in a new directory) and those replaced (the directory above renamed away
+// and made again), but not one moved with its directory, nor the top's.
+func TestNestedWalkSince(t *testing.T) {
+	work := t.TempDir()
+	nestedTree(t, work)
+	w := &Walked{dir: work, held: workspace.ConfigNames()}
+	w.found = walkNested(work, w.held, nestedBudget).Found
+	if made, replaced := w.Since(); made != nil || replaced != nil {
+		t.Fatalf("Since() of an unchanged tree = %q, %q; want nothing", made, replaced)
+	}
+	for _, d := range []string{"pkg/.git/hooks", "new/.claude", ".codex"} {
+		if err := os.MkdirAll(filepath.Join(work, d), 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := os.Rename(work+"/src", work+"/moved"); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.MkdirAll(work+"/src/.claude", 0o755); err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range []string{"pkg/.git/hooks/pre-commit", "new/.claude/settings.json", "src/.claude/settings.json"} {
+		if err := os.WriteFile(filepath.Join(work, f), []byte("x"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	made, replaced := w.Since()
+	if want := []string{work + "/new/.claude", work + "/pkg/.git"}; !slices.Equal(made, want) {
+		t.Errorf("Since() made %q, want %q", made, want)
+	}
+	if want := []string{work + "/src/.claude"}; !slices.Equal(replaced, want) {
+		t.Errorf("Since() replaced %q, want %q", replaced, want)
 	}
 }

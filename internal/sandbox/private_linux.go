@@ -65,6 +65,7 @@ type privatePlan struct {
 	Unheld []string `json:"unheld,omitempty"`
 
 	skipped []string // the holds enter could not make, and why (Walk and Unheld too)
+	walked  *Walked  // the walk for Nested, which the run's end walks again (Ruleset.Walked)
 }
 
 // namedPath matches a path beneath a private root inside a longer text
@@ -182,6 +183,7 @@ func planPrivate(p Policy, chains []chain) (*privatePlan, string) {
 	if p.Level == WorkspaceWrite {
 		w := walkNested(p.Workdir, p.Held, nestedBudget)
 		pl.Walk = w.Cut
+		pl.walked = &Walked{dir: p.Workdir, held: p.Held, found: w.Found}
 		for _, q := range w.Names {
 			if seen(q) {
 				pl.Nested = append(pl.Nested, q)

@@ -96,7 +96,12 @@ func canon(t *testing.T, rs *Ruleset) string {
 	})
 	plan := "none"
 	if rs.private != nil {
-		plan = fmt.Sprintf("%+v", *rs.private)
+		pl := *rs.private
+		pl.walked = nil
+		plan = fmt.Sprintf("%+v", pl)
+		if w := rs.private.walked; w != nil {
+			plan += fmt.Sprintf(" walked %s %q %v", w.dir, w.held, w.found)
+		}
 	}
 	return fmt.Sprintf("rules %v\nplan %s (%s)\nheld %+v\nlinks %+v", slices.Compact(rules), plan, rs.noPriv, rs.held, rs.links)
 }

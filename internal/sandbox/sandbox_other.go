@@ -80,6 +80,16 @@ func (s *Stage) Close() error { return nil }
 // Namespace returns nil: there is no namespace to hold on this system.
 func (s *Stage) Namespace() *os.File { return nil }
 
+// Walked is a walk for held names below a working directory's top: none
+// on this system.
+type Walked struct{}
+
+// Walked returns nil: no walk is made on this system.
+func (r *Ruleset) Walked() *Walked { return nil }
+
+// Since returns nothing.
+func (w *Walked) Since() (made, replaced []string) { return nil, nil }
+
 // PrivatePlan returns nil: there are no private /tmp and /dev/shm here.
 func (r *Ruleset) PrivatePlan() []byte { return nil }
 

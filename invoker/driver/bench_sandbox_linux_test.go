@@ -2,6 +2,7 @@ package driver_test
 
 import (
 	"context"
+	"os"
 	"testing"
 	"time"
 
@@ -25,6 +26,22 @@ func BenchmarkInvokeQuickSandboxed(b *testing.B) {
 	benchQuick(b, invoker.Sandbox{Mode: "required"}, "filesystem")
 }
 
+// BenchmarkInvokeQuickSandboxedWrite is BenchmarkInvokeQuickSandboxed at
+// WorkspaceWrite: where the run has its mount namespace, its start walks
+// the working directory for the held names below its top, and its end,
+// once the tree is gone, walks it again for those the run made. The
+// working directory is an empty one, or the tree CLINVOKE_NESTED_TREE
+// names (a copy of this checkout, say). Its baseline is
+// BenchmarkInvokeQuickPlain.
+func BenchmarkInvokeQuickSandboxedWrite(b *testing.B) {
+	benchQuick(b, invoker.Sandbox{Mode: "required"}, "filesystem", func(req *invoker.Request) {
+		req.Permission = invoker.WorkspaceWrite
+		if dir := os.Getenv("CLINVOKE_NESTED_TREE"); dir != "" {
+			req.Workdir = dir
+		}
+	})
+}
+
 // BenchmarkInvokeQuickSandboxedNetwork is BenchmarkInvokeQuickSandboxed
 // with the network rules "none" too: the namespace made and entered, the
 // proxy's listener opened, served and closed. Its baseline is
@@ -42,10 +59,13 @@ func BenchmarkInvokeQuickPlain(b *testing.B) {
 
 // benchQuick runs the quick fake of BenchmarkInvokeQuick under sb, each
 // run's result reporting the sandbox want.
-func benchQuick(b *testing.B, sb invoker.Sandbox, want string) {
+func benchQuick(b *testing.B, sb invoker.Sandbox, want string, set ...func(*invoker.Request)) {
 	s := fakeagent.Script{Answer: "quick"}
 	req := benchRequest(b, &s)
 	req.Sandbox = sb
+	for _, f := range set {
+		f(&req)
+	}
 	inv := benchInvoker()
 	for b.Loop() {
 		res, err := inv.Invoke(context.Background(), req)

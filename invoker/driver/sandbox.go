@@ -267,6 +267,8 @@ type runSandbox struct {
 	seen     []settingsSeen         // the others, as they were at the start or last warned of
 	links    pending[invoker.Event] // the settings links into hidden paths, until the first event
 	skipped  []string               // the links on the way to a settings file that could not be held
+	walked   *sandbox.Walked        // the walk for held names below the working directory's top at the start
+	walkEnd  []invoker.Event        // what the walk at the end found, until a turn takes it (unheldMu)
 }
 
 // settingsSeen is a settings file as the run found it at its start: the
@@ -519,16 +521,73 @@ func (rs *runSandbox) linkWarnings() []invoker.Event {
 // background). It leaves the links for the turn whose end may still
 // deliver them (a one-shot run whose CLI gave no event ends its turn after
 // the reap), so that they are logged, and events too where a turn is still
-// there to carry them.
+// there to carry them. It walks the working directory for the held names
+// below its top the run made or replaced (walkWarnings), for that turn to
+// deliver, or logs them where none ends after the run.
 func (rs *runSandbox) endWarnings(log logger, turnAfter bool) {
 	if rs != nil {
 		for _, ev := range rs.links.peek() {
 			log.Warn("a settings link into a hidden path", "warning", ev.Text)
 		}
+		rs.walkAtEnd()
 	}
 	if !turnAfter {
 		rs.logSettings(log)
+		for _, ev := range rs.walkWarnings(nil) {
+			log.Warn("the sandbox could not tell the program of held names the run made", "warning", ev.Text)
+		}
 	}
+}
+
+// walkAtEnd walks, once the run's tree is gone, the working directory
+// for the held names below its top (its configuration names: a nested
+// repository's .git, a subdirectory's .claude) as the run's start did, and
+// keeps a KindWarning event naming those that exist now and did not then,
+// and those replaced: the start's mount namespace bound only the names
+// that existed, and a name the run made was not held. Only a run whose
+// start walked (WorkspaceWrite with the private roots) walks again; the
+// rest could not write below the top, or had no name below it held.
+func (rs *runSandbox) walkAtEnd() {
+	w := rs.walked
+	if w == nil {
+		return
+	}
+	rs.walked = nil
+	made, replaced := w.Since()
+	var parts []string
+	if len(made) > 0 {
+		parts = append(parts, "made "+strings.Join(made, ", "))
+	}
+	if len(replaced) > 0 {
+		parts = append(parts, "replaced "+strings.Join(replaced, ", "))
+	}
+	if len(parts) == 0 {
+		return
+	}
+	ev := invoker.Event{Kind: invoker.KindWarning, Text: fmt.Sprintf(
+		"the run %s below the working directory: configuration names (a nested repository's .git, a CLI's settings) that a CLI or git there obeys, "+
+			"which the kernel did not hold read-only, as it holds only the files that were there when the run started; review them before the next run or git command there",
+		strings.Join(parts, "; and "))}
+	rs.unheldMu.Lock()
+	rs.walkEnd = append(rs.walkEnd, ev)
+	rs.unheldMu.Unlock()
+}
+
+// walkWarnings returns, once, what the walk at the run's end found
+// (walkAtEnd): nothing before the run's tree is gone. tool is the tool
+// whose result prompted the look, or nil.
+func (rs *runSandbox) walkWarnings(tool *invoker.Tool) []invoker.Event {
+	if rs == nil {
+		return nil
+	}
+	rs.unheldMu.Lock()
+	defer rs.unheldMu.Unlock()
+	evs := rs.walkEnd
+	rs.walkEnd = nil
+	for i := range evs {
+		evs[i].Tool = tool
+	}
+	return evs
 }
 
 // logger is what endWarnings and logSettings log with.
@@ -566,6 +625,7 @@ func (rs *runSandbox) started() {
 			rs.noPriv += "; nor could a user namespace of the run's own: " + rs.noStage
 		}
 		rs.skipped = rs.rules.Unheld()
+		rs.walked = rs.rules.Walked()
 		rs.ns = rs.rules.Namespace()
 		rs.rules.Close()
 		rs.rules = nil

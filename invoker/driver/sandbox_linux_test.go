@@ -785,6 +785,76 @@ func TestSandboxSettingsMadeAtExitWarned(t *testing.T) {
 	}
 }
 
+// TestSandboxHeldNamesMadeWarned: where the run gets a mount namespace,
+// the held names below the top of the working directory that exist when
+// it starts are bound read-only, and one it makes cannot be (a bind needs
+// a file to bind over): at the run's end a walk names each it made, a
+// nested repository's .git in a directory that had none and a new
+// directory's .claude, in one KindWarning event after KindDone (a
+// one-shot run's, and Invoke's session of one turn's); a run that makes
+// none gets no such warning.
+func TestSandboxHeldNamesMadeWarned(t *testing.T) {
+	requireSandbox(t)
+	requirePrivateRoots(t)
+	for _, c := range []struct {
+		name    string
+		oneTurn bool
+		touch   []string // relative to the working directory
+		made    []string // the held names the warning names
+	}{
+		{"made", false, []string{"mkdir sub/.git/hooks", "write sub/.git/hooks/x", "mkdir src/new/.claude", "write src/new/.claude/settings.json"}, []string{"src/new/.claude", "sub/.git"}},
+		{"made one-turn session", true, []string{"mkdir sub/.git/hooks", "write sub/.git/hooks/x", "mkdir src/new/.claude", "write src/new/.claude/settings.json"}, []string{"src/new/.claude", "sub/.git"}},
+		{"none", false, []string{"write src/b.txt", "mkdir src/new/d", "write sub/c.txt"}, nil},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			r := newSandboxRigIn(t, t.TempDir())
+			r.oneTurn = c.oneTurn
+			for _, d := range []string{"sub", "src/old/.git"} {
+				if err := os.MkdirAll(filepath.Join(r.work, d), 0o755); err != nil {
+					t.Fatal(err)
+				}
+			}
+			var touch []string
+			for _, op := range c.touch {
+				verb, path, _ := strings.Cut(op, " ")
+				touch = append(touch, verb+" "+filepath.Join(r.work, path))
+			}
+			res, warnings, kinds := r.invokeEvents(t, invoker.WorkspaceWrite, invoker.Sandbox{Mode: "required"}, touch...)
+			for _, op := range touch {
+				if got := outcomes(res.Text)[op]; got != "ok" {
+					t.Fatalf("%s: %q, want ok (below the top is writable)", op, got)
+				}
+			}
+			var named []string
+			for _, w := range warnings {
+				if strings.Contains(w, "below the working directory") {
+					named = append(named, w)
+				}
+			}
+			if len(c.made) == 0 {
+				if len(named) != 0 {
+					t.Errorf("warnings %q, want none of held names made", named)
+				}
+				return
+			}
+			if len(named) != 1 {
+				t.Fatalf("warnings %q, want one naming the held names made", warnings)
+			}
+			for _, m := range c.made {
+				if !strings.Contains(named[0], filepath.Join(r.work, m)) {
+					t.Errorf("warning %q, want it to name %s", named[0], m)
+				}
+			}
+			if strings.Contains(named[0], "src/old/.git") || !strings.Contains(named[0], "kernel did not hold") {
+				t.Errorf("warning %q, want it to say the kernel did not hold them, and not to name src/old/.git (held from the start)", named[0])
+			}
+			if i := slices.Index(kinds, invoker.KindDone); i < 0 || kinds[len(kinds)-1] != invoker.KindWarning {
+				t.Errorf("events %v: want the warning after KindDone", kinds)
+			}
+		})
+	}
+}
+
 // TestSandboxSettingsHiddenLinkWarned: a settings file of the CLI that
 // links into the hidden home (one an earlier run planted to another
 // tool's file of the same name, with its keys) reads nothing through the

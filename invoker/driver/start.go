@@ -154,7 +154,7 @@ func (r *run) startTree() (err error) {
 		r.log.Debug("the run keeps the host's /tmp and /dev/shm", "reason", why)
 	}
 	for _, why := range r.sbx.unheldLinks() {
-		r.log.Warn("a hold of the run's sandbox is not in place (a link on the way to a settings file, a configuration name of the working directory that is a link, such as .env -> .env.local, where the run has no mount namespace, a configuration name below the top that cannot be bound, the walk for those names cut by its budget, or the shells)", "reason", why)
+		r.log.Warn("a hold of the run's sandbox is not in place (a link on the way to a settings file, a configuration name of the working directory that is a link, such as .env -> .env.local, where the run has no mount namespace, a configuration name below the top that cannot be bound, the walk for those names cut by its budget or kept out of another mount, or the shells)", "reason", why)
 	}
 	if why := r.sbx.bypassUnrecorded(); why != nil {
 		r.log.Debug("connections that bypass the network rules' proxy are refused but not recorded", "reason", why)

@@ -234,13 +234,16 @@ func (t *turn) deliver(events []invoker.Event) {
 // warnings returns a KindWarning event for each thing the run did since
 // the last look that a turn warns of (see turn.deliver): what its limits
 // did, the connections its network rules refused, the settings files it
-// made or changed, the Go tools' endpoint's refusals. tool is the tool
+// made or changed, the held names below the working directory it made
+// (once its tree is gone: walkWarnings), the Go tools' endpoint's
+// refusals. tool is the tool
 // whose result prompted the look, or nil.
 func (r *run) warnings(tool *invoker.Tool) []invoker.Event {
 	return slices.Concat(
 		r.limitWarnings(tool),
 		r.sbx.netRules().warnings(tool),
 		r.sbx.settingsWarnings(tool),
+		r.sbx.walkWarnings(tool),
 		r.sandbox.tools.warnings(tool),
 	)
 }

@@ -130,7 +130,8 @@ type Script struct {
 	// Touch names paths the fake itself tries, before its first event, to
 	// write ("write PATH": append a line, creating the file) or to read
 	// ("read PATH"), to remove ("remove PATH") or to replace by a rename
-	// over it ("replace PATH": write PATH.new, rename it to PATH), as a
+	// over it ("replace PATH": write PATH.new, rename it to PATH), or to
+	// make a directory with its parents ("mkdir PATH"), as a
 	// CLI under a sandbox would; "$TMPDIR" in PATH is
 	// the fake's TMPDIR. Each outcome is a line of the answer, after it:
 	// "write PATH: ok", or the error ("… permission denied"). "get URL"
@@ -646,6 +647,8 @@ func touchAll(ops []string) []string {
 			}
 		case "read":
 			_, err = os.ReadFile(path)
+		case "mkdir":
+			err = os.MkdirAll(path, 0o755)
 		case "remove":
 			err = os.Remove(path)
 		case "replace":

@@ -80,6 +80,31 @@ func init() {
 	}
 }
 
+func init() {
+	// sysvshm KEY MIB: make a System V shared-memory segment of MIB MiB
+	// (1 MiB left unwritten for 0) under KEY, write every page of it, and
+	// exit leaving it (no IPC_RMID), as a tool that dies mid-work would.
+	helpers["sysvshm"] = func(args []string) int {
+		key, _ := strconv.Atoi(args[0])
+		n, _ := strconv.Atoi(args[1])
+		id, err := unix.SysvShmGet(key, max(n, 1)<<20, unix.IPC_CREAT|unix.IPC_EXCL|0o600)
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "shmget:", err)
+			return 1
+		}
+		mem, err := unix.SysvShmAttach(id, 0, 0)
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "shmat:", err)
+			return 1
+		}
+		for i := range mem[:n<<20] {
+			mem[i] = 1
+		}
+		unix.SysvShmDetach(mem)
+		return 0
+	}
+}
+
 // sandboxed returns Attr.Restrict for a ReadOnly ceiling over a working
 // directory and a temporary directory of the test's.
 func sandboxed(t *testing.T) func() error {
@@ -281,4 +306,87 @@ func buildRuleset(t *testing.T, p sandbox.Policy) *sandbox.Ruleset {
 	}
 	t.Cleanup(func() { rs.Close() })
 	return rs
+}
+
+// TestSandboxSysVShmGone: a root tool under a memory limit and the
+// ceiling makes a 20 MiB System V shared-memory segment, writes it and
+// exits without removing it. The segment was in the run's own IPC
+// namespace, never the host's, and once the run's last process and its
+// retired forking thread are gone, so is its charge: the host's home
+// holds no more than before. Without the namespace the segment outlives
+// the run, charged to the host.
+func TestSandboxSysVShmGone(t *testing.T) {
+	noLeaks(t)
+	markUsed("sysvshm")
+	requireLimits(t, Memory)
+	key := 0x6c690000 | os.Getpid()&0xffff
+	t.Cleanup(func() {
+		if id, err := unix.SysvShmGet(key, 0, 0); err == nil {
+			unix.SysvShmCtl(id, unix.IPC_RMID, nil)
+		}
+	})
+	for _, pc := range []struct {
+		name string
+		p    sandbox.Policy
+	}{
+		{"read-only", sandbox.Policy{Level: sandbox.ReadOnly}},
+		{"read-only-private", sandbox.Policy{Level: sandbox.ReadOnly, Private: true, Visible: []string{filepath.Dir(os.Args[0])}}},
+		{"unlimited", sandbox.Policy{Level: sandbox.Unlimited}},
+	} {
+		t.Run(pc.name, func(t *testing.T) {
+			// The home's charge before: after a run that makes a segment
+			// and writes no page of it.
+			before := homeMemory(t, shmRun(t, pc.p, key, 0))
+			r := shmRun(t, pc.p, key, 20)
+			first := homeMemory(t, r)
+			// The kernel frees a namespace's segments after an RCU grace
+			// period, off the exit of its last process: the charge goes
+			// some milliseconds after the run.
+			after := first
+			until(t, "the run's segment is uncharged", func() bool {
+				after = homeMemory(t, r)
+				return after-before <= 10*mib
+			})
+			t.Logf("the host's home: %.1f MiB before the run wrote a 20 MiB System V segment, %.1f MiB as it ended, %.1f MiB after", float64(before)/mib, float64(first)/mib, float64(after)/mib)
+		})
+	}
+}
+
+// shmRun runs sysvshm KEY MIB under p and a memory limit, waits for the
+// run and for its forking thread to end, checks that the host has no
+// segment of key (removing one it finds), and returns the run.
+func shmRun(t *testing.T, p sandbox.Policy, key, n int) *run {
+	t.Helper()
+	rs := buildRuleset(t, p)
+	thread := -1
+	defer func() {
+		if thread >= 0 {
+			unix.Close(thread)
+		}
+	}()
+	r := startRun(t, Attr{Limits: Limits{MemoryMax: 64 * mib}, Account: true, Restrict: func() error {
+		fd, err := unix.PidfdOpen(unix.Gettid(), unix.PIDFD_THREAD)
+		if err != nil {
+			return fmt.Errorf("pidfd of the forking thread: %w", err)
+		}
+		thread = fd
+		return rs.Restrict()
+	}}, "sysvshm", strconv.Itoa(key), strconv.Itoa(n))
+	if st := r.wait(); st.Code != 0 {
+		t.Fatalf("the tool ended %+v", st)
+	}
+	fds := []unix.PollFd{{Fd: int32(thread), Events: unix.POLLIN}}
+	for {
+		if _, err := unix.Poll(fds, -1); err != unix.EINTR {
+			break
+		}
+	}
+	if ns := rs.Namespace(); ns != nil {
+		ns.Close()
+	}
+	if id, err := unix.SysvShmGet(key, 0, 0); err == nil {
+		unix.SysvShmCtl(id, unix.IPC_RMID, nil)
+		t.Errorf("the host has the run's segment %#x (id %d), want it the run's own", key, id)
+	}
+	return r
 }

@@ -3,6 +3,7 @@
 package sandbox
 
 import (
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -33,6 +34,9 @@ func Probe() (int, error) {
 type Ruleset struct {
 	fd int
 	rt rights
+	// cgroups are the cgroup file systems' mount points (cgroupMounts),
+	// given read rights only whatever the level.
+	cgroups []string
 
 	private *privatePlan  // nil without private roots
 	noPriv  string        // why there are none
@@ -59,6 +63,13 @@ func (r *Ruleset) Restrict() error { return r.RestrictDropping() }
 // network namespace drops its network capabilities with them.
 func (r *Ruleset) RestrictDropping(caps ...int) error {
 	r.ran = true
+	// System V IPC and POSIX message queues of the run's own, gone with
+	// its last process: a segment it leaves is not the host's, charged to
+	// it after the run. It needs CAP_SYS_ADMIN; a user's thread without it
+	// keeps the host's (a user's first stage makes them, UserNSAttr).
+	if err := unix.Unshare(unix.CLONE_NEWIPC); err != nil && !errors.Is(err, unix.EPERM) {
+		return fmt.Errorf("sandbox: unshare(CLONE_NEWIPC): %w", err)
+	}
 	if r.private != nil {
 		if err := r.private.enter(&builder{fd: r.fd, rt: r.rt}); err != nil {
 			r.noPriv = err.Error()
@@ -167,12 +178,10 @@ var devices = []string{"/dev/null", "/dev/zero", "/dev/full", "/dev/tty", "/dev/
 
 // Build makes the ruleset of p in the host, opening each path it names:
 // a path it cannot open fails it, unless it is one the host may lack (a
-// device, a Visible path). It returns nil and no error at Unlimited
-// without Hidden paths: there is no ceiling to hold.
+// device, a Visible path). At every level, Unlimited without Hidden paths
+// included, the cgroup file systems are read-only for the run: it cannot
+// leave its cgroups nor lift their limits, root or not.
 func Build(p Policy) (*Ruleset, error) {
-	if p.Level == Unlimited && len(p.Hidden) == 0 {
-		return nil, nil
-	}
 	abi, err := Probe()
 	if err != nil {
 		return nil, err
@@ -188,7 +197,7 @@ func Build(p Policy) (*Ruleset, error) {
 		return nil, fmt.Errorf("sandbox: landlock_create_ruleset: %w", errno)
 	}
 	r := &Ruleset{fd: int(fd), rt: rt}
-	b := builder{fd: int(fd), rt: rt}
+	b := builder{fd: int(fd), rt: rt, cgroups: cgroupMounts()}
 	if err := b.cached(p, abi); err != nil {
 		r.Close()
 		return nil, err
@@ -263,6 +272,9 @@ func unheldNames(held []chain) []string {
 type builder struct {
 	fd int
 	rt rights
+	// cgroups are the cgroup file systems' mount points (cgroupMounts),
+	// given read rights only whatever the level.
+	cgroups []string
 
 	rec     *ruleRecord   // where the paths it reads are recorded, or nil
 	applied []appliedRule // the rules it added
@@ -382,9 +394,10 @@ func isHeld(name string, held []string) bool {
 
 // reads allows access on the whole
 // filesystem but hidden paths, where only the visible paths beneath them
-// are allowed. Only the directories that hold a hidden or visible path are
-// listed; they themselves get no right, so that nothing beneath them is
-// allowed through them.
+// are allowed, and the cgroup mounts (b.cgroups), where only reading is.
+// Only the directories that hold a hidden, visible or cgroup mount path
+// are listed; they themselves get no right, so that nothing beneath them
+// is allowed through them.
 func (b *builder) reads(hidden, visible []string, acc uint64) error {
 	var walk func(p string) error
 	walk = func(p string) error {
@@ -392,6 +405,15 @@ func (b *builder) reads(hidden, visible []string, acc uint64) error {
 		for _, h := range hidden {
 			if h != p && under(h, p) {
 				split = true
+			}
+		}
+		acc := acc
+		for _, c := range b.cgroups {
+			if c != p && under(c, p) {
+				split = true
+			}
+			if under(p, c) {
+				acc &= b.rt.read
 			}
 		}
 		if darkAt(p, hidden, visible) {

@@ -218,12 +218,91 @@ func TestSandboxHomeAsWorkdir(t *testing.T) {
 	})
 }
 
-// TestSandboxUnlimitedWithoutHiddenIsNone checks that Unlimited without
-// hidden paths builds no ruleset: nothing to hold.
-func TestSandboxUnlimitedWithoutHiddenIsNone(t *testing.T) {
-	rs, err := Build(Policy{Level: Unlimited, Workdir: t.TempDir()})
-	if rs != nil || err != nil {
-		t.Fatalf("Build = %v, %v; want nil, nil", rs, err)
+// TestSandboxCgroupsReadOnly checks that at every level, Unlimited with
+// and without hidden paths included, the run opens no file of a cgroup
+// mount for writing (a root cgroup.procs, a limit of its own cgroups),
+// while it reads them and, at Unlimited, writes elsewhere. Each write
+// opens the file for appending and writes nothing: root's open would
+// succeed without the ceiling.
+func TestSandboxCgroupsReadOnly(t *testing.T) {
+	requireLandlock(t)
+	mounts := cgroupMounts()
+	if len(mounts) == 0 {
+		t.Fatal("no cgroup file system in /proc/self/mountinfo")
+	}
+	own, err := os.ReadFile("/proc/self/cgroup")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var probes []probe
+	for _, m := range mounts {
+		probes = append(probes,
+			probe{"read:" + m, "cat " + m + "/cgroup.procs", true},
+			probe{"write:" + m + "/cgroup.procs", ": >> " + m + "/cgroup.procs", false},
+			probe{"mkdir:" + m, "mkdir " + m + "/clinvoke-sandbox-test", false})
+	}
+	for line := range strings.SplitSeq(string(own), "\n") {
+		// 0::/a/b, or 4:memory:/a/b: its own cgroup's limits.
+		f := strings.SplitN(line, ":", 3)
+		if len(f) != 3 {
+			continue
+		}
+		for _, m := range mounts {
+			for _, limit := range []string{"memory.max", "pids.max", "memory.limit_in_bytes", "memory.memsw.limit_in_bytes"} {
+				if p := filepath.Join(m, f[2], limit); fileExists(p) {
+					probes = append(probes, probe{"write:" + p, ": >> " + p, false})
+				}
+			}
+		}
+	}
+	r := newRig(t)
+	for _, tc := range []struct {
+		name string
+		p    Policy
+	}{
+		{"read-only", r.policy(ReadOnly)},
+		{"workspace-write", r.policy(WorkspaceWrite)},
+		{"unlimited", r.policy(Unlimited)},
+		{"unlimited-nothing-hidden", Policy{Level: Unlimited, Workdir: r.work, Temp: r.temp}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			ps := probes
+			if tc.p.Level == Unlimited {
+				ps = append(ps, probe{"write-beside", "echo x > " + r.work + "/beside-" + tc.name, true})
+			}
+			run(t, tc.p, ps)
+		})
+	}
+	t.Cleanup(func() {
+		for _, m := range mounts {
+			os.Remove(m + "/clinvoke-sandbox-test")
+		}
+	})
+}
+
+// fileExists reports whether path names a file.
+func fileExists(path string) bool {
+	_, err := os.Stat(path)
+	return err == nil
+}
+
+// TestSandboxCgroupMounts checks that every cgroup and cgroup2 mount of
+// a mountinfo text is found, each once, its escapes undone, and nothing
+// else.
+func TestSandboxCgroupMounts(t *testing.T) {
+	mi := `24 30 0:22 / /sys rw,nosuid shared:7 - sysfs sysfs rw
+31 24 0:26 / /sys/fs/cgroup ro,nosuid shared:9 - tmpfs tmpfs ro,mode=755
+32 31 0:27 / /sys/fs/cgroup/unified rw,nosuid shared:10 - cgroup2 cgroup2 rw,nsdelegate
+35 31 0:30 / /sys/fs/cgroup/memory rw,nosuid shared:14 - cgroup cgroup rw,memory
+36 31 0:31 / /sys/fs/cgroup/cpu,cpuacct rw,nosuid shared:15 - cgroup cgroup rw,cpu,cpuacct
+90 24 0:30 /a /srv/my\040cg rw shared:14 - cgroup cgroup rw,memory
+91 24 0:30 /a /srv/my\040cg rw shared:14 - cgroup cgroup rw,memory
+92 24 0:40 / /mnt/cgroupish rw - ext4 /dev/sda1 rw
+`
+	got := parseCgroupMounts([]byte(mi))
+	want := []string{"/sys/fs/cgroup/unified", "/sys/fs/cgroup/memory", "/sys/fs/cgroup/cpu,cpuacct", "/srv/my cg"}
+	if !slices.Equal(got, want) {
+		t.Errorf("parseCgroupMounts = %q, want %q", got, want)
 	}
 }
 

@@ -208,6 +208,9 @@ func (r *ruleRecord) apply(b *builder) error {
 func (b *builder) cached(p Policy, abi int) error {
 	hidden, visible := sight(p, false)
 	key, ok := recordKey(p, abi, hidden)
+	// The cgroup mounts split the walk as hidden paths do: a record is
+	// for the mounts it was made under.
+	key += "\x00" + strings.Join(b.cgroups, "\x00")
 	if !ok {
 		return b.policy(p, hidden, visible)
 	}

@@ -416,10 +416,11 @@ func PlanFile(plan []byte) (*os.File, error) {
 
 // UserNSAttr asks a in new user namespace with this process's user and
 // group mapped to themselves (setgroups denied), as a first stage's
-// namespaces are made.
+// namespaces are made, and in a new IPC namespace: the System V IPC and
+// POSIX message queues of the run's own, gone with it.
 func UserNSAttr(a *syscall.SysProcAttr) {
 	uid, gid := os.Getuid(), os.Getgid()
-	a.Cloneflags |= unix.CLONE_NEWUSER
+	a.Cloneflags |= unix.CLONE_NEWUSER | unix.CLONE_NEWIPC
 	a.UidMappings = []syscall.SysProcIDMap{{ContainerID: uid, HostID: uid, Size: 1}}
 	a.GidMappings = []syscall.SysProcIDMap{{ContainerID: gid, HostID: gid, Size: 1}}
 	a.GidMappingsEnableSetgroups = false

@@ -7,6 +7,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -432,4 +433,55 @@ func TestStageHeldNames(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestStageIPCPrivate: a first stage's run has an IPC namespace of its
+// own, so that the System V segment it makes and leaves (ipcmk, where the
+// host has it) is never the host's and goes with the run.
+func TestStageIPCPrivate(t *testing.T) {
+	defer goleak.VerifyNone(t)
+	requireStage(t)
+	host, err := os.Readlink("/proc/self/ns/ipc")
+	if err != nil {
+		t.Fatal(err)
+	}
+	script := "readlink /proc/self/ns/ipc"
+	if _, err := exec.LookPath("ipcmk"); err == nil {
+		script += " && ipcmk -M 1048576 >&2"
+	}
+	before := hostSegments(t)
+	work := t.TempDir()
+	serr, werr, out := stageRun(t, Policy{Level: ReadOnly, Workdir: work, Temp: work}, exec.Command("/bin/sh", "-c", script), nil)
+	if serr != nil || werr != nil {
+		t.Fatalf("Started: %v; the command: %v\n%s", serr, werr, out)
+	}
+	if got, _, _ := strings.Cut(out, "\n"); !strings.HasPrefix(got, "ipc:[") || got == host {
+		t.Errorf("the run's IPC namespace is %q, the host's %q: want one of its own", got, host)
+	}
+	for _, s := range hostSegments(t) {
+		if !slices.Contains(before, s) {
+			t.Errorf("the host has a segment the run made: %s", s)
+			if _, id, ok := strings.Cut(s, " "); ok {
+				n, _ := strconv.Atoi(id)
+				unix.SysvShmCtl(n, unix.IPC_RMID, nil)
+			}
+		}
+	}
+}
+
+// hostSegments returns the key and id of each System V shared-memory
+// segment of this process's IPC namespace.
+func hostSegments(t *testing.T) []string {
+	t.Helper()
+	b, err := os.ReadFile("/proc/sysvipc/shm")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []string
+	for i, line := range strings.Split(strings.TrimSpace(string(b)), "\n") {
+		if f := strings.Fields(line); i > 0 && len(f) > 2 {
+			out = append(out, f[0]+" "+f[1])
+		}
+	}
+	return out
 }

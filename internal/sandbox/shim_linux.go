@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
 
 	"golang.org/x/sys/unix"
 
@@ -50,26 +51,65 @@ const firstDir = shellshim.FirstDir
 func shellPaths() []string { return shellPathsIn(shellshim.Dirs(), shellshim.Names()) }
 
 // shellPathsIn is shellPaths over the names given in the directories given.
+// Each directory is opened once, and a directory that resolves where
+// another of dirs did (/bin, a link to usr/bin) is not looked in again:
+// its names lead where they led there. (A directory bound over another's
+// path is not the same: the binds over its shells are its own.) Each name
+// is then one openat from it, which follows the links and fails where
+// nothing is (most names); a name found is resolved by what the kernel
+// says its descriptor is open at (/proc/thread-self/fd), in one readlink
+// where filepath.EvalSymlinks would lstat each element of the path and
+// read each link on the way.
 func shellPathsIn(dirs, names []string) []string {
-	var out []string
+	var out, seen []string
 	for _, d := range dirs {
+		dfd, err := unix.Open(d, unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+		if err != nil {
+			continue
+		}
+		real, err := openedAt(dfd, d)
+		if err != nil || slices.Contains(seen, real) {
+			unix.Close(dfd)
+			continue
+		}
+		seen = append(seen, real)
 		for _, n := range names {
-			// Most of the paths do not exist: one lstat says so, where
-			// resolving would lstat each element of the path.
-			p := filepath.Join(d, n)
-			if _, err := os.Lstat(p); err != nil {
-				continue
-			}
-			real, err := filepath.EvalSymlinks(p)
-			if err != nil || !shellshim.IsShell(real) || slices.Contains(out, real) {
-				continue
-			}
-			if fi, err := os.Stat(real); err == nil && fi.Mode().IsRegular() {
+			real, ok := shellAt(dfd, d, n)
+			if ok && !slices.Contains(out, real) {
 				out = append(out, real)
 			}
 		}
+		unix.Close(dfd)
 	}
 	return out
+}
+
+// openedAt returns the path the descriptor fd, opened at path, is open
+// at: path with its links resolved.
+func openedAt(fd int, path string) (string, error) {
+	real, err := os.Readlink("/proc/thread-self/fd/" + strconv.Itoa(fd))
+	if err != nil {
+		// No /proc: resolve by the path, as the kernel did.
+		return filepath.EvalSymlinks(path)
+	}
+	return real, nil
+}
+
+// shellAt returns the real path of the shell name in the directory open at
+// dfd (dir), and whether there is one there: a regular file, at a shell's
+// path itself (shellshim.IsShell) once its links are followed.
+func shellAt(dfd int, dir, name string) (string, bool) {
+	fd, err := unix.Openat(dfd, name, unix.O_PATH|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return "", false
+	}
+	defer unix.Close(fd)
+	var st unix.Stat_t
+	if err := unix.Fstat(fd, &st); err != nil || st.Mode&unix.S_IFMT != unix.S_IFREG {
+		return "", false
+	}
+	real, err := openedAt(fd, filepath.Join(dir, name))
+	return real, err == nil && shellshim.IsShell(real)
 }
 
 // shim is the shells' part of the private roots: each real shell cloned

@@ -684,3 +684,105 @@ func BenchmarkShellPaths(b *testing.B) {
 		})
 	}
 }
+
+// shellPathsResolving is the look-up shellPathsIn replaced, path by path
+// (lstat, filepath.EvalSymlinks, stat): the reference its answers are
+// checked against.
+func shellPathsResolving(dirs, names []string) []string {
+	var out []string
+	for _, d := range dirs {
+		for _, n := range names {
+			p := filepath.Join(d, n)
+			if _, err := os.Lstat(p); err != nil {
+				continue
+			}
+			real, err := filepath.EvalSymlinks(p)
+			if err != nil || !shellshim.IsShell(real) || slices.Contains(out, real) {
+				continue
+			}
+			if fi, err := os.Stat(real); err == nil && fi.Mode().IsRegular() {
+				out = append(out, real)
+			}
+		}
+	}
+	return out
+}
+
+// TestShellPathsAsResolved checks that shellPathsIn finds the shells that
+// resolving each path finds, in the same order: on the host, with its
+// directories in other orders and a directory that does not exist, and
+// (where this process may make a mount namespace) with a /usr/local/bin
+// holding shells, links to them (absolute, relative, through another
+// link), a dangling link, a link to a directory and a directory at a
+// shell's name, then with /usr/bin bound over /usr/local/bin (the same
+// directory, at a path of its own whose shells are bound apart).
+func TestShellPathsAsResolved(t *testing.T) {
+	cases := []struct {
+		name        string
+		dirs, names []string
+	}{
+		{"now", shellshim.Dirs(), shellshim.Names()},
+		{"usr-first", []string{"/usr/bin", "/bin", "/usr/local/bin"}, shellshim.Names()},
+		{"missing-dir", []string{"/nonexistent-shells", "/bin", "/usr/bin", "/usr/local/bin"}, shellshim.Names()},
+		{"names-twice", shellshim.Dirs(), append(shellshim.Names(), shellshim.Names()...)},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			if g, w := shellPathsIn(c.dirs, c.names), shellPathsResolving(c.dirs, c.names); !slices.Equal(g, w) {
+				t.Errorf("shellPathsIn(%q, %q) = %q, want %q", c.dirs, c.names, g, w)
+			}
+		})
+	}
+	t.Run("local", func(t *testing.T) {
+		requirePrivate(t)
+		var got, want [][]string
+		var bound, boundWant []string
+		err := Retired(func() error {
+			// A copy of bash stands in for busybox: a shell is known
+			// by its path.
+			if err := localShells("/bin/bash"); err != nil {
+				return err
+			}
+			for link, target := range map[string]string{
+				"/usr/local/bin/ksh":   "/usr/local/bin/busybox",
+				"/usr/local/bin/zsh":   "readmem",
+				"/usr/local/bin/mksh":  "/usr/local/bin/gone",
+				"/usr/local/bin/ksh93": "/usr/local",
+				"/usr/local/bin/sh":    "bash",
+			} {
+				if err := os.Symlink(target, link); err != nil {
+					return err
+				}
+			}
+			if err := os.Mkdir("/usr/local/bin/ash", 0o755); err != nil {
+				return err
+			}
+			for _, c := range cases {
+				got = append(got, shellPathsIn(c.dirs, c.names))
+				want = append(want, shellPathsResolving(c.dirs, c.names))
+			}
+			// /usr/bin bound over /usr/local/bin: the same directory
+			// at another mount, whose shells are bound apart.
+			if err := unix.Mount("/usr/bin", "/usr/local/bin", "", unix.MS_BIND, ""); err != nil {
+				return err
+			}
+			bound = shellPathsIn(shellshim.Dirs(), shellshim.Names())
+			boundWant = shellPathsResolving(shellshim.Dirs(), shellshim.Names())
+			return nil
+		})
+		if err != nil {
+			t.Fatalf("a /usr/local/bin of shells: %v", err)
+		}
+		for i, c := range cases {
+			if !slices.Equal(got[i], want[i]) {
+				t.Errorf("%s: shellPathsIn(%q, %q) = %q, want %q", c.name, c.dirs, c.names, got[i], want[i])
+			}
+			if !slices.Contains(got[i], "/usr/local/bin/busybox") || !slices.Contains(got[i], "/usr/local/bin/bash") {
+				t.Errorf("%s: shellPathsIn(%q, %q) = %q, want /usr/local/bin's bash and busybox among them", c.name, c.dirs, c.names, got[i])
+			}
+		}
+		if !slices.Equal(bound, boundWant) || !slices.Contains(bound, "/usr/local/bin/bash") {
+			t.Errorf("with /usr/bin bound over /usr/local/bin: shellPaths() = %q, want %q, /usr/local/bin/bash among them", bound, boundWant)
+		}
+	})
+}

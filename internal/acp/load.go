@@ -24,14 +24,14 @@ import (
 // it: what the agent wrote before that answer is the replay, dropped like
 // any update between turns. The method is an extension method (its name
 // starts with an underscore) that no agent knows: ACP has an agent answer
-// a method it does not know with the error "method not found", and the
-// Rust SDK's default answers it with a null result; either answer ends
-// the wait, and so would any other. This holds for an agent that has
-// written its replay by the time it handles the next request it reads,
-// as Gemini CLI does (its replay is written by one chain of awaited
-// writes started before the response; the next request is read from
-// standard input later), and as an agent that follows ACP does. It costs
-// a loaded session one round trip, and a new session nothing.
+// a method it does not know with the error "method not found", as the
+// five agents of docs/acp-agents.md do; any answer, error or result, ends
+// the wait. This holds for an agent that has written its replay by the
+// time it handles the next request it reads, as Gemini CLI does (its
+// replay is one chain of writes started before the response; the next
+// request is read from standard input later), and as an agent that
+// follows ACP does. It costs a loaded session one round trip, and a new
+// session nothing.
 
 // pingMethod is the request whose answer ends the replay of a loaded
 // session.

@@ -10,7 +10,7 @@ import (
 
 // loadingAgent is a scripted agent that loads session S1 by replaying its
 // history (an earlier prompt and its answer, "first answer"), writing
-// the first before of the replay's updates before its session/load
+// the first before updates of the replay before its session/load
 // response and the rest after it. Each line the client writes is answered
 // after everything the agent wrote before reading it, as an agent does
 // whose replay is written by the time it reads its next request (Gemini
@@ -19,9 +19,8 @@ import (
 type loadingAgent struct {
 	t      *testing.T
 	before int
-	// pingResult answers an unknown method with a null result (the
-	// default of the Rust SDK's ext_method) instead of the error
-	// "method not found".
+	// pingResult answers an unknown method with a null result instead
+	// of the error "method not found".
 	pingResult bool
 
 	out     []string // written, not yet read by the client

@@ -10,7 +10,9 @@
 // no terminal offered to the agent), authenticate when an authentication
 // method is chosen (Config.AuthMethod, or an env_var method whose
 // variables are all set), session/new in the workdir (or session/load to
-// resume, when the agent advertises loadSession), then session/set_mode
+// resume, when the agent advertises loadSession, and then the extension
+// request _clinvoke/ping, whose answer ends the history the agent replays,
+// which no turn takes: load.go), then session/set_mode
 // for the permission level (Config.Modes) and the model (session/set_model,
 // or session/set_config_option for a config option of category "model").
 // Each turn switches mode and model first when the TurnRequest asks for

@@ -263,20 +263,31 @@ func (p *Protocol) opened(method string, m *message, raw json.RawMessage) (drive
 			json.Unmarshal(o.CurrentValue, &p.model)
 		}
 	}
-	ev := invoker.Event{Kind: invoker.KindSession, SessionID: p.session, Raw: raw}
 	calls, err := p.switches(p.req.Permission, p.req.Model)
 	if err != nil {
 		return driver.Step{}, err
 	}
-	if len(calls) == 0 {
-		return driver.Step{Events: []invoker.Event{ev}, Ready: true}, nil
+	var step driver.Step
+	if method == "session/load" {
+		step = p.awaitReplay(calls)
+	} else {
+		step = p.ready(calls)
 	}
-	line := p.sequence(calls, func(*message, json.RawMessage) (driver.Step, error) {
+	step.Events = []invoker.Event{{Kind: invoker.KindSession, SessionID: p.session, Raw: raw}}
+	return step, nil
+}
+
+// ready returns the step that makes the session ready: at once, or once
+// the agent accepted calls.
+func (p *Protocol) ready(calls []rpcCall) driver.Step {
+	if len(calls) == 0 {
+		return driver.Step{Ready: true}
+	}
+	return driver.Step{Write: [][]byte{p.sequence(calls, func(*message, json.RawMessage) (driver.Step, error) {
 		return driver.Step{Ready: true}, nil
 	}, func(c rpcCall, e *rpcError, _ json.RawMessage) (driver.Step, error) {
 		return driver.Step{}, fmt.Errorf("%s refused %s: %s", p.cfg.name(), c.what, e.text())
-	})
-	return driver.Step{Events: []invoker.Event{ev}, Write: [][]byte{line}}, nil
+	})}}
 }
 
 // An rpcCall is one call of a sequence (sequence).

@@ -197,7 +197,8 @@ func permissionSchema(c *config, def invoker.Permission, desc string) *jsonschem
 }
 
 const permissionDesc = `Sandbox level for the agent: "read-only" (read files, run read-only commands), ` +
-	`"workspace-write" (also edit files in workdir), "unlimited" (no sandbox, no approvals). ` +
+	`"workspace-write" (also edit files in workdir), "unlimited" (no approvals; the server's ` +
+	`kernel sandbox, where it has one, may still hold the filesystem and network). ` +
 	`Only the levels listed are allowed by this server.`
 
 // taskProperties returns the properties shared by the single tool's input

@@ -10,6 +10,7 @@ import (
 	"math/rand/v2"
 	"os"
 	"path/filepath"
+	"reflect"
 	"slices"
 	"strings"
 	"sync"
@@ -52,7 +53,7 @@ func TestListTools(t *testing.T) {
 	}
 
 	type prop struct {
-		Type    string   `json:"type"`
+		Type    any      `json:"type"` // a name, or a list of names (a slice may be null)
 		Enum    []string `json:"enum"`
 		Default any      `json:"default"`
 	}
@@ -154,7 +155,7 @@ func TestCallReturnsStructuredOutput(t *testing.T) {
 	}
 	want := mcpadapter.Output{Status: "completed", Text: "echo: hello", SessionID: "sess-codex",
 		Usage: invoker.Usage{InputTokens: 10, OutputTokens: 5}}
-	if out != want {
+	if !reflect.DeepEqual(out, want) {
 		t.Errorf("output = %+v, want %+v", out, want)
 	}
 	req := inv.lastRequest(t)

@@ -19,6 +19,17 @@
 // terms, which on a server shared by several clients would resume another
 // client's session.
 //
+// # Sandbox
+//
+// The kernel sandbox is set on the wrapped Invoker's options
+// (invoker.Options.Sandbox), not on this package's [Options]: the Invoker
+// holds it for every run it starts, so a server's tools, their parallel
+// tasks and their warm sessions all get it, and a caller cannot turn it
+// off through a tool's input. A tool call's [Output] says what held the
+// run (Sandbox, from invoker.Result.Sandbox) and the connections its
+// network rules saw (Connections: host, port, allowed, bytes).
+// examples/mcpserver asks for the "available" sandbox by default.
+//
 // # Lifetime
 //
 // Register returns a [Tools], which owns the lifetime of the calls the way

@@ -27,6 +27,8 @@ func (t *tool) output(ctx context.Context, res *invoker.Result, err error) Outpu
 		out.Usage = res.Usage
 		out.Resources = res.Resources
 		out.QueuedMS = res.Queued.Milliseconds()
+		out.Sandbox = res.Sandbox
+		out.Connections = connections(res.Connections)
 		setStructured(&out, res)
 	}
 	if err == nil {

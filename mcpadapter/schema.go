@@ -94,6 +94,41 @@ type Output struct {
 	// (Options.MaxConcurrentPerIdentity, MaxConcurrent), then for the
 	// host's Budget (invoker.Result.Queued); not part of DurationMS.
 	QueuedMS int64 `json:"queued_ms,omitempty" jsonschema:"how long the run waited for room on the host before it started, in milliseconds (not part of duration_ms)"`
+	// Sandbox is the kernel sandbox that held the run's processes
+	// (invoker.Result.Sandbox): "filesystem", "filesystem,network", or
+	// absent where none held it.
+	Sandbox string `json:"sandbox,omitempty" jsonschema:"the kernel sandbox that held the run: filesystem, or filesystem,network; absent where none held it"`
+	// Connections are the run's connections the network rules saw
+	// (invoker.Result.Connections), each summarized; absent where the
+	// network rules did not hold the run.
+	Connections []Connection `json:"connections,omitempty" jsonschema:"each connection the run's processes attempted under the sandbox's network rules"`
+}
+
+// Connection summarizes an invoker.Connection of a run: the destination,
+// whether the rules let it through, and the bytes each way.
+type Connection struct {
+	// Host and Port name the destination as the process asked for it.
+	Host string `json:"host" jsonschema:"the destination host as the process asked for it"`
+	Port int    `json:"port" jsonschema:"the destination port"`
+	// Allowed reports whether the rules let it through.
+	Allowed bool `json:"allowed" jsonschema:"whether the sandbox's network rules let it through"`
+	// Sent and Received count the bytes each way; zero when denied.
+	Sent     int64 `json:"bytes_sent" jsonschema:"bytes sent; zero when denied"`
+	Received int64 `json:"bytes_received" jsonschema:"bytes received; zero when denied"`
+	// Error says why it was denied, or why an allowed one failed.
+	Error string `json:"error,omitempty" jsonschema:"why it was denied, or why an allowed one failed"`
+}
+
+// connections summarizes a run's connections; nil for none.
+func connections(cs []invoker.Connection) []Connection {
+	if len(cs) == 0 {
+		return nil
+	}
+	out := make([]Connection, len(cs))
+	for i, c := range cs {
+		out[i] = Connection{Host: c.Host, Port: c.Port, Allowed: c.Allowed, Sent: c.Sent, Received: c.Received, Error: c.Err}
+	}
+	return out
 }
 
 // ParallelInput is the argument of a parallel tool (named after the invoker
@@ -197,7 +232,8 @@ func permissionSchema(c *config, def invoker.Permission, desc string) *jsonschem
 }
 
 const permissionDesc = `Sandbox level for the agent: "read-only" (read files, run read-only commands), ` +
-	`"workspace-write" (also edit files in workdir), "unlimited" (no sandbox, no approvals). ` +
+	`"workspace-write" (also edit files in workdir), "unlimited" (no approvals; the server's ` +
+	`kernel sandbox, where it has one, may still hold the filesystem and network). ` +
 	`Only the levels listed are allowed by this server.`
 
 // taskProperties returns the properties shared by the single tool's input

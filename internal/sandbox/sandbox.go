@@ -198,8 +198,12 @@ var (
 // Caches returns the environment that sends the caches of the agent's own
 // tools (Go's build and module caches, npm's, pip's, XDG's) into dir, a
 // directory of the run's private temporary directory: a run cannot poison
-// the cache of a later one, and its tools work with the home directory
-// read-only. The cost is a cold cache per run.
+// the cache of a later one, and its tools find their caches writable with
+// the home directory read-only. The cost is a cold cache per run. Caches
+// do not make a tool work at WorkspaceWrite where it writes a new entry at
+// the top of the working directory (go build's ./m, a new go.sum,
+// npm install's package-lock.json and node_modules): the top admits none,
+// so those entries must exist before the run.
 func Caches(dir string) []string {
 	return []string{
 		"XDG_CACHE_HOME=" + filepath.Join(dir, "xdg"),

@@ -67,3 +67,12 @@ func SetNetProbe(t interface{ Cleanup(func()) }, route string, err error) {
 	netProbe = func() (string, error) { return route, err }
 	t.Cleanup(func() { netProbe = old })
 }
+
+// SetLandlockProbe makes the filesystem sandbox's probe answer abi or err,
+// as on a host whose kernel gives that Landlock or none, until the test
+// ends. The test must not be parallel.
+func SetLandlockProbe(t interface{ Cleanup(func()) }, abi int, err error) {
+	old := landlockProbe
+	landlockProbe = func() (int, error) { return abi, err }
+	t.Cleanup(func() { landlockProbe = old })
+}

@@ -214,7 +214,12 @@ const nestedNote = ", and starts the commands the CLI runs through a shell in a 
 // landlockProbe says once whether the kernel holds the filesystem
 // ceiling: Landlock's ABI, or why not. The answer is the running kernel's
 // (how it was built and booted), which cannot change in a process's life.
-var landlockProbe = sync.OnceValues(sandbox.Probe)
+// Where the kernel's answer is a bare errno (a container's seccomp filter
+// refusing the call), the error names the fix (sandbox.NameFix).
+var landlockProbe = sync.OnceValues(func() (int, error) {
+	abi, err := sandbox.Probe()
+	return abi, sandbox.NameFix(err)
+})
 
 // sandboxError is a required sandbox this host cannot hold.
 type sandboxError struct{ err error }

@@ -46,7 +46,10 @@ type trackedTree struct {
 
 // startTracking adds s to the trees its scanner's tracker records,
 // starting the tracker if it is not running.
+// It first reads the user namespace the run was started in (see
+// trackingLevel.userns).
 func (s *treeSys) startTracking(exited <-chan struct{}, log *slog.Logger) {
+	s.userns = runUserNS(s.root)
 	sc := s.scanner()
 	tracker := &sc.tracker
 	tracker.mu.Lock()
@@ -269,6 +272,16 @@ func (s *treeSys) memberSet(sn *snapshot) ([]procInfo, map[int32]bool) {
 	if s.marker != "" {
 		for _, pid := range sn.marked[s.marker] {
 			if i, ok := sn.find(pid); ok {
+				add(i)
+			}
+		}
+	}
+	if !s.userns.zero() {
+		// The run's user namespace: a mark no member can clear. One
+		// stat for each process started since the root that no other
+		// rule found; a zombie has no namespace left to read.
+		for i := range sn.procs {
+			if p := &sn.procs[i]; p.start >= s.rootStart && !in[p.pid] && !p.kthread && !p.zombie() && inUserNS(p.pid, s.userns) {
 				add(i)
 			}
 		}

@@ -407,6 +407,47 @@ func TestSandboxSessionLevelDrop(t *testing.T) {
 	}
 }
 
+// TestSandboxRunEndClearedDaemon: a sandboxed run's daemon that left the
+// run's session and cleared its environment (as `setsid -f env -i CMD`
+// leaves it) is gone when Invoke returns: by the cgroup (root), or, for a
+// user without cgroups, by the run's user namespace of its own. Only a
+// user's run in the host's user namespace may miss it (docs/sessions.md).
+func TestSandboxRunEndClearedDaemon(t *testing.T) {
+	requireSandbox(t)
+	r := newSandboxRig(t)
+	rec := r.home + "/.claude/projects/rec" // writable under the sandbox
+	lr := newLimitRun(t, fakeagent.Script{RecordDir: rec, ClearedEscapee: true})
+	lr.req.Sandbox, lr.req.Permission = invoker.Sandbox{Mode: "required"}, invoker.WorkspaceWrite
+	lr.req.Workdir, lr.req.Env = r.work, append(lr.req.Env, "HOME="+r.home)
+	res, err := lr.inv.Invoke(context.Background(), lr.req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rc, err := fakeagent.ReadRecord(rec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	daemon := 0
+	for _, p := range rc.Procs {
+		if p.Role == "turn-envi-daemon" {
+			daemon = p.Pid
+		}
+	}
+	if daemon == 0 {
+		t.Fatalf("no daemon in the record: %+v", rc.Procs)
+	}
+	if !slices.Contains(rc.Alive(), daemon) {
+		return
+	}
+	if res.Containment == "tracking" && !runUserNS() {
+		t.Logf("tracking level in the host's user namespace: the daemon (pid %d) was missed, as documented", daemon)
+		syscall.Kill(daemon, syscall.SIGKILL)
+		return
+	}
+	syscall.Kill(daemon, syscall.SIGKILL)
+	t.Errorf("the cleared-environment daemon (pid %d) outlived Invoke (containment %q, user namespace of its own: %v)", daemon, res.Containment, runUserNS())
+}
+
 // runUserNS reports whether a sandboxed run here starts in a user
 // namespace of its own: a user's run by the first stage.
 func runUserNS() bool {

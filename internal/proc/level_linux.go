@@ -63,6 +63,11 @@ type trackingLevel struct {
 	// exitedAt is when run saw the root exit; set before exited is
 	// closed.
 	exitedAt time.Time
+	// userns is the user namespace the run was started in where it is
+	// not this process's (zero otherwise): every process in it, or in a
+	// namespace nested in it, is a member (userns_linux.go). Set before
+	// the tracker or any caller reads it.
+	userns nsID
 }
 
 // account is account at the Cgroup level: the figures of the tree's v2

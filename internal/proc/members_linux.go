@@ -46,7 +46,10 @@ type trackedTree struct {
 
 // startTracking adds s to the trees its scanner's tracker records,
 // starting the tracker if it is not running.
+// It first reads the user namespace the run was started in (see
+// trackingLevel.userns).
 func (s *treeSys) startTracking(exited <-chan struct{}, log *slog.Logger) {
+	s.userns = runUserNS(s.root)
 	sc := s.scanner()
 	tracker := &sc.tracker
 	tracker.mu.Lock()
@@ -204,8 +207,9 @@ func (*trackingLevel) members(t *Tree) {
 
 // members returns the live processes of the tree in sn and records them as
 // known. Members are: the root, its process group and session, the
-// processes carrying the marker, those seen before (known, same
-// starttime), the processes in a session or group whose id is the pid of a
+// processes carrying the marker, those in the run's user namespace or one
+// nested in it (where it has one of its own: trackingLevel.userns), those
+// seen before (known, same starttime), the processes in a session or group whose id is the pid of a
 // known member still present in sn or of any member found in sn, alive or
 // a zombie (that pid cannot have been reused, so the session or group is
 // the member's), and every descendant of any of these. A snapshot older
@@ -216,7 +220,7 @@ func (*trackingLevel) members(t *Tree) {
 // of these rules: its ppid says nothing, since other runs' orphans
 // re-parent to the host too. So one that was never seen while its parent
 // links existed, left the session and cleared its environment is not
-// found.
+// found, unless the run's user namespace finds it.
 //
 // Only processes started at or after the root count: every process of the
 // tree did, and the snapshot may or may not hold older ones (see scanner),
@@ -269,6 +273,16 @@ func (s *treeSys) memberSet(sn *snapshot) ([]procInfo, map[int32]bool) {
 	if s.marker != "" {
 		for _, pid := range sn.marked[s.marker] {
 			if i, ok := sn.find(pid); ok {
+				add(i)
+			}
+		}
+	}
+	if !s.userns.zero() {
+		// The run's user namespace: a mark no member can clear. One
+		// stat for each process started since the root that no other
+		// rule found; a zombie has no namespace left to read.
+		for i := range sn.procs {
+			if p := &sn.procs[i]; p.start >= s.rootStart && !in[p.pid] && !p.kthread && !p.zombie() && inUserNS(p.pid, s.userns) {
 				add(i)
 			}
 		}

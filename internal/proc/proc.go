@@ -347,6 +347,13 @@ func (t *Tree) Prepare() { t.prepare() }
 // neither killed nor, if it exits, reaped (its zombie stays the host's
 // child until the host exits); so is one Kill could not scan for.
 //
+// A tree whose root was started in a user namespace of its own
+// (CLONE_NEWUSER in SysAttr, as a sandboxed user's first stage is) is
+// also found by that namespace: every process in it, or in a namespace
+// nested in it, is a member, since no process can leave its user
+// namespace. Such an orphan is then killed all the same; reaped only as
+// above. A tree sharing the host's user namespace has no such mark.
+//
 // On macOS the tree is the group plus descendants by parent links; on
 // Windows it is the Job Object, terminated as a whole.
 func (t *Tree) Kill() Report {
@@ -473,7 +480,8 @@ func (t *Tree) Baseline() Baseline {
 // session and cleared or overwrote its environment (env -i,
 // setproctitle) and lost its parent before a recording of parent links
 // saw it (one started by a tool that exited within RecordEvery, as `setsid -f
-// env -i CMD` does), and a sibling made with clone(CLONE_PARENT). What a
+// env -i CMD` does), unless the tree has a user namespace of its own (see
+// Kill), and a sibling made with clone(CLONE_PARENT). What a
 // sweep misses stays running until Kill, which misses it too. A session
 // that calls Snapshot when a cancel begins, before it interrupts the
 // turn, records the parent links of the turn's processes while they

@@ -217,6 +217,15 @@ type Script struct {
 	// systems it is started detached in a new process group.)
 	Escapee bool `json:"escapee,omitempty"`
 
+	// ClearedEscapee starts, with the other helpers, a daemon as `setsid
+	// -f env -i CMD` leaves it: started by a helper that exits at once
+	// ("turn-envi-start"), in a session of its own, its environment
+	// cleared of everything but what it needs to run and record itself
+	// ("turn-envi-daemon", Proc.Turn 0), so that neither Survivors nor a
+	// marker finds it; only the record does. It sleeps for ten minutes.
+	// (Unix.)
+	ClearedEscapee bool `json:"cleared_escapee,omitempty"`
+
 	// HoldStdout starts a helper that inherits the fake's stdout and stderr
 	// and sleeps for ten minutes; the fake itself exits as usual after the
 	// stream, so its pipes stay open after it exited.

@@ -69,14 +69,14 @@ func startReady(mk func(w *os.File) []*exec.Cmd) ([]*exec.Cmd, error) {
 // event, every process of its tree exists and is in the record. It returns
 // the Grandchild helper's command, if one was started.
 func startHelpers(s *Script) (*exec.Cmd, error) {
-	if !s.Grandchild && !s.Escapee && !s.HoldStdout {
+	if !s.Grandchild && !s.Escapee && !s.HoldStdout && !s.ClearedEscapee {
 		return nil, nil
 	}
 	exe, err := os.Executable()
 	if err != nil {
 		return nil, err
 	}
-	var escapee, sleeper *exec.Cmd
+	var escapee, cleared, sleeper *exec.Cmd
 	_, err = startReady(func(w *os.File) []*exec.Cmd {
 		var cmds []*exec.Cmd
 		if s.Grandchild {
@@ -93,13 +93,19 @@ func startHelpers(s *Script) (*exec.Cmd, error) {
 			escapee.SysProcAttr = newSession()
 			cmds = append(cmds, escapee)
 		}
+		if s.ClearedEscapee {
+			cleared = helperCommand(exe, roleTurnEnviStart, w)
+			cmds = append(cmds, cleared)
+		}
 		return cmds
 	})
 	if err != nil {
 		return nil, err
 	}
-	if escapee != nil {
-		escapee.Wait() // it exits at once, leaving its child orphaned
+	for _, c := range []*exec.Cmd{escapee, cleared} {
+		if c != nil {
+			c.Wait() // it exits at once, leaving its child orphaned
+		}
 	}
 	return sleeper, nil
 }

@@ -5,6 +5,8 @@ import (
 	"path/filepath"
 	"slices"
 	"testing"
+
+	"github.com/clinvoke/clinvoke/internal/sandbox"
 )
 
 // TestSandboxHostKeysPrivateOnly: of the SSH host keys, the private ones
@@ -57,5 +59,33 @@ func TestSandboxPasswdHomes(t *testing.T) {
 	}
 	if got := passwdHomes(filepath.Join(base, "none")); got != nil {
 		t.Errorf("passwdHomes of a missing file = %q, want none", got)
+	}
+}
+
+// BenchmarkSandboxHiddenBuild is the cost of the hidden set in a run's
+// ruleset: the run's home alone (the baseline, "home") against the
+// default set ("host": the other homes and the secrets this process can
+// read, each hidden file splitting its directory), each the set's making
+// and a ReadOnly ruleset's build, its record reused from the third build
+// on as in a program's runs.
+func BenchmarkSandboxHiddenBuild(b *testing.B) {
+	if _, err := sandbox.Probe(); err != nil {
+		b.Skip(err)
+	}
+	work, home, temp := b.TempDir(), b.TempDir(), b.TempDir()
+	for _, c := range []struct {
+		name   string
+		hidden func(string) []string
+	}{{"home", homeHidden}, {"host", defaultHidden}} {
+		b.Run(c.name, func(b *testing.B) {
+			for b.Loop() {
+				r, err := sandbox.Build(sandbox.Policy{Level: sandbox.ReadOnly, Workdir: work, Temp: temp,
+					Hidden: c.hidden(home), Visible: installOf(os.Args[0], os.Environ())})
+				if err != nil {
+					b.Fatal(err)
+				}
+				r.Close()
+			}
+		})
 	}
 }

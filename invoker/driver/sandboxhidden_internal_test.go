@@ -72,7 +72,19 @@ func BenchmarkSandboxHiddenBuild(b *testing.B) {
 	if _, err := sandbox.Probe(); err != nil {
 		b.Skip(err)
 	}
-	work, home, temp := b.TempDir(), b.TempDir(), b.TempDir()
+	// Outside /tmp, whose entries (many on a busy host) the walk would
+	// list and allow each.
+	base, err := os.MkdirTemp("/var/tmp", "clinvoke-bench-")
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { os.RemoveAll(base) })
+	work, home, temp := filepath.Join(base, "work"), filepath.Join(base, "home"), filepath.Join(base, "temp")
+	for _, d := range []string{work, home, temp} {
+		if err := os.Mkdir(d, 0o700); err != nil {
+			b.Fatal(err)
+		}
+	}
 	for _, c := range []struct {
 		name   string
 		hidden func(string) []string

@@ -19,8 +19,11 @@ package invoker
 //   - Unlimited: no ceiling on writes.
 //
 // At every level the home directory cannot be read, listed or executed
-// from, except the CLI's own directories, its install, the working
-// directory and the paths in Show; neither can the paths in Hide. The
+// from, nor can the host's other homes (/home, /root) and its secrets
+// (/etc/shadow, the SSH host keys and others docs/sandbox.md lists, where
+// this process could read them), except the CLI's own directories, its
+// install, the working directory and the paths in Show; neither can the
+// paths in Hide. The
 // caches of the agent's tools (Go's, npm's, pip's, XDG's) go to the run's
 // private temporary directory. docs/sandbox.md says what each kind of
 // host holds, how to get it, and what it costs.
@@ -71,8 +74,9 @@ type Sandbox struct {
 	// Hide are absolute paths the run cannot read, list or execute, with
 	// everything beneath them (Show excepted).
 	Hide []string
-	// Show are absolute paths beneath the home directory (or Hide) that
-	// the run may read: a toolchain or a project it needs.
+	// Show are absolute paths beneath a hidden path (the home directory,
+	// another home, a secret of the host, or Hide) that the run may read:
+	// a toolchain or a project it needs.
 	Show []string
 	// Network is the run's network ceiling: nil for none (the run
 	// reaches what the host reaches), "none" alone for only what the run

@@ -355,7 +355,7 @@ func (a sandboxAsk) prepare(attr *proc.Attr, workdir string, setEnv []string, lo
 		Held:     workspace.ConfigNames(),
 		Temp:     temp,
 		Writable: append(state, files...),
-		Hidden:   append(homeHidden(home), a.sb.Hide...),
+		Hidden:   append(defaultHidden(home), a.sb.Hide...),
 		Visible:  append(installOf(attr.Path, attr.Env), a.sb.Show...),
 		Private:  true,
 		Settings: sandbox.Settings(a.cli, attr.Env, home),

@@ -196,6 +196,11 @@ func Build(p Policy) (*Ruleset, error) {
 	if errno != 0 {
 		return nil, fmt.Errorf("sandbox: landlock_create_ruleset: %w", errno)
 	}
+	if p.Masked, p.Hidden = masks(p); len(p.Masked) > 0 && (!p.Private || privateProbe() != nil) {
+		// No mount namespace for the run as root's route makes it (a
+		// first stage's comes after the rules): the rules hide them.
+		p.Hidden, p.Masked = append(slices.Clip(p.Hidden), p.Masked...), nil
+	}
 	r := &Ruleset{fd: int(fd), rt: rt}
 	b := builder{fd: int(fd), rt: rt, cgroups: cgroupMounts()}
 	if err := b.cached(p, abi); err != nil {
@@ -216,6 +221,12 @@ func Build(p Policy) (*Ruleset, error) {
 		}
 	}
 	r.private, r.noPriv = planPrivate(p, chains)
+	if r.private == nil && len(p.Masked) > 0 {
+		// No mount namespace after all: the rules hide them.
+		r.Close()
+		p.Hidden, p.Masked = append(slices.Clip(p.Hidden), p.Masked...), nil
+		return Build(p)
+	}
 	return r, nil
 }
 

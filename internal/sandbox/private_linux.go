@@ -63,6 +63,8 @@ type privatePlan struct {
 	Nested []string `json:"nested,omitempty"`
 	Walk   string   `json:"walk,omitempty"`
 	Unheld []string `json:"unheld,omitempty"`
+	// Masked are the paths covered by an empty file system (mask).
+	Masked []string `json:"masked,omitempty"`
 
 	skipped []string // the holds enter could not make, and why (Walk and Unheld too)
 	walked  *Walked  // the walk for Nested, which the run's end walks again (Ruleset.Walked)
@@ -171,7 +173,7 @@ func planPrivate(p Policy, chains []chain) (*privatePlan, string) {
 			}
 		}
 	}
-	pl := &privatePlan{Binds: binds}
+	pl := &privatePlan{Binds: binds, Masked: p.Masked}
 	if all {
 		return pl, "" // no ceiling on writes: the settings too
 	}
@@ -567,6 +569,16 @@ func (pl *privatePlan) enter(b *builder) error {
 	}
 	holdEach(pl.Links, holdFile)
 	holdEach(pl.Nested, holdTree)
+	for _, m := range pl.Masked {
+		// A secret the run could read, unlike a hold, is not skipped.
+		covered, err := mask(m)
+		if err != nil {
+			return undo(err)
+		}
+		if covered {
+			mounted = append(mounted, m)
+		}
+	}
 	if pl.Walk != "" {
 		pl.skipped = append(pl.skipped, pl.Walk)
 	}

@@ -73,6 +73,16 @@ type Policy struct {
 	// Visible are paths beneath Hidden that stay readable: the CLI's own
 	// directories, its install, the working directory, Temp.
 	Visible []string
+	// Masked are paths the run cannot read, as Hidden are, held
+	// otherwise where the run gets its mount namespace (Private): each is
+	// covered there by an empty file system, a file or a directory with
+	// no entries and no permissions, so that the rules need not split its
+	// directory (a hidden file costs a rule for each of its siblings, and
+	// a sibling replaced during the run is unreadable). Root reads a
+	// masked file as empty, another user is refused it. Where the run
+	// gets no mount namespace, and for a path with a Visible path beneath
+	// it, they are Hidden; one at or beneath a Visible path is not held.
+	Masked []string
 	// Private gives the run a /tmp and a /dev/shm of its own where the
 	// host allows a mount namespace (CAP_SYS_ADMIN): fresh tmpfs mounts,
 	// writable by the run, gone with it, into which the paths above that

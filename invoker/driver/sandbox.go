@@ -356,6 +356,7 @@ func (a sandboxAsk) prepare(attr *proc.Attr, workdir string, setEnv []string, lo
 		Temp:     temp,
 		Writable: append(state, files...),
 		Hidden:   append(defaultHidden(home), a.sb.Hide...),
+		Masked:   defaultMasked(),
 		Visible:  append(installOf(attr.Path, attr.Env), a.sb.Show...),
 		Private:  true,
 		Settings: sandbox.Settings(a.cli, attr.Env, home),

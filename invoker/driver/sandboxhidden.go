@@ -55,13 +55,10 @@ const minLoginUID = 1000
 // nobodyUID is the overflow user, whose home is /nonexistent or similar.
 const nobodyUID = 65534
 
-// defaultHidden returns the paths a sandboxed run cannot read by default:
-// home (the run's home directory, see homeHidden), homesRoot, the homes of
-// the people's accounts in /etc/passwd that lie beneath neither, and
-// systemSecrets with the SSH host keys. A path that does not exist is left
-// out, and so is a secret this process cannot read (another user's run
-// cannot either, and hiding it would only make the ruleset split its
-// directory for nothing).
+// defaultHidden returns the directories a sandboxed run cannot read by
+// default: home (the run's home directory, see homeHidden), homesRoot,
+// and the homes of the people's accounts in /etc/passwd that lie beneath
+// neither. A path that does not exist is left out.
 func defaultHidden(home string) []string {
 	hidden := homeHidden(home)
 	for _, d := range homesRoot {
@@ -69,13 +66,24 @@ func defaultHidden(home string) []string {
 			hidden = append(hidden, d)
 		}
 	}
-	hidden = append(hidden, passwdHomes("/etc/passwd")...)
+	return append(hidden, passwdHomes("/etc/passwd")...)
+}
+
+// defaultMasked returns the system's secrets a sandboxed run cannot read
+// by default (systemSecrets, the SSH host keys' private halves), masked
+// where the run has its mount namespace (sandbox.Policy.Masked): hidden by
+// the rules, each would split its directory (/etc's hundred-odd entries
+// ruled one by one, about 1.5 ms a run). One that does not exist is left
+// out, and so is one this process cannot read (another user's run cannot
+// either).
+func defaultMasked() []string {
+	var masked []string
 	for _, p := range append(hostKeys(hostKeysDir), systemSecrets...) {
 		if readable(p) {
-			hidden = append(hidden, p)
+			masked = append(masked, p)
 		}
 	}
-	return hidden
+	return masked
 }
 
 // hostKeys returns the SSH host's private keys in dir (ssh_host_*_key),

@@ -64,10 +64,13 @@ func TestSandboxPasswdHomes(t *testing.T) {
 
 // BenchmarkSandboxHiddenBuild is the cost of the hidden set in a run's
 // ruleset: the run's home alone (the baseline, "home") against the
-// default set ("host": the other homes and the secrets this process can
-// read, each hidden file splitting its directory), each the set's making
-// and a ReadOnly ruleset's build, its record reused from the third build
-// on as in a program's runs.
+// default set ("host": the other homes hidden, and the secrets this
+// process can read masked where the run gets its mount namespace, else
+// hidden, each hidden file splitting its directory; "host-rules": the
+// secrets hidden by the rules, as where no mount namespace is given),
+// each the set's making and a ReadOnly ruleset's build with its private
+// roots' plan, its record reused from the third build on as in a
+// program's runs.
 func BenchmarkSandboxHiddenBuild(b *testing.B) {
 	if _, err := sandbox.Probe(); err != nil {
 		b.Skip(err)
@@ -85,14 +88,17 @@ func BenchmarkSandboxHiddenBuild(b *testing.B) {
 			b.Fatal(err)
 		}
 	}
+	none := func() []string { return nil }
 	for _, c := range []struct {
-		name   string
-		hidden func(string) []string
-	}{{"home", homeHidden}, {"host", defaultHidden}} {
+		name    string
+		hidden  func(string) []string
+		masked  func() []string
+		private bool
+	}{{"home", homeHidden, none, true}, {"host", defaultHidden, defaultMasked, true}, {"host-rules", defaultHidden, defaultMasked, false}} {
 		b.Run(c.name, func(b *testing.B) {
 			for b.Loop() {
-				r, err := sandbox.Build(sandbox.Policy{Level: sandbox.ReadOnly, Workdir: work, Temp: temp,
-					Hidden: c.hidden(home), Visible: installOf(os.Args[0], os.Environ())})
+				r, err := sandbox.Build(sandbox.Policy{Level: sandbox.ReadOnly, Workdir: work, Temp: temp, Private: c.private,
+					Hidden: c.hidden(home), Masked: c.masked(), Visible: installOf(os.Args[0], os.Environ())})
 				if err != nil {
 					b.Fatal(err)
 				}

@@ -129,7 +129,8 @@ type Script struct {
 	Tool bool `json:"tool,omitempty"`
 	// Touch names paths the fake itself tries, before its first event, to
 	// write ("write PATH": append a line, creating the file) or to read
-	// ("read PATH"), to remove ("remove PATH") or to replace by a rename
+	// ("read PATH"; "content PATH" fails with "empty" where the file read
+	// holds nothing), to remove ("remove PATH") or to replace by a rename
 	// over it ("replace PATH": write PATH.new, rename it to PATH), or to
 	// make a directory with its parents ("mkdir PATH"), as a
 	// CLI under a sandbox would; "$TMPDIR" in PATH is
@@ -656,6 +657,13 @@ func touchAll(ops []string) []string {
 			}
 		case "read":
 			_, err = os.ReadFile(path)
+		case "content":
+			// A read that finds nothing (a file masked by an empty one)
+			// is not one that read the file.
+			var b []byte
+			if b, err = os.ReadFile(path); err == nil && len(b) == 0 {
+				err = errors.New("empty")
+			}
 		case "mkdir":
 			err = os.MkdirAll(path, 0o755)
 		case "remove":

@@ -49,10 +49,10 @@ import (
 // One level pair a backend, not the cross product: the plain turn at each
 // level is TestSandboxTurn's and TestSandboxACPAnswer(Levels)'s. Every case
 // checks Result.Sandbox and, through the rig (invoke, closeAndCheck),
-// that no process of the run or session survives it. It is slow: on a
-// loaded 2-core machine an ACP agent's session opened in 20 s to 70 s
-// under the sandbox, and the whole test ran past 15 minutes; -run
-// 'TestSandboxFullTurns/cli-' runs the CLIs' cells alone.
+// that no process of the run or session survives it. It took 132 s on a
+// 2-core machine at a load of about 2 (an ACP agent's session opening in
+// 2 s to 6 s), and ran past 15 minutes at a load near 19 (openings of 20 s
+// to 70 s); -run 'TestSandboxFullTurns/cli-' runs the CLIs' cells alone.
 func TestSandboxFullTurns(t *testing.T) {
 	type backend struct {
 		kind string // "cli" or "acp"

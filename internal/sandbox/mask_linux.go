@@ -40,14 +40,28 @@ func resolvesElsewhere(path string) bool {
 	return err != nil || real != path
 }
 
-// mask covers path, in the calling thread's mount namespace, with an
-// empty file system of no permissions: a directory by a read-only tmpfs
-// of mode 000, a file by such a tmpfs's one empty file of mode 000 bound
-// over it. Another user is refused either; root, whose capabilities pass
-// a file's modes, finds it empty. The path is looked up once, no link
-// followed, and the mount moved onto what was found, as hold does. It
-// returns false, and no error, where path is gone.
-func mask(path string) (bool, error) {
+// A masker covers paths, in the calling thread's mount namespace, with
+// one empty read-only file system made once for all its paths: a
+// directory by a clone of its empty directory of mode 000, a file by a
+// clone of its empty file of mode 000, each bound over it.
+// Another user is refused either; root, whose capabilities pass a file's
+// modes, finds it empty.
+type masker struct {
+	fs int // the detached tmpfs, or 0 before the first mask
+}
+
+// close releases the tmpfs; the masks made stay.
+func (m *masker) close() {
+	if m.fs > 0 {
+		unix.Close(m.fs)
+		m.fs = 0
+	}
+}
+
+// mask covers path. The path is looked up once, no link followed, and
+// the mount moved onto what was found, as hold does. It returns false,
+// and no error, where path is gone.
+func (m *masker) mask(path string) (bool, error) {
 	at, err := openat2(unix.AT_FDCWD, path, unix.O_PATH|unix.O_NOFOLLOW|unix.O_CLOEXEC, unix.RESOLVE_NO_SYMLINKS)
 	if gone(err) {
 		return false, nil
@@ -60,24 +74,20 @@ func mask(path string) (bool, error) {
 	if err := unix.Fstat(at, &st); err != nil {
 		return false, fmt.Errorf("mask %s: stat: %w", path, err)
 	}
-	dir := st.Mode&unix.S_IFMT == unix.S_IFDIR
-	fs, err := emptyFS(!dir)
-	if err != nil {
-		return false, fmt.Errorf("mask %s: %w", path, err)
-	}
-	defer unix.Close(fs)
-	src := fs
-	if !dir {
-		file, err := unix.OpenTree(fs, "empty", unix.OPEN_TREE_CLONE|unix.O_CLOEXEC)
-		if err != nil {
-			return false, fmt.Errorf("mask %s: clone the empty file: %w", path, err)
+	if m.fs == 0 {
+		if m.fs, err = emptyFS(); err != nil {
+			return false, fmt.Errorf("mask %s: %w", path, err)
 		}
-		defer unix.Close(file)
-		src = file
 	}
-	if err := unix.MountSetattr(src, "", unix.AT_EMPTY_PATH, &unix.MountAttr{Attr_set: unix.MOUNT_ATTR_RDONLY}); err != nil {
-		return false, fmt.Errorf("mask %s: make the mask read-only: %w", path, err)
+	name := "file"
+	if st.Mode&unix.S_IFMT == unix.S_IFDIR {
+		name = "dir"
 	}
+	src, err := unix.OpenTree(m.fs, name, unix.OPEN_TREE_CLONE|unix.O_CLOEXEC)
+	if err != nil {
+		return false, fmt.Errorf("mask %s: clone the empty file system: %w", path, err)
+	}
+	defer unix.Close(src)
 	err = unix.MoveMount(src, "", at, "", unix.MOVE_MOUNT_F_EMPTY_PATH|unix.MOVE_MOUNT_T_EMPTY_PATH)
 	if gone(err) {
 		return false, nil
@@ -88,16 +98,16 @@ func mask(path string) (bool, error) {
 	return true, nil
 }
 
-// emptyFS returns a detached tmpfs of mode 000, no device, no set-id and
-// no execution, holding one empty file "empty" of mode 000 where file is
-// set.
-func emptyFS(file bool) (int, error) {
+// emptyFS returns a detached read-only tmpfs, no device, no set-id and no
+// execution, holding an empty file "file" and an empty directory "dir",
+// each of mode 000.
+func emptyFS() (int, error) {
 	fsfd, err := unix.Fsopen("tmpfs", unix.FSOPEN_CLOEXEC)
 	if err != nil {
 		return -1, fmt.Errorf("fsopen(tmpfs): %w", err)
 	}
 	defer unix.Close(fsfd)
-	for _, kv := range [][2]string{{"mode", "000"}, {"size", "4k"}, {"nr_inodes", "2"}} {
+	for _, kv := range [][2]string{{"mode", "000"}, {"size", "4k"}, {"nr_inodes", "3"}} {
 		if err := unix.FsconfigSetString(fsfd, kv[0], kv[1]); err != nil {
 			return -1, fmt.Errorf("tmpfs %s=%s: %w", kv[0], kv[1], err)
 		}
@@ -109,13 +119,17 @@ func emptyFS(file bool) (int, error) {
 	if err != nil {
 		return -1, fmt.Errorf("fsmount(tmpfs): %w", err)
 	}
-	if file {
-		f, err := unix.Openat(fd, "empty", unix.O_CREAT|unix.O_EXCL|unix.O_WRONLY|unix.O_CLOEXEC, 0)
-		if err != nil {
-			unix.Close(fd)
-			return -1, fmt.Errorf("make the empty file: %w", err)
-		}
+	f, err := unix.Openat(fd, "file", unix.O_CREAT|unix.O_EXCL|unix.O_WRONLY|unix.O_CLOEXEC, 0)
+	if err == nil {
 		unix.Close(f)
+		err = unix.Mkdirat(fd, "dir", 0)
+	}
+	if err == nil {
+		err = unix.MountSetattr(fd, "", unix.AT_EMPTY_PATH, &unix.MountAttr{Attr_set: unix.MOUNT_ATTR_RDONLY})
+	}
+	if err != nil {
+		unix.Close(fd)
+		return -1, fmt.Errorf("make the empty file system: %w", err)
 	}
 	return fd, nil
 }

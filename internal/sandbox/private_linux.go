@@ -569,9 +569,11 @@ func (pl *privatePlan) enter(b *builder) error {
 	}
 	holdEach(pl.Links, holdFile)
 	holdEach(pl.Nested, holdTree)
+	var mk masker
+	defer mk.close()
 	for _, m := range pl.Masked {
 		// A secret the run could read, unlike a hold, is not skipped.
-		covered, err := mask(m)
+		covered, err := mk.mask(m)
 		if err != nil {
 			return undo(err)
 		}

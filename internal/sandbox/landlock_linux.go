@@ -71,7 +71,11 @@ func (r *Ruleset) RestrictDropping(caps ...int) error {
 		return fmt.Errorf("sandbox: unshare(CLONE_NEWIPC): %w", err)
 	}
 	if r.private != nil {
-		if err := r.private.enter(&builder{fd: r.fd, rt: r.rt}); err != nil {
+		if err := r.private.enter(&builder{fd: r.fd, rt: r.rt}); err != nil && len(r.private.Masked) > 0 {
+			// The rules do not hide what the masks were to cover: the run
+			// does not start without them.
+			return fmt.Errorf("sandbox: the run's mount namespace, which masks the system's secrets: %w", err)
+		} else if err != nil {
 			r.noPriv = err.Error()
 		} else if fd, err := unix.Open("/proc/thread-self/ns/mnt", unix.O_RDONLY|unix.O_CLOEXEC, 0); err == nil {
 			r.ns = os.NewFile(uintptr(fd), "mnt-namespace")

@@ -4,6 +4,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 	"testing"
 )
 
@@ -86,5 +87,46 @@ func TestSandboxMasked(t *testing.T) {
 				t.Errorf("%s/new was made", keys)
 			}
 		})
+	}
+}
+
+// TestSandboxMaskFailsClosed: a mask that cannot be made (the directory
+// above the secret replaced by a link between the plan and the run's
+// start) fails the restriction: the rules do not hide a masked path, so
+// the run must not start without its mask.
+func TestSandboxMaskFailsClosed(t *testing.T) {
+	requirePrivate(t)
+	base, err := os.MkdirTemp("/var/tmp", "clinvoke-mask-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(base) })
+	dir := filepath.Join(base, "d")
+	if err := os.Mkdir(dir, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(dir+"/secret", []byte("KEY=1\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	r := newRig(t)
+	p := r.policy(ReadOnly)
+	p.Private, p.Masked = true, []string{dir + "/secret"}
+	rs, err := Build(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rs.Close()
+	clonedHook = func() {
+		if err := os.Rename(dir, dir+"2"); err != nil {
+			t.Error(err)
+		}
+		if err := os.Symlink("d2", dir); err != nil {
+			t.Error(err)
+		}
+	}
+	t.Cleanup(func() { clonedHook = nil })
+	err = Retired(func() error { return rs.RestrictDropping() })
+	if err == nil || !strings.Contains(err.Error(), "masks the system's secrets") {
+		t.Fatalf("RestrictDropping() = %v, want the mask's failure", err)
 	}
 }

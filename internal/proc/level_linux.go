@@ -4,6 +4,7 @@ package proc
 
 import (
 	"errors"
+	"os"
 	"time"
 )
 
@@ -68,6 +69,10 @@ type trackingLevel struct {
 	// namespace nested in it, is a member (userns_linux.go). Set before
 	// the tracker or any caller reads it.
 	userns nsID
+	// usernsPin holds userns's file open until the tree is reaped: the
+	// kernel gives a freed namespace's number to the next one made, and a
+	// sweep would take that one's processes for the run's.
+	usernsPin *os.File
 }
 
 // account is account at the Cgroup level: the figures of the tree's v2

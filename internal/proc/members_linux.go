@@ -6,6 +6,7 @@ import (
 	"errors"
 	"log/slog"
 	"math"
+	"os"
 	"slices"
 	"sync"
 	"time"
@@ -49,7 +50,14 @@ type trackedTree struct {
 // It first reads the user namespace the run was started in (see
 // trackingLevel.userns).
 func (s *treeSys) startTracking(exited <-chan struct{}, log *slog.Logger) {
-	s.userns = runUserNS(s.root)
+	// Opened first: the root, not yet reaped, holds its namespace (and
+	// the ones above it) until then; the file holds them after.
+	pin, err := os.Open(userNSPath(s.root))
+	if s.userns = runUserNS(s.root); !s.userns.zero() && err == nil {
+		s.usernsPin = pin
+	} else if err == nil {
+		pin.Close()
+	}
 	sc := s.scanner()
 	tracker := &sc.tracker
 	tracker.mu.Lock()

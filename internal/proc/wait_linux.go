@@ -28,6 +28,9 @@ func (l *trackingLevel) wait(t *Tree) (State, error) {
 		s.scanner().unregister(l.marker)
 	}
 	t.finish(cpu, nil)
+	if s.usernsPin != nil {
+		s.usernsPin.Close()
+	}
 	if err != nil {
 		return State{}, err
 	}

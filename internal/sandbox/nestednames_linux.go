@@ -70,6 +70,9 @@ type nestedWalk struct {
 	// its inode number as its directory's listing gave it: what a walk
 	// at the run's end compares with (heldSince).
 	Found map[string]uint64
+	// Marked are the directories whose subdirectories it did not enter,
+	// marked by a tool (venvMarker, cacheDirTag).
+	Marked []string
 }
 
 // walkNested walks the working directory dir, breadth first, for the
@@ -85,6 +88,13 @@ type nestedWalk struct {
 // path, which the names found are under. It reads the filesystem only:
 // the same tree gives the same walk.
 func walkNested(dir string, held []string, budget walkBudget) nestedWalk {
+	return walkMarked(dir, held, budget, nil)
+}
+
+// walkMarked is walkNested honouring a tool's mark only on a directory of
+// only where only is not nil (the marks a walk at the run's start found:
+// one the run planted since does not hide what it made beneath).
+func walkMarked(dir string, held []string, budget walkBudget, only []string) nestedWalk {
 	var w nestedWalk
 	if dir == "" || len(held) == 0 {
 		return w
@@ -136,6 +146,12 @@ func walkNested(dir string, held []string, budget walkBudget) nestedWalk {
 			break
 		}
 		read += len(entries)
+		if marked && only != nil && !slices.Contains(only, d.dir) {
+			marked = false
+		}
+		if marked {
+			w.Marked = append(w.Marked, d.dir)
+		}
 		// In order of name, so that a cut falls where it would in a
 		// copy of the tree.
 		slices.SortFunc(entries, func(a, b dirent) int { return strings.Compare(a.name, b.name) })
@@ -343,9 +359,10 @@ func toolMarked(fd int, entries []dirent) bool {
 // directory that its plan made at its start (WorkspaceWrite, with the
 // private roots): what a walk once the run's tree is gone compares with.
 type Walked struct {
-	dir   string
-	held  []string
-	found map[string]uint64 // inode numbers, as nestedWalk.Found
+	dir    string
+	held   []string
+	found  map[string]uint64 // inode numbers, as nestedWalk.Found
+	marked []string          // as nestedWalk.Marked: the marks the walk again honours
 }
 
 // Walked returns the walk the plan of the run's private roots made for
@@ -373,7 +390,11 @@ func (w *Walked) Since() (made, replaced []string) {
 	if w == nil {
 		return nil, nil
 	}
-	now := walkNested(w.dir, w.held, nestedBudget)
+	only := w.marked
+	if only == nil {
+		only = []string{} // no mark then: none now
+	}
+	now := walkMarked(w.dir, w.held, nestedBudget, only)
 	var moved map[uint64]bool
 	for path, ino := range now.Found {
 		was, ok := w.found[path]

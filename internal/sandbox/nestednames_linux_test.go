@@ -509,3 +509,39 @@ func TestNestedWalkSince(t *testing.T) {
 		t.Errorf("Since() replaced %q, want %q", replaced, want)
 	}
 }
+
+// TestNestedWalkSinceMarks: the walk at the run's end honours only the
+// tools' marks the walk at its start found: a pyvenv.cfg or a signed
+// CACHEDIR.TAG the run planted above a held name it made does not hide it,
+// while a virtual environment there from the start is still not entered.
+func TestNestedWalkSinceMarks(t *testing.T) {
+	work := t.TempDir()
+	for _, d := range []string{"lib/sub", "cache/sub", "venv/lib"} {
+		if err := os.MkdirAll(filepath.Join(work, d), 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := os.WriteFile(work+"/venv/pyvenv.cfg", []byte("home = /usr/bin\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	start := walkNested(work, workspace.ConfigNames(), nestedBudget)
+	w := &Walked{dir: work, held: workspace.ConfigNames(), found: start.Found, marked: start.Marked}
+	if want := []string{work + "/venv"}; !slices.Equal(start.Marked, want) {
+		t.Fatalf("the start walk's marks = %q, want %q", start.Marked, want)
+	}
+	for _, d := range []string{"lib/sub/.git", "cache/sub/.git", "venv/lib/.git"} {
+		if err := os.MkdirAll(filepath.Join(work, d), 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := os.WriteFile(work+"/lib/pyvenv.cfg", []byte("home = /usr/bin\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(work+"/cache/CACHEDIR.TAG", []byte("Signature: 8a477f597d28d172789f06886806bc55\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	made, _ := w.Since()
+	if want := []string{work + "/cache/sub/.git", work + "/lib/sub/.git"}; !slices.Equal(made, want) {
+		t.Errorf("Since() made %q, want %q (the planted marks honoured, or the start's not)", made, want)
+	}
+}

@@ -185,7 +185,7 @@ func planPrivate(p Policy, chains []chain) (*privatePlan, string) {
 	if p.Level == WorkspaceWrite {
 		w := walkNested(p.Workdir, p.Held, nestedBudget)
 		pl.Walk = w.Cut
-		pl.walked = &Walked{dir: p.Workdir, held: p.Held, found: w.Found}
+		pl.walked = &Walked{dir: p.Workdir, held: p.Held, found: w.Found, marked: w.Marked}
 		for _, q := range w.Names {
 			if seen(q) {
 				pl.Nested = append(pl.Nested, q)

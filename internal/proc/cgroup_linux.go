@@ -18,6 +18,8 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	minfo "github.com/clinvoke/clinvoke/internal/mountinfo"
 )
 
 // Cgroup containment. Each host process that starts trees gets one cgroup
@@ -196,28 +198,9 @@ func cgroup2Mount() (mount, root string, err error) {
 		if len(f) < 5 {
 			continue
 		}
-		return unescapeMount(f[4]), unescapeMount(f[3]), nil
+		return minfo.Unescape(f[4]), minfo.Unescape(f[3]), nil
 	}
 	return "", "", fmt.Errorf("no cgroup2 file system is mounted: %w", fs.ErrNotExist)
-}
-
-// unescapeMount undoes mountinfo's octal escapes (\040 for a space).
-func unescapeMount(s string) string {
-	if !strings.Contains(s, `\`) {
-		return s
-	}
-	var b strings.Builder
-	for i := 0; i < len(s); i++ {
-		if s[i] == '\\' && i+3 < len(s) {
-			if n, err := strconv.ParseUint(s[i+1:i+4], 8, 8); err == nil {
-				b.WriteByte(byte(n))
-				i += 3
-				continue
-			}
-		}
-		b.WriteByte(s[i])
-	}
-	return b.String()
 }
 
 // removeDeadHomes kills and removes the homes in parent whose host is no

@@ -17,6 +17,8 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	minfo "github.com/clinvoke/clinvoke/internal/mountinfo"
 )
 
 // Cgroup v1 controllers, for hybrid hosts: the unified (v2) hierarchy holds
@@ -201,7 +203,7 @@ func v1Hierarchies(mountinfo, cgroup []byte, under string) (hier [numV1]*v1Hier)
 		if len(pf) < 5 || len(qf) < 3 || qf[0] != "cgroup" {
 			continue
 		}
-		mount, root := unescapeMount(pf[4]), unescapeMount(pf[3])
+		mount, root := minfo.Unescape(pf[4]), minfo.Unescape(pf[3])
 		if under != "" && filepath.Dir(mount) != filepath.Clean(under) {
 			continue
 		}

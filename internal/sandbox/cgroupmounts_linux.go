@@ -5,8 +5,9 @@ import (
 	"bytes"
 	"os"
 	"path/filepath"
-	"strconv"
 	"strings"
+
+	minfo "github.com/clinvoke/clinvoke/internal/mountinfo"
 )
 
 // cgroupMounts returns the mount point of every cgroup and cgroup2 file
@@ -42,29 +43,10 @@ func parseCgroupMounts(mountinfo []byte) []string {
 		if len(f) < 5 {
 			continue
 		}
-		p := filepath.Clean(unescapeMount(f[4]))
+		p := filepath.Clean(minfo.Unescape(f[4]))
 		if !isHeld(p, out) {
 			out = append(out, p)
 		}
 	}
 	return out
-}
-
-// unescapeMount undoes mountinfo's octal escapes (\040 for a space).
-func unescapeMount(s string) string {
-	if !strings.Contains(s, `\`) {
-		return s
-	}
-	var b strings.Builder
-	for i := 0; i < len(s); i++ {
-		if s[i] == '\\' && i+3 < len(s) {
-			if n, err := strconv.ParseUint(s[i+1:i+4], 8, 8); err == nil {
-				b.WriteByte(byte(n))
-				i += 3
-				continue
-			}
-		}
-		b.WriteByte(s[i])
-	}
-	return b.String()
 }

@@ -408,10 +408,7 @@ func TestNestedWalkMount(t *testing.T) {
 			// The bind is the thread's own mount namespace's, and ends
 			// with the thread.
 			err := Retired(func() error {
-				if err := unix.Unshare(unix.CLONE_NEWNS); err != nil {
-					return err
-				}
-				if err := unix.Mount("", "/", "", unix.MS_REC|unix.MS_SLAVE, ""); err != nil {
+				if err := ownMountNS(); err != nil {
 					return err
 				}
 				if err := unix.Mount(other, work+"/vol", "", unix.MS_BIND, ""); err != nil {

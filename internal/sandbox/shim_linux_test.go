@@ -256,10 +256,7 @@ func TestShimRefusesForgedShells(t *testing.T) {
 			// A mount namespace of this thread's own, nothing of it
 			// reaching the host: a tmpfs on /tmp holding a forged
 			// ShimDir, and this binary bound over the shell.
-			if err := unix.Unshare(unix.CLONE_NEWNS); err != nil {
-				return err
-			}
-			if err := unix.Mount("", "/", "", unix.MS_REC|unix.MS_SLAVE, ""); err != nil {
+			if err := ownMountNS(); err != nil {
 				return err
 			}
 			exe, err := readOnlyClone(unix.AT_FDCWD, mustReadlink(t, "/proc/self/exe"), unix.AT_SYMLINK_NOFOLLOW)
@@ -637,14 +634,20 @@ func TestShimOtherPaths(t *testing.T) {
 	}
 }
 
+// ownMountNS gives the calling thread, locked and retired (Retired), a
+// mount namespace of its own whose mounts reach nothing of the host's.
+func ownMountNS() error {
+	if err := unix.Unshare(unix.CLONE_NEWNS); err != nil {
+		return err
+	}
+	return unix.Mount("", "/", "", unix.MS_REC|unix.MS_SLAVE, "")
+}
+
 // localShells puts, in a mount namespace of the calling thread's own, a
 // tmpfs on /usr/local/bin holding a copy of /bin/bash, a copy of
 // multicall as busybox and a link readmem to it.
 func localShells(multicall string) error {
-	if err := unix.Unshare(unix.CLONE_NEWNS); err != nil {
-		return err
-	}
-	if err := unix.Mount("", "/", "", unix.MS_REC|unix.MS_SLAVE, ""); err != nil {
+	if err := ownMountNS(); err != nil {
 		return err
 	}
 	if err := unix.Mount("tmpfs", "/usr/local/bin", "tmpfs", 0, "mode=0755"); err != nil {
